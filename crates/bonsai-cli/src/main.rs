@@ -1,0 +1,5 @@
+//! The `bonsai` command line.
+
+fn main() {
+    println!("bonsai");
+}

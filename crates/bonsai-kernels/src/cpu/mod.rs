@@ -1,0 +1,1 @@
+//! Shared CPU machinery: run-time SIMD selection and the thread pool.

@@ -1,0 +1,10 @@
+//! Every op bonsai runs: a plain Rust reference that defines it, a fast CPU version, and a CUDA
+//! kernel, side by side in `ops/<op>/`. Shared CPU machinery lives in `cpu/`, the CUDA kernel
+//! library (one module, cached, resolved by name) in `cuda/`.
+
+pub mod cpu;
+pub mod cuda;
+pub mod ops;
+pub mod weights;
+
+pub use weights::{QMatrix, Q1Matrix, Q2Matrix, WeightError, GROUP};

@@ -1,0 +1,2 @@
+//! One folder per op: `mod.rs` (the contract), `reference.rs`, `cpu.rs`, `cuda.rs`, `<op>.cu`,
+//! `tests.rs`.

@@ -1,0 +1,152 @@
+//! Quantized weight matrices in the layout every kernel (CPU and CUDA) reads.
+//!
+//! A matrix `W[N, K]` (N output rows, K contiguous inputs, `K % 128 == 0`) is stored as a
+//! structure of arrays, so that the bytes uploaded to the GPU are exactly these vectors:
+//!
+//! ```text
+//! block b = row * (K / 128) + kb          (row-major over blocks)
+//! scales[b]            : f16, the block's scale d
+//! Q1: bits[4b .. 4b+4] : 128 sign bits, weight j of the block is bit (j % 32) of word j / 32,
+//!                        1 -> +d, 0 -> -d
+//! Q2: codes[8b .. 8b+8]: 128 two-bit codes, weight j is bits 2(j % 16).. of word j / 16,
+//!                        code c -> (c - 1) * d, i.e. 0 -> -d, 1 -> 0, 2 -> +d, 3 -> +2d
+//! ```
+//!
+//! Every 2-bit file layout (TQ2_0_g128, PrismML Q2_0 g128) is normalised to the Q2 code set at
+//! load, so one kernel family serves all of them. Separate arrays keep the 16-byte (Q1) and
+//! 32-byte (Q2) payloads naturally aligned for vector loads and the scales coalesced.
+
+use half::f16;
+
+/// Weights per quantization group, shared by every format the kernels read.
+pub const GROUP: usize = 128;
+/// u32 words of sign bits per Q1 group.
+pub const Q1_WORDS: usize = GROUP / 32;
+/// u32 words of 2-bit codes per Q2 group.
+pub const Q2_WORDS: usize = GROUP / 16;
+
+/// Why a weight matrix cannot be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WeightError {
+    #[error("K = {k} is not a multiple of the {GROUP}-weight group")]
+    KNotGroupMultiple { k: usize },
+    #[error("expected {expected} {what}, got {got}")]
+    Length { what: &'static str, expected: usize, got: usize },
+}
+
+/// A 1-bit (Q1_0) matrix in kernel layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Q1Matrix {
+    pub n: usize,
+    pub k: usize,
+    pub scales: Vec<f16>,
+    pub bits: Vec<u32>,
+}
+
+/// A 2-bit matrix (ternary or {-1,0,1,2}) in kernel layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Q2Matrix {
+    pub n: usize,
+    pub k: usize,
+    pub scales: Vec<f16>,
+    pub codes: Vec<u32>,
+}
+
+fn check_k(k: usize) -> Result<usize, WeightError> {
+    if k % GROUP != 0 || k == 0 {
+        return Err(WeightError::KNotGroupMultiple { k });
+    }
+    Ok(k / GROUP)
+}
+
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), WeightError> {
+    if expected != got {
+        return Err(WeightError::Length { what, expected, got });
+    }
+    Ok(())
+}
+
+impl Q1Matrix {
+    pub fn new(n: usize, k: usize, scales: Vec<f16>, bits: Vec<u32>) -> Result<Self, WeightError> {
+        let blocks = n * check_k(k)?;
+        check_len("Q1 scales", blocks, scales.len())?;
+        check_len("Q1 bit words", blocks * Q1_WORDS, bits.len())?;
+        Ok(Self { n, k, scales, bits })
+    }
+
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / GROUP
+    }
+
+    /// Weight (row, col) as f32: the definition every kernel must agree with.
+    pub fn weight(&self, row: usize, col: usize) -> f32 {
+        let b = row * self.blocks_per_row() + col / GROUP;
+        let j = col % GROUP;
+        let bit = (self.bits[b * Q1_WORDS + j / 32] >> (j % 32)) & 1;
+        let d = self.scales[b].to_f32();
+        if bit == 1 {
+            d
+        } else {
+            -d
+        }
+    }
+
+    /// Bytes a kernel must read to use the whole matrix once.
+    pub fn len_bytes(&self) -> usize {
+        self.scales.len() * 2 + self.bits.len() * 4
+    }
+}
+
+impl Q2Matrix {
+    pub fn new(n: usize, k: usize, scales: Vec<f16>, codes: Vec<u32>) -> Result<Self, WeightError> {
+        let blocks = n * check_k(k)?;
+        check_len("Q2 scales", blocks, scales.len())?;
+        check_len("Q2 code words", blocks * Q2_WORDS, codes.len())?;
+        Ok(Self { n, k, scales, codes })
+    }
+
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / GROUP
+    }
+
+    /// Weight (row, col) as f32: the definition every kernel must agree with.
+    pub fn weight(&self, row: usize, col: usize) -> f32 {
+        let b = row * self.blocks_per_row() + col / GROUP;
+        let j = col % GROUP;
+        let code = (self.codes[b * Q2_WORDS + j / 16] >> (2 * (j % 16))) & 3;
+        (code as f32 - 1.0) * self.scales[b].to_f32()
+    }
+
+    /// Bytes a kernel must read to use the whole matrix once.
+    pub fn len_bytes(&self) -> usize {
+        self.scales.len() * 2 + self.codes.len() * 4
+    }
+}
+
+/// Either quantized matrix; the model holds its linear weights as this.
+#[derive(Clone, Debug, PartialEq)]
+pub enum QMatrix {
+    Q1(Q1Matrix),
+    Q2(Q2Matrix),
+}
+
+impl QMatrix {
+    pub fn n(&self) -> usize {
+        match self {
+            QMatrix::Q1(m) => m.n,
+            QMatrix::Q2(m) => m.n,
+        }
+    }
+    pub fn k(&self) -> usize {
+        match self {
+            QMatrix::Q1(m) => m.k,
+            QMatrix::Q2(m) => m.k,
+        }
+    }
+    pub fn len_bytes(&self) -> usize {
+        match self {
+            QMatrix::Q1(m) => m.len_bytes(),
+            QMatrix::Q2(m) => m.len_bytes(),
+        }
+    }
+}
