@@ -1,2 +1,7 @@
 //! Qwen3 as Bonsai uses it, over a backend interface; KV cache, sampler, tokenizer, chat template
 //! and the generation loop.
+
+pub mod chat;
+pub mod demo;
+pub mod sampler;
+pub mod tokenizer;
