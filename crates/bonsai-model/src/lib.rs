@@ -5,3 +5,4 @@ pub mod chat;
 pub mod demo;
 pub mod sampler;
 pub mod tokenizer;
+pub mod weights;

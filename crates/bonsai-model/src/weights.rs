@@ -1,0 +1,114 @@
+//! GGUF quantized blocks -> the kernels' structure-of-arrays layout (`bonsai_kernels::weights`).
+//!
+//! ```text
+//! Q1_0        (18 B): f16 d | qs[16]   weight j = bit j%8 of qs[j/8]  -> LE u32 word j/32, bit j%32
+//! TQ2_0_g128  (34 B): qs[32] | f16 d   code  j = bits 2(j%4) of qs[j/4] -> LE u32 word j/16
+//!                     codes 00 -1, 01 0, 10 +1, 11 0  -> normalised 0, 1, 2, 1 (11 -> 01)
+//! PrismML Q2_0(34 B): f16 d | qs[32]   code c -> (c-1)·d, the kernel code set as it is
+//! ```
+//! Reading the byte array little-endian four bytes at a time puts weight j at exactly the bit the
+//! kernel layout wants, so conversion is a re-split of scales and payload plus (TQ2 only) one
+//! bitwise code fix.
+
+use bonsai_kernels::weights::{Q1Matrix, Q2Matrix, WeightError, GROUP, Q1_WORDS, Q2_WORDS};
+use half::f16;
+
+/// Bytes of one Q1_0 block: f16 scale + 128 sign bits.
+pub const Q1_0_BLOCK_BYTES: usize = 2 + GROUP / 8;
+/// Bytes of one 2-bit g128 block (either byte order): f16 scale + 128 two-bit codes.
+pub const Q2_G128_BLOCK_BYTES: usize = 2 + GROUP / 4;
+const SCALE_BYTES: usize = 2;
+/// Low bit of every 2-bit lane of a u32.
+const LOW_LANE_BITS: u32 = 0x5555_5555;
+
+/// Where a 2-bit block keeps its scale, and which code set it uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TwoBitBlocks {
+    /// TQ2_0_g128: codes first, scale last, ternary codes {-1, 0, +1, 0}.
+    TernaryScaleLast,
+    /// PrismML Q2_0 g128: scale first, codes c -> c - 1.
+    PrismScaleFirst,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error("{name}: {got} bytes of blocks, expected {expected} for [{n} x {k}]")]
+    Length { name: String, n: usize, k: usize, expected: usize, got: usize },
+    #[error("{name}: {source}")]
+    Shape { name: String, source: WeightError },
+}
+
+fn expect_len(name: &str, n: usize, k: usize, block_bytes: usize, bytes: &[u8]) -> Result<usize, ConvertError> {
+    if k % GROUP != 0 || k == 0 {
+        return Err(ConvertError::Shape { name: name.into(), source: WeightError::KNotGroupMultiple { k } });
+    }
+    let n_blocks = n * (k / GROUP);
+    let expected = n_blocks * block_bytes;
+    if bytes.len() != expected {
+        return Err(ConvertError::Length { name: name.into(), n, k, expected, got: bytes.len() });
+    }
+    Ok(n_blocks)
+}
+
+fn le_words(payload: &[u8], out: &mut Vec<u32>) {
+    out.extend(payload.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
+}
+
+fn scale(bytes: &[u8]) -> f16 {
+    f16::from_le_bytes([bytes[0], bytes[1]])
+}
+
+/// Q1_0 blocks of a row-major `[n, k]` matrix -> `Q1Matrix`.
+pub fn q1_from_q1_0_blocks(name: &str, n: usize, k: usize, bytes: &[u8]) -> Result<Q1Matrix, ConvertError> {
+    let n_blocks = expect_len(name, n, k, Q1_0_BLOCK_BYTES, bytes)?;
+    let mut scales = Vec::with_capacity(n_blocks);
+    let mut bits = Vec::with_capacity(n_blocks * Q1_WORDS);
+    for block in bytes.chunks_exact(Q1_0_BLOCK_BYTES) {
+        scales.push(scale(&block[..SCALE_BYTES]));
+        le_words(&block[SCALE_BYTES..], &mut bits);
+    }
+    Q1Matrix::new(n, k, scales, bits).map_err(|source| ConvertError::Shape { name: name.into(), source })
+}
+
+/// Maps TQ2 code 11 (a second zero) to 01, leaving 00, 01, 10 as they are: in the kernel code
+/// set 00 -> -d, 01 -> 0, 10 -> +d then agree with TQ2's meaning.
+pub fn normalise_ternary_codes(word: u32) -> u32 {
+    let both_bits = word & (word >> 1) & LOW_LANE_BITS;
+    word & !(both_bits << 1)
+}
+
+/// 2-bit g128 blocks of a row-major `[n, k]` matrix -> `Q2Matrix` in the kernel code set.
+pub fn q2_from_two_bit_blocks(
+    name: &str,
+    layout: TwoBitBlocks,
+    n: usize,
+    k: usize,
+    bytes: &[u8],
+) -> Result<Q2Matrix, ConvertError> {
+    let n_blocks = expect_len(name, n, k, Q2_G128_BLOCK_BYTES, bytes)?;
+    let mut scales = Vec::with_capacity(n_blocks);
+    let mut codes = Vec::with_capacity(n_blocks * Q2_WORDS);
+    for block in bytes.chunks_exact(Q2_G128_BLOCK_BYTES) {
+        match layout {
+            TwoBitBlocks::TernaryScaleLast => {
+                let (payload, d) = block.split_at(GROUP / 4);
+                scales.push(scale(d));
+                let start = codes.len();
+                le_words(payload, &mut codes);
+                for w in &mut codes[start..] {
+                    *w = normalise_ternary_codes(*w);
+                }
+            }
+            TwoBitBlocks::PrismScaleFirst => {
+                let (d, payload) = block.split_at(SCALE_BYTES);
+                scales.push(scale(d));
+                le_words(payload, &mut codes);
+            }
+        }
+    }
+    Q2Matrix::new(n, k, scales, codes).map_err(|source| ConvertError::Shape { name: name.into(), source })
+}
+
+#[cfg(test)]
+#[path = "weights_tests.rs"]
+mod tests;
