@@ -25,11 +25,12 @@ status=0
 run() { # run NAME CMD...: logs to $OUT/NAME.log, remembers failure
     local name=$1; shift
     echo "=== $name: $*" | tee -a "$OUT/summary.log"
-    local t0=$(date +%s.%N)
+    local t0=$(date +%s%N)
     "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
-    local t1=$(date +%s.%N)
-    printf '=== %s: rc=%d wall=%.2fs\n' "$name" "$rc" "$(echo "$t1 - $t0" | bc)" | tee -a "$OUT/summary.log"
+    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "=== $name: rc=$rc wall=${ms}ms" | tee -a "$OUT/summary.log"
+    tail -n 40 "$OUT/$name.log"
     [ $rc -eq 0 ] || status=1
     return $rc
 }
