@@ -36,6 +36,9 @@ pub enum GgufError {
     #[error("{what} is not valid UTF-8")]
     InvalidUtf8 { what: String },
 
+    #[error("{kind} \"{escaped}\" contains a control character")]
+    ControlCharacter { kind: &'static str, escaped: String },
+
     #[error("duplicate {kind} '{name}'")]
     Duplicate { kind: &'static str, name: String },
 
