@@ -1,6 +1,8 @@
 //! The `bonsai` command line. Each subcommand lives in its own module; this file only parses
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
+mod info;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -12,6 +14,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Describe a GGUF file: architecture, geometry, tokenizer, tensors, bytes per token.
+    Info(info::InfoArgs),
     // Each helper adds its subcommand here, one line, with the logic in its own module:
     //   Info(info::InfoArgs)          -> crates/bonsai-cli/src/info.rs
     //   Convert(convert::ConvertArgs) -> crates/bonsai-cli/src/convert.rs
@@ -22,7 +26,9 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Info(args) => info::run(args),
+    };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.
         eprintln!("error: {err:#}");
