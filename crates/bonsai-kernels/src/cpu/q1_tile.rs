@@ -1,0 +1,158 @@
+//! Q1 micro kernels: `R` weight rows x `T` tokens of `Σ_k W[row, k] · x[k]`.
+//!
+//! Weight j of a block is `+d` when its bit is 1, `-d` when 0. The AVX2 path turns 8 bits into
+//! 8 signed copies of `d` without a table: broadcast the 32-bit word, shift lane i left so that
+//! bit i lands in the sign position, keep only the (inverted) sign bit and xor it into `d`. One
+//! FMA per token then accumulates `±d · x` (exact product, one rounding per lane add).
+
+use super::qgemm::QuantRows;
+use super::SimdLevel;
+use crate::weights::{Q1Matrix, GROUP, Q1_WORDS};
+
+impl QuantRows for Q1Matrix {
+    fn rows(&self) -> usize {
+        self.n
+    }
+    fn cols(&self) -> usize {
+        self.k
+    }
+    fn dot_tile<const R: usize, const T: usize>(
+        &self,
+        level: SimdLevel,
+        rows: &[usize; R],
+        xs: &[&[f32]; T],
+    ) -> [[f32; T]; R] {
+        debug_assert!(rows.iter().all(|&r| r < self.n));
+        debug_assert!(xs.iter().all(|x| x.len() == self.k));
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma => {
+                // SAFETY: `Avx2Fma` is only ever produced by run-time detection of AVX2 + FMA;
+                // row indices and x lengths are guaranteed by the engine (asserted above).
+                unsafe { avx2::dot_tile(self, rows, xs) }
+            }
+            _ => dot_tile_scalar(self, rows, xs),
+        }
+    }
+}
+
+/// Portable version: per block, `s = Σ ±x_j` in f32, then `acc += d · s`.
+fn dot_tile_scalar<const R: usize, const T: usize>(
+    w: &Q1Matrix,
+    rows: &[usize; R],
+    xs: &[&[f32]; T],
+) -> [[f32; T]; R] {
+    let nb = w.blocks_per_row();
+    let mut out = [[0.0f32; T]; R];
+    for (r, &row) in rows.iter().enumerate() {
+        for kb in 0..nb {
+            let b = row * nb + kb;
+            let d = w.scales[b].to_f32();
+            let words = &w.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
+            for t in 0..T {
+                let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
+                let mut s = 0.0f32;
+                for (wi, &word) in words.iter().enumerate() {
+                    for (j, &v) in xb[wi * 32..(wi + 1) * 32].iter().enumerate() {
+                        s += if (word >> j) & 1 == 1 { v } else { -v };
+                    }
+                }
+                out[r][t] += d * s;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Lane i of `SHIFTS[g]` moves bit `8g + i` of a word to bit 31.
+    const fn shifts(g: i32) -> [i32; 8] {
+        let mut s = [0i32; 8];
+        let mut i = 0;
+        while i < 8 {
+            s[i] = 31 - (8 * g + i as i32);
+            i += 1;
+        }
+        s
+    }
+    const SHIFTS: [[i32; 8]; 4] = [shifts(0), shifts(1), shifts(2), shifts(3)];
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `rows[r] < w.n` and `xs[t].len() == w.k`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_tile<const R: usize, const T: usize>(
+        w: &Q1Matrix,
+        rows: &[usize; R],
+        xs: &[&[f32]; T],
+    ) -> [[f32; T]; R] {
+        let nb = w.blocks_per_row();
+        let sign_bit = _mm256_set1_epi32(i32::MIN);
+        // SAFETY (all loads below): SHIFTS entries are 8 i32s; the bit index
+        // (row·nb + kb)·Q1_WORDS + wi < n·nb·Q1_WORDS = bits.len() because row < n, kb < nb;
+        // the x offset kb·GROUP + wi·32 + g·8 + 8 <= k = xs[t].len().
+        // (Plain loops instead of closures keep every intrinsic inside this AVX2 function.)
+        let mut shift = [_mm256_setzero_si256(); 4];
+        for g in 0..4 {
+            shift[g] = unsafe { _mm256_loadu_si256(SHIFTS[g].as_ptr().cast()) };
+        }
+        let mut acc = [[_mm256_setzero_ps(); T]; R];
+        let mut blocks = [0usize; R];
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut word = [_mm256_setzero_si256(); R];
+        let mut xv = [_mm256_setzero_ps(); T];
+        for kb in 0..nb {
+            for r in 0..R {
+                blocks[r] = rows[r] * nb + kb;
+                d[r] = _mm256_set1_ps(unsafe { w.scales.get_unchecked(blocks[r]) }.to_f32());
+            }
+            for wi in 0..Q1_WORDS {
+                for r in 0..R {
+                    let bits = unsafe { *w.bits.get_unchecked(blocks[r] * Q1_WORDS + wi) };
+                    word[r] = _mm256_set1_epi32(bits as i32);
+                }
+                for (g, shift_g) in shift.iter().enumerate() {
+                    let x_off = kb * GROUP + wi * 32 + g * 8;
+                    for t in 0..T {
+                        xv[t] = unsafe { _mm256_loadu_ps(xs[t].as_ptr().add(x_off)) };
+                    }
+                    for r in 0..R {
+                        let moved = _mm256_sllv_epi32(word[r], *shift_g);
+                        // Sign bit set where the weight bit is 0, i.e. where the weight is -d.
+                        let negate = _mm256_andnot_si256(moved, sign_bit);
+                        let signed_d = _mm256_xor_ps(d[r], _mm256_castsi256_ps(negate));
+                        for t in 0..T {
+                            acc[r][t] = _mm256_fmadd_ps(signed_d, xv[t], acc[r][t]);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; T]; R];
+        for r in 0..R {
+            for t in 0..T {
+                // SAFETY: AVX2 is enabled in this function.
+                out[r][t] = unsafe { hsum(acc[r][t]) };
+            }
+        }
+        out
+    }
+
+    /// Sum of the 8 lanes (pairwise: 3 levels of additions).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn hsum(v: __m256) -> f32 {
+        let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+        let one = _mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1));
+        _mm_cvtss_f32(one)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::hsum as hsum_avx2;
