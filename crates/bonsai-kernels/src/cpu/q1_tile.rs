@@ -4,9 +4,14 @@
 //! 8 signed copies of `d` without a table: broadcast the 32-bit word, shift lane i left so that
 //! bit i lands in the sign position, keep only the (inverted) sign bit and xor it into `d`. One
 //! FMA per token then accumulates `±d · x` (exact product, one rounding per lane add).
+//!
+//! Decode (one token) uses `Σ ±x_j = 2·Σ_{bit=1} x_j − Σ_j x_j` instead: the shifted word is
+//! itself a `blendv` mask (it selects on the sign bit), so each 8 weights cost a shift, a blend
+//! and an add; the block's x sum is shared by the rows of the tile. Error per block lane:
+//! <= (3γ_16 + u)·Σ|x|, then one FMA by d per block: inside the γ_{K+128}·A bound of the ops.
 
 use super::qgemm::QuantRows;
-use super::SimdLevel;
+use super::{SimdLevel, LANES};
 use crate::weights::{Q1Matrix, GROUP, Q1_WORDS};
 
 impl QuantRows for Q1Matrix {
@@ -26,6 +31,12 @@ impl QuantRows for Q1Matrix {
         debug_assert!(xs.iter().all(|x| x.len() == self.k));
         match level {
             #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma if T == 1 => {
+                // SAFETY: as below; T == 1 so xs[0] is the only token.
+                let dots = unsafe { avx2::dot_rows_decode(self, rows, xs[0]) };
+                std::array::from_fn(|r| [dots[r]; T])
+            }
+            #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma => {
                 // SAFETY: `Avx2Fma` is only ever produced by run-time detection of AVX2 + FMA;
                 // row indices and x lengths are guaranteed by the engine (asserted above).
@@ -36,7 +47,9 @@ impl QuantRows for Q1Matrix {
     }
 }
 
-/// Portable version: per block, `s = Σ ±x_j` in f32, then `acc += d · s`.
+/// Portable version: per block, `s = Σ ±x_j` in f32 over [`LANES`] lane accumulators (the sign
+/// applied branch-free by flipping x's sign bit, so LLVM vectorises it with the baseline ISA),
+/// then `acc += d · s`.
 fn dot_tile_scalar<const R: usize, const T: usize>(
     w: &Q1Matrix,
     rows: &[usize; R],
@@ -51,13 +64,15 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
             let words = &w.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
             for t in 0..T {
                 let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
-                let mut s = 0.0f32;
-                for (wi, &word) in words.iter().enumerate() {
-                    for (j, &v) in xb[wi * 32..(wi + 1) * 32].iter().enumerate() {
-                        s += if (word >> j) & 1 == 1 { v } else { -v };
+                let mut lanes = [0.0f32; LANES];
+                for (&word, xw) in words.iter().zip(xb.chunks_exact(32)) {
+                    for (j, &v) in xw.iter().enumerate() {
+                        // Bit 0 means −d: move the inverted bit into x's sign position.
+                        let flip = ((!word >> j) & 1) << 31;
+                        lanes[j % LANES] += f32::from_bits(v.to_bits() ^ flip);
                     }
                 }
-                out[r][t] += d * s;
+                out[r][t] += d * lanes.iter().sum::<f32>();
             }
         }
     }
@@ -137,6 +152,65 @@ mod avx2 {
                 // SAFETY: AVX2 is enabled in this function.
                 out[r][t] = unsafe { hsum(acc[r][t]) };
             }
+        }
+        out
+    }
+
+    /// Decode kernel: `out[r] = Σ_k W[rows[r], k] · x[k]` via masked sums (see the module doc).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `rows[r] < w.n` and `x.len() == w.k`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_decode<const R: usize>(
+        w: &Q1Matrix,
+        rows: &[usize; R],
+        x: &[f32],
+    ) -> [f32; R] {
+        let nb = w.blocks_per_row();
+        let two = _mm256_set1_ps(2.0);
+        // SAFETY (all loads below): as in `dot_tile`: bit word indices stay inside `w.bits`
+        // because rows[r] < n and kb < nb; x offsets + 8 <= k = x.len().
+        let mut shift = [_mm256_setzero_si256(); 4];
+        for g in 0..4 {
+            shift[g] = unsafe { _mm256_loadu_si256(SHIFTS[g].as_ptr().cast()) };
+        }
+        let mut total = [_mm256_setzero_ps(); R];
+        let mut blocks = [0usize; R];
+        let mut word = [_mm256_setzero_si256(); R];
+        for kb in 0..nb {
+            for r in 0..R {
+                blocks[r] = rows[r] * nb + kb;
+            }
+            let mut x_sum = _mm256_setzero_ps();
+            let mut selected = [_mm256_setzero_ps(); R];
+            for wi in 0..Q1_WORDS {
+                for r in 0..R {
+                    let bits = unsafe { *w.bits.get_unchecked(blocks[r] * Q1_WORDS + wi) };
+                    word[r] = _mm256_set1_epi32(bits as i32);
+                }
+                for (g, shift_g) in shift.iter().enumerate() {
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(kb * GROUP + wi * 32 + g * 8)) };
+                    x_sum = _mm256_add_ps(x_sum, xv);
+                    for r in 0..R {
+                        // Lane i's sign bit is weight bit i: blendv keeps x where it is 1.
+                        let mask = _mm256_castsi256_ps(_mm256_sllv_epi32(word[r], *shift_g));
+                        selected[r] = _mm256_add_ps(
+                            selected[r],
+                            _mm256_blendv_ps(_mm256_setzero_ps(), xv, mask),
+                        );
+                    }
+                }
+            }
+            for r in 0..R {
+                let d = _mm256_set1_ps(unsafe { w.scales.get_unchecked(blocks[r]) }.to_f32());
+                let signed_sum = _mm256_fmsub_ps(selected[r], two, x_sum);
+                total[r] = _mm256_fmadd_ps(signed_sum, d, total[r]);
+            }
+        }
+        let mut out = [0.0f32; R];
+        for r in 0..R {
+            // SAFETY: AVX2 is enabled in this function.
+            out[r] = unsafe { hsum(total[r]) };
         }
         out
     }

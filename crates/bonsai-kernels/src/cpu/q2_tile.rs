@@ -6,7 +6,7 @@
 //! then one FMA per token accumulates it against x.
 
 use super::qgemm::QuantRows;
-use super::SimdLevel;
+use super::{SimdLevel, LANES};
 use crate::weights::{Q2Matrix, GROUP, Q2_WORDS};
 
 /// Codes per u32 word.
@@ -39,7 +39,8 @@ impl QuantRows for Q2Matrix {
     }
 }
 
-/// Portable version: per block, `s = Σ (c_j − 1)·x_j` in f32, then `acc += d · s`.
+/// Portable version: per block, `s = Σ (c_j − 1)·x_j` in f32 over [`LANES`] lane accumulators
+/// (vectorisable with the baseline ISA), then `acc += d · s`.
 fn dot_tile_scalar<const R: usize, const T: usize>(
     w: &Q2Matrix,
     rows: &[usize; R],
@@ -54,15 +55,14 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
             let words = &w.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
             for t in 0..T {
                 let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
-                let mut s = 0.0f32;
-                for (wi, &word) in words.iter().enumerate() {
-                    let xw = &xb[wi * CODES_PER_WORD..(wi + 1) * CODES_PER_WORD];
+                let mut lanes = [0.0f32; LANES];
+                for (&word, xw) in words.iter().zip(xb.chunks_exact(CODES_PER_WORD)) {
                     for (j, &v) in xw.iter().enumerate() {
                         let code = (word >> (2 * j)) & 3;
-                        s += (code as f32 - 1.0) * v;
+                        lanes[j % LANES] += (code as f32 - 1.0) * v;
                     }
                 }
-                out[r][t] += d * s;
+                out[r][t] += d * lanes.iter().sum::<f32>();
             }
         }
     }
