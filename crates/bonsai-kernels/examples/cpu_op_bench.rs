@@ -75,8 +75,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for m in [1, PREFILL_M] {
                 let x: Vec<f32> = (0..m * k).map(|_| fill.f32()).collect();
                 let mut y = vec![0.0f32; m * n];
-                let t1 = time(|| matmul_q1::cpu_at(level, &w1, &x, m, &mut y, Store::Overwrite).expect("shape"));
-                let t2 = time(|| matmul_q2::cpu_at(level, &w2, &x, m, &mut y, Store::Overwrite).expect("shape"));
+                let t1 = time(|| {
+                    matmul_q1::cpu_at(level, &w1, &x, m, &mut y, Store::Overwrite).expect("shape")
+                });
+                let t2 = time(|| {
+                    matmul_q2::cpu_at(level, &w2, &x, m, &mut y, Store::Overwrite).expect("shape")
+                });
                 let report = |name: &str, bytes: usize, t: f64| {
                     let gflops = 2.0 * (m * n * k) as f64 / t / 1e9;
                     println!(

@@ -95,9 +95,8 @@ fn yarn_attention_factor(factor: f64) -> f64 {
 /// Blended YaRN frequencies and the attention factor (HF `_compute_yarn_parameters`, truncate on).
 pub fn yarn_inv_freq(head_dim: usize, theta: f64, yarn: &YarnParams) -> (Vec<f64>, f64) {
     let extrapolation = plain_inv_freq(head_dim, theta);
-    let low = correction_dim(yarn.beta_fast, head_dim, theta, yarn.original_context_len)
-        .floor()
-        .max(0.0);
+    let low =
+        correction_dim(yarn.beta_fast, head_dim, theta, yarn.original_context_len).floor().max(0.0);
     let high = correction_dim(yarn.beta_slow, head_dim, theta, yarn.original_context_len)
         .ceil()
         .min(head_dim as f64 - 1.0);
@@ -145,11 +144,16 @@ mod tests {
     /// attention factor 0.1·ln 4 + 1 = 1.138629436111989.
     #[test]
     fn yarn_matches_hand_computed_small_case() {
-        let yarn = YarnParams { factor: 4.0, original_context_len: 64, beta_fast: 32.0, beta_slow: 1.0 };
+        let yarn =
+            YarnParams { factor: 4.0, original_context_len: 64, beta_fast: 32.0, beta_slow: 1.0 };
         let (inv, att) = yarn_inv_freq(8, 1e4, &yarn);
         let want = [1.0, 0.0625, 0.0025, 0.00025];
         for d in 0..4 {
-            assert!((inv[d] - want[d]).abs() <= 1e-15 * want[d].max(1.0), "inv_freq[{d}] = {}", inv[d]);
+            assert!(
+                (inv[d] - want[d]).abs() <= 1e-15 * want[d].max(1.0),
+                "inv_freq[{d}] = {}",
+                inv[d]
+            );
         }
         assert!((att - 1.138_629_436_111_989).abs() < 1e-15);
         let t = RopeTable::new(8, 10, 1e4, Some(&yarn));
@@ -165,7 +169,12 @@ mod tests {
     /// dim is untouched (extrapolated) and the slowest is divided by the factor (interpolated).
     #[test]
     fn yarn_bonsai_8b_extremes() {
-        let yarn = YarnParams { factor: 4.0, original_context_len: 16384, beta_fast: 32.0, beta_slow: 1.0 };
+        let yarn = YarnParams {
+            factor: 4.0,
+            original_context_len: 16384,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        };
         let plain = plain_inv_freq(128, 1e6);
         let (inv, _) = yarn_inv_freq(128, 1e6, &yarn);
         assert_eq!(inv[0], plain[0]);

@@ -27,8 +27,8 @@ impl QuantRows for Q1Matrix {
         rows: &[usize; R],
         xs: &[&[f32]; T],
     ) -> [[f32; T]; R] {
-        debug_assert!(rows.iter().all(|&r| r < self.n));
-        debug_assert!(xs.iter().all(|x| x.len() == self.k));
+        // The SIMD loads below rely on this (row indices are bounds-checked where used).
+        assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
         match level {
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma if T == 1 => {
@@ -39,7 +39,7 @@ impl QuantRows for Q1Matrix {
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma => {
                 // SAFETY: `Avx2Fma` is only ever produced by run-time detection of AVX2 + FMA;
-                // row indices and x lengths are guaranteed by the engine (asserted above).
+                // x lengths are asserted above.
                 unsafe { avx2::dot_tile(self, rows, xs) }
             }
             _ => dot_tile_scalar(self, rows, xs),
@@ -97,7 +97,7 @@ mod avx2 {
     const SHIFTS: [[i32; 8]; 4] = [shifts(0), shifts(1), shifts(2), shifts(3)];
 
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows[r] < w.n` and `xs[t].len() == w.k`.
+    /// The CPU must support AVX2 and FMA; `xs[t].len() == w.k`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_tile<const R: usize, const T: usize>(
         w: &Q1Matrix,
@@ -106,12 +106,10 @@ mod avx2 {
     ) -> [[f32; T]; R] {
         let nb = w.blocks_per_row();
         let sign_bit = _mm256_set1_epi32(i32::MIN);
-        // SAFETY (all loads below): SHIFTS entries are 8 i32s; the bit index
-        // (row·nb + kb)·Q1_WORDS + wi < n·nb·Q1_WORDS = bits.len() because row < n, kb < nb;
-        // the x offset kb·GROUP + wi·32 + g·8 + 8 <= k = xs[t].len().
         // (Plain loops instead of closures keep every intrinsic inside this AVX2 function.)
         let mut shift = [_mm256_setzero_si256(); 4];
         for g in 0..4 {
+            // SAFETY: each SHIFTS entry is 8 i32 = 32 bytes; loadu needs no alignment.
             shift[g] = unsafe { _mm256_loadu_si256(SHIFTS[g].as_ptr().cast()) };
         }
         let mut acc = [[_mm256_setzero_ps(); T]; R];
@@ -122,16 +120,17 @@ mod avx2 {
         for kb in 0..nb {
             for r in 0..R {
                 blocks[r] = rows[r] * nb + kb;
-                d[r] = _mm256_set1_ps(unsafe { w.scales.get_unchecked(blocks[r]) }.to_f32());
+                d[r] = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
             }
             for wi in 0..Q1_WORDS {
                 for r in 0..R {
-                    let bits = unsafe { *w.bits.get_unchecked(blocks[r] * Q1_WORDS + wi) };
+                    let bits = w.bits[blocks[r] * Q1_WORDS + wi];
                     word[r] = _mm256_set1_epi32(bits as i32);
                 }
                 for (g, shift_g) in shift.iter().enumerate() {
                     let x_off = kb * GROUP + wi * 32 + g * 8;
                     for t in 0..T {
+                        // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
                         xv[t] = unsafe { _mm256_loadu_ps(xs[t].as_ptr().add(x_off)) };
                     }
                     for r in 0..R {
@@ -159,7 +158,7 @@ mod avx2 {
     /// Decode kernel: `out[r] = Σ_k W[rows[r], k] · x[k]` via masked sums (see the module doc).
     ///
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows[r] < w.n` and `x.len() == w.k`.
+    /// The CPU must support AVX2 and FMA; `x.len() == w.k`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_rows_decode<const R: usize>(
         w: &Q1Matrix,
@@ -168,10 +167,9 @@ mod avx2 {
     ) -> [f32; R] {
         let nb = w.blocks_per_row();
         let two = _mm256_set1_ps(2.0);
-        // SAFETY (all loads below): as in `dot_tile`: bit word indices stay inside `w.bits`
-        // because rows[r] < n and kb < nb; x offsets + 8 <= k = x.len().
         let mut shift = [_mm256_setzero_si256(); 4];
         for g in 0..4 {
+            // SAFETY: each SHIFTS entry is 8 i32 = 32 bytes; loadu needs no alignment.
             shift[g] = unsafe { _mm256_loadu_si256(SHIFTS[g].as_ptr().cast()) };
         }
         let mut total = [_mm256_setzero_ps(); R];
@@ -185,11 +183,13 @@ mod avx2 {
             let mut selected = [_mm256_setzero_ps(); R];
             for wi in 0..Q1_WORDS {
                 for r in 0..R {
-                    let bits = unsafe { *w.bits.get_unchecked(blocks[r] * Q1_WORDS + wi) };
+                    let bits = w.bits[blocks[r] * Q1_WORDS + wi];
                     word[r] = _mm256_set1_epi32(bits as i32);
                 }
                 for (g, shift_g) in shift.iter().enumerate() {
-                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(kb * GROUP + wi * 32 + g * 8)) };
+                    let x_off = kb * GROUP + wi * 32 + g * 8;
+                    // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(x_off)) };
                     x_sum = _mm256_add_ps(x_sum, xv);
                     for r in 0..R {
                         // Lane i's sign bit is weight bit i: blendv keeps x where it is 1.
@@ -202,7 +202,7 @@ mod avx2 {
                 }
             }
             for r in 0..R {
-                let d = _mm256_set1_ps(unsafe { w.scales.get_unchecked(blocks[r]) }.to_f32());
+                let d = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
                 let signed_sum = _mm256_fmsub_ps(selected[r], two, x_sum);
                 total[r] = _mm256_fmadd_ps(signed_sum, d, total[r]);
             }

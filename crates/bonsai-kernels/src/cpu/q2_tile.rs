@@ -25,13 +25,13 @@ impl QuantRows for Q2Matrix {
         rows: &[usize; R],
         xs: &[&[f32]; T],
     ) -> [[f32; T]; R] {
-        debug_assert!(rows.iter().all(|&r| r < self.n));
-        debug_assert!(xs.iter().all(|x| x.len() == self.k));
+        // The SIMD loads below rely on this (row indices are bounds-checked where used).
+        assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
         match level {
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma => {
-                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; row
-                // indices and x lengths are guaranteed by the engine (asserted above).
+                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; x lengths
+                // are asserted above.
                 unsafe { avx2::dot_tile(self, rows, xs) }
             }
             _ => dot_tile_scalar(self, rows, xs),
@@ -88,7 +88,7 @@ mod avx2 {
     const SHIFTS: [[i32; 8]; 2] = [shifts(0), shifts(1)];
 
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows[r] < w.n` and `xs[t].len() == w.k`.
+    /// The CPU must support AVX2 and FMA; `xs[t].len() == w.k`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_tile<const R: usize, const T: usize>(
         w: &Q2Matrix,
@@ -97,12 +97,10 @@ mod avx2 {
     ) -> [[f32; T]; R] {
         let nb = w.blocks_per_row();
         let code_mask = _mm256_set1_epi32(3);
-        // SAFETY (all loads below): SHIFTS entries are 8 i32s; the code index
-        // (row·nb + kb)·Q2_WORDS + wi < n·nb·Q2_WORDS = codes.len() because row < n, kb < nb;
-        // the x offset kb·GROUP + wi·16 + h·8 + 8 <= k = xs[t].len().
         // (Plain loops instead of closures keep every intrinsic inside this AVX2 function.)
         let mut shift = [_mm256_setzero_si256(); 2];
         for h in 0..2 {
+            // SAFETY: each SHIFTS entry is 8 i32 = 32 bytes; loadu needs no alignment.
             shift[h] = unsafe { _mm256_loadu_si256(SHIFTS[h].as_ptr().cast()) };
         }
         let mut acc = [[_mm256_setzero_ps(); T]; R];
@@ -113,20 +111,22 @@ mod avx2 {
         for kb in 0..nb {
             for r in 0..R {
                 blocks[r] = rows[r] * nb + kb;
-                d[r] = _mm256_set1_ps(unsafe { w.scales.get_unchecked(blocks[r]) }.to_f32());
+                d[r] = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
             }
             for wi in 0..Q2_WORDS {
                 for r in 0..R {
-                    let codes = unsafe { *w.codes.get_unchecked(blocks[r] * Q2_WORDS + wi) };
+                    let codes = w.codes[blocks[r] * Q2_WORDS + wi];
                     word[r] = _mm256_set1_epi32(codes as i32);
                 }
                 for (h, shift_h) in shift.iter().enumerate() {
                     let x_off = kb * GROUP + wi * CODES_PER_WORD + h * 8;
                     for t in 0..T {
+                        // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
                         xv[t] = unsafe { _mm256_loadu_ps(xs[t].as_ptr().add(x_off)) };
                     }
                     for r in 0..R {
-                        let code = _mm256_and_si256(_mm256_srlv_epi32(word[r], *shift_h), code_mask);
+                        let code =
+                            _mm256_and_si256(_mm256_srlv_epi32(word[r], *shift_h), code_mask);
                         let weight = _mm256_fmsub_ps(_mm256_cvtepi32_ps(code), d[r], d[r]);
                         for t in 0..T {
                             acc[r][t] = _mm256_fmadd_ps(weight, xv[t], acc[r][t]);

@@ -79,6 +79,8 @@ pub(crate) fn run<W: QuantRows>(
     }
 }
 
+// `t` indexes both the output row and the inner dimension of `dots[c][t]`.
+#[allow(clippy::needless_range_loop)]
 fn run_tiled<W: QuantRows, const R: usize, const T: usize>(
     w: &W,
     x: &[f32],

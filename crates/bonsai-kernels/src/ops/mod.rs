@@ -127,7 +127,7 @@ pub(crate) fn check_positions(
     m: usize,
     limit: usize,
 ) -> Result<(), OpError> {
-    let end = pos0.checked_add(m).unwrap_or(usize::MAX);
+    let end = pos0.saturating_add(m);
     if end > limit {
         return Err(OpError::Position { op, what, pos0, end, limit });
     }

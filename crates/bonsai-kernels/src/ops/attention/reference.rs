@@ -25,7 +25,9 @@ pub fn reference(
             let q = &qkv[i * shape.qkv_row_len() + h * hd..][..hd];
             let at = |j: usize, d: usize| (g * max_seq + j) * hd + d;
             let scores: Vec<f64> = (0..=p)
-                .map(|j| (0..hd).map(|d| q[d] as f64 * k_cache[at(j, d)].to_f64()).sum::<f64>() * scale)
+                .map(|j| {
+                    (0..hd).map(|d| q[d] as f64 * k_cache[at(j, d)].to_f64()).sum::<f64>() * scale
+                })
                 .collect();
             let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();

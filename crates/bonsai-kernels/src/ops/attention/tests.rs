@@ -54,7 +54,9 @@ fn bound(qkv: &[f32], c: &Case, k: &[f16], v: &[f16], want: &[f32]) -> Vec<f64> 
             }
             let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let eta = (0..n)
-                .map(|j| gamma(hd + 9) * mag[j] + 2.0 * u * s[j].abs() + u * (s[j] - max).abs() + 2.0 * u)
+                .map(|j| {
+                    gamma(hd + 9) * mag[j] + 2.0 * u * s[j].abs() + u * (s[j] - max).abs() + 2.0 * u
+                })
                 .fold(0.0, f64::max);
             for d in 0..hd {
                 let big_v = (0..n).map(|j| v[at(j, d)].to_f64().abs()).fold(0.0, f64::max);
@@ -76,7 +78,12 @@ fn cpu_matches_reference_decode_and_prefill() {
         // First token: one position, the output is v itself.
         Case { shape: HeadShape { n_q: 2, n_kv: 1, head_dim: 8 }, m: 1, pos0: 0, max_seq: 3 },
         // Bonsai decode shape deep into a context.
-        Case { shape: HeadShape { n_q: 32, n_kv: 8, head_dim: 128 }, m: 1, pos0: 300, max_seq: 320 },
+        Case {
+            shape: HeadShape { n_q: 32, n_kv: 8, head_dim: 128 },
+            m: 1,
+            pos0: 300,
+            max_seq: 320,
+        },
         // Causal prefill from scratch and continued prefill; no GQA (group 1); odd M.
         Case { shape: HeadShape { n_q: 4, n_kv: 2, head_dim: 64 }, m: 9, pos0: 0, max_seq: 12 },
         Case { shape: HeadShape { n_q: 3, n_kv: 3, head_dim: 16 }, m: 5, pos0: 6, max_seq: 16 },

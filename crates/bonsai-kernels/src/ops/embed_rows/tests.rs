@@ -9,7 +9,8 @@ use crate::weights::QMatrix;
 fn cpu_equals_reference_q1_and_q2() {
     let mut rng = TestRng::new("embed_rows");
     let (vocab, hidden) = (77, 384);
-    let tables = [QMatrix::Q1(rng.q1_matrix(vocab, hidden)), QMatrix::Q2(rng.q2_matrix(vocab, hidden))];
+    let tables =
+        [QMatrix::Q1(rng.q1_matrix(vocab, hidden)), QMatrix::Q2(rng.q2_matrix(vocab, hidden))];
     for table in &tables {
         for len in [1usize, 5, 64] {
             let mut ids: Vec<u32> = (0..len).map(|_| rng.below(vocab) as u32).collect();

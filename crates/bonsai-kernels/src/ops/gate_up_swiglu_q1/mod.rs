@@ -34,7 +34,10 @@ pub(crate) const OP: &str = "gate_up_swiglu_q1";
 /// Checks N = 2F, `x: [m, K]`, `out: [m, F]`.
 pub(crate) fn check_shapes(w: &Q1Matrix, x: &[f32], m: usize, out: &[f32]) -> Result<(), OpError> {
     if w.n % 2 != 0 {
-        return Err(OpError::Shape { op: OP, detail: format!("gate|up matrix has odd N = {}", w.n) });
+        return Err(OpError::Shape {
+            op: OP,
+            detail: format!("gate|up matrix has odd N = {}", w.n),
+        });
     }
     check_len(OP, "x", m * w.k, x.len())?;
     check_len(OP, "out", m * (w.n / 2), out.len())

@@ -7,7 +7,8 @@ use crate::weights::{Q2Matrix, GROUP};
 use half::f16;
 
 /// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K.
-const SHAPES: &[(usize, usize, usize)] = &[(1, 128, 1), (7, 128, 3), (33, 256, 1), (65, 512, 5), (20, 2048, 6)];
+const SHAPES: &[(usize, usize, usize)] =
+    &[(1, 128, 1), (7, 128, 3), (33, 256, 1), (65, 512, 5), (20, 2048, 6)];
 
 /// Largest |silu'(g)| over all g (≈ 1.0998, at g ≈ 2.4).
 const SILU_SLOPE_MAX: f64 = 1.1;

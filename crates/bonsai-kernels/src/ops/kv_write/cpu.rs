@@ -20,11 +20,8 @@ pub fn cpu(
     let hd = shape.head_dim;
     let plane = max_seq * hd;
     let row_len = shape.qkv_row_len();
-    k_cache
-        .par_chunks_mut(plane)
-        .zip(v_cache.par_chunks_mut(plane))
-        .enumerate()
-        .for_each(|(h, (k_plane, v_plane))| {
+    k_cache.par_chunks_mut(plane).zip(v_cache.par_chunks_mut(plane)).enumerate().for_each(
+        |(h, (k_plane, v_plane))| {
             for i in 0..m {
                 let row = &qkv[i * row_len..(i + 1) * row_len];
                 let k_src = shape.q_len() + h * hd;
@@ -33,6 +30,7 @@ pub fn cpu(
                 k_plane[dst..dst + hd].convert_from_f32_slice(&row[k_src..k_src + hd]);
                 v_plane[dst..dst + hd].convert_from_f32_slice(&row[v_src..v_src + hd]);
             }
-        });
+        },
+    );
     Ok(())
 }

@@ -26,7 +26,8 @@ pub fn reference(
             let head = &mut row[h * hd..(h + 1) * hd];
             let mean_sq = head.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / hd as f64;
             let r = 1.0 / (mean_sq + eps as f64).sqrt();
-            let n: Vec<f64> = head.iter().zip(weight).map(|(&v, &w)| v as f64 * r * w as f64).collect();
+            let n: Vec<f64> =
+                head.iter().zip(weight).map(|(&v, &w)| v as f64 * r * w as f64).collect();
             for d in 0..half {
                 let (c, s) = (cos[d] as f64, sin[d] as f64);
                 head[d] = (n[d] * c - n[d + half] * s) as f32;

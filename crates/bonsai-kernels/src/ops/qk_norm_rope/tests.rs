@@ -11,7 +11,17 @@ const THETA: f64 = 1e6;
 
 /// Per-element bound: (|n_d·cos| + |n_{d+h}·sin|)·(γ_{hd+1} + 10u) + u·|out| for x_d (and the
 /// mirrored products for x_{d+h}), with n the exact normalised head.
-fn bound(qkv: &[f32], m: usize, shape: HeadShape, q_norm: &[f32], k_norm: &[f32], rope: &RopeTable, pos0: usize, want: &[f32]) -> Vec<f64> {
+#[allow(clippy::too_many_arguments)] // mirrors the op's own argument list
+fn bound(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    q_norm: &[f32],
+    k_norm: &[f32],
+    rope: &RopeTable,
+    pos0: usize,
+    want: &[f32],
+) -> Vec<f64> {
     let u = F32_UNIT_ROUNDOFF;
     let hd = shape.head_dim;
     let half = hd / 2;
@@ -42,7 +52,8 @@ fn bound(qkv: &[f32], m: usize, shape: HeadShape, q_norm: &[f32], k_norm: &[f32]
 #[test]
 fn cpu_matches_reference() {
     let mut rng = TestRng::new("qk_norm_rope");
-    let yarn = YarnParams { factor: 4.0, original_context_len: 64, beta_fast: 32.0, beta_slow: 1.0 };
+    let yarn =
+        YarnParams { factor: 4.0, original_context_len: 64, beta_fast: 32.0, beta_slow: 1.0 };
     for (shape, m, pos0, scaling) in [
         (HeadShape { n_q: 2, n_kv: 1, head_dim: 2 }, 1usize, 0usize, None),
         (HeadShape { n_q: 32, n_kv: 8, head_dim: 128 }, 1, 250, Some(&yarn)),
@@ -58,12 +69,20 @@ fn cpu_matches_reference() {
         for level in available_levels() {
             let mut got = qkv.clone();
             cpu_at(level, &mut got, m, shape, &q_norm, &k_norm, EPS, &rope, pos0).expect("shapes");
-            assert_within(&format!("qk_norm_rope {shape:?} m={m} {level:?}"), &got, &widen(&want), &b);
+            assert_within(
+                &format!("qk_norm_rope {shape:?} m={m} {level:?}"),
+                &got,
+                &widen(&want),
+                &b,
+            );
             // v heads bit-identical to the input.
             let v0 = shape.q_len() + shape.kv_len();
             for i in 0..m {
                 let r = i * shape.qkv_row_len();
-                assert_eq!(got[r + v0..r + shape.qkv_row_len()], qkv[r + v0..r + shape.qkv_row_len()]);
+                assert_eq!(
+                    got[r + v0..r + shape.qkv_row_len()],
+                    qkv[r + v0..r + shape.qkv_row_len()]
+                );
             }
         }
     }
@@ -80,7 +99,10 @@ fn position_zero_is_plain_norm() {
         cpu_at(level, &mut qkv, 1, shape, &[1.0, 1.0], &[1.0, 1.0], 0.0, &rope, 0).expect("shapes");
         let r = 1.0 / 12.5f64.sqrt();
         for (got, want) in qkv.iter().zip([3.0 * r, 4.0 * r, 3.0 * r, 4.0 * r, 9.0, 9.0]) {
-            assert!((*got as f64 - want).abs() <= 4.0 * F32_UNIT_ROUNDOFF * want.abs(), "{level:?} {qkv:?}");
+            assert!(
+                (*got as f64 - want).abs() <= 4.0 * F32_UNIT_ROUNDOFF * want.abs(),
+                "{level:?} {qkv:?}"
+            );
         }
     }
 }

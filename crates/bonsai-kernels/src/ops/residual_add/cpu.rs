@@ -15,9 +15,7 @@ pub fn cpu(a: &mut [f32], b: &[f32]) -> Result<(), OpError> {
 /// [`cpu`] at an explicit SIMD level.
 pub fn cpu_at(level: SimdLevel, a: &mut [f32], b: &[f32]) -> Result<(), OpError> {
     check_len(OP, "b", a.len(), b.len())?;
-    a.par_chunks_mut(CHUNK)
-        .zip(b.par_chunks(CHUNK))
-        .for_each(|(ca, cb)| add_chunk(level, ca, cb));
+    a.par_chunks_mut(CHUNK).zip(b.par_chunks(CHUNK)).for_each(|(ca, cb)| add_chunk(level, ca, cb));
     Ok(())
 }
 

@@ -16,8 +16,8 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
 pub(crate) use cpu::normalize_row_generic;
+pub use cpu::{cpu, cpu_at};
 pub use reference::reference;
 
 use crate::ops::{check_len, OpError};

@@ -20,12 +20,19 @@ fn cpu_matches_reference() {
         for xr in x.chunks(n) {
             let mean_sq = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n as f64;
             let r = 1.0 / (mean_sq + EPS as f64).sqrt();
-            bound.extend(xr.iter().zip(&weight).map(|(&v, &w)| rel * (v as f64 * w as f64 * r).abs()));
+            bound.extend(
+                xr.iter().zip(&weight).map(|(&v, &w)| rel * (v as f64 * w as f64 * r).abs()),
+            );
         }
         for level in available_levels() {
             let mut got = vec![f32::NAN; rows * n];
             cpu_at(level, &x, &weight, EPS, &mut got).expect("shape");
-            assert_within(&format!("rms_norm rows={rows} n={n} {level:?}"), &got, &widen(&want), &bound);
+            assert_within(
+                &format!("rms_norm rows={rows} n={n} {level:?}"),
+                &got,
+                &widen(&want),
+                &bound,
+            );
         }
     }
 }

@@ -8,7 +8,9 @@ use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUND
 fn cpu_matches_reference() {
     let mut rng = TestRng::new("softmax");
     let u = F32_UNIT_ROUNDOFF;
-    for (rows, n, spread) in [(1usize, 1usize, 1.0f32), (3, 7, 5.0), (2, 1000, 30.0), (1, 151_669, 20.0)] {
+    for (rows, n, spread) in
+        [(1usize, 1usize, 1.0f32), (3, 7, 5.0), (2, 1000, 30.0), (1, 151_669, 20.0)]
+    {
         let x = rng.vec(rows * n, -spread, spread);
         let mut want = x.clone();
         reference(&mut want, n).expect("shape");
@@ -23,7 +25,12 @@ fn cpu_matches_reference() {
         for level in available_levels() {
             let mut got = x.clone();
             cpu_at(level, &mut got, n).expect("shape");
-            assert_within(&format!("softmax rows={rows} n={n} {level:?}"), &got, &widen(&want), &bound);
+            assert_within(
+                &format!("softmax rows={rows} n={n} {level:?}"),
+                &got,
+                &widen(&want),
+                &bound,
+            );
         }
     }
 }

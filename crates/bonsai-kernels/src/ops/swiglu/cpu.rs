@@ -11,12 +11,7 @@ pub fn cpu(gate_up: &[f32], m: usize, out: &mut [f32]) -> Result<(), OpError> {
 }
 
 /// [`cpu`] at an explicit SIMD level.
-pub fn cpu_at(
-    level: SimdLevel,
-    gate_up: &[f32],
-    m: usize,
-    out: &mut [f32],
-) -> Result<(), OpError> {
+pub fn cpu_at(level: SimdLevel, gate_up: &[f32], m: usize, out: &mut [f32]) -> Result<(), OpError> {
     let f_len = check_shapes(gate_up, m, out)?;
     if f_len == 0 {
         return Ok(());

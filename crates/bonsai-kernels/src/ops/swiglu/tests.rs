@@ -17,12 +17,19 @@ fn cpu_matches_reference() {
         reference(&gate_up, m, &mut want).expect("shapes");
         let bound: Vec<f64> = want
             .iter()
-            .map(|&w| REL_BOUND_ULPS * F32_UNIT_ROUNDOFF * (w as f64).abs() + f32::MIN_POSITIVE as f64)
+            .map(|&w| {
+                REL_BOUND_ULPS * F32_UNIT_ROUNDOFF * (w as f64).abs() + f32::MIN_POSITIVE as f64
+            })
             .collect();
         for level in available_levels() {
             let mut got = vec![f32::NAN; m * f_len];
             cpu_at(level, &gate_up, m, &mut got).expect("shapes");
-            assert_within(&format!("swiglu m={m} F={f_len} {level:?}"), &got, &widen(&want), &bound);
+            assert_within(
+                &format!("swiglu m={m} F={f_len} {level:?}"),
+                &got,
+                &widen(&want),
+                &bound,
+            );
         }
     }
 }
