@@ -45,18 +45,37 @@ fn q2(n: usize, k: usize, fill: &mut Filler) -> Q2Matrix {
     Q2Matrix::new(n, k, scales, codes).expect("bench shape")
 }
 
-/// Median seconds per call of `f`.
-fn time(mut f: impl FnMut()) -> f64 {
+/// Process CPU seconds (user + system, all threads) from `/proc/self/stat`, Linux only. On a
+/// shared machine wall time includes waiting for a core; CPU time per call does not.
+fn process_cpu_seconds() -> Option<f64> {
+    /// Kernel clock ticks per second (USER_HZ), 100 on every mainstream Linux build.
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / USER_HZ)
+}
+
+/// (median wall seconds per call, CPU seconds per call summed over threads) of `f`.
+fn time(mut f: impl FnMut()) -> (f64, Option<f64>) {
     f();
     let mut samples = Vec::new();
+    let cpu0 = process_cpu_seconds();
     let start = Instant::now();
     while start.elapsed() < MIN_MEASURE || samples.len() < 5 {
         let t = Instant::now();
         f();
         samples.push(t.elapsed().as_secs_f64());
     }
+    let cpu = match (cpu0, process_cpu_seconds()) {
+        (Some(a), Some(b)) => Some((b - a) / samples.len() as f64),
+        _ => None,
+    };
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    (samples[samples.len() / 2], cpu)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -81,14 +100,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let t2 = time(|| {
                     matmul_q2::cpu_at(level, &w2, &x, m, &mut y, Store::Overwrite).expect("shape")
                 });
-                let report = |name: &str, bytes: usize, t: f64| {
-                    let gflops = 2.0 * (m * n * k) as f64 / t / 1e9;
-                    println!(
-                        "{name} {level:?} N={n} K={k} M={m}: {:8.1} us  {:6.2} GB/s weights  {:7.2} GFLOP/s",
+                let report = |name: &str, bytes: usize, (t, cpu): (f64, Option<f64>)| {
+                    let flop = 2.0 * (m * n * k) as f64;
+                    print!(
+                        "{name} {level:?} N={n} K={k} M={m}: wall {:9.1} us {:7.2} GB/s {:7.2} GFLOP/s",
                         t * 1e6,
                         bytes as f64 / t / 1e9,
-                        gflops
+                        flop / t / 1e9
                     );
+                    match cpu {
+                        Some(c) => println!(
+                            " | per core-second: {:7.2} GB/s {:7.2} GFLOP/s",
+                            bytes as f64 / c / 1e9,
+                            flop / c / 1e9
+                        ),
+                        None => println!(),
+                    }
                 };
                 report("matmul_q1", w1.len_bytes(), t1);
                 report("matmul_q2", w2.len_bytes(), t2);

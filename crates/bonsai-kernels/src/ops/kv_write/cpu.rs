@@ -17,6 +17,10 @@ pub fn cpu(
     v_cache: &mut [f16],
 ) -> Result<(), OpError> {
     check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache)?;
+    if m == 0 {
+        // Nothing to write (and max_seq may be 0, which no chunking accepts).
+        return Ok(());
+    }
     let hd = shape.head_dim;
     let plane = max_seq * hd;
     let row_len = shape.qkv_row_len();

@@ -51,3 +51,10 @@ fn overflowing_positions_are_errors() {
     assert!(matches!(err, OpError::Position { end: 3, limit: 2, .. }), "{err}");
     assert!(reference(&qkv, 1, shape, 0, 2, &mut k, &mut v).is_err(), "qkv length");
 }
+
+#[test]
+fn zero_tokens_into_an_empty_cache_is_a_no_op() {
+    let shape = HeadShape { n_q: 2, n_kv: 1, head_dim: 4 };
+    assert_eq!(cpu(&[], 0, shape, 0, 0, &mut [], &mut []), Ok(()));
+    assert_eq!(reference(&[], 0, shape, 0, 0, &mut [], &mut []), Ok(()));
+}
