@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod kernels;
+
 #[derive(Parser)]
 #[command(name = "bonsai", version, about = "Run PrismML's 1-bit and ternary Bonsai models")]
 struct Cli {
@@ -18,11 +20,15 @@ enum Command {
     //   Kernels(kernels::KernelsArgs) -> crates/bonsai-cli/src/kernels.rs
     //   Generate / Chat / Perplexity  -> crates/bonsai-cli/src/{generate,chat,perplexity}.rs
     //   Bench(bench::BenchArgs)       -> crates/bonsai-cli/src/bench.rs
+    /// Inspect, build or clear the CUDA kernel library and its cache
+    Kernels(kernels::KernelsArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Kernels(args) => kernels::run(args),
+    };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.
         eprintln!("error: {err:#}");
