@@ -55,11 +55,15 @@ fn main() {
     generated.push_str(&format!("pub const COMPILER: &str = {compiler:?};\n"));
     generated.push_str("pub const CUBINS: &[(u32, &[u8])] = &[\n");
     for (arch, path) in &cubins {
-        generated.push_str(&format!("    ({arch}, include_bytes!({:?})),\n", path.display().to_string()));
+        generated.push_str(&format!(
+            "    ({arch}, include_bytes!({:?})),\n",
+            path.display().to_string()
+        ));
     }
     generated.push_str("];\n");
     let target = out_dir.join("embedded_kernels.rs");
-    std::fs::write(&target, generated).unwrap_or_else(|e| panic!("writing {}: {e}", target.display()));
+    std::fs::write(&target, generated)
+        .unwrap_or_else(|e| panic!("writing {}: {e}", target.display()));
 }
 
 /// Every `.cu` / `.cuh` file under `dir`, recursively.

@@ -8,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use bonsai_kernels::cuda::{cache, embedded, registry, selftest, GpuContext, KernelLibrary, LoadOptions};
+use bonsai_kernels::cuda::{
+    cache, embedded, registry, selftest, CompilerChoice, GpuContext, KernelLibrary, LoadOptions,
+};
 
 /// Cold-start goal from process start to a loaded library, with embedded SASS or a cache hit.
 const COLD_START_TARGET: Duration = Duration::from_millis(300);
@@ -23,12 +25,23 @@ pub struct KernelsArgs {
     command: KernelsCommand,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CompilerArg {
+    Auto,
+    Nvcc,
+    Nvrtc,
+}
+
 #[derive(clap::Subcommand)]
 enum KernelsCommand {
     /// Load the kernel library, run its selftest, and show device, load tier, cache and timings
     Info,
     /// Compile the kernel library for this device (ignoring embedded code and the cache) and store it in the cache
-    Build,
+    Build {
+        /// Which compiler to use: nvcc (BONSAI_NVCC or PATH) if present then NVRTC, or only one
+        #[arg(long, value_enum, default_value_t = CompilerArg::Auto)]
+        compiler: CompilerArg,
+    },
     /// Remove every cached kernel build (works without a GPU)
     Clear,
 }
@@ -38,14 +51,19 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
     let age_at_entry = process_age();
     match args.command {
         KernelsCommand::Info => info(entered, age_at_entry),
-        KernelsCommand::Build => build(),
+        KernelsCommand::Build { compiler } => build(match compiler {
+            CompilerArg::Auto => CompilerChoice::Auto,
+            CompilerArg::Nvcc => CompilerChoice::Nvcc,
+            CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
+        }),
         KernelsCommand::Clear => clear(),
     }
 }
 
 fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> {
     let gpu = GpuContext::new()?;
-    let library = gpu.load_library(&LoadOptions::default())?;
+    // BONSAI_SKIP_EMBEDDED=1 switches the embedded tier off to exercise the others.
+    let library = gpu.load_library(&LoadOptions::from_env())?;
     let since_entry = entered.elapsed();
     print_device(&gpu);
     print_library(&library);
@@ -78,10 +96,10 @@ fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn build() -> anyhow::Result<()> {
+fn build(compiler: CompilerChoice) -> anyhow::Result<()> {
     let gpu = GpuContext::new()?;
     print_device(&gpu);
-    let library = gpu.load_library(&LoadOptions::rebuild())?;
+    let library = gpu.load_library(&LoadOptions::rebuild(compiler))?;
     print_library(&library);
     let report = library.report();
     if !report.cache_written {
@@ -120,7 +138,10 @@ fn print_device(gpu: &GpuContext) {
 
 fn print_library(library: &KernelLibrary) {
     let r = library.report();
-    println!("served by   {} (sm_{} code for this sm_{} device, {})", r.tier, r.code_arch, r.device_arch, r.compiler);
+    println!(
+        "served by   {} (sm_{} code for this sm_{} device, {})",
+        r.tier, r.code_arch, r.device_arch, r.compiler
+    );
     let entry_count = registry::entry_points().count();
     println!(
         "library     {} source file(s), {entry_count} entry point(s), cubin {} bytes, source sha256 {}",
@@ -142,7 +163,8 @@ fn print_library(library: &KernelLibrary) {
         let how = if r.cache_written { "written" } else { "read" };
         println!("cache entry {} ({how})", entry.display());
     }
-    let steps: Vec<String> = r.steps.iter().map(|s| format!("{} {}", s.name, ms(s.duration))).collect();
+    let steps: Vec<String> =
+        r.steps.iter().map(|s| format!("{} {}", s.name, ms(s.duration))).collect();
     println!("steps       {}", steps.join(", "));
     for note in &r.notes {
         println!("note        {note}");

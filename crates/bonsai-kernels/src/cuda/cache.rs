@@ -168,9 +168,8 @@ impl KernelCache {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let temp = self
-            .dir
-            .join(format!(".{}.{}.{nanos}.{TEMP_FILE_EXT}", key.hex(), std::process::id()));
+        let temp =
+            self.dir.join(format!(".{}.{}.{nanos}.{TEMP_FILE_EXT}", key.hex(), std::process::id()));
         let mut file_bytes = Vec::with_capacity(HEADER_LEN + payload.len());
         file_bytes.extend_from_slice(&CACHE_MAGIC);
         file_bytes.extend_from_slice(&CACHE_FORMAT_VERSION.to_le_bytes());
@@ -199,9 +198,8 @@ impl KernelCache {
         for entry in entries {
             let entry = entry.map_err(KernelError::cache_io(&self.dir))?;
             let path = entry.path();
-            let ours = path
-                .extension()
-                .is_some_and(|ext| ext == CACHE_FILE_EXT || ext == TEMP_FILE_EXT);
+            let ours =
+                path.extension().is_some_and(|ext| ext == CACHE_FILE_EXT || ext == TEMP_FILE_EXT);
             let meta = entry.metadata().map_err(KernelError::cache_io(&path))?;
             if !ours || !meta.is_file() {
                 continue;

@@ -146,7 +146,11 @@ fn flipped_payload_byte_is_rejected_and_removed() {
 
 #[test]
 fn flipped_checksum_byte_is_rejected() {
-    assert_rejected("flip-sum", |bytes, rng| bytes[52 + (next(rng) as usize) % 32] ^= 0x80, "checksum");
+    assert_rejected(
+        "flip-sum",
+        |bytes, rng| bytes[52 + (next(rng) as usize) % 32] ^= 0x80,
+        "checksum",
+    );
 }
 
 #[test]
@@ -158,7 +162,11 @@ fn flipped_magic_and_version_are_rejected() {
 #[test]
 fn truncated_entries_are_rejected() {
     assert_rejected("trunc-payload", |bytes, _| bytes.truncate(bytes.len() - 1), "payload bytes");
-    assert_rejected("trunc-header", |bytes, rng| bytes.truncate((next(rng) as usize) % HEADER_LEN), "shorter");
+    assert_rejected(
+        "trunc-header",
+        |bytes, rng| bytes.truncate((next(rng) as usize) % HEADER_LEN),
+        "shorter",
+    );
     assert_rejected("extended", |bytes, _| bytes.push(0), "payload bytes");
 }
 
@@ -176,7 +184,10 @@ fn entry_under_another_key_is_rejected_as_foreign() {
         other => panic!("foreign entry was {other:?}, seed {seed:#x}"),
     }
     assert!(!cache.entry_path(&ours).exists());
-    assert!(matches!(cache.read(&theirs).expect("read"), CacheRead::Hit(_)), "the rightful entry stays");
+    assert!(
+        matches!(cache.read(&theirs).expect("read"), CacheRead::Hit(_)),
+        "the rightful entry stays"
+    );
 }
 
 #[test]
@@ -216,7 +227,10 @@ fn cache_dir_follows_bonsai_then_xdg_then_home() {
     let xdg = env(&[("BONSAI_CACHE_DIR", ""), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]);
     assert_eq!(cache_dir_from(xdg).expect("dir"), PathBuf::from("/x/bonsai/kernels"));
     let relative_xdg = env(&[("XDG_CACHE_HOME", "rel"), ("HOME", "/h")]);
-    assert_eq!(cache_dir_from(relative_xdg).expect("dir"), PathBuf::from("/h/.cache/bonsai/kernels"));
+    assert_eq!(
+        cache_dir_from(relative_xdg).expect("dir"),
+        PathBuf::from("/h/.cache/bonsai/kernels")
+    );
     let home = env(&[("HOME", "/h")]);
     assert_eq!(cache_dir_from(home).expect("dir"), PathBuf::from("/h/.cache/bonsai/kernels"));
     assert!(matches!(cache_dir_from(env(&[])), Err(KernelError::NoCacheDir)));

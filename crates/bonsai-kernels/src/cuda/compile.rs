@@ -67,7 +67,8 @@ impl Nvrtc {
     /// Compiles `source` to a cubin for `sm_{arch}`; a failed compile carries NVRTC's log.
     pub fn compile(&self, source: &str, arch: u32) -> Result<CompileOutput, KernelError> {
         let fail = |log: String| KernelError::Compile { compiler: self.identity(), arch, log };
-        let c_source = CString::new(source).map_err(|_| fail("source text contains a NUL byte".into()))?;
+        let c_source =
+            CString::new(source).map_err(|_| fail("source text contains a NUL byte".into()))?;
         let c_name = CString::new(PROGRAM_NAME).map_err(|_| fail("bad program name".into()))?;
         let program = nvrtc_result::create_program(&c_source, Some(&c_name))
             .map_err(KernelError::nvrtc("creating the program"))?;
@@ -179,9 +180,13 @@ impl Nvcc {
             .arg(&input)
             .output()
             .map_err(|source| KernelError::CompilerIo { program: self.program.clone(), source })?;
-        let log = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr))
-            .trim()
-            .to_string();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        )
+        .trim()
+        .to_string();
         if !run.status.success() {
             return Err(KernelError::Compile { compiler: self.identity(), arch, log });
         }
@@ -207,7 +212,9 @@ fn version_identity(text: &str) -> String {
 /// The first executable file called `name` in a PATH directory.
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| is_executable(candidate))
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -226,10 +233,14 @@ struct ScratchDir(PathBuf);
 
 impl ScratchDir {
     fn new() -> Result<Self, KernelError> {
+        // Unique per process and per call, so concurrent compiles never share a folder.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let serial = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let dir = std::env::temp_dir().join(format!("bonsai-nvcc-{}-{nanos}", std::process::id()));
+        let dir = std::env::temp_dir()
+            .join(format!("bonsai-nvcc-{}-{serial}-{nanos}", std::process::id()));
         let mut builder = std::fs::DirBuilder::new();
         #[cfg(unix)]
         {

@@ -63,7 +63,8 @@ impl GpuContext {
         if ordinal >= count {
             return Err(KernelError::NoDevice { ordinal, count });
         }
-        let context = CudaContext::new(ordinal).map_err(KernelError::driver("creating the context"))?;
+        let context =
+            CudaContext::new(ordinal).map_err(KernelError::driver("creating the context"))?;
         let stream = context.new_stream().map_err(KernelError::driver("creating a stream"))?;
         let info = device_info(&context)?;
         Ok(Self { context, stream, info, created_in: started.elapsed() })
@@ -90,7 +91,10 @@ impl GpuContext {
     /// Loads the kernel library for this device; its report starts with the context step.
     pub fn load_library(&self, options: &LoadOptions) -> Result<KernelLibrary, KernelError> {
         let mut library = KernelLibrary::load_with(&self.context, options)?;
-        library.report_mut().steps.insert(0, LoadStep { name: "context", duration: self.created_in });
+        library
+            .report_mut()
+            .steps
+            .insert(0, LoadStep { name: "context", duration: self.created_in });
         Ok(library)
     }
 }
@@ -100,19 +104,50 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo, KernelError> {
         let value = context.attribute(attr).map_err(KernelError::driver(what))?;
         Ok(u32::try_from(value).unwrap_or(0))
     };
-    let (major, minor) =
-        context.compute_capability().map_err(KernelError::driver("reading the compute capability"))?;
+    let (major, minor) = context
+        .compute_capability()
+        .map_err(KernelError::driver("reading the compute capability"))?;
     Ok(DeviceInfo {
         ordinal: context.ordinal(),
         name: context.name().map_err(KernelError::driver("reading the device name"))?,
         arch: arch_number(major, minor),
-        sm_count: attribute(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "reading the SM count")?,
-        total_memory_bytes: context.total_mem().map_err(KernelError::driver("reading the memory size"))?,
-        l2_cache_bytes: attribute(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "reading the L2 size")? as usize,
+        sm_count: attribute(
+            Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            "reading the SM count",
+        )?,
+        total_memory_bytes: context
+            .total_mem()
+            .map_err(KernelError::driver("reading the memory size"))?,
+        l2_cache_bytes: attribute(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "reading the L2 size")?
+            as usize,
     })
 }
 
 /// Compute capability (major, minor) as the `sm_XX` number: (9, 0) -> 90, (12, 0) -> 120.
 pub fn arch_number(major: i32, minor: i32) -> u32 {
     u32::try_from(major * 10 + minor).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_number_is_major_tens_plus_minor() {
+        assert_eq!((arch_number(8, 0), arch_number(8, 6), arch_number(9, 0)), (80, 86, 90));
+        assert_eq!((arch_number(10, 0), arch_number(12, 0)), (100, 120));
+    }
+
+    /// On a machine without libcuda (CI), opening a context is the typed NoDriver error, not a
+    /// panic inside cudarc. Where a driver exists this checks nothing.
+    #[test]
+    fn missing_driver_is_a_typed_error() {
+        if driver_present() {
+            println!("a CUDA driver is present: nothing to check");
+            return;
+        }
+        let error = GpuContext::on_device(0).err().expect("no driver yet a context opened");
+        assert!(matches!(error, KernelError::NoDriver), "{error}");
+        assert!(error.to_string().starts_with("no CUDA driver found (libcuda.so): "), "{error}");
+    }
 }

@@ -87,6 +87,28 @@ mod tests {
         assert!(pick(100).is_err());
     }
 
+    /// What build.rs embedded in this very test binary (nothing unless a CUDA compiler was found)
+    /// was built from the source the binary carries and exports every registered entry point.
+    #[test]
+    fn embedded_cubins_match_this_source_and_export_every_entry_point() {
+        if generated::CUBINS.is_empty() {
+            println!("no embedded cubins in this build (no CUDA compiler at build time)");
+            return;
+        }
+        let source = crate::cuda::registry::combined_source();
+        let hash = crate::cuda::cache::hex(&crate::cuda::cache::sha256(source.as_bytes()));
+        assert_eq!(generated::SOURCE_SHA256, hash, "build.rs hashed different source text");
+        for &arch in crate::cuda::registry::EMBED_ARCHS {
+            let picked = select(arch, &hash).unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
+            assert_eq!(picked.arch, arch, "every embedded arch is an exact match for itself");
+            let found = crate::cuda::elf::kernel_entry_points(picked.cubin)
+                .unwrap_or_else(|e| panic!("sm_{arch} cubin: {e}"));
+            for name in crate::cuda::registry::entry_points() {
+                assert!(found.iter().any(|f| f == name), "sm_{arch}: '{name}' missing: {found:?}");
+            }
+        }
+    }
+
     #[test]
     fn other_source_or_nothing_embedded_is_refused() {
         let refused = select_from(FAKE, "built-from", 90, "carried").expect_err("hash mismatch");

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 /// Every way the CUDA side can fail before or while loading the kernel library.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
-    #[error("no CUDA driver found (libcuda.so): install the NVIDIA driver, or run on the CPU backend")]
+    #[error(
+        "no CUDA driver found (libcuda.so): install the NVIDIA driver, or run on the CPU backend"
+    )]
     NoDriver,
     #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
     NoDevice { ordinal: usize, count: usize },
@@ -14,6 +16,8 @@ pub enum KernelError {
     BadDeviceEnv { value: String },
     #[error("NVRTC (libnvrtc.so.13) could not be loaded: install the CUDA 13 runtime compiler or put nvcc on PATH")]
     NoNvrtc,
+    #[error("nvcc not found: set BONSAI_NVCC=/path/to/nvcc or put nvcc on PATH")]
+    NoNvcc,
     #[error("CUDA driver call failed while {what}: {source}")]
     Driver { what: &'static str, source: cudarc::driver::DriverError },
     #[error("NVRTC call failed while {what}: {source}")]
@@ -39,7 +43,9 @@ impl KernelError {
     }
 
     /// A `map_err` adapter naming the NVRTC step that failed.
-    pub(crate) fn nvrtc(what: &'static str) -> impl FnOnce(cudarc::nvrtc::result::NvrtcError) -> Self {
+    pub(crate) fn nvrtc(
+        what: &'static str,
+    ) -> impl FnOnce(cudarc::nvrtc::result::NvrtcError) -> Self {
         move |source| KernelError::Nvrtc { what, source }
     }
 

@@ -9,6 +9,7 @@ pub mod elf;
 pub mod embedded;
 pub mod error;
 pub mod library;
+mod loader;
 /// The one list of CUDA sources and their entry points, shared with `build.rs` (see the file's
 /// header comment for how to add a kernel).
 pub mod registry;
@@ -17,5 +18,5 @@ pub mod weights;
 
 pub use context::{driver_present, DeviceInfo, GpuContext};
 pub use error::KernelError;
-pub use library::{KernelLibrary, LoadOptions, LoadReport, LoadStep, LoadTier};
+pub use library::{CompilerChoice, KernelLibrary, LoadOptions, LoadReport, LoadStep, LoadTier};
 pub use weights::{upload, GpuQ1Matrix, GpuQ2Matrix, GpuQMatrix};

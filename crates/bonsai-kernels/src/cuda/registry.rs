@@ -23,11 +23,8 @@ pub struct KernelSource {
 }
 
 /// The shared header every kernel file relies on (types, warp reductions, f16 helpers).
-pub const PRELUDE: KernelSource = KernelSource {
-    path: "cuda/prelude.cuh",
-    text: include_str!("prelude.cuh"),
-    entry_points: &[],
-};
+pub const PRELUDE: KernelSource =
+    KernelSource { path: "cuda/prelude.cuh", text: include_str!("prelude.cuh"), entry_points: &[] };
 
 /// Every kernel file, in concatenation order.
 pub const SOURCES: &[KernelSource] = &[

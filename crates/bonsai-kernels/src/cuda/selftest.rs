@@ -26,7 +26,10 @@ pub struct SelftestReport {
 }
 
 /// Fills a poisoned device buffer with a fresh value and checks every element changed to it.
-pub fn run(library: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<SelftestReport, KernelError> {
+pub fn run(
+    library: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+) -> Result<SelftestReport, KernelError> {
     let started = Instant::now();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -34,7 +37,8 @@ pub fn run(library: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Selftest
     // Fresh each run, never zero, and never equal to its own poison (its bitwise complement).
     let value = nanos | 1;
     let poison = vec![!value; SELFTEST_LEN as usize];
-    let mut out = stream.clone_htod(&poison).map_err(KernelError::driver("uploading the selftest buffer"))?;
+    let mut out =
+        stream.clone_htod(&poison).map_err(KernelError::driver("uploading the selftest buffer"))?;
     let function = library.function("bonsai_selftest_fill")?;
     let config = LaunchConfig {
         grid_dim: (SELFTEST_GRID, 1, 1),
@@ -45,8 +49,10 @@ pub fn run(library: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Selftest
     launch.arg(&mut out).arg(&SELFTEST_LEN).arg(&value);
     // SAFETY: the arguments match the kernel's signature (u32* out, u32 n, u32 value) in order
     // and type; `out` holds exactly SELFTEST_LEN u32s, the bound the kernel checks.
-    unsafe { launch.launch(config) }.map_err(KernelError::driver("launching the selftest kernel"))?;
-    let host = stream.clone_dtoh(&out).map_err(KernelError::driver("downloading the selftest buffer"))?;
+    unsafe { launch.launch(config) }
+        .map_err(KernelError::driver("launching the selftest kernel"))?;
+    let host =
+        stream.clone_dtoh(&out).map_err(KernelError::driver("downloading the selftest buffer"))?;
     stream.synchronize().map_err(KernelError::driver("synchronising after the selftest"))?;
     if let Some(index) = host.iter().position(|&v| v != value) {
         return Err(KernelError::Selftest {

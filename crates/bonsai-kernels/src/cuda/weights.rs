@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::error::KernelError;
-use crate::weights::{QMatrix, Q1Matrix, Q2Matrix};
+use crate::weights::{Q1Matrix, Q2Matrix, QMatrix};
 
 /// A 1-bit matrix on the device: `scales[b]` are f16 bits, `bits[4b..4b+4]` its signs.
 pub struct GpuQ1Matrix {
