@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::sys::{CUdevice_attribute as Attr, CUresult};
 use cudarc::driver::{CudaContext, CudaStream};
 
 use super::error::KernelError;
@@ -58,8 +58,12 @@ impl GpuContext {
             return Err(KernelError::NoDriver);
         }
         let started = Instant::now();
-        let count = CudaContext::device_count().map_err(KernelError::driver("counting devices"))?;
-        let count = usize::try_from(count).unwrap_or(0);
+        let count = match CudaContext::device_count() {
+            Ok(count) => usize::try_from(count).unwrap_or(0),
+            // cuInit itself fails this way when the driver is installed but sees no GPU.
+            Err(e) if e.0 == CUresult::CUDA_ERROR_NO_DEVICE => 0,
+            Err(e) => return Err(KernelError::Driver { what: "counting devices", source: e }),
+        };
         if ordinal >= count {
             return Err(KernelError::NoDevice { ordinal, count });
         }
