@@ -2,6 +2,7 @@
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
 mod info;
+mod kernels;
 
 use clap::{Parser, Subcommand};
 
@@ -16,18 +17,15 @@ struct Cli {
 enum Command {
     /// Describe a GGUF file: architecture, geometry, tokenizer, tensors, bytes per token.
     Info(info::InfoArgs),
-    // Each helper adds its subcommand here, one line, with the logic in its own module:
-    //   Info(info::InfoArgs)          -> crates/bonsai-cli/src/info.rs
-    //   Convert(convert::ConvertArgs) -> crates/bonsai-cli/src/convert.rs
-    //   Kernels(kernels::KernelsArgs) -> crates/bonsai-cli/src/kernels.rs
-    //   Generate / Chat / Perplexity  -> crates/bonsai-cli/src/{generate,chat,perplexity}.rs
-    //   Bench(bench::BenchArgs)       -> crates/bonsai-cli/src/bench.rs
+    /// Inspect, build or clear the CUDA kernel library and its cache
+    Kernels(kernels::KernelsArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         Command::Info(args) => info::run(args),
+        Command::Kernels(args) => kernels::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.
