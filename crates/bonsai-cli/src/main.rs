@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod convert;
+
 #[derive(Parser)]
 #[command(name = "bonsai", version, about = "Run PrismML's 1-bit and ternary Bonsai models")]
 struct Cli {
@@ -18,11 +20,15 @@ enum Command {
     //   Kernels(kernels::KernelsArgs) -> crates/bonsai-cli/src/kernels.rs
     //   Generate / Chat / Perplexity  -> crates/bonsai-cli/src/{generate,chat,perplexity}.rs
     //   Bench(bench::BenchArgs)       -> crates/bonsai-cli/src/bench.rs
+    /// Convert a Hugging Face Qwen3 checkpoint folder to GGUF
+    Convert(convert::ConvertArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Convert(args) => convert::run(args),
+    };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.
         eprintln!("error: {err:#}");

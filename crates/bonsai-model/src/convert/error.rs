@@ -47,6 +47,9 @@ pub enum ConvertError {
     )]
     GroupMisaligned { name: String, k: usize, group: usize, ty: &'static str },
 
+    #[error("tensor '{name}': {source}")]
+    Gguf { name: String, source: bonsai_gguf::GgufError },
+
     #[error("cannot write {}: {source}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
 }

@@ -161,10 +161,9 @@ fn parse_rope_scaling(
         "linear" => Ok(Some(RopeScalingSpec::Linear { factor })),
         "yarn" => Ok(Some(RopeScalingSpec::Yarn {
             factor,
-            original_context_len: opt_u64(params, "original_max_position_embeddings")?
-                .ok_or_else(|| {
-                    missing("rope_scaling.original_max_position_embeddings", "an integer")
-                })?,
+            original_context_len: opt_u64(params, "original_max_position_embeddings")?.ok_or_else(
+                || missing("rope_scaling.original_max_position_embeddings", "an integer"),
+            )?,
             beta_fast: opt_f64(params, "beta_fast")?,
             beta_slow: opt_f64(params, "beta_slow")?,
         })),

@@ -5,23 +5,27 @@
 //! shapes, dtypes, group alignment for quantized types) before any heavy work, so a bad input
 //! fails in seconds with a message naming the file / tensor / key.
 
+mod emit;
 mod error;
 mod hf_config;
+mod metadata;
 mod safetensors;
 mod tensor_map;
 mod tokenizer;
 
 #[cfg(test)]
-mod tokenizer_tests;
-#[cfg(test)]
 mod safetensors_tests;
+#[cfg(test)]
+mod tokenizer_tests;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+pub use emit::{build_gguf, convert_checkpoint, write_atomically, ConvertProgress, ConvertSummary};
 pub use error::ConvertError;
 pub use hf_config::{HfQwen3Config, RopeScalingSpec, QWEN3_MODEL_TYPE};
+pub use metadata::{gguf_metadata, TOKENIZER_MODEL_GPT2, TOKENIZER_PRE_QWEN2};
 pub use safetensors::{to_f32, Checkpoint, Dtype, SafetensorsFile, TensorEntry};
 pub use tensor_map::{plan_tensors, PlannedTensor, TensorRole};
 pub use tokenizer::{

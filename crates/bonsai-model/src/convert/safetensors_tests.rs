@@ -52,8 +52,11 @@ pub(crate) fn encode(tensors: &[(&str, &str, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
 
 pub(crate) fn temp_dir(tag: &str) -> PathBuf {
     let (mut rng, _) = TestRng::from_time();
-    let dir = std::env::temp_dir()
-        .join(format!("bonsai-convert-{tag}-{}-{:x}", std::process::id(), rng.next_u64()));
+    let dir = std::env::temp_dir().join(format!(
+        "bonsai-convert-{tag}-{}-{:x}",
+        std::process::id(),
+        rng.next_u64()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -63,7 +66,8 @@ fn dtypes_decode_exactly() {
     let (mut rng, seed) = TestRng::from_time();
     let values: Vec<f32> = (0..37).map(|_| rng.unit() * 3.0).collect();
     // bf16: truncate to the top 16 bits, so the expected value is that truncation (exact).
-    let bf16: Vec<u8> = values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect();
+    let bf16: Vec<u8> =
+        values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect();
     let f16: Vec<u8> =
         values.iter().flat_map(|v| half::f16::from_f32(*v).to_bits().to_le_bytes()).collect();
     let f32b: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -84,10 +88,8 @@ fn dtypes_decode_exactly() {
 
 #[test]
 fn header_round_trip() {
-    let bytes = encode(&[
-        ("a", "F32", vec![2, 3], vec![7; 24]),
-        ("b", "BF16", vec![5], vec![1; 10]),
-    ]);
+    let bytes =
+        encode(&[("a", "F32", vec![2, 3], vec![7; 24]), ("b", "BF16", vec![5], vec![1; 10])]);
     let entries = parse_header(Path::new("x.safetensors"), &bytes).unwrap();
     assert_eq!(entries.len(), 2);
     let a = entries.iter().find(|e| e.name == "a").unwrap();
@@ -132,7 +134,8 @@ fn sharded_checkpoint_via_index_and_duplicates() {
     // An unrelated file not named by the index must be ignored.
     std::fs::write(dir.join("extra.safetensors"), encode(&[("x", "F32", vec![1], vec![0; 4])]))
         .unwrap();
-    let index = json!({"metadata": {}, "weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}});
+    let index =
+        json!({"metadata": {}, "weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}});
     std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
     let ckpt = Checkpoint::open(&dir).unwrap();
     assert_eq!(ckpt.tensor("y").unwrap().0.dtype, Dtype::F16);

@@ -38,7 +38,18 @@ fn tokens_types_and_gaps() {
     let data = extract(&tokenizer_json(json!(["a b"])), None, None).unwrap();
     assert_eq!(
         data.tokens,
-        ["a", "b", "ab", "[PAD3]", "<|endoftext|>", "<|im_end|>", "<think>", "[PAD7]", " hi", "[PAD9]"]
+        [
+            "a",
+            "b",
+            "ab",
+            "[PAD3]",
+            "<|endoftext|>",
+            "<|im_end|>",
+            "<think>",
+            "[PAD7]",
+            " hi",
+            "[PAD9]"
+        ]
     );
     use super::tokenizer::{
         TOKEN_TYPE_CONTROL as C, TOKEN_TYPE_NORMAL as N, TOKEN_TYPE_UNUSED as U,
