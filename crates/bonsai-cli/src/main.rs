@@ -1,6 +1,7 @@
 //! The `bonsai` command line. Each subcommand lives in its own module; this file only parses
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
+mod convert;
 mod info;
 mod kernels;
 
@@ -17,7 +18,9 @@ struct Cli {
 enum Command {
     /// Describe a GGUF file: architecture, geometry, tokenizer, tensors, bytes per token.
     Info(info::InfoArgs),
-    /// Inspect, build or clear the CUDA kernel library and its cache
+    /// Convert a Hugging Face Qwen3 checkpoint folder to GGUF
+    Convert(convert::ConvertArgs),
+    /// Inspect, build, clear or verify the CUDA kernel library and its cache
     Kernels(kernels::KernelsArgs),
 }
 
@@ -25,6 +28,7 @@ fn main() {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
         Command::Info(args) => info::run(args),
+        Command::Convert(args) => convert::run(args),
         Command::Kernels(args) => kernels::run(args),
     };
     if let Err(err) = result {
