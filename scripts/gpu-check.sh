@@ -18,7 +18,8 @@ STEPS=${*:-env tiers verify bench model}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 BIN=$PWD/.gpu/bonsai                 # built with nvcc present: embedded SASS
-BIN_PLAIN=$PWD/.gpu/bonsai-nosass    # built without a CUDA compiler: no embedded SASS
+# The same binary with the embedded tier switched off exercises the other tiers.
+BIN_PLAIN="env BONSAI_SKIP_EMBEDDED=1 $BIN"
 export PATH=/usr/local/cuda/bin:$PATH
 status=0
 
@@ -44,12 +45,12 @@ tiers)
     # Each tier with its own empty cache directory, so nothing leaks between them.
     C=$(mktemp -d)
     run tier-embedded env BONSAI_CACHE_DIR=$C/a "$BIN" kernels info
-    run tier-nvrtc env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin "$BIN_PLAIN" kernels info
-    run tier-cache-hit env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin "$BIN_PLAIN" kernels info
+    run tier-nvrtc env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
+    run tier-cache-hit env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
     for f in $C/b/kernels/*; do printf 'garbage' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
-    run tier-corrupt-rebuilt env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin "$BIN_PLAIN" kernels info
-    run tier-nvcc env BONSAI_CACHE_DIR=$C/c "$BIN_PLAIN" kernels build --compiler nvcc
-    run tier-nvcc-hit env BONSAI_CACHE_DIR=$C/c "$BIN_PLAIN" kernels info
+    run tier-corrupt-rebuilt env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
+    run tier-nvcc env BONSAI_CACHE_DIR=$C/c $BIN_PLAIN kernels build --compiler nvcc
+    run tier-nvcc-hit env BONSAI_CACHE_DIR=$C/c $BIN_PLAIN kernels info
     rm -rf "$C"
     ;;
 verify)

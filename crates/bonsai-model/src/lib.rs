@@ -2,6 +2,7 @@
 //! and the generation loop.
 
 pub mod chat;
+pub mod convert;
 pub mod demo;
 pub mod sampler;
 pub mod tokenizer;
