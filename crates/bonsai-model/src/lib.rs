@@ -1,9 +1,44 @@
 //! Qwen3 as Bonsai uses it, over a backend interface; KV cache, sampler, tokenizer, chat template
 //! and the generation loop.
+//!
+//! * [`backend`]: the `Backend` trait (buffers + op set) and the CPU backend.
+//! * [`qwen3`]: the model written once over `Backend`; weights fused at load.
+//! * [`generate`]: prefill + decode loop with stop tokens, streaming and timings.
+//! * [`sampler`], [`tokenizer`], [`chat`]: token choice, text <-> ids, prompts.
+//! * [`synthetic`], [`demo`]: random-weight models (tests, demo, speed at real geometry).
 
+pub mod backend;
 pub mod chat;
 pub mod convert;
 pub mod demo;
+pub mod generate;
+pub mod loader;
+pub mod qwen3;
 pub mod sampler;
+pub mod synthetic;
 pub mod tokenizer;
 pub mod weights;
+
+pub use backend::{Backend, BackendError, CpuBackend};
+pub use qwen3::{LogitRows, Qwen3, Qwen3State};
+
+/// Why loading or running the model failed. Messages are one line and name the tensor/op.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Gguf(#[from] bonsai_gguf::GgufError),
+    #[error(transparent)]
+    Convert(#[from] weights::ConvertError),
+    #[error(transparent)]
+    Tokenizer(#[from] tokenizer::TokenizerError),
+    #[error(transparent)]
+    Sampler(#[from] sampler::SamplerError),
+    #[error("tensor '{name}' {detail}")]
+    Tensor { name: String, detail: String },
+    #[error("context full: {need} tokens needed but the context holds {ctx} (raise --ctx)")]
+    ContextFull { need: usize, ctx: usize },
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}

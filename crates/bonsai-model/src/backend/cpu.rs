@@ -1,0 +1,224 @@
+//! The CPU backend: host vectors and the `cpu` versions of the kernels (rayon threads + run-time
+//! SIMD). Handles are plain host memory; the position is a host integer behind the same API the
+//! CUDA backend implements with device memory.
+
+use bonsai_kernels::cpu::{simd_level, SimdLevel};
+use bonsai_kernels::ops::{
+    argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
+    qk_norm_rope, rms_norm, HeadShape, OpError, Store,
+};
+use bonsai_kernels::rope::RopeTable;
+use bonsai_kernels::QMatrix;
+use half::f16;
+
+use super::{Backend, BackendError};
+
+/// Runs every op on the host through `bonsai_kernels::ops::*::cpu`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+/// One layer's cache: `[n_kv][max_seq][head_dim]` f16 for K and for V.
+pub struct CpuKvCache {
+    pub k: Vec<f16>,
+    pub v: Vec<f16>,
+    pub max_seq: usize,
+}
+
+/// The decode position, kept on the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuPosition(pub usize);
+
+/// The first `len` elements of `buf`, or a capacity error naming the op.
+fn rows<'a, T>(what: &'static str, buf: &'a [T], len: usize) -> Result<&'a [T], BackendError> {
+    buf.get(..len).ok_or(BackendError::Capacity { what, need: len, have: buf.len() })
+}
+
+fn rows_mut<'a, T>(what: &'static str, buf: &'a mut [T], len: usize) -> Result<&'a mut [T], BackendError> {
+    let have = buf.len();
+    buf.get_mut(..len).ok_or(BackendError::Capacity { what, need: len, have })
+}
+
+fn mismatched(op: &'static str, detail: &str) -> BackendError {
+    BackendError::Op(OpError::Shape { op, detail: detail.to_string() })
+}
+
+impl Backend for CpuBackend {
+    type Buffer = Vec<f32>;
+    type Matrix = QMatrix;
+    type Tokens = Vec<u32>;
+    type KvCache = CpuKvCache;
+    type Position = CpuPosition;
+    type Rope = RopeTable;
+
+    fn describe(&self) -> String {
+        let simd = match simd_level() {
+            SimdLevel::Avx2Fma => "avx2",
+            SimdLevel::Scalar => "scalar",
+        };
+        format!("cpu ({} threads, {simd})", rayon::current_num_threads())
+    }
+
+    fn alloc(&self, len: usize) -> Result<Vec<f32>, BackendError> {
+        Ok(vec![0.0; len])
+    }
+
+    fn upload_f32(&self, data: &[f32]) -> Result<Vec<f32>, BackendError> {
+        Ok(data.to_vec())
+    }
+
+    fn download(&self, buf: &Vec<f32>, offset: usize, out: &mut [f32]) -> Result<(), BackendError> {
+        let end = offset.saturating_add(out.len());
+        let src = buf.get(offset..end).ok_or(BackendError::Capacity { what: "download", need: end, have: buf.len() })?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn upload_matrix(&self, matrix: &QMatrix) -> Result<QMatrix, BackendError> {
+        Ok(matrix.clone())
+    }
+
+    fn upload_rope(&self, table: &RopeTable) -> Result<RopeTable, BackendError> {
+        Ok(table.clone())
+    }
+
+    fn alloc_tokens(&self, capacity: usize) -> Result<Vec<u32>, BackendError> {
+        Ok(vec![0; capacity])
+    }
+
+    fn write_tokens(&self, dst: &mut Vec<u32>, ids: &[u32]) -> Result<(), BackendError> {
+        rows_mut("write_tokens", dst, ids.len())?.copy_from_slice(ids);
+        Ok(())
+    }
+
+    fn read_tokens(&self, src: &Vec<u32>, out: &mut [u32]) -> Result<(), BackendError> {
+        out.copy_from_slice(rows("read_tokens", src, out.len())?);
+        Ok(())
+    }
+
+    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CpuKvCache, BackendError> {
+        let len = shape.n_kv * max_seq * shape.head_dim;
+        Ok(CpuKvCache { k: vec![f16::ZERO; len], v: vec![f16::ZERO; len], max_seq })
+    }
+
+    fn new_position(&self) -> Result<CpuPosition, BackendError> {
+        Ok(CpuPosition(0))
+    }
+
+    fn set_position(&self, pos: &mut CpuPosition, value: usize) -> Result<(), BackendError> {
+        pos.0 = value;
+        Ok(())
+    }
+
+    fn advance_position(&self, pos: &mut CpuPosition, by: usize) -> Result<(), BackendError> {
+        pos.0 += by;
+        Ok(())
+    }
+
+    fn embed(&self, table: &QMatrix, tokens: &Vec<u32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
+        let ids = rows("embed ids", tokens, m)?;
+        let out = rows_mut("embed out", out, m * table.k())?;
+        Ok(embed_rows::cpu(table, ids, out)?)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &Vec<f32>,
+        n_rows: usize,
+        n: usize,
+        weight: &Vec<f32>,
+        eps: f32,
+        out: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let len = n_rows * n;
+        Ok(rms_norm::cpu(rows("rms_norm x", x, len)?, weight, eps, rows_mut("rms_norm out", out, len)?)?)
+    }
+
+    fn matmul(&self, w: &QMatrix, x: &Vec<f32>, m: usize, y: &mut Vec<f32>, store: Store) -> Result<(), BackendError> {
+        let x = rows("matmul x", x, m * w.k())?;
+        let y = rows_mut("matmul y", y, m * w.n())?;
+        match w {
+            QMatrix::Q1(w) => matmul_q1::cpu(w, x, m, y, store)?,
+            QMatrix::Q2(w) => matmul_q2::cpu(w, x, m, y, store)?,
+        }
+        Ok(())
+    }
+
+    fn gate_up_swiglu(&self, w: &QMatrix, x: &Vec<f32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
+        if w.n() % 2 != 0 {
+            return Err(mismatched("gate_up_swiglu", "fused gate|up matrix has an odd row count"));
+        }
+        let x = rows("gate_up_swiglu x", x, m * w.k())?;
+        let out = rows_mut("gate_up_swiglu out", out, m * w.n() / 2)?;
+        match w {
+            QMatrix::Q1(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
+            QMatrix::Q2(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
+        }
+        Ok(())
+    }
+
+    fn qk_norm_rope(
+        &self,
+        qkv: &mut Vec<f32>,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &Vec<f32>,
+        k_norm: &Vec<f32>,
+        eps: f32,
+        rope: &RopeTable,
+        pos: &CpuPosition,
+    ) -> Result<(), BackendError> {
+        let qkv = rows_mut("qk_norm_rope qkv", qkv, m * shape.qkv_row_len())?;
+        Ok(qk_norm_rope::cpu(qkv, m, shape, q_norm, k_norm, eps, rope, pos.0)?)
+    }
+
+    fn kv_write(
+        &self,
+        qkv: &Vec<f32>,
+        m: usize,
+        shape: HeadShape,
+        pos: &CpuPosition,
+        cache: &mut CpuKvCache,
+    ) -> Result<(), BackendError> {
+        let qkv = rows("kv_write qkv", qkv, m * shape.qkv_row_len())?;
+        Ok(kv_write::cpu(qkv, m, shape, pos.0, cache.max_seq, &mut cache.k, &mut cache.v)?)
+    }
+
+    fn attention(
+        &self,
+        qkv: &Vec<f32>,
+        m: usize,
+        shape: HeadShape,
+        pos: &CpuPosition,
+        cache: &CpuKvCache,
+        out: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let qkv = rows("attention qkv", qkv, m * shape.qkv_row_len())?;
+        let out = rows_mut("attention out", out, m * shape.q_len())?;
+        Ok(attention::cpu(qkv, m, shape, pos.0, cache.max_seq, &cache.k, &cache.v, out)?)
+    }
+
+    fn copy_rows(
+        &self,
+        src: &Vec<f32>,
+        src_row: usize,
+        n_rows: usize,
+        row_len: usize,
+        dst: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let start = src_row * row_len;
+        let len = n_rows * row_len;
+        let from = src.get(start..start + len).ok_or(BackendError::Capacity {
+            what: "copy_rows src",
+            need: start + len,
+            have: src.len(),
+        })?;
+        rows_mut("copy_rows dst", dst, len)?.copy_from_slice(from);
+        Ok(())
+    }
+
+    fn argmax(&self, logits: &Vec<f32>, n: usize, out: &mut Vec<u32>) -> Result<(), BackendError> {
+        let best = argmax::cpu(rows("argmax logits", logits, n)?)?;
+        rows_mut("argmax out", out, 1)?[0] = best as u32;
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! The backend interface the Qwen3 model is written against, once, for every device.
+//!
+//! A backend owns all memory the forward pass touches: activation buffers, uploaded weights,
+//! token ids, the KV cache and the decode position. The model only holds handles, so on CUDA
+//! everything stays on the device and one captured graph can replay every decode step:
+//!
+//! * weights are uploaded once ([`Backend::upload_matrix`]) in the kernels' layout;
+//! * the position of the next token lives in a backend [`Backend::Position`]; position-dependent
+//!   ops (RoPE, KV write, attention) read it there and [`Backend::advance_position`] moves it,
+//!   so no per-token host scalar reaches an op;
+//! * the decode step reads its input id from a backend [`Backend::Tokens`] buffer, which
+//!   [`Backend::argmax`] can fill directly (greedy decoding without a logits download).
+//!
+//! Buffers are allocated with a capacity; an op with `m` rows uses the first `m` rows.
+
+pub mod cpu;
+
+use bonsai_kernels::ops::{HeadShape, OpError, Store};
+use bonsai_kernels::rope::RopeTable;
+use bonsai_kernels::QMatrix;
+
+pub use cpu::CpuBackend;
+
+/// Why a backend call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error("{what}: needs {need} elements but the buffer holds {have}")]
+    Capacity { what: &'static str, need: usize, have: usize },
+    #[error("backend: {0}")]
+    Device(String),
+}
+
+/// Buffers, memory movement, and the op set of one Qwen3 forward pass.
+///
+/// Shapes follow `bonsai_kernels::ops`: activations are token-major `[m, len]` f32, a qkv row is
+/// `[q | k | v]`, one layer's cache is `[n_kv][max_seq][head_dim]` f16.
+pub trait Backend {
+    /// f32 activations (and norm weights).
+    type Buffer;
+    /// A quantized weight matrix in kernel layout.
+    type Matrix;
+    /// u32 token ids.
+    type Tokens;
+    /// One layer's K and V cache.
+    type KvCache;
+    /// The position of the first token of the next forward call.
+    type Position;
+    /// The RoPE cos/sin table.
+    type Rope;
+
+    /// One line for users, e.g. "cpu (8 threads, avx2)".
+    fn describe(&self) -> String;
+
+    fn alloc(&self, len: usize) -> Result<Self::Buffer, BackendError>;
+    fn upload_f32(&self, data: &[f32]) -> Result<Self::Buffer, BackendError>;
+    /// Copies `out.len()` values starting at element `offset` of `buf` to the host.
+    fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [f32]) -> Result<(), BackendError>;
+    fn upload_matrix(&self, matrix: &QMatrix) -> Result<Self::Matrix, BackendError>;
+    fn upload_rope(&self, table: &RopeTable) -> Result<Self::Rope, BackendError>;
+    fn alloc_tokens(&self, capacity: usize) -> Result<Self::Tokens, BackendError>;
+    fn write_tokens(&self, dst: &mut Self::Tokens, ids: &[u32]) -> Result<(), BackendError>;
+    fn read_tokens(&self, src: &Self::Tokens, out: &mut [u32]) -> Result<(), BackendError>;
+    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<Self::KvCache, BackendError>;
+    fn new_position(&self) -> Result<Self::Position, BackendError>;
+    /// Sets the position (start of a sequence, or a rewind to reuse a cached prefix).
+    fn set_position(&self, pos: &mut Self::Position, value: usize) -> Result<(), BackendError>;
+    /// Moves the position on by `by` tokens (on CUDA: a device-side increment in the graph).
+    fn advance_position(&self, pos: &mut Self::Position, by: usize) -> Result<(), BackendError>;
+
+    /// `out[i] = table row tokens[i]`, i < m.
+    fn embed(&self, table: &Self::Matrix, tokens: &Self::Tokens, m: usize, out: &mut Self::Buffer)
+        -> Result<(), BackendError>;
+    /// RMSNorm of `rows` rows of length `n`.
+    fn rms_norm(
+        &self,
+        x: &Self::Buffer,
+        rows: usize,
+        n: usize,
+        weight: &Self::Buffer,
+        eps: f32,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError>;
+    /// `y[m, N] (=|+=) x[m, K] · W[N, K]^T`.
+    fn matmul(&self, w: &Self::Matrix, x: &Self::Buffer, m: usize, y: &mut Self::Buffer, store: Store)
+        -> Result<(), BackendError>;
+    /// `out[m, F] = silu(x·Wg^T) * (x·Wu^T)`, W = [gate rows | up rows].
+    fn gate_up_swiglu(&self, w: &Self::Matrix, x: &Self::Buffer, m: usize, out: &mut Self::Buffer)
+        -> Result<(), BackendError>;
+    /// Per-head RMSNorm then NeoX RoPE of the q and k heads of m qkv rows, token i at pos + i.
+    #[allow(clippy::too_many_arguments)]
+    fn qk_norm_rope(
+        &self,
+        qkv: &mut Self::Buffer,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &Self::Buffer,
+        k_norm: &Self::Buffer,
+        eps: f32,
+        rope: &Self::Rope,
+        pos: &Self::Position,
+    ) -> Result<(), BackendError>;
+    /// Writes the k and v heads of m qkv rows into the cache at pos + i.
+    fn kv_write(&self, qkv: &Self::Buffer, m: usize, shape: HeadShape, pos: &Self::Position, cache: &mut Self::KvCache)
+        -> Result<(), BackendError>;
+    /// Causal GQA attention of m query rows (token i at pos + i) over cache positions 0..=pos+i.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        qkv: &Self::Buffer,
+        m: usize,
+        shape: HeadShape,
+        pos: &Self::Position,
+        cache: &Self::KvCache,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError>;
+    /// Copies rows `src_row .. src_row + rows` (each `row_len` long) of `src` to the start of `dst`.
+    fn copy_rows(&self, src: &Self::Buffer, src_row: usize, rows: usize, row_len: usize, dst: &mut Self::Buffer)
+        -> Result<(), BackendError>;
+    /// Index of the largest of the first `n` values (ties -> lowest) into `out[0]`.
+    fn argmax(&self, logits: &Self::Buffer, n: usize, out: &mut Self::Tokens) -> Result<(), BackendError>;
+}

@@ -1,0 +1,130 @@
+//! The generation loop: prefill the prompt, then decode one token at a time until a stop token
+//! or the token budget, streaming every token to a callback and timing both phases.
+
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::qwen3::{Qwen3, Qwen3State};
+use crate::sampler::Sampler;
+use crate::ModelError;
+
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    /// Most tokens to generate (the stop token, if reached, counts).
+    pub max_new_tokens: usize,
+    /// Ids that end generation (see `Tokenizer::stop_ids`).
+    pub stop_ids: Vec<u32>,
+    /// Download every step's logits into `Event::Logits`. Without it, greedy decoding with no
+    /// penalty picks on the backend and never downloads logits.
+    pub want_logits: bool,
+}
+
+/// What the loop reports while it runs.
+pub enum Event<'a> {
+    /// The logits the next token is drawn from (only when `want_logits`).
+    Logits(&'a [f32]),
+    /// A generated token (stop tokens included, last).
+    Token(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    StopToken(u32),
+    MaxTokens,
+}
+
+#[derive(Clone, Debug)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub generated: Vec<u32>,
+    pub prefill_secs: f64,
+    /// Decode steps run (each feeds one generated token back).
+    pub decode_steps: usize,
+    pub decode_secs: f64,
+    pub stop: StopReason,
+}
+
+impl GenerationStats {
+    pub fn prefill_tok_per_s(&self) -> f64 {
+        rate(self.prompt_tokens, self.prefill_secs)
+    }
+    pub fn decode_tok_per_s(&self) -> f64 {
+        rate(self.decode_steps, self.decode_secs)
+    }
+}
+
+fn rate(n: usize, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Generates after `prompt` (appended at the state's current position). `history` holds the
+/// tokens already in the cache (for the repetition penalty) and gets prompt and output appended.
+pub fn generate<B: Backend>(
+    model: &Qwen3<B>,
+    state: &mut Qwen3State<B>,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    history: &mut Vec<u32>,
+    options: &GenerateOptions,
+    mut on_event: impl FnMut(Event<'_>) -> Result<(), ModelError>,
+) -> Result<GenerationStats, ModelError> {
+    if prompt.is_empty() {
+        return Err(ModelError::Unsupported("an empty prompt (nothing to condition on)".into()));
+    }
+    // Generating N tokens feeds the prompt and N - 1 of them back through the model.
+    let need = state.n_past() + prompt.len() + options.max_new_tokens.saturating_sub(1);
+    if need > model.max_seq() {
+        return Err(ModelError::ContextFull { need, ctx: model.max_seq() });
+    }
+    let want_logits = options.want_logits;
+    let device_greedy = !want_logits && sampler.config().is_greedy() && sampler.config().repeat_penalty == 1.0;
+
+    let start = Instant::now();
+    model.prefill(state, prompt)?;
+    history.extend_from_slice(prompt);
+    let prefill_secs = start.elapsed().as_secs_f64();
+
+    let mut logits = vec![0.0f32; if device_greedy { 0 } else { model.config().vocab }];
+    let mut generated = Vec::new();
+    let mut decode_steps = 0;
+    let decode_start = Instant::now();
+    let mut stop = StopReason::MaxTokens;
+    while generated.len() < options.max_new_tokens {
+        let id = if device_greedy {
+            model.argmax_to_next_token(state)?
+        } else {
+            model.logits(state, 0, &mut logits)?;
+            if want_logits {
+                on_event(Event::Logits(&logits))?;
+            }
+            sampler.sample(&mut logits, history)?
+        };
+        generated.push(id);
+        history.push(id);
+        on_event(Event::Token(id))?;
+        if options.stop_ids.contains(&id) {
+            stop = StopReason::StopToken(id);
+            break;
+        }
+        if generated.len() == options.max_new_tokens {
+            break;
+        }
+        if !device_greedy {
+            model.set_next_token(state, id)?;
+        }
+        model.forward_decode(state)?;
+        decode_steps += 1;
+    }
+    Ok(GenerationStats {
+        prompt_tokens: prompt.len(),
+        generated,
+        prefill_secs,
+        decode_steps,
+        decode_secs: decode_start.elapsed().as_secs_f64(),
+        stop,
+    })
+}

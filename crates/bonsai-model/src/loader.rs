@@ -1,0 +1,73 @@
+//! Opening a model file: config, tokenizer and weights from one GGUF onto a backend.
+
+use std::path::Path;
+
+use bonsai_gguf::{GgufFile, Qwen3Config, TokenizerMeta};
+
+use crate::backend::Backend;
+use crate::qwen3::{HostWeights, Qwen3};
+use crate::tokenizer::{Tokenizer, TokenizerParts};
+use crate::ModelError;
+
+/// Context size when the user gives none (capped by the model's own context length).
+pub const DEFAULT_CTX: usize = 4096;
+
+pub struct LoadedModel<B: Backend> {
+    pub model: Qwen3<B>,
+    pub tokenizer: Tokenizer,
+    pub chat_template: Option<String>,
+    /// Weight bytes read per decoded token (for bandwidth figures).
+    pub decode_bytes_per_token: usize,
+}
+
+impl From<TokenizerMeta> for TokenizerParts {
+    fn from(m: TokenizerMeta) -> Self {
+        TokenizerParts {
+            model: m.model,
+            pre: m.pre,
+            tokens: m.tokens,
+            token_types: m.token_types,
+            merges: m.merges,
+            eos_id: m.eos_id,
+        }
+    }
+}
+
+/// The context to size the cache for: `requested`, or the default, within the model's limit.
+pub fn resolve_ctx(config: &Qwen3Config, requested: Option<usize>) -> Result<usize, ModelError> {
+    match requested {
+        Some(0) => Err(ModelError::Unsupported("--ctx 0".into())),
+        Some(n) if n > config.context_len => Err(ModelError::Unsupported(format!(
+            "--ctx {n} exceeds the model's context length of {}",
+            config.context_len
+        ))),
+        Some(n) => Ok(n),
+        None => Ok(DEFAULT_CTX.min(config.context_len)),
+    }
+}
+
+/// Loads every part of the model in `file` onto `backend` with a cache of `ctx` tokens.
+pub fn load_model<B: Backend>(file: &GgufFile, backend: B, ctx: Option<usize>) -> Result<LoadedModel<B>, ModelError> {
+    let config = Qwen3Config::from_gguf(file)?;
+    let ctx = resolve_ctx(&config, ctx)?;
+    let meta = TokenizerMeta::from_gguf(file)?;
+    let chat_template = meta.chat_template.clone();
+    let tokenizer = Tokenizer::from_parts(&TokenizerParts::from(meta))?;
+    if tokenizer.vocab_size() != config.vocab {
+        return Err(ModelError::Unsupported(format!(
+            "tokenizer has {} tokens but token_embd has {} rows",
+            tokenizer.vocab_size(),
+            config.vocab
+        )));
+    }
+    let host = HostWeights::load(&config, file)?;
+    let decode_bytes_per_token = host.decode_bytes_per_token();
+    let model = Qwen3::new(backend, config, host, ctx)?;
+    Ok(LoadedModel { model, tokenizer, chat_template, decode_bytes_per_token })
+}
+
+/// Opens `path` and loads it (see [`load_model`]).
+pub fn open_model<B: Backend>(path: &Path, backend: B, ctx: Option<usize>) -> Result<LoadedModel<B>, ModelError> {
+    let file = GgufFile::open(path)?;
+    load_model(&file, backend, ctx)
+}

@@ -1,0 +1,266 @@
+//! Qwen3 as Bonsai uses it (SPEC §2), written once against [`Backend`].
+//!
+//! Per layer: `xn = rmsnorm(x)`, `qkv = xn·Wqkv`, per-head QK-norm + RoPE, cache K/V at the
+//! backend position, causal GQA attention, `x += o·Wo`, `xn = rmsnorm(x)`,
+//! `x += swiglu(xn·Wgate|up)·Wdown`; then the final norm and the LM head (`output`, or the tied
+//! `token_embd`).
+
+pub mod host_weights;
+
+use bonsai_gguf::{Qwen3Config, RopeScalingKind};
+use bonsai_kernels::ops::{HeadShape, Store};
+use bonsai_kernels::rope::{RopeTable, YarnParams};
+
+use crate::backend::Backend;
+use crate::ModelError;
+pub use host_weights::{HostLayer, HostWeights, TensorSource};
+
+struct Layer<B: Backend> {
+    attn_norm: B::Buffer,
+    qkv: B::Matrix,
+    q_norm: B::Buffer,
+    k_norm: B::Buffer,
+    attn_output: B::Matrix,
+    ffn_norm: B::Buffer,
+    gate_up: B::Matrix,
+    down: B::Matrix,
+}
+
+/// A loaded model: uploaded weights, the RoPE table for `max_seq` positions, and the backend.
+pub struct Qwen3<B: Backend> {
+    config: Qwen3Config,
+    shape: HeadShape,
+    max_seq: usize,
+    backend: B,
+    token_embd: B::Matrix,
+    output: Option<B::Matrix>,
+    output_norm: B::Buffer,
+    layers: Vec<Layer<B>>,
+    rope: B::Rope,
+}
+
+/// Which rows of a forward call get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitRows {
+    /// Only the last token (generation).
+    Last,
+    /// Every token (perplexity); needs a state built with `all_logits`.
+    All,
+}
+
+/// Per-sequence state: KV cache, position, and activation buffers for up to `max_batch` tokens.
+pub struct Qwen3State<B: Backend> {
+    kv: Vec<B::KvCache>,
+    pos: B::Position,
+    /// Host mirror of the position, for bounds checks only (never passed to an op).
+    n_past: usize,
+    max_batch: usize,
+    logit_rows: usize,
+    tokens: B::Tokens,
+    x: B::Buffer,
+    xn: B::Buffer,
+    qkv: B::Buffer,
+    attn: B::Buffer,
+    ffn: B::Buffer,
+    last: B::Buffer,
+    logits: B::Buffer,
+}
+
+impl<B: Backend> Qwen3State<B> {
+    /// Tokens already in the KV cache.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+}
+
+fn rope_scaling(config: &Qwen3Config) -> Result<Option<YarnParams>, ModelError> {
+    match &config.rope_scaling {
+        None => Ok(None),
+        Some(s) if s.kind == RopeScalingKind::Yarn => Ok(Some(YarnParams {
+            factor: s.factor,
+            original_context_len: s.original_context_len,
+            beta_fast: s.beta_fast,
+            beta_slow: s.beta_slow,
+        })),
+        Some(s) => Err(ModelError::Unsupported(format!("RoPE scaling {:?} (only YaRN is implemented)", s.kind))),
+    }
+}
+
+impl<B: Backend> Qwen3<B> {
+    /// Uploads `host` (consumed, so host memory is freed as it goes) for contexts of up to
+    /// `max_seq` tokens.
+    pub fn new(backend: B, config: Qwen3Config, host: HostWeights, max_seq: usize) -> Result<Self, ModelError> {
+        if max_seq == 0 {
+            return Err(ModelError::Unsupported("a context of 0 tokens".into()));
+        }
+        let shape = HeadShape { n_q: config.n_q_heads, n_kv: config.n_kv_heads, head_dim: config.head_dim };
+        shape.validate("qwen3").map_err(crate::backend::BackendError::from)?;
+        let yarn = rope_scaling(&config)?;
+        let table = RopeTable::new(config.head_dim, max_seq, config.rope_theta, yarn.as_ref());
+        let rope = backend.upload_rope(&table)?;
+        let mut layers = Vec::with_capacity(host.layers.len());
+        for l in host.layers {
+            layers.push(Layer {
+                attn_norm: backend.upload_f32(&l.attn_norm)?,
+                qkv: backend.upload_matrix(&l.qkv)?,
+                q_norm: backend.upload_f32(&l.q_norm)?,
+                k_norm: backend.upload_f32(&l.k_norm)?,
+                attn_output: backend.upload_matrix(&l.attn_output)?,
+                ffn_norm: backend.upload_f32(&l.ffn_norm)?,
+                gate_up: backend.upload_matrix(&l.gate_up)?,
+                down: backend.upload_matrix(&l.down)?,
+            });
+        }
+        let output = host.output.as_ref().map(|m| backend.upload_matrix(m)).transpose()?;
+        Ok(Self {
+            token_embd: backend.upload_matrix(&host.token_embd)?,
+            output,
+            output_norm: backend.upload_f32(&host.output_norm)?,
+            layers,
+            rope,
+            config,
+            shape,
+            max_seq,
+            backend,
+        })
+    }
+
+    pub fn config(&self) -> &Qwen3Config {
+        &self.config
+    }
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+    pub fn max_seq(&self) -> usize {
+        self.max_seq
+    }
+
+    /// A fresh sequence state for batches of up to `max_batch` tokens; `all_logits` sizes the
+    /// logits buffer for [`LogitRows::All`].
+    pub fn new_state(&self, max_batch: usize, all_logits: bool) -> Result<Qwen3State<B>, ModelError> {
+        let b = &self.backend;
+        let c = &self.config;
+        let max_batch = max_batch.max(1);
+        let logit_rows = if all_logits { max_batch } else { 1 };
+        let kv = (0..c.n_layers).map(|_| b.alloc_kv_cache(self.shape, self.max_seq)).collect::<Result<_, _>>()?;
+        Ok(Qwen3State {
+            kv,
+            pos: b.new_position()?,
+            n_past: 0,
+            max_batch,
+            logit_rows,
+            tokens: b.alloc_tokens(max_batch)?,
+            x: b.alloc(max_batch * c.hidden)?,
+            xn: b.alloc(max_batch * c.hidden)?,
+            qkv: b.alloc(max_batch * self.shape.qkv_row_len())?,
+            attn: b.alloc(max_batch * self.shape.q_len())?,
+            ffn: b.alloc(max_batch * c.ffn)?,
+            last: b.alloc(c.hidden)?,
+            logits: b.alloc(logit_rows * c.vocab)?,
+        })
+    }
+
+    /// Forgets cached tokens past `n` (keeps the first `n`, e.g. a shared chat prefix).
+    pub fn rewind(&self, state: &mut Qwen3State<B>, n: usize) -> Result<(), ModelError> {
+        let n = n.min(state.n_past);
+        self.backend.set_position(&mut state.pos, n)?;
+        state.n_past = n;
+        Ok(())
+    }
+
+    fn check_room(&self, state: &Qwen3State<B>, m: usize) -> Result<(), ModelError> {
+        if state.n_past + m > self.max_seq {
+            return Err(ModelError::ContextFull { need: state.n_past + m, ctx: self.max_seq });
+        }
+        Ok(())
+    }
+
+    /// Runs `tokens` (at most `max_batch`) through the model at the current position.
+    pub fn forward_chunk(&self, state: &mut Qwen3State<B>, tokens: &[u32], rows: LogitRows) -> Result<(), ModelError> {
+        if tokens.is_empty() || tokens.len() > state.max_batch {
+            return Err(ModelError::Unsupported(format!(
+                "a forward call of {} tokens (batch capacity {})",
+                tokens.len(),
+                state.max_batch
+            )));
+        }
+        self.check_room(state, tokens.len())?;
+        self.backend.write_tokens(&mut state.tokens, tokens)?;
+        self.forward_rows(state, tokens.len(), rows)
+    }
+
+    /// Prefills a prompt of any length in chunks of `max_batch`; logits of its last token.
+    pub fn prefill(&self, state: &mut Qwen3State<B>, tokens: &[u32]) -> Result<(), ModelError> {
+        self.check_room(state, tokens.len())?;
+        for chunk in tokens.chunks(state.max_batch) {
+            self.forward_chunk(state, chunk, LogitRows::Last)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the token the next [`Self::forward_decode`] consumes.
+    pub fn set_next_token(&self, state: &mut Qwen3State<B>, id: u32) -> Result<(), ModelError> {
+        Ok(self.backend.write_tokens(&mut state.tokens, &[id])?)
+    }
+
+    /// Greedy pick on the backend: the argmax of the last logits becomes the next input token.
+    pub fn argmax_to_next_token(&self, state: &mut Qwen3State<B>) -> Result<u32, ModelError> {
+        self.backend.argmax(&state.logits, self.config.vocab, &mut state.tokens)?;
+        let mut id = [0u32];
+        self.backend.read_tokens(&state.tokens, &mut id)?;
+        Ok(id[0])
+    }
+
+    /// One decode step: the token in the backend token buffer, at the backend position.
+    pub fn forward_decode(&self, state: &mut Qwen3State<B>) -> Result<(), ModelError> {
+        self.check_room(state, 1)?;
+        self.forward_rows(state, 1, LogitRows::Last)
+    }
+
+    /// Copies logits row `row` of the last forward call (0 for [`LogitRows::Last`]) to `out`.
+    pub fn logits(&self, state: &Qwen3State<B>, row: usize, out: &mut [f32]) -> Result<(), ModelError> {
+        let vocab = self.config.vocab;
+        if out.len() != vocab || row >= state.logit_rows {
+            return Err(ModelError::Unsupported(format!("logits row {row} into {} values", out.len())));
+        }
+        Ok(self.backend.download(&state.logits, row * vocab, out)?)
+    }
+
+    fn forward_rows(&self, state: &mut Qwen3State<B>, m: usize, rows: LogitRows) -> Result<(), ModelError> {
+        if rows == LogitRows::All && m > state.logit_rows {
+            return Err(ModelError::Unsupported("all-row logits on a state built without all_logits".into()));
+        }
+        let (b, c, s) = (&self.backend, &self.config, self.shape);
+        let st = state;
+        b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
+        for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
+            b.rms_norm(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn)?;
+            b.matmul(&layer.qkv, &st.xn, m, &mut st.qkv, Store::Overwrite)?;
+            b.qk_norm_rope(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos)?;
+            b.kv_write(&st.qkv, m, s, &st.pos, kv)?;
+            b.attention(&st.qkv, m, s, &st.pos, kv, &mut st.attn)?;
+            b.matmul(&layer.attn_output, &st.attn, m, &mut st.x, Store::Add)?;
+            b.rms_norm(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn)?;
+            b.gate_up_swiglu(&layer.gate_up, &st.xn, m, &mut st.ffn)?;
+            b.matmul(&layer.down, &st.ffn, m, &mut st.x, Store::Add)?;
+        }
+        let head = self.output.as_ref().unwrap_or(&self.token_embd);
+        match rows {
+            LogitRows::All => {
+                b.rms_norm(&st.x, m, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn)?;
+                b.matmul(head, &st.xn, m, &mut st.logits, Store::Overwrite)?;
+            }
+            LogitRows::Last => {
+                b.copy_rows(&st.x, m - 1, 1, c.hidden, &mut st.last)?;
+                b.rms_norm(&st.last, 1, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn)?;
+                b.matmul(head, &st.xn, 1, &mut st.logits, Store::Overwrite)?;
+            }
+        }
+        b.advance_position(&mut st.pos, m)?;
+        st.n_past += m;
+        Ok(())
+    }
+}

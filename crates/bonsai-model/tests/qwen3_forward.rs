@@ -1,0 +1,172 @@
+//! Whole-model checks on tiny random models, 1-bit and ternary: the CPU backend against a plain
+//! f64 forward, batched prefill against token-by-token decode, chunking, rewind, and limits.
+//!
+//! Bound used throughout (derivation): both sides compute the same function with the same f16
+//! KV cache; the engine accumulates in f32. A K-term f32 dot product is off by at most
+//! γ_K ≈ K·2^-24 ≈ 3e-5 (K ≤ 512) relative to Σ|terms|; a layer chains ~10 such ops, so two
+//! layers compound to ≲ 6e-4 relative at first order, and the rare f16 rounding flip of a cached
+//! element (2^-11 of one value, averaged down by the softmax) stays below that. We allow
+//! `LOGIT_TOL = 1e-3` of the largest |logit| (≈1.6x the first-order worst case) and print the
+//! measured error.
+
+mod common;
+
+use bonsai_model::synthetic::{random_tensors, Geometry, WeightKind};
+use bonsai_model::qwen3::HostWeights;
+use bonsai_model::sampler::Rng;
+use bonsai_model::{CpuBackend, LogitRows, ModelError, Qwen3};
+use common::{fresh_seed, naive_forward, tiny_geometry};
+
+const LOGIT_TOL: f64 = 1e-3;
+const KINDS: [WeightKind; 2] = [WeightKind::OneBit, WeightKind::Ternary];
+const PROMPT_LEN: usize = 12;
+
+fn cpu_model(g: &Geometry, kind: WeightKind, seed: u64) -> Qwen3<CpuBackend> {
+    let host = HostWeights::load(&g.config(), random_tensors(g, kind, seed).unwrap()).unwrap();
+    Qwen3::new(CpuBackend, g.config(), host, g.context_len).unwrap()
+}
+
+fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
+}
+
+/// All-row logits of one batched forward.
+fn batched_logits(model: &Qwen3<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f32>> {
+    let vocab = model.config().vocab;
+    let mut state = model.new_state(tokens.len(), true).unwrap();
+    model.forward_chunk(&mut state, tokens, LogitRows::All).unwrap();
+    (0..tokens.len())
+        .map(|row| {
+            let mut out = vec![0.0; vocab];
+            model.logits(&state, row, &mut out).unwrap();
+            out
+        })
+        .collect()
+}
+
+/// Largest |a - b| over all rows, and the largest |b|.
+fn max_diff(a: &[Vec<f32>], b: &[Vec<f64>]) -> (f64, f64) {
+    let mut diff = 0.0f64;
+    let mut scale = 0.0f64;
+    for (ra, rb) in a.iter().zip(b) {
+        for (&x, &y) in ra.iter().zip(rb) {
+            assert!(x.is_finite(), "non-finite logit");
+            diff = diff.max((x as f64 - y).abs());
+            scale = scale.max(y.abs());
+        }
+    }
+    (diff, scale)
+}
+
+fn widen(rows: &[Vec<f32>]) -> Vec<Vec<f64>> {
+    rows.iter().map(|r| r.iter().map(|&x| x as f64).collect()).collect()
+}
+
+#[test]
+fn cpu_forward_matches_plain_f64_forward() {
+    let g = tiny_geometry();
+    for kind in KINDS {
+        let seed = fresh_seed();
+        let mut rng = Rng::new(seed);
+        let tokens = random_tokens(&mut rng, PROMPT_LEN, g.vocab);
+        let want = naive_forward(&g, &random_tensors(&g, kind, seed).unwrap(), &tokens);
+        let got = batched_logits(&cpu_model(&g, kind, seed), &tokens);
+        let (diff, scale) = max_diff(&got, &want);
+        println!("{kind:?}: max |cpu - f64| = {diff:.3e} (max |logit| {scale:.3})");
+        assert!(scale > 0.1, "seed {seed}: logits suspiciously flat ({scale})");
+        assert!(diff <= LOGIT_TOL * scale, "seed {seed} {kind:?}: diff {diff:e} > {LOGIT_TOL} x {scale}");
+    }
+}
+
+#[test]
+fn batched_prefill_matches_token_by_token_decode() {
+    let g = tiny_geometry();
+    for kind in KINDS {
+        let seed = fresh_seed();
+        let mut rng = Rng::new(seed);
+        let tokens = random_tokens(&mut rng, PROMPT_LEN, g.vocab);
+        let model = cpu_model(&g, kind, seed);
+        let batched = batched_logits(&model, &tokens);
+
+        let mut state = model.new_state(1, false).unwrap();
+        let mut stepped = Vec::new();
+        for (i, &t) in tokens.iter().enumerate() {
+            if i == 0 {
+                model.prefill(&mut state, &[t]).unwrap();
+            } else {
+                model.set_next_token(&mut state, t).unwrap();
+                model.forward_decode(&mut state).unwrap();
+            }
+            let mut out = vec![0.0; g.vocab];
+            model.logits(&state, 0, &mut out).unwrap();
+            stepped.push(out);
+        }
+        let (diff, scale) = max_diff(&stepped, &widen(&batched));
+        println!("{kind:?}: max |decode - prefill| = {diff:.3e} (max |logit| {scale:.3})");
+        assert!(diff <= LOGIT_TOL * scale, "seed {seed} {kind:?}: diff {diff:e}");
+    }
+}
+
+#[test]
+fn chunked_prefill_and_rewind_reproduce_the_same_logits() {
+    let g = tiny_geometry();
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let tokens = random_tokens(&mut rng, PROMPT_LEN, g.vocab);
+    let model = cpu_model(&g, WeightKind::OneBit, seed);
+    let last = |state: &bonsai_model::Qwen3State<CpuBackend>| {
+        let mut out = vec![0.0; g.vocab];
+        model.logits(state, 0, &mut out).unwrap();
+        vec![out]
+    };
+    let mut whole = model.new_state(PROMPT_LEN, false).unwrap();
+    model.prefill(&mut whole, &tokens).unwrap();
+    let want = widen(&last(&whole));
+
+    // Chunks of 5 (not a divisor of 12) exercise a partial last chunk.
+    let mut chunked = model.new_state(5, false).unwrap();
+    model.prefill(&mut chunked, &tokens).unwrap();
+    assert_eq!(chunked.n_past(), PROMPT_LEN);
+    let (diff, scale) = max_diff(&last(&chunked), &want);
+    assert!(diff <= LOGIT_TOL * scale, "seed {seed}: chunked diff {diff:e}");
+
+    // Rewind to a shared prefix, feed a different tail, then the original tail again.
+    let keep = PROMPT_LEN / 2;
+    model.rewind(&mut chunked, keep).unwrap();
+    model.prefill(&mut chunked, &random_tokens(&mut rng, 3, g.vocab)).unwrap();
+    model.rewind(&mut chunked, keep).unwrap();
+    model.prefill(&mut chunked, &tokens[keep..]).unwrap();
+    let (diff, scale) = max_diff(&last(&chunked), &want);
+    assert!(diff <= LOGIT_TOL * scale, "seed {seed}: rewind diff {diff:e}");
+}
+
+#[test]
+fn tied_embeddings_use_token_embd_as_the_head() {
+    let g = tiny_geometry();
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let tokens = random_tokens(&mut rng, 5, g.vocab);
+    let mut tensors = random_tensors(&g, WeightKind::OneBit, seed).unwrap();
+    tensors.tensors.remove("output.weight");
+    let want = naive_forward(&g, &tensors, &tokens);
+    let mut config = g.config();
+    config.tied_embeddings = true;
+    let host = HostWeights::load(&config, tensors).unwrap();
+    assert!(host.output.is_none());
+    let model = Qwen3::new(CpuBackend, config, host, g.context_len).unwrap();
+    let (diff, scale) = max_diff(&batched_logits(&model, &tokens), &want);
+    assert!(diff <= LOGIT_TOL * scale, "seed {seed}: diff {diff:e}");
+}
+
+#[test]
+fn context_overflow_is_a_typed_error() {
+    let g = Geometry { context_len: 8, ..tiny_geometry() };
+    let model = cpu_model(&g, WeightKind::OneBit, fresh_seed());
+    let mut state = model.new_state(4, false).unwrap();
+    let err = model.prefill(&mut state, &[1; 9]).unwrap_err();
+    assert!(matches!(err, ModelError::ContextFull { need: 9, ctx: 8 }), "{err}");
+    model.prefill(&mut state, &[1; 8]).unwrap();
+    model.set_next_token(&mut state, 2).unwrap();
+    assert!(matches!(model.forward_decode(&mut state), Err(ModelError::ContextFull { .. })));
+    assert!(model.forward_chunk(&mut state, &[], LogitRows::Last).is_err());
+}
