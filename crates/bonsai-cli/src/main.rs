@@ -4,6 +4,10 @@
 mod convert;
 mod info;
 mod kernels;
+mod chat;
+mod demo;
+mod generate;
+mod perplexity;
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +26,12 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Inspect, build, clear or verify the CUDA kernel library and its cache
     Kernels(kernels::KernelsArgs),
+    /// Generate text from a prompt (streams to stdout; speed on stderr)
+    Generate(generate::GenerateArgs),
+    /// Interactive multi-turn chat (KV cache kept between turns)
+    Chat(chat::ChatArgs),
+    /// Perplexity of a text file
+    Perplexity(perplexity::PerplexityArgs),
 }
 
 fn main() {
@@ -30,6 +40,9 @@ fn main() {
         Command::Info(args) => info::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Kernels(args) => kernels::run(args),
+        Command::Generate(args) => generate::run(args),
+        Command::Chat(args) => chat::run(args),
+        Command::Perplexity(args) => perplexity::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.

@@ -1,0 +1,196 @@
+//! `bonsai generate`: load a model (or the demo), prefill the prompt, stream the continuation to
+//! stdout, and report prefill / decode speed on stderr.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use bonsai_model::chat::{render_chat, ChatOptions, Message};
+use bonsai_model::generate::{generate, Event, GenerateOptions, GenerationStats};
+use bonsai_model::loader::{open_model, LoadedModel};
+use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
+use bonsai_model::tokenizer::StreamDecoder;
+use bonsai_model::{Backend, CpuBackend};
+
+/// Most prompt tokens per forward call: bounds activation memory (tokens x ffn floats) while
+/// keeping prefill matmuls wide enough to reuse each weight block across many tokens.
+pub const PREFILL_BATCH: usize = 512;
+
+/// Options every model-running subcommand shares.
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    /// GGUF model file (default: the built-in random-weight demo model)
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    /// Context size in tokens (KV cache length); default min(4096, the model's)
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Print model and timing details on stderr
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+}
+
+/// Sampling options (`--temp 0`, the default, is greedy).
+#[derive(clap::Args, Debug)]
+pub struct SamplingArgs {
+    /// Temperature; 0 = greedy
+    #[arg(long = "temp", default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Keep the K most likely tokens (0 = off)
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Nucleus sampling mass (1 = off)
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens below this fraction of the top probability (0 = off)
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    /// Penalty for tokens seen in the last 64 (1 = off)
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// PRNG seed (same seed, same output)
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    pub fn sampler(&self) -> anyhow::Result<Sampler> {
+        Ok(Sampler::new(SamplerConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: DEFAULT_REPEAT_LAST_N,
+            seed: self.seed,
+        })?)
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt text
+    #[arg(short = 'p', long)]
+    pub prompt: String,
+    /// Most tokens to generate
+    #[arg(short = 'n', long = "n-predict", default_value_t = 128)]
+    pub n: usize,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Wrap the prompt as one user turn of the model's chat template
+    #[arg(long)]
+    pub chat: bool,
+    /// Write the logits of every generated step (raw little-endian f32 [steps, vocab])
+    #[arg(long)]
+    pub dump_logits: Option<PathBuf>,
+}
+
+/// Opens the model named by `args` (or the demo) on the CPU backend and says which backend runs.
+pub fn load(args: &ModelArgs) -> anyhow::Result<LoadedModel<CpuBackend>> {
+    let path = match &args.model {
+        Some(p) => p.clone(),
+        None => crate::demo::demo_model_path()?,
+    };
+    let start = Instant::now();
+    let loaded = open_model(&path, CpuBackend, args.ctx).with_context(|| format!("loading {}", path.display()))?;
+    eprintln!("backend: {}", loaded.model.backend().describe());
+    if args.verbose {
+        let c = loaded.model.config();
+        eprintln!(
+            "model: {} | {} layers, hidden {}, ffn {}, heads {}/{}, head_dim {}, vocab {} | ctx {} | {:.1} MB read per token | loaded in {:.2} s",
+            path.display(),
+            c.n_layers,
+            c.hidden,
+            c.ffn,
+            c.n_q_heads,
+            c.n_kv_heads,
+            c.head_dim,
+            c.vocab,
+            loaded.model.max_seq(),
+            loaded.decode_bytes_per_token as f64 / 1e6,
+            start.elapsed().as_secs_f64()
+        );
+    }
+    Ok(loaded)
+}
+
+pub fn print_stats(stats: &GenerationStats) {
+    eprintln!(
+        "prefill: {} tokens in {:.3} s ({:.1} tok/s) | decode: {} tokens in {:.3} s ({:.1} tok/s)",
+        stats.prompt_tokens,
+        stats.prefill_secs,
+        stats.prefill_tok_per_s(),
+        stats.decode_steps,
+        stats.decode_secs,
+        stats.decode_tok_per_s()
+    );
+}
+
+fn create_dump(path: &Path) -> anyhow::Result<BufWriter<File>> {
+    Ok(BufWriter::new(File::create(path).with_context(|| format!("creating {}", path.display()))?))
+}
+
+pub fn write_f32s(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
+    for v in values {
+        out.write_all(&v.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let loaded = load(&args.model)?;
+    run_on(&loaded, &args)
+}
+
+fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::Result<()> {
+    let LoadedModel { model, tokenizer, chat_template, .. } = loaded;
+    let text = if args.chat {
+        let rendered = render_chat(chat_template.as_deref(), &[Message::new("user", &args.prompt)], ChatOptions::default());
+        if let Some(reason) = &rendered.fallback_reason {
+            eprintln!("note: {reason}");
+        }
+        rendered.text
+    } else {
+        args.prompt.clone()
+    };
+    let prompt = tokenizer.encode(&text)?;
+    if args.model.verbose {
+        eprintln!("prompt: {} tokens", prompt.len());
+    }
+    let mut sampler = args.sampling.sampler()?;
+    let mut state = model.new_state(prompt.len().min(PREFILL_BATCH), false)?;
+    let mut dump = args.dump_logits.as_deref().map(create_dump).transpose()?;
+    let options = GenerateOptions {
+        max_new_tokens: args.n,
+        stop_ids: tokenizer.stop_ids().to_vec(),
+        want_logits: dump.is_some(),
+    };
+    let mut decoder = StreamDecoder::new();
+    let mut stdout = std::io::stdout().lock();
+    let io = |e: std::io::Error| bonsai_model::ModelError::Unsupported(format!("writing output: {e}"));
+    let stats = generate(model, &mut state, &mut sampler, &prompt, &mut Vec::new(), &options, |event| {
+        match event {
+            Event::Logits(logits) => {
+                if let Some(d) = dump.as_mut() {
+                    write_f32s(d, logits).map_err(io)?;
+                }
+            }
+            Event::Token(id) if options.stop_ids.contains(&id) => {}
+            Event::Token(id) => {
+                stdout.write_all(decoder.push(tokenizer, id)?.as_bytes()).map_err(io)?;
+                stdout.flush().map_err(io)?;
+            }
+        }
+        Ok(())
+    })?;
+    writeln!(stdout, "{}", decoder.finish())?;
+    if let Some(mut d) = dump {
+        d.flush().context("writing the logits dump")?;
+    }
+    print_stats(&stats);
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Runs the built `bonsai` binary: generate / chat / perplexity on the built-in demo model, and
+//! one-line errors with exit code 1 on bad input.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bonsai_gguf::{keys, GgufWriter, MetaValue};
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh scratch directory for this test (removed by nobody; it lives under the temp dir).
+fn scratch() -> PathBuf {
+    let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("bonsai-cli-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn bonsai(cache: &PathBuf, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+        .args(args)
+        .env("BONSAI_CACHE_DIR", cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Exit 1 and exactly one stderr line, "error: ..." containing `needle`.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(lines.len(), 1, "stderr: {err}");
+    assert!(lines[0].contains(needle), "expected '{needle}' in: {err}");
+}
+
+#[test]
+fn generate_on_the_demo_streams_text_and_reports_speed() {
+    let cache = scratch();
+    let args = ["generate", "-p", "Hello", "-n", "12", "--temp", "0.8", "--seed", "7"];
+    let out = bonsai(&cache, &args, None);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "stderr: {err}");
+    assert!(err.contains("demo model") && err.contains("random weights"), "{err}");
+    assert!(err.contains("backend: cpu ("), "{err}");
+    assert!(err.contains("prefill: 5 tokens") && err.contains("tok/s"), "{err}");
+    // Same seed, same text (the demo file is reused from the cache the second time).
+    let again = bonsai(&cache, &args, None);
+    assert_eq!(text(&out.stdout), text(&again.stdout));
+    // --chat goes through the file's template; greedy default.
+    let chat = bonsai(&cache, &["generate", "-p", "hi", "-n", "4", "--chat", "-v"], None);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+}
+
+#[test]
+fn dump_logits_writes_one_vocab_row_per_step() {
+    let cache = scratch();
+    let dump = cache.join("logits.f32");
+    let out = bonsai(&cache, &["generate", "-p", "abc", "-n", "3", "--dump-logits", dump.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bytes = std::fs::read(&dump).unwrap();
+    const DEMO_VOCAB: usize = 259;
+    let steps = bytes.len() / (DEMO_VOCAB * 4);
+    assert_eq!(bytes.len() % (DEMO_VOCAB * 4), 0);
+    assert!((1..=3).contains(&steps), "{steps} steps");
+    let first: Vec<f32> = bytes[..DEMO_VOCAB * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    assert!(first.iter().all(|v| v.is_finite()) && first.iter().any(|&v| v != first[0]));
+}
+
+#[test]
+fn perplexity_scores_a_file_and_dumps_every_position() {
+    let cache = scratch();
+    let file = cache.join("text.txt");
+    std::fs::write(&file, "the quick brown fox jumps over the lazy dog").unwrap();
+    let dump = cache.join("ppl.f32");
+    let out = bonsai(
+        &cache,
+        &["perplexity", "-f", file.to_str().unwrap(), "--ctx", "16", "--dump-logits", dump.to_str().unwrap()],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("perplexity: "), "{stdout}");
+    // 43 byte tokens in windows of 16: 16 + 16 + 11 positions, 15 + 15 + 10 predictions.
+    assert!(stdout.contains("over 40 predicted tokens"), "{stdout}");
+    assert_eq!(std::fs::metadata(&dump).unwrap().len(), 43 * 259 * 4);
+}
+
+#[test]
+fn chat_repl_runs_turns_resets_and_exits_on_eof() {
+    let cache = scratch();
+    let out = bonsai(&cache, &["chat", "-n", "6"], Some("hello\nhow are you\n/reset\nhi again\n"));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.matches("> ").count(), 5, "{stdout}");
+    assert!(text(&out.stderr).contains("conversation cleared"));
+}
+
+#[test]
+fn bad_input_fails_with_one_line() {
+    let cache = scratch();
+    let missing = cache.join("nope.gguf");
+    assert_one_line_error(&bonsai(&cache, &["generate", "-m", missing.to_str().unwrap(), "-p", "x"], None), "nope.gguf");
+
+    let not_gguf = cache.join("notes.txt");
+    std::fs::write(&not_gguf, "just some text, definitely not a model").unwrap();
+    assert_one_line_error(&bonsai(&cache, &["generate", "-m", not_gguf.to_str().unwrap(), "-p", "x"], None), "not a GGUF");
+
+    let llama = cache.join("llama.gguf");
+    let mut w = GgufWriter::new();
+    w.add_metadata(keys::GENERAL_ARCHITECTURE, MetaValue::String("llama".into()));
+    w.write_file(&llama).unwrap();
+    assert_one_line_error(
+        &bonsai(&cache, &["generate", "-m", llama.to_str().unwrap(), "-p", "x"], None),
+        "unsupported architecture",
+    );
+
+    let long_prompt = "y".repeat(40);
+    assert_one_line_error(&bonsai(&cache, &["generate", "--ctx", "16", "-p", &long_prompt], None), "context full");
+    assert_one_line_error(&bonsai(&cache, &["generate", "--temp=-1", "-p", "x"], None), "temperature");
+}
