@@ -81,6 +81,9 @@ fn repl<B: Backend>(loaded: &LoadedModel<B>, args: &ChatArgs) -> anyhow::Result<
         model.rewind(&mut state, keep)?;
         cached.truncate(keep);
         let prompt = &tokens[keep..];
+        if args.model.verbose {
+            eprintln!("(reusing {keep} cached tokens, running {} new)", prompt.len());
+        }
         let room = model.max_seq().saturating_sub(keep + prompt.len());
         if room == 0 {
             messages.pop();
