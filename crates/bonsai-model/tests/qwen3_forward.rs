@@ -170,3 +170,28 @@ fn context_overflow_is_a_typed_error() {
     assert!(matches!(model.forward_decode(&mut state), Err(ModelError::ContextFull { .. })));
     assert!(model.forward_chunk(&mut state, &[], LogitRows::Last).is_err());
 }
+
+#[test]
+fn yarn_rope_scaling_is_honoured_and_linear_is_refused() {
+    use bonsai_gguf::{RopeScaling, RopeScalingKind};
+    let g = tiny_geometry();
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let tokens = random_tokens(&mut rng, PROMPT_LEN, g.vocab);
+    let build = |scaling: Option<RopeScaling>| {
+        let mut config = g.config();
+        config.rope_scaling = scaling;
+        let host = HostWeights::load(&config, random_tensors(&g, WeightKind::OneBit, seed).unwrap()).unwrap();
+        Qwen3::new(CpuBackend, config, host, g.context_len)
+    };
+    // Factor 4 over an original context of 16, as Bonsai-8B asks (4 over 16,384), scaled down.
+    let yarn = RopeScaling { kind: RopeScalingKind::Yarn, factor: 4.0, original_context_len: 16, beta_fast: 32.0, beta_slow: 1.0 };
+    let scaled = batched_logits(&build(Some(yarn.clone())).unwrap(), &tokens);
+    let plain = batched_logits(&build(None).unwrap(), &tokens);
+    assert!(scaled.iter().flatten().all(|v| v.is_finite()));
+    // YaRN changes the rotation (and scales cos/sin), so logits differ from plain RoPE.
+    let (diff, _) = max_diff(&scaled, &widen(&plain));
+    assert!(diff > 1e-3, "seed {seed}: YaRN had no effect ({diff:e})");
+    let linear = RopeScaling { kind: RopeScalingKind::Linear, ..yarn };
+    assert!(matches!(build(Some(linear)), Err(ModelError::Unsupported(_))));
+}
