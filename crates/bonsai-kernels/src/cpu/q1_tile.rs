@@ -21,6 +21,18 @@ impl QuantRows for Q1Matrix {
     fn cols(&self) -> usize {
         self.k
     }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        let first = row * self.blocks_per_row() + k0 / GROUP;
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let b = first + i;
+            let d = self.scales[b].to_f32();
+            let words = &self.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
+            for (j, o) in block_out.iter_mut().enumerate() {
+                let flip = ((!words[j / 32] >> (j % 32)) & 1) << 31;
+                *o = f32::from_bits(d.to_bits() ^ flip);
+            }
+        }
+    }
     fn dot_tile<const R: usize, const T: usize>(
         &self,
         level: SimdLevel,

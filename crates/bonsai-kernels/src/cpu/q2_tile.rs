@@ -19,6 +19,18 @@ impl QuantRows for Q2Matrix {
     fn cols(&self) -> usize {
         self.k
     }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        let first = row * self.blocks_per_row() + k0 / GROUP;
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let b = first + i;
+            let d = self.scales[b].to_f32();
+            let words = &self.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+            for (j, o) in block_out.iter_mut().enumerate() {
+                let code = (words[j / CODES_PER_WORD] >> (2 * (j % CODES_PER_WORD))) & 3;
+                *o = (code as f32 - 1.0) * d;
+            }
+        }
+    }
     fn dot_tile<const R: usize, const T: usize>(
         &self,
         level: SimdLevel,
