@@ -69,14 +69,14 @@ pub(crate) fn run<W: QuantRows>(
                 let valid = MR.min(m - tok0);
                 for (p, micro_panel) in panel.chunks_exact(KC * NR).enumerate() {
                     let mut tile = [[0.0f32; NR]; MR];
-                    for t in 0..valid {
+                    for (t, tile_row) in tile.iter_mut().enumerate().take(valid) {
                         let at = (tok0 + t) * acc_width + p * NR;
-                        tile[t].copy_from_slice(&acc[at..at + NR]);
+                        tile_row.copy_from_slice(&acc[at..at + NR]);
                     }
                     micro_tile(level, &micro_panel[..kc * NR], &xs, &mut tile);
-                    for t in 0..valid {
+                    for (t, tile_row) in tile.iter().enumerate().take(valid) {
                         let at = (tok0 + t) * acc_width + p * NR;
-                        acc[at..at + NR].copy_from_slice(&tile[t]);
+                        acc[at..at + NR].copy_from_slice(tile_row);
                     }
                 }
             }
