@@ -5,7 +5,8 @@
 //! group once and reuses it for all `T` tokens, so prefill (M > 1) reads each weight once per token
 //! tile from L1/L2 instead of once per token; decode (M = 1) streams weights with `R` independent
 //! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
-//! results are discarded.
+//! results are discarded. From [`PANEL_MIN_M`] tokens on, `panel_gemm` takes over (weights
+//! dequantized once per panel, f32 register-tiled GEMM).
 
 use super::{DisjointWriter, SimdLevel};
 use crate::ops::Store;
