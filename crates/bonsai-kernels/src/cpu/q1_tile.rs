@@ -27,9 +27,12 @@ impl QuantRows for Q1Matrix {
             let b = first + i;
             let d = self.scales[b].to_f32();
             let words = &self.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
-            for (j, o) in block_out.iter_mut().enumerate() {
-                let flip = ((!words[j / 32] >> (j % 32)) & 1) << 31;
-                *o = f32::from_bits(d.to_bits() ^ flip);
+            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+            for (byte, out8) in bytes.zip(block_out.chunks_exact_mut(LANES)) {
+                let flip = &SIGN_FLIP[byte as usize];
+                for l in 0..LANES {
+                    out8[l] = f32::from_bits(d.to_bits() ^ flip[l]);
+                }
             }
         }
     }

@@ -25,9 +25,12 @@ impl QuantRows for Q2Matrix {
             let b = first + i;
             let d = self.scales[b].to_f32();
             let words = &self.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
-            for (j, o) in block_out.iter_mut().enumerate() {
-                let code = (words[j / CODES_PER_WORD] >> (2 * (j % CODES_PER_WORD))) & 3;
-                *o = (code as f32 - 1.0) * d;
+            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+            for (byte, out4) in bytes.zip(block_out.chunks_exact_mut(CODES_PER_BYTE)) {
+                let values = &CODE_VALUE[byte as usize];
+                for l in 0..CODES_PER_BYTE {
+                    out4[l] = values[l] * d;
+                }
             }
         }
     }
