@@ -4,6 +4,7 @@
 //! Threads come from rayon's global pool. SIMD is chosen once per process with
 //! `is_x86_feature_detected!` (AVX2 + FMA); every SIMD path has a scalar twin that tests run too.
 
+mod panel_gemm;
 mod q1_tile;
 mod q2_tile;
 pub(crate) mod qgemm;

@@ -21,6 +21,21 @@ impl QuantRows for Q1Matrix {
     fn cols(&self) -> usize {
         self.k
     }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        let first = row * self.blocks_per_row() + k0 / GROUP;
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let b = first + i;
+            let d = self.scales[b].to_f32();
+            let words = &self.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
+            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+            for (byte, out8) in bytes.zip(block_out.chunks_exact_mut(LANES)) {
+                let flip = &SIGN_FLIP[byte as usize];
+                for l in 0..LANES {
+                    out8[l] = f32::from_bits(d.to_bits() ^ flip[l]);
+                }
+            }
+        }
+    }
     fn dot_tile<const R: usize, const T: usize>(
         &self,
         level: SimdLevel,
@@ -47,9 +62,27 @@ impl QuantRows for Q1Matrix {
     }
 }
 
+/// `SIGN_FLIP[byte][i]` is x's sign-bit mask for weight bit i of `byte`: set when the bit is 0
+/// (weight −d). A table lookup per 8 weights keeps the portable path free of per-lane variable
+/// shifts, so LLVM vectorises it with the baseline ISA (SSE2 / NEON).
+static SIGN_FLIP: [[u32; 8]; 256] = {
+    let mut table = [[0u32; 8]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut i = 0;
+        while i < 8 {
+            if (byte >> i) & 1 == 0 {
+                table[byte][i] = 1 << 31;
+            }
+            i += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
 /// Portable version: per block, `s = Σ ±x_j` in f32 over [`LANES`] lane accumulators (the sign
-/// applied branch-free by flipping x's sign bit, so LLVM vectorises it with the baseline ISA),
-/// then `acc += d · s`.
+/// applied by xor-ing x's sign bit from [`SIGN_FLIP`]), then `acc += d · s`.
 fn dot_tile_scalar<const R: usize, const T: usize>(
     w: &Q1Matrix,
     rows: &[usize; R],
@@ -66,10 +99,11 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
                 let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
                 let mut lanes = [0.0f32; LANES];
                 for (&word, xw) in words.iter().zip(xb.chunks_exact(32)) {
-                    for (j, &v) in xw.iter().enumerate() {
-                        // Bit 0 means −d: move the inverted bit into x's sign position.
-                        let flip = ((!word >> j) & 1) << 31;
-                        lanes[j % LANES] += f32::from_bits(v.to_bits() ^ flip);
+                    for (byte, x8) in word.to_le_bytes().iter().zip(xw.chunks_exact(LANES)) {
+                        let flip = &SIGN_FLIP[*byte as usize];
+                        for l in 0..LANES {
+                            lanes[l] += f32::from_bits(x8[l].to_bits() ^ flip[l]);
+                        }
                     }
                 }
                 out[r][t] += d * lanes.iter().sum::<f32>();

@@ -19,6 +19,21 @@ impl QuantRows for Q2Matrix {
     fn cols(&self) -> usize {
         self.k
     }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        let first = row * self.blocks_per_row() + k0 / GROUP;
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let b = first + i;
+            let d = self.scales[b].to_f32();
+            let words = &self.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+            for (byte, out4) in bytes.zip(block_out.chunks_exact_mut(CODES_PER_BYTE)) {
+                let values = &CODE_VALUE[byte as usize];
+                for l in 0..CODES_PER_BYTE {
+                    out4[l] = values[l] * d;
+                }
+            }
+        }
+    }
     fn dot_tile<const R: usize, const T: usize>(
         &self,
         level: SimdLevel,
@@ -28,6 +43,12 @@ impl QuantRows for Q2Matrix {
         // The SIMD loads below rely on this (row indices are bounds-checked where used).
         assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
         match level {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma if T == 1 => {
+                // SAFETY: as below; T == 1 so xs[0] is the only token.
+                let dots = unsafe { avx2::dot_rows_decode(self, rows, xs[0]) };
+                std::array::from_fn(|r| [dots[r]; T])
+            }
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma => {
                 // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; x lengths
@@ -39,8 +60,27 @@ impl QuantRows for Q2Matrix {
     }
 }
 
+/// Codes per byte.
+const CODES_PER_BYTE: usize = 4;
+
+/// `CODE_VALUE[byte][i]` = c_i − 1 for the i-th 2-bit code of `byte`: a lookup per 4 weights
+/// keeps the portable path vectorisable with the baseline ISA.
+static CODE_VALUE: [[f32; CODES_PER_BYTE]; 256] = {
+    let mut table = [[0.0f32; CODES_PER_BYTE]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut i = 0;
+        while i < CODES_PER_BYTE {
+            table[byte][i] = ((byte >> (2 * i)) & 3) as f32 - 1.0;
+            i += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
 /// Portable version: per block, `s = Σ (c_j − 1)·x_j` in f32 over [`LANES`] lane accumulators
-/// (vectorisable with the baseline ISA), then `acc += d · s`.
+/// (code values from [`CODE_VALUE`]), then `acc += d · s`.
 fn dot_tile_scalar<const R: usize, const T: usize>(
     w: &Q2Matrix,
     rows: &[usize; R],
@@ -57,9 +97,14 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
                 let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
                 let mut lanes = [0.0f32; LANES];
                 for (&word, xw) in words.iter().zip(xb.chunks_exact(CODES_PER_WORD)) {
-                    for (j, &v) in xw.iter().enumerate() {
-                        let code = (word >> (2 * j)) & 3;
-                        lanes[j % LANES] += (code as f32 - 1.0) * v;
+                    let bytes = word.to_le_bytes();
+                    for (pair, x8) in bytes.chunks_exact(2).zip(xw.chunks_exact(LANES)) {
+                        let lo = &CODE_VALUE[pair[0] as usize];
+                        let hi = &CODE_VALUE[pair[1] as usize];
+                        for l in 0..CODES_PER_BYTE {
+                            lanes[l] += lo[l] * x8[l];
+                            lanes[l + CODES_PER_BYTE] += hi[l] * x8[l + CODES_PER_BYTE];
+                        }
                     }
                 }
                 out[r][t] += d * lanes.iter().sum::<f32>();
@@ -86,6 +131,61 @@ mod avx2 {
         s
     }
     const SHIFTS: [[i32; 8]; 2] = [shifts(0), shifts(1)];
+
+    /// Decode kernel: `out[r] = Σ_k W[rows[r], k] · x[k]`. Each pair of code bytes becomes 8
+    /// values c − 1 by two 4-float loads from [`CODE_VALUE`] (cheaper than shift, mask, convert);
+    /// they are FMA'd against x into a per-block accumulator (exact products), which one FMA by d
+    /// adds to the row total. Error: per block lane γ_16, then the d FMA and the block sum, within
+    /// the ops' γ_{K+128}·A bound.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `x.len() == w.k`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_decode<const R: usize>(
+        w: &Q2Matrix,
+        rows: &[usize; R],
+        x: &[f32],
+    ) -> [f32; R] {
+        let nb = w.blocks_per_row();
+        let mut total = [_mm256_setzero_ps(); R];
+        let mut blocks = [0usize; R];
+        for kb in 0..nb {
+            for r in 0..R {
+                blocks[r] = rows[r] * nb + kb;
+            }
+            let mut block_acc = [_mm256_setzero_ps(); R];
+            for wi in 0..Q2_WORDS {
+                let mut bytes = [[0u8; 4]; R];
+                for r in 0..R {
+                    bytes[r] = w.codes[blocks[r] * Q2_WORDS + wi].to_le_bytes();
+                }
+                for h in 0..2 {
+                    let x_off = kb * GROUP + wi * CODES_PER_WORD + h * 8;
+                    // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(x_off)) };
+                    for r in 0..R {
+                        let lo = &CODE_VALUE[bytes[r][2 * h] as usize];
+                        let hi = &CODE_VALUE[bytes[r][2 * h + 1] as usize];
+                        // SAFETY: each CODE_VALUE entry is 4 f32 = 16 bytes.
+                        let values = unsafe {
+                            _mm256_set_m128(_mm_loadu_ps(hi.as_ptr()), _mm_loadu_ps(lo.as_ptr()))
+                        };
+                        block_acc[r] = _mm256_fmadd_ps(values, xv, block_acc[r]);
+                    }
+                }
+            }
+            for r in 0..R {
+                let d = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
+                total[r] = _mm256_fmadd_ps(block_acc[r], d, total[r]);
+            }
+        }
+        let mut out = [0.0f32; R];
+        for r in 0..R {
+            // SAFETY: AVX2 is enabled in this function.
+            out[r] = unsafe { hsum_avx2(total[r]) };
+        }
+        out
+    }
 
     /// # Safety
     /// The CPU must support AVX2 and FMA; `xs[t].len() == w.k`.

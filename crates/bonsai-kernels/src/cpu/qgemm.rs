@@ -5,7 +5,8 @@
 //! group once and reuses it for all `T` tokens, so prefill (M > 1) reads each weight once per token
 //! tile from L1/L2 instead of once per token; decode (M = 1) streams weights with `R` independent
 //! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
-//! results are discarded.
+//! results are discarded. From [`PANEL_MIN_M`] tokens on, `panel_gemm` takes over (weights
+//! dequantized once per panel, f32 register-tiled GEMM).
 
 use super::{DisjointWriter, SimdLevel};
 use crate::ops::Store;
@@ -14,11 +15,17 @@ use rayon::prelude::*;
 /// Output columns one rayon task computes (for all tokens): small enough to balance 6144 columns
 /// over many cores, large enough that task overhead is negligible.
 const COLS_PER_TASK: usize = 64;
+/// From this many tokens on, dequantizing weight panels once and running an f32 register-tiled
+/// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile.
+pub(crate) const PANEL_MIN_M: usize = 16;
 
 /// A quantized weight matrix the engine can multiply.
 pub(crate) trait QuantRows: Sync {
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
+    /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
+    /// multiples of the 128-weight group).
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
     /// `out[r][t] = Σ_k W[rows[r], k] · xs[t][k]` for every `r < R`, `t < T`.
     /// Every `xs[t]` has length `cols()`; every `rows[r] < rows()`.
     fn dot_tile<const R: usize, const T: usize>(
@@ -39,7 +46,7 @@ pub(crate) enum Epilogue {
 }
 
 impl Epilogue {
-    fn rows_per_output(self) -> usize {
+    pub(crate) fn rows_per_output(self) -> usize {
         match self {
             Epilogue::Store(_) => 1,
             Epilogue::SwiGlu => 2,
@@ -75,6 +82,7 @@ pub(crate) fn run<W: QuantRows>(
     match (m, epilogue) {
         (1, Epilogue::Store(_)) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
         (1, Epilogue::SwiGlu) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
+        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(w, x, m, out, n_out, epilogue, level),
         (_, _) => run_tiled::<W, 2, 4>(w, x, m, out, n_out, epilogue, level),
     }
 }

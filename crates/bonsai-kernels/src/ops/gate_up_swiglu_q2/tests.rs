@@ -6,9 +6,17 @@ use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUND
 use crate::weights::{Q2Matrix, GROUP};
 use half::f16;
 
-/// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K.
-const SHAPES: &[(usize, usize, usize)] =
-    &[(1, 128, 1), (7, 128, 3), (33, 256, 1), (65, 512, 5), (20, 2048, 6)];
+/// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K; M >= 16 runs the
+/// panel GEMM (odd F off its 16-row micro-panel, K off its 256-wide chunk, M off its 6-token tile).
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 128, 1),
+    (7, 128, 3),
+    (33, 256, 1),
+    (65, 512, 5),
+    (20, 2048, 6),
+    (33, 384, 19),
+    (5, 128, 16),
+];
 
 /// Largest |silu'(g)| over all g (≈ 1.0998, at g ≈ 2.4).
 const SILU_SLOPE_MAX: f64 = 1.1;

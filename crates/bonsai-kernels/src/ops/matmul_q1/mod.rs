@@ -7,10 +7,15 @@
 //!
 //! [`Store::Add`]: crate::ops::Store::Add
 //!
-//! Accumulation: reference in f64 (rounded once to f32); CPU in f32 (FMA of the exact product
-//! `±d·x` into 8 lanes, lanes summed at the end; scalar path: per-block sums scaled by d).
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
+//! (`cpu/qgemm.rs`): M = 1 decode (AVX2: per block `d·(2·Σ_{bit=1} x − Σ x)` from blend-masked
+//! sums); 1 < M < 16 register tiles of 2 rows x 4 tokens that decode each
+//! weight group once per tile; M >= 16 a panel GEMM that dequantizes weights to f32 once per
+//! 64-column x 256-K panel and runs a 6 x 16 FMA tile (plain sequential dot per output). The
+//! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
+//! exact products (or per-block masked sums whose error fits the same bound).
 //!
-//! Tolerance (tests.rs): with A = Σ_k |W[n,k]·x[i,k]| (computed in f64) any f32 evaluation whose
+//! Tolerance (tests.rs): with A = `Σ_k |W[n,k]·x[i,k]|` (computed in f64) any f32 evaluation whose
 //! summation tree has height h <= K + 128 is within γ_{K+128}·A of the exact sum (Higham, the
 //! product ±d·x is exact), plus u·|y| for each of the reference's and CPU's final roundings
 //! (and the Add). The test allows 2·γ_{K+128}·A + 3u·|y|.

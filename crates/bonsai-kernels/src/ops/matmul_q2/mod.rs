@@ -7,10 +7,15 @@
 //!
 //! [`Store::Add`]: crate::ops::Store::Add
 //!
-//! Accumulation: reference in f64 (rounded once to f32); CPU in f32 (FMA of the exact product
-//! `(c − 1)·d·x` into 8 lanes; scalar path: per-block sums scaled by d).
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
+//! (`cpu/qgemm.rs`): M = 1 decode (AVX2: FMAs of the exact product `(c − 1)·d·x` into 8 lanes,
+//! 4 rows in flight); 1 < M < 16 register tiles of 2 rows x 4 tokens that decode each
+//! weight group once per tile; M >= 16 a panel GEMM that dequantizes weights to f32 once per
+//! 64-column x 256-K panel and runs a 6 x 16 FMA tile (plain sequential dot per output). The
+//! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
+//! exact products (or per-block masked sums whose error fits the same bound).
 //!
-//! Tolerance (tests.rs): as `matmul_q1`: with A = Σ_k |W[n,k]·x[i,k]|, the test allows
+//! Tolerance (tests.rs): as `matmul_q1`: with A = `Σ_k |W[n,k]·x[i,k]|`, the test allows
 //! 2·γ_{K+128}·A + 3u·|y| (summation-tree height <= K + 128, exact products, three final
 //! roundings: CPU, reference, Add).
 //!

@@ -8,7 +8,8 @@ use crate::weights::{Q2Matrix, GROUP};
 use half::f16;
 
 /// (N, K, M): K = 128, odd N, M = 1, M not a multiple of the 4-token tile, N not a multiple of
-/// the 2/4-row tiles or the 64-column task, and a real decode width.
+/// the 2/4-row tiles or the 64-column task, a real decode width; and M >= 16 (the panel GEMM):
+/// M off its 6-token tile, N off its 16-row micro-panel, K = 128 and K off the 256-wide chunk.
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 128, 1),
     (37, 128, 3),
@@ -18,6 +19,9 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (33, 1024, 13),
     (130, 2048, 1),
     (6, 6144, 2),
+    (3, 128, 16),
+    (70, 384, 17),
+    (130, 640, 24),
 ];
 
 fn check(w: &Q2Matrix, m: usize, rng: &mut TestRng, what: &str) {
@@ -74,6 +78,12 @@ fn all_zero_rows_and_groups_give_zero() {
 fn integer_inputs_are_exact() {
     let mut rng = TestRng::new("matmul_q2_exact");
     let (n, k, m) = (23, 640, 6);
+    exact_case(&mut rng, n, k, m);
+    // The panel GEMM path (M >= 16).
+    exact_case(&mut rng, 37, 384, 19);
+}
+
+fn exact_case(rng: &mut TestRng, n: usize, k: usize, m: usize) {
     let mut w = rng.q2_matrix(n, k);
     w.scales.iter_mut().for_each(|s| *s = f16::ONE);
     let x: Vec<f32> = (0..m * k).map(|_| rng.below(15) as f32 - 7.0).collect();
