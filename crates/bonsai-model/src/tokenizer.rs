@@ -21,6 +21,7 @@ pub mod token_type {
     pub const NORMAL: i32 = 1;
     pub const CONTROL: i32 = 3;
     pub const USER_DEFINED: i32 = 4;
+    pub const UNUSED: i32 = 5;
     pub const BYTE: i32 = 6;
 }
 
@@ -133,12 +134,16 @@ impl Tokenizer {
                     added.push(AddedToken::from(text.clone(), ty == token_type::CONTROL));
                     text.as_bytes().to_vec()
                 }
-                token_type::BYTE if parse_byte_token(text).is_some() => vec![parse_byte_token(text).unwrap_or(0)],
-                _ => text
-                    .chars()
-                    .map(|c| to_byte.get(&c).copied())
-                    .collect::<Option<Vec<u8>>>()
-                    .ok_or_else(|| TokenizerError::NotByteLevel { id, text: text.clone() })?,
+                // Placeholders ("[PAD123]") never appear in text; keep their literal bytes.
+                token_type::UNUSED => text.as_bytes().to_vec(),
+                _ => match (ty, parse_byte_token(text)) {
+                    (token_type::BYTE, Some(byte)) => vec![byte],
+                    _ => text
+                        .chars()
+                        .map(|c| to_byte.get(&c).copied())
+                        .collect::<Option<Vec<u8>>>()
+                        .ok_or_else(|| TokenizerError::NotByteLevel { id, text: text.clone() })?,
+                },
             };
             token_bytes.push(bytes);
         }

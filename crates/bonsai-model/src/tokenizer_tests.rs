@@ -62,6 +62,17 @@ fn bad_parts_are_typed_errors() {
     assert!(matches!(Tokenizer::from_parts(&parts), Err(TokenizerError::BadMerge { index: 0, .. })));
     let tok = Tokenizer::from_parts(&demo_tokenizer_parts()).unwrap();
     assert!(matches!(tok.decode(&[999]), Err(TokenizerError::BadId { id: 999, .. })));
+    // A normal token outside the byte-level alphabet means this is not a GPT-2 style vocab.
+    let mut parts = demo_tokenizer_parts();
+    parts.tokens.push("日".into());
+    parts.token_types.push(token_type::NORMAL);
+    assert!(matches!(Tokenizer::from_parts(&parts), Err(TokenizerError::NotByteLevel { id: 259, .. })));
+    // Unused placeholders and SentencePiece-style byte tokens are accepted.
+    let mut parts = demo_tokenizer_parts();
+    parts.tokens.extend(["[PAD259]".to_string(), "<0x0A>".to_string()]);
+    parts.token_types.extend([token_type::UNUSED, token_type::BYTE]);
+    let tok = Tokenizer::from_parts(&parts).unwrap();
+    assert_eq!(tok.token_bytes(260).unwrap(), b"\n");
 }
 
 #[test]
