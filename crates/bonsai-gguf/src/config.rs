@@ -93,6 +93,26 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
     }))
 }
 
+/// Vocabulary size from the `token_embd` shape `[hidden, vocab]`, or, for a file without that
+/// tensor, from the tokenizer's token list.
+fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
+    let Some(embd) = file.tensor_info(tensor::TOKEN_EMBD) else {
+        return match file.get(keys::TOKENIZER_TOKENS) {
+            Some(_) => Ok(file.get_array(keys::TOKENIZER_TOKENS)?.1.len()),
+            None => Err(GgufError::MissingTensor(tensor::TOKEN_EMBD.to_string())),
+        };
+    };
+    let bad = |reason: String| GgufError::BadTensorInfo { name: embd.name.clone(), reason };
+    let (embd_hidden, vocab) = match embd.shape[..] {
+        [h, v] => (h, v),
+        _ => return Err(bad(format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape))),
+    };
+    if embd_hidden != hidden as u64 {
+        return Err(bad(format!("row length {embd_hidden} differs from {} = {hidden}", keys::QWEN3_EMBEDDING_LENGTH)));
+    }
+    usize::try_from(vocab).map_err(|_| bad(format!("vocab {vocab} too large")))
+}
+
 impl Qwen3Config {
     pub fn from_gguf(file: &GgufFile) -> Result<Qwen3Config, GgufError> {
         let arch = file.get_str(keys::GENERAL_ARCHITECTURE)?;
@@ -117,26 +137,7 @@ impl Qwen3Config {
         if !(rms_eps.is_finite() && rms_eps > 0.0) {
             return Err(out_of_range(keys::QWEN3_RMS_EPS, rms_eps, "must be finite and positive"));
         }
-        let embd = file.require_tensor(tensor::TOKEN_EMBD)?.info;
-        let (embd_hidden, vocab) = match embd.shape[..] {
-            [h, v] => (h, v),
-            _ => {
-                return Err(GgufError::BadTensorInfo {
-                    name: embd.name.clone(),
-                    reason: format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape),
-                })
-            }
-        };
-        if embd_hidden != hidden as u64 {
-            return Err(GgufError::BadTensorInfo {
-                name: embd.name.clone(),
-                reason: format!("row length {embd_hidden} differs from {} = {hidden}", keys::QWEN3_EMBEDDING_LENGTH),
-            });
-        }
-        let vocab = usize::try_from(vocab).map_err(|_| GgufError::BadTensorInfo {
-            name: embd.name.clone(),
-            reason: format!("vocab {vocab} too large"),
-        })?;
+        let vocab = vocab_size(file, hidden)?;
         Ok(Qwen3Config {
             n_layers: dim(file, keys::QWEN3_BLOCK_COUNT)?,
             hidden,

@@ -150,6 +150,16 @@ fn config_errors_name_the_key() {
     let msg = Qwen3Config::from_gguf(&f).expect_err("type").to_string();
     assert!(msg.contains("qwen3.block_count") && msg.contains("string"), "{msg}");
 
+    // Without token_embd the vocabulary comes from the tokenizer list (40 tokens here).
+    let mut w = GgufWriter::new();
+    for (k, v) in src.metadata() {
+        w.add_metadata(k, v.clone());
+    }
+    assert_eq!(Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read")).expect("config").vocab, 40);
+    w.add_metadata(keys::TOKENIZER_TOKENS, MetaValue::U8(0));
+    let msg = Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read")).expect_err("not a list").to_string();
+    assert!(msg.contains(keys::TOKENIZER_TOKENS), "{msg}");
+
     let f = file_with(&|w| w.add_metadata(keys::QWEN3_HEAD_COUNT, MetaValue::I64(-4)));
     let msg = Qwen3Config::from_gguf(&f).expect_err("range").to_string();
     assert!(msg.contains("qwen3.attention.head_count") && msg.contains("-4"), "{msg}");
