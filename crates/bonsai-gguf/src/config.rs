@@ -42,7 +42,11 @@ pub struct Qwen3Config {
 }
 
 fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
-    GgufError::OutOfRange { key: key.to_string(), value: value.to_string(), reason: reason.to_string() }
+    GgufError::OutOfRange {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// A dimension: present, an integer, and non-zero.
@@ -65,12 +69,20 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
         "linear" => RopeScalingKind::Linear,
         other => {
             let shown = crate::parse::escape_for_message(other);
-            return Err(out_of_range(keys::QWEN3_ROPE_SCALING_TYPE, shown, "bonsai supports yarn, linear or none"));
+            return Err(out_of_range(
+                keys::QWEN3_ROPE_SCALING_TYPE,
+                shown,
+                "bonsai supports yarn, linear or none",
+            ));
         }
     };
     let factor = file.get_f64(keys::QWEN3_ROPE_SCALING_FACTOR)?;
     if !(factor.is_finite() && factor >= 1.0) {
-        return Err(out_of_range(keys::QWEN3_ROPE_SCALING_FACTOR, factor, "must be finite and >= 1"));
+        return Err(out_of_range(
+            keys::QWEN3_ROPE_SCALING_FACTOR,
+            factor,
+            "must be finite and >= 1",
+        ));
     }
     let original_context_len = match kind {
         RopeScalingKind::Yarn => dim(file, keys::QWEN3_ROPE_SCALING_ORIG_CTX)?,
@@ -108,7 +120,10 @@ fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
         _ => return Err(bad(format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape))),
     };
     if embd_hidden != hidden as u64 {
-        return Err(bad(format!("row length {embd_hidden} differs from {} = {hidden}", keys::QWEN3_EMBEDDING_LENGTH)));
+        return Err(bad(format!(
+            "row length {embd_hidden} differs from {} = {hidden}",
+            keys::QWEN3_EMBEDDING_LENGTH
+        )));
     }
     usize::try_from(vocab).map_err(|_| bad(format!("vocab {vocab} too large")))
 }
@@ -131,7 +146,11 @@ impl Qwen3Config {
         }
         let rope_theta = file.get_f64(keys::QWEN3_ROPE_FREQ_BASE)?;
         if !(rope_theta.is_finite() && rope_theta > 0.0) {
-            return Err(out_of_range(keys::QWEN3_ROPE_FREQ_BASE, rope_theta, "must be finite and positive"));
+            return Err(out_of_range(
+                keys::QWEN3_ROPE_FREQ_BASE,
+                rope_theta,
+                "must be finite and positive",
+            ));
         }
         let rms_eps = file.get_f32(keys::QWEN3_RMS_EPS)?;
         if !(rms_eps.is_finite() && rms_eps > 0.0) {
