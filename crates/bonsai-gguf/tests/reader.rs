@@ -250,6 +250,11 @@ fn bad_files_give_one_line_errors_naming_the_problem() {
     let msg = GgufFile::from_bytes(bad).expect_err("magic").to_string();
     assert!(msg.starts_with("not a GGUF file (magic 0x58554747"), "{msg}");
 
+    // Version 2 has the same layout as 3 (v3 only added big-endian files): it reads.
+    let mut v2 = good.clone();
+    v2[4] = 2;
+    assert_eq!(GgufFile::from_bytes(v2).expect("v2 reads").version(), 2);
+
     let mut bad = good.clone();
     bad[4] = 1;
     assert!(matches!(GgufFile::from_bytes(bad), Err(GgufError::UnsupportedVersion(1))));
