@@ -44,6 +44,8 @@ enum KernelsCommand {
     },
     /// Remove every cached kernel build (works without a GPU)
     Clear,
+    // Slot for `Verify { --bench, --shapes all|small }`, wired to `bonsai_kernels::verify::run`
+    // once that module is merged.
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
