@@ -21,19 +21,20 @@ pub struct KernelSource {
     pub entry_points: &'static [&'static str],
 }
 
-/// Architectures `build.rs` embeds SASS for (`sm_XX` as the number XX). A cubin runs on devices of
-/// the same major version and an equal or higher minor one, so these cover Ampere through
-/// Blackwell; any other device compiles at run time.
-pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90, 100, 120];
+/// Architectures `build.rs` embeds SASS for by default (`sm_XX` as the number XX;
+/// `BONSAI_EMBED_ARCHS=90,...` overrides). A cubin runs on devices of the same major version and an
+/// equal or higher minor one, so these cover Ampere, Ada and Hopper; any other device (Blackwell)
+/// compiles once at run time and is cached. Each one costs build time and binary size (~1.2 MB).
+pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90];
 
 /// nvcc flags for every offline compile (build.rs and the run-time nvcc tier), before
-/// `-arch=sm_XX`. `-lineinfo` costs nothing at run time and lets profilers map SASS to source.
-pub const NVCC_FLAGS: &[&str] =
-    &["-cubin", "-O3", "-std=c++17", "-lineinfo", "-Werror", "all-warnings"];
+/// `-arch=sm_XX`. No `-lineinfo`: it more than triples the cubin (line tables), which every load
+/// and the binary would carry.
+pub const NVCC_FLAGS: &[&str] = &["-cubin", "-O3", "-std=c++17", "-Werror", "all-warnings"];
 
 /// NVRTC options for every run-time compile, before `--gpu-architecture=sm_XX`.
 /// NVRTC ships no CUDA headers; the prelude supplies everything the kernels use.
-pub const NVRTC_OPTIONS: &[&str] = &["-default-device", "-std=c++17", "--generate-line-info"];
+pub const NVRTC_OPTIONS: &[&str] = &["-default-device", "-std=c++17"];
 
 /// Every file of the library in concatenation order: prelude, machinery, then `SOURCES`.
 pub fn all_sources() -> impl Iterator<Item = &'static KernelSource> {
