@@ -1,0 +1,292 @@
+// Quantized matmul Y[m, N] (=|+=) X[m, K] . W[N, K]^T, W in the SoA group-128 layout of
+// weights.rs: scales f16 [N * K/128], payload u32 words [N * K/128 * WORDS_PER_GROUP].
+// This file holds the machinery shared by every quantized matmul (1-bit and 2-bit, plain, fused
+// residual, fused gate|up SwiGLU) plus the 1-bit entry points; matmul_q2.cu and the
+// gate_up_swiglu files only instantiate it.
+//
+// Decode (m <= GEMV_MAX_TOKENS): `gemv_rows8_split_k`. A CTA owns 8 weight rows and splits K over
+// its 4 warps; lanes of a warp own consecutive payload words, so a warp reads 128 contiguous
+// bytes per row and its slice of x once per 8 rows (x is kept in registers and reused by all 8
+// rows and the per-row weights by all tokens). Per weight the inner loop is a predicated add of
+// x where the bit/code bit is set (sum_{bit=1} x), turned into the signed sum with the lane's
+// sum of x: 1-bit: sum s_j x_j = 2 sum_{bit=1} x_j - sum x_j; 2-bit: sum (c_j - 1) x_j =
+// sum_{lo=1} x_j + 2 sum_{hi=1} x_j - sum x_j. Accumulation is f32.
+//
+// Prefill (m > GEMV_MAX_TOKENS): `gemm_tile64_simt`: 64 rows x 64 tokens per CTA, K in steps of
+// 32, weights decoded to f32 (+-d, exact) into shared memory, 4x4 register tile per thread.
+
+#define GROUP_SIZE 128
+#define GEMV_ROWS 8
+#define GEMV_WARPS 4
+#define GEMV_MAX_TOKENS 8
+#define GEMM_TILE_ROWS 64
+#define GEMM_TILE_TOKENS 64
+#define GEMM_K_STEP 32
+#define GEMM_THREADS 256
+
+// How a matmul's result leaves the kernel.
+#define MATMUL_STORE 0   // y = W.x
+#define MATMUL_ADD 1     // y += W.x (fused residual)
+#define MATMUL_SWIGLU 2  // rows [0, F) gate, [F, 2F) up; out[f] = silu(gate) * up
+
+// The weight row that local row `r` (0 <= r < GEMV_ROWS) of output group `group` reads.
+// SwiGLU groups hold 4 features: rows 0..3 gate rows f..f+3, rows 4..7 the matching up rows.
+template <int MODE>
+__device__ __forceinline__ int gemv_weight_row(int group, int r, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = group * (GEMV_ROWS / 2) + (r % (GEMV_ROWS / 2));
+        return r < GEMV_ROWS / 2 ? f : n_out + f;
+    }
+    return group * GEMV_ROWS + r;
+}
+
+template <int MODE>
+__device__ __forceinline__ bool gemv_row_valid(int group, int r, int n_out) {
+    const int f = MODE == MATMUL_SWIGLU ? group * (GEMV_ROWS / 2) + (r % (GEMV_ROWS / 2))
+                                        : group * GEMV_ROWS + r;
+    return f < n_out;
+}
+
+// Sum over a lane's word: sum of x_j whose weight evaluates as BITS=1: s_j in {-1,+1};
+// BITS=2: (c_j - 1). `xsum` is the sum of the same x_j.
+template <int BITS>
+__device__ __forceinline__ float signed_word_dot(u32 w, const float* xv, float xsum) {
+    if (BITS == 1) {
+        float on = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            if (w & (1u << j)) on += xv[j];
+        return 2.0f * on - xsum;
+    } else {
+        float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            if (w & (1u << (2 * j))) lo += xv[j];
+            if (w & (2u << (2 * j))) hi += xv[j];
+        }
+        return lo + 2.0f * hi - xsum;
+    }
+}
+
+// One CTA: GEMV_WARPS warps x 32 lanes; output group blockIdx.x; tokens [0, m), m <= MT.
+template <int BITS, int MODE, int MT>
+__device__ __forceinline__ void gemv_rows8_split_k(const u16* __restrict__ scales,
+                                                   const u32* __restrict__ payload,
+                                                   const float* __restrict__ x, int m,
+                                                   float* __restrict__ y, int n_out, int k) {
+    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
+    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
+    constexpr int GROUPS_PER_CHUNK = WARP_SIZE / WORDS_PER_GROUP;
+    __shared__ float partial[GEMV_WARPS][GEMV_ROWS][MT];
+
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int group = blockIdx.x;
+    const int groups_per_row = k / GROUP_SIZE;
+    const int n_chunks = (groups_per_row + GROUPS_PER_CHUNK - 1) / GROUPS_PER_CHUNK;
+    const int lane_group = lane / WORDS_PER_GROUP;
+    const int lane_word = lane % WORDS_PER_GROUP;
+
+    int rows[GEMV_ROWS];
+    bool row_ok[GEMV_ROWS];
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; ++r) {
+        row_ok[r] = gemv_row_valid<MODE>(group, r, n_out);
+        rows[r] = row_ok[r] ? gemv_weight_row<MODE>(group, r, n_out) : 0;
+    }
+
+    float acc[GEMV_ROWS][MT];
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; ++r)
+#pragma unroll
+        for (int t = 0; t < MT; ++t) acc[r][t] = 0.0f;
+
+    for (int chunk = warp; chunk < n_chunks; chunk += GEMV_WARPS) {
+        const int kb = chunk * GROUPS_PER_CHUNK + lane_group;
+        if (kb >= groups_per_row) continue;  // tail chunk: this lane has no group
+        u32 w[GEMV_ROWS];
+        float d[GEMV_ROWS];
+#pragma unroll
+        for (int r = 0; r < GEMV_ROWS; ++r) {
+            const long long g = (long long)rows[r] * groups_per_row + kb;
+            w[r] = row_ok[r] ? __ldg(payload + g * WORDS_PER_GROUP + lane_word) : 0u;
+            d[r] = row_ok[r] ? f16_to_f32(__ldg(scales + g)) : 0.0f;
+        }
+        const int k0 = kb * GROUP_SIZE + lane_word * WEIGHTS_PER_WORD;
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+            if (t >= m) break;
+            float xv[WEIGHTS_PER_WORD];
+            const float4* src = reinterpret_cast<const float4*>(x + (long long)t * k + k0);
+            float xsum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < WEIGHTS_PER_WORD / 4; ++q) {
+                const float4 v = __ldg(src + q);
+                xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
+                xsum += (v.x + v.y) + (v.z + v.w);
+            }
+#pragma unroll
+            for (int r = 0; r < GEMV_ROWS; ++r)
+                acc[r][t] += d[r] * signed_word_dot<BITS>(w[r], xv, xsum);
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < GEMV_ROWS; ++r)
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+            const float s = warp_sum(acc[r][t]);
+            if (lane == 0) partial[warp][r][t] = s;
+        }
+    __syncthreads();
+
+    // Epilogue: one thread per (output row, token).
+    const int n_local = MODE == MATMUL_SWIGLU ? GEMV_ROWS / 2 : GEMV_ROWS;
+    for (int i = threadIdx.x; i < n_local * MT; i += blockDim.x) {
+        const int r = i % n_local;
+        const int t = i / n_local;
+        if (t >= m || !row_ok[r]) continue;
+        float v = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < GEMV_WARPS; ++wi) v += partial[wi][r][t];
+        const int out_col = MODE == MATMUL_SWIGLU ? group * (GEMV_ROWS / 2) + r : group * GEMV_ROWS + r;
+        float* dst = y + (long long)t * n_out + out_col;
+        if (MODE == MATMUL_SWIGLU) {
+            float u = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < GEMV_WARPS; ++wi) u += partial[wi][r + GEMV_ROWS / 2][t];
+            *dst = silu_mul(v, u);
+        } else if (MODE == MATMUL_ADD) {
+            *dst += v;
+        } else {
+            *dst = v;
+        }
+    }
+}
+
+// Weight (row, k) of a quantized matrix as f32, given the row's payload/scales base.
+template <int BITS>
+__device__ __forceinline__ float dequant_weight(const u16* scales, const u32* payload,
+                                                long long row, int groups_per_row, int kk) {
+    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
+    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
+    const long long g = row * groups_per_row + kk / GROUP_SIZE;
+    const int j = kk % GROUP_SIZE;
+    const u32 word = __ldg(payload + g * WORDS_PER_GROUP + j / WEIGHTS_PER_WORD);
+    const float d = f16_to_f32(__ldg(scales + g));
+    if (BITS == 1) return ((word >> (j % 32)) & 1u) ? d : -d;
+    const u32 c = (word >> (2 * (j % 16))) & 3u;
+    return ((float)c - 1.0f) * d;
+}
+
+// Local tile row lr (0..63) -> weight row. SwiGLU tiles hold 32 features: for each pair of
+// features, 2 gate rows then the 2 matching up rows, so one thread's 4 rows pair up.
+template <int MODE>
+__device__ __forceinline__ int gemm_weight_row(int tile, int lr, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = tile * (GEMM_TILE_ROWS / 2) + (lr / 4) * 2 + (lr % 2);
+        return (lr % 4) < 2 ? f : n_out + f;
+    }
+    return tile * GEMM_TILE_ROWS + lr;
+}
+template <int MODE>
+__device__ __forceinline__ int gemm_out_col(int tile, int lr) {
+    if (MODE == MATMUL_SWIGLU) return tile * (GEMM_TILE_ROWS / 2) + (lr / 4) * 2 + (lr % 2);
+    return tile * GEMM_TILE_ROWS + lr;
+}
+
+// grid (row tiles, token tiles), GEMM_THREADS threads. Thread (ty, tx) of 16 x 16 owns local rows
+// ty*4..ty*4+3 and tokens tx*4..tx*4+3.
+template <int BITS, int MODE>
+__device__ __forceinline__ void gemm_tile64_simt(const u16* __restrict__ scales,
+                                                 const u32* __restrict__ payload,
+                                                 const float* __restrict__ x, int m,
+                                                 float* __restrict__ y, int n_out, int k) {
+    // +1 column breaks the power-of-two stride so column reads hit distinct banks.
+    __shared__ float ws[GEMM_TILE_ROWS][GEMM_K_STEP + 1];
+    __shared__ float xs[GEMM_TILE_TOKENS][GEMM_K_STEP + 1];
+    const int tile = blockIdx.x;
+    const int tok0 = blockIdx.y * GEMM_TILE_TOKENS;
+    const int tx = threadIdx.x % 16;
+    const int ty = threadIdx.x / 16;
+    const int groups_per_row = k / GROUP_SIZE;
+
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < k; k0 += GEMM_K_STEP) {
+        // Fill: GEMM_TILE_ROWS * GEMM_K_STEP weights and as many x values, 8 per thread each.
+        for (int i = threadIdx.x; i < GEMM_TILE_ROWS * GEMM_K_STEP; i += GEMM_THREADS) {
+            const int lr = i / GEMM_K_STEP;
+            const int kk = i % GEMM_K_STEP;
+            const int col = gemm_out_col<MODE>(tile, lr);
+            float wv = 0.0f;
+            if (col < n_out)
+                wv = dequant_weight<BITS>(scales, payload, gemm_weight_row<MODE>(tile, lr, n_out),
+                                          groups_per_row, k0 + kk);
+            ws[lr][kk] = wv;
+            const int tok = tok0 + lr;
+            xs[lr][kk] = tok < m ? x[(long long)tok * k + k0 + kk] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < GEMM_K_STEP; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = ws[ty * 4 + i][kk];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = xs[tx * 4 + j][kk];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int tok = tok0 + tx * 4 + j;
+        if (tok >= m) continue;
+        if (MODE == MATMUL_SWIGLU) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int col = gemm_out_col<MODE>(tile, ty * 4 + i);
+                if (col < n_out) y[(long long)tok * n_out + col] = silu_mul(acc[i][j], acc[i + 2][j]);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int col = gemm_out_col<MODE>(tile, ty * 4 + i);
+                if (col >= n_out) continue;
+                float* dst = y + (long long)tok * n_out + col;
+                if (MODE == MATMUL_ADD) *dst += acc[i][j];
+                else *dst = acc[i][j];
+            }
+        }
+    }
+}
+
+// Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
+#define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
+        PREFIX##_gemv_rows8_split_k(const u16* scales, const u32* payload, const float* x,       \
+                                    int m, float* y, int n_out, int k) {                         \
+        gemv_rows8_split_k<BITS, MODE, 1>(scales, payload, x, m, y, n_out, k);                   \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
+        PREFIX##_gemv_rows8_split_k_tokens8(const u16* scales, const u32* payload,               \
+                                            const float* x, int m, float* y, int n_out, int k) { \
+        gemv_rows8_split_k<BITS, MODE, GEMV_MAX_TOKENS>(scales, payload, x, m, y, n_out, k);     \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
+        PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
+                                  float* y, int n_out, int k) {                                  \
+        gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
+    }
+
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
