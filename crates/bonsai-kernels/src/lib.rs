@@ -4,6 +4,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod launch;
 pub mod ops;
 pub mod weights;
 
