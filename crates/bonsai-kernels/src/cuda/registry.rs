@@ -134,4 +134,11 @@ pub const SOURCES: &[KernelSource] = &[
             "residual_add_grid_stride",
         ],
     },
+    KernelSource {
+        path: "verify/bench.cu",
+        text: include_str!("../verify/bench.cu"),
+        entry_points: &[
+            "bench_spin_cycles",
+        ],
+    },
 ];
