@@ -101,33 +101,49 @@ __device__ __forceinline__ void gemv_rows8_split_k(const u16* __restrict__ scale
 #pragma unroll
         for (int t = 0; t < MT; ++t) acc[r][t] = 0.0f;
 
-    for (int chunk = warp; chunk < n_chunks; chunk += GEMV_WARPS) {
+    // Weights of the lane's group in `chunk` (zero when the lane has no group there: K tail).
+    auto load_chunk = [&](int chunk, u32* w, float* d) {
         const int kb = chunk * GROUPS_PER_CHUNK + lane_group;
-        if (kb >= groups_per_row) continue;  // tail chunk: this lane has no group
-        u32 w[GEMV_ROWS];
-        float d[GEMV_ROWS];
+        const bool in_range = chunk < n_chunks && kb < groups_per_row;
 #pragma unroll
         for (int r = 0; r < GEMV_ROWS; ++r) {
             const long long g = (long long)rows[r] * groups_per_row + kb;
-            w[r] = row_ok[r] ? __ldg(payload + g * WORDS_PER_GROUP + lane_word) : 0u;
-            d[r] = row_ok[r] ? f16_to_f32(__ldg(scales + g)) : 0.0f;
+            w[r] = (in_range && row_ok[r]) ? __ldg(payload + g * WORDS_PER_GROUP + lane_word) : 0u;
+            d[r] = (in_range && row_ok[r]) ? f16_to_f32(__ldg(scales + g)) : 0.0f;
         }
-        const int k0 = kb * GROUP_SIZE + lane_word * WEIGHTS_PER_WORD;
+    };
+    // Double-buffered: the next chunk's weights are in flight while this one is computed.
+    u32 w[GEMV_ROWS];
+    float d[GEMV_ROWS];
+    load_chunk(warp, w, d);
+    for (int chunk = warp; chunk < n_chunks; chunk += GEMV_WARPS) {
+        u32 w_next[GEMV_ROWS];
+        float d_next[GEMV_ROWS];
+        load_chunk(chunk + GEMV_WARPS, w_next, d_next);
+        const int kb = chunk * GROUPS_PER_CHUNK + lane_group;
+        if (kb < groups_per_row) {  // tail chunk: lanes past K have no group
+            const int k0 = kb * GROUP_SIZE + lane_word * WEIGHTS_PER_WORD;
 #pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            if (t >= m) break;
-            float xv[WEIGHTS_PER_WORD];
-            const float4* src = reinterpret_cast<const float4*>(x + (long long)t * k + k0);
-            float xsum = 0.0f;
+            for (int t = 0; t < MT; ++t) {
+                if (t >= m) break;
+                float xv[WEIGHTS_PER_WORD];
+                const float4* src = reinterpret_cast<const float4*>(x + (long long)t * k + k0);
+                float xsum = 0.0f;
 #pragma unroll
-            for (int q = 0; q < WEIGHTS_PER_WORD / 4; ++q) {
-                const float4 v = __ldg(src + q);
-                xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
-                xsum += (v.x + v.y) + (v.z + v.w);
+                for (int q = 0; q < WEIGHTS_PER_WORD / 4; ++q) {
+                    const float4 v = __ldg(src + q);
+                    xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
+                    xsum += (v.x + v.y) + (v.z + v.w);
+                }
+#pragma unroll
+                for (int r = 0; r < GEMV_ROWS; ++r)
+                    acc[r][t] += d[r] * signed_word_dot<BITS>(w[r], xv, xsum);
             }
+        }
 #pragma unroll
-            for (int r = 0; r < GEMV_ROWS; ++r)
-                acc[r][t] += d[r] * signed_word_dot<BITS>(w[r], xv, xsum);
+        for (int r = 0; r < GEMV_ROWS; ++r) {
+            w[r] = w_next[r];
+            d[r] = d_next[r];
         }
     }
 
@@ -145,7 +161,7 @@ __device__ __forceinline__ void gemv_rows8_split_k(const u16* __restrict__ scale
     for (int i = threadIdx.x; i < n_local * MT; i += blockDim.x) {
         const int r = i % n_local;
         const int t = i / n_local;
-        if (t >= m || !row_ok[r]) continue;
+        if (t >= m || !gemv_row_valid<MODE>(group, r, n_out)) continue;
         float v = 0.0f;
 #pragma unroll
         for (int wi = 0; wi < GEMV_WARPS; ++wi) v += partial[wi][r][t];
