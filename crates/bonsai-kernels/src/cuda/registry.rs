@@ -34,9 +34,11 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemv_rows8_split_k",
             "matmul_q1_gemv_rows8_split_k_tokens8",
             "matmul_q1_gemm_tile64_simt",
+            "matmul_q1_gemm_mma_bf16x3",
             "matmul_q1_add_gemv_rows8_split_k",
             "matmul_q1_add_gemv_rows8_split_k_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
+            "matmul_q1_add_gemm_mma_bf16x3",
         ],
     },
     KernelSource {
@@ -46,9 +48,11 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemv_rows8_split_k",
             "matmul_q2_gemv_rows8_split_k_tokens8",
             "matmul_q2_gemm_tile64_simt",
+            "matmul_q2_gemm_mma_bf16x3",
             "matmul_q2_add_gemv_rows8_split_k",
             "matmul_q2_add_gemv_rows8_split_k_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
+            "matmul_q2_add_gemm_mma_bf16x3",
         ],
     },
     KernelSource {
@@ -58,6 +62,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemv_rows8_split_k",
             "gate_up_swiglu_q1_gemv_rows8_split_k_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
+            "gate_up_swiglu_q1_gemm_mma_bf16x3",
         ],
     },
     KernelSource {
@@ -67,6 +72,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemv_rows8_split_k",
             "gate_up_swiglu_q2_gemv_rows8_split_k_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",
+            "gate_up_swiglu_q2_gemm_mma_bf16x3",
         ],
     },
     KernelSource {

@@ -1,7 +1,8 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
 //! SwiGLU). Kernels: matmul_q1.cu (shared machinery), matmul_q2.cu, gate_up_swiglu_q*.cu.
-//! m == 1 -> `*_gemv_rows8_split_k`; 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m ->
-//! `*_gemm_tile64_simt`.
+//! m == 1 -> `*_gemv_rows8_split_k`; 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m -> a
+//! GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or `*_gemm_tile64_simt` (CUDA cores,
+//! kept as an independent second implementation that verify checks too).
 
 use std::sync::Arc;
 
@@ -20,6 +21,18 @@ const GEMV_THREADS: u32 = 4 * 32;
 const GEMM_TILE_ROWS: usize = 64;
 const GEMM_TILE_TOKENS: usize = 64;
 const GEMM_THREADS: u32 = 256;
+const MMA_TILE_ROWS: usize = 64;
+const MMA_TILE_TOKENS: usize = 32;
+const MMA_THREADS: u32 = 128;
+
+/// Which GEMM serves m > GEMV_MAX_TOKENS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmKernel {
+    /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
+    TensorCore,
+    /// f32 FFMA register tiles.
+    Simt,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Epilogue {
@@ -28,7 +41,7 @@ enum Epilogue {
     SwiGlu,
 }
 
-fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize) -> String {
+fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel) -> String {
     let prefix = match (bits, epilogue) {
         (QuantBits::One, Epilogue::Store) => "matmul_q1",
         (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
@@ -40,6 +53,7 @@ fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize) -> String {
     let variant = match m {
         1 => "gemv_rows8_split_k",
         m if m <= GEMV_MAX_TOKENS => "gemv_rows8_split_k_tokens8",
+        _ if gemm == GemmKernel::TensorCore => "gemm_mma_bf16x3",
         _ => "gemm_tile64_simt",
     };
     format!("{prefix}_{variant}")
@@ -55,11 +69,26 @@ pub fn matmul(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
+    matmul_with_gemm(lib, stream, w, x, m, y, store, GemmKernel::TensorCore)
+}
+
+/// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_with_gemm(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    store: Store,
+    gemm: GemmKernel,
+) -> Result<(), LaunchError> {
     let epilogue = match store {
         Store::Overwrite => Epilogue::Store,
         Store::Add => Epilogue::Add,
     };
-    launch_any(lib, stream, w, x, m, y, epilogue, w.n)
+    launch_any(lib, stream, w, x, m, y, epilogue, w.n, gemm)
 }
 
 /// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
@@ -71,10 +100,23 @@ pub fn gate_up_swiglu(
     m: usize,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    gate_up_swiglu_with_gemm(lib, stream, w, x, m, out, GemmKernel::TensorCore)
+}
+
+/// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
+pub fn gate_up_swiglu_with_gemm(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    out: &mut impl DevicePtrMut<f32>,
+    gemm: GemmKernel,
+) -> Result<(), LaunchError> {
     if w.n % 2 != 0 {
         return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
     }
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2)
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, gemm)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -87,6 +129,7 @@ fn launch_any(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: Epilogue,
     n_out: usize,
+    gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     w.validate(op)?;
@@ -97,7 +140,7 @@ fn launch_any(
     expect_at_least(op, "y", y.len(), m * n_out)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", m)?, as_i32(op, "n_out", n_out)?, as_i32(op, "K", w.k)?);
     as_i32(op, "N*K/32", w.n * w.k / 32)?;
-    let name = kernel_name(w.bits, epilogue, m);
+    let name = kernel_name(w.bits, epilogue, m, gemm);
     let func = lib.function(&name)?;
     let cfg = if m <= GEMV_MAX_TOKENS {
         let rows_per_cta = if epilogue == Epilogue::SwiGlu { GEMV_ROWS / 2 } else { GEMV_ROWS };
@@ -105,13 +148,17 @@ fn launch_any(
             .map_err(|_| shape(op, format!("{n_out} outputs exceed the grid")))?;
         LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 }
     } else {
-        let rows_per_tile = if epilogue == Epilogue::SwiGlu { GEMM_TILE_ROWS / 2 } else { GEMM_TILE_ROWS };
+        let (tile_rows, tile_tokens, threads) = match gemm {
+            GemmKernel::TensorCore => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
+            GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
+        };
+        let rows_per_tile = if epilogue == Epilogue::SwiGlu { tile_rows / 2 } else { tile_rows };
         let tiles = u32::try_from(n_out.div_ceil(rows_per_tile)).map_err(|_| shape(op, "too many rows".into()))?;
-        let token_tiles = u32::try_from(m.div_ceil(GEMM_TILE_TOKENS)).map_err(|_| shape(op, "too many tokens".into()))?;
+        let token_tiles = m.div_ceil(tile_tokens);
         if token_tiles > 65_535 {
             return Err(shape(op, format!("m = {m} exceeds the grid's y range")));
         }
-        LaunchConfig { grid_dim: (tiles, token_tiles, 1), block_dim: (GEMM_THREADS, 1, 1), shared_mem_bytes: 0 }
+        LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
     };
     let (scales, _g0) = read_ptr(w.scales, stream);
     let (payload, _g1) = read_ptr(w.payload, stream);
