@@ -17,14 +17,17 @@
 #define ATT_CHUNK 32
 #define ATT_SPLIT_KEYS 256
 #define ATT_DIMS_PER_LANE (ATT_MAX_HD / WARP_SIZE)
+#define ATT_K_STRIDE (ATT_MAX_HD + 4)
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
     attention_split_keys(const float* __restrict__ qkv, int m, int n_q, int n_kv, int hd,
                          const u32* __restrict__ pos0_ptr, int max_seq,
                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
                          float* __restrict__ partial, int n_splits) {
-    __shared__ float q_s[ATT_ROWS][ATT_MAX_HD];
-    __shared__ float k_s[ATT_CHUNK][ATT_MAX_HD + 1];  // +1: lane j reads row j without conflicts
+    __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
+    // Row stride ATT_MAX_HD + 4: float4 reads of row j by lane j fall in distinct banks per
+    // quarter-warp, and rows stay 16-byte aligned.
+    __shared__ __align__(16) float k_s[ATT_CHUNK][ATT_K_STRIDE];
     __shared__ float v_s[ATT_CHUNK][ATT_MAX_HD];
     const int kv_head = blockIdx.x;
     const int split = blockIdx.y;
@@ -67,16 +70,25 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
     const long long cache_base = (long long)kv_head * max_seq * hd;
     for (int c0 = key_begin; c0 < key_end; c0 += ATT_CHUNK) {
         __syncthreads();  // previous chunk fully consumed (and q_s written, first time)
-        for (int i = threadIdx.x; i < ATT_CHUNK * hd; i += blockDim.x) {
-            const int j = i / hd, d = i % hd;
+        // 4 f16 (8 bytes) per load; hd is a multiple of 32, so groups of 4 never straddle rows.
+        const int quads = hd / 4;
+        for (int i = threadIdx.x; i < ATT_CHUNK * quads; i += blockDim.x) {
+            const int j = i / quads, d = (i % quads) * 4;
             const int key = c0 + j;
-            float kv = 0.0f, vv = 0.0f;
+            uint2 kq = make_uint2(0u, 0u), vq = make_uint2(0u, 0u);
             if (key < key_end) {
-                kv = f16_to_f32(k_cache[cache_base + (long long)key * hd + d]);
-                vv = f16_to_f32(v_cache[cache_base + (long long)key * hd + d]);
+                const long long at = cache_base + (long long)key * hd + d;
+                kq = *reinterpret_cast<const uint2*>(k_cache + at);
+                vq = *reinterpret_cast<const uint2*>(v_cache + at);
             }
-            k_s[j][d] = kv;
-            v_s[j][d] = vv;
+            k_s[j][d] = f16_to_f32((u16)(kq.x & 0xffffu));
+            k_s[j][d + 1] = f16_to_f32((u16)(kq.x >> 16));
+            k_s[j][d + 2] = f16_to_f32((u16)(kq.y & 0xffffu));
+            k_s[j][d + 3] = f16_to_f32((u16)(kq.y >> 16));
+            v_s[j][d] = f16_to_f32((u16)(vq.x & 0xffffu));
+            v_s[j][d + 1] = f16_to_f32((u16)(vq.x >> 16));
+            v_s[j][d + 2] = f16_to_f32((u16)(vq.y & 0xffffu));
+            v_s[j][d + 3] = f16_to_f32((u16)(vq.y >> 16));
         }
         __syncthreads();
 #pragma unroll
@@ -85,7 +97,14 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
             const int key = c0 + lane;
             const bool valid = key < key_end && (long long)key <= row_pos[j];
             float s = 0.0f;
-            for (int d = 0; d < hd; ++d) s = fmaf(q_s[r][d], k_s[lane][d], s);
+            for (int d = 0; d < hd; d += 4) {
+                const float4 qv = *reinterpret_cast<const float4*>(&q_s[r][d]);
+                const float4 kv = *reinterpret_cast<const float4*>(&k_s[lane][d]);
+                s = fmaf(qv.x, kv.x, s);
+                s = fmaf(qv.y, kv.y, s);
+                s = fmaf(qv.z, kv.z, s);
+                s = fmaf(qv.w, kv.w, s);
+            }
             s = valid ? s : neg_inf();
             const float new_max = fmaxf(row_max[j], warp_max(s));
             if (new_max == neg_inf()) continue;  // no visible key yet (warp-uniform)

@@ -85,6 +85,10 @@ pub fn attention(
     let (p0, _b) = read_ptr(pos0, stream);
     let (k_p, _c) = read_ptr(k_cache, stream);
     let (v_p, _d) = read_ptr(v_cache, stream);
+    // The kernel reads the caches 4 halves (8 bytes) at a time.
+    if k_p % 8 != 0 || v_p % 8 != 0 {
+        return Err(shape(OP, "k_cache and v_cache must start on an 8-byte boundary".into()));
+    }
     {
         let (s_p, _e) = write_ptr(scratch, stream);
         let mut l = stream.launch_builder(split);
