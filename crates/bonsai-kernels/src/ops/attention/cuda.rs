@@ -10,7 +10,7 @@ use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
-pub const SPLIT_KEYS: usize = 256;
+pub const SPLIT_KEYS: usize = 128;
 /// Query rows per CTA (ATT_ROWS): n_q / n_kv must divide it.
 pub const ROWS_PER_CTA: usize = 16;
 /// Largest head_dim the kernel holds (ATT_MAX_HD); it must also be a multiple of 32.
