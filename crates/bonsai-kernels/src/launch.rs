@@ -154,3 +154,27 @@ pub(crate) fn grid_stride_blocks(items: usize, threads: u32) -> u32 {
     const MAX_GRID_STRIDE_BLOCKS: usize = 132 * 16;
     items.div_ceil(threads as usize).clamp(1, MAX_GRID_STRIDE_BLOCKS) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cuda::registry::SOURCES;
+
+    /// The value of `#define NAME value` in a registered kernel file.
+    fn cu_define(path: &str, name: &str) -> usize {
+        let src = SOURCES.iter().find(|s| s.path == path).unwrap_or_else(|| panic!("{path} not registered"));
+        let prefix = format!("#define {name} ");
+        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} not in {path}"));
+        line[prefix.len()..].trim().parse().unwrap_or_else(|_| panic!("{name} in {path} is not a number"))
+    }
+
+    #[test]
+    fn launcher_constants_match_the_kernels() {
+        let matmul = "ops/matmul_q1/matmul_q1.cu";
+        assert_eq!(cu_define(matmul, "GEMV_MAX_TOKENS"), super::matmul::GEMV_MAX_TOKENS);
+        assert_eq!(cu_define(matmul, "GROUP_SIZE"), crate::weights::GROUP);
+        let attention = "ops/attention/attention.cu";
+        assert_eq!(cu_define(attention, "ATT_SPLIT_KEYS"), super::attention::SPLIT_KEYS);
+        assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
+        assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+    }
+}

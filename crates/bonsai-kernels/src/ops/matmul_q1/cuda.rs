@@ -172,3 +172,23 @@ fn launch_any(
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_the_launcher_picks_is_registered() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for bits in [QuantBits::One, QuantBits::Two] {
+            for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+                for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
+                    for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
+                        let name = kernel_name(bits, epilogue, m, gemm);
+                        assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                    }
+                }
+            }
+        }
+    }
+}
