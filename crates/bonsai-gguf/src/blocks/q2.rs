@@ -1,0 +1,149 @@
+//! The 2-bit formats behind GGUF id 42 (and 142). All pack 4 codes per byte, LSB first:
+//!
+//! ```text
+//! weight j -> qs[j/4] bits 2·(j%4) .. 2·(j%4)+1
+//! TQ2_0_g128   [ qs[0..32] ][ d f16 ]   34 B / 128   code 00 -1, 01 0, 10 +1, 11 0
+//! Q2_0 g128    [ d f16 ][ qs[0..32] ]   34 B / 128   code c -> (c-1): -1, 0, +1, +2
+//! Q2_0 g64     [ d f16 ][ qs[0..16] ]   18 B / 64    code c -> (c-1): -1, 0, +1, +2
+//! ```
+//! The codes for -1, 0, +1 are the same in every layout; only code 11 differs, so one
+//! quantizer serves all three (it never emits 11).
+//!
+//! Quantizer (ternary, absmax): a = max |x|, d = a rounded to f16; x >= a/2 -> +1,
+//! x <= -a/2 -> -1, else 0. Per-element error <= a/2 + |a - d| (<= a·(1/2 + 2^-11) for normal
+//! f16 d); exact for inputs already in {-d, 0, +d}. An all-zero group gets d = 0 (codes 01).
+
+use super::TwoBitLayout;
+use half::f16;
+
+pub(super) const G128_BLOCK_ELEMS: usize = 128;
+pub(super) const G64_BLOCK_ELEMS: usize = 64;
+const CODES_PER_BYTE: usize = 4;
+const CODE_MINUS_ONE: u8 = 0b00;
+const CODE_ZERO: u8 = 0b01;
+const CODE_PLUS_ONE: u8 = 0b10;
+/// Ternary threshold as a fraction of the group's absmax.
+const TERNARY_THRESHOLD: f32 = 0.5;
+
+/// Value multiplier of each code, ScaleLast (TQ2) map.
+const TQ2_CODE_VALUES: [f32; 4] = [-1.0, 0.0, 1.0, 0.0];
+/// Value multiplier of each code, d-first maps: c - 1.
+const Q2_CODE_VALUES: [f32; 4] = [-1.0, 0.0, 1.0, 2.0];
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockTq2G128 {
+    pub qs: [u8; G128_BLOCK_ELEMS / CODES_PER_BYTE],
+    pub d: f16,
+}
+const _: () = assert!(size_of::<BlockTq2G128>() == 34);
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockPq2G128 {
+    pub d: f16,
+    pub qs: [u8; G128_BLOCK_ELEMS / CODES_PER_BYTE],
+}
+const _: () = assert!(size_of::<BlockPq2G128>() == 34);
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BlockQ2G64 {
+    pub d: f16,
+    pub qs: [u8; G64_BLOCK_ELEMS / CODES_PER_BYTE],
+}
+const _: () = assert!(size_of::<BlockQ2G64>() == 18);
+
+/// The 2-bit code of weight `j` in a packed `qs` array.
+pub(crate) fn code_at(qs: &[u8], j: usize) -> u8 {
+    (qs[j / CODES_PER_BYTE] >> (2 * (j % CODES_PER_BYTE))) & 0b11
+}
+
+fn decode_group(d: f16, qs: &[u8], values: &[f32; 4], group: &mut [f32]) {
+    let d = d.to_f32();
+    for (j, o) in group.iter_mut().enumerate() {
+        *o = values[usize::from(code_at(qs, j))] * d;
+    }
+}
+
+pub(super) fn dequantize(layout: TwoBitLayout, data: &[u8], out: &mut [f32]) {
+    match layout {
+        TwoBitLayout::Tq2G128ScaleLast => {
+            let blocks = data.chunks_exact(size_of::<BlockTq2G128>());
+            for (chunk, group) in blocks.zip(out.chunks_exact_mut(G128_BLOCK_ELEMS)) {
+                let b: BlockTq2G128 = bytemuck::pod_read_unaligned(chunk);
+                decode_group(b.d, &b.qs, &TQ2_CODE_VALUES, group);
+            }
+        }
+        TwoBitLayout::Pq2G128ScaleFirst => {
+            let blocks = data.chunks_exact(size_of::<BlockPq2G128>());
+            for (chunk, group) in blocks.zip(out.chunks_exact_mut(G128_BLOCK_ELEMS)) {
+                let b: BlockPq2G128 = bytemuck::pod_read_unaligned(chunk);
+                decode_group(b.d, &b.qs, &Q2_CODE_VALUES, group);
+            }
+        }
+        TwoBitLayout::Q2G64ScaleFirst => {
+            let blocks = data.chunks_exact(size_of::<BlockQ2G64>());
+            for (chunk, group) in blocks.zip(out.chunks_exact_mut(G64_BLOCK_ELEMS)) {
+                let b: BlockQ2G64 = bytemuck::pod_read_unaligned(chunk);
+                decode_group(b.d, &b.qs, &Q2_CODE_VALUES, group);
+            }
+        }
+    }
+}
+
+/// Ternary codes and scale of one group; `qs.len() == group.len() / 4`.
+fn encode_group(group: &[f32], qs: &mut [u8]) -> f16 {
+    let absmax = group.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let threshold = TERNARY_THRESHOLD * absmax;
+    for (j, &x) in group.iter().enumerate() {
+        // absmax == 0 makes every x (all zeros) fall in the zero code, never ±1.
+        let code = if absmax > 0.0 && x >= threshold {
+            CODE_PLUS_ONE
+        } else if absmax > 0.0 && x <= -threshold {
+            CODE_MINUS_ONE
+        } else {
+            CODE_ZERO
+        };
+        qs[j / CODES_PER_BYTE] |= code << (2 * (j % CODES_PER_BYTE));
+    }
+    f16::from_f32(absmax)
+}
+
+pub(super) fn quantize(layout: TwoBitLayout, src: &[f32]) -> Vec<u8> {
+    match layout {
+        TwoBitLayout::Tq2G128ScaleLast => {
+            let blocks: Vec<BlockTq2G128> = src
+                .chunks_exact(G128_BLOCK_ELEMS)
+                .map(|g| {
+                    let mut qs = [0u8; G128_BLOCK_ELEMS / CODES_PER_BYTE];
+                    let d = encode_group(g, &mut qs);
+                    BlockTq2G128 { qs, d }
+                })
+                .collect();
+            bytemuck::cast_slice(&blocks).to_vec()
+        }
+        TwoBitLayout::Pq2G128ScaleFirst => {
+            let blocks: Vec<BlockPq2G128> = src
+                .chunks_exact(G128_BLOCK_ELEMS)
+                .map(|g| {
+                    let mut qs = [0u8; G128_BLOCK_ELEMS / CODES_PER_BYTE];
+                    let d = encode_group(g, &mut qs);
+                    BlockPq2G128 { d, qs }
+                })
+                .collect();
+            bytemuck::cast_slice(&blocks).to_vec()
+        }
+        TwoBitLayout::Q2G64ScaleFirst => {
+            let blocks: Vec<BlockQ2G64> = src
+                .chunks_exact(G64_BLOCK_ELEMS)
+                .map(|g| {
+                    let mut qs = [0u8; G64_BLOCK_ELEMS / CODES_PER_BYTE];
+                    let d = encode_group(g, &mut qs);
+                    BlockQ2G64 { d, qs }
+                })
+                .collect();
+            bytemuck::cast_slice(&blocks).to_vec()
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! [`GgufWriter`]: writes GGUF v3 with metadata in insertion order and tensors in insertion
+//! order, each at the next offset aligned to `general.alignment` (default 32) and zero-padded
+//! after (including the last tensor, as gguf-py and llama.cpp do). Reading a file written this
+//! way and writing it back yields the same bytes.
+
+use crate::blocks::TensorType;
+use crate::error::GgufError;
+use crate::keys;
+use crate::reader::{align_up, GgufFile, DEFAULT_ALIGNMENT};
+use crate::value::{self, MetaValue};
+use std::io::{self, Write};
+use std::path::Path;
+
+const GGUF_VERSION: u32 = 3;
+
+struct PendingTensor {
+    name: String,
+    shape: Vec<u64>,
+    type_id: u32,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+pub struct GgufWriter {
+    metadata: Vec<(String, MetaValue)>,
+    tensors: Vec<PendingTensor>,
+}
+
+impl GgufWriter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A writer holding every metadata entry and tensor of `file` (tensor bytes copied), in the
+    /// file's order with the file's raw type ids.
+    pub fn from_file(file: &GgufFile) -> Result<Self, GgufError> {
+        let mut w = GgufWriter::new();
+        for (key, value) in file.metadata() {
+            w.add_metadata(key, value.clone());
+        }
+        for info in file.tensors() {
+            let view = file.require_tensor(&info.name)?;
+            w.add_tensor_with_type_id(&info.name, &info.shape, info.ty, info.type_id, view.data.to_vec())?;
+        }
+        Ok(w)
+    }
+
+    /// Adds (or replaces, keeping its position) a metadata entry. Arrays are checked for
+    /// uniform element types when written.
+    pub fn add_metadata(&mut self, key: &str, v: MetaValue) {
+        match self.metadata.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = v,
+            None => self.metadata.push((key.to_string(), v)),
+        }
+    }
+
+    /// Adds a tensor with its type's canonical id (see [`TensorType::canonical_type_id`]).
+    pub fn add_tensor(&mut self, name: &str, shape: &[u64], ty: TensorType, data: Vec<u8>) -> Result<(), GgufError> {
+        self.add_tensor_with_type_id(name, shape, ty, ty.canonical_type_id(), data)
+    }
+
+    /// Adds a tensor stored under an explicit id (e.g. 42 for a d-first 2-bit tensor).
+    pub fn add_tensor_with_type_id(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        ty: TensorType,
+        type_id: u32,
+        data: Vec<u8>,
+    ) -> Result<(), GgufError> {
+        let bad = |reason: String| GgufError::BadTensorInfo { name: name.to_string(), reason };
+        if !ty.accepts_type_id(type_id) {
+            return Err(bad(format!("type id {type_id} cannot hold {}", ty.name())));
+        }
+        if self.tensors.iter().any(|t| t.name == name) {
+            return Err(GgufError::Duplicate { kind: "tensor", name: name.to_string() });
+        }
+        if shape.is_empty() || shape.len() > crate::parse::MAX_TENSOR_DIMS as usize || shape.contains(&0) {
+            return Err(bad(format!("shape {shape:?} needs 1 to 4 non-zero dimensions")));
+        }
+        if shape[0] % ty.block_elems() as u64 != 0 {
+            return Err(bad(format!("row length {} is not a multiple of the {} block of {}", shape[0], ty.name(), ty.block_elems())));
+        }
+        let expected = shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| ty.len_bytes_for(n))
+            .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+        if data.len() as u64 != expected {
+            return Err(bad(format!("{} bytes given, shape {shape:?} of {} needs {expected}", data.len(), ty.name())));
+        }
+        self.tensors.push(PendingTensor { name: name.to_string(), shape: shape.to_vec(), type_id, data });
+        Ok(())
+    }
+
+    fn alignment(&self) -> io::Result<u64> {
+        match self.metadata.iter().find(|(k, _)| k == keys::GENERAL_ALIGNMENT) {
+            None => Ok(DEFAULT_ALIGNMENT),
+            Some((key, v)) => {
+                let a: u64 = value::integer_as(key, v, "u64").map_err(invalid)?;
+                if a == 0 || !a.is_power_of_two() {
+                    return Err(invalid(GgufError::BadAlignment(a)));
+                }
+                Ok(a)
+            }
+        }
+    }
+
+    pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
+        let alignment = self.alignment()?;
+        let mut header = Vec::new();
+        header.extend_from_slice(b"GGUF");
+        header.extend_from_slice(&GGUF_VERSION.to_le_bytes());
+        header.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        header.extend_from_slice(&(self.metadata.len() as u64).to_le_bytes());
+        for (key, v) in &self.metadata {
+            put_string(&mut header, key);
+            header.extend_from_slice(&v.value_type().id().to_le_bytes());
+            put_value(&mut header, key, v)?;
+        }
+        let mut offset = 0u64;
+        for t in &self.tensors {
+            put_string(&mut header, &t.name);
+            header.extend_from_slice(&(t.shape.len() as u32).to_le_bytes());
+            for d in &t.shape {
+                header.extend_from_slice(&d.to_le_bytes());
+            }
+            header.extend_from_slice(&t.type_id.to_le_bytes());
+            header.extend_from_slice(&offset.to_le_bytes());
+            offset = align_up(offset + t.data.len() as u64, alignment).ok_or_else(overflow)?;
+        }
+        let padded = align_up(header.len() as u64, alignment).ok_or_else(overflow)?;
+        header.resize(padded as usize, 0);
+        w.write_all(&header)?;
+        for t in &self.tensors {
+            w.write_all(&t.data)?;
+            let len = t.data.len() as u64;
+            let pad = align_up(len, alignment).ok_or_else(overflow)? - len;
+            w.write_all(&vec![0u8; pad as usize])?;
+        }
+        Ok(())
+    }
+
+    /// Writes atomically: to a temporary file next to `path`, then renamed over it.
+    pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
+        let path = path.as_ref();
+        let io_err = |err| GgufError::Io { path: path.to_path_buf(), err };
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(format!(".tmp-{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let result = (|| {
+            let mut file = io::BufWriter::new(std::fs::File::create(&tmp)?);
+            self.write_to(&mut file)?;
+            file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            // Best effort: the temporary file is ours and useless after a failure.
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(io_err)
+    }
+}
+
+fn invalid(e: GgufError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+}
+
+fn overflow() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "GGUF offsets overflow u64")
+}
+
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(out: &mut Vec<u8>, key: &str, v: &MetaValue) -> io::Result<()> {
+    match v {
+        MetaValue::U8(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I8(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::U16(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I16(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::U32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::Bool(x) => out.push(u8::from(*x)),
+        MetaValue::String(s) => put_string(out, s),
+        MetaValue::Array(elem, items) => {
+            out.extend_from_slice(&elem.id().to_le_bytes());
+            out.extend_from_slice(&(items.len() as u64).to_le_bytes());
+            for item in items {
+                if item.value_type() != *elem {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("metadata key '{key}': array of {} holds a {}", elem.name(), item.type_description()),
+                    ));
+                }
+                put_value(out, key, item)?;
+            }
+        }
+    }
+    Ok(())
+}

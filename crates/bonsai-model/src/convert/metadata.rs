@@ -1,0 +1,120 @@
+//! The GGUF metadata of a converted checkpoint: `general.*`, `qwen3.*`, `tokenizer.*`, with the
+//! value types llama.cpp's converter uses (dimensions u32, freq base and epsilon f32, token types
+//! i32).
+
+use bonsai_gguf::layout::layout_tag;
+use bonsai_gguf::{keys, MetaValue, TwoBitLayout, ValueType};
+
+use super::error::ConvertError;
+use super::hf_config::{HfQwen3Config, RopeScalingSpec};
+use super::tokenizer::TokenizerData;
+use super::OutputType;
+
+/// `tokenizer.ggml.model` for byte-level BPE (GPT-2 style), as llama.cpp names it.
+pub const TOKENIZER_MODEL_GPT2: &str = "gpt2";
+/// `tokenizer.ggml.pre`: the pre-tokenizer regex set llama.cpp uses for Qwen2/Qwen3.
+pub const TOKENIZER_PRE_QWEN2: &str = "qwen2";
+/// ggml's quantization format version, written by llama.cpp into every file.
+pub const GGML_QUANTIZATION_VERSION: u32 = 2;
+/// llama.cpp `general.file_type` values for the plain float outputs. The 1-bit and ternary types
+/// have no agreed number, so none is written for them.
+const FILE_TYPE_ALL_F32: u32 = 0;
+const FILE_TYPE_MOSTLY_F16: u32 = 1;
+const ROPE_SCALING_YARN: &str = "yarn";
+const ROPE_SCALING_LINEAR: &str = "linear";
+
+fn u32_key(key: &str, value: u64) -> Result<MetaValue, ConvertError> {
+    u32::try_from(value).map(MetaValue::U32).map_err(|_| ConvertError::ConfigKey {
+        key: key.to_string(),
+        expected: "a value below 2^32",
+    })
+}
+
+fn string_array(items: &[String]) -> MetaValue {
+    MetaValue::Array(ValueType::String, items.iter().cloned().map(MetaValue::String).collect())
+}
+
+/// Every metadata entry in writing order.
+pub fn gguf_metadata(
+    name: &str,
+    config: &HfQwen3Config,
+    tokenizer: &TokenizerData,
+    ty: OutputType,
+) -> Result<Vec<(String, MetaValue)>, ConvertError> {
+    let mut m: Vec<(String, MetaValue)> = Vec::new();
+    let mut put = |key: &str, value: MetaValue| m.push((key.to_string(), value));
+
+    put(keys::GENERAL_ARCHITECTURE, MetaValue::String(keys::ARCH_QWEN3.to_string()));
+    put(keys::GENERAL_NAME, MetaValue::String(name.to_string()));
+    match ty {
+        OutputType::F32 => put(keys::GENERAL_FILE_TYPE, MetaValue::U32(FILE_TYPE_ALL_F32)),
+        OutputType::F16 => put(keys::GENERAL_FILE_TYPE, MetaValue::U32(FILE_TYPE_MOSTLY_F16)),
+        OutputType::Q1_0 => {}
+        OutputType::Tq2_0G128 => put(
+            keys::BONSAI_TWO_BIT_LAYOUT,
+            MetaValue::String(layout_tag(TwoBitLayout::Tq2G128ScaleLast).to_string()),
+        ),
+    }
+    put(keys::GENERAL_QUANTIZATION_VERSION, MetaValue::U32(GGML_QUANTIZATION_VERSION));
+
+    put(keys::QWEN3_BLOCK_COUNT, u32_key("num_hidden_layers", config.n_layers)?);
+    put(keys::QWEN3_CONTEXT_LENGTH, u32_key("max_position_embeddings", config.context_len)?);
+    put(keys::QWEN3_EMBEDDING_LENGTH, u32_key("hidden_size", config.hidden)?);
+    put(keys::QWEN3_FEED_FORWARD_LENGTH, u32_key("intermediate_size", config.ffn)?);
+    put(keys::QWEN3_HEAD_COUNT, u32_key("num_attention_heads", config.n_q_heads)?);
+    put(keys::QWEN3_HEAD_COUNT_KV, u32_key("num_key_value_heads", config.n_kv_heads)?);
+    put(keys::QWEN3_ROPE_FREQ_BASE, MetaValue::F32(config.rope_theta as f32));
+    put(keys::QWEN3_RMS_EPS, MetaValue::F32(config.rms_eps as f32));
+    put(keys::QWEN3_KEY_LENGTH, u32_key("head_dim", config.head_dim)?);
+    put(keys::QWEN3_VALUE_LENGTH, u32_key("head_dim", config.head_dim)?);
+    put(keys::QWEN3_VOCAB_SIZE, u32_key("vocab_size", config.vocab)?);
+    match &config.rope_scaling {
+        None => {}
+        Some(RopeScalingSpec::Linear { factor }) => {
+            put(keys::QWEN3_ROPE_SCALING_TYPE, MetaValue::String(ROPE_SCALING_LINEAR.into()));
+            put(keys::QWEN3_ROPE_SCALING_FACTOR, MetaValue::F32(*factor as f32));
+        }
+        Some(RopeScalingSpec::Yarn { factor, original_context_len, beta_fast, beta_slow }) => {
+            put(keys::QWEN3_ROPE_SCALING_TYPE, MetaValue::String(ROPE_SCALING_YARN.into()));
+            put(keys::QWEN3_ROPE_SCALING_FACTOR, MetaValue::F32(*factor as f32));
+            put(
+                keys::QWEN3_ROPE_SCALING_ORIG_CTX,
+                u32_key("rope_scaling.original_max_position_embeddings", *original_context_len)?,
+            );
+            if let Some(beta) = beta_fast {
+                put(keys::QWEN3_ROPE_SCALING_YARN_BETA_FAST, MetaValue::F32(*beta as f32));
+            }
+            if let Some(beta) = beta_slow {
+                put(keys::QWEN3_ROPE_SCALING_YARN_BETA_SLOW, MetaValue::F32(*beta as f32));
+            }
+        }
+    }
+
+    put(keys::TOKENIZER_MODEL, MetaValue::String(TOKENIZER_MODEL_GPT2.into()));
+    put(keys::TOKENIZER_PRE, MetaValue::String(TOKENIZER_PRE_QWEN2.into()));
+    put(keys::TOKENIZER_TOKENS, string_array(&tokenizer.tokens));
+    put(
+        keys::TOKENIZER_TOKEN_TYPE,
+        MetaValue::Array(
+            ValueType::I32,
+            tokenizer.token_types.iter().map(|&t| MetaValue::I32(t)).collect(),
+        ),
+    );
+    put(keys::TOKENIZER_MERGES, string_array(&tokenizer.merges));
+    let ids = [
+        (keys::TOKENIZER_EOS_ID, tokenizer.eos_id),
+        (keys::TOKENIZER_PAD_ID, tokenizer.pad_id),
+        (keys::TOKENIZER_BOS_ID, tokenizer.bos_id),
+    ];
+    for (key, id) in ids {
+        if let Some(id) = id {
+            put(key, MetaValue::U32(id));
+        }
+    }
+    // Qwen never prepends a BOS token; say so explicitly so loaders do not guess.
+    put(keys::TOKENIZER_ADD_BOS, MetaValue::Bool(false));
+    if let Some(template) = &tokenizer.chat_template {
+        put(keys::TOKENIZER_CHAT_TEMPLATE, MetaValue::String(template.clone()));
+    }
+    Ok(m)
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The one script a GPU test run executes. Builds nothing: it runs the prebuilt binaries carried in
+# .gpu/ (see scripts/build-gpu-bundle.sh) and writes every log into the folder it is given.
+#
+#   scripts/gpu-check.sh OUT_DIR [STEP...]
+#
+# Steps (default: all): env tiers verify bench model golden
+#   env     device facts (nvidia-smi, driver, nvcc)
+#   tiers   exercises the four kernel-library load tiers and a corrupted cache file, with timings
+#   verify  bonsai kernels verify: every CUDA op against the CPU reference
+#   bench   bonsai kernels verify --bench: per-kernel time and bandwidth vs the measured copy ceiling
+#   model   bonsai bench on the synthetic geometries
+#   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
+set -uo pipefail
+OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
+shift
+STEPS=${*:-env tiers verify bench model}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+BIN=$PWD/.gpu/bonsai                 # built with nvcc present: embedded SASS
+# The same binary with the embedded tier switched off exercises the other tiers.
+BIN_PLAIN="env BONSAI_SKIP_EMBEDDED=1 $BIN"
+export PATH=/usr/local/cuda/bin:$PATH
+status=0
+
+run() { # run NAME CMD...: logs to $OUT/NAME.log, remembers failure
+    local name=$1; shift
+    echo "=== $name: $*" | tee -a "$OUT/summary.log"
+    local t0=$(date +%s%N)
+    "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "=== $name: rc=$rc wall=${ms}ms" | tee -a "$OUT/summary.log"
+    tail -n 40 "$OUT/$name.log"
+    [ $rc -eq 0 ] || status=1
+    return $rc
+}
+
+for step in $STEPS; do
+case $step in
+env)
+    run env bash -c 'nvidia-smi; nvidia-smi -q | grep -iE "clocks|MHz" | head -20; nvcc --version; uname -a; nproc'
+    ;;
+tiers)
+    # Each tier with its own empty cache directory, so nothing leaks between them.
+    C=$(mktemp -d)
+    run tier-embedded env BONSAI_CACHE_DIR=$C/a "$BIN" kernels info
+    run tier-nvrtc env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
+    run tier-cache-hit env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
+    for f in $C/b/kernels/*; do printf 'garbage' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
+    run tier-corrupt-rebuilt env BONSAI_CACHE_DIR=$C/b PATH=/usr/bin:/bin $BIN_PLAIN kernels info
+    run tier-nvcc env BONSAI_CACHE_DIR=$C/c $BIN_PLAIN kernels build --compiler nvcc
+    run tier-nvcc-hit env BONSAI_CACHE_DIR=$C/c $BIN_PLAIN kernels info
+    rm -rf "$C"
+    ;;
+verify)
+    run verify "$BIN" kernels verify
+    ;;
+bench)
+    run bench "$BIN" kernels verify --bench
+    ;;
+model)
+    for g in bonsai-8b ternary-8b bonsai-1.7b; do
+        run "model-$g" "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 5
+    done
+    run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
+    ;;
+golden)
+    run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
+    ;;
+*)
+    echo "unknown step: $step" >&2; status=1 ;;
+esac
+done
+echo "=== done: status=$status" | tee -a "$OUT/summary.log"
+exit $status
