@@ -9,24 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::cuda::KernelError;
 
-// Until the CPU ops branch (which defines these in `ops/mod.rs`) is merged, the launchers use
-// identical local definitions; on merge this becomes `pub use crate::ops::{HeadShape, Store};`.
-pub use pending_op_types::{HeadShape, Store};
-mod pending_op_types {
-    /// `y = W·x` or `y += W·x` (the fused residual add).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Store {
-        Overwrite,
-        Add,
-    }
-    /// Attention head geometry.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct HeadShape {
-        pub n_q: usize,
-        pub n_kv: usize,
-        pub head_dim: usize,
-    }
-}
+pub use crate::ops::{HeadShape, Store};
 
 #[path = "ops/argmax/cuda.rs"]
 pub mod argmax;
