@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn launcher_constants_match_the_kernels() {
-        let matmul = "ops/matmul_q1/matmul_q1.cu";
+        let matmul = "ops/matmul_q1/matmul_gemv.cu";
         assert_eq!(cu_define(matmul, "GEMV_MAX_TOKENS"), super::matmul::GEMV_MAX_TOKENS);
         assert_eq!(cu_define(matmul, "GROUP_SIZE"), crate::weights::GROUP);
         let attention = "ops/attention/attention.cu";

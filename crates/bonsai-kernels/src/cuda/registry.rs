@@ -76,6 +76,17 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
 
 /// Every kernel file, in concatenation order.
 pub const SOURCES: &[KernelSource] = &[
+    // Templates only: the decode GEMV and the prefill GEMMs every quantized matmul instantiates.
+    KernelSource {
+        path: "ops/matmul_q1/matmul_gemv.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
+        path: "ops/matmul_q1/matmul_gemm.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemm.cu"),
+        entry_points: &[],
+    },
     KernelSource {
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),

@@ -1,5 +1,6 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
-//! SwiGLU). Kernels: matmul_q1.cu (shared machinery), matmul_q2.cu, gate_up_swiglu_q*.cu.
+//! SwiGLU). Kernels: matmul_gemv.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
+//! gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_rows8_split_k`; 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m -> a
 //! GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or `*_gemm_tile64_simt` (CUDA cores,
 //! kept as an independent second implementation that verify checks too).
