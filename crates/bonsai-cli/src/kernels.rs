@@ -44,8 +44,24 @@ enum KernelsCommand {
     },
     /// Remove every cached kernel build (works without a GPU)
     Clear,
-    // Slot for `Verify { --bench, --shapes all|small }`, wired to `bonsai_kernels::verify::run`
-    // once that module is merged.
+    /// Check every CUDA kernel against its CPU reference on seeded random inputs (exit 1 on any FAIL)
+    Verify {
+        /// Also time every kernel against the measured copy bandwidth
+        #[arg(long)]
+        bench: bool,
+        /// Every model shape, or only the small and odd ones
+        #[arg(long, value_enum, default_value_t = ShapesArg::All)]
+        shapes: ShapesArg,
+        /// Seed of the random inputs (default: from the clock; printed either way)
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ShapesArg {
+    All,
+    Small,
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
@@ -59,7 +75,21 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
         }),
         KernelsCommand::Clear => clear(),
+        KernelsCommand::Verify { bench, shapes, seed } => verify(bench, shapes, seed),
     }
+}
+
+fn verify(bench: bool, shapes: ShapesArg, seed: Option<u64>) -> anyhow::Result<()> {
+    use bonsai_kernels::verify::{run, ShapeSet, VerifyOptions};
+    let shapes = match shapes {
+        ShapesArg::All => ShapeSet::All,
+        ShapesArg::Small => ShapeSet::Small,
+    };
+    let report = run(&VerifyOptions { bench, shapes, seed, device: None })?;
+    if !report.all_passed() {
+        bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
+    }
+    Ok(())
 }
 
 fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> {
