@@ -1,9 +1,11 @@
 //! The `bonsai` command line. Each subcommand lives in its own module; this file only parses
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
-use clap::{Parser, Subcommand};
-
 mod convert;
+mod info;
+mod kernels;
+
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "bonsai", version, about = "Run PrismML's 1-bit and ternary Bonsai models")]
@@ -14,20 +16,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    // Each helper adds its subcommand here, one line, with the logic in its own module:
-    //   Info(info::InfoArgs)          -> crates/bonsai-cli/src/info.rs
-    //   Convert(convert::ConvertArgs) -> crates/bonsai-cli/src/convert.rs
-    //   Kernels(kernels::KernelsArgs) -> crates/bonsai-cli/src/kernels.rs
-    //   Generate / Chat / Perplexity  -> crates/bonsai-cli/src/{generate,chat,perplexity}.rs
-    //   Bench(bench::BenchArgs)       -> crates/bonsai-cli/src/bench.rs
+    /// Describe a GGUF file: architecture, geometry, tokenizer, tensors, bytes per token.
+    Info(info::InfoArgs),
     /// Convert a Hugging Face Qwen3 checkpoint folder to GGUF
     Convert(convert::ConvertArgs),
+    /// Inspect, build, clear or verify the CUDA kernel library and its cache
+    Kernels(kernels::KernelsArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Info(args) => info::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Kernels(args) => kernels::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.

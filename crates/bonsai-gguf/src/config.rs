@@ -63,7 +63,10 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
         "none" => return Ok(None),
         "yarn" => RopeScalingKind::Yarn,
         "linear" => RopeScalingKind::Linear,
-        other => return Err(out_of_range(keys::QWEN3_ROPE_SCALING_TYPE, other, "bonsai supports yarn, linear or none")),
+        other => {
+            let shown = crate::parse::escape_for_message(other);
+            return Err(out_of_range(keys::QWEN3_ROPE_SCALING_TYPE, shown, "bonsai supports yarn, linear or none"));
+        }
     };
     let factor = file.get_f64(keys::QWEN3_ROPE_SCALING_FACTOR)?;
     if !(factor.is_finite() && factor >= 1.0) {
@@ -94,7 +97,7 @@ impl Qwen3Config {
     pub fn from_gguf(file: &GgufFile) -> Result<Qwen3Config, GgufError> {
         let arch = file.get_str(keys::GENERAL_ARCHITECTURE)?;
         if arch != keys::ARCH_QWEN3 {
-            return Err(GgufError::UnsupportedArchitecture(arch.to_string()));
+            return Err(GgufError::UnsupportedArchitecture(crate::parse::escape_for_message(arch)));
         }
         let hidden = dim(file, keys::QWEN3_EMBEDDING_LENGTH)?;
         let n_q_heads = dim(file, keys::QWEN3_HEAD_COUNT)?;

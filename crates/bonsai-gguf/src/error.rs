@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("cannot read '{path}': {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The io error is part of the message (not a `source`), so a cause chain prints it once.
+    #[error("cannot read '{path}': {err}")]
+    Io { path: PathBuf, err: std::io::Error },
 
     #[error("not a GGUF file (magic 0x{found:08x}, expected 0x{expected:08x} \"GGUF\")")]
     BadMagic { found: u32, expected: u32 },
@@ -35,6 +36,9 @@ pub enum GgufError {
 
     #[error("{what} is not valid UTF-8")]
     InvalidUtf8 { what: String },
+
+    #[error("{kind} \"{escaped}\" contains a control character")]
+    ControlCharacter { kind: &'static str, escaped: String },
 
     #[error("duplicate {kind} '{name}'")]
     Duplicate { kind: &'static str, name: String },

@@ -36,7 +36,7 @@ pub(crate) fn layout_hint(metadata: &[(String, MetaValue)]) -> Result<Option<Two
             })?;
             return layout_from_tag(text).map(Some).ok_or_else(|| GgufError::OutOfRange {
                 key: key.clone(),
-                value: text.to_string(),
+                value: crate::parse::escape_for_message(text),
                 reason: "expected tq2_0_g128, q2_0_g128 or q2_0_g64".into(),
             });
         }

@@ -138,6 +138,27 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Longest prefix of a bad name quoted in an error.
+const MAX_QUOTED_CHARS: usize = 80;
+
+/// Keys and tensor names end up in one-line error messages; a control character (newline, escape
+/// sequence) in one is rejected here, quoted with escapes, so no later message can carry it.
+fn check_printable(kind: &'static str, name: &str) -> Result<(), GgufError> {
+    if !name.chars().any(char::is_control) {
+        return Ok(());
+    }
+    Err(GgufError::ControlCharacter { kind, escaped: escape_for_message(name) })
+}
+
+/// `s` with control characters escaped and cut to a readable length.
+pub(crate) fn escape_for_message(s: &str) -> String {
+    let mut out: String = s.chars().take(MAX_QUOTED_CHARS).flat_map(char::escape_debug).collect();
+    if s.chars().count() > MAX_QUOTED_CHARS {
+        out.push_str("...");
+    }
+    out
+}
+
 pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let mut cur = Cursor::new(bytes);
     let magic = cur.u32(|| "magic".into())?;
@@ -155,6 +176,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let mut seen_keys = std::collections::HashSet::new();
     for index in 0..kv_count {
         let key = cur.string(&|| format!("key of metadata entry {index}"))?;
+        check_printable("metadata key", &key)?;
         let type_id = cur.u32(|| format!("value type of metadata key '{key}'"))?;
         let ty = ValueType::from_id(type_id)
             .ok_or_else(|| GgufError::UnknownValueType { id: type_id, key: key.clone() })?;
@@ -168,6 +190,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let mut tensors = Vec::with_capacity(cur.capped_capacity(tensor_count, MIN_TENSOR_INFO_BYTES));
     for index in 0..tensor_count {
         let name = cur.string(&|| format!("name of tensor {index}"))?;
+        check_printable("tensor name", &name)?;
         let n_dims = cur.u32(|| format!("dimension count of tensor '{name}'"))?;
         if n_dims == 0 || n_dims > MAX_TENSOR_DIMS {
             return Err(GgufError::BadTensorInfo {

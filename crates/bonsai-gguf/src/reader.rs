@@ -96,7 +96,7 @@ impl GgufFile {
     /// Memory-maps and validates a GGUF file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
         let path = path.as_ref();
-        let io_err = |source| GgufError::Io { path: path.to_path_buf(), source };
+        let io_err = |err| GgufError::Io { path: path.to_path_buf(), err };
         let file = std::fs::File::open(path).map_err(io_err)?;
         // SAFETY: the map is read-only and private to this process. Another process truncating or
         // rewriting the file while it is mapped would change the bytes under us (or fault); that

@@ -144,7 +144,7 @@ impl GgufWriter {
     /// Writes atomically: to a temporary file next to `path`, then renamed over it.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
         let path = path.as_ref();
-        let io_err = |source| GgufError::Io { path: path.to_path_buf(), source };
+        let io_err = |err| GgufError::Io { path: path.to_path_buf(), err };
         let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(format!(".tmp-{}", std::process::id()));
         let tmp = path.with_file_name(tmp_name);

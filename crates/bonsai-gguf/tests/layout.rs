@@ -12,7 +12,10 @@ const LAYOUTS: [TwoBitLayout; 3] =
 /// by more than the 32-byte alignment, so the block size is decided by length alone.
 const SHAPE: [u64; 2] = [256, 16];
 
-fn file_with(tensors: &[(&str, &[u64], TensorType, u32, Vec<u8>)], meta: &[(&str, &str)]) -> Result<GgufFile, GgufError> {
+/// (name, shape, type, on-disk type id, bytes)
+type TensorSpec<'a> = (&'a str, &'a [u64], TensorType, u32, Vec<u8>);
+
+fn file_with(tensors: &[TensorSpec<'_>], meta: &[(&str, &str)]) -> Result<GgufFile, GgufError> {
     let mut w = GgufWriter::new();
     for (k, v) in meta {
         w.add_metadata(k, MetaValue::String(v.to_string()));

@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod ops;
+pub mod rope;
 pub mod weights;
 
 pub use weights::{QMatrix, Q1Matrix, Q2Matrix, WeightError, GROUP};

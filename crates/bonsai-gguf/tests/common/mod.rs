@@ -5,7 +5,7 @@
 use bonsai_gguf::{keys, quantize, GgufWriter, MetaValue, TensorType, ValueType};
 
 /// SplitMix64: tiny, good enough for test inputs, no dependency.
-pub struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
     /// Seeded from BONSAI_TEST_SEED or the clock; prints the seed (shown when a test fails).

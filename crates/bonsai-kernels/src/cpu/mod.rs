@@ -1,1 +1,134 @@
-//! Shared CPU machinery: run-time SIMD selection and the thread pool.
+//! Shared CPU machinery: run-time SIMD selection, the tiled quantized matmul engine that
+//! `matmul_*` and `gate_up_swiglu_*` share, and a writer for disjoint parallel output.
+//!
+//! Threads come from rayon's global pool. SIMD is chosen once per process with
+//! `is_x86_feature_detected!` (AVX2 + FMA); every SIMD path has a scalar twin that tests run too.
+
+mod panel_gemm;
+mod q1_tile;
+mod q2_tile;
+pub(crate) mod qgemm;
+
+use std::sync::OnceLock;
+
+/// Environment variable that forces the scalar paths (for comparison and debugging).
+pub const FORCE_SCALAR_ENV: &str = "BONSAI_CPU_SCALAR";
+
+/// Instruction-set level a CPU kernel runs at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// Portable Rust, any target.
+    Scalar,
+    /// x86-64 AVX2 with FMA (256-bit lanes).
+    Avx2Fma,
+}
+
+/// The best level this machine supports, detected once; `BONSAI_CPU_SCALAR=1` forces scalar.
+pub fn simd_level() -> SimdLevel {
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        if std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v != "0") {
+            tracing::info!("{FORCE_SCALAR_ENV} set: CPU kernels run scalar");
+            return SimdLevel::Scalar;
+        }
+        detect()
+    })
+}
+
+/// Every level runnable on this machine (tests compare each against the reference).
+pub fn available_levels() -> Vec<SimdLevel> {
+    let mut levels = vec![SimdLevel::Scalar];
+    if detect() == SimdLevel::Avx2Fma {
+        levels.push(SimdLevel::Avx2Fma);
+    }
+    levels
+}
+
+fn detect() -> SimdLevel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return SimdLevel::Avx2Fma;
+        }
+    }
+    SimdLevel::Scalar
+}
+
+/// A mutable f32 buffer that parallel tasks write at provably disjoint indices (each task owns a
+/// set of output columns of a row-major matrix, which no slice split can express).
+#[derive(Clone, Copy)]
+pub(crate) struct DisjointWriter {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: the writer is only a pointer + length; every user guarantees that concurrent tasks
+// touch disjoint indices (documented at each call site), so sharing it across threads is sound.
+unsafe impl Send for DisjointWriter {}
+// SAFETY: as above; no two threads access the same element.
+unsafe impl Sync for DisjointWriter {}
+
+impl DisjointWriter {
+    pub(crate) fn new(out: &mut [f32]) -> Self {
+        Self { ptr: out.as_mut_ptr(), len: out.len() }
+    }
+
+    /// Mutable access to element `i`.
+    ///
+    /// # Safety
+    /// No other thread may access element `i` while the returned reference lives, and the buffer
+    /// passed to [`DisjointWriter::new`] must outlive it.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slot(&self, i: usize) -> &mut f32 {
+        assert!(i < self.len, "DisjointWriter index {i} out of {}", self.len);
+        // SAFETY: i is in bounds (checked above); exclusivity is the caller's contract.
+        unsafe { &mut *self.ptr.add(i) }
+    }
+}
+
+/// Lanes the portable kernels are written in: 8 independent f32 accumulators, which LLVM maps
+/// onto one AVX2 register in the `simd_variants!` AVX2 copy (and onto SSE pairs elsewhere).
+pub(crate) const LANES: usize = 8;
+
+/// Σ a_i·b_i in f32 over [`LANES`] interleaved accumulators (then a lane sum). Error: a summation
+/// tree of height <= len/LANES + LANES + 1, so within γ_len·Σ|a_i·b_i| for len >= 16.
+#[inline(always)]
+pub(crate) fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (a_body, a_tail) = a.split_at(a.len() - a.len() % LANES);
+    let (b_body, b_tail) = b.split_at(a_body.len());
+    for (ca, cb) in a_body.chunks_exact(LANES).zip(b_body.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            acc[l] += ca[l] * cb[l];
+        }
+    }
+    for (l, (x, y)) in a_tail.iter().zip(b_tail).enumerate() {
+        acc[l] += x * y;
+    }
+    acc.iter().sum()
+}
+
+/// Defines `fn $name(level: SimdLevel, args..)` that runs the portable `#[inline(always)]`
+/// function `$generic` either as-is or compiled with AVX2 + FMA enabled (LLVM then vectorises
+/// its [`LANES`]-wide loops at 256 bits). One source, two instruction sets, chosen at run time.
+macro_rules! simd_variants {
+    ($vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? = $generic:path;) => {
+        $vis fn $name(level: $crate::cpu::SimdLevel, $($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+                $generic($($arg),*)
+            }
+            match level {
+                #[cfg(target_arch = "x86_64")]
+                $crate::cpu::SimdLevel::Avx2Fma => {
+                    // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA.
+                    unsafe { avx2($($arg),*) }
+                }
+                _ => $generic($($arg),*),
+            }
+        }
+    };
+}
+pub(crate) use simd_variants;

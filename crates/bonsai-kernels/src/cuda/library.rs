@@ -1,45 +1,122 @@
 //! The kernel library: every registered source compiled into one module, every entry point
 //! resolved by name at load.
 //!
-//! This first version compiles with NVRTC to PTX on every load; the tiered loader (embedded SASS,
-//! disk cache, nvcc, NVRTC cubin) replaces the body of `KernelLibrary::load` and keeps its API.
+//! Load order, first hit wins (SPEC §4):
+//! 1. `Embedded`: SASS `build.rs` embedded, if built from this binary's source and compatible;
+//! 2. `DiskCache`: a verified cubin in the user's cache, keyed by (source, options, arch,
+//!    compiler identity) for each compiler this machine has, in tier order;
+//! 3. `Nvcc`: nvcc from `$BONSAI_NVCC` or PATH compiles a cubin for the device's exact arch;
+//! 4. `Nvrtc`: NVRTC compiles a cubin for the device's exact arch.
+//!
+//! Tiers 3 and 4 store their result in the cache. Every skipped or failed tier leaves a note in
+//! the `LoadReport` (never a silent fallback); only when no tier can serve is it an error.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
+use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
-use super::registry::{PRELUDE, SOURCES};
+use super::cache::{self, KernelCache};
+use super::context::arch_number;
+pub use super::error::KernelError;
+use super::loader::{load_cubin, timed, Loader};
+pub use super::registry::{combined_source, entry_points};
 
-/// Why the kernel library could not be made ready.
-#[derive(Debug, thiserror::Error)]
-pub enum KernelError {
-    #[error("no CUDA driver found (libcuda.so could not be loaded): install the NVIDIA driver or run with --cpu")]
-    NoDriver,
-    #[error("NVRTC (libnvrtc.so) could not be loaded: install the CUDA 13 runtime compiler")]
-    NoNvrtc,
-    #[error("CUDA driver call failed: {0}")]
-    Driver(#[from] cudarc::driver::DriverError),
-    #[error("kernel compile failed:\n{log}")]
-    Compile { log: String },
-    #[error("kernel entry point '{name}' is missing from the compiled module")]
-    MissingEntryPoint { name: String },
+/// Environment variable that, set to 1, skips the embedded tier (to exercise the others).
+pub const SKIP_EMBEDDED_ENV: &str = "BONSAI_SKIP_EMBEDDED";
+
+/// Which compilers tiers 2-4 may use (cache entries are keyed by compiler, so this also limits
+/// which entries are looked up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompilerChoice {
+    /// nvcc if present, then NVRTC.
+    Auto,
+    Nvcc,
+    Nvrtc,
 }
 
-/// The single source text of the library: the prelude, then every registered file in order.
-pub fn combined_source() -> String {
-    let mut text = String::new();
-    for src in std::iter::once(&PRELUDE).chain(SOURCES.iter()) {
-        text.push_str(&format!("// ---- {} ----\n", src.path));
-        text.push_str(src.text);
-        text.push('\n');
+/// What the loader may use; the default allows every tier.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Consider SASS embedded at build time (tier 1).
+    pub use_embedded: bool,
+    /// Consider cache entries (tier 2); compiled results are stored either way.
+    pub read_cache: bool,
+    pub compiler: CompilerChoice,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { use_embedded: true, read_cache: true, compiler: CompilerChoice::Auto }
     }
-    text
 }
 
-/// Every entry point the registry promises, in registry order.
-pub fn entry_points() -> impl Iterator<Item = &'static str> {
-    SOURCES.iter().flat_map(|s| s.entry_points.iter().copied())
+impl LoadOptions {
+    /// The default, except that `BONSAI_SKIP_EMBEDDED=1` turns the embedded tier off.
+    pub fn from_env() -> Self {
+        let skip = std::env::var(SKIP_EMBEDDED_ENV).is_ok_and(|v| v.trim() == "1");
+        Self { use_embedded: !skip, ..Self::default() }
+    }
+
+    /// Force a compile for this device and refresh its cache entry (`bonsai kernels build`).
+    pub fn rebuild(compiler: CompilerChoice) -> Self {
+        Self { use_embedded: false, read_cache: false, compiler }
+    }
+}
+
+/// Which tier served the loaded code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadTier {
+    Embedded,
+    DiskCache,
+    Nvcc,
+    Nvrtc,
+}
+
+impl std::fmt::Display for LoadTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LoadTier::Embedded => "embedded SASS",
+            LoadTier::DiskCache => "disk cache",
+            LoadTier::Nvcc => "nvcc compile",
+            LoadTier::Nvrtc => "NVRTC compile",
+        })
+    }
+}
+
+/// One timed step of the load.
+#[derive(Clone, Debug)]
+pub struct LoadStep {
+    pub name: &'static str,
+    pub duration: Duration,
+}
+
+/// How the library came to be loaded.
+#[derive(Clone, Debug)]
+pub struct LoadReport {
+    pub tier: LoadTier,
+    /// The device's architecture (`sm_XX` as XX).
+    pub device_arch: u32,
+    /// The architecture the loaded SASS was built for (an embedded cubin may be an older minor).
+    pub code_arch: u32,
+    /// Identity of the compiler that produced the loaded code.
+    pub compiler: String,
+    /// The compiler's messages for a compile done in this load; empty otherwise or when clean.
+    pub compiler_log: String,
+    pub cache_dir: Option<PathBuf>,
+    /// The cache file that served the code or was written with it.
+    pub cache_entry: Option<PathBuf>,
+    /// Whether this load wrote `cache_entry`.
+    pub cache_written: bool,
+    /// SHA-256 of the library source this binary carries.
+    pub source_sha256: String,
+    pub cubin_len_bytes: usize,
+    pub steps: Vec<LoadStep>,
+    /// Tiers skipped or failed on the way, and why.
+    pub notes: Vec<String>,
 }
 
 /// The loaded module and a handle per entry point.
@@ -47,32 +124,119 @@ pub struct KernelLibrary {
     context: Arc<CudaContext>,
     _module: Arc<CudaModule>,
     functions: HashMap<&'static str, CudaFunction>,
+    report: LoadReport,
 }
 
 impl KernelLibrary {
-    /// Compiles (or fetches) the library for `context`'s device and resolves every entry point.
+    /// Loads (embedded, cached or freshly compiled) and resolves every entry point, with
+    /// `LoadOptions::from_env()`.
     pub fn load(context: &Arc<CudaContext>) -> Result<Self, KernelError> {
-        // SAFETY: only probes whether the shared library can be opened; no CUDA call is made.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(KernelError::NoNvrtc);
-        }
-        let (major, minor) = context.compute_capability()?;
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: None,
-            options: vec![format!("--gpu-architecture=compute_{major}{minor}"), "-std=c++17".into()],
-            ..Default::default()
+        Self::load_with(context, &LoadOptions::from_env())
+    }
+
+    /// As `load`, restricted by `options`.
+    pub fn load_with(
+        context: &Arc<CudaContext>,
+        options: &LoadOptions,
+    ) -> Result<Self, KernelError> {
+        let (major, minor) = context
+            .compute_capability()
+            .map_err(KernelError::driver("reading the compute capability"))?;
+        let arch = arch_number(major, minor);
+        let source = combined_source();
+        let mut steps = Vec::new();
+        let mut notes = Vec::new();
+        let source_sha256 =
+            timed(&mut steps, "source hash", || cache::hex(&cache::sha256(source.as_bytes())));
+        let cache = match cache::cache_dir() {
+            Ok(dir) => Some(KernelCache::new(dir)),
+            Err(e) => {
+                notes.push(format!("disk cache unavailable: {e}"));
+                None
+            }
         };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(combined_source(), opts)
-            .map_err(|e| KernelError::Compile { log: format!("{e:?}") })?;
-        let module = context.load_module(ptx)?;
-        let mut functions = HashMap::new();
-        for name in entry_points() {
-            let f = module
-                .load_function(name)
-                .map_err(|_| KernelError::MissingEntryPoint { name: name.to_string() })?;
-            functions.insert(name, f);
+        let mut loader = Loader {
+            context,
+            arch,
+            source: &source,
+            choice: options.compiler,
+            steps,
+            notes,
+            compilers: Vec::new(),
+            probed: false,
+        };
+
+        let mut loaded = None;
+        if options.use_embedded {
+            loaded = loader.try_embedded(&source_sha256);
+        } else {
+            loader.notes.push(
+                "embedded SASS: skipped (rebuild asked for, or BONSAI_SKIP_EMBEDDED=1)".into(),
+            );
         }
-        Ok(Self { context: context.clone(), _module: module, functions })
+        let mut cache_entry = None;
+        if loaded.is_none() {
+            match (&cache, options.read_cache) {
+                (Some(cache), true) => {
+                    if let Some((module, candidate, path)) = loader.try_cache(cache) {
+                        cache_entry = Some(path);
+                        loaded = Some((module, candidate));
+                    }
+                }
+                (Some(_), false) => {
+                    loader.notes.push("disk cache: not read (a rebuild was asked for)".into())
+                }
+                (None, _) => {}
+            }
+        }
+        let mut compiler_log = String::new();
+        let mut cache_written = false;
+        let (module, candidate) = match loaded {
+            Some(found) => found,
+            None => {
+                let (candidate, key, log) = loader.compile()?;
+                compiler_log = log;
+                // Load before storing, so code the driver refuses never reaches the cache.
+                let module = timed(&mut loader.steps, "module load", || {
+                    load_cubin(context, &candidate.cubin)
+                })
+                .map_err(KernelError::driver("loading the freshly compiled module"))?;
+                if let Some(cache) = &cache {
+                    match timed(&mut loader.steps, "cache write", || {
+                        cache.write(&key, &candidate.cubin)
+                    }) {
+                        Ok(path) => {
+                            cache_entry = Some(path);
+                            cache_written = true;
+                        }
+                        Err(e) => loader
+                            .notes
+                            .push(format!("disk cache: could not store the compile: {e}")),
+                    }
+                }
+                (module, candidate)
+            }
+        };
+
+        let functions = timed(&mut loader.steps, "symbol resolution", || resolve_all(&module))?;
+        for note in &loader.notes {
+            tracing::info!(target: "bonsai::kernels", "{note}");
+        }
+        let report = LoadReport {
+            tier: candidate.tier,
+            device_arch: arch,
+            code_arch: candidate.code_arch,
+            compiler: candidate.compiler,
+            compiler_log,
+            cache_dir: cache.map(|c| c.dir().to_path_buf()),
+            cache_entry,
+            cache_written,
+            source_sha256,
+            cubin_len_bytes: candidate.cubin.len(),
+            steps: loader.steps,
+            notes: loader.notes,
+        };
+        Ok(Self { context: context.clone(), _module: module, functions, report })
     }
 
     /// The handle of entry point `name`.
@@ -83,4 +247,31 @@ impl KernelLibrary {
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.context
     }
+
+    /// How this library was loaded.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+
+    pub(crate) fn report_mut(&mut self) -> &mut LoadReport {
+        &mut self.report
+    }
+}
+
+/// Resolves every registered entry point; the first absent one is named in the error.
+fn resolve_all(
+    module: &Arc<CudaModule>,
+) -> Result<HashMap<&'static str, CudaFunction>, KernelError> {
+    let mut functions = HashMap::new();
+    for name in entry_points() {
+        let function = module.load_function(name).map_err(|e| {
+            if e.0 == CUresult::CUDA_ERROR_NOT_FOUND {
+                KernelError::MissingEntryPoint { name: name.to_string() }
+            } else {
+                KernelError::Driver { what: "resolving a kernel entry point", source: e }
+            }
+        })?;
+        functions.insert(name, function);
+    }
+    Ok(functions)
 }

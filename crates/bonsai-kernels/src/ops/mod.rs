@@ -1,2 +1,135 @@
-//! One folder per op: `mod.rs` (the contract), `reference.rs`, `cpu.rs`, `cuda.rs`, `<op>.cu`,
-//! `tests.rs`.
+//! One folder per op: `mod.rs` (the contract), `reference.rs` (scalar, f64 accumulation: the
+//! definition), `cpu.rs` (fast: rayon + run-time SIMD), `tests.rs` (cpu == reference with a derived
+//! bound). CUDA launchers live beside them in `cuda.rs`.
+//!
+//! Shared vocabulary: matmul weights are `W[N, K]` (K contiguous), activations `x[M, K]`
+//! token-major; a qkv row holds one token's `[q: n_q·hd | k: n_kv·hd | v: n_kv·hd]` in f32; one
+//! layer's KV cache is `k_cache, v_cache: [n_kv][max_seq][head_dim]` of `f16`.
+//!
+//! Every op that can be handed mismatched shapes checks them once, up front, and returns
+//! [`OpError`]; hot loops carry no checks.
+
+pub mod argmax;
+pub mod attention;
+pub mod embed_rows;
+pub mod gate_up_swiglu_q1;
+pub mod gate_up_swiglu_q2;
+pub mod kv_write;
+pub mod matmul_q1;
+pub mod matmul_q2;
+pub mod qk_norm_rope;
+pub mod residual_add;
+pub mod rms_norm;
+pub mod softmax;
+pub mod swiglu;
+
+#[cfg(test)]
+pub(crate) mod test_util;
+
+/// How a matmul writes its result: `y = W·x` or `y += W·x` (the fused residual add).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    Overwrite,
+    Add,
+}
+
+impl Store {
+    /// Writes `value` into `slot` according to the mode.
+    #[inline(always)]
+    pub fn apply(self, slot: &mut f32, value: f32) {
+        match self {
+            Store::Overwrite => *slot = value,
+            Store::Add => *slot += value,
+        }
+    }
+}
+
+/// Attention head geometry. `n_q` must be a multiple of `n_kv` (GQA) and `head_dim` even (RoPE
+/// rotates dims `d` and `d + head_dim/2` together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadShape {
+    pub n_q: usize,
+    pub n_kv: usize,
+    pub head_dim: usize,
+}
+
+impl HeadShape {
+    /// f32 values of all query heads of one token.
+    pub fn q_len(&self) -> usize {
+        self.n_q * self.head_dim
+    }
+    /// f32 values of all key (or value) heads of one token.
+    pub fn kv_len(&self) -> usize {
+        self.n_kv * self.head_dim
+    }
+    /// Length of one token's `[q | k | v]` row.
+    pub fn qkv_row_len(&self) -> usize {
+        self.q_len() + 2 * self.kv_len()
+    }
+    /// Query heads sharing one kv head.
+    pub fn group_size(&self) -> usize {
+        self.n_q / self.n_kv
+    }
+    /// Checks the invariants every attention op relies on.
+    pub fn validate(&self, op: &'static str) -> Result<(), OpError> {
+        if self.n_q == 0 || self.n_kv == 0 || self.head_dim == 0 {
+            return Err(OpError::Shape { op, detail: format!("empty head shape {self:?}") });
+        }
+        if self.n_q % self.n_kv != 0 {
+            return Err(OpError::Shape {
+                op,
+                detail: format!("n_q = {} is not a multiple of n_kv = {}", self.n_q, self.n_kv),
+            });
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(OpError::Shape {
+                op,
+                detail: format!("head_dim = {} must be even for RoPE", self.head_dim),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why an op refused its arguments.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum OpError {
+    #[error("{op}: {what} has length {got}, expected {expected}")]
+    Length { op: &'static str, what: &'static str, expected: usize, got: usize },
+    #[error("{op}: {detail}")]
+    Shape { op: &'static str, detail: String },
+    #[error("{op}: positions {pos0}..{end} exceed the {what} of {limit} positions")]
+    Position { op: &'static str, what: &'static str, pos0: usize, end: usize, limit: usize },
+    #[error("{op}: token id {id} at index {index} is outside the vocabulary of {vocab}")]
+    TokenOutOfRange { op: &'static str, id: u32, index: usize, vocab: usize },
+    #[error("{op}: no candidate (input is empty or all NaN)")]
+    NoCandidate { op: &'static str },
+}
+
+/// Fails with [`OpError::Length`] unless `got == expected`.
+pub(crate) fn check_len(
+    op: &'static str,
+    what: &'static str,
+    expected: usize,
+    got: usize,
+) -> Result<(), OpError> {
+    if expected != got {
+        return Err(OpError::Length { op, what, expected, got });
+    }
+    Ok(())
+}
+
+/// Fails with [`OpError::Position`] unless `pos0 + m <= limit`.
+pub(crate) fn check_positions(
+    op: &'static str,
+    what: &'static str,
+    pos0: usize,
+    m: usize,
+    limit: usize,
+) -> Result<(), OpError> {
+    let end = pos0.saturating_add(m);
+    if end > limit {
+        return Err(OpError::Position { op, what, pos0, end, limit });
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `bonsai info FILE.gguf [--json]`: what a GGUF file holds (architecture, Qwen3 geometry,
+//! tokenizer summary, tensor table) and how many weight bytes one decoded token reads.
+
+use bonsai_gguf::{keys, GgufFile, Qwen3Config, TensorInfo, TokenizerMeta};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct InfoArgs {
+    /// The GGUF file to describe.
+    pub file: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Weight bytes one decode step reads: every per-layer tensor (linear weights and norms), the
+/// final norm, the LM head (`output.weight`, or all of `token_embd` when tied) and one row of
+/// `token_embd` for the input token.
+pub fn bytes_per_token(file: &GgufFile) -> u64 {
+    let mut total: u64 = file.tensors().iter().filter(|t| t.name.starts_with("blk.")).map(|t| t.len_bytes).sum();
+    total += file.tensor_info(keys::tensor::OUTPUT_NORM).map_or(0, |t| t.len_bytes);
+    let embd = file.tensor_info(keys::tensor::TOKEN_EMBD);
+    if let Some(embd) = embd {
+        // Rows are the outermost dimension; a Q1_0 row of 4096 weights is 576 bytes.
+        let rows = embd.shape.iter().skip(1).product::<u64>().max(1);
+        total += embd.len_bytes / rows;
+    }
+    total += match (file.tensor_info(keys::tensor::OUTPUT), embd) {
+        (Some(output), _) => output.len_bytes,
+        (None, Some(embd)) => embd.len_bytes,
+        (None, None) => 0,
+    };
+    total
+}
+
+fn shape_text(t: &TensorInfo) -> String {
+    t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(" x ")
+}
+
+fn config_json(c: &Qwen3Config) -> Value {
+    json!({
+        "n_layers": c.n_layers, "hidden": c.hidden, "ffn": c.ffn, "n_q_heads": c.n_q_heads,
+        "n_kv_heads": c.n_kv_heads, "head_dim": c.head_dim, "vocab": c.vocab, "context_len": c.context_len,
+        "rope_theta": c.rope_theta, "rms_eps": c.rms_eps, "tied_embeddings": c.tied_embeddings,
+        "rope_scaling": c.rope_scaling.as_ref().map(|r| json!({
+            "kind": format!("{:?}", r.kind).to_lowercase(), "factor": r.factor,
+            "original_context_len": r.original_context_len, "beta_fast": r.beta_fast, "beta_slow": r.beta_slow,
+        })),
+    })
+}
+
+fn tokenizer_json(t: &TokenizerMeta) -> Value {
+    json!({
+        "model": t.model, "pre": t.pre, "vocab_size": t.tokens.len(), "merges": t.merges.len(),
+        "bos_id": t.bos_id, "eos_id": t.eos_id, "pad_id": t.pad_id, "has_chat_template": t.chat_template.is_some(),
+    })
+}
+
+/// The whole report as JSON; the text form is printed from the same value.
+fn report(file: &GgufFile, path: &std::path::Path) -> Value {
+    // Geometry and tokenizer are optional parts of a GGUF: when absent or invalid the report
+    // says why instead of failing (the file itself was read and validated).
+    let config = Qwen3Config::from_gguf(file).map(|c| config_json(&c)).map_err(|e| e.to_string());
+    let tokenizer = TokenizerMeta::from_gguf(file).map(|t| tokenizer_json(&t)).map_err(|e| e.to_string());
+    let tensors: Vec<Value> = file
+        .tensors()
+        .iter()
+        .map(|t| json!({ "name": t.name, "type": t.ty.name(), "type_id": t.type_id, "shape": t.shape, "bytes": t.len_bytes }))
+        .collect();
+    json!({
+        "file": path.display().to_string(),
+        "file_bytes": file.file_len(),
+        "gguf_version": file.version(),
+        "alignment": file.alignment(),
+        "architecture": file.get_str(keys::GENERAL_ARCHITECTURE).ok(),
+        "config": config.as_ref().ok(),
+        "config_error": config.as_ref().err(),
+        "tokenizer": tokenizer.as_ref().ok(),
+        "tokenizer_error": tokenizer.as_ref().err(),
+        "tensors": tensors,
+        "total_tensor_bytes": file.tensors().iter().map(|t| t.len_bytes).sum::<u64>(),
+        "bytes_per_token": bytes_per_token(file),
+    })
+}
+
+fn print_text(file: &GgufFile, r: &Value) {
+    println!("file:          {} ({} bytes, GGUF v{}, alignment {})", r["file"].as_str().unwrap_or(""), r["file_bytes"], r["gguf_version"], r["alignment"]);
+    println!("architecture:  {}", r["architecture"].as_str().unwrap_or("(none)"));
+    match r["config"].as_object() {
+        Some(c) => {
+            println!(
+                "geometry:      {} layers, hidden {}, ffn {}, heads {}/{} (q/kv), head_dim {}, vocab {}, context {}",
+                c["n_layers"], c["hidden"], c["ffn"], c["n_q_heads"], c["n_kv_heads"], c["head_dim"], c["vocab"], c["context_len"]
+            );
+            println!("               rope theta {}, rms eps {}, tied embeddings {}", c["rope_theta"], c["rms_eps"], c["tied_embeddings"]);
+            if let Some(rs) = c["rope_scaling"].as_object() {
+                println!(
+                    "               rope scaling {} x{} over {} (beta fast {}, slow {})",
+                    rs["kind"].as_str().unwrap_or(""), rs["factor"], rs["original_context_len"], rs["beta_fast"], rs["beta_slow"]
+                );
+            }
+        }
+        None => println!("geometry:      unavailable: {}", r["config_error"].as_str().unwrap_or("")),
+    }
+    match r["tokenizer"].as_object() {
+        Some(t) => println!(
+            "tokenizer:     {} (pre {}), {} tokens, {} merges, bos {}, eos {}, pad {}, chat template {}",
+            t["model"].as_str().unwrap_or(""), t["pre"], t["vocab_size"], t["merges"], t["bos_id"], t["eos_id"], t["pad_id"],
+            if t["has_chat_template"] == Value::Bool(true) { "yes" } else { "no" }
+        ),
+        None => println!("tokenizer:     unavailable: {}", r["tokenizer_error"].as_str().unwrap_or("")),
+    }
+    let name_width = file.tensors().iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    println!("tensors ({}):", file.tensors().len());
+    println!("  {:<name_width$}  {:<18}  {:>22}  {:>14}", "name", "type", "shape", "bytes");
+    for t in file.tensors() {
+        println!("  {:<name_width$}  {:<18}  {:>22}  {:>14}", t.name, t.ty.name(), shape_text(t), t.len_bytes);
+    }
+    println!("total tensor bytes:          {}", r["total_tensor_bytes"]);
+    println!("bytes read per decoded token: {}", r["bytes_per_token"]);
+}
+
+pub fn run(args: InfoArgs) -> anyhow::Result<()> {
+    let file = GgufFile::open(&args.file).map_err(|e| match e {
+        // An io error already names the path.
+        bonsai_gguf::GgufError::Io { .. } => anyhow::Error::new(e),
+        other => anyhow::Error::new(other).context(args.file.display().to_string()),
+    })?;
+    let r = report(&file, &args.file);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_text(&file, &r);
+    }
+    Ok(())
+}

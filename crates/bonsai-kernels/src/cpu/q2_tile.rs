@@ -1,0 +1,247 @@
+//! Q2 micro kernels: `R` weight rows x `T` tokens of `Σ_k W[row, k] · x[k]`.
+//!
+//! Weight j of a block is `(c_j - 1)·d` for its 2-bit code c_j. The AVX2 path shifts a broadcast
+//! 16-code word right by 2i per lane, masks to 2 bits, converts to f32 and forms `c·d − d` with one
+//! FMA (exact: `(c − 1)·d` with c − 1 ∈ {−1, 0, 1, 2} and d an f16 value is representable in f32),
+//! then one FMA per token accumulates it against x.
+
+use super::qgemm::QuantRows;
+use super::{SimdLevel, LANES};
+use crate::weights::{Q2Matrix, GROUP, Q2_WORDS};
+
+/// Codes per u32 word.
+const CODES_PER_WORD: usize = 16;
+
+impl QuantRows for Q2Matrix {
+    fn rows(&self) -> usize {
+        self.n
+    }
+    fn cols(&self) -> usize {
+        self.k
+    }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        let first = row * self.blocks_per_row() + k0 / GROUP;
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let b = first + i;
+            let d = self.scales[b].to_f32();
+            let words = &self.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+            for (byte, out4) in bytes.zip(block_out.chunks_exact_mut(CODES_PER_BYTE)) {
+                let values = &CODE_VALUE[byte as usize];
+                for l in 0..CODES_PER_BYTE {
+                    out4[l] = values[l] * d;
+                }
+            }
+        }
+    }
+    fn dot_tile<const R: usize, const T: usize>(
+        &self,
+        level: SimdLevel,
+        rows: &[usize; R],
+        xs: &[&[f32]; T],
+    ) -> [[f32; T]; R] {
+        // The SIMD loads below rely on this (row indices are bounds-checked where used).
+        assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma if T == 1 => {
+                // SAFETY: as below; T == 1 so xs[0] is the only token.
+                let dots = unsafe { avx2::dot_rows_decode(self, rows, xs[0]) };
+                std::array::from_fn(|r| [dots[r]; T])
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma => {
+                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; x lengths
+                // are asserted above.
+                unsafe { avx2::dot_tile(self, rows, xs) }
+            }
+            _ => dot_tile_scalar(self, rows, xs),
+        }
+    }
+}
+
+/// Codes per byte.
+const CODES_PER_BYTE: usize = 4;
+
+/// `CODE_VALUE[byte][i]` = c_i − 1 for the i-th 2-bit code of `byte`: a lookup per 4 weights
+/// keeps the portable path vectorisable with the baseline ISA.
+static CODE_VALUE: [[f32; CODES_PER_BYTE]; 256] = {
+    let mut table = [[0.0f32; CODES_PER_BYTE]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut i = 0;
+        while i < CODES_PER_BYTE {
+            table[byte][i] = ((byte >> (2 * i)) & 3) as f32 - 1.0;
+            i += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// Portable version: per block, `s = Σ (c_j − 1)·x_j` in f32 over [`LANES`] lane accumulators
+/// (code values from [`CODE_VALUE`]), then `acc += d · s`.
+fn dot_tile_scalar<const R: usize, const T: usize>(
+    w: &Q2Matrix,
+    rows: &[usize; R],
+    xs: &[&[f32]; T],
+) -> [[f32; T]; R] {
+    let nb = w.blocks_per_row();
+    let mut out = [[0.0f32; T]; R];
+    for (r, &row) in rows.iter().enumerate() {
+        for kb in 0..nb {
+            let b = row * nb + kb;
+            let d = w.scales[b].to_f32();
+            let words = &w.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+            for t in 0..T {
+                let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
+                let mut lanes = [0.0f32; LANES];
+                for (&word, xw) in words.iter().zip(xb.chunks_exact(CODES_PER_WORD)) {
+                    let bytes = word.to_le_bytes();
+                    for (pair, x8) in bytes.chunks_exact(2).zip(xw.chunks_exact(LANES)) {
+                        let lo = &CODE_VALUE[pair[0] as usize];
+                        let hi = &CODE_VALUE[pair[1] as usize];
+                        for l in 0..CODES_PER_BYTE {
+                            lanes[l] += lo[l] * x8[l];
+                            lanes[l + CODES_PER_BYTE] += hi[l] * x8[l + CODES_PER_BYTE];
+                        }
+                    }
+                }
+                out[r][t] += d * lanes.iter().sum::<f32>();
+            }
+        }
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::*;
+    use crate::cpu::q1_tile::hsum_avx2;
+    use std::arch::x86_64::*;
+
+    /// Lane i of `SHIFTS[h]` moves code `8h + i` of a word to bits 0..2.
+    const fn shifts(h: i32) -> [i32; 8] {
+        let mut s = [0i32; 8];
+        let mut i = 0;
+        while i < 8 {
+            s[i] = 2 * (8 * h + i as i32);
+            i += 1;
+        }
+        s
+    }
+    const SHIFTS: [[i32; 8]; 2] = [shifts(0), shifts(1)];
+
+    /// Decode kernel: `out[r] = Σ_k W[rows[r], k] · x[k]`. Each pair of code bytes becomes 8
+    /// values c − 1 by two 4-float loads from [`CODE_VALUE`] (cheaper than shift, mask, convert);
+    /// they are FMA'd against x into a per-block accumulator (exact products), which one FMA by d
+    /// adds to the row total. Error: per block lane γ_16, then the d FMA and the block sum, within
+    /// the ops' γ_{K+128}·A bound.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `x.len() == w.k`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_decode<const R: usize>(
+        w: &Q2Matrix,
+        rows: &[usize; R],
+        x: &[f32],
+    ) -> [f32; R] {
+        let nb = w.blocks_per_row();
+        let mut total = [_mm256_setzero_ps(); R];
+        let mut blocks = [0usize; R];
+        for kb in 0..nb {
+            for r in 0..R {
+                blocks[r] = rows[r] * nb + kb;
+            }
+            let mut block_acc = [_mm256_setzero_ps(); R];
+            for wi in 0..Q2_WORDS {
+                let mut bytes = [[0u8; 4]; R];
+                for r in 0..R {
+                    bytes[r] = w.codes[blocks[r] * Q2_WORDS + wi].to_le_bytes();
+                }
+                for h in 0..2 {
+                    let x_off = kb * GROUP + wi * CODES_PER_WORD + h * 8;
+                    // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
+                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(x_off)) };
+                    for r in 0..R {
+                        let lo = &CODE_VALUE[bytes[r][2 * h] as usize];
+                        let hi = &CODE_VALUE[bytes[r][2 * h + 1] as usize];
+                        // SAFETY: each CODE_VALUE entry is 4 f32 = 16 bytes.
+                        let values = unsafe {
+                            _mm256_set_m128(_mm_loadu_ps(hi.as_ptr()), _mm_loadu_ps(lo.as_ptr()))
+                        };
+                        block_acc[r] = _mm256_fmadd_ps(values, xv, block_acc[r]);
+                    }
+                }
+            }
+            for r in 0..R {
+                let d = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
+                total[r] = _mm256_fmadd_ps(block_acc[r], d, total[r]);
+            }
+        }
+        let mut out = [0.0f32; R];
+        for r in 0..R {
+            // SAFETY: AVX2 is enabled in this function.
+            out[r] = unsafe { hsum_avx2(total[r]) };
+        }
+        out
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `xs[t].len() == w.k`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_tile<const R: usize, const T: usize>(
+        w: &Q2Matrix,
+        rows: &[usize; R],
+        xs: &[&[f32]; T],
+    ) -> [[f32; T]; R] {
+        let nb = w.blocks_per_row();
+        let code_mask = _mm256_set1_epi32(3);
+        // (Plain loops instead of closures keep every intrinsic inside this AVX2 function.)
+        let mut shift = [_mm256_setzero_si256(); 2];
+        for h in 0..2 {
+            // SAFETY: each SHIFTS entry is 8 i32 = 32 bytes; loadu needs no alignment.
+            shift[h] = unsafe { _mm256_loadu_si256(SHIFTS[h].as_ptr().cast()) };
+        }
+        let mut acc = [[_mm256_setzero_ps(); T]; R];
+        let mut blocks = [0usize; R];
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut word = [_mm256_setzero_si256(); R];
+        let mut xv = [_mm256_setzero_ps(); T];
+        for kb in 0..nb {
+            for r in 0..R {
+                blocks[r] = rows[r] * nb + kb;
+                d[r] = _mm256_set1_ps(w.scales[blocks[r]].to_f32());
+            }
+            for wi in 0..Q2_WORDS {
+                for r in 0..R {
+                    let codes = w.codes[blocks[r] * Q2_WORDS + wi];
+                    word[r] = _mm256_set1_epi32(codes as i32);
+                }
+                for (h, shift_h) in shift.iter().enumerate() {
+                    let x_off = kb * GROUP + wi * CODES_PER_WORD + h * 8;
+                    for t in 0..T {
+                        // SAFETY: x offset + 8 <= k = x length (offset < k, k a multiple of 128).
+                        xv[t] = unsafe { _mm256_loadu_ps(xs[t].as_ptr().add(x_off)) };
+                    }
+                    for r in 0..R {
+                        let code =
+                            _mm256_and_si256(_mm256_srlv_epi32(word[r], *shift_h), code_mask);
+                        let weight = _mm256_fmsub_ps(_mm256_cvtepi32_ps(code), d[r], d[r]);
+                        for t in 0..T {
+                            acc[r][t] = _mm256_fmadd_ps(weight, xv[t], acc[r][t]);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = [[0.0f32; T]; R];
+        for r in 0..R {
+            for t in 0..T {
+                // SAFETY: AVX2 is enabled in this function.
+                out[r][t] = unsafe { hsum_avx2(acc[r][t]) };
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,139 @@
+//! The tiled quantized matmul engine behind `matmul_q1/q2` and `gate_up_swiglu_q1/q2`.
+//!
+//! Work is split into tasks of [`COLS_PER_TASK`] output columns (rayon). Inside a task, a tile
+//! of `R` weight rows x `T` tokens is computed by one micro kernel call that decodes each 8-weight
+//! group once and reuses it for all `T` tokens, so prefill (M > 1) reads each weight once per token
+//! tile from L1/L2 instead of once per token; decode (M = 1) streams weights with `R` independent
+//! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
+//! results are discarded. From [`PANEL_MIN_M`] tokens on, `panel_gemm` takes over (weights
+//! dequantized once per panel, f32 register-tiled GEMM).
+
+use super::{DisjointWriter, SimdLevel};
+use crate::ops::Store;
+use rayon::prelude::*;
+
+/// Output columns one rayon task computes (for all tokens): small enough to balance 6144 columns
+/// over many cores, large enough that task overhead is negligible.
+const COLS_PER_TASK: usize = 64;
+/// From this many tokens on, dequantizing weight panels once and running an f32 register-tiled
+/// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile.
+pub(crate) const PANEL_MIN_M: usize = 16;
+
+/// A quantized weight matrix the engine can multiply.
+pub(crate) trait QuantRows: Sync {
+    fn rows(&self) -> usize;
+    fn cols(&self) -> usize;
+    /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
+    /// multiples of the 128-weight group).
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
+    /// `out[r][t] = Σ_k W[rows[r], k] · xs[t][k]` for every `r < R`, `t < T`.
+    /// Every `xs[t]` has length `cols()`; every `rows[r] < rows()`.
+    fn dot_tile<const R: usize, const T: usize>(
+        &self,
+        level: SimdLevel,
+        rows: &[usize; R],
+        xs: &[&[f32]; T],
+    ) -> [[f32; T]; R];
+}
+
+/// What happens to the dot products of one output element.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Epilogue {
+    /// One weight row per output column: `y[i, n] (=|+=) (W·x)[n]`.
+    Store(Store),
+    /// Two weight rows per output column f (gate row f, up row F + f): `y[i, f] = silu(g)·u`.
+    SwiGlu,
+}
+
+impl Epilogue {
+    pub(crate) fn rows_per_output(self) -> usize {
+        match self {
+            Epilogue::Store(_) => 1,
+            Epilogue::SwiGlu => 2,
+        }
+    }
+}
+
+/// `silu(g)·u` with `silu(g) = g / (1 + e^-g)`, in f32 (the CPU path's precision).
+#[inline(always)]
+pub(crate) fn silu_mul(gate: f32, up: f32) -> f32 {
+    gate / (1.0 + (-gate).exp()) * up
+}
+
+/// Runs `out[m, n_out]` = epilogue(W · x) with `x: [m, cols]`. Shapes must already be checked:
+/// `x.len() == m * cols`, `out.len() == m * n_out`, `n_out * rows_per_output == w.rows()`.
+pub(crate) fn run<W: QuantRows>(
+    w: &W,
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    epilogue: Epilogue,
+    level: SimdLevel,
+) {
+    let n_out = w.rows() / epilogue.rows_per_output();
+    assert_eq!(x.len(), m * w.cols(), "qgemm: x shape");
+    assert_eq!(out.len(), m * n_out, "qgemm: out shape");
+    if m == 0 || n_out == 0 {
+        return;
+    }
+    // Tile shapes keep R·T accumulators + R decoded weight vectors within 16 ymm registers.
+    // Decode: 4 rows in flight. Prefill: 2 rows x 4 tokens, decoding each weight group once
+    // for 4 tokens.
+    match (m, epilogue) {
+        (1, Epilogue::Store(_)) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
+        (1, Epilogue::SwiGlu) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
+        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(w, x, m, out, n_out, epilogue, level),
+        (_, _) => run_tiled::<W, 2, 4>(w, x, m, out, n_out, epilogue, level),
+    }
+}
+
+// `t` indexes both the output row and the inner dimension of `dots[c][t]`.
+#[allow(clippy::needless_range_loop)]
+fn run_tiled<W: QuantRows, const R: usize, const T: usize>(
+    w: &W,
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    n_out: usize,
+    epilogue: Epilogue,
+    level: SimdLevel,
+) {
+    let per_out = epilogue.rows_per_output();
+    let cols_per_tile = R / per_out;
+    let k = w.cols();
+    let writer = DisjointWriter::new(out);
+    let n_tasks = n_out.div_ceil(COLS_PER_TASK);
+    (0..n_tasks).into_par_iter().for_each(|task| {
+        let col_begin = task * COLS_PER_TASK;
+        let col_end = (col_begin + COLS_PER_TASK).min(n_out);
+        for tok0 in (0..m).step_by(T) {
+            let xs: [&[f32]; T] = std::array::from_fn(|t| {
+                let tok = (tok0 + t).min(m - 1);
+                &x[tok * k..(tok + 1) * k]
+            });
+            for col0 in (col_begin..col_end).step_by(cols_per_tile) {
+                // Row r of the tile is weight row (col + j·n_out) for output col = col0 + r / per_out.
+                let rows: [usize; R] = std::array::from_fn(|r| {
+                    let col = (col0 + r / per_out).min(col_end - 1);
+                    col + (r % per_out) * n_out
+                });
+                let dots = w.dot_tile::<R, T>(level, &rows, &xs);
+                for t in 0..T.min(m - tok0) {
+                    for c in 0..cols_per_tile.min(col_end - col0) {
+                        let idx = (tok0 + t) * n_out + col0 + c;
+                        // SAFETY: this task alone owns output columns col_begin..col_end
+                        // (tasks partition 0..n_out), so idx is touched by no other thread; `out`
+                        // outlives the parallel loop.
+                        let slot = unsafe { writer.slot(idx) };
+                        match epilogue {
+                            Epilogue::Store(store) => store.apply(slot, dots[c][t]),
+                            Epilogue::SwiGlu => {
+                                *slot = silu_mul(dots[2 * c][t], dots[2 * c + 1][t])
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,119 @@
+//! Fast CPU version: rayon over (token, kv head); the query heads of one GQA group share each
+//! converted k/v row. Two passes over the cache (scores, then the weighted v sum) instead of an
+//! online softmax: the score buffer is only (group)·(p + 1) floats, and every exp runs once.
+
+use super::check_shapes;
+use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel, LANES};
+use crate::ops::{HeadShape, OpError};
+use half::{f16, slice::HalfFloatSliceExt};
+use rayon::prelude::*;
+
+#[allow(clippy::too_many_arguments)]
+pub fn cpu(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    k_cache: &[f16],
+    v_cache: &[f16],
+    out: &mut [f32],
+) -> Result<(), OpError> {
+    cpu_at(simd_level(), qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)
+}
+
+/// [`cpu`] at an explicit SIMD level.
+#[allow(clippy::too_many_arguments)]
+pub fn cpu_at(
+    level: SimdLevel,
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    k_cache: &[f16],
+    v_cache: &[f16],
+    out: &mut [f32],
+) -> Result<(), OpError> {
+    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)?;
+    let hd = shape.head_dim;
+    let group = shape.group_size();
+    // Query heads g·group .. (g + 1)·group are contiguous in q and in out.
+    out.par_chunks_mut(group * hd).enumerate().for_each(|(task, out_group)| {
+        let (i, g) = (task / shape.n_kv, task % shape.n_kv);
+        let n_pos = pos0 + i + 1;
+        let q = &qkv[i * shape.qkv_row_len() + g * group * hd..][..group * hd];
+        let plane = g * max_seq * hd;
+        let k_rows = &k_cache[plane..plane + n_pos * hd];
+        let v_rows = &v_cache[plane..plane + n_pos * hd];
+        let mut scratch = Scratch::new(group, n_pos, hd);
+        attend_group(level, q, k_rows, v_rows, hd, &mut scratch, out_group);
+    });
+    Ok(())
+}
+
+/// Per-task buffers: scores `[group][n_pos]`, one converted cache row, 1/Σ per head.
+struct Scratch {
+    scores: Vec<f32>,
+    row: Vec<f32>,
+    inv_totals: Vec<f32>,
+}
+
+impl Scratch {
+    fn new(group: usize, n_pos: usize, hd: usize) -> Self {
+        Self { scores: vec![0.0; group * n_pos], row: vec![0.0; hd], inv_totals: vec![0.0; group] }
+    }
+}
+
+#[inline(always)]
+fn attend_group_generic(
+    q: &[f32],
+    k_rows: &[f16],
+    v_rows: &[f16],
+    hd: usize,
+    scratch: &mut Scratch,
+    out: &mut [f32],
+) {
+    let n_pos = k_rows.len() / hd;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let Scratch { scores, row, inv_totals } = scratch;
+    for (j, k) in k_rows.chunks_exact(hd).enumerate() {
+        k.convert_to_f32_slice(row);
+        for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
+            head_scores[j] = dot_lanes(head_q, row) * scale;
+        }
+    }
+    for (head_scores, inv_total) in scores.chunks_exact_mut(n_pos).zip(inv_totals.iter_mut()) {
+        let max = head_scores.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        let mut lane_sum = [0.0f32; LANES];
+        for (j, s) in head_scores.iter_mut().enumerate() {
+            *s = (*s - max).exp();
+            lane_sum[j % LANES] += *s;
+        }
+        *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
+    }
+    out.fill(0.0);
+    for (j, v) in v_rows.chunks_exact(hd).enumerate() {
+        v.convert_to_f32_slice(row);
+        for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
+            let w = head_scores[j];
+            for (o, &vd) in head_out.iter_mut().zip(row.iter()) {
+                *o += w * vd;
+            }
+        }
+    }
+    for (head_out, &inv_total) in out.chunks_exact_mut(hd).zip(inv_totals.iter()) {
+        head_out.iter_mut().for_each(|o| *o *= inv_total);
+    }
+}
+
+simd_variants! {
+    fn attend_group(
+        q: &[f32],
+        k_rows: &[f16],
+        v_rows: &[f16],
+        hd: usize,
+        scratch: &mut Scratch,
+        out: &mut [f32],
+    ) = attend_group_generic;
+}

@@ -1,0 +1,42 @@
+//! The definition, in f64 (two passes: scores and max, then normalised weights).
+
+use super::check_shapes;
+use crate::ops::{HeadShape, OpError};
+use half::f16;
+
+#[allow(clippy::too_many_arguments)]
+pub fn reference(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    k_cache: &[f16],
+    v_cache: &[f16],
+    out: &mut [f32],
+) -> Result<(), OpError> {
+    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)?;
+    let hd = shape.head_dim;
+    let scale = 1.0 / (hd as f64).sqrt();
+    for i in 0..m {
+        let p = pos0 + i;
+        for h in 0..shape.n_q {
+            let g = h / shape.group_size();
+            let q = &qkv[i * shape.qkv_row_len() + h * hd..][..hd];
+            let at = |j: usize, d: usize| (g * max_seq + j) * hd + d;
+            let scores: Vec<f64> = (0..=p)
+                .map(|j| {
+                    (0..hd).map(|d| q[d] as f64 * k_cache[at(j, d)].to_f64()).sum::<f64>() * scale
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for d in 0..hd {
+                let acc: f64 = (0..=p).map(|j| weights[j] * v_cache[at(j, d)].to_f64()).sum();
+                out[i * shape.q_len() + h * hd + d] = (acc / total) as f32;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! Fast CPU version: rayon over kv heads (each head's cache plane is disjoint), slice conversion
+//! with `half`'s run-time F16C path.
+
+use super::check_shapes;
+use crate::ops::{HeadShape, OpError};
+use half::{f16, slice::HalfFloatSliceExt};
+use rayon::prelude::*;
+
+#[allow(clippy::too_many_arguments)]
+pub fn cpu(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    k_cache: &mut [f16],
+    v_cache: &mut [f16],
+) -> Result<(), OpError> {
+    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache)?;
+    if m == 0 {
+        // Nothing to write (and max_seq may be 0, which no chunking accepts).
+        return Ok(());
+    }
+    let hd = shape.head_dim;
+    let plane = max_seq * hd;
+    let row_len = shape.qkv_row_len();
+    k_cache.par_chunks_mut(plane).zip(v_cache.par_chunks_mut(plane)).enumerate().for_each(
+        |(h, (k_plane, v_plane))| {
+            for i in 0..m {
+                let row = &qkv[i * row_len..(i + 1) * row_len];
+                let k_src = shape.q_len() + h * hd;
+                let v_src = k_src + shape.kv_len();
+                let dst = (pos0 + i) * hd;
+                k_plane[dst..dst + hd].convert_from_f32_slice(&row[k_src..k_src + hd]);
+                v_plane[dst..dst + hd].convert_from_f32_slice(&row[v_src..v_src + hd]);
+            }
+        },
+    );
+    Ok(())
+}

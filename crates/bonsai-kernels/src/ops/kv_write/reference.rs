@@ -1,0 +1,30 @@
+//! The definition: element by element.
+
+use super::check_shapes;
+use crate::ops::{HeadShape, OpError};
+use half::f16;
+
+#[allow(clippy::too_many_arguments)]
+pub fn reference(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    k_cache: &mut [f16],
+    v_cache: &mut [f16],
+) -> Result<(), OpError> {
+    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache)?;
+    let hd = shape.head_dim;
+    for i in 0..m {
+        let row = &qkv[i * shape.qkv_row_len()..(i + 1) * shape.qkv_row_len()];
+        for h in 0..shape.n_kv {
+            for d in 0..hd {
+                let dst = (h * max_seq + pos0 + i) * hd + d;
+                k_cache[dst] = f16::from_f32(row[shape.q_len() + h * hd + d]);
+                v_cache[dst] = f16::from_f32(row[shape.q_len() + shape.kv_len() + h * hd + d]);
+            }
+        }
+    }
+    Ok(())
+}

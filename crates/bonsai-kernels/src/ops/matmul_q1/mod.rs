@@ -1,0 +1,50 @@
+//! `matmul_q1`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 1-bit [`Q1Matrix`].
+//!
+//! Shapes: `W[N, K]` (K % 128 == 0, layout in [`crate::weights`]: per 128-weight block an f16
+//! scale d and 128 sign bits, bit 1 -> +d, bit 0 -> −d), `x: [M, K]` f32 token-major,
+//! `y: [M, N]` f32. `M = 1` is the decode GEMV, `M > 1` the prefill GEMM. [`Store::Add`] fuses
+//! the residual add (`y += W·x`).
+//!
+//! [`Store::Add`]: crate::ops::Store::Add
+//!
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
+//! (`cpu/qgemm.rs`): M = 1 decode (AVX2: per block `d·(2·Σ_{bit=1} x − Σ x)` from blend-masked
+//! sums); 1 < M < 16 register tiles of 2 rows x 4 tokens that decode each
+//! weight group once per tile; M >= 16 a panel GEMM that dequantizes weights to f32 once per
+//! 64-column x 256-K panel and runs a 6 x 16 FMA tile (plain sequential dot per output). The
+//! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
+//! exact products (or per-block masked sums whose error fits the same bound).
+//!
+//! Tolerance (tests.rs): with A = `Σ_k |W[n,k]·x[i,k]|` (computed in f64) any f32 evaluation whose
+//! summation tree has height h <= K + 128 is within γ_{K+128}·A of the exact sum (Higham, the
+//! product ±d·x is exact), plus u·|y| for each of the reference's and CPU's final roundings
+//! (and the Add). The test allows 2·γ_{K+128}·A + 3u·|y|.
+//!
+//! Speed of light on the H200: decode reads N·K/8 bit bytes + N·K/64 scale bytes
+//! (0.1406 bytes/weight): N = 6144, K = 2048 is 1.77 MB -> 0.41 µs at 4.3 TB/s. Prefill does
+//! 2·M·N·K FLOPs: M = 512 at that shape is 12.9 GFLOP -> 16 µs at ~790 TFLOP/s (bf16 tensor cores
+//! after an on-chip ±d expansion). CUDA: see cuda.rs.
+
+mod cpu;
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::{cpu, cpu_at};
+pub use reference::reference;
+
+use crate::weights::Q1Matrix;
+
+/// The op's name in error messages.
+pub(crate) const OP: &str = "matmul_q1";
+
+/// Checks `x: [m, K]` and `y: [m, N]` against `w`.
+pub(crate) fn check_shapes(
+    w: &Q1Matrix,
+    x: &[f32],
+    m: usize,
+    y: &[f32],
+) -> Result<(), crate::ops::OpError> {
+    crate::ops::check_len(OP, "x", m * w.k, x.len())?;
+    crate::ops::check_len(OP, "y", m * w.n, y.len())
+}

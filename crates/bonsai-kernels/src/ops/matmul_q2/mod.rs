@@ -1,0 +1,48 @@
+//! `matmul_q2`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 2-bit [`Q2Matrix`].
+//!
+//! Shapes: `W[N, K]` (K % 128 == 0, layout in [`crate::weights`]: per 128-weight block an f16
+//! scale d and 128 two-bit codes c, weight = (c − 1)·d ∈ {−d, 0, +d, +2d}; every ternary file
+//! format is normalised to this at load), `x: [M, K]` f32 token-major, `y: [M, N]` f32.
+//! [`Store::Add`] fuses the residual add.
+//!
+//! [`Store::Add`]: crate::ops::Store::Add
+//!
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
+//! (`cpu/qgemm.rs`): M = 1 decode (AVX2: FMAs of the exact product `(c − 1)·d·x` into 8 lanes,
+//! 4 rows in flight); 1 < M < 16 register tiles of 2 rows x 4 tokens that decode each
+//! weight group once per tile; M >= 16 a panel GEMM that dequantizes weights to f32 once per
+//! 64-column x 256-K panel and runs a 6 x 16 FMA tile (plain sequential dot per output). The
+//! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
+//! exact products (or per-block masked sums whose error fits the same bound).
+//!
+//! Tolerance (tests.rs): as `matmul_q1`: with A = `Σ_k |W[n,k]·x[i,k]|`, the test allows
+//! 2·γ_{K+128}·A + 3u·|y| (summation-tree height <= K + 128, exact products, three final
+//! roundings: CPU, reference, Add).
+//!
+//! Speed of light on the H200: decode reads N·K/4 code bytes + N·K/64 scale bytes
+//! (0.2656 bytes/weight): N = 6144, K = 2048 is 3.34 MB -> 0.78 µs at 4.3 TB/s. Prefill does
+//! 2·M·N·K FLOPs (M = 512: 12.9 GFLOP -> 16 µs at ~790 TFLOP/s bf16). CUDA: see cuda.rs.
+
+mod cpu;
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::{cpu, cpu_at};
+pub use reference::reference;
+
+use crate::weights::Q2Matrix;
+
+/// The op's name in error messages.
+pub(crate) const OP: &str = "matmul_q2";
+
+/// Checks `x: [m, K]` and `y: [m, N]` against `w`.
+pub(crate) fn check_shapes(
+    w: &Q2Matrix,
+    x: &[f32],
+    m: usize,
+    y: &[f32],
+) -> Result<(), crate::ops::OpError> {
+    crate::ops::check_len(OP, "x", m * w.k, x.len())?;
+    crate::ops::check_len(OP, "y", m * w.n, y.len())
+}

@@ -1,0 +1,82 @@
+//! Fast CPU version: rayon over tokens; per head the `rms_norm` row kernel into a stack buffer,
+//! then the rotation (AVX2 copy at run time).
+
+use super::check_shapes;
+use crate::cpu::{simd_level, simd_variants, SimdLevel};
+use crate::ops::rms_norm::normalize_row_generic;
+use crate::ops::{HeadShape, OpError};
+use crate::rope::RopeTable;
+use rayon::prelude::*;
+
+#[allow(clippy::too_many_arguments)]
+pub fn cpu(
+    qkv: &mut [f32],
+    m: usize,
+    shape: HeadShape,
+    q_norm: &[f32],
+    k_norm: &[f32],
+    eps: f32,
+    rope: &RopeTable,
+    pos0: usize,
+) -> Result<(), OpError> {
+    cpu_at(simd_level(), qkv, m, shape, q_norm, k_norm, eps, rope, pos0)
+}
+
+/// [`cpu`] at an explicit SIMD level.
+#[allow(clippy::too_many_arguments)]
+pub fn cpu_at(
+    level: SimdLevel,
+    qkv: &mut [f32],
+    m: usize,
+    shape: HeadShape,
+    q_norm: &[f32],
+    k_norm: &[f32],
+    eps: f32,
+    rope: &RopeTable,
+    pos0: usize,
+) -> Result<(), OpError> {
+    check_shapes(qkv, m, shape, q_norm, k_norm, rope, pos0)?;
+    if m == 0 {
+        return Ok(());
+    }
+    let hd = shape.head_dim;
+    let qk_len = (shape.n_q + shape.n_kv) * hd;
+    qkv.par_chunks_mut(shape.qkv_row_len()).enumerate().for_each(|(i, row)| {
+        let (cos, sin) = rope.row(pos0 + i);
+        let mut normed = vec![0.0f32; hd];
+        for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
+            let weight = if h < shape.n_q { q_norm } else { k_norm };
+            norm_rotate_head(level, head, weight, eps, cos, sin, &mut normed);
+        }
+    });
+    Ok(())
+}
+
+#[inline(always)]
+fn norm_rotate_head_generic(
+    head: &mut [f32],
+    weight: &[f32],
+    eps: f32,
+    cos: &[f32],
+    sin: &[f32],
+    normed: &mut [f32],
+) {
+    normalize_row_generic(head, weight, eps, normed);
+    let (n_lo, n_hi) = normed.split_at(head.len() / 2);
+    let (x_lo, x_hi) = head.split_at_mut(head.len() / 2);
+    for d in 0..x_lo.len() {
+        x_lo[d] = n_lo[d] * cos[d] - n_hi[d] * sin[d];
+        x_hi[d] = n_hi[d] * cos[d] + n_lo[d] * sin[d];
+    }
+}
+
+simd_variants! {
+    fn norm_rotate_head(
+        head: &mut [f32],
+        weight: &[f32],
+        eps: f32,
+        cos: &[f32],
+        sin: &[f32],
+        normed: &mut [f32],
+    ) = norm_rotate_head_generic;
+}

@@ -1,0 +1,119 @@
+//! cpu == reference for `qk_norm_rope` within the bound derived in the op's doc; v untouched.
+
+use super::{cpu_at, reference};
+use crate::cpu::available_levels;
+use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
+use crate::ops::{HeadShape, OpError};
+use crate::rope::{RopeTable, YarnParams};
+
+const EPS: f32 = 1e-6;
+const THETA: f64 = 1e6;
+
+/// Per-element bound: (|n_d·cos| + |n_{d+h}·sin|)·(γ_{hd+1} + 10u) + u·|out| for x_d (and the
+/// mirrored products for x_{d+h}), with n the exact normalised head.
+#[allow(clippy::too_many_arguments)] // mirrors the op's own argument list
+fn bound(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    q_norm: &[f32],
+    k_norm: &[f32],
+    rope: &RopeTable,
+    pos0: usize,
+    want: &[f32],
+) -> Vec<f64> {
+    let u = F32_UNIT_ROUNDOFF;
+    let hd = shape.head_dim;
+    let half = hd / 2;
+    let rel = gamma(hd + 1) + 10.0 * u;
+    let mut b = vec![0.0; qkv.len()];
+    for i in 0..m {
+        let (cos, sin) = rope.row(pos0 + i);
+        let base = i * shape.qkv_row_len();
+        for h in 0..shape.n_q + shape.n_kv {
+            let w = if h < shape.n_q { q_norm } else { k_norm };
+            let x = &qkv[base + h * hd..base + (h + 1) * hd];
+            let mean_sq = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / hd as f64;
+            let r = 1.0 / (mean_sq + EPS as f64).sqrt();
+            let n = |d: usize| (x[d] as f64 * r * w[d] as f64).abs();
+            for d in 0..half {
+                let (c, s) = ((cos[d] as f64).abs(), (sin[d] as f64).abs());
+                // x_d mixes n_d·cos and n_{d+h}·sin; x_{d+h} mixes n_{d+h}·cos and n_d·sin.
+                let lo = base + h * hd + d;
+                let hi = lo + half;
+                b[lo] = (n(d) * c + n(d + half) * s) * rel + u * (want[lo] as f64).abs();
+                b[hi] = (n(d + half) * c + n(d) * s) * rel + u * (want[hi] as f64).abs();
+            }
+        }
+    }
+    b
+}
+
+#[test]
+fn cpu_matches_reference() {
+    let mut rng = TestRng::new("qk_norm_rope");
+    let yarn =
+        YarnParams { factor: 4.0, original_context_len: 64, beta_fast: 32.0, beta_slow: 1.0 };
+    for (shape, m, pos0, scaling) in [
+        (HeadShape { n_q: 2, n_kv: 1, head_dim: 2 }, 1usize, 0usize, None),
+        (HeadShape { n_q: 32, n_kv: 8, head_dim: 128 }, 1, 250, Some(&yarn)),
+        (HeadShape { n_q: 6, n_kv: 2, head_dim: 64 }, 7, 3, None),
+    ] {
+        let rope = RopeTable::new(shape.head_dim, 300, THETA, scaling);
+        let qkv = rng.vec(m * shape.qkv_row_len(), -3.0, 3.0);
+        let q_norm = rng.vec(shape.head_dim, 0.5, 2.0);
+        let k_norm = rng.vec(shape.head_dim, 0.5, 2.0);
+        let mut want = qkv.clone();
+        reference(&mut want, m, shape, &q_norm, &k_norm, EPS, &rope, pos0).expect("shapes");
+        let b = bound(&qkv, m, shape, &q_norm, &k_norm, &rope, pos0, &want);
+        for level in available_levels() {
+            let mut got = qkv.clone();
+            cpu_at(level, &mut got, m, shape, &q_norm, &k_norm, EPS, &rope, pos0).expect("shapes");
+            assert_within(
+                &format!("qk_norm_rope {shape:?} m={m} {level:?}"),
+                &got,
+                &widen(&want),
+                &b,
+            );
+            // v heads bit-identical to the input.
+            let v0 = shape.q_len() + shape.kv_len();
+            for i in 0..m {
+                let r = i * shape.qkv_row_len();
+                assert_eq!(
+                    got[r + v0..r + shape.qkv_row_len()],
+                    qkv[r + v0..r + shape.qkv_row_len()]
+                );
+            }
+        }
+    }
+}
+
+/// At position 0 the rotation is the identity, so the result is exactly the normalised head;
+/// a hand-made head [3, 4] (hd = 2, w = 1) normalises to x / sqrt(12.5).
+#[test]
+fn position_zero_is_plain_norm() {
+    let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 2 };
+    let rope = RopeTable::new(2, 1, THETA, None);
+    for level in available_levels() {
+        let mut qkv = [3.0f32, 4.0, 3.0, 4.0, 9.0, 9.0];
+        cpu_at(level, &mut qkv, 1, shape, &[1.0, 1.0], &[1.0, 1.0], 0.0, &rope, 0).expect("shapes");
+        let r = 1.0 / 12.5f64.sqrt();
+        for (got, want) in qkv.iter().zip([3.0 * r, 4.0 * r, 3.0 * r, 4.0 * r, 9.0, 9.0]) {
+            assert!(
+                (*got as f64 - want).abs() <= 4.0 * F32_UNIT_ROUNDOFF * want.abs(),
+                "{level:?} {qkv:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn positions_past_the_table_are_errors() {
+    let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 4 };
+    let rope = RopeTable::new(4, 3, THETA, None);
+    let mut qkv = vec![1.0; 2 * shape.qkv_row_len()];
+    let err = super::cpu(&mut qkv, 2, shape, &[1.0; 4], &[1.0; 4], EPS, &rope, 2).unwrap_err();
+    assert!(matches!(err, OpError::Position { end: 4, limit: 3, .. }), "{err}");
+    let bad_rope = RopeTable::new(8, 3, THETA, None);
+    assert!(reference(&mut qkv, 2, shape, &[1.0; 4], &[1.0; 4], EPS, &bad_rope, 0).is_err());
+}
