@@ -26,7 +26,7 @@ fn main() {
     for file in cuda_files(Path::new("src")) {
         println!("cargo:rerun-if-changed={}", file.display());
     }
-    for var in ["BONSAI_NVCC", "CUDA_HOME", "PATH"] {
+    for var in ["BONSAI_NVCC", "BONSAI_EMBED_ARCHS", "CUDA_HOME", "PATH"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -45,7 +45,7 @@ fn main() {
         Some(nvcc) => {
             println!("cargo:rerun-if-changed={}", nvcc.display());
             let identity = nvcc_identity(&nvcc);
-            (identity, compile_all(&nvcc, &source, &out_dir))
+            (identity, compile_all(&nvcc, &embed_archs(), &source, &out_dir))
         }
     };
 
@@ -98,6 +98,22 @@ fn find_nvcc() -> Option<PathBuf> {
     })
 }
 
+/// The architectures to embed: `$BONSAI_EMBED_ARCHS` (e.g. `90` or `sm_80,sm_90`; quicker
+/// builds while iterating on one GPU) or the registry's default list.
+fn embed_archs() -> Vec<u32> {
+    let Ok(list) = std::env::var("BONSAI_EMBED_ARCHS") else {
+        return registry::EMBED_ARCHS.to_vec();
+    };
+    list.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.trim_start_matches("sm_").parse().unwrap_or_else(|_| {
+                panic!("BONSAI_EMBED_ARCHS: '{item}' is not an architecture like 90 or sm_90")
+            })
+        })
+        .collect()
+}
+
 /// `nvcc --version`'s release and build lines, for the report of what built the embedded code.
 fn nvcc_identity(nvcc: &Path) -> String {
     let output = Command::new(nvcc)
@@ -115,11 +131,11 @@ fn nvcc_identity(nvcc: &Path) -> String {
 
 /// Compiles the library once per embedded architecture, in parallel; panics with nvcc's log on
 /// any failure or warning.
-fn compile_all(nvcc: &Path, source: &str, out_dir: &Path) -> Vec<(u32, PathBuf)> {
+fn compile_all(nvcc: &Path, archs: &[u32], source: &str, out_dir: &Path) -> Vec<(u32, PathBuf)> {
     let input = out_dir.join("bonsai_kernels.cu");
     std::fs::write(&input, source).unwrap_or_else(|e| panic!("writing {}: {e}", input.display()));
     std::thread::scope(|scope| {
-        let jobs: Vec<_> = registry::EMBED_ARCHS
+        let jobs: Vec<_> = archs
             .iter()
             .map(|&arch| {
                 let input = &input;

@@ -38,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(again) => {
             assert_eq!(again.tensors().len(), file.tensors().len());
             for info in file.tensors() {
-                assert_eq!(again.tensor(&info.name).map(|v| v.data), file.tensor(&info.name).map(|v| v.data));
+                assert_eq!(
+                    again.tensor(&info.name).map(|v| v.data),
+                    file.tensor(&info.name).map(|v| v.data)
+                );
             }
             assert!(rewrite(&again) == first, "second rewrite differs from the first");
         }

@@ -18,7 +18,8 @@ pub struct InfoArgs {
 /// final norm, the LM head (`output.weight`, or all of `token_embd` when tied) and one row of
 /// `token_embd` for the input token.
 pub fn bytes_per_token(file: &GgufFile) -> u64 {
-    let mut total: u64 = file.tensors().iter().filter(|t| t.name.starts_with("blk.")).map(|t| t.len_bytes).sum();
+    let mut total: u64 =
+        file.tensors().iter().filter(|t| t.name.starts_with("blk.")).map(|t| t.len_bytes).sum();
     total += file.tensor_info(keys::tensor::OUTPUT_NORM).map_or(0, |t| t.len_bytes);
     let embd = file.tensor_info(keys::tensor::TOKEN_EMBD);
     if let Some(embd) = embd {
@@ -62,7 +63,8 @@ fn report(file: &GgufFile, path: &std::path::Path) -> Value {
     // Geometry and tokenizer are optional parts of a GGUF: when absent or invalid the report
     // says why instead of failing (the file itself was read and validated).
     let config = Qwen3Config::from_gguf(file).map(|c| config_json(&c)).map_err(|e| e.to_string());
-    let tokenizer = TokenizerMeta::from_gguf(file).map(|t| tokenizer_json(&t)).map_err(|e| e.to_string());
+    let tokenizer =
+        TokenizerMeta::from_gguf(file).map(|t| tokenizer_json(&t)).map_err(|e| e.to_string());
     let tensors: Vec<Value> = file
         .tensors()
         .iter()
@@ -85,7 +87,13 @@ fn report(file: &GgufFile, path: &std::path::Path) -> Value {
 }
 
 fn print_text(file: &GgufFile, r: &Value) {
-    println!("file:          {} ({} bytes, GGUF v{}, alignment {})", r["file"].as_str().unwrap_or(""), r["file_bytes"], r["gguf_version"], r["alignment"]);
+    println!(
+        "file:          {} ({} bytes, GGUF v{}, alignment {})",
+        r["file"].as_str().unwrap_or(""),
+        r["file_bytes"],
+        r["gguf_version"],
+        r["alignment"]
+    );
     println!("architecture:  {}", r["architecture"].as_str().unwrap_or("(none)"));
     match r["config"].as_object() {
         Some(c) => {
@@ -93,15 +101,24 @@ fn print_text(file: &GgufFile, r: &Value) {
                 "geometry:      {} layers, hidden {}, ffn {}, heads {}/{} (q/kv), head_dim {}, vocab {}, context {}",
                 c["n_layers"], c["hidden"], c["ffn"], c["n_q_heads"], c["n_kv_heads"], c["head_dim"], c["vocab"], c["context_len"]
             );
-            println!("               rope theta {}, rms eps {}, tied embeddings {}", c["rope_theta"], c["rms_eps"], c["tied_embeddings"]);
+            println!(
+                "               rope theta {}, rms eps {}, tied embeddings {}",
+                c["rope_theta"], c["rms_eps"], c["tied_embeddings"]
+            );
             if let Some(rs) = c["rope_scaling"].as_object() {
                 println!(
                     "               rope scaling {} x{} over {} (beta fast {}, slow {})",
-                    rs["kind"].as_str().unwrap_or(""), rs["factor"], rs["original_context_len"], rs["beta_fast"], rs["beta_slow"]
+                    rs["kind"].as_str().unwrap_or(""),
+                    rs["factor"],
+                    rs["original_context_len"],
+                    rs["beta_fast"],
+                    rs["beta_slow"]
                 );
             }
         }
-        None => println!("geometry:      unavailable: {}", r["config_error"].as_str().unwrap_or("")),
+        None => {
+            println!("geometry:      unavailable: {}", r["config_error"].as_str().unwrap_or(""))
+        }
     }
     match r["tokenizer"].as_object() {
         Some(t) => println!(
@@ -115,7 +132,13 @@ fn print_text(file: &GgufFile, r: &Value) {
     println!("tensors ({}):", file.tensors().len());
     println!("  {:<name_width$}  {:<18}  {:>22}  {:>14}", "name", "type", "shape", "bytes");
     for t in file.tensors() {
-        println!("  {:<name_width$}  {:<18}  {:>22}  {:>14}", t.name, t.ty.name(), shape_text(t), t.len_bytes);
+        println!(
+            "  {:<name_width$}  {:<18}  {:>22}  {:>14}",
+            t.name,
+            t.ty.name(),
+            shape_text(t),
+            t.len_bytes
+        );
     }
     println!("total tensor bytes:          {}", r["total_tensor_bytes"]);
     println!("bytes read per decoded token: {}", r["bytes_per_token"]);

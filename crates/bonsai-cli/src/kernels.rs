@@ -44,6 +44,24 @@ enum KernelsCommand {
     },
     /// Remove every cached kernel build (works without a GPU)
     Clear,
+    /// Check every CUDA kernel against its CPU reference on seeded random inputs (exit 1 on any FAIL)
+    Verify {
+        /// Also time every kernel against the measured copy bandwidth
+        #[arg(long)]
+        bench: bool,
+        /// Every model shape, or only the small and odd ones
+        #[arg(long, value_enum, default_value_t = ShapesArg::All)]
+        shapes: ShapesArg,
+        /// Seed of the random inputs (default: from the clock; printed either way)
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ShapesArg {
+    All,
+    Small,
 }
 
 pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
@@ -57,7 +75,21 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
         }),
         KernelsCommand::Clear => clear(),
+        KernelsCommand::Verify { bench, shapes, seed } => verify(bench, shapes, seed),
     }
+}
+
+fn verify(bench: bool, shapes: ShapesArg, seed: Option<u64>) -> anyhow::Result<()> {
+    use bonsai_kernels::verify::{run, ShapeSet, VerifyOptions};
+    let shapes = match shapes {
+        ShapesArg::All => ShapeSet::All,
+        ShapesArg::Small => ShapeSet::Small,
+    };
+    let report = run(&VerifyOptions { bench, shapes, seed, device: None })?;
+    if !report.all_passed() {
+        bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
+    }
+    Ok(())
 }
 
 fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> {
@@ -181,10 +213,42 @@ fn ms(d: Duration) -> String {
 /// Time since this process started, from /proc (Linux); None elsewhere or if unreadable.
 fn process_age() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name start at field 3; starttime is field 22.
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    process_age_from(&stat, &uptime)
+}
+
+/// Process age from the texts of /proc/self/stat and /proc/uptime.
+fn process_age_from(stat: &str, uptime: &str) -> Option<Duration> {
+    // The command name is parenthesised and may contain spaces or ')': split after the last ')'.
+    // The fields after it start at field 3 (state); starttime is field 22.
     let after_name = &stat[stat.rfind(')')? + 1..];
     let start_ticks: f64 = after_name.split_whitespace().nth(22 - 3)?.parse().ok()?;
-    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
     let uptime_s: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    Some(Duration::from_secs_f64((uptime_s - start_ticks / USER_HZ).max(0.0)))
+    let age_s = uptime_s - start_ticks / USER_HZ;
+    // A start after "now" means the texts disagree; report unknown rather than a made-up age.
+    (age_s >= 0.0).then(|| Duration::from_secs_f64(age_s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_age_parses_starttime_after_an_awkward_name() {
+        // Fields 3..=21 are filler here; field 22 (starttime) is 123456 ticks = 1234.56 s.
+        let filler: Vec<String> = (3..22).map(|f| f.to_string()).collect();
+        let stat = format!("4242 (a b) c) {} 123456 999 0\n", filler.join(" "));
+        let age = process_age_from(&stat, "1300.06 2000.00\n").expect("parses");
+        assert!((age.as_secs_f64() - 65.5).abs() < 1e-6, "{age:?}");
+        assert_eq!(process_age_from(&stat, "1000.00 1.0\n"), None, "start after now");
+        assert_eq!(process_age_from("4242 (x) S 1 2", "1.0 1.0"), None, "too few fields");
+    }
+
+    /// This test process exists, so its live age must read (Linux only).
+    #[test]
+    fn process_age_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(process_age().is_some(), "/proc/self/stat or /proc/uptime unreadable");
+        }
+    }
 }

@@ -152,7 +152,9 @@ fn config_json(g: &Geometry) -> serde_json::Value {
 
 /// 260 plain tokens "t0".."t259"; added tokens 280 <|endoftext|> (special), 281 <|im_end|>
 /// (special), 290 <think> (not special); everything else up to vocab 300 is a gap.
-fn tokenizer_files(dir: &Path) {
+/// `template_in_file`: the chat template goes to chat_template.jinja (newer transformers) instead
+/// of tokenizer_config.json.
+fn tokenizer_files(dir: &Path, template_in_file: bool) {
     let vocab: serde_json::Map<String, serde_json::Value> =
         (0..260).map(|i| (format!("t{i}"), json!(i))).collect();
     let tokenizer = json!({
@@ -164,8 +166,13 @@ fn tokenizer_files(dir: &Path) {
         ]
     });
     std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
-    let config = json!({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-                        "bos_token": null, "chat_template": "{{ messages }}"});
+    let mut config = json!({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                            "bos_token": null});
+    if template_in_file {
+        std::fs::write(dir.join("chat_template.jinja"), "{{ messages }}").unwrap();
+    } else {
+        config["chat_template"] = json!("{{ messages }}");
+    }
     std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
 }
 
@@ -179,7 +186,8 @@ fn temp_dir(tag: &str, seed: u64) -> PathBuf {
 /// Writes the checkpoint as two shards plus an index; `skip` leaves one tensor out.
 fn write_checkpoint(dir: &Path, g: &Geometry, sources: &[Source], skip: Option<&str>) {
     std::fs::write(dir.join("config.json"), config_json(g).to_string()).unwrap();
-    tokenizer_files(dir);
+    // The tied variant also exercises the separate template file.
+    tokenizer_files(dir, g.tied);
     let kept: Vec<&Source> = sources.iter().filter(|s| Some(s.name.as_str()) != skip).collect();
     let (first, second) = kept.split_at(kept.len() / 2);
     let mut weight_map = serde_json::Map::new();

@@ -20,7 +20,11 @@ fn temp_dir(test: &str) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_bonsai")).arg("info").args(args).output().expect("run bonsai");
+    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+        .arg("info")
+        .args(args)
+        .output()
+        .expect("run bonsai");
     let text = |b: Vec<u8>| String::from_utf8(b).expect("utf-8 output");
     (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
 }
@@ -82,14 +86,20 @@ fn reports_a_tiny_model_with_geometry_and_bytes_per_token() {
     assert_eq!(r["tokenizer"]["eos_id"], VOCAB - 1);
     // Q1_0 is 18 bytes per 128 weights; F32 norms 4 bytes each.
     let q1 = |n: u64| n / 128 * 18;
-    let layer = q1(HIDDEN * 4 * HEAD_DIM) * 2 + q1(HIDDEN * 2 * HEAD_DIM) * 2 + q1(HIDDEN * FFN) * 3 + HIDDEN * 4;
+    let layer = q1(HIDDEN * 4 * HEAD_DIM) * 2
+        + q1(HIDDEN * 2 * HEAD_DIM) * 2
+        + q1(HIDDEN * FFN) * 3
+        + HIDDEN * 4;
     let embd_row = q1(HIDDEN);
     let tied_head = q1(HIDDEN * VOCAB);
     assert_eq!(r["bytes_per_token"], layer + HIDDEN * 4 + embd_row + tied_head);
 
     let (code, text, _) = run(&[path.to_str().expect("utf-8 path")]);
     assert_eq!(code, 0);
-    assert!(text.contains("1 layers, hidden 256, ffn 384, heads 4/2 (q/kv), head_dim 64, vocab 48"), "{text}");
+    assert!(
+        text.contains("1 layers, hidden 256, ffn 384, heads 4/2 (q/kv), head_dim 64, vocab 48"),
+        "{text}"
+    );
     assert!(text.contains("blk.0.ffn_up.weight") && text.contains("Q1_0"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -99,7 +109,12 @@ fn reports_the_python_fixture() {
     let (code, stdout, stderr) = run(&[fixture().to_str().expect("utf-8 path"), "--json"]);
     assert_eq!(code, 0, "stderr: {stderr}");
     let r: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    let types: Vec<&str> = r["tensors"].as_array().expect("tensors").iter().map(|t| t["type"].as_str().expect("type")).collect();
+    let types: Vec<&str> = r["tensors"]
+        .as_array()
+        .expect("tensors")
+        .iter()
+        .map(|t| t["type"].as_str().expect("type"))
+        .collect();
     assert_eq!(types, ["F32", "F16", "BF16", "Q8_0", "Q1_0"]);
     // No token_embd/output: only the two blk.* tensors (Q8_0 2x64 = 136 B, Q1_0 3x256 = 108 B).
     assert_eq!(r["bytes_per_token"], 136 + 108);
@@ -118,7 +133,11 @@ fn bad_files_exit_1_with_one_line_naming_the_problem() {
     bad_magic[..4].copy_from_slice(b"GGML");
     let cases: [(&str, Vec<u8>, &str); 4] = [
         ("truncated.gguf", good[..100].to_vec(), "truncated GGUF"),
-        ("past_eof.gguf", good[..good.len() - 40].to_vec(), "tensor 'blk.0.ffn_up.weight' data ends at byte"),
+        (
+            "past_eof.gguf",
+            good[..good.len() - 40].to_vec(),
+            "tensor 'blk.0.ffn_up.weight' data ends at byte",
+        ),
         ("magic.gguf", bad_magic, "not a GGUF file (magic 0x4c4d4747"),
         ("type.gguf", unknown_type, "unknown tensor type id 77 for tensor 't.f32'"),
     ];
@@ -127,7 +146,10 @@ fn bad_files_exit_1_with_one_line_naming_the_problem() {
         std::fs::write(&path, bytes).expect("write bad file");
         let (code, stdout, stderr) = run(&[path.to_str().expect("utf-8 path")]);
         assert_eq!(code, 1, "{name}: stdout {stdout}");
-        assert!(stderr.starts_with("error: ") && stderr.contains(expect) && stderr.contains(name), "{name}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expect) && stderr.contains(name),
+            "{name}: {stderr}"
+        );
         assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: {stderr}");
     }
     let (code, _, stderr) = run(&[dir.join("missing.gguf").to_str().expect("utf-8 path")]);

@@ -42,7 +42,11 @@ pub struct Qwen3Config {
 }
 
 fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
-    GgufError::OutOfRange { key: key.to_string(), value: value.to_string(), reason: reason.to_string() }
+    GgufError::OutOfRange {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// A dimension: present, an integer, and non-zero.
@@ -65,12 +69,20 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
         "linear" => RopeScalingKind::Linear,
         other => {
             let shown = crate::parse::escape_for_message(other);
-            return Err(out_of_range(keys::QWEN3_ROPE_SCALING_TYPE, shown, "bonsai supports yarn, linear or none"));
+            return Err(out_of_range(
+                keys::QWEN3_ROPE_SCALING_TYPE,
+                shown,
+                "bonsai supports yarn, linear or none",
+            ));
         }
     };
     let factor = file.get_f64(keys::QWEN3_ROPE_SCALING_FACTOR)?;
     if !(factor.is_finite() && factor >= 1.0) {
-        return Err(out_of_range(keys::QWEN3_ROPE_SCALING_FACTOR, factor, "must be finite and >= 1"));
+        return Err(out_of_range(
+            keys::QWEN3_ROPE_SCALING_FACTOR,
+            factor,
+            "must be finite and >= 1",
+        ));
     }
     let original_context_len = match kind {
         RopeScalingKind::Yarn => dim(file, keys::QWEN3_ROPE_SCALING_ORIG_CTX)?,
@@ -93,6 +105,29 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
     }))
 }
 
+/// Vocabulary size from the `token_embd` shape `[hidden, vocab]`, or, for a file without that
+/// tensor, from the tokenizer's token list.
+fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
+    let Some(embd) = file.tensor_info(tensor::TOKEN_EMBD) else {
+        return match file.get(keys::TOKENIZER_TOKENS) {
+            Some(_) => Ok(file.get_array(keys::TOKENIZER_TOKENS)?.1.len()),
+            None => Err(GgufError::MissingTensor(tensor::TOKEN_EMBD.to_string())),
+        };
+    };
+    let bad = |reason: String| GgufError::BadTensorInfo { name: embd.name.clone(), reason };
+    let (embd_hidden, vocab) = match embd.shape[..] {
+        [h, v] => (h, v),
+        _ => return Err(bad(format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape))),
+    };
+    if embd_hidden != hidden as u64 {
+        return Err(bad(format!(
+            "row length {embd_hidden} differs from {} = {hidden}",
+            keys::QWEN3_EMBEDDING_LENGTH
+        )));
+    }
+    usize::try_from(vocab).map_err(|_| bad(format!("vocab {vocab} too large")))
+}
+
 impl Qwen3Config {
     pub fn from_gguf(file: &GgufFile) -> Result<Qwen3Config, GgufError> {
         let arch = file.get_str(keys::GENERAL_ARCHITECTURE)?;
@@ -111,32 +146,17 @@ impl Qwen3Config {
         }
         let rope_theta = file.get_f64(keys::QWEN3_ROPE_FREQ_BASE)?;
         if !(rope_theta.is_finite() && rope_theta > 0.0) {
-            return Err(out_of_range(keys::QWEN3_ROPE_FREQ_BASE, rope_theta, "must be finite and positive"));
+            return Err(out_of_range(
+                keys::QWEN3_ROPE_FREQ_BASE,
+                rope_theta,
+                "must be finite and positive",
+            ));
         }
         let rms_eps = file.get_f32(keys::QWEN3_RMS_EPS)?;
         if !(rms_eps.is_finite() && rms_eps > 0.0) {
             return Err(out_of_range(keys::QWEN3_RMS_EPS, rms_eps, "must be finite and positive"));
         }
-        let embd = file.require_tensor(tensor::TOKEN_EMBD)?.info;
-        let (embd_hidden, vocab) = match embd.shape[..] {
-            [h, v] => (h, v),
-            _ => {
-                return Err(GgufError::BadTensorInfo {
-                    name: embd.name.clone(),
-                    reason: format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape),
-                })
-            }
-        };
-        if embd_hidden != hidden as u64 {
-            return Err(GgufError::BadTensorInfo {
-                name: embd.name.clone(),
-                reason: format!("row length {embd_hidden} differs from {} = {hidden}", keys::QWEN3_EMBEDDING_LENGTH),
-            });
-        }
-        let vocab = usize::try_from(vocab).map_err(|_| GgufError::BadTensorInfo {
-            name: embd.name.clone(),
-            reason: format!("vocab {vocab} too large"),
-        })?;
+        let vocab = vocab_size(file, hidden)?;
         Ok(Qwen3Config {
             n_layers: dim(file, keys::QWEN3_BLOCK_COUNT)?,
             hidden,

@@ -26,7 +26,9 @@ const SCALE_BYTES: usize = 2;
 const F16_SIGN_BIT: u16 = 0x8000;
 
 /// What metadata says about 2-bit tensors, if anything.
-pub(crate) fn layout_hint(metadata: &[(String, MetaValue)]) -> Result<Option<TwoBitLayout>, GgufError> {
+pub(crate) fn layout_hint(
+    metadata: &[(String, MetaValue)],
+) -> Result<Option<TwoBitLayout>, GgufError> {
     for (key, value) in metadata {
         if key == keys::BONSAI_TWO_BIT_LAYOUT {
             let text = value.as_str().ok_or_else(|| GgufError::WrongType {
@@ -84,7 +86,10 @@ fn fills_region(size: u64, region_len: u64, alignment: u64) -> bool {
     size <= region_len && region_len - size < alignment
 }
 
-pub(crate) fn resolve(t: &TwoBitTensor<'_>, hint: Option<TwoBitLayout>) -> Result<TwoBitLayout, GgufError> {
+pub(crate) fn resolve(
+    t: &TwoBitTensor<'_>,
+    hint: Option<TwoBitLayout>,
+) -> Result<TwoBitLayout, GgufError> {
     let region_len = t.region.len() as u64;
     let size_of = |layout| {
         if t.row_len % TensorType::TwoBit(layout).block_elems() as u64 != 0 {
@@ -95,7 +100,8 @@ pub(crate) fn resolve(t: &TwoBitTensor<'_>, hint: Option<TwoBitLayout>) -> Resul
     let g128 = size_of(TwoBitLayout::Tq2G128ScaleLast);
     let g64 = size_of(TwoBitLayout::Q2G64ScaleFirst);
     let fits = |size: Option<u64>| size.is_some_and(|s| fills_region(s, region_len, t.alignment));
-    let ambiguous = |reason: String| GgufError::AmbiguousLayout { name: t.name.to_string(), reason };
+    let ambiguous =
+        |reason: String| GgufError::AmbiguousLayout { name: t.name.to_string(), reason };
 
     if let Some(layout) = hint {
         if fits(size_of(layout)) {

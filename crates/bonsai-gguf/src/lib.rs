@@ -1,5 +1,14 @@
 //! GGUF v2/v3 reading (memory-mapped, zero-copy) and writing, block formats and quantizers,
 //! and the Qwen3 model config read from metadata.
+//!
+//! - [`GgufFile`] validates everything once at open (every count, length and offset against the
+//!   file size, tensor types and layouts, alignment, overlap) and then hands out `&[u8]` views.
+//! - [`GgufWriter`] writes v3; reading a file it wrote (or one written by gguf-py) and writing it
+//!   back gives identical bytes.
+//! - [`blocks`] defines each element type: `#[repr(C)]` blocks, [`dequantize`] and [`quantize`].
+//! - [`layout`] tells the three layouts behind type id 42 apart ([`TwoBitLayout`]).
+//! - [`Qwen3Config`] and [`TokenizerMeta`] read the model geometry and tokenizer data;
+//!   [`keys`] names every metadata key and tensor the rest of bonsai uses.
 
 pub mod blocks;
 mod config;

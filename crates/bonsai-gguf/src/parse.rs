@@ -64,7 +64,10 @@ impl<'a> Cursor<'a> {
         Ok(slice)
     }
 
-    fn array<const N: usize>(&mut self, what: impl FnOnce() -> String) -> Result<[u8; N], GgufError> {
+    fn array<const N: usize>(
+        &mut self,
+        what: impl FnOnce() -> String,
+    ) -> Result<[u8; N], GgufError> {
         let slice = self.take(N as u64, what)?;
         let mut out = [0u8; N];
         out.copy_from_slice(slice);
@@ -124,7 +127,10 @@ impl<'a> Cursor<'a> {
 
     fn array_value(&mut self, key: &str, depth: usize) -> Result<MetaValue, GgufError> {
         if depth >= MAX_ARRAY_DEPTH {
-            return Err(GgufError::NestingTooDeep { key: key.to_string(), max_depth: MAX_ARRAY_DEPTH });
+            return Err(GgufError::NestingTooDeep {
+                key: key.to_string(),
+                max_depth: MAX_ARRAY_DEPTH,
+            });
         }
         let elem_id = self.u32(|| format!("array element type of metadata key '{key}'"))?;
         let elem = ValueType::from_id(elem_id)
@@ -172,7 +178,8 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, GgufError> {
     let tensor_count = cur.u64(|| "tensor count".into())?;
     let kv_count = cur.u64(|| "metadata count".into())?;
 
-    let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(cur.capped_capacity(kv_count, MIN_KV_BYTES));
+    let mut metadata: Vec<(String, MetaValue)> =
+        Vec::with_capacity(cur.capped_capacity(kv_count, MIN_KV_BYTES));
     let mut seen_keys = std::collections::HashSet::new();
     for index in 0..kv_count {
         let key = cur.string(&|| format!("key of metadata entry {index}"))?;

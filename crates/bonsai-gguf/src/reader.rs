@@ -4,10 +4,10 @@
 
 use crate::blocks::{self, type_id, TensorType};
 use crate::error::GgufError;
+use crate::keys;
 use crate::layout::{self, TwoBitTensor};
 use crate::parse::{self, RawTensorInfo};
 use crate::value::{self, MetaValue, ValueType};
-use crate::keys;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -118,7 +118,8 @@ impl GgufFile {
         let alignment = match meta_index.get(keys::GENERAL_ALIGNMENT) {
             None => DEFAULT_ALIGNMENT,
             Some(&i) => {
-                let v: u64 = value::integer_as(keys::GENERAL_ALIGNMENT, &header.metadata[i].1, "u64")?;
+                let v: u64 =
+                    value::integer_as(keys::GENERAL_ALIGNMENT, &header.metadata[i].1, "u64")?;
                 if v == 0 || !v.is_power_of_two() || v > MAX_ALIGNMENT {
                     return Err(GgufError::BadAlignment(v));
                 }
@@ -230,7 +231,9 @@ impl GgufFile {
     pub fn get_str_array(&self, key: &str) -> Result<Vec<&str>, GgufError> {
         let v = self.require(key)?;
         match v.as_array() {
-            Some((ValueType::String, items)) => Ok(items.iter().filter_map(MetaValue::as_str).collect()),
+            Some((ValueType::String, items)) => {
+                Ok(items.iter().filter_map(MetaValue::as_str).collect())
+            }
             _ => Err(wrong_type(key, "array of string", v)),
         }
     }
@@ -282,16 +285,25 @@ fn resolve_tensors(
     hint: Option<blocks::TwoBitLayout>,
 ) -> Result<Vec<TensorInfo>, GgufError> {
     let file_len = bytes.len() as u64;
-    let bad = |name: &str, reason: String| GgufError::BadTensorInfo { name: name.to_string(), reason };
+    let bad =
+        |name: &str, reason: String| GgufError::BadTensorInfo { name: name.to_string(), reason };
     // Absolute starts, checked, then the sorted list of starts to find each tensor's region end.
     let mut starts = Vec::with_capacity(raw.len());
     for t in raw {
         if t.offset % alignment != 0 {
-            return Err(bad(&t.name, format!("data offset {} is not a multiple of the alignment {alignment}", t.offset)));
+            return Err(bad(
+                &t.name,
+                format!("data offset {} is not a multiple of the alignment {alignment}", t.offset),
+            ));
         }
-        let start = data_start.checked_add(t.offset).filter(|&s| s <= file_len).ok_or_else(|| {
-            GgufError::TensorPastEnd { name: t.name.clone(), end: data_start.saturating_add(t.offset), file_len }
-        })?;
+        let start =
+            data_start.checked_add(t.offset).filter(|&s| s <= file_len).ok_or_else(|| {
+                GgufError::TensorPastEnd {
+                    name: t.name.clone(),
+                    end: data_start.saturating_add(t.offset),
+                    file_len,
+                }
+            })?;
         starts.push(start);
     }
     let mut sorted_starts = starts.clone();
@@ -299,14 +311,11 @@ fn resolve_tensors(
 
     let mut out = Vec::with_capacity(raw.len());
     for (t, &start) in raw.iter().zip(&starts) {
-        let n_elems = t.shape.iter().try_fold(1u64, |acc, &d| {
-            if d == 0 {
-                None
-            } else {
-                acc.checked_mul(d)
-            }
-        });
-        let n_elems = n_elems.ok_or_else(|| bad(&t.name, format!("shape {:?} has a zero dimension or overflows", t.shape)))?;
+        let n_elems =
+            t.shape.iter().try_fold(1u64, |acc, &d| if d == 0 { None } else { acc.checked_mul(d) });
+        let n_elems = n_elems.ok_or_else(|| {
+            bad(&t.name, format!("shape {:?} has a zero dimension or overflows", t.shape))
+        })?;
         // The first start strictly after this one bounds the tensor (equal starts would overlap).
         // Binary searches keep this O(n log n) for hostile files with millions of tensors.
         let after = sorted_starts.partition_point(|&s| s <= start);
@@ -324,23 +333,42 @@ fn resolve_tensors(
             }
             None => {
                 return Err(match blocks::known_unsupported_type_name(t.type_id) {
-                    Some(type_name) => GgufError::UnsupportedTensorType { id: t.type_id, type_name, name: t.name.clone() },
+                    Some(type_name) => GgufError::UnsupportedTensorType {
+                        id: t.type_id,
+                        type_name,
+                        name: t.name.clone(),
+                    },
                     None => GgufError::UnknownTensorType { id: t.type_id, name: t.name.clone() },
                 })
             }
         };
         let block_elems = ty.block_elems() as u64;
         if row_len % block_elems != 0 {
-            return Err(bad(&t.name, format!("row length {row_len} is not a multiple of the {block_elems}-weight {} block", ty.name())));
+            return Err(bad(
+                &t.name,
+                format!(
+                    "row length {row_len} is not a multiple of the {block_elems}-weight {} block",
+                    ty.name()
+                ),
+            ));
         }
-        let len_bytes = ty
-            .len_bytes_for(n_elems)
-            .ok_or_else(|| bad(&t.name, format!("{} bytes for {n_elems} weights overflow", ty.name())))?;
+        let len_bytes = ty.len_bytes_for(n_elems).ok_or_else(|| {
+            bad(&t.name, format!("{} bytes for {n_elems} weights overflow", ty.name()))
+        })?;
         let end = start.checked_add(len_bytes).filter(|&e| e <= file_len).ok_or_else(|| {
-            GgufError::TensorPastEnd { name: t.name.clone(), end: start.saturating_add(len_bytes), file_len }
+            GgufError::TensorPastEnd {
+                name: t.name.clone(),
+                end: start.saturating_add(len_bytes),
+                file_len,
+            }
         })?;
         if (len_bytes > 0 && same_start > 1) || end > next_start {
-            return Err(bad(&t.name, format!("data [{start}, {end}) overlaps the next tensor's data at byte {next_start}")));
+            return Err(bad(
+                &t.name,
+                format!(
+                    "data [{start}, {end}) overlaps the next tensor's data at byte {next_start}"
+                ),
+            ));
         }
         out.push(TensorInfo {
             name: t.name.clone(),

@@ -54,7 +54,11 @@ impl TokenizerMeta {
                 let key = keys::TOKENIZER_TOKEN_TYPE;
                 let (elem, items) = file.get_array(key)?;
                 if elem == ValueType::Array || elem == ValueType::String {
-                    return Err(GgufError::WrongType { key: key.into(), expected: "array of integers", found: format!("array of {}", elem.name()) });
+                    return Err(GgufError::WrongType {
+                        key: key.into(),
+                        expected: "array of integers",
+                        found: format!("array of {}", elem.name()),
+                    });
                 }
                 let types = items
                     .iter()

@@ -40,7 +40,13 @@ impl GgufWriter {
         }
         for info in file.tensors() {
             let view = file.require_tensor(&info.name)?;
-            w.add_tensor_with_type_id(&info.name, &info.shape, info.ty, info.type_id, view.data.to_vec())?;
+            w.add_tensor_with_type_id(
+                &info.name,
+                &info.shape,
+                info.ty,
+                info.type_id,
+                view.data.to_vec(),
+            )?;
         }
         Ok(w)
     }
@@ -55,7 +61,13 @@ impl GgufWriter {
     }
 
     /// Adds a tensor with its type's canonical id (see [`TensorType::canonical_type_id`]).
-    pub fn add_tensor(&mut self, name: &str, shape: &[u64], ty: TensorType, data: Vec<u8>) -> Result<(), GgufError> {
+    pub fn add_tensor(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        ty: TensorType,
+        data: Vec<u8>,
+    ) -> Result<(), GgufError> {
         self.add_tensor_with_type_id(name, shape, ty, ty.canonical_type_id(), data)
     }
 
@@ -75,11 +87,19 @@ impl GgufWriter {
         if self.tensors.iter().any(|t| t.name == name) {
             return Err(GgufError::Duplicate { kind: "tensor", name: name.to_string() });
         }
-        if shape.is_empty() || shape.len() > crate::parse::MAX_TENSOR_DIMS as usize || shape.contains(&0) {
+        if shape.is_empty()
+            || shape.len() > crate::parse::MAX_TENSOR_DIMS as usize
+            || shape.contains(&0)
+        {
             return Err(bad(format!("shape {shape:?} needs 1 to 4 non-zero dimensions")));
         }
         if shape[0] % ty.block_elems() as u64 != 0 {
-            return Err(bad(format!("row length {} is not a multiple of the {} block of {}", shape[0], ty.name(), ty.block_elems())));
+            return Err(bad(format!(
+                "row length {} is not a multiple of the {} block of {}",
+                shape[0],
+                ty.name(),
+                ty.block_elems()
+            )));
         }
         let expected = shape
             .iter()
@@ -87,9 +107,18 @@ impl GgufWriter {
             .and_then(|n| ty.len_bytes_for(n))
             .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
         if data.len() as u64 != expected {
-            return Err(bad(format!("{} bytes given, shape {shape:?} of {} needs {expected}", data.len(), ty.name())));
+            return Err(bad(format!(
+                "{} bytes given, shape {shape:?} of {} needs {expected}",
+                data.len(),
+                ty.name()
+            )));
         }
-        self.tensors.push(PendingTensor { name: name.to_string(), shape: shape.to_vec(), type_id, data });
+        self.tensors.push(PendingTensor {
+            name: name.to_string(),
+            shape: shape.to_vec(),
+            type_id,
+            data,
+        });
         Ok(())
     }
 
@@ -196,7 +225,11 @@ fn put_value(out: &mut Vec<u8>, key: &str, v: &MetaValue) -> io::Result<()> {
                 if item.value_type() != *elem {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidInput,
-                        format!("metadata key '{key}': array of {} holds a {}", elem.name(), item.type_description()),
+                        format!(
+                            "metadata key '{key}': array of {} holds a {}",
+                            elem.name(),
+                            item.type_description()
+                        ),
                     ));
                 }
                 put_value(out, key, item)?;

@@ -6,8 +6,11 @@ use bonsai_gguf::{dequantize, quantize, GgufError, TensorType, TwoBitLayout};
 use common::Rng;
 use half::f16;
 
-const TWO_BIT: [TwoBitLayout; 3] =
-    [TwoBitLayout::Tq2G128ScaleLast, TwoBitLayout::Pq2G128ScaleFirst, TwoBitLayout::Q2G64ScaleFirst];
+const TWO_BIT: [TwoBitLayout; 3] = [
+    TwoBitLayout::Tq2G128ScaleLast,
+    TwoBitLayout::Pq2G128ScaleFirst,
+    TwoBitLayout::Q2G64ScaleFirst,
+];
 const ALL_TYPES: [TensorType; 8] = [
     TensorType::F32,
     TensorType::F16,
@@ -23,7 +26,12 @@ const N_GROUPS: usize = 37;
 
 fn round_trip(ty: TensorType, src: &[f32]) -> Vec<f32> {
     let bytes = quantize(ty, src).expect("quantize");
-    assert_eq!(bytes.len(), src.len() / ty.block_elems() * ty.block_bytes(), "{} byte count", ty.name());
+    assert_eq!(
+        bytes.len(),
+        src.len() / ty.block_elems() * ty.block_bytes(),
+        "{} byte count",
+        ty.name()
+    );
     let mut out = vec![f32::NAN; src.len()];
     dequantize(ty, &bytes, &mut out).expect("dequantize");
     out
@@ -37,7 +45,8 @@ const BF16_REL: f32 = 1.0 / 256.0; // 2^-8
 fn float_types_round_trip_within_half_an_ulp() {
     let mut rng = Rng::fresh("float_types");
     // Magnitudes in [1e-3, 1e3]: inside the f16 normal range, so the relative bound holds.
-    let src: Vec<f32> = (0..1000).map(|_| rng.sym(1.0).signum() * 10f32.powf(rng.sym(3.0))).collect();
+    let src: Vec<f32> =
+        (0..1000).map(|_| rng.sym(1.0).signum() * 10f32.powf(rng.sym(3.0))).collect();
     assert_eq!(round_trip(TensorType::F32, &src), src, "F32 is exact");
     for (ty, rel) in [(TensorType::F16, F16_REL), (TensorType::BF16, BF16_REL)] {
         for (x, y) in src.iter().zip(round_trip(ty, &src)) {
@@ -67,7 +76,8 @@ fn q1_0_is_exact_on_plus_minus_d_and_picks_the_l2_optimal_scale() {
     let mut rng = Rng::fresh("q1_0");
     // Exact: every input already ±d with d an f16 value; mean |x| = d exactly.
     let d = f16::from_f32(rng.sym(1.0).abs() + 0.01).to_f32();
-    let signs: Vec<f32> = (0..128 * N_GROUPS).map(|_| if rng.below(2) == 0 { d } else { -d }).collect();
+    let signs: Vec<f32> =
+        (0..128 * N_GROUPS).map(|_| if rng.below(2) == 0 { d } else { -d }).collect();
     assert_eq!(round_trip(TensorType::Q1_0, &signs), signs);
 
     // Optimal: for fixed signs the squared error is a parabola in d with its minimum at mean |x|,
@@ -80,8 +90,12 @@ fn q1_0_is_exact_on_plus_minus_d_and_picks_the_l2_optimal_scale() {
             let s = f64::from(scale.to_f32());
             xs.iter().map(|&x| (f64::from(x.abs()) - s).powi(2)).sum()
         };
-        let (up, down) = (f16::from_bits(stored.to_bits() + 1), f16::from_bits(stored.to_bits() - 1));
-        assert!(sq_err(stored) <= sq_err(up) && sq_err(stored) <= sq_err(down), "group {g} scale {stored}");
+        let (up, down) =
+            (f16::from_bits(stored.to_bits() + 1), f16::from_bits(stored.to_bits() - 1));
+        assert!(
+            sq_err(stored) <= sq_err(up) && sq_err(stored) <= sq_err(down),
+            "group {g} scale {stored}"
+        );
         // And the signs are those of x (zero counts as positive).
         let out = round_trip(TensorType::Q1_0, xs);
         for (x, y) in xs.iter().zip(&out) {
@@ -98,7 +112,8 @@ fn two_bit_layouts_are_exact_on_ternary_inputs_and_bounded_otherwise() {
         let group = ty.block_elems();
         // Exact on {-d, 0, +d} with d an f16 value and at least one ±d per group (so absmax = d).
         let d = f16::from_f32(rng.sym(1.0).abs() + 0.01).to_f32();
-        let mut tern: Vec<f32> = (0..group * N_GROUPS).map(|_| [-d, 0.0, d][rng.below(3)]).collect();
+        let mut tern: Vec<f32> =
+            (0..group * N_GROUPS).map(|_| [-d, 0.0, d][rng.below(3)]).collect();
         for g in 0..N_GROUPS {
             tern[g * group] = d;
         }
@@ -123,9 +138,21 @@ fn code_maps_match_the_spec() {
     // One block per layout with codes 00, 01, 10, 11 repeating (byte 0b11_10_01_00 = 0xE4), d = 2.
     let d = f16::from_f32(2.0).to_le_bytes();
     let cases: [(TwoBitLayout, Vec<u8>, [f32; 4]); 3] = [
-        (TwoBitLayout::Tq2G128ScaleLast, [vec![0xE4; 32], d.to_vec()].concat(), [-2.0, 0.0, 2.0, 0.0]),
-        (TwoBitLayout::Pq2G128ScaleFirst, [d.to_vec(), vec![0xE4; 32]].concat(), [-2.0, 0.0, 2.0, 4.0]),
-        (TwoBitLayout::Q2G64ScaleFirst, [d.to_vec(), vec![0xE4; 16]].concat(), [-2.0, 0.0, 2.0, 4.0]),
+        (
+            TwoBitLayout::Tq2G128ScaleLast,
+            [vec![0xE4; 32], d.to_vec()].concat(),
+            [-2.0, 0.0, 2.0, 0.0],
+        ),
+        (
+            TwoBitLayout::Pq2G128ScaleFirst,
+            [d.to_vec(), vec![0xE4; 32]].concat(),
+            [-2.0, 0.0, 2.0, 4.0],
+        ),
+        (
+            TwoBitLayout::Q2G64ScaleFirst,
+            [d.to_vec(), vec![0xE4; 16]].concat(),
+            [-2.0, 0.0, 2.0, 4.0],
+        ),
     ];
     for (layout, bytes, expect) in cases {
         let ty = TensorType::TwoBit(layout);
@@ -165,17 +192,36 @@ fn bad_lengths_and_inputs_are_typed_errors() {
         let group = ty.block_elems();
         let bytes = vec![0u8; ty.block_bytes() * 2];
         let mut out = vec![0.0; group * 3];
-        assert!(matches!(dequantize(ty, &bytes, &mut out), Err(GgufError::BadLength { .. })), "{}", ty.name());
+        assert!(
+            matches!(dequantize(ty, &bytes, &mut out), Err(GgufError::BadLength { .. })),
+            "{}",
+            ty.name()
+        );
         let mut out = vec![0.0; group * 2];
-        assert!(matches!(dequantize(ty, &bytes[1..], &mut out), Err(GgufError::BadLength { .. })), "{}", ty.name());
+        assert!(
+            matches!(dequantize(ty, &bytes[1..], &mut out), Err(GgufError::BadLength { .. })),
+            "{}",
+            ty.name()
+        );
         if group > 1 {
-            assert!(matches!(quantize(ty, &vec![1.0; group + 1]), Err(GgufError::BadLength { .. })), "{}", ty.name());
+            assert!(
+                matches!(quantize(ty, &vec![1.0; group + 1]), Err(GgufError::BadLength { .. })),
+                "{}",
+                ty.name()
+            );
             let mut src = vec![1.0; group];
             src[group - 1] = f32::NAN;
             let err = quantize(ty, &src).expect_err("NaN rejected");
-            assert!(matches!(err, GgufError::NonFiniteInput { index, .. } if index == group - 1), "{err}");
+            assert!(
+                matches!(err, GgufError::NonFiniteInput { index, .. } if index == group - 1),
+                "{err}"
+            );
             let huge = vec![1e30f32; group];
-            assert!(matches!(quantize(ty, &huge), Err(GgufError::BadLength { .. })), "{} scale overflow", ty.name());
+            assert!(
+                matches!(quantize(ty, &huge), Err(GgufError::BadLength { .. })),
+                "{} scale overflow",
+                ty.name()
+            );
         }
     }
 }

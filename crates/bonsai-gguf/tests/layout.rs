@@ -3,11 +3,16 @@
 mod common;
 
 use bonsai_gguf::blocks::type_id;
-use bonsai_gguf::{keys, quantize, GgufError, GgufFile, GgufWriter, MetaValue, TensorType, TwoBitLayout};
+use bonsai_gguf::{
+    keys, quantize, GgufError, GgufFile, GgufWriter, MetaValue, TensorType, TwoBitLayout,
+};
 use common::{to_bytes, Rng};
 
-const LAYOUTS: [TwoBitLayout; 3] =
-    [TwoBitLayout::Tq2G128ScaleLast, TwoBitLayout::Pq2G128ScaleFirst, TwoBitLayout::Q2G64ScaleFirst];
+const LAYOUTS: [TwoBitLayout; 3] = [
+    TwoBitLayout::Tq2G128ScaleLast,
+    TwoBitLayout::Pq2G128ScaleFirst,
+    TwoBitLayout::Q2G64ScaleFirst,
+];
 /// 256 x 16 weights: 32 blocks of 128 (1088 B) or 64 blocks of 64 (1152 B). The two sizes differ
 /// by more than the 32-byte alignment, so the block size is decided by length alone.
 const SHAPE: [u64; 2] = [256, 16];
@@ -43,7 +48,10 @@ fn each_layout_is_detected_from_length_and_structure() {
         // A second tensor after it makes the region bound the next offset, not the file end.
         let norm = quantize(TensorType::F32, &rng.vec(256, 1.0)).expect("f32");
         let file = file_with(
-            &[("w", &SHAPE, ty, type_id::TWO_BIT_SHARED, data), ("n", &[256], TensorType::F32, 0, norm)],
+            &[
+                ("w", &SHAPE, ty, type_id::TWO_BIT_SHARED, data),
+                ("n", &[256], TensorType::F32, 0, norm),
+            ],
             &[],
         )
         .unwrap_or_else(|e| panic!("{}: {e}", ty.name()));
@@ -58,7 +66,8 @@ fn each_layout_is_detected_from_length_and_structure() {
 fn metadata_tags_decide_the_byte_order() {
     let mut rng = Rng::fresh("hint");
     // All-zero tensors read as both byte orders structurally, so only the tag can decide.
-    let zeros = quantize(TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast), &[0.0; 4096]).expect("quantize");
+    let zeros = quantize(TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast), &[0.0; 4096])
+        .expect("quantize");
     let cases = [
         (keys::BONSAI_TWO_BIT_LAYOUT, "tq2_0_g128", TwoBitLayout::Tq2G128ScaleLast),
         (keys::BONSAI_TWO_BIT_LAYOUT, "q2_0_g128", TwoBitLayout::Pq2G128ScaleFirst),
@@ -67,13 +76,16 @@ fn metadata_tags_decide_the_byte_order() {
     ];
     for (key, tag, layout) in cases {
         let ty = TensorType::TwoBit(layout);
-        let file = file_with(&[("w", &SHAPE, ty, 42, zeros.clone())], &[(key, tag)]).expect("tagged file");
+        let file =
+            file_with(&[("w", &SHAPE, ty, 42, zeros.clone())], &[(key, tag)]).expect("tagged file");
         assert_eq!(file.tensor("w").expect("w").info.ty, ty, "{key} = {tag}");
     }
     // A tag that contradicts the tensor's length is an error naming the tensor.
     let (g64, _) = random_two_bit(&mut rng, TwoBitLayout::Q2G64ScaleFirst);
     let ty = TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst);
-    let err = file_with(&[("w", &SHAPE, ty, 42, g64)], &[(keys::BONSAI_TWO_BIT_LAYOUT, "tq2_0_g128")]).expect_err("conflict");
+    let err =
+        file_with(&[("w", &SHAPE, ty, 42, g64)], &[(keys::BONSAI_TWO_BIT_LAYOUT, "tq2_0_g128")])
+            .expect_err("conflict");
     assert!(matches!(&err, GgufError::AmbiguousLayout { name, .. } if name == "w"), "{err}");
     // An unknown value in bonsai's own key is rejected, not ignored.
     let err = file_with(&[], &[(keys::BONSAI_TWO_BIT_LAYOUT, "q3")]).expect_err("bad tag");
@@ -85,7 +97,8 @@ fn undecidable_tensors_are_errors_naming_the_tensor() {
     // All-zero g128 data: scale 0 at the end and 0x55 0x55 (= 85.3) at the start both look valid.
     let ty = TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast);
     let zeros = quantize(ty, &[0.0; 4096]).expect("quantize");
-    let err = file_with(&[("blk.0.ffn_up.weight", &SHAPE, ty, 42, zeros)], &[]).expect_err("ambiguous order");
+    let err = file_with(&[("blk.0.ffn_up.weight", &SHAPE, ty, 42, zeros)], &[])
+        .expect_err("ambiguous order");
     let msg = err.to_string();
     assert!(msg.starts_with("tensor 'blk.0.ffn_up.weight': cannot tell"), "{msg}");
 
@@ -113,5 +126,8 @@ fn id_142_and_code_11_mean_scale_first() {
     let file = file_with(&[("w", &SHAPE, ty, 42, data)], &[]).expect("code 11");
     let view = file.tensor("w").expect("w");
     assert_eq!(view.info.ty, ty);
-    assert!(view.dequantize_to_vec().expect("dequantize").iter().all(|&v| v == 1.0), "(3 - 1) * 0.5");
+    assert!(
+        view.dequantize_to_vec().expect("dequantize").iter().all(|&v| v == 1.0),
+        "(3 - 1) * 0.5"
+    );
 }

@@ -101,7 +101,10 @@ fn check(bytes: Vec<u8>) -> Result<(), TestCaseError> {
     let secs = start.elapsed().as_secs_f64();
     let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
     prop_assert!(secs < MAX_PARSE_SECS, "parse took {secs} s");
-    prop_assert!(peak <= ALLOC_FACTOR * len + ALLOC_SLACK, "parse allocated {peak} B for a {len} B file");
+    prop_assert!(
+        peak <= ALLOC_FACTOR * len + ALLOC_SLACK,
+        "parse allocated {peak} B for a {len} B file"
+    );
     if let Err(e) = &result {
         prop_assert!(!e.to_string().contains('\n'), "multi-line error: {e}");
     } else if let Ok(file) = &result {
@@ -121,10 +124,14 @@ fn bases() -> &'static [(Vec<u8>, usize); 2] {
         let mut rng = Rng(0x5EED_0000_0000_0001);
         let mut build = |ty, tied| {
             let bytes = to_bytes(&tiny_qwen3(&mut rng, ty, tied));
-            let header_len = GgufFile::from_bytes(bytes.clone()).expect("base parses").data_offset() as usize;
+            let header_len =
+                GgufFile::from_bytes(bytes.clone()).expect("base parses").data_offset() as usize;
             (bytes, header_len)
         };
-        [build(TensorType::Q1_0, false), build(TensorType::TwoBit(bonsai_gguf::TwoBitLayout::Tq2G128ScaleLast), true)]
+        [
+            build(TensorType::Q1_0, false),
+            build(TensorType::TwoBit(bonsai_gguf::TwoBitLayout::Tq2G128ScaleLast), true),
+        ]
     })
 }
 

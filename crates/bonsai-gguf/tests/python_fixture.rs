@@ -26,7 +26,10 @@ fn value_type(name: &str) -> ValueType {
         ("INT64", ValueType::I64),
         ("FLOAT64", ValueType::F64),
     ];
-    all.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).unwrap_or_else(|| panic!("unknown type {name}"))
+    all.iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+        .unwrap_or_else(|| panic!("unknown type {name}"))
 }
 
 /// A scalar of type `ty` from JSON.
@@ -57,15 +60,23 @@ fn expected_value(entry: &Value) -> MetaValue {
     }
     let elem = value_type(entry["elem"].as_str().expect("elem"));
     let items = entry["value"].as_array().expect("array");
-    let items = items.iter().map(|v| if elem == ValueType::Array { expected_value(v) } else { scalar(elem, v) });
+    let items = items.iter().map(|v| {
+        if elem == ValueType::Array {
+            expected_value(v)
+        } else {
+            scalar(elem, v)
+        }
+    });
     MetaValue::Array(elem, items.collect())
 }
 
 #[test]
 fn python_fixture_matches_the_scripts_record() {
     let dir = fixture_dir();
-    let expected: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("python_fixture.json")).expect("json")).expect("parse json");
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("python_fixture.json")).expect("json"),
+    )
+    .expect("parse json");
     let path = dir.join("python_fixture.gguf");
     let file = GgufFile::open(&path).expect("open fixture");
     assert_eq!(u64::from(file.version()), expected["version"].as_u64().expect("version"));
@@ -82,18 +93,36 @@ fn python_fixture_matches_the_scripts_record() {
     assert_eq!(file.tensors().len(), want_tensors.len());
     for (info, want) in file.tensors().iter().zip(want_tensors) {
         assert_eq!(info.name, want["name"].as_str().expect("name"));
-        assert_eq!(u64::from(info.type_id), want["type_id"].as_u64().expect("type id"), "{}", info.name);
-        let shape: Vec<u64> = want["shape"].as_array().expect("shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+        assert_eq!(
+            u64::from(info.type_id),
+            want["type_id"].as_u64().expect("type id"),
+            "{}",
+            info.name
+        );
+        let shape: Vec<u64> = want["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|d| d.as_u64().expect("dim"))
+            .collect();
         assert_eq!(info.shape, shape, "{}", info.name);
         let view = file.tensor(&info.name).expect("view");
         let hex: String = view.data.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, want["data_hex"].as_str().expect("hex"), "{} bytes", info.name);
         // Dequantization is exact f32 arithmetic in both implementations (q·d, ±d, widening).
-        let values: Vec<f32> = want["values"].as_array().expect("values").iter().map(|v| v.as_f64().expect("f") as f32).collect();
+        let values: Vec<f32> = want["values"]
+            .as_array()
+            .expect("values")
+            .iter()
+            .map(|v| v.as_f64().expect("f") as f32)
+            .collect();
         assert_eq!(view.dequantize_to_vec().expect("dequantize"), values, "{} values", info.name);
     }
 
     let mut rewritten = Vec::new();
     GgufWriter::from_file(&file).expect("copy").write_to(&mut rewritten).expect("write");
-    assert!(rewritten == std::fs::read(&path).expect("read"), "re-written fixture differs from gguf-py's bytes");
+    assert!(
+        rewritten == std::fs::read(&path).expect("read"),
+        "re-written fixture differs from gguf-py's bytes"
+    );
 }

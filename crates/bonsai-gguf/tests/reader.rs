@@ -4,10 +4,10 @@
 mod common;
 
 use bonsai_gguf::{
-    keys, GgufError, GgufFile, GgufWriter, MetaValue, Qwen3Config, RopeScalingKind, TensorType, TokenizerMeta,
-    ValueType,
+    keys, GgufError, GgufFile, GgufWriter, MetaValue, Qwen3Config, RopeScalingKind, TensorType,
+    TokenizerMeta, ValueType,
 };
-use common::{to_bytes, tiny_qwen3, Rng};
+use common::{tiny_qwen3, to_bytes, Rng};
 
 fn every_value_type() -> Vec<(&'static str, MetaValue)> {
     let s = |v: &str| MetaValue::String(v.to_string());
@@ -82,7 +82,10 @@ fn custom_alignment_and_mmap_open_agree_with_from_bytes() {
         let a = mapped.tensor(&t.name).expect("mapped view");
         let b = owned.tensor(&t.name).expect("owned view");
         assert_eq!(a.data, b.data, "{}", t.name);
-        assert_eq!(a.dequantize_to_vec().expect("dequantize"), b.dequantize_to_vec().expect("dequantize"));
+        assert_eq!(
+            a.dequantize_to_vec().expect("dequantize"),
+            b.dequantize_to_vec().expect("dequantize")
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -99,12 +102,33 @@ fn qwen3_config_and_tokenizer_read_every_field() {
     let c = Qwen3Config::from_gguf(&file).expect("config");
     use common::*;
     assert_eq!(
-        (c.n_layers, c.hidden, c.ffn, c.n_q_heads, c.n_kv_heads, c.head_dim, c.vocab, c.context_len),
-        (LAYERS as usize, HIDDEN as usize, FFN as usize, HEADS as usize, KV_HEADS as usize, HEAD_DIM as usize, VOCAB as usize, 4096)
+        (
+            c.n_layers,
+            c.hidden,
+            c.ffn,
+            c.n_q_heads,
+            c.n_kv_heads,
+            c.head_dim,
+            c.vocab,
+            c.context_len
+        ),
+        (
+            LAYERS as usize,
+            HIDDEN as usize,
+            FFN as usize,
+            HEADS as usize,
+            KV_HEADS as usize,
+            HEAD_DIM as usize,
+            VOCAB as usize,
+            4096
+        )
     );
     assert_eq!((c.rope_theta, c.rms_eps, c.tied_embeddings), (1e6, 1e-6, false));
     let rs = c.rope_scaling.expect("yarn");
-    assert_eq!((rs.kind, rs.factor, rs.original_context_len, rs.beta_fast, rs.beta_slow), (RopeScalingKind::Yarn, 4.0, 16384, 16.0, 1.0));
+    assert_eq!(
+        (rs.kind, rs.factor, rs.original_context_len, rs.beta_fast, rs.beta_slow),
+        (RopeScalingKind::Yarn, 4.0, 16384, 16.0, 1.0)
+    );
 
     let t = TokenizerMeta::from_gguf(&file).expect("tokenizer");
     assert_eq!((t.model.as_str(), t.pre.as_deref()), ("gpt2", Some("qwen2")));
@@ -115,7 +139,8 @@ fn qwen3_config_and_tokenizer_read_every_field() {
     assert_eq!((t.bos_id, t.eos_id, t.pad_id), (None, Some(VOCAB as u32 - 1), None));
     assert_eq!(t.chat_template.as_deref(), Some("{{ messages }}"));
 
-    let tied = GgufFile::from_bytes(to_bytes(&tiny_qwen3(&mut rng, TensorType::Q1_0, true))).expect("read");
+    let tied = GgufFile::from_bytes(to_bytes(&tiny_qwen3(&mut rng, TensorType::Q1_0, true)))
+        .expect("read");
     let c = Qwen3Config::from_gguf(&tied).expect("config");
     assert!(c.tied_embeddings && c.rope_scaling.is_none());
 }
@@ -125,7 +150,9 @@ fn config_errors_name_the_key() {
     let mut rng = Rng::fresh("config_errors");
     let base = tiny_qwen3(&mut rng, TensorType::Q1_0, false);
     let file_with = |edit: &dyn Fn(&mut GgufWriter)| {
-        let mut bytes_writer = GgufWriter::from_file(&GgufFile::from_bytes(to_bytes(&base)).expect("read")).expect("copy");
+        let mut bytes_writer =
+            GgufWriter::from_file(&GgufFile::from_bytes(to_bytes(&base)).expect("read"))
+                .expect("copy");
         edit(&mut bytes_writer);
         GgufFile::from_bytes(to_bytes(&bytes_writer)).expect("read edited")
     };
@@ -138,17 +165,41 @@ fn config_errors_name_the_key() {
         }
     }
     for t in src.tensors() {
-        w.add_tensor(&t.name, &t.shape, t.ty, src.tensor(&t.name).expect("view").data.to_vec()).expect("add");
+        w.add_tensor(&t.name, &t.shape, t.ty, src.tensor(&t.name).expect("view").data.to_vec())
+            .expect("add");
     }
-    let err = Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read")).expect_err("missing");
+    let err = Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read"))
+        .expect_err("missing");
     assert_eq!(err.to_string(), "missing metadata key 'qwen3.attention.key_length'");
 
-    let f = file_with(&|w| w.add_metadata(keys::GENERAL_ARCHITECTURE, MetaValue::String("llama".into())));
-    assert_eq!(Qwen3Config::from_gguf(&f).expect_err("arch").to_string(), "unsupported architecture 'llama' (bonsai runs qwen3)");
+    let f = file_with(&|w| {
+        w.add_metadata(keys::GENERAL_ARCHITECTURE, MetaValue::String("llama".into()))
+    });
+    assert_eq!(
+        Qwen3Config::from_gguf(&f).expect_err("arch").to_string(),
+        "unsupported architecture 'llama' (bonsai runs qwen3)"
+    );
 
     let f = file_with(&|w| w.add_metadata(keys::QWEN3_BLOCK_COUNT, MetaValue::String("2".into())));
     let msg = Qwen3Config::from_gguf(&f).expect_err("type").to_string();
     assert!(msg.contains("qwen3.block_count") && msg.contains("string"), "{msg}");
+
+    // Without token_embd the vocabulary comes from the tokenizer list (40 tokens here).
+    let mut w = GgufWriter::new();
+    for (k, v) in src.metadata() {
+        w.add_metadata(k, v.clone());
+    }
+    assert_eq!(
+        Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read"))
+            .expect("config")
+            .vocab,
+        40
+    );
+    w.add_metadata(keys::TOKENIZER_TOKENS, MetaValue::U8(0));
+    let msg = Qwen3Config::from_gguf(&GgufFile::from_bytes(to_bytes(&w)).expect("read"))
+        .expect_err("not a list")
+        .to_string();
+    assert!(msg.contains(keys::TOKENIZER_TOKENS), "{msg}");
 
     let f = file_with(&|w| w.add_metadata(keys::QWEN3_HEAD_COUNT, MetaValue::I64(-4)));
     let msg = Qwen3Config::from_gguf(&f).expect_err("range").to_string();
@@ -183,7 +234,9 @@ fn one_tensor_file() -> (Vec<u8>, usize) {
     w.add_tensor("x", &[4], TensorType::F32, data).expect("add");
     let bytes = to_bytes(&w);
     // name length (u64 = 1), "x", n_dims (u32 = 1), dim (u64 = 4), then the type id.
-    let name_at = bytes.windows(9).position(|s| s == [1, 0, 0, 0, 0, 0, 0, 0, b'x']).expect("tensor name") + 9;
+    let name_at =
+        bytes.windows(9).position(|s| s == [1, 0, 0, 0, 0, 0, 0, 0, b'x']).expect("tensor name")
+            + 9;
     (bytes, name_at + 4 + 8)
 }
 
@@ -197,13 +250,21 @@ fn bad_files_give_one_line_errors_naming_the_problem() {
     let msg = GgufFile::from_bytes(bad).expect_err("magic").to_string();
     assert!(msg.starts_with("not a GGUF file (magic 0x58554747"), "{msg}");
 
+    // Version 2 has the same layout as 3 (v3 only added big-endian files): it reads.
+    let mut v2 = good.clone();
+    v2[4] = 2;
+    assert_eq!(GgufFile::from_bytes(v2).expect("v2 reads").version(), 2);
+
     let mut bad = good.clone();
     bad[4] = 1;
     assert!(matches!(GgufFile::from_bytes(bad), Err(GgufError::UnsupportedVersion(1))));
 
     let mut bad = good.clone();
     bad[type_at..type_at + 4].copy_from_slice(&77u32.to_le_bytes());
-    assert_eq!(GgufFile::from_bytes(bad).expect_err("type").to_string(), "unknown tensor type id 77 for tensor 'x'");
+    assert_eq!(
+        GgufFile::from_bytes(bad).expect_err("type").to_string(),
+        "unknown tensor type id 77 for tensor 'x'"
+    );
 
     let mut bad = good.clone();
     bad[type_at..type_at + 4].copy_from_slice(&12u32.to_le_bytes());
@@ -213,12 +274,21 @@ fn bad_files_give_one_line_errors_naming_the_problem() {
     // The tensor is the last 16 data bytes (then 16 bytes of padding to 32).
     let data_end = good.len() - 16;
     let msg = GgufFile::from_bytes(good[..data_end - 1].to_vec()).expect_err("short").to_string();
-    assert_eq!(msg, format!("tensor 'x' data ends at byte {data_end} past the file end ({} bytes)", data_end - 1));
+    assert_eq!(
+        msg,
+        format!(
+            "tensor 'x' data ends at byte {data_end} past the file end ({} bytes)",
+            data_end - 1
+        )
+    );
 
     // Every prefix of the file fails with a typed error (and never panics).
     for len in 0..data_end {
         let err = GgufFile::from_bytes(good[..len].to_vec()).expect_err("prefix must fail");
-        assert!(matches!(err, GgufError::Truncated { .. } | GgufError::TensorPastEnd { .. }), "prefix {len}: {err}");
+        assert!(
+            matches!(err, GgufError::Truncated { .. } | GgufError::TensorPastEnd { .. }),
+            "prefix {len}: {err}"
+        );
         assert!(!err.to_string().contains('\n'));
     }
 
@@ -255,9 +325,15 @@ fn writer_rejects_inconsistent_input() {
     let mut w = GgufWriter::new();
     let err = w.add_tensor("x", &[128], TensorType::Q1_0, vec![0; 17]).expect_err("short");
     assert!(err.to_string().contains("'x'"), "{err}");
-    assert!(w.add_tensor("y", &[100], TensorType::Q1_0, vec![0; 18]).is_err(), "row not a block multiple");
+    assert!(
+        w.add_tensor("y", &[100], TensorType::Q1_0, vec![0; 18]).is_err(),
+        "row not a block multiple"
+    );
     w.add_tensor("z", &[128], TensorType::Q1_0, vec![0; 18]).expect("ok");
-    assert!(matches!(w.add_tensor("z", &[128], TensorType::Q1_0, vec![0; 18]), Err(GgufError::Duplicate { .. })));
+    assert!(matches!(
+        w.add_tensor("z", &[128], TensorType::Q1_0, vec![0; 18]),
+        Err(GgufError::Duplicate { .. })
+    ));
     w.add_metadata("mixed", MetaValue::Array(ValueType::U8, vec![MetaValue::U16(1)]));
     assert!(w.write_to(&mut Vec::new()).is_err(), "mixed array element types");
 }

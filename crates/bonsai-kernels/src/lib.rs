@@ -4,8 +4,10 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod launch;
 pub mod ops;
 pub mod rope;
+pub mod verify;
 pub mod weights;
 
 pub use weights::{QMatrix, Q1Matrix, Q2Matrix, WeightError, GROUP};

@@ -180,10 +180,14 @@ fn checked_block_count(
     let (block_bytes, block_elems) = (ty.block_bytes(), ty.block_elems());
     let bad = |reason: String| GgufError::BadLength { op, type_name: ty.name(), reason };
     if data_len % block_bytes != 0 {
-        return Err(bad(format!("{data_len} bytes is not a whole number of {block_bytes}-byte blocks")));
+        return Err(bad(format!(
+            "{data_len} bytes is not a whole number of {block_bytes}-byte blocks"
+        )));
     }
     if n_elems % block_elems != 0 {
-        return Err(bad(format!("{n_elems} values is not a whole number of {block_elems}-value groups")));
+        return Err(bad(format!(
+            "{n_elems} values is not a whole number of {block_elems}-value groups"
+        )));
     }
     let n_blocks = data_len / block_bytes;
     if n_blocks != n_elems / block_elems {
@@ -217,7 +221,10 @@ pub fn quantize(ty: TensorType, src: &[f32]) -> Result<Vec<u8>, GgufError> {
         return Err(GgufError::BadLength {
             op: "quantize",
             type_name: ty.name(),
-            reason: format!("{} values is not a whole number of {block_elems}-value groups", src.len()),
+            reason: format!(
+                "{} values is not a whole number of {block_elems}-value groups",
+                src.len()
+            ),
         });
     }
     let is_float = matches!(ty, TensorType::F32 | TensorType::F16 | TensorType::BF16);
@@ -246,4 +253,3 @@ pub fn quantize(ty: TensorType, src: &[f32]) -> Result<Vec<u8>, GgufError> {
         TensorType::TwoBit(layout) => q2::quantize(layout, src),
     })
 }
-

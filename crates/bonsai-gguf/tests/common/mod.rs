@@ -10,9 +10,14 @@ pub struct Rng(pub u64);
 impl Rng {
     /// Seeded from BONSAI_TEST_SEED or the clock; prints the seed (shown when a test fails).
     pub fn fresh(test: &str) -> Rng {
-        let seed = std::env::var("BONSAI_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-        });
+        let seed = std::env::var("BONSAI_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
         println!("{test}: seed {seed} (replay with BONSAI_TEST_SEED={seed})");
         Rng(seed)
     }
@@ -73,7 +78,10 @@ pub fn tiny_qwen3(rng: &mut Rng, linear_ty: TensorType, tied: bool) -> GgufWrite
     w.add_metadata(keys::TOKENIZER_TOKENS, MetaValue::Array(ValueType::String, tokens));
     let types = (0..VOCAB).map(|i| MetaValue::I32(if i + 2 >= VOCAB { 3 } else { 1 })).collect();
     w.add_metadata(keys::TOKENIZER_TOKEN_TYPE, MetaValue::Array(ValueType::I32, types));
-    w.add_metadata(keys::TOKENIZER_MERGES, MetaValue::Array(ValueType::String, vec![s("t o"), s("to k")]));
+    w.add_metadata(
+        keys::TOKENIZER_MERGES,
+        MetaValue::Array(ValueType::String, vec![s("t o"), s("to k")]),
+    );
     w.add_metadata(keys::TOKENIZER_EOS_ID, MetaValue::U32((VOCAB - 1) as u32));
     w.add_metadata(keys::TOKENIZER_CHAT_TEMPLATE, s("{{ messages }}"));
 

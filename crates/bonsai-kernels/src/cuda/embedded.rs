@@ -98,7 +98,7 @@ mod tests {
         let source = crate::cuda::registry::combined_source();
         let hash = crate::cuda::cache::hex(&crate::cuda::cache::sha256(source.as_bytes()));
         assert_eq!(generated::SOURCE_SHA256, hash, "build.rs hashed different source text");
-        for &arch in crate::cuda::registry::EMBED_ARCHS {
+        for arch in archs() {
             let picked = select(arch, &hash).unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
             assert_eq!(picked.arch, arch, "every embedded arch is an exact match for itself");
             let found = crate::cuda::elf::kernel_entry_points(picked.cubin)

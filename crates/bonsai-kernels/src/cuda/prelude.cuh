@@ -3,3 +3,68 @@
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;
+typedef unsigned char u8;
+
+// Threads per warp; every reduction below assumes full warps.
+#define WARP_SIZE 32
+#define FULL_MASK 0xffffffffu
+
+// f16 <-> f32 through inline PTX (no cuda_fp16.h under NVRTC). Round to nearest even.
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, offset);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, offset));
+    return v;
+}
+
+// Sum over a whole CTA (blockDim.x a multiple of 32, at most 1024). `scratch` holds 32 floats.
+// Every thread gets the total. Ends with a barrier so `scratch` may be reused at once.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int n_warps = blockDim.x / WARP_SIZE;
+    v = warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < n_warps ? scratch[lane] : 0.0f;
+    t = warp_sum(t);
+    __syncthreads();
+    return t;
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int n_warps = blockDim.x / WARP_SIZE;
+    v = warp_max(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < n_warps ? scratch[lane] : -__int_as_float(0x7f800000);
+    t = warp_max(t);
+    __syncthreads();
+    return t;
+}
+
+// Negative infinity without headers.
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+
+// silu(g) * u. expf (max 2 ulp over the whole range) rather than __expf, whose error grows with |g|.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+    return g / (1.0f + expf(-g)) * u;
+}

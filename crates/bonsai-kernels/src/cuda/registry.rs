@@ -21,19 +21,20 @@ pub struct KernelSource {
     pub entry_points: &'static [&'static str],
 }
 
-/// Architectures `build.rs` embeds SASS for (`sm_XX` as the number XX). A cubin runs on devices of
-/// the same major version and an equal or higher minor one, so these cover Ampere through
-/// Blackwell; any other device compiles at run time.
-pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90, 100, 120];
+/// Architectures `build.rs` embeds SASS for by default (`sm_XX` as the number XX;
+/// `BONSAI_EMBED_ARCHS=90,...` overrides). A cubin runs on devices of the same major version and an
+/// equal or higher minor one, so these cover Ampere, Ada and Hopper; any other device (Blackwell)
+/// compiles once at run time and is cached. Each one costs build time and binary size (~1.2 MB).
+pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90];
 
 /// nvcc flags for every offline compile (build.rs and the run-time nvcc tier), before
-/// `-arch=sm_XX`. `-lineinfo` costs nothing at run time and lets profilers map SASS to source.
-pub const NVCC_FLAGS: &[&str] =
-    &["-cubin", "-O3", "-std=c++17", "-lineinfo", "-Werror", "all-warnings"];
+/// `-arch=sm_XX`. No `-lineinfo`: it more than triples the cubin (line tables), which every load
+/// and the binary would carry.
+pub const NVCC_FLAGS: &[&str] = &["-cubin", "-O3", "-std=c++17", "-Werror", "all-warnings"];
 
 /// NVRTC options for every run-time compile, before `--gpu-architecture=sm_XX`.
 /// NVRTC ships no CUDA headers; the prelude supplies everything the kernels use.
-pub const NVRTC_OPTIONS: &[&str] = &["-default-device", "-std=c++17", "--generate-line-info"];
+pub const NVRTC_OPTIONS: &[&str] = &["-default-device", "-std=c++17"];
 
 /// Every file of the library in concatenation order: prelude, machinery, then `SOURCES`.
 pub fn all_sources() -> impl Iterator<Item = &'static KernelSource> {
@@ -75,4 +76,136 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
 }];
 
 /// Every kernel file, in concatenation order.
-pub const SOURCES: &[KernelSource] = &[];
+pub const SOURCES: &[KernelSource] = &[
+    // Templates only: the decode GEMV and the prefill GEMMs every quantized matmul instantiates.
+    KernelSource {
+        path: "ops/matmul_q1/matmul_gemv.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
+        path: "ops/matmul_q1/matmul_gemm.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemm.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
+        path: "ops/matmul_q1/matmul_q1.cu",
+        text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
+        entry_points: &[
+            "matmul_q1_gemv_rows8_split_k",
+            "matmul_q1_gemv_rows8_split_k_tokens8",
+            "matmul_q1_gemm_tile64_simt",
+            "matmul_q1_gemm_mma_bf16x3",
+            "matmul_q1_add_gemv_rows8_split_k",
+            "matmul_q1_add_gemv_rows8_split_k_tokens8",
+            "matmul_q1_add_gemm_tile64_simt",
+            "matmul_q1_add_gemm_mma_bf16x3",
+        ],
+    },
+    KernelSource {
+        path: "ops/matmul_q2/matmul_q2.cu",
+        text: include_str!("../ops/matmul_q2/matmul_q2.cu"),
+        entry_points: &[
+            "matmul_q2_gemv_rows8_split_k",
+            "matmul_q2_gemv_rows8_split_k_tokens8",
+            "matmul_q2_gemm_tile64_simt",
+            "matmul_q2_gemm_mma_bf16x3",
+            "matmul_q2_add_gemv_rows8_split_k",
+            "matmul_q2_add_gemv_rows8_split_k_tokens8",
+            "matmul_q2_add_gemm_tile64_simt",
+            "matmul_q2_add_gemm_mma_bf16x3",
+        ],
+    },
+    KernelSource {
+        path: "ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu",
+        text: include_str!("../ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu"),
+        entry_points: &[
+            "gate_up_swiglu_q1_gemv_rows8_split_k",
+            "gate_up_swiglu_q1_gemv_rows8_split_k_tokens8",
+            "gate_up_swiglu_q1_gemm_tile64_simt",
+            "gate_up_swiglu_q1_gemm_mma_bf16x3",
+        ],
+    },
+    KernelSource {
+        path: "ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu",
+        text: include_str!("../ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu"),
+        entry_points: &[
+            "gate_up_swiglu_q2_gemv_rows8_split_k",
+            "gate_up_swiglu_q2_gemv_rows8_split_k_tokens8",
+            "gate_up_swiglu_q2_gemm_tile64_simt",
+            "gate_up_swiglu_q2_gemm_mma_bf16x3",
+        ],
+    },
+    KernelSource {
+        path: "ops/rms_norm/rms_norm.cu",
+        text: include_str!("../ops/rms_norm/rms_norm.cu"),
+        entry_points: &[
+            "rms_norm_row_per_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/qk_norm_rope/qk_norm_rope.cu",
+        text: include_str!("../ops/qk_norm_rope/qk_norm_rope.cu"),
+        entry_points: &[
+            "qk_norm_rope_head_per_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/kv_write/kv_write.cu",
+        text: include_str!("../ops/kv_write/kv_write.cu"),
+        entry_points: &[
+            "kv_write_head_per_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/attention/attention.cu",
+        text: include_str!("../ops/attention/attention.cu"),
+        entry_points: &[
+            "attention_split_keys",
+            "attention_combine_splits",
+        ],
+    },
+    KernelSource {
+        path: "ops/softmax/softmax.cu",
+        text: include_str!("../ops/softmax/softmax.cu"),
+        entry_points: &[
+            "softmax_row_per_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/swiglu/swiglu.cu",
+        text: include_str!("../ops/swiglu/swiglu.cu"),
+        entry_points: &[
+            "swiglu_grid_stride",
+        ],
+    },
+    KernelSource {
+        path: "ops/argmax/argmax.cu",
+        text: include_str!("../ops/argmax/argmax.cu"),
+        entry_points: &[
+            "argmax_single_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/embed_rows/embed_rows.cu",
+        text: include_str!("../ops/embed_rows/embed_rows.cu"),
+        entry_points: &[
+            "embed_rows_q1",
+            "embed_rows_q2",
+        ],
+    },
+    KernelSource {
+        path: "ops/residual_add/residual_add.cu",
+        text: include_str!("../ops/residual_add/residual_add.cu"),
+        entry_points: &[
+            "residual_add_grid_stride",
+        ],
+    },
+    KernelSource {
+        path: "verify/bench.cu",
+        text: include_str!("../verify/bench.cu"),
+        entry_points: &[
+            "bench_spin_cycles",
+        ],
+    },
+];

@@ -118,3 +118,88 @@ pub fn gguf_metadata(
     }
     Ok(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(scaling: Option<RopeScalingSpec>) -> HfQwen3Config {
+        HfQwen3Config {
+            n_layers: 2,
+            hidden: 128,
+            ffn: 256,
+            n_q_heads: 4,
+            n_kv_heads: 2,
+            head_dim: 64,
+            vocab: 3,
+            context_len: 512,
+            rope_theta: 1e6,
+            rms_eps: 1e-6,
+            tie_word_embeddings: false,
+            rope_scaling: scaling,
+            bos_token_id: None,
+            eos_token_id: None,
+            pad_token_id: None,
+        }
+    }
+
+    fn tokenizer() -> TokenizerData {
+        TokenizerData {
+            tokens: vec!["a".into(), "b".into(), "[PAD2]".into()],
+            token_types: vec![1, 1, 5],
+            merges: vec![],
+            bos_id: None,
+            eos_id: Some(1),
+            pad_id: None,
+            chat_template: None,
+        }
+    }
+
+    fn get<'a>(m: &'a [(String, MetaValue)], key: &str) -> Option<&'a MetaValue> {
+        m.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn linear_scaling_types_and_layout_tag() {
+        let spec = RopeScalingSpec::Linear { factor: 2.0 };
+        let m =
+            gguf_metadata("x", &config(Some(spec)), &tokenizer(), OutputType::Tq2_0G128).unwrap();
+        assert_eq!(
+            get(&m, keys::QWEN3_ROPE_SCALING_TYPE),
+            Some(&MetaValue::String("linear".into()))
+        );
+        assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_FACTOR), Some(&MetaValue::F32(2.0)));
+        assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_ORIG_CTX), None);
+        assert_eq!(
+            get(&m, keys::BONSAI_TWO_BIT_LAYOUT),
+            Some(&MetaValue::String("tq2_0_g128".into()))
+        );
+        assert_eq!(get(&m, keys::QWEN3_KEY_LENGTH), Some(&MetaValue::U32(64)));
+        assert_eq!(get(&m, keys::QWEN3_RMS_EPS), Some(&MetaValue::F32(1e-6)));
+        // Absent ids and template are left out rather than written as placeholders.
+        assert_eq!(get(&m, keys::TOKENIZER_BOS_ID), None);
+        assert_eq!(get(&m, keys::TOKENIZER_CHAT_TEMPLATE), None);
+        assert_eq!(get(&m, keys::TOKENIZER_EOS_ID), Some(&MetaValue::U32(1)));
+    }
+
+    #[test]
+    fn yarn_betas_and_file_types() {
+        let spec = RopeScalingSpec::Yarn {
+            factor: 4.0,
+            original_context_len: 16384,
+            beta_fast: Some(32.0),
+            beta_slow: None,
+        };
+        let m = gguf_metadata("x", &config(Some(spec)), &tokenizer(), OutputType::F16).unwrap();
+        assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_ORIG_CTX), Some(&MetaValue::U32(16384)));
+        assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_YARN_BETA_FAST), Some(&MetaValue::F32(32.0)));
+        assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_YARN_BETA_SLOW), None);
+        assert_eq!(get(&m, keys::GENERAL_FILE_TYPE), Some(&MetaValue::U32(FILE_TYPE_MOSTLY_F16)));
+        assert_eq!(get(&m, keys::BONSAI_TWO_BIT_LAYOUT), None);
+
+        let mut too_big = config(None);
+        too_big.context_len = u64::from(u32::MAX) + 1;
+        let err = gguf_metadata("x", &too_big, &tokenizer(), OutputType::Q1_0).unwrap_err();
+        assert!(err.to_string().contains("max_position_embeddings"), "{err}");
+    }
+}

@@ -1,0 +1,163 @@
+//! Shared machinery of the CUDA launchers (`ops/<op>/cuda.rs`): the launch error, device views of
+//! quantized weights, raw-pointer plumbing. Every launcher checks lengths, alignment and index
+//! ranges on the host before touching the device, so a bad shape is a typed error, never an
+//! out-of-bounds kernel.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
+
+use crate::cuda::KernelError;
+
+pub use crate::ops::{HeadShape, Store};
+
+#[path = "ops/argmax/cuda.rs"]
+pub mod argmax;
+#[path = "ops/attention/cuda.rs"]
+pub mod attention;
+#[path = "ops/embed_rows/cuda.rs"]
+pub mod embed_rows;
+#[path = "ops/kv_write/cuda.rs"]
+pub mod kv_write;
+#[path = "ops/matmul_q1/cuda.rs"]
+pub mod matmul;
+#[path = "ops/qk_norm_rope/cuda.rs"]
+pub mod qk_norm_rope;
+#[path = "ops/rms_norm/cuda.rs"]
+pub mod rms_norm;
+#[path = "ops/residual_add/cuda.rs"]
+pub mod residual_add;
+#[path = "ops/softmax/cuda.rs"]
+pub mod softmax;
+#[path = "ops/swiglu/cuda.rs"]
+pub mod swiglu;
+
+/// Why a kernel could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Library(#[from] KernelError),
+    #[error("CUDA launch failed: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    #[error("{op}: {detail}")]
+    Shape { op: &'static str, detail: String },
+}
+
+/// Bits per weight of a quantized matrix on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantBits {
+    /// Q1: sign bits, 4 u32 words per 128-weight group.
+    One,
+    /// Q2: codes c -> (c - 1) d, 8 u32 words per group.
+    Two,
+}
+
+impl QuantBits {
+    pub fn words_per_group(self) -> usize {
+        match self {
+            QuantBits::One => crate::weights::Q1_WORDS,
+            QuantBits::Two => crate::weights::Q2_WORDS,
+        }
+    }
+}
+
+/// A quantized matrix `W[N, K]` in device memory: the same bytes as the host `Q1Matrix` /
+/// `Q2Matrix` (scales f16 as u16, payload u32 words).
+pub struct QWeightsView<'a> {
+    pub bits: QuantBits,
+    pub n: usize,
+    pub k: usize,
+    pub scales: &'a CudaSlice<u16>,
+    pub payload: &'a CudaSlice<u32>,
+}
+
+impl QWeightsView<'_> {
+    /// Checks the buffers hold exactly `N x K` weights in group-128 layout.
+    pub fn validate(&self, op: &'static str) -> Result<(), LaunchError> {
+        let group = crate::weights::GROUP;
+        if self.k == 0 || self.k % group != 0 || self.n == 0 {
+            return Err(shape(op, format!("weights {}x{}: K must be a positive multiple of {group}", self.n, self.k)));
+        }
+        let groups = self.n * self.k / group;
+        expect_len(op, "weight scales", self.scales.len(), groups)?;
+        expect_len(op, "weight payload words", self.payload.len(), groups * self.bits.words_per_group())?;
+        Ok(())
+    }
+}
+
+pub(crate) fn shape(op: &'static str, detail: String) -> LaunchError {
+    LaunchError::Shape { op, detail }
+}
+
+/// Errors unless `got >= need` (buffers may be larger than one call uses).
+pub(crate) fn expect_at_least(op: &'static str, what: &str, got: usize, need: usize) -> Result<(), LaunchError> {
+    if got < need {
+        return Err(shape(op, format!("{what} holds {got} elements, needs {need}")));
+    }
+    Ok(())
+}
+
+pub(crate) fn expect_len(op: &'static str, what: &str, got: usize, want: usize) -> Result<(), LaunchError> {
+    if got != want {
+        return Err(shape(op, format!("{what} holds {got} elements, expected {want}")));
+    }
+    Ok(())
+}
+
+/// A dimension as the `int` the kernels take.
+pub(crate) fn as_i32(op: &'static str, what: &str, v: usize) -> Result<i32, LaunchError> {
+    i32::try_from(v).map_err(|_| shape(op, format!("{what} = {v} exceeds the kernels' 32-bit index range")))
+}
+
+/// The read pointer of a device buffer; keep the guard alive until after the launch.
+pub(crate) fn read_ptr<'a, T>(buf: &'a impl DevicePtr<T>, stream: &'a Arc<CudaStream>) -> (u64, SyncOnDrop<'a>) {
+    buf.device_ptr(stream)
+}
+
+/// The write pointer of a device buffer; keep the guard alive until after the launch.
+pub(crate) fn write_ptr<'a, T>(buf: &'a mut impl DevicePtrMut<T>, stream: &'a Arc<CudaStream>) -> (u64, SyncOnDrop<'a>) {
+    buf.device_ptr_mut(stream)
+}
+
+/// Errors unless `ptr` is 16-byte aligned (kernels that use float4 loads need it).
+pub(crate) fn expect_aligned16(op: &'static str, what: &str, ptr: u64) -> Result<(), LaunchError> {
+    if ptr % 16 != 0 {
+        return Err(shape(op, format!("{what} must start on a 16-byte boundary (a view at a multiple of 4 floats)")));
+    }
+    Ok(())
+}
+
+/// A 1-D launch of `blocks` CTAs of `threads`.
+pub(crate) fn grid_1d(blocks: u32, threads: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Grid-stride kernels: enough CTAs to fill the GPU several times over, at most one per 256 items.
+pub(crate) fn grid_stride_blocks(items: usize, threads: u32) -> u32 {
+    const MAX_GRID_STRIDE_BLOCKS: usize = 132 * 16;
+    items.div_ceil(threads as usize).clamp(1, MAX_GRID_STRIDE_BLOCKS) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cuda::registry::SOURCES;
+
+    /// The value of `#define NAME value` in a registered kernel file.
+    fn cu_define(path: &str, name: &str) -> usize {
+        let src = SOURCES.iter().find(|s| s.path == path).unwrap_or_else(|| panic!("{path} not registered"));
+        let prefix = format!("#define {name} ");
+        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} not in {path}"));
+        line[prefix.len()..].trim().parse().unwrap_or_else(|_| panic!("{name} in {path} is not a number"))
+    }
+
+    #[test]
+    fn launcher_constants_match_the_kernels() {
+        let matmul = "ops/matmul_q1/matmul_gemv.cu";
+        assert_eq!(cu_define(matmul, "GEMV_MAX_TOKENS"), super::matmul::GEMV_MAX_TOKENS);
+        assert_eq!(cu_define(matmul, "GROUP_SIZE"), crate::weights::GROUP);
+        let attention = "ops/attention/attention.cu";
+        assert_eq!(cu_define(attention, "ATT_SPLIT_KEYS"), super::attention::SPLIT_KEYS);
+        assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
+        assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+    }
+}

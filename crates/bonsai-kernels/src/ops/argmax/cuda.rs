@@ -1,0 +1,38 @@
+//! Launcher of `argmax_single_block` (argmax.cu).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
+
+const THREADS: u32 = 1024;
+/// Written to `out[0]` when every value is NaN (ARGMAX_NONE in argmax.cu).
+pub const ARGMAX_NONE: u32 = u32::MAX;
+
+/// `out[0]` = index of the largest of `x[..n]` (ties -> lowest, NaN never wins), or
+/// [`ARGMAX_NONE`] when all are NaN.
+pub fn argmax(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    n: usize,
+    out: &mut impl DevicePtrMut<u32>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "argmax";
+    if n == 0 {
+        return Err(shape(OP, "empty input".into()));
+    }
+    expect_at_least(OP, "x", x.len(), n)?;
+    expect_at_least(OP, "out", out.len(), 1)?;
+    let n_u = u32::try_from(n).ok().filter(|&v| v != ARGMAX_NONE).ok_or_else(|| shape(OP, format!("n = {n} too large")))?;
+    let func = lib.function("argmax_single_block")?;
+    let (x_p, _a) = read_ptr(x, stream);
+    let (o_p, _b) = write_ptr(out, stream);
+    let mut l = stream.launch_builder(func);
+    l.arg(&x_p).arg(&n_u).arg(&o_p);
+    // SAFETY: matches argmax_single_block(x, n, out); x holds n values, out one.
+    unsafe { l.launch(grid_1d(1, THREADS)) }?;
+    Ok(())
+}

@@ -1,0 +1,171 @@
+// Causal GQA attention over an f16 KV cache, flash-decoding style, for decode and prefill.
+// Query head h of token i (position p = pos[0] + i) attends to cache positions 0..=p of kv head
+// h / G (G = n_q / n_kv), scores scaled by 1/sqrt(hd).
+//
+// Pass 1, `attention_split_keys`: grid (n_kv, n_splits, ceil(m / tokens_per_cta)), 4 warps.
+// A CTA takes ATT_ROWS query rows (tokens_per_cta = ATT_ROWS / G tokens x the G heads sharing
+// one kv head, so K/V are read once for all of them) and the keys of one split
+// [split * ATT_SPLIT_KEYS, +ATT_SPLIT_KEYS). Keys stream through shared memory ATT_CHUNK at a
+// time; each warp keeps an online softmax (running max, sum, unnormalised output) per row. It
+// writes [max, sum, acc[hd]] per (row, split) to the scratch buffer.
+// Pass 2, `attention_combine_splits`: grid (m, n_q), merges the splits a row used.
+// A position >= max_seq, or one needing more splits than were launched, yields NaN output.
+#define ATT_MAX_HD 128
+#define ATT_ROWS 16
+#define ATT_WARPS 4
+#define ATT_ROWS_PER_WARP (ATT_ROWS / ATT_WARPS)
+#define ATT_CHUNK 32
+#define ATT_SPLIT_KEYS 128
+#define ATT_DIMS_PER_LANE (ATT_MAX_HD / WARP_SIZE)
+#define ATT_K_STRIDE (ATT_MAX_HD + 4)
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
+    attention_split_keys(const float* __restrict__ qkv, int m, int n_q, int n_kv, int hd,
+                         const u32* __restrict__ pos0_ptr, int max_seq,
+                         const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
+                         float* __restrict__ partial, int n_splits) {
+    __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
+    // Row stride ATT_MAX_HD + 4: float4 reads of row j by lane j fall in distinct banks per
+    // quarter-warp, and rows stay 16-byte aligned.
+    __shared__ __align__(16) float k_s[ATT_CHUNK][ATT_K_STRIDE];
+    __shared__ float v_s[ATT_CHUNK][ATT_MAX_HD];
+    const int kv_head = blockIdx.x;
+    const int split = blockIdx.y;
+    const int group = n_q / n_kv;
+    const int tokens_per_cta = ATT_ROWS / group;
+    const int token0 = blockIdx.z * tokens_per_cta;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const u32 pos0 = pos0_ptr[0];
+    const int qkv_row = (n_q + 2 * n_kv) * hd;
+
+    const int last_token = min(m, token0 + tokens_per_cta) - 1;
+    const long long cta_max_pos = (long long)pos0 + last_token;  // highest position in this CTA
+    const int key_begin = split * ATT_SPLIT_KEYS;
+    if (key_begin > cta_max_pos) return;  // no row of this CTA reaches this split
+    const int key_end = (int)min((long long)min(key_begin + ATT_SPLIT_KEYS, max_seq), cta_max_pos + 1);
+
+    const float scale = rsqrtf((float)hd);
+    for (int i = threadIdx.x; i < ATT_ROWS * ATT_MAX_HD; i += blockDim.x) {
+        const int r = i / ATT_MAX_HD, d = i % ATT_MAX_HD;
+        const int token = token0 + r / group;
+        const int head = kv_head * group + r % group;
+        q_s[r][d] = (token < m && d < hd) ? qkv[(long long)token * qkv_row + (long long)head * hd + d] * scale : 0.0f;
+    }
+
+    float row_max[ATT_ROWS_PER_WARP], row_sum[ATT_ROWS_PER_WARP];
+    float acc[ATT_ROWS_PER_WARP][ATT_DIMS_PER_LANE];
+    long long row_pos[ATT_ROWS_PER_WARP];
+#pragma unroll
+    for (int j = 0; j < ATT_ROWS_PER_WARP; ++j) {
+        const int r = warp + ATT_WARPS * j;
+        const int token = token0 + r / group;
+        row_pos[j] = token < m ? (long long)pos0 + token : -1;  // -1: idle row
+        row_max[j] = neg_inf();
+        row_sum[j] = 0.0f;
+#pragma unroll
+        for (int dd = 0; dd < ATT_DIMS_PER_LANE; ++dd) acc[j][dd] = 0.0f;
+    }
+
+    const long long cache_base = (long long)kv_head * max_seq * hd;
+    for (int c0 = key_begin; c0 < key_end; c0 += ATT_CHUNK) {
+        __syncthreads();  // previous chunk fully consumed (and q_s written, first time)
+        // 4 f16 (8 bytes) per load; hd is a multiple of 32, so groups of 4 never straddle rows.
+        const int quads = hd / 4;
+        for (int i = threadIdx.x; i < ATT_CHUNK * quads; i += blockDim.x) {
+            const int j = i / quads, d = (i % quads) * 4;
+            const int key = c0 + j;
+            uint2 kq = make_uint2(0u, 0u), vq = make_uint2(0u, 0u);
+            if (key < key_end) {
+                const long long at = cache_base + (long long)key * hd + d;
+                kq = *reinterpret_cast<const uint2*>(k_cache + at);
+                vq = *reinterpret_cast<const uint2*>(v_cache + at);
+            }
+            k_s[j][d] = f16_to_f32((u16)(kq.x & 0xffffu));
+            k_s[j][d + 1] = f16_to_f32((u16)(kq.x >> 16));
+            k_s[j][d + 2] = f16_to_f32((u16)(kq.y & 0xffffu));
+            k_s[j][d + 3] = f16_to_f32((u16)(kq.y >> 16));
+            v_s[j][d] = f16_to_f32((u16)(vq.x & 0xffffu));
+            v_s[j][d + 1] = f16_to_f32((u16)(vq.x >> 16));
+            v_s[j][d + 2] = f16_to_f32((u16)(vq.y & 0xffffu));
+            v_s[j][d + 3] = f16_to_f32((u16)(vq.y >> 16));
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < ATT_ROWS_PER_WARP; ++j) {
+            const int r = warp + ATT_WARPS * j;
+            const int key = c0 + lane;
+            const bool valid = key < key_end && (long long)key <= row_pos[j];
+            float s = 0.0f;
+            for (int d = 0; d < hd; d += 4) {
+                const float4 qv = *reinterpret_cast<const float4*>(&q_s[r][d]);
+                const float4 kv = *reinterpret_cast<const float4*>(&k_s[lane][d]);
+                s = fmaf(qv.x, kv.x, s);
+                s = fmaf(qv.y, kv.y, s);
+                s = fmaf(qv.z, kv.z, s);
+                s = fmaf(qv.w, kv.w, s);
+            }
+            s = valid ? s : neg_inf();
+            const float new_max = fmaxf(row_max[j], warp_max(s));
+            if (new_max == neg_inf()) continue;  // no visible key yet (warp-uniform)
+            const float p = valid ? expf(s - new_max) : 0.0f;
+            const float correction = expf(row_max[j] - new_max);
+            row_sum[j] = row_sum[j] * correction + warp_sum(p);
+            row_max[j] = new_max;
+#pragma unroll
+            for (int dd = 0; dd < ATT_DIMS_PER_LANE; ++dd) acc[j][dd] *= correction;
+            for (int kk = 0; kk < ATT_CHUNK; ++kk) {
+                const float pk = __shfl_sync(FULL_MASK, p, kk);
+#pragma unroll
+                for (int dd = 0; dd < ATT_DIMS_PER_LANE; ++dd) {
+                    const int d = lane + WARP_SIZE * dd;
+                    if (d < hd) acc[j][dd] = fmaf(pk, v_s[kk][d], acc[j][dd]);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int j = 0; j < ATT_ROWS_PER_WARP; ++j) {
+        if (row_pos[j] < 0) continue;
+        const int r = warp + ATT_WARPS * j;
+        const int token = token0 + r / group;
+        const int head = kv_head * group + r % group;
+        float* dst = partial + (((long long)token * n_q + head) * n_splits + split) * (hd + 2);
+        if (lane == 0) { dst[0] = row_max[j]; dst[1] = row_sum[j]; }
+#pragma unroll
+        for (int dd = 0; dd < ATT_DIMS_PER_LANE; ++dd) {
+            const int d = lane + WARP_SIZE * dd;
+            if (d < hd) dst[2 + d] = acc[j][dd];
+        }
+    }
+}
+
+// grid (m, n_q), blockDim.x >= hd: one thread per output dimension.
+extern "C" __global__ void attention_combine_splits(const float* __restrict__ partial, int n_q,
+                                                    int hd, const u32* __restrict__ pos0_ptr,
+                                                    int max_seq, int n_splits,
+                                                    float* __restrict__ out) {
+    const int token = blockIdx.x;
+    const int head = blockIdx.y;
+    const int d = threadIdx.x;
+    if (d >= hd) return;
+    const long long pos = (long long)pos0_ptr[0] + token;
+    float* dst = out + ((long long)token * n_q + head) * hd + d;
+    const long long used = pos / ATT_SPLIT_KEYS + 1;
+    if (pos >= max_seq || used > n_splits) {
+        *dst = __int_as_float(0x7fc00000);
+        return;
+    }
+    const float* src = partial + ((long long)token * n_q + head) * n_splits * (hd + 2);
+    float mx = neg_inf();
+    for (int s = 0; s < used; ++s) mx = fmaxf(mx, src[s * (hd + 2)]);
+    float total = 0.0f, value = 0.0f;
+    for (int s = 0; s < used; ++s) {
+        const float* part = src + s * (hd + 2);
+        const float w = part[0] == neg_inf() ? 0.0f : expf(part[0] - mx);
+        total += part[1] * w;
+        value += part[2 + d] * w;
+    }
+    *dst = value / total;
+}

@@ -1,0 +1,108 @@
+//! Launcher of the two-pass split-key attention (attention.cu): `attention_split_keys` then
+//! `attention_combine_splits`, with a caller-owned scratch buffer so the pair can be captured in
+//! a CUDA graph (no allocation per call).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+
+/// Keys per split (ATT_SPLIT_KEYS in attention.cu).
+pub const SPLIT_KEYS: usize = 128;
+/// Query rows per CTA (ATT_ROWS): n_q / n_kv must divide it.
+pub const ROWS_PER_CTA: usize = 16;
+/// Largest head_dim the kernel holds (ATT_MAX_HD); it must also be a multiple of 32.
+pub const MAX_HEAD_DIM: usize = 128;
+const SPLIT_THREADS: u32 = 128;
+
+/// f32 elements of scratch for `m` tokens with positions below `seq_bound`.
+pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
+    m * shape_.n_q * seq_bound.div_ceil(SPLIT_KEYS) * (shape_.head_dim + 2)
+}
+
+/// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.
+/// `seq_bound` is a host-side upper bound on `pos0 + m` (e.g. max_seq for a captured decode
+/// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &impl DevicePtr<f32>,
+    m: usize,
+    shape_: HeadShape,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    seq_bound: usize,
+    k_cache: &impl DevicePtr<u16>,
+    v_cache: &impl DevicePtr<u16>,
+    scratch: &mut CudaSlice<f32>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "attention";
+    let hd = shape_.head_dim;
+    if m == 0 || shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 || hd == 0 || hd % 32 != 0 || hd > MAX_HEAD_DIM {
+        return Err(shape(OP, format!("unsupported shape m={m} {shape_:?} (head_dim a multiple of 32, <= {MAX_HEAD_DIM})")));
+    }
+    let group = shape_.n_q / shape_.n_kv;
+    if ROWS_PER_CTA % group != 0 {
+        return Err(shape(OP, format!("GQA group {group} does not divide {ROWS_PER_CTA}")));
+    }
+    if seq_bound == 0 || max_seq == 0 {
+        return Err(shape(OP, "zero sequence bound".into()));
+    }
+    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
+    let cache = shape_.n_kv * max_seq * hd;
+    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
+    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
+    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
+    expect_at_least(OP, "pos0", pos0.len(), 1)?;
+    expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
+    let n_splits = seq_bound.min(max_seq).div_ceil(SPLIT_KEYS);
+    expect_at_least(OP, "scratch", scratch.len(), scratch_len(m, shape_, n_splits * SPLIT_KEYS))?;
+    let tokens_per_cta = ROWS_PER_CTA / group;
+    let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
+    let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    as_i32(OP, "cache len", cache)?;
+    let z = u32::try_from(m.div_ceil(tokens_per_cta)).ok().filter(|&z| z <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
+    if n_splits > 65_535 {
+        return Err(shape(OP, "too many splits".into()));
+    }
+    let split_cfg = LaunchConfig {
+        grid_dim: (shape_.n_kv as u32, n_splits as u32, z),
+        block_dim: (SPLIT_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let combine_cfg = LaunchConfig {
+        grid_dim: (m as u32, shape_.n_q as u32, 1),
+        block_dim: (hd.div_ceil(32) as u32 * 32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let split = lib.function("attention_split_keys")?;
+    let combine = lib.function("attention_combine_splits")?;
+    let (q_p, _a) = read_ptr(qkv, stream);
+    let (p0, _b) = read_ptr(pos0, stream);
+    let (k_p, _c) = read_ptr(k_cache, stream);
+    let (v_p, _d) = read_ptr(v_cache, stream);
+    // The kernel reads the caches 4 halves (8 bytes) at a time.
+    if k_p % 8 != 0 || v_p % 8 != 0 {
+        return Err(shape(OP, "k_cache and v_cache must start on an 8-byte boundary".into()));
+    }
+    {
+        let (s_p, _e) = write_ptr(scratch, stream);
+        let mut l = stream.launch_builder(split);
+        l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i);
+        // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch lengths checked
+        // above for m tokens, n_splits splits and max_seq positions.
+        unsafe { l.launch(split_cfg) }?;
+    }
+    let (s_p, _f) = read_ptr(&*scratch, stream);
+    let (o_p, _g) = write_ptr(out, stream);
+    let mut l = stream.launch_builder(combine);
+    l.arg(&s_p).arg(&n_q).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&n_splits_i).arg(&o_p);
+    // SAFETY: matches attention_combine_splits' signature; reads only splits the first pass
+    // wrote for each row (bounded by n_splits), writes m * n_q * hd outputs.
+    unsafe { l.launch(combine_cfg) }?;
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! Launcher of `kv_write_head_per_block` (kv_write.cu).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+
+const THREADS: u32 = 128;
+
+/// Writes the k and v heads of `m` qkv rows into the f16 caches (`[n_kv][max_seq][hd]`, as u16
+/// bits) at positions `pos0[0] + i`; positions >= max_seq are skipped on the device.
+#[allow(clippy::too_many_arguments)]
+pub fn kv_write(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &impl DevicePtr<f32>,
+    m: usize,
+    shape_: HeadShape,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    k_cache: &mut impl DevicePtrMut<u16>,
+    v_cache: &mut impl DevicePtrMut<u16>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "kv_write";
+    let hd = shape_.head_dim;
+    if m == 0 || hd == 0 || shape_.n_kv == 0 || max_seq == 0 {
+        return Err(shape(OP, format!("bad shape m={m} max_seq={max_seq} {shape_:?}")));
+    }
+    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
+    let cache = shape_.n_kv * max_seq * hd;
+    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
+    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
+    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
+    expect_at_least(OP, "pos0", pos0.len(), 1)?;
+    let (n_q, n_kv, hd_i) = (as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
+    let max_seq_i = as_i32(OP, "max_seq", max_seq)?;
+    let cfg = LaunchConfig {
+        grid_dim: (u32::try_from(m).map_err(|_| shape(OP, "too many tokens".into()))?, shape_.n_kv as u32, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let func = lib.function("kv_write_head_per_block")?;
+    let (q_p, _a) = read_ptr(qkv, stream);
+    let (p0, _b) = read_ptr(pos0, stream);
+    let (k_p, _c) = write_ptr(k_cache, stream);
+    let (v_p, _d) = write_ptr(v_cache, stream);
+    let mut l = stream.launch_builder(func);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p);
+    // SAFETY: matches kv_write_head_per_block's signature; cache lengths cover [n_kv][max_seq][hd]
+    // and the kernel skips positions >= max_seq.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}

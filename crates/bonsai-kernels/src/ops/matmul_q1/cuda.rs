@@ -1,0 +1,195 @@
+//! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
+//! SwiGLU). Kernels: matmul_gemv.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
+//! gate_up_swiglu_q*.cu (entry points).
+//! m == 1 -> `*_gemv_rows8_split_k`; 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m -> a
+//! GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or `*_gemm_tile64_simt` (CUDA cores,
+//! kept as an independent second implementation that verify checks too).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView,
+    QuantBits, Store,
+};
+
+/// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_q1.cu).
+pub const GEMV_MAX_TOKENS: usize = 8;
+const GEMV_ROWS: usize = 8;
+const GEMV_THREADS: u32 = 4 * 32;
+const GEMM_TILE_ROWS: usize = 64;
+const GEMM_TILE_TOKENS: usize = 64;
+const GEMM_THREADS: u32 = 256;
+const MMA_TILE_ROWS: usize = 64;
+const MMA_TILE_TOKENS: usize = 32;
+const MMA_THREADS: u32 = 128;
+
+/// Which GEMM serves m > GEMV_MAX_TOKENS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmKernel {
+    /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
+    TensorCore,
+    /// f32 FFMA register tiles.
+    Simt,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Epilogue {
+    Store,
+    Add,
+    SwiGlu,
+}
+
+fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel) -> String {
+    let prefix = match (bits, epilogue) {
+        (QuantBits::One, Epilogue::Store) => "matmul_q1",
+        (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
+        (QuantBits::One, Epilogue::SwiGlu) => "gate_up_swiglu_q1",
+        (QuantBits::Two, Epilogue::Store) => "matmul_q2",
+        (QuantBits::Two, Epilogue::Add) => "matmul_q2_add",
+        (QuantBits::Two, Epilogue::SwiGlu) => "gate_up_swiglu_q2",
+    };
+    let variant = match m {
+        1 => "gemv_rows8_split_k",
+        m if m <= GEMV_MAX_TOKENS => "gemv_rows8_split_k_tokens8",
+        _ if gemm == GemmKernel::TensorCore => "gemm_mma_bf16x3",
+        _ => "gemm_tile64_simt",
+    };
+    format!("{prefix}_{variant}")
+}
+
+/// `y[m, N] (=|+=) x[m, K] . W^T` (store picks overwrite or the fused residual add).
+pub fn matmul(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    store: Store,
+) -> Result<(), LaunchError> {
+    matmul_with_gemm(lib, stream, w, x, m, y, store, GemmKernel::TensorCore)
+}
+
+/// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_with_gemm(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    store: Store,
+    gemm: GemmKernel,
+) -> Result<(), LaunchError> {
+    let epilogue = match store {
+        Store::Overwrite => Epilogue::Store,
+        Store::Add => Epilogue::Add,
+    };
+    launch_any(lib, stream, w, x, m, y, epilogue, w.n, gemm)
+}
+
+/// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
+pub fn gate_up_swiglu(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    gate_up_swiglu_with_gemm(lib, stream, w, x, m, out, GemmKernel::TensorCore)
+}
+
+/// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
+pub fn gate_up_swiglu_with_gemm(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    out: &mut impl DevicePtrMut<f32>,
+    gemm: GemmKernel,
+) -> Result<(), LaunchError> {
+    if w.n % 2 != 0 {
+        return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
+    }
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, gemm)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_any(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: Epilogue,
+    n_out: usize,
+    gemm: GemmKernel,
+) -> Result<(), LaunchError> {
+    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    w.validate(op)?;
+    if m == 0 {
+        return Err(shape(op, "m = 0 tokens".into()));
+    }
+    expect_at_least(op, "x", x.len(), m * w.k)?;
+    expect_at_least(op, "y", y.len(), m * n_out)?;
+    let (m_i, n_i, k_i) = (as_i32(op, "m", m)?, as_i32(op, "n_out", n_out)?, as_i32(op, "K", w.k)?);
+    as_i32(op, "N*K/32", w.n * w.k / 32)?;
+    let name = kernel_name(w.bits, epilogue, m, gemm);
+    let func = lib.function(&name)?;
+    let cfg = if m <= GEMV_MAX_TOKENS {
+        let rows_per_cta = if epilogue == Epilogue::SwiGlu { GEMV_ROWS / 2 } else { GEMV_ROWS };
+        let ctas = u32::try_from(n_out.div_ceil(rows_per_cta))
+            .map_err(|_| shape(op, format!("{n_out} outputs exceed the grid")))?;
+        LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 }
+    } else {
+        let (tile_rows, tile_tokens, threads) = match gemm {
+            GemmKernel::TensorCore => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
+            GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
+        };
+        let rows_per_tile = if epilogue == Epilogue::SwiGlu { tile_rows / 2 } else { tile_rows };
+        let tiles = u32::try_from(n_out.div_ceil(rows_per_tile)).map_err(|_| shape(op, "too many rows".into()))?;
+        let token_tiles = m.div_ceil(tile_tokens);
+        if token_tiles > 65_535 {
+            return Err(shape(op, format!("m = {m} exceeds the grid's y range")));
+        }
+        LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+    };
+    let (scales, _g0) = read_ptr(w.scales, stream);
+    let (payload, _g1) = read_ptr(w.payload, stream);
+    let (x_ptr, _g2) = read_ptr(x, stream);
+    expect_aligned16(op, "x", x_ptr)?;
+    let (y_ptr, _g3) = write_ptr(y, stream);
+    let mut b = stream.launch_builder(func);
+    b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
+    // n_out, k); buffer lengths were checked above to cover every index the kernel touches.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_the_launcher_picks_is_registered() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for bits in [QuantBits::One, QuantBits::Two] {
+            for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+                for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
+                    for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
+                        let name = kernel_name(bits, epilogue, m, gemm);
+                        assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                    }
+                }
+            }
+        }
+    }
+}

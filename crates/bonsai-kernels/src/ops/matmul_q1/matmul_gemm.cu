@@ -1,0 +1,274 @@
+// Prefill GEMM templates for every quantized matmul (see matmul_gemv.cu for the layout, the
+// epilogue modes and the decode kernels). Entry points are instantiated in matmul_q1.cu etc.
+
+// Weight (row, k) of a quantized matrix as f32, given the row's payload/scales base.
+template <int BITS>
+__device__ __forceinline__ float dequant_weight(const u16* scales, const u32* payload,
+                                                long long row, int groups_per_row, int kk) {
+    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
+    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
+    const long long g = row * groups_per_row + kk / GROUP_SIZE;
+    const int j = kk % GROUP_SIZE;
+    const u32 word = __ldg(payload + g * WORDS_PER_GROUP + j / WEIGHTS_PER_WORD);
+    const float d = f16_to_f32(__ldg(scales + g));
+    if (BITS == 1) return ((word >> (j % 32)) & 1u) ? d : -d;
+    const u32 c = (word >> (2 * (j % 16))) & 3u;
+    return ((float)c - 1.0f) * d;
+}
+
+// Local tile row lr (0..63) -> weight row. SwiGLU tiles hold 32 features: for each pair of
+// features, 2 gate rows then the 2 matching up rows, so one thread's 4 rows pair up.
+template <int MODE>
+__device__ __forceinline__ int gemm_weight_row(int tile, int lr, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = tile * (GEMM_TILE_ROWS / 2) + (lr / 4) * 2 + (lr % 2);
+        return (lr % 4) < 2 ? f : n_out + f;
+    }
+    return tile * GEMM_TILE_ROWS + lr;
+}
+template <int MODE>
+__device__ __forceinline__ int gemm_out_col(int tile, int lr) {
+    if (MODE == MATMUL_SWIGLU) return tile * (GEMM_TILE_ROWS / 2) + (lr / 4) * 2 + (lr % 2);
+    return tile * GEMM_TILE_ROWS + lr;
+}
+
+// grid (row tiles, token tiles), GEMM_THREADS threads. Thread (ty, tx) of 16 x 16 owns local rows
+// ty*4..ty*4+3 and tokens tx*4..tx*4+3.
+template <int BITS, int MODE>
+__device__ __forceinline__ void gemm_tile64_simt(const u16* __restrict__ scales,
+                                                 const u32* __restrict__ payload,
+                                                 const float* __restrict__ x, int m,
+                                                 float* __restrict__ y, int n_out, int k) {
+    // +1 column breaks the power-of-two stride so column reads hit distinct banks.
+    __shared__ float ws[GEMM_TILE_ROWS][GEMM_K_STEP + 1];
+    __shared__ float xs[GEMM_TILE_TOKENS][GEMM_K_STEP + 1];
+    const int tile = blockIdx.x;
+    const int tok0 = blockIdx.y * GEMM_TILE_TOKENS;
+    const int tx = threadIdx.x % 16;
+    const int ty = threadIdx.x / 16;
+    const int groups_per_row = k / GROUP_SIZE;
+
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < k; k0 += GEMM_K_STEP) {
+        // Fill: GEMM_TILE_ROWS * GEMM_K_STEP weights and as many x values, 8 per thread each.
+        for (int i = threadIdx.x; i < GEMM_TILE_ROWS * GEMM_K_STEP; i += GEMM_THREADS) {
+            const int lr = i / GEMM_K_STEP;
+            const int kk = i % GEMM_K_STEP;
+            const int col = gemm_out_col<MODE>(tile, lr);
+            float wv = 0.0f;
+            if (col < n_out)
+                wv = dequant_weight<BITS>(scales, payload, gemm_weight_row<MODE>(tile, lr, n_out),
+                                          groups_per_row, k0 + kk);
+            ws[lr][kk] = wv;
+            const int tok = tok0 + lr;
+            xs[lr][kk] = tok < m ? x[(long long)tok * k + k0 + kk] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < GEMM_K_STEP; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = ws[ty * 4 + i][kk];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = xs[tx * 4 + j][kk];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int tok = tok0 + tx * 4 + j;
+        if (tok >= m) continue;
+        if (MODE == MATMUL_SWIGLU) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int col = gemm_out_col<MODE>(tile, ty * 4 + i);
+                if (col < n_out) y[(long long)tok * n_out + col] = silu_mul(acc[i][j], acc[i + 2][j]);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int col = gemm_out_col<MODE>(tile, ty * 4 + i);
+                if (col >= n_out) continue;
+                float* dst = y + (long long)tok * n_out + col;
+                if (MODE == MATMUL_ADD) *dst += acc[i][j];
+                else *dst = acc[i][j];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill on tensor cores: `gemm_mma_bf16x3`. CTA tile 64 weight rows x 32 tokens, 4 warps of
+// 16 rows each; K in steps of one 128-group. Weights are decoded to bf16 +-1 / (c - 1) (exact);
+// each activation is split x = hi + mid + lo into three bf16 (the residual after three parts is
+// below 2^-27 |x|) and every part goes through mma.sync m16n8k16 (f32 accumulate) into a per-group
+// partial, which is scaled by the row's group scale d and added to the f32 accumulator.
+// SwiGLU tiles: in each warp's 16 rows, rows 0..7 are gate rows of 8 features and rows 8..15 the
+// matching up rows, so one thread holds gate (c0, c1) and up (c2, c3) of the same feature.
+#define MMA_TILE_ROWS 64
+#define MMA_TILE_TOKENS 32
+#define MMA_THREADS 128
+#define MMA_PARTS 3
+// Shared rows are padded by 8 bf16 (4 words) so fragment loads of 8 rows x 4 lanes hit 32 banks.
+#define MMA_ROW_STRIDE (GROUP_SIZE + 8)
+
+__device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
+    u16 h;
+    asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
+
+__device__ __forceinline__ void mma_bf16_16x8x16(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Tile-local row lr (0..63) -> weight row, or -1 when outside the matrix.
+template <int MODE>
+__device__ __forceinline__ int mma_weight_row(int tile, int lr, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = tile * (MMA_TILE_ROWS / 2) + (lr / 16) * 8 + (lr % 8);
+        if (f >= n_out) return -1;
+        return (lr % 16) < 8 ? f : n_out + f;
+    }
+    const int r = tile * MMA_TILE_ROWS + lr;
+    return r < n_out ? r : -1;
+}
+
+// bf16 value of weight code/bit: 1-bit: bit ? +1 : -1; 2-bit: c - 1.
+template <int BITS>
+__device__ __forceinline__ u16 weight_bf16(u32 word, int j) {
+    if (BITS == 1) return ((word >> j) & 1u) ? 0x3F80 : 0xBF80;
+    const u32 c = (word >> (2 * j)) & 3u;
+    return c == 0 ? 0xBF80 : c == 1 ? 0x0000 : c == 2 ? 0x3F80 : 0x4000;
+}
+
+template <int BITS, int MODE>
+__device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
+                                                const u32* __restrict__ payload,
+                                                const float* __restrict__ x, int m,
+                                                float* __restrict__ y, int n_out, int k) {
+    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
+    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
+    __shared__ __align__(16) u16 w_s[MMA_TILE_ROWS][MMA_ROW_STRIDE];
+    __shared__ __align__(16) u16 x_s[MMA_PARTS][MMA_TILE_TOKENS][MMA_ROW_STRIDE];
+    __shared__ float d_s[MMA_TILE_ROWS];
+
+    const int tile = blockIdx.x;
+    const int tok0 = blockIdx.y * MMA_TILE_TOKENS;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int groups_per_row = k / GROUP_SIZE;
+
+    float acc[MMA_TILE_TOKENS / 8][4];
+#pragma unroll
+    for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[tt][e] = 0.0f;
+
+    for (int kb = 0; kb < groups_per_row; ++kb) {
+        __syncthreads();  // the previous group's tiles are consumed
+        // Weights: one payload word per thread-iteration, decoded into WEIGHTS_PER_WORD bf16.
+        for (int i = threadIdx.x; i < MMA_TILE_ROWS * WORDS_PER_GROUP; i += MMA_THREADS) {
+            const int lr = i / WORDS_PER_GROUP, wi = i % WORDS_PER_GROUP;
+            const int row = mma_weight_row<MODE>(tile, lr, n_out);
+            const long long grp = (long long)row * groups_per_row + kb;
+            const u32 word = row >= 0 ? __ldg(payload + grp * WORDS_PER_GROUP + wi) : 0u;
+            u32* dst = reinterpret_cast<u32*>(&w_s[lr][wi * WEIGHTS_PER_WORD]);
+#pragma unroll
+            for (int j = 0; j < WEIGHTS_PER_WORD; j += 2) {
+                const u32 lo = row >= 0 ? weight_bf16<BITS>(word, j) : 0u;
+                const u32 hi = row >= 0 ? weight_bf16<BITS>(word, j + 1) : 0u;
+                dst[j / 2] = lo | (hi << 16);
+            }
+            if (wi == 0) d_s[lr] = row >= 0 ? f16_to_f32(__ldg(scales + grp)) : 0.0f;
+        }
+        // Activations: split into three bf16 parts.
+        for (int i = threadIdx.x; i < MMA_TILE_TOKENS * GROUP_SIZE / 2; i += MMA_THREADS) {
+            const int tok = (2 * i) / GROUP_SIZE, kk = (2 * i) % GROUP_SIZE;
+            float v0 = 0.0f, v1 = 0.0f;
+            if (tok0 + tok < m) {
+                const float* src = x + (long long)(tok0 + tok) * k + kb * GROUP_SIZE + kk;
+                v0 = src[0];
+                v1 = src[1];
+            }
+#pragma unroll
+            for (int p = 0; p < MMA_PARTS; ++p) {
+                const u16 h0 = f32_to_bf16_rn(v0), h1 = f32_to_bf16_rn(v1);
+                *reinterpret_cast<u32*>(&x_s[p][tok][kk]) = (u32)h0 | ((u32)h1 << 16);
+                v0 -= bf16_to_f32(h0);  // exact: the residual fits in f32
+                v1 -= bf16_to_f32(h1);
+            }
+        }
+        __syncthreads();
+
+        float part[MMA_TILE_TOKENS / 8][4];
+#pragma unroll
+        for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) part[tt][e] = 0.0f;
+        const int r0 = warp * 16 + g;
+#pragma unroll
+        for (int ks = 0; ks < GROUP_SIZE; ks += 16) {
+            u32 a[4];
+            a[0] = *reinterpret_cast<const u32*>(&w_s[r0][ks + 2 * t]);
+            a[1] = *reinterpret_cast<const u32*>(&w_s[r0 + 8][ks + 2 * t]);
+            a[2] = *reinterpret_cast<const u32*>(&w_s[r0][ks + 2 * t + 8]);
+            a[3] = *reinterpret_cast<const u32*>(&w_s[r0 + 8][ks + 2 * t + 8]);
+#pragma unroll
+            for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
+#pragma unroll
+                for (int p = 0; p < MMA_PARTS; ++p) {
+                    const u32 b0 = *reinterpret_cast<const u32*>(&x_s[p][tt * 8 + g][ks + 2 * t]);
+                    const u32 b1 = *reinterpret_cast<const u32*>(&x_s[p][tt * 8 + g][ks + 2 * t + 8]);
+                    mma_bf16_16x8x16(part[tt], a, b0, b1);
+                }
+        }
+        const float d_lo = d_s[r0], d_hi = d_s[r0 + 8];
+#pragma unroll
+        for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt) {
+            acc[tt][0] = fmaf(d_lo, part[tt][0], acc[tt][0]);
+            acc[tt][1] = fmaf(d_lo, part[tt][1], acc[tt][1]);
+            acc[tt][2] = fmaf(d_hi, part[tt][2], acc[tt][2]);
+            acc[tt][3] = fmaf(d_hi, part[tt][3], acc[tt][3]);
+        }
+    }
+
+    // Epilogue: thread holds rows r0 (c0, c1) and r0 + 8 (c2, c3) for tokens 8tt + 2t, +1.
+    const int lr = warp * 16 + g;
+#pragma unroll
+    for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int tok = tok0 + tt * 8 + 2 * t + e;
+            if (tok >= m) continue;
+            if (MODE == MATMUL_SWIGLU) {
+                const int f = tile * (MMA_TILE_ROWS / 2) + warp * 8 + g;
+                if (f < n_out) y[(long long)tok * n_out + f] = silu_mul(acc[tt][e], acc[tt][2 + e]);
+            } else {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = mma_weight_row<MODE>(tile, lr + 8 * h, n_out);
+                    if (row < 0) continue;
+                    float* dst = y + (long long)tok * n_out + row;
+                    if (MODE == MATMUL_ADD) *dst += acc[tt][2 * h + e];
+                    else *dst = acc[tt][2 * h + e];
+                }
+            }
+        }
+}

@@ -1,0 +1,28 @@
+// 1-bit matmul entry points, and the macro every quantized matmul file instantiates. The kernel
+// templates are in matmul_gemv.cu (decode) and matmul_gemm.cu (prefill), concatenated before.
+
+// Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
+#define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
+        PREFIX##_gemv_rows8_split_k(const u16* scales, const u32* payload, const float* x,       \
+                                    int m, float* y, int n_out, int k) {                         \
+        gemv_rows8_split_k<BITS, MODE, 1>(scales, payload, x, m, y, n_out, k);                   \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
+        PREFIX##_gemv_rows8_split_k_tokens8(const u16* scales, const u32* payload,               \
+                                            const float* x, int m, float* y, int n_out, int k) { \
+        gemv_rows8_split_k<BITS, MODE, GEMV_MAX_TOKENS>(scales, payload, x, m, y, n_out, k);     \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
+        PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
+                                  float* y, int n_out, int k) {                                  \
+        gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
+        PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
+                                 float* y, int n_out, int k) {                                   \
+        gemm_mma_bf16x3<BITS, MODE>(scales, payload, x, m, y, n_out, k);                         \
+    }
+
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)

@@ -1,0 +1,4 @@
+// 2-bit (code c -> (c - 1) * d) matmul entry points; the kernels live in matmul_gemv.cu and
+// matmul_gemm.cu, the macro in matmul_q1.cu.
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q2, 2, MATMUL_STORE)
+DEFINE_MATMUL_ENTRY_POINTS(matmul_q2_add, 2, MATMUL_ADD)

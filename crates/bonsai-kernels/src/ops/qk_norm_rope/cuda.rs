@@ -1,0 +1,69 @@
+//! Launcher of `qk_norm_rope_head_per_block` (qk_norm_rope.cu).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+
+/// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
+pub struct RopeTableView<'a, C: DevicePtr<f32>> {
+    pub max_pos: usize,
+    pub cos: &'a C,
+    pub sin: &'a C,
+}
+
+/// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE at position `pos0[0] + i`, in place
+/// on the q and k heads of `m` qkv rows. Positions >= max_pos turn the head into NaN.
+#[allow(clippy::too_many_arguments)]
+pub fn qk_norm_rope<C: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &mut impl DevicePtrMut<f32>,
+    m: usize,
+    shape_: HeadShape,
+    q_norm: &impl DevicePtr<f32>,
+    k_norm: &impl DevicePtr<f32>,
+    eps: f32,
+    rope: &RopeTableView<'_, C>,
+    pos0: &impl DevicePtr<u32>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "qk_norm_rope";
+    let hd = shape_.head_dim;
+    if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
+        return Err(shape(OP, format!("bad shape m={m} {shape_:?}")));
+    }
+    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
+    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
+    expect_at_least(OP, "q_norm", q_norm.len(), hd)?;
+    expect_at_least(OP, "k_norm", k_norm.len(), hd)?;
+    expect_at_least(OP, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(OP, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(OP, "pos0", pos0.len(), 1)?;
+    let threads = (hd / 2).div_ceil(32) * 32;
+    if threads > 1024 {
+        return Err(shape(OP, format!("head_dim {hd} exceeds 2048")));
+    }
+    let (n_q, n_kv, hd_i) = (as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
+    let max_pos = as_i32(OP, "max_pos", rope.max_pos)?;
+    as_i32(OP, "qkv len", m * row)?;
+    let cfg = LaunchConfig {
+        grid_dim: (m as u32, (shape_.n_q + shape_.n_kv) as u32, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let func = lib.function("qk_norm_rope_head_per_block")?;
+    let (qn, _a) = read_ptr(q_norm, stream);
+    let (kn, _b) = read_ptr(k_norm, stream);
+    let (cs, _c) = read_ptr(rope.cos, stream);
+    let (sn, _d) = read_ptr(rope.sin, stream);
+    let (p0, _e) = read_ptr(pos0, stream);
+    let (q_p, _f) = write_ptr(qkv, stream);
+    let mut l = stream.launch_builder(func);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
+    // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
+    // and the device position is bounds-checked against max_pos in the kernel.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}

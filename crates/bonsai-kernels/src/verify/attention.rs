@@ -1,0 +1,174 @@
+//! Checks of the position-dependent ops: qk_norm_rope, kv_write, attention (decode and prefill).
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::gpu::{download, poisoned, upload};
+use super::shapes::{Geometry, ShapeSet, MODELS, SMALL};
+use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch;
+use crate::launch::qk_norm_rope::RopeTableView;
+use crate::ops::{self, HeadShape};
+use crate::rope::RopeTable;
+
+const ROPE_THETA: f64 = 1e6;
+const EPS: f32 = 1e-6;
+
+fn head_shape(g: &Geometry) -> HeadShape {
+    HeadShape { n_q: g.n_q, n_kv: g.n_kv, head_dim: g.head_dim }
+}
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    // (geometry, m tokens, pos0): decode at seq 1, 100, 4097; prefill chunks, odd m.
+    let mut cases: Vec<(Geometry, usize, usize)> =
+        vec![(SMALL, 1, 0), (SMALL, 1, 99), (SMALL, 1, 4096), (SMALL, 7, 93), (SMALL, 33, 0), (SMALL, 33, 300)];
+    if set == ShapeSet::All {
+        for g in MODELS.iter().take(3) {
+            cases.push((*g, 1, 4096));
+            cases.push((*g, 33, 67));
+        }
+        cases.push((MODELS[2], 1, 8191));
+        cases.push((MODELS[2], 1, 32767));
+        cases.push((MODELS[0], 512, 0));
+    }
+    for &(g, m, pos0) in &cases {
+        qk_norm_rope(ctx, &g, m, pos0)?;
+        kv_write(ctx, &g, m, pos0)?;
+        attention(ctx, &g, m, pos0)?;
+    }
+    Ok(())
+}
+
+fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+    let shape = head_shape(g);
+    let hd = shape.head_dim;
+    let half = hd / 2;
+    let row = shape.qkv_row_len();
+    let max_pos = pos0 + m + 5;
+    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let qkv = ctx.rng.activations(m * row, 3.0);
+    let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let mut want = qkv.clone();
+    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let mut qd = upload(&ctx.stream, &qkv)?;
+    let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
+    let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
+    let pd = upload(&ctx.stream, &[pos0 as u32])?;
+    let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
+    launch::qk_norm_rope::qk_norm_rope(&ctx.lib, &ctx.stream, &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd)?;
+    let got = download(&ctx.stream, &qd)?;
+    // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is a <= 7-level tree
+    // of positive terms (<= 10u), /hd, +eps and rsqrtf (2 ulp) give inv within 9u, the two
+    // products 11u on x1 and x2; rotation adds 2 products and a sum: |err| <= 14u (|x1|+|x2|)
+    // (|cos|+|sin|). Factor 2 for second order. The v part is untouched: exact.
+    let heads = shape.n_q + shape.n_kv;
+    let mut bound = vec![0.0f64; m * row];
+    for i in 0..m {
+        let (cos, sin) = rope.row(pos0 + i);
+        for h in 0..heads {
+            let w = if h < shape.n_q { &qn } else { &kn };
+            let x = &qkv[i * row + h * hd..][..hd];
+            let ms = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / hd as f64;
+            let inv = 1.0 / (ms + EPS as f64).sqrt();
+            for j in 0..half {
+                let x1 = (x[j] as f64 * inv * w[j] as f64).abs();
+                let x2 = (x[j + half] as f64 * inv * w[j + half] as f64).abs();
+                let b = 28.0 * U * (x1 + x2) * (cos[j].abs() + sin[j].abs()) as f64 + f32::MIN_POSITIVE as f64;
+                bound[i * row + h * hd + j] = b;
+                bound[i * row + h * hd + j + half] = b;
+            }
+        }
+    }
+    let cmp = Comparison::of(&got, &want, |i| bound[i]);
+    ctx.record("qk_norm_rope", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    Ok(())
+}
+
+/// Random finite f16 cache contents.
+fn random_cache(ctx: &mut Ctx, len: usize) -> Vec<f16> {
+    (0..len).map(|_| f16::from_f32(ctx.rng.range(-2.0, 2.0))).collect()
+}
+
+fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+    let shape = head_shape(g);
+    let max_seq = pos0 + m + 3;
+    let qkv = ctx.rng.activations(m * shape.qkv_row_len(), 3.0);
+    let len = shape.n_kv * max_seq * shape.head_dim;
+    let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
+    let (mut kw, mut vw) = (k0.clone(), v0.clone());
+    ops::kv_write::reference(&qkv, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let qd = upload(&ctx.stream, &qkv)?;
+    let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
+    let pd = upload(&ctx.stream, &[pos0 as u32])?;
+    launch::kv_write::kv_write(&ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, &mut kd, &mut vd)?;
+    let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
+    let mut got = as_f32(download(&ctx.stream, &kd)?);
+    got.extend(as_f32(download(&ctx.stream, &vd)?));
+    let want: Vec<f32> = kw.iter().chain(&vw).map(|h| h.to_f32()).collect();
+    // Round-to-nearest-even f32 -> f16 on both sides, untouched elsewhere: bit-identical.
+    let cmp = Comparison::of(&got, &want, |_| 0.0);
+    ctx.record("kv_write", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    Ok(())
+}
+
+fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+    let shape = head_shape(g);
+    let (hd, row) = (shape.head_dim, shape.qkv_row_len());
+    let max_seq = pos0 + m + 3;
+    let qkv = ctx.rng.activations(m * row, 2.0);
+    let len = shape.n_kv * max_seq * hd;
+    let (kc, vc) = (random_cache(ctx, len), random_cache(ctx, len));
+    let out_row = shape.q_len();
+    let mut want = vec![0.0f32; m * out_row];
+    want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
+        ops::attention::reference(&qkv[i * row..(i + 1) * row], 1, shape, pos0 + i, max_seq, &kc, &vc, o)
+    })?;
+    // Per (token, head) bound. Scores: q*scale rounds once, then hd sequential fmaf:
+    // |ds| <= (hd + 1)u max_j sum_d |q_d k_jd| / sqrt(hd); exp(s - max) adds 2 ulp and the
+    // rounding of s - max (u |s - max|). A score error ds moves the output by at most
+    // ds * max|v_j - o| <= 2 ds max|v|. The weighted sums run sequentially over the keys of a
+    // split with a rescale per 32-key chunk, then a combine over splits: (seq + seq/16 + 16)u
+    // relative on both numerator and denominator, i.e. 2 (seq + seq/16 + 16)u max|v|.
+    let scale = 1.0 / (hd as f64).sqrt();
+    let mut bound = vec![0.0f64; m * out_row];
+    bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
+        let p = pos0 + i;
+        for h in 0..shape.n_q {
+            let kvh = h / shape.group_size();
+            let q = &qkv[i * row + h * hd..][..hd];
+            let at = |j: usize| (kvh * max_seq + j) * hd;
+            let (mut qk_abs, mut s_min, mut s_max, mut v_max) = (0.0f64, f64::MAX, f64::MIN, 0.0f64);
+            for j in 0..=p {
+                let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
+                let mut s = 0.0;
+                let mut a = 0.0;
+                for d in 0..hd {
+                    s += q[d] as f64 * k[d].to_f64();
+                    a += (q[d] as f64 * k[d].to_f64()).abs();
+                    v_max = v_max.max(v[d].to_f64().abs());
+                }
+                qk_abs = qk_abs.max(a * scale);
+                s_min = s_min.min(s * scale);
+                s_max = s_max.max(s * scale);
+            }
+            let seq = (p + 1) as f64;
+            let ds = (hd as f64 + 1.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
+            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 16.0 + 16.0) * U * v_max;
+            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
+        }
+    });
+    let qd = upload(&ctx.stream, &qkv)?;
+    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let (kd, vd) = (upload(&ctx.stream, &bits(&kc))?, upload(&ctx.stream, &bits(&vc))?);
+    let pd = upload(&ctx.stream, &[pos0 as u32])?;
+    let seq_bound = pos0 + m;
+    let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, seq_bound))?;
+    let mut od = poisoned(&ctx.stream, m * out_row)?;
+    launch::attention::attention(&ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut od)?;
+    let got = download(&ctx.stream, &od)?;
+    let cmp = Comparison::of(&got, &want, |i| bound[i]);
+    ctx.record("attention", &format!("{} m={m} pos0={pos0} seq={}", g.name, pos0 + m), cmp);
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! `--bench`: median time per kernel launch with weights rotated beyond the L2 cache, as GB/s or
+//! TFLOP/s and as a fraction of the device-to-device copy bandwidth measured in the same run.
+//!
+//! Method: a spin kernel holds the GPU for ~1 ms while the host queues a batch of launches (one
+//! per rotated copy of the inputs) between two timing events; the batch then runs back to back
+//! with no host gaps. Per-launch time = batch time / batch size; the median over
+//! BENCH_SAMPLES batches is reported (>= 50 launches of every kernel, after one warm-up batch).
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
+
+use super::gpu::{poisoned, upload, DeviceQMatrix};
+use super::{Ctx, VerifyError};
+use crate::launch::matmul::GemmKernel;
+use crate::launch::{self, grid_1d, HeadShape, LaunchError, Store};
+use crate::weights::QMatrix;
+
+/// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
+const BENCH_SAMPLES: usize = 50;
+/// Rotated inputs must exceed this many bytes: 3x the H200's 60 MB L2.
+const ROTATION_BYTES: usize = 3 * 60 * 1024 * 1024;
+/// SM clocks the spin kernel holds the GPU (~1 ms at ~2 GHz) while the host queues a batch.
+const SPIN_CYCLES: i64 = 2_000_000;
+/// Size of the buffer the copy-bandwidth probe copies.
+const COPY_PROBE_BYTES: usize = 1 << 30;
+
+/// One benchmarked kernel.
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    pub kernel: String,
+    pub shape: String,
+    pub median_us: f64,
+    /// Bytes read + written once per launch (weights, activations, cache), when bandwidth bound.
+    pub bytes: Option<f64>,
+    /// FLOPs per launch, when compute bound (GEMM).
+    pub flops: Option<f64>,
+    /// Achieved bytes/s over the measured copy bandwidth.
+    pub fraction_of_copy: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn spin(ctx: &Ctx) -> Result<(), VerifyError> {
+    let f = ctx.lib.function("bench_spin_cycles")?;
+    let mut b = ctx.stream.launch_builder(f);
+    b.arg(&SPIN_CYCLES);
+    // SAFETY: bench_spin_cycles(long long) takes one 64-bit integer and touches no memory.
+    unsafe { b.launch(grid_1d(1, 1)) }.map_err(LaunchError::from)?;
+    Ok(())
+}
+
+/// Median seconds per call of `launch(i)` for i cycling over `copies`.
+fn time_batches(
+    ctx: &Ctx,
+    copies: usize,
+    mut launch: impl FnMut(usize) -> Result<(), VerifyError>,
+) -> Result<f64, VerifyError> {
+    let stream: &Arc<CudaStream> = &ctx.stream;
+    let batch = copies.max(1);
+    let mut samples = Vec::with_capacity(BENCH_SAMPLES);
+    for sample in 0..=BENCH_SAMPLES {
+        spin(ctx)?;
+        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        for i in 0..batch {
+            launch(i)?;
+        }
+        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let ms = start.elapsed_ms(&end)? as f64;
+        if sample > 0 {
+            samples.push(ms * 1e-3 / batch as f64);
+        }
+    }
+    Ok(median(samples))
+}
+
+fn copies_for(bytes: usize) -> usize {
+    ROTATION_BYTES.div_ceil(bytes.max(1)) + 1
+}
+
+fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, flops: Option<f64>, copy_bw: f64) -> BenchRow {
+    let fraction = bytes.map(|b| b / secs / copy_bw);
+    let r = BenchRow { kernel: kernel.into(), shape, median_us: secs * 1e6, bytes, flops, fraction_of_copy: fraction };
+    let rate = match (bytes, flops) {
+        (Some(b), _) => format!("{:>8.1} GB/s  {:>5.1}% of copy", b / secs / 1e9, 100.0 * fraction.unwrap_or(0.0)),
+        (None, Some(f)) => format!("{:>8.2} TFLOP/s", f / secs / 1e12),
+        _ => String::new(),
+    };
+    println!("bench {:<34} {:<30} {:>9.2} us  {rate}", r.kernel, r.shape, r.median_us);
+    r
+}
+
+/// Device-to-device copy bandwidth, counting read + write bytes.
+fn copy_bandwidth(ctx: &Ctx) -> Result<f64, VerifyError> {
+    let n = COPY_PROBE_BYTES / 4;
+    let src: CudaSlice<f32> = upload(&ctx.stream, &vec![1.0f32; n])?;
+    let mut dst: CudaSlice<f32> = ctx.stream.alloc_zeros(n)?;
+    let secs = time_batches(ctx, 1, |_| Ok(ctx.stream.memcpy_dtod(&src, &mut dst)?))?;
+    Ok(2.0 * COPY_PROBE_BYTES as f64 / secs)
+}
+
+pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), VerifyError> {
+    let copy_bw = copy_bandwidth(ctx)?;
+    println!("bench copy bandwidth (device-to-device, read + write): {:.1} GB/s", copy_bw / 1e9);
+    let mut rows = Vec::new();
+    for ternary in [false, true] {
+        let tc = GemmKernel::TensorCore;
+        for (n, k) in [(12288, 4096), (4096, 12288), (151_669, 4096)] {
+            rows.push(bench_matmul(ctx, n, k, 1, ternary, false, tc, copy_bw)?);
+        }
+        rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, tc, copy_bw)?);
+        for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
+            rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, gemm, copy_bw)?);
+            rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, gemm, copy_bw)?);
+        }
+    }
+    for seq in [8192, 32768] {
+        rows.push(bench_attention(ctx, seq, copy_bw)?);
+    }
+    Ok((Some(copy_bw), rows))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_matmul(
+    ctx: &mut Ctx,
+    n: usize,
+    k: usize,
+    m: usize,
+    ternary: bool,
+    swiglu: bool,
+    gemm: GemmKernel,
+    copy_bw: f64,
+) -> Result<BenchRow, VerifyError> {
+    let w = if ternary { QMatrix::Q2(ctx.rng.q2_matrix(n, k)) } else { QMatrix::Q1(ctx.rng.q1_matrix(n, k)) };
+    let copies = copies_for(w.len_bytes());
+    let dws = (0..copies).map(|_| DeviceQMatrix::upload(&ctx.stream, &w)).collect::<Result<Vec<_>, _>>()?;
+    let x = upload(&ctx.stream, &ctx.rng.activations(m * k, 1.0))?;
+    let n_out = if swiglu { n / 2 } else { n };
+    let mut y = poisoned(&ctx.stream, m * n_out)?;
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, copies, |i| {
+        let view = dws[i].view();
+        if swiglu {
+            launch::matmul::gate_up_swiglu_with_gemm(lib, &stream, &view, &x, m, &mut y, gemm)?;
+        } else {
+            launch::matmul::matmul_with_gemm(lib, &stream, &view, &x, m, &mut y, Store::Overwrite, gemm)?;
+        }
+        Ok(())
+    })?;
+    let q = if ternary { "q2" } else { "q1" };
+    let kernel = if swiglu { format!("gate_up_swiglu_{q}") } else { format!("matmul_{q}") };
+    let variant = match (m > launch::matmul::GEMV_MAX_TOKENS, gemm) {
+        (false, _) => "gemv",
+        (true, GemmKernel::TensorCore) => "gemm_mma",
+        (true, GemmKernel::Simt) => "gemm_simt",
+    };
+    let shape = format!("N={n} K={k} m={m} {variant}");
+    if m == 1 {
+        let bytes = (w.len_bytes() + 4 * (m * k + m * n_out)) as f64;
+        Ok(row(&kernel, shape, secs, Some(bytes), None, copy_bw))
+    } else {
+        Ok(row(&kernel, shape, secs, None, Some(2.0 * (m * n * k) as f64), copy_bw))
+    }
+}
+
+fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, VerifyError> {
+    let shape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+    let max_seq = seq;
+    let cache_len = shape.n_kv * max_seq * shape.head_dim;
+    let cache_bytes = 2 * 2 * cache_len;
+    let copies = copies_for(cache_bytes);
+    let cache: Vec<u16> = (0..cache_len).map(|_| half::f16::from_f32(ctx.rng.range(-2.0, 2.0)).to_bits()).collect();
+    let caches = (0..copies)
+        .map(|_| Ok((upload(&ctx.stream, &cache)?, upload(&ctx.stream, &cache)?)))
+        .collect::<Result<Vec<_>, VerifyError>>()?;
+    let qkv = upload(&ctx.stream, &ctx.rng.activations(shape.qkv_row_len(), 2.0))?;
+    let pos = upload(&ctx.stream, &[(seq - 1) as u32])?;
+    let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(1, shape, seq))?;
+    let mut out = poisoned(&ctx.stream, shape.q_len())?;
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, copies, |i| {
+        let (k, v) = &caches[i];
+        launch::attention::attention(lib, &stream, &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut out)?;
+        Ok(())
+    })?;
+    Ok(row("attention (split + combine)", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
+}

@@ -1,0 +1,50 @@
+//! Host <-> device helpers for verify: uploads, NaN-poisoned outputs, downloads.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+
+use super::VerifyError;
+use crate::launch::{QWeightsView, QuantBits};
+use crate::weights::{Q1Matrix, Q2Matrix, QMatrix};
+
+pub(crate) fn upload<T: DeviceRepr>(stream: &Arc<CudaStream>, host: &[T]) -> Result<CudaSlice<T>, VerifyError> {
+    Ok(stream.clone_htod(host)?)
+}
+
+/// A device buffer of `n` NaNs: any element a kernel fails to write stays NaN and fails the check.
+pub(crate) fn poisoned(stream: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<f32>, VerifyError> {
+    upload(stream, &vec![f32::NAN; n])
+}
+
+pub(crate) fn download<T: DeviceRepr>(stream: &Arc<CudaStream>, dev: &impl DevicePtr<T>) -> Result<Vec<T>, VerifyError> {
+    let v = stream.clone_dtoh(dev)?;
+    stream.synchronize()?;
+    Ok(v)
+}
+
+/// A quantized matrix in device memory (the same bytes as the host matrix).
+pub(crate) struct DeviceQMatrix {
+    pub bits: QuantBits,
+    pub n: usize,
+    pub k: usize,
+    pub scales: CudaSlice<u16>,
+    pub payload: CudaSlice<u32>,
+}
+
+impl DeviceQMatrix {
+    pub fn upload(stream: &Arc<CudaStream>, w: &QMatrix) -> Result<Self, VerifyError> {
+        let (bits, n, k, scales, payload): (QuantBits, usize, usize, Vec<u16>, &[u32]) = match w {
+            QMatrix::Q1(Q1Matrix { n, k, scales, bits }) => {
+                (QuantBits::One, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), bits)
+            }
+            QMatrix::Q2(Q2Matrix { n, k, scales, codes }) => {
+                (QuantBits::Two, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), codes)
+            }
+        };
+        Ok(Self { bits, n, k, scales: upload(stream, &scales)?, payload: upload(stream, payload)? })
+    }
+    pub fn view(&self) -> QWeightsView<'_> {
+        QWeightsView { bits: self.bits, n: self.n, k: self.k, scales: &self.scales, payload: &self.payload }
+    }
+}

@@ -1,0 +1,224 @@
+//! Checks of the quantized matmuls (plain, fused residual, fused gate|up SwiGLU), 1-bit and
+//! 2-bit, at every model's projection shapes and at odd shapes.
+
+use rayon::prelude::*;
+
+use super::gpu::{download, poisoned, upload, DeviceQMatrix};
+use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
+use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch;
+use crate::launch::matmul::{GemmKernel, GEMV_MAX_TOKENS};
+use crate::ops::{self, OpError, Store};
+use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
+
+/// Rows per parallel reference task.
+const REFERENCE_ROWS_PER_TASK: usize = 512;
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    // Odd shapes: K = 128, odd N, every token count including a 512-token GEMM.
+    for ternary in [false, true] {
+        for &m in &TOKEN_COUNTS {
+            matmul(ctx, "odd", 333, 128, m, ternary, Store::Overwrite)?;
+            matmul(ctx, "odd", 77, 384, m, ternary, Store::Add)?;
+            gate_up(ctx, "odd", 37, 256, m, ternary)?;
+        }
+        for m in [1, 7, 33, 512] {
+            matmul(ctx, SMALL.name, SMALL.hidden, SMALL.ffn, m, ternary, Store::Add)?;
+        }
+    }
+    if set == ShapeSet::Small {
+        return Ok(());
+    }
+    for g in MODELS {
+        let ms: &[usize] = if g.hidden == 4096 { &[1, 7, 33] } else { &[1, 7] };
+        for &m in ms {
+            model_layer(ctx, &g, m)?;
+        }
+        matmul(ctx, &format!("{} lm_head", g.name), VOCAB, g.hidden, 1, g.ternary, Store::Overwrite)?;
+    }
+    Ok(())
+}
+
+/// Every linear of one layer: fused QKV, output (residual add), gate|up + SwiGLU, down (add).
+fn model_layer(ctx: &mut Ctx, g: &Geometry, m: usize) -> Result<(), VerifyError> {
+    let qkv_n = (g.n_q + 2 * g.n_kv) * g.head_dim;
+    matmul(ctx, &format!("{} qkv", g.name), qkv_n, g.hidden, m, g.ternary, Store::Overwrite)?;
+    matmul(ctx, &format!("{} attn_out", g.name), g.hidden, g.n_q * g.head_dim, m, g.ternary, Store::Add)?;
+    gate_up(ctx, &format!("{} gate_up", g.name), g.ffn, g.hidden, m, g.ternary)?;
+    matmul(ctx, &format!("{} down", g.name), g.hidden, g.ffn, m, g.ternary, Store::Add)
+}
+
+fn random_matrix(ctx: &mut Ctx, n: usize, k: usize, ternary: bool) -> QMatrix {
+    if ternary {
+        QMatrix::Q2(ctx.rng.q2_matrix(n, k))
+    } else {
+        QMatrix::Q1(ctx.rng.q1_matrix(n, k))
+    }
+}
+
+/// |W|: every weight replaced by its magnitude (Q1: all bits set; Q2: code c -> 1 + |c - 1|).
+pub(crate) fn abs_matrix(w: &QMatrix) -> QMatrix {
+    match w {
+        QMatrix::Q1(q) => QMatrix::Q1(Q1Matrix { bits: vec![u32::MAX; q.bits.len()], ..q.clone() }),
+        QMatrix::Q2(q) => {
+            let codes = q
+                .codes
+                .iter()
+                .map(|&word| {
+                    (0..16).fold(0u32, |acc, j| {
+                        let c = (word >> (2 * j)) & 3;
+                        let abs_code = 1 + (c as i32 - 1).unsigned_abs();
+                        acc | (abs_code << (2 * j))
+                    })
+                })
+                .collect();
+            QMatrix::Q2(Q2Matrix { codes, ..q.clone() })
+        }
+    }
+}
+
+/// Rows [r0, r1) of a matrix as a matrix of its own.
+fn row_slice(w: &QMatrix, r0: usize, r1: usize) -> QMatrix {
+    let gpr = w.k() / GROUP;
+    match w {
+        QMatrix::Q1(q) => QMatrix::Q1(Q1Matrix {
+            n: r1 - r0,
+            k: q.k,
+            scales: q.scales[r0 * gpr..r1 * gpr].to_vec(),
+            bits: q.bits[r0 * gpr * Q1_WORDS..r1 * gpr * Q1_WORDS].to_vec(),
+        }),
+        QMatrix::Q2(q) => QMatrix::Q2(Q2Matrix {
+            n: r1 - r0,
+            k: q.k,
+            scales: q.scales[r0 * gpr..r1 * gpr].to_vec(),
+            codes: q.codes[r0 * gpr * Q2_WORDS..r1 * gpr * Q2_WORDS].to_vec(),
+        }),
+    }
+}
+
+fn reference_matmul(w: &QMatrix, x: &[f32], m: usize, y: &mut [f32], store: Store) -> Result<(), OpError> {
+    match w {
+        QMatrix::Q1(q) => ops::matmul_q1::reference(q, x, m, y, store),
+        QMatrix::Q2(q) => ops::matmul_q2::reference(q, x, m, y, store),
+    }
+}
+
+/// The reference over row blocks in parallel; `y0` is the initial y (Store::Add).
+pub(crate) fn par_reference(w: &QMatrix, x: &[f32], m: usize, y0: &[f32], store: Store) -> Result<Vec<f32>, OpError> {
+    let n = w.n();
+    let blocks: Vec<(usize, usize)> =
+        (0..n).step_by(REFERENCE_ROWS_PER_TASK).map(|r0| (r0, (r0 + REFERENCE_ROWS_PER_TASK).min(n))).collect();
+    let parts: Vec<Vec<f32>> = blocks
+        .par_iter()
+        .map(|&(r0, r1)| {
+            let sub = row_slice(w, r0, r1);
+            let mut y: Vec<f32> = (0..m).flat_map(|i| y0[i * n + r0..i * n + r1].iter().copied()).collect();
+            reference_matmul(&sub, x, m, &mut y, store)?;
+            Ok(y)
+        })
+        .collect::<Result<_, OpError>>()?;
+    let mut y = vec![0.0f32; m * n];
+    for (&(r0, r1), part) in blocks.iter().zip(&parts) {
+        for i in 0..m {
+            y[i * n + r0..i * n + r1].copy_from_slice(&part[i * (r1 - r0)..(i + 1) * (r1 - r0)]);
+        }
+    }
+    Ok(y)
+}
+
+/// The kernels that serve m tokens: the GEMV, or both GEMMs (each checked on the same inputs).
+fn kernels_for(m: usize) -> &'static [Option<GemmKernel>] {
+    if m <= GEMV_MAX_TOKENS {
+        &[None]
+    } else {
+        &[Some(GemmKernel::TensorCore), Some(GemmKernel::Simt)]
+    }
+}
+
+fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
+    match kernel {
+        None => "gemv",
+        Some(GemmKernel::TensorCore) => "gemm_mma",
+        Some(GemmKernel::Simt) => "gemm_simt",
+    }
+}
+
+/// Error bound coefficient on sum_k |w||x| for a kernel variant, doubled for second order.
+/// GEMV: a product passes <= 32 sequential adds in its word sum, the 1-/2-bit recombination
+/// (partial sums up to 4 sum|x|), the scale product, K/128 chunk adds, a 5-level warp tree and
+/// 4 warp partials: 4 (K/128 + 48) u.
+/// Tensor cores: weights and the three bf16 parts of x are exact products; within a group 24
+/// mma accumulations (+ a 4-level internal tree), each off by <= 2u if the unit truncates: 56u;
+/// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
+/// below u/8: (K/128 + 58) u.
+/// SIMT GEMM: K sequential fmaf on exact +-d products: (K + 48) u.
+fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>) -> f64 {
+    let groups = k as f64 / GROUP as f64;
+    2.0 * U * match kernel {
+        None => 4.0 * (groups + 48.0),
+        Some(GemmKernel::TensorCore) => groups + 58.0,
+        Some(GemmKernel::Simt) => k as f64 + 48.0,
+    }
+}
+
+fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
+    let w = random_matrix(ctx, n, k, ternary);
+    let x = ctx.rng.activations(m * k, 1.0);
+    let y0 = if store == Store::Add { ctx.rng.activations(m * n, 4.0) } else { vec![0.0; m * n] };
+    let want = par_reference(&w, &x, m, &y0, store)?;
+    let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+    let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
+    let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
+    let xd = upload(&ctx.stream, &x)?;
+    let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
+    for &kernel in kernels_for(m) {
+        let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
+        let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
+        launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
+        let got = download(&ctx.stream, &yd)?;
+        let c = matmul_coefficient(k, kernel);
+        // Plus the reference's own rounding and, for Store::Add, the final add: 2u |y|.
+        let cmp = Comparison::of(&got, &want, |i| {
+            c * magnitude[i] as f64 + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64 + f32::MIN_POSITIVE as f64
+        });
+        ctx.record(&op, &format!("{label} N={n} K={k} m={m} {}", kernel_label(kernel)), cmp);
+    }
+    Ok(())
+}
+
+fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
+    let w = random_matrix(ctx, 2 * f, k, ternary);
+    let x = ctx.rng.activations(m * k, 1.0);
+    let zeros = vec![0.0; m * 2 * f];
+    let gu = par_reference(&w, &x, m, &zeros, Store::Overwrite)?;
+    let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+    let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
+    let mut want = vec![0.0f32; m * f];
+    want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
+        QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),
+        QMatrix::Q2(q) => ops::gate_up_swiglu_q2::reference(q, &x[i * k..(i + 1) * k], 1, out),
+    })?;
+    let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
+    let xd = upload(&ctx.stream, &x)?;
+    let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
+    for &kernel in kernels_for(m) {
+        let mut od = poisoned(&ctx.stream, m * f)?;
+        let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
+        launch::matmul::gate_up_swiglu_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut od, gemm)?;
+        let got = download(&ctx.stream, &od)?;
+        // out = silu(g) u: |d out| <= |silu'(g)| |u| Bg + |silu(g)| Bu + 12u |out| (silu and the
+        // product, see swiglu), with |silu'| <= 1.1 and Bg, Bu the matmul bounds of g and u.
+        let c = matmul_coefficient(k, kernel);
+        let bound = |idx: usize| {
+            let (i, j) = (idx / f, idx % f);
+            let (g, u) = (gu[i * 2 * f + j] as f64, gu[i * 2 * f + f + j] as f64);
+            let bg = c * magnitude[i * 2 * f + j] as f64 + 2.0 * U * g.abs();
+            let bu = c * magnitude[i * 2 * f + f + j] as f64 + 2.0 * U * u.abs();
+            let silu = g / (1.0 + (-g).exp());
+            2.0 * (1.1 * u.abs() * bg + silu.abs() * bu) + 12.0 * U * want[idx].abs() as f64 + f32::MIN_POSITIVE as f64
+        };
+        let cmp = Comparison::of(&got, &want, bound);
+        ctx.record(&op, &format!("{label} F={f} K={k} m={m} {}", kernel_label(kernel)), cmp);
+    }
+    Ok(())
+}
