@@ -21,6 +21,8 @@ pub mod embed_rows;
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
 pub mod matmul;
+#[path = "ops/position_advance/cuda.rs"]
+pub mod position_advance;
 #[path = "ops/qk_norm_rope/cuda.rs"]
 pub mod qk_norm_rope;
 #[path = "ops/rms_norm/cuda.rs"]

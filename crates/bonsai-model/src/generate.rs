@@ -95,7 +95,13 @@ pub fn generate<B: Backend>(
     let mut stop = StopReason::MaxTokens;
     while generated.len() < options.max_new_tokens {
         let id = if device_greedy {
-            model.argmax_to_next_token(state)?
+            if generated.is_empty() {
+                model.argmax_to_next_token(state)?
+            } else {
+                // Feeds the previous id (already in the device token buffer) and picks the next.
+                decode_steps += 1;
+                model.decode_greedy(state)?
+            }
         } else {
             model.logits(state, 0, &mut logits)?;
             if want_logits {
@@ -115,9 +121,9 @@ pub fn generate<B: Backend>(
         }
         if !device_greedy {
             model.set_next_token(state, id)?;
+            model.forward_decode(state)?;
+            decode_steps += 1;
         }
-        model.forward_decode(state)?;
-        decode_steps += 1;
     }
     Ok(GenerationStats {
         prompt_tokens: prompt.len(),

@@ -35,20 +35,30 @@ pub struct Geometry {
     pub head_dim: usize,
     pub vocab: usize,
     pub context_len: usize,
+    /// No `output` tensor: the LM head reuses `token_embd`.
+    pub tied_embeddings: bool,
 }
 
 impl Geometry {
     /// Bonsai-1.7B (SPEC §2).
     pub fn bonsai_1_7b() -> Self {
-        Self { n_layers: 28, hidden: 2048, ffn: 6144, n_q_heads: 16, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 32_768 }
+        Self { n_layers: 28, hidden: 2048, ffn: 6144, n_q_heads: 16, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 32_768, tied_embeddings: true }
     }
     /// Bonsai-8B (SPEC §2).
     pub fn bonsai_8b() -> Self {
-        Self { n_layers: 36, hidden: 4096, ffn: 12_288, n_q_heads: 32, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 65_536 }
+        Self { n_layers: 36, hidden: 4096, ffn: 12_288, n_q_heads: 32, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 65_536, tied_embeddings: false }
+    }
+    /// Bonsai-4B (SPEC §2): tied embeddings.
+    pub fn bonsai_4b() -> Self {
+        Self { n_layers: 36, hidden: 2560, ffn: 9728, n_q_heads: 32, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 32_768, tied_embeddings: true }
+    }
+    /// A few-layer model for fast tests and `bonsai bench --synthetic tiny`.
+    pub fn tiny() -> Self {
+        Self { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 512, context_len: 1024, tied_embeddings: false }
     }
     /// The built-in demo: byte vocab (256 bytes + 3 ChatML specials).
     pub fn demo() -> Self {
-        Self { n_layers: 4, hidden: 256, ffn: 768, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 259, context_len: 4096 }
+        Self { n_layers: 4, hidden: 256, ffn: 768, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 259, context_len: 4096, tied_embeddings: false }
     }
 
     pub fn config(&self) -> Qwen3Config {
@@ -64,7 +74,7 @@ impl Geometry {
             rope_theta: QWEN3_ROPE_THETA,
             rms_eps: QWEN3_RMS_EPS,
             rope_scaling: None,
-            tied_embeddings: false,
+            tied_embeddings: self.tied_embeddings,
         }
     }
 }
@@ -176,7 +186,9 @@ pub fn random_tensors(g: &Geometry, kind: WeightKind, seed: u64) -> Result<Memor
         t.insert(name(names::FFN_DOWN), MemTensor::Matrix(random_matrix(&mut rng, kind, h, g.ffn)?));
     }
     t.insert(names::OUTPUT_NORM.into(), MemTensor::Vector(random_norm(&mut rng, h)));
-    t.insert(names::OUTPUT.into(), MemTensor::Matrix(random_matrix(&mut rng, kind, g.vocab, h)?));
+    if !g.tied_embeddings {
+        t.insert(names::OUTPUT.into(), MemTensor::Matrix(random_matrix(&mut rng, kind, g.vocab, h)?));
+    }
     Ok(t)
 }
 

@@ -202,6 +202,13 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/position_advance/position_advance.cu",
+        text: include_str!("../ops/position_advance/position_advance.cu"),
+        entry_points: &[
+            "position_advance",
+        ],
+    },
+    KernelSource {
         path: "verify/bench.cu",
         text: include_str!("../verify/bench.cu"),
         entry_points: &[

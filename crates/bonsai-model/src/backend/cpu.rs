@@ -49,6 +49,8 @@ impl Backend for CpuBackend {
     type KvCache = CpuKvCache;
     type Position = CpuPosition;
     type Rope = RopeTable;
+    /// The CPU records nothing: every decode step runs its ops directly.
+    type Graph = std::convert::Infallible;
 
     fn describe(&self) -> String {
         let simd = match simd_level() {
@@ -56,6 +58,18 @@ impl Backend for CpuBackend {
             SimdLevel::Scalar => "scalar",
         };
         format!("cpu ({} threads, {simd})", rayon::current_num_threads())
+    }
+
+    fn capture<E: From<BackendError>>(&self, _record: &mut dyn FnMut() -> Result<(), E>) -> Result<Self::Graph, E> {
+        Err(E::from(BackendError::Device("the CPU backend records no graphs".into())))
+    }
+
+    fn replay(&self, graph: &Self::Graph, _pos: &mut CpuPosition, _advanced_by: usize) -> Result<(), BackendError> {
+        match *graph {}
+    }
+
+    fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
+        super::host_copy_bandwidth()
     }
 
     fn alloc(&self, len: usize) -> Result<Vec<f32>, BackendError> {

@@ -14,12 +14,16 @@
 //! Buffers are allocated with a capacity; an op with `m` rows uses the first `m` rows.
 
 pub mod cpu;
+pub mod cuda;
+pub mod memory_plan;
 
 use bonsai_kernels::ops::{HeadShape, OpError, Store};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
 
 pub use cpu::CpuBackend;
+pub use cuda::CudaBackend;
+pub use memory_plan::MemoryPlan;
 
 /// Why a backend call failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +34,10 @@ pub enum BackendError {
     Capacity { what: &'static str, need: usize, have: usize },
     #[error("backend: {0}")]
     Device(String),
+    #[error("{device}: the model needs {need} bytes of GPU memory ({plan}, plus a safety margin) but {free} are free; lower --ctx or use --cpu")]
+    OutOfMemory { device: String, need: usize, free: usize, plan: MemoryPlan },
+    #[error("{op} cannot run while a CUDA graph is being captured")]
+    NotCapturable { op: &'static str },
 }
 
 /// Buffers, memory movement, and the op set of one Qwen3 forward pass.
@@ -49,9 +57,38 @@ pub trait Backend {
     type Position;
     /// The RoPE cos/sin table.
     type Rope;
+    /// A recorded sequence of ops that can be replayed (a CUDA graph).
+    type Graph;
 
     /// One line for users, e.g. "cpu (8 threads, avx2)".
     fn describe(&self) -> String;
+
+    /// Checks that `plan` fits before anything is allocated (the CPU trusts the host allocator).
+    fn reserve(&self, plan: &MemoryPlan) -> Result<(), BackendError> {
+        let _ = plan;
+        Ok(())
+    }
+    /// Waits for every queued op (for timing).
+    fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    /// Whether [`Backend::capture`] records graphs (false on the CPU, or with `BONSAI_NO_GRAPH=1`).
+    fn graphs_enabled(&self) -> bool {
+        false
+    }
+    /// Records every op `record` issues into a graph instead of running it. Ops that cannot be
+    /// recorded (host writes, allocations) fail with [`BackendError::NotCapturable`].
+    fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<Self::Graph, E>;
+    /// Runs a recorded graph once; it moves `pos` on by `advanced_by` tokens on the device, which
+    /// the backend's host-side bookkeeping is told here.
+    fn replay(&self, graph: &Self::Graph, pos: &mut Self::Position, advanced_by: usize) -> Result<(), BackendError>;
+    /// Copy bandwidth of the device memory in bytes/s (read + write counted), the median of
+    /// several large copies: the ceiling decode speed is compared against.
+    fn measure_copy_bandwidth(&self) -> Result<f64, BackendError>;
+    /// Device memory in use, in bytes, and the device total (None on the CPU).
+    fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {
+        Ok(None)
+    }
 
     fn alloc(&self, len: usize) -> Result<Self::Buffer, BackendError>;
     fn upload_f32(&self, data: &[f32]) -> Result<Self::Buffer, BackendError>;
@@ -120,4 +157,36 @@ pub trait Backend {
         -> Result<(), BackendError>;
     /// Index of the largest of the first `n` values (ties -> lowest) into `out[0]`.
     fn argmax(&self, logits: &Self::Buffer, n: usize, out: &mut Self::Tokens) -> Result<(), BackendError>;
+}
+
+/// Bytes copied per bandwidth sample: far beyond any CPU cache (and the H200's 60 MB L2).
+pub const BANDWIDTH_COPY_BYTES: usize = 1 << 30;
+/// Samples per bandwidth measurement (the median is reported).
+pub const BANDWIDTH_SAMPLES: usize = 5;
+
+/// The median of `samples` (sorted in place); 0 for none.
+pub fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    match samples.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => samples[n / 2],
+        n => 0.5 * (samples[n / 2 - 1] + samples[n / 2]),
+    }
+}
+
+/// Host memcpy bandwidth (read + write counted), the median of [`BANDWIDTH_SAMPLES`] copies of
+/// a quarter of [`BANDWIDTH_COPY_BYTES`] (a quarter: keeps a CPU-only bench's memory modest).
+fn host_copy_bandwidth() -> Result<f64, BackendError> {
+    let len = BANDWIDTH_COPY_BYTES / 4 / std::mem::size_of::<u64>();
+    let src: Vec<u64> = (0..len as u64).collect();
+    let mut dst = vec![0u64; len];
+    let mut rates = Vec::with_capacity(BANDWIDTH_SAMPLES);
+    for _ in 0..BANDWIDTH_SAMPLES {
+        let start = std::time::Instant::now();
+        dst.copy_from_slice(&src);
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        std::hint::black_box(&dst);
+        rates.push(2.0 * (len * 8) as f64 / secs);
+    }
+    Ok(median(&mut rates))
 }

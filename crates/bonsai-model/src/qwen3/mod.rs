@@ -64,6 +64,9 @@ pub struct Qwen3State<B: Backend> {
     ffn: B::Buffer,
     last: B::Buffer,
     logits: B::Buffer,
+    /// The recorded greedy decode step (see [`Qwen3::decode_greedy`]); it holds the addresses of
+    /// this state's buffers, so it lives and dies with them.
+    decode_graph: Option<B::Graph>,
 }
 
 impl<B: Backend> Qwen3State<B> {
@@ -100,6 +103,8 @@ impl<B: Backend> Qwen3<B> {
         shape.validate("qwen3").map_err(crate::backend::BackendError::from)?;
         let yarn = rope_scaling(&config)?;
         let table = RopeTable::new(config.head_dim, max_seq, config.rope_theta, yarn.as_ref());
+        let plan = crate::backend::MemoryPlan::for_weights(&config, &host, max_seq, crate::backend::memory_plan::PLANNED_MAX_BATCH);
+        backend.reserve(&plan)?;
         let rope = backend.upload_rope(&table)?;
         let mut layers = Vec::with_capacity(host.layers.len());
         for l in host.layers {
@@ -160,6 +165,7 @@ impl<B: Backend> Qwen3<B> {
             ffn: b.alloc(max_batch * c.ffn)?,
             last: b.alloc(c.hidden)?,
             logits: b.alloc(logit_rows * c.vocab)?,
+            decode_graph: None,
         })
     }
 
@@ -211,7 +217,46 @@ impl<B: Backend> Qwen3<B> {
         self.backend.argmax(&state.logits, self.config.vocab, &mut state.tokens)?;
         let mut id = [0u32];
         self.backend.read_tokens(&state.tokens, &mut id)?;
-        Ok(id[0])
+        self.check_token(id[0])
+    }
+
+    /// One greedy decode step with the host out of the loop: the token in the backend token buffer
+    /// goes through the model, the argmax of its logits replaces it on the device, and only its
+    /// id comes back. Where the backend records graphs, the first call captures the step (embed,
+    /// all layers, final norm, LM head, argmax, position advance) and every call replays it.
+    pub fn decode_greedy(&self, state: &mut Qwen3State<B>) -> Result<u32, ModelError> {
+        self.check_room(state, 1)?;
+        if self.backend.graphs_enabled() {
+            if state.decode_graph.is_none() {
+                let n_past = state.n_past;
+                let graph = self.backend.capture(&mut || self.greedy_step_ops(state))?;
+                // Recording ran no kernel: the cache and position are as they were.
+                state.n_past = n_past;
+                state.decode_graph = Some(graph);
+            }
+            let Qwen3State { decode_graph, pos, .. } = state;
+            let graph = decode_graph.as_ref().ok_or_else(|| ModelError::Unsupported("decode graph missing".into()))?;
+            self.backend.replay(graph, pos, 1)?;
+            state.n_past += 1;
+        } else {
+            self.greedy_step_ops(state)?;
+        }
+        let mut id = [0u32];
+        self.backend.read_tokens(&state.tokens, &mut id)?;
+        self.check_token(id[0])
+    }
+
+    fn greedy_step_ops(&self, state: &mut Qwen3State<B>) -> Result<(), ModelError> {
+        self.forward_rows(state, 1, LogitRows::Last)?;
+        Ok(self.backend.argmax(&state.logits, self.config.vocab, &mut state.tokens)?)
+    }
+
+    /// A device argmax returns an out-of-range id when every logit is NaN.
+    fn check_token(&self, id: u32) -> Result<u32, ModelError> {
+        if id as usize >= self.config.vocab {
+            return Err(ModelError::Unsupported(format!("argmax over the logits found no finite value (id {id})")));
+        }
+        Ok(id)
     }
 
     /// One decode step: the token in the backend token buffer, at the backend position.

@@ -12,7 +12,7 @@ pub fn fresh_seed() -> u64 {
 /// Small enough for CI (hidden <= 256), big enough to have GQA (4 q heads on 2 kv heads), two
 /// layers and K values of 256 and 512.
 pub fn tiny_geometry() -> Geometry {
-    Geometry { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 300, context_len: 64 }
+    Geometry { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 300, context_len: 64, tied_embeddings: false }
 }
 
 fn dense(m: &QMatrix) -> Vec<Vec<f64>> {

@@ -1,0 +1,423 @@
+//! The CUDA backend: device buffers on one non-default stream, weights uploaded once, an f16 KV
+//! cache, and the position and token ids in device memory so one decode step can be captured as
+//! a CUDA graph and replayed for every greedy token (see [`Backend::capture`]).
+//!
+//! Everything runs on the stream of [`GpuContext`]; cudarc's per-buffer event tracking is turned
+//! off (it would record events inside a graph capture, and one stream needs no cross-stream
+//! synchronisation). Host reads (`download`, `read_tokens`) synchronise the stream and so also
+//! surface any asynchronous kernel error.
+//!
+//! Position: a device `u32` plus a host mirror. The mirror bounds prefill attention (the split
+//! count, and so the scratch size, follows the real sequence length); a captured decode step
+//! instead bounds attention by the cache length, since its position changes on every replay.
+
+mod ops;
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
+use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
+use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::rope::RopeTable;
+use bonsai_kernels::QMatrix;
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
+
+use super::{median, Backend, BackendError, MemoryPlan, BANDWIDTH_COPY_BYTES, BANDWIDTH_SAMPLES};
+
+/// Set to `1` to run decode steps op by op instead of replaying a captured graph (debugging).
+pub const NO_GRAPH_ENV: &str = "BONSAI_NO_GRAPH";
+
+/// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
+pub struct CudaKvCache {
+    pub k: CudaSlice<u16>,
+    pub v: CudaSlice<u16>,
+    pub max_seq: usize,
+}
+
+/// The next token's position: on the device for the kernels, mirrored on the host for bounds.
+pub struct CudaPosition {
+    pub device: CudaSlice<u32>,
+    host: usize,
+}
+
+/// The RoPE table on the device: `[max_pos][head_dim / 2]` f32 each.
+pub struct CudaRope {
+    pub cos: CudaSlice<f32>,
+    pub sin: CudaSlice<f32>,
+    pub max_pos: usize,
+}
+
+/// Called with (bytes uploaded so far, bytes planned) as weights reach the device.
+pub type UploadProgress = Box<dyn FnMut(usize, usize)>;
+
+/// Runs every op through `bonsai_kernels::launch` on one GPU.
+pub struct CudaBackend {
+    gpu: GpuContext,
+    lib: KernelLibrary,
+    stream: Arc<CudaStream>,
+    use_graphs: bool,
+    /// True between `begin_capture` and `end_capture`: ops then pick graph-safe bounds.
+    capturing: Cell<bool>,
+    allocated_bytes: Cell<usize>,
+    uploaded_bytes: Cell<usize>,
+    planned_weight_bytes: Cell<usize>,
+    progress: RefCell<Option<UploadProgress>>,
+    /// Attention scratch for one token over a whole cache; sized by the first KV cache and never
+    /// reallocated after, because captured graphs hold its address.
+    decode_scratch: RefCell<Option<CudaSlice<f32>>>,
+    /// Attention scratch for prefill chunks (grown on demand, never used inside a graph).
+    prefill_scratch: RefCell<Option<CudaSlice<f32>>>,
+}
+
+/// Wraps a device-side failure of `what` into a one-line backend error.
+pub(crate) fn device_err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BackendError {
+    move |e| BackendError::Device(format!("{what}: {e}"))
+}
+
+/// Whether opening a backend failed because there is no driver or no device (the CLI then
+/// announces the CPU), as opposed to a broken installation (an error).
+pub fn is_absent_device(error: &KernelError) -> bool {
+    matches!(error, KernelError::NoDriver | KernelError::NoDevice { .. })
+}
+
+impl CudaBackend {
+    /// Opens device `$BONSAI_DEVICE` (default 0) and loads the kernel library.
+    pub fn open() -> Result<Self, KernelError> {
+        let gpu = GpuContext::new()?;
+        let lib = gpu.load_library(&LoadOptions::from_env())?;
+        Ok(Self::with(gpu, lib))
+    }
+
+    /// A backend over an opened context and its loaded library.
+    pub fn with(gpu: GpuContext, lib: KernelLibrary) -> Self {
+        // SAFETY: every buffer of this backend is created after this call and used only on the
+        // one stream below, so no cross-stream synchronisation is needed; events recorded per
+        // buffer would otherwise land inside graph captures.
+        unsafe { gpu.context().disable_event_tracking() };
+        let stream = gpu.stream().clone();
+        let use_graphs = std::env::var(NO_GRAPH_ENV).map_or(true, |v| v.trim() != "1");
+        Self {
+            gpu,
+            lib,
+            stream,
+            use_graphs,
+            capturing: Cell::new(false),
+            allocated_bytes: Cell::new(0),
+            uploaded_bytes: Cell::new(0),
+            planned_weight_bytes: Cell::new(0),
+            progress: RefCell::new(None),
+            decode_scratch: RefCell::new(None),
+            prefill_scratch: RefCell::new(None),
+        }
+    }
+
+    /// Reports weight upload progress to `f` (for a progress bar).
+    pub fn on_upload(&self, f: UploadProgress) {
+        *self.progress.borrow_mut() = Some(f);
+    }
+
+    /// Bytes this backend has allocated on the device so far (frees are not subtracted).
+    pub fn allocated_bytes(&self) -> usize {
+        self.allocated_bytes.get()
+    }
+
+    pub fn library(&self) -> &KernelLibrary {
+        &self.lib
+    }
+
+    fn count_alloc<T>(&self, len: usize) {
+        self.allocated_bytes.set(self.allocated_bytes.get() + len * std::mem::size_of::<T>());
+    }
+
+    fn count_upload(&self, bytes: usize) {
+        let done = self.uploaded_bytes.get() + bytes;
+        self.uploaded_bytes.set(done);
+        if let Some(f) = self.progress.borrow_mut().as_mut() {
+            f(done, self.planned_weight_bytes.get().max(done));
+        }
+    }
+
+    fn not_while_capturing(&self, op: &'static str) -> Result<(), BackendError> {
+        if self.capturing.get() {
+            return Err(BackendError::NotCapturable { op });
+        }
+        Ok(())
+    }
+
+    fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        what: &'static str,
+        len: usize,
+    ) -> Result<CudaSlice<T>, BackendError> {
+        self.not_while_capturing(what)?;
+        let buf = self.stream.alloc_zeros::<T>(len.max(1)).map_err(device_err(what))?;
+        self.count_alloc::<T>(len.max(1));
+        Ok(buf)
+    }
+
+    fn upload_slice<T: cudarc::driver::DeviceRepr>(&self, what: &'static str, data: &[T]) -> Result<CudaSlice<T>, BackendError> {
+        self.not_while_capturing(what)?;
+        let buf = self.stream.clone_htod(data).map_err(device_err(what))?;
+        self.count_alloc::<T>(data.len());
+        Ok(buf)
+    }
+
+    /// Makes sure `slot` holds at least `len` floats (allocating outside captures only).
+    fn ensure_scratch(&self, slot: &RefCell<Option<CudaSlice<f32>>>, len: usize) -> Result<(), BackendError> {
+        let have = slot.borrow().as_ref().map_or(0, |s| s.len());
+        if have < len {
+            self.not_while_capturing("growing the attention scratch")?;
+            *slot.borrow_mut() = Some(self.zeros::<f32>("allocating the attention scratch", len)?);
+        }
+        Ok(())
+    }
+}
+
+/// The kernels' view of a device matrix.
+pub(crate) fn view(m: &GpuQMatrix) -> QWeightsView<'_> {
+    match m {
+        GpuQMatrix::Q1(m) => QWeightsView { bits: QuantBits::One, n: m.n, k: m.k, scales: &m.scales, payload: &m.bits },
+        GpuQMatrix::Q2(m) => QWeightsView { bits: QuantBits::Two, n: m.n, k: m.k, scales: &m.scales, payload: &m.codes },
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buffer = CudaSlice<f32>;
+    type Matrix = GpuQMatrix;
+    type Tokens = CudaSlice<u32>;
+    type KvCache = CudaKvCache;
+    type Position = CudaPosition;
+    type Rope = CudaRope;
+    type Graph = CudaGraph;
+
+    fn describe(&self) -> String {
+        let info = self.gpu.info();
+        let graphs = if self.use_graphs { "" } else { ", graphs off" };
+        format!(
+            "cuda: {} (sm_{}, {} SMs), kernels from {}{graphs}",
+            info.name,
+            info.arch,
+            info.sm_count,
+            self.lib.report().tier
+        )
+    }
+
+    fn reserve(&self, plan: &MemoryPlan) -> Result<(), BackendError> {
+        let (free, _total) = self.gpu.context().mem_get_info().map_err(device_err("reading free GPU memory"))?;
+        plan.check_fits(&self.gpu.info().name, free)?;
+        self.planned_weight_bytes.set(plan.weights_bytes);
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        self.stream.synchronize().map_err(device_err("synchronizing the stream"))
+    }
+
+    fn graphs_enabled(&self) -> bool {
+        self.use_graphs
+    }
+
+    fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<CudaGraph, E> {
+        if !self.use_graphs {
+            return Err(E::from(BackendError::Device(format!("graph capture is off ({NO_GRAPH_ENV}=1)"))));
+        }
+        // Pending uploads and writes must finish before capture starts: capture records work, it
+        // does not wait for earlier work.
+        self.synchronize()?;
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(device_err("beginning a graph capture"))?;
+        self.capturing.set(true);
+        let recorded = record();
+        self.capturing.set(false);
+        // End the capture even when recording failed, or the stream stays in capture mode.
+        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        recorded?;
+        let graph = ended
+            .map_err(device_err("ending the graph capture"))?
+            .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
+        graph.upload().map_err(device_err("uploading the decode graph"))?;
+        self.synchronize()?;
+        Ok(graph)
+    }
+
+    fn replay(&self, graph: &CudaGraph, pos: &mut CudaPosition, advanced_by: usize) -> Result<(), BackendError> {
+        self.not_while_capturing("replay")?;
+        graph.launch().map_err(device_err("replaying the decode graph"))?;
+        pos.host += advanced_by;
+        Ok(())
+    }
+
+    fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
+        let len = BANDWIDTH_COPY_BYTES / std::mem::size_of::<u32>();
+        let src = self.zeros::<u32>("bandwidth source", len)?;
+        let mut dst = self.zeros::<u32>("bandwidth destination", len)?;
+        let ctx = self.gpu.context();
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let (start, end) = (ctx.new_event(timing), ctx.new_event(timing));
+        let (start, end) = (start.map_err(device_err("creating an event"))?, end.map_err(device_err("creating an event"))?);
+        // One untimed copy first: the first touch of fresh pages is slower.
+        self.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
+        let mut rates = Vec::with_capacity(BANDWIDTH_SAMPLES);
+        for _ in 0..BANDWIDTH_SAMPLES {
+            start.record(&self.stream).map_err(device_err("recording an event"))?;
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
+            end.record(&self.stream).map_err(device_err("recording an event"))?;
+            let ms = start.elapsed_ms(&end).map_err(device_err("timing the copy"))? as f64;
+            // Read + write: each byte crosses the memory bus twice.
+            rates.push(2.0 * BANDWIDTH_COPY_BYTES as f64 / (ms.max(1e-6) * 1e-3));
+        }
+        Ok(median(&mut rates))
+    }
+
+    fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {
+        let (free, total) = self.gpu.context().mem_get_info().map_err(device_err("reading GPU memory"))?;
+        Ok(Some((total.saturating_sub(free), total)))
+    }
+
+    fn alloc(&self, len: usize) -> Result<CudaSlice<f32>, BackendError> {
+        self.zeros("allocating an activation buffer", len)
+    }
+
+    fn upload_f32(&self, data: &[f32]) -> Result<CudaSlice<f32>, BackendError> {
+        let buf = self.upload_slice("uploading f32 weights", data)?;
+        self.count_upload(std::mem::size_of_val(data));
+        Ok(buf)
+    }
+
+    fn download(&self, buf: &CudaSlice<f32>, offset: usize, out: &mut [f32]) -> Result<(), BackendError> {
+        self.not_while_capturing("download")?;
+        let end = offset.saturating_add(out.len());
+        let src = buf.try_slice(offset..end).ok_or(BackendError::Capacity { what: "download", need: end, have: buf.len() })?;
+        self.stream.memcpy_dtoh(&src, out).map_err(device_err("downloading a buffer"))?;
+        self.synchronize()
+    }
+
+    fn upload_matrix(&self, matrix: &QMatrix) -> Result<GpuQMatrix, BackendError> {
+        self.not_while_capturing("upload_matrix")?;
+        let m = upload(matrix, &self.stream).map_err(device_err("uploading a weight matrix"))?;
+        self.count_alloc::<u8>(matrix.len_bytes());
+        self.count_upload(matrix.len_bytes());
+        Ok(m)
+    }
+
+    fn upload_rope(&self, table: &RopeTable) -> Result<CudaRope, BackendError> {
+        Ok(CudaRope {
+            cos: self.upload_slice("uploading the RoPE table", &table.cos)?,
+            sin: self.upload_slice("uploading the RoPE table", &table.sin)?,
+            max_pos: table.max_pos,
+        })
+    }
+
+    fn alloc_tokens(&self, capacity: usize) -> Result<CudaSlice<u32>, BackendError> {
+        self.zeros("allocating token ids", capacity)
+    }
+
+    fn write_tokens(&self, dst: &mut CudaSlice<u32>, ids: &[u32]) -> Result<(), BackendError> {
+        self.not_while_capturing("write_tokens")?;
+        let have = dst.len();
+        let mut view = dst.try_slice_mut(..ids.len()).ok_or(BackendError::Capacity { what: "write_tokens", need: ids.len(), have })?;
+        self.stream.memcpy_htod(ids, &mut view).map_err(device_err("writing token ids"))
+    }
+
+    fn read_tokens(&self, src: &CudaSlice<u32>, out: &mut [u32]) -> Result<(), BackendError> {
+        self.not_while_capturing("read_tokens")?;
+        let view = src.try_slice(..out.len()).ok_or(BackendError::Capacity { what: "read_tokens", need: out.len(), have: src.len() })?;
+        self.stream.memcpy_dtoh(&view, out).map_err(device_err("reading token ids"))?;
+        self.synchronize()
+    }
+
+    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CudaKvCache, BackendError> {
+        let len = shape.n_kv * max_seq * shape.head_dim;
+        let cache = CudaKvCache { k: self.zeros("allocating the K cache", len)?, v: self.zeros("allocating the V cache", len)?, max_seq };
+        self.ensure_scratch(&self.decode_scratch, launch::attention::scratch_len(1, shape, max_seq))?;
+        Ok(cache)
+    }
+
+    fn new_position(&self) -> Result<CudaPosition, BackendError> {
+        Ok(CudaPosition { device: self.zeros("allocating the position", 1)?, host: 0 })
+    }
+
+    fn set_position(&self, pos: &mut CudaPosition, value: usize) -> Result<(), BackendError> {
+        self.not_while_capturing("set_position")?;
+        let v = u32::try_from(value).map_err(|_| BackendError::Device(format!("position {value} exceeds u32")))?;
+        self.stream.memcpy_htod(&[v], &mut pos.device).map_err(device_err("setting the position"))?;
+        pos.host = value;
+        Ok(())
+    }
+
+    fn advance_position(&self, pos: &mut CudaPosition, by: usize) -> Result<(), BackendError> {
+        launch::position_advance::position_advance(&self.lib, &self.stream, &mut pos.device, by)
+            .map_err(device_err("position_advance"))?;
+        // Inside a capture the kernel only runs at replay, which `replay` accounts for.
+        if !self.capturing.get() {
+            pos.host += by;
+        }
+        Ok(())
+    }
+
+    fn embed(&self, table: &GpuQMatrix, tokens: &CudaSlice<u32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        ops::embed(self, table, tokens, m, out)
+    }
+
+    fn rms_norm(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: usize,
+        n: usize,
+        weight: &CudaSlice<f32>,
+        eps: f32,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        launch::rms_norm::rms_norm(&self.lib, &self.stream, x, weight, eps, rows, n, out).map_err(device_err("rms_norm"))
+    }
+
+    fn matmul(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>, store: launch::Store) -> Result<(), BackendError> {
+        launch::matmul::matmul(&self.lib, &self.stream, &view(w), x, m, y, store).map_err(device_err("matmul"))
+    }
+
+    fn gate_up_swiglu(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        launch::matmul::gate_up_swiglu(&self.lib, &self.stream, &view(w), x, m, out).map_err(device_err("gate_up_swiglu"))
+    }
+
+    fn qk_norm_rope(
+        &self,
+        qkv: &mut CudaSlice<f32>,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &CudaSlice<f32>,
+        k_norm: &CudaSlice<f32>,
+        eps: f32,
+        rope: &CudaRope,
+        pos: &CudaPosition,
+    ) -> Result<(), BackendError> {
+        ops::qk_norm_rope(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos)
+    }
+
+    fn kv_write(&self, qkv: &CudaSlice<f32>, m: usize, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
+        launch::kv_write::kv_write(&self.lib, &self.stream, qkv, m, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
+            .map_err(device_err("kv_write"))
+    }
+
+    fn attention(
+        &self,
+        qkv: &CudaSlice<f32>,
+        m: usize,
+        shape: HeadShape,
+        pos: &CudaPosition,
+        cache: &CudaKvCache,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        ops::attention(self, qkv, m, shape, pos, cache, out)
+    }
+
+    fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, rows: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        ops::copy_rows(self, src, src_row, rows, row_len, dst)
+    }
+
+    fn argmax(&self, logits: &CudaSlice<f32>, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
+        launch::argmax::argmax(&self.lib, &self.stream, logits, n, out).map_err(device_err("argmax"))
+    }
+}
