@@ -32,7 +32,7 @@ pub struct ChatArgs {
 
 pub fn run(args: ChatArgs) -> anyhow::Result<()> {
     let loaded = load(&args.model)?;
-    repl(&loaded, &args)
+    crate::on_any_backend!(loaded, |l| repl(l, &args))
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {

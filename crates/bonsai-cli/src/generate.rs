@@ -9,10 +9,12 @@ use std::time::Instant;
 use anyhow::Context;
 use bonsai_model::chat::{render_chat, ChatOptions, Message};
 use bonsai_model::generate::{generate, Event, GenerateOptions, GenerationStats};
-use bonsai_model::loader::{open_model, LoadedModel};
+use bonsai_model::loader::LoadedModel;
 use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
 use bonsai_model::tokenizer::StreamDecoder;
-use bonsai_model::{Backend, CpuBackend};
+use bonsai_model::Backend;
+
+use crate::backend_choice::AnyLoaded;
 
 /// Most prompt tokens per forward call: bounds activation memory (tokens x ffn floats) while
 /// keeping prefill matmuls wide enough to reuse each weight block across many tokens.
@@ -30,12 +32,15 @@ pub struct ModelArgs {
     /// Print model and timing details on stderr
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Run on the CPU even when a GPU is present
+    #[arg(long)]
+    pub cpu: bool,
 }
 
 /// Sampling options (`--temp 0`, the default, is greedy).
 #[derive(clap::Args, Debug)]
 pub struct SamplingArgs {
-    /// Temperature; 0 = greedy
+    /// Temperature; 0 = greedy (greedy picks on the GPU; sampling downloads the logits and samples on the host)
     #[arg(long = "temp", default_value_t = 0.0)]
     pub temperature: f32,
     /// Keep the K most likely tokens (0 = off)
@@ -89,16 +94,23 @@ pub struct GenerateArgs {
     pub dump_logits: Option<PathBuf>,
 }
 
-/// Opens the model named by `args` (or the demo) on the CPU backend and says which backend runs.
-pub fn load(args: &ModelArgs) -> anyhow::Result<LoadedModel<CpuBackend>> {
+/// Opens the model named by `args` (or the demo) on the GPU, or the CPU with `--cpu` or when no
+/// GPU exists, and says which backend runs.
+pub fn load(args: &ModelArgs) -> anyhow::Result<AnyLoaded> {
     let path = match &args.model {
         Some(p) => p.clone(),
         None => crate::demo::demo_model_path()?,
     };
     let start = Instant::now();
-    let loaded = open_model(&path, CpuBackend, args.ctx).with_context(|| format!("loading {}", path.display()))?;
+    let backend = crate::backend_choice::choose(args.cpu)?;
+    let loaded = crate::backend_choice::load(&path, backend, args.ctx)?;
+    crate::on_any_backend!(loaded, |l| describe(l, &path, args.verbose, start));
+    Ok(loaded)
+}
+
+fn describe<B: Backend>(loaded: &LoadedModel<B>, path: &Path, verbose: bool, start: Instant) {
     eprintln!("backend: {}", loaded.model.backend().describe());
-    if args.verbose {
+    if verbose {
         let c = loaded.model.config();
         eprintln!(
             "model: {} | {} layers, hidden {}, ffn {}, heads {}/{}, head_dim {}, vocab {} | ctx {} | {:.1} MB read per token | loaded in {:.2} s",
@@ -115,7 +127,6 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<LoadedModel<CpuBackend>> {
             start.elapsed().as_secs_f64()
         );
     }
-    Ok(loaded)
 }
 
 pub fn print_stats(stats: &GenerationStats) {
@@ -143,7 +154,7 @@ pub fn write_f32s(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let loaded = load(&args.model)?;
-    run_on(&loaded, &args)
+    crate::on_any_backend!(loaded, |l| run_on(l, &args))
 }
 
 fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::Result<()> {

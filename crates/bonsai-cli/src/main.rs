@@ -1,6 +1,7 @@
 //! The `bonsai` command line. Each subcommand lives in its own module; this file only parses
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
+mod backend_choice;
 mod convert;
 mod info;
 mod kernels;

@@ -32,7 +32,7 @@ pub fn negative_log_likelihood(logits: &[f32], target: u32) -> f64 {
 
 pub fn run(args: PerplexityArgs) -> anyhow::Result<()> {
     let loaded = load(&args.model)?;
-    score(&loaded, &args)
+    crate::on_any_backend!(loaded, |l| score(l, &args))
 }
 
 fn score<B: Backend>(loaded: &LoadedModel<B>, args: &PerplexityArgs) -> anyhow::Result<()> {
