@@ -2,6 +2,8 @@
 //! arguments and turns errors into one-line messages with a non-zero exit.
 
 mod backend_choice;
+mod bench;
+mod bench_run;
 mod convert;
 mod info;
 mod kernels;
@@ -33,6 +35,8 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Perplexity of a text file
     Perplexity(perplexity::PerplexityArgs),
+    /// Prefill and decode speed (llama-bench style) on a file or a random model of real geometry
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -44,6 +48,7 @@ fn main() {
         Command::Generate(args) => generate::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.

@@ -1,0 +1,159 @@
+//! `bonsai bench`: prefill (pp) and decode (tg) speed in the style of llama-bench, on a model
+//! file or a random-weight model of an exact real geometry (`--synthetic`). Decode is compared
+//! with the memory-bandwidth limit: measured copy bandwidth / weight bytes read per token.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use bonsai_model::synthetic::{random_host_weights, Geometry, WeightKind};
+use bonsai_model::{Backend, Qwen3};
+
+use crate::backend_choice::{self, AnyBackend};
+use crate::bench_run::{measure, BenchPlan, BenchReport};
+
+/// Random-weight models at real geometries (SPEC §2), plus a tiny one for tests.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyntheticModel {
+    #[value(name = "bonsai-8b")]
+    Bonsai8b,
+    #[value(name = "bonsai-4b")]
+    Bonsai4b,
+    #[value(name = "bonsai-1.7b")]
+    Bonsai1_7b,
+    #[value(name = "ternary-8b")]
+    Ternary8b,
+    #[value(name = "tiny")]
+    Tiny,
+}
+
+impl SyntheticModel {
+    pub fn geometry(self) -> Geometry {
+        match self {
+            SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b => Geometry::bonsai_8b(),
+            SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
+            SyntheticModel::Bonsai1_7b => Geometry::bonsai_1_7b(),
+            SyntheticModel::Tiny => Geometry::tiny(),
+        }
+    }
+    pub fn kind(self) -> WeightKind {
+        match self {
+            SyntheticModel::Ternary8b => WeightKind::Ternary,
+            _ => WeightKind::OneBit,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SyntheticModel::Bonsai8b => "bonsai-8b",
+            SyntheticModel::Bonsai4b => "bonsai-4b",
+            SyntheticModel::Bonsai1_7b => "bonsai-1.7b",
+            SyntheticModel::Ternary8b => "ternary-8b",
+            SyntheticModel::Tiny => "tiny",
+        }
+    }
+}
+
+/// Seed of the random weights and prompts (fixed: runs compare like with like).
+pub const BENCH_SEED: u64 = 0x0b0a_5a1;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// GGUF model file
+    #[arg(short = 'm', long = "model", conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    pub model: Option<PathBuf>,
+    /// Random weights at a real model's exact geometry instead of a file
+    #[arg(long, value_enum)]
+    pub synthetic: Option<SyntheticModel>,
+    /// Prompt tokens per prefill test (one forward call; 0 skips pp)
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    pub n_prompt: usize,
+    /// Tokens generated per decode test (0 skips tg)
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    pub n_gen: usize,
+    /// Repetitions of each test (median and min-max reported)
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
+    /// Fill the KV cache to these depths before measuring decode (comma-separated)
+    #[arg(long = "ctx-depth", value_delimiter = ',', default_value = "0")]
+    pub ctx_depth: Vec<usize>,
+    /// Context size (KV cache length); default just large enough for the tests
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Run on the CPU even when a GPU is present
+    #[arg(long)]
+    pub cpu: bool,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BenchArgs {
+    /// What to run; errors when a test does not fit the requested context.
+    pub fn plan(&self) -> anyhow::Result<BenchPlan> {
+        let max_depth = self.ctx_depth.iter().copied().max().unwrap_or(0);
+        // Decoding n tokens at depth d writes positions d .. d + n (the first prediction comes
+        // from the token at d), so the cache needs d + n slots; prefill needs p.
+        let need = self.n_prompt.max(if self.n_gen > 0 { max_depth + self.n_gen } else { 0 }).max(1);
+        let ctx = match self.ctx {
+            Some(ctx) if ctx < need => anyhow::bail!(
+                "bench needs a context of {need} tokens (prompt {}, depth {max_depth} + {} generated) but --ctx is {ctx}",
+                self.n_prompt,
+                self.n_gen
+            ),
+            Some(ctx) => ctx,
+            None => need,
+        };
+        if self.n_prompt == 0 && self.n_gen == 0 {
+            anyhow::bail!("nothing to measure: -p 0 and -n 0");
+        }
+        Ok(BenchPlan {
+            n_prompt: self.n_prompt,
+            n_gen: self.n_gen,
+            repetitions: self.repetitions as usize,
+            depths: self.ctx_depth.clone(),
+            ctx,
+            seed: BENCH_SEED,
+        })
+    }
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let plan = args.plan()?;
+    let backend = backend_choice::choose(args.cpu)?;
+    let report = match (&args.model, args.synthetic) {
+        (Some(path), _) => {
+            let name = path.display().to_string();
+            let loaded = backend_choice::load(path, backend, Some(plan.ctx))?;
+            crate::on_any_backend!(loaded, |l| bench_model(&l.model, &name, l.decode_bytes_per_token, &plan))?
+        }
+        (None, Some(synthetic)) => match backend {
+            AnyBackend::Cpu(b) => bench_synthetic(b, synthetic, &plan)?,
+            AnyBackend::Cuda(b) => bench_synthetic(b, synthetic, &plan)?,
+        },
+        (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
+    };
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    Ok(())
+}
+
+fn bench_synthetic<B: Backend>(backend: B, synthetic: SyntheticModel, plan: &BenchPlan) -> anyhow::Result<BenchReport> {
+    let geometry = synthetic.geometry();
+    let host = random_host_weights(&geometry, synthetic.kind(), plan.seed)
+        .with_context(|| format!("building the random {} model", synthetic.name()))?;
+    let bytes_per_token = host.decode_bytes_per_token();
+    let model = Qwen3::new(backend, geometry.config(), host, plan.ctx)
+        .with_context(|| format!("loading the random {} model", synthetic.name()))?;
+    bench_model(&model, &format!("{} (synthetic)", synthetic.name()), bytes_per_token, plan)
+}
+
+fn bench_model<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize, plan: &BenchPlan) -> anyhow::Result<BenchReport> {
+    eprintln!("backend: {}", model.backend().describe());
+    measure(model, name, bytes_per_token, plan).with_context(|| format!("benchmarking {name}"))
+}
+
+#[cfg(test)]
+#[path = "bench_tests.rs"]
+mod tests;

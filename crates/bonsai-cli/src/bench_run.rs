@@ -1,0 +1,213 @@
+//! The measurements behind `bonsai bench` and their report (table or JSON).
+//!
+//! pp: a random prompt of `n_prompt` tokens in one forward call from position 0, timed from a
+//! synchronised start to a synchronised end on the host clock. tg: the cache filled to a depth
+//! (prefill in chunks, untimed), then `n_gen` greedy steps through `Qwen3::decode_greedy` (graph
+//! replays on CUDA; each step reads back its 4-byte id, as generation does). Each test runs once
+//! untimed (warm-up: first launches, graph capture) and then `repetitions` times.
+
+use std::time::Instant;
+
+use bonsai_model::backend::median;
+use bonsai_model::sampler::Rng;
+use bonsai_model::{Backend, ModelError, Qwen3, Qwen3State};
+use serde_json::json;
+
+/// Prefill chunk when filling the cache to a depth.
+const DEPTH_FILL_CHUNK: usize = 512;
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchPlan {
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    pub repetitions: usize,
+    pub depths: Vec<usize>,
+    pub ctx: usize,
+    pub seed: u64,
+}
+
+/// Median and spread of tokens/s over repetitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Rates {
+    pub fn of(mut samples: Vec<f64>) -> Self {
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Self { median: median(&mut samples), min, max }
+    }
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestResult {
+    /// "pp" or "tg".
+    pub kind: &'static str,
+    pub tokens: usize,
+    pub depth: usize,
+    pub rates: Rates,
+}
+
+impl TestResult {
+    pub fn label(&self) -> String {
+        let base = format!("{}{}", self.kind, self.tokens);
+        if self.depth > 0 { format!("{base} @ d{}", self.depth) } else { base }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchReport {
+    pub model: String,
+    pub backend: String,
+    pub ctx: usize,
+    pub repetitions: usize,
+    pub weight_bytes_per_token: usize,
+    /// Measured copy bandwidth, bytes/s, read + write counted.
+    pub copy_bandwidth: f64,
+    /// (used, total) device memory in bytes; None on the CPU.
+    pub memory: Option<(usize, usize)>,
+    pub results: Vec<TestResult>,
+}
+
+impl BenchReport {
+    /// Decode tokens/s if every token only streamed its weights at the copy bandwidth.
+    pub fn bandwidth_limit_tok_per_s(&self) -> f64 {
+        self.copy_bandwidth / self.weight_bytes_per_token.max(1) as f64
+    }
+
+    /// A tg rate as a percentage of the bandwidth limit (None for pp).
+    pub fn percent_of_limit(&self, r: &TestResult) -> Option<f64> {
+        (r.kind == "tg").then(|| 100.0 * r.rates.median / self.bandwidth_limit_tok_per_s())
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let results: Vec<_> = self
+            .results
+            .iter()
+            .map(|r| {
+                json!({
+                    "test": r.label(), "kind": r.kind, "tokens": r.tokens, "depth": r.depth,
+                    "tok_per_s_median": r.rates.median, "tok_per_s_min": r.rates.min, "tok_per_s_max": r.rates.max,
+                    "percent_of_bandwidth_limit": self.percent_of_limit(r),
+                })
+            })
+            .collect();
+        json!({
+            "model": self.model, "backend": self.backend, "ctx": self.ctx, "repetitions": self.repetitions,
+            "weight_bytes_per_token": self.weight_bytes_per_token,
+            "copy_bandwidth_bytes_per_s": self.copy_bandwidth,
+            "bandwidth_limit_tok_per_s": self.bandwidth_limit_tok_per_s(),
+            "memory_used_bytes": self.memory.map(|m| m.0), "memory_total_bytes": self.memory.map(|m| m.1),
+            "results": results,
+        })
+    }
+
+    pub fn to_table(&self) -> String {
+        let mut s = format!("model: {} | backend: {} | ctx {}\n", self.model, self.backend, self.ctx);
+        s += &format!(
+            "weights read per token: {:.1} MB | copy bandwidth: {:.1} GB/s (read + write) | decode limit {:.1} tok/s\n",
+            self.weight_bytes_per_token as f64 / 1e6,
+            self.copy_bandwidth / 1e9,
+            self.bandwidth_limit_tok_per_s()
+        );
+        s += &format!("| {:<16} | {:>14} | {:>23} | {:>12} |\n", "test", "tok/s (median)", "min - max", "% of limit");
+        s += &format!("|{:-<18}|{:-<16}|{:-<25}|{:-<14}|\n", "", "", "", "");
+        for r in &self.results {
+            let pct = self.percent_of_limit(r).map_or(String::new(), |p| format!("{p:.1} %"));
+            let spread = format!("{:.1} - {:.1}", r.rates.min, r.rates.max);
+            s += &format!("| {:<16} | {:>14.1} | {:>23} | {:>12} |\n", r.label(), r.rates.median, spread, pct);
+        }
+        s += &format!("({} repetitions each, after one warm-up)\n", self.repetitions);
+        if let Some((used, total)) = self.memory {
+            s += &format!("GPU memory used: {:.1} MB of {:.1} MB\n", used as f64 / 1e6, total as f64 / 1e6);
+        }
+        s
+    }
+}
+
+fn random_tokens(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
+}
+
+fn rate(tokens: usize, secs: f64) -> f64 {
+    tokens as f64 / secs.max(1e-9)
+}
+
+/// Runs every test of `plan` on `model`.
+pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize, plan: &BenchPlan) -> Result<BenchReport, ModelError> {
+    let b = model.backend();
+    let vocab = model.config().vocab;
+    let mut rng = Rng::new(plan.seed);
+    let batch = plan.n_prompt.max(1).min(plan.ctx);
+    let mut state = model.new_state(batch.max(DEPTH_FILL_CHUNK.min(plan.ctx)), false)?;
+    let mut results = Vec::new();
+    if plan.n_prompt > 0 {
+        let prompt = random_tokens(&mut rng, plan.n_prompt, vocab);
+        let mut samples = Vec::with_capacity(plan.repetitions);
+        for rep in 0..=plan.repetitions {
+            model.rewind(&mut state, 0)?;
+            b.synchronize()?;
+            let start = Instant::now();
+            model.prefill(&mut state, &prompt)?;
+            b.synchronize()?;
+            if rep > 0 {
+                samples.push(rate(plan.n_prompt, start.elapsed().as_secs_f64()));
+            }
+        }
+        results.push(TestResult { kind: "pp", tokens: plan.n_prompt, depth: 0, rates: Rates::of(samples) });
+    }
+    if plan.n_gen > 0 {
+        for &depth in &plan.depths {
+            let rates = measure_decode(model, &mut state, &mut rng, depth, plan)?;
+            results.push(TestResult { kind: "tg", tokens: plan.n_gen, depth, rates });
+        }
+    }
+    Ok(BenchReport {
+        model: name.to_string(),
+        backend: b.describe(),
+        ctx: plan.ctx,
+        repetitions: plan.repetitions,
+        weight_bytes_per_token: bytes_per_token,
+        copy_bandwidth: b.measure_copy_bandwidth()?,
+        memory: b.memory_in_use()?,
+        results,
+    })
+}
+
+fn measure_decode<B: Backend>(
+    model: &Qwen3<B>,
+    state: &mut Qwen3State<B>,
+    rng: &mut Rng,
+    depth: usize,
+    plan: &BenchPlan,
+) -> Result<Rates, ModelError> {
+    let b = model.backend();
+    let vocab = model.config().vocab;
+    model.rewind(state, 0)?;
+    if depth > 0 {
+        let fill = random_tokens(rng, depth, vocab);
+        model.prefill(state, &fill)?;
+    }
+    let first = random_tokens(rng, 1, vocab)[0];
+    let mut samples = Vec::with_capacity(plan.repetitions);
+    for rep in 0..=plan.repetitions {
+        // The cache up to `depth` stays valid: each repetition decodes from the same point.
+        model.rewind(state, depth)?;
+        model.set_next_token(state, first)?;
+        b.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..plan.n_gen {
+            model.decode_greedy(state)?;
+        }
+        b.synchronize()?;
+        if rep > 0 {
+            samples.push(rate(plan.n_gen, start.elapsed().as_secs_f64()));
+        }
+    }
+    Ok(Rates::of(samples))
+}

@@ -1,0 +1,50 @@
+//! Runs `bonsai bench` on the CPU with the tiny synthetic model: the JSON report's shape, the
+//! table, and the clear error for a request beyond --ctx.
+
+use std::process::{Command, Output};
+
+fn bonsai(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bonsai")).args(args).output().expect("running bonsai")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn cpu_bench_on_tiny_prints_a_json_report() {
+    let out = bonsai(&["bench", "--cpu", "--synthetic", "tiny", "-p", "16", "-n", "4", "-r", "2", "--ctx-depth", "0,8", "--json"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    assert_eq!(v["model"], "tiny (synthetic)");
+    assert!(v["backend"].as_str().is_some_and(|b| b.starts_with("cpu (")), "{v}");
+    assert_eq!(v["ctx"], 16, "max(prompt 16, deepest decode: depth 8 + 4 generated)");
+    assert!(v["weight_bytes_per_token"].as_u64().is_some_and(|b| b > 0), "{v}");
+    assert!(v["copy_bandwidth_bytes_per_s"].as_f64().is_some_and(|b| b > 0.0), "{v}");
+    let rows = v["results"].as_array().expect("results");
+    let tests: Vec<&str> = rows.iter().filter_map(|r| r["test"].as_str()).collect();
+    assert_eq!(tests, ["pp16", "tg4", "tg4 @ d8"]);
+    for r in rows {
+        let (lo, mid, hi) = (r["tok_per_s_min"].as_f64(), r["tok_per_s_median"].as_f64(), r["tok_per_s_max"].as_f64());
+        let (lo, mid, hi) = (lo.expect("min"), mid.expect("median"), hi.expect("max"));
+        assert!(lo > 0.0 && lo <= mid && mid <= hi, "{r}");
+    }
+    assert!(rows[1]["percent_of_bandwidth_limit"].as_f64().is_some_and(|p| p > 0.0), "{v}");
+    assert!(text(&out.stderr).contains("backend: cpu ("), "the backend is announced");
+}
+
+#[test]
+fn cpu_bench_table_lists_every_test() {
+    let out = bonsai(&["bench", "--cpu", "--synthetic", "tiny", "-p", "8", "-n", "2", "-r", "1"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("| pp8") && table.contains("| tg2") && table.contains("copy bandwidth"), "{table}");
+}
+
+#[test]
+fn a_request_beyond_ctx_fails_in_one_line() {
+    let out = bonsai(&["bench", "--cpu", "--synthetic", "tiny", "-p", "8", "-n", "8", "--ctx-depth", "60", "--ctx", "64"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.starts_with("error: bench needs a context of 68 tokens") && err.lines().count() == 1, "{err}");
+}
