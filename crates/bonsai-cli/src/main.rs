@@ -4,6 +4,7 @@
 mod backend_choice;
 mod bench;
 mod bench_run;
+mod check;
 mod convert;
 mod info;
 mod kernels;
@@ -37,6 +38,8 @@ enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Prefill and decode speed (llama-bench style) on a file or a random model of real geometry
     Bench(bench::BenchArgs),
+    /// Run the same greedy generation on the CPU and the GPU and compare (exit 1 on mismatch)
+    Check(check::CheckArgs),
 }
 
 fn main() {
@@ -49,6 +52,7 @@ fn main() {
         Command::Chat(args) => chat::run(args),
         Command::Perplexity(args) => perplexity::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Check(args) => check::run(args),
     };
     if let Err(err) = result {
         // One line: the chain of causes joined, as a user reads it.

@@ -1,0 +1,228 @@
+//! `bonsai check`: the same model on the CPU and on the GPU must agree. Runs greedy generation on
+//! both (the GPU through the graph-replayed `decode_greedy`), reports the first divergent step,
+//! the largest first-step logit difference against a derived bound, and the perplexity of the
+//! prompt on both. Exits 1 on a mismatch.
+//!
+//! The logit bound (both backends compute in f32, with different summation orders):
+//! * a dot product of K terms of random sign, accumulated in f32 in any order, differs from the
+//!   exact sum by about sqrt(K)·u relative to its typical magnitude (the random-walk estimate
+//!   of rounding, u = 2^-24; pairwise/split-K orders do better, sequential ones reach it);
+//! * the residual stream takes one such relative error per sublayer (2 per layer); RMSNorm keeps
+//!   errors relative, so they add up across the 2·L sublayers, plus one for the LM head;
+//! * a logit error is then that relative error times the logits' own scale (their RMS).
+//!
+//! bound = SLACK · (2·L + 1) · sqrt(K_max) · u · rms(logits), K_max the longest dot product
+//! (hidden, ffn, or n_q·head_dim). SLACK = 16 covers what the estimate leaves out: correlated
+//! rounding, the f16 KV cache rounding a value to the neighbouring f16 on one side only
+//! (rare: ~1e-7 / 2^-11 of the elements), and O(1) conditioning of softmax, SiLU and rsqrt.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use bonsai_model::backend::cuda::is_absent_device;
+use bonsai_model::loader::{open_model, LoadedModel};
+use bonsai_model::{Backend, CpuBackend, CudaBackend, LogitRows, Qwen3};
+
+use crate::perplexity::negative_log_likelihood;
+
+/// f32 unit roundoff.
+const F32_UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
+/// Headroom of the logit bound over the random-walk estimate (see the module doc).
+const BOUND_SLACK: f64 = 16.0;
+/// Largest relative perplexity difference accepted (0.1 %).
+const PERPLEXITY_REL_LIMIT: f64 = 1e-3;
+/// Prompt used when no ids are given.
+const DEFAULT_PROMPT: &str = "<|im_start|>user\nA tree?<|im_end|>\n<|im_start|>assistant\n";
+/// Prompt tokens per forward call.
+const CHUNK: usize = 512;
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// GGUF model file
+    #[arg(short = 'm', long = "model")]
+    pub model: PathBuf,
+    /// Greedy steps to compare
+    #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
+    pub n: usize,
+    /// Prompt as token ids (comma-separated); default: a short ChatML prompt, tokenized
+    #[arg(long = "prompt-tokens", value_delimiter = ',')]
+    pub prompt_tokens: Option<Vec<u32>>,
+}
+
+/// What one backend produced.
+struct Outcome {
+    first_logits: Vec<f32>,
+    tokens: Vec<u32>,
+    perplexity: f64,
+}
+
+/// The logit bound for `logits` of a model with `config`'s geometry (see the module doc).
+pub fn logit_bound(n_layers: usize, k_max: usize, logits: &[f32]) -> f64 {
+    let mean_square = logits.iter().map(|&l| (l as f64).powi(2)).sum::<f64>() / logits.len().max(1) as f64;
+    BOUND_SLACK * (2 * n_layers + 1) as f64 * (k_max as f64).sqrt() * F32_UNIT_ROUNDOFF * mean_square.sqrt()
+}
+
+/// Largest |a - b| (NaN anywhere counts as infinite).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| if x.is_nan() || y.is_nan() { f64::INFINITY } else { (x as f64 - y as f64).abs() }).fold(0.0, f64::max)
+}
+
+/// Top-1 minus top-2 logit: how close a greedy pick is to a tie.
+pub fn top2_gap(logits: &[f32]) -> f64 {
+    let (mut a, mut b) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+    for &l in logits {
+        let l = l as f64;
+        if l > a {
+            b = a;
+            a = l;
+        } else if l > b {
+            b = l;
+        }
+    }
+    a - b
+}
+
+fn run_backend<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize, cpu_steps: Option<&mut Vec<Vec<f32>>>) -> anyhow::Result<Outcome> {
+    let vocab = model.config().vocab;
+    let mut state = model.new_state(prompt.len().min(CHUNK), true)?;
+    // Perplexity over the prompt: every row's logits.
+    let (mut nll, mut offset) = (0.0f64, 0usize);
+    let mut row_logits = vec![0.0f32; vocab];
+    for chunk in prompt.chunks(CHUNK) {
+        model.forward_chunk(&mut state, chunk, LogitRows::All)?;
+        for row in 0..chunk.len() {
+            if let Some(&next) = prompt.get(offset + row + 1) {
+                model.logits(&state, row, &mut row_logits)?;
+                nll += negative_log_likelihood(&row_logits, next);
+            }
+        }
+        offset += chunk.len();
+    }
+    let perplexity = (nll / (prompt.len() - 1) as f64).exp();
+    // Greedy generation from a fresh prefill (the path `generate` takes).
+    model.rewind(&mut state, 0)?;
+    model.prefill(&mut state, prompt)?;
+    let mut first_logits = vec![0.0f32; vocab];
+    model.logits(&state, 0, &mut first_logits)?;
+    let mut tokens = Vec::with_capacity(n);
+    match cpu_steps {
+        // The reference keeps every step's logits (for near-tie judgement) and picks on the host.
+        Some(steps) => {
+            let mut logits = first_logits.clone();
+            while tokens.len() < n {
+                let id = bonsai_model::sampler::argmax(&logits)?;
+                steps.push(logits.clone());
+                tokens.push(id);
+                if tokens.len() == n {
+                    break;
+                }
+                model.set_next_token(&mut state, id)?;
+                model.forward_decode(&mut state)?;
+                model.logits(&state, 0, &mut logits)?;
+            }
+        }
+        None => {
+            if n > 0 {
+                tokens.push(model.argmax_to_next_token(&mut state)?);
+            }
+            while tokens.len() < n {
+                tokens.push(model.decode_greedy(&mut state)?);
+            }
+        }
+    }
+    Ok(Outcome { first_logits, tokens, perplexity })
+}
+
+pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+    let gpu = CudaBackend::open().map_err(|e| {
+        let why = if is_absent_device(&e) { "no CUDA device found" } else { "the GPU did not open" };
+        anyhow::Error::new(e).context(format!("bonsai check compares the CPU with the GPU, but {why}"))
+    })?;
+    let path = &args.model;
+    let cpu_model: LoadedModel<CpuBackend> = open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;
+    let prompt = match &args.prompt_tokens {
+        Some(ids) => ids.clone(),
+        None => cpu_model.tokenizer.encode(DEFAULT_PROMPT)?,
+    };
+    let config = cpu_model.model.config().clone();
+    if prompt.len() < 2 {
+        anyhow::bail!("bonsai check needs a prompt of at least 2 tokens (perplexity), got {}", prompt.len());
+    }
+    if let Some(&bad) = prompt.iter().find(|&&id| id as usize >= config.vocab) {
+        anyhow::bail!("prompt token {bad} is outside the vocabulary of {} tokens", config.vocab);
+    }
+    let ctx = cpu_model.model.max_seq();
+    if prompt.len() + args.n > ctx {
+        anyhow::bail!("a prompt of {} tokens and {} steps exceed the context of {ctx} tokens", prompt.len(), args.n);
+    }
+    let gpu_model = open_model(path, gpu, Some(ctx)).with_context(|| format!("loading {} on the GPU", path.display()))?;
+    println!("check: {} | cpu: {} | gpu: {}", path.display(), cpu_model.model.backend().describe(), gpu_model.model.backend().describe());
+    println!("prompt: {} tokens | greedy steps: {}", prompt.len(), args.n);
+    let mut cpu_steps = Vec::new();
+    let cpu = run_backend(&cpu_model.model, &prompt, args.n, Some(&mut cpu_steps)).context("running on the CPU")?;
+    let gpu = run_backend(&gpu_model.model, &prompt, args.n, None).context("running on the GPU")?;
+
+    let k_max = config.hidden.max(config.ffn).max(config.n_q_heads * config.head_dim);
+    let mut failures = Vec::new();
+    let diff = max_abs_diff(&cpu.first_logits, &gpu.first_logits);
+    let bound = logit_bound(config.n_layers, k_max, &cpu.first_logits);
+    let verdict = if diff <= bound { "ok" } else { "MISMATCH" };
+    println!("first-step logits: max |cpu - gpu| = {diff:.3e}, bound {bound:.3e} ({:.3} of it) -> {verdict}", diff / bound);
+    if diff > bound {
+        failures.push(format!("first-step logits differ by {diff:.3e} > bound {bound:.3e}"));
+    }
+    match cpu.tokens.iter().zip(&gpu.tokens).position(|(a, b)| a != b) {
+        None => println!("greedy: identical for {} steps", cpu.tokens.len()),
+        Some(step) => {
+            let logits = &cpu_steps[step];
+            let (gap, tie_bound) = (top2_gap(logits), logit_bound(config.n_layers, k_max, logits));
+            let near_tie = gap <= 2.0 * tie_bound;
+            println!(
+                "greedy: first divergence at step {step}: cpu {} gpu {} (cpu top-2 gap {gap:.3e}, 2x bound {:.3e}: {})",
+                cpu.tokens[step],
+                gpu.tokens[step],
+                2.0 * tie_bound,
+                if near_tie { "a near tie, within rounding" } else { "MISMATCH" }
+            );
+            if !near_tie {
+                failures.push(format!("greedy tokens diverge at step {step}"));
+            }
+        }
+    }
+    let rel = (cpu.perplexity - gpu.perplexity).abs() / cpu.perplexity;
+    let verdict = if rel <= PERPLEXITY_REL_LIMIT { "ok" } else { "MISMATCH" };
+    println!("perplexity over the prompt: cpu {:.6} gpu {:.6}, relative difference {:.2e} (limit {PERPLEXITY_REL_LIMIT:.0e}) -> {verdict}", cpu.perplexity, gpu.perplexity, rel);
+    if rel > PERPLEXITY_REL_LIMIT {
+        failures.push(format!("perplexity differs by {:.3} %", rel * 100.0));
+    }
+    if !failures.is_empty() {
+        anyhow::bail!("check failed: {}", failures.join("; "));
+    }
+    println!("check passed");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_scales_with_layers_length_and_logit_size() {
+        let logits = [3.0f32, -4.0, 0.0, 5.0];
+        let b = logit_bound(2, 256, &logits);
+        // rms = sqrt((9 + 16 + 0 + 25) / 4) = sqrt(12.5); (2·2 + 1) · sqrt(256) · 2^-24 · 16.
+        let want = 16.0 * 5.0 * 16.0 * F32_UNIT_ROUNDOFF * 12.5f64.sqrt();
+        assert!((b - want).abs() < 1e-15, "{b} vs {want}");
+        assert!(logit_bound(4, 256, &logits) > b && logit_bound(2, 1024, &logits) > b);
+        let doubled: Vec<f32> = logits.iter().map(|l| 2.0 * l).collect();
+        assert!((logit_bound(2, 256, &doubled) - 2.0 * b).abs() < 1e-15);
+    }
+
+    #[test]
+    fn diffs_gaps_and_nan() {
+        assert_eq!(max_abs_diff(&[1.0, 2.0, 3.0], &[1.0, 2.5, 2.0]), 1.0);
+        assert_eq!(max_abs_diff(&[1.0, f32::NAN], &[1.0, 0.0]), f64::INFINITY);
+        assert_eq!(top2_gap(&[0.5, 2.0, 1.25, -1.0]), 0.75);
+        assert_eq!(top2_gap(&[2.0, 1.0, 2.0]), 0.0, "a tie has no gap");
+    }
+}
