@@ -4,17 +4,18 @@
 #
 #   scripts/gpu-check.sh OUT_DIR [STEP...]
 #
-# Steps (default: all): env tiers verify bench model golden
+# Steps (default: all but golden): env tiers verify bench model check golden
 #   env     device facts (nvidia-smi, driver, nvcc)
 #   tiers   exercises the four kernel-library load tiers and a corrupted cache file, with timings
 #   verify  bonsai kernels verify: every CUDA op against the CPU reference
 #   bench   bonsai kernels verify --bench: per-kernel time and bandwidth vs the measured copy ceiling
-#   model   bonsai bench on the synthetic geometries
+#   model   bonsai bench on the synthetic geometries (pp512 + tg128, and decode at depth)
+#   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
-STEPS=${*:-env tiers verify bench model}
+STEPS=${*:-env tiers verify bench model check}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 BIN=$PWD/.gpu/bonsai                 # built with nvcc present: embedded SASS
@@ -60,10 +61,20 @@ bench)
     run bench "$BIN" kernels verify --bench
     ;;
 model)
-    for g in bonsai-8b ternary-8b bonsai-1.7b; do
+    for g in bonsai-8b ternary-8b bonsai-4b bonsai-1.7b; do
         run "model-$g" "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 5
+        "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 5 --json >"$OUT/model-$g.json" 2>/dev/null
     done
     run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
+    run model-8b-nograph env BONSAI_NO_GRAPH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    ;;
+check)
+    # Convert with the carried binary (no Python needed), then compare CPU and GPU.
+    for fmt in q1 tq2; do
+        run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$OUT/golden-$fmt.gguf"
+        run "check-$fmt" "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
+        run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
+    done
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
