@@ -63,7 +63,6 @@ bench)
 model)
     for g in bonsai-8b ternary-8b bonsai-4b bonsai-1.7b; do
         run "model-$g" "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 5
-        "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 5 --json >"$OUT/model-$g.json" 2>/dev/null
     done
     run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
     run model-8b-nograph env BONSAI_NO_GRAPH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
