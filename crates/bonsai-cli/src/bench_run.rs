@@ -167,6 +167,8 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
             results.push(TestResult { kind: "tg", tokens: plan.n_gen, depth, rates });
         }
     }
+    // Memory first: the bandwidth test's buffers, freed stream-ordered, must not count.
+    let memory = b.memory_in_use()?;
     Ok(BenchReport {
         model: name.to_string(),
         backend: b.describe(),
@@ -174,7 +176,7 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
         repetitions: plan.repetitions,
         weight_bytes_per_token: bytes_per_token,
         copy_bandwidth: b.measure_copy_bandwidth()?,
-        memory: b.memory_in_use()?,
+        memory,
         results,
     })
 }

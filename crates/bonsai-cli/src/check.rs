@@ -218,6 +218,28 @@ mod tests {
         assert!((logit_bound(2, 256, &doubled) - 2.0 * b).abs() < 1e-15);
     }
 
+    /// The two paths `check` compares, both on the CPU: host-picked greedy with every step's
+    /// logits vs `decode_greedy`; same tokens, same logits, same perplexity, and a finite bound.
+    #[test]
+    fn host_and_device_greedy_paths_agree_on_the_cpu() {
+        use bonsai_model::synthetic::{random_host_weights, Geometry, WeightKind};
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        let g = Geometry::tiny();
+        let host = random_host_weights(&g, WeightKind::Ternary, seed).expect("weights");
+        let model = Qwen3::new(CpuBackend, g.config(), host, 64).expect("model");
+        let prompt: Vec<u32> = (0..9u32).map(|i| (i * 37 + seed as u32) % g.vocab as u32).collect();
+        let mut steps = Vec::new();
+        let host_path = run_backend(&model, &prompt, 12, Some(&mut steps)).expect("host path");
+        let device_path = run_backend(&model, &prompt, 12, None).expect("device path");
+        assert_eq!(host_path.tokens, device_path.tokens, "seed {seed}");
+        assert_eq!(steps.len(), 12, "seed {seed}");
+        assert_eq!(max_abs_diff(&host_path.first_logits, &device_path.first_logits), 0.0, "seed {seed}");
+        assert_eq!(host_path.perplexity, device_path.perplexity, "seed {seed}");
+        assert!(host_path.perplexity.is_finite() && host_path.perplexity > 1.0, "seed {seed}");
+        let bound = logit_bound(g.n_layers, g.ffn, &host_path.first_logits);
+        assert!(bound > 0.0 && bound.is_finite(), "seed {seed}");
+    }
+
     #[test]
     fn diffs_gaps_and_nan() {
         assert_eq!(max_abs_diff(&[1.0, 2.0, 3.0], &[1.0, 2.5, 2.0]), 1.0);

@@ -212,7 +212,9 @@ impl Backend for CudaBackend {
     }
 
     fn synchronize(&self) -> Result<(), BackendError> {
-        self.stream.synchronize().map_err(device_err("synchronizing the stream"))
+        self.stream.synchronize().map_err(device_err("synchronizing the stream"))?;
+        // Errors cudarc could only record (in drops: frees, event waits) surface here.
+        self.gpu.context().check_err().map_err(device_err("an earlier asynchronous CUDA call"))
     }
 
     fn graphs_enabled(&self) -> bool {
