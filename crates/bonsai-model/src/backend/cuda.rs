@@ -21,10 +21,10 @@ use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::HeadShape;
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
-use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
 
-use super::{median, Backend, BackendError, MemoryPlan, BANDWIDTH_COPY_BYTES, BANDWIDTH_SAMPLES};
+use super::{Backend, BackendError, MemoryPlan};
 
 /// Set to `1` to run decode steps op by op instead of replaying a captured graph (debugging).
 pub const NO_GRAPH_ENV: &str = "BONSAI_NO_GRAPH";
@@ -253,25 +253,7 @@ impl Backend for CudaBackend {
     }
 
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
-        let len = BANDWIDTH_COPY_BYTES / std::mem::size_of::<u32>();
-        let src = self.zeros::<u32>("bandwidth source", len)?;
-        let mut dst = self.zeros::<u32>("bandwidth destination", len)?;
-        let ctx = self.gpu.context();
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let (start, end) = (ctx.new_event(timing), ctx.new_event(timing));
-        let (start, end) = (start.map_err(device_err("creating an event"))?, end.map_err(device_err("creating an event"))?);
-        // One untimed copy first: the first touch of fresh pages is slower.
-        self.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
-        let mut rates = Vec::with_capacity(BANDWIDTH_SAMPLES);
-        for _ in 0..BANDWIDTH_SAMPLES {
-            start.record(&self.stream).map_err(device_err("recording an event"))?;
-            self.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
-            end.record(&self.stream).map_err(device_err("recording an event"))?;
-            let ms = start.elapsed_ms(&end).map_err(device_err("timing the copy"))? as f64;
-            // Read + write: each byte crosses the memory bus twice.
-            rates.push(2.0 * BANDWIDTH_COPY_BYTES as f64 / (ms.max(1e-6) * 1e-3));
-        }
-        Ok(median(&mut rates))
+        ops::copy_bandwidth(self)
     }
 
     fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {

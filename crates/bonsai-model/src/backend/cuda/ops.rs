@@ -7,7 +7,8 @@ use bonsai_kernels::ops::HeadShape;
 use cudarc::driver::CudaSlice;
 
 use super::{device_err, view, CudaBackend, CudaKvCache, CudaPosition, CudaRope};
-use crate::backend::BackendError;
+use crate::backend::{median, BackendError, BANDWIDTH_COPY_BYTES, BANDWIDTH_SAMPLES};
+use cudarc::driver::sys::CUevent_flags;
 use bonsai_kernels::cuda::GpuQMatrix;
 
 pub(super) fn embed(
@@ -96,4 +97,28 @@ pub(super) fn copy_rows(
     let have = dst.len();
     let mut to = dst.try_slice_mut(..len).ok_or(BackendError::Capacity { what: "copy_rows dst", need: len, have })?;
     b.stream.memcpy_dtod(&from, &mut to).map_err(device_err("copy_rows"))
+}
+
+/// Device copy bandwidth (read + write counted): the median of several 1 GiB device-to-device
+/// copies timed with CUDA events, after one untimed copy.
+pub(super) fn copy_bandwidth(b: &CudaBackend) -> Result<f64, BackendError> {
+    let len = BANDWIDTH_COPY_BYTES / std::mem::size_of::<u32>();
+    let src = b.zeros::<u32>("bandwidth source", len)?;
+    let mut dst = b.zeros::<u32>("bandwidth destination", len)?;
+    let ctx = b.gpu.context();
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let (start, end) = (ctx.new_event(timing), ctx.new_event(timing));
+    let (start, end) = (start.map_err(device_err("creating an event"))?, end.map_err(device_err("creating an event"))?);
+    // One untimed copy first: the first touch of fresh pages is slower.
+    b.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
+    let mut rates = Vec::with_capacity(BANDWIDTH_SAMPLES);
+    for _ in 0..BANDWIDTH_SAMPLES {
+        start.record(&b.stream).map_err(device_err("recording an event"))?;
+        b.stream.memcpy_dtod(&src, &mut dst).map_err(device_err("bandwidth copy"))?;
+        end.record(&b.stream).map_err(device_err("recording an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(device_err("timing the copy"))? as f64;
+        // Read + write: each byte crosses the memory bus twice.
+        rates.push(2.0 * BANDWIDTH_COPY_BYTES as f64 / (ms.max(1e-6) * 1e-3));
+    }
+    Ok(median(&mut rates))
 }
