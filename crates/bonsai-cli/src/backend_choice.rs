@@ -11,12 +11,14 @@ use bonsai_model::{CpuBackend, CudaBackend};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// A backend chosen at run time.
+#[allow(clippy::large_enum_variant)] // one per process, never moved in a loop
 pub enum AnyBackend {
     Cpu(CpuBackend),
     Cuda(CudaBackend),
 }
 
 /// A model loaded on the chosen backend.
+#[allow(clippy::large_enum_variant)] // one per process
 pub enum AnyLoaded {
     Cpu(LoadedModel<CpuBackend>),
     Cuda(LoadedModel<CudaBackend>),
