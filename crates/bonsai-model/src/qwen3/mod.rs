@@ -229,10 +229,11 @@ impl<B: Backend> Qwen3<B> {
         if self.backend.graphs_enabled() {
             if state.decode_graph.is_none() {
                 let n_past = state.n_past;
-                let graph = self.backend.capture(&mut || self.greedy_step_ops(state))?;
-                // Recording ran no kernel: the cache and position are as they were.
+                let captured = self.backend.capture(&mut || self.greedy_step_ops(state));
+                // Recording ran no kernel: the cache and position are as they were (also when
+                // recording failed part-way).
                 state.n_past = n_past;
-                state.decode_graph = Some(graph);
+                state.decode_graph = Some(captured?);
             }
             let Qwen3State { decode_graph, pos, .. } = state;
             let graph = decode_graph.as_ref().ok_or_else(|| ModelError::Unsupported("decode graph missing".into()))?;
