@@ -48,3 +48,20 @@ fn a_request_beyond_ctx_fails_in_one_line() {
     let err = text(&out.stderr);
     assert!(err.starts_with("error: bench needs a context of 68 tokens") && err.lines().count() == 1, "{err}");
 }
+
+/// Without a GPU the CPU takes over, announced; `--cpu` asks for it, so nothing is announced.
+/// (Where a driver and device exist the first run uses the GPU; only the --cpu half applies.)
+#[test]
+fn the_cpu_fallback_is_announced_and_cpu_is_not() {
+    let args = ["bench", "--synthetic", "tiny", "-p", "4", "-n", "2", "-r", "1", "--json"];
+    let forced = bonsai(&[&args[..], &["--cpu"]].concat());
+    assert!(forced.status.success(), "stderr: {}", text(&forced.stderr));
+    assert!(!text(&forced.stderr).contains("no CUDA device found"), "{}", text(&forced.stderr));
+    if bonsai_kernels::cuda::driver_present() {
+        return;
+    }
+    let auto = bonsai(&args);
+    assert!(auto.status.success(), "stderr: {}", text(&auto.stderr));
+    let err = text(&auto.stderr);
+    assert!(err.contains("no CUDA device found, using the CPU") && err.contains("backend: cpu ("), "{err}");
+}
