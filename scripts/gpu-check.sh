@@ -11,6 +11,7 @@
 #   bench   bonsai kernels verify --bench: per-kernel time and bandwidth vs the measured copy ceiling
 #   model   bonsai bench on the synthetic geometries (pp512 + tg128, and decode at depth)
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
+#           and on random-weight 8B geometries
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
@@ -73,6 +74,10 @@ check)
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$OUT/golden-$fmt.gguf"
         run "check-$fmt" "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
+    done
+    # Real geometries (random weights): the GPU's real-shape kernels against the CPU.
+    for g in bonsai-8b ternary-8b; do
+        run "check-synthetic-$g" "$BIN" check --synthetic "$g" -n 16
     done
     ;;
 golden)

@@ -1,7 +1,8 @@
 //! `bonsai check`: the same model on the CPU and on the GPU must agree. Runs greedy generation on
 //! both (the GPU through the graph-replayed `decode_greedy`), reports the first divergent step,
 //! the largest first-step logit difference against a derived bound, and the perplexity of the
-//! prompt on both. Exits 1 on a mismatch.
+//! prompt on both. Exits 1 on a mismatch. `--synthetic` checks a random-weight model of a real
+//! geometry instead of a file (same seed on both backends).
 //!
 //! The logit bound (both backends compute in f32, with different summation orders):
 //! * a dot product of K terms of random sign, accumulated in f32 in any order, differs from the
@@ -23,6 +24,9 @@ use bonsai_model::backend::cuda::is_absent_device;
 use bonsai_model::loader::{open_model, LoadedModel};
 use bonsai_model::{Backend, CpuBackend, CudaBackend, LogitRows, Qwen3};
 
+use bonsai_model::synthetic::random_host_weights;
+
+use crate::bench::{SyntheticModel, BENCH_SEED};
 use crate::perplexity::negative_log_likelihood;
 
 /// f32 unit roundoff.
@@ -33,14 +37,19 @@ const BOUND_SLACK: f64 = 16.0;
 const PERPLEXITY_REL_LIMIT: f64 = 1e-3;
 /// Prompt used when no ids are given.
 const DEFAULT_PROMPT: &str = "<|im_start|>user\nA tree?<|im_end|>\n<|im_start|>assistant\n";
+/// Random prompt length for --synthetic (more than one GEMV batch: exercises the prefill GEMM).
+const SYNTHETIC_PROMPT_LEN: usize = 26;
 /// Prompt tokens per forward call.
 const CHUNK: usize = 512;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// GGUF model file
-    #[arg(short = 'm', long = "model")]
-    pub model: PathBuf,
+    #[arg(short = 'm', long = "model", conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    pub model: Option<PathBuf>,
+    /// Random weights at a real model's geometry instead of a file (prompt: random ids)
+    #[arg(long, value_enum)]
+    pub synthetic: Option<SyntheticModel>,
     /// Greedy steps to compare
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     pub n: usize,
@@ -138,29 +147,60 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         let why = if is_absent_device(&e) { "no CUDA device found" } else { "the GPU did not open" };
         anyhow::Error::new(e).context(format!("bonsai check compares the CPU with the GPU, but {why}"))
     })?;
-    let path = &args.model;
-    let cpu_model: LoadedModel<CpuBackend> = open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;
-    let prompt = match &args.prompt_tokens {
-        Some(ids) => ids.clone(),
-        None => cpu_model.tokenizer.encode(DEFAULT_PROMPT)?,
-    };
-    let config = cpu_model.model.config().clone();
+    match (&args.model, args.synthetic) {
+        (Some(path), _) => {
+            let cpu_model: LoadedModel<CpuBackend> =
+                open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;
+            let prompt = match &args.prompt_tokens {
+                Some(ids) => ids.clone(),
+                None => cpu_model.tokenizer.encode(DEFAULT_PROMPT)?,
+            };
+            let ctx = cpu_model.model.max_seq();
+            check_prompt(&prompt, args.n, cpu_model.model.config().vocab, ctx)?;
+            let gpu_model = open_model(path, gpu, Some(ctx)).with_context(|| format!("loading {} on the GPU", path.display()))?;
+            compare(&cpu_model.model, &gpu_model.model, &path.display().to_string(), &prompt, args.n)
+        }
+        (None, Some(synthetic)) => {
+            let g = synthetic.geometry();
+            let prompt = match &args.prompt_tokens {
+                Some(ids) => ids.clone(),
+                None => {
+                    let mut rng = bonsai_model::sampler::Rng::new(BENCH_SEED);
+                    (0..SYNTHETIC_PROMPT_LEN).map(|_| (rng.next_u64() % g.vocab as u64) as u32).collect()
+                }
+            };
+            let ctx = prompt.len() + args.n;
+            check_prompt(&prompt, args.n, g.vocab, ctx)?;
+            // The same seed twice: identical weights on both backends.
+            let build = || random_host_weights(&g, synthetic.kind(), BENCH_SEED);
+            let cpu_model = Qwen3::new(CpuBackend, g.config(), build()?, ctx)?;
+            let gpu_model = Qwen3::new(gpu, g.config(), build()?, ctx)?;
+            compare(&cpu_model, &gpu_model, &format!("{} (synthetic)", synthetic.name()), &prompt, args.n)
+        }
+        (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
+    }
+}
+
+fn check_prompt(prompt: &[u32], n: usize, vocab: usize, ctx: usize) -> anyhow::Result<()> {
     if prompt.len() < 2 {
         anyhow::bail!("bonsai check needs a prompt of at least 2 tokens (perplexity), got {}", prompt.len());
     }
-    if let Some(&bad) = prompt.iter().find(|&&id| id as usize >= config.vocab) {
-        anyhow::bail!("prompt token {bad} is outside the vocabulary of {} tokens", config.vocab);
+    if let Some(&bad) = prompt.iter().find(|&&id| id as usize >= vocab) {
+        anyhow::bail!("prompt token {bad} is outside the vocabulary of {vocab} tokens");
     }
-    let ctx = cpu_model.model.max_seq();
-    if prompt.len() + args.n > ctx {
-        anyhow::bail!("a prompt of {} tokens and {} steps exceed the context of {ctx} tokens", prompt.len(), args.n);
+    if prompt.len() + n > ctx {
+        anyhow::bail!("a prompt of {} tokens and {n} steps exceed the context of {ctx} tokens", prompt.len());
     }
-    let gpu_model = open_model(path, gpu, Some(ctx)).with_context(|| format!("loading {} on the GPU", path.display()))?;
-    println!("check: {} | cpu: {} | gpu: {}", path.display(), cpu_model.model.backend().describe(), gpu_model.model.backend().describe());
-    println!("prompt: {} tokens | greedy steps: {}", prompt.len(), args.n);
+    Ok(())
+}
+
+fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: &str, prompt: &[u32], n: usize) -> anyhow::Result<()> {
+    let config = cpu_model.config().clone();
+    println!("check: {name} | cpu: {} | gpu: {}", cpu_model.backend().describe(), gpu_model.backend().describe());
+    println!("prompt: {} tokens | greedy steps: {n}", prompt.len());
     let mut cpu_steps = Vec::new();
-    let cpu = run_backend(&cpu_model.model, &prompt, args.n, Some(&mut cpu_steps)).context("running on the CPU")?;
-    let gpu = run_backend(&gpu_model.model, &prompt, args.n, None).context("running on the GPU")?;
+    let cpu = run_backend(cpu_model, prompt, n, Some(&mut cpu_steps)).context("running on the CPU")?;
+    let gpu = run_backend(gpu_model, prompt, n, None).context("running on the GPU")?;
 
     let k_max = config.hidden.max(config.ffn).max(config.n_q_heads * config.head_dim);
     let mut failures = Vec::new();
