@@ -71,6 +71,8 @@ pub struct BenchReport {
     pub copy_bandwidth: f64,
     /// (used, total) device memory in bytes; None on the CPU.
     pub memory: Option<(usize, usize)>,
+    /// Device bytes bonsai allocated (model, cache, states, scratch); None on the CPU.
+    pub allocated: Option<usize>,
     pub results: Vec<TestResult>,
 }
 
@@ -103,6 +105,7 @@ impl BenchReport {
             "copy_bandwidth_bytes_per_s": self.copy_bandwidth,
             "bandwidth_limit_tok_per_s": self.bandwidth_limit_tok_per_s(),
             "memory_used_bytes": self.memory.map(|m| m.0), "memory_total_bytes": self.memory.map(|m| m.1),
+            "allocated_bytes": self.allocated,
             "results": results,
         })
     }
@@ -124,7 +127,8 @@ impl BenchReport {
         }
         s += &format!("({} repetitions each, after one warm-up)\n", self.repetitions);
         if let Some((used, total)) = self.memory {
-            s += &format!("GPU memory used: {:.1} MB of {:.1} MB\n", used as f64 / 1e6, total as f64 / 1e6);
+            let ours = self.allocated.map_or(String::new(), |a| format!(" (bonsai allocated {:.1} MB)", a as f64 / 1e6));
+            s += &format!("GPU memory used: {:.1} MB of {:.1} MB{ours}\n", used as f64 / 1e6, total as f64 / 1e6);
         }
         s
     }
@@ -168,7 +172,7 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
         }
     }
     // Memory first: the bandwidth test's buffers, freed stream-ordered, must not count.
-    let memory = b.memory_in_use()?;
+    let (memory, allocated) = (b.memory_in_use()?, b.allocated_bytes());
     Ok(BenchReport {
         model: name.to_string(),
         backend: b.describe(),
@@ -177,6 +181,7 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
         weight_bytes_per_token: bytes_per_token,
         copy_bandwidth: b.measure_copy_bandwidth()?,
         memory,
+        allocated,
         results,
     })
 }

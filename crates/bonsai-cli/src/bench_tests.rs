@@ -79,6 +79,7 @@ fn sample_report() -> BenchReport {
         weight_bytes_per_token: 1_000_000,
         copy_bandwidth: 1e9,
         memory: Some((5, 10)),
+        allocated: Some(4),
         results: vec![
             TestResult { kind: "pp", tokens: 16, depth: 0, rates },
             TestResult { kind: "tg", tokens: 8, depth: 32, rates },
@@ -101,7 +102,7 @@ fn report_percent_of_the_bandwidth_limit() {
 #[test]
 fn json_has_every_field() {
     let v = sample_report().to_json();
-    for key in ["model", "backend", "ctx", "repetitions", "weight_bytes_per_token", "copy_bandwidth_bytes_per_s", "bandwidth_limit_tok_per_s", "memory_used_bytes", "memory_total_bytes"] {
+    for key in ["model", "backend", "ctx", "repetitions", "weight_bytes_per_token", "copy_bandwidth_bytes_per_s", "bandwidth_limit_tok_per_s", "memory_used_bytes", "memory_total_bytes", "allocated_bytes"] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
     }
     let rows = v["results"].as_array().expect("results array");

@@ -118,11 +118,6 @@ impl CudaBackend {
         *self.progress.borrow_mut() = Some(f);
     }
 
-    /// Bytes this backend has allocated on the device so far (frees are not subtracted).
-    pub fn allocated_bytes(&self) -> usize {
-        self.allocated_bytes.get()
-    }
-
     pub fn library(&self) -> &KernelLibrary {
         &self.lib
     }
@@ -259,6 +254,11 @@ impl Backend for CudaBackend {
     fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {
         let (free, total) = self.gpu.context().mem_get_info().map_err(device_err("reading GPU memory"))?;
         Ok(Some((total.saturating_sub(free), total)))
+    }
+
+    /// Frees are not subtracted: this is what the model and its states took, plus scratch growth.
+    fn allocated_bytes(&self) -> Option<usize> {
+        Some(self.allocated_bytes.get())
     }
 
     fn alloc(&self, len: usize) -> Result<CudaSlice<f32>, BackendError> {

@@ -89,6 +89,10 @@ pub trait Backend {
     fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {
         Ok(None)
     }
+    /// Device bytes this backend has allocated so far (None on the CPU).
+    fn allocated_bytes(&self) -> Option<usize> {
+        None
+    }
 
     fn alloc(&self, len: usize) -> Result<Self::Buffer, BackendError>;
     fn upload_f32(&self, data: &[f32]) -> Result<Self::Buffer, BackendError>;
