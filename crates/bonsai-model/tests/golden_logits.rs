@@ -44,6 +44,8 @@ const GOLDEN: [(&str, OutputType); 2] = [("q1", OutputType::Q1_0), ("tq2", Outpu
 const F32_REL_TOL: f64 = 1e-3;
 /// Multiplier on the exactly computed f16-cache effect (see the module doc).
 const CACHE_EFFECT_SLACK: f64 = 1.1;
+/// Bytes of one little-endian f32 in `logits.bin`.
+const F32_BYTES: usize = 4;
 /// Cache room beyond the prompt and the greedy continuation (none is needed; keeps a margin).
 const EXTRA_CTX: usize = 8;
 
@@ -52,33 +54,45 @@ fn golden_dir(folder: &str) -> PathBuf {
 }
 
 fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/reference/make_golden.py)", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{}: {e} (run scripts/reference/make_golden.py)", path.display())
+    });
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn ids(meta: &Value, key: &str) -> Vec<u32> {
     let list = meta[key].as_array().unwrap_or_else(|| panic!("meta.json lacks '{key}'"));
-    list.iter().map(|v| v.as_u64().unwrap_or_else(|| panic!("meta.json '{key}': {v}")) as u32).collect()
+    list.iter()
+        .map(|v| v.as_u64().unwrap_or_else(|| panic!("meta.json '{key}': {v}")) as u32)
+        .collect()
 }
 
 /// `logits.bin`: raw little-endian f32, row-major `[n_tokens, vocab]`.
 fn read_logits(path: &Path, n_tokens: usize, vocab: usize) -> Vec<Vec<f64>> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(bytes.len(), n_tokens * vocab * 4, "{}: size vs meta.json shape", path.display());
-    let flat: Vec<f64> =
-        bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect();
+    assert_eq!(
+        bytes.len(),
+        n_tokens * vocab * F32_BYTES,
+        "{}: size vs meta.json shape",
+        path.display()
+    );
+    let flat: Vec<f64> = bytes
+        .chunks_exact(F32_BYTES)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
+        .collect();
     flat.chunks(vocab).map(<[f64]>::to_vec).collect()
 }
 
-/// Converts `dir` to a GGUF of type `ty` in a temp folder and loads it on the CPU backend.
+/// Converts `tests/golden/<folder>` to a GGUF of type `ty` in a temp folder and loads it on the CPU backend.
 fn convert_and_load(folder: &str, ty: OutputType, ctx: usize) -> LoadedModel<CpuBackend> {
-    let tmp = std::env::temp_dir().join(format!("bonsai-golden-logits-{folder}-{}", std::process::id()));
+    let tmp =
+        std::env::temp_dir().join(format!("bonsai-golden-logits-{folder}-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
     let gguf = tmp.join("model.gguf");
     convert_checkpoint(&golden_dir(folder), &gguf, ty, &mut |_| {})
         .unwrap_or_else(|e| panic!("converting golden/{folder}: {e}"));
-    let loaded = open_model(&gguf, CpuBackend, Some(ctx)).unwrap_or_else(|e| panic!("loading golden/{folder}: {e}"));
+    let loaded = open_model(&gguf, CpuBackend, Some(ctx))
+        .unwrap_or_else(|e| panic!("loading golden/{folder}: {e}"));
     // The CPU backend copies every weight to the host, so the file can go now.
     std::fs::remove_dir_all(&tmp).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
     loaded
@@ -135,7 +149,12 @@ fn f16_round(v: Vec<f64>) -> Vec<f64> {
 /// The plain causal Qwen3 forward of SPEC §2 in f64 on the checkpoint's HF tensors (an
 /// implementation independent of the converter, the loader and the kernels). `f16_cache` rounds
 /// K and V to f16 where bonsai caches them. Returns logits `[tokens.len()][vocab]`.
-fn exact_logits(w: &Dense, cfg: &bonsai_gguf::Qwen3Config, tokens: &[u32], f16_cache: bool) -> Vec<Vec<f64>> {
+fn exact_logits(
+    w: &Dense,
+    cfg: &bonsai_gguf::Qwen3Config,
+    tokens: &[u32],
+    f16_cache: bool,
+) -> Vec<Vec<f64>> {
     let (hd, eps, theta) = (cfg.head_dim, cfg.rms_eps as f64, cfg.rope_theta);
     let embd = w.matrix("model.embed_tokens.weight");
     let mut xs: Vec<Vec<f64>> = tokens.iter().map(|&id| embd[id as usize].clone()).collect();
@@ -148,8 +167,13 @@ fn exact_logits(w: &Dense, cfg: &bonsai_gguf::Qwen3Config, tokens: &[u32], f16_c
             w.matrix(&p("self_attn.o_proj")),
         );
         let (q_norm, k_norm) = (w.vector(&p("self_attn.q_norm")), w.vector(&p("self_attn.k_norm")));
-        let (in_norm, post_norm) = (w.vector(&p("input_layernorm")), w.vector(&p("post_attention_layernorm")));
-        let (wg, wu, wd) = (w.matrix(&p("mlp.gate_proj")), w.matrix(&p("mlp.up_proj")), w.matrix(&p("mlp.down_proj")));
+        let (in_norm, post_norm) =
+            (w.vector(&p("input_layernorm")), w.vector(&p("post_attention_layernorm")));
+        let (wg, wu, wd) = (
+            w.matrix(&p("mlp.gate_proj")),
+            w.matrix(&p("mlp.up_proj")),
+            w.matrix(&p("mlp.down_proj")),
+        );
         let cache = |v: Vec<f64>| if f16_cache { f16_round(v) } else { v };
         let (mut qs, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
         for (pos, x) in xs.iter().enumerate() {
@@ -168,7 +192,10 @@ fn exact_logits(w: &Dense, cfg: &bonsai_gguf::Qwen3Config, tokens: &[u32], f16_c
                 let g = h / group;
                 let q = &qs[i][h * hd..(h + 1) * hd];
                 let scores: Vec<f64> = (0..=i)
-                    .map(|j| q.iter().zip(&ks[j][g * hd..(g + 1) * hd]).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt())
+                    .map(|j| {
+                        q.iter().zip(&ks[j][g * hd..(g + 1) * hd]).map(|(a, b)| a * b).sum::<f64>()
+                            / (hd as f64).sqrt()
+                    })
                     .collect();
                 let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let e: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
@@ -181,8 +208,11 @@ fn exact_logits(w: &Dense, cfg: &bonsai_gguf::Qwen3Config, tokens: &[u32], f16_c
             }
             x.iter_mut().zip(matvec(&wo, &o)).for_each(|(a, b)| *a += b);
             let xn = rms_norm(x, &post_norm, eps);
-            let act: Vec<f64> =
-                matvec(&wg, &xn).iter().zip(matvec(&wu, &xn)).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+            let act: Vec<f64> = matvec(&wg, &xn)
+                .iter()
+                .zip(matvec(&wu, &xn))
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
             x.iter_mut().zip(matvec(&wd, &act)).for_each(|(a, b)| *a += b);
         }
     }
@@ -198,7 +228,11 @@ fn batched_logits(loaded: &LoadedModel<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f
     (0..tokens.len()).map(|row| row_logits(loaded, &state, row)).collect()
 }
 
-fn row_logits(loaded: &LoadedModel<CpuBackend>, state: &bonsai_model::Qwen3State<CpuBackend>, row: usize) -> Vec<f64> {
+fn row_logits(
+    loaded: &LoadedModel<CpuBackend>,
+    state: &bonsai_model::Qwen3State<CpuBackend>,
+    row: usize,
+) -> Vec<f64> {
     let mut out = vec![0.0f32; loaded.model.config().vocab];
     loaded.model.logits(state, row, &mut out).expect("logits");
     assert!(out.iter().all(|v| v.is_finite()), "non-finite logit in row {row}");
@@ -237,7 +271,10 @@ fn max_abs(rows: &[Vec<f64>]) -> f64 {
 }
 
 fn max_diff(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
-    a.iter().zip(b).flat_map(|(ra, rb)| ra.iter().zip(rb).map(|(x, y)| (x - y).abs())).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .flat_map(|(ra, rb)| ra.iter().zip(rb).map(|(x, y)| (x - y).abs()))
+        .fold(0.0, f64::max)
 }
 
 fn check_golden(folder: &str, ty: OutputType) {
@@ -260,7 +297,10 @@ fn check_golden(folder: &str, ty: OutputType) {
             let cache_effect = (exact_f16[i][v] - exact[i][v]).abs();
             let bound = CACHE_EFFECT_SLACK * cache_effect + 2.0 * f32_tol;
             let err = (row[v] - reference[i][v]).abs();
-            assert!(err <= bound, "golden/{folder}: logit [{i}, {v}] off by {err:e} > bound {bound:e}");
+            assert!(
+                err <= bound,
+                "golden/{folder}: logit [{i}, {v}] off by {err:e} > bound {bound:e}"
+            );
             worst_ratio = worst_ratio.max(err / bound);
         }
     }
@@ -272,8 +312,14 @@ fn check_golden(folder: &str, ty: OutputType) {
          {t_vs_r:.3e} (each <= {f32_tol:.3e}), f16-cache effect max {cache:.3e}",
         max_abs(&exact)
     );
-    assert!(e_vs_r16 <= f32_tol, "golden/{folder}: bonsai vs its exact function {e_vs_r16:e} > {f32_tol:e}");
-    assert!(t_vs_r <= f32_tol, "golden/{folder}: transformers vs the exact function {t_vs_r:e} > {f32_tol:e}");
+    assert!(
+        e_vs_r16 <= f32_tol,
+        "golden/{folder}: bonsai vs its exact function {e_vs_r16:e} > {f32_tol:e}"
+    );
+    assert!(
+        t_vs_r <= f32_tol,
+        "golden/{folder}: transformers vs the exact function {t_vs_r:e} > {f32_tol:e}"
+    );
 
     // 2. Greedy tokens, exactly. meta.json's greedy margins are >= 0.02; the measured logit error
     //    (<= 2.2e-3) is far below half of that, though the derived bound (2·f32_tol ≈ 2e-2 plus the
@@ -285,7 +331,10 @@ fn check_golden(folder: &str, ty: OutputType) {
     //    f32_tol of it, so they differ by at most 2·f32_tol.
     let stepwise = stepwise_logits(&loaded, &prompt);
     let step_diff = max_diff(&stepwise, &engine);
-    println!("golden/{folder}: |decode − batched prefill| max {step_diff:.3e} (bound {:.3e})", 2.0 * f32_tol);
+    println!(
+        "golden/{folder}: |decode − batched prefill| max {step_diff:.3e} (bound {:.3e})",
+        2.0 * f32_tol
+    );
     assert!(step_diff <= 2.0 * f32_tol, "golden/{folder}: decode vs prefill {step_diff:e}");
 }
 
