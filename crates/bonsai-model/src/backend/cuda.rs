@@ -225,7 +225,7 @@ impl Backend for CudaBackend {
         self.synchronize()?;
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(device_err("beginning a graph capture"))?;
+            .map_err(device_err("beginning the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
         self.capturing.set(true);
         let recorded = record();
         self.capturing.set(false);
@@ -233,9 +233,9 @@ impl Backend for CudaBackend {
         let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;
         let graph = ended
-            .map_err(device_err("ending the graph capture"))?
+            .map_err(device_err("ending the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?
             .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
-        graph.upload().map_err(device_err("uploading the decode graph"))?;
+        graph.upload().map_err(device_err("uploading the decode graph (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
         self.synchronize()?;
         Ok(graph)
     }
