@@ -17,6 +17,9 @@ set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
 STEPS=${*:-env tiers verify bench model check}
+# The device tool returns at most 8 files: step logs go to $LOGS and are packed into one
+# $OUT/logs.tgz at the end; $OUT/summary.log holds each step's status and the tail of its log.
+LOGS=$(mktemp -d)
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 BIN=$PWD/.gpu/bonsai                 # built with nvcc present: embedded SASS
@@ -25,15 +28,15 @@ BIN_PLAIN="env BONSAI_SKIP_EMBEDDED=1 $BIN"
 export PATH=/usr/local/cuda/bin:$PATH
 status=0
 
-run() { # run NAME CMD...: logs to $OUT/NAME.log, remembers failure
+run() { # run NAME CMD...: logs to $LOGS/NAME.log (killed after STEP_TIMEOUT s), remembers failure
     local name=$1; shift
     echo "=== $name: $*" | tee -a "$OUT/summary.log"
     local t0=$(date +%s%N)
-    "$@" >"$OUT/$name.log" 2>&1
+    timeout "${STEP_TIMEOUT:-300}" "$@" >"$LOGS/$name.log" 2>&1
     local rc=$?
     local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "=== $name: rc=$rc wall=${ms}ms" | tee -a "$OUT/summary.log"
-    tail -n 40 "$OUT/$name.log"
+    tail -n 40 "$LOGS/$name.log" | tee -a "$OUT/summary.log"
     [ $rc -eq 0 ] || status=1
     return $rc
 }
@@ -71,9 +74,9 @@ model)
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
     for fmt in q1 tq2; do
-        run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$OUT/golden-$fmt.gguf"
-        run "check-$fmt" "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
-        run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$OUT/golden-$fmt.gguf" -n 64
+        run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf"
+        run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
+        run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
     # Real geometries (random weights): the GPU's real-shape kernels against the CPU.
     for g in bonsai-8b ternary-8b; do
@@ -87,5 +90,7 @@ golden)
     echo "unknown step: $step" >&2; status=1 ;;
 esac
 done
+rm -f "$LOGS"/*.gguf
+tar czf "$OUT/logs.tgz" -C "$LOGS" .
 echo "=== done: status=$status" | tee -a "$OUT/summary.log"
 exit $status
