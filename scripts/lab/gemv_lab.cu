@@ -1,0 +1,220 @@
+// Decode GEMV lab: the production kernel (baseline) against candidate variants, Q1 and Q2, on the
+// decode shapes. Every variant is checked against an f64 CPU reference (error in units of
+// u * sum|w||x|, against verify's GEMV bound 8 (K/128 + 48)) and timed with CUDA events over
+// weight copies rotated across >= 256 MB (beyond the 60 MB L2), median of 50 batches, as GB/s and
+// as a fraction of a device-to-device copy measured the same way. Build/run: scripts/lab/run.sh.
+#include <cuda_fp16.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstdint>
+#include <vector>
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <cmath>
+
+#include "baseline_gemv.cuh"
+#include "gemv_warp_rows.cuh"
+
+#define CK(call)                                                                         \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+static const size_t ROTATION_BYTES = 256ull << 20;  // >= 200 MB, > 4x the 60 MB L2
+static const int SAMPLES = 50;
+static const long long SPIN_CYCLES = 2000000;  // ~1 ms: the host queues a batch meanwhile
+static const double U = 1.0 / (1 << 24);       // f32 unit roundoff
+
+__global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+__global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)
+    base_q1(const u16* s, const u32* p, const float* x, float* y, int n, int k, int) {
+    gemv_rows8_split_k<1, MATMUL_STORE, 1>(s, p, x, 1, y, n, k);
+}
+__global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)
+    base_q2(const u16* s, const u32* p, const float* x, float* y, int n, int k, int) {
+    gemv_rows8_split_k<2, MATMUL_STORE, 1>(s, p, x, 1, y, n, k);
+}
+WR_ENTRY(wr1_r4_u4, 1, 4, 4, false)
+WR_ENTRY(wr1_r4_u4_na, 1, 4, 4, true)
+WR_ENTRY(wr1_r8_u2, 1, 8, 2, false)
+WR_ENTRY(wr1_r2_u4, 1, 2, 4, false)
+WR_ENTRY(wr2_r4_u4, 2, 4, 4, false)
+WR_ENTRY(wr2_r4_u4_na, 2, 4, 4, true)
+WR_ENTRY(wr2_r8_u2, 2, 8, 2, false)
+WR_ENTRY(wr2_r2_u4, 2, 2, 4, false)
+
+typedef void (*Kernel)(const u16*, const u32*, const float*, float*, int, int, int);
+struct Variant {
+    const char* name;
+    int bits;
+    Kernel fn;
+    int rows;    // 0: baseline launch geometry
+    int splits;
+};
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t next_u64() {  // splitmix64
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double next_unit() { return (next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+
+static float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Median seconds per launch of `launch(i)`, i over `batch` rotated copies.
+static double time_batches(int batch, const std::function<void(int)>& launch) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<float> samples;
+    for (int s = 0; s <= SAMPLES; ++s) {
+        spin<<<1, 1>>>(SPIN_CYCLES);
+        CK(cudaEventRecord(a));
+        for (int i = 0; i < batch; ++i) launch(i);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (s > 0) samples.push_back(ms * 1e-3f / batch);
+    }
+    CK(cudaGetLastError());
+    return median(samples);
+}
+
+static void run_shape(int bits, int n, int k, const std::vector<Variant>& variants, double copy_bw) {
+    const int wpw = 32 / bits;
+    const size_t n_groups = (size_t)n * (k / GROUP_SIZE);
+    const size_t n_words = (size_t)n * k / wpw;
+    std::vector<uint16_t> scales(n_groups);
+    std::vector<uint32_t> words(n_words);
+    std::vector<float> x(k);
+    for (auto& s : scales) s = __half_as_ushort(__float2half((float)(0.01 + 0.02 * next_unit())));
+    for (auto& w : words) w = (uint32_t)next_u64();
+    for (auto& v : x) v = (float)(2.0 * next_unit() - 1.0);
+
+    // f64 reference and sum |w||x| per row, from the layout's definition (weights.rs).
+    std::vector<double> want(n), mag(n);
+    for (int r = 0; r < n; ++r) {
+        double acc = 0, m = 0;
+        for (int c = 0; c < k; ++c) {
+            const size_t g = (size_t)r * (k / GROUP_SIZE) + c / GROUP_SIZE;
+            const int j = c % GROUP_SIZE;
+            const double d = __half2float(__ushort_as_half(scales[g]));
+            double wv;
+            if (bits == 1) {
+                wv = ((words[g * 4 + j / 32] >> (j % 32)) & 1) ? d : -d;
+            } else {
+                wv = ((double)((words[g * 8 + j / 16] >> (2 * (j % 16))) & 3) - 1.0) * d;
+            }
+            acc += wv * x[c];
+            m += fabs(wv * x[c]);
+        }
+        want[r] = acc;
+        mag[r] = m;
+    }
+
+    const size_t bytes = n_groups * 2 + n_words * 4;
+    const int copies = (int)(ROTATION_BYTES / bytes) + 1;
+    std::vector<u16*> d_s(copies);
+    std::vector<u32*> d_w(copies);
+    for (int i = 0; i < copies; ++i) {
+        CK(cudaMalloc(&d_s[i], n_groups * 2));
+        CK(cudaMalloc(&d_w[i], n_words * 4));
+        CK(cudaMemcpy(d_s[i], scales.data(), n_groups * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_w[i], words.data(), n_words * 4, cudaMemcpyHostToDevice));
+    }
+    float *d_x, *d_y;
+    CK(cudaMalloc(&d_x, k * 4));
+    CK(cudaMalloc(&d_y, n * 4));
+    CK(cudaMemcpy(d_x, x.data(), k * 4, cudaMemcpyHostToDevice));
+    const double traffic = (double)bytes + 4.0 * (k + n);
+    const double coeff = 8.0 * (k / GROUP_SIZE + 48.0);  // verify's GEMV bound, in u sum|w||x|
+
+    for (const Variant& v : variants) {
+        if (v.bits != bits) continue;
+        dim3 grid, block;
+        size_t smem = 0;
+        if (v.rows == 0) {
+            grid = dim3((n + GEMV_ROWS - 1) / GEMV_ROWS);
+            block = dim3(GEMV_WARPS * WARP_SIZE);
+        } else {
+            const int rows_per_cta = v.rows * (WR_WARPS / v.splits);
+            grid = dim3((n + rows_per_cta - 1) / rows_per_cta);
+            block = dim3(WR_WARPS * WARP_SIZE);
+            smem = (size_t)(k / wpw + WR_WARPS * v.rows) * 4;
+        }
+        auto launch = [&](int i) {
+            v.fn<<<grid, block, smem>>>(d_s[i], d_w[i], d_x, d_y, n, k, v.splits);
+        };
+        CK(cudaMemset(d_y, 0xff, n * 4));  // NaN poison
+        launch(0);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<float> got(n);
+        CK(cudaMemcpy(got.data(), d_y, n * 4, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        bool nan = false;
+        for (int r = 0; r < n; ++r) {
+            if (!std::isfinite(got[r])) nan = true;
+            worst = std::max(worst, fabs(got[r] - want[r]) / (U * mag[r]));
+        }
+        const double secs = time_batches(copies, launch);
+        printf("| Q%d | N=%6d K=%5d | %-14s | splits %d | %7.2f us | %7.1f GB/s | %5.1f%% | err %6.2f u.sum|wx| (bound %.0f) %s |\n",
+               bits, n, k, v.name, v.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
+               worst, coeff, (!nan && worst <= coeff) ? "ok" : "FAIL");
+        fflush(stdout);
+    }
+    for (int i = 0; i < copies; ++i) {
+        CK(cudaFree(d_s[i]));
+        CK(cudaFree(d_w[i]));
+    }
+    CK(cudaFree(d_x));
+    CK(cudaFree(d_y));
+}
+
+int main() {
+    const size_t copy_bytes = 1ull << 30;
+    void *src, *dst;
+    CK(cudaMalloc(&src, copy_bytes));
+    CK(cudaMalloc(&dst, copy_bytes));
+    CK(cudaMemset(src, 1, copy_bytes));
+    const double copy_secs = time_batches(1, [&](int) { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
+    const double copy_bw = 2.0 * copy_bytes / copy_secs;
+    printf("copy bandwidth (D2D, read + write): %.1f GB/s\n", copy_bw / 1e9);
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+
+    std::vector<Variant> variants = {
+        {"baseline", 1, base_q1, 0, 1},     {"baseline", 2, base_q2, 0, 1},
+    };
+    const int split_choices[] = {1, 2, 4};
+    for (int s : split_choices) {
+        variants.push_back({"wr_r4_u4", 1, wr1_r4_u4, 4, s});
+        variants.push_back({"wr_r4_u4_noL1", 1, wr1_r4_u4_na, 4, s});
+        variants.push_back({"wr_r8_u2", 1, wr1_r8_u2, 8, s});
+        variants.push_back({"wr_r2_u4", 1, wr1_r2_u4, 2, s});
+        variants.push_back({"wr_r4_u4", 2, wr2_r4_u4, 4, s});
+        variants.push_back({"wr_r4_u4_noL1", 2, wr2_r4_u4_na, 4, s});
+        variants.push_back({"wr_r8_u2", 2, wr2_r8_u2, 8, s});
+        variants.push_back({"wr_r2_u4", 2, wr2_r2_u4, 2, s});
+    }
+    const int shapes[][2] = {{12288, 4096}, {4096, 12288}, {151669, 4096}};
+    for (int bits = 1; bits <= 2; ++bits)
+        for (auto& sh : shapes) run_shape(bits, sh[0], sh[1], variants, copy_bw);
+    return 0;
+}
