@@ -15,6 +15,7 @@
 
 #include "baseline_gemv.cuh"
 #include "gemv_warp_rows.cuh"
+#include "gemv_smem_ilp.cuh"
 
 #define CK(call)                                                                         \
     do {                                                                                 \
@@ -44,14 +45,22 @@ __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)
     base_q2(const u16* s, const u32* p, const float* x, float* y, int n, int k, int) {
     gemv_rows8_split_k<2, MATMUL_STORE, 1>(s, p, x, 1, y, n, k);
 }
-WR_ENTRY(wr1_r4_u4, 1, 4, 4, false)
-WR_ENTRY(wr1_r4_u4_na, 1, 4, 4, true)
 WR_ENTRY(wr1_r8_u2, 1, 8, 2, false)
-WR_ENTRY(wr1_r2_u4, 1, 2, 4, false)
-WR_ENTRY(wr2_r4_u4, 2, 4, 4, false)
-WR_ENTRY(wr2_r4_u4_na, 2, 4, 4, true)
 WR_ENTRY(wr2_r8_u2, 2, 8, 2, false)
-WR_ENTRY(wr2_r2_u4, 2, 2, 4, false)
+__global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)
+    base_ilp_q1(const u16* s, const u32* p, const float* x, float* y, int n, int k, int) {
+    gemv_rows8_ilp<1>(s, p, x, y, n, k);
+}
+__global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)
+    base_ilp_q2(const u16* s, const u32* p, const float* x, float* y, int n, int k, int) {
+    gemv_rows8_ilp<2>(s, p, x, y, n, k);
+}
+WR2_ENTRY(sm1_r8_u2, 1, 8, 2)
+WR2_ENTRY(sm1_r4_u4, 1, 4, 4)
+WR2_ENTRY(sm1_r16_u1, 1, 16, 1)
+WR2_ENTRY(sm2_r8_u2, 2, 8, 2)
+WR2_ENTRY(sm2_r4_u4, 2, 4, 4)
+WR2_ENTRY(sm2_r16_u1, 2, 16, 1)
 
 typedef void (*Kernel)(const u16*, const u32*, const float*, float*, int, int, int);
 struct Variant {
@@ -60,7 +69,9 @@ struct Variant {
     Kernel fn;
     int rows;    // 0: baseline launch geometry
     int splits;
+    bool x_in_smem;  // gemv_wr_smem: x staged in dynamic shared memory
 };
+static const int MAX_DYNAMIC_SMEM = 200 * 1024;
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t next_u64() {  // splitmix64
@@ -96,7 +107,7 @@ static double time_batches(int batch, const std::function<void(int)>& launch) {
     return median(samples);
 }
 
-static void run_shape(int bits, int n, int k, const std::vector<Variant>& variants, double copy_bw) {
+static void run_shape(int bits, int n, int k, const std::vector<Variant>& variants, double copy_bw, bool profile) {
     const int wpw = 32 / bits;
     const size_t n_groups = (size_t)n * (k / GROUP_SIZE);
     const size_t n_words = (size_t)n * k / wpw;
@@ -156,7 +167,7 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
             const int rows_per_cta = v.rows * (WR_WARPS / v.splits);
             grid = dim3((n + rows_per_cta - 1) / rows_per_cta);
             block = dim3(WR_WARPS * WARP_SIZE);
-            smem = (size_t)(k / wpw + WR_WARPS * v.rows) * 4;
+            smem = (size_t)(k / wpw + WR_WARPS * v.rows + (v.x_in_smem ? k : 0)) * 4;
         }
         auto launch = [&](int i) {
             v.fn<<<grid, block, smem>>>(d_s[i], d_w[i], d_x, d_y, n, k, v.splits);
@@ -173,6 +184,11 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
             if (!std::isfinite(got[r])) nan = true;
             worst = std::max(worst, fabs(got[r] - want[r]) / (U * mag[r]));
         }
+        if (profile) {
+            printf("checked %s Q%d N=%d K=%d splits %d: err %.2f u.sum|wx| %s\n", v.name, bits, n, k, v.splits, worst,
+                   (!nan && worst <= coeff) ? "ok" : "FAIL");
+            continue;
+        }
         const double secs = time_batches(copies, launch);
         printf("| Q%d | N=%6d K=%5d | %-14s | splits %d | %7.2f us | %7.1f GB/s | %5.1f%% | err %6.2f u.sum|wx| (bound %.0f) %s |\n",
                bits, n, k, v.name, v.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
@@ -187,34 +203,45 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
     CK(cudaFree(d_y));
 }
 
-int main() {
-    const size_t copy_bytes = 1ull << 30;
-    void *src, *dst;
-    CK(cudaMalloc(&src, copy_bytes));
-    CK(cudaMalloc(&dst, copy_bytes));
-    CK(cudaMemset(src, 1, copy_bytes));
-    const double copy_secs = time_batches(1, [&](int) { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
-    const double copy_bw = 2.0 * copy_bytes / copy_secs;
-    printf("copy bandwidth (D2D, read + write): %.1f GB/s\n", copy_bw / 1e9);
-    CK(cudaFree(src));
-    CK(cudaFree(dst));
+int main(int argc, char** argv) {
+    const bool profile = argc > 1 && std::string(argv[1]) == "profile";
+    double copy_bw = 1.0;
+    if (!profile) {
+        const size_t copy_bytes = 1ull << 30;
+        void *src, *dst;
+        CK(cudaMalloc(&src, copy_bytes));
+        CK(cudaMalloc(&dst, copy_bytes));
+        CK(cudaMemset(src, 1, copy_bytes));
+        const double copy_secs =
+            time_batches(1, [&](int) { CK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice)); });
+        copy_bw = 2.0 * copy_bytes / copy_secs;
+        printf("copy bandwidth (D2D, read + write): %.1f GB/s\n", copy_bw / 1e9);
+        CK(cudaFree(src));
+        CK(cudaFree(dst));
+    }
+    Kernel smem_kernels[] = {sm1_r8_u2, sm1_r4_u4, sm1_r16_u1, sm2_r8_u2, sm2_r4_u4, sm2_r16_u1};
+    for (Kernel f : smem_kernels)
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_DYNAMIC_SMEM));
 
     std::vector<Variant> variants = {
-        {"baseline", 1, base_q1, 0, 1},     {"baseline", 2, base_q2, 0, 1},
+        {"baseline", 1, base_q1, 0, 1, false},     {"baseline", 2, base_q2, 0, 1, false},
+        {"baseline_ilp", 1, base_ilp_q1, 0, 1, false}, {"baseline_ilp", 2, base_ilp_q2, 0, 1, false},
+        {"wr_r8_u2", 1, wr1_r8_u2, 8, 1, false},   {"wr_r8_u2", 2, wr2_r8_u2, 8, 1, false},
     };
     const int split_choices[] = {1, 2, 4};
     for (int s : split_choices) {
-        variants.push_back({"wr_r4_u4", 1, wr1_r4_u4, 4, s});
-        variants.push_back({"wr_r4_u4_noL1", 1, wr1_r4_u4_na, 4, s});
-        variants.push_back({"wr_r8_u2", 1, wr1_r8_u2, 8, s});
-        variants.push_back({"wr_r2_u4", 1, wr1_r2_u4, 2, s});
-        variants.push_back({"wr_r4_u4", 2, wr2_r4_u4, 4, s});
-        variants.push_back({"wr_r4_u4_noL1", 2, wr2_r4_u4_na, 4, s});
-        variants.push_back({"wr_r8_u2", 2, wr2_r8_u2, 8, s});
-        variants.push_back({"wr_r2_u4", 2, wr2_r2_u4, 2, s});
+        variants.push_back({"sm_r8_u2", 1, sm1_r8_u2, 8, s, true});
+        variants.push_back({"sm_r4_u4", 1, sm1_r4_u4, 4, s, true});
+        variants.push_back({"sm_r16_u1", 1, sm1_r16_u1, 16, s, true});
+        variants.push_back({"sm_r8_u2", 2, sm2_r8_u2, 8, s, true});
+        variants.push_back({"sm_r4_u4", 2, sm2_r4_u4, 4, s, true});
+        variants.push_back({"sm_r16_u1", 2, sm2_r16_u1, 16, s, true});
     }
     const int shapes[][2] = {{12288, 4096}, {4096, 12288}, {151669, 4096}};
     for (int bits = 1; bits <= 2; ++bits)
-        for (auto& sh : shapes) run_shape(bits, sh[0], sh[1], variants, copy_bw);
+        for (auto& sh : shapes) {
+            if (profile && sh[0] != 12288) continue;
+            run_shape(bits, sh[0], sh[1], variants, copy_bw, profile);
+        }
     return 0;
 }

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Builds and runs the decode GEMV lab (gemv_lab.cu) on a machine with a GPU and nvcc.
-# Usage: bash scripts/lab/run.sh   (NVCC=/path/to/nvcc to override)
+# Usage: bash scripts/lab/run.sh [KERNEL_REGEX]
+#   With a regex, also profiles the matching kernels once each with Nsight Compute (ncu), the
+#   full report going to $OUT/ncu.txt (OUT defaults to a temporary folder).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 out="${OUT:-$(mktemp -d)}"
 "$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -o "$out/gemv_lab" "$here/gemv_lab.cu" 2>&1 \
-    | grep -E "error|warning|registers|spill" || true
+    | grep -E "error|warning|registers|spill" | grep -v "0 bytes spill" || true
 "$out/gemv_lab"
+if [ $# -gt 0 ]; then
+    ncu="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
+    "$ncu" --clock-control none -k "regex:$1" --section SpeedOfLight --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --section Occupancy --section InstructionStats \
+        "$out/gemv_lab" profile > "$out/ncu.txt" 2>&1 || true
+    grep -E "^  [a-z_0-9]+\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Executed Ipc A|Stall|L1/TEX Hit|Warp Cycles Per Issued" "$out/ncu.txt" | head -80
+fi
