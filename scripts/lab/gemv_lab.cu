@@ -16,6 +16,7 @@
 #include "baseline_gemv.cuh"
 #include "gemv_warp_rows.cuh"
 #include "gemv_smem_ilp.cuh"
+#include "gemv_lean.cuh"
 
 #define CK(call)                                                                         \
     do {                                                                                 \
@@ -61,6 +62,12 @@ WR2_ENTRY(sm1_r16_u1, 1, 16, 1)
 WR2_ENTRY(sm2_r8_u2, 2, 8, 2)
 WR2_ENTRY(sm2_r4_u4, 2, 4, 4)
 WR2_ENTRY(sm2_r16_u1, 2, 16, 1)
+LEAN_ENTRY(lean1_r2, 1, 2, 64)
+LEAN_ENTRY(lean1_r4, 1, 4, 80)
+LEAN_ENTRY(lean1_r8, 1, 8, 96)
+LEAN_ENTRY(lean2_r2, 2, 2, 64)
+LEAN_ENTRY(lean2_r4, 2, 4, 64)
+LEAN_ENTRY(lean2_r8, 2, 8, 96)
 
 typedef void (*Kernel)(const u16*, const u32*, const float*, float*, int, int, int);
 struct Variant {
@@ -69,7 +76,8 @@ struct Variant {
     Kernel fn;
     int rows;    // 0: baseline launch geometry
     int splits;
-    bool x_in_smem;  // gemv_wr_smem: x staged in dynamic shared memory
+    bool x_in_smem;  // gemv_wr_smem / gemv_lean: x staged in dynamic shared memory
+    int warps;       // warps per CTA (WR_WARPS unless set)
 };
 static const int MAX_DYNAMIC_SMEM = 200 * 1024;
 
@@ -164,10 +172,11 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
             grid = dim3((n + GEMV_ROWS - 1) / GEMV_ROWS);
             block = dim3(GEMV_WARPS * WARP_SIZE);
         } else {
-            const int rows_per_cta = v.rows * (WR_WARPS / v.splits);
+            const int warps = v.warps ? v.warps : WR_WARPS;
+            const int rows_per_cta = v.rows * (warps / v.splits);
             grid = dim3((n + rows_per_cta - 1) / rows_per_cta);
-            block = dim3(WR_WARPS * WARP_SIZE);
-            smem = (size_t)(k / wpw + WR_WARPS * v.rows + (v.x_in_smem ? k : 0)) * 4;
+            block = dim3(warps * WARP_SIZE);
+            smem = (size_t)(k / wpw + warps * v.rows + (v.x_in_smem ? k : 0)) * 4;
         }
         auto launch = [&](int i) {
             v.fn<<<grid, block, smem>>>(d_s[i], d_w[i], d_x, d_y, n, k, v.splits);
@@ -190,8 +199,8 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
             continue;
         }
         const double secs = time_batches(copies, launch);
-        printf("| Q%d | N=%6d K=%5d | %-14s | splits %d | %7.2f us | %7.1f GB/s | %5.1f%% | err %6.2f u.sum|wx| (bound %.0f) %s |\n",
-               bits, n, k, v.name, v.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
+        printf("| Q%d | N=%6d K=%5d | %-14s w%-2d | splits %d | %7.2f us | %7.1f GB/s | %5.1f%% | err %6.2f u.sum|wx| (bound %.0f) %s |\n",
+               bits, n, k, v.name, v.warps, v.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
                worst, coeff, (!nan && worst <= coeff) ? "ok" : "FAIL");
         fflush(stdout);
     }
@@ -219,24 +228,28 @@ int main(int argc, char** argv) {
         CK(cudaFree(src));
         CK(cudaFree(dst));
     }
-    Kernel smem_kernels[] = {sm1_r8_u2, sm1_r4_u4, sm1_r16_u1, sm2_r8_u2, sm2_r4_u4, sm2_r16_u1};
+    Kernel smem_kernels[] = {sm1_r8_u2, sm1_r4_u4, sm1_r16_u1, sm2_r8_u2, sm2_r4_u4, sm2_r16_u1,
+                             lean1_r2, lean1_r4, lean1_r8, lean2_r2, lean2_r4, lean2_r8};
     for (Kernel f : smem_kernels)
         CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_DYNAMIC_SMEM));
 
     std::vector<Variant> variants = {
-        {"baseline", 1, base_q1, 0, 1, false},     {"baseline", 2, base_q2, 0, 1, false},
-        {"baseline_ilp", 1, base_ilp_q1, 0, 1, false}, {"baseline_ilp", 2, base_ilp_q2, 0, 1, false},
-        {"wr_r8_u2", 1, wr1_r8_u2, 8, 1, false},   {"wr_r8_u2", 2, wr2_r8_u2, 8, 1, false},
+        {"baseline", 1, base_q1, 0, 1, false, 4},     {"baseline", 2, base_q2, 0, 1, false, 4},
+        {"sm_r4_u4", 1, sm1_r4_u4, 4, 1, true, 8},   {"sm_r8_u2", 2, sm2_r8_u2, 8, 1, true, 8},
     };
     const int split_choices[] = {1, 2, 4};
-    for (int s : split_choices) {
-        variants.push_back({"sm_r8_u2", 1, sm1_r8_u2, 8, s, true});
-        variants.push_back({"sm_r4_u4", 1, sm1_r4_u4, 4, s, true});
-        variants.push_back({"sm_r16_u1", 1, sm1_r16_u1, 16, s, true});
-        variants.push_back({"sm_r8_u2", 2, sm2_r8_u2, 8, s, true});
-        variants.push_back({"sm_r4_u4", 2, sm2_r4_u4, 4, s, true});
-        variants.push_back({"sm_r16_u1", 2, sm2_r16_u1, 16, s, true});
-    }
+    const int warp_choices[] = {8, 16, 32};
+    for (int s : split_choices)
+        for (int w : warp_choices) {
+            // Register caps (__maxnreg__) bound the CTA: 80 regs -> <= 768 threads, 96 -> <= 640.
+            variants.push_back({"lean_r2", 1, lean1_r2, 2, s, true, w});
+            variants.push_back({"lean_r2", 2, lean2_r2, 2, s, true, w});
+            variants.push_back({"lean_r4", 2, lean2_r4, 4, s, true, w});
+            if (w > 16) continue;
+            variants.push_back({"lean_r4", 1, lean1_r4, 4, s, true, w});
+            variants.push_back({"lean_r8", 1, lean1_r8, 8, s, true, w});
+            variants.push_back({"lean_r8", 2, lean2_r8, 8, s, true, w});
+        }
     const int shapes[][2] = {{12288, 4096}, {4096, 12288}, {151669, 4096}};
     for (int bits = 1; bits <= 2; ++bits)
         for (auto& sh : shapes) {
