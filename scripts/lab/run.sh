@@ -7,7 +7,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 out="${OUT:-$(mktemp -d)}"
-"$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -o "$out/gemv_lab" "$here/gemv_lab.cu" 2>&1 \
+"$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -I "$here" -I "$here/../../crates/bonsai-kernels/src/ops/matmul_q1" \
+    -o "$out/gemv_lab" "$here/gemv_lab.cu" 2>&1 \
     | grep -E "error|warning|registers|spill" | grep -v "0 bytes spill" || true
 "$out/gemv_lab" | tee "$out/lab.txt" | grep -v "^|"
 # Per matrix: the baseline and the 6 fastest variants (full table in $out/lab.txt).
