@@ -203,17 +203,20 @@ const STREAM_ROWS: usize = 4;
 const STREAM_STAGES: usize = 4;
 /// Words of one row per K chunk (STREAM_CHUNK_WORDS in matmul_gemv_stream.cu).
 const STREAM_CHUNK_WORDS: usize = 32;
-/// Warps per CTA (<= STREAM_MAX_THREADS / 32 = 16).
-const STREAM_WARPS: usize = 8;
+/// Warps per CTA: 8 when each warp owns its rows' whole K, 16 when two warps split it (both
+/// measured best in scripts/lab round 4; <= STREAM_MAX_THREADS / 32 = 16).
+const STREAM_WARPS_WHOLE_K: usize = 8;
+const STREAM_WARPS_SPLIT_K: usize = 16;
 /// gemv_stream's scale pieces are 4 bytes: row * K/128 scales must be even, i.e. K % 256 == 0.
 const STREAM_K_MULTIPLE: usize = 256;
 /// Dynamic shared memory a kernel gets without opting in.
 const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 /// Largest stream CTA: within the opt-in limit of every embedded architecture (sm_86/89: 99 KB).
 const STREAM_MAX_SMEM: usize = 96 * 1024;
-/// Total warps (row sets x splits) the stream kernel aims for: 132 H200 SMs x 16, so each SM
-/// gets enough independent row streams to keep its cp.async rings full.
-const STREAM_TARGET_WARPS: usize = 132 * 16;
+/// Below this many row sets (132 H200 SMs x 8 warps) two warps split each row set's K chunks:
+/// measured in scripts/lab round 4, N = 4096 (1024 row sets) runs 12.4 -> 11.2 us split in two
+/// (Q1, K = 12288) while N = 12288 (3072 row sets) is fastest unsplit; four-way splits lost.
+const STREAM_SPLIT_BELOW_ROW_SETS: usize = 132 * 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct StreamGeometry {
@@ -247,21 +250,19 @@ fn stream_geometry(
     if k % STREAM_K_MULTIPLE != 0 || payload % 16 != 0 || scales % 4 != 0 {
         return None;
     }
-    let smem_bytes = stream_smem_bytes(bits, k, STREAM_WARPS);
-    if smem_bytes > STREAM_MAX_SMEM {
-        return None;
-    }
     let outputs_per_warp = if epilogue == Epilogue::SwiGlu { STREAM_ROWS / 2 } else { STREAM_ROWS };
     let row_sets = n_out.div_ceil(outputs_per_warp);
     let weights_per_word = if bits == QuantBits::One { 32 } else { 16 };
     let chunks = (k / weights_per_word).div_ceil(STREAM_CHUNK_WORDS);
-    let mut splits = 1;
-    while splits < 4 && row_sets * splits < STREAM_TARGET_WARPS && 2 * splits <= chunks {
-        splits *= 2;
+    let split = row_sets < STREAM_SPLIT_BELOW_ROW_SETS && chunks >= 2;
+    let (warps, splits) = if split { (STREAM_WARPS_SPLIT_K, 2) } else { (STREAM_WARPS_WHOLE_K, 1) };
+    let smem_bytes = stream_smem_bytes(bits, k, warps);
+    if smem_bytes > STREAM_MAX_SMEM {
+        return None;
     }
-    let row_sets_per_cta = STREAM_WARPS / splits;
+    let row_sets_per_cta = warps / splits;
     let ctas = u32::try_from(row_sets.div_ceil(row_sets_per_cta)).ok()?;
-    Some(StreamGeometry { ctas, warps: STREAM_WARPS as u32, splits, smem_bytes })
+    Some(StreamGeometry { ctas, warps: warps as u32, splits, smem_bytes })
 }
 
 #[cfg(test)]
@@ -282,6 +283,11 @@ mod tests {
                     assert!(g.smem_bytes <= STREAM_MAX_SMEM);
                 }
             }
+            // The lab's fastest geometries: N = 12288 whole-K in 8-warp CTAs, N = 4096 split in two.
+            let wide = stream_geometry(bits, 4096, Epilogue::Store, 12288, 256, 256).expect("eligible");
+            assert_eq!((wide.warps, wide.splits, wide.ctas), (8, 1, 12288 / 32));
+            let tall = stream_geometry(bits, 12288, Epilogue::Store, 4096, 256, 256).expect("eligible");
+            assert_eq!((tall.warps, tall.splits, tall.ctas), (16, 2, 4096 / 32));
             // K % 256, a misaligned payload or scale buffer, or too much shared memory: no stream.
             assert_eq!(stream_geometry(bits, 384, Epilogue::Store, 64, 256, 256), None);
             assert_eq!(stream_geometry(bits, 4096, Epilogue::Store, 64, 256, 8), None);
