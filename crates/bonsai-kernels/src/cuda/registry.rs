@@ -84,6 +84,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[],
     },
     KernelSource {
+        path: "ops/matmul_q1/matmul_gemv_stream.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv_stream.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemm.cu"),
         entry_points: &[],
@@ -92,10 +97,12 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
+            "matmul_q1_gemv_stream",
             "matmul_q1_gemv_rows8_split_k",
             "matmul_q1_gemv_rows8_split_k_tokens8",
             "matmul_q1_gemm_tile64_simt",
             "matmul_q1_gemm_mma_bf16x3",
+            "matmul_q1_add_gemv_stream",
             "matmul_q1_add_gemv_rows8_split_k",
             "matmul_q1_add_gemv_rows8_split_k_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
@@ -106,10 +113,12 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/matmul_q2/matmul_q2.cu",
         text: include_str!("../ops/matmul_q2/matmul_q2.cu"),
         entry_points: &[
+            "matmul_q2_gemv_stream",
             "matmul_q2_gemv_rows8_split_k",
             "matmul_q2_gemv_rows8_split_k_tokens8",
             "matmul_q2_gemm_tile64_simt",
             "matmul_q2_gemm_mma_bf16x3",
+            "matmul_q2_add_gemv_stream",
             "matmul_q2_add_gemv_rows8_split_k",
             "matmul_q2_add_gemv_rows8_split_k_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
@@ -120,6 +129,7 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu",
         text: include_str!("../ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu"),
         entry_points: &[
+            "gate_up_swiglu_q1_gemv_stream",
             "gate_up_swiglu_q1_gemv_rows8_split_k",
             "gate_up_swiglu_q1_gemv_rows8_split_k_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
@@ -130,6 +140,7 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu",
         text: include_str!("../ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu"),
         entry_points: &[
+            "gate_up_swiglu_q2_gemv_stream",
             "gate_up_swiglu_q2_gemv_rows8_split_k",
             "gate_up_swiglu_q2_gemv_rows8_split_k_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",

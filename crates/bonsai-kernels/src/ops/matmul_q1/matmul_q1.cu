@@ -1,8 +1,20 @@
 // 1-bit matmul entry points, and the macro every quantized matmul file instantiates. The kernel
-// templates are in matmul_gemv.cu (decode) and matmul_gemm.cu (prefill), concatenated before.
+// templates are in matmul_gemv.cu + matmul_gemv_stream.cu (decode) and matmul_gemm.cu (prefill),
+// concatenated before.
+
+// gemv_stream's rows per warp and ring stages per bit width (the launcher's STREAM_* constants
+// must match). Chosen in scripts/lab (docs/kernel-notes.md).
+#define STREAM_ROWS 4
+#define STREAM_STAGES 4
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
+    extern "C" __global__ void __launch_bounds__(STREAM_MAX_THREADS)                             \
+        PREFIX##_gemv_stream(const u16* scales, const u32* payload, const float* x, float* y,    \
+                             int n_out, int k, int splits) {                                     \
+        gemv_stream<BITS, MODE, STREAM_ROWS, STREAM_STAGES>(scales, payload, x, y, n_out, k,     \
+                                                            splits);                             \
+    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
         PREFIX##_gemv_rows8_split_k(const u16* scales, const u32* payload, const float* x,       \
                                     int m, float* y, int n_out, int k) {                         \
