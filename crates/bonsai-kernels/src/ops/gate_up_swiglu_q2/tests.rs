@@ -1,110 +1,23 @@
-//! cpu == reference for `gate_up_swiglu_q2` within the bound derived in the op's doc.
+//! cpu == reference for `gate_up_swiglu_q2`: the cases shared with the other weight format
+//! ([`crate::ops::quant_op_cases::gate_up_swiglu`]) run on Q2Matrix weights.
 
-use super::{cpu_at, reference, OP};
-use crate::cpu::available_levels;
-use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
-use crate::weights::{Q2Matrix, GROUP};
-use half::f16;
+use super::{cpu, cpu_at, reference, OP};
+use crate::ops::quant_op_cases::gate_up_swiglu::{self as cases, GateUpOp};
+use crate::weights::Q2Matrix;
 
-/// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K; M >= 16 runs the
-/// panel GEMM (odd F off its 16-row micro-panel, K off its 256-wide chunk, M off its 6-token tile).
-const SHAPES: &[(usize, usize, usize)] = &[
-    (1, 128, 1),
-    (7, 128, 3),
-    (33, 256, 1),
-    (65, 512, 5),
-    (20, 2048, 6),
-    (33, 384, 19),
-    (5, 128, 16),
-];
-
-/// Largest |silu'(g)| over all g (≈ 1.0998, at g ≈ 2.4).
-const SILU_SLOPE_MAX: f64 = 1.1;
-
-fn bound(w: &Q2Matrix, x: &[f32], m: usize, want: &[f32]) -> Vec<f64> {
-    let u = F32_UNIT_ROUNDOFF;
-    let g_k = gamma(w.k + GROUP);
-    let f_len = w.n / 2;
-    let dot = |row: usize, i: usize| -> (f64, f64) {
-        (0..w.k).fold((0.0, 0.0), |(s, a), k| {
-            let p = w.weight(row, k) as f64 * x[i * w.k + k] as f64;
-            (s + p, a + p.abs())
-        })
-    };
-    let mut out = Vec::with_capacity(m * f_len);
-    for i in 0..m {
-        for f in 0..f_len {
-            let (g, a_g) = dot(f, i);
-            let (up, a_u) = dot(f_len + f, i);
-            let dg = 2.0 * g_k * a_g + u * g.abs();
-            let du = 2.0 * g_k * a_u + u * up.abs();
-            let silu = g / (1.0 + (-g).exp());
-            out.push(
-                SILU_SLOPE_MAX * dg * (up.abs() + du)
-                    + (silu.abs() + SILU_SLOPE_MAX * dg) * du
-                    + 8.0 * u * (want[i * f_len + f] as f64).abs(),
-            );
-        }
-    }
-    out
-}
-
-fn check(w: &Q2Matrix, m: usize, rng: &mut TestRng, what: &str) {
-    // x spread so that g covers both silu tails and the bend near 0.
-    let x = rng.vec(m * w.k, -3.0, 3.0);
-    let mut want = vec![0.0; m * w.n / 2];
-    reference(w, &x, m, &mut want).expect("reference shapes");
-    let bound = bound(w, &x, m, &want);
-    for level in available_levels() {
-        let mut got = vec![f32::NAN; want.len()];
-        cpu_at(level, w, &x, m, &mut got).expect("cpu shapes");
-        let label = format!("{OP} {what} F={} K={} M={m} {level:?}", w.n / 2, w.k);
-        assert_within(&label, &got, &widen(&want), &bound);
-    }
-}
+const OP_FNS: GateUpOp<Q2Matrix> = GateUpOp { name: OP, reference, cpu, cpu_at };
 
 #[test]
 fn cpu_matches_reference_on_random_shapes() {
-    let mut rng = TestRng::new("gate_up_swiglu_q2_random");
-    for &(f, k, m) in SHAPES {
-        let w = rng.q2_matrix(2 * f, k);
-        check(&w, m, &mut rng, "random");
-    }
+    cases::cpu_matches_reference_on_random_shapes(&OP_FNS);
 }
 
 #[test]
 fn zero_gate_or_up_rows_give_zero() {
-    let mut rng = TestRng::new("gate_up_swiglu_q2_zero");
-    let (f, k, m) = (5, 256, 3);
-    let mut w = rng.q2_matrix(2 * f, k);
-    let nb = k / GROUP;
-    // Gate row 1 and up row 3 (matrix row F + 3) all-zero.
-    for b in 0..2 * f * nb {
-        let row = b / nb;
-        if row == 1 || row == f + 3 {
-            w.scales[b] = f16::ZERO;
-        }
-    }
-    check(&w, m, &mut rng, "zero rows");
-    let x = rng.vec(m * k, -1.0, 1.0);
-    for level in available_levels() {
-        let mut out = vec![f32::NAN; m * f];
-        cpu_at(level, &w, &x, m, &mut out).expect("shapes");
-        for i in 0..m {
-            assert_eq!(out[i * f + 1], 0.0, "{level:?}");
-            assert_eq!(out[i * f + 3], 0.0, "{level:?}");
-        }
-    }
+    cases::zero_gate_or_up_rows_give_zero(&OP_FNS);
 }
 
 #[test]
 fn odd_n_and_bad_lengths_are_errors() {
-    let mut rng = TestRng::new("gate_up_swiglu_q2_shapes");
-    let w = rng.q2_matrix(3, 128);
-    let x = vec![0.25; 128];
-    let mut out = vec![0.0; 1];
-    assert!(super::cpu(&w, &x, 1, &mut out).is_err());
-    let w = rng.q2_matrix(4, 128);
-    let mut out = vec![0.0; 3];
-    assert!(reference(&w, &x, 1, &mut out).is_err());
+    cases::odd_n_and_bad_lengths_are_errors(&OP_FNS);
 }

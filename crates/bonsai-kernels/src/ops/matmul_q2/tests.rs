@@ -1,109 +1,28 @@
-//! cpu == reference for `matmul_q2` within the bound derived in the op's doc, at every SIMD level.
+//! cpu == reference for `matmul_q2`: the cases shared with the other weight format
+//! ([`crate::ops::quant_op_cases::matmul`]) run on Q2Matrix weights.
 
-use super::{cpu_at, reference, OP};
-use crate::cpu::available_levels;
-use crate::ops::test_util::{assert_within, matmul_bound, widen, TestRng};
-use crate::ops::{OpError, Store};
-use crate::weights::{Q2Matrix, GROUP};
-use half::f16;
+use super::{cpu, cpu_at, reference, OP};
+use crate::ops::quant_op_cases::matmul::{self as cases, MatmulOp};
+use crate::weights::Q2Matrix;
 
-/// (N, K, M): K = 128, odd N, M = 1, M not a multiple of the 4-token tile, N not a multiple of
-/// the 2/4-row tiles or the 64-column task, a real decode width; and M >= 16 (the panel GEMM):
-/// M off its 6-token tile, N off its 16-row micro-panel, K = 128 and K off the 256-wide chunk.
-const SHAPES: &[(usize, usize, usize)] = &[
-    (1, 128, 1),
-    (37, 128, 3),
-    (64, 256, 1),
-    (67, 384, 5),
-    (129, 512, 7),
-    (33, 1024, 13),
-    (130, 2048, 1),
-    (6, 6144, 2),
-    (3, 128, 16),
-    (70, 384, 17),
-    (130, 640, 24),
-];
-
-fn check(w: &Q2Matrix, m: usize, rng: &mut TestRng, what: &str) {
-    let x = rng.vec(m * w.k, -2.0, 2.0);
-    for store in [Store::Overwrite, Store::Add] {
-        let y0 = rng.vec(m * w.n, -1.0, 1.0);
-        let mut want = y0.clone();
-        reference(w, &x, m, &mut want, store).expect("reference shapes");
-        let bound = matmul_bound(|r, c| w.weight(r, c), w.n, w.k, &x, m, &want);
-        for level in available_levels() {
-            let mut got = y0.clone();
-            cpu_at(level, w, &x, m, &mut got, store).expect("cpu shapes");
-            let label = format!("{OP} {what} N={} K={} M={m} {store:?} {level:?}", w.n, w.k);
-            assert_within(&label, &got, &widen(&want), &bound);
-        }
-    }
-}
+const OP_FNS: MatmulOp<Q2Matrix> = MatmulOp { name: OP, reference, cpu, cpu_at };
 
 #[test]
 fn cpu_matches_reference_on_random_shapes() {
-    let mut rng = TestRng::new("matmul_q2_random");
-    for &(n, k, m) in SHAPES {
-        let w = rng.q2_matrix(n, k);
-        check(&w, m, &mut rng, "random");
-    }
+    cases::cpu_matches_reference_on_random_shapes(&OP_FNS);
 }
 
 #[test]
 fn all_zero_rows_and_groups_give_zero() {
-    let mut rng = TestRng::new("matmul_q2_zero_groups");
-    let (n, k, m) = (9, 384, 5);
-    let mut w = rng.q2_matrix(n, k);
-    // Row 4 entirely zero-scaled, plus every third block elsewhere.
-    let nb = k / GROUP;
-    for b in 0..n * nb {
-        if b / nb == 4 || b % 3 == 0 {
-            w.scales[b] = f16::ZERO;
-        }
-    }
-    check(&w, m, &mut rng, "zero groups");
-    let x = rng.vec(m * k, -1.0, 1.0);
-    for level in available_levels() {
-        let mut y = vec![f32::NAN; m * n];
-        cpu_at(level, &w, &x, m, &mut y, Store::Overwrite).expect("shapes");
-        for i in 0..m {
-            assert_eq!(y[i * n + 4], 0.0, "zero row must give exactly 0 ({level:?})");
-        }
-    }
+    cases::all_zero_rows_and_groups_give_zero(&OP_FNS);
 }
 
-/// Unit scales and small-integer x: every partial sum is an integer below 2^24, so every path
-/// must be exact.
 #[test]
 fn integer_inputs_are_exact() {
-    let mut rng = TestRng::new("matmul_q2_exact");
-    let (n, k, m) = (23, 640, 6);
-    exact_case(&mut rng, n, k, m);
-    // The panel GEMM path (M >= 16).
-    exact_case(&mut rng, 37, 384, 19);
-}
-
-fn exact_case(rng: &mut TestRng, n: usize, k: usize, m: usize) {
-    let mut w = rng.q2_matrix(n, k);
-    w.scales.iter_mut().for_each(|s| *s = f16::ONE);
-    let x: Vec<f32> = (0..m * k).map(|_| rng.below(15) as f32 - 7.0).collect();
-    let mut want = vec![0.0; m * n];
-    reference(&w, &x, m, &mut want, Store::Overwrite).expect("shapes");
-    for level in available_levels() {
-        let mut got = vec![f32::NAN; m * n];
-        cpu_at(level, &w, &x, m, &mut got, Store::Overwrite).expect("shapes");
-        assert_eq!(got, want, "{level:?}");
-    }
+    cases::integer_inputs_are_exact(&OP_FNS);
 }
 
 #[test]
 fn mismatched_shapes_are_errors() {
-    let mut rng = TestRng::new("matmul_q2_shapes");
-    let w = rng.q2_matrix(4, 128);
-    let x = vec![0.5; 2 * 128];
-    let mut y = vec![0.0; 7];
-    let err = super::cpu(&w, &x, 2, &mut y, Store::Overwrite).unwrap_err();
-    assert_eq!(err, OpError::Length { op: OP, what: "y", expected: 8, got: 7 });
-    let mut y = vec![0.0; 8];
-    assert!(reference(&w, &x, 3, &mut y, Store::Add).is_err());
+    cases::mismatched_shapes_are_errors(&OP_FNS);
 }
