@@ -7,14 +7,39 @@ use crate::weights::GROUP;
 use half::f16;
 
 type GateUpFn<W> = fn(&W, &[f32], usize, &mut [f32]) -> Result<(), OpError>;
+type GateUpAtFn<W> = fn(SimdLevel, &W, &[f32], usize, &mut [f32]) -> Result<(), OpError>;
 
 /// The entry points of one `gate_up_swiglu_q*` op.
 pub(crate) struct GateUpOp<W> {
     pub name: &'static str,
     pub reference: GateUpFn<W>,
     pub cpu: GateUpFn<W>,
-    pub cpu_at: fn(SimdLevel, &W, &[f32], usize, &mut [f32]) -> Result<(), OpError>,
+    pub cpu_at: GateUpAtFn<W>,
 }
+
+/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on `$op` (a
+/// [`GateUpOp`]).
+macro_rules! gate_up_swiglu_tests {
+    ($op:expr) => {
+        #[test]
+        fn cpu_matches_reference_on_random_shapes() {
+            $crate::ops::quant_op_cases::gate_up_swiglu::cpu_matches_reference_on_random_shapes(
+                &$op,
+            );
+        }
+
+        #[test]
+        fn zero_gate_or_up_rows_give_zero() {
+            $crate::ops::quant_op_cases::gate_up_swiglu::zero_gate_or_up_rows_give_zero(&$op);
+        }
+
+        #[test]
+        fn odd_n_and_bad_lengths_are_errors() {
+            $crate::ops::quant_op_cases::gate_up_swiglu::odd_n_and_bad_lengths_are_errors(&$op);
+        }
+    };
+}
+pub(crate) use gate_up_swiglu_tests;
 
 /// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K; M >= 16 runs the
 /// panel GEMM (odd F off its 16-row micro-panel, K off its 256-wide chunk, M off its 6-token tile).

@@ -8,14 +8,42 @@ use crate::weights::GROUP;
 use half::f16;
 
 type MatmulFn<W> = fn(&W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
+type MatmulAtFn<W> = fn(SimdLevel, &W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
 
 /// The entry points of one `matmul_q*` op.
 pub(crate) struct MatmulOp<W> {
     pub name: &'static str,
     pub reference: MatmulFn<W>,
     pub cpu: MatmulFn<W>,
-    pub cpu_at: fn(SimdLevel, &W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>,
+    pub cpu_at: MatmulAtFn<W>,
 }
+
+/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on `$op` (a
+/// [`MatmulOp`]).
+macro_rules! matmul_tests {
+    ($op:expr) => {
+        #[test]
+        fn cpu_matches_reference_on_random_shapes() {
+            $crate::ops::quant_op_cases::matmul::cpu_matches_reference_on_random_shapes(&$op);
+        }
+
+        #[test]
+        fn all_zero_rows_and_groups_give_zero() {
+            $crate::ops::quant_op_cases::matmul::all_zero_rows_and_groups_give_zero(&$op);
+        }
+
+        #[test]
+        fn integer_inputs_are_exact() {
+            $crate::ops::quant_op_cases::matmul::integer_inputs_are_exact(&$op);
+        }
+
+        #[test]
+        fn mismatched_shapes_are_errors() {
+            $crate::ops::quant_op_cases::matmul::mismatched_shapes_are_errors(&$op);
+        }
+    };
+}
+pub(crate) use matmul_tests;
 
 /// (N, K, M): K = 128, odd N, M = 1, M not a multiple of the 4-token tile, N not a multiple of
 /// the 2/4-row tiles or the 64-column task, a real decode width; and M >= 16 (the panel GEMM):
