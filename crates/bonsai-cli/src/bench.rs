@@ -2,6 +2,7 @@
 //! file or a random-weight model of an exact real geometry (`--synthetic`). Decode is compared
 //! with the memory-bandwidth limit: measured copy bandwidth / weight bytes read per token.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -131,10 +132,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         },
         (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
     };
+    // Written with `?`: a closed stdout is a BrokenPipe error, which main treats as success.
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", report.to_json());
+        writeln!(out, "{}", report.to_json())?;
     } else {
-        print!("{}", report.to_table());
+        write!(out, "{}", report.to_table())?;
     }
     Ok(())
 }

@@ -17,6 +17,7 @@
 //! rounding, the f16 KV cache rounding a value to the neighbouring f16 on one side only
 //! (rare: ~1e-7 / 2^-11 of the elements), and O(1) conditioning of softmax, SiLU and rsqrt.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -196,8 +197,9 @@ fn check_prompt(prompt: &[u32], n: usize, vocab: usize, ctx: usize) -> anyhow::R
 
 fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: &str, prompt: &[u32], n: usize) -> anyhow::Result<()> {
     let config = cpu_model.config().clone();
-    println!("check: {name} | cpu: {} | gpu: {}", cpu_model.backend().describe(), gpu_model.backend().describe());
-    println!("prompt: {} tokens | greedy steps: {n}", prompt.len());
+    let mut report = ReportOut::default();
+    report.line(format_args!("check: {name} | cpu: {} | gpu: {}", cpu_model.backend().describe(), gpu_model.backend().describe()));
+    report.line(format_args!("prompt: {} tokens | greedy steps: {n}", prompt.len()));
     let mut cpu_steps = Vec::new();
     let cpu = run_backend(cpu_model, prompt, n, Some(&mut cpu_steps)).context("running on the CPU")?;
     let gpu = run_backend(gpu_model, prompt, n, None).context("running on the GPU")?;
@@ -207,23 +209,23 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     let diff = max_abs_diff(&cpu.first_logits, &gpu.first_logits);
     let bound = logit_bound(config.n_layers, k_max, &cpu.first_logits);
     let verdict = if diff <= bound { "ok" } else { "MISMATCH" };
-    println!("first-step logits: max |cpu - gpu| = {diff:.3e}, bound {bound:.3e} ({:.3} of it) -> {verdict}", diff / bound);
+    report.line(format_args!("first-step logits: max |cpu - gpu| = {diff:.3e}, bound {bound:.3e} ({:.3} of it) -> {verdict}", diff / bound));
     if diff > bound {
         failures.push(format!("first-step logits differ by {diff:.3e} > bound {bound:.3e}"));
     }
     match cpu.tokens.iter().zip(&gpu.tokens).position(|(a, b)| a != b) {
-        None => println!("greedy: identical for {} steps", cpu.tokens.len()),
+        None => report.line(format_args!("greedy: identical for {} steps", cpu.tokens.len())),
         Some(step) => {
             let logits = &cpu_steps[step];
             let (gap, tie_bound) = (top2_gap(logits), logit_bound(config.n_layers, k_max, logits));
             let near_tie = gap <= 2.0 * tie_bound;
-            println!(
+            report.line(format_args!(
                 "greedy: first divergence at step {step}: cpu {} gpu {} (cpu top-2 gap {gap:.3e}, 2x bound {:.3e}: {})",
                 cpu.tokens[step],
                 gpu.tokens[step],
                 2.0 * tie_bound,
                 if near_tie { "a near tie, within rounding" } else { "MISMATCH" }
-            );
+            ));
             if !near_tie {
                 failures.push(format!("greedy tokens diverge at step {step}"));
             }
@@ -231,15 +233,37 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     }
     let rel = (cpu.perplexity - gpu.perplexity).abs() / cpu.perplexity;
     let verdict = if rel <= PERPLEXITY_REL_LIMIT { "ok" } else { "MISMATCH" };
-    println!("perplexity over the prompt: cpu {:.6} gpu {:.6}, relative difference {:.2e} (limit {PERPLEXITY_REL_LIMIT:.0e}) -> {verdict}", cpu.perplexity, gpu.perplexity, rel);
+    report.line(format_args!("perplexity over the prompt: cpu {:.6} gpu {:.6}, relative difference {:.2e} (limit {PERPLEXITY_REL_LIMIT:.0e}) -> {verdict}", cpu.perplexity, gpu.perplexity, rel));
     if rel > PERPLEXITY_REL_LIMIT {
         failures.push(format!("perplexity differs by {:.3} %", rel * 100.0));
     }
     if !failures.is_empty() {
         anyhow::bail!("check failed: {}", failures.join("; "));
     }
-    println!("check passed");
-    Ok(())
+    report.line(format_args!("check passed"));
+    Ok(report.finish()?)
+}
+
+/// Stdout that keeps its first write error instead of returning it at once, so a reader that
+/// closes the pipe early cannot hide a mismatch: the verdict (exit 1) wins, and only a passing
+/// check ends with the write error (BrokenPipe, which main treats as a quiet success).
+#[derive(Default)]
+struct ReportOut {
+    first_error: Option<std::io::Error>,
+}
+
+impl ReportOut {
+    fn line(&mut self, text: std::fmt::Arguments) {
+        if self.first_error.is_none() {
+            if let Err(e) = writeln!(std::io::stdout().lock(), "{text}") {
+                self.first_error = Some(e);
+            }
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        self.first_error.map_or(Ok(()), Err)
+    }
 }
 
 #[cfg(test)]

@@ -183,7 +183,10 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
     let mut decoder = StreamDecoder::new();
     let mut stdout = std::io::stdout().lock();
     let io = |e: std::io::Error| bonsai_model::ModelError::Unsupported(format!("writing output: {e}"));
-    let stats = generate(model, &mut state, &mut sampler, &prompt, &mut Vec::new(), &options, |event| {
+    // A failed stdout write stops generation; the io::Error itself is kept (the callback can only
+    // return a ModelError) so that main sees a BrokenPipe and exits quietly.
+    let mut stdout_error: Option<std::io::Error> = None;
+    let generated = generate(model, &mut state, &mut sampler, &prompt, &mut Vec::new(), &options, |event| {
         match event {
             Event::Logits(logits) => {
                 if let Some(d) = dump.as_mut() {
@@ -192,12 +195,20 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
             }
             Event::Token(id) if options.stop_ids.contains(&id) => {}
             Event::Token(id) => {
-                stdout.write_all(decoder.push(tokenizer, id)?.as_bytes()).map_err(io)?;
-                stdout.flush().map_err(io)?;
+                let text = decoder.push(tokenizer, id)?;
+                if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+                    let message = format!("writing output: {e}");
+                    stdout_error = Some(e);
+                    return Err(bonsai_model::ModelError::Unsupported(message));
+                }
             }
         }
         Ok(())
-    })?;
+    });
+    if let Some(e) = stdout_error {
+        return Err(anyhow::Error::new(e).context("writing the generated text"));
+    }
+    let stats = generated?;
     writeln!(stdout, "{}", decoder.finish())?;
     if let Some(mut d) = dump {
         d.flush().context("writing the logits dump")?;

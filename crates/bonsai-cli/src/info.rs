@@ -3,6 +3,7 @@
 
 use bonsai_gguf::{keys, GgufFile, Qwen3Config, TensorInfo, TokenizerMeta};
 use serde_json::{json, Value};
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -86,62 +87,63 @@ fn report(file: &GgufFile, path: &std::path::Path) -> Value {
     })
 }
 
-fn print_text(file: &GgufFile, r: &Value) {
-    println!(
+fn print_text(out: &mut impl Write, file: &GgufFile, r: &Value) -> std::io::Result<()> {
+    writeln!(out,
         "file:          {} ({} bytes, GGUF v{}, alignment {})",
         r["file"].as_str().unwrap_or(""),
         r["file_bytes"],
         r["gguf_version"],
         r["alignment"]
-    );
-    println!("architecture:  {}", r["architecture"].as_str().unwrap_or("(none)"));
+    )?;
+    writeln!(out, "architecture:  {}", r["architecture"].as_str().unwrap_or("(none)"))?;
     match r["config"].as_object() {
         Some(c) => {
-            println!(
+            writeln!(out,
                 "geometry:      {} layers, hidden {}, ffn {}, heads {}/{} (q/kv), head_dim {}, vocab {}, context {}",
                 c["n_layers"], c["hidden"], c["ffn"], c["n_q_heads"], c["n_kv_heads"], c["head_dim"], c["vocab"], c["context_len"]
-            );
-            println!(
+            )?;
+            writeln!(out,
                 "               rope theta {}, rms eps {}, tied embeddings {}",
                 c["rope_theta"], c["rms_eps"], c["tied_embeddings"]
-            );
+            )?;
             if let Some(rs) = c["rope_scaling"].as_object() {
-                println!(
+                writeln!(out,
                     "               rope scaling {} x{} over {} (beta fast {}, slow {})",
                     rs["kind"].as_str().unwrap_or(""),
                     rs["factor"],
                     rs["original_context_len"],
                     rs["beta_fast"],
                     rs["beta_slow"]
-                );
+                )?;
             }
         }
         None => {
-            println!("geometry:      unavailable: {}", r["config_error"].as_str().unwrap_or(""))
+            writeln!(out, "geometry:      unavailable: {}", r["config_error"].as_str().unwrap_or(""))?
         }
     }
     match r["tokenizer"].as_object() {
-        Some(t) => println!(
+        Some(t) => writeln!(out,
             "tokenizer:     {} (pre {}), {} tokens, {} merges, bos {}, eos {}, pad {}, chat template {}",
             t["model"].as_str().unwrap_or(""), t["pre"], t["vocab_size"], t["merges"], t["bos_id"], t["eos_id"], t["pad_id"],
             if t["has_chat_template"] == Value::Bool(true) { "yes" } else { "no" }
-        ),
-        None => println!("tokenizer:     unavailable: {}", r["tokenizer_error"].as_str().unwrap_or("")),
+        )?,
+        None => writeln!(out, "tokenizer:     unavailable: {}", r["tokenizer_error"].as_str().unwrap_or(""))?,
     }
     let name_width = file.tensors().iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
-    println!("tensors ({}):", file.tensors().len());
-    println!("  {:<name_width$}  {:<18}  {:>22}  {:>14}", "name", "type", "shape", "bytes");
+    writeln!(out, "tensors ({}):", file.tensors().len())?;
+    writeln!(out, "  {:<name_width$}  {:<18}  {:>22}  {:>14}", "name", "type", "shape", "bytes")?;
     for t in file.tensors() {
-        println!(
+        writeln!(out,
             "  {:<name_width$}  {:<18}  {:>22}  {:>14}",
             t.name,
             t.ty.name(),
             shape_text(t),
             t.len_bytes
-        );
+        )?;
     }
-    println!("total tensor bytes:          {}", r["total_tensor_bytes"]);
-    println!("bytes read per decoded token: {}", r["bytes_per_token"]);
+    writeln!(out, "total tensor bytes:          {}", r["total_tensor_bytes"])?;
+    writeln!(out, "bytes read per decoded token: {}", r["bytes_per_token"])?;
+    Ok(())
 }
 
 pub fn run(args: InfoArgs) -> anyhow::Result<()> {
@@ -151,10 +153,13 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         other => anyhow::Error::new(other).context(args.file.display().to_string()),
     })?;
     let r = report(&file, &args.file);
+    // Locked and written with `?`: a reader that closes the pipe early (`| head`) ends the
+    // command with a BrokenPipe error, which main treats as a quiet success.
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
     } else {
-        print_text(&file, &r);
+        print_text(&mut out, &file, &r)?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! location, each step's time and the cold-start time. `build` forces a compile for this device
 //! and stores it in the cache. `clear` removes cache entries (no GPU needed).
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -97,42 +98,46 @@ fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> 
     // BONSAI_SKIP_EMBEDDED=1 switches the embedded tier off to exercise the others.
     let library = gpu.load_library(&LoadOptions::from_env())?;
     let since_entry = entered.elapsed();
-    print_device(&gpu);
-    print_library(&library);
+    // Written with `?`: a closed stdout is a BrokenPipe error, which main treats as success.
+    let mut out = std::io::stdout().lock();
+    print_device(&mut out, &gpu)?;
+    print_library(&mut out, &library)?;
     let test = selftest::run(&library, gpu.stream())?;
-    println!(
+    writeln!(out,
         "selftest    bonsai_selftest_fill wrote {} elements = {:#010x}: ok ({})",
         test.elements,
         test.value,
         ms(test.duration)
-    );
+    )?;
     let verdict = |d: Duration| if d < COLD_START_TARGET { "within" } else { "OVER" };
     match age_at_entry {
         Some(age) => {
             let since_start = age + since_entry;
-            println!(
+            writeln!(out,
                 "cold start  process start -> library loaded: {} ({} the {} target; process start read \
                  from /proc with 10 ms resolution)",
                 ms(since_start),
                 verdict(since_start),
                 ms(COLD_START_TARGET)
-            );
+            )?;
         }
-        None => println!(
+        None => writeln!(out,
             "cold start  command entry -> library loaded: {} ({} the {} target; process start unknown)",
             ms(since_entry),
             verdict(since_entry),
             ms(COLD_START_TARGET)
-        ),
+        )?,
     }
     Ok(())
 }
 
 fn build(compiler: CompilerChoice) -> anyhow::Result<()> {
     let gpu = GpuContext::new()?;
-    print_device(&gpu);
+    // Not locked: the library load below may print from other threads.
+    let mut out = std::io::stdout();
+    print_device(&mut out, &gpu)?;
     let library = gpu.load_library(&LoadOptions::rebuild(compiler))?;
-    print_library(&library);
+    print_library(&mut out, &library)?;
     let report = library.report();
     if !report.cache_written {
         bail!("the library compiled but was not stored in the cache: {}", report.notes.join("; "));
@@ -145,19 +150,20 @@ fn clear() -> anyhow::Result<()> {
     let removed = cache::KernelCache::new(dir.clone())
         .clear()
         .with_context(|| format!("clearing {}", dir.display()))?;
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "removed {} cache file(s), {} bytes ({:.1} MiB), from {}",
         removed.files,
         removed.len_bytes,
         removed.len_bytes as f64 / MIB,
         dir.display()
-    );
+    )?;
     Ok(())
 }
 
-fn print_device(gpu: &GpuContext) {
+fn print_device(out: &mut impl Write, gpu: &GpuContext) -> std::io::Result<()> {
     let d = gpu.info();
-    println!(
+    writeln!(out,
         "device      {}: {} (sm_{}, {} SMs, {:.1} GiB, L2 {:.1} MiB)",
         d.ordinal,
         d.name,
@@ -165,45 +171,47 @@ fn print_device(gpu: &GpuContext) {
         d.sm_count,
         d.total_memory_bytes as f64 / GIB,
         d.l2_cache_bytes as f64 / MIB
-    );
+    )?;
+    Ok(())
 }
 
-fn print_library(library: &KernelLibrary) {
+fn print_library(out: &mut impl Write, library: &KernelLibrary) -> std::io::Result<()> {
     let r = library.report();
-    println!(
+    writeln!(out,
         "served by   {} (sm_{} code for this sm_{} device, {})",
         r.tier, r.code_arch, r.device_arch, r.compiler
-    );
+    )?;
     let entry_count = registry::entry_points().count();
-    println!(
+    writeln!(out,
         "library     {} source file(s), {entry_count} entry point(s), cubin {} bytes, source sha256 {}",
         registry::SOURCES.len(),
         r.cubin_len_bytes,
         r.source_sha256
-    );
+    )?;
     let archs: Vec<String> = embedded::archs().iter().map(|a| format!("sm_{a}")).collect();
     if archs.is_empty() {
-        println!("embedded    none (built without a CUDA compiler)");
+        writeln!(out, "embedded    none (built without a CUDA compiler)")?;
     } else {
-        println!("embedded    {} by {}", archs.join(" "), embedded::compiler());
+        writeln!(out, "embedded    {} by {}", archs.join(" "), embedded::compiler())?;
     }
     match &r.cache_dir {
-        Some(dir) => println!("cache       {}", dir.display()),
-        None => println!("cache       unavailable"),
+        Some(dir) => writeln!(out, "cache       {}", dir.display())?,
+        None => writeln!(out, "cache       unavailable")?,
     }
     if let Some(entry) = &r.cache_entry {
         let how = if r.cache_written { "written" } else { "read" };
-        println!("cache entry {} ({how})", entry.display());
+        writeln!(out, "cache entry {} ({how})", entry.display())?;
     }
     let steps: Vec<String> =
         r.steps.iter().map(|s| format!("{} {}", s.name, ms(s.duration))).collect();
-    println!("steps       {}", steps.join(", "));
+    writeln!(out, "steps       {}", steps.join(", "))?;
     for note in &r.notes {
-        println!("note        {note}");
+        writeln!(out, "note        {note}")?;
     }
     if !r.compiler_log.is_empty() {
-        println!("compiler log:\n{}", r.compiler_log);
+        writeln!(out, "compiler log:\n{}", r.compiler_log)?;
     }
+    Ok(())
 }
 
 fn ms(d: Duration) -> String {

@@ -55,8 +55,22 @@ fn main() {
         Command::Check(args) => check::run(args),
     };
     if let Err(err) = result {
+        if is_broken_pipe(&err) {
+            // The reader closed stdout early (`bonsai info F | head`): what it wanted was
+            // printed, so stop quietly with success, as coreutils do.
+            return;
+        }
         // One line: the chain of causes joined, as a user reads it.
         eprintln!("error: {err:#}");
         std::process::exit(1);
     }
+}
+
+/// Whether any cause in the chain is a write to a closed pipe.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -79,7 +79,8 @@ fn score<B: Backend>(loaded: &LoadedModel<B>, args: &PerplexityArgs) -> anyhow::
     }
     let secs = start.elapsed().as_secs_f64();
     let ppl = (nll_sum / scored.max(1) as f64).exp();
-    println!("perplexity: {ppl:.4} over {scored} predicted tokens ({} tokens, windows of {window})", tokens.len());
+    // `?` on the write: a closed stdout is a BrokenPipe error, which main treats as success.
+    writeln!(std::io::stdout().lock(), "perplexity: {ppl:.4} over {scored} predicted tokens ({} tokens, windows of {window})", tokens.len())?;
     eprintln!("evaluated {} tokens in {secs:.2} s ({:.1} tok/s)", tokens.len(), tokens.len() as f64 / secs.max(1e-9));
     Ok(())
 }

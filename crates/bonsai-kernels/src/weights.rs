@@ -123,6 +123,41 @@ impl Q2Matrix {
     }
 }
 
+/// A quantized matrix read one weight at a time: what the f64 reference definitions
+/// ([`crate::ops::quant_reference`]) need, so one definition serves every format.
+pub trait WeightAt: Sync {
+    /// Output rows N.
+    fn n(&self) -> usize;
+    /// Inputs per row K.
+    fn k(&self) -> usize;
+    /// Weight (row, col) as f32.
+    fn weight_at(&self, row: usize, col: usize) -> f32;
+}
+
+impl WeightAt for Q1Matrix {
+    fn n(&self) -> usize {
+        self.n
+    }
+    fn k(&self) -> usize {
+        self.k
+    }
+    fn weight_at(&self, row: usize, col: usize) -> f32 {
+        self.weight(row, col)
+    }
+}
+
+impl WeightAt for Q2Matrix {
+    fn n(&self) -> usize {
+        self.n
+    }
+    fn k(&self) -> usize {
+        self.k
+    }
+    fn weight_at(&self, row: usize, col: usize) -> f32 {
+        self.weight(row, col)
+    }
+}
+
 /// Either quantized matrix; the model holds its linear weights as this.
 #[derive(Clone, Debug, PartialEq)]
 pub enum QMatrix {

@@ -18,11 +18,14 @@ pub mod kv_write;
 pub mod matmul_q1;
 pub mod matmul_q2;
 pub mod qk_norm_rope;
+pub(crate) mod quant_reference;
 pub mod residual_add;
 pub mod rms_norm;
 pub mod softmax;
 pub mod swiglu;
 
+#[cfg(test)]
+pub(crate) mod quant_op_cases;
 #[cfg(test)]
 pub(crate) mod test_util;
 

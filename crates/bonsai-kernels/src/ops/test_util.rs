@@ -2,7 +2,7 @@
 //! can be replayed with `BONSAI_TEST_SEED`), random quantized matrices, and the rounding-error
 //! constants the tolerance derivations use.
 
-use crate::weights::{Q1Matrix, Q2Matrix, GROUP, Q1_WORDS, Q2_WORDS};
+use crate::weights::{Q1Matrix, Q2Matrix, WeightAt, GROUP, Q1_WORDS, Q2_WORDS};
 use half::f16;
 
 /// Unit roundoff of f32 (round to nearest): 2^-24.
@@ -95,6 +95,32 @@ impl TestRng {
         let scales = self.scales(blocks, 16);
         let codes = (0..blocks * Q2_WORDS).map(|_| self.next_u32()).collect();
         Q2Matrix::new(n, k, scales, codes).expect("test matrix shape")
+    }
+}
+
+/// A weight format the shared op cases ([`super::quant_op_cases`]) run on.
+pub trait TestMatrix: WeightAt + Sized {
+    /// Random bits/codes and real-looking scales (see [`TestRng::q1_matrix`]).
+    fn random(rng: &mut TestRng, n: usize, k: usize) -> Self;
+    /// The per-block scales, to zero out chosen groups or force unit scales.
+    fn scales_mut(&mut self) -> &mut [f16];
+}
+
+impl TestMatrix for Q1Matrix {
+    fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
+        rng.q1_matrix(n, k)
+    }
+    fn scales_mut(&mut self) -> &mut [f16] {
+        &mut self.scales
+    }
+}
+
+impl TestMatrix for Q2Matrix {
+    fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
+        rng.q2_matrix(n, k)
+    }
+    fn scales_mut(&mut self) -> &mut [f16] {
+        &mut self.scales
     }
 }
 

@@ -1,7 +1,8 @@
-//! The definition: every product in f64, one rounding to f32 at the end.
+//! The definition: every product in f64, one rounding to f32 at the end
+//! ([`crate::ops::quant_reference::matmul`], shared with the other weight format).
 
 use super::check_shapes;
-use crate::ops::{OpError, Store};
+use crate::ops::{quant_reference, OpError, Store};
 use crate::weights::Q1Matrix;
 
 pub fn reference(
@@ -12,17 +13,6 @@ pub fn reference(
     store: Store,
 ) -> Result<(), OpError> {
     check_shapes(w, x, m, y)?;
-    for i in 0..m {
-        for n in 0..w.n {
-            let mut sum = match store {
-                Store::Overwrite => 0.0f64,
-                Store::Add => y[i * w.n + n] as f64,
-            };
-            for k in 0..w.k {
-                sum += w.weight(n, k) as f64 * x[i * w.k + k] as f64;
-            }
-            y[i * w.n + n] = sum as f32;
-        }
-    }
+    quant_reference::matmul(w, x, m, y, store);
     Ok(())
 }

@@ -1,0 +1,143 @@
+//! cpu == reference for `matmul_q1/q2` within the bound derived in the ops' doc, at every SIMD
+//! level.
+
+use crate::cpu::{available_levels, SimdLevel};
+use crate::ops::test_util::{assert_within, matmul_bound, widen, TestMatrix, TestRng};
+use crate::ops::{OpError, Store};
+use crate::weights::GROUP;
+use half::f16;
+
+type MatmulFn<W> = fn(&W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
+type MatmulAtFn<W> = fn(SimdLevel, &W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
+
+/// The entry points of one `matmul_q*` op.
+pub(crate) struct MatmulOp<W> {
+    pub name: &'static str,
+    pub reference: MatmulFn<W>,
+    pub cpu: MatmulFn<W>,
+    pub cpu_at: MatmulAtFn<W>,
+}
+
+/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on `$op` (a
+/// [`MatmulOp`]).
+macro_rules! matmul_tests {
+    ($op:expr) => {
+        #[test]
+        fn cpu_matches_reference_on_random_shapes() {
+            $crate::ops::quant_op_cases::matmul::cpu_matches_reference_on_random_shapes(&$op);
+        }
+
+        #[test]
+        fn all_zero_rows_and_groups_give_zero() {
+            $crate::ops::quant_op_cases::matmul::all_zero_rows_and_groups_give_zero(&$op);
+        }
+
+        #[test]
+        fn integer_inputs_are_exact() {
+            $crate::ops::quant_op_cases::matmul::integer_inputs_are_exact(&$op);
+        }
+
+        #[test]
+        fn mismatched_shapes_are_errors() {
+            $crate::ops::quant_op_cases::matmul::mismatched_shapes_are_errors(&$op);
+        }
+    };
+}
+pub(crate) use matmul_tests;
+
+/// (N, K, M): K = 128, odd N, M = 1, M not a multiple of the 4-token tile, N not a multiple of
+/// the 2/4-row tiles or the 64-column task, a real decode width; and M >= 16 (the panel GEMM):
+/// M off its 6-token tile, N off its 16-row micro-panel, K = 128 and K off the 256-wide chunk.
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 128, 1),
+    (37, 128, 3),
+    (64, 256, 1),
+    (67, 384, 5),
+    (129, 512, 7),
+    (33, 1024, 13),
+    (130, 2048, 1),
+    (6, 6144, 2),
+    (3, 128, 16),
+    (70, 384, 17),
+    (130, 640, 24),
+];
+
+fn check<W: TestMatrix>(op: &MatmulOp<W>, w: &W, m: usize, rng: &mut TestRng, what: &str) {
+    let (n, k) = (w.n(), w.k());
+    let x = rng.vec(m * k, -2.0, 2.0);
+    for store in [Store::Overwrite, Store::Add] {
+        let y0 = rng.vec(m * n, -1.0, 1.0);
+        let mut want = y0.clone();
+        (op.reference)(w, &x, m, &mut want, store).expect("reference shapes");
+        let bound = matmul_bound(|r, c| w.weight_at(r, c), n, k, &x, m, &want);
+        for level in available_levels() {
+            let mut got = y0.clone();
+            (op.cpu_at)(level, w, &x, m, &mut got, store).expect("cpu shapes");
+            let label = format!("{} {what} N={n} K={k} M={m} {store:?} {level:?}", op.name);
+            assert_within(&label, &got, &widen(&want), &bound);
+        }
+    }
+}
+
+pub(crate) fn cpu_matches_reference_on_random_shapes<W: TestMatrix>(op: &MatmulOp<W>) {
+    let mut rng = TestRng::new(&format!("{}_random", op.name));
+    for &(n, k, m) in SHAPES {
+        let w = W::random(&mut rng, n, k);
+        check(op, &w, m, &mut rng, "random");
+    }
+}
+
+pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix>(op: &MatmulOp<W>) {
+    let mut rng = TestRng::new(&format!("{}_zero_groups", op.name));
+    let (n, k, m) = (9, 384, 5);
+    let mut w = W::random(&mut rng, n, k);
+    // Row 4 entirely zero-scaled, plus every third block elsewhere.
+    let nb = k / GROUP;
+    for (b, scale) in w.scales_mut().iter_mut().enumerate() {
+        if b / nb == 4 || b % 3 == 0 {
+            *scale = f16::ZERO;
+        }
+    }
+    check(op, &w, m, &mut rng, "zero groups");
+    let x = rng.vec(m * k, -1.0, 1.0);
+    for level in available_levels() {
+        let mut y = vec![f32::NAN; m * n];
+        (op.cpu_at)(level, &w, &x, m, &mut y, Store::Overwrite).expect("shapes");
+        for i in 0..m {
+            assert_eq!(y[i * n + 4], 0.0, "zero row must give exactly 0 ({level:?})");
+        }
+    }
+}
+
+/// Unit scales and small-integer x: every partial sum is an integer below 2^24, so every path
+/// must be exact.
+pub(crate) fn integer_inputs_are_exact<W: TestMatrix>(op: &MatmulOp<W>) {
+    let mut rng = TestRng::new(&format!("{}_exact", op.name));
+    exact_case(op, &mut rng, 23, 640, 6);
+    // The panel GEMM path (M >= 16).
+    exact_case(op, &mut rng, 37, 384, 19);
+}
+
+fn exact_case<W: TestMatrix>(op: &MatmulOp<W>, rng: &mut TestRng, n: usize, k: usize, m: usize) {
+    let mut w = W::random(rng, n, k);
+    w.scales_mut().iter_mut().for_each(|s| *s = f16::ONE);
+    let x: Vec<f32> = (0..m * k).map(|_| rng.below(15) as f32 - 7.0).collect();
+    let mut want = vec![0.0; m * n];
+    (op.reference)(&w, &x, m, &mut want, Store::Overwrite).expect("shapes");
+    for level in available_levels() {
+        let mut got = vec![f32::NAN; m * n];
+        (op.cpu_at)(level, &w, &x, m, &mut got, Store::Overwrite).expect("shapes");
+        assert_eq!(got, want, "{level:?}");
+    }
+}
+
+pub(crate) fn mismatched_shapes_are_errors<W: TestMatrix>(op: &MatmulOp<W>) {
+    let mut rng = TestRng::new(&format!("{}_shapes", op.name));
+    let w = W::random(&mut rng, 4, 128);
+    let x = vec![0.5; 2 * 128];
+    let mut y = vec![0.0; 7];
+    let err = (op.cpu)(&w, &x, 2, &mut y, Store::Overwrite).unwrap_err();
+    assert_eq!(err, OpError::Length { op: op.name, what: "y", expected: 8, got: 7 });
+    let mut y = vec![0.0; 8];
+    assert!((op.reference)(&w, &x, 3, &mut y, Store::Add).is_err());
+}
