@@ -159,6 +159,7 @@ mod tests {
         assert_eq!(cu_define(matmul, "GROUP_SIZE"), crate::weights::GROUP);
         let attention = "ops/attention/attention.cu";
         assert_eq!(cu_define(attention, "ATT_SPLIT_KEYS"), super::attention::SPLIT_KEYS);
+        assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
         assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
     }

@@ -11,6 +11,20 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
+/// Keys per split when `m <= DECODE_MAX_TOKENS` (`ATT_DECODE_SPLIT_KEYS`): decode has one query
+/// row per head, so only short splits give it enough CTAs at short contexts.
+pub const DECODE_SPLIT_KEYS: usize = 32;
+/// Largest batch that uses [`DECODE_SPLIT_KEYS`].
+pub const DECODE_MAX_TOKENS: usize = 8;
+
+/// Keys per split the launcher uses for a batch of `m` tokens.
+pub fn split_keys(m: usize) -> usize {
+    if m <= DECODE_MAX_TOKENS {
+        DECODE_SPLIT_KEYS
+    } else {
+        SPLIT_KEYS
+    }
+}
 /// Query rows per CTA (ATT_ROWS): n_q / n_kv must divide it.
 pub const ROWS_PER_CTA: usize = 16;
 /// Largest head_dim the kernel holds (ATT_MAX_HD); it must also be a multiple of 32.
@@ -19,7 +33,7 @@ const SPLIT_THREADS: u32 = 128;
 
 /// f32 elements of scratch for `m` tokens with positions below `seq_bound`.
 pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
-    m * shape_.n_q * seq_bound.div_ceil(SPLIT_KEYS) * (shape_.head_dim + 2)
+    m * shape_.n_q * seq_bound.div_ceil(split_keys(m)) * (shape_.head_dim + 2)
 }
 
 /// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.
@@ -59,11 +73,13 @@ pub fn attention(
     expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
     expect_at_least(OP, "pos0", pos0.len(), 1)?;
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
-    let n_splits = seq_bound.min(max_seq).div_ceil(SPLIT_KEYS);
-    expect_at_least(OP, "scratch", scratch.len(), scratch_len(m, shape_, n_splits * SPLIT_KEYS))?;
+    let keys_per_split = split_keys(m);
+    let n_splits = seq_bound.min(max_seq).div_ceil(keys_per_split);
+    expect_at_least(OP, "scratch", scratch.len(), scratch_len(m, shape_, n_splits * keys_per_split))?;
     let tokens_per_cta = ROWS_PER_CTA / group;
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
     let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let split_keys_i = as_i32(OP, "split_keys", keys_per_split)?;
     as_i32(OP, "cache len", cache)?;
     let z = u32::try_from(m.div_ceil(tokens_per_cta)).ok().filter(|&z| z <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
     if n_splits > 65_535 {
@@ -92,7 +108,7 @@ pub fn attention(
     {
         let (s_p, _e) = write_ptr(scratch, stream);
         let mut l = stream.launch_builder(split);
-        l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i);
+        l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
         // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch lengths checked
         // above for m tokens, n_splits splits and max_seq positions.
         unsafe { l.launch(split_cfg) }?;
@@ -100,7 +116,7 @@ pub fn attention(
     let (s_p, _f) = read_ptr(&*scratch, stream);
     let (o_p, _g) = write_ptr(out, stream);
     let mut l = stream.launch_builder(combine);
-    l.arg(&s_p).arg(&n_q).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&n_splits_i).arg(&o_p);
+    l.arg(&s_p).arg(&n_q).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&n_splits_i).arg(&split_keys_i).arg(&o_p);
     // SAFETY: matches attention_combine_splits' signature; reads only splits the first pass
     // wrote for each row (bounded by n_splits), writes m * n_q * hd outputs.
     unsafe { l.launch(combine_cfg) }?;
