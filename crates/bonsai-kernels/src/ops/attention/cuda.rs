@@ -11,29 +11,42 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
-/// Keys per split when `m <= DECODE_MAX_TOKENS` (`ATT_DECODE_SPLIT_KEYS`): decode has one query
-/// row per head, so only short splits give it enough CTAs at short contexts.
+/// Keys per split for decode-sized batches at short contexts (`ATT_DECODE_SPLIT_KEYS`): decode
+/// has one query row per head, so only short splits give it enough CTAs there. Measured on the
+/// H200 (docs/PERFORMANCE.md): 32-key splits took Bonsai-8B decode at a 512-token context from
+/// 372 to 423 tok/s, but at 8K/32K cached tokens they lost 22%/41% to the longer combine pass,
+/// so long contexts keep 128-key splits.
 pub const DECODE_SPLIT_KEYS: usize = 32;
 /// Largest batch that uses [`DECODE_SPLIT_KEYS`].
 pub const DECODE_MAX_TOKENS: usize = 8;
+/// Longest sequence bound that uses [`DECODE_SPLIT_KEYS`] (a multiple of both split sizes).
+pub const SHORT_CONTEXT_KEYS: usize = 2048;
 
-/// Keys per split the launcher uses for a batch of `m` tokens.
-pub fn split_keys(m: usize) -> usize {
-    if m <= DECODE_MAX_TOKENS {
+/// Keys per split the launcher uses for `m` tokens attending to at most `seq_bound` positions.
+pub fn split_keys(m: usize, seq_bound: usize) -> usize {
+    if m <= DECODE_MAX_TOKENS && seq_bound <= SHORT_CONTEXT_KEYS {
         DECODE_SPLIT_KEYS
     } else {
         SPLIT_KEYS
     }
 }
+
 /// Query rows per CTA (ATT_ROWS): n_q / n_kv must divide it.
 pub const ROWS_PER_CTA: usize = 16;
 /// Largest head_dim the kernel holds (ATT_MAX_HD); it must also be a multiple of 32.
 pub const MAX_HEAD_DIM: usize = 128;
 const SPLIT_THREADS: u32 = 128;
 
-/// f32 elements of scratch for `m` tokens with positions below `seq_bound`.
+fn n_splits(m: usize, seq_bound: usize) -> usize {
+    seq_bound.div_ceil(split_keys(m, seq_bound))
+}
+
+/// f32 elements of scratch a launch for `m` tokens needs with any sequence bound up to `seq_bound`.
 pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
-    m * shape_.n_q * seq_bound.div_ceil(split_keys(m)) * (shape_.head_dim + 2)
+    // The most splits any bound up to `seq_bound` needs: a caller that sizes the buffer for the
+    // whole cache may launch with the live length, which can pick the shorter splits.
+    let most = n_splits(m, seq_bound).max(n_splits(m, seq_bound.min(SHORT_CONTEXT_KEYS)));
+    m * shape_.n_q * most * (shape_.head_dim + 2)
 }
 
 /// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.
@@ -73,9 +86,10 @@ pub fn attention(
     expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
     expect_at_least(OP, "pos0", pos0.len(), 1)?;
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
-    let keys_per_split = split_keys(m);
-    let n_splits = seq_bound.min(max_seq).div_ceil(keys_per_split);
-    expect_at_least(OP, "scratch", scratch.len(), scratch_len(m, shape_, n_splits * keys_per_split))?;
+    let bound = seq_bound.min(max_seq);
+    let keys_per_split = split_keys(m, bound);
+    let n_splits = n_splits(m, bound);
+    expect_at_least(OP, "scratch", scratch.len(), m * shape_.n_q * n_splits * (hd + 2))?;
     let tokens_per_cta = ROWS_PER_CTA / group;
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
     let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
