@@ -74,7 +74,9 @@ model)
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
     for fmt in q1 tq2; do
-        run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf"
+        # Each golden checkpoint in its own format (convert's default type is q1_0).
+        type=q1_0; [ "$fmt" = tq2 ] && type=tq2_0_g128
+        run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
