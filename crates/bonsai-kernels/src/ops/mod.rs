@@ -11,6 +11,7 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod conv3x3;
 pub mod embed_rows;
 pub mod gate_up_swiglu_q1;
 pub mod gate_up_swiglu_q2;

@@ -1,0 +1,62 @@
+//! `conv3x3`: 3x3 convolution, padding 1, stride 1, with bias (the VAE decoder's convs):
+//! `y[co, h, w] = bias[co] + Σ_{ci, kh, kw} weight[co, ci, kh, kw] · x[ci, h + kh − 1, w + kw − 1]`,
+//! with x read as 0 outside the image.
+//!
+//! Shapes (batch 1, NCHW): `x: [Cin, H, W]`, `weight: [Cout, Cin, 3, 3]` (PyTorch layout),
+//! `bias: [Cout]`, `y: [Cout, H, W]`; all dimensions > 0.
+//! Accumulation: reference in f64; CPU in f32 over [`crate::cpu::LANES`] interleaved accumulators.
+//!
+//! Tolerance (tests.rs): each output is a dot product of 9·Cin products plus the bias, an f32
+//! summation tree of height <= 9·Cin + LANES + 2, so it errs by at most
+//! γ_{9·Cin+LANES+2}·(Σ|x·w| + |bias|) (padding terms are exact zeros); the reference's
+//! rounding to f32 adds u·|y|.
+//!
+//! CPU: implicit GEMM tiled over (output row, [`cpu::PIXEL_TILE`]-pixel run): each rayon task
+//! gathers only its tile's patches (PIXEL_TILE × 9·Cin floats), never the whole image's im2col
+//! buffer, then dots every output channel's filter against them. CUDA: not yet.
+
+mod cpu;
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::{cpu, cpu_at};
+pub use reference::reference;
+
+use crate::ops::{check_len, OpError};
+
+/// The op's name in error messages.
+pub(crate) const OP: &str = "conv3x3";
+
+/// Taps per input channel (3 × 3).
+pub(crate) const TAPS: usize = 9;
+
+/// Tensor sizes of one convolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvDims {
+    pub c_in: usize,
+    pub c_out: usize,
+    pub h: usize,
+    pub w: usize,
+}
+
+/// Checks every length against `dims` and that no dimension is zero.
+pub(crate) fn check_shapes(
+    dims: ConvDims,
+    x: &[f32],
+    weight: &[f32],
+    bias: &[f32],
+    y: &[f32],
+) -> Result<(), OpError> {
+    let ConvDims { c_in, c_out, h, w } = dims;
+    if c_in == 0 || c_out == 0 || h == 0 || w == 0 {
+        return Err(OpError::Shape { op: OP, detail: format!("empty shape {dims:?}") });
+    }
+    let too_big = || OpError::Shape { op: OP, detail: format!("shape {dims:?} overflows usize") };
+    let plane = h.checked_mul(w).ok_or_else(too_big)?;
+    check_len(OP, "x", c_in.checked_mul(plane).ok_or_else(too_big)?, x.len())?;
+    let filters = c_out.checked_mul(c_in).and_then(|v| v.checked_mul(TAPS)).ok_or_else(too_big)?;
+    check_len(OP, "weight", filters, weight.len())?;
+    check_len(OP, "bias", c_out, bias.len())?;
+    check_len(OP, "y", c_out.checked_mul(plane).ok_or_else(too_big)?, y.len())
+}
