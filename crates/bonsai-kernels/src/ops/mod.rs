@@ -16,6 +16,7 @@ pub mod embed_rows;
 pub mod gate_up_swiglu_q1;
 pub mod gate_up_swiglu_q2;
 pub mod gemm_f32;
+pub mod joint_attention;
 pub mod kv_write;
 pub mod matmul_q1;
 pub mod matmul_q2;
