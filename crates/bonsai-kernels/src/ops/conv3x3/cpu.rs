@@ -40,24 +40,27 @@ pub fn cpu_at(
             let oh = task / tiles_per_row;
             let ow0 = (task % tiles_per_row) * PIXEL_TILE;
             let ow1 = (ow0 + PIXEL_TILE).min(dims.w);
-            gather_patches(dims, x, oh, ow0, ow1, patches);
+            let run = PixelRun { oh, ow0, ow1 };
+            gather_patches(dims, x, run, patches);
             // Tasks own disjoint (row oh, columns ow0..ow1) pixel runs, so their writes never meet.
-            tile(level, dims, weight, bias, patches, oh, ow0, ow1, out);
+            tile(level, dims, weight, bias, patches, run, out);
         },
     );
     Ok(())
 }
 
-/// `patches[p][ci][kh][kw] = x[ci, oh + kh − 1, ow0 + p + kw − 1]` (0 outside the image).
-fn gather_patches(
-    dims: ConvDims,
-    x: &[f32],
+/// Output pixels `(oh, ow0..ow1)`: one task's share of the image.
+#[derive(Clone, Copy)]
+struct PixelRun {
     oh: usize,
     ow0: usize,
     ow1: usize,
-    patches: &mut [f32],
-) {
+}
+
+/// `patches[p][ci][kh][kw] = x[ci, oh + kh − 1, ow0 + p + kw − 1]` (0 outside the image).
+fn gather_patches(dims: ConvDims, x: &[f32], run: PixelRun, patches: &mut [f32]) {
     let ConvDims { c_in, h, w, .. } = dims;
+    let PixelRun { oh, ow0, ow1 } = run;
     let patch_len = c_in * TAPS;
     for (p, patch) in patches.chunks_exact_mut(patch_len).take(ow1 - ow0).enumerate() {
         let ow = ow0 + p;
@@ -77,19 +80,17 @@ fn gather_patches(
 }
 
 /// Every output channel of pixels `(oh, ow0..ow1)`: `bias[co] + filter[co] · patch[p]`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn tile_generic(
     dims: ConvDims,
     weight: &[f32],
     bias: &[f32],
     patches: &[f32],
-    oh: usize,
-    ow0: usize,
-    ow1: usize,
+    run: PixelRun,
     out: DisjointWriter,
 ) {
     let ConvDims { c_in, h, w, .. } = dims;
+    let PixelRun { oh, ow0, ow1 } = run;
     let patch_len = c_in * TAPS;
     for (co, filter) in weight.chunks_exact(patch_len).enumerate() {
         for (p, patch) in patches.chunks_exact(patch_len).take(ow1 - ow0).enumerate() {
@@ -107,9 +108,7 @@ simd_variants! {
         weight: &[f32],
         bias: &[f32],
         patches: &[f32],
-        oh: usize,
-        ow0: usize,
-        ow1: usize,
+        run: PixelRun,
         out: DisjointWriter,
     ) = tile_generic;
 }

@@ -11,7 +11,7 @@
 //! γ_{9·Cin+LANES+2}·(Σ|x·w| + |bias|) (padding terms are exact zeros); the reference's
 //! rounding to f32 adds u·|y|.
 //!
-//! CPU: implicit GEMM tiled over (output row, [`cpu::PIXEL_TILE`]-pixel run): each rayon task
+//! CPU: implicit GEMM tiled over (output row, [`PIXEL_TILE`]-pixel run): each rayon task
 //! gathers only its tile's patches (PIXEL_TILE × 9·Cin floats), never the whole image's im2col
 //! buffer, then dots every output channel's filter against them. CUDA: not yet.
 
@@ -20,7 +20,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
+pub use cpu::{cpu, cpu_at, PIXEL_TILE};
 pub use reference::reference;
 
 use crate::ops::{check_len, OpError};

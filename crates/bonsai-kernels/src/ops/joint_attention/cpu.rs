@@ -40,24 +40,30 @@ pub fn cpu_at(
         let q0 = (task % blocks_per_head) * QUERY_BLOCK;
         let q1 = (q0 + QUERY_BLOCK).min(dims.seq);
         // Tasks own disjoint (head, query range) pairs, i.e. disjoint out[i, head·hd..] slices.
-        query_block(level, dims, q, k, v, head, q0, q1, writer);
+        query_block(level, dims, q, k, v, QueryRun { head, q0, q1 }, writer);
     });
     Ok(())
 }
 
+/// Queries `q0..q1` of head `head`: one task's share.
+#[derive(Clone, Copy)]
+struct QueryRun {
+    head: usize,
+    q0: usize,
+    q1: usize,
+}
+
 /// Attention of queries `q0..q1` of `head` over all keys, written to `out`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn query_block_generic(
     dims: AttnDims,
     q: &[f32],
     k: &[f32],
     v: &[f32],
-    head: usize,
-    q0: usize,
-    q1: usize,
+    run: QueryRun,
     out: DisjointWriter,
 ) {
+    let QueryRun { head, q0, q1 } = run;
     let AttnDims { heads, seq, head_dim: hd } = dims;
     let scale = dims.scale() as f32;
     let head_base = head * seq * hd;
@@ -110,9 +116,7 @@ simd_variants! {
         q: &[f32],
         k: &[f32],
         v: &[f32],
-        head: usize,
-        q0: usize,
-        q1: usize,
+        run: QueryRun,
         out: DisjointWriter,
     ) = query_block_generic;
 }

@@ -5,7 +5,7 @@
 //! Shapes: `q, k, v: [H, seq, hd]` f32 (head-major), `out: [seq, H·hd]` f32 (token-major);
 //! H, seq, hd > 0. The image model uses hd ∈ {64, 128, 384, 512}; the CPU path takes any hd.
 //! Accumulation: reference in f64 (exact softmax); CPU in f32 with an online softmax over
-//! [`cpu::KEY_BLOCK`]-key blocks (one rescale per block at most).
+//! [`KEY_BLOCK`]-key blocks (one rescale per block at most).
 //!
 //! Tolerance (tests.rs), per query with S = max_j |s_j| (exact scores s_j) and
 //! R = ceil(seq / KEY_BLOCK) rescales at most:
@@ -18,9 +18,10 @@
 //!   errs by (e^{2ε} − 1)·A_d with A_d = Σ_j P_j·|v[j, d]|;
 //! - the f32 numerator (seq products, seq adds, R rescale multiplies) and denominator sums each
 //!   add γ_{seq+R+1}·A_d·e^{2ε}, the final divide and the reference's rounding 2u·|out|.
+//!
 //! Total: (e^{2ε} − 1 + 2γ_{seq+R+1}·e^{2ε})·A_d + 2u·|out|.
 //!
-//! CPU: rayon over (head, [`cpu::QUERY_BLOCK`]-query block); each task streams its head's keys
+//! CPU: rayon over (head, [`QUERY_BLOCK`]-query block); each task streams its head's keys
 //! and values once per block, keeping the running max, sum and accumulator of every query in
 //! the block. CUDA: not yet.
 
@@ -29,7 +30,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
+pub use cpu::{cpu, cpu_at, KEY_BLOCK, QUERY_BLOCK};
 pub use reference::reference;
 
 use crate::ops::{check_len, OpError};
