@@ -4,7 +4,7 @@
 //!
 //! Shapes (batch 1, NCHW): `x: [Cin, H, W]`, `weight: [Cout, Cin, 3, 3]` (PyTorch layout),
 //! `bias: [Cout]`, `y: [Cout, H, W]`; all dimensions > 0.
-//! Accumulation: reference in f64; CPU in f32 over [`crate::cpu::LANES`] interleaved accumulators.
+//! Accumulation: reference in f64; CPU in f32 over `LANES` = 8 interleaved accumulators.
 //!
 //! Tolerance (tests.rs): each output is a dot product of 9·Cin products plus the bias, an f32
 //! summation tree of height <= 9·Cin + LANES + 2, so it errs by at most

@@ -3,7 +3,7 @@
 //!
 //! Shapes: `a: [M, K]` row-major (K contiguous), `w: [N, K]` (K contiguous, PyTorch Linear
 //! layout), optional `bias: [N]`, `out: [M, N]`; M, N, K > 0.
-//! Accumulation: reference in f64; CPU in f32 over [`crate::cpu::LANES`] interleaved accumulators.
+//! Accumulation: reference in f64; CPU in f32 over `LANES` = 8 interleaved accumulators.
 //!
 //! Tolerance (tests.rs): the CPU sum of the K products plus the bias is an f32 summation tree of
 //! height <= K/LANES + LANES + 2 <= K + LANES + 2, so it errs by at most
