@@ -14,6 +14,8 @@ pub mod attention;
 pub mod embed_rows;
 pub mod gate_up_swiglu_q1;
 pub mod gate_up_swiglu_q2;
+pub mod group_norm;
+pub mod im2col;
 pub mod kv_write;
 pub mod matmul_q1;
 pub mod matmul_q2;
@@ -21,8 +23,10 @@ pub mod qk_norm_rope;
 pub(crate) mod quant_reference;
 pub mod residual_add;
 pub mod rms_norm;
+pub mod silu;
 pub mod softmax;
 pub mod swiglu;
+pub mod upsample_nearest2x;
 
 #[cfg(test)]
 pub(crate) mod quant_op_cases;
