@@ -65,6 +65,8 @@ fn cpu_matches_reference() {
     {
         check_case(&mut rng, c, groups, plane, 0.0, 3.0);
     }
+    // A FLUX VAE-like layer (G = 32, 4 channels per group) on a 32x32 plane: 4096 per group.
+    check_case(&mut rng, 128, 32, 1024, 0.5, 4.0);
     // A large mean next to a small spread: the case a one-pass Σx² − nμ² formula gets wrong.
     check_case(&mut rng, 8, 2, 100, 1000.0, 0.01);
 }
