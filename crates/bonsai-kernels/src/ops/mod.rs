@@ -16,6 +16,8 @@ pub mod embed_rows;
 pub mod gate_up_swiglu_q1;
 pub mod gate_up_swiglu_q2;
 pub mod gemm_f32;
+pub mod group_norm;
+pub mod im2col;
 pub mod joint_attention;
 pub mod kv_write;
 pub mod matmul_q1;
@@ -24,8 +26,10 @@ pub mod qk_norm_rope;
 pub(crate) mod quant_reference;
 pub mod residual_add;
 pub mod rms_norm;
+pub mod silu;
 pub mod softmax;
 pub mod swiglu;
+pub mod upsample_nearest2x;
 
 #[cfg(test)]
 pub(crate) mod quant_op_cases;

@@ -1,0 +1,55 @@
+//! `im2col`: the 3x3, pad 1, stride 1 convolution patches of `x: [C, H, W]` as a matrix
+//! `cols: [C·9, H·W]`: `cols[c·9 + ky·3 + kx, y·W + x] = x[c, y + ky − 1, x + kx − 1]`, zero where
+//! that position falls outside the image. A 3x3 conv is then `W[out_c, C·9] · cols`.
+//!
+//! Shapes: `x: [C·H·W]` f32, `cols: [C·9·H·W]` f32, batch 1, C, H, W > 0.
+//! Exact: every output is a copy or a zero, so cpu == reference bit for bit (tests.rs).
+//!
+//! Speed of light on the H200: 36 bytes written per input element (the reason SPEC §3 asks for an
+//! implicit-GEMM conv instead). CUDA: not yet.
+
+mod cpu;
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::cpu;
+pub use reference::reference;
+
+use crate::ops::{check_len, OpError};
+
+/// The op's name in error messages.
+pub(crate) const OP: &str = "im2col";
+
+/// Kernel side (3x3).
+pub const KERNEL: usize = 3;
+/// Rows of `cols` per input channel.
+pub const TAPS: usize = KERNEL * KERNEL;
+/// Zero padding on every side.
+pub const PAD: usize = 1;
+
+/// Checks non-empty `C, H, W`, `x: [C·H·W]`, `cols: [C·9·H·W]`.
+pub(crate) fn check_shapes(
+    x: &[f32],
+    channels: usize,
+    height: usize,
+    width: usize,
+    cols: &[f32],
+) -> Result<(), OpError> {
+    if channels == 0 || height == 0 || width == 0 {
+        return Err(OpError::Shape {
+            op: OP,
+            detail: format!("empty image {channels}x{height}x{width}"),
+        });
+    }
+    let input_len = channels
+        .checked_mul(height)
+        .and_then(|v| v.checked_mul(width))
+        .filter(|v| v.checked_mul(TAPS).is_some())
+        .ok_or_else(|| OpError::Shape {
+            op: OP,
+            detail: format!("image {channels}x{height}x{width} overflows usize"),
+        })?;
+    check_len(OP, "x", input_len, x.len())?;
+    check_len(OP, "cols", TAPS * input_len, cols.len())
+}
