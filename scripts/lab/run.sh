@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 out="${OUT:-$(mktemp -d)}"
-"$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -I "$here" -I "$here/../../crates/bonsai-kernels/src/ops/matmul_q1" \
+"$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -I "$here" -I "$here/../../crates/bonsai-kernels/src/cuda" -I "$here/../../crates/bonsai-kernels/src/ops/matmul_q1" \
     -o "$out/gemv_lab" "$here/gemv_lab.cu" 2>&1 \
     | grep -E "error|warning|registers|spill" | grep -v "0 bytes spill" || true
 "$out/gemv_lab" | tee "$out/lab.txt" | grep -v "^|"
