@@ -9,18 +9,6 @@ typedef unsigned char u8;
 #define WARP_SIZE 32
 #define FULL_MASK 0xffffffffu
 
-// f16 <-> f32 through inline PTX (no cuda_fp16.h under NVRTC). Round to nearest even.
-__device__ __forceinline__ float f16_to_f32(u16 h) {
-    float f;
-    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
-    return f;
-}
-__device__ __forceinline__ u16 f32_to_f16(float f) {
-    u16 h;
-    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
-    return h;
-}
-
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)

@@ -36,9 +36,9 @@ pub const NVCC_FLAGS: &[&str] = &["-cubin", "-O3", "-std=c++17", "-Werror", "all
 /// NVRTC ships no CUDA headers; the prelude supplies everything the kernels use.
 pub const NVRTC_OPTIONS: &[&str] = &["-default-device", "-std=c++17"];
 
-/// Every file of the library in concatenation order: prelude, machinery, then `SOURCES`.
+/// Every file of the library in concatenation order: prelude, PTX wrappers, machinery, then `SOURCES`.
 pub fn all_sources() -> impl Iterator<Item = &'static KernelSource> {
-    std::iter::once(&PRELUDE).chain(MACHINERY_SOURCES.iter()).chain(SOURCES.iter())
+    [&PRELUDE, &PTX].into_iter().chain(MACHINERY_SOURCES.iter()).chain(SOURCES.iter())
 }
 
 /// The single source text of the library, each file behind a marker line naming it (compiler
@@ -64,6 +64,13 @@ pub fn entry_points() -> impl Iterator<Item = &'static str> {
 pub const PRELUDE: KernelSource = KernelSource {
     path: "cuda/prelude.cuh",
     text: include_str!("prelude.cuh"),
+    entry_points: &[],
+};
+
+/// Every inline-PTX wrapper (mma, ldmatrix, cp.async, conversions), with emulated twins in emu/.
+pub const PTX: KernelSource = KernelSource {
+    path: "cuda/ptx.cuh",
+    text: include_str!("ptx.cuh"),
     entry_points: &[],
 };
 

@@ -122,21 +122,6 @@ __device__ __forceinline__ void gemm_tile64_simt(const u16* __restrict__ scales,
 // Shared rows are padded by 8 bf16 (4 words) so fragment loads of 8 rows x 4 lanes hit 32 banks.
 #define MMA_ROW_STRIDE (GROUP_SIZE + 8)
 
-__device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
-    u16 h;
-    asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
-    return h;
-}
-__device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
-
-__device__ __forceinline__ void mma_bf16_16x8x16(float* c, const u32* a, u32 b0, u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Tile-local row lr (0..63) -> weight row, or -1 when outside the matrix.
 template <int MODE>
 __device__ __forceinline__ int mma_weight_row(int tile, int lr, int n_out) {

@@ -1,0 +1,136 @@
+// Every inline-PTX instruction the kernels use, each behind one small wrapper. Concatenated right
+// after prelude.cuh. Kernel files must not contain `asm` themselves: the CPU emulator of the
+// library (crates/bonsai-kernels/emu/) compiles the same sources with BONSAI_EMU defined and
+// supplies a plain C++ version of every wrapper below, so a new wrapper needs its emulated twin.
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16" / "m16n8k8"), with
+// g = lane / 4 and t = lane % 4:
+//   m16n8k16 (f16/bf16) A (row-major 16x16): a[0] = (row g,   k 2t..2t+1), a[1] = (row g+8, k 2t..2t+1),
+//                                            a[2] = (row g,   k 2t+8..+9), a[3] = (row g+8, k 2t+8..+9)
+//                       B (16x8, "col"):     b0 = (k 2t..2t+1, col g),     b1 = (k 2t+8..2t+9, col g)
+//                       C/D (16x8 f32):      c[0..1] = (row g, cols 2t, 2t+1), c[2..3] = (row g+8, same)
+//   m16n8k8 (tf32)      A (16x8):            a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4)
+//                       B (8x8):             b0 = (k t, col g), b1 = (k t+4, col g)
+//                       C/D: as above.
+// Each 32-bit register holding two 16-bit values keeps the lower k (or column) in its low half.
+#ifndef BONSAI_EMU
+
+// f16 <-> f32, round to nearest even (no cuda_fp16.h under NVRTC).
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+// f32 -> bf16, round to nearest even.
+__device__ __forceinline__ u16 f32_to_bf16_rn(float f) {
+    u16 h;
+    asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+// f32 -> tf32 (round to nearest, ties away from zero), returned as the f32 bit pattern with the
+// low 13 mantissa bits cleared, ready for an mma operand.
+__device__ __forceinline__ u32 f32_to_tf32(float f) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+// Shared-memory address of a generic pointer into shared memory (for cp.async / ldmatrix).
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+// Asynchronous global -> shared copies. 16-byte pieces bypass L1 (.cg); 4-byte pieces cannot.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+// As cp_async16, but when `valid` is false nothing is read and the 16 destination bytes are zeroed
+// (src must still be a mappable address; pass the tensor base).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// ldmatrix: each of the 4 (or 2) 8x8 b16 matrices is given by 8 row addresses, lanes 8i..8i+7
+// supplying matrix i's rows (x2: lanes 0..15). Lane l receives, for matrix i, r[i] = the two b16
+// of row l/4 at columns 2(l%4), 2(l%4)+1. `.trans` delivers the transposed matrix instead.
+__device__ __forceinline__ void ldmatrix_x4(u32* r, const void* row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row_addr)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const void* row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row_addr)));
+}
+__device__ __forceinline__ void ldmatrix_x2(u32* r, const void* row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(row_addr)));
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(u32* r, const void* row_addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(row_addr)));
+}
+
+// D = A B + C on tensor cores, f32 accumulators updated in place (layouts at the top of the file).
+__device__ __forceinline__ void mma_bf16_16x8x16(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_f16_16x8x16(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this
+// launch depends on has completed and its memory is visible; `griddep_launch_dependents` lets the
+// next grid in the stream start its prologue early. Both are no-ops on launches without the
+// programmatic-serialization attribute.
+__device__ __forceinline__ void griddep_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+#endif  // BONSAI_EMU
+
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
+// Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).
+__device__ __forceinline__ u32 pack_b16(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
