@@ -86,6 +86,11 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
 pub const SOURCES: &[KernelSource] = &[
     // Templates only: the decode GEMV and the prefill GEMMs every quantized matmul instantiates.
     KernelSource {
+        path: "ops/matmul_q1/weight_layout.cu",
+        text: include_str!("../ops/matmul_q1/weight_layout.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_gemv.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv.cu"),
         entry_points: &[],
