@@ -64,6 +64,23 @@ extern "C" __global__ void mixed_collectives(int* out) {
     else out[threadIdx.x] = (int)__ballot_sync(0xffffffffu, 1);
 }
 
+// cp.async lands at the wait covering its group, not before. out[8..11] hold the source.
+extern "C" __global__ void async_copies(int* out) {
+    __shared__ __align__(16) int copied[4];
+    __shared__ __align__(16) int zeroed[4];
+    for (int i = 0; i < 4; ++i) copied[i] = zeroed[i] = -1;
+    cp_async16(copied, out + 8);
+    cp_async_commit();
+    out[0] = copied[0];  // not landed yet: -1
+    cp_async16_zfill(zeroed, out + 8, false);
+    cp_async_commit();
+    cp_async_wait<1>();  // the first group has landed, the second need not have
+    out[1] = copied[0];
+    out[2] = zeroed[0];
+    cp_async_wait<0>();
+    out[3] = zeroed[0];
+}
+
 // ---- harness ----
 namespace {
 
@@ -117,6 +134,12 @@ int main() {
            "shared_per_cta ran");
     for (int i = 0; i < ctas * threads; ++i)
         expect(shared[i] == (i / threads) * 1007, "CTA-private shared memory at " + std::to_string(i));
+
+    std::vector<int> copies(12, 0);
+    for (int i = 0; i < 4; ++i) copies[8 + i] = 100 + i;
+    expect(launch("async_copies", async_copies, copies, {1, 1, 1}, {1, 1, 1}).empty(), "async_copies ran");
+    expect(copies[0] == -1 && copies[1] == 100, "cp.async lands at its wait, not before");
+    expect(copies[2] == -1 && copies[3] == 0, "zfill lands at the wait covering its group");
 
     std::vector<int> scratch(64, 0);
     const std::string dead = launch("deadlock", deadlock, scratch, {1, 1, 1}, {32, 1, 1});
