@@ -206,7 +206,7 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/argmax/argmax.cu",
         text: include_str!("../ops/argmax/argmax.cu"),
         entry_points: &[
-            "argmax_single_block",
+            "argmax_multi_block",
         ],
     },
     KernelSource {

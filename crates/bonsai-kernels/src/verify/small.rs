@@ -141,7 +141,15 @@ fn argmax(ctx: &mut Ctx, n: usize) -> Result<(), VerifyError> {
 }
 
 fn argmax_all_nan(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    argmax_case(ctx, &[f32::NAN; 37], "n=37 all NaN")
+    argmax_case(ctx, &[f32::NAN; 37], "n=37 all NaN")?;
+    // -0 and +0 are equal values: the lower index wins whichever sign it carries, also when the
+    // two sit in different CTAs (the kernel keys values by their bits).
+    let mut zeros = vec![-1.0f32; 5000];
+    zeros[4500] = 0.0;
+    zeros[3] = -0.0;
+    argmax_case(ctx, &zeros, "n=5000 -0 at 3 ties +0 at 4500")?;
+    // Every value -inf: -inf is an ordinary value, index 0 wins.
+    argmax_case(ctx, &vec![f32::NEG_INFINITY; 3000], "n=3000 all -inf")
 }
 
 fn embed_rows(ctx: &mut Ctx, vocab: usize, hidden: usize, ternary: bool) -> Result<(), VerifyError> {
