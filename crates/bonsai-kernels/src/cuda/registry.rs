@@ -210,6 +210,14 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/sample_top_k/sample_top_k.cu",
+        text: include_str!("../ops/sample_top_k/sample_top_k.cu"),
+        entry_points: &[
+            "sample_block_candidates",
+            "sample_finalize",
+        ],
+    },
+    KernelSource {
         path: "ops/embed_rows/embed_rows.cu",
         text: include_str!("../ops/embed_rows/embed_rows.cu"),
         entry_points: &[
