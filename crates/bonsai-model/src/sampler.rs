@@ -109,6 +109,30 @@ impl Sampler {
         &self.config
     }
 
+    /// The generator state (to continue the same stream of draws on a backend).
+    pub fn rng_state(&self) -> [u64; 4] {
+        self.rng.state()
+    }
+
+    /// Continues from a generator state a backend advanced.
+    pub fn set_rng_state(&mut self, state: [u64; 4]) {
+        self.rng = Rng::from_state(state);
+    }
+
+    /// The pick a backend can make on its own for these settings, or None when the host must
+    /// sample: a repetition penalty (needs the history) or a top-k the device kernel does not
+    /// take (0 = all, or above `MAX_DEVICE_TOP_K`).
+    pub fn device_pick(&self) -> Option<crate::DevicePick> {
+        if self.config.repeat_penalty != 1.0 {
+            return None;
+        }
+        if self.config.is_greedy() {
+            return Some(crate::DevicePick::Greedy);
+        }
+        let params = self.config.sample_params();
+        params.fits_device().then_some(crate::DevicePick::Sample(params))
+    }
+
     /// Picks the next token from `logits` (modified in place by the penalty), given the tokens
     /// seen so far (prompt and generated) in `history`.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> Result<u32, SamplerError> {
