@@ -171,6 +171,7 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/qk_norm_rope/qk_norm_rope.cu"),
         entry_points: &[
             "qk_norm_rope_head_per_block",
+            "qk_norm_rope_kv_write",
         ],
     },
     KernelSource {

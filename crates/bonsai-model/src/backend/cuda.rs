@@ -388,6 +388,21 @@ impl Backend for CudaBackend {
         ops::qk_norm_rope(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos)
     }
 
+    fn qk_norm_rope_kv_write(
+        &self,
+        qkv: &mut CudaSlice<f32>,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &CudaSlice<f32>,
+        k_norm: &CudaSlice<f32>,
+        eps: f32,
+        rope: &CudaRope,
+        pos: &CudaPosition,
+        cache: &mut CudaKvCache,
+    ) -> Result<(), BackendError> {
+        ops::qk_norm_rope_kv_write(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos, cache)
+    }
+
     fn kv_write(&self, qkv: &CudaSlice<f32>, m: usize, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
         launch::kv_write::kv_write(&self.lib, &self.stream, qkv, m, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
             .map_err(device_err("kv_write"))

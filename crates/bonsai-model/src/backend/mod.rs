@@ -148,6 +148,23 @@ pub trait Backend {
     /// Writes the k and v heads of m qkv rows into the cache at pos + i.
     fn kv_write(&self, qkv: &Self::Buffer, m: usize, shape: HeadShape, pos: &Self::Position, cache: &mut Self::KvCache)
         -> Result<(), BackendError>;
+    /// [`Backend::qk_norm_rope`] then [`Backend::kv_write`]; a backend may fuse them (one launch).
+    #[allow(clippy::too_many_arguments)]
+    fn qk_norm_rope_kv_write(
+        &self,
+        qkv: &mut Self::Buffer,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &Self::Buffer,
+        k_norm: &Self::Buffer,
+        eps: f32,
+        rope: &Self::Rope,
+        pos: &Self::Position,
+        cache: &mut Self::KvCache,
+    ) -> Result<(), BackendError> {
+        self.qk_norm_rope(qkv, m, shape, q_norm, k_norm, eps, rope, pos)?;
+        self.kv_write(qkv, m, shape, pos, cache)
+    }
     /// Causal GQA attention of m query rows (token i at pos + i) over cache positions 0..=pos+i.
     #[allow(clippy::too_many_arguments)]
     fn attention(

@@ -331,8 +331,7 @@ impl<B: Backend> Qwen3<B> {
         for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
             b.rms_norm(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn)?;
             b.matmul(&layer.qkv, &st.xn, m, &mut st.qkv, Store::Overwrite)?;
-            b.qk_norm_rope(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos)?;
-            b.kv_write(&st.qkv, m, s, &st.pos, kv)?;
+            b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
             b.attention(&st.qkv, m, s, &st.pos, kv, &mut st.attn)?;
             b.matmul(&layer.attn_output, &st.attn, m, &mut st.x, Store::Add)?;
             b.rms_norm(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn)?;
