@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
@@ -39,7 +40,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     let (sn, _d) = read_ptr(rope.sin, stream);
     let (p0, _e) = read_ptr(pos0, stream);
     let (q_p, _f) = write_ptr(qkv, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
     // and the device position is bounds-checked against max_pos in the kernel.
@@ -85,7 +86,7 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     let (q_p, _f) = write_ptr(qkv, stream);
     let (k_p, _g) = write_ptr(k_cache, stream);
     let (v_p, _h) = write_ptr(v_cache, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the

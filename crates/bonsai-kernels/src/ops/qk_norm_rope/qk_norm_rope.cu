@@ -39,6 +39,8 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
                                                        const float* __restrict__ cos_table,
                                                        const float* __restrict__ sin_table,
                                                        int max_pos, const u32* __restrict__ pos0) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
@@ -59,6 +61,8 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
                                                  u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     const int head = blockIdx.y;  // q heads, then k heads, then v heads

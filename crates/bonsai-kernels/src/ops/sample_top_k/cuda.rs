@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 use crate::ops::sample_top_k::{SampleParams, MAX_DEVICE_TOP_K};
 
@@ -58,7 +59,7 @@ pub fn sample_top_k(
 
     let (l_p, _a) = read_ptr(logits, stream);
     let (c_p, _b) = write_ptr(candidates, stream);
-    let mut first = stream.launch_builder(lib.function("sample_block_candidates")?);
+    let mut first = Launch::new(stream, lib.function("sample_block_candidates")?);
     first.arg(&l_p).arg(&n_u).arg(&params.inv_temperature).arg(&slice_u).arg(&c_p);
     // SAFETY: matches sample_block_candidates(logits, n, inv_t, slice, candidates): n logits,
     // slice <= SLICE_MAX, candidates hold blocks x MAX_DEVICE_TOP_K keys.
@@ -66,7 +67,7 @@ pub fn sample_top_k(
 
     let (r_p, _c) = write_ptr(rng_state, stream);
     let (o_p, _d) = write_ptr(out, stream);
-    let mut second = stream.launch_builder(lib.function("sample_finalize")?);
+    let mut second = Launch::new(stream, lib.function("sample_finalize")?);
     second.arg(&c_p).arg(&blocks).arg(&top_k).arg(&params.top_p).arg(&params.min_p).arg(&r_p).arg(&o_p);
     // SAFETY: matches sample_finalize(candidates, blocks, top_k, top_p, min_p, rng_state, out);
     // lengths checked above.

@@ -50,6 +50,8 @@ __device__ __forceinline__ int sample_pow2_at_least(int n) {
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_block_candidates(const float* __restrict__ logits, u32 n, float inv_temperature, u32 slice,
                         unsigned long long* __restrict__ candidates) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ unsigned long long keys[SAMPLE_SLICE_MAX];
     const u32 begin = blockIdx.x * slice;
     const int size = sample_pow2_at_least((int)slice);
@@ -86,6 +88,8 @@ __device__ __forceinline__ double sample_next_f64(u64* s) {
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u32 top_k, float top_p,
                 float min_p, u64* __restrict__ rng_state, u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ unsigned long long keys[SAMPLE_BLOCKS * SAMPLE_MAX_TOP_K];
     const int total = (int)blocks * SAMPLE_MAX_TOP_K;
     const int size = sample_pow2_at_least(total);
