@@ -15,6 +15,7 @@ CXX="${CXX:-g++}"
 CXXFLAGS=(-O2 -std=c++17 -fPIC -pthread -ffp-contract=off -fvisibility=hidden -fno-strict-aliasing -Wno-unknown-pragmas)
 if grep -qw fma /proc/cpuinfo 2>/dev/null; then CXXFLAGS+=(-mfma); fi   # fast fmaf; same results
 if [ "${BONSAI_EMU_ASAN:-0}" = 1 ]; then CXXFLAGS+=(-fsanitize=address -fno-omit-frame-pointer -g); fi
+read -r -a extra_flags <<<"${BONSAI_EMU_CXXFLAGS:-}"; CXXFLAGS+=("${extra_flags[@]}")   # experiments only
 
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
