@@ -206,6 +206,9 @@ inline int atomicMax(int* p, int v) { return emu_atomic_update<int>(p, [](int a,
 inline unsigned atomicMax(unsigned* p, unsigned v) {
     return emu_atomic_update<unsigned>(p, [](unsigned a, unsigned b) { return a > b ? a : b; }, v);
 }
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+    return emu_atomic_update<unsigned long long>(p, [](unsigned long long a, unsigned long long b) { return a > b ? a : b; }, v);
+}
 inline int atomicMin(int* p, int v) { return emu_atomic_update<int>(p, [](int a, int b) { return a < b ? a : b; }, v); }
 inline unsigned atomicMin(unsigned* p, unsigned v) {
     return emu_atomic_update<unsigned>(p, [](unsigned a, unsigned b) { return a < b ? a : b; }, v);
