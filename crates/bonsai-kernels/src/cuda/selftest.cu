@@ -39,6 +39,8 @@ __device__ __forceinline__ void probe_store(u32* out, int lane, const u32* r, in
 extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
     const float* __restrict__ floats, const u16* __restrict__ halves, const u32* __restrict__ frags,
     u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
     const int lane = threadIdx.x;
     for (int i = lane; i < PROBE_CONVERSIONS; i += WARP_SIZE) {
         out[PROBE_OUT_F16 + i] = f32_to_f16(floats[i]);
