@@ -16,6 +16,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "emu_fiber.h"
 #include "emu_grid.h"
 #include "emu_pool.h"
@@ -189,6 +193,10 @@ bool run_cta(Worker& w, EmuDim3 block_idx) {
         f.state.copies.pending.clear();
         f.state.copies.committed = 0;
         f.status = Status::Runnable;
+#if defined(__SANITIZE_ADDRESS__)
+        // The previous CTA's fibers were abandoned mid-frame: clear their stack redzones.
+        __asan_unpoison_memory_region(w.stack(i), w.stack_size);
+#endif
         fiber_init(&f.context, w.stack(i), w.stack_size, fiber_main, nullptr);
     }
     t_cta = &w.cta;
