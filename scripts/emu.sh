@@ -34,7 +34,9 @@ SOURCE_BIN="${BONSAI_EMU_SOURCE_BIN:-$1}"
 
 mkdir -p "$OUT"
 exec 9>"$OUT/.lock"
-flock 9   # one build at a time; concurrent callers wait and then reuse it
+# One build at a time: concurrent callers wait, then reuse it. (Without flock two first builds
+# may both compile; each installs a complete library with an atomic mv.)
+if command -v flock >/dev/null; then flock 9; fi
 
 work="$(mktemp -d "$OUT/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -79,7 +81,7 @@ if [ ! -f "$OUT/libcuda.so" ] || [ "$(cat "$OUT/libcuda.hash" 2>/dev/null)" != "
     echo "$hash" >"$OUT/libcuda.hash"
     echo "emu.sh: built in $(( $(date +%s) - started )) s" >&2
 fi
-flock -u 9
+exec 9>&-
 
 if [ "$build_only" = 1 ]; then echo "$OUT"; exit 0; fi
 export LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
