@@ -143,11 +143,16 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
     }
 }
 
-/// Error bound coefficient on sum_k |w||x| for a kernel variant, doubled for second order.
-/// GEMV: a product passes <= 32 sequential adds in its word sum, the 1-/2-bit recombination
-/// (partial sums up to 4 sum|x|), the scale product, K/128 chunk adds, a 5-level warp tree and
-/// 4 warp partials: 4 (K/128 + 48) u.
-/// Tensor cores: weights and the three bf16 parts of x are exact products; within a group 24
+/// Error bound coefficient on sum_k |w||x| (the tensor-core GEMV on Q2: on D, see
+/// [`bound_magnitude`]) for a kernel variant, doubled for second order.
+/// GEMV (tensor cores, matmul_gemv_tc.cu): a group's B column takes S = 8 (Q1) / 16 (Q2, two
+/// planes) mma steps of exact products, each off by <= 2u if the unit truncates, + a 4-level
+/// internal tree: (2S + 4) u on sum |A||x|, where |A| = 1 (Q1) or |A_lo| + |A_hi| = 1.5 (Q2) per
+/// weight, so <= 54 u d sum|x|; Q2's 0.5 sum x (2 adds + 5-level warp tree, then one add): 9 u;
+/// the scale fmaf u; K/128 group adds, each on at most 2 d sum|x| (Q2): 2 K/128 u; 3 part columns
+/// and the quad tree: 6 u; up to 24 split partials added in order: 48 u. Total (2 K/128 + 120) u
+/// on D = sum_groups d sum|x| (Q1: D = sum|w||x|).
+/// Tensor cores (GEMM): weights and the three bf16 parts of x are exact products; within a group 24
 /// mma accumulations (+ a 4-level internal tree), each off by <= 2u if the unit truncates: 56u;
 /// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
 /// below u/8: (K/128 + 58) u.
@@ -155,9 +160,24 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
 fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>) -> f64 {
     let groups = k as f64 / GROUP as f64;
     2.0 * U * match kernel {
-        None => 4.0 * (groups + 48.0),
+        None => 2.0 * groups + 120.0,
         Some(GemmKernel::TensorCore) => groups + 58.0,
         Some(GemmKernel::Simt) => k as f64 + 48.0,
+    }
+}
+
+/// What the coefficient multiplies: sum|w||x| (`magnitude`), except for the GEMV on Q2 weights,
+/// whose two +-planes and 0.5 sum x offset make its error scale with D = sum_groups d sum|x|
+/// even where codes are 0 (value 0): D is the magnitude of the matrix with every weight +d.
+fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &[f32]) -> Result<Vec<f32>, OpError> {
+    match w {
+        QMatrix::Q2(q) if m <= GEMV_MAX_TOKENS => {
+            // Code 2 (value +1) in every 2-bit slot.
+            const ALL_PLUS_ONE: u32 = 0xAAAA_AAAA;
+            let dense = QMatrix::Q2(Q2Matrix { codes: vec![ALL_PLUS_ONE; q.codes.len()], ..q.clone() });
+            par_reference(&dense, x_abs, m, &vec![0.0; magnitude.len()], Store::Overwrite)
+        }
+        _ => Ok(magnitude.to_vec()),
     }
 }
 
@@ -168,6 +188,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     let want = par_reference(&w, &x, m, &y0, store)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
@@ -193,6 +214,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
     let gu = par_reference(&w, &x, m, &zeros, Store::Overwrite)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),
