@@ -63,12 +63,27 @@ fn bf16(bits: u32) -> f32 {
 
 #[test]
 fn shifted_lane_words_are_the_a_fragments_the_tensor_core_gemv_builds() {
-    // gemv_tc builds A register (pair q) as ((w << q) & 0x80008000) ^ MAGNITUDE, MAGNITUDE =
-    // 0xBF80BF80 (+-1) for Q1 and Q2's high plane, 0xBF00BF00 (+-0.5) for Q2's low plane; Q2's
-    // weight is then lo + hi + 0.5 (the kernel adds 0.5 sum x per group).
-    const PM_ONE: u32 = 0xBF80_BF80;
-    const PM_HALF: u32 = 0xBF00_BF00;
+    // gemv_tc (matmul_gemv_tc.cu) builds the A register of pair q (k16 step q / 2) from v = w << r:
+    //   q = r <= 7:  (v & 0x80008000) ^ 0xBF80BF80 = s (+-1); Q2's bit-0 plane ^ 0xBF00BF00: 0.5 s
+    //   q = r + 8:   (v & 0x00800080) | 0x3F003F00 = 0.75 + 0.25 s; Q2's bit-0 plane from
+    //                w << (q - 9) (w >> 1 for q = 8): (. & 0x00400040) | 0x3F003F00 = 0.625 + 0.125 s,
+    //                with B = 4 x there and offsets -3 x (Q1) / -5.5 x (Q2)
+    // and Q2's value is lo + hi + 0.5 (the kernel adds 0.5 sum x per group).
     const SIGN_PAIR: u32 = 0x8000_8000;
+    const EXP_PAIR: u32 = 0x0080_0080;
+    const MANT_PAIR: u32 = 0x0040_0040;
+    let a_reg = |w: u32, q: u32, half: bool| -> [f32; 2] {
+        let reg = if q < 8 {
+            ((w << q) & SIGN_PAIR) ^ if half { 0xBF00_BF00 } else { 0xBF80_BF80 }
+        } else if half {
+            (if q == 8 { w >> 1 } else { w << (q - 9) } & MANT_PAIR) | 0x3F00_3F00
+        } else {
+            ((w << (q - 8)) & EXP_PAIR) | 0x3F00_3F00
+        };
+        // The kernel's B scale and offset for the second half, applied per weight.
+        let (scale, offset) = if q < 8 { (1.0, 0.0) } else { (4.0, if half { -2.5 } else { -3.0 }) };
+        [bf16(reg) * scale + offset, bf16(reg >> 16) * scale + offset]
+    };
     let s = seed();
     let mut rng = SplitMix64::new(s);
     for (n, k) in SHAPES {
@@ -82,18 +97,15 @@ fn shifted_lane_words_are_the_a_fragments_the_tensor_core_gemv_builds() {
                 for t in 0..LAYOUT_LANES {
                     for q in 0..16u32 {
                         let k0 = group * GROUP + layout_weight(t, 15 - q);
-                        let a = ((r1[layout_word(1, gpr, group, t, 0)] << q) & SIGN_PAIR) ^ PM_ONE;
+                        let a = a_reg(r1[layout_word(1, gpr, group, t, 0)], q, false);
+                        let lo = a_reg(r2[layout_word(2, gpr, group, t, 0)], q, true);
+                        let hi = a_reg(r2[layout_word(2, gpr, group, t, 1)], q, false);
                         for e in 0..2 {
                             let want = q1.weight(row, k0 + e).signum();
-                            assert_eq!(bf16(a >> (16 * e)), want, "Q1 {n}x{k} row {row} k {} seed {s}", k0 + e);
-                        }
-                        let lo = ((r2[layout_word(2, gpr, group, t, 0)] << q) & SIGN_PAIR) ^ PM_HALF;
-                        let hi = ((r2[layout_word(2, gpr, group, t, 1)] << q) & SIGN_PAIR) ^ PM_ONE;
-                        for e in 0..2 {
+                            assert_eq!(a[e], want, "Q1 {n}x{k} row {row} k {} seed {s}", k0 + e);
                             let d = q2.scales[row * gpr + group].to_f32();
                             let want = q2.weight(row, k0 + e) / d;
-                            let got = bf16(lo >> (16 * e)) + bf16(hi >> (16 * e)) + 0.5;
-                            assert_eq!(got, want, "Q2 {n}x{k} row {row} k {} seed {s}", k0 + e);
+                            assert_eq!(lo[e] + hi[e] + 0.5, want, "Q2 {n}x{k} row {row} k {} seed {s}", k0 + e);
                         }
                     }
                 }

@@ -143,32 +143,36 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
     }
 }
 
-/// Error bound coefficient on sum_k |w||x| (the tensor-core GEMV on Q2: on D, see
-/// [`bound_magnitude`]) for a kernel variant, doubled for second order.
-/// GEMV (tensor cores, matmul_gemv_tc.cu): a group's B column takes S = 8 (Q1) / 16 (Q2, two
-/// planes) mma steps of exact products, each off by <= 2u if the unit truncates, + a 4-level
-/// internal tree: (2S + 4) u on sum |A||x|, where |A| = 1 (Q1) or |A_lo| + |A_hi| = 1.5 (Q2) per
-/// weight, so <= 54 u d sum|x|; Q2's 0.5 sum x (2 adds + 5-level warp tree, then one add): 9 u;
-/// the scale fmaf u; K/128 group adds, each on at most 2 d sum|x| (Q2): 2 K/128 u; 3 part columns
-/// and the quad tree: 6 u; up to 24 split partials added in order: 48 u. Total (2 K/128 + 120) u
-/// on D = sum_groups d sum|x| (Q1: D = sum|w||x|).
+/// Error bound coefficient on sum_k |w||x| (the GEMV: on D, see [`bound_magnitude`]) for a
+/// kernel variant, doubled for second order.
+/// GEMV (tensor cores, matmul_gemv_tc.cu), per group and token, with D's unit d sum|x|: B holds
+/// x (k 0..63) and 4x (k 64..127, where A is 0.75 + 0.25 s), split in three exact bf16 parts
+/// (sum of parts <= 1.004 |x|), so sum |A||B| <= 4.02 (Q1) / 7.03 (Q2: planes <= 0.75 and 1)
+/// d sum|x|; S = 8 (Q1) / 16 (Q2) mma steps, each off by <= 2u if the unit truncates, + a 4-level
+/// internal tree: (2S + 4) u of that: 80.4 / 253; the per-group offset (-3 S2, or 0.5 S - 5.5 S2:
+/// sums of 4 values then a 5-level warp tree, 8u each, times the factors, + 1): 25 / 49; adding
+/// it to C: 7 / 13; the scale fmaf: 1 / 2; K/128 group adds on at most 1 / 2 d sum|x|; 3 part
+/// columns and the quad tree: 3 / 6; up to 16 split partials added in order: 16 / 32.
+/// Q1: (K/128 + 133) u; Q2: (2 K/128 + 355) u.
 /// Tensor cores (GEMM): weights and the three bf16 parts of x are exact products; within a group 24
 /// mma accumulations (+ a 4-level internal tree), each off by <= 2u if the unit truncates: 56u;
 /// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
 /// below u/8: (K/128 + 58) u.
 /// SIMT GEMM: K sequential fmaf on exact +-d products: (K + 48) u.
-fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>) -> f64 {
+fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     2.0 * U * match kernel {
-        None => 2.0 * groups + 120.0,
+        None if ternary => 2.0 * groups + 355.0,
+        None => groups + 133.0,
         Some(GemmKernel::TensorCore) => groups + 58.0,
         Some(GemmKernel::Simt) => k as f64 + 48.0,
     }
 }
 
-/// What the coefficient multiplies: sum|w||x| (`magnitude`), except for the GEMV on Q2 weights,
-/// whose two +-planes and 0.5 sum x offset make its error scale with D = sum_groups d sum|x|
-/// even where codes are 0 (value 0): D is the magnitude of the matrix with every weight +d.
+/// What the coefficient multiplies: sum|w||x| (`magnitude`), except for the GEMV on Q2 weights:
+/// its +-planes and per-group offsets make its error scale with D = sum_groups d sum|x| even
+/// where codes are 0 (value 0); D is the magnitude of the matrix with every weight +d (for Q1,
+/// D = sum|w||x| already).
 fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &[f32]) -> Result<Vec<f32>, OpError> {
     match w {
         QMatrix::Q2(q) if m <= GEMV_MAX_TOKENS => {
@@ -197,7 +201,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
         let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
         launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
         let got = download(&ctx.stream, &yd)?;
-        let c = matmul_coefficient(k, kernel);
+        let c = matmul_coefficient(k, kernel, ternary);
         // Plus the reference's own rounding and, for Store::Add, the final add: 2u |y|.
         let cmp = Comparison::of(&got, &want, |i| {
             c * magnitude[i] as f64 + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64 + f32::MIN_POSITIVE as f64
@@ -230,7 +234,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
         let got = download(&ctx.stream, &od)?;
         // out = silu(g) u: |d out| <= |silu'(g)| |u| Bg + |silu(g)| Bu + 12u |out| (silu and the
         // product, see swiglu), with |silu'| <= 1.1 and Bg, Bu the matmul bounds of g and u.
-        let c = matmul_coefficient(k, kernel);
+        let c = matmul_coefficient(k, kernel, ternary);
         let bound = |idx: usize| {
             let (i, j) = (idx / f, idx % f);
             let (g, u) = (gu[i * 2 * f + j] as f64, gu[i * 2 * f + f + j] as f64);

@@ -2,9 +2,11 @@
 //!
 //! Why this shape: every CTA stages x (split into three bf16 parts, in fragment order) once, at a
 //! cost proportional to K, so a CTA should own many rows; the grid should fill the 132 SMs of the
-//! H200 in one wave; and each SM needs ~48 KB of weights in flight (Little's law at ~4.3 TB/s),
-//! i.e. ~24 warps with 1-2 KB each. So: about one CTA per SM, tiles_per_cta = ceil(tiles / 132)
-//! (capped at the warp limit), and the remaining warps split each tile's K (splits).
+//! H200 in one wave; and each SM needs ~48 KB of weights in flight (Little's law at ~4.3 TB/s):
+//! a warp holds 2 units (Q1: 2 x 1 KB; Q2: 1 x 2 KB) ahead, so ~16 warps. So: about one CTA per
+//! SM, tiles_per_cta = ceil(tiles / 132) (capped at the warp limit), and the remaining warps split
+//! each tile's K (splits). 16 warps of 512 threads leave the kernel 128 registers (24 warps
+//! capped it at 80 and it recomputed addresses in the loop).
 
 use crate::cuda::weights::{LAYOUT_BLOCK_GROUPS, LAYOUT_LANES};
 use crate::weights::GROUP;
@@ -15,7 +17,7 @@ const TARGET_CTAS: usize = 132;
 /// features (8 gate rows + their 8 up rows).
 pub(crate) const TILE_ROWS: usize = 16;
 /// Warps per CTA: TC_MAX_THREADS_M1 / 32 (one token) and TC_MAX_THREADS_M8 / 32 (2..8 tokens).
-pub(crate) const MAX_WARPS_ONE_TOKEN: usize = 24;
+pub(crate) const MAX_WARPS_ONE_TOKEN: usize = 16;
 pub(crate) const MAX_WARPS_TOKENS8: usize = 16;
 /// uint4 of B fragments per (group, n-tile, column lane) (TC_QUADS).
 const QUADS: usize = 4;
@@ -50,11 +52,12 @@ fn token_tiles(m: usize) -> (usize, usize, usize, usize) {
     }
 }
 
-/// Dynamic shared memory of one CTA (layout in matmul_gemv_tc.cu).
+/// Dynamic shared memory of one CTA (layout in matmul_gemv_tc.cu: the staged groups plus one
+/// all-zero group, then the split partials).
 pub fn tc_smem_bytes(m: usize, chunk_groups: usize, warps: usize) -> usize {
     let (n_tiles, cols, tok_count, nt_template) = token_tiles(m);
     let per_group = n_tiles * QUADS * cols * LAYOUT_LANES * UINT4_BYTES + tok_count * F32_BYTES;
-    chunk_groups * per_group + warps * TILE_ROWS * 2 * nt_template * F32_BYTES
+    (chunk_groups + 1) * per_group + warps * TILE_ROWS * 2 * nt_template * F32_BYTES
 }
 
 /// The launch for `n_out` outputs (features for SwiGLU) of K inputs and m tokens, or None when
@@ -133,12 +136,12 @@ mod tests {
 
     #[test]
     fn bonsai_shapes_fill_the_gpu_in_one_wave_with_x_staged_once() {
-        // Bonsai-8B down (N 4096, K 12288) and up-sized (N 12288, K 4096): 128 CTAs of 24 warps,
-        // the whole of x staged in one pass for one token.
+        // Bonsai-8B down (N 4096, K 12288) and up-sized (N 12288, K 4096): 128 CTAs of 16 / 12
+        // warps, the whole of x staged in one pass for one token.
         let down = tc_geometry(12288, 4096, false, 1).expect("geometry");
-        assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 12, 96));
+        assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
         let wide = tc_geometry(4096, 12288, false, 1).expect("geometry");
-        assert_eq!((wide.ctas, wide.tiles_per_cta, wide.splits, wide.chunk_groups), (128, 6, 4, 32));
+        assert_eq!((wide.ctas, wide.tiles_per_cta, wide.splits, wide.chunk_groups), (128, 6, 2, 32));
         assert_eq!(tc_geometry(4096, 12288, false, 9), None);
     }
 }
