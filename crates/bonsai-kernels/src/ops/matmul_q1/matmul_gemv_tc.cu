@@ -106,40 +106,47 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
     }
 }
 
-// Stage groups [c0, c0 + cg) of x: B fragments of every token and part, and the offsets.
+// Stage groups [c0, c0 + cg) of x: B fragments of every token and part, and the offsets. A warp
+// per (group, token); lane l takes weights j = 2l, 2l + 1 (k16 step l / 8, half (l / 4) % 2,
+// fragment lane l % 4: weight_layout.cu) and j + 64 (step l / 8 + 4, B = 4 x), so the index math
+// is per lane, not per element, and the same values give the offset sums.
 template <int BITS, int COLS>
 __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int k, int c0, int cg,
                                          int n_tiles, int tok_count, uint4* bs, float* xoff) {
-    constexpr int PAIRS = GROUP_SIZE / 2;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    const int s = lane / 8, h = (lane / 4) % 2, t = lane % 4;
+    // u32 index of (step s, half h, lane t) within a (group, n-tile) block, column 0; the second
+    // half's steps s + 4 live TC_QUADS / 2 quads further.
+    const int lane_word = ((s / 2) * COLS * LAYOUT_LANES + t) * 4 + 2 * (s % 2) + h;
+    const int second_half_words = (TC_QUADS / 2) * COLS * LAYOUT_LANES * 4;
     u32* bw = reinterpret_cast<u32*>(bs);
-    for (int i = threadIdx.x; i < cg * tok_count * PAIRS; i += blockDim.x) {
-        const int pi = i % PAIRS, tok = (i / PAIRS) % tok_count, gl = i / PAIRS / tok_count;
-        const int j = 2 * pi;
-        float2 v = make_float2(0.0f, 0.0f);
-        if (tok < m) v = *reinterpret_cast<const float2*>(x + (long long)tok * k + (long long)(c0 + gl) * GROUP_SIZE + j);
-        // Weight j of a group is k16 step j / 16, half (j / 8) % 2, lane (j / 2) % 4 (weight_layout.cu).
-        const int s = j / 16, h = (j / 8) % 2, t = (j / 2) % 4;
-        const float scale = s >= TC_HALF_STEPS ? TC_SECOND_HALF_SCALE : 1.0f;  // exact
-        u32 p0[TC_PARTS], p1[TC_PARTS];
-        tc_split3(scale * v.x, p0);
-        tc_split3(scale * v.y, p1);
-        const int base = ((gl * n_tiles + tok / 2) * TC_QUADS + s / 2) * COLS;
-#pragma unroll
-        for (int p = 0; p < TC_PARTS; ++p)
-            bw[((base + tc_col(tok % 2, p)) * LAYOUT_LANES + t) * 4 + 2 * (s % 2) + h] =
-                (p0[p] >> 16) | (p1[p] & 0xFFFF0000u);
-    }
-    // Offsets: a warp per (group, token); lanes 0-15 hold k 0..63, lanes 16-31 k 64..127.
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    for (int item = warp; item < cg * tok_count; item += blockDim.x / WARP_SIZE) {
-        const int gl = item / tok_count, tok = item % tok_count;
-        float s = 0.0f;
+    const int group_words = n_tiles * TC_QUADS * COLS * LAYOUT_LANES * 4;
+    // Items are (group, token) pairs, token fastest; running pointers per warp (one token: the
+    // item is the group, and both pointers advance by a constant).
+    const float* src = x + (long long)c0 * GROUP_SIZE + 2 * lane;
+    u32* dst = bw + lane_word;
+    for (int item = warp; item < cg * tok_count; item += warps) {
+        const int gl = COLS == 3 ? item : item / tok_count, tok = COLS == 3 ? 0 : item % tok_count;
+        const float* row_src = COLS == 3 ? src + gl * GROUP_SIZE : src + (long long)tok * k + gl * GROUP_SIZE;
+        float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
         if (tok < m) {
-            const float4 v = *reinterpret_cast<const float4*>(x + (long long)tok * k + (long long)(c0 + gl) * GROUP_SIZE + 4 * lane);
-            s = (v.x + v.y) + (v.z + v.w);
+            lo = *reinterpret_cast<const float2*>(row_src);
+            hi = *reinterpret_cast<const float2*>(row_src + GROUP_SIZE / 2);
         }
-        const float second = warp_sum(lane >= WARP_SIZE / 2 ? s : 0.0f);
-        const float all = BITS == 2 ? warp_sum(s) : 0.0f;
+        u32 a0[TC_PARTS], a1[TC_PARTS], b0[TC_PARTS], b1[TC_PARTS];
+        tc_split3(lo.x, a0);
+        tc_split3(lo.y, a1);
+        tc_split3(TC_SECOND_HALF_SCALE * hi.x, b0);  // exact
+        tc_split3(TC_SECOND_HALF_SCALE * hi.y, b1);
+        u32* item_dst = dst + gl * group_words + (tok / 2) * (TC_QUADS * COLS * LAYOUT_LANES * 4);
+#pragma unroll
+        for (int p = 0; p < TC_PARTS; ++p) {
+            const int col_words = tc_col(tok % 2, p) * LAYOUT_LANES * 4;
+            item_dst[col_words] = (a0[p] >> 16) | (a1[p] & 0xFFFF0000u);
+            item_dst[col_words + second_half_words] = (b0[p] >> 16) | (b1[p] & 0xFFFF0000u);
+        }
+        const float second = warp_sum(hi.x + hi.y);
+        const float all = BITS == 2 ? warp_sum(lo.x + lo.y) + second : 0.0f;
         if (lane == 0) xoff[item] = BITS == 2 ? 0.5f * all - 5.5f * second : -3.0f * second;
     }
 }
