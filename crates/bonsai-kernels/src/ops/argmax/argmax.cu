@@ -31,6 +31,8 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, u32 i) {
 
 extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n,
                                               u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float best_v[WARP_SIZE];
     __shared__ u32 best_i[WARP_SIZE];
     float bv = 0.0f;

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -35,7 +36,7 @@ pub fn argmax(
     let func = lib.function("argmax_multi_block")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (o_p, _b) = write_ptr(out, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&x_p).arg(&n_u).arg(&o_p);
     // SAFETY: matches argmax_multi_block(x, n, out); x holds n values, out one. The kernel's
     // device globals are reset by its last CTA, so launches on one stream never overlap them.

@@ -9,9 +9,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView,
     QuantBits, Store,
@@ -165,7 +166,7 @@ fn launch_any(
             shared_mem_bytes: g.smem_bytes as u32,
         };
         let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
-        let mut b = stream.launch_builder(func);
+        let mut b = Launch::new(stream, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
         b.arg(&tiles_per_cta).arg(&splits).arg(&chunk);
         // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
@@ -187,7 +188,7 @@ fn launch_any(
         }
         LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
     };
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.

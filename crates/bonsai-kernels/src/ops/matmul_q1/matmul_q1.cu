@@ -7,6 +7,8 @@
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
                          int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {    \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
                                   chunk_groups);                                                 \
     }                                                                                            \
@@ -14,17 +16,23 @@
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k, int tiles_per_cta, int splits,      \
                                  int chunk_groups) {                                             \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemv_tc<BITS, MODE, GEMV_MAX_TOKENS / 2, 6>(scales, payload, x, m, y, n_out, k,          \
                                                     tiles_per_cta, splits, chunk_groups);        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
         PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
                                   float* y, int n_out, int k) {                                  \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemm_mma_bf16x3<BITS, MODE>(scales, payload, x, m, y, n_out, k);                         \
     }
 
