@@ -25,6 +25,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for m in [1, 7, 33, 512] {
             matmul(ctx, SMALL.name, SMALL.hidden, SMALL.ffn, m, ternary, Store::Add)?;
         }
+        // K % 512 == 0: the device layout's 4-group blocks (every Bonsai shape; the odd shapes
+        // above have single-group blocks); K = 2048 also stages x in two chunks at m = 7 and
+        // splits each GEMV tile's K over 4 warps.
+        for m in [1, 2, 7] {
+            matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
+            gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
+        }
     }
     if set == ShapeSet::Small {
         return Ok(());
