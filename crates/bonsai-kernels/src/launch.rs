@@ -65,8 +65,8 @@ impl QuantBits {
     }
 }
 
-/// A quantized matrix `W[N, K]` in device memory: the same bytes as the host `Q1Matrix` /
-/// `Q2Matrix` (scales f16 as u16, payload u32 words).
+/// A quantized matrix `W[N, K]` in device memory: the host `Q1Matrix` / `Q2Matrix` scales (f16
+/// as u16) and their payload permuted into the device layout (`crate::cuda::weights`).
 pub struct QWeightsView<'a> {
     pub bits: QuantBits,
     pub n: usize,

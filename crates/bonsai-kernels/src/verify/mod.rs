@@ -13,7 +13,7 @@ mod attention;
 mod bench;
 mod gpu;
 mod matmul;
-mod rng;
+pub(crate) mod rng;
 mod shapes;
 mod small;
 #[cfg(test)]
