@@ -3,11 +3,12 @@
 // activations, a conv's filters) and B comes from a loader policy (a weight matrix W[N, K], or
 // an image gathered im2col-style on the fly). Templates only; entry points live in the op files.
 //
-// Split: every f32 operand x becomes big = tf32(x) and small = tf32(x - big) (both truncated;
-// the subtraction is exact); each product a·w is computed as a_small·w_big + a_big·w_small +
-// a_big·w_big by three mma.sync m16n8k8 tf32 into one f32 accumulator (small terms first). The
-// dropped terms a_small·w_small and the rounding of the two small parts leave < 3·2^-20·|a·w|
-// per product (derivation and the full error bound: ops/gemm_f32/mod.rs).
+// Split: every f32 operand x becomes big = tf32(x) and small = tf32(x - big) (both rounded to
+// nearest; the subtraction is exact); each product a·w is computed as a_small·w_big +
+// a_big·w_small + a_big·w_big by three mma.sync m16n8k8 tf32 into a per-k8-step partial (small
+// terms first), which an f32 add (round to nearest) folds into the accumulator. The dropped
+// a_small·w_small and the rounding of the small parts leave <= 3·2^-22·|a·w| per product
+// (derivation and the full error bound: ops/gemm_f32/mod.rs).
 //
 // Geometry: CTA tile 128 (M) x 128 (N) x 32 (K), 8 warps as 2 (M) x 4 (N), warp tile 64 x 32
 // = 4 m16 tiles x 4 n8 tiles; a 3-stage cp.async ring (one barrier per K step); fragments of
@@ -107,16 +108,19 @@ __device__ __forceinline__ void tf32x3_fragment_b_pair(u32 (*b)[2], const float*
     b[1][1] = q[3];
 }
 
-// x = big + small + residual, both parts tf32 bit patterns: big = x truncated to tf32, small =
-// the exact remainder x - big (|small| < 2^-10 |x|) truncated too, so |residual| < 2^-20 |x|.
-// Truncation by mask, not cvt.rna.tf32.f32: that conversion expands to ~5 SASS instructions
-// (FSETP, VIADD, LOP3, SEL, ...), the mask to one LOP3, and the split runs for every fragment
-// value. NaN stays NaN and inf becomes NaN (inf - inf), so a non-finite input never yields a
-// finite output.
+// x = big + small + residual, both parts tf32 bit patterns rounded to nearest (ties away from
+// zero): |x - big| <= 2^-11 |x|, x - big is exact in f32, |residual| <= 2^-22 |x|. Rounding by
+// integer add + mask rather than cvt.rna.tf32.f32, which expands to ~5 SASS instructions
+// (FSETP, VIADD, LOP3, SEL, ...) against 2, and the split runs for every fragment value. Adding
+// half a tf32 ulp to the magnitude bits rounds either sign; a carry moves to the next binade.
+// Non-finite x (and |x| within half a tf32 ulp of FLT_MAX) give small = NaN or inf, so the
+// output is never a silently finite value.
 #define TF32X3_TF32_MASK 0xffffe000u
+#define TF32X3_TF32_HALF_ULP 0x00001000u
+__device__ __forceinline__ u32 tf32x3_round(u32 bits) { return (bits + TF32X3_TF32_HALF_ULP) & TF32X3_TF32_MASK; }
 __device__ __forceinline__ void tf32x3_split(u32 x, u32& big, u32& small) {
-    big = x & TF32X3_TF32_MASK;
-    small = __float_as_uint(__uint_as_float(x) - __uint_as_float(big)) & TF32X3_TF32_MASK;
+    big = tf32x3_round(x);
+    small = tf32x3_round(__float_as_uint(__uint_as_float(x) - __uint_as_float(big)));
 }
 
 // Which tile this CTA computes: CTAs run in groups of TF32X3_GROUP_M row tiles, column-major
@@ -209,13 +213,18 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
                 tf32x3_fragment_a(a_raw, a_tile, wm0 + 16 * i, ks, lane);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) tf32x3_split(a_raw[e], a_big[e], a_small[e]);
-                // Small cross terms first so they are not absorbed by the big product's rounding.
+                // One k8 step's three products go into a fresh partial (small terms first), which
+                // is then added to the accumulator in f32 with round-to-nearest: the tensor core
+                // truncates when it accumulates, and a long truncating chain drifts.
 #pragma unroll
-                for (int j = 0; j < TF32X3_NI; ++j) mma_tf32_16x8x8(acc[i][j], a_small, b_big[j][0], b_big[j][1]);
+                for (int j = 0; j < TF32X3_NI; ++j) {
+                    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_tf32_16x8x8(part, a_small, b_big[j][0], b_big[j][1]);
+                    mma_tf32_16x8x8(part, a_big, b_small[j][0], b_small[j][1]);
+                    mma_tf32_16x8x8(part, a_big, b_big[j][0], b_big[j][1]);
 #pragma unroll
-                for (int j = 0; j < TF32X3_NI; ++j) mma_tf32_16x8x8(acc[i][j], a_big, b_small[j][0], b_small[j][1]);
-#pragma unroll
-                for (int j = 0; j < TF32X3_NI; ++j) mma_tf32_16x8x8(acc[i][j], a_big, b_big[j][0], b_big[j][1]);
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] += part[e];
+                }
             }
         }
     }
