@@ -15,8 +15,12 @@ pub use crate::ops::{HeadShape, Store};
 pub mod argmax;
 #[path = "ops/attention/cuda.rs"]
 pub mod attention;
+#[path = "ops/conv3x3/cuda.rs"]
+pub mod conv3x3;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
+#[path = "ops/gemm_f32/cuda.rs"]
+pub mod gemm_f32;
 #[path = "ops/kv_write/cuda.rs"]
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
@@ -164,6 +168,13 @@ mod tests {
         assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
         assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+        let tile = "ops/gemm_f32/tile_3xtf32.cu";
+        assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
+        assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);
+        assert_eq!(cu_define(tile, "TF32X3_TILE_K"), super::gemm_f32::TILE_K);
+        assert_eq!(cu_define(tile, "TF32X3_STAGES"), super::gemm_f32::STAGES);
+        assert_eq!(cu_define(tile, "TF32X3_THREADS"), super::gemm_f32::THREADS as usize);
+        assert_eq!(cu_define("ops/conv3x3/conv3x3.cu", "CONV3X3_B_ROW_PAD"), super::conv3x3::B_ROW_PAD);
         let sample = "ops/sample_top_k/sample_top_k.cu";
         assert_eq!(cu_define(sample, "SAMPLE_MAX_TOP_K"), crate::ops::sample_top_k::MAX_DEVICE_TOP_K);
         assert_eq!(cu_define(sample, "SAMPLE_BLOCKS"), super::sample_top_k::BLOCKS);

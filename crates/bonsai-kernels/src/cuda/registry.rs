@@ -235,6 +235,28 @@ pub const SOURCES: &[KernelSource] = &[
             "position_advance",
         ],
     },
+    // Templates only: the 3xTF32 tensor-core tile machinery of gemm_f32 and conv3x3.
+    KernelSource {
+        path: "ops/gemm_f32/tile_3xtf32.cu",
+        text: include_str!("../ops/gemm_f32/tile_3xtf32.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
+        path: "ops/gemm_f32/gemm_f32.cu",
+        text: include_str!("../ops/gemm_f32/gemm_f32.cu"),
+        entry_points: &[
+            "gemm_f32_3xtf32_vec16",
+            "gemm_f32_3xtf32_any_k",
+        ],
+    },
+    KernelSource {
+        path: "ops/conv3x3/conv3x3.cu",
+        text: include_str!("../ops/conv3x3/conv3x3.cu"),
+        entry_points: &[
+            "conv3x3_3xtf32_vec16",
+            "conv3x3_3xtf32_any_c",
+        ],
+    },
     KernelSource {
         path: "verify/bench.cu",
         text: include_str!("../verify/bench.cu"),
