@@ -12,6 +12,7 @@
 mod attention;
 mod bench;
 mod gpu;
+mod image_attention;
 mod matmul;
 mod rng;
 mod shapes;
@@ -191,7 +192,11 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
-    let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
+    image_attention::run_all(&mut ctx, opts.shapes)?;
+    let (copy_bw, mut bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
+    if opts.bench {
+        bench_rows.extend(image_attention::bench_all(&mut ctx, copy_bw)?);
+    }
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
     println!("verify: {} checks, {} failed (seed {seed})", report.checks.len(), report.failures());
     Ok(report)
