@@ -63,12 +63,19 @@ __device__ __forceinline__ void ja_stage_rows(u16* dst, const u16* __restrict__ 
         const int r = threadIdx.x / PIECES, c = (threadIdx.x % PIECES) * 8;
         const u16* from = src + (long long)(row0 + r) * WIDTH + col0 + c;
         u16* to = dst + r * (COLS + JA_ROW_PAD) + c;
+        if (row0 + ROWS <= seq) {  // every tile but the last: no predicates
 #pragma unroll
-        for (int round = 0; round < ROUNDS; ++round) {
-            const bool valid = row0 + r + round * ROWS_PER_ROUND < seq;
-            // An invalid piece reads nothing, but its address must still be mappable: the base.
-            cp_async16_zfill(to + round * ROWS_PER_ROUND * (COLS + JA_ROW_PAD),
-                             valid ? from + round * ROWS_PER_ROUND * WIDTH : src, valid);
+            for (int round = 0; round < ROUNDS; ++round)
+                cp_async16(to + round * ROWS_PER_ROUND * (COLS + JA_ROW_PAD),
+                           from + round * ROWS_PER_ROUND * WIDTH);
+        } else {
+#pragma unroll
+            for (int round = 0; round < ROUNDS; ++round) {
+                const bool valid = row0 + r + round * ROWS_PER_ROUND < seq;
+                // An invalid piece reads nothing, but its address must still be mappable.
+                cp_async16_zfill(to + round * ROWS_PER_ROUND * (COLS + JA_ROW_PAD),
+                                 valid ? from + round * ROWS_PER_ROUND * WIDTH : src, valid);
+            }
         }
     } else {
 #pragma unroll
@@ -229,12 +236,16 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
             p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
             p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
         }
+        // Once the running maxima settle most tiles leave them unchanged: skip the O rescale
+        // (exact: the factor is then 1) unless some row of the warp moved.
+        if (__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
-        for (int j = 0; j < O_BLOCKS; ++j) {
-            o[j][0] *= correction[0];
-            o[j][1] *= correction[0];
-            o[j][2] *= correction[1];
-            o[j][3] *= correction[1];
+            for (int j = 0; j < O_BLOCKS; ++j) {
+                o[j][0] *= correction[0];
+                o[j][1] *= correction[0];
+                o[j][2] *= correction[1];
+                o[j][3] *= correction[1];
+            }
         }
 
         const u16* v_tile = v_s + buf * BLOCK_K * V_STRIDE;
