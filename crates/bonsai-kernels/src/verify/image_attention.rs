@@ -14,10 +14,12 @@ use crate::ops::joint_attention::{bf16_check, AttnDims};
 /// How the inputs are drawn.
 #[derive(Clone, Copy, Debug)]
 enum Inputs {
-    /// q, k uniform in ±1.5 (RMS-normed-like), v in ±2 with outliers.
+    /// q, k uniform in ±1.5 (RMS-normed-like), v in ±2 with outliers. Scores near 0: a
+    /// zero-filled tail key wrongly left in the softmax (score 0) takes a visible share
+    /// (an off-by-one in the mask made 6 of the 10 small cases fail under the emulator).
     Uniform,
-    /// Every key points away from every query except the last one: a tail-mask bug (a dropped
-    /// key, or a zero-filled one with score 0 > all real scores) moves every output.
+    /// Every key points away from every query except the last one: dropping that key (a mask
+    /// cutting one key too many) moves every output.
     NegativeScores,
     /// Scores rising along the keys, up to ~±40: the running max grows on every tile.
     RisingMax,
