@@ -31,6 +31,8 @@ pub mod qk_norm_rope;
 pub mod rms_norm;
 #[path = "ops/residual_add/cuda.rs"]
 pub mod residual_add;
+#[path = "ops/sample_top_k/cuda.rs"]
+pub mod sample_top_k;
 #[path = "ops/softmax/cuda.rs"]
 pub mod softmax;
 #[path = "ops/swiglu/cuda.rs"]
@@ -173,5 +175,9 @@ mod tests {
         assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
         assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
+        let sample = "ops/sample_top_k/sample_top_k.cu";
+        assert_eq!(cu_define(sample, "SAMPLE_MAX_TOP_K"), crate::ops::sample_top_k::MAX_DEVICE_TOP_K);
+        assert_eq!(cu_define(sample, "SAMPLE_BLOCKS"), super::sample_top_k::BLOCKS);
+        assert_eq!(cu_define(sample, "SAMPLE_SLICE_MAX"), super::sample_top_k::SLICE_MAX);
     }
 }
