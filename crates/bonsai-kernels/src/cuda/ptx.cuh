@@ -40,6 +40,16 @@ __device__ __forceinline__ u32 f32_to_tf32(float f) {
     return r;
 }
 
+// 2^x on the special-function unit, subnormal inputs and results flushed to zero. exp2f compiles
+// to this same MUFU.EX2 plus a range compare and two predicated multiplies that keep subnormal
+// results; where those do not matter (softmax weights below 2^-126) this saves 3 of 4
+// instructions. Same accuracy as exp2f on normal results (<= 2 ulp).
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 // Shared-memory address of a generic pointer into shared memory (for cp.async / ldmatrix).
 // The compiler builtin, not inline PTX: the compiler then sees the address-space conversion and
 // folds constant offsets into the ldmatrix / cp.async address (with an opaque cvta every

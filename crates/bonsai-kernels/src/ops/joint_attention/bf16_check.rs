@@ -22,7 +22,8 @@ const MMA_K: usize = 16;
 /// at most one ulp (2u) of the largest term per addend, plus the final normalisation,
 /// i.e. 18 · 2u · Σ|addends| (Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021).
 const MMA_STEP_ERR: f64 = 18.0 * 2.0 * U;
-/// exp2f: at most 2 ulp (CUDA C Programming Guide, mathematical functions).
+/// exp2 on the SFU (`exp2_ftz`, the MUFU.EX2 that exp2f also compiles to): at most 2 ulp on
+/// normal results (CUDA C Programming Guide, exp2f).
 const EXP2_ERR: f64 = 4.0 * U;
 /// The smallest normal f32: smaller weights may be flushed to zero on the way through bf16 and
 /// the tensor cores.

@@ -245,3 +245,37 @@ pub fn joint_attention_bf16(
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Largest opt-in dynamic shared memory per block: A100 (sm_80) and H100/H200 (sm_90).
+    const SM80_SHARED_OPTIN: usize = 166_912;
+    const SM90_SHARED_OPTIN: usize = 232_448;
+
+    #[test]
+    fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
+        for hd in HEAD_DIMS {
+            let v = FlashVariant::for_head_dim(hd).expect("supported");
+            assert_eq!(v.head_dim % v.out_chunk, 0, "hd {hd}: chunks must tile the head");
+            assert_eq!(v.out_chunk % 16, 0, "hd {hd}: mma column blocks");
+            assert_eq!(v.block_k % 16, 0, "hd {hd}: mma k-steps over keys");
+            assert!(v.shared_bytes() <= SM80_SHARED_OPTIN.min(SM90_SHARED_OPTIN), "hd {hd}");
+        }
+        // The doc's figures (mod.rs): 104,448 bytes at hd 128, 150,528 at hd 512.
+        assert_eq!(FlashVariant::for_head_dim(128).map(|v| v.shared_bytes()).ok(), Some(104_448));
+        assert_eq!(FlashVariant::for_head_dim(512).map(|v| v.shared_bytes()).ok(), Some(150_528));
+    }
+
+    #[test]
+    fn unsupported_head_dims_and_empty_shapes_are_errors() {
+        for hd in [0, 8, 96, 256, 1024] {
+            assert!(FlashVariant::for_head_dim(hd).is_err(), "hd {hd}");
+        }
+        assert!(tensor_len(AttnDims { heads: 0, seq: 4, head_dim: 64 }).is_err());
+        assert!(tensor_len(AttnDims { heads: 1, seq: 0, head_dim: 64 }).is_err());
+        assert!(tensor_len(AttnDims { heads: 1, seq: 1 << 31, head_dim: 64 }).is_err());
+        assert_eq!(scratch_len(AttnDims { heads: 2, seq: 3, head_dim: 64 }), 3 * 2 * 3 * 64);
+    }
+}

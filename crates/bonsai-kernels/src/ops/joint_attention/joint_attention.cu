@@ -11,7 +11,8 @@
 //   Keys stream in BLOCK_K-key tiles through a cp.async double buffer (tile t + 1 loads while
 //   tile t computes; one barrier per tile). Per tile and warp:
 //     S[16 x BLOCK_K] = Q K^T      mma.m16n8k16 bf16, f32 accumulators
-//     online softmax in f32        p = exp2(s * c - m * c), c = log2(e) / sqrt(hd)
+//     online softmax in f32        p = exp2(s * c - m * c), c = log2(e) / sqrt(hd), on the
+//                                  SFU with subnormal weights (< 2^-126) flushed to zero
 //     O[16 x DV] += P V            P rounded to bf16 in registers (the S accumulator layout is
 //                                  the A-fragment layout), f32 accumulators
 //   The row sum adds the f32 p (not the bf16 ones); each thread keeps a partial sum of its
@@ -218,7 +219,7 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
             tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
             tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
             const float new_max = fmaxf(row_max[r], tile_max[r]);
-            correction[r] = exp2f((row_max[r] - new_max) * scale_log2);
+            correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
             row_max[r] = new_max;
             max_scaled[r] = new_max * scale_log2;
             row_sum[r] *= correction[r];
@@ -228,7 +229,7 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
         for (int j = 0; j < S_BLOCKS; ++j) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                s[j][e] = exp2f(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
+                s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
                 row_sum[e / 2] += s[j][e];
             }
             // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of the

@@ -65,9 +65,32 @@
 //!
 //! Speed of light (H200, seq 4608, H 24, hd 128): 4·H·seq²·hd = 261 GFLOP; at the measured
 //! 790 TFLOP/s bf16 peak 0.33 ms, PyTorch SDPA bf16 0.425 ms, this kernel's target <= 0.85 ms
-//! (50% of SDPA). The conversion pass moves 3·56.6 MB in + 3·28.3 MB out = 255 MB: ~60 µs at
-//! ~4.3 TB/s, +7% on the target (not measured yet). Every CTA streams its head's bf16 K and V once
-//! (2.4 MB), 864 CTAs: 2 GB of L2 reads, ~2.4 TB/s at the target time.
+//! (50% of SDPA, 307 TFLOP/s). The conversion pass moves 3·56.6 MB in + 3·28.3 MB out = 255 MB:
+//! ~60 µs at ~4.3 TB/s, +7% on the target (estimate; `verify --bench` times it alone as
+//! `joint_attention_to_bf16`). Converting per CTA while staging instead would re-convert every
+//! K/V element once per query tile (36x at seq 4608) and double the L2 bytes each CTA streams.
+//! Every CTA streams its head's bf16 K and V once (2.4 MB): 864 CTAs, 2 GB of L2 reads,
+//! ~2.4 TB/s at the target time. 864 CTAs at one per SM is 6.5 waves on 132 SMs (7 issued: 93%).
+//! None of this is measured yet: no GPU time was available when the kernel was written.
+//!
+//! Static evidence (nvcc 13.0 `-O3 -arch=sm_90 -Xptxas -v`, cuobjdump -sass):
+//!
+//! | entry | registers | spills | dynamic shared | CTAs/SM (limit) |
+//! |---|---|---|---|---|
+//! | joint_attention_hd64 | 134 | 0 | 55,296 B | 1 (regs: 256 threads x 134) |
+//! | joint_attention_hd128 | 186 | 0 | 104,448 B | 1 (regs: 256 x 186 = 47.6K of 64K) |
+//! | joint_attention_hd384 | 202 | 0 | 117,760 B | 1 (shared) |
+//! | joint_attention_hd512 | 153 | 0 | 150,528 B | 1 (shared) |
+//! | joint_attention_to_bf16 | 14 | 0 | 0 | full |
+//!
+//! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
+//! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
+//! tail tile): 447 SASS instructions of which 128 HMMA.16816 (28.6%), 64 LDSM, 34 MUFU.EX2,
+//! 16 F2FP (two bf16 per convert), 8 LDGSTS; 511 (25.0% HMMA) on tiles where some row's max moved
+//! and O is rescaled. Three source choices brought it there from 1,008 (12.7%): `smem_addr` as
+//! the compiler builtin (ldmatrix offsets fold into the instruction: -250), unpredicated cp.async
+//! on full tiles (-40), `exp2_ftz` instead of exp2f (its subnormal fix-up was 3 extra
+//! instructions per exponential: -96), plus the vote-skipped rescale (-64 on most tiles).
 
 mod bf16_check;
 mod cpu;
