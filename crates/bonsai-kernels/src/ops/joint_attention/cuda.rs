@@ -146,6 +146,27 @@ pub fn joint_attention(
     joint_attention_bf16(lib, stream, dims, &q16, &k16, &v16, out)
 }
 
+/// [`joint_attention`] with a scratch buffer allocated (stream-ordered) for this call and freed
+/// after it: for callers with no buffer of their own, such as the PyTorch comparison harness
+/// (`verify/image_torch`), whose launch functions take only inputs and output.
+#[allow(clippy::too_many_arguments)]
+pub fn joint_attention_alloc(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    dims: AttnDims,
+    q: &impl DevicePtr<f32>,
+    k: &impl DevicePtr<f32>,
+    v: &impl DevicePtr<f32>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    FlashVariant::for_head_dim(dims.head_dim)?;
+    let n = tensor_len(dims)?;
+    // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes all of it before
+    // the flash kernel (the only reader) runs on the same stream.
+    let mut scratch = unsafe { stream.alloc::<u16>(3 * n) }?;
+    joint_attention(lib, stream, dims, q, k, v, &mut scratch, out)
+}
+
 /// The conversion pass alone: bf16 copies of q, k, v (`n` elements each) into `scratch[0..3n]`.
 pub fn convert_to_bf16(
     lib: &KernelLibrary,
