@@ -67,6 +67,13 @@ pub fn bf16_check(
     let mut want = vec![0.0f32; n];
     let mut bound = vec![0.0f64; n];
     let row_len = heads * hd;
+    // max_j |ṽ[h, j, d]| per head: the flush-to-zero term.
+    let v_max: Vec<f64> = (0..heads * hd)
+        .map(|hd_index| {
+            let (h, d) = (hd_index / hd, hd_index % hd);
+            (0..seq).fold(0.0f64, |m, j| m.max((vb[(h * seq + j) * hd + d] as f64).abs()))
+        })
+        .collect();
     want.par_chunks_mut(row_len).zip(bound.par_chunks_mut(row_len)).enumerate().for_each(
         |(i, (want_row, bound_row))| {
             for h in 0..heads {
@@ -76,14 +83,7 @@ pub fn bf16_check(
                 let mut s_round = Vec::with_capacity(seq);
                 let mut dot_err: f64 = 0.0;
                 for j in 0..seq {
-                    let (ke, kr) = (&k[row(j)], &kb[row(j)]);
-                    let (mut se, mut sr, mut abs) = (0.0f64, 0.0f64, 0.0f64);
-                    for d in 0..hd {
-                        se += qe[d] as f64 * ke[d] as f64;
-                        let p = qr[d] as f64 * kr[d] as f64;
-                        sr += p;
-                        abs += p.abs();
-                    }
+                    let (se, sr, abs) = dots(qe, qr, &k[row(j)], &kb[row(j)]);
                     s_exact.push(se * scale);
                     s_round.push(sr * scale);
                     dot_err = dot_err.max(MMA_STEP_ERR * dot_steps * abs * scale);
@@ -103,14 +103,13 @@ pub fn bf16_check(
                 let mut out_exact = vec![0.0f64; hd];
                 let mut out_round = vec![0.0f64; hd];
                 let mut abs_weighted = vec![0.0f64; hd];
-                let mut v_max = vec![0.0f64; hd];
                 for j in 0..seq {
-                    let (ve, vr) = (&v[row(j)], &vb[row(j)]);
-                    for d in 0..hd {
-                        out_exact[d] += p_exact[j] * ve[d] as f64;
-                        out_round[d] += p_round[j] * vr[d] as f64;
-                        abs_weighted[d] += p_round[j] * (vr[d] as f64).abs();
-                        v_max[d] = v_max[d].max((vr[d] as f64).abs());
+                    let (pe, pr) = (p_exact[j], p_round[j]);
+                    let sums = out_exact.iter_mut().zip(&mut out_round).zip(&mut abs_weighted);
+                    for (((oe, or), aw), (&ve, &vr)) in sums.zip(v[row(j)].iter().zip(&vb[row(j)])) {
+                        *oe += pe * ve as f64;
+                        *or += pr * vr as f64;
+                        *aw += pr * (vr as f64).abs();
                     }
                 }
                 let arithmetic = BF16_UNIT_ROUNDOFF
@@ -121,7 +120,7 @@ pub fn bf16_check(
                     let kernel = (growth - 1.0) * a_d
                         + growth * arithmetic * a_d
                         + 2.0 * U * out_round[d].abs().max(out_exact[d].abs())
-                        + seq as f64 * 2.0 * F32_MIN_NORMAL * v_max[d];
+                        + seq as f64 * 2.0 * F32_MIN_NORMAL * v_max[h * hd + d];
                     let input_rounding = (out_round[d] - out_exact[d]).abs();
                     let reference = F64_REFERENCE_ERR * (a_d + out_exact[d].abs());
                     want_row[h * hd + d] = out_exact[d] as f32;
@@ -131,4 +130,29 @@ pub fn bf16_check(
         },
     );
     Ok(Bf16Check { want, bound })
+}
+
+/// Σ q·k on the f32 inputs, Σ q̃·k̃ and Σ|q̃·k̃| on the bf16-rounded ones (f64, 4 partial sums
+/// each so the loop pipelines; any order is far inside [`F64_REFERENCE_ERR`]).
+fn dots(qe: &[f32], qr: &[f32], ke: &[f32], kr: &[f32]) -> (f64, f64, f64) {
+    const LANES: usize = 4;
+    let mut acc = [[0.0f64; LANES]; 3];
+    let chunks = qe.chunks_exact(LANES).zip(qr.chunks_exact(LANES));
+    for ((a, b), (c, e)) in chunks.zip(ke.chunks_exact(LANES).zip(kr.chunks_exact(LANES))) {
+        for l in 0..LANES {
+            acc[0][l] += a[l] as f64 * c[l] as f64;
+            let p = b[l] as f64 * e[l] as f64;
+            acc[1][l] += p;
+            acc[2][l] += p.abs();
+        }
+    }
+    let tail = qe.len() - qe.len() % LANES;
+    for d in tail..qe.len() {
+        acc[0][0] += qe[d] as f64 * ke[d] as f64;
+        let p = qr[d] as f64 * kr[d] as f64;
+        acc[1][0] += p;
+        acc[2][0] += p.abs();
+    }
+    let total = |a: [f64; LANES]| a.iter().sum::<f64>();
+    (total(acc[0]), total(acc[1]), total(acc[2]))
 }
