@@ -121,7 +121,7 @@ const BENCH: [AttnDims; 5] = [
 
 /// `--bench`: the full op (conversion + flash), the flash kernel alone on bf16 inputs, and the
 /// conversion pass alone (its cost is the difference the doc's speed-of-light reasoning needs).
-pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: Option<f64>) -> Result<Vec<BenchRow>, VerifyError> {
+pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
     let mut rows = Vec::new();
     for d in BENCH {
         let n = d.heads * d.seq * d.head_dim;
@@ -170,7 +170,6 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: Option<f64>) -> Result<Vec<Bench
         })?;
         // Bytes: 3 f32 tensors read, 3 bf16 tensors written.
         let convert_bytes = (3 * n * (4 + 2)) as f64;
-        let copy_bw = copy_bw.unwrap_or(f64::NAN);
         rows.push(row("joint_attention_to_bf16", shape, secs, Some(convert_bytes), None, copy_bw));
     }
     Ok(rows)

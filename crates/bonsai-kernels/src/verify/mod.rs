@@ -13,8 +13,9 @@ mod attention;
 mod bench;
 mod gpu;
 mod image_attention;
+mod image_gemm;
 mod matmul;
-mod rng;
+pub(crate) mod rng;
 mod shapes;
 mod small;
 #[cfg(test)]
@@ -193,10 +194,8 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     attention::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
     image_attention::run_all(&mut ctx, opts.shapes)?;
-    let (copy_bw, mut bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
-    if opts.bench {
-        bench_rows.extend(image_attention::bench_all(&mut ctx, copy_bw)?);
-    }
+    image_gemm::run_all(&mut ctx, opts.shapes)?;
+    let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
     println!("verify: {} checks, {} failed (seed {seed})", report.checks.len(), report.failures());
     Ok(report)
