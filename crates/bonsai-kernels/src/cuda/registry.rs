@@ -185,6 +185,17 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/joint_attention/joint_attention.cu",
+        text: include_str!("../ops/joint_attention/joint_attention.cu"),
+        entry_points: &[
+            "joint_attention_to_bf16",
+            "joint_attention_hd64",
+            "joint_attention_hd128",
+            "joint_attention_hd384",
+            "joint_attention_hd512",
+        ],
+    },
+    KernelSource {
         path: "ops/softmax/softmax.cu",
         text: include_str!("../ops/softmax/softmax.cu"),
         entry_points: &[

@@ -12,6 +12,7 @@
 mod attention;
 mod bench;
 mod gpu;
+mod image_attention;
 mod image_gemm;
 mod matmul;
 pub(crate) mod rng;
@@ -192,6 +193,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
+    image_attention::run_all(&mut ctx, opts.shapes)?;
     image_gemm::run_all(&mut ctx, opts.shapes)?;
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
