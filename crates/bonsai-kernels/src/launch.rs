@@ -17,6 +17,10 @@ pub mod argmax;
 pub mod attention;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
+#[path = "ops/group_norm/cuda.rs"]
+pub mod group_norm;
+#[path = "ops/im2col/cuda.rs"]
+pub mod im2col;
 #[path = "ops/kv_write/cuda.rs"]
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
@@ -29,10 +33,14 @@ pub mod qk_norm_rope;
 pub mod rms_norm;
 #[path = "ops/residual_add/cuda.rs"]
 pub mod residual_add;
+#[path = "ops/silu/cuda.rs"]
+pub mod silu;
 #[path = "ops/softmax/cuda.rs"]
 pub mod softmax;
 #[path = "ops/swiglu/cuda.rs"]
 pub mod swiglu;
+#[path = "ops/upsample_nearest2x/cuda.rs"]
+pub mod upsample_nearest2x;
 
 /// Why a kernel could not be launched.
 #[derive(Debug, thiserror::Error)]

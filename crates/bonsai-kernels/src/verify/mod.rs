@@ -12,6 +12,8 @@
 mod attention;
 mod bench;
 mod gpu;
+mod image_elementwise;
+pub mod image_torch;
 mod matmul;
 mod rng;
 mod shapes;
@@ -93,6 +95,8 @@ pub enum VerifyError {
     Launch(#[from] LaunchError),
     #[error("CPU reference failed: {0}")]
     Reference(#[from] OpError),
+    #[error(transparent)]
+    Dump(#[from] image_torch::ManifestError),
 }
 
 /// Shared state of one run: device, stream, library, seed source, collected rows.
@@ -190,6 +194,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let mut ctx = Ctx { lib, stream, rng: rng::SplitMix64::new(seed), checks: Vec::new() };
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
+    image_elementwise::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };

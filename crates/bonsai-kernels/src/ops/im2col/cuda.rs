@@ -1,0 +1,47 @@
+//! Launcher of `im2col_3x3_grid_stride` (im2col.cu).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+
+use crate::ops::im2col::TAPS;
+use crate::cuda::KernelLibrary;
+use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
+
+const THREADS: u32 = 256;
+const OP: &str = "im2col";
+
+/// The 3x3, pad 1 patches of x `[C, H, W]` as cols `[C·9, H·W]`.
+pub fn im2col(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    channels: usize,
+    height: usize,
+    width: usize,
+    cols: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    if channels == 0 || height == 0 || width == 0 {
+        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
+    }
+    let input_len = channels
+        .checked_mul(height)
+        .and_then(|v| v.checked_mul(width))
+        .filter(|v| v.checked_mul(TAPS).is_some())
+        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
+    expect_at_least(OP, "x", x.len(), input_len)?;
+    expect_at_least(OP, "cols", cols.len(), TAPS * input_len)?;
+    // The kernel holds a pixel index within one plane in an int.
+    as_i32(OP, "H·W", height * width)?;
+    let (c_i, h_i, w_i) = (as_i32(OP, "C", channels)?, height as i32, width as i32);
+    let func = lib.function("im2col_3x3_grid_stride")?;
+    let (x_p, _a) = read_ptr(x, stream);
+    let (c_p, _b) = write_ptr(cols, stream);
+    let mut b = stream.launch_builder(func);
+    b.arg(&x_p).arg(&c_p).arg(&c_i).arg(&h_i).arg(&w_i);
+    let blocks = grid_stride_blocks((TAPS * input_len).div_ceil(4), THREADS);
+    // SAFETY: matches im2col_3x3_grid_stride(x, cols, C, H, W); x holds C·H·W and cols 9·C·H·W
+    // floats (checked above).
+    unsafe { b.launch(grid_1d(blocks, THREADS)) }?;
+    Ok(())
+}
