@@ -65,6 +65,44 @@ pub fn scratch_len(dims: GroupNormDims) -> usize {
     2 * dims.groups * dims.stats_split().1
 }
 
+/// Launch geometry of one call, from [`plan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupNormPlan {
+    /// Floats per statistics chunk (a multiple of 4) and chunks per group.
+    pub chunk: usize,
+    pub splits: usize,
+    /// Normalise CTAs per channel plane.
+    pub plane_chunks: usize,
+}
+
+/// Checks every length and limit of a call (no device needed) and returns its geometry.
+pub(crate) fn plan(
+    dims: GroupNormDims,
+    lens: [usize; 5], // x, gamma, beta, scratch (f64), y
+    eps: f32,
+) -> Result<GroupNormPlan, LaunchError> {
+    let len = dims.validate()?;
+    let [x_len, gamma_len, beta_len, scratch_len_got, y_len] = lens;
+    expect_at_least(OP, "x", x_len, len)?;
+    expect_at_least(OP, "gamma", gamma_len, dims.channels)?;
+    expect_at_least(OP, "beta", beta_len, dims.channels)?;
+    expect_at_least(OP, "scratch", scratch_len_got, scratch_len(dims))?;
+    expect_at_least(OP, "y", y_len, len)?;
+    if !(eps > 0.0 && eps.is_finite()) {
+        return Err(shape(OP, format!("eps = {eps} must be positive and finite")));
+    }
+    if dims.channels > MAX_GRID_Y as usize {
+        return Err(shape(OP, format!("{} channels exceed the grid's {MAX_GRID_Y}", dims.channels)));
+    }
+    as_i32(OP, "C / G", dims.channels / dims.groups)?;
+    let (chunk, splits) = dims.stats_split();
+    let plane_chunks = dims.plane.div_ceil(PLANE_CHUNK);
+    if plane_chunks > MAX_GRID_X as usize {
+        return Err(shape(OP, format!("a {}-pixel plane exceeds the grid", dims.plane)));
+    }
+    Ok(GroupNormPlan { chunk, splits, plane_chunks })
+}
+
 /// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm).
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm(
@@ -78,28 +116,12 @@ pub fn group_norm(
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let len = dims.validate()?;
-    expect_at_least(OP, "x", x.len(), len)?;
-    expect_at_least(OP, "gamma", gamma.len(), dims.channels)?;
-    expect_at_least(OP, "beta", beta.len(), dims.channels)?;
-    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims))?;
-    expect_at_least(OP, "y", y.len(), len)?;
-    if !(eps > 0.0 && eps.is_finite()) {
-        return Err(shape(OP, format!("eps = {eps} must be positive and finite")));
-    }
-    let (chunk, splits) = dims.stats_split();
-    let groups_u = u32::try_from(dims.groups).map_err(|_| shape(OP, format!("{} groups exceed the grid", dims.groups)))?;
-    let channels_u = u32::try_from(dims.channels).ok().filter(|&c| c <= MAX_GRID_Y).ok_or_else(|| {
-        shape(OP, format!("{} channels exceed the grid's {MAX_GRID_Y}", dims.channels))
-    })?;
-    let splits_i = as_i32(OP, "statistics splits", splits)?;
-    let plane_chunks = u32::try_from(dims.plane.div_ceil(PLANE_CHUNK)).map_err(|_| shape(OP, "plane too large".into()))?;
+    let p = plan(dims, [x.len(), gamma.len(), beta.len(), scratch.len(), y.len()], eps)?;
+    // Every value below fits its type: plan() bounded C by the grid (so G and C/G too), splits
+    // by TARGET_STATS_CTAS, the plane chunks by the grid, and C·plane by i64.
     let (n_group, chunk_i, plane_i, plane_chunk_i) =
-        (dims.group_len() as i64, chunk as i64, dims.plane as i64, PLANE_CHUNK as i64);
-    let (channels_i, cpg_i) = (dims.channels as i32, (dims.channels / dims.groups) as i32);
-    if groups_u > MAX_GRID_Y {
-        return Err(shape(OP, format!("{groups_u} groups exceed the grid's {MAX_GRID_Y}")));
-    }
+        (dims.group_len() as i64, p.chunk as i64, dims.plane as i64, PLANE_CHUNK as i64);
+    let (channels_i, cpg_i, splits_i) = (dims.channels as i32, (dims.channels / dims.groups) as i32, p.splits as i32);
 
     let (x_p, _a) = read_ptr(x, stream);
     let (g_p, _b) = read_ptr(gamma, stream);
@@ -110,22 +132,68 @@ pub fn group_norm(
     let stats = lib.function("group_norm_partial_stats")?;
     let mut l = stream.launch_builder(stats);
     l.arg(&x_p).arg(&n_group).arg(&chunk_i).arg(&s_p);
-    let cfg = LaunchConfig { grid_dim: (splits as u32, groups_u, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    let grid = (p.splits as u32, dims.groups as u32, 1);
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches group_norm_partial_stats(x, n_group, chunk, partial); x holds groups·n_group
-    // floats, scratch 2·groups·splits doubles, and splits·chunk >= n_group (checked above).
+    // floats, scratch 2·groups·splits doubles, and splits·chunk >= n_group (plan() checked all).
     unsafe { l.launch(cfg) }?;
 
     let normalize = lib.function("group_norm_normalize")?;
     let mut l = stream.launch_builder(normalize);
     l.arg(&x_p).arg(&g_p).arg(&b_p).arg(&s_p).arg(&eps).arg(&channels_i).arg(&cpg_i).arg(&plane_i).arg(&splits_i);
     l.arg(&plane_chunk_i).arg(&y_p);
-    let cfg = LaunchConfig { grid_dim: (plane_chunks, channels_u, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    let grid = (p.plane_chunks as u32, dims.channels as u32, 1);
+    let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches group_norm_normalize(x, gamma, beta, partial, eps, C, C/G, plane, splits,
-    // plane_chunk, y); every buffer's length was checked above and the scratch was written by
+    // plane_chunk, y); every buffer's length was checked by plan() and the scratch is written by
     // the statistics launch just queued on the same stream.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
 
-/// CUDA's limit on gridDim.y.
+/// CUDA's limits on gridDim.y and gridDim.x.
 const MAX_GRID_Y: u32 = 65_535;
+const MAX_GRID_X: u32 = i32::MAX as u32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_cover_every_group_exactly_once() {
+        for (channels, groups, plane) in [(384, 32, 512 * 512), (384, 32, 64 * 64), (96, 32, 1), (5, 5, 9), (6, 3, 25), (64, 32, 63)] {
+            let dims = GroupNormDims { channels, groups, plane };
+            let len = channels * plane;
+            let scratch = scratch_len(dims);
+            let p = plan(dims, [len, channels, channels, scratch, len], 1e-6).expect("valid");
+            let n = dims.group_len();
+            assert_eq!(p.chunk % 4, 0, "{dims:?}");
+            assert!(p.splits * p.chunk >= n && (p.splits - 1) * p.chunk < n, "{dims:?}: {p:?} leaves a chunk empty or a gap");
+            assert!(p.splits * groups <= TARGET_STATS_CTAS.max(groups), "{dims:?}: {p:?}");
+            assert_eq!(scratch, 2 * groups * p.splits);
+            assert!(p.plane_chunks * PLANE_CHUNK >= plane);
+        }
+        // The largest VAE group (12 channels x 512²) is split over many CTAs.
+        let big = plan(GroupNormDims { channels: 384, groups: 32, plane: 1 << 18 }, [1 << 30; 5], 1e-6).expect("valid");
+        assert!(big.splits >= 32, "{big:?}");
+    }
+
+    #[test]
+    fn bad_calls_are_errors_before_any_launch() {
+        let dims = GroupNormDims { channels: 64, groups: 32, plane: 9 };
+        let ok = [576, 64, 64, scratch_len(dims), 576];
+        assert!(plan(dims, ok, 1e-6).is_ok());
+        for (i, what) in ["x", "gamma", "beta", "scratch", "y"].iter().enumerate() {
+            let mut lens = ok;
+            lens[i] -= 1;
+            let err = plan(dims, lens, 1e-6).expect_err("short buffer");
+            assert!(err.to_string().contains(&format!("group_norm: {what} holds")), "{err}");
+        }
+        assert!(plan(GroupNormDims { channels: 63, ..dims }, ok, 1e-6).is_err(), "C % G");
+        assert!(plan(GroupNormDims { groups: 0, ..dims }, ok, 1e-6).is_err());
+        assert!(plan(GroupNormDims { plane: 0, ..dims }, ok, 1e-6).is_err());
+        assert!(plan(dims, ok, 0.0).is_err() && plan(dims, ok, f32::NAN).is_err(), "eps");
+        let wide = GroupNormDims { channels: 70_000, groups: 70_000, plane: 1 };
+        assert!(plan(wide, [1 << 20; 5], 1e-6).is_err(), "channels beyond gridDim.y");
+    }
+}

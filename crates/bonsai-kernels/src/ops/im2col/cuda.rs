@@ -4,12 +4,30 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
 
-use crate::ops::im2col::TAPS;
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
+use crate::ops::im2col::TAPS;
 
 const THREADS: u32 = 256;
 const OP: &str = "im2col";
+
+/// Checks x `[C, H, W]` and cols `[C·9, H·W]` against the buffer lengths; returns C·H·W.
+pub(crate) fn check(x_len: usize, cols_len: usize, channels: usize, height: usize, width: usize) -> Result<usize, LaunchError> {
+    if channels == 0 || height == 0 || width == 0 {
+        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
+    }
+    let input_len = channels
+        .checked_mul(height)
+        .and_then(|v| v.checked_mul(width))
+        .filter(|v| v.checked_mul(TAPS).is_some_and(|n| i64::try_from(n).is_ok()))
+        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
+    expect_at_least(OP, "x", x_len, input_len)?;
+    expect_at_least(OP, "cols", cols_len, TAPS * input_len)?;
+    // The kernel holds C and a pixel index within one plane in ints.
+    as_i32(OP, "C", channels)?;
+    as_i32(OP, "H·W", height * width)?;
+    Ok(input_len)
+}
 
 /// The 3x3, pad 1 patches of x `[C, H, W]` as cols `[C·9, H·W]`.
 pub fn im2col(
@@ -21,19 +39,9 @@ pub fn im2col(
     width: usize,
     cols: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    if channels == 0 || height == 0 || width == 0 {
-        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
-    }
-    let input_len = channels
-        .checked_mul(height)
-        .and_then(|v| v.checked_mul(width))
-        .filter(|v| v.checked_mul(TAPS).is_some())
-        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
-    expect_at_least(OP, "x", x.len(), input_len)?;
-    expect_at_least(OP, "cols", cols.len(), TAPS * input_len)?;
-    // The kernel holds a pixel index within one plane in an int.
-    as_i32(OP, "H·W", height * width)?;
-    let (c_i, h_i, w_i) = (as_i32(OP, "C", channels)?, height as i32, width as i32);
+    let input_len = check(x.len(), cols.len(), channels, height, width)?;
+    // All fit in i32: check() bounded C and H·W.
+    let (c_i, h_i, w_i) = (channels as i32, height as i32, width as i32);
     let func = lib.function("im2col_3x3_grid_stride")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (c_p, _b) = write_ptr(cols, stream);
@@ -44,4 +52,18 @@ pub fn im2col(
     // floats (checked above).
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn shapes_are_checked_before_any_launch() {
+        assert_eq!(check(2 * 3 * 5, 9 * 30, 2, 3, 5).ok(), Some(30));
+        assert!(check(30, 9 * 30 - 1, 2, 3, 5).expect_err("short cols").to_string().contains("im2col: cols"));
+        assert!(check(29, 270, 2, 3, 5).is_err());
+        assert!(check(0, 0, 2, 0, 5).is_err());
+        assert!(check(usize::MAX, usize::MAX, 1, 1 << 16, 1 << 16).is_err(), "H·W beyond int");
+    }
 }

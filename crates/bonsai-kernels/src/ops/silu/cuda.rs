@@ -18,9 +18,7 @@ pub fn silu(
     len: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    expect_at_least(OP, "x", x.len(), len)?;
-    expect_at_least(OP, "y", y.len(), len)?;
-    if len == 0 {
+    if !check(x.len(), y.len(), len)? {
         return Ok(());
     }
     let (x_p, _a) = read_ptr(x, stream);
@@ -35,17 +33,25 @@ pub fn silu_in_place(
     x: &mut impl DevicePtrMut<f32>,
     len: usize,
 ) -> Result<(), LaunchError> {
-    expect_at_least(OP, "x", x.len(), len)?;
-    if len == 0 {
+    if !check(x.len(), x.len(), len)? {
         return Ok(());
     }
     let (x_p, _a) = write_ptr(x, stream);
     launch_raw(lib, stream, x_p, x_p, len)
 }
 
+/// Checks the buffer lengths; Ok(false) when there is nothing to do (len 0).
+pub(crate) fn check(x_len: usize, y_len: usize, len: usize) -> Result<bool, LaunchError> {
+    expect_at_least(OP, "x", x_len, len)?;
+    expect_at_least(OP, "y", y_len, len)?;
+    // The kernel counts in long long.
+    i64::try_from(len).map_err(|_| crate::launch::shape(OP, format!("{len} elements overflow")))?;
+    Ok(len > 0)
+}
+
 fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64, len: usize) -> Result<(), LaunchError> {
     let func = lib.function("silu_grid_stride")?;
-    let len_i = len as i64;
+    let len_i = len as i64; // fits: check() above
     // Each thread starts on float4s: a quarter as many threads as elements fill the grid.
     let blocks = grid_stride_blocks(len.div_ceil(4), THREADS);
     let mut b = stream.launch_builder(func);
@@ -54,4 +60,16 @@ fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64,
     // the callers), and the kernel reads x[i] before writing y[i] at the same i, so x == y is safe.
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lengths_are_checked_before_any_launch() {
+        assert_eq!(super::check(10, 10, 10).ok(), Some(true));
+        assert_eq!(super::check(0, 0, 0).ok(), Some(false));
+        let err = super::check(9, 10, 10).expect_err("short x");
+        assert!(err.to_string().contains("silu: x holds 9 elements, needs 10"), "{err}");
+        assert!(super::check(10, 3, 10).is_err());
+    }
 }

@@ -10,6 +10,23 @@ use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_p
 const THREADS: u32 = 256;
 const OP: &str = "upsample_nearest2x";
 
+/// Checks x `[C, H, W]` and y `[C, 2H, 2W]` against the buffer lengths; returns C·H·W.
+pub(crate) fn check(x_len: usize, y_len: usize, channels: usize, height: usize, width: usize) -> Result<usize, LaunchError> {
+    if channels == 0 || height == 0 || width == 0 {
+        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
+    }
+    let input_len = channels
+        .checked_mul(height)
+        .and_then(|v| v.checked_mul(width))
+        .filter(|v| v.checked_mul(4).is_some_and(|n| i64::try_from(n).is_ok()))
+        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
+    expect_at_least(OP, "x", x_len, input_len)?;
+    expect_at_least(OP, "y", y_len, 4 * input_len)?;
+    // The kernel indexes output columns with int: 2W must fit.
+    as_i32(OP, "2W", 2 * width)?;
+    Ok(input_len)
+}
+
 /// `y[c, i, j] = x[c, i/2, j/2]`: x `[C, H, W]` -> y `[C, 2H, 2W]`.
 pub fn upsample_nearest2x(
     lib: &KernelLibrary,
@@ -20,18 +37,8 @@ pub fn upsample_nearest2x(
     width: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    if channels == 0 || height == 0 || width == 0 {
-        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
-    }
-    let input_len = channels
-        .checked_mul(height)
-        .and_then(|v| v.checked_mul(width))
-        .filter(|v| v.checked_mul(4).is_some())
-        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
-    expect_at_least(OP, "x", x.len(), input_len)?;
-    expect_at_least(OP, "y", y.len(), 4 * input_len)?;
-    // The kernel indexes columns with int: 2W must fit.
-    as_i32(OP, "2W", 2 * width)?;
+    let input_len = check(x.len(), y.len(), channels, height, width)?;
+    // Both fit: check() bounded 4·C·H·W by i64 and 2W by i32.
     let rows = (channels * height) as i64;
     let width_i = width as i32;
     let func = lib.function("upsample_nearest2x_grid_stride")?;
@@ -45,4 +52,19 @@ pub fn upsample_nearest2x(
     // 4·rows·W floats (checked above).
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn shapes_are_checked_before_any_launch() {
+        assert_eq!(check(3 * 5 * 7, 4 * 105, 3, 5, 7).ok(), Some(105));
+        assert!(check(105, 4 * 105 - 1, 3, 5, 7).expect_err("short y").to_string().contains("upsample_nearest2x: y"));
+        assert!(check(104, 420, 3, 5, 7).is_err());
+        assert!(check(0, 0, 0, 5, 7).expect_err("empty").to_string().contains("empty image"));
+        assert!(check(usize::MAX, usize::MAX, 1 << 40, 1 << 40, 2).is_err());
+        assert!(check(usize::MAX, usize::MAX, 1, 1, 1 << 31).is_err(), "2W beyond int");
+    }
 }
