@@ -5,10 +5,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
 const OP: &str = "upsample_nearest2x";
+/// The kernel indexes outputs with 32-bit unsigned ints and strides must not wrap: < 2^31.
+const MAX_OUTPUT_ELEMENTS: usize = i32::MAX as usize;
 
 /// Checks x `[C, H, W]` and y `[C, 2H, 2W]` against the buffer lengths; returns C·H·W.
 pub(crate) fn check(x_len: usize, y_len: usize, channels: usize, height: usize, width: usize) -> Result<usize, LaunchError> {
@@ -18,12 +20,10 @@ pub(crate) fn check(x_len: usize, y_len: usize, channels: usize, height: usize, 
     let input_len = channels
         .checked_mul(height)
         .and_then(|v| v.checked_mul(width))
-        .filter(|v| v.checked_mul(4).is_some_and(|n| i64::try_from(n).is_ok()))
+        .filter(|v| v.checked_mul(4).is_some_and(|n| n <= MAX_OUTPUT_ELEMENTS))
         .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
     expect_at_least(OP, "x", x_len, input_len)?;
     expect_at_least(OP, "y", y_len, 4 * input_len)?;
-    // The kernel indexes output columns with int: 2W must fit.
-    as_i32(OP, "2W", 2 * width)?;
     Ok(input_len)
 }
 
@@ -38,14 +38,14 @@ pub fn upsample_nearest2x(
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let input_len = check(x.len(), y.len(), channels, height, width)?;
-    // Both fit: check() bounded 4·C·H·W by i64 and 2W by i32.
-    let rows = (channels * height) as i64;
-    let width_i = width as i32;
+    // Both fit: check() bounded 4·C·H·W by 2^31.
+    let rows = (channels * height) as u32;
+    let width_u = width as u32;
     let func = lib.function("upsample_nearest2x_grid_stride")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (y_p, _b) = write_ptr(y, stream);
     let mut b = stream.launch_builder(func);
-    b.arg(&x_p).arg(&y_p).arg(&rows).arg(&width_i);
+    b.arg(&x_p).arg(&y_p).arg(&rows).arg(&width_u);
     // One thread per input float4 on the vector path (the scalar path loops grid-stride).
     let blocks = grid_stride_blocks(input_len.div_ceil(4), THREADS);
     // SAFETY: matches upsample_nearest2x_grid_stride(x, y, rows, width); x holds rows·W and y
@@ -65,6 +65,7 @@ mod tests {
         assert!(check(104, 420, 3, 5, 7).is_err());
         assert!(check(0, 0, 0, 5, 7).expect_err("empty").to_string().contains("empty image"));
         assert!(check(usize::MAX, usize::MAX, 1 << 40, 1 << 40, 2).is_err());
-        assert!(check(usize::MAX, usize::MAX, 1, 1, 1 << 31).is_err(), "2W beyond int");
+        assert!(check(usize::MAX, usize::MAX, 1, 1 << 14, 1 << 15).is_err(), "4·C·H·W beyond 2^31");
+        assert!(check(usize::MAX, usize::MAX, 1, 1 << 14, (1 << 15) - 1).is_ok());
     }
 }
