@@ -17,6 +17,20 @@
 // Traffic: 12 bytes per element (two reads, one write); see ops/group_norm/cuda.rs.
 
 #define GN_SHIFT_SAMPLES 32
+// float4 loads each thread issues before using any (memory-level parallelism: with one load
+// in flight per thread an SM holds too few bytes in flight to cover HBM latency).
+#define GN_LOADS_IN_FLIGHT 4
+
+__device__ __forceinline__ void group_norm_accumulate(float4 v, float shift, double& s1, double& s2) {
+    const double d0 = v.x - shift, d1 = v.y - shift, d2 = v.z - shift, d3 = v.w - shift;
+    s1 += (d0 + d1) + (d2 + d3);
+    s2 = fma(d0, d0, fma(d1, d1, fma(d2, d2, fma(d3, d3, s2))));
+}
+
+__device__ __forceinline__ float4 group_norm_affine(float4 v, float mean, float scale, float shift) {
+    return make_float4((v.x - mean) * scale + shift, (v.y - mean) * scale + shift,
+                       (v.z - mean) * scale + shift, (v.w - mean) * scale + shift);
+}
 
 __device__ __forceinline__ double warp_sum_f64(double v) {
 #pragma unroll
@@ -59,12 +73,16 @@ extern "C" __global__ void group_norm_partial_stats(const float* __restrict__ x,
     const bool vec4 = (n_group & 3) == 0 && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
     if (vec4) {
         const float4* x4 = reinterpret_cast<const float4*>(xg);
-        for (long long i = (begin >> 2) + threadIdx.x; i < (end >> 2); i += blockDim.x) {
-            const float4 v = x4[i];
-            const double d0 = v.x - shift, d1 = v.y - shift, d2 = v.z - shift, d3 = v.w - shift;
-            s1 += (d0 + d1) + (d2 + d3);
-            s2 = fma(d0, d0, fma(d1, d1, fma(d2, d2, fma(d3, d3, s2))));
+        const long long end4 = end >> 2, step = blockDim.x;
+        long long i = (begin >> 2) + threadIdx.x;
+        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
+            float4 v[GN_LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) group_norm_accumulate(v[u], shift, s1, s2);
         }
+        for (; i < end4; i += step) group_norm_accumulate(x4[i], shift, s1, s2);
     } else {
         for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
             const double d = xg[i] - shift;
@@ -122,11 +140,17 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
     if (vec4) {
         const float4* x4 = reinterpret_cast<const float4*>(xc);
         float4* y4 = reinterpret_cast<float4*>(yc);
-        for (long long i = (begin >> 2) + threadIdx.x; i < (end >> 2); i += blockDim.x) {
-            const float4 v = x4[i];
-            y4[i] = make_float4((v.x - mean) * scale + shift_out, (v.y - mean) * scale + shift_out,
-                                (v.z - mean) * scale + shift_out, (v.w - mean) * scale + shift_out);
+        const long long end4 = end >> 2, step = blockDim.x;
+        long long i = (begin >> 2) + threadIdx.x;
+        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
+            float4 v[GN_LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u)
+                y4[i + u * step] = group_norm_affine(v[u], mean, scale, shift_out);
         }
+        for (; i < end4; i += step) y4[i] = group_norm_affine(x4[i], mean, scale, shift_out);
     } else {
         for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
             yc[i] = (xc[i] - mean) * scale + shift_out;
