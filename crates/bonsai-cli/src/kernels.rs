@@ -62,6 +62,13 @@ enum KernelsCommand {
     },
     /// Run the Bonsai-Image ops at the real shapes and dump inputs, outputs and timings for scripts/reference/image_torch.py
     ImageCompare(image_compare::ImageCompareArgs),
+    /// Print the library's combined CUDA source, or its entry points (input of scripts/emu.sh)
+    #[command(hide = true)]
+    Source {
+        /// Print the entry-point names, one per line, instead of the source
+        #[arg(long)]
+        entry_points: bool,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -83,6 +90,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         KernelsCommand::Clear => clear(),
         KernelsCommand::Verify { bench, shapes, seed } => verify(bench, shapes, seed),
         KernelsCommand::ImageCompare(args) => image_compare::run_command(args),
+        KernelsCommand::Source { entry_points } => source(entry_points),
     }
 }
 
@@ -95,6 +103,19 @@ fn verify(bench: bool, shapes: ShapesArg, seed: Option<u64>) -> anyhow::Result<(
     let report = run(&VerifyOptions { bench, shapes, seed, device: None })?;
     if !report.all_passed() {
         bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
+    }
+    Ok(())
+}
+
+/// Prints what the CPU emulator compiles: the exact source every tier compiles, or its entry points.
+fn source(entry_points: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if entry_points {
+        for name in registry::entry_points() {
+            writeln!(out, "{name}")?;
+        }
+    } else {
+        out.write_all(registry::combined_source().as_bytes())?;
     }
     Ok(())
 }

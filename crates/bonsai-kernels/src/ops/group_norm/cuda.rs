@@ -11,9 +11,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const OP: &str = "group_norm";
@@ -132,7 +133,7 @@ pub fn group_norm(
     let (y_p, _e) = write_ptr(y, stream);
 
     let stats = lib.function("group_norm_partial_stats")?;
-    let mut l = stream.launch_builder(stats);
+    let mut l = Launch::new(stream, stats);
     l.arg(&x_p).arg(&n_group).arg(&chunk_i).arg(&s_p);
     let grid = (p.splits as u32, dims.groups as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -141,7 +142,7 @@ pub fn group_norm(
     unsafe { l.launch(cfg) }?;
 
     let normalize = lib.function("group_norm_normalize")?;
-    let mut l = stream.launch_builder(normalize);
+    let mut l = Launch::new(stream, normalize);
     l.arg(&x_p).arg(&g_p).arg(&b_p).arg(&s_p).arg(&eps).arg(&channels_i).arg(&cpg_i).arg(&plane_i).arg(&splits_i);
     l.arg(&plane_chunk_i).arg(&y_p);
     let grid = (p.plane_chunks as u32, dims.channels as u32, 1);

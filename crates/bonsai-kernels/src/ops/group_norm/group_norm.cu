@@ -32,7 +32,7 @@ __device__ __forceinline__ float4 group_norm_affine(float4 v, float mean, float 
                        (v.z - mean) * scale + shift, (v.w - mean) * scale + shift);
 }
 
-__device__ __forceinline__ double warp_sum_f64(double v) {
+__device__ __forceinline__ double group_norm_warp_sum_f64(double v) {
 #pragma unroll
     for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)
         v += __shfl_xor_sync(FULL_MASK, v, offset);
@@ -40,14 +40,14 @@ __device__ __forceinline__ double warp_sum_f64(double v) {
 }
 
 // Sum over the CTA (blockDim.x a multiple of 32, <= 1024); thread 0 gets the total.
-__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+__device__ __forceinline__ double group_norm_block_sum_f64(double v, double* scratch) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
-    v = warp_sum_f64(v);
+    v = group_norm_warp_sum_f64(v);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
     double t = lane < (int)(blockDim.x / WARP_SIZE) ? scratch[lane] : 0.0;
-    t = warp_sum_f64(t);
+    t = group_norm_warp_sum_f64(t);
     __syncthreads();
     return t;
 }
@@ -62,6 +62,8 @@ __device__ __forceinline__ float group_norm_shift(const float* __restrict__ xg, 
 
 extern "C" __global__ void group_norm_partial_stats(const float* __restrict__ x, long long n_group,
                                                     long long chunk, double* __restrict__ partial) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ double scratch[WARP_SIZE];
     const int split = blockIdx.x, group = blockIdx.y;
     const float* xg = x + (long long)group * n_group;
@@ -90,8 +92,8 @@ extern "C" __global__ void group_norm_partial_stats(const float* __restrict__ x,
             s2 = fma(d, d, s2);
         }
     }
-    s1 = block_sum_f64(s1, scratch);
-    s2 = block_sum_f64(s2, scratch);
+    s1 = group_norm_block_sum_f64(s1, scratch);
+    s2 = group_norm_block_sum_f64(s2, scratch);
     if (threadIdx.x == 0) {
         double* out = partial + 2 * ((long long)group * gridDim.x + split);
         out[0] = s1;
@@ -106,6 +108,8 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
                                                 int channels, int channels_per_group,
                                                 long long plane, int splits, long long plane_chunk,
                                                 float* __restrict__ y) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float stats[2];
     const int c = channels - 1 - (int)blockIdx.y;
     const int group = c / channels_per_group;
@@ -118,8 +122,8 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
             s1 += pg[2 * s];
             s2 += pg[2 * s + 1];
         }
-        s1 = warp_sum_f64(s1);
-        s2 = warp_sum_f64(s2);
+        s1 = group_norm_warp_sum_f64(s1);
+        s2 = group_norm_warp_sum_f64(s2);
         if (threadIdx.x == 0) {
             const double n = (double)n_group;
             const double mean_d = s1 / n;

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 use crate::ops::im2col::TAPS;
 
@@ -44,7 +45,7 @@ pub fn im2col(
     let func = lib.function("im2col_3x3_grid_stride")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (c_p, _b) = write_ptr(cols, stream);
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&x_p).arg(&c_p).arg(&c_i).arg(&h_i).arg(&w_i);
     let blocks = grid_stride_blocks((TAPS * input_len).div_ceil(4), THREADS);
     // SAFETY: matches im2col_3x3_grid_stride(x, cols, C, H, W); x holds C·H·W and cols 9·C·H·W

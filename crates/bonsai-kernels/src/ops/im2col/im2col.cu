@@ -19,6 +19,8 @@ __device__ __forceinline__ float im2col_tap(const float* __restrict__ xc, int he
 extern "C" __global__ void im2col_3x3_grid_stride(const float* __restrict__ x,
                                                   float* __restrict__ cols, int channels,
                                                   int height, int width) {
+    griddep_wait();
+    griddep_launch_dependents();
     const unsigned stride = gridDim.x * blockDim.x;
     const unsigned first = blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned plane = (unsigned)height * width;

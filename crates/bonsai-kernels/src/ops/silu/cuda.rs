@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -54,7 +55,7 @@ fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64,
     let len_i = len as i64; // fits: check() above
     // Each thread starts on float4s: a quarter as many threads as elements fill the grid.
     let blocks = grid_stride_blocks(len.div_ceil(4), THREADS);
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&x_p).arg(&y_p).arg(&len_i);
     // SAFETY: matches silu_grid_stride(x, y, len); both buffers hold >= len floats (checked by
     // the callers), and the kernel reads x[i] before writing y[i] at the same i, so x == y is safe.

@@ -12,6 +12,8 @@ __device__ __forceinline__ float silu_stable(float x) {
 }
 
 extern "C" __global__ void silu_grid_stride(const float* x, float* y, long long len) {
+    griddep_wait();
+    griddep_launch_dependents();
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool vec4 = ((reinterpret_cast<unsigned long long>(x) |

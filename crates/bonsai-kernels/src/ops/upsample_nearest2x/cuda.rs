@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -44,7 +45,7 @@ pub fn upsample_nearest2x(
     let func = lib.function("upsample_nearest2x_grid_stride")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (y_p, _b) = write_ptr(y, stream);
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&x_p).arg(&y_p).arg(&rows).arg(&width_u);
     // One thread per input float4 on the vector path (the scalar path loops grid-stride).
     let blocks = grid_stride_blocks(input_len.div_ceil(4), THREADS);

@@ -10,6 +10,8 @@
 extern "C" __global__ void upsample_nearest2x_grid_stride(const float* __restrict__ x,
                                                           float* __restrict__ y,
                                                           unsigned rows, unsigned width) {
+    griddep_wait();
+    griddep_launch_dependents();
     const unsigned stride = gridDim.x * blockDim.x;
     const unsigned first = blockIdx.x * blockDim.x + threadIdx.x;
     const unsigned out_w = 2 * width;
