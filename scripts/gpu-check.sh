@@ -4,15 +4,21 @@
 #
 #   scripts/gpu-check.sh OUT_DIR [STEP...]
 #
-# Steps (default: all but golden): env tiers verify bench model check golden
+# Steps (default: all but golden and image): env tiers verify bench model check golden image
 #   env     device facts (nvidia-smi, driver, nvcc)
 #   tiers   exercises the four kernel-library load tiers and a corrupted cache file, with timings
 #   verify  bonsai kernels verify: every CUDA op against the CPU reference
 #   bench   bonsai kernels verify --bench: per-kernel time and bandwidth vs the measured copy ceiling
-#   model   bonsai bench on the synthetic geometries (pp512 + tg128, and decode at depth)
+#   model   bonsai bench on the synthetic geometries (pp512 + tg128, decode at depth, no graph, PDL)
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
+#   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
+#           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
+#           PASS/FAIL per target). The raw f32 dump (several GB) goes to a scratch folder
+#           (IMAGE_DUMP, kept; default a fresh temp dir, deleted afterwards); OUT_DIR/image keeps
+#           manifest.json and image_torch.json. IMAGE_CASES=a,b limits the cases. Not a default
+#           step: it may run past 4 minutes.
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
@@ -70,6 +76,9 @@ model)
     done
     run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
     run model-8b-nograph env BONSAI_NO_GRAPH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    # Programmatic dependent launch (off by default until this line shows it helps).
+    run model-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
+    run model-ternary-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
@@ -79,6 +88,7 @@ check)
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
+        run "check-$fmt-pdl" env BONSAI_PDL=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
     # Real geometries (random weights): the GPU's real-shape kernels against the CPU.
     for g in bonsai-8b ternary-8b; do
@@ -87,6 +97,16 @@ check)
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
+    ;;
+image)
+    DUMP=${IMAGE_DUMP:-$(mktemp -d)}
+    mkdir -p "$OUT/image"
+    STEP_TIMEOUT=${IMAGE_TIMEOUT:-900} run image-compare "$BIN" kernels image-compare --dump "$DUMP" \
+        ${IMAGE_CASES:+--cases "$IMAGE_CASES"}
+    cp "$DUMP/manifest.json" "$OUT/image/" 2>/dev/null
+    STEP_TIMEOUT=${IMAGE_TIMEOUT:-900} run image-torch env PYTHONUNBUFFERED=1 python3 scripts/reference/image_torch.py \
+        "$DUMP" --json "$OUT/image/image_torch.json"
+    [ -n "${IMAGE_DUMP:-}" ] || rm -rf "$DUMP"   # a folder the caller named is kept
     ;;
 *)
     echo "unknown step: $step" >&2; status=1 ;;

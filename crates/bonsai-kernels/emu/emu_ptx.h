@@ -59,6 +59,14 @@ inline uint32_t f32_to_tf32(float f) {
     return (bits + 0x1000u) & 0xffffe000u;
 }
 
+// ex2.approx.ftz.f32: subnormal inputs and results become zero of the same sign. The hardware
+// result may differ from exp2 by up to 2 ulp; callers must not depend on the last bits.
+inline float exp2_ftz(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0f, x);
+    const float r = std::exp2(x);
+    return std::fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+}
+
 // ---- shared-memory addressing and asynchronous copies ----
 // Not a real shared-window address: only cp.async/ldmatrix took it, and their twins take pointers.
 inline uint32_t smem_addr(const void* p) { return (uint32_t)(uintptr_t)p; }

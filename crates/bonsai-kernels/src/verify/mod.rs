@@ -12,10 +12,14 @@
 mod attention;
 mod bench;
 mod gpu;
+mod image_attention;
+mod image_elementwise;
+mod image_gemm;
+pub mod image_torch;
 mod matmul;
 mod ptx_model;
 mod ptx_wrappers;
-mod rng;
+pub(crate) mod rng;
 mod shapes;
 mod small;
 #[cfg(test)]
@@ -95,6 +99,8 @@ pub enum VerifyError {
     Launch(#[from] LaunchError),
     #[error("CPU reference failed: {0}")]
     Reference(#[from] OpError),
+    #[error(transparent)]
+    Dump(#[from] image_torch::ManifestError),
 }
 
 /// Shared state of one run: device, stream, library, seed source, collected rows.
@@ -193,7 +199,10 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     ptx_wrappers::run(&mut ctx)?;
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
+    image_elementwise::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
+    image_attention::run_all(&mut ctx, opts.shapes)?;
+    image_gemm::run_all(&mut ctx, opts.shapes)?;
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
     println!("verify: {} checks, {} failed (seed {seed})", report.checks.len(), report.failures());
