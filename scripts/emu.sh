@@ -48,6 +48,10 @@ trap 'rm -rf "$work"' EXIT
 # pointer into the current CTA's buffer.
 sed -E 's/extern[[:space:]]+__shared__[[:space:]]+(__align__\([0-9]+\)[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*\[[[:space:]]*\][[:space:]]*;/\2* \3 = reinterpret_cast<\2*>(emu_dynamic_smem());/' \
     "$work/combined.cu" >"$work/kernels.cpp"
+# Every static `__shared__ [__align__(n)] T name[...];` gets EMU_POISON_SHARED(name); after it
+# (cuda_emu.h: poisoned once per CTA, so reading shared memory nobody wrote shows).
+sed -E -i 's/(__shared__[[:space:]]+(__align__\([0-9]+\)[[:space:]]+)?[A-Za-z_][A-Za-z0-9_ ]*[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*(\[[^];]*\][[:space:]]*)*;)/\1 EMU_POISON_SHARED(\3);/' \
+    "$work/kernels.cpp"
 if grep -n 'extern[[:space:]]*__shared__' "$work/kernels.cpp" >&2; then
     echo "emu.sh: a dynamic shared memory declaration above is not of the form 'extern __shared__ T name[];'" >&2
     exit 1
@@ -83,6 +87,8 @@ if [ ! -f "$OUT/libcuda.so" ] || [ "$(cat "$OUT/libcuda.hash" 2>/dev/null)" != "
     echo "emu.sh: built in $(( $(date +%s) - started )) s" >&2
 fi
 exec 9>&-
+rm -rf "$work"   # `exec` below skips the EXIT trap
+trap - EXIT
 
 if [ "$build_only" = 1 ]; then echo "$OUT"; exit 0; fi
 export LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

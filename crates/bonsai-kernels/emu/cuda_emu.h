@@ -31,6 +31,17 @@
 // (`extern __shared__ T name[];` is rewritten by scripts/emu.sh to a pointer into
 // emu_dynamic_smem().)
 #define __shared__ static thread_local
+// scripts/emu.sh appends EMU_POISON_SHARED(name); to every `__shared__` declaration: the first
+// thread of a CTA to pass it fills the array with 0xff bytes (f32 NaN, int -1), so a read of
+// shared memory no thread of this CTA wrote shows up, as garbage would on the GPU.
+#define EMU_POISON_SHARED(name)                                                   \
+    do {                                                                          \
+        static thread_local unsigned long long emu_poisoned_in_cta = 0;           \
+        if (emu_poisoned_in_cta != ::emu::t_cta->serial) {                        \
+            emu_poisoned_in_cta = ::emu::t_cta->serial;                           \
+            std::memset((void*)&(name), 0xff, sizeof(name));                      \
+        }                                                                         \
+    } while (0)
 // Device code compiled "for" the emulated sm_90.
 #define __CUDA_ARCH__ 900
 

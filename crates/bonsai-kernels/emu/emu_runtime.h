@@ -57,6 +57,7 @@ struct CtaState {
     EmuDim3 grid_dim;
     unsigned char* dynamic_smem;  // `extern __shared__` storage, 128-byte aligned
     const char* kernel_name;
+    unsigned long long serial;  // distinct for every CTA this OS thread runs (never 0)
 };
 
 // The fiber running now and its CTA. (Not initial-exec: the library's TLS block holds every

@@ -78,6 +78,7 @@ struct Worker {
     bool faulted = false;
     std::string fault;
     std::vector<int> order;  // the fibers in the order one scheduling pass visits them
+    unsigned long long cta_serial = 0;
 
     // Stack of fiber i, with a guard page below it (an overflow faults instead of corrupting).
     unsigned char* stack(int i) {
@@ -226,6 +227,7 @@ void fiber_main(void*) {
 bool run_cta(Worker& w, EmuDim3 block_idx) {
     const GridLaunch& l = *w.launch;
     w.cta.block_idx = block_idx;
+    w.cta.serial = ++w.cta_serial;
     w.n_threads = (int)(l.block.x * l.block.y * l.block.z);
     w.live = w.n_threads;
     w.barrier_arrived = 0;
@@ -349,7 +351,7 @@ bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& n
     w.launch = &launch;
     w.faulted = false;
     w.fault.clear();
-    w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name};
+    w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name, w.cta_serial};
     if (launch.dynamic_smem_bytes) {
         w.smem.resize(launch.dynamic_smem_bytes + kSmemAlignment);
         auto base = reinterpret_cast<uintptr_t>(w.smem.data());
