@@ -13,6 +13,7 @@ mod attention;
 mod bench;
 mod gpu;
 mod matmul;
+mod matmul_large;
 mod rng;
 mod shapes;
 mod small;

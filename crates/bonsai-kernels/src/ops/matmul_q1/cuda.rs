@@ -1,17 +1,23 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
-//! SwiGLU). Kernels: matmul_gemv.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
-//! gate_up_swiglu_q*.cu (entry points).
+//! SwiGLU). Kernels: matmul_gemv.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
+//! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_stream` (matmul_gemv_stream.cu) where its layout requirements hold (K % 256,
 //! aligned buffers, shared memory fits), else `*_gemv_rows8_split_k`;
-//! 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m -> a
-//! GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or `*_gemm_tile64_simt` (CUDA cores,
-//! kept as an independent second implementation that verify checks too).
+//! 2..=8 -> `*_gemv_rows8_split_k_tokens8`; 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores,
+//! f32-level accuracy); m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}`
+//! (tensor cores, f16 operands; see [`GemmKernel::TensorCoreF16`]). `*_gemm_tile64_simt` (CUDA
+//! cores) is kept as an independent implementation that verify checks too.
+//!
+//! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
+//! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
+//! after the GEMM), so no caller-visible buffer is needed and graph capture still works.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
+use super::matmul_f16::F16Shape;
 use crate::cuda::KernelLibrary;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView,
@@ -28,24 +34,58 @@ const GEMM_THREADS: u32 = 256;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
+/// Smallest m served by the f16 GEMM. Its CTA covers 128 tokens, so from 64 tokens on at least
+/// half of each tile's tensor-core work is useful, while bf16x3 spends 3 mma per product at any
+/// m (a guess to be replaced by a measured crossover: no GPU time was left when it was written).
+pub const F16_GEMM_MIN_TOKENS: usize = 64;
+/// Tokens per f16 GEMM CTA (QG_TILE_TOKENS in matmul_gemm_f16.cu).
+pub(crate) const QG_TILE_TOKENS: usize = 128;
+/// Weight rows per warp column of the f16 GEMM (QG_WARP_ROWS); a CTA has 2 x WARPS_N warps.
+pub(crate) const QG_WARP_ROWS: usize = 64;
+/// cp.async ring stages of the f16 GEMM (QG_STAGES).
+pub(crate) const QG_STAGES: usize = 3;
+/// Threads of the activation pre-pass (QG_PREP_THREADS).
+pub(crate) const QG_PREP_THREADS: u32 = 256;
+/// The narrow (128 x 128, 4 warps, 2 CTAs per SM) and wide (128 x 256, 8 warps) f16 GEMM tiles.
+pub(crate) const QG_NARROW_WARPS_N: usize = 2;
+pub(crate) const QG_WIDE_WARPS_N: usize = 4;
+/// The wide tile halves the activation traffic per FLOP but runs one CTA per SM; it is used when
+/// its grid still fills this many waves of SMs (fewer, and the narrow tile's finer grid wastes
+/// less of the last wave).
+pub(crate) const QG_WIDE_MIN_WAVES: usize = 2;
 
 /// Which GEMM serves m > GEMV_MAX_TOKENS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmKernel {
+    /// mma.sync f16, f32 accumulate: each token row of x scaled by a power of two 2^e that puts
+    /// its max |x| in [2^14, 2^15) and rounded to f16 (relative error <= 2^-11 per element),
+    /// weights exact in f16 as (code value)·d; the result is scaled back by 2^-e (exact).
+    TensorCoreF16,
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
-    TensorCore,
+    TensorCoreBf16x3,
     /// f32 FFMA register tiles.
     Simt,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Epilogue {
+/// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS).
+pub fn default_gemm(m: usize) -> GemmKernel {
+    if m >= F16_GEMM_MIN_TOKENS {
+        GemmKernel::TensorCoreF16
+    } else {
+        GemmKernel::TensorCoreBf16x3
+    }
+}
+
+/// How a matmul's result leaves the kernel (MATMUL_* in matmul_gemv.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Epilogue {
     Store,
     Add,
     SwiGlu,
 }
 
-fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, stream: bool) -> String {
+/// `stream`: the m = 1 stream GEMV applies; `wide`: the f16 GEMM's 128 x 256 tile.
+pub(crate) fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, stream: bool, wide: bool) -> String {
     let prefix = match (bits, epilogue) {
         (QuantBits::One, Epilogue::Store) => "matmul_q1",
         (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
@@ -58,8 +98,12 @@ fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, 
         1 if stream => "gemv_stream",
         1 => "gemv_rows8_split_k",
         m if m <= GEMV_MAX_TOKENS => "gemv_rows8_split_k_tokens8",
-        _ if gemm == GemmKernel::TensorCore => "gemm_mma_bf16x3",
-        _ => "gemm_tile64_simt",
+        _ => match gemm {
+            GemmKernel::TensorCoreF16 if wide => "gemm_f16_128x256",
+            GemmKernel::TensorCoreF16 => "gemm_f16_128x128",
+            GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
+            GemmKernel::Simt => "gemm_tile64_simt",
+        },
     };
     format!("{prefix}_{variant}")
 }
@@ -74,7 +118,7 @@ pub fn matmul(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    matmul_with_gemm(lib, stream, w, x, m, y, store, GemmKernel::TensorCore)
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None)
 }
 
 /// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -89,11 +133,14 @@ pub fn matmul_with_gemm(
     store: Store,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
-    let epilogue = match store {
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm))
+}
+
+fn store_epilogue(store: Store) -> Epilogue {
+    match store {
         Store::Overwrite => Epilogue::Store,
         Store::Add => Epilogue::Add,
-    };
-    launch_any(lib, stream, w, x, m, y, epilogue, w.n, gemm)
+    }
 }
 
 /// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
@@ -105,7 +152,8 @@ pub fn gate_up_swiglu(
     m: usize,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    gate_up_swiglu_with_gemm(lib, stream, w, x, m, out, GemmKernel::TensorCore)
+    check_gate_up(w)?;
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None)
 }
 
 /// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -118,10 +166,15 @@ pub fn gate_up_swiglu_with_gemm(
     out: &mut impl DevicePtrMut<f32>,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
+    check_gate_up(w)?;
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm))
+}
+
+fn check_gate_up(w: &QWeightsView<'_>) -> Result<(), LaunchError> {
     if w.n % 2 != 0 {
         return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
     }
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, gemm)
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -134,7 +187,7 @@ fn launch_any(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: Epilogue,
     n_out: usize,
-    gemm: GemmKernel,
+    gemm: Option<GemmKernel>,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     w.validate(op)?;
@@ -150,8 +203,19 @@ fn launch_any(
     let (x_ptr, _g2) = read_ptr(x, stream);
     expect_aligned16(op, "x", x_ptr)?;
     let (y_ptr, _g3) = write_ptr(y, stream);
+    let f16_shape = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
+    // None: the default for m, except that the f16 GEMM yields to bf16x3 on devices whose
+    // shared memory cannot hold its tiles (sm_86/89 with 2-bit weights).
+    let gemm = match gemm {
+        Some(g) => g,
+        None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
+        None => default_gemm(m),
+    };
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreF16 {
+        return super::matmul_f16::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
+    }
     let streamed = if m == 1 { stream_geometry(w.bits, w.k, epilogue, n_out, scales, payload) } else { None };
-    let name = kernel_name(w.bits, epilogue, m, gemm, streamed.is_some());
+    let name = kernel_name(w.bits, epilogue, m, gemm, streamed.is_some(), false);
     let func = lib.function(&name)?;
     if let Some(g) = streamed {
         if g.smem_bytes > DEFAULT_SMEM_LIMIT {
@@ -179,8 +243,8 @@ fn launch_any(
         LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 }
     } else {
         let (tile_rows, tile_tokens, threads) = match gemm {
-            GemmKernel::TensorCore => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
             GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
+            _ => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
         };
         let rows_per_tile = if epilogue == Epilogue::SwiGlu { tile_rows / 2 } else { tile_rows };
         let tiles = u32::try_from(n_out.div_ceil(rows_per_tile)).map_err(|_| shape(op, "too many rows".into()))?;
@@ -270,6 +334,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn default_gemm_switches_to_f16_at_its_threshold() {
+        assert_eq!(default_gemm(GEMV_MAX_TOKENS + 1), GemmKernel::TensorCoreBf16x3);
+        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS - 1), GemmKernel::TensorCoreBf16x3);
+        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS), GemmKernel::TensorCoreF16);
+        assert_eq!(default_gemm(4608), GemmKernel::TensorCoreF16);
+    }
+
+    #[test]
     fn stream_geometry_covers_every_output_and_respects_its_requirements() {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
@@ -302,9 +374,9 @@ mod tests {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
-                    for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
-                        for streamed in [false, true] {
-                            let name = kernel_name(bits, epilogue, m, gemm, streamed);
+                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
+                        for (streamed, wide) in [(false, false), (true, false), (false, true)] {
+                            let name = kernel_name(bits, epilogue, m, gemm, streamed, wide);
                             assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
                         }
                     }
