@@ -40,7 +40,7 @@ pub struct ModelArgs {
 /// Sampling options (`--temp 0`, the default, is greedy).
 #[derive(clap::Args, Debug)]
 pub struct SamplingArgs {
-    /// Temperature; 0 = greedy (greedy picks on the GPU; sampling downloads the logits and samples on the host)
+    /// Temperature; 0 = greedy. Tokens are picked on the backend (GPU) unless --repeat-penalty is set or --top-k is 0 or above 64: then the logits come to the host
     #[arg(long = "temp", default_value_t = 0.0)]
     pub temperature: f32,
     /// Keep the K most likely tokens (0 = off)
@@ -173,6 +173,15 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
         eprintln!("prompt: {} tokens", prompt.len());
     }
     let mut sampler = args.sampling.sampler()?;
+    if args.model.verbose {
+        let picker = match sampler.device_pick() {
+            Some(_) if args.dump_logits.is_some() => "host (--dump-logits downloads every row)",
+            Some(bonsai_model::DevicePick::Greedy) => "backend (greedy)",
+            Some(bonsai_model::DevicePick::Sample(_)) => "backend (sampling)",
+            None => "host (repeat penalty or top-k outside 1..=64)",
+        };
+        eprintln!("token picks: {picker}");
+    }
     let mut state = model.new_state(prompt.len().min(PREFILL_BATCH), false)?;
     let mut dump = args.dump_logits.as_deref().map(create_dump).transpose()?;
     let options = GenerateOptions {

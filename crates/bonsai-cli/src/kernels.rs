@@ -57,6 +57,13 @@ enum KernelsCommand {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Print the library's combined CUDA source, or its entry points (input of scripts/emu.sh)
+    #[command(hide = true)]
+    Source {
+        /// Print the entry-point names, one per line, instead of the source
+        #[arg(long)]
+        entry_points: bool,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -77,6 +84,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         }),
         KernelsCommand::Clear => clear(),
         KernelsCommand::Verify { bench, shapes, seed } => verify(bench, shapes, seed),
+        KernelsCommand::Source { entry_points } => source(entry_points),
     }
 }
 
@@ -89,6 +97,19 @@ fn verify(bench: bool, shapes: ShapesArg, seed: Option<u64>) -> anyhow::Result<(
     let report = run(&VerifyOptions { bench, shapes, seed, device: None })?;
     if !report.all_passed() {
         bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
+    }
+    Ok(())
+}
+
+/// Prints what the CPU emulator compiles: the exact source every tier compiles, or its entry points.
+fn source(entry_points: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if entry_points {
+        for name in registry::entry_points() {
+            writeln!(out, "{name}")?;
+        }
+    } else {
+        out.write_all(registry::combined_source().as_bytes())?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod launch;
+pub mod launch_ex;
 pub mod ops;
 pub mod rope;
 pub mod verify;

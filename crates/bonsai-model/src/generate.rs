@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use crate::backend::Backend;
-use crate::qwen3::{Qwen3, Qwen3State};
+use crate::qwen3::{DevicePick, Qwen3, Qwen3State};
 use crate::sampler::Sampler;
 use crate::ModelError;
 
@@ -81,26 +81,31 @@ pub fn generate<B: Backend>(
         return Err(ModelError::ContextFull { need, ctx: model.max_seq() });
     }
     let want_logits = options.want_logits;
-    let device_greedy = !want_logits && sampler.config().is_greedy() && sampler.config().repeat_penalty == 1.0;
+    // The backend picks tokens itself (no logits download per token) unless the caller wants the
+    // logits or the settings need the host (see Sampler::device_pick).
+    let device_pick = if want_logits { None } else { sampler.device_pick() };
+    if matches!(device_pick, Some(DevicePick::Sample(_))) {
+        model.seed_sampler(state, sampler.rng_state())?;
+    }
 
     let start = Instant::now();
     model.prefill(state, prompt)?;
     history.extend_from_slice(prompt);
     let prefill_secs = start.elapsed().as_secs_f64();
 
-    let mut logits = vec![0.0f32; if device_greedy { 0 } else { model.config().vocab }];
+    let mut logits = vec![0.0f32; if device_pick.is_some() { 0 } else { model.config().vocab }];
     let mut generated = Vec::new();
     let mut decode_steps = 0;
     let decode_start = Instant::now();
     let mut stop = StopReason::MaxTokens;
     while generated.len() < options.max_new_tokens {
-        let id = if device_greedy {
+        let id = if let Some(pick) = device_pick {
             if generated.is_empty() {
-                model.argmax_to_next_token(state)?
+                model.pick_to_next_token(state, pick)?
             } else {
                 // Feeds the previous id (already in the device token buffer) and picks the next.
                 decode_steps += 1;
-                model.decode_greedy(state)?
+                model.decode_step(state, pick)?
             }
         } else {
             model.logits(state, 0, &mut logits)?;
@@ -119,11 +124,15 @@ pub fn generate<B: Backend>(
         if generated.len() == options.max_new_tokens {
             break;
         }
-        if !device_greedy {
+        if device_pick.is_none() {
             model.set_next_token(state, id)?;
             model.forward_decode(state)?;
             decode_steps += 1;
         }
+    }
+    if matches!(device_pick, Some(DevicePick::Sample(_))) {
+        // The next call (a chat turn) continues the same stream of draws wherever it samples.
+        sampler.set_rng_state(model.sampler_rng(state)?);
     }
     Ok(GenerationStats {
         prompt_tokens: prompt.len(),

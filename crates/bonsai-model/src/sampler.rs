@@ -3,9 +3,12 @@
 //!
 //! Order of the steps (the order llama.cpp uses, so settings mean what users expect):
 //! repetition penalty -> (greedy: argmax) -> temperature -> top-k -> softmax -> top-p -> min-p
-//! -> draw.
+//! -> draw. The draw itself (temperature onwards) is `bonsai_kernels::ops::sample_top_k`, shared
+//! with the GPU kernel.
 
 use std::collections::HashSet;
+
+use bonsai_kernels::ops::sample_top_k::{self, SampleParams};
 
 /// Temperatures at or below this are treated as greedy decoding.
 pub const GREEDY_TEMPERATURE: f32 = 0.0;
@@ -75,50 +78,18 @@ impl SamplerConfig {
         Ok(())
     }
 
+    /// The draw settings of the shared sampling op (temperature > 0).
+    pub fn sample_params(&self) -> SampleParams {
+        SampleParams { inv_temperature: 1.0 / self.temperature, top_k: self.top_k, top_p: self.top_p, min_p: self.min_p }
+    }
+
     pub fn is_greedy(&self) -> bool {
         self.temperature <= GREEDY_TEMPERATURE || self.top_k == 1
     }
 }
 
-/// xoshiro256** (Blackman & Vigna), seeded by expanding a u64 through splitmix64.
-#[derive(Clone, Debug)]
-pub struct Rng {
-    s: [u64; 4],
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        let mut sm = seed;
-        // splitmix64 never yields four zero words in a row, so the state is never all-zero.
-        Self { s: [splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm), splitmix64(&mut sm)] }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1) with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        const MANTISSA_BITS: u32 = 53;
-        (self.next_u64() >> (64 - MANTISSA_BITS)) as f64 * (1.0 / (1u64 << MANTISSA_BITS) as f64)
-    }
-}
+/// The sampling PRNG (xoshiro256**), shared with the kernels so device draws match host draws.
+pub use bonsai_kernels::ops::sample_top_k::Xoshiro256 as Rng;
 
 /// A stateful sampler: owns the PRNG and scratch space reused across tokens.
 pub struct Sampler {
@@ -138,6 +109,30 @@ impl Sampler {
         &self.config
     }
 
+    /// The generator state (to continue the same stream of draws on a backend).
+    pub fn rng_state(&self) -> [u64; 4] {
+        self.rng.state()
+    }
+
+    /// Continues from a generator state a backend advanced.
+    pub fn set_rng_state(&mut self, state: [u64; 4]) {
+        self.rng = Rng::from_state(state);
+    }
+
+    /// The pick a backend can make on its own for these settings, or None when the host must
+    /// sample: a repetition penalty (needs the history) or a top-k the device kernel does not
+    /// take (0 = all, or above `MAX_DEVICE_TOP_K`).
+    pub fn device_pick(&self) -> Option<crate::DevicePick> {
+        if self.config.repeat_penalty != 1.0 {
+            return None;
+        }
+        if self.config.is_greedy() {
+            return Some(crate::DevicePick::Greedy);
+        }
+        let params = self.config.sample_params();
+        params.fits_device().then_some(crate::DevicePick::Sample(params))
+    }
+
     /// Picks the next token from `logits` (modified in place by the penalty), given the tokens
     /// seen so far (prompt and generated) in `history`.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> Result<u32, SamplerError> {
@@ -151,9 +146,8 @@ impl Sampler {
         if self.config.is_greedy() {
             return argmax(logits);
         }
-        self.collect_candidates(logits)?;
-        let probs_total = self.softmax_and_truncate();
-        Ok(self.draw(probs_total))
+        let u = self.rng.next_f64();
+        sample_top_k::cpu(logits, &self.config.sample_params(), u, &mut self.candidates).map_err(|_| SamplerError::AllMasked)
     }
 
     fn apply_repeat_penalty(&self, logits: &mut [f32], history: &[u32]) {
@@ -168,71 +162,6 @@ impl Sampler {
                 *l = if *l > 0.0 { *l / r } else { *l * r };
             }
         }
-    }
-
-    /// Fills `candidates` with (id, logit / T), sorted by logit descending, top-k applied.
-    fn collect_candidates(&mut self, logits: &[f32]) -> Result<(), SamplerError> {
-        let inv_t = 1.0 / self.config.temperature;
-        self.candidates.clear();
-        self.candidates.extend(
-            logits.iter().enumerate().filter(|(_, l)| **l > f32::NEG_INFINITY).map(|(i, l)| (i as u32, l * inv_t)),
-        );
-        if self.candidates.is_empty() {
-            return Err(SamplerError::AllMasked);
-        }
-        // Descending by logit, ties by lower id, so the order is fully deterministic.
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let k = self.config.top_k;
-        if k > 0 && k < self.candidates.len() {
-            self.candidates.select_nth_unstable_by(k - 1, order);
-            self.candidates.truncate(k);
-        }
-        self.candidates.sort_unstable_by(order);
-        Ok(())
-    }
-
-    /// Turns candidate logits into probabilities (in place), applies top-p and min-p, and returns
-    /// the total probability mass kept (the draw is scaled by it instead of renormalising).
-    fn softmax_and_truncate(&mut self) -> f64 {
-        let max = self.candidates[0].1;
-        let mut sum = 0.0f64;
-        for c in self.candidates.iter_mut() {
-            c.1 = (c.1 - max).exp();
-            sum += c.1 as f64;
-        }
-        // Always keep at least the top candidate.
-        let mut keep = self.candidates.len();
-        if self.config.top_p < 1.0 {
-            let mut cumulative = 0.0f64;
-            for (i, c) in self.candidates.iter().enumerate() {
-                cumulative += c.1 as f64 / sum;
-                if cumulative >= self.config.top_p as f64 {
-                    keep = i + 1;
-                    break;
-                }
-            }
-        }
-        if self.config.min_p > 0.0 {
-            // The top candidate has unnormalised weight exp(0) = 1.
-            let threshold = self.config.min_p;
-            let above = self.candidates[..keep].iter().take_while(|c| c.1 >= threshold).count();
-            keep = above.max(1);
-        }
-        self.candidates.truncate(keep);
-        self.candidates.iter().map(|c| c.1 as f64).sum()
-    }
-
-    fn draw(&mut self, total: f64) -> u32 {
-        let target = self.rng.next_f64() * total;
-        let mut cumulative = 0.0f64;
-        for c in &self.candidates {
-            cumulative += c.1 as f64;
-            if target < cumulative {
-                return c.0;
-            }
-        }
-        // Rounding can leave target == total; the last kept candidate owns that edge.
-        self.candidates[self.candidates.len() - 1].0
     }
 }
 

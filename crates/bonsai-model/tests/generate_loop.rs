@@ -79,6 +79,33 @@ fn sampling_is_reproducible_per_seed() {
 }
 
 #[test]
+fn backend_sampling_equals_host_sampling_and_hands_the_generator_back() {
+    let seed = fresh_seed();
+    let m = model(seed);
+    let config = SamplerConfig { temperature: 0.9, top_k: 40, top_p: 0.95, min_p: 0.05, seed, ..SamplerConfig::default() };
+    assert!(Sampler::new(config.clone()).unwrap().device_pick().is_some(), "these settings must sample on the backend");
+    // want_logits forces the host sampler; without it the backend draws with the same generator.
+    let (device, events) = run(&m, config.clone(), &options(12, false)).unwrap();
+    assert_eq!(events, 0);
+    let (host, _) = run(&m, config.clone(), &options(12, true)).unwrap();
+    assert_eq!(device.generated, host.generated, "seed {seed}");
+
+    // Two turns on one state: the second continues the stream of draws whichever side samples.
+    let turns = |want_logits: bool| {
+        let mut state = m.new_state(PROMPT.len(), false).unwrap();
+        let mut sampler = Sampler::new(config.clone()).unwrap();
+        let mut history = Vec::new();
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            let stats = generate(&m, &mut state, &mut sampler, &PROMPT, &mut history, &options(5, want_logits), |_| Ok(())).unwrap();
+            out.extend(stats.generated);
+        }
+        (out, sampler.rng_state())
+    };
+    assert_eq!(turns(false), turns(true), "seed {seed}");
+}
+
+#[test]
 fn budget_beyond_the_context_is_refused_before_running() {
     let m = model(fresh_seed());
     let ctx = m.max_seq();

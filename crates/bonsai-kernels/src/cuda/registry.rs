@@ -188,6 +188,7 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/qk_norm_rope/qk_norm_rope.cu"),
         entry_points: &[
             "qk_norm_rope_head_per_block",
+            "qk_norm_rope_kv_write",
         ],
     },
     KernelSource {
@@ -223,7 +224,15 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/argmax/argmax.cu",
         text: include_str!("../ops/argmax/argmax.cu"),
         entry_points: &[
-            "argmax_single_block",
+            "argmax_multi_block",
+        ],
+    },
+    KernelSource {
+        path: "ops/sample_top_k/sample_top_k.cu",
+        text: include_str!("../ops/sample_top_k/sample_top_k.cu"),
+        entry_points: &[
+            "sample_block_candidates",
+            "sample_finalize",
         ],
     },
     KernelSource {

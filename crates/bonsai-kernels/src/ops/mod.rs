@@ -25,6 +25,7 @@ pub mod matmul_q2;
 pub mod qk_norm_rope;
 pub(crate) mod quant_reference;
 pub mod residual_add;
+pub mod sample_top_k;
 pub mod rms_norm;
 pub mod silu;
 pub mod softmax;

@@ -34,6 +34,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for &(g, m, pos0) in &cases {
         qk_norm_rope(ctx, &g, m, pos0)?;
         kv_write(ctx, &g, m, pos0)?;
+        qk_norm_rope_kv_write(ctx, &g, m, pos0)?;
         attention(ctx, &g, m, pos0)?;
     }
     Ok(())
@@ -42,7 +43,6 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
 fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
     let hd = shape.head_dim;
-    let half = hd / 2;
     let row = shape.qkv_row_len();
     let max_pos = pos0 + m + 5;
     let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
@@ -58,6 +58,16 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     launch::qk_norm_rope::qk_norm_rope(&ctx.lib, &ctx.stream, &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd)?;
     let got = download(&ctx.stream, &qd)?;
+    let bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
+    let cmp = Comparison::of(&got, &want, |i| bound[i]);
+    ctx.record("qk_norm_rope", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    Ok(())
+}
+
+/// Per-element bound of qk_norm_rope (the v part and untouched elements: 0).
+fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
+    let (hd, row) = (shape.head_dim, shape.qkv_row_len());
+    let half = hd / 2;
     // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is a <= 7-level tree
     // of positive terms (<= 10u), /hd, +eps and rsqrtf (2 ulp) give inv within 9u, the two
     // products 11u on x1 and x2; rotation adds 2 products and a sum: |err| <= 14u (|x1|+|x2|)
@@ -80,8 +90,67 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
             }
         }
     }
-    let cmp = Comparison::of(&got, &want, |i| bound[i]);
-    ctx.record("qk_norm_rope", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    bound
+}
+
+/// The fused launch against qk_norm_rope then kv_write of the reference.
+fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+    let shape = head_shape(g);
+    let (hd, row) = (shape.head_dim, shape.qkv_row_len());
+    let (max_pos, max_seq) = (pos0 + m + 5, pos0 + m + 3);
+    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let qkv = ctx.rng.activations(m * row, 3.0);
+    let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let len = shape.n_kv * max_seq * hd;
+    let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
+    let mut want = qkv.clone();
+    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let (mut kw, mut vw) = (k0.clone(), v0.clone());
+    ops::kv_write::reference(&want, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+
+    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let mut qd = upload(&ctx.stream, &qkv)?;
+    let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
+    let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
+    let pd = upload(&ctx.stream, &[pos0 as u32])?;
+    let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
+    let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
+    launch::qk_norm_rope::qk_norm_rope_kv_write(
+        &ctx.lib, &ctx.stream, &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd, max_seq, &mut kd, &mut vd,
+    )?;
+    let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
+    let mut got = download(&ctx.stream, &qd)?;
+    let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
+    got.extend(as_f32(download(&ctx.stream, &kd)?));
+    got.extend(as_f32(download(&ctx.stream, &vd)?));
+    let k_want: Vec<f32> = kw.iter().map(|h| h.to_f32()).collect();
+    let mut all_want = want.clone();
+    all_want.extend(&k_want);
+    all_want.extend(vw.iter().map(|h| h.to_f32()));
+    // qkv: qk_norm_rope's bound. k cache: the stored k is f16(gpu k) vs f16(reference k); two
+    // values within b of each other round to f16 values within b + one f16 ulp of the larger
+    // (2^-10 relative for normals, 2^-24 absolute for subnormals). v cache: bit-identical.
+    let k_bound = |j: usize| -> f64 {
+        let (h, rest) = (j / (max_seq * hd), j % (max_seq * hd));
+        let (p, d) = (rest / hd, rest % hd);
+        if p < pos0 || p >= pos0 + m {
+            return 0.0; // untouched
+        }
+        let b = qk_bound[(p - pos0) * row + (shape.n_q + h) * hd + d];
+        b + (k_want[j].abs() as f64) * f64::powi(2.0, -10) + f64::powi(2.0, -24)
+    };
+    let n_qkv = m * row;
+    let cmp = Comparison::of(&got, &all_want, |i| {
+        if i < n_qkv {
+            qk_bound[i]
+        } else if i < n_qkv + len {
+            k_bound(i - n_qkv)
+        } else {
+            0.0
+        }
+    });
+    ctx.record("qk_norm_rope_kv_write", &format!("{} m={m} pos0={pos0}", g.name), cmp);
     Ok(())
 }
 

@@ -31,6 +31,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         argmax(ctx, n)?;
     }
     argmax_all_nan(ctx)?;
+    for n in [1, 100, 4097, VOCAB] {
+        sample(ctx, n)?;
+    }
     let hiddens: Vec<(usize, usize, bool)> = if set == ShapeSet::All {
         MODELS.iter().map(|g| (VOCAB, g.hidden, g.ternary)).collect()
     } else {
@@ -141,7 +144,15 @@ fn argmax(ctx: &mut Ctx, n: usize) -> Result<(), VerifyError> {
 }
 
 fn argmax_all_nan(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    argmax_case(ctx, &[f32::NAN; 37], "n=37 all NaN")
+    argmax_case(ctx, &[f32::NAN; 37], "n=37 all NaN")?;
+    // -0 and +0 are equal values: the lower index wins whichever sign it carries, also when the
+    // two sit in different CTAs (the kernel keys values by their bits).
+    let mut zeros = vec![-1.0f32; 5000];
+    zeros[4500] = 0.0;
+    zeros[3] = -0.0;
+    argmax_case(ctx, &zeros, "n=5000 -0 at 3 ties +0 at 4500")?;
+    // Every value -inf: -inf is an ordinary value, index 0 wins.
+    argmax_case(ctx, &vec![f32::NEG_INFINITY; 3000], "n=3000 all -inf")
 }
 
 fn embed_rows(ctx: &mut Ctx, vocab: usize, hidden: usize, ternary: bool) -> Result<(), VerifyError> {
@@ -164,5 +175,44 @@ fn embed_rows(ctx: &mut Ctx, vocab: usize, hidden: usize, ternary: bool) -> Resu
     let cmp = Comparison::of(&got, &want, |_| 0.0);
     let kind = if ternary { "q2" } else { "q1" };
     ctx.record(&format!("embed_rows_{kind}"), &format!("vocab={vocab} hidden={hidden} m={m}"), cmp);
+    Ok(())
+}
+
+/// The device sampler against the definition: the same id for the same uniform draw, and the
+/// generator state advanced exactly as the host's.
+fn sample(ctx: &mut Ctx, n: usize) -> Result<(), VerifyError> {
+    use crate::ops::sample_top_k::{SampleParams, Xoshiro256};
+    let settings = [
+        SampleParams { inv_temperature: 1.0 / 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 },
+        SampleParams { inv_temperature: 1.0, top_k: 64, top_p: 1.0, min_p: 0.0 },
+        SampleParams { inv_temperature: 1.0 / 0.3, top_k: 5, top_p: 0.5, min_p: 0.0 },
+        SampleParams { inv_temperature: 2.0, top_k: 1, top_p: 1.0, min_p: 0.0 },
+    ];
+    let mut logits: Vec<f32> = (0..n).map(|_| ctx.rng.range(-6.0, 6.0)).collect();
+    for _ in 0..n / 50 {
+        let i = ctx.rng.next_u32() as usize % n;
+        logits[i] = f32::NEG_INFINITY;
+    }
+    let ld = upload(&ctx.stream, &logits)?;
+    let mut candidates = upload(&ctx.stream, &vec![0u64; launch::sample_top_k::candidate_scratch_len()])?;
+    for params in settings {
+        let mut host = Xoshiro256::new(u64::from(ctx.rng.next_u32()));
+        let mut state = upload(&ctx.stream, &host.state())?;
+        let mut out = upload(&ctx.stream, &[0x5a5a_5a5au32])?;
+        let mut mismatches = 0usize;
+        let draws = 8;
+        for _ in 0..draws {
+            launch::sample_top_k::sample_top_k(&ctx.lib, &ctx.stream, &ld, n, &params, &mut state, &mut candidates, &mut out)?;
+            let got = download(&ctx.stream, &out)?[0];
+            let want = ops::sample_top_k::reference(&logits, &params, host.next_f64()).ok().unwrap_or(launch::sample_top_k::SAMPLE_NONE);
+            mismatches += usize::from(got != want);
+        }
+        let state_ok = download(&ctx.stream, &state)? == host.state();
+        // Exact: ids compare equal unless a draw lands within the device's expf error (2 ulp) of a
+        // cumulative boundary, a chance of ~1e-6 per draw; the generator state must match bit for bit.
+        let cmp = Comparison::of(&[(mismatches + usize::from(!state_ok)) as f32], &[0.0], |_| 0.0);
+        let shape = format!("n={n} T={:.2} k={} p={} min_p={} x{draws}", 1.0 / params.inv_temperature, params.top_k, params.top_p, params.min_p);
+        ctx.record("sample_top_k", &shape, cmp);
+    }
     Ok(())
 }

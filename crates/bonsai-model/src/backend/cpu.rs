@@ -11,7 +11,15 @@ use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
 use half::f16;
 
+use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
+
 use super::{Backend, BackendError};
+
+/// The CPU sampler: the generator and a reused candidate buffer.
+pub struct CpuSamplerState {
+    rng: Xoshiro256,
+    scratch: Vec<(u32, f32)>,
+}
 
 /// Runs every op on the host through `bonsai_kernels::ops::*::cpu`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -51,6 +59,7 @@ impl Backend for CpuBackend {
     type Rope = RopeTable;
     /// The CPU records nothing: every decode step runs its ops directly.
     type Graph = std::convert::Infallible;
+    type SamplerState = CpuSamplerState;
 
     fn describe(&self) -> String {
         let simd = match simd_level() {
@@ -233,6 +242,37 @@ impl Backend for CpuBackend {
     fn argmax(&self, logits: &Vec<f32>, n: usize, out: &mut Vec<u32>) -> Result<(), BackendError> {
         let best = argmax::cpu(rows("argmax logits", logits, n)?)?;
         rows_mut("argmax out", out, 1)?[0] = best as u32;
+        Ok(())
+    }
+
+    fn new_sampler_state(&self) -> Result<CpuSamplerState, BackendError> {
+        Ok(CpuSamplerState { rng: Xoshiro256::new(0), scratch: Vec::new() })
+    }
+
+    fn set_sampler_rng(&self, sampler: &mut CpuSamplerState, rng: [u64; 4]) -> Result<(), BackendError> {
+        sampler.rng = Xoshiro256::from_state(rng);
+        Ok(())
+    }
+
+    fn sampler_rng(&self, sampler: &CpuSamplerState) -> Result<[u64; 4], BackendError> {
+        Ok(sampler.rng.state())
+    }
+
+    fn sample(
+        &self,
+        logits: &Vec<f32>,
+        n: usize,
+        params: &SampleParams,
+        sampler: &mut CpuSamplerState,
+        out: &mut Vec<u32>,
+    ) -> Result<(), BackendError> {
+        let u = sampler.rng.next_f64();
+        let id = match sample_top_k::cpu(rows("sample logits", logits, n)?, params, u, &mut sampler.scratch) {
+            Ok(id) => id,
+            Err(bonsai_kernels::ops::OpError::NoCandidate { .. }) => u32::MAX,
+            Err(e) => return Err(e.into()),
+        };
+        rows_mut("sample out", out, 1)?[0] = id;
         Ok(())
     }
 }

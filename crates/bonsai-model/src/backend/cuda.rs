@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
+use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
@@ -47,6 +48,12 @@ pub struct CudaRope {
     pub cos: CudaSlice<f32>,
     pub sin: CudaSlice<f32>,
     pub max_pos: usize,
+}
+
+/// The device sampler: the xoshiro256** state and the kernel's candidate scratch.
+pub struct CudaSamplerState {
+    rng: CudaSlice<u64>,
+    candidates: CudaSlice<u64>,
 }
 
 /// Called with (bytes uploaded so far, bytes planned) as weights reach the device.
@@ -186,6 +193,7 @@ impl Backend for CudaBackend {
     type Position = CudaPosition;
     type Rope = CudaRope;
     type Graph = CudaGraph;
+    type SamplerState = CudaSamplerState;
 
     fn describe(&self) -> String {
         let info = self.gpu.info();
@@ -380,6 +388,21 @@ impl Backend for CudaBackend {
         ops::qk_norm_rope(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos)
     }
 
+    fn qk_norm_rope_kv_write(
+        &self,
+        qkv: &mut CudaSlice<f32>,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &CudaSlice<f32>,
+        k_norm: &CudaSlice<f32>,
+        eps: f32,
+        rope: &CudaRope,
+        pos: &CudaPosition,
+        cache: &mut CudaKvCache,
+    ) -> Result<(), BackendError> {
+        ops::qk_norm_rope_kv_write(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos, cache)
+    }
+
     fn kv_write(&self, qkv: &CudaSlice<f32>, m: usize, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
         launch::kv_write::kv_write(&self.lib, &self.stream, qkv, m, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
             .map_err(device_err("kv_write"))
@@ -403,5 +426,40 @@ impl Backend for CudaBackend {
 
     fn argmax(&self, logits: &CudaSlice<f32>, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
         launch::argmax::argmax(&self.lib, &self.stream, logits, n, out).map_err(device_err("argmax"))
+    }
+
+    fn new_sampler_state(&self) -> Result<CudaSamplerState, BackendError> {
+        let mut state = CudaSamplerState {
+            rng: self.zeros("allocating the sampler state", launch::sample_top_k::RNG_WORDS)?,
+            candidates: self.zeros("allocating sampler scratch", launch::sample_top_k::candidate_scratch_len())?,
+        };
+        self.set_sampler_rng(&mut state, Xoshiro256::new(0).state())?;
+        Ok(state)
+    }
+
+    fn set_sampler_rng(&self, sampler: &mut CudaSamplerState, rng: [u64; 4]) -> Result<(), BackendError> {
+        self.not_while_capturing("set_sampler_rng")?;
+        self.stream.memcpy_htod(&rng, &mut sampler.rng).map_err(device_err("writing the sampler state"))
+    }
+
+    fn sampler_rng(&self, sampler: &CudaSamplerState) -> Result<[u64; 4], BackendError> {
+        self.not_while_capturing("sampler_rng")?;
+        let mut rng = [0u64; 4];
+        self.stream.memcpy_dtoh(&sampler.rng, &mut rng).map_err(device_err("reading the sampler state"))?;
+        self.stream.synchronize().map_err(device_err("reading the sampler state"))?;
+        Ok(rng)
+    }
+
+    fn sample(
+        &self,
+        logits: &CudaSlice<f32>,
+        n: usize,
+        params: &SampleParams,
+        sampler: &mut CudaSamplerState,
+        out: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let CudaSamplerState { rng, candidates } = sampler;
+        launch::sample_top_k::sample_top_k(&self.lib, &self.stream, logits, n, params, rng, candidates, out)
+            .map_err(device_err("sample_top_k"))
     }
 }

@@ -23,6 +23,7 @@ pub const SAFETY_MARGIN_BYTES: usize = 256 << 20;
 const F32_BYTES: usize = 4;
 const F16_BYTES: usize = 2;
 const U32_BYTES: usize = 4;
+const U64_BYTES: usize = 8;
 
 /// Bytes per category.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +64,10 @@ impl MemoryPlan {
         let kv_cache_bytes = config.n_layers * 2 * shape.kv_len() * max_seq * F16_BYTES;
         // Qwen3State: x, xn, qkv, attn, ffn rows, the last row, all-row logits, token ids, position.
         let rows = 2 * config.hidden + shape.qkv_row_len() + shape.q_len() + config.ffn + config.vocab;
-        let activation_bytes = (max_batch * rows + config.hidden) * F32_BYTES + (max_batch + 1) * U32_BYTES;
+        // Plus the sampler: its generator state and candidate scratch (u64 each).
+        let sampler_words = bonsai_kernels::launch::sample_top_k::RNG_WORDS + bonsai_kernels::launch::sample_top_k::candidate_scratch_len();
+        let activation_bytes =
+            (max_batch * rows + config.hidden) * F32_BYTES + (max_batch + 1) * U32_BYTES + sampler_words * U64_BYTES;
         let scratch_bytes = (scratch_len(1, shape, max_seq) + scratch_len(max_batch, shape, max_seq)) * F32_BYTES;
         Self { weights_bytes, rope_bytes, kv_cache_bytes, activation_bytes, scratch_bytes }
     }

@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod memory_plan;
 
+use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, OpError, Store};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
@@ -59,6 +60,8 @@ pub trait Backend {
     type Rope;
     /// A recorded sequence of ops that can be replayed (a CUDA graph).
     type Graph;
+    /// The sampler's generator state and scratch, where [`Backend::sample`] runs.
+    type SamplerState;
 
     /// One line for users, e.g. "cpu (8 threads, avx2)".
     fn describe(&self) -> String;
@@ -145,6 +148,23 @@ pub trait Backend {
     /// Writes the k and v heads of m qkv rows into the cache at pos + i.
     fn kv_write(&self, qkv: &Self::Buffer, m: usize, shape: HeadShape, pos: &Self::Position, cache: &mut Self::KvCache)
         -> Result<(), BackendError>;
+    /// [`Backend::qk_norm_rope`] then [`Backend::kv_write`]; a backend may fuse them (one launch).
+    #[allow(clippy::too_many_arguments)]
+    fn qk_norm_rope_kv_write(
+        &self,
+        qkv: &mut Self::Buffer,
+        m: usize,
+        shape: HeadShape,
+        q_norm: &Self::Buffer,
+        k_norm: &Self::Buffer,
+        eps: f32,
+        rope: &Self::Rope,
+        pos: &Self::Position,
+        cache: &mut Self::KvCache,
+    ) -> Result<(), BackendError> {
+        self.qk_norm_rope(qkv, m, shape, q_norm, k_norm, eps, rope, pos)?;
+        self.kv_write(qkv, m, shape, pos, cache)
+    }
     /// Causal GQA attention of m query rows (token i at pos + i) over cache positions 0..=pos+i.
     #[allow(clippy::too_many_arguments)]
     fn attention(
@@ -161,6 +181,24 @@ pub trait Backend {
         -> Result<(), BackendError>;
     /// Index of the largest of the first `n` values (ties -> lowest) into `out[0]`.
     fn argmax(&self, logits: &Self::Buffer, n: usize, out: &mut Self::Tokens) -> Result<(), BackendError>;
+
+    /// A sampler state (generator seeded with 0 until [`Backend::set_sampler_rng`]).
+    fn new_sampler_state(&self) -> Result<Self::SamplerState, BackendError>;
+    /// Loads the xoshiro256** state (`bonsai_kernels::ops::sample_top_k::Xoshiro256::state`).
+    fn set_sampler_rng(&self, sampler: &mut Self::SamplerState, rng: [u64; 4]) -> Result<(), BackendError>;
+    /// The generator state now (after the draws so far).
+    fn sampler_rng(&self, sampler: &Self::SamplerState) -> Result<[u64; 4], BackendError>;
+    /// Draws one id from the first `n` logits (`bonsai_kernels::ops::sample_top_k`, top-k in
+    /// 1..=MAX_DEVICE_TOP_K) into `out[0]`, or `u32::MAX` when no logit is > -inf; advances the
+    /// generator by one draw.
+    fn sample(
+        &self,
+        logits: &Self::Buffer,
+        n: usize,
+        params: &SampleParams,
+        sampler: &mut Self::SamplerState,
+        out: &mut Self::Tokens,
+    ) -> Result<(), BackendError>;
 }
 
 /// Bytes copied per bandwidth sample: far beyond any CPU cache (and the H200's 60 MB L2).

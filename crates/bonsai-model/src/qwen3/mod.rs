@@ -8,6 +8,7 @@
 pub mod host_weights;
 
 use bonsai_gguf::{Qwen3Config, RopeScalingKind};
+use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
@@ -64,9 +65,20 @@ pub struct Qwen3State<B: Backend> {
     ffn: B::Buffer,
     last: B::Buffer,
     logits: B::Buffer,
-    /// The recorded greedy decode step (see [`Qwen3::decode_greedy`]); it holds the addresses of
-    /// this state's buffers, so it lives and dies with them.
-    decode_graph: Option<B::Graph>,
+    /// Where [`DevicePick::Sample`] draws (generator state on the backend).
+    sampler: B::SamplerState,
+    /// The recorded decode step and the pick it ends with (see [`Qwen3::decode_step`]); it holds
+    /// the addresses of this state's buffers, so it lives and dies with them.
+    decode_graph: Option<(DevicePick, B::Graph)>,
+}
+
+/// How the backend picks the next token from the last logits without the host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DevicePick {
+    /// argmax (ties to the lowest id).
+    Greedy,
+    /// `bonsai_kernels::ops::sample_top_k` with the state's generator.
+    Sample(SampleParams),
 }
 
 impl<B: Backend> Qwen3State<B> {
@@ -165,6 +177,7 @@ impl<B: Backend> Qwen3<B> {
             ffn: b.alloc(max_batch * c.ffn)?,
             last: b.alloc(c.hidden)?,
             logits: b.alloc(logit_rows * c.vocab)?,
+            sampler: b.new_sampler_state()?,
             decode_graph: None,
         })
     }
@@ -214,48 +227,81 @@ impl<B: Backend> Qwen3<B> {
 
     /// Greedy pick on the backend: the argmax of the last logits becomes the next input token.
     pub fn argmax_to_next_token(&self, state: &mut Qwen3State<B>) -> Result<u32, ModelError> {
-        self.backend.argmax(&state.logits, self.config.vocab, &mut state.tokens)?;
+        self.pick_to_next_token(state, DevicePick::Greedy)
+    }
+
+    /// Picks from the last logits on the backend; the id becomes the next input token.
+    pub fn pick_to_next_token(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
+        self.pick_op(state, pick)?;
         let mut id = [0u32];
         self.backend.read_tokens(&state.tokens, &mut id)?;
         self.check_token(id[0])
     }
 
-    /// One greedy decode step with the host out of the loop: the token in the backend token buffer
-    /// goes through the model, the argmax of its logits replaces it on the device, and only its
-    /// id comes back. Where the backend records graphs, the first call captures the step (embed,
-    /// all layers, final norm, LM head, argmax, position advance) and every call replays it.
+    /// Loads the sampler's generator state (`Xoshiro256::state`) for [`DevicePick::Sample`].
+    pub fn seed_sampler(&self, state: &mut Qwen3State<B>, rng: [u64; 4]) -> Result<(), ModelError> {
+        Ok(self.backend.set_sampler_rng(&mut state.sampler, rng)?)
+    }
+
+    /// The sampler's generator state after the draws so far (to continue on the host).
+    pub fn sampler_rng(&self, state: &Qwen3State<B>) -> Result<[u64; 4], ModelError> {
+        Ok(self.backend.sampler_rng(&state.sampler)?)
+    }
+
+    /// One greedy decode step (see [`Self::decode_step`]).
     pub fn decode_greedy(&self, state: &mut Qwen3State<B>) -> Result<u32, ModelError> {
+        self.decode_step(state, DevicePick::Greedy)
+    }
+
+    /// One decode step with the host out of the loop: the token in the backend token buffer goes
+    /// through the model, `pick` replaces it on the device with the next one, and only its id
+    /// comes back. Where the backend records graphs, the first call (and the first after `pick`
+    /// changes) captures the step (embed, all layers, final norm, LM head, pick, position
+    /// advance) and every call replays it.
+    pub fn decode_step(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
         self.check_room(state, 1)?;
         if self.backend.graphs_enabled() {
-            if state.decode_graph.is_none() {
+            if state.decode_graph.as_ref().is_none_or(|(recorded, _)| *recorded != pick) {
+                state.decode_graph = None;
                 let n_past = state.n_past;
-                let captured = self.backend.capture(&mut || self.greedy_step_ops(state));
+                let captured = self.backend.capture(&mut || self.step_ops(state, pick));
                 // Recording ran no kernel: the cache and position are as they were (also when
                 // recording failed part-way).
                 state.n_past = n_past;
-                state.decode_graph = Some(captured?);
+                state.decode_graph = Some((pick, captured?));
             }
             let Qwen3State { decode_graph, pos, .. } = state;
-            let graph = decode_graph.as_ref().ok_or_else(|| ModelError::Unsupported("decode graph missing".into()))?;
+            let (_, graph) = decode_graph.as_ref().ok_or_else(|| ModelError::Unsupported("decode graph missing".into()))?;
             self.backend.replay(graph, pos, 1)?;
             state.n_past += 1;
         } else {
-            self.greedy_step_ops(state)?;
+            self.step_ops(state, pick)?;
         }
         let mut id = [0u32];
         self.backend.read_tokens(&state.tokens, &mut id)?;
         self.check_token(id[0])
     }
 
-    fn greedy_step_ops(&self, state: &mut Qwen3State<B>) -> Result<(), ModelError> {
+    fn step_ops(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
         self.forward_rows(state, 1, LogitRows::Last)?;
-        Ok(self.backend.argmax(&state.logits, self.config.vocab, &mut state.tokens)?)
+        self.pick_op(state, pick)
     }
 
-    /// A device argmax returns an out-of-range id when every logit is NaN.
+    fn pick_op(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
+        let vocab = self.config.vocab;
+        match pick {
+            DevicePick::Greedy => self.backend.argmax(&state.logits, vocab, &mut state.tokens)?,
+            DevicePick::Sample(params) => {
+                self.backend.sample(&state.logits, vocab, &params, &mut state.sampler, &mut state.tokens)?
+            }
+        }
+        Ok(())
+    }
+
+    /// A device pick returns an out-of-range id when no logit could be chosen (all NaN / -inf).
     fn check_token(&self, id: u32) -> Result<u32, ModelError> {
         if id as usize >= self.config.vocab {
-            return Err(ModelError::Unsupported(format!("argmax over the logits found no finite value (id {id})")));
+            return Err(ModelError::Unsupported(format!("picking from the logits found no candidate (id {id})")));
         }
         Ok(id)
     }
@@ -285,8 +331,7 @@ impl<B: Backend> Qwen3<B> {
         for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
             b.rms_norm(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn)?;
             b.matmul(&layer.qkv, &st.xn, m, &mut st.qkv, Store::Overwrite)?;
-            b.qk_norm_rope(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos)?;
-            b.kv_write(&st.qkv, m, s, &st.pos, kv)?;
+            b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
             b.attention(&st.qkv, m, s, &st.pos, kv, &mut st.attn)?;
             b.matmul(&layer.attn_output, &st.attn, m, &mut st.x, Store::Add)?;
             b.rms_norm(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn)?;

@@ -1,7 +1,19 @@
-// Index of the largest value of x[0, n): ties -> lowest index, NaN never wins. One CTA does the
-// whole vector (151669 logits are ~600 KB: a few microseconds for one SM, and no scratch
-// buffer or second launch). Writes ARGMAX_NONE when every value is NaN (or n == 0).
+// Index of the largest value of x[0, n): ties -> lowest index, NaN never wins. Writes ARGMAX_NONE
+// when every value is NaN (or n == 0).
+//
+// One launch, many CTAs: each CTA reduces its grid-stride share to one candidate and folds it
+// into a device-global 64-bit key with atomicMax (value in an order-preserving encoding in the
+// high word, the bitwise NOT of the index in the low word, so the larger key is the larger value
+// and, on ties, the lower index). The last CTA to finish (counted with atomicAdd) turns the key
+// into the index and resets both globals to zero, so the next launch (or graph replay) starts
+// clean. Why: the single-CTA version took ~59 us on the H200 for the 151669-entry vocabulary
+// (one SM waiting on ~150 dependent loads per thread); spread over ~150 CTAs each thread loads
+// a few values. The globals make the kernel non-reentrant: two argmax launches must not run
+// concurrently on different streams of one context (bonsai uses one stream per context).
 #define ARGMAX_NONE 0xffffffffu
+
+__device__ unsigned long long argmax_best_key;  // 0: no candidate yet
+__device__ u32 argmax_blocks_done;
 
 // True when candidate (va, ia) should replace (vb, ib).
 __device__ __forceinline__ bool argmax_better(float va, u32 ia, float vb, u32 ib) {
@@ -10,15 +22,25 @@ __device__ __forceinline__ bool argmax_better(float va, u32 ia, float vb, u32 ib
     return va > vb || (va == vb && ia < ib);
 }
 
-extern "C" __global__ void argmax_single_block(const float* __restrict__ x, u32 n,
-                                               u32* __restrict__ out) {
+// Order-preserving key of a non-NaN value and its index (never 0 for i != ARGMAX_NONE).
+__device__ __forceinline__ unsigned long long argmax_key(float v, u32 i) {
+    u32 b = v == 0.0f ? 0u : __float_as_uint(v);  // -0 and +0 are equal values: same key
+    const u32 ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((unsigned long long)ord << 32) | (unsigned long long)(~i);
+}
+
+extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n,
+                                              u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float best_v[WARP_SIZE];
     __shared__ u32 best_i[WARP_SIZE];
     float bv = 0.0f;
     u32 bi = ARGMAX_NONE;
     // Each thread scans increasing indices, so a strict > keeps its lowest index on ties.
-    for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = x[i];
+    const u32 stride = gridDim.x * blockDim.x;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = __ldg(x + i);
         if (v == v && (bi == ARGMAX_NONE || v > bv)) { bv = v; bi = i; }
     }
 #pragma unroll
@@ -31,16 +53,22 @@ extern "C" __global__ void argmax_single_block(const float* __restrict__ x, u32 
     const int warp = threadIdx.x / WARP_SIZE;
     if (lane == 0) { best_v[warp] = bv; best_i[warp] = bi; }
     __syncthreads();
-    if (warp == 0) {
-        const int n_warps = blockDim.x / WARP_SIZE;
-        bv = lane < n_warps ? best_v[lane] : 0.0f;
-        bi = lane < n_warps ? best_i[lane] : ARGMAX_NONE;
+    if (warp != 0) return;
+    const int n_warps = blockDim.x / WARP_SIZE;
+    bv = lane < n_warps ? best_v[lane] : 0.0f;
+    bi = lane < n_warps ? best_i[lane] : ARGMAX_NONE;
 #pragma unroll
-        for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
-            const float ov = __shfl_xor_sync(FULL_MASK, bv, offset);
-            const u32 oi = __shfl_xor_sync(FULL_MASK, bi, offset);
-            if (argmax_better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
-        }
-        if (lane == 0) *out = bi;
+    for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
+        const float ov = __shfl_xor_sync(FULL_MASK, bv, offset);
+        const u32 oi = __shfl_xor_sync(FULL_MASK, bi, offset);
+        if (argmax_better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
     }
+    if (lane != 0) return;
+    if (bi != ARGMAX_NONE) atomicMax(&argmax_best_key, argmax_key(bv, bi));
+    __threadfence();  // this CTA's key is visible before it counts itself done
+    if (atomicAdd(&argmax_blocks_done, 1u) != gridDim.x - 1) return;
+    // Last CTA: every other CTA's atomicMax happened before its atomicAdd.
+    const unsigned long long key = atomicExch(&argmax_best_key, 0ull);
+    *out = key == 0ull ? ARGMAX_NONE : ~(u32)(key & 0xffffffffull);
+    atomicExch(&argmax_blocks_done, 0u);
 }

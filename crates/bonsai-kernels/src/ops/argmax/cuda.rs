@@ -1,13 +1,18 @@
-//! Launcher of `argmax_single_block` (argmax.cu).
+//! Launcher of `argmax_multi_block` (argmax.cu).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 
-const THREADS: u32 = 1024;
+const THREADS: u32 = 256;
+/// Values each thread scans (grid-stride) at the most common sizes: ~150 CTAs for the vocabulary.
+const VALUES_PER_THREAD: usize = 4;
+/// Upper bound on CTAs: beyond ~8 per SM more CTAs only add atomics.
+const MAX_BLOCKS: usize = 1024;
 /// Written to `out[0]` when every value is NaN (ARGMAX_NONE in argmax.cu).
 pub const ARGMAX_NONE: u32 = u32::MAX;
 
@@ -27,12 +32,14 @@ pub fn argmax(
     expect_at_least(OP, "x", x.len(), n)?;
     expect_at_least(OP, "out", out.len(), 1)?;
     let n_u = u32::try_from(n).ok().filter(|&v| v != ARGMAX_NONE).ok_or_else(|| shape(OP, format!("n = {n} too large")))?;
-    let func = lib.function("argmax_single_block")?;
+    let blocks = n.div_ceil(THREADS as usize * VALUES_PER_THREAD).clamp(1, MAX_BLOCKS) as u32;
+    let func = lib.function("argmax_multi_block")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (o_p, _b) = write_ptr(out, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&x_p).arg(&n_u).arg(&o_p);
-    // SAFETY: matches argmax_single_block(x, n, out); x holds n values, out one.
-    unsafe { l.launch(grid_1d(1, THREADS)) }?;
+    // SAFETY: matches argmax_multi_block(x, n, out); x holds n values, out one. The kernel's
+    // device globals are reset by its last CTA, so launches on one stream never overlap them.
+    unsafe { l.launch(grid_1d(blocks, THREADS)) }?;
     Ok(())
 }

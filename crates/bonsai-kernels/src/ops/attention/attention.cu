@@ -29,6 +29,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
                          const u32* __restrict__ pos0_ptr, int max_seq,
                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
                          float* __restrict__ partial, int n_splits, int split_keys) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
     // Row stride ATT_MAX_HD + 4: float4 reads of row j by lane j fall in distinct banks per
     // quarter-warp, and rows stay 16-byte aligned.
@@ -151,6 +153,8 @@ extern "C" __global__ void attention_combine_splits(const float* __restrict__ pa
                                                     int hd, const u32* __restrict__ pos0_ptr,
                                                     int max_seq, int n_splits, int split_keys,
                                                     float* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
     const int token = blockIdx.x;
     const int head = blockIdx.y;
     const int d = threadIdx.x;

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
@@ -121,7 +122,7 @@ pub fn attention(
     }
     {
         let (s_p, _e) = write_ptr(scratch, stream);
-        let mut l = stream.launch_builder(split);
+        let mut l = Launch::new(stream, split);
         l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
         // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch lengths checked
         // above for m tokens, n_splits splits and max_seq positions.
@@ -129,7 +130,7 @@ pub fn attention(
     }
     let (s_p, _f) = read_ptr(&*scratch, stream);
     let (o_p, _g) = write_ptr(out, stream);
-    let mut l = stream.launch_builder(combine);
+    let mut l = Launch::new(stream, combine);
     l.arg(&s_p).arg(&n_q).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&n_splits_i).arg(&split_keys_i).arg(&o_p);
     // SAFETY: matches attention_combine_splits' signature; reads only splits the first pass
     // wrote for each row (bounded by n_splits), writes m * n_q * hd outputs.

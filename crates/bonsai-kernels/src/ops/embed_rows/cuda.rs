@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
 
 const THREADS: u32 = 128;
@@ -44,7 +45,7 @@ pub fn embed_rows(
     let (p_p, _b) = read_ptr(table.payload, stream);
     let (i_p, _c) = read_ptr(ids, stream);
     let (o_p, _d) = write_ptr(out, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&s_p).arg(&p_p).arg(&i_p).arg(&vocab).arg(&hidden).arg(&o_p);
     // SAFETY: matches embed_rows_q*(scales, payload, ids, vocab, hidden, out); table validated,
     // ids/out lengths checked; out-of-range ids are handled on the device.

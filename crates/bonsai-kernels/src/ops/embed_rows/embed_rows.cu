@@ -31,9 +31,13 @@ __device__ __forceinline__ void embed_rows_body(const u16* __restrict__ scales,
 
 extern "C" __global__ void embed_rows_q1(const u16* scales, const u32* bits, const u32* ids,
                                          int vocab, int hidden, float* out) {
+    griddep_wait();
+    griddep_launch_dependents();
     embed_rows_body<1>(scales, bits, ids, vocab, hidden, out);
 }
 extern "C" __global__ void embed_rows_q2(const u16* scales, const u32* codes, const u32* ids,
                                          int vocab, int hidden, float* out) {
+    griddep_wait();
+    griddep_launch_dependents();
     embed_rows_body<2>(scales, codes, ids, vocab, hidden, out);
 }

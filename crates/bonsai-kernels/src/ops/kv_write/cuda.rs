@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 const THREADS: u32 = 128;
@@ -46,7 +47,7 @@ pub fn kv_write(
     let (p0, _b) = read_ptr(pos0, stream);
     let (k_p, _c) = write_ptr(k_cache, stream);
     let (v_p, _d) = write_ptr(v_cache, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches kv_write_head_per_block's signature; cache lengths cover [n_kv][max_seq][hd]
     // and the kernel skips positions >= max_seq.

@@ -5,6 +5,8 @@ extern "C" __global__ void kv_write_head_per_block(const float* __restrict__ qkv
                                                    int hd, const u32* __restrict__ pos0,
                                                    int max_seq, u16* __restrict__ k_cache,
                                                    u16* __restrict__ v_cache) {
+    griddep_wait();
+    griddep_launch_dependents();
     const int token = blockIdx.x;
     const int head = blockIdx.y;
     const u32 pos = pos0[0] + (u32)token;

@@ -12,27 +12,37 @@
     extern "C" __global__ void __launch_bounds__(STREAM_MAX_THREADS)                             \
         PREFIX##_gemv_stream(const u16* scales, const u32* payload, const float* x, float* y,    \
                              int n_out, int k, int splits) {                                     \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemv_stream<BITS, MODE, STREAM_ROWS, STREAM_STAGES>(scales, payload, x, y, n_out, k,     \
                                                             splits);                             \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
         PREFIX##_gemv_rows8_split_k(const u16* scales, const u32* payload, const float* x,       \
                                     int m, float* y, int n_out, int k) {                         \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemv_rows8_split_k<BITS, MODE, 1>(scales, payload, x, m, y, n_out, k);                   \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
         PREFIX##_gemv_rows8_split_k_tokens8(const u16* scales, const u32* payload,               \
                                             const float* x, int m, float* y, int n_out, int k) { \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemv_rows8_split_k<BITS, MODE, GEMV_MAX_TOKENS>(scales, payload, x, m, y, n_out, k);     \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
         PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
                                   float* y, int n_out, int k) {                                  \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
+        griddep_wait();                                                                  \
+        griddep_launch_dependents();                                                     \
         gemm_mma_bf16x3<BITS, MODE>(scales, payload, x, m, y, n_out, k);                         \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 2 * WARP_SIZE)                     \

@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, shape, write_ptr, LaunchError};
 
 /// `pos[0] += by`.
@@ -23,7 +24,7 @@ pub fn position_advance(
     let by_u = u32::try_from(by).map_err(|_| shape(OP, format!("advance by {by} exceeds u32")))?;
     let func = lib.function("position_advance")?;
     let (p, _a) = write_ptr(pos, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&p).arg(&by_u);
     // SAFETY: matches position_advance(u32* pos, u32 by); pos holds at least one element.
     unsafe { l.launch(grid_1d(1, 1)) }?;

@@ -2,5 +2,7 @@
 // so replaying the graph needs no host write of the position. One thread; the launch costs
 // ~0.5 us inside a graph, nothing next to a decode step.
 extern "C" __global__ void position_advance(u32* __restrict__ pos, u32 by) {
+    griddep_wait();
+    griddep_launch_dependents();
     if (blockIdx.x == 0 && threadIdx.x == 0) pos[0] += by;
 }

@@ -1,10 +1,12 @@
-//! Launcher of `qk_norm_rope_head_per_block` (qk_norm_rope.cu).
+//! Launchers of `qk_norm_rope_head_per_block` and the fused `qk_norm_rope_kv_write`
+//! (qk_norm_rope.cu).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
@@ -30,29 +32,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     pos0: &impl DevicePtr<u32>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope";
-    let hd = shape_.head_dim;
-    if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
-        return Err(shape(OP, format!("bad shape m={m} {shape_:?}")));
-    }
-    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
-    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
-    expect_at_least(OP, "q_norm", q_norm.len(), hd)?;
-    expect_at_least(OP, "k_norm", k_norm.len(), hd)?;
-    expect_at_least(OP, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(OP, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(OP, "pos0", pos0.len(), 1)?;
-    let threads = (hd / 2).div_ceil(32) * 32;
-    if threads > 1024 {
-        return Err(shape(OP, format!("head_dim {hd} exceeds 2048")));
-    }
-    let (n_q, n_kv, hd_i) = (as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
-    let max_pos = as_i32(OP, "max_pos", rope.max_pos)?;
-    as_i32(OP, "qkv len", m * row)?;
-    let cfg = LaunchConfig {
-        grid_dim: (m as u32, (shape_.n_q + shape_.n_kv) as u32, 1),
-        block_dim: (threads as u32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let (cfg, n_q, n_kv, hd_i, max_pos) = check_and_grid(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0, 0)?;
     let func = lib.function("qk_norm_rope_head_per_block")?;
     let (qn, _a) = read_ptr(q_norm, stream);
     let (kn, _b) = read_ptr(k_norm, stream);
@@ -60,10 +40,97 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     let (sn, _d) = read_ptr(rope.sin, stream);
     let (p0, _e) = read_ptr(pos0, stream);
     let (q_p, _f) = write_ptr(qkv, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
     // and the device position is bounds-checked against max_pos in the kernel.
     unsafe { l.launch(cfg) }?;
     Ok(())
+}
+
+/// [`qk_norm_rope`] then `crate::launch::kv_write::kv_write` in one launch: the rotated k heads and
+/// the v heads of the `m` rows also go to the f16 caches at positions `pos0[0] + i` (skipped on
+/// the device when >= max_seq).
+#[allow(clippy::too_many_arguments)]
+pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &mut impl DevicePtrMut<f32>,
+    m: usize,
+    shape_: HeadShape,
+    q_norm: &impl DevicePtr<f32>,
+    k_norm: &impl DevicePtr<f32>,
+    eps: f32,
+    rope: &RopeTableView<'_, C>,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    k_cache: &mut impl DevicePtrMut<u16>,
+    v_cache: &mut impl DevicePtrMut<u16>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "qk_norm_rope_kv_write";
+    let (cfg, n_q, n_kv, hd_i, max_pos) = check_and_grid(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0, shape_.n_kv)?;
+    if max_seq == 0 {
+        return Err(shape(OP, "empty cache".into()));
+    }
+    let cache = shape_.n_kv * max_seq * shape_.head_dim;
+    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
+    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
+    let max_seq_i = as_i32(OP, "max_seq", max_seq)?;
+    as_i32(OP, "cache len", cache)?;
+    let func = lib.function("qk_norm_rope_kv_write")?;
+    let (qn, _a) = read_ptr(q_norm, stream);
+    let (kn, _b) = read_ptr(k_norm, stream);
+    let (cs, _c) = read_ptr(rope.cos, stream);
+    let (sn, _d) = read_ptr(rope.sin, stream);
+    let (p0, _e) = read_ptr(pos0, stream);
+    let (q_p, _f) = write_ptr(qkv, stream);
+    let (k_p, _g) = write_ptr(k_cache, stream);
+    let (v_p, _h) = write_ptr(v_cache, stream);
+    let mut l = Launch::new(stream, func);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
+    l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
+    // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the
+    // position is bounds-checked on the device against max_pos (table) and max_seq (cache).
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// Shared checks of both launchers; the grid covers the q and k heads plus `extra_heads` (the v
+/// heads for the fused launch). Returns (config, n_q, n_kv, hd, max_pos) as kernel ints.
+#[allow(clippy::too_many_arguments)]
+fn check_and_grid<C: DevicePtr<f32>>(
+    op: &'static str,
+    qkv_len: usize,
+    m: usize,
+    shape_: HeadShape,
+    q_norm: &impl DevicePtr<f32>,
+    k_norm: &impl DevicePtr<f32>,
+    rope: &RopeTableView<'_, C>,
+    pos0: &impl DevicePtr<u32>,
+    extra_heads: usize,
+) -> Result<(LaunchConfig, i32, i32, i32, i32), LaunchError> {
+    let hd = shape_.head_dim;
+    if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
+        return Err(shape(op, format!("bad shape m={m} {shape_:?}")));
+    }
+    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
+    expect_at_least(op, "qkv", qkv_len, m * row)?;
+    expect_at_least(op, "q_norm", q_norm.len(), hd)?;
+    expect_at_least(op, "k_norm", k_norm.len(), hd)?;
+    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "pos0", pos0.len(), 1)?;
+    let threads = (hd / 2).div_ceil(32) * 32;
+    if threads > 1024 {
+        return Err(shape(op, format!("head_dim {hd} exceeds 2048")));
+    }
+    let (n_q, n_kv, hd_i) = (as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?);
+    let max_pos = as_i32(op, "max_pos", rope.max_pos)?;
+    as_i32(op, "qkv len", m * row)?;
+    let cfg = LaunchConfig {
+        grid_dim: (m as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    Ok((cfg, n_q, n_kv, hd_i, max_pos))
 }

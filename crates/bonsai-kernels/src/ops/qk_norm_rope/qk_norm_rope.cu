@@ -1,33 +1,27 @@
 // In place on every q and k head of token i (position pos[0] + i): RMS-normalise the head with
 // the shared hd-long weight, then NeoX RoPE (dims d and d + hd/2 rotate by angle index d) with
-// cos/sin from a [max_pos][hd/2] table. grid (m, n_q + n_kv); blockDim.x = 32 * ceil(hd/2 / 32),
+// cos/sin from a [max_pos][hd/2] table. grid (m, heads); blockDim.x = 32 * ceil(hd/2 / 32),
 // one thread per rotating pair. A position >= max_pos (pos lives on the device, so the host
 // cannot check it) turns the head into NaN rather than reading outside the table.
-extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, int n_q, int n_kv,
-                                                       int hd, const float* __restrict__ q_norm,
-                                                       const float* __restrict__ k_norm, float eps,
-                                                       const float* __restrict__ cos_table,
-                                                       const float* __restrict__ sin_table,
-                                                       int max_pos, const u32* __restrict__ pos0) {
-    __shared__ float scratch[WARP_SIZE];
-    const int token = blockIdx.x;
-    const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
+
+// One q or k head: normalises and rotates h[d], h[d + hd/2] in place (all threads of the CTA
+// must call it: it reduces over the CTA); returns false for threads past the pairs.
+__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, float eps,
+                                                      const float* __restrict__ cos_table,
+                                                      const float* __restrict__ sin_table, int max_pos,
+                                                      u32 pos, float* scratch) {
     const int half = hd / 2;
     const int d = threadIdx.x;
-    const long long row = (long long)token * (n_q + 2 * n_kv) * hd;
-    float* h = qkv + row + (long long)head * hd;
-    const float* w = head < n_q ? q_norm : k_norm;
     const bool active = d < half;
     const float a = active ? h[d] : 0.0f;
     const float b = active ? h[d + half] : 0.0f;
     const float ss = block_sum(a * a + b * b, scratch);
-    if (!active) return;
-    const u32 pos = pos0[0] + (u32)token;
+    if (!active) return false;
     if (pos >= (u32)max_pos) {
         const float nan = __int_as_float(0x7fc00000);
         h[d] = nan;
         h[d + half] = nan;
-        return;
+        return true;
     }
     const float inv = rsqrtf(ss / (float)hd + eps);
     const float x1 = a * inv * w[d];
@@ -36,4 +30,58 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
     const float s = sin_table[(long long)pos * half + d];
     h[d] = x1 * c - x2 * s;
     h[d + half] = x2 * c + x1 * s;
+    return true;
+}
+
+extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, int n_q, int n_kv,
+                                                       int hd, const float* __restrict__ q_norm,
+                                                       const float* __restrict__ k_norm, float eps,
+                                                       const float* __restrict__ cos_table,
+                                                       const float* __restrict__ sin_table,
+                                                       int max_pos, const u32* __restrict__ pos0) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ float scratch[WARP_SIZE];
+    const int token = blockIdx.x;
+    const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
+    float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
+    qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table, max_pos,
+                          pos0[0] + (u32)token, scratch);
+}
+
+// qk_norm_rope_head_per_block and kv_write_head_per_block in one launch (decode issues one
+// launch fewer per layer): grid (m, n_q + 2 n_kv). q heads as above; k heads also store their
+// rotated values as f16 in the k cache; v heads only copy to the v cache. Cache rows at
+// position >= max_seq are skipped, exactly as kv_write does (the rotated k, NaN past max_pos,
+// is what both versions store).
+extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_q, int n_kv, int hd,
+                                                 const float* __restrict__ q_norm,
+                                                 const float* __restrict__ k_norm, float eps,
+                                                 const float* __restrict__ cos_table,
+                                                 const float* __restrict__ sin_table, int max_pos,
+                                                 const u32* __restrict__ pos0, int max_seq,
+                                                 u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ float scratch[WARP_SIZE];
+    const int token = blockIdx.x;
+    const int head = blockIdx.y;  // q heads, then k heads, then v heads
+    const int half = hd / 2;
+    const int d = threadIdx.x;
+    const u32 pos = pos0[0] + (u32)token;
+    float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
+    if (head >= n_q + n_kv) {  // a v head: the whole CTA takes this branch
+        if (d >= half || pos >= (u32)max_seq) return;
+        const long long dst = ((long long)(head - n_q - n_kv) * max_seq + pos) * hd;
+        v_cache[dst + d] = f32_to_f16(h[d]);
+        v_cache[dst + d + half] = f32_to_f16(h[d + half]);
+        return;
+    }
+    const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table,
+                                              max_pos, pos, scratch);
+    if (!active || head < n_q || pos >= (u32)max_seq) return;
+    // Each thread stores the pair it just wrote (no other thread touches these elements).
+    const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
+    k_cache[dst + d] = f32_to_f16(h[d]);
+    k_cache[dst + d + half] = f32_to_f16(h[d + half]);
 }

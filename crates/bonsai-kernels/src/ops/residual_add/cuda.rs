@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -24,7 +25,7 @@ pub fn residual_add(
     let func = lib.function("residual_add_grid_stride")?;
     let (b_p, _g1) = read_ptr(b, stream);
     let (a_p, _g0) = write_ptr(a, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&a_p).arg(&b_p).arg(&n_i);
     // SAFETY: matches residual_add_grid_stride(a, b, n); both hold >= n elements.
     unsafe { l.launch(grid_1d(grid_stride_blocks(n, THREADS), THREADS)) }?;

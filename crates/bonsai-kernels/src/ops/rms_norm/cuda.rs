@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -34,7 +35,7 @@ pub fn rms_norm(
     let (x_p, _a) = read_ptr(x, stream);
     let (w_p, _b) = read_ptr(weight, stream);
     let (y_p, _c) = write_ptr(y, stream);
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&x_p).arg(&w_p).arg(&eps).arg(&y_p).arg(&n_i);
     // SAFETY: matches rms_norm_row_per_block(x, w, eps, y, n); lengths checked above.
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;

@@ -9,6 +9,8 @@
 extern "C" __global__ void rms_norm_row_per_block(const float* __restrict__ x,
                                                   const float* __restrict__ w, float eps,
                                                   float* __restrict__ y, int n) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const float* xr = x + (long long)blockIdx.x * n;
     float* yr = y + (long long)blockIdx.x * n;

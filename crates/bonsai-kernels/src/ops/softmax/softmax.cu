@@ -1,5 +1,7 @@
 // Each row of n, in place: x = exp(x - max) / sum(exp(x - max)). One CTA per row.
 extern "C" __global__ void softmax_row_per_block(float* __restrict__ x, int n) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     float* xr = x + (long long)blockIdx.x * n;
     float mx = neg_inf();

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
@@ -25,7 +26,7 @@ pub fn swiglu(
     let func = lib.function("swiglu_grid_stride")?;
     let (g_p, _a) = read_ptr(gate_up, stream);
     let (o_p, _b) = write_ptr(out, stream);
-    let mut l = stream.launch_builder(func);
+    let mut l = Launch::new(stream, func);
     l.arg(&g_p).arg(&o_p).arg(&m_i).arg(&f_i);
     // SAFETY: matches swiglu_grid_stride(gate_up, out, m, F); lengths checked above.
     unsafe { l.launch(grid_1d(grid_stride_blocks(m * f, THREADS), THREADS)) }?;

@@ -38,6 +38,27 @@ pub(super) fn qk_norm_rope(
         .map_err(device_err("qk_norm_rope"))
 }
 
+#[allow(clippy::too_many_arguments)]
+pub(super) fn qk_norm_rope_kv_write(
+    b: &CudaBackend,
+    qkv: &mut CudaSlice<f32>,
+    m: usize,
+    shape: HeadShape,
+    q_norm: &CudaSlice<f32>,
+    k_norm: &CudaSlice<f32>,
+    eps: f32,
+    rope: &CudaRope,
+    pos: &CudaPosition,
+    cache: &mut CudaKvCache,
+) -> Result<(), BackendError> {
+    let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+    let CudaKvCache { k, v, max_seq } = cache;
+    launch::qk_norm_rope::qk_norm_rope_kv_write(
+        &b.lib, &b.stream, qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, *max_seq, k, v,
+    )
+    .map_err(device_err("qk_norm_rope_kv_write"))
+}
+
 /// Attention bounded by the host mirror of the position (prefill and op-by-op decode), or by the
 /// cache length inside a capture (the graph's position moves on every replay). Positions past
 /// the bound come out NaN from the kernel, never silently wrong.

@@ -1,0 +1,31 @@
+// Minimal cooperative fibers for the emulator: a fiber is a stack and a saved stack pointer.
+// On x86-64 the switch is a few instructions (callee-saved registers, MXCSR and the x87 control
+// word); elsewhere ucontext is used (slower: it saves the signal mask with a system call).
+#pragma once
+
+#include <cstddef>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+namespace emu {
+
+using FiberEntry = void (*)(void* arg);
+
+struct FiberContext {
+#if defined(__x86_64__)
+    void* sp = nullptr;
+#else
+    ucontext_t uc;
+#endif
+};
+
+// Prepares `fiber` to run entry(arg) on [stack, stack + size) when first switched to. `entry`
+// must never return (it switches away for good instead).
+void fiber_init(FiberContext* fiber, void* stack, size_t size, FiberEntry entry, void* arg);
+
+// Saves the running context into `from` and resumes `to`.
+void fiber_switch(FiberContext* from, FiberContext* to);
+
+}  // namespace emu

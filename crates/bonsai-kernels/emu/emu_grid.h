@@ -1,0 +1,28 @@
+// Running one kernel launch on the CPU (emu_sched.cpp), as the fake driver sees it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "emu_runtime.h"
+
+namespace emu {
+
+// Calls the kernel with its parameters unpacked from CUDA's `void** kernelParams`.
+using KernelThunk = void (*)(void** args);
+
+struct GridLaunch {
+    const char* kernel_name;
+    KernelThunk thunk;
+    void** args;
+    EmuDim3 grid;
+    EmuDim3 block;
+    size_t dynamic_smem_bytes;
+};
+
+// Runs every CTA of the grid (on up to BONSAI_EMU_THREADS OS threads) and returns once all are
+// done. Returns an empty string on success, else a report of the kernel bug found (deadlock,
+// shuffle outside its mask, ...) naming the kernel, the block and the threads involved.
+std::string run_grid(const GridLaunch& launch);
+
+}  // namespace emu

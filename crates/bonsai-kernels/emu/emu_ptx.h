@@ -1,0 +1,200 @@
+// C++ twins of every wrapper in src/cuda/ptx.cuh (part of cuda_emu.h), same names and
+// signatures. Conversions are bit-exact; ldmatrix and mma are warp collectives that gather all 32
+// lanes' operands and apply the PTX ISA fragment layouts documented at the top of ptx.cuh.
+// `bonsai kernels verify` (check `ptx_wrappers`) runs each wrapper on hardware and here against
+// one Rust model of the same semantics.
+#pragma once
+
+// ---- conversions ----
+inline float f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h >> 15) << 31;
+    const uint32_t exponent = (h >> 10) & 0x1f;
+    const uint32_t mantissa = h & 0x3ff;
+    if (exponent == 0) {
+        // Zero or subnormal: mantissa * 2^-24, exact in f32.
+        const float magnitude = (float)mantissa * 0x1p-24f;
+        return sign ? -magnitude : magnitude;
+    }
+    if (exponent == 0x1f) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13) | (mantissa ? 0x400000u : 0u));
+    return __uint_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+// f32 -> f16, round to nearest even; NaN becomes the canonical 0x7fff as cvt.rn.f16.f32 gives.
+inline uint16_t f32_to_f16(float f) {
+    const uint32_t bits = __float_as_uint(f);
+    const uint32_t sign = (bits >> 16) & 0x8000u;
+    const uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return 0x7fff;
+    if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // >= 65520 rounds to inf
+    const uint32_t exponent = magnitude >> 23;
+    if (exponent < 113) {
+        // Result is an f16 subnormal (or zero): round m * 2^(e-126) to an integer count of 2^-24.
+        if (exponent == 0) return (uint16_t)sign;
+        const uint32_t m = (magnitude & 0x7fffffu) | 0x800000u;
+        const uint32_t shift = 126 - exponent;
+        if (shift > 24) return (uint16_t)sign;
+        uint32_t q = m >> shift;
+        const uint32_t rest = m & ((1u << shift) - 1);
+        const uint32_t half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (q & 1u))) ++q;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t q = ((exponent - 112) << 10) | ((magnitude & 0x7fffffu) >> 13);
+    const uint32_t rest = magnitude & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (q & 1u))) ++q;
+    return (uint16_t)(sign | q);
+}
+
+// f32 -> bf16, round to nearest even; NaN becomes the canonical 0x7fff.
+inline uint16_t f32_to_bf16_rn(float f) {
+    const uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// f32 -> tf32, round to nearest with ties away from zero, low 13 bits cleared.
+inline uint32_t f32_to_tf32(float f) {
+    const uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return (bits & 0x7fffffu) ? 0x7fffe000u : bits;
+    return (bits + 0x1000u) & 0xffffe000u;
+}
+
+// ---- shared-memory addressing and asynchronous copies ----
+// Not a real shared-window address: only cp.async/ldmatrix took it, and their twins take pointers.
+inline uint32_t smem_addr(const void* p) { return (uint32_t)(uintptr_t)p; }
+// The copies happen at once: a later wait has nothing left to wait for.
+inline void cp_async16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
+inline void cp_async16_zfill(void* dst, const void* src, bool valid) {
+    if (valid) std::memcpy(dst, src, 16);
+    else std::memset(dst, 0, 16);
+}
+inline void cp_async4(void* dst, const void* src) { std::memcpy(dst, src, 4); }
+inline void cp_async_commit() {}
+template <int N>
+inline void cp_async_wait() {}
+
+// ---- ldmatrix ----
+namespace emu {
+
+struct LdmatrixLane {
+    const unsigned char* row_addr;
+    uint32_t* r;
+};
+
+// Matrix i's row j comes from lane 8i + j. Lane l receives the two b16 of row l/4 at columns
+// 2(l%4), 2(l%4)+1 (low half = lower column); transposed: of column l/4 at rows 2(l%4), 2(l%4)+1.
+template <int Matrices, bool Transposed>
+inline void complete_ldmatrix(void* const* lanes, uint32_t) {
+    auto lane = [&](int l) { return static_cast<LdmatrixLane*>(lanes[l]); };
+    auto element = [&](int matrix, int row, int col) {
+        uint16_t v;
+        std::memcpy(&v, lane(8 * matrix + row)->row_addr + 2 * col, 2);
+        return (uint32_t)v;
+    };
+    for (int l = 0; l < kWarpSize; ++l) {
+        for (int i = 0; i < Matrices; ++i) {
+            const int major = l / 4, minor = 2 * (l % 4);
+            const uint32_t lo = Transposed ? element(i, minor, major) : element(i, major, minor);
+            const uint32_t hi = Transposed ? element(i, minor + 1, major) : element(i, major, minor + 1);
+            lane(l)->r[i] = lo | (hi << 16);
+        }
+    }
+}
+
+template <int Matrices, bool Transposed>
+inline void ldmatrix(uint32_t* r, const void* row_addr, const char* what) {
+    LdmatrixLane me{static_cast<const unsigned char*>(row_addr), r};
+    warp_collective(0xffffffffu, &me, complete_ldmatrix<Matrices, Transposed>, what);
+}
+
+// ---- mma ----
+struct MmaLane {
+    const uint32_t* a;
+    uint32_t b0, b1;
+    float* c;
+};
+
+inline float bf16_bits_to_f32(uint32_t h) { return __uint_as_float((h & 0xffffu) << 16); }
+inline float f16_bits_to_f32(uint32_t h) { return f16_to_f32((uint16_t)(h & 0xffffu)); }
+// Tensor cores read only the 19 tf32 bits of an operand's f32 pattern.
+inline float tf32_bits_to_f32(uint32_t bits) { return __uint_as_float(bits & 0xffffe000u); }
+
+// D = A·B + C for one 16x8 tile: every product is exact in f32 (at most 11x11 significand bits),
+// accumulated in f32 in k order starting from C.
+template <int K>
+inline void mma_accumulate(void* const* lanes, const float (&a)[16][K], const float (&b)[K][8]) {
+    for (int l = 0; l < kWarpSize; ++l) {
+        MmaLane* me = static_cast<MmaLane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i / 2), col = 2 * t + (i % 2);
+            float acc = me->c[i];
+            for (int k = 0; k < K; ++k) acc += a[row][k] * b[k][col];
+            me->c[i] = acc;
+        }
+    }
+}
+
+// m16n8k16 with 16-bit operands: a[0] = (row g, k 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g,
+// 2t+8..), a[3] = (g+8, 2t+8..); b0 = (k 2t..2t+1, col g), b1 = (k 2t+8..2t+9, col g).
+template <float (*Decode)(uint32_t)>
+inline void complete_mma_16x8x16(void* const* lanes, uint32_t) {
+    float a[16][16], b[16][8];
+    for (int l = 0; l < kWarpSize; ++l) {
+        const MmaLane* me = static_cast<MmaLane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i % 2), k = 2 * t + 8 * (i / 2);
+            a[row][k] = Decode(me->a[i]);
+            a[row][k + 1] = Decode(me->a[i] >> 16);
+        }
+        b[2 * t][g] = Decode(me->b0);
+        b[2 * t + 1][g] = Decode(me->b0 >> 16);
+        b[2 * t + 8][g] = Decode(me->b1);
+        b[2 * t + 9][g] = Decode(me->b1 >> 16);
+    }
+    mma_accumulate<16>(lanes, a, b);
+}
+
+// m16n8k8 tf32: a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4);
+// b0 = (k t, col g), b1 = (k t+4, col g).
+inline void complete_mma_tf32_16x8x8(void* const* lanes, uint32_t) {
+    float a[16][8], b[8][8];
+    for (int l = 0; l < kWarpSize; ++l) {
+        const MmaLane* me = static_cast<MmaLane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) a[g + 8 * (i % 2)][t + 4 * (i / 2)] = tf32_bits_to_f32(me->a[i]);
+        b[t][g] = tf32_bits_to_f32(me->b0);
+        b[t + 4][g] = tf32_bits_to_f32(me->b1);
+    }
+    mma_accumulate<8>(lanes, a, b);
+}
+
+inline void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1, CompleteFn complete, const char* what) {
+    MmaLane me{a, b0, b1, c};
+    warp_collective(0xffffffffu, &me, complete, what);
+}
+
+}  // namespace emu
+
+inline void ldmatrix_x4(uint32_t* r, const void* row_addr) { emu::ldmatrix<4, false>(r, row_addr, "ldmatrix_x4"); }
+inline void ldmatrix_x4_trans(uint32_t* r, const void* row_addr) {
+    emu::ldmatrix<4, true>(r, row_addr, "ldmatrix_x4_trans");
+}
+inline void ldmatrix_x2(uint32_t* r, const void* row_addr) { emu::ldmatrix<2, false>(r, row_addr, "ldmatrix_x2"); }
+inline void ldmatrix_x2_trans(uint32_t* r, const void* row_addr) {
+    emu::ldmatrix<2, true>(r, row_addr, "ldmatrix_x2_trans");
+}
+inline void mma_bf16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    emu::mma(c, a, b0, b1, emu::complete_mma_16x8x16<emu::bf16_bits_to_f32>, "mma_bf16_16x8x16");
+}
+inline void mma_f16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    emu::mma(c, a, b0, b1, emu::complete_mma_16x8x16<emu::f16_bits_to_f32>, "mma_f16_16x8x16");
+}
+inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    emu::mma(c, a, b0, b1, emu::complete_mma_tf32_16x8x8, "mma_tf32_16x8x8");
+}
+
+// Programmatic dependent launch: launches run one after another here, so both are no-ops.
+inline void griddep_wait() {}
+inline void griddep_launch_dependents() {}

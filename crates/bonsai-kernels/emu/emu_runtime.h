@@ -1,0 +1,58 @@
+// The interface between the emulated device code (cuda_emu.h, compiled into the kernel
+// translation unit) and the emulator's scheduler (emu_sched.cpp): who is running now, and the
+// collectives that make a fiber wait for its warp or its CTA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace emu {
+
+// CUDA's built-in index types.
+struct EmuDim3 {
+    unsigned x, y, z;
+};
+
+constexpr int kWarpSize = 32;
+
+// One emulated GPU thread (a fiber).
+struct ThreadState {
+    EmuDim3 thread_idx;
+    int linear;  // x + y * bx + z * bx * by
+    int lane;
+    int warp;
+};
+
+// One CTA being executed on the current OS thread.
+struct CtaState {
+    EmuDim3 block_idx;
+    EmuDim3 block_dim;
+    EmuDim3 grid_dim;
+    unsigned char* dynamic_smem;  // `extern __shared__` storage, 128-byte aligned
+    const char* kernel_name;
+};
+
+// The fiber running now and its CTA. (Not initial-exec: the library's TLS block holds every
+// kernel's __shared__ arrays, far too big for the static TLS a dlopen()ed library may use.)
+extern __thread ThreadState* t_thread;
+extern __thread CtaState* t_cta;
+
+// A warp collective: every lane named in `mask` arrives with a pointer to its own operands
+// (living on its fiber stack, valid while it waits); the last lane to arrive calls
+// `complete(lanes, mask)` once, where lanes[l] is lane l's pointer (null for lanes not in the
+// mask), and every participant resumes afterwards. `what` names the operation in error reports;
+// lanes meeting at one collective must agree on `complete` and `mask`.
+using CompleteFn = void (*)(void* const* lanes, uint32_t mask);
+void warp_collective(uint32_t mask, void* operands, CompleteFn complete, const char* what);
+
+// __syncthreads(): waits for every not-yet-exited thread of the CTA.
+void block_barrier();
+
+// Reports a kernel bug found by the emulator (e.g. a shuffle from a lane outside the mask) and
+// fails the launch; does not return.
+[[noreturn]] void kernel_fault(const char* what);
+
+// Nanoseconds of a monotonic clock (clock64 stand-in).
+long long clock_ns();
+
+}  // namespace emu

@@ -1,0 +1,312 @@
+// The emulator's execution engine: CTAs on a small pool of OS threads, each CTA's threads as
+// cooperative fibers on one OS thread that switch only at synchronisation points.
+//
+// A fiber runs until it reaches __syncthreads or a warp collective, or exits. A warp collective
+// completes when every lane of its mask has arrived (the last one computes all results); the
+// CTA barrier completes when every not-yet-exited thread has arrived. If no fiber can run and
+// some have not exited, the kernel deadlocked: the launch fails with a report of who waits where.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "emu_fiber.h"
+#include "emu_grid.h"
+#include "emu_pool.h"
+
+namespace emu {
+
+__thread ThreadState* t_thread = nullptr;
+__thread CtaState* t_cta = nullptr;
+
+namespace {
+
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr size_t kDefaultStackKiB = 128;
+constexpr size_t kSmemAlignment = 128;
+// Fresh dynamic shared memory is filled with this byte (f32 NaN), so reading it unwritten shows.
+constexpr int kSmemPoison = 0xff;
+
+enum class Status { Runnable, AtWarpCollective, AtBarrier, Exited };
+
+struct Fiber {
+    FiberContext context;
+    ThreadState state;
+    Status status = Status::Exited;
+};
+
+// The lanes of one warp gathering at a collective.
+struct WarpMeeting {
+    uint32_t arrived = 0;
+    uint32_t mask = 0;
+    CompleteFn complete = nullptr;
+    const char* what = nullptr;
+    void* operands[kWarpSize] = {};
+};
+
+size_t stack_bytes() {
+    const char* env = std::getenv("BONSAI_EMU_STACK_KB");
+    const size_t kib = env && std::atoi(env) > 0 ? (size_t)std::atoi(env) : kDefaultStackKiB;
+    return kib * 1024;
+}
+
+// Everything one OS thread needs to run CTAs.
+struct Worker {
+    std::vector<unsigned char*> stacks;
+    size_t stack_size = stack_bytes();
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    std::unique_ptr<Fiber[]> fibers{new Fiber[kMaxThreadsPerBlock]};
+    WarpMeeting warps[kMaxThreadsPerBlock / kWarpSize];
+    FiberContext scheduler;
+    int n_threads = 0;
+    int live = 0;
+    int barrier_arrived = 0;
+    int current = -1;
+    CtaState cta{};
+    std::vector<unsigned char> smem;
+    const GridLaunch* launch = nullptr;
+    bool faulted = false;
+    std::string fault;
+
+    // Stack of fiber i, with a guard page below it (an overflow faults instead of corrupting).
+    unsigned char* stack(int i) {
+        while ((int)stacks.size() <= i) {
+            void* p = mmap(nullptr, stack_size + page, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (p == MAP_FAILED) {
+                std::fprintf(stderr, "bonsai emu: cannot map a fiber stack\n");
+                std::abort();
+            }
+            mprotect(p, page, PROT_NONE);
+            stacks.push_back(static_cast<unsigned char*>(p) + page);
+        }
+        return stacks[i];
+    }
+    Fiber& me() { return fibers[current]; }
+};
+
+thread_local Worker* t_worker = nullptr;
+
+Worker& worker() {
+    if (!t_worker) t_worker = new Worker();  // lives as long as its OS thread (pool threads never end)
+    return *t_worker;
+}
+
+std::string where(const Worker& w) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "kernel %s block (%u,%u,%u)", w.launch->kernel_name, w.cta.block_idx.x,
+                  w.cta.block_idx.y, w.cta.block_idx.z);
+    return buf;
+}
+
+// Compact list of thread indices: "0-31,64,66-95".
+std::string ranges(const std::vector<int>& ids) {
+    std::string out;
+    for (size_t i = 0; i < ids.size();) {
+        size_t j = i;
+        while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+        if (!out.empty()) out += ",";
+        out += std::to_string(ids[i]);
+        if (j > i) out += "-" + std::to_string(ids[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
+std::string deadlock_report(Worker& w) {
+    std::vector<int> at_barrier, exited;
+    std::string warps;
+    for (int i = 0; i < w.n_threads; ++i) {
+        if (w.fibers[i].status == Status::AtBarrier) at_barrier.push_back(i);
+        if (w.fibers[i].status == Status::Exited) exited.push_back(i);
+    }
+    for (int warp = 0; warp * kWarpSize < w.n_threads; ++warp) {
+        const WarpMeeting& m = w.warps[warp];
+        if (!m.arrived) continue;
+        std::vector<int> lanes;
+        for (int l = 0; l < kWarpSize; ++l)
+            if (m.arrived >> l & 1u) lanes.push_back(warp * kWarpSize + l);
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "; threads %s wait at %s (mask 0x%08x) for the rest of warp %d",
+                      ranges(lanes).c_str(), m.what, m.mask, warp);
+        warps += buf;
+    }
+    std::string report = "deadlock in " + where(w) + " (" + std::to_string(w.n_threads) + " threads)";
+    if (!at_barrier.empty()) report += "; threads " + ranges(at_barrier) + " wait at __syncthreads";
+    report += warps;
+    if (!exited.empty()) report += "; threads " + ranges(exited) + " have exited";
+    return report;
+}
+
+// Back to the scheduler; returns when this fiber is resumed.
+void yield(Status status) {
+    Worker& w = worker();
+    Fiber& f = w.me();
+    f.status = status;
+    fiber_switch(&f.context, &w.scheduler);
+}
+
+void release_barrier(Worker& w) {
+    for (int i = 0; i < w.n_threads; ++i)
+        if (w.fibers[i].status == Status::AtBarrier) w.fibers[i].status = Status::Runnable;
+    w.barrier_arrived = 0;
+}
+
+void fiber_main(void*) {
+    Worker& w = worker();
+    w.launch->thunk(w.launch->args);
+    w.live -= 1;
+    // An exiting thread no longer holds back the CTA barrier.
+    if (w.barrier_arrived > 0 && w.barrier_arrived == w.live) release_barrier(w);
+    yield(Status::Exited);
+    std::abort();  // an exited fiber is never resumed
+}
+
+// Runs one CTA to completion on this OS thread; false (with w.fault set) on a kernel bug.
+bool run_cta(Worker& w, EmuDim3 block_idx) {
+    const GridLaunch& l = *w.launch;
+    w.cta.block_idx = block_idx;
+    w.n_threads = (int)(l.block.x * l.block.y * l.block.z);
+    w.live = w.n_threads;
+    w.barrier_arrived = 0;
+    for (auto& m : w.warps) m.arrived = 0;
+    if (l.dynamic_smem_bytes) std::memset(w.cta.dynamic_smem, kSmemPoison, l.dynamic_smem_bytes);
+    for (int i = 0; i < w.n_threads; ++i) {
+        Fiber& f = w.fibers[i];
+        const unsigned x = i % l.block.x, y = (i / l.block.x) % l.block.y, z = i / (l.block.x * l.block.y);
+        f.state = ThreadState{{x, y, z}, i, i % kWarpSize, i / kWarpSize};
+        f.status = Status::Runnable;
+        fiber_init(&f.context, w.stack(i), w.stack_size, fiber_main, nullptr);
+    }
+    t_cta = &w.cta;
+    while (w.live > 0) {
+        bool ran = false;
+        for (int i = 0; i < w.n_threads; ++i) {
+            if (w.fibers[i].status != Status::Runnable) continue;
+            ran = true;
+            w.current = i;
+            t_thread = &w.fibers[i].state;
+            fiber_switch(&w.scheduler, &w.fibers[i].context);
+            if (w.faulted) return false;
+        }
+        if (!ran && w.live > 0) {
+            w.fault = deadlock_report(w);
+            w.faulted = true;
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+void warp_collective(uint32_t mask, void* operands, CompleteFn complete, const char* what) {
+    Worker& w = worker();
+    const ThreadState& t = *t_thread;
+    if (!(mask >> t.lane & 1u)) kernel_fault("a warp collective's mask leaves out the calling lane");
+    const int warp_threads = std::min(kWarpSize, w.n_threads - t.warp * kWarpSize);
+    if (warp_threads < kWarpSize && (mask >> warp_threads) != 0)
+        kernel_fault("a warp collective's mask names lanes past the end of the CTA");
+    WarpMeeting& m = w.warps[t.warp];
+    if (m.arrived == 0) {
+        m.mask = mask;
+        m.complete = complete;
+        m.what = what;
+    } else if (m.complete != complete || m.mask != mask || std::strcmp(m.what, what) != 0) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "lanes of one warp meet at different collectives: %s (mask 0x%08x) and %s (mask 0x%08x)",
+                      m.what, m.mask, what, mask);
+        kernel_fault(buf);
+    }
+    m.operands[t.lane] = operands;
+    m.arrived |= 1u << t.lane;
+    if (m.arrived != mask) {
+        yield(Status::AtWarpCollective);
+        return;
+    }
+    void* lanes[kWarpSize];
+    for (int l = 0; l < kWarpSize; ++l) lanes[l] = (mask >> l & 1u) ? m.operands[l] : nullptr;
+    m.arrived = 0;
+    complete(lanes, mask);
+    for (int l = 0; l < kWarpSize; ++l)
+        if ((mask >> l & 1u) && l != t.lane) w.fibers[t.warp * kWarpSize + l].status = Status::Runnable;
+}
+
+void block_barrier() {
+    Worker& w = worker();
+    w.barrier_arrived += 1;
+    if (w.barrier_arrived == w.live) {
+        release_barrier(w);
+        return;
+    }
+    yield(Status::AtBarrier);
+}
+
+void kernel_fault(const char* what) {
+    Worker& w = worker();
+    const ThreadState& t = *t_thread;
+    char buf[120];
+    std::snprintf(buf, sizeof buf, " thread (%u,%u,%u): ", t.thread_idx.x, t.thread_idx.y, t.thread_idx.z);
+    w.fault = where(w) + buf + what;
+    w.faulted = true;
+    yield(Status::Exited);
+    std::abort();  // a faulted fiber is never resumed
+}
+
+long long clock_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+namespace {
+
+// Runs CTAs handed out by `next_block` until none is left; false with `fault` on a kernel bug.
+bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& next_block, std::string* fault) {
+    Worker& w = worker();
+    w.launch = &launch;
+    w.faulted = false;
+    w.fault.clear();
+    w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name};
+    if (launch.dynamic_smem_bytes) {
+        w.smem.resize(launch.dynamic_smem_bytes + kSmemAlignment);
+        auto base = reinterpret_cast<uintptr_t>(w.smem.data());
+        w.cta.dynamic_smem = reinterpret_cast<unsigned char*>((base + kSmemAlignment - 1) & ~(kSmemAlignment - 1));
+    }
+    EmuDim3 block;
+    bool ok = true;
+    while (ok && next_block(&block)) ok = run_cta(w, block);
+    if (!ok) *fault = w.fault;
+    t_thread = nullptr;
+    t_cta = nullptr;
+    return ok;
+}
+
+}  // namespace
+
+std::string run_grid(const GridLaunch& launch) {
+    const EmuDim3 g = launch.grid, b = launch.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    if (threads == 0 || threads > (unsigned long long)kMaxThreadsPerBlock)
+        return std::string("kernel ") + launch.kernel_name + ": block of " + std::to_string(threads) +
+               " threads (must be 1..1024)";
+    const unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
+    return run_parallel(blocks, [&](std::atomic<unsigned long long>& next, std::string* fault) {
+        return run_blocks(launch,
+                          [&](EmuDim3* block) {
+                              const unsigned long long i = next.fetch_add(1);
+                              if (i >= blocks) return false;
+                              *block = EmuDim3{(unsigned)(i % g.x), (unsigned)((i / g.x) % g.y),
+                                               (unsigned)(i / ((unsigned long long)g.x * g.y))};
+                              return true;
+                          },
+                          fault);
+    });
+}
+
+}  // namespace emu

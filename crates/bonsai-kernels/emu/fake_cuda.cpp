@@ -1,0 +1,310 @@
+// The fake CUDA driver (libcuda.so of the emulator): one sm_90 device whose memory is host
+// memory, modules whose functions are the kernel sources compiled for the CPU (emu_table.h), and
+// streams that run work at once (fake_cuda_stream.cpp). Only the calls bonsai (through cudarc)
+// makes are implemented; cudarc resolves each symbol on first use and names a missing one.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "fake_cuda_internal.h"
+
+extern "C" const emu::KernelEntry* emu_kernel_table(size_t* count);
+
+struct EmuContext {};
+struct EmuModule {};
+struct EmuEvent {
+    std::chrono::steady_clock::time_point at;
+};
+
+namespace {
+
+constexpr int kDriverVersion = 13000;
+constexpr const char* kDeviceName = "bonsai CPU emulator";
+constexpr size_t kTotalMemory = 80ull << 30;  // bytes reported, not reserved
+constexpr int kSmCount = 132;
+constexpr int kDefaultSmemPerBlock = 48 * 1024;
+constexpr int kOptInSmemPerBlock = 227 * 1024;
+constexpr int kSmemPerSm = 228 * 1024;
+constexpr int kL2Bytes = 60 * 1024 * 1024;
+constexpr size_t kAllocAlignment = 256;  // cudaMalloc's guarantee
+
+EmuContext g_context;
+EmuModule g_module;
+std::mutex g_lock;
+std::unordered_map<std::string, EmuFunction> g_functions;
+std::unordered_map<void*, size_t> g_allocations;
+size_t g_allocated = 0;
+
+int attribute(int which) {
+    switch (which) {
+        case 1: return 1024;                 // max threads per block
+        case 2: case 3: return 1024;         // max block dim x, y
+        case 4: return 64;                   // max block dim z
+        case 5: return 2147483647;           // max grid dim x
+        case 6: case 7: return 65535;        // max grid dim y, z
+        case 8: return kDefaultSmemPerBlock; // shared memory per block
+        case 9: return 64 * 1024;            // constant memory
+        case 10: return 32;                  // warp size
+        case 12: return 65536;               // registers per block
+        case 13: return 1980000;             // clock rate, kHz
+        case 16: return kSmCount;
+        case 31: return 1;                   // concurrent kernels
+        case 36: return 3201000;             // memory clock, kHz
+        case 37: return 6144;                // bus width, bits
+        case 38: return kL2Bytes;
+        case 39: return 2048;                // threads per SM
+        case 41: return 1;                   // unified addressing
+        case 75: return 9;                   // compute capability major
+        case 76: return 0;                   // compute capability minor
+        case 81: return kSmemPerSm;
+        case 82: return 65536;               // registers per SM
+        case 95: return 1;                   // cooperative launch
+        case 97: return kOptInSmemPerBlock;
+        case 106: return 32;                 // blocks per SM
+        case 115: return 0;                  // memory pools: no (cudarc then allocates synchronously)
+        default: return 0;
+    }
+}
+
+const char* error_name(CUresult r) {
+    switch (r) {
+        case CUDA_SUCCESS: return "CUDA_SUCCESS";
+        case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+        case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+        case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+        case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+        case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+        case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+        case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+        case CUDA_ERROR_ILLEGAL_STATE: return "CUDA_ERROR_ILLEGAL_STATE";
+        case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+        case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+        case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
+        case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+        case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+        default: return "CUDA_ERROR_UNKNOWN";
+    }
+}
+
+const char* error_string(CUresult r) {
+    switch (r) {
+        case CUDA_SUCCESS: return "no error";
+        case CUDA_ERROR_LAUNCH_FAILED: return "the emulated kernel failed (see the 'bonsai emu:' line on stderr)";
+        case CUDA_ERROR_NOT_FOUND: return "named symbol not found (not in the emulator's kernel table)";
+        case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
+        case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported by the bonsai CPU emulator";
+        default: return error_name(r);
+    }
+}
+
+}  // namespace
+
+EMU_API CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
+EMU_API CUresult cuDriverGetVersion(int* version) {
+    *version = kDriverVersion;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuGetErrorName(CUresult r, const char** out) {
+    *out = error_name(r);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuGetErrorString(CUresult r, const char** out) {
+    *out = error_string(r);
+    return CUDA_SUCCESS;
+}
+
+// ---- device ----
+EMU_API CUresult cuDeviceGetCount(int* count) {
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceGetName(char* name, int len, CUdevice) {
+    if (len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    std::strncpy(name, kDeviceName, (size_t)len - 1);
+    name[len - 1] = '\0';
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceGetAttribute(int* value, int which, CUdevice) {
+    *value = attribute(which);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice) {
+    *bytes = kTotalMemory;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceGetUuid(unsigned char* uuid, CUdevice) {
+    std::memcpy(uuid, "bonsai-emulator!", 16);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDeviceGetUuid_v2(unsigned char* uuid, CUdevice d) { return cuDeviceGetUuid(uuid, d); }
+
+// ---- context: one, always current ----
+EMU_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
+    *ctx = &g_context;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxGetCurrent(CUcontext* ctx) {
+    *ctx = &g_context;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuCtxGetDevice(CUdevice* device) {
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuCtxPushCurrent_v2(CUcontext) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxPopCurrent_v2(CUcontext* ctx) {
+    if (ctx) *ctx = &g_context;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuCtxSetFlags(unsigned) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxSetLimit(int, size_t) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxGetLimit(size_t* value, int) {
+    *value = 0;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuCtxDestroy_v2(CUcontext) { return CUDA_SUCCESS; }
+
+// ---- memory: device pointers are host pointers ----
+EMU_API CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+    void* p = std::aligned_alloc(kAllocAlignment, (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment + kAllocAlignment);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    std::lock_guard<std::mutex> g(g_lock);
+    g_allocations[p] = bytes;
+    g_allocated += bytes;
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    void* p = (void*)(uintptr_t)ptr;
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_allocations.find(p);
+    if (it == g_allocations.end()) return ptr == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    g_allocated -= it->second;
+    g_allocations.erase(it);
+    std::free(p);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream) { return cuMemAlloc_v2(ptr, bytes); }
+EMU_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream) { return cuMemFree_v2(ptr); }
+EMU_API CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned) {
+    *ptr = std::aligned_alloc(kAllocAlignment, (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment + kAllocAlignment);
+    return *ptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EMU_API CUresult cuMemAllocHost_v2(void** ptr, size_t bytes) { return cuMemHostAlloc(ptr, bytes, 0); }
+EMU_API CUresult cuMemFreeHost(void* ptr) {
+    std::free(ptr);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+    std::lock_guard<std::mutex> g(g_lock);
+    *total_bytes = kTotalMemory;
+    *free_bytes = g_allocated < kTotalMemory ? kTotalMemory - g_allocated : 0;
+    return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream) {
+    EmuWork w{EmuWork::Kind::Copy};
+    w.dst = dst;
+    w.src = src;
+    w.count = bytes;
+    return emu::submit(stream, std::move(w));
+}
+CUresult set(EmuWork::Kind kind, CUdeviceptr dst, unsigned value, size_t count, CUstream stream) {
+    EmuWork w{kind};
+    w.dst = (void*)(uintptr_t)dst;
+    w.value = value;
+    w.count = count;
+    return emu::submit(stream, std::move(w));
+}
+}  // namespace
+
+#define EMU_PTR(p) ((void*)(uintptr_t)(p))
+EMU_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) { return copy(EMU_PTR(dst), src, n, nullptr); }
+EMU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) { return copy(dst, EMU_PTR(src), n, nullptr); }
+EMU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(EMU_PTR(dst), EMU_PTR(src), n, nullptr); }
+EMU_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(EMU_PTR(dst), EMU_PTR(src), n, nullptr); }
+EMU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) { return copy(EMU_PTR(dst), src, n, s); }
+EMU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) { return copy(dst, EMU_PTR(src), n, s); }
+EMU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return copy(EMU_PTR(dst), EMU_PTR(src), n, s);
+}
+EMU_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return copy(EMU_PTR(dst), EMU_PTR(src), n, s); }
+EMU_API CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { return set(EmuWork::Kind::Set8, p, v, n, nullptr); }
+EMU_API CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) { return set(EmuWork::Kind::Set8, p, v, n, s); }
+EMU_API CUresult cuMemsetD16_v2(CUdeviceptr p, unsigned short v, size_t n) { return set(EmuWork::Kind::Set16, p, v, n, nullptr); }
+EMU_API CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s) { return set(EmuWork::Kind::Set16, p, v, n, s); }
+EMU_API CUresult cuMemsetD32_v2(CUdeviceptr p, unsigned v, size_t n) { return set(EmuWork::Kind::Set32, p, v, n, nullptr); }
+EMU_API CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) { return set(EmuWork::Kind::Set32, p, v, n, s); }
+
+// ---- events: the time of recording (work before it has already run) ----
+EMU_API CUresult cuEventCreate(CUevent* event, unsigned) {
+    *event = new EmuEvent{std::chrono::steady_clock::now()};
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuEventDestroy_v2(CUevent event) {
+    delete event;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+    if (!emu::stream_of(stream)->capturing) event->at = std::chrono::steady_clock::now();
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned) { return cuEventRecord(event, stream); }
+EMU_API CUresult cuEventSynchronize(CUevent) { return emu::sticky_error(); }
+EMU_API CUresult cuEventQuery(CUevent) { return emu::sticky_error(); }
+EMU_API CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+    *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) { return cuEventElapsedTime(ms, start, end); }
+
+// ---- modules and functions: the image is ignored, names come from the compiled-in table ----
+EMU_API CUresult cuModuleLoadData(CUmodule* module, const void*) {
+    std::lock_guard<std::mutex> g(g_lock);
+    if (g_functions.empty()) {
+        size_t count = 0;
+        const emu::KernelEntry* table = emu_kernel_table(&count);
+        for (size_t i = 0; i < count; ++i) g_functions[table[i].name] = EmuFunction{&table[i]};
+    }
+    *module = &g_module;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned, void*, void**) {
+    return cuModuleLoadData(module, image);
+}
+EMU_API CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+EMU_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_functions.find(name);
+    if (it == g_functions.end()) return CUDA_ERROR_NOT_FOUND;
+    *f = &it->second;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuFuncGetAttribute(int* value, int which, CUfunction) {
+    *value = which == 0 ? 1024 : 0;  // max threads per block; sizes and registers: 0
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuFuncSetAttribute(CUfunction, int, int) { return CUDA_SUCCESS; }
+EMU_API CUresult cuFuncSetCacheConfig(CUfunction, int) { return CUDA_SUCCESS; }
+EMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int block_size, size_t) {
+    *blocks = block_size > 0 ? 2048 / block_size : 0;
+    return CUDA_SUCCESS;
+}
+
+// NVRTC dlopens libcuda.so.1 and asks for private export tables; having none, it carries on as
+// on a machine without a driver.
+EMU_API CUresult cuGetExportTable(const void** table, const void*) {
+    *table = nullptr;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

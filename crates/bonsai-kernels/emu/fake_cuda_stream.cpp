@@ -1,0 +1,178 @@
+// The fake driver's streams, launches and graphs. Work runs synchronously on submission, except
+// while a stream captures: then it is recorded (kernel parameters copied at record time, as
+// CUDA does) and replayed by cuGraphLaunch.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "emu_grid.h"
+#include "fake_cuda_internal.h"
+
+namespace emu {
+
+namespace {
+EmuStream g_default_stream;
+CUresult g_sticky = CUDA_SUCCESS;
+}  // namespace
+
+CUresult sticky_error() { return g_sticky; }
+
+EmuStream* stream_of(CUstream handle) {
+    if (handle == nullptr || handle == EMU_STREAM_LEGACY || handle == EMU_STREAM_PER_THREAD) return &g_default_stream;
+    return handle;
+}
+
+CUresult execute(const EmuWork& w) {
+    if (g_sticky != CUDA_SUCCESS) return g_sticky;
+    switch (w.kind) {
+        case EmuWork::Kind::Kernel: {
+            std::vector<void*> args(w.param_offsets.size());
+            auto* base = reinterpret_cast<unsigned char*>(const_cast<std::max_align_t*>(w.param_bytes.data()));
+            for (size_t i = 0; i < args.size(); ++i) args[i] = base + w.param_offsets[i];
+            const GridLaunch launch{w.kernel->name, w.kernel->thunk, args.data(), {w.grid[0], w.grid[1], w.grid[2]},
+                                    {w.block[0], w.block[1], w.block[2]}, w.smem};
+            const std::string fault = run_grid(launch);
+            if (!fault.empty()) {
+                std::fprintf(stderr, "bonsai emu: %s\n", fault.c_str());
+                g_sticky = CUDA_ERROR_LAUNCH_FAILED;
+                return g_sticky;
+            }
+            return CUDA_SUCCESS;
+        }
+        case EmuWork::Kind::Copy: std::memmove(w.dst, w.src, w.count); return CUDA_SUCCESS;
+        case EmuWork::Kind::Set8: std::memset(w.dst, (int)(w.value & 0xff), w.count); return CUDA_SUCCESS;
+        case EmuWork::Kind::Set16:
+            for (size_t i = 0; i < w.count; ++i) static_cast<uint16_t*>(w.dst)[i] = (uint16_t)w.value;
+            return CUDA_SUCCESS;
+        case EmuWork::Kind::Set32:
+            for (size_t i = 0; i < w.count; ++i) static_cast<uint32_t*>(w.dst)[i] = w.value;
+            return CUDA_SUCCESS;
+        case EmuWork::Kind::HostFn: w.host_fn(w.user_data); return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+CUresult submit(CUstream stream, EmuWork work) {
+    EmuStream* s = stream_of(stream);
+    if (s->capturing) {
+        s->graph->nodes.push_back(std::move(work));
+        return CUDA_SUCCESS;
+    }
+    return execute(work);
+}
+
+namespace {
+constexpr size_t kParamAlignment = 16;
+}
+
+CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem, CUstream stream,
+                void** params) {
+    if (!f || !f->entry) return CUDA_ERROR_INVALID_HANDLE;
+    if (f->entry->n_params > 0 && !params) return CUDA_ERROR_INVALID_VALUE;
+    EmuWork w{EmuWork::Kind::Kernel};
+    w.kernel = f->entry;
+    for (int i = 0; i < 3; ++i) {
+        w.grid[i] = grid[i];
+        w.block[i] = block[i];
+    }
+    w.smem = smem;
+    size_t total = 0;
+    for (size_t i = 0; i < f->entry->n_params; ++i) {
+        w.param_offsets.push_back(total);
+        total += (f->entry->param_sizes[i] + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    }
+    w.param_bytes.resize(total / sizeof(std::max_align_t) + 1);
+    auto* base = reinterpret_cast<unsigned char*>(w.param_bytes.data());
+    for (size_t i = 0; i < f->entry->n_params; ++i) std::memcpy(base + w.param_offsets[i], params[i], f->entry->param_sizes[i]);
+    return submit(stream, std::move(w));
+}
+
+}  // namespace emu
+
+using emu::stream_of;
+
+EMU_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
+    if (extra) return CUDA_ERROR_NOT_SUPPORTED;
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return emu::launch(f, grid, block, smem, stream, params);
+}
+
+EMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    if (extra) return CUDA_ERROR_NOT_SUPPORTED;
+    const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return emu::launch(f, grid, block, config->sharedMemBytes, config->hStream, params);
+}
+
+EMU_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
+    EmuWork w{EmuWork::Kind::HostFn};
+    w.host_fn = fn;
+    w.user_data = user_data;
+    return emu::submit(stream, std::move(w));
+}
+
+EMU_API CUresult cuStreamCreate(CUstream* out, unsigned) {
+    *out = new EmuStream();
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuStreamCreateWithPriority(CUstream* out, unsigned flags, int) { return cuStreamCreate(out, flags); }
+EMU_API CUresult cuStreamDestroy_v2(CUstream s) {
+    if (s != stream_of(s)) return CUDA_SUCCESS;  // the default stream is never destroyed
+    delete s;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuStreamSynchronize(CUstream) { return emu::sticky_error(); }
+EMU_API CUresult cuStreamQuery(CUstream) { return emu::sticky_error(); }
+EMU_API CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) { return CUDA_SUCCESS; }
+EMU_API CUresult cuCtxSynchronize() { return emu::sticky_error(); }
+
+EMU_API CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+    EmuStream* s = stream_of(stream);
+    if (s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = true;
+    s->graph = new EmuGraph();
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuStreamBeginCapture(CUstream stream, int mode) { return cuStreamBeginCapture_v2(stream, mode); }
+EMU_API CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+    EmuStream* s = stream_of(stream);
+    if (!s->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = false;
+    *graph = s->graph;
+    s->graph = nullptr;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuStreamIsCapturing(CUstream stream, int* status) {
+    *status = stream_of(stream)->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+// An executable graph is a copy of the captured one.
+EMU_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+    if (!graph) return CUDA_ERROR_INVALID_VALUE;
+    *exec = new EmuGraph(*graph);
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, void*, char*, size_t) {
+    return cuGraphInstantiateWithFlags(exec, graph, 0);
+}
+EMU_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    if (!exec) return CUDA_ERROR_INVALID_VALUE;
+    if (stream_of(stream)->capturing) return CUDA_ERROR_NOT_SUPPORTED;
+    for (const EmuWork& w : exec->nodes) {
+        const CUresult r = emu::execute(w);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuGraphUpload(CUgraphExec, CUstream) { return CUDA_SUCCESS; }
+EMU_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    delete exec;
+    return CUDA_SUCCESS;
+}
+EMU_API CUresult cuGraphDestroy(CUgraph graph) {
+    delete graph;
+    return CUDA_SUCCESS;
+}

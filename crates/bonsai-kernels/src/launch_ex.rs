@@ -1,0 +1,112 @@
+//! Kernel launches through `cuLaunchKernelEx`, so a launch can carry programmatic dependent
+//! launch (PDL): with `BONSAI_PDL=1` every kernel is launched with the
+//! programmatic-stream-serialization attribute, which lets the next kernel's CTAs be scheduled
+//! while the current one drains (hiding most of the ~2 us launch gap of a decode step's ~200
+//! small kernels). Correctness rests on every kernel calling `griddep_wait()` (ptx.cuh) before
+//! it reads anything an earlier kernel wrote; a test checks every entry point does.
+//! Off by default until measured on the H200.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{
+    CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig,
+};
+use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
+
+use crate::launch::LaunchError;
+
+/// Set to `1` to launch every kernel with programmatic dependent launch.
+pub const PDL_ENV: &str = "BONSAI_PDL";
+
+/// Whether launches carry the PDL attribute (read once per process).
+pub fn pdl_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(PDL_ENV).is_ok_and(|v| v.trim() == "1"))
+}
+
+/// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
+/// `launch` cannot take launch attributes).
+pub struct Launch<'a> {
+    stream: &'a Arc<CudaStream>,
+    func: &'a CudaFunction,
+    args: Vec<*mut c_void>,
+    _values: PhantomData<&'a ()>,
+}
+
+impl<'a> Launch<'a> {
+    pub fn new(stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
+        Self { stream, func, args: Vec::new(), _values: PhantomData }
+    }
+
+    /// Appends one kernel parameter; the value must outlive the launch call.
+    pub fn arg<T: DeviceRepr>(&mut self, value: &'a T) -> &mut Self {
+        self.args.push(value as *const T as *mut c_void);
+        self
+    }
+
+    /// Enqueues the kernel on the stream.
+    ///
+    /// # Safety
+    /// The pushed values must match the kernel's parameters in number, order and type, and every
+    /// pointer among them must be valid for what the kernel does with it.
+    pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
+        self.stream.context().bind_to_thread()?;
+        let mut attribute = CUlaunchAttribute {
+            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+        };
+        let pdl = pdl_enabled();
+        let config = CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: if pdl { &mut attribute } else { std::ptr::null_mut() },
+            numAttrs: u32::from(pdl),
+        };
+        // SAFETY: `config` and `attribute` live across the call; the caller guarantees the
+        // arguments match the kernel; `self.args` points at values borrowed for 'a.
+        unsafe { sys::cuLaunchKernelEx(&config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cuda::registry::{all_sources, entry_points};
+
+    /// With PDL a kernel may start before the previous one finished: each entry point must call
+    /// griddep_wait() before its first read of another kernel's output. This checks the call is
+    /// the first statement of every `extern "C" __global__` body.
+    #[test]
+    fn every_entry_point_waits_for_the_previous_grid_first() {
+        let text: String = all_sources().map(|s| s.text).collect::<Vec<_>>().join("\n");
+        let mut seen = Vec::new();
+        for (at, _) in text.match_indices("extern \"C\" __global__") {
+            let mut head = &text[at..];
+            if let Some(lb) = head.find("__launch_bounds__(").filter(|&lb| lb < head.find('{').unwrap_or(0)) {
+                let close = head[lb..].find(')').expect("__launch_bounds__ closes") + lb;
+                head = &head[close + 1..];
+            }
+            let paren = head.find('(').expect("kernel signature");
+            // The name, or for a macro-made kernel (`PREFIX##_suffix`) its suffix.
+            let name = head[..paren].split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|w| !w.is_empty()).expect("kernel name");
+            let open = head.find('{').expect("kernel body");
+            let first = head[open + 1..].trim_start().trim_start_matches('\\').trim_start();
+            assert!(first.starts_with("griddep_wait();"), "{name}: its first statement must be griddep_wait();");
+            seen.push(name.to_string());
+        }
+        for name in entry_points() {
+            let defined = seen.iter().any(|s| s == name || (s.starts_with('_') && name.ends_with(s.as_str())));
+            assert!(defined, "entry point {name} has no extern \"C\" __global__ definition");
+        }
+    }
+}

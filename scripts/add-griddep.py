@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+"""Makes griddep_wait(); griddep_launch_dependents(); the first statements of every
+extern "C" __global__ kernel in the given .cu files (idempotent). See crates/bonsai-kernels/src/launch_ex.rs."""
+import re, sys
+
+for path in sys.argv[1:]:
+    src = open(path).read()
+    out, pos = [], 0
+    for m in re.finditer(r'extern "C" __global__', src):
+        brace = src.index('{', m.end())
+        out.append(src[pos:brace + 1])
+        rest = src[brace + 1:]
+        if not rest.lstrip().startswith('griddep_wait();'):
+            out.append('\n    griddep_wait();\n    griddep_launch_dependents();')
+        pos = brace + 1
+    out.append(src[pos:])
+    new = ''.join(out)
+    if new != src:
+        open(path, 'w').write(new)
+        print('updated', path)

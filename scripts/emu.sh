@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs a bonsai command on the CPU emulator of the CUDA driver and GPU (crates/bonsai-kernels/emu/).
+# Usage: bash scripts/emu.sh BONSAI_BINARY ARGS...   e.g. bash scripts/emu.sh target/release/bonsai kernels verify --shapes small
+#   Builds $BONSAI_EMU_DIR/libcuda.so (default target/emu) from the kernel source the binary carries, if it changed,
+#   then runs the command with that libcuda first on LD_LIBRARY_PATH and BONSAI_EMULATED=1.
+#   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++).
+#   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+EMU_SRC="$ROOT/crates/bonsai-kernels/emu"
+OUT="${BONSAI_EMU_DIR:-$ROOT/target/emu}"
+CXX="${CXX:-g++}"
+# fp-contract=off: a*b+c is never fused, so results do not depend on the host's FMA support.
+CXXFLAGS=(-O2 -std=c++17 -fPIC -pthread -ffp-contract=off -fvisibility=hidden -fno-strict-aliasing -Wno-unknown-pragmas)
+if grep -qw fma /proc/cpuinfo 2>/dev/null; then CXXFLAGS+=(-mfma); fi   # fast fmaf; same results
+if [ "${BONSAI_EMU_ASAN:-0}" = 1 ]; then CXXFLAGS+=(-fsanitize=address -fno-omit-frame-pointer -g); fi
+
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
+[ $# -ge 1 ] || { sed -n '2,7p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+SOURCE_BIN="${BONSAI_EMU_SOURCE_BIN:-$1}"
+[ -x "$SOURCE_BIN" ] || { echo "emu.sh: $SOURCE_BIN is not an executable bonsai binary" >&2; exit 2; }
+command -v "$CXX" >/dev/null || { echo "emu.sh: no C++ compiler ($CXX) found" >&2; exit 2; }
+
+mkdir -p "$OUT"
+exec 9>"$OUT/.lock"
+flock 9   # one build at a time; concurrent callers wait and then reuse it
+
+work="$(mktemp -d "$OUT/build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+"$SOURCE_BIN" kernels source >"$work/combined.cu"
+"$SOURCE_BIN" kernels source --entry-points >"$work/entry_points.txt"
+
+# The one dynamic shared memory pattern, `extern __shared__ [__align__(n)] T name[];`, becomes a
+# pointer into the current CTA's buffer.
+sed -E 's/extern[[:space:]]+__shared__[[:space:]]+(__align__\([0-9]+\)[[:space:]]+)?([A-Za-z_][A-Za-z0-9_]*)[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*\[[[:space:]]*\][[:space:]]*;/\2* \3 = reinterpret_cast<\2*>(emu_dynamic_smem());/' \
+    "$work/combined.cu" >"$work/kernels.cpp"
+if grep -n 'extern[[:space:]]*__shared__' "$work/kernels.cpp" >&2; then
+    echo "emu.sh: a dynamic shared memory declaration above is not of the form 'extern __shared__ T name[];'" >&2
+    exit 1
+fi
+{
+    echo '#include "emu_table.h"'
+    echo 'static const emu::KernelEntry kEmuKernels[] = {'
+    sed -E 's/^(.+)$/    EMU_KERNEL(\1),/' "$work/entry_points.txt"
+    echo '};'
+    echo 'extern "C" const emu::KernelEntry* emu_kernel_table(size_t* count) {'
+    echo '    *count = sizeof(kEmuKernels) / sizeof(kEmuKernels[0]);'
+    echo '    return kEmuKernels;'
+    echo '}'
+} >>"$work/kernels.cpp"
+
+hash="$( { cat "$work/kernels.cpp" "$EMU_SRC"/*.h "$EMU_SRC"/*.cpp; echo "$CXX ${CXXFLAGS[*]}"; "$CXX" --version; } | sha256sum | cut -c1-16)"
+if [ ! -f "$OUT/libcuda.so" ] || [ "$(cat "$OUT/libcuda.hash" 2>/dev/null)" != "$hash" ]; then
+    echo "emu.sh: building $OUT/libcuda.so (kernel source or emulator changed)" >&2
+    started=$(date +%s)
+    "$CXX" "${CXXFLAGS[@]}" -DBONSAI_EMU -I"$EMU_SRC" -include cuda_emu.h -c "$work/kernels.cpp" -o "$work/kernels.o" &
+    kernels_pid=$!
+    objects=("$work/kernels.o")
+    for src in "$EMU_SRC"/*.cpp; do
+        obj="$work/$(basename "$src" .cpp).o"
+        "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" -c "$src" -o "$obj"
+        objects+=("$obj")
+    done
+    wait "$kernels_pid"
+    "$CXX" "${CXXFLAGS[@]}" -shared -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so" "${objects[@]}"
+    mv -f "$work/libcuda.so" "$OUT/libcuda.so"
+    ln -sf libcuda.so "$OUT/libcuda.so.1"
+    echo "$hash" >"$OUT/libcuda.hash"
+    echo "emu.sh: built in $(( $(date +%s) - started )) s" >&2
+fi
+flock -u 9
+
+if [ "$build_only" = 1 ]; then echo "$OUT"; exit 0; fi
+export LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export BONSAI_EMULATED=1
+if [ "${BONSAI_EMU_ASAN:-0}" = 1 ]; then
+    export LD_PRELOAD="$("$CXX" -print-file-name=libasan.so)${LD_PRELOAD:+:$LD_PRELOAD}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+fi
+exec "$@"
