@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{
     kernel_name, Epilogue, GemmKernel, F16_GEMM_MIN_TOKENS, QG_NARROW_WARPS_N, QG_PREP_THREADS, QG_STAGES,
@@ -12,6 +12,7 @@ use super::matmul::{
 };
 use super::{as_i32, expect_aligned16, shape, LaunchError, QuantBits};
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
 /// Warp rows of the CTA (QG_WARPS_M): 2 x 64 = QG_TILE_TOKENS tokens.
@@ -140,7 +141,7 @@ pub(crate) fn launch(
 
     let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
     let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let mut b = stream.launch_builder(prep);
+    let mut b = Launch::new(stream, prep);
     b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
     // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
     // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds
@@ -160,7 +161,7 @@ pub(crate) fn launch(
         block_dim: (geo.threads, 1, 1),
         shared_mem_bytes: geo.smem_bytes as u32,
     };
-    let mut b = stream.launch_builder(gemm);
+    let mut b = Launch::new(stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_f16_mma's entry points (scales, payload, xh,
     // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is

@@ -249,9 +249,13 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
 
 extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
     x_to_f16_rows_q1(const float* x, int k, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
     x_to_f16_rows<1>(x, k, xh, row_unscale);
 }
 extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
     x_to_f16_rows_q2(const float* x, int k, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
     x_to_f16_rows<2>(x, k, xh, row_unscale);
 }
