@@ -40,10 +40,10 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
+    super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
         return Ok(());
     }
-    super::matmul_large::run_all(ctx)?;
     for g in MODELS {
         let ms: &[usize] = if g.hidden == 4096 { &[1, 7, 33] } else { &[1, 7] };
         for &m in ms {
