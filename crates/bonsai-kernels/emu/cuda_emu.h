@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <utility>  // before the keyword macros below: libstdc++ spells __noinline__ itself
 
 #include "emu_runtime.h"
 
@@ -203,6 +205,9 @@ inline T emu_atomic_update(T* p, T (*f)(T, T), T v) {
 inline int atomicMax(int* p, int v) { return emu_atomic_update<int>(p, [](int a, int b) { return a > b ? a : b; }, v); }
 inline unsigned atomicMax(unsigned* p, unsigned v) {
     return emu_atomic_update<unsigned>(p, [](unsigned a, unsigned b) { return a > b ? a : b; }, v);
+}
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+    return emu_atomic_update<unsigned long long>(p, [](unsigned long long a, unsigned long long b) { return a > b ? a : b; }, v);
 }
 inline int atomicMin(int* p, int v) { return emu_atomic_update<int>(p, [](int a, int b) { return a < b ? a : b; }, v); }
 inline unsigned atomicMin(unsigned* p, unsigned v) {

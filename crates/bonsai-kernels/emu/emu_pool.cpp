@@ -88,8 +88,10 @@ private:
 }  // namespace
 
 std::string run_parallel(unsigned long long n_items, const ParallelWork& work) {
-    static Pool pool(thread_count() - 1);
-    return pool.run(n_items, work);
+    // Never destroyed: at process exit its threads still wait on its condition variable, and
+    // destroying that would block exit forever.
+    static Pool* pool = new Pool(thread_count() - 1);
+    return pool->run(n_items, work);
 }
 
 }  // namespace emu

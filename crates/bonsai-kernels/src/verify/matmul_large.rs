@@ -66,7 +66,7 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize) -> R
     let xs_abs: Vec<f32> = xs.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &xs_abs, s, &zeros, Store::Overwrite)?;
     let (x_max, w_sums) = (row_max_abs(&xs, k), row_abs_sums(&w)?);
-    let c = matmul_coefficient(k, Some(kernel));
+    let c = matmul_coefficient(k, Some(kernel), true);
     // As matmul.rs's f16 bound, plus the reference's own final rounding u |y|.
     let cmp = Comparison::of(&got, &want, |i| {
         c * magnitude[i] as f64 + f16_floor_term(Some(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64

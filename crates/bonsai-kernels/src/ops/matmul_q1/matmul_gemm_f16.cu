@@ -9,11 +9,11 @@
 //  2. gemm_f16_mma: CTA = 128 tokens x (64 * WARPS_N) weight rows, 2 x WARPS_N warps of 64 x 64.
 //     K advances one 128-weight group per stage through a QG_STAGES cp.async ring holding the
 //     group's xh tile (16-byte chunks XOR-swizzled by row % 8, so ldmatrix is conflict free) and
-//     its packed weight words (Q2 rows swizzle their two 16-byte halves by (row / 4) % 2, so the
-//     8 rows a B fragment reads hit distinct banks); the group scales travel through registers
-//     (one per thread, loaded one stage ahead). A fragments come from ldmatrix, B fragments are
-//     decoded straight into registers (mma_pair_f16x2: (code value) * d, exact in f16), so the
-//     per-group scale is inside the operand and one f32 accumulator chain runs over all of K.
+//     its lane words (weight_layout.cu; stored [row][lane][plane], so the 8 rows x 4 lanes of a
+//     B fragment read distinct banks); the group scales travel through registers (one per
+//     thread, loaded one stage ahead). A fragments come from ldmatrix, B fragments are decoded
+//     straight into registers (mma_pair_f16x2: (code value) * d, exact in f16), so the per-group
+//     scale is inside the operand and one f32 accumulator chain runs over all of K.
 //     Epilogue: acc * 2^-e (exact), then store / add / SwiGLU. SwiGLU tiles interleave gate and
 //     up rows (local column 2f gate, 2f + 1 up of feature f), so a thread's c0/c1 (and c2/c3)
 //     are the gate and up of one feature.
@@ -70,7 +70,7 @@ __device__ __forceinline__ void x_to_f16_rows(const float* __restrict__ x, int k
 template <int BITS, int WARPS_N>
 struct QgStage {
     static constexpr int ROWS = QG_WARP_ROWS * WARPS_N;
-    static constexpr int WORDS = GROUP_SIZE * BITS / 32;  // payload words per row and group
+    static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
     static constexpr int X_BYTES = QG_TILE_TOKENS * GROUP_SIZE * 2;
     static constexpr int W_BYTES = ROWS * WORDS * 4;
     static constexpr int D_BYTES = ROWS * 2;
@@ -89,12 +89,6 @@ __device__ __forceinline__ int qg_weight_row(int tile, int lc, int n_out) {
     return r < n_out ? r : -1;
 }
 
-// Word w of a tile row's group as stored in shared memory (Q2 halves swizzled, see the top).
-template <int BITS>
-__device__ __forceinline__ int qg_word_slot(int lc, int w) {
-    return BITS == 1 ? w : w ^ (((lc >> 2) & 1) << 2);
-}
-
 template <int BITS, int MODE, int WARPS_N>
 __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                                              const u32* __restrict__ payload,
@@ -105,7 +99,6 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
     constexpr int THREADS = QG_WARPS_M * WARPS_N * WARP_SIZE;
     constexpr int M_TILES = QG_WARP_TOKENS / 16;
     constexpr int N_TILES = QG_WARP_ROWS / 8;
-    constexpr int PIECES = S::WORDS / 4;  // 16-byte pieces per row and group
     static_assert(S::ROWS == THREADS, "one group scale per thread and stage");
     extern __shared__ float4 qgemm_smem[];
     unsigned char* smem = reinterpret_cast<unsigned char*>(qgemm_smem);
@@ -128,6 +121,7 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
         return my_row >= 0 ? __ldg(scales + (long long)my_row * groups + kb) : (u16)0;
     };
     // Issues the cp.async copies of group kb into ring slot `slot`; rows past m / N read zeros.
+    // A group's lane words are not contiguous in blocked rows (layout_word), hence 4-byte copies.
     auto load_group = [&](int kb, int slot) {
         u16* xs = x_tile(slot);
 #pragma unroll 1
@@ -139,11 +133,15 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
         }
         u32* ws = w_tile(slot);
 #pragma unroll 1
-        for (int i = threadIdx.x; i < S::ROWS * PIECES; i += THREADS) {
-            const int lc = i / PIECES, p = i % PIECES;
+        for (int i = threadIdx.x; i < S::ROWS * S::WORDS; i += THREADS) {
+            const int lc = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
             const int row = qg_weight_row<MODE, S::ROWS>(tile, lc, n_out);
-            const u32* src = row >= 0 ? payload + ((long long)row * groups + kb) * S::WORDS + p * 4 : payload;
-            cp_async16_zfill(ws + lc * S::WORDS + qg_word_slot<BITS>(lc, p * 4), src, row >= 0);
+            if (row >= 0) {
+                const u32* row_words = layout_row<BITS>(payload, row, groups);
+                cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
+            } else {
+                ws[i] = 0u;  // a zero payload decodes to -d = -0 with the zero scale below
+            }
         }
     };
 
@@ -182,9 +180,15 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
             (warp_m * QG_WARP_TOKENS + (lane & 7) + ((lane >> 3) & 1) * 8) * GROUP_SIZE * 2;
         const u32* ws = w_tile(slot);
         const u16* ds = d_tile(slot);
+        // This lane's words and scale table for each of its 8 weight rows (row g of each n8 tile).
         MmaGroupScale scale[N_TILES];
+        MmaLaneWords lane_words[N_TILES];
 #pragma unroll
-        for (int j = 0; j < N_TILES; ++j) scale[j] = mma_group_scale<BITS>(ds[warp_n * QG_WARP_ROWS + j * 8 + g]);
+        for (int j = 0; j < N_TILES; ++j) {
+            const int lc = warp_n * QG_WARP_ROWS + j * 8 + g;
+            scale[j] = mma_group_scale<BITS>(ds[lc]);
+            lane_words[j] = mma_lane_words<BITS>(ws + lc * S::WORDS + t * BITS);
+        }
 #pragma unroll
         for (int step = 0; step < GROUP_SIZE / 16; ++step) {
             // This step's 16-byte chunk of the lane's ldmatrix row, swizzled by row % 8 (the
@@ -196,11 +200,8 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                 ldmatrix_x4(a[i], x_rows + chunk_offset + (u32)(i * 16 * GROUP_SIZE * 2));
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j) {
-                const int lc = warp_n * QG_WARP_ROWS + j * 8 + g;
-                const u32* wrow = ws + lc * S::WORDS;
-                const int q0 = 2 * step, q1 = 2 * step + 1;
-                const u32 b0 = mma_pair_f16x2<BITS>(wrow[qg_word_slot<BITS>(lc, mma_pair_word<BITS>(q0, t))], q0, t, scale[j]);
-                const u32 b1 = mma_pair_f16x2<BITS>(wrow[qg_word_slot<BITS>(lc, mma_pair_word<BITS>(q1, t))], q1, t, scale[j]);
+                const u32 b0 = mma_pair_f16x2<BITS>(lane_words[j], 2 * step, scale[j]);
+                const u32 b1 = mma_pair_f16x2<BITS>(lane_words[j], 2 * step + 1, scale[j]);
 #pragma unroll
                 for (int i = 0; i < M_TILES; ++i) mma_f16_16x8x16(acc[i][j], a[i], b0, b1);
             }

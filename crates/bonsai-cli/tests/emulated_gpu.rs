@@ -1,0 +1,156 @@
+//! The real GPU stack (cudarc -> bonsai's launchers -> the CUDA kernel sources) on the CPU
+//! emulator of the driver and device (crates/bonsai-kernels/emu/, built by scripts/emu.sh):
+//! `kernels info`, `kernels verify --shapes small` and `check` on the demo model must pass with no
+//! GPU. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
+//!
+//! Needs g++ (to build the emulator) and NVRTC (the kernel loader still compiles a real cubin,
+//! which the emulator ignores). Without g++ the tests print why and pass; without NVRTC likewise,
+//! unless BONSAI_REQUIRE_NVRTC=1 (CI), where that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use bonsai_kernels::cuda::compile::Nvrtc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_bonsai");
+const REQUIRE_NVRTC_ENV: &str = "BONSAI_REQUIRE_NVRTC";
+/// Seed of the verify run (any seed must pass; a fixed one keeps failures reproducible).
+const VERIFY_SEED: &str = "7";
+/// Greedy steps `check` compares.
+const CHECK_STEPS: &str = "16";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Emulator build and bonsai cache (kernel cubin, demo model) live under the target dir, so a
+/// second run reuses both and the user's own cache is untouched.
+fn work_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn emulated(args: &[&str]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo_root().join("scripts/emu.sh"))
+        .arg(BIN)
+        .args(args)
+        .env("BONSAI_EMU_DIR", work_dir("emu"))
+        .env("BONSAI_CACHE_DIR", work_dir("emu-cache"));
+    cmd
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// What the shared setup found: the output of the emulated `kernels info`, or why nothing runs.
+enum Setup {
+    Ready { info: Output },
+    Skipped(String),
+}
+
+/// Builds the emulator and loads the kernel library once (the first load compiles the cubin
+/// with NVRTC; the later commands read it from the cache instead of compiling concurrently).
+fn setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        if Command::new("g++").arg("--version").output().is_err() {
+            return Setup::Skipped("g++ not found: the CPU emulator of the GPU cannot be built".into());
+        }
+        if !Nvrtc::is_present() {
+            let why = "NVRTC (libnvrtc.so.13) not found: the kernel loader cannot produce its cubin";
+            assert!(std::env::var(REQUIRE_NVRTC_ENV).as_deref() != Ok("1"), "{why} ({REQUIRE_NVRTC_ENV}=1)");
+            return Setup::Skipped(why.into());
+        }
+        let build = emulated(&[]).arg("--version").output().expect("run scripts/emu.sh");
+        assert!(build.status.success(), "building the emulator failed:\n{}", text(&build));
+        let info = emulated(&["kernels", "info"]).output().expect("run scripts/emu.sh");
+        Setup::Ready { info }
+    })
+}
+
+/// The setup's `kernels info` output, or None (reason printed) when the tests cannot run here.
+fn ready() -> Option<&'static Output> {
+    match setup() {
+        Setup::Ready { info } => Some(info),
+        Setup::Skipped(why) => {
+            println!("SKIPPED: {why}");
+            None
+        }
+    }
+}
+
+/// The emulator's own execution-model test (shuffles, votes, barriers with exited threads,
+/// CTA-private shared memory on several OS threads, deadlock and misuse reports). Needs g++ only.
+#[test]
+fn emulator_execution_model_selftest_passes() {
+    if Command::new("g++").arg("--version").output().is_err() {
+        println!("SKIPPED: g++ not found: the CPU emulator of the GPU cannot be built");
+        return;
+    }
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/emu.sh"))
+        .arg("--selftest")
+        .env("BONSAI_EMU_DIR", work_dir("emu-selftest"))
+        // More OS threads than this machine may have cores: CTAs really interleave.
+        .env("BONSAI_EMU_THREADS", "3")
+        .output()
+        .expect("run scripts/emu.sh --selftest");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("emu selftest: ok"), "{}", text(&out));
+}
+
+#[test]
+fn kernels_info_loads_the_library_and_runs_the_selftest_emulated() {
+    let Some(info) = ready() else { return };
+    let stdout = String::from_utf8_lossy(&info.stdout);
+    assert!(info.status.success(), "{}", text(info));
+    assert!(stdout.contains("bonsai CPU emulator (sm_90"), "{}", text(info));
+    assert!(stdout.contains("selftest    bonsai_selftest_fill wrote") && stdout.contains(": ok ("), "{}", text(info));
+}
+
+#[test]
+fn every_kernel_passes_verify_on_small_shapes_emulated() {
+    if ready().is_none() {
+        return;
+    }
+    let out = emulated(&["kernels", "verify", "--shapes", "small", "--seed", VERIFY_SEED])
+        .output()
+        .expect("run scripts/emu.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.ends_with("PASS") || l.contains("FAIL")).collect();
+    let failed: Vec<&&str> = rows.iter().filter(|l| !l.ends_with("PASS")).collect();
+    assert!(out.status.success() && failed.is_empty(), "failed rows: {failed:#?}\n{}", text(&out));
+    assert!(rows.len() >= 50, "only {} verify rows:\n{}", rows.len(), text(&out));
+    assert!(stdout.contains(&format!("{} checks, 0 failed", rows.len())), "{}", text(&out));
+}
+
+#[test]
+fn check_on_the_demo_model_agrees_with_the_cpu_emulated() {
+    if ready().is_none() {
+        return;
+    }
+    // Writing the demo model is a CPU affair: a one-token CPU generation puts it in the cache and
+    // names its path on stderr.
+    let demo = Command::new(BIN)
+        .args(["generate", "--cpu", "-p", "a", "-n", "1"])
+        .env("BONSAI_CACHE_DIR", work_dir("emu-cache"))
+        .output()
+        .expect("run bonsai generate");
+    let stderr = String::from_utf8_lossy(&demo.stderr);
+    let path = stderr
+        .split("using the built-in demo model (")
+        .nth(1)
+        .and_then(|rest| rest.split("):").next())
+        .unwrap_or_else(|| panic!("no demo model path in the generate output:\n{}", text(&demo)));
+    let out = emulated(&["check", "-m", path, "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
+    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+}
