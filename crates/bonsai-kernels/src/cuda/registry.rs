@@ -75,11 +75,12 @@ pub const PTX: KernelSource = KernelSource {
 };
 
 /// The library machinery's own kernels, concatenated right after the prelude. The selftest
-/// kernel proves a loaded module runs (`bonsai kernels info` launches it).
+/// kernel proves a loaded module runs (`bonsai kernels info` launches it); the PTX probe runs
+/// every ptx.cuh wrapper for `bonsai kernels verify`.
 pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
     path: "cuda/selftest.cu",
     text: include_str!("selftest.cu"),
-    entry_points: &["bonsai_selftest_fill"],
+    entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe"],
 }];
 
 /// Every kernel file, in concatenation order.

@@ -15,6 +15,8 @@ mod gpu;
 mod image_attention;
 mod image_gemm;
 mod matmul;
+mod ptx_model;
+mod ptx_wrappers;
 pub(crate) mod rng;
 mod shapes;
 mod small;
@@ -190,6 +192,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     println!("verify: device {device}, seed {seed} (rerun with --seed {seed})");
     println!("{:<22} {:<44} {:>11} {:>11}  result", "op", "shape", "max_err", "bound");
     let mut ctx = Ctx { lib, stream, rng: rng::SplitMix64::new(seed), checks: Vec::new() };
+    ptx_wrappers::run(&mut ctx)?;
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;

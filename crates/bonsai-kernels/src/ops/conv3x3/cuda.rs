@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::gemm_f32::{allow_smem, expect_aligned8, tile_grid, variant, ROWS_TILE_BYTES, STAGES, TILE_K, TILE_N};
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 use crate::ops::conv3x3::{ConvDims, TAPS};
@@ -52,7 +53,7 @@ pub fn conv3x3(
     let name = variant(k, &[w_ptr], "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c");
     let func = lib.function(name)?;
     allow_smem(func, CONV_SMEM_BYTES)?;
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_3xtf32_* (x, weight, bias, y, c_in, c_out,
     // h, w); lengths were checked above to cover every index the kernel touches, the vec16
