@@ -224,6 +224,10 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         })?;
         let traffic = launch::group_norm::TRAFFIC_BYTES_PER_ELEMENT as f64 * len as f64;
         rows.push(row("group_norm (12 B/element)", shape.clone(), secs, Some(traffic), None, copy_bw));
+        let secs = time_batches(ctx, copies, |i| {
+            Ok(launch::group_norm::group_norm_silu(lib, &stream, &xs[i], &gamma, &beta, dims, EPS, &mut scratch, &mut ys[i])?)
+        })?;
+        rows.push(row("group_norm_silu (12 B/element)", shape.clone(), secs, Some(traffic), None, copy_bw));
         drop(ys);
 
         if hw <= 256 {
