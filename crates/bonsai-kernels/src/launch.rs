@@ -15,12 +15,18 @@ pub use crate::ops::{HeadShape, Store};
 pub mod argmax;
 #[path = "ops/attention/cuda.rs"]
 pub mod attention;
+#[path = "ops/conv3x3/cuda.rs"]
+pub mod conv3x3;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
+#[path = "ops/gemm_f32/cuda.rs"]
+pub mod gemm_f32;
 #[path = "ops/group_norm/cuda.rs"]
 pub mod group_norm;
 #[path = "ops/im2col/cuda.rs"]
 pub mod im2col;
+#[path = "ops/joint_attention/cuda.rs"]
+pub mod joint_attention;
 #[path = "ops/kv_write/cuda.rs"]
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
@@ -73,8 +79,8 @@ impl QuantBits {
     }
 }
 
-/// A quantized matrix `W[N, K]` in device memory: the same bytes as the host `Q1Matrix` /
-/// `Q2Matrix` (scales f16 as u16, payload u32 words).
+/// A quantized matrix `W[N, K]` in device memory: the host `Q1Matrix` / `Q2Matrix` scales (f16
+/// as u16) and their payload permuted into the device layout (`crate::cuda::weights`).
 pub struct QWeightsView<'a> {
     pub bits: QuantBits,
     pub n: usize,
@@ -172,6 +178,22 @@ mod tests {
         assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
         assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+        let joint = "ops/joint_attention/joint_attention.cu";
+        use super::joint_attention as ja;
+        assert_eq!(cu_define(joint, "JA_ROW_PAD"), ja::ROW_PAD);
+        assert_eq!(cu_define(joint, "JA_SMALL_HD_WARPS"), ja::SMALL_HD_WARPS);
+        assert_eq!(cu_define(joint, "JA_SMALL_HD_BLOCK_K"), ja::SMALL_HD_BLOCK_K);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_WARPS"), ja::LARGE_HD_WARPS);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
+        assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
+        let tile = "ops/gemm_f32/tile_3xtf32.cu";
+        assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
+        assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);
+        assert_eq!(cu_define(tile, "TF32X3_TILE_K"), super::gemm_f32::TILE_K);
+        assert_eq!(cu_define(tile, "TF32X3_STAGES"), super::gemm_f32::STAGES);
+        assert_eq!(cu_define(tile, "TF32X3_THREADS"), super::gemm_f32::THREADS as usize);
+        assert_eq!(cu_define("ops/conv3x3/conv3x3.cu", "CONV3X3_B_ROW_PAD"), super::conv3x3::B_ROW_PAD);
         let sample = "ops/sample_top_k/sample_top_k.cu";
         assert_eq!(cu_define(sample, "SAMPLE_MAX_TOP_K"), crate::ops::sample_top_k::MAX_DEVICE_TOP_K);
         assert_eq!(cu_define(sample, "SAMPLE_BLOCKS"), super::sample_top_k::BLOCKS);

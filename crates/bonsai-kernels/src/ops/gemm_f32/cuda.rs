@@ -1,0 +1,146 @@
+//! Launchers of the 3xTF32 tensor-core kernels (ops/gemm_f32/tile_3xtf32.cu): `gemm_f32` here,
+//! `conv3x3` in ops/conv3x3/cuda.rs. Both check every length, alignment and index range on the
+//! host, pick the 16-byte-copy variant where K % 4 == 0 and the K-contiguous operands are 16-byte
+//! aligned (else the 4-byte-copy variant, same arithmetic), and opt in to the dynamic shared
+//! memory the 3-stage ring needs.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
+use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::ops::gemm_f32::GemmDims;
+
+/// CTA tile (TF32X3_TILE_M / _N / _K), ring depth and threads of tile_3xtf32.cu.
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+pub const TILE_K: usize = 32;
+pub const STAGES: usize = 3;
+pub const THREADS: u32 = 256;
+/// Bytes of one [128][32] f32 operand tile in shared memory.
+pub(crate) const ROWS_TILE_BYTES: usize = TILE_M * TILE_K * 4;
+/// Dynamic shared memory of one gemm_f32 CTA: A and W tiles per stage.
+pub const GEMM_SMEM_BYTES: usize = STAGES * 2 * ROWS_TILE_BYTES;
+
+const OP: &str = "gemm_f32";
+
+/// The entry point for a K-contiguous operand pair: 16-byte copies when every row starts on a
+/// 16-byte boundary (K % 4 == 0 and aligned bases).
+pub(crate) fn variant(k: usize, ptrs: &[u64], vec16: &'static str, scalar: &'static str) -> &'static str {
+    if k % 4 == 0 && ptrs.iter().all(|p| p % 16 == 0) {
+        vec16
+    } else {
+        scalar
+    }
+}
+
+/// A 1-D grid of one CTA per (M tile, N tile), as the kernels' rasterisation expects.
+pub(crate) fn tile_grid(op: &'static str, m: usize, n: usize, smem_bytes: usize) -> Result<LaunchConfig, LaunchError> {
+    let ctas = m.div_ceil(TILE_M) * n.div_ceil(TILE_N);
+    let ctas = u32::try_from(ctas)
+        .ok()
+        .filter(|&c| c <= i32::MAX as u32)
+        .ok_or_else(|| shape(op, format!("{m} x {n} outputs need {ctas} CTAs, beyond the grid")))?;
+    Ok(LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem_bytes as u32 })
+}
+
+/// Opts `func` in to `smem_bytes` of dynamic shared memory (above the 48 KiB default).
+pub(crate) fn allow_smem(func: &CudaFunction, smem_bytes: usize) -> Result<(), LaunchError> {
+    let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    func.set_attribute(attr, smem_bytes as i32)?;
+    Ok(())
+}
+
+/// Errors unless the output can take the kernels' 8-byte paired stores.
+pub(crate) fn expect_aligned8(op: &'static str, what: &str, ptr: u64) -> Result<(), LaunchError> {
+    if ptr % 8 != 0 {
+        return Err(shape(op, format!("{what} must start on an 8-byte boundary (a view at an even offset)")));
+    }
+    Ok(())
+}
+
+/// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on tensor cores, 3xTF32 (error bound in
+/// ops/gemm_f32/mod.rs). Buffers may be longer than the shape needs.
+pub fn gemm_f32<B: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    bias: Option<&B>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let GemmDims { m, n, k } = dims;
+    if m == 0 || n == 0 || k == 0 {
+        return Err(shape(OP, format!("empty shape {dims:?}")));
+    }
+    let elems = |x: usize, y: usize| x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")));
+    expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
+    expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
+    expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
+    if let Some(b) = bias {
+        expect_at_least(OP, "bias", b.len(), n)?;
+    }
+    let (m_i, n_i, k_i) = (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K", k)?);
+    let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
+    let (a_ptr, _ga) = read_ptr(a, stream);
+    let (w_ptr, _gw) = read_ptr(w, stream);
+    let (bias_ptr, _gb) = match bias {
+        Some(b) => {
+            let (p, guard) = read_ptr(b, stream);
+            (p, Some(guard))
+        }
+        None => (0u64, None),
+    };
+    let (out_ptr, _go) = write_ptr(out, stream);
+    expect_aligned8(OP, "out", out_ptr)?;
+    let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k");
+    let func = lib.function(name)?;
+    allow_smem(func, GEMM_SMEM_BYTES)?;
+    let mut b = Launch::new(stream, func);
+    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match gemm_f32_3xtf32_* (a, w, bias or null, out, m, n,
+    // k); lengths were checked above to cover every index the kernel touches, the vec16 variant is
+    // chosen only for 16-byte aligned rows, `out` takes 8-byte stores, and the CTA was granted
+    // GEMM_SMEM_BYTES of shared memory.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_variants_of_both_ops_are_registered_and_chosen_by_alignment() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for name in ["gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k", "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c"] {
+            assert!(names.contains(&name), "{name} is not a registered entry point");
+        }
+        assert_eq!(variant(64, &[256, 512], "v", "s"), "v");
+        assert_eq!(variant(66, &[256, 512], "v", "s"), "s");
+        assert_eq!(variant(64, &[256, 516], "v", "s"), "s");
+    }
+
+    #[test]
+    fn shared_memory_fits_every_embedded_architecture() {
+        // sm_86 / sm_89 grant at most 99 KiB of opt-in shared memory per CTA; two CTAs per
+        // H200 SM (228 KiB, 1 KiB reserved per CTA) is what __launch_bounds__(256, 2) asks for.
+        const SM86_MAX_SMEM: usize = 99 * 1024;
+        const H200_SMEM_PER_SM: usize = 228 * 1024;
+        for bytes in [GEMM_SMEM_BYTES, crate::launch::conv3x3::CONV_SMEM_BYTES] {
+            assert!(bytes <= SM86_MAX_SMEM, "{bytes}");
+            assert!(2 * (bytes + 1024) <= H200_SMEM_PER_SM, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn the_grid_covers_every_tile_and_rejects_overflow() {
+        let cfg = tile_grid(OP, 129, 257, GEMM_SMEM_BYTES).expect("fits");
+        assert_eq!(cfg.grid_dim, (2 * 3, 1, 1));
+        assert!(tile_grid(OP, 1 << 40, 1 << 20, GEMM_SMEM_BYTES).is_err());
+    }
+}
