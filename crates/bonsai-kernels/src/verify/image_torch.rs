@@ -17,6 +17,7 @@
 //! 3x the 60 MB L2 so memory-bound ops are timed from HBM.
 
 mod cases;
+mod launchers;
 mod manifest;
 #[cfg(test)]
 mod tests;

@@ -1,15 +1,15 @@
 //! The case registry: every image op at the real shapes of issue #6.
 //!
 //! To add an op whose CUDA launcher now exists: write a small adapter with the [`F32Launch`]
-//! (or [`PrepareFn`]) signature next to the op's other adapter below, and add ONE line to
-//! [`cases`] calling the ready-made builder (`gemm_f32_cases`, `gemm_ternary_cases`,
-//! `conv3x3_cases`, `joint_attention_cases`), which already holds the shapes, inputs, work and
-//! targets of the issue.
+//! (or [`PrepareFn`]) signature in `launchers.rs`, and add ONE line to [`cases`] calling the
+//! ready-made builder (`gemm_ternary_cases` is the one left), which already holds the shapes,
+//! inputs, work and targets of the issue.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::launchers;
 use super::{
     AccuracyTarget, F32Launch, Fill, HostInput, ImageCase, InputSpec, OurKernel, PrepareFn, PreparedKernel,
     SpeedTarget, TorchOp,
@@ -66,7 +66,10 @@ pub fn cases() -> Vec<ImageCase> {
     v.extend(silu_cases());
     v.extend(upsample_cases());
     v.extend(im2col_cases());
-    // Other ops: one line each, e.g. `v.extend(gemm_f32_cases(OurKernel::F32(launch_gemm_f32)));`
+    v.extend(gemm_f32_cases(launchers::gemm_f32));
+    v.extend(conv3x3_cases(launchers::conv3x3));
+    v.extend(joint_attention_cases(OurKernel::Custom(launchers::prepare_joint_attention)));
+    // The ternary GEMM: `v.extend(gemm_ternary_cases(its PrepareFn));` once its launcher lands.
     v
 }
 
@@ -325,7 +328,7 @@ pub fn conv3x3_cases(kernel: F32Launch) -> Vec<ImageCase> {
 
 /// Joint attention q, k, v `[H, seq, hd]` -> `[seq, H·hd]`: >= 50% of SDPA bf16's speed; error
 /// at most 2x bf16 SDPA's (an f32-accurate kernel is far inside it).
-pub fn joint_attention_cases(kernel: F32Launch) -> Vec<ImageCase> {
+pub fn joint_attention_cases(kernel: OurKernel) -> Vec<ImageCase> {
     ATTENTION_SHAPES
         .iter()
         .map(|&(h, seq, hd)| ImageCase {
@@ -337,7 +340,7 @@ pub fn joint_attention_cases(kernel: F32Launch) -> Vec<ImageCase> {
             bytes: 16.0 * (h * seq * hd) as f64,
             speed: SpeedTarget::VsTorchBf16(0.5),
             accuracy: AccuracyTarget::VsTorchBf16(2.0),
-            kernel: OurKernel::F32(kernel),
+            kernel,
         })
         .collect()
 }
