@@ -54,7 +54,7 @@ fn spin(ctx: &Ctx) -> Result<(), VerifyError> {
 }
 
 /// Median seconds per call of `launch(i)` for i cycling over `copies`.
-pub(super) fn time_batches(
+pub(crate) fn time_batches(
     ctx: &Ctx,
     copies: usize,
     mut launch: impl FnMut(usize) -> Result<(), VerifyError>,
@@ -77,11 +77,11 @@ pub(super) fn time_batches(
     Ok(median(samples))
 }
 
-pub(super) fn copies_for(bytes: usize) -> usize {
+pub(crate) fn copies_for(bytes: usize) -> usize {
     ROTATION_BYTES.div_ceil(bytes.max(1)) + 1
 }
 
-pub(super) fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, flops: Option<f64>, copy_bw: f64) -> BenchRow {
+pub(crate) fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, flops: Option<f64>, copy_bw: f64) -> BenchRow {
     let fraction = bytes.map(|b| b / secs / copy_bw);
     let r = BenchRow { kernel: kernel.into(), shape, median_us: secs * 1e6, bytes, flops, fraction_of_copy: fraction };
     let rate = match (bytes, flops) {
