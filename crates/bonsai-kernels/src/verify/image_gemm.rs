@@ -22,7 +22,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::gemm_f32::TILE_K;
+use crate::launch::gemm_f32::{FOLD_STEPS, TILE_K};
 use crate::ops::conv3x3::{ConvDims, TAPS};
 use crate::ops::gemm_f32::GemmDims;
 
@@ -92,14 +92,15 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: super::ShapeSet) -> Result<(), VerifyE
 }
 
 /// Coefficient c of the kernels' worst-case bound |out - exact| <= c·Σ|a·w| (+ the bias and
-/// output roundings added at the check), derived in ops/gemm_f32/mod.rs: ⌈K/32⌉·4 round-to-
-/// nearest folds of a k8 partial into the accumulator (u each), the partial's 3 mma steps (4u
-/// each, tensor cores truncate), and <= 13u per product from the split (3·2^-22·(1 + 2^-11)).
+/// output roundings added at the check), derived in ops/gemm_f32/mod.rs: one round-to-nearest
+/// fold (u) per FOLD_STEPS k8 steps of K (zero-padded to whole tiles), the partial's
+/// 3·FOLD_STEPS mma steps (4u each: tensor cores truncate), and <= 13u per product from the
+/// split (3·2^-22·(1 + 2^-11)).
 pub(crate) fn tf32x3_coefficient(k: usize) -> f64 {
-    const K8_STEPS_PER_TILE: usize = TILE_K / 8;
-    const PARTIAL_ERR: f64 = 3.0 * 4.0;
+    const FOLDS_PER_TILE: usize = TILE_K / 8 / FOLD_STEPS;
+    const PARTIAL_ERR: f64 = 3.0 * FOLD_STEPS as f64 * 4.0;
     const SPLIT_ERR: f64 = 13.0;
-    let folds = (k.div_ceil(TILE_K) * K8_STEPS_PER_TILE) as f64;
+    let folds = (k.div_ceil(TILE_K) * FOLDS_PER_TILE) as f64;
     U * (folds + PARTIAL_ERR + SPLIT_ERR)
 }
 
@@ -303,9 +304,9 @@ mod tests {
 
     #[test]
     fn the_bound_stays_within_twice_a_plain_f32_gemm_and_below_a_dropped_correction() {
-        for k in [16, 100, 3072, 12288] {
-            // Within 2x of SGEMM's worst case γ_K ≈ K·u from K = 16 on (K/8 + 25 <= 2·K), and
-            // below it from K = 29 on.
+        for k in [20, 100, 3072, 12288] {
+            // Within 2x of SGEMM's worst case γ_K ≈ K·u from K = 20 on (2·⌈K/32⌉ + 37 <= 2·K),
+            // and below it from K = 39 on.
             assert!(tf32x3_coefficient(k) <= 2.0 * k as f64 * U, "K = {k}");
         }
         // A lost correction term errs by up to 2^-11 |a·w| = 8192u per product: far above the

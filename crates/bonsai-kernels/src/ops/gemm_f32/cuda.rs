@@ -20,6 +20,8 @@ pub const TILE_N: usize = 128;
 pub const TILE_K: usize = 32;
 pub const STAGES: usize = 3;
 pub const THREADS: u32 = 256;
+/// k8 steps summed in one tensor-core partial before its f32 fold (TF32X3_FOLD_STEPS).
+pub const FOLD_STEPS: usize = 2;
 /// Bytes of one [128][32] f32 operand tile in shared memory.
 pub(crate) const ROWS_TILE_BYTES: usize = TILE_M * TILE_K * 4;
 /// Dynamic shared memory of one gemm_f32 CTA: A and W tiles per stage.
