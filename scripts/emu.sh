@@ -4,7 +4,8 @@
 #   Builds $BONSAI_EMU_DIR/libcuda.so (default target/emu) from the kernel source the binary carries, if it changed,
 #   then runs the command with that libcuda first on LD_LIBRARY_PATH and BONSAI_EMULATED=1.
 #   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++).
-#   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds.
+#   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds;
+#   `--selftest` builds and runs the emulator's own test of its execution model (no bonsai binary needed).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,16 +18,25 @@ if grep -qw fma /proc/cpuinfo 2>/dev/null; then CXXFLAGS+=(-mfma); fi   # fast f
 if [ "${BONSAI_EMU_ASAN:-0}" = 1 ]; then CXXFLAGS+=(-fsanitize=address -fno-omit-frame-pointer -g); fi
 read -r -a extra_flags <<<"${BONSAI_EMU_CXXFLAGS:-}"; CXXFLAGS+=("${extra_flags[@]}")   # experiments only
 
+command -v "$CXX" >/dev/null || { echo "emu.sh: no C++ compiler ($CXX) found" >&2; exit 2; }
+if [ "${1:-}" = "--selftest" ]; then
+    mkdir -p "$OUT"
+    runtime=("$EMU_SRC"/emu_sched.cpp "$EMU_SRC"/emu_pool.cpp "$EMU_SRC"/emu_fiber.cpp)
+    "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" -include cuda_emu.h -c "$EMU_SRC/selftest/emu_selftest.cpp" -o "$OUT/emu_selftest.o"
+    "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" "$OUT/emu_selftest.o" "${runtime[@]}" -o "$OUT/emu_selftest"
+    exec "$OUT/emu_selftest"
+fi
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
-[ $# -ge 1 ] || { sed -n '2,7p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 SOURCE_BIN="${BONSAI_EMU_SOURCE_BIN:-$1}"
 [ -x "$SOURCE_BIN" ] || { echo "emu.sh: $SOURCE_BIN is not an executable bonsai binary" >&2; exit 2; }
-command -v "$CXX" >/dev/null || { echo "emu.sh: no C++ compiler ($CXX) found" >&2; exit 2; }
 
 mkdir -p "$OUT"
 exec 9>"$OUT/.lock"
-flock 9   # one build at a time; concurrent callers wait and then reuse it
+# One build at a time: concurrent callers wait, then reuse it. (Without flock two first builds
+# may both compile; each installs a complete library with an atomic mv.)
+if command -v flock >/dev/null; then flock 9; fi
 
 work="$(mktemp -d "$OUT/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -71,7 +81,7 @@ if [ ! -f "$OUT/libcuda.so" ] || [ "$(cat "$OUT/libcuda.hash" 2>/dev/null)" != "
     echo "$hash" >"$OUT/libcuda.hash"
     echo "emu.sh: built in $(( $(date +%s) - started )) s" >&2
 fi
-flock -u 9
+exec 9>&-
 
 if [ "$build_only" = 1 ]; then echo "$OUT"; exit 0; fi
 export LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -9,7 +9,7 @@
 #   tiers   exercises the four kernel-library load tiers and a corrupted cache file, with timings
 #   verify  bonsai kernels verify: every CUDA op against the CPU reference
 #   bench   bonsai kernels verify --bench: per-kernel time and bandwidth vs the measured copy ceiling
-#   model   bonsai bench on the synthetic geometries (pp512 + tg128, and decode at depth)
+#   model   bonsai bench on the synthetic geometries (pp512 + tg128, decode at depth, no graph, PDL)
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
@@ -70,6 +70,9 @@ model)
     done
     run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
     run model-8b-nograph env BONSAI_NO_GRAPH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    # Programmatic dependent launch (off by default until this line shows it helps).
+    run model-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
+    run model-ternary-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
@@ -79,6 +82,7 @@ check)
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
+        run "check-$fmt-pdl" env BONSAI_PDL=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
     # Real geometries (random weights): the GPU's real-shape kernels against the CPU.
     for g in bonsai-8b ternary-8b; do

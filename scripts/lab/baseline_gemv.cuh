@@ -1,5 +1,11 @@
-// The lab's baseline: the production decode GEMV (`gemv_rows8_split_k`, still what m = 2..8 and
-// K not a multiple of 256 use), included from the production files rather than copied, so the
-// lab always measures what ships. run.sh puts both folders on the include path.
+// The lab's production code, included from the production files rather than copied, so the lab
+// always measures what ships: the prelude, the PTX wrappers, the device weight layout and the
+// tensor-core decode GEMV (gemv_tc, round 6). The round-4 baseline `gemv_rows8_split_k` (and
+// signed_word_dot, which the older lab variants use) is a frozen lab copy reading the natural
+// layout. run.sh puts the production folders on the include path.
 #include "prelude.cuh"
+#include "ptx.cuh"
+#include "weight_layout.cu"
 #include "matmul_gemv.cu"
+#include "matmul_gemv_tc.cu"
+#include "matmul_gemv_rows8.cuh"

@@ -1,5 +1,6 @@
-// Decode GEMV lab: the production kernel (baseline) against candidate variants, Q1 and Q2, on the
-// decode shapes. Every variant is checked against an f64 CPU reference (error in units of
+// Decode GEMV lab: the round-4 kernels (baseline rows8, stream; natural weight layout) against
+// candidate variants and the production tensor-core GEMV (gemv_tc, device layout: gemv_tc_lab.cuh),
+// Q1 and Q2, on the decode shapes. Every variant is checked against an f64 CPU reference (error in units of
 // u * sum|w||x|, against verify's GEMV bound 8 (K/128 + 48)) and timed with CUDA events over
 // weight copies rotated across >= 256 MB (beyond the 60 MB L2), median of 50 batches, as GB/s and
 // as a fraction of a device-to-device copy measured the same way. Build/run: scripts/lab/run.sh.
@@ -225,6 +226,8 @@ static bool check_stream_modes() {
     return all_ok;
 }
 
+#include "gemv_tc_lab.cuh"
+
 static void run_shape(int bits, int n, int k, const std::vector<Variant>& variants, double copy_bw, bool profile) {
     const int wpw = 32 / bits;
     const size_t n_groups = (size_t)n * (k / GROUP_SIZE);
@@ -341,6 +344,8 @@ int main(int argc, char** argv) {
     }
     const bool modes_ok = check_stream_modes();
     printf("stream epilogue/shape checks: %s\n", modes_ok ? "all ok" : "FAILURES");
+    const bool tc_ok = check_tc_modes();
+    printf("tensor-core GEMV mode/token/shape checks: %s\n", tc_ok ? "all ok" : "FAILURES");
     Kernel smem_kernels[] = {sm1_r8_u2, sm1_r4_u4, sm1_r16_u1, sm2_r8_u2, sm2_r4_u4, sm2_r16_u1,
                              lean1_r2, lean1_r4, lean1_r8, lean2_r2, lean2_r4, lean2_r8,
                              st1_r4_d4, st1_r4_d8, st1_r8_d4, st2_r4_d4, st2_r4_d8, st2_r8_d4};
@@ -373,6 +378,7 @@ int main(int argc, char** argv) {
         for (auto& sh : shapes) {
             if (profile && sh[0] != 12288) continue;
             run_shape(bits, sh[0], sh[1], variants, copy_bw, profile);
+            run_tc_shape(bits, sh[0], sh[1], copy_bw, profile);
         }
     return 0;
 }

@@ -86,6 +86,26 @@ fn ready() -> Option<&'static Output> {
     }
 }
 
+/// The emulator's own execution-model test (shuffles, votes, barriers with exited threads,
+/// CTA-private shared memory on several OS threads, deadlock and misuse reports). Needs g++ only.
+#[test]
+fn emulator_execution_model_selftest_passes() {
+    if Command::new("g++").arg("--version").output().is_err() {
+        println!("SKIPPED: g++ not found: the CPU emulator of the GPU cannot be built");
+        return;
+    }
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/emu.sh"))
+        .arg("--selftest")
+        .env("BONSAI_EMU_DIR", work_dir("emu-selftest"))
+        // More OS threads than this machine may have cores: CTAs really interleave.
+        .env("BONSAI_EMU_THREADS", "3")
+        .output()
+        .expect("run scripts/emu.sh --selftest");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("emu selftest: ok"), "{}", text(&out));
+}
+
 #[test]
 fn kernels_info_loads_the_library_and_runs_the_selftest_emulated() {
     let Some(info) = ready() else { return };

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
+#include <utility>  // before the keyword macros below: libstdc++ spells __noinline__ itself
 
 #include "emu_runtime.h"
 

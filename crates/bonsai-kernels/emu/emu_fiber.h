@@ -1,11 +1,14 @@
 // Minimal cooperative fibers for the emulator: a fiber is a stack and a saved stack pointer.
 // On x86-64 the switch is a few instructions (callee-saved registers, MXCSR and the x87 control
-// word); elsewhere ucontext is used (slower: it saves the signal mask with a system call).
+// word); elsewhere, or with -DBONSAI_EMU_UCONTEXT, ucontext is used (slower: it saves the signal
+// mask with a system call). Under AddressSanitizer every switch is announced to it.
 #pragma once
 
 #include <cstddef>
 
-#if !defined(__x86_64__)
+#if defined(__x86_64__) && !defined(BONSAI_EMU_UCONTEXT)
+#define BONSAI_EMU_ASM_FIBERS 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -14,11 +17,16 @@ namespace emu {
 using FiberEntry = void (*)(void* arg);
 
 struct FiberContext {
-#if defined(__x86_64__)
+#if defined(BONSAI_EMU_ASM_FIBERS)
     void* sp = nullptr;
 #else
     ucontext_t uc;
 #endif
+    FiberEntry entry = nullptr;
+    void* arg = nullptr;
+    // The stack this context runs on (learnt at the first switch away from an OS thread's own).
+    const void* stack_bottom = nullptr;
+    size_t stack_size = 0;
 };
 
 // Prepares `fiber` to run entry(arg) on [stack, stack + size) when first switched to. `entry`

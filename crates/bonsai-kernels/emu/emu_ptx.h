@@ -59,19 +59,30 @@ inline uint32_t f32_to_tf32(float f) {
     return (bits + 0x1000u) & 0xffffe000u;
 }
 
+// ex2.approx.ftz.f32: subnormal inputs and results become zero of the same sign. The hardware
+// result may differ from exp2 by up to 2 ulp; callers must not depend on the last bits.
+inline float exp2_ftz(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0f, x);
+    const float r = std::exp2(x);
+    return std::fpclassify(r) == FP_SUBNORMAL ? 0.0f : r;
+}
+
 // ---- shared-memory addressing and asynchronous copies ----
 // Not a real shared-window address: only cp.async/ldmatrix took it, and their twins take pointers.
 inline uint32_t smem_addr(const void* p) { return (uint32_t)(uintptr_t)p; }
-// The copies happen at once: a later wait has nothing left to wait for.
-inline void cp_async16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
+// Copies are queued per thread and land at the cp_async_wait that covers their group (or when
+// the thread exits): reading the destination earlier sees the old contents.
+inline void cp_async16(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 16); }
 inline void cp_async16_zfill(void* dst, const void* src, bool valid) {
-    if (valid) std::memcpy(dst, src, 16);
-    else std::memset(dst, 0, 16);
+    emu::t_thread->copies.issue(dst, valid ? src : nullptr, 16);
 }
-inline void cp_async4(void* dst, const void* src) { std::memcpy(dst, src, 4); }
-inline void cp_async_commit() {}
+inline void cp_async4(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 4); }
+inline void cp_async_commit() { emu::t_thread->copies.commit(); }
 template <int N>
-inline void cp_async_wait() {}
+inline void cp_async_wait() {
+    static_assert(N >= 0, "cp.async.wait_group takes a count of groups");
+    emu::t_thread->copies.wait(N);
+}
 
 // ---- ldmatrix ----
 namespace emu {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace emu {
 
@@ -15,12 +16,38 @@ struct EmuDim3 {
 
 constexpr int kWarpSize = 32;
 
+// A thread's cp.async copies in flight. They land only when a cp.async.wait_group covers their
+// group (or the thread exits), so a kernel that reads shared memory before waiting reads stale
+// data here, as it may on the GPU.
+struct AsyncCopies {
+    struct Copy {
+        void* dst;
+        const void* src;  // null: zero-fill
+        unsigned bytes;
+        unsigned long long group;
+    };
+    std::vector<Copy> pending;  // in issue order, so in group order
+    unsigned long long committed = 0;  // groups committed so far; uncommitted copies get this id
+
+    void issue(void* dst, const void* src, unsigned bytes) { pending.push_back(Copy{dst, src, bytes, committed}); }
+    void commit() { ++committed; }
+    // Completes every copy of the groups older than the newest `keep` committed ones.
+    void wait(unsigned long long keep) {
+        const unsigned long long done_below = committed > keep ? committed - keep : 0;
+        size_t n = 0;
+        while (n < pending.size() && pending[n].group < done_below) ++n;
+        land(n);
+    }
+    void land(size_t n);  // performs and drops the first n pending copies
+};
+
 // One emulated GPU thread (a fiber).
 struct ThreadState {
     EmuDim3 thread_idx;
     int linear;  // x + y * bx + z * bx * by
     int lane;
     int warp;
+    AsyncCopies copies;
 };
 
 // One CTA being executed on the current OS thread.

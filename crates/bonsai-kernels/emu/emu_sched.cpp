@@ -16,6 +16,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "emu_fiber.h"
 #include "emu_grid.h"
 #include "emu_pool.h"
@@ -161,6 +165,8 @@ void release_barrier(Worker& w) {
 void fiber_main(void*) {
     Worker& w = worker();
     w.launch->thunk(w.launch->args);
+    AsyncCopies& copies = w.me().state.copies;
+    copies.land(copies.pending.size());  // an exiting thread's copies still land
     w.live -= 1;
     // An exiting thread no longer holds back the CTA barrier.
     if (w.barrier_arrived > 0 && w.barrier_arrived == w.live) release_barrier(w);
@@ -180,8 +186,17 @@ bool run_cta(Worker& w, EmuDim3 block_idx) {
     for (int i = 0; i < w.n_threads; ++i) {
         Fiber& f = w.fibers[i];
         const unsigned x = i % l.block.x, y = (i / l.block.x) % l.block.y, z = i / (l.block.x * l.block.y);
-        f.state = ThreadState{{x, y, z}, i, i % kWarpSize, i / kWarpSize};
+        f.state.thread_idx = EmuDim3{x, y, z};
+        f.state.linear = i;
+        f.state.lane = i % kWarpSize;
+        f.state.warp = i / kWarpSize;
+        f.state.copies.pending.clear();
+        f.state.copies.committed = 0;
         f.status = Status::Runnable;
+#if defined(__SANITIZE_ADDRESS__)
+        // The previous CTA's fibers were abandoned mid-frame: clear their stack redzones.
+        __asan_unpoison_memory_region(w.stack(i), w.stack_size);
+#endif
         fiber_init(&f.context, w.stack(i), w.stack_size, fiber_main, nullptr);
     }
     t_cta = &w.cta;
@@ -257,6 +272,15 @@ void kernel_fault(const char* what) {
     w.faulted = true;
     yield(Status::Exited);
     std::abort();  // a faulted fiber is never resumed
+}
+
+void AsyncCopies::land(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const Copy& c = pending[i];
+        if (c.src) std::memcpy(c.dst, c.src, c.bytes);
+        else std::memset(c.dst, 0, c.bytes);
+    }
+    pending.erase(pending.begin(), pending.begin() + (std::ptrdiff_t)n);
 }
 
 long long clock_ns() {

@@ -17,7 +17,12 @@ inline void complete_shuffle(void* const* lanes, uint32_t mask) {
     for (int l = 0; l < kWarpSize; ++l) {
         if (!(mask >> l & 1u)) continue;
         ShuffleLane* me = static_cast<ShuffleLane*>(lanes[l]);
-        if (!(mask >> me->source & 1u)) kernel_fault("a shuffle reads a lane that is not in its mask");
+        if (!(mask >> me->source & 1u)) {
+            char what[120];
+            std::snprintf(what, sizeof what, "a shuffle reads a lane that is not in its mask (lane %d reads lane %d, mask 0x%08x)",
+                          l, me->source, mask);
+            kernel_fault(what);
+        }
         me->result = static_cast<ShuffleLane*>(lanes[me->source])->value;
     }
 }

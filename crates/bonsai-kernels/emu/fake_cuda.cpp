@@ -25,8 +25,6 @@ constexpr int kDriverVersion = 13000;
 constexpr const char* kDeviceName = "bonsai CPU emulator";
 constexpr size_t kTotalMemory = 80ull << 30;  // bytes reported, not reserved
 constexpr int kSmCount = 132;
-constexpr int kDefaultSmemPerBlock = 48 * 1024;
-constexpr int kOptInSmemPerBlock = 227 * 1024;
 constexpr int kSmemPerSm = 228 * 1024;
 constexpr int kL2Bytes = 60 * 1024 * 1024;
 constexpr size_t kAllocAlignment = 256;  // cudaMalloc's guarantee
@@ -291,11 +289,20 @@ EMU_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) 
     *f = &it->second;
     return CUDA_SUCCESS;
 }
-EMU_API CUresult cuFuncGetAttribute(int* value, int which, CUfunction) {
-    *value = which == 0 ? 1024 : 0;  // max threads per block; sizes and registers: 0
+EMU_API CUresult cuFuncGetAttribute(int* value, int which, CUfunction f) {
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    // Max threads per block, the dynamic shared memory limit; sizes and registers: 0.
+    *value = which == 0 ? 1024 : (which == kAttrMaxDynamicSmem ? f->max_dynamic_smem : 0);
     return CUDA_SUCCESS;
 }
-EMU_API CUresult cuFuncSetAttribute(CUfunction, int, int) { return CUDA_SUCCESS; }
+EMU_API CUresult cuFuncSetAttribute(CUfunction f, int which, int value) {
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (which == kAttrMaxDynamicSmem) {
+        if (value < 0 || value > kOptInSmemPerBlock) return CUDA_ERROR_INVALID_VALUE;
+        f->max_dynamic_smem = value;
+    }
+    return CUDA_SUCCESS;
+}
 EMU_API CUresult cuFuncSetCacheConfig(CUfunction, int) { return CUDA_SUCCESS; }
 EMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int block_size, size_t) {
     *blocks = block_size > 0 ? 2048 / block_size : 0;

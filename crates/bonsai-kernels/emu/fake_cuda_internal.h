@@ -8,8 +8,17 @@
 #include "emu_table.h"
 #include "fake_cuda.h"
 
+// Shared-memory limits of the emulated device (CUDA's for sm_90).
+constexpr int kDefaultSmemPerBlock = 48 * 1024;
+constexpr int kOptInSmemPerBlock = 227 * 1024;
+// CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+constexpr int kAttrMaxDynamicSmem = 8;
+
 struct EmuFunction {
     const emu::KernelEntry* entry;
+    // Dynamic shared memory a launch may ask for: 48 KB unless raised with cuFuncSetAttribute,
+    // as on the GPU (a kernel that forgets to raise it fails to launch there, and here).
+    int max_dynamic_smem = kDefaultSmemPerBlock;
 };
 
 // One unit of stream work: run at once, or recorded while the stream captures a graph.

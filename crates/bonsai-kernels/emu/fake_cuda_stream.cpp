@@ -69,6 +69,13 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
                 void** params) {
     if (!f || !f->entry) return CUDA_ERROR_INVALID_HANDLE;
     if (f->entry->n_params > 0 && !params) return CUDA_ERROR_INVALID_VALUE;
+    if ((long long)smem > f->max_dynamic_smem) {
+        std::fprintf(stderr,
+                     "bonsai emu: kernel %s asks for %u bytes of dynamic shared memory, over its limit of %d "
+                     "(raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first, up to %d)\n",
+                     f->entry->name, smem, f->max_dynamic_smem, kOptInSmemPerBlock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     EmuWork w{EmuWork::Kind::Kernel};
     w.kernel = f->entry;
     for (int i = 0; i < 3; ++i) {

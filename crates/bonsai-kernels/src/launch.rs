@@ -21,6 +21,8 @@ pub mod conv3x3;
 pub mod embed_rows;
 #[path = "ops/gemm_f32/cuda.rs"]
 pub mod gemm_f32;
+#[path = "ops/joint_attention/cuda.rs"]
+pub mod joint_attention;
 #[path = "ops/kv_write/cuda.rs"]
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
@@ -69,8 +71,8 @@ impl QuantBits {
     }
 }
 
-/// A quantized matrix `W[N, K]` in device memory: the same bytes as the host `Q1Matrix` /
-/// `Q2Matrix` (scales f16 as u16, payload u32 words).
+/// A quantized matrix `W[N, K]` in device memory: the host `Q1Matrix` / `Q2Matrix` scales (f16
+/// as u16) and their payload permuted into the device layout (`crate::cuda::weights`).
 pub struct QWeightsView<'a> {
     pub bits: QuantBits,
     pub n: usize,
@@ -168,6 +170,15 @@ mod tests {
         assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
         assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+        let joint = "ops/joint_attention/joint_attention.cu";
+        use super::joint_attention as ja;
+        assert_eq!(cu_define(joint, "JA_ROW_PAD"), ja::ROW_PAD);
+        assert_eq!(cu_define(joint, "JA_SMALL_HD_WARPS"), ja::SMALL_HD_WARPS);
+        assert_eq!(cu_define(joint, "JA_SMALL_HD_BLOCK_K"), ja::SMALL_HD_BLOCK_K);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_WARPS"), ja::LARGE_HD_WARPS);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
+        assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
+        assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
         let tile = "ops/gemm_f32/tile_3xtf32.cu";
         assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
         assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);

@@ -40,12 +40,21 @@ __device__ __forceinline__ u32 f32_to_tf32(float f) {
     return r;
 }
 
-// Shared-memory address of a generic pointer into shared memory (for cp.async / ldmatrix).
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-    u32 a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
+// 2^x on the special-function unit, subnormal inputs and results flushed to zero. exp2f compiles
+// to this same MUFU.EX2 plus a range compare and two predicated multiplies that keep subnormal
+// results; where those do not matter (softmax weights below 2^-126) this saves 3 of 4
+// instructions. Same accuracy as exp2f on normal results (<= 2 ulp).
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
 }
+
+// Shared-memory address of a generic pointer into shared memory (for cp.async / ldmatrix).
+// The compiler builtin, not inline PTX: the compiler then sees the address-space conversion and
+// folds constant offsets into the ldmatrix / cp.async address (with an opaque cvta every
+// distinct address cost a 64-bit add, a carry and a move in the hot loop).
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 // Asynchronous global -> shared copies. 16-byte pieces bypass L1 (.cg); 4-byte pieces cannot.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");

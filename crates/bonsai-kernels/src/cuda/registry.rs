@@ -75,16 +75,18 @@ pub const PTX: KernelSource = KernelSource {
 };
 
 /// The library machinery's own kernels, concatenated right after the prelude. The selftest
-/// kernel proves a loaded module runs (`bonsai kernels info` launches it).
+/// kernel proves a loaded module runs (`bonsai kernels info` launches it); the PTX probe runs
+/// every ptx.cuh wrapper for `bonsai kernels verify`.
 pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
     path: "cuda/selftest.cu",
     text: include_str!("selftest.cu"),
-    entry_points: &["bonsai_selftest_fill"],
+    entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe"],
 }];
 
 /// Every kernel file, in concatenation order.
 pub const SOURCES: &[KernelSource] = &[
-    // Templates only: the decode GEMV and the prefill GEMMs every quantized matmul instantiates.
+    // Templates only: the device weight layout, the decode GEMV and the prefill GEMMs every
+    // quantized matmul instantiates.
     KernelSource {
         path: "ops/matmul_q1/weight_layout.cu",
         text: include_str!("../ops/matmul_q1/weight_layout.cu"),
@@ -96,8 +98,8 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[],
     },
     KernelSource {
-        path: "ops/matmul_q1/matmul_gemv_stream.cu",
-        text: include_str!("../ops/matmul_q1/matmul_gemv_stream.cu"),
+        path: "ops/matmul_q1/matmul_gemv_tc.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv_tc.cu"),
         entry_points: &[],
     },
     KernelSource {
@@ -109,14 +111,12 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
-            "matmul_q1_gemv_stream",
-            "matmul_q1_gemv_rows8_split_k",
-            "matmul_q1_gemv_rows8_split_k_tokens8",
+            "matmul_q1_gemv_tc",
+            "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
             "matmul_q1_gemm_mma_bf16x3",
-            "matmul_q1_add_gemv_stream",
-            "matmul_q1_add_gemv_rows8_split_k",
-            "matmul_q1_add_gemv_rows8_split_k_tokens8",
+            "matmul_q1_add_gemv_tc",
+            "matmul_q1_add_gemv_tc_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
             "matmul_q1_add_gemm_mma_bf16x3",
         ],
@@ -125,14 +125,12 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/matmul_q2/matmul_q2.cu",
         text: include_str!("../ops/matmul_q2/matmul_q2.cu"),
         entry_points: &[
-            "matmul_q2_gemv_stream",
-            "matmul_q2_gemv_rows8_split_k",
-            "matmul_q2_gemv_rows8_split_k_tokens8",
+            "matmul_q2_gemv_tc",
+            "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
             "matmul_q2_gemm_mma_bf16x3",
-            "matmul_q2_add_gemv_stream",
-            "matmul_q2_add_gemv_rows8_split_k",
-            "matmul_q2_add_gemv_rows8_split_k_tokens8",
+            "matmul_q2_add_gemv_tc",
+            "matmul_q2_add_gemv_tc_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
             "matmul_q2_add_gemm_mma_bf16x3",
         ],
@@ -141,9 +139,8 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu",
         text: include_str!("../ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu"),
         entry_points: &[
-            "gate_up_swiglu_q1_gemv_stream",
-            "gate_up_swiglu_q1_gemv_rows8_split_k",
-            "gate_up_swiglu_q1_gemv_rows8_split_k_tokens8",
+            "gate_up_swiglu_q1_gemv_tc",
+            "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
             "gate_up_swiglu_q1_gemm_mma_bf16x3",
         ],
@@ -152,9 +149,8 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu",
         text: include_str!("../ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu"),
         entry_points: &[
-            "gate_up_swiglu_q2_gemv_stream",
-            "gate_up_swiglu_q2_gemv_rows8_split_k",
-            "gate_up_swiglu_q2_gemv_rows8_split_k_tokens8",
+            "gate_up_swiglu_q2_gemv_tc",
+            "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",
             "gate_up_swiglu_q2_gemm_mma_bf16x3",
         ],
@@ -187,6 +183,17 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "attention_split_keys",
             "attention_combine_splits",
+        ],
+    },
+    KernelSource {
+        path: "ops/joint_attention/joint_attention.cu",
+        text: include_str!("../ops/joint_attention/joint_attention.cu"),
+        entry_points: &[
+            "joint_attention_to_bf16",
+            "joint_attention_hd64",
+            "joint_attention_hd128",
+            "joint_attention_hd384",
+            "joint_attention_hd512",
         ],
     },
     KernelSource {

@@ -8,3 +8,82 @@ extern "C" __global__ void bonsai_selftest_fill(u32* __restrict__ out, u32 n, u3
         out[i] = value;
     }
 }
+
+// ---- ptx.cuh probe ----
+// Runs every wrapper of ptx.cuh once on the caller's data (one warp, one CTA); `bonsai kernels
+// verify` (check `ptx_wrappers`) compares the results with a Rust model of the documented PTX
+// semantics. On the GPU that proves the wrappers' fragment layouts; on the CPU emulator, that
+// the emulator implements the same ones. Layouts of the buffers: verify/ptx_wrappers.rs.
+#define PROBE_CONVERSIONS 256
+#define PROBE_OUT_F16 0
+#define PROBE_OUT_BF16 256
+#define PROBE_OUT_TF32 512
+#define PROBE_OUT_F16_TO_F32 768
+#define PROBE_OUT_LDMATRIX_X4 1024
+#define PROBE_OUT_LDMATRIX_X4_TRANS 1152
+#define PROBE_OUT_LDMATRIX_X2 1280
+#define PROBE_OUT_LDMATRIX_X2_TRANS 1344
+#define PROBE_OUT_MMA_BF16 1408
+#define PROBE_OUT_MMA_F16 1536
+#define PROBE_OUT_MMA_TF32 1664
+#define PROBE_OUT_CP_ZFILL 1792
+#define PROBE_OUT_CP4 1920
+// Per mma kind in `frags`: A fragments (lane*4 + i), then B fragments (128 + lane*2 + j).
+#define PROBE_FRAG_WORDS_PER_MMA 192
+#define PROBE_B_FRAGS 128
+
+__device__ __forceinline__ void probe_store(u32* out, int lane, const u32* r, int n) {
+    for (int i = 0; i < n; ++i) out[lane * n + i] = r[i];
+}
+
+extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
+    const float* __restrict__ floats, const u16* __restrict__ halves, const u32* __restrict__ frags,
+    u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const int lane = threadIdx.x;
+    for (int i = lane; i < PROBE_CONVERSIONS; i += WARP_SIZE) {
+        out[PROBE_OUT_F16 + i] = f32_to_f16(floats[i]);
+        out[PROBE_OUT_BF16 + i] = f32_to_bf16_rn(floats[i]);
+        out[PROBE_OUT_TF32 + i] = f32_to_tf32(floats[i]);
+        out[PROBE_OUT_F16_TO_F32 + i] = __float_as_uint(f16_to_f32(halves[i]));
+    }
+
+    // Four 8x8 b16 matrices, one 16-byte row per lane: lane l copies row l % 8 of matrix l / 8.
+    __shared__ __align__(16) u16 tile[4 * 8 * 8];
+    __shared__ __align__(16) u16 zfilled[4 * 8 * 8];
+    __shared__ __align__(16) u32 words[WARP_SIZE];
+    cp_async16(&tile[lane * 8], &halves[lane * 8]);
+    cp_async16_zfill(&zfilled[lane * 8], &halves[lane * 8], lane % 2 == 0);  // odd lanes: zeros
+    cp_async4(&words[lane], &halves[lane * 2]);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+
+    u32 r[4];
+    ldmatrix_x4(r, &tile[lane * 8]);
+    probe_store(out + PROBE_OUT_LDMATRIX_X4, lane, r, 4);
+    ldmatrix_x4_trans(r, &tile[lane * 8]);
+    probe_store(out + PROBE_OUT_LDMATRIX_X4_TRANS, lane, r, 4);
+    // x2 reads the row addresses of lanes 0..15 only; the others still pass valid ones.
+    ldmatrix_x2(r, &tile[(lane % 16) * 8]);
+    probe_store(out + PROBE_OUT_LDMATRIX_X2, lane, r, 2);
+    ldmatrix_x2_trans(r, &tile[(lane % 16) * 8]);
+    probe_store(out + PROBE_OUT_LDMATRIX_X2_TRANS, lane, r, 2);
+
+    const float* c_in = floats + PROBE_CONVERSIONS + lane * 4;
+    const int outs[3] = {PROBE_OUT_MMA_BF16, PROBE_OUT_MMA_F16, PROBE_OUT_MMA_TF32};
+    for (int kind = 0; kind < 3; ++kind) {
+        const u32* f = frags + kind * PROBE_FRAG_WORDS_PER_MMA;
+        float c[4] = {c_in[0], c_in[1], c_in[2], c_in[3]};
+        const u32 b0 = f[PROBE_B_FRAGS + lane * 2], b1 = f[PROBE_B_FRAGS + lane * 2 + 1];
+        if (kind == 0) mma_bf16_16x8x16(c, f + lane * 4, b0, b1);
+        if (kind == 1) mma_f16_16x8x16(c, f + lane * 4, b0, b1);
+        if (kind == 2) mma_tf32_16x8x8(c, f + lane * 4, b0, b1);
+        for (int i = 0; i < 4; ++i) out[outs[kind] + lane * 4 + i] = __float_as_uint(c[i]);
+    }
+
+    const u32* zfilled_words = reinterpret_cast<const u32*>(zfilled);
+    for (int w = 0; w < 4; ++w) out[PROBE_OUT_CP_ZFILL + lane * 4 + w] = zfilled_words[lane * 4 + w];
+    out[PROBE_OUT_CP4 + lane] = words[lane];
+}

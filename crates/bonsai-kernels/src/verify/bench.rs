@@ -121,6 +121,7 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
         rows.push(bench_attention(ctx, seq, copy_bw)?);
     }
     rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
+    rows.extend(super::image_attention::bench_all(ctx, copy_bw)?);
     Ok((Some(copy_bw), rows))
 }
 

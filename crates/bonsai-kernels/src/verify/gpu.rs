@@ -5,6 +5,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
 use super::VerifyError;
+use crate::cuda::weights::{device_q1_bits, device_q2_codes};
 use crate::launch::{QWeightsView, QuantBits};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix};
 
@@ -23,7 +24,7 @@ pub(crate) fn download<T: DeviceRepr>(stream: &Arc<CudaStream>, dev: &impl Devic
     Ok(v)
 }
 
-/// A quantized matrix in device memory (the same bytes as the host matrix).
+/// A quantized matrix in device memory (scales as on the host, payload in the device layout).
 pub(crate) struct DeviceQMatrix {
     pub bits: QuantBits,
     pub n: usize,
@@ -34,15 +35,16 @@ pub(crate) struct DeviceQMatrix {
 
 impl DeviceQMatrix {
     pub fn upload(stream: &Arc<CudaStream>, w: &QMatrix) -> Result<Self, VerifyError> {
-        let (bits, n, k, scales, payload): (QuantBits, usize, usize, Vec<u16>, &[u32]) = match w {
-            QMatrix::Q1(Q1Matrix { n, k, scales, bits }) => {
-                (QuantBits::One, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), bits)
+        // The payload goes up in the device layout, exactly as crate::cuda::upload does it.
+        let (bits, n, k, scales, payload): (QuantBits, usize, usize, Vec<u16>, Vec<u32>) = match w {
+            QMatrix::Q1(q @ Q1Matrix { n, k, scales, .. }) => {
+                (QuantBits::One, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), device_q1_bits(q))
             }
-            QMatrix::Q2(Q2Matrix { n, k, scales, codes }) => {
-                (QuantBits::Two, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), codes)
+            QMatrix::Q2(q @ Q2Matrix { n, k, scales, .. }) => {
+                (QuantBits::Two, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), device_q2_codes(q))
             }
         };
-        Ok(Self { bits, n, k, scales: upload(stream, &scales)?, payload: upload(stream, payload)? })
+        Ok(Self { bits, n, k, scales: upload(stream, &scales)?, payload: upload(stream, &payload)? })
     }
     pub fn view(&self) -> QWeightsView<'_> {
         QWeightsView { bits: self.bits, n: self.n, k: self.k, scales: &self.scales, payload: &self.payload }

@@ -25,6 +25,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for m in [1, 7, 33, 512] {
             matmul(ctx, SMALL.name, SMALL.hidden, SMALL.ffn, m, ternary, Store::Add)?;
         }
+        // K % 512 == 0: the device layout's 4-group blocks (every Bonsai shape; the odd shapes
+        // above have single-group blocks); K = 2048 also stages x in two chunks at m = 7 and
+        // splits each GEMV tile's K over 4 warps.
+        for m in [1, 2, 7] {
+            matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
+            gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
+        }
     }
     if set == ShapeSet::Small {
         return Ok(());
@@ -143,21 +150,45 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
     }
 }
 
-/// Error bound coefficient on sum_k |w||x| for a kernel variant, doubled for second order.
-/// GEMV: a product passes <= 32 sequential adds in its word sum, the 1-/2-bit recombination
-/// (partial sums up to 4 sum|x|), the scale product, K/128 chunk adds, a 5-level warp tree and
-/// 4 warp partials: 4 (K/128 + 48) u.
-/// Tensor cores: weights and the three bf16 parts of x are exact products; within a group 24
+/// Error bound coefficient on sum_k |w||x| (the GEMV: on D, see [`bound_magnitude`]) for a
+/// kernel variant, doubled for second order.
+/// GEMV (tensor cores, matmul_gemv_tc.cu), per group and token, with D's unit d sum|x|: B holds
+/// x (k 0..63) and 4x (k 64..127, where A is 0.75 + 0.25 s), split in three exact bf16 parts
+/// (sum of parts <= 1.004 |x|), so sum |A||B| <= 4.02 (Q1) / 7.03 (Q2: planes <= 0.75 and 1)
+/// d sum|x|; S = 8 (Q1) / 16 (Q2) mma steps, each off by <= 2u if the unit truncates, + a 4-level
+/// internal tree: (2S + 4) u of that: 80.4 / 253; the per-group offset (-3 S2, or 0.5 S - 5.5 S2:
+/// sums of 4 values then a 5-level warp tree, 8u each, times the factors, + 1): 25 / 49; adding
+/// it to C: 7 / 13; the scale fmaf: 1 / 2; K/128 group adds on at most 1 / 2 d sum|x|; 3 part
+/// columns and the quad tree: 3 / 6; up to 16 split partials added in order: 16 / 32.
+/// Q1: (K/128 + 133) u; Q2: (2 K/128 + 355) u.
+/// Tensor cores (GEMM): weights and the three bf16 parts of x are exact products; within a group 24
 /// mma accumulations (+ a 4-level internal tree), each off by <= 2u if the unit truncates: 56u;
 /// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
 /// below u/8: (K/128 + 58) u.
 /// SIMT GEMM: K sequential fmaf on exact +-d products: (K + 48) u.
-fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>) -> f64 {
+fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     2.0 * U * match kernel {
-        None => 4.0 * (groups + 48.0),
+        None if ternary => 2.0 * groups + 355.0,
+        None => groups + 133.0,
         Some(GemmKernel::TensorCore) => groups + 58.0,
         Some(GemmKernel::Simt) => k as f64 + 48.0,
+    }
+}
+
+/// What the coefficient multiplies: sum|w||x| (`magnitude`), except for the GEMV on Q2 weights:
+/// its +-planes and per-group offsets make its error scale with D = sum_groups d sum|x| even
+/// where codes are 0 (value 0); D is the magnitude of the matrix with every weight +d (for Q1,
+/// D = sum|w||x| already).
+fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &[f32]) -> Result<Vec<f32>, OpError> {
+    match w {
+        QMatrix::Q2(q) if m <= GEMV_MAX_TOKENS => {
+            // Code 2 (value +1) in every 2-bit slot.
+            const ALL_PLUS_ONE: u32 = 0xAAAA_AAAA;
+            let dense = QMatrix::Q2(Q2Matrix { codes: vec![ALL_PLUS_ONE; q.codes.len()], ..q.clone() });
+            par_reference(&dense, x_abs, m, &vec![0.0; magnitude.len()], Store::Overwrite)
+        }
+        _ => Ok(magnitude.to_vec()),
     }
 }
 
@@ -168,6 +199,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     let want = par_reference(&w, &x, m, &y0, store)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
@@ -176,7 +208,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
         let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
         launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
         let got = download(&ctx.stream, &yd)?;
-        let c = matmul_coefficient(k, kernel);
+        let c = matmul_coefficient(k, kernel, ternary);
         // Plus the reference's own rounding and, for Store::Add, the final add: 2u |y|.
         let cmp = Comparison::of(&got, &want, |i| {
             c * magnitude[i] as f64 + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64 + f32::MIN_POSITIVE as f64
@@ -193,6 +225,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
     let gu = par_reference(&w, &x, m, &zeros, Store::Overwrite)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),
@@ -208,7 +241,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
         let got = download(&ctx.stream, &od)?;
         // out = silu(g) u: |d out| <= |silu'(g)| |u| Bg + |silu(g)| Bu + 12u |out| (silu and the
         // product, see swiglu), with |silu'| <= 1.1 and Bg, Bu the matmul bounds of g and u.
-        let c = matmul_coefficient(k, kernel);
+        let c = matmul_coefficient(k, kernel, ternary);
         let bound = |idx: usize| {
             let (i, j) = (idx / f, idx % f);
             let (g, u) = (gu[i * 2 * f + j] as f64, gu[i * 2 * f + f + j] as f64);

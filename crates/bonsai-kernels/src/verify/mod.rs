@@ -12,9 +12,12 @@
 mod attention;
 mod bench;
 mod gpu;
+mod image_attention;
 mod image_gemm;
 mod matmul;
-mod rng;
+mod ptx_model;
+mod ptx_wrappers;
+pub(crate) mod rng;
 mod shapes;
 mod small;
 #[cfg(test)]
@@ -189,9 +192,11 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     println!("verify: device {device}, seed {seed} (rerun with --seed {seed})");
     println!("{:<22} {:<44} {:>11} {:>11}  result", "op", "shape", "max_err", "bound");
     let mut ctx = Ctx { lib, stream, rng: rng::SplitMix64::new(seed), checks: Vec::new() };
+    ptx_wrappers::run(&mut ctx)?;
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
+    image_attention::run_all(&mut ctx, opts.shapes)?;
     image_gemm::run_all(&mut ctx, opts.shapes)?;
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };

@@ -9,6 +9,8 @@ use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
 
 const THREADS: u32 = 128;
+/// Weights one thread writes: one lane word of the device layout.
+const WEIGHTS_PER_THREAD: usize = 32;
 
 /// `out[i, :] = table[ids[i], :]` dequantized. Ids live on the device, so an id >= vocab cannot
 /// be rejected here: the kernel writes a NaN row for it.
@@ -29,11 +31,12 @@ pub fn embed_rows(
     expect_at_least(OP, "out", out.len(), m * table.k)?;
     let (vocab, hidden) = (as_i32(OP, "vocab", table.n)?, as_i32(OP, "hidden", table.k)?);
     as_i32(OP, "vocab*hidden/32", table.n * table.k / 32)?;
-    let words_per_row = table.k / (32 / if table.bits == QuantBits::One { 1 } else { 2 });
+    // One thread per lane word (all planes): 32 weights (EMBED_WEIGHTS_PER_UNIT in embed_rows.cu).
+    let units_per_row = table.k / WEIGHTS_PER_THREAD;
     let cfg = LaunchConfig {
         grid_dim: (
             u32::try_from(m).map_err(|_| shape(OP, "too many ids".into()))?,
-            words_per_row.div_ceil(THREADS as usize) as u32,
+            units_per_row.div_ceil(THREADS as usize) as u32,
             1,
         ),
         block_dim: (THREADS, 1, 1),

@@ -1,18 +1,18 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
-//! SwiGLU). Kernels: matmul_gemv.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
+//! SwiGLU). Kernels: matmul_gemv_tc.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
 //! gate_up_swiglu_q*.cu (entry points).
-//! m == 1 -> `*_gemv_stream` (matmul_gemv_stream.cu) where its layout requirements hold (K % 256,
-//! aligned buffers, shared memory fits), else `*_gemv_rows8_split_k`;
-//! 2..=8 -> `*_gemv_rows8_split_k_tokens8`; larger m -> a
-//! GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or `*_gemm_tile64_simt` (CUDA cores,
-//! kept as an independent second implementation that verify checks too).
+//! m == 1 -> `*_gemv_tc`, 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from
+//! [`tc_geometry`]); larger m -> a GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or
+//! `*_gemm_tile64_simt` (CUDA cores, kept as an independent second implementation that verify
+//! checks too).
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView,
     QuantBits, Store,
@@ -20,8 +20,6 @@ use crate::launch::{
 
 /// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_q1.cu).
 pub const GEMV_MAX_TOKENS: usize = 8;
-const GEMV_ROWS: usize = 8;
-const GEMV_THREADS: u32 = 4 * 32;
 const GEMM_TILE_ROWS: usize = 64;
 const GEMM_TILE_TOKENS: usize = 64;
 const GEMM_THREADS: u32 = 256;
@@ -45,7 +43,7 @@ enum Epilogue {
     SwiGlu,
 }
 
-fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, stream: bool) -> String {
+fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel) -> String {
     let prefix = match (bits, epilogue) {
         (QuantBits::One, Epilogue::Store) => "matmul_q1",
         (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
@@ -55,9 +53,8 @@ fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, 
         (QuantBits::Two, Epilogue::SwiGlu) => "gate_up_swiglu_q2",
     };
     let variant = match m {
-        1 if stream => "gemv_stream",
-        1 => "gemv_rows8_split_k",
-        m if m <= GEMV_MAX_TOKENS => "gemv_rows8_split_k_tokens8",
+        1 => "gemv_tc",
+        m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ if gemm == GemmKernel::TensorCore => "gemm_mma_bf16x3",
         _ => "gemm_tile64_simt",
     };
@@ -150,34 +147,35 @@ fn launch_any(
     let (x_ptr, _g2) = read_ptr(x, stream);
     expect_aligned16(op, "x", x_ptr)?;
     let (y_ptr, _g3) = write_ptr(y, stream);
-    let streamed = if m == 1 { stream_geometry(w.bits, w.k, epilogue, n_out, scales, payload) } else { None };
-    let name = kernel_name(w.bits, epilogue, m, gemm, streamed.is_some());
+    let name = kernel_name(w.bits, epilogue, m, gemm);
     let func = lib.function(&name)?;
-    if let Some(g) = streamed {
+    if m <= GEMV_MAX_TOKENS {
+        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
+        if payload % 16 != 0 || scales % 8 != 0 {
+            return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
+        }
+        let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
+            .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
         if g.smem_bytes > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             func.set_attribute(attr, g.smem_bytes as i32)?;
         }
         let cfg = LaunchConfig {
             grid_dim: (g.ctas, 1, 1),
-            block_dim: (g.warps * 32, 1, 1),
+            block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
             shared_mem_bytes: g.smem_bytes as u32,
         };
-        let splits = g.splits as i32;
-        let mut b = stream.launch_builder(func);
-        b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&y_ptr).arg(&n_i).arg(&k_i).arg(&splits);
-        // SAFETY: argument order and types match gemv_stream's entry points (scales, payload, x,
-        // y, n_out, k, splits); buffer lengths were checked above, stream_geometry checked the
-        // alignment and K % 256 the kernel relies on, and `splits` divides the CTA's warps.
+        let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+        let mut b = Launch::new(stream, func);
+        b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
+        b.arg(&tiles_per_cta).arg(&splits).arg(&chunk);
+        // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
+        // n_out, k, tiles_per_cta, splits, chunk_groups); buffer lengths were checked above, the
+        // alignment the unit loads need just now, and tc_geometry sized the block and shared memory.
         unsafe { b.launch(cfg) }?;
         return Ok(());
     }
-    let cfg = if m <= GEMV_MAX_TOKENS {
-        let rows_per_cta = if epilogue == Epilogue::SwiGlu { GEMV_ROWS / 2 } else { GEMV_ROWS };
-        let ctas = u32::try_from(n_out.div_ceil(rows_per_cta))
-            .map_err(|_| shape(op, format!("{n_out} outputs exceed the grid")))?;
-        LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GEMV_THREADS, 1, 1), shared_mem_bytes: 0 }
-    } else {
+    let cfg = {
         let (tile_rows, tile_tokens, threads) = match gemm {
             GemmKernel::TensorCore => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
             GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
@@ -190,7 +188,7 @@ fn launch_any(
         }
         LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
     };
-    let mut b = stream.launch_builder(func);
+    let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.
@@ -198,103 +196,16 @@ fn launch_any(
     Ok(())
 }
 
-/// gemv_stream's rows per warp and ring stages (STREAM_ROWS / STREAM_STAGES in matmul_q1.cu).
-const STREAM_ROWS: usize = 4;
-const STREAM_STAGES: usize = 4;
-/// Words of one row per K chunk (STREAM_CHUNK_WORDS in matmul_gemv_stream.cu).
-const STREAM_CHUNK_WORDS: usize = 32;
-/// Warps per CTA: 8 when each warp owns its rows' whole K, 16 when two warps split it (both
-/// measured best in scripts/lab round 4; <= STREAM_MAX_THREADS / 32 = 16).
-const STREAM_WARPS_WHOLE_K: usize = 8;
-const STREAM_WARPS_SPLIT_K: usize = 16;
-/// gemv_stream's scale pieces are 4 bytes: row * K/128 scales must be even, i.e. K % 256 == 0.
-const STREAM_K_MULTIPLE: usize = 256;
 /// Dynamic shared memory a kernel gets without opting in.
 const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
-/// Largest stream CTA: within the opt-in limit of every embedded architecture (sm_86/89: 99 KB).
-const STREAM_MAX_SMEM: usize = 96 * 1024;
-/// Below this many row sets (132 H200 SMs x 8 warps) two warps split each row set's K chunks:
-/// measured in scripts/lab round 4, N = 4096 (1024 row sets) runs 12.4 -> 11.2 us split in two
-/// (Q1, K = 12288) while N = 12288 (3072 row sets) is fastest unsplit; four-way splits lost.
-const STREAM_SPLIT_BELOW_ROW_SETS: usize = 132 * 8;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct StreamGeometry {
-    ctas: u32,
-    warps: u32,
-    splits: usize,
-    smem_bytes: usize,
-}
-
-/// Shared memory of one stream CTA (layout in matmul_gemv_stream.cu).
-fn stream_smem_bytes(bits: QuantBits, k: usize, warps: usize) -> usize {
-    let weights_per_word = match bits {
-        QuantBits::One => 32,
-        QuantBits::Two => 16,
-    };
-    let scales_per_chunk = STREAM_CHUNK_WORDS * weights_per_word / crate::weights::GROUP;
-    let partials = (warps * STREAM_ROWS).next_multiple_of(4);
-    let ring = warps * STREAM_STAGES * STREAM_ROWS;
-    4 * k + 4 * (k / weights_per_word) + 4 * partials + ring * STREAM_CHUNK_WORDS * 4 + ring * scales_per_chunk * 2
-}
-
-/// The stream kernel's launch for this matrix, or None where its requirements do not hold.
-fn stream_geometry(
-    bits: QuantBits,
-    k: usize,
-    epilogue: Epilogue,
-    n_out: usize,
-    scales: u64,
-    payload: u64,
-) -> Option<StreamGeometry> {
-    if k % STREAM_K_MULTIPLE != 0 || payload % 16 != 0 || scales % 4 != 0 {
-        return None;
-    }
-    let outputs_per_warp = if epilogue == Epilogue::SwiGlu { STREAM_ROWS / 2 } else { STREAM_ROWS };
-    let row_sets = n_out.div_ceil(outputs_per_warp);
-    let weights_per_word = if bits == QuantBits::One { 32 } else { 16 };
-    let chunks = (k / weights_per_word).div_ceil(STREAM_CHUNK_WORDS);
-    let split = row_sets < STREAM_SPLIT_BELOW_ROW_SETS && chunks >= 2;
-    let (warps, splits) = if split { (STREAM_WARPS_SPLIT_K, 2) } else { (STREAM_WARPS_WHOLE_K, 1) };
-    let smem_bytes = stream_smem_bytes(bits, k, warps);
-    if smem_bytes > STREAM_MAX_SMEM {
-        return None;
-    }
-    let row_sets_per_cta = warps / splits;
-    let ctas = u32::try_from(row_sets.div_ceil(row_sets_per_cta)).ok()?;
-    Some(StreamGeometry { ctas, warps: warps as u32, splits, smem_bytes })
-}
+#[path = "tc_geometry.rs"]
+mod tc_geometry;
+pub use tc_geometry::{tc_geometry, TcGeometry};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stream_geometry_covers_every_output_and_respects_its_requirements() {
-        for bits in [QuantBits::One, QuantBits::Two] {
-            for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
-                for (n_out, k) in [(1, 256), (7, 512), (4096, 4096), (12288, 4096), (4096, 12288), (151_669, 4096)] {
-                    let g = stream_geometry(bits, k, epilogue, n_out, 256, 256).expect("eligible shape");
-                    let per_warp = if epilogue == Epilogue::SwiGlu { STREAM_ROWS / 2 } else { STREAM_ROWS };
-                    let covered = g.ctas as usize * (g.warps as usize / g.splits) * per_warp;
-                    assert!(covered >= n_out, "{n_out} outputs, {covered} covered: {g:?}");
-                    assert!(covered < n_out + g.warps as usize * per_warp, "a whole idle CTA: {g:?}");
-                    assert_eq!(g.warps as usize % g.splits, 0, "{g:?}");
-                    assert!(g.smem_bytes <= STREAM_MAX_SMEM);
-                }
-            }
-            // The lab's fastest geometries: N = 12288 whole-K in 8-warp CTAs, N = 4096 split in two.
-            let wide = stream_geometry(bits, 4096, Epilogue::Store, 12288, 256, 256).expect("eligible");
-            assert_eq!((wide.warps, wide.splits, wide.ctas), (8, 1, 12288 / 32));
-            let tall = stream_geometry(bits, 12288, Epilogue::Store, 4096, 256, 256).expect("eligible");
-            assert_eq!((tall.warps, tall.splits, tall.ctas), (16, 2, 4096 / 32));
-            // K % 256, a misaligned payload or scale buffer, or too much shared memory: no stream.
-            assert_eq!(stream_geometry(bits, 384, Epilogue::Store, 64, 256, 256), None);
-            assert_eq!(stream_geometry(bits, 4096, Epilogue::Store, 64, 256, 8), None);
-            assert_eq!(stream_geometry(bits, 4096, Epilogue::Store, 64, 2, 256), None);
-            assert_eq!(stream_geometry(bits, 32768, Epilogue::Store, 64, 256, 256), None);
-        }
-    }
 
     #[test]
     fn every_variant_the_launcher_picks_is_registered() {
@@ -303,10 +214,8 @@ mod tests {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
                     for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
-                        for streamed in [false, true] {
-                            let name = kernel_name(bits, epilogue, m, gemm, streamed);
-                            assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
-                        }
+                        let name = kernel_name(bits, epilogue, m, gemm);
+                        assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
                     }
                 }
             }

@@ -1,19 +1,16 @@
 // Prefill GEMM templates for every quantized matmul (see matmul_gemv.cu for the layout, the
 // epilogue modes and the decode kernels). Entry points are instantiated in matmul_q1.cu etc.
 
-// Weight (row, k) of a quantized matrix as f32, given the row's payload/scales base.
+// Weight (row, k) of a quantized matrix as f32, decoded through the device layout's definition
+// (group_code in weight_layout.cu).
 template <int BITS>
 __device__ __forceinline__ float dequant_weight(const u16* scales, const u32* payload,
                                                 long long row, int groups_per_row, int kk) {
-    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
-    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
-    const long long g = row * groups_per_row + kk / GROUP_SIZE;
-    const int j = kk % GROUP_SIZE;
-    const u32 word = __ldg(payload + g * WORDS_PER_GROUP + j / WEIGHTS_PER_WORD);
-    const float d = f16_to_f32(__ldg(scales + g));
-    if (BITS == 1) return ((word >> (j % 32)) & 1u) ? d : -d;
-    const u32 c = (word >> (2 * (j % 16))) & 3u;
-    return ((float)c - 1.0f) * d;
+    const int group = kk / GROUP_SIZE;
+    const u32 code = group_code<BITS>(layout_row<BITS>(payload, row, groups_per_row), groups_per_row,
+                                      group, kk % GROUP_SIZE);
+    const float d = f16_to_f32(__ldg(scales + row * groups_per_row + group));
+    return (float)code_value<BITS>(code) * d;
 }
 
 // Local tile row lr (0..63) -> weight row. SwiGLU tiles hold 32 features: for each pair of
@@ -134,12 +131,11 @@ __device__ __forceinline__ int mma_weight_row(int tile, int lr, int n_out) {
     return r < n_out ? r : -1;
 }
 
-// bf16 value of weight code/bit: 1-bit: bit ? +1 : -1; 2-bit: c - 1.
+// bf16 value of a weight code: 1-bit: +1 / -1; 2-bit: c - 1 (exact).
 template <int BITS>
-__device__ __forceinline__ u16 weight_bf16(u32 word, int j) {
-    if (BITS == 1) return ((word >> j) & 1u) ? 0x3F80 : 0xBF80;
-    const u32 c = (word >> (2 * j)) & 3u;
-    return c == 0 ? 0xBF80 : c == 1 ? 0x0000 : c == 2 ? 0x3F80 : 0x4000;
+__device__ __forceinline__ u32 code_bf16(u32 c) {
+    if (BITS == 1) return c ? 0x3F80u : 0xBF80u;
+    return c == 0 ? 0xBF80u : c == 1 ? 0x0000u : c == 2 ? 0x3F80u : 0x4000u;
 }
 
 template <int BITS, int MODE>
@@ -147,8 +143,6 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
                                                 const u32* __restrict__ payload,
                                                 const float* __restrict__ x, int m,
                                                 float* __restrict__ y, int n_out, int k) {
-    constexpr int WEIGHTS_PER_WORD = 32 / BITS;
-    constexpr int WORDS_PER_GROUP = GROUP_SIZE / WEIGHTS_PER_WORD;
     __shared__ __align__(16) u16 w_s[MMA_TILE_ROWS][MMA_ROW_STRIDE];
     __shared__ __align__(16) u16 x_s[MMA_PARTS][MMA_TILE_TOKENS][MMA_ROW_STRIDE];
     __shared__ float d_s[MMA_TILE_ROWS];
@@ -168,20 +162,31 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
 
     for (int kb = 0; kb < groups_per_row; ++kb) {
         __syncthreads();  // the previous group's tiles are consumed
-        // Weights: one payload word per thread-iteration, decoded into WEIGHTS_PER_WORD bf16.
-        for (int i = threadIdx.x; i < MMA_TILE_ROWS * WORDS_PER_GROUP; i += MMA_THREADS) {
-            const int lr = i / WORDS_PER_GROUP, wi = i % WORDS_PER_GROUP;
+        // Weights: one lane word (all planes) per thread-iteration, 32 weights decoded in pairs:
+        // bits 15 - q and 31 - q hold weights j and j + 1 (weight_layout.cu).
+        for (int i = threadIdx.x; i < MMA_TILE_ROWS * LAYOUT_LANES; i += MMA_THREADS) {
+            const int lr = i / LAYOUT_LANES, t = i % LAYOUT_LANES;
             const int row = mma_weight_row<MODE>(tile, lr, n_out);
-            const long long grp = (long long)row * groups_per_row + kb;
-            const u32 word = row >= 0 ? __ldg(payload + grp * WORDS_PER_GROUP + wi) : 0u;
-            u32* dst = reinterpret_cast<u32*>(&w_s[lr][wi * WEIGHTS_PER_WORD]);
+            u32 plane[BITS];
 #pragma unroll
-            for (int j = 0; j < WEIGHTS_PER_WORD; j += 2) {
-                const u32 lo = row >= 0 ? weight_bf16<BITS>(word, j) : 0u;
-                const u32 hi = row >= 0 ? weight_bf16<BITS>(word, j + 1) : 0u;
-                dst[j / 2] = lo | (hi << 16);
+            for (int p = 0; p < BITS; ++p)
+                plane[p] = row >= 0 ? __ldg(layout_row<BITS>(payload, row, groups_per_row) +
+                                            layout_word<BITS>(groups_per_row, kb, t, p))
+                                    : 0u;
+#pragma unroll
+            for (int q = 0; q < 16; ++q) {
+                u32 pair = 0;
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int bit = 15 - q + 16 * e;
+                    u32 c = 0;
+#pragma unroll
+                    for (int p = 0; p < BITS; ++p) c |= ((plane[p] >> bit) & 1u) << p;
+                    pair |= (row >= 0 ? code_bf16<BITS>(c) : 0u) << (16 * e);
+                }
+                *reinterpret_cast<u32*>(&w_s[lr][layout_weight(t, 15 - q)]) = pair;
             }
-            if (wi == 0) d_s[lr] = row >= 0 ? f16_to_f32(__ldg(scales + grp)) : 0.0f;
+            if (t == 0) d_s[lr] = row >= 0 ? f16_to_f32(__ldg(scales + (long long)row * groups_per_row + kb)) : 0.0f;
         }
         // Activations: split into three bf16 parts.
         for (int i = threadIdx.x; i < MMA_TILE_TOKENS * GROUP_SIZE / 2; i += MMA_THREADS) {

@@ -1,35 +1,25 @@
 // 1-bit matmul entry points, and the macro every quantized matmul file instantiates. The kernel
-// templates are in matmul_gemv.cu + matmul_gemv_stream.cu (decode) and matmul_gemm.cu (prefill),
-// concatenated before.
-
-// gemv_stream's rows per warp and ring stages per bit width (the launcher's STREAM_* constants
-// must match). Chosen in scripts/lab (docs/kernel-notes.md).
-#define STREAM_ROWS 4
-#define STREAM_STAGES 4
+// templates are in matmul_gemv_tc.cu (decode) and matmul_gemm.cu (prefill), concatenated before.
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
+// gemv_tc: one token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
-    extern "C" __global__ void __launch_bounds__(STREAM_MAX_THREADS)                             \
-        PREFIX##_gemv_stream(const u16* scales, const u32* payload, const float* x, float* y,    \
-                             int n_out, int k, int splits) {                                     \
+    extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
+        PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
+                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {    \
         griddep_wait();                                                                  \
         griddep_launch_dependents();                                                     \
-        gemv_stream<BITS, MODE, STREAM_ROWS, STREAM_STAGES>(scales, payload, x, y, n_out, k,     \
-                                                            splits);                             \
+        gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
+                                  chunk_groups);                                                 \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
-        PREFIX##_gemv_rows8_split_k(const u16* scales, const u32* payload, const float* x,       \
-                                    int m, float* y, int n_out, int k) {                         \
+    extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
+        PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
+                                 float* y, int n_out, int k, int tiles_per_cta, int splits,      \
+                                 int chunk_groups) {                                             \
         griddep_wait();                                                                  \
         griddep_launch_dependents();                                                     \
-        gemv_rows8_split_k<BITS, MODE, 1>(scales, payload, x, m, y, n_out, k);                   \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * WARP_SIZE)                         \
-        PREFIX##_gemv_rows8_split_k_tokens8(const u16* scales, const u32* payload,               \
-                                            const float* x, int m, float* y, int n_out, int k) { \
-        griddep_wait();                                                                  \
-        griddep_launch_dependents();                                                     \
-        gemv_rows8_split_k<BITS, MODE, GEMV_MAX_TOKENS>(scales, payload, x, m, y, n_out, k);     \
+        gemv_tc<BITS, MODE, GEMV_MAX_TOKENS / 2, 6>(scales, payload, x, m, y, n_out, k,          \
+                                                    tiles_per_cta, splits, chunk_groups);        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
         PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \

@@ -1,4 +1,6 @@
-// Decode GEMV for one token (m = 1): `gemv_stream`. Templates only; matmul_q1.cu instantiates.
+// Round-4 production decode GEMV for one token, `gemv_stream`, kept in the lab as the reference
+// round 6 (matmul_gemv_tc.cu) is timed against. It reads the HOST (natural) weight layout of
+// crates/bonsai-kernels/src/weights.rs, so the lab uploads natural words for it.
 // Why this shape (measured in scripts/lab, notes in docs/kernel-notes.md): the older
 // `gemv_rows8_split_k` issued ~4 instructions per weight at 0.45 IPC with ~8-16 KB of weights in
 // flight per SM, x loads hitting 32 L1 lines per instruction, so it reached ~10-20% of the copy

@@ -1,0 +1,158 @@
+// Self-test of the emulator's execution model, built and run by `bash scripts/emu.sh --selftest`
+// (and by crates/bonsai-cli/tests/emulated_gpu.rs): shuffle/vote semantics, barriers with exited
+// threads, per-CTA shared memory on several OS threads, and the kernel-bug reports (deadlock,
+// shuffle outside the mask, lanes at different collectives). Exits 1 naming each failed case.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "emu_grid.h"
+
+typedef unsigned int u32;
+
+// ---- kernels ----
+extern "C" __global__ void shuffles(int* out) {
+    const int lane = threadIdx.x;
+    const int v = lane * 10;
+    out[0 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 1);
+    out[1 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 16);
+    out[2 * 32 + lane] = __shfl_down_sync(0xffffffffu, v, 1);
+    out[3 * 32 + lane] = __shfl_up_sync(0xffffffffu, v, 3);
+    out[4 * 32 + lane] = __shfl_sync(0xffffffffu, v, 5, 8);  // lane 5 of each group of 8
+    out[5 * 32 + lane] = __shfl_down_sync(0xffffffffu, v, 2, 16);
+    out[6 * 32 + lane] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0);
+    out[7 * 32 + lane] = __any_sync(0xffffffffu, lane == 17) + 2 * __all_sync(0xffffffffu, lane < 32);
+    // A partial mask: only even lanes take part.
+    if (lane % 2 == 0) out[8 * 32 + lane] = __shfl_xor_sync(0x55555555u, v, 2);
+}
+
+// Threads 40.. exit at once; the rest meet at two barriers (exited threads do not count).
+extern "C" __global__ void barrier_after_exit(int* out) {
+    __shared__ int sum;
+    if (threadIdx.x >= 40) return;
+    if (threadIdx.x == 0) sum = 0;
+    __syncthreads();
+    atomicAdd(&sum, 1);
+    __syncthreads();
+    out[threadIdx.x] = sum;
+}
+
+// Every CTA stores its index in static and dynamic shared memory and reads it back after a barrier.
+extern "C" __global__ void shared_per_cta(int* out) {
+    __shared__ int mine[4];
+    int* dynamic = reinterpret_cast<int*>(emu_dynamic_smem());
+    if (threadIdx.x < 4) mine[threadIdx.x] = (int)blockIdx.x;
+    if (threadIdx.x == 0) dynamic[0] = (int)blockIdx.x * 7;
+    __syncthreads();
+    for (int i = 0; i < 1000; ++i) __syncwarp();  // many switches while other CTAs run
+    out[blockIdx.x * blockDim.x + threadIdx.x] = mine[threadIdx.x % 4] * 1000 + dynamic[0];
+}
+
+// Lanes 0-15 wait at a full-warp shuffle, lanes 16-31 at the CTA barrier: a deadlock.
+extern "C" __global__ void deadlock(int* out) {
+    if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 0);
+    else __syncthreads();
+}
+
+// Lane 0 reads lane 1, which is not in the mask.
+extern "C" __global__ void shuffle_outside_mask(int* out) {
+    if (threadIdx.x % 2 == 0) out[threadIdx.x] = __shfl_sync(0x55555555u, 1, 1);
+}
+
+extern "C" __global__ void mixed_collectives(int* out) {
+    if (threadIdx.x < 16) out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
+    else out[threadIdx.x] = (int)__ballot_sync(0xffffffffu, 1);
+}
+
+// cp.async lands at the wait covering its group, not before. out[8..11] hold the source.
+extern "C" __global__ void async_copies(int* out) {
+    __shared__ __align__(16) int copied[4];
+    __shared__ __align__(16) int zeroed[4];
+    for (int i = 0; i < 4; ++i) copied[i] = zeroed[i] = -1;
+    cp_async16(copied, out + 8);
+    cp_async_commit();
+    out[0] = copied[0];  // not landed yet: -1
+    cp_async16_zfill(zeroed, out + 8, false);
+    cp_async_commit();
+    cp_async_wait<1>();  // the first group has landed, the second need not have
+    out[1] = copied[0];
+    out[2] = zeroed[0];
+    cp_async_wait<0>();
+    out[3] = zeroed[0];
+}
+
+// ---- harness ----
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, const std::string& what) {
+    if (!ok) {
+        std::printf("FAIL %s\n", what.c_str());
+        ++failures;
+    }
+}
+
+std::string launch(const char* name, void (*kernel)(int*), std::vector<int>& out, emu::EmuDim3 grid,
+                   emu::EmuDim3 block, size_t smem = 0) {
+    static void (*current)(int*) = nullptr;
+    current = kernel;
+    int* data = out.data();
+    void* args[] = {&data};
+    const emu::GridLaunch l{name, [](void** a) { current(*static_cast<int**>(a[0])); }, args, grid, block, smem};
+    return emu::run_grid(l);
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+int main() {
+    std::vector<int> out(9 * 32, -1);
+    expect(launch("shuffles", shuffles, out, {1, 1, 1}, {32, 1, 1}).empty(), "shuffles ran");
+    for (int l = 0; l < 32; ++l) {
+        const std::string at = " at lane " + std::to_string(l);
+        expect(out[l] == (l ^ 1) * 10, "xor 1" + at);
+        expect(out[32 + l] == (l ^ 16) * 10, "xor 16" + at);
+        expect(out[64 + l] == (l < 31 ? l + 1 : l) * 10, "down 1 (last lane keeps its own)" + at);
+        expect(out[96 + l] == (l >= 3 ? l - 3 : l) * 10, "up 3 (first lanes keep their own)" + at);
+        expect(out[128 + l] == ((l & ~7) + 5) * 10, "index 5 within width 8" + at);
+        expect(out[160 + l] == ((l % 16) + 2 < 16 ? l + 2 : l) * 10, "down 2 within width 16" + at);
+        expect((u32)out[192 + l] == 0x49249249u, "ballot of lane % 3 == 0" + at);
+        expect(out[224 + l] == 3, "any and all" + at);
+        if (l % 2 == 0) expect(out[256 + l] == (l ^ 2) * 10, "xor 2 among even lanes" + at);
+    }
+
+    std::vector<int> sums(64, -1);
+    expect(launch("barrier_after_exit", barrier_after_exit, sums, {1, 1, 1}, {64, 1, 1}).empty(),
+           "barrier with exited threads completes");
+    for (int t = 0; t < 40; ++t) expect(sums[t] == 40, "40 threads counted at thread " + std::to_string(t));
+
+    const int ctas = 16, threads = 64;
+    std::vector<int> shared(ctas * threads, -1);
+    expect(launch("shared_per_cta", shared_per_cta, shared, {ctas, 1, 1}, {threads, 1, 1}, 64).empty(),
+           "shared_per_cta ran");
+    for (int i = 0; i < ctas * threads; ++i)
+        expect(shared[i] == (i / threads) * 1007, "CTA-private shared memory at " + std::to_string(i));
+
+    std::vector<int> copies(12, 0);
+    for (int i = 0; i < 4; ++i) copies[8 + i] = 100 + i;
+    expect(launch("async_copies", async_copies, copies, {1, 1, 1}, {1, 1, 1}).empty(), "async_copies ran");
+    expect(copies[0] == -1 && copies[1] == 100, "cp.async lands at its wait, not before");
+    expect(copies[2] == -1 && copies[3] == 0, "zfill lands at the wait covering its group");
+
+    std::vector<int> scratch(64, 0);
+    const std::string dead = launch("deadlock", deadlock, scratch, {1, 1, 1}, {32, 1, 1});
+    expect(contains(dead, "deadlock in kernel deadlock block (0,0,0)") && contains(dead, "16-31 wait at __syncthreads") &&
+               contains(dead, "threads 0-15 wait at __shfl_sync"),
+           "deadlock report: " + dead);
+    const std::string outside = launch("shuffle_outside_mask", shuffle_outside_mask, scratch, {1, 1, 1}, {32, 1, 1});
+    expect(contains(outside, "shuffle reads a lane that is not in its mask"), "outside-mask report: " + outside);
+    const std::string mixed = launch("mixed_collectives", mixed_collectives, scratch, {1, 1, 1}, {32, 1, 1});
+    expect(contains(mixed, "different collectives"), "mixed-collective report: " + mixed);
+    // After faults the emulator still runs kernels.
+    expect(launch("shuffles", shuffles, out, {1, 1, 1}, {32, 1, 1}).empty(), "runs again after faults");
+
+    std::printf("emu selftest: %s (%d failure(s))\n", failures ? "FAILED" : "ok", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,313 @@
+// Joint (non-causal) attention on tensor cores, FlashAttention-2 style. Contract, layouts and
+// the accuracy bound: ops/joint_attention/mod.rs. Launcher: ops/joint_attention/cuda.rs.
+//
+// Two kernels:
+// - `joint_attention_to_bf16`: q, k, v f32 [H, seq, hd] -> bf16 copies (round to nearest even),
+//   one pass over the three tensors (gridDim.y picks the tensor). Converting once here, rather
+//   than per CTA while staging, halves the K/V bytes every CTA streams and lets cp.async copy
+//   tiles straight into the layout ldmatrix reads.
+// - `joint_attention_hd{64,128,384,512}`: grid (ceil(seq / BLOCK_Q), H, hd / DV). One CTA owns
+//   BLOCK_Q = 16 x WARPS queries of one head and DV output dims; each warp owns 16 query rows.
+//   Keys stream in BLOCK_K-key tiles through a cp.async double buffer (tile t + 1 loads while
+//   tile t computes; one barrier per tile). Per tile and warp:
+//     S[16 x BLOCK_K] = Q K^T      mma.m16n8k16 bf16, f32 accumulators
+//     online softmax in f32        p = exp2(s * c - m * c), c = log2(e) / sqrt(hd), on the
+//                                  SFU with subnormal weights (< 2^-126) flushed to zero
+//     O[16 x DV] += P V            P rounded to bf16 in registers (the S accumulator layout is
+//                                  the A-fragment layout), f32 accumulators
+//   The row sum adds the f32 p (not the bf16 ones); each thread keeps a partial sum of its
+//   columns and the 4 lanes of a row combine them once at the end.
+//   Tail keys (>= seq) are zero-filled by cp.async and their scores set to -inf; tail queries
+//   compute on zero rows and are not stored.
+//   hd <= 128: the whole O row block fits registers (DV = hd, 64 f32 per thread at hd 128) and Q
+//   stays in registers as A fragments. hd 384 / 512 (VAE mid-block, one head): the output dims are
+//   split across CTAs (DV = 128, gridDim.z = hd / 128); every CTA computes the full S over all hd
+//   (recomputed per chunk) and P V for its chunk only, Q is re-read from shared memory per k-step.
+//
+// Shared memory (dynamic, bf16, rows padded by JA_ROW_PAD elements so the 8 row addresses of an
+// ldmatrix fall in 8 different 16-byte bank groups: a row of hd + 8 bf16 is 16 mod 128 bytes):
+//   q_s [BLOCK_Q][hd + PAD], k_s [2][BLOCK_K][hd + PAD], v_s [2][BLOCK_K][DV + PAD].
+#define JA_ROW_PAD 8
+#define JA_SMALL_HD_WARPS 8
+#define JA_SMALL_HD_BLOCK_K 64
+#define JA_LARGE_HD_WARPS 4
+#define JA_LARGE_HD_BLOCK_K 32
+#define JA_LARGE_HD_CHUNK 128
+#define JA_CONVERT_THREADS 256
+
+extern "C" __global__ void __launch_bounds__(JA_CONVERT_THREADS)
+    joint_attention_to_bf16(const float* __restrict__ q, const float* __restrict__ k,
+                            const float* __restrict__ v, u16* __restrict__ q16,
+                            u16* __restrict__ k16, u16* __restrict__ v16, long long n_quads) {
+    const float* src = blockIdx.y == 0 ? q : (blockIdx.y == 1 ? k : v);
+    u16* dst = blockIdx.y == 0 ? q16 : (blockIdx.y == 1 ? k16 : v16);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_quads; i += stride) {
+        const float4 x = reinterpret_cast<const float4*>(src)[i];
+        uint2 y;
+        y.x = pack_b16(f32_to_bf16_rn(x.x), f32_to_bf16_rn(x.y));
+        y.y = pack_b16(f32_to_bf16_rn(x.z), f32_to_bf16_rn(x.w));
+        reinterpret_cast<uint2*>(dst)[i] = y;
+    }
+}
+
+// Copies rows row0..row0+ROWS of a [seq, WIDTH] bf16 matrix, columns col0..col0+COLS, into
+// dst[ROWS][COLS + JA_ROW_PAD] with 16-byte cp.async pieces; rows >= seq are zero-filled.
+template <int ROWS, int COLS, int WIDTH, int THREADS>
+__device__ __forceinline__ void ja_stage_rows(u16* dst, const u16* __restrict__ src, int row0,
+                                              int col0, int seq) {
+    constexpr int PIECES = COLS / 8;  // 8 bf16 per 16-byte piece
+    constexpr int ROUNDS = (ROWS * PIECES + THREADS - 1) / THREADS;
+    if constexpr (THREADS % PIECES == 0) {
+        // Each thread keeps one column and steps down whole rows: one pointer, constant strides.
+        constexpr int ROWS_PER_ROUND = THREADS / PIECES;
+        const int r = threadIdx.x / PIECES, c = (threadIdx.x % PIECES) * 8;
+        const u16* from = src + (long long)(row0 + r) * WIDTH + col0 + c;
+        u16* to = dst + r * (COLS + JA_ROW_PAD) + c;
+        if (row0 + ROWS <= seq) {  // every tile but the last: no predicates
+#pragma unroll
+            for (int round = 0; round < ROUNDS; ++round)
+                cp_async16(to + round * ROWS_PER_ROUND * (COLS + JA_ROW_PAD),
+                           from + round * ROWS_PER_ROUND * WIDTH);
+        } else {
+#pragma unroll
+            for (int round = 0; round < ROUNDS; ++round) {
+                const bool valid = row0 + r + round * ROWS_PER_ROUND < seq;
+                // An invalid piece reads nothing, but its address must still be mappable.
+                cp_async16_zfill(to + round * ROWS_PER_ROUND * (COLS + JA_ROW_PAD),
+                                 valid ? from + round * ROWS_PER_ROUND * WIDTH : src, valid);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int round = 0; round < ROUNDS; ++round) {
+            const int i = round * THREADS + threadIdx.x;
+            if ((ROWS * PIECES) % THREADS != 0 && i >= ROWS * PIECES) break;
+            const int r = i / PIECES, c = (i % PIECES) * 8;
+            const bool valid = row0 + r < seq;
+            const u16* from = valid ? src + (long long)(row0 + r) * WIDTH + col0 + c : src;
+            cp_async16_zfill(dst + r * (COLS + JA_ROW_PAD) + c, from, valid);
+        }
+    }
+}
+
+// Two f32 -> one register of two bf16, `lo` in the low half (the lower column of a fragment).
+__device__ __forceinline__ u32 ja_pack_bf16(float lo, float hi) {
+    return pack_b16(f32_to_bf16_rn(lo), f32_to_bf16_rn(hi));
+}
+
+template <int HD, int DV, int WARPS, int BLOCK_K>
+__device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
+                                                      const u16* __restrict__ k,
+                                                      const u16* __restrict__ v,
+                                                      float* __restrict__ out, int heads, int seq,
+                                                      float scale_log2) {
+    constexpr int THREADS = WARPS * WARP_SIZE;
+    constexpr int BLOCK_Q = WARPS * 16;
+    constexpr int QK_STRIDE = HD + JA_ROW_PAD;
+    constexpr int V_STRIDE = DV + JA_ROW_PAD;
+    constexpr bool Q_IN_REGS = HD <= 128;
+    constexpr int K_STEPS = HD / 16;        // k-steps of S = Q K^T
+    constexpr int S_BLOCKS = BLOCK_K / 8;   // 8-key column blocks of S
+    constexpr int P_STEPS = BLOCK_K / 16;   // k-steps of O += P V
+    constexpr int O_BLOCKS = DV / 8;        // 8-dim column blocks of O
+    static_assert(HD % 16 == 0 && DV % 16 == 0 && BLOCK_K % 16 == 0, "mma tile multiples");
+
+    extern __shared__ __align__(16) u16 ja_smem[];
+    u16* q_s = ja_smem;
+    u16* k_s = q_s + BLOCK_Q * QK_STRIDE;
+    u16* v_s = k_s + 2 * BLOCK_K * QK_STRIDE;
+
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;  // fragment row group and column pair (ptx.cuh)
+    const int q0 = blockIdx.x * BLOCK_Q;
+    const int head = blockIdx.y;
+    const int d0 = blockIdx.z * DV;
+    const long long head_base = (long long)head * seq * HD;
+    const u16* q_head = q + head_base;
+    const u16* k_head = k + head_base;
+    const u16* v_head = v + head_base;
+    const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
+
+    ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
+    ja_stage_rows<BLOCK_K, DV, HD, THREADS>(v_s, v_head, 0, d0, seq);
+    cp_async_commit();
+
+    // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
+    // 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..;
+    // B from V (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
+    const int mat = lane / 8, mat_row = lane % 8;
+    const int a_offset = (warp * 16 + (mat % 2) * 8 + mat_row) * QK_STRIDE + (mat / 2) * 8;
+    const int k_offset = ((mat / 2) * 8 + mat_row) * QK_STRIDE + (mat % 2) * 8;
+    const int v_offset = ((mat % 2) * 8 + mat_row) * V_STRIDE + (mat / 2) * 8;
+
+    u32 q_frag[Q_IN_REGS ? K_STEPS : 1][4];
+    float o[O_BLOCKS][4];
+#pragma unroll
+    for (int j = 0; j < O_BLOCKS; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    // Rows g and g + 8 of this warp's 16: running max (raw score units) and this thread's
+    // partial sum of exp2 weights over its own columns.
+    float row_max[2] = {neg_inf(), neg_inf()};
+    float row_sum[2] = {0.0f, 0.0f};
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int buf = tile & 1;
+        cp_async_wait<0>();
+        // Tile `tile` (and Q) visible to all; every warp is done with tile - 1, whose buffer
+        // the next load reuses.
+        __syncthreads();
+        if (tile + 1 < n_tiles) {
+            const int next = buf ^ 1;
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * QK_STRIDE, k_head,
+                                                    (tile + 1) * BLOCK_K, 0, seq);
+            ja_stage_rows<BLOCK_K, DV, HD, THREADS>(v_s + next * BLOCK_K * V_STRIDE, v_head,
+                                                    (tile + 1) * BLOCK_K, d0, seq);
+            cp_async_commit();
+        }
+        if constexpr (Q_IN_REGS) {
+            if (tile == 0) {
+#pragma unroll
+                for (int kk = 0; kk < K_STEPS; ++kk) ldmatrix_x4(q_frag[kk], q_s + a_offset + kk * 16);
+            }
+        }
+
+        const u16* k_tile = k_s + buf * BLOCK_K * QK_STRIDE;
+        float s[S_BLOCKS][4];
+#pragma unroll
+        for (int j = 0; j < S_BLOCKS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < K_STEPS; ++kk) {
+            u32 a_reg[4];
+            const u32* a = a_reg;
+            if constexpr (Q_IN_REGS) {
+                a = q_frag[kk];
+            } else {
+                ldmatrix_x4(a_reg, q_s + a_offset + kk * 16);
+            }
+#pragma unroll
+            for (int pair = 0; pair < S_BLOCKS / 2; ++pair) {
+                u32 b[4];
+                ldmatrix_x4(b, k_tile + k_offset + pair * 16 * QK_STRIDE + kk * 16);
+                mma_bf16_16x8x16(s[2 * pair], a, b[0], b[1]);
+                mma_bf16_16x8x16(s[2 * pair + 1], a, b[2], b[3]);
+            }
+        }
+
+        const int key0 = tile * BLOCK_K;
+        if (key0 + BLOCK_K > seq) {  // the tail tile: zero-filled keys must get no weight
+#pragma unroll
+            for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
+        }
+
+        // Online softmax. Every tile holds a valid key, so the new maxima are finite; the
+        // first tile's correction is exp2(-inf) = 0 on a state that is still 0.
+        float tile_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+        for (int j = 0; j < S_BLOCKS; ++j) {
+            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
+            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
+        }
+        float max_scaled[2], correction[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            // The 4 lanes t of a row group hold its columns.
+            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
+            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
+            const float new_max = fmaxf(row_max[r], tile_max[r]);
+            correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
+            row_max[r] = new_max;
+            max_scaled[r] = new_max * scale_log2;
+            row_sum[r] *= correction[r];
+        }
+        u32 p_frag[P_STEPS][4];
+#pragma unroll
+        for (int j = 0; j < S_BLOCKS; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
+                row_sum[e / 2] += s[j][e];
+            }
+            // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of the
+            // A fragment of P-V k-step j / 2.
+            p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
+            p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
+        }
+        // Once the running maxima settle most tiles leave them unchanged: skip the O rescale
+        // (exact: the factor is then 1) unless some row of the warp moved.
+        if (__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) {
+#pragma unroll
+            for (int j = 0; j < O_BLOCKS; ++j) {
+                o[j][0] *= correction[0];
+                o[j][1] *= correction[0];
+                o[j][2] *= correction[1];
+                o[j][3] *= correction[1];
+            }
+        }
+
+        const u16* v_tile = v_s + buf * BLOCK_K * V_STRIDE;
+#pragma unroll
+        for (int kc = 0; kc < P_STEPS; ++kc) {
+#pragma unroll
+            for (int pair = 0; pair < O_BLOCKS / 2; ++pair) {
+                u32 b[4];
+                ldmatrix_x4_trans(b, v_tile + v_offset + kc * 16 * V_STRIDE + pair * 16);
+                mma_bf16_16x8x16(o[2 * pair], p_frag[kc], b[0], b[1]);
+                mma_bf16_16x8x16(o[2 * pair + 1], p_frag[kc], b[2], b[3]);
+            }
+        }
+    }
+
+    const long long out_row = (long long)heads * HD;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float total = row_sum[r];
+        total += __shfl_xor_sync(FULL_MASK, total, 1);
+        total += __shfl_xor_sync(FULL_MASK, total, 2);
+        const int query = q0 + warp * 16 + g + 8 * r;
+        if (query >= seq) continue;
+        float* dst = out + query * out_row + (long long)head * HD + d0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < O_BLOCKS; ++j) {
+            float2 pair;
+            pair.x = o[j][2 * r] / total;
+            pair.y = o[j][2 * r + 1] / total;
+            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
+        }
+    }
+}
+
+// One entry point per supported head_dim; all take bf16 q, k, v [H, seq, hd], f32 out
+// [seq, H * hd] and scale_log2 = log2(e) / sqrt(hd).
+extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
+    joint_attention_hd64(const u16* __restrict__ q, const u16* __restrict__ k,
+                         const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
+                         float scale_log2) {
+    joint_attention_flash<64, 64, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads, seq,
+                                                                         scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
+    joint_attention_hd128(const u16* __restrict__ q, const u16* __restrict__ k,
+                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
+                          float scale_log2) {
+    joint_attention_flash<128, 128, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads,
+                                                                           seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
+    joint_attention_hd384(const u16* __restrict__ q, const u16* __restrict__ k,
+                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
+                          float scale_log2) {
+    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
+    joint_attention_hd512(const u16* __restrict__ q, const u16* __restrict__ k,
+                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
+                          float scale_log2) {
+    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
+        q, k, v, out, heads, seq, scale_log2);
+}
