@@ -87,6 +87,9 @@ pub fn gemm_f32<B: DevicePtr<f32>>(
         expect_at_least(OP, "bias", b.len(), n)?;
     }
     let (m_i, n_i, k_i) = (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K", k)?);
+    // The kernel rounds M and N up to whole tiles in 32-bit ints.
+    as_i32(OP, "M + one tile", m + TILE_M)?;
+    as_i32(OP, "N + one tile", n + TILE_N)?;
     let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
     let (a_ptr, _ga) = read_ptr(a, stream);
     let (w_ptr, _gw) = read_ptr(w, stream);
