@@ -10,8 +10,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
 
 /// CTA tile (TF32X3_TILE_M / _N / _K), ring depth and threads of tile_3xtf32.cu.
@@ -31,7 +31,12 @@ const OP: &str = "gemm_f32";
 
 /// The entry point for a K-contiguous operand pair: 16-byte copies when every row starts on a
 /// 16-byte boundary (K % 4 == 0 and aligned bases).
-pub(crate) fn variant(k: usize, ptrs: &[u64], vec16: &'static str, scalar: &'static str) -> &'static str {
+pub(crate) fn variant(
+    k: usize,
+    ptrs: &[u64],
+    vec16: &'static str,
+    scalar: &'static str,
+) -> &'static str {
     if k % 4 == 0 && ptrs.iter().all(|p| p % 16 == 0) {
         vec16
     } else {
@@ -40,13 +45,22 @@ pub(crate) fn variant(k: usize, ptrs: &[u64], vec16: &'static str, scalar: &'sta
 }
 
 /// A 1-D grid of one CTA per (M tile, N tile), as the kernels' rasterisation expects.
-pub(crate) fn tile_grid(op: &'static str, m: usize, n: usize, smem_bytes: usize) -> Result<LaunchConfig, LaunchError> {
+pub(crate) fn tile_grid(
+    op: &'static str,
+    m: usize,
+    n: usize,
+    smem_bytes: usize,
+) -> Result<LaunchConfig, LaunchError> {
     let ctas = m.div_ceil(TILE_M) * n.div_ceil(TILE_N);
     let ctas = u32::try_from(ctas)
         .ok()
         .filter(|&c| c <= i32::MAX as u32)
         .ok_or_else(|| shape(op, format!("{m} x {n} outputs need {ctas} CTAs, beyond the grid")))?;
-    Ok(LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem_bytes as u32 })
+    Ok(LaunchConfig {
+        grid_dim: (ctas, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem_bytes as u32,
+    })
 }
 
 /// Opts `func` in to `smem_bytes` of dynamic shared memory (above the 48 KiB default).
@@ -59,7 +73,10 @@ pub(crate) fn allow_smem(func: &CudaFunction, smem_bytes: usize) -> Result<(), L
 /// Errors unless the output can take the kernels' 8-byte paired stores.
 pub(crate) fn expect_aligned8(op: &'static str, what: &str, ptr: u64) -> Result<(), LaunchError> {
     if ptr % 8 != 0 {
-        return Err(shape(op, format!("{what} must start on an 8-byte boundary (a view at an even offset)")));
+        return Err(shape(
+            op,
+            format!("{what} must start on an 8-byte boundary (a view at an even offset)"),
+        ));
     }
     Ok(())
 }
@@ -79,7 +96,9 @@ pub fn gemm_f32<B: DevicePtr<f32>>(
     if m == 0 || n == 0 || k == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
     }
-    let elems = |x: usize, y: usize| x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")));
+    let elems = |x: usize, y: usize| {
+        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
+    };
     expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
     expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
     expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
@@ -122,7 +141,12 @@ mod tests {
     #[test]
     fn both_variants_of_both_ops_are_registered_and_chosen_by_alignment() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
-        for name in ["gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k", "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c"] {
+        for name in [
+            "gemm_f32_3xtf32_vec16",
+            "gemm_f32_3xtf32_any_k",
+            "conv3x3_3xtf32_vec16",
+            "conv3x3_3xtf32_any_c",
+        ] {
             assert!(names.contains(&name), "{name} is not a registered entry point");
         }
         assert_eq!(variant(64, &[256, 512], "v", "s"), "v");
