@@ -4,7 +4,7 @@
 #
 #   scripts/gpu-check.sh OUT_DIR [STEP...]
 #
-# Steps (default: all but golden): env tiers verify bench model check golden
+# Steps (default: all but golden and image): env tiers verify bench model check golden image
 #   env     device facts (nvidia-smi, driver, nvcc)
 #   tiers   exercises the four kernel-library load tiers and a corrupted cache file, with timings
 #   verify  bonsai kernels verify: every CUDA op against the CPU reference
@@ -13,6 +13,12 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
+#   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
+#           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
+#           PASS/FAIL per target). The raw f32 dump (several GB) goes to a scratch folder
+#           (IMAGE_DUMP, kept; default a fresh temp dir, deleted afterwards); OUT_DIR/image keeps
+#           manifest.json and image_torch.json. IMAGE_CASES=a,b limits the cases. Not a default
+#           step: it may run past 4 minutes.
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
@@ -91,6 +97,16 @@ check)
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
+    ;;
+image)
+    DUMP=${IMAGE_DUMP:-$(mktemp -d)}
+    mkdir -p "$OUT/image"
+    STEP_TIMEOUT=${IMAGE_TIMEOUT:-900} run image-compare "$BIN" kernels image-compare --dump "$DUMP" \
+        ${IMAGE_CASES:+--cases "$IMAGE_CASES"}
+    cp "$DUMP/manifest.json" "$OUT/image/" 2>/dev/null
+    STEP_TIMEOUT=${IMAGE_TIMEOUT:-900} run image-torch env PYTHONUNBUFFERED=1 python3 scripts/reference/image_torch.py \
+        "$DUMP" --json "$OUT/image/image_torch.json"
+    [ -n "${IMAGE_DUMP:-}" ] || rm -rf "$DUMP"   # a folder the caller named is kept
     ;;
 *)
     echo "unknown step: $step" >&2; status=1 ;;

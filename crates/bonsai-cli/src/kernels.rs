@@ -5,6 +5,9 @@
 //! location, each step's time and the cold-start time. `build` forces a compile for this device
 //! and stores it in the cache. `clear` removes cache entries (no GPU needed).
 
+#[path = "image_compare.rs"]
+mod image_compare;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -57,6 +60,8 @@ enum KernelsCommand {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Run the Bonsai-Image ops at the real shapes and dump inputs, outputs and timings for scripts/reference/image_torch.py
+    ImageCompare(image_compare::ImageCompareArgs),
     /// Print the library's combined CUDA source, or its entry points (input of scripts/emu.sh)
     #[command(hide = true)]
     Source {
@@ -84,6 +89,7 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
         }),
         KernelsCommand::Clear => clear(),
         KernelsCommand::Verify { bench, shapes, seed } => verify(bench, shapes, seed),
+        KernelsCommand::ImageCompare(args) => image_compare::run_command(args),
         KernelsCommand::Source { entry_points } => source(entry_points),
     }
 }

@@ -21,6 +21,10 @@ pub mod conv3x3;
 pub mod embed_rows;
 #[path = "ops/gemm_f32/cuda.rs"]
 pub mod gemm_f32;
+#[path = "ops/group_norm/cuda.rs"]
+pub mod group_norm;
+#[path = "ops/im2col/cuda.rs"]
+pub mod im2col;
 #[path = "ops/joint_attention/cuda.rs"]
 pub mod joint_attention;
 #[path = "ops/kv_write/cuda.rs"]
@@ -35,12 +39,16 @@ pub mod qk_norm_rope;
 pub mod rms_norm;
 #[path = "ops/residual_add/cuda.rs"]
 pub mod residual_add;
+#[path = "ops/silu/cuda.rs"]
+pub mod silu;
 #[path = "ops/sample_top_k/cuda.rs"]
 pub mod sample_top_k;
 #[path = "ops/softmax/cuda.rs"]
 pub mod softmax;
 #[path = "ops/swiglu/cuda.rs"]
 pub mod swiglu;
+#[path = "ops/upsample_nearest2x/cuda.rs"]
+pub mod upsample_nearest2x;
 
 /// Why a kernel could not be launched.
 #[derive(Debug, thiserror::Error)]

@@ -270,6 +270,35 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/group_norm/group_norm.cu",
+        text: include_str!("../ops/group_norm/group_norm.cu"),
+        entry_points: &[
+            "group_norm_partial_stats",
+            "group_norm_normalize",
+        ],
+    },
+    KernelSource {
+        path: "ops/silu/silu.cu",
+        text: include_str!("../ops/silu/silu.cu"),
+        entry_points: &[
+            "silu_grid_stride",
+        ],
+    },
+    KernelSource {
+        path: "ops/upsample_nearest2x/upsample_nearest2x.cu",
+        text: include_str!("../ops/upsample_nearest2x/upsample_nearest2x.cu"),
+        entry_points: &[
+            "upsample_nearest2x_grid_stride",
+        ],
+    },
+    KernelSource {
+        path: "ops/im2col/im2col.cu",
+        text: include_str!("../ops/im2col/im2col.cu"),
+        entry_points: &[
+            "im2col_3x3_grid_stride",
+        ],
+    },
+    KernelSource {
         path: "verify/bench.cu",
         text: include_str!("../verify/bench.cu"),
         entry_points: &[

@@ -19,7 +19,7 @@ use crate::weights::QMatrix;
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
 const BENCH_SAMPLES: usize = 50;
 /// Rotated inputs must exceed this many bytes: 3x the H200's 60 MB L2.
-const ROTATION_BYTES: usize = 3 * 60 * 1024 * 1024;
+pub(crate) const ROTATION_BYTES: usize = 3 * 60 * 1024 * 1024;
 /// SM clocks the spin kernel holds the GPU (~1 ms at ~2 GHz) while the host queues a batch.
 const SPIN_CYCLES: i64 = 2_000_000;
 /// Size of the buffer the copy-bandwidth probe copies.
@@ -54,7 +54,7 @@ fn spin(ctx: &Ctx) -> Result<(), VerifyError> {
 }
 
 /// Median seconds per call of `launch(i)` for i cycling over `copies`.
-pub(super) fn time_batches(
+pub(crate) fn time_batches(
     ctx: &Ctx,
     copies: usize,
     mut launch: impl FnMut(usize) -> Result<(), VerifyError>,
@@ -77,11 +77,11 @@ pub(super) fn time_batches(
     Ok(median(samples))
 }
 
-pub(super) fn copies_for(bytes: usize) -> usize {
+pub(crate) fn copies_for(bytes: usize) -> usize {
     ROTATION_BYTES.div_ceil(bytes.max(1)) + 1
 }
 
-pub(super) fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, flops: Option<f64>, copy_bw: f64) -> BenchRow {
+pub(crate) fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, flops: Option<f64>, copy_bw: f64) -> BenchRow {
     let fraction = bytes.map(|b| b / secs / copy_bw);
     let r = BenchRow { kernel: kernel.into(), shape, median_us: secs * 1e6, bytes, flops, fraction_of_copy: fraction };
     let rate = match (bytes, flops) {
@@ -94,7 +94,7 @@ pub(super) fn row(kernel: &str, shape: String, secs: f64, bytes: Option<f64>, fl
 }
 
 /// Device-to-device copy bandwidth, counting read + write bytes.
-fn copy_bandwidth(ctx: &Ctx) -> Result<f64, VerifyError> {
+pub(crate) fn copy_bandwidth(ctx: &Ctx) -> Result<f64, VerifyError> {
     let n = COPY_PROBE_BYTES / 4;
     let src: CudaSlice<f32> = upload(&ctx.stream, &vec![1.0f32; n])?;
     let mut dst: CudaSlice<f32> = ctx.stream.alloc_zeros(n)?;
@@ -122,6 +122,7 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     }
     rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
     rows.extend(super::image_attention::bench_all(ctx, copy_bw)?);
+    rows.extend(super::image_elementwise::bench_all(ctx, copy_bw)?);
     Ok((Some(copy_bw), rows))
 }
 

@@ -13,7 +13,9 @@ mod attention;
 mod bench;
 mod gpu;
 mod image_attention;
+mod image_elementwise;
 mod image_gemm;
+pub mod image_torch;
 mod matmul;
 mod ptx_model;
 mod ptx_wrappers;
@@ -97,6 +99,8 @@ pub enum VerifyError {
     Launch(#[from] LaunchError),
     #[error("CPU reference failed: {0}")]
     Reference(#[from] OpError),
+    #[error(transparent)]
+    Dump(#[from] image_torch::ManifestError),
 }
 
 /// Shared state of one run: device, stream, library, seed source, collected rows.
@@ -195,6 +199,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     ptx_wrappers::run(&mut ctx)?;
     small::run_all(&mut ctx, opts.shapes)?;
     attention::run_all(&mut ctx, opts.shapes)?;
+    image_elementwise::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
     image_attention::run_all(&mut ctx, opts.shapes)?;
     image_gemm::run_all(&mut ctx, opts.shapes)?;

@@ -20,8 +20,10 @@
 //! The test allows 4u·(|x·a| + |μ·a| + |beta|) + 3u·|y| + n·2^−51·(mean|x| + |x|)·|a|. The |μ·a|
 //! term is the conditioning of subtracting the mean from rounded inputs.
 //!
-//! Speed of light on the H200: 12 bytes per element (read twice for the stats, write once), or 8
-//! with the stats fused into the producer. CUDA: not yet.
+//! Speed of light on the H200 (4.24 TB/s copy): 12 bytes per element (read twice for the stats,
+//! write once), 285 µs for 384 ch x 512²; 8 (190 µs) with the stats fused into the producer.
+//! CUDA (cuda.rs, group_norm.cu): f64 shifted sums per (group, chunk) CTA, combined in a fixed
+//! order, then an f32 normalise pass; its error bound is derived in verify/image_elementwise.rs.
 
 mod cpu;
 mod reference;

@@ -5,8 +5,9 @@
 //! Shapes: `x: [C·H·W]` f32, `cols: [C·9·H·W]` f32, batch 1, C, H, W > 0.
 //! Exact: every output is a copy or a zero, so cpu == reference bit for bit (tests.rs).
 //!
-//! Speed of light on the H200: 36 bytes written per input element (the reason SPEC §3 asks for an
-//! implicit-GEMM conv instead). CUDA: not yet.
+//! Speed of light on the H200: 4 bytes read + 36 written per input element (the reason SPEC §3
+//! asks for an implicit-GEMM conv instead): 237 µs for 96 ch x 512² at 4.24 TB/s. CUDA (cuda.rs,
+//! im2col.cu): one float4 of an output row per thread when W % 4 == 0.
 
 mod cpu;
 mod reference;

@@ -11,7 +11,9 @@
 //! allows 8u·|y| plus the smallest normal f32, because for x in about [−104, −87] e is subnormal
 //! and carries an absolute error of at most |x|·2^−150 ≈ 1e−43, far below 2^−126.
 //!
-//! Speed of light on the H200: 8 bytes per element (read, write). CUDA: not yet.
+//! Speed of light on the H200: 8 bytes per element (read, write): 190 µs for 384 ch x 512² at
+//! 4.24 TB/s. CUDA (cuda.rs, silu.cu): float4 grid-stride, the same stable form; CUDA's expf
+//! errs by up to 2 ulp, so its bound is 10u (verify/image_elementwise.rs).
 
 mod cpu;
 mod reference;

@@ -4,7 +4,9 @@
 //! Shapes: `x: [C·H·W]` f32, `y: [C·2H·2W]` f32, batch 1, C, H, W > 0.
 //! Exact: every output is a copy of one input, so cpu == reference bit for bit (tests.rs).
 //!
-//! Speed of light on the H200: 4 bytes read + 16 written per input element. CUDA: not yet.
+//! Speed of light on the H200: 4 bytes read + 16 written per input element: 119 µs for
+//! 384 ch x 256² -> 512² at 4.24 TB/s. CUDA (cuda.rs, upsample_nearest2x.cu): one float4 read,
+//! four float4 writes per thread when W % 4 == 0.
 
 mod cpu;
 mod reference;

@@ -1,0 +1,162 @@
+// GroupNorm(G, C, eps) on x: [C, H, W] (PyTorch semantics: biased variance, eps inside the
+// root), two kernels sharing a caller-owned f64 scratch of 2 doubles per (group, split):
+//
+// 1. group_norm_partial_stats, grid (splits, G): a group is n = (C/G)·H·W contiguous floats,
+//    cut into `splits` chunks of `chunk` floats (a multiple of 4); each CTA sums d = x - K and
+//    d² over its chunk in f64 and writes the pair. K, the shift, is the mean of the group's
+//    first min(32, n) values (one warp-sum, identical in every CTA), so the one-pass
+//    Σd² - (Σd)²/n loses little to cancellation: its relative error is 2(u + n·2^-53)·κ² with
+//    κ² = (σ² + (μ - K)²)/(σ² + eps), about 1 for any data whose first 32 values look like the
+//    rest (u from rounding d to f32, n·2^-53 from the f64 sums).
+// 2. group_norm_normalize, grid (plane chunks, C): each CTA combines its group's `splits`
+//    pairs in a fixed order (deterministic: the same bits on every run and in every CTA), forms
+//    μ and a = gamma[c]/sqrt(σ² + eps) in f64, rounds both to f32 once (as the CPU version
+//    does), and writes y = (x - μ)·a + beta[c] over its chunk of channel c's plane. Channels
+//    are visited last-first, so the tail of the input that pass 1 left in L2 is read first.
+//
+// Traffic: 12 bytes per element (two reads, one write); see ops/group_norm/cuda.rs.
+
+#define GN_SHIFT_SAMPLES 32
+// float4 loads each thread issues before using any (memory-level parallelism: with one load
+// in flight per thread an SM holds too few bytes in flight to cover HBM latency).
+#define GN_LOADS_IN_FLIGHT 4
+
+__device__ __forceinline__ void group_norm_accumulate(float4 v, float shift, double& s1, double& s2) {
+    const double d0 = v.x - shift, d1 = v.y - shift, d2 = v.z - shift, d3 = v.w - shift;
+    s1 += (d0 + d1) + (d2 + d3);
+    s2 = fma(d0, d0, fma(d1, d1, fma(d2, d2, fma(d3, d3, s2))));
+}
+
+__device__ __forceinline__ float4 group_norm_affine(float4 v, float mean, float scale, float shift) {
+    return make_float4((v.x - mean) * scale + shift, (v.y - mean) * scale + shift,
+                       (v.z - mean) * scale + shift, (v.w - mean) * scale + shift);
+}
+
+__device__ __forceinline__ double group_norm_warp_sum_f64(double v) {
+#pragma unroll
+    for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, offset);
+    return v;
+}
+
+// Sum over the CTA (blockDim.x a multiple of 32, <= 1024); thread 0 gets the total.
+__device__ __forceinline__ double group_norm_block_sum_f64(double v, double* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    v = group_norm_warp_sum_f64(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double t = lane < (int)(blockDim.x / WARP_SIZE) ? scratch[lane] : 0.0;
+    t = group_norm_warp_sum_f64(t);
+    __syncthreads();
+    return t;
+}
+
+// The shift K of a group: the mean of its first min(32, n) values, the same in every warp.
+__device__ __forceinline__ float group_norm_shift(const float* __restrict__ xg, long long n) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int samples = n < GN_SHIFT_SAMPLES ? (int)n : GN_SHIFT_SAMPLES;
+    const float v = lane < samples ? xg[lane] : 0.0f;
+    return warp_sum(v) / (float)samples;
+}
+
+extern "C" __global__ void group_norm_partial_stats(const float* __restrict__ x, long long n_group,
+                                                    long long chunk, double* __restrict__ partial) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ double scratch[WARP_SIZE];
+    const int split = blockIdx.x, group = blockIdx.y;
+    const float* xg = x + (long long)group * n_group;
+    const float shift = group_norm_shift(xg, n_group);
+    const long long begin = (long long)split * chunk;
+    const long long end = begin + chunk < n_group ? begin + chunk : n_group;
+    double s1 = 0.0, s2 = 0.0;
+    // Chunks start at multiples of 4 floats; float4 when the group starts 16-byte aligned.
+    const bool vec4 = (n_group & 3) == 0 && (reinterpret_cast<unsigned long long>(x) & 15) == 0;
+    if (vec4) {
+        const float4* x4 = reinterpret_cast<const float4*>(xg);
+        const long long end4 = end >> 2, step = blockDim.x;
+        long long i = (begin >> 2) + threadIdx.x;
+        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
+            float4 v[GN_LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) group_norm_accumulate(v[u], shift, s1, s2);
+        }
+        for (; i < end4; i += step) group_norm_accumulate(x4[i], shift, s1, s2);
+    } else {
+        for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+            const double d = xg[i] - shift;
+            s1 += d;
+            s2 = fma(d, d, s2);
+        }
+    }
+    s1 = group_norm_block_sum_f64(s1, scratch);
+    s2 = group_norm_block_sum_f64(s2, scratch);
+    if (threadIdx.x == 0) {
+        double* out = partial + 2 * ((long long)group * gridDim.x + split);
+        out[0] = s1;
+        out[1] = s2;
+    }
+}
+
+extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
+                                                const float* __restrict__ gamma,
+                                                const float* __restrict__ beta,
+                                                const double* __restrict__ partial, float eps,
+                                                int channels, int channels_per_group,
+                                                long long plane, int splits, long long plane_chunk,
+                                                float* __restrict__ y) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ float stats[2];
+    const int c = channels - 1 - (int)blockIdx.y;
+    const int group = c / channels_per_group;
+    const long long n_group = (long long)channels_per_group * plane;
+    if (threadIdx.x < WARP_SIZE) {
+        const float shift = group_norm_shift(x + (long long)group * n_group, n_group);
+        const double* pg = partial + 2LL * group * splits;
+        double s1 = 0.0, s2 = 0.0;
+        for (int s = threadIdx.x; s < splits; s += WARP_SIZE) {
+            s1 += pg[2 * s];
+            s2 += pg[2 * s + 1];
+        }
+        s1 = group_norm_warp_sum_f64(s1);
+        s2 = group_norm_warp_sum_f64(s2);
+        if (threadIdx.x == 0) {
+            const double n = (double)n_group;
+            const double mean_d = s1 / n;
+            const double var = fmax(s2 / n - mean_d * mean_d, 0.0);
+            stats[0] = (float)((double)shift + mean_d);
+            stats[1] = (float)((double)gamma[c] / sqrt(var + (double)eps));
+        }
+    }
+    __syncthreads();
+    const float mean = stats[0], scale = stats[1], shift_out = beta[c];
+    const long long begin = (long long)blockIdx.x * plane_chunk;
+    const long long end = begin + plane_chunk < plane ? begin + plane_chunk : plane;
+    const float* xc = x + (long long)c * plane;
+    float* yc = y + (long long)c * plane;
+    const bool vec4 = (plane & 3) == 0 && (plane_chunk & 3) == 0 &&
+                      ((reinterpret_cast<unsigned long long>(x) |
+                        reinterpret_cast<unsigned long long>(y)) & 15) == 0;
+    if (vec4) {
+        const float4* x4 = reinterpret_cast<const float4*>(xc);
+        float4* y4 = reinterpret_cast<float4*>(yc);
+        const long long end4 = end >> 2, step = blockDim.x;
+        long long i = (begin >> 2) + threadIdx.x;
+        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
+            float4 v[GN_LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u)
+                y4[i + u * step] = group_norm_affine(v[u], mean, scale, shift_out);
+        }
+        for (; i < end4; i += step) y4[i] = group_norm_affine(x4[i], mean, scale, shift_out);
+    } else {
+        for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
+            yc[i] = (xc[i] - mean) * scale + shift_out;
+    }
+}

@@ -1,0 +1,76 @@
+//! Launcher of `silu_grid_stride` (silu.cu).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+
+use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
+use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
+
+const THREADS: u32 = 256;
+const OP: &str = "silu";
+
+/// `y[i] = x[i]·sigmoid(x[i])` for `len` elements (len 0 launches nothing).
+pub fn silu(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    len: usize,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    if !check(x.len(), y.len(), len)? {
+        return Ok(());
+    }
+    let (x_p, _a) = read_ptr(x, stream);
+    let (y_p, _b) = write_ptr(y, stream);
+    launch_raw(lib, stream, x_p, y_p, len)
+}
+
+/// `x[i] = silu(x[i])` in place.
+pub fn silu_in_place(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &mut impl DevicePtrMut<f32>,
+    len: usize,
+) -> Result<(), LaunchError> {
+    if !check(x.len(), x.len(), len)? {
+        return Ok(());
+    }
+    let (x_p, _a) = write_ptr(x, stream);
+    launch_raw(lib, stream, x_p, x_p, len)
+}
+
+/// Checks the buffer lengths; Ok(false) when there is nothing to do (len 0).
+pub(crate) fn check(x_len: usize, y_len: usize, len: usize) -> Result<bool, LaunchError> {
+    expect_at_least(OP, "x", x_len, len)?;
+    expect_at_least(OP, "y", y_len, len)?;
+    // The kernel counts in long long.
+    i64::try_from(len).map_err(|_| crate::launch::shape(OP, format!("{len} elements overflow")))?;
+    Ok(len > 0)
+}
+
+fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64, len: usize) -> Result<(), LaunchError> {
+    let func = lib.function("silu_grid_stride")?;
+    let len_i = len as i64; // fits: check() above
+    // Each thread starts on float4s: a quarter as many threads as elements fill the grid.
+    let blocks = grid_stride_blocks(len.div_ceil(4), THREADS);
+    let mut b = Launch::new(stream, func);
+    b.arg(&x_p).arg(&y_p).arg(&len_i);
+    // SAFETY: matches silu_grid_stride(x, y, len); both buffers hold >= len floats (checked by
+    // the callers), and the kernel reads x[i] before writing y[i] at the same i, so x == y is safe.
+    unsafe { b.launch(grid_1d(blocks, THREADS)) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lengths_are_checked_before_any_launch() {
+        assert_eq!(super::check(10, 10, 10).ok(), Some(true));
+        assert_eq!(super::check(0, 0, 0).ok(), Some(false));
+        let err = super::check(9, 10, 10).expect_err("short x");
+        assert!(err.to_string().contains("silu: x holds 9 elements, needs 10"), "{err}");
+        assert!(super::check(10, 3, 10).is_err());
+    }
+}
