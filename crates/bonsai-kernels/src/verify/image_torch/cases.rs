@@ -65,6 +65,8 @@ pub fn cases() -> Vec<ImageCase> {
     v.extend(silu_cases());
     v.extend(upsample_cases());
     v.extend(im2col_cases());
+    v.extend(gemm_f32_cases(launch_gemm_f32));
+    v.extend(conv3x3_cases(launch_conv3x3));
     // Other ops: one line each, e.g. `v.extend(gemm_f32_cases(OurKernel::F32(launch_gemm_f32)));`
     v
 }
@@ -293,6 +295,33 @@ pub fn conv3x3_cases(kernel: F32Launch) -> Vec<ImageCase> {
             kernel: OurKernel::F32(kernel),
         })
         .collect()
+}
+
+/// gemm_f32 (3xTF32 tensor cores) on the case's `a [M, K]`, `w [N, K]`; no bias, as `a @ w.T`.
+fn launch_gemm_f32(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    inputs: &[CudaSlice<f32>],
+    out: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let (a, w) = (&case.inputs[0].shape, &case.inputs[1].shape);
+    let dims = crate::ops::gemm_f32::GemmDims { m: a[0], n: w[0], k: a[1] };
+    launch::gemm_f32::gemm_f32(lib, stream, dims, &inputs[0], &inputs[1], None::<&CudaSlice<f32>>, out)
+}
+
+/// conv3x3 (implicit GEMM, 3xTF32) on the case's `x [Cin, H, W]`, `weight [Cout, Cin, 3, 3]`,
+/// `bias [Cout]`.
+fn launch_conv3x3(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    inputs: &[CudaSlice<f32>],
+    out: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let (x, weight) = (&case.inputs[0].shape, &case.inputs[1].shape);
+    let dims = crate::ops::conv3x3::ConvDims { c_in: x[0], c_out: weight[0], h: x[1], w: x[2] };
+    launch::conv3x3::conv3x3(lib, stream, dims, &inputs[0], &inputs[1], &inputs[2], out)
 }
 
 /// Joint attention q, k, v `[H, seq, hd]` -> `[seq, H·hd]`: >= 50% of SDPA bf16's speed; error
