@@ -5,8 +5,9 @@
 //
 // Split: every f32 operand x becomes big = tf32(x) and small = tf32(x - big) (both rounded to
 // nearest; the subtraction is exact); each product a·w is computed as a_small·w_big +
-// a_big·w_small + a_big·w_big by three mma.sync m16n8k8 tf32 into a per-k8-step partial (small
-// terms first), which an f32 add (round to nearest) folds into the accumulator. The dropped
+// a_big·w_small + a_big·w_big by three mma.sync m16n8k8 tf32 into a partial spanning
+// TF32X3_FOLD_STEPS k8 steps (small terms first), which an f32 add (round to nearest) folds into
+// the accumulator: the tensor core truncates when it accumulates. The dropped
 // a_small·w_small and the rounding of the small parts leave <= 3·2^-22·|a·w| per product
 // (derivation and the full error bound: ops/gemm_f32/mod.rs).
 //
