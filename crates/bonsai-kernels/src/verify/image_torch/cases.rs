@@ -65,6 +65,7 @@ pub fn cases() -> Vec<ImageCase> {
     v.extend(silu_cases());
     v.extend(upsample_cases());
     v.extend(im2col_cases());
+    v.extend(joint_attention_cases(launch_joint_attention));
     // Other ops: one line each, e.g. `v.extend(gemm_f32_cases(OurKernel::F32(launch_gemm_f32)));`
     v
 }
@@ -296,7 +297,7 @@ pub fn conv3x3_cases(kernel: F32Launch) -> Vec<ImageCase> {
 }
 
 /// Joint attention q, k, v `[H, seq, hd]` -> `[seq, H·hd]`: >= 50% of SDPA bf16's speed; error
-/// at most 2x bf16 SDPA's (an f32-accurate kernel is far inside it).
+/// at most 2x bf16 SDPA's (ours rounds q, k, v and P to bf16 like SDPA, but keeps its f32 output).
 pub fn joint_attention_cases(kernel: F32Launch) -> Vec<ImageCase> {
     ATTENTION_SHAPES
         .iter()
@@ -312,4 +313,20 @@ pub fn joint_attention_cases(kernel: F32Launch) -> Vec<ImageCase> {
             kernel: OurKernel::F32(kernel),
         })
         .collect()
+}
+
+/// Our side of a joint-attention case: dims from the q input `[H, seq, hd]`; the bf16 scratch is
+/// allocated per call (a stream-ordered alloc/free, microseconds against a ~1 ms kernel).
+fn launch_joint_attention(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    inputs: &[CudaSlice<f32>],
+    out: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let (&[heads, seq, head_dim], [q, k, v]) = (case.inputs[0].shape.as_slice(), inputs) else {
+        return Err(LaunchError::Shape { op: "joint_attention", detail: format!("case {}: want q [H, seq, hd] and 3 inputs", case.name) });
+    };
+    let dims = crate::ops::joint_attention::AttnDims { heads, seq, head_dim };
+    launch::joint_attention::joint_attention_alloc(lib, stream, dims, q, k, v, out)
 }
