@@ -327,7 +327,7 @@ pub fn conv3x3_cases(kernel: F32Launch) -> Vec<ImageCase> {
 }
 
 /// Joint attention q, k, v `[H, seq, hd]` -> `[seq, H·hd]`: >= 50% of SDPA bf16's speed; error
-/// at most 2x bf16 SDPA's (an f32-accurate kernel is far inside it).
+/// at most 2x bf16 SDPA's (ours rounds q, k, v and P to bf16 like SDPA, but keeps its f32 output).
 pub fn joint_attention_cases(kernel: OurKernel) -> Vec<ImageCase> {
     ATTENTION_SHAPES
         .iter()
