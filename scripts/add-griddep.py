@@ -10,7 +10,13 @@ for path in sys.argv[1:]:
         brace = src.index('{', m.end())
         out.append(src[pos:brace + 1])
         rest = src[brace + 1:]
-        if not rest.lstrip().startswith('griddep_wait();'):
+        first = rest.lstrip().lstrip('\\').lstrip()
+        in_macro = src[brace + 1:].split('\n', 1)[0].rstrip().endswith('\\')
+        if first.startswith('griddep_wait();'):
+            pass
+        elif in_macro:
+            print(f'{path}: a macro-made kernel lacks griddep_wait(); add it by hand', file=sys.stderr)
+        else:
             out.append('\n    griddep_wait();\n    griddep_launch_dependents();')
         pos = brace + 1
     out.append(src[pos:])

@@ -12,6 +12,7 @@
 #   model   bonsai bench on the synthetic geometries (pp512 + tg128, decode at depth, no graph, PDL)
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
+#   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -94,6 +95,11 @@ check)
     for g in bonsai-8b ternary-8b; do
         run "check-synthetic-$g" "$BIN" check --synthetic "$g" -n 16
     done
+    ;;
+lab)
+    # The decode GEMV lab (scripts/lab): every variant checked against f64 and timed vs copy.
+    mkdir -p "$LOGS/lab"
+    run lab env OUT="$LOGS/lab" bash scripts/lab/run.sh
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"

@@ -31,6 +31,8 @@ pub mod joint_attention;
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
 pub mod matmul;
+#[path = "ops/matmul_q1/cuda_f16.rs"]
+pub(crate) mod matmul_f16;
 #[path = "ops/position_advance/cuda.rs"]
 pub mod position_advance;
 #[path = "ops/qk_norm_rope/cuda.rs"]
@@ -173,6 +175,12 @@ mod tests {
         let matmul = "ops/matmul_q1/matmul_gemv.cu";
         assert_eq!(cu_define(matmul, "GEMV_MAX_TOKENS"), super::matmul::GEMV_MAX_TOKENS);
         assert_eq!(cu_define(matmul, "GROUP_SIZE"), crate::weights::GROUP);
+        let f16 = "ops/matmul_q1/matmul_gemm_f16.cu";
+        assert_eq!(cu_define(f16, "QG_TILE_TOKENS"), super::matmul::QG_TILE_TOKENS);
+        assert_eq!(cu_define(f16, "QG_WARP_ROWS"), super::matmul::QG_WARP_ROWS);
+        assert_eq!(cu_define(f16, "QG_STAGES"), super::matmul::QG_STAGES);
+        assert_eq!(cu_define(f16, "QG_PREP_THREADS"), super::matmul::QG_PREP_THREADS as usize);
+        assert_eq!(cu_define(f16, "QG_WARPS_M") * cu_define(f16, "QG_WARP_TOKENS"), super::matmul::QG_TILE_TOKENS);
         let attention = "ops/attention/attention.cu";
         assert_eq!(cu_define(attention, "ATT_SPLIT_KEYS"), super::attention::SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);

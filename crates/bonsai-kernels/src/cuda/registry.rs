@@ -108,6 +108,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[],
     },
     KernelSource {
+        path: "ops/matmul_q1/matmul_gemm_f16.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemm_f16.cu"),
+        entry_points: &["x_to_f16_rows_q1", "x_to_f16_rows_q2"],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
@@ -115,10 +120,14 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
             "matmul_q1_gemm_mma_bf16x3",
+            "matmul_q1_gemm_f16_128x128",
+            "matmul_q1_gemm_f16_128x256",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_tc_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
             "matmul_q1_add_gemm_mma_bf16x3",
+            "matmul_q1_add_gemm_f16_128x128",
+            "matmul_q1_add_gemm_f16_128x256",
         ],
     },
     KernelSource {
@@ -129,10 +138,14 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
             "matmul_q2_gemm_mma_bf16x3",
+            "matmul_q2_gemm_f16_128x128",
+            "matmul_q2_gemm_f16_128x256",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_tc_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
             "matmul_q2_add_gemm_mma_bf16x3",
+            "matmul_q2_add_gemm_f16_128x128",
+            "matmul_q2_add_gemm_f16_128x256",
         ],
     },
     KernelSource {
@@ -143,6 +156,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
             "gate_up_swiglu_q1_gemm_mma_bf16x3",
+            "gate_up_swiglu_q1_gemm_f16_128x128",
+            "gate_up_swiglu_q1_gemm_f16_128x256",
         ],
     },
     KernelSource {
@@ -153,6 +168,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",
             "gate_up_swiglu_q2_gemm_mma_bf16x3",
+            "gate_up_swiglu_q2_gemm_f16_128x128",
+            "gate_up_swiglu_q2_gemm_f16_128x256",
         ],
     },
     KernelSource {
@@ -270,18 +287,19 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/silu/silu.cu",
+        text: include_str!("../ops/silu/silu.cu"),
+        entry_points: &[
+            "silu_grid_stride",
+        ],
+    },
+    // After silu.cu: the fused GroupNorm + SiLU uses its silu_stable.
+    KernelSource {
         path: "ops/group_norm/group_norm.cu",
         text: include_str!("../ops/group_norm/group_norm.cu"),
         entry_points: &[
             "group_norm_partial_stats",
             "group_norm_normalize",
-        ],
-    },
-    KernelSource {
-        path: "ops/silu/silu.cu",
-        text: include_str!("../ops/silu/silu.cu"),
-        entry_points: &[
-            "silu_grid_stride",
         ],
     },
     KernelSource {

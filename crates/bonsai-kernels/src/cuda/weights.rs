@@ -42,7 +42,13 @@ pub fn layout_block_groups(groups_per_row: usize) -> usize {
 }
 
 /// Word offset within its row of `plane` of lane word `t` of `group` (`planes` = bits per weight).
-pub fn layout_word(planes: usize, groups_per_row: usize, group: usize, t: usize, plane: usize) -> usize {
+pub fn layout_word(
+    planes: usize,
+    groups_per_row: usize,
+    group: usize,
+    t: usize,
+    plane: usize,
+) -> usize {
     let nb = layout_block_groups(groups_per_row);
     let b0 = group - group % nb;
     b0 * LAYOUT_LANES * planes + (t * nb + (group - b0)) * planes + plane
@@ -72,18 +78,21 @@ fn permute(planes: usize, k: usize, natural: &[u32]) -> Vec<u32> {
     let group_words = LAYOUT_LANES * planes;
     let mut device = vec![0u32; natural.len()];
     // Rows in parallel: a model's upload permutes ~10^10 weights.
-    device.par_chunks_mut(gpr * group_words).zip(natural.par_chunks(gpr * group_words)).for_each(|(row_device, row_natural)| {
-        for group in 0..gpr {
-            let words = &row_natural[group * group_words..(group + 1) * group_words];
-            for j in 0..GROUP {
-                let code = natural_code(planes, words, j);
-                let (t, bit) = layout_lane_bit(j);
-                for plane in 0..planes {
-                    row_device[layout_word(planes, gpr, group, t, plane)] |= ((code >> plane) & 1) << bit;
+    device.par_chunks_mut(gpr * group_words).zip(natural.par_chunks(gpr * group_words)).for_each(
+        |(row_device, row_natural)| {
+            for group in 0..gpr {
+                let words = &row_natural[group * group_words..(group + 1) * group_words];
+                for j in 0..GROUP {
+                    let code = natural_code(planes, words, j);
+                    let (t, bit) = layout_lane_bit(j);
+                    for plane in 0..planes {
+                        row_device[layout_word(planes, gpr, group, t, plane)] |=
+                            ((code >> plane) & 1) << bit;
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     device
 }
 
@@ -93,15 +102,20 @@ fn unpermute(planes: usize, k: usize, device: &[u32]) -> Vec<u32> {
     let group_words = LAYOUT_LANES * planes;
     let per_word = 32 / planes;
     let mut natural = vec![0u32; device.len()];
-    for (row_device, row_natural) in device.chunks(gpr * group_words).zip(natural.chunks_mut(gpr * group_words)) {
+    for (row_device, row_natural) in
+        device.chunks(gpr * group_words).zip(natural.chunks_mut(gpr * group_words))
+    {
         for group in 0..gpr {
             for t in 0..LAYOUT_LANES {
                 for bit in 0..WEIGHTS_PER_LANE_WORD as u32 {
                     let j = layout_weight(t, bit);
                     let code = (0..planes)
-                        .map(|p| ((row_device[layout_word(planes, gpr, group, t, p)] >> bit) & 1) << p)
+                        .map(|p| {
+                            ((row_device[layout_word(planes, gpr, group, t, p)] >> bit) & 1) << p
+                        })
                         .fold(0, |a, b| a | b);
-                    row_natural[group * group_words + j / per_word] |= code << (planes * (j % per_word));
+                    row_natural[group * group_words + j / per_word] |=
+                        code << (planes * (j % per_word));
                 }
             }
         }
@@ -182,7 +196,9 @@ pub fn upload_q1(m: &Q1Matrix, stream: &Arc<CudaStream>) -> Result<GpuQ1Matrix, 
         n: m.n,
         k: m.k,
         scales: stream.clone_htod(scales).map_err(KernelError::driver("uploading Q1 scales"))?,
-        bits: stream.clone_htod(&device_q1_bits(m)).map_err(KernelError::driver("uploading Q1 sign bits"))?,
+        bits: stream
+            .clone_htod(&device_q1_bits(m))
+            .map_err(KernelError::driver("uploading Q1 sign bits"))?,
     })
 }
 
@@ -192,7 +208,9 @@ pub fn upload_q2(m: &Q2Matrix, stream: &Arc<CudaStream>) -> Result<GpuQ2Matrix, 
         n: m.n,
         k: m.k,
         scales: stream.clone_htod(scales).map_err(KernelError::driver("uploading Q2 scales"))?,
-        codes: stream.clone_htod(&device_q2_codes(m)).map_err(KernelError::driver("uploading Q2 codes"))?,
+        codes: stream
+            .clone_htod(&device_q2_codes(m))
+            .map_err(KernelError::driver("uploading Q2 codes"))?,
     })
 }
 

@@ -22,7 +22,10 @@ fn random_q2(rng: &mut SplitMix64, n: usize, k: usize) -> Q2Matrix {
 }
 
 fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
 }
 
 #[test]
@@ -34,7 +37,11 @@ fn permute_then_unpermute_is_the_identity() {
         let dev = device_q1_bits(&q1);
         assert_eq!(host_q1_bits(k, &dev), q1.bits, "Q1 {n}x{k}, seed {s}");
         let ones: u32 = q1.bits.iter().map(|w| w.count_ones()).sum();
-        assert_eq!(dev.iter().map(|w| w.count_ones()).sum::<u32>(), ones, "Q1 {n}x{k} loses bits, seed {s}");
+        assert_eq!(
+            dev.iter().map(|w| w.count_ones()).sum::<u32>(),
+            ones,
+            "Q1 {n}x{k} loses bits, seed {s}"
+        );
         let q2 = random_q2(&mut rng, n, k);
         assert_eq!(host_q2_codes(k, &device_q2_codes(&q2)), q2.codes, "Q2 {n}x{k}, seed {s}");
     }
@@ -81,7 +88,8 @@ fn shifted_lane_words_are_the_a_fragments_the_tensor_core_gemv_builds() {
             ((w << (q - 8)) & EXP_PAIR) | 0x3F00_3F00
         };
         // The kernel's B scale and offset for the second half, applied per weight.
-        let (scale, offset) = if q < 8 { (1.0, 0.0) } else { (4.0, if half { -2.5 } else { -3.0 }) };
+        let (scale, offset) =
+            if q < 8 { (1.0, 0.0) } else { (4.0, if half { -2.5 } else { -3.0 }) };
         [bf16(reg) * scale + offset, bf16(reg >> 16) * scale + offset]
     };
     let s = seed();
@@ -105,7 +113,12 @@ fn shifted_lane_words_are_the_a_fragments_the_tensor_core_gemv_builds() {
                             assert_eq!(a[e], want, "Q1 {n}x{k} row {row} k {} seed {s}", k0 + e);
                             let d = q2.scales[row * gpr + group].to_f32();
                             let want = q2.weight(row, k0 + e) / d;
-                            assert_eq!(lo[e] + hi[e] + 0.5, want, "Q2 {n}x{k} row {row} k {} seed {s}", k0 + e);
+                            assert_eq!(
+                                lo[e] + hi[e] + 0.5,
+                                want,
+                                "Q2 {n}x{k} row {row} k {} seed {s}",
+                                k0 + e
+                            );
                         }
                     }
                 }
@@ -125,7 +138,10 @@ fn a_lane_reads_its_block_words_with_one_aligned_16_byte_load_per_plane() {
                     assert_eq!(base, (b0 * LAYOUT_LANES + t * LAYOUT_BLOCK_GROUPS) * planes);
                     for gi in 0..LAYOUT_BLOCK_GROUPS {
                         for p in 0..planes {
-                            assert_eq!(layout_word(planes, gpr, b0 + gi, t, p), base + gi * planes + p);
+                            assert_eq!(
+                                layout_word(planes, gpr, b0 + gi, t, p),
+                                base + gi * planes + p
+                            );
                         }
                     }
                 }
@@ -135,7 +151,10 @@ fn a_lane_reads_its_block_words_with_one_aligned_16_byte_load_per_plane() {
         for gpr in [1, 2, 3, 5] {
             for g in 0..gpr {
                 for t in 0..LAYOUT_LANES {
-                    assert_eq!(layout_word(planes, gpr, g, t, planes - 1), (g * LAYOUT_LANES + t) * planes + planes - 1);
+                    assert_eq!(
+                        layout_word(planes, gpr, g, t, planes - 1),
+                        (g * LAYOUT_LANES + t) * planes + planes - 1
+                    );
                 }
             }
         }
@@ -144,8 +163,11 @@ fn a_lane_reads_its_block_words_with_one_aligned_16_byte_load_per_plane() {
 
 #[test]
 fn layout_constants_match_weight_layout_cu() {
-    let src = SOURCES.iter().find(|s| s.path == "ops/matmul_q1/weight_layout.cu").expect("registered");
-    for (name, value) in [("LAYOUT_BLOCK_GROUPS", LAYOUT_BLOCK_GROUPS), ("LAYOUT_LANES", LAYOUT_LANES)] {
+    let src =
+        SOURCES.iter().find(|s| s.path == "ops/matmul_q1/weight_layout.cu").expect("registered");
+    for (name, value) in
+        [("LAYOUT_BLOCK_GROUPS", LAYOUT_BLOCK_GROUPS), ("LAYOUT_LANES", LAYOUT_LANES)]
+    {
         let line = format!("#define {name} {value}");
         assert!(src.text.lines().any(|l| l.trim() == line), "weight_layout.cu lacks `{line}`");
     }

@@ -107,16 +107,24 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     println!("bench copy bandwidth (device-to-device, read + write): {:.1} GB/s", copy_bw / 1e9);
     let mut rows = Vec::new();
     for ternary in [false, true] {
-        let tc = GemmKernel::TensorCore;
+        let tc = GemmKernel::TensorCoreBf16x3;
         for (n, k) in [(12288, 4096), (4096, 12288), (151_669, 4096)] {
             rows.push(bench_matmul(ctx, n, k, 1, ternary, false, tc, copy_bw)?);
         }
         rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, tc, copy_bw)?);
-        for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
+        for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
             rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, gemm, copy_bw)?);
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, gemm, copy_bw)?);
         }
+        // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
+        // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
+        let f16 = GemmKernel::TensorCoreF16;
+        for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
+            rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, f16, copy_bw)?);
+        }
     }
+    // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
+    rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, GemmKernel::TensorCoreF16, copy_bw)?);
     for seq in [8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);
     }
@@ -157,7 +165,8 @@ fn bench_matmul(
     let kernel = if swiglu { format!("gate_up_swiglu_{q}") } else { format!("matmul_{q}") };
     let variant = match (m > launch::matmul::GEMV_MAX_TOKENS, gemm) {
         (false, _) => "gemv",
-        (true, GemmKernel::TensorCore) => "gemm_mma",
+        (true, GemmKernel::TensorCoreF16) => "gemm_f16",
+        (true, GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         (true, GemmKernel::Simt) => "gemm_simt",
     };
     let shape = format!("N={n} K={k} m={m} {variant}");

@@ -13,6 +13,14 @@ use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
 /// Rows per parallel reference task.
 const REFERENCE_ROWS_PER_TASK: usize = 512;
+/// A token count that leaves the f16 GEMM's last 128-token tile partly empty (2 x 128 + 44).
+const LARGE_ODD_TOKENS: usize = 300;
+/// Relative rounding of an f16 normal number (11-bit significand): 2^-11.
+pub(crate) const F16_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+/// Absolute rounding of an f16 subnormal (half its spacing 2^-24), in scaled units.
+const F16_SUBNORMAL_ROUNDOFF: f64 = 1.0 / 33_554_432.0;
+/// The f16 pre-pass maps a row's max |x| to >= 2^14, so 2^-e <= 2^-14 max|x_row|.
+const F16_ROW_SCALE_FLOOR: f64 = 1.0 / 16_384.0;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // Odd shapes: K = 128, odd N, every token count including a 512-token GEMM.
@@ -33,6 +41,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
         }
     }
+    // Large-M odd shapes for the f16 GEMM: m not a multiple of its 128-token tile, odd N/F.
+    for ternary in [false, true] {
+        matmul(ctx, "odd", 333, 384, LARGE_ODD_TOKENS, ternary, Store::Overwrite)?;
+        matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
+        gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
+    }
+    super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
         return Ok(());
     }
@@ -138,14 +153,15 @@ fn kernels_for(m: usize) -> &'static [Option<GemmKernel>] {
     if m <= GEMV_MAX_TOKENS {
         &[None]
     } else {
-        &[Some(GemmKernel::TensorCore), Some(GemmKernel::Simt)]
+        &[Some(GemmKernel::TensorCoreF16), Some(GemmKernel::TensorCoreBf16x3), Some(GemmKernel::Simt)]
     }
 }
 
 fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
     match kernel {
         None => "gemv",
-        Some(GemmKernel::TensorCore) => "gemm_mma",
+        Some(GemmKernel::TensorCoreF16) => "gemm_f16",
+        Some(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         Some(GemmKernel::Simt) => "gemm_simt",
     }
 }
@@ -166,14 +182,48 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
 /// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
 /// below u/8: (K/128 + 58) u.
 /// SIMT GEMM: K sequential fmaf on exact +-d products: (K + 48) u.
-fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
+/// f16 GEMM: x_k 2^e is exact in f32 and rounds to f16 with |error| <= 2^-11 |x_k| 2^e (normal)
+/// or <= 2^-25 (subnormal: the [`f16_floor_term`]); weights (c - 1) d are exact in f16 and the
+/// tensor core's f16 products exact in f32. Each output is one chain of K/16 mma, each adding a
+/// 4-level tree of 16 products to the accumulator: a product passes <= K/16 + 5 f32 additions,
+/// each off by <= 2u if the unit truncates, on operands <= (1 + 2^-11) |w x| 2^e; the final
+/// multiply by 2^-e is exact. Coefficient: 2^-11 + 2 (K/16 + 5) u (1 + 2^-11), the accumulation
+/// part doubled for second order like the others.
+pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
+    if kernel == Some(GemmKernel::TensorCoreF16) {
+        let chain = k as f64 / 16.0 + 5.0;
+        return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
+    }
     2.0 * U * match kernel {
         None if ternary => 2.0 * groups + 355.0,
         None => groups + 133.0,
-        Some(GemmKernel::TensorCore) => groups + 58.0,
+        Some(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
         Some(GemmKernel::Simt) => k as f64 + 48.0,
+        Some(GemmKernel::TensorCoreF16) => unreachable!("handled above"),
     }
+}
+
+/// The f16 GEMM's error from activations that round to f16 subnormals: each is off by <= 2^-25
+/// in scaled units, i.e. by 2^-25 2^-e in x units, and 2^-e <= 2^-14 max|x_row| because the
+/// pre-pass puts max|x_row| 2^e in [2^14, 2^15) (when e is clamped at 126 instead, the term is
+/// below the f32::MIN_POSITIVE every bound adds). So the output is off by at most
+/// 2^-39 max|x_row| sum_k |W[n, k]|, doubled to cover its accumulation. Zero for other kernels.
+pub(crate) fn f16_floor_term(kernel: Option<GemmKernel>, row_max_abs_x: f32, row_abs_w_sum: f32) -> f64 {
+    if kernel != Some(GemmKernel::TensorCoreF16) {
+        return 0.0;
+    }
+    2.0 * F16_SUBNORMAL_ROUNDOFF * F16_ROW_SCALE_FLOOR * row_max_abs_x as f64 * row_abs_w_sum as f64
+}
+
+/// max |x| of each of the m token rows of x.
+pub(crate) fn row_max_abs(x: &[f32], k: usize) -> Vec<f32> {
+    x.chunks(k).map(|row| row.iter().fold(0.0f32, |a, v| a.max(v.abs()))).collect()
+}
+
+/// sum_k |W[n, k]| of every row (the reference of |W| on an all-ones token).
+pub(crate) fn row_abs_sums(w: &QMatrix) -> Result<Vec<f32>, OpError> {
+    par_reference(&abs_matrix(w), &vec![1.0; w.k()], 1, &vec![0.0; w.n()], Store::Overwrite)
 }
 
 /// What the coefficient multiplies: sum|w||x| (`magnitude`), except for the GEMV on Q2 weights:
@@ -200,18 +250,22 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
     let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
+    let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
     for &kernel in kernels_for(m) {
         let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
-        let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
+        let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
         launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
         let got = download(&ctx.stream, &yd)?;
         let c = matmul_coefficient(k, kernel, ternary);
         // Plus the reference's own rounding and, for Store::Add, the final add: 2u |y|.
         let cmp = Comparison::of(&got, &want, |i| {
-            c * magnitude[i] as f64 + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64 + f32::MIN_POSITIVE as f64
+            c * magnitude[i] as f64
+                + f16_floor_term(kernel, x_max[i / n], w_sums[i % n])
+                + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64
+                + f32::MIN_POSITIVE as f64
         });
         ctx.record(&op, &format!("{label} N={n} K={k} m={m} {}", kernel_label(kernel)), cmp);
     }
@@ -231,12 +285,13 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),
         QMatrix::Q2(q) => ops::gate_up_swiglu_q2::reference(q, &x[i * k..(i + 1) * k], 1, out),
     })?;
+    let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
     for &kernel in kernels_for(m) {
         let mut od = poisoned(&ctx.stream, m * f)?;
-        let gemm = kernel.unwrap_or(GemmKernel::TensorCore);
+        let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
         launch::matmul::gate_up_swiglu_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut od, gemm)?;
         let got = download(&ctx.stream, &od)?;
         // out = silu(g) u: |d out| <= |silu'(g)| |u| Bg + |silu(g)| Bu + 12u |out| (silu and the
@@ -245,8 +300,12 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
         let bound = |idx: usize| {
             let (i, j) = (idx / f, idx % f);
             let (g, u) = (gu[i * 2 * f + j] as f64, gu[i * 2 * f + f + j] as f64);
-            let bg = c * magnitude[i * 2 * f + j] as f64 + 2.0 * U * g.abs();
-            let bu = c * magnitude[i * 2 * f + f + j] as f64 + 2.0 * U * u.abs();
+            let bg = c * magnitude[i * 2 * f + j] as f64
+                + f16_floor_term(kernel, x_max[i], w_sums[j])
+                + 2.0 * U * g.abs();
+            let bu = c * magnitude[i * 2 * f + f + j] as f64
+                + f16_floor_term(kernel, x_max[i], w_sums[f + j])
+                + 2.0 * U * u.abs();
             let silu = g / (1.0 + (-g).exp());
             2.0 * (1.1 * u.abs() * bg + silu.abs() * bu) + 12.0 * U * want[idx].abs() as f64 + f32::MIN_POSITIVE as f64
         };

@@ -17,6 +17,7 @@ mod image_elementwise;
 mod image_gemm;
 pub mod image_torch;
 mod matmul;
+mod matmul_large;
 mod ptx_model;
 mod ptx_wrappers;
 pub(crate) mod rng;

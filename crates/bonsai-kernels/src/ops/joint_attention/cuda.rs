@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, read_ptr, shape, write_ptr,
     LaunchError,
@@ -203,7 +204,7 @@ pub fn convert_to_bf16(
         block_dim: (CONVERT_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut l = stream.launch_builder(f);
+    let mut l = Launch::new(stream, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&q16).arg(&k16).arg(&v16).arg(&quads);
     // SAFETY: matches joint_attention_to_bf16(const float*, x3, u16*, x3, long long); q, k, v
     // hold >= n floats (16-byte aligned, n / 4 float4 loads) and scratch >= 3n u16 (checked).
@@ -258,7 +259,7 @@ pub fn joint_attention_bf16(
     }
     let (heads, seq) = (as_i32(OP, "heads", dims.heads)?, as_i32(OP, "seq", dims.seq)?);
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
-    let mut l = stream.launch_builder(f);
+    let mut l = Launch::new(stream, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&o_p).arg(&heads).arg(&seq).arg(&scale_log2);
     // SAFETY: matches joint_attention_hdXX(const u16* q, k, v, float* out, int heads, int seq,
     // float scale_log2); q, k, v hold H·seq·hd bf16 and out H·seq·hd floats (checked above); the

@@ -39,6 +39,8 @@ extern "C" __global__ void __launch_bounds__(JA_CONVERT_THREADS)
     joint_attention_to_bf16(const float* __restrict__ q, const float* __restrict__ k,
                             const float* __restrict__ v, u16* __restrict__ q16,
                             u16* __restrict__ k16, u16* __restrict__ v16, long long n_quads) {
+    griddep_wait();
+    griddep_launch_dependents();
     const float* src = blockIdx.y == 0 ? q : (blockIdx.y == 1 ? k : v);
     u16* dst = blockIdx.y == 0 ? q16 : (blockIdx.y == 1 ? k16 : v16);
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -287,6 +289,8 @@ extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
     joint_attention_hd64(const u16* __restrict__ q, const u16* __restrict__ k,
                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
                          float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
     joint_attention_flash<64, 64, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads, seq,
                                                                          scale_log2);
 }
@@ -294,6 +298,8 @@ extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
     joint_attention_hd128(const u16* __restrict__ q, const u16* __restrict__ k,
                           const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
                           float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
     joint_attention_flash<128, 128, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads,
                                                                            seq, scale_log2);
 }
@@ -301,6 +307,8 @@ extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
     joint_attention_hd384(const u16* __restrict__ q, const u16* __restrict__ k,
                           const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
                           float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
     joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
         q, k, v, out, heads, seq, scale_log2);
 }
@@ -308,6 +316,8 @@ extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
     joint_attention_hd512(const u16* __restrict__ q, const u16* __restrict__ k,
                           const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
                           float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
     joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
         q, k, v, out, heads, seq, scale_log2);
 }

@@ -1,16 +1,23 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
-//! SwiGLU). Kernels: matmul_gemv_tc.cu + matmul_gemm.cu (templates), matmul_q1.cu, matmul_q2.cu,
-//! gate_up_swiglu_q*.cu (entry points).
+//! SwiGLU). Kernels: matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
+//! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_tc`, 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from
-//! [`tc_geometry`]); larger m -> a GEMM: `*_gemm_mma_bf16x3` (tensor cores, the default) or
-//! `*_gemm_tile64_simt` (CUDA cores, kept as an independent second implementation that verify
-//! checks too).
+//! [`tc_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
+//! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
+//! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
+//! memory cannot hold its tiles). `*_gemm_tile64_simt` (CUDA cores) is kept as an independent
+//! implementation that verify checks too.
+//!
+//! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
+//! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
+//! after the GEMM), so no caller-visible buffer is needed and graph capture still works.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
+use super::matmul_f16::F16Shape;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{
@@ -26,24 +33,59 @@ const GEMM_THREADS: u32 = 256;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
+/// Smallest m served by the f16 GEMM. Its CTA covers 128 tokens, so from 64 tokens on at least
+/// half of each tile's tensor-core work is useful, while bf16x3 spends 3 mma per product at any
+/// m (a guess to be replaced by a measured crossover: no GPU time was left when it was written).
+pub const F16_GEMM_MIN_TOKENS: usize = 64;
+/// Tokens per f16 GEMM CTA (QG_TILE_TOKENS in matmul_gemm_f16.cu).
+pub(crate) const QG_TILE_TOKENS: usize = 128;
+/// Weight rows per warp column of the f16 GEMM (QG_WARP_ROWS); a CTA has 2 x WARPS_N warps.
+pub(crate) const QG_WARP_ROWS: usize = 64;
+/// cp.async ring stages of the f16 GEMM (QG_STAGES).
+pub(crate) const QG_STAGES: usize = 3;
+/// Threads of the activation pre-pass (QG_PREP_THREADS).
+pub(crate) const QG_PREP_THREADS: u32 = 256;
+/// The narrow (128 x 128, 4 warps, 2 CTAs per SM) and wide (128 x 256, 8 warps) f16 GEMM tiles.
+pub(crate) const QG_NARROW_WARPS_N: usize = 2;
+pub(crate) const QG_WIDE_WARPS_N: usize = 4;
+/// The wide tile halves the activation traffic per FLOP but runs one CTA per SM; it is used when
+/// its grid still fills this many waves of SMs (fewer, and the narrow tile's finer grid wastes
+/// less of the last wave).
+pub(crate) const QG_WIDE_MIN_WAVES: usize = 2;
 
 /// Which GEMM serves m > GEMV_MAX_TOKENS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmKernel {
+    /// mma.sync f16, f32 accumulate: each token row of x scaled by a power of two 2^e that puts
+    /// its max |x| in [2^14, 2^15) and rounded to f16 (relative error <= 2^-11 per element),
+    /// weights exact in f16 as (code value)·d; the result is scaled back by 2^-e (exact).
+    TensorCoreF16,
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
-    TensorCore,
+    TensorCoreBf16x3,
     /// f32 FFMA register tiles.
     Simt,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Epilogue {
+/// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
+/// whose shared memory holds the f16 GEMM's tiles (sm_80, sm_90; else bf16x3).
+pub fn default_gemm(m: usize) -> GemmKernel {
+    if m >= F16_GEMM_MIN_TOKENS {
+        GemmKernel::TensorCoreF16
+    } else {
+        GemmKernel::TensorCoreBf16x3
+    }
+}
+
+/// How a matmul's result leaves the kernel (MATMUL_* in matmul_gemv_tc.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Epilogue {
     Store,
     Add,
     SwiGlu,
 }
 
-fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel) -> String {
+/// `wide`: the f16 GEMM's 128 x 256 tile.
+pub(crate) fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, wide: bool) -> String {
     let prefix = match (bits, epilogue) {
         (QuantBits::One, Epilogue::Store) => "matmul_q1",
         (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
@@ -55,8 +97,12 @@ fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel) 
     let variant = match m {
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
-        _ if gemm == GemmKernel::TensorCore => "gemm_mma_bf16x3",
-        _ => "gemm_tile64_simt",
+        _ => match gemm {
+            GemmKernel::TensorCoreF16 if wide => "gemm_f16_128x256",
+            GemmKernel::TensorCoreF16 => "gemm_f16_128x128",
+            GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
+            GemmKernel::Simt => "gemm_tile64_simt",
+        },
     };
     format!("{prefix}_{variant}")
 }
@@ -71,7 +117,7 @@ pub fn matmul(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    matmul_with_gemm(lib, stream, w, x, m, y, store, GemmKernel::TensorCore)
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None)
 }
 
 /// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -86,11 +132,14 @@ pub fn matmul_with_gemm(
     store: Store,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
-    let epilogue = match store {
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm))
+}
+
+fn store_epilogue(store: Store) -> Epilogue {
+    match store {
         Store::Overwrite => Epilogue::Store,
         Store::Add => Epilogue::Add,
-    };
-    launch_any(lib, stream, w, x, m, y, epilogue, w.n, gemm)
+    }
 }
 
 /// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
@@ -102,7 +151,8 @@ pub fn gate_up_swiglu(
     m: usize,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    gate_up_swiglu_with_gemm(lib, stream, w, x, m, out, GemmKernel::TensorCore)
+    check_gate_up(w)?;
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None)
 }
 
 /// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -115,10 +165,15 @@ pub fn gate_up_swiglu_with_gemm(
     out: &mut impl DevicePtrMut<f32>,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
+    check_gate_up(w)?;
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm))
+}
+
+fn check_gate_up(w: &QWeightsView<'_>) -> Result<(), LaunchError> {
     if w.n % 2 != 0 {
         return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
     }
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, gemm)
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -131,7 +186,7 @@ fn launch_any(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: Epilogue,
     n_out: usize,
-    gemm: GemmKernel,
+    gemm: Option<GemmKernel>,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     w.validate(op)?;
@@ -147,7 +202,18 @@ fn launch_any(
     let (x_ptr, _g2) = read_ptr(x, stream);
     expect_aligned16(op, "x", x_ptr)?;
     let (y_ptr, _g3) = write_ptr(y, stream);
-    let name = kernel_name(w.bits, epilogue, m, gemm);
+    let f16_shape = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
+    // None: the default for m, except that the f16 GEMM yields to bf16x3 on devices whose
+    // shared memory cannot hold its tiles (sm_86/89 with 2-bit weights).
+    let gemm = match gemm {
+        Some(g) => g,
+        None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
+        None => default_gemm(m),
+    };
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreF16 {
+        return super::matmul_f16::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
+    }
+    let name = kernel_name(w.bits, epilogue, m, gemm, false);
     let func = lib.function(&name)?;
     if m <= GEMV_MAX_TOKENS {
         // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
@@ -177,8 +243,8 @@ fn launch_any(
     }
     let cfg = {
         let (tile_rows, tile_tokens, threads) = match gemm {
-            GemmKernel::TensorCore => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
             GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
+            _ => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
         };
         let rows_per_tile = if epilogue == Epilogue::SwiGlu { tile_rows / 2 } else { tile_rows };
         let tiles = u32::try_from(n_out.div_ceil(rows_per_tile)).map_err(|_| shape(op, "too many rows".into()))?;
@@ -208,14 +274,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn default_gemm_switches_to_f16_at_its_threshold() {
+        assert_eq!(default_gemm(GEMV_MAX_TOKENS + 1), GemmKernel::TensorCoreBf16x3);
+        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS - 1), GemmKernel::TensorCoreBf16x3);
+        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS), GemmKernel::TensorCoreF16);
+        assert_eq!(default_gemm(4608), GemmKernel::TensorCoreF16);
+    }
+
+    #[test]
     fn every_variant_the_launcher_picks_is_registered() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
-                    for gemm in [GemmKernel::TensorCore, GemmKernel::Simt] {
-                        let name = kernel_name(bits, epilogue, m, gemm);
-                        assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
+                        for wide in [false, true] {
+                            let name = kernel_name(bits, epilogue, m, gemm, wide);
+                            assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                        }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 // 1-bit matmul entry points, and the macro every quantized matmul file instantiates. The kernel
-// templates are in matmul_gemv_tc.cu (decode) and matmul_gemm.cu (prefill), concatenated before.
+// templates are in matmul_gemv_tc.cu (decode) and matmul_gemm.cu + matmul_gemm_f16.cu (prefill),
+// concatenated before.
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_tc: one token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
@@ -34,6 +35,20 @@
         griddep_wait();                                                                  \
         griddep_launch_dependents();                                                     \
         gemm_mma_bf16x3<BITS, MODE>(scales, payload, x, m, y, n_out, k);                         \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 2 * WARP_SIZE)                     \
+        PREFIX##_gemm_f16_128x128(const u16* scales, const u32* payload, const u16* xh,          \
+                                  const float* row_unscale, int m, float* y, int n_out, int k) { \
+        griddep_wait();                                                                          \
+        griddep_launch_dependents();                                                             \
+        gemm_f16_mma<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 4 * WARP_SIZE)                     \
+        PREFIX##_gemm_f16_128x256(const u16* scales, const u32* payload, const u16* xh,          \
+                                  const float* row_unscale, int m, float* y, int n_out, int k) { \
+        griddep_wait();                                                                          \
+        griddep_launch_dependents();                                                             \
+        gemm_f16_mma<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)

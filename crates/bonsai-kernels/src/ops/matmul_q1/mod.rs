@@ -24,6 +24,14 @@
 //! (0.1406 bytes/weight): N = 6144, K = 2048 is 1.77 MB -> 0.41 µs at 4.3 TB/s. Prefill does
 //! 2·M·N·K FLOPs: M = 512 at that shape is 12.9 GFLOP -> 16 µs at ~790 TFLOP/s (bf16 tensor cores
 //! after an on-chip ±d expansion). CUDA: see cuda.rs.
+//!
+//! CUDA prefill at m >= 64 (`gemm_f16_mma`, `launch::matmul::GemmKernel::TensorCoreF16`) trades
+//! accuracy for speed: each token row of x is scaled by a power of two (max |x| into
+//! [2^14, 2^15)) and rounded to f16, the weights enter exactly as f16 (code value)·d, and
+//! mma.sync accumulates in f32: per output |error| <= 2^-11·A + 4(K/16 + 5)·u·A (+ an f16
+//! subnormal term), relative Frobenius error ~3e-4 on random data; its speed of light is
+//! 2·M·N·K FLOPs at mma.sync's ~600 TFLOP/s. Derivation and static evidence:
+//! docs/gemm-f16-notes.md. 9 <= m < 64 keeps the f32-accurate `gemm_mma_bf16x3`.
 
 mod cpu;
 mod reference;

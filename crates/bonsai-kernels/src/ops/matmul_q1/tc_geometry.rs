@@ -63,7 +63,12 @@ pub fn tc_smem_bytes(m: usize, chunk_groups: usize, warps: usize) -> usize {
 /// The launch for `n_out` outputs (features for SwiGLU) of K inputs and m tokens, or None when
 /// the grid would not fit (more than 2^31 CTAs) or m is not a GEMV token count.
 pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcGeometry> {
-    if m == 0 || m > crate::launch::matmul::GEMV_MAX_TOKENS || k % GROUP != 0 || k == 0 || n_out == 0 {
+    if m == 0
+        || m > crate::launch::matmul::GEMV_MAX_TOKENS
+        || k % GROUP != 0
+        || k == 0
+        || n_out == 0
+    {
         return None;
     }
     let groups = k / GROUP;
@@ -80,7 +85,8 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
     let per_group = tc_smem_bytes(m, 1, warps) - fixed;
     let fit = (MAX_SMEM - fixed) / per_group / LAYOUT_BLOCK_GROUPS * LAYOUT_BLOCK_GROUPS;
     let chunk_groups = groups.min(fit.max(LAYOUT_BLOCK_GROUPS));
-    let ctas = u32::try_from(tiles.div_ceil(tiles_per_cta)).ok().filter(|&c| c <= i32::MAX as u32)?;
+    let ctas =
+        u32::try_from(tiles.div_ceil(tiles_per_cta)).ok().filter(|&c| c <= i32::MAX as u32)?;
     Some(TcGeometry {
         ctas,
         tiles_per_cta: tiles_per_cta as u32,
@@ -96,10 +102,21 @@ mod tests {
     use crate::cuda::registry::SOURCES;
 
     fn cu_define(name: &str) -> usize {
-        let src = SOURCES.iter().find(|s| s.path == "ops/matmul_q1/matmul_gemv_tc.cu").expect("registered");
+        let src = SOURCES
+            .iter()
+            .find(|s| s.path == "ops/matmul_q1/matmul_gemv_tc.cu")
+            .expect("registered");
         let prefix = format!("#define {name} ");
-        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
-        line[prefix.len()..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+        let line = src
+            .text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        line[prefix.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
     }
 
     #[test]
@@ -121,13 +138,22 @@ mod tests {
                         let g = tc_geometry(k, n, swiglu, m).expect("a geometry");
                         let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
                         let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
-                        assert!(covered >= n && covered < n + g.tiles_per_cta as usize * per_tile, "{k} {n} {g:?}");
+                        assert!(
+                            covered >= n && covered < n + g.tiles_per_cta as usize * per_tile,
+                            "{k} {n} {g:?}"
+                        );
                         let warps = (g.tiles_per_cta * g.splits) as usize;
-                        assert!(warps <= if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 }, "{g:?}");
+                        assert!(
+                            warps <= if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 },
+                            "{g:?}"
+                        );
                         assert!(g.splits as usize <= (k / GROUP).max(1), "{g:?}");
                         assert!(g.smem_bytes <= MAX_SMEM, "{k} {n} m {m}: {g:?}");
                         let groups = k / GROUP;
-                        assert!(g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0, "{g:?}");
+                        assert!(
+                            g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0,
+                            "{g:?}"
+                        );
                     }
                 }
             }
@@ -139,9 +165,15 @@ mod tests {
         // Bonsai-8B down (N 4096, K 12288) and up-sized (N 12288, K 4096): 128 CTAs of 16 / 12
         // warps, the whole of x staged in one pass for one token.
         let down = tc_geometry(12288, 4096, false, 1).expect("geometry");
-        assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
+        assert_eq!(
+            (down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups),
+            (128, 2, 8, 96)
+        );
         let wide = tc_geometry(4096, 12288, false, 1).expect("geometry");
-        assert_eq!((wide.ctas, wide.tiles_per_cta, wide.splits, wide.chunk_groups), (128, 6, 2, 32));
+        assert_eq!(
+            (wide.ctas, wide.tiles_per_cta, wide.splits, wide.chunk_groups),
+            (128, 6, 2, 32)
+        );
         assert_eq!(tc_geometry(4096, 12288, false, 9), None);
     }
 }

@@ -80,3 +80,78 @@ template <int BITS>
 __device__ __forceinline__ const u32* layout_row(const u32* payload, long long row, int groups_per_row) {
     return payload + row * groups_per_row * (LAYOUT_LANES * BITS);
 }
+
+// ---------------------------------------------------------------------------------------------
+// B-operand decode for the f16 tensor-core GEMM (matmul_gemm_f16.cu), built on the lane words
+// above (change together with them; verify compares every kernel with crate::weights).
+//
+// An m16n8k16 B fragment gives lane (g, t) two f16 pairs per k16 step: mma slots (2t, 2t+1) and
+// (2t+8, 2t+9), i.e. over a 128-weight group "pair slot" 8q + 2t + e for chunk q = 0..15 and
+// e = 0, 1 (e = 0 in the low half). The k reduction does not care which weight sits in which
+// slot as long as the activations use the same assignment, so `mma_slot_k` maps each slot to the
+// weight (index within the group) that lane t can decode cheapest from ITS OWN lane words, and
+// the f16 activation pre-pass (x_to_f16_rows) stores x in slot order.
+//   Q1: the natural order (slot q, t, e <-> bit 15 - q + 16 e of lane word t, exactly the
+//       fragment order of the layout): `((word << q) & 0x80008000) ^ (-d, -d)`, a set bit
+//       flipping -d to +d (SHF + LOP3 per 2 weights).
+//   Q2: the two planes are first interleaved into 2-bit codes (once per lane, row and group):
+//       E = codes of the even bits of the planes (code i at bits 2i, 2i+1 from plane bit 2i),
+//       O = the odd bits (from plane bit 2i + 1). Chunks q < 8 come from E, q >= 8 from O; chunk
+//       r = q % 8 pairs codes i0 and i0 + 4 with i0 = (r % 4) + 8 (r / 4): 8 bits apart, so one
+//       mask + shift leaves c0 at bits 0-1 and c1 at bits 8-9, and `codes * 0x22 + 0x1010` is a
+//       byte_perm selector (nibbles 2c0, 2c0+1, 2c1, 2c1+1) that picks each f16 from the
+//       per-group table {-d, 0, d, 2d} (bytes 2c.. hold code c's value).
+
+// Weight index (0..127) within the group of pair slot `slot` (0..127).
+template <int BITS>
+__device__ __forceinline__ int mma_slot_k(int slot) {
+    const int q = slot >> 3, t = (slot >> 1) & 3, e = slot & 1;
+    if (BITS == 1) return layout_weight(t, 15 - q + 16 * e);
+    const int r = q & 7, code = (r & 3) + 8 * (r >> 2) + 4 * e;
+    return layout_weight(t, 2 * code + (q >> 3));
+}
+
+// What one lane keeps of one row's group: Q1 its sign word; Q2 the interleaved code words E, O.
+struct MmaLaneWords {
+    u32 w0;
+    u32 w1;
+};
+// From the lane's BITS plane words (plane 0 first), as stored by layout_word.
+template <int BITS>
+__device__ __forceinline__ MmaLaneWords mma_lane_words(const u32* planes) {
+    if (BITS == 1) return {planes[0], 0u};
+    const u32 lo = planes[0], hi = planes[1];
+    const u32 even = (lo & 0x55555555u) | ((hi << 1) & 0xAAAAAAAAu);
+    const u32 odd = ((lo >> 1) & 0x55555555u) | (hi & 0xAAAAAAAAu);
+    return {even, odd};
+}
+
+// The group's scale prepared for mma_pair_f16x2: Q1 (-d, -d) as one f16x2; Q2 the table of the
+// four code values, f16 {-d, 0} in `lo` and {d, 2d} in `hi`. 2d is exact in f16 for
+// |d| <= 32752; a larger scale with code 3 would overflow to inf (Bonsai scales are ~1e-2).
+struct MmaGroupScale {
+    u32 lo;
+    u32 hi;
+};
+template <int BITS>
+__device__ __forceinline__ MmaGroupScale mma_group_scale(u16 d) {
+    const u32 neg_d = (u32)(d ^ 0x8000u);
+    if (BITS == 1) return {neg_d | (neg_d << 16), 0u};
+    const u32 two_d = f32_to_f16(2.0f * f16_to_f32(d));
+    return {neg_d, (u32)d | (two_d << 16)};
+}
+
+// f16x2 of the weights in pair slots (8q + 2t, 8q + 2t + 1) of the lane's words, i.e.
+// (code value) * d, lower slot in the low half. q must be a compile-time constant after
+// unrolling (the shifts and masks then fold).
+template <int BITS>
+__device__ __forceinline__ u32 mma_pair_f16x2(MmaLaneWords w, int q, MmaGroupScale s) {
+    if (BITS == 1) return ((w.w0 << q) & 0x80008000u) ^ s.lo;
+    const int r = q & 7, i0 = (r & 3) + 8 * (r >> 2);
+    // Codes i0 (bits 2 i0, +1) and i0 + 4 (bits 2 i0 + 8, +9); the mask keeps both pairs that
+    // share a field position, the shift drops the lower one when r >= 4, and bits >= 16 left over
+    // only carry upwards in the multiply (byte_perm reads the low 16 bits of its selector).
+    const u32 word = q < 8 ? w.w0 : w.w1;
+    const u32 codes = (word & (0x03030303u << (2 * (r & 3)))) >> (2 * i0);
+    return __byte_perm(s.lo, s.hi, codes * 0x22u + 0x1010u);
+}

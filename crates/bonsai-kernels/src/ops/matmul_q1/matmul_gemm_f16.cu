@@ -1,0 +1,262 @@
+// Prefill / image GEMM on tensor cores with f16 operands: `gemm_f16_mma` (every quantized matmul
+// at m >= the launcher's F16_GEMM_MIN_TOKENS; entry points in matmul_q1.cu etc.).
+//
+// Two launches:
+//  1. x_to_f16_rows_q1 / _q2 (one CTA per token row): e = 14 - floor(log2 max|x_row|), clamped
+//     to [QG_EXP_MIN, QG_EXP_MAX], so the row's largest |x| * 2^e lies in [2^14, 2^15) (no f16
+//     overflow, small values keep 11 significant bits down to 2^-28 of the max). Writes
+//     xh = f16_rn(x * 2^e) in pair-slot order (weight_layout.cu, mma_slot_k) and 2^-e per row.
+//  2. gemm_f16_mma: CTA = 128 tokens x (64 * WARPS_N) weight rows, 2 x WARPS_N warps of 64 x 64.
+//     K advances one 128-weight group per stage through a QG_STAGES cp.async ring holding the
+//     group's xh tile (16-byte chunks XOR-swizzled by row % 8, so ldmatrix is conflict free) and
+//     its lane words (weight_layout.cu; stored [row][lane][plane], so the 8 rows x 4 lanes of a
+//     B fragment read distinct banks); the group scales travel through registers (one per
+//     thread, loaded one stage ahead). A fragments come from ldmatrix, B fragments are decoded
+//     straight into registers (mma_pair_f16x2: (code value) * d, exact in f16), so the per-group
+//     scale is inside the operand and one f32 accumulator chain runs over all of K.
+//     Epilogue: acc * 2^-e (exact), then store / add / SwiGLU. SwiGLU tiles interleave gate and
+//     up rows (local column 2f gate, 2f + 1 up of feature f), so a thread's c0/c1 (and c2/c3)
+//     are the gate and up of one feature.
+
+#define QG_TILE_TOKENS 128
+#define QG_WARP_TOKENS 64
+#define QG_WARP_ROWS 64
+#define QG_WARPS_M 2
+#define QG_STAGES 3
+#define QG_PREP_THREADS 256
+// f16 chunks (8 values, 16 bytes) per 128-wide row of the activation tile.
+#define QG_X_CHUNKS 16
+// 2^QG_EXP_MAX and 2^-QG_EXP_MIN must stay normal f32 (|e| <= 126).
+#define QG_EXP_MIN (-113)
+#define QG_EXP_MAX 126
+// The exponent that maps a row's max |x| into [2^QG_TARGET_EXP, 2^(QG_TARGET_EXP + 1)).
+#define QG_TARGET_EXP 14
+
+// Power-of-two row exponent e for max |x| = `amax` (0, subnormal and non-finite rows included).
+__device__ __forceinline__ int qg_row_exponent(float amax) {
+    const int biased = (__float_as_int(amax) >> 23) & 0xff;
+    if (biased == 0xff) return 0;  // inf / NaN: scale 1, the non-finite value propagates
+    const int e = QG_TARGET_EXP - (biased - 127);
+    return e < QG_EXP_MIN ? QG_EXP_MIN : (e > QG_EXP_MAX ? QG_EXP_MAX : e);
+}
+__device__ __forceinline__ float qg_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+// One CTA per token row; k % 128 == 0, x rows 16-byte aligned.
+template <int BITS>
+__device__ __forceinline__ void x_to_f16_rows(const float* __restrict__ x, int k,
+                                              u16* __restrict__ xh, float* __restrict__ row_unscale) {
+    __shared__ float scratch[WARP_SIZE];
+    const long long row = blockIdx.x;
+    const float* xr = x + row * k;
+    float amax = 0.0f;
+    for (int i = threadIdx.x * 4; i < k; i += QG_PREP_THREADS * 4) {
+        const float4 v = *reinterpret_cast<const float4*>(xr + i);
+        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    amax = block_max(amax, scratch);
+    const int e = qg_row_exponent(amax);
+    const float up = qg_pow2(e);
+    u32* out = reinterpret_cast<u32*>(xh + row * k);
+    for (int s = threadIdx.x * 2; s < k; s += QG_PREP_THREADS * 2) {
+        const int base = s & ~(GROUP_SIZE - 1), slot = s & (GROUP_SIZE - 1);
+        const u16 lo = f32_to_f16(xr[base + mma_slot_k<BITS>(slot)] * up);
+        const u16 hi = f32_to_f16(xr[base + mma_slot_k<BITS>(slot + 1)] * up);
+        out[s / 2] = pack_b16(lo, hi);
+    }
+    if (threadIdx.x == 0) row_unscale[row] = qg_pow2(-e);
+}
+
+// Shared-memory layout of one pipeline stage.
+template <int BITS, int WARPS_N>
+struct QgStage {
+    static constexpr int ROWS = QG_WARP_ROWS * WARPS_N;
+    static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
+    static constexpr int X_BYTES = QG_TILE_TOKENS * GROUP_SIZE * 2;
+    static constexpr int W_BYTES = ROWS * WORDS * 4;
+    static constexpr int D_BYTES = ROWS * 2;
+    static constexpr int BYTES = X_BYTES + W_BYTES + D_BYTES;
+};
+
+// Tile-local column lc (0 .. ROWS-1) -> weight row, or -1 outside the matrix.
+template <int MODE, int ROWS>
+__device__ __forceinline__ int qg_weight_row(int tile, int lc, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = tile * (ROWS / 2) + lc / 2;
+        if (f >= n_out) return -1;
+        return (lc & 1) ? n_out + f : f;
+    }
+    const int r = tile * ROWS + lc;
+    return r < n_out ? r : -1;
+}
+
+template <int BITS, int MODE, int WARPS_N>
+__device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
+                                             const u32* __restrict__ payload,
+                                             const u16* __restrict__ xh,
+                                             const float* __restrict__ row_unscale, int m,
+                                             float* __restrict__ y, int n_out, int k) {
+    using S = QgStage<BITS, WARPS_N>;
+    constexpr int THREADS = QG_WARPS_M * WARPS_N * WARP_SIZE;
+    constexpr int M_TILES = QG_WARP_TOKENS / 16;
+    constexpr int N_TILES = QG_WARP_ROWS / 8;
+    static_assert(S::ROWS == THREADS, "one group scale per thread and stage");
+    extern __shared__ float4 qgemm_smem[];
+    unsigned char* smem = reinterpret_cast<unsigned char*>(qgemm_smem);
+
+    const int tile = blockIdx.x;
+    const int tok0 = blockIdx.y * QG_TILE_TOKENS;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warp_n = warp % WARPS_N, warp_m = warp / WARPS_N;
+    const int g = lane / 4, t = lane % 4;
+    const int groups = k / GROUP_SIZE;
+    // The weight row whose scale this thread carries through the pipeline.
+    const int my_row = qg_weight_row<MODE, S::ROWS>(tile, threadIdx.x, n_out);
+
+    auto x_tile = [&](int slot) { return reinterpret_cast<u16*>(smem + slot * S::BYTES); };
+    auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
+    auto d_tile = [&](int slot) {
+        return reinterpret_cast<u16*>(smem + slot * S::BYTES + S::X_BYTES + S::W_BYTES);
+    };
+    auto load_scale = [&](int kb) -> u16 {
+        return my_row >= 0 ? __ldg(scales + (long long)my_row * groups + kb) : (u16)0;
+    };
+    // Issues the cp.async copies of group kb into ring slot `slot`; rows past m / N read zeros.
+    // A group's lane words are not contiguous in blocked rows (layout_word), hence 4-byte copies.
+    auto load_group = [&](int kb, int slot) {
+        u16* xs = x_tile(slot);
+#pragma unroll 1
+        for (int i = threadIdx.x; i < QG_TILE_TOKENS * QG_X_CHUNKS; i += THREADS) {
+            const int r = i / QG_X_CHUNKS, c = i % QG_X_CHUNKS;
+            const bool valid = tok0 + r < m;
+            const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
+            cp_async16_zfill(xs + r * GROUP_SIZE + ((c ^ (r & 7)) * 8), src, valid);
+        }
+        u32* ws = w_tile(slot);
+#pragma unroll 1
+        for (int i = threadIdx.x; i < S::ROWS * S::WORDS; i += THREADS) {
+            const int lc = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
+            const int row = qg_weight_row<MODE, S::ROWS>(tile, lc, n_out);
+            if (row >= 0) {
+                const u32* row_words = layout_row<BITS>(payload, row, groups);
+                cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
+            } else {
+                ws[i] = 0u;  // a zero payload decodes to -d = -0 with the zero scale below
+            }
+        }
+    };
+
+    float acc[M_TILES][N_TILES][4];
+#pragma unroll
+    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < QG_STAGES - 1; ++s) {
+        if (s < groups) {
+            load_group(s, s);
+            d_tile(s)[threadIdx.x] = load_scale(s);
+        }
+        cp_async_commit();
+    }
+
+    for (int kb = 0; kb < groups; ++kb) {
+        cp_async_wait<QG_STAGES - 2>();
+        __syncthreads();  // group kb landed for every thread; slot (kb - 1) % STAGES is free
+        const int next = kb + QG_STAGES - 1;
+        u16 d_next = 0;
+        if (next < groups) {
+            load_group(next, next % QG_STAGES);
+            d_next = load_scale(next);
+        }
+        cp_async_commit();
+
+        const int slot = kb % QG_STAGES;
+        // Lanes 8h..8h+7 give the rows of ldmatrix matrix h: +8 rows for odd h, the upper 8 k
+        // (chunk + 1) for h >= 2; m tile i adds 16 rows.
+        const unsigned char* x_rows = reinterpret_cast<const unsigned char*>(x_tile(slot)) +
+            (warp_m * QG_WARP_TOKENS + (lane & 7) + ((lane >> 3) & 1) * 8) * GROUP_SIZE * 2;
+        const u32* ws = w_tile(slot);
+        const u16* ds = d_tile(slot);
+        // This lane's words and scale table for each of its 8 weight rows (row g of each n8 tile).
+        MmaGroupScale scale[N_TILES];
+        MmaLaneWords lane_words[N_TILES];
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j) {
+            const int lc = warp_n * QG_WARP_ROWS + j * 8 + g;
+            scale[j] = mma_group_scale<BITS>(ds[lc]);
+            lane_words[j] = mma_lane_words<BITS>(ws + lc * S::WORDS + t * BITS);
+        }
+#pragma unroll
+        for (int step = 0; step < GROUP_SIZE / 16; ++step) {
+            // This step's 16-byte chunk of the lane's ldmatrix row, swizzled by row % 8 (the
+            // tile rows below are multiples of 8 apart, so one offset serves every m tile).
+            const u32 chunk_offset = (u32)(((2 * step + (lane >> 4)) ^ (lane & 7)) * 16);
+            u32 a[M_TILES][4];
+#pragma unroll
+            for (int i = 0; i < M_TILES; ++i)
+                ldmatrix_x4(a[i], x_rows + chunk_offset + (u32)(i * 16 * GROUP_SIZE * 2));
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j) {
+                const u32 b0 = mma_pair_f16x2<BITS>(lane_words[j], 2 * step, scale[j]);
+                const u32 b1 = mma_pair_f16x2<BITS>(lane_words[j], 2 * step + 1, scale[j]);
+#pragma unroll
+                for (int i = 0; i < M_TILES; ++i) mma_f16_16x8x16(acc[i][j], a[i], b0, b1);
+            }
+        }
+        // Slot next % STAGES was last read in iteration kb - 1, before this iteration's barrier.
+        if (next < groups) d_tile(next % QG_STAGES)[threadIdx.x] = d_next;
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: thread holds tokens (g, g + 8) x local columns (2t, 2t + 1) of every 16 x 8 tile.
+    const bool pairs_aligned = (n_out % 2) == 0;
+#pragma unroll
+    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int tok = tok0 + warp_m * QG_WARP_TOKENS + i * 16 + g + 8 * h;
+            if (tok >= m) continue;
+            const float unscale = row_unscale[tok];
+            float* yrow = y + (long long)tok * n_out;
+#pragma unroll
+            for (int j = 0; j < N_TILES; ++j) {
+                const int lc = warp_n * QG_WARP_ROWS + j * 8 + 2 * t;
+                const float v0 = acc[i][j][2 * h] * unscale, v1 = acc[i][j][2 * h + 1] * unscale;
+                if (MODE == MATMUL_SWIGLU) {
+                    const int f = tile * (S::ROWS / 2) + lc / 2;
+                    if (f < n_out) yrow[f] = silu_mul(v0, v1);
+                    continue;
+                }
+                const int col = tile * S::ROWS + lc;
+                if (pairs_aligned && col + 1 < n_out) {
+                    float2* dst = reinterpret_cast<float2*>(yrow + col);
+                    float2 v = make_float2(v0, v1);
+                    if (MODE == MATMUL_ADD) {
+                        const float2 old = *dst;
+                        v.x += old.x;
+                        v.y += old.y;
+                    }
+                    *dst = v;
+                } else {
+                    if (col < n_out) yrow[col] = MODE == MATMUL_ADD ? yrow[col] + v0 : v0;
+                    if (col + 1 < n_out) yrow[col + 1] = MODE == MATMUL_ADD ? yrow[col + 1] + v1 : v1;
+                }
+            }
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
+    x_to_f16_rows_q1(const float* x, int k, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
+    x_to_f16_rows<1>(x, k, xh, row_unscale);
+}
+extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
+    x_to_f16_rows_q2(const float* x, int k, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
+    x_to_f16_rows<2>(x, k, xh, row_unscale);
+}
