@@ -25,10 +25,10 @@
 //! and the relative Frobenius error within 2x of a sequential-FMA f32 conv.
 //! Speed of light: as the GEMM (~100-110 TFLOP/s effective on the H200 with mma.sync); target:
 //! at least cuDNN fp32's 29.5-30.6 TFLOP/s at 384 ch 128²-256² and 192 ch 512². Not yet measured.
-//! Static evidence (as for the GEMM): 128 registers, `_vec16` spills 168 bytes, `_any_c` 148;
-//! shared memory 99 KiB per CTA (3 × (16 KiB filters + 17 KiB pixels, rows padded by 8 floats)),
-//! 2 CTAs per SM; main loop 1294 SASS instructions per K step of 32 per warp, 192 of them HMMA
-//! (the gather costs ~100 more than the GEMM's 16-byte copies).
+//! Static evidence (as for the GEMM): 128 registers, `_vec16` spills 116 bytes (11 LDL + 9 STL
+//! per K step), `_any_c` 408; shared memory 99 KiB per CTA (3 × (16 KiB filters + 17 KiB
+//! pixels, rows padded by 8 floats)), 2 CTAs per SM; main loop ~1450 SASS instructions per K step
+//! of 32 per warp (1349 with the gather's 8-row body once, which runs twice), 192 of them HMMA.
 
 mod cpu;
 mod reference;

@@ -51,17 +51,16 @@
 //!
 //! Static evidence (nvcc 13.0 `-O3 -arch=sm_90 -Xptxas -v`, `cuobjdump -sass`; geometry in
 //! tile_3xtf32.cu): `__launch_bounds__(256, 2)` caps registers at 128; ptxas: 128 registers,
-//! `_vec16` spills 176 bytes (35 LDL + 27 STL per K step of 32 per warp, against 192 HMMA),
-//! `_any_k` 404 bytes. Shared memory 96 KiB per CTA (3 stages × 2 × 16 KiB) → 2 CTAs (16 warps)
-//! per SM. Main loop of `_vec16`, one K step of 32 per warp: 1194 SASS instructions, of which 192
-//! HMMA.1688.F32.TF32, 24 LDSM (ldmatrix), 8 LDGSTS (cp.async), 224 FADD (96 split + 128
-//! folds), ~190 integer add/LOP3 pairs for the rounding, the rest addressing. Issue-bound
-//! ceiling of that mix: 4 instructions/cycle/SM → 8 warps × 1194 / 4 = 2388 cycles per CTA K
-//! step of 1.05 MFLOP → ~106 TFLOP/s effective at 1.83 GHz: on a par with the mma.sync ceiling.
-//! Alternatives measured only statically: a fold per k8 step: 1280 instructions, 68 bytes spilled;
-//! `__launch_bounds__(256, 1)` (one CTA, 8 warps per SM): 255 registers, no spill in `_vec16`,
-//! 1039 instructions. Which of these is fastest needs the H200; the next step is fewer non-HMMA
-//! instructions (split once per CTA in shared memory, cheaper ldmatrix addressing).
+//! `_vec16` spills 76 bytes (17 LDL + 11 STL per K step of 32 per warp, against 192 HMMA),
+//! `_any_k` 204 bytes. Shared memory 96 KiB per CTA (3 stages × 2 × 16 KiB) → 2 CTAs (16 warps)
+//! per SM. Main loop of `_vec16`, one K step of 32 per warp: 1022 SASS instructions, of which
+//! 192 HMMA.1688.F32.TF32, 24 LDSM (ldmatrix), 8 LDGSTS (cp.async), 224 FADD (96 split + 128
+//! folds), 141 VIADD + 130 LOP3 (mostly the rounding), the rest addressing. Issue-bound ceiling
+//! of that mix: 4 instructions/cycle/SM → 8 warps × 1022 / 4 = 2044 cycles per CTA K step of
+//! 1.05 MFLOP → ~124 TFLOP/s effective at 1.83 GHz, above the mma.sync ceiling. Alternative seen
+//! only statically: `__launch_bounds__(256, 1)` (one CTA, 8 warps per SM) gets 254 registers, no
+//! spill, 879 instructions per K step. Which is faster needs the H200; the next step after that
+//! is fewer non-HMMA instructions (split once per CTA in shared memory).
 
 mod cpu;
 mod reference;
