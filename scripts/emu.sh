@@ -3,7 +3,8 @@
 # Usage: bash scripts/emu.sh BONSAI_BINARY ARGS...   e.g. bash scripts/emu.sh target/release/bonsai kernels verify --shapes small
 #   Builds $BONSAI_EMU_DIR/libcuda.so (default target/emu) from the kernel source the binary carries, if it changed,
 #   then runs the command with that libcuda first on LD_LIBRARY_PATH and BONSAI_EMULATED=1.
-#   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++).
+#   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++),
+#   BONSAI_EMU_SCHEDULE=forward|reverse|shuffle[:SEED] (fiber order in a CTA: racy kernels behave differently).
 #   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds;
 #   `--selftest` builds and runs the emulator's own test of its execution model (no bonsai binary needed).
 set -euo pipefail
@@ -28,7 +29,7 @@ if [ "${1:-}" = "--selftest" ]; then
 fi
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
-[ $# -ge 1 ] || { sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,9p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 SOURCE_BIN="${BONSAI_EMU_SOURCE_BIN:-$1}"
 [ -x "$SOURCE_BIN" ] || { echo "emu.sh: $SOURCE_BIN is not an executable bonsai binary" >&2; exit 2; }
 

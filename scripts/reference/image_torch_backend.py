@@ -13,6 +13,9 @@ def core(op, params, t):
     if op == "group_norm":
         x, gamma, beta = t
         return F.group_norm(x[None], params["groups"], gamma, beta, params["eps"])
+    if op == "group_norm_silu":
+        x, gamma, beta = t
+        return F.silu(F.group_norm(x[None], params["groups"], gamma, beta, params["eps"]))
     if op == "silu":
         return F.silu(t[0])
     if op == "upsample_nearest2x":
@@ -33,7 +36,7 @@ def core(op, params, t):
 
 def layout(op, r):
     """torch's result in our output layout (not timed: a view or a copy torch would not need)."""
-    if op in ("group_norm", "upsample_nearest2x", "im2col", "conv3x3"):
+    if op in ("group_norm", "group_norm_silu", "upsample_nearest2x", "im2col", "conv3x3"):
         return r[0]
     if op == "joint_attention":
         _, h, seq, hd = r.shape

@@ -50,6 +50,8 @@ def joint_attention(q, k, v):
 def compute(op, params, t):
     if op == "group_norm":
         return group_norm(*t, params["groups"], params["eps"])
+    if op == "group_norm_silu":
+        return silu(group_norm(*t, params["groups"], params["eps"]))
     if op == "silu":
         return silu(t[0])
     if op == "upsample_nearest2x":

@@ -74,6 +74,7 @@ class ImageTorchTest(unittest.TestCase):
         gn = {"groups": 32, "eps": 1e-6}
         specs = [
             ("group_norm", gn, [("x", x), ("gamma", gamma), ("beta", beta)]),
+            ("group_norm_silu", gn, [("x", x), ("gamma", gamma), ("beta", beta)]),
             ("silu", {}, [("x", x)]),
             ("upsample_nearest2x", {}, [("x", x)]),
             ("im2col", {}, [("x", x)]),
@@ -105,7 +106,7 @@ class ImageTorchTest(unittest.TestCase):
         self.assertGreater(attention["torch_bf16_err"], 100 * attention["ours_err"], f"seed {SEED}")
 
     def test_a_wrong_nan_or_missing_output_fails(self):
-        cases = self.every_op()[:3]
+        cases = self.every_op()[:4]
         bad = nb.compute("silu", {}, [np.ones((2, 3, 4), np.float32)]).astype(np.float32)
         bad[1, 2, 3] += 1e-3
         cases.append(make_case(self.dir, "silu_wrong", "silu", {}, [("x", np.ones((2, 3, 4), np.float32))], bad))

@@ -19,6 +19,8 @@ const REQUIRE_NVRTC_ENV: &str = "BONSAI_REQUIRE_NVRTC";
 const VERIFY_SEED: &str = "7";
 /// Greedy steps `check` compares.
 const CHECK_STEPS: &str = "16";
+/// Fiber schedule of the emulated `check` (see emu_sched.cpp): a different interleaving than verify's.
+const CHECK_SCHEDULE: &str = "shuffle:7";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -104,6 +106,15 @@ fn emulator_execution_model_selftest_passes() {
         .expect("run scripts/emu.sh --selftest");
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("emu selftest: ok"), "{}", text(&out));
+    // The same binary under the other fiber schedules (a racy case there expects each outcome).
+    for schedule in ["reverse", "shuffle:7"] {
+        let out = Command::new(work_dir("emu-selftest").join("emu_selftest"))
+            .env("BONSAI_EMU_SCHEDULE", schedule)
+            .env("BONSAI_EMU_THREADS", "3")
+            .output()
+            .expect("run emu_selftest");
+        assert!(out.status.success(), "BONSAI_EMU_SCHEDULE={schedule}:\n{}", text(&out));
+    }
 }
 
 #[test]
@@ -149,8 +160,12 @@ fn check_on_the_demo_model_agrees_with_the_cpu_emulated() {
         .nth(1)
         .and_then(|rest| rest.split("):").next())
         .unwrap_or_else(|| panic!("no demo model path in the generate output:\n{}", text(&demo)));
-    let out = emulated(&["check", "-m", path, "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
+    // Verify runs the default schedule (thread 0 first); this one runs warps in a shuffled order.
+    let out = emulated(&["check", "-m", path, "-n", CHECK_STEPS])
+        .env("BONSAI_EMU_SCHEDULE", CHECK_SCHEDULE)
+        .output()
+        .expect("run scripts/emu.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
+    assert!(out.status.success() && stdout.contains("check passed"), "BONSAI_EMU_SCHEDULE={CHECK_SCHEDULE}:\n{}", text(&out));
     assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
 }

@@ -77,6 +77,7 @@ struct Worker {
     const GridLaunch* launch = nullptr;
     bool faulted = false;
     std::string fault;
+    std::vector<int> order;  // the fibers in the order one scheduling pass visits them
 
     // Stack of fiber i, with a guard page below it (an overflow faults instead of corrupting).
     unsigned char* stack(int i) {
@@ -94,6 +95,53 @@ struct Worker {
     }
     Fiber& me() { return fibers[current]; }
 };
+
+// In which order one pass over a CTA's fibers runs them (BONSAI_EMU_SCHEDULE). Racy code
+// (a missing barrier) behaves differently under different orders, so running more than one
+// exposes more: `forward` (thread 0 first, the default), `reverse`, or `shuffle[:SEED]` (warps in
+// a fresh seeded order each pass, lanes of a warp in order).
+struct Schedule {
+    enum class Kind { Forward, Reverse, Shuffle } kind = Kind::Forward;
+    unsigned long long seed = 0;
+
+    static unsigned long long next(unsigned long long* state) {  // SplitMix64
+        unsigned long long z = (*state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+
+    void fill(std::vector<int>& order, int n, unsigned long long* state) const {
+        order.resize((size_t)n);
+        for (int i = 0; i < n; ++i) order[(size_t)i] = kind == Kind::Reverse ? n - 1 - i : i;
+        if (kind != Kind::Shuffle) return;
+        const int warps = (n + kWarpSize - 1) / kWarpSize;
+        int warp_order[kMaxThreadsPerBlock / kWarpSize];
+        for (int i = 0; i < warps; ++i) warp_order[i] = i;
+        for (int i = warps - 1; i > 0; --i) std::swap(warp_order[i], warp_order[next(state) % (unsigned)(i + 1)]);
+        size_t at = 0;
+        for (int i = 0; i < warps; ++i)
+            for (int t = warp_order[i] * kWarpSize; t < std::min(n, (warp_order[i] + 1) * kWarpSize); ++t) order[at++] = t;
+    }
+};
+
+const Schedule& schedule_from_env() {
+    static const Schedule schedule = [] {
+        Schedule s;
+        const char* env = std::getenv("BONSAI_EMU_SCHEDULE");
+        const std::string value = env ? env : "forward";
+        if (value == "reverse") s.kind = Schedule::Kind::Reverse;
+        else if (value.rfind("shuffle", 0) == 0) {
+            s.kind = Schedule::Kind::Shuffle;
+            if (value.size() > 8 && value[7] == ':') s.seed = std::strtoull(value.c_str() + 8, nullptr, 10);
+        } else if (value != "forward") {
+            std::fprintf(stderr, "bonsai emu: BONSAI_EMU_SCHEDULE=%s is not forward, reverse or shuffle[:SEED]\n", value.c_str());
+            std::abort();
+        }
+        return s;
+    }();
+    return schedule;
+}
 
 thread_local Worker* t_worker = nullptr;
 
@@ -200,9 +248,14 @@ bool run_cta(Worker& w, EmuDim3 block_idx) {
         fiber_init(&f.context, w.stack(i), w.stack_size, fiber_main, nullptr);
     }
     t_cta = &w.cta;
+    const Schedule& schedule = schedule_from_env();
+    std::vector<int>& order = w.order;
+    unsigned long long stream = schedule.seed ^ (((unsigned long long)block_idx.z << 42) |
+                                                 ((unsigned long long)block_idx.y << 21) | block_idx.x);
     while (w.live > 0) {
         bool ran = false;
-        for (int i = 0; i < w.n_threads; ++i) {
+        schedule.fill(order, w.n_threads, &stream);
+        for (int i : order) {
             if (w.fibers[i].status != Status::Runnable) continue;
             ran = true;
             w.current = i;

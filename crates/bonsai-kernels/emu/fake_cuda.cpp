@@ -67,6 +67,13 @@ int attribute(int which) {
     }
 }
 
+// Exactly `bytes` (at least 1), so AddressSanitizer (BONSAI_EMU_ASAN=1) flags any access past
+// the end; null when out of memory.
+void* allocate(size_t bytes) {
+    void* p = nullptr;
+    return posix_memalign(&p, kAllocAlignment, bytes ? bytes : 1) == 0 ? p : nullptr;
+}
+
 const char* error_name(CUresult r) {
     switch (r) {
         case CUDA_SUCCESS: return "CUDA_SUCCESS";
@@ -174,7 +181,7 @@ EMU_API CUresult cuCtxDestroy_v2(CUcontext) { return CUDA_SUCCESS; }
 
 // ---- memory: device pointers are host pointers ----
 EMU_API CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
-    void* p = std::aligned_alloc(kAllocAlignment, (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment + kAllocAlignment);
+    void* p = allocate(bytes);
     if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     std::lock_guard<std::mutex> g(g_lock);
     g_allocations[p] = bytes;
@@ -195,7 +202,7 @@ EMU_API CUresult cuMemFree_v2(CUdeviceptr ptr) {
 EMU_API CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream) { return cuMemAlloc_v2(ptr, bytes); }
 EMU_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream) { return cuMemFree_v2(ptr); }
 EMU_API CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned) {
-    *ptr = std::aligned_alloc(kAllocAlignment, (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment + kAllocAlignment);
+    *ptr = allocate(bytes);
     return *ptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 EMU_API CUresult cuMemAllocHost_v2(void** ptr, size_t bytes) { return cuMemHostAlloc(ptr, bytes, 0); }

@@ -3,6 +3,7 @@
 // threads, per-CTA shared memory on several OS threads, and the kernel-bug reports (deadlock,
 // shuffle outside the mask, lanes at different collectives). Exits 1 naming each failed case.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,13 @@ extern "C" __global__ void async_copies(int* out) {
     out[3] = zeroed[0];
 }
 
+// Thread 1 reads what thread 0 writes with no barrier between: a race the schedule decides.
+extern "C" __global__ void racy_read(int* out) {
+    int* x = reinterpret_cast<int*>(emu_dynamic_smem());  // starts as 0xffffffff = -1 each CTA
+    if (threadIdx.x == 0) x[0] = 1;
+    if (threadIdx.x == 1) out[0] = x[0];
+}
+
 // ---- harness ----
 namespace {
 
@@ -140,6 +148,12 @@ int main() {
     expect(launch("async_copies", async_copies, copies, {1, 1, 1}, {1, 1, 1}).empty(), "async_copies ran");
     expect(copies[0] == -1 && copies[1] == 100, "cp.async lands at its wait, not before");
     expect(copies[2] == -1 && copies[3] == 0, "zfill lands at the wait covering its group");
+
+    std::vector<int> race(1, 0);
+    expect(launch("racy_read", racy_read, race, {1, 1, 1}, {2, 1, 1}, 16).empty(), "racy_read ran");
+    const char* schedule = std::getenv("BONSAI_EMU_SCHEDULE");
+    const bool reverse = schedule && std::string(schedule) == "reverse";
+    expect(race[0] == (reverse ? -1 : 1), "the schedule decides the race (thread 0 first unless reverse)");
 
     std::vector<int> scratch(64, 0);
     const std::string dead = launch("deadlock", deadlock, scratch, {1, 1, 1}, {32, 1, 1});

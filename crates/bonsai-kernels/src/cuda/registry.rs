@@ -287,18 +287,19 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/silu/silu.cu",
+        text: include_str!("../ops/silu/silu.cu"),
+        entry_points: &[
+            "silu_grid_stride",
+        ],
+    },
+    // After silu.cu: the fused GroupNorm + SiLU uses its silu_stable.
+    KernelSource {
         path: "ops/group_norm/group_norm.cu",
         text: include_str!("../ops/group_norm/group_norm.cu"),
         entry_points: &[
             "group_norm_partial_stats",
             "group_norm_normalize",
-        ],
-    },
-    KernelSource {
-        path: "ops/silu/silu.cu",
-        text: include_str!("../ops/silu/silu.cu"),
-        entry_points: &[
-            "silu_grid_stride",
         ],
     },
     KernelSource {

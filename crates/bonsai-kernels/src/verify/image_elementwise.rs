@@ -34,12 +34,19 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (c, g, h, w) in
         [(64, 32, 7, 9), (6, 3, 5, 5), (5, 5, 3, 3), (32, 32, 1, 1), (12, 4, 33, 31), (96, 32, 8, 8), (4, 1, 40, 29), (8, 4, 50, 100)]
     {
-        group_norm(ctx, c, g, h, w, 0.0)?;
+        group_norm(ctx, c, g, h, w, 0.0, false)?;
     }
     // A large mean next to a small spread: one-pass Σx² − nμ² without a shift would fail here.
-    group_norm(ctx, 8, 2, 10, 10, 1000.0)?;
+    group_norm(ctx, 8, 2, 10, 10, 1000.0, false)?;
     for &(c, hw) in vae_shapes(set) {
-        group_norm(ctx, c, GROUPS, hw, hw, 0.0)?;
+        group_norm(ctx, c, GROUPS, hw, hw, 0.0, false)?;
+    }
+    // GroupNorm fused with SiLU: a scalar-path shape, a batch-plus-tail shape, the VAE's.
+    for (c, g, h, w) in [(12, 4, 33, 31), (8, 4, 50, 100)] {
+        group_norm(ctx, c, g, h, w, 0.0, true)?;
+    }
+    for &(c, hw) in vae_shapes(set) {
+        group_norm(ctx, c, GROUPS, hw, hw, 0.0, true)?;
     }
     for len in [1, 3, 1001, 4097] {
         silu(ctx, len, 0)?;
@@ -91,22 +98,42 @@ fn group_norm_bound(x: &[f32], groups: usize, gamma: &[f32], beta: &[f32], want:
     out
 }
 
-fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre: f32) -> Result<(), VerifyError> {
+/// Largest slope of silu (at x ≈ 2.4): an error in its argument grows by at most this.
+const SILU_MAX_SLOPE: f64 = 1.1;
+/// SiLU's own error in ulps of |y| (derivation in `silu` below).
+const SILU_BOUND_ULPS: f64 = 12.0;
+
+fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre: f32, fused_silu: bool) -> Result<(), VerifyError> {
     let spread = if centre == 0.0 { 2.0 } else { 0.01 };
     let x: Vec<f32> = ctx.rng.activations(c * h * w, spread).into_iter().map(|v| v + centre).collect();
     let gamma: Vec<f32> = (0..c).map(|_| ctx.rng.range(-2.0, 2.0)).collect();
     let beta: Vec<f32> = (0..c).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
     let mut want = vec![0.0f32; x.len()];
     ops::group_norm::reference(&x, groups, &gamma, &beta, EPS, &mut want)?;
-    let bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
+    let mut bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
+    if fused_silu {
+        // silu of the normalised value: the GroupNorm error passes through silu's slope
+        // (<= 1.1), silu adds its own 12u·|y| (+ the smallest normal); the reference rounds the
+        // normalised value to f32 before its silu, which the GroupNorm bound already covers.
+        let normalised = want.clone();
+        ops::silu::reference(&normalised, &mut want)?;
+        for (b, &y) in bound.iter_mut().zip(&want) {
+            *b = SILU_MAX_SLOPE * *b + SILU_BOUND_ULPS * U * y.abs() as f64 + f32::MIN_POSITIVE as f64;
+        }
+    }
     let dims = GroupNormDims { channels: c, groups, plane: h * w };
     let (xd, gd, bd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &gamma)?, upload(&ctx.stream, &beta)?);
     let mut scratch: CudaSlice<f64> = upload(&ctx.stream, &vec![f64::NAN; launch::group_norm::scratch_len(dims)])?;
     let mut yd = poisoned(&ctx.stream, x.len())?;
-    launch::group_norm::group_norm(&ctx.lib, &ctx.stream, &xd, &gd, &bd, dims, EPS, &mut scratch, &mut yd)?;
+    if fused_silu {
+        launch::group_norm::group_norm_silu(&ctx.lib, &ctx.stream, &xd, &gd, &bd, dims, EPS, &mut scratch, &mut yd)?;
+    } else {
+        launch::group_norm::group_norm(&ctx.lib, &ctx.stream, &xd, &gd, &bd, dims, EPS, &mut scratch, &mut yd)?;
+    }
     let got = download(&ctx.stream, &yd)?;
     let cmp = Comparison::of(&got, &want, |i| bound[i]);
-    ctx.record("group_norm", &format!("C={c} G={groups} {h}x{w} centre={centre}"), cmp);
+    let op = if fused_silu { "group_norm_silu" } else { "group_norm" };
+    ctx.record(op, &format!("C={c} G={groups} {h}x{w} centre={centre}"), cmp);
     Ok(())
 }
 
@@ -137,7 +164,7 @@ fn silu(ctx: &mut Ctx, len: usize, offset: usize) -> Result<(), VerifyError> {
     // e/(1+e) branch's numerator 4u more; the divide, the multiply and the reference's rounding
     // u each: <= 10u·|y| to first order, 12u with room for second order. Plus the smallest
     // normal: below x ≈ −87 e is subnormal with an absolute error near 2^-149.
-    let cmp = Comparison::of(&got, &want, |i| 12.0 * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64);
+    let cmp = Comparison::of(&got, &want, |i| SILU_BOUND_ULPS * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64);
     ctx.record("silu", &format!("len={len} offset={offset}"), cmp);
     // In place on the aligned buffer gives the same bits as out of place.
     if offset == 0 {
@@ -197,6 +224,10 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         })?;
         let traffic = launch::group_norm::TRAFFIC_BYTES_PER_ELEMENT as f64 * len as f64;
         rows.push(row("group_norm (12 B/element)", shape.clone(), secs, Some(traffic), None, copy_bw));
+        let secs = time_batches(ctx, copies, |i| {
+            Ok(launch::group_norm::group_norm_silu(lib, &stream, &xs[i], &gamma, &beta, dims, EPS, &mut scratch, &mut ys[i])?)
+        })?;
+        rows.push(row("group_norm_silu (12 B/element)", shape.clone(), secs, Some(traffic), None, copy_bw));
         drop(ys);
 
         if hw <= 256 {

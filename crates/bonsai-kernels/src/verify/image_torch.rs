@@ -17,6 +17,7 @@
 //! 3x the 60 MB L2 so memory-bound ops are timed from HBM.
 
 mod cases;
+mod launchers;
 mod manifest;
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,8 @@ pub use manifest::{CaseRecord, Manifest, ManifestError, MANIFEST_FILE, MANIFEST_
 pub enum TorchOp {
     /// `F.group_norm(x[None], groups, gamma, beta, eps)`; inputs x `[C,H,W]`, gamma, beta `[C]`.
     GroupNorm { groups: usize, eps: f32 },
+    /// `F.silu(F.group_norm(...))`: GroupNorm fused with SiLU, same inputs as `GroupNorm`.
+    GroupNormSilu { groups: usize, eps: f32 },
     /// `F.silu(x)`; input x of any shape.
     Silu,
     /// `F.interpolate(x[None], scale_factor=2, mode="nearest")`; x `[C,H,W]` -> `[C,2H,2W]`.
@@ -68,6 +71,7 @@ impl TorchOp {
     pub fn key(&self) -> &'static str {
         match self {
             TorchOp::GroupNorm { .. } => "group_norm",
+            TorchOp::GroupNormSilu { .. } => "group_norm_silu",
             TorchOp::Silu => "silu",
             TorchOp::UpsampleNearest2x => "upsample_nearest2x",
             TorchOp::Im2col => "im2col",

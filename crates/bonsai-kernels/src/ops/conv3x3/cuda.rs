@@ -6,9 +6,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
-use crate::launch::gemm_f32::{allow_smem, expect_aligned8, tile_grid, variant, ROWS_TILE_BYTES, STAGES, TILE_K, TILE_N};
+use crate::launch::gemm_f32::{
+    allow_smem, expect_aligned8, tile_grid, variant, ROWS_TILE_BYTES, STAGES, TILE_K, TILE_M,
+    TILE_N,
+};
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch_ex::Launch;
 use crate::ops::conv3x3::{ConvDims, TAPS};
 
 /// Padding floats per k row of the gathered pixel tile (CONV3X3_B_STRIDE = TILE_N + 8).
@@ -40,10 +43,16 @@ pub fn conv3x3(
     expect_at_least(OP, "weight", weight.len(), c_out.checked_mul(k).ok_or_else(too_big)?)?;
     expect_at_least(OP, "bias", bias.len(), c_out)?;
     expect_at_least(OP, "y", y.len(), c_out.checked_mul(pixels).ok_or_else(too_big)?)?;
-    // The kernel indexes pixels and K rows in 32-bit ints.
-    as_i32(OP, "H*W", pixels)?;
+    // The kernel indexes pixels and K rows in 32-bit ints and rounds C_out and H*W up to tiles.
+    as_i32(OP, "H*W + one tile", pixels + TILE_N)?;
+    as_i32(OP, "C_out + one tile", c_out + TILE_M)?;
     as_i32(OP, "C_in*9", k)?;
-    let (ci, co, h_i, w_i) = (as_i32(OP, "C_in", c_in)?, as_i32(OP, "C_out", c_out)?, as_i32(OP, "H", h)?, as_i32(OP, "W", w)?);
+    let (ci, co, h_i, w_i) = (
+        as_i32(OP, "C_in", c_in)?,
+        as_i32(OP, "C_out", c_out)?,
+        as_i32(OP, "H", h)?,
+        as_i32(OP, "W", w)?,
+    );
     let cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
     let (x_ptr, _gx) = read_ptr(x, stream);
     let (w_ptr, _gw) = read_ptr(weight, stream);

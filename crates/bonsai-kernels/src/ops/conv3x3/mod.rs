@@ -20,15 +20,15 @@
 //! K = 9·C_in with k = ci·9 + kh·3 + kw. No patch buffer: each pipeline stage gathers its
 //! [32 k][128 pixels] tile straight from x into shared memory with 4-byte cp.async (a plain 0
 //! for padding taps). Error bound: the GEMM's with K = 9·C_in, i.e.
-//! `(4·⌈9·C_in/32⌉ + 26)·u·Σ|x·w| + u·|bias|` (derivation in ops/gemm_f32/mod.rs), against a
+//! `(2·⌈9·C_in/32⌉ + 38)·u·Σ|x·w| + u·|bias|` (derivation in ops/gemm_f32/mod.rs), against a
 //! plain f32 conv's worst case `γ_{9·C_in}·Σ|x·w|`; verify/image_gemm.rs checks it per element
 //! and the relative Frobenius error within 2x of a sequential-FMA f32 conv.
 //! Speed of light: as the GEMM (~100-110 TFLOP/s effective on the H200 with mma.sync); target:
 //! at least cuDNN fp32's 29.5-30.6 TFLOP/s at 384 ch 128²-256² and 192 ch 512². Not yet measured.
-//! Static evidence (as for the GEMM): 128 registers, `_vec16` spills 88 bytes, `_any_c` 276;
+//! Static evidence (as for the GEMM): 128 registers, `_vec16` spills 168 bytes, `_any_c` 148;
 //! shared memory 99 KiB per CTA (3 × (16 KiB filters + 17 KiB pixels, rows padded by 8 floats)),
-//! 2 CTAs per SM; main loop 1364 SASS instructions per K step of 32 per warp, 192 of them HMMA
-//! (the gather adds ~85 over the GEMM's 16-byte copies).
+//! 2 CTAs per SM; main loop 1294 SASS instructions per K step of 32 per warp, 192 of them HMMA
+//! (the gather costs ~100 more than the GEMM's 16-byte copies).
 
 mod cpu;
 mod reference;

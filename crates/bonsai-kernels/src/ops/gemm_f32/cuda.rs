@@ -10,8 +10,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
 
 /// CTA tile (TF32X3_TILE_M / _N / _K), ring depth and threads of tile_3xtf32.cu.
@@ -20,6 +20,8 @@ pub const TILE_N: usize = 128;
 pub const TILE_K: usize = 32;
 pub const STAGES: usize = 3;
 pub const THREADS: u32 = 256;
+/// k8 steps summed in one tensor-core partial before its f32 fold (TF32X3_FOLD_STEPS).
+pub const FOLD_STEPS: usize = 2;
 /// Bytes of one [128][32] f32 operand tile in shared memory.
 pub(crate) const ROWS_TILE_BYTES: usize = TILE_M * TILE_K * 4;
 /// Dynamic shared memory of one gemm_f32 CTA: A and W tiles per stage.
@@ -29,7 +31,12 @@ const OP: &str = "gemm_f32";
 
 /// The entry point for a K-contiguous operand pair: 16-byte copies when every row starts on a
 /// 16-byte boundary (K % 4 == 0 and aligned bases).
-pub(crate) fn variant(k: usize, ptrs: &[u64], vec16: &'static str, scalar: &'static str) -> &'static str {
+pub(crate) fn variant(
+    k: usize,
+    ptrs: &[u64],
+    vec16: &'static str,
+    scalar: &'static str,
+) -> &'static str {
     if k % 4 == 0 && ptrs.iter().all(|p| p % 16 == 0) {
         vec16
     } else {
@@ -38,13 +45,22 @@ pub(crate) fn variant(k: usize, ptrs: &[u64], vec16: &'static str, scalar: &'sta
 }
 
 /// A 1-D grid of one CTA per (M tile, N tile), as the kernels' rasterisation expects.
-pub(crate) fn tile_grid(op: &'static str, m: usize, n: usize, smem_bytes: usize) -> Result<LaunchConfig, LaunchError> {
+pub(crate) fn tile_grid(
+    op: &'static str,
+    m: usize,
+    n: usize,
+    smem_bytes: usize,
+) -> Result<LaunchConfig, LaunchError> {
     let ctas = m.div_ceil(TILE_M) * n.div_ceil(TILE_N);
     let ctas = u32::try_from(ctas)
         .ok()
         .filter(|&c| c <= i32::MAX as u32)
         .ok_or_else(|| shape(op, format!("{m} x {n} outputs need {ctas} CTAs, beyond the grid")))?;
-    Ok(LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem_bytes as u32 })
+    Ok(LaunchConfig {
+        grid_dim: (ctas, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem_bytes as u32,
+    })
 }
 
 /// Opts `func` in to `smem_bytes` of dynamic shared memory (above the 48 KiB default).
@@ -57,7 +73,10 @@ pub(crate) fn allow_smem(func: &CudaFunction, smem_bytes: usize) -> Result<(), L
 /// Errors unless the output can take the kernels' 8-byte paired stores.
 pub(crate) fn expect_aligned8(op: &'static str, what: &str, ptr: u64) -> Result<(), LaunchError> {
     if ptr % 8 != 0 {
-        return Err(shape(op, format!("{what} must start on an 8-byte boundary (a view at an even offset)")));
+        return Err(shape(
+            op,
+            format!("{what} must start on an 8-byte boundary (a view at an even offset)"),
+        ));
     }
     Ok(())
 }
@@ -77,7 +96,9 @@ pub fn gemm_f32<B: DevicePtr<f32>>(
     if m == 0 || n == 0 || k == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
     }
-    let elems = |x: usize, y: usize| x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")));
+    let elems = |x: usize, y: usize| {
+        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
+    };
     expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
     expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
     expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
@@ -85,6 +106,9 @@ pub fn gemm_f32<B: DevicePtr<f32>>(
         expect_at_least(OP, "bias", b.len(), n)?;
     }
     let (m_i, n_i, k_i) = (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K", k)?);
+    // The kernel rounds M and N up to whole tiles in 32-bit ints.
+    as_i32(OP, "M + one tile", m + TILE_M)?;
+    as_i32(OP, "N + one tile", n + TILE_N)?;
     let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
     let (a_ptr, _ga) = read_ptr(a, stream);
     let (w_ptr, _gw) = read_ptr(w, stream);
@@ -117,7 +141,12 @@ mod tests {
     #[test]
     fn both_variants_of_both_ops_are_registered_and_chosen_by_alignment() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
-        for name in ["gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k", "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c"] {
+        for name in [
+            "gemm_f32_3xtf32_vec16",
+            "gemm_f32_3xtf32_any_k",
+            "conv3x3_3xtf32_vec16",
+            "conv3x3_3xtf32_any_c",
+        ] {
             assert!(names.contains(&name), "{name} is not a registered entry point");
         }
         assert_eq!(variant(64, &[256, 512], "v", "s"), "v");

@@ -17,29 +17,29 @@
 //! shared with conv3x3): tensor cores, "3xTF32". Every operand x is split into
 //! `big = tf32(x)` and `small = tf32(x − big)`, both rounded to nearest (ties away):
 //! `|x − big| <= 2^-11·|x|`, `x − big` is exact in f32, `|small − (x − big)| <= 2^-22·|x|`.
-//! Each k8 step computes `Σ a_s·w_b + a_b·w_s + a_b·w_b` by three `mma.sync m16n8k8` into a
-//! fresh partial (tf32 × tf32 products are exact in the unit), and one f32 add (round to
+//! Every two k8 steps (k16) compute `Σ a_s·w_b + a_b·w_s + a_b·w_b` by six `mma.sync m16n8k8`
+//! into a fresh partial (tf32 × tf32 products are exact in the unit), and one f32 add (round to
 //! nearest) folds the partial into the accumulator. The fold keeps the long accumulation out of
 //! the tensor core, which truncates when it adds (Fasi, Higham, Mikaitis, Pranesh 2021); a
 //! truncating chain of 3·K/8 steps drifts (Ootomo & Yokota 2022 show it cancelling the split's
-//! gain), a round-to-nearest chain of K/8 adds does not.
+//! gain), a round-to-nearest chain of K/16 adds does not.
 //!
 //! Error bound of the CUDA op (u = 2^-24; verify/image_gemm.rs checks it per element):
 //! - split: the dropped `a_s·w_s` and the roundings inside the small parts (`a_b·e_w`,
 //!   `e_a·w_b`) leave `<= 3·2^-22·(1 + 2^-11)·|a·w| < 13u·|a·w|` per product;
-//! - partials: 3 mma steps per k8 block, each taken to err by at most 4u of the magnitude it
-//!   sums (alignment + normalisation truncation, 2 ulp each): `<= 12u·Σ|a·w|`;
-//! - folds: `F = 4·⌈K/32⌉` round-to-nearest adds (K zero-padded to whole 32-wide tiles):
+//! - partials: 6 mma steps per k16 block, each taken to err by at most 4u of the magnitude it
+//!   sums (alignment + normalisation truncation, 2 ulp each): `<= 24u·Σ|a·w|`;
+//! - folds: `F = 2·⌈K/32⌉` round-to-nearest adds (K zero-padded to whole 32-wide tiles):
 //!   `<= F·u·Σ|a·w|`;
 //! - bias: `u·(|acc| + |bias|)`.
 //!
-//! Total: `|out − exact| <= (F + 26)·u·Σ|a·w| + u·|bias| ≈ (K/8 + 26)·u·Σ|a·w|`. A plain f32
+//! Total: `|out − exact| <= (F + 38)·u·Σ|a·w| + u·|bias| ≈ (K/16 + 38)·u·Σ|a·w|`. A plain f32
 //! GEMM (one FMA chain per output, as an SGEMM thread computes it) has the worst case
-//! `γ_K·Σ|a·w| ≈ K·u·Σ|a·w|`: the bound is within 2x of it from K = 16 on and below it from
-//! K = 30 on. Typical (random-sign) errors grow far slower than worst cases, so verify also
+//! `γ_K·Σ|a·w| ≈ K·u·Σ|a·w|`: the bound is within 2x of it from K = 20 on and below it from
+//! K = 39 on. Typical (random-sign) errors grow far slower than worst cases, so verify also
 //! requires the relative Frobenius error to stay within 2x that of a sequential-FMA f32 GEMM on
 //! the same inputs (issue #6's bar against cuBLAS SGEMM). On the CPU emulator (round-to-nearest
-//! mma) every odd shape passes with max error / bound <= 0.33 and a Frobenius error 0.4-1.1x the
+//! mma) every odd shape passes with max error / bound <= 0.3 and a Frobenius error 0.4-1.1x the
 //! plain f32 GEMM's; not yet run on an H200. Non-finite inputs (and |x| within half a tf32 ulp
 //! of FLT_MAX) give NaN outputs: the split computes inf − inf.
 //!
@@ -51,15 +51,17 @@
 //!
 //! Static evidence (nvcc 13.0 `-O3 -arch=sm_90 -Xptxas -v`, `cuobjdump -sass`; geometry in
 //! tile_3xtf32.cu): `__launch_bounds__(256, 2)` caps registers at 128; ptxas: 128 registers,
-//! `_vec16` spills 68 bytes (13 LDL per K step of 32, against 192 HMMA), `_any_k` 172 bytes.
-//! Shared memory 96 KiB per CTA (3 stages × 2 × 16 KiB) → 2 CTAs (16 warps) per SM. Main loop
-//! of `_vec16`, one K step of 32 per warp: 1280 SASS instructions, of which 192
-//! HMMA.1688.F32.TF32, 24 LDSM (ldmatrix), 8 LDGSTS (cp.async), 352 FADD (96 split + 256
-//! folds), 141 LOP3 + ~150 VIADD (rounding), the rest addressing. Issue-bound ceiling of that
-//! mix: 4 instructions/cycle/SM → 8 warps × 1280 / 4 = 2560 cycles per CTA K step of
-//! 1.05 MFLOP → ~99 TFLOP/s effective at 1.83 GHz: on a par with the mma.sync ceiling, so the
-//! next speed step is fewer non-HMMA instructions (splitting once per CTA in shared memory,
-//! cheaper ldmatrix addressing), not more tensor work.
+//! `_vec16` spills 176 bytes (35 LDL + 27 STL per K step of 32 per warp, against 192 HMMA),
+//! `_any_k` 404 bytes. Shared memory 96 KiB per CTA (3 stages × 2 × 16 KiB) → 2 CTAs (16 warps)
+//! per SM. Main loop of `_vec16`, one K step of 32 per warp: 1194 SASS instructions, of which 192
+//! HMMA.1688.F32.TF32, 24 LDSM (ldmatrix), 8 LDGSTS (cp.async), 224 FADD (96 split + 128
+//! folds), ~190 integer add/LOP3 pairs for the rounding, the rest addressing. Issue-bound
+//! ceiling of that mix: 4 instructions/cycle/SM → 8 warps × 1194 / 4 = 2388 cycles per CTA K
+//! step of 1.05 MFLOP → ~106 TFLOP/s effective at 1.83 GHz: on a par with the mma.sync ceiling.
+//! Alternatives measured only statically: a fold per k8 step: 1280 instructions, 68 bytes spilled;
+//! `__launch_bounds__(256, 1)` (one CTA, 8 warps per SM): 255 registers, no spill in `_vec16`,
+//! 1039 instructions. Which of these is fastest needs the H200; the next step is fewer non-HMMA
+//! instructions (split once per CTA in shared memory, cheaper ldmatrix addressing).
 
 mod cpu;
 mod reference;

@@ -5,8 +5,9 @@
 //
 // Split: every f32 operand x becomes big = tf32(x) and small = tf32(x - big) (both rounded to
 // nearest; the subtraction is exact); each product a·w is computed as a_small·w_big +
-// a_big·w_small + a_big·w_big by three mma.sync m16n8k8 tf32 into a per-k8-step partial (small
-// terms first), which an f32 add (round to nearest) folds into the accumulator. The dropped
+// a_big·w_small + a_big·w_big by three mma.sync m16n8k8 tf32 into a partial spanning
+// TF32X3_FOLD_STEPS k8 steps (small terms first), which an f32 add (round to nearest) folds into
+// the accumulator: the tensor core truncates when it accumulates. The dropped
 // a_small·w_small and the rounding of the small parts leave <= 3·2^-22·|a·w| per product
 // (derivation and the full error bound: ops/gemm_f32/mod.rs).
 //
@@ -28,6 +29,8 @@
 #define TF32X3_MI (TF32X3_WARP_M / 16)
 #define TF32X3_NI (TF32X3_WARP_N / 8)
 #define TF32X3_GROUP_M 8
+// k8 steps summed in one partial before the f32 fold into the accumulator.
+#define TF32X3_FOLD_STEPS 2
 // Floats of one [128][32] operand tile.
 #define TF32X3_ROWS_TILE_FLOATS (TF32X3_TILE_M * TF32X3_TILE_K)
 
@@ -199,29 +202,40 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
         const float* a_tile = smem + (kt % TF32X3_STAGES) * STAGE;
         const float* b_tile = a_tile + TF32X3_ROWS_TILE_FLOATS;
 #pragma unroll
-        for (int ks = 0; ks < TF32X3_TILE_K / 8; ++ks) {
-            u32 b_raw[TF32X3_NI][2], b_big[TF32X3_NI][2], b_small[TF32X3_NI][2];
-            bl.fragments(b_raw, b_tile, wn0, ks, lane);
+        for (int k0 = 0; k0 < TF32X3_TILE_K / 8; k0 += TF32X3_FOLD_STEPS) {
+            u32 b_big[TF32X3_FOLD_STEPS][TF32X3_NI][2], b_small[TF32X3_FOLD_STEPS][TF32X3_NI][2];
 #pragma unroll
-            for (int j = 0; j < TF32X3_NI; ++j) {
-                tf32x3_split(b_raw[j][0], b_big[j][0], b_small[j][0]);
-                tf32x3_split(b_raw[j][1], b_big[j][1], b_small[j][1]);
+            for (int f = 0; f < TF32X3_FOLD_STEPS; ++f) {
+                u32 b_raw[TF32X3_NI][2];
+                bl.fragments(b_raw, b_tile, wn0, k0 + f, lane);
+#pragma unroll
+                for (int j = 0; j < TF32X3_NI; ++j) {
+                    tf32x3_split(b_raw[j][0], b_big[f][j][0], b_small[f][j][0]);
+                    tf32x3_split(b_raw[j][1], b_big[f][j][1], b_small[f][j][1]);
+                }
             }
 #pragma unroll
             for (int i = 0; i < TF32X3_MI; ++i) {
-                u32 a_raw[4], a_big[4], a_small[4];
-                tf32x3_fragment_a(a_raw, a_tile, wm0 + 16 * i, ks, lane);
+                u32 a_big[TF32X3_FOLD_STEPS][4], a_small[TF32X3_FOLD_STEPS][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) tf32x3_split(a_raw[e], a_big[e], a_small[e]);
-                // One k8 step's three products go into a fresh partial (small terms first), which
-                // is then added to the accumulator in f32 with round-to-nearest: the tensor core
+                for (int f = 0; f < TF32X3_FOLD_STEPS; ++f) {
+                    u32 a_raw[4];
+                    tf32x3_fragment_a(a_raw, a_tile, wm0 + 16 * i, k0 + f, lane);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) tf32x3_split(a_raw[e], a_big[f][e], a_small[f][e]);
+                }
+                // The k8 steps' products go into a fresh partial (small terms first), which is
+                // then added to the accumulator in f32 with round-to-nearest: the tensor core
                 // truncates when it accumulates, and a long truncating chain drifts.
 #pragma unroll
                 for (int j = 0; j < TF32X3_NI; ++j) {
                     float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    mma_tf32_16x8x8(part, a_small, b_big[j][0], b_big[j][1]);
-                    mma_tf32_16x8x8(part, a_big, b_small[j][0], b_small[j][1]);
-                    mma_tf32_16x8x8(part, a_big, b_big[j][0], b_big[j][1]);
+#pragma unroll
+                    for (int f = 0; f < TF32X3_FOLD_STEPS; ++f) {
+                        mma_tf32_16x8x8(part, a_small[f], b_big[f][j][0], b_big[f][j][1]);
+                        mma_tf32_16x8x8(part, a_big[f], b_small[f][j][0], b_small[f][j][1]);
+                        mma_tf32_16x8x8(part, a_big[f], b_big[f][j][0], b_big[f][j][1]);
+                    }
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc[i][j][e] += part[e];
                 }

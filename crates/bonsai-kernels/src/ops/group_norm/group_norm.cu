@@ -11,8 +11,9 @@
 // 2. group_norm_normalize, grid (plane chunks, C): each CTA combines its group's `splits`
 //    pairs in a fixed order (deterministic: the same bits on every run and in every CTA), forms
 //    μ and a = gamma[c]/sqrt(σ² + eps) in f64, rounds both to f32 once (as the CPU version
-//    does), and writes y = (x - μ)·a + beta[c] over its chunk of channel c's plane. Channels
-//    are visited last-first, so the tail of the input that pass 1 left in L2 is read first.
+//    does), and writes y = (x - μ)·a + beta[c] over its chunk of channel c's plane, or
+//    silu(y) when `apply_silu` (the VAE's GroupNorm -> SiLU in one pass). Channels are visited
+//    last-first, so the tail of the input that pass 1 left in L2 is read first.
 //
 // Traffic: 12 bytes per element (two reads, one write); see ops/group_norm/cuda.rs.
 
@@ -27,9 +28,44 @@ __device__ __forceinline__ void group_norm_accumulate(float4 v, float shift, dou
     s2 = fma(d0, d0, fma(d1, d1, fma(d2, d2, fma(d3, d3, s2))));
 }
 
+// (x - mean)·scale + shift, then SiLU when fused (silu_stable from silu.cu, listed earlier).
+template <bool Silu>
+__device__ __forceinline__ float group_norm_affine1(float v, float mean, float scale, float shift) {
+    const float y = (v - mean) * scale + shift;
+    return Silu ? silu_stable(y) : y;
+}
+
+template <bool Silu>
 __device__ __forceinline__ float4 group_norm_affine(float4 v, float mean, float scale, float shift) {
-    return make_float4((v.x - mean) * scale + shift, (v.y - mean) * scale + shift,
-                       (v.z - mean) * scale + shift, (v.w - mean) * scale + shift);
+    return make_float4(group_norm_affine1<Silu>(v.x, mean, scale, shift),
+                       group_norm_affine1<Silu>(v.y, mean, scale, shift),
+                       group_norm_affine1<Silu>(v.z, mean, scale, shift),
+                       group_norm_affine1<Silu>(v.w, mean, scale, shift));
+}
+
+// Writes y over [begin, end) of one channel plane: float4 batches when `vec4`, scalar otherwise.
+template <bool Silu>
+__device__ __forceinline__ void group_norm_write(const float* __restrict__ xc, float* __restrict__ yc,
+                                                 long long begin, long long end, bool vec4,
+                                                 float mean, float scale, float shift) {
+    if (vec4) {
+        const float4* x4 = reinterpret_cast<const float4*>(xc);
+        float4* y4 = reinterpret_cast<float4*>(yc);
+        const long long end4 = end >> 2, step = blockDim.x;
+        long long i = (begin >> 2) + threadIdx.x;
+        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
+            float4 v[GN_LOADS_IN_FLIGHT];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
+#pragma unroll
+            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u)
+                y4[i + u * step] = group_norm_affine<Silu>(v[u], mean, scale, shift);
+        }
+        for (; i < end4; i += step) y4[i] = group_norm_affine<Silu>(x4[i], mean, scale, shift);
+    } else {
+        for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
+            yc[i] = group_norm_affine1<Silu>(xc[i], mean, scale, shift);
+    }
 }
 
 __device__ __forceinline__ double group_norm_warp_sum_f64(double v) {
@@ -107,7 +143,7 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
                                                 const double* __restrict__ partial, float eps,
                                                 int channels, int channels_per_group,
                                                 long long plane, int splits, long long plane_chunk,
-                                                float* __restrict__ y) {
+                                                int apply_silu, float* __restrict__ y) {
     griddep_wait();
     griddep_launch_dependents();
     __shared__ float stats[2];
@@ -141,22 +177,8 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
     const bool vec4 = (plane & 3) == 0 && (plane_chunk & 3) == 0 &&
                       ((reinterpret_cast<unsigned long long>(x) |
                         reinterpret_cast<unsigned long long>(y)) & 15) == 0;
-    if (vec4) {
-        const float4* x4 = reinterpret_cast<const float4*>(xc);
-        float4* y4 = reinterpret_cast<float4*>(yc);
-        const long long end4 = end >> 2, step = blockDim.x;
-        long long i = (begin >> 2) + threadIdx.x;
-        for (; i + (GN_LOADS_IN_FLIGHT - 1) * step < end4; i += GN_LOADS_IN_FLIGHT * step) {
-            float4 v[GN_LOADS_IN_FLIGHT];
-#pragma unroll
-            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u) v[u] = x4[i + u * step];
-#pragma unroll
-            for (int u = 0; u < GN_LOADS_IN_FLIGHT; ++u)
-                y4[i + u * step] = group_norm_affine(v[u], mean, scale, shift_out);
-        }
-        for (; i < end4; i += step) y4[i] = group_norm_affine(x4[i], mean, scale, shift_out);
-    } else {
-        for (long long i = begin + threadIdx.x; i < end; i += blockDim.x)
-            yc[i] = (xc[i] - mean) * scale + shift_out;
-    }
+    if (apply_silu)
+        group_norm_write<true>(xc, yc, begin, end, vec4, mean, scale, shift_out);
+    else
+        group_norm_write<false>(xc, yc, begin, end, vec4, mean, scale, shift_out);
 }

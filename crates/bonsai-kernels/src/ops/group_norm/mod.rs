@@ -24,6 +24,7 @@
 //! write once), 285 µs for 384 ch x 512²; 8 (190 µs) with the stats fused into the producer.
 //! CUDA (cuda.rs, group_norm.cu): f64 shifted sums per (group, chunk) CTA, combined in a fixed
 //! order, then an f32 normalise pass; its error bound is derived in verify/image_elementwise.rs.
+//! `launch::group_norm::group_norm_silu` applies SiLU in that same pass (no extra traffic).
 
 mod cpu;
 mod reference;

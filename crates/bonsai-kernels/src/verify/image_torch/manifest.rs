@@ -112,7 +112,9 @@ pub(crate) fn write_f32(path: &Path, data: &[f32]) -> Result<(), ManifestError> 
 
 fn op_params(op: TorchOp) -> Value {
     match op {
-        TorchOp::GroupNorm { groups, eps } => json!({ "groups": groups, "eps": eps as f64 }),
+        TorchOp::GroupNorm { groups, eps } | TorchOp::GroupNormSilu { groups, eps } => {
+            json!({ "groups": groups, "eps": eps as f64 })
+        }
         _ => json!({}),
     }
 }

@@ -23,7 +23,7 @@ fn registry_names_are_unique_and_shapes_consistent() {
         assert!(case.bytes > 0.0 || case.flops > 0.0, "{}: no work", case.name);
         let x = &case.inputs[0].shape;
         let expected_out: Vec<usize> = match case.op {
-            TorchOp::GroupNorm { groups, .. } => {
+            TorchOp::GroupNorm { groups, .. } | TorchOp::GroupNormSilu { groups, .. } => {
                 assert_eq!(x[0] % groups, 0, "{}", case.name);
                 assert_eq!(case.inputs[1].shape, vec![x[0]]);
                 x.clone()
@@ -36,7 +36,7 @@ fn registry_names_are_unique_and_shapes_consistent() {
         assert_eq!(case.output_shape, expected_out, "{}", case.name);
     }
     // The four ops this branch launches are all registered, at the decoder's largest activation.
-    for op in ["group_norm", "silu", "upsample_nearest2x", "im2col"] {
+    for op in ["group_norm", "group_norm_silu", "silu", "upsample_nearest2x", "im2col", "gemm_f32", "conv3x3", "joint_attention"] {
         assert!(all.iter().any(|c| c.op.key() == op), "{op} has no case");
     }
     assert!(all.iter().any(|c| c.name == "group_norm_c384_512x512"));
@@ -52,7 +52,7 @@ fn builders_for_other_ops_hold_the_issue_shapes() {
     assert!(gemm.iter().any(|c| c.name == "gemm_f32_m4608_n27648_k3072" && c.flops == 2.0 * 4608.0 * 27648.0 * 3072.0));
     let conv = conv3x3_cases(never);
     assert!(conv.iter().all(|c| c.inputs[1].shape[1] == c.inputs[0].shape[0] && c.inputs[1].shape[2..] == [3, 3]));
-    let attn = joint_attention_cases(never);
+    let attn = joint_attention_cases(OurKernel::F32(never));
     assert!(attn.iter().any(|c| c.output_shape == vec![4608, 24 * 128]));
 }
 

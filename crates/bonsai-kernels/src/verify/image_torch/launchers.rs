@@ -1,0 +1,76 @@
+//! Adapters from the image ops' CUDA launchers to the registry's kernel signatures
+//! ([`F32Launch`](super::F32Launch) / [`PrepareFn`](super::PrepareFn)), for the ops whose
+//! launchers live outside this file's branch of origin (gemm_f32, conv3x3, joint_attention).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::{HostInput, ImageCase, PreparedKernel};
+use crate::cuda::KernelLibrary;
+use crate::launch::{self, LaunchError};
+use crate::ops::conv3x3::ConvDims;
+use crate::ops::gemm_f32::GemmDims;
+use crate::ops::joint_attention::AttnDims;
+use crate::verify::gpu::upload;
+use crate::verify::VerifyError;
+
+/// `out = a·w^T`: inputs a `[M, K]`, w `[N, K]`.
+pub(super) fn gemm_f32(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    inputs: &[CudaSlice<f32>],
+    out: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let (a, w) = (&case.inputs[0].shape, &case.inputs[1].shape);
+    let dims = GemmDims { m: a[0], n: w[0], k: a[1] };
+    launch::gemm_f32::gemm_f32::<CudaSlice<f32>>(lib, stream, dims, &inputs[0], &inputs[1], None, out)
+}
+
+/// 3x3 conv: inputs x `[Cin, H, W]`, weight `[Cout, Cin, 3, 3]`, bias `[Cout]`.
+pub(super) fn conv3x3(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    inputs: &[CudaSlice<f32>],
+    out: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let (x, wt) = (&case.inputs[0].shape, &case.inputs[1].shape);
+    let dims = ConvDims { c_in: x[0], c_out: wt[0], h: x[1], w: x[2] };
+    launch::conv3x3::conv3x3(lib, stream, dims, &inputs[0], &inputs[1], &inputs[2], out)
+}
+
+/// Joint attention's device buffers: q, k, v and the bf16 scratch its launcher converts into
+/// (the conversion is part of every timed call).
+struct JointAttentionPrepared {
+    dims: AttnDims,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    scratch: CudaSlice<u16>,
+}
+
+impl PreparedKernel for JointAttentionPrepared {
+    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+        launch::joint_attention::joint_attention(lib, stream, self.dims, &self.q, &self.k, &self.v, &mut self.scratch, out)
+    }
+}
+
+/// q, k, v `[H, seq, hd]`.
+pub(super) fn prepare_joint_attention(
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    host: &[HostInput],
+) -> Result<Box<dyn PreparedKernel>, VerifyError> {
+    let s = &case.inputs[0].shape;
+    let dims = AttnDims { heads: s[0], seq: s[1], head_dim: s[2] };
+    let scratch = stream.alloc_zeros::<u16>(launch::joint_attention::scratch_len(dims))?;
+    Ok(Box::new(JointAttentionPrepared {
+        dims,
+        q: upload(stream, &host[0].data)?,
+        k: upload(stream, &host[1].data)?,
+        v: upload(stream, &host[2].data)?,
+        scratch,
+    }))
+}
