@@ -32,7 +32,7 @@ pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
 pub mod matmul;
 #[path = "ops/matmul_q1/cuda_f16.rs"]
-pub(crate) mod matmul_f16;
+mod matmul_f16;
 #[path = "ops/position_advance/cuda.rs"]
 pub mod position_advance;
 #[path = "ops/qk_norm_rope/cuda.rs"]

@@ -5,8 +5,9 @@
 //! [`tc_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
 //! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
-//! memory cannot hold its tiles). `*_gemm_tile64_simt` (CUDA cores) is kept as an independent
-//! implementation that verify checks too.
+//! memory cannot hold its tiles, and to bf16x3 everywhere with `BONSAI_GEMM_F16=0`).
+//! `*_gemm_tile64_simt` (CUDA cores) is kept as an independent implementation that verify checks
+//! too.
 //!
 //! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
 //! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
@@ -18,6 +19,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
+pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{

@@ -1,7 +1,7 @@
 //! Launch of the f16 tensor-core GEMM (matmul_gemm_f16.cu): the activation pre-pass
 //! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
@@ -97,9 +97,19 @@ fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Resul
     Ok(stream.context().attribute(attr)?.max(0) as usize)
 }
 
+/// Set to `0` to keep the f32-accurate bf16x3 GEMM at every m (the f16 GEMM's ~2^-11 relative
+/// rounding of activations is far above the f32-level bounds of GPU-vs-CPU logit checks).
+pub const F16_GEMM_ENV: &str = "BONSAI_GEMM_F16";
+
+/// Whether the default GEMM choice may use the f16 GEMM (read once per process).
+pub fn f16_gemm_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(F16_GEMM_ENV).map_or(true, |v| v.trim() != "0"))
+}
+
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    Ok(if s.m >= F16_GEMM_MIN_TOKENS && fits_device(stream, s)? {
+    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16
     } else {
         GemmKernel::TensorCoreBf16x3

@@ -212,7 +212,8 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
     cp_async_wait<0>();
 
     // Epilogue: thread holds tokens (g, g + 8) x local columns (2t, 2t + 1) of every 16 x 8 tile.
-    const bool pairs_aligned = (n_out % 2) == 0;
+    // float2 stores need every (token, even column) address 8-byte aligned: even rows and base.
+    const bool pairs_aligned = (n_out % 2) == 0 && (reinterpret_cast<unsigned long long>(y) & 7) == 0;
 #pragma unroll
     for (int i = 0; i < M_TILES; ++i)
 #pragma unroll

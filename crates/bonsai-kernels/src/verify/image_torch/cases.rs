@@ -2,8 +2,7 @@
 //!
 //! To add an op whose CUDA launcher now exists: write a small adapter with the [`F32Launch`]
 //! (or [`PrepareFn`]) signature in `launchers.rs`, and add ONE line to [`cases`] calling the
-//! ready-made builder (`gemm_ternary_cases` is the one left), which already holds the shapes,
-//! inputs, work and targets of the issue.
+//! ready-made builder, which already holds the shapes, inputs, work and targets of the issue.
 
 use std::sync::Arc;
 
@@ -69,7 +68,7 @@ pub fn cases() -> Vec<ImageCase> {
     v.extend(gemm_f32_cases(launchers::gemm_f32));
     v.extend(conv3x3_cases(launchers::conv3x3));
     v.extend(joint_attention_cases(OurKernel::Custom(launchers::prepare_joint_attention)));
-    // The ternary GEMM: `v.extend(gemm_ternary_cases(its PrepareFn));` once its launcher lands.
+    v.extend(gemm_ternary_cases(launchers::prepare_gemm_ternary));
     v
 }
 

@@ -1,6 +1,7 @@
 //! Adapters from the image ops' CUDA launchers to the registry's kernel signatures
 //! ([`F32Launch`](super::F32Launch) / [`PrepareFn`](super::PrepareFn)), for the ops whose
-//! launchers live outside this file's branch of origin (gemm_f32, conv3x3, joint_attention).
+//! launchers live outside this file's branch of origin (gemm_f32, conv3x3, joint_attention, the
+//! ternary GEMM).
 
 use std::sync::Arc;
 
@@ -12,7 +13,9 @@ use crate::launch::{self, LaunchError};
 use crate::ops::conv3x3::ConvDims;
 use crate::ops::gemm_f32::GemmDims;
 use crate::ops::joint_attention::AttnDims;
-use crate::verify::gpu::upload;
+use crate::launch::matmul::GemmKernel;
+use crate::launch::Store;
+use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
 
 /// `out = a·w^T`: inputs a `[M, K]`, w `[N, K]`.
@@ -73,4 +76,33 @@ pub(super) fn prepare_joint_attention(
         v: upload(stream, &host[2].data)?,
         scratch,
     }))
+}
+
+/// The ternary GEMM's device buffers: activations a `[M, K]` f32 and W `[N, K]` in the device
+/// 2-bit layout (the f16 tensor-core GEMM's scratch is allocated stream-ordered per call, as in
+/// the model).
+struct GemmTernaryPrepared {
+    m: usize,
+    a: CudaSlice<f32>,
+    w: DeviceQMatrix,
+}
+
+impl PreparedKernel for GemmTernaryPrepared {
+    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+        let kernel = GemmKernel::TensorCoreF16;
+        launch::matmul::matmul_with_gemm(lib, stream, &self.w.view(), &self.a, self.m, out, Store::Overwrite, kernel)
+    }
+}
+
+/// a `[M, K]` (dense f32), w `[N, K]` (its quantized form from [`HostInput::quantized`]).
+pub(super) fn prepare_gemm_ternary(
+    stream: &Arc<CudaStream>,
+    case: &ImageCase,
+    host: &[HostInput],
+) -> Result<Box<dyn PreparedKernel>, VerifyError> {
+    let m = case.inputs[0].shape[0];
+    let w = host[1].quantized.as_ref().ok_or_else(|| {
+        VerifyError::Launch(launch::LaunchError::Shape { op: "gemm_ternary", detail: "weights drawn without their blocks".into() })
+    })?;
+    Ok(Box::new(GemmTernaryPrepared { m, a: upload(stream, &host[0].data)?, w: DeviceQMatrix::upload(stream, w)? }))
 }
