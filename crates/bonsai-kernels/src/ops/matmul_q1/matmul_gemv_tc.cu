@@ -274,6 +274,10 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
     }
 
+    // Only now wait for the previous kernel (programmatic dependent launch): the weights above
+    // are never written by any kernel, so with BONSAI_PDL=1 their first units stream in while the
+    // previous kernel drains; x (staged below) and y are the dependent data.
+    griddep_wait();
     int u = split, phase = 0;  // ring[phase] holds unit u
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);

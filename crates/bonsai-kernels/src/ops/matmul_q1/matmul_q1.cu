@@ -8,8 +8,7 @@
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
                          int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {    \
-        griddep_wait();                                                                  \
-        griddep_launch_dependents();                                                     \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
         gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
                                   chunk_groups);                                                 \
     }                                                                                            \
@@ -17,8 +16,7 @@
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k, int tiles_per_cta, int splits,      \
                                  int chunk_groups) {                                             \
-        griddep_wait();                                                                  \
-        griddep_launch_dependents();                                                     \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
         gemv_tc<BITS, MODE, GEMV_MAX_TOKENS / 2, 6>(scales, payload, x, m, y, n_out, k,          \
                                                     tiles_per_cta, splits, chunk_groups);        \
     }                                                                                            \
