@@ -9,7 +9,7 @@
     __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                                                \
         NAME(const u16* s, const u32* p, const float* x, int m, float* y, int n, int k, int tpc,        \
              int splits, int chunk) {                                                                   \
-        gemv_tc<BITS, MODE, NT, COLS>(s, p, x, m, y, n, k, tpc, splits, chunk);                         \
+        gemv_tc<BITS, MODE, NT, COLS>(s, p, x, m, y, n, k, tpc, splits, chunk, nullptr, 0.0f);          \
     }
 TC_LAB_ENTRY(tc1_store, 1, MATMUL_STORE, 1, 3)
 TC_LAB_ENTRY(tc2_store, 2, MATMUL_STORE, 1, 3)

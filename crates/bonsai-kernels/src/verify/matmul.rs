@@ -70,7 +70,7 @@ fn model_layer(ctx: &mut Ctx, g: &Geometry, m: usize) -> Result<(), VerifyError>
     matmul(ctx, &format!("{} down", g.name), g.hidden, g.ffn, m, g.ternary, Store::Add)
 }
 
-fn random_matrix(ctx: &mut Ctx, n: usize, k: usize, ternary: bool) -> QMatrix {
+pub(crate) fn random_matrix(ctx: &mut Ctx, n: usize, k: usize, ternary: bool) -> QMatrix {
     if ternary {
         QMatrix::Q2(ctx.rng.q2_matrix(n, k))
     } else {
@@ -230,7 +230,7 @@ pub(crate) fn row_abs_sums(w: &QMatrix) -> Result<Vec<f32>, OpError> {
 /// its +-planes and per-group offsets make its error scale with D = sum_groups d sum|x| even
 /// where codes are 0 (value 0); D is the magnitude of the matrix with every weight +d (for Q1,
 /// D = sum|w||x| already).
-fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &[f32]) -> Result<Vec<f32>, OpError> {
+pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &[f32]) -> Result<Vec<f32>, OpError> {
     match w {
         QMatrix::Q2(q) if m <= GEMV_MAX_TOKENS => {
             // Code 2 (value +1) in every 2-bit slot.

@@ -17,6 +17,7 @@ mod image_elementwise;
 mod image_gemm;
 pub mod image_torch;
 mod matmul;
+mod norm_matmul;
 mod matmul_large;
 mod ptx_model;
 mod ptx_wrappers;
@@ -202,6 +203,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     attention::run_all(&mut ctx, opts.shapes)?;
     image_elementwise::run_all(&mut ctx, opts.shapes)?;
     matmul::run_all(&mut ctx, opts.shapes)?;
+    norm_matmul::run_all(&mut ctx, opts.shapes)?;
     image_attention::run_all(&mut ctx, opts.shapes)?;
     image_gemm::run_all(&mut ctx, opts.shapes)?;
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };

@@ -370,6 +370,47 @@ impl Backend for CudaBackend {
         launch::matmul::matmul(&self.lib, &self.stream, &view(w), x, m, y, store).map_err(device_err("matmul"))
     }
 
+    /// Decode batches (m <= GEMV_MAX_TOKENS): one launch, the GEMV normalises x while staging it
+    /// (`xn` untouched); prefill: the two ops.
+    fn rms_norm_matmul(
+        &self,
+        x: &CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        norm_w: &CudaSlice<f32>,
+        eps: f32,
+        xn: &mut CudaSlice<f32>,
+        w: &GpuQMatrix,
+        y: &mut CudaSlice<f32>,
+        store: launch::Store,
+    ) -> Result<(), BackendError> {
+        if m > launch::matmul::GEMV_MAX_TOKENS || w.k() != n {
+            self.rms_norm(x, m, n, norm_w, eps, xn)?;
+            return self.matmul(w, xn, m, y, store);
+        }
+        launch::matmul::rms_norm_matmul(&self.lib, &self.stream, &view(w), x, norm_w, eps, m, y, store)
+            .map_err(device_err("rms_norm_matmul"))
+    }
+
+    fn rms_norm_gate_up_swiglu(
+        &self,
+        x: &CudaSlice<f32>,
+        m: usize,
+        n: usize,
+        norm_w: &CudaSlice<f32>,
+        eps: f32,
+        xn: &mut CudaSlice<f32>,
+        w: &GpuQMatrix,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        if m > launch::matmul::GEMV_MAX_TOKENS || w.k() != n {
+            self.rms_norm(x, m, n, norm_w, eps, xn)?;
+            return self.gate_up_swiglu(w, xn, m, out);
+        }
+        launch::matmul::rms_norm_gate_up_swiglu(&self.lib, &self.stream, &view(w), x, norm_w, eps, m, out)
+            .map_err(device_err("rms_norm_gate_up_swiglu"))
+    }
+
     fn gate_up_swiglu(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
         launch::matmul::gate_up_swiglu(&self.lib, &self.stream, &view(w), x, m, out).map_err(device_err("gate_up_swiglu"))
     }

@@ -129,6 +129,41 @@ pub trait Backend {
     /// `y[m, N] (=|+=) x[m, K] · W[N, K]^T`.
     fn matmul(&self, w: &Self::Matrix, x: &Self::Buffer, m: usize, y: &mut Self::Buffer, store: Store)
         -> Result<(), BackendError>;
+    /// `xn = rms_norm(x)` (rows of `n`) then `y (=|+=) xn · W^T`. A backend may fuse the two, and
+    /// then `xn` is scratch it need not write.
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm_matmul(
+        &self,
+        x: &Self::Buffer,
+        m: usize,
+        n: usize,
+        norm_w: &Self::Buffer,
+        eps: f32,
+        xn: &mut Self::Buffer,
+        w: &Self::Matrix,
+        y: &mut Self::Buffer,
+        store: Store,
+    ) -> Result<(), BackendError> {
+        self.rms_norm(x, m, n, norm_w, eps, xn)?;
+        self.matmul(w, xn, m, y, store)
+    }
+    /// `xn = rms_norm(x)` then [`Backend::gate_up_swiglu`] of it (fusable like
+    /// [`Backend::rms_norm_matmul`]).
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm_gate_up_swiglu(
+        &self,
+        x: &Self::Buffer,
+        m: usize,
+        n: usize,
+        norm_w: &Self::Buffer,
+        eps: f32,
+        xn: &mut Self::Buffer,
+        w: &Self::Matrix,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError> {
+        self.rms_norm(x, m, n, norm_w, eps, xn)?;
+        self.gate_up_swiglu(w, xn, m, out)
+    }
     /// `out[m, F] = silu(x·Wg^T) * (x·Wu^T)`, W = [gate rows | up rows].
     fn gate_up_swiglu(&self, w: &Self::Matrix, x: &Self::Buffer, m: usize, out: &mut Self::Buffer)
         -> Result<(), BackendError>;

@@ -329,13 +329,11 @@ impl<B: Backend> Qwen3<B> {
         let st = state;
         b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
         for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
-            b.rms_norm(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn)?;
-            b.matmul(&layer.qkv, &st.xn, m, &mut st.qkv, Store::Overwrite)?;
+            b.rms_norm_matmul(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn, &layer.qkv, &mut st.qkv, Store::Overwrite)?;
             b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
             b.attention(&st.qkv, m, s, &st.pos, kv, &mut st.attn)?;
             b.matmul(&layer.attn_output, &st.attn, m, &mut st.x, Store::Add)?;
-            b.rms_norm(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn)?;
-            b.gate_up_swiglu(&layer.gate_up, &st.xn, m, &mut st.ffn)?;
+            b.rms_norm_gate_up_swiglu(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn, &layer.gate_up, &mut st.ffn)?;
             b.matmul(&layer.down, &st.ffn, m, &mut st.x, Store::Add)?;
         }
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
@@ -346,8 +344,7 @@ impl<B: Backend> Qwen3<B> {
             }
             LogitRows::Last => {
                 b.copy_rows(&st.x, m - 1, 1, c.hidden, &mut st.last)?;
-                b.rms_norm(&st.last, 1, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn)?;
-                b.matmul(head, &st.xn, 1, &mut st.logits, Store::Overwrite)?;
+                b.rms_norm_matmul(&st.last, 1, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn, head, &mut st.logits, Store::Overwrite)?;
             }
         }
         b.advance_position(&mut st.pos, m)?;

@@ -119,7 +119,7 @@ pub fn matmul(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None)
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None)
 }
 
 /// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -134,7 +134,7 @@ pub fn matmul_with_gemm(
     store: Store,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm))
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm), None)
 }
 
 fn store_epilogue(store: Store) -> Epilogue {
@@ -154,7 +154,7 @@ pub fn gate_up_swiglu(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None)
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None)
 }
 
 /// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -168,7 +168,62 @@ pub fn gate_up_swiglu_with_gemm(
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
     check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm))
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm), None)
+}
+
+/// `y = RMSNorm(x; norm_w, eps) . W^T` for a decode batch (m <= GEMV_MAX_TOKENS) in one launch:
+/// the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as rms_norm).
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_matmul(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    norm_w: &impl DevicePtr<f32>,
+    eps: f32,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    store: Store,
+) -> Result<(), LaunchError> {
+    let (norm, _guard) = norm_arg("matmul", norm_w, w.k, m, stream)?;
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, Some((norm, eps)))
+}
+
+/// [`gate_up_swiglu`] of `RMSNorm(x; norm_w, eps)` for a decode batch, in one launch.
+#[allow(clippy::too_many_arguments)]
+pub fn rms_norm_gate_up_swiglu(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    norm_w: &impl DevicePtr<f32>,
+    eps: f32,
+    m: usize,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    check_gate_up(w)?;
+    let (norm, _guard) = norm_arg("gate_up_swiglu", norm_w, w.k, m, stream)?;
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, Some((norm, eps)))
+}
+
+/// The norm weights' pointer for a fused launch (K values, 8-byte aligned: float2 loads), and
+/// the batch check (only the GEMV fuses the norm).
+fn norm_arg<'a>(
+    op: &'static str,
+    norm_w: &'a impl DevicePtr<f32>,
+    k: usize,
+    m: usize,
+    stream: &'a Arc<CudaStream>,
+) -> Result<(u64, cudarc::driver::SyncOnDrop<'a>), LaunchError> {
+    if m == 0 || m > GEMV_MAX_TOKENS {
+        return Err(shape(op, format!("a fused RMSNorm takes 1..={GEMV_MAX_TOKENS} tokens, got {m}")));
+    }
+    expect_at_least(op, "norm weights", norm_w.len(), k)?;
+    let (ptr, guard) = read_ptr(norm_w, stream);
+    if ptr % 8 != 0 {
+        return Err(shape(op, "norm weights must start on an 8-byte boundary".into()));
+    }
+    Ok((ptr, guard))
 }
 
 fn check_gate_up(w: &QWeightsView<'_>) -> Result<(), LaunchError> {
@@ -189,6 +244,7 @@ fn launch_any(
     epilogue: Epilogue,
     n_out: usize,
     gemm: Option<GemmKernel>,
+    norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     w.validate(op)?;
@@ -234,12 +290,15 @@ fn launch_any(
             shared_mem_bytes: g.smem_bytes as u32,
         };
         let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+        // No norm: a null pointer (the kernel stages x as it is).
+        let (norm_ptr, norm_eps) = norm.unwrap_or((0, 0.0));
         let mut b = Launch::new(stream, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
-        b.arg(&tiles_per_cta).arg(&splits).arg(&chunk);
+        b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_ptr).arg(&norm_eps);
         // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
-        // n_out, k, tiles_per_cta, splits, chunk_groups); buffer lengths were checked above, the
-        // alignment the unit loads need just now, and tc_geometry sized the block and shared memory.
+        // n_out, k, tiles_per_cta, splits, chunk_groups, norm_w, norm_eps); buffer lengths were
+        // checked above (norm weights: K values, by norm_arg), the alignment the unit loads need
+        // just now, and tc_geometry sized the block and shared memory.
         unsafe { b.launch(cfg) }?;
         return Ok(());
     }

@@ -112,7 +112,8 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
 // is per lane, not per element, and the same values give the offset sums.
 template <int BITS, int COLS>
 __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int k, int c0, int cg,
-                                         int n_tiles, int tok_count, uint4* bs, float* xoff) {
+                                         int n_tiles, int tok_count, uint4* bs, float* xoff,
+                                         const float* __restrict__ norm_w, const float* inv_rms) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int s = lane / 8, h = (lane / 4) % 2, t = lane % 4;
     // u32 index of (step s, half h, lane t) within a (group, n-tile) block, column 0; the second
@@ -132,6 +133,14 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
         if (tok < m) {
             lo = *reinterpret_cast<const float2*>(row_src);
             hi = *reinterpret_cast<const float2*>(row_src + GROUP_SIZE / 2);
+            if (norm_w != nullptr) {  // fused RMSNorm: x * inv_rms * w, as rms_norm.cu computes it
+                const float r = inv_rms[tok];
+                const float* wn = norm_w + (c0 + gl) * GROUP_SIZE + 2 * lane;
+                const float2 wl = *reinterpret_cast<const float2*>(wn);
+                const float2 wh = *reinterpret_cast<const float2*>(wn + GROUP_SIZE / 2);
+                lo = make_float2(lo.x * r * wl.x, lo.y * r * wl.y);
+                hi = make_float2(hi.x * r * wh.x, hi.y * r * wh.y);
+            }
         }
         u32 a0[TC_PARTS], a1[TC_PARTS], b0[TC_PARTS], b1[TC_PARTS];
         tc_split3(lo.x, a0);
@@ -220,7 +229,8 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 template <int BITS, int MODE, int NT, int COLS, int NB>
 __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const float* __restrict__ x, int m, float* __restrict__ y,
-                                             int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {
+                                             int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
+                                             const float* __restrict__ norm_w, float norm_eps) {
     constexpr int AHEAD = TC_AHEAD(BITS, NT);
     extern __shared__ uint4 tc_smem[];
     const int groups_per_row = k / GROUP_SIZE;
@@ -278,11 +288,26 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     // are never written by any kernel, so with BONSAI_PDL=1 their first units stream in while the
     // previous kernel drains; x (staged below) and y are the dependent data.
     griddep_wait();
+    // Fused RMSNorm (norm_w != null): 1 / rms of every token row, from the whole row, before any
+    // staging. Every CTA recomputes it (K floats per token from L2), which costs less than the
+    // separate rms_norm launch it replaces.
+    __shared__ float inv_rms[GEMV_MAX_TOKENS];
+    __shared__ float norm_scratch[WARP_SIZE];
+    if (norm_w != nullptr) {
+        for (int tok = 0; tok < m; ++tok) {
+            const float* xr = x + (long long)tok * k;
+            float ss = 0.0f;
+            for (int i = threadIdx.x; i < k; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+            ss = block_sum(ss, norm_scratch);
+            if (threadIdx.x == 0) inv_rms[tok] = rsqrtf(ss / (float)k + norm_eps);
+        }
+        __syncthreads();
+    }
     int u = split, phase = 0;  // ring[phase] holds unit u
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's fragments are consumed
-        tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff);
+        tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, inv_rms);
         __syncthreads();
         const int u_end = (c0 + cg) / NB;
         const uint4* bl = b_base + (u * NB - c0) * b_stride;
@@ -353,11 +378,12 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 // (4 groups, or 1 when K % 512 != 0) picks the unit.
 template <int BITS, int MODE, int NT, int COLS>
 __device__ __forceinline__ void gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y,
-                                        int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {
+                                        int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
+                                        const float* norm_w, float norm_eps) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_tc_body<BITS, MODE, NT, COLS, LAYOUT_BLOCK_GROUPS>(scales, payload, x, m, y, n_out, k, tiles_per_cta,
-                                                                splits, chunk_groups);
+                                                                splits, chunk_groups, norm_w, norm_eps);
     else
         gemv_tc_body<BITS, MODE, NT, COLS, 1>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,
-                                              chunk_groups);
+                                              chunk_groups, norm_w, norm_eps);
 }

@@ -4,21 +4,24 @@
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_tc: one token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
+// Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
-                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups) {    \
+                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,      \
+                         const float* norm_w, float norm_eps) {                                  \
         griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
         gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
-                                  chunk_groups);                                                 \
+                                  chunk_groups, norm_w, norm_eps);                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k, int tiles_per_cta, int splits,      \
-                                 int chunk_groups) {                                             \
+                                 int chunk_groups, const float* norm_w, float norm_eps) {        \
         griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
         gemv_tc<BITS, MODE, GEMV_MAX_TOKENS / 2, 6>(scales, payload, x, m, y, n_out, k,          \
-                                                    tiles_per_cta, splits, chunk_groups);        \
+                                                    tiles_per_cta, splits, chunk_groups, norm_w, \
+                                                    norm_eps);                                   \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
         PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \

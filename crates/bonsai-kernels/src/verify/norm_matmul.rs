@@ -1,0 +1,95 @@
+//! The decode GEMV with RMSNorm fused into its x staging (`rms_norm_matmul`,
+//! `rms_norm_gate_up_swiglu`) against the reference rms_norm followed by the reference matmul.
+
+use rayon::prelude::*;
+
+use super::gpu::{download, poisoned, upload, DeviceQMatrix};
+use super::matmul::{abs_matrix, bound_magnitude, matmul_coefficient, par_reference, random_matrix};
+use super::shapes::{ShapeSet, MODELS};
+use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch;
+use crate::ops::{self, Store};
+use crate::weights::QMatrix;
+
+const EPS: f32 = 1e-6;
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    for ternary in [false, true] {
+        for m in [1, 2, 7] {
+            // K % 512 != 0 (one-group layout blocks) and K = 2048 (4-group blocks, x in chunks).
+            norm_matmul(ctx, "odd", 333, 384, m, ternary, false)?;
+            norm_matmul(ctx, "blocks", 200, 2048, m, ternary, false)?;
+            norm_matmul(ctx, "odd", 37, 256, m, ternary, true)?;
+            norm_matmul(ctx, "blocks", 40, 2048, m, ternary, true)?;
+        }
+    }
+    if set == ShapeSet::All {
+        for g in MODELS {
+            for m in [1, 7] {
+                let qkv = (g.n_q + 2 * g.n_kv) * g.head_dim;
+                norm_matmul(ctx, &format!("{} qkv", g.name), qkv, g.hidden, m, g.ternary, false)?;
+                norm_matmul(ctx, &format!("{} gate_up", g.name), g.ffn, g.hidden, m, g.ternary, true)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `n_out` outputs of `RMSNorm(x) . W^T` (W has 2 n_out rows [gate | up] when `swiglu`).
+fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ternary: bool, swiglu: bool) -> Result<(), VerifyError> {
+    let rows = if swiglu { 2 * n_out } else { n_out };
+    let w = random_matrix(ctx, rows, k, ternary);
+    let x = ctx.rng.activations(m * k, 2.0);
+    let norm_w: Vec<f32> = (0..k).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let mut xn = vec![0.0f32; m * k];
+    ops::rms_norm::reference(&x, &norm_w, EPS, &mut xn)?;
+    let zeros = vec![0.0f32; m * rows];
+    let lin = par_reference(&w, &xn, m, &zeros, Store::Overwrite)?;
+    let xn_abs: Vec<f32> = xn.iter().map(|v| v.abs()).collect();
+    let magnitude = par_reference(&abs_matrix(&w), &xn_abs, m, &zeros, Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &xn_abs, m, &magnitude)?;
+    let want: Vec<f32> = if swiglu {
+        let mut out = vec![0.0f32; m * n_out];
+        out.par_chunks_mut(n_out).enumerate().try_for_each(|(i, o)| match &w {
+            QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &xn[i * k..(i + 1) * k], 1, o),
+            QMatrix::Q2(q) => ops::gate_up_swiglu_q2::reference(q, &xn[i * k..(i + 1) * k], 1, o),
+        })?;
+        out
+    } else {
+        lin.clone()
+    };
+
+    let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
+    let (xd, nd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &norm_w)?);
+    let mut od = poisoned(&ctx.stream, m * n_out)?;
+    if swiglu {
+        launch::matmul::rms_norm_gate_up_swiglu(&ctx.lib, &ctx.stream, &dw.view(), &xd, &nd, EPS, m, &mut od)?;
+    } else {
+        launch::matmul::rms_norm_matmul(&ctx.lib, &ctx.stream, &dw.view(), &xd, &nd, EPS, m, &mut od, Store::Overwrite)?;
+    }
+    let got = download(&ctx.stream, &od)?;
+
+    // The kernel's normalised x: its f32 sum of squares runs sequentially over at most k/32
+    // terms per thread, then a <= 10-level tree (positive terms): (k/32 + 10)u; /k, +eps,
+    // rsqrtf (2 ulp) and the two products add <= 6u; halved under the root, doubled for second
+    // order (rms_norm's own check): rel_n = 2 (k/32 + 24)u relative on every element, so a dot
+    // moves by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
+    let rel_n = 2.0 * (k as f64 / 32.0 + 24.0) * U;
+    let c = matmul_coefficient(k, None, ternary) + rel_n;
+    let lin_bound = |idx: usize| c * magnitude[idx] as f64 + 2.0 * U * lin[idx].abs() as f64;
+    let cmp = if swiglu {
+        // As gate_up's check: |d out| <= 1.1 |u| Bg + |silu(g)| Bu (+12u |out|), doubled.
+        Comparison::of(&got, &want, |idx| {
+            let (i, j) = (idx / n_out, idx % n_out);
+            let (gi, ui) = (i * rows + j, i * rows + n_out + j);
+            let (g, u) = (lin[gi] as f64, lin[ui] as f64);
+            let silu = g / (1.0 + (-g).exp());
+            2.0 * (1.1 * u.abs() * lin_bound(gi) + silu.abs() * lin_bound(ui)) + 12.0 * U * want[idx].abs() as f64 + f32::MIN_POSITIVE as f64
+        })
+    } else {
+        Comparison::of(&got, &want, |idx| lin_bound(idx) + f32::MIN_POSITIVE as f64)
+    };
+    let op = format!("rms_norm_{}_{}", if swiglu { "gate_up_swiglu" } else { "matmul" }, if ternary { "q2" } else { "q1" });
+    ctx.record(&op, &format!("{label} N={n_out} K={k} m={m} gemv_tc"), cmp);
+    Ok(())
+}
