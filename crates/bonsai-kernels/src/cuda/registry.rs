@@ -199,7 +199,6 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/attention/attention.cu"),
         entry_points: &[
             "attention_split_keys",
-            "attention_combine_splits",
         ],
     },
     KernelSource {

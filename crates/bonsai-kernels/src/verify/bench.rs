@@ -192,10 +192,11 @@ fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, 
     let pos = upload(&ctx.stream, &[(seq - 1) as u32])?;
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(1, shape, seq))?;
     let mut out = poisoned(&ctx.stream, shape.q_len())?;
+    let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(1, shape)])?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
         let (k, v) = &caches[i];
-        launch::attention::attention(lib, &stream, &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut out)?;
+        launch::attention::attention(lib, &stream, &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut counters, &mut out)?;
         Ok(())
     })?;
     Ok(row("attention (split + combine)", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))

@@ -76,6 +76,10 @@ pub struct CudaBackend {
     decode_scratch: RefCell<Option<CudaSlice<f32>>>,
     /// Attention scratch for prefill chunks (grown on demand, never used inside a graph).
     prefill_scratch: RefCell<Option<CudaSlice<f32>>>,
+    /// The attention kernel's per-(token group, kv head) counters, zeroed once and left zeroed by
+    /// every launch; sized by the first KV cache for a whole cache of tokens and never
+    /// reallocated (captured graphs hold its address).
+    attention_counters: RefCell<Option<CudaSlice<u32>>>,
 }
 
 /// Wraps a device-side failure of `what` into a one-line backend error.
@@ -117,6 +121,7 @@ impl CudaBackend {
             progress: RefCell::new(None),
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
+            attention_counters: RefCell::new(None),
         }
     }
 
@@ -325,6 +330,10 @@ impl Backend for CudaBackend {
         let len = shape.n_kv * max_seq * shape.head_dim;
         let cache = CudaKvCache { k: self.zeros("allocating the K cache", len)?, v: self.zeros("allocating the V cache", len)?, max_seq };
         self.ensure_scratch(&self.decode_scratch, launch::attention::scratch_len(1, shape, max_seq))?;
+        if self.attention_counters.borrow().is_none() {
+            let len = launch::attention::counters_len(max_seq, shape);
+            *self.attention_counters.borrow_mut() = Some(self.zeros("allocating the attention counters", len)?);
+        }
         Ok(cache)
     }
 

@@ -5,10 +5,11 @@
 //! The plan covers the weights as uploaded (scale and payload arrays, f32 norms), the RoPE table,
 //! the f16 KV cache of every layer for `max_seq` tokens, one sequence state with `max_batch`
 //! activation rows and logits for every row (perplexity's worst case), and the attention scratch
-//! (decode: one token over the whole cache; prefill: `max_batch` tokens over the whole cache).
+//! (decode: one token over the whole cache; prefill: `max_batch` tokens over the whole cache) with
+//! its counters.
 
 use bonsai_gguf::Qwen3Config;
-use bonsai_kernels::launch::attention::scratch_len;
+use bonsai_kernels::launch::attention::{counters_len, scratch_len};
 use bonsai_kernels::ops::HeadShape;
 
 use super::BackendError;
@@ -68,7 +69,8 @@ impl MemoryPlan {
         let sampler_words = bonsai_kernels::launch::sample_top_k::RNG_WORDS + bonsai_kernels::launch::sample_top_k::candidate_scratch_len();
         let activation_bytes =
             (max_batch * rows + config.hidden) * F32_BYTES + (max_batch + 1) * U32_BYTES + sampler_words * U64_BYTES;
-        let scratch_bytes = (scratch_len(1, shape, max_seq) + scratch_len(max_batch, shape, max_seq)) * F32_BYTES;
+        let scratch_bytes = (scratch_len(1, shape, max_seq) + scratch_len(max_batch, shape, max_seq)) * F32_BYTES
+            + counters_len(max_seq, shape) * U32_BYTES;
         Self { weights_bytes, rope_bytes, kv_cache_bytes, activation_bytes, scratch_bytes }
     }
 

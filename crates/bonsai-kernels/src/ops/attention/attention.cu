@@ -8,7 +8,9 @@
 // [split * split_keys, +split_keys). Keys stream through shared memory ATT_CHUNK at a
 // time; each warp keeps an online softmax (running max, sum, unnormalised output) per row. It
 // writes [max, sum, acc[hd]] per (row, split) to the scratch buffer.
-// Pass 2, `attention_combine_splits`: grid (m, n_q), merges the splits a row used.
+// Then the last CTA to finish for its (token group, kv head) merges the splits each of its rows
+// used (attention_combine_one), counted in a caller-owned, zero-initialised u32 per
+// (z, kv head) that it resets.
 // A position >= max_seq, or one needing more splits than were launched, yields NaN output.
 #define ATT_MAX_HD 128
 #define ATT_ROWS 16
@@ -24,11 +26,38 @@
 #define ATT_DIMS_PER_LANE (ATT_MAX_HD / WARP_SIZE)
 #define ATT_K_STRIDE (ATT_MAX_HD + 4)
 
+// Output dimension d of (token, head): merges the splits the row used. `partial` is read through
+// a volatile pointer: other CTAs wrote it during this launch (made visible by their fences).
+__device__ __forceinline__ void attention_combine_one(const float* partial, int n_q, int hd, u32 pos0, int max_seq,
+                                                      int n_splits, int split_keys, int token, int head, int d,
+                                                      float* __restrict__ out) {
+    const long long pos = (long long)pos0 + token;
+    float* dst = out + ((long long)token * n_q + head) * hd + d;
+    const long long used = pos / split_keys + 1;
+    if (pos >= max_seq || used > n_splits) {
+        *dst = __int_as_float(0x7fc00000);
+        return;
+    }
+    const volatile float* src = partial + ((long long)token * n_q + head) * n_splits * (hd + 2);
+    float mx = neg_inf();
+    for (int s = 0; s < used; ++s) mx = fmaxf(mx, src[s * (hd + 2)]);
+    float total = 0.0f, value = 0.0f;
+    for (int s = 0; s < used; ++s) {
+        const volatile float* part = src + s * (hd + 2);
+        const float pm = part[0];
+        const float w = pm == neg_inf() ? 0.0f : expf(pm - mx);
+        total += part[1] * w;
+        value += part[2 + d] * w;
+    }
+    *dst = value / total;
+}
+
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
     attention_split_keys(const float* __restrict__ qkv, int m, int n_q, int n_kv, int hd,
                          const u32* __restrict__ pos0_ptr, int max_seq,
                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
-                         float* __restrict__ partial, int n_splits, int split_keys) {
+                         float* __restrict__ partial, int n_splits, int split_keys,
+                         u32* __restrict__ counters, float* __restrict__ out) {
     griddep_wait();
     griddep_launch_dependents();
     __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
@@ -146,35 +175,29 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
             if (d < hd) dst[2 + d] = acc[j][dd];
         }
     }
+
+    // The last CTA of this (token group, kv head) to finish merges every split's partial (one
+    // launch instead of a separate combine pass). `counters` is zero before the launch and the
+    // last CTA puts its slot back to zero, so graph replays find it clean.
+    __shared__ u32 att_is_last;
+    __threadfence();  // this CTA's partials are visible before it counts itself done
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int working = (int)min((long long)n_splits, cta_max_pos / split_keys + 1);
+        u32* counter = counters + (long long)blockIdx.z * n_kv + kv_head;
+        const u32 arrived = atomicAdd(counter, 1u);
+        att_is_last = arrived == (u32)(working - 1) ? 1u : 0u;
+        if (att_is_last) atomicExch(counter, 0u);
+    }
+    __syncthreads();
+    if (!att_is_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
+        const int r = i / hd, d = i % hd;
+        const int token = token0 + r / group;
+        if (token >= m) continue;
+        attention_combine_one(partial, n_q, hd, pos0, max_seq, n_splits, split_keys, token, kv_head * group + r % group,
+                              d, out);
+    }
 }
 
-// grid (m, n_q), blockDim.x >= hd: one thread per output dimension.
-extern "C" __global__ void attention_combine_splits(const float* __restrict__ partial, int n_q,
-                                                    int hd, const u32* __restrict__ pos0_ptr,
-                                                    int max_seq, int n_splits, int split_keys,
-                                                    float* __restrict__ out) {
-    griddep_wait();
-    griddep_launch_dependents();
-    const int token = blockIdx.x;
-    const int head = blockIdx.y;
-    const int d = threadIdx.x;
-    if (d >= hd) return;
-    const long long pos = (long long)pos0_ptr[0] + token;
-    float* dst = out + ((long long)token * n_q + head) * hd + d;
-    const long long used = pos / split_keys + 1;
-    if (pos >= max_seq || used > n_splits) {
-        *dst = __int_as_float(0x7fc00000);
-        return;
-    }
-    const float* src = partial + ((long long)token * n_q + head) * n_splits * (hd + 2);
-    float mx = neg_inf();
-    for (int s = 0; s < used; ++s) mx = fmaxf(mx, src[s * (hd + 2)]);
-    float total = 0.0f, value = 0.0f;
-    for (int s = 0; s < used; ++s) {
-        const float* part = src + s * (hd + 2);
-        const float w = part[0] == neg_inf() ? 0.0f : expf(part[0] - mx);
-        total += part[1] * w;
-        value += part[2 + d] * w;
-    }
-    *dst = value / total;
-}

@@ -1,6 +1,7 @@
-//! Launcher of the two-pass split-key attention (attention.cu): `attention_split_keys` then
-//! `attention_combine_splits`, with a caller-owned scratch buffer so the pair can be captured in
-//! a CUDA graph (no allocation per call).
+//! Launcher of the split-key attention (attention.cu): one `attention_split_keys` launch whose last
+//! CTA per (token group, kv head) merges the splits, with caller-owned scratch (partials) and
+//! counters (zero-initialised, left zero by every launch) so it can be captured in a CUDA graph
+//! (no allocation per call).
 
 use std::sync::Arc;
 
@@ -50,6 +51,14 @@ pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
     m * shape_.n_q * most * (shape_.head_dim + 2)
 }
 
+/// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head)); the
+/// buffer must start zeroed (every launch leaves it zeroed).
+pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
+    let group = (shape_.n_q / shape_.n_kv.max(1)).max(1);
+    let tokens_per_cta = (ROWS_PER_CTA / group).max(1);
+    m.div_ceil(tokens_per_cta) * shape_.n_kv
+}
+
 /// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.
 /// `seq_bound` is a host-side upper bound on `pos0 + m` (e.g. max_seq for a captured decode
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
@@ -66,6 +75,7 @@ pub fn attention(
     k_cache: &impl DevicePtr<u16>,
     v_cache: &impl DevicePtr<u16>,
     scratch: &mut CudaSlice<f32>,
+    counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
@@ -91,6 +101,7 @@ pub fn attention(
     let keys_per_split = split_keys(m, bound);
     let n_splits = n_splits(m, bound);
     expect_at_least(OP, "scratch", scratch.len(), m * shape_.n_q * n_splits * (hd + 2))?;
+    expect_at_least(OP, "counters", counters.len(), counters_len(m, shape_))?;
     let tokens_per_cta = ROWS_PER_CTA / group;
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
     let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
@@ -105,13 +116,7 @@ pub fn attention(
         block_dim: (SPLIT_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let combine_cfg = LaunchConfig {
-        grid_dim: (m as u32, shape_.n_q as u32, 1),
-        block_dim: (hd.div_ceil(32) as u32 * 32, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let split = lib.function("attention_split_keys")?;
-    let combine = lib.function("attention_combine_splits")?;
     let (q_p, _a) = read_ptr(qkv, stream);
     let (p0, _b) = read_ptr(pos0, stream);
     let (k_p, _c) = read_ptr(k_cache, stream);
@@ -120,20 +125,14 @@ pub fn attention(
     if k_p % 8 != 0 || v_p % 8 != 0 {
         return Err(shape(OP, "k_cache and v_cache must start on an 8-byte boundary".into()));
     }
-    {
-        let (s_p, _e) = write_ptr(scratch, stream);
-        let mut l = Launch::new(stream, split);
-        l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
-        // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch lengths checked
-        // above for m tokens, n_splits splits and max_seq positions.
-        unsafe { l.launch(split_cfg) }?;
-    }
-    let (s_p, _f) = read_ptr(&*scratch, stream);
+    let (s_p, _e) = write_ptr(scratch, stream);
+    let (c_p, _f) = write_ptr(counters, stream);
     let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, combine);
-    l.arg(&s_p).arg(&n_q).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&n_splits_i).arg(&split_keys_i).arg(&o_p);
-    // SAFETY: matches attention_combine_splits' signature; reads only splits the first pass
-    // wrote for each row (bounded by n_splits), writes m * n_q * hd outputs.
-    unsafe { l.launch(combine_cfg) }?;
+    let mut l = Launch::new(stream, split);
+    l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
+    l.arg(&c_p).arg(&o_p);
+    // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch/counter lengths checked
+    // above for m tokens, n_splits splits and max_seq positions; out holds m * n_q * hd values.
+    unsafe { l.launch(split_cfg) }?;
     Ok(())
 }

@@ -83,6 +83,8 @@ pub(super) fn attention(
     };
     let mut guard = slot.borrow_mut();
     let scratch = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
+    let mut counters_guard = b.attention_counters.borrow_mut();
+    let counters = counters_guard.as_mut().ok_or_else(|| BackendError::Device("attention counters missing".into()))?;
     launch::attention::attention(
         &b.lib,
         &b.stream,
@@ -95,6 +97,7 @@ pub(super) fn attention(
         &cache.k,
         &cache.v,
         scratch,
+        counters,
         out,
     )
     .map_err(device_err("attention"))
