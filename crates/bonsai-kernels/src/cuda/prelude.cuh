@@ -56,3 +56,18 @@ __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000);
 __device__ __forceinline__ float silu_mul(float g, float u) {
     return g / (1.0f + expf(-g)) * u;
 }
+
+// A 64-bit key whose unsigned order is (value in f32 total order, so -0 < +0) descending-friendly:
+// high word = the value's bits mapped to an order-preserving unsigned, low word = ~index, so the
+// larger key is the larger value and, on ties, the lower index. Never 0 for index != 0xffffffff,
+// so 0 can mean "no candidate". `value_index_key_value` / `_index` invert it.
+__device__ __forceinline__ unsigned long long value_index_key(float v, u32 index) {
+    const u32 b = __float_as_uint(v);
+    const u32 ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    return ((unsigned long long)ord << 32) | (unsigned long long)(~index);
+}
+__device__ __forceinline__ float value_index_key_value(unsigned long long key) {
+    const u32 ord = (u32)(key >> 32);
+    return __uint_as_float((ord & 0x80000000u) ? (ord & 0x7fffffffu) : ~ord);
+}
+__device__ __forceinline__ u32 value_index_key_index(unsigned long long key) { return ~(u32)(key & 0xffffffffull); }

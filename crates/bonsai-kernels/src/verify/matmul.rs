@@ -78,6 +78,14 @@ pub(crate) fn random_matrix(ctx: &mut Ctx, n: usize, k: usize, ternary: bool) ->
     }
 }
 
+/// Bound of out = silu(g) u from the bounds bg, bu of its two matmul inputs:
+/// |d out| <= |silu'(g)| |u| bg + |silu(g)| bu + 12u |out| (silu and the product, see swiglu),
+/// with |silu'| <= 1.1; doubled for second-order terms.
+pub(crate) fn swiglu_bound(g: f64, u: f64, bg: f64, bu: f64, out: f32) -> f64 {
+    let silu = g / (1.0 + (-g).exp());
+    2.0 * (1.1 * u.abs() * bg + silu.abs() * bu) + 12.0 * U * out.abs() as f64 + f32::MIN_POSITIVE as f64
+}
+
 /// |W|: every weight replaced by its magnitude (Q1: all bits set; Q2: code c -> 1 + |c - 1|).
 pub(crate) fn abs_matrix(w: &QMatrix) -> QMatrix {
     match w {
@@ -306,8 +314,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
             let bu = c * magnitude[i * 2 * f + f + j] as f64
                 + f16_floor_term(kernel, x_max[i], w_sums[f + j])
                 + 2.0 * U * u.abs();
-            let silu = g / (1.0 + (-g).exp());
-            2.0 * (1.1 * u.abs() * bg + silu.abs() * bu) + 12.0 * U * want[idx].abs() as f64 + f32::MIN_POSITIVE as f64
+            swiglu_bound(g, u, bg, bu, want[idx])
         };
         let cmp = Comparison::of(&got, &want, bound);
         ctx.record(&op, &format!("{label} F={f} K={k} m={m} {}", kernel_label(kernel)), cmp);

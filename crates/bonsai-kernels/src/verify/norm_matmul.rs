@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{abs_matrix, bound_magnitude, matmul_coefficient, par_reference, random_matrix};
+use super::matmul::{abs_matrix, bound_magnitude, matmul_coefficient, par_reference, random_matrix, swiglu_bound};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
@@ -78,13 +78,10 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     let c = matmul_coefficient(k, None, ternary) + rel_n;
     let lin_bound = |idx: usize| c * magnitude[idx] as f64 + 2.0 * U * lin[idx].abs() as f64;
     let cmp = if swiglu {
-        // As gate_up's check: |d out| <= 1.1 |u| Bg + |silu(g)| Bu (+12u |out|), doubled.
         Comparison::of(&got, &want, |idx| {
             let (i, j) = (idx / n_out, idx % n_out);
             let (gi, ui) = (i * rows + j, i * rows + n_out + j);
-            let (g, u) = (lin[gi] as f64, lin[ui] as f64);
-            let silu = g / (1.0 + (-g).exp());
-            2.0 * (1.1 * u.abs() * lin_bound(gi) + silu.abs() * lin_bound(ui)) + 12.0 * U * want[idx].abs() as f64 + f32::MIN_POSITIVE as f64
+            swiglu_bound(lin[gi] as f64, lin[ui] as f64, lin_bound(gi), lin_bound(ui), want[idx])
         })
     } else {
         Comparison::of(&got, &want, |idx| lin_bound(idx) + f32::MIN_POSITIVE as f64)

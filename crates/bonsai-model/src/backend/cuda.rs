@@ -182,6 +182,12 @@ impl CudaBackend {
     }
 }
 
+/// Whether an RMSNorm of rows of `n` can ride in `w`'s GEMV: decode batches only (the prefill
+/// GEMMs take x as it is).
+fn fuses_norm(m: usize, n: usize, w: &GpuQMatrix) -> bool {
+    m <= launch::matmul::GEMV_MAX_TOKENS && w.k() == n
+}
+
 /// The kernels' view of a device matrix.
 pub(crate) fn view(m: &GpuQMatrix) -> QWeightsView<'_> {
     match m {
@@ -393,7 +399,7 @@ impl Backend for CudaBackend {
         y: &mut CudaSlice<f32>,
         store: launch::Store,
     ) -> Result<(), BackendError> {
-        if m > launch::matmul::GEMV_MAX_TOKENS || w.k() != n {
+        if !fuses_norm(m, n, w) {
             self.rms_norm(x, m, n, norm_w, eps, xn)?;
             return self.matmul(w, xn, m, y, store);
         }
@@ -412,7 +418,7 @@ impl Backend for CudaBackend {
         w: &GpuQMatrix,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
-        if m > launch::matmul::GEMV_MAX_TOKENS || w.k() != n {
+        if !fuses_norm(m, n, w) {
             self.rms_norm(x, m, n, norm_w, eps, xn)?;
             return self.gate_up_swiglu(w, xn, m, out);
         }

@@ -22,13 +22,6 @@ __device__ __forceinline__ bool argmax_better(float va, u32 ia, float vb, u32 ib
     return va > vb || (va == vb && ia < ib);
 }
 
-// Order-preserving key of a non-NaN value and its index (never 0 for i != ARGMAX_NONE).
-__device__ __forceinline__ unsigned long long argmax_key(float v, u32 i) {
-    u32 b = v == 0.0f ? 0u : __float_as_uint(v);  // -0 and +0 are equal values: same key
-    const u32 ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    return ((unsigned long long)ord << 32) | (unsigned long long)(~i);
-}
-
 extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n,
                                               u32* __restrict__ out) {
     griddep_wait();
@@ -64,11 +57,11 @@ extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n
         if (argmax_better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
     }
     if (lane != 0) return;
-    if (bi != ARGMAX_NONE) atomicMax(&argmax_best_key, argmax_key(bv, bi));
+    if (bi != ARGMAX_NONE) atomicMax(&argmax_best_key, value_index_key(bv == 0.0f ? 0.0f : bv, bi));  // -0 == +0: one key
     __threadfence();  // this CTA's key is visible before it counts itself done
     if (atomicAdd(&argmax_blocks_done, 1u) != gridDim.x - 1) return;
     // Last CTA: every other CTA's atomicMax happened before its atomicAdd.
     const unsigned long long key = atomicExch(&argmax_best_key, 0ull);
-    *out = key == 0ull ? ARGMAX_NONE : ~(u32)(key & 0xffffffffull);
+    *out = key == 0ull ? ARGMAX_NONE : value_index_key_index(key);
     atomicExch(&argmax_blocks_done, 0u);
 }

@@ -4,24 +4,13 @@
 // (one CTA; sorts the CTAs' candidates, applies top-k/top-p/min-p exactly as the host does, with
 // f64 sums, draws with the device-resident xoshiro256** state and writes the id). The global
 // top k (k <= SAMPLE_MAX_TOP_K) is always among the union of the per-CTA top SAMPLE_MAX_TOP_K.
-// Keys: high word = the value's bits mapped to an unsigned order equal to f32 total order
-// (so -0 < +0 as in Rust's total_cmp), low word = ~id (lower id wins ties); 0 = no candidate.
+// Keys: prelude's value_index_key (f32 total order, so -0 < +0 as in Rust's total_cmp; lower id
+// wins ties); 0 = no candidate.
 #define SAMPLE_MAX_TOP_K 64
 #define SAMPLE_BLOCKS 64
 #define SAMPLE_SLICE_MAX 4096
 #define SAMPLE_THREADS 1024
 #define SAMPLE_NONE 0xffffffffu
-
-__device__ __forceinline__ unsigned long long sample_key(float v, u32 id) {
-    const u32 b = __float_as_uint(v);
-    const u32 ord = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    return ((unsigned long long)ord << 32) | (unsigned long long)(~id);
-}
-__device__ __forceinline__ float sample_key_value(unsigned long long key) {
-    const u32 ord = (u32)(key >> 32);
-    return __uint_as_float((ord & 0x80000000u) ? (ord & 0x7fffffffu) : ~ord);
-}
-__device__ __forceinline__ u32 sample_key_id(unsigned long long key) { return ~(u32)(key & 0xffffffffull); }
 
 // Sorts keys[0, n) descending in place (n a power of two); every thread of the CTA must call it.
 __device__ void sample_bitonic_sort_desc(unsigned long long* keys, int n) {
@@ -61,7 +50,7 @@ sample_block_candidates(const float* __restrict__ logits, u32 n, float inv_tempe
         if ((u32)j < slice && i < n) {
             const float l = logits[i];
             // > -inf also rejects NaN (never a candidate).
-            if (l > neg_inf()) key = sample_key(l * inv_temperature, i);
+            if (l > neg_inf()) key = value_index_key(l * inv_temperature, i);
         }
         keys[j] = key;
     }
@@ -109,10 +98,10 @@ sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u
         return;
     }
     float w[SAMPLE_MAX_TOP_K];
-    const float vmax = sample_key_value(keys[0]);
+    const float vmax = value_index_key_value(keys[0]);
     double sum = 0.0;
     for (int i = 0; i < count; ++i) {
-        w[i] = expf(sample_key_value(keys[i]) - vmax);
+        w[i] = expf(value_index_key_value(keys[i]) - vmax);
         sum += (double)w[i];
     }
     int keep = count;
@@ -135,11 +124,11 @@ sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u
     for (int i = 0; i < keep; ++i) kept += (double)w[i];
     const double target = u * kept;
     double cumulative = 0.0;
-    u32 id = sample_key_id(keys[keep - 1]);
+    u32 id = value_index_key_index(keys[keep - 1]);
     for (int i = 0; i < keep; ++i) {
         cumulative += (double)w[i];
         if (target < cumulative) {
-            id = sample_key_id(keys[i]);
+            id = value_index_key_index(keys[i]);
             break;
         }
     }
