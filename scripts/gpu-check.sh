@@ -13,6 +13,7 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
+#   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B) and the GEMV's stall reasons
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -45,6 +46,8 @@ run() { # run NAME CMD...: logs to $LOGS/NAME.log (killed after STEP_TIMEOUT s),
     echo "=== $name: rc=$rc wall=${ms}ms" | tee -a "$OUT/summary.log"
     tail -n 40 "$LOGS/$name.log" | tee -a "$OUT/summary.log"
     [ $rc -eq 0 ] || status=1
+    # Packed after every step, so a call killed at its time limit still returns the logs so far.
+    tar czf "$OUT/logs.tgz" -C "$LOGS" --exclude='*.gguf' .
     return $rc
 }
 
@@ -69,7 +72,7 @@ verify)
     run verify "$BIN" kernels verify
     ;;
 bench)
-    run bench "$BIN" kernels verify --bench
+    run bench "$BIN" kernels verify --bench-only
     ;;
 model)
     for g in bonsai-8b ternary-8b bonsai-4b bonsai-1.7b; do
@@ -100,6 +103,19 @@ lab)
     # The decode GEMV lab (scripts/lab): every variant checked against f64 and timed vs copy.
     mkdir -p "$LOGS/lab"
     run lab env OUT="$LOGS/lab" bash scripts/lab/run.sh
+    ;;
+profile)
+    # Per-kernel time of ungraphed decode steps (Nsight Compute serializes launches, so this is
+    # each kernel alone, launch gaps excluded), then the stall reasons of the decode GEMV.
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    for g in bonsai-8b bonsai-1.7b; do
+        run "profile-decode-$g" env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
+            --launch-skip 600 --launch-count 240 "$BIN" bench --synthetic "$g" -p 0 -n 8 -r 1
+    done
+    run profile-gemv-stalls env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k regex:gemv_tc --launch-skip 40 \
+        --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+        "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"

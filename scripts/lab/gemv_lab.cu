@@ -14,6 +14,23 @@
 #include <string>
 #include <cmath>
 
+// Phase marks of gemv_tc for `gemv_lab timeline` (gemv_tc_timeline.cuh): null = off. Slots 0-5:
+// clock64 at each TC_MARK; 6 / 7: globaltimer at the CTA's start / end.
+__device__ long long* tc_timeline_buf;
+__device__ __forceinline__ long long lab_globaltimer() {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define TC_MARK(i)                                                                        \
+    do {                                                                                  \
+        long long* tl_ = tc_timeline_buf;                                                 \
+        if (tl_ != nullptr && threadIdx.x == 0) {                                         \
+            tl_[blockIdx.x * 8 + (i)] = clock64();                                        \
+            if ((i) == 0) tl_[blockIdx.x * 8 + 6] = lab_globaltimer();                    \
+            if ((i) == 5) tl_[blockIdx.x * 8 + 7] = lab_globaltimer();                    \
+        }                                                                                 \
+    } while (0)
 #include "baseline_gemv.cuh"
 #include "gemv_warp_rows.cuh"
 #include "gemv_smem_ilp.cuh"
@@ -227,6 +244,7 @@ static bool check_stream_modes() {
 }
 
 #include "gemv_tc_lab.cuh"
+#include "gemv_tc_timeline.cuh"
 
 static void run_shape(int bits, int n, int k, const std::vector<Variant>& variants, double copy_bw, bool profile) {
     const int wpw = 32 / bits;
@@ -328,6 +346,10 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
 
 int main(int argc, char** argv) {
     const bool profile = argc > 1 && std::string(argv[1]) == "profile";
+    if (argc > 1 && std::string(argv[1]) == "timeline") {
+        run_timeline();
+        return 0;
+    }
     double copy_bw = 1.0;
     if (!profile) {
         const size_t copy_bytes = 1ull << 30;

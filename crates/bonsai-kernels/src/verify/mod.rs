@@ -44,6 +44,9 @@ pub use shapes::ShapeSet;
 pub struct VerifyOptions {
     /// Also time every kernel (`--bench`).
     pub bench: bool,
+    /// Skip the correctness checks (time only; `--bench-only`, so a timing run does not pay for
+    /// the CPU references again).
+    pub skip_checks: bool,
     /// All model shapes, or only the small/odd ones (fast smoke test).
     pub shapes: ShapeSet,
     /// Seed of the random inputs; None draws one from the clock (printed either way).
@@ -54,7 +57,7 @@ pub struct VerifyOptions {
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        Self { bench: false, shapes: ShapeSet::All, seed: None, device: None }
+        Self { bench: false, skip_checks: false, shapes: ShapeSet::All, seed: None, device: None }
     }
 }
 
@@ -198,14 +201,16 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     println!("verify: device {device}, seed {seed} (rerun with --seed {seed})");
     println!("{:<22} {:<44} {:>11} {:>11}  result", "op", "shape", "max_err", "bound");
     let mut ctx = Ctx { lib, stream, rng: rng::SplitMix64::new(seed), checks: Vec::new() };
-    ptx_wrappers::run(&mut ctx)?;
-    small::run_all(&mut ctx, opts.shapes)?;
-    attention::run_all(&mut ctx, opts.shapes)?;
-    image_elementwise::run_all(&mut ctx, opts.shapes)?;
-    matmul::run_all(&mut ctx, opts.shapes)?;
-    norm_matmul::run_all(&mut ctx, opts.shapes)?;
-    image_attention::run_all(&mut ctx, opts.shapes)?;
-    image_gemm::run_all(&mut ctx, opts.shapes)?;
+    if !opts.skip_checks {
+        ptx_wrappers::run(&mut ctx)?;
+        small::run_all(&mut ctx, opts.shapes)?;
+        attention::run_all(&mut ctx, opts.shapes)?;
+        image_elementwise::run_all(&mut ctx, opts.shapes)?;
+        matmul::run_all(&mut ctx, opts.shapes)?;
+        norm_matmul::run_all(&mut ctx, opts.shapes)?;
+        image_attention::run_all(&mut ctx, opts.shapes)?;
+        image_gemm::run_all(&mut ctx, opts.shapes)?;
+    }
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
     println!("verify: {} checks, {} failed (seed {seed})", report.checks.len(), report.failures());

@@ -69,11 +69,13 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     }
     let got = download(&ctx.stream, &od)?;
 
-    // The kernel's normalised x: its f32 sum of squares runs sequentially over at most k/32
-    // terms per thread, then a <= 10-level tree (positive terms): (k/32 + 10)u; /k, +eps,
-    // rsqrtf (2 ulp) and the two products add <= 6u; halved under the root, doubled for second
-    // order (rms_norm's own check): rel_n = 2 (k/32 + 24)u relative on every element, so a dot
-    // moves by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
+    // The kernel stages x * w and scales each finished dot product by the token's 1 / rms. Its
+    // f32 sum of squares (positive terms): 4 per lane (3 adds), a 5-level warp tree, then
+    // sequentially over at most k/128 staged groups per warp and <= 16 warp slots:
+    // (k/128 + 24)u <= (k/32 + 24)u; /k, +eps, rsqrtf (2 ulp) add <= 4u before the root halves
+    // it; x * w and the final * (1 / rms) add 2u: <= (k/64 + 16)u on every element, doubled for
+    // second order: within rel_n = 2 (k/32 + 24)u (rms_norm's own check's figure), so a dot moves
+    // by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
     let rel_n = 2.0 * (k as f64 / 32.0 + 24.0) * U;
     let c = matmul_coefficient(k, None, ternary) + rel_n;
     let lin_bound = |idx: usize| c * magnitude[idx] as f64 + 2.0 * U * lin[idx].abs() as f64;

@@ -33,10 +33,16 @@
 //   offsets [chunk_groups + 1][tok_count] f32 | partials [warps][16 rows][2 NT] f32
 
 #define TC_TILE_ROWS 16
+// Phase marks for the lab's timeline (scripts/lab/gemv_tc_timeline.cuh defines TC_MARK before
+// including this file); nothing in production.
+#ifndef TC_MARK
+#define TC_MARK(i)
+#endif
 #define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
 #define TC_MAX_THREADS_M1 512
 #define TC_MAX_THREADS_M8 512
+static_assert(TC_MAX_THREADS_M8 <= TC_MAX_THREADS_M1, "norm_sq has a slot row per warp of the larger CTA");
 #define TC_SIGN_PAIR 0x80008000u  // pair q <= 7, after << q
 #define TC_EXP_PAIR 0x00800080u   // pair q >= 8, after << (q - 8): the bf16 exponent LSB
 #define TC_SIGN_ONE 0xBF80BF80u   // sign bits -> +-1.0
@@ -113,7 +119,7 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
 template <int BITS, int COLS>
 __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int k, int c0, int cg,
                                          int n_tiles, int tok_count, uint4* bs, float* xoff,
-                                         const float* __restrict__ norm_w, const float* inv_rms) {
+                                         const float* __restrict__ norm_w, float* warp_sq) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int s = lane / 8, h = (lane / 4) % 2, t = lane % 4;
     // u32 index of (step s, half h, lane t) within a (group, n-tile) block, column 0; the second
@@ -126,20 +132,37 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     // item is the group, and both pointers advance by a constant).
     const float* src = x + (long long)c0 * GROUP_SIZE + 2 * lane;
     u32* dst = bw + lane_word;
-    for (int item = warp; item < cg * tok_count; item += warps) {
+    // Software-pipelined by one item: the next item's x is loaded before this one is split, so a
+    // warp with several items waits for one L2 round trip instead of one per item.
+    const int items = cg * tok_count;
+    auto load_item = [&](int item, float2& lo, float2& hi) {
         const int gl = COLS == 3 ? item : item / tok_count, tok = COLS == 3 ? 0 : item % tok_count;
         const float* row_src = COLS == 3 ? src + gl * GROUP_SIZE : src + (long long)tok * k + gl * GROUP_SIZE;
-        float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
-        if (tok < m) {
+        lo = make_float2(0.0f, 0.0f);
+        hi = make_float2(0.0f, 0.0f);
+        if (item < items && tok < m) {
             lo = *reinterpret_cast<const float2*>(row_src);
             hi = *reinterpret_cast<const float2*>(row_src + GROUP_SIZE / 2);
-            if (norm_w != nullptr) {  // fused RMSNorm: x * inv_rms * w, as rms_norm.cu computes it
-                const float r = inv_rms[tok];
+        }
+    };
+    float2 next_lo, next_hi;
+    load_item(warp, next_lo, next_hi);
+    for (int item = warp; item < items; item += warps) {
+        const int gl = COLS == 3 ? item : item / tok_count, tok = COLS == 3 ? 0 : item % tok_count;
+        float2 lo = next_lo, hi = next_hi;
+        load_item(item + warps, next_lo, next_hi);
+        if (norm_w != nullptr) {
+            // Fused RMSNorm: stage x * w; the token's 1 / rms scales the finished dot products
+            // in the epilogue (it is one factor per token), so no pass over x has to come first.
+            // This warp's sum of squares of the token's x goes to its own slot, in item order.
+            const float sq = warp_sum(lo.x * lo.x + lo.y * lo.y + hi.x * hi.x + hi.y * hi.y);
+            if (lane == 0 && tok < m) warp_sq[tok] += sq;
+            if (tok < m) {
                 const float* wn = norm_w + (c0 + gl) * GROUP_SIZE + 2 * lane;
                 const float2 wl = *reinterpret_cast<const float2*>(wn);
                 const float2 wh = *reinterpret_cast<const float2*>(wn + GROUP_SIZE / 2);
-                lo = make_float2(lo.x * r * wl.x, lo.y * r * wl.y);
-                hi = make_float2(hi.x * r * wh.x, hi.y * r * wh.y);
+                lo = make_float2(lo.x * wl.x, lo.y * wl.y);
+                hi = make_float2(hi.x * wh.x, hi.y * wh.y);
             }
         }
         u32 a0[TC_PARTS], a1[TC_PARTS], b0[TC_PARTS], b1[TC_PARTS];
@@ -160,6 +183,15 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     }
 }
 
+// Groups of a unit whose mma chains run interleaved (the lab overrides it with
+// TC_INTERLEAVE_GROUPS): all of them with one n-tile; with 4 n-tiles the C registers of several
+// groups would not fit.
+#ifdef TC_INTERLEAVE_GROUPS
+#define TC_INTERLEAVE(NT, NB) ((NB) < TC_INTERLEAVE_GROUPS ? (NB) : TC_INTERLEAVE_GROUPS)
+#else
+#define TC_INTERLEAVE(NT, NB) ((NT) == 1 ? (NB) : 1)
+#endif
+
 // One unit: NB groups of the tile, each accumulated in a fresh C, offset, scaled by d into acc.
 // `bl` / `ol`: this lane's B fragments and offsets of the unit's first group (group strides
 // b_stride / o_stride; 0 on lanes that read the zero group).
@@ -168,56 +200,71 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
                                         const float* ol, int o_stride, int n_tiles, u32 sign_pair, u32 exp_pair,
                                         u32 mant_pair) {
 #pragma unroll
-    for (int gi = 0; gi < NB; ++gi) {
-        float c[NT][4];
+    constexpr int IL = TC_INTERLEAVE(NT, NB);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.0f;
-        const uint4* bg = bl + gi * b_stride;
+    for (int g0 = 0; g0 < NB; g0 += IL) {
+        // IL groups' mma chains interleaved: each group's 8 (Q2: 16) mma accumulate into one C, so
+        // issued group after group they form one long dependent chain per unit; taking step i of
+        // every group before step i + 1 keeps IL independent chains in flight.
+        float c[IL][NT][4];
+#pragma unroll
+        for (int gj = 0; gj < IL; ++gj)
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) c[gj][nt][0] = c[gj][nt][1] = c[gj][nt][2] = c[gj][nt][3] = 0.0f;
 #pragma unroll
         for (int i = 0; i < TC_QUADS / 2; ++i) {
-            // Steps 2i + ss (sign form, quad i) and 2i + ss + 4 (exponent form, quad i + 2) share
-            // the shifts r = 2 (2i + ss) + half.
-            u32 a[2][2][BITS][4];  // [ss][form][plane]
 #pragma unroll
-            for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-                for (int p = 0; p < BITS; ++p) {
-                    const bool half = BITS == 2 && p == 0;
-                    const u32 w0 = r.w[0][gi * BITS + p], w1 = r.w[1][gi * BITS + p];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int q = 2 * (2 * i + ss) + e / 2;  // a[0], a[1]: half 0; a[2], a[3]: half 1
-                        const u32 w = e % 2 ? w1 : w0;
-                        const u32 v = w << q;
-                        a[ss][0][p][e] = (v & sign_pair) ^ (half ? TC_SIGN_HALF : TC_SIGN_ONE);
-                        if (half) a[ss][1][p][e] = ((q == 0 ? w >> 1 : w << (q - 1)) & mant_pair) | TC_EXP_ONE;
-                        else a[ss][1][p][e] = (v & exp_pair) | TC_EXP_ONE;
-                    }
-                }
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                if (nt >= n_tiles) continue;
-                const uint4 b_lo = bg[(nt * TC_QUADS + i) * COLS * LAYOUT_LANES];
-                const uint4 b_hi = bg[(nt * TC_QUADS + i + TC_QUADS / 2) * COLS * LAYOUT_LANES];
+            for (int gj = 0; gj < IL; ++gj) {
+                const int gi = g0 + gj;
+                const uint4* bg = bl + gi * b_stride;
+                // Steps 2i + ss (sign form, quad i) and 2i + ss + 4 (exponent form, quad i + 2)
+                // share the shifts r = 2 (2i + ss) + half.
+                u32 a[2][2][BITS][4];  // [ss][form][plane]
 #pragma unroll
                 for (int ss = 0; ss < 2; ++ss)
 #pragma unroll
                     for (int p = 0; p < BITS; ++p) {
-                        mma_bf16_16x8x16(c[nt], a[ss][0][p], ss ? b_lo.z : b_lo.x, ss ? b_lo.w : b_lo.y);
-                        mma_bf16_16x8x16(c[nt], a[ss][1][p], ss ? b_hi.z : b_hi.x, ss ? b_hi.w : b_hi.y);
+                        const bool half = BITS == 2 && p == 0;
+                        const u32 w0 = r.w[0][gi * BITS + p], w1 = r.w[1][gi * BITS + p];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int q = 2 * (2 * i + ss) + e / 2;  // a[0], a[1]: half 0; a[2], a[3]: half 1
+                            const u32 w = e % 2 ? w1 : w0;
+                            const u32 v = w << q;
+                            a[ss][0][p][e] = (v & sign_pair) ^ (half ? TC_SIGN_HALF : TC_SIGN_ONE);
+                            if (half) a[ss][1][p][e] = ((q == 0 ? w >> 1 : w << (q - 1)) & mant_pair) | TC_EXP_ONE;
+                            else a[ss][1][p][e] = (v & exp_pair) | TC_EXP_ONE;
+                        }
                     }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    if (nt >= n_tiles) continue;
+                    const uint4 b_lo = bg[(nt * TC_QUADS + i) * COLS * LAYOUT_LANES];
+                    const uint4 b_hi = bg[(nt * TC_QUADS + i + TC_QUADS / 2) * COLS * LAYOUT_LANES];
+#pragma unroll
+                    for (int ss = 0; ss < 2; ++ss)
+#pragma unroll
+                        for (int p = 0; p < BITS; ++p) {
+                            mma_bf16_16x8x16(c[gj][nt], a[ss][0][p], ss ? b_lo.z : b_lo.x, ss ? b_lo.w : b_lo.y);
+                            mma_bf16_16x8x16(c[gj][nt], a[ss][1][p], ss ? b_hi.z : b_hi.x, ss ? b_hi.w : b_hi.y);
+                        }
+                }
             }
         }
-        const float d0 = f16_to_f32((u16)(r.d[0][gi / 2] >> (16 * (gi % 2))));
-        const float d1 = f16_to_f32((u16)(r.d[1][gi / 2] >> (16 * (gi % 2))));
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            if (nt >= n_tiles) continue;
-            const float off = ol[gi * o_stride + 2 * nt];  // lanes t = 0, 2: token 2 nt + t / 2; else 0
-            acc[nt][0] = fmaf(d0, c[nt][0] + off, acc[nt][0]);
-            acc[nt][1] = fmaf(d0, c[nt][1], acc[nt][1]);
-            acc[nt][2] = fmaf(d1, c[nt][2] + off, acc[nt][2]);
-            acc[nt][3] = fmaf(d1, c[nt][3], acc[nt][3]);
+        for (int gj = 0; gj < IL; ++gj) {
+            const int gi = g0 + gj;
+            const float d0 = f16_to_f32((u16)(r.d[0][gi / 2] >> (16 * (gi % 2))));
+            const float d1 = f16_to_f32((u16)(r.d[1][gi / 2] >> (16 * (gi % 2))));
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                if (nt >= n_tiles) continue;
+                const float off = ol[gi * o_stride + 2 * nt];  // lanes t = 0, 2: token 2 nt + t / 2; else 0
+                acc[nt][0] = fmaf(d0, c[gj][nt][0] + off, acc[nt][0]);
+                acc[nt][1] = fmaf(d0, c[gj][nt][1], acc[nt][1]);
+                acc[nt][2] = fmaf(d1, c[gj][nt][2] + off, acc[nt][2]);
+                acc[nt][3] = fmaf(d1, c[gj][nt][3], acc[nt][3]);
+            }
         }
     }
 }
@@ -232,6 +279,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
                                              int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
                                              const float* __restrict__ norm_w, float norm_eps) {
     constexpr int AHEAD = TC_AHEAD(BITS, NT);
+    TC_MARK(0);
     extern __shared__ uint4 tc_smem[];
     const int groups_per_row = k / GROUP_SIZE;
     const int units = groups_per_row / NB;
@@ -288,27 +336,19 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     // are never written by any kernel, so with BONSAI_PDL=1 their first units stream in while the
     // previous kernel drains; x (staged below) and y are the dependent data.
     griddep_wait();
-    // Fused RMSNorm (norm_w != null): 1 / rms of every token row, from the whole row, before any
-    // staging. Every CTA recomputes it (K floats per token from L2), which costs less than the
-    // separate rms_norm launch it replaces.
-    __shared__ float inv_rms[GEMV_MAX_TOKENS];
-    __shared__ float norm_scratch[WARP_SIZE];
-    if (norm_w != nullptr) {
-        for (int tok = 0; tok < m; ++tok) {
-            const float* xr = x + (long long)tok * k;
-            float ss = 0.0f;
-            for (int i = threadIdx.x; i < k; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
-            ss = block_sum(ss, norm_scratch);
-            if (threadIdx.x == 0) inv_rms[tok] = rsqrtf(ss / (float)k + norm_eps);
-        }
-        __syncthreads();
-    }
+    TC_MARK(1);
+    // Fused RMSNorm (norm_w != null): each warp sums the squares of the x it stages into its own
+    // slot per token (zeroed here, before the first chunk's barrier); the epilogue adds the slots
+    // in warp order (deterministic) for 1 / rms. Every CTA stages all of x, so each sees all of it.
+    __shared__ float norm_sq[TC_MAX_THREADS_M1 / WARP_SIZE][GEMV_MAX_TOKENS];
+    if (norm_w != nullptr && lane < GEMV_MAX_TOKENS) norm_sq[warp][lane] = 0.0f;
     int u = split, phase = 0;  // ring[phase] holds unit u
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's fragments are consumed
-        tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, inv_rms);
+        tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, norm_sq[warp]);
         __syncthreads();
+        TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
         const uint4* bl = b_base + (u * NB - c0) * b_stride;
         const float* ol = o_base + (u * NB - c0) * o_stride;
@@ -331,6 +371,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
         }
     }
 
+    TC_MARK(3);
     // Each token's three part columns: column 2t + e of the quad holds token (2t + e) / 3.
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -355,6 +396,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     }
     __syncthreads();
 
+    TC_MARK(4);
     // Epilogue: one thread per (token, tile, output); the splits' partials added in split order.
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
@@ -367,11 +409,19 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
             v += pr[r * (2 * NT)];
             if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * (2 * NT)];
         }
+        if (norm_w != nullptr) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
+            float ss = 0.0f;
+            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
+            const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
+            v *= inv_rms;
+            up *= inv_rms;
+        }
         float* dst = y + (long long)tok * n_out + o;
         if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
         else if (MODE == MATMUL_ADD) *dst += v;
         else *dst = v;
     }
+    TC_MARK(5);
 }
 
 // NT n-tiles of 2 tokens (COLS = 6), or one token (NT = 1, COLS = 3). The layout's block size

@@ -5,6 +5,9 @@
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_tc: one token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
 // Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
+// The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
+// programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
+// GEMM's later waves need (pp512 lost 6% that way on the H200); they trigger at exit.
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
@@ -27,28 +30,24 @@
         PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
                                   float* y, int n_out, int k) {                                  \
         griddep_wait();                                                                  \
-        griddep_launch_dependents();                                                     \
         gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
         griddep_wait();                                                                  \
-        griddep_launch_dependents();                                                     \
         gemm_mma_bf16x3<BITS, MODE>(scales, payload, x, m, y, n_out, k);                         \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 2 * WARP_SIZE)                     \
         PREFIX##_gemm_f16_128x128(const u16* scales, const u32* payload, const u16* xh,          \
                                   const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        griddep_launch_dependents();                                                             \
         gemm_f16_mma<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 4 * WARP_SIZE)                     \
         PREFIX##_gemm_f16_128x256(const u16* scales, const u32* payload, const u16* xh,          \
                                   const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        griddep_launch_dependents();                                                             \
         gemm_f16_mma<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
     }
 

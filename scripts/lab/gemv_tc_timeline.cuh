@@ -1,0 +1,108 @@
+// Round 7 probe: where the time of one gemv_tc launch goes, and what any kernel needs just to
+// read the same bytes. Needs the helpers of gemv_lab.cu and gemv_tc_lab.cuh (included from there).
+//
+// `gemv_lab timeline` prints, per decode shape,
+//   - floor: a read-only kernel streaming the shape's weight bytes (16-byte loads, 4 in flight
+//     per thread, 4 CTAs of 256 threads per SM), timed like the variants (rotated copies, back to
+//     back): the least time any GEMV of that size can take with this launch and timing method;
+//   - tc: the production gemv_tc with the launcher's geometry, timed the same way;
+//   - the phases of one tc launch (TC_MARK in matmul_gemv_tc.cu, thread 0 of every CTA, SM clock
+//     cycles from the CTA's start; median and max over CTAs): 1 = weight prefetch issued and
+//     griddep_wait passed, 2 = x staged (first chunk), 3 = main loop done, 4 = partials in shared
+//     memory, 5 = outputs stored; and the spread of CTA start times and the launch's span
+//     (globaltimer, ns).
+
+__global__ void __launch_bounds__(256) read_floor(const uint4* __restrict__ p, size_t n16, u32* out) {
+    u32 acc = 0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const uint4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n16; i += stride) {
+        const uint4 a = p[i];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x9e3779b9u) out[0] = acc;  // never in practice; keeps the loads alive
+}
+
+static void run_timeline_shape(int n, int k) {
+    const int bits = 1;
+    const size_t n_groups = (size_t)n * (k / GROUP_SIZE), n_words = (size_t)n * k / 32;
+    std::vector<uint16_t> scales(n_groups);
+    std::vector<uint32_t> words(n_words);
+    std::vector<float> x(k);
+    for (auto& s : scales) s = __half_as_ushort(__float2half((float)(0.01 + 0.02 * next_unit())));
+    for (auto& w : words) w = (uint32_t)next_u64();
+    for (auto& v : x) v = (float)(2.0 * next_unit() - 1.0);
+    const std::vector<uint32_t> dev = tc_permute(bits, n, k, words);
+    const size_t bytes = n_groups * 2 + n_words * 4;
+    const int copies = (int)(ROTATION_BYTES / bytes) + 1;
+    std::vector<u16*> d_s(copies);
+    std::vector<u32*> d_w(copies);
+    for (int i = 0; i < copies; ++i) {
+        CK(cudaMalloc(&d_s[i], n_groups * 2));
+        CK(cudaMalloc(&d_w[i], n_words * 4));
+        CK(cudaMemcpy(d_s[i], scales.data(), n_groups * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d_w[i], dev.data(), n_words * 4, cudaMemcpyHostToDevice));
+    }
+    float *d_x, *d_y;
+    u32* d_sink;
+    CK(cudaMalloc(&d_x, k * 4));
+    CK(cudaMalloc(&d_y, n * 4));
+    CK(cudaMalloc(&d_sink, 4));
+    CK(cudaMemcpy(d_x, x.data(), k * 4, cudaMemcpyHostToDevice));
+    CK(cudaFuncSetAttribute(tc1_store, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_LAB_MAX_SMEM + 4096));
+    const TcGeom g = tc_geom(n, k, false, 1, 16, 1);
+
+    // The read floor over the payload words only (the scales are 1/8 as many bytes).
+    const size_t n16 = n_words / 4;
+    const double floor_s = time_batches(copies, [&](int i) {
+        read_floor<<<TC_LAB_SMS * 4, 256>>>(reinterpret_cast<const uint4*>(d_w[i]), n16, d_sink);
+    });
+    const double tc_s = time_batches(copies, [&](int i) { tc_launch(tc1_store, g, d_s[i], d_w[i], d_x, 1, d_y, n, k); });
+
+    // One instrumented launch on a cold copy.
+    long long* d_marks;
+    const size_t marks = (size_t)g.ctas * 8;
+    CK(cudaMalloc(&d_marks, marks * 8));
+    CK(cudaMemset(d_marks, 0, marks * 8));
+    CK(cudaMemcpyToSymbol(tc_timeline_buf, &d_marks, sizeof d_marks));
+    for (int i = 0; i < 4; ++i) tc_launch(tc1_store, g, d_s[i], d_w[i], d_x, 1, d_y, n, k);  // warm code
+    tc_launch(tc1_store, g, d_s[copies - 1], d_w[copies - 1], d_x, 1, d_y, n, k);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    long long* none = nullptr;
+    CK(cudaMemcpyToSymbol(tc_timeline_buf, &none, sizeof none));
+    std::vector<long long> h(marks);
+    CK(cudaMemcpy(h.data(), d_marks, marks * 8, cudaMemcpyDeviceToHost));
+    printf("timeline Q1 N=%d K=%d: %d CTAs x %d warps (%d tiles x %d splits), chunk %d | floor %.2f us | tc %.2f us (%.0f%% of floor speed)\n",
+           n, k, g.ctas, g.tpc * g.splits, g.tpc, g.splits, g.chunk, floor_s * 1e6, tc_s * 1e6, 100.0 * floor_s / tc_s);
+    for (int ph = 1; ph <= 5; ++ph) {
+        std::vector<long long> d;
+        for (int c = 0; c < g.ctas; ++c) d.push_back(h[c * 8 + ph] - h[c * 8]);
+        std::sort(d.begin(), d.end());
+        printf("  phase %d: median %6lld cycles, max %6lld\n", ph, d[d.size() / 2], d.back());
+    }
+    long long s0 = h[6], s1 = h[6], e1 = h[7];
+    for (int c = 0; c < g.ctas; ++c) {
+        s0 = std::min(s0, h[c * 8 + 6]);
+        s1 = std::max(s1, h[c * 8 + 6]);
+        e1 = std::max(e1, h[c * 8 + 7]);
+    }
+    printf("  CTA starts spread %lld ns, span first start -> last end %lld ns\n", s1 - s0, e1 - s0);
+    for (int i = 0; i < copies; ++i) {
+        CK(cudaFree(d_s[i]));
+        CK(cudaFree(d_w[i]));
+    }
+    CK(cudaFree(d_x));
+    CK(cudaFree(d_y));
+    CK(cudaFree(d_sink));
+    CK(cudaFree(d_marks));
+}
+
+static void run_timeline() {
+    const int shapes[][2] = {{4096, 4096}, {6144, 4096}, {12288, 4096}, {4096, 12288}, {2048, 2048}, {151669, 4096}};
+    for (auto& sh : shapes) run_timeline_shape(sh[0], sh[1]);
+}
