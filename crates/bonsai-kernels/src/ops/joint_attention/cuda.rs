@@ -60,11 +60,18 @@ impl SmallHeadKernel {
     /// The choice [`KERNEL_ENV`] asks for (default [`SmallHeadKernel::WideWarp`]).
     pub fn from_env() -> Result<Self, LaunchError> {
         match std::env::var(KERNEL_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(Self::WideWarp),
-            Ok(v) if v == "wide" => Ok(Self::WideWarp),
-            Ok(v) if v == "old" => Ok(Self::SixteenRowWarp),
-            Ok(v) => Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `wide` or `old`"))),
+            Err(std::env::VarError::NotPresent) => Self::parse(None),
+            Ok(v) => Self::parse(Some(&v)),
             Err(e) => Err(shape(OP, format!("{KERNEL_ENV}: {e}"))),
+        }
+    }
+
+    /// The choice a [`KERNEL_ENV`] value (None: unset) names.
+    pub fn parse(value: Option<&str>) -> Result<Self, LaunchError> {
+        match value {
+            None | Some("wide") => Ok(Self::WideWarp),
+            Some("old") => Ok(Self::SixteenRowWarp),
+            Some(v) => Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `wide` or `old`"))),
         }
     }
 }
@@ -370,6 +377,10 @@ mod tests {
             assert_eq!(wide.block_k, old.block_k, "hd {hd}: bf16_check models one tile size");
             assert!(2 * (wide.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
         }
+        assert_eq!(SmallHeadKernel::parse(None).ok(), Some(SmallHeadKernel::WideWarp));
+        assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(SmallHeadKernel::WideWarp));
+        assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(SmallHeadKernel::SixteenRowWarp));
+        assert!(SmallHeadKernel::parse(Some("OLD")).is_err());
         for hd in [384, 512] {
             assert_eq!(
                 FlashVariant::select(hd, SmallHeadKernel::WideWarp).ok(),
