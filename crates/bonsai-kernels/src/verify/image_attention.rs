@@ -126,7 +126,8 @@ fn check_sixteen_row_kernel(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Resul
     let n = q.len();
     let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
     ja::convert_to_bf16(&ctx.lib, &ctx.stream, n, &qd, &kd, &vd, &mut scratch)?;
-    let (q16, k16, v16) = (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
+    let (q16, k16, v16) =
+        (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
     ja::joint_attention_bf16_with(&ctx.lib, &ctx.stream, variant, d, &q16, &k16, &v16, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
@@ -198,7 +199,9 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             let secs = time_batches(ctx, 1, |_| {
                 let (q16, k16, v16) =
                     (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-                ja::joint_attention_bf16_with(lib, &stream, variant, d, &q16, &k16, &v16, &mut out)?;
+                ja::joint_attention_bf16_with(
+                    lib, &stream, variant, d, &q16, &k16, &v16, &mut out,
+                )?;
                 Ok(())
             })?;
             let name = format!("joint_attention_bf16 (flash only, {})", variant.entry);

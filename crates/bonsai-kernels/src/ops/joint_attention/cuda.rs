@@ -9,11 +9,11 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, read_ptr, shape, write_ptr,
     LaunchError,
 };
+use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
 
 const OP: &str = "joint_attention";
@@ -100,12 +100,32 @@ impl FlashVariant {
     pub fn select(head_dim: usize, small: SmallHeadKernel) -> Result<Self, LaunchError> {
         let wide = small == SmallHeadKernel::WideWarp;
         let (entry, warps, rows_per_warp, block_k, out_chunk) = match head_dim {
-            64 if wide => ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64),
-            128 if wide => ("joint_attention_hd128_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 128),
+            64 if wide => {
+                ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64)
+            }
+            128 if wide => (
+                "joint_attention_hd128_wide_warp",
+                WIDE_WARPS,
+                WIDE_ROWS_PER_WARP,
+                WIDE_BLOCK_K,
+                128,
+            ),
             64 => ("joint_attention_hd64", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 64),
             128 => ("joint_attention_hd128", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 128),
-            384 => ("joint_attention_hd384", LARGE_HD_WARPS, ROWS_PER_WARP, LARGE_HD_BLOCK_K, LARGE_HD_CHUNK),
-            512 => ("joint_attention_hd512", LARGE_HD_WARPS, ROWS_PER_WARP, LARGE_HD_BLOCK_K, LARGE_HD_CHUNK),
+            384 => (
+                "joint_attention_hd384",
+                LARGE_HD_WARPS,
+                ROWS_PER_WARP,
+                LARGE_HD_BLOCK_K,
+                LARGE_HD_CHUNK,
+            ),
+            512 => (
+                "joint_attention_hd512",
+                LARGE_HD_WARPS,
+                ROWS_PER_WARP,
+                LARGE_HD_BLOCK_K,
+                LARGE_HD_CHUNK,
+            ),
             _ => {
                 return Err(shape(
                     OP,
@@ -292,7 +312,10 @@ pub fn joint_attention_bf16_with(
     if variant.head_dim != dims.head_dim {
         return Err(shape(
             OP,
-            format!("{} is for head_dim {}, not {}", variant.entry, variant.head_dim, dims.head_dim),
+            format!(
+                "{} is for head_dim {}, not {}",
+                variant.entry, variant.head_dim, dims.head_dim
+            ),
         ));
     }
     let n = tensor_len(dims)?;
