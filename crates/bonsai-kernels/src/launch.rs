@@ -195,6 +195,10 @@ mod tests {
         assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
         assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
+        let wide = "ops/joint_attention/joint_attention_wide.cu";
+        assert_eq!(cu_define(wide, "JA_WIDE_WARPS"), ja::WIDE_WARPS);
+        assert_eq!(cu_define(wide, "JA_WIDE_ROW_BLOCKS") * 16, ja::WIDE_ROWS_PER_WARP);
+        assert_eq!(cu_define(wide, "JA_WIDE_BLOCK_K"), ja::WIDE_BLOCK_K);
         let tile = "ops/gemm_f32/tile_3xtf32.cu";
         assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
         assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);

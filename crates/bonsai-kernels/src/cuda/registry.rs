@@ -213,6 +213,14 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/joint_attention/joint_attention_wide.cu",
+        text: include_str!("../ops/joint_attention/joint_attention_wide.cu"),
+        entry_points: &[
+            "joint_attention_hd64_wide_warp",
+            "joint_attention_hd128_wide_warp",
+        ],
+    },
+    KernelSource {
         path: "ops/softmax/softmax.cu",
         text: include_str!("../ops/softmax/softmax.cu"),
         entry_points: &[

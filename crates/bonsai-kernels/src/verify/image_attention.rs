@@ -8,7 +8,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::joint_attention::{self as ja, FlashVariant};
+use crate::launch::joint_attention::{self as ja, FlashVariant, SmallHeadKernel};
 use crate::ops::joint_attention::{bf16_check, AttnDims};
 
 /// How the inputs are drawn.
@@ -51,6 +51,10 @@ const MODEL: [AttnDims; 4] =
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (d, inputs) in SMALL {
         check(ctx, d, inputs)?;
+        if d.head_dim <= 128 {
+            // The hd 64 / 128 kernel the default does not pick (ja::KERNEL_ENV) stays checked.
+            check_sixteen_row_kernel(ctx, d, inputs)?;
+        }
     }
     if set == ShapeSet::All {
         for d in MODEL {
@@ -110,6 +114,28 @@ fn check(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> 
     Ok(())
 }
 
+/// The 16-row-warp hd 64 / 128 kernel on its own (conversion pass, then that flash kernel),
+/// against the same bound: both kernels share the per-row arithmetic and the tile size.
+fn check_sixteen_row_kernel(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> {
+    let (q, k, v) = draw(ctx, d, inputs);
+    let variant = FlashVariant::select(d.head_dim, SmallHeadKernel::SixteenRowWarp)?;
+    let expect = bf16_check(d, &q, &k, &v, variant.block_k)?;
+    let (qd, kd, vd) =
+        (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
+    let mut od = poisoned(&ctx.stream, q.len())?;
+    let n = q.len();
+    let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
+    ja::convert_to_bf16(&ctx.lib, &ctx.stream, n, &qd, &kd, &vd, &mut scratch)?;
+    let (q16, k16, v16) =
+        (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
+    ja::joint_attention_bf16_with(&ctx.lib, &ctx.stream, variant, d, &q16, &k16, &v16, &mut od)?;
+    let got = download(&ctx.stream, &od)?;
+    let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
+    let shape = format!("H={} seq={} hd={} {inputs:?} 16-row warps", d.heads, d.seq, d.head_dim);
+    ctx.record("joint_attention", &shape, cmp);
+    Ok(())
+}
+
 /// Timed shapes: the model's, plus the VAE mid-block at 1024² (seq 16384).
 const BENCH: [AttnDims; 5] = [
     dims(24, 1536, 128),
@@ -163,6 +189,24 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             Some(flops),
             1.0,
         ));
+        if d.head_dim <= 128 {
+            // The other hd 64 / 128 kernel, in the same run (old vs new on equal terms).
+            let other = match FlashVariant::for_head_dim(d.head_dim)?.rows_per_warp {
+                ja::WIDE_ROWS_PER_WARP => SmallHeadKernel::SixteenRowWarp,
+                _ => SmallHeadKernel::WideWarp,
+            };
+            let variant = FlashVariant::select(d.head_dim, other)?;
+            let secs = time_batches(ctx, 1, |_| {
+                let (q16, k16, v16) =
+                    (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
+                ja::joint_attention_bf16_with(
+                    lib, &stream, variant, d, &q16, &k16, &v16, &mut out,
+                )?;
+                Ok(())
+            })?;
+            let name = format!("joint_attention_bf16 (flash only, {})", variant.entry);
+            rows.push(row(&name, shape.clone(), secs, None, Some(flops), 1.0));
+        }
         let secs = time_batches(ctx, copies, |i| {
             let (q, k, v) = &inputs[i];
             ja::convert_to_bf16(lib, &stream, n, q, k, v, &mut scratch)?;

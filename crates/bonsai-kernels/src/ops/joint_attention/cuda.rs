@@ -9,11 +9,11 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
 use crate::launch::{
     as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, read_ptr, shape, write_ptr,
     LaunchError,
 };
+use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
 
 const OP: &str = "joint_attention";
@@ -32,10 +32,49 @@ pub const LARGE_HD_BLOCK_K: usize = 32;
 pub const LARGE_HD_CHUNK: usize = 128;
 /// Threads per CTA of the conversion pass (JA_CONVERT_THREADS).
 pub const CONVERT_THREADS: usize = 256;
-/// Query rows one warp owns (the mma M dimension).
+/// Query rows one warp of the 16-row kernels owns (the mma M dimension).
 const ROWS_PER_WARP: usize = 16;
+/// Warps per CTA of the wide-warp kernels, hd 64 / 128 (JA_WIDE_WARPS, joint_attention_wide.cu).
+pub const WIDE_WARPS: usize = 4;
+/// Query rows one warp of the wide-warp kernels owns (16 x JA_WIDE_ROW_BLOCKS).
+pub const WIDE_ROWS_PER_WARP: usize = 32;
+/// Keys per streamed tile of the wide-warp kernels (JA_WIDE_BLOCK_K).
+pub const WIDE_BLOCK_K: usize = 64;
 /// The head dims the tensor-core kernel is instantiated for.
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
+/// Environment variable choosing the hd 64 / 128 kernel: unset or `wide` runs the wide-warp
+/// kernels (32 query rows per warp, the default), `old` the earlier 16-row ones (kept so one GPU
+/// run can time both; `verify --bench` also times both side by side). Any other value is an error.
+pub const KERNEL_ENV: &str = "BONSAI_JOINT_ATTENTION";
+
+/// Which kernel serves hd 64 / 128 (hd 384 / 512 have one kernel each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmallHeadKernel {
+    /// joint_attention_hd{64,128}_wide_warp: 4 warps x 32 query rows, two CTAs per SM.
+    WideWarp,
+    /// joint_attention_hd{64,128}: 8 warps x 16 query rows, one CTA per SM.
+    SixteenRowWarp,
+}
+
+impl SmallHeadKernel {
+    /// The choice [`KERNEL_ENV`] asks for (default [`SmallHeadKernel::WideWarp`]).
+    pub fn from_env() -> Result<Self, LaunchError> {
+        match std::env::var(KERNEL_ENV) {
+            Err(std::env::VarError::NotPresent) => Self::parse(None),
+            Ok(v) => Self::parse(Some(&v)),
+            Err(e) => Err(shape(OP, format!("{KERNEL_ENV}: {e}"))),
+        }
+    }
+
+    /// The choice a [`KERNEL_ENV`] value (None: unset) names.
+    pub fn parse(value: Option<&str>) -> Result<Self, LaunchError> {
+        match value {
+            None | Some("wide") => Ok(Self::WideWarp),
+            Some("old") => Ok(Self::SixteenRowWarp),
+            Some(v) => Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `wide` or `old`"))),
+        }
+    }
+}
 
 /// One instantiation of the flash kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,19 +82,50 @@ pub struct FlashVariant {
     pub entry: &'static str,
     pub head_dim: usize,
     pub warps: usize,
+    /// Query rows each warp owns (16 or 32).
+    pub rows_per_warp: usize,
     pub block_k: usize,
     /// Output dims one CTA computes.
     pub out_chunk: usize,
 }
 
 impl FlashVariant {
-    /// The kernel for `head_dim`, or a shape error naming the supported ones.
+    /// The kernel for `head_dim` ([`KERNEL_ENV`] picks among the hd 64 / 128 ones), or a shape
+    /// error naming the supported head dims.
     pub fn for_head_dim(head_dim: usize) -> Result<Self, LaunchError> {
-        let (entry, warps, block_k, out_chunk) = match head_dim {
-            64 => ("joint_attention_hd64", SMALL_HD_WARPS, SMALL_HD_BLOCK_K, 64),
-            128 => ("joint_attention_hd128", SMALL_HD_WARPS, SMALL_HD_BLOCK_K, 128),
-            384 => ("joint_attention_hd384", LARGE_HD_WARPS, LARGE_HD_BLOCK_K, LARGE_HD_CHUNK),
-            512 => ("joint_attention_hd512", LARGE_HD_WARPS, LARGE_HD_BLOCK_K, LARGE_HD_CHUNK),
+        Self::select(head_dim, SmallHeadKernel::from_env()?)
+    }
+
+    /// The kernel for `head_dim`, `small` choosing among the hd 64 / 128 ones.
+    pub fn select(head_dim: usize, small: SmallHeadKernel) -> Result<Self, LaunchError> {
+        let wide = small == SmallHeadKernel::WideWarp;
+        let (entry, warps, rows_per_warp, block_k, out_chunk) = match head_dim {
+            64 if wide => {
+                ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64)
+            }
+            128 if wide => (
+                "joint_attention_hd128_wide_warp",
+                WIDE_WARPS,
+                WIDE_ROWS_PER_WARP,
+                WIDE_BLOCK_K,
+                128,
+            ),
+            64 => ("joint_attention_hd64", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 64),
+            128 => ("joint_attention_hd128", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 128),
+            384 => (
+                "joint_attention_hd384",
+                LARGE_HD_WARPS,
+                ROWS_PER_WARP,
+                LARGE_HD_BLOCK_K,
+                LARGE_HD_CHUNK,
+            ),
+            512 => (
+                "joint_attention_hd512",
+                LARGE_HD_WARPS,
+                ROWS_PER_WARP,
+                LARGE_HD_BLOCK_K,
+                LARGE_HD_CHUNK,
+            ),
             _ => {
                 return Err(shape(
                     OP,
@@ -63,11 +133,11 @@ impl FlashVariant {
                 ))
             }
         };
-        Ok(Self { entry, head_dim, warps, block_k, out_chunk })
+        Ok(Self { entry, head_dim, warps, rows_per_warp, block_k, out_chunk })
     }
 
     pub fn block_q(&self) -> usize {
-        self.warps * ROWS_PER_WARP
+        self.warps * self.rows_per_warp
     }
 
     /// Dynamic shared memory: q [block_q][hd + pad], k [2][block_k][hd + pad],
@@ -223,6 +293,31 @@ pub fn joint_attention_bf16(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let variant = FlashVariant::for_head_dim(dims.head_dim)?;
+    joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out)
+}
+
+/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run both
+/// hd 64 / 128 kernels); `variant` must be the one for `dims.head_dim`.
+#[allow(clippy::too_many_arguments)]
+pub fn joint_attention_bf16_with(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    variant: FlashVariant,
+    dims: AttnDims,
+    q: &impl DevicePtr<u16>,
+    k: &impl DevicePtr<u16>,
+    v: &impl DevicePtr<u16>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    if variant.head_dim != dims.head_dim {
+        return Err(shape(
+            OP,
+            format!(
+                "{} is for head_dim {}, not {}",
+                variant.entry, variant.head_dim, dims.head_dim
+            ),
+        ));
+    }
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
     expect_at_least(OP, "k", k.len(), n)?;
@@ -288,6 +383,33 @@ mod tests {
         // The doc's figures (mod.rs): 104,448 bytes at hd 128, 150,528 at hd 512.
         assert_eq!(FlashVariant::for_head_dim(128).map(|v| v.shared_bytes()).ok(), Some(104_448));
         assert_eq!(FlashVariant::for_head_dim(512).map(|v| v.shared_bytes()).ok(), Some(150_528));
+    }
+
+    #[test]
+    fn both_small_head_kernels_fit_two_ctas_per_hopper_sm() {
+        /// Shared memory per SM on sm_90 and what the driver reserves per CTA.
+        const SM90_SHARED_PER_SM: usize = 233_472;
+        const RESERVED_PER_CTA: usize = 1_024;
+        for hd in [64, 128] {
+            let wide = FlashVariant::select(hd, SmallHeadKernel::WideWarp).expect("supported");
+            let old = FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).expect("supported");
+            assert_ne!(wide.entry, old.entry);
+            // Both cover 128 queries per CTA with the same tiles, so the same shared layout.
+            assert_eq!(wide.block_q(), 128, "hd {hd}");
+            assert_eq!(wide.block_q(), old.block_q(), "hd {hd}");
+            assert_eq!(wide.block_k, old.block_k, "hd {hd}: bf16_check models one tile size");
+            assert!(2 * (wide.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
+        }
+        assert_eq!(SmallHeadKernel::parse(None).ok(), Some(SmallHeadKernel::WideWarp));
+        assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(SmallHeadKernel::WideWarp));
+        assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(SmallHeadKernel::SixteenRowWarp));
+        assert!(SmallHeadKernel::parse(Some("OLD")).is_err());
+        for hd in [384, 512] {
+            assert_eq!(
+                FlashVariant::select(hd, SmallHeadKernel::WideWarp).ok(),
+                FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).ok()
+            );
+        }
     }
 
     #[test]

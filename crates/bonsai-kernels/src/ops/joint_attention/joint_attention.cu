@@ -6,7 +6,9 @@
 //   one pass over the three tensors (gridDim.y picks the tensor). Converting once here, rather
 //   than per CTA while staging, halves the K/V bytes every CTA streams and lets cp.async copy
 //   tiles straight into the layout ldmatrix reads.
-// - `joint_attention_hd{64,128,384,512}`: grid (ceil(seq / BLOCK_Q), H, hd / DV). One CTA owns
+// - `joint_attention_hd{64,128,384,512}`: grid (ceil(seq / BLOCK_Q), H, hd / DV). At hd 64 / 128
+//   the launcher now runs the 32-rows-per-warp kernels of joint_attention_wide.cu instead; these
+//   16-row ones stay for BONSAI_JOINT_ATTENTION=old (timing both in one run). One CTA owns
 //   BLOCK_Q = 16 x WARPS queries of one head and DV output dims; each warp owns 16 query rows.
 //   Keys stream in BLOCK_K-key tiles through a cp.async double buffer (tile t + 1 loads while
 //   tile t computes; one barrier per tile). Per tile and warp:

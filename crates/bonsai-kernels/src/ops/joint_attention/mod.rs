@@ -29,7 +29,9 @@
 //!
 //! A conversion pass rounds q, k, v to bf16 (round to nearest even) into a caller-owned scratch
 //! buffer; the flash kernel (FlashAttention-2 layout: a CTA owns 128 queries of one head at
-//! hd 64/128, 8 warps of 16 rows; 64-key K/V tiles through a cp.async double buffer; S = QKᵀ and
+//! hd 64/128, 4 warps of 32 rows, two CTAs per SM (joint_attention_wide.cu; the earlier 8 warps
+//! of 16 rows stay selectable with `BONSAI_JOINT_ATTENTION=old`, see `launch::joint_attention::
+//! KERNEL_ENV`); 64-key K/V tiles through a cp.async double buffer; S = QKᵀ and
 //! O += PV on mma.m16n8k16 bf16 with f32 accumulators; online softmax in f32 with exp2 and the
 //! log2(e)/sqrt(hd) scale folded into one FFMA) writes f32 `out`. hd 384/512 (VAE mid-block, one
 //! head): the O block of 16 rows x 512 f32 would need 256 registers per thread, so the output
@@ -84,6 +86,8 @@
 //! | joint_attention_hd384 | 202 | 0 | 117,760 B | 1 (shared) |
 //! | joint_attention_hd512 | 153 | 0 | 150,528 B | 1 (shared) |
 //! | joint_attention_to_bf16 | 14 | 0 | 0 | full |
+//! | joint_attention_hd64_wide_warp (default) | 214 | 0 | 55,296 B | 2 (launch bound) |
+//! | joint_attention_hd128_wide_warp (default) | 254 | 0 | 104,448 B | 2 (regs: 2 x 128 x 254) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
@@ -93,6 +97,10 @@
 //! the compiler builtin (ldmatrix offsets fold into the instruction: -250), unpredicated cp.async
 //! on full tiles (-40), `exp2_ftz` instead of exp2f (its subnormal fix-up was 3 extra
 //! instructions per exponential: -96), plus the vote-skipped rescale (-64 on most tiles).
+//! The wide-warp kernel (default since; docs/kernel-notes.md, "joint attention at hd 128"):
+//! 770 instructions per tile and warp for twice the rows, 256 HMMA (33.2%), 80 LDSM (0.31 per
+//! HMMA instead of 0.50: each K / V fragment feeds two 16-row blocks). Predicted 380-430 TF/s
+//! flash-only at H 24, seq 4608 (1.7-1.9x); unmeasured when written.
 
 mod bf16_check;
 mod cpu;
