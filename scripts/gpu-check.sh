@@ -83,6 +83,8 @@ model)
     # Programmatic dependent launch (off by default until this line shows it helps).
     run model-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
     run model-ternary-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
+    # Half-size GEMV CTAs, so the next kernel's CTAs can be resident early under PDL.
+    run model-8b-pdl-gemv8 env BONSAI_PDL=1 BONSAI_GEMV_WARPS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 5
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
