@@ -286,6 +286,14 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/conv3x3/conv3x3_direct.cu",
+        text: include_str!("../ops/conv3x3/conv3x3_direct.cu"),
+        entry_points: &[
+            "conv3x3_direct_co4",
+            "conv3x3_direct_co8",
+        ],
+    },
+    KernelSource {
         path: "ops/silu/silu.cu",
         text: include_str!("../ops/silu/silu.cu"),
         entry_points: &[
@@ -305,6 +313,7 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/upsample_nearest2x/upsample_nearest2x.cu",
         text: include_str!("../ops/upsample_nearest2x/upsample_nearest2x.cu"),
         entry_points: &[
+            "upsample_nearest2x_float2",
             "upsample_nearest2x_grid_stride",
         ],
     },
