@@ -283,6 +283,9 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "conv3x3_3xtf32_vec16",
             "conv3x3_3xtf32_any_c",
+            "conv3x3_3xtf32_split_vec16",
+            "conv3x3_3xtf32_split_any_c",
+            "conv3x3_split_merge",
         ],
     },
     KernelSource {

@@ -53,7 +53,9 @@ const REAL_GEMMS: [(usize, usize, usize); 5] = [
 /// 1x1 image, C_in % 4 != 0, C_out > one tile, one long row, 9 channel tiles, ragged pixel tiles;
 /// C_out <= 8 runs the direct kernel: C_out 1, 3, 5, 7 there, and a C_out = 8 case whose C_in
 /// ends mid channel block and whose image needs 3 x 2 ragged tiles.
-const ODD_CONVS: [ConvDims; 9] = [
+/// The last two split K in 2 (128 and 130 input channels: 36 and 37 K tiles, the latter uneven,
+/// with 16-byte and 4-byte copies).
+const ODD_CONVS: [ConvDims; 11] = [
     ConvDims { c_in: 1, c_out: 1, h: 1, w: 1 },
     ConvDims { c_in: 3, c_out: 5, h: 7, w: 9 },
     ConvDims { c_in: 4, c_out: 130, h: 9, w: 17 },
@@ -63,6 +65,8 @@ const ODD_CONVS: [ConvDims; 9] = [
     ConvDims { c_in: 32, c_out: 64, h: 20, w: 23 },
     ConvDims { c_in: 16, c_out: 16, h: 64, w: 3 },
     ConvDims { c_in: 20, c_out: 8, h: 17, w: 70 },
+    ConvDims { c_in: 128, c_out: 20, h: 6, w: 8 },
+    ConvDims { c_in: 130, c_out: 9, h: 9, w: 10 },
 ];
 /// The VAE decoder's convs at 512² output (latent 64²): mid block, up blocks, channel changes,
 /// conv_out.
@@ -279,12 +283,17 @@ fn conv(
         if channels.len() < c_out { format!(" ({} ch)", channels.len()) } else { String::new() };
     let shape = format!("{label} {c_in}->{c_out} {h}x{w}{note}");
     let family = launch::conv3x3::kernel_family(dims);
-    let coefficient = if family == "conv3x3_direct" {
-        direct_conv_coefficient(c_in)
+    let splits = launch::conv3x3::split_k(dims);
+    let (op, coefficient) = if family == "conv3x3_direct" {
+        (family.to_string(), direct_conv_coefficient(c_in))
+    } else if splits > 1 {
+        // Split K: the same folds and partial errors spread over the splits, plus one
+        // round-to-nearest add per extra split in the merge (u each).
+        (format!("{family}_split{splits}"), tf32x3_coefficient(c_in * TAPS) + (splits - 1) as f64 * U)
     } else {
-        tf32x3_coefficient(c_in * TAPS)
+        (family.to_string(), tf32x3_coefficient(c_in * TAPS))
     };
-    record(ctx, family, &shape, &got_rows, &want, &bias_rows, coefficient);
+    record(ctx, &op, &shape, &got_rows, &want, &bias_rows, coefficient);
     Ok(())
 }
 
@@ -298,7 +307,8 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
         rows.push(bench_conv(ctx, ConvDims { c_in: c, c_out: c, h: hw, w: hw }, copy_bw)?);
     }
-    // The VAE's conv_out (direct kernel).
+    // The VAE's mid-block conv (split K in 2) and conv_out (direct kernel).
+    rows.push(bench_conv(ctx, ConvDims { c_in: 384, c_out: 384, h: 64, w: 64 }, copy_bw)?);
     rows.push(bench_conv(ctx, ConvDims { c_in: 96, c_out: 3, h: 512, w: 512 }, copy_bw)?);
     Ok(rows)
 }

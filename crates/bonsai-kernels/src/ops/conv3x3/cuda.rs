@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
 use crate::launch::gemm_f32::{
     allow_smem, expect_aligned8, tile_grid, variant, ROWS_TILE_BYTES, STAGES, TILE_K, TILE_M,
     TILE_N,
 };
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::conv3x3::{ConvDims, TAPS};
 
@@ -35,6 +35,30 @@ pub const DIRECT_CI_BLOCK: usize = 8;
 const DIRECT_CO4: usize = 4;
 /// CUDA's limit on gridDim.y.
 const MAX_GRID_Y: usize = 65_535;
+
+/// Split-K of the implicit GEMM: at most this many K ranges, each at least
+/// MIN_K_TILES_PER_SPLIT K tiles long, and only while all split CTAs fit one wave
+/// (H200_CTA_SLOTS: 132 SMs x 2 CTAs). 384 -> 384 at 64² has 96 output tiles (72% of the SMs,
+/// one CTA each) and 108 K tiles: 2 splits put 192 CTAs on the 264 slots.
+pub const MAX_SPLITS: usize = 4;
+const MIN_K_TILES_PER_SPLIT: usize = 16;
+const H200_CTA_SLOTS: usize = 132 * 2;
+const MERGE_THREADS: u32 = 256;
+
+/// K splits a call at `dims` uses (1: none). Needs an even H·W (each split's partial then
+/// starts 8-byte aligned for the epilogue's paired stores).
+pub fn split_k(dims: ConvDims) -> usize {
+    let pixels = dims.h * dims.w;
+    if dims.c_out <= DIRECT_MAX_C_OUT || pixels % 2 != 0 {
+        return 1;
+    }
+    let tiles = dims.c_out.div_ceil(TILE_M) * pixels.div_ceil(TILE_N);
+    let k_tiles = (TAPS * dims.c_in).div_ceil(TILE_K);
+    (2..=MAX_SPLITS)
+        .rev()
+        .find(|&s| tiles * s <= H200_CTA_SLOTS && k_tiles / s >= MIN_K_TILES_PER_SPLIT)
+        .unwrap_or(1)
+}
 
 /// Which kernel a call at `dims` runs: "conv3x3_direct" or "conv3x3_3xtf32" (verify names its
 /// rows and picks the error bound by this).
@@ -87,7 +111,9 @@ fn launch_direct(
 }
 
 /// `y[co, h, w] = bias[co] + Σ weight[co, ci, kh, kw] · x[ci, h + kh − 1, w + kw − 1]` (pad 1,
-/// stride 1, NCHW, batch 1) on tensor cores, 3xTF32 (error bound in ops/conv3x3/mod.rs).
+/// stride 1, NCHW, batch 1) on tensor cores, 3xTF32 (error bound in ops/conv3x3/mod.rs); C_out
+/// <= [`DIRECT_MAX_C_OUT`] on the direct f32 kernel; an under-filled GEMM with a long K in
+/// [`split_k`] K ranges (stream-ordered partial buffer, merged in a fixed order with the bias).
 pub fn conv3x3(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
@@ -121,12 +147,42 @@ pub fn conv3x3(
     if c_out <= DIRECT_MAX_C_OUT {
         return launch_direct(lib, stream, dims, x, weight, bias, y);
     }
-    let cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
+    let mut cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
     let (x_ptr, _gx) = read_ptr(x, stream);
     let (w_ptr, _gw) = read_ptr(weight, stream);
     let (b_ptr, _gb) = read_ptr(bias, stream);
     let (y_ptr, _gy) = write_ptr(y, stream);
     expect_aligned8(OP, "y", y_ptr)?;
+    let splits = split_k(dims);
+    if splits > 1 {
+        let len = splits.checked_mul(c_out * pixels).ok_or_else(too_big)?; // C_out·H·W: y's length
+        // SAFETY: stream-ordered scratch, never read before written: every split CTA row writes
+        // its whole [C_out, H·W] partial (zeros for an empty K range) before the merge, queued
+        // later on the same stream, reads it.
+        let mut partial: CudaSlice<f32> = unsafe { stream.alloc(len) }?;
+        let (p_ptr, _gp) = write_ptr(&mut partial, stream);
+        let name = variant(k, &[w_ptr], "conv3x3_3xtf32_split_vec16", "conv3x3_3xtf32_split_any_c");
+        let func = lib.function(name)?;
+        allow_smem(func, CONV_SMEM_BYTES)?;
+        cfg.grid_dim.1 = splits as u32;
+        let splits_i = splits as i32;
+        let mut b = Launch::new(stream, func);
+        b.arg(&x_ptr).arg(&w_ptr).arg(&p_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i).arg(&splits_i);
+        // SAFETY: argument order and types match conv3x3_3xtf32_split_* (x, weight, partial,
+        // c_in, c_out, h, w, splits); x and weight lengths were checked above, partial holds
+        // splits·C_out·H·W floats, H·W is even (split_k) so every split's partial starts 8-byte
+        // aligned for the paired stores, and the CTA was granted CONV_SMEM_BYTES.
+        unsafe { b.launch(cfg) }?;
+        let merge = lib.function("conv3x3_split_merge")?;
+        let pixels_i = pixels as i32; // fits: checked above
+        let mut b = Launch::new(stream, merge);
+        b.arg(&p_ptr).arg(&b_ptr).arg(&y_ptr).arg(&co).arg(&pixels_i).arg(&splits_i);
+        let blocks = grid_stride_blocks((c_out * pixels).div_ceil(4), MERGE_THREADS);
+        // SAFETY: matches conv3x3_split_merge(partial, bias, y, c_out, pixels, splits); partial
+        // holds splits·C_out·H·W floats, bias C_out, y C_out·H·W (checked above).
+        unsafe { b.launch(grid_1d(blocks, MERGE_THREADS)) }?;
+        return Ok(());
+    }
     let name = variant(k, &[w_ptr], "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c");
     let func = lib.function(name)?;
     allow_smem(func, CONV_SMEM_BYTES)?;
@@ -154,5 +210,17 @@ mod tests {
         assert_eq!(direct_grid(d(3)).expect("fits"), (8, 64, 1));
         assert_eq!(direct_grid(ConvDims { c_in: 1, c_out: 1, h: 9, w: 65 }).expect("fits"), (2, 2, 1));
         assert!(direct_grid(ConvDims { c_in: 1, c_out: 1, h: 8 * 65_536, w: 1 }).is_err());
+    }
+
+    #[test]
+    fn only_underfilled_long_k_convs_split() {
+        let d = |c_in, c_out, hw| ConvDims { c_in, c_out, h: hw, w: hw };
+        assert_eq!(split_k(d(384, 384, 64)), 2, "96 tiles x 2 = 192 CTAs <= 264 slots");
+        assert_eq!(split_k(d(32, 384, 64)), 1, "9 K tiles: too short to split");
+        assert_eq!(split_k(d(384, 384, 128)), 1, "384 tiles fill the GPU");
+        assert_eq!(split_k(d(96, 3, 512)), 1, "direct kernel");
+        assert_eq!(split_k(ConvDims { c_in: 128, c_out: 20, h: 6, w: 8 }), 2);
+        assert_eq!(split_k(ConvDims { c_in: 128, c_out: 20, h: 7, w: 7 }), 1, "odd H·W");
+        assert_eq!(split_k(d(1024, 64, 8)), 4, "one tile, 288 K tiles");
     }
 }
