@@ -28,7 +28,6 @@
 #define CONV_DIRECT_CI_BLOCK 8
 #define CONV_DIRECT_HALO_H (CONV_DIRECT_TILE_H + 2)
 #define CONV_DIRECT_HALO_W (CONV_DIRECT_TILE_W + 2)
-#define CONV_DIRECT_HALO_FLOATS (CONV_DIRECT_CI_BLOCK * CONV_DIRECT_HALO_H * CONV_DIRECT_HALO_W)
 
 template <int CO>
 struct ConvDirectStage {
@@ -41,17 +40,23 @@ template <int CO>
 __device__ __forceinline__ void conv_direct_load(ConvDirectStage<CO>& st, const float* __restrict__ x,
                                                  const float* __restrict__ weight, int ci0, int c_in,
                                                  int c_out, int h, int w, int oh0, int ow0) {
+    // Warp-per-halo-row: the row's channel, image row and validity are computed once, then
+    // the lanes copy its TILE_W + 2 columns (consecutive addresses: coalesced).
     const long long plane = (long long)h * w;
-    for (int i = threadIdx.x; i < CONV_DIRECT_HALO_FLOATS; i += CONV_DIRECT_THREADS) {
-        const int c = i / (CONV_DIRECT_HALO_H * CONV_DIRECT_HALO_W);
-        const int rem = i - c * (CONV_DIRECT_HALO_H * CONV_DIRECT_HALO_W);
-        const int r = rem / CONV_DIRECT_HALO_W, col = rem - r * CONV_DIRECT_HALO_W;
-        const int ci = ci0 + c, ih = oh0 + r - 1, iw = ow0 + col - 1;
-        float* dst = &st.in[c][r][col];
-        if (ci < c_in && (unsigned)ih < (unsigned)h && (unsigned)iw < (unsigned)w)
-            cp_async4(dst, x + ci * plane + (long long)ih * w + iw);
-        else
-            *dst = 0.0f;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    for (int rr = warp; rr < CONV_DIRECT_CI_BLOCK * CONV_DIRECT_HALO_H; rr += CONV_DIRECT_THREADS / WARP_SIZE) {
+        const int c = rr / CONV_DIRECT_HALO_H, r = rr - c * CONV_DIRECT_HALO_H;
+        const int ci = ci0 + c, ih = oh0 + r - 1;
+        const bool row_ok = ci < c_in && (unsigned)ih < (unsigned)h;
+        const float* src = x + ci * plane + (long long)ih * w;
+        for (int col = lane; col < CONV_DIRECT_HALO_W; col += WARP_SIZE) {
+            const int iw = ow0 + col - 1;
+            float* dst = &st.in[c][r][col];
+            if (row_ok && (unsigned)iw < (unsigned)w)
+                cp_async4(dst, src + iw);
+            else
+                *dst = 0.0f;
+        }
     }
     float* wdst = reinterpret_cast<float*>(st.w);
     for (int i = threadIdx.x; i < CONV_DIRECT_CI_BLOCK * 9 * CO; i += CONV_DIRECT_THREADS) {
