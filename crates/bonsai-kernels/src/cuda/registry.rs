@@ -291,6 +291,17 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "conv3x3_3xtf32_vec16",
             "conv3x3_3xtf32_any_c",
+            "conv3x3_3xtf32_split_vec16",
+            "conv3x3_3xtf32_split_any_c",
+            "conv3x3_split_merge",
+        ],
+    },
+    KernelSource {
+        path: "ops/conv3x3/conv3x3_direct.cu",
+        text: include_str!("../ops/conv3x3/conv3x3_direct.cu"),
+        entry_points: &[
+            "conv3x3_direct_co4",
+            "conv3x3_direct_co8",
         ],
     },
     KernelSource {
@@ -313,6 +324,7 @@ pub const SOURCES: &[KernelSource] = &[
         path: "ops/upsample_nearest2x/upsample_nearest2x.cu",
         text: include_str!("../ops/upsample_nearest2x/upsample_nearest2x.cu"),
         entry_points: &[
+            "upsample_nearest2x_float2",
             "upsample_nearest2x_grid_stride",
         ],
     },

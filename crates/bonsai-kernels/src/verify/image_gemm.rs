@@ -50,8 +50,12 @@ const REAL_GEMMS: [(usize, usize, usize); 5] = [
     (4608, 3072, 12288),
     (512, 2560, 9728),
 ];
-/// 1x1 image, C_in % 4 != 0, C_out > one tile, one long row, 9 channel tiles, ragged pixel tiles.
-const ODD_CONVS: [ConvDims; 8] = [
+/// 1x1 image, C_in % 4 != 0, C_out > one tile, one long row, 9 channel tiles, ragged pixel tiles;
+/// C_out <= 8 runs the direct kernel: C_out 1, 3, 5, 7 there, and a C_out = 8 case whose C_in
+/// ends mid channel block and whose image needs 3 x 2 ragged tiles.
+/// The last two split K in 2 (128 and 130 input channels: 36 and 37 K tiles, the latter uneven,
+/// with 16-byte and 4-byte copies).
+const ODD_CONVS: [ConvDims; 11] = [
     ConvDims { c_in: 1, c_out: 1, h: 1, w: 1 },
     ConvDims { c_in: 3, c_out: 5, h: 7, w: 9 },
     ConvDims { c_in: 4, c_out: 130, h: 9, w: 17 },
@@ -60,6 +64,9 @@ const ODD_CONVS: [ConvDims; 8] = [
     ConvDims { c_in: 12, c_out: 1100, h: 6, w: 5 },
     ConvDims { c_in: 32, c_out: 64, h: 20, w: 23 },
     ConvDims { c_in: 16, c_out: 16, h: 64, w: 3 },
+    ConvDims { c_in: 20, c_out: 8, h: 17, w: 70 },
+    ConvDims { c_in: 128, c_out: 20, h: 6, w: 8 },
+    ConvDims { c_in: 130, c_out: 9, h: 9, w: 10 },
 ];
 /// The VAE decoder's convs at 512² output (latent 64²): mid block, up blocks, channel changes,
 /// conv_out.
@@ -107,6 +114,16 @@ pub(crate) fn tf32x3_coefficient(k: usize) -> f64 {
     const SPLIT_ERR: f64 = 13.0;
     let folds = (k.div_ceil(TILE_K) * FOLDS_PER_TILE) as f64;
     U * (folds + PARTIAL_ERR + SPLIT_ERR)
+}
+
+/// Coefficient c of the direct conv kernel's bound |out - exact| <= c·Σ|x·w| (+ the bias and
+/// output roundings added at the check), derived in ops/conv3x3/conv3x3_direct.cu: each
+/// channel block's 9·CI_BLOCK products by an FMA chain into a fresh partial (one rounding
+/// each), ⌈C_in/CI_BLOCK⌉ round-to-nearest folds: γ_n with n = 9·CI_BLOCK + ⌈C_in/CI_BLOCK⌉.
+pub(crate) fn direct_conv_coefficient(c_in: usize) -> f64 {
+    let block = launch::conv3x3::DIRECT_CI_BLOCK;
+    let n = (TAPS * block + c_in.div_ceil(block)) as f64;
+    n * U / (1.0 - n * U)
 }
 
 /// `count` indices spread over 0..total (first and last included), or all of them.
@@ -265,15 +282,18 @@ fn conv(
     let note =
         if channels.len() < c_out { format!(" ({} ch)", channels.len()) } else { String::new() };
     let shape = format!("{label} {c_in}->{c_out} {h}x{w}{note}");
-    record(
-        ctx,
-        "conv3x3_3xtf32",
-        &shape,
-        &got_rows,
-        &want,
-        &bias_rows,
-        tf32x3_coefficient(c_in * TAPS),
-    );
+    let family = launch::conv3x3::kernel_family(dims);
+    let splits = launch::conv3x3::split_k(dims);
+    let (op, coefficient) = if family == "conv3x3_direct" {
+        (family.to_string(), direct_conv_coefficient(c_in))
+    } else if splits > 1 {
+        // Split K: the same folds and partial errors spread over the splits, plus one
+        // round-to-nearest add per extra split in the merge (u each).
+        (format!("{family}_split{splits}"), tf32x3_coefficient(c_in * TAPS) + (splits - 1) as f64 * U)
+    } else {
+        (family.to_string(), tf32x3_coefficient(c_in * TAPS))
+    };
+    record(ctx, &op, &shape, &got_rows, &want, &bias_rows, coefficient);
     Ok(())
 }
 
@@ -287,6 +307,9 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
         rows.push(bench_conv(ctx, ConvDims { c_in: c, c_out: c, h: hw, w: hw }, copy_bw)?);
     }
+    // The VAE's mid-block conv (split K in 2) and conv_out (direct kernel).
+    rows.push(bench_conv(ctx, ConvDims { c_in: 384, c_out: 384, h: 64, w: 64 }, copy_bw)?);
+    rows.push(bench_conv(ctx, ConvDims { c_in: 96, c_out: 3, h: 512, w: 512 }, copy_bw)?);
     Ok(rows)
 }
 
@@ -328,7 +351,8 @@ fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, V
         Ok(())
     })?;
     let flops = 2.0 * (c_out * h * w * c_in * TAPS) as f64;
-    Ok(row("conv3x3_3xtf32", format!("{c_in}->{c_out} {h}x{w}"), secs, None, Some(flops), copy_bw))
+    let family = launch::conv3x3::kernel_family(dims);
+    Ok(row(family, format!("{c_in}->{c_out} {h}x{w}"), secs, None, Some(flops), copy_bw))
 }
 
 #[cfg(test)]
@@ -383,5 +407,16 @@ mod tests {
         // per-product share of the bound at the odd shapes, so the element check catches it there
         // (at the large shapes the Frobenius check does).
         assert!(tf32x3_coefficient(1029) < 8192.0 * U / 32.0);
+    }
+
+    #[test]
+    fn the_direct_conv_bound_is_below_the_3xtf32_one_at_the_vae_shapes() {
+        // conv_out (C_in = 96): (72 + 12)u against the GEMM's 91u; a lost partial (a whole
+        // channel block dropped) errs by ~Σ|x·w|/12, far above either.
+        assert!(direct_conv_coefficient(96) < tf32x3_coefficient(96 * TAPS));
+        assert!((direct_conv_coefficient(96) / U - 84.0).abs() < 1e-3);
+        for c_in in [1, 20, 192, 384] {
+            assert!(direct_conv_coefficient(c_in) < 2.0 * (c_in * TAPS + 80) as f64 * U, "C_in = {c_in}");
+        }
     }
 }

@@ -9,6 +9,12 @@
 // Each thread owns one pixel column of the tile and gathers 16 of its 32 k rows per stage with
 // 4-byte cp.async: source x[ci][ph + kh - 1][pw + kw - 1], or a plain store of 0 where the tap
 // falls in the padding, past K, or past the last pixel.
+//
+// Split K (launcher's split_k): 384 -> 384 at 64² is 96 output tiles, one CTA each on 96 of the
+// 132 SMs, 108 K tiles long (404.7 µs, 0.94x torch fp32's 380 µs). Two K ranges give 192 CTAs
+// (all resident at 2 per SM), each half as long, plus a merge of 2 x 6.3 MB partials (~5 µs).
+// Speed of light: 10.4 GFLOP at ~100 TFLOP/s effective (mma.sync 3xTF32) = 104 µs. Predicted
+// ~290 µs (SMs holding two CTAs run each at ~0.7 of one CTA's speed) = ~1.3x torch.
 #define CONV3X3_B_ROW_PAD 8
 #define CONV3X3_B_STRIDE (TF32X3_TILE_N + CONV3X3_B_ROW_PAD)
 // k rows gathered per pass of the whole CTA (one pixel column per thread).
@@ -53,10 +59,13 @@ struct Conv3x3Patches {
 
 // grid (tiles_m * tiles_n), TF32X3_THREADS threads, TF32X3_STAGES x (16 KiB + 17 KiB) of dynamic
 // shared memory. `_vec16`: C_in % 4 == 0 and `weight` 16-byte aligned; `_any_c`: any C_in.
+// Split-K (`splits` > 1, gridDim.y = splits): CTA row blockIdx.y sums its share of the K tiles
+// into partial[blockIdx.y] = y + blockIdx.y·C_out·H·W (a caller-owned workspace, no bias);
+// conv3x3_split_merge then adds the splits in order and the bias.
 template <bool VEC16>
 __device__ __forceinline__ void conv3x3_3xtf32_cta(const float* __restrict__ x, const float* __restrict__ weight,
                                                    const float* __restrict__ bias, float* __restrict__ y, int c_in,
-                                                   int c_out, int h, int w) {
+                                                   int c_out, int h, int w, int splits = 1) {
     extern __shared__ float4 tf32x3_smem[];
     const int pixels = h * w, k = 9 * c_in;
     int tile_m, tile_n;
@@ -72,8 +81,49 @@ __device__ __forceinline__ void conv3x3_3xtf32_cta(const float* __restrict__ x, 
     patches.pvalid = p < pixels;
     patches.ph = p / w;
     patches.pw = p - patches.ph * w;
-    tf32x3_gemm_cta<VEC16, true>(reinterpret_cast<float*>(tf32x3_smem), weight, patches, bias, y, c_out, pixels, k,
-                                 tile_m, tile_n);
+    const int k_tiles = (k + TF32X3_TILE_K - 1) / TF32X3_TILE_K;
+    const int per_split = (k_tiles + splits - 1) / splits;
+    const int split = blockIdx.y;
+    float* out = y + (long long)split * c_out * pixels;
+    tf32x3_gemm_cta<VEC16, true>(reinterpret_cast<float*>(tf32x3_smem), weight, patches,
+                                 splits > 1 ? nullptr : bias, out, c_out, pixels, k, tile_m, tile_n,
+                                 split * per_split, (split + 1) * per_split);
+}
+
+// y[i] = ((partial[0][i] + partial[1][i]) + ...) + bias[i / pixels]: the splits in a fixed
+// order (the same bits every run), grid-stride over float4s when pixels % 4 == 0 and both
+// pointers are 16-byte aligned (a float4 then never straddles two channels), else scalars.
+extern "C" __global__ void conv3x3_split_merge(const float* __restrict__ partial, const float* __restrict__ bias,
+                                               float* __restrict__ y, int c_out, int pixels, int splits) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const long long total = (long long)c_out * pixels;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const bool vec4 = (pixels & 3) == 0 && ((reinterpret_cast<unsigned long long>(partial) |
+                                             reinterpret_cast<unsigned long long>(y)) & 15) == 0;
+    if (vec4) {
+        const float4* p4 = reinterpret_cast<const float4*>(partial);
+        float4* y4 = reinterpret_cast<float4*>(y);
+        for (long long i = first; i < total / 4; i += stride) {
+            float4 acc = p4[i];
+            for (int s = 1; s < splits; ++s) {
+                const float4 v = p4[s * (total / 4) + i];
+                acc.x += v.x;
+                acc.y += v.y;
+                acc.z += v.z;
+                acc.w += v.w;
+            }
+            const float b = bias[(4 * i) / pixels];
+            y4[i] = make_float4(acc.x + b, acc.y + b, acc.z + b, acc.w + b);
+        }
+    } else {
+        for (long long i = first; i < total; i += stride) {
+            float acc = partial[i];
+            for (int s = 1; s < splits; ++s) acc += partial[s * total + i];
+            y[i] = acc + bias[i / pixels];
+        }
+    }
 }
 
 // Both variants; the suffixes are spelled out (PREFIX##_suffix) so launch_ex.rs's griddep check
@@ -92,6 +142,20 @@ __device__ __forceinline__ void conv3x3_3xtf32_cta(const float* __restrict__ x, 
         griddep_wait();                                                                                        \
         griddep_launch_dependents();                                                                           \
         conv3x3_3xtf32_cta<false>(x, weight, bias, y, c_in, c_out, h, w);                                      \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(TF32X3_THREADS, 2)                                            \
+        PREFIX##_split_vec16(const float* __restrict__ x, const float* __restrict__ weight,                    \
+                             float* __restrict__ partial, int c_in, int c_out, int h, int w, int splits) {      \
+        griddep_wait();                                                                                        \
+        griddep_launch_dependents();                                                                           \
+        conv3x3_3xtf32_cta<true>(x, weight, nullptr, partial, c_in, c_out, h, w, splits);                      \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(TF32X3_THREADS, 2)                                            \
+        PREFIX##_split_any_c(const float* __restrict__ x, const float* __restrict__ weight,                    \
+                             float* __restrict__ partial, int c_in, int c_out, int h, int w, int splits) {      \
+        griddep_wait();                                                                                        \
+        griddep_launch_dependents();                                                                           \
+        conv3x3_3xtf32_cta<false>(x, weight, nullptr, partial, c_in, c_out, h, w, splits);                     \
     }
 
 CONV3X3_ENTRIES(conv3x3_3xtf32)

@@ -23,6 +23,9 @@
 //! `(2·⌈9·C_in/32⌉ + 38)·u·Σ|x·w| + u·|bias|` (derivation in ops/gemm_f32/mod.rs), against a
 //! plain f32 conv's worst case `γ_{9·C_in}·Σ|x·w|`; verify/image_gemm.rs checks it per element
 //! and the relative Frobenius error within 2x of a sequential-FMA f32 conv.
+//! C_out <= 8 (the VAE's conv_out, 96 -> 3) runs a direct f32 convolution instead
+//! (conv3x3_direct.cu: no 128-row tile of padding filters; blocked FMA sums with error
+//! <= γ_{72 + ⌈C_in/8⌉}·Σ|x·w|, derivation and predicted time in its header).
 //! Speed of light: as the GEMM (~100-110 TFLOP/s effective on the H200 with mma.sync); target:
 //! at least cuDNN fp32's 29.5-30.6 TFLOP/s at 384 ch 128²-256² and 192 ch 512². Not yet measured.
 //! Static evidence (as for the GEMM): 128 registers, `_vec16` spills 116 bytes (11 LDL + 9 STL

@@ -156,15 +156,19 @@ struct Tf32x3WeightRows {
 // The whole CTA: out[M, N] tile (tile_m, tile_n) of A[M, K] · B, where `bl` was built for
 // tile_n and loads B stages by K offset. `bias` (nullable) is per column
 // unless BIAS_PER_ROW. `smem`: TF32X3_STAGES x (A tile + BLoader::STAGE_FLOATS) floats.
+// Split-K: only K tiles [kt_begin, kt_end) are summed (kt_end < 0: to the last tile).
 template <bool A_VEC16, bool BIAS_PER_ROW, class BLoader>
 __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __restrict__ a, const BLoader& bl,
                                                 const float* __restrict__ bias, float* __restrict__ out,
-                                                int m, int n, int k, int tile_m, int tile_n) {
+                                                int m, int n, int k, int tile_m, int tile_n, int kt_begin = 0,
+                                                int kt_end = -1) {
     constexpr int STAGE = TF32X3_ROWS_TILE_FLOATS + BLoader::STAGE_FLOATS;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int wm0 = (warp / TF32X3_WARPS_N) * TF32X3_WARP_M, wn0 = (warp % TF32X3_WARPS_N) * TF32X3_WARP_N;
     const int m0 = tile_m * TF32X3_TILE_M, n0 = tile_n * TF32X3_TILE_N;
-    const int k_tiles = (k + TF32X3_TILE_K - 1) / TF32X3_TILE_K;
+    const int all_tiles = (k + TF32X3_TILE_K - 1) / TF32X3_TILE_K;
+    const int k_tiles = (kt_end < 0 || kt_end > all_tiles ? all_tiles : kt_end) - kt_begin;
+    const int k_first = kt_begin * TF32X3_TILE_K;
     const Tf32x3Rows<A_VEC16> a_rows(a, m, m0, k);
 
     float acc[TF32X3_MI][TF32X3_NI][4];
@@ -180,8 +184,8 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
     for (int s = 0; s < TF32X3_STAGES - 1; ++s) {
         if (s < k_tiles) {
             float* st = smem + s * STAGE;
-            a_rows.load(st, s * TF32X3_TILE_K);
-            bl.load(st + TF32X3_ROWS_TILE_FLOATS, s * TF32X3_TILE_K);
+            a_rows.load(st, k_first + s * TF32X3_TILE_K);
+            bl.load(st + TF32X3_ROWS_TILE_FLOATS, k_first + s * TF32X3_TILE_K);
         }
         cp_async_commit();
     }
@@ -194,8 +198,8 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
         const int next = kt + TF32X3_STAGES - 1;
         if (next < k_tiles) {
             float* st = smem + (next % TF32X3_STAGES) * STAGE;
-            a_rows.load(st, next * TF32X3_TILE_K);
-            bl.load(st + TF32X3_ROWS_TILE_FLOATS, next * TF32X3_TILE_K);
+            a_rows.load(st, k_first + next * TF32X3_TILE_K);
+            bl.load(st + TF32X3_ROWS_TILE_FLOATS, k_first + next * TF32X3_TILE_K);
         }
         cp_async_commit();
 

@@ -50,11 +50,19 @@ pub(crate) fn check(x_len: usize, y_len: usize, len: usize) -> Result<bool, Laun
     Ok(len > 0)
 }
 
+/// float4 loads each thread has in flight (SILU_LOADS_IN_FLIGHT in silu.cu).
+const LOADS_IN_FLIGHT: usize = 4;
+
+/// CTAs of one call: one per THREADS·LOADS_IN_FLIGHT float4s (so a 384 x 64² tensor is one wave
+/// of 384 CTAs), capped by grid_stride_blocks' limit, beyond which threads loop.
+pub(crate) fn blocks_for(len: usize) -> u32 {
+    grid_stride_blocks(len.div_ceil(4).div_ceil(LOADS_IN_FLIGHT), THREADS)
+}
+
 fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64, len: usize) -> Result<(), LaunchError> {
     let func = lib.function("silu_grid_stride")?;
     let len_i = len as i64; // fits: check() above
-    // Each thread starts on float4s: a quarter as many threads as elements fill the grid.
-    let blocks = grid_stride_blocks(len.div_ceil(4), THREADS);
+    let blocks = blocks_for(len);
     let mut b = Launch::new(stream, func);
     b.arg(&x_p).arg(&y_p).arg(&len_i);
     // SAFETY: matches silu_grid_stride(x, y, len); both buffers hold >= len floats (checked by
@@ -72,5 +80,13 @@ mod tests {
         let err = super::check(9, 10, 10).expect_err("short x");
         assert!(err.to_string().contains("silu: x holds 9 elements, needs 10"), "{err}");
         assert!(super::check(10, 3, 10).is_err());
+    }
+
+    #[test]
+    fn small_tensors_run_in_one_wave() {
+        // 384 x 64² floats: 393,216 float4s, 4 per thread, 256 threads: 384 CTAs (<= 3 per SM).
+        assert_eq!(super::blocks_for(384 * 64 * 64), 384);
+        assert_eq!(super::blocks_for(1), 1);
+        assert_eq!(super::blocks_for(384 * 512 * 512), 132 * 16, "large tensors loop");
     }
 }
