@@ -187,12 +187,15 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #pragma unroll
             for (int offset = LANES_PER_KEY; offset < WARP_SIZE; offset <<= 1)
                 mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, offset));
-            const float new_max = fmaxf(run_max[h], mx);
-            const float correction = exp2_ftz(run_max[h] - new_max);  // 0 on the first step
-            run_max[h] = new_max;
-            run_sum[h] *= correction;
+            // Deep in a context the max rarely moves: skip the rescale then (warp-uniform branch;
+            // the skipped correction would be exp2(0) = 1 exactly, so the result is unchanged).
+            if (mx > run_max[h]) {
+                const float correction = exp2_ftz(run_max[h] - mx);  // 0 on the first step
+                run_max[h] = mx;
+                run_sum[h] *= correction;
 #pragma unroll
-            for (int i = 0; i < D; ++i) acc[h][i] *= correction;
+                for (int i = 0; i < D; ++i) acc[h][i] *= correction;
+            }
         }
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
