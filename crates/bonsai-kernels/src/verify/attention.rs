@@ -54,6 +54,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         qk_norm_rope_kv_write(ctx, &g, m, pos0)?;
         attention(ctx, &g, m, pos0, CacheSize::Live)?;
     }
+    // The decode kernel's other lane layouts on small shapes (so the emulator runs them too):
+    // G 4 at head_dim 128 (the Bonsai models' 16-dim lanes, 2 loads per step) and G 8 (8-dim lanes).
+    for g in [DECODE_WIDE_LANES, DECODE_NARROW_LANES] {
+        for pos0 in [0, 33, 1000, 8191] {
+            attention(ctx, &g, 1, pos0, CacheSize::Live)?;
+        }
+    }
     // A captured decode graph: the cache (and the host's bound) far past the live length.
     attention(ctx, &SMALL, 1, 40, CacheSize::Graph)?;
     if set == ShapeSet::All {
@@ -71,6 +78,12 @@ enum CacheSize {
     /// graph launches it.
     Graph,
 }
+
+/// Attention-only geometries for the decode kernel's lane layouts (hidden/ffn unused here).
+const DECODE_WIDE_LANES: Geometry =
+    Geometry { name: "g4-hd128", hidden: 1024, ffn: 0, n_q: 8, n_kv: 2, head_dim: 128, ternary: false };
+const DECODE_NARROW_LANES: Geometry =
+    Geometry { name: "g8-hd64", hidden: 512, ffn: 0, n_q: 8, n_kv: 1, head_dim: 64, ternary: false };
 
 /// Cache size of the graph-like attention rows.
 const GRAPH_CACHE_POSITIONS: usize = 4096;

@@ -9,9 +9,11 @@
 // ATT_DEC_SPLIT_ALIGN: short contexts use few CTAs, long ones all of them. CTAs past the last
 // used split exit at once.
 // Inside a CTA: all G q heads of the kv head, so K/V are read once. A warp takes steps of
-// ATT_DEC_STEP_KEYS keys (warp w: steps w, w + WARPS, ...): HD / 8 lanes share one key, each
-// holding 8 dims (one 16-byte load of K and one of V per key), so a warp loads WARP_SIZE * 8 / HD
-// keys per load instruction; the next step's loads are issued before this step's math. Scores are
+// ATT_DEC_STEP_KEYS keys (warp w: steps w, w + WARPS, ...): HD / D lanes share one key, each
+// holding D dims (D = 16 for G <= ATT_DEC_WIDE_MAX_GROUP, two 16-byte loads of K and two of V per
+// key, else 8 to bound registers), so a warp loads WARP_SIZE * D / HD keys at a time; the next
+// step's loads are issued before this step's math. Wider lanes mean fewer shuffle levels per
+// score and fewer exps per lane (16 dims: 3 levels at HD 128, not 4). Scores are
 // partial dots reduced over the key's lanes with shuffles (G independent chains per key, no long
 // dependent loop); each warp keeps an online softmax per head in the log2 domain (q pre-scaled by
 // log2(e) / sqrt(HD), exp2 on the SFU). Warps combine through shared memory; a CTA writes one
@@ -27,14 +29,16 @@
 //              Predicted ~2.5-3.5 us (was 19.75 us).
 //   len 8192:  33.5 MB -> 8.0 us at 4.2 TB/s; + merge (fence, atomic, re-read of 32 partials ~1.5 us).
 //              Predicted ~11-13 us (was ~150 us).
-//   len 32768: 134 MB  -> 32 us at 4.2 TB/s; issue-bound floor ~14 us (about 55 warp instructions
-//              per key) stays below it. Predicted ~36-42 us.
+//   len 32768: 134 MB  -> 32 us at 4.2 TB/s; issue-bound floor ~17 us (about 66 warp instructions
+//              per key: ~530 SASS per 8-key warp step at G 4) stays below it. Predicted ~36-42 us.
 #define ATT_DEC_WARPS 4
 #define ATT_DEC_MAX_SPLITS 32
 #define ATT_DEC_SPLIT_ALIGN 16
 #define ATT_DEC_STEP_KEYS 8
-// f16 values in one 16-byte load: the dims one lane holds of a key.
-#define ATT_DEC_DIMS_PER_LANE 8
+// f16 values in one 16-byte load.
+#define ATT_DEC_HALVES_PER_VEC 8
+// Largest G whose lanes hold 16 dims of a key (q and acc: 2 * G * 16 registers).
+#define ATT_DEC_WIDE_MAX_GROUP 4
 #define ATT_DEC_LOG2E 1.4426950408889634f
 
 // 8 f16 of a 16-byte load to f32.
@@ -74,11 +78,13 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                       int n_splits, u32* __restrict__ counters,
                                                       float* __restrict__ out) {
-    constexpr int LANES_PER_KEY = HD / ATT_DEC_DIMS_PER_LANE;
+    constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
+    constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
+    constexpr int LANES_PER_KEY = HD / D;
     constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
     constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
-    constexpr int D = ATT_DEC_DIMS_PER_LANE;
-    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS, "HD must be 32, 64 or 128");
+    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
+                  "HD must be 64 or 128");
     __shared__ float warp_max_s[ATT_DEC_WARPS][G];
     __shared__ float warp_sum_s[ATT_DEC_WARPS][G];
     __shared__ __align__(16) float warp_acc_s[ATT_DEC_WARPS][G][HD];
@@ -105,19 +111,22 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const int key_begin = split * keys_per_split;
     const int key_end = min(key_begin + keys_per_split, len);
 
-    // This lane's 8 dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
-    const int key_lane = lane % LANES_PER_KEY;  // which 8 dims
+    // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
+    const int key_lane = lane % LANES_PER_KEY;  // which D dims
     const int key_slot = lane / LANES_PER_KEY;  // which key of a load
     const float q_scale = rsqrtf((float)HD) * ATT_DEC_LOG2E;
     float q[G][D];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
         const float* src = qkv + (long long)(kv_head * G + h) * HD + key_lane * D;
-        const float4 a = *reinterpret_cast<const float4*>(src);
-        const float4 b = *reinterpret_cast<const float4*>(src + 4);
-        const float v[D] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-        for (int i = 0; i < D; ++i) q[h][i] = v[i] * q_scale;
+        for (int i = 0; i < D; i += 4) {
+            const float4 a = *reinterpret_cast<const float4*>(src + i);
+            q[h][i] = a.x * q_scale;
+            q[h][i + 1] = a.y * q_scale;
+            q[h][i + 2] = a.z * q_scale;
+            q[h][i + 3] = a.w * q_scale;
+        }
     }
 
     float run_max[G], run_sum[G], acc[G][D];
@@ -132,27 +141,33 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
     const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
     const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
-    constexpr int KEY_STRIDE = HD / D;  // uint4 per cache row
-    uint4 k_next[LOADS], v_next[LOADS];
+    constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
+    uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
     // Loads of the step starting at key `first` (keys past key_end read as zero, never touched).
     auto load_step = [&](int first) {
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
             const int key = first + u * KEYS_PER_LOAD + key_slot;
             const bool live = key < key_end;
-            k_next[u] = live ? k_lane[(long long)key * KEY_STRIDE] : make_uint4(0u, 0u, 0u, 0u);
-            v_next[u] = live ? v_lane[(long long)key * KEY_STRIDE] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+            }
         }
     };
     constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
     int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
     if (step_key < key_end) load_step(step_key);
     for (; step_key < key_end; step_key += WARPS_STRIDE) {
-        uint4 k_cur[LOADS], v_cur[LOADS];
+        uint4 k_cur[LOADS][VECS], v_cur[LOADS][VECS];
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
-            k_cur[u] = k_next[u];
-            v_cur[u] = v_next[u];
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_cur[u][c] = k_next[u][c];
+                v_cur[u][c] = v_next[u][c];
+            }
         }
         if (step_key + WARPS_STRIDE < key_end) load_step(step_key + WARPS_STRIDE);
 
@@ -160,11 +175,12 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
             float kf[D];
-            att_dec_unpack(k_cur[u], kf);
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) att_dec_unpack(k_cur[u][c], kf + c * ATT_DEC_HALVES_PER_VEC);
             const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
 #pragma unroll
             for (int h = 0; h < G; ++h) {
-                // Two chains of 4 halve the dependent FMA latency.
+                // Two chains of D / 2 halve the dependent FMA latency.
                 float even = q[h][0] * kf[0], odd = q[h][1] * kf[1];
 #pragma unroll
                 for (int i = 2; i < D; i += 2) {
@@ -200,7 +216,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
             float vf[D];
-            att_dec_unpack(v_cur[u], vf);
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) att_dec_unpack(v_cur[u][c], vf + c * ATT_DEC_HALVES_PER_VEC);
 #pragma unroll
             for (int h = 0; h < G; ++h) {
                 const float p = exp2_ftz(s[u][h] - run_max[h]);  // 0 for a masked key
