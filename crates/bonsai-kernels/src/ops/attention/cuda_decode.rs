@@ -8,7 +8,9 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
+};
 use crate::launch_ex::Launch;
 
 /// Most key splits (partials per head) a decode launch uses (`ATT_DEC_MAX_SPLITS`): the merge
@@ -67,13 +69,16 @@ pub(super) fn attention_decode(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
-    let name = decode_entry_point(group, shape_.head_dim)
-        .ok_or_else(|| shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim)))?;
-    let sm_count = lib.context().attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let name = decode_entry_point(group, shape_.head_dim).ok_or_else(|| {
+        shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
+    })?;
+    let sm_count =
+        lib.context().attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let n_splits = decode_splits(usize::try_from(sm_count).unwrap_or(1), shape_.n_kv);
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
-    let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let (max_seq_i, n_splits_i) =
+        (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
     let cfg = LaunchConfig {
         grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
         block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
@@ -92,7 +97,15 @@ pub(super) fn attention_decode(
     let (c_p, _f) = write_ptr(counters, stream);
     let (o_p, _g) = write_ptr(out, stream);
     let mut l = Launch::new(stream, function);
-    l.arg(&q_p).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&c_p).arg(&o_p);
+    l.arg(&q_p)
+        .arg(&p0)
+        .arg(&max_seq_i)
+        .arg(&k_p)
+        .arg(&v_p)
+        .arg(&s_p)
+        .arg(&n_splits_i)
+        .arg(&c_p)
+        .arg(&o_p);
     // SAFETY: matches attention_decode_g*_hd*'s signature; the caller checked qkv (one row), the
     // caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
     // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
@@ -130,7 +143,10 @@ mod tests {
     fn one_token_scratch_covers_the_decode_kernel_at_any_bound() {
         let shape_ = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
         for bound in [1, 16, 100, 2048, 8192] {
-            assert!(super::super::scratch_len(1, shape_, bound) >= decode_scratch_len(shape_), "bound {bound}");
+            assert!(
+                super::super::scratch_len(1, shape_, bound) >= decode_scratch_len(shape_),
+                "bound {bound}"
+            );
         }
         assert!(super::super::counters_len(1, shape_) >= shape_.n_kv);
     }
