@@ -186,6 +186,9 @@ mod tests {
         assert_eq!(cu_define(attention, "ATT_DECODE_SPLIT_KEYS"), super::attention::DECODE_SPLIT_KEYS);
         assert_eq!(cu_define(attention, "ATT_ROWS"), super::attention::ROWS_PER_CTA);
         assert_eq!(cu_define(attention, "ATT_MAX_HD"), super::attention::MAX_HEAD_DIM);
+        let decode = "ops/attention/attention_decode.cu";
+        assert_eq!(cu_define(decode, "ATT_DEC_MAX_SPLITS"), super::attention::DECODE_MAX_SPLITS);
+        assert_eq!(cu_define(decode, "ATT_DEC_WARPS"), super::attention::DECODE_WARPS);
         let joint = "ops/joint_attention/joint_attention.cu";
         use super::joint_attention as ja;
         assert_eq!(cu_define(joint, "JA_ROW_PAD"), ja::ROW_PAD);

@@ -202,6 +202,20 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/attention/attention_decode.cu",
+        text: include_str!("../ops/attention/attention_decode.cu"),
+        entry_points: &[
+            "attention_decode_g1_hd64",
+            "attention_decode_g2_hd64",
+            "attention_decode_g4_hd64",
+            "attention_decode_g8_hd64",
+            "attention_decode_g1_hd128",
+            "attention_decode_g2_hd128",
+            "attention_decode_g4_hd128",
+            "attention_decode_g8_hd128",
+        ],
+    },
+    KernelSource {
         path: "ops/joint_attention/joint_attention.cu",
         text: include_str!("../ops/joint_attention/joint_attention.cu"),
         entry_points: &[

@@ -19,9 +19,23 @@ fn head_shape(g: &Geometry) -> HeadShape {
 }
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
-    // (geometry, m tokens, pos0): decode at seq 1, 100, 4097; prefill chunks, odd m.
-    let mut cases: Vec<(Geometry, usize, usize)> =
-        vec![(SMALL, 1, 0), (SMALL, 1, 99), (SMALL, 1, 4096), (SMALL, 7, 93), (SMALL, 33, 0), (SMALL, 33, 300)];
+    // (geometry, m tokens, pos0): decode at seq 1, 2, 32, 34, 100, 1001, 4097, 8192 (the decode
+    // kernel's split edges: lengths below, at and past a multiple of its 16-key alignment and of
+    // its up-to-32 splits; 101 and 1001 are multiples of neither); prefill chunks, odd m.
+    let mut cases: Vec<(Geometry, usize, usize)> = vec![
+        (SMALL, 1, 0),
+        (SMALL, 1, 1),
+        (SMALL, 1, 31),
+        (SMALL, 1, 33),
+        (SMALL, 1, 99),
+        (SMALL, 1, 100),
+        (SMALL, 1, 1000),
+        (SMALL, 1, 4096),
+        (SMALL, 1, 8191),
+        (SMALL, 7, 93),
+        (SMALL, 33, 0),
+        (SMALL, 33, 300),
+    ];
     if set == ShapeSet::All {
         for g in MODELS.iter().take(3) {
             cases.push((*g, 1, 4096));
@@ -30,15 +44,49 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         cases.push((MODELS[2], 1, 8191));
         cases.push((MODELS[2], 1, 32767));
         cases.push((MODELS[0], 512, 0));
+        for pos0 in [0, 1, 31, 33, 1000] {
+            cases.push((MODELS[2], 1, pos0));
+        }
     }
     for &(g, m, pos0) in &cases {
         qk_norm_rope(ctx, &g, m, pos0)?;
         kv_write(ctx, &g, m, pos0)?;
         qk_norm_rope_kv_write(ctx, &g, m, pos0)?;
-        attention(ctx, &g, m, pos0)?;
+        attention(ctx, &g, m, pos0, CacheSize::Live)?;
+    }
+    // The decode kernel's other lane layouts on small shapes (so the emulator runs them too):
+    // G 4 at head_dim 128 (the Bonsai models' 16-dim lanes, 2 loads per step) and G 8 (8-dim lanes).
+    for g in [DECODE_WIDE_LANES, DECODE_NARROW_LANES] {
+        for pos0 in [0, 33, 1000, 8191] {
+            attention(ctx, &g, 1, pos0, CacheSize::Live)?;
+        }
+    }
+    // A captured decode graph: the cache (and the host's bound) far past the live length.
+    attention(ctx, &SMALL, 1, 40, CacheSize::Graph)?;
+    if set == ShapeSet::All {
+        attention(ctx, &MODELS[2], 1, 77, CacheSize::Graph)?;
     }
     Ok(())
 }
+
+/// How big the attention check makes the cache, and the sequence bound it passes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CacheSize {
+    /// A few positions past the live ones; the bound is the live length.
+    Live,
+    /// GRAPH_CACHE_POSITIONS positions and the bound at the cache size, as a captured decode
+    /// graph launches it.
+    Graph,
+}
+
+/// Attention-only geometries for the decode kernel's lane layouts (hidden/ffn unused here).
+const DECODE_WIDE_LANES: Geometry =
+    Geometry { name: "g4-hd128", hidden: 1024, ffn: 0, n_q: 8, n_kv: 2, head_dim: 128, ternary: false };
+const DECODE_NARROW_LANES: Geometry =
+    Geometry { name: "g8-hd64", hidden: 512, ffn: 0, n_q: 8, n_kv: 1, head_dim: 64, ternary: false };
+
+/// Cache size of the graph-like attention rows.
+const GRAPH_CACHE_POSITIONS: usize = 4096;
 
 fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
@@ -182,13 +230,20 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     Ok(())
 }
 
-fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
-    let max_seq = pos0 + m + 3;
+    let max_seq = match cache {
+        CacheSize::Live => pos0 + m + 3,
+        CacheSize::Graph => GRAPH_CACHE_POSITIONS.max(pos0 + m),
+    };
     let qkv = ctx.rng.activations(m * row, 2.0);
     let len = shape.n_kv * max_seq * hd;
-    let (kc, vc) = (random_cache(ctx, len), random_cache(ctx, len));
+    // Positions past the last token are NaN: a kernel that reads beyond the causal limit fails.
+    let beyond_live = |c: Vec<f16>| -> Vec<f16> {
+        c.into_iter().enumerate().map(|(i, x)| if (i / hd) % max_seq >= pos0 + m { f16::NAN } else { x }).collect()
+    };
+    let (kc, vc) = (beyond_live(random_cache(ctx, len)), beyond_live(random_cache(ctx, len)));
     let out_row = shape.q_len();
     let mut want = vec![0.0f32; m * out_row];
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
@@ -200,6 +255,15 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), V
     // ds * max|v_j - o| <= 2 ds max|v|. The weighted sums run sequentially over the keys of a
     // split with a rescale per 32-key chunk, then a combine over splits: (seq + seq/16 + 16)u
     // relative on both numerator and denominator, i.e. 2 (seq + seq/16 + 16)u max|v|.
+    // The decode kernel (m = 1) folds log2(e) into the scale and uses exp2 (2 ulp, as expf):
+    // the folded constant rsqrtf(hd) * log2e carries <= 2 ulp + 2 roundings = 6u relative, i.e.
+    // <= 6u max_j sum_d |q_d k_jd| / sqrt(hd) more on every score; the rounding of s' - max'
+    // in log2 units is u |s' - max'| = u |s - max| / ln 2, a relative weight error of
+    // u |s - max| as before. Its flush-to-zero drops weights below 2^-126 (max weight 1, sum
+    // >= 1): <= seq 2^-126 2 max|v|. Its sums: a lane adds <= seq/2 keys with one rescale per
+    // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
+    // then <= 2 shuffle adds, 4 warps and <= 32 splits: within 2 (seq + seq/4 + 48)u max|v|,
+    // which also covers the split-key kernel's chain; the test uses that one bound.
     let scale = 1.0 / (hd as f64).sqrt();
     let mut bound = vec![0.0f64; m * out_row];
     bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
@@ -223,8 +287,9 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), V
                 s_max = s_max.max(s * scale);
             }
             let seq = (p + 1) as f64;
-            let ds = (hd as f64 + 1.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
-            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 16.0 + 16.0) * U * v_max;
+            let ds = (hd as f64 + 7.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
+            let flushed = seq * f64::powi(2.0, -126) * 2.0 * v_max;
+            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 4.0 + 48.0) * U * v_max + flushed;
             b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
         }
     });
@@ -232,7 +297,10 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), V
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let (kd, vd) = (upload(&ctx.stream, &bits(&kc))?, upload(&ctx.stream, &bits(&vc))?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    let seq_bound = pos0 + m;
+    let seq_bound = match cache {
+        CacheSize::Live => pos0 + m,
+        CacheSize::Graph => max_seq,
+    };
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, seq_bound))?;
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
@@ -248,6 +316,7 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), V
     want.extend(std::iter::repeat_n(0.0f32, left.len()));
     let n_out = m * out_row;
     let cmp = Comparison::of(&got, &want, |i| if i < n_out { bound[i] } else { 0.0 });
-    ctx.record("attention", &format!("{} m={m} pos0={pos0} seq={}", g.name, pos0 + m), cmp);
+    let graph = if cache == CacheSize::Graph { format!(" max_seq={max_seq} (graph bound)") } else { String::new() };
+    ctx.record("attention", &format!("{} m={m} pos0={pos0} seq={}{graph}", g.name, pos0 + m), cmp);
     Ok(())
 }

@@ -125,7 +125,8 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     }
     // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
     rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, GemmKernel::TensorCoreF16, copy_bw)?);
-    for seq in [8192, 32768] {
+    // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
+    for seq in [16, 8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);
     }
     rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
@@ -199,5 +200,5 @@ fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, 
         launch::attention::attention(lib, &stream, &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut counters, &mut out)?;
         Ok(())
     })?;
-    Ok(row("attention (split + combine)", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
+    Ok(row("attention_decode", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
 }

@@ -1,6 +1,8 @@
-//! Launcher of the split-key attention (attention.cu): one `attention_split_keys` launch whose last
-//! CTA per (token group, kv head) merges the splits, with caller-owned scratch (partials) and
-//! counters (zero-initialised, left zero by every launch) so it can be captured in a CUDA graph
+//! Launcher of the attention: one token (decode) goes to `attention_decode_g*_hd*`
+//! (attention_decode.cu, cuda_decode.rs) when it has an entry point for the GQA group and
+//! head_dim; anything else to one `attention_split_keys` launch (attention.cu) whose last CTA per
+//! (token group, kv head) merges the splits. Both use caller-owned scratch (partials) and
+//! counters (zero-initialised, left zero by every launch) so they can be captured in a CUDA graph
 //! (no allocation per call).
 
 use std::sync::Arc;
@@ -10,6 +12,10 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+
+#[path = "cuda_decode.rs"]
+mod decode;
+pub use decode::{decode_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
@@ -48,7 +54,13 @@ pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
     // The most splits any bound up to `seq_bound` needs: a caller that sizes the buffer for the
     // whole cache may launch with the live length, which can pick the shorter splits.
     let most = n_splits(m, seq_bound).max(n_splits(m, seq_bound.min(SHORT_CONTEXT_KEYS)));
-    m * shape_.n_q * most * (shape_.head_dim + 2)
+    let split_keys_len = m * shape_.n_q * most * (shape_.head_dim + 2);
+    // One token may run the decode kernel, whose split count depends on the device, not the bound.
+    if m == 1 {
+        split_keys_len.max(decode_scratch_len(shape_))
+    } else {
+        split_keys_len
+    }
 }
 
 /// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head)); the
@@ -62,6 +74,8 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.
 /// `seq_bound` is a host-side upper bound on `pos0 + m` (e.g. max_seq for a captured decode
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
+/// (The decode kernel, m == 1, does not need the bound: its grid covers any position below
+/// max_seq, and only a position >= max_seq gives NaN.)
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     lib: &KernelLibrary,
@@ -97,6 +111,9 @@ pub fn attention(
     expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
     expect_at_least(OP, "pos0", pos0.len(), 1)?;
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
+    if m == 1 && decode_entry_point(group, hd).is_some() {
+        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out);
+    }
     let bound = seq_bound.min(max_seq);
     let keys_per_split = split_keys(m, bound);
     let n_splits = n_splits(m, bound);

@@ -1,0 +1,352 @@
+// Decode attention (one query token, m == 1) over the f16 KV cache: `attention_decode_g{G}_hd{HD}`,
+// one entry point per GQA group G = n_q / n_kv and head_dim HD (both compile-time, so the per-lane
+// state lives in registers). Same result as attention_split_keys at m == 1 (reference.rs).
+//
+// Grid (n_kv, n_splits) x ATT_DEC_WARPS warps, fixed by the launcher from the SM count (about two
+// CTAs per SM), independent of the live length, so a captured decode graph serves every position.
+// Each CTA reads pos0 from the device and takes keys [split * keys_per_split, +keys_per_split) of
+// the len = pos0 + 1 live ones, keys_per_split = ceil(len / n_splits) rounded up to
+// ATT_DEC_SPLIT_ALIGN: short contexts use few CTAs, long ones all of them. CTAs past the last
+// used split exit at once.
+// Inside a CTA: all G q heads of the kv head, so K/V are read once. A warp takes steps of
+// ATT_DEC_STEP_KEYS keys (warp w: steps w, w + WARPS, ...): HD / D lanes share one key, each
+// holding D dims (D = 16 for G <= ATT_DEC_WIDE_MAX_GROUP, two 16-byte loads of K and two of V per
+// key, else 8 to bound registers), so a warp loads WARP_SIZE * D / HD keys at a time; the next
+// step's loads are issued before this step's math. Wider lanes mean fewer shuffle levels per
+// score and fewer exps per lane (16 dims: 3 levels at HD 128, not 4). Scores are
+// partial dots reduced over the key's lanes with shuffles (G independent chains per key, no long
+// dependent loop); each warp keeps an online softmax per head in the log2 domain (q pre-scaled by
+// log2(e) / sqrt(HD), exp2 on the SFU). Warps combine through shared memory; a CTA writes one
+// partial [max, sum, acc[HD]] per (head, split), or the final output when it is the only split.
+// The last CTA per kv head (self-resetting counter, as in attention.cu) merges the <= 32 partials
+// of its G heads with all threads in parallel over (head, dim).
+// A position >= max_seq yields NaN output.
+//
+// Speed of light on the H200 (Bonsai-8B: n_kv 8, G 4, HD 128, 264 CTAs -> n_splits 32):
+// bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer.
+//   len 16:    64 KiB  -> 0.02 us of bandwidth; the floor is latency: launch ~2 us (graphed ~1 us),
+//              pos0 + q loads + one K/V round trip (~1.5 us), no partial/merge (one split).
+//              Predicted ~2.5-3.5 us (was 19.75 us).
+//   len 8192:  33.5 MB -> 8.0 us at 4.2 TB/s; + merge (fence, atomic, re-read of 32 partials ~1.5 us).
+//              Predicted ~11-13 us (was ~150 us).
+//   len 32768: 134 MB  -> 32 us at 4.2 TB/s; issue-bound floor ~17 us (about 66 warp instructions
+//              per key: ~530 SASS per 8-key warp step at G 4) stays below it. Predicted ~36-42 us.
+#define ATT_DEC_WARPS 4
+#define ATT_DEC_MAX_SPLITS 32
+#define ATT_DEC_SPLIT_ALIGN 16
+#define ATT_DEC_STEP_KEYS 8
+// f16 values in one 16-byte load.
+#define ATT_DEC_HALVES_PER_VEC 8
+// Largest G whose lanes hold 16 dims of a key (q and acc: 2 * G * 16 registers).
+#define ATT_DEC_WIDE_MAX_GROUP 4
+#define ATT_DEC_LOG2E 1.4426950408889634f
+
+// 8 f16 of a 16-byte load to f32.
+__device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
+    const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = f16_to_f32((u16)(w[i] & 0xffffu));
+        f[2 * i + 1] = f16_to_f32((u16)(w[i] >> 16));
+    }
+}
+
+// The G heads' partials of this CTA's warps, combined: CTA-level max/sum/acc for (head h, dim d).
+template <int G, int HD>
+__device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
+                                                       float (*warp_acc)[G][HD], int h, int d,
+                                                       float* cta_max, float* cta_sum) {
+    float mx = neg_inf();
+#pragma unroll
+    for (int w = 0; w < ATT_DEC_WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
+    float sum = 0.0f, value = 0.0f;
+#pragma unroll
+    for (int w = 0; w < ATT_DEC_WARPS; ++w) {
+        // A warp that had no keys holds max -inf, sum 0, acc 0: weight exp2(-inf) = 0.
+        const float weight = exp2_ftz(warp_max[w][h] - mx);
+        sum = fmaf(warp_sum[w][h], weight, sum);
+        value = fmaf(warp_acc[w][h][d], weight, value);
+    }
+    *cta_max = mx;
+    *cta_sum = sum;
+    return value;
+}
+
+template <int G, int HD>
+__device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
+                                                      int max_seq, const u16* __restrict__ k_cache,
+                                                      const u16* __restrict__ v_cache, float* __restrict__ partial,
+                                                      int n_splits, u32* __restrict__ counters,
+                                                      float* __restrict__ out) {
+    constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
+    constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
+    constexpr int LANES_PER_KEY = HD / D;
+    constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
+    constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
+    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
+                  "HD must be 64 or 128");
+    __shared__ float warp_max_s[ATT_DEC_WARPS][G];
+    __shared__ float warp_sum_s[ATT_DEC_WARPS][G];
+    __shared__ __align__(16) float warp_acc_s[ATT_DEC_WARPS][G][HD];
+    __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
+    __shared__ float head_total_s[G];
+    __shared__ u32 is_last_s;
+
+    const int kv_head = blockIdx.x;
+    const int split = blockIdx.y;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const u32 pos0 = pos0_ptr[0];
+    float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
+    if (pos0 >= (u32)max_seq) {  // the cache holds no such position
+        if (split == 0)
+            for (int i = threadIdx.x; i < G * HD; i += blockDim.x) out_heads[i] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const int len = (int)pos0 + 1;
+    const int even_share = (len + n_splits - 1) / n_splits;
+    const int keys_per_split = (even_share + ATT_DEC_SPLIT_ALIGN - 1) / ATT_DEC_SPLIT_ALIGN * ATT_DEC_SPLIT_ALIGN;
+    const int used = (len + keys_per_split - 1) / keys_per_split;
+    if (split >= used) return;  // no keys for this split at this length
+    const int key_begin = split * keys_per_split;
+    const int key_end = min(key_begin + keys_per_split, len);
+
+    // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
+    const int key_lane = lane % LANES_PER_KEY;  // which D dims
+    const int key_slot = lane / LANES_PER_KEY;  // which key of a load
+    const float q_scale = rsqrtf((float)HD) * ATT_DEC_LOG2E;
+    float q[G][D];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+        const float* src = qkv + (long long)(kv_head * G + h) * HD + key_lane * D;
+#pragma unroll
+        for (int i = 0; i < D; i += 4) {
+            const float4 a = *reinterpret_cast<const float4*>(src + i);
+            q[h][i] = a.x * q_scale;
+            q[h][i + 1] = a.y * q_scale;
+            q[h][i + 2] = a.z * q_scale;
+            q[h][i + 3] = a.w * q_scale;
+        }
+    }
+
+    float run_max[G], run_sum[G], acc[G][D];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+        run_max[h] = neg_inf();
+        run_sum[h] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
+    }
+
+    const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
+    const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
+    const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
+    constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
+    uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
+    // Loads of the step starting at key `first` (keys past key_end read as zero, never touched).
+    auto load_step = [&](int first) {
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int key = first + u * KEYS_PER_LOAD + key_slot;
+            const bool live = key < key_end;
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    };
+    constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
+    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
+    if (step_key < key_end) load_step(step_key);
+    for (; step_key < key_end; step_key += WARPS_STRIDE) {
+        uint4 k_cur[LOADS][VECS], v_cur[LOADS][VECS];
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_cur[u][c] = k_next[u][c];
+                v_cur[u][c] = v_next[u][c];
+            }
+        }
+        if (step_key + WARPS_STRIDE < key_end) load_step(step_key + WARPS_STRIDE);
+
+        float s[LOADS][G];
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            float kf[D];
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) att_dec_unpack(k_cur[u][c], kf + c * ATT_DEC_HALVES_PER_VEC);
+            const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
+#pragma unroll
+            for (int h = 0; h < G; ++h) {
+                // Two chains of D / 2 halve the dependent FMA latency.
+                float even = q[h][0] * kf[0], odd = q[h][1] * kf[1];
+#pragma unroll
+                for (int i = 2; i < D; i += 2) {
+                    even = fmaf(q[h][i], kf[i], even);
+                    odd = fmaf(q[h][i + 1], kf[i + 1], odd);
+                }
+                float dot = even + odd;
+#pragma unroll
+                for (int offset = LANES_PER_KEY / 2; offset > 0; offset >>= 1)
+                    dot += __shfl_xor_sync(FULL_MASK, dot, offset);
+                s[u][h] = live ? dot : neg_inf();
+            }
+        }
+        // The step's first key is live, so every head's new max is finite.
+#pragma unroll
+        for (int h = 0; h < G; ++h) {
+            float mx = s[0][h];
+#pragma unroll
+            for (int u = 1; u < LOADS; ++u) mx = fmaxf(mx, s[u][h]);
+#pragma unroll
+            for (int offset = LANES_PER_KEY; offset < WARP_SIZE; offset <<= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, offset));
+            // Deep in a context the max rarely moves: skip the rescale then (warp-uniform branch;
+            // the skipped correction would be exp2(0) = 1 exactly, so the result is unchanged).
+            if (mx > run_max[h]) {
+                const float correction = exp2_ftz(run_max[h] - mx);  // 0 on the first step
+                run_max[h] = mx;
+                run_sum[h] *= correction;
+#pragma unroll
+                for (int i = 0; i < D; ++i) acc[h][i] *= correction;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            float vf[D];
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) att_dec_unpack(v_cur[u][c], vf + c * ATT_DEC_HALVES_PER_VEC);
+#pragma unroll
+            for (int h = 0; h < G; ++h) {
+                const float p = exp2_ftz(s[u][h] - run_max[h]);  // 0 for a masked key
+                run_sum[h] += p;
+#pragma unroll
+                for (int i = 0; i < D; ++i) acc[h][i] = fmaf(p, vf[i], acc[h][i]);
+            }
+        }
+    }
+
+    // The key slots of a warp share run_max: their sums add directly.
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+#pragma unroll
+        for (int offset = LANES_PER_KEY; offset < WARP_SIZE; offset <<= 1) {
+            run_sum[h] += __shfl_xor_sync(FULL_MASK, run_sum[h], offset);
+#pragma unroll
+            for (int i = 0; i < D; ++i) acc[h][i] += __shfl_xor_sync(FULL_MASK, acc[h][i], offset);
+        }
+        if (key_slot == 0) {
+#pragma unroll
+            for (int i = 0; i < D; ++i) warp_acc_s[warp][h][key_lane * D + i] = acc[h][i];
+        }
+        if (lane == 0) {
+            warp_max_s[warp][h] = run_max[h];
+            warp_sum_s[warp][h] = run_sum[h];
+        }
+    }
+    __syncthreads();
+
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int h = i / HD, d = i % HD;
+        float cta_max, cta_sum;
+        const float value = att_dec_combine_warps<G, HD>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
+        if (used == 1) {
+            out_heads[i] = value / cta_sum;
+        } else {
+            float* dst = partial + ((long long)(kv_head * G + h) * n_splits + split) * (HD + 2);
+            dst[2 + d] = value;
+            if (d == 0) {
+                dst[0] = cta_max;
+                dst[1] = cta_sum;
+            }
+        }
+    }
+    if (used == 1) return;
+
+    // The last CTA of this kv head to finish merges the splits. `counters` is zero before the
+    // launch and the last CTA puts its slot back to zero, so graph replays find it clean.
+    __threadfence();  // this CTA's partials are visible before it counts itself done
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32* counter = counters + kv_head;
+        const u32 arrived = atomicAdd(counter, 1u);
+        is_last_s = arrived == (u32)(used - 1) ? 1u : 0u;
+        if (is_last_s) atomicExch(counter, 0u);
+    }
+    __syncthreads();
+    if (!is_last_s) return;
+    __threadfence();
+    // Other CTAs wrote the partials during this launch: volatile reads, not a stale L1 line.
+    const volatile float* parts = partial + (long long)kv_head * G * n_splits * (HD + 2);
+    for (int t = threadIdx.x; t < G * used; t += blockDim.x) {
+        const int h = t / used, sp = t % used;
+        const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2);
+        float mx = neg_inf();
+        for (int j = 0; j < used; ++j) mx = fmaxf(mx, head_parts[j * (HD + 2)]);
+        split_weight_s[h][sp] = exp2_ftz(head_parts[sp * (HD + 2)] - mx);
+    }
+    __syncthreads();
+    for (int h = threadIdx.x; h < G; h += blockDim.x) {
+        const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2);
+        float total = 0.0f;
+        for (int j = 0; j < used; ++j) total = fmaf(head_parts[j * (HD + 2) + 1], split_weight_s[h][j], total);
+        head_total_s[h] = total;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int h = i / HD, d = i % HD;
+        const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2) + 2 + d;
+        float value = 0.0f;
+        for (int j = 0; j < used; ++j) value = fmaf(head_parts[j * (HD + 2)], split_weight_s[h][j], value);
+        out_heads[i] = value / head_total_s[h];
+    }
+}
+
+#define ATT_DEC_PARAMS                                                                                           \
+    const float *__restrict__ qkv, const u32 *__restrict__ pos0_ptr, int max_seq, const u16 *__restrict__ k_cache, \
+        const u16 *__restrict__ v_cache, float *__restrict__ partial, int n_splits, u32 *__restrict__ counters,   \
+        float *__restrict__ out
+#define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, counters, out
+
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<1, 64>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd64(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<2, 64>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd64(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<4, 64>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd64(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<8, 64>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd128(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<1, 128>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd128(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<2, 128>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd128(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<4, 128>(ATT_DEC_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd128(ATT_DEC_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<8, 128>(ATT_DEC_ARGS);
+}

@@ -1,0 +1,153 @@
+//! Launcher of the decode attention (attention_decode.cu) for one query token: a fixed grid of
+//! (n_kv, splits) CTAs that does not depend on the live length (the kernel reads pos0 on the
+//! device), so one launch serves every position of a captured decode graph.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use crate::cuda::KernelLibrary;
+use crate::launch::{
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
+};
+use crate::launch_ex::Launch;
+
+/// Most key splits (partials per head) a decode launch uses (`ATT_DEC_MAX_SPLITS`): the merge
+/// reads at most this many partials per (head, dim).
+pub const DECODE_MAX_SPLITS: usize = 32;
+/// Warps per CTA (`ATT_DEC_WARPS`).
+pub const DECODE_WARPS: usize = 4;
+/// CTAs per SM the split count aims for: two 128-thread CTAs per SM keep enough 16-byte loads
+/// in flight to stream the cache at full bandwidth, and no CTA waits for a second wave.
+pub const DECODE_CTAS_PER_SM: usize = 2;
+
+const OP: &str = "attention";
+
+/// The entry point for GQA group `group` and `head_dim`, if the decode kernel has one.
+pub fn decode_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
+    Some(match (group, head_dim) {
+        (1, 64) => "attention_decode_g1_hd64",
+        (2, 64) => "attention_decode_g2_hd64",
+        (4, 64) => "attention_decode_g4_hd64",
+        (8, 64) => "attention_decode_g8_hd64",
+        (1, 128) => "attention_decode_g1_hd128",
+        (2, 128) => "attention_decode_g2_hd128",
+        (4, 128) => "attention_decode_g4_hd128",
+        (8, 128) => "attention_decode_g8_hd128",
+        _ => return None,
+    })
+}
+
+/// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
+/// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
+pub fn decode_splits(sm_count: usize, n_kv: usize) -> usize {
+    (DECODE_CTAS_PER_SM * sm_count / n_kv.max(1)).clamp(1, DECODE_MAX_SPLITS)
+}
+
+/// f32 scratch elements a decode launch needs on any device: one [max, sum, acc[hd]] partial per
+/// (q head, split).
+pub fn decode_scratch_len(shape_: HeadShape) -> usize {
+    shape_.n_q * DECODE_MAX_SPLITS * (shape_.head_dim + 2)
+}
+
+/// One token's attention at position `pos0[0]` (NaN output when it is >= max_seq). The caller
+/// has checked the head shape, qkv/cache/out/pos0 lengths, and that
+/// `decode_entry_point(n_q / n_kv, head_dim)` exists.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attention_decode(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &impl DevicePtr<f32>,
+    shape_: HeadShape,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    k_cache: &impl DevicePtr<u16>,
+    v_cache: &impl DevicePtr<u16>,
+    scratch: &mut CudaSlice<f32>,
+    counters: &mut CudaSlice<u32>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let group = shape_.n_q / shape_.n_kv;
+    let name = decode_entry_point(group, shape_.head_dim).ok_or_else(|| {
+        shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
+    })?;
+    let sm_count =
+        lib.context().attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let n_splits = decode_splits(usize::try_from(sm_count).unwrap_or(1), shape_.n_kv);
+    expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
+    expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
+    let (max_seq_i, n_splits_i) =
+        (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let cfg = LaunchConfig {
+        grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
+        block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let function = lib.function(name)?;
+    let (q_p, _a) = read_ptr(qkv, stream);
+    let (p0, _b) = read_ptr(pos0, stream);
+    let (k_p, _c) = read_ptr(k_cache, stream);
+    let (v_p, _d) = read_ptr(v_cache, stream);
+    // The kernel reads q as float4 and the caches 8 halves (16 bytes) at a time.
+    expect_aligned16(OP, "qkv", q_p)?;
+    expect_aligned16(OP, "k_cache", k_p)?;
+    expect_aligned16(OP, "v_cache", v_p)?;
+    let (s_p, _e) = write_ptr(scratch, stream);
+    let (c_p, _f) = write_ptr(counters, stream);
+    let (o_p, _g) = write_ptr(out, stream);
+    let mut l = Launch::new(stream, function);
+    l.arg(&q_p)
+        .arg(&p0)
+        .arg(&max_seq_i)
+        .arg(&k_p)
+        .arg(&v_p)
+        .arg(&s_p)
+        .arg(&n_splits_i)
+        .arg(&c_p)
+        .arg(&o_p);
+    // SAFETY: matches attention_decode_g*_hd*'s signature; the caller checked qkv (one row), the
+    // caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
+    // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::registry::entry_points;
+
+    #[test]
+    fn every_decode_entry_point_is_registered() {
+        for group in [1, 2, 4, 8] {
+            for hd in [64, 128] {
+                let name = decode_entry_point(group, hd).expect("supported shape");
+                assert!(entry_points().any(|e| e == name), "{name} not in the registry");
+            }
+        }
+        assert_eq!(decode_entry_point(16, 128), None);
+        assert_eq!(decode_entry_point(4, 96), None);
+    }
+
+    #[test]
+    fn splits_aim_at_two_ctas_per_sm_within_the_merge_limit() {
+        assert_eq!(decode_splits(132, 8), DECODE_MAX_SPLITS); // H200, Bonsai-8B: 264 / 8 = 33 -> 32
+        assert_eq!(decode_splits(132, 3), DECODE_MAX_SPLITS);
+        assert_eq!(decode_splits(40, 8), 10);
+        assert_eq!(decode_splits(1, 8), 1);
+        assert_eq!(decode_splits(132, 0), DECODE_MAX_SPLITS); // no division by zero
+    }
+
+    #[test]
+    fn one_token_scratch_covers_the_decode_kernel_at_any_bound() {
+        let shape_ = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+        for bound in [1, 16, 100, 2048, 8192] {
+            assert!(
+                super::super::scratch_len(1, shape_, bound) >= decode_scratch_len(shape_),
+                "bound {bound}"
+            );
+        }
+        assert!(super::super::counters_len(1, shape_) >= shape_.n_kv);
+    }
+}
