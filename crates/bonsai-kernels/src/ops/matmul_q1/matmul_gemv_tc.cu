@@ -199,7 +199,6 @@ template <int BITS, int NT, int COLS, int NB>
 __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, NB>& r, const uint4* bl, int b_stride,
                                         const float* ol, int o_stride, int n_tiles, u32 sign_pair, u32 exp_pair,
                                         u32 mant_pair) {
-#pragma unroll
     constexpr int IL = TC_INTERLEAVE(NT, NB);
 #pragma unroll
     for (int g0 = 0; g0 < NB; g0 += IL) {
