@@ -80,11 +80,11 @@ model)
     done
     run model-8b-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
     run model-8b-nograph env BONSAI_NO_GRAPH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
-    # Programmatic dependent launch (off by default until this line shows it helps).
-    run model-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
-    run model-ternary-8b-pdl env BONSAI_PDL=1 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
-    # Half-size GEMV CTAs, so the next kernel's CTAs can be resident early under PDL.
-    run model-8b-pdl-gemv8 env BONSAI_PDL=1 BONSAI_GEMV_WARPS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 5
+    # Programmatic dependent launch: by default only in the decode graph (launch_ex.rs); 0 = none,
+    # 1 = every launch (prefill too).
+    run model-8b-nopdl env BONSAI_PDL=0 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
+    run model-8b-pdl-all env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
+    run model-ternary-8b-nopdl env BONSAI_PDL=0 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
@@ -94,7 +94,7 @@ check)
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" env BONSAI_NO_GRAPH=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
-        run "check-$fmt-pdl" env BONSAI_PDL=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
+        run "check-$fmt-pdl-all" env BONSAI_PDL=1 "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
     # Real geometries (random weights): the GPU's real-shape kernels against the CPU.
     for g in bonsai-8b ternary-8b; do

@@ -1,11 +1,16 @@
 //! Kernel launches through `cuLaunchKernelEx`, so a launch can carry programmatic dependent
-//! launch (PDL): with `BONSAI_PDL=1` every kernel is launched with the
-//! programmatic-stream-serialization attribute, which lets the next kernel's CTAs be scheduled
-//! while the current one drains (hiding most of the ~2 us launch gap of a decode step's ~200
-//! small kernels). Correctness rests on every kernel calling `griddep_wait()` (ptx.cuh) before
-//! it reads anything an earlier kernel wrote; a test checks every entry point does.
-//! Off by default until measured on the H200.
+//! launch (PDL): the programmatic-stream-serialization attribute, which lets the next kernel's CTAs
+//! be scheduled while the current one drains (hiding part of the ~2 us launch gap of a decode
+//! step's ~200 small kernels). Correctness rests on every kernel calling `griddep_wait()`
+//! (ptx.cuh) before it reads anything an earlier kernel wrote; a test checks every entry point does.
+//!
+//! Policy (`BONSAI_PDL`): unset, PDL is on for launches inside a [`PdlScope`] (the CUDA backend
+//! opens one while it captures the decode-step graph) and off elsewhere; `1` turns it on for every
+//! launch, `0` off for all. Measured on the H200 (docs/PERFORMANCE.md, 2026-11-29): decode +10%
+//! (Bonsai-8B tg128 531.5 -> 583.7 tok/s, ternary 407.5 -> 439.0), prefill -6% (pp512 10112 ->
+//! 9543), hence decode only by default.
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -17,13 +22,54 @@ use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
 use crate::launch::LaunchError;
 
-/// Set to `1` to launch every kernel with programmatic dependent launch.
+/// `1`: every launch uses programmatic dependent launch; `0`: none; unset (or anything else):
+/// launches inside a [`PdlScope`].
 pub const PDL_ENV: &str = "BONSAI_PDL";
 
-/// Whether launches carry the PDL attribute (read once per process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PdlMode {
+    All,
+    Never,
+    Scoped,
+}
+
+fn pdl_mode() -> PdlMode {
+    static MODE: OnceLock<PdlMode> = OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var(PDL_ENV).as_deref().map(str::trim) {
+        Ok("1") => PdlMode::All,
+        Ok("0") => PdlMode::Never,
+        _ => PdlMode::Scoped,
+    })
+}
+
+thread_local! {
+    static IN_PDL_SCOPE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While alive, launches from this thread carry the PDL attribute (unless `BONSAI_PDL=0`).
+pub struct PdlScope {
+    was_in_scope: bool,
+}
+
+impl PdlScope {
+    pub fn enter() -> Self {
+        Self { was_in_scope: IN_PDL_SCOPE.with(|s| s.replace(true)) }
+    }
+}
+
+impl Drop for PdlScope {
+    fn drop(&mut self) {
+        IN_PDL_SCOPE.with(|s| s.set(self.was_in_scope));
+    }
+}
+
+/// Whether a launch from this thread now carries the PDL attribute.
 pub fn pdl_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(PDL_ENV).is_ok_and(|v| v.trim() == "1"))
+    match pdl_mode() {
+        PdlMode::All => true,
+        PdlMode::Never => false,
+        PdlMode::Scoped => IN_PDL_SCOPE.with(Cell::get),
+    }
 }
 
 /// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
@@ -82,6 +128,25 @@ impl<'a> Launch<'a> {
 #[cfg(test)]
 mod tests {
     use crate::cuda::registry::{all_sources, entry_points};
+
+    #[test]
+    fn a_pdl_scope_nests_and_restores() {
+        // Only meaningful in the default (scoped) mode; the test environment leaves BONSAI_PDL unset.
+        if std::env::var(super::PDL_ENV).is_ok() {
+            return;
+        }
+        assert!(!super::pdl_enabled());
+        {
+            let _outer = super::PdlScope::enter();
+            assert!(super::pdl_enabled());
+            {
+                let _inner = super::PdlScope::enter();
+                assert!(super::pdl_enabled());
+            }
+            assert!(super::pdl_enabled(), "leaving the inner scope keeps the outer one");
+        }
+        assert!(!super::pdl_enabled());
+    }
 
     /// With PDL a kernel may start before the previous one finished: each entry point must call
     /// griddep_wait() before its first read of another kernel's output. This checks the call is

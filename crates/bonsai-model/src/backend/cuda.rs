@@ -246,7 +246,10 @@ impl Backend for CudaBackend {
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(device_err("beginning the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
         self.capturing.set(true);
+        // The decode step's launches use programmatic dependent launch by default (launch_ex).
+        let pdl = bonsai_kernels::launch_ex::PdlScope::enter();
         let recorded = record();
+        drop(pdl);
         self.capturing.set(false);
         // End the capture even when recording failed, or the stream stays in capture mode.
         let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));

@@ -58,9 +58,9 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE)
                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
                          float* __restrict__ partial, int n_splits, int split_keys,
                          u32* __restrict__ counters, float* __restrict__ out) {
+    griddep_wait();
     // No early griddep_launch_dependents(): this kernel now serves prefill batches (many waves of
     // CTAs), whose SMs the next kernel's waiting CTAs must not take (see matmul_q1.cu).
-    griddep_wait();
     __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
     // Row stride ATT_MAX_HD + 4: float4 reads of row j by lane j fall in distinct banks per
     // quarter-warp, and rows stay 16-byte aligned.

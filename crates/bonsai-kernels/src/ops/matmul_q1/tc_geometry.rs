@@ -33,7 +33,9 @@ const F32_BYTES: usize = 4;
 
 /// Experiment knob: `BONSAI_GEMV_WARPS=W` (1..=16) caps the warps per CTA, so a smaller CTA can
 /// share its SM with the next kernel's under programmatic dependent launch (`BONSAI_PDL=1`); read
-/// once. Any other value makes every GEMV launch fail with a geometry error.
+/// once. Any other value makes every GEMV launch fail with a geometry error. Measured on the H200
+/// (2026-11-29): 8 warps with PDL gave Bonsai-8B tg128 457.2 tok/s against 583.7 with the default
+/// 16, so the default stays.
 pub const GEMV_WARPS_ENV: &str = "BONSAI_GEMV_WARPS";
 
 fn warps_override() -> Option<Result<usize, ()>> {
