@@ -13,7 +13,8 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
-#   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B) and the GEMV's stall reasons
+#   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
+#           the GEMV's stall reasons
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -114,6 +115,9 @@ profile)
         run "profile-decode-$g" env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none --metrics gpu__time_duration.sum \
             --launch-skip 600 --launch-count 240 "$BIN" bench --synthetic "$g" -p 0 -n 8 -r 1
     done
+    # One Bonsai-8B pp512 prefill (bench warms up first, so skip its launches; each kernel alone).
+    run profile-prefill-bonsai-8b "$NCU" --clock-control none --metrics gpu__time_duration.sum \
+        --launch-skip 400 --launch-count 400 "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 1
     run profile-gemv-stalls env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k regex:gemv_tc --launch-skip 40 \
         --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
