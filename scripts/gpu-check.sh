@@ -13,6 +13,7 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
+#   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
@@ -106,6 +107,11 @@ lab)
     # The decode GEMV lab (scripts/lab): every variant checked against f64 and timed vs copy.
     mkdir -p "$LOGS/lab"
     run lab env OUT="$LOGS/lab" bash scripts/lab/run.sh
+    ;;
+timeline)
+    # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).
+    mkdir -p "$LOGS/lab"
+    run lab-timeline env OUT="$LOGS/lab" bash scripts/lab/run.sh --timeline
     ;;
 profile)
     # Per-kernel time of ungraphed decode steps (Nsight Compute serializes launches, so this is

@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <cmath>
+#include <cstring>
 
 // Phase marks of gemv_tc for `gemv_lab timeline` (gemv_tc_timeline.cuh): null = off. Slots 0-5:
 // clock64 at each TC_MARK; 6 / 7: globaltimer at the CTA's start / end.

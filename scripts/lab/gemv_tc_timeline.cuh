@@ -6,7 +6,10 @@
 //     per thread, 4 CTAs of 256 threads per SM), timed like the variants (rotated copies, back to
 //     back): the least time any GEMV of that size can take with this launch and timing method;
 //   - tc: the production gemv_tc with the launcher's geometry, timed the same way;
-//   - the phases of one tc launch (TC_MARK in matmul_gemv_tc.cu, thread 0 of every CTA, SM clock
+//   - tc_pre: the same GEMV reading x's B fragments and offsets pre-staged in global memory by
+//     `tc1_prestage` (what tc_stage computes, done once), copied with cp.async: what staging costs
+//     if the producer of x wrote that layout (checked bit-identical to tc);
+//   - the phases of one tc / tc_pre launch (TC_MARK in matmul_gemv_tc.cu, thread 0 of every CTA, SM clock
 //     cycles from the CTA's start; median and max over CTAs): 1 = weight prefetch issued and
 //     griddep_wait passed, 2 = x staged (first chunk), 3 = main loop done, 4 = partials in shared
 //     memory, 5 = outputs stored; and the spread of CTA start times and the launch's span
@@ -25,6 +28,51 @@ __global__ void __launch_bounds__(256) read_floor(const uint4* __restrict__ p, s
         acc ^= a.x ^ a.y ^ a.z ^ a.w;
     }
     if (acc == 0x9e3779b9u) out[0] = acc;  // never in practice; keeps the loads alive
+}
+
+// tc_stage's output for all of x (one token), into global memory: [groups][b_group] uint4 B
+// fragments, then [groups] f32 offsets.
+__global__ void __launch_bounds__(TC_MAX_THREADS_M1) tc1_prestage(const float* x, int k, uint4* out) {
+    const int groups = k / GROUP_SIZE, b_group = TC_QUADS * 3 * LAYOUT_LANES;
+    tc_stage<1, 3>(x, 1, k, 0, groups, 1, 1, out, reinterpret_cast<float*>(out + (long long)groups * b_group), nullptr,
+                   nullptr);
+}
+__global__ void __launch_bounds__(TC_MAX_THREADS_M1)
+    tc1_store_pre(const u16* s, const u32* p, const float* x, int m, float* y, int n, int k, int tpc, int splits, int chunk) {
+    gemv_tc_body<1, MATMUL_STORE, 1, 3, LAYOUT_BLOCK_GROUPS, true>(s, p, x, m, y, n, k, tpc, splits, chunk, nullptr, 0.0f);
+}
+
+// Phases of one launch of `f` on a cold weight copy (TC_MARK slots, see the header).
+static void print_phases(const char* label, TcKernel f, const TcGeom& g, int copies, const std::vector<u16*>& d_s,
+                         const std::vector<u32*>& d_w, const float* xin, float* d_y, int n, int k) {
+    long long* d_marks;
+    const size_t marks = (size_t)g.ctas * 8;
+    CK(cudaMalloc(&d_marks, marks * 8));
+    CK(cudaMemset(d_marks, 0, marks * 8));
+    CK(cudaMemcpyToSymbol(tc_timeline_buf, &d_marks, sizeof d_marks));
+    for (int i = 0; i < 4; ++i) tc_launch(f, g, d_s[i], d_w[i], xin, 1, d_y, n, k);  // warm code
+    tc_launch(f, g, d_s[copies - 1], d_w[copies - 1], xin, 1, d_y, n, k);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    long long* none = nullptr;
+    CK(cudaMemcpyToSymbol(tc_timeline_buf, &none, sizeof none));
+    std::vector<long long> h(marks);
+    CK(cudaMemcpy(h.data(), d_marks, marks * 8, cudaMemcpyDeviceToHost));
+    printf("  %s phases (cycles from CTA start, median / max):", label);
+    for (int ph = 1; ph <= 5; ++ph) {
+        std::vector<long long> d;
+        for (int c = 0; c < g.ctas; ++c) d.push_back(h[c * 8 + ph] - h[c * 8]);
+        std::sort(d.begin(), d.end());
+        printf(" %d: %lld / %lld%s", ph, d[d.size() / 2], d.back(), ph < 5 ? "," : "\n");
+    }
+    long long s0 = h[6], s1 = h[6], e1 = h[7];
+    for (int c = 0; c < g.ctas; ++c) {
+        s0 = std::min(s0, h[c * 8 + 6]);
+        s1 = std::max(s1, h[c * 8 + 6]);
+        e1 = std::max(e1, h[c * 8 + 7]);
+    }
+    printf("  %s CTA starts spread %lld ns, span first start -> last end %lld ns\n", label, s1 - s0, e1 - s0);
+    CK(cudaFree(d_marks));
 }
 
 static void run_timeline_shape(int n, int k) {
@@ -63,35 +111,38 @@ static void run_timeline_shape(int n, int k) {
     });
     const double tc_s = time_batches(copies, [&](int i) { tc_launch(tc1_store, g, d_s[i], d_w[i], d_x, 1, d_y, n, k); });
 
-    // One instrumented launch on a cold copy.
-    long long* d_marks;
-    const size_t marks = (size_t)g.ctas * 8;
-    CK(cudaMalloc(&d_marks, marks * 8));
-    CK(cudaMemset(d_marks, 0, marks * 8));
-    CK(cudaMemcpyToSymbol(tc_timeline_buf, &d_marks, sizeof d_marks));
-    for (int i = 0; i < 4; ++i) tc_launch(tc1_store, g, d_s[i], d_w[i], d_x, 1, d_y, n, k);  // warm code
-    tc_launch(tc1_store, g, d_s[copies - 1], d_w[copies - 1], d_x, 1, d_y, n, k);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    long long* none = nullptr;
-    CK(cudaMemcpyToSymbol(tc_timeline_buf, &none, sizeof none));
-    std::vector<long long> h(marks);
-    CK(cudaMemcpy(h.data(), d_marks, marks * 8, cudaMemcpyDeviceToHost));
-    printf("timeline Q1 N=%d K=%d: %d CTAs x %d warps (%d tiles x %d splits), chunk %d | floor %.2f us | tc %.2f us (%.0f%% of floor speed)\n",
+    // The pre-staged variant (needs the whole of x in one chunk and 4-group layout blocks).
+    CK(cudaFuncSetAttribute(tc1_store_pre, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_LAB_MAX_SMEM + 4096));
+    const int groups = k / GROUP_SIZE, b_group = TC_QUADS * 3 * LAYOUT_LANES;
+    const bool pre_ok = g.chunk == groups && groups % 4 == 0;
+    uint4* d_pre = nullptr;
+    double pre_s = 0.0, stage_s = 0.0;
+    bool same = false;
+    if (pre_ok) {
+        CK(cudaMalloc(&d_pre, (size_t)groups * b_group * 16 + (size_t)groups * 4));
+        stage_s = time_batches(1, [&](int) { tc1_prestage<<<1, TC_MAX_THREADS_M1>>>(d_x, k, d_pre); });
+        std::vector<float> y_tc(n), y_pre(n);
+        tc_launch(tc1_store, g, d_s[0], d_w[0], d_x, 1, d_y, n, k);
+        CK(cudaMemcpy(y_tc.data(), d_y, n * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemset(d_y, 0xff, n * 4));
+        tc_launch(tc1_store_pre, g, d_s[0], d_w[0], reinterpret_cast<const float*>(d_pre), 1, d_y, n, k);
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(y_pre.data(), d_y, n * 4, cudaMemcpyDeviceToHost));
+        same = memcmp(y_tc.data(), y_pre.data(), n * 4) == 0;
+        pre_s = time_batches(copies, [&](int i) {
+            tc_launch(tc1_store_pre, g, d_s[i], d_w[i], reinterpret_cast<const float*>(d_pre), 1, d_y, n, k);
+        });
+    }
+    printf("timeline Q1 N=%d K=%d: %d CTAs x %d warps (%d tiles x %d splits), chunk %d | floor %.2f us | tc %.2f us (%.0f%% of floor speed)",
            n, k, g.ctas, g.tpc * g.splits, g.tpc, g.splits, g.chunk, floor_s * 1e6, tc_s * 1e6, 100.0 * floor_s / tc_s);
-    for (int ph = 1; ph <= 5; ++ph) {
-        std::vector<long long> d;
-        for (int c = 0; c < g.ctas; ++c) d.push_back(h[c * 8 + ph] - h[c * 8]);
-        std::sort(d.begin(), d.end());
-        printf("  phase %d: median %6lld cycles, max %6lld\n", ph, d[d.size() / 2], d.back());
-    }
-    long long s0 = h[6], s1 = h[6], e1 = h[7];
-    for (int c = 0; c < g.ctas; ++c) {
-        s0 = std::min(s0, h[c * 8 + 6]);
-        s1 = std::max(s1, h[c * 8 + 6]);
-        e1 = std::max(e1, h[c * 8 + 7]);
-    }
-    printf("  CTA starts spread %lld ns, span first start -> last end %lld ns\n", s1 - s0, e1 - s0);
+    if (pre_ok)
+        printf(" | tc_pre %.2f us (%.0f%% of floor; output %s; prestage kernel %.2f us)\n", pre_s * 1e6, 100.0 * floor_s / pre_s,
+               same ? "bit-identical" : "DIFFERS", stage_s * 1e6);
+    else
+        printf(" | tc_pre n/a (x in several chunks)\n");
+    print_phases("tc", tc1_store, g, copies, d_s, d_w, d_x, d_y, n, k);
+    if (pre_ok) print_phases("tc_pre", tc1_store_pre, g, copies, d_s, d_w, reinterpret_cast<const float*>(d_pre), d_y, n, k);
+    if (d_pre) CK(cudaFree(d_pre));
     for (int i = 0; i < copies; ++i) {
         CK(cudaFree(d_s[i]));
         CK(cudaFree(d_w[i]));
@@ -99,7 +150,6 @@ static void run_timeline_shape(int n, int k) {
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));
     CK(cudaFree(d_sink));
-    CK(cudaFree(d_marks));
 }
 
 static void run_timeline() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the decode GEMV lab (gemv_lab.cu) on a machine with a GPU and nvcc.
-# Usage: bash scripts/lab/run.sh [KERNEL_REGEX]
+# Usage: bash scripts/lab/run.sh [KERNEL_REGEX | --timeline]
+#   --timeline: only `gemv_lab timeline` (read floor, gemv_tc per-phase marks, pre-staged x).
 #   With a regex, also profiles the matching kernels once each with Nsight Compute (ncu), the
 #   full report going to $OUT/ncu.txt (OUT defaults to a temporary folder).
 set -euo pipefail
@@ -10,6 +11,10 @@ out="${OUT:-$(mktemp -d)}"
 "$nvcc" -O3 -arch=sm_90 -std=c++17 -Xptxas -v -I "$here" -I "$here/../../crates/bonsai-kernels/src/cuda" -I "$here/../../crates/bonsai-kernels/src/ops/matmul_q1" \
     -o "$out/gemv_lab" "$here/gemv_lab.cu" 2>&1 \
     | grep -E "error|warning|registers|spill" | grep -v "0 bytes spill" || true
+if [ "${1:-}" = "--timeline" ]; then
+    "$out/gemv_lab" timeline | tee "$out/timeline.txt"
+    exit 0
+fi
 "$out/gemv_lab" | tee "$out/lab.txt" | grep -v "^|"
 # Per matrix: the baseline and the 6 fastest variants (full table in $out/lab.txt).
 for key in $(grep "^|" "$out/lab.txt" | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); print $2"_"$3}' | sort -u); do

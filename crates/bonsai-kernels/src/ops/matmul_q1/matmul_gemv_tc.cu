@@ -272,7 +272,11 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // with 4 n-tiles (m > 2) the accumulators need the registers (Q2 would spill).
 #define TC_AHEAD(BITS, NT) ((BITS) == 1 ? 2 : (NT) == 1 ? 1 : 0)
 
-template <int BITS, int MODE, int NT, int COLS, int NB>
+// PRESTAGED (lab only so far, scripts/lab/gemv_tc_timeline.cuh): `x` points at B fragments and
+// offsets already laid out as tc_stage writes them, for all groups ([groups][b_group] uint4, then
+// [groups][tok_count] f32), and staging is a cp.async copy, no arithmetic. It measures what x
+// staging costs the GEMV if the producer of x wrote that layout (kernel-notes round 7, next 1).
+template <int BITS, int MODE, int NT, int COLS, int NB, bool PRESTAGED = false>
 __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const float* __restrict__ x, int m, float* __restrict__ y,
                                              int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
@@ -345,7 +349,16 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's fragments are consumed
-        tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, norm_sq[warp]);
+        if constexpr (PRESTAGED) {
+            const uint4* pre_b = reinterpret_cast<const uint4*>(x);
+            const float* pre_off = reinterpret_cast<const float*>(pre_b + (long long)groups_per_row * b_group);
+            for (int i = threadIdx.x; i < cg * b_group; i += blockDim.x) cp_async16(bs + i, pre_b + (long long)c0 * b_group + i);
+            for (int i = threadIdx.x; i < cg * tok_count; i += blockDim.x) cp_async4(xoff + i, pre_off + c0 * tok_count + i);
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else {
+            tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, norm_sq[warp]);
+        }
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
