@@ -82,7 +82,7 @@ pub(crate) enum CacheSize {
 }
 
 /// Attention-only geometries for the decode kernel's lane layouts (hidden/ffn unused here).
-const DECODE_WIDE_LANES: Geometry =
+pub(crate) const DECODE_WIDE_LANES: Geometry =
     Geometry { name: "g4-hd128", hidden: 1024, ffn: 0, n_q: 8, n_kv: 2, head_dim: 128, ternary: false };
 const DECODE_NARROW_LANES: Geometry =
     Geometry { name: "g8-hd64", hidden: 512, ffn: 0, n_q: 8, n_kv: 1, head_dim: 64, ternary: false };

@@ -4,7 +4,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::attention::{attention_rows, CacheSize};
+use super::attention::{attention_rows, CacheSize, DECODE_WIDE_LANES};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
@@ -27,6 +27,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
                 attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::Mma)?;
             }
         }
+    }
+    // head_dim 128 at G 4 (the Bonsai models' kernel instance) on a small geometry, so the
+    // emulated small set runs it too.
+    for pos0 in [0, LATER_POS0] {
+        attention_rows(ctx, &DECODE_WIDE_LANES, 26, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+        attention_rows(ctx, &DECODE_WIDE_LANES, 64, pos0, CacheSize::Live, PrefillKernel::Mma)?;
     }
     // A cache far longer than the live positions (keys past the chunk are NaN there: they must
     // never be read).
