@@ -16,14 +16,18 @@
 // f32 accumulators, online softmax in the exp2 domain; the denominator sums the f32 p.
 // The error bound and its derivation sit next to the check (verify/attention.rs, mma rows).
 //
-// Work and speed of light (Bonsai-8B, m = 512, pos0 = 0, 32 q heads, hd 128): causal QK^T + PV
-// is 4 n_q hd m^2 / 2 = 2.1 GFLOP of useful work; the split q / p doubles the mma count (4.3
-// GFLOP issued) and the 64-key tiles on the diagonal add ~12% (tiles run to the block's last
-// position): ~4.9 GFLOP of mma.sync per layer. At ~600 TFLOP/s realistic f16 mma.sync that is
-// 8.1 us; 256 CTAs (8 kv heads x 32 blocks of 16 tokens) on 132 SMs x 2 CTAs fit one wave, but
-// the causal imbalance (the last block has 32x the first's tiles) leaves it latency-bound on the
-// longest CTA: 8 tiles x (256 HMMA + softmax) per warp. Prediction: 15-25 us per layer (vs the
-// split-keys kernel's CUDA-core FMAs). Unmeasured when written.
+// Work and speed of light (Bonsai-8B, m = 512, pos0 = 0, 32 q heads, 8 kv heads, hd 128): causal
+// QK^T + PV is 4 n_q hd m (m + 1) / 2 = 2.15 GFLOP of useful work per layer. Issued: per kv head
+// 32 CTAs of 16 tokens, CTA b runs b / 4 + 1 tiles (144 CTA-tiles per kv head, 1,152 in all), each
+// 4 warps x 256 HMMA.16816 (128 for S, 128 for O: the hi/lo split doubles both) x 4,096 FLOP =
+// 4.8 GFLOP of mma.sync. At ~600 TFLOP/s realistic f16 mma.sync that is 8.1 us. The 256 CTAs
+// fit one wave (132 SMs x 2), launched longest first so each long CTA shares its SM with a short
+// one; the critical path is the 8-tile CTA next to a ~4-tile one: ~12 tile-steps of ~1,700 clk
+// (256 HMMA at ~6.5 clk per sub-partition) = ~20k clk = ~11 us at 1.9 GHz, plus the q staging.
+// Prediction: 10-15 us per layer. Unmeasured when written.
+// SASS (sm_90, nvcc 13.0): hd128 180 registers, hd64 142, no spills; the hd128 tile loop is 1,004
+// instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890 on tiles that
+// need neither the causal mask nor an O rescale.
 #define APM_WARPS 4
 #define APM_ROWS 64
 #define APM_BLOCK_K 64
