@@ -72,8 +72,17 @@ const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
 ///    exactly 0): 2 T 64 / 16 mma steps of MMA_STEP_ERR on Σ p |v| <= V Σ p, and T rescales (u):
 ///    relative to the output scale V. The denominator: each lane adds 16 p per tile, T rescales, 2
 ///    shuffle adds: (17 T + 2) u. The final divide and the reference's f32 rounding: 2u.
+///
 /// Twice the sum (second-order terms and slack), as the split-keys rows do.
-pub(crate) fn prefill_mma_bound(qkv: &[f32], m: usize, shape: HeadShape, pos0: usize, max_seq: usize, kc: &[f16], vc: &[f16]) -> Vec<f64> {
+pub(crate) fn prefill_mma_bound(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    kc: &[f16],
+    vc: &[f16],
+) -> Vec<f64> {
     let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
     let scale = 1.0 / (hd as f64).sqrt();
     let tiles = (pos0 + m).min(max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
@@ -87,7 +96,8 @@ pub(crate) fn prefill_mma_bound(qkv: &[f32], m: usize, shape: HeadShape, pos0: u
             let kvh = h / shape.group_size();
             let q = &qkv[i * row + h * hd..][..hd];
             let at = |j: usize| (kvh * max_seq + j) * hd;
-            let (mut qk_abs, mut k_abs, mut s_min, mut s_max, mut v_max) = (0.0f64, 0.0f64, f64::MAX, f64::MIN, 0.0f64);
+            let (mut qk_abs, mut k_abs, mut s_min, mut s_max, mut v_max) =
+                (0.0f64, 0.0f64, f64::MAX, f64::MIN, 0.0f64);
             for j in 0..=p {
                 let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
                 let (mut s, mut a, mut ka) = (0.0, 0.0, 0.0);
@@ -103,11 +113,14 @@ pub(crate) fn prefill_mma_bound(qkv: &[f32], m: usize, shape: HeadShape, pos0: u
                 s_min = s_min.min(s * scale);
                 s_max = s_max.max(s * scale);
             }
-            let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10))) * qk_abs + SPLIT_ABS * k_abs;
+            let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10)))
+                * qk_abs
+                + SPLIT_ABS * k_abs;
             let eta = ds + U * (s_max - s_min) + EXP2_ERR;
             let weights = 2.0 * eta * v_max / (1.0 - eta).max(0.5);
             let p_split = (SPLIT_REL + n * SPLIT_ABS) * v_max + n * F32_MIN_NORMAL * 2.0 * v_max;
-            let sums = (MMA_STEP_ERR * pv_steps + tiles * U + (17.0 * tiles + 2.0) * U + 2.0 * U) * v_max;
+            let sums =
+                (MMA_STEP_ERR * pv_steps + tiles * U + (17.0 * tiles + 2.0) * U + 2.0 * U) * v_max;
             let bnd = 2.0 * (weights + p_split + sums);
             b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = bnd);
         }

@@ -9,7 +9,9 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
+};
 use crate::launch_ex::Launch;
 
 const OP: &str = "attention";
@@ -31,7 +33,8 @@ pub enum PrefillKernel {
 /// The prefill kernel `BONSAI_PREFILL_ATTENTION` selects, read once per process.
 pub fn prefill_kernel_from_env() -> Result<PrefillKernel, LaunchError> {
     static CHOICE: OnceLock<Result<PrefillKernel, String>> = OnceLock::new();
-    let choice = CHOICE.get_or_init(|| parse_prefill_kernel(std::env::var(PREFILL_ATTENTION_VAR).ok().as_deref()));
+    let choice = CHOICE
+        .get_or_init(|| parse_prefill_kernel(std::env::var(PREFILL_ATTENTION_VAR).ok().as_deref()));
     choice.clone().map_err(|detail| shape(OP, detail))
 }
 
@@ -67,7 +70,9 @@ pub fn prefill_mma_entry_point(head_dim: usize) -> Option<&'static str> {
 /// Dynamic shared memory of one CTA: q hi and lo [ROWS], K and V double-buffered [2][BLOCK_K],
 /// each row hd + PAD halves.
 pub fn prefill_mma_shared_bytes(head_dim: usize) -> usize {
-    (2 * PREFILL_MMA_ROWS + 4 * PREFILL_MMA_BLOCK_K) * (head_dim + PREFILL_MMA_PAD) * std::mem::size_of::<u16>()
+    (2 * PREFILL_MMA_ROWS + 4 * PREFILL_MMA_BLOCK_K)
+        * (head_dim + PREFILL_MMA_PAD)
+        * std::mem::size_of::<u16>()
 }
 
 /// One launch of `attention_prefill_mma_hd*` for `m` tokens; the caller checked the buffer
@@ -86,11 +91,17 @@ pub(super) fn attention_prefill_mma(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let hd = shape_.head_dim;
-    let entry = prefill_mma_entry_point(hd)
-        .ok_or_else(|| shape(OP, format!("{PREFILL_ATTENTION_VAR}=mma: no kernel for head_dim {hd} (64 or 128)")))?;
+    let entry = prefill_mma_entry_point(hd).ok_or_else(|| {
+        shape(OP, format!("{PREFILL_ATTENTION_VAR}=mma: no kernel for head_dim {hd} (64 or 128)"))
+    })?;
     let group = shape_.n_q / shape_.n_kv;
     if PREFILL_MMA_ROWS % group != 0 {
-        return Err(shape(OP, format!("{PREFILL_ATTENTION_VAR}=mma: GQA group {group} does not divide {PREFILL_MMA_ROWS}")));
+        return Err(shape(
+            OP,
+            format!(
+                "{PREFILL_ATTENTION_VAR}=mma: GQA group {group} does not divide {PREFILL_MMA_ROWS}"
+            ),
+        ));
     }
     let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
     let cache = shape_.n_kv * max_seq * hd;
@@ -100,20 +111,32 @@ pub(super) fn attention_prefill_mma(
     expect_at_least(OP, "pos0", pos0.len(), 1)?;
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
     let tokens_per_cta = PREFILL_MMA_ROWS / group;
-    let blocks = u32::try_from(m.div_ceil(tokens_per_cta)).ok().filter(|&b| b <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
-    let (m_i, n_q, n_kv, max_seq_i) =
-        (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "max_seq", max_seq)?);
+    let blocks = u32::try_from(m.div_ceil(tokens_per_cta))
+        .ok()
+        .filter(|&b| b <= 65_535)
+        .ok_or_else(|| shape(OP, "too many tokens".into()))?;
+    let (m_i, n_q, n_kv, max_seq_i) = (
+        as_i32(OP, "m", m)?,
+        as_i32(OP, "n_q", shape_.n_q)?,
+        as_i32(OP, "n_kv", shape_.n_kv)?,
+        as_i32(OP, "max_seq", max_seq)?,
+    );
     // The kernel indexes one kv head's cache rows with 32-bit keys times hd in 64 bits; the
     // positions themselves must fit an int.
     as_i32(OP, "cache positions", max_seq)?;
-    let limit = lib.context().attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    let limit = lib
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     let needed = prefill_mma_shared_bytes(hd);
     if needed > limit.max(0) as usize {
         return Err(shape(OP, format!("head_dim {hd} needs {needed} bytes of shared memory per CTA; this device allows {limit}")));
     }
     let f = lib.function(entry)?;
     lib.context().bind_to_thread()?;
-    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, needed as i32)?;
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        needed as i32,
+    )?;
     // log2(e) / sqrt(hd) in f64, rounded once to f32 (the error bound counts that rounding).
     let scale_log2 = (std::f64::consts::LOG2_E / (hd as f64).sqrt()) as f32;
     let (q_p, _a) = read_ptr(qkv, stream);
@@ -135,7 +158,16 @@ pub(super) fn attention_prefill_mma(
         shared_mem_bytes: needed as u32,
     };
     let mut l = Launch::new(stream, f);
-    l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&o_p).arg(&scale_log2);
+    l.arg(&q_p)
+        .arg(&m_i)
+        .arg(&n_q)
+        .arg(&n_kv)
+        .arg(&p0)
+        .arg(&max_seq_i)
+        .arg(&k_p)
+        .arg(&v_p)
+        .arg(&o_p)
+        .arg(&scale_log2);
     // SAFETY: matches attention_prefill_mma_hd*'s signature; qkv holds m rows, the caches n_kv *
     // max_seq * hd halves, out m * n_q * hd floats (checked above), alignment checked, and the
     // dynamic shared memory size was allowed for the function just before.
