@@ -276,7 +276,9 @@ pub(crate) fn attention_rows(
     // then <= 2 shuffle adds, 4 warps and <= 32 splits: within 2 (seq + seq/4 + 48)u max|v|,
     // which also covers the split-key kernel's chain; the test uses that one bound.
     let scale = 1.0 / (hd as f64).sqrt();
-    let mut bound = vec![0.0f64; m * out_row];
+    // The tensor-core prefill kernel has its own bound (derived in attention_mma.rs).
+    let rows = if mma { 0 } else { m };
+    let mut bound = vec![0.0f64; rows * out_row];
     bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
         let p = pos0 + i;
         for h in 0..shape.n_q {
@@ -307,6 +309,7 @@ pub(crate) fn attention_rows(
     if mma {
         bound = prefill_mma_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc);
     }
+    debug_assert_eq!(bound.len(), m * out_row);
     let qd = upload(&ctx.stream, &qkv)?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let (kd, vd) = (upload(&ctx.stream, &bits(&kc))?, upload(&ctx.stream, &bits(&vc))?);
