@@ -202,6 +202,14 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/attention/attention_prefill_mma.cu",
+        text: include_str!("../ops/attention/attention_prefill_mma.cu"),
+        entry_points: &[
+            "attention_prefill_mma_hd64",
+            "attention_prefill_mma_hd128",
+        ],
+    },
+    KernelSource {
         path: "ops/attention/attention_decode.cu",
         text: include_str!("../ops/attention/attention_decode.cu"),
         entry_points: &[

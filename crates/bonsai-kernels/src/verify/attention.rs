@@ -3,10 +3,12 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::attention_mma::prefill_mma_bound;
 use super::gpu::{download, poisoned, upload};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
+use crate::launch::attention::PrefillKernel;
 use crate::launch::qk_norm_rope::RopeTableView;
 use crate::ops::{self, HeadShape};
 use crate::rope::RopeTable;
@@ -52,26 +54,26 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         qk_norm_rope(ctx, &g, m, pos0)?;
         kv_write(ctx, &g, m, pos0)?;
         qk_norm_rope_kv_write(ctx, &g, m, pos0)?;
-        attention(ctx, &g, m, pos0, CacheSize::Live)?;
+        attention_rows(ctx, &g, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
     }
     // The decode kernel's other lane layouts on small shapes (so the emulator runs them too):
     // G 4 at head_dim 128 (the Bonsai models' 16-dim lanes, 2 loads per step) and G 8 (8-dim lanes).
     for g in [DECODE_WIDE_LANES, DECODE_NARROW_LANES] {
         for pos0 in [0, 33, 1000, 8191] {
-            attention(ctx, &g, 1, pos0, CacheSize::Live)?;
+            attention_rows(ctx, &g, 1, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
         }
     }
     // A captured decode graph: the cache (and the host's bound) far past the live length.
-    attention(ctx, &SMALL, 1, 40, CacheSize::Graph)?;
+    attention_rows(ctx, &SMALL, 1, 40, CacheSize::Graph, PrefillKernel::SplitKeys)?;
     if set == ShapeSet::All {
-        attention(ctx, &MODELS[2], 1, 77, CacheSize::Graph)?;
+        attention_rows(ctx, &MODELS[2], 1, 77, CacheSize::Graph, PrefillKernel::SplitKeys)?;
     }
     Ok(())
 }
 
 /// How big the attention check makes the cache, and the sequence bound it passes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum CacheSize {
+pub(crate) enum CacheSize {
     /// A few positions past the live ones; the bound is the live length.
     Live,
     /// GRAPH_CACHE_POSITIONS positions and the bound at the cache size, as a captured decode
@@ -80,7 +82,7 @@ enum CacheSize {
 }
 
 /// Attention-only geometries for the decode kernel's lane layouts (hidden/ffn unused here).
-const DECODE_WIDE_LANES: Geometry =
+pub(crate) const DECODE_WIDE_LANES: Geometry =
     Geometry { name: "g4-hd128", hidden: 1024, ffn: 0, n_q: 8, n_kv: 2, head_dim: 128, ternary: false };
 const DECODE_NARROW_LANES: Geometry =
     Geometry { name: "g8-hd64", hidden: 512, ffn: 0, n_q: 8, n_kv: 1, head_dim: 64, ternary: false };
@@ -230,7 +232,16 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     Ok(())
 }
 
-fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSize) -> Result<(), VerifyError> {
+/// One check of the attention launch with the prefill kernel `kernel` (used for m > 8 only).
+pub(crate) fn attention_rows(
+    ctx: &mut Ctx,
+    g: &Geometry,
+    m: usize,
+    pos0: usize,
+    cache: CacheSize,
+    kernel: PrefillKernel,
+) -> Result<(), VerifyError> {
+    let mma = kernel == PrefillKernel::Mma && m > launch::attention::DECODE_MAX_TOKENS;
     let shape = head_shape(g);
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let max_seq = match cache {
@@ -265,7 +276,9 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSiz
     // then <= 2 shuffle adds, 4 warps and <= 32 splits: within 2 (seq + seq/4 + 48)u max|v|,
     // which also covers the split-key kernel's chain; the test uses that one bound.
     let scale = 1.0 / (hd as f64).sqrt();
-    let mut bound = vec![0.0f64; m * out_row];
+    // The tensor-core prefill kernel has its own bound (derived in attention_mma.rs).
+    let rows = if mma { 0 } else { m };
+    let mut bound = vec![0.0f64; rows * out_row];
     bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
         let p = pos0 + i;
         for h in 0..shape.n_q {
@@ -293,6 +306,10 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSiz
             b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
         }
     });
+    if mma {
+        bound = prefill_mma_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc);
+    }
+    debug_assert_eq!(bound.len(), m * out_row);
     let qd = upload(&ctx.stream, &qkv)?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let (kd, vd) = (upload(&ctx.stream, &bits(&kc))?, upload(&ctx.stream, &bits(&vc))?);
@@ -304,8 +321,8 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSiz
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, seq_bound))?;
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
-    launch::attention::attention(
-        &ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut counters, &mut od,
+    launch::attention::attention_with(
+        &ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut counters, &mut od, kernel,
     )?;
     let mut got = download(&ctx.stream, &od)?;
     // The launch must leave its counters at zero (the next launch, or graph replay, relies on it):
@@ -317,6 +334,7 @@ fn attention(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, cache: CacheSiz
     let n_out = m * out_row;
     let cmp = Comparison::of(&got, &want, |i| if i < n_out { bound[i] } else { 0.0 });
     let graph = if cache == CacheSize::Graph { format!(" max_seq={max_seq} (graph bound)") } else { String::new() };
-    ctx.record("attention", &format!("{} m={m} pos0={pos0} seq={}{graph}", g.name, pos0 + m), cmp);
+    let op = if mma { "attention_prefill_mma" } else { "attention" };
+    ctx.record(op, &format!("{} m={m} pos0={pos0} seq={}{graph}", g.name, pos0 + m), cmp);
     Ok(())
 }

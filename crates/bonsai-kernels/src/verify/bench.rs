@@ -12,6 +12,7 @@ use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
 
 use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
+use crate::launch::attention::PrefillKernel;
 use crate::launch::matmul::GemmKernel;
 use crate::launch::{self, grid_1d, HeadShape, LaunchError, Store};
 use crate::weights::QMatrix;
@@ -129,6 +130,11 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     for seq in [16, 8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);
     }
+    // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
+    // tensor-core one (BONSAI_PREFILL_ATTENTION=mma).
+    for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
+        rows.push(bench_prefill_attention(ctx, kernel, copy_bw)?);
+    }
     rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
     rows.extend(super::image_attention::bench_all(ctx, copy_bw)?);
     rows.extend(super::image_elementwise::bench_all(ctx, copy_bw)?);
@@ -201,4 +207,37 @@ fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, 
         Ok(())
     })?;
     Ok(row("attention_decode", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
+}
+
+/// Launches per timed batch of the prefill attention: its 2 MB cache stays in L2 as it does in a
+/// real prefill (kv_write wrote it just before), so nothing is rotated.
+const PREFILL_ATTENTION_BATCH: usize = 20;
+/// Prompt length of the prefill attention row (pp512).
+const PREFILL_TOKENS: usize = 512;
+
+fn bench_prefill_attention(ctx: &mut Ctx, kernel: PrefillKernel, copy_bw: f64) -> Result<BenchRow, VerifyError> {
+    let shape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+    let (m, max_seq) = (PREFILL_TOKENS, PREFILL_TOKENS);
+    let cache_len = shape.n_kv * max_seq * shape.head_dim;
+    let cache: Vec<u16> = (0..cache_len).map(|_| half::f16::from_f32(ctx.rng.range(-2.0, 2.0)).to_bits()).collect();
+    let (k, v) = (upload(&ctx.stream, &cache)?, upload(&ctx.stream, &cache)?);
+    let qkv = upload(&ctx.stream, &ctx.rng.activations(m * shape.qkv_row_len(), 2.0))?;
+    let pos = upload(&ctx.stream, &[0u32])?;
+    let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, m))?;
+    let mut out = poisoned(&ctx.stream, m * shape.q_len())?;
+    let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, PREFILL_ATTENTION_BATCH, |_| {
+        launch::attention::attention_with(
+            lib, &stream, &qkv, m, shape, &pos, max_seq, m, &k, &v, &mut scratch, &mut counters, &mut out, kernel,
+        )?;
+        Ok(())
+    })?;
+    // Useful causal FLOPs: QK^T and PV over m (m + 1) / 2 (query, key) pairs, 2 hd each, per q head.
+    let flops = 4.0 * shape.n_q as f64 * shape.head_dim as f64 * (m * (m + 1) / 2) as f64;
+    let name = match kernel {
+        PrefillKernel::SplitKeys => "attention_split_keys",
+        PrefillKernel::Mma => "attention_prefill_mma",
+    };
+    Ok(row(name, format!("8B pp{m} layer"), secs, None, Some(flops), copy_bw))
 }

@@ -10,6 +10,7 @@
 //! element exceeds its own bound.
 
 mod attention;
+mod attention_mma;
 mod bench;
 mod gpu;
 mod image_attention;
@@ -205,6 +206,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
         ptx_wrappers::run(&mut ctx)?;
         small::run_all(&mut ctx, opts.shapes)?;
         attention::run_all(&mut ctx, opts.shapes)?;
+        attention_mma::run_all(&mut ctx, opts.shapes)?;
         image_elementwise::run_all(&mut ctx, opts.shapes)?;
         matmul::run_all(&mut ctx, opts.shapes)?;
         norm_matmul::run_all(&mut ctx, opts.shapes)?;

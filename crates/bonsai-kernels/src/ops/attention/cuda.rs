@@ -16,6 +16,12 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 #[path = "cuda_decode.rs"]
 mod decode;
 pub use decode::{decode_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
+#[path = "cuda_prefill_mma.rs"]
+mod prefill_mma;
+pub use prefill_mma::{
+    parse_prefill_kernel, prefill_kernel_from_env, prefill_mma_entry_point, prefill_mma_shared_bytes, PrefillKernel,
+    PREFILL_ATTENTION_MMA, PREFILL_ATTENTION_VAR, PREFILL_MMA_BLOCK_K, PREFILL_MMA_ROWS,
+};
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
@@ -76,6 +82,8 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
 /// (The decode kernel, m == 1, does not need the bound: its grid covers any position below
 /// max_seq, and only a position >= max_seq gives NaN.)
+/// Batches of more than [`DECODE_MAX_TOKENS`] tokens run the kernel `BONSAI_PREFILL_ATTENTION`
+/// selects ([`prefill_kernel_from_env`]).
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     lib: &KernelLibrary,
@@ -91,6 +99,30 @@ pub fn attention(
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let kernel = prefill_kernel_from_env()?;
+    attention_with(lib, stream, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, kernel)
+}
+
+/// [`attention`] with the prefill kernel chosen by the caller (verify runs both). With
+/// [`PrefillKernel::Mma`] a batch of more than [`DECODE_MAX_TOKENS`] tokens needs neither scratch
+/// nor counters and computes every position below max_seq (no NaN past `seq_bound`).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_with(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &impl DevicePtr<f32>,
+    m: usize,
+    shape_: HeadShape,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    seq_bound: usize,
+    k_cache: &impl DevicePtr<u16>,
+    v_cache: &impl DevicePtr<u16>,
+    scratch: &mut CudaSlice<f32>,
+    counters: &mut CudaSlice<u32>,
+    out: &mut impl DevicePtrMut<f32>,
+    kernel: PrefillKernel,
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
@@ -113,6 +145,9 @@ pub fn attention(
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
     if m == 1 && decode_entry_point(group, hd).is_some() {
         return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out);
+    }
+    if m > DECODE_MAX_TOKENS && kernel == PrefillKernel::Mma {
+        return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out);
     }
     let bound = seq_bound.min(max_seq);
     let keys_per_split = split_keys(m, bound);

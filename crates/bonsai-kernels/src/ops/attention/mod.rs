@@ -23,7 +23,9 @@
 //! Speed of light on the H200: decode reads the cache, 2·n_kv·(p + 1)·hd·2 bytes: Bonsai-8B at
 //! 4096 tokens is 16.8 MB per layer -> 3.9 µs at 4.3 TB/s. Prefill: 4·n_q·hd·M²/2 FLOPs causal
 //! (M = 512, 32 heads: 2.1 GFLOP -> 2.7 µs at ~790 TFLOP/s). CUDA: see cuda.rs; decode (M = 1) runs
-//! attention_decode.cu (its header states its speed of light and predicted times).
+//! attention_decode.cu (its header states its speed of light and predicted times); prefill
+//! batches (M > 8) run attention_split_keys, or with BONSAI_PREFILL_ATTENTION=mma the tensor-core
+//! attention_prefill_mma.cu (its bound: verify/attention_mma.rs).
 
 mod cpu;
 mod reference;

@@ -1,0 +1,129 @@
+//! Checks of the tensor-core prefill attention (`attention_prefill_mma_hd*`, selected in
+//! production by BONSAI_PREFILL_ATTENTION=mma; verify selects it explicitly) and its error bound.
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::attention::{attention_rows, CacheSize, DECODE_WIDE_LANES};
+use super::shapes::{ShapeSet, MODELS, SMALL};
+use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
+use crate::ops::HeadShape;
+
+/// Prefill chunk lengths: just past decode-sized batches (9), one and several mma row blocks, an
+/// odd length (26) and a full 512-token chunk.
+const CHUNKS: [usize; 5] = [9, 16, 26, 64, 512];
+/// A chunk after earlier chunks: pos0 > 0, not a multiple of the 64-key tile.
+const LATER_POS0: usize = 300;
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    let mut geometries = vec![SMALL];
+    if set == ShapeSet::All {
+        geometries.push(MODELS[2]); // Bonsai-8B: G 4, head_dim 128
+    }
+    for g in &geometries {
+        for m in CHUNKS {
+            for pos0 in [0, LATER_POS0] {
+                attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+            }
+        }
+    }
+    // head_dim 128 at G 4 (the Bonsai models' kernel instance) on a small geometry, so the
+    // emulated small set runs it too.
+    for pos0 in [0, LATER_POS0] {
+        attention_rows(ctx, &DECODE_WIDE_LANES, 26, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+        attention_rows(ctx, &DECODE_WIDE_LANES, 64, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+    }
+    // A cache far longer than the live positions (keys past the chunk are NaN there: they must
+    // never be read).
+    attention_rows(ctx, &SMALL, 33, 40, CacheSize::Graph, PrefillKernel::Mma)?;
+    Ok(())
+}
+
+/// An mma.m16n8k16 step adds 16 exact products into its f32 accumulator with truncating,
+/// max-aligned adds: <= 18 · 2u · Σ|addends| (as ops/joint_attention/bf16_check.rs, after Fasi
+/// et al., "Numerical behavior of NVIDIA tensor cores", 2021).
+const MMA_STEP_ERR: f64 = 18.0 * 2.0 * U;
+/// Keys (or dims) per mma k-step.
+const MMA_K: usize = 16;
+/// exp2_ftz (MUFU.EX2): <= 2 ulp = 4u relative on normal results.
+const EXP2_ERR: f64 = 4.0 * U;
+/// Splitting x into f16 hi + lo leaves |x - hi - lo| <= 2^-22 |x| + 2^-24: hi is within 2^-11 |x|
+/// (normal) or 2^-25 (subnormal) of x, x - hi is exact in f32, lo rounds it the same way.
+const SPLIT_REL: f64 = 4.0 * U; // 2^-22
+const SPLIT_ABS: f64 = U; // 2^-24
+const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
+
+/// Per-output bound of attention_prefill_mma for token i at position p = pos0 + i of a chunk of
+/// `m` tokens (every output of a (token, head) gets the same value). With A = max_j Σ_d |q_d k_jd|
+/// / sqrt(hd), K1 = max_j Σ_d |k_jd|, V = max_jd |v_jd| over the keys j <= p, n = p + 1:
+/// 1. Scores, kept in log2 units s' = s log2(e) (a weight's relative error is ln 2 times an
+///    error of s', <= the same error in natural units): the constant log2(e)/sqrt(hd) rounds to
+///    f32 (u) and multiplies q (u): 2u A. The hi + lo split: SPLIT_REL A + SPLIT_ABS K1. The
+///    2 hd / 16 mma steps (hi and lo per k-step, exact f16 products): MMA_STEP_ERR each on
+///    Σ|addends| <= (1 + 2^-10) A. Sum: δs.
+/// 2. s' - max' rounds (u |s - max| relative on the weight), exp2_ftz adds EXP2_ERR; a common
+///    shift of all scores (an inexact max) cancels in the ratio. Weights with relative errors
+///    <= η = δs + u (s_max - s_min) + EXP2_ERR move a weighted mean of v by <= 2 η V / (1 - η).
+/// 3. p in [0, 1] is split for P V (numerator weights p + ε, |ε| <= SPLIT_REL p + SPLIT_ABS)
+///    while the denominator sums the f32 p (>= 1: the max weight is exp2(0)): <= (SPLIT_REL +
+///    n SPLIT_ABS) V. Weights below 2^-126 flush to zero: <= n 2^-126 2 V.
+/// 4. O accumulates over the CTA's tiles (T <= ceil((pos0 + m) / 64), 64 keys each, masked keys
+///    exactly 0): 2 T 64 / 16 mma steps of MMA_STEP_ERR on Σ p |v| <= V Σ p, and T rescales (u):
+///    relative to the output scale V. The denominator: each lane adds 16 p per tile, T rescales, 2
+///    shuffle adds: (17 T + 2) u. The final divide and the reference's f32 rounding: 2u.
+///
+/// Twice the sum (second-order terms and slack), as the split-keys rows do.
+pub(crate) fn prefill_mma_bound(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    kc: &[f16],
+    vc: &[f16],
+) -> Vec<f64> {
+    let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
+    let scale = 1.0 / (hd as f64).sqrt();
+    let tiles = (pos0 + m).min(max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
+    let pv_steps = 2.0 * tiles * (PREFILL_MMA_BLOCK_K / MMA_K) as f64;
+    let dot_steps = (2 * hd.div_ceil(MMA_K)) as f64;
+    let mut bound = vec![0.0f64; m * out_row];
+    bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
+        let p = pos0 + i;
+        let n = (p + 1) as f64;
+        for h in 0..shape.n_q {
+            let kvh = h / shape.group_size();
+            let q = &qkv[i * row + h * hd..][..hd];
+            let at = |j: usize| (kvh * max_seq + j) * hd;
+            let (mut qk_abs, mut k_abs, mut s_min, mut s_max, mut v_max) =
+                (0.0f64, 0.0f64, f64::MAX, f64::MIN, 0.0f64);
+            for j in 0..=p {
+                let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
+                let (mut s, mut a, mut ka) = (0.0, 0.0, 0.0);
+                for d in 0..hd {
+                    let (qd, kd) = (q[d] as f64, k[d].to_f64());
+                    s += qd * kd;
+                    a += (qd * kd).abs();
+                    ka += kd.abs();
+                    v_max = v_max.max(v[d].to_f64().abs());
+                }
+                qk_abs = qk_abs.max(a * scale);
+                k_abs = k_abs.max(ka);
+                s_min = s_min.min(s * scale);
+                s_max = s_max.max(s * scale);
+            }
+            let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10)))
+                * qk_abs
+                + SPLIT_ABS * k_abs;
+            let eta = ds + U * (s_max - s_min) + EXP2_ERR;
+            let weights = 2.0 * eta * v_max / (1.0 - eta).max(0.5);
+            let p_split = (SPLIT_REL + n * SPLIT_ABS) * v_max + n * F32_MIN_NORMAL * 2.0 * v_max;
+            let sums =
+                (MMA_STEP_ERR * pv_steps + tiles * U + (17.0 * tiles + 2.0) * U + 2.0 * U) * v_max;
+            let bnd = 2.0 * (weights + p_split + sums);
+            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = bnd);
+        }
+    });
+    bound
+}
