@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 
 use crate::cuda::KernelError;
 
@@ -103,6 +104,29 @@ impl QWeightsView<'_> {
         expect_len(op, "weight payload words", self.payload.len(), groups * self.bits.words_per_group())?;
         Ok(())
     }
+}
+
+/// An attribute of the stream's device (a negative value, which none we read has, as 0).
+pub(crate) fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Result<usize, LaunchError> {
+    Ok(stream.context().attribute(attr)?.max(0) as usize)
+}
+
+/// Lets `f` use `bytes` of dynamic shared memory per CTA, or a shape error naming `what` when the
+/// device's opt-in limit is lower.
+pub(crate) fn opt_in_shared_memory(
+    op: &'static str,
+    stream: &Arc<CudaStream>,
+    f: &CudaFunction,
+    bytes: usize,
+    what: &str,
+) -> Result<(), LaunchError> {
+    let limit = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    if bytes > limit {
+        return Err(shape(op, format!("{what} needs {bytes} bytes of shared memory per CTA; this device allows {limit}")));
+    }
+    stream.context().bind_to_thread()?;
+    f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)?;
+    Ok(())
 }
 
 pub(crate) fn shape(op: &'static str, detail: String) -> LaunchError {

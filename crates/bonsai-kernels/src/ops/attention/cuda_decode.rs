@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
+    as_i32, device_attribute, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
 };
 use crate::launch_ex::Launch;
 
@@ -72,9 +72,8 @@ pub(super) fn attention_decode(
     let name = decode_entry_point(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
-    let sm_count =
-        lib.context().attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let n_splits = decode_splits(usize::try_from(sm_count).unwrap_or(1), shape_.n_kv);
+    let sm_count = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let n_splits = decode_splits(sm_count, shape_.n_kv);
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
     let (max_seq_i, n_splits_i) =

@@ -5,13 +5,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
-};
+use crate::launch::{as_i32, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 use crate::launch_ex::Launch;
 
 const OP: &str = "attention";
@@ -103,13 +100,6 @@ pub(super) fn attention_prefill_mma(
             ),
         ));
     }
-    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
-    let cache = shape_.n_kv * max_seq * hd;
-    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
-    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
-    expect_at_least(OP, "pos0", pos0.len(), 1)?;
-    expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
     let tokens_per_cta = PREFILL_MMA_ROWS / group;
     let blocks = u32::try_from(m.div_ceil(tokens_per_cta))
         .ok()
@@ -121,22 +111,8 @@ pub(super) fn attention_prefill_mma(
         as_i32(OP, "n_kv", shape_.n_kv)?,
         as_i32(OP, "max_seq", max_seq)?,
     );
-    // The kernel indexes one kv head's cache rows with 32-bit keys times hd in 64 bits; the
-    // positions themselves must fit an int.
-    as_i32(OP, "cache positions", max_seq)?;
-    let limit = lib
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let needed = prefill_mma_shared_bytes(hd);
-    if needed > limit.max(0) as usize {
-        return Err(shape(OP, format!("head_dim {hd} needs {needed} bytes of shared memory per CTA; this device allows {limit}")));
-    }
     let f = lib.function(entry)?;
-    lib.context().bind_to_thread()?;
-    f.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        needed as i32,
-    )?;
+    opt_in_shared_memory(OP, stream, &f, prefill_mma_shared_bytes(hd), &format!("head_dim {hd}"))?;
     // log2(e) / sqrt(hd) in f64, rounded once to f32 (the error bound counts that rounding).
     let scale_log2 = (std::f64::consts::LOG2_E / (hd as f64).sqrt()) as f32;
     let (q_p, _a) = read_ptr(qkv, stream);
@@ -155,7 +131,7 @@ pub(super) fn attention_prefill_mma(
     let cfg = LaunchConfig {
         grid_dim: (shape_.n_kv as u32, blocks, 1),
         block_dim: (PREFILL_MMA_THREADS, 1, 1),
-        shared_mem_bytes: needed as u32,
+        shared_mem_bytes: prefill_mma_shared_bytes(hd) as u32,
     };
     let mut l = Launch::new(stream, f);
     l.arg(&q_p)

@@ -5,13 +5,12 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, read_ptr, shape, write_ptr,
-    LaunchError,
+    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape,
+    write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
@@ -324,22 +323,8 @@ pub fn joint_attention_bf16_with(
     expect_at_least(OP, "v", v.len(), n)?;
     expect_at_least(OP, "out", out.len(), n)?;
     let cfg = variant.config(dims)?;
-    let limit = lib
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let needed = variant.shared_bytes();
-    if needed > limit.max(0) as usize {
-        return Err(shape(
-            OP,
-            format!("head_dim {} needs {needed} bytes of shared memory per CTA; this device allows {limit}", dims.head_dim),
-        ));
-    }
     let f = lib.function(variant.entry)?;
-    lib.context().bind_to_thread()?;
-    f.set_attribute(
-        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        needed as i32,
-    )?;
+    opt_in_shared_memory(OP, stream, &f, variant.shared_bytes(), &format!("head_dim {}", dims.head_dim))?;
     let (q_p, _a) = read_ptr(q, stream);
     let (k_p, _b) = read_ptr(k, stream);
     let (v_p, _c) = read_ptr(v, stream);

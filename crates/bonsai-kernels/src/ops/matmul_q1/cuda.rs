@@ -279,10 +279,7 @@ fn launch_any(
             return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
         }
         let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
-            .ok_or_else(|| {
-                let env = tc_geometry::GEMV_WARPS_ENV;
-                shape(op, format!("no GEMV geometry for {n_out} outputs x K = {} (grid too large, or {env} not in 1..=16)", w.k))
-            })?;
+            .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
         if g.smem_bytes > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             func.set_attribute(attr, g.smem_bytes as i32)?;
@@ -331,7 +328,7 @@ const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{tc_geometry, TcGeometry, GEMV_WARPS_ENV};
+pub use tc_geometry::{tc_geometry, TcGeometry};
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use super::matmul::{
     kernel_name, Epilogue, GemmKernel, F16_GEMM_MIN_TOKENS, QG_NARROW_WARPS_N, QG_PREP_THREADS, QG_STAGES,
     QG_TILE_TOKENS, QG_WARP_ROWS, QG_WIDE_MIN_WAVES, QG_WIDE_WARPS_N,
 };
-use super::{as_i32, expect_aligned16, shape, LaunchError, QuantBits};
+use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -91,10 +91,6 @@ pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool
     let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     Ok(geometry(s, sms)?.smem_bytes <= optin)
-}
-
-fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribute) -> Result<usize, LaunchError> {
-    Ok(stream.context().attribute(attr)?.max(0) as usize)
 }
 
 /// Set to `0` to keep the f32-accurate bf16x3 GEMM at every m (the f16 GEMM's ~2^-11 relative

@@ -183,14 +183,10 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     }
 }
 
-// Groups of a unit whose mma chains run interleaved (the lab overrides it with
-// TC_INTERLEAVE_GROUPS): all of them with one n-tile; with 4 n-tiles the C registers of several
-// groups would not fit.
-#ifdef TC_INTERLEAVE_GROUPS
-#define TC_INTERLEAVE(NT, NB) ((NB) < TC_INTERLEAVE_GROUPS ? (NB) : TC_INTERLEAVE_GROUPS)
-#else
+// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (measured on the
+// H200 against 1 and 2: kernel-notes round 7); with 4 n-tiles the C registers of several groups
+// would not fit.
 #define TC_INTERLEAVE(NT, NB) ((NT) == 1 ? (NB) : 1)
-#endif
 
 // One unit: NB groups of the tile, each accumulated in a fresh C, offset, scaled by d into acc.
 // `bl` / `ol`: this lane's B fragments and offsets of the unit's first group (group strides

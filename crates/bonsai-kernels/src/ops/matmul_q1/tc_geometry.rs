@@ -31,18 +31,6 @@ const MAX_SMEM: usize = 96 * 1024;
 const UINT4_BYTES: usize = 16;
 const F32_BYTES: usize = 4;
 
-/// Experiment knob: `BONSAI_GEMV_WARPS=W` (1..=16) caps the warps per CTA, so a smaller CTA can
-/// share its SM with the next kernel's under programmatic dependent launch (`BONSAI_PDL=1`); read
-/// once. Any other value makes every GEMV launch fail with a geometry error. Measured on the H200
-/// (2026-11-29): 8 warps with PDL gave Bonsai-8B tg128 457.2 tok/s against 583.7 with the default
-/// 16, so the default stays.
-pub const GEMV_WARPS_ENV: &str = "BONSAI_GEMV_WARPS";
-
-fn warps_override() -> Option<Result<usize, ()>> {
-    static VALUE: std::sync::OnceLock<Option<Result<usize, ()>>> = std::sync::OnceLock::new();
-    *VALUE.get_or_init(|| std::env::var(GEMV_WARPS_ENV).ok().map(|v| v.trim().parse::<usize>().map_err(|_| ())))
-}
-
 /// One launch of `gemv_tc*`: `ctas` x (tiles_per_cta x splits) warps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcGeometry {
@@ -89,11 +77,6 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
     let outs_per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
     let tiles = n_out.div_ceil(outs_per_tile);
     let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
-    let max_warps = match warps_override() {
-        Some(Ok(w)) if (1..=max_warps).contains(&w) => w,
-        Some(_) => return None, // the launcher reports "no geometry" for a bad setting
-        None => max_warps,
-    };
     let tiles_per_cta = tiles.div_ceil(TARGET_CTAS).clamp(1, max_warps);
     let splits = (max_warps / tiles_per_cta).clamp(1, units);
     let warps = tiles_per_cta * splits;
