@@ -15,6 +15,22 @@ __device__ __forceinline__ float warp_sum(float v) {
         v += __shfl_xor_sync(FULL_MASK, v, offset);
     return v;
 }
+
+// Flash attention: scales an m16n8 accumulator block's rows (elements 0-1: row g, 2-3: row g + 8)
+// by their online-softmax corrections. Skipped unless some row of the warp moved its max: the
+// factor is then exactly 1, so skipping changes nothing.
+template <int BLOCKS>
+__device__ __forceinline__ void flash_rescale_rows(float (&o)[BLOCKS][4], const float (&correction)[2]) {
+    if (!__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) return;
+#pragma unroll
+    for (int j = 0; j < BLOCKS; ++j) {
+        o[j][0] *= correction[0];
+        o[j][1] *= correction[0];
+        o[j][2] *= correction[1];
+        o[j][3] *= correction[1];
+    }
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)

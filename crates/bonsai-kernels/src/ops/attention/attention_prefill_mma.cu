@@ -223,15 +223,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
             p_lo[j / 2][(j % 2) * 2 + 1] = pack_b16(lo[2], lo[3]);
         }
         // Skip the O rescale (exact: the factor is 1) unless some row's max moved.
-        if (__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-            for (int j = 0; j < O_BLOCKS; ++j) {
-                o[j][0] *= correction[0];
-                o[j][1] *= correction[0];
-                o[j][2] *= correction[1];
-                o[j][3] *= correction[1];
-            }
-        }
+        flash_rescale_rows(o, correction);
 
         const u16* v_tile = v_s + buf * APM_BLOCK_K * STRIDE;
 #pragma unroll

@@ -243,15 +243,7 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
         }
         // Once the running maxima settle most tiles leave them unchanged: skip the O rescale
         // (exact: the factor is then 1) unless some row of the warp moved.
-        if (__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-            for (int j = 0; j < O_BLOCKS; ++j) {
-                o[j][0] *= correction[0];
-                o[j][1] *= correction[0];
-                o[j][2] *= correction[1];
-                o[j][3] *= correction[1];
-            }
-        }
+        flash_rescale_rows(o, correction);
 
         const u16* v_tile = v_s + buf * BLOCK_K * V_STRIDE;
 #pragma unroll

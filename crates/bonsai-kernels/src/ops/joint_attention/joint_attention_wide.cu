@@ -178,15 +178,7 @@ __device__ __forceinline__ void joint_attention_flash_wide(const u16* __restrict
             }
             // Once the running maxima settle most tiles leave them unchanged: skip this row
             // block's O rescale (exact: the factor is then 1) unless one of its rows moved.
-            if (__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-                for (int j = 0; j < O_BLOCKS; ++j) {
-                    o[rb][j][0] *= correction[0];
-                    o[rb][j][1] *= correction[0];
-                    o[rb][j][2] *= correction[1];
-                    o[rb][j][3] *= correction[1];
-                }
-            }
+            flash_rescale_rows(o[rb], correction);
         }
 
         const u16* v_tile = v_s + buf * BLOCK_K * STRIDE;
