@@ -244,6 +244,34 @@ static bool check_stream_modes() {
     return all_ok;
 }
 
+// Copies of one matrix's scales and payload words, enough to rotate through more than
+// ROTATION_BYTES (beyond L2), freed on scope exit.
+struct RotatedWeights {
+    std::vector<u16*> scales;
+    std::vector<u32*> words;
+    size_t bytes;
+    RotatedWeights(const std::vector<uint16_t>& s, const std::vector<uint32_t>& w) : bytes(s.size() * 2 + w.size() * 4) {
+        const int n = (int)(ROTATION_BYTES / bytes) + 1;
+        scales.resize(n);
+        words.resize(n);
+        for (int i = 0; i < n; ++i) {
+            CK(cudaMalloc(&scales[i], s.size() * 2));
+            CK(cudaMalloc(&words[i], w.size() * 4));
+            CK(cudaMemcpy(scales[i], s.data(), s.size() * 2, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(words[i], w.data(), w.size() * 4, cudaMemcpyHostToDevice));
+        }
+    }
+    RotatedWeights(const RotatedWeights&) = delete;
+    RotatedWeights& operator=(const RotatedWeights&) = delete;
+    ~RotatedWeights() {
+        for (size_t i = 0; i < scales.size(); ++i) {
+            CK(cudaFree(scales[i]));
+            CK(cudaFree(words[i]));
+        }
+    }
+    int copies() const { return (int)scales.size(); }
+};
+
 #include "gemv_tc_lab.cuh"
 #include "gemv_tc_timeline.cuh"
 
@@ -279,16 +307,11 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
         mag[r] = m;
     }
 
-    const size_t bytes = n_groups * 2 + n_words * 4;
-    const int copies = (int)(ROTATION_BYTES / bytes) + 1;
-    std::vector<u16*> d_s(copies);
-    std::vector<u32*> d_w(copies);
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaMalloc(&d_s[i], n_groups * 2));
-        CK(cudaMalloc(&d_w[i], n_words * 4));
-        CK(cudaMemcpy(d_s[i], scales.data(), n_groups * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(d_w[i], words.data(), n_words * 4, cudaMemcpyHostToDevice));
-    }
+    const RotatedWeights rotated(scales, words);
+    const std::vector<u16*>& d_s = rotated.scales;
+    const std::vector<u32*>& d_w = rotated.words;
+    const size_t bytes = rotated.bytes;
+    const int copies = rotated.copies();
     float *d_x, *d_y;
     CK(cudaMalloc(&d_x, k * 4));
     CK(cudaMalloc(&d_y, n * 4));
@@ -336,10 +359,6 @@ static void run_shape(int bits, int n, int k, const std::vector<Variant>& varian
                bits, n, k, v.name, v.warps, v.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
                worst, coeff, (!nan && worst <= coeff) ? "ok" : "FAIL");
         fflush(stdout);
-    }
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaFree(d_s[i]));
-        CK(cudaFree(d_w[i]));
     }
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));

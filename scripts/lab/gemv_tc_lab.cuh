@@ -168,16 +168,11 @@ static void run_tc_shape(int bits, int n, int k, double copy_bw, bool profile) {
     reference_rows(bits, n, k, scales, words, x, want, mag);
     const std::vector<double> dense = tc_dense_magnitude(n, k, scales, x.data());
     const std::vector<uint32_t> dev = tc_permute(bits, n, k, words);
-    const size_t bytes = n_groups * 2 + n_words * 4;
-    const int copies = (int)(ROTATION_BYTES / bytes) + 1;
-    std::vector<u16*> d_s(copies);
-    std::vector<u32*> d_w(copies);
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaMalloc(&d_s[i], n_groups * 2));
-        CK(cudaMalloc(&d_w[i], n_words * 4));
-        CK(cudaMemcpy(d_s[i], scales.data(), n_groups * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(d_w[i], dev.data(), n_words * 4, cudaMemcpyHostToDevice));
-    }
+    const RotatedWeights rotated(scales, dev);
+    const std::vector<u16*>& d_s = rotated.scales;
+    const std::vector<u32*>& d_w = rotated.words;
+    const size_t bytes = rotated.bytes;
+    const int copies = rotated.copies();
     float *d_x, *d_y;
     CK(cudaMalloc(&d_x, k * 4));
     CK(cudaMalloc(&d_y, n * 4));
@@ -213,10 +208,6 @@ static void run_tc_shape(int bits, int n, int k, double copy_bw, bool profile) {
                bits, n, k, name, g.tpc * g.splits, g.splits, secs * 1e6, traffic / secs / 1e9, 100.0 * traffic / secs / copy_bw,
                worst, coeff, (!nan && worst <= coeff) ? "ok" : "FAIL");
         fflush(stdout);
-    }
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaFree(d_s[i]));
-        CK(cudaFree(d_w[i]));
     }
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));

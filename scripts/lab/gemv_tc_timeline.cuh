@@ -85,16 +85,11 @@ static void run_timeline_shape(int n, int k) {
     for (auto& w : words) w = (uint32_t)next_u64();
     for (auto& v : x) v = (float)(2.0 * next_unit() - 1.0);
     const std::vector<uint32_t> dev = tc_permute(bits, n, k, words);
-    const size_t bytes = n_groups * 2 + n_words * 4;
-    const int copies = (int)(ROTATION_BYTES / bytes) + 1;
-    std::vector<u16*> d_s(copies);
-    std::vector<u32*> d_w(copies);
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaMalloc(&d_s[i], n_groups * 2));
-        CK(cudaMalloc(&d_w[i], n_words * 4));
-        CK(cudaMemcpy(d_s[i], scales.data(), n_groups * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(d_w[i], dev.data(), n_words * 4, cudaMemcpyHostToDevice));
-    }
+    const RotatedWeights rotated(scales, dev);
+    const std::vector<u16*>& d_s = rotated.scales;
+    const std::vector<u32*>& d_w = rotated.words;
+    const size_t bytes = rotated.bytes;
+    const int copies = rotated.copies();
     float *d_x, *d_y;
     u32* d_sink;
     CK(cudaMalloc(&d_x, k * 4));
@@ -143,10 +138,6 @@ static void run_timeline_shape(int n, int k) {
     print_phases("tc", tc1_store, g, copies, d_s, d_w, d_x, d_y, n, k);
     if (pre_ok) print_phases("tc_pre", tc1_store_pre, g, copies, d_s, d_w, reinterpret_cast<const float*>(d_pre), d_y, n, k);
     if (d_pre) CK(cudaFree(d_pre));
-    for (int i = 0; i < copies; ++i) {
-        CK(cudaFree(d_s[i]));
-        CK(cudaFree(d_w[i]));
-    }
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));
     CK(cudaFree(d_sink));
