@@ -129,6 +129,29 @@ pub(crate) fn opt_in_shared_memory(
     Ok(())
 }
 
+/// Checks an image op's x `[C, H, W]` and its output (`out_name`, `out_per_input` values per input
+/// value) against the buffer lengths, and that the output stays below 2^31 elements (the image
+/// kernels index with 32-bit ints); returns C·H·W.
+pub(crate) fn check_image_op(
+    op: &'static str,
+    x_len: usize,
+    (out_name, out_len): (&str, usize),
+    (channels, height, width): (usize, usize, usize),
+    out_per_input: usize,
+) -> Result<usize, LaunchError> {
+    if channels == 0 || height == 0 || width == 0 {
+        return Err(shape(op, format!("empty image {channels}x{height}x{width}")));
+    }
+    let input_len = channels
+        .checked_mul(height)
+        .and_then(|v| v.checked_mul(width))
+        .filter(|v| v.checked_mul(out_per_input).is_some_and(|n| n <= i32::MAX as usize))
+        .ok_or_else(|| shape(op, format!("image {channels}x{height}x{width} overflows")))?;
+    expect_at_least(op, "x", x_len, input_len)?;
+    expect_at_least(op, out_name, out_len, out_per_input * input_len)?;
+    Ok(input_len)
+}
+
 pub(crate) fn shape(op: &'static str, detail: String) -> LaunchError {
     LaunchError::Shape { op, detail }
 }

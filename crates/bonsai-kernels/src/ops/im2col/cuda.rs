@@ -6,27 +6,15 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{check_image_op, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 use crate::ops::im2col::TAPS;
 
 const THREADS: u32 = 256;
 const OP: &str = "im2col";
-/// The kernel indexes outputs with 32-bit unsigned ints and strides must not wrap: < 2^31.
-const MAX_OUTPUT_ELEMENTS: usize = i32::MAX as usize;
 
 /// Checks x `[C, H, W]` and cols `[C·9, H·W]` against the buffer lengths; returns C·H·W.
 pub(crate) fn check(x_len: usize, cols_len: usize, channels: usize, height: usize, width: usize) -> Result<usize, LaunchError> {
-    if channels == 0 || height == 0 || width == 0 {
-        return Err(shape(OP, format!("empty image {channels}x{height}x{width}")));
-    }
-    let input_len = channels
-        .checked_mul(height)
-        .and_then(|v| v.checked_mul(width))
-        .filter(|v| v.checked_mul(TAPS).is_some_and(|n| n <= MAX_OUTPUT_ELEMENTS))
-        .ok_or_else(|| shape(OP, format!("image {channels}x{height}x{width} overflows")))?;
-    expect_at_least(OP, "x", x_len, input_len)?;
-    expect_at_least(OP, "cols", cols_len, TAPS * input_len)?;
-    Ok(input_len)
+    check_image_op(OP, x_len, ("cols", cols_len), (channels, height, width), TAPS)
 }
 
 /// The 3x3, pad 1 patches of x `[C, H, W]` as cols `[C·9, H·W]`.
