@@ -14,6 +14,7 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
+#   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
@@ -110,6 +111,11 @@ lab)
     # The decode GEMV lab (scripts/lab): every variant checked against f64 and timed vs copy.
     mkdir -p "$LOGS/lab"
     run lab env OUT="$LOGS/lab" bash scripts/lab/run.sh
+    ;;
+mmarate)
+    # Issue rate of the mma.sync kinds a decode GEMV could use, and the b1 fragment layout check.
+    mkdir -p "$LOGS/lab"
+    run mma-rate bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/mma_rate scripts/lab/mma_rate.cu && $LOGS/lab/mma_rate"
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).
