@@ -5,7 +5,7 @@
 //! sampled rows against issue #6's limit.
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{abs_matrix, f16_floor_term, matmul_coefficient, par_reference, row_abs_sums, row_max_abs};
+use super::matmul::{abs_matrix, f16_floor_term, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::matmul::GemmKernel;
@@ -66,10 +66,10 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize) -> R
     let xs_abs: Vec<f32> = xs.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &xs_abs, s, &zeros, Store::Overwrite)?;
     let (x_max, w_sums) = (row_max_abs(&xs, k), row_abs_sums(&w)?);
-    let c = matmul_coefficient(k, Some(kernel), true);
+    let c = matmul_coefficient(k, MatmulKernel::Gemm(kernel), true);
     // As matmul.rs's f16 bound, plus the reference's own final rounding u |y|.
     let cmp = Comparison::of(&got, &want, |i| {
-        c * magnitude[i] as f64 + f16_floor_term(Some(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
+        c * magnitude[i] as f64 + f16_floor_term(MatmulKernel::Gemm(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
     });
     let shape = format!("{label} M={m} N={n} K={k} ({s} rows) gemm_f16");
     ctx.record("matmul_q2", &shape, cmp);
