@@ -88,8 +88,10 @@ model)
     run model-8b-nopdl env BONSAI_PDL=0 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
     run model-8b-pdl-all env BONSAI_PDL=1 "$BIN" bench --synthetic bonsai-8b -p 512 -n 128 -r 5
     run model-ternary-8b-nopdl env BONSAI_PDL=0 "$BIN" bench --synthetic ternary-8b -p 512 -n 128 -r 5
-    # The tensor-core prefill attention (off by default until this line and verify show it).
-    run model-8b-prefill-mma env BONSAI_PREFILL_ATTENTION=mma "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 5
+    # The CUDA-core prefill attention (the tensor-core one is the default since 2026-11-30) and
+    # the bf16 one-token GEMV (the binary one is the default).
+    run model-8b-prefill-split-keys env BONSAI_PREFILL_ATTENTION=split_keys "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 5
+    run model-8b-gemv-tc env BONSAI_GEMV=tc "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 5
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
@@ -105,7 +107,8 @@ check)
     for g in bonsai-8b ternary-8b; do
         run "check-synthetic-$g" "$BIN" check --synthetic "$g" -n 16
     done
-    run check-synthetic-bonsai-8b-prefill-mma env BONSAI_PREFILL_ATTENTION=mma "$BIN" check --synthetic bonsai-8b -n 16
+    run check-synthetic-bonsai-8b-prefill-split-keys env BONSAI_PREFILL_ATTENTION=split_keys "$BIN" check --synthetic bonsai-8b -n 16
+    run check-synthetic-bonsai-8b-gemv-tc env BONSAI_GEMV=tc "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 lab)
     # The decode GEMV lab (scripts/lab): every variant checked against f64 and timed vs copy.

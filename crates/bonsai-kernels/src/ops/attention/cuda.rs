@@ -20,7 +20,7 @@ pub use decode::{decode_entry_point, decode_scratch_len, decode_splits, DECODE_C
 mod prefill_mma;
 pub use prefill_mma::{
     parse_prefill_kernel, prefill_kernel_from_env, prefill_mma_entry_point, prefill_mma_shared_bytes, PrefillKernel,
-    PREFILL_ATTENTION_MMA, PREFILL_ATTENTION_VAR, PREFILL_MMA_BLOCK_K, PREFILL_MMA_ROWS,
+    PREFILL_ATTENTION_MMA, PREFILL_ATTENTION_SPLIT_KEYS, PREFILL_ATTENTION_VAR, PREFILL_MMA_BLOCK_K, PREFILL_MMA_ROWS,
 };
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).

@@ -1,7 +1,8 @@
-//! Launcher of the tensor-core prefill attention (attention_prefill_mma.cu) and the switch that
-//! selects it: `BONSAI_PREFILL_ATTENTION=mma` sends batches of more than
-//! [`super::DECODE_MAX_TOKENS`] tokens to it; unset keeps `attention_split_keys` (the default
-//! until the new kernel is measured on the H200); any other value is an error.
+//! Launcher of the tensor-core prefill attention (attention_prefill_mma.cu) and the switch between
+//! it and `attention_split_keys`: batches of more than [`super::DECODE_MAX_TOKENS`] tokens run the
+//! tensor-core kernel (the default since its H200 verify and `check` runs, 2026-11-30: pp512 +26%
+//! on Bonsai-8B) unless `BONSAI_PREFILL_ATTENTION=split_keys`; `mma` names the default; any other
+//! value is an error.
 
 use std::sync::{Arc, OnceLock};
 
@@ -15,15 +16,17 @@ const OP: &str = "attention";
 
 /// The environment variable that selects the prefill kernel.
 pub const PREFILL_ATTENTION_VAR: &str = "BONSAI_PREFILL_ATTENTION";
-/// Its one accepted value: the tensor-core kernel.
+/// The tensor-core kernel's value (the default).
 pub const PREFILL_ATTENTION_MMA: &str = "mma";
+/// The CUDA-core kernel's value.
+pub const PREFILL_ATTENTION_SPLIT_KEYS: &str = "split_keys";
 
 /// Which kernel runs attention for batches of more than [`super::DECODE_MAX_TOKENS`] tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrefillKernel {
-    /// `attention_split_keys` (CUDA-core FMAs; the H200-verified default).
+    /// `attention_split_keys` (CUDA-core FMAs).
     SplitKeys,
-    /// `attention_prefill_mma_hd*` (mma.sync f16 with split q and p).
+    /// `attention_prefill_mma_hd*` (mma.sync f16 with split q and p; the default).
     Mma,
 }
 
@@ -35,14 +38,14 @@ pub fn prefill_kernel_from_env() -> Result<PrefillKernel, LaunchError> {
     choice.clone().map_err(|detail| shape(OP, detail))
 }
 
-/// `None` (unset) is the default kernel, `mma` the tensor-core one; anything else an error
-/// message naming the variable.
+/// `None` (unset) and `mma` are the tensor-core kernel, `split_keys` the CUDA-core one; anything
+/// else an error message naming the variable.
 pub fn parse_prefill_kernel(value: Option<&str>) -> Result<PrefillKernel, String> {
     match value {
-        None => Ok(PrefillKernel::SplitKeys),
-        Some(PREFILL_ATTENTION_MMA) => Ok(PrefillKernel::Mma),
+        None | Some(PREFILL_ATTENTION_MMA) => Ok(PrefillKernel::Mma),
+        Some(PREFILL_ATTENTION_SPLIT_KEYS) => Ok(PrefillKernel::SplitKeys),
         Some(other) => Err(format!(
-            "{PREFILL_ATTENTION_VAR}={other:?} is not supported (set it to {PREFILL_ATTENTION_MMA:?} or leave it unset)"
+            "{PREFILL_ATTENTION_VAR}={other:?} is not supported (set it to {PREFILL_ATTENTION_SPLIT_KEYS:?} or {PREFILL_ATTENTION_MMA:?}, or leave it unset)"
         )),
     }
 }
@@ -156,9 +159,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_switch_accepts_unset_and_mma_only() {
-        assert_eq!(parse_prefill_kernel(None), Ok(PrefillKernel::SplitKeys));
+    fn the_switch_accepts_unset_mma_and_split_keys_only() {
+        assert_eq!(parse_prefill_kernel(None), Ok(PrefillKernel::Mma));
         assert_eq!(parse_prefill_kernel(Some("mma")), Ok(PrefillKernel::Mma));
+        assert_eq!(parse_prefill_kernel(Some("split_keys")), Ok(PrefillKernel::SplitKeys));
         for bad in ["", "MMA", "split", "1"] {
             let err = parse_prefill_kernel(Some(bad)).expect_err(bad);
             assert!(err.contains(PREFILL_ATTENTION_VAR), "{err}");
