@@ -32,6 +32,8 @@ pub mod joint_attention;
 pub mod kv_write;
 #[path = "ops/matmul_q1/cuda.rs"]
 pub mod matmul;
+#[path = "ops/matmul_q1/cuda_b1.rs"]
+mod matmul_b1;
 #[path = "ops/matmul_q1/cuda_f16.rs"]
 mod matmul_f16;
 #[path = "ops/position_advance/cuda.rs"]

@@ -105,7 +105,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv_b1.cu"),
-        entry_points: &[],
+        entry_points: &["gemv_b1_prepare"],
     },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",

@@ -40,6 +40,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
         }
+        // K = 33280 (260 groups): the binary GEMV's planes no longer fit shared memory at once
+        // and are copied in two chunks (tc_geometry.rs: 244 + 16 groups).
+        matmul(ctx, "chunks", 40, 33280, 1, ternary, Store::Add)?;
     }
     // Large-M odd shapes for the f16 GEMM: m not a multiple of its 128-token tile, odd N/F.
     for ternary in [false, true] {

@@ -315,20 +315,18 @@ fn launch_any(
         Some(g) => g,
         None => gemv_kernel_from_env()?,
     };
+    if m <= GEMV_MAX_TOKENS && (payload % 16 != 0 || scales % 8 != 0) {
+        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
+        return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
+    }
+    if m == 1 && gemv == GemvKernel::Binary {
+        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
+    }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = lib.function(&name)?;
     if m <= GEMV_MAX_TOKENS {
-        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
-        if payload % 16 != 0 || scales % 8 != 0 {
-            return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
-        }
-        let swiglu = epilogue == Epilogue::SwiGlu;
-        let g = if m == 1 && gemv == GemvKernel::Binary {
-            b1_geometry(w.k, n_out, swiglu)
-        } else {
-            tc_geometry(w.k, n_out, swiglu, m)
-        }
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
+        let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
+            .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
         if g.smem_bytes > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             func.set_attribute(attr, g.smem_bytes as i32)?;
@@ -344,7 +342,7 @@ fn launch_any(
         let mut b = Launch::new(stream, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
         b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_ptr).arg(&norm_eps);
-        // SAFETY: argument order and types match gemv_tc's / gemv_b1's entry points (scales, payload, x, m, y,
+        // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
         // n_out, k, tiles_per_cta, splits, chunk_groups, norm_w, norm_eps); buffer lengths were
         // checked above (norm weights: K values, by norm_arg), the alignment the unit loads need
         // just now, and tc_geometry sized the block and shared memory.
@@ -378,6 +376,7 @@ const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
 pub use tc_geometry::{b1_geometry, tc_geometry, TcGeometry};
+pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};

@@ -3,7 +3,8 @@
 // concatenated before.
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
-// gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default); gemv_tc: one
+// gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default; x's planes from
+// gemv_b1_prepare); gemv_tc: one
 // token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
 // Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
@@ -19,13 +20,12 @@
                                   chunk_groups, norm_w, norm_eps);                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1(const u16* scales, const u32* payload, const float* x, int m, float* y, \
-                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,      \
-                         const float* norm_w, float norm_eps) {                                  \
+        PREFIX##_gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
+                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
+                         int splits, int chunk_groups, int norm, float norm_eps) {               \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        (void)m; /* one token; the signature is gemv_tc's */                                     \
-        gemv_b1<BITS, MODE>(scales, payload, x, y, n_out, k, tiles_per_cta, splits, chunk_groups, \
-                            norm_w, norm_eps);                                                   \
+        gemv_b1<BITS, MODE>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,  \
+                            splits, chunk_groups, norm, norm_eps);                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \

@@ -70,26 +70,25 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
     geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps))
 }
 
-/// Words of one B pair slot of `gemv_b1` (B1_PAIR_WORDS in matmul_gemv_b1.cu): 32 lanes x
-/// B1_MMAS mma x 2 registers.
-const B1_PAIR_WORDS: usize = 32 * B1_MMAS * 2;
-/// Binary mma per pair of groups and weight plane (B1_MMAS): B1_PLANES / 4.
-pub(crate) const B1_MMAS: usize = 6;
+/// Plane words of one group in `gemv_b1`'s shared memory and scratch (B1_GROUP_WORDS in
+/// matmul_gemv_b1.cu): 32 lanes x B1_WORDS.
+pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
+/// Plane words per lane and group (B1_WORDS): B1_PLANES / 8.
+pub(crate) const B1_WORDS: usize = 3;
+/// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS).
+pub(crate) const B1_PREPARE_WARPS: usize = 8;
 /// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32).
 pub(crate) const MAX_WARPS_B1: usize = 16;
 
-/// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the B pair slots of
-/// `chunk_groups` groups (two groups per slot when the layout's blocks are 4 groups, else one),
-/// (s, X) per group, the split partials.
-pub fn b1_smem_bytes(k: usize, chunk_groups: usize, warps: usize) -> usize {
-    let blocks = (k / GROUP) % LAYOUT_BLOCK_GROUPS == 0;
-    let slots = if blocks { chunk_groups / 2 } else { chunk_groups };
-    (slots * B1_PAIR_WORDS + 2 * chunk_groups) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
+/// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the planes and (s, X) of
+/// `chunk_groups` groups, the split partials.
+pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
+    chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
 }
 
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    geometry(k, n_out, swiglu, MAX_WARPS_B1, |chunk, warps| b1_smem_bytes(k, chunk, warps))
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
@@ -168,8 +167,9 @@ mod tests {
 
     #[test]
     fn b1_constants_match_the_kernel() {
-        assert_eq!(b1_define("B1_PLANES") / 4, B1_MMAS);
+        assert_eq!(b1_define("B1_PLANES") / 8, B1_WORDS);
         assert_eq!(b1_define("B1_MAX_THREADS"), 32 * MAX_WARPS_B1);
+        assert_eq!(b1_define("B1_PREPARE_WARPS"), B1_PREPARE_WARPS);
     }
 
     #[test]
@@ -189,7 +189,7 @@ mod tests {
                 }
             }
         }
-        // Bonsai-8B down (K 12288): all of x staged at once, 74.5 KB.
+        // Bonsai-8B down (K 12288): all of x's planes in shared memory at once, 37.6 KB.
         let down = b1_geometry(12288, 4096, false).expect("geometry");
         assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
     }

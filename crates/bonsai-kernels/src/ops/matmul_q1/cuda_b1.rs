@@ -1,0 +1,82 @@
+//! Launcher of the one-token binary GEMV (matmul_gemv_b1.cu): `gemv_b1_prepare` quantizes x into
+//! bit planes in stream-ordered scratch (a warp per 128-group), then `*_gemv_b1` runs the dot
+//! products on the binary tensor core. Graph capture records the scratch allocation too.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
+
+use super::matmul::{b1_geometry, kernel_name, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS};
+use crate::cuda::KernelLibrary;
+use crate::launch::{as_i32, shape, LaunchError, QuantBits};
+use crate::launch_ex::Launch;
+use crate::weights::GROUP;
+
+/// Dynamic shared memory a kernel gets without opting in.
+const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
+
+/// The two launches of a one-token binary GEMV with `n_out` outputs (features for SwiGLU) of K
+/// inputs; `norm`: the fused RMSNorm's weights (K floats, 8-byte aligned) and eps. The caller
+/// checked every buffer's length and alignment.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    bits: QuantBits,
+    epilogue: Epilogue,
+    n_out: usize,
+    k: usize,
+    (scales, payload, x, y): (u64, u64, u64, u64),
+    norm: Option<(u64, f32)>,
+) -> Result<(), LaunchError> {
+    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let groups = k / GROUP;
+    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
+    // SAFETY: stream-ordered allocations, uninitialised; gemv_b1_prepare writes every group's
+    // planes, (s, X) and sum of squares (a warp per group, K / 128 groups) before gemv_b1, later
+    // on the same stream, reads them.
+    let mut planes: CudaSlice<u32> = unsafe { stream.alloc(groups * B1_GROUP_WORDS) }?;
+    // SAFETY: as above.
+    let mut gsx: CudaSlice<u32> = unsafe { stream.alloc(2 * groups) }?;
+    // SAFETY: as above.
+    let mut group_sq: CudaSlice<f32> = unsafe { stream.alloc(groups) }?;
+    let (planes_ptr, _g0) = planes.device_ptr_mut(stream);
+    let (gsx_ptr, _g1) = gsx.device_ptr_mut(stream);
+    let (sq_ptr, _g2) = group_sq.device_ptr_mut(stream);
+    let (norm_ptr, norm_eps) = norm.unwrap_or((0, 0.0));
+
+    let prepare = lib.function("gemv_b1_prepare")?;
+    let ctas = u32::try_from(groups.div_ceil(B1_PREPARE_WARPS)).map_err(|_| shape(op, "K too large".into()))?;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (B1_PREPARE_WARPS as u32 * 32, 1, 1), shared_mem_bytes: 0 };
+    let mut b = Launch::new(stream, prepare);
+    b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
+    // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
+    // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
+    // above holds K / 128 groups of each; one warp per group, the grid covers every group.
+    unsafe { b.launch(cfg) }?;
+
+    let func = lib.function(&kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false))?;
+    if g.smem_bytes > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (g.ctas, 1, 1),
+        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
+        shared_mem_bytes: g.smem_bytes as u32,
+    };
+    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+    let norm_flag = i32::from(norm.is_some());
+    let mut b = Launch::new(stream, func);
+    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
+    // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
+    // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps); the
+    // weights and y were checked by the caller (payload 16-byte, scales 8-byte aligned), the
+    // scratch was sized above (cudarc allocations are 256-byte aligned: cp.async's 16 bytes), and
+    // b1_geometry sized the block and shared memory.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
