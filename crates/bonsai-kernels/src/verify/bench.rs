@@ -17,6 +17,9 @@ use crate::launch::matmul::GemmKernel;
 use crate::launch::{self, grid_1d, HeadShape, LaunchError, Store};
 use crate::weights::QMatrix;
 
+/// The f16 GEMM's default schedule and the first one, timed side by side.
+const F16_SCHEDULES: [GemmKernel; 2] =
+    [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16With(crate::launch::matmul::F16Schedule::Round1)];
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
 const BENCH_SAMPLES: usize = 50;
 /// Rotated inputs must exceed this many bytes: 3x the H200's 60 MB L2.
@@ -118,14 +121,18 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, gemm, copy_bw)?);
         }
         // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
-        // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
-        let f16 = GemmKernel::TensorCoreF16;
+        // issue #5's 20,000 tok/s needs ~400 TFLOP/s over them. The default f16 schedule (split-K,
+        // `gemm_f16`, or round 1 with BONSAI_GEMM_F16_SCHEDULE=round1) and round 1 explicitly.
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
-            rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, f16, copy_bw)?);
+            for gemm in F16_SCHEDULES {
+                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
+            }
         }
     }
     // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
-    rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, GemmKernel::TensorCoreF16, copy_bw)?);
+    for gemm in F16_SCHEDULES {
+        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, gemm, copy_bw)?);
+    }
     // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
     for seq in [16, 8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);
@@ -170,12 +177,8 @@ fn bench_matmul(
     })?;
     let q = if ternary { "q2" } else { "q1" };
     let kernel = if swiglu { format!("gate_up_swiglu_{q}") } else { format!("matmul_{q}") };
-    let variant = match (m > launch::matmul::GEMV_MAX_TOKENS, gemm) {
-        (false, _) => "gemv",
-        (true, GemmKernel::TensorCoreF16) => "gemm_f16",
-        (true, GemmKernel::TensorCoreBf16x3) => "gemm_mma",
-        (true, GemmKernel::Simt) => "gemm_simt",
-    };
+    let variant =
+        if m > launch::matmul::GEMV_MAX_TOKENS { super::matmul::kernel_label(Some(gemm)) } else { "gemv".into() };
     let shape = format!("N={n} K={k} m={m} {variant}");
     if m == 1 {
         let bytes = (w.len_bytes() + 4 * (m * k + m * n_out)) as f64;

@@ -7,10 +7,13 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::matmul::{GemmKernel, GEMV_MAX_TOKENS};
+use crate::launch::matmul::{F16Schedule, GemmKernel, GEMV_MAX_TOKENS};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
+/// Token counts of the split-K rows: the f16 GEMM's smallest m, and 4 x 128 + 88.
+const F16_MIN_TOKENS_ROW: usize = 64;
+const SPLIT_ODD_TOKENS: usize = 600;
 /// Rows per parallel reference task.
 const REFERENCE_ROWS_PER_TASK: usize = 512;
 /// A token count that leaves the f16 GEMM's last 128-token tile partly empty (2 x 128 + 44).
@@ -46,6 +49,15 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 333, 384, LARGE_ODD_TOKENS, ternary, Store::Overwrite)?;
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
+    }
+    // The f16 GEMM's split-K merge at forced split counts (the cost model splits only large
+    // grids): uneven splits (K / 128 not a multiple of S), m from 64 to 600, odd N/F, Q1/Q2,
+    // store/add/SwiGLU.
+    for ternary in [false, true] {
+        let (s3, s4) = (split_kernel(3), split_kernel(4));
+        matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
+        matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
+        gate_up_with(ctx, "split", 37, 768, LARGE_ODD_TOKENS, ternary, &s4)?;
     }
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
@@ -165,13 +177,26 @@ fn kernels_for(m: usize) -> &'static [Option<GemmKernel>] {
     }
 }
 
-fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
+/// The f16 GEMM with exactly `splits` K splits, and with its default schedule for comparison.
+fn split_kernel(splits: usize) -> [Option<GemmKernel>; 2] {
+    [Some(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits))), Some(GemmKernel::TensorCoreF16)]
+}
+
+pub(crate) fn kernel_label(kernel: Option<GemmKernel>) -> String {
     match kernel {
-        None => "gemv",
-        Some(GemmKernel::TensorCoreF16) => "gemm_f16",
-        Some(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
-        Some(GemmKernel::Simt) => "gemm_simt",
+        None => "gemv".into(),
+        Some(GemmKernel::TensorCoreF16) => "gemm_f16".into(),
+        Some(GemmKernel::TensorCoreF16With(F16Schedule::SplitK)) => "gemm_f16_splitk".into(),
+        Some(GemmKernel::TensorCoreF16With(F16Schedule::Round1)) => "gemm_f16_round1".into(),
+        Some(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(s))) => format!("gemm_f16_split{s}"),
+        Some(GemmKernel::TensorCoreBf16x3) => "gemm_mma".into(),
+        Some(GemmKernel::Simt) => "gemm_simt".into(),
     }
+}
+
+/// Whether `kernel` is the f16 GEMM (any schedule).
+fn is_f16(kernel: Option<GemmKernel>) -> bool {
+    kernel.and_then(GemmKernel::f16_schedule).is_some()
 }
 
 /// Error bound coefficient on sum_k |w||x| (the GEMV: on D, see [`bound_magnitude`]) for a
@@ -197,9 +222,14 @@ fn kernel_label(kernel: Option<GemmKernel>) -> &'static str {
 /// each off by <= 2u if the unit truncates, on operands <= (1 + 2^-11) |w x| 2^e; the final
 /// multiply by 2^-e is exact. Coefficient: 2^-11 + 2 (K/16 + 5) u (1 + 2^-11), the accumulation
 /// part doubled for second order like the others.
+/// Split-K into S <= G = K/128 splits (group ranges of <= ceil(G/S) groups, merged by S - 1
+/// sequential f32 adds): a product passes <= 8 ceil(G/S) + 5 + (S - 1) additions, and
+/// 8 ceil(G/S) + S - 1 <= 8 + 8 (G - 1)/S + S - 1 is convex in S with the value 8G at S = 1 and
+/// < 15 + G <= 8G at S = G >= 3 (G = 2, S = 2: 9 <= 16): within K/16 + 5 for every S, so the
+/// coefficient holds unchanged.
 pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
-    if kernel == Some(GemmKernel::TensorCoreF16) {
+    if is_f16(kernel) {
         let chain = k as f64 / 16.0 + 5.0;
         return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
     }
@@ -208,7 +238,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: 
         None => groups + 133.0,
         Some(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
         Some(GemmKernel::Simt) => k as f64 + 48.0,
-        Some(GemmKernel::TensorCoreF16) => unreachable!("handled above"),
+        Some(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16With(_)) => unreachable!("handled above"),
     }
 }
 
@@ -218,7 +248,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: 
 /// below the f32::MIN_POSITIVE every bound adds). So the output is off by at most
 /// 2^-39 max|x_row| sum_k |W[n, k]|, doubled to cover its accumulation. Zero for other kernels.
 pub(crate) fn f16_floor_term(kernel: Option<GemmKernel>, row_max_abs_x: f32, row_abs_w_sum: f32) -> f64 {
-    if kernel != Some(GemmKernel::TensorCoreF16) {
+    if !is_f16(kernel) {
         return 0.0;
     }
     2.0 * F16_SUBNORMAL_ROUNDOFF * F16_ROW_SCALE_FLOOR * row_max_abs_x as f64 * row_abs_w_sum as f64
@@ -251,6 +281,20 @@ pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &
 }
 
 fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
+    matmul_with(ctx, label, n, k, m, ternary, store, kernels_for(m))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul_with(
+    ctx: &mut Ctx,
+    label: &str,
+    n: usize,
+    k: usize,
+    m: usize,
+    ternary: bool,
+    store: Store,
+    kernels: &[Option<GemmKernel>],
+) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, n, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let y0 = if store == Store::Add { ctx.rng.activations(m * n, 4.0) } else { vec![0.0; m * n] };
@@ -262,7 +306,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
-    for &kernel in kernels_for(m) {
+    for &kernel in kernels {
         let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
         let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
         launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
@@ -281,6 +325,18 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
 }
 
 fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
+    gate_up_with(ctx, label, f, k, m, ternary, kernels_for(m))
+}
+
+fn gate_up_with(
+    ctx: &mut Ctx,
+    label: &str,
+    f: usize,
+    k: usize,
+    m: usize,
+    ternary: bool,
+    kernels: &[Option<GemmKernel>],
+) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, 2 * f, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let zeros = vec![0.0; m * 2 * f];
@@ -297,7 +353,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
-    for &kernel in kernels_for(m) {
+    for &kernel in kernels {
         let mut od = poisoned(&ctx.stream, m * f)?;
         let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
         launch::matmul::gate_up_swiglu_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut od, gemm)?;
