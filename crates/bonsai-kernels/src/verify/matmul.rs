@@ -51,13 +51,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
     // The f16 GEMM's split-K merge at forced split counts (the cost model splits only large
-    // grids): uneven splits (K / 128 not a multiple of S), m from 64 to 600, odd N/F, Q1/Q2,
-    // store/add/SwiGLU.
+    // grids): a shorter last split (8 groups in 3, 3+3+2; 5 in 3, 2+2+1; 7 in 4, 2+2+2+1), m
+    // from 64 to 600, odd N/F, Q1/Q2, store/add/SwiGLU.
     for ternary in [false, true] {
         let (s3, s4) = (split_kernel(3), split_kernel(4));
         matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
         matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
-        gate_up_with(ctx, "split", 37, 768, LARGE_ODD_TOKENS, ternary, &s4)?;
+        gate_up_with(ctx, "split", 37, 896, LARGE_ODD_TOKENS, ternary, &s4)?;
     }
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
@@ -222,11 +222,11 @@ fn is_f16(kernel: Option<GemmKernel>) -> bool {
 /// each off by <= 2u if the unit truncates, on operands <= (1 + 2^-11) |w x| 2^e; the final
 /// multiply by 2^-e is exact. Coefficient: 2^-11 + 2 (K/16 + 5) u (1 + 2^-11), the accumulation
 /// part doubled for second order like the others.
-/// Split-K into S <= G = K/128 splits (group ranges of <= ceil(G/S) groups, merged by S - 1
-/// sequential f32 adds): a product passes <= 8 ceil(G/S) + 5 + (S - 1) additions, and
-/// 8 ceil(G/S) + S - 1 <= 8 + 8 (G - 1)/S + S - 1 is convex in S with the value 8G at S = 1 and
-/// < 15 + G <= 8G at S = G >= 3 (G = 2, S = 2: 9 <= 16): within K/16 + 5 for every S, so the
-/// coefficient holds unchanged.
+/// Split-K into S non-empty splits of P groups (the last one P or fewer; G = K/128, so
+/// P (S - 1) <= G - 1), merged by S - 1 sequential f32 adds: a product passes <= 8P + 5 + S - 1
+/// additions. For S = 1 that is 8G + 5 = K/16 + 5; for S >= 2, 8P + S - 1 <=
+/// 8 (G - 1)/(S - 1) + S - 1, convex in S, is 8G - 7 at S = 2 and 7 + G <= 8G at S = G (P = 1):
+/// within K/16 + 5 for every S, so the coefficient holds unchanged.
 pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     if is_f16(kernel) {

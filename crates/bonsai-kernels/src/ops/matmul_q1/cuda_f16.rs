@@ -83,6 +83,8 @@ pub(crate) struct F16Geometry {
     pub wide: bool,
     /// (output tiles, token tiles, K splits).
     pub grid: (u32, u32, u32),
+    /// K groups per split (the last split runs what is left, at least one group).
+    pub split_groups: usize,
     pub threads: u32,
     pub smem_bytes: usize,
 }
@@ -114,16 +116,21 @@ pub(crate) fn geometry(s: &F16Shape, dev: &F16Device, schedule: F16Schedule) -> 
     let wide = schedule == F16Schedule::Round1 && token_tiles * tiles(QG_WIDE_WARPS_N) >= QG_WIDE_MIN_WAVES * dev.sms;
     let warps_n = if wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
     let smem_bytes = QG_STAGES * stage_bytes(s.bits, warps_n);
-    let groups = s.k / GROUP;
-    let splits = match schedule {
+    let groups = (s.k / GROUP).max(1);
+    let wanted = match schedule {
         F16Schedule::Round1 => 1,
-        F16Schedule::FixedSplits(n) => n.clamp(1, groups.max(1)),
+        F16Schedule::FixedSplits(n) => n.clamp(1, groups),
         F16Schedule::SplitK => best_splits(token_tiles * tiles(warps_n), groups, dev.sms, dev.ctas_per_sm(smem_bytes)),
     };
+    // ceil(G / wanted) groups per split; recounting the splits from that leaves none empty
+    // (G = 6, 4 wanted: 2 per split, 3 splits).
+    let split_groups = groups.div_ceil(wanted);
+    let splits = groups.div_ceil(split_groups);
     let col_tiles = u32::try_from(tiles(warps_n)).map_err(|_| shape(s.op(), "too many rows".into()))?;
     Ok(F16Geometry {
         wide,
         grid: (col_tiles, token_tiles as u32, splits as u32),
+        split_groups,
         threads: (QG_WARPS_M * warps_n * 32) as u32,
         smem_bytes,
     })
@@ -220,7 +227,7 @@ pub(crate) fn launch(
         (partials_ptr, counters_ptr) = (p, c);
         _split_guards = Some((gp, gc));
     }
-    let splits_i = geo.grid.2 as i32;
+    let split_groups_i = as_i32(op, "split_groups", geo.split_groups)?;
 
     let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
     let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -246,13 +253,13 @@ pub(crate) fn launch(
     };
     let mut b = Launch::new(stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&partials_ptr).arg(&counters_ptr).arg(&splits_i);
+    b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i);
     // SAFETY: argument order and types match gemm_f16_mma's entry points (scales, payload, xh,
-    // row_unscale, m, y, n_out, k, partials, tile_counters, splits); the caller checked the x / y
-    // / weight lengths, the payload is 16-byte aligned (cp.async), the grid covers ceil(m / 128)
-    // token tiles, every output tile and `splits` <= K / 128 splits (geometry), the partials hold
-    // splits x tiles x 128 x ROWS f32 and the counters one zeroed u32 per tile when splits > 1,
-    // and the kernel bounds every row and token index by m and n_out.
+    // row_unscale, m, y, n_out, k, partials, tile_counters, split_groups); the caller checked the
+    // x / y / weight lengths, the payload is 16-byte aligned (cp.async), the grid covers
+    // ceil(m / 128) token tiles, every output tile and ceil(G / split_groups) non-empty splits
+    // (geometry), the partials hold splits x tiles x 128 x ROWS f32 and the counters one zeroed
+    // u32 per tile when splits > 1, and the kernel bounds every row and token index by m and n_out.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -282,8 +289,9 @@ mod tests {
                         assert!(g.grid.0 as usize * per_tile >= n_out, "{s:?} {g:?}");
                         assert!((g.grid.0 as usize - 1) * per_tile < n_out, "an idle column of CTAs: {s:?} {g:?}");
                         assert!(g.grid.1 as usize * QG_TILE_TOKENS >= m);
-                        // Every split runs at least one group (the kernel's split ranges).
-                        assert!((1..=s.k / GROUP).contains(&(g.grid.2 as usize)), "{s:?} {g:?}");
+                        // The splits cover K and none is empty (the kernel's split ranges).
+                        let (splits, per) = (g.grid.2 as usize, g.split_groups);
+                        assert!(splits * per >= s.k / GROUP && (splits - 1) * per < s.k / GROUP, "{s:?} {g:?}");
                         assert_eq!(g.threads as usize, QG_WARPS_M * warps_n * 32);
                         assert!(g.smem_bytes <= A100_SMEM_OPTIN, "{s:?} {g:?}");
                         if !g.wide {
