@@ -13,13 +13,14 @@ use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
 use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
-use crate::launch::matmul::GemmKernel;
+use crate::launch::matmul::{F16Schedule, GemmKernel};
 use crate::launch::{self, grid_1d, HeadShape, LaunchError, Store};
 use crate::weights::QMatrix;
 
 /// The f16 GEMM's default schedule and the first one, timed side by side.
-const F16_SCHEDULES: [GemmKernel; 2] =
-    [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16With(crate::launch::matmul::F16Schedule::Round1)];
+const F16_SCHEDULES: [GemmKernel; 2] = [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16With(F16Schedule::Round1)];
+/// Split counts timed at every pp512 shape besides the model's choice.
+const F16_FORCED_SPLITS: [usize; 3] = [1, 2, 4];
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
 const BENCH_SAMPLES: usize = 50;
 /// Rotated inputs must exceed this many bytes: 3x the H200's 60 MB L2.
@@ -126,6 +127,13 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
             for gemm in F16_SCHEDULES {
                 rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
+            }
+            // Forced split counts (Q1): the data to refit the split-K cost model (f16_schedule.rs).
+            if !ternary {
+                for splits in F16_FORCED_SPLITS {
+                    let gemm = GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits));
+                    rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
+                }
             }
         }
     }
