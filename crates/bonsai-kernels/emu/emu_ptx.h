@@ -181,6 +181,34 @@ inline void complete_mma_tf32_16x8x8(void* const* lanes, uint32_t) {
     mma_accumulate<8>(lanes, a, b);
 }
 
+// m16n8k256 b1 and.popc: a[i] bit j = (row g + 8 (i & 1), k 128 (i >> 1) + 32t + j); b0 / b1 bit j
+// = (k 32t + j / 128 + 32t + j, col g); D = C + popc(A row AND B column), exact s32 (wrapping).
+struct MmaB1Lane {
+    const uint32_t* a;
+    uint32_t b0, b1;
+    int* c;
+};
+inline void complete_mma_b1_16x8x256(void* const* lanes, uint32_t) {
+    uint32_t a[16][8], b[8][8];  // [row][32-bit k word], [col][k word]
+    for (int l = 0; l < kWarpSize; ++l) {
+        const MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) a[g + 8 * (i & 1)][4 * (i >> 1) + t] = me->a[i];
+        b[g][t] = me->b0;
+        b[g][4 + t] = me->b1;
+    }
+    for (int l = 0; l < kWarpSize; ++l) {
+        MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i / 2), col = 2 * t + (i % 2);
+            uint32_t sum = (uint32_t)me->c[i];
+            for (int w = 0; w < 8; ++w) sum += (uint32_t)__builtin_popcount(a[row][w] & b[col][w]);
+            me->c[i] = (int)sum;
+        }
+    }
+}
+
 inline void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1, CompleteFn complete, const char* what) {
     MmaLane me{a, b0, b1, c};
     warp_collective(0xffffffffu, &me, complete, what);
@@ -201,6 +229,10 @@ inline void mma_bf16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t 
 }
 inline void mma_f16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     emu::mma(c, a, b0, b1, emu::complete_mma_16x8x16<emu::f16_bits_to_f32>, "mma_f16_16x8x16");
+}
+inline void mma_b1_and_popc_16x8x256(int* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    emu::MmaB1Lane me{a, b0, b1, c};
+    emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x256, "mma_b1_and_popc_16x8x256");
 }
 inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     emu::mma(c, a, b0, b1, emu::complete_mma_tf32_16x8x8, "mma_tf32_16x8x8");

@@ -103,6 +103,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[],
     },
     KernelSource {
+        path: "ops/matmul_q1/matmul_gemv_b1.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv_b1.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemm.cu"),
         entry_points: &[],
@@ -117,12 +122,14 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
             "matmul_q1_gemv_tc",
+            "matmul_q1_gemv_b1",
             "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
             "matmul_q1_gemm_mma_bf16x3",
             "matmul_q1_gemm_f16_128x128",
             "matmul_q1_gemm_f16_128x256",
             "matmul_q1_add_gemv_tc",
+            "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_tc_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
             "matmul_q1_add_gemm_mma_bf16x3",
@@ -135,12 +142,14 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/matmul_q2/matmul_q2.cu"),
         entry_points: &[
             "matmul_q2_gemv_tc",
+            "matmul_q2_gemv_b1",
             "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
             "matmul_q2_gemm_mma_bf16x3",
             "matmul_q2_gemm_f16_128x128",
             "matmul_q2_gemm_f16_128x256",
             "matmul_q2_add_gemv_tc",
+            "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_tc_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
             "matmul_q2_add_gemm_mma_bf16x3",
@@ -153,6 +162,7 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/gate_up_swiglu_q1/gate_up_swiglu_q1.cu"),
         entry_points: &[
             "gate_up_swiglu_q1_gemv_tc",
+            "gate_up_swiglu_q1_gemv_b1",
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
             "gate_up_swiglu_q1_gemm_mma_bf16x3",
@@ -165,6 +175,7 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/gate_up_swiglu_q2/gate_up_swiglu_q2.cu"),
         entry_points: &[
             "gate_up_swiglu_q2_gemv_tc",
+            "gate_up_swiglu_q2_gemv_b1",
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",
             "gate_up_swiglu_q2_gemm_mma_bf16x3",

@@ -28,6 +28,9 @@ extern "C" __global__ void bonsai_selftest_fill(u32* __restrict__ out, u32 n, u3
 #define PROBE_OUT_MMA_TF32 1664
 #define PROBE_OUT_CP_ZFILL 1792
 #define PROBE_OUT_CP4 1920
+#define PROBE_OUT_MMA_B1 1952
+// The b1 mma's fragments follow the three float kinds' in `frags` (same A / B word layout).
+#define PROBE_MMA_B1_FRAGS 576
 // Per mma kind in `frags`: A fragments (lane*4 + i), then B fragments (128 + lane*2 + j).
 #define PROBE_FRAG_WORDS_PER_MMA 192
 #define PROBE_B_FRAGS 128
@@ -81,6 +84,14 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
         if (kind == 1) mma_f16_16x8x16(c, f + lane * 4, b0, b1);
         if (kind == 2) mma_tf32_16x8x8(c, f + lane * 4, b0, b1);
         for (int i = 0; i < 4; ++i) out[outs[kind] + lane * 4 + i] = __float_as_uint(c[i]);
+    }
+
+    {
+        const u32* f = frags + PROBE_MMA_B1_FRAGS;
+        int c[4];
+        for (int i = 0; i < 4; ++i) c[i] = lane * 4 + i - 64;  // both signs: s32 accumulators
+        mma_b1_and_popc_16x8x256(c, f + lane * 4, f[PROBE_B_FRAGS + lane * 2], f[PROBE_B_FRAGS + lane * 2 + 1]);
+        for (int i = 0; i < 4; ++i) out[PROBE_OUT_MMA_B1 + lane * 4 + i] = (u32)c[i];
     }
 
     const u32* zfilled_words = reinterpret_cast<const u32*>(zfilled);

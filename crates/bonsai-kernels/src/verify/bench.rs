@@ -13,8 +13,9 @@ use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
 use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
-use crate::launch::matmul::{F16Schedule, GemmKernel};
-use crate::launch::{self, grid_1d, HeadShape, LaunchError, Store};
+use super::matmul::{kernel_label, run_kernel, MatmulKernel};
+use crate::launch::matmul::{Epilogue, F16Schedule, GemmKernel, GemvKernel};
+use crate::launch::{self, grid_1d, HeadShape, LaunchError};
 use crate::weights::QMatrix;
 
 /// The f16 GEMM's default schedule and the first one, timed side by side.
@@ -112,26 +113,31 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     println!("bench copy bandwidth (device-to-device, read + write): {:.1} GB/s", copy_bw / 1e9);
     let mut rows = Vec::new();
     for ternary in [false, true] {
-        let tc = GemmKernel::TensorCoreBf16x3;
-        for (n, k) in [(12288, 4096), (4096, 12288), (151_669, 4096)] {
-            rows.push(bench_matmul(ctx, n, k, 1, ternary, false, tc, copy_bw)?);
+        // One Bonsai-8B decode step's GEMVs (qkv, attn_out, up-sized, down, gate|up, LM head), each
+        // with the binary kernel (default) and the bf16 one (BONSAI_GEMV=tc).
+        for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
+            let kernel = MatmulKernel::Gemv(gemv);
+            for (n, k) in [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288), (151_669, 4096)] {
+                rows.push(bench_matmul(ctx, n, k, 1, ternary, false, kernel, copy_bw)?);
+            }
+            rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, kernel, copy_bw)?);
         }
-        rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, tc, copy_bw)?);
         for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
-            rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, gemm, copy_bw)?);
-            rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, gemm, copy_bw)?);
+            let kernel = MatmulKernel::Gemm(gemm);
+            rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, kernel, copy_bw)?);
+            rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }
         // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
         // issue #5's 20,000 tok/s needs ~400 TFLOP/s over them. The default f16 schedule (split-K,
         // `gemm_f16`, or round 1 with BONSAI_GEMM_F16_SCHEDULE=round1) and round 1 explicitly.
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
             for gemm in F16_SCHEDULES {
-                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
+                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, MatmulKernel::Gemm(gemm), copy_bw)?);
             }
             // Forced split counts (Q1): the data to refit the split-K cost model (f16_schedule.rs).
             if !ternary {
                 for splits in F16_FORCED_SPLITS {
-                    let gemm = GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits));
+                    let gemm = MatmulKernel::Gemm(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits)));
                     rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
                 }
             }
@@ -139,7 +145,7 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     }
     // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
     for gemm in F16_SCHEDULES {
-        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, gemm, copy_bw)?);
+        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, MatmulKernel::Gemm(gemm), copy_bw)?);
     }
     // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
     for seq in [16, 8192, 32768] {
@@ -164,7 +170,7 @@ fn bench_matmul(
     m: usize,
     ternary: bool,
     swiglu: bool,
-    gemm: GemmKernel,
+    kernel: MatmulKernel,
     copy_bw: f64,
 ) -> Result<BenchRow, VerifyError> {
     let w = if ternary { QMatrix::Q2(ctx.rng.q2_matrix(n, k)) } else { QMatrix::Q1(ctx.rng.q1_matrix(n, k)) };
@@ -173,26 +179,16 @@ fn bench_matmul(
     let x = upload(&ctx.stream, &ctx.rng.activations(m * k, 1.0))?;
     let n_out = if swiglu { n / 2 } else { n };
     let mut y = poisoned(&ctx.stream, m * n_out)?;
-    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
-    let secs = time_batches(ctx, copies, |i| {
-        let view = dws[i].view();
-        if swiglu {
-            launch::matmul::gate_up_swiglu_with_gemm(lib, &stream, &view, &x, m, &mut y, gemm)?;
-        } else {
-            launch::matmul::matmul_with_gemm(lib, &stream, &view, &x, m, &mut y, Store::Overwrite, gemm)?;
-        }
-        Ok(())
-    })?;
+    let epilogue = if swiglu { Epilogue::SwiGlu } else { Epilogue::Store };
+    let secs = time_batches(ctx, copies, |i| run_kernel(ctx, kernel, &dws[i], &x, None, m, &mut y, epilogue))?;
     let q = if ternary { "q2" } else { "q1" };
-    let kernel = if swiglu { format!("gate_up_swiglu_{q}") } else { format!("matmul_{q}") };
-    let variant =
-        if m > launch::matmul::GEMV_MAX_TOKENS { super::matmul::kernel_label(Some(gemm)) } else { "gemv".into() };
-    let shape = format!("N={n} K={k} m={m} {variant}");
+    let op = if swiglu { format!("gate_up_swiglu_{q}") } else { format!("matmul_{q}") };
+    let shape = format!("N={n} K={k} m={m} {}", kernel_label(kernel));
     if m == 1 {
         let bytes = (w.len_bytes() + 4 * (m * k + m * n_out)) as f64;
-        Ok(row(&kernel, shape, secs, Some(bytes), None, copy_bw))
+        Ok(row(&op, shape, secs, Some(bytes), None, copy_bw))
     } else {
-        Ok(row(&kernel, shape, secs, None, Some(2.0 * (m * n * k) as f64), copy_bw))
+        Ok(row(&op, shape, secs, None, Some(2.0 * (m * n * k) as f64), copy_bw))
     }
 }
 

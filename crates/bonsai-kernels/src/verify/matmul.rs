@@ -7,7 +7,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::matmul::{F16Schedule, GemmKernel, GEMV_MAX_TOKENS};
+use crate::launch::matmul::{Epilogue, F16Schedule, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
@@ -54,7 +54,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // grids): a shorter last split (8 groups in 3, 3+3+2; 5 in 3, 2+2+1; 7 in 4, 2+2+2+1), m
     // from 64 to 600, odd N/F, Q1/Q2, store/add/SwiGLU.
     for ternary in [false, true] {
-        let (s3, s4) = (split_kernel(3), split_kernel(4));
+        let (s3, s4) = (split_kernels(3), split_kernels(4));
         matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
         matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
         gate_up_with(ctx, "split", 37, 896, LARGE_ODD_TOKENS, ternary, &s4)?;
@@ -168,40 +168,108 @@ pub(crate) fn par_reference(w: &QMatrix, x: &[f32], m: usize, y0: &[f32], store:
     Ok(y)
 }
 
-/// The kernels that serve m tokens: the GEMV, or both GEMMs (each checked on the same inputs).
-fn kernels_for(m: usize) -> &'static [Option<GemmKernel>] {
-    if m <= GEMV_MAX_TOKENS {
-        &[None]
-    } else {
-        &[Some(GemmKernel::TensorCoreF16), Some(GemmKernel::TensorCoreBf16x3), Some(GemmKernel::Simt)]
+/// A kernel of the quantized matmul: a decode GEMV or a GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MatmulKernel {
+    Gemv(GemvKernel),
+    Gemm(GemmKernel),
+}
+
+/// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, the
+/// 2..8-token GEMV, or every GEMM.
+pub(crate) fn kernels_for(m: usize) -> Vec<MatmulKernel> {
+    match m {
+        1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
+        m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
+        _ => [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm).to_vec(),
     }
 }
 
 /// The f16 GEMM with exactly `splits` K splits, and with its default schedule for comparison.
-fn split_kernel(splits: usize) -> [Option<GemmKernel>; 2] {
-    [Some(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits))), Some(GemmKernel::TensorCoreF16)]
+fn split_kernels(splits: usize) -> [MatmulKernel; 2] {
+    [GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits)), GemmKernel::TensorCoreF16].map(MatmulKernel::Gemm)
 }
 
-pub(crate) fn kernel_label(kernel: Option<GemmKernel>) -> String {
+pub(crate) fn kernel_label(kernel: MatmulKernel) -> String {
     match kernel {
-        None => "gemv".into(),
-        Some(GemmKernel::TensorCoreF16) => "gemm_f16".into(),
-        Some(GemmKernel::TensorCoreF16With(F16Schedule::SplitK)) => "gemm_f16_splitk".into(),
-        Some(GemmKernel::TensorCoreF16With(F16Schedule::Round1)) => "gemm_f16_round1".into(),
-        Some(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(s))) => format!("gemm_f16_split{s}"),
-        Some(GemmKernel::TensorCoreBf16x3) => "gemm_mma".into(),
-        Some(GemmKernel::Simt) => "gemm_simt".into(),
+        MatmulKernel::Gemv(GemvKernel::Binary) => "gemv_b1".into(),
+        MatmulKernel::Gemv(GemvKernel::Bf16x3) => "gemv_tc".into(),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => "gemm_f16".into(),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16With(F16Schedule::SplitK)) => "gemm_f16_splitk".into(),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16With(F16Schedule::Round1)) => "gemm_f16_round1".into(),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(s))) => format!("gemm_f16_split{s}"),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma".into(),
+        MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt".into(),
     }
 }
 
 /// Whether `kernel` is the f16 GEMM (any schedule).
-fn is_f16(kernel: Option<GemmKernel>) -> bool {
-    kernel.and_then(GemmKernel::f16_schedule).is_some()
+fn is_f16(kernel: MatmulKernel) -> bool {
+    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_schedule().is_some())
 }
 
-/// Error bound coefficient on sum_k |w||x| (the GEMV: on D, see [`bound_magnitude`]) for a
+/// Runs `kernel` on m tokens: `y (=|+=) [RMSNorm](x) . W^T` or the SwiGLU of gate|up (`norm`:
+/// the fused RMSNorm's weights and eps, decode GEMVs only).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_kernel(
+    ctx: &Ctx,
+    kernel: MatmulKernel,
+    w: &DeviceQMatrix,
+    x: &cudarc::driver::CudaSlice<f32>,
+    norm: Option<(&cudarc::driver::CudaSlice<f32>, f32)>,
+    m: usize,
+    y: &mut cudarc::driver::CudaSlice<f32>,
+    epilogue: Epilogue,
+) -> Result<(), VerifyError> {
+    let (lib, stream, view) = (&ctx.lib, &ctx.stream, w.view());
+    let store = if epilogue == Epilogue::Add { Store::Add } else { Store::Overwrite };
+    match (kernel, norm) {
+        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(lib, stream, &view, x, norm, y, epilogue, gemv)?,
+        (_, Some((nw, eps))) if epilogue == Epilogue::SwiGlu => {
+            launch::matmul::rms_norm_gate_up_swiglu(lib, stream, &view, x, nw, eps, m, y)?
+        }
+        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(lib, stream, &view, x, nw, eps, m, y, store)?,
+        (kernel, None) => {
+            let gemm = match kernel {
+                MatmulKernel::Gemm(g) => g,
+                MatmulKernel::Gemv(_) => GemmKernel::TensorCoreBf16x3, // unused at m <= GEMV_MAX_TOKENS
+            };
+            if epilogue == Epilogue::SwiGlu {
+                launch::matmul::gate_up_swiglu_with_gemm(lib, stream, &view, x, m, y, gemm)?
+            } else {
+                launch::matmul::matmul_with_gemm(lib, stream, &view, x, m, y, store, gemm)?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// gemv_b1's quantization step s_G of every 128-group of the x it stages (matmul_gemv_b1.cu):
+/// s_G = 2^(E - B1_PLANES + 2) with E = (biased exponent of max|x_G|) - 126, at least
+/// B1_MIN_EXP. Each staged value is off by at most s_G / 2.
+pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
+    const B1_PLANES: i32 = 24;
+    const B1_MIN_EXP: i32 = -100;
+    x.chunks(GROUP)
+        .map(|g| {
+            let amax = g.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let e = (((amax.to_bits() >> 23) & 0xff) as i32 - 126).max(B1_MIN_EXP);
+            2f32.powi(e - B1_PLANES + 2)
+        })
+        .collect()
+}
+
+/// gemv_b1's quantization error bound per output of one token: sum_G (s_G / 2) sum_{k in G} |W[n, k]|,
+/// rounded up for the reference's own f32 rounding.
+pub(crate) fn b1_quant_bound(w: &QMatrix, staged_x: &[f32]) -> Result<Vec<f32>, OpError> {
+    let half_steps: Vec<f32> = b1_group_steps(staged_x).iter().flat_map(|&s| std::iter::repeat_n(s / 2.0, GROUP)).collect();
+    let q = par_reference(&abs_matrix(w), &half_steps, 1, &vec![0.0; w.n()], Store::Overwrite)?;
+    Ok(q.into_iter().map(|v| v * (1.0 + 4.0 * U as f32)).collect())
+}
+
+/// Error bound coefficient on sum_k |w||x| (the bf16 GEMV: on D, see [`bound_magnitude`]) for a
 /// kernel variant, doubled for second order.
-/// GEMV (tensor cores, matmul_gemv_tc.cu), per group and token, with D's unit d sum|x|: B holds
+/// bf16 GEMV (tensor cores, matmul_gemv_tc.cu), per group and token, with D's unit d sum|x|: B holds
 /// x (k 0..63) and 4x (k 64..127, where A is 0.75 + 0.25 s), split in three exact bf16 parts
 /// (sum of parts <= 1.004 |x|), so sum |A||B| <= 4.02 (Q1) / 7.03 (Q2: planes <= 0.75 and 1)
 /// d sum|x|; S = 8 (Q1) / 16 (Q2) mma steps, each off by <= 2u if the unit truncates, + a 4-level
@@ -227,18 +295,25 @@ fn is_f16(kernel: Option<GemmKernel>) -> bool {
 /// additions. For S = 1 that is 8G + 5 = K/16 + 5; for S >= 2, 8P + S - 1 <=
 /// 8 (G - 1)/(S - 1) + S - 1, convex in S, is 8G - 7 at S = 2 and 7 + G <= 8G at S = G (P = 1):
 /// within K/16 + 5 for every S, so the coefficient holds unchanged.
-pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: bool) -> f64 {
+/// Binary GEMV (matmul_gemv_b1.cu), on sum|w||x| + the quantization bound Q (each staged value
+/// is within s_G / 2 of x, so |sum w s q - sum w x| <= Q, which the caller adds once): per (row,
+/// group) sum_k w_k q_k is exact in integers and rounds once to f32 (u), d s_G is exact; a lane
+/// adds its (row, group) terms by fmaf, at most K/128 of them (one group per pair, single-group
+/// slots included); one shuffle add (u) and up to 16 split partials in order (16u):
+/// (K/128 + 18) u, doubled for second order like the others.
+pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     if is_f16(kernel) {
         let chain = k as f64 / 16.0 + 5.0;
         return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
     }
     2.0 * U * match kernel {
-        None if ternary => 2.0 * groups + 355.0,
-        None => groups + 133.0,
-        Some(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
-        Some(GemmKernel::Simt) => k as f64 + 48.0,
-        Some(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16With(_)) => unreachable!("handled above"),
+        MatmulKernel::Gemv(GemvKernel::Binary) => groups + 18.0,
+        MatmulKernel::Gemv(GemvKernel::Bf16x3) if ternary => 2.0 * groups + 355.0,
+        MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
+        MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
+        MatmulKernel::Gemm(GemmKernel::Simt) => k as f64 + 48.0,
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16With(_)) => unreachable!("handled above"),
     }
 }
 
@@ -247,7 +322,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: Option<GemmKernel>, ternary: 
 /// pre-pass puts max|x_row| 2^e in [2^14, 2^15) (when e is clamped at 126 instead, the term is
 /// below the f32::MIN_POSITIVE every bound adds). So the output is off by at most
 /// 2^-39 max|x_row| sum_k |W[n, k]|, doubled to cover its accumulation. Zero for other kernels.
-pub(crate) fn f16_floor_term(kernel: Option<GemmKernel>, row_max_abs_x: f32, row_abs_w_sum: f32) -> f64 {
+pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w_sum: f32) -> f64 {
     if !is_f16(kernel) {
         return 0.0;
     }
@@ -280,8 +355,21 @@ pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &
     }
 }
 
+/// Per output: the magnitude the kernel's coefficient multiplies, plus the kernel's additive term
+/// (gemv_b1: its quantization bound Q, which also enters the magnitude; others: 0).
+fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    match kernel {
+        MatmulKernel::Gemv(GemvKernel::Binary) => (
+            plain.iter().zip(quant).map(|(&p, &q)| p as f64 + q as f64).collect(),
+            quant.iter().map(|&q| q as f64).collect(),
+        ),
+        MatmulKernel::Gemv(GemvKernel::Bf16x3) => (gemv_tc.iter().map(|&v| v as f64).collect(), vec![0.0; plain.len()]),
+        MatmulKernel::Gemm(_) => (plain.iter().map(|&v| v as f64).collect(), vec![0.0; plain.len()]),
+    }
+}
+
 fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
-    matmul_with(ctx, label, n, k, m, ternary, store, kernels_for(m))
+    matmul_with(ctx, label, n, k, m, ternary, store, &kernels_for(m))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -293,28 +381,31 @@ fn matmul_with(
     m: usize,
     ternary: bool,
     store: Store,
-    kernels: &[Option<GemmKernel>],
+    kernels: &[MatmulKernel],
 ) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, n, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let y0 = if store == Store::Add { ctx.rng.activations(m * n, 4.0) } else { vec![0.0; m * n] };
     let want = par_reference(&w, &x, m, &y0, store)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
-    let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
-    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
+    let plain = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
+    let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
+    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; n] };
     let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
+    let epilogue = if store == Store::Add { Epilogue::Add } else { Epilogue::Store };
     for &kernel in kernels {
         let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
-        let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
-        launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, store, gemm)?;
+        run_kernel(ctx, kernel, &dw, &xd, None, m, &mut yd, epilogue)?;
         let got = download(&ctx.stream, &yd)?;
         let c = matmul_coefficient(k, kernel, ternary);
+        let (magnitude, additive) = kernel_magnitude(kernel, &plain, &gemv_tc, &quant);
         // Plus the reference's own rounding and, for Store::Add, the final add: 2u |y|.
         let cmp = Comparison::of(&got, &want, |i| {
-            c * magnitude[i] as f64
+            c * magnitude[i]
+                + additive[i]
                 + f16_floor_term(kernel, x_max[i / n], w_sums[i % n])
                 + 2.0 * U * (want[i].abs() + y0[i].abs()) as f64
                 + f32::MIN_POSITIVE as f64
@@ -325,7 +416,7 @@ fn matmul_with(
 }
 
 fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
-    gate_up_with(ctx, label, f, k, m, ternary, kernels_for(m))
+    gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(m))
 }
 
 fn gate_up_with(
@@ -335,15 +426,16 @@ fn gate_up_with(
     k: usize,
     m: usize,
     ternary: bool,
-    kernels: &[Option<GemmKernel>],
+    kernels: &[MatmulKernel],
 ) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, 2 * f, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let zeros = vec![0.0; m * 2 * f];
     let gu = par_reference(&w, &x, m, &zeros, Store::Overwrite)?;
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
-    let magnitude = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
-    let magnitude = bound_magnitude(&w, &x_abs, m, &magnitude)?;
+    let plain = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
+    let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
+    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; 2 * f] };
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),
@@ -355,21 +447,18 @@ fn gate_up_with(
     let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
     for &kernel in kernels {
         let mut od = poisoned(&ctx.stream, m * f)?;
-        let gemm = kernel.unwrap_or(GemmKernel::TensorCoreBf16x3);
-        launch::matmul::gate_up_swiglu_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut od, gemm)?;
+        run_kernel(ctx, kernel, &dw, &xd, None, m, &mut od, Epilogue::SwiGlu)?;
         let got = download(&ctx.stream, &od)?;
         // out = silu(g) u: |d out| <= |silu'(g)| |u| Bg + |silu(g)| Bu + 12u |out| (silu and the
         // product, see swiglu), with |silu'| <= 1.1 and Bg, Bu the matmul bounds of g and u.
         let c = matmul_coefficient(k, kernel, ternary);
+        let (magnitude, additive) = kernel_magnitude(kernel, &plain, &gemv_tc, &quant);
         let bound = |idx: usize| {
             let (i, j) = (idx / f, idx % f);
-            let (g, u) = (gu[i * 2 * f + j] as f64, gu[i * 2 * f + f + j] as f64);
-            let bg = c * magnitude[i * 2 * f + j] as f64
-                + f16_floor_term(kernel, x_max[i], w_sums[j])
-                + 2.0 * U * g.abs();
-            let bu = c * magnitude[i * 2 * f + f + j] as f64
-                + f16_floor_term(kernel, x_max[i], w_sums[f + j])
-                + 2.0 * U * u.abs();
+            let (gi, ui) = (i * 2 * f + j, i * 2 * f + f + j);
+            let (g, u) = (gu[gi] as f64, gu[ui] as f64);
+            let bg = c * magnitude[gi] + additive[gi] + f16_floor_term(kernel, x_max[i], w_sums[j]) + 2.0 * U * g.abs();
+            let bu = c * magnitude[ui] + additive[ui] + f16_floor_term(kernel, x_max[i], w_sums[f + j]) + 2.0 * U * u.abs();
             swiglu_bound(g, u, bg, bu, want[idx])
         };
         let cmp = Comparison::of(&got, &want, bound);

@@ -5,7 +5,9 @@
 //! sampled rows against issue #6's limit.
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{abs_matrix, f16_floor_term, kernel_label, matmul_coefficient, par_reference, row_abs_sums, row_max_abs};
+use super::matmul::{
+    abs_matrix, f16_floor_term, kernel_label, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel,
+};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::matmul::{F16Schedule, GemmKernel};
@@ -34,7 +36,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (m, n, k) in DIT_SHAPES {
         sampled_matmul(ctx, "DiT", m, n, k, GemmKernel::TensorCoreF16)?;
     }
-    // The first schedule (wide tile at these shapes), kept selectable for comparison.
+    // The first schedule (wide tile at this shape), kept selectable for comparison.
     let (m, n, k) = DIT_SHAPES[0];
     sampled_matmul(ctx, "DiT", m, n, k, GemmKernel::TensorCoreF16With(F16Schedule::Round1))?;
     Ok(())
@@ -68,12 +70,12 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize, kern
     let xs_abs: Vec<f32> = xs.iter().map(|v| v.abs()).collect();
     let magnitude = par_reference(&abs_matrix(&w), &xs_abs, s, &zeros, Store::Overwrite)?;
     let (x_max, w_sums) = (row_max_abs(&xs, k), row_abs_sums(&w)?);
-    let c = matmul_coefficient(k, Some(kernel), true);
+    let c = matmul_coefficient(k, MatmulKernel::Gemm(kernel), true);
     // As matmul.rs's f16 bound, plus the reference's own final rounding u |y|.
     let cmp = Comparison::of(&got, &want, |i| {
-        c * magnitude[i] as f64 + f16_floor_term(Some(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
+        c * magnitude[i] as f64 + f16_floor_term(MatmulKernel::Gemm(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
     });
-    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) {}", kernel_label(Some(kernel)));
+    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) {}", kernel_label(MatmulKernel::Gemm(kernel)));
     ctx.record("matmul_q2", &shape, cmp);
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
     for (&g, &r) in got.iter().zip(&want) {

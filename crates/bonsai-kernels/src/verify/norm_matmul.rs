@@ -4,10 +4,13 @@
 use rayon::prelude::*;
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{abs_matrix, bound_magnitude, matmul_coefficient, par_reference, random_matrix, swiglu_bound};
+use super::matmul::{
+    abs_matrix, b1_quant_bound, bound_magnitude, kernel_label, kernels_for, matmul_coefficient, par_reference, random_matrix,
+    run_kernel, swiglu_bound, MatmulKernel,
+};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch;
+use crate::launch::matmul::{Epilogue, GemvKernel};
 use crate::ops::{self, Store};
 use crate::weights::QMatrix;
 
@@ -46,8 +49,8 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     let zeros = vec![0.0f32; m * rows];
     let lin = par_reference(&w, &xn, m, &zeros, Store::Overwrite)?;
     let xn_abs: Vec<f32> = xn.iter().map(|v| v.abs()).collect();
-    let magnitude = par_reference(&abs_matrix(&w), &xn_abs, m, &zeros, Store::Overwrite)?;
-    let magnitude = bound_magnitude(&w, &xn_abs, m, &magnitude)?;
+    let plain = par_reference(&abs_matrix(&w), &xn_abs, m, &zeros, Store::Overwrite)?;
+    let magnitude = bound_magnitude(&w, &xn_abs, m, &plain)?;
     let want: Vec<f32> = if swiglu {
         let mut out = vec![0.0f32; m * n_out];
         out.par_chunks_mut(n_out).enumerate().try_for_each(|(i, o)| match &w {
@@ -61,13 +64,16 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
 
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let (xd, nd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &norm_w)?);
-    let mut od = poisoned(&ctx.stream, m * n_out)?;
-    if swiglu {
-        launch::matmul::rms_norm_gate_up_swiglu(&ctx.lib, &ctx.stream, &dw.view(), &xd, &nd, EPS, m, &mut od)?;
+    // gemv_b1 quantizes the staged x * w; its bound scales by the token's 1 / rms (in f64,
+    // rounded up by 2^-20 for the kernel's own rsqrt and sums, far inside rel_n below).
+    let quant: Vec<f32> = if m == 1 {
+        let staged: Vec<f32> = x.iter().zip(&norm_w).map(|(a, b)| a * b).collect();
+        let mean_sq = x.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / k as f64;
+        let inv_rms = (1.0 + 1.0 / 1_048_576.0) / (mean_sq + EPS as f64).sqrt();
+        b1_quant_bound(&w, &staged)?.iter().map(|&q| (q as f64 * inv_rms) as f32).collect()
     } else {
-        launch::matmul::rms_norm_matmul(&ctx.lib, &ctx.stream, &dw.view(), &xd, &nd, EPS, m, &mut od, Store::Overwrite)?;
-    }
-    let got = download(&ctx.stream, &od)?;
+        vec![0.0; m * rows]
+    };
 
     // The kernel stages x * w and scales each finished dot product by the token's 1 / rms. Its
     // f32 sum of squares (positive terms): 4 per lane (3 adds), a 5-level warp tree, then
@@ -77,18 +83,28 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     // second order: within rel_n = 2 (k/32 + 24)u (rms_norm's own check's figure), so a dot moves
     // by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
     let rel_n = 2.0 * (k as f64 / 32.0 + 24.0) * U;
-    let c = matmul_coefficient(k, None, ternary) + rel_n;
-    let lin_bound = |idx: usize| c * magnitude[idx] as f64 + 2.0 * U * lin[idx].abs() as f64;
-    let cmp = if swiglu {
-        Comparison::of(&got, &want, |idx| {
-            let (i, j) = (idx / n_out, idx % n_out);
-            let (gi, ui) = (i * rows + j, i * rows + n_out + j);
-            swiglu_bound(lin[gi] as f64, lin[ui] as f64, lin_bound(gi), lin_bound(ui), want[idx])
-        })
-    } else {
-        Comparison::of(&got, &want, |idx| lin_bound(idx) + f32::MIN_POSITIVE as f64)
-    };
-    let op = format!("rms_norm_{}_{}", if swiglu { "gate_up_swiglu" } else { "matmul" }, if ternary { "q2" } else { "q1" });
-    ctx.record(&op, &format!("{label} N={n_out} K={k} m={m} gemv_tc"), cmp);
+    let epilogue = if swiglu { Epilogue::SwiGlu } else { Epilogue::Store };
+    for kernel in kernels_for(m) {
+        let mut od = poisoned(&ctx.stream, m * n_out)?;
+        run_kernel(ctx, kernel, &dw, &xd, Some((&nd, EPS)), m, &mut od, epilogue)?;
+        let got = download(&ctx.stream, &od)?;
+        let c = matmul_coefficient(k, kernel, ternary) + rel_n;
+        let binary = kernel == MatmulKernel::Gemv(GemvKernel::Binary);
+        // gemv_b1: the coefficient also covers the quantization term Q, which adds once.
+        let mag = |idx: usize| if binary { plain[idx] as f64 + quant[idx] as f64 } else { magnitude[idx] as f64 };
+        let add = |idx: usize| if binary { quant[idx] as f64 } else { 0.0 };
+        let lin_bound = |idx: usize| c * mag(idx) + add(idx) + 2.0 * U * lin[idx].abs() as f64;
+        let cmp = if swiglu {
+            Comparison::of(&got, &want, |idx| {
+                let (i, j) = (idx / n_out, idx % n_out);
+                let (gi, ui) = (i * rows + j, i * rows + n_out + j);
+                swiglu_bound(lin[gi] as f64, lin[ui] as f64, lin_bound(gi), lin_bound(ui), want[idx])
+            })
+        } else {
+            Comparison::of(&got, &want, |idx| lin_bound(idx) + f32::MIN_POSITIVE as f64)
+        };
+        let op = format!("rms_norm_{}_{}", if swiglu { "gate_up_swiglu" } else { "matmul" }, if ternary { "q2" } else { "q1" });
+        ctx.record(&op, &format!("{label} N={n_out} K={k} m={m} {}", kernel_label(kernel)), cmp);
+    }
     Ok(())
 }

@@ -23,7 +23,8 @@ const OUT_LDMATRIX_X2_TRANS: usize = 1344;
 const OUT_MMA: [usize; 3] = [1408, 1536, 1664];
 const OUT_CP_ZFILL: usize = 1792;
 const OUT_CP4: usize = 1920;
-const OUT_WORDS: usize = 1952;
+const OUT_MMA_B1: usize = 1952;
+const OUT_WORDS: usize = 2080;
 const FRAG_WORDS_PER_MMA: usize = 192;
 const B_FRAGS: usize = 128;
 /// f16 elements of the ldmatrix / cp.async tile: 4 matrices of 8x8.
@@ -34,7 +35,10 @@ const POISON: u32 = 0xdead_beef;
 pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let floats: Vec<f32> = conversion_inputs(ctx).into_iter().chain(mma_accumulators(ctx)).collect();
     let halves: Vec<u16> = (0..TILE_HALVES).map(|_| finite_f16_bits(ctx)).collect();
-    let frags: Vec<u32> = MmaKind::ALL.iter().flat_map(|&kind| mma_fragments(ctx, kind)).collect();
+    let mut frags: Vec<u32> = MmaKind::ALL.iter().flat_map(|&kind| mma_fragments(ctx, kind)).collect();
+    // The binary mma's A and B: any bit patterns.
+    let b1_frags: Vec<u32> = (0..FRAG_WORDS_PER_MMA).map(|_| ctx.rng.next_u32()).collect();
+    frags.extend_from_slice(&b1_frags);
 
     let (floats_d, halves_d, frags_d) =
         (upload(&ctx.stream, &floats)?, upload(&ctx.stream, &halves)?, upload(&ctx.stream, &frags)?);
@@ -44,7 +48,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let mut launch = ctx.stream.launch_builder(function);
     launch.arg(&floats_d).arg(&halves_d).arg(&frags_d).arg(&mut out_d);
     // SAFETY: matches bonsai_ptx_probe(const float*, const u16*, const u32*, u32*); the buffers
-    // hold CONVERSIONS + 128 floats, TILE_HALVES halves, 3 * FRAG_WORDS_PER_MMA and OUT_WORDS words,
+    // hold CONVERSIONS + 128 floats, TILE_HALVES halves, 4 * FRAG_WORDS_PER_MMA and OUT_WORDS words,
     // exactly what the kernel reads and writes.
     unsafe { launch.launch(config) }?;
     let out = download(&ctx.stream, &out_d)?;
@@ -81,6 +85,12 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
         let cmp = Comparison::of(&got, &want, |e| (2.0 * (k + 1.0) + 1.0) * U * reference.magnitude[e]);
         ctx.record("ptx_wrappers", &format!("{} (1 warp, seeded fragments)", kind.name()), cmp);
     }
+
+    // The binary mma is exact integer arithmetic: the probe starts from C = lane*4 + i - 64.
+    let c_b1: Vec<i32> = (0..WARP as i32 * 4).map(|e| e - 64).collect();
+    let want_b1: Vec<u32> =
+        ptx_model::mma_b1(&b1_frags[..B_FRAGS], &b1_frags[B_FRAGS..], &c_b1).into_iter().map(|v| v as u32).collect();
+    exact(ctx, "mma_b1_and_popc_16x8x256", slice(OUT_MMA_B1, WARP * 4), &want_b1);
 
     let zfilled: Vec<u32> = (0..WARP * 4)
         .map(|w| {

@@ -1,8 +1,9 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
-//! SwiGLU). Kernels: matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
+//! SwiGLU). Kernels: matmul_gemv_b1.cu + matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
-//! m == 1 -> `*_gemv_tc`, 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from
-//! [`tc_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
+//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `BONSAI_GEMV=tc` picks
+//! `*_gemv_tc`), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
+//! [`b1_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
 //! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
 //! memory cannot hold its tiles, and to bf16x3 everywhere with `BONSAI_GEMM_F16=0`).
@@ -101,7 +102,14 @@ pub(crate) enum Epilogue {
 }
 
 /// `wide`: the f16 GEMM's 128 x 256 tile.
-pub(crate) fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: GemmKernel, wide: bool) -> String {
+pub(crate) fn kernel_name(
+    bits: QuantBits,
+    epilogue: Epilogue,
+    m: usize,
+    gemv: GemvKernel,
+    gemm: GemmKernel,
+    wide: bool,
+) -> String {
     let prefix = match (bits, epilogue) {
         (QuantBits::One, Epilogue::Store) => "matmul_q1",
         (QuantBits::One, Epilogue::Add) => "matmul_q1_add",
@@ -111,6 +119,7 @@ pub(crate) fn kernel_name(bits: QuantBits, epilogue: Epilogue, m: usize, gemm: G
         (QuantBits::Two, Epilogue::SwiGlu) => "gate_up_swiglu_q2",
     };
     let variant = match m {
+        1 if gemv == GemvKernel::Binary => "gemv_b1",
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
@@ -133,7 +142,7 @@ pub fn matmul(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None)
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None, None)
 }
 
 /// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -148,7 +157,7 @@ pub fn matmul_with_gemm(
     store: Store,
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm), None)
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm), None, None)
 }
 
 fn store_epilogue(store: Store) -> Epilogue {
@@ -168,7 +177,7 @@ pub fn gate_up_swiglu(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None)
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, None)
 }
 
 /// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
@@ -182,7 +191,7 @@ pub fn gate_up_swiglu_with_gemm(
     gemm: GemmKernel,
 ) -> Result<(), LaunchError> {
     check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm), None)
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm), None, None)
 }
 
 /// `y = RMSNorm(x; norm_w, eps) . W^T` for a decode batch (m <= GEMV_MAX_TOKENS) in one launch:
@@ -200,7 +209,7 @@ pub fn rms_norm_matmul(
     store: Store,
 ) -> Result<(), LaunchError> {
     let (norm, _guard) = norm_arg("matmul", norm_w, w.k, m, stream)?;
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, Some((norm, eps)))
+    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None, Some((norm, eps)))
 }
 
 /// [`gate_up_swiglu`] of `RMSNorm(x; norm_w, eps)` for a decode batch, in one launch.
@@ -217,7 +226,37 @@ pub fn rms_norm_gate_up_swiglu(
 ) -> Result<(), LaunchError> {
     check_gate_up(w)?;
     let (norm, _guard) = norm_arg("gate_up_swiglu", norm_w, w.k, m, stream)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, Some((norm, eps)))
+    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, Some((norm, eps)))
+}
+
+/// A one-token GEMV with an explicit kernel (verify and bench compare both): `y (=|+=)
+/// [RMSNorm](x) . W^T` (`epilogue` Store / Add) or the SwiGLU of a gate|up matrix (`y` then
+/// holds N / 2 outputs).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemv_with(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    norm: Option<(&cudarc::driver::CudaSlice<f32>, f32)>,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: Epilogue,
+    gemv: GemvKernel,
+) -> Result<(), LaunchError> {
+    let n_out = if epilogue == Epilogue::SwiGlu {
+        check_gate_up(w)?;
+        w.n / 2
+    } else {
+        w.n
+    };
+    match norm {
+        Some((norm_w, eps)) => {
+            let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+            let (ptr, _guard) = norm_arg(op, norm_w, w.k, 1, stream)?;
+            launch_any(lib, stream, w, x, 1, y, epilogue, n_out, None, Some(gemv), Some((ptr, eps)))
+        }
+        None => launch_any(lib, stream, w, x, 1, y, epilogue, n_out, None, Some(gemv), None),
+    }
 }
 
 /// The norm weights' pointer for a fused launch (K values, 8-byte aligned: float2 loads), and
@@ -258,6 +297,7 @@ fn launch_any(
     epilogue: Epilogue,
     n_out: usize,
     gemm: Option<GemmKernel>,
+    gemv: Option<GemvKernel>,
     norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
@@ -285,15 +325,24 @@ fn launch_any(
     if let (true, Some(schedule)) = (m > GEMV_MAX_TOKENS, gemm.f16_schedule()) {
         return super::matmul_f16::launch(lib, stream, f16_shape, schedule, scales, payload, x_ptr, y_ptr);
     }
-    let name = kernel_name(w.bits, epilogue, m, gemm, false);
+    let gemv = match gemv {
+        Some(g) => g,
+        None => gemv_kernel_from_env()?,
+    };
+    let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = lib.function(&name)?;
     if m <= GEMV_MAX_TOKENS {
         // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
         if payload % 16 != 0 || scales % 8 != 0 {
             return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
         }
-        let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
-            .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
+        let swiglu = epilogue == Epilogue::SwiGlu;
+        let g = if m == 1 && gemv == GemvKernel::Binary {
+            b1_geometry(w.k, n_out, swiglu)
+        } else {
+            tc_geometry(w.k, n_out, swiglu, m)
+        }
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
         if g.smem_bytes > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             func.set_attribute(attr, g.smem_bytes as i32)?;
@@ -309,7 +358,7 @@ fn launch_any(
         let mut b = Launch::new(stream, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
         b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_ptr).arg(&norm_eps);
-        // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
+        // SAFETY: argument order and types match gemv_tc's / gemv_b1's entry points (scales, payload, x, m, y,
         // n_out, k, tiles_per_cta, splits, chunk_groups, norm_w, norm_eps); buffer lengths were
         // checked above (norm weights: K values, by norm_arg), the alignment the unit loads need
         // just now, and tc_geometry sized the block and shared memory.
@@ -342,7 +391,10 @@ const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, tc_geometry, TcGeometry};
+#[path = "gemv_choice.rs"]
+mod gemv_choice;
+pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};
 
 #[cfg(test)]
 mod tests {
@@ -363,9 +415,11 @@ mod tests {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
                     for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
-                        for wide in [false, true] {
-                            let name = kernel_name(bits, epilogue, m, gemm, wide);
-                            assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                        for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
+                            for wide in [false, true] {
+                                let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);
+                                assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+                            }
                         }
                     }
                 }

@@ -238,7 +238,7 @@ pub(crate) fn launch(
     // m x K and row_unscale m elements (allocated above); one CTA per row, m CTAs.
     unsafe { b.launch(prep_cfg) }?;
 
-    let name = kernel_name(s.bits, s.epilogue, s.m, GemmKernel::TensorCoreF16, geo.wide);
+    let name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
     let gemm = lib.function(&name)?;
     gemm.set_attribute(
         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

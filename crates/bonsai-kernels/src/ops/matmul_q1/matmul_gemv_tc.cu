@@ -268,6 +268,39 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // with 4 n-tiles (m > 2) the accumulators need the registers (Q2 would spill).
 #define TC_AHEAD(BITS, NT) ((BITS) == 1 ? 2 : (NT) == 1 ? 1 : 0)
 
+// Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
+// splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then the
+// fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
+template <int MODE, int NT>
+__device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
+                                                   int k, int tiles_per_cta, int splits,
+                                                   const float* __restrict__ norm_w, float norm_eps,
+                                                   const float (*norm_sq)[GEMV_MAX_TOKENS]) {
+    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
+    for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
+        const int tok = i / (tiles_per_cta * outs), tl = (i / outs) % tiles_per_cta, r = i % outs;
+        const int o = (blockIdx.x * tiles_per_cta + tl) * outs + r;
+        if (o >= n_out) continue;
+        float v = 0.0f, up = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * (2 * NT) + tok;
+            v += pr[r * (2 * NT)];
+            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * (2 * NT)];
+        }
+        if (norm_w != nullptr) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
+            float ss = 0.0f;
+            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
+            const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
+            v *= inv_rms;
+            up *= inv_rms;
+        }
+        float* dst = y + (long long)tok * n_out + o;
+        if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
+        else if (MODE == MATMUL_ADD) *dst += v;
+        else *dst = v;
+    }
+}
+
 // PRESTAGED (lab only so far, scripts/lab/gemv_tc_timeline.cuh): `x` points at B fragments and
 // offsets already laid out as tc_stage writes them, for all groups ([groups][b_group] uint4, then
 // [groups][tok_count] f32), and staging is a cp.async copy, no arithmetic. It measures what x
@@ -405,30 +438,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     __syncthreads();
 
     TC_MARK(4);
-    // Epilogue: one thread per (token, tile, output); the splits' partials added in split order.
-    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
-        const int tok = i / (tiles_per_cta * outs), tl = (i / outs) % tiles_per_cta, r = i % outs;
-        const int o = (blockIdx.x * tiles_per_cta + tl) * outs + r;
-        if (o >= n_out) continue;
-        float v = 0.0f, up = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * (2 * NT) + tok;
-            v += pr[r * (2 * NT)];
-            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * (2 * NT)];
-        }
-        if (norm_w != nullptr) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
-            float ss = 0.0f;
-            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
-            const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
-            v *= inv_rms;
-            up *= inv_rms;
-        }
-        float* dst = y + (long long)tok * n_out + o;
-        if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
-        else if (MODE == MATMUL_ADD) *dst += v;
-        else *dst = v;
-    }
+    gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w, norm_eps, norm_sq);
     TC_MARK(5);
 }
 

@@ -1,9 +1,10 @@
 // 1-bit matmul entry points, and the macro every quantized matmul file instantiates. The kernel
-// templates are in matmul_gemv_tc.cu (decode) and matmul_gemm.cu + matmul_gemm_f16.cu (prefill),
+// templates are in matmul_gemv_tc.cu + matmul_gemv_b1.cu (decode) and matmul_gemm.cu + matmul_gemm_f16.cu (prefill),
 // concatenated before.
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
-// gemv_tc: one token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
+// gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default); gemv_tc: one
+// token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
 // Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
@@ -16,6 +17,15 @@
         griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
         gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
                                   chunk_groups, norm_w, norm_eps);                               \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1(const u16* scales, const u32* payload, const float* x, int m, float* y, \
+                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,      \
+                         const float* norm_w, float norm_eps) {                                  \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        (void)m; /* one token; the signature is gemv_tc's */                                     \
+        gemv_b1<BITS, MODE>(scales, payload, x, y, n_out, k, tiles_per_cta, splits, chunk_groups, \
+                            norm_w, norm_eps);                                                   \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \

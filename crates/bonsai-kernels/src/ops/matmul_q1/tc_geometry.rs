@@ -63,12 +63,45 @@ pub fn tc_smem_bytes(m: usize, chunk_groups: usize, warps: usize) -> usize {
 /// The launch for `n_out` outputs (features for SwiGLU) of K inputs and m tokens, or None when
 /// the grid would not fit (more than 2^31 CTAs) or m is not a GEMV token count.
 pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcGeometry> {
-    if m == 0
-        || m > crate::launch::matmul::GEMV_MAX_TOKENS
-        || k % GROUP != 0
-        || k == 0
-        || n_out == 0
-    {
+    if m == 0 || m > crate::launch::matmul::GEMV_MAX_TOKENS {
+        return None;
+    }
+    let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
+    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps))
+}
+
+/// Words of one B pair slot of `gemv_b1` (B1_PAIR_WORDS in matmul_gemv_b1.cu): 32 lanes x
+/// B1_MMAS mma x 2 registers.
+const B1_PAIR_WORDS: usize = 32 * B1_MMAS * 2;
+/// Binary mma per pair of groups and weight plane (B1_MMAS): B1_PLANES / 4.
+pub(crate) const B1_MMAS: usize = 6;
+/// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32).
+pub(crate) const MAX_WARPS_B1: usize = 16;
+
+/// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the B pair slots of
+/// `chunk_groups` groups (two groups per slot when the layout's blocks are 4 groups, else one),
+/// (s, X) per group, the split partials.
+pub fn b1_smem_bytes(k: usize, chunk_groups: usize, warps: usize) -> usize {
+    let blocks = (k / GROUP) % LAYOUT_BLOCK_GROUPS == 0;
+    let slots = if blocks { chunk_groups / 2 } else { chunk_groups };
+    (slots * B1_PAIR_WORDS + 2 * chunk_groups) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
+}
+
+/// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
+pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, |chunk, warps| b1_smem_bytes(k, chunk, warps))
+}
+
+/// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
+/// `max_warps` warps and `smem(chunk_groups, warps)` bytes of dynamic shared memory.
+fn geometry(
+    k: usize,
+    n_out: usize,
+    swiglu: bool,
+    max_warps: usize,
+    smem: impl Fn(usize, usize) -> usize,
+) -> Option<TcGeometry> {
+    if k % GROUP != 0 || k == 0 || n_out == 0 {
         return None;
     }
     let groups = k / GROUP;
@@ -76,14 +109,13 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
     let units = groups / block;
     let outs_per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
     let tiles = n_out.div_ceil(outs_per_tile);
-    let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
     let tiles_per_cta = tiles.div_ceil(TARGET_CTAS).clamp(1, max_warps);
     let splits = (max_warps / tiles_per_cta).clamp(1, units);
     let warps = tiles_per_cta * splits;
     // The largest chunk (a multiple of the block, at most all groups) that fits.
-    let fixed = tc_smem_bytes(m, 0, warps);
-    let per_group = tc_smem_bytes(m, 1, warps) - fixed;
-    let fit = (MAX_SMEM - fixed) / per_group / LAYOUT_BLOCK_GROUPS * LAYOUT_BLOCK_GROUPS;
+    let fixed = smem(0, warps);
+    let per_block = smem(LAYOUT_BLOCK_GROUPS, warps) - fixed;
+    let fit = (MAX_SMEM - fixed) / per_block * LAYOUT_BLOCK_GROUPS;
     let chunk_groups = groups.min(fit.max(LAYOUT_BLOCK_GROUPS));
     let ctas =
         u32::try_from(tiles.div_ceil(tiles_per_cta)).ok().filter(|&c| c <= i32::MAX as u32)?;
@@ -92,7 +124,7 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
         tiles_per_cta: tiles_per_cta as u32,
         splits: splits as u32,
         chunk_groups,
-        smem_bytes: tc_smem_bytes(m, chunk_groups, warps),
+        smem_bytes: smem(chunk_groups, warps),
     })
 }
 
@@ -125,6 +157,41 @@ mod tests {
         assert_eq!(cu_define("TC_QUADS"), QUADS);
         assert_eq!(cu_define("TC_MAX_THREADS_M1"), 32 * MAX_WARPS_ONE_TOKEN);
         assert_eq!(cu_define("TC_MAX_THREADS_M8"), 32 * MAX_WARPS_TOKENS8);
+    }
+
+    fn b1_define(name: &str) -> usize {
+        let src = SOURCES.iter().find(|s| s.path == "ops/matmul_q1/matmul_gemv_b1.cu").expect("registered");
+        let prefix = format!("#define {name} ");
+        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
+        line[prefix.len()..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+    }
+
+    #[test]
+    fn b1_constants_match_the_kernel() {
+        assert_eq!(b1_define("B1_PLANES") / 4, B1_MMAS);
+        assert_eq!(b1_define("B1_MAX_THREADS"), 32 * MAX_WARPS_B1);
+    }
+
+    #[test]
+    fn b1_covers_every_output_within_the_limits() {
+        for k in [128, 256, 384, 512, 1152, 2048, 4096, 9728, 12288, 32768] {
+            for n in [1, 37, 77, 333, 4096, 12288, 151_669] {
+                for swiglu in [false, true] {
+                    let g = b1_geometry(k, n, swiglu).expect("a geometry");
+                    let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
+                    let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
+                    assert!(covered >= n && covered < n + g.tiles_per_cta as usize * per_tile, "{k} {n} {g:?}");
+                    assert!((g.tiles_per_cta * g.splits) as usize <= MAX_WARPS_B1, "{g:?}");
+                    assert!(g.smem_bytes <= MAX_SMEM, "{k} {n}: {g:?}");
+                    let groups = k / GROUP;
+                    // Pair slots: a chunk of 4-group blocks holds whole pairs.
+                    assert!(g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0, "{g:?}");
+                }
+            }
+        }
+        // Bonsai-8B down (K 12288): all of x staged at once, 74.5 KB.
+        let down = b1_geometry(12288, 4096, false).expect("geometry");
+        assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
     }
 
     #[test]

@@ -1,0 +1,52 @@
+//! Which kernel serves a one-token decode GEMV, and `BONSAI_GEMV`, the switch between them.
+
+use std::sync::OnceLock;
+
+use crate::launch::{shape, LaunchError};
+
+/// The environment variable that selects the one-token GEMV kernel.
+pub const GEMV_VAR: &str = "BONSAI_GEMV";
+/// Its one accepted value: the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
+pub const GEMV_BF16X3: &str = "tc";
+
+/// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemvKernel {
+    /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 24-bit
+    /// integers (|error| <= s_G / 2 per element, s_G <= 2^-21 max|x_G|), dot products exact in
+    /// integers on the binary tensor core (`mma.sync m16n8k256 b1 and.popc`), one f32 rounding
+    /// per (row, group), then f32 sums.
+    Binary,
+    /// `*_gemv_tc` (matmul_gemv_tc.cu): bf16 mma with x split into three bf16 parts (f32-level).
+    Bf16x3,
+}
+
+/// The one-token GEMV kernel `BONSAI_GEMV` selects, read once per process.
+pub fn gemv_kernel_from_env() -> Result<GemvKernel, LaunchError> {
+    static CHOICE: OnceLock<Result<GemvKernel, String>> = OnceLock::new();
+    let choice = CHOICE.get_or_init(|| parse_gemv_kernel(std::env::var(GEMV_VAR).ok().as_deref()));
+    choice.clone().map_err(|detail| shape("matmul", detail))
+}
+
+/// `None` (unset) is the binary kernel, `tc` the bf16 one; anything else an error message naming
+/// the variable.
+pub fn parse_gemv_kernel(value: Option<&str>) -> Result<GemvKernel, String> {
+    match value {
+        None => Ok(GemvKernel::Binary),
+        Some(GEMV_BF16X3) => Ok(GemvKernel::Bf16x3),
+        Some(other) => Err(format!("{GEMV_VAR}={other:?} is not supported (set it to {GEMV_BF16X3:?} or leave it unset)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_parses_its_values_and_rejects_others() {
+        assert_eq!(parse_gemv_kernel(None), Ok(GemvKernel::Binary));
+        assert_eq!(parse_gemv_kernel(Some("tc")), Ok(GemvKernel::Bf16x3));
+        let err = parse_gemv_kernel(Some("b2")).expect_err("unknown value");
+        assert!(err.contains("BONSAI_GEMV") && err.contains("b2"), "{err}");
+    }
+}
