@@ -14,14 +14,10 @@ use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
 use super::matmul::{kernel_label, run_kernel, MatmulKernel};
-use crate::launch::matmul::{Epilogue, F16Schedule, GemmKernel, GemvKernel};
+use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel};
 use crate::launch::{self, grid_1d, HeadShape, LaunchError};
 use crate::weights::QMatrix;
 
-/// The f16 GEMM's default schedule and the first one, timed side by side.
-const F16_SCHEDULES: [GemmKernel; 2] = [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16With(F16Schedule::Round1)];
-/// Split counts timed at every pp512 shape besides the model's choice.
-const F16_FORCED_SPLITS: [usize; 3] = [1, 2, 4];
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
 const BENCH_SAMPLES: usize = 50;
 /// Rotated inputs must exceed this many bytes: 3x the H200's 60 MB L2.
@@ -128,25 +124,14 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }
         // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
-        // issue #5's 20,000 tok/s needs ~400 TFLOP/s over them. The default f16 schedule (split-K,
-        // `gemm_f16`, or round 1 with BONSAI_GEMM_F16_SCHEDULE=round1) and round 1 explicitly.
+        // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
+        let f16 = MatmulKernel::Gemm(GemmKernel::TensorCoreF16);
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
-            for gemm in F16_SCHEDULES {
-                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, MatmulKernel::Gemm(gemm), copy_bw)?);
-            }
-            // Forced split counts (Q1): the data to refit the split-K cost model (f16_schedule.rs).
-            if !ternary {
-                for splits in F16_FORCED_SPLITS {
-                    let gemm = MatmulKernel::Gemm(GemmKernel::TensorCoreF16With(F16Schedule::FixedSplits(splits)));
-                    rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, gemm, copy_bw)?);
-                }
-            }
+            rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, f16, copy_bw)?);
         }
     }
     // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
-    for gemm in F16_SCHEDULES {
-        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, MatmulKernel::Gemm(gemm), copy_bw)?);
-    }
+    rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, MatmulKernel::Gemm(GemmKernel::TensorCoreF16), copy_bw)?);
     // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
     for seq in [16, 8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);

@@ -5,12 +5,10 @@
 //! sampled rows against issue #6's limit.
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{
-    abs_matrix, f16_floor_term, kernel_label, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel,
-};
+use super::matmul::{abs_matrix, f16_floor_term, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::matmul::{F16Schedule, GemmKernel};
+use crate::launch::matmul::GemmKernel;
 use crate::ops::Store;
 use super::rng::SplitMix64;
 use super::shapes::ShapeSet;
@@ -31,14 +29,11 @@ const SMALL_SAMPLED_SHAPE: (usize, usize, usize) = (200, 131, 256);
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     if set == ShapeSet::Small {
         let (m, n, k) = SMALL_SAMPLED_SHAPE;
-        return sampled_matmul(ctx, "sampled", m, n, k, GemmKernel::TensorCoreF16);
+        return sampled_matmul(ctx, "sampled", m, n, k);
     }
     for (m, n, k) in DIT_SHAPES {
-        sampled_matmul(ctx, "DiT", m, n, k, GemmKernel::TensorCoreF16)?;
+        sampled_matmul(ctx, "DiT", m, n, k)?;
     }
-    // The first schedule (wide tile at this shape), kept selectable for comparison.
-    let (m, n, k) = DIT_SHAPES[0];
-    sampled_matmul(ctx, "DiT", m, n, k, GemmKernel::TensorCoreF16With(F16Schedule::Round1))?;
     Ok(())
 }
 
@@ -51,13 +46,14 @@ fn sample_tokens(rng: &mut SplitMix64, m: usize) -> Vec<usize> {
     t
 }
 
-fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize, kernel: GemmKernel) -> Result<(), VerifyError> {
+fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize) -> Result<(), VerifyError> {
     let w = QMatrix::Q2(ctx.rng.q2_matrix(n, k));
     let x = ctx.rng.activations(m * k, 1.0);
     let tokens = sample_tokens(&mut ctx.rng, m);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let mut yd = poisoned(&ctx.stream, m * n)?;
+    let kernel = GemmKernel::TensorCoreF16;
     launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, Store::Overwrite, kernel)?;
     let mut got = Vec::with_capacity(tokens.len() * n);
     for &t in &tokens {
@@ -75,7 +71,7 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize, kern
     let cmp = Comparison::of(&got, &want, |i| {
         c * magnitude[i] as f64 + f16_floor_term(MatmulKernel::Gemm(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
     });
-    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) {}", kernel_label(MatmulKernel::Gemm(kernel)));
+    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) gemm_f16");
     ctx.record("matmul_q2", &shape, cmp);
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
     for (&g, &r) in got.iter().zip(&want) {

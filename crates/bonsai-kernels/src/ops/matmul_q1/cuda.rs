@@ -20,7 +20,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
-pub use super::matmul_f16::{default_f16_schedule, f16_gemm_enabled, F16Schedule, F16_GEMM_ENV, F16_SCHEDULE_ENV};
+pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{
@@ -63,24 +63,10 @@ pub enum GemmKernel {
     /// its max |x| in [2^14, 2^15) and rounded to f16 (relative error <= 2^-11 per element),
     /// weights exact in f16 as (code value)·d; the result is scaled back by 2^-e (exact).
     TensorCoreF16,
-    /// [`GemmKernel::TensorCoreF16`] with an explicit tile / split-K schedule (the plain variant
-    /// uses [`default_f16_schedule`]); bench and verify time and check each schedule.
-    TensorCoreF16With(F16Schedule),
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
     /// f32 FFMA register tiles.
     Simt,
-}
-
-impl GemmKernel {
-    /// The f16 GEMM's schedule, or None for the other kernels.
-    pub fn f16_schedule(self) -> Option<F16Schedule> {
-        match self {
-            GemmKernel::TensorCoreF16 => Some(default_f16_schedule()),
-            GemmKernel::TensorCoreF16With(s) => Some(s),
-            _ => None,
-        }
-    }
 }
 
 /// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
@@ -123,8 +109,8 @@ pub(crate) fn kernel_name(
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
-            GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16With(_) if wide => "gemm_f16_128x256",
-            GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16With(_) => "gemm_f16_128x128",
+            GemmKernel::TensorCoreF16 if wide => "gemm_f16_128x256",
+            GemmKernel::TensorCoreF16 => "gemm_f16_128x128",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
             GemmKernel::Simt => "gemm_tile64_simt",
         },
@@ -322,8 +308,8 @@ fn launch_any(
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
         None => default_gemm(m),
     };
-    if let (true, Some(schedule)) = (m > GEMV_MAX_TOKENS, gemm.f16_schedule()) {
-        return super::matmul_f16::launch(lib, stream, f16_shape, schedule, scales, payload, x_ptr, y_ptr);
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreF16 {
+        return super::matmul_f16::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
     }
     let gemv = match gemv {
         Some(g) => g,

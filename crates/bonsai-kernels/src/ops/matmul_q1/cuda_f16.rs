@@ -1,6 +1,5 @@
 //! Launch of the f16 tensor-core GEMM (matmul_gemm_f16.cu): the activation pre-pass
-//! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}` with the
-//! tile and split-K count of an [`F16Schedule`] (f16_schedule.rs).
+//! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}`.
 
 use std::sync::{Arc, OnceLock};
 
@@ -12,8 +11,6 @@ use super::matmul::{
     QG_TILE_TOKENS, QG_WARP_ROWS, QG_WIDE_MIN_WAVES, QG_WIDE_WARPS_N,
 };
 use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
-pub use schedule::{default_f16_schedule, F16Schedule, F16_SCHEDULE_ENV};
-use schedule::best_splits;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -22,39 +19,6 @@ use crate::weights::GROUP;
 const QG_WARPS_M: usize = 2;
 /// Largest grid y (token tiles).
 const MAX_GRID_Y: usize = 65_535;
-/// Narrow CTAs one SM can hold by registers (255 x 128 threads each, 64K registers per SM);
-/// shared memory may allow fewer (F16Device::ctas_per_sm).
-const QG_NARROW_MAX_CTAS_PER_SM: usize = 2;
-/// Shared memory the driver holds back per CTA on sm_80+.
-const RESERVED_SMEM_PER_CTA: usize = 1024;
-
-#[path = "f16_schedule.rs"]
-mod schedule;
-
-/// What the schedule needs to know of the device.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct F16Device {
-    pub sms: usize,
-    pub smem_per_sm: usize,
-}
-
-impl F16Device {
-    fn query(stream: &Arc<CudaStream>) -> Result<Self, LaunchError> {
-        Ok(Self {
-            sms: device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-            smem_per_sm: device_attribute(
-                stream,
-                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-            )?,
-        })
-    }
-
-    /// Narrow CTAs of `smem_bytes` each that fit one SM (at least 1: the launch checks the
-    /// per-CTA limit separately).
-    fn ctas_per_sm(&self, smem_bytes: usize) -> usize {
-        (self.smem_per_sm / (smem_bytes + RESERVED_SMEM_PER_CTA)).clamp(1, QG_NARROW_MAX_CTAS_PER_SM)
-    }
-}
 
 /// What one f16 GEMM launch computes.
 #[derive(Clone, Copy, Debug)]
@@ -81,10 +45,7 @@ impl F16Shape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct F16Geometry {
     pub wide: bool,
-    /// (output tiles, token tiles, K splits).
-    pub grid: (u32, u32, u32),
-    /// K groups per split (the last split runs what is left, at least one group).
-    pub split_groups: usize,
+    pub grid: (u32, u32),
     pub threads: u32,
     pub smem_bytes: usize,
 }
@@ -106,54 +67,30 @@ fn outputs_per_tile(epilogue: Epilogue, warps_n: usize) -> usize {
     }
 }
 
-/// The launch for `s` under `schedule` on `dev`.
-pub(crate) fn geometry(s: &F16Shape, dev: &F16Device, schedule: F16Schedule) -> Result<F16Geometry, LaunchError> {
+/// The launch for `s` on a device with `sms` multiprocessors.
+pub(crate) fn geometry(s: &F16Shape, sms: usize) -> Result<F16Geometry, LaunchError> {
     let token_tiles = s.m.div_ceil(QG_TILE_TOKENS);
     if token_tiles > MAX_GRID_Y {
         return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
     }
     let tiles = |warps_n| s.n_out.div_ceil(outputs_per_tile(s.epilogue, warps_n));
-    let wide = schedule == F16Schedule::Round1 && token_tiles * tiles(QG_WIDE_WARPS_N) >= QG_WIDE_MIN_WAVES * dev.sms;
+    let wide = token_tiles * tiles(QG_WIDE_WARPS_N) >= QG_WIDE_MIN_WAVES * sms;
     let warps_n = if wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
-    let smem_bytes = QG_STAGES * stage_bytes(s.bits, warps_n);
-    let groups = (s.k / GROUP).max(1);
-    let wanted = match schedule {
-        F16Schedule::Round1 => 1,
-        F16Schedule::FixedSplits(n) => n.clamp(1, groups),
-        F16Schedule::SplitK => best_splits(token_tiles * tiles(warps_n), groups, dev.sms, dev.ctas_per_sm(smem_bytes)),
-    };
-    // ceil(G / wanted) groups per split; recounting the splits from that leaves none empty
-    // (G = 6, 4 wanted: 2 per split, 3 splits).
-    let split_groups = groups.div_ceil(wanted);
-    let splits = groups.div_ceil(split_groups);
     let col_tiles = u32::try_from(tiles(warps_n)).map_err(|_| shape(s.op(), "too many rows".into()))?;
     Ok(F16Geometry {
         wide,
-        grid: (col_tiles, token_tiles as u32, splits as u32),
-        split_groups,
+        grid: (col_tiles, token_tiles as u32),
         threads: (QG_WARPS_M * warps_n * 32) as u32,
-        smem_bytes,
+        smem_bytes: QG_STAGES * stage_bytes(s.bits, warps_n),
     })
-}
-
-impl F16Geometry {
-    /// Output tiles of the grid (one split-K counter each).
-    fn tiles(&self) -> usize {
-        self.grid.0 as usize * self.grid.1 as usize
-    }
-    /// f32 values of the split-K partial tiles: splits x tiles x (128 tokens x ROWS), and a CTA
-    /// has one thread per weight row (ROWS = threads, a static_assert in the kernel).
-    fn partial_len(&self) -> usize {
-        self.grid.2 as usize * self.tiles() * QG_TILE_TOKENS * self.threads as usize
-    }
 }
 
 /// Whether the f16 GEMM's CTA fits this device's opt-in shared memory (sm_86/89 allow 99 KB:
 /// the 2-bit tiles do not fit there).
-pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape, schedule: F16Schedule) -> Result<bool, LaunchError> {
-    let dev = F16Device::query(stream)?;
+pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool, LaunchError> {
+    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    Ok(geometry(s, &dev, schedule)?.smem_bytes <= optin)
+    Ok(geometry(s, sms)?.smem_bytes <= optin)
 }
 
 /// Set to `0` to keep the f32-accurate bf16x3 GEMM at every m (the f16 GEMM's ~2^-11 relative
@@ -168,7 +105,7 @@ pub fn f16_gemm_enabled() -> bool {
 
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s, default_f16_schedule())? {
+    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16
     } else {
         GemmKernel::TensorCoreBf16x3
@@ -177,12 +114,10 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 
 /// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     s: F16Shape,
-    schedule: F16Schedule,
     scales: u64,
     payload: u64,
     x: u64,
@@ -190,9 +125,9 @@ pub(crate) fn launch(
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    let dev = F16Device::query(stream)?;
+    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let geo = geometry(&s, &dev, schedule)?;
+    let geo = geometry(&s, sms)?;
     if geo.smem_bytes > optin {
         return Err(shape(
             op,
@@ -209,25 +144,6 @@ pub(crate) fn launch(
     let mut unscale: CudaSlice<f32> = unsafe { stream.alloc(s.m) }?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
-    // Split-K scratch (null pointers without a split, never read then): partial tiles, written
-    // by every split before it is counted, and one arrival counter per output tile, zeroed here
-    // on the stream.
-    let mut split_scratch: Option<(CudaSlice<f32>, CudaSlice<u32>)> = None;
-    if geo.grid.2 > 1 {
-        // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it
-        // counts itself in, and only the last-counted CTA reads the others' (matmul_gemm_f16.cu).
-        let partials: CudaSlice<f32> = unsafe { stream.alloc(geo.partial_len()) }?;
-        split_scratch = Some((partials, stream.alloc_zeros(geo.tiles())?));
-    }
-    let (mut partials_ptr, mut counters_ptr) = (0u64, 0u64);
-    let mut _split_guards = None;
-    if let Some((partials, counters)) = split_scratch.as_mut() {
-        let (p, gp) = partials.device_ptr_mut(stream);
-        let (c, gc) = counters.device_ptr_mut(stream);
-        (partials_ptr, counters_ptr) = (p, c);
-        _split_guards = Some((gp, gc));
-    }
-    let split_groups_i = as_i32(op, "split_groups", geo.split_groups)?;
 
     let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
     let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -247,19 +163,16 @@ pub(crate) fn launch(
     // Ask for the largest shared-memory carveout so two narrow CTAs share an SM.
     gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
     let cfg = LaunchConfig {
-        grid_dim: geo.grid,
+        grid_dim: (geo.grid.0, geo.grid.1, 1),
         block_dim: (geo.threads, 1, 1),
         shared_mem_bytes: geo.smem_bytes as u32,
     };
     let mut b = Launch::new(stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i);
     // SAFETY: argument order and types match gemm_f16_mma's entry points (scales, payload, xh,
-    // row_unscale, m, y, n_out, k, partials, tile_counters, split_groups); the caller checked the
-    // x / y / weight lengths, the payload is 16-byte aligned (cp.async), the grid covers
-    // ceil(m / 128) token tiles, every output tile and ceil(G / split_groups) non-empty splits
-    // (geometry), the partials hold splits x tiles x 128 x ROWS f32 and the counters one zeroed
-    // u32 per tile when splits > 1, and the kernel bounds every row and token index by m and n_out.
+    // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is
+    // 16-byte aligned (cp.async), the grid covers ceil(m / 128) token tiles and every output
+    // tile, and the kernel bounds every row and token index by m and n_out.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -270,49 +183,38 @@ mod tests {
 
     /// Per-SM shared memory of the H100/H200 (228 KB), for the two-CTA check.
     const H200_SMEM_PER_SM: usize = 228 * 1024;
-    const H200: F16Device = F16Device { sms: 132, smem_per_sm: H200_SMEM_PER_SM };
     /// Opt-in shared memory per CTA of the A100 (163 KB), the smallest sm_80+ data-center part.
     const A100_SMEM_OPTIN: usize = 163 * 1024;
-    const SCHEDULES: [F16Schedule; 4] =
-        [F16Schedule::SplitK, F16Schedule::Round1, F16Schedule::FixedSplits(3), F16Schedule::FixedSplits(64)];
+    /// Shared memory the driver holds back per CTA on sm_80+.
+    const RESERVED_SMEM_PER_CTA: usize = 1024;
 
     #[test]
     fn geometry_covers_every_output_and_fits_shared_memory() {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for (m, n_out) in [(64, 7), (300, 333), (512, 4096), (512, 12288), (4608, 27648), (1536, 3072)] {
-                    for schedule in SCHEDULES {
-                        let s = F16Shape { bits, epilogue, m, n_out, k: 4096 };
-                        let g = geometry(&s, &H200, schedule).expect("valid shape");
-                        let warps_n = if g.wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
-                        let per_tile = outputs_per_tile(epilogue, warps_n);
-                        assert!(g.grid.0 as usize * per_tile >= n_out, "{s:?} {g:?}");
-                        assert!((g.grid.0 as usize - 1) * per_tile < n_out, "an idle column of CTAs: {s:?} {g:?}");
-                        assert!(g.grid.1 as usize * QG_TILE_TOKENS >= m);
-                        // The splits cover K and none is empty (the kernel's split ranges).
-                        let (splits, per) = (g.grid.2 as usize, g.split_groups);
-                        assert!(splits * per >= s.k / GROUP && (splits - 1) * per < s.k / GROUP, "{s:?} {g:?}");
-                        assert_eq!(g.threads as usize, QG_WARPS_M * warps_n * 32);
-                        assert!(g.smem_bytes <= A100_SMEM_OPTIN, "{s:?} {g:?}");
-                        if !g.wide {
-                            assert_eq!(H200.ctas_per_sm(g.smem_bytes), 2, "{s:?} {g:?}");
-                        }
-                        if schedule != F16Schedule::Round1 {
-                            assert!(!g.wide, "{s:?} {g:?}");
-                        }
+                    let s = F16Shape { bits, epilogue, m, n_out, k: 4096 };
+                    let g = geometry(&s, 132).expect("valid shape");
+                    let warps_n = if g.wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
+                    let per_tile = outputs_per_tile(epilogue, warps_n);
+                    assert!(g.grid.0 as usize * per_tile >= n_out, "{s:?} {g:?}");
+                    assert!((g.grid.0 as usize - 1) * per_tile < n_out, "an idle column of CTAs: {s:?} {g:?}");
+                    assert!(g.grid.1 as usize * QG_TILE_TOKENS >= m);
+                    assert_eq!(g.threads as usize, QG_WARPS_M * warps_n * 32);
+                    assert!(g.smem_bytes <= A100_SMEM_OPTIN, "{s:?} {g:?}");
+                    if !g.wide {
+                        assert!(2 * (g.smem_bytes + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{s:?} {g:?}");
                     }
                 }
             }
         }
-        // Round 1: the DiT's widest GEMM fills many waves with the wide tile; Bonsai-8B's N = 4096
-        // prefill GEMM at 512 tokens does not (64 wide CTAs), so it takes the narrow one.
+        // The DiT's widest GEMM fills many waves with the wide tile; Bonsai-8B's N = 4096 prefill
+        // GEMM at 512 tokens does not (64 wide CTAs), so it takes the narrow one.
         let dit = F16Shape { bits: QuantBits::Two, epilogue: Epilogue::Store, m: 4608, n_out: 27648, k: 3072 };
-        assert!(geometry(&dit, &H200, F16Schedule::Round1).expect("valid").wide);
+        assert!(geometry(&dit, 132).expect("valid").wide);
         let attn_out = F16Shape { bits: QuantBits::One, epilogue: Epilogue::Add, m: 512, n_out: 4096, k: 4096 };
-        assert!(!geometry(&attn_out, &H200, F16Schedule::Round1).expect("valid").wide);
-        // The split-K schedule halves attn_out's K to fill the second CTA slot of every SM.
-        assert_eq!(geometry(&attn_out, &H200, F16Schedule::SplitK).expect("valid").grid, (32, 4, 2));
+        assert!(!geometry(&attn_out, 132).expect("valid").wide);
         let too_tall = F16Shape { m: (MAX_GRID_Y + 1) * QG_TILE_TOKENS, ..attn_out };
-        assert!(geometry(&too_tall, &H200, F16Schedule::SplitK).is_err());
+        assert!(geometry(&too_tall, 132).is_err());
     }
 }

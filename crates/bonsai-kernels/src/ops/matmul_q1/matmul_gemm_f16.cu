@@ -14,11 +14,6 @@
 //     thread, loaded one stage ahead). A fragments come from ldmatrix, B fragments are decoded
 //     straight into registers (mma_pair_f16x2: (code value) * d, exact in f16), so the per-group
 //     scale is inside the operand and one f32 accumulator chain runs over all of K.
-//     Split-K (blockIdx.z = split of gridDim.z, launcher's choice; 1 = none): split z runs
-//     groups [z P, min((z + 1) P, G)), P = split_groups; every split writes its raw f32 tile to
-//     `partials`, and the CTA that arrives last at the tile's counter sums the S tiles in split
-//     order (fixed, so the result does not depend on arrival order) before the epilogue
-//     (qg_split_k_merge).
 //     Epilogue: acc * 2^-e (exact), then store / add / SwiGLU. SwiGLU tiles interleave gate and
 //     up rows (local column 2f gate, 2f + 1 up of feature f), so a thread's c0/c1 (and c2/c3)
 //     are the gate and up of one feature.
@@ -94,64 +89,12 @@ __device__ __forceinline__ int qg_weight_row(int tile, int lc, int n_out) {
     return r < n_out ? r : -1;
 }
 
-// Split-K merge. Every split stores its accumulators (one float4 per (m tile, n tile), laid out
-// [split][tile][chunk][thread] so each store instruction is coalesced), then counts itself in at
-// the tile's counter (zeroed by the launcher before the launch). Returns true in the CTA that
-// arrived last, whose `acc` then holds ((p0 + p1) + p2) + ... in split order, all S partials
-// read back from memory (its own too: acc is dead between the store and the reload, which keeps
-// the register pressure of the main loop as it was); the others are done.
-template <int M_TILES, int N_TILES, int THREADS>
-__device__ __forceinline__ bool qg_split_k_merge(float (&acc)[M_TILES][N_TILES][4],
-                                                 float* __restrict__ partials,
-                                                 unsigned* __restrict__ tile_counters) {
-    constexpr int CHUNKS = M_TILES * N_TILES;
-    __shared__ int arrived_last;
-    const int splits = gridDim.z;
-    const long long tiles = (long long)gridDim.x * gridDim.y;
-    const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
-    auto chunk_ptr = [&](int s, int c) {
-        return reinterpret_cast<float4*>(partials) + (((s * tiles + tile_id) * CHUNKS + c) * THREADS + threadIdx.x);
-    };
-#pragma unroll
-    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-        for (int j = 0; j < N_TILES; ++j)
-            *chunk_ptr(blockIdx.z, i * N_TILES + j) = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    __threadfence();  // this CTA's partial is visible device-wide before it is counted
-    __syncthreads();
-    if (threadIdx.x == 0) arrived_last = atomicAdd(tile_counters + tile_id, 1u) == (unsigned)(splits - 1);
-    __syncthreads();
-    if (!arrived_last) return false;
-    __threadfence();  // the other splits' partials, counted before, are read after the count
-#pragma unroll
-    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-        for (int j = 0; j < N_TILES; ++j) {
-            float4 sum = __ldcg(chunk_ptr(0, i * N_TILES + j));
-#pragma unroll 1
-            for (int s = 1; s < splits; ++s) {
-                const float4 p = __ldcg(chunk_ptr(s, i * N_TILES + j));
-                sum.x += p.x;
-                sum.y += p.y;
-                sum.z += p.z;
-                sum.w += p.w;
-            }
-            acc[i][j][0] = sum.x;
-            acc[i][j][1] = sum.y;
-            acc[i][j][2] = sum.z;
-            acc[i][j][3] = sum.w;
-        }
-    return true;
-}
-
 template <int BITS, int MODE, int WARPS_N>
 __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                                              const u32* __restrict__ payload,
                                              const u16* __restrict__ xh,
                                              const float* __restrict__ row_unscale, int m,
-                                             float* __restrict__ y, int n_out, int k,
-                                             float* __restrict__ partials,
-                                             unsigned* __restrict__ tile_counters, int split_groups) {
+                                             float* __restrict__ y, int n_out, int k) {
     using S = QgStage<BITS, WARPS_N>;
     constexpr int THREADS = QG_WARPS_M * WARPS_N * WARP_SIZE;
     constexpr int M_TILES = QG_WARP_TOKENS / 16;
@@ -166,12 +109,6 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
     const int warp_n = warp % WARPS_N, warp_m = warp / WARPS_N;
     const int g = lane / 4, t = lane % 4;
     const int groups = k / GROUP_SIZE;
-    // This split's groups [group0, group_end): `split_groups` each, the last split what is left
-    // (the launcher sizes the grid so none is empty). Both depend only on blockIdx.z and
-    // parameters (uniform registers), and the ring slot of group kb is kb % STAGES for any start,
-    // so the main loop carries no more state than without a split.
-    const int group0 = blockIdx.z * split_groups;
-    const int group_end = min(group0 + split_groups, groups);
     // The weight row whose scale this thread carries through the pipeline.
     const int my_row = qg_weight_row<MODE, S::ROWS>(tile, threadIdx.x, n_out);
 
@@ -218,20 +155,19 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
 
 #pragma unroll
     for (int s = 0; s < QG_STAGES - 1; ++s) {
-        const int kb = group0 + s;
-        if (kb < group_end) {
-            load_group(kb, kb % QG_STAGES);
-            d_tile(kb % QG_STAGES)[threadIdx.x] = load_scale(kb);
+        if (s < groups) {
+            load_group(s, s);
+            d_tile(s)[threadIdx.x] = load_scale(s);
         }
         cp_async_commit();
     }
 
-    for (int kb = group0; kb < group_end; ++kb) {
+    for (int kb = 0; kb < groups; ++kb) {
         cp_async_wait<QG_STAGES - 2>();
         __syncthreads();  // group kb landed for every thread; slot (kb - 1) % STAGES is free
         const int next = kb + QG_STAGES - 1;
         u16 d_next = 0;
-        if (next < group_end) {
+        if (next < groups) {
             load_group(next, next % QG_STAGES);
             d_next = load_scale(next);
         }
@@ -271,11 +207,9 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
             }
         }
         // Slot next % STAGES was last read in iteration kb - 1, before this iteration's barrier.
-        if (next < group_end) d_tile(next % QG_STAGES)[threadIdx.x] = d_next;
+        if (next < groups) d_tile(next % QG_STAGES)[threadIdx.x] = d_next;
     }
     cp_async_wait<0>();
-    if (gridDim.z > 1 && !qg_split_k_merge<M_TILES, N_TILES, THREADS>(acc, partials, tile_counters))
-        return;
 
     // Epilogue: thread holds tokens (g, g + 8) x local columns (2t, 2t + 1) of every 16 x 8 tile.
     // float2 stores need every (token, even column) address 8-byte aligned: even rows and base.

@@ -50,19 +50,15 @@
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 2 * WARP_SIZE)                     \
         PREFIX##_gemm_f16_128x128(const u16* scales, const u32* payload, const u16* xh,          \
-                                  const float* row_unscale, int m, float* y, int n_out, int k,   \
-                                  float* partials, unsigned* tile_counters, int split_groups) {  \
+                                  const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        gemm_f16_mma<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k, partials, \
-                                      tile_counters, split_groups);                              \
+        gemm_f16_mma<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 4 * WARP_SIZE)                     \
         PREFIX##_gemm_f16_128x256(const u16* scales, const u32* payload, const u16* xh,          \
-                                  const float* row_unscale, int m, float* y, int n_out, int k,   \
-                                  float* partials, unsigned* tile_counters, int split_groups) {  \
+                                  const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        gemm_f16_mma<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k, partials, \
-                                      tile_counters, split_groups);                              \
+        gemm_f16_mma<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
