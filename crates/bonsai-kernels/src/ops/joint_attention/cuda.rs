@@ -39,16 +39,30 @@ pub const WIDE_WARPS: usize = 4;
 pub const WIDE_ROWS_PER_WARP: usize = 32;
 /// Keys per streamed tile of the wide-warp kernels (JA_WIDE_BLOCK_K).
 pub const WIDE_BLOCK_K: usize = 64;
+/// Warps per CTA of the Q-in-registers kernels, hd 64 / 128 (JA_QREG_WARPS,
+/// joint_attention_qreg.cu).
+pub const QREG_WARPS: usize = 4;
+/// Query rows one warp of the Q-in-registers kernels owns (16 x JA_QREG_ROW_BLOCKS).
+pub const QREG_ROWS_PER_WARP: usize = 32;
+/// Keys per streamed K/V tile of the Q-in-registers kernels (JA_QREG_BLOCK_K).
+pub const QREG_BLOCK_K: usize = 64;
+/// Keys per online-softmax step of the Q-in-registers kernels (JA_QREG_SOFTMAX_K): each K/V
+/// tile is two steps.
+pub const QREG_SOFTMAX_K: usize = 32;
 /// The head dims the tensor-core kernel is instantiated for.
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
-/// Environment variable choosing the hd 64 / 128 kernel: unset or `wide` runs the wide-warp
-/// kernels (32 query rows per warp, the default), `old` the earlier 16-row ones (kept so one GPU
-/// run can time both; `verify --bench` also times both side by side). Any other value is an error.
+/// Environment variable choosing the hd 64 / 128 kernel: unset or `qregs` runs the
+/// Q-in-registers kernels (the default), `wide` the previous default (32 rows per warp, Q re-read
+/// from shared memory every tile), `old` the 16-row ones (kept so one GPU run can time them all;
+/// `verify --bench` also times them side by side). Any other value is an error.
 pub const KERNEL_ENV: &str = "BONSAI_JOINT_ATTENTION";
 
 /// Which kernel serves hd 64 / 128 (hd 384 / 512 have one kernel each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SmallHeadKernel {
+    /// joint_attention_hd{64,128}_q_regs: 4 warps x 32 query rows, Q's fragments in registers,
+    /// the online softmax per 32 keys, two CTAs per SM.
+    QRegs,
     /// joint_attention_hd{64,128}_wide_warp: 4 warps x 32 query rows, two CTAs per SM.
     WideWarp,
     /// joint_attention_hd{64,128}: 8 warps x 16 query rows, one CTA per SM.
@@ -56,7 +70,10 @@ pub enum SmallHeadKernel {
 }
 
 impl SmallHeadKernel {
-    /// The choice [`KERNEL_ENV`] asks for (default [`SmallHeadKernel::WideWarp`]).
+    /// Every choice, the default first.
+    pub const ALL: [Self; 3] = [Self::QRegs, Self::WideWarp, Self::SixteenRowWarp];
+
+    /// The choice [`KERNEL_ENV`] asks for (default [`SmallHeadKernel::QRegs`]).
     pub fn from_env() -> Result<Self, LaunchError> {
         match std::env::var(KERNEL_ENV) {
             Err(std::env::VarError::NotPresent) => Self::parse(None),
@@ -68,9 +85,12 @@ impl SmallHeadKernel {
     /// The choice a [`KERNEL_ENV`] value (None: unset) names.
     pub fn parse(value: Option<&str>) -> Result<Self, LaunchError> {
         match value {
-            None | Some("wide") => Ok(Self::WideWarp),
+            None | Some("qregs") => Ok(Self::QRegs),
+            Some("wide") => Ok(Self::WideWarp),
             Some("old") => Ok(Self::SixteenRowWarp),
-            Some(v) => Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `wide` or `old`"))),
+            Some(v) => {
+                Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `qregs`, `wide` or `old`")))
+            }
         }
     }
 }
@@ -83,7 +103,11 @@ pub struct FlashVariant {
     pub warps: usize,
     /// Query rows each warp owns (16 or 32).
     pub rows_per_warp: usize,
+    /// Keys per K/V tile in shared memory.
     pub block_k: usize,
+    /// Keys per online-softmax step (one running-max update and O rescale at most): what the
+    /// accuracy bound ([`crate::ops::joint_attention::bf16_check`]) counts rescales by.
+    pub softmax_keys: usize,
     /// Output dims one CTA computes.
     pub out_chunk: usize,
 }
@@ -98,7 +122,18 @@ impl FlashVariant {
     /// The kernel for `head_dim`, `small` choosing among the hd 64 / 128 ones.
     pub fn select(head_dim: usize, small: SmallHeadKernel) -> Result<Self, LaunchError> {
         let wide = small == SmallHeadKernel::WideWarp;
+        let q_regs = small == SmallHeadKernel::QRegs;
         let (entry, warps, rows_per_warp, block_k, out_chunk) = match head_dim {
+            64 if q_regs => {
+                ("joint_attention_hd64_q_regs", QREG_WARPS, QREG_ROWS_PER_WARP, QREG_BLOCK_K, 64)
+            }
+            128 if q_regs => (
+                "joint_attention_hd128_q_regs",
+                QREG_WARPS,
+                QREG_ROWS_PER_WARP,
+                QREG_BLOCK_K,
+                128,
+            ),
             64 if wide => {
                 ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64)
             }
@@ -132,7 +167,9 @@ impl FlashVariant {
                 ))
             }
         };
-        Ok(Self { entry, head_dim, warps, rows_per_warp, block_k, out_chunk })
+        // Every kernel but the Q-in-registers one runs its softmax over whole K/V tiles.
+        let softmax_keys = if q_regs && head_dim <= 128 { QREG_SOFTMAX_K } else { block_k };
+        Ok(Self { entry, head_dim, warps, rows_per_warp, block_k, softmax_keys, out_chunk })
     }
 
     pub fn block_q(&self) -> usize {
@@ -371,29 +408,33 @@ mod tests {
     }
 
     #[test]
-    fn both_small_head_kernels_fit_two_ctas_per_hopper_sm() {
+    fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
         /// Shared memory per SM on sm_90 and what the driver reserves per CTA.
         const SM90_SHARED_PER_SM: usize = 233_472;
         const RESERVED_PER_CTA: usize = 1_024;
         for hd in [64, 128] {
-            let wide = FlashVariant::select(hd, SmallHeadKernel::WideWarp).expect("supported");
-            let old = FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).expect("supported");
-            assert_ne!(wide.entry, old.entry);
-            // Both cover 128 queries per CTA with the same tiles, so the same shared layout.
-            assert_eq!(wide.block_q(), 128, "hd {hd}");
-            assert_eq!(wide.block_q(), old.block_q(), "hd {hd}");
-            assert_eq!(wide.block_k, old.block_k, "hd {hd}: bf16_check models one tile size");
-            assert!(2 * (wide.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
+            let variants = SmallHeadKernel::ALL
+                .map(|kind| FlashVariant::select(hd, kind).expect("supported"));
+            let [q_regs, wide, old] = variants;
+            assert!(q_regs.entry != wide.entry && wide.entry != old.entry && q_regs.entry != old.entry);
+            // All cover 128 queries per CTA with the same K/V tiles: the same shared layout.
+            for v in variants {
+                assert_eq!(v.block_q(), 128, "hd {hd} {}", v.entry);
+                assert_eq!(v.shared_bytes(), wide.shared_bytes(), "hd {hd} {}", v.entry);
+                assert!(2 * (v.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
+            }
+            // The softmax step the accuracy bound counts rescales by.
+            assert_eq!((q_regs.softmax_keys, wide.softmax_keys, old.softmax_keys), (32, 64, 64));
         }
-        assert_eq!(SmallHeadKernel::parse(None).ok(), Some(SmallHeadKernel::WideWarp));
+        assert_eq!(SmallHeadKernel::parse(None).ok(), Some(SmallHeadKernel::QRegs));
+        assert_eq!(SmallHeadKernel::parse(Some("qregs")).ok(), Some(SmallHeadKernel::QRegs));
         assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(SmallHeadKernel::WideWarp));
         assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(SmallHeadKernel::SixteenRowWarp));
         assert!(SmallHeadKernel::parse(Some("OLD")).is_err());
         for hd in [384, 512] {
-            assert_eq!(
-                FlashVariant::select(hd, SmallHeadKernel::WideWarp).ok(),
-                FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).ok()
-            );
+            let variants = SmallHeadKernel::ALL.map(|kind| FlashVariant::select(hd, kind).ok());
+            assert!(variants.iter().all(|v| *v == variants[0]), "hd {hd}: one kernel");
+            assert_eq!(variants[0].map(|v| v.softmax_keys), Some(LARGE_HD_BLOCK_K));
         }
     }
 
