@@ -248,6 +248,8 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "joint_attention_hd64_q_regs",
             "joint_attention_hd128_q_regs",
+            "joint_attention_hd64_q_regs_f32q",
+            "joint_attention_hd128_q_regs_f32q",
         ],
     },
     KernelSource {

@@ -27,8 +27,40 @@
 #define JA_QREG_BLOCK_K 64
 #define JA_QREG_SOFTMAX_K 32
 
-template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K>
-__device__ __forceinline__ void joint_attention_flash_q_regs(const u16* __restrict__ q,
+// Q's A fragments straight from f32 q (the `_f32q` entry points; the conversion pass then skips
+// q): rows g and g + 8 of each 16-row block, columns 2t, 2t + 1 (and + 8) of each 16-dim k-step,
+// rounded to bf16 as the pass rounds them (nearest even), so the result is bit-identical to the
+// bf16 entry point's; rows >= seq are zero, like cp.async's zero fill.
+template <int HD, int RB, int K_STEPS>
+__device__ __forceinline__ void ja_q_frags_from_f32(u32 (&q_frag)[RB][K_STEPS][4],
+                                                    const float* __restrict__ q_head, int row0,
+                                                    int seq, int g, int t) {
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row0 + rb * 16 + g + 8 * r;
+            const bool valid = row < seq;
+            const float* src = q_head + (long long)(valid ? row : 0) * HD + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < K_STEPS; ++kk) {
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    float2 x;
+                    x.x = x.y = 0.0f;
+                    if (valid) x = *reinterpret_cast<const float2*>(src + kk * 16 + 8 * c);
+                    // Fragment register r + 2c: row half r, column half c (ptx.cuh's A layout).
+                    q_frag[rb][kk][r + 2 * c] = ja_pack_bf16(x.x, x.y);
+                }
+            }
+        }
+    }
+}
+
+// QT: u16 (bf16 q, staged through shared memory and read with ldmatrix) or float (f32 q read
+// straight into registers; q's shared region is then unused).
+template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K, typename QT>
+__device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restrict__ q,
                                                              const u16* __restrict__ k,
                                                              const u16* __restrict__ v,
                                                              float* __restrict__ out, int heads,
@@ -43,6 +75,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const u16* __restri
     constexpr int S_BLOCKS = SOFTMAX_K / 8;  // 8-key column blocks of one step's S
     constexpr int P_STEPS = SOFTMAX_K / 16;  // k-steps of one step's O += P V
     constexpr int O_BLOCKS = HD / 8;         // 8-dim column blocks of O
+    constexpr bool Q_F32 = sizeof(QT) == sizeof(float);
     static_assert(HD % 16 == 0 && SOFTMAX_K % 16 == 0 && BLOCK_K % SOFTMAX_K == 0,
                   "mma tile multiples");
 
@@ -57,14 +90,16 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const u16* __restri
     const int q0 = blockIdx.x * BLOCK_Q;
     const int head = blockIdx.y;
     const long long head_base = (long long)head * seq * HD;
-    const u16* q_head = q + head_base;
+    const QT* q_head = q + head_base;
     const u16* k_head = k + head_base;
     const u16* v_head = v + head_base;
     const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
 
-    // Q in its own group so its fragments load while tile 0's K / V are still in flight.
-    ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
-    cp_async_commit();
+    if constexpr (!Q_F32) {
+        // Q in its own group so its fragments load while tile 0's K / V are still in flight.
+        ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
+        cp_async_commit();
+    }
     ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
     ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
     cp_async_commit();
@@ -75,16 +110,19 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const u16* __restri
     const int k_offset = ((mat / 2) * 8 + mat_row) * STRIDE + (mat % 2) * 8;
     const int v_offset = ((mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
 
-    cp_async_wait<1>();
-    __syncthreads();  // every thread's Q pieces visible
-    // Q's A fragments for the whole key loop (64 registers at hd 128). q_s is never written
-    // again, so no barrier guards it.
+    // Q's A fragments for the whole key loop (64 registers at hd 128).
     u32 q_frag[RB][K_STEPS][4];
+    if constexpr (Q_F32) {
+        ja_q_frags_from_f32<HD, RB, K_STEPS>(q_frag, q_head, q0 + warp * WARP_ROWS, seq, g, t);
+    } else {
+        cp_async_wait<1>();
+        __syncthreads();  // every thread's Q pieces visible; q_s is never written again
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb)
+        for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
-        for (int kk = 0; kk < K_STEPS; ++kk)
-            ldmatrix_x4(q_frag[rb][kk], q_s + a_offset + rb * 16 * STRIDE + kk * 16);
+            for (int kk = 0; kk < K_STEPS; ++kk)
+                ldmatrix_x4(q_frag[rb][kk], q_s + a_offset + rb * 16 * STRIDE + kk * 16);
+    }
 
     float o[RB][O_BLOCKS][4];
 #pragma unroll
@@ -244,22 +282,18 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const u16* __restri
 }
 
 // Same signature as joint_attention_hd{64,128}: bf16 q, k, v [H, seq, hd], f32 out
-// [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM.
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd64_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
-                                const u16* __restrict__ v, float* __restrict__ out, int heads,
-                                int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K>(
-        q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd128_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
-                                 const u16* __restrict__ v, float* __restrict__ out, int heads,
-                                 int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K>(
-        q, k, v, out, heads, seq, scale_log2);
-}
+// [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM. The `_f32q` ones take q as
+// f32 (same layout) and round it to bf16 themselves.
+#define JA_QREG_ENTRY(NAME, HD, QT)                                                              \
+    extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)                   \
+        NAME(const QT* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,     \
+             float* __restrict__ out, int heads, int seq, float scale_log2) {                    \
+        griddep_wait();                                                                          \
+        griddep_launch_dependents();                                                             \
+        joint_attention_flash_q_regs<HD, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, QT>( \
+            q, k, v, out, heads, seq, scale_log2);                                               \
+    }
+JA_QREG_ENTRY(joint_attention_hd64_q_regs, 64, u16)
+JA_QREG_ENTRY(joint_attention_hd128_q_regs, 128, u16)
+JA_QREG_ENTRY(joint_attention_hd64_q_regs_f32q, 64, float)
+JA_QREG_ENTRY(joint_attention_hd128_q_regs_f32q, 128, float)

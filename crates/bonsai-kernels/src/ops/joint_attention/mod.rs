@@ -28,7 +28,8 @@
 //! # CUDA (joint_attention.cu, launcher `launch::joint_attention`)
 //!
 //! A conversion pass rounds q, k, v to bf16 (round to nearest even) into a caller-owned scratch
-//! buffer; the flash kernel (FlashAttention-2 layout: a CTA owns 128 queries of one head at
+//! buffer (k and v only under the default hd 64/128 kernel, which reads f32 q straight into its
+//! registers and rounds it the same way); the flash kernel (FlashAttention-2 layout: a CTA owns 128 queries of one head at
 //! hd 64/128, 4 warps of 32 rows, two CTAs per SM, Q's fragments in registers and the online
 //! softmax per 32 keys (joint_attention_qreg.cu; the previous default, joint_attention_wide.cu,
 //! and the earlier 8 warps of 16 rows stay selectable with `BONSAI_JOINT_ATTENTION=wide` / `=old`,
