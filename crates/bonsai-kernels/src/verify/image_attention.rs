@@ -143,7 +143,8 @@ fn check_bf16_entry(
     ja::joint_attention_bf16_with(&ctx.lib, &ctx.stream, variant, d, &q16, &k16, &v16, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
-    let shape = format!("H={} seq={} hd={} {inputs:?} {}", d.heads, d.seq, d.head_dim, variant.entry);
+    let shape =
+        format!("H={} seq={} hd={} {inputs:?} {}", d.heads, d.seq, d.head_dim, variant.entry);
     ctx.record("joint_attention", &shape, cmp);
     Ok(())
 }

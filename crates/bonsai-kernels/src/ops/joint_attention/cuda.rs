@@ -9,8 +9,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape,
-    write_ptr, LaunchError,
+    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr,
+    shape, write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
@@ -54,7 +54,6 @@ pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
 #[path = "variant.rs"]
 mod variant;
 pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV};
-
 
 /// u16 (bf16) elements of scratch [`joint_attention`] needs: bf16 copies of q, k and v.
 pub fn scratch_len(dims: AttnDims) -> usize {
@@ -264,7 +263,13 @@ fn launch_flash(
     }
     let cfg = variant.config(dims)?;
     let f = lib.function(entry)?;
-    opt_in_shared_memory(OP, stream, &f, variant.shared_bytes(), &format!("head_dim {}", dims.head_dim))?;
+    opt_in_shared_memory(
+        OP,
+        stream,
+        &f,
+        variant.shared_bytes(),
+        &format!("head_dim {}", dims.head_dim),
+    )?;
     // cp.async copies 16-byte pieces of every row (hd is a multiple of 16 bf16 = 32 bytes); f32
     // q is read as float2.
     for (what, p) in [("q", q_p), ("k", k_p), ("v", v_p)] {

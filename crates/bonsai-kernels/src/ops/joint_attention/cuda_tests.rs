@@ -26,8 +26,8 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     const SM90_SHARED_PER_SM: usize = 233_472;
     const RESERVED_PER_CTA: usize = 1_024;
     for hd in [64, 128] {
-        let variants = SmallHeadKernel::ALL
-            .map(|kind| FlashVariant::select(hd, kind).expect("supported"));
+        let variants =
+            SmallHeadKernel::ALL.map(|kind| FlashVariant::select(hd, kind).expect("supported"));
         let [q_regs, wide, old] = variants;
         assert!(q_regs.entry != wide.entry && wide.entry != old.entry && q_regs.entry != old.entry);
         // All cover 128 queries per CTA with the same K/V tiles: the same shared layout.

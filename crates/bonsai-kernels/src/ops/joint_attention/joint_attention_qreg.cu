@@ -128,7 +128,9 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
-        for (int j = 0; j < O_BLOCKS; ++j) o[rb][j][0] = o[rb][j][1] = o[rb][j][2] = o[rb][j][3] = 0.0f;
+        for (int j = 0; j < O_BLOCKS; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[rb][j][e] = 0.0f;
     // Rows g and g + 8 of each row block: running max (raw score units) and this thread's
     // partial sum of exp2 weights over its own columns.
     float row_max[RB][2], row_sum[RB][2];
@@ -164,7 +166,9 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
 #pragma unroll
             for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
-                for (int j = 0; j < S_BLOCKS; ++j) s[rb][j][0] = s[rb][j][1] = s[rb][j][2] = s[rb][j][3] = 0.0f;
+                for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[rb][j][e] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < K_STEPS; ++kk) {
 #pragma unroll
@@ -284,16 +288,35 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
 // Same signature as joint_attention_hd{64,128}: bf16 q, k, v [H, seq, hd], f32 out
 // [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM. The `_f32q` ones take q as
 // f32 (same layout) and round it to bf16 themselves.
-#define JA_QREG_ENTRY(NAME, HD, QT)                                                              \
-    extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)                   \
-        NAME(const QT* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,     \
-             float* __restrict__ out, int heads, int seq, float scale_log2) {                    \
-        griddep_wait();                                                                          \
-        griddep_launch_dependents();                                                             \
-        joint_attention_flash_q_regs<HD, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, QT>( \
-            q, k, v, out, heads, seq, scale_log2);                                               \
-    }
-JA_QREG_ENTRY(joint_attention_hd64_q_regs, 64, u16)
-JA_QREG_ENTRY(joint_attention_hd128_q_regs, 128, u16)
-JA_QREG_ENTRY(joint_attention_hd64_q_regs_f32q, 64, float)
-JA_QREG_ENTRY(joint_attention_hd128_q_regs_f32q, 128, float)
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd64_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd128_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd64_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd128_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
+        q, k, v, out, heads, seq, scale_log2);
+}

@@ -90,13 +90,9 @@ impl FlashVariant {
             64 if q_regs => {
                 ("joint_attention_hd64_q_regs", QREG_WARPS, QREG_ROWS_PER_WARP, QREG_BLOCK_K, 64)
             }
-            128 if q_regs => (
-                "joint_attention_hd128_q_regs",
-                QREG_WARPS,
-                QREG_ROWS_PER_WARP,
-                QREG_BLOCK_K,
-                128,
-            ),
+            128 if q_regs => {
+                ("joint_attention_hd128_q_regs", QREG_WARPS, QREG_ROWS_PER_WARP, QREG_BLOCK_K, 128)
+            }
             64 if wide => {
                 ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64)
             }
