@@ -46,8 +46,8 @@ pub const QREG_WARPS: usize = 4;
 pub const QREG_ROWS_PER_WARP: usize = 32;
 /// Keys per streamed K/V tile of the Q-in-registers kernels (JA_QREG_BLOCK_K).
 pub const QREG_BLOCK_K: usize = 64;
-/// Keys per online-softmax step of the Q-in-registers kernels (JA_QREG_SOFTMAX_K): each K/V
-/// tile is two steps.
+/// Keys per online-softmax step of the Q-in-registers kernel at hd 128 (JA_QREG_SOFTMAX_K): each
+/// K/V tile is two steps (hd 64 steps over whole tiles).
 pub const QREG_SOFTMAX_K: usize = 32;
 /// The head dims the tensor-core kernel is instantiated for.
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];

@@ -37,7 +37,8 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
             assert!(2 * (v.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
         }
         // The softmax step the accuracy bound counts rescales by.
-        assert_eq!((q_regs.softmax_keys, wide.softmax_keys, old.softmax_keys), (32, 64, 64));
+        let q_regs_step = if hd == 128 { QREG_SOFTMAX_K } else { QREG_BLOCK_K };
+        assert_eq!((q_regs.softmax_keys, wide.softmax_keys, old.softmax_keys), (q_regs_step, 64, 64));
         // Only the Q-in-registers kernel reads f32 q itself (the f32 call then converts k, v).
         assert!(q_regs.f32_q_entry.is_some_and(|e| e.starts_with(q_regs.entry)), "hd {hd}");
         assert_eq!((wide.f32_q_entry, old.f32_q_entry), (None, None), "hd {hd}");

@@ -1,6 +1,6 @@
 // Joint attention for hd 64 / 128: 32 query rows per warp with Q's A fragments held in
-// registers for the whole key loop, and the online softmax run per 32-key half of each 64-key
-// K/V tile. Contract and accuracy bound: ops/joint_attention/mod.rs; launcher:
+// registers for the whole key loop, and (at hd 128) the online softmax run per 32-key half of
+// each 64-key K/V tile. Contract and accuracy bound: ops/joint_attention/mod.rs; launcher:
 // ops/joint_attention/cuda.rs. Shares ja_stage_rows / ja_pack_bf16 with joint_attention.cu
 // (concatenated before this file).
 //
@@ -22,6 +22,10 @@
 // CTA: 4 warps x 32 rows = 128 queries of one head; K/V 64-key tiles through a cp.async double
 // buffer, one barrier per tile; shared layout and size as joint_attention_wide.cu (104,448 B at
 // hd 128; Q's region is read once, into registers). Two CTAs per SM.
+//
+// hd 64 needs no split: O 64 + Q 32 + S 64 registers fit (224-228 in all), so its entry points
+// run one 64-key softmax step per tile (the 64-key kernels' bound); only hd 128 takes
+// JA_QREG_SOFTMAX_K.
 #define JA_QREG_WARPS 4
 #define JA_QREG_ROW_BLOCKS 2
 #define JA_QREG_BLOCK_K 64
@@ -293,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
         const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16>(
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, u16>(
         q, k, v, out, heads, seq, scale_log2);
 }
 extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
@@ -309,7 +313,7 @@ extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
         const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, float>(
         q, k, v, out, heads, seq, scale_log2);
 }
 extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)

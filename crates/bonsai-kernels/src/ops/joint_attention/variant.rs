@@ -126,8 +126,9 @@ impl FlashVariant {
                 ))
             }
         };
-        // Every kernel but the Q-in-registers one runs its softmax over whole K/V tiles.
-        let softmax_keys = if q_regs && head_dim <= 128 { QREG_SOFTMAX_K } else { block_k };
+        // Every kernel but the Q-in-registers one at hd 128 runs its softmax over whole K/V
+        // tiles (at hd 64 the 64-key S block fits next to Q's fragments).
+        let softmax_keys = if q_regs && head_dim == 128 { QREG_SOFTMAX_K } else { block_k };
         let f32_q_entry = match head_dim {
             64 if q_regs => Some("joint_attention_hd64_q_regs_f32q"),
             128 if q_regs => Some("joint_attention_hd128_q_regs_f32q"),
