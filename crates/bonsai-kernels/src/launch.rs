@@ -251,6 +251,11 @@ mod tests {
         assert_eq!(cu_define(wide, "JA_WIDE_WARPS"), ja::WIDE_WARPS);
         assert_eq!(cu_define(wide, "JA_WIDE_ROW_BLOCKS") * 16, ja::WIDE_ROWS_PER_WARP);
         assert_eq!(cu_define(wide, "JA_WIDE_BLOCK_K"), ja::WIDE_BLOCK_K);
+        let q_regs = "ops/joint_attention/joint_attention_qreg.cu";
+        assert_eq!(cu_define(q_regs, "JA_QREG_WARPS"), ja::QREG_WARPS);
+        assert_eq!(cu_define(q_regs, "JA_QREG_ROW_BLOCKS") * 16, ja::QREG_ROWS_PER_WARP);
+        assert_eq!(cu_define(q_regs, "JA_QREG_BLOCK_K"), ja::QREG_BLOCK_K);
+        assert_eq!(cu_define(q_regs, "JA_QREG_SOFTMAX_K"), ja::QREG_SOFTMAX_K);
         let tile = "ops/gemm_f32/tile_3xtf32.cu";
         assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
         assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);

@@ -254,6 +254,16 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/joint_attention/joint_attention_qreg.cu",
+        text: include_str!("../ops/joint_attention/joint_attention_qreg.cu"),
+        entry_points: &[
+            "joint_attention_hd64_q_regs",
+            "joint_attention_hd128_q_regs",
+            "joint_attention_hd64_q_regs_f32q",
+            "joint_attention_hd128_q_regs_f32q",
+        ],
+    },
+    KernelSource {
         path: "ops/softmax/softmax.cu",
         text: include_str!("../ops/softmax/softmax.cu"),
         entry_points: &[

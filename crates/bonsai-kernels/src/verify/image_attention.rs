@@ -52,8 +52,16 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (d, inputs) in SMALL {
         check(ctx, d, inputs)?;
         if d.head_dim <= 128 {
-            // The hd 64 / 128 kernel the default does not pick (ja::KERNEL_ENV) stays checked.
-            check_sixteen_row_kernel(ctx, d, inputs)?;
+            // The bf16-q entry points the f32 call above did not run stay checked: the hd 64 / 128
+            // kernels the default does not pick (ja::KERNEL_ENV), and the default's own when that
+            // call ran its f32-q form.
+            let default = FlashVariant::for_head_dim(d.head_dim)?;
+            for kind in SmallHeadKernel::ALL {
+                let variant = FlashVariant::select(d.head_dim, kind)?;
+                if variant != default || variant.f32_q_entry.is_some() {
+                    check_bf16_entry(ctx, d, inputs, variant)?;
+                }
+            }
         }
     }
     if set == ShapeSet::All {
@@ -95,7 +103,7 @@ fn draw(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> (Vec<f32>, Vec<f32>, Vec<
 fn check(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> {
     let (q, k, v) = draw(ctx, d, inputs);
     let variant = FlashVariant::for_head_dim(d.head_dim)?;
-    let expect = bf16_check(d, &q, &k, &v, variant.block_k)?;
+    let expect = bf16_check(d, &q, &k, &v, variant.softmax_keys)?;
     let (qd, kd, vd) =
         (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
     let mut od = poisoned(&ctx.stream, q.len())?;
@@ -114,12 +122,16 @@ fn check(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> 
     Ok(())
 }
 
-/// The 16-row-warp hd 64 / 128 kernel on its own (conversion pass, then that flash kernel),
-/// against the same bound: both kernels share the per-row arithmetic and the tile size.
-fn check_sixteen_row_kernel(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> {
+/// A hd 64 / 128 kernel's bf16-q entry point on its own (conversion pass, then that flash
+/// kernel), against the bound for its own online-softmax step.
+fn check_bf16_entry(
+    ctx: &mut Ctx,
+    d: AttnDims,
+    inputs: Inputs,
+    variant: FlashVariant,
+) -> Result<(), VerifyError> {
     let (q, k, v) = draw(ctx, d, inputs);
-    let variant = FlashVariant::select(d.head_dim, SmallHeadKernel::SixteenRowWarp)?;
-    let expect = bf16_check(d, &q, &k, &v, variant.block_k)?;
+    let expect = bf16_check(d, &q, &k, &v, variant.softmax_keys)?;
     let (qd, kd, vd) =
         (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
     let mut od = poisoned(&ctx.stream, q.len())?;
@@ -131,7 +143,8 @@ fn check_sixteen_row_kernel(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Resul
     ja::joint_attention_bf16_with(&ctx.lib, &ctx.stream, variant, d, &q16, &k16, &v16, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
-    let shape = format!("H={} seq={} hd={} {inputs:?} 16-row warps", d.heads, d.seq, d.head_dim);
+    let shape =
+        format!("H={} seq={} hd={} {inputs:?} {}", d.heads, d.seq, d.head_dim, variant.entry);
     ctx.record("joint_attention", &shape, cmp);
     Ok(())
 }
@@ -189,13 +202,16 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             Some(flops),
             1.0,
         ));
+        let default = FlashVariant::for_head_dim(d.head_dim)?;
+        // The other hd 64 / 128 kernels, in the same run (old vs new on equal terms).
+        let mut others = Vec::new();
         if d.head_dim <= 128 {
-            // The other hd 64 / 128 kernel, in the same run (old vs new on equal terms).
-            let other = match FlashVariant::for_head_dim(d.head_dim)?.rows_per_warp {
-                ja::WIDE_ROWS_PER_WARP => SmallHeadKernel::SixteenRowWarp,
-                _ => SmallHeadKernel::WideWarp,
-            };
-            let variant = FlashVariant::select(d.head_dim, other)?;
+            for kind in SmallHeadKernel::ALL {
+                others.push(FlashVariant::select(d.head_dim, kind)?);
+            }
+            others.retain(|v| *v != default);
+        }
+        for variant in others {
             let secs = time_batches(ctx, 1, |_| {
                 let (q16, k16, v16) =
                     (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));

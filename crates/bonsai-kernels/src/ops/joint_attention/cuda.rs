@@ -9,8 +9,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape,
-    write_ptr, LaunchError,
+    as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr,
+    shape, write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
@@ -39,133 +39,21 @@ pub const WIDE_WARPS: usize = 4;
 pub const WIDE_ROWS_PER_WARP: usize = 32;
 /// Keys per streamed tile of the wide-warp kernels (JA_WIDE_BLOCK_K).
 pub const WIDE_BLOCK_K: usize = 64;
+/// Warps per CTA of the Q-in-registers kernels, hd 64 / 128 (JA_QREG_WARPS,
+/// joint_attention_qreg.cu).
+pub const QREG_WARPS: usize = 4;
+/// Query rows one warp of the Q-in-registers kernels owns (16 x JA_QREG_ROW_BLOCKS).
+pub const QREG_ROWS_PER_WARP: usize = 32;
+/// Keys per streamed K/V tile of the Q-in-registers kernels (JA_QREG_BLOCK_K).
+pub const QREG_BLOCK_K: usize = 64;
+/// Keys per online-softmax step of the Q-in-registers kernel at hd 128 (JA_QREG_SOFTMAX_K): each
+/// K/V tile is two steps (hd 64 steps over whole tiles).
+pub const QREG_SOFTMAX_K: usize = 32;
 /// The head dims the tensor-core kernel is instantiated for.
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
-/// Environment variable choosing the hd 64 / 128 kernel: unset or `wide` runs the wide-warp
-/// kernels (32 query rows per warp, the default), `old` the earlier 16-row ones (kept so one GPU
-/// run can time both; `verify --bench` also times both side by side). Any other value is an error.
-pub const KERNEL_ENV: &str = "BONSAI_JOINT_ATTENTION";
-
-/// Which kernel serves hd 64 / 128 (hd 384 / 512 have one kernel each).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SmallHeadKernel {
-    /// joint_attention_hd{64,128}_wide_warp: 4 warps x 32 query rows, two CTAs per SM.
-    WideWarp,
-    /// joint_attention_hd{64,128}: 8 warps x 16 query rows, one CTA per SM.
-    SixteenRowWarp,
-}
-
-impl SmallHeadKernel {
-    /// The choice [`KERNEL_ENV`] asks for (default [`SmallHeadKernel::WideWarp`]).
-    pub fn from_env() -> Result<Self, LaunchError> {
-        match std::env::var(KERNEL_ENV) {
-            Err(std::env::VarError::NotPresent) => Self::parse(None),
-            Ok(v) => Self::parse(Some(&v)),
-            Err(e) => Err(shape(OP, format!("{KERNEL_ENV}: {e}"))),
-        }
-    }
-
-    /// The choice a [`KERNEL_ENV`] value (None: unset) names.
-    pub fn parse(value: Option<&str>) -> Result<Self, LaunchError> {
-        match value {
-            None | Some("wide") => Ok(Self::WideWarp),
-            Some("old") => Ok(Self::SixteenRowWarp),
-            Some(v) => Err(shape(OP, format!("{KERNEL_ENV}={v:?}: expected `wide` or `old`"))),
-        }
-    }
-}
-
-/// One instantiation of the flash kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlashVariant {
-    pub entry: &'static str,
-    pub head_dim: usize,
-    pub warps: usize,
-    /// Query rows each warp owns (16 or 32).
-    pub rows_per_warp: usize,
-    pub block_k: usize,
-    /// Output dims one CTA computes.
-    pub out_chunk: usize,
-}
-
-impl FlashVariant {
-    /// The kernel for `head_dim` ([`KERNEL_ENV`] picks among the hd 64 / 128 ones), or a shape
-    /// error naming the supported head dims.
-    pub fn for_head_dim(head_dim: usize) -> Result<Self, LaunchError> {
-        Self::select(head_dim, SmallHeadKernel::from_env()?)
-    }
-
-    /// The kernel for `head_dim`, `small` choosing among the hd 64 / 128 ones.
-    pub fn select(head_dim: usize, small: SmallHeadKernel) -> Result<Self, LaunchError> {
-        let wide = small == SmallHeadKernel::WideWarp;
-        let (entry, warps, rows_per_warp, block_k, out_chunk) = match head_dim {
-            64 if wide => {
-                ("joint_attention_hd64_wide_warp", WIDE_WARPS, WIDE_ROWS_PER_WARP, WIDE_BLOCK_K, 64)
-            }
-            128 if wide => (
-                "joint_attention_hd128_wide_warp",
-                WIDE_WARPS,
-                WIDE_ROWS_PER_WARP,
-                WIDE_BLOCK_K,
-                128,
-            ),
-            64 => ("joint_attention_hd64", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 64),
-            128 => ("joint_attention_hd128", SMALL_HD_WARPS, ROWS_PER_WARP, SMALL_HD_BLOCK_K, 128),
-            384 => (
-                "joint_attention_hd384",
-                LARGE_HD_WARPS,
-                ROWS_PER_WARP,
-                LARGE_HD_BLOCK_K,
-                LARGE_HD_CHUNK,
-            ),
-            512 => (
-                "joint_attention_hd512",
-                LARGE_HD_WARPS,
-                ROWS_PER_WARP,
-                LARGE_HD_BLOCK_K,
-                LARGE_HD_CHUNK,
-            ),
-            _ => {
-                return Err(shape(
-                    OP,
-                    format!("head_dim {head_dim} has no CUDA kernel (supported: {HEAD_DIMS:?})"),
-                ))
-            }
-        };
-        Ok(Self { entry, head_dim, warps, rows_per_warp, block_k, out_chunk })
-    }
-
-    pub fn block_q(&self) -> usize {
-        self.warps * self.rows_per_warp
-    }
-
-    /// Dynamic shared memory: q [block_q][hd + pad], k [2][block_k][hd + pad],
-    /// v [2][block_k][out_chunk + pad], all bf16.
-    pub fn shared_bytes(&self) -> usize {
-        let qk_row = self.head_dim + ROW_PAD;
-        let v_row = self.out_chunk + ROW_PAD;
-        let elems = self.block_q() * qk_row + 2 * self.block_k * qk_row + 2 * self.block_k * v_row;
-        elems * std::mem::size_of::<u16>()
-    }
-
-    /// Grid (query tiles, heads, output chunks).
-    fn config(&self, dims: AttnDims) -> Result<LaunchConfig, LaunchError> {
-        let tiles = u32::try_from(dims.seq.div_ceil(self.block_q()))
-            .map_err(|_| shape(OP, format!("seq {} needs too many query tiles", dims.seq)))?;
-        let heads =
-            u32::try_from(dims.heads).ok().filter(|&h| h <= MAX_GRID_Y).ok_or_else(|| {
-                shape(OP, format!("{} heads exceed the grid's {MAX_GRID_Y}", dims.heads))
-            })?;
-        Ok(LaunchConfig {
-            grid_dim: (tiles, heads, (self.head_dim / self.out_chunk) as u32),
-            block_dim: ((self.warps * 32) as u32, 1, 1),
-            shared_mem_bytes: self.shared_bytes() as u32,
-        })
-    }
-}
-
-/// Largest gridDim.y (and z) CUDA allows.
-const MAX_GRID_Y: u32 = 65_535;
+#[path = "variant.rs"]
+mod variant;
+pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV};
 
 /// u16 (bf16) elements of scratch [`joint_attention`] needs: bf16 copies of q, k and v.
 pub fn scratch_len(dims: AttnDims) -> usize {
@@ -191,7 +79,9 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 }
 
 /// softmax(q k^T / sqrt(hd)) v for f32 q, k, v `[H, seq, hd]` into f32 `out [seq, H·hd]`:
-/// converts q, k, v to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel.
+/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel. When the
+/// kernel has an f32-q form ([`FlashVariant::f32_q_entry`]) only k and v are converted and the
+/// kernel rounds q itself (the same round to nearest even: identical results).
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     lib: &KernelLibrary,
@@ -203,17 +93,29 @@ pub fn joint_attention(
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    FlashVariant::for_head_dim(dims.head_dim)?;
+    let variant = FlashVariant::for_head_dim(dims.head_dim)?;
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
     expect_at_least(OP, "k", k.len(), n)?;
     expect_at_least(OP, "v", v.len(), n)?;
     expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims))?;
-    convert_to_bf16(lib, stream, n, q, k, v, scratch)?;
-    let q16 = scratch.slice(0..n);
-    let k16 = scratch.slice(n..2 * n);
-    let v16 = scratch.slice(2 * n..3 * n);
-    joint_attention_bf16(lib, stream, dims, &q16, &k16, &v16, out)
+    let Some(f32_q_entry) = variant.f32_q_entry else {
+        convert_to_bf16(lib, stream, n, q, k, v, scratch)?;
+        let q16 = scratch.slice(0..n);
+        let k16 = scratch.slice(n..2 * n);
+        let v16 = scratch.slice(2 * n..3 * n);
+        return joint_attention_bf16_with(lib, stream, variant, dims, &q16, &k16, &v16, out);
+    };
+    expect_at_least(OP, "out", out.len(), n)?;
+    let (k_p, _a) = read_ptr(k, stream);
+    let (v_p, _b) = read_ptr(v, stream);
+    let (s_p, _c) = write_ptr(scratch, stream);
+    let bytes = (n * std::mem::size_of::<u16>()) as u64;
+    // scratch[0..n] (q's bf16 copy) stays unused; k and v take their usual places.
+    let (k16, v16) = (s_p + bytes, s_p + 2 * bytes);
+    convert_pass(lib, stream, n, &[(k_p, k16), (v_p, v16)])?;
+    let (q_p, _d) = read_ptr(q, stream);
+    launch_flash(lib, stream, variant, f32_q_entry, dims, [q_p, k16, v16], out)
 }
 
 /// [`joint_attention`] with a scratch buffer allocated (stream-ordered) for this call and freed
@@ -231,8 +133,9 @@ pub fn joint_attention_alloc(
 ) -> Result<(), LaunchError> {
     FlashVariant::for_head_dim(dims.head_dim)?;
     let n = tensor_len(dims)?;
-    // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes all of it before
-    // the flash kernel (the only reader) runs on the same stream.
+    // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes every part the
+    // flash kernel (the only reader, same stream) reads: all of it, or k and v's parts when the
+    // kernel reads f32 q itself.
     let mut scratch = unsafe { stream.alloc::<u16>(3 * n) }?;
     joint_attention(lib, stream, dims, q, k, v, &mut scratch, out)
 }
@@ -247,36 +150,57 @@ pub fn convert_to_bf16(
     v: &impl DevicePtr<f32>,
     scratch: &mut CudaSlice<u16>,
 ) -> Result<(), LaunchError> {
-    const CONVERT: &str = "joint_attention_to_bf16";
-    if n % 8 != 0 {
-        // 4 floats per load; a multiple of 8 also keeps each bf16 copy 16-byte aligned.
-        return Err(shape(CONVERT, format!("{n} elements is not a multiple of 8")));
-    }
     expect_at_least(CONVERT, "q", q.len(), n)?;
     expect_at_least(CONVERT, "k", k.len(), n)?;
     expect_at_least(CONVERT, "v", v.len(), n)?;
     expect_at_least(CONVERT, "scratch", scratch.len(), 3 * n)?;
-    let f = lib.function(CONVERT)?;
     let (q_p, _a) = read_ptr(q, stream);
     let (k_p, _b) = read_ptr(k, stream);
     let (v_p, _c) = read_ptr(v, stream);
-    for (what, p) in [("q", q_p), ("k", k_p), ("v", v_p)] {
-        expect_aligned16(CONVERT, what, p)?;
-    }
     let (s_p, _d) = write_ptr(scratch, stream);
-    expect_aligned16(CONVERT, "scratch", s_p)?;
     let bytes = (n * std::mem::size_of::<u16>()) as u64;
-    let (q16, k16, v16) = (s_p, s_p + bytes, s_p + 2 * bytes);
+    convert_pass(lib, stream, n, &[(q_p, s_p), (k_p, s_p + bytes), (v_p, s_p + 2 * bytes)])
+}
+
+const CONVERT: &str = "joint_attention_to_bf16";
+
+/// One launch of the conversion pass over 1-3 (f32 source, bf16 destination) pairs of `n`
+/// elements each (device addresses; the callers checked the lengths).
+fn convert_pass(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    n: usize,
+    pairs: &[(u64, u64)],
+) -> Result<(), LaunchError> {
+    if n % 8 != 0 {
+        // 4 floats per load; a multiple of 8 also keeps each bf16 copy 16-byte aligned.
+        return Err(shape(CONVERT, format!("{n} elements is not a multiple of 8")));
+    }
+    let (Some(&first), Some(&last)) = (pairs.first(), pairs.last()) else {
+        return Err(shape(CONVERT, "no tensor to convert".into()));
+    };
+    if pairs.len() > 3 {
+        return Err(shape(CONVERT, format!("{} tensors: the pass takes at most 3", pairs.len())));
+    }
+    for &(src, dst) in pairs {
+        expect_aligned16(CONVERT, "source", src)?;
+        expect_aligned16(CONVERT, "scratch", dst)?;
+    }
+    // The kernel's three (src, dst) slots, blockIdx.y choosing one; unused ones repeat the last.
+    let slot = |i: usize| pairs.get(i).copied().unwrap_or(last);
+    let (s0, s1, s2) = (first, slot(1), slot(2));
+    let f = lib.function(CONVERT)?;
     let quads = (n / 4) as i64;
     let cfg = LaunchConfig {
-        grid_dim: (grid_stride_blocks(n / 4, CONVERT_THREADS as u32), 3, 1),
+        grid_dim: (grid_stride_blocks(n / 4, CONVERT_THREADS as u32), pairs.len() as u32, 1),
         block_dim: (CONVERT_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     let mut l = Launch::new(stream, f);
-    l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&q16).arg(&k16).arg(&v16).arg(&quads);
-    // SAFETY: matches joint_attention_to_bf16(const float*, x3, u16*, x3, long long); q, k, v
-    // hold >= n floats (16-byte aligned, n / 4 float4 loads) and scratch >= 3n u16 (checked).
+    l.arg(&s0.0).arg(&s1.0).arg(&s2.0).arg(&s0.1).arg(&s1.1).arg(&s2.1).arg(&quads);
+    // SAFETY: matches joint_attention_to_bf16(const float*, x3, u16*, x3, long long); every
+    // source holds >= n floats and every destination >= n u16 (the callers checked), 16-byte
+    // aligned (n / 4 float4 loads); gridDim.y = pairs.len() reads only the slots filled.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -295,8 +219,8 @@ pub fn joint_attention_bf16(
     joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out)
 }
 
-/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run both
-/// hd 64 / 128 kernels); `variant` must be the one for `dims.head_dim`.
+/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run every
+/// hd 64 / 128 kernel); `variant` must be the one for `dims.head_dim`.
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention_bf16_with(
     lib: &KernelLibrary,
@@ -308,27 +232,46 @@ pub fn joint_attention_bf16_with(
     v: &impl DevicePtr<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    if variant.head_dim != dims.head_dim {
-        return Err(shape(
-            OP,
-            format!(
-                "{} is for head_dim {}, not {}",
-                variant.entry, variant.head_dim, dims.head_dim
-            ),
-        ));
-    }
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
     expect_at_least(OP, "k", k.len(), n)?;
     expect_at_least(OP, "v", v.len(), n)?;
     expect_at_least(OP, "out", out.len(), n)?;
-    let cfg = variant.config(dims)?;
-    let f = lib.function(variant.entry)?;
-    opt_in_shared_memory(OP, stream, &f, variant.shared_bytes(), &format!("head_dim {}", dims.head_dim))?;
     let (q_p, _a) = read_ptr(q, stream);
     let (k_p, _b) = read_ptr(k, stream);
     let (v_p, _c) = read_ptr(v, stream);
-    // cp.async copies 16-byte pieces of every row (hd is a multiple of 16 bf16 = 32 bytes).
+    launch_flash(lib, stream, variant, variant.entry, dims, [q_p, k_p, v_p], out)
+}
+
+/// Launches `entry` (`variant`'s bf16-q entry point or its f32-q one) on device addresses
+/// q, k, v holding H·seq·hd elements each (the callers checked the lengths; q is bf16 or f32 as
+/// `entry` takes it, k and v bf16) into `out` (checked to hold as many f32).
+fn launch_flash(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    variant: FlashVariant,
+    entry: &'static str,
+    dims: AttnDims,
+    [q_p, k_p, v_p]: [u64; 3],
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    if variant.head_dim != dims.head_dim {
+        return Err(shape(
+            OP,
+            format!("{} is for head_dim {}, not {}", entry, variant.head_dim, dims.head_dim),
+        ));
+    }
+    let cfg = variant.config(dims)?;
+    let f = lib.function(entry)?;
+    opt_in_shared_memory(
+        OP,
+        stream,
+        &f,
+        variant.shared_bytes(),
+        &format!("head_dim {}", dims.head_dim),
+    )?;
+    // cp.async copies 16-byte pieces of every row (hd is a multiple of 16 bf16 = 32 bytes); f32
+    // q is read as float2.
     for (what, p) in [("q", q_p), ("k", k_p), ("v", v_p)] {
         expect_aligned16(OP, what, p)?;
     }
@@ -341,70 +284,14 @@ pub fn joint_attention_bf16_with(
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
     let mut l = Launch::new(stream, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&o_p).arg(&heads).arg(&seq).arg(&scale_log2);
-    // SAFETY: matches joint_attention_hdXX(const u16* q, k, v, float* out, int heads, int seq,
-    // float scale_log2); q, k, v hold H·seq·hd bf16 and out H·seq·hd floats (checked above); the
-    // grid covers exactly ceil(seq / block_q) x H x hd / out_chunk CTAs, each bounded by seq.
+    // SAFETY: matches joint_attention_hdXX[_...](const u16* or const float* q, const u16* k, v,
+    // float* out, int heads, int seq, float scale_log2); q, k, v hold H·seq·hd elements of the
+    // types `entry` takes and out H·seq·hd floats (checked by the callers); the grid covers
+    // exactly ceil(seq / block_q) x H x hd / out_chunk CTAs, each bounded by seq.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Largest opt-in dynamic shared memory per block: A100 (sm_80) and H100/H200 (sm_90).
-    const SM80_SHARED_OPTIN: usize = 166_912;
-    const SM90_SHARED_OPTIN: usize = 232_448;
-
-    #[test]
-    fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
-        for hd in HEAD_DIMS {
-            let v = FlashVariant::for_head_dim(hd).expect("supported");
-            assert_eq!(v.head_dim % v.out_chunk, 0, "hd {hd}: chunks must tile the head");
-            assert_eq!(v.out_chunk % 16, 0, "hd {hd}: mma column blocks");
-            assert_eq!(v.block_k % 16, 0, "hd {hd}: mma k-steps over keys");
-            assert!(v.shared_bytes() <= SM80_SHARED_OPTIN.min(SM90_SHARED_OPTIN), "hd {hd}");
-        }
-        // The doc's figures (mod.rs): 104,448 bytes at hd 128, 150,528 at hd 512.
-        assert_eq!(FlashVariant::for_head_dim(128).map(|v| v.shared_bytes()).ok(), Some(104_448));
-        assert_eq!(FlashVariant::for_head_dim(512).map(|v| v.shared_bytes()).ok(), Some(150_528));
-    }
-
-    #[test]
-    fn both_small_head_kernels_fit_two_ctas_per_hopper_sm() {
-        /// Shared memory per SM on sm_90 and what the driver reserves per CTA.
-        const SM90_SHARED_PER_SM: usize = 233_472;
-        const RESERVED_PER_CTA: usize = 1_024;
-        for hd in [64, 128] {
-            let wide = FlashVariant::select(hd, SmallHeadKernel::WideWarp).expect("supported");
-            let old = FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).expect("supported");
-            assert_ne!(wide.entry, old.entry);
-            // Both cover 128 queries per CTA with the same tiles, so the same shared layout.
-            assert_eq!(wide.block_q(), 128, "hd {hd}");
-            assert_eq!(wide.block_q(), old.block_q(), "hd {hd}");
-            assert_eq!(wide.block_k, old.block_k, "hd {hd}: bf16_check models one tile size");
-            assert!(2 * (wide.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
-        }
-        assert_eq!(SmallHeadKernel::parse(None).ok(), Some(SmallHeadKernel::WideWarp));
-        assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(SmallHeadKernel::WideWarp));
-        assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(SmallHeadKernel::SixteenRowWarp));
-        assert!(SmallHeadKernel::parse(Some("OLD")).is_err());
-        for hd in [384, 512] {
-            assert_eq!(
-                FlashVariant::select(hd, SmallHeadKernel::WideWarp).ok(),
-                FlashVariant::select(hd, SmallHeadKernel::SixteenRowWarp).ok()
-            );
-        }
-    }
-
-    #[test]
-    fn unsupported_head_dims_and_empty_shapes_are_errors() {
-        for hd in [0, 8, 96, 256, 1024] {
-            assert!(FlashVariant::for_head_dim(hd).is_err(), "hd {hd}");
-        }
-        assert!(tensor_len(AttnDims { heads: 0, seq: 4, head_dim: 64 }).is_err());
-        assert!(tensor_len(AttnDims { heads: 1, seq: 0, head_dim: 64 }).is_err());
-        assert!(tensor_len(AttnDims { heads: 1, seq: 1 << 31, head_dim: 64 }).is_err());
-        assert_eq!(scratch_len(AttnDims { heads: 2, seq: 3, head_dim: 64 }), 3 * 2 * 3 * 64);
-    }
-}
+#[path = "cuda_tests.rs"]
+mod tests;

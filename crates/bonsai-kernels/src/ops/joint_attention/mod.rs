@@ -28,10 +28,13 @@
 //! # CUDA (joint_attention.cu, launcher `launch::joint_attention`)
 //!
 //! A conversion pass rounds q, k, v to bf16 (round to nearest even) into a caller-owned scratch
-//! buffer; the flash kernel (FlashAttention-2 layout: a CTA owns 128 queries of one head at
-//! hd 64/128, 4 warps of 32 rows, two CTAs per SM (joint_attention_wide.cu; the earlier 8 warps
-//! of 16 rows stay selectable with `BONSAI_JOINT_ATTENTION=old`, see `launch::joint_attention::
-//! KERNEL_ENV`); 64-key K/V tiles through a cp.async double buffer; S = QKᵀ and
+//! buffer (k and v only under the default hd 64/128 kernel, which reads f32 q straight into its
+//! registers and rounds it the same way); the flash kernel (FlashAttention-2 layout: a CTA owns
+//! 128 queries of one head at hd 64/128, 4 warps of 32 rows, two CTAs per SM, Q's fragments in
+//! registers, the online softmax per 32 keys at hd 128 (joint_attention_qreg.cu; the previous
+//! default, joint_attention_wide.cu, and the earlier 8 warps of 16 rows stay selectable with
+//! `BONSAI_JOINT_ATTENTION=wide` / `=old`, see `launch::joint_attention::KERNEL_ENV`); 64-key
+//! K/V tiles through a cp.async double buffer; S = QKᵀ and
 //! O += PV on mma.m16n8k16 bf16 with f32 accumulators; online softmax in f32 with exp2 and the
 //! log2(e)/sqrt(hd) scale folded into one FFMA) writes f32 `out`. hd 384/512 (VAE mid-block, one
 //! head): the O block of 16 rows x 512 f32 would need 256 registers per thread, so the output
@@ -49,7 +52,10 @@
 //! 2. On the rounded inputs the kernel's scores err by ε_dot <= 36u·ceil(hd/16)·scale·Σ|q̃k̃|
 //!    (products are exact in f32; each mma step truncates: <= 18 ulp-terms); the exp2 argument
 //!    FFMA, the rounded scale and the max add 5u·S, exp2 4u, and each of the R = ceil(seq/tile)
-//!    rescales 6u·S + 4u (S = scale·max|s̃|): ε = ε_dot + 5u·S + 4u + R·(6u·S + 4u).
+//!    rescales 6u·S + 4u (S = scale·max|s̃|): ε = ε_dot + 5u·S + 4u + R·(6u·S + 4u). "tile" is
+//!    the online-softmax step: 64 keys, 32 for the Q-in-registers kernel at hd 128 (two steps
+//!    per K/V tile, so twice the R; `FlashVariant::softmax_keys` passes it to the bound). Its
+//!    per-step row sum adds a thread's weights as a tree: as many adds as a chain, so the same γ.
 //!    The normalised weights lie within e^{±2ε} of the exact ones on the rounded inputs.
 //! 3. P is rounded to bf16 for the PV mma, the denominator sums the f32 p: u_b·A_d with
 //!    A_d = Σ_j P_j|ṽ_jd|; the PV accumulation adds 36u per 16-key step, R rescales u each,
@@ -86,8 +92,12 @@
 //! | joint_attention_hd384 | 202 | 0 | 117,760 B | 1 (shared) |
 //! | joint_attention_hd512 | 153 | 0 | 150,528 B | 1 (shared) |
 //! | joint_attention_to_bf16 | 14 | 0 | 0 | full |
-//! | joint_attention_hd64_wide_warp (default) | 214 | 0 | 55,296 B | 2 (launch bound) |
-//! | joint_attention_hd128_wide_warp (default) | 254 | 0 | 104,448 B | 2 (regs: 2 x 128 x 254) |
+//! | joint_attention_hd64_wide_warp | 214 | 0 | 55,296 B | 2 (launch bound) |
+//! | joint_attention_hd128_wide_warp | 254 | 0 | 104,448 B | 2 (regs: 2 x 128 x 254) |
+//! | joint_attention_hd64_q_regs (default) | 228 | 0 | 55,296 B | 2 (launch bound) |
+//! | joint_attention_hd128_q_regs (default) | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
+//! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
+//! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
@@ -100,7 +110,9 @@
 //! The wide-warp kernel (default since; docs/kernel-notes.md, "joint attention at hd 128"):
 //! 770 instructions per tile and warp for twice the rows, 256 HMMA (33.2%), 80 LDSM (0.31 per
 //! HMMA instead of 0.50: each K / V fragment feeds two 16-row blocks). Predicted 380-430 TF/s
-//! flash-only at H 24, seq 4608 (1.7-1.9x); unmeasured when written.
+//! flash-only at H 24, seq 4608 (1.7-1.9x); measured 305 TF/s (856 µs). The Q-in-registers
+//! kernel (default since; docs/kernel-notes.md, "Q in registers"): 855 instructions per tile,
+//! 64 LDSM (Q's 16 gone), 256 HMMA; sm_80 253 registers, no spills.
 
 mod bf16_check;
 mod cpu;

@@ -10,8 +10,10 @@ use super::bf16_check::{bf16_check, round_to_bf16};
 use super::AttnDims;
 use crate::ops::test_util::TestRng;
 
-/// Keys per tile of the hd <= 128 kernel (JA_SMALL_HD_BLOCK_K) and of the hd 384/512 one.
+/// Keys per online-softmax step of the hd <= 128 kernels (JA_SMALL_HD_BLOCK_K, JA_WIDE_BLOCK_K;
+/// JA_QREG_SOFTMAX_K for the Q-in-registers default) and of the hd 384/512 one.
 const SMALL_HD_BLOCK_K: usize = 64;
+const QREG_SOFTMAX_K: usize = 32;
 const LARGE_HD_BLOCK_K: usize = 32;
 
 /// What the model gets wrong on purpose.
@@ -90,6 +92,10 @@ fn kernel_arithmetic_meets_the_bound() {
         (2, 1, 64, SMALL_HD_BLOCK_K),
         (3, 65, 64, SMALL_HD_BLOCK_K),
         (1, 130, 128, SMALL_HD_BLOCK_K),
+        // Twice the rescales: a 64-key tile's two 32-key steps (ragged tails in either step).
+        (3, 65, 64, QREG_SOFTMAX_K),
+        (1, 130, 128, QREG_SOFTMAX_K),
+        (2, 200, 128, QREG_SOFTMAX_K),
         (1, 70, 384, LARGE_HD_BLOCK_K),
         (1, 33, 512, LARGE_HD_BLOCK_K),
     ] {

@@ -1,0 +1,326 @@
+// Joint attention for hd 64 / 128: 32 query rows per warp with Q's A fragments held in
+// registers for the whole key loop, and (at hd 128) the online softmax run per 32-key half of
+// each 64-key K/V tile. Contract and accuracy bound: ops/joint_attention/mod.rs; launcher:
+// ops/joint_attention/cuda.rs. Shares ja_stage_rows / ja_pack_bf16 with joint_attention.cu
+// (concatenated before this file).
+//
+// Why. joint_attention_hd128_wide_warp (joint_attention_wide.cu) re-reads Q's A fragments from
+// shared memory on every tile: per 64-key tile and warp 80 ldmatrix.x4 (Q 16, K 32, V 32) for
+// 256 HMMA. Per SM (2 CTAs x 4 warps) that is 640 x 512 B = 2,560 cycles of shared reads plus
+// 512 cycles of cp.async writes at 128 B/clk, against ~3,072 cycles of mma.sync: shared memory
+// and the tensor pipe were both at the limit. Its registers went to O (128 f32) and the
+// 64-key S block (64 f32), leaving no room for Q (64 registers at hd 128). Here S covers 32
+// keys at a time (32 registers), which frees the room: O 128 + Q 64 + S 32 = 224. Per tile and
+// warp: 64 ldmatrix.x4 (K 32, V 32) for the same 256 HMMA, 2,048 + 512 cycles of shared
+// traffic per SM instead of 3,072 (-17%), so the tensor pipe alone sets the pace.
+//
+// The cost: a 32-key softmax step does its row-max shuffles, correction exp2 and the
+// (vote-skipped) O rescale twice per 64-key tile instead of once: +8 SHFL, +8 MUFU.EX2, a few
+// FMNMX. The accuracy bound is bf16_check's with 32 keys per online-softmax step (twice the
+// rescales of the 64-key kernels; launcher: FlashVariant::softmax_keys).
+//
+// CTA: 4 warps x 32 rows = 128 queries of one head; K/V 64-key tiles through a cp.async double
+// buffer, one barrier per tile; shared layout and size as joint_attention_wide.cu (104,448 B at
+// hd 128; Q's region is read once, into registers). Two CTAs per SM.
+//
+// hd 64 needs no split: O 64 + Q 32 + S 64 registers fit (224-228 in all), so its entry points
+// run one 64-key softmax step per tile (the 64-key kernels' bound); only hd 128 takes
+// JA_QREG_SOFTMAX_K.
+#define JA_QREG_WARPS 4
+#define JA_QREG_ROW_BLOCKS 2
+#define JA_QREG_BLOCK_K 64
+#define JA_QREG_SOFTMAX_K 32
+
+// Q's A fragments straight from f32 q (the `_f32q` entry points; the conversion pass then skips
+// q): rows g and g + 8 of each 16-row block, columns 2t, 2t + 1 (and + 8) of each 16-dim k-step,
+// rounded to bf16 as the pass rounds them (nearest even), so the result is bit-identical to the
+// bf16 entry point's; rows >= seq are zero, like cp.async's zero fill.
+template <int HD, int RB, int K_STEPS>
+__device__ __forceinline__ void ja_q_frags_from_f32(u32 (&q_frag)[RB][K_STEPS][4],
+                                                    const float* __restrict__ q_head, int row0,
+                                                    int seq, int g, int t) {
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row0 + rb * 16 + g + 8 * r;
+            const bool valid = row < seq;
+            const float* src = q_head + (long long)(valid ? row : 0) * HD + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < K_STEPS; ++kk) {
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    float2 x;
+                    x.x = x.y = 0.0f;
+                    if (valid) x = *reinterpret_cast<const float2*>(src + kk * 16 + 8 * c);
+                    // Fragment register r + 2c: row half r, column half c (ptx.cuh's A layout).
+                    q_frag[rb][kk][r + 2 * c] = ja_pack_bf16(x.x, x.y);
+                }
+            }
+        }
+    }
+}
+
+// QT: u16 (bf16 q, staged through shared memory and read with ldmatrix) or float (f32 q read
+// straight into registers; q's shared region is then unused).
+template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K, typename QT>
+__device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restrict__ q,
+                                                             const u16* __restrict__ k,
+                                                             const u16* __restrict__ v,
+                                                             float* __restrict__ out, int heads,
+                                                             int seq, float scale_log2) {
+    constexpr int RB = JA_QREG_ROW_BLOCKS;  // 16-row mma blocks per warp
+    constexpr int THREADS = WARPS * WARP_SIZE;
+    constexpr int WARP_ROWS = 16 * RB;
+    constexpr int BLOCK_Q = WARPS * WARP_ROWS;
+    constexpr int STRIDE = HD + JA_ROW_PAD;
+    constexpr int K_STEPS = HD / 16;         // k-steps of S = Q K^T
+    constexpr int STEPS = BLOCK_K / SOFTMAX_K;  // online-softmax steps per K/V tile
+    constexpr int S_BLOCKS = SOFTMAX_K / 8;  // 8-key column blocks of one step's S
+    constexpr int P_STEPS = SOFTMAX_K / 16;  // k-steps of one step's O += P V
+    constexpr int O_BLOCKS = HD / 8;         // 8-dim column blocks of O
+    constexpr bool Q_F32 = sizeof(QT) == sizeof(float);
+    static_assert(HD % 16 == 0 && SOFTMAX_K % 16 == 0 && BLOCK_K % SOFTMAX_K == 0,
+                  "mma tile multiples");
+
+    extern __shared__ __align__(16) u16 ja_smem[];
+    u16* q_s = ja_smem;
+    u16* k_s = q_s + BLOCK_Q * STRIDE;
+    u16* v_s = k_s + 2 * BLOCK_K * STRIDE;
+
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;  // fragment row group and column pair (ptx.cuh)
+    const int q0 = blockIdx.x * BLOCK_Q;
+    const int head = blockIdx.y;
+    const long long head_base = (long long)head * seq * HD;
+    const QT* q_head = q + head_base;
+    const u16* k_head = k + head_base;
+    const u16* v_head = v + head_base;
+    const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
+
+    if constexpr (!Q_F32) {
+        // Q in its own group so its fragments load while tile 0's K / V are still in flight.
+        ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
+        cp_async_commit();
+    }
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
+    cp_async_commit();
+
+    // Per-lane ldmatrix row offsets (elements), as in joint_attention_flash_wide.
+    const int mat = lane / 8, mat_row = lane % 8;
+    const int a_offset = (warp * WARP_ROWS + (mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
+    const int k_offset = ((mat / 2) * 8 + mat_row) * STRIDE + (mat % 2) * 8;
+    const int v_offset = ((mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
+
+    // Q's A fragments for the whole key loop (64 registers at hd 128).
+    u32 q_frag[RB][K_STEPS][4];
+    if constexpr (Q_F32) {
+        ja_q_frags_from_f32<HD, RB, K_STEPS>(q_frag, q_head, q0 + warp * WARP_ROWS, seq, g, t);
+    } else {
+        cp_async_wait<1>();
+        __syncthreads();  // every thread's Q pieces visible; q_s is never written again
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+            for (int kk = 0; kk < K_STEPS; ++kk)
+                ldmatrix_x4(q_frag[rb][kk], q_s + a_offset + rb * 16 * STRIDE + kk * 16);
+    }
+
+    float o[RB][O_BLOCKS][4];
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+        for (int j = 0; j < O_BLOCKS; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[rb][j][e] = 0.0f;
+    // Rows g and g + 8 of each row block: running max (raw score units) and this thread's
+    // partial sum of exp2 weights over its own columns.
+    float row_max[RB][2], row_sum[RB][2];
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+        row_max[rb][0] = row_max[rb][1] = neg_inf();
+        row_sum[rb][0] = row_sum[rb][1] = 0.0f;
+    }
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int buf = tile & 1;
+        cp_async_wait<0>();
+        // Tile `tile` visible to all; every warp is done with tile - 1, whose buffer the next
+        // load reuses.
+        __syncthreads();
+        if (tile + 1 < n_tiles) {
+            const int next = buf ^ 1;
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * STRIDE, k_head,
+                                                    (tile + 1) * BLOCK_K, 0, seq);
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * BLOCK_K * STRIDE, v_head,
+                                                    (tile + 1) * BLOCK_K, 0, seq);
+            cp_async_commit();
+        }
+
+#pragma unroll 1
+        for (int step = 0; step < STEPS; ++step) {
+            const int key0 = tile * BLOCK_K + step * SOFTMAX_K;
+            // Only the last tile's second step can start past the end (the first step of
+            // every tile holds a valid key); uniform across the CTA.
+            if (key0 >= seq) break;
+            const u16* k_step = k_s + buf * BLOCK_K * STRIDE + step * SOFTMAX_K * STRIDE;
+            float s[RB][S_BLOCKS][4];
+#pragma unroll
+            for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+                for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[rb][j][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < K_STEPS; ++kk) {
+#pragma unroll
+                for (int pair = 0; pair < S_BLOCKS / 2; ++pair) {
+                    u32 b[4];
+                    ldmatrix_x4(b, k_step + k_offset + pair * 16 * STRIDE + kk * 16);
+#pragma unroll
+                    for (int rb = 0; rb < RB; ++rb) {
+                        mma_bf16_16x8x16(s[rb][2 * pair], q_frag[rb][kk], b[0], b[1]);
+                        mma_bf16_16x8x16(s[rb][2 * pair + 1], q_frag[rb][kk], b[2], b[3]);
+                    }
+                }
+            }
+
+            if (key0 + SOFTMAX_K > seq) {  // the tail: zero-filled keys must get no weight
+#pragma unroll
+                for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+                    for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[rb][j][e] = neg_inf();
+            }
+
+            u32 p_frag[RB][P_STEPS][4];
+#pragma unroll
+            for (int rb = 0; rb < RB; ++rb) {
+                // Online softmax. Every step holds a valid key (key0 < seq), so the new maxima
+                // are finite; the first step's correction is exp2(-inf) = 0 on a zero state.
+                float step_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+                for (int j = 0; j < S_BLOCKS; ++j) {
+                    step_max[0] = fmaxf(step_max[0], fmaxf(s[rb][j][0], s[rb][j][1]));
+                    step_max[1] = fmaxf(step_max[1], fmaxf(s[rb][j][2], s[rb][j][3]));
+                }
+                float max_scaled[2], correction[2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    // The 4 lanes t of a row group hold its columns.
+                    step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 1));
+                    step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 2));
+                    const float new_max = fmaxf(row_max[rb][r], step_max[r]);
+                    correction[r] = exp2_ftz((row_max[rb][r] - new_max) * scale_log2);
+                    row_max[rb][r] = new_max;
+                    max_scaled[r] = new_max * scale_log2;
+                    row_sum[rb][r] *= correction[r];
+                }
+#pragma unroll
+                for (int j = 0; j < S_BLOCKS; ++j) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        s[rb][j][e] = exp2_ftz(fmaf(s[rb][j][e], scale_log2, -max_scaled[e / 2]));
+                    // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of
+                    // the A fragment of P-V k-step j / 2.
+                    p_frag[rb][j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[rb][j][0], s[rb][j][1]);
+                    p_frag[rb][j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[rb][j][2], s[rb][j][3]);
+                }
+                // This thread's f32 weights of the step, summed as a tree (depth 3 instead of
+                // a chain of 8 dependent adds, so each weight dies soon after its exp2); the
+                // add count, and so the bound's gamma term, is the same as a chain's.
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float pair_sum[S_BLOCKS];
+#pragma unroll
+                    for (int j = 0; j < S_BLOCKS; ++j)
+                        pair_sum[j] = s[rb][j][2 * r] + s[rb][j][2 * r + 1];
+#pragma unroll
+                    for (int width = S_BLOCKS / 2; width > 0; width /= 2)
+#pragma unroll
+                        for (int j = 0; j < width; ++j) pair_sum[j] += pair_sum[j + width];
+                    row_sum[rb][r] += pair_sum[0];
+                }
+                // Skip this row block's O rescale (exact: the factor is then 1) unless one of
+                // its rows' maxima moved.
+                flash_rescale_rows(o[rb], correction);
+            }
+
+            const u16* v_step = v_s + buf * BLOCK_K * STRIDE + step * SOFTMAX_K * STRIDE;
+#pragma unroll
+            for (int kc = 0; kc < P_STEPS; ++kc) {
+#pragma unroll
+                for (int pair = 0; pair < O_BLOCKS / 2; ++pair) {
+                    u32 b[4];
+                    ldmatrix_x4_trans(b, v_step + v_offset + kc * 16 * STRIDE + pair * 16);
+#pragma unroll
+                    for (int rb = 0; rb < RB; ++rb) {
+                        mma_bf16_16x8x16(o[rb][2 * pair], p_frag[rb][kc], b[0], b[1]);
+                        mma_bf16_16x8x16(o[rb][2 * pair + 1], p_frag[rb][kc], b[2], b[3]);
+                    }
+                }
+            }
+        }
+    }
+
+    const long long out_row = (long long)heads * HD;
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float total = row_sum[rb][r];
+            total += __shfl_xor_sync(FULL_MASK, total, 1);
+            total += __shfl_xor_sync(FULL_MASK, total, 2);
+            const int query = q0 + warp * WARP_ROWS + rb * 16 + g + 8 * r;
+            if (query >= seq) continue;
+            float* dst = out + query * out_row + (long long)head * HD + 2 * t;
+#pragma unroll
+            for (int j = 0; j < O_BLOCKS; ++j) {
+                float2 pair;
+                pair.x = o[rb][j][2 * r] / total;
+                pair.y = o[rb][j][2 * r + 1] / total;
+                *reinterpret_cast<float2*>(dst + 8 * j) = pair;
+            }
+        }
+    }
+}
+
+// Same signature as joint_attention_hd{64,128}: bf16 q, k, v [H, seq, hd], f32 out
+// [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM. The `_f32q` ones take q as
+// f32 (same layout) and round it to bf16 themselves.
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd64_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, u16>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd128_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd64_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, float>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
+    joint_attention_hd128_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
+        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
+        q, k, v, out, heads, seq, scale_log2);
+}
