@@ -62,7 +62,7 @@ int attribute(int which) {
         case 95: return 1;                   // cooperative launch
         case 97: return kOptInSmemPerBlock;
         case 106: return 32;                 // blocks per SM
-        case 115: return 0;                  // memory pools: no (cudarc then allocates synchronously)
+        case 115: return 1;                  // memory pools: cudarc then uses cuMemAllocAsync / cuMemFreeAsync (a free inside a capture belongs to the graph: EmuGraphMemory)
         default: return 0;
     }
 }
@@ -200,7 +200,18 @@ EMU_API CUresult cuMemFree_v2(CUdeviceptr ptr) {
     return CUDA_SUCCESS;
 }
 EMU_API CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, CUstream) { return cuMemAlloc_v2(ptr, bytes); }
-EMU_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream) { return cuMemFree_v2(ptr); }
+// During a capture the free becomes part of the graph (fake_cuda_internal.h, EmuGraphMemory).
+EMU_API CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+    EmuStream* s = emu::stream_of(stream);
+    if (s->capturing) {
+        s->graph->memory->freed_in_capture.push_back(ptr);
+        return CUDA_SUCCESS;
+    }
+    return cuMemFree_v2(ptr);
+}
+EmuGraphMemory::~EmuGraphMemory() {
+    for (CUdeviceptr p : freed_in_capture) cuMemFree_v2(p);
+}
 EMU_API CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned) {
     *ptr = allocate(bytes);
     return *ptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;

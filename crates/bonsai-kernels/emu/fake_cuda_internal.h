@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,17 @@ struct EmuWork {
     void* user_data = nullptr;
 };
 
+// Stream-ordered allocations freed while a stream captured: CUDA turns the alloc / free pair
+// into graph memory nodes whose address every replay reuses, so the memory must outlive the
+// capture. Freed when the last graph (captured or instantiated) holding them goes.
+struct EmuGraphMemory {
+    std::vector<CUdeviceptr> freed_in_capture;
+    ~EmuGraphMemory();
+};
+
 struct EmuGraph {
     std::vector<EmuWork> nodes;
+    std::shared_ptr<EmuGraphMemory> memory = std::make_shared<EmuGraphMemory>();
 };
 
 struct EmuStream {
