@@ -136,7 +136,7 @@ profile)
     # One Bonsai-8B pp512 prefill (bench warms up first, so skip its launches; each kernel alone).
     run profile-prefill-bonsai-8b "$NCU" --clock-control none --metrics gpu__time_duration.sum \
         --launch-skip 400 --launch-count 400 "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 1
-    run profile-gemv-stalls env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k regex:gemv_tc --launch-skip 40 \
+    run profile-gemv-stalls env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k "regex:gemv_(b1|tc)" --launch-skip 40 \
         --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
