@@ -8,4 +8,5 @@
 #include "weight_layout.cu"
 #include "matmul_gemv.cu"
 #include "matmul_gemv_tc.cu"
+#include "matmul_gemv_b1.cu"
 #include "matmul_gemv_rows8.cuh"

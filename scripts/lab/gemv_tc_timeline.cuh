@@ -9,11 +9,13 @@
 //   - tc_pre: the same GEMV reading x's B fragments and offsets pre-staged in global memory by
 //     `tc1_prestage` (what tc_stage computes, done once), copied with cp.async: what staging costs
 //     if the producer of x wrote that layout (checked bit-identical to tc);
-//   - the phases of one tc / tc_pre launch (TC_MARK in matmul_gemv_tc.cu, thread 0 of every CTA, SM clock
-//     cycles from the CTA's start; median and max over CTAs): 1 = weight prefetch issued and
-//     griddep_wait passed, 2 = x staged (first chunk), 3 = main loop done, 4 = partials in shared
-//     memory, 5 = outputs stored; and the spread of CTA start times and the launch's span
-//     (globaltimer, ns).
+//   - b1: the production binary GEMV (matmul_gemv_b1.cu): gemv_b1_prepare + gemv_b1, back to
+//     back as the bench runs them (and gemv_b1 alone on prepared planes);
+//   - the phases of one tc / tc_pre / b1 launch (TC_MARK in matmul_gemv_tc.cu and _b1.cu, thread 0 of
+//     every CTA, SM clock cycles from the CTA's start; median and max over CTAs): 1 = weight
+//     prefetch issued and griddep_wait passed, 2 = x staged / planes copied (first chunk), 3 = main
+//     loop done, 4 = partials in shared memory, 5 = outputs stored; and the spread of CTA start
+//     times and the launch's span (globaltimer, ns).
 
 __global__ void __launch_bounds__(256) read_floor(const uint4* __restrict__ p, size_t n16, u32* out) {
     u32 acc = 0;
@@ -40,6 +42,33 @@ __global__ void __launch_bounds__(TC_MAX_THREADS_M1) tc1_prestage(const float* x
 __global__ void __launch_bounds__(TC_MAX_THREADS_M1)
     tc1_store_pre(const u16* s, const u32* p, const float* x, int m, float* y, int n, int k, int tpc, int splits, int chunk) {
     gemv_tc_body<1, MATMUL_STORE, 1, 3, LAYOUT_BLOCK_GROUPS, true>(s, p, x, m, y, n, k, tpc, splits, chunk, nullptr, 0.0f);
+}
+
+// The production binary GEMV in the lab's TcKernel shape: `x` points at gemv_b1_prepare's output
+// (planes, then (s, X), then sums of squares; b1_scratch_words).
+static size_t b1_scratch_words(int k) { return (size_t)(k / GROUP_SIZE) * (B1_GROUP_WORDS + 3); }
+__global__ void __launch_bounds__(B1_MAX_THREADS)
+    b1_store(const u16* s, const u32* p, const float* x, int, float* y, int n, int k, int tpc, int splits, int chunk) {
+    const u32* planes = reinterpret_cast<const u32*>(x);
+    const int groups = k / GROUP_SIZE;
+    gemv_b1_body<1, MATMUL_STORE, LAYOUT_BLOCK_GROUPS>(s, p, planes, planes + (size_t)groups * B1_GROUP_WORDS,
+                                                       reinterpret_cast<const float*>(planes + (size_t)groups * (B1_GROUP_WORDS + 2)),
+                                                       y, n, k, tpc, splits, chunk, 0, 0.0f);
+}
+static void b1_prepare_launch(const float* d_x, int k, u32* scratch) {
+    const int groups = k / GROUP_SIZE;
+    gemv_b1_prepare<<<(groups + B1_PREPARE_WARPS - 1) / B1_PREPARE_WARPS, B1_PREPARE_WARPS * 32>>>(
+        d_x, nullptr, k, scratch, scratch + (size_t)groups * B1_GROUP_WORDS,
+        reinterpret_cast<float*>(scratch + (size_t)groups * (B1_GROUP_WORDS + 2)));
+}
+// gemv_b1's launch shape (tc_geometry.rs: b1_geometry): 16 warps, chunk = all groups that fit.
+static TcGeom b1_geom(int n_out, int k) {
+    TcGeom g = tc_geom(n_out, k, false, 1, 16, 1);
+    const int groups = k / GROUP_SIZE, warps = g.tpc * g.splits;
+    const size_t fixed = (size_t)warps * 16 * 2 * 4, per_block = 4 * (size_t)(B1_GROUP_WORDS + 2) * 4;
+    g.chunk = std::min(groups, std::max((int)((TC_LAB_MAX_SMEM - fixed) / per_block) * 4, 4));
+    g.smem = (size_t)g.chunk * (B1_GROUP_WORDS + 2) * 4 + fixed;
+    return g;
 }
 
 // Phases of one launch of `f` on a cold weight copy (TC_MARK slots, see the header).
@@ -88,7 +117,6 @@ static void run_timeline_shape(int n, int k) {
     const RotatedWeights rotated(scales, dev);
     const std::vector<u16*>& d_s = rotated.scales;
     const std::vector<u32*>& d_w = rotated.words;
-    const size_t bytes = rotated.bytes;
     const int copies = rotated.copies();
     float *d_x, *d_y;
     u32* d_sink;
@@ -137,6 +165,25 @@ static void run_timeline_shape(int n, int k) {
         printf(" | tc_pre n/a (x in several chunks)\n");
     print_phases("tc", tc1_store, g, copies, d_s, d_w, d_x, d_y, n, k);
     if (pre_ok) print_phases("tc_pre", tc1_store_pre, g, copies, d_s, d_w, reinterpret_cast<const float*>(d_pre), d_y, n, k);
+
+    // The binary GEMV: prepare + gemv as the model runs them, then gemv alone on prepared planes.
+    u32* d_b1;
+    CK(cudaMalloc(&d_b1, b1_scratch_words(k) * 4));
+    CK(cudaFuncSetAttribute(b1_store, cudaFuncAttributeMaxDynamicSharedMemorySize, TC_LAB_MAX_SMEM + 4096));
+    const TcGeom gb = b1_geom(n, k);
+    const float* planes_x = reinterpret_cast<const float*>(d_b1);
+    const double b1_pair_s = time_batches(copies, [&](int i) {
+        b1_prepare_launch(d_x, k, d_b1);
+        tc_launch(b1_store, gb, d_s[i], d_w[i], planes_x, 1, d_y, n, k);
+    });
+    const double b1_s = time_batches(copies, [&](int i) { tc_launch(b1_store, gb, d_s[i], d_w[i], planes_x, 1, d_y, n, k); });
+    const double prep_s = time_batches(1, [&](int) { b1_prepare_launch(d_x, k, d_b1); });
+    CK(cudaGetLastError());
+    printf("  b1: prepare + gemv %.2f us (%.0f%% of floor speed) | gemv alone %.2f us (%.0f%%) | prepare alone %.2f us | %d CTAs x %d warps, chunk %d\n",
+           b1_pair_s * 1e6, 100.0 * floor_s / b1_pair_s, b1_s * 1e6, 100.0 * floor_s / b1_s, prep_s * 1e6, gb.ctas,
+           gb.tpc * gb.splits, gb.chunk);
+    print_phases("b1", b1_store, gb, copies, d_s, d_w, planes_x, d_y, n, k);
+    CK(cudaFree(d_b1));
     if (d_pre) CK(cudaFree(d_pre));
     CK(cudaFree(d_x));
     CK(cudaFree(d_y));

@@ -170,6 +170,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
                                              float norm_eps) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
+    TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
     const int groups_per_row = k / GROUP_SIZE;
     const int units = groups_per_row / NB;
@@ -208,6 +209,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
+    TC_MARK(1);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     int u = split, phase = 0;
@@ -220,6 +222,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
+        TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
         for (; u < u_end; u += splits) {
             const int gl0 = u * NB - c0;  // the unit's first group within the chunk
@@ -266,6 +269,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         }
     }
 
+    TC_MARK(3);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
     if (t < 2) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
@@ -278,7 +282,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         if (lane == 0) norm_sq[0][0] = ss;
     }
     __syncthreads();
+    TC_MARK(4);
     gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq);
+    TC_MARK(5);
 }
 
 template <int BITS, int MODE>
