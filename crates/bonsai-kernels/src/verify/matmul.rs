@@ -53,15 +53,16 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
-    // The f16 GEMM's split-K merge at forced split counts next to the default schedule (which
-    // splits these small grids in two: at most one CTA per SM, K >= 1024): shorter last splits
-    // (8 groups in 3: 3+3+2; 5 in 3: 2+2+1; 7 in 4: 2+2+2+1), m from 64 to 600, odd N/F, Q1/Q2,
-    // store/add/SwiGLU.
+    // The f16 GEMM's split-K merge at forced split counts, next to the default schedule and the
+    // unsplit kernel: shorter last splits (8 groups in 3: 3+3+2; 5 in 3: 2+2+1; 11 in 4:
+    // 3+3+3+2), m from 64 to 600, odd N/F, Q1/Q2, store/add/SwiGLU. The default splits the
+    // 8- and 11-group rows in two (one CTA per SM at most, >= 8 groups; 4+4, 6+5), not the
+    // 5-group one; the small shape's K = 1152 rows above split 5+4 (add epilogue).
     for ternary in [false, true] {
         let (s3, s4) = (f16_split_kernels(3), f16_split_kernels(4));
         matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
         matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
-        gate_up_with(ctx, "split", 37, 896, LARGE_ODD_TOKENS, ternary, &s4)?;
+        gate_up_with(ctx, "split", 37, 1408, LARGE_ODD_TOKENS, ternary, &s4)?;
     }
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
