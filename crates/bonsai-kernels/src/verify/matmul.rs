@@ -11,9 +11,6 @@ use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
-/// Token counts of the split-K rows: the f16 GEMM's smallest m, and 4 x 128 + 88.
-const F16_MIN_TOKENS_ROW: usize = 64;
-const SPLIT_ODD_TOKENS: usize = 600;
 /// Rows per parallel reference task.
 const REFERENCE_ROWS_PER_TASK: usize = 512;
 /// A token count that leaves the f16 GEMM's last 128-token tile partly empty (2 x 128 + 44).
@@ -53,17 +50,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
-    // The f16 GEMM's split-K merge at forced split counts, next to the default schedule and the
-    // unsplit kernel: shorter last splits (8 groups in 3: 3+3+2; 5 in 3: 2+2+1; 11 in 4:
-    // 3+3+3+2), m from 64 to 600, odd N/F, Q1/Q2, store/add/SwiGLU. The default splits the
-    // 8- and 11-group rows in two (one CTA per SM at most, >= 8 groups; 4+4, 6+5), not the
-    // 5-group one; the small shape's K = 1152 rows above split 5+4 (add epilogue).
-    for ternary in [false, true] {
-        let (s3, s4) = (f16_split_kernels(3), f16_split_kernels(4));
-        matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
-        matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
-        gate_up_with(ctx, "split", 37, 1408, LARGE_ODD_TOKENS, ternary, &s4)?;
-    }
+    super::matmul_split::run_all(ctx)?;
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
         return Ok(());
@@ -188,12 +175,6 @@ pub(crate) fn kernels_for(m: usize) -> Vec<MatmulKernel> {
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm).to_vec(),
     }
-}
-
-/// The f16 GEMM with exactly `splits` K splits, with its default schedule, and unsplit.
-fn f16_split_kernels(splits: usize) -> [MatmulKernel; 3] {
-    [GemmKernel::TensorCoreF16Splits(splits), GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16Splits(1)]
-        .map(MatmulKernel::Gemm)
 }
 
 pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
@@ -382,7 +363,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
 }
 
 #[allow(clippy::too_many_arguments)]
-fn matmul_with(
+pub(super) fn matmul_with(
     ctx: &mut Ctx,
     label: &str,
     n: usize,
@@ -428,7 +409,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
     gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(m))
 }
 
-fn gate_up_with(
+pub(super) fn gate_up_with(
     ctx: &mut Ctx,
     label: &str,
     f: usize,
