@@ -125,9 +125,15 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
         }
         // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
         // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
+        // attn_out and down (N = 4096) are split in two by default: each is also timed unsplit
+        // (`gemm_f16_unsplit`), so one run shows the split's gain.
         let f16 = MatmulKernel::Gemm(GemmKernel::TensorCoreF16);
+        let unsplit = MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1));
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
             rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, f16, copy_bw)?);
+            if n == 4096 {
+                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, unsplit, copy_bw)?);
+            }
         }
     }
     // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).

@@ -50,6 +50,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
+    super::matmul_split::run_all(ctx)?;
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
         return Ok(());
@@ -181,6 +182,11 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemv(GemvKernel::Binary) => "gemv_b1",
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => "gemv_tc",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => "gemm_f16",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1)) => "gemm_f16_unsplit",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(2)) => "gemm_f16_split2",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(3)) => "gemm_f16_split3",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
     }
@@ -268,6 +274,12 @@ pub(crate) fn b1_quant_bound(w: &QMatrix, staged_x: &[f32]) -> Result<Vec<f32>, 
 /// each off by <= 2u if the unit truncates, on operands <= (1 + 2^-11) |w x| 2^e; the final
 /// multiply by 2^-e is exact. Coefficient: 2^-11 + 2 (K/16 + 5) u (1 + 2^-11), the accumulation
 /// part doubled for second order like the others.
+/// Split-K into S non-empty splits of P groups (the last one P or fewer; G = K/128, so
+/// P (S - 1) <= G - 1), merged by S - 1 sequential f32 adds in split order: a product passes
+/// <= 8P + 5 + S - 1 additions. S = 1 gives 8G + 5 = K/16 + 5; for S >= 2, 8P + S - 1 <=
+/// 8 (G - 1)/(S - 1) + S - 1, convex in S, is 8G - 7 at S = 2 and G + 7 <= 8G at S = G (P = 1):
+/// within K/16 + 5 for every S, so the coefficient holds unchanged (the 2^-e unscale is applied
+/// once, after the merge, and is exact).
 /// Binary GEMV (matmul_gemv_b1.cu), on sum|w||x| + the quantization bound Q (each staged value
 /// is within s_G / 2 of x, so |sum w s q - sum w x| <= Q, which the caller adds once): per (row,
 /// group) sum_k w_k q_k is exact in integers and rounds once to f32 (u), d s_G is exact; a lane
@@ -276,7 +288,7 @@ pub(crate) fn b1_quant_bound(w: &QMatrix, staged_x: &[f32]) -> Result<Vec<f32>, 
 /// (K/128 + 18) u, doubled for second order like the others.
 pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
-    if kernel == MatmulKernel::Gemm(GemmKernel::TensorCoreF16) {
+    if is_f16(kernel) {
         let chain = k as f64 / 16.0 + 5.0;
         return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
     }
@@ -286,7 +298,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
         MatmulKernel::Gemm(GemmKernel::Simt) => k as f64 + 48.0,
-        MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => unreachable!("handled above"),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_)) => unreachable!("handled above"),
     }
 }
 
@@ -296,10 +308,15 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
 /// below the f32::MIN_POSITIVE every bound adds). So the output is off by at most
 /// 2^-39 max|x_row| sum_k |W[n, k]|, doubled to cover its accumulation. Zero for other kernels.
 pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w_sum: f32) -> f64 {
-    if kernel != MatmulKernel::Gemm(GemmKernel::TensorCoreF16) {
+    if !is_f16(kernel) {
         return 0.0;
     }
     2.0 * F16_SUBNORMAL_ROUNDOFF * F16_ROW_SCALE_FLOOR * row_max_abs_x as f64 * row_abs_w_sum as f64
+}
+
+/// Whether `kernel` is the f16 GEMM (any split count).
+fn is_f16(kernel: MatmulKernel) -> bool {
+    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some())
 }
 
 /// max |x| of each of the m token rows of x.
@@ -342,6 +359,20 @@ fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant:
 }
 
 fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
+    matmul_with(ctx, label, n, k, m, ternary, store, &kernels_for(m))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul_with(
+    ctx: &mut Ctx,
+    label: &str,
+    n: usize,
+    k: usize,
+    m: usize,
+    ternary: bool,
+    store: Store,
+    kernels: &[MatmulKernel],
+) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, n, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let y0 = if store == Store::Add { ctx.rng.activations(m * n, 4.0) } else { vec![0.0; m * n] };
@@ -355,7 +386,7 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
     let epilogue = if store == Store::Add { Epilogue::Add } else { Epilogue::Store };
-    for kernel in kernels_for(m) {
+    for &kernel in kernels {
         let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
         run_kernel(ctx, kernel, &dw, &xd, None, m, &mut yd, epilogue)?;
         let got = download(&ctx.stream, &yd)?;
@@ -375,6 +406,18 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
 }
 
 fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
+    gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(m))
+}
+
+pub(super) fn gate_up_with(
+    ctx: &mut Ctx,
+    label: &str,
+    f: usize,
+    k: usize,
+    m: usize,
+    ternary: bool,
+    kernels: &[MatmulKernel],
+) -> Result<(), VerifyError> {
     let w = random_matrix(ctx, 2 * f, k, ternary);
     let x = ctx.rng.activations(m * k, 1.0);
     let zeros = vec![0.0; m * 2 * f];
@@ -392,7 +435,7 @@ fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bo
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
-    for kernel in kernels_for(m) {
+    for &kernel in kernels {
         let mut od = poisoned(&ctx.stream, m * f)?;
         run_kernel(ctx, kernel, &dw, &xd, None, m, &mut od, Epilogue::SwiGlu)?;
         let got = download(&ctx.stream, &od)?;

@@ -20,6 +20,7 @@ pub mod image_torch;
 mod matmul;
 mod norm_matmul;
 mod matmul_large;
+mod matmul_split;
 mod ptx_model;
 mod ptx_wrappers;
 pub(crate) mod rng;

@@ -63,10 +63,25 @@ pub enum GemmKernel {
     /// its max |x| in [2^14, 2^15) and rounded to f16 (relative error <= 2^-11 per element),
     /// weights exact in f16 as (code value)·d; the result is scaled back by 2^-e (exact).
     TensorCoreF16,
+    /// [`GemmKernel::TensorCoreF16`] with exactly this many K splits instead of the launcher's
+    /// choice: 1 = the unsplit kernels with the default tile, n >= 2 = the narrow split-K kernel
+    /// (clamped to one split per 128-group). Bench and verify force the schedule with it.
+    TensorCoreF16Splits(usize),
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
     /// f32 FFMA register tiles.
     Simt,
+}
+
+impl GemmKernel {
+    /// For the f16 GEMM: Some(forced split count, None = the launcher's choice); else None.
+    pub(crate) fn f16_splits(self) -> Option<Option<usize>> {
+        match self {
+            GemmKernel::TensorCoreF16 => Some(None),
+            GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
+            GemmKernel::TensorCoreBf16x3 | GemmKernel::Simt => None,
+        }
+    }
 }
 
 /// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
@@ -109,8 +124,8 @@ pub(crate) fn kernel_name(
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
-            GemmKernel::TensorCoreF16 if wide => "gemm_f16_128x256",
-            GemmKernel::TensorCoreF16 => "gemm_f16_128x128",
+            GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
+            GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
             GemmKernel::Simt => "gemm_tile64_simt",
         },
@@ -308,8 +323,8 @@ fn launch_any(
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
         None => default_gemm(m),
     };
-    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreF16 {
-        return super::matmul_f16::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
+    if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
+        return super::matmul_f16::launch(lib, stream, f16_shape, forced_splits, scales, payload, x_ptr, y_ptr);
     }
     let gemv = match gemv {
         Some(g) => g,

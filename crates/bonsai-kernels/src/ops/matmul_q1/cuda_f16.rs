@@ -1,5 +1,6 @@
 //! Launch of the f16 tensor-core GEMM (matmul_gemm_f16.cu): the activation pre-pass
-//! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}`.
+//! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}` or, split
+//! over K, `*_gemm_f16_128x128_split` (docs/gemm-f16-notes.md, "Round 2b").
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,6 +20,11 @@ use crate::weights::GROUP;
 const QG_WARPS_M: usize = 2;
 /// Largest grid y (token tiles).
 const MAX_GRID_Y: usize = 65_535;
+/// K splits of the default split-K schedule (see [`default_splits`]).
+const QG_DEFAULT_SPLITS: usize = 2;
+/// Fewest 128-groups per split the default schedule accepts: shorter splits spend a large part
+/// of their time filling the 3-stage ring and moving partial tiles.
+const QG_MIN_SPLIT_GROUPS: usize = 4;
 
 /// What one f16 GEMM launch computes.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +51,10 @@ impl F16Shape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct F16Geometry {
     pub wide: bool,
-    pub grid: (u32, u32),
+    /// (output tiles, token tiles, K splits); splits > 1 only with the narrow tile.
+    pub grid: (u32, u32, u32),
+    /// 128-groups per split (the last split runs what is left, at least one); K / 128 unsplit.
+    pub split_groups: usize,
     pub threads: u32,
     pub smem_bytes: usize,
 }
@@ -67,22 +76,61 @@ fn outputs_per_tile(epilogue: Epilogue, warps_n: usize) -> usize {
     }
 }
 
-/// The launch for `s` on a device with `sms` multiprocessors.
-pub(crate) fn geometry(s: &F16Shape, sms: usize) -> Result<F16Geometry, LaunchError> {
+/// The default K split count for an unsplit grid of `ctas` CTAs (narrow or wide) and `groups`
+/// 128-groups: split in two where the unsplit grid holds at most one CTA per SM (so the split
+/// grid still runs in one wave of two narrow CTAs per SM: attn_out and down at pp512, 128 CTAs
+/// on the H200's 132 SMs, measured -19% and -27%), else not at all.
+fn default_splits(ctas: usize, groups: usize, sms: usize) -> usize {
+    if ctas <= sms && groups >= QG_DEFAULT_SPLITS * QG_MIN_SPLIT_GROUPS {
+        QG_DEFAULT_SPLITS
+    } else {
+        1
+    }
+}
+
+/// The launch for `s` on a device with `sms` multiprocessors; `forced_splits` overrides the
+/// default K split count (1: the unsplit kernel and tile choice; n >= 2: narrow tile, n splits
+/// clamped to the 128-group count).
+pub(crate) fn geometry(s: &F16Shape, sms: usize, forced_splits: Option<usize>) -> Result<F16Geometry, LaunchError> {
     let token_tiles = s.m.div_ceil(QG_TILE_TOKENS);
     if token_tiles > MAX_GRID_Y {
         return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
     }
     let tiles = |warps_n| s.n_out.div_ceil(outputs_per_tile(s.epilogue, warps_n));
-    let wide = token_tiles * tiles(QG_WIDE_WARPS_N) >= QG_WIDE_MIN_WAVES * sms;
+    let groups = (s.k / GROUP).max(1);
+    let wide_unsplit = token_tiles * tiles(QG_WIDE_WARPS_N) >= QG_WIDE_MIN_WAVES * sms;
+    let unsplit_warps_n = if wide_unsplit { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
+    let wanted = forced_splits.unwrap_or_else(|| default_splits(token_tiles * tiles(unsplit_warps_n), groups, sms));
+    let wanted = wanted.clamp(1, groups);
+    // ceil(G / wanted) groups per split; recounting the splits from that leaves none empty
+    // (G = 6, 4 wanted: 2 per split, 3 splits).
+    let split_groups = groups.div_ceil(wanted);
+    let splits = groups.div_ceil(split_groups);
+    let wide = wide_unsplit && splits == 1;
     let warps_n = if wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
     let col_tiles = u32::try_from(tiles(warps_n)).map_err(|_| shape(s.op(), "too many rows".into()))?;
     Ok(F16Geometry {
         wide,
-        grid: (col_tiles, token_tiles as u32),
+        grid: (col_tiles, token_tiles as u32, splits as u32),
+        split_groups,
         threads: (QG_WARPS_M * warps_n * 32) as u32,
         smem_bytes: QG_STAGES * stage_bytes(s.bits, warps_n),
     })
+}
+
+impl F16Geometry {
+    fn splits(&self) -> usize {
+        self.grid.2 as usize
+    }
+    /// Output tiles of the grid (one split-K arrival counter each).
+    fn tiles(&self) -> usize {
+        self.grid.0 as usize * self.grid.1 as usize
+    }
+    /// f32 values of the split-K partial tiles: splits x tiles x (128 tokens x ROWS), and a CTA
+    /// has one thread per weight row (ROWS = threads, a static_assert in the kernel).
+    fn partial_len(&self) -> usize {
+        self.splits() * self.tiles() * QG_TILE_TOKENS * self.threads as usize
+    }
 }
 
 /// Whether the f16 GEMM's CTA fits this device's opt-in shared memory (sm_86/89 allow 99 KB:
@@ -90,7 +138,7 @@ pub(crate) fn geometry(s: &F16Shape, sms: usize) -> Result<F16Geometry, LaunchEr
 pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool, LaunchError> {
     let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    Ok(geometry(s, sms)?.smem_bytes <= optin)
+    Ok(geometry(s, sms, None)?.smem_bytes <= optin)
 }
 
 /// Set to `0` to keep the f32-accurate bf16x3 GEMM at every m (the f16 GEMM's ~2^-11 relative
@@ -113,11 +161,14 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 }
 
 /// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
-/// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+/// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
+/// `forced_splits` as in [`geometry`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     s: F16Shape,
+    forced_splits: Option<usize>,
     scales: u64,
     payload: u64,
     x: u64,
@@ -127,7 +178,7 @@ pub(crate) fn launch(
     expect_aligned16(op, "weight payload", payload)?;
     let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let geo = geometry(&s, sms)?;
+    let geo = geometry(&s, sms, forced_splits)?;
     if geo.smem_bytes > optin {
         return Err(shape(
             op,
@@ -154,7 +205,10 @@ pub(crate) fn launch(
     // m x K and row_unscale m elements (allocated above); one CTA per row, m CTAs.
     unsafe { b.launch(prep_cfg) }?;
 
-    let name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
+    let mut name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
+    if geo.splits() > 1 {
+        name.push_str(SPLIT_SUFFIX);
+    }
     let gemm = lib.function(&name)?;
     gemm.set_attribute(
         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -163,47 +217,84 @@ pub(crate) fn launch(
     // Ask for the largest shared-memory carveout so two narrow CTAs share an SM.
     gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
     let cfg = LaunchConfig {
-        grid_dim: (geo.grid.0, geo.grid.1, 1),
+        grid_dim: geo.grid,
         block_dim: (geo.threads, 1, 1),
         shared_mem_bytes: geo.smem_bytes as u32,
     };
+    if geo.splits() == 1 {
+        let mut b = Launch::new(stream, gemm);
+        b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
+        // SAFETY: argument order and types match gemm_f16_mma's unsplit entry points (scales,
+        // payload, xh, row_unscale, m, y, n_out, k); the caller checked the x / y / weight
+        // lengths, the payload is 16-byte aligned (cp.async), the grid covers ceil(m / 128) token
+        // tiles and every output tile, and the kernel bounds every row and token index by m and
+        // n_out.
+        unsafe { b.launch(cfg) }?;
+        return Ok(());
+    }
+    // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
+    // itself in, and only the CTA counted last reads the partials (qg_split_k_merge).
+    let mut partials: CudaSlice<f32> = unsafe { stream.alloc(geo.partial_len()) }?;
+    // One arrival counter per output tile, zeroed on the stream before the GEMM.
+    let mut counters: CudaSlice<u32> = stream.alloc_zeros(geo.tiles())?;
+    let (partials_ptr, _g2) = partials.device_ptr_mut(stream);
+    let (counters_ptr, _g3) = counters.device_ptr_mut(stream);
+    let split_groups = as_i32(op, "split_groups", geo.split_groups)?;
     let mut b = Launch::new(stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
-    // SAFETY: argument order and types match gemm_f16_mma's entry points (scales, payload, xh,
-    // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is
-    // 16-byte aligned (cp.async), the grid covers ceil(m / 128) token tiles and every output
-    // tile, and the kernel bounds every row and token index by m and n_out.
+    b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups);
+    // SAFETY: as the unsplit launch above, plus: the `_split` entry points take (partials,
+    // tile_counters, split_groups) after k; the grid's z holds ceil(G / split_groups) non-empty
+    // splits (geometry), the partials hold splits x tiles x 128 x ROWS f32 and the counters one
+    // zeroed u32 per output tile (allocated above for this grid).
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
+
+/// Name suffix of the split-K entry points (narrow tile only).
+const SPLIT_SUFFIX: &str = "_split";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// SMs of the H200.
+    const H200_SMS: usize = 132;
     /// Per-SM shared memory of the H100/H200 (228 KB), for the two-CTA check.
     const H200_SMEM_PER_SM: usize = 228 * 1024;
     /// Opt-in shared memory per CTA of the A100 (163 KB), the smallest sm_80+ data-center part.
     const A100_SMEM_OPTIN: usize = 163 * 1024;
     /// Shared memory the driver holds back per CTA on sm_80+.
     const RESERVED_SMEM_PER_CTA: usize = 1024;
+    /// The default schedule, unsplit, and forced splits (7 leaves a short last split at K 4096:
+    /// 32 groups, 5 per split, 7 splits of 5 + 2).
+    const SPLIT_CHOICES: [Option<usize>; 4] = [None, Some(1), Some(2), Some(7)];
 
     #[test]
     fn geometry_covers_every_output_and_fits_shared_memory() {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for (m, n_out) in [(64, 7), (300, 333), (512, 4096), (512, 12288), (4608, 27648), (1536, 3072)] {
-                    let s = F16Shape { bits, epilogue, m, n_out, k: 4096 };
-                    let g = geometry(&s, 132).expect("valid shape");
-                    let warps_n = if g.wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
-                    let per_tile = outputs_per_tile(epilogue, warps_n);
-                    assert!(g.grid.0 as usize * per_tile >= n_out, "{s:?} {g:?}");
-                    assert!((g.grid.0 as usize - 1) * per_tile < n_out, "an idle column of CTAs: {s:?} {g:?}");
-                    assert!(g.grid.1 as usize * QG_TILE_TOKENS >= m);
-                    assert_eq!(g.threads as usize, QG_WARPS_M * warps_n * 32);
-                    assert!(g.smem_bytes <= A100_SMEM_OPTIN, "{s:?} {g:?}");
-                    if !g.wide {
-                        assert!(2 * (g.smem_bytes + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{s:?} {g:?}");
+                    for forced in SPLIT_CHOICES {
+                        let s = F16Shape { bits, epilogue, m, n_out, k: 4096 };
+                        let g = geometry(&s, H200_SMS, forced).expect("valid shape");
+                        let warps_n = if g.wide { QG_WIDE_WARPS_N } else { QG_NARROW_WARPS_N };
+                        let per_tile = outputs_per_tile(epilogue, warps_n);
+                        assert!(g.grid.0 as usize * per_tile >= n_out, "{s:?} {g:?}");
+                        assert!((g.grid.0 as usize - 1) * per_tile < n_out, "an idle column of CTAs: {s:?} {g:?}");
+                        assert!(g.grid.1 as usize * QG_TILE_TOKENS >= m);
+                        // The splits cover K and none is empty (the kernel's split ranges).
+                        let (splits, per, groups) = (g.splits(), g.split_groups, s.k / GROUP);
+                        assert!(splits * per >= groups && (splits - 1) * per < groups, "{s:?} {g:?}");
+                        assert!(splits == 1 || !g.wide, "split-K runs the narrow tile only: {s:?} {g:?}");
+                        if let Some(n) = forced {
+                            assert_eq!(splits, n, "{s:?} {g:?}");
+                        }
+                        assert_eq!(g.threads as usize, QG_WARPS_M * warps_n * 32);
+                        assert!(g.smem_bytes <= A100_SMEM_OPTIN, "{s:?} {g:?}");
+                        if !g.wide {
+                            assert!(2 * (g.smem_bytes + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{s:?} {g:?}");
+                        }
                     }
                 }
             }
@@ -211,10 +302,41 @@ mod tests {
         // The DiT's widest GEMM fills many waves with the wide tile; Bonsai-8B's N = 4096 prefill
         // GEMM at 512 tokens does not (64 wide CTAs), so it takes the narrow one.
         let dit = F16Shape { bits: QuantBits::Two, epilogue: Epilogue::Store, m: 4608, n_out: 27648, k: 3072 };
-        assert!(geometry(&dit, 132).expect("valid").wide);
+        assert!(geometry(&dit, H200_SMS, None).expect("valid").wide);
         let attn_out = F16Shape { bits: QuantBits::One, epilogue: Epilogue::Add, m: 512, n_out: 4096, k: 4096 };
-        assert!(!geometry(&attn_out, 132).expect("valid").wide);
+        assert!(!geometry(&attn_out, H200_SMS, Some(1)).expect("valid").wide);
         let too_tall = F16Shape { m: (MAX_GRID_Y + 1) * QG_TILE_TOKENS, ..attn_out };
-        assert!(geometry(&too_tall, 132).is_err());
+        assert!(geometry(&too_tall, H200_SMS, None).is_err());
+    }
+
+    /// Bonsai-8B pp512 on the H200: attn_out and down (128 narrow CTAs) split in two; qkv (192
+    /// CTAs), the 12288-row bench shape and gate|up (wide) keep main's unsplit grid.
+    #[test]
+    fn default_schedule_splits_only_the_one_wave_shapes() {
+        let shape = |n_out, k, epilogue| F16Shape { bits: QuantBits::One, epilogue, m: 512, n_out, k };
+        let splits = |s: F16Shape| geometry(&s, H200_SMS, None).expect("valid").grid;
+        assert_eq!(splits(shape(4096, 4096, Epilogue::Add)), (32, 4, 2), "attn_out");
+        assert_eq!(splits(shape(4096, 12288, Epilogue::Add)), (32, 4, 2), "down");
+        assert_eq!(splits(shape(6144, 4096, Epilogue::Store)), (48, 4, 1), "qkv");
+        assert_eq!(splits(shape(12288, 4096, Epilogue::Store)), (96, 4, 1), "12288 x 4096");
+        let gate_up = geometry(&shape(12288, 4096, Epilogue::SwiGlu), H200_SMS, None).expect("valid");
+        assert!(gate_up.wide && gate_up.splits() == 1, "gate|up {gate_up:?}");
+        // Too few groups for two splits of QG_MIN_SPLIT_GROUPS: unsplit.
+        assert_eq!(splits(shape(4096, 7 * GROUP, Epilogue::Store)).2, 1);
+        // A forced split count above the group count is clamped to one group per split.
+        let g = geometry(&shape(333, 3 * GROUP, Epilogue::Store), H200_SMS, Some(8)).expect("valid");
+        assert_eq!((g.splits(), g.split_groups), (3, 1));
+    }
+
+    #[test]
+    fn split_entry_points_are_registered() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for bits in [QuantBits::One, QuantBits::Two] {
+            for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+                let gemv = super::super::matmul::GemvKernel::Binary;
+                let name = kernel_name(bits, epilogue, 512, gemv, GemmKernel::TensorCoreF16, false) + SPLIT_SUFFIX;
+                assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
+            }
+        }
     }
 }

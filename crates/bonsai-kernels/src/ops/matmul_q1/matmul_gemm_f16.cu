@@ -14,6 +14,11 @@
 //     thread, loaded one stage ahead). A fragments come from ldmatrix, B fragments are decoded
 //     straight into registers (mma_pair_f16x2: (code value) * d, exact in f16), so the per-group
 //     scale is inside the operand and one f32 accumulator chain runs over all of K.
+//     Split-K (SPLIT = true, the `_split` entry points; blockIdx.z = split of gridDim.z): split z
+//     runs groups [z P, min((z + 1) P, G)), P = split_groups; every split writes its raw f32
+//     tile to `partials`, and the CTA that arrives last at the tile's counter sums the S tiles
+//     in split order (fixed: the result does not depend on the arrival order) before the
+//     epilogue (qg_split_k_merge). SPLIT = false compiles to the unsplit kernel unchanged.
 //     Epilogue: acc * 2^-e (exact), then store / add / SwiGLU. SwiGLU tiles interleave gate and
 //     up rows (local column 2f gate, 2f + 1 up of feature f), so a thread's c0/c1 (and c2/c3)
 //     are the gate and up of one feature.
@@ -89,12 +94,66 @@ __device__ __forceinline__ int qg_weight_row(int tile, int lc, int n_out) {
     return r < n_out ? r : -1;
 }
 
-template <int BITS, int MODE, int WARPS_N>
+// Split-K merge, after a split's main loop. Every split stores its accumulators (one float4 per
+// (m tile, n tile) and thread, laid out [split][tile][chunk][thread] so each store instruction is
+// coalesced), then counts itself in at the tile's counter (zeroed by the launcher). Returns true
+// in the CTA that arrived last, whose `acc` then holds ((p0 + p1) + p2) + ... in split order, all
+// S partials read back from memory, its own too (so the sum never depends on which split arrived
+// last); the other CTAs are done.
+template <int M_TILES, int N_TILES, int THREADS>
+__device__ __forceinline__ bool qg_split_k_merge(float (&acc)[M_TILES][N_TILES][4],
+                                                 float* __restrict__ partials,
+                                                 unsigned* __restrict__ tile_counters) {
+    constexpr int CHUNKS = M_TILES * N_TILES;
+    __shared__ int arrived_last;
+    const int splits = gridDim.z;
+    const long long tiles = (long long)gridDim.x * gridDim.y;
+    const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+    float4* part = reinterpret_cast<float4*>(partials);
+    auto chunk = [&](int split, int c) -> long long {
+        return ((split * tiles + tile_id) * CHUNKS + c) * THREADS + threadIdx.x;
+    };
+#pragma unroll
+    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j)
+            part[chunk(blockIdx.z, i * N_TILES + j)] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+    __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
+    __syncthreads();
+    if (threadIdx.x == 0) arrived_last = atomicAdd(tile_counters + tile_id, 1u) == (unsigned)(splits - 1);
+    __syncthreads();
+    if (!arrived_last) return false;
+    __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+#pragma unroll
+    for (int i = 0; i < M_TILES; ++i)
+#pragma unroll
+        for (int j = 0; j < N_TILES; ++j) {
+            float4 sum = __ldcg(part + chunk(0, i * N_TILES + j));
+#pragma unroll 1
+            for (int split = 1; split < splits; ++split) {
+                const float4 p = __ldcg(part + chunk(split, i * N_TILES + j));
+                sum.x += p.x;
+                sum.y += p.y;
+                sum.z += p.z;
+                sum.w += p.w;
+            }
+            acc[i][j][0] = sum.x;
+            acc[i][j][1] = sum.y;
+            acc[i][j][2] = sum.z;
+            acc[i][j][3] = sum.w;
+        }
+    return true;
+}
+
+// SPLIT = false: `partials`, `tile_counters` and `split_groups` are unused (the whole K range).
+template <int BITS, int MODE, int WARPS_N, bool SPLIT>
 __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                                              const u32* __restrict__ payload,
                                              const u16* __restrict__ xh,
                                              const float* __restrict__ row_unscale, int m,
-                                             float* __restrict__ y, int n_out, int k) {
+                                             float* __restrict__ y, int n_out, int k,
+                                             float* __restrict__ partials,
+                                             unsigned* __restrict__ tile_counters, int split_groups) {
     using S = QgStage<BITS, WARPS_N>;
     constexpr int THREADS = QG_WARPS_M * WARPS_N * WARP_SIZE;
     constexpr int M_TILES = QG_WARP_TOKENS / 16;
@@ -109,6 +168,11 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
     const int warp_n = warp % WARPS_N, warp_m = warp / WARPS_N;
     const int g = lane / 4, t = lane % 4;
     const int groups = k / GROUP_SIZE;
+    // This CTA's groups group0 .. group0 + split_len - 1: 0 and G without a split, else split z's
+    // share (the launcher leaves no split empty). The loop counts iterations from 0 and the ring
+    // slot is iteration % STAGES, as without a split, so only the group index adds group0.
+    const int group0 = SPLIT ? (int)blockIdx.z * split_groups : 0;
+    const int split_len = SPLIT ? min(split_groups, groups - group0) : groups;
     // The weight row whose scale this thread carries through the pipeline.
     const int my_row = qg_weight_row<MODE, S::ROWS>(tile, threadIdx.x, n_out);
 
@@ -155,25 +219,25 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
 
 #pragma unroll
     for (int s = 0; s < QG_STAGES - 1; ++s) {
-        if (s < groups) {
-            load_group(s, s);
-            d_tile(s)[threadIdx.x] = load_scale(s);
+        if (s < split_len) {
+            load_group(group0 + s, s);
+            d_tile(s)[threadIdx.x] = load_scale(group0 + s);
         }
         cp_async_commit();
     }
 
-    for (int kb = 0; kb < groups; ++kb) {
+    for (int it = 0; it < split_len; ++it) {
         cp_async_wait<QG_STAGES - 2>();
-        __syncthreads();  // group kb landed for every thread; slot (kb - 1) % STAGES is free
-        const int next = kb + QG_STAGES - 1;
+        __syncthreads();  // iteration it's group landed for every thread; slot (it - 1) % STAGES is free
+        const int next = it + QG_STAGES - 1;
         u16 d_next = 0;
-        if (next < groups) {
-            load_group(next, next % QG_STAGES);
-            d_next = load_scale(next);
+        if (next < split_len) {
+            load_group(group0 + next, next % QG_STAGES);
+            d_next = load_scale(group0 + next);
         }
         cp_async_commit();
 
-        const int slot = kb % QG_STAGES;
+        const int slot = it % QG_STAGES;
         // Lanes 8h..8h+7 give the rows of ldmatrix matrix h: +8 rows for odd h, the upper 8 k
         // (chunk + 1) for h >= 2; m tile i adds 16 rows.
         const unsigned char* x_rows = reinterpret_cast<const unsigned char*>(x_tile(slot)) +
@@ -206,10 +270,13 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                 for (int i = 0; i < M_TILES; ++i) mma_f16_16x8x16(acc[i][j], a[i], b0, b1);
             }
         }
-        // Slot next % STAGES was last read in iteration kb - 1, before this iteration's barrier.
-        if (next < groups) d_tile(next % QG_STAGES)[threadIdx.x] = d_next;
+        // Slot next % STAGES was last read in iteration it - 1, before this iteration's barrier.
+        if (next < split_len) d_tile(next % QG_STAGES)[threadIdx.x] = d_next;
     }
     cp_async_wait<0>();
+    if constexpr (SPLIT) {
+        if (!qg_split_k_merge<M_TILES, N_TILES, THREADS>(acc, partials, tile_counters)) return;
+    }
 
     // Epilogue: thread holds tokens (g, g + 8) x local columns (2t, 2t + 1) of every 16 x 8 tile.
     // float2 stores need every (token, even column) address 8-byte aligned: even rows and base.

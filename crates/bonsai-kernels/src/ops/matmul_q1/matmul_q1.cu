@@ -52,13 +52,24 @@
         PREFIX##_gemm_f16_128x128(const u16* scales, const u32* payload, const u16* xh,          \
                                   const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        gemm_f16_mma<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
+        gemm_f16_mma<BITS, MODE, 2, false>(scales, payload, xh, row_unscale, m, y, n_out, k,     \
+                                           nullptr, nullptr, 0);                                 \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 2 * WARP_SIZE)                     \
+        PREFIX##_gemm_f16_128x128_split(const u16* scales, const u32* payload, const u16* xh,    \
+                                        const float* row_unscale, int m, float* y, int n_out,    \
+                                        int k, float* partials, unsigned* tile_counters,         \
+                                        int split_groups) {                                      \
+        griddep_wait();                                                                          \
+        gemm_f16_mma<BITS, MODE, 2, true>(scales, payload, xh, row_unscale, m, y, n_out, k,      \
+                                          partials, tile_counters, split_groups);                \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(QG_WARPS_M * 4 * WARP_SIZE)                     \
         PREFIX##_gemm_f16_128x256(const u16* scales, const u32* payload, const u16* xh,          \
                                   const float* row_unscale, int m, float* y, int n_out, int k) { \
         griddep_wait();                                                                          \
-        gemm_f16_mma<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k);           \
+        gemm_f16_mma<BITS, MODE, 4, false>(scales, payload, xh, row_unscale, m, y, n_out, k,     \
+                                           nullptr, nullptr, 0);                                 \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
