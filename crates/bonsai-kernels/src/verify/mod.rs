@@ -18,6 +18,7 @@ mod image_elementwise;
 mod image_gemm;
 pub mod image_torch;
 mod matmul;
+mod matmul_kernels;
 mod norm_matmul;
 mod matmul_large;
 mod matmul_split;

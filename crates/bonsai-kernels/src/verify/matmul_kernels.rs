@@ -1,0 +1,101 @@
+//! The kernels verify and bench run for a quantized matmul (the one-token GEMVs, the 2..8-token
+//! GEMV, the GEMMs), how to launch each, and gemv_b1's quantization bound.
+
+use super::gpu::DeviceQMatrix;
+use super::matmul::{abs_matrix, par_reference};
+use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch;
+use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
+use crate::ops::{OpError, Store};
+use crate::weights::{QMatrix, GROUP};
+
+/// A kernel of the quantized matmul: a decode GEMV or a GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MatmulKernel {
+    Gemv(GemvKernel),
+    Gemm(GemmKernel),
+}
+
+/// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, the
+/// 2..8-token GEMV, or every GEMM.
+pub(crate) fn kernels_for(m: usize) -> Vec<MatmulKernel> {
+    match m {
+        1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
+        m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
+        _ => [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm).to_vec(),
+    }
+}
+
+pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
+    match kernel {
+        MatmulKernel::Gemv(GemvKernel::Binary) => "gemv_b1",
+        MatmulKernel::Gemv(GemvKernel::Bf16x3) => "gemv_tc",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => "gemm_f16",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1)) => "gemm_f16_unsplit",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(2)) => "gemm_f16_split2",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(3)) => "gemm_f16_split3",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
+        MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
+    }
+}
+
+/// Runs `kernel` on m tokens: `y (=|+=) [RMSNorm](x) . W^T` or the SwiGLU of gate|up (`norm`:
+/// the fused RMSNorm's weights and eps, decode GEMVs only).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_kernel(
+    ctx: &Ctx,
+    kernel: MatmulKernel,
+    w: &DeviceQMatrix,
+    x: &cudarc::driver::CudaSlice<f32>,
+    norm: Option<(&cudarc::driver::CudaSlice<f32>, f32)>,
+    m: usize,
+    y: &mut cudarc::driver::CudaSlice<f32>,
+    epilogue: Epilogue,
+) -> Result<(), VerifyError> {
+    let (lib, stream, view) = (&ctx.lib, &ctx.stream, w.view());
+    let store = if epilogue == Epilogue::Add { Store::Add } else { Store::Overwrite };
+    match (kernel, norm) {
+        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(lib, stream, &view, x, norm, y, epilogue, gemv)?,
+        (_, Some((nw, eps))) if epilogue == Epilogue::SwiGlu => {
+            launch::matmul::rms_norm_gate_up_swiglu(lib, stream, &view, x, nw, eps, m, y)?
+        }
+        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(lib, stream, &view, x, nw, eps, m, y, store)?,
+        (kernel, None) => {
+            let gemm = match kernel {
+                MatmulKernel::Gemm(g) => g,
+                MatmulKernel::Gemv(_) => GemmKernel::TensorCoreBf16x3, // unused at m <= GEMV_MAX_TOKENS
+            };
+            if epilogue == Epilogue::SwiGlu {
+                launch::matmul::gate_up_swiglu_with_gemm(lib, stream, &view, x, m, y, gemm)?
+            } else {
+                launch::matmul::matmul_with_gemm(lib, stream, &view, x, m, y, store, gemm)?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// gemv_b1's quantization step s_G of every 128-group of the x it stages (matmul_gemv_b1.cu):
+/// s_G = 2^(E - B1_PLANES + 2) with E = (biased exponent of max|x_G|) - 126, at least
+/// B1_MIN_EXP. Each staged value is off by at most s_G / 2.
+pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
+    const B1_PLANES: i32 = 24;
+    const B1_MIN_EXP: i32 = -100;
+    x.chunks(GROUP)
+        .map(|g| {
+            let amax = g.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            let e = (((amax.to_bits() >> 23) & 0xff) as i32 - 126).max(B1_MIN_EXP);
+            2f32.powi(e - B1_PLANES + 2)
+        })
+        .collect()
+}
+
+/// gemv_b1's quantization error bound per output of one token: sum_G (s_G / 2) sum_{k in G} |W[n, k]|,
+/// rounded up for the reference's own f32 rounding.
+pub(crate) fn b1_quant_bound(w: &QMatrix, staged_x: &[f32]) -> Result<Vec<f32>, OpError> {
+    let half_steps: Vec<f32> = b1_group_steps(staged_x).iter().flat_map(|&s| std::iter::repeat_n(s / 2.0, GROUP)).collect();
+    let q = par_reference(&abs_matrix(w), &half_steps, 1, &vec![0.0; w.n()], Store::Overwrite)?;
+    Ok(q.into_iter().map(|v| v * (1.0 + 4.0 * U as f32)).collect())
+}
