@@ -386,7 +386,7 @@ fn launch_any(
 }
 
 /// Dynamic shared memory a kernel gets without opting in.
-const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
+pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;

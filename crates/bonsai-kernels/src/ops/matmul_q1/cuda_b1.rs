@@ -7,14 +7,13 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
-use super::matmul::{b1_geometry, kernel_name, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS};
+use super::matmul::{
+    b1_geometry, kernel_name, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+};
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, shape, LaunchError, QuantBits};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
-
-/// Dynamic shared memory a kernel gets without opting in.
-const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 /// The two launches of a one-token binary GEMV with `n_out` outputs (features for SwiGLU) of K
 /// inputs; `norm`: the fused RMSNorm's weights (K floats, 8-byte aligned) and eps. The caller

@@ -132,22 +132,16 @@ mod tests {
     use super::*;
     use crate::cuda::registry::SOURCES;
 
-    fn cu_define(name: &str) -> usize {
-        let src = SOURCES
-            .iter()
-            .find(|s| s.path == "ops/matmul_q1/matmul_gemv_tc.cu")
-            .expect("registered");
+    /// The number a `#define NAME value` line of a registered source gives NAME.
+    fn define_in(path: &str, name: &str) -> usize {
+        let src = SOURCES.iter().find(|s| s.path == path).expect("registered");
         let prefix = format!("#define {name} ");
-        let line = src
-            .text
-            .lines()
-            .find(|l| l.starts_with(&prefix))
-            .unwrap_or_else(|| panic!("{name} missing"));
-        line[prefix.len()..]
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("a number")
+        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
+        line[prefix.len()..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+    }
+
+    fn cu_define(name: &str) -> usize {
+        define_in("ops/matmul_q1/matmul_gemv_tc.cu", name)
     }
 
     #[test]
@@ -159,10 +153,7 @@ mod tests {
     }
 
     fn b1_define(name: &str) -> usize {
-        let src = SOURCES.iter().find(|s| s.path == "ops/matmul_q1/matmul_gemv_b1.cu").expect("registered");
-        let prefix = format!("#define {name} ");
-        let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
-        line[prefix.len()..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+        define_in("ops/matmul_q1/matmul_gemv_b1.cu", name)
     }
 
     #[test]
