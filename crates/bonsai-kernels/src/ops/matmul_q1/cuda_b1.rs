@@ -1,6 +1,8 @@
 //! Launcher of the one-token binary GEMV (matmul_gemv_b1.cu): `gemv_b1_prepare` quantizes x into
 //! bit planes in stream-ordered scratch (a warp per 128-group), then `*_gemv_b1` runs the dot
 //! products on the binary tensor core. Graph capture records the scratch allocation too.
+//! [`prepare`] and [`launch_gemv`] are also the two halves cuda_planes.rs launches on its
+//! caller-owned planes.
 
 use std::sync::Arc;
 
