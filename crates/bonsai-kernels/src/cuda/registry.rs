@@ -238,6 +238,10 @@ pub const SOURCES: &[KernelSource] = &[
             "attention_decode_g2_hd128",
             "attention_decode_g4_hd128",
             "attention_decode_g8_hd128",
+            "attention_decode_g1_hd128_planes",
+            "attention_decode_g2_hd128_planes",
+            "attention_decode_g4_hd128_planes",
+            "attention_decode_g8_hd128_planes",
         ],
     },
     KernelSource {

@@ -142,6 +142,8 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
     for seq in [16, 8192, 32768] {
         rows.push(bench_attention(ctx, seq, copy_bw)?);
     }
+    // Attention + the output projection: a separate prepare launch against the planes variant.
+    rows.extend(super::attention_planes::bench_all(ctx, copy_bw)?);
     // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
     // tensor-core one (BONSAI_PREFILL_ATTENTION=mma).
     for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {

@@ -11,6 +11,7 @@
 
 mod attention;
 mod attention_mma;
+mod attention_planes;
 mod bench;
 mod gpu;
 mod image_attention;
@@ -209,6 +210,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
         small::run_all(&mut ctx, opts.shapes)?;
         attention::run_all(&mut ctx, opts.shapes)?;
         attention_mma::run_all(&mut ctx, opts.shapes)?;
+        attention_planes::run_all(&mut ctx, opts.shapes)?;
         image_elementwise::run_all(&mut ctx, opts.shapes)?;
         matmul::run_all(&mut ctx, opts.shapes)?;
         norm_matmul::run_all(&mut ctx, opts.shapes)?;

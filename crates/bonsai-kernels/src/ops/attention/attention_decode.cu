@@ -72,12 +72,31 @@ __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], flo
     return value;
 }
 
+// The `_planes` variants' epilogue: once this CTA's G * HD outputs (whole 128-groups at HD 128)
+// are written, warp w quantizes groups w, w + ATT_DEC_WARPS, ... of them into gemv_b1's planes,
+// (s, X) and sum of squares (b1_prepare_group, matmul_gemv_b1.cu: the same arithmetic as
+// gemv_b1_prepare on the same floats), at global group kv_head * G * HD / 128 + w.
 template <int G, int HD>
+__device__ __forceinline__ void att_dec_write_planes(const float* out_heads, int kv_head, int warp, u32* planes,
+                                                     u32* gsx, float* group_sq) {
+    static_assert(HD % GROUP_SIZE == 0, "the planes variant needs whole 128-groups per head");
+    constexpr int GROUPS = G * HD / GROUP_SIZE;
+    __syncthreads();  // every thread's outputs are written (and visible to the CTA)
+    for (int local = warp; local < GROUPS; local += ATT_DEC_WARPS) {  // warp-uniform
+        const long long group = (long long)kv_head * GROUPS + local;
+        b1_prepare_group(out_heads + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
+                         group_sq + group);
+    }
+}
+
+// PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
+template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                       int n_splits, u32* __restrict__ counters,
-                                                      float* __restrict__ out) {
+                                                      float* __restrict__ out, u32* __restrict__ planes,
+                                                      u32* __restrict__ gsx, float* __restrict__ group_sq) {
     constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
     constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
     constexpr int LANES_PER_KEY = HD / D;
@@ -99,8 +118,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const u32 pos0 = pos0_ptr[0];
     float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
     if (pos0 >= (u32)max_seq) {  // the cache holds no such position
-        if (split == 0)
+        if (split == 0) {
             for (int i = threadIdx.x; i < G * HD; i += blockDim.x) out_heads[i] = __int_as_float(0x7fc00000);
+            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
+        }
         return;
     }
     const int len = (int)pos0 + 1;
@@ -263,7 +284,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     }
-    if (used == 1) return;
+    if (used == 1) {
+        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
+        return;
+    }
 
     // The last CTA of this kv head to finish merges the splits. `counters` is zero before the
     // launch and the last CTA puts its slot back to zero, so graph replays find it clean.
@@ -302,6 +326,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         for (int j = 0; j < used; ++j) value = fmaf(head_parts[j * (HD + 2)], split_weight_s[h][j], value);
         out_heads[i] = value / head_total_s[h];
     }
+    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
 }
 
 #define ATT_DEC_PARAMS                                                                                           \
@@ -313,40 +338,69 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<1, 64>(ATT_DEC_ARGS);
+    attention_decode_body<1, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd64(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<2, 64>(ATT_DEC_ARGS);
+    attention_decode_body<2, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd64(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<4, 64>(ATT_DEC_ARGS);
+    attention_decode_body<4, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd64(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<8, 64>(ATT_DEC_ARGS);
+    attention_decode_body<8, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd128(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<1, 128>(ATT_DEC_ARGS);
+    attention_decode_body<1, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd128(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<2, 128>(ATT_DEC_ARGS);
+    attention_decode_body<2, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd128(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<4, 128>(ATT_DEC_ARGS);
+    attention_decode_body<4, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd128(ATT_DEC_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    attention_decode_body<8, 128>(ATT_DEC_ARGS);
+    attention_decode_body<8, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+
+// HD 128 with gemv_b1's planes of the output (the attention output projection's x) written too.
+#define ATT_DEC_PLANES_PARAMS \
+    ATT_DEC_PARAMS, u32 *__restrict__ planes, u32 *__restrict__ gsx, float *__restrict__ group_sq
+#define ATT_DEC_PLANES_ARGS ATT_DEC_ARGS, planes, gsx, group_sq
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g1_hd128_planes(ATT_DEC_PLANES_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<1, 128, true>(ATT_DEC_PLANES_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g2_hd128_planes(ATT_DEC_PLANES_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<2, 128, true>(ATT_DEC_PLANES_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g4_hd128_planes(ATT_DEC_PLANES_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<4, 128, true>(ATT_DEC_PLANES_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g8_hd128_planes(ATT_DEC_PLANES_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 #[path = "cuda_decode.rs"]
 mod decode;
-pub use decode::{decode_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
+pub use decode::{decode_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;
 pub use prefill_mma::{
@@ -144,7 +145,7 @@ pub fn attention_with(
     expect_at_least(OP, "pos0", pos0.len(), 1)?;
     expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
     if m == 1 && decode_entry_point(group, hd).is_some() {
-        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out);
+        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None);
     }
     if m > DECODE_MAX_TOKENS && kernel == PrefillKernel::Mma {
         return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out);
@@ -187,4 +188,45 @@ pub fn attention_with(
     // above for m tokens, n_splits splits and max_seq positions; out holds m * n_q * hd values.
     unsafe { l.launch(split_cfg) }?;
     Ok(())
+}
+
+/// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
+/// `planes` for [`crate::launch::matmul::matmul_from_planes`] (the output projection without its
+/// prepare launch): the planes are bit-identical to `prepare_planes` of `out`. Needs head_dim 128,
+/// a GQA group with a decode kernel (1, 2, 4, 8) and `planes.k() == n_q * 128`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_decode_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    qkv: &impl DevicePtr<f32>,
+    shape_: HeadShape,
+    pos0: &impl DevicePtr<u32>,
+    max_seq: usize,
+    k_cache: &impl DevicePtr<u16>,
+    v_cache: &impl DevicePtr<u16>,
+    scratch: &mut CudaSlice<f32>,
+    counters: &mut CudaSlice<u32>,
+    out: &mut impl DevicePtrMut<f32>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
+    const OP: &str = "attention";
+    let hd = shape_.head_dim;
+    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
+    if decode_planes_entry_point(group, hd).is_none() {
+        return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
+    }
+    if max_seq == 0 {
+        return Err(shape(OP, "zero sequence bound".into()));
+    }
+    if planes.k() != shape_.n_q * hd {
+        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
+    }
+    let cache = shape_.n_kv * max_seq * hd;
+    expect_at_least(OP, "qkv", qkv.len(), shape_.qkv_row_len())?;
+    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
+    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
+    expect_at_least(OP, "pos0", pos0.len(), 1)?;
+    expect_at_least(OP, "out", out.len(), shape_.q_len())?;
+    let (ptrs, _guards) = planes.write_ptrs(stream);
+    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs))
 }

@@ -39,6 +39,18 @@ pub fn decode_entry_point(group: usize, head_dim: usize) -> Option<&'static str>
     })
 }
 
+/// The entry point that also writes gemv_b1's planes of the output, for GQA group `group` (head_dim
+/// 128 only: a head is one whole 128-group).
+pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
+    Some(match (group, head_dim) {
+        (1, 128) => "attention_decode_g1_hd128_planes",
+        (2, 128) => "attention_decode_g2_hd128_planes",
+        (4, 128) => "attention_decode_g4_hd128_planes",
+        (8, 128) => "attention_decode_g8_hd128_planes",
+        _ => return None,
+    })
+}
+
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
 /// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
 pub fn decode_splits(sm_count: usize, n_kv: usize) -> usize {
@@ -53,7 +65,9 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 
 /// One token's attention at position `pos0[0]` (NaN output when it is >= max_seq). The caller
 /// has checked the head shape, qkv/cache/out/pos0 lengths, and that
-/// `decode_entry_point(n_q / n_kv, head_dim)` exists.
+/// `decode_entry_point(n_q / n_kv, head_dim)` exists. `planes`: device pointers of a
+/// [`B1Planes`](crate::launch::matmul::B1Planes) of K = n_q * head_dim (the caller checked it and `decode_planes_entry_point`),
+/// which the `_planes` entry point then fills.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
     lib: &KernelLibrary,
@@ -67,9 +81,11 @@ pub(super) fn attention_decode(
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
+    planes: Option<(u64, u64, u64)>,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
-    let name = decode_entry_point(group, shape_.head_dim).ok_or_else(|| {
+    let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
+    let name = entry(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
     let sm_count = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
@@ -105,9 +121,14 @@ pub(super) fn attention_decode(
         .arg(&n_splits_i)
         .arg(&c_p)
         .arg(&o_p);
+    if let Some((planes_p, gsx_p, sq_p)) = &planes {
+        l.arg(planes_p).arg(gsx_p).arg(sq_p);
+    }
     // SAFETY: matches attention_decode_g*_hd*'s signature; the caller checked qkv (one row), the
     // caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
     // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
+    // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
+    // n_q * hd / 128 groups of each, one per 128 outputs.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -120,6 +141,9 @@ mod tests {
     #[test]
     fn every_decode_entry_point_is_registered() {
         for group in [1, 2, 4, 8] {
+            let name = decode_planes_entry_point(group, 128).expect("supported shape");
+            assert!(entry_points().any(|e| e == name), "{name} not in the registry");
+            assert_eq!(decode_planes_entry_point(group, 64), None);
             for hd in [64, 128] {
                 let name = decode_entry_point(group, hd).expect("supported shape");
                 assert!(entry_points().any(|e| e == name), "{name} not in the registry");

@@ -392,6 +392,9 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 mod tc_geometry;
 pub use tc_geometry::{b1_geometry, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
+#[path = "cuda_planes.rs"]
+mod planes;
+pub use planes::{matmul_from_planes, prepare_planes, B1Planes};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};

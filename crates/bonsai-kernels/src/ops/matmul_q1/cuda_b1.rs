@@ -1,6 +1,8 @@
 //! Launcher of the one-token binary GEMV (matmul_gemv_b1.cu): `gemv_b1_prepare` quantizes x into
 //! bit planes in stream-ordered scratch (a warp per 128-group), then `*_gemv_b1` runs the dot
 //! products on the binary tensor core. Graph capture records the scratch allocation too.
+//! [`prepare`] and [`launch_gemv`] are also the two halves cuda_planes.rs launches on its
+//! caller-owned planes.
 
 use std::sync::Arc;
 
@@ -30,10 +32,10 @@ pub(crate) fn launch(
     norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
-    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+    // The GEMV's grid check before any allocation.
+    b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let groups = k / GROUP;
-    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // SAFETY: stream-ordered allocations, uninitialised; gemv_b1_prepare writes every group's
     // planes, (s, X) and sum of squares (a warp per group, K / 128 groups) before gemv_b1, later
     // on the same stream, reads them.
@@ -45,8 +47,25 @@ pub(crate) fn launch(
     let (planes_ptr, _g0) = planes.device_ptr_mut(stream);
     let (gsx_ptr, _g1) = gsx.device_ptr_mut(stream);
     let (sq_ptr, _g2) = group_sq.device_ptr_mut(stream);
-    let (norm_ptr, norm_eps) = norm.unwrap_or((0, 0.0));
+    let norm_ptr = norm.map_or(0, |n| n.0);
 
+    prepare(lib, stream, op, k, x, norm_ptr, (planes_ptr, gsx_ptr, sq_ptr))?;
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm.map(|n| n.1))
+}
+
+/// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
+/// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
+pub(crate) fn prepare(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    op: &'static str,
+    k: usize,
+    x: u64,
+    norm_ptr: u64,
+    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+) -> Result<(), LaunchError> {
+    let groups = k / GROUP;
+    let k_i = as_i32(op, "K", k)?;
     let prepare = lib.function("gemv_b1_prepare")?;
     let ctas = u32::try_from(groups.div_ceil(B1_PREPARE_WARPS)).map_err(|_| shape(op, "K too large".into()))?;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (B1_PREPARE_WARPS as u32 * 32, 1, 1), shared_mem_bytes: 0 };
@@ -57,6 +76,27 @@ pub(crate) fn launch(
     // above holds K / 128 groups of each; one warp per group, the grid covers every group.
     unsafe { b.launch(cfg) }?;
 
+    Ok(())
+}
+
+/// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
+/// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_gemv(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    bits: QuantBits,
+    epilogue: Epilogue,
+    n_out: usize,
+    k: usize,
+    (scales, payload, y): (u64, u64, u64),
+    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+    norm_eps: Option<f32>,
+) -> Result<(), LaunchError> {
+    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     let func = lib.function(&kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false))?;
     if g.smem_bytes > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
@@ -67,7 +107,8 @@ pub(crate) fn launch(
         shared_mem_bytes: g.smem_bytes as u32,
     };
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
-    let norm_flag = i32::from(norm.is_some());
+    let norm_flag = i32::from(norm_eps.is_some());
+    let norm_eps = norm_eps.unwrap_or(0.0);
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);

@@ -65,27 +65,22 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
     return v;
 }
 
-// x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x.
-// A warp per group; lane l takes the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane
-// word t), so a transpose of its 4 quantized values yields the planes.
-extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
-    gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
-                    u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    griddep_wait();
-    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
-    griddep_launch_dependents();
+// One 128-group of x (times norm_w when given) -> its planes, (s, X) and sum of squares of x.
+// Called by a whole warp (every lane); pointers at the group's first element / slot. Lane l takes
+// the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
+// quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
+// variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
+__device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
+                                                 u32* gsx_group, float* sq_group) {
     const int lane = threadIdx.x % WARP_SIZE;
-    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
-    if (group >= k / GROUP_SIZE) return;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    const long long base = (long long)group * GROUP_SIZE + j0;
     float v[LAYOUT_LANES];
     float sq = 0.0f;
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) {
-        v[t] = x[base + 2 * t];
+        v[t] = x_group[j0 + 2 * t];
         sq += v[t] * v[t];
-        if (norm_w != nullptr) v[t] *= norm_w[base + 2 * t];
+        if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
     }
     sq = warp_sum(sq);
     float amax = 0.0f;
@@ -104,18 +99,32 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     }
     qsum = b1_warp_sum_int(qsum);
     if (lane == 0) {
-        gsx[2 * group] = __float_as_uint(b1_pow2(e - B1_PLANES + 2));
-        gsx[2 * group + 1] = (u32)qsum;
-        group_sq[group] = sq;
+        gsx_group[0] = __float_as_uint(b1_pow2(e - B1_PLANES + 2));
+        gsx_group[1] = (u32)qsum;
+        sq_group[0] = sq;
     }
     // Lane p (< B1_PLANES) holds plane p of lane word t after the transpose; B column n = p % 8
     // of mma p / 8 takes it, read by lane 4n + t.
-    u32* dst = planes + (long long)group * B1_GROUP_WORDS;
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) {
         const u32 plane = b1_transpose_bits((u32)q[t], lane);
-        if (lane < B1_PLANES) dst[(4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane;
+        if (lane < B1_PLANES) planes_group[(4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane;
     }
+}
+
+// x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
+// a warp per group (b1_prepare_group).
+extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
+    gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
+                    u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    griddep_wait();
+    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
+    griddep_launch_dependents();
+    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
+    if (group >= k / GROUP_SIZE) return;
+    const long long first = (long long)group * GROUP_SIZE;
+    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
+                     gsx + 2 * group, group_sq + group);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums

@@ -1,0 +1,118 @@
+//! gemv_b1's quantized x as a persistent, caller-owned buffer: [`B1Planes`] holds the bit planes,
+//! (s, X) and sums of squares of K = 128 * groups inputs (matmul_gemv_b1.cu's scratch layout). A
+//! producer kernel fills it (`gemv_b1_prepare` through [`prepare_planes`], or the decode
+//! attention's `_planes` variants through `launch::attention::attention_decode_planes`) and
+//! [`matmul_from_planes`] runs the one-token binary GEMV on it without a prepare launch. The
+//! buffers live as long as the struct (not stream-ordered scratch), so a captured graph can use
+//! them across launches.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+
+use super::B1_GROUP_WORDS;
+use crate::cuda::KernelLibrary;
+use crate::launch::matmul_b1::{launch_gemv, prepare};
+use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
+use crate::weights::GROUP;
+
+/// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
+/// (s_G bits, X_G), and the group's sum of squares.
+pub struct B1Planes {
+    k: usize,
+    planes: CudaSlice<u32>,
+    gsx: CudaSlice<u32>,
+    group_sq: CudaSlice<f32>,
+}
+
+/// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
+/// stream ordering of their use.
+type PlanePtrs<'a> = ((u64, u64, u64), [SyncOnDrop<'a>; 3]);
+
+impl B1Planes {
+    /// Zeroed buffers for K inputs (a positive multiple of 128).
+    pub fn new(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
+        if k == 0 || k % GROUP != 0 {
+            return Err(shape("b1_planes", format!("K = {k} must be a positive multiple of {GROUP}")));
+        }
+        let groups = k / GROUP;
+        Ok(Self {
+            k,
+            planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
+            gsx: stream.alloc_zeros(2 * groups)?,
+            group_sq: stream.alloc_zeros(groups)?,
+        })
+    }
+    /// Inputs covered (K).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Plane words, [groups][32 lanes][3] in the mma's B-fragment order.
+    pub fn planes(&self) -> &CudaSlice<u32> {
+        &self.planes
+    }
+    /// Per group the f32 bits of s_G and the two's complement X_G = sum of its integers.
+    pub fn gsx(&self) -> &CudaSlice<u32> {
+        &self.gsx
+    }
+    /// Per group the sum of squares of x (before any norm weights).
+    pub fn group_sq(&self) -> &CudaSlice<f32> {
+        &self.group_sq
+    }
+    pub(crate) fn write_ptrs<'a>(&'a mut self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
+        let (p, g0) = self.planes.device_ptr_mut(stream);
+        let (s, g1) = self.gsx.device_ptr_mut(stream);
+        let (q, g2) = self.group_sq.device_ptr_mut(stream);
+        ((p, s, q), [g0, g1, g2])
+    }
+    fn read_ptrs<'a>(&'a self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
+        let (p, g0) = self.planes.device_ptr(stream);
+        let (s, g1) = self.gsx.device_ptr(stream);
+        let (q, g2) = self.group_sq.device_ptr(stream);
+        ((p, s, q), [g0, g1, g2])
+    }
+}
+
+/// `gemv_b1_prepare` of x (K floats) into `planes` (no norm weights).
+pub fn prepare_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
+    const OP: &str = "b1_planes";
+    let k = planes.k;
+    expect_at_least(OP, "x", x.len(), k)?;
+    let (x_ptr, _gx) = read_ptr(x, stream);
+    let (ptrs, _guards) = planes.write_ptrs(stream);
+    prepare(lib, stream, OP, k, x_ptr, 0, ptrs)
+}
+
+/// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:
+/// `*_gemv_b1` without its prepare launch. K = `planes.k()`, y holds N values.
+pub fn matmul_from_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    planes: &B1Planes,
+    y: &mut impl DevicePtrMut<f32>,
+    store: Store,
+) -> Result<(), LaunchError> {
+    const OP: &str = "matmul";
+    w.validate(OP)?;
+    if planes.k != w.k {
+        return Err(shape(OP, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
+    }
+    expect_at_least(OP, "y", y.len(), w.n)?;
+    let (scales, _g0) = read_ptr(w.scales, stream);
+    let (payload, _g1) = read_ptr(w.payload, stream);
+    if payload % 16 != 0 || scales % 8 != 0 {
+        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
+        return Err(shape(OP, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
+    }
+    let (y_ptr, _g2) = write_ptr(y, stream);
+    let (ptrs, _guards) = planes.read_ptrs(stream);
+    // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
+    expect_aligned16(OP, "planes", ptrs.0)?;
+    launch_gemv(lib, stream, w.bits, super::store_epilogue(store), w.n, w.k, (scales, payload, y_ptr), ptrs, None)
+}
