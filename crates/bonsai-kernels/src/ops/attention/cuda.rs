@@ -137,13 +137,7 @@ pub fn attention_with(
     if seq_bound == 0 || max_seq == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
     }
-    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
-    let cache = shape_.n_kv * max_seq * hd;
-    expect_at_least(OP, "qkv", qkv.len(), m * row)?;
-    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
-    expect_at_least(OP, "pos0", pos0.len(), 1)?;
-    expect_at_least(OP, "out", out.len(), m * shape_.n_q * hd)?;
+    let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     if m == 1 && decode_entry_point(group, hd).is_some() {
         return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None);
     }
@@ -190,6 +184,21 @@ pub fn attention_with(
     Ok(())
 }
 
+/// Checks the lengths every attention launch relies on (qkv, k_cache, v_cache, pos0, out, in
+/// that order): m qkv rows, both caches of max_seq positions, one position, m output rows.
+/// Returns the elements of one cache.
+fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) -> Result<usize, LaunchError> {
+    const OP: &str = "attention";
+    let cache = shape_.n_kv * max_seq * shape_.head_dim;
+    let [qkv, k_cache, v_cache, pos0, out] = lens;
+    expect_at_least(OP, "qkv", qkv, m * shape_.qkv_row_len())?;
+    expect_at_least(OP, "k_cache", k_cache, cache)?;
+    expect_at_least(OP, "v_cache", v_cache, cache)?;
+    expect_at_least(OP, "pos0", pos0, 1)?;
+    expect_at_least(OP, "out", out, m * shape_.q_len())?;
+    Ok(cache)
+}
+
 /// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
 /// `planes` for [`crate::launch::matmul::matmul_from_planes`] (the output projection without its
 /// prepare launch): the planes are bit-identical to `prepare_planes` of `out`. Needs head_dim 128,
@@ -221,12 +230,7 @@ pub fn attention_decode_planes(
     if planes.k() != shape_.n_q * hd {
         return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
     }
-    let cache = shape_.n_kv * max_seq * hd;
-    expect_at_least(OP, "qkv", qkv.len(), shape_.qkv_row_len())?;
-    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
-    expect_at_least(OP, "pos0", pos0.len(), 1)?;
-    expect_at_least(OP, "out", out.len(), shape_.q_len())?;
+    check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
     decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs))
 }

@@ -330,9 +330,8 @@ fn launch_any(
         Some(g) => g,
         None => gemv_kernel_from_env()?,
     };
-    if m <= GEMV_MAX_TOKENS && (payload % 16 != 0 || scales % 8 != 0) {
-        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
-        return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
+    if m <= GEMV_MAX_TOKENS {
+        check_gemv_weight_alignment(op, payload, scales)?;
     }
     if m == 1 && gemv == GemvKernel::Binary {
         return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
@@ -382,6 +381,15 @@ fn launch_any(
     // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.
     unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// The decode GEMVs' weight loads: 16-byte unit loads of payload words, 8-byte loads of 4 scales
+/// (weight_layout.cu).
+pub(crate) fn check_gemv_weight_alignment(op: &'static str, payload: u64, scales: u64) -> Result<(), LaunchError> {
+    if payload % 16 != 0 || scales % 8 != 0 {
+        return Err(shape(op, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
+    }
     Ok(())
 }
 

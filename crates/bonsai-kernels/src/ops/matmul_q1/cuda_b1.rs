@@ -1,5 +1,5 @@
 //! Launcher of the one-token binary GEMV (matmul_gemv_b1.cu): `gemv_b1_prepare` quantizes x into
-//! bit planes in stream-ordered scratch (a warp per 128-group), then `*_gemv_b1` runs the dot
+//! bit planes in stream-ordered scratch ([`B1Planes::scratch`], a warp per 128-group), then `*_gemv_b1` runs the dot
 //! products on the binary tensor core. Graph capture records the scratch allocation too.
 //! [`prepare`] and [`launch_gemv`] are also the two halves cuda_planes.rs launches on its
 //! caller-owned planes.
@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, kernel_name, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, shape, LaunchError, QuantBits};
@@ -35,22 +35,12 @@ pub(crate) fn launch(
     // The GEMV's grid check before any allocation.
     b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let groups = k / GROUP;
-    // SAFETY: stream-ordered allocations, uninitialised; gemv_b1_prepare writes every group's
-    // planes, (s, X) and sum of squares (a warp per group, K / 128 groups) before gemv_b1, later
-    // on the same stream, reads them.
-    let mut planes: CudaSlice<u32> = unsafe { stream.alloc(groups * B1_GROUP_WORDS) }?;
-    // SAFETY: as above.
-    let mut gsx: CudaSlice<u32> = unsafe { stream.alloc(2 * groups) }?;
-    // SAFETY: as above.
-    let mut group_sq: CudaSlice<f32> = unsafe { stream.alloc(groups) }?;
-    let (planes_ptr, _g0) = planes.device_ptr_mut(stream);
-    let (gsx_ptr, _g1) = gsx.device_ptr_mut(stream);
-    let (sq_ptr, _g2) = group_sq.device_ptr_mut(stream);
+    let mut scratch = B1Planes::scratch(stream, k)?;
+    let (ptrs, _guards) = scratch.write_ptrs(stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
 
-    prepare(lib, stream, op, k, x, norm_ptr, (planes_ptr, gsx_ptr, sq_ptr))?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm.map(|n| n.1))
+    prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1))
 }
 
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)

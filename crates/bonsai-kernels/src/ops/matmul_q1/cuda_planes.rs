@@ -32,16 +32,31 @@ type PlanePtrs<'a> = ((u64, u64, u64), [SyncOnDrop<'a>; 3]);
 impl B1Planes {
     /// Zeroed buffers for K inputs (a positive multiple of 128).
     pub fn new(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
-        if k == 0 || k % GROUP != 0 {
-            return Err(shape("b1_planes", format!("K = {k} must be a positive multiple of {GROUP}")));
-        }
-        let groups = k / GROUP;
+        let groups = Self::groups(k)?;
         Ok(Self {
             k,
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
         })
+    }
+    /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
+    /// (a captured graph keeps them as graph memory); the prepare launch writes every element.
+    pub(crate) fn scratch(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
+        let groups = Self::groups(k)?;
+        // SAFETY: stream-ordered and uninitialised; only ever passed to gemv_b1_prepare first,
+        // which writes every group's planes, (s, X) and sum of squares before anything on the
+        // same stream reads them.
+        let (planes, gsx, group_sq) = unsafe {
+            (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
+        };
+        Ok(Self { k, planes, gsx, group_sq })
+    }
+    fn groups(k: usize) -> Result<usize, LaunchError> {
+        if k == 0 || k % GROUP != 0 {
+            return Err(shape("b1_planes", format!("K = {k} must be a positive multiple of {GROUP}")));
+        }
+        Ok(k / GROUP)
     }
     /// Inputs covered (K).
     pub fn k(&self) -> usize {
@@ -106,10 +121,7 @@ pub fn matmul_from_planes(
     expect_at_least(OP, "y", y.len(), w.n)?;
     let (scales, _g0) = read_ptr(w.scales, stream);
     let (payload, _g1) = read_ptr(w.payload, stream);
-    if payload % 16 != 0 || scales % 8 != 0 {
-        // 16-byte unit loads of payload words, 8-byte loads of 4 scales (weight_layout.cu).
-        return Err(shape(OP, "weight buffers must start on 16-byte (payload) / 8-byte (scales) boundaries".into()));
-    }
+    super::check_gemv_weight_alignment(OP, payload, scales)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
     let (ptrs, _guards) = planes.read_ptrs(stream);
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
