@@ -15,6 +15,8 @@
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
+#   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
+#           decode step (8B layer stages), against one kernel reading the same bytes
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
@@ -72,7 +74,8 @@ tiers)
     rm -rf "$C"
     ;;
 verify)
-    run verify "$BIN" kernels verify
+    # VERIFY_ONLY=group,group limits the run to those check groups (bonsai kernels verify --only).
+    run verify "$BIN" kernels verify ${VERIFY_ONLY:+--only "$VERIFY_ONLY"}
     ;;
 bench)
     run bench "$BIN" kernels verify --bench-only
@@ -119,6 +122,11 @@ mmarate)
     # Issue rate of the mma.sync kinds a decode GEMV could use, and the b1 fragment layout check.
     mkdir -p "$LOGS/lab"
     run mma-rate bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/mma_rate scripts/lab/mma_rate.cu && $LOGS/lab/mma_rate"
+    ;;
+chain)
+    # What a persistent decode kernel could reach: grid barriers and weight streaming (lab).
+    mkdir -p "$LOGS/lab"
+    run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

@@ -62,6 +62,9 @@ enum KernelsCommand {
         /// Seed of the random inputs (default: from the clock; printed either way)
         #[arg(long)]
         seed: Option<u64>,
+        /// Run only these check groups, comma-separated (e.g. matmul,attention_planes)
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// Run the Bonsai-Image ops at the real shapes and dump inputs, outputs and timings for scripts/reference/image_torch.py
     ImageCompare(image_compare::ImageCompareArgs),
@@ -91,19 +94,19 @@ pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
             CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
         }),
         KernelsCommand::Clear => clear(),
-        KernelsCommand::Verify { bench, bench_only, shapes, seed } => verify(bench || bench_only, bench_only, shapes, seed),
+        KernelsCommand::Verify { bench, bench_only, shapes, seed, only } => verify(bench || bench_only, bench_only, shapes, seed, only),
         KernelsCommand::ImageCompare(args) => image_compare::run_command(args),
         KernelsCommand::Source { entry_points } => source(entry_points),
     }
 }
 
-fn verify(bench: bool, skip_checks: bool, shapes: ShapesArg, seed: Option<u64>) -> anyhow::Result<()> {
+fn verify(bench: bool, skip_checks: bool, shapes: ShapesArg, seed: Option<u64>, only: Vec<String>) -> anyhow::Result<()> {
     use bonsai_kernels::verify::{run, ShapeSet, VerifyOptions};
     let shapes = match shapes {
         ShapesArg::All => ShapeSet::All,
         ShapesArg::Small => ShapeSet::Small,
     };
-    let report = run(&VerifyOptions { bench, skip_checks, shapes, seed, device: None })?;
+    let report = run(&VerifyOptions { bench, skip_checks, shapes, seed, device: None, only })?;
     if !report.all_passed() {
         bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
     }

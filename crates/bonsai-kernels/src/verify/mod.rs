@@ -57,11 +57,27 @@ pub struct VerifyOptions {
     pub seed: Option<u64>,
     /// CUDA device ordinal; None: BONSAI_DEVICE, else 0.
     pub device: Option<usize>,
+    /// Run only these check groups ([`CHECK_GROUPS`]); empty: all of them.
+    pub only: Vec<String>,
 }
+
+/// The check groups, in the order they run (`verify --only` takes a comma-separated subset).
+pub const CHECK_GROUPS: &[&str] = &[
+    "ptx_wrappers",
+    "small",
+    "attention",
+    "attention_mma",
+    "attention_planes",
+    "image_elementwise",
+    "matmul",
+    "norm_matmul",
+    "image_attention",
+    "image_gemm",
+];
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        Self { bench: false, skip_checks: false, shapes: ShapeSet::All, seed: None, device: None }
+        Self { bench: false, skip_checks: false, shapes: ShapeSet::All, seed: None, device: None, only: Vec::new() }
     }
 }
 
@@ -110,6 +126,8 @@ pub enum VerifyError {
     Reference(#[from] OpError),
     #[error(transparent)]
     Dump(#[from] image_torch::ManifestError),
+    #[error("verify --only: no check group {0:?} (groups: {groups})", groups = CHECK_GROUPS.join(", "))]
+    UnknownGroup(String),
 }
 
 /// Shared state of one run: device, stream, library, seed source, collected rows.
@@ -190,6 +208,9 @@ pub(crate) const F32_UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
 
 /// Runs every check (and the benchmarks when asked). Prints as it goes.
 pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
+    if let Some(unknown) = opts.only.iter().find(|g| !CHECK_GROUPS.contains(&g.as_str())) {
+        return Err(VerifyError::UnknownGroup(unknown.clone()));
+    }
     let gpu = match opts.device {
         Some(ordinal) => GpuContext::on_device(ordinal)?,
         None => GpuContext::new()?,
@@ -205,17 +226,27 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     println!("verify: device {device}, seed {seed} (rerun with --seed {seed})");
     println!("{:<22} {:<44} {:>11} {:>11}  result", "op", "shape", "max_err", "bound");
     let mut ctx = Ctx { lib, stream, rng: rng::SplitMix64::new(seed), checks: Vec::new() };
+    let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
-        ptx_wrappers::run(&mut ctx)?;
-        small::run_all(&mut ctx, opts.shapes)?;
-        attention::run_all(&mut ctx, opts.shapes)?;
-        attention_mma::run_all(&mut ctx, opts.shapes)?;
-        attention_planes::run_all(&mut ctx, opts.shapes)?;
-        image_elementwise::run_all(&mut ctx, opts.shapes)?;
-        matmul::run_all(&mut ctx, opts.shapes)?;
-        norm_matmul::run_all(&mut ctx, opts.shapes)?;
-        image_attention::run_all(&mut ctx, opts.shapes)?;
-        image_gemm::run_all(&mut ctx, opts.shapes)?;
+        let shapes = opts.shapes;
+        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 10] = [
+            ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
+            ("small", &|c| small::run_all(c, shapes)),
+            ("attention", &|c| attention::run_all(c, shapes)),
+            ("attention_mma", &|c| attention_mma::run_all(c, shapes)),
+            ("attention_planes", &|c| attention_planes::run_all(c, shapes)),
+            ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),
+            ("matmul", &|c| matmul::run_all(c, shapes)),
+            ("norm_matmul", &|c| norm_matmul::run_all(c, shapes)),
+            ("image_attention", &|c| image_attention::run_all(c, shapes)),
+            ("image_gemm", &|c| image_gemm::run_all(c, shapes)),
+        ];
+        debug_assert!(groups.iter().map(|g| g.0).eq(CHECK_GROUPS.iter().copied()));
+        for (name, run_group) in groups {
+            if wanted(name) {
+                run_group(&mut ctx)?;
+            }
+        }
     }
     let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };

@@ -1,0 +1,200 @@
+// Lab: what a persistent decode kernel could reach on this GPU, before writing one.
+//
+// One cooperative grid (one CTA per SM) walks 36 synthetic layers of Bonsai-8B's decode step.
+// Each stage streams that stage's weight bytes (split evenly over the CTAs, every layer in its own
+// buffer, so nothing stays in L2) and ends in a grid barrier, as a real stage would (its output is
+// every later stage's input). Variants:
+//   barrier   : the barriers alone (no weights): the fixed cost of the stage chain.
+//   stream    : each CTA loads its slice after the barrier (no overlap across stages).
+//   prefetch  : each CTA cp.asyncs the NEXT stage's slice into shared memory (double buffer)
+//               before it waits at the barrier: DRAM keeps streaming through every barrier.
+//   floor     : one kernel reading all the bytes once (the copy-speed bound of the step).
+// Build: nvcc -O3 -arch=sm_90 -o persistent_chain persistent_chain.cu   Run: ./persistent_chain
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+    std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+
+constexpr int THREADS = 512;
+constexpr int LAYERS = 36;
+// Bytes per stage of one Bonsai-8B layer (Q1_0: K/8 + K/64 bytes per row): qkv, the kv write and
+// rope (none), attention at a short context (~0.5 MB of cache), attn_out, gate_up, down.
+constexpr long long STAGE_BYTES[] = {6144LL * 4096 * 9 / 64, 0, 512 * 1024, 4096LL * 4096 * 9 / 64,
+                                     24576LL * 4096 * 9 / 64, 4096LL * 12288 * 9 / 64};
+constexpr int STAGES = sizeof(STAGE_BYTES) / sizeof(STAGE_BYTES[0]);
+// Largest per-CTA slice held in shared memory, times two buffers.
+constexpr int MAX_SLICE = 112 * 1024;
+
+__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Grid barrier number `n` (0, 1, ...): all writes before it are visible to every CTA after it.
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned n) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        red_release_add(counter, 1);
+        const unsigned target = (n + 1) * gridDim.x;
+        while (ld_acquire(counter) < target) {
+        }
+    }
+    __syncthreads();
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+struct Chain {
+    const uint4* const* stage_ptr;  // [LAYERS * STAGES] device pointers to each stage's bytes
+    const long long* slice;         // [STAGES] bytes per CTA (multiple of 16)
+    unsigned* counter;
+    unsigned* sink;
+};
+
+__device__ __forceinline__ const uint4* slice_of(const Chain& c, int s) {
+    const int stage = s % STAGES;
+    return c.stage_ptr[s] + (long long)blockIdx.x * (c.slice[stage] / 16);
+}
+
+// MODE 0: barriers only; 1: load after the barrier; 2: prefetch the next slice before it.
+template <int MODE>
+__global__ void __launch_bounds__(THREADS, 1) chain(Chain c) {
+    extern __shared__ uint4 buf[];
+    uint4* half[2] = {buf, buf + MAX_SLICE / 16};
+    unsigned acc = 0;
+    const int total = LAYERS * STAGES;
+    if (MODE == 2) {
+        const uint4* src = slice_of(c, 0);
+        for (long long i = threadIdx.x; i < c.slice[0] / 16; i += THREADS) cp_async16(&half[0][i], &src[i]);
+        cp_commit();
+    }
+    for (int s = 0; s < total; ++s) {
+        const long long n16 = c.slice[s % STAGES] / 16;
+        if (MODE == 2) {
+            __syncthreads();  // every thread is done reading the buffer the next slice goes into
+            if (s + 1 < total) {
+                const uint4* src = slice_of(c, s + 1);
+                const long long m16 = c.slice[(s + 1) % STAGES] / 16;
+                for (long long i = threadIdx.x; i < m16; i += THREADS) cp_async16(&half[(s + 1) & 1][i], &src[i]);
+            }
+            cp_commit();
+            cp_wait<1>();  // this stage's slice has landed (for this thread; the barrier makes it CTA-wide)
+        }
+        grid_barrier(c.counter, s);  // the previous stage's outputs are ready
+        if (MODE == 1) {
+            const uint4* src = slice_of(c, s);
+            for (long long i = threadIdx.x; i < n16; i += THREADS) {
+                uint4 v = __ldcs(&src[i]);
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+        } else if (MODE == 2) {
+            for (long long i = threadIdx.x; i < n16; i += THREADS) {
+                uint4 v = half[s & 1][i];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+        }
+    }
+    if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
+}
+
+__global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
+    unsigned acc = 0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+        uint4 v = __ldcs(&p[i]);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9e3779b9u) sink[threadIdx.x] = acc;
+}
+
+float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+int main() {
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    std::vector<long long> slice(STAGES);
+    long long per_layer = 0;
+    for (int s = 0; s < STAGES; ++s) {
+        slice[s] = (STAGE_BYTES[s] / sms + 15) / 16 * 16;
+        per_layer += slice[s] * sms;
+        if (slice[s] > MAX_SLICE) { std::fprintf(stderr, "slice %d too big\n", s); return 1; }
+    }
+    const long long total_bytes = per_layer * LAYERS;
+    uint4* weights;
+    CHECK(cudaMalloc(&weights, total_bytes));
+    CHECK(cudaMemset(weights, 1, total_bytes));
+    std::vector<const uint4*> ptrs(LAYERS * STAGES);
+    long long off = 0;
+    for (int l = 0; l < LAYERS; ++l)
+        for (int s = 0; s < STAGES; ++s) {
+            ptrs[l * STAGES + s] = weights + off / 16;
+            off += slice[s] * sms;
+        }
+    const uint4** d_ptrs;
+    long long* d_slice;
+    unsigned *counter, *sink;
+    CHECK(cudaMalloc(&d_ptrs, ptrs.size() * sizeof(void*)));
+    CHECK(cudaMemcpy(d_ptrs, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&d_slice, STAGES * sizeof(long long)));
+    CHECK(cudaMemcpy(d_slice, slice.data(), STAGES * sizeof(long long), cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&counter, 4));
+    CHECK(cudaMalloc(&sink, 4 * THREADS));
+    Chain c{d_ptrs, d_slice, counter, sink};
+    const int smem = 2 * MAX_SLICE;
+    CHECK(cudaFuncSetAttribute(chain<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    std::printf("persistent chain: %d CTAs x %d threads, %d layers x %d stages (%d grid barriers), %.1f MB per step\n",
+                sms, THREADS, LAYERS, STAGES, LAYERS * STAGES, total_bytes / 1e6);
+    const char* names[] = {"barrier", "stream", "prefetch"};
+    for (int mode = 0; mode < 3; ++mode) {
+        std::vector<float> ms;
+        for (int r = 0; r < 25; ++r) {
+            CHECK(cudaMemset(counter, 0, 4));
+            void* args[] = {&c};
+            const void* fn = mode == 0 ? (const void*)chain<0> : mode == 1 ? (const void*)chain<1> : (const void*)chain<2>;
+            CHECK(cudaEventRecord(a));
+            CHECK(cudaLaunchCooperativeKernel(fn, sms, THREADS, args, smem, 0));
+            CHECK(cudaEventRecord(b));
+            CHECK(cudaEventSynchronize(b));
+            float t;
+            CHECK(cudaEventElapsedTime(&t, a, b));
+            if (r >= 3) ms.push_back(t);
+        }
+        const float us = median(ms) * 1e3f;
+        std::printf("%-9s %8.1f us per step  %6.2f us per barrier-stage  %7.0f steps/s  %.2f TB/s\n", names[mode], us,
+                    us / (LAYERS * STAGES), 1e6 / us, mode ? total_bytes / (us * 1e-6) / 1e12 : 0.0);
+    }
+    std::vector<float> ms;
+    for (int r = 0; r < 25; ++r) {
+        CHECK(cudaEventRecord(a));
+        read_all<<<sms * 4, 512>>>(weights, total_bytes / 16, sink);
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float t;
+        CHECK(cudaEventElapsedTime(&t, a, b));
+        if (r >= 3) ms.push_back(t);
+    }
+    const float us = median(ms) * 1e3f;
+    std::printf("%-9s %8.1f us per step  %7.0f steps/s  %.2f TB/s\n", "floor", us, 1e6 / us, total_bytes / (us * 1e-6) / 1e12);
+    return 0;
+}
