@@ -3,10 +3,14 @@
 //! Conversions, ldmatrix and cp.async must match bit for bit; mma within a derived f32 bound.
 //! Run on the H200 this proves the documented fragment layouts; under the CPU emulator it
 //! proves the emulator implements the same ones.
+//! The `grid_sync_selftest` kernel then runs the grid-wide barrier (cuda/grid_sync.cuh, built on
+//! the release/acquire wrappers) over a cooperative launch; its results must match exactly.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::gpu::{download, upload};
+use crate::launch::{write_ptr, LaunchError};
+use crate::launch_ex::{cooperative_grid_cap, max_cooperative_ctas, Launch};
 use super::ptx_model::{self, MmaKind, WARP};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 
@@ -106,6 +110,60 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let words: Vec<u32> =
         (0..WARP).map(|l| u32::from(halves[2 * l]) | (u32::from(halves[2 * l + 1]) << 16)).collect();
     exact(ctx, "cp_async4", slice(OUT_CP4, WARP), &words);
+    grid_sync_check(ctx)
+}
+
+/// Rounds of the grid_sync test (two barriers each).
+const GRID_SYNC_ROUNDS: i32 = 8;
+const GRID_SYNC_THREADS: u32 = 128;
+/// One CTA per SM of an H200 (132 SMs), the shape of a persistent kernel.
+const GRID_SYNC_MAX_CTAS: u32 = 132;
+
+/// Launches grid_sync_selftest cooperatively (layout of `data` and the value of each word: the
+/// comment above it in cuda/selftest.cu) and compares, bit for bit, every CTA's sum and mismatch
+/// count, the exchange words of the last round and the final barrier counter with the host's.
+fn grid_sync_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    const KERNEL: &str = "grid_sync_selftest";
+    let function = ctx.lib.function(KERNEL)?;
+    let most = max_cooperative_ctas(&ctx.stream, function, GRID_SYNC_THREADS, 0)?;
+    let ctas = most.min(GRID_SYNC_MAX_CTAS).min(cooperative_grid_cap().unwrap_or(u32::MAX));
+    if ctas < 2 {
+        let detail = format!("a cooperative launch of 128-thread CTAs fits only {ctas} CTA(s) here; the test needs 2");
+        return Err(LaunchError::Shape { op: KERNEL, detail }.into());
+    }
+    let words = (ctas * GRID_SYNC_THREADS) as usize;
+    let ctas_n = ctas as usize;
+    let mut counter_d = upload(&ctx.stream, &[0u32])?;
+    let mut data_d = upload(&ctx.stream, &vec![POISON; words + 2 * ctas_n])?;
+    {
+        let (counter_p, _counter_sync) = write_ptr(&mut counter_d, &ctx.stream);
+        let (data_p, _data_sync) = write_ptr(&mut data_d, &ctx.stream);
+        let rounds = GRID_SYNC_ROUNDS;
+        let mut launch = Launch::new(&ctx.stream, function);
+        launch.arg(&counter_p).arg(&data_p).arg(&rounds).cooperative();
+        let config = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GRID_SYNC_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches grid_sync_selftest(u32* counter, u32* data, int rounds); counter is one
+        // zeroed word, data holds CTAs x threads exchange words and 2 x CTAs result words, all
+        // the kernel touches; the grid is within max_cooperative_ctas, as grid_sync requires.
+        unsafe { launch.launch(config) }?;
+    }
+    let mut got = download(&ctx.stream, &data_d)?;
+    got.extend(download(&ctx.stream, &counter_d)?);
+
+    let value = |round: u32, word: u32| {
+        let h = (round.wrapping_mul(words as u32).wrapping_add(word).wrapping_add(1)).wrapping_mul(2_654_435_761);
+        h ^ (h >> 16)
+    };
+    let rounds = GRID_SYNC_ROUNDS as u32;
+    let sum = (0..rounds)
+        .flat_map(|r| (0..words as u32).map(move |w| (r, w)))
+        .fold(0u32, |acc, (r, w)| acc.wrapping_add(value(r, w).wrapping_mul(2 * w + 1)));
+    let mut want: Vec<u32> = (0..words as u32).map(|w| value(rounds - 1, w)).collect();
+    want.extend(std::iter::repeat_n(sum, ctas_n));
+    want.extend(std::iter::repeat_n(0, ctas_n));
+    want.push(2 * rounds * ctas);
+    let name = format!("grid_sync {ctas} CTAs x {GRID_SYNC_THREADS}, {rounds} rounds");
+    exact(ctx, &name, &got, &want);
     Ok(())
 }
 
