@@ -5,6 +5,7 @@
 #   then runs the command with that libcuda first on LD_LIBRARY_PATH and BONSAI_EMULATED=1.
 #   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++),
 #   BONSAI_EMU_SCHEDULE=forward|reverse|shuffle[:SEED] (fiber order in a CTA: racy kernels behave differently).
+#   A cooperative launch runs all its CTAs at once, one OS thread each (<= 64): BONSAI_COOP_CTAS caps such grids (default 4).
 #   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds;
 #   `--selftest` builds and runs the emulator's own test of its execution model (no bonsai binary needed).
 set -euo pipefail
@@ -22,14 +23,14 @@ read -r -a extra_flags <<<"${BONSAI_EMU_CXXFLAGS:-}"; CXXFLAGS+=("${extra_flags[
 command -v "$CXX" >/dev/null || { echo "emu.sh: no C++ compiler ($CXX) found" >&2; exit 2; }
 if [ "${1:-}" = "--selftest" ]; then
     mkdir -p "$OUT"
-    runtime=("$EMU_SRC"/emu_sched.cpp "$EMU_SRC"/emu_pool.cpp "$EMU_SRC"/emu_fiber.cpp)
+    runtime=("$EMU_SRC"/emu_sched.cpp "$EMU_SRC"/emu_coop.cpp "$EMU_SRC"/emu_pool.cpp "$EMU_SRC"/emu_fiber.cpp)
     "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" -include cuda_emu.h -c "$EMU_SRC/selftest/emu_selftest.cpp" -o "$OUT/emu_selftest.o"
     "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" "$OUT/emu_selftest.o" "${runtime[@]}" -o "$OUT/emu_selftest"
     exec "$OUT/emu_selftest"
 fi
 build_only=0
 if [ "${1:-}" = "--build-only" ]; then build_only=1; shift; fi
-[ $# -ge 1 ] || { sed -n '2,9p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,10p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 SOURCE_BIN="${BONSAI_EMU_SOURCE_BIN:-$1}"
 [ -x "$SOURCE_BIN" ] || { echo "emu.sh: $SOURCE_BIN is not an executable bonsai binary" >&2; exit 2; }
 
@@ -93,6 +94,7 @@ trap - EXIT
 if [ "$build_only" = 1 ]; then echo "$OUT"; exit 0; fi
 export LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export BONSAI_EMULATED=1
+export BONSAI_COOP_CTAS="${BONSAI_COOP_CTAS:-4}"   # launch_ex.rs cooperative_grid_cap: one OS thread per CTA here
 if [ "${BONSAI_EMU_ASAN:-0}" = 1 ]; then
     export LD_PRELOAD="$("$CXX" -print-file-name=libasan.so)${LD_PRELOAD:+:$LD_PRELOAD}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sched.h>  // sched_yield, for ld_acquire_gpu (emu_ptx.h)
 #include <type_traits>
 #include <utility>  // before the keyword macros below: libstdc++ spells __noinline__ itself
 

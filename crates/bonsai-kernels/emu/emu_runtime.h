@@ -48,6 +48,11 @@ struct ThreadState {
     int lane;
     int warp;
     AsyncCopies copies;
+    // The last ld_acquire_gpu: its address, the value it read and since when (clock_ns) it has
+    // read that value there (acquire_polled).
+    const void* poll_addr;
+    unsigned poll_value;
+    long long poll_since_ns;
 };
 
 // One CTA being executed on the current OS thread.
@@ -79,6 +84,13 @@ void block_barrier();
 // Reports a kernel bug found by the emulator (e.g. a shuffle from a lane outside the mask) and
 // fails the launch; does not return.
 [[noreturn]] void kernel_fault(const char* what);
+
+// Called by ld_acquire_gpu after its load of `value` from `addr`, usually inside a spin loop that
+// waits for another CTA (grid_sync): lets the CTA's other fibers run, and fails the launch (as
+// kernel_fault) when the wait cannot end: another CTA of the cooperative launch has failed, or
+// this thread has read the same value at the same address for kAcquireStallSeconds.
+void acquire_polled(const void* addr, unsigned value);
+constexpr long long kAcquireStallSeconds = 120;
 
 // Nanoseconds of a monotonic clock (clock64 stand-in).
 long long clock_ns();

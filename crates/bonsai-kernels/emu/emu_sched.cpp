@@ -20,8 +20,8 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "emu_cta.h"
 #include "emu_fiber.h"
-#include "emu_grid.h"
 #include "emu_pool.h"
 
 namespace emu {
@@ -79,6 +79,15 @@ struct Worker {
     std::string fault;
     std::vector<int> order;  // the fibers in the order one scheduling pass visits them
     unsigned long long cta_serial = 0;
+    // Set while this worker runs a CTA of a cooperative launch: true once another CTA of it failed.
+    const std::atomic<bool>* cooperative_failed = nullptr;
+
+    Worker() = default;
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+    ~Worker() {
+        for (unsigned char* s : stacks) munmap(s - page, stack_size + page);
+    }
 
     // Stack of fiber i, with a guard page below it (an overflow faults instead of corrupting).
     unsigned char* stack(int i) {
@@ -147,7 +156,9 @@ const Schedule& schedule_from_env() {
 thread_local Worker* t_worker = nullptr;
 
 Worker& worker() {
-    if (!t_worker) t_worker = new Worker();  // lives as long as its OS thread (pool threads never end)
+    // Lives as long as its OS thread: pool threads never end; a cooperative launch's own threads
+    // free theirs (release_worker) before they end.
+    if (!t_worker) t_worker = new Worker();
     return *t_worker;
 }
 
@@ -242,6 +253,9 @@ bool run_cta(Worker& w, EmuDim3 block_idx) {
         f.state.warp = i / kWarpSize;
         f.state.copies.pending.clear();
         f.state.copies.committed = 0;
+        f.state.poll_addr = nullptr;
+        f.state.poll_value = 0;
+        f.state.poll_since_ns = 0;
         f.status = Status::Runnable;
 #if defined(__SANITIZE_ADDRESS__)
         // The previous CTA's fibers were abandoned mid-frame: clear their stack redzones.
@@ -329,6 +343,26 @@ void kernel_fault(const char* what) {
     std::abort();  // a faulted fiber is never resumed
 }
 
+void acquire_polled(const void* addr, unsigned value) {
+    Worker& w = worker();
+    ThreadState& t = *t_thread;
+    const long long now = clock_ns();
+    if (t.poll_addr != addr || t.poll_value != value) {
+        t.poll_addr = addr;
+        t.poll_value = value;
+        t.poll_since_ns = now;
+    } else if (now - t.poll_since_ns > kAcquireStallSeconds * 1000000000ll) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "ld_acquire_gpu has read %u at %p for %lld s: a grid barrier (or flag) that never completes",
+                      value, addr, kAcquireStallSeconds);
+        kernel_fault(buf);
+    }
+    if (w.cooperative_failed && w.cooperative_failed->load(std::memory_order_acquire))
+        kernel_fault("abandoned: another CTA of this cooperative launch failed");
+    yield(Status::Runnable);
+}
+
 void AsyncCopies::land(size_t n) {
     for (size_t i = 0; i < n; ++i) {
         const Copy& c = pending[i];
@@ -343,12 +377,12 @@ long long clock_ns() {
         .count();
 }
 
-namespace {
-
-// Runs CTAs handed out by `next_block` until none is left; false with `fault` on a kernel bug.
-bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& next_block, std::string* fault) {
+// emu_cta.h
+bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& next_block, std::string* fault,
+                const std::atomic<bool>* cooperative_failed) {
     Worker& w = worker();
     w.launch = &launch;
+    w.cooperative_failed = cooperative_failed;
     w.faulted = false;
     w.fault.clear();
     w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name, w.cta_serial};
@@ -361,12 +395,20 @@ bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& n
     bool ok = true;
     while (ok && next_block(&block)) ok = run_cta(w, block);
     if (!ok) *fault = w.fault;
+    w.cooperative_failed = nullptr;
     t_thread = nullptr;
     t_cta = nullptr;
     return ok;
 }
 
-}  // namespace
+void release_worker() {
+    delete t_worker;
+    t_worker = nullptr;
+}
+
+EmuDim3 block_of(unsigned long long i, EmuDim3 g) {
+    return EmuDim3{(unsigned)(i % g.x), (unsigned)((i / g.x) % g.y), (unsigned)(i / ((unsigned long long)g.x * g.y))};
+}
 
 std::string run_grid(const GridLaunch& launch) {
     const EmuDim3 g = launch.grid, b = launch.block;
@@ -375,16 +417,21 @@ std::string run_grid(const GridLaunch& launch) {
         return std::string("kernel ") + launch.kernel_name + ": block of " + std::to_string(threads) +
                " threads (must be 1..1024)";
     const unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
+    if (launch.cooperative) {
+        if (blocks > kMaxCooperativeCtas)
+            return std::string("kernel ") + launch.kernel_name + ": cooperative launch of " + std::to_string(blocks) +
+                   " CTAs, over the emulator's limit of " + std::to_string(kMaxCooperativeCtas);
+        return run_cooperative(launch, blocks);
+    }
     return run_parallel(blocks, [&](std::atomic<unsigned long long>& next, std::string* fault) {
         return run_blocks(launch,
                           [&](EmuDim3* block) {
                               const unsigned long long i = next.fetch_add(1);
                               if (i >= blocks) return false;
-                              *block = EmuDim3{(unsigned)(i % g.x), (unsigned)((i / g.x) % g.y),
-                                               (unsigned)(i / ((unsigned long long)g.x * g.y))};
+                              *block = block_of(i, g);
                               return true;
                           },
-                          fault);
+                          fault, nullptr);
     });
 }
 

@@ -2,6 +2,7 @@
 // memory, modules whose functions are the kernel sources compiled for the CPU (emu_table.h), and
 // streams that run work at once (fake_cuda_stream.cpp). Only the calls bonsai (through cudarc)
 // makes are implemented; cudarc resolves each symbol on first use and names a missing one.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,9 @@ constexpr const char* kDeviceName = "bonsai CPU emulator";
 constexpr size_t kTotalMemory = 80ull << 30;  // bytes reported, not reserved
 constexpr int kSmCount = 132;
 constexpr int kSmemPerSm = 228 * 1024;
+constexpr int kThreadsPerSm = 2048;
+constexpr int kMaxCtasPerSm = 32;
+constexpr int kReservedSmemPerCta = 1024;  // sm_90 sets aside 1 KB of an SM's shared memory per CTA
 constexpr int kL2Bytes = 60 * 1024 * 1024;
 constexpr size_t kAllocAlignment = 256;  // cudaMalloc's guarantee
 
@@ -53,7 +57,7 @@ int attribute(int which) {
         case 36: return 3201000;             // memory clock, kHz
         case 37: return 6144;                // bus width, bits
         case 38: return kL2Bytes;
-        case 39: return 2048;                // threads per SM
+        case 39: return kThreadsPerSm;
         case 41: return 1;                   // unified addressing
         case 75: return 9;                   // compute capability major
         case 76: return 0;                   // compute capability minor
@@ -61,7 +65,7 @@ int attribute(int which) {
         case 82: return 65536;               // registers per SM
         case 95: return 1;                   // cooperative launch
         case 97: return kOptInSmemPerBlock;
-        case 106: return 32;                 // blocks per SM
+        case 106: return kMaxCtasPerSm;
         case 115: return 1;                  // memory pools: cudarc then uses cuMemAllocAsync / cuMemFreeAsync (a free inside a capture belongs to the graph: EmuGraphMemory)
         default: return 0;
     }
@@ -88,6 +92,7 @@ const char* error_name(CUresult r) {
         case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
         case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
         case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
+        case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
         case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
         case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
         default: return "CUDA_ERROR_UNKNOWN";
@@ -101,6 +106,8 @@ const char* error_string(CUresult r) {
         case CUDA_ERROR_NOT_FOUND: return "named symbol not found (not in the emulator's kernel table)";
         case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
         case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported by the bonsai CPU emulator";
+        case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+            return "too many CTAs for a cooperative launch (see the 'bonsai emu:' line on stderr)";
         default: return error_name(r);
     }
 }
@@ -322,9 +329,25 @@ EMU_API CUresult cuFuncSetAttribute(CUfunction f, int which, int value) {
     return CUDA_SUCCESS;
 }
 EMU_API CUresult cuFuncSetCacheConfig(CUfunction, int) { return CUDA_SUCCESS; }
-EMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int block_size, size_t) {
-    *blocks = block_size > 0 ? 2048 / block_size : 0;
+// CTAs of `f` one SM holds at once, as sm_90 limits them: threads (whole warps), CTAs, and shared
+// memory with its per-CTA reserve. Registers and static shared memory are unknown here, so this
+// may exceed the GPU's answer; 0 when such a CTA cannot launch at all.
+EMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size, size_t smem) {
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (!blocks) return CUDA_ERROR_INVALID_VALUE;
+    if (block_size <= 0 || block_size > attribute(1) || smem > (size_t)f->max_dynamic_smem) {
+        *blocks = 0;
+        return CUDA_SUCCESS;
+    }
+    const int warp_threads = (block_size + 31) / 32 * 32;
+    const int by_threads = kThreadsPerSm / warp_threads;
+    const int by_smem = kSmemPerSm / ((int)smem + kReservedSmemPerCta);
+    *blocks = std::min(std::min(by_threads, by_smem), kMaxCtasPerSm);
     return CUDA_SUCCESS;
+}
+EMU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int block_size,
+                                                                      size_t smem, unsigned) {
+    return cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem);
 }
 
 // NVRTC dlopens libcuda.so.1 and asks for private export tables; having none, it carries on as

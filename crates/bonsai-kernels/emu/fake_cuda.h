@@ -38,18 +38,34 @@ enum : CUresult {
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
     CUDA_ERROR_UNKNOWN = 999,
 };
 
-// CUlaunchConfig (cuLaunchKernelEx); the attributes are accepted and ignored.
+// CUlaunchAttribute: an id, then a 64-byte union of values (8-byte aligned). Only
+// CU_LAUNCH_ATTRIBUTE_COOPERATIVE changes what the emulator does; the others (programmatic
+// stream serialization: launches run one after another here anyway) are accepted and ignored.
+struct CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        int cooperative;  // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        void* align_as_pointer;
+    } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "cuda.h's CUlaunchAttribute is 72 bytes");
+enum : int { CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2 };
+
+// CUlaunchConfig (cuLaunchKernelEx).
 struct CUlaunchConfig {
     unsigned gridDimX, gridDimY, gridDimZ;
     unsigned blockDimX, blockDimY, blockDimZ;
     unsigned sharedMemBytes;
     CUstream hStream;
-    void* attrs;
+    CUlaunchAttribute* attrs;
     unsigned numAttrs;
 };
 
@@ -64,7 +80,8 @@ enum : int {
 
 namespace emu {
 struct KernelEntry;
-// Runs (or, while `stream` captures, records) a launch. Defined in fake_cuda_launch.cpp.
+// Runs (or, while `stream` captures, records) a launch; `cooperative`: all CTAs at once (emu_grid.h).
+// Defined in fake_cuda_stream.cpp.
 CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem, CUstream stream,
-                void** params);
+                void** params, bool cooperative);
 }  // namespace emu

@@ -31,6 +31,7 @@ struct EmuWork {
     unsigned grid[3] = {1, 1, 1};
     unsigned block[3] = {1, 1, 1};
     unsigned smem = 0;
+    bool cooperative = false;  // every CTA at once (GridLaunch::cooperative); kept by graph capture
     std::vector<std::max_align_t> param_bytes;
     std::vector<size_t> param_offsets;
     // Copy / Set: destination, source or value, element count.

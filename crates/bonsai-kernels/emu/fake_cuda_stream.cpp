@@ -30,7 +30,7 @@ CUresult execute(const EmuWork& w) {
             auto* base = reinterpret_cast<unsigned char*>(const_cast<std::max_align_t*>(w.param_bytes.data()));
             for (size_t i = 0; i < args.size(); ++i) args[i] = base + w.param_offsets[i];
             const GridLaunch launch{w.kernel->name, w.kernel->thunk, args.data(), {w.grid[0], w.grid[1], w.grid[2]},
-                                    {w.block[0], w.block[1], w.block[2]}, w.smem};
+                                    {w.block[0], w.block[1], w.block[2]}, w.smem, w.cooperative};
             const std::string fault = run_grid(launch);
             if (!fault.empty()) {
                 std::fprintf(stderr, "bonsai emu: %s\n", fault.c_str());
@@ -66,7 +66,7 @@ constexpr size_t kParamAlignment = 16;
 }
 
 CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem, CUstream stream,
-                void** params) {
+                void** params, bool cooperative) {
     if (!f || !f->entry) return CUDA_ERROR_INVALID_HANDLE;
     if (f->entry->n_params > 0 && !params) return CUDA_ERROR_INVALID_VALUE;
     if ((long long)smem > f->max_dynamic_smem) {
@@ -76,8 +76,17 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
                      f->entry->name, smem, f->max_dynamic_smem, kOptInSmemPerBlock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    const unsigned long long ctas = (unsigned long long)grid[0] * grid[1] * grid[2];
+    if (cooperative && ctas > kMaxCooperativeCtas) {
+        std::fprintf(stderr,
+                     "bonsai emu: cooperative launch of kernel %s with %llu CTAs, over the emulator's limit of %llu "
+                     "(one OS thread per CTA; cap the grid with BONSAI_COOP_CTAS)\n",
+                     f->entry->name, ctas, kMaxCooperativeCtas);
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
     EmuWork w{EmuWork::Kind::Kernel};
     w.kernel = f->entry;
+    w.cooperative = cooperative;
     for (int i = 0; i < 3; ++i) {
         w.grid[i] = grid[i];
         w.block[i] = block[i];
@@ -102,7 +111,13 @@ EMU_API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned
                                 unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
     if (extra) return CUDA_ERROR_NOT_SUPPORTED;
     const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    return emu::launch(f, grid, block, smem, stream, params);
+    return emu::launch(f, grid, block, smem, stream, params, false);
+}
+
+EMU_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                           unsigned by, unsigned bz, unsigned smem, CUstream stream, void** params) {
+    const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return emu::launch(f, grid, block, smem, stream, params, true);
 }
 
 EMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
@@ -110,7 +125,11 @@ EMU_API CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, vo
     if (extra) return CUDA_ERROR_NOT_SUPPORTED;
     const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
     const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-    return emu::launch(f, grid, block, config->sharedMemBytes, config->hStream, params);
+    if (config->numAttrs > 0 && !config->attrs) return CUDA_ERROR_INVALID_VALUE;
+    bool cooperative = false;
+    for (unsigned i = 0; i < config->numAttrs; ++i)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) cooperative = config->attrs[i].value.cooperative != 0;
+    return emu::launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cooperative);
 }
 
 EMU_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {

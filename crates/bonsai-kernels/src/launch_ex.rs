@@ -9,6 +9,11 @@
 //! launch, `0` off for all. Measured on the H200 (docs/PERFORMANCE.md, 2026-11-29): decode +10%
 //! (Bonsai-8B tg128 531.5 -> 583.7 tok/s, ternary 407.5 -> 439.0), prefill -6% (pp512 10112 ->
 //! 9543), hence decode only by default.
+//!
+//! A launch may also be cooperative ([`Launch::cooperative`]): all its CTAs are resident at once,
+//! or the launch fails, so its kernel may use the grid-wide barrier `grid_sync`
+//! (cuda/grid_sync.cuh). Size such a grid with [`max_cooperative_ctas`] and, under the CPU
+//! emulator (one OS thread per CTA), [`cooperative_grid_cap`].
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -16,11 +21,52 @@ use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{
-    CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig,
+    CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig,
 };
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use crate::launch::LaunchError;
+use crate::launch::{device_attribute, LaunchError};
+
+/// The most CTAs a cooperative launch may have, when set (a positive integer): the CPU emulator
+/// runs each CTA of a cooperative grid on its own OS thread and refuses more than 64
+/// (scripts/emu.sh sets 4). Read by [`cooperative_grid_cap`].
+pub const COOP_CTAS_ENV: &str = "BONSAI_COOP_CTAS";
+
+/// `BONSAI_COOP_CTAS`: the cap on a cooperative grid's CTAs, if set. A value that is not a
+/// positive integer is reported (a warning, once) and ignored: the launch then goes ahead with
+/// its uncapped grid, which the emulator refuses with a message naming the variable.
+pub fn cooperative_grid_cap() -> Option<u32> {
+    static CAP: OnceLock<Option<u32>> = OnceLock::new();
+    *CAP.get_or_init(|| {
+        let value = std::env::var(COOP_CTAS_ENV).ok()?;
+        match value.trim().parse::<u32>() {
+            Ok(cap) if cap > 0 => Some(cap),
+            _ => {
+                tracing::warn!("{COOP_CTAS_ENV}={value:?} is not a positive integer; ignored");
+                None
+            }
+        }
+    })
+}
+
+/// How many CTAs of `func` (`block_threads` threads, `dynamic_smem_bytes` of dynamic shared
+/// memory each) a cooperative launch on the stream's device may have: SM count x the CTAs one SM
+/// holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor). 0 when the device cannot launch
+/// cooperatively or such a CTA does not fit on an SM. Not capped by [`cooperative_grid_cap`].
+pub fn max_cooperative_ctas(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    block_threads: u32,
+    dynamic_smem_bytes: u32,
+) -> Result<u32, LaunchError> {
+    if device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
+        return Ok(0);
+    }
+    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    stream.context().bind_to_thread()?;
+    let per_sm = func.occupancy_max_active_blocks_per_multiprocessor(block_threads, dynamic_smem_bytes as usize, None)?;
+    Ok(u32::try_from(sms).unwrap_or(u32::MAX).saturating_mul(per_sm))
+}
 
 /// `1`: every launch uses programmatic dependent launch; `0`: none; unset (or anything else):
 /// launches inside a [`PdlScope`].
@@ -72,18 +118,30 @@ pub fn pdl_enabled() -> bool {
     }
 }
 
+/// Launch attributes one launch may carry: PDL and cooperative.
+const MAX_LAUNCH_ATTRIBUTES: usize = 2;
+
 /// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
 /// `launch` cannot take launch attributes).
 pub struct Launch<'a> {
     stream: &'a Arc<CudaStream>,
     func: &'a CudaFunction,
     args: Vec<*mut c_void>,
+    cooperative: bool,
     _values: PhantomData<&'a ()>,
 }
 
 impl<'a> Launch<'a> {
     pub fn new(stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
-        Self { stream, func, args: Vec::new(), _values: PhantomData }
+        Self { stream, func, args: Vec::new(), cooperative: false, _values: PhantomData }
+    }
+
+    /// Makes the launch cooperative (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every CTA resident at
+    /// once, or the launch fails (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) when the grid exceeds
+    /// [`max_cooperative_ctas`]. Needed by any kernel that calls `grid_sync`.
+    pub fn cooperative(&mut self) -> &mut Self {
+        self.cooperative = true;
+        self
     }
 
     /// Appends one kernel parameter; the value must outlive the launch call.
@@ -99,12 +157,25 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
-        let mut attribute = CUlaunchAttribute {
+        let pdl_attribute = CUlaunchAttribute {
             id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
             pad: [0; 4],
             value: CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
         };
-        let pdl = pdl_enabled();
+        let cooperative_attribute = CUlaunchAttribute {
+            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+            pad: [0; 4],
+            value: CUlaunchAttributeValue { cooperative: 1 },
+        };
+        // The attributes that are on, packed at the front.
+        let mut attributes = [pdl_attribute; MAX_LAUNCH_ATTRIBUTES];
+        let mut count = 0;
+        for (on, attribute) in [(pdl_enabled(), pdl_attribute), (self.cooperative, cooperative_attribute)] {
+            if on {
+                attributes[count] = attribute;
+                count += 1;
+            }
+        }
         let config = CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -114,10 +185,10 @@ impl<'a> Launch<'a> {
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: self.stream.cu_stream(),
-            attrs: if pdl { &mut attribute } else { std::ptr::null_mut() },
-            numAttrs: u32::from(pdl),
+            attrs: if count > 0 { attributes.as_mut_ptr() } else { std::ptr::null_mut() },
+            numAttrs: count as u32,
         };
-        // SAFETY: `config` and `attribute` live across the call; the caller guarantees the
+        // SAFETY: `config` and `attributes` live across the call (numAttrs counts initialised ones); the caller guarantees the
         // arguments match the kernel; `self.args` points at values borrowed for 'a.
         unsafe { sys::cuLaunchKernelEx(&config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut()) }
             .result()?;

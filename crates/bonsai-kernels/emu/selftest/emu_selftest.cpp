@@ -1,7 +1,9 @@
 // Self-test of the emulator's execution model, built and run by `bash scripts/emu.sh --selftest`
 // (and by crates/bonsai-cli/tests/emulated_gpu.rs): shuffle/vote semantics, barriers with exited
-// threads, per-CTA shared memory on several OS threads, and the kernel-bug reports (deadlock,
-// shuffle outside the mask, lanes at different collectives). Exits 1 naming each failed case.
+// threads, per-CTA shared memory on several OS threads, cooperative launches whose CTAs meet at
+// grid_sync (src/cuda/grid_sync.cuh, the kernels' own), and the kernel-bug reports (deadlock,
+// shuffle outside the mask, lanes at different collectives, a failed CTA of a cooperative grid).
+// Exits 1 naming each failed case.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,6 +12,8 @@
 #include "emu_grid.h"
 
 typedef unsigned int u32;
+
+#include "../../src/cuda/grid_sync.cuh"
 
 // ---- kernels ----
 extern "C" __global__ void shuffles(int* out) {
@@ -89,6 +93,33 @@ extern "C" __global__ void racy_read(int* out) {
     if (threadIdx.x == 1) out[0] = x[0];
 }
 
+// Cooperative: out[0] is the barrier counter, out[1..1+N) one slot per thread of the grid,
+// out[1+N..1+2N) per thread the number of rounds in which it read another CTA's slot right.
+constexpr int kBarrierRounds = 5;
+extern "C" __global__ void grid_barrier(int* out) {
+    unsigned* counter = reinterpret_cast<unsigned*>(out);
+    const int threads = (int)blockDim.x, ctas = (int)gridDim.x, n = threads * ctas;
+    int* slots = out + 1;
+    const int me = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    // Thread t + 1 of the next CTA: written on another OS thread.
+    const int other = (int)((blockIdx.x + 1) % gridDim.x) * threads + (int)(threadIdx.x + 1) % threads;
+    int right = 0;
+    for (int r = 0; r < kBarrierRounds; ++r) {
+        slots[me] = r * n + me;
+        grid_sync(counter, (unsigned)((2 * r + 1) * ctas));
+        right += slots[other] == r * n + other;
+        grid_sync(counter, (unsigned)((2 * r + 2) * ctas));
+    }
+    out[1 + n + me] = right;
+}
+
+// Cooperative: CTA 2 deadlocks (lanes 0-15 at a shuffle, the rest at grid_sync's __syncthreads)
+// while the other CTAs wait for it at grid_sync: the launch must fail with CTA 2's report.
+extern "C" __global__ void grid_barrier_one_cta_fails(int* out) {
+    if (blockIdx.x == 2 && threadIdx.x < 16) out[1] = __shfl_sync(0xffffffffu, 1, 0);
+    grid_sync(reinterpret_cast<unsigned*>(out), gridDim.x);
+}
+
 // ---- harness ----
 namespace {
 
@@ -102,12 +133,13 @@ void expect(bool ok, const std::string& what) {
 }
 
 std::string launch(const char* name, void (*kernel)(int*), std::vector<int>& out, emu::EmuDim3 grid,
-                   emu::EmuDim3 block, size_t smem = 0) {
+                   emu::EmuDim3 block, size_t smem = 0, bool cooperative = false) {
     static void (*current)(int*) = nullptr;
     current = kernel;
     int* data = out.data();
     void* args[] = {&data};
-    const emu::GridLaunch l{name, [](void** a) { current(*static_cast<int**>(a[0])); }, args, grid, block, smem};
+    const emu::GridLaunch l{name, [](void** a) { current(*static_cast<int**>(a[0])); }, args, grid, block, smem,
+                            cooperative};
     return emu::run_grid(l);
 }
 
@@ -154,6 +186,25 @@ int main() {
     const char* schedule = std::getenv("BONSAI_EMU_SCHEDULE");
     const bool reverse = schedule && std::string(schedule) == "reverse";
     expect(race[0] == (reverse ? -1 : 1), "the schedule decides the race (thread 0 first unless reverse)");
+
+    {
+        const unsigned ctas = 6, threads = 64, n = ctas * threads;
+        std::vector<int> grid(1 + 2 * n, -1);
+        grid[0] = 0;
+        expect(launch("grid_barrier", grid_barrier, grid, {ctas, 1, 1}, {threads, 1, 1}, 0, true).empty(),
+               "grid_barrier ran (cooperative, 6 CTAs)");
+        expect(grid[0] == 2 * kBarrierRounds * (int)ctas, "grid barrier counter = 2 x rounds x CTAs");
+        for (unsigned i = 0; i < n; ++i)
+            expect(grid[1 + n + i] == kBarrierRounds, "grid_sync orders another CTA's write at thread " + std::to_string(i));
+        grid[0] = 0;
+        const std::string failed = launch("grid_barrier_one_cta_fails", grid_barrier_one_cta_fails, grid, {ctas, 1, 1},
+                                          {threads, 1, 1}, 0, true);
+        expect(contains(failed, "deadlock in kernel grid_barrier_one_cta_fails block (2,0,0)"),
+               "a failed CTA of a cooperative grid is reported, its waiting peers give up: " + failed);
+        const std::string too_many = launch("grid_barrier", grid_barrier, grid,
+                                            {(unsigned)emu::kMaxCooperativeCtas + 1, 1, 1}, {32, 1, 1}, 0, true);
+        expect(contains(too_many, "over the emulator's limit"), "cooperative grid over the limit refused: " + too_many);
+    }
 
     std::vector<int> scratch(64, 0);
     const std::string dead = launch("deadlock", deadlock, scratch, {1, 1, 1}, {32, 1, 1});

@@ -74,14 +74,18 @@ pub const PTX: KernelSource = KernelSource {
     entry_points: &[],
 };
 
-/// The library machinery's own kernels, concatenated right after the prelude. The selftest
-/// kernel proves a loaded module runs (`bonsai kernels info` launches it); the PTX probe runs
-/// every ptx.cuh wrapper for `bonsai kernels verify`.
-pub const MACHINERY_SOURCES: &[KernelSource] = &[KernelSource {
-    path: "cuda/selftest.cu",
-    text: include_str!("selftest.cu"),
-    entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe"],
-}];
+/// The library machinery, concatenated right after the PTX wrappers: the grid-wide barrier of
+/// cooperative launches, then its own kernels. The selftest kernel proves a loaded module runs
+/// (`bonsai kernels info` launches it); the PTX probe runs every ptx.cuh wrapper and the grid
+/// barrier test runs grid_sync for `bonsai kernels verify`.
+pub const MACHINERY_SOURCES: &[KernelSource] = &[
+    KernelSource { path: "cuda/grid_sync.cuh", text: include_str!("grid_sync.cuh"), entry_points: &[] },
+    KernelSource {
+        path: "cuda/selftest.cu",
+        text: include_str!("selftest.cu"),
+        entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe", "grid_sync_selftest"],
+    },
+];
 
 /// Every kernel file, in concatenation order.
 pub const SOURCES: &[KernelSource] = &[

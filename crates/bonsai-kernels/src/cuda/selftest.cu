@@ -98,3 +98,51 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
     for (int w = 0; w < 4; ++w) out[PROBE_OUT_CP_ZFILL + lane * 4 + w] = zfilled_words[lane * 4 + w];
     out[PROBE_OUT_CP4 + lane] = words[lane];
 }
+
+// ---- grid_sync test ----
+// A cooperative grid of G CTAs of B threads (1-D blocks) runs `rounds` rounds over the G·B
+// exchange words data[0..G·B). Round r: thread t of CTA c writes grid_sync_test_value(r, c·B + t)
+// to word c·B + t; grid_sync; thread t of every CTA reads the word of thread (t + 1) % B of every
+// CTA (so each word is read by another thread of every CTA), adds it times (2·word + 1) to its
+// CTA's u32 sum and counts the ones that differ from the expected value; grid_sync again before
+// the next round overwrites them. Then data[G·B + c] = CTA c's sum and data[G·B + G + c] = its
+// count of mismatches (0 unless the barrier is broken). `counter` starts at 0 and ends at
+// 2·rounds·G. verify/ptx_wrappers.rs recomputes the sums on the host.
+__device__ __forceinline__ u32 grid_sync_test_value(u32 round, u32 word, u32 words) {
+    // Odd multiplier and xorshift are both bijections of u32: distinct (round, word) give
+    // distinct values, so a stale read always shows.
+    const u32 h = (round * words + word + 1u) * 2654435761u;
+    return h ^ (h >> 16);
+}
+
+extern "C" __global__ void grid_sync_selftest(u32* counter, u32* data, int rounds) {
+    griddep_wait();
+    __shared__ u32 cta_sum;
+    __shared__ u32 cta_mismatches;
+    const u32 ctas = gridDim.x * gridDim.y * gridDim.z;
+    const u32 cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const u32 threads = blockDim.x, t = threadIdx.x;
+    const u32 words = ctas * threads;
+    if (t == 0) cta_sum = cta_mismatches = 0;
+    u32 sum = 0, mismatches = 0, barriers = 0;
+    for (int r = 0; r < rounds; ++r) {
+        data[cta * threads + t] = grid_sync_test_value((u32)r, cta * threads + t, words);
+        grid_sync(counter, ++barriers * ctas);
+        const u32 column = (t + 1) % threads;
+        for (u32 c = 0; c < ctas; ++c) {
+            const u32 word = c * threads + column;
+            const u32 v = data[word];
+            sum += v * (2u * word + 1u);
+            mismatches += v != grid_sync_test_value((u32)r, word, words) ? 1u : 0u;
+        }
+        grid_sync(counter, ++barriers * ctas);
+    }
+    __syncthreads();  // cta_sum's zero (rounds may be 0, leaving no grid_sync in between)
+    atomicAdd(&cta_sum, sum);
+    atomicAdd(&cta_mismatches, mismatches);
+    __syncthreads();
+    if (t == 0) {
+        data[words + cta] = cta_sum;
+        data[words + ctas + cta] = cta_mismatches;
+    }
+}
