@@ -78,7 +78,8 @@ verify)
     run verify "$BIN" kernels verify ${VERIFY_ONLY:+--only "$VERIFY_ONLY"}
     ;;
 bench)
-    run bench "$BIN" kernels verify --bench-only
+    # BENCH_ONLY=group,group times only those bench groups (verify --only; e.g. decode_chain).
+    run bench "$BIN" kernels verify --bench-only ${BENCH_ONLY:+--only "$BENCH_ONLY"}
     ;;
 model)
     for g in bonsai-8b ternary-8b bonsai-4b bonsai-1.7b; do

@@ -62,7 +62,7 @@ enum KernelsCommand {
         /// Seed of the random inputs (default: from the clock; printed either way)
         #[arg(long)]
         seed: Option<u64>,
-        /// Run only these check groups, comma-separated (e.g. matmul,attention_planes)
+        /// Run only these check / bench groups, comma-separated (e.g. matmul,decode_chain)
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },

@@ -254,3 +254,5 @@ inline unsigned ld_acquire_gpu(const unsigned* p) {
     sched_yield();
     return v;
 }
+// An L2 prefetch is only a hint: nothing to do on the CPU.
+inline void prefetch_l2_bulk(const void*, unsigned) {}

@@ -18,6 +18,8 @@ pub mod argmax;
 pub mod attention;
 #[path = "ops/conv3x3/cuda.rs"]
 pub mod conv3x3;
+#[path = "ops/decode_chain/cuda.rs"]
+pub mod decode_chain;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
 #[path = "ops/gemm_f32/cuda.rs"]
@@ -86,6 +88,7 @@ impl QuantBits {
 
 /// A quantized matrix `W[N, K]` in device memory: the host `Q1Matrix` / `Q2Matrix` scales (f16
 /// as u16) and their payload permuted into the device layout (`crate::cuda::weights`).
+#[derive(Clone, Copy)]
 pub struct QWeightsView<'a> {
     pub bits: QuantBits,
     pub n: usize,

@@ -226,7 +226,13 @@ mod tests {
     /// writes, such as weights).
     /// (kernel name suffix, the device function that calls griddep_wait itself).
     const DEFERRED_WAIT: &[(&str, &str)] =
-        &[("_gemv_tc", "gemv_tc_body"), ("_gemv_tc_tokens8", "gemv_tc_body"), ("_gemv_b1", "gemv_b1_body")];
+        &[
+        ("_gemv_tc", "gemv_tc_body"),
+        ("_gemv_tc_tokens8", "gemv_tc_body"),
+        ("_gemv_b1", "gemv_b1_body"),
+        ("decode_chain_q1", "gemv_b1_body"),
+        ("decode_chain_q2", "gemv_b1_body"),
+    ];
 
     #[test]
     fn every_entry_point_waits_for_the_previous_grid_first() {

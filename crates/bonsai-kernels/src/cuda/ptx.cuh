@@ -151,7 +151,6 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #endif
 }
 
-
 // GPU-scope release / acquire on a global u32, the two halves of a grid-wide barrier (grid_sync
 // in grid_sync.cuh). `red_release_gpu_add` adds `v` to `*p` atomically (no result) and makes every
 // write that happens before it visible to a thread whose `ld_acquire_gpu` observes the sum (or a
@@ -163,6 +162,14 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+
+// Asks the memory system to bring `bytes` (a multiple of 16, 16-byte aligned) at `p` into L2 and
+// returns at once (sm_90 bulk prefetch; a no-op before). A hint: it changes no value anywhere.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
 }
 
 #endif  // BONSAI_EMU

@@ -194,6 +194,11 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/decode_chain/decode_chain.cu",
+        text: include_str!("../ops/decode_chain/decode_chain.cu"),
+        entry_points: &["decode_chain_q1", "decode_chain_q2"],
+    },
+    KernelSource {
         path: "ops/rms_norm/rms_norm.cu",
         text: include_str!("../ops/rms_norm/rms_norm.cu"),
         entry_points: &[

@@ -104,22 +104,81 @@ pub(crate) fn copy_bandwidth(ctx: &Ctx) -> Result<f64, VerifyError> {
     Ok(2.0 * COPY_PROBE_BYTES as f64 / secs)
 }
 
-pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), VerifyError> {
+/// The bench groups, in the order they run (`verify --only` also takes these).
+pub const BENCH_GROUPS: &[&str] = &[
+    "bench_gemv",
+    "bench_gemm",
+    "bench_attention",
+    "attention_planes",
+    "decode_chain",
+    "bench_prefill_attention",
+    "image_gemm",
+    "image_attention",
+    "image_elementwise",
+];
+
+/// Times every bench group `wanted` accepts.
+pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(Option<f64>, Vec<BenchRow>), VerifyError> {
     let copy_bw = copy_bandwidth(ctx)?;
     println!("bench copy bandwidth (device-to-device, read + write): {:.1} GB/s", copy_bw / 1e9);
+    let mut rows = Vec::new();
+    if wanted("bench_gemv") || wanted("bench_gemm") {
+        rows.extend(bench_llm_matmuls(ctx, wanted("bench_gemv"), wanted("bench_gemm"), copy_bw)?);
+    }
+    if wanted("bench_gemm") {
+        // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
+        let kernel = MatmulKernel::Gemm(GemmKernel::TensorCoreF16);
+        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, kernel, copy_bw)?);
+    }
+    if wanted("bench_attention") {
+        // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
+        for seq in [16, 8192, 32768] {
+            rows.push(bench_attention(ctx, seq, copy_bw)?);
+        }
+    }
+    // Attention + the output projection: a separate prepare launch against the planes variant.
+    if wanted("attention_planes") {
+        rows.extend(super::attention_planes::bench_all(ctx, copy_bw)?);
+    }
+    // A decode layer's tail: seven binary-GEMV launches against the persistent chain.
+    if wanted("decode_chain") {
+        rows.extend(super::decode_chain::bench_all(ctx, copy_bw)?);
+    }
+    if wanted("bench_prefill_attention") {
+        // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
+        // tensor-core one (BONSAI_PREFILL_ATTENTION=mma).
+        for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
+            rows.push(bench_prefill_attention(ctx, kernel, copy_bw)?);
+        }
+    }
+    if wanted("image_gemm") {
+        rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
+    }
+    if wanted("image_attention") {
+        rows.extend(super::image_attention::bench_all(ctx, copy_bw)?);
+    }
+    if wanted("image_elementwise") {
+        rows.extend(super::image_elementwise::bench_all(ctx, copy_bw)?);
+    }
+    Ok((Some(copy_bw), rows))
+}
+
+/// The LLM's decode GEMVs (`gemv`) and prefill GEMMs (`gemm`), Q1 then Q2.
+fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
     let mut rows = Vec::new();
     for ternary in [false, true] {
         // One Bonsai-8B decode step's GEMVs (qkv, attn_out, up-sized, down, gate|up, LM head), each
         // with the binary kernel (default) and the bf16 one (BONSAI_GEMV=tc).
-        for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
-            let kernel = MatmulKernel::Gemv(gemv);
+        for kernel in [GemvKernel::Binary, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).into_iter().filter(|_| gemv) {
             for (n, k) in [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288), (151_669, 4096)] {
                 rows.push(bench_matmul(ctx, n, k, 1, ternary, false, kernel, copy_bw)?);
             }
             rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, kernel, copy_bw)?);
         }
-        for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
-            let kernel = MatmulKernel::Gemm(gemm);
+        if !gemm {
+            continue;
+        }
+        for kernel in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm) {
             rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, kernel, copy_bw)?);
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }
@@ -136,23 +195,7 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(Option<f64>, Vec<BenchRow>), Ver
             }
         }
     }
-    // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
-    rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, MatmulKernel::Gemm(GemmKernel::TensorCoreF16), copy_bw)?);
-    // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
-    for seq in [16, 8192, 32768] {
-        rows.push(bench_attention(ctx, seq, copy_bw)?);
-    }
-    // Attention + the output projection: a separate prepare launch against the planes variant.
-    rows.extend(super::attention_planes::bench_all(ctx, copy_bw)?);
-    // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
-    // tensor-core one (BONSAI_PREFILL_ATTENTION=mma).
-    for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
-        rows.push(bench_prefill_attention(ctx, kernel, copy_bw)?);
-    }
-    rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
-    rows.extend(super::image_attention::bench_all(ctx, copy_bw)?);
-    rows.extend(super::image_elementwise::bench_all(ctx, copy_bw)?);
-    Ok((Some(copy_bw), rows))
+    Ok(rows)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -13,6 +13,7 @@ mod attention;
 mod attention_mma;
 mod attention_planes;
 mod bench;
+mod decode_chain;
 mod gpu;
 mod image_attention;
 mod image_elementwise;
@@ -57,7 +58,8 @@ pub struct VerifyOptions {
     pub seed: Option<u64>,
     /// CUDA device ordinal; None: BONSAI_DEVICE, else 0.
     pub device: Option<usize>,
-    /// Run only these check groups ([`CHECK_GROUPS`]); empty: all of them.
+    /// Run only these check groups ([`CHECK_GROUPS`]) and bench groups (`bench::BENCH_GROUPS`);
+    /// empty: all of them.
     pub only: Vec<String>,
 }
 
@@ -68,6 +70,7 @@ pub const CHECK_GROUPS: &[&str] = &[
     "attention",
     "attention_mma",
     "attention_planes",
+    "decode_chain",
     "image_elementwise",
     "matmul",
     "norm_matmul",
@@ -126,7 +129,7 @@ pub enum VerifyError {
     Reference(#[from] OpError),
     #[error(transparent)]
     Dump(#[from] image_torch::ManifestError),
-    #[error("verify --only: no check group {0:?} (groups: {groups})", groups = CHECK_GROUPS.join(", "))]
+    #[error("verify --only: no group {0:?} (checks: {checks}; bench: {bench})", checks = CHECK_GROUPS.join(", "), bench = bench::BENCH_GROUPS.join(", "))]
     UnknownGroup(String),
 }
 
@@ -208,7 +211,8 @@ pub(crate) const F32_UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
 
 /// Runs every check (and the benchmarks when asked). Prints as it goes.
 pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
-    if let Some(unknown) = opts.only.iter().find(|g| !CHECK_GROUPS.contains(&g.as_str())) {
+    let known = |g: &String| CHECK_GROUPS.contains(&g.as_str()) || bench::BENCH_GROUPS.contains(&g.as_str());
+    if let Some(unknown) = opts.only.iter().find(|g| !known(g)) {
         return Err(VerifyError::UnknownGroup(unknown.clone()));
     }
     let gpu = match opts.device {
@@ -229,12 +233,13 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 10] = [
+        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 11] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),
             ("attention_mma", &|c| attention_mma::run_all(c, shapes)),
             ("attention_planes", &|c| attention_planes::run_all(c, shapes)),
+            ("decode_chain", &|c| decode_chain::run_all(c, shapes)),
             ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),
             ("matmul", &|c| matmul::run_all(c, shapes)),
             ("norm_matmul", &|c| norm_matmul::run_all(c, shapes)),
@@ -248,7 +253,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
             }
         }
     }
-    let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx)? } else { (None, Vec::new()) };
+    let (copy_bw, bench_rows) = if opts.bench { bench::run_all(&mut ctx, &wanted)? } else { (None, Vec::new()) };
     let report = VerifyReport { seed, device, checks: ctx.checks, copy_bandwidth_bytes_per_s: copy_bw, bench: bench_rows };
     println!("verify: {} checks, {} failed (seed {seed})", report.checks.len(), report.failures());
     Ok(report)

@@ -60,6 +60,7 @@ impl Backend for CpuBackend {
     /// The CPU records nothing: every decode step runs its ops directly.
     type Graph = std::convert::Infallible;
     type SamplerState = CpuSamplerState;
+    type TailScratch = ();
 
     fn describe(&self) -> String {
         let simd = match simd_level() {
@@ -218,6 +219,10 @@ impl Backend for CpuBackend {
         let qkv = rows("attention qkv", qkv, m * shape.qkv_row_len())?;
         let out = rows_mut("attention out", out, m * shape.q_len())?;
         Ok(attention::cpu(qkv, m, shape, pos.0, cache.max_seq, &cache.k, &cache.v, out)?)
+    }
+
+    fn alloc_tail_scratch(&self, _hidden: usize, _ffn: usize, _shape: HeadShape) -> Result<(), BackendError> {
+        Ok(())
     }
 
     fn copy_rows(

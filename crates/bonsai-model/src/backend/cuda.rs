@@ -12,6 +12,9 @@
 //! instead bounds attention by the cache length, since its position changes on every replay.
 
 mod ops;
+mod tail;
+
+pub use tail::{CudaTailScratch, DECODE_CHAIN_ENV};
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -205,6 +208,7 @@ impl Backend for CudaBackend {
     type Rope = CudaRope;
     type Graph = CudaGraph;
     type SamplerState = CudaSamplerState;
+    type TailScratch = CudaTailScratch;
 
     fn describe(&self) -> String {
         let info = self.gpu.info();
@@ -477,6 +481,14 @@ impl Backend for CudaBackend {
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
         ops::attention(self, qkv, m, shape, pos, cache, out)
+    }
+
+    fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
+        tail::alloc(self, hidden, ffn, shape)
+    }
+
+    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<(), BackendError> {
+        tail::layer_tail(self, t)
     }
 
     fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, rows: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {

@@ -62,6 +62,9 @@ pub trait Backend {
     type Graph;
     /// The sampler's generator state and scratch, where [`Backend::sample`] runs.
     type SamplerState;
+    /// Per-sequence scratch of a fused [`Backend::layer_tail`] (the CUDA decode chain's planes
+    /// and barrier counters; nothing on the CPU).
+    type TailScratch;
 
     /// One line for users, e.g. "cpu (8 threads, avx2)".
     fn describe(&self) -> String;
@@ -211,6 +214,17 @@ pub trait Backend {
         cache: &Self::KvCache,
         out: &mut Self::Buffer,
     ) -> Result<(), BackendError>;
+    /// Scratch for [`Backend::layer_tail`] of a model with `hidden` wide rows and `ffn` features.
+    fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
+    /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
+    /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
+    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA: one persistent launch per token).
+    fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<(), BackendError>
+    where
+        Self: Sized,
+    {
+        layer_tail_ops(self, t)
+    }
     /// Copies rows `src_row .. src_row + rows` (each `row_len` long) of `src` to the start of `dst`.
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, rows: usize, row_len: usize, dst: &mut Self::Buffer)
         -> Result<(), BackendError>;
@@ -234,6 +248,49 @@ pub trait Backend {
         sampler: &mut Self::SamplerState,
         out: &mut Self::Tokens,
     ) -> Result<(), BackendError>;
+}
+
+/// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path).
+pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<(), BackendError> {
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let TailBuffers { qkv, attn, x, xn, ffn, scratch: _ } = bufs;
+    b.attention(qkv, m, shape, pos, kv, attn)?;
+    b.matmul(attn_output, attn, m, x, Store::Add)?;
+    b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
+    b.matmul(down, ffn, m, x, Store::Add)?;
+    if let Some((attn_norm, qkv_w)) = next {
+        b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
+    }
+    Ok(())
+}
+
+/// One layer's weights and shapes for [`Backend::layer_tail`].
+pub struct LayerTail<'a, B: Backend> {
+    pub m: usize,
+    pub shape: HeadShape,
+    pub hidden: usize,
+    pub eps: f32,
+    pub pos: &'a B::Position,
+    pub kv: &'a B::KvCache,
+    pub attn_output: &'a B::Matrix,
+    pub ffn_norm: &'a B::Buffer,
+    pub gate_up: &'a B::Matrix,
+    pub down: &'a B::Matrix,
+    /// The next layer's attn_norm and qkv weights (None after the last layer).
+    pub next: Option<(&'a B::Buffer, &'a B::Matrix)>,
+    pub bufs: TailBuffers<'a, B>,
+}
+
+/// The activation buffers [`Backend::layer_tail`] reads and writes.
+pub struct TailBuffers<'a, B: Backend> {
+    /// This layer's qkv rows (read), then the next layer's (written when `next` is given).
+    pub qkv: &'a mut B::Buffer,
+    pub attn: &'a mut B::Buffer,
+    /// The residual stream.
+    pub x: &'a mut B::Buffer,
+    pub xn: &'a mut B::Buffer,
+    pub ffn: &'a mut B::Buffer,
+    pub scratch: &'a mut B::TailScratch,
 }
 
 /// Bytes copied per bandwidth sample: far beyond any CPU cache (and the H200's 60 MB L2).

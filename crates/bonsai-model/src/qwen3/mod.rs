@@ -12,7 +12,7 @@ use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, LayerTail, TailBuffers};
 use crate::ModelError;
 pub use host_weights::{HostLayer, HostWeights, TensorSource};
 
@@ -67,6 +67,8 @@ pub struct Qwen3State<B: Backend> {
     logits: B::Buffer,
     /// Where [`DevicePick::Sample`] draws (generator state on the backend).
     sampler: B::SamplerState,
+    /// The backend's scratch for [`Backend::layer_tail`].
+    tail_scratch: B::TailScratch,
     /// The recorded decode step and the pick it ends with (see [`Qwen3::decode_step`]); it holds
     /// the addresses of this state's buffers, so it lives and dies with them.
     decode_graph: Option<(DevicePick, B::Graph)>,
@@ -178,6 +180,7 @@ impl<B: Backend> Qwen3<B> {
             last: b.alloc(c.hidden)?,
             logits: b.alloc(logit_rows * c.vocab)?,
             sampler: b.new_sampler_state()?,
+            tail_scratch: b.alloc_tail_scratch(c.hidden, c.ffn, self.shape)?,
             decode_graph: None,
         })
     }
@@ -328,13 +331,34 @@ impl<B: Backend> Qwen3<B> {
         let (b, c, s) = (&self.backend, &self.config, self.shape);
         let st = state;
         b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
-        for (layer, kv) in self.layers.iter().zip(st.kv.iter_mut()) {
-            b.rms_norm_matmul(&st.x, m, c.hidden, &layer.attn_norm, c.rms_eps, &mut st.xn, &layer.qkv, &mut st.qkv, Store::Overwrite)?;
+        if let Some(first) = self.layers.first() {
+            b.rms_norm_matmul(&st.x, m, c.hidden, &first.attn_norm, c.rms_eps, &mut st.xn, &first.qkv, &mut st.qkv, Store::Overwrite)?;
+        }
+        for (i, (layer, kv)) in self.layers.iter().zip(st.kv.iter_mut()).enumerate() {
             b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
-            b.attention(&st.qkv, m, s, &st.pos, kv, &mut st.attn)?;
-            b.matmul(&layer.attn_output, &st.attn, m, &mut st.x, Store::Add)?;
-            b.rms_norm_gate_up_swiglu(&st.x, m, c.hidden, &layer.ffn_norm, c.rms_eps, &mut st.xn, &layer.gate_up, &mut st.ffn)?;
-            b.matmul(&layer.down, &st.ffn, m, &mut st.x, Store::Add)?;
+            // The rest of the layer and the next layer's qkv projection (one launch on CUDA for m = 1).
+            let next = self.layers.get(i + 1).map(|n| (&n.attn_norm, &n.qkv));
+            b.layer_tail(LayerTail {
+                m,
+                shape: s,
+                hidden: c.hidden,
+                eps: c.rms_eps,
+                pos: &st.pos,
+                kv,
+                attn_output: &layer.attn_output,
+                ffn_norm: &layer.ffn_norm,
+                gate_up: &layer.gate_up,
+                down: &layer.down,
+                next,
+                bufs: TailBuffers {
+                    qkv: &mut st.qkv,
+                    attn: &mut st.attn,
+                    x: &mut st.x,
+                    xn: &mut st.xn,
+                    ffn: &mut st.ffn,
+                    scratch: &mut st.tail_scratch,
+                },
+            })?;
         }
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         match rows {

@@ -398,7 +398,7 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
 #[path = "cuda_planes.rs"]
 mod planes;

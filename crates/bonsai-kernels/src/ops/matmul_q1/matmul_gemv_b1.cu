@@ -174,10 +174,9 @@ __device__ __forceinline__ float b1_pair_finish(const u32 (&sum)[2][2], const u3
 
 template <int BITS, int MODE, int NB>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
-                                             const u32* __restrict__ planes, const u32* __restrict__ gsx_all,
-                                             const float* __restrict__ group_sq, float* __restrict__ y, int n_out,
-                                             int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
-                                             float norm_eps) {
+                                             const u32* planes, const u32* gsx_all, const float* group_sq,
+                                             float* __restrict__ y, int n_out, int k, int tiles_per_cta,
+                                             int splits, int chunk_groups, int norm, float norm_eps, int cta) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -186,7 +185,10 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
     const int tile_local = warp / splits, split = warp % splits;
-    const int tile = blockIdx.x * tiles_per_cta + tile_local;
+    const int tile = cta * tiles_per_cta + tile_local;
+    // The persistent decode chain (decode_chain.cu) runs every GEMV in 512-thread CTAs: warps past
+    // tiles_per_cta * splits load and compute nothing but take part in every barrier.
+    const bool active = warp < tiles_per_cta * splits;
     u32* xb = reinterpret_cast<u32*>(b1_smem);
     u32* gsx = xb + chunk_groups * B1_GROUP_WORDS;
     float* partial = reinterpret_cast<float*>(gsx + 2 * chunk_groups);
@@ -206,7 +208,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 
     float acc = 0.0f;
     TcUnit<BITS, NB> ring[AHEAD + 1];
-    int loaded = split;
+    int loaded = active ? split : units;
 #pragma unroll
     for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
@@ -221,7 +223,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(1);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
-    int u = split, phase = 0;
+    int u = active ? split : units, phase = 0;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
@@ -281,7 +283,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(3);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
-    if (t < 2) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
+    if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
     // Fused RMSNorm: warp 0 adds the groups' sums of squares in group order (deterministic) into
     // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
     if (norm && warp == 0) {
@@ -292,18 +294,19 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq);
+    gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
     TC_MARK(5);
 }
 
+// `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
 template <int BITS, int MODE>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
-                                        int splits, int chunk_groups, int norm, float norm_eps) {
+                                        int splits, int chunk_groups, int norm, float norm_eps, int cta) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps);
+                                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta);
     else
         gemv_b1_body<BITS, MODE, 1>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits,
-                                    chunk_groups, norm, norm_eps);
+                                    chunk_groups, norm, norm_eps, cta);
 }

@@ -274,11 +274,11 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 template <int MODE, int NT>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
-                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS]) {
+                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
         const int tok = i / (tiles_per_cta * outs), tl = (i / outs) % tiles_per_cta, r = i % outs;
-        const int o = (blockIdx.x * tiles_per_cta + tl) * outs + r;
+        const int o = (cta * tiles_per_cta + tl) * outs + r;
         if (o >= n_out) continue;
         float v = 0.0f, up = 0.0f;
         for (int s = 0; s < splits; ++s) {
@@ -437,7 +437,8 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     __syncthreads();
 
     TC_MARK(4);
-    gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq);
+    gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
+                                 blockIdx.x);
     TC_MARK(5);
 }
 

@@ -25,7 +25,7 @@
                          int splits, int chunk_groups, int norm, float norm_eps) {               \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,  \
-                            splits, chunk_groups, norm, norm_eps);                               \
+                            splits, chunk_groups, norm, norm_eps, blockIdx.x);                   \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
