@@ -15,6 +15,7 @@
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
+#   decode-chain  bonsai bench / check with the persistent decode chain on and off
 #   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
 #           decode step (8B layer stages), against one kernel reading the same bytes
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
@@ -128,6 +129,21 @@ chain)
     # What a persistent decode kernel could reach: grid barriers and weight streaming (lab).
     mkdir -p "$LOGS/lab"
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
+    ;;
+decode-chain)
+    # The persistent decode chain (BONSAI_DECODE_CHAIN=1) against op-by-op decode, its L2 prefetch
+    # modes, and CPU-vs-GPU checks with it on.
+    for c in 0 1; do
+        run "chain$c-8b" env BONSAI_DECODE_CHAIN=$c "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    done
+    for p in 0 2; do
+        run "chain1-prefetch$p-8b" env BONSAI_DECODE_CHAIN=1 BONSAI_CHAIN_PREFETCH=$p "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    done
+    run chain1-ternary-8b env BONSAI_DECODE_CHAIN=1 "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
+    run chain1-8b-depth env BONSAI_DECODE_CHAIN=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192
+    for g in bonsai-8b ternary-8b tiny; do
+        run "chain1-check-$g" env BONSAI_DECODE_CHAIN=1 "$BIN" check --synthetic "$g" -n 16
+    done
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

@@ -52,9 +52,10 @@ impl Geometry {
     pub fn bonsai_4b() -> Self {
         Self { n_layers: 36, hidden: 2560, ffn: 9728, n_q_heads: 32, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 32_768, tied_embeddings: true }
     }
-    /// A few-layer model for fast tests and `bonsai bench --synthetic tiny`.
+    /// A few-layer model for fast tests and `bonsai bench --synthetic tiny`; head_dim 128 as every
+    /// Bonsai model, so it takes the same decode kernels (attention with planes, the decode chain).
     pub fn tiny() -> Self {
-        Self { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 512, context_len: 1024, tied_embeddings: false }
+        Self { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 128, vocab: 512, context_len: 1024, tied_embeddings: false }
     }
     /// The built-in demo: byte vocab (256 bytes + 3 ChatML specials).
     pub fn demo() -> Self {
