@@ -188,8 +188,9 @@ impl<'a> Launch<'a> {
             attrs: if count > 0 { attributes.as_mut_ptr() } else { std::ptr::null_mut() },
             numAttrs: count as u32,
         };
-        // SAFETY: `config` and `attributes` live across the call (numAttrs counts initialised ones); the caller guarantees the
-        // arguments match the kernel; `self.args` points at values borrowed for 'a.
+        // SAFETY: `config` and `attributes` (the first numAttrs of them in use) live across the
+        // call; the caller guarantees the arguments match the kernel; `self.args` points at
+        // values borrowed for 'a.
         unsafe { sys::cuLaunchKernelEx(&config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut()) }
             .result()?;
         Ok(())
