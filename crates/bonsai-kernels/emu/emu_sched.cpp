@@ -1,5 +1,6 @@
-// The emulator's execution engine: CTAs on a small pool of OS threads, each CTA's threads as
-// cooperative fibers on one OS thread that switch only at synchronisation points.
+// The emulator's execution engine: CTAs on a small pool of OS threads (a cooperative grid: one
+// OS thread per CTA, emu_coop.cpp), each CTA's threads as cooperative fibers on one OS thread
+// that switch only at synchronisation points (and at ld_acquire_gpu: acquire_polled).
 //
 // A fiber runs until it reaches __syncthreads or a warp collective, or exits. A warp collective
 // completes when every lane of its mask has arrived (the last one computes all results); the

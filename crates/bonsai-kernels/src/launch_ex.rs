@@ -37,16 +37,18 @@ pub const COOP_CTAS_ENV: &str = "BONSAI_COOP_CTAS";
 /// its uncapped grid, which the emulator refuses with a message naming the variable.
 pub fn cooperative_grid_cap() -> Option<u32> {
     static CAP: OnceLock<Option<u32>> = OnceLock::new();
-    *CAP.get_or_init(|| {
-        let value = std::env::var(COOP_CTAS_ENV).ok()?;
-        match value.trim().parse::<u32>() {
-            Ok(cap) if cap > 0 => Some(cap),
-            _ => {
-                tracing::warn!("{COOP_CTAS_ENV}={value:?} is not a positive integer; ignored");
-                None
-            }
+    *CAP.get_or_init(|| parse_grid_cap(std::env::var(COOP_CTAS_ENV).ok().as_deref()))
+}
+
+fn parse_grid_cap(value: Option<&str>) -> Option<u32> {
+    let value = value?;
+    match value.trim().parse::<u32>() {
+        Ok(cap) if cap > 0 => Some(cap),
+        _ => {
+            tracing::warn!("{COOP_CTAS_ENV}={value:?} is not a positive integer; ignored");
+            None
         }
-    })
+    }
 }
 
 /// How many CTAs of `func` (`block_threads` threads, `dynamic_smem_bytes` of dynamic shared
@@ -121,6 +123,30 @@ pub fn pdl_enabled() -> bool {
 /// Launch attributes one launch may carry: PDL and cooperative.
 const MAX_LAUNCH_ATTRIBUTES: usize = 2;
 
+/// The attributes of a launch with PDL and/or cooperative on, packed at the front of the array,
+/// and how many there are.
+fn launch_attributes(pdl: bool, cooperative: bool) -> ([CUlaunchAttribute; MAX_LAUNCH_ATTRIBUTES], usize) {
+    let pdl_attribute = CUlaunchAttribute {
+        id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+    };
+    let cooperative_attribute = CUlaunchAttribute {
+        id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+        pad: [0; 4],
+        value: CUlaunchAttributeValue { cooperative: 1 },
+    };
+    let mut attributes = [pdl_attribute; MAX_LAUNCH_ATTRIBUTES];
+    let mut count = 0;
+    for (on, attribute) in [(pdl, pdl_attribute), (cooperative, cooperative_attribute)] {
+        if on {
+            attributes[count] = attribute;
+            count += 1;
+        }
+    }
+    (attributes, count)
+}
+
 /// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
 /// `launch` cannot take launch attributes).
 pub struct Launch<'a> {
@@ -157,25 +183,7 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
-        let pdl_attribute = CUlaunchAttribute {
-            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value: CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
-        };
-        let cooperative_attribute = CUlaunchAttribute {
-            id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-            pad: [0; 4],
-            value: CUlaunchAttributeValue { cooperative: 1 },
-        };
-        // The attributes that are on, packed at the front.
-        let mut attributes = [pdl_attribute; MAX_LAUNCH_ATTRIBUTES];
-        let mut count = 0;
-        for (on, attribute) in [(pdl_enabled(), pdl_attribute), (self.cooperative, cooperative_attribute)] {
-            if on {
-                attributes[count] = attribute;
-                count += 1;
-            }
-        }
+        let (mut attributes, count) = launch_attributes(pdl_enabled(), self.cooperative);
         let config = CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -188,8 +196,9 @@ impl<'a> Launch<'a> {
             attrs: if count > 0 { attributes.as_mut_ptr() } else { std::ptr::null_mut() },
             numAttrs: count as u32,
         };
-        // SAFETY: `config` and `attributes` live across the call (numAttrs counts initialised ones); the caller guarantees the
-        // arguments match the kernel; `self.args` points at values borrowed for 'a.
+        // SAFETY: `config` and `attributes` (the first numAttrs of them in use) live across the
+        // call; the caller guarantees the arguments match the kernel; `self.args` points at
+        // values borrowed for 'a.
         unsafe { sys::cuLaunchKernelEx(&config, self.func.cu_function(), self.args.as_mut_ptr(), std::ptr::null_mut()) }
             .result()?;
         Ok(())
@@ -199,6 +208,45 @@ impl<'a> Launch<'a> {
 #[cfg(test)]
 mod tests {
     use crate::cuda::registry::{all_sources, entry_points};
+
+    #[test]
+    fn launch_attributes_pack_the_ones_that_are_on() {
+        use cudarc::driver::sys::CUlaunchAttributeID::{
+            CU_LAUNCH_ATTRIBUTE_COOPERATIVE as COOPERATIVE,
+            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION as PDL,
+        };
+        for (pdl, cooperative, want) in [
+            (false, false, vec![]),
+            (true, false, vec![PDL]),
+            (false, true, vec![COOPERATIVE]),
+            (true, true, vec![PDL, COOPERATIVE]),
+        ] {
+            let (attributes, count) = super::launch_attributes(pdl, cooperative);
+            let ids: Vec<_> = attributes[..count].iter().map(|a| a.id).collect();
+            assert_eq!(ids, want, "pdl {pdl}, cooperative {cooperative}");
+            for a in &attributes[..count] {
+                // SAFETY: both union members read are c_int at offset 0, set for their own id.
+                let on = unsafe {
+                    if a.id == COOPERATIVE {
+                        a.value.cooperative
+                    } else {
+                        a.value.programmaticStreamSerializationAllowed
+                    }
+                };
+                assert_eq!(on, 1, "{:?} is set on", a.id);
+            }
+        }
+    }
+
+    #[test]
+    fn the_cooperative_grid_cap_is_a_positive_integer_or_none() {
+        assert_eq!(super::parse_grid_cap(None), None);
+        assert_eq!(super::parse_grid_cap(Some("4")), Some(4));
+        assert_eq!(super::parse_grid_cap(Some(" 64 ")), Some(64));
+        for bad in ["0", "-3", "four", ""] {
+            assert_eq!(super::parse_grid_cap(Some(bad)), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_pdl_scope_nests_and_restores() {

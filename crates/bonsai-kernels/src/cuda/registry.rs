@@ -79,7 +79,11 @@ pub const PTX: KernelSource = KernelSource {
 /// (`bonsai kernels info` launches it); the PTX probe runs every ptx.cuh wrapper and the grid
 /// barrier test runs grid_sync for `bonsai kernels verify`.
 pub const MACHINERY_SOURCES: &[KernelSource] = &[
-    KernelSource { path: "cuda/grid_sync.cuh", text: include_str!("grid_sync.cuh"), entry_points: &[] },
+    KernelSource {
+        path: "cuda/grid_sync.cuh",
+        text: include_str!("grid_sync.cuh"),
+        entry_points: &[],
+    },
     KernelSource {
         path: "cuda/selftest.cu",
         text: include_str!("selftest.cu"),
