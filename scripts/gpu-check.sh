@@ -15,7 +15,7 @@
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
-#   decode-chain  bonsai bench / check with the persistent decode chain on and off
+#   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, planes, chain)
 #   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
 #           decode step (8B layer stages), against one kernel reading the same bytes
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
@@ -131,18 +131,18 @@ chain)
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
     ;;
 decode-chain)
-    # The persistent decode chain (BONSAI_DECODE_CHAIN=1) against op-by-op decode, its L2 prefetch
-    # modes, and CPU-vs-GPU checks with it on.
-    for c in 0 1; do
-        run "chain$c-8b" env BONSAI_DECODE_CHAIN=$c "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    # How a decode layer's tail runs (BONSAI_DECODE_CHAIN = ops | planes | chain; backend/cuda/tail.rs),
+    # the chain's L2 prefetch, and CPU-vs-GPU checks of the fused modes.
+    for mode in ops planes chain; do
+        run "tail-$mode-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+        run "tail-$mode-ternary-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
     done
-    for p in 0 2; do
-        run "chain1-prefetch$p-8b" env BONSAI_DECODE_CHAIN=1 BONSAI_CHAIN_PREFETCH=$p "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
-    done
-    run chain1-ternary-8b env BONSAI_DECODE_CHAIN=1 "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
-    run chain1-8b-depth env BONSAI_DECODE_CHAIN=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192
-    for g in bonsai-8b ternary-8b tiny; do
-        run "chain1-check-$g" env BONSAI_DECODE_CHAIN=1 "$BIN" check --synthetic "$g" -n 16
+    run tail-chain-prefetch1-8b env BONSAI_DECODE_CHAIN=chain BONSAI_CHAIN_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    run tail-planes-8b-depth env BONSAI_DECODE_CHAIN=planes "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
+    for mode in planes chain; do
+        for g in bonsai-8b ternary-8b; do
+            run "tail-$mode-check-$g" env BONSAI_DECODE_CHAIN=$mode "$BIN" check --synthetic "$g" -n 16
+        done
     done
     ;;
 timeline)

@@ -13,7 +13,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::decode_chain::{decode_chain, ChainLayer, ChainScratch};
+use crate::launch::decode_chain::{decode_chain_with, ChainLayer, ChainScratch, CHAIN_STAGES, DEFAULT_PREFETCH};
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::Store;
 use crate::weights::QMatrix;
@@ -76,7 +76,7 @@ fn run_separate(ctx: &Ctx, w: &ChainWeights, planes: &B1Planes, next: bool, out:
     Ok(())
 }
 
-/// (b): one chain launch.
+/// (b): one chain launch (every stage, the default L2 prefetch).
 fn run_chain(
     ctx: &Ctx,
     w: &ChainWeights,
@@ -84,6 +84,20 @@ fn run_chain(
     scratch: &mut ChainScratch,
     next: bool,
     out: &mut Outputs,
+) -> Result<(), VerifyError> {
+    run_chain_with(ctx, w, planes, scratch, next, out, CHAIN_STAGES, DEFAULT_PREFETCH)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_chain_with(
+    ctx: &Ctx,
+    w: &ChainWeights,
+    planes: &mut B1Planes,
+    scratch: &mut ChainScratch,
+    next: bool,
+    out: &mut Outputs,
+    stages: usize,
+    prefetch: i32,
 ) -> Result<(), VerifyError> {
     let layer = ChainLayer {
         attn_planes: planes,
@@ -97,7 +111,7 @@ fn run_chain(
         ffn: &mut out.ffn,
         qkv: &mut out.qkv,
     };
-    decode_chain(&ctx.lib, &ctx.stream, scratch, layer)?;
+    decode_chain_with(&ctx.lib, &ctx.stream, scratch, layer, stages, prefetch)?;
     Ok(())
 }
 
@@ -168,7 +182,17 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     let total = Some(bytes as f64);
     let secs = time_batches(ctx, copies, |i| run_separate(ctx, &sets[i], &planes, true, &mut out))?;
     let mut rows = vec![row("7 launches (gemv_b1)", label.clone(), secs, total, None, copy_bw)];
-    let secs = time_batches(ctx, copies, |i| run_chain(ctx, &sets[i], &mut planes, &mut scratch, true, &mut out))?;
-    rows.push(row("decode_chain", label, secs, total, None, copy_bw));
+    for prefetch in 0..=2 {
+        let secs = time_batches(ctx, copies, |i| {
+            run_chain_with(ctx, &sets[i], &mut planes, &mut scratch, true, &mut out, CHAIN_STAGES, prefetch)
+        })?;
+        rows.push(row(&format!("decode_chain prefetch {prefetch}"), label.clone(), secs, total, None, copy_bw));
+    }
+    // The chain cut after each stage (A = o, B = planes, C = gate_up, D = planes, E = down,
+    // F = planes, G = qkv), no prefetch: the differences are each stage's cost with its barrier.
+    for stages in 1..CHAIN_STAGES {
+        let secs = time_batches(ctx, copies, |i| run_chain_with(ctx, &sets[i], &mut planes, &mut scratch, true, &mut out, stages, 0))?;
+        rows.push(row(&format!("decode_chain first {stages} stages"), label.clone(), secs, total, None, copy_bw));
+    }
     Ok(rows)
 }

@@ -20,7 +20,8 @@ const CHAIN_THREADS: u32 = 512;
 const MAX_SMEM: usize = 96 * 1024;
 /// L2 prefetch of later GEMVs' weights (`BONSAI_CHAIN_PREFETCH` = 0 | 1 | 2, decode_chain.cu).
 pub const PREFETCH_ENV: &str = "BONSAI_CHAIN_PREFETCH";
-const DEFAULT_PREFETCH: i32 = 1;
+/// Off: on the H200 (2026-11-30) one GEMV ahead cost 7% of decode speed and all four 9%.
+pub const DEFAULT_PREFETCH: i32 = 0;
 
 /// The kernel's parameter block (`ChainParams` in decode_chain.cu: same fields, same order).
 #[repr(C)]
@@ -45,6 +46,7 @@ struct ChainParams {
     ctas: [i32; 4],
     eps: f32,
     prefetch: i32,
+    stages: i32,
 }
 
 // SAFETY: plain old data with C layout, matching the CUDA struct field for field (u64 = pointer).
@@ -104,6 +106,9 @@ fn prefetch_mode() -> i32 {
     std::env::var(PREFETCH_ENV).ok().and_then(|v| v.parse().ok()).filter(|m| (0..=2).contains(m)).unwrap_or(DEFAULT_PREFETCH)
 }
 
+/// Every stage of decode_chain.cu (A..G).
+pub const CHAIN_STAGES: usize = 7;
+
 /// Runs stages A..G of decode_chain.cu for one token.
 pub fn decode_chain<X: DevicePtrMut<f32>>(
     lib: &KernelLibrary,
@@ -111,6 +116,22 @@ pub fn decode_chain<X: DevicePtrMut<f32>>(
     scratch: &mut ChainScratch,
     layer: ChainLayer<'_, X>,
 ) -> Result<(), LaunchError> {
+    decode_chain_with(lib, stream, scratch, layer, CHAIN_STAGES, prefetch_mode())
+}
+
+/// [`decode_chain`] with only its first `stages` stages (A = 1 .. G = 7) and L2 prefetch mode
+/// `prefetch` (0, 1, 2): the bench's per-stage costs.
+pub fn decode_chain_with<X: DevicePtrMut<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    scratch: &mut ChainScratch,
+    layer: ChainLayer<'_, X>,
+    stages: usize,
+    prefetch: i32,
+) -> Result<(), LaunchError> {
+    if stages > CHAIN_STAGES || !(0..=2).contains(&prefetch) {
+        return Err(shape(OP, format!("{stages} stages (at most {CHAIN_STAGES}), prefetch mode {prefetch} (0..=2)")));
+    }
     let ChainLayer { attn_planes, attn_output, ffn_norm, gate_up, down, next, eps, x, ffn, qkv } = layer;
     let bits = attn_output.bits;
     let hidden = attn_output.n;
@@ -139,7 +160,7 @@ pub fn decode_chain<X: DevicePtrMut<f32>>(
         b1_geometry(gate_up.k, features, true).expect("supported"),
         b1_geometry(down.k, down.n, false).expect("supported"),
     ];
-    let mut p = ChainParams { eps, prefetch: prefetch_mode(), ..ChainParams::default() };
+    let mut p = ChainParams { eps, prefetch, stages: stages as i32, ..ChainParams::default() };
     let mut guards = Vec::new();
     let mut weights = vec![attn_output, gate_up, down];
     if let Some((norm, w)) = &next {

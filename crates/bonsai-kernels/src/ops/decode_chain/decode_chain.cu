@@ -26,8 +26,9 @@
 //
 // L2 prefetch (`prefetch` mode): weights do not depend on the token, so before a stage's barrier
 // every CTA can ask L2 for its slice of a later GEMV's rows (cp.async.bulk.prefetch.L2): DRAM
-// keeps streaming while the chain waits at barriers. 0: off; 1: one GEMV ahead; 2: all four
-// GEMVs' slices at launch (27 MB for Bonsai-8B, within the H200's 50 MB L2).
+// keeps streaming while the chain waits at barriers. 0: off (the default: on the H200 mode 1 cost
+// 7% of Bonsai-8B decode speed and mode 2 9%); 1: one GEMV ahead; 2: all four GEMVs' slices at
+// launch (27 MB for Bonsai-8B, within the H200's 50 MB L2).
 
 #define CHAIN_THREADS B1_MAX_THREADS
 #define CHAIN_O 0
@@ -64,6 +65,7 @@ struct ChainParams {
     int ctas[CHAIN_GEMVS];  // 0 for the qkv stage when no layer follows
     float eps;
     int prefetch;
+    int stages;  // run stages [0, stages) of A..G (a bench knob; the launcher passes all of them)
 };
 
 // Asks L2 for the weight rows CTA `cta` of GEMV `i` reads (its tiles' payload and scales; for
@@ -129,24 +131,35 @@ __device__ __forceinline__ void decode_chain(const ChainParams& p) {
         chain_prefetch<BITS, MATMUL_ADD>(p, CHAIN_O);
         chain_prefetch<BITS, MATMUL_SWIGLU>(p, CHAIN_GATE_UP);
     }
+    // Stage s runs when s < p.stages (uniform over the grid, so every CTA meets the same barriers).
     // A (its gemv_b1_body waits for the attention launch after its first weight loads).
-    chain_gemv<BITS, MATMUL_ADD>(p, CHAIN_O, CHAIN_ATTN_PLANES, p.x, 0);
+    if (p.stages > 0) chain_gemv<BITS, MATMUL_ADD>(p, CHAIN_O, CHAIN_ATTN_PLANES, p.x, 0);
     if (p.prefetch == 1) chain_prefetch<BITS, MATMUL_ADD>(p, CHAIN_DOWN);
-    grid_sync(p.counters, ++barriers * ctas);
     // B, C
-    chain_prepare(p, p.x, p.ffn_norm, p.k[CHAIN_GATE_UP], CHAIN_HIDDEN_PLANES);
-    grid_sync(p.counters, ++barriers * ctas);
-    chain_gemv<BITS, MATMUL_SWIGLU>(p, CHAIN_GATE_UP, CHAIN_HIDDEN_PLANES, p.ffn, 1);
+    if (p.stages > 1) {
+        grid_sync(p.counters, ++barriers * ctas);
+        chain_prepare(p, p.x, p.ffn_norm, p.k[CHAIN_GATE_UP], CHAIN_HIDDEN_PLANES);
+    }
+    if (p.stages > 2) {
+        grid_sync(p.counters, ++barriers * ctas);
+        chain_gemv<BITS, MATMUL_SWIGLU>(p, CHAIN_GATE_UP, CHAIN_HIDDEN_PLANES, p.ffn, 1);
+    }
     if (p.prefetch == 1 && next) chain_prefetch<BITS, MATMUL_STORE>(p, CHAIN_QKV);
-    grid_sync(p.counters, ++barriers * ctas);
     // D, E
-    chain_prepare(p, p.ffn, nullptr, p.k[CHAIN_DOWN], CHAIN_FFN_PLANES);
-    grid_sync(p.counters, ++barriers * ctas);
-    chain_gemv<BITS, MATMUL_ADD>(p, CHAIN_DOWN, CHAIN_FFN_PLANES, p.x, 0);
-    if (next) {
-        // F, G
+    if (p.stages > 3) {
+        grid_sync(p.counters, ++barriers * ctas);
+        chain_prepare(p, p.ffn, nullptr, p.k[CHAIN_DOWN], CHAIN_FFN_PLANES);
+    }
+    if (p.stages > 4) {
+        grid_sync(p.counters, ++barriers * ctas);
+        chain_gemv<BITS, MATMUL_ADD>(p, CHAIN_DOWN, CHAIN_FFN_PLANES, p.x, 0);
+    }
+    // F, G
+    if (next && p.stages > 5) {
         grid_sync(p.counters, ++barriers * ctas);
         chain_prepare(p, p.x, p.next_attn_norm, p.k[CHAIN_QKV], CHAIN_HIDDEN_PLANES);
+    }
+    if (next && p.stages > 6) {
         grid_sync(p.counters, ++barriers * ctas);
         chain_gemv<BITS, MATMUL_STORE>(p, CHAIN_QKV, CHAIN_HIDDEN_PLANES, p.qkv, 1);
     }

@@ -1,35 +1,51 @@
-//! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. One decode token
-//! (m = 1) with the binary GEMV runs the attention kernel that also writes the output
-//! projection's planes, then one persistent launch for the output projection, the FFN block and
-//! the next layer's qkv projection (`launch::decode_chain`, bit-identical to the separate
-//! launches). Everything else (prefill, `BONSAI_GEMV=tc`, shapes the chain does not cover, or
-//! `BONSAI_DECODE_CHAIN=0`) runs op by op.
+//! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. For one decode token
+//! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
+//! qk_norm_rope_kv_write runs:
+//!
+//! * `planes` (default): the attention kernel also writes the output projection's planes, so
+//!   that GEMV needs no prepare launch (`matmul_from_planes`); the FFN and the next qkv op by op.
+//!   On the H200 attention + attn_out took 11.4 us instead of 14.4 (seq 16, back to back).
+//! * `chain`: the same attention, then one persistent launch for the output projection, the FFN
+//!   block and the next layer's qkv (`launch::decode_chain`, bit-identical to the separate
+//!   launches). Measured slower than `planes`/`ops` in the decode graph (2026-11-30: 536-575 vs
+//!   643 tok/s, Bonsai-8B), kept selectable for the next round (docs/kernel-notes.md, round 9).
+//! * `ops`: every op separately ([`layer_tail_ops`]).
+//!
+//! Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a planes kernel) runs op by op.
 
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{gemv_kernel_from_env, B1Planes, GemvKernel};
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{HeadShape, Store};
 
 use super::{device_err, view, CudaBackend};
-use crate::backend::{layer_tail_ops, BackendError, LayerTail, TailBuffers};
+use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
 
-/// `0` runs each decode layer op by op, `1` through the persistent chain.
+/// `ops`, `planes` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
-/// Off until its H200 verify and timing are recorded (docs/PERFORMANCE.md).
-const CHAIN_BY_DEFAULT: bool = false;
+
+/// How one decode layer's tail runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TailMode {
+    Ops,
+    Planes,
+    Chain,
+}
+
+/// The mode from [`DECODE_CHAIN_ENV`]; anything unknown is an error, not a silent default.
+fn tail_mode() -> Result<TailMode, BackendError> {
+    match std::env::var(DECODE_CHAIN_ENV).as_deref() {
+        Err(_) | Ok("planes") => Ok(TailMode::Planes),
+        Ok("ops") | Ok("0") => Ok(TailMode::Ops),
+        Ok("chain") | Ok("1") => Ok(TailMode::Chain),
+        Ok(other) => Err(BackendError::Device(format!("{DECODE_CHAIN_ENV}={other:?}: expected ops, planes or chain"))),
+    }
+}
 
 /// The chain's buffers for one sequence state: the attention output's planes and the chain's
 /// own planes and counters (None where the shapes rule the chain out).
 pub struct CudaTailScratch {
     chain: Option<(B1Planes, ChainScratch)>,
-}
-
-fn chain_enabled() -> bool {
-    match std::env::var(DECODE_CHAIN_ENV).as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => CHAIN_BY_DEFAULT,
-    }
 }
 
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
@@ -48,16 +64,17 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
 }
 
 pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<(), BackendError> {
-    let use_chain = t.m == 1
-        && chain_enabled()
+    let mode = tail_mode()?;
+    let fused = mode != TailMode::Ops
+        && t.m == 1
         && t.bufs.scratch.chain.is_some()
         && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
         && launch::decode_chain::supported(&view(t.attn_output), &view(t.gate_up), &view(t.down));
-    if !use_chain {
+    if !fused {
         return layer_tail_ops(b, t);
     }
-    let LayerTail { shape, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs, .. } = t;
-    let TailBuffers { qkv, attn, x, ffn, scratch, .. } = bufs;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let (attn_planes, chain) = scratch.chain.as_mut().expect("checked above");
     {
         let mut scratch_guard = b.decode_scratch.borrow_mut();
@@ -79,6 +96,16 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             attn_planes,
         )
         .map_err(device_err("attention"))?;
+    }
+    if mode == TailMode::Planes {
+        launch::matmul::matmul_from_planes(&b.lib, &b.stream, &view(attn_output), attn_planes, x, Store::Add)
+            .map_err(device_err("matmul"))?;
+        b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
+        b.matmul(down, ffn, m, x, Store::Add)?;
+        if let Some((attn_norm, qkv_w)) = next {
+            b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
+        }
+        return Ok(());
     }
     let layer = ChainLayer {
         attn_planes,
