@@ -15,7 +15,7 @@
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
-#   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, planes, chain)
+#   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
 #   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
 #           decode step (8B layer stages), against one kernel reading the same bytes
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
@@ -131,15 +131,18 @@ chain)
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
     ;;
 decode-chain)
-    # How a decode layer's tail runs (BONSAI_DECODE_CHAIN = ops | planes | chain; backend/cuda/tail.rs),
+    # How a decode layer's tail runs (BONSAI_DECODE_CHAIN = ops | attn_planes | planes | chain;
+    # backend/cuda/tail.rs),
     # the chain's L2 prefetch, and CPU-vs-GPU checks of the fused modes.
-    for mode in ops planes chain; do
+    for mode in ops attn_planes planes chain; do
         run "tail-$mode-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
         run "tail-$mode-ternary-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
     done
-    run tail-chain-prefetch1-8b env BONSAI_DECODE_CHAIN=chain BONSAI_CHAIN_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
     run tail-planes-8b-depth env BONSAI_DECODE_CHAIN=planes "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
-    for mode in planes chain; do
+    for g in bonsai-4b bonsai-1.7b; do
+        run "tail-planes-$g" env BONSAI_DECODE_CHAIN=planes "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+    done
+    for mode in planes; do
         for g in bonsai-8b ternary-8b; do
             run "tail-$mode-check-$g" env BONSAI_DECODE_CHAIN=$mode "$BIN" check --synthetic "$g" -n 16
         done

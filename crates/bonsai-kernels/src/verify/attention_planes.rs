@@ -111,7 +111,7 @@ fn run_planes(
 }
 
 /// Exact equality of two word sequences: max_err counts the differing words (bound 0).
-fn words_equal(got: &[u32], want: &[u32]) -> Comparison {
+pub(super) fn words_equal(got: &[u32], want: &[u32]) -> Comparison {
     let mut c = Comparison { first_bad: usize::MAX, ..Default::default() };
     if got.len() != want.len() {
         c.bad_elements = got.len().max(want.len());
@@ -129,7 +129,7 @@ fn words_equal(got: &[u32], want: &[u32]) -> Comparison {
 }
 
 /// The three buffers of a B1Planes as one word sequence (sums of squares as their f32 bits).
-fn planes_words(ctx: &Ctx, p: &B1Planes) -> Result<Vec<u32>, VerifyError> {
+pub(super) fn planes_words(ctx: &Ctx, p: &B1Planes) -> Result<Vec<u32>, VerifyError> {
     let mut words = download(&ctx.stream, p.planes())?;
     words.extend(download(&ctx.stream, p.gsx())?);
     words.extend(download(&ctx.stream, p.group_sq())?.iter().map(|v| v.to_bits()));

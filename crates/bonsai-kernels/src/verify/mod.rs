@@ -22,6 +22,7 @@ pub mod image_torch;
 mod matmul;
 mod matmul_kernels;
 mod norm_matmul;
+mod planes_out;
 mod matmul_large;
 mod matmul_split;
 mod ptx_model;
@@ -71,6 +72,7 @@ pub const CHECK_GROUPS: &[&str] = &[
     "attention_mma",
     "attention_planes",
     "decode_chain",
+    "planes_out",
     "image_elementwise",
     "matmul",
     "norm_matmul",
@@ -233,13 +235,14 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 11] = [
+        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 12] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),
             ("attention_mma", &|c| attention_mma::run_all(c, shapes)),
             ("attention_planes", &|c| attention_planes::run_all(c, shapes)),
             ("decode_chain", &|c| decode_chain::run_all(c, shapes)),
+            ("planes_out", &|c| planes_out::run_all(c, shapes)),
             ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),
             ("matmul", &|c| matmul::run_all(c, shapes)),
             ("norm_matmul", &|c| norm_matmul::run_all(c, shapes)),

@@ -96,7 +96,7 @@ pub fn default_gemm(m: usize) -> GemmKernel {
 
 /// How a matmul's result leaves the kernel (MATMUL_* in matmul_gemv_tc.cu).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Epilogue {
+pub enum Epilogue {
     Store,
     Add,
     SwiGlu,
@@ -402,7 +402,7 @@ pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
 #[path = "cuda_planes.rs"]
 mod planes;
-pub use planes::{matmul_from_planes, prepare_planes, B1Planes};
+pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};

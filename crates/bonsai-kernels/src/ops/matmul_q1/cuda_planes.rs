@@ -23,6 +23,17 @@ pub struct B1Planes {
     planes: CudaSlice<u32>,
     gsx: CudaSlice<u32>,
     group_sq: CudaSlice<f32>,
+    /// Per group, the arrivals of a GEMV epilogue writing these planes ([`PlanesOut`]); zero
+    /// between launches (the completing CTA resets its group). None for stream-ordered scratch.
+    counts: Option<CudaSlice<u32>>,
+}
+
+/// Where [`gemv_from_planes`]'s epilogue writes its output's planes: the next GEMV's input,
+/// optionally times that GEMV's RMSNorm weights (the next GEMV then takes 1 / rms from the
+/// planes' sums of squares: `norm_eps` Some).
+pub struct PlanesOut<'a> {
+    pub planes: &'a mut B1Planes,
+    pub norm: Option<&'a CudaSlice<f32>>,
 }
 
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
@@ -38,6 +49,7 @@ impl B1Planes {
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
+            counts: Some(stream.alloc_zeros(groups)?),
         })
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
@@ -50,7 +62,7 @@ impl B1Planes {
         let (planes, gsx, group_sq) = unsafe {
             (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
         };
-        Ok(Self { k, planes, gsx, group_sq })
+        Ok(Self { k, planes, gsx, group_sq, counts: None })
     }
     fn groups(k: usize) -> Result<usize, LaunchError> {
         if k == 0 || k % GROUP != 0 {
@@ -74,6 +86,11 @@ impl B1Planes {
     pub fn group_sq(&self) -> &CudaSlice<f32> {
         &self.group_sq
     }
+    /// The per-group arrival counters of a planes epilogue (zero between launches); None for
+    /// stream-ordered scratch.
+    pub fn group_counts(&self) -> Option<&CudaSlice<u32>> {
+        self.counts.as_ref()
+    }
     pub(crate) fn write_ptrs<'a>(&'a mut self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
         let (p, g0) = self.planes.device_ptr_mut(stream);
         let (s, g1) = self.gsx.device_ptr_mut(stream);
@@ -95,12 +112,32 @@ pub fn prepare_planes(
     x: &impl DevicePtr<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
+    prepare_planes_normed(lib, stream, x, None, planes)
+}
+
+/// `gemv_b1_prepare` of x (K floats), times `norm` (the consuming GEMV's RMSNorm weights) when
+/// given, into `planes`.
+pub fn prepare_planes_normed(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    norm: Option<&CudaSlice<f32>>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
     const OP: &str = "b1_planes";
     let k = planes.k;
     expect_at_least(OP, "x", x.len(), k)?;
     let (x_ptr, _gx) = read_ptr(x, stream);
+    let norm_read = match norm {
+        Some(n) => {
+            expect_at_least(OP, "norm weights", n.len(), k)?;
+            Some(read_ptr(n, stream))
+        }
+        None => None,
+    };
+    let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
     let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare(lib, stream, OP, k, x_ptr, 0, ptrs)
+    prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
 }
 
 /// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:
@@ -126,5 +163,73 @@ pub fn matmul_from_planes(
     let (ptrs, _guards) = planes.read_ptrs(stream);
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(OP, "planes", ptrs.0)?;
-    launch_gemv(lib, stream, w.bits, super::store_epilogue(store), w.n, w.k, (scales, payload, y_ptr), ptrs, None)
+    launch_gemv(lib, stream, w.bits, super::store_epilogue(store), w.n, w.k, (scales, payload, y_ptr), ptrs, None, None)
+}
+
+/// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
+/// `y (=|+=) W . x`, or SwiGLU of the fused gate|up rows. `norm_eps`: Some when the planes hold
+/// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With `out`, the epilogue also
+/// writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a multiple of 128): no
+/// prepare launch before that one either.
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_from_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    planes: &B1Planes,
+    norm_eps: Option<f32>,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: super::Epilogue,
+    out: Option<PlanesOut<'_>>,
+) -> Result<(), LaunchError> {
+    let op = if epilogue == super::Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    w.validate(op)?;
+    let n_out = if epilogue == super::Epilogue::SwiGlu {
+        super::check_gate_up(w)?;
+        w.n / 2
+    } else {
+        w.n
+    };
+    if planes.k != w.k {
+        return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
+    }
+    expect_at_least(op, "y", y.len(), n_out)?;
+    let (scales, _g0) = read_ptr(w.scales, stream);
+    let (payload, _g1) = read_ptr(w.payload, stream);
+    super::check_gemv_weight_alignment(op, payload, scales)?;
+    let (ptrs, _guards) = planes.read_ptrs(stream);
+    expect_aligned16(op, "planes", ptrs.0)?;
+    let mut out_guards = Vec::new();
+    let out_ptrs = match out {
+        None => None,
+        Some(PlanesOut { planes: dst, norm }) => {
+            if dst.k != n_out {
+                return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
+            }
+            let norm_ptr = match norm {
+                Some(n) => {
+                    expect_at_least(op, "output norm weights", n.len(), n_out)?;
+                    let (p, g) = read_ptr(n, stream);
+                    out_guards.push(g);
+                    p
+                }
+                None => 0,
+            };
+            let counts = dst.counts.as_mut().ok_or_else(|| shape(op, "output planes without group counters (scratch planes)".into()))?;
+            let (c, gc) = counts.device_ptr_mut(stream);
+            out_guards.push(gc);
+            let ((p, s, q), gs) = {
+                let (p, g0) = dst.planes.device_ptr_mut(stream);
+                let (s, g1) = dst.gsx.device_ptr_mut(stream);
+                let (q, g2) = dst.group_sq.device_ptr_mut(stream);
+                ((p, s, q), [g0, g1, g2])
+            };
+            out_guards.extend(gs);
+            Some((p, s, q, norm_ptr, c))
+        }
+    };
+    let (y_ptr, _g2) = write_ptr(y, stream);
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out_ptrs)?;
+    drop(out_guards);
+    Ok(())
 }

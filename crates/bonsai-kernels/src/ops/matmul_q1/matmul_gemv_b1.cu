@@ -172,11 +172,64 @@ __device__ __forceinline__ float b1_pair_finish(const u32 (&sum)[2][2], const u3
     return fmaf((odd ? d[1] : d[0]) * s, (float)dot, acc);
 }
 
+// Where a GEMV's epilogue writes its output's planes for the next GEMV (null `planes`: nowhere):
+// the planes, (s, X) and sums of squares of groups of y (times `norm_w`, the consumer's RMSNorm
+// weights, when given), and one arrival counter per group (zero between launches).
+struct B1PlanesOut {
+    u32* planes;
+    u32* gsx;
+    float* group_sq;
+    const float* norm_w;
+    unsigned* counts;
+};
+// Groups of outputs one CTA can touch: at most 16 tiles x 16 rows = 256 outputs, so 3 groups.
+#define B1_OUT_GROUPS_PER_CTA 3
+
+// After every output of this CTA is stored: each CTA adds its output count per 128-group to that
+// group's counter; the CTA that completes a group (count 128) quantizes it, a warp per group,
+// with b1_prepare_group on the stored floats, so the planes equal gemv_b1_prepare's of y (bit for
+// bit), and resets the counter. Ordering: the CTA barrier, then thread 0's fence before its
+// atomic (release of every thread's stores); each quantizing lane's acquire load of the counter
+// (which also drops stale L1 lines) before it reads other CTAs' outputs. n_out must be a multiple
+// of 128 (the launcher checks).
+template <int MODE>
+__device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, int tiles_per_cta, int cta,
+                                                   const B1PlanesOut& po) {
+    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
+    const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
+    __shared__ int completed[B1_OUT_GROUPS_PER_CTA];
+    __shared__ int n_completed;
+    __syncthreads();  // every thread's stores of this CTA are done
+    if (threadIdx.x == 0) {
+        int n_done = 0;
+        if (o0 < o1) {
+            __threadfence();
+            for (int g = o0 / GROUP_SIZE; g <= (o1 - 1) / GROUP_SIZE; ++g) {
+                const int n = min(o1, (g + 1) * GROUP_SIZE) - max(o0, g * GROUP_SIZE);
+                if (atomicAdd(&po.counts[g], (unsigned)n) + (unsigned)n == GROUP_SIZE) completed[n_done++] = g;
+            }
+        }
+        n_completed = n_done;
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    for (int i = warp; i < n_completed; i += blockDim.x / WARP_SIZE) {
+        const int g = completed[i];
+        (void)ld_acquire_gpu(&po.counts[g]);
+        __syncwarp();
+        const long long first = (long long)g * GROUP_SIZE;
+        b1_prepare_group(y + first, po.norm_w != nullptr ? po.norm_w + first : nullptr,
+                         po.planes + (long long)g * B1_GROUP_WORDS, po.gsx + 2 * g, po.group_sq + g);
+        if (lane == 0) po.counts[g] = 0;
+    }
+}
+
 template <int BITS, int MODE, int NB>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
-                                             int splits, int chunk_groups, int norm, float norm_eps, int cta) {
+                                             int splits, int chunk_groups, int norm, float norm_eps, int cta,
+                                             const B1PlanesOut& planes_out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -295,6 +348,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
+    if (planes_out.planes != nullptr) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
 }
 
@@ -302,11 +356,13 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 template <int BITS, int MODE>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
-                                        int splits, int chunk_groups, int norm, float norm_eps, int cta) {
+                                        int splits, int chunk_groups, int norm, float norm_eps, int cta,
+                                        const B1PlanesOut& planes_out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta);
+                                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
+                                                      planes_out);
     else
         gemv_b1_body<BITS, MODE, 1>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits,
-                                    chunk_groups, norm, norm_eps, cta);
+                                    chunk_groups, norm, norm_eps, cta, planes_out);
 }

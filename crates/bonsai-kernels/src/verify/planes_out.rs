@@ -1,0 +1,78 @@
+//! Checks of the binary GEMV's planes epilogue (`gemv_from_planes` with a [`PlanesOut`]): the
+//! CTAs that complete a 128-group of y quantize it for the next GEMV, instead of a separate
+//! `gemv_b1_prepare` launch on y.
+//!
+//! Both quantize the same stored floats with the same device function (b1_prepare_group), so the
+//! required result is bit-identity, tolerance 0: y against the same GEMV without the epilogue, and
+//! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
+//! same norm weights. Each case runs twice on one output buffer, so group counters left non-zero
+//! by the first launch would show in the second.
+
+use super::attention_planes::{planes_words, words_equal};
+use super::gpu::{download, poisoned, upload, DeviceQMatrix};
+use super::shapes::ShapeSet;
+use super::{Comparison, Ctx, VerifyError};
+use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue, PlanesOut};
+use crate::weights::QMatrix;
+
+/// Inputs and norm weights are drawn from [-RANGE, RANGE].
+const INPUT_RANGE: f32 = 2.0;
+const EPS: f32 = 1e-6;
+/// (outputs, K, epilogue): every epilogue at small shapes, a CTA range that straddles groups
+/// (SwiGLU: 12 tiles x 8 features per CTA at F = 12288), and Bonsai-8B's decode shapes.
+const SMALL_CASES: [(usize, usize, Epilogue); 4] =
+    [(256, 256, Epilogue::Store), (384, 512, Epilogue::Add), (640, 256, Epilogue::SwiGlu), (1152, 384, Epilogue::SwiGlu)];
+const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
+    [(4096, 4096, Epilogue::Add), (12288, 4096, Epilogue::SwiGlu), (4096, 12288, Epilogue::Add)];
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    let mut cases = SMALL_CASES.to_vec();
+    if set == ShapeSet::All {
+        cases.extend(EIGHT_B_CASES);
+    }
+    for (n_out, k, epilogue) in cases {
+        for bits in [1u8, 2] {
+            for normed in [false, true] {
+                check(ctx, n_out, k, epilogue, bits, normed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, normed: bool) -> Result<(), VerifyError> {
+    let rows = if epilogue == Epilogue::SwiGlu { 2 * n_out } else { n_out };
+    let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(rows, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(rows, k)) };
+    let w = DeviceQMatrix::upload(&ctx.stream, &q)?;
+    let norm = upload(&ctx.stream, &ctx.rng.activations(n_out, INPUT_RANGE))?;
+    // `normed`: the GEMV's own input carries RMSNorm weights too (1 / rms from its planes).
+    let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    let in_eps = normed.then_some(EPS);
+    let mut out = B1Planes::new(&ctx.stream, n_out)?;
+    for launch in 1..=2 {
+        let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+        let mut planes = B1Planes::new(&ctx.stream, k)?;
+        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
+        let residual = ctx.rng.activations(n_out, INPUT_RANGE);
+        let start = |ctx: &Ctx| -> Result<_, VerifyError> {
+            Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
+        };
+        let mut y_plain = start(ctx)?;
+        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
+        let mut y = start(ctx)?;
+        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
+        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
+        let mut want = B1Planes::new(&ctx.stream, n_out)?;
+        prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
+
+        let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
+        let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
+        ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
+        let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
+        ctx.record("planes_out", &format!("{label} planes"), words_equal(&got, &want));
+        let counts = out.group_counts().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();
+        let zeros = vec![0u32; n_out / crate::weights::GROUP];
+        ctx.record("planes_out", &format!("{label} counters reset"), words_equal(&counts, &zeros));
+    }
+    Ok(())
+}
