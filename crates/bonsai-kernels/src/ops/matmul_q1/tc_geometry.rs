@@ -86,9 +86,29 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
     chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
 }
 
+/// `BONSAI_B1_WARPS`: the most warps of a `gemv_b1` CTA (4, 8 or 16; default 16). With 8, a CTA
+/// (256 threads x ~98 registers) leaves room on its SM for one CTA of the next GEMV, which
+/// programmatic dependent launch then starts early (weights in flight before the wait).
+pub const B1_WARPS_ENV: &str = "BONSAI_B1_WARPS";
+
+/// The warp limit from [`B1_WARPS_ENV`], read once (an unknown value keeps the default and says so).
+pub fn b1_max_warps() -> usize {
+    static WARPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WARPS.get_or_init(|| match std::env::var(B1_WARPS_ENV).as_deref() {
+        Err(_) => MAX_WARPS_B1,
+        Ok("4") => 4,
+        Ok("8") => 8,
+        Ok("16") => 16,
+        Ok(other) => {
+            tracing::warn!("{B1_WARPS_ENV}={other:?} is not 4, 8 or 16; using {MAX_WARPS_B1}");
+            MAX_WARPS_B1
+        }
+    })
+}
+
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
+    geometry(k, n_out, swiglu, b1_max_warps(), b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
