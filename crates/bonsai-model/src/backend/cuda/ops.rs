@@ -4,6 +4,8 @@
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::HeadShape;
+use std::cell::RefCell;
+
 use cudarc::driver::CudaSlice;
 
 use super::{device_err, view, CudaBackend, CudaKvCache, CudaPosition, CudaRope};
@@ -81,26 +83,38 @@ pub(super) fn attention(
         b.ensure_scratch(&b.prefill_scratch, launch::attention::scratch_len(m, shape, cache.max_seq))?;
         &b.prefill_scratch
     };
+    with_attention_scratch(b, slot, |scratch, counters| {
+        launch::attention::attention(
+            &b.lib,
+            &b.stream,
+            qkv,
+            m,
+            shape,
+            &pos.device,
+            cache.max_seq,
+            seq_bound,
+            &cache.k,
+            &cache.v,
+            scratch,
+            counters,
+            out,
+        )
+        .map_err(device_err("attention"))
+    })
+}
+
+/// Runs `launch` with the attention scratch in `slot` and the attention counters, both of which
+/// the backend allocated with the first KV cache.
+pub(super) fn with_attention_scratch<T>(
+    b: &CudaBackend,
+    slot: &RefCell<Option<CudaSlice<f32>>>,
+    launch: impl FnOnce(&mut CudaSlice<f32>, &mut CudaSlice<u32>) -> Result<T, BackendError>,
+) -> Result<T, BackendError> {
     let mut guard = slot.borrow_mut();
     let scratch = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
     let mut counters_guard = b.attention_counters.borrow_mut();
     let counters = counters_guard.as_mut().ok_or_else(|| BackendError::Device("attention counters missing".into()))?;
-    launch::attention::attention(
-        &b.lib,
-        &b.stream,
-        qkv,
-        m,
-        shape,
-        &pos.device,
-        cache.max_seq,
-        seq_bound,
-        &cache.k,
-        &cache.v,
-        scratch,
-        counters,
-        out,
-    )
-    .map_err(device_err("attention"))
+    launch(scratch, counters)
 }
 
 /// Rows `src_row .. src_row + rows` of `src` to the start of `dst`: one device-to-device copy

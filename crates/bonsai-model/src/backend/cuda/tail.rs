@@ -98,11 +98,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, hidden: hidden_planes, ffn: ffn_planes, chain } =
         scratch.fused.as_mut().expect("checked above");
-    {
-        let mut scratch_guard = b.decode_scratch.borrow_mut();
-        let att_scratch = scratch_guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
-        let mut counters_guard = b.attention_counters.borrow_mut();
-        let counters = counters_guard.as_mut().ok_or_else(|| BackendError::Device("attention counters missing".into()))?;
+    super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
         launch::attention::attention_decode_planes(
             &b.lib,
             &b.stream,
@@ -117,8 +113,8 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             attn,
             attn_planes,
         )
-        .map_err(device_err("attention"))?;
-    }
+        .map_err(device_err("attention"))
+    })?;
     match mode {
         TailMode::Planes => {
             // Each GEMV's epilogue writes the next one's planes: no prepare launch in the layer.
