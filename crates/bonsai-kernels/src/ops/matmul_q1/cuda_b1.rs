@@ -40,12 +40,36 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), None)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GroupOut::default())
 }
 
-/// Device pointers of a GEMV epilogue's planes output (`B1PlanesOut` in matmul_gemv_b1.cu):
-/// planes, gsx, group_sq, the consumer's norm weights (0: none) and the group counters.
-pub(crate) type PlanesOutPtrs = (u64, u64, u64, u64, u64);
+/// A GEMV epilogue's per-group work (`B1GroupOut` in matmul_gemv_b1.cu: same fields, same
+/// order; device pointers as u64, 0 for null). All zero: no epilogue work.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GroupOut {
+    pub planes: u64,
+    pub gsx: u64,
+    pub group_sq: u64,
+    pub norm_w: u64,
+    pub q_norm: u64,
+    pub k_norm: u64,
+    pub cos_table: u64,
+    pub sin_table: u64,
+    pub pos0: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub counts: u64,
+    pub n_q: i32,
+    pub n_kv: i32,
+    pub max_pos: i32,
+    pub max_seq: i32,
+    pub eps: f32,
+    pub unused: i32,
+}
+
+// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
+unsafe impl cudarc::driver::DeviceRepr for GroupOut {}
 
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
@@ -86,7 +110,7 @@ pub(crate) fn launch_gemv(
     (scales, payload, y): (u64, u64, u64),
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
-    planes_out: Option<PlanesOutPtrs>,
+    group_out: GroupOut,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
@@ -107,14 +131,13 @@ pub(crate) fn launch_gemv(
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
-    let (out_planes, out_gsx, out_sq, out_norm, out_counts) = planes_out.unwrap_or_default();
-    b.arg(&out_planes).arg(&out_gsx).arg(&out_sq).arg(&out_norm).arg(&out_counts);
+    b.arg(&group_out);
     // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, then the
-    // planes output: planes, gsx, group_sq, norm_w, counts, all null for none); the weights and y
-    // were checked by the caller (payload 16-byte, scales 8-byte aligned), the scratch was sized
-    // above (cudarc allocations are 256-byte aligned: cp.async's 16 bytes), a planes output was
-    // sized for n_out by the caller, and b1_geometry sized the block and shared memory.
+    // B1GroupOut block, all zero for none); the weights and y were checked by the caller (payload
+    // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are
+    // 256-byte aligned: cp.async's 16 bytes), a group output was sized for n_out by the caller,
+    // and b1_geometry sized the block and shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }

@@ -23,12 +23,10 @@
         PREFIX##_gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
                          int splits, int chunk_groups, int norm, float norm_eps,                 \
-                         u32* out_planes, u32* out_gsx, float* out_sq, const float* out_norm_w,  \
-                         unsigned* out_counts) {                                                 \
+                         const B1GroupOut group_out) {                                           \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        const B1PlanesOut out{out_planes, out_gsx, out_sq, out_norm_w, out_counts};              \
         gemv_b1<BITS, MODE>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,  \
-                            splits, chunk_groups, norm, norm_eps, blockIdx.x, out);              \
+                            splits, chunk_groups, norm, norm_eps, blockIdx.x, group_out);        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \

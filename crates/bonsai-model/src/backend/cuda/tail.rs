@@ -2,9 +2,10 @@
 //! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
 //! qk_norm_rope_kv_write runs (all bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
-//! * `planes` (default): the attention kernel writes the output projection's planes, and each
-//!   GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`), so the
-//!   layer has no prepare launch: attention, attn_out, gate_up, down, next qkv.
+//! * `planes` (default): the attention kernel writes the output projection's planes, each GEMV's
+//!   epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`), and the next
+//!   layer's qkv projection's epilogue does its q/k norm, RoPE and cache write
+//!   (`qkv_from_planes_rope`): a layer is 5 launches (attention, attn_out, gate_up, down, qkv).
 //! * `attn_planes`: only the attention writes planes; the FFN and the next qkv quantize their
 //!   input in a prepare launch each (+2.6% tg128 over `ops` on Bonsai-8B, 2026-11-30).
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
@@ -17,11 +18,14 @@
 use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
-use bonsai_kernels::launch::matmul::{gemv_from_planes, gemv_kernel_from_env, B1Planes, Epilogue, GemvKernel, PlanesOut};
+use bonsai_kernels::launch::matmul::{
+    gemv_from_planes, gemv_kernel_from_env, qkv_from_planes_rope, B1Planes, Epilogue, GemvKernel, PlanesOut, RopeOut,
+};
+use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
-use super::{device_err, view, CudaBackend};
+use super::{device_err, view, CudaBackend, CudaKvCache};
 use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
 
 /// `ops`, `attn_planes`, `planes` or `chain` (see the module doc).
@@ -60,6 +64,8 @@ struct TailPlanes {
     attn: B1Planes,
     hidden: B1Planes,
     ffn: B1Planes,
+    /// Per-head counters of the qkv projection's rope epilogue (zero between launches).
+    heads: CudaSlice<u32>,
     chain: ChainScratch,
 }
 
@@ -75,16 +81,19 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
         attn: planes(q_len)?,
         hidden: planes(hidden)?,
         ffn: planes(ffn)?,
+        heads: b.zeros("allocating the decode head counters", shape.n_q + 2 * shape.n_kv)?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
     };
     // Per group: 96 plane words, (s, X), one sum of squares, one counter; the chain holds its own
     // hidden and FFN planes and two barrier counters.
     let words = |k: usize| k / 128 * (96 + 4);
+    // (The head counters were counted by `zeros`.)
     b.count_alloc::<u32>(words(q_len) + 2 * words(hidden) + 2 * words(ffn) + 2);
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
-pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<(), BackendError> {
+/// Returns whether the next layer's qk_norm_rope_kv_write ran here (`planes` mode).
+pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
     let mode = tail_mode()?;
     let fused = mode != TailMode::Ops
         && t.m == 1
@@ -92,11 +101,12 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
         && launch::decode_chain::supported(&view(t.attn_output), &view(t.gate_up), &view(t.down));
     if !fused {
-        return layer_tail_ops(b, t);
+        layer_tail_ops(b, t)?;
+        return Ok(false);
     }
-    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, hidden: hidden_planes, ffn: ffn_planes, chain } =
+    let TailPlanes { attn: attn_planes, hidden: hidden_planes, ffn: ffn_planes, heads, chain } =
         scratch.fused.as_mut().expect("checked above");
     super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
         launch::attention::attention_decode_planes(
@@ -117,26 +127,44 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     })?;
     match mode {
         TailMode::Planes => {
-            // Each GEMV's epilogue writes the next one's planes: no prepare launch in the layer.
+            // Each GEMV's epilogue writes the next one's planes, and the next qkv projection's
+            // does its q/k norm, RoPE and cache write: no other launch in the layer.
             let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            let next_out = next.map(|(attn_norm, _)| PlanesOut { planes: &mut *hidden_planes, norm: Some(attn_norm) });
-            gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
-            if let Some((_, qkv_w)) = next {
-                gemv_planes(b, qkv_w, hidden_planes, Some(eps), qkv, Epilogue::Store, None)?;
-            }
-            Ok(())
+            let Some(n) = next else {
+                gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, None)?;
+                return Ok(false);
+            };
+            let next_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) };
+            gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, Some(next_out))?;
+            let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+            let CudaKvCache { k, v, max_seq } = n.kv;
+            let out = RopeOut {
+                shape,
+                q_norm: n.q_norm,
+                k_norm: n.k_norm,
+                eps,
+                table: &table,
+                pos0: &pos.device,
+                max_seq: *max_seq,
+                k_cache: k,
+                v_cache: v,
+                counts: heads,
+            };
+            qkv_from_planes_rope(&b.lib, &b.stream, &view(n.qkv), hidden_planes, Some(eps), qkv, out)
+                .map_err(device_err("matmul"))?;
+            Ok(true)
         }
         TailMode::AttnPlanes => {
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None)?;
             b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
             b.matmul(down, ffn, m, x, Store::Add)?;
-            if let Some((attn_norm, qkv_w)) = next {
-                b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
+            if let Some(n) = next {
+                b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
             }
-            Ok(())
+            Ok(false)
         }
         TailMode::Chain | TailMode::Ops => {
             let layer = ChainLayer {
@@ -145,13 +173,14 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                 ffn_norm,
                 gate_up: view(gate_up),
                 down: view(down),
-                next: next.map(|(norm, w)| (norm, view(w))),
+                next: next.map(|n| (n.attn_norm, view(n.qkv))),
                 eps,
                 x,
                 ffn,
                 qkv,
             };
-            launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))
+            launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))?;
+            Ok(false)
         }
     }
 }
