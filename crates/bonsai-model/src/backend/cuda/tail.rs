@@ -2,10 +2,14 @@
 //! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
 //! qk_norm_rope_kv_write runs (all bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
-//! * `planes` (default): the attention kernel writes the output projection's planes, each GEMV's
-//!   epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`), and the next
-//!   layer's qkv projection's epilogue does its q/k norm, RoPE and cache write
-//!   (`qkv_from_planes_rope`): a layer is 5 launches (attention, attn_out, gate_up, down, qkv).
+//! * `planes` (default): the attention kernel writes the output projection's planes and each
+//!   GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`): a
+//!   layer is 6 launches (qk_norm_rope_kv_write, attention, attn_out, gate_up, down, qkv);
+//!   +3.8% tg128 over `attn_planes` on Bonsai-8B (2026-11-30).
+//! * `planes_rope`: `planes`, and the next layer's qkv projection's epilogue also does its q/k
+//!   norm, RoPE and cache write (`qkv_from_planes_rope`): 5 launches, but slower on the H200
+//!   (590.6 against 601.9 tok/s for `attn_planes` in one run; Ternary-8B 499.8 against 527.5):
+//!   the finishing CTAs' per-head work lands on the critical path at the end of the qkv launch.
 //! * `attn_planes`: only the attention writes planes; the FFN and the next qkv quantize their
 //!   input in a prepare launch each (+2.6% tg128 over `ops` on Bonsai-8B, 2026-11-30).
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
@@ -28,7 +32,7 @@ use cudarc::driver::CudaSlice;
 use super::{device_err, view, CudaBackend, CudaKvCache};
 use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
 
-/// `ops`, `attn_planes`, `planes` or `chain` (see the module doc).
+/// `ops`, `attn_planes`, `planes`, `planes_rope` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
 
 /// How one decode layer's tail runs.
@@ -37,6 +41,7 @@ enum TailMode {
     Ops,
     AttnPlanes,
     Planes,
+    PlanesRope,
     Chain,
 }
 
@@ -45,10 +50,11 @@ fn tail_mode() -> Result<TailMode, BackendError> {
     match std::env::var(DECODE_CHAIN_ENV).as_deref() {
         Err(_) | Ok("planes") => Ok(TailMode::Planes),
         Ok("attn_planes") => Ok(TailMode::AttnPlanes),
+        Ok("planes_rope") => Ok(TailMode::PlanesRope),
         Ok("ops") => Ok(TailMode::Ops),
         Ok("chain") => Ok(TailMode::Chain),
         Ok(other) => {
-            Err(BackendError::Device(format!("{DECODE_CHAIN_ENV}={other:?}: expected ops, attn_planes, planes or chain")))
+            Err(BackendError::Device(format!("{DECODE_CHAIN_ENV}={other:?}: expected ops, attn_planes, planes, planes_rope or chain")))
         }
     }
 }
@@ -92,7 +98,7 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
-/// Returns whether the next layer's qk_norm_rope_kv_write ran here (`planes` mode).
+/// Returns whether the next layer's qk_norm_rope_kv_write ran here (`planes_rope` mode).
 pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
     let mode = tail_mode()?;
     let fused = mode != TailMode::Ops
@@ -126,9 +132,9 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         .map_err(device_err("attention"))
     })?;
     match mode {
-        TailMode::Planes => {
-            // Each GEMV's epilogue writes the next one's planes, and the next qkv projection's
-            // does its q/k norm, RoPE and cache write: no other launch in the layer.
+        TailMode::Planes | TailMode::PlanesRope => {
+            // Each GEMV's epilogue writes the next one's planes (and with PlanesRope the next
+            // qkv projection's does its q/k norm, RoPE and cache write).
             let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
@@ -139,6 +145,10 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             };
             let next_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) };
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, Some(next_out))?;
+            if mode == TailMode::Planes {
+                gemv_planes(b, n.qkv, hidden_planes, Some(eps), qkv, Epilogue::Store, None)?;
+                return Ok(false);
+            }
             let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
             let CudaKvCache { k, v, max_seq } = n.kv;
             let out = RopeOut {
