@@ -145,13 +145,14 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
     int q_block = blockIdx.x, head = blockIdx.y;
     int tile_begin = 0, tile_end = n_tiles;
-    int tail_item = -1, split_index = 0;  // tail_item >= 0: this CTA runs one key range
     if constexpr (SPLIT) {
+        // CTAs >= full run one key range of tail item (cta - full) / splits; the epilogue
+        // recomputes these from blockIdx rather than keeping them live through the key loop.
         const int cta = blockIdx.x;
         int item = cta;
         if (cta >= split.full) {
-            tail_item = (cta - split.full) / split.splits;
-            split_index = (cta - split.full) % split.splits;
+            const int tail_item = (cta - split.full) / split.splits;
+            const int split_index = (cta - split.full) % split.splits;
             item = split.full + tail_item;
             // Whole 64-key tiles; the launcher keeps every range >= 2 tiles, so each range's
             // first tile holds a valid key (its online softmax starts as the unsplit one).
@@ -172,8 +173,13 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
         ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
         cp_async_commit();
     }
-    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, tile_begin * BLOCK_K, 0, seq);
-    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, tile_begin * BLOCK_K, 0, seq);
+    // Tile t lives in buffer t & 1 (a split range may start on an odd tile), so the loop needs
+    // no register for its first tile.
+    const int first_buf = tile_begin & 1;
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + first_buf * BLOCK_K * STRIDE, k_head,
+                                            tile_begin * BLOCK_K, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + first_buf * BLOCK_K * STRIDE, v_head,
+                                            tile_begin * BLOCK_K, 0, seq);
     cp_async_commit();
 
     // Per-lane ldmatrix row offsets (elements), as in joint_attention_flash_wide.
@@ -213,7 +219,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     }
 
     for (int tile = tile_begin; tile < tile_end; ++tile) {
-        const int buf = (tile - tile_begin) & 1;
+        const int buf = tile & 1;
         cp_async_wait<0>();
         // Tile `tile` visible to all; every warp is done with tile - 1, whose buffer the next
         // load reuses.
@@ -336,8 +342,10 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     }
 
     if constexpr (SPLIT) {
-        if (tail_item >= 0) {
-            const long long part = (long long)tail_item * split.splits + split_index;
+        if ((int)blockIdx.x >= split.full) {
+            const int tail_item = ((int)blockIdx.x - split.full) / split.splits;
+            // Parts are numbered tail_item * splits + split index = cta - full.
+            const long long part = (int)blockIdx.x - split.full;
             float* part_o = split.part_o + part * BLOCK_Q * HD;
             float* part_ml = split.part_ml + part * BLOCK_Q * 2;
 #pragma unroll
