@@ -105,6 +105,7 @@
 //! | joint_attention_hd128_q_regs (default) | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
 //! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
 //! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
+//! | joint_attention_hd128_q_regs[_f32q]_split (last-wave split) | 255 | 0 | 104,448 B | 2 (regs) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
