@@ -151,14 +151,15 @@ fn check_split(
     let (q, k, v) = draw(ctx, d, inputs);
     let variant = FlashVariant::select(d.head_dim, SmallHeadKernel::QRegs)?;
     let mode = SplitMode::Slots(slots);
-    let mut splits = [0usize; 2];
-    for (f32_q, s) in [true, false].into_iter().zip(&mut splits) {
+    let mut plans = Vec::new();
+    for f32_q in [true, false] {
         let plan = ja::planned_split(&ctx.lib, &ctx.stream, variant, f32_q, d, mode)?;
         // A row that ran the unsplit grid would test nothing new: fail loudly instead.
-        *s = plan.map(|p| p.splits).ok_or_else(|| {
+        plans.push(plan.ok_or_else(|| {
             shape_error("joint_attention", format!("{d:?} on {slots} slots does not split"))
-        })?;
+        })?);
     }
+    let splits = [plans[0].splits, plans[1].splits];
     let (qd, kd, vd) =
         (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
     let n = q.len();
@@ -191,6 +192,20 @@ fn check_split(
     // Bit-identical: the bound is zero.
     let cmp = Comparison::of(&runs[1], &runs[0], |_| 0.0);
     ctx.record("joint_attention", &name(" rerun bit-identical", splits[0]), cmp);
+    // The whole-item CTAs (index < full) compute exactly what the unsplit grid does.
+    let mut od = poisoned(&ctx.stream, n)?;
+    let off = SplitMode::Off;
+    ja::joint_attention_with(&ctx.lib, &ctx.stream, d, &qd, &kd, &vd, &mut scratch, &mut od, off)?;
+    let unsplit = download(&ctx.stream, &od)?;
+    let row_len = d.heads * d.head_dim;
+    let block_q = variant.block_q();
+    let in_full_item = |i: &usize| {
+        let (query, head) = (i / row_len, i % row_len / d.head_dim);
+        head * plans[0].q_blocks + query / block_q < plans[0].full
+    };
+    let pick = |v: &[f32]| -> Vec<f32> { (0..n).filter(in_full_item).map(|i| v[i]).collect() };
+    let cmp = Comparison::of(&pick(&runs[0]), &pick(&unsplit), |_| 0.0);
+    ctx.record("joint_attention", &name(" whole items = unsplit, bit-identical", splits[0]), cmp);
 
     ja::convert_to_bf16(&ctx.lib, &ctx.stream, n, &qd, &kd, &vd, &mut scratch)?;
     let (q16, k16, v16) =
