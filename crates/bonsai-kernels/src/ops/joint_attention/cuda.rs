@@ -283,8 +283,8 @@ pub fn planned_split(
         return Ok(None);
     };
     let sf = lib.function(split_entry)?;
-    opt_in_shared_memory(OP, stream, &sf, variant.shared_bytes(), "split, head_dim 128")?;
-    SplitPlan::for_launch(stream, &variant, &sf, dims, mode)
+    opt_in_shared_memory(OP, stream, sf, variant.shared_bytes(), "split, head_dim 128")?;
+    SplitPlan::for_launch(stream, &variant, sf, dims, mode)
 }
 
 /// Launches `entry` (`variant`'s bf16-q entry point or its f32-q one) on device addresses
@@ -331,10 +331,10 @@ fn launch_flash(
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
     if let Some(split_entry) = variant.split_of(entry).filter(|_| split != SplitMode::Off) {
         let sf = lib.function(split_entry)?;
-        opt_in_shared_memory(OP, stream, &sf, variant.shared_bytes(), "split, head_dim 128")?;
-        if let Some(plan) = SplitPlan::for_launch(stream, &variant, &sf, dims, split)? {
+        opt_in_shared_memory(OP, stream, sf, variant.shared_bytes(), "split, head_dim 128")?;
+        if let Some(plan) = SplitPlan::for_launch(stream, &variant, sf, dims, split)? {
             let ptrs = [q_p, k_p, v_p, o_p];
-            return split::launch_split(stream, &sf, &variant, plan, ptrs, heads, seq, scale_log2);
+            return split::launch_split(stream, sf, &variant, plan, ptrs, heads, seq, scale_log2);
         }
     }
     let mut l = Launch::new(stream, f);
