@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(B1_MAX_THREADS)
     b1_store(const u16* s, const u32* p, const float* x, int, float* y, int n, int k, int tpc, int splits, int chunk) {
     const u32* planes = reinterpret_cast<const u32*>(x);
     const int groups = k / GROUP_SIZE;
-    gemv_b1_body<1, MATMUL_STORE, LAYOUT_BLOCK_GROUPS>(s, p, planes, planes + (size_t)groups * B1_GROUP_WORDS,
+    gemv_b1_body<1, MATMUL_STORE, LAYOUT_BLOCK_GROUPS, false>(s, p, planes, planes + (size_t)groups * B1_GROUP_WORDS,
                                                        reinterpret_cast<const float*>(planes + (size_t)groups * (B1_GROUP_WORDS + 2)),
                                                        y, n, k, tpc, splits, chunk, 0, 0.0f, blockIdx.x,
                                                        B1GroupOut{});

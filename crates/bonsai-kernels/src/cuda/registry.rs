@@ -131,6 +131,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q1_gemv_tc",
             "matmul_q1_gemv_b1",
+            "matmul_q1_gemv_b1_out",
             "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
             "matmul_q1_gemm_mma_bf16x3",
@@ -139,6 +140,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_f16_128x256",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
+            "matmul_q1_add_gemv_b1_out",
             "matmul_q1_add_gemv_tc_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
             "matmul_q1_add_gemm_mma_bf16x3",
@@ -153,6 +155,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q2_gemv_tc",
             "matmul_q2_gemv_b1",
+            "matmul_q2_gemv_b1_out",
             "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
             "matmul_q2_gemm_mma_bf16x3",
@@ -161,6 +164,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_f16_128x256",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
+            "matmul_q2_add_gemv_b1_out",
             "matmul_q2_add_gemv_tc_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
             "matmul_q2_add_gemm_mma_bf16x3",
@@ -175,6 +179,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q1_gemv_tc",
             "gate_up_swiglu_q1_gemv_b1",
+            "gate_up_swiglu_q1_gemv_b1_out",
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
             "gate_up_swiglu_q1_gemm_mma_bf16x3",
@@ -189,6 +194,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q2_gemv_tc",
             "gate_up_swiglu_q2_gemv_b1",
+            "gate_up_swiglu_q2_gemv_b1_out",
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",
             "gate_up_swiglu_q2_gemm_mma_bf16x3",

@@ -116,7 +116,13 @@ pub(crate) fn launch_gemv(
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
-    let func = lib.function(&kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false))?;
+    // The per-group epilogue has its own entry points (`_out`): compiled into the plain ones it
+    // slowed them even when skipped.
+    let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
+    if group_out.counts != 0 {
+        name.push_str("_out");
+    }
+    let func = lib.function(&name)?;
     if g.smem_bytes > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
     }
@@ -131,10 +137,12 @@ pub(crate) fn launch_gemv(
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
-    b.arg(&group_out);
+    if group_out.counts != 0 {
+        b.arg(&group_out);
+    }
     // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
-    // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, then the
-    // B1GroupOut block, all zero for none); the weights and y were checked by the caller (payload
+    // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
+    // `_out` ones the B1GroupOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are
     // 256-byte aligned: cp.async's 16 bytes), a group output was sized for n_out by the caller,
     // and b1_geometry sized the block and shared memory.

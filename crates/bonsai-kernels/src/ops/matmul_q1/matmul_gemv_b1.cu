@@ -298,7 +298,10 @@ __device__ __forceinline__ void b1_group_epilogue(float* y, int n_out, int tiles
     }
 }
 
-template <int BITS, int MODE, int NB>
+// GROUP_OUT: with the per-group epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
+// mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
+// H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
+template <int BITS, int MODE, int NB, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -422,21 +425,21 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
-    if (group_out.counts != nullptr) b1_group_epilogue<MODE>(y, n_out, tiles_per_cta, cta, group_out);
+    if (GROUP_OUT) b1_group_epilogue<MODE>(y, n_out, tiles_per_cta, cta, group_out);
     TC_MARK(5);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE>
+template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1GroupOut& group_out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                      group_out);
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                                 tiles_per_cta, splits, chunk_groups, norm, norm_eps,
+                                                                 cta, group_out);
     else
-        gemv_b1_body<BITS, MODE, 1>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits,
-                                    chunk_groups, norm, norm_eps, cta, group_out);
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                               splits, chunk_groups, norm, norm_eps, cta, group_out);
 }
