@@ -7,7 +7,11 @@
 //! `full = items - tail` items as they are and runs each tail item as `splits` CTAs over
 //! 64-key-aligned key ranges; the last of them to finish merges the partials in split order
 //! (joint_attention_qreg.cu, `JaSplit`). Expected time (3 + 1/S) / 4 of the unsplit kernel at
-//! seq 4608 (S = 3: 0.83x).
+//! seq 4608 (S = 3: 0.83x). Measured on the H200 (2026-11-30, docs/PERFORMANCE.md): slower,
+//! flash-only 855.9 against 829.0 us at seq 4608 and 157.1 against 139.4 us at seq 1536: the
+//! lone last-wave CTAs already ran faster than a full wave's, and the partials' traffic, the
+//! merge and the per-call scratch cost more than the tail. So it is off unless
+//! `BONSAI_JOINT_ATTENTION_SPLIT=1`.
 
 use std::sync::Arc;
 
@@ -19,8 +23,8 @@ use crate::launch::{as_i32, device_attribute, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::joint_attention::AttnDims;
 
-/// Environment variable: `0` turns the split off (one measurement run of the unsplit grid);
-/// unset or `1` splits when [`SplitPlan::new`] finds it worth it. Any other value is an error.
+/// Environment variable: `1` splits when [`SplitPlan::new`] finds it worth it; unset or `0`
+/// runs the plain grid (measured faster). Any other value is an error.
 pub const SPLIT_ENV: &str = "BONSAI_JOINT_ATTENTION_SPLIT";
 /// Most key ranges per tail item (more would make the merge and partial traffic grow for a
 /// wave that is already nearly full).
@@ -54,8 +58,8 @@ impl SplitMode {
     /// The mode a [`SPLIT_ENV`] value (None: unset) names.
     pub fn parse(value: Option<&str>) -> Result<Self, LaunchError> {
         match value.map(str::trim) {
-            None | Some("1") => Ok(Self::Auto),
-            Some("0") => Ok(Self::Off),
+            Some("1") => Ok(Self::Auto),
+            None | Some("0") => Ok(Self::Off),
             Some(v) => Err(shape(OP, format!("{SPLIT_ENV}={v:?}: expected `0` or `1`"))),
         }
     }
@@ -197,7 +201,7 @@ mod tests {
 
     #[test]
     fn env_values() {
-        assert_eq!(SplitMode::parse(None).ok(), Some(SplitMode::Auto));
+        assert_eq!(SplitMode::parse(None).ok(), Some(SplitMode::Off));
         assert_eq!(SplitMode::parse(Some("1")).ok(), Some(SplitMode::Auto));
         assert_eq!(SplitMode::parse(Some("0")).ok(), Some(SplitMode::Off));
         assert!(SplitMode::parse(Some("yes")).is_err());

@@ -2,16 +2,20 @@
 //! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
 //! qk_norm_rope_kv_write runs (all bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
-//! * `planes` (default): the attention kernel writes the output projection's planes and each
-//!   GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`): a
-//!   layer is 6 launches (qk_norm_rope_kv_write, attention, attn_out, gate_up, down, qkv);
-//!   +3.8% tg128 over `attn_planes` on Bonsai-8B (2026-11-30).
+//! * `attn_planes` (default): the attention kernel writes the output projection's planes, so that
+//!   GEMV needs no quantize launch (`matmul_from_planes`); the FFN and the next qkv quantize their
+//!   input in a prepare launch each (9 launches per layer; +2.6% tg128 over `ops` on Bonsai-8B,
+//!   2026-11-30, 666.3 tok/s).
+//! * `planes`: also every GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with
+//!   a `PlanesOut`, the `_gemv_b1_out` kernels): 6 launches per layer. +3.8% over `attn_planes`
+//!   in a binary whose plain gemv_b1 carried the (skipped) epilogue and was ~0.6 us slower per
+//!   launch; since the epilogue has its own entry points the plain kernels are fast again, and
+//!   this mode (its `_out` kernels verified on the emulator, their earlier single-entry form on
+//!   the H200) is not yet measured against `attn_planes`: not the default until it is.
 //! * `planes_rope`: `planes`, and the next layer's qkv projection's epilogue also does its q/k
-//!   norm, RoPE and cache write (`qkv_from_planes_rope`): 5 launches, but slower on the H200
-//!   (590.6 against 601.9 tok/s for `attn_planes` in one run; Ternary-8B 499.8 against 527.5):
-//!   the finishing CTAs' per-head work lands on the critical path at the end of the qkv launch.
-//! * `attn_planes`: only the attention writes planes; the FFN and the next qkv quantize their
-//!   input in a prepare launch each (+2.6% tg128 over `ops` on Bonsai-8B, 2026-11-30).
+//!   norm, RoPE and cache write (`qkv_from_planes_rope`): 5 launches, slower on the H200 (590.6
+//!   against 601.9 tok/s for `attn_planes` in one run; Ternary-8B 499.8 against 527.5): the
+//!   finishing CTAs' per-head work lands on the critical path at the end of the qkv launch.
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
 //!   and the next layer's qkv (`launch::decode_chain`). Slower in the decode graph (508 vs 666
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
@@ -48,8 +52,8 @@ enum TailMode {
 /// The mode from [`DECODE_CHAIN_ENV`]; anything unknown is an error, not a silent default.
 fn tail_mode() -> Result<TailMode, BackendError> {
     match std::env::var(DECODE_CHAIN_ENV).as_deref() {
-        Err(_) | Ok("planes") => Ok(TailMode::Planes),
-        Ok("attn_planes") => Ok(TailMode::AttnPlanes),
+        Err(_) | Ok("attn_planes") => Ok(TailMode::AttnPlanes),
+        Ok("planes") => Ok(TailMode::Planes),
         Ok("planes_rope") => Ok(TailMode::PlanesRope),
         Ok("ops") => Ok(TailMode::Ops),
         Ok("chain") => Ok(TailMode::Chain),
