@@ -85,7 +85,7 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 /// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel. When the
 /// kernel has an f32-q form ([`FlashVariant::f32_q_entry`]) only k and v are converted and the
 /// kernel rounds q itself (the same round to nearest even: identical results). The last wave
-/// is split over key ranges as [`SPLIT_ENV`] says (default on; [`SplitPlan`]).
+/// is split over key ranges as [`SPLIT_ENV`] says (default off: measured slower; [`SplitPlan`]).
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     lib: &KernelLibrary,

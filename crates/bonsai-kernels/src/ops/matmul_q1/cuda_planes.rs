@@ -151,20 +151,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    const OP: &str = "matmul";
-    w.validate(OP)?;
-    if planes.k != w.k {
-        return Err(shape(OP, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
-    }
-    expect_at_least(OP, "y", y.len(), w.n)?;
-    let (scales, _g0) = read_ptr(w.scales, stream);
-    let (payload, _g1) = read_ptr(w.payload, stream);
-    super::check_gemv_weight_alignment(OP, payload, scales)?;
-    let (y_ptr, _g2) = write_ptr(y, stream);
-    let (ptrs, _guards) = planes.read_ptrs(stream);
-    // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
-    expect_aligned16(OP, "planes", ptrs.0)?;
-    launch_gemv(lib, stream, w.bits, super::store_epilogue(store), w.n, w.k, (scales, payload, y_ptr), ptrs, None, GroupOut::default())
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GroupOut::default())
 }
 
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
@@ -315,6 +302,7 @@ fn run_from_planes(
     let (payload, _g1) = read_ptr(w.payload, stream);
     super::check_gemv_weight_alignment(op, payload, scales)?;
     let (ptrs, _guards) = planes.read_ptrs(stream);
+    // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
     launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, group_out)
