@@ -132,20 +132,16 @@ chain)
     ;;
 decode-chain)
     # How a decode layer's tail runs (BONSAI_DECODE_CHAIN = ops | attn_planes | planes | chain;
-    # backend/cuda/tail.rs; the chain is measured with DECODE_CHAIN_MODES="... chain"), the
-    # gemv_b1 CTA size (BONSAI_B1_WARPS), and CPU-vs-GPU checks of the default.
+    # backend/cuda/tail.rs; the chain is measured with DECODE_CHAIN_MODES="... chain"), and
+    # CPU-vs-GPU checks of the default and of `planes`.
     for mode in ${DECODE_CHAIN_MODES:-ops attn_planes planes}; do
         run "tail-$mode-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
         run "tail-$mode-ternary-8b" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
     done
-    for w in 8 4; do
-        run "b1-warps$w-8b" env BONSAI_B1_WARPS=$w "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
-        run "b1-warps$w-ternary-8b" env BONSAI_B1_WARPS=$w "$BIN" bench --synthetic ternary-8b -p 0 -n 128 -r 3
-    done
     for g in bonsai-8b ternary-8b; do
         run "tail-check-$g" "$BIN" check --synthetic "$g" -n 16
     done
-    run b1-warps8-check-bonsai-8b env BONSAI_B1_WARPS=8 "$BIN" check --synthetic bonsai-8b -n 16
+    run planes-check-bonsai-8b env BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

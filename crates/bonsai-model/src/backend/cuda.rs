@@ -487,7 +487,7 @@ impl Backend for CudaBackend {
         tail::alloc(self, hidden, ffn, shape)
     }
 
-    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<bool, BackendError> {
+    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<(), BackendError> {
         tail::layer_tail(self, t)
     }
 

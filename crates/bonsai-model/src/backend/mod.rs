@@ -218,15 +218,12 @@ pub trait Backend {
     fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
     /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
     /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
-    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: no quantization launches)
-    /// and may also run the next layer's [`Backend::qk_norm_rope_kv_write`] inside it: it returns
-    /// whether it did.
-    fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<bool, BackendError>
+    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: fewer quantize launches).
+    fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<(), BackendError>
     where
         Self: Sized,
     {
-        layer_tail_ops(self, t)?;
-        Ok(false)
+        layer_tail_ops(self, t)
     }
     /// Copies rows `src_row .. src_row + rows` (each `row_len` long) of `src` to the start of `dst`.
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, rows: usize, row_len: usize, dst: &mut Self::Buffer)
@@ -255,14 +252,14 @@ pub trait Backend {
 
 /// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path).
 pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<(), BackendError> {
-    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope: _, bufs } = t;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch: _ } = bufs;
     b.attention(qkv, m, shape, pos, kv, attn)?;
     b.matmul(attn_output, attn, m, x, Store::Add)?;
     b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
     b.matmul(down, ffn, m, x, Store::Add)?;
-    if let Some(n) = next {
-        b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
+    if let Some((attn_norm, qkv_w)) = next {
+        b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
     }
     Ok(())
 }
@@ -279,20 +276,9 @@ pub struct LayerTail<'a, B: Backend> {
     pub ffn_norm: &'a B::Buffer,
     pub gate_up: &'a B::Matrix,
     pub down: &'a B::Matrix,
-    /// The next layer (None after the last layer).
-    pub next: Option<NextLayer<'a, B>>,
-    pub rope: &'a B::Rope,
+    /// The next layer's attn_norm and qkv weights (None after the last layer).
+    pub next: Option<(&'a B::Buffer, &'a B::Matrix)>,
     pub bufs: TailBuffers<'a, B>,
-}
-
-/// What [`Backend::layer_tail`] may compute of the next layer: its qkv projection, and (when the
-/// backend fuses it) its q/k norm, RoPE and cache write.
-pub struct NextLayer<'a, B: Backend> {
-    pub attn_norm: &'a B::Buffer,
-    pub qkv: &'a B::Matrix,
-    pub q_norm: &'a B::Buffer,
-    pub k_norm: &'a B::Buffer,
-    pub kv: &'a mut B::KvCache,
 }
 
 /// The activation buffers [`Backend::layer_tail`] reads and writes.

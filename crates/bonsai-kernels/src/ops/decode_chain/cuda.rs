@@ -69,6 +69,11 @@ impl ChainScratch {
     pub fn counters(&self) -> &CudaSlice<u32> {
         &self.counters
     }
+    /// The hidden-state and FFN-activation planes, for callers that run the same stages as
+    /// separate launches between chain launches (the planes carry no state across launches).
+    pub fn planes_mut(&mut self) -> (&mut B1Planes, &mut B1Planes) {
+        (&mut self.hidden, &mut self.ffn)
+    }
 }
 
 /// One layer's weights and buffers for [`decode_chain`].

@@ -40,36 +40,24 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GroupOut::default())
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
 }
 
-/// A GEMV epilogue's per-group work (`B1GroupOut` in matmul_gemv_b1.cu: same fields, same
-/// order; device pointers as u64, 0 for null). All zero: no epilogue work.
+/// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
+/// fields, same order; device pointers as u64, `norm_w` 0 for none). All zero (`counts` 0): the
+/// plain `_gemv_b1` entry point, no epilogue.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct GroupOut {
+pub(crate) struct PlanesOutArgs {
     pub planes: u64,
     pub gsx: u64,
     pub group_sq: u64,
     pub norm_w: u64,
-    pub q_norm: u64,
-    pub k_norm: u64,
-    pub cos_table: u64,
-    pub sin_table: u64,
-    pub pos0: u64,
-    pub k_cache: u64,
-    pub v_cache: u64,
     pub counts: u64,
-    pub n_q: i32,
-    pub n_kv: i32,
-    pub max_pos: i32,
-    pub max_seq: i32,
-    pub eps: f32,
-    pub unused: i32,
 }
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
-unsafe impl cudarc::driver::DeviceRepr for GroupOut {}
+unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
@@ -110,16 +98,16 @@ pub(crate) fn launch_gemv(
     (scales, payload, y): (u64, u64, u64),
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
-    group_out: GroupOut,
+    planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
-    // The per-group epilogue has its own entry points (`_out`): compiled into the plain ones it
+    // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
-    if group_out.counts != 0 {
+    if planes_out.counts != 0 {
         name.push_str("_out");
     }
     let func = lib.function(&name)?;
@@ -137,14 +125,14 @@ pub(crate) fn launch_gemv(
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
-    if group_out.counts != 0 {
-        b.arg(&group_out);
+    if planes_out.counts != 0 {
+        b.arg(&planes_out);
     }
     // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
-    // `_out` ones the B1GroupOut block); the weights and y were checked by the caller (payload
+    // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are
-    // 256-byte aligned: cp.async's 16 bytes), a group output was sized for n_out by the caller,
+    // 256-byte aligned: cp.async's 16 bytes), a planes output was sized for n_out by the caller,
     // and b1_geometry sized the block and shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())

@@ -12,9 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, prepare, GroupOut};
-use crate::launch::qk_norm_rope::{check_and_grid, RopeTableView};
-use crate::launch::{as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
+use crate::launch::matmul_b1::{launch_gemv, prepare, PlanesOutArgs};
+use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -98,6 +97,20 @@ impl B1Planes {
         let (q, g2) = self.group_sq.device_ptr_mut(stream);
         ((p, s, q), [g0, g1, g2])
     }
+    /// [`Self::write_ptrs`] plus the group counters, for a GEMV epilogue writing these planes;
+    /// stream-ordered scratch has no counters.
+    fn epilogue_ptrs<'a>(
+        &'a mut self,
+        stream: &'a Arc<CudaStream>,
+        op: &'static str,
+    ) -> Result<((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]), LaunchError> {
+        let counts = self.counts.as_mut().ok_or_else(|| shape(op, "output planes without group counters (scratch planes)".into()))?;
+        let (c, gc) = counts.device_ptr_mut(stream);
+        let (p, g0) = self.planes.device_ptr_mut(stream);
+        let (s, g1) = self.gsx.device_ptr_mut(stream);
+        let (q, g2) = self.group_sq.device_ptr_mut(stream);
+        Ok(((p, s, q, c), [g0, g1, g2, gc]))
+    }
     fn read_ptrs<'a>(&'a self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
         let (p, g0) = self.planes.device_ptr(stream);
         let (s, g1) = self.gsx.device_ptr(stream);
@@ -151,7 +164,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GroupOut::default())
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), PlanesOutArgs::default())
 }
 
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
@@ -178,8 +191,8 @@ pub fn gemv_from_planes(
         w.n
     };
     let mut guards = Vec::new();
-    let group_out = match out {
-        None => GroupOut::default(),
+    let planes_out = match out {
+        None => PlanesOutArgs::default(),
         Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
@@ -193,92 +206,15 @@ pub fn gemv_from_planes(
                 }
                 None => 0,
             };
-            let counts = dst.counts.as_mut().ok_or_else(|| shape(op, "output planes without group counters (scratch planes)".into()))?;
-            let (counts, gc) = counts.device_ptr_mut(stream);
-            let (planes, g0) = dst.planes.device_ptr_mut(stream);
-            let (gsx, g1) = dst.gsx.device_ptr_mut(stream);
-            let (group_sq, g2) = dst.group_sq.device_ptr_mut(stream);
-            guards.extend([gc, g0, g1, g2]);
-            GroupOut { planes, gsx, group_sq, norm_w, counts, ..GroupOut::default() }
+            let ((planes, gsx, group_sq, counts), gs) = dst.epilogue_ptrs(stream, op)?;
+            guards.extend(gs);
+            PlanesOutArgs { planes, gsx, group_sq, norm_w, counts }
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, group_out)
+    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
 }
 
-/// The next layer's q / k / v heads after the qkv projection, for [`qkv_from_planes_rope`]:
-/// qk_norm_rope_kv_write's inputs (one token at `pos0[0]`).
-pub struct RopeOut<'a, C: DevicePtr<f32>> {
-    pub shape: HeadShape,
-    pub q_norm: &'a CudaSlice<f32>,
-    pub k_norm: &'a CudaSlice<f32>,
-    pub eps: f32,
-    pub table: &'a RopeTableView<'a, C>,
-    pub pos0: &'a CudaSlice<u32>,
-    pub max_seq: usize,
-    pub k_cache: &'a mut CudaSlice<u16>,
-    pub v_cache: &'a mut CudaSlice<u16>,
-    /// One counter per head (n_q + 2 n_kv), zeroed once; the kernel leaves it zeroed.
-    pub counts: &'a mut CudaSlice<u32>,
-}
-
-/// One token's qkv projection `qkv = W . x` from x's planes, whose epilogue also does
-/// qk_norm_rope_kv_write's work (per-head RMSNorm and RoPE of q and k in place, k and v into the
-/// caches): one launch instead of two, the same bits. Needs head_dim 128 (one head per group).
-#[allow(clippy::too_many_arguments)]
-pub fn qkv_from_planes_rope<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    qkv: &mut impl DevicePtrMut<f32>,
-    rope: RopeOut<'_, C>,
-) -> Result<(), LaunchError> {
-    const OP: &str = "qkv_rope";
-    let RopeOut { shape: heads, q_norm, k_norm, eps, table, pos0, max_seq, k_cache, v_cache, counts } = rope;
-    if heads.head_dim != GROUP || w.n != heads.qkv_row_len() {
-        return Err(shape(OP, format!("{heads:?} with head_dim {GROUP} and {} weight rows", w.n)));
-    }
-    let (_, n_q, n_kv, _, max_pos) = check_and_grid(OP, qkv.len(), 1, heads, q_norm, k_norm, table, pos0, heads.n_kv)?;
-    let cache = heads.n_kv * max_seq * heads.head_dim;
-    if max_seq == 0 {
-        return Err(shape(OP, "empty cache".into()));
-    }
-    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
-    expect_at_least(OP, "head counters", counts.len(), heads.n_q + 2 * heads.n_kv)?;
-    let max_seq_i = as_i32(OP, "max_seq", max_seq)?;
-    as_i32(OP, "cache len", cache)?;
-    let (q_norm, g0) = read_ptr(q_norm, stream);
-    let (k_norm, g1) = read_ptr(k_norm, stream);
-    let (cos_table, g2) = read_ptr(table.cos, stream);
-    let (sin_table, g3) = read_ptr(table.sin, stream);
-    let (pos0, g4) = read_ptr(pos0, stream);
-    let (k_cache, g5) = write_ptr(k_cache, stream);
-    let (v_cache, g6) = write_ptr(v_cache, stream);
-    let (counts, g7) = write_ptr(counts, stream);
-    let group_out = GroupOut {
-        q_norm,
-        k_norm,
-        cos_table,
-        sin_table,
-        pos0,
-        k_cache,
-        v_cache,
-        counts,
-        n_q,
-        n_kv,
-        max_pos,
-        max_seq: max_seq_i,
-        eps,
-        ..GroupOut::default()
-    };
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, group_out)?;
-    drop([g0, g1, g2, g3, g4, g5, g6, g7]);
-    Ok(())
-}
-
-/// The binary GEMV launch on `planes` with `group_out`'s epilogue work (its pointers held by the
+/// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
 /// caller until this returns).
 #[allow(clippy::too_many_arguments)]
 fn run_from_planes(
@@ -289,7 +225,7 @@ fn run_from_planes(
     norm_eps: Option<f32>,
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
-    group_out: GroupOut,
+    planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
     let op = if epilogue == super::Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
     w.validate(op)?;
@@ -305,5 +241,5 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, group_out)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, planes_out)
 }

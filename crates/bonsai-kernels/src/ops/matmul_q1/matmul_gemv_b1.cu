@@ -172,100 +172,30 @@ __device__ __forceinline__ float b1_pair_finish(const u32 (&sum)[2][2], const u3
     return fmaf((odd ? d[1] : d[0]) * s, (float)dot, acc);
 }
 
-// What a GEMV's epilogue does with each whole 128-group of y once every CTA has stored its part
-// (null `counts`: nothing). Either (planes non-null) quantize it into the next GEMV's planes, (s, X)
-// and sums of squares (times `norm_w`, that GEMV's RMSNorm weights, when given), or (planes null;
-// the qkv projection of one token, head_dim 128 = one group) do qk_norm_rope_kv_write's work on the
-// group's head: q / k RMSNorm and NeoX RoPE in place, k and v into the f16 caches at the position.
-// `counts`: one arrival counter per group, zero between launches. Mirrored by `GroupOut` in
-// ops/matmul_q1/cuda_b1.rs (same fields, same order).
-struct B1GroupOut {
+// Where a GEMV's epilogue writes y's planes for the next GEMV (the `_gemv_b1_out` entry points):
+// the planes, (s, X) and sums of squares of each 128-group of y, times `norm_w` (that GEMV's
+// RMSNorm weights) when given, and one arrival counter per group, zero between launches.
+// Mirrored by `PlanesOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
+struct B1PlanesOut {
     u32* planes;
     u32* gsx;
     float* group_sq;
     const float* norm_w;
-    const float* q_norm;
-    const float* k_norm;
-    const float* cos_table;
-    const float* sin_table;
-    const u32* pos0;
-    u16* k_cache;
-    u16* v_cache;
     unsigned* counts;
-    int n_q;
-    int n_kv;
-    int max_pos;
-    int max_seq;
-    float eps;
-    int unused;
 };
 // Groups of outputs one CTA can touch: at most 16 tiles x 16 rows = 256 outputs, so 3 groups.
 #define B1_OUT_GROUPS_PER_CTA 3
-// The rope epilogue's head size: one group.
-#define B1_ROPE_HEAD_DIM 128
-
-// qk_norm_rope_kv_write (qk_norm_rope.cu) for one head of one token, by one warp: lane l takes the
-// rotating pairs l and l + 32 (dims d, d + 64). The sum of squares adds the two 32-pair halves'
-// warp sums, as block_sum over that kernel's two warps does, and every other expression is the
-// same, so the results are the same bits.
-__device__ __forceinline__ void b1_rope_head(float* y, int head, const B1GroupOut& o) {
-    constexpr int HALF = B1_ROPE_HEAD_DIM / 2;
-    const int lane = threadIdx.x % WARP_SIZE;
-    const u32 pos = o.pos0[0];
-    float* h = y + (long long)head * B1_ROPE_HEAD_DIM;
-    if (head >= o.n_q + o.n_kv) {  // a v head: copy into the cache
-        if (pos >= (u32)o.max_seq) return;
-        const long long dst = ((long long)(head - o.n_q - o.n_kv) * o.max_seq + pos) * B1_ROPE_HEAD_DIM;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int d = lane + WARP_SIZE * i;
-            o.v_cache[dst + d] = f32_to_f16(h[d]);
-            o.v_cache[dst + d + HALF] = f32_to_f16(h[d + HALF]);
-        }
-        return;
-    }
-    const bool is_k = head >= o.n_q;
-    const float* w = is_k ? o.k_norm : o.q_norm;
-    float a[2], b[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        a[i] = h[lane + WARP_SIZE * i];
-        b[i] = h[lane + WARP_SIZE * i + HALF];
-    }
-    const float ss = warp_sum(a[0] * a[0] + b[0] * b[0]) + warp_sum(a[1] * a[1] + b[1] * b[1]);
-    const long long dst = ((long long)(head - o.n_q) * o.max_seq + pos) * B1_ROPE_HEAD_DIM;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int d = lane + WARP_SIZE * i;
-        if (pos >= (u32)o.max_pos) {
-            const float nan = __int_as_float(0x7fc00000);
-            h[d] = nan;
-            h[d + HALF] = nan;
-        } else {
-            const float inv = rsqrtf(ss / (float)B1_ROPE_HEAD_DIM + o.eps);
-            const float x1 = a[i] * inv * w[d];
-            const float x2 = b[i] * inv * w[d + HALF];
-            const float c = o.cos_table[(long long)pos * HALF + d];
-            const float sn = o.sin_table[(long long)pos * HALF + d];
-            h[d] = x1 * c - x2 * sn;
-            h[d + HALF] = x2 * c + x1 * sn;
-        }
-        if (is_k && pos < (u32)o.max_seq) {
-            o.k_cache[dst + d] = f32_to_f16(h[d]);
-            o.k_cache[dst + d + HALF] = f32_to_f16(h[d + HALF]);
-        }
-    }
-}
 
 // After every output of this CTA is stored: each CTA adds its output count per 128-group to that
-// group's counter; the CTA that completes a group (count 128) finishes it, a warp per group
-// (b1_prepare_group on the stored floats, so the planes equal gemv_b1_prepare's of y bit for bit;
-// or b1_rope_head), and resets the counter. Ordering: the CTA barrier, then thread 0's fence
-// before its atomic (release of every thread's stores); each finishing lane's acquire load of
-// the counter (which also drops stale L1 lines) before it reads other CTAs' outputs. n_out must
-// be a multiple of 128 (the launchers check).
+// group's counter; the CTA that completes a group (count 128) quantizes it, a warp per group, with
+// b1_prepare_group on the stored floats (so the planes equal gemv_b1_prepare's of y bit for bit),
+// and resets the counter. Ordering: the CTA barrier, then thread 0's fence before its atomic
+// (release of every thread's stores); each quantizing lane's acquire load of the counter (which
+// also drops stale L1 lines) before it reads other CTAs' outputs. n_out must be a multiple of 128
+// (the launcher checks).
 template <int MODE>
-__device__ __forceinline__ void b1_group_epilogue(float* y, int n_out, int tiles_per_cta, int cta, const B1GroupOut& o) {
+__device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, int tiles_per_cta, int cta,
+                                                   const B1PlanesOut& o) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
     __shared__ int completed[B1_OUT_GROUPS_PER_CTA];
@@ -289,16 +219,13 @@ __device__ __forceinline__ void b1_group_epilogue(float* y, int n_out, int tiles
         (void)ld_acquire_gpu(&o.counts[g]);
         __syncwarp();
         const long long first = (long long)g * GROUP_SIZE;
-        if (o.planes != nullptr)
-            b1_prepare_group(y + first, o.norm_w != nullptr ? o.norm_w + first : nullptr,
-                             o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-        else
-            b1_rope_head(y, g, o);
+        b1_prepare_group(y + first, o.norm_w != nullptr ? o.norm_w + first : nullptr,
+                         o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
         if (lane == 0) o.counts[g] = 0;
     }
 }
 
-// GROUP_OUT: with the per-group epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
+// GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
 template <int BITS, int MODE, int NB, bool GROUP_OUT>
@@ -306,7 +233,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1GroupOut& group_out) {
+                                             const B1PlanesOut& planes_out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -425,7 +352,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
-    if (GROUP_OUT) b1_group_epilogue<MODE>(y, n_out, tiles_per_cta, cta, group_out);
+    if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
 }
 
@@ -434,12 +361,12 @@ template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1GroupOut& group_out) {
+                                        const B1PlanesOut& planes_out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                 cta, group_out);
+                                                                 cta, planes_out);
     else
         gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                               splits, chunk_groups, norm, norm_eps, cta, group_out);
+                                               splits, chunk_groups, norm, norm_eps, cta, planes_out);
 }

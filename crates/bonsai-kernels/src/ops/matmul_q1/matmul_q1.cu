@@ -26,17 +26,17 @@
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
-                                   blockIdx.x, B1GroupOut{});                                    \
+                                   blockIdx.x, B1PlanesOut{});                                    \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
-                             float norm_eps, const B1GroupOut group_out) {                       \
+                             float norm_eps, const B1PlanesOut planes_out) {                       \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, true>(scales, payload, planes, gsx, group_sq, y, n_out, k,            \
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
-                                  blockIdx.x, group_out);                                        \
+                                  blockIdx.x, planes_out);                                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \

@@ -77,7 +77,9 @@ pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
 pub(crate) const B1_WORDS: usize = 3;
 /// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS).
 pub(crate) const B1_PREPARE_WARPS: usize = 8;
-/// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32).
+/// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32). Fewer, so that the next GEMV's CTA fits beside
+/// it for programmatic dependent launch, measured slower on the H200 (8 warps: 513 against ~600
+/// tok/s, docs/PERFORMANCE.md, 2026-11-30).
 pub(crate) const MAX_WARPS_B1: usize = 16;
 
 /// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the planes and (s, X) of
@@ -86,29 +88,9 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
     chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
 }
 
-/// `BONSAI_B1_WARPS`: the most warps of a `gemv_b1` CTA (4, 8 or 16; default 16). With 8, a CTA
-/// (256 threads x ~98 registers) leaves room on its SM for one CTA of the next GEMV, which
-/// programmatic dependent launch then starts early (weights in flight before the wait).
-pub const B1_WARPS_ENV: &str = "BONSAI_B1_WARPS";
-
-/// The warp limit from [`B1_WARPS_ENV`], read once (an unknown value keeps the default and says so).
-pub fn b1_max_warps() -> usize {
-    static WARPS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *WARPS.get_or_init(|| match std::env::var(B1_WARPS_ENV).as_deref() {
-        Err(_) => MAX_WARPS_B1,
-        Ok("4") => 4,
-        Ok("8") => 8,
-        Ok("16") => 16,
-        Ok(other) => {
-            tracing::warn!("{B1_WARPS_ENV}={other:?} is not 4, 8 or 16; using {MAX_WARPS_B1}");
-            MAX_WARPS_B1
-        }
-    })
-}
-
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    geometry(k, n_out, swiglu, b1_max_warps(), b1_smem_bytes)
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most

@@ -98,7 +98,7 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
 /// Shared checks of both launchers; the grid covers the q and k heads plus `extra_heads` (the v
 /// heads for the fused launch). Returns (config, n_q, n_kv, hd, max_pos) as kernel ints.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn check_and_grid<C: DevicePtr<f32>>(
+fn check_and_grid<C: DevicePtr<f32>>(
     op: &'static str,
     qkv_len: usize,
     m: usize,
