@@ -290,8 +290,6 @@ pub const SOURCES: &[KernelSource] = &[
             "joint_attention_hd128_q_regs",
             "joint_attention_hd64_q_regs_f32q",
             "joint_attention_hd128_q_regs_f32q",
-            "joint_attention_hd128_q_regs_split",
-            "joint_attention_hd128_q_regs_f32q_split",
         ],
     },
     KernelSource {

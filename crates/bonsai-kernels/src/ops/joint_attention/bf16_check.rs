@@ -51,35 +51,15 @@ pub fn bf16_check(
     v: &[f32],
     keys_per_tile: usize,
 ) -> Result<Bf16Check, OpError> {
-    bf16_check_split(dims, q, k, v, keys_per_tile, 1)
-}
-
-/// [`bf16_check`] for outputs whose keys were run in `splits` ranges (the last wave's key split,
-/// launch::joint_attention::SplitPlan) and merged by a log-sum-exp combine. Each range is an
-/// online softmax of its own, so its per-step rescales are a subset of the unsplit count; the
-/// merge then scales each range's numerator and denominator by w_s = exp2((m_s − M)·scale): one
-/// more rescale for every key (argument and exp2 errors as a rescale's), counted in R, plus
-/// `splits` multiplies and `splits − 1` adds in each of the numerator and the denominator
-/// (each at most u relative), counted as 2·splits more sequential operations in both sums.
-/// `splits = 1` adds nothing (the unsplit kernel).
-pub fn bf16_check_split(
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    keys_per_tile: usize,
-    splits: usize,
-) -> Result<Bf16Check, OpError> {
     let n = q.len();
     check_shapes(dims, q, k, v, &vec![0.0; n])?;
     let AttnDims { heads, seq, head_dim: hd } = dims;
     let (qb, kb, vb) = (round_to_bf16(q), round_to_bf16(k), round_to_bf16(v));
     let tiles = seq.div_ceil(keys_per_tile.max(1));
-    let merge_ops = if splits > 1 { 2 * splits } else { 0 };
-    let rescales = (tiles + if splits > 1 { 1 } else { 0 }) as f64;
+    let rescales = tiles as f64;
     // Sequential adds of one thread's partial row sum (a quarter of each tile's columns), its
-    // rescales, and the 2 shuffle adds that combine the 4 partial sums; plus the merge's.
-    let den_adds = tiles * keys_per_tile.div_ceil(4) + tiles + 2 + merge_ops;
+    // rescales, and the 2 shuffle adds that combine the 4 partial sums.
+    let den_adds = tiles * keys_per_tile.div_ceil(4) + tiles + 2;
     let gamma_den = den_adds as f64 * U / (1.0 - den_adds as f64 * U);
     let num_steps = (tiles * keys_per_tile).div_ceil(MMA_K) as f64;
     let dot_steps = hd.div_ceil(MMA_K) as f64;
@@ -126,8 +106,7 @@ pub fn bf16_check_split(
                 for j in 0..seq {
                     let (pe, pr) = (p_exact[j], p_round[j]);
                     let sums = out_exact.iter_mut().zip(&mut out_round).zip(&mut abs_weighted);
-                    for (((oe, or), aw), (&ve, &vr)) in sums.zip(v[row(j)].iter().zip(&vb[row(j)]))
-                    {
+                    for (((oe, or), aw), (&ve, &vr)) in sums.zip(v[row(j)].iter().zip(&vb[row(j)])) {
                         *oe += pe * ve as f64;
                         *or += pr * vr as f64;
                         *aw += pr * (vr as f64).abs();
@@ -135,9 +114,7 @@ pub fn bf16_check_split(
                 }
                 let arithmetic = BF16_UNIT_ROUNDOFF
                     + (1.0 + BF16_UNIT_ROUNDOFF)
-                        * (MMA_STEP_ERR * num_steps
-                            + (rescales + merge_ops as f64) * U
-                            + gamma_den);
+                        * (MMA_STEP_ERR * num_steps + rescales * U + gamma_den);
                 for d in 0..hd {
                     let a_d = abs_weighted[d];
                     let kernel = (growth - 1.0) * a_d

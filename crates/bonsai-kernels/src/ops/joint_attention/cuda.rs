@@ -54,9 +54,6 @@ pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
 #[path = "variant.rs"]
 mod variant;
 pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV};
-#[path = "split.rs"]
-mod split;
-pub use split::{SplitMode, SplitPlan, MAX_SPLITS, MIN_TILES_PER_SPLIT, SPLIT_ENV};
 
 /// u16 (bf16) elements of scratch [`joint_attention`] needs: bf16 copies of q, k and v.
 pub fn scratch_len(dims: AttnDims) -> usize {
@@ -84,8 +81,7 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 /// softmax(q k^T / sqrt(hd)) v for f32 q, k, v `[H, seq, hd]` into f32 `out [seq, H·hd]`:
 /// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel. When the
 /// kernel has an f32-q form ([`FlashVariant::f32_q_entry`]) only k and v are converted and the
-/// kernel rounds q itself (the same round to nearest even: identical results). The last wave
-/// is split over key ranges as [`SPLIT_ENV`] says (default off: measured slower; [`SplitPlan`]).
+/// kernel rounds q itself (the same round to nearest even: identical results).
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     lib: &KernelLibrary,
@@ -96,22 +92,6 @@ pub fn joint_attention(
     v: &impl DevicePtr<f32>,
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    joint_attention_with(lib, stream, dims, q, k, v, scratch, out, SplitMode::from_env()?)
-}
-
-/// [`joint_attention`] with the last-wave split chosen by the caller (verify and bench).
-#[allow(clippy::too_many_arguments)]
-pub fn joint_attention_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
-    scratch: &mut CudaSlice<u16>,
-    out: &mut impl DevicePtrMut<f32>,
-    split: SplitMode,
 ) -> Result<(), LaunchError> {
     let variant = FlashVariant::for_head_dim(dims.head_dim)?;
     let n = tensor_len(dims)?;
@@ -124,7 +104,7 @@ pub fn joint_attention_with(
         let q16 = scratch.slice(0..n);
         let k16 = scratch.slice(n..2 * n);
         let v16 = scratch.slice(2 * n..3 * n);
-        return joint_attention_bf16_with(lib, stream, variant, dims, &q16, &k16, &v16, out, split);
+        return joint_attention_bf16_with(lib, stream, variant, dims, &q16, &k16, &v16, out);
     };
     expect_at_least(OP, "out", out.len(), n)?;
     let (k_p, _a) = read_ptr(k, stream);
@@ -135,7 +115,7 @@ pub fn joint_attention_with(
     let (k16, v16) = (s_p + bytes, s_p + 2 * bytes);
     convert_pass(lib, stream, n, &[(k_p, k16), (v_p, v16)])?;
     let (q_p, _d) = read_ptr(q, stream);
-    launch_flash(lib, stream, variant, f32_q_entry, dims, [q_p, k16, v16], out, split)
+    launch_flash(lib, stream, variant, f32_q_entry, dims, [q_p, k16, v16], out)
 }
 
 /// [`joint_attention`] with a scratch buffer allocated (stream-ordered) for this call and freed
@@ -236,11 +216,11 @@ pub fn joint_attention_bf16(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let variant = FlashVariant::for_head_dim(dims.head_dim)?;
-    joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out, SplitMode::from_env()?)
+    joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out)
 }
 
-/// [`joint_attention_bf16`] with the kernel and the last-wave split chosen by the caller (verify
-/// and bench run every hd 64 / 128 kernel); `variant` must be the one for `dims.head_dim`.
+/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run every
+/// hd 64 / 128 kernel); `variant` must be the one for `dims.head_dim`.
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention_bf16_with(
     lib: &KernelLibrary,
@@ -251,7 +231,6 @@ pub fn joint_attention_bf16_with(
     k: &impl DevicePtr<u16>,
     v: &impl DevicePtr<u16>,
     out: &mut impl DevicePtrMut<f32>,
-    split: SplitMode,
 ) -> Result<(), LaunchError> {
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
@@ -261,37 +240,12 @@ pub fn joint_attention_bf16_with(
     let (q_p, _a) = read_ptr(q, stream);
     let (k_p, _b) = read_ptr(k, stream);
     let (v_p, _c) = read_ptr(v, stream);
-    launch_flash(lib, stream, variant, variant.entry, dims, [q_p, k_p, v_p], out, split)
-}
-
-/// The split [`joint_attention_with`] (`f32_q`: the f32-q call) or [`joint_attention_bf16_with`]
-/// would run for `variant` on `dims` under `mode`; None: the unsplit grid. The accuracy bound
-/// depends on it (`ops::joint_attention::bf16_check_split`).
-pub fn planned_split(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    variant: FlashVariant,
-    f32_q: bool,
-    dims: AttnDims,
-    mode: SplitMode,
-) -> Result<Option<SplitPlan>, LaunchError> {
-    let entry = match (f32_q, variant.f32_q_entry) {
-        (true, Some(f32_entry)) => f32_entry,
-        _ => variant.entry,
-    };
-    let Some(split_entry) = variant.split_of(entry).filter(|_| mode != SplitMode::Off) else {
-        return Ok(None);
-    };
-    let sf = lib.function(split_entry)?;
-    opt_in_shared_memory(OP, stream, sf, variant.shared_bytes(), "split, head_dim 128")?;
-    SplitPlan::for_launch(stream, &variant, sf, dims, mode)
+    launch_flash(lib, stream, variant, variant.entry, dims, [q_p, k_p, v_p], out)
 }
 
 /// Launches `entry` (`variant`'s bf16-q entry point or its f32-q one) on device addresses
 /// q, k, v holding H·seq·hd elements each (the callers checked the lengths; q is bf16 or f32 as
-/// `entry` takes it, k and v bf16) into `out` (checked to hold as many f32); `split` as
-/// [`joint_attention_with`] (variants without a split form ignore it).
-#[allow(clippy::too_many_arguments)]
+/// `entry` takes it, k and v bf16) into `out` (checked to hold as many f32).
 fn launch_flash(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
@@ -300,7 +254,6 @@ fn launch_flash(
     dims: AttnDims,
     [q_p, k_p, v_p]: [u64; 3],
     out: &mut impl DevicePtrMut<f32>,
-    split: SplitMode,
 ) -> Result<(), LaunchError> {
     if variant.head_dim != dims.head_dim {
         return Err(shape(
@@ -329,14 +282,6 @@ fn launch_flash(
     }
     let (heads, seq) = (as_i32(OP, "heads", dims.heads)?, as_i32(OP, "seq", dims.seq)?);
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
-    if let Some(split_entry) = variant.split_of(entry).filter(|_| split != SplitMode::Off) {
-        let sf = lib.function(split_entry)?;
-        opt_in_shared_memory(OP, stream, sf, variant.shared_bytes(), "split, head_dim 128")?;
-        if let Some(plan) = SplitPlan::for_launch(stream, &variant, sf, dims, split)? {
-            let ptrs = [q_p, k_p, v_p, o_p];
-            return split::launch_split(stream, sf, &variant, plan, ptrs, heads, seq, scale_log2);
-        }
-    }
     let mut l = Launch::new(stream, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&o_p).arg(&heads).arg(&seq).arg(&scale_log2);
     // SAFETY: matches joint_attention_hdXX[_...](const u16* or const float* q, const u16* k, v,

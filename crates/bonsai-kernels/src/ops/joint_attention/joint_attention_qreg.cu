@@ -61,65 +61,14 @@ __device__ __forceinline__ void ja_q_frags_from_f32(u32 (&q_frag)[RB][K_STEPS][4
     }
 }
 
-// The last wave's key split (the `_split` entry points; launcher ops/joint_attention/split.rs).
-// Items (head, 128-query block) are numbered head-major, as a (q_blocks, heads) grid issues
-// them. The grid is 1-D: CTAs below `full` each own one whole item, exactly as the unsplit
-// kernel; the rest run the last `tail` items `splits` ways over 64-key-aligned tile ranges
-// (range s of item t: CTA full + t * splits + s), each writing its unnormalised O rows, row
-// maxima m and row sums l to `part_o` / `part_ml`; the last of an item's CTAs to arrive (per-item
-// counter, zero before the launch and put back to zero) merges them in split order 0..splits-1,
-// so the result does not depend on arrival order.
-struct JaSplit {
-    int q_blocks;  // 128-query blocks per head
-    int full;      // CTAs that each own a whole item
-    int splits;    // key ranges per tail item (>= 2)
-    float* part_o;   // [tail][splits][BLOCK_Q][HD] unnormalised O
-    float* part_ml;  // [tail][splits][BLOCK_Q][2] row max (raw score units), row sum
-    u32* counters;   // [tail], zero between launches
-};
-
-// The merge of one tail item's partials into `out`, run by the last CTA to finish it: per row,
-// M = max_s m_s, w_s = exp2((m_s - M) * scale_log2), out = sum_s w_s O_s / sum_s w_s l_s, in
-// split order. Volatile reads: other CTAs wrote the partials during this launch (made visible by
-// their fences), so no L1 line of them may be trusted.
-template <int HD, int BLOCK_Q, int THREADS>
-__device__ __forceinline__ void ja_merge_splits(const volatile float* part_o,
-                                                const volatile float* part_ml, int splits,
-                                                float* __restrict__ out, int heads, int head,
-                                                int q0, int seq, float scale_log2) {
-    constexpr int PAIRS = HD / 2;
-    const long long out_row = (long long)heads * HD;
-    for (int i = threadIdx.x; i < BLOCK_Q * PAIRS; i += THREADS) {
-        const int row = i / PAIRS, col = 2 * (i % PAIRS);
-        const int query = q0 + row;
-        if (query >= seq) continue;
-        float max_all = neg_inf();
-        for (int s = 0; s < splits; ++s) max_all = fmaxf(max_all, part_ml[(s * BLOCK_Q + row) * 2]);
-        float num0 = 0.0f, num1 = 0.0f, den = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float weight = exp2_ftz((part_ml[(s * BLOCK_Q + row) * 2] - max_all) * scale_log2);
-            den = fmaf(weight, part_ml[(s * BLOCK_Q + row) * 2 + 1], den);
-            const volatile float* o_row = part_o + ((long long)s * BLOCK_Q + row) * HD + col;
-            num0 = fmaf(weight, o_row[0], num0);
-            num1 = fmaf(weight, o_row[1], num1);
-        }
-        float2 pair;
-        pair.x = num0 / den;
-        pair.y = num1 / den;
-        *reinterpret_cast<float2*>(out + query * out_row + (long long)head * HD + col) = pair;
-    }
-}
-
 // QT: u16 (bf16 q, staged through shared memory and read with ldmatrix) or float (f32 q read
-// straight into registers; q's shared region is then unused). SPLIT: the 1-D grid of JaSplit
-// (`split` is read only then); otherwise the grid is (q_blocks, heads).
-template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K, typename QT, bool SPLIT = false>
+// straight into registers; q's shared region is then unused).
+template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K, typename QT>
 __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restrict__ q,
                                                              const u16* __restrict__ k,
                                                              const u16* __restrict__ v,
                                                              float* __restrict__ out, int heads,
-                                                             int seq, float scale_log2,
-                                                             JaSplit split = JaSplit{}) {
+                                                             int seq, float scale_log2) {
     constexpr int RB = JA_QREG_ROW_BLOCKS;  // 16-row mma blocks per warp
     constexpr int THREADS = WARPS * WARP_SIZE;
     constexpr int WARP_ROWS = 16 * RB;
@@ -142,44 +91,21 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;  // fragment row group and column pair (ptx.cuh)
-    const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
-    int q_block = blockIdx.x, head = blockIdx.y;
-    int tile_begin = 0, tile_end = n_tiles;
-    if constexpr (SPLIT) {
-        // CTAs >= full run one key range of tail item (cta - full) / splits; the epilogue
-        // recomputes these from blockIdx rather than keeping them live through the key loop.
-        const int cta = blockIdx.x;
-        int item = cta;
-        if (cta >= split.full) {
-            const int tail_item = (cta - split.full) / split.splits;
-            const int split_index = (cta - split.full) % split.splits;
-            item = split.full + tail_item;
-            // Whole 64-key tiles; the launcher keeps every range >= 2 tiles, so each range's
-            // first tile holds a valid key (its online softmax starts as the unsplit one).
-            tile_begin = split_index * n_tiles / split.splits;
-            tile_end = (split_index + 1) * n_tiles / split.splits;
-        }
-        head = item / split.q_blocks;
-        q_block = item % split.q_blocks;
-    }
-    const int q0 = q_block * BLOCK_Q;
+    const int q0 = blockIdx.x * BLOCK_Q;
+    const int head = blockIdx.y;
     const long long head_base = (long long)head * seq * HD;
     const QT* q_head = q + head_base;
     const u16* k_head = k + head_base;
     const u16* v_head = v + head_base;
+    const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
 
     if constexpr (!Q_F32) {
         // Q in its own group so its fragments load while tile 0's K / V are still in flight.
         ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
         cp_async_commit();
     }
-    // Tile t lives in buffer t & 1 (a split range may start on an odd tile), so the loop needs
-    // no register for its first tile.
-    const int first_buf = tile_begin & 1;
-    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + first_buf * BLOCK_K * STRIDE, k_head,
-                                            tile_begin * BLOCK_K, 0, seq);
-    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + first_buf * BLOCK_K * STRIDE, v_head,
-                                            tile_begin * BLOCK_K, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
     cp_async_commit();
 
     // Per-lane ldmatrix row offsets (elements), as in joint_attention_flash_wide.
@@ -218,13 +144,13 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
         row_sum[rb][0] = row_sum[rb][1] = 0.0f;
     }
 
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
+    for (int tile = 0; tile < n_tiles; ++tile) {
         const int buf = tile & 1;
         cp_async_wait<0>();
         // Tile `tile` visible to all; every warp is done with tile - 1, whose buffer the next
         // load reuses.
         __syncthreads();
-        if (tile + 1 < tile_end) {
+        if (tile + 1 < n_tiles) {
             const int next = buf ^ 1;
             ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * STRIDE, k_head,
                                                     (tile + 1) * BLOCK_K, 0, seq);
@@ -341,58 +267,6 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
         }
     }
 
-    if constexpr (SPLIT) {
-        if ((int)blockIdx.x >= split.full) {
-            const int tail_item = ((int)blockIdx.x - split.full) / split.splits;
-            // Parts are numbered tail_item * splits + split index = cta - full.
-            const long long part = (int)blockIdx.x - split.full;
-            float* part_o = split.part_o + part * BLOCK_Q * HD;
-            float* part_ml = split.part_ml + part * BLOCK_Q * 2;
-#pragma unroll
-            for (int rb = 0; rb < RB; ++rb) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float total = row_sum[rb][r];
-                    total += __shfl_xor_sync(FULL_MASK, total, 1);
-                    total += __shfl_xor_sync(FULL_MASK, total, 2);
-                    // Every row of the block, also those past seq (their values are finite and
-                    // never read): no predicate.
-                    const int row = warp * WARP_ROWS + rb * 16 + g + 8 * r;
-                    float* dst = part_o + row * HD + 2 * t;
-#pragma unroll
-                    for (int j = 0; j < O_BLOCKS; ++j) {
-                        float2 pair;
-                        pair.x = o[rb][j][2 * r];
-                        pair.y = o[rb][j][2 * r + 1];
-                        *reinterpret_cast<float2*>(dst + 8 * j) = pair;
-                    }
-                    if (t == 0) {  // the 4 lanes of a row group hold the same max and total
-                        part_ml[row * 2] = row_max[rb][r];
-                        part_ml[row * 2 + 1] = total;
-                    }
-                }
-            }
-            __shared__ u32 ja_is_last;
-            __threadfence();  // this CTA's partials are visible before it counts itself done
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                u32* counter = split.counters + tail_item;
-                const u32 arrived = atomicAdd(counter, 1u);
-                ja_is_last = arrived == (u32)(split.splits - 1) ? 1u : 0u;
-                if (ja_is_last) atomicExch(counter, 0u);  // clean for the next launch
-            }
-            __syncthreads();
-            if (!ja_is_last) return;
-            __threadfence();
-            const long long first = (long long)tail_item * split.splits;
-            ja_merge_splits<HD, BLOCK_Q, THREADS>(split.part_o + first * BLOCK_Q * HD,
-                                                  split.part_ml + first * BLOCK_Q * 2,
-                                                  split.splits, out, heads, head, q0, seq,
-                                                  scale_log2);
-            return;
-        }
-    }
-
     const long long out_row = (long long)heads * HD;
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
@@ -449,25 +323,4 @@ extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
     griddep_launch_dependents();
     joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
         q, k, v, out, heads, seq, scale_log2);
-}
-// The last-wave key split at hd 128 (JaSplit above): 1-D grid of full + tail * splits CTAs.
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd128_q_regs_split(const u16* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2,
-        int q_blocks, int full, int splits, float* part_o, float* part_ml, u32* counters) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16, true>(
-        q, k, v, out, heads, seq, scale_log2,
-        JaSplit{q_blocks, full, splits, part_o, part_ml, counters});
-}
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd128_q_regs_f32q_split(const float* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2,
-        int q_blocks, int full, int splits, float* part_o, float* part_ml, u32* counters) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float,
-                                 true>(q, k, v, out, heads, seq, scale_log2,
-                                       JaSplit{q_blocks, full, splits, part_o, part_ml, counters});
 }

@@ -61,13 +61,6 @@
 //!    A_d = Σ_j P_j|ṽ_jd|; the PV accumulation adds 36u per 16-key step, R rescales u each,
 //!    the thread-partial row sums γ_{seq/4+R+2}; division and output rounding 2u|out|.
 //!
-//! 4. The last-wave key split (`launch::joint_attention::SplitPlan`, hd 128 default kernel):
-//!    a tail item's keys run in S ranges, each its own online softmax, merged by
-//!    out = Σ_s w_s O_s / Σ_s w_s l_s with w_s = exp2((m_s − M)·scale_log2) in f32. A key then
-//!    carries its range's later rescales (fewer than the unsplit kernel's) plus w_s (one rescale's
-//!    error); the merge's S multiplies and S − 1 adds per sum add 2S·u at most. The bound
-//!    ([`bf16_check_split`]) counts R + 1 rescales and 2S more operations in each sum.
-//!
 //! Kernel bound on rounded inputs: (e^{2ε} − 1)·A_d + e^{2ε}·A_d·(u_b + (1+u_b)(36u·seq/16 +
 //! R·u + γ)) + 2u|out|. A priori, against the f32 definition, items 1 add (2u_b + u_b²)·scale·
 //! Σ|qk| to ε and u_b·A_d: for RMS-normed q, k at hd 128 (scale·Σ|qk| ≈ 7, ε ≈ 0.055) the worst
@@ -105,7 +98,6 @@
 //! | joint_attention_hd128_q_regs (default) | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
 //! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
 //! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
-//! | joint_attention_hd128_q_regs[_f32q]_split (last-wave split) | 255 | 0 | 104,448 B | 2 (regs) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
@@ -130,7 +122,7 @@ mod tensor_core_model;
 #[cfg(test)]
 mod tests;
 
-pub use bf16_check::{bf16_check, bf16_check_split, round_to_bf16, Bf16Check, BF16_UNIT_ROUNDOFF};
+pub use bf16_check::{bf16_check, round_to_bf16, Bf16Check, BF16_UNIT_ROUNDOFF};
 pub use cpu::{cpu, cpu_at, KEY_BLOCK, QUERY_BLOCK};
 pub use reference::reference;
 

@@ -73,9 +73,6 @@ pub struct FlashVariant {
     /// The same kernel taking f32 q (it rounds q to bf16 while loading its fragments, so the
     /// conversion pass only converts k and v), if there is one.
     pub f32_q_entry: Option<&'static str>,
-    /// The last-wave key split forms of `entry` and `f32_q_entry` (split.rs), if there are.
-    pub split_entry: Option<&'static str>,
-    pub split_f32_q_entry: Option<&'static str>,
 }
 
 impl FlashVariant {
@@ -137,14 +134,6 @@ impl FlashVariant {
             128 if q_regs => Some("joint_attention_hd128_q_regs_f32q"),
             _ => None,
         };
-        let (split_entry, split_f32_q_entry) = if q_regs && head_dim == 128 {
-            (
-                Some("joint_attention_hd128_q_regs_split"),
-                Some("joint_attention_hd128_q_regs_f32q_split"),
-            )
-        } else {
-            (None, None)
-        };
         Ok(Self {
             entry,
             head_dim,
@@ -154,20 +143,7 @@ impl FlashVariant {
             softmax_keys,
             out_chunk,
             f32_q_entry,
-            split_entry,
-            split_f32_q_entry,
         })
-    }
-
-    /// The split form of `entry` (this variant's bf16-q or f32-q entry point), if it has one.
-    pub fn split_of(&self, entry: &str) -> Option<&'static str> {
-        if entry == self.entry {
-            self.split_entry
-        } else if Some(entry) == self.f32_q_entry {
-            self.split_f32_q_entry
-        } else {
-            None
-        }
     }
 
     pub fn block_q(&self) -> usize {
