@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
 use crate::launch::matmul::{b1_geometry, b1_smem_bytes, check_gemv_weight_alignment, B1Planes, TcGeometry};
-use crate::launch::{device_attribute, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
-use crate::launch_ex::{cooperative_grid_cap, Launch};
+use crate::launch::{expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
+use crate::launch_ex::{cooperative_grid_cap, max_cooperative_ctas, Launch};
 
 const OP: &str = "decode_chain";
 /// Threads per CTA (CHAIN_THREADS = B1_MAX_THREADS): every GEMV geometry fits in it.
@@ -216,13 +216,6 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     (p.x, p.ffn, p.qkv) = (xp, fp, qp);
     guards.extend([gc, gx, gf, gq]);
 
-    // One CTA per SM at most (the grid must be co-resident), and no more than the widest stage.
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let widest = geo.iter().map(|g| g.ctas).max().unwrap_or(1);
-    let mut ctas = widest.min(u32::try_from(sms).unwrap_or(1).max(1));
-    if let Some(cap) = cooperative_grid_cap() {
-        ctas = ctas.min(cap.max(1));
-    }
     let name = match bits {
         QuantBits::One => "decode_chain_q1",
         QuantBits::Two => "decode_chain_q2",
@@ -231,13 +224,24 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     if smem > crate::launch::matmul::DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     }
+    // No more CTAs than can be resident at once (the barriers need every CTA running; one per SM
+    // on the H200 at 128 registers x 512 threads), nor than the widest stage uses.
+    let resident = max_cooperative_ctas(stream, &func, CHAIN_THREADS, smem as u32)?;
+    if resident == 0 {
+        return Err(shape(OP, "this device cannot run the chain cooperatively".into()));
+    }
+    let widest = geo.iter().map(|g| g.ctas).max().unwrap_or(1);
+    let mut ctas = widest.min(resident);
+    if let Some(cap) = cooperative_grid_cap() {
+        ctas = ctas.min(cap.max(1));
+    }
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (CHAIN_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
     let mut b = Launch::new(stream, func);
     b.arg(&p).cooperative();
     // SAFETY: decode_chain_q{1,2}(const ChainParams p): `p` mirrors the CUDA struct; every pointer
     // in it is a live device buffer checked above (weights validated and aligned, planes sized for
     // their K, x / ffn / qkv / norms at least as long as each stage reads or writes); the grid is
-    // at most one CTA per SM and launched cooperatively (co-resident: the barriers cannot hang).
+    // at most the co-resident CTA count and launched cooperatively (the barriers cannot hang).
     unsafe { b.launch(cfg) }?;
     drop(guards);
     Ok(())
