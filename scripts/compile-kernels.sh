@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compile-checks the kernel library exactly as `combined_source()` builds it (prelude, then every
 # SOURCES row of registry.rs in order, each preceded by "// ---- <path> ----"), with nvcc for
-# sm_80 and sm_90, warnings as errors, printing ptxas' per-kernel resource report.
+# sm_80 and sm_90a (Hopper is compiled arch-specific, for wgmma), warnings as errors, printing ptxas' per-kernel resource report.
 # Usage: scripts/compile-kernels.sh   (NVCC=/path/to/nvcc to override)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -17,10 +17,10 @@ grep -o 'path: "[^"]*"' "$src/cuda/registry.rs" | sed 's/path: "\(.*\)"/\1/' | w
     cat "$src/$p" >> "$combined"
     printf '\n' >> "$combined"
 done
-for arch in sm_80 sm_90; do
+for arch in sm_80 sm_90a; do
     echo "== $arch"
     "$nvcc" -cubin -arch="$arch" -O3 -std=c++17 -Werror all-warnings -Xptxas -v \
         -o "$work/$arch.cubin" "$combined" 2>&1 | grep -E "error|warning|Compiling entry|registers|spill" || true
     test -s "$work/$arch.cubin" || { echo "compile failed for $arch"; exit 1; }
 done
-echo "kernel library compiles for sm_80 and sm_90"
+echo "kernel library compiles for sm_80 and sm_90a"

@@ -143,7 +143,7 @@ fn compile_all(nvcc: &Path, archs: &[u32], source: &str, out_dir: &Path) -> Vec<
                     let output = out_dir.join(format!("bonsai_kernels.sm_{arch}.cubin"));
                     let run = Command::new(nvcc)
                         .args(registry::NVCC_FLAGS)
-                        .arg(format!("-arch=sm_{arch}"))
+                        .arg(format!("-arch={}", registry::compile_target(arch)))
                         .arg("-o")
                         .arg(&output)
                         .arg(input)

@@ -256,3 +256,28 @@ inline unsigned ld_acquire_gpu(const unsigned* p) {
 }
 // An L2 prefetch is only a hint: nothing to do on the CPU.
 inline void prefetch_l2_bulk(const void*, unsigned) {}
+
+// wgmma (ptx.cuh): executed synchronously at issue, one warp at a time (each warp's rows of the
+// m64 product depend only on its own A registers), as 16 mma_f16_16x8x16 over N / 8 column
+// blocks with B read from the 128-byte-swizzled K-major tile. The fence / commit / wait and the
+// proxy fence order nothing here.
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int PENDING>
+inline void wgmma_wait() {}
+inline void fence_proxy_async_smem() {}
+inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
+    if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
+    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
+    const unsigned char* tile = static_cast<const unsigned char*>(b_block);
+    auto word = [&](int n, int chunk) {
+        uint32_t w;
+        std::memcpy(&w, tile + n * 128 + ((chunk ^ (n & 7)) * 16) + t * 4, 4);
+        return w;
+    };
+    for (int j = 0; j < 16; ++j) {
+        const int n = 8 * j + g;
+        mma_f16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
+    }
+}

@@ -38,6 +38,8 @@ pub mod matmul;
 mod matmul_b1;
 #[path = "ops/matmul_q1/cuda_f16.rs"]
 mod matmul_f16;
+#[path = "ops/matmul_q1/cuda_wgmma.rs"]
+mod matmul_wgmma;
 #[path = "ops/position_advance/cuda.rs"]
 pub mod position_advance;
 #[path = "ops/qk_norm_rope/cuda.rs"]

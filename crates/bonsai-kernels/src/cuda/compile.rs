@@ -9,7 +9,7 @@ use std::process::Command;
 use cudarc::nvrtc::{result as nvrtc_result, sys as nvrtc_sys};
 
 use super::error::KernelError;
-use super::registry::{NVCC_FLAGS, NVRTC_OPTIONS};
+use super::registry::{compile_target, NVCC_FLAGS, NVRTC_OPTIONS};
 
 /// Environment variable naming the nvcc to use; `off` disables nvcc.
 pub const NVCC_ENV: &str = "BONSAI_NVCC";
@@ -59,7 +59,7 @@ impl Nvrtc {
 
     /// Every option passed for `arch`.
     pub fn options(arch: u32) -> Vec<String> {
-        let mut options = vec![format!("--gpu-architecture=sm_{arch}")];
+        let mut options = vec![format!("--gpu-architecture={}", compile_target(arch))];
         options.extend(NVRTC_OPTIONS.iter().map(|s| s.to_string()));
         options
     }
@@ -163,7 +163,7 @@ impl Nvcc {
     /// Every flag passed for `arch` (besides input and output names).
     pub fn options(arch: u32) -> Vec<String> {
         let mut options: Vec<String> = NVCC_FLAGS.iter().map(|s| s.to_string()).collect();
-        options.push(format!("-arch=sm_{arch}"));
+        options.push(format!("-arch={}", compile_target(arch)));
         options
     }
 
@@ -276,7 +276,8 @@ mod tests {
 
     #[test]
     fn options_name_the_exact_architecture() {
-        assert_eq!(Nvrtc::options(90)[0], "--gpu-architecture=sm_90");
+        assert_eq!(Nvrtc::options(90)[0], "--gpu-architecture=sm_90a");
+        assert_eq!(Nvrtc::options(80)[0], "--gpu-architecture=sm_80");
         assert_eq!(Nvcc::options(86).last().map(String::as_str), Some("-arch=sm_86"));
         assert!(Nvcc::options(80).iter().any(|o| o == "-Werror"));
     }

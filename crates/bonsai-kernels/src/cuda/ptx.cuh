@@ -172,6 +172,68 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 #endif
 }
 
+
+// ---- wgmma (sm_90a: the library is compiled for sm_90a on sm_90 devices) ----
+// A warpgroup (4 consecutive warps, the first warp index divisible by 4) issues one
+// m64nNk16 product asynchronously: warp w of the group supplies and receives rows 16w..16w+15.
+// A comes from registers in the m16n8k16 A layout above (per warp); B (16 x N, "K-major": each of
+// the N columns' 16 k values contiguous) comes from shared memory in the 128-byte swizzle:
+// `b_block` (1024-byte aligned) holds N rows of 128 bytes (64 f16 of k), and 16-byte chunk c of
+// row n lies at chunk position c ^ (n % 8); this instruction's k 0..15 are chunks
+// k_chunk, k_chunk + 1 (k_chunk in {0, 2, 4, 6}). D: d[4j + 0..1] = (row g, cols 8j + 2t, +1),
+// d[4j + 2..3] = (row g + 8, same cols), as mma.sync's C repeated over N / 8.
+// Ordering: wgmma_fence before the first wgmma after registers it reads (A, D) were written by
+// other instructions; wgmma_commit closes a group; wgmma_wait<N> returns when at most N groups are
+// pending: D and the A registers may be touched, and B's shared memory reused, only after that.
+// Shared memory written by ordinary stores or cp.async that a wgmma reads next needs
+// fence_proxy_async_smem in the writing threads before the barrier that publishes it.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define BONSAI_WGMMA 1
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
+// address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
+// offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+        "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+        "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+        : "memory");
+}
+#else
+// Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
+// compute capability 9.0 only); they trap if they ever are.
+__device__ __forceinline__ void wgmma_fence() { __trap(); }
+__device__ __forceinline__ void wgmma_commit() { __trap(); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() { __trap(); }
+__device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
+#endif
+
 #endif  // BONSAI_EMU
 
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }

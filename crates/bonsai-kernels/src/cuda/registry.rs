@@ -27,6 +27,17 @@ pub struct KernelSource {
 /// compiles once at run time and is cached. Each one costs build time and binary size (~1.2 MB).
 pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90];
 
+/// The compiler target for architecture `arch`: `sm_90a` for Hopper (compute capability 9.0),
+/// whose arch-specific instructions (wgmma) the prefill GEMM uses; an sm_90a cubin runs only on
+/// 9.0 devices, the only ones that select it. `sm_XX` for every other architecture.
+pub fn compile_target(arch: u32) -> String {
+    if arch == 90 {
+        "sm_90a".to_string()
+    } else {
+        format!("sm_{arch}")
+    }
+}
+
 /// nvcc flags for every offline compile (build.rs and the run-time nvcc tier), before
 /// `-arch=sm_XX`. No `-lineinfo`: it more than triples the cubin (line tables), which every load
 /// and the binary would carry.
@@ -87,7 +98,7 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "cuda/selftest.cu",
         text: include_str!("selftest.cu"),
-        entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe", "grid_sync_selftest"],
+        entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe", "bonsai_wgmma_probe", "grid_sync_selftest"],
     },
 ];
 
@@ -126,6 +137,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &["x_to_f16_rows_q1", "x_to_f16_rows_q2"],
     },
     KernelSource {
+        path: "ops/matmul_q1/matmul_gemm_wgmma.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemm_wgmma.cu"),
+        entry_points: &[],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
@@ -138,6 +154,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_f16_128x128",
             "matmul_q1_gemm_f16_128x128_split",
             "matmul_q1_gemm_f16_128x256",
+            "matmul_q1_gemm_wgmma",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -147,6 +164,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_f16_128x128",
             "matmul_q1_add_gemm_f16_128x128_split",
             "matmul_q1_add_gemm_f16_128x256",
+            "matmul_q1_add_gemm_wgmma",
         ],
     },
     KernelSource {
@@ -162,6 +180,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_f16_128x128",
             "matmul_q2_gemm_f16_128x128_split",
             "matmul_q2_gemm_f16_128x256",
+            "matmul_q2_gemm_wgmma",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -171,6 +190,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_f16_128x128",
             "matmul_q2_add_gemm_f16_128x128_split",
             "matmul_q2_add_gemm_f16_128x256",
+            "matmul_q2_add_gemm_wgmma",
         ],
     },
     KernelSource {
@@ -186,6 +206,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_f16_128x128",
             "gate_up_swiglu_q1_gemm_f16_128x128_split",
             "gate_up_swiglu_q1_gemm_f16_128x256",
+            "gate_up_swiglu_q1_gemm_wgmma",
         ],
     },
     KernelSource {
@@ -201,6 +222,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_f16_128x128",
             "gate_up_swiglu_q2_gemm_f16_128x128_split",
             "gate_up_swiglu_q2_gemm_f16_128x256",
+            "gate_up_swiglu_q2_gemm_wgmma",
         ],
     },
     KernelSource {

@@ -99,6 +99,47 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
     out[PROBE_OUT_CP4 + lane] = words[lane];
 }
 
+// ---- wgmma probe ----
+// One warpgroup runs ptx.cuh's wgmma_f16_m64n128k16_rs over 4 k16 steps: d[64 x 128] = a[64 x 64]
+// . b[128 x 64]^T (row-major f16 inputs), A fragments built from `a` by the documented m16n8k16
+// A layout, B staged into the 128-byte-swizzled tile the wrapper documents, D stored by the
+// documented layout. verify/ptx_wrappers.rs feeds small integers (exact sums) and compares
+// every element, so the chip proves the layouts and the descriptor. Compute capability 9.0 only.
+#define WGMMA_PROBE_K 64
+extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* __restrict__ a,
+                                                                    const u16* __restrict__ b,
+                                                                    float* __restrict__ d) {
+    griddep_wait();
+    __shared__ __align__(16) u16 tile_storage[128 * WGMMA_PROBE_K + 512];
+    u16* tile = reinterpret_cast<u16*>((reinterpret_cast<unsigned long long>(tile_storage) + 1023) & ~1023ull);
+    const int tid = threadIdx.x;
+    for (int i = tid; i < 128 * 8; i += 128) {
+        const int n = i / 8, c = i % 8;  // row of b, 16-byte chunk of its 64 k
+        for (int e = 0; e < 8; ++e) tile[n * 64 + ((c ^ (n & 7)) * 8) + e] = b[n * WGMMA_PROBE_K + c * 8 + e];
+    }
+    fence_proxy_async_smem();
+    __syncthreads();
+    const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
+    const int row = 16 * warp + g;
+    float acc[64];
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    u32 frag[WGMMA_PROBE_K / 16][4];
+    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s)
+        for (int i = 0; i < 4; ++i) {
+            const int r = row + 8 * (i & 1), k = 16 * s + 2 * t + 8 * (i >> 1);
+            frag[s][i] = pack_b16(a[r * WGMMA_PROBE_K + k], a[r * WGMMA_PROBE_K + k + 1]);
+        }
+    wgmma_fence();
+    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s) wgmma_f16_m64n128k16_rs(acc, frag[s], tile, 2 * s);
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int j = 0; j < 16; ++j)
+        for (int e = 0; e < 2; ++e) {
+            d[row * 128 + 8 * j + 2 * t + e] = acc[4 * j + e];
+            d[(row + 8) * 128 + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
+        }
+}
+
 // ---- grid_sync test ----
 // A cooperative grid of G CTAs of B threads (1-D blocks) runs `rounds` rounds over the G·B
 // exchange words data[0..G·B). Round r: thread t of CTA c writes grid_sync_test_value(r, c·B + t)

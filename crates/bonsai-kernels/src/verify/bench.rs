@@ -127,8 +127,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     }
     if wanted("bench_gemm") {
         // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
-        let kernel = MatmulKernel::Gemm(GemmKernel::TensorCoreF16);
-        rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, kernel, copy_bw)?);
+        for kernel in f16_gemms(ctx)? {
+            rows.push(bench_matmul(ctx, 27648, 3072, 4608, true, false, kernel, copy_bw)?);
+        }
     }
     if wanted("bench_attention") {
         // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
@@ -186,16 +187,27 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
         // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
         // attn_out and down (N = 4096) are split in two by default: each is also timed unsplit
         // (`gemm_f16_unsplit`), so one run shows the split's gain.
-        let f16 = MatmulKernel::Gemm(GemmKernel::TensorCoreF16);
+        // On Hopper each is also timed with the wgmma kernel (`gemm_wgmma`).
         let unsplit = MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1));
         for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
-            rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, f16, copy_bw)?);
+            for kernel in f16_gemms(ctx)? {
+                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, kernel, copy_bw)?);
+            }
             if n == 4096 {
                 rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, unsplit, copy_bw)?);
             }
         }
     }
     Ok(rows)
+}
+
+/// The f16 GEMMs this device runs: mma.sync, and wgmma on compute capability 9.0.
+fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
+    let mut kernels = vec![MatmulKernel::Gemm(GemmKernel::TensorCoreF16)];
+    if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
+        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma));
+    }
+    Ok(kernels)
 }
 
 #[allow(clippy::too_many_arguments)]

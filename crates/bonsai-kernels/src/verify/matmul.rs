@@ -207,7 +207,9 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
         MatmulKernel::Gemm(GemmKernel::Simt) => k as f64 + 48.0,
-        MatmulKernel::Gemm(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_)) => unreachable!("handled above"),
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) | GemmKernel::TensorCoreWgmma) => {
+            unreachable!("handled above")
+        }
     }
 }
 
@@ -223,9 +225,11 @@ pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w
     2.0 * F16_SUBNORMAL_ROUNDOFF * F16_ROW_SCALE_FLOOR * row_max_abs_x as f64 * row_abs_w_sum as f64
 }
 
-/// Whether `kernel` is the f16 GEMM (any split count).
+/// Whether `kernel` is an f16 GEMM (mma.sync at any split count, or wgmma: the same pre-pass and
+/// operands, and each wgmma m64nNk16 adds one k16 product tree per output to its f32
+/// accumulator as an mma.sync m16n8k16 does, so the same K/16 + 5 chain).
 fn is_f16(kernel: MatmulKernel) -> bool {
-    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some())
+    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some() || g == GemmKernel::TensorCoreWgmma)
 }
 
 /// max |x| of each of the m token rows of x.
@@ -268,7 +272,7 @@ fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant:
 }
 
 fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
-    matmul_with(ctx, label, n, k, m, ternary, store, &kernels_for(m))
+    matmul_with(ctx, label, n, k, m, ternary, store, &kernels_for(ctx, m)?)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -315,7 +319,7 @@ pub(super) fn matmul_with(
 }
 
 fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
-    gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(m))
+    gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(ctx, m)?)
 }
 
 pub(super) fn gate_up_with(

@@ -18,12 +18,19 @@ pub(crate) enum MatmulKernel {
 
 /// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, the
 /// 2..8-token GEMV, or every GEMM.
-pub(crate) fn kernels_for(m: usize) -> Vec<MatmulKernel> {
-    match m {
+/// The wgmma GEMM joins them on devices that run it (compute capability 9.0, the emulator's too).
+pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, VerifyError> {
+    Ok(match m {
         1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
-        _ => [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm).to_vec(),
-    }
+        _ => {
+            let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
+            if launch::matmul::device_has_wgmma(&ctx.stream)? {
+                gemms.insert(1, GemmKernel::TensorCoreWgmma);
+            }
+            gemms.into_iter().map(MatmulKernel::Gemm).collect()
+        }
+    })
 }
 
 pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
@@ -36,6 +43,7 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(3)) => "gemm_f16_split3",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma) => "gemm_wgmma",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
     }

@@ -84,7 +84,7 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     // by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
     let rel_n = 2.0 * (k as f64 / 32.0 + 24.0) * U;
     let epilogue = if swiglu { Epilogue::SwiGlu } else { Epilogue::Store };
-    for kernel in kernels_for(m) {
+    for kernel in kernels_for(ctx, m)? {
         let mut od = poisoned(&ctx.stream, m * n_out)?;
         run_kernel(ctx, kernel, &dw, &xd, Some((&nd, EPS)), m, &mut od, epilogue)?;
         let got = download(&ctx.stream, &od)?;

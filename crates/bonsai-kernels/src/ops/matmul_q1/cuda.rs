@@ -21,6 +21,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
 pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
+pub use super::matmul_wgmma::{device_has_wgmma, WGMMA_ENV};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{
@@ -67,6 +68,10 @@ pub enum GemmKernel {
     /// choice: 1 = the unsplit kernels with the default tile, n >= 2 = the narrow split-K kernel
     /// (clamped to one split per 128-group). Bench and verify force the schedule with it.
     TensorCoreF16Splits(usize),
+    /// The same f16 numerics on Hopper's warpgroup MMA (wgmma, sm_90a): weights decoded into
+    /// registers as the A operand, activations from shared memory (matmul_gemm_wgmma.cu). The
+    /// default f16 GEMM on compute capability 9.0 (`BONSAI_GEMM_WGMMA=0` keeps mma.sync there).
+    TensorCoreWgmma,
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
     /// f32 FFMA register tiles.
@@ -79,7 +84,7 @@ impl GemmKernel {
         match self {
             GemmKernel::TensorCoreF16 => Some(None),
             GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
-            GemmKernel::TensorCoreBf16x3 | GemmKernel::Simt => None,
+            GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreBf16x3 | GemmKernel::Simt => None,
         }
     }
 }
@@ -126,6 +131,7 @@ pub(crate) fn kernel_name(
         _ => match gemm {
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
+            GemmKernel::TensorCoreWgmma => "gemm_wgmma",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
             GemmKernel::Simt => "gemm_tile64_simt",
         },
@@ -323,6 +329,9 @@ fn launch_any(
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
         None => default_gemm(m),
     };
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreWgmma {
+        return super::matmul_wgmma::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
+    }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
         return super::matmul_f16::launch(lib, stream, f16_shape, forced_splits, scales, payload, x_ptr, y_ptr);
     }
@@ -425,7 +434,7 @@ mod tests {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
-                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
+                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
                         for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
                             for wide in [false, true] {
                                 let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);

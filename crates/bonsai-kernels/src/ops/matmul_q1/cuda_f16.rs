@@ -38,7 +38,7 @@ pub(crate) struct F16Shape {
 }
 
 impl F16Shape {
-    fn op(&self) -> &'static str {
+    pub(crate) fn op(&self) -> &'static str {
         if self.epilogue == Epilogue::SwiGlu {
             "gate_up_swiglu"
         } else {
@@ -153,7 +153,9 @@ pub fn f16_gemm_enabled() -> bool {
 
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s)? {
+    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && super::matmul_wgmma::prefer_wgmma(stream)? {
+        GemmKernel::TensorCoreWgmma
+    } else if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16
     } else {
         GemmKernel::TensorCoreBf16x3
@@ -186,24 +188,9 @@ pub(crate) fn launch(
         ));
     }
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    as_i32(op, "m*K", s.m * s.k)?;
-    // SAFETY: stream-ordered allocations, uninitialised; the pre-pass below writes every element
-    // of both (one CTA per token row writes all K slots of its row and the row's scale) before
-    // the GEMM, later on the same stream, reads them.
-    let mut xh: CudaSlice<u16> = unsafe { stream.alloc(s.m * s.k) }?;
-    // SAFETY: as above.
-    let mut unscale: CudaSlice<f32> = unsafe { stream.alloc(s.m) }?;
+    let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
-
-    let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
-    let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let mut b = Launch::new(stream, prep);
-    b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
-    // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
-    // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds
-    // m x K and row_unscale m elements (allocated above); one CTA per row, m CTAs.
-    unsafe { b.launch(prep_cfg) }?;
 
     let mut name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
     if geo.splits() > 1 {
@@ -249,6 +236,39 @@ pub(crate) fn launch(
     // zeroed u32 per output tile (allocated above for this grid).
     unsafe { b.launch(cfg) }?;
     Ok(())
+}
+
+/// The activation pre-pass of both f16 GEMMs (this one and the wgmma one): `x_to_f16_rows_q*`
+/// into stream-ordered scratch, returning (xh: m x K f16 in pair-slot order, 2^-e per row).
+/// `x` (m x K f32, 16-byte aligned) was checked by the caller.
+pub(crate) fn prepass(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    s: &F16Shape,
+    x: u64,
+) -> Result<(CudaSlice<u16>, CudaSlice<f32>), LaunchError> {
+    let op = s.op();
+    let k_i = as_i32(op, "K", s.k)?;
+    as_i32(op, "m*K", s.m * s.k)?;
+    // SAFETY: stream-ordered allocations, uninitialised; the pre-pass below writes every element
+    // of both (one CTA per token row writes all K slots of its row and the row's scale) before
+    // the GEMM, later on the same stream, reads them.
+    let mut xh: CudaSlice<u16> = unsafe { stream.alloc(s.m * s.k) }?;
+    // SAFETY: as above.
+    let mut unscale: CudaSlice<f32> = unsafe { stream.alloc(s.m) }?;
+    {
+        let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
+        let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
+        let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
+        let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let mut b = Launch::new(stream, prep);
+        b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
+        // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
+        // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds
+        // m x K and row_unscale m elements (allocated above); one CTA per row, m CTAs.
+        unsafe { b.launch(prep_cfg) }?;
+    }
+    Ok((xh, unscale))
 }
 
 /// Name suffix of the split-K entry points (narrow tile only).

@@ -81,6 +81,12 @@
         griddep_wait();                                                                          \
         gemm_f16_mma<BITS, MODE, 4, false>(scales, payload, xh, row_unscale, m, y, n_out, k,     \
                                            nullptr, nullptr, 0);                                 \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(QW_THREADS, 2)                                  \
+        PREFIX##_gemm_wgmma(const u16* scales, const u32* payload, const u16* xh,                \
+                            const float* row_unscale, int m, float* y, int n_out, int k) {       \
+        griddep_wait();                                                                          \
+        gemm_wgmma<BITS, MODE>(scales, payload, xh, row_unscale, m, y, n_out, k);                \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)

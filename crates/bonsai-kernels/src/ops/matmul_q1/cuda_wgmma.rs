@@ -1,0 +1,148 @@
+//! Launch of the wgmma GEMM (matmul_gemm_wgmma.cu, sm_90a): the f16 pre-pass shared with
+//! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (128-row weight
+//! tiles, 128-token tiles), 256 threads, QW_STAGES ring stages of shared memory.
+
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
+
+use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
+use super::matmul_f16::{prepass, F16Shape};
+use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
+use crate::cuda::KernelLibrary;
+use crate::launch_ex::Launch;
+use crate::weights::GROUP;
+
+/// Weight rows and tokens of one CTA (QW_ROWS, QW_TOKENS).
+const QW_ROWS: usize = 128;
+const QW_TOKENS: usize = 128;
+const QW_THREADS: u32 = 256;
+/// cp.async ring stages (QW_STAGES) and the alignment the kernel rounds its window up to
+/// (QW_ALIGN: the wgmma 128-byte swizzle repeats every 1024 bytes).
+const QW_STAGES: usize = 3;
+const QW_ALIGN: usize = 1024;
+/// Largest grid y (token tiles).
+const MAX_GRID_Y: usize = 65_535;
+
+/// Set to `0` to keep the mma.sync f16 GEMM on Hopper too (the wgmma GEMM is the default there).
+pub const WGMMA_ENV: &str = "BONSAI_GEMM_WGMMA";
+
+/// Whether the default GEMM choice may use the wgmma GEMM (read once per process).
+fn wgmma_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(WGMMA_ENV).map_or(true, |v| v.trim() != "0"))
+}
+
+/// Whether the device runs the wgmma kernels: compute capability exactly 9.0 (the library is
+/// compiled for sm_90a there, registry::compile_target).
+pub fn device_has_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
+    let major = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    Ok((major, minor) == (9, 0))
+}
+
+/// Whether the default f16 GEMM on this device is the wgmma one.
+pub(crate) fn prefer_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
+    Ok(wgmma_enabled() && device_has_wgmma(stream)?)
+}
+
+/// Bytes of one ring stage (QwStage in matmul_gemm_wgmma.cu, rounded up to QW_ALIGN): the
+/// group's f16 activation tile, the rows' lane words and their scales.
+fn stage_bytes(bits: QuantBits) -> usize {
+    (QW_TOKENS * GROUP * 2 + QW_ROWS * bits.words_per_group() * 4 + QW_ROWS * 2).next_multiple_of(QW_ALIGN)
+}
+
+/// Dynamic shared memory of one CTA: the ring plus the alignment slack.
+pub(crate) fn smem_bytes(bits: QuantBits) -> usize {
+    QW_STAGES * stage_bytes(bits) + QW_ALIGN
+}
+
+/// (weight tiles, token tiles) of the grid for `s`.
+fn grid(s: &F16Shape) -> Result<(u32, u32), LaunchError> {
+    let per_tile = if s.epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
+    let token_tiles = s.m.div_ceil(QW_TOKENS);
+    if token_tiles > MAX_GRID_Y {
+        return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
+    }
+    let tiles = u32::try_from(s.n_out.div_ceil(per_tile)).map_err(|_| shape(s.op(), "too many rows".into()))?;
+    Ok((tiles, token_tiles as u32))
+}
+
+/// Runs the pre-pass and the wgmma GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out
+/// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+pub(crate) fn launch(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    s: F16Shape,
+    scales: u64,
+    payload: u64,
+    x: u64,
+    y: u64,
+) -> Result<(), LaunchError> {
+    let op = s.op();
+    expect_aligned16(op, "weight payload", payload)?;
+    if !device_has_wgmma(stream)? {
+        return Err(shape(op, "the wgmma GEMM runs on compute capability 9.0 (Hopper) only".into()));
+    }
+    let smem = smem_bytes(s.bits);
+    let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    if smem > optin {
+        return Err(shape(op, format!("the wgmma GEMM needs {smem} bytes of shared memory per CTA, this device allows {optin}")));
+    }
+    let (tiles, token_tiles) = grid(&s)?;
+    let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
+    let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
+
+    let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false);
+    let gemm = lib.function(&name)?;
+    gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    // The largest carveout, so two CTAs share an SM.
+    gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
+    let cfg = LaunchConfig {
+        grid_dim: (tiles, token_tiles, 1),
+        block_dim: (QW_THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let mut b = Launch::new(stream, gemm);
+    b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match gemm_wgmma's entry points (scales, payload, xh,
+    // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is
+    // 16-byte aligned (cp.async), xh / row_unscale hold m x K and m values (prepass), the grid
+    // covers every output tile and ceil(m / 128) token tiles, the kernel bounds every row and
+    // token index by n_out and m, and its shared memory is the ring plus the alignment slack.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-SM shared memory of the H100/H200 (228 KB) and what the driver keeps per CTA.
+    const H200_SMEM_PER_SM: usize = 228 * 1024;
+    const RESERVED_SMEM_PER_CTA: usize = 1024;
+
+    /// Two CTAs per SM (the design's overlap of one CTA's decode with the other's tensor work).
+    #[test]
+    fn two_ctas_fit_an_sm() {
+        for bits in [QuantBits::One, QuantBits::Two] {
+            assert!(2 * (smem_bytes(bits) + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{bits:?}: {}", smem_bytes(bits));
+        }
+    }
+
+    #[test]
+    fn grid_covers_every_output() {
+        for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+            for (m, n_out) in [(64, 7), (300, 333), (512, 12288), (4608, 27648)] {
+                let s = F16Shape { bits: QuantBits::One, epilogue, m, n_out, k: 4096 };
+                let (tiles, token_tiles) = grid(&s).expect("valid");
+                let per_tile = if epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
+                assert!(tiles as usize * per_tile >= n_out && (tiles as usize - 1) * per_tile < n_out);
+                assert!(token_tiles as usize * QW_TOKENS >= m);
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+// Prefill / image GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): `gemm_wgmma`, the
+// `*_gemm_wgmma` entry points (matmul_q1.cu's entry macro). Same inputs, numerics and pre-pass
+// as gemm_f16_mma (matmul_gemm_f16.cu: x rows scaled by 2^e and rounded to f16 in pair-slot
+// order, weights decoded exactly to (code value) * d in f16, f32 accumulation over all of K,
+// 2^-e applied in the epilogue), so the error bound is the same.
+//
+// Roles are swapped against gemm_f16_mma: the WEIGHTS are wgmma's A operand (M = 64 weight rows
+// per warpgroup), decoded from the lane words straight into registers (A may come from
+// registers: the m16n8k16 A layout per warp, i.e. rows g and g + 8 of the warp's 16 are two
+// B-fragment decodes of gemm_f16_mma), and the f16 ACTIVATIONS are B (N = 128 tokens), read by
+// the tensor cores from shared memory in the 128-byte swizzle. So no decoded weight ever goes
+// through shared memory, and a warpgroup's 8 wgmma per 128-group run while it decodes nothing.
+//
+// CTA = 2 warpgroups (256 threads) = 128 weight rows x 128 tokens; K advances one 128-group per
+// stage of a QW_STAGES cp.async ring holding the group's activation tile (two 64-k halves of
+// 128 rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
+// 128-byte swizzle), the rows' lane words and their scales (through registers, one stage ahead,
+// as in gemm_f16_mma). Each iteration: wait for the group, decode the warp's A fragments for
+// all 8 k16 steps (Q1 2, Q2 ~4 instructions per register), issue 8 wgmma m64n128k16, commit,
+// and wait for them before the next barrier (the ring slot is then free for the copy issued
+// after it). Two CTAs per SM (<= 128 registers, ~110 KB of shared memory each) overlap one
+// CTA's decode and barrier with the other's tensor work.
+//
+// SwiGLU: local row lr = 16 b + r holds the gate (r < 8) or up (r >= 8) row of feature
+// 8 b + r % 8 of the tile, so a thread's accumulators of rows g and g + 8 are the gate and up
+// of one feature (64 features per CTA).
+//
+// Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper, cuBLAS bf16 692-790
+// measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
+
+#define QW_ROWS 128
+#define QW_TOKENS 128
+#define QW_THREADS 256
+#define QW_STAGES 3
+// Bytes of one 64-k half of the activation tile: 128 token rows x 128 B.
+#define QW_X_HALF_BYTES (QW_TOKENS * 128)
+// The wgmma B tile's alignment (the 128-byte swizzle repeats every 8 rows = 1024 bytes).
+#define QW_ALIGN 1024
+
+// Shared-memory layout of one ring stage; BYTES keeps every stage 1024-byte aligned.
+template <int BITS>
+struct QwStage {
+    static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
+    static constexpr int X_BYTES = 2 * QW_X_HALF_BYTES;
+    static constexpr int W_BYTES = QW_ROWS * WORDS * 4;
+    static constexpr int D_BYTES = QW_ROWS * 2;
+    static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
+};
+
+// Tile-local weight row lr (0..127) -> weight row, or -1 outside the matrix.
+template <int MODE>
+__device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
+    if (MODE == MATMUL_SWIGLU) {
+        const int f = tile * (QW_ROWS / 2) + (lr / 16) * 8 + (lr % 8);
+        if (f >= n_out) return -1;
+        return (lr % 16) < 8 ? f : n_out + f;
+    }
+    const int r = tile * QW_ROWS + lr;
+    return r < n_out ? r : -1;
+}
+
+template <int BITS, int MODE>
+__device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
+                                           const u16* __restrict__ xh, const float* __restrict__ row_unscale,
+                                           int m, float* __restrict__ y, int n_out, int k) {
+    using S = QwStage<BITS>;
+    extern __shared__ float4 qwgmma_smem[];
+    // The dynamic window's base is only 16-byte aligned by contract: round up (the launcher
+    // allocates QW_ALIGN extra bytes).
+    unsigned char* smem = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(qwgmma_smem) + QW_ALIGN - 1) & ~(unsigned long long)(QW_ALIGN - 1));
+
+    const int tile = blockIdx.x;
+    const int tok0 = blockIdx.y * QW_TOKENS;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int groups = k / GROUP_SIZE;
+    // This thread's A rows: warpgroup warp / 4 has local rows 64 (warp / 4) .. +63, warp w % 4 of
+    // it rows 16 (w % 4) .. +15, and the lane rows g and g + 8 of those.
+    const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
+    // Threads 0..127 carry the scale of local row threadIdx.x through the pipeline.
+    const bool carries_scale = threadIdx.x < QW_ROWS;
+    const int my_row = carries_scale ? qw_weight_row<MODE>(tile, threadIdx.x, n_out) : -1;
+
+    auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
+    auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
+    auto d_tile = [&](int slot) { return reinterpret_cast<u16*>(smem + slot * S::BYTES + S::X_BYTES + S::W_BYTES); };
+    auto load_scale = [&](int kb) -> u16 {
+        return my_row >= 0 ? __ldg(scales + (long long)my_row * groups + kb) : (u16)0;
+    };
+    // cp.async copies of group kb into ring slot `slot`; tokens past m read zeros.
+    auto load_group = [&](int kb, int slot) {
+        unsigned char* xs = x_tile(slot);
+#pragma unroll 1
+        for (int i = threadIdx.x; i < QW_TOKENS * 16; i += QW_THREADS) {
+            const int r = i / 16, c = i % 16;  // token row, 16-byte chunk of its 128 k (8 per half)
+            const bool valid = tok0 + r < m;
+            const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
+            cp_async16_zfill(xs + (c / 8) * QW_X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+        }
+        u32* ws = w_tile(slot);
+#pragma unroll 1
+        for (int i = threadIdx.x; i < QW_ROWS * S::WORDS; i += QW_THREADS) {
+            const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
+            const int row = qw_weight_row<MODE>(tile, lr, n_out);
+            if (row >= 0) {
+                const u32* row_words = layout_row<BITS>(payload, row, groups);
+                cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
+            } else {
+                ws[i] = 0u;  // decodes to -0 with the zero scale
+            }
+        }
+    };
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < QW_STAGES - 1; ++s) {
+        if (s < groups) {
+            load_group(s, s);
+            if (carries_scale) d_tile(s)[threadIdx.x] = load_scale(s);
+        }
+        cp_async_commit();
+    }
+
+#pragma unroll 1
+    for (int it = 0; it < groups; ++it) {
+        cp_async_wait<QW_STAGES - 2>();
+        // This thread's copies (and scale store) of group it are done; the proxy fence makes its
+        // activation chunks visible to the tensor cores' reads after the barrier.
+        fence_proxy_async_smem();
+        __syncthreads();
+        const int next = it + QW_STAGES - 1;
+        u16 d_next = 0;
+        if (next < groups) {
+            load_group(next, next % QW_STAGES);
+            if (carries_scale) d_next = load_scale(next);
+        }
+        cp_async_commit();
+
+        const int slot = it % QW_STAGES;
+        const u32* ws = w_tile(slot);
+        const u16* ds = d_tile(slot);
+        const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
+        const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
+        const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
+        u32 a[GROUP_SIZE / 16][4];
+#pragma unroll
+        for (int s = 0; s < GROUP_SIZE / 16; ++s) {
+            a[s][0] = mma_pair_f16x2<BITS>(w0, 2 * s, sc0);
+            a[s][1] = mma_pair_f16x2<BITS>(w1, 2 * s, sc1);
+            a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
+            a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
+        }
+        wgmma_fence();
+        const unsigned char* xs = x_tile(slot);
+#pragma unroll
+        for (int s = 0; s < GROUP_SIZE / 16; ++s)
+            wgmma_f16_m64n128k16_rs(acc, a[s], xs + (s / 4) * QW_X_HALF_BYTES, 2 * (s % 4));
+        wgmma_commit();
+        wgmma_wait<0>();
+        // Slot next % STAGES was last read in iteration it - 1, before this iteration's barrier.
+        if (next < groups && carries_scale) d_tile(next % QW_STAGES)[threadIdx.x] = d_next;
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
+    const int row0 = qw_weight_row<MODE>(tile, lr0, n_out), row1 = qw_weight_row<MODE>(tile, lr1, n_out);
+#pragma unroll
+    for (int j = 0; j < QW_TOKENS / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int tok = tok0 + 8 * j + 2 * t + e;
+            if (tok >= m) continue;
+            const float unscale = row_unscale[tok];
+            float* yrow = y + (long long)tok * n_out;
+            const float v0 = acc[4 * j + e] * unscale, v1 = acc[4 * j + 2 + e] * unscale;
+            if (MODE == MATMUL_SWIGLU) {
+                if (row0 >= 0) yrow[row0] = silu_mul(v0, v1);
+                continue;
+            }
+            if (row0 >= 0) yrow[row0] = MODE == MATMUL_ADD ? yrow[row0] + v0 : v0;
+            if (row1 >= 0) yrow[row1] = MODE == MATMUL_ADD ? yrow[row1] + v1 : v1;
+        }
+}
