@@ -266,7 +266,8 @@ inline void wgmma_commit() {}
 template <int PENDING>
 inline void wgmma_wait() {}
 inline void fence_proxy_async_smem() {}
-inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+template <int N>
+inline void emu_wgmma_f16(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
     if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
     const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
@@ -276,8 +277,14 @@ inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_b
         std::memcpy(&w, tile + n * 128 + ((chunk ^ (n & 7)) * 16) + t * 4, 4);
         return w;
     };
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < N / 8; ++j) {
         const int n = 8 * j + g;
         mma_f16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
     }
+}
+inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    emu_wgmma_f16<128>(d, a, b_block, k_chunk);
+}
+inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    emu_wgmma_f16<64>(d, a, b_block, k_chunk);
 }

@@ -223,6 +223,22 @@ __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
         : "memory");
 }
+// The same with N = 64 (32 accumulators per thread; `b_block` holds 64 rows).
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+        "%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+        : "memory");
+}
 #else
 // Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
 // compute capability 9.0 only); they trap if they ever are.
@@ -232,10 +248,22 @@ template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
 #endif
+
 
 #endif  // BONSAI_EMU
 
+// N = 128 or 64 by a template argument.
+template <int N>
+__device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    static_assert(N == 128 || N == 64, "wgmma N is 128 or 64 here");
+    if constexpr (N == 128) {
+        wgmma_f16_m64n128k16_rs(d, a, b_block, k_chunk);
+    } else {
+        wgmma_f16_m64n64k16_rs(d, a, b_block, k_chunk);
+    }
+}
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
 // Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).
 __device__ __forceinline__ u32 pack_b16(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }

@@ -155,6 +155,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_f16_128x128_split",
             "matmul_q1_gemm_f16_128x256",
             "matmul_q1_gemm_wgmma",
+            "matmul_q1_gemm_wgmma_256",
+            "matmul_q1_gemm_wgmma_256n64",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -165,6 +167,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_f16_128x128_split",
             "matmul_q1_add_gemm_f16_128x256",
             "matmul_q1_add_gemm_wgmma",
+            "matmul_q1_add_gemm_wgmma_256",
+            "matmul_q1_add_gemm_wgmma_256n64",
         ],
     },
     KernelSource {
@@ -181,6 +185,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_f16_128x128_split",
             "matmul_q2_gemm_f16_128x256",
             "matmul_q2_gemm_wgmma",
+            "matmul_q2_gemm_wgmma_256",
+            "matmul_q2_gemm_wgmma_256n64",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -191,6 +197,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_f16_128x128_split",
             "matmul_q2_add_gemm_f16_128x256",
             "matmul_q2_add_gemm_wgmma",
+            "matmul_q2_add_gemm_wgmma_256",
+            "matmul_q2_add_gemm_wgmma_256n64",
         ],
     },
     KernelSource {
@@ -207,6 +215,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_f16_128x128_split",
             "gate_up_swiglu_q1_gemm_f16_128x256",
             "gate_up_swiglu_q1_gemm_wgmma",
+            "gate_up_swiglu_q1_gemm_wgmma_256",
+            "gate_up_swiglu_q1_gemm_wgmma_256n64",
         ],
     },
     KernelSource {
@@ -223,6 +233,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_f16_128x128_split",
             "gate_up_swiglu_q2_gemm_f16_128x256",
             "gate_up_swiglu_q2_gemm_wgmma",
+            "gate_up_swiglu_q2_gemm_wgmma_256",
+            "gate_up_swiglu_q2_gemm_wgmma_256n64",
         ],
     },
     KernelSource {

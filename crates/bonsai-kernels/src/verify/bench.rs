@@ -201,11 +201,12 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
     Ok(rows)
 }
 
-/// The f16 GEMMs this device runs: mma.sync, and wgmma on compute capability 9.0.
+/// The f16 GEMMs this device runs: mma.sync, and every wgmma tile on compute capability 9.0.
 fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
     let mut kernels = vec![MatmulKernel::Gemm(GemmKernel::TensorCoreF16)];
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
-        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma));
+        let tiles = crate::launch::matmul::WgmmaTile::ALL.map(|t| MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(t)));
+        kernels.extend(tiles);
     }
     Ok(kernels)
 }

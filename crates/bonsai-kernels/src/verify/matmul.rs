@@ -207,7 +207,10 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
         MatmulKernel::Gemm(GemmKernel::Simt) => k as f64 + 48.0,
-        MatmulKernel::Gemm(GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) | GemmKernel::TensorCoreWgmma) => {
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16
+            | GemmKernel::TensorCoreF16Splits(_)
+            | GemmKernel::TensorCoreWgmma
+            | GemmKernel::TensorCoreWgmmaTile(_)) => {
             unreachable!("handled above")
         }
     }
@@ -229,7 +232,7 @@ pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w
 /// operands, and each wgmma m64nNk16 adds one k16 product tree per output to its f32
 /// accumulator as an mma.sync m16n8k16 does, so the same K/16 + 5 chain).
 fn is_f16(kernel: MatmulKernel) -> bool {
-    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some() || g == GemmKernel::TensorCoreWgmma)
+    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some() || g.wgmma_tile().is_some())
 }
 
 /// max |x| of each of the m token rows of x.

@@ -5,7 +5,7 @@ use super::gpu::DeviceQMatrix;
 use super::matmul::{abs_matrix, par_reference};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
+use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, WgmmaTile, GEMV_MAX_TOKENS};
 use crate::ops::{OpError, Store};
 use crate::weights::{QMatrix, GROUP};
 
@@ -26,7 +26,9 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
         _ => {
             let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
             if launch::matmul::device_has_wgmma(&ctx.stream)? {
-                gemms.insert(1, GemmKernel::TensorCoreWgmma);
+                // The launcher's choice, then every tile forced (each its own entry point).
+                let tiles = WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile);
+                gemms.splice(1..1, std::iter::once(GemmKernel::TensorCoreWgmma).chain(tiles));
             }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }
@@ -44,6 +46,9 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma) => "gemm_wgmma",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows128)) => "gemm_wgmma_128",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256)) => "gemm_wgmma_256",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256Tokens64)) => "gemm_wgmma_256n64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
     }

@@ -21,7 +21,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
 pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
-pub use super::matmul_wgmma::{device_has_wgmma, WGMMA_ENV};
+pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile, WGMMA_ENV, WGMMA_TILE_ENV};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{
@@ -72,6 +72,8 @@ pub enum GemmKernel {
     /// registers as the A operand, activations from shared memory (matmul_gemm_wgmma.cu). The
     /// default f16 GEMM on compute capability 9.0 (`BONSAI_GEMM_WGMMA=0` keeps mma.sync there).
     TensorCoreWgmma,
+    /// [`GemmKernel::TensorCoreWgmma`] with this CTA tile instead of the launcher's choice.
+    TensorCoreWgmmaTile(WgmmaTile),
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
     /// f32 FFMA register tiles.
@@ -79,12 +81,23 @@ pub enum GemmKernel {
 }
 
 impl GemmKernel {
+    /// For the wgmma GEMM: Some(forced tile, None = the launcher's choice); else None.
+    pub(crate) fn wgmma_tile(self) -> Option<Option<WgmmaTile>> {
+        match self {
+            GemmKernel::TensorCoreWgmma => Some(None),
+            GemmKernel::TensorCoreWgmmaTile(tile) => Some(Some(tile)),
+            _ => None,
+        }
+    }
     /// For the f16 GEMM: Some(forced split count, None = the launcher's choice); else None.
     pub(crate) fn f16_splits(self) -> Option<Option<usize>> {
         match self {
             GemmKernel::TensorCoreF16 => Some(None),
             GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
-            GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreBf16x3 | GemmKernel::Simt => None,
+            GemmKernel::TensorCoreWgmma
+            | GemmKernel::TensorCoreWgmmaTile(_)
+            | GemmKernel::TensorCoreBf16x3
+            | GemmKernel::Simt => None,
         }
     }
 }
@@ -131,7 +144,7 @@ pub(crate) fn kernel_name(
         _ => match gemm {
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
-            GemmKernel::TensorCoreWgmma => "gemm_wgmma",
+            GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
             GemmKernel::Simt => "gemm_tile64_simt",
         },
@@ -329,8 +342,8 @@ fn launch_any(
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
         None => default_gemm(m),
     };
-    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreWgmma {
-        return super::matmul_wgmma::launch(lib, stream, f16_shape, scales, payload, x_ptr, y_ptr);
+    if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
+        return super::matmul_wgmma::launch(lib, stream, f16_shape, tile, scales, payload, x_ptr, y_ptr);
     }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
         return super::matmul_f16::launch(lib, stream, f16_shape, forced_splits, scales, payload, x_ptr, y_ptr);

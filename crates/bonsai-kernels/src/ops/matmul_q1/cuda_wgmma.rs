@@ -14,16 +14,75 @@ use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
-/// Weight rows and tokens of one CTA (QW_ROWS, QW_TOKENS).
-const QW_ROWS: usize = 128;
-const QW_TOKENS: usize = 128;
-const QW_THREADS: u32 = 256;
-/// cp.async ring stages (QW_STAGES) and the alignment the kernel rounds its window up to
-/// (QW_ALIGN: the wgmma 128-byte swizzle repeats every 1024 bytes).
-const QW_STAGES: usize = 3;
+/// The alignment the kernel rounds its shared window up to (QW_ALIGN: the wgmma 128-byte
+/// swizzle repeats every 1024 bytes).
 const QW_ALIGN: usize = 1024;
 /// Largest grid y (token tiles).
 const MAX_GRID_Y: usize = 65_535;
+
+/// A CTA tile of the wgmma GEMM (the entry-point variants of matmul_q1.cu's
+/// DEFINE_WGMMA_ENTRY_POINT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaTile {
+    /// 2 warpgroups: 128 weight rows x 128 tokens, 3 stages, two CTAs per SM (`_gemm_wgmma`).
+    Rows128,
+    /// 4 warpgroups: 256 weight rows x 128 tokens, 4 stages (`_gemm_wgmma_256`).
+    Rows256,
+    /// 4 warpgroups: 256 weight rows x 64 tokens, 4 stages (`_gemm_wgmma_256n64`).
+    Rows256Tokens64,
+}
+
+impl WgmmaTile {
+    fn rows(self) -> usize {
+        match self {
+            WgmmaTile::Rows128 => 128,
+            WgmmaTile::Rows256 | WgmmaTile::Rows256Tokens64 => 256,
+        }
+    }
+    fn tokens(self) -> usize {
+        match self {
+            WgmmaTile::Rows256Tokens64 => 64,
+            WgmmaTile::Rows128 | WgmmaTile::Rows256 => 128,
+        }
+    }
+    fn stages(self) -> usize {
+        match self {
+            WgmmaTile::Rows128 => 3,
+            WgmmaTile::Rows256 | WgmmaTile::Rows256Tokens64 => 4,
+        }
+    }
+    fn threads(self) -> u32 {
+        (self.rows() / 64 * 128) as u32
+    }
+    /// The entry point's name suffix after `_gemm_wgmma`.
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            WgmmaTile::Rows128 => "",
+            WgmmaTile::Rows256 => "_256",
+            WgmmaTile::Rows256Tokens64 => "_256n64",
+        }
+    }
+    pub const ALL: [WgmmaTile; 3] = [WgmmaTile::Rows128, WgmmaTile::Rows256, WgmmaTile::Rows256Tokens64];
+}
+
+/// `BONSAI_WGMMA_TILE` = `128` | `256` | `256n64` forces one tile for every shape (bench);
+/// unset, the launcher picks per shape.
+pub const WGMMA_TILE_ENV: &str = "BONSAI_WGMMA_TILE";
+
+fn forced_tile() -> Option<WgmmaTile> {
+    static TILE: OnceLock<Option<WgmmaTile>> = OnceLock::new();
+    *TILE.get_or_init(|| match std::env::var(WGMMA_TILE_ENV).as_deref().map(str::trim) {
+        Ok("128") => Some(WgmmaTile::Rows128),
+        Ok("256") => Some(WgmmaTile::Rows256),
+        Ok("256n64") => Some(WgmmaTile::Rows256Tokens64),
+        _ => None,
+    })
+}
+
+/// The tile for `s` when none is forced.
+fn default_tile(_s: &F16Shape) -> WgmmaTile {
+    WgmmaTile::Rows128
+}
 
 /// Set to `0` to keep the mma.sync f16 GEMM on Hopper too (the wgmma GEMM is the default there).
 pub const WGMMA_ENV: &str = "BONSAI_GEMM_WGMMA";
@@ -49,19 +108,19 @@ pub(crate) fn prefer_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError
 
 /// Bytes of one ring stage (QwStage in matmul_gemm_wgmma.cu, rounded up to QW_ALIGN): the
 /// group's f16 activation tile, the rows' lane words and their scales.
-fn stage_bytes(bits: QuantBits) -> usize {
-    (QW_TOKENS * GROUP * 2 + QW_ROWS * bits.words_per_group() * 4 + QW_ROWS * 2).next_multiple_of(QW_ALIGN)
+fn stage_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
+    (tile.tokens() * GROUP * 2 + tile.rows() * bits.words_per_group() * 4 + tile.rows() * 2).next_multiple_of(QW_ALIGN)
 }
 
 /// Dynamic shared memory of one CTA: the ring plus the alignment slack.
-pub(crate) fn smem_bytes(bits: QuantBits) -> usize {
-    QW_STAGES * stage_bytes(bits) + QW_ALIGN
+pub(crate) fn smem_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
+    tile.stages() * stage_bytes(bits, tile) + QW_ALIGN
 }
 
 /// (weight tiles, token tiles) of the grid for `s`.
-fn grid(s: &F16Shape) -> Result<(u32, u32), LaunchError> {
-    let per_tile = if s.epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
-    let token_tiles = s.m.div_ceil(QW_TOKENS);
+fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
+    let per_tile = if s.epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
+    let token_tiles = s.m.div_ceil(tile.tokens());
     if token_tiles > MAX_GRID_Y {
         return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
     }
@@ -75,6 +134,7 @@ pub(crate) fn launch(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     s: F16Shape,
+    forced: Option<WgmmaTile>,
     scales: u64,
     payload: u64,
     x: u64,
@@ -85,25 +145,26 @@ pub(crate) fn launch(
     if !device_has_wgmma(stream)? {
         return Err(shape(op, "the wgmma GEMM runs on compute capability 9.0 (Hopper) only".into()));
     }
-    let smem = smem_bytes(s.bits);
+    let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s));
+    let smem = smem_bytes(s.bits, tile);
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     if smem > optin {
         return Err(shape(op, format!("the wgmma GEMM needs {smem} bytes of shared memory per CTA, this device allows {optin}")));
     }
-    let (tiles, token_tiles) = grid(&s)?;
+    let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
     let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
 
-    let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false);
+    let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
     let gemm = lib.function(&name)?;
     gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
-    // The largest carveout, so two CTAs share an SM.
+    // The largest carveout, so two Rows128 CTAs share an SM.
     gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
-        block_dim: (QW_THREADS, 1, 1),
+        block_dim: (tile.threads(), 1, 1),
         shared_mem_bytes: smem as u32,
     };
     let mut b = Launch::new(stream, gemm);
@@ -111,7 +172,7 @@ pub(crate) fn launch(
     // SAFETY: argument order and types match gemm_wgmma's entry points (scales, payload, xh,
     // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is
     // 16-byte aligned (cp.async), xh / row_unscale hold m x K and m values (prepass), the grid
-    // covers every output tile and ceil(m / 128) token tiles, the kernel bounds every row and
+    // covers every output tile and every token tile of `tile`, the kernel bounds every row and
     // token index by n_out and m, and its shared memory is the ring plus the alignment slack.
     unsafe { b.launch(cfg) }?;
     Ok(())
@@ -125,23 +186,42 @@ mod tests {
     const H200_SMEM_PER_SM: usize = 228 * 1024;
     const RESERVED_SMEM_PER_CTA: usize = 1024;
 
-    /// Two CTAs per SM (the design's overlap of one CTA's decode with the other's tensor work).
+    /// Rows128 runs two CTAs per SM (its launch bounds ask for it), the 4-warpgroup tiles one.
     #[test]
-    fn two_ctas_fit_an_sm() {
+    fn ctas_fit_an_sm() {
         for bits in [QuantBits::One, QuantBits::Two] {
-            assert!(2 * (smem_bytes(bits) + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{bits:?}: {}", smem_bytes(bits));
+            for tile in WgmmaTile::ALL {
+                let per_sm = if tile == WgmmaTile::Rows128 { 2 } else { 1 };
+                let need = per_sm * (smem_bytes(bits, tile) + RESERVED_SMEM_PER_CTA);
+                assert!(need <= H200_SMEM_PER_SM, "{bits:?} {tile:?}: {need}");
+            }
         }
     }
 
     #[test]
     fn grid_covers_every_output() {
-        for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
-            for (m, n_out) in [(64, 7), (300, 333), (512, 12288), (4608, 27648)] {
-                let s = F16Shape { bits: QuantBits::One, epilogue, m, n_out, k: 4096 };
-                let (tiles, token_tiles) = grid(&s).expect("valid");
-                let per_tile = if epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
-                assert!(tiles as usize * per_tile >= n_out && (tiles as usize - 1) * per_tile < n_out);
-                assert!(token_tiles as usize * QW_TOKENS >= m);
+        for tile in WgmmaTile::ALL {
+            for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+                for (m, n_out) in [(64, 7), (300, 333), (512, 12288), (4608, 27648)] {
+                    let s = F16Shape { bits: QuantBits::One, epilogue, m, n_out, k: 4096 };
+                    let (tiles, token_tiles) = grid(&s, tile).expect("valid");
+                    let per_tile = if epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
+                    assert!(tiles as usize * per_tile >= n_out && (tiles as usize - 1) * per_tile < n_out);
+                    assert!(token_tiles as usize * tile.tokens() >= m);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_tile_is_registered() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for tile in WgmmaTile::ALL {
+            for bits in [QuantBits::One, QuantBits::Two] {
+                for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
+                    let name = kernel_name(bits, epilogue, 512, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
+                    assert!(names.contains(&name.as_str()), "{name} is not registered");
+                }
             }
         }
     }

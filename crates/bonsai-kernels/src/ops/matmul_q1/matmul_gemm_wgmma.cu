@@ -11,8 +11,8 @@
 // the tensor cores from shared memory in the 128-byte swizzle. So no decoded weight ever goes
 // through shared memory, and a warpgroup's 8 wgmma per 128-group run while it decodes nothing.
 //
-// CTA = 2 warpgroups (256 threads) = 128 weight rows x 128 tokens; K advances one 128-group per
-// stage of a QW_STAGES cp.async ring holding the group's activation tile (two 64-k halves of
+// CTA = WGS warpgroups = 64 WGS weight rows x BN tokens; K advances one 128-group per
+// stage of a STAGES cp.async ring holding the group's activation tile (two 64-k halves of
 // 128 rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
 // 128-byte swizzle), the rows' lane words and their scales (through registers, one stage ahead,
 // as in gemm_f16_mma). Each iteration: wait for the group, decode the warp's A fragments for
@@ -28,42 +28,52 @@
 // Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper, cuBLAS bf16 692-790
 // measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
 
-#define QW_ROWS 128
-#define QW_TOKENS 128
-#define QW_THREADS 256
-#define QW_STAGES 3
-// Bytes of one 64-k half of the activation tile: 128 token rows x 128 B.
-#define QW_X_HALF_BYTES (QW_TOKENS * 128)
+// Tiles (entry-point suffixes, chosen by the launcher, cuda_wgmma.rs):
+//   `_gemm_wgmma`        WGS 2 (128 weight rows), BN 128 tokens, 3 stages, 2 CTAs per SM;
+//   `_gemm_wgmma_256`    WGS 4 (256 weight rows, half the activation traffic per FLOP), BN 128,
+//                        4 stages, 512 threads, 1 CTA per SM;
+//   `_gemm_wgmma_256n64` WGS 4, BN 64 (twice the CTAs of _256 for the N = 4096 shapes).
+// (A variant with the A fragments double-buffered and one wgmma group left in flight across the
+// barrier, wait<1>, compiled to serialized wgmmas: ptxas 13.0 C7513, "non wgmma instructions
+// defining input registers ... between start and end of the pipeline stage". Removed.)
+#define QW_MAX_TOKENS 128
 // The wgmma B tile's alignment (the 128-byte swizzle repeats every 8 rows = 1024 bytes).
 #define QW_ALIGN 1024
 
-// Shared-memory layout of one ring stage; BYTES keeps every stage 1024-byte aligned.
-template <int BITS>
+// Shared-memory layout of one ring stage: the activation tile (two 64-k halves of BN rows x
+// 128 B), the rows' lane words, their scales; BYTES keeps every stage 1024-byte aligned.
+template <int BITS, int WGS, int BN>
 struct QwStage {
+    static constexpr int ROWS = 64 * WGS;
     static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
-    static constexpr int X_BYTES = 2 * QW_X_HALF_BYTES;
-    static constexpr int W_BYTES = QW_ROWS * WORDS * 4;
-    static constexpr int D_BYTES = QW_ROWS * 2;
+    static constexpr int X_HALF_BYTES = BN * 128;
+    static constexpr int X_BYTES = 2 * X_HALF_BYTES;
+    static constexpr int W_BYTES = ROWS * WORDS * 4;
+    static constexpr int D_BYTES = ROWS * 2;
     static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
 };
 
-// Tile-local weight row lr (0..127) -> weight row, or -1 outside the matrix.
-template <int MODE>
+// Tile-local weight row lr (0 .. ROWS-1) -> weight row, or -1 outside the matrix.
+template <int MODE, int ROWS>
 __device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
     if (MODE == MATMUL_SWIGLU) {
-        const int f = tile * (QW_ROWS / 2) + (lr / 16) * 8 + (lr % 8);
+        const int f = tile * (ROWS / 2) + (lr / 16) * 8 + (lr % 8);
         if (f >= n_out) return -1;
         return (lr % 16) < 8 ? f : n_out + f;
     }
-    const int r = tile * QW_ROWS + lr;
+    const int r = tile * ROWS + lr;
     return r < n_out ? r : -1;
 }
 
-template <int BITS, int MODE>
+template <int BITS, int MODE, int WGS, int BN, int STAGES>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
                                            int m, float* __restrict__ y, int n_out, int k) {
-    using S = QwStage<BITS>;
+    using S = QwStage<BITS, WGS, BN>;
+    constexpr int ROWS = S::ROWS, THREADS = 128 * WGS, ACC = BN / 2;
+    // Groups in flight ahead of the one consumed.
+    constexpr int AHEAD = STAGES - 1;
+    static_assert(AHEAD >= 1, "the ring needs a stage in flight");
     extern __shared__ float4 qwgmma_smem[];
     // The dynamic window's base is only 16-byte aligned by contract: round up (the launcher
     // allocates QW_ALIGN extra bytes).
@@ -71,16 +81,16 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         (reinterpret_cast<unsigned long long>(qwgmma_smem) + QW_ALIGN - 1) & ~(unsigned long long)(QW_ALIGN - 1));
 
     const int tile = blockIdx.x;
-    const int tok0 = blockIdx.y * QW_TOKENS;
+    const int tok0 = blockIdx.y * BN;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
     const int groups = k / GROUP_SIZE;
     // This thread's A rows: warpgroup warp / 4 has local rows 64 (warp / 4) .. +63, warp w % 4 of
     // it rows 16 (w % 4) .. +15, and the lane rows g and g + 8 of those.
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
-    // Threads 0..127 carry the scale of local row threadIdx.x through the pipeline.
-    const bool carries_scale = threadIdx.x < QW_ROWS;
-    const int my_row = carries_scale ? qw_weight_row<MODE>(tile, threadIdx.x, n_out) : -1;
+    // Threads 0 .. ROWS-1 carry the scale of local row threadIdx.x through the pipeline.
+    const bool carries_scale = threadIdx.x < ROWS;
+    const int my_row = carries_scale ? qw_weight_row<MODE, ROWS>(tile, threadIdx.x, n_out) : -1;
 
     auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
     auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
@@ -92,17 +102,17 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     auto load_group = [&](int kb, int slot) {
         unsigned char* xs = x_tile(slot);
 #pragma unroll 1
-        for (int i = threadIdx.x; i < QW_TOKENS * 16; i += QW_THREADS) {
+        for (int i = threadIdx.x; i < BN * 16; i += THREADS) {
             const int r = i / 16, c = i % 16;  // token row, 16-byte chunk of its 128 k (8 per half)
             const bool valid = tok0 + r < m;
             const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
-            cp_async16_zfill(xs + (c / 8) * QW_X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+            cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
         }
         u32* ws = w_tile(slot);
 #pragma unroll 1
-        for (int i = threadIdx.x; i < QW_ROWS * S::WORDS; i += QW_THREADS) {
+        for (int i = threadIdx.x; i < ROWS * S::WORDS; i += THREADS) {
             const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
-            const int row = qw_weight_row<MODE>(tile, lr, n_out);
+            const int row = qw_weight_row<MODE, ROWS>(tile, lr, n_out);
             if (row >= 0) {
                 const u32* row_words = layout_row<BITS>(payload, row, groups);
                 cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
@@ -112,12 +122,12 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         }
     };
 
-    float acc[64];
+    float acc[ACC];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
 
 #pragma unroll
-    for (int s = 0; s < QW_STAGES - 1; ++s) {
+    for (int s = 0; s < AHEAD; ++s) {
         if (s < groups) {
             load_group(s, s);
             if (carries_scale) d_tile(s)[threadIdx.x] = load_scale(s);
@@ -127,20 +137,20 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 
 #pragma unroll 1
     for (int it = 0; it < groups; ++it) {
-        cp_async_wait<QW_STAGES - 2>();
+        cp_async_wait<AHEAD - 1>();
         // This thread's copies (and scale store) of group it are done; the proxy fence makes its
         // activation chunks visible to the tensor cores' reads after the barrier.
         fence_proxy_async_smem();
         __syncthreads();
-        const int next = it + QW_STAGES - 1;
+        const int next = it + AHEAD;
         u16 d_next = 0;
         if (next < groups) {
-            load_group(next, next % QW_STAGES);
+            load_group(next, next % STAGES);
             if (carries_scale) d_next = load_scale(next);
         }
         cp_async_commit();
 
-        const int slot = it % QW_STAGES;
+        const int slot = it % STAGES;
         const u32* ws = w_tile(slot);
         const u16* ds = d_tile(slot);
         const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
@@ -158,18 +168,23 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         const unsigned char* xs = x_tile(slot);
 #pragma unroll
         for (int s = 0; s < GROUP_SIZE / 16; ++s)
-            wgmma_f16_m64n128k16_rs(acc, a[s], xs + (s / 4) * QW_X_HALF_BYTES, 2 * (s % 4));
+            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
         wgmma_commit();
+        // The A registers and the ring slot are reused after this.
         wgmma_wait<0>();
-        // Slot next % STAGES was last read in iteration it - 1, before this iteration's barrier.
-        if (next < groups && carries_scale) d_tile(next % QW_STAGES)[threadIdx.x] = d_next;
+        // The scales of slot next % STAGES were last read by the decode of group next - STAGES
+        // (<= it - 1), before this iteration's barrier.
+        if (next < groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next;
     }
+
     cp_async_wait<0>();
 
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
-    const int row0 = qw_weight_row<MODE>(tile, lr0, n_out), row1 = qw_weight_row<MODE>(tile, lr1, n_out);
+    // SwiGLU: row lr0 is the gate of feature row0 (qw_weight_row returns the feature index for a
+    // gate row), lr1 its up.
+    const int row0 = qw_weight_row<MODE, ROWS>(tile, lr0, n_out), row1 = qw_weight_row<MODE, ROWS>(tile, lr1, n_out);
 #pragma unroll
-    for (int j = 0; j < QW_TOKENS / 8; ++j)
+    for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int tok = tok0 + 8 * j + 2 * t + e;
