@@ -114,6 +114,13 @@ group_norm_resident(const float* __restrict__ x, const float* __restrict__ gamma
         const float shift = group_norm_shift(x + (long long)g * n_group, n_group);
         if (lane == 0) s.group_shift[g - g0] = shift;
     }
+    // gamma and beta of the slice's channels now, off the critical path after the barrier
+    // (chan_scale holds gamma until phase 2 turns it into the scale).
+    const int c0 = begin4 / plane4, c1 = (begin4 + len4 - 1) / plane4;
+    for (int c = c0 + (int)threadIdx.x; c <= c1; c += GN_RES_THREADS) {
+        s.chan_scale[c - c0] = gamma[c];
+        s.chan_beta[c - c0] = beta[c];
+    }
     __syncthreads();
     // Each thread reads back only the float4s it copied itself, so its own wait_group makes
     // them visible; rows are visited in increasing order, so each stage is waited for once.
@@ -164,12 +171,10 @@ group_norm_resident(const float* __restrict__ x, const float* __restrict__ gamma
         }
     }
     __syncthreads();
-    const int c0 = begin4 / plane4, c1 = (begin4 + len4 - 1) / plane4;
     for (int c = c0 + (int)threadIdx.x; c <= c1; c += GN_RES_THREADS) {
         const int g = c / channels_per_group - g0;
         s.chan_mean[c - c0] = s.group_mean[g];
-        s.chan_scale[c - c0] = (float)((double)gamma[c] / s.group_root[g]);
-        s.chan_beta[c - c0] = beta[c];
+        s.chan_scale[c - c0] = (float)((double)s.chan_scale[c - c0] / s.group_root[g]);
     }
     __syncthreads();
     float4* y4 = reinterpret_cast<float4*>(y);
