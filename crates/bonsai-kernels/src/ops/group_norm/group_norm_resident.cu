@@ -74,9 +74,19 @@ struct GroupNormResidentSmem {
 template <bool Silu>
 __device__ __forceinline__ void group_norm_resident_write(const GroupNormResidentSmem& s, float4* __restrict__ y4,
                                                           int begin4, int len4, int plane4, int c0) {
-    for (int i = threadIdx.x; i < len4; i += GN_RES_THREADS) {
-        const int c = (begin4 + i) / plane4 - c0;
+    int i = threadIdx.x;
+    if (i >= len4) return;
+    // The channel of float4 i (relative to c0) and i's offset in it, advanced without a divide
+    // per float4 (one only when a step crosses a channel).
+    int c = (begin4 + i) / plane4, offset = begin4 + i - c * plane4;
+    c -= c0;
+    for (; i < len4; i += GN_RES_THREADS) {
         y4[begin4 + i] = group_norm_affine<Silu>(s.slice[i], s.chan_mean[c], s.chan_scale[c], s.chan_beta[c]);
+        offset += GN_RES_THREADS;
+        if (offset >= plane4) {
+            c += offset / plane4;
+            offset %= plane4;
+        }
     }
 }
 
@@ -130,8 +140,8 @@ group_norm_resident(const float* __restrict__ x, const float* __restrict__ gamma
         const float shift = s.group_shift[g - g0];
         double s1 = 0.0, s2 = 0.0;
         for (int r = a / GN_RES_THREADS; r * GN_RES_THREADS < b; ++r) {
-            const int stage = r / rows_per_stage;
-            if (stage >= landed) {
+            if (r >= landed * rows_per_stage) {  // (divides only when a new stage starts)
+                const int stage = r / rows_per_stage;
                 group_norm_resident_wait(stage);
                 landed = stage + 1;
             }
