@@ -26,14 +26,18 @@
 // The barrier counter (scratch word 0) is zero between launches: after the barrier every CTA adds
 // one more arrival, and the CTA making it 2·CTAs (so every CTA has left its spin) stores zero.
 //
-// Speed of light (H200, copy 4.24 TB/s counting read + write bytes), 384 ch, G = 32:
-//   64²: 6.3 MB in + 6.3 MB out, 12.6 MB -> 3.0 µs; 70% needs <= 4.2 µs. Predicted ~5.5-6.5 µs
-//        (~50-55%): launch ~1 µs + first-byte latency ~1 µs + read 1.5 µs + barrier ~0.5-1 µs +
-//        write 1.5 µs; at this size the fixed costs, not bandwidth, decide. (The two-kernel path
-//        measured 11.9 µs for 12 B/element, 37% at 12 B; the same time is 25% at 8 B.)
-//   128²: 50.3 MB -> 11.9 µs; predicted ~15-16 µs (~75-80%): the load of a 190 KB slice per SM
-//        streams at near copy rate, the f64 sums overlap it (stages), the fixed costs ~3 µs.
-//   256² and up (over 227 KB per SM) do not fit: the two-kernel path runs.
+// Speed of light (H200, copy 4.24 TB/s counting read + write bytes), 384 ch, G = 32, 8 B/element:
+//   64²: 12.6 MB -> 3.0 µs; 70% needs <= 4.2 µs. Predicted ~5.5-6.5 µs (~46-54% at 8 B; 68-80%
+//        by the two-pass path's 12 B accounting; that path measured 11.9 µs): launch + drain
+//        ~1-1.5 µs, first-byte latency ~1 µs, read 6.3 MB ~1.5 µs, barrier ~0.5-1 µs (132
+//        arrivals at one word, then the partials' L2 round trip), write ~1.5 µs. At this size the
+//        fixed costs, not bandwidth, decide; 70% at 8 B is unlikely from any one-launch design.
+//   128²: 50.3 MB -> 11.9 µs; 70% needs <= 17 µs. Predicted ~15-16 µs (~75-80%; two-pass
+//        measured 26.1 µs): a 190 KB slice per SM, all in flight at once, streams in at near copy
+//        rate, the f64 sums overlap it (GN_RES_STAGES), ~3 µs of fixed costs as above.
+//   256² and up (over 227 KB per SM) do not fit: the two-pass path runs.
+// Static (nvcc 13.0 -O3 sm_90): 46 registers, no spills, 256 B static shared memory; the write
+// loop is 4 LDS.128 + 4 STG.128 per unrolled step, a divide only when a channel is crossed.
 
 #define GN_RES_THREADS 1024
 // cp.async commit groups a slice is issued in: the sums start when the first quarter landed.
