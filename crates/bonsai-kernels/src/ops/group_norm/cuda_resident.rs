@@ -91,7 +91,7 @@ pub(crate) fn device_geometry(
     if let Some(known) = cache.lock().map_err(|_| shape(OP, "geometry cache poisoned".into()))?.get(&key) {
         return Ok(known.clone());
     }
-    let answer = query_geometry(stream, &func, dims)?;
+    let answer = query_geometry(stream, func, dims)?;
     cache.lock().map_err(|_| shape(OP, "geometry cache poisoned".into()))?.insert(key, answer.clone());
     Ok(answer)
 }
