@@ -426,6 +426,14 @@ pub const SOURCES: &[KernelSource] = &[
             "group_norm_normalize",
         ],
     },
+    // After group_norm.cu (its helpers) and cuda/grid_sync.cuh (its barrier).
+    KernelSource {
+        path: "ops/group_norm/group_norm_resident.cu",
+        text: include_str!("../ops/group_norm/group_norm_resident.cu"),
+        entry_points: &[
+            "group_norm_resident",
+        ],
+    },
     KernelSource {
         path: "ops/upsample_nearest2x/upsample_nearest2x.cu",
         text: include_str!("../ops/upsample_nearest2x/upsample_nearest2x.cu"),

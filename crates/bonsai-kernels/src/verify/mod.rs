@@ -17,6 +17,7 @@ mod decode_chain;
 mod gpu;
 mod image_attention;
 mod image_elementwise;
+mod image_group_norm;
 mod image_gemm;
 pub mod image_torch;
 mod matmul;

@@ -1,0 +1,235 @@
+//! Checks and `--bench` rows of GroupNorm (and GroupNorm + SiLU), every case through both
+//! implementations: two-pass forced, then Auto, which takes the resident path where it can run
+//! (the row says which ran; under the emulator's 4-CTA cap the VAE shapes no longer fit one
+//! slice per CTA in shared memory and fall back, which the row shows as `auto->two_pass`).
+
+use cudarc::driver::CudaSlice;
+
+use super::bench::{copies_for, row, time_batches, BenchRow};
+use super::gpu::{download, poisoned, upload};
+use super::image_elementwise::SILU_BOUND_ULPS;
+use super::shapes::ShapeSet;
+use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch::group_norm::{self as gn, GroupNormDims, GroupNormPath};
+use crate::ops;
+
+/// What the launcher's error says when the resident path cannot run a forced call.
+const RESIDENT_REFUSAL: &str = "resident path cannot run";
+/// FLUX's GroupNorm.
+const GROUPS: usize = 32;
+const EPS: f32 = 1e-6;
+/// Values the GroupNorm shift K averages (GN_SHIFT_SAMPLES in group_norm.cu).
+const SHIFT_SAMPLES: usize = 32;
+/// f64 unit roundoff.
+const F64_UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 53) as f64;
+/// Largest slope of silu (at x ≈ 2.4): an error in its argument grows by at most this.
+const SILU_MAX_SLOPE: f64 = 1.1;
+
+/// VAE (C, H = W) shapes: every one with ShapeSet::All, the first two otherwise.
+const VAE_SHAPES: [(usize, usize); 6] = [(96, 64), (384, 64), (384, 128), (192, 256), (384, 512), (96, 512)];
+const VAE_SMALL_SET: usize = 2;
+
+pub(super) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    let vae = if set == ShapeSet::All { &VAE_SHAPES[..] } else { &VAE_SHAPES[..VAE_SMALL_SET] };
+    // (C, G, H, W): odd planes, C not a multiple of 4, one channel per group, 1-pixel planes
+    // (two-pass only: the resident path needs planes of 4k floats); (4, 1, 40, 29) gives the
+    // statistics pass a full 4-load batch plus a tail, (8, 4, 50, 100) the normalise pass.
+    // Resident-path shapes: (15, 5, 8, 12) slices straddle groups; (64, 32, 4, 4) one slice
+    // holds many groups and channels; (4, 1, 40, 28) one group spans every CTA; (32, 8, 48, 48)
+    // and (96, 32, 32, 40) fill 3 and 4 cp.async stages of 1024-thread rows at 4 CTAs.
+    for (c, g, h, w) in [
+        (64, 32, 7, 9),
+        (6, 3, 5, 5),
+        (5, 5, 3, 3),
+        (32, 32, 1, 1),
+        (12, 4, 33, 31),
+        (96, 32, 8, 8),
+        (4, 1, 40, 29),
+        (8, 4, 50, 100),
+        (15, 5, 8, 12),
+        (64, 32, 4, 4),
+        (4, 1, 40, 28),
+        (32, 8, 48, 48),
+        (96, 32, 32, 40),
+    ] {
+        group_norm(ctx, c, g, h, w, 0.0, false)?;
+    }
+    // A large mean next to a small spread: one-pass Σx² − nμ² without a shift would fail here.
+    group_norm(ctx, 8, 2, 10, 10, 1000.0, false)?;
+    group_norm(ctx, 8, 2, 10, 12, 1000.0, false)?;
+    for &(c, hw) in vae {
+        group_norm(ctx, c, GROUPS, hw, hw, 0.0, false)?;
+    }
+    // GroupNorm fused with SiLU: scalar-path and batch-plus-tail shapes, straddling slices, the VAE's.
+    for (c, g, h, w) in [(12, 4, 33, 31), (8, 4, 50, 100), (15, 5, 8, 12), (96, 32, 32, 40)] {
+        group_norm(ctx, c, g, h, w, 0.0, true)?;
+    }
+    for &(c, hw) in vae {
+        group_norm(ctx, c, GROUPS, hw, hw, 0.0, true)?;
+    }
+    forced_resident_is_refused(ctx)
+}
+
+/// GroupNorm bound per element, from the f64 statistics of each group (derivation in the body).
+/// Both paths sum the same f32 d = x − K in f64, only cut into different pieces, and the f64
+/// error bound n·2^-53·Σ|d| holds for any order of summation, so one bound serves both.
+fn group_norm_bound(x: &[f32], groups: usize, gamma: &[f32], beta: &[f32], want: &[f32]) -> Vec<f64> {
+    let plane = x.len() / gamma.len();
+    let n = x.len() / groups;
+    let cpg = gamma.len() / groups;
+    let mut out = Vec::with_capacity(x.len());
+    for (g, xg) in x.chunks(n).enumerate() {
+        let nf = n as f64;
+        let mean = xg.iter().map(|&v| v as f64).sum::<f64>() / nf;
+        let var = xg.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / nf;
+        let shift = xg.iter().take(SHIFT_SAMPLES).map(|&v| v as f64).sum::<f64>() / xg.len().min(SHIFT_SAMPLES) as f64;
+        // Shifted second moment M2' = σ² + (μ − K)² and κ² = M2'/(σ² + eps).
+        let m2_shifted = var + (mean - shift).powi(2);
+        let kappa2 = m2_shifted / (var + EPS as f64);
+        // Each d = x − K rounds to f32 (u) and the f64 sums of n terms add n·2^-53.
+        let eps_v = U + nf * F64_UNIT_ROUNDOFF;
+        let inv_std = 1.0 / (var + EPS as f64).sqrt();
+        for (i, &v) in xg.iter().enumerate() {
+            let c = g * cpg + i / plane;
+            let a = inv_std * gamma[c] as f64;
+            let y = want[out.len()] as f64;
+            // Output pass with μ and a rounded to f32 (the op's doc): u·(4(|x·a| + |μ·a| + |β|) + 3|y|).
+            let pass = U * (4.0 * ((v as f64 * a).abs() + (mean * a).abs() + (beta[c] as f64).abs()) + 3.0 * y.abs());
+            // Statistics: |Δσ²| <= 4ε_v·M2' moves a by 2ε_v·κ² relative; |Δμ| <= ε_v·sqrt(M2').
+            let stats = ((v as f64 - mean) * a).abs() * 2.0 * eps_v * kappa2 + a.abs() * eps_v * m2_shifted.sqrt();
+            // Factor 2: second-order terms and the reference's own f32 rounding of y.
+            out.push(2.0 * (pass + stats));
+        }
+    }
+    out
+}
+
+/// A scratch of `len` values: NaN (so a partial sum read before it is written shows), except
+/// the barrier counter, value 0, which must start at zero.
+fn poisoned_scratch(ctx: &Ctx, len: usize) -> Result<CudaSlice<f64>, VerifyError> {
+    let mut host = vec![f64::NAN; len];
+    host[0] = 0.0;
+    upload(&ctx.stream, &host)
+}
+
+/// Device inputs of one case.
+struct Inputs {
+    dims: GroupNormDims,
+    x: CudaSlice<f32>,
+    gamma: CudaSlice<f32>,
+    beta: CudaSlice<f32>,
+    fused_silu: bool,
+}
+
+/// Runs one call on `path` into a poisoned output; returns y, the path that ran, the counter after.
+fn run(ctx: &Ctx, inp: &Inputs, path: GroupNormPath) -> Result<(Vec<f32>, GroupNormPath, f64), VerifyError> {
+    let mut scratch = poisoned_scratch(ctx, gn::scratch_len(inp.dims))?;
+    let mut y = poisoned(&ctx.stream, inp.x.len())?;
+    let ran = gn::group_norm_with(&ctx.lib, &ctx.stream, &inp.x, &inp.gamma, &inp.beta, inp.dims, EPS, &mut scratch, &mut y, inp.fused_silu, path)?;
+    let counter = download(&ctx.stream, &scratch.slice(0..1))?[0];
+    Ok((download(&ctx.stream, &y)?, ran, counter))
+}
+
+fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre: f32, fused_silu: bool) -> Result<(), VerifyError> {
+    let spread = if centre == 0.0 { 2.0 } else { 0.01 };
+    let x: Vec<f32> = ctx.rng.activations(c * h * w, spread).into_iter().map(|v| v + centre).collect();
+    let gamma: Vec<f32> = (0..c).map(|_| ctx.rng.range(-2.0, 2.0)).collect();
+    let beta: Vec<f32> = (0..c).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
+    let mut want = vec![0.0f32; x.len()];
+    ops::group_norm::reference(&x, groups, &gamma, &beta, EPS, &mut want)?;
+    let mut bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
+    if fused_silu {
+        // silu of the normalised value: the GroupNorm error passes through silu's slope
+        // (<= 1.1), silu adds its own 12u·|y| (+ the smallest normal); the reference rounds the
+        // normalised value to f32 before its silu, which the GroupNorm bound already covers.
+        let normalised = want.clone();
+        ops::silu::reference(&normalised, &mut want)?;
+        for (b, &y) in bound.iter_mut().zip(&want) {
+            *b = SILU_MAX_SLOPE * *b + SILU_BOUND_ULPS * U * y.abs() as f64 + f32::MIN_POSITIVE as f64;
+        }
+    }
+    let dims = GroupNormDims { channels: c, groups, plane: h * w };
+    let inp = Inputs { dims, x: upload(&ctx.stream, &x)?, gamma: upload(&ctx.stream, &gamma)?, beta: upload(&ctx.stream, &beta)?, fused_silu };
+    let op = if fused_silu { "group_norm_silu" } else { "group_norm" };
+    let case = format!("C={c} G={groups} {h}x{w} centre={centre}");
+
+    let (got, _, _) = run(ctx, &inp, GroupNormPath::TwoPass)?;
+    ctx.record(op, &format!("{case} two_pass"), Comparison::of(&got, &want, |i| bound[i]));
+    let (got, ran, counter) = run(ctx, &inp, GroupNormPath::Auto)?;
+    if ran == GroupNormPath::Resident {
+        ctx.record(op, &format!("{case} resident"), Comparison::of(&got, &want, |i| bound[i]));
+        // Deterministic: a second run gives the same bits; the counter is left at zero.
+        let (again, _, _) = run(ctx, &inp, GroupNormPath::Resident)?;
+        ctx.record(op, &format!("{case} resident rerun (bits)"), Comparison::of(&again, &got, |_| 0.0));
+        ctx.record(op, &format!("{case} resident counter"), Comparison::of(&[counter as f32], &[0.0], |_| 0.0));
+    } else {
+        ctx.record(op, &format!("{case} auto->{}", ran.name()), Comparison::of(&got, &want, |i| bound[i]));
+    }
+    Ok(())
+}
+
+/// A forced resident call on a shape it cannot run (a plane of 63 floats) is an error, not a
+/// silent fallback.
+fn forced_resident_is_refused(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    let dims = GroupNormDims { channels: 64, groups: GROUPS, plane: 63 };
+    let len = dims.channels * dims.plane;
+    let inp = Inputs {
+        dims,
+        x: upload(&ctx.stream, &ctx.rng.activations(len, 2.0))?,
+        gamma: upload(&ctx.stream, &vec![1.0f32; dims.channels])?,
+        beta: upload(&ctx.stream, &vec![0.0f32; dims.channels])?,
+        fused_silu: false,
+    };
+    let refused = match run(ctx, &inp, GroupNormPath::Resident) {
+        Err(VerifyError::Launch(e)) => e.to_string().contains(RESIDENT_REFUSAL),
+        _ => false,
+    };
+    let flag = if refused { 0.0 } else { 1.0 };
+    ctx.record("group_norm", "C=64 7x9 forced resident refused", Comparison::of(&[flag], &[0.0], |_| 0.0));
+    Ok(())
+}
+
+/// Shapes timed by `--bench`: 384 channels at the VAE's 64², 128² and 256².
+const BENCH_SIDES: [usize; 3] = [64, 128, 256];
+const BENCH_CHANNELS: usize = 384;
+
+/// Both paths of group_norm and group_norm_silu; bandwidth counts each path's own traffic (12 or
+/// 8 bytes per element). A path that cannot run a shape prints why instead of a row.
+pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
+    let mut rows = Vec::new();
+    for hw in BENCH_SIDES {
+        let c = BENCH_CHANNELS;
+        let len = c * hw * hw;
+        let copies = copies_for(8 * len);
+        let xs = (0..copies).map(|_| upload(&ctx.stream, &ctx.rng.activations(len, 2.0))).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&ctx.stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let dims = GroupNormDims { channels: c, groups: GROUPS, plane: hw * hw };
+        let gamma = upload(&ctx.stream, &vec![1.25f32; c])?;
+        let beta = upload(&ctx.stream, &vec![-0.5f32; c])?;
+        let mut scratch: CudaSlice<f64> = ctx.stream.alloc_zeros(gn::scratch_len(dims))?;
+        let shape = format!("C={c} {hw}x{hw}");
+        for path in [GroupNormPath::TwoPass, GroupNormPath::Resident] {
+            for fused in [false, true] {
+                let name = format!("{} {} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, path.name(),
+                    path.traffic_bytes_per_element().unwrap_or(0));
+                let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+                let mut once = |i: usize| -> Result<(), VerifyError> {
+                    gn::group_norm_with(lib, &stream, &xs[i], &gamma, &beta, dims, EPS, &mut scratch, &mut ys[i], fused, path)?;
+                    Ok(())
+                };
+                // One untimed call: a path that cannot run says so here, before timing.
+                match once(0) {
+                    Err(VerifyError::Launch(e)) if path == GroupNormPath::Resident && e.to_string().contains(RESIDENT_REFUSAL) => {
+                        println!("bench {name:<34} {shape:<30} skipped: {e}");
+                        continue;
+                    }
+                    other => other?,
+                }
+                let secs = time_batches(ctx, copies, once)?;
+                let traffic = path.traffic_bytes_per_element().unwrap_or(0) as f64 * len as f64;
+                rows.push(row(&name, shape.clone(), secs, Some(traffic), None, copy_bw));
+            }
+        }
+    }
+    Ok(rows)
+}
