@@ -1,6 +1,6 @@
 //! Launch of the wgmma GEMM (matmul_gemm_wgmma.cu, sm_90a): the f16 pre-pass shared with
 //! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (128-row weight
-//! tiles, 128-token tiles), 256 threads, QW_STAGES ring stages of shared memory.
+//! tiles, token tiles) in one of three CTA tiles ([`WgmmaTile`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -66,7 +66,7 @@ impl WgmmaTile {
 }
 
 /// `BONSAI_WGMMA_TILE` = `128` | `256` | `256n64` forces one tile for every shape (bench);
-/// unset, the launcher picks per shape.
+/// unset, the launcher picks per shape ([`default_tile`]).
 pub const WGMMA_TILE_ENV: &str = "BONSAI_WGMMA_TILE";
 
 fn forced_tile() -> Option<WgmmaTile> {
@@ -79,9 +79,18 @@ fn forced_tile() -> Option<WgmmaTile> {
     })
 }
 
-/// The tile for `s` when none is forced.
-fn default_tile(_s: &F16Shape) -> WgmmaTile {
-    WgmmaTile::Rows128
+/// The tile for `s` on a device of `sms` SMs when none is forced: 256 weight rows (half the
+/// activation traffic per FLOP of 128), with 64-token tiles when 128-token ones leave SMs idle
+/// and the 64-token grid still fits one wave. Measured on the H200 at pp512 (Q1, us; 128 / 256 /
+/// 256n64): qkv 98.4 / 96.5 / 111.7, attn_out 75.5 / 94.9 / 59.4, gate|up 298.7 / 280.5 / 337.7,
+/// down 210.6 / 263.7 / 172.8; the DiT's 4608 x 27648 x 3072 (Q2) 2393 / 2292 / 3193.
+fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
+    let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
+    if ctas(WgmmaTile::Rows256) < sms && ctas(WgmmaTile::Rows256Tokens64) <= sms {
+        WgmmaTile::Rows256Tokens64
+    } else {
+        WgmmaTile::Rows256
+    }
 }
 
 /// Set to `0` to keep the mma.sync f16 GEMM on Hopper too (the wgmma GEMM is the default there).
@@ -145,7 +154,8 @@ pub(crate) fn launch(
     if !device_has_wgmma(stream)? {
         return Err(shape(op, "the wgmma GEMM runs on compute capability 9.0 (Hopper) only".into()));
     }
-    let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s));
+    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     if smem > optin {
@@ -211,6 +221,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The measured best tile of every Bonsai-8B pp512 GEMM and the DiT's widest (H200, 132 SMs).
+    #[test]
+    fn default_tile_is_the_measured_best() {
+        let shape = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::One, epilogue, m, n_out, k };
+        let pick = |s: F16Shape| default_tile(&s, 132);
+        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Rows256, "qkv");
+        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64, "attn_out");
+        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Rows256, "gate|up");
+        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64, "down");
+        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Rows256, "DiT");
     }
 
     #[test]
