@@ -5,7 +5,9 @@
 //! sampled rows against issue #6's limit.
 
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
-use super::matmul::{abs_matrix, f16_floor_term, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel};
+use super::matmul::{
+    abs_matrix, f16_floor_term, kernel_label, matmul_coefficient, par_reference, row_abs_sums, row_max_abs, MatmulKernel,
+};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::matmul::GemmKernel;
@@ -52,26 +54,49 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize) -> R
     let tokens = sample_tokens(&mut ctx.rng, m);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
+    // The mma.sync f16 GEMM and, on Hopper, the wgmma one (the launcher's tile), same inputs.
+    let mut kernels = vec![GemmKernel::TensorCoreF16];
+    if launch::matmul::device_has_wgmma(&ctx.stream)? {
+        kernels.push(GemmKernel::TensorCoreWgmma);
+    }
+    for kernel in kernels {
+        sampled_check(ctx, label, (m, n, k), &w, &x, &tokens, &dw, &xd, kernel)?;
+    }
+    Ok(())
+}
+
+/// One kernel's sampled rows and relative Frobenius error against the f64 reference.
+#[allow(clippy::too_many_arguments)]
+fn sampled_check(
+    ctx: &mut Ctx,
+    label: &str,
+    (m, n, k): (usize, usize, usize),
+    w: &QMatrix,
+    x: &[f32],
+    tokens: &[usize],
+    dw: &DeviceQMatrix,
+    xd: &cudarc::driver::CudaSlice<f32>,
+    kernel: GemmKernel,
+) -> Result<(), VerifyError> {
     let mut yd = poisoned(&ctx.stream, m * n)?;
-    let kernel = GemmKernel::TensorCoreF16;
-    launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), &xd, m, &mut yd, Store::Overwrite, kernel)?;
+    launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), xd, m, &mut yd, Store::Overwrite, kernel)?;
     let mut got = Vec::with_capacity(tokens.len() * n);
-    for &t in &tokens {
+    for &t in tokens {
         got.extend(download(&ctx.stream, &yd.slice(t * n..(t + 1) * n))?);
     }
     let xs: Vec<f32> = tokens.iter().flat_map(|&t| x[t * k..(t + 1) * k].iter().copied()).collect();
     let s = tokens.len();
     let zeros = vec![0.0; s * n];
-    let want = par_reference(&w, &xs, s, &zeros, Store::Overwrite)?;
+    let want = par_reference(w, &xs, s, &zeros, Store::Overwrite)?;
     let xs_abs: Vec<f32> = xs.iter().map(|v| v.abs()).collect();
-    let magnitude = par_reference(&abs_matrix(&w), &xs_abs, s, &zeros, Store::Overwrite)?;
-    let (x_max, w_sums) = (row_max_abs(&xs, k), row_abs_sums(&w)?);
+    let magnitude = par_reference(&abs_matrix(w), &xs_abs, s, &zeros, Store::Overwrite)?;
+    let (x_max, w_sums) = (row_max_abs(&xs, k), row_abs_sums(w)?);
     let c = matmul_coefficient(k, MatmulKernel::Gemm(kernel), true);
     // As matmul.rs's f16 bound, plus the reference's own final rounding u |y|.
     let cmp = Comparison::of(&got, &want, |i| {
         c * magnitude[i] as f64 + f16_floor_term(MatmulKernel::Gemm(kernel), x_max[i / n], w_sums[i % n]) + U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
     });
-    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) gemm_f16");
+    let shape = format!("{label} M={m} N={n} K={k} ({s} rows) {}", kernel_label(MatmulKernel::Gemm(kernel)));
     ctx.record("matmul_q2", &shape, cmp);
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
     for (&g, &r) in got.iter().zip(&want) {
