@@ -151,6 +151,17 @@ timeline)
     mkdir -p "$LOGS/lab"
     run lab-timeline env OUT="$LOGS/lab" bash scripts/lab/run.sh --timeline
     ;;
+gemm-profile)
+    # Where a Bonsai-8B pp512 prefill goes now (each kernel alone), then the wgmma GEMMs' stall
+    # reasons and speed-of-light sections.
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    run profile-prefill-bonsai-8b "$NCU" --clock-control none --metrics gpu__time_duration.sum \
+        --launch-skip 400 --launch-count 400 "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 1
+    run profile-wgmma-stalls "$NCU" --clock-control none -k "regex:gemm_wgmma" --launch-skip 8 \
+        --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active" \
+        "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 1
+    ;;
 profile)
     # Per-kernel time of ungraphed decode steps (Nsight Compute serializes launches, so this is
     # each kernel alone, launch gaps excluded), then the stall reasons of the decode GEMV.

@@ -5,10 +5,11 @@
 //! (ptx.cuh) before it reads anything an earlier kernel wrote; a test checks every entry point does.
 //!
 //! Policy (`BONSAI_PDL`): unset, PDL is on for launches inside a [`PdlScope`] (the CUDA backend
-//! opens one while it captures the decode-step graph) and off elsewhere; `1` turns it on for every
-//! launch, `0` off for all. Measured on the H200 (docs/PERFORMANCE.md, 2026-11-29): decode +10%
-//! (Bonsai-8B tg128 531.5 -> 583.7 tok/s, ternary 407.5 -> 439.0), prefill -6% (pp512 10112 ->
-//! 9543), hence decode only by default.
+//! opens one while it captures the decode-step graph, and for each batched forward call) and off
+//! elsewhere; `1` turns it on for every launch, `0` off for all. Measured on the H200
+//! (docs/PERFORMANCE.md): decode +10% (2026-11-29, Bonsai-8B tg128 531.5 -> 583.7 tok/s); prefill
+//! -6% with the mma.sync GEMMs then (pp512 10112 -> 9543), +3.6% with the wgmma GEMMs
+//! (2026-11-30, 19,253 -> 19,947), hence both in scope.
 //!
 //! A launch may also be cooperative ([`Launch::cooperative`]): all its CTAs are resident at once,
 //! or the launch fails, so its kernel may use the grid-wide barrier `grid_sync`

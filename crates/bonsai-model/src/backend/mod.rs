@@ -225,6 +225,11 @@ pub trait Backend {
     {
         layer_tail_ops(self, t)
     }
+    /// Held for the launches of one forward call over `m` tokens: a backend may set a launch
+    /// policy for it (CUDA: programmatic dependent launch for batched prefill). Default: none.
+    fn forward_scope(&self, _m: usize) -> ForwardScope {
+        ForwardScope::default()
+    }
     /// Copies rows `src_row .. src_row + rows` (each `row_len` long) of `src` to the start of `dst`.
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, rows: usize, row_len: usize, dst: &mut Self::Buffer)
         -> Result<(), BackendError>;
@@ -248,6 +253,20 @@ pub trait Backend {
         sampler: &mut Self::SamplerState,
         out: &mut Self::Tokens,
     ) -> Result<(), BackendError>;
+}
+
+/// What [`Backend::forward_scope`] returns: the launch policy of one forward call, ended when
+/// it is dropped.
+#[derive(Default)]
+pub struct ForwardScope {
+    _pdl: Option<bonsai_kernels::launch_ex::PdlScope>,
+}
+
+impl ForwardScope {
+    /// Programmatic dependent launch for this thread's launches while the scope lives.
+    pub fn with_pdl() -> Self {
+        Self { _pdl: Some(bonsai_kernels::launch_ex::PdlScope::enter()) }
+    }
 }
 
 /// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path).

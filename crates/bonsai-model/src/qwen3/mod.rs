@@ -329,6 +329,7 @@ impl<B: Backend> Qwen3<B> {
             return Err(ModelError::Unsupported("all-row logits on a state built without all_logits".into()));
         }
         let (b, c, s) = (&self.backend, &self.config, self.shape);
+        let _launch_policy = b.forward_scope(m);
         let st = state;
         b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
         if let Some(first) = self.layers.first() {
