@@ -157,6 +157,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_wgmma",
             "matmul_q1_gemm_wgmma_256",
             "matmul_q1_gemm_wgmma_256n64",
+            "matmul_q1_gemm_wgmma_256k2",
+            "matmul_q1_gemm_wgmma_256n64k2",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -169,6 +171,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_wgmma",
             "matmul_q1_add_gemm_wgmma_256",
             "matmul_q1_add_gemm_wgmma_256n64",
+            "matmul_q1_add_gemm_wgmma_256k2",
+            "matmul_q1_add_gemm_wgmma_256n64k2",
         ],
     },
     KernelSource {
@@ -187,6 +191,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_wgmma",
             "matmul_q2_gemm_wgmma_256",
             "matmul_q2_gemm_wgmma_256n64",
+            "matmul_q2_gemm_wgmma_256k2",
+            "matmul_q2_gemm_wgmma_256n64k2",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -199,6 +205,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_wgmma",
             "matmul_q2_add_gemm_wgmma_256",
             "matmul_q2_add_gemm_wgmma_256n64",
+            "matmul_q2_add_gemm_wgmma_256k2",
+            "matmul_q2_add_gemm_wgmma_256n64k2",
         ],
     },
     KernelSource {
@@ -217,6 +225,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_wgmma",
             "gate_up_swiglu_q1_gemm_wgmma_256",
             "gate_up_swiglu_q1_gemm_wgmma_256n64",
+            "gate_up_swiglu_q1_gemm_wgmma_256k2",
+            "gate_up_swiglu_q1_gemm_wgmma_256n64k2",
         ],
     },
     KernelSource {
@@ -235,6 +245,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_wgmma",
             "gate_up_swiglu_q2_gemm_wgmma_256",
             "gate_up_swiglu_q2_gemm_wgmma_256n64",
+            "gate_up_swiglu_q2_gemm_wgmma_256k2",
+            "gate_up_swiglu_q2_gemm_wgmma_256n64k2",
         ],
     },
     KernelSource {

@@ -30,25 +30,32 @@ pub enum WgmmaTile {
     Rows256,
     /// 4 warpgroups: 256 weight rows x 64 tokens, 4 stages (`_gemm_wgmma_256n64`).
     Rows256Tokens64,
+    /// [`WgmmaTile::Rows256`] with two groups per CTA barrier, 6 stages (Q2: 5) (`_256k2`).
+    Rows256TwoGroups,
+    /// [`WgmmaTile::Rows256Tokens64`] with two groups per CTA barrier, 8 stages (`_256n64k2`).
+    Rows256Tokens64TwoGroups,
 }
 
 impl WgmmaTile {
     fn rows(self) -> usize {
         match self {
             WgmmaTile::Rows128 => 128,
-            WgmmaTile::Rows256 | WgmmaTile::Rows256Tokens64 => 256,
+            _ => 256,
         }
     }
     fn tokens(self) -> usize {
         match self {
-            WgmmaTile::Rows256Tokens64 => 64,
-            WgmmaTile::Rows128 | WgmmaTile::Rows256 => 128,
+            WgmmaTile::Rows256Tokens64 | WgmmaTile::Rows256Tokens64TwoGroups => 64,
+            WgmmaTile::Rows128 | WgmmaTile::Rows256 | WgmmaTile::Rows256TwoGroups => 128,
         }
     }
-    fn stages(self) -> usize {
+    fn stages(self, bits: QuantBits) -> usize {
         match self {
             WgmmaTile::Rows128 => 3,
             WgmmaTile::Rows256 | WgmmaTile::Rows256Tokens64 => 4,
+            WgmmaTile::Rows256TwoGroups if bits == QuantBits::One => 6,
+            WgmmaTile::Rows256TwoGroups => 5,
+            WgmmaTile::Rows256Tokens64TwoGroups => 8,
         }
     }
     fn threads(self) -> u32 {
@@ -60,12 +67,20 @@ impl WgmmaTile {
             WgmmaTile::Rows128 => "",
             WgmmaTile::Rows256 => "_256",
             WgmmaTile::Rows256Tokens64 => "_256n64",
+            WgmmaTile::Rows256TwoGroups => "_256k2",
+            WgmmaTile::Rows256Tokens64TwoGroups => "_256n64k2",
         }
     }
-    pub const ALL: [WgmmaTile; 3] = [WgmmaTile::Rows128, WgmmaTile::Rows256, WgmmaTile::Rows256Tokens64];
+    pub const ALL: [WgmmaTile; 5] = [
+        WgmmaTile::Rows128,
+        WgmmaTile::Rows256,
+        WgmmaTile::Rows256Tokens64,
+        WgmmaTile::Rows256TwoGroups,
+        WgmmaTile::Rows256Tokens64TwoGroups,
+    ];
 }
 
-/// `BONSAI_WGMMA_TILE` = `128` | `256` | `256n64` forces one tile for every shape (bench);
+/// `BONSAI_WGMMA_TILE` = `128` | `256` | `256n64` | `256k2` | `256n64k2` forces one tile for every shape (bench);
 /// unset, the launcher picks per shape ([`default_tile`]).
 pub const WGMMA_TILE_ENV: &str = "BONSAI_WGMMA_TILE";
 
@@ -75,6 +90,8 @@ fn forced_tile() -> Option<WgmmaTile> {
         Ok("128") => Some(WgmmaTile::Rows128),
         Ok("256") => Some(WgmmaTile::Rows256),
         Ok("256n64") => Some(WgmmaTile::Rows256Tokens64),
+        Ok("256k2") => Some(WgmmaTile::Rows256TwoGroups),
+        Ok("256n64k2") => Some(WgmmaTile::Rows256Tokens64TwoGroups),
         _ => None,
     })
 }
@@ -123,7 +140,7 @@ fn stage_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
 
 /// Dynamic shared memory of one CTA: the ring plus the alignment slack.
 pub(crate) fn smem_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
-    tile.stages() * stage_bytes(bits, tile) + QW_ALIGN
+    tile.stages(bits) * stage_bytes(bits, tile) + QW_ALIGN
 }
 
 /// (weight tiles, token tiles) of the grid for `s`.

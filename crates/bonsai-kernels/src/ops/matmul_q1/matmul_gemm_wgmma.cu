@@ -29,10 +29,14 @@
 // measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
 
 // Tiles (entry-point suffixes, chosen by the launcher, cuda_wgmma.rs):
-//   `_gemm_wgmma`        WGS 2 (128 weight rows), BN 128 tokens, 3 stages, 2 CTAs per SM;
+//   `_gemm_wgmma`        WGS 2 (128 weight rows), BN 128 tokens, 3 stages, 2 CTAs per SM; GPB 1;
 //   `_gemm_wgmma_256`    WGS 4 (256 weight rows, half the activation traffic per FLOP), BN 128,
 //                        4 stages, 512 threads, 1 CTA per SM;
-//   `_gemm_wgmma_256n64` WGS 4, BN 64 (twice the CTAs of _256 for the N = 4096 shapes).
+//   `_gemm_wgmma_256n64` WGS 4, BN 64 (twice the CTAs of _256 for the N = 4096 shapes);
+//   `_gemm_wgmma_256k2`, `_256n64k2`: the same with two groups per CTA barrier (GPB 2: each
+//                        warpgroup runs decode, 8 wgmma, wait twice between barriers, so a
+//                        warpgroup that finished early decodes while the others' wgmmas run;
+//                        ncu showed barrier stalls on top with GPB 1), and a deeper ring.
 // (A variant with the A fragments double-buffered and one wgmma group left in flight across the
 // barrier, wait<1>, compiled to serialized wgmmas: ptxas 13.0 C7513, "non wgmma instructions
 // defining input registers ... between start and end of the pipeline stage". Removed.)
@@ -65,15 +69,16 @@ __device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
     return r < n_out ? r : -1;
 }
 
-template <int BITS, int MODE, int WGS, int BN, int STAGES>
+template <int BITS, int MODE, int WGS, int BN, int STAGES, int GPB>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
                                            int m, float* __restrict__ y, int n_out, int k) {
     using S = QwStage<BITS, WGS, BN>;
     constexpr int ROWS = S::ROWS, THREADS = 128 * WGS, ACC = BN / 2;
-    // Groups in flight ahead of the one consumed.
-    constexpr int AHEAD = STAGES - 1;
-    static_assert(AHEAD >= 1, "the ring needs a stage in flight");
+    // GPB groups are consumed per CTA barrier; AHEAD groups are in flight beyond them (the ring
+    // slots of the previous barrier period are the ones refilled).
+    constexpr int AHEAD = STAGES - GPB;
+    static_assert(AHEAD >= GPB, "the ring needs a barrier period of groups in flight");
     extern __shared__ float4 qwgmma_smem[];
     // The dynamic window's base is only 16-byte aligned by contract: round up (the launcher
     // allocates QW_ALIGN extra bytes).
@@ -136,45 +141,61 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     }
 
 #pragma unroll 1
-    for (int it = 0; it < groups; ++it) {
-        cp_async_wait<AHEAD - 1>();
-        // This thread's copies (and scale store) of group it are done; the proxy fence makes its
-        // activation chunks visible to the tensor cores' reads after the barrier.
+    for (int it0 = 0; it0 < groups; it0 += GPB) {
+        // Groups it0 .. it0 + GPB - 1 landed: one commit per group, the newest AHEAD - GPB may
+        // still be in flight.
+        cp_async_wait<AHEAD - GPB>();
+        // This thread's copies (and scale stores) of those groups are done; the proxy fence makes
+        // its activation chunks visible to the tensor cores' reads after the barrier.
         fence_proxy_async_smem();
         __syncthreads();
-        const int next = it + AHEAD;
-        u16 d_next = 0;
-        if (next < groups) {
-            load_group(next, next % STAGES);
-            if (carries_scale) d_next = load_scale(next);
-        }
-        cp_async_commit();
-
-        const int slot = it % STAGES;
-        const u32* ws = w_tile(slot);
-        const u16* ds = d_tile(slot);
-        const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
-        const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
-        const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
-        u32 a[GROUP_SIZE / 16][4];
+        // Refill the slots of the previous period (every warpgroup waited for its wgmmas on them).
+        u16 d_next[GPB];
 #pragma unroll
-        for (int s = 0; s < GROUP_SIZE / 16; ++s) {
-            a[s][0] = mma_pair_f16x2<BITS>(w0, 2 * s, sc0);
-            a[s][1] = mma_pair_f16x2<BITS>(w1, 2 * s, sc1);
-            a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
-            a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
+        for (int j = 0; j < GPB; ++j) {
+            const int next = it0 + AHEAD + j;
+            d_next[j] = 0;
+            if (next < groups) {
+                load_group(next, next % STAGES);
+                if (carries_scale) d_next[j] = load_scale(next);
+            }
+            cp_async_commit();
         }
-        wgmma_fence();
-        const unsigned char* xs = x_tile(slot);
 #pragma unroll
-        for (int s = 0; s < GROUP_SIZE / 16; ++s)
-            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
-        wgmma_commit();
-        // The A registers and the ring slot are reused after this.
-        wgmma_wait<0>();
-        // The scales of slot next % STAGES were last read by the decode of group next - STAGES
-        // (<= it - 1), before this iteration's barrier.
-        if (next < groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next;
+        for (int j = 0; j < GPB; ++j) {
+            const int it = it0 + j;
+            if (it >= groups) break;
+            const int slot = it % STAGES;
+            const u32* ws = w_tile(slot);
+            const u16* ds = d_tile(slot);
+            const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
+            const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
+            const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
+            u32 a[GROUP_SIZE / 16][4];
+#pragma unroll
+            for (int s = 0; s < GROUP_SIZE / 16; ++s) {
+                a[s][0] = mma_pair_f16x2<BITS>(w0, 2 * s, sc0);
+                a[s][1] = mma_pair_f16x2<BITS>(w1, 2 * s, sc1);
+                a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
+                a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
+            }
+            wgmma_fence();
+            const unsigned char* xs = x_tile(slot);
+#pragma unroll
+            for (int s = 0; s < GROUP_SIZE / 16; ++s)
+                wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
+            wgmma_commit();
+            // The A registers (next group) and the ring slot (next period) are reused after this;
+            // meanwhile the other warpgroups' wgmmas keep the tensor cores busy.
+            wgmma_wait<0>();
+        }
+        // The scales of the refilled slots were last read in the previous period, before this
+        // period's barrier.
+#pragma unroll
+        for (int j = 0; j < GPB; ++j) {
+            const int next = it0 + AHEAD + j;
+            if (next < groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next[j];
+        }
     }
 
     cp_async_wait<0>();
