@@ -97,16 +97,18 @@ fn forced_tile() -> Option<WgmmaTile> {
 }
 
 /// The tile for `s` on a device of `sms` SMs when none is forced: 256 weight rows (half the
-/// activation traffic per FLOP of 128), with 64-token tiles when 128-token ones leave SMs idle
-/// and the 64-token grid still fits one wave. Measured on the H200 at pp512 (Q1, us; 128 / 256 /
-/// 256n64): qkv 98.4 / 96.5 / 111.7, attn_out 75.5 / 94.9 / 59.4, gate|up 298.7 / 280.5 / 337.7,
-/// down 210.6 / 263.7 / 172.8; the DiT's 4608 x 27648 x 3072 (Q2) 2393 / 2292 / 3193.
+/// activation traffic per FLOP of 128) and two groups per barrier, with 64-token tiles when
+/// 128-token ones leave SMs idle and the 64-token grid still fits one wave. Measured on the H200
+/// at pp512 (Q1, us; 128 / 256 / 256n64 / 256k2 / 256n64k2, commit 77feadb): qkv 97.8 / 95.4 /
+/// 111.2 / 85.2 / 107.9, attn_out 74.6 / 94.5 / 59.4 / 83.5 / 58.7, gate|up 300.3 / 281.0 /
+/// 339.0 / 254.7 / 321.9, down 209.6 / 263.4 / 172.8 / 247.4 / 171.8; the DiT's 4608 x 27648 x
+/// 3072 (Q2) 2378 / 2307 / 3197 / 2106 / 3090.
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
-    if ctas(WgmmaTile::Rows256) < sms && ctas(WgmmaTile::Rows256Tokens64) <= sms {
-        WgmmaTile::Rows256Tokens64
+    if ctas(WgmmaTile::Rows256TwoGroups) < sms && ctas(WgmmaTile::Rows256Tokens64TwoGroups) <= sms {
+        WgmmaTile::Rows256Tokens64TwoGroups
     } else {
-        WgmmaTile::Rows256
+        WgmmaTile::Rows256TwoGroups
     }
 }
 
@@ -245,11 +247,11 @@ mod tests {
     fn default_tile_is_the_measured_best() {
         let shape = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::One, epilogue, m, n_out, k };
         let pick = |s: F16Shape| default_tile(&s, 132);
-        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Rows256, "qkv");
-        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64, "attn_out");
-        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Rows256, "gate|up");
-        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64, "down");
-        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Rows256, "DiT");
+        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Rows256TwoGroups, "qkv");
+        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64TwoGroups, "attn_out");
+        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Rows256TwoGroups, "gate|up");
+        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64TwoGroups, "down");
+        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Rows256TwoGroups, "DiT");
     }
 
     #[test]
