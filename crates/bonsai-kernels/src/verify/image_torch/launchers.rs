@@ -89,7 +89,8 @@ struct GemmTernaryPrepared {
 
 impl PreparedKernel for GemmTernaryPrepared {
     fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        let kernel = GemmKernel::TensorCoreF16;
+        // The launcher's default GEMM (the wgmma one on Hopper), as the DiT would run it.
+        let kernel = if launch::matmul::device_has_wgmma(stream)? { GemmKernel::TensorCoreWgmma } else { GemmKernel::TensorCoreF16 };
         launch::matmul::matmul_with_gemm(lib, stream, &self.w.view(), &self.a, self.m, out, Store::Overwrite, kernel)
     }
 }
