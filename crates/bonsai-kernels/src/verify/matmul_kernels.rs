@@ -46,11 +46,8 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma) => "gemm_wgmma",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows128)) => "gemm_wgmma_128",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256)) => "gemm_wgmma_256",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256Tokens64)) => "gemm_wgmma_256n64",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256TwoGroups)) => "gemm_wgmma_256k2",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Rows256Tokens64TwoGroups)) => "gemm_wgmma_256n64k2",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)) => "gemm_wgmma_128",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
     }

@@ -1,6 +1,6 @@
 //! Launch of the wgmma GEMM (matmul_gemm_wgmma.cu, sm_90a): the f16 pre-pass shared with
 //! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (128-row weight
-//! tiles, token tiles) in one of three CTA tiles ([`WgmmaTile`]).
+//! tiles, token tiles), 512 threads, in one of two CTA tiles ([`WgmmaTile`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -20,95 +20,67 @@ const QW_ALIGN: usize = 1024;
 /// Largest grid y (token tiles).
 const MAX_GRID_Y: usize = 65_535;
 
-/// A CTA tile of the wgmma GEMM (the entry-point variants of matmul_q1.cu's
-/// DEFINE_WGMMA_ENTRY_POINT).
+/// Weight rows and threads of every CTA (QW_ROWS, QW_THREADS in matmul_gemm_wgmma.cu).
+const QW_ROWS: usize = 256;
+const QW_THREADS: u32 = 512;
+
+/// The token width of a CTA tile of the wgmma GEMM (its two entry points per matmul).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WgmmaTile {
-    /// 2 warpgroups: 128 weight rows x 128 tokens, 3 stages, two CTAs per SM (`_gemm_wgmma`).
-    Rows128,
-    /// 4 warpgroups: 256 weight rows x 128 tokens, 4 stages (`_gemm_wgmma_256`).
-    Rows256,
-    /// 4 warpgroups: 256 weight rows x 64 tokens, 4 stages (`_gemm_wgmma_256n64`).
-    Rows256Tokens64,
-    /// [`WgmmaTile::Rows256`] with two groups per CTA barrier, 6 stages (Q2: 5) (`_256k2`).
-    Rows256TwoGroups,
-    /// [`WgmmaTile::Rows256Tokens64`] with two groups per CTA barrier, 8 stages (`_256n64k2`).
-    Rows256Tokens64TwoGroups,
+    /// 256 weight rows x 128 tokens, 6 stages (Q2: 5) (`_gemm_wgmma`).
+    Tokens128,
+    /// 256 weight rows x 64 tokens, 8 stages (`_gemm_wgmma_n64`).
+    Tokens64,
 }
 
 impl WgmmaTile {
-    fn rows(self) -> usize {
-        match self {
-            WgmmaTile::Rows128 => 128,
-            _ => 256,
-        }
-    }
     fn tokens(self) -> usize {
         match self {
-            WgmmaTile::Rows256Tokens64 | WgmmaTile::Rows256Tokens64TwoGroups => 64,
-            WgmmaTile::Rows128 | WgmmaTile::Rows256 | WgmmaTile::Rows256TwoGroups => 128,
+            WgmmaTile::Tokens128 => 128,
+            WgmmaTile::Tokens64 => 64,
         }
     }
     fn stages(self, bits: QuantBits) -> usize {
         match self {
-            WgmmaTile::Rows128 => 3,
-            WgmmaTile::Rows256 | WgmmaTile::Rows256Tokens64 => 4,
-            WgmmaTile::Rows256TwoGroups if bits == QuantBits::One => 6,
-            WgmmaTile::Rows256TwoGroups => 5,
-            WgmmaTile::Rows256Tokens64TwoGroups => 8,
+            WgmmaTile::Tokens128 if bits == QuantBits::One => 6,
+            WgmmaTile::Tokens128 => 5,
+            WgmmaTile::Tokens64 => 8,
         }
-    }
-    fn threads(self) -> u32 {
-        (self.rows() / 64 * 128) as u32
     }
     /// The entry point's name suffix after `_gemm_wgmma`.
     pub(crate) fn suffix(self) -> &'static str {
         match self {
-            WgmmaTile::Rows128 => "",
-            WgmmaTile::Rows256 => "_256",
-            WgmmaTile::Rows256Tokens64 => "_256n64",
-            WgmmaTile::Rows256TwoGroups => "_256k2",
-            WgmmaTile::Rows256Tokens64TwoGroups => "_256n64k2",
+            WgmmaTile::Tokens128 => "",
+            WgmmaTile::Tokens64 => "_n64",
         }
     }
-    pub const ALL: [WgmmaTile; 5] = [
-        WgmmaTile::Rows128,
-        WgmmaTile::Rows256,
-        WgmmaTile::Rows256Tokens64,
-        WgmmaTile::Rows256TwoGroups,
-        WgmmaTile::Rows256Tokens64TwoGroups,
-    ];
+    pub const ALL: [WgmmaTile; 2] = [WgmmaTile::Tokens128, WgmmaTile::Tokens64];
 }
 
-/// `BONSAI_WGMMA_TILE` = `128` | `256` | `256n64` | `256k2` | `256n64k2` forces one tile for every shape (bench);
-/// unset, the launcher picks per shape ([`default_tile`]).
+/// `BONSAI_WGMMA_TILE` = `128` | `64` forces one tile for every shape (bench); unset, the
+/// launcher picks per shape ([`default_tile`]).
 pub const WGMMA_TILE_ENV: &str = "BONSAI_WGMMA_TILE";
 
 fn forced_tile() -> Option<WgmmaTile> {
     static TILE: OnceLock<Option<WgmmaTile>> = OnceLock::new();
     *TILE.get_or_init(|| match std::env::var(WGMMA_TILE_ENV).as_deref().map(str::trim) {
-        Ok("128") => Some(WgmmaTile::Rows128),
-        Ok("256") => Some(WgmmaTile::Rows256),
-        Ok("256n64") => Some(WgmmaTile::Rows256Tokens64),
-        Ok("256k2") => Some(WgmmaTile::Rows256TwoGroups),
-        Ok("256n64k2") => Some(WgmmaTile::Rows256Tokens64TwoGroups),
+        Ok("128") => Some(WgmmaTile::Tokens128),
+        Ok("64") => Some(WgmmaTile::Tokens64),
         _ => None,
     })
 }
 
-/// The tile for `s` on a device of `sms` SMs when none is forced: 256 weight rows (half the
-/// activation traffic per FLOP of 128) and two groups per barrier, with 64-token tiles when
-/// 128-token ones leave SMs idle and the 64-token grid still fits one wave. Measured on the H200
-/// at pp512 (Q1, us; 128 / 256 / 256n64 / 256k2 / 256n64k2, commit 77feadb): qkv 97.8 / 95.4 /
-/// 111.2 / 85.2 / 107.9, attn_out 74.6 / 94.5 / 59.4 / 83.5 / 58.7, gate|up 300.3 / 281.0 /
-/// 339.0 / 254.7 / 321.9, down 209.6 / 263.4 / 172.8 / 247.4 / 171.8; the DiT's 4608 x 27648 x
-/// 3072 (Q2) 2378 / 2307 / 3197 / 2106 / 3090.
+/// The tile for `s` on a device of `sms` SMs when none is forced: 64-token tiles when 128-token
+/// ones leave SMs idle and the 64-token grid still fits one wave, else 128. Measured on the
+/// H200 at pp512 (Q1, us; 128 / 64 tokens, commit 77feadb, then named `_256k2` / `_256n64k2`):
+/// qkv 85.2 / 107.9, attn_out 83.5 / 58.7, gate|up 254.7 / 321.9, down 247.4 / 171.8; the
+/// DiT's 4608 x 27648 x 3072 (Q2) 2106 / 3090.
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
-    if ctas(WgmmaTile::Rows256TwoGroups) < sms && ctas(WgmmaTile::Rows256Tokens64TwoGroups) <= sms {
-        WgmmaTile::Rows256Tokens64TwoGroups
+    if ctas(WgmmaTile::Tokens128) < sms && ctas(WgmmaTile::Tokens64) <= sms {
+        WgmmaTile::Tokens64
     } else {
-        WgmmaTile::Rows256TwoGroups
+        WgmmaTile::Tokens128
     }
 }
 
@@ -137,7 +109,7 @@ pub(crate) fn prefer_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError
 /// Bytes of one ring stage (QwStage in matmul_gemm_wgmma.cu, rounded up to QW_ALIGN): the
 /// group's f16 activation tile, the rows' lane words and their scales.
 fn stage_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
-    (tile.tokens() * GROUP * 2 + tile.rows() * bits.words_per_group() * 4 + tile.rows() * 2).next_multiple_of(QW_ALIGN)
+    (tile.tokens() * GROUP * 2 + QW_ROWS * bits.words_per_group() * 4 + QW_ROWS * 2).next_multiple_of(QW_ALIGN)
 }
 
 /// Dynamic shared memory of one CTA: the ring plus the alignment slack.
@@ -147,7 +119,7 @@ pub(crate) fn smem_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
 
 /// (weight tiles, token tiles) of the grid for `s`.
 fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
-    let per_tile = if s.epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
+    let per_tile = if s.epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
     let token_tiles = s.m.div_ceil(tile.tokens());
     if token_tiles > MAX_GRID_Y {
         return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
@@ -189,11 +161,9 @@ pub(crate) fn launch(
     let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
     let gemm = lib.function(&name)?;
     gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
-    // The largest carveout, so two Rows128 CTAs share an SM.
-    gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
-        block_dim: (tile.threads(), 1, 1),
+        block_dim: (QW_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
     let mut b = Launch::new(stream, gemm);
@@ -215,13 +185,11 @@ mod tests {
     const H200_SMEM_PER_SM: usize = 228 * 1024;
     const RESERVED_SMEM_PER_CTA: usize = 1024;
 
-    /// Rows128 runs two CTAs per SM (its launch bounds ask for it), the 4-warpgroup tiles one.
     #[test]
-    fn ctas_fit_an_sm() {
+    fn one_cta_fits_an_sm() {
         for bits in [QuantBits::One, QuantBits::Two] {
             for tile in WgmmaTile::ALL {
-                let per_sm = if tile == WgmmaTile::Rows128 { 2 } else { 1 };
-                let need = per_sm * (smem_bytes(bits, tile) + RESERVED_SMEM_PER_CTA);
+                let need = smem_bytes(bits, tile) + RESERVED_SMEM_PER_CTA;
                 assert!(need <= H200_SMEM_PER_SM, "{bits:?} {tile:?}: {need}");
             }
         }
@@ -234,7 +202,7 @@ mod tests {
                 for (m, n_out) in [(64, 7), (300, 333), (512, 12288), (4608, 27648)] {
                     let s = F16Shape { bits: QuantBits::One, epilogue, m, n_out, k: 4096 };
                     let (tiles, token_tiles) = grid(&s, tile).expect("valid");
-                    let per_tile = if epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
+                    let per_tile = if epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
                     assert!(tiles as usize * per_tile >= n_out && (tiles as usize - 1) * per_tile < n_out);
                     assert!(token_tiles as usize * tile.tokens() >= m);
                 }
@@ -247,11 +215,11 @@ mod tests {
     fn default_tile_is_the_measured_best() {
         let shape = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::One, epilogue, m, n_out, k };
         let pick = |s: F16Shape| default_tile(&s, 132);
-        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Rows256TwoGroups, "qkv");
-        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64TwoGroups, "attn_out");
-        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Rows256TwoGroups, "gate|up");
-        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Rows256Tokens64TwoGroups, "down");
-        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Rows256TwoGroups, "DiT");
+        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Tokens128, "qkv");
+        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Tokens64, "attn_out");
+        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Tokens128, "gate|up");
+        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Tokens64, "down");
+        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Tokens128, "DiT");
     }
 
     #[test]

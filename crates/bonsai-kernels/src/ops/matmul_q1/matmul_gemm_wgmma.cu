@@ -11,44 +11,45 @@
 // the tensor cores from shared memory in the 128-byte swizzle. So no decoded weight ever goes
 // through shared memory, and a warpgroup's 8 wgmma per 128-group run while it decodes nothing.
 //
-// CTA = WGS warpgroups = 64 WGS weight rows x BN tokens; K advances one 128-group per
-// stage of a STAGES cp.async ring holding the group's activation tile (two 64-k halves of
-// 128 rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
-// 128-byte swizzle), the rows' lane words and their scales (through registers, one stage ahead,
-// as in gemm_f16_mma). Each iteration: wait for the group, decode the warp's A fragments for
-// all 8 k16 steps (Q1 2, Q2 ~4 instructions per register), issue 8 wgmma m64n128k16, commit,
-// and wait for them before the next barrier (the ring slot is then free for the copy issued
-// after it). Two CTAs per SM (<= 128 registers, ~110 KB of shared memory each) overlap one
-// CTA's decode and barrier with the other's tensor work.
+// CTA = 4 warpgroups (512 threads) = 256 weight rows x BN tokens (BN 128: `_gemm_wgmma`; 64:
+// `_gemm_wgmma_n64`, twice the CTAs, for the N = 4096 shapes whose 128-token grid leaves SMs
+// idle). 256 rows halve the activation traffic per FLOP of a 128-row CTA. K advances through a
+// STAGES-deep cp.async ring of 128-group stages: the group's activation tile (two 64-k halves of
+// BN rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
+// 128-byte swizzle), the rows' lane words, their scales (through registers, one period ahead,
+// as in gemm_f16_mma). Between two CTA barriers each warpgroup consumes QW_GROUPS_PER_BARRIER
+// groups, each one: decode its A fragments for the 8 k16 steps (Q1 2, Q2 ~4 instructions per
+// register), issue 8 wgmma m64nBNk16, wait for them (the A registers are reused next). A
+// warpgroup that finished early decodes while the others' wgmmas keep the tensor cores busy;
+// with one group per barrier (measured, 2026-11-30) ncu ranked barrier stalls first and the
+// tensor pipe was 42% active on gate|up, and the two-group kernel is 9% faster there.
+//
+// Measured (H200, Q1, m = 512, docs/PERFORMANCE.md): gate|up 254.7 us (405 TFLOP/s), qkv 85.2,
+// attn_out 58.7 (n64), down 171.8 (n64); the DiT's 4608 x 27648 x 3072 (Q2) 2105.6 us (372).
+// Tried and dropped: 128-row CTAs (2 per SM), one group per barrier (both slower on every
+// shape), and A double-buffered with one wgmma group in flight across the barrier (wait<1>):
+// ptxas 13.0 serializes its wgmmas (C7513, "non wgmma instructions defining input registers
+// ... between start and end of the pipeline stage").
 //
 // SwiGLU: local row lr = 16 b + r holds the gate (r < 8) or up (r >= 8) row of feature
 // 8 b + r % 8 of the tile, so a thread's accumulators of rows g and g + 8 are the gate and up
-// of one feature (64 features per CTA).
+// of one feature (128 features per CTA).
 //
 // Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper, cuBLAS bf16 692-790
 // measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
 
-// Tiles (entry-point suffixes, chosen by the launcher, cuda_wgmma.rs):
-//   `_gemm_wgmma`        WGS 2 (128 weight rows), BN 128 tokens, 3 stages, 2 CTAs per SM; GPB 1;
-//   `_gemm_wgmma_256`    WGS 4 (256 weight rows, half the activation traffic per FLOP), BN 128,
-//                        4 stages, 512 threads, 1 CTA per SM;
-//   `_gemm_wgmma_256n64` WGS 4, BN 64 (twice the CTAs of _256 for the N = 4096 shapes);
-//   `_gemm_wgmma_256k2`, `_256n64k2`: the same with two groups per CTA barrier (GPB 2: each
-//                        warpgroup runs decode, 8 wgmma, wait twice between barriers, so a
-//                        warpgroup that finished early decodes while the others' wgmmas run;
-//                        ncu showed barrier stalls on top with GPB 1), and a deeper ring.
-// (A variant with the A fragments double-buffered and one wgmma group left in flight across the
-// barrier, wait<1>, compiled to serialized wgmmas: ptxas 13.0 C7513, "non wgmma instructions
-// defining input registers ... between start and end of the pipeline stage". Removed.)
-#define QW_MAX_TOKENS 128
+#define QW_WARPGROUPS 4
+#define QW_ROWS (64 * QW_WARPGROUPS)
+#define QW_THREADS (128 * QW_WARPGROUPS)
+#define QW_GROUPS_PER_BARRIER 2
 // The wgmma B tile's alignment (the 128-byte swizzle repeats every 8 rows = 1024 bytes).
 #define QW_ALIGN 1024
 
 // Shared-memory layout of one ring stage: the activation tile (two 64-k halves of BN rows x
 // 128 B), the rows' lane words, their scales; BYTES keeps every stage 1024-byte aligned.
-template <int BITS, int WGS, int BN>
+template <int BITS, int BN>
 struct QwStage {
-    static constexpr int ROWS = 64 * WGS;
+    static constexpr int ROWS = QW_ROWS;
     static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
     static constexpr int X_HALF_BYTES = BN * 128;
     static constexpr int X_BYTES = 2 * X_HALF_BYTES;
@@ -58,8 +59,9 @@ struct QwStage {
 };
 
 // Tile-local weight row lr (0 .. ROWS-1) -> weight row, or -1 outside the matrix.
-template <int MODE, int ROWS>
+template <int MODE>
 __device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
+    constexpr int ROWS = QW_ROWS;
     if (MODE == MATMUL_SWIGLU) {
         const int f = tile * (ROWS / 2) + (lr / 16) * 8 + (lr % 8);
         if (f >= n_out) return -1;
@@ -69,12 +71,12 @@ __device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
     return r < n_out ? r : -1;
 }
 
-template <int BITS, int MODE, int WGS, int BN, int STAGES, int GPB>
+template <int BITS, int MODE, int BN, int STAGES>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
                                            int m, float* __restrict__ y, int n_out, int k) {
-    using S = QwStage<BITS, WGS, BN>;
-    constexpr int ROWS = S::ROWS, THREADS = 128 * WGS, ACC = BN / 2;
+    using S = QwStage<BITS, BN>;
+    constexpr int ROWS = QW_ROWS, THREADS = QW_THREADS, ACC = BN / 2, GPB = QW_GROUPS_PER_BARRIER;
     // GPB groups are consumed per CTA barrier; AHEAD groups are in flight beyond them (the ring
     // slots of the previous barrier period are the ones refilled).
     constexpr int AHEAD = STAGES - GPB;
@@ -95,7 +97,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
     // Threads 0 .. ROWS-1 carry the scale of local row threadIdx.x through the pipeline.
     const bool carries_scale = threadIdx.x < ROWS;
-    const int my_row = carries_scale ? qw_weight_row<MODE, ROWS>(tile, threadIdx.x, n_out) : -1;
+    const int my_row = carries_scale ? qw_weight_row<MODE>(tile, threadIdx.x, n_out) : -1;
 
     auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
     auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
@@ -117,7 +119,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 #pragma unroll 1
         for (int i = threadIdx.x; i < ROWS * S::WORDS; i += THREADS) {
             const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
-            const int row = qw_weight_row<MODE, ROWS>(tile, lr, n_out);
+            const int row = qw_weight_row<MODE>(tile, lr, n_out);
             if (row >= 0) {
                 const u32* row_words = layout_row<BITS>(payload, row, groups);
                 cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
@@ -203,7 +205,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
     // SwiGLU: row lr0 is the gate of feature row0 (qw_weight_row returns the feature index for a
     // gate row), lr1 its up.
-    const int row0 = qw_weight_row<MODE, ROWS>(tile, lr0, n_out), row1 = qw_weight_row<MODE, ROWS>(tile, lr1, n_out);
+    const int row0 = qw_weight_row<MODE>(tile, lr0, n_out), row1 = qw_weight_row<MODE>(tile, lr1, n_out);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

@@ -82,36 +82,18 @@
         gemm_f16_mma<BITS, MODE, 4, false>(scales, payload, xh, row_unscale, m, y, n_out, k,     \
                                            nullptr, nullptr, 0);                                 \
     }                                                                                            \
-    /* wgmma tiles (matmul_gemm_wgmma.cu): warpgroups, tokens, stages; CTAs per SM */            \
-    extern "C" __global__ void __launch_bounds__(128 * 2, 2)                                     \
+    /* wgmma tiles (matmul_gemm_wgmma.cu): 256 weight rows x 128 or 64 tokens, ring stages */    \
+    extern "C" __global__ void __launch_bounds__(QW_THREADS, 1)                                  \
         PREFIX##_gemm_wgmma(const u16* scales, const u32* payload, const u16* xh,                \
                        const float* row_unscale, int m, float* y, int n_out, int k) {            \
         griddep_wait();                                                                          \
-        gemm_wgmma<BITS, MODE, 2, 128, 3, 1>(scales, payload, xh, row_unscale, m, y, n_out, k);     \
+        gemm_wgmma<BITS, MODE, 128, (BITS == 1 ? 6 : 5)>(scales, payload, xh, row_unscale, m, y, n_out, k); \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128 * 4, 1)                                     \
-        PREFIX##_gemm_wgmma_256(const u16* scales, const u32* payload, const u16* xh,            \
+    extern "C" __global__ void __launch_bounds__(QW_THREADS, 1)                                  \
+        PREFIX##_gemm_wgmma_n64(const u16* scales, const u32* payload, const u16* xh,            \
                        const float* row_unscale, int m, float* y, int n_out, int k) {            \
         griddep_wait();                                                                          \
-        gemm_wgmma<BITS, MODE, 4, 128, 4, 1>(scales, payload, xh, row_unscale, m, y, n_out, k);     \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128 * 4, 1)                                     \
-        PREFIX##_gemm_wgmma_256n64(const u16* scales, const u32* payload, const u16* xh,         \
-                       const float* row_unscale, int m, float* y, int n_out, int k) {            \
-        griddep_wait();                                                                          \
-        gemm_wgmma<BITS, MODE, 4, 64, 4, 1>(scales, payload, xh, row_unscale, m, y, n_out, k);      \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128 * 4, 1)                                     \
-        PREFIX##_gemm_wgmma_256k2(const u16* scales, const u32* payload, const u16* xh,          \
-                       const float* row_unscale, int m, float* y, int n_out, int k) {            \
-        griddep_wait();                                                                          \
-        gemm_wgmma<BITS, MODE, 4, 128, (BITS == 1 ? 6 : 5), 2>(scales, payload, xh, row_unscale, m, y, n_out, k); \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128 * 4, 1)                                     \
-        PREFIX##_gemm_wgmma_256n64k2(const u16* scales, const u32* payload, const u16* xh,       \
-                       const float* row_unscale, int m, float* y, int n_out, int k) {            \
-        griddep_wait();                                                                          \
-        gemm_wgmma<BITS, MODE, 4, 64, 8, 2>(scales, payload, xh, row_unscale, m, y, n_out, k);   \
+        gemm_wgmma<BITS, MODE, 64, 8>(scales, payload, xh, row_unscale, m, y, n_out, k);         \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
