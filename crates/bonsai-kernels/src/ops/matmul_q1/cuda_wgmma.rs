@@ -4,12 +4,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
 use super::matmul_f16::{prepass, F16Shape};
-use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
+use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -148,19 +148,15 @@ pub(crate) fn launch(
     let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
     let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
-    let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    if smem > optin {
-        return Err(shape(op, format!("the wgmma GEMM needs {smem} bytes of shared memory per CTA, this device allows {optin}")));
-    }
+    let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
+    let gemm = lib.function(&name)?;
+    opt_in_shared_memory(op, stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
     let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
 
-    let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
-    let gemm = lib.function(&name)?;
-    gemm.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
         block_dim: (QW_THREADS, 1, 1),
