@@ -26,9 +26,9 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
         _ => {
             let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
             if launch::matmul::device_has_wgmma(&ctx.stream)? {
-                // The launcher's choice, then every tile forced (each its own entry point).
-                let tiles = WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile);
-                gemms.splice(1..1, std::iter::once(GemmKernel::TensorCoreWgmma).chain(tiles));
+                // Every tile forced (each its own entry point; the launcher's choice is one of
+                // them, and matmul_large runs that choice at the DiT shapes).
+                gemms.splice(1..1, WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile));
             }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }

@@ -181,7 +181,7 @@ pub(crate) fn plan(
 }
 
 /// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm), on the
-/// path [`PATH_ENV`] asks for (default: resident when it can run).
+/// path [`PATH_ENV`] asks for (default: two-pass).
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm(
     lib: &KernelLibrary,

@@ -120,6 +120,17 @@ pub enum Epilogue {
     SwiGlu,
 }
 
+impl Epilogue {
+    /// The op named in this launch's errors.
+    pub(crate) fn op_name(self) -> &'static str {
+        if self == Epilogue::SwiGlu {
+            "gate_up_swiglu"
+        } else {
+            "matmul"
+        }
+    }
+}
+
 /// `wide`: the f16 GEMM's 128 x 256 tile.
 pub(crate) fn kernel_name(
     bits: QuantBits,
@@ -271,7 +282,7 @@ pub(crate) fn gemv_with(
     };
     match norm {
         Some((norm_w, eps)) => {
-            let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+            let op = epilogue.op_name();
             let (ptr, _guard) = norm_arg(op, norm_w, w.k, 1, stream)?;
             launch_any(lib, stream, w, x, 1, y, epilogue, n_out, None, Some(gemv), Some((ptr, eps)))
         }
@@ -320,7 +331,7 @@ fn launch_any(
     gemv: Option<GemvKernel>,
     norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
-    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let op = epilogue.op_name();
     w.validate(op)?;
     if m == 0 {
         return Err(shape(op, "m = 0 tokens".into()));

@@ -31,7 +31,7 @@ pub(crate) fn launch(
     (scales, payload, x, y): (u64, u64, u64, u64),
     norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
-    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let op = epilogue.op_name();
     // The GEMV's grid check before any allocation.
     b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
@@ -100,7 +100,7 @@ pub(crate) fn launch_gemv(
     norm_eps: Option<f32>,
     planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
-    let op = if epilogue == Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);

@@ -39,11 +39,7 @@ pub(crate) struct F16Shape {
 
 impl F16Shape {
     pub(crate) fn op(&self) -> &'static str {
-        if self.epilogue == Epilogue::SwiGlu {
-            "gate_up_swiglu"
-        } else {
-            "matmul"
-        }
+        self.epilogue.op_name()
     }
 }
 
@@ -153,9 +149,10 @@ pub fn f16_gemm_enabled() -> bool {
 
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    Ok(if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && super::matmul_wgmma::prefer_wgmma(stream)? {
+    let f16 = s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled();
+    Ok(if f16 && super::matmul_wgmma::prefer_wgmma(stream)? {
         GemmKernel::TensorCoreWgmma
-    } else if s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled() && fits_device(stream, s)? {
+    } else if f16 && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16
     } else {
         GemmKernel::TensorCoreBf16x3

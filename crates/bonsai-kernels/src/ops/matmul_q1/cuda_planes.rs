@@ -183,7 +183,7 @@ pub fn gemv_from_planes(
     epilogue: super::Epilogue,
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), LaunchError> {
-    let op = if epilogue == super::Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let op = epilogue.op_name();
     let n_out = if epilogue == super::Epilogue::SwiGlu {
         super::check_gate_up(w)?;
         w.n / 2
@@ -227,7 +227,7 @@ fn run_from_planes(
     epilogue: super::Epilogue,
     planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
-    let op = if epilogue == super::Epilogue::SwiGlu { "gate_up_swiglu" } else { "matmul" };
+    let op = epilogue.op_name();
     w.validate(op)?;
     let n_out = if epilogue == super::Epilogue::SwiGlu { w.n / 2 } else { w.n };
     if planes.k != w.k {

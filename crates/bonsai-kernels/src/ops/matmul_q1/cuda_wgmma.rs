@@ -1,5 +1,5 @@
 //! Launch of the wgmma GEMM (matmul_gemm_wgmma.cu, sm_90a): the f16 pre-pass shared with
-//! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (128-row weight
+//! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (256-row weight
 //! tiles, token tiles), 512 threads, in one of two CTA tiles ([`WgmmaTile`]).
 
 use std::sync::{Arc, OnceLock};
