@@ -88,6 +88,114 @@ __device__ __forceinline__ void jw_q_frags(u32 (&frag)[JW_HD / 16][4], const QT*
     }
 }
 
+// Row half r's (row g or g + 8) share of a 128-key S block's weights: this thread's 32 f32
+// weights summed as a tree (depth 5; the add count, and so the bound's gamma term, is a chain's).
+// Spelled out: nvcc 13.0 does not unroll a halving-width loop here, and the partial sums then
+// live in local memory.
+__device__ __forceinline__ float jw_tree_sum16(const float (&s)[JW_BLOCK_K / 8][4], int r) {
+    static_assert(JW_BLOCK_K / 8 == 16, "a tree of 16 pair sums");
+    float pair_sum[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) pair_sum[j] = s[j][2 * r] + s[j][2 * r + 1];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) pair_sum[j] += pair_sum[j + 8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) pair_sum[j] += pair_sum[j + 4];
+    pair_sum[0] += pair_sum[2];
+    pair_sum[1] += pair_sum[3];
+    return pair_sum[0] + pair_sum[1];
+}
+
+// The online softmax of one 128-key tile, in place on its S block (raw scores of keys key0 ..):
+// keys past seq masked, the rows' running max and sum updated, `correction` = the factor O must
+// be scaled by (exp2 of the old max minus the new, scaled; 0 on the first tile), and s = the f32
+// weights. Every tile holds a valid key, so the new maxima are finite.
+__device__ __forceinline__ void jw_softmax(float (&s)[JW_BLOCK_K / 8][4], float (&correction)[2], float (&row_max)[2],
+                                           float (&row_sum)[2], int key0, int seq, int t, float scale_log2) {
+    constexpr int S_BLOCKS = JW_BLOCK_K / 8;
+    if (key0 + JW_BLOCK_K > seq) {  // the tail: zero-filled keys must get no weight
+#pragma unroll
+        for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
+    }
+    float tile_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int j = 0; j < S_BLOCKS; ++j) {
+        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
+        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
+    }
+    float max_scaled[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        // The 4 lanes t of a row group hold its columns.
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
+        const float new_max = fmaxf(row_max[r], tile_max[r]);
+        correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
+        row_max[r] = new_max;
+        max_scaled[r] = new_max * scale_log2;
+        row_sum[r] *= correction[r];
+    }
+#pragma unroll
+    for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_sum[r] += jw_tree_sum16(s, r);
+}
+
+// P = the weights rounded to bf16 in the A-fragment layout of O += P V: S block j holds keys
+// 8j..8j+7, the low (j even) or high (j odd) half of P's k-step j / 2.
+__device__ __forceinline__ void jw_pack_p(const float (&s)[JW_BLOCK_K / 8][4], u32 (&p_frag)[JW_BLOCK_K / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < JW_BLOCK_K / 8; ++j) {
+        p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
+        p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
+    }
+}
+
+// S = Q K^T of one tile (8 wgmma k16 steps over the two 64-dim halves; the first ignores s's old
+// values) and O += P V (8 steps over the tile's keys, V through the MN-major descriptor). The
+// caller fences before and commits after.
+__device__ __forceinline__ void jw_issue_s(float (&s)[JW_BLOCK_K / 8][4], u32 (&q_frag)[JW_HD / 16][4],
+                                           const unsigned char* k_tile) {
+#pragma unroll
+    for (int ks = 0; ks < JW_HD / 16; ++ks)
+        wgmma_bf16_m64n128k16_rs(&s[0][0], q_frag[ks], k_tile + (ks / 4) * JW_HALF_BYTES, 2 * (ks % 4), ks > 0);
+}
+__device__ __forceinline__ void jw_issue_pv(float (&o)[JW_HD / 8][4], u32 (&p_frag)[JW_BLOCK_K / 16][4],
+                                            const unsigned char* v_tile) {
+#pragma unroll
+    for (int kc = 0; kc < JW_BLOCK_K / 16; ++kc)
+        wgmma_bf16_m64n128k16_rs_mn(&o[0][0], p_frag[kc], v_tile + kc * 16 * 128, JW_HALF_BYTES);
+}
+
+// Output rows g and g + 8 of the warp's 16 (from warp_row0): O over the row's total weight (the
+// 4 lanes t of a row group hold its partial sums), token-major [seq, heads * 128].
+__device__ __forceinline__ void jw_store_rows(const float (&o)[JW_HD / 8][4], const float (&row_sum)[2],
+                                              float* __restrict__ out, int warp_row0, int head, int heads, int seq,
+                                              int g, int t) {
+    const long long out_row = (long long)heads * JW_HD;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float total = row_sum[r];
+        total += __shfl_xor_sync(FULL_MASK, total, 1);
+        total += __shfl_xor_sync(FULL_MASK, total, 2);
+        const int query = warp_row0 + g + 8 * r;
+        if (query >= seq) continue;
+        float* dst = out + query * out_row + (long long)head * JW_HD + 2 * t;
+#pragma unroll
+        for (int j = 0; j < JW_HD / 8; ++j) {
+            float2 pair;
+            pair.x = o[j][2 * r] / total;
+            pair.y = o[j][2 * r + 1] / total;
+            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
+        }
+    }
+}
+
 template <typename QT>
 __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict__ q, const u16* __restrict__ k,
                                                             const u16* __restrict__ v, float* __restrict__ out,
@@ -95,7 +203,6 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;  // 8-key column blocks of S
     constexpr int P_STEPS = JW_BLOCK_K / 16;  // k16 steps of O += P V
     constexpr int O_BLOCKS = JW_HD / 8;       // 8-dim column blocks of O
-    constexpr int Q_STEPS = JW_HD / 16;       // k16 steps of S = Q K^T
     extern __shared__ float4 jw_smem_raw[];
     // The dynamic window is only 16-byte aligned by contract: round up (the launcher allocates
     // JW_ALIGN extra bytes).
@@ -119,7 +226,7 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     jw_stage_tile(v_tile(0), v_head, 0, seq);
     cp_async_commit();
 
-    u32 q_frag[Q_STEPS][4];
+    u32 q_frag[JW_HD / 16][4];
     jw_q_frags<QT>(q_frag, q + head_base, warp_row0, seq, g, t);
 
     float o[O_BLOCKS][4], s[S_BLOCKS][4];
@@ -151,101 +258,26 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
         cp_async_commit();
 
         wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < Q_STEPS; ++ks)
-            wgmma_bf16_m64n128k16_rs(&s[0][0], q_frag[ks], k_tile(slot) + (ks / 4) * JW_HALF_BYTES, 2 * (ks % 4),
-                                     ks > 0);
+        jw_issue_s(s, q_frag, k_tile(slot));
         wgmma_commit();
         wgmma_wait<0>();
 
-        const int key0 = tile * JW_BLOCK_K;
-        if (key0 + JW_BLOCK_K > seq) {  // the tail: zero-filled keys must get no weight
-#pragma unroll
-            for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
-        }
-
-        // Online softmax. Every tile holds a valid key, so the new maxima are finite; the first
-        // tile's correction is exp2(-inf) = 0 on a zero state.
-        float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
-        }
-        float max_scaled[2], correction[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            // The 4 lanes t of a row group hold its columns.
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
-            const float new_max = fmaxf(row_max[r], tile_max[r]);
-            correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
-            row_max[r] = new_max;
-            max_scaled[r] = new_max * scale_log2;
-            row_sum[r] *= correction[r];
-        }
+        float correction[2];
         u32 p_frag[P_STEPS][4];
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
-            // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of the A
-            // fragment of P-V k-step j / 2.
-            p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
-            p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
-        }
-        // This thread's f32 weights of the tile, summed as a tree (depth 4; the add count, and so
-        // the bound's gamma term, is a chain's).
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float pair_sum[S_BLOCKS];
-#pragma unroll
-            for (int j = 0; j < S_BLOCKS; ++j) pair_sum[j] = s[j][2 * r] + s[j][2 * r + 1];
-            static_assert(S_BLOCKS == 16, "the tree below has 4 levels");
-            // Spelled out: nvcc 13.0 does not unroll a halving `width` loop here, and pair_sum
-            // then lives in local memory.
-#pragma unroll
-            for (int j = 0; j < 8; ++j) pair_sum[j] += pair_sum[j + 8];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) pair_sum[j] += pair_sum[j + 4];
-            pair_sum[0] += pair_sum[2];
-            pair_sum[1] += pair_sum[3];
-            pair_sum[0] += pair_sum[1];
-            row_sum[r] += pair_sum[0];
-        }
+        jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
+        jw_pack_p(s, p_frag);
         // Skip the O rescale (exact: the factor is then 1) unless one of the warp's maxima moved.
         flash_rescale_rows(o, correction);
 
         wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < P_STEPS; ++kc)
-            wgmma_bf16_m64n128k16_rs_mn(&o[0][0], p_frag[kc], v_tile(slot) + kc * 16 * 128, JW_HALF_BYTES);
+        jw_issue_pv(o, p_frag, v_tile(slot));
         wgmma_commit();
         // P's registers (rewritten next tile) and the slot (refilled after the next barrier) are
         // reused only after this.
         wgmma_wait<0>();
     }
 
-    const long long out_row = (long long)heads * JW_HD;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float total = row_sum[r];
-        total += __shfl_xor_sync(FULL_MASK, total, 1);
-        total += __shfl_xor_sync(FULL_MASK, total, 2);
-        const int query = warp_row0 + g + 8 * r;
-        if (query >= seq) continue;
-        float* dst = out + query * out_row + (long long)head * JW_HD + 2 * t;
-#pragma unroll
-        for (int j = 0; j < O_BLOCKS; ++j) {
-            float2 pair;
-            pair.x = o[j][2 * r] / total;
-            pair.y = o[j][2 * r + 1] / total;
-            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
-        }
-    }
+    jw_store_rows(o, row_sum, out, warp_row0, head, heads, seq, g, t);
 }
 
 // Same signature as joint_attention_hd128: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
