@@ -306,27 +306,6 @@ inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_
         mma_bf16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
     }
 }
-// wgmma runs synchronously here: nothing to keep alive.
-template <int N>
-inline void register_fence(float (&)[N][4]) {}
-template <int N>
-inline void register_fence(uint32_t (&)[N][4]) {}
-// A from the K-major swizzled tile: warp w % 4 of the warpgroup reads rows 16 (w % 4) + g and
-// + 8, k 2t.. of chunks k_chunk and k_chunk + 1 (the m16n8k16 A layout), then as the rs form.
-inline void wgmma_bf16_m64n128k16_ss(float* d, const void* a_block, const void* b_block, int k_chunk, int accumulate) {
-    if ((reinterpret_cast<uintptr_t>(a_block) & 1023) != 0) emu::kernel_fault("a wgmma A tile must be 1024-byte aligned");
-    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
-    const int row0 = 16 * (emu::t_thread->warp % 4) + g;
-    const unsigned char* tile = static_cast<const unsigned char*>(a_block);
-    auto word = [&](int row, int chunk) {
-        uint32_t w;
-        std::memcpy(&w, tile + row * 128 + ((chunk ^ (row & 7)) * 16) + t * 4, 4);
-        return w;
-    };
-    const uint32_t a[4] = {word(row0, k_chunk), word(row0 + 8, k_chunk), word(row0, k_chunk + 1),
-                           word(row0 + 8, k_chunk + 1)};
-    wgmma_bf16_m64n128k16_rs(d, a, b_block, k_chunk, accumulate);
-}
 // MN-major B: element (k, n) at b_rows + (n / 64) n_block_bytes + 128 k, 16-byte chunk
 // (n % 64) / 8 swizzled by k % 8 (k 8..15 land in the second 1024-byte block), as ptx.cuh says.
 inline void wgmma_bf16_m64n128k16_rs_mn(float* d, const uint32_t* a, const void* b_rows, uint32_t n_block_bytes) {

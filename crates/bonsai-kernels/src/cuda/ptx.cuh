@@ -251,20 +251,6 @@ __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float* d, const u32* a,
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate)
                  : "memory");
 }
-// The same product with A from shared memory too ("ss"): `a_block` (1024-byte aligned) holds the
-// warpgroup's 64 rows of 128 bytes (64 bf16 of k) in the K-major 128-byte swizzle of B, and
-// k_chunk selects the k16 step in both. Saves A's 32 registers a thread.
-__device__ __forceinline__ void wgmma_bf16_m64n128k16_ss(float* d, const void* a_block, const void* b_block,
-                                                         int k_chunk, int accumulate) {
-    const unsigned long long a_desc = wgmma_desc_sw128(smem_addr(a_block) + (u32)(k_chunk * 16));
-    const unsigned long long b_desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " BONSAI_WGMMA_R64
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : BONSAI_WGMMA_D64(d)
-                 : "l"(a_desc), "l"(b_desc), "r"(accumulate)
-                 : "memory");
-}
 // The matrix descriptor of an MN-major ("transposed") 128-byte-swizzled B at shared address
 // `addr` (1024-byte aligned): B's k rows are 128-byte rows of 64 consecutive n (16-byte chunk c
 // of row k at chunk position c ^ (k % 8)), 8 k rows per 1024-byte block (stride byte offset
@@ -301,30 +287,8 @@ __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, cons
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
-__device__ __forceinline__ void wgmma_bf16_m64n128k16_ss(float*, const void*, const void*, int, int) { __trap(); }
 #endif
 
-
-// Register fences for wgmma operands (an empty asm that reads and rewrites each register). The
-// compiler sees a wgmma as an ordinary instruction that consumes its A registers and defines its
-// accumulators at issue; in fact the tensor cores read and write them until the wgmma_wait that
-// retires it. A fence right after that wait keeps A registers alive until then (else their
-// registers may be reused for new values while the wgmma still reads them, and ptxas serializes
-// every wgmma: C7513) and keeps reads of the accumulators from moving above the wait.
-template <int N>
-__device__ __forceinline__ void register_fence(float (&r)[N][4]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(r[i][e])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void register_fence(u32 (&r)[N][4]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
-}
 
 #endif  // BONSAI_EMU
 

@@ -326,11 +326,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &["joint_attention_hd128_wgmma", "joint_attention_hd128_wgmma_f32q"],
     },
     KernelSource {
-        path: "ops/joint_attention/joint_attention_wgmma_pipe.cu",
-        text: include_str!("../ops/joint_attention/joint_attention_wgmma_pipe.cu"),
-        entry_points: &["joint_attention_hd128_wgmma_pipe", "joint_attention_hd128_wgmma_pipe_f32q"],
-    },
-    KernelSource {
         path: "ops/softmax/softmax.cu",
         text: include_str!("../ops/softmax/softmax.cu"),
         entry_points: &[

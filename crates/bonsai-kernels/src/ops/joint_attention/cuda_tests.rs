@@ -44,16 +44,7 @@ fn wgmma_is_the_hopper_default_at_hd_128_and_an_error_where_it_cannot_run() {
     assert!(K::resolve(Some(K::Wgmma), 128, false).is_err());
     assert!(K::resolve(Some(K::Wgmma), 64, true).is_err());
     assert_eq!(K::resolve(Some(K::QRegs), 128, true).ok(), Some(K::QRegs));
-    assert_eq!(
-        K::available(128, true),
-        vec![K::Wgmma, K::WgmmaPipe, K::QRegs, K::WideWarp, K::SixteenRowWarp]
-    );
-    assert!(K::resolve(Some(K::WgmmaPipe), 128, false).is_err());
-    // The pipelined kernel: a Q tile and 3 stages of K and V, within Hopper's opt-in limit.
-    let pipe = FlashVariant::select(128, K::WgmmaPipe).expect("supported");
-    assert_eq!((pipe.entry, pipe.shared_bytes()), ("joint_attention_hd128_wgmma_pipe", 230_400));
-    assert!(pipe.shared_bytes() <= SM90_SHARED_OPTIN);
-    assert_eq!(pipe.f32_q_entry, Some("joint_attention_hd128_wgmma_pipe_f32q"));
+    assert_eq!(K::available(128, true), vec![K::Wgmma, K::QRegs, K::WideWarp, K::SixteenRowWarp]);
     assert_eq!(K::available(64, true), Vec::from(K::MMA_SYNC));
     assert_eq!(K::available(128, false), Vec::from(K::MMA_SYNC));
 }
@@ -83,7 +74,6 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     }
     assert_eq!(SmallHeadKernel::parse(None).ok(), Some(None));
     assert_eq!(SmallHeadKernel::parse(Some("wgmma")).ok(), Some(Some(SmallHeadKernel::Wgmma)));
-    assert_eq!(SmallHeadKernel::parse(Some("wgmma_pipe")).ok(), Some(Some(SmallHeadKernel::WgmmaPipe)));
     assert_eq!(SmallHeadKernel::parse(Some("qregs")).ok(), Some(Some(SmallHeadKernel::QRegs)));
     assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(Some(SmallHeadKernel::WideWarp)));
     assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(Some(SmallHeadKernel::SixteenRowWarp)));
@@ -91,7 +81,6 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     for hd in [384, 512] {
         let variants = [
             SmallHeadKernel::Wgmma,
-            SmallHeadKernel::WgmmaPipe,
             SmallHeadKernel::QRegs,
             SmallHeadKernel::WideWarp,
         ]
