@@ -54,7 +54,10 @@
 //!    FFMA, the rounded scale and the max add 5u·S, exp2 4u, and each of the R = ceil(seq/tile)
 //!    rescales 6u·S + 4u (S = scale·max|s̃|): ε = ε_dot + 5u·S + 4u + R·(6u·S + 4u). "tile" is
 //!    the online-softmax step: 64 keys, 32 for the Q-in-registers kernel at hd 128 (two steps
-//!    per K/V tile, so twice the R; `FlashVariant::softmax_keys` passes it to the bound). Its
+//!    per K/V tile, so twice the R), 128 for the wgmma kernel (`FlashVariant::softmax_keys`
+//!    passes it to the bound). A wgmma m64nNk16 step adds, per output, one 16-term product to
+//!    the accumulator exactly as an mma.sync m16n8k16 step does, so ε_dot and item 3's 36u per
+//!    16-key step hold for it unchanged. Its
 //!    per-step row sum adds a thread's weights as a tree: as many adds as a chain, so the same γ.
 //!    The normalised weights lie within e^{±2ε} of the exact ones on the rounded inputs.
 //! 3. P is rounded to bf16 for the PV mma, the denominator sums the f32 p: u_b·A_d with
@@ -98,6 +101,8 @@
 //! | joint_attention_hd128_q_regs (default) | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
 //! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
 //! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
+//! | joint_attention_hd128_wgmma (sm_90a default) | 226 | 0 | 132,096 B | 1 (launch bound) |
+//! | joint_attention_hd128_wgmma_f32q (f32 call) | 226 | 0 | 132,096 B | 1 (launch bound) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
@@ -112,7 +117,10 @@
 //! HMMA instead of 0.50: each K / V fragment feeds two 16-row blocks). Predicted 380-430 TF/s
 //! flash-only at H 24, seq 4608 (1.7-1.9x); measured 305 TF/s (856 µs). The Q-in-registers
 //! kernel (default since; docs/kernel-notes.md, "Q in registers"): 855 instructions per tile,
-//! 64 LDSM (Q's 16 gone), 256 HMMA; sm_80 253 registers, no spills.
+//! 64 LDSM (Q's 16 gone), 256 HMMA; sm_80 253 registers, no spills. The wgmma kernel (default
+//! on sm_90 at hd 128 since 2026-11-30; joint_attention_wgmma.cu, kernel-notes "Joint attention
+//! on wgmma"): 620-629 µs flash-only at H 24, seq 4608 (415-420 TF/s), 0.59x torch's bf16 SDPA
+//! with the f32 input path, error 0.90x torch's.
 
 mod bf16_check;
 mod cpu;
