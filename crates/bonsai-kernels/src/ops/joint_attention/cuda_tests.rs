@@ -44,7 +44,16 @@ fn wgmma_is_the_hopper_default_at_hd_128_and_an_error_where_it_cannot_run() {
     assert!(K::resolve(Some(K::Wgmma), 128, false).is_err());
     assert!(K::resolve(Some(K::Wgmma), 64, true).is_err());
     assert_eq!(K::resolve(Some(K::QRegs), 128, true).ok(), Some(K::QRegs));
-    assert_eq!(K::available(128, true), vec![K::Wgmma, K::QRegs, K::WideWarp, K::SixteenRowWarp]);
+    assert_eq!(
+        K::available(128, true),
+        vec![K::Wgmma, K::WgmmaSkew, K::QRegs, K::WideWarp, K::SixteenRowWarp]
+    );
+    assert!(K::resolve(Some(K::WgmmaSkew), 128, false).is_err());
+    // The skewed kernel: 3 stages of K and V, within Hopper's opt-in limit.
+    let skew = FlashVariant::select(128, K::WgmmaSkew).expect("supported");
+    assert_eq!((skew.entry, skew.shared_bytes()), ("joint_attention_hd128_wgmma_skew", 197_632));
+    assert!(skew.shared_bytes() <= SM90_SHARED_OPTIN);
+    assert_eq!(skew.f32_q_entry, Some("joint_attention_hd128_wgmma_skew_f32q"));
     assert_eq!(K::available(64, true), Vec::from(K::MMA_SYNC));
     assert_eq!(K::available(128, false), Vec::from(K::MMA_SYNC));
 }
@@ -74,6 +83,7 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     }
     assert_eq!(SmallHeadKernel::parse(None).ok(), Some(None));
     assert_eq!(SmallHeadKernel::parse(Some("wgmma")).ok(), Some(Some(SmallHeadKernel::Wgmma)));
+    assert_eq!(SmallHeadKernel::parse(Some("wgmma_skew")).ok(), Some(Some(SmallHeadKernel::WgmmaSkew)));
     assert_eq!(SmallHeadKernel::parse(Some("qregs")).ok(), Some(Some(SmallHeadKernel::QRegs)));
     assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(Some(SmallHeadKernel::WideWarp)));
     assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(Some(SmallHeadKernel::SixteenRowWarp)));
@@ -81,6 +91,7 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     for hd in [384, 512] {
         let variants = [
             SmallHeadKernel::Wgmma,
+            SmallHeadKernel::WgmmaSkew,
             SmallHeadKernel::QRegs,
             SmallHeadKernel::WideWarp,
         ]

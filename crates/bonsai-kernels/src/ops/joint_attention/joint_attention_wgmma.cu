@@ -41,6 +41,8 @@
 // A ring stage: the K tile, then the V tile.
 #define JW_STAGE_BYTES (2 * JW_TILE_BYTES)
 #define JW_STAGES 2
+// The skewed variant's ring (tile j - 1's V, tile j, tile j + 1 landing).
+#define JW_SKEW_STAGES 3
 
 // cp.async copies of keys key0 .. key0 + JW_BLOCK_K - 1 of one head's [seq][128] bf16 rows into a
 // tile: 16-byte chunk c of key row r goes to half c / 8, row r, chunk position (c % 8) ^ (r % 8).
@@ -196,13 +198,22 @@ __device__ __forceinline__ void jw_store_rows(const float (&o)[JW_HD / 8][4], co
     }
 }
 
-template <typename QT>
+// SKEW = false: both warpgroups run tile j as S_j, softmax, PV_j inside the barrier interval of
+// tile j, so they tend to run in lockstep: both multiply, then both compute exp2 while the tensor
+// cores idle. SKEW = true: warpgroup 1 runs half a step behind: in interval j it issues PV_{j-1}
+// (P kept from the previous interval) together with S_j, then runs softmax_j, so its products
+// overlap warpgroup 0's softmax and the other way round. PV_{j-1} reads tile j - 1's V during
+// interval j, so the ring has JW_SKEW_STAGES slots (tile j + 1 lands in the third). In interval
+// 0 it issues PV with P = 0 on tile 0's V (adds exact zeros), so no wgmma is issued under a
+// condition (ptxas serializes those, kernel-notes).
+template <typename QT, bool SKEW>
 __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict__ q, const u16* __restrict__ k,
                                                             const u16* __restrict__ v, float* __restrict__ out,
                                                             int heads, int seq, float scale_log2) {
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;  // 8-key column blocks of S
     constexpr int P_STEPS = JW_BLOCK_K / 16;  // k16 steps of O += P V
     constexpr int O_BLOCKS = JW_HD / 8;       // 8-dim column blocks of O
+    constexpr int STAGES = SKEW ? JW_SKEW_STAGES : JW_STAGES;
     extern __shared__ float4 jw_smem_raw[];
     // The dynamic window is only 16-byte aligned by contract: round up (the launcher allocates
     // JW_ALIGN extra bytes).
@@ -219,9 +230,10 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     const int n_tiles = (seq + JW_BLOCK_K - 1) / JW_BLOCK_K;
     // Warpgroup warp / 4 owns rows 64 (warp / 4) .., its warp warp % 4 rows 16 (warp % 4) ..
     const int warp_row0 = q0 + 16 * warp;
+    const bool behind = SKEW && warp >= 4;  // warpgroup 1 of the skewed kernel
 
-    auto k_tile = [&](int slot) { return smem + slot * JW_STAGE_BYTES; };
-    auto v_tile = [&](int slot) { return smem + slot * JW_STAGE_BYTES + JW_TILE_BYTES; };
+    auto k_tile = [&](int tile) { return smem + (tile % STAGES) * JW_STAGE_BYTES; };
+    auto v_tile = [&](int tile) { return smem + (tile % STAGES) * JW_STAGE_BYTES + JW_TILE_BYTES; };
     jw_stage_tile(k_tile(0), k_head, 0, seq);
     jw_stage_tile(v_tile(0), v_head, 0, seq);
     cp_async_commit();
@@ -238,42 +250,62 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     for (int j = 0; j < S_BLOCKS; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+    // P of the skewed warpgroup's previous tile: zero before the first.
+    u32 p_frag[P_STEPS][4];
+#pragma unroll
+    for (int kc = 0; kc < P_STEPS; ++kc)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) p_frag[kc][i] = 0u;
     // Rows g and g + 8: running max (raw score units) and this thread's partial sum of weights.
     float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.0f, 0.0f};
 
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
-        const int slot = tile % JW_STAGES;
         cp_async_wait<0>();
         // This thread's copies of the tile are done; the proxy fence makes them visible to the
         // tensor cores' reads after the barrier, which also says every warpgroup is done with
-        // the previous tile (it waited for its wgmmas), whose slot the next copies reuse.
+        // the tiles before the slot the next copies reuse (it waited for its wgmmas).
         fence_proxy_async_smem();
         __syncthreads();
         if (tile + 1 < n_tiles) {
-            const int next = (tile + 1) % JW_STAGES;
-            jw_stage_tile(k_tile(next), k_head, (tile + 1) * JW_BLOCK_K, seq);
-            jw_stage_tile(v_tile(next), v_head, (tile + 1) * JW_BLOCK_K, seq);
+            jw_stage_tile(k_tile(tile + 1), k_head, (tile + 1) * JW_BLOCK_K, seq);
+            jw_stage_tile(v_tile(tile + 1), v_head, (tile + 1) * JW_BLOCK_K, seq);
         }
         cp_async_commit();
 
-        wgmma_fence();
-        jw_issue_s(s, q_frag, k_tile(slot));
-        wgmma_commit();
-        wgmma_wait<0>();
-
         float correction[2];
-        u32 p_frag[P_STEPS][4];
-        jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
-        jw_pack_p(s, p_frag);
-        // Skip the O rescale (exact: the factor is then 1) unless one of the warp's maxima moved.
-        flash_rescale_rows(o, correction);
-
+        if (behind) {
+            // PV of the previous tile (P = 0 and tile 0's V in interval 0), then S of this one.
+            wgmma_fence();
+            jw_issue_pv(o, p_frag, v_tile(tile > 0 ? tile - 1 : 0));
+            jw_issue_s(s, q_frag, k_tile(tile));
+            wgmma_commit();
+            wgmma_wait<0>();
+            jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
+            flash_rescale_rows(o, correction);
+            jw_pack_p(s, p_frag);
+        } else {
+            wgmma_fence();
+            jw_issue_s(s, q_frag, k_tile(tile));
+            wgmma_commit();
+            wgmma_wait<0>();
+            jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
+            // Skip the O rescale (exact: the factor is then 1) unless one of the warp's maxima
+            // moved.
+            flash_rescale_rows(o, correction);
+            jw_pack_p(s, p_frag);
+            wgmma_fence();
+            jw_issue_pv(o, p_frag, v_tile(tile));
+            wgmma_commit();
+            // P's registers (rewritten next tile) and the slot (refilled after a later barrier)
+            // are reused only after this.
+            wgmma_wait<0>();
+        }
+    }
+    if (behind) {  // the last tile's PV (its slot is never refilled)
         wgmma_fence();
-        jw_issue_pv(o, p_frag, v_tile(slot));
+        jw_issue_pv(o, p_frag, v_tile(n_tiles - 1));
         wgmma_commit();
-        // P's registers (rewritten next tile) and the slot (refilled after the next barrier) are
-        // reused only after this.
         wgmma_wait<0>();
     }
 
@@ -282,19 +314,33 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
 
 // Same signature as joint_attention_hd128: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
 // scale_log2 = log2(e) / sqrt(128). `_f32q` takes q as f32 (same layout) and rounds it itself.
-// Grid (ceil(seq / 128), H); JW_STAGES * JW_STAGE_BYTES + JW_ALIGN bytes of dynamic shared memory.
+// Grid (ceil(seq / 128), H); JW_STAGES (`_skew`: JW_SKEW_STAGES) * JW_STAGE_BYTES + JW_ALIGN
+// bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
     joint_attention_hd128_wgmma(const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
-                                float* __restrict__ out, int heads, int seq, float scale_log2) {
+        float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<u16>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma<u16, false>(q, k, v, out, heads, seq, scale_log2);
 }
 extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
-    joint_attention_hd128_wgmma_f32q(const float* __restrict__ q, const u16* __restrict__ k,
-                                     const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
-                                     float scale_log2) {
+    joint_attention_hd128_wgmma_f32q(const float* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
+        float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<float>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma<float, false>(q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
+    joint_attention_hd128_wgmma_skew(const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
+        float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_wgmma<u16, true>(q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
+    joint_attention_hd128_wgmma_skew_f32q(const float* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
+        float* __restrict__ out, int heads, int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash_wgmma<float, true>(q, k, v, out, heads, seq, scale_log2);
 }
