@@ -267,7 +267,6 @@ mod tests {
         assert_eq!(cu_define(jw, "JW_STAGES"), ja::WGMMA_STAGES);
         assert_eq!(cu_define(jw, "JW_ALIGN"), ja::WGMMA_ALIGN);
         assert_eq!(cu_define(jw, "JW_HD"), ja::WGMMA_HEAD_DIM);
-        assert_eq!(cu_define(jw, "JW_SKEW_STAGES"), ja::WGMMA_SKEW_STAGES);
         let tile = "ops/gemm_f32/tile_3xtf32.cu";
         assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
         assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);

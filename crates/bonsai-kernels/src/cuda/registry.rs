@@ -323,12 +323,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/joint_attention/joint_attention_wgmma.cu",
         text: include_str!("../ops/joint_attention/joint_attention_wgmma.cu"),
-        entry_points: &[
-            "joint_attention_hd128_wgmma",
-            "joint_attention_hd128_wgmma_f32q",
-            "joint_attention_hd128_wgmma_skew",
-            "joint_attention_hd128_wgmma_skew_f32q",
-        ],
+        entry_points: &["joint_attention_hd128_wgmma", "joint_attention_hd128_wgmma_f32q"],
     },
     KernelSource {
         path: "ops/softmax/softmax.cu",

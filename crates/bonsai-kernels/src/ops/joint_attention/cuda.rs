@@ -55,9 +55,7 @@ pub const WGMMA_WARPGROUPS: usize = 2;
 /// Keys per K/V tile and per online-softmax step of the wgmma kernel (JW_BLOCK_K).
 pub const WGMMA_BLOCK_K: usize = 128;
 /// Ring stages of the wgmma kernel (JW_STAGES).
-pub const WGMMA_STAGES: usize = 2;
-/// Ring stages of the skewed wgmma kernel (JW_SKEW_STAGES).
-pub const WGMMA_SKEW_STAGES: usize = 3;
+pub const WGMMA_STAGES: usize = 3;
 /// Alignment of the wgmma kernel's tiles (JW_ALIGN): the launcher adds it to the shared memory.
 pub const WGMMA_ALIGN: usize = 1024;
 /// The head dims the tensor-core kernel is instantiated for.

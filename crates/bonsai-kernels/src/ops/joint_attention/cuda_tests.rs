@@ -23,10 +23,10 @@ fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
     // The doc's figures (mod.rs): 104,448 bytes at hd 128, 150,528 at hd 512.
     assert_eq!(default_variant(128, false).map(|v| v.shared_bytes()).ok(), Some(104_448));
     assert_eq!(default_variant(512, false).map(|v| v.shared_bytes()).ok(), Some(150_528));
-    // On Hopper hd 128 runs the wgmma kernel: 2 stages x (K + V) x 128 keys x 256 bytes + the
+    // On Hopper hd 128 runs the wgmma kernel: 3 stages x (K + V) x 128 keys x 256 bytes + the
     // 1024-byte alignment slack, one CTA per SM.
     let wgmma = default_variant(128, true).expect("supported");
-    assert_eq!((wgmma.entry, wgmma.shared_bytes()), ("joint_attention_hd128_wgmma", 132_096));
+    assert_eq!((wgmma.entry, wgmma.shared_bytes()), ("joint_attention_hd128_wgmma", 197_632));
     assert!(wgmma.shared_bytes() <= SM90_SHARED_OPTIN);
     assert_eq!((wgmma.block_q(), wgmma.softmax_keys), (128, 128));
     assert_eq!(wgmma.f32_q_entry, Some("joint_attention_hd128_wgmma_f32q"));
@@ -44,16 +44,7 @@ fn wgmma_is_the_hopper_default_at_hd_128_and_an_error_where_it_cannot_run() {
     assert!(K::resolve(Some(K::Wgmma), 128, false).is_err());
     assert!(K::resolve(Some(K::Wgmma), 64, true).is_err());
     assert_eq!(K::resolve(Some(K::QRegs), 128, true).ok(), Some(K::QRegs));
-    assert_eq!(
-        K::available(128, true),
-        vec![K::Wgmma, K::WgmmaSkew, K::QRegs, K::WideWarp, K::SixteenRowWarp]
-    );
-    assert!(K::resolve(Some(K::WgmmaSkew), 128, false).is_err());
-    // The skewed kernel: 3 stages of K and V, within Hopper's opt-in limit.
-    let skew = FlashVariant::select(128, K::WgmmaSkew).expect("supported");
-    assert_eq!((skew.entry, skew.shared_bytes()), ("joint_attention_hd128_wgmma_skew", 197_632));
-    assert!(skew.shared_bytes() <= SM90_SHARED_OPTIN);
-    assert_eq!(skew.f32_q_entry, Some("joint_attention_hd128_wgmma_skew_f32q"));
+    assert_eq!(K::available(128, true), vec![K::Wgmma, K::QRegs, K::WideWarp, K::SixteenRowWarp]);
     assert_eq!(K::available(64, true), Vec::from(K::MMA_SYNC));
     assert_eq!(K::available(128, false), Vec::from(K::MMA_SYNC));
 }
@@ -83,7 +74,6 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     }
     assert_eq!(SmallHeadKernel::parse(None).ok(), Some(None));
     assert_eq!(SmallHeadKernel::parse(Some("wgmma")).ok(), Some(Some(SmallHeadKernel::Wgmma)));
-    assert_eq!(SmallHeadKernel::parse(Some("wgmma_skew")).ok(), Some(Some(SmallHeadKernel::WgmmaSkew)));
     assert_eq!(SmallHeadKernel::parse(Some("qregs")).ok(), Some(Some(SmallHeadKernel::QRegs)));
     assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(Some(SmallHeadKernel::WideWarp)));
     assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(Some(SmallHeadKernel::SixteenRowWarp)));
@@ -91,7 +81,6 @@ fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
     for hd in [384, 512] {
         let variants = [
             SmallHeadKernel::Wgmma,
-            SmallHeadKernel::WgmmaSkew,
             SmallHeadKernel::QRegs,
             SmallHeadKernel::WideWarp,
         ]

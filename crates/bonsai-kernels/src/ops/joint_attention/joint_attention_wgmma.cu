@@ -20,10 +20,11 @@
 //   transposed-B descriptor (wgmma_bf16_m64n128k16_rs_mn), staged exactly like K.
 // K and V tiles share one layout and one copy routine; no ldmatrix, no transpose.
 //
-// CTA = 2 warpgroups (256 threads) = 128 queries of one head, one CTA per SM (~200 registers a
-// thread: O 64 + S 64 + Q 32 + P 32 at peak). K/V tiles go through a cp.async double buffer
-// (2 x 64 KB), one CTA barrier per tile; each warpgroup waits for its own wgmmas, so while one
-// runs its softmax the other's products keep the tensor cores busy.
+// CTA = 2 warpgroups (256 threads) = 128 queries of one head, one CTA per SM (243 registers a
+// thread: O 64 + S 64 + Q 32 + P 32 at peak). K/V tiles go through a 3-stage cp.async ring
+// (3 x 64 KB), one CTA barrier per tile; each warpgroup waits for its own wgmmas, and the two run
+// half a tile apart (below), so while one runs its softmax the other's products keep the tensor
+// cores busy.
 //
 // Speed of light: 4 H seq^2 hd = 261 GFLOP at h24 seq 4608; dense bf16 ~990 TFLOP/s on paper
 // -> 264 us; torch's SDPA (cuDNN) 395.8 us = 660 TFLOP/s. The exp2 per score (16 per clock per
@@ -40,9 +41,8 @@
 #define JW_TILE_BYTES (2 * JW_HALF_BYTES)
 // A ring stage: the K tile, then the V tile.
 #define JW_STAGE_BYTES (2 * JW_TILE_BYTES)
-#define JW_STAGES 2
-// The skewed variant's ring (tile j - 1's V, tile j, tile j + 1 landing).
-#define JW_SKEW_STAGES 3
+// The ring: tile j - 1's V (still read by warpgroup 1), tile j, tile j + 1 landing.
+#define JW_STAGES 3
 
 // cp.async copies of keys key0 .. key0 + JW_BLOCK_K - 1 of one head's [seq][128] bf16 rows into a
 // tile: 16-byte chunk c of key row r goes to half c / 8, row r, chunk position (c % 8) ^ (r % 8).
@@ -198,22 +198,22 @@ __device__ __forceinline__ void jw_store_rows(const float (&o)[JW_HD / 8][4], co
     }
 }
 
-// SKEW = false: both warpgroups run tile j as S_j, softmax, PV_j inside the barrier interval of
-// tile j, so they tend to run in lockstep: both multiply, then both compute exp2 while the tensor
-// cores idle. SKEW = true: warpgroup 1 runs half a step behind: in interval j it issues PV_{j-1}
-// (P kept from the previous interval) together with S_j, then runs softmax_j, so its products
-// overlap warpgroup 0's softmax and the other way round. PV_{j-1} reads tile j - 1's V during
-// interval j, so the ring has JW_SKEW_STAGES slots (tile j + 1 lands in the third). In interval
-// 0 it issues PV with P = 0 on tile 0's V (adds exact zeros), so no wgmma is issued under a
-// condition (ptxas serializes those, kernel-notes).
-template <typename QT, bool SKEW>
+// The two warpgroups run half a tile apart. Run in step (each doing S_j, softmax, PV_j inside
+// the barrier interval of tile j) both multiply, then both compute exp2 while the tensor cores
+// idle. Here warpgroup 1 is half a step behind: in interval j it issues PV_{j-1} (P kept from the
+// previous interval) together with S_j, then runs softmax_j, so its products overlap warpgroup
+// 0's softmax and the other way round (measured 4.8% faster at h24 seq 4608 than in step,
+// PERFORMANCE.md). PV_{j-1} reads tile j - 1's V during interval j, so the ring has JW_STAGES = 3
+// slots (tile j + 1 lands in the third). In interval 0 it issues PV with P = 0 on tile 0's V
+// (adds exact zeros), so no wgmma is issued under a condition (ptxas serializes those).
+template <typename QT>
 __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict__ q, const u16* __restrict__ k,
                                                             const u16* __restrict__ v, float* __restrict__ out,
                                                             int heads, int seq, float scale_log2) {
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;  // 8-key column blocks of S
     constexpr int P_STEPS = JW_BLOCK_K / 16;  // k16 steps of O += P V
     constexpr int O_BLOCKS = JW_HD / 8;       // 8-dim column blocks of O
-    constexpr int STAGES = SKEW ? JW_SKEW_STAGES : JW_STAGES;
+    constexpr int STAGES = JW_STAGES;
     extern __shared__ float4 jw_smem_raw[];
     // The dynamic window is only 16-byte aligned by contract: round up (the launcher allocates
     // JW_ALIGN extra bytes).
@@ -230,7 +230,7 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     const int n_tiles = (seq + JW_BLOCK_K - 1) / JW_BLOCK_K;
     // Warpgroup warp / 4 owns rows 64 (warp / 4) .., its warp warp % 4 rows 16 (warp % 4) ..
     const int warp_row0 = q0 + 16 * warp;
-    const bool behind = SKEW && warp >= 4;  // warpgroup 1 of the skewed kernel
+    const bool behind = warp >= 4;  // warpgroup 1, half a tile behind
 
     auto k_tile = [&](int tile) { return smem + (tile % STAGES) * JW_STAGE_BYTES; };
     auto v_tile = [&](int tile) { return smem + (tile % STAGES) * JW_STAGE_BYTES + JW_TILE_BYTES; };
@@ -250,7 +250,7 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     for (int j = 0; j < S_BLOCKS; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
-    // P of the skewed warpgroup's previous tile: zero before the first.
+    // P of warpgroup 1's previous tile: zero before the first.
     u32 p_frag[P_STEPS][4];
 #pragma unroll
     for (int kc = 0; kc < P_STEPS; ++kc)
@@ -314,33 +314,18 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
 
 // Same signature as joint_attention_hd128: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
 // scale_log2 = log2(e) / sqrt(128). `_f32q` takes q as f32 (same layout) and rounds it itself.
-// Grid (ceil(seq / 128), H); JW_STAGES (`_skew`: JW_SKEW_STAGES) * JW_STAGE_BYTES + JW_ALIGN
-// bytes of dynamic shared memory.
+// Grid (ceil(seq / 128), H); JW_STAGES * JW_STAGE_BYTES + JW_ALIGN bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
     joint_attention_hd128_wgmma(const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
         float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<u16, false>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma<u16>(q, k, v, out, heads, seq, scale_log2);
 }
 extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
     joint_attention_hd128_wgmma_f32q(const float* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
         float* __restrict__ out, int heads, int seq, float scale_log2) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<float, false>(q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
-    joint_attention_hd128_wgmma_skew(const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
-        float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_wgmma<u16, true>(q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
-    joint_attention_hd128_wgmma_skew_f32q(const float* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
-        float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_wgmma<float, true>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma<float>(q, k, v, out, heads, seq, scale_log2);
 }

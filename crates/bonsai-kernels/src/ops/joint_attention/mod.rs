@@ -101,8 +101,8 @@
 //! | joint_attention_hd128_q_regs (default) | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
 //! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
 //! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
-//! | joint_attention_hd128_wgmma (sm_90a default) | 226 | 0 | 132,096 B | 1 (launch bound) |
-//! | joint_attention_hd128_wgmma_f32q (f32 call) | 226 | 0 | 132,096 B | 1 (launch bound) |
+//! | joint_attention_hd128_wgmma (sm_90a default) | 243 | 0 | 197,632 B | 1 (launch bound) |
+//! | joint_attention_hd128_wgmma_f32q (f32 call) | 243 | 0 | 197,632 B | 1 (launch bound) |
 //!
 //! (sm_80: 130 / 182 / 189 / 143 registers, no spills; every variant fits A100's 163 KB.)
 //! The hd-128 inner loop, one 64-key tile per warp in the steady state (not the first or the
@@ -119,7 +119,7 @@
 //! kernel (default since; docs/kernel-notes.md, "Q in registers"): 855 instructions per tile,
 //! 64 LDSM (Q's 16 gone), 256 HMMA; sm_80 253 registers, no spills. The wgmma kernel (default
 //! on sm_90 at hd 128 since 2026-11-30; joint_attention_wgmma.cu, kernel-notes "Joint attention
-//! on wgmma"): 620-629 µs flash-only at H 24, seq 4608 (415-420 TF/s), 0.59x torch's bf16 SDPA
+//! on wgmma"): 598 µs flash-only at H 24, seq 4608 (436 TF/s), 0.59x torch's bf16 SDPA
 //! with the f32 input path, error 0.90x torch's.
 
 mod bf16_check;

@@ -8,7 +8,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 use super::{
     HEAD_DIMS, LARGE_HD_BLOCK_K, LARGE_HD_CHUNK, LARGE_HD_WARPS, OP, QREG_BLOCK_K,
     QREG_ROWS_PER_WARP, QREG_SOFTMAX_K, QREG_WARPS, ROWS_PER_WARP, ROW_PAD, SMALL_HD_BLOCK_K,
-    SMALL_HD_WARPS, WGMMA_ALIGN, WGMMA_BLOCK_K, WGMMA_SKEW_STAGES, WGMMA_STAGES, WGMMA_WARPGROUPS, WIDE_BLOCK_K,
+    SMALL_HD_WARPS, WGMMA_ALIGN, WGMMA_BLOCK_K, WGMMA_STAGES, WGMMA_WARPGROUPS, WIDE_BLOCK_K,
     WIDE_ROWS_PER_WARP, WIDE_WARPS,
 };
 use crate::launch::{shape, LaunchError};
@@ -25,12 +25,9 @@ pub const KERNEL_ENV: &str = "BONSAI_JOINT_ATTENTION";
 /// Which kernel serves hd 64 / 128 (hd 384 / 512 have one kernel each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SmallHeadKernel {
-    /// joint_attention_hd128_wgmma: 2 warpgroups x 64 query rows on wgmma (sm_90a), 128-key
-    /// tiles and softmax steps, one CTA per SM. hd 128 only.
+    /// joint_attention_hd128_wgmma: 2 warpgroups x 64 query rows on wgmma (sm_90a) running half
+    /// a tile apart, 128-key tiles and softmax steps, one CTA per SM. hd 128 only.
     Wgmma,
-    /// joint_attention_hd128_wgmma_skew: the same with warpgroup 1 half a tile behind warpgroup
-    /// 0 (3-stage ring). hd 128 only.
-    WgmmaSkew,
     /// joint_attention_hd{64,128}_q_regs: 4 warps x 32 query rows, Q's fragments in registers,
     /// the online softmax per 32 keys, two CTAs per SM.
     QRegs,
@@ -49,7 +46,7 @@ impl SmallHeadKernel {
     pub fn available(head_dim: usize, wgmma: bool) -> Vec<Self> {
         let mut kinds = Vec::from(Self::MMA_SYNC);
         if wgmma && head_dim == WGMMA_HEAD_DIM {
-            kinds.splice(0..0, [Self::Wgmma, Self::WgmmaSkew]);
+            kinds.insert(0, Self::Wgmma);
         }
         kinds
     }
@@ -69,13 +66,12 @@ impl SmallHeadKernel {
         match value {
             None => Ok(None),
             Some("wgmma") => Ok(Some(Self::Wgmma)),
-            Some("wgmma_skew") => Ok(Some(Self::WgmmaSkew)),
             Some("qregs") => Ok(Some(Self::QRegs)),
             Some("wide") => Ok(Some(Self::WideWarp)),
             Some("old") => Ok(Some(Self::SixteenRowWarp)),
             Some(v) => Err(shape(
                 OP,
-                format!("{KERNEL_ENV}={v:?}: expected `wgmma`, `wgmma_skew`, `qregs`, `wide` or `old`"),
+                format!("{KERNEL_ENV}={v:?}: expected `wgmma`, `qregs`, `wide` or `old`"),
             )),
         }
     }
@@ -88,7 +84,7 @@ impl SmallHeadKernel {
         match choice {
             None if runs_wgmma => Ok(Self::Wgmma),
             None => Ok(Self::QRegs),
-            Some(kind @ (Self::Wgmma | Self::WgmmaSkew)) if !runs_wgmma && head_dim <= WGMMA_HEAD_DIM => {
+            Some(kind @ Self::Wgmma) if !runs_wgmma && head_dim <= WGMMA_HEAD_DIM => {
                 Err(shape(
                     OP,
                     format!(
@@ -123,10 +119,8 @@ pub struct FlashVariant {
     /// The same kernel taking f32 q (it rounds q to bf16 while loading its fragments, so the
     /// conversion pass only converts k and v), if there is one.
     pub f32_q_entry: Option<&'static str>,
-    /// A wgmma kernel (its own shared layout: [`WGMMA_STAGES`] swizzled K and V tiles).
+    /// The wgmma kernel (its own shared layout: [`WGMMA_STAGES`] swizzled K and V tiles).
     pub wgmma: bool,
-    /// The skewed wgmma kernel: [`WGMMA_SKEW_STAGES`] stages.
-    pub skew: bool,
 }
 
 impl FlashVariant {
@@ -141,10 +135,8 @@ impl FlashVariant {
     pub fn select(head_dim: usize, small: SmallHeadKernel) -> Result<Self, LaunchError> {
         let wide = small == SmallHeadKernel::WideWarp;
         let q_regs = small == SmallHeadKernel::QRegs;
-        let skew = small == SmallHeadKernel::WgmmaSkew && head_dim <= WGMMA_HEAD_DIM;
-        let wgmma = (small == SmallHeadKernel::Wgmma && head_dim <= WGMMA_HEAD_DIM) || skew;
+        let wgmma = small == SmallHeadKernel::Wgmma && head_dim <= WGMMA_HEAD_DIM;
         let (entry, warps, rows_per_warp, block_k, out_chunk) = match head_dim {
-            128 if skew => ("joint_attention_hd128_wgmma_skew", 4 * WGMMA_WARPGROUPS, 16, WGMMA_BLOCK_K, 128),
             128 if wgmma => ("joint_attention_hd128_wgmma", 4 * WGMMA_WARPGROUPS, 16, WGMMA_BLOCK_K, 128),
             64 if wgmma => {
                 return Err(shape(OP, format!("the wgmma kernel is for head_dim {WGMMA_HEAD_DIM}, not 64")))
@@ -192,7 +184,6 @@ impl FlashVariant {
         // tiles (at hd 64 the 64-key S block fits next to Q's fragments).
         let softmax_keys = if q_regs && head_dim == 128 { QREG_SOFTMAX_K } else { block_k };
         let f32_q_entry = match head_dim {
-            128 if skew => Some("joint_attention_hd128_wgmma_skew_f32q"),
             128 if wgmma => Some("joint_attention_hd128_wgmma_f32q"),
             64 if q_regs => Some("joint_attention_hd64_q_regs_f32q"),
             128 if q_regs => Some("joint_attention_hd128_q_regs_f32q"),
@@ -208,7 +199,6 @@ impl FlashVariant {
             out_chunk,
             f32_q_entry,
             wgmma,
-            skew,
         })
     }
 
@@ -221,8 +211,7 @@ impl FlashVariant {
     /// 64-dim halves of 128-byte rows each) plus the alignment slack.
     pub fn shared_bytes(&self) -> usize {
         if self.wgmma {
-            let stages = if self.skew { WGMMA_SKEW_STAGES } else { WGMMA_STAGES };
-            return stages * 2 * self.block_k * self.head_dim * 2 + WGMMA_ALIGN;
+            return WGMMA_STAGES * 2 * self.block_k * self.head_dim * 2 + WGMMA_ALIGN;
         }
         let qk_row = self.head_dim + ROW_PAD;
         let v_row = self.out_chunk + ROW_PAD;
