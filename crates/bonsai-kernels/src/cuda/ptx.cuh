@@ -239,6 +239,35 @@ __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, c
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
         : "memory");
 }
+// tf32 x tf32 -> f32, m64n128k8, BOTH operands from shared memory ("ss"): tf32 requires K-major
+// A and B, each a 128-byte-swizzled tile like b_block above (rows of 128 bytes = 32 tf32 of k,
+// 16-byte chunk c of row r at chunk position c ^ (r % 8), 1024-byte aligned): `a_block` holds the
+// warpgroup's 64 A rows, `b_block` 128 B rows (columns of the product). This instruction's k
+// 0..7 are chunks 2 k_step, 2 k_step + 1 (k_step 0..3): the descriptors start 32 k_step bytes
+// into the tiles. The tensor cores read the top 19 bits of each f32 pattern (tf32). D as above;
+// `accumulate` false ignores D's old contents (scale-d = 0: D = A B), true adds to them.
+__device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float* d, const void* a_block, const void* b_block,
+                                                        int k_step, bool accumulate) {
+    const unsigned long long a_desc = wgmma_desc_sw128(smem_addr(a_block) + (u32)(k_step * 32));
+    const unsigned long long b_desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_step * 32));
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
+        "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
+        "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "%64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a_desc), "l"(b_desc), "r"((int)accumulate)
+        : "memory");
+}
 #else
 // Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
 // compute capability 9.0 only); they trap if they ever are.
@@ -249,6 +278,7 @@ __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
 #endif
 
 
