@@ -155,9 +155,6 @@ extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
         cp_async_wait<GW_STAGES - 2>();
         fence_proxy_async_smem();
         __syncthreads();
-        const int next = kt + GW_STAGES - 1;
-        if (next < k_tiles) load(next, next % GW_STAGES);
-        cp_async_commit();
 
         const unsigned char* st = smem + (kt % GW_STAGES) * GW_STAGE_BYTES;
         const unsigned char* a_big_t = st + wg * GW_WG_ROW_BYTES;
@@ -175,6 +172,13 @@ extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
                 wgmma_tf32_m64n128k8_ss(part, a_big_t, w_big_t, s, true);
             }
             wgmma_commit();
+            // The copies of tile kt + STAGES - 1 (into tile kt-1's slot) are issued while the
+            // tensor cores work, once per K tile.
+            if (f0 == 0) {
+                const int next = kt + GW_STAGES - 1;
+                if (next < k_tiles) load(next, next % GW_STAGES);
+                cp_async_commit();
+            }
             wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < GW_ACC; ++i) acc[i] += part[i];
