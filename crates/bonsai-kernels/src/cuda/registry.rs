@@ -392,6 +392,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gemm_f32_tf32_split",
             "gemm_f32_3xtf32_wgmma",
+            "gemm_f32_3xtf32_wgmma_overlap",
         ],
     },
     KernelSource {

@@ -23,7 +23,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::gemm_f32::{wgmma, GemmF32Path, FOLD_STEPS, TILE_K};
+use crate::launch::gemm_f32::{wgmma, GemmF32Path, WgmmaLoop, FOLD_STEPS, TILE_K};
 use crate::ops::conv3x3::{ConvDims, TAPS};
 use crate::ops::gemm_f32::GemmDims;
 
@@ -127,15 +127,16 @@ fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
 pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize) -> f64 {
     match path {
         GemmF32Path::MmaSync => tf32x3_coefficient(k),
-        GemmF32Path::Wgmma => coefficient_with_fold(k, wgmma::FOLD_STEPS),
+        GemmF32Path::Wgmma(_) => coefficient_with_fold(k, wgmma::FOLD_STEPS),
     }
 }
 
-/// The gemm_f32 paths this device runs: mma.sync always, wgmma on compute capability 9.0.
+/// The gemm_f32 kernels this device runs: mma.sync always, both wgmma loops on compute
+/// capability 9.0.
 fn gemm_paths(ctx: &Ctx) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
-        paths.push(GemmF32Path::Wgmma);
+        paths.extend(WgmmaLoop::ALL.map(GemmF32Path::Wgmma));
     }
     Ok(paths)
 }
@@ -258,7 +259,8 @@ fn gemm(
     for path in gemm_paths(ctx)? {
         let mut out = poisoned(&ctx.stream, m * n)?;
         let (lib, stream) = (&ctx.lib, &ctx.stream);
-        launch::gemm_f32::gemm_f32_on(lib, stream, path, dims, &ad, &wd, with_bias.then_some(&bd), &mut out)?;
+        let bias_d = with_bias.then_some(&bd);
+        launch::gemm_f32::gemm_f32_on(lib, stream, path, dims, &ad, &wd, bias_d, &mut out)?;
         let got = download(&ctx.stream, &out)?;
         let got_rows: Vec<f32> =
             rows.iter().flat_map(|&i| got[i * n..(i + 1) * n].iter().copied()).collect();
@@ -442,14 +444,15 @@ mod tests {
             assert!(tf32x3_coefficient(k) <= 2.0 * k as f64 * U, "K = {k}");
         }
         // wgmma: ⌈K/32⌉ + 61 <= 2·K from K = 31 on; below the mma.sync bound from K = 768 on.
+        let wgmma = GemmF32Path::Wgmma(WgmmaLoop::DEFAULT);
         for k in [31, 100, 3072, 12288] {
-            assert!(gemm_coefficient(GemmF32Path::Wgmma, k) <= 2.0 * k as f64 * U, "K = {k}");
+            assert!(gemm_coefficient(wgmma, k) <= 2.0 * k as f64 * U, "K = {k}");
         }
-        assert!(gemm_coefficient(GemmF32Path::Wgmma, 3072) < tf32x3_coefficient(3072));
+        assert!(gemm_coefficient(wgmma, 3072) < tf32x3_coefficient(3072));
         // A lost correction term errs by up to 2^-11 |a·w| = 8192u per product: far above the
         // per-product share of the bound at the odd shapes, so the element check catches it there
         // (at the large shapes the Frobenius check does).
-        for path in [GemmF32Path::MmaSync, GemmF32Path::Wgmma] {
+        for path in [GemmF32Path::MmaSync, wgmma] {
             assert!(gemm_coefficient(path, 1029) < 8192.0 * U / 32.0, "{path:?}");
         }
     }

@@ -16,7 +16,9 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 use super::{expect_aligned8, tile_grid_of};
 use crate::cuda::KernelLibrary;
 use crate::launch::matmul::device_has_wgmma;
-use crate::launch::{as_i32, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{
+    as_i32, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, LaunchError,
+};
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
 
@@ -43,6 +45,30 @@ const SPLIT_COLUMNS_PER_THREAD: usize = 4;
 const SPLIT_ROW_CTAS: usize = 1024;
 
 const OP: &str = "gemm_f32_wgmma";
+
+/// The two K loops of the wgmma kernel (gemm_f32_wgmma_cta in gemm_f32_wgmma.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaLoop {
+    /// Per K tile: barrier, the tile's wgmmas, wait, fold; 2 tiles of copies ahead, but the
+    /// tensor cores idle through every fold and barrier (`gemm_f32_3xtf32_wgmma`).
+    Sync,
+    /// Two partials: the first of each pair of K tiles is folded while the second's wgmmas run
+    /// (half the idle periods); 1 tile of copies ahead (`gemm_f32_3xtf32_wgmma_overlap`).
+    Overlap,
+}
+
+impl WgmmaLoop {
+    /// The loop gemm_f32 takes on Hopper unless told otherwise: Overlap, on static evidence only
+    /// (no spill, no serialized wgmma, half the exposed folds); the H200 decides.
+    pub const DEFAULT: WgmmaLoop = WgmmaLoop::Overlap;
+    pub const ALL: [WgmmaLoop; 2] = [WgmmaLoop::Sync, WgmmaLoop::Overlap];
+    fn entry_point(self) -> &'static str {
+        match self {
+            WgmmaLoop::Sync => "gemm_f32_3xtf32_wgmma",
+            WgmmaLoop::Overlap => "gemm_f32_3xtf32_wgmma_overlap",
+        }
+    }
+}
 const SPLIT: &str = "gemm_f32_tf32_split";
 
 /// K rounded up to whole K tiles: the row length of the split operands.
@@ -60,9 +86,11 @@ pub fn scratch_len(dims: GemmDims) -> Result<usize, LaunchError> {
 
 /// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on wgmma with a scratch allocated (stream-ordered)
 /// for this call and freed after it.
+#[allow(clippy::too_many_arguments)]
 pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
+    k_loop: WgmmaLoop,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -74,13 +102,16 @@ pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
     // columns of all M + N rows of both parts) before the GEMM, the only reader, runs on the
     // same stream.
     let mut scratch = unsafe { stream.alloc::<u32>(scratch_len(dims)?) }?;
-    gemm_f32_wgmma_with_scratch(lib, stream, dims, a, w, bias, &mut scratch, out)
+    gemm_f32_wgmma_with_scratch(lib, stream, k_loop, dims, a, w, bias, &mut scratch, out)
 }
 
 /// The device and shape checks shared by both forms.
 fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
     if !device_has_wgmma(stream)? {
-        return Err(shape(OP, "the wgmma path runs on compute capability 9.0 (Hopper) only".into()));
+        return Err(shape(
+            OP,
+            "the wgmma path runs on compute capability 9.0 (Hopper) only".into(),
+        ));
     }
     if dims.m == 0 || dims.n == 0 || dims.k == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
@@ -94,6 +125,7 @@ fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
 pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
+    k_loop: WgmmaLoop,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -104,7 +136,9 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     check(stream, dims)?;
     let GemmDims { m, n, k } = dims;
     let k_pad = padded_k(k);
-    let elems = |x: usize, y: usize| x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")));
+    let elems = |x: usize, y: usize| {
+        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
+    };
     expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
     expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
     expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
@@ -112,11 +146,12 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     if let Some(b) = bias {
         expect_at_least(OP, "bias", b.len(), n)?;
     }
-    let (m_i, n_i, k_pad_i) = (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K (padded)", k_pad)?);
+    let (m_i, n_i, k_pad_i) =
+        (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K (padded)", k_pad)?);
     // The kernel rounds M and N up to whole tiles in 32-bit ints.
     as_i32(OP, "M + one tile", m + TILE_M)?;
     as_i32(OP, "N + one tile", n + TILE_N)?;
-    let gemm = lib.function("gemm_f32_3xtf32_wgmma")?;
+    let gemm = lib.function(k_loop.entry_point())?;
     // Before any work: a device without the room fails here.
     opt_in_shared_memory(OP, stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
     let cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
@@ -145,7 +180,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     let mut b = Launch::new(stream, gemm);
     b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&out_ptr);
     b.arg(&m_i).arg(&n_i).arg(&k_pad_i);
-    // SAFETY: argument order and types match gemm_f32_3xtf32_wgmma (a_big, a_small, w_big,
+    // SAFETY: argument order and types match both gemm_f32_3xtf32_wgmma entries (a_big, a_small, w_big,
     // w_small, bias or null, out, m, n, k_padded); the four split operands are disjoint
     // [rows][k_pad] ranges of the checked scratch, written by the split launches before this one
     // on the same stream; the kernel bounds rows by m and n and reads k_pad columns (a multiple
@@ -165,7 +200,8 @@ fn split(
     (big, small): (u64, u64),
 ) -> Result<(), LaunchError> {
     let k_pad = padded_k(k);
-    let (rows_i, k_i, k_pad_i) = (as_i32(SPLIT, "rows", rows)?, as_i32(SPLIT, "K", k)?, as_i32(SPLIT, "K (padded)", k_pad)?);
+    let (rows_i, k_i, k_pad_i) =
+        (as_i32(SPLIT, "rows", rows)?, as_i32(SPLIT, "K", k)?, as_i32(SPLIT, "K (padded)", k_pad)?);
     let vec4 = i32::from(k % 4 == 0 && src % 16 == 0);
     let column_ctas = k_pad.div_ceil(SPLIT_THREADS as usize * SPLIT_COLUMNS_PER_THREAD);
     let row_ctas = rows.min(SPLIT_ROW_CTAS);
@@ -212,7 +248,8 @@ mod tests {
     #[test]
     fn both_kernels_are_registered() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
-        for name in ["gemm_f32_tf32_split", "gemm_f32_3xtf32_wgmma"] {
+        let loops = WgmmaLoop::ALL.map(WgmmaLoop::entry_point);
+        for name in ["gemm_f32_tf32_split"].into_iter().chain(loops) {
             assert!(names.contains(&name), "{name} is not a registered entry point");
         }
     }

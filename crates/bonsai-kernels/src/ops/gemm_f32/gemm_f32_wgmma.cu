@@ -103,12 +103,18 @@ struct GwStageCopies {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
-    gemm_f32_3xtf32_wgmma(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
-                          const u32* __restrict__ w_big, const u32* __restrict__ w_small,
-                          const float* __restrict__ bias, float* __restrict__ out, int m, int n, int k_padded) {
-    griddep_wait();
-    griddep_launch_dependents();
+// The GEMM CTA. OVERLAP false ("sync"): per K tile, barrier, the tile's 12 wgmma into the
+// partial, wait, fold; the ring keeps GW_STAGES - 1 tiles ahead, but the tensor cores idle from a
+// warpgroup's last wgmma of a tile to its first of the next (wait, fold, barrier). OVERLAP true:
+// two partials in turn; a tile's wgmmas are issued, then the previous tile's partial is waited
+// for and folded while they run, so the fold and the barrier hide behind the tensor cores. The
+// price: the group of tile kt - 1 may still read its slot after the barrier of tile kt, so the
+// ring (3 slots: in flight on the tensor cores, being issued, landing) keeps only ONE tile ahead.
+template <bool OVERLAP>
+__device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
+                                                   const u32* __restrict__ w_big, const u32* __restrict__ w_small,
+                                                   const float* __restrict__ bias, float* __restrict__ out, int m,
+                                                   int n, int k_padded) {
     extern __shared__ float4 gw_smem_raw[];
     // The dynamic window is only 16-byte aligned by contract: round up (the launcher adds GW_ALIGN).
     unsigned char* smem = reinterpret_cast<unsigned char*>(
@@ -134,54 +140,98 @@ extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
             cp_async16_zfill(d + 3 * GW_OPERAND_TILE_BYTES, w_ok ? w_small + w_at : w_small, w_ok);
         }
     };
-
-    float acc[GW_ACC], part[GW_ACC];
-#pragma unroll
-    for (int i = 0; i < GW_ACC; ++i) acc[i] = part[i] = 0.0f;
-
-    // Prologue: K tiles 0 .. STAGES-2 in flight, one commit group each (empty groups keep the count).
-#pragma unroll
-    for (int s = 0; s < GW_STAGES - 1; ++s) {
-        if (s < k_tiles) load(s, s);
-        cp_async_commit();
-    }
-
     const int wg = threadIdx.x / 128;
-#pragma unroll 1
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        // Tile kt landed (at most STAGES-2 younger groups pending); the proxy fence makes this
-        // thread's copies visible to the tensor cores after the barrier, and after the barrier
-        // every warpgroup has waited for its wgmmas on tile kt-1's slot, which is refilled now.
-        cp_async_wait<GW_STAGES - 2>();
-        fence_proxy_async_smem();
-        __syncthreads();
-
-        const unsigned char* st = smem + (kt % GW_STAGES) * GW_STAGE_BYTES;
+    // k8 steps f0 .. f0 + GW_FOLD_STEPS - 1 of the tile in ring slot `slot` into `part`, small terms
+    // first, the first wgmma overwriting it (scale-d = 0); one commit group.
+    auto issue = [&](float* part, int slot, int f0) {
+        const unsigned char* st = smem + slot * GW_STAGE_BYTES;
         const unsigned char* a_big_t = st + wg * GW_WG_ROW_BYTES;
         const unsigned char* a_small_t = a_big_t + GW_OPERAND_TILE_BYTES;
         const unsigned char* w_big_t = st + 2 * GW_OPERAND_TILE_BYTES;
         const unsigned char* w_small_t = st + 3 * GW_OPERAND_TILE_BYTES;
+        // The last fold read `part`: fence before the wgmmas overwrite it.
+        wgmma_fence();
 #pragma unroll
-        for (int f0 = 0; f0 < GW_K8_PER_TILE; f0 += GW_FOLD_STEPS) {
-            // The fold below read `part`: fence before the wgmmas overwrite it.
-            wgmma_fence();
+        for (int s = f0; s < f0 + GW_FOLD_STEPS; ++s) {
+            wgmma_tf32_m64n128k8_ss(part, a_small_t, w_big_t, s, s != f0);
+            wgmma_tf32_m64n128k8_ss(part, a_big_t, w_small_t, s, true);
+            wgmma_tf32_m64n128k8_ss(part, a_big_t, w_big_t, s, true);
+        }
+        wgmma_commit();
+    };
+
+    float acc[GW_ACC], part0[GW_ACC];
 #pragma unroll
-            for (int s = f0; s < f0 + GW_FOLD_STEPS; ++s) {
-                wgmma_tf32_m64n128k8_ss(part, a_small_t, w_big_t, s, s != f0);
-                wgmma_tf32_m64n128k8_ss(part, a_big_t, w_small_t, s, true);
-                wgmma_tf32_m64n128k8_ss(part, a_big_t, w_big_t, s, true);
+    for (int i = 0; i < GW_ACC; ++i) acc[i] = part0[i] = 0.0f;
+    auto fold = [&](const float* part) {
+#pragma unroll
+        for (int i = 0; i < GW_ACC; ++i) acc[i] += part[i];
+    };
+
+    if constexpr (!OVERLAP) {
+        // Prologue: K tiles 0 .. STAGES-2 in flight, one commit group each (empty groups keep the
+        // count).
+#pragma unroll
+        for (int s = 0; s < GW_STAGES - 1; ++s) {
+            if (s < k_tiles) load(s, s);
+            cp_async_commit();
+        }
+#pragma unroll 1
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            // Tile kt landed (at most STAGES-2 younger groups pending); the proxy fence makes this
+            // thread's copies visible to the tensor cores after the barrier, and after the barrier
+            // every warpgroup has waited for its wgmmas on tile kt-1's slot, which is refilled now.
+            cp_async_wait<GW_STAGES - 2>();
+            fence_proxy_async_smem();
+            __syncthreads();
+#pragma unroll
+            for (int f0 = 0; f0 < GW_K8_PER_TILE; f0 += GW_FOLD_STEPS) {
+                issue(part0, kt % GW_STAGES, f0);
+                // The copies of tile kt + STAGES - 1 are issued while the tensor cores work.
+                if (f0 == 0) {
+                    const int next = kt + GW_STAGES - 1;
+                    if (next < k_tiles) load(next, next % GW_STAGES);
+                    cp_async_commit();
+                }
+                wgmma_wait<0>();
+                fold(part0);
             }
-            wgmma_commit();
-            // The copies of tile kt + STAGES - 1 (into tile kt-1's slot) are issued while the
-            // tensor cores work, once per K tile.
-            if (f0 == 0) {
-                const int next = kt + GW_STAGES - 1;
-                if (next < k_tiles) load(next, next % GW_STAGES);
-                cp_async_commit();
-            }
-            wgmma_wait<0>();
+        }
+    } else {
+        static_assert(GW_FOLD_STEPS == GW_K8_PER_TILE, "the overlapped loop folds once per K tile");
+        static_assert(GW_STAGES == 3, "the overlapped ring: in flight, issued, landing");
+        float part1[GW_ACC];
 #pragma unroll
-            for (int i = 0; i < GW_ACC; ++i) acc[i] += part[i];
+        for (int i = 0; i < GW_ACC; ++i) part1[i] = 0.0f;
+        load(0, 0);
+        cp_async_commit();
+        // Tile kt landed (the only copy group in flight); after the barrier every warpgroup has
+        // finished the wgmmas of tile kt - 2 (waited for in the previous pair), whose slot takes
+        // tile kt + 1's copies. Tile kt's wgmmas go into `part`.
+        auto start_tile = [&](int kt, float* part) {
+            cp_async_wait<0>();
+            fence_proxy_async_smem();
+            __syncthreads();
+            issue(part, kt % GW_STAGES, 0);
+            if (kt + 1 < k_tiles) load(kt + 1, (kt + 1) % GW_STAGES);
+            cp_async_commit();
+        };
+        // Two K tiles per iteration, nothing in flight across the loop's back edge (with a group
+        // pending there, ptxas 13.0 serializes every wgmma: C7514): the first tile's fold runs
+        // while the second tile's wgmmas do, only the second's is exposed.
+#pragma unroll 1
+        for (int kt = 0; kt < k_tiles; kt += 2) {
+            start_tile(kt, part0);
+            if (kt + 1 < k_tiles) {
+                start_tile(kt + 1, part1);
+                wgmma_wait<1>();
+                fold(part0);
+                wgmma_wait<0>();
+                fold(part1);
+            } else {
+                wgmma_wait<0>();
+                fold(part0);
+            }
         }
     }
     cp_async_wait<0>();  // nothing may be in flight into shared memory when the CTA exits
@@ -215,4 +265,23 @@ extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
             }
         }
     }
+}
+
+// Both CTA variants; griddep first (launch_ex.rs's griddep check reads every entry's body).
+extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
+    gemm_f32_3xtf32_wgmma(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
+                          const u32* __restrict__ w_big, const u32* __restrict__ w_small,
+                          const float* __restrict__ bias, float* __restrict__ out, int m, int n, int k_padded) {
+    griddep_wait();
+    griddep_launch_dependents();
+    gemm_f32_wgmma_cta<false>(a_big, a_small, w_big, w_small, bias, out, m, n, k_padded);
+}
+extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
+    gemm_f32_3xtf32_wgmma_overlap(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
+                                  const u32* __restrict__ w_big, const u32* __restrict__ w_small,
+                                  const float* __restrict__ bias, float* __restrict__ out, int m, int n,
+                                  int k_padded) {
+    griddep_wait();
+    griddep_launch_dependents();
+    gemm_f32_wgmma_cta<true>(a_big, a_small, w_big, w_small, bias, out, m, n, k_padded);
 }
