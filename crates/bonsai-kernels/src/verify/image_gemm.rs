@@ -346,8 +346,9 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     Ok(rows)
 }
 
-/// One path's row; the wgmma path's time includes its split pass and scratch allocation (what a
-/// caller of `gemm_f32` pays).
+/// One kernel's row. The wgmma rows include the split pass; their scratch is allocated once here
+/// (`gemm_f32_wgmma_with_scratch`), so a caller of plain `gemm_f32` pays a stream-ordered
+/// allocation per call on top.
 fn bench_gemm(
     ctx: &mut Ctx,
     path: GemmF32Path,
@@ -366,10 +367,30 @@ fn bench_gemm(
         .collect::<Result<Vec<_>, VerifyError>>()?;
     let bias = upload(&ctx.stream, &ctx.rng.activations(n, 1.0))?;
     let mut out = poisoned(&ctx.stream, m * n)?;
+    let scratch_len = match path {
+        GemmF32Path::Wgmma(_) => wgmma::scratch_len(dims)?,
+        GemmF32Path::MmaSync => 0,
+    };
+    let mut scratch = ctx.stream.alloc_zeros::<u32>(scratch_len.max(1))?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
         let (a, w) = &inputs[i];
-        launch::gemm_f32::gemm_f32_on(lib, &stream, path, dims, a, w, Some(&bias), &mut out)?;
+        match path {
+            GemmF32Path::Wgmma(lp) => wgmma::gemm_f32_wgmma_with_scratch(
+                lib,
+                &stream,
+                lp,
+                dims,
+                a,
+                w,
+                Some(&bias),
+                &mut scratch,
+                &mut out,
+            )?,
+            GemmF32Path::MmaSync => {
+                launch::gemm_f32::gemm_f32_mma(lib, &stream, dims, a, w, Some(&bias), &mut out)?
+            }
+        }
         Ok(())
     })?;
     let flops = 2.0 * (m * n * k) as f64;

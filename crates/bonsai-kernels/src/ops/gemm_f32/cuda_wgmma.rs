@@ -1,5 +1,6 @@
 //! Launch of gemm_f32 on wgmma (ops/gemm_f32/gemm_f32_wgmma.cu, sm_90a): the split pass over A
-//! and over W into a scratch buffer, then `gemm_f32_3xtf32_wgmma` over (M tile, N tile) CTAs.
+//! and over W into a scratch buffer, then the GEMM in one of its two K loops ([`WgmmaLoop`]) over
+//! (M tile, N tile) CTAs.
 //!
 //! Scratch (u32, [`scratch_len`] elements): A_big, A_small `[M][K_pad]`, W_big, W_small
 //! `[N][K_pad]`, K_pad = K rounded up to whole 32-wide K tiles, so any K runs (the split pass
@@ -45,6 +46,7 @@ const SPLIT_COLUMNS_PER_THREAD: usize = 4;
 const SPLIT_ROW_CTAS: usize = 1024;
 
 const OP: &str = "gemm_f32_wgmma";
+const SPLIT: &str = "gemm_f32_tf32_split";
 
 /// The two K loops of the wgmma kernel (gemm_f32_wgmma_cta in gemm_f32_wgmma.cu).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +71,6 @@ impl WgmmaLoop {
         }
     }
 }
-const SPLIT: &str = "gemm_f32_tf32_split";
 
 /// K rounded up to whole K tiles: the row length of the split operands.
 pub fn padded_k(k: usize) -> usize {
