@@ -6,7 +6,7 @@
 //    rounded to nearest (ties away; tile_3xtf32.cu's tf32x3_split, the bound's split), stored as
 //    f32 bit patterns in [rows][K_pad] arrays, K_pad = K rounded up to whole 32-wide K tiles and
 //    zero-filled past K. So the GEMM needs no K bound, no alignment case and no split of its own.
-// 2. `gemm_f32_3xtf32_wgmma`: CTA tile 128 (M) x 128 (N) x 32 (K), 2 warpgroups (256 threads),
+// 2. `gemm_f32_3xtf32_wgmma` / `_wgmma_overlap` (two K loops, gemm_f32_wgmma_cta): CTA tile 128 (M) x 128 (N) x 32 (K), 2 warpgroups (256 threads),
 //    warpgroup w owning output rows 64 w .. 64 w + 63 and all 128 columns (one m64n128 f32
 //    accumulator set, 64 registers per thread, plus the partial's 64). A GW_STAGES-deep cp.async
 //    ring of stages of 4 operand tiles (A_big, A_small, W_big, W_small; [128 rows][32 k] f32 each,
@@ -106,10 +106,11 @@ struct GwStageCopies {
 // The GEMM CTA. OVERLAP false ("sync"): per K tile, barrier, the tile's 12 wgmma into the
 // partial, wait, fold; the ring keeps GW_STAGES - 1 tiles ahead, but the tensor cores idle from a
 // warpgroup's last wgmma of a tile to its first of the next (wait, fold, barrier). OVERLAP true:
-// two partials in turn; a tile's wgmmas are issued, then the previous tile's partial is waited
-// for and folded while they run, so the fold and the barrier hide behind the tensor cores. The
-// price: the group of tile kt - 1 may still read its slot after the barrier of tile kt, so the
-// ring (3 slots: in flight on the tensor cores, being issued, landing) keeps only ONE tile ahead.
+// K tiles in pairs with a partial each; the second tile's wgmmas are issued before the first's
+// partial is waited for and folded, so that fold and the second barrier hide behind the tensor
+// cores (half the idle periods). The price: the group of tile kt - 1 may still read its slot
+// after the barrier of tile kt, so the ring (3 slots: in flight on the tensor cores, being
+// issued, landing) keeps only ONE tile ahead.
 template <bool OVERLAP>
 __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
                                                    const u32* __restrict__ w_big, const u32* __restrict__ w_small,
