@@ -288,6 +288,44 @@ inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_b
 inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     emu_wgmma_f16<64>(d, a, b_block, k_chunk);
 }
+inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk, int accumulate) {
+    if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
+    if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
+    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
+    const unsigned char* tile = static_cast<const unsigned char*>(b_block);
+    auto word = [&](int n, int chunk) {
+        uint32_t w;
+        std::memcpy(&w, tile + n * 128 + ((chunk ^ (n & 7)) * 16) + t * 4, 4);
+        return w;
+    };
+    // scale-d = 0: d = A.B, whatever d held (NaN included).
+    if (!accumulate)
+        for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+        const int n = 8 * j + g;
+        mma_bf16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
+    }
+}
+// MN-major B: element (k, n) at b_rows + (n / 64) n_block_bytes + 128 k, 16-byte chunk
+// (n % 64) / 8 swizzled by k % 8 (k 8..15 land in the second 1024-byte block), as ptx.cuh says.
+inline void wgmma_bf16_m64n128k16_rs_mn(float* d, const uint32_t* a, const void* b_rows, uint32_t n_block_bytes) {
+    if ((reinterpret_cast<uintptr_t>(b_rows) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
+    if (n_block_bytes % 1024 != 0) emu::kernel_fault("an MN-major wgmma B needs 1024-byte aligned n blocks");
+    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
+    const unsigned char* base = static_cast<const unsigned char*>(b_rows);
+    auto elem = [&](int k, int n) -> uint32_t {
+        uint16_t h;
+        const int nn = n % 64;
+        std::memcpy(&h, base + (n / 64) * (size_t)n_block_bytes + k * 128 + (((nn / 8) ^ (k & 7)) * 16) + (nn % 8) * 2, 2);
+        return h;
+    };
+    for (int j = 0; j < 16; ++j) {
+        const int n = 8 * j + g;
+        const uint32_t b0 = elem(2 * t, n) | (elem(2 * t + 1, n) << 16);
+        const uint32_t b1 = elem(2 * t + 8, n) | (elem(2 * t + 9, n) << 16);
+        mma_bf16_16x8x16(d + 4 * j, a, b0, b1);
+    }
+}
 
 // wgmma tf32 "ss" (ptx.cuh): both operands from 128-byte-swizzled K-major tiles, addressed as the
 // hardware does: the descriptor's start address (tile + 32 k_step) plus the unswizzled offset of

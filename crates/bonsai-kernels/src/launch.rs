@@ -261,6 +261,12 @@ mod tests {
         assert_eq!(cu_define(q_regs, "JA_QREG_ROW_BLOCKS") * 16, ja::QREG_ROWS_PER_WARP);
         assert_eq!(cu_define(q_regs, "JA_QREG_BLOCK_K"), ja::QREG_BLOCK_K);
         assert_eq!(cu_define(q_regs, "JA_QREG_SOFTMAX_K"), ja::QREG_SOFTMAX_K);
+        let jw = "ops/joint_attention/joint_attention_wgmma.cu";
+        assert_eq!(cu_define(jw, "JW_WARPGROUPS"), ja::WGMMA_WARPGROUPS);
+        assert_eq!(cu_define(jw, "JW_BLOCK_K"), ja::WGMMA_BLOCK_K);
+        assert_eq!(cu_define(jw, "JW_STAGES"), ja::WGMMA_STAGES);
+        assert_eq!(cu_define(jw, "JW_ALIGN"), ja::WGMMA_ALIGN);
+        assert_eq!(cu_define(jw, "JW_HD"), ja::WGMMA_HEAD_DIM);
         let tile = "ops/gemm_f32/tile_3xtf32.cu";
         assert_eq!(cu_define(tile, "TF32X3_TILE_M"), super::gemm_f32::TILE_M);
         assert_eq!(cu_define(tile, "TF32X3_TILE_N"), super::gemm_f32::TILE_N);

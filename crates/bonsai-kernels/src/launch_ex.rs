@@ -272,7 +272,9 @@ mod tests {
     /// griddep_wait() before its first read of another kernel's output. This checks the call is
     /// the first statement of every `extern "C" __global__` body, except for the kernels listed in
     /// DEFERRED_WAIT, whose named device function must call it (after reads of data no kernel
-    /// writes, such as weights).
+    /// writes, such as weights, or, for group_norm_normalize, of the op's input x: the previous
+    /// launch is the op's own statistics pass, which waited for x's producer before it let this
+    /// launch start).
     /// (kernel name suffix, the device function that calls griddep_wait itself).
     const DEFERRED_WAIT: &[(&str, &str)] =
         &[
@@ -282,6 +284,7 @@ mod tests {
         ("_gemv_b1_out", "gemv_b1_body"),
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),
+        ("group_norm_normalize", "group_norm_normalize_body"),
     ];
 
     #[test]

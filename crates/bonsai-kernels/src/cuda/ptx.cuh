@@ -203,41 +203,77 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
            (1ull << 62);
 }
+// The accumulator operand lists of the m64n128 (64 f32 per thread) and m64n64 (32) forms, and
+// the matching "{%0, ..}" register lists (the operands that follow start at %64 / %32).
+#define BONSAI_WGMMA_D8(d, o)                                                                              \
+    "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+        "+f"(d[o + 7])
+#define BONSAI_WGMMA_D32(d) BONSAI_WGMMA_D8(d, 0), BONSAI_WGMMA_D8(d, 8), BONSAI_WGMMA_D8(d, 16), BONSAI_WGMMA_D8(d, 24)
+#define BONSAI_WGMMA_D64(d)                                                                                  \
+    BONSAI_WGMMA_D32(d), BONSAI_WGMMA_D8(d, 32), BONSAI_WGMMA_D8(d, 40), BONSAI_WGMMA_D8(d, 48),              \
+        BONSAI_WGMMA_D8(d, 56)
+#define BONSAI_WGMMA_R32                                                                                     \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+    "%28,%29,%30,%31}"
+#define BONSAI_WGMMA_R64                                                                                     \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+    "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53," \
+    "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
     const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
-        "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
-        "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-        "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " BONSAI_WGMMA_R64
+                 ", {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : BONSAI_WGMMA_D64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
 }
 // The same with N = 64 (32 accumulators per thread; `b_block` holds 64 rows).
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
     const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
-        "%24,%25,%26,%27,%28,%29,%30,%31}, "
-        "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " BONSAI_WGMMA_R32
+                 ", {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : BONSAI_WGMMA_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
+}
+// bf16 A (registers) x bf16 B (the K-major 128-byte-swizzled tile of wgmma_f16_m64n128k16_rs),
+// N = 128. `accumulate` 0 ignores d's old values (d = A.B, the scale-d operand): a fresh
+// product needs no zeroed accumulators.
+__device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk,
+                                                         int accumulate) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " BONSAI_WGMMA_R64
+                 ", {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : BONSAI_WGMMA_D64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate)
+                 : "memory");
+}
+// The matrix descriptor of an MN-major ("transposed") 128-byte-swizzled B at shared address
+// `addr` (1024-byte aligned): B's k rows are 128-byte rows of 64 consecutive n (16-byte chunk c
+// of row k at chunk position c ^ (k % 8)), 8 k rows per 1024-byte block (stride byte offset
+// 1024), and the next 64 n start `n_block_bytes` further (leading byte offset). PTX ISA,
+// "Shared Memory Matrix Layout": MN-major 128B swizzle = ((8,8,m),(8,k)):((1,8,LBO),(64,SBO))
+// in bf16 elements.
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128_mn(u32 addr, u32 n_block_bytes) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((n_block_bytes & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+// d += A.B, bf16, N = 128, with B MN-major (imm-trans-b = 1): `b_rows` holds this product's 16
+// k rows (two 1024-byte blocks) of n 0..63, and n 64..127 lie `n_block_bytes` further. A
+// row-major [k][n] matrix (e.g. attention's V, [key][dim]) staged in 128-byte rows is read in
+// place.
+__device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float* d, const u32* a, const void* b_rows,
+                                                            u32 n_block_bytes) {
+    const unsigned long long desc = wgmma_desc_sw128_mn(smem_addr(b_rows), n_block_bytes);
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " BONSAI_WGMMA_R64
+                 ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : BONSAI_WGMMA_D64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
 }
 // tf32 x tf32 -> f32, m64n128k8, BOTH operands from shared memory ("ss"): tf32 requires K-major
 // A and B, each a 128-byte-swizzled tile like b_block above (rows of 128 bytes = 32 tf32 of k,
@@ -250,23 +286,11 @@ __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float* d, const void* a_
                                                         int k_step, bool accumulate) {
     const unsigned long long a_desc = wgmma_desc_sw128(smem_addr(a_block) + (u32)(k_step * 32));
     const unsigned long long b_desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_step * 32));
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"
-        "%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,"
-        "%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-        "%64, %65, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a_desc), "l"(b_desc), "r"((int)accumulate)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " BONSAI_WGMMA_R64 ", %64, %65, p, 1, 1;\n}\n"
+                 : BONSAI_WGMMA_D64(d)
+                 : "l"(a_desc), "l"(b_desc), "r"((int)accumulate)
+                 : "memory");
 }
 #else
 // Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
@@ -278,6 +302,8 @@ __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
+__device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
 __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
 #endif
 

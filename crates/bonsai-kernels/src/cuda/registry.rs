@@ -98,7 +98,14 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "cuda/selftest.cu",
         text: include_str!("selftest.cu"),
-        entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe", "bonsai_wgmma_probe", "bonsai_wgmma_tf32_probe", "grid_sync_selftest"],
+        entry_points: &[
+            "bonsai_selftest_fill",
+            "bonsai_ptx_probe",
+            "bonsai_wgmma_probe",
+            "bonsai_wgmma_probe_bf16",
+            "bonsai_wgmma_tf32_probe",
+            "grid_sync_selftest",
+        ],
     },
 ];
 
@@ -319,6 +326,11 @@ pub const SOURCES: &[KernelSource] = &[
             "joint_attention_hd64_q_regs_f32q",
             "joint_attention_hd128_q_regs_f32q",
         ],
+    },
+    KernelSource {
+        path: "ops/joint_attention/joint_attention_wgmma.cu",
+        text: include_str!("../ops/joint_attention/joint_attention_wgmma.cu"),
+        entry_points: &["joint_attention_hd128_wgmma", "joint_attention_hd128_wgmma_f32q"],
     },
     KernelSource {
         path: "ops/softmax/softmax.cu",

@@ -140,6 +140,60 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* 
         }
 }
 
+// The bf16 forms the joint attention uses, one warpgroup: d[0] = a . b^T by
+// wgmma_bf16_m64n128k16_rs over 4 k16 steps, the first with accumulate = 0 onto NaN accumulators
+// (so scale-d = 0 must ignore them); d[1] = a . v by wgmma_bf16_m64n128k16_rs_mn, v [64 k][128 n]
+// row-major staged as two 64-wide n blocks of 128-byte k rows (the MN-major swizzle ptx.cuh
+// documents). a [64 x 64], b [128 x 64]; exact integers again (verify/ptx_wgmma.rs).
+extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe_bf16(const u16* __restrict__ a,
+                                                                         const u16* __restrict__ b,
+                                                                         const u16* __restrict__ v,
+                                                                         float* __restrict__ d) {
+    griddep_wait();
+    constexpr int K = WGMMA_PROBE_K, N = 128, V_BLOCK = K * 64;  // elements of one 64-wide n block
+    __shared__ __align__(16) u16 storage[N * K + K * N + 512];
+    u16* tile_b = reinterpret_cast<u16*>((reinterpret_cast<unsigned long long>(storage) + 1023) & ~1023ull);
+    u16* tile_v = tile_b + N * K;
+    const int tid = threadIdx.x;
+    for (int i = tid; i < N * 8; i += 128) {
+        const int n = i / 8, c = i % 8;
+        for (int e = 0; e < 8; ++e) tile_b[n * 64 + ((c ^ (n & 7)) * 8) + e] = b[n * K + c * 8 + e];
+    }
+    for (int i = tid; i < K * N; i += 128) {
+        const int kr = i / N, n = i % N, nn = n % 64;
+        tile_v[(n / 64) * V_BLOCK + kr * 64 + (((nn / 8) ^ (kr & 7)) * 8) + nn % 8] = v[i];
+    }
+    fence_proxy_async_smem();
+    __syncthreads();
+    const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
+    const int row = 16 * warp + g;
+    float acc_kmajor[64], acc_mn[64];
+    for (int i = 0; i < 64; ++i) {
+        acc_kmajor[i] = __int_as_float(0x7fc00000);
+        acc_mn[i] = 0.0f;
+    }
+    u32 frag[K / 16][4];
+    for (int s = 0; s < K / 16; ++s)
+        for (int i = 0; i < 4; ++i) {
+            const int r = row + 8 * (i & 1), k = 16 * s + 2 * t + 8 * (i >> 1);
+            frag[s][i] = pack_b16(a[r * K + k], a[r * K + k + 1]);
+        }
+    wgmma_fence();
+    for (int s = 0; s < K / 16; ++s) wgmma_bf16_m64n128k16_rs(acc_kmajor, frag[s], tile_b, 2 * s, s > 0);
+    for (int s = 0; s < K / 16; ++s)
+        wgmma_bf16_m64n128k16_rs_mn(acc_mn, frag[s], tile_v + s * 16 * 64, (u32)(V_BLOCK * sizeof(u16)));
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int j = 0; j < 16; ++j)
+        for (int e = 0; e < 2; ++e)
+            for (int h = 0; h < 2; ++h) {
+                const float* acc = h == 0 ? acc_kmajor : acc_mn;
+                float* out = d + h * 64 * N;
+                out[row * N + 8 * j + 2 * t + e] = acc[4 * j + e];
+                out[(row + 8) * N + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
+            }
+}
+
 // ---- wgmma tf32 probe ----
 // One warpgroup runs ptx.cuh's wgmma_tf32_m64n128k8_ss over 4 k8 steps: d[64 x 128] = a[64 x 32]
 // . b[128 x 32]^T (row-major f32 inputs holding tf32 values), both staged into the

@@ -9,6 +9,7 @@ use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::joint_attention::{self as ja, FlashVariant, SmallHeadKernel};
+use crate::launch::matmul::device_has_wgmma;
 use crate::ops::joint_attention::{bf16_check, AttnDims};
 
 /// How the inputs are drawn.
@@ -30,8 +31,9 @@ const fn dims(heads: usize, seq: usize, head_dim: usize) -> AttnDims {
 }
 
 /// Odd shapes: one key, one tile with a ragged tail, ragged tails past one and two tiles, every
-/// head_dim the kernels take.
-const SMALL: [(AttnDims, Inputs); 10] = [
+/// head_dim the kernels take; seq 520 at hd 128 runs five 128-key tiles, so the wgmma kernels'
+/// rings wrap (the pipelined one's 3 stages included).
+const SMALL: [(AttnDims, Inputs); 11] = [
     (dims(1, 1, 64), Inputs::Uniform),
     (dims(2, 7, 128), Inputs::Uniform),
     (dims(3, 65, 64), Inputs::Uniform),
@@ -39,6 +41,7 @@ const SMALL: [(AttnDims, Inputs); 10] = [
     (dims(2, 130, 64), Inputs::NegativeScores),
     (dims(2, 65, 128), Inputs::NegativeScores),
     (dims(1, 200, 128), Inputs::RisingMax),
+    (dims(1, 520, 128), Inputs::RisingMax),
     (dims(1, 70, 384), Inputs::Uniform),
     (dims(1, 65, 512), Inputs::NegativeScores),
     (dims(1, 33, 512), Inputs::Uniform),
@@ -55,8 +58,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             // The bf16-q entry points the f32 call above did not run stay checked: the hd 64 / 128
             // kernels the default does not pick (ja::KERNEL_ENV), and the default's own when that
             // call ran its f32-q form.
-            let default = FlashVariant::for_head_dim(d.head_dim)?;
-            for kind in SmallHeadKernel::ALL {
+            let default = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
+            for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&ctx.stream)?) {
                 let variant = FlashVariant::select(d.head_dim, kind)?;
                 if variant != default || variant.f32_q_entry.is_some() {
                     check_bf16_entry(ctx, d, inputs, variant)?;
@@ -102,7 +105,7 @@ fn draw(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> (Vec<f32>, Vec<f32>, Vec<
 
 fn check(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> {
     let (q, k, v) = draw(ctx, d, inputs);
-    let variant = FlashVariant::for_head_dim(d.head_dim)?;
+    let variant = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
     let expect = bf16_check(d, &q, &k, &v, variant.softmax_keys)?;
     let (qd, kd, vd) =
         (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
@@ -202,11 +205,11 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             Some(flops),
             1.0,
         ));
-        let default = FlashVariant::for_head_dim(d.head_dim)?;
+        let default = FlashVariant::for_device(&stream, d.head_dim)?;
         // The other hd 64 / 128 kernels, in the same run (old vs new on equal terms).
         let mut others = Vec::new();
         if d.head_dim <= 128 {
-            for kind in SmallHeadKernel::ALL {
+            for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&stream)?) {
                 others.push(FlashVariant::select(d.head_dim, kind)?);
             }
             others.retain(|v| *v != default);

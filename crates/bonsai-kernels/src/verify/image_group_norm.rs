@@ -208,6 +208,12 @@ pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, V
         let beta = upload(&ctx.stream, &vec![-0.5f32; c])?;
         let mut scratch: CudaSlice<f64> = ctx.stream.alloc_zeros(gn::scratch_len(dims))?;
         let shape = format!("C={c} {hw}x{hw}");
+        // A device-to-device copy of the same bytes (read x, write y): the ceiling a one-launch
+        // op of this size can reach, launch and latency included, next to the large-copy
+        // bandwidth every row is compared with.
+        let stream = ctx.stream.clone();
+        let secs = time_batches(ctx, copies, |i| Ok(stream.memcpy_dtod(&xs[i], &mut ys[i])?))?;
+        rows.push(row("copy (same size, read + write)", shape.clone(), secs, Some(8.0 * len as f64), None, copy_bw));
         for path in [GroupNormPath::TwoPass, GroupNormPath::Resident] {
             for fused in [false, true] {
                 let name = format!("{} {} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, path.name(),

@@ -27,6 +27,7 @@ mod planes_out;
 mod matmul_large;
 mod matmul_split;
 mod ptx_model;
+mod ptx_wgmma;
 mod ptx_wrappers;
 pub(crate) mod rng;
 mod shapes;

@@ -114,95 +114,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
         (0..WARP).map(|l| u32::from(halves[2 * l]) | (u32::from(halves[2 * l + 1]) << 16)).collect();
     exact(ctx, "cp_async4", slice(OUT_CP4, WARP), &words);
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
-        wgmma_check(ctx)?;
-        wgmma_tf32_check(ctx)?;
+        super::ptx_wgmma::run(ctx)?;
     }
     grid_sync_check(ctx)
-}
-
-/// Rows, columns and k of bonsai_wgmma_probe's product (WGMMA_PROBE_K in cuda/selftest.cu).
-const WGMMA_M: usize = 64;
-const WGMMA_N: usize = 128;
-const WGMMA_K: usize = 64;
-
-/// bonsai_wgmma_probe: d = a . b^T over 4 wgmma k16 steps, a and b small integers (|a| <= 3,
-/// |b| <= 4: every product and every partial sum of 64 is an integer below 2^24, exact in f32
-/// in any order), so every element must match exactly; a wrong A / B / D layout, swizzle or
-/// descriptor moves values and shows, and the first mismatches are printed to locate it.
-fn wgmma_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    let mut small = |range: u32| -> i32 { (ctx.rng.next_u32() % (2 * range + 1)) as i32 - range as i32 };
-    let a: Vec<i32> = (0..WGMMA_M * WGMMA_K).map(|_| small(3)).collect();
-    let b: Vec<i32> = (0..WGMMA_N * WGMMA_K).map(|_| small(4)).collect();
-    let f16 = |v: &[i32]| v.iter().map(|&x| half::f16::from_f32(x as f32).to_bits()).collect::<Vec<u16>>();
-    let (a_d, b_d) = (upload(&ctx.stream, &f16(&a))?, upload(&ctx.stream, &f16(&b))?);
-    let mut d_d = upload(&ctx.stream, &vec![f32::NAN; WGMMA_M * WGMMA_N])?;
-    let function = ctx.lib.function("bonsai_wgmma_probe")?;
-    let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-    let mut launch = ctx.stream.launch_builder(function);
-    launch.arg(&a_d).arg(&b_d).arg(&mut d_d);
-    // SAFETY: matches bonsai_wgmma_probe(const u16* a, const u16* b, float* d): a holds 64 x 64,
-    // b 128 x 64 f16 and d 64 x 128 f32, exactly what the one 128-thread CTA reads and writes.
-    unsafe { launch.launch(config) }?;
-    let got = download(&ctx.stream, &d_d)?;
-    let want: Vec<f32> = (0..WGMMA_M * WGMMA_N)
-        .map(|e| {
-            let (r, n) = (e / WGMMA_N, e % WGMMA_N);
-            (0..WGMMA_K).map(|k| a[r * WGMMA_K + k] * b[n * WGMMA_K + k]).sum::<i32>() as f32
-        })
-        .collect();
-    let wrong: Vec<String> = (0..got.len())
-        .filter(|&e| got[e] != want[e])
-        .take(8)
-        .map(|e| format!("d[{}][{}] = {} (want {})", e / WGMMA_N, e % WGMMA_N, got[e], want[e]))
-        .collect();
-    if !wrong.is_empty() {
-        println!("wgmma_f16_m64n128k16_rs mismatches: {}", wrong.join(", "));
-    }
-    let cmp = Comparison::of(&got, &want, |_| 0.0);
-    ctx.record("ptx_wrappers", "wgmma_f16_m64n128k16_rs (exact integers, 4 k16 steps)", cmp);
-    Ok(())
-}
-
-/// k of bonsai_wgmma_tf32_probe's product (WGMMA_TF32_PROBE_K: 4 k8 steps); M and N as above.
-const WGMMA_TF32_K: usize = 32;
-
-/// bonsai_wgmma_tf32_probe: d = a . b^T over 4 wgmma tf32 k8 steps with both operands from the
-/// swizzled shared tiles, the first step overwriting a NaN-filled D. Small integers (|a| <= 7,
-/// |b| <= 9; sums below 2^24, exact in any order), so every element must match exactly: a wrong
-/// A or B descriptor, k-step offset, swizzle or D layout moves values, an ignored scale-d = 0
-/// leaves NaN.
-fn wgmma_tf32_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    const KERNEL: &str = "wgmma_tf32_m64n128k8_ss";
-    let mut small = |range: u32| -> f32 { ((ctx.rng.next_u32() % (2 * range + 1)) as i32 - range as i32) as f32 };
-    let a: Vec<f32> = (0..WGMMA_M * WGMMA_TF32_K).map(|_| small(7)).collect();
-    let b: Vec<f32> = (0..WGMMA_N * WGMMA_TF32_K).map(|_| small(9)).collect();
-    let (a_d, b_d) = (upload(&ctx.stream, &a)?, upload(&ctx.stream, &b)?);
-    let mut d_d = upload(&ctx.stream, &vec![f32::NAN; WGMMA_M * WGMMA_N])?;
-    let function = ctx.lib.function("bonsai_wgmma_tf32_probe")?;
-    let config = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-    let mut launch = ctx.stream.launch_builder(function);
-    launch.arg(&a_d).arg(&b_d).arg(&mut d_d);
-    // SAFETY: matches bonsai_wgmma_tf32_probe(const float* a, const float* b, float* d): a holds
-    // 64 x 32, b 128 x 32 and d 64 x 128 f32, exactly what the one 128-thread CTA reads and writes.
-    unsafe { launch.launch(config) }?;
-    let got = download(&ctx.stream, &d_d)?;
-    let want: Vec<f32> = (0..WGMMA_M * WGMMA_N)
-        .map(|e| {
-            let (r, n) = (e / WGMMA_N, e % WGMMA_N);
-            (0..WGMMA_TF32_K).map(|k| a[r * WGMMA_TF32_K + k] * b[n * WGMMA_TF32_K + k]).sum::<f32>()
-        })
-        .collect();
-    let wrong: Vec<String> = (0..got.len())
-        .filter(|&e| got[e] != want[e])
-        .take(8)
-        .map(|e| format!("d[{}][{}] = {} (want {})", e / WGMMA_N, e % WGMMA_N, got[e], want[e]))
-        .collect();
-    if !wrong.is_empty() {
-        println!("{KERNEL} mismatches: {}", wrong.join(", "));
-    }
-    let cmp = Comparison::of(&got, &want, |_| 0.0);
-    ctx.record("ptx_wrappers", &format!("{KERNEL} (exact integers, 4 k8 steps, first overwrites)"), cmp);
-    Ok(())
 }
 
 /// Rounds of the grid_sync test (two barriers each).

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::Launch;
+use crate::launch_ex::{Launch, PdlScope};
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const OP: &str = "group_norm";
@@ -276,6 +276,9 @@ pub fn group_norm_with(
     unsafe { l.launch(cfg) }?;
 
     let normalize = lib.function("group_norm_normalize")?;
+    // With PDL the normalise CTAs start while the statistics launch drains (group_norm.cu: they
+    // read x before griddep_wait and the partial sums after it).
+    let _pdl = PdlScope::enter();
     let mut l = Launch::new(stream, normalize);
     l.arg(&x_p).arg(&g_p).arg(&b_p).arg(&partial).arg(&eps).arg(&channels_i).arg(&cpg_i).arg(&plane_i).arg(&splits_i);
     l.arg(&plane_chunk_i).arg(&silu_i).arg(&y_p);

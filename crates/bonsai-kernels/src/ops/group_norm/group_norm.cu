@@ -19,7 +19,9 @@
 //
 //    Each thread loads its first batch of x (GN_LOADS_IN_FLIGHT float4s) BEFORE the statistics
 //    prologue, so that latency overlaps the shift and partial loads instead of following them
-//    (at 64² a CTA's whole chunk is that one batch, so no load waits on the statistics).
+//    (at 64² a CTA's whole chunk is that one batch, so no load waits on the statistics). The
+//    launch carries PDL and waits (griddep_wait) only before reading the partial sums, so the
+//    launch, the CTA ramp and those loads overlap the statistics launch's tail.
 //
 // Traffic: 12 bytes per element (two reads, one write); see ops/group_norm/cuda.rs.
 // Speed of light (H200, copy 4.26 TB/s) and predictions, 384 ch, G = 32:
@@ -167,15 +169,13 @@ extern "C" __global__ void group_norm_partial_stats(const float* __restrict__ x,
     }
 }
 
-extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
-                                                const float* __restrict__ gamma,
-                                                const float* __restrict__ beta,
-                                                const double* __restrict__ partial, float eps,
-                                                int channels, int channels_per_group,
-                                                long long plane, int splits, long long plane_chunk,
-                                                int apply_silu, float* __restrict__ y) {
-    griddep_wait();
-    griddep_launch_dependents();
+// The normalise pass; it calls griddep_wait itself, after its first loads of x (launch_ex.rs
+// DEFERRED_WAIT).
+__device__ __forceinline__ void group_norm_normalize_body(const float* __restrict__ x, const float* __restrict__ gamma,
+                                                          const float* __restrict__ beta,
+                                                          const double* __restrict__ partial, float eps, int channels,
+                                                          int channels_per_group, long long plane, int splits,
+                                                          long long plane_chunk, int apply_silu, float* __restrict__ y) {
     __shared__ float stats[2];
     const int c = channels - 1 - (int)blockIdx.y;
     const int group = c / channels_per_group;
@@ -189,10 +189,16 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
                         reinterpret_cast<unsigned long long>(y)) & 15) == 0;
     const float4* x4 = reinterpret_cast<const float4*>(xc);
     const long long i4 = (begin >> 2) + threadIdx.x, end4 = end >> 2;
+    // x, gamma and beta are the op's inputs, complete before the statistics launch passed its
+    // own griddep_wait (and so before this launch could start): only the partial sums need the
+    // wait. The launcher launches this kernel with PDL, so its CTAs start, and these first loads
+    // fly, while the statistics launch drains.
     GroupNormPrefetch first;
     if (vec4) first.load(x4, i4, end4);
+    const float shift = threadIdx.x < WARP_SIZE ? group_norm_shift(x + (long long)group * n_group, n_group) : 0.0f;
+    griddep_wait();
+    griddep_launch_dependents();
     if (threadIdx.x < WARP_SIZE) {
-        const float shift = group_norm_shift(x + (long long)group * n_group, n_group);
         const double* pg = partial + 2LL * group * splits;
         double s1 = 0.0, s2 = 0.0;
         for (int s = threadIdx.x; s < splits; s += WARP_SIZE) {
@@ -222,4 +228,15 @@ extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
     } else {
         group_norm_write_scalar<false>(xc, yc, begin, end, mean, scale, shift_out);
     }
+}
+
+extern "C" __global__ void group_norm_normalize(const float* __restrict__ x,
+                                                const float* __restrict__ gamma,
+                                                const float* __restrict__ beta,
+                                                const double* __restrict__ partial, float eps,
+                                                int channels, int channels_per_group,
+                                                long long plane, int splits, long long plane_chunk,
+                                                int apply_silu, float* __restrict__ y) {
+    group_norm_normalize_body(x, gamma, beta, partial, eps, channels, channels_per_group, plane, splits, plane_chunk,
+                              apply_silu, y);
 }

@@ -49,11 +49,20 @@ pub const QREG_BLOCK_K: usize = 64;
 /// Keys per online-softmax step of the Q-in-registers kernel at hd 128 (JA_QREG_SOFTMAX_K): each
 /// K/V tile is two steps (hd 64 steps over whole tiles).
 pub const QREG_SOFTMAX_K: usize = 32;
+/// Warpgroups per CTA of the wgmma kernel (JW_WARPGROUPS, joint_attention_wgmma.cu): 64 query
+/// rows each.
+pub const WGMMA_WARPGROUPS: usize = 2;
+/// Keys per K/V tile and per online-softmax step of the wgmma kernel (JW_BLOCK_K).
+pub const WGMMA_BLOCK_K: usize = 128;
+/// Ring stages of the wgmma kernel (JW_STAGES).
+pub const WGMMA_STAGES: usize = 2;
+/// Alignment of the wgmma kernel's tiles (JW_ALIGN): the launcher adds it to the shared memory.
+pub const WGMMA_ALIGN: usize = 1024;
 /// The head dims the tensor-core kernel is instantiated for.
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
 #[path = "variant.rs"]
 mod variant;
-pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV};
+pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV, WGMMA_HEAD_DIM};
 
 /// u16 (bf16) elements of scratch [`joint_attention`] needs: bf16 copies of q, k and v.
 pub fn scratch_len(dims: AttnDims) -> usize {
@@ -93,7 +102,7 @@ pub fn joint_attention(
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_head_dim(dims.head_dim)?;
+    let variant = FlashVariant::for_device(stream, dims.head_dim)?;
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
     expect_at_least(OP, "k", k.len(), n)?;
@@ -131,7 +140,7 @@ pub fn joint_attention_alloc(
     v: &impl DevicePtr<f32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    FlashVariant::for_head_dim(dims.head_dim)?;
+    FlashVariant::for_device(stream, dims.head_dim)?;
     let n = tensor_len(dims)?;
     // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes every part the
     // flash kernel (the only reader, same stream) reads: all of it, or k and v's parts when the
@@ -215,7 +224,7 @@ pub fn joint_attention_bf16(
     v: &impl DevicePtr<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_head_dim(dims.head_dim)?;
+    let variant = FlashVariant::for_device(stream, dims.head_dim)?;
     joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out)
 }
 
