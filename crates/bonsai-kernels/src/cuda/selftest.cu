@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe_bf16(const 
 // . b[128 x 32]^T (row-major f32 inputs holding tf32 values), both staged into the
 // 128-byte-swizzled tiles the wrapper documents, the first step with accumulate = false over a
 // NaN-filled D (so an ignored scale-d shows as NaN), D stored by the documented layout.
-// verify/ptx_wrappers.rs feeds small integers (exact sums). Compute capability 9.0 only.
+// verify/ptx_wgmma.rs feeds small integers (exact sums). Compute capability 9.0 only.
 #define WGMMA_TF32_PROBE_K 32
 extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_tf32_probe(const float* __restrict__ a,
                                                                          const float* __restrict__ b,
