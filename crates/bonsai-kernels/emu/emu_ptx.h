@@ -326,3 +326,35 @@ inline void wgmma_bf16_m64n128k16_rs_mn(float* d, const uint32_t* a, const void*
         mma_bf16_16x8x16(d + 4 * j, a, b0, b1);
     }
 }
+
+// wgmma tf32 "ss" (ptx.cuh): both operands from 128-byte-swizzled K-major tiles, addressed as the
+// hardware does: the descriptor's start address (tile + 32 k_step) plus the unswizzled offset of
+// (row, k) (rows 128 bytes apart), then address bits 4-6 XORed with bits 7-9. Warp w % 4 of the
+// warpgroup supplies A rows 16 (w % 4).., read into the m16n8k8 tf32 A layout; then 16
+// mma_tf32_16x8x8 over the N / 8 column blocks (the mma twin reads the top 19 bits of each operand).
+namespace emu {
+inline uint32_t sw128_word(const unsigned char* start, int row, int k) {
+    uintptr_t addr = reinterpret_cast<uintptr_t>(start) + (uintptr_t)row * 128 + (uintptr_t)k * 4;
+    addr ^= ((addr >> 7) & 7) << 4;
+    uint32_t w;
+    std::memcpy(&w, reinterpret_cast<const void*>(addr), 4);
+    return w;
+}
+}  // namespace emu
+inline void wgmma_tf32_m64n128k8_ss(float* d, const void* a_block, const void* b_block, int k_step, bool accumulate) {
+    if (((reinterpret_cast<uintptr_t>(a_block) | reinterpret_cast<uintptr_t>(b_block)) & 1023) != 0)
+        emu::kernel_fault("wgmma tf32 A and B tiles must be 1024-byte aligned");
+    if (k_step < 0 || k_step > 3) emu::kernel_fault("a wgmma tf32 k_step must be 0..3");
+    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
+    const int row0 = 16 * (emu::t_thread->warp % 4);
+    const unsigned char* a_start = static_cast<const unsigned char*>(a_block) + 32 * k_step;
+    const unsigned char* b_start = static_cast<const unsigned char*>(b_block) + 32 * k_step;
+    uint32_t a[4];
+    for (int i = 0; i < 4; ++i) a[i] = emu::sw128_word(a_start, row0 + g + 8 * (i % 2), t + 4 * (i / 2));
+    if (!accumulate)
+        for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+        const int n = 8 * j + g;
+        mma_tf32_16x8x8(d + 4 * j, a, emu::sw128_word(b_start, n, t), emu::sw128_word(b_start, n, t + 4));
+    }
+}

@@ -275,6 +275,23 @@ __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float* d, const u32*
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
 }
+// tf32 x tf32 -> f32, m64n128k8, BOTH operands from shared memory ("ss"): tf32 requires K-major
+// A and B, each a 128-byte-swizzled tile like b_block above (rows of 128 bytes = 32 tf32 of k,
+// 16-byte chunk c of row r at chunk position c ^ (r % 8), 1024-byte aligned): `a_block` holds the
+// warpgroup's 64 A rows, `b_block` 128 B rows (columns of the product). This instruction's k
+// 0..7 are chunks 2 k_step, 2 k_step + 1 (k_step 0..3): the descriptors start 32 k_step bytes
+// into the tiles. The tensor cores read the top 19 bits of each f32 pattern (tf32). D as above;
+// `accumulate` false ignores D's old contents (scale-d = 0: D = A B), true adds to them.
+__device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float* d, const void* a_block, const void* b_block,
+                                                        int k_step, bool accumulate) {
+    const unsigned long long a_desc = wgmma_desc_sw128(smem_addr(a_block) + (u32)(k_step * 32));
+    const unsigned long long b_desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_step * 32));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " BONSAI_WGMMA_R64 ", %64, %65, p, 1, 1;\n}\n"
+                 : BONSAI_WGMMA_D64(d)
+                 : "l"(a_desc), "l"(b_desc), "r"((int)accumulate)
+                 : "memory");
+}
 #else
 // Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
 // compute capability 9.0 only); they trap if they ever are.
@@ -287,6 +304,7 @@ __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, cons
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
+__device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
 #endif
 
 

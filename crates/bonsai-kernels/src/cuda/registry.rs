@@ -98,7 +98,14 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "cuda/selftest.cu",
         text: include_str!("selftest.cu"),
-        entry_points: &["bonsai_selftest_fill", "bonsai_ptx_probe", "bonsai_wgmma_probe", "bonsai_wgmma_probe_bf16", "grid_sync_selftest"],
+        entry_points: &[
+            "bonsai_selftest_fill",
+            "bonsai_ptx_probe",
+            "bonsai_wgmma_probe",
+            "bonsai_wgmma_probe_bf16",
+            "bonsai_wgmma_tf32_probe",
+            "grid_sync_selftest",
+        ],
     },
 ];
 
@@ -388,6 +395,16 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gemm_f32_3xtf32_vec16",
             "gemm_f32_3xtf32_any_k",
+        ],
+    },
+    // After tile_3xtf32.cu (its split and CTA rasterisation).
+    KernelSource {
+        path: "ops/gemm_f32/gemm_f32_wgmma.cu",
+        text: include_str!("../ops/gemm_f32/gemm_f32_wgmma.cu"),
+        entry_points: &[
+            "gemm_f32_tf32_split",
+            "gemm_f32_3xtf32_wgmma",
+            "gemm_f32_3xtf32_wgmma_overlap",
         ],
     },
     KernelSource {

@@ -194,6 +194,43 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe_bf16(const 
             }
 }
 
+// ---- wgmma tf32 probe ----
+// One warpgroup runs ptx.cuh's wgmma_tf32_m64n128k8_ss over 4 k8 steps: d[64 x 128] = a[64 x 32]
+// . b[128 x 32]^T (row-major f32 inputs holding tf32 values), both staged into the
+// 128-byte-swizzled tiles the wrapper documents, the first step with accumulate = false over a
+// NaN-filled D (so an ignored scale-d shows as NaN), D stored by the documented layout.
+// verify/ptx_wgmma.rs feeds small integers (exact sums). Compute capability 9.0 only.
+#define WGMMA_TF32_PROBE_K 32
+extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_tf32_probe(const float* __restrict__ a,
+                                                                         const float* __restrict__ b,
+                                                                         float* __restrict__ d) {
+    griddep_wait();
+    __shared__ __align__(16) float tile_storage[(64 + 128) * WGMMA_TF32_PROBE_K + 256];
+    float* a_tile = reinterpret_cast<float*>((reinterpret_cast<unsigned long long>(tile_storage) + 1023) & ~1023ull);
+    float* b_tile = a_tile + 64 * WGMMA_TF32_PROBE_K;
+    const int tid = threadIdx.x;
+    for (int i = tid; i < (64 + 128) * 8; i += 128) {
+        const int r = i / 8, c = i % 8;  // row of a then b, 16-byte chunk of its 32 k
+        const float* src = r < 64 ? a + r * WGMMA_TF32_PROBE_K : b + (r - 64) * WGMMA_TF32_PROBE_K;
+        for (int e = 0; e < 4; ++e) a_tile[r * 32 + ((c ^ (r & 7)) * 4) + e] = src[c * 4 + e];
+    }
+    fence_proxy_async_smem();
+    __syncthreads();
+    const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
+    const int row = 16 * warp + g;
+    float acc[64];
+    for (int i = 0; i < 64; ++i) acc[i] = __uint_as_float(0x7fc00000u);
+    wgmma_fence();
+    for (int s = 0; s < WGMMA_TF32_PROBE_K / 8; ++s) wgmma_tf32_m64n128k8_ss(acc, a_tile, b_tile, s, s > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    for (int j = 0; j < 16; ++j)
+        for (int e = 0; e < 2; ++e) {
+            d[row * 128 + 8 * j + 2 * t + e] = acc[4 * j + e];
+            d[(row + 8) * 128 + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
+        }
+}
+
 // ---- grid_sync test ----
 // A cooperative grid of G CTAs of B threads (1-D blocks) runs `rounds` rounds over the G·B
 // exchange words data[0..G·B). Round r: thread t of CTA c writes grid_sync_test_value(r, c·B + t)

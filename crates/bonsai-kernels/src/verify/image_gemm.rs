@@ -7,22 +7,22 @@
 //! formula, kept in f64 here so the Frobenius error is not blurred by the reference's own f32
 //! rounding):
 //! 1. every element within the worst-case bound derived in ops/gemm_f32/mod.rs
-//!    (`tf32x3_coefficient`), which a dropped correction term (error ~2^-11 |a·w|) exceeds at
-//!    the small shapes;
+//!    (`tf32x3_coefficient`, `gemm_coefficient` per gemm_f32 path), which a dropped correction
+//!    term (error ~2^-11 |a·w|) exceeds at the small shapes;
 //! 2. the relative Frobenius error within 2x that of a plain f32 GEMM, modelled as one
 //!    sequential FMA chain per output in the same k order (what an SGEMM thread computes): the
 //!    accuracy bar of issue #6 ("within 2x of cuBLAS SGEMM's error").
 //!
-//! At the real shapes only sampled output rows (GEMM) or channels (conv) are recomputed on the
+//! gemm_f32 runs both of its paths (mma.sync, and wgmma where the device has it), each its own
+//! rows. At the real shapes only sampled output rows (GEMM) or channels (conv) are recomputed on the
 //! CPU, spread so they hit every position inside a tile, to keep the run in seconds.
 
 use rayon::prelude::*;
 
-use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::gemm_f32::{FOLD_STEPS, TILE_K};
+use crate::launch::gemm_f32::{wgmma, GemmF32Path, WgmmaLoop, FOLD_STEPS, TILE_K};
 use crate::ops::conv3x3::{ConvDims, TAPS};
 use crate::ops::gemm_f32::GemmDims;
 
@@ -84,6 +84,10 @@ const SAMPLED_CHANNELS: usize = 11;
 /// Issue #6: the f32-accurate ops must stay within this factor of a plain f32 GEMM's error.
 const FROBENIUS_FACTOR: f64 = 2.0;
 
+#[path = "image_gemm_bench.rs"]
+mod bench;
+pub(crate) use bench::bench_all;
+
 pub(crate) fn run_all(ctx: &mut Ctx, set: super::ShapeSet) -> Result<(), VerifyError> {
     for (m, n, k, bias) in ODD_GEMMS {
         gemm(ctx, "odd", GemmDims { m, n, k }, bias, None)?;
@@ -109,11 +113,35 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: super::ShapeSet) -> Result<(), VerifyE
 /// 3·FOLD_STEPS mma steps (4u each: tensor cores truncate), and <= 13u per product from the
 /// split (3·2^-22·(1 + 2^-11)).
 pub(crate) fn tf32x3_coefficient(k: usize) -> f64 {
-    const FOLDS_PER_TILE: usize = TILE_K / 8 / FOLD_STEPS;
-    const PARTIAL_ERR: f64 = 3.0 * FOLD_STEPS as f64 * 4.0;
+    coefficient_with_fold(k, FOLD_STEPS)
+}
+
+/// [`tf32x3_coefficient`] for a fold every `fold_steps` k8 steps (both paths use 32-wide K tiles).
+fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
     const SPLIT_ERR: f64 = 13.0;
-    let folds = (k.div_ceil(TILE_K) * FOLDS_PER_TILE) as f64;
-    U * (folds + PARTIAL_ERR + SPLIT_ERR)
+    const _: () = assert!(TILE_K == wgmma::TILE_K);
+    let partial_err = 3.0 * fold_steps as f64 * 4.0;
+    let folds = (k.div_ceil(TILE_K) * (TILE_K / 8 / fold_steps)) as f64;
+    U * (folds + partial_err + SPLIT_ERR)
+}
+
+/// The bound's coefficient for gemm_f32 on `path`: the wgmma kernel folds once per K tile
+/// (wgmma::FOLD_STEPS k8 steps: 12 tensor-core steps per partial, half as many folds).
+pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize) -> f64 {
+    match path {
+        GemmF32Path::MmaSync => tf32x3_coefficient(k),
+        GemmF32Path::Wgmma(_) => coefficient_with_fold(k, wgmma::FOLD_STEPS),
+    }
+}
+
+/// The gemm_f32 kernels this device runs: mma.sync always, both wgmma loops on compute
+/// capability 9.0.
+fn gemm_paths(ctx: &Ctx) -> Result<Vec<GemmF32Path>, VerifyError> {
+    let mut paths = vec![GemmF32Path::MmaSync];
+    if launch::matmul::device_has_wgmma(&ctx.stream)? {
+        paths.extend(WgmmaLoop::ALL.map(GemmF32Path::Wgmma));
+    }
+    Ok(paths)
 }
 
 /// Coefficient c of the direct conv kernel's bound |out - exact| <= c·Σ|x·w| (+ the bias and
@@ -212,17 +240,6 @@ fn gemm(
     let bias = if with_bias { ctx.rng.activations(n, 1.0) } else { vec![0.0; n] };
     let (ad, wd, bd) =
         (upload(&ctx.stream, &a)?, upload(&ctx.stream, &w)?, upload(&ctx.stream, &bias)?);
-    let mut out = poisoned(&ctx.stream, m * n)?;
-    launch::gemm_f32::gemm_f32(
-        &ctx.lib,
-        &ctx.stream,
-        dims,
-        &ad,
-        &wd,
-        with_bias.then_some(&bd),
-        &mut out,
-    )?;
-    let got = download(&ctx.stream, &out)?;
     let rows = spread(m, sampled);
     let want: Vec<Expected> = rows
         .par_iter()
@@ -238,13 +255,21 @@ fn gemm(
                 .collect::<Vec<_>>()
         })
         .collect();
-    let got_rows: Vec<f32> =
-        rows.iter().flat_map(|&i| got[i * n..(i + 1) * n].iter().copied()).collect();
     let bias_rows: Vec<f32> = rows.iter().flat_map(|_| bias.iter().copied()).collect();
     let rows_note = if rows.len() < m { format!(" ({} rows)", rows.len()) } else { String::new() };
     let shape =
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
-    record(ctx, "gemm_f32_3xtf32", &shape, &got_rows, &want, &bias_rows, tf32x3_coefficient(k));
+    for path in gemm_paths(ctx)? {
+        let mut out = poisoned(&ctx.stream, m * n)?;
+        let (lib, stream) = (&ctx.lib, &ctx.stream);
+        let bias_d = with_bias.then_some(&bd);
+        launch::gemm_f32::gemm_f32_on(lib, stream, path, dims, &ad, &wd, bias_d, &mut out)?;
+        let got = download(&ctx.stream, &out)?;
+        let got_rows: Vec<f32> =
+            rows.iter().flat_map(|&i| got[i * n..(i + 1) * n].iter().copied()).collect();
+        let coefficient = gemm_coefficient(path, k);
+        record(ctx, path.op_name(), &shape, &got_rows, &want, &bias_rows, coefficient);
+    }
     Ok(())
 }
 
@@ -306,64 +331,6 @@ fn conv(
     Ok(())
 }
 
-/// `--bench`: the issue's speed shapes, effective TFLOP/s (2 flops per multiply-add of the
-/// definition; the 3 tf32 products each costs are the kernel's business).
-pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
-    let mut rows = Vec::new();
-    for (m, n, k) in [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288)] {
-        rows.push(bench_gemm(ctx, GemmDims { m, n, k }, copy_bw)?);
-    }
-    for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
-        rows.push(bench_conv(ctx, ConvDims { c_in: c, c_out: c, h: hw, w: hw }, copy_bw)?);
-    }
-    // The VAE's mid-block conv (split K in 2) and conv_out (direct kernel).
-    rows.push(bench_conv(ctx, ConvDims { c_in: 384, c_out: 384, h: 64, w: 64 }, copy_bw)?);
-    rows.push(bench_conv(ctx, ConvDims { c_in: 96, c_out: 3, h: 512, w: 512 }, copy_bw)?);
-    Ok(rows)
-}
-
-fn bench_gemm(ctx: &mut Ctx, dims: GemmDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {
-    let GemmDims { m, n, k } = dims;
-    let copies = copies_for(4 * (m * k + n * k));
-    let inputs = (0..copies)
-        .map(|_| {
-            Ok((
-                upload(&ctx.stream, &ctx.rng.activations(m * k, 1.0))?,
-                upload(&ctx.stream, &ctx.rng.activations(n * k, 0.05))?,
-            ))
-        })
-        .collect::<Result<Vec<_>, VerifyError>>()?;
-    let bias = upload(&ctx.stream, &ctx.rng.activations(n, 1.0))?;
-    let mut out = poisoned(&ctx.stream, m * n)?;
-    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
-    let secs = time_batches(ctx, copies, |i| {
-        let (a, w) = &inputs[i];
-        launch::gemm_f32::gemm_f32(lib, &stream, dims, a, w, Some(&bias), &mut out)?;
-        Ok(())
-    })?;
-    let flops = 2.0 * (m * n * k) as f64;
-    Ok(row("gemm_f32_3xtf32", format!("M={m} N={n} K={k}"), secs, None, Some(flops), copy_bw))
-}
-
-fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {
-    let ConvDims { c_in, c_out, h, w } = dims;
-    let copies = copies_for(4 * (c_in * h * w + c_out * c_in * TAPS));
-    let inputs = (0..copies)
-        .map(|_| upload(&ctx.stream, &ctx.rng.activations(c_in * h * w, 1.0)))
-        .collect::<Result<Vec<_>, VerifyError>>()?;
-    let weight = upload(&ctx.stream, &ctx.rng.activations(c_out * c_in * TAPS, 0.05))?;
-    let bias = upload(&ctx.stream, &ctx.rng.activations(c_out, 1.0))?;
-    let mut y = poisoned(&ctx.stream, c_out * h * w)?;
-    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
-    let secs = time_batches(ctx, copies, |i| {
-        launch::conv3x3::conv3x3(lib, &stream, dims, &inputs[i], &weight, &bias, &mut y)?;
-        Ok(())
-    })?;
-    let flops = 2.0 * (c_out * h * w * c_in * TAPS) as f64;
-    let family = launch::conv3x3::kernel_family(dims);
-    Ok(row(family, format!("{c_in}->{c_out} {h}x{w}"), secs, None, Some(flops), copy_bw))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,10 +379,18 @@ mod tests {
             // and below it from K = 39 on.
             assert!(tf32x3_coefficient(k) <= 2.0 * k as f64 * U, "K = {k}");
         }
+        // wgmma: ⌈K/32⌉ + 61 <= 2·K from K = 31 on; below the mma.sync bound from K = 768 on.
+        let wgmma = GemmF32Path::Wgmma(WgmmaLoop::DEFAULT);
+        for k in [31, 100, 3072, 12288] {
+            assert!(gemm_coefficient(wgmma, k) <= 2.0 * k as f64 * U, "K = {k}");
+        }
+        assert!(gemm_coefficient(wgmma, 3072) < tf32x3_coefficient(3072));
         // A lost correction term errs by up to 2^-11 |a·w| = 8192u per product: far above the
         // per-product share of the bound at the odd shapes, so the element check catches it there
         // (at the large shapes the Frobenius check does).
-        assert!(tf32x3_coefficient(1029) < 8192.0 * U / 32.0);
+        for path in [GemmF32Path::MmaSync, wgmma] {
+            assert!(gemm_coefficient(path, 1029) < 8192.0 * U / 32.0, "{path:?}");
+        }
     }
 
     #[test]

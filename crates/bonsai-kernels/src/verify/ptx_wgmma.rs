@@ -1,6 +1,7 @@
 //! The wgmma probes (cuda/selftest.cu): `bonsai_wgmma_probe` (f16, the GEMM's form) and
 //! `bonsai_wgmma_probe_bf16` (the joint attention's forms: K-major B with scale-d = 0, and the
-//! MN-major B read in place). Inputs are small integers (|a| <= 3, |b| <= 4: every product and
+//! MN-major B read in place), and `bonsai_wgmma_tf32_probe` (gemm_f32's form: tf32, A and B both
+//! from swizzled shared tiles, scale-d = 0 first). Inputs are small integers (|a| <= 3, |b| <= 4: every product and
 //! every partial sum over k = 64 is an integer below 2^24, exact in f32 in any order), so every
 //! element must match exactly; a wrong A / B / D layout, swizzle or descriptor moves values and
 //! shows, and the first mismatches are printed to locate it. Compute capability 9.0 only.
@@ -17,7 +18,8 @@ const K: usize = 64;
 
 pub(super) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     f16_check(ctx)?;
-    bf16_check(ctx)
+    bf16_check(ctx)?;
+    tf32_check(ctx)
 }
 
 /// `count` integers uniform in [-range, range].
@@ -92,5 +94,36 @@ fn bf16_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
     compare(ctx, "wgmma_bf16_m64n128k16_rs (K-major, accumulate 0 first, exact integers)", k_major, &want);
     let want = product(&a, |k, n| v[k * N + n]);
     compare(ctx, "wgmma_bf16_m64n128k16_rs_mn (MN-major B, exact integers)", mn_major, &want);
+    Ok(())
+}
+
+/// k of bonsai_wgmma_tf32_probe's product (WGMMA_TF32_PROBE_K in cuda/selftest.cu: 4 k8 steps).
+const TF32_K: usize = 32;
+
+/// bonsai_wgmma_tf32_probe: d = a . b^T over 4 tf32 k8 steps, A and B from the swizzled shared
+/// tiles, the first step overwriting NaN accumulators. |a| <= 7, |b| <= 9: sums over k = 32 stay
+/// integers below 2^24. A wrong A or B descriptor, k-step offset, swizzle or D layout moves
+/// values; an ignored scale-d = 0 leaves NaN.
+fn tf32_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    let a = small_ints(ctx, M * TF32_K, 7);
+    let b = small_ints(ctx, N * TF32_K, 9);
+    let as_f32 = |v: &[i32]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (a_d, b_d) = (upload(&ctx.stream, &as_f32(&a))?, upload(&ctx.stream, &as_f32(&b))?);
+    let mut d_d = upload(&ctx.stream, &vec![f32::NAN; M * N])?;
+    let function = ctx.lib.function("bonsai_wgmma_tf32_probe")?;
+    let mut launch = ctx.stream.launch_builder(function);
+    launch.arg(&a_d).arg(&b_d).arg(&mut d_d);
+    // SAFETY: matches bonsai_wgmma_tf32_probe(const float* a, const float* b, float* d): a holds
+    // 64 x 32, b 128 x 32 and d 64 x 128 f32, exactly what the one 128-thread CTA reads and writes.
+    unsafe { launch.launch(ONE_WARPGROUP) }?;
+    let got = download(&ctx.stream, &d_d)?;
+    let want: Vec<f32> = (0..M * N)
+        .map(|e| {
+            let (r, n) = (e / N, e % N);
+            (0..TF32_K).map(|k| a[r * TF32_K + k] * b[n * TF32_K + k]).sum::<i32>() as f32
+        })
+        .collect();
+    let name = "wgmma_tf32_m64n128k8_ss (A and B in shared memory, accumulate 0 first, exact integers)";
+    compare(ctx, name, &got, &want);
     Ok(())
 }

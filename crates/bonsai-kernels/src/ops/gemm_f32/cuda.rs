@@ -2,14 +2,16 @@
 //! `conv3x3` in ops/conv3x3/cuda.rs. Both check every length, alignment and index range on the
 //! host, pick the 16-byte-copy variant where K % 4 == 0 and the K-contiguous operands are 16-byte
 //! aligned (else the 4-byte-copy variant, same arithmetic), and opt in to the dynamic shared
-//! memory the 3-stage ring needs.
+//! memory the 3-stage ring needs. gemm_f32's wgmma path (Hopper): [`wgmma`]; [`gemm_f32`] picks
+//! the path ([`chosen_path`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
+use crate::launch::matmul::device_has_wgmma;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
@@ -28,6 +30,10 @@ pub(crate) const ROWS_TILE_BYTES: usize = TILE_M * TILE_K * 4;
 pub const GEMM_SMEM_BYTES: usize = STAGES * 2 * ROWS_TILE_BYTES;
 
 const OP: &str = "gemm_f32";
+
+#[path = "cuda_wgmma.rs"]
+pub mod wgmma;
+pub use wgmma::WgmmaLoop;
 
 /// The entry point for a K-contiguous operand pair: 16-byte copies when every row starts on a
 /// 16-byte boundary (K % 4 == 0 and aligned bases).
@@ -51,14 +57,26 @@ pub(crate) fn tile_grid(
     n: usize,
     smem_bytes: usize,
 ) -> Result<LaunchConfig, LaunchError> {
-    let ctas = m.div_ceil(TILE_M) * n.div_ceil(TILE_N);
+    tile_grid_of(op, m, n, (TILE_M, TILE_N), THREADS, smem_bytes)
+}
+
+/// As [`tile_grid`] for CTA tiles of `tile_m` x `tile_n` outputs and `threads` threads.
+pub(crate) fn tile_grid_of(
+    op: &'static str,
+    m: usize,
+    n: usize,
+    (tile_m, tile_n): (usize, usize),
+    threads: u32,
+    smem_bytes: usize,
+) -> Result<LaunchConfig, LaunchError> {
+    let ctas = m.div_ceil(tile_m) * n.div_ceil(tile_n);
     let ctas = u32::try_from(ctas)
         .ok()
         .filter(|&c| c <= i32::MAX as u32)
         .ok_or_else(|| shape(op, format!("{m} x {n} outputs need {ctas} CTAs, beyond the grid")))?;
     Ok(LaunchConfig {
         grid_dim: (ctas, 1, 1),
-        block_dim: (THREADS, 1, 1),
+        block_dim: (threads, 1, 1),
         shared_mem_bytes: smem_bytes as u32,
     })
 }
@@ -81,9 +99,104 @@ pub(crate) fn expect_aligned8(op: &'static str, what: &str, ptr: u64) -> Result<
     Ok(())
 }
 
+/// The kernels of gemm_f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmF32Path {
+    /// mma.sync m16n8k8 (tile_3xtf32.cu): every architecture from sm_80.
+    MmaSync,
+    /// wgmma, both operands from shared memory, after a split pass (gemm_f32_wgmma.cu), with
+    /// one of its two K loops: compute capability 9.0 only.
+    Wgmma(WgmmaLoop),
+}
+
+impl GemmF32Path {
+    /// The name verify and bench rows carry.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            GemmF32Path::MmaSync => "gemm_f32_3xtf32",
+            GemmF32Path::Wgmma(WgmmaLoop::Sync) => "gemm_f32_3xtf32_wgmma",
+            GemmF32Path::Wgmma(WgmmaLoop::Overlap) => "gemm_f32_3xtf32_wgmma_overlap",
+        }
+    }
+}
+
+/// `BONSAI_GEMM_F32` = `mma` | `wgmma` (the default K loop, [`WgmmaLoop::DEFAULT`]) |
+/// `wgmma_sync` | `wgmma_overlap` forces one kernel for every call (measurement); unset, the
+/// wgmma kernel runs where the device has wgmma and mma.sync elsewhere. A forced wgmma on
+/// another device, or any other value, is an error.
+pub const PATH_ENV: &str = "BONSAI_GEMM_F32";
+
+/// The path [`PATH_ENV`] forces (read once per process), or the error naming a bad value.
+fn forced_path() -> Result<Option<GemmF32Path>, LaunchError> {
+    static FORCED: OnceLock<Result<Option<GemmF32Path>, String>> = OnceLock::new();
+    let forced = FORCED.get_or_init(|| match std::env::var(PATH_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) => parse_path(&v).map(Some).ok_or_else(|| {
+            format!("{PATH_ENV}={v:?}: expected mma, wgmma, wgmma_sync or wgmma_overlap")
+        }),
+    });
+    forced.clone().map_err(|detail| shape(OP, detail))
+}
+
+fn parse_path(v: &str) -> Option<GemmF32Path> {
+    match v.trim() {
+        "mma" => Some(GemmF32Path::MmaSync),
+        "wgmma" => Some(GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)),
+        "wgmma_sync" => Some(GemmF32Path::Wgmma(WgmmaLoop::Sync)),
+        "wgmma_overlap" => Some(GemmF32Path::Wgmma(WgmmaLoop::Overlap)),
+        _ => None,
+    }
+}
+
+/// The path [`gemm_f32`] takes on this stream's device.
+pub fn chosen_path(stream: &Arc<CudaStream>) -> Result<GemmF32Path, LaunchError> {
+    if let Some(path) = forced_path()? {
+        return Ok(path);
+    }
+    Ok(if device_has_wgmma(stream)? {
+        GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)
+    } else {
+        GemmF32Path::MmaSync
+    })
+}
+
 /// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on tensor cores, 3xTF32 (error bound in
-/// ops/gemm_f32/mod.rs). Buffers may be longer than the shape needs.
+/// ops/gemm_f32/mod.rs), on [`chosen_path`]; the wgmma path allocates its split scratch per call
+/// ([`wgmma::gemm_f32_wgmma_with_scratch`] takes the caller's). Buffers may be longer than the
+/// shape needs.
 pub fn gemm_f32<B: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    bias: Option<&B>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let path = chosen_path(stream)?;
+    gemm_f32_on(lib, stream, path, dims, a, w, bias, out)
+}
+
+/// [`gemm_f32`] on the given path (verify runs both).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32_on<B: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    path: GemmF32Path,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    bias: Option<&B>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    match path {
+        GemmF32Path::MmaSync => gemm_f32_mma(lib, stream, dims, a, w, bias, out),
+        GemmF32Path::Wgmma(lp) => wgmma::gemm_f32_wgmma(lib, stream, lp, dims, a, w, bias, out),
+    }
+}
+
+/// The mma.sync path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])`.
+pub fn gemm_f32_mma<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     dims: GemmDims,
@@ -164,6 +277,16 @@ mod tests {
             assert!(bytes <= SM86_MAX_SMEM, "{bytes}");
             assert!(2 * (bytes + 1024) <= H200_SMEM_PER_SM, "{bytes}");
         }
+    }
+
+    #[test]
+    fn the_path_knob_takes_exactly_its_four_values() {
+        assert_eq!(parse_path("mma"), Some(GemmF32Path::MmaSync));
+        assert_eq!(parse_path(" wgmma\n"), Some(GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)));
+        assert_eq!(parse_path("wgmma_sync"), Some(GemmF32Path::Wgmma(WgmmaLoop::Sync)));
+        assert_eq!(parse_path("wgmma_overlap"), Some(GemmF32Path::Wgmma(WgmmaLoop::Overlap)));
+        assert_eq!(parse_path("WGMMA"), None);
+        assert_eq!(parse_path(""), None);
     }
 
     #[test]

@@ -13,54 +13,60 @@
 //! CPU: rayon over blocks of M rows × N columns (a W block stays in cache while each A row of the
 //! block passes over it).
 //!
-//! CUDA (`launch::gemm_f32::gemm_f32`; gemm_f32.cu on the tile machinery of tile_3xtf32.cu,
-//! shared with conv3x3): tensor cores, "3xTF32". Every operand x is split into
-//! `big = tf32(x)` and `small = tf32(x − big)`, both rounded to nearest (ties away):
-//! `|x − big| <= 2^-11·|x|`, `x − big` is exact in f32, `|small − (x − big)| <= 2^-22·|x|`.
-//! Every two k8 steps (k16) compute `Σ a_s·w_b + a_b·w_s + a_b·w_b` by six `mma.sync m16n8k8`
-//! into a fresh partial (tf32 × tf32 products are exact in the unit), and one f32 add (round to
-//! nearest) folds the partial into the accumulator. The fold keeps the long accumulation out of
-//! the tensor core, which truncates when it adds (Fasi, Higham, Mikaitis, Pranesh 2021); a
-//! truncating chain of 3·K/8 steps drifts (Ootomo & Yokota 2022 show it cancelling the split's
-//! gain), a round-to-nearest chain of K/16 adds does not.
+//! CUDA (`launch::gemm_f32::gemm_f32`): two kernels, both "3xTF32" on tensor cores, picked by
+//! `launch::gemm_f32::chosen_path`: wgmma where the device has it (compute capability 9.0),
+//! mma.sync elsewhere; `BONSAI_GEMM_F32=mma|wgmma` forces one (a forced wgmma elsewhere errors).
+//! Every operand x is split into `big = tf32(x)` and `small = tf32(x − big)`, both rounded to
+//! nearest (ties away): `|x − big| <= 2^-11·|x|`, `x − big` is exact in f32,
+//! `|small − (x − big)| <= 2^-22·|x|`. Every FOLD k8 steps, `Σ a_s·w_b + a_b·w_s + a_b·w_b`
+//! (small terms first) goes by 3·FOLD tensor-core k8 steps into a fresh partial (tf32 × tf32
+//! products are exact in the unit), and one f32 add (round to nearest) folds the partial into the
+//! accumulator. The fold keeps the long accumulation out of the tensor core, which truncates when
+//! it adds (Fasi, Higham, Mikaitis, Pranesh 2021); a truncating chain of 3·K/8 steps drifts
+//! (Ootomo & Yokota 2022 show it cancelling the split's gain), a round-to-nearest chain of
+//! K/(8·FOLD) adds does not.
+//! - mma.sync (gemm_f32.cu on tile_3xtf32.cu, shared with conv3x3): `mma.sync m16n8k8`, the split
+//!   in registers after each fragment load, FOLD = 2.
+//! - wgmma (gemm_f32_wgmma.cu, launcher cuda_wgmma.rs): a split pass writes A_big, A_small,
+//!   W_big, W_small (f32 bit patterns, K zero-padded to whole 32-wide tiles: any K, any
+//!   alignment) into a scratch (`wgmma::scratch_len`; allocated per call by `gemm_f32`, or the
+//!   caller's via `wgmma::gemm_f32_wgmma_with_scratch`); then `wgmma m64n128k8 tf32` with both
+//!   operands from 128-byte-swizzled shared tiles, FOLD = 4 (one partial per 32-wide K tile).
 //!
-//! Error bound of the CUDA op (u = 2^-24; verify/image_gemm.rs checks it per element):
+//! Error bound of the CUDA op (u = 2^-24; verify/image_gemm.rs checks it per element, per path):
 //! - split: the dropped `a_s·w_s` and the roundings inside the small parts (`a_b·e_w`,
 //!   `e_a·w_b`) leave `<= 3·2^-22·(1 + 2^-11)·|a·w| < 13u·|a·w|` per product;
-//! - partials: 6 mma steps per k16 block, each taken to err by at most 4u of the magnitude it
-//!   sums (alignment + normalisation truncation, 2 ulp each): `<= 24u·Σ|a·w|`;
-//! - folds: `F = 2·⌈K/32⌉` round-to-nearest adds (K zero-padded to whole 32-wide tiles):
+//! - partials: 3·FOLD tensor-core steps per partial, each taken to err by at most 4u of the
+//!   magnitude it sums (alignment + normalisation truncation, 2 ulp each): `<= 12·FOLD·u·Σ|a·w|`;
+//! - folds: `F = (4/FOLD)·⌈K/32⌉` round-to-nearest adds (K zero-padded to whole 32-wide tiles):
 //!   `<= F·u·Σ|a·w|`;
 //! - bias: `u·(|acc| + |bias|)`.
 //!
-//! Total: `|out − exact| <= (F + 38)·u·Σ|a·w| + u·|bias| ≈ (K/16 + 38)·u·Σ|a·w|`. A plain f32
-//! GEMM (one FMA chain per output, as an SGEMM thread computes it) has the worst case
-//! `γ_K·Σ|a·w| ≈ K·u·Σ|a·w|`: the bound is within 2x of it from K = 20 on and below it from
-//! K = 39 on. Typical (random-sign) errors grow far slower than worst cases, so verify also
-//! requires the relative Frobenius error to stay within 2x that of a sequential-FMA f32 GEMM on
-//! the same inputs (issue #6's bar against cuBLAS SGEMM). On the CPU emulator (round-to-nearest
-//! mma) every odd shape passes with max error / bound <= 0.3 and a Frobenius error 0.4-1.1x the
-//! plain f32 GEMM's; not yet run on an H200. Non-finite inputs (and |x| within half a tf32 ulp
-//! of FLT_MAX) give NaN outputs: the split computes inf − inf.
+//! Total: `|out − exact| <= (F + 12·FOLD + 14)·u·Σ|a·w| + u·|bias|` (the 14th u: the bias add's
+//! `u·|acc|`): mma.sync `(2·⌈K/32⌉ + 38)u ≈ (K/16 + 38)u`, wgmma `(⌈K/32⌉ + 62)u ≈ (K/32 + 62)u`
+//! (158u against 230u at K = 3072; the larger partial costs only at K < 768). A plain f32 GEMM
+//! (one FMA chain per output, as an SGEMM thread computes it) has the worst case
+//! `γ_K·Σ|a·w| ≈ K·u·Σ|a·w|`: the bounds are within 2x of it from K = 20 (mma.sync) and K = 32
+//! (wgmma) on, and below it from K = 42 and K = 64 on. Typical (random-sign) errors grow far
+//! slower than worst cases, so verify also requires the relative Frobenius error to stay within
+//! 2x that of a sequential-FMA f32 GEMM on the same inputs (issue #6's bar against cuBLAS SGEMM). On the CPU emulator (round-to-nearest
+//! mma) every odd shape passes on both paths; not yet run on an H200. Non-finite inputs (and |x|
+//! within half a tf32 ulp of FLT_MAX) give NaN outputs: the split computes inf − inf.
 //!
-//! Speed of light on the H200: 3 tf32 mma per product, so the effective ceiling is a third of
-//! the tensor cores' tf32 rate: 494.7 TFLOP/s dense (wgmma) → 165 TFLOP/s effective; mma.sync
-//! reaches roughly 60-65 % of wgmma's rate on Hopper → ~100-110 TFLOP/s effective, the
-//! realistic ceiling here (target: 78 TFLOP/s = 1.5x cuBLAS SGEMM's 52 at M=4608 N=27648
-//! K=3072). Not yet measured.
-//!
-//! Static evidence (nvcc 13.0 `-O3 -arch=sm_90 -Xptxas -v`, `cuobjdump -sass`; geometry in
-//! tile_3xtf32.cu): `__launch_bounds__(256, 2)` caps registers at 128; ptxas: 128 registers,
-//! `_vec16` spills 76 bytes (17 LDL + 11 STL per K step of 32 per warp, against 192 HMMA),
-//! `_any_k` 204 bytes. Shared memory 96 KiB per CTA (3 stages × 2 × 16 KiB) → 2 CTAs (16 warps)
-//! per SM. Main loop of `_vec16`, one K step of 32 per warp: 1022 SASS instructions, of which
-//! 192 HMMA.1688.F32.TF32, 24 LDSM (ldmatrix), 8 LDGSTS (cp.async), 224 FADD (96 split + 128
-//! folds), 141 VIADD + 130 LOP3 (mostly the rounding), the rest addressing. Issue-bound ceiling
-//! of that mix: 4 instructions/cycle/SM → 8 warps × 1022 / 4 = 2044 cycles per CTA K step of
-//! 1.05 MFLOP → ~124 TFLOP/s effective at 1.83 GHz, above the mma.sync ceiling. Alternative seen
-//! only statically: `__launch_bounds__(256, 1)` (one CTA, 8 warps per SM) gets 254 registers, no
-//! spill, 879 instructions per K step. Which is faster needs the H200; the next step after that
-//! is fewer non-HMMA instructions (split once per CTA in shared memory).
+//! Speed of light on the H200: 3 tf32 products per product, so the effective ceiling is a third of
+//! the tensor cores' tf32 rate: 494.7 TFLOP/s dense (wgmma) → 165 TFLOP/s effective (target: 78
+//! = 1.5x cuBLAS SGEMM's 52 at M=4608 N=27648 K=3072). mma.sync reaches roughly 60-65 % of
+//! wgmma's rate on Hopper (measured 41-60 TFLOP/s effective). The wgmma path's limits, per SM
+//! per 32-wide K tile of its 128 x 128 CTA (1536 tensor cycles at the peak rate): shared memory
+//! (3 wgmma per k8 read 3 A and 3 B tiles, 18 KiB per 192 cycles = 96 B/clk, plus the cp.async
+//! fill, 64 KiB per tile = 43 B/clk, against ~128 B/clk: <= ~92 %), L2 → SM traffic (43 B/clk/SM
+//! = 10 TB/s at the peak rate, likely beyond what the L2 delivers: the first suspect), and the
+//! per-tile bubble (fold + barrier, ~200-300 cycles: <= ~85 %). The split pass moves 12 bytes per
+//! element (~1 GB, ~0.25 ms: ~2.5 % at the DiT shape). Prediction: 85-100 TFLOP/s effective at
+//! the DiT shape, not measured. Static evidence (nvcc 13.0, sm_90a, `-Xptxas -v`, `cuobjdump
+//! -sass`): docs/kernel-notes.md, "gemm_f32 on wgmma". The mma.sync kernel's: tile_3xtf32.cu
+//! (`__launch_bounds__(256, 2)`: 128 registers, `_vec16` spills 76 bytes; 1022 SASS
+//! instructions per K step of 32 per warp, 192 of them HMMA).
 
 mod cpu;
 mod reference;

@@ -1,0 +1,257 @@
+//! Launch of gemm_f32 on wgmma (ops/gemm_f32/gemm_f32_wgmma.cu, sm_90a): the split pass over A
+//! and over W into a scratch buffer, then the GEMM in one of its two K loops ([`WgmmaLoop`]) over
+//! (M tile, N tile) CTAs.
+//!
+//! Scratch (u32, [`scratch_len`] elements): A_big, A_small `[M][K_pad]`, W_big, W_small
+//! `[N][K_pad]`, K_pad = K rounded up to whole 32-wide K tiles, so any K runs (the split pass
+//! reads K % 4 != 0 or unaligned rows with scalar loads and zero-fills the padding).
+//! [`gemm_f32_wgmma_with_scratch`] takes the caller's; [`gemm_f32_wgmma`] allocates one
+//! stream-ordered for the call. The split pass moves 12 bytes per element (4 read, 8 written)
+//! and the GEMM reads 8 per element per reuse: at M=4608 N=27648 K=3072 the pass is ~1.0 GB,
+//! ~0.25 ms at 4.3 TB/s, ~2.5% of a 10 ms GEMM at the 78 TFLOP/s target.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use super::{expect_aligned8, tile_grid_of};
+use crate::cuda::KernelLibrary;
+use crate::launch::matmul::device_has_wgmma;
+use crate::launch::{
+    as_i32, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, LaunchError,
+};
+use crate::launch_ex::Launch;
+use crate::ops::gemm_f32::GemmDims;
+
+/// CTA tile (GW_TILE_M / _N / _K), ring depth, threads and fold period of gemm_f32_wgmma.cu.
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+pub const TILE_K: usize = 32;
+pub const STAGES: usize = 3;
+pub const THREADS: u32 = 256;
+/// k8 steps summed in one tensor-core partial before its f32 fold (GW_FOLD_STEPS).
+pub const FOLD_STEPS: usize = 4;
+/// Bytes of one ring stage: A_big, A_small, W_big, W_small tiles of [128][32] f32.
+const STAGE_BYTES: usize = 4 * TILE_M * TILE_K * 4;
+/// The alignment the kernel rounds its shared window up to (GW_ALIGN: the 128-byte swizzle
+/// repeats every 1024 bytes).
+const SWIZZLE_ALIGN: usize = 1024;
+/// Dynamic shared memory of one GEMM CTA: the ring plus the alignment slack.
+pub const SMEM_BYTES: usize = STAGES * STAGE_BYTES + SWIZZLE_ALIGN;
+/// Split pass: threads per CTA (GW_SPLIT_THREADS), columns per thread.
+const SPLIT_THREADS: u32 = 256;
+const SPLIT_COLUMNS_PER_THREAD: usize = 4;
+/// Row CTAs (grid y, below its 65,535 limit) of the split pass when there are more rows: each
+/// loops over rows, and this many already fill the GPU.
+const SPLIT_ROW_CTAS: usize = 1024;
+
+const OP: &str = "gemm_f32_wgmma";
+const SPLIT: &str = "gemm_f32_tf32_split";
+
+/// The two K loops of the wgmma kernel (gemm_f32_wgmma_cta in gemm_f32_wgmma.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaLoop {
+    /// Per K tile: barrier, the tile's wgmmas, wait, fold; 2 tiles of copies ahead, but the
+    /// tensor cores idle through every fold and barrier (`gemm_f32_3xtf32_wgmma`).
+    Sync,
+    /// Two partials: the first of each pair of K tiles is folded while the second's wgmmas run
+    /// (half the idle periods); 1 tile of copies ahead (`gemm_f32_3xtf32_wgmma_overlap`).
+    Overlap,
+}
+
+impl WgmmaLoop {
+    /// The loop gemm_f32 takes on Hopper unless told otherwise: Overlap, on static evidence only
+    /// (no spill, no serialized wgmma, half the exposed folds); the H200 decides.
+    pub const DEFAULT: WgmmaLoop = WgmmaLoop::Overlap;
+    pub const ALL: [WgmmaLoop; 2] = [WgmmaLoop::Sync, WgmmaLoop::Overlap];
+    fn entry_point(self) -> &'static str {
+        match self {
+            WgmmaLoop::Sync => "gemm_f32_3xtf32_wgmma",
+            WgmmaLoop::Overlap => "gemm_f32_3xtf32_wgmma_overlap",
+        }
+    }
+}
+
+/// K rounded up to whole K tiles: the row length of the split operands.
+pub fn padded_k(k: usize) -> usize {
+    k.div_ceil(TILE_K) * TILE_K
+}
+
+/// u32 elements of the scratch the wgmma path needs for `dims`: 2·(M + N)·K_pad.
+pub fn scratch_len(dims: GemmDims) -> Result<usize, LaunchError> {
+    dims.m
+        .checked_add(dims.n)
+        .and_then(|rows| rows.checked_mul(2 * padded_k(dims.k)))
+        .ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
+}
+
+/// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on wgmma with a scratch allocated (stream-ordered)
+/// for this call and freed after it.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    k_loop: WgmmaLoop,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    bias: Option<&B>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    check(stream, dims)?;
+    // SAFETY: uninitialised device memory; the split pass writes every element of it (all K_pad
+    // columns of all M + N rows of both parts) before the GEMM, the only reader, runs on the
+    // same stream.
+    let mut scratch = unsafe { stream.alloc::<u32>(scratch_len(dims)?) }?;
+    gemm_f32_wgmma_with_scratch(lib, stream, k_loop, dims, a, w, bias, &mut scratch, out)
+}
+
+/// The device and shape checks shared by both forms.
+fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
+    if !device_has_wgmma(stream)? {
+        return Err(shape(
+            OP,
+            "the wgmma path runs on compute capability 9.0 (Hopper) only".into(),
+        ));
+    }
+    if dims.m == 0 || dims.n == 0 || dims.k == 0 {
+        return Err(shape(OP, format!("empty shape {dims:?}")));
+    }
+    Ok(())
+}
+
+/// As [`gemm_f32_wgmma`] with the caller's scratch (at least [`scratch_len`] u32; its contents
+/// are overwritten).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    k_loop: WgmmaLoop,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    bias: Option<&B>,
+    scratch: &mut impl DevicePtrMut<u32>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    check(stream, dims)?;
+    let GemmDims { m, n, k } = dims;
+    let k_pad = padded_k(k);
+    let elems = |x: usize, y: usize| {
+        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
+    };
+    expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
+    expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
+    expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
+    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims)?)?;
+    if let Some(b) = bias {
+        expect_at_least(OP, "bias", b.len(), n)?;
+    }
+    let (m_i, n_i, k_pad_i) =
+        (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K (padded)", k_pad)?);
+    // The kernel rounds M and N up to whole tiles in 32-bit ints.
+    as_i32(OP, "M + one tile", m + TILE_M)?;
+    as_i32(OP, "N + one tile", n + TILE_N)?;
+    let gemm = lib.function(k_loop.entry_point())?;
+    // Before any work: a device without the room fails here.
+    opt_in_shared_memory(OP, stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
+    let cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
+
+    let (s_ptr, _gs) = write_ptr(scratch, stream);
+    let part_bytes = |rows: usize| (rows * k_pad * std::mem::size_of::<u32>()) as u64;
+    let (a_big, a_small) = (s_ptr, s_ptr + part_bytes(m));
+    let (w_big, w_small) = (s_ptr + 2 * part_bytes(m), s_ptr + 2 * part_bytes(m) + part_bytes(n));
+    {
+        let (a_ptr, _ga) = read_ptr(a, stream);
+        split(lib, stream, a_ptr, m, k, (a_big, a_small))?;
+    }
+    {
+        let (w_ptr, _gw) = read_ptr(w, stream);
+        split(lib, stream, w_ptr, n, k, (w_big, w_small))?;
+    }
+    let (bias_ptr, _gb) = match bias {
+        Some(b) => {
+            let (p, guard) = read_ptr(b, stream);
+            (p, Some(guard))
+        }
+        None => (0u64, None),
+    };
+    let (out_ptr, _go) = write_ptr(out, stream);
+    expect_aligned8(OP, "out", out_ptr)?;
+    let mut b = Launch::new(stream, gemm);
+    b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&out_ptr);
+    b.arg(&m_i).arg(&n_i).arg(&k_pad_i);
+    // SAFETY: argument order and types match both gemm_f32_3xtf32_wgmma entries (a_big, a_small, w_big,
+    // w_small, bias or null, out, m, n, k_padded); the four split operands are disjoint
+    // [rows][k_pad] ranges of the checked scratch, written by the split launches before this one
+    // on the same stream; the kernel bounds rows by m and n and reads k_pad columns (a multiple
+    // of the K tile), `out` was checked to hold m x n and takes 8-byte stores, and the CTA was
+    // granted SMEM_BYTES of shared memory.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// One split launch: `src[rows][k]` into `(big, small)` `[rows][K_pad]` (device addresses).
+fn split(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    src: u64,
+    rows: usize,
+    k: usize,
+    (big, small): (u64, u64),
+) -> Result<(), LaunchError> {
+    let k_pad = padded_k(k);
+    let (rows_i, k_i, k_pad_i) =
+        (as_i32(SPLIT, "rows", rows)?, as_i32(SPLIT, "K", k)?, as_i32(SPLIT, "K (padded)", k_pad)?);
+    let vec4 = i32::from(k % 4 == 0 && src % 16 == 0);
+    let column_ctas = k_pad.div_ceil(SPLIT_THREADS as usize * SPLIT_COLUMNS_PER_THREAD);
+    let row_ctas = rows.min(SPLIT_ROW_CTAS);
+    let cfg = LaunchConfig {
+        grid_dim: (column_ctas as u32, row_ctas as u32, 1),
+        block_dim: (SPLIT_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let f = lib.function(SPLIT)?;
+    let mut b = Launch::new(stream, f);
+    b.arg(&src).arg(&rows_i).arg(&k_i).arg(&k_pad_i).arg(&vec4).arg(&big).arg(&small);
+    // SAFETY: argument order and types match gemm_f32_tf32_split (src, rows, k, k_padded, vec4,
+    // big, small); src holds rows x k f32 (checked by the caller), big and small rows x k_pad u32
+    // (16-byte aligned: scratch base + multiples of 128 bytes); vec4 only when every row starts
+    // on a 16-byte boundary; column_ctas x 1024 columns cover k_pad.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-SM shared memory of the H100/H200 and what the driver keeps per CTA.
+    const H200_SMEM_PER_SM: usize = 228 * 1024;
+    const RESERVED_SMEM_PER_CTA: usize = 1024;
+
+    #[test]
+    fn one_cta_fits_an_sm_and_the_ring_stays_aligned() {
+        assert!(SMEM_BYTES + RESERVED_SMEM_PER_CTA <= H200_SMEM_PER_SM, "{SMEM_BYTES}");
+        assert_eq!(STAGE_BYTES % SWIZZLE_ALIGN, 0);
+    }
+
+    #[test]
+    fn scratch_covers_padded_rows_and_rejects_overflow() {
+        assert_eq!(padded_k(1), 32);
+        assert_eq!(padded_k(32), 32);
+        assert_eq!(padded_k(1029), 1056);
+        let dims = GemmDims { m: 3, n: 5, k: 7 };
+        assert_eq!(scratch_len(dims).expect("fits"), 2 * 8 * 32);
+        assert!(scratch_len(GemmDims { m: usize::MAX, n: 1, k: 1 }).is_err());
+    }
+
+    #[test]
+    fn both_kernels_are_registered() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        let loops = WgmmaLoop::ALL.map(WgmmaLoop::entry_point);
+        for name in ["gemm_f32_tf32_split"].into_iter().chain(loops) {
+            assert!(names.contains(&name), "{name} is not a registered entry point");
+        }
+    }
+}

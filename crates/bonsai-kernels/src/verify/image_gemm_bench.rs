@@ -1,0 +1,99 @@
+//! `--bench` rows of the f32-accurate tensor-core ops (verify/image_gemm.rs): gemm_f32 on each
+//! of its kernels at the DiT shapes, conv3x3 at the VAE's.
+
+use super::{gemm_paths, GemmF32Path};
+use crate::launch;
+use crate::launch::gemm_f32::wgmma;
+use crate::ops::conv3x3::{ConvDims, TAPS};
+use crate::ops::gemm_f32::GemmDims;
+use crate::verify::bench::{copies_for, row, time_batches, BenchRow};
+use crate::verify::gpu::{poisoned, upload};
+use crate::verify::{Ctx, VerifyError};
+
+/// `--bench`: the speed shapes, effective TFLOP/s (2 flops per multiply-add of the
+/// definition; the 3 tf32 products each costs are the kernel's business).
+pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
+    let mut rows = Vec::new();
+    for (m, n, k) in [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288)] {
+        for path in gemm_paths(ctx)? {
+            rows.push(bench_gemm(ctx, path, GemmDims { m, n, k }, copy_bw)?);
+        }
+    }
+    for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
+        rows.push(bench_conv(ctx, ConvDims { c_in: c, c_out: c, h: hw, w: hw }, copy_bw)?);
+    }
+    // The VAE's mid-block conv (split K in 2) and conv_out (direct kernel).
+    rows.push(bench_conv(ctx, ConvDims { c_in: 384, c_out: 384, h: 64, w: 64 }, copy_bw)?);
+    rows.push(bench_conv(ctx, ConvDims { c_in: 96, c_out: 3, h: 512, w: 512 }, copy_bw)?);
+    Ok(rows)
+}
+
+/// One kernel's row. The wgmma rows include the split pass; their scratch is allocated once here
+/// (`gemm_f32_wgmma_with_scratch`), so a caller of plain `gemm_f32` pays a stream-ordered
+/// allocation per call on top.
+fn bench_gemm(
+    ctx: &mut Ctx,
+    path: GemmF32Path,
+    dims: GemmDims,
+    copy_bw: f64,
+) -> Result<BenchRow, VerifyError> {
+    let GemmDims { m, n, k } = dims;
+    let copies = copies_for(4 * (m * k + n * k));
+    let inputs = (0..copies)
+        .map(|_| {
+            Ok((
+                upload(&ctx.stream, &ctx.rng.activations(m * k, 1.0))?,
+                upload(&ctx.stream, &ctx.rng.activations(n * k, 0.05))?,
+            ))
+        })
+        .collect::<Result<Vec<_>, VerifyError>>()?;
+    let bias = upload(&ctx.stream, &ctx.rng.activations(n, 1.0))?;
+    let mut out = poisoned(&ctx.stream, m * n)?;
+    let scratch_len = match path {
+        GemmF32Path::Wgmma(_) => wgmma::scratch_len(dims)?,
+        GemmF32Path::MmaSync => 0,
+    };
+    let mut scratch = ctx.stream.alloc_zeros::<u32>(scratch_len.max(1))?;
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, copies, |i| {
+        let (a, w) = &inputs[i];
+        match path {
+            GemmF32Path::Wgmma(lp) => wgmma::gemm_f32_wgmma_with_scratch(
+                lib,
+                &stream,
+                lp,
+                dims,
+                a,
+                w,
+                Some(&bias),
+                &mut scratch,
+                &mut out,
+            )?,
+            GemmF32Path::MmaSync => {
+                launch::gemm_f32::gemm_f32_mma(lib, &stream, dims, a, w, Some(&bias), &mut out)?
+            }
+        }
+        Ok(())
+    })?;
+    let flops = 2.0 * (m * n * k) as f64;
+    Ok(row(path.op_name(), format!("M={m} N={n} K={k}"), secs, None, Some(flops), copy_bw))
+}
+
+fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {
+    let ConvDims { c_in, c_out, h, w } = dims;
+    let copies = copies_for(4 * (c_in * h * w + c_out * c_in * TAPS));
+    let inputs = (0..copies)
+        .map(|_| upload(&ctx.stream, &ctx.rng.activations(c_in * h * w, 1.0)))
+        .collect::<Result<Vec<_>, VerifyError>>()?;
+    let weight = upload(&ctx.stream, &ctx.rng.activations(c_out * c_in * TAPS, 0.05))?;
+    let bias = upload(&ctx.stream, &ctx.rng.activations(c_out, 1.0))?;
+    let mut y = poisoned(&ctx.stream, c_out * h * w)?;
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, copies, |i| {
+        launch::conv3x3::conv3x3(lib, &stream, dims, &inputs[i], &weight, &bias, &mut y)?;
+        Ok(())
+    })?;
+    let flops = 2.0 * (c_out * h * w * c_in * TAPS) as f64;
+    let family = launch::conv3x3::kernel_family(dims);
+    Ok(row(family, format!("{c_in}->{c_out} {h}x{w}"), secs, None, Some(flops), copy_bw))
+}
