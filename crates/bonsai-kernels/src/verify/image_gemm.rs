@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use super::gpu::{download, poisoned, upload};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::launch::gemm_f32::{wgmma, GemmF32Path, WgmmaLoop, FOLD_STEPS, TILE_K};
+use crate::launch::gemm_f32::{wgmma, GemmF32Path, FOLD_STEPS, TILE_K};
 use crate::ops::conv3x3::{ConvDims, TAPS};
 use crate::ops::gemm_f32::GemmDims;
 
@@ -130,7 +130,7 @@ fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
 pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize) -> f64 {
     match path {
         GemmF32Path::MmaSync => tf32x3_coefficient(k),
-        GemmF32Path::Wgmma(_) => coefficient_with_fold(k, wgmma::FOLD_STEPS),
+        GemmF32Path::Wgmma => coefficient_with_fold(k, wgmma::FOLD_STEPS),
     }
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize) -> f64 {
 fn gemm_paths(ctx: &Ctx) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
-        paths.extend(WgmmaLoop::ALL.map(GemmF32Path::Wgmma));
+        paths.push(GemmF32Path::Wgmma);
     }
     Ok(paths)
 }
@@ -380,7 +380,7 @@ mod tests {
             assert!(tf32x3_coefficient(k) <= 2.0 * k as f64 * U, "K = {k}");
         }
         // wgmma: ⌈K/32⌉ + 61 <= 2·K from K = 31 on; below the mma.sync bound from K = 768 on.
-        let wgmma = GemmF32Path::Wgmma(WgmmaLoop::DEFAULT);
+        let wgmma = GemmF32Path::Wgmma;
         for k in [31, 100, 3072, 12288] {
             assert!(gemm_coefficient(wgmma, k) <= 2.0 * k as f64 * U, "K = {k}");
         }

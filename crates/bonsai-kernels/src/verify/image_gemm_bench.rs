@@ -50,7 +50,7 @@ fn bench_gemm(
     let bias = upload(&ctx.stream, &ctx.rng.activations(n, 1.0))?;
     let mut out = poisoned(&ctx.stream, m * n)?;
     let scratch_len = match path {
-        GemmF32Path::Wgmma(_) => wgmma::scratch_len(dims)?,
+        GemmF32Path::Wgmma => wgmma::scratch_len(dims)?,
         GemmF32Path::MmaSync => 0,
     };
     let mut scratch = ctx.stream.alloc_zeros::<u32>(scratch_len.max(1))?;
@@ -58,10 +58,9 @@ fn bench_gemm(
     let secs = time_batches(ctx, copies, |i| {
         let (a, w) = &inputs[i];
         match path {
-            GemmF32Path::Wgmma(lp) => wgmma::gemm_f32_wgmma_with_scratch(
+            GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(
                 lib,
                 &stream,
-                lp,
                 dims,
                 a,
                 w,

@@ -33,7 +33,6 @@ const OP: &str = "gemm_f32";
 
 #[path = "cuda_wgmma.rs"]
 pub mod wgmma;
-pub use wgmma::WgmmaLoop;
 
 /// The entry point for a K-contiguous operand pair: 16-byte copies when every row starts on a
 /// 16-byte boundary (K % 4 == 0 and aligned bases).
@@ -104,9 +103,9 @@ pub(crate) fn expect_aligned8(op: &'static str, what: &str, ptr: u64) -> Result<
 pub enum GemmF32Path {
     /// mma.sync m16n8k8 (tile_3xtf32.cu): every architecture from sm_80.
     MmaSync,
-    /// wgmma, both operands from shared memory, after a split pass (gemm_f32_wgmma.cu), with
-    /// one of its two K loops: compute capability 9.0 only.
-    Wgmma(WgmmaLoop),
+    /// wgmma, both operands from shared memory, after a split pass (gemm_f32_wgmma.cu):
+    /// compute capability 9.0 only.
+    Wgmma,
 }
 
 impl GemmF32Path {
@@ -114,15 +113,13 @@ impl GemmF32Path {
     pub fn op_name(self) -> &'static str {
         match self {
             GemmF32Path::MmaSync => "gemm_f32_3xtf32",
-            GemmF32Path::Wgmma(WgmmaLoop::Sync) => "gemm_f32_3xtf32_wgmma",
-            GemmF32Path::Wgmma(WgmmaLoop::Overlap) => "gemm_f32_3xtf32_wgmma_overlap",
+            GemmF32Path::Wgmma => "gemm_f32_3xtf32_wgmma",
         }
     }
 }
 
-/// `BONSAI_GEMM_F32` = `mma` | `wgmma` (the default K loop, [`WgmmaLoop::DEFAULT`]) |
-/// `wgmma_sync` | `wgmma_overlap` forces one kernel for every call (measurement); unset, the
-/// wgmma kernel runs where the device has wgmma and mma.sync elsewhere. A forced wgmma on
+/// `BONSAI_GEMM_F32` = `mma` | `wgmma` forces one kernel for every call (measurement); unset,
+/// the wgmma kernel runs where the device has wgmma and mma.sync elsewhere. A forced wgmma on
 /// another device, or any other value, is an error.
 pub const PATH_ENV: &str = "BONSAI_GEMM_F32";
 
@@ -132,7 +129,7 @@ fn forced_path() -> Result<Option<GemmF32Path>, LaunchError> {
     let forced = FORCED.get_or_init(|| match std::env::var(PATH_ENV) {
         Err(_) => Ok(None),
         Ok(v) => parse_path(&v).map(Some).ok_or_else(|| {
-            format!("{PATH_ENV}={v:?}: expected mma, wgmma, wgmma_sync or wgmma_overlap")
+            format!("{PATH_ENV}={v:?}: expected mma or wgmma")
         }),
     });
     forced.clone().map_err(|detail| shape(OP, detail))
@@ -141,9 +138,7 @@ fn forced_path() -> Result<Option<GemmF32Path>, LaunchError> {
 fn parse_path(v: &str) -> Option<GemmF32Path> {
     match v.trim() {
         "mma" => Some(GemmF32Path::MmaSync),
-        "wgmma" => Some(GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)),
-        "wgmma_sync" => Some(GemmF32Path::Wgmma(WgmmaLoop::Sync)),
-        "wgmma_overlap" => Some(GemmF32Path::Wgmma(WgmmaLoop::Overlap)),
+        "wgmma" => Some(GemmF32Path::Wgmma),
         _ => None,
     }
 }
@@ -154,7 +149,7 @@ pub fn chosen_path(stream: &Arc<CudaStream>) -> Result<GemmF32Path, LaunchError>
         return Ok(path);
     }
     Ok(if device_has_wgmma(stream)? {
-        GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)
+        GemmF32Path::Wgmma
     } else {
         GemmF32Path::MmaSync
     })
@@ -191,7 +186,7 @@ pub fn gemm_f32_on<B: DevicePtr<f32>>(
 ) -> Result<(), LaunchError> {
     match path {
         GemmF32Path::MmaSync => gemm_f32_mma(lib, stream, dims, a, w, bias, out),
-        GemmF32Path::Wgmma(lp) => wgmma::gemm_f32_wgmma(lib, stream, lp, dims, a, w, bias, out),
+        GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(lib, stream, dims, a, w, bias, out),
     }
 }
 
@@ -282,9 +277,8 @@ mod tests {
     #[test]
     fn the_path_knob_takes_exactly_its_four_values() {
         assert_eq!(parse_path("mma"), Some(GemmF32Path::MmaSync));
-        assert_eq!(parse_path(" wgmma\n"), Some(GemmF32Path::Wgmma(WgmmaLoop::DEFAULT)));
-        assert_eq!(parse_path("wgmma_sync"), Some(GemmF32Path::Wgmma(WgmmaLoop::Sync)));
-        assert_eq!(parse_path("wgmma_overlap"), Some(GemmF32Path::Wgmma(WgmmaLoop::Overlap)));
+        assert_eq!(parse_path(" wgmma\n"), Some(GemmF32Path::Wgmma));
+        assert_eq!(parse_path("wgmma_sync"), None);
         assert_eq!(parse_path("WGMMA"), None);
         assert_eq!(parse_path(""), None);
     }

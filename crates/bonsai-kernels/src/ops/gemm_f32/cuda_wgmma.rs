@@ -1,6 +1,5 @@
 //! Launch of gemm_f32 on wgmma (ops/gemm_f32/gemm_f32_wgmma.cu, sm_90a): the split pass over A
-//! and over W into a scratch buffer, then the GEMM in one of its two K loops ([`WgmmaLoop`]) over
-//! (M tile, N tile) CTAs.
+//! and over W into a scratch buffer, then the GEMM over (M tile, N tile) CTAs.
 //!
 //! Scratch (u32, [`scratch_len`] elements): A_big, A_small `[M][K_pad]`, W_big, W_small
 //! `[N][K_pad]`, K_pad = K rounded up to whole 32-wide K tiles, so any K runs (the split pass
@@ -48,29 +47,8 @@ const SPLIT_ROW_CTAS: usize = 1024;
 const OP: &str = "gemm_f32_wgmma";
 const SPLIT: &str = "gemm_f32_tf32_split";
 
-/// The two K loops of the wgmma kernel (gemm_f32_wgmma_cta in gemm_f32_wgmma.cu).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WgmmaLoop {
-    /// Per K tile: barrier, the tile's wgmmas, wait, fold; 2 tiles of copies ahead, but the
-    /// tensor cores idle through every fold and barrier (`gemm_f32_3xtf32_wgmma`).
-    Sync,
-    /// Two partials: the first of each pair of K tiles is folded while the second's wgmmas run
-    /// (half the idle periods); 1 tile of copies ahead (`gemm_f32_3xtf32_wgmma_overlap`).
-    Overlap,
-}
-
-impl WgmmaLoop {
-    /// The loop gemm_f32 takes on Hopper unless told otherwise: Overlap, on static evidence only
-    /// (no spill, no serialized wgmma, half the exposed folds); the H200 decides.
-    pub const DEFAULT: WgmmaLoop = WgmmaLoop::Overlap;
-    pub const ALL: [WgmmaLoop; 2] = [WgmmaLoop::Sync, WgmmaLoop::Overlap];
-    fn entry_point(self) -> &'static str {
-        match self {
-            WgmmaLoop::Sync => "gemm_f32_3xtf32_wgmma",
-            WgmmaLoop::Overlap => "gemm_f32_3xtf32_wgmma_overlap",
-        }
-    }
-}
+/// The GEMM's entry point.
+const GEMM: &str = "gemm_f32_3xtf32_wgmma";
 
 /// K rounded up to whole K tiles: the row length of the split operands.
 pub fn padded_k(k: usize) -> usize {
@@ -91,7 +69,6 @@ pub fn scratch_len(dims: GemmDims) -> Result<usize, LaunchError> {
 pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
-    k_loop: WgmmaLoop,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -103,7 +80,7 @@ pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
     // columns of all M + N rows of both parts) before the GEMM, the only reader, runs on the
     // same stream.
     let mut scratch = unsafe { stream.alloc::<u32>(scratch_len(dims)?) }?;
-    gemm_f32_wgmma_with_scratch(lib, stream, k_loop, dims, a, w, bias, &mut scratch, out)
+    gemm_f32_wgmma_with_scratch(lib, stream, dims, a, w, bias, &mut scratch, out)
 }
 
 /// The device and shape checks shared by both forms.
@@ -126,7 +103,6 @@ fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
 pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
-    k_loop: WgmmaLoop,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -152,7 +128,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     // The kernel rounds M and N up to whole tiles in 32-bit ints.
     as_i32(OP, "M + one tile", m + TILE_M)?;
     as_i32(OP, "N + one tile", n + TILE_N)?;
-    let gemm = lib.function(k_loop.entry_point())?;
+    let gemm = lib.function(GEMM)?;
     // Before any work: a device without the room fails here.
     opt_in_shared_memory(OP, stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
     let cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
@@ -247,10 +223,9 @@ mod tests {
     }
 
     #[test]
-    fn both_kernels_are_registered() {
+    fn the_split_pass_and_the_gemm_are_registered() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
-        let loops = WgmmaLoop::ALL.map(WgmmaLoop::entry_point);
-        for name in ["gemm_f32_tf32_split"].into_iter().chain(loops) {
+        for name in ["gemm_f32_tf32_split", GEMM] {
             assert!(names.contains(&name), "{name} is not a registered entry point");
         }
     }
