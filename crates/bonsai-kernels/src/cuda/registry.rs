@@ -401,7 +401,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/gemm_f32/gemm_f32_wgmma.cu",
         text: include_str!("../ops/gemm_f32/gemm_f32_wgmma.cu"),
-        entry_points: &["gemm_f32_tf32_split", "gemm_f32_3xtf32_wgmma"],
+        entry_points: &["gemm_f32_tf32_split", "gemm_f32_3xtf32_wgmma", "gemm_f32_split_merge"],
     },
     KernelSource {
         path: "ops/conv3x3/conv3x3.cu",

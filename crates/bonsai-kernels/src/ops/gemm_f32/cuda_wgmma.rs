@@ -11,13 +11,15 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::{expect_aligned8, tile_grid_of};
 use crate::cuda::KernelLibrary;
 use crate::launch::matmul::device_has_wgmma;
 use crate::launch::{
-    as_i32, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, LaunchError,
+    as_i32, device_attribute, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape,
+    write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
@@ -49,6 +51,44 @@ const SPLIT: &str = "gemm_f32_tf32_split";
 
 /// The GEMM's entry point.
 const GEMM: &str = "gemm_f32_3xtf32_wgmma";
+/// The split-K merge's entry point.
+const MERGE: &str = "gemm_f32_split_merge";
+/// Most K splits, and the fewest K tiles a split may have.
+const MAX_SPLITS: usize = 3;
+const MIN_K_TILES_PER_SPLIT: usize = 16;
+/// Below this many waves of CTAs (one CTA per SM) the last partial wave costs enough to split K.
+const SPLIT_BELOW_WAVES: usize = 4;
+/// Threads per CTA of the merge.
+const MERGE_THREADS: u32 = 256;
+
+/// K splits for `dims` on `sms` SMs (1: none). One CTA runs per SM, so a grid of C CTAs takes
+/// ceil(C / sms) waves with the last one C mod sms full: at M=1536 N=3072 (288 CTAs on 132 SMs)
+/// the third wave is 18% full and the GEMM runs at 73% of the full-wave rate. Splitting K s ways
+/// multiplies the CTAs by s; the split with the fullest waves wins (ties: fewer splits), as long
+/// as every split keeps MIN_K_TILES_PER_SPLIT K tiles. Each split adds one f32 round-to-nearest
+/// add per output in the merge (the bound counts it: `verify/image_gemm.rs`) and s·M·N·4 bytes
+/// written and read once more.
+pub fn split_k(dims: GemmDims, sms: usize) -> usize {
+    let ctas = dims.m.div_ceil(TILE_M) * dims.n.div_ceil(TILE_N);
+    let k_tiles = padded_k(dims.k) / TILE_K;
+    if sms == 0 || ctas >= SPLIT_BELOW_WAVES * sms {
+        return 1;
+    }
+    let fill = |s: usize| (ctas * s) as f64 / ((ctas * s).div_ceil(sms) * sms) as f64;
+    let mut best = 1;
+    for s in 2..=MAX_SPLITS {
+        if k_tiles / s >= MIN_K_TILES_PER_SPLIT && fill(s) > fill(best) + 1e-9 {
+            best = s;
+        }
+    }
+    best
+}
+
+/// [`split_k`] on the device of `stream`.
+pub fn split_k_on(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<usize, LaunchError> {
+    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    Ok(split_k(dims, sms))
+}
 
 /// K rounded up to whole K tiles: the row length of the split operands.
 pub fn padded_k(k: usize) -> usize {
@@ -131,7 +171,10 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     let gemm = lib.function(GEMM)?;
     // Before any work: a device without the room fails here.
     opt_in_shared_memory(OP, stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
-    let cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
+    let mut cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
+    let splits = split_k_on(stream, dims)?;
+    cfg.grid_dim.1 = splits as u32;
+    let splits_i = splits as i32;
 
     let (s_ptr, _gs) = write_ptr(scratch, stream);
     let part_bytes = |rows: usize| (rows * k_pad * std::mem::size_of::<u32>()) as u64;
@@ -154,16 +197,46 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     };
     let (out_ptr, _go) = write_ptr(out, stream);
     expect_aligned8(OP, "out", out_ptr)?;
+    let partial = if splits > 1 {
+        // SAFETY: stream-ordered f32 scratch of splits·M·N, never read before written: every
+        // split CTA row stores all M x N outputs of its partial (zeros for an empty K range).
+        Some(unsafe { stream.alloc::<f32>(elems(splits, m * n)?) }?)
+    } else {
+        None
+    };
+    let (gemm_out, _gp) = match &partial {
+        Some(p) => {
+            let (ptr, guard) = p.device_ptr(stream);
+            (ptr, Some(guard))
+        }
+        None => (out_ptr, None),
+    };
     let mut b = Launch::new(stream, gemm);
-    b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&out_ptr);
-    b.arg(&m_i).arg(&n_i).arg(&k_pad_i);
-    // SAFETY: argument order and types match both gemm_f32_3xtf32_wgmma entries (a_big, a_small, w_big,
-    // w_small, bias or null, out, m, n, k_padded); the four split operands are disjoint
+    b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&gemm_out);
+    b.arg(&m_i).arg(&n_i).arg(&k_pad_i).arg(&splits_i);
+    // SAFETY: argument order and types match gemm_f32_3xtf32_wgmma (a_big, a_small, w_big,
+    // w_small, bias or null, out, m, n, k_padded, splits); the four split operands are disjoint
     // [rows][k_pad] ranges of the checked scratch, written by the split launches before this one
     // on the same stream; the kernel bounds rows by m and n and reads k_pad columns (a multiple
-    // of the K tile), `out` was checked to hold m x n and takes 8-byte stores, and the CTA was
-    // granted SMEM_BYTES of shared memory.
+    // of the K tile); its output (`out`, checked to hold m x n, or the splits·m·n partial buffer
+    // when gridDim.y = splits > 1; m·n·4 bytes apart, a multiple of 8 when n is even, and the
+    // kernel stores pairs only when n is even) takes 8-byte stores, and the CTA was granted
+    // SMEM_BYTES of shared memory.
     unsafe { b.launch(cfg) }?;
+    if splits > 1 {
+        let f = lib.function(MERGE)?;
+        let cfg = LaunchConfig {
+            grid_dim: (grid_stride_blocks(m * n / 4 + 1, MERGE_THREADS), 1, 1),
+            block_dim: (MERGE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = Launch::new(stream, f);
+        b.arg(&gemm_out).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&splits_i);
+        // SAFETY: matches gemm_f32_split_merge(partial, bias or null, out, m, n, splits); the
+        // partial buffer holds splits·m·n floats written by the GEMM just queued on this stream,
+        // bias n floats (checked), out m·n floats (checked).
+        unsafe { b.launch(cfg) }?;
+    }
     Ok(())
 }
 
@@ -223,9 +296,28 @@ mod tests {
     }
 
     #[test]
+    fn k_splits_only_where_the_last_wave_is_poorly_filled() {
+        let d = |m, n, k| GemmDims { m, n, k };
+        const H200_SMS: usize = 132;
+        // 288 CTAs: 2.2 waves; 3 splits fill 93.5% of 7 waves.
+        assert_eq!(split_k(d(1536, 3072, 3072), H200_SMS), 3);
+        assert_eq!(split_k(d(1536, 3072, 12288), H200_SMS), 3);
+        // The text encoder's down projection: 80 CTAs, 3 splits fill 240 of 264 slots.
+        assert_eq!(split_k(d(512, 2560, 9728), H200_SMS), 3);
+        // 864 CTAs and more: at least 4 waves, no split.
+        assert_eq!(split_k(d(4608, 3072, 3072), H200_SMS), 1);
+        assert_eq!(split_k(d(1536, 9216, 3072), H200_SMS), 1);
+        assert_eq!(split_k(d(4608, 27648, 3072), H200_SMS), 1);
+        // Too short a K for 2 splits of 16 tiles; 33 tiles give 2, not 3.
+        assert_eq!(split_k(d(64, 64, 900), H200_SMS), 1);
+        assert_eq!(split_k(d(64, 64, 1029), H200_SMS), 2);
+        assert_eq!(split_k(d(64, 64, 1029), 0), 1);
+    }
+
+    #[test]
     fn the_split_pass_and_the_gemm_are_registered() {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
-        for name in ["gemm_f32_tf32_split", GEMM] {
+        for name in ["gemm_f32_tf32_split", GEMM, MERGE] {
             assert!(names.contains(&name), "{name} is not a registered entry point");
         }
     }

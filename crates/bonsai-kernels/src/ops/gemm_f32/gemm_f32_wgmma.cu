@@ -111,7 +111,7 @@ struct GwStageCopies {
 __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
                                                    const u32* __restrict__ w_big, const u32* __restrict__ w_small,
                                                    const float* __restrict__ bias, float* __restrict__ out, int m,
-                                                   int n, int k_padded) {
+                                                   int n, int k_padded, int splits) {
     extern __shared__ float4 gw_smem_raw[];
     // The dynamic window is only 16-byte aligned by contract: round up (the launcher adds GW_ALIGN).
     unsigned char* smem = reinterpret_cast<unsigned char*>(
@@ -119,13 +119,23 @@ __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big
     int tile_m, tile_n;
     tf32x3_tile_of_cta((m + GW_TILE_M - 1) / GW_TILE_M, (n + GW_TILE_N - 1) / GW_TILE_N, tile_m, tile_n);
     const int m0 = tile_m * GW_TILE_M, n0 = tile_n * GW_TILE_N;
-    const int k_tiles = k_padded / GW_TILE_K;
+    // Split K (splits > 1, gridDim.y = splits): CTA row blockIdx.y sums K tiles [k_first, k_last)
+    // into out + blockIdx.y·m·n with no bias; gemm_f32_split_merge adds the rows and the bias.
+    const int all_k_tiles = k_padded / GW_TILE_K;
+    const int per_split = (all_k_tiles + splits - 1) / splits;
+    const int k_first = blockIdx.y * per_split;
+    const int k_last = min(all_k_tiles, k_first + per_split);
+    const int k_tiles = k_last > k_first ? k_last - k_first : 0;
+    if (splits > 1) {
+        out += (long long)blockIdx.y * m * n;
+        bias = nullptr;
+    }
     const GwStageCopies cp(m0, m, n0, n, k_padded);
 
     // Tile kt into ring slot `slot`, one commit group's worth (the caller commits).
     auto load = [&](int kt, int slot) {
         unsigned char* st = smem + slot * GW_STAGE_BYTES + cp.dst;
-        const long long k0 = (long long)kt * GW_TILE_K;
+        const long long k0 = (long long)(k_first + kt) * GW_TILE_K;  // kt counts this split's tiles
 #pragma unroll
         for (int j = 0; j < GwStageCopies::PASSES; ++j) {
             const bool a_ok = (cp.a_rows_ok >> j) & 1u, w_ok = (cp.w_rows_ok >> j) & 1u;
@@ -230,8 +240,52 @@ __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big
 extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
     gemm_f32_3xtf32_wgmma(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
                           const u32* __restrict__ w_big, const u32* __restrict__ w_small,
-                          const float* __restrict__ bias, float* __restrict__ out, int m, int n, int k_padded) {
+                          const float* __restrict__ bias, float* __restrict__ out, int m, int n, int k_padded,
+                          int splits) {
     griddep_wait();
     griddep_launch_dependents();
-    gemm_f32_wgmma_cta(a_big, a_small, w_big, w_small, bias, out, m, n, k_padded);
+    gemm_f32_wgmma_cta(a_big, a_small, w_big, w_small, bias, out, m, n, k_padded, splits);
+}
+
+// out[i] = ((partial[0][i] + partial[1][i]) + ...) + bias[i % n]: the K splits in a fixed order
+// (the same bits every run; one round-to-nearest add per extra split, counted by the bound),
+// grid-stride over float4s when n % 4 == 0 and both pointers are 16-byte aligned (a float4 then
+// stays in one row), else scalars. `bias` may be null.
+extern "C" __global__ void gemm_f32_split_merge(const float* __restrict__ partial, const float* __restrict__ bias,
+                                                float* __restrict__ out, int m, int n, int splits) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const long long total = (long long)m * n;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const bool vec4 = (n & 3) == 0 && ((reinterpret_cast<unsigned long long>(partial) |
+                                        reinterpret_cast<unsigned long long>(out)) & 15) == 0;
+    if (vec4) {
+        const float4* p4 = reinterpret_cast<const float4*>(partial);
+        float4* o4 = reinterpret_cast<float4*>(out);
+        for (long long i = first; i < total / 4; i += stride) {
+            float4 acc = p4[i];
+            for (int s = 1; s < splits; ++s) {
+                const float4 v = p4[s * (total / 4) + i];
+                acc.x += v.x;
+                acc.y += v.y;
+                acc.z += v.z;
+                acc.w += v.w;
+            }
+            if (bias != nullptr) {  // bias may be only 4-byte aligned: scalar loads
+                const float* b = bias + (4 * i) % n;
+                acc.x += b[0];
+                acc.y += b[1];
+                acc.z += b[2];
+                acc.w += b[3];
+            }
+            o4[i] = acc;
+        }
+    } else {
+        for (long long i = first; i < total; i += stride) {
+            float acc = partial[i];
+            for (int s = 1; s < splits; ++s) acc += partial[s * total + i];
+            out[i] = bias != nullptr ? acc + bias[i % n] : acc;
+        }
+    }
 }

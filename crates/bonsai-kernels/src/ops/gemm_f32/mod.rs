@@ -40,9 +40,13 @@
 //!   magnitude it sums (alignment + normalisation truncation, 2 ulp each): `<= 12·FOLD·u·Σ|a·w|`;
 //! - folds: `F = (4/FOLD)·⌈K/32⌉` round-to-nearest adds (K zero-padded to whole 32-wide tiles):
 //!   `<= F·u·Σ|a·w|`;
+//! - split K (wgmma, `s` = wgmma::split_k splits where the grid's last wave would be poorly
+//!   filled): the merge adds the s partial results, s − 1 round-to-nearest adds on every
+//!   output's path: `+ (s − 1)·u·Σ|a·w|` (each partial's folds cover only its own K range, so F
+//!   does not grow);
 //! - bias: `u·(|acc| + |bias|)`.
 //!
-//! Total: `|out − exact| <= (F + 12·FOLD + 14)·u·Σ|a·w| + u·|bias|` (the 14th u: the bias add's
+//! Total: `|out − exact| <= (F + 12·FOLD + 14 + s − 1)·u·Σ|a·w| + u·|bias|` (the 14th u: the bias add's
 //! `u·|acc|`): mma.sync `(2·⌈K/32⌉ + 38)u ≈ (K/16 + 38)u`, wgmma `(⌈K/32⌉ + 62)u ≈ (K/32 + 62)u`
 //! (158u against 230u at K = 3072; the larger partial costs only at K < 768). A plain f32 GEMM
 //! (one FMA chain per output, as an SGEMM thread computes it) has the worst case
