@@ -106,22 +106,13 @@ extern "C" __global__ void conv3x3_split_merge(const float* __restrict__ partial
         const float4* p4 = reinterpret_cast<const float4*>(partial);
         float4* y4 = reinterpret_cast<float4*>(y);
         for (long long i = first; i < total / 4; i += stride) {
-            float4 acc = p4[i];
-            for (int s = 1; s < splits; ++s) {
-                const float4 v = p4[s * (total / 4) + i];
-                acc.x += v.x;
-                acc.y += v.y;
-                acc.z += v.z;
-                acc.w += v.w;
-            }
+            const float4 acc = tf32x3_sum_splits4(p4, i, total / 4, splits);
             const float b = bias[(4 * i) / pixels];
             y4[i] = make_float4(acc.x + b, acc.y + b, acc.z + b, acc.w + b);
         }
     } else {
         for (long long i = first; i < total; i += stride) {
-            float acc = partial[i];
-            for (int s = 1; s < splits; ++s) acc += partial[s * total + i];
-            y[i] = acc + bias[i / pixels];
+            y[i] = tf32x3_sum_splits(partial, i, total, splits) + bias[i / pixels];
         }
     }
 }

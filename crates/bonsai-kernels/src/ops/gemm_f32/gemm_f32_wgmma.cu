@@ -218,20 +218,7 @@ __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big
         for (int j = 0; j < GW_TILE_N / 8; ++j) {
             const int col = n0 + 8 * j + 2 * t;
             if (col >= n) continue;
-            float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-            if (bias != nullptr) {
-                v0 += bias[col];
-                if (col + 1 < n) v1 += bias[col + 1];
-            }
-            if (pairs) {
-                float2 pair;
-                pair.x = v0;
-                pair.y = v1;
-                *reinterpret_cast<float2*>(dst_row + col) = pair;
-            } else {
-                dst_row[col] = v0;
-                if (col + 1 < n) dst_row[col + 1] = v1;
-            }
+            tf32x3_store_pair(dst_row, col, n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], bias, pairs);
         }
     }
 }
@@ -264,14 +251,7 @@ extern "C" __global__ void gemm_f32_split_merge(const float* __restrict__ partia
         const float4* p4 = reinterpret_cast<const float4*>(partial);
         float4* o4 = reinterpret_cast<float4*>(out);
         for (long long i = first; i < total / 4; i += stride) {
-            float4 acc = p4[i];
-            for (int s = 1; s < splits; ++s) {
-                const float4 v = p4[s * (total / 4) + i];
-                acc.x += v.x;
-                acc.y += v.y;
-                acc.z += v.z;
-                acc.w += v.w;
-            }
+            float4 acc = tf32x3_sum_splits4(p4, i, total / 4, splits);
             if (bias != nullptr) {  // bias may be only 4-byte aligned: scalar loads
                 const float* b = bias + (4 * i) % n;
                 acc.x += b[0];
@@ -283,8 +263,7 @@ extern "C" __global__ void gemm_f32_split_merge(const float* __restrict__ partia
         }
     } else {
         for (long long i = first; i < total; i += stride) {
-            float acc = partial[i];
-            for (int s = 1; s < splits; ++s) acc += partial[s * total + i];
+            const float acc = tf32x3_sum_splits(partial, i, total, splits);
             out[i] = bias != nullptr ? acc + bias[i % n] : acc;
         }
     }

@@ -39,6 +39,48 @@ __device__ __forceinline__ int tf32x3_swizzle(int row, int k) {
     return row * TF32X3_TILE_K + ((((k >> 2) ^ (row & 7)) << 2) | (k & 3));
 }
 
+// Columns col and col + 1 of one output row: + bias[col], bias[col + 1] (bias may be null), one
+// float2 store when `pairs` (n even, so an even col is 8-byte aligned), else scalars; col + 1
+// past n is dropped. The wgmma epilogue's (the mma.sync epilogue above spells the same out next to
+// its per-row bias case, which conv3x3 takes).
+__device__ __forceinline__ void tf32x3_store_pair(float* dst_row, int col, int n, float v0, float v1,
+                                                  const float* __restrict__ bias, bool pairs) {
+    if (bias != nullptr) {
+        v0 += bias[col];
+        if (col + 1 < n) v1 += bias[col + 1];
+    }
+    if (pairs) {
+        float2 pair;
+        pair.x = v0;
+        pair.y = v1;
+        *reinterpret_cast<float2*>(dst_row + col) = pair;
+    } else {
+        dst_row[col] = v0;
+        if (col + 1 < n) dst_row[col + 1] = v1;
+    }
+}
+
+// Split-K merges (conv3x3_split_merge, gemm_f32_split_merge): element i of the sum of `splits`
+// partial arrays of `total` elements each, added in split order (the same bits every run).
+__device__ __forceinline__ float4 tf32x3_sum_splits4(const float4* __restrict__ p4, long long i, long long total4,
+                                                     int splits) {
+    float4 acc = p4[i];
+    for (int s = 1; s < splits; ++s) {
+        const float4 v = p4[s * total4 + i];
+        acc.x += v.x;
+        acc.y += v.y;
+        acc.z += v.z;
+        acc.w += v.w;
+    }
+    return acc;
+}
+__device__ __forceinline__ float tf32x3_sum_splits(const float* __restrict__ p, long long i, long long total,
+                                                   int splits) {
+    float acc = p[i];
+    for (int s = 1; s < splits; ++s) acc += p[s * total + i];
+    return acc;
+}
+
 // Copies [128][32] tiles of a row-major [rows_total, k_total] matrix (rows row0.., columns k0..)
 // into shared memory; elements outside the matrix become 0. VEC16: one 16-byte cp.async per 4
 // columns (k_total % 4 == 0 and a 16-byte aligned matrix, checked by the launcher); otherwise one
