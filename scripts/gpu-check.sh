@@ -20,6 +20,7 @@
 #           decode step (8B layer stages), against one kernel reading the same bytes
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
+#   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -161,6 +162,15 @@ gemm-profile)
         --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active" \
         "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 1
+    ;;
+image-profile)
+    # Nsight Compute on the image model's two wgmma kernels at their largest shapes (joint attention
+    # h24 seq 4608, gemm_f32 4608 x 27648 x 3072): speed of light, warp stalls, tensor-pipe activity.
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    run profile-image-wgmma "$NCU" --clock-control none -k "regex:joint_attention_hd128_wgmma|gemm_f32_3xtf32_wgmma" \
+        --launch-count 2 --section WarpStateStats --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_tensor_op_(hmma|gmma)_cycles_active.avg.pct_of_peak_sustained_active" \
+        "$BIN" kernels image-compare --dump "$(mktemp -d)" --cases joint_attention_h24_seq4608_hd128,gemm_f32_m4608_n27648_k3072
     ;;
 profile)
     # Per-kernel time of ungraphed decode steps (Nsight Compute serializes launches, so this is
