@@ -43,52 +43,37 @@ static_assert(GW_K8_PER_TILE % GW_FOLD_STEPS == 0, "a fold period must divide a 
 static_assert(GW_TILE_M == GW_TILE_N, "the A and W tiles share one copy pattern");
 
 // big / small parts of src[rows][k] into big / small [rows][k_padded] (zeros past k). Grid: x
-// covers k_padded / 4 column quads, y row CTAs (looping over rows, GW_SPLIT_ROWS_IN_FLIGHT rows
-// per step: their loads are issued before any is used, since one 16-byte load in flight per
-// thread left the pass at a quarter of copy speed, ncu 2026-11-30). `vec4`: k % 4 == 0 and src
+// covers k_padded / 4 column quads, y row CTAs (looping over rows). `vec4`: k % 4 == 0 and src
 // 16-byte aligned (float4 loads); otherwise scalar loads.
-#define GW_SPLIT_ROWS_IN_FLIGHT 4
 extern "C" __global__ void __launch_bounds__(GW_SPLIT_THREADS) gemm_f32_tf32_split(const float* __restrict__ src,
                                                                                   int rows, int k, int k_padded,
                                                                                   int vec4, u32* __restrict__ big,
                                                                                   u32* __restrict__ small) {
     griddep_wait();
     griddep_launch_dependents();
-    constexpr int R = GW_SPLIT_ROWS_IN_FLIGHT;
     const int c = (blockIdx.x * GW_SPLIT_THREADS + threadIdx.x) * 4;
     if (c >= k_padded) return;
-    const int row_step = gridDim.y;
-    for (int row0 = blockIdx.y; row0 < rows; row0 += R * row_step) {
-        u32 x[R][4];
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const float* s = src + (long long)row * k + c;
+        u32 x[4];
+        if (vec4 && c < k) {
+            const float4 v = *reinterpret_cast<const float4*>(s);
+            x[0] = __float_as_uint(v.x);
+            x[1] = __float_as_uint(v.y);
+            x[2] = __float_as_uint(v.z);
+            x[3] = __float_as_uint(v.w);
+        } else {
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int row = row0 + r * row_step;
-            const float* s = src + (long long)(row < rows ? row : 0) * k + c;
-            if (vec4 && c < k) {
-                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                if (row < rows) v = *reinterpret_cast<const float4*>(s);
-                x[r][0] = __float_as_uint(v.x);
-                x[r][1] = __float_as_uint(v.y);
-                x[r][2] = __float_as_uint(v.z);
-                x[r][3] = __float_as_uint(v.w);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) x[r][e] = row < rows && c + e < k ? __float_as_uint(s[e]) : 0u;
-            }
+            for (int e = 0; e < 4; ++e) x[e] = c + e < k ? __float_as_uint(s[e]) : 0u;
         }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const int row = row0 + r * row_step;
-            if (row >= rows) break;
-            uint4 b, sm;
-            tf32x3_split(x[r][0], b.x, sm.x);
-            tf32x3_split(x[r][1], b.y, sm.y);
-            tf32x3_split(x[r][2], b.z, sm.z);
-            tf32x3_split(x[r][3], b.w, sm.w);
-            const long long at = (long long)row * k_padded + c;
-            *reinterpret_cast<uint4*>(big + at) = b;
-            *reinterpret_cast<uint4*>(small + at) = sm;
-        }
+        uint4 b, sm;
+        tf32x3_split(x[0], b.x, sm.x);
+        tf32x3_split(x[1], b.y, sm.y);
+        tf32x3_split(x[2], b.z, sm.z);
+        tf32x3_split(x[3], b.w, sm.w);
+        const long long at = (long long)row * k_padded + c;
+        *reinterpret_cast<uint4*>(big + at) = b;
+        *reinterpret_cast<uint4*>(small + at) = sm;
     }
 }
 
