@@ -75,7 +75,19 @@ fn bench_gemm(
         Ok(())
     })?;
     let flops = 2.0 * (m * n * k) as f64;
-    Ok(row(path.op_name(), format!("M={m} N={n} K={k}"), secs, None, Some(flops), copy_bw))
+    let shape = format!("M={m} N={n} K={k}");
+    if path == GemmF32Path::Wgmma {
+        // The split pass alone (4 bytes read, 8 written per element of A and W): the op's time
+        // minus this is the GEMM kernel's.
+        let secs = time_batches(ctx, copies, |i| {
+            let (a, w) = &inputs[i];
+            wgmma::split_operands(lib, &stream, dims, a, w, &mut scratch)?;
+            Ok(())
+        })?;
+        let bytes = 12.0 * ((m + n) * k) as f64;
+        row("gemm_f32_tf32_split (A and W)", shape.clone(), secs, Some(bytes), None, copy_bw);
+    }
+    Ok(row(path.op_name(), shape, secs, None, Some(flops), copy_bw))
 }
 
 fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {

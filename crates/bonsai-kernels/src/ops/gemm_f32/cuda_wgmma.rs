@@ -177,17 +177,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     let splits_i = splits as i32;
 
     let (s_ptr, _gs) = write_ptr(scratch, stream);
-    let part_bytes = |rows: usize| (rows * k_pad * std::mem::size_of::<u32>()) as u64;
-    let (a_big, a_small) = (s_ptr, s_ptr + part_bytes(m));
-    let (w_big, w_small) = (s_ptr + 2 * part_bytes(m), s_ptr + 2 * part_bytes(m) + part_bytes(n));
-    {
-        let (a_ptr, _ga) = read_ptr(a, stream);
-        split(lib, stream, a_ptr, m, k, (a_big, a_small))?;
-    }
-    {
-        let (w_ptr, _gw) = read_ptr(w, stream);
-        split(lib, stream, w_ptr, n, k, (w_big, w_small))?;
-    }
+    let [a_big, a_small, w_big, w_small] = split_operands_at(lib, stream, dims, a, w, s_ptr)?;
     let (bias_ptr, _gb) = match bias {
         Some(b) => {
             let (p, guard) = read_ptr(b, stream);
@@ -238,6 +228,49 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
         unsafe { b.launch(cfg) }?;
     }
     Ok(())
+}
+
+/// The split pass alone: big / small parts of a and w into `scratch` (at least [`scratch_len`]
+/// u32), as [`gemm_f32_wgmma_with_scratch`] runs it before the GEMM (bench times it alone).
+pub fn split_operands(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    scratch: &mut impl DevicePtrMut<u32>,
+) -> Result<(), LaunchError> {
+    check(stream, dims)?;
+    expect_at_least(SPLIT, "a", a.len(), dims.m.saturating_mul(dims.k))?;
+    expect_at_least(SPLIT, "w", w.len(), dims.n.saturating_mul(dims.k))?;
+    expect_at_least(SPLIT, "scratch", scratch.len(), scratch_len(dims)?)?;
+    let (s_ptr, _gs) = write_ptr(scratch, stream);
+    split_operands_at(lib, stream, dims, a, w, s_ptr).map(|_| ())
+}
+
+/// Both split launches into the scratch at device address `s_ptr` (lengths checked by the
+/// callers); returns the four operand addresses: A_big, A_small, W_big, W_small.
+fn split_operands_at(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    dims: GemmDims,
+    a: &impl DevicePtr<f32>,
+    w: &impl DevicePtr<f32>,
+    s_ptr: u64,
+) -> Result<[u64; 4], LaunchError> {
+    let GemmDims { m, n, k } = dims;
+    let part_bytes = |rows: usize| (rows * padded_k(k) * std::mem::size_of::<u32>()) as u64;
+    let (a_big, a_small) = (s_ptr, s_ptr + part_bytes(m));
+    let (w_big, w_small) = (s_ptr + 2 * part_bytes(m), s_ptr + 2 * part_bytes(m) + part_bytes(n));
+    {
+        let (a_ptr, _ga) = read_ptr(a, stream);
+        split(lib, stream, a_ptr, m, k, (a_big, a_small))?;
+    }
+    {
+        let (w_ptr, _gw) = read_ptr(w, stream);
+        split(lib, stream, w_ptr, n, k, (w_big, w_small))?;
+    }
+    Ok([a_big, a_small, w_big, w_small])
 }
 
 /// One split launch: `src[rows][k]` into `(big, small)` `[rows][K_pad]` (device addresses).
