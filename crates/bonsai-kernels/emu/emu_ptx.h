@@ -266,8 +266,11 @@ inline void wgmma_commit() {}
 template <int PENDING>
 inline void wgmma_wait() {}
 inline void fence_proxy_async_smem() {}
-template <int N>
-inline void emu_wgmma_f16(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+// N / 8 m16n8k16 products (MMA: the f16 or bf16 twin) with B's 16 k of column n read from the
+// K-major 128-byte-swizzled tile: chunks k_chunk and k_chunk + 1 of row n, at chunk positions
+// XORed with n % 8.
+template <int N, void (*MMA)(float*, const uint32_t*, uint32_t, uint32_t)>
+inline void emu_wgmma_kmajor(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
     if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
     const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
@@ -279,32 +282,20 @@ inline void emu_wgmma_f16(float* d, const uint32_t* a, const void* b_block, int 
     };
     for (int j = 0; j < N / 8; ++j) {
         const int n = 8 * j + g;
-        mma_f16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
+        MMA(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
     }
 }
 inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
-    emu_wgmma_f16<128>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<128, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
-    emu_wgmma_f16<64>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<64, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk, int accumulate) {
-    if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
-    if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
-    const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
-    const unsigned char* tile = static_cast<const unsigned char*>(b_block);
-    auto word = [&](int n, int chunk) {
-        uint32_t w;
-        std::memcpy(&w, tile + n * 128 + ((chunk ^ (n & 7)) * 16) + t * 4, 4);
-        return w;
-    };
     // scale-d = 0: d = A.B, whatever d held (NaN included).
     if (!accumulate)
         for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-        const int n = 8 * j + g;
-        mma_bf16_16x8x16(d + 4 * j, a, word(n, k_chunk), word(n, k_chunk + 1));
-    }
+    emu_wgmma_kmajor<128, mma_bf16_16x8x16>(d, a, b_block, k_chunk);
 }
 // MN-major B: element (k, n) at b_rows + (n / 64) n_block_bytes + 128 k, 16-byte chunk
 // (n % 64) / 8 swizzled by k % 8 (k 8..15 land in the second 1024-byte block), as ptx.cuh says.
