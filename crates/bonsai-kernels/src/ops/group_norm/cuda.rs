@@ -43,11 +43,6 @@ const MIN_STATS_CHUNK: usize = 4096;
 /// Floats of one channel plane each normalise CTA writes (16 float4 per thread at 256 threads:
 /// the per-CTA preamble, combining the group's partial sums, stays a few percent of its time).
 pub const PLANE_CHUNK: usize = 16384;
-/// Up to this plane size a normalise CTA writes only SMALL_PLANE_CHUNK floats (4 float4 per
-/// thread: its whole chunk is the batch it loads before the statistics, and there are 4x the
-/// CTAs: at 128² x 384 ch 1536 instead of 384, ~3 per SM, on 132 SMs).
-const SMALL_PLANE: usize = 128 * 128;
-const SMALL_PLANE_CHUNK: usize = 4096;
 
 /// GroupNorm geometry: `x, y: [channels, plane]`, `groups` groups of `channels / groups` channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -153,9 +148,8 @@ pub(crate) struct GroupNormPlan {
     /// Floats per statistics chunk (a multiple of 4) and chunks per group.
     pub chunk: usize,
     pub splits: usize,
-    /// Normalise CTAs per channel plane and floats each writes (a multiple of 4).
+    /// Normalise CTAs per channel plane.
     pub plane_chunks: usize,
-    pub plane_chunk: usize,
 }
 
 /// Checks every length and limit of a call (no device needed) and returns its geometry.
@@ -179,12 +173,11 @@ pub(crate) fn plan(
     }
     as_i32(OP, "C / G", dims.channels / dims.groups)?;
     let (chunk, splits) = dims.stats_split();
-    let plane_chunk = if dims.plane <= SMALL_PLANE { SMALL_PLANE_CHUNK } else { PLANE_CHUNK };
-    let plane_chunks = dims.plane.div_ceil(plane_chunk);
+    let plane_chunks = dims.plane.div_ceil(PLANE_CHUNK);
     if plane_chunks > MAX_GRID_X as usize {
         return Err(shape(OP, format!("a {}-pixel plane exceeds the grid", dims.plane)));
     }
-    Ok(GroupNormPlan { chunk, splits, plane_chunks, plane_chunk })
+    Ok(GroupNormPlan { chunk, splits, plane_chunks })
 }
 
 /// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm), on the
@@ -268,7 +261,7 @@ pub fn group_norm_with(
     // Every value below fits its type: plan() bounded C by the grid (so G and C/G too), splits
     // by TARGET_STATS_CTAS, the plane chunks by the grid, and C·plane by i64.
     let (n_group, chunk_i, plane_i, plane_chunk_i) =
-        (dims.group_len() as i64, p.chunk as i64, dims.plane as i64, p.plane_chunk as i64);
+        (dims.group_len() as i64, p.chunk as i64, dims.plane as i64, PLANE_CHUNK as i64);
     let (channels_i, cpg_i, splits_i) = (dims.channels as i32, (dims.channels / dims.groups) as i32, p.splits as i32);
     let silu_i = i32::from(apply_silu);
 
@@ -318,7 +311,7 @@ mod tests {
             assert!(p.splits * p.chunk >= n && (p.splits - 1) * p.chunk < n, "{dims:?}: {p:?} leaves a chunk empty or a gap");
             assert!(p.splits <= TARGET_STATS_CTAS.div_ceil(groups).max(1), "{dims:?}: {p:?}");
             assert!(scratch > 2 * groups * p.splits && scratch > 2 * (resident::MAX_RESIDENT_CTAS + groups), "{dims:?}");
-            assert!(p.plane_chunks * p.plane_chunk >= plane && p.plane_chunk % 4 == 0, "{dims:?}");
+            assert!(p.plane_chunks * PLANE_CHUNK >= plane);
         }
         // The largest VAE group (12 channels x 512²) is split so all groups fill the GPU once.
         let big = plan(GroupNormDims { channels: 384, groups: 32, plane: 1 << 18 }, [1 << 30; 5], 1e-6).expect("valid");
