@@ -100,6 +100,44 @@ __device__ __forceinline__ u32 ja_pack_bf16(float lo, float hi) {
     return pack_b16(f32_to_bf16_rn(lo), f32_to_bf16_rn(hi));
 }
 
+// Keys past seq in one S block (S_BLOCKS column blocks of 8 keys from key0, the m16n8 C layout:
+// element e of block j is key 8j + 2t + (e & 1)) get -inf: zero-filled keys must get no weight.
+template <int S_BLOCKS>
+__device__ __forceinline__ void ja_mask_tail(float (&s)[S_BLOCKS][4], int key0, int seq, int t) {
+#pragma unroll
+    for (int j = 0; j < S_BLOCKS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
+}
+
+// The max step of the online softmax for rows g and g + 8 (elements 0-1 and 2-3 of each block)
+// over one S block: the rows' running max moves to include it, their partial sums and O take
+// `correction` (exp2 of old max minus new, scaled: 0 on the first step, whose state is 0), and
+// `max_scaled` is what the exponent subtracts. Every step holds a valid key, so the new maxima
+// are finite. The 4 lanes t of a row group hold its columns.
+template <int S_BLOCKS>
+__device__ __forceinline__ void ja_online_max(const float (&s)[S_BLOCKS][4], float (&row_max)[2],
+                                              float (&row_sum)[2], float (&correction)[2],
+                                              float (&max_scaled)[2], float scale_log2) {
+    float step_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int j = 0; j < S_BLOCKS; ++j) {
+        step_max[0] = fmaxf(step_max[0], fmaxf(s[j][0], s[j][1]));
+        step_max[1] = fmaxf(step_max[1], fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 1));
+        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 2));
+        const float new_max = fmaxf(row_max[r], step_max[r]);
+        correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
+        row_max[r] = new_max;
+        max_scaled[r] = new_max * scale_log2;
+        row_sum[r] *= correction[r];
+    }
+}
+
 template <int HD, int DV, int WARPS, int BLOCK_K>
 __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
                                                       const u16* __restrict__ k,
@@ -200,34 +238,9 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
         }
 
         const int key0 = tile * BLOCK_K;
-        if (key0 + BLOCK_K > seq) {  // the tail tile: zero-filled keys must get no weight
-#pragma unroll
-            for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
-        }
-
-        // Online softmax. Every tile holds a valid key, so the new maxima are finite; the
-        // first tile's correction is exp2(-inf) = 0 on a state that is still 0.
-        float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
-        }
+        if (key0 + BLOCK_K > seq) ja_mask_tail(s, key0, seq, t);  // the tail tile
         float max_scaled[2], correction[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            // The 4 lanes t of a row group hold its columns.
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
-            const float new_max = fmaxf(row_max[r], tile_max[r]);
-            correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
-            row_max[r] = new_max;
-            max_scaled[r] = new_max * scale_log2;
-            row_sum[r] *= correction[r];
-        }
+        ja_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
         u32 p_frag[P_STEPS][4];
 #pragma unroll
         for (int j = 0; j < S_BLOCKS; ++j) {

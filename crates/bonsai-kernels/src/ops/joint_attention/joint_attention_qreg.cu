@@ -187,39 +187,17 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
                 }
             }
 
-            if (key0 + SOFTMAX_K > seq) {  // the tail: zero-filled keys must get no weight
+            if (key0 + SOFTMAX_K > seq) {  // the tail
 #pragma unroll
-                for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-                    for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[rb][j][e] = neg_inf();
+                for (int rb = 0; rb < RB; ++rb) ja_mask_tail(s[rb], key0, seq, t);
             }
 
             u32 p_frag[RB][P_STEPS][4];
 #pragma unroll
             for (int rb = 0; rb < RB; ++rb) {
-                // Online softmax. Every step holds a valid key (key0 < seq), so the new maxima
-                // are finite; the first step's correction is exp2(-inf) = 0 on a zero state.
-                float step_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-                for (int j = 0; j < S_BLOCKS; ++j) {
-                    step_max[0] = fmaxf(step_max[0], fmaxf(s[rb][j][0], s[rb][j][1]));
-                    step_max[1] = fmaxf(step_max[1], fmaxf(s[rb][j][2], s[rb][j][3]));
-                }
+                // Every step holds a valid key (key0 < seq).
                 float max_scaled[2], correction[2];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    // The 4 lanes t of a row group hold its columns.
-                    step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 1));
-                    step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 2));
-                    const float new_max = fmaxf(row_max[rb][r], step_max[r]);
-                    correction[r] = exp2_ftz((row_max[rb][r] - new_max) * scale_log2);
-                    row_max[rb][r] = new_max;
-                    max_scaled[r] = new_max * scale_log2;
-                    row_sum[rb][r] *= correction[r];
-                }
+                ja_online_max(s[rb], row_max[rb], row_sum[rb], correction, max_scaled, scale_log2);
 #pragma unroll
                 for (int j = 0; j < S_BLOCKS; ++j) {
 #pragma unroll

@@ -115,31 +115,9 @@ __device__ __forceinline__ float jw_tree_sum16(const float (&s)[JW_BLOCK_K / 8][
 __device__ __forceinline__ void jw_softmax(float (&s)[JW_BLOCK_K / 8][4], float (&correction)[2], float (&row_max)[2],
                                            float (&row_sum)[2], int key0, int seq, int t, float scale_log2) {
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;
-    if (key0 + JW_BLOCK_K > seq) {  // the tail: zero-filled keys must get no weight
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
-    }
-    float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-    for (int j = 0; j < S_BLOCKS; ++j) {
-        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
-        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
-    }
+    if (key0 + JW_BLOCK_K > seq) ja_mask_tail(s, key0, seq, t);  // the tail
     float max_scaled[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        // The 4 lanes t of a row group hold its columns.
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
-        const float new_max = fmaxf(row_max[r], tile_max[r]);
-        correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
-        row_max[r] = new_max;
-        max_scaled[r] = new_max * scale_log2;
-        row_sum[r] *= correction[r];
-    }
+    ja_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
 #pragma unroll
     for (int j = 0; j < S_BLOCKS; ++j)
 #pragma unroll

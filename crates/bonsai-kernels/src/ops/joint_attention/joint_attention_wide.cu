@@ -131,39 +131,16 @@ __device__ __forceinline__ void joint_attention_flash_wide(const u16* __restrict
         }
 
         const int key0 = tile * BLOCK_K;
-        if (key0 + BLOCK_K > seq) {  // the tail tile: zero-filled keys must get no weight
+        if (key0 + BLOCK_K > seq) {  // the tail tile
 #pragma unroll
-            for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-                for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[rb][j][e] = neg_inf();
+            for (int rb = 0; rb < RB; ++rb) ja_mask_tail(s[rb], key0, seq, t);
         }
 
         u32 p_frag[RB][P_STEPS][4];
 #pragma unroll
         for (int rb = 0; rb < RB; ++rb) {
-            // Online softmax. Every tile holds a valid key, so the new maxima are finite; the
-            // first tile's correction is exp2(-inf) = 0 on a state that is still 0.
-            float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-            for (int j = 0; j < S_BLOCKS; ++j) {
-                tile_max[0] = fmaxf(tile_max[0], fmaxf(s[rb][j][0], s[rb][j][1]));
-                tile_max[1] = fmaxf(tile_max[1], fmaxf(s[rb][j][2], s[rb][j][3]));
-            }
             float max_scaled[2], correction[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                // The 4 lanes t of a row group hold its columns.
-                tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
-                tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
-                const float new_max = fmaxf(row_max[rb][r], tile_max[r]);
-                correction[r] = exp2_ftz((row_max[rb][r] - new_max) * scale_log2);
-                row_max[rb][r] = new_max;
-                max_scaled[r] = new_max * scale_log2;
-                row_sum[rb][r] *= correction[r];
-            }
+            ja_online_max(s[rb], row_max[rb], row_sum[rb], correction, max_scaled, scale_log2);
 #pragma unroll
             for (int j = 0; j < S_BLOCKS; ++j) {
 #pragma unroll
