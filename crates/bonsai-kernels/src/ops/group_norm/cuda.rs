@@ -8,7 +8,7 @@
 //! [`group_norm`] / [`group_norm_silu`] run two-pass unless `BONSAI_GROUP_NORM` says
 //! `resident` or `auto` ([`GroupNormPath::Auto`]: resident when it can run, else two-pass), the
 //! resident path having measured no faster on the H200 ([`PATH_ENV`]); a forced resident call
-//! that cannot run is an error naming why (a forced resident call that cannot run is an error naming why). Both use the one
+//! that cannot run is an error naming why. Both use the one
 //! caller-owned f64 scratch of [`scratch_len`] values, so a call can be captured in a CUDA graph
 //! (no allocation per call). Its first value holds the resident path's barrier counter: it must
 //! be ZERO before the first call (allocate it with `alloc_zeros`); every call leaves it zero.
