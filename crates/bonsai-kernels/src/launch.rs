@@ -118,6 +118,11 @@ pub(crate) fn device_attribute(stream: &Arc<CudaStream>, attr: CUdevice_attribut
     Ok(stream.context().attribute(attr)?.max(0) as usize)
 }
 
+/// The device's SM count (the wave size of a one-CTA-per-SM grid).
+pub(crate) fn sm_count(stream: &Arc<CudaStream>) -> Result<usize, LaunchError> {
+    device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+}
+
 /// Lets `f` use `bytes` of dynamic shared memory per CTA, or a shape error naming `what` when the
 /// device's opt-in limit is lower.
 pub(crate) fn opt_in_shared_memory(

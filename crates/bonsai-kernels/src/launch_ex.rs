@@ -26,7 +26,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use crate::launch::{device_attribute, LaunchError};
+use crate::launch::{device_attribute, sm_count, LaunchError};
 
 /// The most CTAs a cooperative launch may have, when set (a positive integer): the CPU emulator
 /// runs each CTA of a cooperative grid on its own OS thread and refuses more than 64
@@ -65,7 +65,7 @@ pub fn max_cooperative_ctas(
     if device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
         return Ok(0);
     }
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sms = sm_count(stream)?;
     stream.context().bind_to_thread()?;
     let per_sm = func.occupancy_max_active_blocks_per_multiprocessor(block_threads, dynamic_smem_bytes as usize, None)?;
     Ok(u32::try_from(sms).unwrap_or(u32::MAX).saturating_mul(per_sm))

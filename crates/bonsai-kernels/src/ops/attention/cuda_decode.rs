@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, device_attribute, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError,
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, sm_count,
 };
 use crate::launch_ex::Launch;
 
@@ -88,7 +87,7 @@ pub(super) fn attention_decode(
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
-    let sm_count = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sm_count = sm_count(stream)?;
     let n_splits = decode_splits(sm_count, shape_.n_kv);
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;

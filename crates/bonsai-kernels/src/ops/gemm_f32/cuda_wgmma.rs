@@ -11,15 +11,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::{expect_aligned8, tile_grid_of};
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul::device_has_wgmma;
+use crate::launch::matmul::require_wgmma;
 use crate::launch::{
-    as_i32, device_attribute, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape,
-    write_ptr, LaunchError,
+    as_i32, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape, sm_count, write_ptr,
+    LaunchError,
 };
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
@@ -86,7 +85,7 @@ pub fn split_k(dims: GemmDims, sms: usize) -> usize {
 
 /// [`split_k`] on the device of `stream`.
 pub fn split_k_on(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<usize, LaunchError> {
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sms = sm_count(stream)?;
     Ok(split_k(dims, sms))
 }
 
@@ -125,12 +124,7 @@ pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
 
 /// The device and shape checks shared by both forms.
 fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
-    if !device_has_wgmma(stream)? {
-        return Err(shape(
-            OP,
-            "the wgmma path runs on compute capability 9.0 (Hopper) only".into(),
-        ));
-    }
+    require_wgmma(stream, OP)?;
     if dims.m == 0 || dims.n == 0 || dims.k == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
     }

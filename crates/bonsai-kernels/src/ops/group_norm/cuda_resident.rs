@@ -13,7 +13,7 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::GroupNormDims;
 use crate::cuda::KernelLibrary;
-use crate::launch::{device_attribute, shape, LaunchError};
+use crate::launch::{device_attribute, shape, sm_count, LaunchError};
 use crate::launch_ex::{cooperative_grid_cap, max_cooperative_ctas, Launch};
 
 const OP: &str = "group_norm";
@@ -104,7 +104,7 @@ fn query_geometry(
     if device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
         return Ok(Err("this device cannot launch cooperatively".into()));
     }
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sms = sm_count(stream)?;
     let cta_limit = cooperative_grid_cap().map_or(sms, |cap| sms.min(cap as usize));
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     stream.context().bind_to_thread()?;

@@ -22,6 +22,7 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 use super::matmul_f16::F16Shape;
 pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
 pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile, WGMMA_ENV, WGMMA_TILE_ENV};
+pub(crate) use super::matmul_wgmma::require_wgmma;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{

@@ -12,6 +12,7 @@ use super::matmul::{
     QG_TILE_TOKENS, QG_WARP_ROWS, QG_WIDE_MIN_WAVES, QG_WIDE_WARPS_N,
 };
 use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
+use crate::launch::sm_count;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -132,7 +133,7 @@ impl F16Geometry {
 /// Whether the f16 GEMM's CTA fits this device's opt-in shared memory (sm_86/89 allow 99 KB:
 /// the 2-bit tiles do not fit there).
 pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool, LaunchError> {
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sms = sm_count(stream)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     Ok(geometry(s, sms, None)?.smem_bytes <= optin)
 }
@@ -175,7 +176,7 @@ pub(crate) fn launch(
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let sms = sm_count(stream)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     let geo = geometry(&s, sms, forced_splits)?;
     if geo.smem_bytes > optin {

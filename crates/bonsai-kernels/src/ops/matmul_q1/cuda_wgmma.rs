@@ -10,6 +10,7 @@ use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
 use super::matmul_f16::{prepass, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
+use crate::launch::sm_count;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -101,6 +102,16 @@ pub fn device_has_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
     Ok((major, minor) == (9, 0))
 }
 
+/// A shape error from `op` unless the device has wgmma: the check every wgmma launcher makes
+/// before any work.
+pub(crate) fn require_wgmma(stream: &Arc<CudaStream>, op: &'static str) -> Result<(), LaunchError> {
+    if device_has_wgmma(stream)? {
+        Ok(())
+    } else {
+        Err(shape(op, "the wgmma kernels run on compute capability 9.0 (Hopper) only".into()))
+    }
+}
+
 /// Whether the default f16 GEMM on this device is the wgmma one.
 pub(crate) fn prefer_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
     Ok(wgmma_enabled() && device_has_wgmma(stream)?)
@@ -142,10 +153,8 @@ pub(crate) fn launch(
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    if !device_has_wgmma(stream)? {
-        return Err(shape(op, "the wgmma GEMM runs on compute capability 9.0 (Hopper) only".into()));
-    }
-    let sms = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    require_wgmma(stream, op)?;
+    let sms = sm_count(stream)?;
     let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
     let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
