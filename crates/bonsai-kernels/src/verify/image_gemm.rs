@@ -139,7 +139,7 @@ pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize, splits: usize) -> f6
     }
 }
 
-/// The gemm_f32 kernels this device runs: mma.sync always, both wgmma loops on compute
+/// The gemm_f32 kernels this device runs: mma.sync always, the wgmma one on compute
 /// capability 9.0.
 fn gemm_paths(ctx: &Ctx) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];

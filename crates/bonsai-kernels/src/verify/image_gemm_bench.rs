@@ -16,7 +16,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     let mut rows = Vec::new();
     for (m, n, k) in [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288)] {
         for path in gemm_paths(ctx)? {
-            rows.push(bench_gemm(ctx, path, GemmDims { m, n, k }, copy_bw)?);
+            rows.extend(bench_gemm(ctx, path, GemmDims { m, n, k }, copy_bw)?);
         }
     }
     for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
@@ -28,15 +28,15 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     Ok(rows)
 }
 
-/// One kernel's row. The wgmma rows include the split pass; their scratch is allocated once here
-/// (`gemm_f32_wgmma_with_scratch`), so a caller of plain `gemm_f32` pays a stream-ordered
-/// allocation per call on top.
+/// One kernel's row, and for wgmma its split pass timed alone after it. The wgmma row includes
+/// the split pass; its scratch is allocated once here (`gemm_f32_wgmma_with_scratch`), so a
+/// caller of plain `gemm_f32` pays a stream-ordered allocation per call on top.
 fn bench_gemm(
     ctx: &mut Ctx,
     path: GemmF32Path,
     dims: GemmDims,
     copy_bw: f64,
-) -> Result<BenchRow, VerifyError> {
+) -> Result<Vec<BenchRow>, VerifyError> {
     let GemmDims { m, n, k } = dims;
     let copies = copies_for(4 * (m * k + n * k));
     let inputs = (0..copies)
@@ -76,6 +76,7 @@ fn bench_gemm(
     })?;
     let flops = 2.0 * (m * n * k) as f64;
     let shape = format!("M={m} N={n} K={k}");
+    let mut rows = vec![row(path.op_name(), shape.clone(), secs, None, Some(flops), copy_bw)];
     if path == GemmF32Path::Wgmma {
         // The split pass alone (4 bytes read, 8 written per element of A and W): the op's time
         // minus this is the GEMM kernel's.
@@ -85,9 +86,9 @@ fn bench_gemm(
             Ok(())
         })?;
         let bytes = 12.0 * ((m + n) * k) as f64;
-        row("gemm_f32_tf32_split (A and W)", shape.clone(), secs, Some(bytes), None, copy_bw);
+        rows.push(row("gemm_f32_tf32_split (A and W)", shape, secs, Some(bytes), None, copy_bw));
     }
-    Ok(row(path.op_name(), shape, secs, None, Some(flops), copy_bw))
+    Ok(rows)
 }
 
 fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {

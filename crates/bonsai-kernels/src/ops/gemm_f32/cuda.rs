@@ -275,7 +275,7 @@ mod tests {
     }
 
     #[test]
-    fn the_path_knob_takes_exactly_its_four_values() {
+    fn the_path_knob_takes_exactly_its_two_values() {
         assert_eq!(parse_path("mma"), Some(GemmF32Path::MmaSync));
         assert_eq!(parse_path(" wgmma\n"), Some(GemmF32Path::Wgmma));
         assert_eq!(parse_path("wgmma_sync"), None);

@@ -84,15 +84,13 @@ impl SmallHeadKernel {
         match choice {
             None if runs_wgmma => Ok(Self::Wgmma),
             None => Ok(Self::QRegs),
-            Some(kind @ Self::Wgmma) if !runs_wgmma && head_dim <= WGMMA_HEAD_DIM => {
-                Err(shape(
-                    OP,
-                    format!(
-                        "{KERNEL_ENV}: {kind:?} needs head_dim {WGMMA_HEAD_DIM} on compute \
-                         capability 9.0 (head_dim {head_dim}, wgmma device: {wgmma})"
-                    ),
-                ))
-            }
+            Some(Self::Wgmma) if !runs_wgmma && head_dim <= WGMMA_HEAD_DIM => Err(shape(
+                OP,
+                format!(
+                    "{KERNEL_ENV}=wgmma needs head_dim {WGMMA_HEAD_DIM} on compute capability 9.0 \
+                     (head_dim {head_dim}, wgmma device: {wgmma})"
+                ),
+            )),
             Some(kind) => Ok(kind),
         }
     }
