@@ -13,6 +13,7 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
+#   staged  the staged binary GEMV (gemv_b1s): verify, decode tok/s against gemv_b1, checks, bench
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
@@ -146,6 +147,19 @@ decode-chain)
         run "tail-check-$g" "$BIN" check --synthetic "$g" -n 16
     done
     run planes-check-bonsai-8b env BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
+    ;;
+staged)
+    # The staged binary GEMV (gemv_b1s): its verify rows at every shape, its planes epilogue in the
+    # decode paths, decode speed against gemv_b1 in the same run, and the synthetic checks.
+    run staged-verify "$BIN" kernels verify --only matmul,norm_matmul
+    run staged-verify-planes env BONSAI_GEMV=b1s "$BIN" kernels verify --only planes_out,attention_planes
+    for g in bonsai-8b ternary-8b; do
+        for kern in b1 b1s b1 b1s; do
+            run "staged-tg-$g-$kern" env BONSAI_GEMV=$kern "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        done
+        run "staged-check-$g" env BONSAI_GEMV=b1s "$BIN" check --synthetic "$g" -n 16
+    done
+    run staged-bench "$BIN" kernels verify --bench-only --only bench_gemv
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

@@ -172,6 +172,49 @@ __device__ __forceinline__ float b1_pair_finish(const u32 (&sum)[2][2], const u3
     return fmaf((odd ? d[1] : d[0]) * s, (float)dot, acc);
 }
 
+// One unit (NB groups of rows g and g + 8, in registers `r`) against the planes at `xb_lane` (this
+// lane's words of the unit's first group; group gi at + gi B1_GROUP_WORDS): the lane sums of each
+// pair of groups and the rows' f32 scales of this lane's group of each pair, for b1_unit_finish.
+template <int BITS, int NB>
+__device__ __forceinline__ void b1_unit_sums(const TcUnit<BITS, NB>& r, const u32* xb_lane, u32 top, int lane_shift,
+                                             int t, u32 (&sums)[(NB + 1) / 2][2][2], float (&d)[(NB + 1) / 2][2]) {
+    constexpr int PAIRS = (NB + 1) / 2;
+#pragma unroll
+    for (int gi = 0; gi < 2 * PAIRS; ++gi) {
+        if (gi >= NB) {  // a single-group unit's absent second group
+            sums[gi / 2][gi % 2][0] = sums[gi / 2][gi % 2][1] = 0u;
+            continue;
+        }
+        u32 w0[BITS], w1[BITS];
+#pragma unroll
+        for (int p = 0; p < BITS; ++p) {
+            w0[p] = r.w[0][gi * BITS + p];
+            w1[p] = r.w[1][gi * BITS + p];
+        }
+        b1_group_sums<BITS>(w0, w1, xb_lane + gi * B1_GROUP_WORDS, top, lane_shift, sums[gi / 2][gi % 2][0],
+                            sums[gi / 2][gi % 2][1]);
+    }
+#pragma unroll
+    for (int pr = 0; pr < PAIRS; ++pr) {
+        // This lane's group of the pair (t / 2) picks its rows' scales: word pr holds the f16
+        // scales of groups 2 pr (low half) and 2 pr + 1 (NB = 1: one, low).
+        const int half_shift = NB == LAYOUT_BLOCK_GROUPS ? 16 * (t / 2) : 0;
+        d[pr][0] = f16_to_f32((u16)(r.d[0][pr] >> half_shift));
+        d[pr][1] = f16_to_f32((u16)(r.d[1][pr] >> half_shift));
+    }
+}
+
+// b1_unit_sums' pairs into acc (`gsx_unit`: (s, X) of the unit's first group). Shuffles: call it
+// where the warp is converged.
+template <int NB>
+__device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][2][2], const float (&d)[(NB + 1) / 2][2],
+                                                const u32* gsx_unit, int t, float acc) {
+#pragma unroll
+    for (int pr = 0; pr < (NB + 1) / 2; ++pr)
+        acc = b1_pair_finish(sums[pr], gsx_unit + 4 * pr, d[pr], NB == LAYOUT_BLOCK_GROUPS, t, acc);
+    return acc;
+}
+
 // Where a GEMV's epilogue writes y's planes for the next GEMV (the `_gemv_b1_out` entry points):
 // the planes, (s, X) and sums of squares of each 128-group of y, times `norm_w` (that GEMV's
 // RMSNorm weights) when given, and one arrival counter per group, zero between launches.
@@ -301,35 +344,11 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             for (int a = 0; a <= AHEAD; ++a) {
                 if (a != phase) continue;
                 TcUnit<BITS, NB>& r = ring[a];
-#pragma unroll
-                for (int gi = 0; gi < 2 * PAIRS; ++gi) {
-                    if (gi >= NB) {  // a single-group unit's absent second group
-                        sums[gi / 2][gi % 2][0] = sums[gi / 2][gi % 2][1] = 0u;
-                        continue;
-                    }
-                    u32 w0[BITS], w1[BITS];
-#pragma unroll
-                    for (int p = 0; p < BITS; ++p) {
-                        w0[p] = r.w[0][gi * BITS + p];
-                        w1[p] = r.w[1][gi * BITS + p];
-                    }
-                    b1_group_sums<BITS>(w0, w1, xb + (gl0 + gi) * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift,
-                                        sums[gi / 2][gi % 2][0], sums[gi / 2][gi % 2][1]);
-                }
-#pragma unroll
-                for (int pr = 0; pr < PAIRS; ++pr) {
-                    // This lane's group of the pair (t / 2) picks its rows' scales: word pr holds
-                    // the f16 scales of groups 2 pr (low half) and 2 pr + 1 (NB = 1: one, low).
-                    const int half_shift = NB == LAYOUT_BLOCK_GROUPS ? 16 * (t / 2) : 0;
-                    d[pr][0] = f16_to_f32((u16)(r.d[0][pr] >> half_shift));
-                    d[pr][1] = f16_to_f32((u16)(r.d[1][pr] >> half_shift));
-                }
+                b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
                 if (loaded < units) tc_load(r, wnext, snext);
             }
             // The swaps run outside the ring-slot dispatch, where the warp is visibly converged.
-#pragma unroll
-            for (int pr = 0; pr < PAIRS; ++pr)
-                acc = b1_pair_finish(sums[pr], gsx + 2 * (gl0 + 2 * pr), d[pr], NB == LAYOUT_BLOCK_GROUPS, t, acc);
+            acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
             phase = phase == AHEAD ? 0 : phase + 1;
             loaded += splits;
 #pragma unroll
