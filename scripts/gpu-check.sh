@@ -150,8 +150,10 @@ decode-chain)
     ;;
 staged)
     # The staged binary GEMV (gemv_b1s): its verify rows at every shape, its planes epilogue in the
-    # decode paths, decode speed against gemv_b1 in the same run, and the synthetic checks.
-    run staged-verify "$BIN" kernels verify --only matmul,norm_matmul
+    # decode paths, decode speed against gemv_b1 in the same run (with and without programmatic
+    # dependent launch, and with a budget that keeps one CTA per SM), the synthetic checks, and
+    # each kernel's own time and stalls (ncu, graph off).
+    [ -n "${STAGED_SKIP_VERIFY:-}" ] || run staged-verify "$BIN" kernels verify --only matmul,norm_matmul
     run staged-verify-planes env BONSAI_GEMV=b1s "$BIN" kernels verify --only planes_out,attention_planes
     for g in bonsai-8b ternary-8b; do
         for kern in b1 b1s b1 b1s; do
@@ -159,7 +161,18 @@ staged)
         done
         run "staged-check-$g" env BONSAI_GEMV=b1s "$BIN" check --synthetic "$g" -n 16
     done
-    run staged-bench "$BIN" kernels verify --bench-only --only bench_gemv
+    for kern in b1 b1s; do
+        run "staged-tg-bonsai-8b-$kern-nopdl" env BONSAI_PDL=0 BONSAI_GEMV=$kern "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    done
+    run staged-tg-bonsai-8b-b1s-smem200 env BONSAI_B1S_SMEM_KB=200 BONSAI_GEMV=b1s "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    for kern in b1 b1s; do
+        run "staged-ncu-$kern" env BONSAI_NO_GRAPH=1 BONSAI_GEMV=$kern "$NCU" --clock-control none -k "regex:gemv_b1" \
+            --launch-skip 40 --launch-count 8 --section WarpStateStats --section SpeedOfLight --section Occupancy \
+            --section LaunchStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+            "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
+    done
+    [ -n "${STAGED_SKIP_BENCH:-}" ] || run staged-bench "$BIN" kernels verify --bench-only --only bench_gemv
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

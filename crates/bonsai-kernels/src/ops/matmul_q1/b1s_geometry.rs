@@ -62,10 +62,30 @@ fn fixed_bytes(groups: usize, tiles_per_cta: usize, splits: usize) -> usize {
     groups * (B1_GROUP_WORDS + 2) * U32_BYTES + tiles_per_cta * splits * TILE_ROWS * 2 * U32_BYTES
 }
 
+/// `BONSAI_B1S_SMEM_KB`: a measurement knob, the shared memory budget per CTA in KB (default
+/// 110; above ~113 no second CTA fits beside one, so there is no overlap with the next GEMV).
+pub const B1S_SMEM_VAR: &str = "BONSAI_B1S_SMEM_KB";
+/// The largest budget the knob takes: the H200's 227 KB per CTA less the static shared memory.
+const MAX_SMEM_BUDGET: usize = 226 * 1024;
+
+fn smem_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var(B1S_SMEM_VAR)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(SMEM_BUDGET, |kb| (kb * 1024).clamp(16 * 1024, MAX_SMEM_BUDGET))
+    })
+}
+
 /// The launch for `n_out` outputs (features for SwiGLU) of K inputs with `bits`-bit weights, or
 /// None where the staged kernel does not apply (K not a multiple of 512, or a matrix too large for
 /// one wave of CTAs with a ring that fits): gemv_b1 runs those.
 pub fn b1s_geometry(k: usize, n_out: usize, swiglu: bool, bits: usize) -> Option<B1sGeometry> {
+    geometry_within(k, n_out, swiglu, bits, smem_budget())
+}
+
+fn geometry_within(k: usize, n_out: usize, swiglu: bool, bits: usize, budget: usize) -> Option<B1sGeometry> {
     if k == 0 || k % GROUP != 0 || n_out == 0 {
         return None;
     }
@@ -88,7 +108,7 @@ pub fn b1s_geometry(k: usize, n_out: usize, swiglu: bool, bits: usize) -> Option
         let fixed = fixed_bytes(groups, tiles_per_cta, splits);
         let slot = slot_bytes(bits, slot_tiles, slot_groups);
         let chunks = tiles_per_cta.div_ceil(slot_tiles) * groups.div_ceil(slot_groups);
-        let fit = SMEM_BUDGET.saturating_sub(fixed) / slot;
+        let fit = budget.saturating_sub(fixed) / slot;
         let stages = fit.min(chunks).min(MAX_STAGES);
         // At least two slots, so the next chunk's copy overlaps this one's products (or one
         // chunk that is the whole slice).
@@ -125,7 +145,7 @@ mod tests {
             for k in [512, 1024, 2048, 2560, 4096, 6144, 9728, 12288, 33280] {
                 for n in [1, 37, 333, 2048, 4096, 6144, 12288] {
                     for swiglu in [false, true] {
-                        let Some(g) = b1s_geometry(k, n, swiglu, bits) else { continue };
+                        let Some(g) = geometry_within(k, n, swiglu, bits, SMEM_BUDGET) else { continue };
                         let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
                         let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
                         assert!(covered >= n && covered < n + g.tiles_per_cta as usize * per_tile, "{k} {n} {g:?}");
@@ -142,18 +162,18 @@ mod tests {
     #[test]
     fn bonsai_8b_decode_shapes_are_staged_and_the_lm_head_is_not() {
         // qkv (6144 x 4096): 3 tiles per CTA, one tile per slot, the whole slice in flight.
-        let qkv = b1s_geometry(4096, 6144, false, 1).expect("qkv");
+        let qkv = geometry_within(4096, 6144, false, 1, SMEM_BUDGET).expect("qkv");
         assert_eq!((qkv.ctas, qkv.tiles_per_cta, qkv.slot_tiles, qkv.splits, qkv.stages), (128, 3, 1, 8, 3));
         // gate_up (12288 features): 12 tiles, sets of 4 tiles of all of K, 2 of the 3 in flight.
-        let gate_up = b1s_geometry(4096, 12288, true, 1).expect("gate_up");
+        let gate_up = geometry_within(4096, 12288, true, 1, SMEM_BUDGET).expect("gate_up");
         assert_eq!((gate_up.tiles_per_cta, gate_up.slot_tiles, gate_up.splits, gate_up.stages), (12, 4, 2, 2));
         // down (4096 x 12288): both tiles of all of K in one slot, all of it requested at once.
-        let down = b1s_geometry(12288, 4096, false, 1).expect("down");
+        let down = geometry_within(12288, 4096, false, 1, SMEM_BUDGET).expect("down");
         assert_eq!((down.tiles_per_cta, down.slot_tiles, down.slot_groups, down.stages), (2, 2, 96, 1));
         // Ternary down: a tile's K no longer fits twice: K in chunks.
-        let down2 = b1s_geometry(12288, 4096, false, 2).expect("ternary down");
+        let down2 = geometry_within(12288, 4096, false, 2, SMEM_BUDGET).expect("ternary down");
         assert!(down2.slot_groups < 96 && down2.stages >= 2, "{down2:?}");
-        assert_eq!(b1s_geometry(4096, 151_669, false, 1), None);
-        assert_eq!(b1s_geometry(384, 333, false, 1), None);
+        assert_eq!(geometry_within(4096, 151_669, false, 1, SMEM_BUDGET), None);
+        assert_eq!(geometry_within(384, 333, false, 1, SMEM_BUDGET), None);
     }
 }

@@ -120,7 +120,9 @@ pub(crate) fn launch_gemv(
     if let Some(g) = staged {
         let name = kernel_name(bits, epilogue, 1, GemvKernel::BinaryStaged, GemmKernel::TensorCoreBf16x3, false) + suffix;
         let func = lib.function(&name)?;
-        if g.smem_bytes > DEFAULT_SMEM_LIMIT {
+        // Dynamic plus the kernel's static shared memory (< 1 KB) must stay within the limit
+        // without the opt-in: 48 KB of dynamic memory alone already needs it.
+        if g.smem_bytes + 1024 > DEFAULT_SMEM_LIMIT {
             func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
         }
         let cfg = LaunchConfig {
@@ -150,7 +152,7 @@ pub(crate) fn launch_gemv(
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + suffix;
     let func = lib.function(&name)?;
-    if g.smem_bytes > DEFAULT_SMEM_LIMIT {
+    if g.smem_bytes + 1024 > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
     }
     let cfg = LaunchConfig {
