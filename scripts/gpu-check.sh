@@ -155,12 +155,18 @@ staged)
     # each kernel's own time and stalls (ncu, graph off).
     [ -n "${STAGED_SKIP_VERIFY:-}" ] || run staged-verify "$BIN" kernels verify --only matmul,norm_matmul
     run staged-verify-planes env BONSAI_GEMV=b1s "$BIN" kernels verify --only planes_out,attention_planes
+    # BONSAI_SMEM_CARVEOUT=100: every kernel in the most-shared-memory carveout, so an SM need not
+    # drain to switch configuration between consecutive kernels.
     for g in bonsai-8b ternary-8b; do
-        for kern in b1 b1s b1 b1s; do
-            run "staged-tg-$g-$kern" env BONSAI_GEMV=$kern "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        for kern in b1 b1s; do
+            for carve in default 100; do
+                run "staged-tg-$g-$kern-carveout-$carve" env BONSAI_GEMV=$kern \
+                    $( [ $carve = default ] || echo BONSAI_SMEM_CARVEOUT=$carve ) "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            done
         done
-        run "staged-check-$g" env BONSAI_GEMV=b1s "$BIN" check --synthetic "$g" -n 16
+        run "staged-check-$g" env BONSAI_GEMV=b1s BONSAI_SMEM_CARVEOUT=100 "$BIN" check --synthetic "$g" -n 16
     done
+    [ -n "${STAGED_SKIP_NCU:-}" ] && continue
     for kern in b1 b1s; do
         run "staged-tg-bonsai-8b-$kern-nopdl" env BONSAI_PDL=0 BONSAI_GEMV=$kern "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
     done

@@ -100,10 +100,14 @@ fn geometry_within(k: usize, n_out: usize, swiglu: bool, bits: usize, budget: us
         return None;
     }
     let ctas = u32::try_from(tiles.div_ceil(tiles_per_cta)).ok()?;
-    // Whole tile sets of all of K, largest set first; then one tile and K cut into chunks.
-    let whole_k = [4, 2, 1].into_iter().filter(|&ts| ts <= tiles_per_cta && tiles_per_cta % ts == 0).map(|ts| (ts, groups));
-    let cut_k = (1..=groups / LAYOUT_BLOCK_GROUPS).rev().map(|blocks| (1, blocks * LAYOUT_BLOCK_GROUPS));
-    for (slot_tiles, slot_groups) in whole_k.chain(cut_k) {
+    // At least two chunks where possible, so the copy of one overlaps the products of another
+    // even when nothing ran before: whole tile sets of all of K (largest set first, fewer than the
+    // CTA's tiles), then one tile and K cut into chunks, then the whole slice as one chunk.
+    let sets = [4, 2, 1].into_iter().filter(|&ts| ts < tiles_per_cta && tiles_per_cta % ts == 0);
+    let whole_k = sets.map(|ts| (ts, groups));
+    let cut_k = (1..=(groups / LAYOUT_BLOCK_GROUPS).div_ceil(2)).rev().map(|blocks| (1, blocks * LAYOUT_BLOCK_GROUPS));
+    let one_chunk = std::iter::once((tiles_per_cta.min(4), groups));
+    for (slot_tiles, slot_groups) in whole_k.chain(cut_k).chain(one_chunk) {
         let splits = (B1S_WARPS / slot_tiles).min(units).max(1);
         let fixed = fixed_bytes(groups, tiles_per_cta, splits);
         let slot = slot_bytes(bits, slot_tiles, slot_groups);
@@ -167,9 +171,9 @@ mod tests {
         // gate_up (12288 features): 12 tiles, sets of 4 tiles of all of K, 2 of the 3 in flight.
         let gate_up = geometry_within(4096, 12288, true, 1, SMEM_BUDGET).expect("gate_up");
         assert_eq!((gate_up.tiles_per_cta, gate_up.slot_tiles, gate_up.splits, gate_up.stages), (12, 4, 2, 2));
-        // down (4096 x 12288): both tiles of all of K in one slot, all of it requested at once.
+        // down (4096 x 12288): one tile of all of K per slot, both requested at once.
         let down = geometry_within(12288, 4096, false, 1, SMEM_BUDGET).expect("down");
-        assert_eq!((down.tiles_per_cta, down.slot_tiles, down.slot_groups, down.stages), (2, 2, 96, 1));
+        assert_eq!((down.tiles_per_cta, down.slot_tiles, down.slot_groups, down.stages), (2, 1, 96, 2));
         // Ternary down: a tile's K no longer fits twice: K in chunks.
         let down2 = geometry_within(12288, 4096, false, 2, SMEM_BUDGET).expect("ternary down");
         assert!(down2.slot_groups < 96 && down2.stages >= 2, "{down2:?}");
