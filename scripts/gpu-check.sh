@@ -13,7 +13,6 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
-#   staged  the staged binary GEMV (gemv_b1s): verify, decode tok/s against gemv_b1, checks, bench
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
@@ -147,38 +146,6 @@ decode-chain)
         run "tail-check-$g" "$BIN" check --synthetic "$g" -n 16
     done
     run planes-check-bonsai-8b env BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
-staged)
-    # The staged binary GEMV (gemv_b1s): its verify rows at every shape, its planes epilogue in the
-    # decode paths, decode speed against gemv_b1 in the same run (with and without programmatic
-    # dependent launch, and with a budget that keeps one CTA per SM), the synthetic checks, and
-    # each kernel's own time and stalls (ncu, graph off).
-    [ -n "${STAGED_SKIP_VERIFY:-}" ] || run staged-verify "$BIN" kernels verify --only matmul,norm_matmul
-    run staged-verify-planes env BONSAI_GEMV=b1s "$BIN" kernels verify --only planes_out,attention_planes
-    # BONSAI_SMEM_CARVEOUT=100: every kernel in the most-shared-memory carveout, so an SM need not
-    # drain to switch configuration between consecutive kernels.
-    for g in bonsai-8b ternary-8b; do
-        for kern in b1 b1s; do
-            for carve in default 100; do
-                run "staged-tg-$g-$kern-carveout-$carve" env BONSAI_GEMV=$kern \
-                    $( [ $carve = default ] || echo BONSAI_SMEM_CARVEOUT=$carve ) "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            done
-        done
-        run "staged-check-$g" env BONSAI_GEMV=b1s BONSAI_SMEM_CARVEOUT=100 "$BIN" check --synthetic "$g" -n 16
-    done
-    [ -n "${STAGED_SKIP_NCU:-}" ] && continue
-    for kern in b1 b1s; do
-        run "staged-tg-bonsai-8b-$kern-nopdl" env BONSAI_PDL=0 BONSAI_GEMV=$kern "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
-    done
-    run staged-tg-bonsai-8b-b1s-smem200 env BONSAI_B1S_SMEM_KB=200 BONSAI_GEMV=b1s "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
-    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-    for kern in b1 b1s; do
-        run "staged-ncu-$kern" env BONSAI_NO_GRAPH=1 BONSAI_GEMV=$kern "$NCU" --clock-control none -k "regex:gemv_b1" \
-            --launch-skip 40 --launch-count 8 --section WarpStateStats --section SpeedOfLight --section Occupancy \
-            --section LaunchStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-            "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
-    done
-    [ -n "${STAGED_SKIP_BENCH:-}" ] || run staged-bench "$BIN" kernels verify --bench-only --only bench_gemv
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

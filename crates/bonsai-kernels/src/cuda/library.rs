@@ -271,23 +271,7 @@ fn resolve_all(
                 KernelError::Driver { what: "resolving a kernel entry point", source: e }
             }
         })?;
-        if let Some(percent) = carveout_from_env() {
-            let attribute = cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT;
-            function
-                .set_attribute(attribute, percent)
-                .map_err(|e| KernelError::Driver { what: "setting a kernel's shared memory carveout", source: e })?;
-        }
         functions.insert(name, function);
     }
     Ok(functions)
-}
-
-/// `BONSAI_SMEM_CARVEOUT` (measurement knob): every kernel's preferred shared memory carveout, in
-/// percent of the SM's unified L1 / shared storage (100: the most shared memory). Unset: the
-/// driver's choice per kernel, which may differ between consecutive kernels, and an SM changes its
-/// carveout only when it is empty (so a kernel's CTAs cannot start beside the previous kernel's).
-pub const CARVEOUT_VAR: &str = "BONSAI_SMEM_CARVEOUT";
-
-fn carveout_from_env() -> Option<i32> {
-    std::env::var(CARVEOUT_VAR).ok()?.trim().parse::<i32>().ok().filter(|p| (0..=100).contains(p))
 }

@@ -72,10 +72,6 @@ __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, boo
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
-// 8-byte pieces (the decode GEMV's f16 scale quads): like 4-byte ones, only through L1 (.ca).
-__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>
@@ -327,17 +323,3 @@ __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, cons
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
 // Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).
 __device__ __forceinline__ u32 pack_b16(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
-// cp_async_wait with a count known only at run time: wait_group takes an immediate. Counts above 7
-// wait for 7 (more copies landed than asked: still correct).
-__device__ __forceinline__ void cp_async_wait_upto(int pending) {
-    switch (pending) {
-        case 0: cp_async_wait<0>(); break;
-        case 1: cp_async_wait<1>(); break;
-        case 2: cp_async_wait<2>(); break;
-        case 3: cp_async_wait<3>(); break;
-        case 4: cp_async_wait<4>(); break;
-        case 5: cp_async_wait<5>(); break;
-        case 6: cp_async_wait<6>(); break;
-        default: cp_async_wait<7>(); break;
-    }
-}

@@ -13,7 +13,7 @@ use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
 use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
-use super::matmul::{kernel_label, run_kernel, serves, MatmulKernel};
+use super::matmul::{kernel_label, run_kernel, MatmulKernel};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel};
 use crate::launch::{self, grid_1d, HeadShape, LaunchError};
 use crate::weights::QMatrix;
@@ -169,17 +169,12 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
     let mut rows = Vec::new();
     for ternary in [false, true] {
         // One Bonsai-8B decode step's GEMVs (qkv, attn_out, up-sized, down, gate|up, LM head), each
-        // with the binary kernels (register ring, staged where it serves) and the bf16 one.
-        let gemvs = [GemvKernel::Binary, GemvKernel::BinaryStaged, GemvKernel::Bf16x3].map(MatmulKernel::Gemv);
-        for kernel in gemvs.into_iter().filter(|_| gemv) {
+        // with the binary kernel (default) and the bf16 one (BONSAI_GEMV=tc).
+        for kernel in [GemvKernel::Binary, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).into_iter().filter(|_| gemv) {
             for (n, k) in [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288), (151_669, 4096)] {
-                if serves(kernel, k, n, false, ternary) {
-                    rows.push(bench_matmul(ctx, n, k, 1, ternary, false, kernel, copy_bw)?);
-                }
+                rows.push(bench_matmul(ctx, n, k, 1, ternary, false, kernel, copy_bw)?);
             }
-            if serves(kernel, 4096, 12288, true, ternary) {
-                rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, kernel, copy_bw)?);
-            }
+            rows.push(bench_matmul(ctx, 2 * 12288, 4096, 1, ternary, true, kernel, copy_bw)?);
         }
         if !gemm {
             continue;

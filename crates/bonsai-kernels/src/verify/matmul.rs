@@ -7,7 +7,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
-pub(crate) use super::matmul_kernels::{b1_quant_bound, kernel_label, kernels_for, run_kernel, serves, MatmulKernel};
+pub(crate) use super::matmul_kernels::{b1_quant_bound, kernel_label, kernels_for, run_kernel, MatmulKernel};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
@@ -41,12 +41,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
         }
         // K = 33280 (260 groups): the binary GEMV's planes no longer fit shared memory at once
-        // and are copied in two chunks (tc_geometry.rs: 244 + 16 groups); the staged GEMV cuts K
-        // into 65 chunks through a 3-slot ring.
+        // and are copied in two chunks (tc_geometry.rs: 244 + 16 groups).
         matmul(ctx, "chunks", 40, 33280, 1, ternary, Store::Add)?;
-        // 8 tiles per CTA: the staged GEMV walks two sets of 4 tiles (b1s_geometry.rs).
-        matmul(ctx, "staged sets", 16896, 1024, 1, ternary, Store::Overwrite)?;
-        gate_up(ctx, "staged sets", 8448, 1024, 1, ternary)?;
     }
     // Large-M odd shapes for the f16 GEMM: m not a multiple of its 128-token tile, odd N/F.
     for ternary in [false, true] {
@@ -206,7 +202,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
     }
     2.0 * U * match kernel {
-        MatmulKernel::Gemv(GemvKernel::Binary | GemvKernel::BinaryStaged) => groups + 18.0,
+        MatmulKernel::Gemv(GemvKernel::Binary) => groups + 18.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) if ternary => 2.0 * groups + 355.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
@@ -269,7 +265,7 @@ pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &
 /// (gemv_b1: its quantization bound Q, which also enters the magnitude; others: 0).
 fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant: &[f32]) -> (Vec<f64>, Vec<f64>) {
     match kernel {
-        MatmulKernel::Gemv(GemvKernel::Binary | GemvKernel::BinaryStaged) => (
+        MatmulKernel::Gemv(GemvKernel::Binary) => (
             plain.iter().zip(quant).map(|(&p, &q)| p as f64 + q as f64).collect(),
             quant.iter().map(|&q| q as f64).collect(),
         ),
@@ -306,7 +302,7 @@ pub(super) fn matmul_with(
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("matmul_{}{}", if ternary { "q2" } else { "q1" }, if store == Store::Add { "_add" } else { "" });
     let epilogue = if store == Store::Add { Epilogue::Add } else { Epilogue::Store };
-    for &kernel in kernels.iter().filter(|&&kr| serves(kr, k, n, false, ternary)) {
+    for &kernel in kernels {
         let mut yd = if store == Store::Add { upload(&ctx.stream, &y0)? } else { poisoned(&ctx.stream, m * n)? };
         run_kernel(ctx, kernel, &dw, &xd, None, m, &mut yd, epilogue)?;
         let got = download(&ctx.stream, &yd)?;
@@ -355,7 +351,7 @@ pub(super) fn gate_up_with(
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
     let op = format!("gate_up_swiglu_{}", if ternary { "q2" } else { "q1" });
-    for &kernel in kernels.iter().filter(|&&kr| serves(kr, k, f, true, ternary)) {
+    for &kernel in kernels {
         let mut od = poisoned(&ctx.stream, m * f)?;
         run_kernel(ctx, kernel, &dw, &xd, None, m, &mut od, Epilogue::SwiGlu)?;
         let got = download(&ctx.stream, &od)?;

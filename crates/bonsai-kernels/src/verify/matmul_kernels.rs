@@ -21,7 +21,7 @@ pub(crate) enum MatmulKernel {
 /// The wgmma GEMM joins them on devices that run it (compute capability 9.0, the emulator's too).
 pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, VerifyError> {
     Ok(match m {
-        1 => [GemvKernel::Binary, GemvKernel::BinaryStaged, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).to_vec(),
+        1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => {
             let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
@@ -35,22 +35,9 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
     })
 }
 
-/// Whether `kernel` itself serves this shape (n_out: outputs, features for SwiGLU): the staged
-/// binary GEMV runs only where its geometry fits (elsewhere its launcher runs gemv_b1, which has
-/// its own rows).
-pub(crate) fn serves(kernel: MatmulKernel, k: usize, n_out: usize, swiglu: bool, ternary: bool) -> bool {
-    match kernel {
-        MatmulKernel::Gemv(GemvKernel::BinaryStaged) => {
-            launch::matmul::b1s_geometry(k, n_out, swiglu, if ternary { 2 } else { 1 }).is_some()
-        }
-        _ => true,
-    }
-}
-
 pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
     match kernel {
         MatmulKernel::Gemv(GemvKernel::Binary) => "gemv_b1",
-        MatmulKernel::Gemv(GemvKernel::BinaryStaged) => "gemv_b1s",
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => "gemv_tc",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => "gemm_f16",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1)) => "gemm_f16_unsplit",

@@ -1,8 +1,8 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
 //! SwiGLU). Kernels: matmul_gemv_b1.cu + matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
-//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `BONSAI_GEMV=b1s` picks
-//! `*_gemv_b1s` where [`b1s_geometry`] fits, `BONSAI_GEMV=tc` `*_gemv_tc`), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
+//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `BONSAI_GEMV=tc` picks
+//! `*_gemv_tc`), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
 //! [`b1_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
 //! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
@@ -151,7 +151,6 @@ pub(crate) fn kernel_name(
     };
     let variant = match m {
         1 if gemv == GemvKernel::Binary => "gemv_b1",
-        1 if gemv == GemvKernel::BinaryStaged => "gemv_b1s",
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
@@ -368,9 +367,8 @@ fn launch_any(
     if m <= GEMV_MAX_TOKENS {
         check_gemv_weight_alignment(op, payload, scales)?;
     }
-    if m == 1 && gemv.is_binary() {
-        let io = (scales, payload, x_ptr, y_ptr);
-        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, io, norm, gemv);
+    if m == 1 && gemv == GemvKernel::Binary {
+        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = lib.function(&name)?;
@@ -436,18 +434,12 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 mod tc_geometry;
 pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
-#[path = "b1s_geometry.rs"]
-mod b1s_geometry;
-pub use b1s_geometry::{b1s_geometry, B1sGeometry};
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
-pub use gemv_choice::{
-    gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, DEFAULT_GEMV, GEMV_BF16X3, GEMV_BINARY_RING, GEMV_BINARY_STAGED,
-    GEMV_VAR,
-};
+pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};
 
 #[cfg(test)]
 mod tests {
@@ -468,7 +460,7 @@ mod tests {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
                     for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
-                        for gemv in [GemvKernel::Binary, GemvKernel::BinaryStaged, GemvKernel::Bf16x3] {
+                        for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
                             for wide in [false, true] {
                                 let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);
                                 assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");

@@ -10,8 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, b1s_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS,
-    DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, shape, LaunchError, QuantBits};
@@ -31,7 +30,6 @@ pub(crate) fn launch(
     k: usize,
     (scales, payload, x, y): (u64, u64, u64, u64),
     norm: Option<(u64, f32)>,
-    kernel: GemvKernel,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     // The GEMV's grid check before any allocation.
@@ -42,8 +40,7 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    let norm_eps = norm.map(|n| n.1);
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm_eps, PlanesOutArgs::default(), kernel)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
 }
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
@@ -88,8 +85,7 @@ pub(crate) fn prepare(
     Ok(())
 }
 
-/// The `*_gemv_b1` (or, for [`GemvKernel::BinaryStaged`] where [`b1s_geometry`] fits,
-/// `*_gemv_b1s`) launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
+/// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
 /// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_gemv(
@@ -103,55 +99,20 @@ pub(crate) fn launch_gemv(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
     planes_out: PlanesOutArgs,
-    kernel: GemvKernel,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
-    let swiglu = epilogue == Epilogue::SwiGlu;
-    let staged = match kernel {
-        GemvKernel::BinaryStaged => b1s_geometry(k, n_out, swiglu, bits_of(bits)),
-        _ => None,
-    };
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
-    let suffix = if planes_out.counts != 0 { "_out" } else { "" };
-    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
-    let norm_flag = i32::from(norm_eps.is_some());
-    let norm_eps = norm_eps.unwrap_or(0.0);
-    if let Some(g) = staged {
-        let name = kernel_name(bits, epilogue, 1, GemvKernel::BinaryStaged, GemmKernel::TensorCoreBf16x3, false) + suffix;
-        let func = lib.function(&name)?;
-        // Dynamic plus the kernel's static shared memory (< 1 KB) must stay within the limit
-        // without the opt-in: 48 KB of dynamic memory alone already needs it.
-        if g.smem_bytes + 1024 > DEFAULT_SMEM_LIMIT {
-            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (g.ctas, 1, 1),
-            block_dim: (g.threads(), 1, 1),
-            shared_mem_bytes: g.smem_bytes as u32,
-        };
-        let (tiles_per_cta, splits) = (g.tiles_per_cta as i32, g.splits as i32);
-        let (slot_tiles, slot_groups, stages) = (g.slot_tiles as i32, g.slot_groups as i32, g.stages as i32);
-        let mut b = Launch::new(stream, func);
-        b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
-        b.arg(&tiles_per_cta).arg(&splits).arg(&slot_tiles).arg(&slot_groups).arg(&stages);
-        b.arg(&norm_flag).arg(&norm_eps);
-        if planes_out.counts != 0 {
-            b.arg(&planes_out);
-        }
-        // SAFETY: argument order and types match the *_gemv_b1s entry points (scales, payload,
-        // planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, slot_tiles, slot_groups,
-        // stages, norm, norm_eps, and for `_out` the B1PlanesOut block); the weights and y were
-        // checked by the caller (payload 16-byte, scales 8-byte aligned: the kernel's cp.async
-        // pieces), the planes scratch holds K / 128 groups (16-byte aligned), and b1s_geometry
-        // sized the block, the ring and the shared memory (K a multiple of 512).
-        unsafe { b.launch(cfg) }?;
-        return Ok(());
+    let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
+    if planes_out.counts != 0 {
+        name.push_str("_out");
     }
-    let g = b1_geometry(k, n_out, swiglu)
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + suffix;
     let func = lib.function(&name)?;
+    // Dynamic plus the kernel's static shared memory (< 1 KB) must stay within the default limit;
+    // at exactly 48 KB of dynamic memory the launch already needs the opt-in.
     if g.smem_bytes + 1024 > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
     }
@@ -161,6 +122,8 @@ pub(crate) fn launch_gemv(
         shared_mem_bytes: g.smem_bytes as u32,
     };
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+    let norm_flag = i32::from(norm_eps.is_some());
+    let norm_eps = norm_eps.unwrap_or(0.0);
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
@@ -175,12 +138,4 @@ pub(crate) fn launch_gemv(
     // and b1_geometry sized the block and shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
-}
-
-/// Bits per weight of a quantization (the staged geometry sizes its ring by them).
-fn bits_of(bits: QuantBits) -> usize {
-    match bits {
-        QuantBits::One => 1,
-        QuantBits::Two => 2,
-    }
 }

@@ -6,12 +6,8 @@ use crate::launch::{shape, LaunchError};
 
 /// The environment variable that selects the one-token GEMV kernel.
 pub const GEMV_VAR: &str = "BONSAI_GEMV";
-/// Its value for the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
+/// Its one accepted value: the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
 pub const GEMV_BF16X3: &str = "tc";
-/// Its value for the register-ring binary kernel (`gemv_b1`) at every shape.
-pub const GEMV_BINARY_RING: &str = "b1";
-/// Its value for the staged binary kernel (`gemv_b1s`) wherever its geometry fits.
-pub const GEMV_BINARY_STAGED: &str = "b1s";
 
 /// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +17,6 @@ pub enum GemvKernel {
     /// integers on the binary tensor core (`mma.sync m16n8k256 b1 and.popc`), one f32 rounding
     /// per (row, group), then f32 sums.
     Binary,
-    /// `*_gemv_b1s` (matmul_gemv_b1_staged.cu): gemv_b1's arithmetic with the CTA's weights
-    /// copied into shared memory before it waits for its input, half an SM per CTA, so the next
-    /// GEMV's CTAs stage their weights while this one runs. Shapes without a staged geometry
-    /// (`b1s_geometry`: K not a multiple of 512, the LM heads) run `*_gemv_b1`.
-    BinaryStaged,
     /// `*_gemv_tc` (matmul_gemv_tc.cu): bf16 mma with x split into three bf16 parts (f32-level).
     Bf16x3,
 }
@@ -37,28 +28,13 @@ pub fn gemv_kernel_from_env() -> Result<GemvKernel, LaunchError> {
     choice.clone().map_err(|detail| shape("matmul", detail))
 }
 
-/// `None` (unset) is the default binary kernel, `b1` / `b1s` / `tc` force one; anything else an
-/// error message naming the variable.
+/// `None` (unset) is the binary kernel, `tc` the bf16 one; anything else an error message naming
+/// the variable.
 pub fn parse_gemv_kernel(value: Option<&str>) -> Result<GemvKernel, String> {
     match value {
-        None => Ok(DEFAULT_GEMV),
-        Some(GEMV_BINARY_RING) => Ok(GemvKernel::Binary),
-        Some(GEMV_BINARY_STAGED) => Ok(GemvKernel::BinaryStaged),
+        None => Ok(GemvKernel::Binary),
         Some(GEMV_BF16X3) => Ok(GemvKernel::Bf16x3),
-        Some(other) => Err(format!(
-            "{GEMV_VAR}={other:?} is not supported (set it to {GEMV_BINARY_RING:?}, {GEMV_BINARY_STAGED:?} or \
-             {GEMV_BF16X3:?}, or leave it unset)"
-        )),
-    }
-}
-
-/// The one-token GEMV when `BONSAI_GEMV` is unset.
-pub const DEFAULT_GEMV: GemvKernel = GemvKernel::Binary;
-
-impl GemvKernel {
-    /// Either binary kernel (the planes decode path takes both).
-    pub fn is_binary(self) -> bool {
-        matches!(self, GemvKernel::Binary | GemvKernel::BinaryStaged)
+        Some(other) => Err(format!("{GEMV_VAR}={other:?} is not supported (set it to {GEMV_BF16X3:?} or leave it unset)")),
     }
 }
 
@@ -68,9 +44,7 @@ mod tests {
 
     #[test]
     fn the_switch_parses_its_values_and_rejects_others() {
-        assert_eq!(parse_gemv_kernel(None), Ok(DEFAULT_GEMV));
-        assert_eq!(parse_gemv_kernel(Some("b1")), Ok(GemvKernel::Binary));
-        assert_eq!(parse_gemv_kernel(Some("b1s")), Ok(GemvKernel::BinaryStaged));
+        assert_eq!(parse_gemv_kernel(None), Ok(GemvKernel::Binary));
         assert_eq!(parse_gemv_kernel(Some("tc")), Ok(GemvKernel::Bf16x3));
         let err = parse_gemv_kernel(Some("b2")).expect_err("unknown value");
         assert!(err.contains("BONSAI_GEMV") && err.contains("b2"), "{err}");

@@ -38,28 +38,6 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
-    /* gemv_b1 with the weights staged in shared memory (matmul_gemv_b1_staged.cu): two CTAs */  \
-    /* per SM, so the next GEMV's CTA stages its weights beside this one */                      \
-    extern "C" __global__ void __launch_bounds__(B1S_THREADS, 2)                                 \
-        PREFIX##_gemv_b1s(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
-                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,  \
-                          int splits, int slot_tiles, int slot_groups, int stages, int norm,     \
-                          float norm_eps) {                                                      \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1s_body, after the weight copies */ \
-        gemv_b1s_body<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,    \
-                                         tiles_per_cta, splits, slot_tiles, slot_groups, stages, \
-                                         norm, norm_eps, B1PlanesOut{});                         \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(B1S_THREADS, 2)                                 \
-        PREFIX##_gemv_b1s_out(const u16* scales, const u32* payload, const u32* planes,          \
-                              const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                              int tiles_per_cta, int splits, int slot_tiles, int slot_groups,    \
-                              int stages, int norm, float norm_eps, const B1PlanesOut planes_out) { \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1s_body, after the weight copies */ \
-        gemv_b1s_body<BITS, MODE, true>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
-                                        tiles_per_cta, splits, slot_tiles, slot_groups, stages,  \
-                                        norm, norm_eps, planes_out);                             \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k, int tiles_per_cta, int splits,      \
