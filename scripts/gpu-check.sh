@@ -13,6 +13,7 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
+#   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
@@ -146,6 +147,18 @@ decode-chain)
         run "tail-check-$g" "$BIN" check --synthetic "$g" -n 16
     done
     run planes-check-bonsai-8b env BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
+    ;;
+trace)
+    # The decode graph's timeline on the GPU clock (BONSAI_TRACE=1: one replay, per kernel the
+    # time from its griddep_wait release to the next kernel's), and tg128 with the hook idle.
+    for g in bonsai-8b ternary-8b; do
+        run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
+    done
+    run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
+    run trace-nopdl-bonsai-8b env BONSAI_TRACE=1 BONSAI_PDL=0 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    for g in bonsai-8b ternary-8b; do
+        run "trace-off-tg-$g" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+    done
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

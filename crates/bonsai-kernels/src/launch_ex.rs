@@ -184,6 +184,7 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
+        crate::trace::note_launch(self.func.cu_function(), &cfg);
         let (mut attributes, count) = launch_attributes(pdl_enabled(), self.cooperative);
         let config = CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,

@@ -8,6 +8,7 @@ pub mod launch;
 pub mod launch_ex;
 pub mod ops;
 pub mod rope;
+pub mod trace;
 pub mod verify;
 pub mod weights;
 

@@ -122,7 +122,7 @@ pub struct LoadReport {
 /// The loaded module and a handle per entry point.
 pub struct KernelLibrary {
     context: Arc<CudaContext>,
-    _module: Arc<CudaModule>,
+    module: Arc<CudaModule>,
     functions: HashMap<&'static str, CudaFunction>,
     report: LoadReport,
 }
@@ -236,7 +236,7 @@ impl KernelLibrary {
             steps: loader.steps,
             notes: loader.notes,
         };
-        Ok(Self { context: context.clone(), _module: module, functions, report })
+        Ok(Self { context: context.clone(), module, functions, report })
     }
 
     /// The handle of entry point `name`.
@@ -246,6 +246,11 @@ impl KernelLibrary {
 
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.context
+    }
+
+    /// The loaded module (its globals: the decode trace buffer, crate::trace).
+    pub fn module(&self) -> &Arc<CudaModule> {
+        &self.module
     }
 
     /// How this library was loaded.

@@ -24,6 +24,7 @@ use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
 use bonsai_kernels::rope::RopeTable;
+use bonsai_kernels::trace;
 use bonsai_kernels::QMatrix;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
@@ -83,7 +84,14 @@ pub struct CudaBackend {
     /// every launch; sized by the first KV cache for a whole cache of tokens and never
     /// reallocated (captured graphs hold its address).
     attention_counters: RefCell<Option<CudaSlice<u32>>>,
+    /// `BONSAI_TRACE=1`: the launches of the last captured graph and its replays since then
+    /// (replay TRACE_REPLAY is traced: bonsai_kernels::trace).
+    traced_launches: RefCell<Vec<trace::LaunchRecord>>,
+    replays_since_capture: Cell<usize>,
 }
+
+/// The replay after capture whose timeline `BONSAI_TRACE=1` prints (warm by then).
+const TRACE_REPLAY: usize = 16;
 
 /// Wraps a device-side failure of `what` into a one-line backend error.
 pub(crate) fn device_err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BackendError {
@@ -104,6 +112,19 @@ impl CudaBackend {
         Ok(Self::with(gpu, lib))
     }
 
+    /// One replay with the device timeline on; prints its report to stderr.
+    fn traced_replay(&self, graph: &CudaGraph) -> Result<(), BackendError> {
+        self.synchronize()?;
+        trace::arm(&self.lib, &self.stream, true).map_err(device_err("arming the decode trace"))?;
+        graph.launch().map_err(device_err("replaying the decode graph"))?;
+        self.synchronize()?;
+        let events = trace::collect(&self.lib, &self.stream).map_err(device_err("reading the decode trace"))?;
+        trace::arm(&self.lib, &self.stream, false).map_err(device_err("disarming the decode trace"))?;
+        eprintln!("decode timeline (BONSAI_TRACE, replay {TRACE_REPLAY} after capture):");
+        eprint!("{}", trace::report(&self.traced_launches.borrow(), &events));
+        Ok(())
+    }
+
     /// A backend over an opened context and its loaded library.
     pub fn with(gpu: GpuContext, lib: KernelLibrary) -> Self {
         // SAFETY: every buffer of this backend is created after this call and used only on the
@@ -122,6 +143,8 @@ impl CudaBackend {
             uploaded_bytes: Cell::new(0),
             planned_weight_bytes: Cell::new(0),
             progress: RefCell::new(None),
+            traced_launches: RefCell::new(Vec::new()),
+            replays_since_capture: Cell::new(0),
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
             attention_counters: RefCell::new(None),
@@ -252,7 +275,14 @@ impl Backend for CudaBackend {
         self.capturing.set(true);
         // The decode step's launches use programmatic dependent launch by default (launch_ex).
         let pdl = bonsai_kernels::launch_ex::PdlScope::enter();
+        if trace::enabled() {
+            trace::record_launches();
+        }
         let recorded = record();
+        if trace::enabled() {
+            *self.traced_launches.borrow_mut() = trace::take_launches();
+            self.replays_since_capture.set(0);
+        }
         drop(pdl);
         self.capturing.set(false);
         // End the capture even when recording failed, or the stream stays in capture mode.
@@ -268,7 +298,13 @@ impl Backend for CudaBackend {
 
     fn replay(&self, graph: &CudaGraph, pos: &mut CudaPosition, advanced_by: usize) -> Result<(), BackendError> {
         self.not_while_capturing("replay")?;
-        graph.launch().map_err(device_err("replaying the decode graph"))?;
+        let replay = self.replays_since_capture.get();
+        self.replays_since_capture.set(replay + 1);
+        if trace::enabled() && replay == TRACE_REPLAY {
+            self.traced_replay(graph)?;
+        } else {
+            graph.launch().map_err(device_err("replaying the decode graph"))?;
+        }
         pos.host += advanced_by;
         Ok(())
     }

@@ -1,0 +1,225 @@
+//! The decode timeline (`BONSAI_TRACE=1`): where a replayed decode graph spends its time, on the
+//! GPU's own clock.
+//!
+//! Every kernel's thread 0 of CTA 0 appends two events when the device flag is on (ptx.cuh:
+//! `trace_event`): STARTED when it calls griddep_launch_dependents (the GEMVs do so first thing,
+//! so it is the kernel's start) and RELEASED when its griddep_wait returns, i.e. when the previous
+//! kernel has completed and its memory is visible. A kernel's RELEASED comes after the previous
+//! kernel's (it waits for that kernel to complete), so the RELEASED events are in launch order, and
+//! the gap from one to the next is the time the graph's critical path spends in that kernel after
+//! its wait (its own work plus the completion and release latency). The kernel names come from
+//! the launches recorded during capture ([`record_launches`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::fmt::Write as _;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{self, CUfunction};
+use cudarc::driver::{CudaStream, DriverError, LaunchConfig};
+
+use crate::cuda::KernelLibrary;
+
+/// The environment variable that turns the timeline on (`1`).
+pub const TRACE_VAR: &str = "BONSAI_TRACE";
+/// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh).
+const CAPACITY: usize = 16384;
+const STARTED: u64 = 1;
+const RELEASED: u64 = 2;
+
+/// Whether `BONSAI_TRACE=1`, read once per process.
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(TRACE_VAR).is_ok_and(|v| v.trim() == "1"))
+}
+
+/// One launch as recorded: the kernel's name and geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchRecord {
+    pub name: String,
+    pub grid: (u32, u32),
+    pub block: u32,
+}
+
+thread_local! {
+    static RECORDING: RefCell<Option<Vec<LaunchRecord>>> = const { RefCell::new(None) };
+}
+
+/// Records every launch from this thread until [`take_launches`] (graph capture).
+pub fn record_launches() {
+    RECORDING.with(|r| *r.borrow_mut() = Some(Vec::new()));
+}
+
+/// The launches recorded since [`record_launches`], and recording off.
+pub fn take_launches() -> Vec<LaunchRecord> {
+    RECORDING.with(|r| r.borrow_mut().take()).unwrap_or_default()
+}
+
+/// Called by every launch (launch_ex): appends it while recording.
+pub(crate) fn note_launch(func: CUfunction, cfg: &LaunchConfig) {
+    RECORDING.with(|r| {
+        if let Some(list) = r.borrow_mut().as_mut() {
+            list.push(LaunchRecord { name: function_name(func), grid: (cfg.grid_dim.0, cfg.grid_dim.1), block: cfg.block_dim.0 });
+        }
+    });
+}
+
+fn function_name(func: CUfunction) -> String {
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: `func` is a live function handle of a loaded module; on success the driver returns
+    // a NUL-terminated string it owns for the module's lifetime, copied here at once.
+    let ok = unsafe { sys::cuFuncGetName(&mut name, func) } == sys::CUresult::CUDA_SUCCESS;
+    if ok && !name.is_null() {
+        // SAFETY: see above.
+        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
+    } else {
+        "?".into()
+    }
+}
+
+/// One device event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub ns: u64,
+    pub released: bool,
+    pub grid: (u32, u32),
+    pub block: u32,
+}
+
+fn decode_event(ns: u64, word: u64) -> Option<Event> {
+    let kind = word & 0xFF;
+    if kind != STARTED && kind != RELEASED {
+        return None;
+    }
+    let block = ((word >> 8) & 0xFFF) as u32;
+    let grid = (((word >> 20) & 0xFF_FFFF) as u32, ((word >> 44) & 0xFFFFF) as u32);
+    Some(Event { ns, released: kind == RELEASED, grid, block })
+}
+
+/// Empties the device buffer and turns the flag on (`on`) or off.
+pub fn arm(lib: &KernelLibrary, stream: &Arc<CudaStream>, on: bool) -> Result<(), DriverError> {
+    let module = lib.module();
+    let mut len = module.get_global("bonsai_trace_len", stream)?;
+    stream.memcpy_htod(&0u32.to_ne_bytes(), &mut len)?;
+    let mut flag = module.get_global("bonsai_trace_on", stream)?;
+    stream.memcpy_htod(&i32::from(on).to_ne_bytes(), &mut flag)?;
+    Ok(())
+}
+
+/// The events recorded since [`arm`] (after the stream's work is done), in time order.
+pub fn collect(lib: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Vec<Event>, DriverError> {
+    let module = lib.module();
+    let len = module.get_global("bonsai_trace_len", stream)?;
+    let mut len_bytes = [0u8; 4];
+    stream.memcpy_dtoh(&len, &mut len_bytes)?;
+    let n = (u32::from_ne_bytes(len_bytes) as usize).min(CAPACITY);
+    let buf = module.get_global("bonsai_trace", stream)?;
+    let mut bytes = vec![0u8; CAPACITY * 16];
+    stream.memcpy_dtoh(&buf, &mut bytes)?;
+    stream.synchronize()?;
+    let mut events: Vec<Event> = bytes[..n * 16]
+        .chunks_exact(16)
+        .filter_map(|c| {
+            let ns = u64::from_ne_bytes(c[..8].try_into().expect("8 bytes"));
+            let word = u64::from_ne_bytes(c[8..].try_into().expect("8 bytes"));
+            decode_event(ns, word)
+        })
+        .collect();
+    events.sort_by_key(|e| e.ns);
+    Ok(events)
+}
+
+/// The timeline of one replay: per kernel (launch order) the time from its release to the next
+/// one's, and how long before its release it had started (where it records STARTED); then the
+/// same summed per kernel name, largest first.
+pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
+    let released: Vec<&Event> = events.iter().filter(|e| e.released).collect();
+    let mut out = String::new();
+    let n = released.len().min(launches.len());
+    if released.len() != launches.len() {
+        let _ = writeln!(out, "trace: {} RELEASED events for {} launches (the table pairs the first {n})", released.len(), launches.len());
+    }
+    let mismatch = (0..n).find(|&i| released[i].grid != launches[i].grid || released[i].block != launches[i].block);
+    if let Some(i) = mismatch {
+        let _ = writeln!(out, "trace: event {i}'s geometry differs from launch {i} ({}): pairing unreliable after it", launches[i].name);
+    }
+    // STARTED events: each to the first kernel, in launch order, of the same geometry that has
+    // none yet and is released after it.
+    let mut started: Vec<Option<u64>> = vec![None; n];
+    for e in events.iter().filter(|e| !e.released) {
+        if let Some(i) = (0..n).find(|&i| started[i].is_none() && released[i].ns >= e.ns && launches[i].grid == e.grid && launches[i].block == e.block) {
+            started[i] = Some(e.ns);
+        }
+    }
+    let _ = writeln!(out, "{:>4} {:<44} {:>11} {:>11} {:>12}", "#", "kernel", "grid x blk", "release->", "started ahead");
+    let mut per_name: Vec<(String, usize, f64)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for i in 0..n {
+        let gap = if i + 1 < n { Some((released[i + 1].ns - released[i].ns) as f64 / 1e3) } else { None };
+        let ahead = started[i].map(|s| (released[i].ns - s) as f64 / 1e3);
+        let name = &launches[i].name;
+        let _ = writeln!(
+            out,
+            "{i:>4} {:<44} {:>11} {:>11} {:>12}",
+            truncate(name, 44),
+            format!("{}x{}", launches[i].grid.0, launches[i].block),
+            gap.map_or("-".into(), |g| format!("{g:.2} us")),
+            ahead.map_or("-".into(), |a| format!("{a:.2} us")),
+        );
+        if let Some(g) = gap {
+            let slot = *index.entry(name.clone()).or_insert_with(|| {
+                per_name.push((name.clone(), 0, 0.0));
+                per_name.len() - 1
+            });
+            per_name[slot].1 += 1;
+            per_name[slot].2 += g;
+        }
+    }
+    per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let total: f64 = per_name.iter().map(|p| p.2).sum();
+    let _ = writeln!(out, "\nper kernel (release to next release), one replay, {total:.1} us in all:");
+    for (name, count, sum) in &per_name {
+        let _ = writeln!(out, "  {:<44} {count:>4} x {:>8.2} us = {sum:>8.1} us ({:.1}%)", truncate(name, 44), sum / *count as f64, 100.0 * sum / total);
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    s.get(..n).unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(name: &str, grid: u32, block: u32) -> LaunchRecord {
+        LaunchRecord { name: name.into(), grid: (grid, 1), block }
+    }
+    fn event(ns: u64, released: bool, grid: u32, block: u32) -> Event {
+        Event { ns, released, grid: (grid, 1), block }
+    }
+
+    #[test]
+    fn events_decode_as_the_device_packs_them() {
+        let word = RELEASED | (512 << 8) | (128 << 20) | (1 << 44);
+        assert_eq!(decode_event(7, word), Some(event(7, true, 128, 512)));
+        assert_eq!(decode_event(7, 0), None);
+    }
+
+    #[test]
+    fn the_report_pairs_releases_in_order_and_starts_by_geometry() {
+        let launches = [launch("gemv_a", 128, 512), launch("attention", 64, 128), launch("gemv_a", 128, 512)];
+        let events = [
+            event(0, true, 128, 512),
+            event(1_000, false, 128, 512), // the third launch starting early
+            event(5_000, true, 64, 128),
+            event(7_500, true, 128, 512),
+        ];
+        let text = report(&launches, &events);
+        assert!(text.contains("5.00 us") && text.contains("2.50 us"), "{text}");
+        // The third kernel started 6.5 us before its release.
+        assert!(text.contains("6.50 us"), "{text}");
+        assert!(text.contains("gemv_a") && text.contains("7.5 us in all"), "{text}");
+    }
+}
