@@ -1,8 +1,10 @@
 //! The decode timeline (`BONSAI_TRACE=1`): where a replayed decode graph spends its time, on the
 //! GPU's own clock.
 //!
-//! Every kernel's thread 0 of CTA 0 appends two events when the device flag is on (ptx.cuh:
-//! `trace_event`): STARTED when it calls griddep_launch_dependents (the GEMVs do so first thing,
+//! With the variable set the kernel library is compiled with BONSAI_TRACE defined (at run time:
+//! the embedded SASS never has the hooks, so production kernels pay nothing), and every kernel's
+//! thread 0 of CTA 0 appends two events while the device flag is on (ptx.cuh: `trace_record`):
+//! STARTED when it calls griddep_launch_dependents (the GEMVs do so first thing,
 //! so it is the kernel's start) and RELEASED when its griddep_wait returns, i.e. when the previous
 //! kernel has completed and its memory is visible. A kernel's RELEASED comes after the previous
 //! kernel's (it waits for that kernel to complete), so the RELEASED events are in launch order, and
@@ -60,7 +62,11 @@ pub fn take_launches() -> Vec<LaunchRecord> {
 pub(crate) fn note_launch(func: CUfunction, cfg: &LaunchConfig) {
     RECORDING.with(|r| {
         if let Some(list) = r.borrow_mut().as_mut() {
-            list.push(LaunchRecord { name: function_name(func), grid: (cfg.grid_dim.0, cfg.grid_dim.1), block: cfg.block_dim.0 });
+            list.push(LaunchRecord {
+                name: function_name(func),
+                grid: (cfg.grid_dim.0, cfg.grid_dim.1),
+                block: cfg.block_dim.0,
+            });
         }
     });
 }
@@ -138,25 +144,45 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
     let mut out = String::new();
     let n = released.len().min(launches.len());
     if released.len() != launches.len() {
-        let _ = writeln!(out, "trace: {} RELEASED events for {} launches (the table pairs the first {n})", released.len(), launches.len());
+        let _ = writeln!(
+            out,
+            "trace: {} RELEASED events for {} launches (the table pairs the first {n})",
+            released.len(),
+            launches.len()
+        );
     }
-    let mismatch = (0..n).find(|&i| released[i].grid != launches[i].grid || released[i].block != launches[i].block);
+    let mismatch = (0..n)
+        .find(|&i| released[i].grid != launches[i].grid || released[i].block != launches[i].block);
     if let Some(i) = mismatch {
-        let _ = writeln!(out, "trace: event {i}'s geometry differs from launch {i} ({}): pairing unreliable after it", launches[i].name);
+        let _ = writeln!(
+            out,
+            "trace: event {i}'s geometry differs from launch {i} ({}): pairing unreliable after it",
+            launches[i].name
+        );
     }
     // STARTED events: each to the first kernel, in launch order, of the same geometry that has
     // none yet and is released after it.
     let mut started: Vec<Option<u64>> = vec![None; n];
     for e in events.iter().filter(|e| !e.released) {
-        if let Some(i) = (0..n).find(|&i| started[i].is_none() && released[i].ns >= e.ns && launches[i].grid == e.grid && launches[i].block == e.block) {
+        if let Some(i) = (0..n).find(|&i| {
+            started[i].is_none()
+                && released[i].ns >= e.ns
+                && launches[i].grid == e.grid
+                && launches[i].block == e.block
+        }) {
             started[i] = Some(e.ns);
         }
     }
-    let _ = writeln!(out, "{:>4} {:<44} {:>11} {:>11} {:>12}", "#", "kernel", "grid x blk", "release->", "started ahead");
+    let _ = writeln!(
+        out,
+        "{:>4} {:<44} {:>11} {:>11} {:>12}",
+        "#", "kernel", "grid x blk", "release->", "started ahead"
+    );
     let mut per_name: Vec<(String, usize, f64)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for i in 0..n {
-        let gap = if i + 1 < n { Some((released[i + 1].ns - released[i].ns) as f64 / 1e3) } else { None };
+        let gap =
+            if i + 1 < n { Some((released[i + 1].ns - released[i].ns) as f64 / 1e3) } else { None };
         let ahead = started[i].map(|s| (released[i].ns - s) as f64 / 1e3);
         let name = &launches[i].name;
         let _ = writeln!(
@@ -178,9 +204,16 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
     }
     per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
     let total: f64 = per_name.iter().map(|p| p.2).sum();
-    let _ = writeln!(out, "\nper kernel (release to next release), one replay, {total:.1} us in all:");
+    let _ =
+        writeln!(out, "\nper kernel (release to next release), one replay, {total:.1} us in all:");
     for (name, count, sum) in &per_name {
-        let _ = writeln!(out, "  {:<44} {count:>4} x {:>8.2} us = {sum:>8.1} us ({:.1}%)", truncate(name, 44), sum / *count as f64, 100.0 * sum / total);
+        let _ = writeln!(
+            out,
+            "  {:<44} {count:>4} x {:>8.2} us = {sum:>8.1} us ({:.1}%)",
+            truncate(name, 44),
+            sum / *count as f64,
+            100.0 * sum / total
+        );
     }
     out
 }
@@ -209,7 +242,8 @@ mod tests {
 
     #[test]
     fn the_report_pairs_releases_in_order_and_starts_by_geometry() {
-        let launches = [launch("gemv_a", 128, 512), launch("attention", 64, 128), launch("gemv_a", 128, 512)];
+        let launches =
+            [launch("gemv_a", 128, 512), launch("attention", 64, 128), launch("gemv_a", 128, 512)];
         let events = [
             event(0, true, 128, 512),
             event(1_000, false, 128, 512), // the third launch starting early

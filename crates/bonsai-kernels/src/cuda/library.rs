@@ -143,7 +143,13 @@ impl KernelLibrary {
             .compute_capability()
             .map_err(KernelError::driver("reading the compute capability"))?;
         let arch = arch_number(major, minor);
-        let source = combined_source();
+        // The decode timeline's hooks are compiled in only for it (a source of its own, so the
+        // embedded SASS is never used then and the cache keeps both).
+        let source = if crate::trace::enabled() {
+            format!("#define BONSAI_TRACE 1\n{}", combined_source())
+        } else {
+            combined_source()
+        };
         let mut steps = Vec::new();
         let mut notes = Vec::new();
         let source_sha256 =

@@ -136,44 +136,55 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The decode timeline (`BONSAI_TRACE`, launch::trace): while the host has set bonsai_trace_on,
-// thread 0 of CTA 0 of every kernel appends (GPU nanosecond clock, event) when it calls
-// griddep_launch_dependents (event TRACE_STARTED: the GEMVs do so first thing) and when its
-// griddep_wait returns (TRACE_RELEASED: the previous kernel has completed). Off, it costs one
-// constant-cache load in one thread per launch. Layout mirrored in launch/trace.rs.
+// The decode timeline (`BONSAI_TRACE=1`, crate::trace): the library is then compiled with
+// BONSAI_TRACE defined (its own cache entry; the embedded SASS never has it), and while the host
+// has set bonsai_trace_on, thread 0 of CTA 0 of every kernel appends (GPU nanosecond clock, event)
+// when it calls griddep_launch_dependents (TRACE_STARTED: the GEMVs do so first thing) and when
+// its griddep_wait returns (TRACE_RELEASED: the previous kernel has completed). Without the
+// define the hooks are empty. Layout mirrored in trace.rs.
+#ifdef BONSAI_TRACE
 #define TRACE_CAPACITY 16384
 #define TRACE_STARTED 1u
 #define TRACE_RELEASED 2u
 __constant__ int bonsai_trace_on;
 __device__ unsigned bonsai_trace_len;
-// Per event: the %globaltimer value, then event | blockDim.x << 8 | gridDim.x << 20 (| gridDim.y << 44).
+// Per event: the %globaltimer value, then event | blockDim.x << 8 | gridDim.x << 20 | gridDim.y << 44.
 __device__ unsigned long long bonsai_trace[TRACE_CAPACITY][2];
-__device__ __forceinline__ void trace_event(unsigned event) {
-    if (threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
-        bonsai_trace_on) {
-        unsigned long long now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-        const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
-        if (slot < TRACE_CAPACITY) {
-            bonsai_trace[slot][0] = now;
-            bonsai_trace[slot][1] = (unsigned long long)event | ((unsigned long long)blockDim.x << 8) |
-                                    ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
-        }
+__device__ __forceinline__ bool trace_thread() {
+    return threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
+           bonsai_trace_on;
+}
+__device__ __forceinline__ void trace_record(unsigned event) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
+    if (slot < TRACE_CAPACITY) {
+        bonsai_trace[slot][0] = now;
+        bonsai_trace[slot][1] = (unsigned long long)event | ((unsigned long long)blockDim.x << 8) |
+                                ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
     }
 }
+#endif
 
 // Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this
 // launch depends on has completed and its memory is visible; `griddep_launch_dependents` lets the
 // next grid in the stream start its prologue early. Both are no-ops on launches without the
 // programmatic-serialization attribute.
 __device__ __forceinline__ void griddep_wait() {
+#ifdef BONSAI_TRACE
+    const bool tracing = trace_thread();  // the flag's load overlaps the wait
+#endif
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-    trace_event(TRACE_RELEASED);
+#ifdef BONSAI_TRACE
+    if (tracing) trace_record(TRACE_RELEASED);
+#endif
 }
 __device__ __forceinline__ void griddep_launch_dependents() {
-    trace_event(TRACE_STARTED);
+#ifdef BONSAI_TRACE
+    if (trace_thread()) trace_record(TRACE_STARTED);
+#endif
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif

@@ -94,7 +94,7 @@ template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
-                                                      int n_splits, u32* __restrict__ counters,
+                                                      int n_splits, int min_split_keys, u32* __restrict__ counters,
                                                       float* __restrict__ out, u32* __restrict__ planes,
                                                       u32* __restrict__ gsx, float* __restrict__ group_sq) {
     constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
@@ -125,7 +125,9 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         return;
     }
     const int len = (int)pos0 + 1;
-    const int even_share = (len + n_splits - 1) / n_splits;
+    // At least min_split_keys keys per split (a multiple of ATT_DEC_SPLIT_ALIGN): a short context
+    // then runs in one CTA per kv head, without the partials' round trip and the merge.
+    const int even_share = max((len + n_splits - 1) / n_splits, min_split_keys);
     const int keys_per_split = (even_share + ATT_DEC_SPLIT_ALIGN - 1) / ATT_DEC_SPLIT_ALIGN * ATT_DEC_SPLIT_ALIGN;
     const int used = (len + keys_per_split - 1) / keys_per_split;
     if (split >= used) return;  // no keys for this split at this length
@@ -331,9 +333,9 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 
 #define ATT_DEC_PARAMS                                                                                           \
     const float *__restrict__ qkv, const u32 *__restrict__ pos0_ptr, int max_seq, const u16 *__restrict__ k_cache, \
-        const u16 *__restrict__ v_cache, float *__restrict__ partial, int n_splits, u32 *__restrict__ counters,   \
-        float *__restrict__ out
-#define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, counters, out
+        const u16 *__restrict__ v_cache, float *__restrict__ partial, int n_splits, int min_split_keys,           \
+        u32 *__restrict__ counters, float *__restrict__ out
+#define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, min_split_keys, counters, out
 
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
     griddep_wait();

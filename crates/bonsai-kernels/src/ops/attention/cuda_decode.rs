@@ -8,7 +8,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 
 use crate::cuda::KernelLibrary;
 use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, sm_count,
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
+    LaunchError,
 };
 use crate::launch_ex::Launch;
 
@@ -47,6 +48,23 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
         (4, 128) => "attention_decode_g4_hd128_planes",
         (8, 128) => "attention_decode_g8_hd128_planes",
         _ => return None,
+    })
+}
+
+/// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): shorter
+/// contexts use fewer splits, down to one CTA per kv head with no merge.
+pub const DECODE_MIN_SPLIT_KEYS: usize = 16;
+/// `BONSAI_ATT_MIN_SPLIT_KEYS` (measurement knob): overrides [`DECODE_MIN_SPLIT_KEYS`].
+pub const MIN_SPLIT_KEYS_VAR: &str = "BONSAI_ATT_MIN_SPLIT_KEYS";
+
+fn min_split_keys() -> usize {
+    static KEYS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KEYS.get_or_init(|| {
+        std::env::var(MIN_SPLIT_KEYS_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(DECODE_MIN_SPLIT_KEYS)
+            .clamp(1, 1 << 20)
     })
 }
 
@@ -93,6 +111,7 @@ pub(super) fn attention_decode(
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
     let (max_seq_i, n_splits_i) =
         (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let min_split_keys = min_split_keys() as i32;
     let cfg = LaunchConfig {
         grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
         block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
@@ -118,12 +137,13 @@ pub(super) fn attention_decode(
         .arg(&v_p)
         .arg(&s_p)
         .arg(&n_splits_i)
+        .arg(&min_split_keys)
         .arg(&c_p)
         .arg(&o_p);
     if let Some((planes_p, gsx_p, sq_p)) = &planes {
         l.arg(planes_p).arg(gsx_p).arg(sq_p);
     }
-    // SAFETY: matches attention_decode_g*_hd*'s signature; the caller checked qkv (one row), the
+    // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the caller checked qkv (one row), the
     // caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
     // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
     // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
