@@ -151,25 +151,18 @@ decode-chain)
 trace)
     # The decode graph's timeline on the GPU clock (BONSAI_TRACE=1: one replay, per kernel the
     # time from its griddep_wait release to the next kernel's; the traced library is compiled at
-    # run time with the hooks), for the default layer tail and `planes`, and tg128 (no hooks) for
-    # the decode attention's fewest keys per split (BONSAI_ATT_MIN_SPLIT_KEYS) and `planes`.
-    for g in bonsai-8b ternary-8b; do
-        run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
-        run "trace-$g-planes" env BONSAI_TRACE=1 BONSAI_DECODE_CHAIN=planes "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
+    # run time with the hooks), and tg128 (no hooks) with the prepare launches asking L2 for the
+    # next GEMV's weights (BONSAI_PREPARE_PREFETCH 1: before their wait, 2: after).
+    for mode in 0 1 2; do
+        run "trace-bonsai-8b-prefetch$mode" env BONSAI_TRACE=1 BONSAI_PREPARE_PREFETCH=$mode "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
-    run trace-bonsai-8b-minkeys128 env BONSAI_TRACE=1 BONSAI_ATT_MIN_SPLIT_KEYS=128 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     for g in bonsai-8b ternary-8b; do
-        run "tg-$g" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        run "tg-$g-planes" env BONSAI_DECODE_CHAIN=planes "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        for keys in 64 128 256; do
-            run "tg-$g-minkeys$keys" env BONSAI_ATT_MIN_SPLIT_KEYS=$keys "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        for mode in 0 1 2 0; do
+            run "tg-$g-prefetch$mode" env BONSAI_PREPARE_PREFETCH=$mode "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
         done
     done
-    for keys in 16 128; do
-        run "tg-bonsai-8b-d8192-minkeys$keys" env BONSAI_ATT_MIN_SPLIT_KEYS=$keys "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 1024,8192
-    done
-    run verify-attention-minkeys128 env BONSAI_ATT_MIN_SPLIT_KEYS=128 "$BIN" kernels verify --only attention,attention_planes
-    run check-planes-minkeys128 env BONSAI_ATT_MIN_SPLIT_KEYS=128 BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
+    run check-prefetch2 env BONSAI_PREPARE_PREFETCH=2 "$BIN" check --synthetic bonsai-8b -n 16
+    run verify-attention "$BIN" kernels verify --only attention,attention_planes
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

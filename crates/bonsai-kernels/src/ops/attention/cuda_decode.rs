@@ -51,22 +51,13 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
     })
 }
 
-/// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): shorter
-/// contexts use fewer splits, down to one CTA per kv head with no merge.
-pub const DECODE_MIN_SPLIT_KEYS: usize = 16;
-/// `BONSAI_ATT_MIN_SPLIT_KEYS` (measurement knob): overrides [`DECODE_MIN_SPLIT_KEYS`].
-pub const MIN_SPLIT_KEYS_VAR: &str = "BONSAI_ATT_MIN_SPLIT_KEYS";
-
-fn min_split_keys() -> usize {
-    static KEYS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KEYS.get_or_init(|| {
-        std::env::var(MIN_SPLIT_KEYS_VAR)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(DECODE_MIN_SPLIT_KEYS)
-            .clamp(1, 1 << 20)
-    })
-}
+/// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
+/// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
+/// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
+/// session): Bonsai-8B tg128 669.7 -> 738.6 tok/s, Ternary-8B 578.7 -> 628.5, 8B at depth 1024
+/// 599.0 -> 628.4, at depth 8192 unchanged (256 keys per split there either way); 64 gave 699.5,
+/// 256 the same as 128.
+pub const DECODE_MIN_SPLIT_KEYS: usize = 128;
 
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
 /// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
@@ -111,7 +102,7 @@ pub(super) fn attention_decode(
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
     let (max_seq_i, n_splits_i) =
         (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
-    let min_split_keys = min_split_keys() as i32;
+    let min_split_keys = DECODE_MIN_SPLIT_KEYS as i32;
     let cfg = LaunchConfig {
         grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
         block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
@@ -143,8 +134,8 @@ pub(super) fn attention_decode(
     if let Some((planes_p, gsx_p, sq_p)) = &planes {
         l.arg(planes_p).arg(gsx_p).arg(sq_p);
     }
-    // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the caller checked qkv (one row), the
-    // caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
+    // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the
+    // caller checked qkv (one row), the caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
     // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
     // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
     // n_q * hd / 128 groups of each, one per 128 outputs.
