@@ -150,19 +150,12 @@ decode-chain)
     ;;
 trace)
     # The decode graph's timeline on the GPU clock (BONSAI_TRACE=1: one replay, per kernel the
-    # time from its griddep_wait release to the next kernel's; the traced library is compiled at
-    # run time with the hooks), and tg128 (no hooks) with the prepare launches asking L2 for the
-    # next GEMV's weights (BONSAI_PREPARE_PREFETCH 1: before their wait, 2: after).
-    for mode in 0 1 2; do
-        run "trace-bonsai-8b-prefetch$mode" env BONSAI_TRACE=1 BONSAI_PREPARE_PREFETCH=$mode "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    done
+    # time from its griddep_wait release to the next kernel's, and how early it started; the
+    # traced library is compiled at run time with the hooks, so the first run takes ~80 s).
     for g in bonsai-8b ternary-8b; do
-        for mode in 0 1 2 0; do
-            run "tg-$g-prefetch$mode" env BONSAI_PREPARE_PREFETCH=$mode "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
+        run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
     done
-    run check-prefetch2 env BONSAI_PREPARE_PREFETCH=2 "$BIN" check --synthetic bonsai-8b -n 16
-    run verify-attention "$BIN" kernels verify --only attention,attention_planes
+    run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

@@ -60,7 +60,7 @@ static void b1_prepare_launch(const float* d_x, int k, u32* scratch) {
     const int groups = k / GROUP_SIZE;
     gemv_b1_prepare<<<(groups + B1_PREPARE_WARPS - 1) / B1_PREPARE_WARPS, B1_PREPARE_WARPS * 32>>>(
         d_x, nullptr, k, scratch, scratch + (size_t)groups * B1_GROUP_WORDS,
-        reinterpret_cast<float*>(scratch + (size_t)groups * (B1_GROUP_WORDS + 2)), B1Prefetch{});
+        reinterpret_cast<float*>(scratch + (size_t)groups * (B1_GROUP_WORDS + 2)));
 }
 // gemv_b1's launch shape (tc_geometry.rs: b1_geometry): 16 warps, chunk = all groups that fit.
 static TcGeom b1_geom(int n_out, int k) {

@@ -39,9 +39,7 @@ pub(crate) fn launch(
     let (ptrs, _guards) = scratch.write_ptrs(stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
 
-    let rows = if epilogue == Epilogue::SwiGlu { 2 * n_out } else { n_out };
-    let prefetch = PrefetchArgs::weights(payload, rows * k / 8 * bits_per_weight(bits), scales, rows * k / GROUP * 2);
-    prepare(lib, stream, op, k, x, norm_ptr, ptrs, prefetch)?;
+    prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
     launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
 }
 
@@ -61,45 +59,8 @@ pub(crate) struct PlanesOutArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
-/// The consuming GEMV's weights a prepare launch asks L2 for (`B1Prefetch` in
-/// matmul_gemv_b1.cu: same fields, same order), and when (`BONSAI_PREPARE_PREFETCH`: 0 never, 1
-/// before its griddep_wait, 2 after; a measurement knob).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PrefetchArgs {
-    pub ptr: [u64; 2],
-    pub bytes: [u64; 2],
-    pub mode: i32,
-}
-
-// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
-unsafe impl cudarc::driver::DeviceRepr for PrefetchArgs {}
-
-/// `BONSAI_PREPARE_PREFETCH` (measurement knob): see [`PrefetchArgs`].
-pub const PREPARE_PREFETCH_VAR: &str = "BONSAI_PREPARE_PREFETCH";
-
-impl PrefetchArgs {
-    /// The payload and scales of a GEMV's weights, at the mode the knob sets (default 0: none).
-    pub(crate) fn weights(payload: u64, payload_bytes: usize, scales: u64, scale_bytes: usize) -> Self {
-        static MODE: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-        let mode = *MODE.get_or_init(|| {
-            std::env::var(PREPARE_PREFETCH_VAR).ok().and_then(|v| v.trim().parse().ok()).filter(|m| (0..=2).contains(m)).unwrap_or(0)
-        });
-        Self { ptr: [payload, scales], bytes: [payload_bytes as u64, scale_bytes as u64], mode }
-    }
-}
-
-fn bits_per_weight(bits: QuantBits) -> usize {
-    match bits {
-        QuantBits::One => 1,
-        QuantBits::Two => 2,
-    }
-}
-
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
-/// and sums of squares at `scratch` (K / 128 groups each), asking L2 for `prefetch`'s ranges. The
-/// caller checked every length.
-#[allow(clippy::too_many_arguments)]
+/// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
 pub(crate) fn prepare(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
@@ -108,7 +69,6 @@ pub(crate) fn prepare(
     x: u64,
     norm_ptr: u64,
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    prefetch: PrefetchArgs,
 ) -> Result<(), LaunchError> {
     let groups = k / GROUP;
     let k_i = as_i32(op, "K", k)?;
@@ -116,12 +76,10 @@ pub(crate) fn prepare(
     let ctas = u32::try_from(groups.div_ceil(B1_PREPARE_WARPS)).map_err(|_| shape(op, "K too large".into()))?;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (B1_PREPARE_WARPS as u32 * 32, 1, 1), shared_mem_bytes: 0 };
     let mut b = Launch::new(stream, prepare);
-    b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&prefetch);
+    b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
-    // float* group_sq, B1Prefetch prefetch): x (and norm_w, or null) hold K floats (checked by the
-    // caller), the scratch above holds K / 128 groups of each; one warp per group, the grid covers
-    // every group; the prefetch ranges lie inside the consumer's weight buffers (or are empty) and
-    // change no memory.
+    // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
+    // above holds K / 128 groups of each; one warp per group, the grid covers every group.
     unsafe { b.launch(cfg) }?;
 
     Ok(())

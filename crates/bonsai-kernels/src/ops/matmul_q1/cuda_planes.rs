@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, prepare, PlanesOutArgs, PrefetchArgs};
+use crate::launch::matmul_b1::{launch_gemv, prepare, PlanesOutArgs};
 use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
@@ -151,7 +151,7 @@ pub fn prepare_planes_normed(
     };
     let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
     let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs, PrefetchArgs::default())
+    prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
 }
 
 /// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:

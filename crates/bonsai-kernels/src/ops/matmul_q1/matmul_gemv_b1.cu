@@ -112,39 +112,14 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
     }
 }
 
-// The consuming GEMV's weights (payload, scales) that a prepare launch asks L2 for, and when:
-// mode 0 never, 1 before its griddep_wait, 2 after it. Mirrored by `PrefetchArgs` in cuda_b1.rs.
-struct B1Prefetch {
-    const char* ptr[2];
-    unsigned long long bytes[2];
-    int mode;
-};
-#define B1_PREFETCH_CHUNK (64 * 1024)
-
-// Every thread of the grid asks for its share of both ranges in 64 KB bulk prefetches (a hint:
-// it changes no value; ranges not 16-byte aligned are skipped, a tail under 16 bytes is left out).
-__device__ __forceinline__ void b1_prefetch_weights(const B1Prefetch& p) {
-    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    for (int r = 0; r < 2; ++r) {
-        const long long bytes = (long long)(p.bytes[r] / 16 * 16);
-        if (p.ptr[r] == nullptr || reinterpret_cast<unsigned long long>(p.ptr[r]) % 16 != 0) continue;
-        for (long long off = thread * B1_PREFETCH_CHUNK; off < bytes; off += threads * B1_PREFETCH_CHUNK)
-            prefetch_l2_bulk(p.ptr[r] + off, (unsigned)min((long long)B1_PREFETCH_CHUNK, bytes - off));
-    }
-}
-
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
-// a warp per group (b1_prepare_group). `prefetch`: the consuming GEMV's weights into L2 while
-// this tiny launch runs (DRAM is otherwise idle then).
+// a warp per group (b1_prepare_group).
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
-                    u32* __restrict__ gsx, float* __restrict__ group_sq, const B1Prefetch prefetch) {
-    if (prefetch.mode == 1) b1_prefetch_weights(prefetch);
+                    u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
-    if (prefetch.mode == 2) b1_prefetch_weights(prefetch);
     const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
     if (group >= k / GROUP_SIZE) return;
     const long long first = (long long)group * GROUP_SIZE;
