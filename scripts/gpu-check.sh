@@ -13,6 +13,7 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
+#   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
@@ -156,6 +157,19 @@ trace)
         run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
     done
     run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
+    ;;
+prefetch)
+    # Each binary GEMV's CTAs asking L2 for the next GEMV's weights (BONSAI_L2_PREFETCH=1, off by
+    # default, not yet measured): bit-identity of `_gemv_b1_pf` (verify planes_out), decode speed
+    # off / on / off / on in one run, the timeline with it on, and the synthetic check.
+    run prefetch-verify "$BIN" kernels verify --only planes_out
+    for g in bonsai-8b ternary-8b; do
+        for on in 0 1 0 1; do
+            run "prefetch-tg-$g-$on" env BONSAI_L2_PREFETCH=$on "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        done
+    done
+    run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

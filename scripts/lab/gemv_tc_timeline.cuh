@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(B1_MAX_THREADS)
     gemv_b1_body<1, MATMUL_STORE, LAYOUT_BLOCK_GROUPS, false>(s, p, planes, planes + (size_t)groups * B1_GROUP_WORDS,
                                                        reinterpret_cast<const float*>(planes + (size_t)groups * (B1_GROUP_WORDS + 2)),
                                                        y, n, k, tpc, splits, chunk, 0, 0.0f, blockIdx.x,
-                                                       B1PlanesOut{});
+                                                       B1PlanesOut{}, nullptr);
 }
 static void b1_prepare_launch(const float* d_x, int k, u32* scratch) {
     const int groups = k / GROUP_SIZE;

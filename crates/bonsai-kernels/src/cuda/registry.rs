@@ -154,6 +154,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q1_gemv_tc",
             "matmul_q1_gemv_b1",
+            "matmul_q1_gemv_b1_pf",
             "matmul_q1_gemv_b1_out",
             "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
@@ -165,6 +166,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_wgmma_n64",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
+            "matmul_q1_add_gemv_b1_pf",
             "matmul_q1_add_gemv_b1_out",
             "matmul_q1_add_gemv_tc_tokens8",
             "matmul_q1_add_gemm_tile64_simt",
@@ -182,6 +184,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q2_gemv_tc",
             "matmul_q2_gemv_b1",
+            "matmul_q2_gemv_b1_pf",
             "matmul_q2_gemv_b1_out",
             "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
@@ -193,6 +196,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_wgmma_n64",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
+            "matmul_q2_add_gemv_b1_pf",
             "matmul_q2_add_gemv_b1_out",
             "matmul_q2_add_gemv_tc_tokens8",
             "matmul_q2_add_gemm_tile64_simt",
@@ -210,6 +214,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q1_gemv_tc",
             "gate_up_swiglu_q1_gemv_b1",
+            "gate_up_swiglu_q1_gemv_b1_pf",
             "gate_up_swiglu_q1_gemv_b1_out",
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
@@ -227,6 +232,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q2_gemv_tc",
             "gate_up_swiglu_q2_gemv_b1",
+            "gate_up_swiglu_q2_gemv_b1_pf",
             "gate_up_swiglu_q2_gemv_b1_out",
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",

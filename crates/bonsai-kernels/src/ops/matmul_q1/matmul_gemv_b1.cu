@@ -268,6 +268,30 @@ __device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, in
     }
 }
 
+// The next GEMV's weights (payload, scales) that a `_gemv_b1_pf` launch asks L2 for, each CTA its
+// 1 / gridDim share, after its own weight loads have been issued: the next GEMV then streams from
+// L2 (measured with the prepare launch issuing the same prefetch: gate_up 8.69 -> 7.63 us, down
+// ~1.4 us faster; but from a prepare's 4-12 CTAs the prefetch itself was far too slow).
+// Mirrored by `L2Prefetch` in cuda_b1.rs (same fields, same order).
+struct B1Prefetch {
+    const char* ptr[2];
+    unsigned long long bytes[2];
+};
+#define B1_PREFETCH_CHUNK (64 * 1024)
+
+// CTA `cta` of `ctas` asks for its share of both ranges in 64 KB bulk prefetches, one per thread
+// (a hint: it changes no value; a range not 16-byte aligned is skipped, tails under 16 bytes too).
+__device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, int ctas) {
+    for (int r = 0; r < 2; ++r) {
+        if (p.ptr[r] == nullptr || reinterpret_cast<unsigned long long>(p.ptr[r]) % 16 != 0) continue;
+        const long long share = (long long)((p.bytes[r] + ctas - 1) / ctas + 15) / 16 * 16;
+        const long long begin = (long long)cta * share, end = min(begin + share, (long long)(p.bytes[r] / 16 * 16));
+        for (long long off = begin + (long long)threadIdx.x * B1_PREFETCH_CHUNK; off < end;
+             off += (long long)blockDim.x * B1_PREFETCH_CHUNK)
+            prefetch_l2_bulk(p.ptr[r] + off, (unsigned)min((long long)B1_PREFETCH_CHUNK, end - off));
+    }
+}
+
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
@@ -276,7 +300,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1PlanesOut& planes_out) {
+                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -357,6 +381,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
 
     TC_MARK(3);
+    // Null (a compile-time constant) in every entry point but the `_pf` ones.
+    if (prefetch != nullptr) b1_prefetch_share(*prefetch, cta, gridDim.x);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
     if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
@@ -380,12 +406,12 @@ template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1PlanesOut& planes_out) {
+                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                 cta, planes_out);
+                                                                 cta, planes_out, prefetch);
     else
         gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                               splits, chunk_groups, norm, norm_eps, cta, planes_out);
+                                               splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

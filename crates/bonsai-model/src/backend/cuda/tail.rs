@@ -26,7 +26,9 @@ use std::sync::OnceLock;
 use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
-use bonsai_kernels::launch::matmul::{gemv_from_planes, gemv_kernel_from_env, B1Planes, Epilogue, GemvKernel, PlanesOut};
+use bonsai_kernels::launch::matmul::{
+    gemv_from_planes, gemv_kernel_from_env, with_l2_prefetch, B1Planes, Epilogue, GemvKernel, PlanesOut,
+};
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
@@ -120,9 +122,12 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     })?;
     match mode {
         TailMode::AttnPlanes => {
-            gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None)?;
-            b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
-            b.matmul(down, ffn, m, x, Store::Add)?;
+            // Under BONSAI_L2_PREFETCH=1 each GEMV's CTAs also ask L2 for the next one's weights.
+            let pf = l2_prefetch_on();
+            prefetching(b, pf.then_some(gate_up), || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
+            prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
+            let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
+            prefetching(b, next_qkv, || b.matmul(down, ffn, m, x, Store::Add))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
@@ -158,6 +163,23 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
+    }
+}
+
+/// `BONSAI_L2_PREFETCH=1` (measurement knob, off by default): in the default layer tail, every
+/// binary GEMV's CTAs ask L2 for the next GEMV's weights (`with_l2_prefetch`; kernel-notes round 12).
+pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
+
+fn l2_prefetch_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(L2_PREFETCH_ENV).is_ok_and(|v| v.trim() == "1"))
+}
+
+/// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
+fn prefetching<R>(b: &CudaBackend, next: Option<&GpuQMatrix>, f: impl FnOnce() -> R) -> R {
+    match next {
+        Some(w) => with_l2_prefetch(&b.stream, &view(w), f),
+        None => f(),
     }
 }
 
