@@ -188,6 +188,14 @@ pub(crate) fn as_i32(op: &'static str, what: &str, v: usize) -> Result<i32, Laun
     i32::try_from(v).map_err(|_| shape(op, format!("{what} = {v} exceeds the kernels' 32-bit index range")))
 }
 
+/// Shared-memory figures the launchers' footprint tests check against: the H100/H200's per-SM
+/// shared memory (228 KB) and what the driver holds back per CTA on sm_80+.
+#[cfg(test)]
+pub(crate) mod smem_limits {
+    pub const H200_SMEM_PER_SM: usize = 228 * 1024;
+    pub const RESERVED_SMEM_PER_CTA: usize = 1024;
+}
+
 /// The read pointer of a device buffer; keep the guard alive until after the launch.
 pub(crate) fn read_ptr<'a, T>(buf: &'a impl DevicePtr<T>, stream: &'a Arc<CudaStream>) -> (u64, SyncOnDrop<'a>) {
     buf.device_ptr(stream)

@@ -106,6 +106,33 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
 // documented layout. verify/ptx_wrappers.rs feeds small integers (exact sums) and compares
 // every element, so the chip proves the layouts and the descriptor. Compute capability 9.0 only.
 #define WGMMA_PROBE_K 64
+
+// The two 16-bit probes' common parts. b [128 n][WGMMA_PROBE_K k] row-major into the
+// 128-byte-swizzled K-major tile (16-byte chunk c of row n at chunk c ^ (n % 8)).
+__device__ __forceinline__ void wgmma_probe_stage_b(u16* tile, const u16* __restrict__ b, int tid) {
+    for (int i = tid; i < 128 * 8; i += 128) {
+        const int n = i / 8, c = i % 8;  // row of b, 16-byte chunk of its 64 k
+        for (int e = 0; e < 8; ++e) tile[n * 64 + ((c ^ (n & 7)) * 8) + e] = b[n * WGMMA_PROBE_K + c * 8 + e];
+    }
+}
+// This lane's m16n8k16 A fragments (rows row, row + 8) of every k16 step of a [64][WGMMA_PROBE_K].
+__device__ __forceinline__ void wgmma_probe_a_frags(u32 (&frag)[WGMMA_PROBE_K / 16][4], const u16* __restrict__ a,
+                                                    int row, int t) {
+    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s)
+        for (int i = 0; i < 4; ++i) {
+            const int r = row + 8 * (i & 1), k = 16 * s + 2 * t + 8 * (i >> 1);
+            frag[s][i] = pack_b16(a[r * WGMMA_PROBE_K + k], a[r * WGMMA_PROBE_K + k + 1]);
+        }
+}
+// This lane's part of rows row, row + 8 of a 64 x 128 D by the documented layout, into d (row-major).
+__device__ __forceinline__ void wgmma_probe_store_d(float* __restrict__ d, const float (&acc)[64], int row, int t) {
+    for (int j = 0; j < 16; ++j)
+        for (int e = 0; e < 2; ++e) {
+            d[row * 128 + 8 * j + 2 * t + e] = acc[4 * j + e];
+            d[(row + 8) * 128 + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
+        }
+}
+
 extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* __restrict__ a,
                                                                     const u16* __restrict__ b,
                                                                     float* __restrict__ d) {
@@ -113,10 +140,7 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* 
     __shared__ __align__(16) u16 tile_storage[128 * WGMMA_PROBE_K + 512];
     u16* tile = reinterpret_cast<u16*>((reinterpret_cast<unsigned long long>(tile_storage) + 1023) & ~1023ull);
     const int tid = threadIdx.x;
-    for (int i = tid; i < 128 * 8; i += 128) {
-        const int n = i / 8, c = i % 8;  // row of b, 16-byte chunk of its 64 k
-        for (int e = 0; e < 8; ++e) tile[n * 64 + ((c ^ (n & 7)) * 8) + e] = b[n * WGMMA_PROBE_K + c * 8 + e];
-    }
+    wgmma_probe_stage_b(tile, b, tid);
     fence_proxy_async_smem();
     __syncthreads();
     const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, t = lane % 4;
@@ -124,20 +148,12 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* 
     float acc[64];
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     u32 frag[WGMMA_PROBE_K / 16][4];
-    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s)
-        for (int i = 0; i < 4; ++i) {
-            const int r = row + 8 * (i & 1), k = 16 * s + 2 * t + 8 * (i >> 1);
-            frag[s][i] = pack_b16(a[r * WGMMA_PROBE_K + k], a[r * WGMMA_PROBE_K + k + 1]);
-        }
+    wgmma_probe_a_frags(frag, a, row, t);
     wgmma_fence();
     for (int s = 0; s < WGMMA_PROBE_K / 16; ++s) wgmma_f16_m64n128k16_rs(acc, frag[s], tile, 2 * s);
     wgmma_commit();
     wgmma_wait<0>();
-    for (int j = 0; j < 16; ++j)
-        for (int e = 0; e < 2; ++e) {
-            d[row * 128 + 8 * j + 2 * t + e] = acc[4 * j + e];
-            d[(row + 8) * 128 + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
-        }
+    wgmma_probe_store_d(d, acc, row, t);
 }
 
 // The bf16 forms the joint attention uses, one warpgroup: d[0] = a . b^T by
@@ -155,10 +171,7 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe_bf16(const 
     u16* tile_b = reinterpret_cast<u16*>((reinterpret_cast<unsigned long long>(storage) + 1023) & ~1023ull);
     u16* tile_v = tile_b + N * K;
     const int tid = threadIdx.x;
-    for (int i = tid; i < N * 8; i += 128) {
-        const int n = i / 8, c = i % 8;
-        for (int e = 0; e < 8; ++e) tile_b[n * 64 + ((c ^ (n & 7)) * 8) + e] = b[n * K + c * 8 + e];
-    }
+    wgmma_probe_stage_b(tile_b, b, tid);
     for (int i = tid; i < K * N; i += 128) {
         const int kr = i / N, n = i % N, nn = n % 64;
         tile_v[(n / 64) * V_BLOCK + kr * 64 + (((nn / 8) ^ (kr & 7)) * 8) + nn % 8] = v[i];
@@ -173,25 +186,15 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe_bf16(const 
         acc_mn[i] = 0.0f;
     }
     u32 frag[K / 16][4];
-    for (int s = 0; s < K / 16; ++s)
-        for (int i = 0; i < 4; ++i) {
-            const int r = row + 8 * (i & 1), k = 16 * s + 2 * t + 8 * (i >> 1);
-            frag[s][i] = pack_b16(a[r * K + k], a[r * K + k + 1]);
-        }
+    wgmma_probe_a_frags(frag, a, row, t);
     wgmma_fence();
     for (int s = 0; s < K / 16; ++s) wgmma_bf16_m64n128k16_rs(acc_kmajor, frag[s], tile_b, 2 * s, s > 0);
     for (int s = 0; s < K / 16; ++s)
         wgmma_bf16_m64n128k16_rs_mn(acc_mn, frag[s], tile_v + s * 16 * 64, (u32)(V_BLOCK * sizeof(u16)));
     wgmma_commit();
     wgmma_wait<0>();
-    for (int j = 0; j < 16; ++j)
-        for (int e = 0; e < 2; ++e)
-            for (int h = 0; h < 2; ++h) {
-                const float* acc = h == 0 ? acc_kmajor : acc_mn;
-                float* out = d + h * 64 * N;
-                out[row * N + 8 * j + 2 * t + e] = acc[4 * j + e];
-                out[(row + 8) * N + 8 * j + 2 * t + e] = acc[4 * j + 2 + e];
-            }
+    wgmma_probe_store_d(d, acc_kmajor, row, t);
+    wgmma_probe_store_d(d + 64 * N, acc_mn, row, t);
 }
 
 // ---- wgmma tf32 probe ----

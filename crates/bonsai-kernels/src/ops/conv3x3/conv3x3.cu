@@ -91,30 +91,12 @@ __device__ __forceinline__ void conv3x3_3xtf32_cta(const float* __restrict__ x, 
 }
 
 // y[i] = ((partial[0][i] + partial[1][i]) + ...) + bias[i / pixels]: the splits in a fixed
-// order (the same bits every run), grid-stride over float4s when pixels % 4 == 0 and both
-// pointers are 16-byte aligned (a float4 then never straddles two channels), else scalars.
+// order (the same bits every run).
 extern "C" __global__ void conv3x3_split_merge(const float* __restrict__ partial, const float* __restrict__ bias,
                                                float* __restrict__ y, int c_out, int pixels, int splits) {
     griddep_wait();
     griddep_launch_dependents();
-    const long long total = (long long)c_out * pixels;
-    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const bool vec4 = (pixels & 3) == 0 && ((reinterpret_cast<unsigned long long>(partial) |
-                                             reinterpret_cast<unsigned long long>(y)) & 15) == 0;
-    if (vec4) {
-        const float4* p4 = reinterpret_cast<const float4*>(partial);
-        float4* y4 = reinterpret_cast<float4*>(y);
-        for (long long i = first; i < total / 4; i += stride) {
-            const float4 acc = tf32x3_sum_splits4(p4, i, total / 4, splits);
-            const float b = bias[(4 * i) / pixels];
-            y4[i] = make_float4(acc.x + b, acc.y + b, acc.z + b, acc.w + b);
-        }
-    } else {
-        for (long long i = first; i < total; i += stride) {
-            y[i] = tf32x3_sum_splits(partial, i, total, splits) + bias[i / pixels];
-        }
-    }
+    tf32x3_merge_splits<true>(partial, bias, y, c_out, pixels, splits);
 }
 
 // Both variants; the suffixes are spelled out (PREFIX##_suffix) so launch_ex.rs's griddep check

@@ -235,36 +235,11 @@ extern "C" __global__ void __launch_bounds__(GW_THREADS, 1)
 }
 
 // out[i] = ((partial[0][i] + partial[1][i]) + ...) + bias[i % n]: the K splits in a fixed order
-// (the same bits every run; one round-to-nearest add per extra split, counted by the bound),
-// grid-stride over float4s when n % 4 == 0 and both pointers are 16-byte aligned (a float4 then
-// stays in one row), else scalars. `bias` may be null.
+// (the same bits every run; one round-to-nearest add per extra split, counted by the bound).
+// `bias` may be null.
 extern "C" __global__ void gemm_f32_split_merge(const float* __restrict__ partial, const float* __restrict__ bias,
                                                 float* __restrict__ out, int m, int n, int splits) {
     griddep_wait();
     griddep_launch_dependents();
-    const long long total = (long long)m * n;
-    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const bool vec4 = (n & 3) == 0 && ((reinterpret_cast<unsigned long long>(partial) |
-                                        reinterpret_cast<unsigned long long>(out)) & 15) == 0;
-    if (vec4) {
-        const float4* p4 = reinterpret_cast<const float4*>(partial);
-        float4* o4 = reinterpret_cast<float4*>(out);
-        for (long long i = first; i < total / 4; i += stride) {
-            float4 acc = tf32x3_sum_splits4(p4, i, total / 4, splits);
-            if (bias != nullptr) {  // bias may be only 4-byte aligned: scalar loads
-                const float* b = bias + (4 * i) % n;
-                acc.x += b[0];
-                acc.y += b[1];
-                acc.z += b[2];
-                acc.w += b[3];
-            }
-            o4[i] = acc;
-        }
-    } else {
-        for (long long i = first; i < total; i += stride) {
-            const float acc = tf32x3_sum_splits(partial, i, total, splits);
-            out[i] = bias != nullptr ? acc + bias[i % n] : acc;
-        }
-    }
+    tf32x3_merge_splits<false>(partial, bias, out, m, n, splits);
 }

@@ -41,8 +41,7 @@ __device__ __forceinline__ int tf32x3_swizzle(int row, int k) {
 
 // Columns col and col + 1 of one output row: + bias[col], bias[col + 1] (bias may be null), one
 // float2 store when `pairs` (n even, so an even col is 8-byte aligned), else scalars; col + 1
-// past n is dropped. The wgmma epilogue's (the mma.sync epilogue above spells the same out next to
-// its per-row bias case, which conv3x3 takes).
+// past n is dropped. Both epilogues' (the mma.sync one adds conv3x3's per-row bias first).
 __device__ __forceinline__ void tf32x3_store_pair(float* dst_row, int col, int n, float v0, float v1,
                                                   const float* __restrict__ bias, bool pairs) {
     if (bias != nullptr) {
@@ -79,6 +78,43 @@ __device__ __forceinline__ float tf32x3_sum_splits(const float* __restrict__ p, 
     float acc = p[i];
     for (int s = 1; s < splits; ++s) acc += p[s * total + i];
     return acc;
+}
+
+// The whole merge of a [rows, cols] output: out = ((partial[0] + partial[1]) + ...) + bias, the
+// bias per row (BIAS_PER_ROW: conv3x3, a channel of `cols` pixels) or per column (gemm_f32, an
+// output feature); bias may be null. Grid-stride over float4s when cols % 4 == 0 and both
+// pointers are 16-byte aligned (a float4 then stays in one row), else scalars.
+template <bool BIAS_PER_ROW>
+__device__ __forceinline__ void tf32x3_merge_splits(const float* __restrict__ partial, const float* __restrict__ bias,
+                                                    float* __restrict__ out, int rows, int cols, int splits) {
+    const long long total = (long long)rows * cols;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const bool vec4 = (cols & 3) == 0 && ((reinterpret_cast<unsigned long long>(partial) |
+                                           reinterpret_cast<unsigned long long>(out)) & 15) == 0;
+    if (vec4) {
+        const float4* p4 = reinterpret_cast<const float4*>(partial);
+        float4* o4 = reinterpret_cast<float4*>(out);
+        for (long long i = first; i < total / 4; i += stride) {
+            float4 acc = tf32x3_sum_splits4(p4, i, total / 4, splits);
+            if (BIAS_PER_ROW && bias != nullptr) {
+                const float b = bias[(4 * i) / cols];
+                acc = make_float4(acc.x + b, acc.y + b, acc.z + b, acc.w + b);
+            } else if (bias != nullptr) {  // bias may be only 4-byte aligned: scalar loads
+                const float* b = bias + (4 * i) % cols;
+                acc.x += b[0];
+                acc.y += b[1];
+                acc.z += b[2];
+                acc.w += b[3];
+            }
+            o4[i] = acc;
+        }
+    } else {
+        for (long long i = first; i < total; i += stride) {
+            const float acc = tf32x3_sum_splits(partial, i, total, splits);
+            out[i] = bias == nullptr ? acc : acc + bias[BIAS_PER_ROW ? i / cols : i % cols];
+        }
+    }
 }
 
 // Copies [128][32] tiles of a row-major [rows_total, k_total] matrix (rows row0.., columns k0..)
@@ -309,19 +345,8 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
                 if (BIAS_PER_ROW) {
                     v0 += row_bias;
                     v1 += row_bias;
-                } else if (bias != nullptr) {
-                    v0 += bias[col];
-                    if (col + 1 < n) v1 += bias[col + 1];
                 }
-                if (pairs) {
-                    float2 pair;
-                    pair.x = v0;
-                    pair.y = v1;
-                    *reinterpret_cast<float2*>(dst_row + col) = pair;
-                } else {
-                    dst_row[col] = v0;
-                    if (col + 1 < n) dst_row[col + 1] = v1;
-                }
+                tf32x3_store_pair(dst_row, col, n, v0, v1, BIAS_PER_ROW ? nullptr : bias, pairs);
             }
         }
 }

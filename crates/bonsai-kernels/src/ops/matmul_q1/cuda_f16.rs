@@ -278,12 +278,9 @@ mod tests {
 
     /// SMs of the H200.
     const H200_SMS: usize = 132;
-    /// Per-SM shared memory of the H100/H200 (228 KB), for the two-CTA check.
-    const H200_SMEM_PER_SM: usize = 228 * 1024;
+    use crate::launch::smem_limits::{H200_SMEM_PER_SM, RESERVED_SMEM_PER_CTA};
     /// Opt-in shared memory per CTA of the A100 (163 KB), the smallest sm_80+ data-center part.
     const A100_SMEM_OPTIN: usize = 163 * 1024;
-    /// Shared memory the driver holds back per CTA on sm_80+.
-    const RESERVED_SMEM_PER_CTA: usize = 1024;
     /// The default schedule, unsplit, and forced splits (7 leaves a short last split at K 4096:
     /// 32 groups, 5 per split, 7 splits of 5 + 2).
     const SPLIT_CHOICES: [Option<usize>; 4] = [None, Some(1), Some(2), Some(7)];

@@ -185,10 +185,7 @@ pub(crate) fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Per-SM shared memory of the H100/H200 (228 KB) and what the driver keeps per CTA.
-    const H200_SMEM_PER_SM: usize = 228 * 1024;
-    const RESERVED_SMEM_PER_CTA: usize = 1024;
+    use crate::launch::smem_limits::{H200_SMEM_PER_SM, RESERVED_SMEM_PER_CTA};
 
     #[test]
     fn one_cta_fits_an_sm() {
