@@ -292,15 +292,26 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
     }
 }
 
+// Most groups of x a `_gemv_b1_fx` CTA quantizes (its sums of squares sit in static shared
+// memory): 16,384 inputs, more than any Bonsai GEMV's K (12,288 at most).
+#define B1_FUSED_MAX_GROUPS 128
+
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
-template <int BITS, int MODE, int NB, bool GROUP_OUT>
+// FUSED_X (`_gemv_b1_fx` entry points): no prepare launch; after griddep_wait every CTA quantizes
+// x (times norm_w) itself, a warp per group with gemv_b1_prepare's b1_prepare_group, straight into
+// its shared memory instead of copying the prepared planes (`planes`, `gsx_all` and `group_sq`
+// unused). Redundant 132 times, but it takes one kernel boundary (~2.7 us in the decode graph,
+// kernel-notes round 12) off the critical path; the planes, (s, X) and sums of squares are the
+// prepare's bit for bit, so y is too.
+template <int BITS, int MODE, int NB, bool GROUP_OUT, bool FUSED_X>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
+                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch,
+                                             const float* x, const float* norm_w) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -346,16 +357,26 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     griddep_wait();
     TC_MARK(1);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
+    // FUSED_X: the sums of squares of every group of x (the launcher keeps K / 128 within it).
+    __shared__ float fused_sq[FUSED_X ? B1_FUSED_MAX_GROUPS : 1];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     int u = active ? split : units, phase = 0;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
-        const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
-        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
-        cp_async_commit();
-        cp_async_wait<0>();
+        if (FUSED_X) {
+            for (int gl = warp; gl < cg; gl += blockDim.x / WARP_SIZE) {
+                const long long first = (long long)(c0 + gl) * GROUP_SIZE;
+                b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, xb + gl * B1_GROUP_WORDS,
+                                 gsx + 2 * gl, fused_sq + c0 + gl);
+            }
+        } else {
+            const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
+            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+            cp_async_commit();
+            cp_async_wait<0>();
+        }
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
@@ -390,7 +411,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
     if (norm && warp == 0) {
         float ss = 0.0f;
-        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += group_sq[i];
+        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += FUSED_X ? fused_sq[i] : group_sq[i];
         ss = warp_sum(ss);
         if (lane == 0) norm_sq[0][0] = ss;
     }
@@ -402,16 +423,19 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT>
+// FUSED_X: x and norm_w (or null) instead of the prepared planes (gemv_b1_body).
+template <int BITS, int MODE, bool GROUP_OUT, bool FUSED_X = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
+                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr,
+                                        const float* x = nullptr, const float* norm_w = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                                 tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                 cta, planes_out, prefetch);
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, FUSED_X>(
+            scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps,
+            cta, planes_out, prefetch, x, norm_w);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                               splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, FUSED_X>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                        tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
+                                                        planes_out, prefetch, x, norm_w);
 }
