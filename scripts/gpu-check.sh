@@ -182,10 +182,12 @@ fused)
         for gemv in b1 b1fx b1 b1fx; do
             run "fused-tg-$g-$gemv" env BONSAI_GEMV=$gemv "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
         done
-        run "fused-tg-$g-b1fx-pf" env BONSAI_GEMV=b1fx BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        # Fused for K = 4096 only (qkv, gate_up; down keeps its prepare launch).
+        run "fused-tg-$g-b1fx-k4096" env BONSAI_GEMV=b1fx BONSAI_B1FX_MAX_K=4096 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
     done
     run fused-tg-bonsai-8b-depth env BONSAI_GEMV=b1fx "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 1024,8192
     run fused-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_GEMV=b1fx "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run fused-trace-bonsai-8b-b1 env BONSAI_TRACE=1 BONSAI_GEMV=b1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     for g in bonsai-8b ternary-8b; do
         run "fused-check-$g" env BONSAI_GEMV=b1fx "$BIN" check --synthetic "$g" -n 16
     done

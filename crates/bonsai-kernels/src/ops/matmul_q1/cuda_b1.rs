@@ -53,9 +53,14 @@ pub(crate) fn launch(
 /// Most 128-groups of x a `_gemv_b1_fx` CTA quantizes (B1_FUSED_MAX_GROUPS in matmul_gemv_b1.cu).
 pub(crate) const B1_FUSED_MAX_GROUPS: usize = 128;
 
-/// Whether `_gemv_b1_fx` takes K inputs (its CTAs keep every group's sum of squares).
+/// Whether `_gemv_b1_fx` takes K inputs (its CTAs keep every group's sum of squares), and K is
+/// at most `BONSAI_B1FX_MAX_K` (a measurement knob: the fused GEMV for some shapes only).
 pub fn fused_x_supported(k: usize) -> bool {
-    k / GROUP <= B1_FUSED_MAX_GROUPS
+    static MAX_K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let max_k = *MAX_K.get_or_init(|| {
+        std::env::var("BONSAI_B1FX_MAX_K").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(usize::MAX)
+    });
+    k / GROUP <= B1_FUSED_MAX_GROUPS && k <= max_k
 }
 
 /// The next GEMV's weights a `_gemv_b1_pf` launch asks L2 for (`B1Prefetch` in

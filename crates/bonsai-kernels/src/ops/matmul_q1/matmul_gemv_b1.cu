@@ -112,6 +112,85 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
     }
 }
 
+// b1_prepare_group for groups g, g + step, ... below `end` of x (times norm_w), B at a time: the
+// loads of B groups are issued together and their shuffle chains interleave, so a warp with
+// several groups pays the load latency once per B groups instead of once per group (the
+// `_gemv_b1_fx` CTAs' quantization sits on the critical path). Per group the arithmetic, and so
+// every output, is b1_prepare_group's; outputs at planes + i B1_GROUP_WORDS, gsx + 2 i, sq + i
+// for group i. Called by a whole warp (g, step and end warp-uniform).
+template <int B>
+__device__ __forceinline__ void b1_prepare_groups(const float* x, const float* norm_w, int g, int step, int end,
+                                                  u32* planes, u32* gsx, float* sq_out) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
+    for (; g < end; g += B * step) {
+        float v[B][LAYOUT_LANES], w[B][LAYOUT_LANES];
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            const int gb = min(g + b * step, end - 1);  // past the end: a repeat, never stored
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) {
+                v[b][t] = x[(long long)gb * GROUP_SIZE + j0 + 2 * t];
+                w[b][t] = norm_w != nullptr ? norm_w[(long long)gb * GROUP_SIZE + j0 + 2 * t] : 1.0f;
+            }
+        }
+        float sq[B], amax[B];
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            sq[b] = 0.0f;
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) {
+                sq[b] += v[b][t] * v[b][t];
+                if (norm_w != nullptr) v[b][t] *= w[b][t];
+            }
+            amax[b] = 0.0f;
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) amax[b] = fmaxf(amax[b], fabsf(v[b][t]));
+        }
+#pragma unroll
+        for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
+#pragma unroll
+            for (int b = 0; b < B; ++b) {
+                sq[b] += __shfl_xor_sync(FULL_MASK, sq[b], offset);
+                amax[b] = fmaxf(amax[b], __shfl_xor_sync(FULL_MASK, amax[b], offset));
+            }
+        }
+        int q[B][LAYOUT_LANES], qsum[B], e[B];
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            e[b] = max((int)((__float_as_uint(amax[b]) >> 23) & 0xFFu) - 126, B1_MIN_EXP);
+            const float to_int = b1_pow2(B1_PLANES - 2 - e[b]);
+            qsum[b] = 0;
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) {
+                q[b][t] = __float2int_rn(v[b][t] * to_int);
+                qsum[b] += q[b][t];
+            }
+        }
+#pragma unroll
+        for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
+#pragma unroll
+            for (int b = 0; b < B; ++b) qsum[b] += __shfl_xor_sync(FULL_MASK, qsum[b], offset);
+        }
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            const int gb = g + b * step;
+            u32 plane[LAYOUT_LANES];
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) plane[t] = b1_transpose_bits((u32)q[b][t], lane);
+            if (gb >= end) continue;
+            if (lane == 0) {
+                gsx[2 * gb] = __float_as_uint(b1_pow2(e[b] - B1_PLANES + 2));
+                gsx[2 * gb + 1] = (u32)qsum[b];
+                sq_out[gb] = sq[b];
+            }
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t)
+                if (lane < B1_PLANES) planes[(long long)gb * B1_GROUP_WORDS + (4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane[t];
+        }
+    }
+}
+
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
 // a warp per group (b1_prepare_group).
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
@@ -295,6 +374,11 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // Most groups of x a `_gemv_b1_fx` CTA quantizes (its sums of squares sit in static shared
 // memory): 16,384 inputs, more than any Bonsai GEMV's K (12,288 at most).
 #define B1_FUSED_MAX_GROUPS 128
+// Groups a `_gemv_b1_fx` warp quantizes at once (b1_prepare_groups): 3 covers the decode shapes
+// of K = 4096 (32 groups over 12-16 warps) in one pass.
+#ifndef B1_FUSED_BATCH
+#define B1_FUSED_BATCH 3
+#endif
 
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
@@ -365,11 +449,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
         if (FUSED_X) {
-            for (int gl = warp; gl < cg; gl += blockDim.x / WARP_SIZE) {
-                const long long first = (long long)(c0 + gl) * GROUP_SIZE;
-                b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, xb + gl * B1_GROUP_WORDS,
-                                 gsx + 2 * gl, fused_sq + c0 + gl);
-            }
+            const long long first = (long long)c0 * GROUP_SIZE;
+            b1_prepare_groups<B1_FUSED_BATCH>(x + first, norm_w != nullptr ? norm_w + first : nullptr, warp,
+                                              blockDim.x / WARP_SIZE, cg, xb, gsx, fused_sq + c0);
         } else {
             const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
             for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
