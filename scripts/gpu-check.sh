@@ -14,8 +14,6 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
-#   fused   the binary GEMV quantizing x in every CTA (BONSAI_GEMV=b1fx) vs the prepare launch (b1):
-#           bench_gemv, tok/s alternating, with L2 prefetch, at depth, trace, synthetic checks
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
@@ -172,25 +170,6 @@ prefetch)
     done
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
-fused)
-    # The binary GEMV whose CTAs quantize x themselves (BONSAI_GEMV=b1fx, `_gemv_b1_fx`: no
-    # prepare launch) against the prepared one (b1), alternating in one run, alone and with each
-    # GEMV's CTAs asking L2 for the next GEMV's weights; the timeline and the synthetic check with it.
-    run fused-bench-gemv "$BIN" kernels verify --bench-only --only bench_gemv
-    for g in bonsai-8b ternary-8b; do
-        for gemv in b1 b1fx b1 b1fx; do
-            run "fused-tg-$g-$gemv" env BONSAI_GEMV=$gemv "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
-        # Fused for K = 4096 only (qkv, gate_up; down keeps its prepare launch).
-        run "fused-tg-$g-b1fx-k4096" env BONSAI_GEMV=b1fx BONSAI_B1FX_MAX_K=4096 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-    done
-    run fused-tg-bonsai-8b-depth env BONSAI_GEMV=b1fx "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 1024,8192
-    run fused-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_GEMV=b1fx "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    run fused-trace-bonsai-8b-b1 env BONSAI_TRACE=1 BONSAI_GEMV=b1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    for g in bonsai-8b ternary-8b; do
-        run "fused-check-$g" env BONSAI_GEMV=b1fx "$BIN" check --synthetic "$g" -n 16
-    done
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

@@ -170,7 +170,7 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
     for ternary in [false, true] {
         // One Bonsai-8B decode step's GEMVs (qkv, attn_out, up-sized, down, gate|up, LM head), each
         // with the binary kernel (default) and the bf16 one (BONSAI_GEMV=tc).
-        for kernel in [GemvKernel::Binary, GemvKernel::BinaryFused, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).into_iter().filter(|_| gemv) {
+        for kernel in [GemvKernel::Binary, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).into_iter().filter(|_| gemv) {
             for (n, k) in [(6144, 4096), (4096, 4096), (12288, 4096), (4096, 12288), (151_669, 4096)] {
                 rows.push(bench_matmul(ctx, n, k, 1, ternary, false, kernel, copy_bw)?);
             }

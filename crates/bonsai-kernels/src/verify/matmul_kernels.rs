@@ -3,7 +3,7 @@
 
 use super::gpu::DeviceQMatrix;
 use super::matmul::{abs_matrix, par_reference};
-use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, WgmmaTile, GEMV_MAX_TOKENS};
 use crate::ops::{OpError, Store};
@@ -21,8 +21,7 @@ pub(crate) enum MatmulKernel {
 /// The wgmma GEMM joins them on devices that run it (compute capability 9.0, the emulator's too).
 pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, VerifyError> {
     Ok(match m {
-        // The prepared binary GEMV before the fused one: FusedTwin compares them bit for bit.
-        1 => [GemvKernel::Binary, GemvKernel::BinaryFused, GemvKernel::Bf16x3].map(MatmulKernel::Gemv).to_vec(),
+        1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => {
             let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
@@ -39,7 +38,6 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
 pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
     match kernel {
         MatmulKernel::Gemv(GemvKernel::Binary) => "gemv_b1",
-        MatmulKernel::Gemv(GemvKernel::BinaryFused) => "gemv_b1_fx",
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => "gemv_tc",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16) => "gemm_f16",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1)) => "gemm_f16_unsplit",
@@ -52,30 +50,6 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
-    }
-}
-
-/// The fused binary GEMV (`_gemv_b1_fx`, its CTAs quantize x) against the prepared one
-/// (`gemv_b1_prepare` + `_gemv_b1`) on the same inputs: the same planes, (s, X) and sums of
-/// squares by the same device function, so y must be bit-identical (tolerance 0).
-#[derive(Default)]
-pub(crate) struct FusedTwin {
-    prepared: Option<Vec<f32>>,
-}
-
-impl FusedTwin {
-    /// Remembers the prepared kernel's y; for the fused one records `{label} gemv_b1_fx = gemv_b1`
-    /// (kernels_for runs the prepared one first).
-    pub(crate) fn check(&mut self, ctx: &mut Ctx, op: &str, label: &str, kernel: MatmulKernel, got: &[f32]) {
-        match kernel {
-            MatmulKernel::Gemv(GemvKernel::Binary) => self.prepared = Some(got.to_vec()),
-            MatmulKernel::Gemv(GemvKernel::BinaryFused) => {
-                if let Some(want) = self.prepared.as_ref() {
-                    ctx.record(op, &format!("{label} gemv_b1_fx = gemv_b1"), Comparison::of(got, want, |_| 0.0));
-                }
-            }
-            _ => {}
-        }
     }
 }
 

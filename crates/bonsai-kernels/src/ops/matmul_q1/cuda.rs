@@ -151,7 +151,6 @@ pub(crate) fn kernel_name(
     };
     let variant = match m {
         1 if gemv == GemvKernel::Binary => "gemv_b1",
-        1 if gemv == GemvKernel::BinaryFused => "gemv_b1_fx",
         1 => "gemv_tc",
         m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
@@ -368,10 +367,8 @@ fn launch_any(
     if m <= GEMV_MAX_TOKENS {
         check_gemv_weight_alignment(op, payload, scales)?;
     }
-    if m == 1 && gemv.is_binary() {
-        let fused = gemv == GemvKernel::BinaryFused;
-        let ptrs = (scales, payload, x_ptr, y_ptr);
-        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, ptrs, norm, fused);
+    if m == 1 && gemv == GemvKernel::Binary {
+        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = lib.function(&name)?;
@@ -442,10 +439,8 @@ mod planes;
 pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
-pub use gemv_choice::{
-    gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_BINARY_FUSED, GEMV_BINARY_PREPARED, GEMV_VAR,
-};
-pub use super::matmul_b1::{fused_x_supported, with_l2_prefetch, L2Prefetch};
+pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};
+pub use super::matmul_b1::{with_l2_prefetch, L2Prefetch};
 
 #[cfg(test)]
 mod tests {
@@ -466,7 +461,7 @@ mod tests {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
                     for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
-                        for gemv in [GemvKernel::Binary, GemvKernel::BinaryFused, GemvKernel::Bf16x3] {
+                        for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
                             for wide in [false, true] {
                                 let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);
                                 assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
@@ -17,12 +17,9 @@ use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBit
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
-/// A one-token binary GEMV with `n_out` outputs (features for SwiGLU) of K inputs; `norm`: the
-/// fused RMSNorm's weights (K floats, 8-byte aligned) and eps. The caller checked every buffer's
-/// length and alignment. `fused_x` ([`GemvKernel::BinaryFused`]): one `_gemv_b1_fx` launch whose
-/// CTAs quantize x themselves, where K allows ([`fused_x_supported`]); otherwise (and for
-/// [`GemvKernel::Binary`]) two launches, `gemv_b1_prepare` into stream-ordered scratch, then
-/// `*_gemv_b1`.
+/// The two launches of a one-token binary GEMV with `n_out` outputs (features for SwiGLU) of K
+/// inputs; `norm`: the fused RMSNorm's weights (K floats, 8-byte aligned) and eps. The caller
+/// checked every buffer's length and alignment.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     lib: &KernelLibrary,
@@ -33,34 +30,17 @@ pub(crate) fn launch(
     k: usize,
     (scales, payload, x, y): (u64, u64, u64, u64),
     norm: Option<(u64, f32)>,
-    fused_x: bool,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     // The GEMV's grid check before any allocation.
     b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let norm_ptr = norm.map_or(0, |n| n.0);
-    if fused_x && fused_x_supported(k) {
-        return launch_fused(lib, stream, bits, epilogue, n_out, k, (scales, payload, x, y), norm_ptr, norm.map(|n| n.1));
-    }
     let mut scratch = B1Planes::scratch(stream, k)?;
     let (ptrs, _guards) = scratch.write_ptrs(stream);
+    let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
     launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
-}
-
-/// Most 128-groups of x a `_gemv_b1_fx` CTA quantizes (B1_FUSED_MAX_GROUPS in matmul_gemv_b1.cu).
-pub(crate) const B1_FUSED_MAX_GROUPS: usize = 128;
-
-/// Whether `_gemv_b1_fx` takes K inputs (its CTAs keep every group's sum of squares), and K is
-/// at most `BONSAI_B1FX_MAX_K` (a measurement knob: the fused GEMV for some shapes only).
-pub fn fused_x_supported(k: usize) -> bool {
-    static MAX_K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let max_k = *MAX_K.get_or_init(|| {
-        std::env::var("BONSAI_B1FX_MAX_K").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(usize::MAX)
-    });
-    k / GROUP <= B1_FUSED_MAX_GROUPS && k <= max_k
 }
 
 /// The next GEMV's weights a `_gemv_b1_pf` launch asks L2 for (`B1Prefetch` in
@@ -95,10 +75,9 @@ pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f:
     out
 }
 
-/// At least gemv_b1's static shared memory (the fused norm's per-warp sums, the planes
-/// epilogue's group list, the `_fx` kernels' sums of squares: 1024 / 1040 / 2048 bytes by
-/// ptxas -v for the plain / `_out` / `_fx` kernels).
-const B1_STATIC_SMEM_BOUND: usize = 3072;
+/// More than gemv_b1's static shared memory (the fused norm's per-warp sums and the planes
+/// epilogue's group list: 1024 / 1040 bytes by ptxas -v for the plain / `_out` kernels).
+const B1_STATIC_SMEM_BOUND: usize = 2048;
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
 /// fields, same order; device pointers as u64, `norm_w` 0 for none). All zero (`counts` 0): the
@@ -157,19 +136,42 @@ pub(crate) fn launch_gemv(
     norm_eps: Option<f32>,
     planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
+    let op = epilogue.op_name();
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
-    // slowed them even when skipped. Only the plain kernels have a `_pf` twin.
-    let suffix = if planes_out.counts != 0 { "_out" } else { "" };
-    let l = GemvLaunch::new(lib, bits, epilogue, n_out, k, suffix, planes_out.counts == 0)?;
+    // slowed them even when skipped.
+    let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
+    // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
+    // have a `_pf` twin.
+    let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
+    if planes_out.counts != 0 {
+        name.push_str("_out");
+    } else if prefetch.is_some() {
+        name.push_str("_pf");
+    }
+    let func = lib.function(&name)?;
+    // Dynamic plus the kernel's static shared memory must stay within the default limit; at
+    // exactly 48 KB of dynamic memory the launch already needs the opt-in.
+    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (g.ctas, 1, 1),
+        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
+        shared_mem_bytes: g.smem_bytes as u32,
+    };
+    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(stream, l.func);
-    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&l.n).arg(&l.k);
-    b.arg(&l.tiles_per_cta).arg(&l.splits).arg(&l.chunk).arg(&norm_flag).arg(&norm_eps);
+    let mut b = Launch::new(stream, func);
+    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
     if planes_out.counts != 0 {
         b.arg(&planes_out);
     }
-    if let Some(p) = l.prefetch.as_ref() {
+    if let Some(p) = prefetch.as_ref() {
         b.arg(p);
     }
     // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
@@ -179,97 +181,6 @@ pub(crate) fn launch_gemv(
     // 256-byte aligned: cp.async's 16 bytes), a planes output was sized for n_out by the caller,
     // and b1_geometry sized the block and shared memory. The `_pf` ones take the B1Prefetch block
     // last: ranges inside another matrix's weight buffers, only prefetched (nothing is read or written).
-    unsafe { b.launch(l.cfg) }?;
+    unsafe { b.launch(cfg) }?;
     Ok(())
-}
-
-/// The one `*_gemv_b1_fx` launch: x (K floats) and the RMSNorm's weights (`norm_ptr`, 0 for none)
-/// straight in, each CTA quantizing them itself; `norm_eps` Some with a norm.
-#[allow(clippy::too_many_arguments)]
-fn launch_fused(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    bits: QuantBits,
-    epilogue: Epilogue,
-    n_out: usize,
-    k: usize,
-    (scales, payload, x, y): (u64, u64, u64, u64),
-    norm_ptr: u64,
-    norm_eps: Option<f32>,
-) -> Result<(), LaunchError> {
-    let l = GemvLaunch::new(lib, bits, epilogue, n_out, k, "_fx", true)?;
-    let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(stream, l.func);
-    b.arg(&scales).arg(&payload).arg(&x).arg(&norm_ptr).arg(&y).arg(&l.n).arg(&l.k);
-    b.arg(&l.tiles_per_cta).arg(&l.splits).arg(&l.chunk).arg(&norm_eps);
-    if let Some(p) = l.prefetch.as_ref() {
-        b.arg(p);
-    }
-    // SAFETY: argument order and types match the *_gemv_b1_fx entry points (scales, payload, x,
-    // norm_w, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm_eps, and for `_fx_pf` the
-    // B1Prefetch block); the weights, x (K floats), norm_w (K floats or null) and y were checked by
-    // the caller, K / 128 is within B1_FUSED_MAX_GROUPS (launch checks fused_x_supported), and
-    // b1_geometry sized the block and shared memory.
-    unsafe { b.launch(l.cfg) }?;
-    Ok(())
-}
-
-/// What every gemv_b1 launch shares: the geometry, the entry point (`suffix` after
-/// `*_gemv_b1`, plus `_pf` when a [`with_l2_prefetch`] hint is pending and `may_prefetch`), its
-/// shared-memory opt-in, and the integer arguments.
-struct GemvLaunch<'a> {
-    func: &'a CudaFunction,
-    cfg: LaunchConfig,
-    prefetch: Option<L2Prefetch>,
-    n: i32,
-    k: i32,
-    tiles_per_cta: i32,
-    splits: i32,
-    chunk: i32,
-}
-
-impl<'a> GemvLaunch<'a> {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        lib: &'a KernelLibrary,
-        bits: QuantBits,
-        epilogue: Epilogue,
-        n_out: usize,
-        k: usize,
-        suffix: &str,
-        may_prefetch: bool,
-    ) -> Result<Self, LaunchError> {
-        let op = epilogue.op_name();
-        let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
-            .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-        let (n, k) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
-        let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
-        name.push_str(suffix);
-        // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch.
-        let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| may_prefetch);
-        if prefetch.is_some() {
-            name.push_str("_pf");
-        }
-        let func = lib.function(&name)?;
-        // Dynamic plus the kernel's static shared memory must stay within the default limit; at
-        // exactly 48 KB of dynamic memory the launch already needs the opt-in.
-        if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
-            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (g.ctas, 1, 1),
-            block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
-            shared_mem_bytes: g.smem_bytes as u32,
-        };
-        Ok(GemvLaunch {
-            func,
-            cfg,
-            prefetch,
-            n,
-            k,
-            tiles_per_cta: g.tiles_per_cta as i32,
-            splits: g.splits as i32,
-            chunk: g.chunk_groups as i32,
-        })
-    }
 }

@@ -6,12 +6,8 @@ use crate::launch::{shape, LaunchError};
 
 /// The environment variable that selects the one-token GEMV kernel.
 pub const GEMV_VAR: &str = "BONSAI_GEMV";
-/// Its value for the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
+/// Its one accepted value: the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
 pub const GEMV_BF16X3: &str = "tc";
-/// Its value for the binary kernel after a separate quantize launch (`gemv_b1_prepare` + `*_gemv_b1`).
-pub const GEMV_BINARY_PREPARED: &str = "b1";
-/// Its value for the binary kernel whose CTAs quantize x themselves (`*_gemv_b1_fx`).
-pub const GEMV_BINARY_FUSED: &str = "b1fx";
 
 /// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,11 +15,8 @@ pub enum GemvKernel {
     /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 24-bit
     /// integers (|error| <= s_G / 2 per element, s_G <= 2^-21 max|x_G|), dot products exact in
     /// integers on the binary tensor core (`mma.sync m16n8k256 b1 and.popc`), one f32 rounding
-    /// per (row, group), then f32 sums. x is quantized by a `gemv_b1_prepare` launch before.
+    /// per (row, group), then f32 sums.
     Binary,
-    /// The same arithmetic, bit for bit, in one launch (`*_gemv_b1_fx`): every CTA quantizes x
-    /// itself (K up to 16,384; larger K runs [`GemvKernel::Binary`]).
-    BinaryFused,
     /// `*_gemv_tc` (matmul_gemv_tc.cu): bf16 mma with x split into three bf16 parts (f32-level).
     Bf16x3,
 }
@@ -35,25 +28,13 @@ pub fn gemv_kernel_from_env() -> Result<GemvKernel, LaunchError> {
     choice.clone().map_err(|detail| shape("matmul", detail))
 }
 
-/// `None` (unset) is the default binary kernel, `b1` / `b1fx` / `tc` pick one; anything else an
-/// error message naming the variable.
+/// `None` (unset) is the binary kernel, `tc` the bf16 one; anything else an error message naming
+/// the variable.
 pub fn parse_gemv_kernel(value: Option<&str>) -> Result<GemvKernel, String> {
     match value {
         None => Ok(GemvKernel::Binary),
-        Some(GEMV_BINARY_PREPARED) => Ok(GemvKernel::Binary),
-        Some(GEMV_BINARY_FUSED) => Ok(GemvKernel::BinaryFused),
         Some(GEMV_BF16X3) => Ok(GemvKernel::Bf16x3),
-        Some(other) => Err(format!(
-            "{GEMV_VAR}={other:?} is not supported (set it to {GEMV_BINARY_PREPARED:?}, {GEMV_BINARY_FUSED:?} or \
-             {GEMV_BF16X3:?}, or leave it unset)"
-        )),
-    }
-}
-
-impl GemvKernel {
-    /// Whether it is one of the binary kernels (same arithmetic, same accuracy bound).
-    pub fn is_binary(self) -> bool {
-        matches!(self, GemvKernel::Binary | GemvKernel::BinaryFused)
+        Some(other) => Err(format!("{GEMV_VAR}={other:?} is not supported (set it to {GEMV_BF16X3:?} or leave it unset)")),
     }
 }
 
@@ -65,8 +46,6 @@ mod tests {
     fn the_switch_parses_its_values_and_rejects_others() {
         assert_eq!(parse_gemv_kernel(None), Ok(GemvKernel::Binary));
         assert_eq!(parse_gemv_kernel(Some("tc")), Ok(GemvKernel::Bf16x3));
-        assert_eq!(parse_gemv_kernel(Some("b1")), Ok(GemvKernel::Binary));
-        assert_eq!(parse_gemv_kernel(Some("b1fx")), Ok(GemvKernel::BinaryFused));
         let err = parse_gemv_kernel(Some("b2")).expect_err("unknown value");
         assert!(err.contains("BONSAI_GEMV") && err.contains("b2"), "{err}");
     }

@@ -112,85 +112,6 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
     }
 }
 
-// b1_prepare_group for groups g, g + step, ... below `end` of x (times norm_w), B at a time: the
-// loads of B groups are issued together and their shuffle chains interleave, so a warp with
-// several groups pays the load latency once per B groups instead of once per group (the
-// `_gemv_b1_fx` CTAs' quantization sits on the critical path). Per group the arithmetic, and so
-// every output, is b1_prepare_group's; outputs at planes + i B1_GROUP_WORDS, gsx + 2 i, sq + i
-// for group i. Called by a whole warp (g, step and end warp-uniform).
-template <int B>
-__device__ __forceinline__ void b1_prepare_groups(const float* x, const float* norm_w, int g, int step, int end,
-                                                  u32* planes, u32* gsx, float* sq_out) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    for (; g < end; g += B * step) {
-        float v[B][LAYOUT_LANES], w[B][LAYOUT_LANES];
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-            const int gb = min(g + b * step, end - 1);  // past the end: a repeat, never stored
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) {
-                v[b][t] = x[(long long)gb * GROUP_SIZE + j0 + 2 * t];
-                w[b][t] = norm_w != nullptr ? norm_w[(long long)gb * GROUP_SIZE + j0 + 2 * t] : 1.0f;
-            }
-        }
-        float sq[B], amax[B];
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-            sq[b] = 0.0f;
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) {
-                sq[b] += v[b][t] * v[b][t];
-                if (norm_w != nullptr) v[b][t] *= w[b][t];
-            }
-            amax[b] = 0.0f;
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) amax[b] = fmaxf(amax[b], fabsf(v[b][t]));
-        }
-#pragma unroll
-        for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
-#pragma unroll
-            for (int b = 0; b < B; ++b) {
-                sq[b] += __shfl_xor_sync(FULL_MASK, sq[b], offset);
-                amax[b] = fmaxf(amax[b], __shfl_xor_sync(FULL_MASK, amax[b], offset));
-            }
-        }
-        int q[B][LAYOUT_LANES], qsum[B], e[B];
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-            e[b] = max((int)((__float_as_uint(amax[b]) >> 23) & 0xFFu) - 126, B1_MIN_EXP);
-            const float to_int = b1_pow2(B1_PLANES - 2 - e[b]);
-            qsum[b] = 0;
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) {
-                q[b][t] = __float2int_rn(v[b][t] * to_int);
-                qsum[b] += q[b][t];
-            }
-        }
-#pragma unroll
-        for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1) {
-#pragma unroll
-            for (int b = 0; b < B; ++b) qsum[b] += __shfl_xor_sync(FULL_MASK, qsum[b], offset);
-        }
-#pragma unroll
-        for (int b = 0; b < B; ++b) {
-            const int gb = g + b * step;
-            u32 plane[LAYOUT_LANES];
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) plane[t] = b1_transpose_bits((u32)q[b][t], lane);
-            if (gb >= end) continue;
-            if (lane == 0) {
-                gsx[2 * gb] = __float_as_uint(b1_pow2(e[b] - B1_PLANES + 2));
-                gsx[2 * gb + 1] = (u32)qsum[b];
-                sq_out[gb] = sq[b];
-            }
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t)
-                if (lane < B1_PLANES) planes[(long long)gb * B1_GROUP_WORDS + (4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane[t];
-        }
-    }
-}
-
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
 // a warp per group (b1_prepare_group).
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
@@ -371,31 +292,15 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
     }
 }
 
-// Most groups of x a `_gemv_b1_fx` CTA quantizes (its sums of squares sit in static shared
-// memory): 16,384 inputs, more than any Bonsai GEMV's K (12,288 at most).
-#define B1_FUSED_MAX_GROUPS 128
-// Groups a `_gemv_b1_fx` warp quantizes at once (b1_prepare_groups): 3 covers the decode shapes
-// of K = 4096 (32 groups over 12-16 warps) in one pass.
-#ifndef B1_FUSED_BATCH
-#define B1_FUSED_BATCH 3
-#endif
-
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
-// FUSED_X (`_gemv_b1_fx` entry points): no prepare launch; after griddep_wait every CTA quantizes
-// x (times norm_w) itself, a warp per group with gemv_b1_prepare's b1_prepare_group, straight into
-// its shared memory instead of copying the prepared planes (`planes`, `gsx_all` and `group_sq`
-// unused). Redundant 132 times, but it takes one kernel boundary (~2.7 us in the decode graph,
-// kernel-notes round 12) off the critical path; the planes, (s, X) and sums of squares are the
-// prepare's bit for bit, so y is too.
-template <int BITS, int MODE, int NB, bool GROUP_OUT, bool FUSED_X>
+template <int BITS, int MODE, int NB, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch,
-                                             const float* x, const float* norm_w) {
+                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -441,24 +346,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     griddep_wait();
     TC_MARK(1);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
-    // FUSED_X: the sums of squares of every group of x (the launcher keeps K / 128 within it).
-    __shared__ float fused_sq[FUSED_X ? B1_FUSED_MAX_GROUPS : 1];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     int u = active ? split : units, phase = 0;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
-        if (FUSED_X) {
-            const long long first = (long long)c0 * GROUP_SIZE;
-            b1_prepare_groups<B1_FUSED_BATCH>(x + first, norm_w != nullptr ? norm_w + first : nullptr, warp,
-                                              blockDim.x / WARP_SIZE, cg, xb, gsx, fused_sq + c0);
-        } else {
-            const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
-            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
-            cp_async_commit();
-            cp_async_wait<0>();
-        }
+        const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
+        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+        cp_async_commit();
+        cp_async_wait<0>();
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
@@ -493,7 +390,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
     if (norm && warp == 0) {
         float ss = 0.0f;
-        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += FUSED_X ? fused_sq[i] : group_sq[i];
+        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += group_sq[i];
         ss = warp_sum(ss);
         if (lane == 0) norm_sq[0][0] = ss;
     }
@@ -505,19 +402,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-// FUSED_X: x and norm_w (or null) instead of the prepared planes (gemv_b1_body).
-template <int BITS, int MODE, bool GROUP_OUT, bool FUSED_X = false>
+template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr,
-                                        const float* x = nullptr, const float* norm_w = nullptr) {
+                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, FUSED_X>(
-            scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-            cta, planes_out, prefetch, x, norm_w);
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                                 tiles_per_cta, splits, chunk_groups, norm, norm_eps,
+                                                                 cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, FUSED_X>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                        tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                        planes_out, prefetch, x, norm_w);
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                               splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

@@ -39,26 +39,6 @@
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{}, &prefetch);                         \
     }                                                                                            \
-    /* gemv_b1 whose CTAs quantize x themselves: no gemv_b1_prepare launch (FUSED_X) */       \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_fx(const u16* scales, const u32* payload, const float* x,               \
-                            const float* norm_w, float* y, int n_out, int k, int tiles_per_cta,  \
-                            int splits, int chunk_groups, float norm_eps) {                      \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false, true>(scales, payload, nullptr, nullptr, nullptr, y, n_out, k, \
-                                         tiles_per_cta, splits, chunk_groups, norm_w != nullptr, \
-                                         norm_eps, blockIdx.x, B1PlanesOut{}, nullptr, x, norm_w); \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_fx_pf(const u16* scales, const u32* payload, const float* x,            \
-                               const float* norm_w, float* y, int n_out, int k, int tiles_per_cta, \
-                               int splits, int chunk_groups, float norm_eps,                     \
-                               const B1Prefetch prefetch) {                                      \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false, true>(scales, payload, nullptr, nullptr, nullptr, y, n_out, k, \
-                                         tiles_per_cta, splits, chunk_groups, norm_w != nullptr, \
-                                         norm_eps, blockIdx.x, B1PlanesOut{}, &prefetch, x, norm_w); \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \

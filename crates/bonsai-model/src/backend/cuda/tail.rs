@@ -95,7 +95,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let fused = mode != TailMode::Ops
         && t.m == 1
         && t.bufs.scratch.fused.is_some()
-        && gemv_kernel_from_env().is_ok_and(GemvKernel::is_binary)
+        && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
         && launch::decode_chain::supported(&view(t.attn_output), &view(t.gate_up), &view(t.down));
     if !fused {
         return layer_tail_ops(b, t);
