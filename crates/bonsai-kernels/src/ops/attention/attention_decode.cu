@@ -91,39 +91,6 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_heads, int
     }
 }
 
-// The keys [begin, end) of `split` for a context of len keys: at least min_split_keys per split
-// (a multiple of ATT_DEC_SPLIT_ALIGN), so a short context runs in one CTA per kv head, without
-// the partials' round trip and the merge; `used`: the splits that get keys.
-__device__ __forceinline__ void att_dec_split_keys(int len, int n_splits, int min_split_keys, int split, int& begin,
-                                                   int& end, int& used) {
-    const int even_share = max((len + n_splits - 1) / n_splits, min_split_keys);
-    const int keys_per_split = (even_share + ATT_DEC_SPLIT_ALIGN - 1) / ATT_DEC_SPLIT_ALIGN * ATT_DEC_SPLIT_ALIGN;
-    used = (len + keys_per_split - 1) / keys_per_split;
-    begin = split * keys_per_split;
-    end = min(begin + keys_per_split, len);
-}
-
-// Before griddep_wait: threads 0 and 1 ask L2 for this CTA's K and V cache rows, so that the
-// keys' DRAM latency overlaps the previous kernel (qk_norm_rope_kv_write) instead of following
-// it. A hint only: the position is read through L2 (`ld.global.cg`, no L1 line the body's read
-// could hit later) and may be stale here, which costs bandwidth, never a value; the row being
-// written by the previous kernel is simply fetched again.
-template <int HD>
-__device__ __forceinline__ void att_dec_prefetch_keys(const u32* pos0_ptr, int max_seq, const u16* k_cache,
-                                                      const u16* v_cache, int n_splits, int min_split_keys) {
-    if (threadIdx.x >= 2) return;
-    const u32 pos0 = __ldcg(pos0_ptr);
-    if (pos0 >= (u32)max_seq) return;
-    int begin, end, used;
-    att_dec_split_keys((int)pos0 + 1, n_splits, min_split_keys, blockIdx.y, begin, end, used);
-    if (begin >= end) return;
-    const char* rows = reinterpret_cast<const char*>((threadIdx.x == 0 ? k_cache : v_cache) +
-                                                     ((long long)blockIdx.x * max_seq + begin) * HD);
-    const long long bytes = (long long)(end - begin) * HD * (long long)sizeof(u16);
-    constexpr long long CHUNK = 64 * 1024;
-    for (long long off = 0; off < bytes; off += CHUNK) prefetch_l2_bulk(rows + off, (unsigned)min(CHUNK, bytes - off));
-}
-
 // PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
 template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
@@ -160,9 +127,14 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         return;
     }
     const int len = (int)pos0 + 1;
-    int key_begin, key_end, used;
-    att_dec_split_keys(len, n_splits, min_split_keys, split, key_begin, key_end, used);
+    // At least min_split_keys keys per split (a multiple of ATT_DEC_SPLIT_ALIGN): a short context
+    // then runs in one CTA per kv head, without the partials' round trip and the merge.
+    const int even_share = max((len + n_splits - 1) / n_splits, min_split_keys);
+    const int keys_per_split = (even_share + ATT_DEC_SPLIT_ALIGN - 1) / ATT_DEC_SPLIT_ALIGN * ATT_DEC_SPLIT_ALIGN;
+    const int used = (len + keys_per_split - 1) / keys_per_split;
     if (split >= used) return;  // no keys for this split at this length
+    const int key_begin = split * keys_per_split;
+    const int key_end = min(key_begin + keys_per_split, len);
 
     // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
     const int key_lane = lane % LANES_PER_KEY;  // which D dims
@@ -368,49 +340,41 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, min_split_keys, counters, out
 
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<64>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<1, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd64(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<64>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<2, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd64(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<64>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<4, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd64(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<64>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<8, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd128(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<1, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd128(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<2, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd128(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<4, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd128(ATT_DEC_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<8, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
@@ -422,28 +386,24 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 #define ATT_DEC_PLANES_ARGS ATT_DEC_ARGS, planes, gsx, group_sq
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g1_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<1, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g2_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<2, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g4_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<4, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g8_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    att_dec_prefetch_keys<128>(pos0_ptr, max_seq, k_cache, v_cache, n_splits, min_split_keys);
     griddep_wait();
     griddep_launch_dependents();
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);

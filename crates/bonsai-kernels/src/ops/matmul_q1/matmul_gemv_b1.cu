@@ -70,18 +70,8 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
 // the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
 // quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
 // variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
-// b1_prepare_group_normed loads this lane's 4 weights of the group with b1_group_norm_weights
-// (before griddep_wait where the caller can: weights never depend on the previous kernel).
-__device__ __forceinline__ void b1_group_norm_weights(const float* norm_w_group, float (&nw)[LAYOUT_LANES]) {
-    const int j0 = layout_weight(0, threadIdx.x % WARP_SIZE);
-#pragma unroll
-    for (int t = 0; t < LAYOUT_LANES; ++t) nw[t] = norm_w_group != nullptr ? norm_w_group[j0 + 2 * t] : 1.0f;
-}
-
-// b1_prepare_group with the norm weights already in registers (`normed`: multiply by them).
-__device__ __forceinline__ void b1_prepare_group_normed(const float* x_group, const float (&nw)[LAYOUT_LANES],
-                                                        bool normed, u32* planes_group, u32* gsx_group,
-                                                        float* sq_group) {
+__device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
+                                                 u32* gsx_group, float* sq_group) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     float v[LAYOUT_LANES];
@@ -90,7 +80,7 @@ __device__ __forceinline__ void b1_prepare_group_normed(const float* x_group, co
     for (int t = 0; t < LAYOUT_LANES; ++t) {
         v[t] = x_group[j0 + 2 * t];
         sq += v[t] * v[t];
-        if (normed) v[t] *= nw[t];
+        if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
     }
     sq = warp_sum(sq);
     float amax = 0.0f;
@@ -122,30 +112,19 @@ __device__ __forceinline__ void b1_prepare_group_normed(const float* x_group, co
     }
 }
 
-__device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
-                                                 u32* gsx_group, float* sq_group) {
-    float nw[LAYOUT_LANES];
-    b1_group_norm_weights(norm_w_group, nw);
-    b1_prepare_group_normed(x_group, nw, norm_w_group != nullptr, planes_group, gsx_group, sq_group);
-}
-
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
-// a warp per group (b1_prepare_group). The norm weights are loaded before griddep_wait: two of a
-// decode layer's three prepares carry a norm, and its weights come from DRAM.
+// a warp per group (b1_prepare_group).
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
-    const bool valid = group < k / GROUP_SIZE;  // whole warp
-    const long long first = (long long)group * GROUP_SIZE;
-    float nw[LAYOUT_LANES];
-    b1_group_norm_weights(valid && norm_w != nullptr ? norm_w + first : nullptr, nw);
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
-    if (!valid) return;
-    b1_prepare_group_normed(x + first, nw, norm_w != nullptr, planes + (long long)group * B1_GROUP_WORDS,
-                            gsx + 2 * group, group_sq + group);
+    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
+    if (group >= k / GROUP_SIZE) return;
+    const long long first = (long long)group * GROUP_SIZE;
+    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
+                     gsx + 2 * group, group_sq + group);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums

@@ -4,18 +4,9 @@
 // one thread per rotating pair. A position >= max_pos (pos lives on the device, so the host
 // cannot check it) turns the head into NaN rather than reading outside the table.
 
-// This thread's pair of a head's RMSNorm weights (w[d], w[d + hd/2]; 0 past the pairs). Weights
-// never depend on the previous kernel, so the kernels load them before griddep_wait: their DRAM
-// latency (the per-layer norm weights are evicted between tokens) overlaps the previous kernel.
-__device__ __forceinline__ float2 qk_norm_weights(const float* __restrict__ w, int hd) {
-    const int d = threadIdx.x, half = hd / 2;
-    return d < half ? make_float2(w[d], w[d + half]) : make_float2(0.0f, 0.0f);
-}
-
 // One q or k head: normalises and rotates h[d], h[d + hd/2] in place (all threads of the CTA
-// must call it: it reduces over the CTA) with the weights of qk_norm_weights; returns false for
-// threads past the pairs.
-__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, float2 w, int hd, float eps,
+// must call it: it reduces over the CTA); returns false for threads past the pairs.
+__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, float eps,
                                                       const float* __restrict__ cos_table,
                                                       const float* __restrict__ sin_table, int max_pos,
                                                       u32 pos, float* scratch) {
@@ -33,8 +24,8 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, float2 w, int hd
         return true;
     }
     const float inv = rsqrtf(ss / (float)hd + eps);
-    const float x1 = a * inv * w.x;
-    const float x2 = b * inv * w.y;
+    const float x1 = a * inv * w[d];
+    const float x2 = b * inv * w[d + half];
     const float c = cos_table[(long long)pos * half + d];
     const float s = sin_table[(long long)pos * half + d];
     h[d] = x1 * c - x2 * s;
@@ -48,14 +39,14 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
                                                        const float* __restrict__ cos_table,
                                                        const float* __restrict__ sin_table,
                                                        int max_pos, const u32* __restrict__ pos0) {
-    const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
-    const float2 w = qk_norm_weights(head < n_q ? q_norm : k_norm, hd);
     griddep_wait();
     griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
+    const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
     float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
-    qk_norm_rope_one_head(h, w, hd, eps, cos_table, sin_table, max_pos, pos0[0] + (u32)token, scratch);
+    qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table, max_pos,
+                          pos0[0] + (u32)token, scratch);
 }
 
 // qk_norm_rope_head_per_block and kv_write_head_per_block in one launch (decode issues one
@@ -70,13 +61,11 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
                                                  u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
-    const int head = blockIdx.y;  // q heads, then k heads, then v heads
-    const bool normed = head < n_q + n_kv;  // whole CTA
-    const float2 w = normed ? qk_norm_weights(head < n_q ? q_norm : k_norm, hd) : make_float2(0.0f, 0.0f);
     griddep_wait();
     griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
+    const int head = blockIdx.y;  // q heads, then k heads, then v heads
     const int half = hd / 2;
     const int d = threadIdx.x;
     const u32 pos = pos0[0] + (u32)token;
@@ -88,7 +77,8 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
         v_cache[dst + d + half] = f32_to_f16(h[d + half]);
         return;
     }
-    const bool active = qk_norm_rope_one_head(h, w, hd, eps, cos_table, sin_table, max_pos, pos, scratch);
+    const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table,
+                                              max_pos, pos, scratch);
     if (!active || head < n_q || pos >= (u32)max_seq) return;
     // Each thread stores the pair it just wrote (no other thread touches these elements).
     const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
