@@ -8,6 +8,11 @@
 //   stream    : each CTA loads its slice after the barrier (no overlap across stages).
 //   prefetch  : each CTA cp.asyncs the NEXT stage's slice into shared memory (double buffer)
 //               before it waits at the barrier: DRAM keeps streaming through every barrier.
+//   ring      : one producer warp per CTA streams every stage's slice, in order, through a ring
+//               of 8 KB shared-memory chunks (up to RING_SLOTS chunks, ~one layer's slice,
+//               ahead), never waiting on a barrier, only on ring space; the other 15 warps pass
+//               the grid barriers and consume each stage's chunks as they land. The bound of a
+//               persistent decode kernel whose weight stream is decoupled from its dependencies.
 //   floor     : one kernel reading all the bytes once (the copy-speed bound of the step).
 // Build: nvcc -O3 -arch=sm_90 -o persistent_chain persistent_chain.cu   Run: ./persistent_chain
 #include <cooperative_groups.h>
@@ -111,6 +116,92 @@ __global__ void __launch_bounds__(THREADS, 1) chain(Chain c) {
     if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
 }
 
+// The ring variant: 8 KB chunks, RING_SLOTS of them; the producer keeps RING_DEPTH commit groups
+// in flight (RING_SLOTS > RING_DEPTH, so the chunk it waits to overwrite is always published).
+constexpr int CHUNK16 = 512;  // uint4 per chunk
+constexpr int RING_SLOTS = 2 * MAX_SLICE / (CHUNK16 * 16);
+constexpr int RING_DEPTH = 8;
+constexpr int CONSUMER_WARPS = THREADS / 32 - 1;
+constexpr int CONSUMERS = CONSUMER_WARPS * 32;
+static_assert(RING_SLOTS > RING_DEPTH, "the producer must publish a chunk before it can wait to reuse its slot");
+
+// The consumer warps' barrier (named barrier 1): the producer warp never takes part.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS) : "memory"); }
+__device__ __forceinline__ void grid_barrier_consumers(unsigned* counter, unsigned n) {
+    consumers_sync();
+    if (threadIdx.x == 0) {
+        red_release_add(counter, 1);
+        const unsigned target = (n + 1) * gridDim.x;
+        while (ld_acquire(counter) < target) {
+        }
+    }
+    consumers_sync();
+}
+__device__ __forceinline__ unsigned ld_volatile_shared(const unsigned* p) { return *(volatile const unsigned*)p; }
+
+__global__ void __launch_bounds__(THREADS, 1) chain_ring(Chain c) {
+    extern __shared__ uint4 buf[];
+    // published[slot]: how many chunks the slot has held (filled and visible); freed[slot]: consumer
+    // warps done with the slot's chunks, cumulative (CONSUMER_WARPS per chunk).
+    __shared__ unsigned published[RING_SLOTS], freed[RING_SLOTS];
+    for (int i = threadIdx.x; i < RING_SLOTS; i += THREADS) published[i] = freed[i] = 0;
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    if (warp == CONSUMER_WARPS) {  // the producer
+        long long issued = 0, marked = 0;
+        auto publish_oldest = [&]() {
+            __threadfence_block();  // this lane's landed copies, before the flag
+            __syncwarp();
+            if (lane == 0) *(volatile unsigned*)&published[marked % RING_SLOTS] = (unsigned)(marked / RING_SLOTS + 1);
+            ++marked;
+        };
+        for (int s = 0; s < total; ++s) {
+            const uint4* src = slice_of(c, s);
+            const long long n16 = c.slice[s % STAGES] / 16;
+            for (long long first = 0; first < n16; first += CHUNK16) {
+                const int slot = (int)(issued % RING_SLOTS);
+                const unsigned round = (unsigned)(issued / RING_SLOTS);
+                while (ld_volatile_shared(&freed[slot]) < round * CONSUMER_WARPS) {
+                }
+                const long long m = n16 - first < CHUNK16 ? n16 - first : CHUNK16;
+                for (long long i = lane; i < m; i += 32) cp_async16(&buf[slot * CHUNK16 + i], &src[first + i]);
+                cp_commit();
+                ++issued;
+                if (issued - marked > RING_DEPTH) {
+                    cp_wait<RING_DEPTH>();
+                    publish_oldest();
+                }
+            }
+        }
+        cp_wait<0>();
+        while (marked < issued) publish_oldest();
+        return;
+    }
+    unsigned acc = 0;
+    long long chunk = 0;
+    for (int s = 0; s < total; ++s) {
+        grid_barrier_consumers(c.counter, s);  // the previous stage's outputs are ready
+        const long long n16 = c.slice[s % STAGES] / 16;
+        for (long long first = 0; first < n16; first += CHUNK16, ++chunk) {
+            const int slot = (int)(chunk % RING_SLOTS);
+            const unsigned want = (unsigned)(chunk / RING_SLOTS + 1);
+            while (ld_volatile_shared(&published[slot]) < want) {
+            }
+            __threadfence_block();  // the chunk's reads after the flag's
+            const long long m = n16 - first < CHUNK16 ? n16 - first : CHUNK16;
+            for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
+                const uint4 v = buf[slot * CHUNK16 + i];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            __threadfence_block();  // this lane's reads of the slot, before the warp frees it
+            __syncwarp();
+            if (lane == 0) atomicAdd(&freed[slot], 1u);
+        }
+    }
+    if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
+}
+
 __global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
@@ -160,18 +251,22 @@ int main() {
     CHECK(cudaFuncSetAttribute(chain<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(chain<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(chain<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     std::printf("persistent chain: %d CTAs x %d threads, %d layers x %d stages (%d grid barriers), %.1f MB per step\n",
                 sms, THREADS, LAYERS, STAGES, LAYERS * STAGES, total_bytes / 1e6);
-    const char* names[] = {"barrier", "stream", "prefetch"};
-    for (int mode = 0; mode < 3; ++mode) {
+    const char* names[] = {"barrier", "stream", "prefetch", "ring"};
+    for (int mode = 0; mode < 4; ++mode) {
         std::vector<float> ms;
         for (int r = 0; r < 25; ++r) {
             CHECK(cudaMemset(counter, 0, 4));
             void* args[] = {&c};
-            const void* fn = mode == 0 ? (const void*)chain<0> : mode == 1 ? (const void*)chain<1> : (const void*)chain<2>;
+            const void* fn = mode == 0   ? (const void*)chain<0>
+                             : mode == 1 ? (const void*)chain<1>
+                             : mode == 2 ? (const void*)chain<2>
+                                         : (const void*)chain_ring;
             CHECK(cudaEventRecord(a));
             CHECK(cudaLaunchCooperativeKernel(fn, sms, THREADS, args, smem, 0));
             CHECK(cudaEventRecord(b));
