@@ -13,6 +13,15 @@
 //               ahead), never waiting on a barrier, only on ring space; the other 15 warps pass
 //               the grid barriers and consume each stage's chunks as they land. The bound of a
 //               persistent decode kernel whose weight stream is decoupled from its dependencies.
+//   ring_tma  : the same ring fed by one producer thread with bulk copies (TMA,
+//               cp.async.bulk ... mbarrier::complete_tx) of 16 KB chunks, each slot's mbarrier
+//               completing when its bytes land: the whole ring can be in flight.
+//   tma_nobar : ring_tma without the grid barriers: the ring's own streaming rate.
+//   tma_sleep : ring_tma whose barrier poll sleeps 64 ns between reads of the counter.
+//   bar_load  : the barriers alone while one thread per CTA bulk-prefetches the step's bytes into
+//               L2 (DRAM busy): a grid barrier's cost under a weight stream.
+//   tma_l2+N  : ring_tma whose producer also asks L2 for each chunk N layers ahead (bulk prefetch),
+//               so DRAM keeps streaming while the ring waits on the consumers.
 //   floor     : one kernel reading all the bytes once (the copy-speed bound of the step).
 // Build: nvcc -O3 -arch=sm_90 -o persistent_chain persistent_chain.cu   Run: ./persistent_chain
 #include <cooperative_groups.h>
@@ -127,12 +136,15 @@ static_assert(RING_SLOTS > RING_DEPTH, "the producer must publish a chunk before
 
 // The consumer warps' barrier (named barrier 1): the producer warp never takes part.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS) : "memory"); }
+// BACKOFF: sleep between polls (fewer L2 requests on the counter's line while DRAM is busy).
+template <bool BACKOFF = false>
 __device__ __forceinline__ void grid_barrier_consumers(unsigned* counter, unsigned n) {
     consumers_sync();
     if (threadIdx.x == 0) {
         red_release_add(counter, 1);
         const unsigned target = (n + 1) * gridDim.x;
         while (ld_acquire(counter) < target) {
+            if (BACKOFF) __nanosleep(64);
         }
     }
     consumers_sync();
@@ -202,6 +214,122 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring(Chain c) {
     if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
 }
 
+// ring_tma: 16 KB chunks, every slot an mbarrier (one arrival, the producer's expect_tx).
+constexpr int TMA_CHUNK = 16 * 1024;
+constexpr int TMA_SLOTS = 2 * MAX_SLICE / TMA_CHUNK;
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n wait_%=:\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra wait_%=;\n}" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+// BARRIERS false: the consumers skip the grid barriers (the ring's streaming rate alone);
+// BACKOFF: the barrier's poll sleeps between reads; L2_AHEAD: with each chunk the producer also
+// asks L2 for the same chunk L2_AHEAD layers later (DRAM streams into L2 regardless of the ring).
+template <bool BARRIERS, bool BACKOFF = false, int L2_AHEAD = 0>
+__global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
+    extern __shared__ uint4 buf[];
+    __shared__ __align__(8) unsigned long long full[TMA_SLOTS];
+    __shared__ unsigned freed[TMA_SLOTS];
+    if (threadIdx.x < TMA_SLOTS) {
+        mbar_init(&full[threadIdx.x], 1);
+        freed[threadIdx.x] = 0;
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    constexpr long long CHUNK_U4 = TMA_CHUNK / 16;
+    if (warp == CONSUMER_WARPS) {  // the producer: one thread
+        if (lane != 0) return;
+        // The first L2_AHEAD layers ahead of the ring: asked for at once.
+        for (int s = 0; s < L2_AHEAD * STAGES && s < total; ++s) {
+            const char* p = reinterpret_cast<const char*>(slice_of(c, s));
+            for (long long off = 0; off < c.slice[s % STAGES]; off += TMA_CHUNK) {
+                const long long left = c.slice[s % STAGES] - off;
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off),
+                             "r"((unsigned)(left < TMA_CHUNK ? left : TMA_CHUNK))
+                             : "memory");
+            }
+        }
+        long long issued = 0;
+        for (int s = 0; s < total; ++s) {
+            const uint4* src = slice_of(c, s);
+            const long long n16 = c.slice[s % STAGES] / 16;
+            for (long long first = 0; first < n16; first += CHUNK_U4, ++issued) {
+                const int slot = (int)(issued % TMA_SLOTS);
+                const unsigned round = (unsigned)(issued / TMA_SLOTS);
+                while (ld_volatile_shared(&freed[slot]) < round * CONSUMER_WARPS) {
+                }
+                const unsigned bytes = (unsigned)((n16 - first < CHUNK_U4 ? n16 - first : CHUNK_U4) * 16);
+                mbar_expect_tx(&full[slot], bytes);
+                bulk_copy(&buf[slot * CHUNK_U4], &src[first], bytes, &full[slot]);
+                if (L2_AHEAD > 0 && s + L2_AHEAD * STAGES < total)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                                     slice_of(c, s + L2_AHEAD * STAGES) + first),
+                                 "r"(bytes)
+                                 : "memory");
+            }
+        }
+        return;
+    }
+    unsigned acc = 0;
+    long long chunk = 0;
+    for (int s = 0; s < total; ++s) {
+        if (BARRIERS) grid_barrier_consumers<BACKOFF>(c.counter, s);  // the previous stage's outputs are ready
+        const long long n16 = c.slice[s % STAGES] / 16;
+        for (long long first = 0; first < n16; first += CHUNK_U4, ++chunk) {
+            const int slot = (int)(chunk % TMA_SLOTS);
+            mbar_wait(&full[slot], (unsigned)(chunk / TMA_SLOTS) & 1u);
+            const long long m = n16 - first < CHUNK_U4 ? n16 - first : CHUNK_U4;
+            for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
+                const uint4 v = buf[slot * CHUNK_U4 + i];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            __threadfence_block();  // this lane's reads of the slot, before the warp frees it
+            __syncwarp();
+            if (lane == 0) atomicAdd(&freed[slot], 1u);
+        }
+    }
+    if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
+}
+
+// The grid barriers alone while one thread per CTA keeps DRAM busy with bulk L2 prefetches of
+// the step's bytes (fire and forget): the barrier's cost under a full weight stream.
+__global__ void __launch_bounds__(THREADS, 1) barriers_under_load(Chain c) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    if (warp == CONSUMER_WARPS) {
+        if (lane != 0) return;
+        for (int s = 0; s < total; ++s) {
+            const char* src = reinterpret_cast<const char*>(slice_of(c, s));
+            const long long bytes = c.slice[s % STAGES];
+            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
+                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
+            }
+        }
+        return;
+    }
+    for (int s = 0; s < total; ++s) grid_barrier_consumers(c.counter, s);
+}
+
 __global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
@@ -252,13 +380,20 @@ int main() {
     CHECK(cudaFuncSetAttribute(chain<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(chain<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(chain_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring_tma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring_tma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(barriers_under_load, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     std::printf("persistent chain: %d CTAs x %d threads, %d layers x %d stages (%d grid barriers), %.1f MB per step\n",
                 sms, THREADS, LAYERS, STAGES, LAYERS * STAGES, total_bytes / 1e6);
-    const char* names[] = {"barrier", "stream", "prefetch", "ring"};
-    for (int mode = 0; mode < 4; ++mode) {
+    const char* names[] = {"barrier", "stream", "prefetch", "ring", "ring_tma", "tma_nobar", "tma_sleep", "bar_load",
+                           "tma_l2+1", "tma_l2+2"};
+    for (int mode = 0; mode < 10; ++mode) {
         std::vector<float> ms;
         for (int r = 0; r < 25; ++r) {
             CHECK(cudaMemset(counter, 0, 4));
@@ -266,7 +401,13 @@ int main() {
             const void* fn = mode == 0   ? (const void*)chain<0>
                              : mode == 1 ? (const void*)chain<1>
                              : mode == 2 ? (const void*)chain<2>
-                                         : (const void*)chain_ring;
+                             : mode == 3 ? (const void*)chain_ring
+                             : mode == 4 ? (const void*)chain_ring_tma<true>
+                             : mode == 5 ? (const void*)chain_ring_tma<false>
+                             : mode == 6 ? (const void*)chain_ring_tma<true, true>
+                             : mode == 7 ? (const void*)barriers_under_load
+                             : mode == 8 ? (const void*)chain_ring_tma<true, false, 1>
+                                         : (const void*)chain_ring_tma<true, false, 2>;
             CHECK(cudaEventRecord(a));
             CHECK(cudaLaunchCooperativeKernel(fn, sms, THREADS, args, smem, 0));
             CHECK(cudaEventRecord(b));
