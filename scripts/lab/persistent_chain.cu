@@ -77,7 +77,16 @@ struct Chain {
     const long long* slice;         // [STAGES] bytes per CTA (multiple of 16)
     unsigned* counter;
     unsigned* sink;
+    // Non-null in the traced ring_tma run: per (stage, CTA) three %globaltimer figures (ns) of
+    // consumer thread 0: before its grid barrier, after it, and the time spent waiting for the
+    // stage's chunks to land.
+    unsigned long long* trace = nullptr;
 };
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 __device__ __forceinline__ const uint4* slice_of(const Chain& c, int s) {
     const int stage = s % STAGES;
@@ -292,11 +301,18 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
     unsigned acc = 0;
     long long chunk = 0;
     for (int s = 0; s < total; ++s) {
+        const bool traced = c.trace != nullptr && threadIdx.x == 0;
+        unsigned long long* rec = traced ? c.trace + 3 * ((long long)s * gridDim.x + blockIdx.x) : nullptr;
+        if (traced) rec[0] = global_ns();
         if (BARRIERS) grid_barrier_consumers<BACKOFF>(c.counter, s);  // the previous stage's outputs are ready
+        if (traced) rec[1] = global_ns();
+        unsigned long long waited = 0;
         const long long n16 = c.slice[s % STAGES] / 16;
         for (long long first = 0; first < n16; first += CHUNK_U4, ++chunk) {
             const int slot = (int)(chunk % TMA_SLOTS);
+            const unsigned long long w0 = traced ? global_ns() : 0;
             mbar_wait(&full[slot], (unsigned)(chunk / TMA_SLOTS) & 1u);
+            if (traced) waited += global_ns() - w0;
             const long long m = n16 - first < CHUNK_U4 ? n16 - first : CHUNK_U4;
             for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
                 const uint4 v = buf[slot * CHUNK_U4 + i];
@@ -306,6 +322,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
             __syncwarp();
             if (lane == 0) atomicAdd(&freed[slot], 1u);
         }
+        if (traced) rec[2] = waited;
     }
     if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
 }
@@ -419,6 +436,63 @@ int main() {
         const float us = median(ms) * 1e3f;
         std::printf("%-9s %8.1f us per step  %6.2f us per barrier-stage  %7.0f steps/s  %.2f TB/s\n", names[mode], us,
                     us / (LAYERS * STAGES), 1e6 / us, mode ? total_bytes / (us * 1e-6) / 1e12 : 0.0);
+    }
+    // One traced ring_tma run: where each stage's time goes, over all stages and CTAs.
+    {
+        const int total = LAYERS * STAGES;
+        unsigned long long* trace;
+        CHECK(cudaMalloc(&trace, sizeof(unsigned long long) * 3 * total * sms));
+        Chain t = c;
+        t.trace = trace;
+        void* args[] = {&t};
+        for (int r = 0; r < 2; ++r) {  // the second run is the one read
+            CHECK(cudaMemset(counter, 0, 4));
+            CHECK(cudaLaunchCooperativeKernel((const void*)chain_ring_tma<true>, sms, THREADS, args, smem, 0));
+            CHECK(cudaDeviceSynchronize());
+        }
+        std::vector<unsigned long long> h(3 * (size_t)total * sms);
+        CHECK(cudaMemcpy(h.data(), trace, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
+        // Per stage: the spread of barrier arrivals (last - first), the barrier wait of the median
+        // CTA, the data wait of the median and of the last-arriving CTA; sums over the step (us).
+        double spread = 0, wait_med = 0, data_med = 0, data_last = 0, stage_span = 0;
+        std::vector<double> per_stage_spread(STAGES, 0.0), per_stage_data_last(STAGES, 0.0);
+        for (int s = 0; s < total; ++s) {
+            std::vector<double> arrive(sms), wait(sms), data(sms);
+            int last = 0;
+            for (int b = 0; b < sms; ++b) {
+                const unsigned long long* r = &h[3 * ((size_t)s * sms + b)];
+                arrive[b] = (double)r[0];
+                wait[b] = (double)(r[1] - r[0]);
+                data[b] = (double)r[2];
+                if (arrive[b] > arrive[last]) last = b;
+            }
+            const double first_arrival = *std::min_element(arrive.begin(), arrive.end());
+            spread += arrive[last] - first_arrival;
+            per_stage_spread[s % STAGES] += arrive[last] - first_arrival;
+            std::vector<double> w = wait, d = data;
+            std::sort(w.begin(), w.end());
+            std::sort(d.begin(), d.end());
+            wait_med += w[sms / 2];
+            data_med += d[sms / 2];
+            if (s > 0) {  // the last arriver's data wait in the stage before its late arrival
+                const double dl = h[3 * ((size_t)(s - 1) * sms + last) + 2];
+                data_last += dl;
+                per_stage_data_last[(s - 1) % STAGES] += dl;
+            }
+            if (s + 1 < total) {
+                double next_first = 1e300;
+                for (int b = 0; b < sms; ++b) next_first = std::min(next_first, (double)h[3 * ((size_t)(s + 1) * sms + b)]);
+                stage_span += next_first - first_arrival;
+            }
+        }
+        std::printf("ring_tma traced (us per step): arrival spread %.1f, median barrier wait %.1f, median data wait %.1f, "
+                    "last arriver's data wait %.1f, first-arrival to first-arrival %.1f\n",
+                    spread / 1e3, wait_med / 1e3, data_med / 1e3, data_last / 1e3, stage_span / 1e3);
+        std::printf("  per stage kind (us per step): spread");
+        for (int k = 0; k < STAGES; ++k) std::printf(" %.1f", per_stage_spread[k] / 1e3);
+        std::printf(" | last arriver's data wait");
+        for (int k = 0; k < STAGES; ++k) std::printf(" %.1f", per_stage_data_last[k] / 1e3);
+        std::printf("\n");
     }
     std::vector<float> ms;
     for (int r = 0; r < 25; ++r) {
