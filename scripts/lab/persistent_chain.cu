@@ -53,15 +53,20 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+// Thread 0's part of grid barrier number `n`: arrive, then poll until every CTA has (BACKOFF:
+// sleeping between polls).
+template <bool BACKOFF = false>
+__device__ __forceinline__ void grid_arrive_and_wait(unsigned* counter, unsigned n) {
+    red_release_add(counter, 1);
+    const unsigned target = (n + 1) * gridDim.x;
+    while (ld_acquire(counter) < target) {
+        if (BACKOFF) __nanosleep(64);
+    }
+}
 // Grid barrier number `n` (0, 1, ...): all writes before it are visible to every CTA after it.
 __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned n) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        red_release_add(counter, 1);
-        const unsigned target = (n + 1) * gridDim.x;
-        while (ld_acquire(counter) < target) {
-        }
-    }
+    if (threadIdx.x == 0) grid_arrive_and_wait(counter, n);
     __syncthreads();
 }
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -149,16 +154,22 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 template <bool BACKOFF = false>
 __device__ __forceinline__ void grid_barrier_consumers(unsigned* counter, unsigned n) {
     consumers_sync();
-    if (threadIdx.x == 0) {
-        red_release_add(counter, 1);
-        const unsigned target = (n + 1) * gridDim.x;
-        while (ld_acquire(counter) < target) {
-            if (BACKOFF) __nanosleep(64);
-        }
-    }
+    if (threadIdx.x == 0) grid_arrive_and_wait<BACKOFF>(counter, n);
     consumers_sync();
 }
 __device__ __forceinline__ unsigned ld_volatile_shared(const unsigned* p) { return *(volatile const unsigned*)p; }
+
+// A consumer warp's share of one landed chunk (m uint4) XORed into acc, then the warp frees the
+// slot (`freed`: CONSUMER_WARPS per chunk).
+__device__ __forceinline__ void consume_chunk(const uint4* chunk, long long m, unsigned* freed, unsigned& acc) {
+    for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
+        const uint4 v = chunk[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __threadfence_block();  // this lane's reads of the slot, before the warp frees it
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) atomicAdd(freed, 1u);
+}
 
 __global__ void __launch_bounds__(THREADS, 1) chain_ring(Chain c) {
     extern __shared__ uint4 buf[];
@@ -211,13 +222,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring(Chain c) {
             }
             __threadfence_block();  // the chunk's reads after the flag's
             const long long m = n16 - first < CHUNK16 ? n16 - first : CHUNK16;
-            for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
-                const uint4 v = buf[slot * CHUNK16 + i];
-                acc ^= v.x ^ v.y ^ v.z ^ v.w;
-            }
-            __threadfence_block();  // this lane's reads of the slot, before the warp frees it
-            __syncwarp();
-            if (lane == 0) atomicAdd(&freed[slot], 1u);
+            consume_chunk(&buf[slot * CHUNK16], m, &freed[slot], acc);
         }
     }
     if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
@@ -314,13 +319,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
             mbar_wait(&full[slot], (unsigned)(chunk / TMA_SLOTS) & 1u);
             if (traced) waited += global_ns() - w0;
             const long long m = n16 - first < CHUNK_U4 ? n16 - first : CHUNK_U4;
-            for (long long i = threadIdx.x; i < m; i += CONSUMERS) {
-                const uint4 v = buf[slot * CHUNK_U4 + i];
-                acc ^= v.x ^ v.y ^ v.z ^ v.w;
-            }
-            __threadfence_block();  // this lane's reads of the slot, before the warp frees it
-            __syncwarp();
-            if (lane == 0) atomicAdd(&freed[slot], 1u);
+            consume_chunk(&buf[slot * CHUNK_U4], m, &freed[slot], acc);
         }
         if (traced) rec[2] = waited;
     }
