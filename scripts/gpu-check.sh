@@ -14,6 +14,7 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
+#   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
@@ -170,6 +171,13 @@ prefetch)
     done
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
+    ;;
+probe)
+    # What one empty dependent step costs the decode graph (BONSAI_PROBE_STEPS=N empty launches per
+    # layer, tail.rs): tg128 with 0, 1, 4 probes per layer, alternating.
+    for n in 0 4 1 0 4; do
+        run "probe-tg-bonsai-8b-$n" env BONSAI_PROBE_STEPS=$n "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3
+    done
     ;;
 timeline)
     # The GEMV's per-phase timeline, the read floor and the pre-staged-x variant (one minute).

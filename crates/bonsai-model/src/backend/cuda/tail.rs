@@ -103,6 +103,17 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
+    let probes = probe_steps();
+    if probes > 0 {
+        // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
+        // counters, which the attention only touches after these complete.
+        super::ops::with_attention_scratch(b, &b.decode_scratch, |_, counters| {
+            for _ in 0..probes {
+                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0).map_err(device_err("probe step"))?;
+            }
+            Ok(())
+        })?;
+    }
     super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
         launch::attention::attention_decode_planes(
             &b.lib,
@@ -164,6 +175,15 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
     }
+}
+
+/// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
+/// before the attention, so `bench` shows what one dependent step costs the decode graph.
+pub const PROBE_STEPS_ENV: &str = "BONSAI_PROBE_STEPS";
+
+fn probe_steps() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| std::env::var(PROBE_STEPS_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0))
 }
 
 /// `BONSAI_L2_PREFETCH=1` (measurement knob, off by default): in the default layer tail, every
