@@ -19,6 +19,8 @@
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
+#   owner   scripts/lab/owner_groups.cu: bandwidth of N SMs on a decode matrix, cluster vs counter
+#           epilogues quantizing a GEMV's own output groups
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
 #   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
 #           decode step (8B layer stages), against one kernel reading the same bytes
@@ -137,6 +139,12 @@ chain)
     # What a persistent decode kernel could reach: grid barriers and weight streaming (lab).
     mkdir -p "$LOGS/lab"
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
+    ;;
+owner)
+    # Could GEMV CTAs quantize their own output groups (no prepare launch)? Streaming bandwidth with
+    # N SMs, and a cluster-of-4 DSMEM epilogue against the global-counter one (lab).
+    mkdir -p "$LOGS/lab"
+    run owner-groups bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/owner_groups scripts/lab/owner_groups.cu && $LOGS/lab/owner_groups"
     ;;
 decode-chain)
     # How a decode layer's tail runs (BONSAI_DECODE_CHAIN = ops | attn_planes | planes | chain;
