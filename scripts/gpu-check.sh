@@ -14,8 +14,9 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
-#   own     each GEMV's CTAs asking L2 for their own weights before the wait (BONSAI_B1_OWN_PREFETCH)
-#   candidates  own, qk_norm_rope inside the attention (BONSAI_DECODE_ROPE), both: verify, tg128, trace
+#   candidates  each GEMV's CTAs asking L2 for their own weights before the wait
+#           (BONSAI_B1_OWN_PREFETCH), qk_norm_rope inside the attention (BONSAI_DECODE_ROPE), both:
+#           verify, tg128, depth, trace, checks
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
@@ -181,25 +182,6 @@ prefetch)
     done
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
-own)
-    # Each binary GEMV's CTAs asking L2 for their own weight slice before waiting for the previous
-    # kernel (BONSAI_B1_OWN_PREFETCH=1, `_gemv_b1_own`; off by default, not yet measured):
-    # bit-identity (verify planes_out), decode speed off / on alternating, at depth, the timeline,
-    # the synthetic checks.
-    run own-verify "$BIN" kernels verify --only planes_out
-    for g in bonsai-8b ternary-8b; do
-        for on in 0 1 0 1; do
-            run "own-tg-$g-$on" env BONSAI_B1_OWN_PREFETCH=$on "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
-    done
-    for on in 0 1; do
-        run "own-tg-bonsai-8b-depth-$on" env BONSAI_B1_OWN_PREFETCH=$on "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
-    done
-    run own-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_B1_OWN_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    for g in bonsai-8b ternary-8b; do
-        run "own-check-$g" env BONSAI_B1_OWN_PREFETCH=1 "$BIN" check --synthetic "$g" -n 16
-    done
     ;;
 candidates)
     # The decode candidates prepared without a GPU, in one run: each binary GEMV's CTAs asking L2

@@ -201,6 +201,31 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
     Ok(cache)
 }
 
+/// The shape checks of the `_planes` launchers: a kernel from `entry` for the GQA group and
+/// head_dim, a cache, planes of K = n_q * head_dim, one token's buffers (`lens` as check_buffers).
+fn check_decode_planes(
+    shape_: HeadShape,
+    max_seq: usize,
+    planes: &B1Planes,
+    lens: [usize; 5],
+    entry: fn(usize, usize) -> Option<&'static str>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "attention";
+    let hd = shape_.head_dim;
+    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
+    if entry(group, hd).is_none() {
+        return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
+    }
+    if max_seq == 0 {
+        return Err(shape(OP, "zero sequence bound".into()));
+    }
+    if planes.k() != shape_.n_q * hd {
+        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
+    }
+    check_buffers(1, shape_, max_seq, lens)?;
+    Ok(())
+}
+
 /// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
 /// `planes` for [`crate::launch::matmul::matmul_from_planes`] (the output projection without its
 /// prepare launch): the planes are bit-identical to `prepare_planes` of `out`. Needs head_dim 128,
@@ -220,19 +245,8 @@ pub fn attention_decode_planes(
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
-    const OP: &str = "attention";
-    let hd = shape_.head_dim;
-    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
-    if decode_planes_entry_point(group, hd).is_none() {
-        return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
-    }
-    if max_seq == 0 {
-        return Err(shape(OP, "zero sequence bound".into()));
-    }
-    if planes.k() != shape_.n_q * hd {
-        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
-    }
-    check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    let lens = [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()];
+    check_decode_planes(shape_, max_seq, planes, lens, decode_planes_entry_point)?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
     let (k_p, _k) = read_ptr(k_cache, stream);
     let (v_p, _v) = read_ptr(v_cache, stream);
@@ -263,17 +277,8 @@ pub fn attention_decode_planes_rope<C: DevicePtr<f32>>(
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
-    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
-    if decode::decode_planes_rope_entry_point(group, hd).is_none() {
-        return Err(shape(OP, format!("no decode kernel with rope and planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
-    }
-    if max_seq == 0 {
-        return Err(shape(OP, "zero sequence bound".into()));
-    }
-    if planes.k() != shape_.n_q * hd {
-        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
-    }
-    check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    let lens = [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()];
+    check_decode_planes(shape_, max_seq, planes, lens, decode::decode_planes_rope_entry_point)?;
     expect_at_least(OP, "q_norm", q_norm.len(), hd)?;
     expect_at_least(OP, "k_norm", k_norm.len(), hd)?;
     expect_at_least(OP, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;

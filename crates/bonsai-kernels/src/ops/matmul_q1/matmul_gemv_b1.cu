@@ -297,7 +297,7 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // the previous kernel (the prepare or the attention: 2-5 us in which DRAM is nearly idle) and the
 // loop after the wait reads from L2. Weights never depend on the previous kernel; a hint only
 // (ranges trimmed to 16-byte boundaries, nothing outside the rows asked for). Not measured yet
-// (the `_own` entry points, BONSAI_B1_OWN_PREFETCH=1; kernel-notes round 14).
+// (the `_own` entry points, BONSAI_B1_OWN_PREFETCH=1; kernel-notes round 15).
 template <int BITS, int MODE>
 __device__ __forceinline__ void b1_prefetch_own_rows(const u16* scales, const u32* payload, int n_out,
                                                      int groups_per_row, int tiles_per_cta, int cta) {
