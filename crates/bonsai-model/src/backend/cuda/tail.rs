@@ -1,17 +1,17 @@
 //! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. For one decode token
-//! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
-//! qk_norm_rope_kv_write runs (all bit-identical; H200 figures in docs/PERFORMANCE.md):
+//! (m = 1) with the binary GEMV, the layer after its qkv projection starts with
+//! qk_norm_rope_kv_write (its own launch, or inside the attention under
+//! `BONSAI_DECODE_ROPE=attention`), and `BONSAI_DECODE_CHAIN` picks how the rest runs (all
+//! bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
 //! * `attn_planes` (default): the attention kernel writes the output projection's planes, so that
 //!   GEMV needs no quantize launch (`matmul_from_planes`); the FFN and the next qkv quantize their
 //!   input in a prepare launch each (9 launches per layer; +2.6% tg128 over `ops` on Bonsai-8B,
 //!   2026-11-30, 666.3 tok/s).
 //! * `planes`: also every GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with
-//!   a `PlanesOut`, the `_gemv_b1_out` kernels): 6 launches per layer. +3.8% over `attn_planes`
-//!   in a binary whose plain gemv_b1 carried the (skipped) epilogue and was ~0.6 us slower per
-//!   launch; since the epilogue has its own entry points the plain kernels are fast again, and
-//!   this mode (its `_out` kernels verified on the emulator, their earlier single-entry form on
-//!   the H200) is not yet measured against `attn_planes`: not the default until it is.
+//!   a `PlanesOut`, the `_gemv_b1_out` kernels): 6 launches per layer, but slower than
+//!   `attn_planes` (640.9 vs 669.7 tok/s, kernel-notes round 12: the `_out` epilogue costs more
+//!   than the prepare launch it replaces).
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
 //!   and the next layer's qkv (`launch::decode_chain`). Slower in the decode graph (508 vs 666
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
