@@ -84,9 +84,15 @@ thread_local! {
 /// the previous kernel (matmul_gemv_b1.cu, b1_prefetch_own_rows).
 pub const OWN_PREFETCH_ENV: &str = "BONSAI_B1_OWN_PREFETCH";
 
-fn own_prefetch_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    OWN_SLICE.with(|c| c.get()) || *ON.get_or_init(|| std::env::var(OWN_PREFETCH_ENV).is_ok_and(|v| v.trim() == "1"))
+fn own_prefetch_on(op: &'static str) -> Result<bool, LaunchError> {
+    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let on = ON.get_or_init(|| match std::env::var(OWN_PREFETCH_ENV).as_deref().map(str::trim) {
+        Err(_) | Ok("0") => Ok(false),
+        Ok("1") => Ok(true),
+        Ok(other) => Err(format!("{OWN_PREFETCH_ENV}={other:?}: expected 0 or 1")),
+    });
+    let on = on.clone().map_err(|detail| shape(op, detail))?;
+    Ok(on || OWN_SLICE.with(|c| c.get()))
 }
 
 /// Runs `f` with every plain one-token binary GEMV it launches from this thread as
@@ -173,7 +179,7 @@ pub(crate) fn launch_gemv(
         name.push_str("_out");
     } else if prefetch.is_some() {
         name.push_str("_pf");
-    } else if own_prefetch_on() {
+    } else if own_prefetch_on(op)? {
         name.push_str("_own");
     }
     let func = lib.function(&name)?;

@@ -104,11 +104,11 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let LayerTail { m, shape, hidden, eps, pos, kv, q_norm, k_norm, rope, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
-    let rope_in_attention = rope_in_attention();
+    let rope_in_attention = rope_in_attention()?;
     if !rope_in_attention {
         super::ops::qk_norm_rope_kv_write(b, qkv, m, shape, q_norm, k_norm, eps, rope, pos, kv)?;
     }
-    let probes = probe_steps();
+    let probes = probe_steps()?;
     if probes > 0 {
         // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
         // counters, which the attention only touches after these complete.
@@ -160,7 +160,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     match mode {
         TailMode::AttnPlanes => {
             // Under BONSAI_L2_PREFETCH=1 each GEMV's CTAs also ask L2 for the next one's weights.
-            let pf = l2_prefetch_on();
+            let pf = l2_prefetch_on()?;
             prefetching(b, pf.then_some(gate_up), || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
             prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
             let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
@@ -208,27 +208,41 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
 /// bit-identical) instead of their own qk_norm_rope_kv_write launch. Not yet measured.
 pub const DECODE_ROPE_ENV: &str = "BONSAI_DECODE_ROPE";
 
-fn rope_in_attention() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(DECODE_ROPE_ENV).is_ok_and(|v| v.trim() == "attention"))
+fn rope_in_attention() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    let on = ON.get_or_init(|| match std::env::var(DECODE_ROPE_ENV).as_deref().map(str::trim) {
+        Err(_) | Ok("separate") => Ok(false),
+        Ok("attention") => Ok(true),
+        Ok(other) => Err(format!("{DECODE_ROPE_ENV}={other:?}: expected separate or attention")),
+    });
+    on.clone().map_err(BackendError::Device)
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
 /// before the attention, so `bench` shows what one dependent step costs the decode graph.
 pub const PROBE_STEPS_ENV: &str = "BONSAI_PROBE_STEPS";
 
-fn probe_steps() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| std::env::var(PROBE_STEPS_ENV).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0))
+fn probe_steps() -> Result<usize, BackendError> {
+    static N: OnceLock<Result<usize, String>> = OnceLock::new();
+    let n = N.get_or_init(|| match std::env::var(PROBE_STEPS_ENV) {
+        Err(_) => Ok(0),
+        Ok(v) => v.trim().parse().map_err(|_| format!("{PROBE_STEPS_ENV}={v:?}: expected a count of launches")),
+    });
+    n.clone().map_err(BackendError::Device)
 }
 
 /// `BONSAI_L2_PREFETCH=1` (measurement knob, off by default): in the default layer tail, every
 /// binary GEMV's CTAs ask L2 for the next GEMV's weights (`with_l2_prefetch`; kernel-notes round 12).
 pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
 
-fn l2_prefetch_on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(L2_PREFETCH_ENV).is_ok_and(|v| v.trim() == "1"))
+fn l2_prefetch_on() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    let on = ON.get_or_init(|| match std::env::var(L2_PREFETCH_ENV).as_deref().map(str::trim) {
+        Err(_) | Ok("0") => Ok(false),
+        Ok("1") => Ok(true),
+        Ok(other) => Err(format!("{L2_PREFETCH_ENV}={other:?}: expected 0 or 1")),
+    });
+    on.clone().map_err(BackendError::Device)
 }
 
 /// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
