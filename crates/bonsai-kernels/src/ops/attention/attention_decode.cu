@@ -105,6 +105,9 @@ struct AttDecRope {
     u16* k_cache;
     u16* v_cache;
 };
+// The size RopeArgs assumes (C rules: 4 bytes of padding after eps and after max_pos; NVRTC has
+// no offsetof, so the Rust side checks the offsets).
+static_assert(sizeof(AttDecRope) == 64, "AttDecRope must match RopeArgs in cuda_decode.rs");
 
 // The `_rope` prologue, after griddep_wait: this CTA's G query heads normalised and rotated into
 // q_s (f32, as qk_norm_rope_kv_write leaves them in qkv); the CTA whose keys end at pos also

@@ -80,6 +80,13 @@ pub(super) struct RopeArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for RopeArgs {}
 
+// The layout attention_decode.cu's static_assert pins for AttDecRope.
+const _: () = assert!(
+    std::mem::size_of::<RopeArgs>() == 64
+        && std::mem::offset_of!(RopeArgs, cos) == 24
+        && std::mem::offset_of!(RopeArgs, k_cache) == 48
+);
+
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
 /// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
