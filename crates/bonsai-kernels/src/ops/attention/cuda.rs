@@ -279,11 +279,7 @@ pub fn attention_decode_planes_rope<C: DevicePtr<f32>>(
     let hd = shape_.head_dim;
     let lens = [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()];
     check_decode_planes(shape_, max_seq, planes, lens, decode::decode_planes_rope_entry_point)?;
-    expect_at_least(OP, "q_norm", q_norm.len(), hd)?;
-    expect_at_least(OP, "k_norm", k_norm.len(), hd)?;
-    expect_at_least(OP, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(OP, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
-    let max_pos = as_i32(OP, "max_pos", rope.max_pos)?;
+    let max_pos = crate::launch::qk_norm_rope::check_norm_rope_inputs(OP, hd, q_norm, k_norm, rope)?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
     let (qn, _a) = read_ptr(q_norm, stream);
     let (kn, _b) = read_ptr(k_norm, stream);

@@ -52,14 +52,30 @@ enum TailMode {
 /// default.
 fn tail_mode() -> Result<TailMode, BackendError> {
     static MODE: OnceLock<Result<TailMode, String>> = OnceLock::new();
-    let mode = MODE.get_or_init(|| match std::env::var(DECODE_CHAIN_ENV).as_deref() {
-        Err(_) | Ok("attn_planes") => Ok(TailMode::AttnPlanes),
-        Ok("planes") => Ok(TailMode::Planes),
-        Ok("ops") => Ok(TailMode::Ops),
-        Ok("chain") => Ok(TailMode::Chain),
-        Ok(other) => Err(format!("{DECODE_CHAIN_ENV}={other:?}: expected ops, attn_planes, planes or chain")),
+    knob(&MODE, DECODE_CHAIN_ENV, TailMode::AttnPlanes, "ops, attn_planes, planes or chain", |v| match v {
+        "attn_planes" => Some(TailMode::AttnPlanes),
+        "planes" => Some(TailMode::Planes),
+        "ops" => Some(TailMode::Ops),
+        "chain" => Some(TailMode::Chain),
+        _ => None,
+    })
+}
+
+/// The value of the decode-tail knob `var`, read once into `cell`: `default` when unset, else
+/// `parse` of the trimmed value; anything it refuses is an error naming the variable and what it
+/// `expects`, never a silent default.
+fn knob<T: Copy>(
+    cell: &'static OnceLock<Result<T, String>>,
+    var: &str,
+    default: T,
+    expects: &str,
+    parse: fn(&str) -> Option<T>,
+) -> Result<T, BackendError> {
+    let value = cell.get_or_init(|| match std::env::var(var) {
+        Err(_) => Ok(default),
+        Ok(v) => parse(v.trim()).ok_or_else(|| format!("{var}={v:?}: expected {expects}")),
     });
-    mode.clone().map_err(BackendError::Device)
+    value.clone().map_err(BackendError::Device)
 }
 
 /// The fused modes' buffers for one sequence state (None where the shapes rule them out).
@@ -210,12 +226,11 @@ pub const DECODE_ROPE_ENV: &str = "BONSAI_DECODE_ROPE";
 
 fn rope_in_attention() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    let on = ON.get_or_init(|| match std::env::var(DECODE_ROPE_ENV).as_deref().map(str::trim) {
-        Err(_) | Ok("separate") => Ok(false),
-        Ok("attention") => Ok(true),
-        Ok(other) => Err(format!("{DECODE_ROPE_ENV}={other:?}: expected separate or attention")),
-    });
-    on.clone().map_err(BackendError::Device)
+    knob(&ON, DECODE_ROPE_ENV, false, "separate or attention", |v| match v {
+        "separate" => Some(false),
+        "attention" => Some(true),
+        _ => None,
+    })
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
@@ -224,11 +239,7 @@ pub const PROBE_STEPS_ENV: &str = "BONSAI_PROBE_STEPS";
 
 fn probe_steps() -> Result<usize, BackendError> {
     static N: OnceLock<Result<usize, String>> = OnceLock::new();
-    let n = N.get_or_init(|| match std::env::var(PROBE_STEPS_ENV) {
-        Err(_) => Ok(0),
-        Ok(v) => v.trim().parse().map_err(|_| format!("{PROBE_STEPS_ENV}={v:?}: expected a count of launches")),
-    });
-    n.clone().map_err(BackendError::Device)
+    knob(&N, PROBE_STEPS_ENV, 0, "a count of launches", |v| v.parse().ok())
 }
 
 /// `BONSAI_L2_PREFETCH=1` (measurement knob, off by default): in the default layer tail, every
@@ -237,12 +248,11 @@ pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
 
 fn l2_prefetch_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    let on = ON.get_or_init(|| match std::env::var(L2_PREFETCH_ENV).as_deref().map(str::trim) {
-        Err(_) | Ok("0") => Ok(false),
-        Ok("1") => Ok(true),
-        Ok(other) => Err(format!("{L2_PREFETCH_ENV}={other:?}: expected 0 or 1")),
-    });
-    on.clone().map_err(BackendError::Device)
+    knob(&ON, L2_PREFETCH_ENV, false, "0 or 1", |v| match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    })
 }
 
 /// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
