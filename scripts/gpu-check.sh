@@ -14,9 +14,6 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
-#   candidates  each GEMV's CTAs asking L2 for their own weights before the wait
-#           (BONSAI_B1_OWN_PREFETCH), qk_norm_rope inside the attention (BONSAI_DECODE_ROPE), both:
-#           verify, tg128, depth, trace, checks
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
@@ -182,28 +179,6 @@ prefetch)
     done
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
-candidates)
-    # The decode candidates prepared without a GPU, in one run: each binary GEMV's CTAs asking L2
-    # for their own weights before the wait (BONSAI_B1_OWN_PREFETCH=1) and qk_norm_rope_kv_write
-    # inside the decode attention (BONSAI_DECODE_ROPE=attention): bit-identity first (verify
-    # planes_out, attention_planes), then tg128 base / own / rope / both, twice, for 8B and
-    # ternary; depth; the timeline of both; the synthetic checks of both.
-    run cand-verify "$BIN" kernels verify --only planes_out,attention_planes
-    for g in bonsai-8b ternary-8b; do
-        for round in 1 2; do
-            run "cand-tg-$g-base-$round" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            run "cand-tg-$g-own-$round" env BONSAI_B1_OWN_PREFETCH=1 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            run "cand-tg-$g-rope-$round" env BONSAI_DECODE_ROPE=attention "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            run "cand-tg-$g-both-$round" env BONSAI_B1_OWN_PREFETCH=1 BONSAI_DECODE_ROPE=attention "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
-    done
-    run cand-depth-base "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
-    run cand-depth-both env BONSAI_B1_OWN_PREFETCH=1 BONSAI_DECODE_ROPE=attention "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192,32768
-    run cand-trace-both env BONSAI_TRACE=1 BONSAI_B1_OWN_PREFETCH=1 BONSAI_DECODE_ROPE=attention "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    for g in bonsai-8b ternary-8b; do
-        run "cand-check-$g" env BONSAI_B1_OWN_PREFETCH=1 BONSAI_DECODE_ROPE=attention "$BIN" check --synthetic "$g" -n 16
-    done
     ;;
 probe)
     # What one empty dependent step costs the decode graph (BONSAI_PROBE_STEPS=N empty launches per

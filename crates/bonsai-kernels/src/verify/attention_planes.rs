@@ -6,9 +6,7 @@
 //! required result is bit-identity, tolerance 0: (a) attention_decode, then gemv_b1 with its
 //! prepare; (b) attention_decode_*_planes, then matmul_from_planes. Rows: the attention output,
 //! the planes buffers (planes, (s, X), sums of squares) against gemv_b1_prepare's on (a)'s output,
-//! and y for Q1 / Q2 weights with Store / Add. And the `_planes_rope` variants against
-//! qk_norm_rope_kv_write + the `_planes` ones on the same raw inputs: out, planes and both caches
-//! bit-identical (`attention_planes_rope` rows).
+//! and y for Q1 / Q2 weights with Store / Add.
 
 use half::f16;
 
@@ -16,8 +14,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::attention::{attention, attention_decode_planes, attention_decode_planes_rope, counters_len, scratch_len};
-use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
+use crate::launch::attention::{attention, attention_decode_planes, counters_len, scratch_len};
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
@@ -175,7 +172,6 @@ fn check(
     ctx.record("attention_planes", &format!("{label} out"), floats_identical(&got, &want));
     let (got, want) = (planes_words(ctx, &planes_b)?, planes_words(ctx, &planes_a)?);
     ctx.record("attention_planes", &format!("{label} planes"), words_equal(&got, &want));
-    rope_check(ctx, label, shape, pos0, max_seq)?;
 
     for w in weights {
         for store in [Store::Overwrite, Store::Add] {
@@ -190,56 +186,6 @@ fn check(
             let s = if store == Store::Add { "add" } else { "store" };
             ctx.record("matmul_from_planes", &format!("{label} {q} {s}"), floats_identical(&got, &want));
         }
-    }
-    Ok(())
-}
-
-/// RMSNorm eps of the rope checks (Qwen3's).
-const ROPE_EPS: f32 = 1e-6;
-
-/// (c) qk_norm_rope_kv_write then attention_decode_planes, against (d) attention_decode_planes_rope
-/// on a copy of the same raw inputs (qkv before normalisation, the same caches): the attention
-/// output, its planes and both whole caches must be bit-identical.
-fn rope_check(ctx: &mut Ctx, label: &str, shape: HeadShape, pos0: usize, max_seq: usize) -> Result<(), VerifyError> {
-    let (hd, k) = (shape.head_dim, shape.q_len());
-    let max_pos = pos0 + 2;
-    let (cos_h, sin_h) = (ctx.rng.activations(max_pos * hd / 2, 1.0), ctx.rng.activations(max_pos * hd / 2, 1.0));
-    let (cos, sin) = (upload(&ctx.stream, &cos_h)?, upload(&ctx.stream, &sin_h)?);
-    let view = RopeTableView { max_pos, cos: &cos, sin: &sin };
-    let q_norm = upload(&ctx.stream, &ctx.rng.activations(hd, INPUT_RANGE))?;
-    let k_norm = upload(&ctx.stream, &ctx.rng.activations(hd, INPUT_RANGE))?;
-    let mut c = inputs(ctx, shape, max_seq, pos0)?;
-    let mut d = AttentionInputs {
-        qkv: upload(&ctx.stream, &download(&ctx.stream, &c.qkv)?)?,
-        k_cache: upload(&ctx.stream, &download(&ctx.stream, &c.k_cache)?)?,
-        v_cache: upload(&ctx.stream, &download(&ctx.stream, &c.v_cache)?)?,
-        pos: upload(&ctx.stream, &[pos0 as u32])?,
-        scratch: poisoned(&ctx.stream, scratch_len(1, shape, max_seq))?,
-        counters: upload(&ctx.stream, &vec![0u32; counters_len(1, shape)])?,
-        max_seq,
-    };
-    let (lib, stream) = (&ctx.lib, &ctx.stream);
-    qk_norm_rope_kv_write(
-        lib, stream, &mut c.qkv, 1, shape, &q_norm, &k_norm, ROPE_EPS, &view, &c.pos, max_seq, &mut c.k_cache, &mut c.v_cache,
-    )?;
-    let mut out_c = poisoned(stream, k)?;
-    let mut planes_c = B1Planes::new(stream, k)?;
-    run_planes(ctx, &mut c, shape, &mut out_c, &mut planes_c)?;
-    let mut out_d = poisoned(&ctx.stream, k)?;
-    let mut planes_d = B1Planes::new(&ctx.stream, k)?;
-    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, .. } = &mut d;
-    attention_decode_planes_rope(
-        &ctx.lib, &ctx.stream, qkv, shape, (&q_norm, &k_norm, ROPE_EPS), &view, pos, max_seq, k_cache, v_cache, scratch,
-        counters, &mut out_d, &mut planes_d,
-    )?;
-    let (got, want) = (download(&ctx.stream, &out_d)?, download(&ctx.stream, &out_c)?);
-    ctx.record("attention_planes_rope", &format!("{label} out"), floats_identical(&got, &want));
-    let (got, want) = (planes_words(ctx, &planes_d)?, planes_words(ctx, &planes_c)?);
-    ctx.record("attention_planes_rope", &format!("{label} planes"), words_equal(&got, &want));
-    for (name, got, want) in [("k cache", &d.k_cache, &c.k_cache), ("v cache", &d.v_cache, &c.v_cache)] {
-        let widen = |v: Vec<u16>| v.into_iter().map(u32::from).collect::<Vec<u32>>();
-        let (got, want) = (widen(download(&ctx.stream, got)?), widen(download(&ctx.stream, want)?));
-        ctx.record("attention_planes_rope", &format!("{label} {name}"), words_equal(&got, &want));
     }
     Ok(())
 }

@@ -7,17 +7,14 @@
 //! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
 //! same norm weights. Each case runs twice on one output buffer, so group counters left non-zero
 //! by the first launch would show in the second. The plain GEMV also runs as `_gemv_b1_pf`
-//! (asking L2 for weights, a hint) and as `_gemv_b1_own` (asking L2 for its own weight slice
-//! before the wait): their y must be bit-identical too.
+//! (asking L2 for weights, a hint): its y must be bit-identical too.
 
 
 use super::attention_planes::{planes_words, words_equal};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_l2_prefetch, with_own_l2_prefetch, B1Planes, Epilogue, PlanesOut,
-};
+use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, with_l2_prefetch, B1Planes, Epilogue, PlanesOut};
 use crate::weights::QMatrix;
 
 /// Inputs and norm weights are drawn from [-RANGE, RANGE].
@@ -70,11 +67,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         with_l2_prefetch(&ctx.stream, &w.view(), || {
             gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_pf, epilogue, None)
         })?;
-        // `_gemv_b1_own`: the CTAs ask L2 for their own weight slice before the wait: a hint too.
-        let mut y_own = start(ctx)?;
-        with_own_l2_prefetch(|| {
-            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_own, epilogue, None)
-        })?;
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
@@ -86,8 +78,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
         let got_pf = download(&ctx.stream, &y_pf)?;
         ctx.record("planes_out", &format!("{label} y with L2 prefetch"), Comparison::of(&got_pf, &want_y, |_| 0.0));
-        let got_own = download(&ctx.stream, &y_own)?;
-        ctx.record("planes_out", &format!("{label} y with own-slice prefetch"), Comparison::of(&got_own, &want_y, |_| 0.0));
         let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
         ctx.record("planes_out", &format!("{label} planes"), words_equal(&got, &want));
         let counts = out.group_counts().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();

@@ -91,92 +91,14 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_heads, int
     }
 }
 
-// The `_rope` variants' extra inputs: qk_norm_rope_kv_write's (qk_norm_rope.cu), so that launch
-// and its kernel boundary leave the decode step. Mirrored by `RopeArgs` in
-// ops/attention/cuda_decode.rs (same fields, same order). The caches are written through these
-// pointers (the newest row only, which this kernel never reads back from memory).
-struct AttDecRope {
-    const float* q_norm;
-    const float* k_norm;
-    float eps;
-    const float* cos_table;
-    const float* sin_table;
-    int max_pos;
-    u16* k_cache;
-    u16* v_cache;
-};
-// The size RopeArgs assumes (C rules: 4 bytes of padding after eps and after max_pos; NVRTC has
-// no offsetof, so the Rust side checks the offsets).
-static_assert(sizeof(AttDecRope) == 64, "AttDecRope must match RopeArgs in cuda_decode.rs");
-
-// The `_rope` prologue, after griddep_wait: this CTA's G query heads normalised and rotated into
-// q_s (f32, as qk_norm_rope_kv_write leaves them in qkv); the CTA whose keys end at pos also
-// normalises and rotates the k head and takes the v head, stores both as f16 at cache row pos
-// (exactly qk_norm_rope_kv_write's stores) and keeps them in kv_new_s for its own key loop. Two
-// heads per pass, HD / 2 threads each (one per rotating pair); each head's sum of squares adds its
-// two warps' sums in qk_norm_rope's order (block_sum over HD / 2 threads), and the pair arithmetic
-// is qk_norm_rope_pair, so every value is bit-identical to the separate launch. All threads call it.
-template <int G, int HD>
-__device__ __forceinline__ void att_dec_rope_prologue(const float* qkv, const AttDecRope& r, int kv_head, u32 pos,
-                                                      bool holds_new, int max_seq, float (*q_s)[HD],
-                                                      u16 (*kv_new_s)[HD], float* ss_s) {
-    static_assert(HD == 2 * 2 * WARP_SIZE && ATT_DEC_WARPS == 4, "two heads of two warps per pass");
-    constexpr int HALF = HD / 2;
-    const int n_kv = gridDim.x, n_q = n_kv * G;
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int d = threadIdx.x % HALF, slot = threadIdx.x / HALF;
-    const int heads = G + (holds_new ? 1 : 0);  // the q heads, then the k head
-    const bool in_table = pos < (u32)r.max_pos;
-    for (int base = 0; base < heads; base += 2) {  // CTA-uniform
-        const int hh = base + slot;
-        const bool valid = hh < heads, is_k = hh == G;
-        const float* h = qkv + (long long)(is_k ? n_q + kv_head : kv_head * G + hh) * HD;
-        const float* w = is_k ? r.k_norm : r.q_norm;
-        const float a = valid ? h[d] : 0.0f, b = valid ? h[d + HALF] : 0.0f;
-        const float part = warp_sum(a * a + b * b);
-        if (lane == 0) ss_s[warp] = part;
-        __syncthreads();
-        const float ss = ss_s[2 * slot] + ss_s[2 * slot + 1];
-        __syncthreads();  // ss_s is rewritten by the next pass
-        if (!valid) continue;
-        float2 out;
-        if (in_table) {
-            const float c = r.cos_table[(long long)pos * HALF + d], sn = r.sin_table[(long long)pos * HALF + d];
-            out = qk_norm_rope_pair(a, b, ss, w[d], w[d + HALF], HD, r.eps, c, sn);
-        } else {  // qk_norm_rope's NaN head past the table
-            out = make_float2(__int_as_float(0x7fc00000), __int_as_float(0x7fc00000));
-        }
-        if (!is_k) {
-            q_s[hh][d] = out.x;
-            q_s[hh][d + HALF] = out.y;
-        } else {
-            const u16 lo = f32_to_f16(out.x), hi = f32_to_f16(out.y);
-            kv_new_s[0][d] = lo;
-            kv_new_s[0][d + HALF] = hi;
-            const long long dst = ((long long)kv_head * max_seq + pos) * HD;
-            r.k_cache[dst + d] = lo;
-            r.k_cache[dst + d + HALF] = hi;
-        }
-    }
-    if (holds_new) {  // the v head, as it is: one dim per thread
-        const u16 v = f32_to_f16(qkv[(long long)(n_q + n_kv + kv_head) * HD + threadIdx.x]);
-        kv_new_s[1][threadIdx.x] = v;
-        r.v_cache[((long long)kv_head * max_seq + pos) * HD + threadIdx.x] = v;
-    }
-    __syncthreads();  // q_s and kv_new_s are complete
-}
-
 // PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
-// ROPE (`_rope` entry points): qk_norm_rope_kv_write's work first (att_dec_rope_prologue; `rope`
-// non-null), the queries then come from shared memory and the newest key from kv_new_s.
-template <int G, int HD, bool PLANES, bool ROPE = false>
+template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                       int n_splits, int min_split_keys, u32* __restrict__ counters,
                                                       float* __restrict__ out, u32* __restrict__ planes,
-                                                      u32* __restrict__ gsx, float* __restrict__ group_sq,
-                                                      const AttDecRope* rope = nullptr) {
+                                                      u32* __restrict__ gsx, float* __restrict__ group_sq) {
     constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
     constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
     constexpr int LANES_PER_KEY = HD / D;
@@ -190,9 +112,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
-    __shared__ __align__(16) float q_rope_s[ROPE ? G : 1][HD];
-    __shared__ __align__(16) u16 kv_new_s[ROPE ? 2 : 1][HD];
-    __shared__ float rope_ss_s[ATT_DEC_WARPS];
 
     const int kv_head = blockIdx.x;
     const int split = blockIdx.y;
@@ -216,10 +135,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     if (split >= used) return;  // no keys for this split at this length
     const int key_begin = split * keys_per_split;
     const int key_end = min(key_begin + keys_per_split, len);
-    // ROPE: the split whose keys end at pos holds the newest key (its k / v come from kv_new_s).
-    const bool holds_new = key_end == len;
-    const int new_key = ROPE && holds_new ? (int)pos0 : -1;
-    if constexpr (ROPE) att_dec_rope_prologue<G, HD>(qkv, *rope, kv_head, pos0, holds_new, max_seq, q_rope_s, kv_new_s, rope_ss_s);
 
     // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
     const int key_lane = lane % LANES_PER_KEY;  // which D dims
@@ -228,7 +143,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     float q[G][D];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-        const float* src = ROPE ? &q_rope_s[ROPE ? h : 0][key_lane * D] : qkv + (long long)(kv_head * G + h) * HD + key_lane * D;
+        const float* src = qkv + (long long)(kv_head * G + h) * HD + key_lane * D;
 #pragma unroll
         for (int i = 0; i < D; i += 4) {
             const float4 a = *reinterpret_cast<const float4*>(src + i);
@@ -261,11 +176,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             const bool live = key < key_end;
 #pragma unroll
             for (int c = 0; c < VECS; ++c) {
-                if (ROPE && key == new_key) {  // written by this CTA: from shared memory, never re-read
-                    k_next[u][c] = reinterpret_cast<const uint4*>(kv_new_s[0])[key_lane * VECS + c];
-                    v_next[u][c] = reinterpret_cast<const uint4*>(kv_new_s[ROPE ? 1 : 0])[key_lane * VECS + c];
-                    continue;
-                }
                 k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
                 v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
             }
@@ -498,16 +408,3 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     griddep_launch_dependents();
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }
-
-// The planes variants with qk_norm_rope_kv_write's work in front (AttDecRope, att_dec_rope_prologue).
-#define ATT_DEC_ROPE_ENTRY(G)                                                                              \
-    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)                                \
-        attention_decode_g##G##_hd128_planes_rope(ATT_DEC_PLANES_PARAMS, const AttDecRope rope) {          \
-        griddep_wait();                                                                                    \
-        griddep_launch_dependents();                                                                       \
-        attention_decode_body<G, 128, true, true>(ATT_DEC_PLANES_ARGS, &rope);                             \
-    }
-ATT_DEC_ROPE_ENTRY(1)
-ATT_DEC_ROPE_ENTRY(2)
-ATT_DEC_ROPE_ENTRY(4)
-ATT_DEC_ROPE_ENTRY(8)

@@ -16,7 +16,7 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 
 #[path = "cuda_decode.rs"]
 mod decode;
-pub use decode::{decode_entry_point, decode_planes_entry_point, decode_planes_rope_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
+pub use decode::{decode_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;
 pub use prefill_mma::{
@@ -139,9 +139,7 @@ pub fn attention_with(
     }
     let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     if m == 1 && decode_entry_point(group, hd).is_some() {
-        let (k_p, _k) = read_ptr(k_cache, stream);
-        let (v_p, _v) = read_ptr(v_cache, stream);
-        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, (k_p, v_p), scratch, counters, out, None, None);
+        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None);
     }
     if m > DECODE_MAX_TOKENS && kernel == PrefillKernel::Mma {
         return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out);
@@ -201,31 +199,6 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
     Ok(cache)
 }
 
-/// The shape checks of the `_planes` launchers: a kernel from `entry` for the GQA group and
-/// head_dim, a cache, planes of K = n_q * head_dim, one token's buffers (`lens` as check_buffers).
-fn check_decode_planes(
-    shape_: HeadShape,
-    max_seq: usize,
-    planes: &B1Planes,
-    lens: [usize; 5],
-    entry: fn(usize, usize) -> Option<&'static str>,
-) -> Result<(), LaunchError> {
-    const OP: &str = "attention";
-    let hd = shape_.head_dim;
-    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
-    if entry(group, hd).is_none() {
-        return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
-    }
-    if max_seq == 0 {
-        return Err(shape(OP, "zero sequence bound".into()));
-    }
-    if planes.k() != shape_.n_q * hd {
-        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
-    }
-    check_buffers(1, shape_, max_seq, lens)?;
-    Ok(())
-}
-
 /// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
 /// `planes` for [`crate::launch::matmul::matmul_from_planes`] (the output projection without its
 /// prepare launch): the planes are bit-identical to `prepare_planes` of `out`. Needs head_dim 128,
@@ -245,48 +218,19 @@ pub fn attention_decode_planes(
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
-    let lens = [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()];
-    check_decode_planes(shape_, max_seq, planes, lens, decode_planes_entry_point)?;
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    let (k_p, _k) = read_ptr(k_cache, stream);
-    let (v_p, _v) = read_ptr(v_cache, stream);
-    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, (k_p, v_p), scratch, counters, out, Some(ptrs), None)
-}
-
-/// qk_norm_rope_kv_write and [`attention_decode_planes`] in one launch (`_planes_rope` entry
-/// points): the CTAs normalise and rotate their query heads themselves, the one holding the newest
-/// key also its k head, and store k / v at cache row `pos0[0]`. Every output (the attention, its
-/// planes, the cache row) is bit-identical to the two launches; qkv is only read (the separate
-/// launch also leaves the rotated q / k heads in it). Same shape limits as attention_decode_planes.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_decode_planes_rope<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    shape_: HeadShape,
-    (q_norm, k_norm, eps): (&impl DevicePtr<f32>, &impl DevicePtr<f32>, f32),
-    rope: &crate::launch::qk_norm_rope::RopeTableView<'_, C>,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &mut CudaSlice<u16>,
-    v_cache: &mut CudaSlice<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
-    out: &mut impl DevicePtrMut<f32>,
-    planes: &mut B1Planes,
-) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
-    let lens = [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()];
-    check_decode_planes(shape_, max_seq, planes, lens, decode::decode_planes_rope_entry_point)?;
-    let max_pos = crate::launch::qk_norm_rope::check_norm_rope_inputs(OP, hd, q_norm, k_norm, rope)?;
+    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
+    if decode_planes_entry_point(group, hd).is_none() {
+        return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
+    }
+    if max_seq == 0 {
+        return Err(shape(OP, "zero sequence bound".into()));
+    }
+    if planes.k() != shape_.n_q * hd {
+        return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
+    }
+    check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
-    let (qn, _a) = read_ptr(q_norm, stream);
-    let (kn, _b) = read_ptr(k_norm, stream);
-    let (cos, _c) = read_ptr(rope.cos, stream);
-    let (sin, _d) = read_ptr(rope.sin, stream);
-    let (k_p, _k) = write_ptr(k_cache, stream);
-    let (v_p, _v) = write_ptr(v_cache, stream);
-    let args = decode::RopeArgs { q_norm: qn, k_norm: kn, eps, cos, sin, max_pos, k_cache: k_p, v_cache: v_p };
-    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, (k_p, v_p), scratch, counters, out, Some(ptrs), Some(args))
+    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs))
 }

@@ -51,42 +51,6 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
     })
 }
 
-/// The `_planes_rope` entry point (qk_norm_rope_kv_write's work in front) for GQA group `group`.
-pub fn decode_planes_rope_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
-    Some(match (group, head_dim) {
-        (1, 128) => "attention_decode_g1_hd128_planes_rope",
-        (2, 128) => "attention_decode_g2_hd128_planes_rope",
-        (4, 128) => "attention_decode_g4_hd128_planes_rope",
-        (8, 128) => "attention_decode_g8_hd128_planes_rope",
-        _ => return None,
-    })
-}
-
-/// The `_rope` entry points' qk_norm_rope_kv_write inputs (`AttDecRope` in attention_decode.cu:
-/// same fields, same order, C layout; device pointers as u64).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(super) struct RopeArgs {
-    pub q_norm: u64,
-    pub k_norm: u64,
-    pub eps: f32,
-    pub cos: u64,
-    pub sin: u64,
-    pub max_pos: i32,
-    pub k_cache: u64,
-    pub v_cache: u64,
-}
-
-// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
-unsafe impl cudarc::driver::DeviceRepr for RopeArgs {}
-
-// The layout attention_decode.cu's static_assert pins for AttDecRope.
-const _: () = assert!(
-    std::mem::size_of::<RopeArgs>() == 64
-        && std::mem::offset_of!(RopeArgs, cos) == 24
-        && std::mem::offset_of!(RopeArgs, k_cache) == 48
-);
-
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
 /// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
@@ -109,11 +73,9 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 
 /// One token's attention at position `pos0[0]` (NaN output when it is >= max_seq). The caller
 /// has checked the head shape, qkv/cache/out/pos0 lengths, and that
-/// `decode_entry_point(n_q / n_kv, head_dim)` exists; `caches`: the k and v caches' device
-/// pointers. `planes`: device pointers of a [`B1Planes`](crate::launch::matmul::B1Planes) of K =
-/// n_q * head_dim (the caller checked it and `decode_planes_entry_point`), which the `_planes`
-/// entry point then fills; `rope` (with planes only): the `_planes_rope` entry point, which first
-/// does qk_norm_rope_kv_write's work (the caller checked its inputs).
+/// `decode_entry_point(n_q / n_kv, head_dim)` exists. `planes`: device pointers of a
+/// [`B1Planes`](crate::launch::matmul::B1Planes) of K = n_q * head_dim (the caller checked it and `decode_planes_entry_point`),
+/// which the `_planes` entry point then fills.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
     lib: &KernelLibrary,
@@ -122,20 +84,15 @@ pub(super) fn attention_decode(
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
     max_seq: usize,
-    (k_p, v_p): (u64, u64),
+    k_cache: &impl DevicePtr<u16>,
+    v_cache: &impl DevicePtr<u16>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
-    rope: Option<RopeArgs>,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
-    let entry = match (planes.is_some(), rope.is_some()) {
-        (true, true) => decode_planes_rope_entry_point,
-        (true, false) => decode_planes_entry_point,
-        (false, false) => decode_entry_point,
-        (false, true) => return Err(shape(OP, "the rope variant exists with planes only".into())),
-    };
+    let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
@@ -154,6 +111,8 @@ pub(super) fn attention_decode(
     let function = lib.function(name)?;
     let (q_p, _a) = read_ptr(qkv, stream);
     let (p0, _b) = read_ptr(pos0, stream);
+    let (k_p, _c) = read_ptr(k_cache, stream);
+    let (v_p, _d) = read_ptr(v_cache, stream);
     // The kernel reads q as float4 and the caches 8 halves (16 bytes) at a time.
     expect_aligned16(OP, "qkv", q_p)?;
     expect_aligned16(OP, "k_cache", k_p)?;
@@ -175,16 +134,11 @@ pub(super) fn attention_decode(
     if let Some((planes_p, gsx_p, sq_p)) = &planes {
         l.arg(planes_p).arg(gsx_p).arg(sq_p);
     }
-    if let Some(r) = &rope {
-        l.arg(r);
-    }
     // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the
     // caller checked qkv (one row), the caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
     // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
     // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
-    // n_q * hd / 128 groups of each, one per 128 outputs. The `_planes_rope` ones take the
-    // AttDecRope block after those (norm weights of hd, tables of max_pos * hd / 2, the caches:
-    // checked by the caller).
+    // n_q * hd / 128 groups of each, one per 128 outputs.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -198,8 +152,6 @@ mod tests {
     fn every_decode_entry_point_is_registered() {
         for group in [1, 2, 4, 8] {
             let name = decode_planes_entry_point(group, 128).expect("supported shape");
-            assert!(entry_points().any(|e| e == name), "{name} not in the registry");
-            let name = decode_planes_rope_entry_point(group, 128).expect("supported shape");
             assert!(entry_points().any(|e| e == name), "{name} not in the registry");
             assert_eq!(decode_planes_entry_point(group, 64), None);
             for hd in [64, 128] {

@@ -75,35 +75,6 @@ pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f:
     out
 }
 
-thread_local! {
-    static OWN_SLICE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// `BONSAI_B1_OWN_PREFETCH=1` (measurement knob, off by default): every plain one-token binary
-/// GEMV runs as `*_gemv_b1_own`, whose CTAs ask L2 for their own weight slice before waiting for
-/// the previous kernel (matmul_gemv_b1.cu, b1_prefetch_own_rows).
-pub const OWN_PREFETCH_ENV: &str = "BONSAI_B1_OWN_PREFETCH";
-
-fn own_prefetch_on(op: &'static str) -> Result<bool, LaunchError> {
-    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let on = ON.get_or_init(|| match std::env::var(OWN_PREFETCH_ENV).as_deref().map(str::trim) {
-        Err(_) | Ok("0") => Ok(false),
-        Ok("1") => Ok(true),
-        Ok(other) => Err(format!("{OWN_PREFETCH_ENV}={other:?}: expected 0 or 1")),
-    });
-    let on = on.clone().map_err(|detail| shape(op, detail))?;
-    Ok(on || OWN_SLICE.with(|c| c.get()))
-}
-
-/// Runs `f` with every plain one-token binary GEMV it launches from this thread as
-/// `*_gemv_b1_own` (as under [`OWN_PREFETCH_ENV`]). A hint: no value changes.
-pub fn with_own_l2_prefetch<R>(f: impl FnOnce() -> R) -> R {
-    OWN_SLICE.with(|c| c.set(true));
-    let out = f();
-    OWN_SLICE.with(|c| c.set(false));
-    out
-}
-
 /// More than gemv_b1's static shared memory (the fused norm's per-warp sums and the planes
 /// epilogue's group list: 1024 / 1040 bytes by ptxas -v for the plain / `_out` kernels).
 const B1_STATIC_SMEM_BOUND: usize = 2048;
@@ -173,14 +144,12 @@ pub(crate) fn launch_gemv(
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
     // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
-    // have a `_pf` and an `_own` twin.
+    // have a `_pf` twin.
     let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
     if planes_out.counts != 0 {
         name.push_str("_out");
     } else if prefetch.is_some() {
         name.push_str("_pf");
-    } else if own_prefetch_on(op)? {
-        name.push_str("_own");
     }
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
@@ -205,7 +174,7 @@ pub(crate) fn launch_gemv(
     if let Some(p) = prefetch.as_ref() {
         b.arg(p);
     }
-    // SAFETY: argument order and types match the *_gemv_b1 (and `_own`) entry points (scales, payload, planes,
+    // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are

@@ -292,42 +292,10 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
     }
 }
 
-// Before griddep_wait, threads 0-3 ask L2 for this CTA's whole weight slice (its rows' payload and
-// scales; SwiGLU: the gate rows and the up rows), so that DRAM streams it while the CTA waits for
-// the previous kernel (the prepare or the attention: 2-5 us in which DRAM is nearly idle) and the
-// loop after the wait reads from L2. Weights never depend on the previous kernel; a hint only
-// (ranges trimmed to 16-byte boundaries, nothing outside the rows asked for). Not measured yet
-// (the `_own` entry points, BONSAI_B1_OWN_PREFETCH=1; kernel-notes round 15).
-template <int BITS, int MODE>
-__device__ __forceinline__ void b1_prefetch_own_rows(const u16* scales, const u32* payload, int n_out,
-                                                     int groups_per_row, int tiles_per_cta, int cta) {
-    const int part = threadIdx.x;  // 0 / 1: payload / scales of the rows; 2 / 3: of the up rows
-    if (part >= 4 || (part >= 2 && MODE != MATMUL_SWIGLU)) return;
-    const long long per_tile = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    const long long r0 = (long long)cta * tiles_per_cta * per_tile;
-    const long long r1 = min(r0 + tiles_per_cta * per_tile, (long long)n_out);
-    if (r0 >= r1) return;
-    const long long first = part >= 2 ? n_out + r0 : r0;
-    const char* begin;
-    long long bytes;
-    if (part % 2 == 0) {
-        begin = reinterpret_cast<const char*>(layout_row<BITS>(payload, first, groups_per_row));
-        bytes = (r1 - r0) * groups_per_row * (LAYOUT_LANES * BITS) * (long long)sizeof(u32);
-    } else {
-        begin = reinterpret_cast<const char*>(scales + first * groups_per_row);
-        bytes = (r1 - r0) * groups_per_row * (long long)sizeof(u16);
-    }
-    const unsigned long long lo = (reinterpret_cast<unsigned long long>(begin) + 15) / 16 * 16;
-    const unsigned long long hi = (reinterpret_cast<unsigned long long>(begin) + bytes) / 16 * 16;
-    for (unsigned long long a = lo; a < hi; a += B1_PREFETCH_CHUNK)
-        prefetch_l2_bulk(reinterpret_cast<const void*>(a), (unsigned)min((unsigned long long)B1_PREFETCH_CHUNK, hi - a));
-}
-
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
-// OWN_PREFETCH: b1_prefetch_own_rows before the wait (`_gemv_b1_own` entry points).
-template <int BITS, int MODE, int NB, bool GROUP_OUT, bool OWN_PREFETCH>
+template <int BITS, int MODE, int NB, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -373,7 +341,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
     }
 
-    if (OWN_PREFETCH) b1_prefetch_own_rows<BITS, MODE>(scales, payload, n_out, groups_per_row, tiles_per_cta, cta);
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
@@ -435,17 +402,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT, bool OWN_PREFETCH = false>
+template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, OWN_PREFETCH>(
-            scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-            cta, planes_out, prefetch);
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                                 tiles_per_cta, splits, chunk_groups, norm, norm_eps,
+                                                                 cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, OWN_PREFETCH>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                             tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                             planes_out, prefetch);
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                               splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

@@ -39,17 +39,6 @@
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{}, &prefetch);                         \
     }                                                                                            \
-    /* gemv_b1 whose CTAs ask L2 for their own weight slice before griddep_wait */          \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_own(const u16* scales, const u32* payload, const u32* planes,           \
-                             const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
-                             int tiles_per_cta, int splits, int chunk_groups, int norm,          \
-                             float norm_eps) {                                                   \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false, true>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
-                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps,    \
-                                         blockIdx.x, B1PlanesOut{});                              \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \

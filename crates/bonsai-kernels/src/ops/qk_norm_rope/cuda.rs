@@ -96,9 +96,8 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
 }
 
 /// The per-head norm weights (hd values each) and the RoPE table (max_pos rows of hd / 2) every
-/// q/k norm + RoPE launcher reads (here and the decode attention's `_rope` variant); returns
-/// max_pos as the kernels' int.
-pub(crate) fn check_norm_rope_inputs<C: DevicePtr<f32>>(
+/// q/k norm + RoPE launcher reads; returns max_pos as the kernels' int.
+fn check_norm_rope_inputs<C: DevicePtr<f32>>(
     op: &'static str,
     hd: usize,
     q_norm: &impl DevicePtr<f32>,

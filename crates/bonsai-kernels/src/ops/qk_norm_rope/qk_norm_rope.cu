@@ -4,17 +4,6 @@
 // one thread per rotating pair. A position >= max_pos (pos lives on the device, so the host
 // cannot check it) turns the head into NaN rather than reading outside the table.
 
-// One pair (a, b) = (h[d], h[d + hd/2]) of a head whose sum of squares is ss, normalised with
-// weights (w_lo, w_hi) and rotated by (c, s): the arithmetic of qk_norm_rope_one_head, shared with
-// the decode attention's fused variant (attention_decode.cu) so both round alike.
-__device__ __forceinline__ float2 qk_norm_rope_pair(float a, float b, float ss, float w_lo, float w_hi, int hd,
-                                                    float eps, float c, float s) {
-    const float inv = rsqrtf(ss / (float)hd + eps);
-    const float x1 = a * inv * w_lo;
-    const float x2 = b * inv * w_hi;
-    return make_float2(x1 * c - x2 * s, x2 * c + x1 * s);
-}
-
 // One q or k head: normalises and rotates h[d], h[d + hd/2] in place (all threads of the CTA
 // must call it: it reduces over the CTA); returns false for threads past the pairs.
 __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, float eps,
@@ -34,11 +23,13 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __r
         h[d + half] = nan;
         return true;
     }
+    const float inv = rsqrtf(ss / (float)hd + eps);
+    const float x1 = a * inv * w[d];
+    const float x2 = b * inv * w[d + half];
     const float c = cos_table[(long long)pos * half + d];
     const float s = sin_table[(long long)pos * half + d];
-    const float2 r = qk_norm_rope_pair(a, b, ss, w[d], w[d + half], hd, eps, c, s);
-    h[d] = r.x;
-    h[d + half] = r.y;
+    h[d] = x1 * c - x2 * s;
+    h[d + half] = x2 * c + x1 * s;
     return true;
 }
 

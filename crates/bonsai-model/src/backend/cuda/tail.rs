@@ -1,8 +1,8 @@
 //! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. For one decode token
 //! (m = 1) with the binary GEMV, the layer after its qkv projection starts with
-//! qk_norm_rope_kv_write (its own launch, or inside the attention under
-//! `BONSAI_DECODE_ROPE=attention`), and `BONSAI_DECODE_CHAIN` picks how the rest runs (all
-//! bit-identical; H200 figures in docs/PERFORMANCE.md):
+//! qk_norm_rope_kv_write (its own launch: inside the attention it measured 3-6% slower,
+//! kernel-notes round 15), and `BONSAI_DECODE_CHAIN` picks how the rest runs (all bit-identical;
+//! H200 figures in docs/PERFORMANCE.md):
 //!
 //! * `attn_planes` (default): the attention kernel writes the output projection's planes, so that
 //!   GEMV needs no quantize launch (`matmul_from_planes`); the FFN and the next qkv quantize their
@@ -29,7 +29,6 @@ use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
     gemv_from_planes, gemv_kernel_from_env, with_l2_prefetch, B1Planes, Epilogue, GemvKernel, PlanesOut,
 };
-use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
@@ -120,10 +119,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let LayerTail { m, shape, hidden, eps, pos, kv, q_norm, k_norm, rope, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
-    let rope_in_attention = rope_in_attention()?;
-    if !rope_in_attention {
-        super::ops::qk_norm_rope_kv_write(b, qkv, m, shape, q_norm, k_norm, eps, rope, pos, kv)?;
-    }
+    super::ops::qk_norm_rope_kv_write(b, qkv, m, shape, q_norm, k_norm, eps, rope, pos, kv)?;
     let probes = probe_steps()?;
     if probes > 0 {
         // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
@@ -136,27 +132,6 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         })?;
     }
     super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
-        if rope_in_attention {
-            let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-            let max_seq = kv.max_seq;
-            return launch::attention::attention_decode_planes_rope(
-                &b.lib,
-                &b.stream,
-                qkv,
-                shape,
-                (q_norm, k_norm, eps),
-                &table,
-                &pos.device,
-                max_seq,
-                &mut kv.k,
-                &mut kv.v,
-                att_scratch,
-                counters,
-                attn,
-                attn_planes,
-            )
-            .map_err(device_err("attention"));
-        }
         launch::attention::attention_decode_planes(
             &b.lib,
             &b.stream,
@@ -217,20 +192,6 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
     }
-}
-
-/// `BONSAI_DECODE_ROPE=attention` (measurement knob; default `separate`): the default tail's
-/// q/k norm, RoPE and cache write run inside the decode attention (`_planes_rope` kernels,
-/// bit-identical) instead of their own qk_norm_rope_kv_write launch. Not yet measured.
-pub const DECODE_ROPE_ENV: &str = "BONSAI_DECODE_ROPE";
-
-fn rope_in_attention() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    knob(&ON, DECODE_ROPE_ENV, false, "separate or attention", |v| match v {
-        "separate" => Some(false),
-        "attention" => Some(true),
-        _ => None,
-    })
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
