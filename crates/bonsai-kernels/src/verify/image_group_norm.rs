@@ -140,7 +140,7 @@ fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre
     let mut bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
     if fused_silu {
         // silu of the normalised value: the GroupNorm error passes through silu's slope
-        // (<= 1.1), silu adds its own 12u·|y| (+ the smallest normal); the reference rounds the
+        // (<= 1.1), silu adds its own SILU_BOUND_ULPS·u·|y| (+ the smallest normal); the reference rounds the
         // normalised value to f32 before its silu, which the GroupNorm bound already covers.
         let normalised = want.clone();
         ops::silu::reference(&normalised, &mut want)?;

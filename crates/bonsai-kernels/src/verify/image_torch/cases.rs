@@ -116,9 +116,9 @@ pub fn group_norm_cases() -> Vec<ImageCase> {
 }
 
 /// The fused GroupNorm + SiLU's bound: the GroupNorm error passes through silu's slope (<= 1.1)
-/// and silu adds its 12u: 1.1·16u·R + 12u with R = ‖y‖/‖silu(y)‖ ≈ 1.5 for these fills
-/// (measured on 2M samples of them), 38u; 48u leaves room.
-const GROUP_NORM_SILU_REL_BOUND_ULPS: f64 = 48.0;
+/// and silu adds its 20u (image_elementwise.rs): 1.1·16u·R + 20u with R = ‖y‖/‖silu(y)‖ ≈ 1.5
+/// for these fills (measured on 2M samples of them), 46.4u; 56u leaves room.
+const GROUP_NORM_SILU_REL_BOUND_ULPS: f64 = 56.0;
 /// Shapes of the fused cases: the decoder's most common and its two largest activations.
 const GROUP_NORM_SILU_SHAPES: [(usize, usize); 3] = [(384, 128), (384, 512), (96, 512)];
 
@@ -172,10 +172,10 @@ fn prepare_group_norm(stream: &Arc<CudaStream>, case: &ImageCase, host: &[HostIn
 
 // ---- silu ----
 
-/// Our SiLU per element within 10u of |y| against the f64 value (CUDA expf <= 2 ulp = 4u, then
-/// 1 + e, the e/(1+e) numerator, the divide and the multiply; image_elementwise.rs), so the
-/// relative Frobenius error is below that; 12u leaves room for second-order terms.
-const SILU_REL_BOUND_ULPS: f64 = 12.0;
+/// Our SiLU per element within 17u of |y| against the f64 value (CUDA expf <= 2 ulp = 4u, then
+/// 1 + e, the e/(1+e) numerator, __fdividef's 2 ulp and the multiply; image_elementwise.rs), so
+/// the relative Frobenius error is below that; 20u leaves room for second-order terms.
+const SILU_REL_BOUND_ULPS: f64 = 20.0;
 
 pub fn silu_cases() -> Vec<ImageCase> {
     VAE_IMAGE_SHAPES
