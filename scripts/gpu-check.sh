@@ -20,8 +20,6 @@
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
 #   owner-lab scripts/lab/owner_groups.cu: bandwidth of N SMs on a decode matrix, cluster vs counter
 #           epilogues quantizing a GEMV's own output groups
-#   owner   the decode modes whose GEMV CTAs own whole output groups (BONSAI_DECODE_CHAIN=owner,
-#           owner_ffn) against attn_planes and planes: verify planes_out, tg128, timeline, checks
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
 #   chain   scripts/lab/persistent_chain.cu: grid-barrier cost and weight streaming of a persistent
 #           decode step (8B layer stages), against one kernel reading the same bytes
@@ -140,22 +138,6 @@ chain)
     # What a persistent decode kernel could reach: grid barriers and weight streaming (lab).
     mkdir -p "$LOGS/lab"
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
-    ;;
-owner)
-    # The owner epilogue (_gemv_b1_owner, kernel-notes round 16): bit-identity first, then tg128 of
-    # each decode mode, alternating, twice, for 8B and ternary; the timeline and checks of `owner`.
-    run owner-verify "$BIN" kernels verify --only planes_out
-    for g in bonsai-8b ternary-8b; do
-        for round in 1 2; do
-            for mode in attn_planes planes owner owner_ffn; do
-                run "owner-tg-$g-$mode-$round" env BONSAI_DECODE_CHAIN=$mode "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            done
-        done
-    done
-    run owner-trace env BONSAI_TRACE=1 BONSAI_DECODE_CHAIN=owner "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    for g in bonsai-8b ternary-8b; do
-        run "owner-check-$g" env BONSAI_DECODE_CHAIN=owner "$BIN" check --synthetic "$g" -n 16
-    done
     ;;
 owner-lab)
     # Could GEMV CTAs quantize their own output groups (no prepare launch)? Streaming bandwidth with

@@ -283,7 +283,6 @@ mod tests {
         ("_gemv_tc_tokens8", "gemv_tc_body"),
         ("_gemv_b1", "gemv_b1_body"),
         ("_gemv_b1_out", "gemv_b1_body"),
-        ("_gemv_b1_owner", "gemv_b1_body"),
         ("_gemv_b1_pf", "gemv_b1_body"),
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),

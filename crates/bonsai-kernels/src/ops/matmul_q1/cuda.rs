@@ -432,12 +432,11 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, b1_owner_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
-pub(crate) use planes::gemv_from_planes_owner_geometry;
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};

@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, b1_owner_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBits};
@@ -40,7 +40,7 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default(), false)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
 }
 
 /// The next GEMV's weights a `_gemv_b1_pf` launch asks L2 for (`B1Prefetch` in
@@ -135,14 +135,10 @@ pub(crate) fn launch_gemv(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
     planes_out: PlanesOutArgs,
-    owner: bool,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
-    let swiglu = epilogue == Epilogue::SwiGlu;
-    // `owner`: every CTA holds whole 128-groups of y (without a planes output: the plain kernel
-    // at that geometry, which verify compares the `_owner` one with bit for bit).
-    let g = if owner { b1_owner_geometry(k, n_out, swiglu) } else { b1_geometry(k, n_out, swiglu) }
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid{}", if owner { " or are not whole groups" } else { "" })))?;
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
@@ -150,9 +146,7 @@ pub(crate) fn launch_gemv(
     // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
     // have a `_pf` twin.
     let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
-    if owner && planes_out.counts != 0 {
-        name.push_str("_owner");
-    } else if planes_out.counts != 0 {
+    if planes_out.counts != 0 {
         name.push_str("_out");
     } else if prefetch.is_some() {
         name.push_str("_pf");

@@ -34,11 +34,6 @@ pub struct B1Planes {
 pub struct PlanesOut<'a> {
     pub planes: &'a mut B1Planes,
     pub norm: Option<&'a CudaSlice<f32>>,
-    /// Each CTA owns whole 128-groups of y and quantizes them itself (`_gemv_b1_owner`,
-    /// [`b1_owner_geometry`](super::b1_owner_geometry): fewer CTAs, no group counter); else the
-    /// usual geometry, and the CTA completing a group's counter quantizes it (`_gemv_b1_out`). The
-    /// two split K differently, so their y (and planes) differ in the last bits.
-    pub owner: bool,
 }
 
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
@@ -169,7 +164,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), PlanesOutArgs::default(), false)
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), PlanesOutArgs::default())
 }
 
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
@@ -196,10 +191,9 @@ pub fn gemv_from_planes(
         w.n
     };
     let mut guards = Vec::new();
-    let owner = out.as_ref().is_some_and(|o| o.owner);
     let planes_out = match out {
         None => PlanesOutArgs::default(),
-        Some(PlanesOut { planes: dst, norm, owner: _ }) => {
+        Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
@@ -217,26 +211,7 @@ pub fn gemv_from_planes(
             PlanesOutArgs { planes, gsx, group_sq, norm_w, counts }
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, owner)
-}
-
-/// [`gemv_from_planes`] without a planes output, at the geometry a [`PlanesOut`] with `owner`
-/// uses: the plain kernel on the `_owner` kernel's split of the work, so that verify can require
-/// the two to agree bit for bit.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn gemv_from_planes_owner_geometry(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-) -> Result<(), LaunchError> {
-    if epilogue == super::Epilogue::SwiGlu {
-        super::check_gate_up(w)?;
-    }
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, PlanesOutArgs::default(), true)
+    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
 }
 
 /// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
@@ -251,7 +226,6 @@ fn run_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
     planes_out: PlanesOutArgs,
-    owner: bool,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.validate(op)?;
@@ -267,5 +241,5 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, planes_out, owner)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, planes_out)
 }

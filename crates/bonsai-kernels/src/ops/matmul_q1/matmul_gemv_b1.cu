@@ -228,11 +228,6 @@ struct B1PlanesOut {
 };
 // Groups of outputs one CTA can touch: at most 16 tiles x 16 rows = 256 outputs, so 3 groups.
 #define B1_OUT_GROUPS_PER_CTA 3
-// gemv_b1_body's PLANES_OUT: no planes epilogue (the plain entry points), the counter epilogue
-// (`_out`: any geometry), or the owner epilogue (`_owner`: every CTA holds whole groups).
-#define B1_OUT_NONE 0
-#define B1_OUT_COUNTER 1
-#define B1_OUT_OWNER 2
 
 // After every output of this CTA is stored: each CTA adds its output count per 128-group to that
 // group's counter; the CTA that completes a group (count 128) quantizes it, a warp per group, with
@@ -273,24 +268,6 @@ __device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, in
     }
 }
 
-// The `_gemv_b1_owner` epilogue: the launch (b1_owner_geometry in tc_geometry.rs) gives every CTA
-// whole 128-groups of y, so after a CTA barrier (which makes this CTA's stores visible to its own
-// threads) a warp per group quantizes it with b1_prepare_group: no counter, no fence, no other
-// CTA's outputs, and the same planes as gemv_b1_prepare of y, bit for bit. The launcher checks
-// that the CTA's outputs start and end on group boundaries.
-template <int MODE>
-__device__ __forceinline__ void b1_planes_epilogue_owned(const float* y, int n_out, int tiles_per_cta, int cta,
-                                                         const B1PlanesOut& o) {
-    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
-    __syncthreads();
-    for (int g = o0 / GROUP_SIZE + threadIdx.x / WARP_SIZE; g * GROUP_SIZE < o1; g += blockDim.x / WARP_SIZE) {
-        const long long first = (long long)g * GROUP_SIZE;
-        b1_prepare_group(y + first, o.norm_w != nullptr ? o.norm_w + first : nullptr,
-                         o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-    }
-}
-
 // The next GEMV's weights (payload, scales) that a `_gemv_b1_pf` launch asks L2 for, each CTA its
 // 1 / gridDim share, after its own weight loads have been issued: the next GEMV then streams from
 // L2 (measured with the prepare launch issuing the same prefetch: gate_up 8.69 -> 7.63 us, down
@@ -315,11 +292,10 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
     }
 }
 
-// PLANES_OUT (B1_OUT_*): which planes epilogue, if any (`_gemv_b1_out` / `_gemv_b1_owner` entry
-// points). A compile-time switch: the mere presence of the (skipped) epilogue made the plain
-// kernels ~0.6 us slower per launch on the H200 (2026-11-30, bench_gemv), so the plain entry
-// points are compiled without it.
-template <int BITS, int MODE, int NB, int PLANES_OUT>
+// GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
+// mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
+// H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
+template <int BITS, int MODE, int NB, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -421,22 +397,21 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
-    if (PLANES_OUT == B1_OUT_COUNTER) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
-    if (PLANES_OUT == B1_OUT_OWNER) b1_planes_epilogue_owned<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
+    if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, int PLANES_OUT>
+template <int BITS, int MODE, bool GROUP_OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, PLANES_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, PLANES_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                                splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

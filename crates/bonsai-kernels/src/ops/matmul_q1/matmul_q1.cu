@@ -24,7 +24,7 @@
                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
                          int splits, int chunk_groups, int norm, float norm_eps) {               \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, B1_OUT_NONE>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
+        gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{});                                    \
     }                                                                                            \
@@ -35,7 +35,7 @@
                             int splits, int chunk_groups, int norm, float norm_eps,              \
                             const B1Prefetch prefetch) {                                         \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, B1_OUT_NONE>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
+        gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{}, &prefetch);                         \
     }                                                                                            \
@@ -45,20 +45,9 @@
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
                              float norm_eps, const B1PlanesOut planes_out) {                       \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, B1_OUT_COUNTER>(scales, payload, planes, gsx, group_sq, y, n_out, k,  \
-                                            tiles_per_cta, splits, chunk_groups, norm, norm_eps, \
-                                            blockIdx.x, planes_out);                              \
-    }                                                                                            \
-    /* the planes epilogue of CTAs that own whole output groups (b1_owner_geometry) */           \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_owner(const u16* scales, const u32* payload, const u32* planes,         \
-                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                               int tiles_per_cta, int splits, int chunk_groups, int norm,        \
-                               float norm_eps, const B1PlanesOut planes_out) {                   \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, B1_OUT_OWNER>(scales, payload, planes, gsx, group_sq, y, n_out, k,    \
-                                          tiles_per_cta, splits, chunk_groups, norm, norm_eps,   \
-                                          blockIdx.x, planes_out);                                \
+        gemv_b1<BITS, MODE, true>(scales, payload, planes, gsx, group_sq, y, n_out, k,            \
+                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
+                                  blockIdx.x, planes_out);                                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \

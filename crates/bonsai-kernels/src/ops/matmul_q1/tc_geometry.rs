@@ -67,7 +67,7 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
         return None;
     }
     let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
-    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps), None)
+    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps))
 }
 
 /// Plane words of one group in `gemv_b1`'s shared memory and scratch (B1_GROUP_WORDS in
@@ -90,31 +90,17 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
 
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes, None)
-}
-
-/// The launch of a `_gemv_b1_owner` GEMV: every CTA owns exactly one 128-group of outputs (8
-/// tiles of 16 rows and 2 K splits, or 16 SwiGLU tiles of 8 features and no split), so it can
-/// quantize that group itself. A quarter of `b1_geometry`'s CTAs at Bonsai-8B's attn_out / down
-/// (32), three quarters at its gate_up (96). None unless n_out is a positive multiple of 128.
-pub fn b1_owner_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    if n_out % GROUP != 0 {
-        return None;
-    }
-    let tiles_per_cta = GROUP / if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
-    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes, Some(tiles_per_cta))
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
-/// `max_warps` warps and `smem(chunk_groups, warps)` bytes of dynamic shared memory; `fixed_tiles_per_cta`
-/// fixes the tiles per CTA (at most max_warps), else enough to fill the H200 in one wave.
+/// `max_warps` warps and `smem(chunk_groups, warps)` bytes of dynamic shared memory.
 fn geometry(
     k: usize,
     n_out: usize,
     swiglu: bool,
     max_warps: usize,
     smem: impl Fn(usize, usize) -> usize,
-    fixed_tiles_per_cta: Option<usize>,
 ) -> Option<TcGeometry> {
     if k % GROUP != 0 || k == 0 || n_out == 0 {
         return None;
@@ -124,7 +110,7 @@ fn geometry(
     let units = groups / block;
     let outs_per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
     let tiles = n_out.div_ceil(outs_per_tile);
-    let tiles_per_cta = fixed_tiles_per_cta.unwrap_or_else(|| tiles.div_ceil(TARGET_CTAS)).clamp(1, max_warps);
+    let tiles_per_cta = tiles.div_ceil(TARGET_CTAS).clamp(1, max_warps);
     let splits = (max_warps / tiles_per_cta).clamp(1, units);
     let warps = tiles_per_cta * splits;
     // The largest chunk (a multiple of the block, at most all groups) that fits.
@@ -197,10 +183,6 @@ mod tests {
             }
         }
         // Bonsai-8B down (K 12288): all of x's planes in shared memory at once, 37.6 KB.
-        let owner = |k, n, swiglu| b1_owner_geometry(k, n, swiglu).map(|g| (g.ctas, g.tiles_per_cta, g.splits));
-        assert_eq!(owner(12288, 4096, false), Some((32, 8, 2)));
-        assert_eq!(owner(4096, 12288, true), Some((96, 16, 1)));
-        assert_eq!(owner(4096, 4000, false), None);
         let down = b1_geometry(12288, 4096, false).expect("geometry");
         assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
     }

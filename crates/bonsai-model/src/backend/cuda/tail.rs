@@ -12,10 +12,6 @@
 //!   a `PlanesOut`, the `_gemv_b1_out` kernels): 6 launches per layer, but slower than
 //!   `attn_planes` (640.9 vs 669.7 tok/s, kernel-notes round 12: the `_out` epilogue costs more
 //!   than the prepare launch it replaces).
-//! * `owner` / `owner_ffn`: `planes` with every CTA of those GEMVs owning whole 128-groups of its
-//!   output and quantizing them itself (`_gemv_b1_owner`: no group counter, but a quarter of the
-//!   CTAs for attn_out and down); `owner_ffn` keeps down and the next qkv's prepare as in
-//!   `attn_planes`. Measurement modes (kernel-notes round 16).
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
 //!   and the next layer's qkv (`launch::decode_chain`). Slower in the decode graph (508 vs 666
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
@@ -39,7 +35,7 @@ use cudarc::driver::CudaSlice;
 use super::{device_err, view, CudaBackend};
 use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
 
-/// `ops`, `attn_planes`, `planes`, `owner`, `owner_ffn` or `chain` (see the module doc).
+/// `ops`, `attn_planes`, `planes` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
 
 /// How one decode layer's tail runs.
@@ -48,10 +44,6 @@ enum TailMode {
     Ops,
     AttnPlanes,
     Planes,
-    /// `planes` with every GEMV's CTAs owning whole output groups (`_gemv_b1_owner`).
-    Owner,
-    /// attn_out and gate_up as in `owner`; down plain, the next qkv with its prepare launch.
-    OwnerFfn,
     Chain,
 }
 
@@ -59,11 +51,9 @@ enum TailMode {
 /// default.
 fn tail_mode() -> Result<TailMode, BackendError> {
     static MODE: OnceLock<Result<TailMode, String>> = OnceLock::new();
-    knob(&MODE, DECODE_CHAIN_ENV, TailMode::AttnPlanes, "ops, attn_planes, planes, owner, owner_ffn or chain", |v| match v {
+    knob(&MODE, DECODE_CHAIN_ENV, TailMode::AttnPlanes, "ops, attn_planes, planes or chain", |v| match v {
         "attn_planes" => Some(TailMode::AttnPlanes),
         "planes" => Some(TailMode::Planes),
-        "owner" => Some(TailMode::Owner),
-        "owner_ffn" => Some(TailMode::OwnerFfn),
         "ops" => Some(TailMode::Ops),
         "chain" => Some(TailMode::Chain),
         _ => None,
@@ -171,23 +161,14 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             }
             Ok(())
         }
-        TailMode::Planes | TailMode::Owner | TailMode::OwnerFfn => {
-            // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer
-            // (OwnerFfn: one, before the next qkv).
-            let owner = mode != TailMode::Planes;
+        TailMode::Planes => {
+            // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
             let (hidden_planes, ffn_planes) = chain.planes_mut();
-            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm), owner };
+            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
-            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None, owner };
+            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            if mode == TailMode::OwnerFfn {
-                b.matmul(down, ffn, m, x, Store::Add)?;
-                if let Some((attn_norm, qkv_w)) = next {
-                    b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
-                }
-                return Ok(());
-            }
-            let next_out = next.map(|(attn_norm, _)| PlanesOut { planes: &mut *hidden_planes, norm: Some(attn_norm), owner });
+            let next_out = next.map(|(attn_norm, _)| PlanesOut { planes: &mut *hidden_planes, norm: Some(attn_norm) });
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
             if let Some((_, qkv_w)) = next {
                 gemv_planes(b, qkv_w, hidden_planes, Some(eps), qkv, Epilogue::Store, None)?;
