@@ -2,8 +2,8 @@
 // one entry point per GQA group G = n_q / n_kv and head_dim HD (both compile-time, so the per-lane
 // state lives in registers). Same result as attention_split_keys at m == 1 (reference.rs).
 //
-// Grid (n_kv, n_splits) x ATT_DEC_WARPS warps, fixed by the launcher from the SM count (about two
-// CTAs per SM), independent of the live length, so a captured decode graph serves every position.
+// Grid (n_kv, n_splits) x ATT_DEC_WARPS warps, fixed by the launcher from the SM count (about one
+// CTA per SM: 8 warps of ~240 registers fill a register file), independent of the live length, so a captured decode graph serves every position.
 // Each CTA reads pos0 from the device and takes keys [split * keys_per_split, +keys_per_split) of
 // the len = pos0 + 1 live ones, keys_per_split = max(ceil(len / n_splits), min_split_keys)
 // rounded up to ATT_DEC_SPLIT_ALIGN: short contexts use few CTAs (up to min_split_keys = 128
@@ -24,7 +24,7 @@
 // of its G heads with all threads in parallel over (head, dim).
 // A position >= max_seq yields NaN output.
 //
-// Speed of light on the H200 (Bonsai-8B: n_kv 8, G 4, HD 128, 264 CTAs -> n_splits 32):
+// Speed of light on the H200 (Bonsai-8B: n_kv 8, G 4, HD 128, 132 CTAs -> n_splits 16):
 // bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer.
 //   len 16:    64 KiB  -> 0.02 us of bandwidth; the floor is latency: launch ~2 us (graphed ~1 us),
 //              pos0 + q loads + one K/V round trip (~1.5 us), no partial/merge (one split).
@@ -33,7 +33,7 @@
 //              Predicted ~11-13 us (was ~150 us).
 //   len 32768: 134 MB  -> 32 us at 4.2 TB/s; issue-bound floor ~17 us (about 66 warp instructions
 //              per key: ~530 SASS per 8-key warp step at G 4) stays below it. Predicted ~36-42 us.
-#define ATT_DEC_WARPS 4
+#define ATT_DEC_WARPS 8
 #define ATT_DEC_MAX_SPLITS 32
 #define ATT_DEC_SPLIT_ALIGN 16
 #define ATT_DEC_STEP_KEYS 8

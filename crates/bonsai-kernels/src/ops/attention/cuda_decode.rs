@@ -17,10 +17,14 @@ use crate::launch_ex::Launch;
 /// reads at most this many partials per (head, dim).
 pub const DECODE_MAX_SPLITS: usize = 32;
 /// Warps per CTA (`ATT_DEC_WARPS`).
-pub const DECODE_WARPS: usize = 4;
-/// CTAs per SM the split count aims for: two 128-thread CTAs per SM keep enough 16-byte loads
-/// in flight to stream the cache at full bandwidth, and no CTA waits for a second wave.
-pub const DECODE_CTAS_PER_SM: usize = 2;
+/// 8 rather than 4: at short contexts (one split per kv head) each warp then walks half as many
+/// key steps, and a step's math (G heads' dots, softmax, V sums: ~400 instructions with one warp
+/// per scheduler) is the kernel's critical path there.
+pub const DECODE_WARPS: usize = 8;
+/// CTAs per SM the split count aims for: one 256-thread CTA (~240 registers per thread) per SM
+/// keeps enough 16-byte loads in flight to stream the cache at full bandwidth, and no CTA waits
+/// for a second wave.
+pub const DECODE_CTAS_PER_SM: usize = 1;
 
 const OP: &str = "attention";
 
@@ -164,10 +168,10 @@ mod tests {
     }
 
     #[test]
-    fn splits_aim_at_two_ctas_per_sm_within_the_merge_limit() {
-        assert_eq!(decode_splits(132, 8), DECODE_MAX_SPLITS); // H200, Bonsai-8B: 264 / 8 = 33 -> 32
-        assert_eq!(decode_splits(132, 3), DECODE_MAX_SPLITS);
-        assert_eq!(decode_splits(40, 8), 10);
+    fn splits_aim_at_one_cta_per_sm_within_the_merge_limit() {
+        assert_eq!(decode_splits(132, 8), 16); // H200, Bonsai-8B: 132 / 8 = 16
+        assert_eq!(decode_splits(132, 3), DECODE_MAX_SPLITS); // 44 -> 32
+        assert_eq!(decode_splits(40, 8), 5);
         assert_eq!(decode_splits(1, 8), 1);
         assert_eq!(decode_splits(132, 0), DECODE_MAX_SPLITS); // no division by zero
     }
