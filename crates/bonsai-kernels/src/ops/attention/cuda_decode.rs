@@ -63,6 +63,22 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
 /// 256 the same as 128.
 pub const DECODE_MIN_SPLIT_KEYS: usize = 128;
 
+/// `BONSAI_DECODE_SPLITS=N` (measurement knob, 1..=DECODE_MAX_SPLITS): the decode attention's
+/// key splits per kv head instead of [`decode_splits`]'s choice; anything else is an error.
+pub const DECODE_SPLITS_ENV: &str = "BONSAI_DECODE_SPLITS";
+
+fn splits_override() -> Result<Option<usize>, LaunchError> {
+    static SPLITS: std::sync::OnceLock<Result<Option<usize>, String>> = std::sync::OnceLock::new();
+    let value = SPLITS.get_or_init(|| match std::env::var(DECODE_SPLITS_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=DECODE_MAX_SPLITS).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("{DECODE_SPLITS_ENV}={v:?}: expected 1..={DECODE_MAX_SPLITS}")),
+        },
+    });
+    value.clone().map_err(|detail| shape(OP, detail))
+}
+
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
 /// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
 pub fn decode_splits(sm_count: usize, n_kv: usize) -> usize {
@@ -101,7 +117,10 @@ pub(super) fn attention_decode(
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
     let sm_count = sm_count(stream)?;
-    let n_splits = decode_splits(sm_count, shape_.n_kv);
+    let n_splits = match splits_override()? {
+        Some(n) => n,
+        None => decode_splits(sm_count, shape_.n_kv),
+    };
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
     let (max_seq_i, n_splits_i) =
