@@ -273,7 +273,7 @@ pub(crate) fn attention_rows(
     // u |s - max| as before. Its flush-to-zero drops weights below 2^-126 (max weight 1, sum
     // >= 1): <= seq 2^-126 2 max|v|. Its sums: a lane adds <= seq/2 keys with one rescale per
     // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
-    // then <= 2 shuffle adds, 4 warps and <= 32 splits: within 2 (seq + seq/4 + 48)u max|v|,
+    // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
     // which also covers the split-key kernel's chain; the test uses that one bound.
     let scale = 1.0 / (hd as f64).sqrt();
     // The tensor-core prefill kernel has its own bound (derived in attention_mma.rs).
