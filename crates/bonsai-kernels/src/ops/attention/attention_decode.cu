@@ -75,18 +75,19 @@ __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], flo
 }
 
 // The `_planes` variants' epilogue: once this CTA's G * HD outputs (whole 128-groups at HD 128)
-// are written, warp w quantizes groups w, w + ATT_DEC_WARPS, ... of them into gemv_b1's planes,
+// are in `out_s` (shared memory: the same floats the CTA stored to `out`, without their L2 round
+// trip), warp w quantizes groups w, w + ATT_DEC_WARPS, ... of them into gemv_b1's planes,
 // (s, X) and sum of squares (b1_prepare_group, matmul_gemv_b1.cu: the same arithmetic as
 // gemv_b1_prepare on the same floats), at global group kv_head * G * HD / 128 + w.
 template <int G, int HD>
-__device__ __forceinline__ void att_dec_write_planes(const float* out_heads, int kv_head, int warp, u32* planes,
+__device__ __forceinline__ void att_dec_write_planes(const float* out_s, int kv_head, int warp, u32* planes,
                                                      u32* gsx, float* group_sq) {
     static_assert(HD % GROUP_SIZE == 0, "the planes variant needs whole 128-groups per head");
     constexpr int GROUPS = G * HD / GROUP_SIZE;
-    __syncthreads();  // every thread's outputs are written (and visible to the CTA)
+    __syncthreads();  // every thread's outputs are in out_s
     for (int local = warp; local < GROUPS; local += ATT_DEC_WARPS) {  // warp-uniform
         const long long group = (long long)kv_head * GROUPS + local;
-        b1_prepare_group(out_heads + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
+        b1_prepare_group(out_s + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
                          group_sq + group);
     }
 }
@@ -112,33 +113,91 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
+    __shared__ __align__(16) float out_s[PLANES ? G * HD : 1];  // the outputs, for the planes
 
     const int kv_head = blockIdx.x;
     const int split = blockIdx.y;
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
+    // Before griddep_wait (the entry points leave it to this function): pos0, which
+    // position_advance wrote in an earlier graph replay (qk_norm_rope_kv_write, the kernel before
+    // this one, only reads it), and further down the first key step's cache rows older than pos0
+    // (earlier steps wrote them): their round trips overlap the previous kernel. q and the newest
+    // row are that kernel's output: after the wait.
     const u32 pos0 = pos0_ptr[0];
+    const bool in_range = pos0 < (u32)max_seq;  // else the cache holds no such position: NaN
     float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
-    if (pos0 >= (u32)max_seq) {  // the cache holds no such position
-        if (split == 0) {
-            for (int i = threadIdx.x; i < G * HD; i += blockDim.x) out_heads[i] = __int_as_float(0x7fc00000);
-            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
-        }
-        return;
-    }
-    const int len = (int)pos0 + 1;
+    const int len = in_range ? (int)pos0 + 1 : 1;
     // At least min_split_keys keys per split (a multiple of ATT_DEC_SPLIT_ALIGN): a short context
     // then runs in one CTA per kv head, without the partials' round trip and the merge.
     const int even_share = max((len + n_splits - 1) / n_splits, min_split_keys);
     const int keys_per_split = (even_share + ATT_DEC_SPLIT_ALIGN - 1) / ATT_DEC_SPLIT_ALIGN * ATT_DEC_SPLIT_ALIGN;
     const int used = (len + keys_per_split - 1) / keys_per_split;
-    if (split >= used) return;  // no keys for this split at this length
+    if (in_range && split >= used) return;  // no keys for this split at this length (nothing read or written)
     const int key_begin = split * keys_per_split;
     const int key_end = min(key_begin + keys_per_split, len);
 
     // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
     const int key_lane = lane % LANES_PER_KEY;  // which D dims
     const int key_slot = lane / LANES_PER_KEY;  // which key of a load
+    float run_max[G], run_sum[G], acc[G][D];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+        run_max[h] = neg_inf();
+        run_sum[h] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
+    }
+
+    const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
+    const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
+    const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
+    constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
+    uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
+    // Loads of the step starting at key `first` (keys past key_end read as zero, never touched;
+    // with `skip_newest`, key pos0 too, for load_newest after the wait).
+    auto load_step = [&](int first, bool skip_newest) {
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int key = first + u * KEYS_PER_LOAD + key_slot;
+            const bool live = key < key_end && !(skip_newest && key == (int)pos0);
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    };
+    // The newest key's row of the step at `first`, if it holds it (qk_norm_rope_kv_write's output).
+    auto load_newest = [&](int first) {
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const int key = first + u * KEYS_PER_LOAD + key_slot;
+            if (key != (int)pos0 || key >= key_end) continue;
+#pragma unroll
+            for (int c = 0; c < VECS; ++c) {
+                k_next[u][c] = k_lane[(long long)key * KEY_STRIDE + c];
+                v_next[u][c] = v_lane[(long long)key * KEY_STRIDE + c];
+            }
+        }
+    };
+    constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
+    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
+    if (in_range && step_key < key_end) load_step(step_key, true);
+
+    griddep_wait();
+    griddep_launch_dependents();
+    if (!in_range) {
+        if (split == 0) {
+            for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+                out_heads[i] = __int_as_float(0x7fc00000);
+                if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
+            }
+            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+        }
+        return;
+    }
+    if (step_key < key_end) load_newest(step_key);
     const float q_scale = rsqrtf((float)HD) * ATT_DEC_LOG2E;
     float q[G][D];
 #pragma unroll
@@ -154,36 +213,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
 
-    float run_max[G], run_sum[G], acc[G][D];
-#pragma unroll
-    for (int h = 0; h < G; ++h) {
-        run_max[h] = neg_inf();
-        run_sum[h] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
-    }
-
-    const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
-    const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
-    const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
-    constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
-    uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
-    // Loads of the step starting at key `first` (keys past key_end read as zero, never touched).
-    auto load_step = [&](int first) {
-#pragma unroll
-        for (int u = 0; u < LOADS; ++u) {
-            const int key = first + u * KEYS_PER_LOAD + key_slot;
-            const bool live = key < key_end;
-#pragma unroll
-            for (int c = 0; c < VECS; ++c) {
-                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
-                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-    };
-    constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
-    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
-    if (step_key < key_end) load_step(step_key);
     for (; step_key < key_end; step_key += WARPS_STRIDE) {
         uint4 k_cur[LOADS][VECS], v_cur[LOADS][VECS];
 #pragma unroll
@@ -194,7 +223,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                 v_cur[u][c] = v_next[u][c];
             }
         }
-        if (step_key + WARPS_STRIDE < key_end) load_step(step_key + WARPS_STRIDE);
+        if (step_key + WARPS_STRIDE < key_end) load_step(step_key + WARPS_STRIDE, false);
 
         float s[LOADS][G];
 #pragma unroll
@@ -279,6 +308,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         const float value = att_dec_combine_warps<G, HD>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
         if (used == 1) {
             out_heads[i] = value / cta_sum;
+            if constexpr (PLANES) out_s[i] = value / cta_sum;
         } else {
             float* dst = partial + ((long long)(kv_head * G + h) * n_splits + split) * (HD + 2);
             dst[2 + d] = value;
@@ -289,7 +319,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
     if (used == 1) {
-        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
+        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
         return;
     }
 
@@ -329,8 +359,9 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         float value = 0.0f;
         for (int j = 0; j < used; ++j) value = fmaf(head_parts[j * (HD + 2)], split_weight_s[h][j], value);
         out_heads[i] = value / head_total_s[h];
+        if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
-    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_heads, kv_head, warp, planes, gsx, group_sq);
+    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
 }
 
 #define ATT_DEC_PARAMS                                                                                           \
@@ -340,43 +371,35 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, min_split_keys, counters, out
 
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<1, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd64(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<2, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd64(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<4, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd64(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd128(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<1, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd128(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<2, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g4_hd128(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<4, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd128(ATT_DEC_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 
@@ -386,25 +409,21 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 #define ATT_DEC_PLANES_ARGS ATT_DEC_ARGS, planes, gsx, group_sq
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g1_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<1, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g2_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<2, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g4_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<4, 128, true>(ATT_DEC_PLANES_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     attention_decode_g8_hd128_planes(ATT_DEC_PLANES_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }
