@@ -275,9 +275,8 @@ mod tests {
     /// DEFERRED_WAIT, whose named device function must call it (after reads of data no kernel
     /// writes, such as weights, or, for group_norm_normalize, of the op's input x: the previous
     /// launch is the op's own statistics pass, which waited for x's producer before it let this
-    /// launch start; the decode attention and qk_norm_rope read the position first (and what it
-    /// selects: older cache rows, RoPE table rows, besides constant weights), which kernels
-    /// before the previous one wrote).
+    /// launch start; the decode attention reads the position and the older cache rows first,
+    /// which kernels before the previous one wrote).
     /// (kernel name suffix, the device function that calls griddep_wait itself).
     const DEFERRED_WAIT: &[(&str, &str)] =
         &[
@@ -289,8 +288,6 @@ mod tests {
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),
-        ("qk_norm_rope_head_per_block", "qk_norm_rope_head_per_block"),
-        ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write"),
         ("attention_decode_g1_hd64", "attention_decode_body"),
         ("attention_decode_g2_hd64", "attention_decode_body"),
         ("attention_decode_g4_hd64", "attention_decode_body"),

@@ -4,34 +4,11 @@
 // one thread per rotating pair. A position >= max_pos (pos lives on the device, so the host
 // cannot check it) turns the head into NaN rather than reading outside the table.
 
-// What one thread's rotating pair needs besides the head itself: the norm weights of dims d and
-// d + hd/2 and the pair's cos / sin at `pos`. None of it is another kernel's output of this step
-// (weights and tables are constants; pos was written by position_advance in an earlier step or
-// graph replay), so the entry points load it before griddep_wait and the table's round trip,
-// which depends on the position's, overlaps the previous kernel instead of following the wait.
-struct QkRopePair {
-    float w_lo, w_hi, c, s;
-};
-
-__device__ __forceinline__ QkRopePair qk_rope_pair_load(const float* __restrict__ w, int hd,
-                                                        const float* __restrict__ cos_table,
-                                                        const float* __restrict__ sin_table, int max_pos, u32 pos) {
-    const int half = hd / 2;
-    const int d = threadIdx.x;
-    QkRopePair p = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (d >= half) return p;
-    p.w_lo = w[d];
-    p.w_hi = w[d + half];
-    if (pos < (u32)max_pos) {
-        p.c = cos_table[(long long)pos * half + d];
-        p.s = sin_table[(long long)pos * half + d];
-    }
-    return p;
-}
-
 // One q or k head: normalises and rotates h[d], h[d + hd/2] in place (all threads of the CTA
 // must call it: it reduces over the CTA); returns false for threads past the pairs.
-__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const QkRopePair& p, int hd, float eps, int max_pos,
+__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, float eps,
+                                                      const float* __restrict__ cos_table,
+                                                      const float* __restrict__ sin_table, int max_pos,
                                                       u32 pos, float* scratch) {
     const int half = hd / 2;
     const int d = threadIdx.x;
@@ -47,10 +24,12 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const QkRopePair
         return true;
     }
     const float inv = rsqrtf(ss / (float)hd + eps);
-    const float x1 = a * inv * p.w_lo;
-    const float x2 = b * inv * p.w_hi;
-    h[d] = x1 * p.c - x2 * p.s;
-    h[d + half] = x2 * p.c + x1 * p.s;
+    const float x1 = a * inv * w[d];
+    const float x2 = b * inv * w[d + half];
+    const float c = cos_table[(long long)pos * half + d];
+    const float s = sin_table[(long long)pos * half + d];
+    h[d] = x1 * c - x2 * s;
+    h[d + half] = x2 * c + x1 * s;
     return true;
 }
 
@@ -60,15 +39,14 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
                                                        const float* __restrict__ cos_table,
                                                        const float* __restrict__ sin_table,
                                                        int max_pos, const u32* __restrict__ pos0) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
-    const u32 pos = pos0[0] + (u32)token;
-    const QkRopePair p = qk_rope_pair_load(head < n_q ? q_norm : k_norm, hd, cos_table, sin_table, max_pos, pos);
-    griddep_wait();  // qkv is the previous kernel's output
-    griddep_launch_dependents();
     float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
-    qk_norm_rope_one_head(h, p, hd, eps, max_pos, pos, scratch);
+    qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table, max_pos,
+                          pos0[0] + (u32)token, scratch);
 }
 
 // qk_norm_rope_head_per_block and kv_write_head_per_block in one launch (decode issues one
@@ -83,26 +61,24 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
                                                  u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
+    griddep_wait();
+    griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     const int head = blockIdx.y;  // q heads, then k heads, then v heads
     const int half = hd / 2;
     const int d = threadIdx.x;
     const u32 pos = pos0[0] + (u32)token;
-    const bool is_v = head >= n_q + n_kv;  // the whole CTA takes the same branch
-    QkRopePair p = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (!is_v) p = qk_rope_pair_load(head < n_q ? q_norm : k_norm, hd, cos_table, sin_table, max_pos, pos);
-    griddep_wait();  // qkv is the previous kernel's output
-    griddep_launch_dependents();
     float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
-    if (is_v) {
+    if (head >= n_q + n_kv) {  // a v head: the whole CTA takes this branch
         if (d >= half || pos >= (u32)max_seq) return;
         const long long dst = ((long long)(head - n_q - n_kv) * max_seq + pos) * hd;
         v_cache[dst + d] = f32_to_f16(h[d]);
         v_cache[dst + d + half] = f32_to_f16(h[d + half]);
         return;
     }
-    const bool active = qk_norm_rope_one_head(h, p, hd, eps, max_pos, pos, scratch);
+    const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table,
+                                              max_pos, pos, scratch);
     if (!active || head < n_q || pos >= (u32)max_seq) return;
     // Each thread stores the pair it just wrote (no other thread touches these elements).
     const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
