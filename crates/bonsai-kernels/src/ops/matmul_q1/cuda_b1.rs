@@ -75,6 +75,22 @@ pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f:
     out
 }
 
+thread_local! {
+    static EARLY_RESIDUAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every plain one-token binary GEMV with the Add epilogue that it launches from
+/// this thread as `*_add_gemv_b1_early`, which reads the y it adds to before waiting for the
+/// previous kernel (matmul_gemv_b1.cu, EARLY_Y): bit-identical results, one L2 round trip less at
+/// the end of the GEMV. The caller promises that y was written two or more kernels before each
+/// such GEMV (a decode layer's residual stream), never by the kernel just before it.
+pub fn with_early_residual<R>(f: impl FnOnce() -> R) -> R {
+    EARLY_RESIDUAL.with(|c| c.set(true));
+    let out = f();
+    EARLY_RESIDUAL.with(|c| c.set(false));
+    out
+}
+
 /// More than gemv_b1's static shared memory (the fused norm's per-warp sums and the planes
 /// epilogue's group list: 1024 / 1040 bytes by ptxas -v for the plain / `_out` kernels).
 const B1_STATIC_SMEM_BOUND: usize = 2048;
@@ -150,6 +166,8 @@ pub(crate) fn launch_gemv(
         name.push_str("_out");
     } else if prefetch.is_some() {
         name.push_str("_pf");
+    } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {
+        name.push_str("_early");
     }
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
@@ -174,7 +192,7 @@ pub(crate) fn launch_gemv(
     if let Some(p) = prefetch.as_ref() {
         b.arg(p);
     }
-    // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
+    // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are

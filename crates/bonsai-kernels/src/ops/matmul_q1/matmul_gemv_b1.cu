@@ -295,7 +295,12 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
-template <int BITS, int MODE, int NB, bool GROUP_OUT>
+// EARLY_Y (`_gemv_b1_early`, MATMUL_ADD only): each thread reads the y value it will add to before
+// griddep_wait, so the epilogue's add has no L2 round trip at the end of the critical path. Only
+// for callers whose y was written two or more kernels back (the decode layer's residual stream:
+// when a kernel starts, the one before it has passed its own wait, so everything older is
+// complete); a y written by the kernel just before would be read stale.
+template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -341,6 +346,11 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
     }
 
+    float y_early = 0.0f;
+    if constexpr (EARLY_Y && MODE == MATMUL_ADD) {
+        const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
+        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
+    }
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
@@ -396,22 +406,23 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, 1>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta);
+    gemv_store_outputs<MODE, 1, EARLY_Y && MODE == MATMUL_ADD>(partial, 1, y, n_out, k, tiles_per_cta, splits,
+                                                              norm != 0, norm_eps, norm_sq, cta, y_early);
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT>
+template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                                splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

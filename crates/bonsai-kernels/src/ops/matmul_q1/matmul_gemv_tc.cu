@@ -271,10 +271,14 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
 // splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then (norm)
 // the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
-template <int MODE, int NT>
+// EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
+// thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
+// so the add needs no load here; the same add, the same bits.
+template <int MODE, int NT, bool EARLY = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
-                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta) {
+                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
+                                                   float y_early = 0.0f) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
         const int tok = i / (tiles_per_cta * outs), tl = (i / outs) % tiles_per_cta, r = i % outs;
@@ -295,7 +299,7 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         }
         float* dst = y + (long long)tok * n_out + o;
         if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
-        else if (MODE == MATMUL_ADD) *dst += v;
+        else if (MODE == MATMUL_ADD) *dst = (EARLY ? y_early : *dst) + v;
         else *dst = v;
     }
 }

@@ -27,7 +27,8 @@ use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, with_l2_prefetch, B1Planes, Epilogue, GemvKernel, PlanesOut,
+    gemv_from_planes, gemv_kernel_from_env, with_early_residual, with_l2_prefetch, B1Planes, Epilogue, GemvKernel,
+    PlanesOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
@@ -152,10 +153,16 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         TailMode::AttnPlanes => {
             // Under BONSAI_L2_PREFETCH=1 each GEMV's CTAs also ask L2 for the next one's weights.
             let pf = l2_prefetch_on()?;
-            prefetching(b, pf.then_some(gate_up), || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
+            // Under BONSAI_EARLY_RESIDUAL=1 both Add GEMVs read x before their wait: x was written
+            // two or more kernels before each (the previous layer's down / this layer's attn_out).
+            let early = early_residual_on()?;
+            let residual = |f: &mut dyn FnMut() -> Result<(), BackendError>| if early { with_early_residual(f) } else { f() };
+            prefetching(b, pf.then_some(gate_up), || {
+                residual(&mut || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
+            })?;
             prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
             let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
-            prefetching(b, next_qkv, || b.matmul(down, ffn, m, x, Store::Add))?;
+            prefetching(b, next_qkv, || residual(&mut || b.matmul(down, ffn, m, x, Store::Add)))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
@@ -192,6 +199,19 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
     }
+}
+
+/// `BONSAI_EARLY_RESIDUAL=1` (measurement knob, off by default): the default tail's two Add GEMVs
+/// run as `_gemv_b1_early` (bit-identical; see `with_early_residual`).
+pub const EARLY_RESIDUAL_ENV: &str = "BONSAI_EARLY_RESIDUAL";
+
+fn early_residual_on() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    knob(&ON, EARLY_RESIDUAL_ENV, false, "0 or 1", |v| match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    })
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
