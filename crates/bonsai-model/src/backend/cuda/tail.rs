@@ -153,8 +153,9 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         TailMode::AttnPlanes => {
             // Under BONSAI_L2_PREFETCH=1 each GEMV's CTAs also ask L2 for the next one's weights.
             let pf = l2_prefetch_on()?;
-            // Under BONSAI_EARLY_RESIDUAL=1 both Add GEMVs read x before their wait: x was written
-            // two or more kernels before each (the previous layer's down / this layer's attn_out).
+            // Both Add GEMVs read x before their wait (unless BONSAI_EARLY_RESIDUAL=0): x was
+            // written two or more kernels before each (the previous layer's down / this layer's
+            // attn_out).
             let early = early_residual_on()?;
             let residual = |f: &mut dyn FnMut() -> Result<(), BackendError>| if early { with_early_residual(f) } else { f() };
             prefetching(b, pf.then_some(gate_up), || {
@@ -201,13 +202,15 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     }
 }
 
-/// `BONSAI_EARLY_RESIDUAL=1` (measurement knob, off by default): the default tail's two Add GEMVs
-/// run as `_gemv_b1_early` (bit-identical; see `with_early_residual`).
+/// `BONSAI_EARLY_RESIDUAL` (default 1): the default tail's two Add GEMVs run as `_gemv_b1_early`
+/// (bit-identical; see `with_early_residual`); 0 runs the plain ones. Measured on the H200
+/// (2026-11-30, docs/PERFORMANCE.md): Bonsai-8B tg128 745.1 / 748.2 against 743.4 / 742.6,
+/// Ternary-8B 639.3 against 636.4.
 pub const EARLY_RESIDUAL_ENV: &str = "BONSAI_EARLY_RESIDUAL";
 
 fn early_residual_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    knob(&ON, EARLY_RESIDUAL_ENV, false, "0 or 1", |v| match v {
+    knob(&ON, EARLY_RESIDUAL_ENV, true, "0 or 1", |v| match v {
         "0" => Some(false),
         "1" => Some(true),
         _ => None,
