@@ -75,6 +75,25 @@ pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f:
     out
 }
 
+/// `BONSAI_PREPARE_TRIGGER=early` (measurement knob; default `wait`): every `gemv_b1_prepare`
+/// launch lets its GEMV launch before its own wait (`gemv_b1_prepare_early`). Callers that read
+/// a y early ([`with_early_residual`]) must check [`prepare_triggers_early`] first: under it, a GEMV
+/// after a prepare may start while the kernel two back still runs.
+pub const PREPARE_TRIGGER_ENV: &str = "BONSAI_PREPARE_TRIGGER";
+
+/// Whether [`PREPARE_TRIGGER_ENV`] is `early` (read once; anything but `wait` or `early` is an
+/// error naming the variable).
+pub fn prepare_triggers_early() -> Result<bool, String> {
+    static EARLY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    EARLY
+        .get_or_init(|| match std::env::var(PREPARE_TRIGGER_ENV).as_deref().map(str::trim) {
+            Err(_) | Ok("wait") => Ok(false),
+            Ok("early") => Ok(true),
+            Ok(other) => Err(format!("{PREPARE_TRIGGER_ENV}={other:?}: expected wait or early")),
+        })
+        .clone()
+}
+
 thread_local! {
     static EARLY_RESIDUAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -124,7 +143,11 @@ pub(crate) fn prepare(
 ) -> Result<(), LaunchError> {
     let groups = k / GROUP;
     let k_i = as_i32(op, "K", k)?;
-    let prepare = lib.function("gemv_b1_prepare")?;
+    let prepare = lib.function(if prepare_triggers_early().map_err(|detail| shape(op, detail))? {
+        "gemv_b1_prepare_early"
+    } else {
+        "gemv_b1_prepare"
+    })?;
     let ctas = u32::try_from(groups.div_ceil(B1_PREPARE_WARPS)).map_err(|_| shape(op, "K too large".into()))?;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (B1_PREPARE_WARPS as u32 * 32, 1, 1), shared_mem_bytes: 0 };
     let mut b = Launch::new(stream, prepare);

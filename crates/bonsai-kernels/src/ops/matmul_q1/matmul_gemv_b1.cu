@@ -114,17 +114,43 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
 
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
 // a warp per group (b1_prepare_group).
+__device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x, const float* __restrict__ norm_w,
+                                                     int k, u32* __restrict__ planes, u32* __restrict__ gsx,
+                                                     float* __restrict__ group_sq) {
+    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
+    if (group >= k / GROUP_SIZE) return;
+    const long long first = (long long)group * GROUP_SIZE;
+    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
+                     gsx + 2 * group, group_sq + group);
+}
+
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
-    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
-    if (group >= k / GROUP_SIZE) return;
-    const long long first = (long long)group * GROUP_SIZE;
-    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
-                     gsx + 2 * group, group_sq + group);
+    gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
+}
+
+// The same, letting the GEMV launch before this kernel's wait (BONSAI_PREPARE_TRIGGER=early): its
+// CTAs then take each SM the previous GEMV's CTAs leave and prefetch weights there, instead of
+// waiting for that whole GEMV to complete. The price: when that GEMV starts, nothing but its
+// constants may be read before its own wait (the chain "the kernel before passed its wait" no
+// longer holds across this one), so callers must not combine it with `_gemv_b1_early`.
+__device__ __forceinline__ void gemv_b1_prepare_trigger_first(const float* __restrict__ x,
+                                                              const float* __restrict__ norm_w, int k,
+                                                              u32* __restrict__ planes, u32* __restrict__ gsx,
+                                                              float* __restrict__ group_sq) {
+    griddep_launch_dependents();
+    griddep_wait();
+    gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
+}
+
+extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
+    gemv_b1_prepare_early(const float* __restrict__ x, const float* __restrict__ norm_w, int k,
+                          u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    gemv_b1_prepare_trigger_first(x, norm_w, k, planes, gsx, group_sq);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
