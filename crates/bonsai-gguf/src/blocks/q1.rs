@@ -46,7 +46,24 @@ pub(super) fn quantize(src: &[f32]) -> Vec<u8> {
                 qs[j / 8] |= 1 << (j % 8);
             }
         }
-        blocks.push(BlockQ1_0 { d: f16::from_f64(mean_abs), qs });
+        blocks.push(BlockQ1_0 { d: nearest_f16(mean_abs), qs });
     }
     bytemuck::cast_slice(&blocks).to_vec()
+}
+
+/// The f16 nearest to `x` (finite, >= 0): the L2-optimal scale, since the squared error is a
+/// parabola around the mean. `f16::from_f64` rounds through f32 (half 2.7), and a mean within an
+/// f32 ulp of an f16 midpoint then lands on the midpoint and rounds to even, possibly the far
+/// side (double rounding; seen as 0.978759786 -> 0.9785156 instead of 0.9790039).
+fn nearest_f16(x: f64) -> f16 {
+    let first = f16::from_f64(x);
+    let bits = first.to_bits();
+    // The neighbours on both sides, where they are finite and not negative.
+    [bits.checked_sub(1), Some(bits), bits.checked_add(1)]
+        .into_iter()
+        .flatten()
+        .map(f16::from_bits)
+        .filter(|c| c.is_finite() && c.to_f64() >= 0.0)
+        .min_by(|a, b| (a.to_f64() - x).abs().total_cmp(&(b.to_f64() - x).abs()))
+        .unwrap_or(first)
 }
