@@ -3,13 +3,15 @@
 // state lives in registers). Same result as attention_split_keys at m == 1 (reference.rs).
 //
 // Grid (n_kv, n_splits) x ATT_DEC_WARPS warps, fixed by the launcher from the SM count (about one
-// CTA per SM: 8 warps of ~240 registers fill a register file), independent of the live length, so a captured decode graph serves every position.
+// CTA per SM: 8 warps of ~240 registers fill a register file), independent of the live length,
+// so a captured decode graph serves every position.
 // Each CTA reads pos0 from the device and takes keys [split * keys_per_split, +keys_per_split) of
 // the len = pos0 + 1 live ones, keys_per_split = max(ceil(len / n_splits), min_split_keys)
 // rounded up to ATT_DEC_SPLIT_ALIGN: short contexts use few CTAs (up to min_split_keys = 128
 // tokens one per kv head, no merge), long ones all of them. CTAs past the last used split exit at
 // once. Measured in a replayed Bonsai-8B decode graph (BONSAI_TRACE, ctx 64): 9.4 us per layer
-// with an even share of 16-key splits, 5.0 us with one split.
+// with an even share of 16-key splits, 5.0 us with one split, 4.2 us with pos0 and the older cache
+// rows read before griddep_wait (attention_decode_body) and the planes quantized from shared memory.
 // Inside a CTA: all G q heads of the kv head, so K/V are read once. A warp takes steps of
 // ATT_DEC_STEP_KEYS keys (warp w: steps w, w + WARPS, ...): HD / D lanes share one key, each
 // holding D dims (D = 16 for G <= ATT_DEC_WIDE_MAX_GROUP, two 16-byte loads of K and two of V per
