@@ -216,8 +216,8 @@ pub trait Backend {
     ) -> Result<(), BackendError>;
     /// Scratch for [`Backend::layer_tail`] of a model with `hidden` wide rows and `ffn` features.
     fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
-    /// One layer after its qkv projection: [`Backend::qk_norm_rope_kv_write`], attention,
-    /// `x += attn·Wo`, `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
+    /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
+    /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
     /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: fewer quantize launches).
     fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<(), BackendError>
     where
@@ -271,9 +271,8 @@ impl ForwardScope {
 
 /// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path).
 pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<(), BackendError> {
-    let LayerTail { m, shape, hidden, eps, pos, kv, q_norm, k_norm, rope, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch: _ } = bufs;
-    b.qk_norm_rope_kv_write(qkv, m, shape, q_norm, k_norm, eps, rope, pos, kv)?;
     b.attention(qkv, m, shape, pos, kv, attn)?;
     b.matmul(attn_output, attn, m, x, Store::Add)?;
     b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
@@ -291,11 +290,7 @@ pub struct LayerTail<'a, B: Backend> {
     pub hidden: usize,
     pub eps: f32,
     pub pos: &'a B::Position,
-    pub kv: &'a mut B::KvCache,
-    /// The per-head RMSNorm weights of the q and k heads, and the RoPE table.
-    pub q_norm: &'a B::Buffer,
-    pub k_norm: &'a B::Buffer,
-    pub rope: &'a B::Rope,
+    pub kv: &'a B::KvCache,
     pub attn_output: &'a B::Matrix,
     pub ffn_norm: &'a B::Buffer,
     pub gate_up: &'a B::Matrix,

@@ -336,8 +336,8 @@ impl<B: Backend> Qwen3<B> {
             b.rms_norm_matmul(&st.x, m, c.hidden, &first.attn_norm, c.rms_eps, &mut st.xn, &first.qkv, &mut st.qkv, Store::Overwrite)?;
         }
         for (i, (layer, kv)) in self.layers.iter().zip(st.kv.iter_mut()).enumerate() {
-            // The rest of the layer (from q/k norm, RoPE and the cache write) and the next
-            // layer's qkv projection.
+            b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
+            // The rest of the layer and the next layer's qkv projection.
             let next = self.layers.get(i + 1).map(|n| (&n.attn_norm, &n.qkv));
             b.layer_tail(LayerTail {
                 m,
@@ -346,9 +346,6 @@ impl<B: Backend> Qwen3<B> {
                 eps: c.rms_eps,
                 pos: &st.pos,
                 kv,
-                q_norm: &layer.q_norm,
-                k_norm: &layer.k_norm,
-                rope: &self.rope,
                 attn_output: &layer.attn_output,
                 ffn_norm: &layer.ffn_norm,
                 gate_up: &layer.gate_up,

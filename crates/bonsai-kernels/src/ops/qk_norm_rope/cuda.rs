@@ -95,22 +95,6 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     Ok(())
 }
 
-/// The per-head norm weights (hd values each) and the RoPE table (max_pos rows of hd / 2) every
-/// q/k norm + RoPE launcher reads; returns max_pos as the kernels' int.
-fn check_norm_rope_inputs<C: DevicePtr<f32>>(
-    op: &'static str,
-    hd: usize,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    rope: &RopeTableView<'_, C>,
-) -> Result<i32, LaunchError> {
-    expect_at_least(op, "q_norm", q_norm.len(), hd)?;
-    expect_at_least(op, "k_norm", k_norm.len(), hd)?;
-    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
-    as_i32(op, "max_pos", rope.max_pos)
-}
-
 /// Shared checks of both launchers; the grid covers the q and k heads plus `extra_heads` (the v
 /// heads for the fused launch). Returns (config, n_q, n_kv, hd, max_pos) as kernel ints.
 #[allow(clippy::too_many_arguments)]
@@ -131,13 +115,17 @@ fn check_and_grid<C: DevicePtr<f32>>(
     }
     let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
     expect_at_least(op, "qkv", qkv_len, m * row)?;
-    let max_pos = check_norm_rope_inputs(op, hd, q_norm, k_norm, rope)?;
+    expect_at_least(op, "q_norm", q_norm.len(), hd)?;
+    expect_at_least(op, "k_norm", k_norm.len(), hd)?;
+    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
     expect_at_least(op, "pos0", pos0.len(), 1)?;
     let threads = (hd / 2).div_ceil(32) * 32;
     if threads > 1024 {
         return Err(shape(op, format!("head_dim {hd} exceeds 2048")));
     }
     let (n_q, n_kv, hd_i) = (as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?);
+    let max_pos = as_i32(op, "max_pos", rope.max_pos)?;
     as_i32(op, "qkv len", m * row)?;
     let cfg = LaunchConfig {
         grid_dim: (m as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),

@@ -1,8 +1,7 @@
 //! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. For one decode token
-//! (m = 1) with the binary GEMV, the layer after its qkv projection starts with
-//! qk_norm_rope_kv_write (its own launch: inside the attention it measured 3-6% slower,
-//! kernel-notes round 15), and `BONSAI_DECODE_CHAIN` picks how the rest runs (all bit-identical;
-//! H200 figures in docs/PERFORMANCE.md):
+//! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
+//! qk_norm_rope_kv_write runs (its own launch: inside the attention it measured 3-6% slower,
+//! kernel-notes round 15; all modes bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
 //! * `attn_planes` (default): the attention kernel writes the output projection's planes, so that
 //!   GEMV needs no quantize launch (`matmul_from_planes`); the FFN and the next qkv quantize their
@@ -117,10 +116,9 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     if !fused {
         return layer_tail_ops(b, t);
     }
-    let LayerTail { m, shape, hidden, eps, pos, kv, q_norm, k_norm, rope, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
-    super::ops::qk_norm_rope_kv_write(b, qkv, m, shape, q_norm, k_norm, eps, rope, pos, kv)?;
     let probes = probe_steps()?;
     if probes > 0 {
         // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
