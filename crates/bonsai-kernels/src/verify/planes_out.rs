@@ -71,10 +71,15 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
             gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_pf, epilogue, None)
         })?;
         // `_gemv_b1_early` (Add only): y read before the wait; here the host wrote it long before.
-        let mut y_early = start(ctx)?;
-        with_early_residual(|| {
-            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_early, epilogue, None)
-        })?;
+        let y_early = if epilogue == Epilogue::Add {
+            let mut y_early = start(ctx)?;
+            with_early_residual(|| {
+                gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_early, epilogue, None)
+            })?;
+            Some(y_early)
+        } else {
+            None
+        };
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
@@ -86,8 +91,8 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
         let got_pf = download(&ctx.stream, &y_pf)?;
         ctx.record("planes_out", &format!("{label} y with L2 prefetch"), Comparison::of(&got_pf, &want_y, |_| 0.0));
-        if epilogue == Epilogue::Add {
-            let got_early = download(&ctx.stream, &y_early)?;
+        if let Some(y_early) = &y_early {
+            let got_early = download(&ctx.stream, y_early)?;
             ctx.record("planes_out", &format!("{label} y read early"), Comparison::of(&got_early, &want_y, |_| 0.0));
         }
         let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);

@@ -69,15 +69,12 @@ pub const DECODE_SPLITS_ENV: &str = "BONSAI_DECODE_SPLITS";
 
 fn splits_override() -> Result<Option<usize>, LaunchError> {
     static SPLITS: std::sync::OnceLock<Result<Option<usize>, String>> = std::sync::OnceLock::new();
-    let value = SPLITS.get_or_init(|| match std::env::var(DECODE_SPLITS_ENV) {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=DECODE_MAX_SPLITS).contains(&n) => Ok(Some(n)),
-            _ => Err(format!("{DECODE_SPLITS_ENV}={v:?}: expected 1..={DECODE_MAX_SPLITS}")),
-        },
-    });
-    value.clone().map_err(|detail| shape(OP, detail))
+    let parse = |v: &str| v.parse().ok().filter(|n| (1..=DECODE_MAX_SPLITS).contains(n)).map(Some);
+    crate::launch::env_knob(&SPLITS, DECODE_SPLITS_ENV, None, SPLITS_EXPECTED, parse).map_err(|detail| shape(OP, detail))
 }
+
+/// What [`DECODE_SPLITS_ENV`] accepts, for its error message.
+const SPLITS_EXPECTED: &str = "1..=32";
 
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
 /// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
@@ -184,6 +181,11 @@ mod tests {
         }
         assert_eq!(decode_entry_point(16, 128), None);
         assert_eq!(decode_entry_point(4, 96), None);
+    }
+
+    #[test]
+    fn the_splits_knob_names_the_range_it_accepts() {
+        assert_eq!(SPLITS_EXPECTED, format!("1..={DECODE_MAX_SPLITS}"));
     }
 
     #[test]

@@ -85,13 +85,11 @@ pub const PREPARE_TRIGGER_ENV: &str = "BONSAI_PREPARE_TRIGGER";
 /// error naming the variable).
 pub fn prepare_triggers_early() -> Result<bool, String> {
     static EARLY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    EARLY
-        .get_or_init(|| match std::env::var(PREPARE_TRIGGER_ENV).as_deref().map(str::trim) {
-            Err(_) | Ok("wait") => Ok(false),
-            Ok("early") => Ok(true),
-            Ok(other) => Err(format!("{PREPARE_TRIGGER_ENV}={other:?}: expected wait or early")),
-        })
-        .clone()
+    crate::launch::env_knob(&EARLY, PREPARE_TRIGGER_ENV, false, "wait or early", |v| match v {
+        "wait" => Some(false),
+        "early" => Some(true),
+        _ => None,
+    })
 }
 
 thread_local! {

@@ -60,9 +60,7 @@ fn tail_mode() -> Result<TailMode, BackendError> {
     })
 }
 
-/// The value of the decode-tail knob `var`, read once into `cell`: `default` when unset, else
-/// `parse` of the trimmed value; anything it refuses is an error naming the variable and what it
-/// `expects`, never a silent default.
+/// A decode-tail knob ([`launch::env_knob`]), its error as a backend error.
 fn knob<T: Copy>(
     cell: &'static OnceLock<Result<T, String>>,
     var: &str,
@@ -70,11 +68,7 @@ fn knob<T: Copy>(
     expects: &str,
     parse: fn(&str) -> Option<T>,
 ) -> Result<T, BackendError> {
-    let value = cell.get_or_init(|| match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(v) => parse(v.trim()).ok_or_else(|| format!("{var}={v:?}: expected {expects}")),
-    });
-    value.clone().map_err(BackendError::Device)
+    launch::env_knob(cell, var, default, expects, parse).map_err(BackendError::Device)
 }
 
 /// The fused modes' buffers for one sequence state (None where the shapes rule them out).
@@ -158,13 +152,12 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // attn_out, two prepares back, may still be writing x.
             let early = early_residual_on()?;
             let early_down = early && !prepare_triggers_early().map_err(BackendError::Device)?;
-            let residual = |on: bool, f: &mut dyn FnMut() -> Result<(), BackendError>| if on { with_early_residual(f) } else { f() };
             prefetching(b, pf.then_some(gate_up), || {
-                residual(early, &mut || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
+                residual_early(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
             })?;
             prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
             let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
-            prefetching(b, next_qkv, || residual(early_down, &mut || b.matmul(down, ffn, m, x, Store::Add)))?;
+            prefetching(b, next_qkv, || residual_early(early_down, || b.matmul(down, ffn, m, x, Store::Add)))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
@@ -211,11 +204,7 @@ pub const EARLY_RESIDUAL_ENV: &str = "BONSAI_EARLY_RESIDUAL";
 
 fn early_residual_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    knob(&ON, EARLY_RESIDUAL_ENV, true, "0 or 1", |v| match v {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    })
+    launch::env_switch(&ON, EARLY_RESIDUAL_ENV, true).map_err(BackendError::Device)
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
@@ -233,11 +222,16 @@ pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
 
 fn l2_prefetch_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    knob(&ON, L2_PREFETCH_ENV, false, "0 or 1", |v| match v {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    })
+    launch::env_switch(&ON, L2_PREFETCH_ENV, false).map_err(BackendError::Device)
+}
+
+/// Runs `f` with its Add GEMVs reading their residual before the wait (`with_early_residual`) if `on`.
+fn residual_early<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    if on {
+        with_early_residual(f)
+    } else {
+        f()
+    }
 }
 
 /// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
