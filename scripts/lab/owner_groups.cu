@@ -138,15 +138,22 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// Runs `launch` once and returns the n stamps it left at d_stamps.
+template <typename Launch>
+std::vector<unsigned long long> run_and_fetch(Launch launch, unsigned long long* d_stamps, size_t n) {
+    std::vector<unsigned long long> h(n);
+    launch();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(h.data(), d_stamps, n * 8, cudaMemcpyDeviceToHost));
+    return h;
+}
+
 // Median over `reps` runs of the span between the earliest start and the latest end stamp.
 template <typename Launch>
 double span_us(int reps, int ctas, unsigned long long* d_stamps, Launch launch) {
     std::vector<double> spans;
-    std::vector<unsigned long long> h(2 * ctas);
     for (int r = 0; r < reps; ++r) {
-        launch(r);
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(h.data(), d_stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+        const auto h = run_and_fetch([&] { launch(r); }, d_stamps, 2 * ctas);
         unsigned long long lo = ~0ULL, hi = 0;
         for (int b = 0; b < ctas; ++b) {
             lo = std::min(lo, h[2 * b]);
@@ -160,11 +167,8 @@ double span_us(int reps, int ctas, unsigned long long* d_stamps, Launch launch) 
 // Median over `reps` runs of each pair's (end - start), then the median pair.
 double pair_us(int reps, int pairs, unsigned long long* d_stamps, void (*launch)(void*), void* arg) {
     std::vector<double> all;
-    std::vector<unsigned long long> h(2 * pairs);
     for (int r = 0; r < reps; ++r) {
-        launch(arg);
-        CHECK(cudaDeviceSynchronize());
-        CHECK(cudaMemcpy(h.data(), d_stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+        const auto h = run_and_fetch([&] { launch(arg); }, d_stamps, 2 * pairs);
         if (r == 0) continue;
         for (int p = 0; p < pairs; ++p) all.push_back((h[2 * p + 1] - h[2 * p]) * 1e-3);
     }
