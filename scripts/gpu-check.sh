@@ -14,8 +14,8 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
-#   trigger each gemv_b1_prepare letting its GEMV launch before its own wait
-#           (BONSAI_PREPARE_TRIGGER=early): verify, tg128 wait / early alternating, timeline, checks
+#   ring    the binary GEMVs' deep weight ring (BONSAI_B1_RING=deep): verify, tg128 short / deep
+#           alternating, timelines, checks
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
@@ -182,20 +182,22 @@ prefetch)
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
     ;;
-trigger)
-    # kernel-notes round 17, next: the GEMV after a prepare launching while the GEMV before it
-    # still runs, so its CTAs take SMs as that one's CTAs leave (BONSAI_PREPARE_TRIGGER=early).
-    run trigger-verify env BONSAI_PREPARE_TRIGGER=early "$BIN" kernels verify --only planes_out,matmul
+ring)
+    # The deep weight ring (BONSAI_B1_RING=deep, B1_DEEP_AHEAD in matmul_gemv_b1.cu): every or
+    # nearly every weight unit of a GEMV warp requested before griddep_wait.
+    run ring-verify-planes "$BIN" kernels verify --only planes_out
+    run ring-verify-matmul env BONSAI_B1_RING=deep "$BIN" kernels verify --only matmul
     for g in bonsai-8b ternary-8b; do
         for round in 1 2; do
-            for t in wait early; do
-                run "trigger-tg-$g-$t-$round" env BONSAI_PREPARE_TRIGGER=$t "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            for r in short deep; do
+                run "ring-tg-$g-$r-$round" env BONSAI_B1_RING=$r "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
             done
         done
     done
-    run trigger-trace env BONSAI_TRACE=1 BONSAI_PREPARE_TRIGGER=early "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run ring-trace env BONSAI_TRACE=1 BONSAI_B1_RING=deep "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run ring-trace-ternary env BONSAI_TRACE=1 BONSAI_B1_RING=deep "$BIN" bench --synthetic ternary-8b -p 0 -n 64 -r 1
     for g in bonsai-8b ternary-8b; do
-        run "trigger-check-$g" env BONSAI_PREPARE_TRIGGER=early "$BIN" check --synthetic "$g" -n 16
+        run "ring-check-$g" env BONSAI_B1_RING=deep "$BIN" check --synthetic "$g" -n 16
     done
     ;;
 probe)

@@ -41,6 +41,16 @@
 #define B1_MIN_EXP (-100)
 #define B1_MAX_THREADS 512
 #define B1_PREPARE_WARPS 8
+// The `_deep` entry points (matmul_q1.cu): a register ring holding every weight unit of a warp's
+// slice, or nearly, so a decode GEMV's whole weight stream is requested before griddep_wait while
+// the kernels before it still run. The default ring (TC_AHEAD: 3 units Q1, 2 Q2) covers all of
+// a warp's units in every Bonsai-8B GEMV but gate_up (8 units per warp, 12 warps of one tile
+// each) and, for Q2, down (3 units). Deep SwiGLU CTAs have at most 12 warps (384 threads, so up
+// to 170 registers: ptxas gives 168 for 8 Q1 / 5 Q2 units, no spills); the Store / Add ones
+// keep gemv_b1's 512 threads and 128 registers (4 Q1 / 3 Q2 units).
+#define B1_DEEP_SWIGLU_THREADS 384
+#define B1_DEEP_THREADS(MODE) ((MODE) == MATMUL_SWIGLU ? B1_DEEP_SWIGLU_THREADS : B1_MAX_THREADS)
+#define B1_DEEP_AHEAD(BITS, MODE) ((MODE) == MATMUL_SWIGLU ? ((BITS) == 1 ? 7 : 4) : ((BITS) == 1 ? 3 : 2))
 
 // 2^e as an f32, e in [-126, 127].
 __device__ __forceinline__ float b1_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
@@ -131,26 +141,6 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
-}
-
-// The same, letting the GEMV launch before this kernel's wait (BONSAI_PREPARE_TRIGGER=early): its
-// CTAs then take each SM the previous GEMV's CTAs leave and prefetch weights there, instead of
-// waiting for that whole GEMV to complete. The price: when that GEMV starts, nothing but its
-// constants may be read before its own wait (the chain "the kernel before passed its wait" no
-// longer holds across this one), so callers must not combine it with `_gemv_b1_early`.
-__device__ __forceinline__ void gemv_b1_prepare_trigger_first(const float* __restrict__ x,
-                                                              const float* __restrict__ norm_w, int k,
-                                                              u32* __restrict__ planes, u32* __restrict__ gsx,
-                                                              float* __restrict__ group_sq) {
-    griddep_launch_dependents();
-    griddep_wait();
-    gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
-}
-
-extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
-    gemv_b1_prepare_early(const float* __restrict__ x, const float* __restrict__ norm_w, int k,
-                          u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    gemv_b1_prepare_trigger_first(x, norm_w, k, planes, gsx, group_sq);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -326,13 +316,14 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
+// AHEAD: units in the weight ring beyond the one being consumed; AHEAD + 1 units per warp are
+// requested before griddep_wait. The `_deep` entry points (B1_DEEP_AHEAD) hold more.
+template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false, int AHEAD = TC_AHEAD(BITS, 1)>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
-    constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
     const int groups_per_row = k / GROUP_SIZE;
@@ -439,16 +430,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
+template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false, int AHEAD = TC_AHEAD(BITS, 1)>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y, AHEAD>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y, AHEAD>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                                splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

@@ -26,7 +26,7 @@ use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, prepare_triggers_early, with_early_residual, with_l2_prefetch, B1Planes,
+    gemv_from_planes, gemv_kernel_from_env, with_early_residual, with_l2_prefetch, B1Planes,
     Epilogue, GemvKernel, PlanesOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
@@ -148,16 +148,13 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // Both Add GEMVs read x before their wait (unless BONSAI_EARLY_RESIDUAL=0): x was
             // written two or more kernels before each (the previous layer's down / this layer's
             // attn_out).
-            // Not down's under BONSAI_PREPARE_TRIGGER=early: its prepare then lets it start while
-            // attn_out, two prepares back, may still be writing x.
             let early = early_residual_on()?;
-            let early_down = early && !prepare_triggers_early().map_err(BackendError::Device)?;
             prefetching(b, pf.then_some(gate_up), || {
                 residual_early(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
             })?;
             prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
             let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
-            prefetching(b, next_qkv, || residual_early(early_down, || b.matmul(down, ffn, m, x, Store::Add)))?;
+            prefetching(b, next_qkv, || residual_early(early, || b.matmul(down, ffn, m, x, Store::Add)))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
