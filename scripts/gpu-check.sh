@@ -194,8 +194,10 @@ ring)
             done
         done
     done
-    run ring-trace env BONSAI_TRACE=1 BONSAI_B1_RING=deep "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    run ring-trace-ternary env BONSAI_TRACE=1 BONSAI_B1_RING=deep "$BIN" bench --synthetic ternary-8b -p 0 -n 64 -r 1
+    for r in short deep; do
+        run "ring-trace-$r" env BONSAI_TRACE=1 BONSAI_B1_RING=$r "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "ring-trace-ternary-$r" env BONSAI_TRACE=1 BONSAI_B1_RING=$r "$BIN" bench --synthetic ternary-8b -p 0 -n 64 -r 1
+    done
     for g in bonsai-8b ternary-8b; do
         run "ring-check-$g" env BONSAI_B1_RING=deep "$BIN" check --synthetic "$g" -n 16
     done

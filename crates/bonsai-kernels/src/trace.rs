@@ -10,7 +10,9 @@
 //! kernel's (it waits for that kernel to complete), so the RELEASED events are in launch order, and
 //! the gap from one to the next is the time the graph's critical path spends in that kernel after
 //! its wait (its own work plus the completion and release latency). The kernel names come from
-//! the launches recorded during capture ([`record_launches`]).
+//! the launches recorded during capture ([`record_launches`]). Kernels with phase marks (the
+//! binary GEMV's TC_MARK: planes staged, loop done, partials met, stored) also record when CTA 0
+//! reaches each; a mark belongs to the launch released last before it of its geometry.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -29,6 +31,9 @@ pub const TRACE_VAR: &str = "BONSAI_TRACE";
 const CAPACITY: usize = 16384;
 const STARTED: u64 = 1;
 const RELEASED: u64 = 2;
+/// TRACE_MARK_BASE: phase i of a kernel is event kind MARK + i, i < MARKS.
+const MARK: u64 = 16;
+const MARKS: u64 = 16;
 
 /// Whether `BONSAI_TRACE=1`, read once per process.
 pub fn enabled() -> bool {
@@ -84,23 +89,34 @@ fn function_name(func: CUfunction) -> String {
     }
 }
 
+/// What a device event records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Started,
+    Released,
+    /// CTA 0 reached the kernel's phase mark i.
+    Mark(u8),
+}
+
 /// One device event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
     pub ns: u64,
-    pub released: bool,
+    pub kind: EventKind,
     pub grid: (u32, u32),
     pub block: u32,
 }
 
 fn decode_event(ns: u64, word: u64) -> Option<Event> {
-    let kind = word & 0xFF;
-    if kind != STARTED && kind != RELEASED {
-        return None;
-    }
+    let kind = match word & 0xFF {
+        STARTED => EventKind::Started,
+        RELEASED => EventKind::Released,
+        k if (MARK..MARK + MARKS).contains(&k) => EventKind::Mark((k - MARK) as u8),
+        _ => return None,
+    };
     let block = ((word >> 8) & 0xFFF) as u32;
     let grid = (((word >> 20) & 0xFF_FFFF) as u32, ((word >> 44) & 0xFFFFF) as u32);
-    Some(Event { ns, released: kind == RELEASED, grid, block })
+    Some(Event { ns, kind, grid, block })
 }
 
 /// Empties the device buffer and turns the flag on (`on`) or off.
@@ -140,7 +156,7 @@ pub fn collect(lib: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Vec<Even
 /// one's, and how long before its release it had started (where it records STARTED); then the
 /// same summed per kernel name, largest first.
 pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
-    let released: Vec<&Event> = events.iter().filter(|e| e.released).collect();
+    let released: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Released).collect();
     let mut out = String::new();
     let n = released.len().min(launches.len());
     if released.len() != launches.len() {
@@ -163,7 +179,7 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
     // STARTED events: each to the first kernel, in launch order, of the same geometry that has
     // none yet and is released after it.
     let mut started: Vec<Option<u64>> = vec![None; n];
-    for e in events.iter().filter(|e| !e.released) {
+    for e in events.iter().filter(|e| e.kind == EventKind::Started) {
         if let Some(i) = (0..n).find(|&i| {
             started[i].is_none()
                 && released[i].ns >= e.ns
@@ -202,6 +218,7 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
             per_name[slot].2 += g;
         }
     }
+    let _ = write!(out, "{}", phase_table(launches, &released[..n], events));
     per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
     let total: f64 = per_name.iter().map(|p| p.2).sum();
     let _ =
@@ -218,6 +235,60 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
     out
 }
 
+/// Per kernel name with phase marks: the mean time from its release to each mark of CTA 0 and to
+/// the next kernel's release.
+fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -> String {
+    let n = released.len();
+    // (name, launches, sum of next-release offsets, per mark (count, sum of offsets)).
+    let mut rows: Vec<(String, usize, f64, Vec<(usize, f64)>)> = Vec::new();
+    for i in 0..n.saturating_sub(1) {
+        let (start, end) = (released[i].ns, released[i + 1].ns);
+        let marks: Vec<(u8, f64)> = events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Mark(m)
+                    if e.ns >= start && e.ns < end && e.grid == launches[i].grid && e.block == launches[i].block =>
+                {
+                    Some((m, (e.ns - start) as f64 / 1e3))
+                }
+                _ => None,
+            })
+            .collect();
+        if marks.is_empty() {
+            continue;
+        }
+        let name = &launches[i].name;
+        let row = match rows.iter().position(|r| &r.0 == name) {
+            Some(r) => r,
+            None => {
+                rows.push((name.clone(), 0, 0.0, vec![(0, 0.0); MARKS as usize]));
+                rows.len() - 1
+            }
+        };
+        rows[row].1 += 1;
+        rows[row].2 += (end - start) as f64 / 1e3;
+        for (m, t) in marks {
+            let slot = &mut rows[row].3[m as usize];
+            slot.0 += 1;
+            slot.1 += t;
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n");
+    for (name, count, next, marks) in &rows {
+        let _ = write!(out, "  {:<44} {count:>4} x", truncate(name, 44));
+        for (m, (c, sum)) in marks.iter().enumerate() {
+            if *c > 0 {
+                let _ = write!(out, "  {m}: {:.2}", sum / *c as f64);
+            }
+        }
+        let _ = writeln!(out, "  | next {:.2}", next / *count as f64);
+    }
+    out
+}
+
 fn truncate(s: &str, n: usize) -> &str {
     s.get(..n).unwrap_or(s)
 }
@@ -230,7 +301,8 @@ mod tests {
         LaunchRecord { name: name.into(), grid: (grid, 1), block }
     }
     fn event(ns: u64, released: bool, grid: u32, block: u32) -> Event {
-        Event { ns, released, grid: (grid, 1), block }
+        let kind = if released { EventKind::Released } else { EventKind::Started };
+        Event { ns, kind, grid: (grid, 1), block }
     }
 
     #[test]
@@ -238,6 +310,27 @@ mod tests {
         let word = RELEASED | (512 << 8) | (128 << 20) | (1 << 44);
         assert_eq!(decode_event(7, word), Some(event(7, true, 128, 512)));
         assert_eq!(decode_event(7, 0), None);
+        let mark = (MARK + 3) | (384 << 8) | (128 << 20) | (1 << 44);
+        assert_eq!(decode_event(9, mark).map(|e| e.kind), Some(EventKind::Mark(3)));
+        assert_eq!(decode_event(9, MARK + MARKS), None);
+    }
+
+    #[test]
+    fn phase_marks_belong_to_the_launch_released_before_them() {
+        let launches = [launch("gemv_a", 128, 512), launch("prep", 4, 256), launch("gemv_a", 128, 512)];
+        let mark = |ns: u64, m: u8| Event { ns, kind: EventKind::Mark(m), grid: (128, 1), block: 512 };
+        let events = [
+            event(0, true, 128, 512),
+            mark(1_000, 2),
+            mark(3_000, 5),
+            event(4_000, true, 4, 256),
+            event(6_000, true, 128, 512),
+            mark(6_500, 2),
+        ];
+        let text = report(&launches, &events);
+        // Only the first gemv_a has a next release; its marks at 1.00 and 3.00 us, next at 4.00.
+        assert!(text.contains("2: 1.00  5: 3.00  | next 4.00"), "{text}");
+        assert!(text.contains("gemv_a") && text.contains("   1 x"), "{text}");
     }
 
     #[test]

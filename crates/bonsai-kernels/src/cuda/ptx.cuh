@@ -140,12 +140,14 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, 
 // BONSAI_TRACE defined (its own cache entry; the embedded SASS never has it), and while the host
 // has set bonsai_trace_on, thread 0 of CTA 0 of every kernel appends (GPU nanosecond clock, event)
 // when it calls griddep_launch_dependents (TRACE_STARTED: the GEMVs do so first thing) and when
-// its griddep_wait returns (TRACE_RELEASED: the previous kernel has completed). Without the
-// define the hooks are empty. Layout mirrored in trace.rs.
+// its griddep_wait returns (TRACE_RELEASED: the previous kernel has completed), and a kernel's
+// own phase marks (TRACE_MARK_BASE + i, `TRACE_MARK`; the binary GEMV's TC_MARK). Without the define
+// the hooks are empty. Layout mirrored in trace.rs.
 #ifdef BONSAI_TRACE
 #define TRACE_CAPACITY 16384
 #define TRACE_STARTED 1u
 #define TRACE_RELEASED 2u
+#define TRACE_MARK_BASE 16u
 __constant__ int bonsai_trace_on;
 __device__ unsigned bonsai_trace_len;
 // Per event: the %globaltimer value, then event | blockDim.x << 8 | gridDim.x << 20 | gridDim.y << 44.
@@ -164,6 +166,13 @@ __device__ __forceinline__ void trace_record(unsigned event) {
                                 ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
     }
 }
+// Phase i (0..15) of this kernel reached by CTA 0's thread 0.
+__device__ __forceinline__ void trace_mark(unsigned i) {
+    if (trace_thread()) trace_record(TRACE_MARK_BASE + i);
+}
+#define TRACE_MARK(i) trace_mark(i)
+#else
+#define TRACE_MARK(i)
 #endif
 
 // Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this

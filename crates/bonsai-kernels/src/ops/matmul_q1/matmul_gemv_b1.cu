@@ -141,6 +141,7 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
+    TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums

@@ -34,9 +34,10 @@
 
 #define TC_TILE_ROWS 16
 // Phase marks for the lab's timeline (scripts/lab/gemv_tc_timeline.cuh defines TC_MARK before
-// including this file); nothing in production.
+// including this file) and for the decode trace (BONSAI_TRACE: CTA 0's marks, trace.rs); nothing
+// in production.
 #ifndef TC_MARK
-#define TC_MARK(i)
+#define TC_MARK(i) TRACE_MARK(i)
 #endif
 #define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
