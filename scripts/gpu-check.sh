@@ -186,7 +186,7 @@ ring)
     # The deep weight ring (BONSAI_B1_RING=deep, B1_DEEP_AHEAD in matmul_gemv_b1.cu): every or
     # nearly every weight unit of a GEMV warp requested before griddep_wait.
     run ring-verify-planes "$BIN" kernels verify --only planes_out
-    run ring-verify-matmul env BONSAI_B1_RING=deep "$BIN" kernels verify --only matmul
+    [ -n "${RING_VERIFY_MATMUL:-}" ] && run ring-verify-matmul env BONSAI_B1_RING=deep "$BIN" kernels verify --only matmul
     for g in bonsai-8b ternary-8b; do
         for round in 1 2; do
             for r in short deep; do

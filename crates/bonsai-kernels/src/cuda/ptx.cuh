@@ -141,7 +141,7 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, 
 // has set bonsai_trace_on, thread 0 of CTA 0 of every kernel appends (GPU nanosecond clock, event)
 // when it calls griddep_launch_dependents (TRACE_STARTED: the GEMVs do so first thing) and when
 // its griddep_wait returns (TRACE_RELEASED: the previous kernel has completed), and a kernel's
-// own phase marks (TRACE_MARK_BASE + i, `TRACE_MARK`; the binary GEMV's TC_MARK). Without the define
+// own phase marks (TRACE_MARK_BASE + i: TRACE_MARK, below; the binary GEMV's TC_MARK). Without the define
 // the hooks are empty. Layout mirrored in trace.rs.
 #ifdef BONSAI_TRACE
 #define TRACE_CAPACITY 16384
@@ -166,13 +166,48 @@ __device__ __forceinline__ void trace_record(unsigned event) {
                                 ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
     }
 }
-// Phase i (0..15) of this kernel reached by CTA 0's thread 0.
-__device__ __forceinline__ void trace_mark(unsigned i) {
-    if (trace_thread()) trace_record(TRACE_MARK_BASE + i);
+// A kernel's phase marks (slot i: when CTA 0's thread 0 reached phase i), kept in registers and
+// appended together at the kernel's end (TRACE_MARKS_END): one global atomic per kernel, not one
+// per mark on the kernel's critical path. A kernel that marks opens the set with
+// TRACE_MARKS_BEGIN; slots must be compile-time constants (registers, no local memory).
+#define TRACE_MARK_SLOTS 16
+struct TraceMarks {
+    bool on;
+    unsigned long long t[TRACE_MARK_SLOTS];
+};
+__device__ __forceinline__ unsigned long long trace_now() {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    return now;
 }
-#define TRACE_MARK(i) trace_mark(i)
+__device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
+    if (!m.on) return;
+    unsigned n = 0;
+#pragma unroll
+    for (int i = 0; i < TRACE_MARK_SLOTS; ++i) n += m.t[i] != 0;
+    unsigned slot = atomicAdd(&bonsai_trace_len, n);
+    const unsigned long long geometry = ((unsigned long long)blockDim.x << 8) | ((unsigned long long)gridDim.x << 20) |
+                                        ((unsigned long long)gridDim.y << 44);
+#pragma unroll
+    for (int i = 0; i < TRACE_MARK_SLOTS; ++i) {
+        if (m.t[i] == 0) continue;
+        if (slot < TRACE_CAPACITY) {
+            bonsai_trace[slot][0] = m.t[i];
+            bonsai_trace[slot][1] = (TRACE_MARK_BASE + i) | geometry;
+        }
+        ++slot;
+    }
+}
+#define TRACE_MARKS_BEGIN TraceMarks trace_marks_ = {trace_thread(), {}}
+#define TRACE_MARK(i)                                         \
+    do {                                                      \
+        if (trace_marks_.on) trace_marks_.t[(i)] = trace_now(); \
+    } while (0)
+#define TRACE_MARKS_END trace_marks_end(trace_marks_)
 #else
+#define TRACE_MARKS_BEGIN
 #define TRACE_MARK(i)
+#define TRACE_MARKS_END
 #endif
 
 // Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this

@@ -41,16 +41,27 @@
 #define B1_MIN_EXP (-100)
 #define B1_MAX_THREADS 512
 #define B1_PREPARE_WARPS 8
-// The `_deep` entry points (matmul_q1.cu): a register ring holding every weight unit of a warp's
-// slice, or nearly, so a decode GEMV's whole weight stream is requested before griddep_wait while
-// the kernels before it still run. The default ring (TC_AHEAD: 3 units Q1, 2 Q2) covers all of
-// a warp's units in every Bonsai-8B GEMV but gate_up (8 units per warp, 12 warps of one tile
-// each) and, for Q2, down (3 units). Deep SwiGLU CTAs have at most 12 warps (384 threads, so up
-// to 170 registers: ptxas gives 168 for 8 Q1 / 5 Q2 units, no spills); the Store / Add ones
-// keep gemv_b1's 512 threads and 128 registers (4 Q1 / 3 Q2 units).
+// The decode trace's marks 6..13: CTA 0's warp 0 finished its n-th weight unit (n < 8).
+#ifdef BONSAI_TRACE
+#define TRACE_UNIT_MARK(n)                      \
+    do {                                        \
+        _Pragma("unroll") for (int s_ = 0; s_ < 8; ++s_) if ((n) == s_) TRACE_MARK(6 + s_); \
+    } while (0)
+#else
+#define TRACE_UNIT_MARK(n)
+#endif
+// The `_deep` entry points (matmul_q1.cu): a longer register ring, so more of a decode GEMV's
+// weight stream is requested before griddep_wait while the kernels before it still run. The
+// default ring (TC_AHEAD: 3 units Q1, 2 Q2) covers all of a warp's units in every Bonsai-8B GEMV
+// but gate_up (8 units per warp, 12 warps of one tile each) and, for Q2, down (3 units). Deep
+// SwiGLU CTAs have at most 12 warps (384 threads) and hold 6 Q1 / 4 Q2 units in 132 registers
+// (ptxas, no spills), so a CTA still fits beside a gemv_b1_prepare CTA (256 x 32 registers).
+// The first version held all 8 Q1 / 5 Q2 units in 168 registers, which no longer fits beside
+// one: slower on the H200 (tg128 712 against 751, PERFORMANCE.md 2026-11-30, eighth session).
+// The Store / Add ones keep gemv_b1's 512 threads and 128 registers (4 Q1 / 3 Q2 units).
 #define B1_DEEP_SWIGLU_THREADS 384
 #define B1_DEEP_THREADS(MODE) ((MODE) == MATMUL_SWIGLU ? B1_DEEP_SWIGLU_THREADS : B1_MAX_THREADS)
-#define B1_DEEP_AHEAD(BITS, MODE) ((MODE) == MATMUL_SWIGLU ? ((BITS) == 1 ? 7 : 4) : ((BITS) == 1 ? 3 : 2))
+#define B1_DEEP_AHEAD(BITS, MODE) ((MODE) == MATMUL_SWIGLU ? ((BITS) == 1 ? 5 : 3) : ((BITS) == 1 ? 3 : 2))
 
 // 2^e as an f32, e in [-126, 127].
 __device__ __forceinline__ float b1_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
@@ -139,9 +150,11 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
+    TRACE_MARKS_BEGIN;
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
+    TRACE_MARKS_END;
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -325,7 +338,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
-    TC_MARK(0);  // the lab's phase marks (matmul_gemv_tc.cu); nothing in production
+    TRACE_MARKS_BEGIN;
+    TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
     const int groups_per_row = k / GROUP_SIZE;
     const int units = groups_per_row / NB;
@@ -401,6 +415,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             }
             // The swaps run outside the ring-slot dispatch, where the warp is visibly converged.
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
+            TRACE_UNIT_MARK(u / splits);
             phase = phase == AHEAD ? 0 : phase + 1;
             loaded += splits;
 #pragma unroll
@@ -428,6 +443,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                                               norm != 0, norm_eps, norm_sq, cta, y_early);
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
+    TRACE_MARKS_END;
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).

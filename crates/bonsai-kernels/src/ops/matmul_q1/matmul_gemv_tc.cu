@@ -36,8 +36,13 @@
 // Phase marks for the lab's timeline (scripts/lab/gemv_tc_timeline.cuh defines TC_MARK before
 // including this file) and for the decode trace (BONSAI_TRACE: CTA 0's marks, trace.rs); nothing
 // in production.
+// Mark 0 (the kernel's start, before its wait) is not traced: the trace attributes a mark to the
+// kernel released last before it.
 #ifndef TC_MARK
-#define TC_MARK(i) TRACE_MARK(i)
+#define TC_MARK(i)                  \
+    do {                            \
+        if ((i) > 0) TRACE_MARK(i); \
+    } while (0)
 #endif
 #define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
@@ -315,6 +320,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
                                              int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
                                              const float* __restrict__ norm_w, float norm_eps) {
     constexpr int AHEAD = TC_AHEAD(BITS, NT);
+    TRACE_MARKS_BEGIN;
     TC_MARK(0);
     extern __shared__ uint4 tc_smem[];
     const int groups_per_row = k / GROUP_SIZE;
@@ -445,6 +451,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
                                  blockIdx.x);
     TC_MARK(5);
+    TRACE_MARKS_END;
 }
 
 // NT n-tiles of 2 tokens (COLS = 6), or one token (NT = 1, COLS = 3). The layout's block size
