@@ -14,6 +14,8 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
+#   mma     the binary GEMV on m16n8k128 (BONSAI_KERNEL_DEFINES=B1_MMA_K128) against the default,
+#           both compiled here: tg128 alternating, one check
 #   ring    the binary GEMVs' deep weight ring (BONSAI_B1_RING=deep): verify, tg128 short / deep
 #           alternating, timelines, checks
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
@@ -201,6 +203,20 @@ ring)
     for g in bonsai-8b ternary-8b; do
         run "ring-check-$g" env BONSAI_B1_RING=deep "$BIN" check --synthetic "$g" -n 16
     done
+    ;;
+mma)
+    # The binary GEMV on m16n8k128 (B1_MMA_K128, matmul_gemv_b1.cu) against m16n8k256 with a zero
+    # half: both runtime-compiled by this machine's nvcc (BONSAI_SKIP_EMBEDDED / KERNEL_DEFINES,
+    # ~80 s each the first time), and the embedded SASS; tg128 alternating.
+    for round in 1 2; do
+        for g in bonsai-8b ternary-8b; do
+            [ "$round" = 2 ] && [ "$g" = ternary-8b ] && continue
+            run "mma-tg-$g-embedded-$round" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            run "mma-tg-$g-k256-$round" env BONSAI_SKIP_EMBEDDED=1 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            run "mma-tg-$g-k128-$round" env BONSAI_KERNEL_DEFINES=B1_MMA_K128 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        done
+    done
+    run mma-check-bonsai-8b env BONSAI_KERNEL_DEFINES=B1_MMA_K128 "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 probe)
     # What one empty dependent step costs the decode graph (BONSAI_PROBE_STEPS=N empty launches per

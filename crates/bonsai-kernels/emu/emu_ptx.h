@@ -209,6 +209,28 @@ inline void complete_mma_b1_16x8x256(void* const* lanes, uint32_t) {
     }
 }
 
+// m16n8k128: A = a[0] (row g) and a[1] (row g + 8), k word t; B = b0 (col g, k word t).
+inline void complete_mma_b1_16x8x128(void* const* lanes, uint32_t) {
+    uint32_t a[16][4], b[8][4];  // [row][32-bit k word], [col][k word]
+    for (int l = 0; l < kWarpSize; ++l) {
+        const MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        a[g][t] = me->a[0];
+        a[g + 8][t] = me->a[1];
+        b[g][t] = me->b0;
+    }
+    for (int l = 0; l < kWarpSize; ++l) {
+        MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
+        const int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; ++i) {
+            const int row = g + 8 * (i / 2), col = 2 * t + (i % 2);
+            uint32_t sum = (uint32_t)me->c[i];
+            for (int w = 0; w < 4; ++w) sum += (uint32_t)__builtin_popcount(a[row][w] & b[col][w]);
+            me->c[i] = (int)sum;
+        }
+    }
+}
+
 inline void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1, CompleteFn complete, const char* what) {
     MmaLane me{a, b0, b1, c};
     warp_collective(0xffffffffu, &me, complete, what);
@@ -234,9 +256,19 @@ inline void mma_b1_and_popc_16x8x256(int* c, const uint32_t* a, uint32_t b0, uin
     emu::MmaB1Lane me{a, b0, b1, c};
     emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x256, "mma_b1_and_popc_16x8x256");
 }
+inline void mma_b1_and_popc_16x8x128(int* c, uint32_t a0, uint32_t a1, uint32_t b) {
+    const uint32_t a[2] = {a0, a1};
+    emu::MmaB1Lane me{a, b, 0u, c};
+    emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x128, "mma_b1_and_popc_16x8x128");
+}
 inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     emu::mma(c, a, b0, b1, emu::complete_mma_tf32_16x8x8, "mma_tf32_16x8x8");
 }
+
+// The decode trace's phase marks (ptx.cuh, BONSAI_TRACE builds only): nothing here.
+#define TRACE_MARKS_BEGIN
+#define TRACE_MARK(i)
+#define TRACE_MARKS_END
 
 // Programmatic dependent launch: launches run one after another here, so both are no-ops.
 inline void griddep_wait() {}

@@ -34,6 +34,8 @@ pub enum KernelError {
     CacheIo { path: PathBuf, source: std::io::Error },
     #[error("kernel selftest failed: {detail}")]
     Selftest { detail: String },
+    #[error("BONSAI_KERNEL_DEFINES='{value}': expected comma-separated macro names (A-Z, 0-9, _)")]
+    BadDefinesEnv { value: String },
 }
 
 impl KernelError {

@@ -28,6 +28,34 @@ pub use super::registry::{combined_source, entry_points};
 /// Environment variable that, set to 1, skips the embedded tier (to exercise the others).
 pub const SKIP_EMBEDDED_ENV: &str = "BONSAI_SKIP_EMBEDDED";
 
+/// Measurement knob: `BONSAI_KERNEL_DEFINES=NAME[,NAME...]` compiles the library with each NAME
+/// defined to 1, to time a kernel's compile-time variant against the default in one run without
+/// an entry point of its own (e.g. B1_MMA_K128, matmul_gemv_b1.cu). The source differs, so the
+/// embedded SASS is never used and the disk cache keeps each variant apart.
+pub const KERNEL_DEFINES_ENV: &str = "BONSAI_KERNEL_DEFINES";
+
+/// The `#define` lines [`KERNEL_DEFINES_ENV`] asks for (empty when unset).
+fn defines_from_env() -> Result<String, KernelError> {
+    match std::env::var(KERNEL_DEFINES_ENV) {
+        Err(_) => Ok(String::new()),
+        Ok(value) => defines_lines(&value).ok_or(KernelError::BadDefinesEnv { value }),
+    }
+}
+
+/// `NAME[,NAME...]` as `#define NAME 1` lines; None unless every name is [A-Z_][A-Z0-9_]*.
+fn defines_lines(value: &str) -> Option<String> {
+    let mut lines = String::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let mut chars = name.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
+        if !first_ok || !chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+            return None;
+        }
+        lines.push_str(&format!("#define {name} 1\n"));
+    }
+    Some(lines)
+}
+
 /// Which compilers tiers 2-4 may use (cache entries are keyed by compiler, so this also limits
 /// which entries are looked up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,11 +173,11 @@ impl KernelLibrary {
         let arch = arch_number(major, minor);
         // The decode timeline's hooks are compiled in only for it (a source of its own, so the
         // embedded SASS is never used then and the cache keeps both).
-        let source = if crate::trace::enabled() {
-            format!("#define BONSAI_TRACE 1\n{}", combined_source())
-        } else {
-            combined_source()
-        };
+        let mut source = defines_from_env()?;
+        if crate::trace::enabled() {
+            source.push_str("#define BONSAI_TRACE 1\n");
+        }
+        source.push_str(&combined_source());
         let mut steps = Vec::new();
         let mut notes = Vec::new();
         let source_sha256 =
@@ -285,4 +313,19 @@ fn resolve_all(
         functions.insert(name, function);
     }
     Ok(functions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defines_lines;
+
+    #[test]
+    fn kernel_defines_take_macro_names_only() {
+        assert_eq!(defines_lines("B1_MMA_K128").as_deref(), Some("#define B1_MMA_K128 1\n"));
+        assert_eq!(defines_lines(" A, _B2 ,").as_deref(), Some("#define A 1\n#define _B2 1\n"));
+        assert_eq!(defines_lines("").as_deref(), Some(""));
+        for bad in ["2X", "a", "X=1", "X Y", "X\n#include"] {
+            assert_eq!(defines_lines(bad), None, "{bad}");
+        }
+    }
 }

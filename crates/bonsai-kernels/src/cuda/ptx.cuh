@@ -128,6 +128,14 @@ __device__ __forceinline__ void mma_b1_and_popc_16x8x256(int* c, const u32* a, u
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// The same over k = 128 (A: two registers, rows g / g + 8; B: one): half the products, for a
+// caller whose other k half would be zeros. Not volatile: pure arithmetic, free to schedule.
+__device__ __forceinline__ void mma_b1_and_popc_16x8x128(int* c, u32 a0, u32 a1, u32 b) {
+    asm("mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(b));
+}
 __device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, u32 b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

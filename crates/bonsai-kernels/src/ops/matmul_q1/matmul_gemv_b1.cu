@@ -172,9 +172,13 @@ __device__ __forceinline__ void b1_group_sums(const u32 (&w0)[BITS], const u32 (
         const u32 e0 = 1u << (8 * j), e1 = j == B1_WORDS - 1 ? top : 1u << (8 * j + 1);
 #pragma unroll
         for (int p = 0; p < BITS; ++p) {
-            const u32 a[4] = {w0[p], w1[p], 0u, 0u};
             int c[4] = {0, 0, 0, 0};
+#ifdef B1_MMA_K128
+            mma_b1_and_popc_16x8x128(c, w0[p], w1[p], bj);
+#else
+            const u32 a[4] = {w0[p], w1[p], 0u, 0u};
             mma_b1_and_popc_16x8x256(c, a, bj, bj);
+#endif
             plane_sum[p][0] += (u32)c[0] * e0 + (u32)c[1] * e1;
             plane_sum[p][1] += (u32)c[2] * e0 + (u32)c[3] * e1;
         }
