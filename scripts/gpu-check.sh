@@ -14,10 +14,7 @@
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
 #   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
-#   mma     the binary GEMV on m16n8k128 (BONSAI_KERNEL_DEFINES=B1_MMA_K128) against the default,
-#           both compiled here: tg128 alternating, one check
-#   ring    the binary GEMVs' deep weight ring (BONSAI_B1_RING=deep): verify, tg128 short / deep
-#           alternating, timelines, checks
+#   headline  pp512 + tg128 of Bonsai-8B and Ternary-8B only (the README's figures)
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
@@ -111,6 +108,12 @@ model)
     run model-8b-prefill-split-keys env BONSAI_PREFILL_ATTENTION=split_keys "$BIN" bench --synthetic bonsai-8b -p 512 -n 0 -r 5
     run model-8b-gemv-tc env BONSAI_GEMV=tc "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 5
     ;;
+headline)
+    # The README's figures only: pp512 + tg128 of Bonsai-8B and Ternary-8B (the model step has more).
+    for g in bonsai-8b ternary-8b; do
+        run "headline-$g" "$BIN" bench --synthetic "$g" -p 512 -n 128 -r 3
+    done
+    ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
     for fmt in q1 tq2; do
@@ -183,40 +186,6 @@ prefetch)
     done
     run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
-ring)
-    # The deep weight ring (BONSAI_B1_RING=deep, B1_DEEP_AHEAD in matmul_gemv_b1.cu): every or
-    # nearly every weight unit of a GEMV warp requested before griddep_wait.
-    run ring-verify-planes "$BIN" kernels verify --only planes_out
-    [ -n "${RING_VERIFY_MATMUL:-}" ] && run ring-verify-matmul env BONSAI_B1_RING=deep "$BIN" kernels verify --only matmul
-    for g in bonsai-8b ternary-8b; do
-        for round in 1 2; do
-            for r in short deep; do
-                run "ring-tg-$g-$r-$round" env BONSAI_B1_RING=$r "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            done
-        done
-    done
-    for r in short deep; do
-        run "ring-trace-$r" env BONSAI_TRACE=1 BONSAI_B1_RING=$r "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-        run "ring-trace-ternary-$r" env BONSAI_TRACE=1 BONSAI_B1_RING=$r "$BIN" bench --synthetic ternary-8b -p 0 -n 64 -r 1
-    done
-    for g in bonsai-8b ternary-8b; do
-        run "ring-check-$g" env BONSAI_B1_RING=deep "$BIN" check --synthetic "$g" -n 16
-    done
-    ;;
-mma)
-    # The binary GEMV on m16n8k128 (B1_MMA_K128, matmul_gemv_b1.cu) against m16n8k256 with a zero
-    # half: both runtime-compiled by this machine's nvcc (BONSAI_SKIP_EMBEDDED / KERNEL_DEFINES,
-    # ~80 s each the first time), and the embedded SASS; tg128 alternating.
-    for round in 1 2; do
-        for g in bonsai-8b ternary-8b; do
-            [ "$round" = 2 ] && [ "$g" = ternary-8b ] && continue
-            run "mma-tg-$g-embedded-$round" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            run "mma-tg-$g-k256-$round" env BONSAI_SKIP_EMBEDDED=1 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-            run "mma-tg-$g-k128-$round" env BONSAI_KERNEL_DEFINES=B1_MMA_K128 "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
-    done
-    run mma-check-bonsai-8b env BONSAI_KERNEL_DEFINES=B1_MMA_K128 "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 probe)
     # What one empty dependent step costs the decode graph (BONSAI_PROBE_STEPS=N empty launches per

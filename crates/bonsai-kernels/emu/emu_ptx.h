@@ -181,35 +181,13 @@ inline void complete_mma_tf32_16x8x8(void* const* lanes, uint32_t) {
     mma_accumulate<8>(lanes, a, b);
 }
 
-// m16n8k256 b1 and.popc: a[i] bit j = (row g + 8 (i & 1), k 128 (i >> 1) + 32t + j); b0 / b1 bit j
-// = (k 32t + j / 128 + 32t + j, col g); D = C + popc(A row AND B column), exact s32 (wrapping).
+// m16n8k128 b1 and.popc: D = C + popc(A row AND B column), exact s32 (wrapping).
 struct MmaB1Lane {
     const uint32_t* a;
-    uint32_t b0, b1;
+    uint32_t b;
     int* c;
 };
-inline void complete_mma_b1_16x8x256(void* const* lanes, uint32_t) {
-    uint32_t a[16][8], b[8][8];  // [row][32-bit k word], [col][k word]
-    for (int l = 0; l < kWarpSize; ++l) {
-        const MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
-        const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; ++i) a[g + 8 * (i & 1)][4 * (i >> 1) + t] = me->a[i];
-        b[g][t] = me->b0;
-        b[g][4 + t] = me->b1;
-    }
-    for (int l = 0; l < kWarpSize; ++l) {
-        MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
-        const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; ++i) {
-            const int row = g + 8 * (i / 2), col = 2 * t + (i % 2);
-            uint32_t sum = (uint32_t)me->c[i];
-            for (int w = 0; w < 8; ++w) sum += (uint32_t)__builtin_popcount(a[row][w] & b[col][w]);
-            me->c[i] = (int)sum;
-        }
-    }
-}
-
-// m16n8k128: A = a[0] (row g) and a[1] (row g + 8), k word t; B = b0 (col g, k word t).
+// A = a[0] (row g) and a[1] (row g + 8), k word t; B = b (col g, k word t).
 inline void complete_mma_b1_16x8x128(void* const* lanes, uint32_t) {
     uint32_t a[16][4], b[8][4];  // [row][32-bit k word], [col][k word]
     for (int l = 0; l < kWarpSize; ++l) {
@@ -217,7 +195,7 @@ inline void complete_mma_b1_16x8x128(void* const* lanes, uint32_t) {
         const int g = l / 4, t = l % 4;
         a[g][t] = me->a[0];
         a[g + 8][t] = me->a[1];
-        b[g][t] = me->b0;
+        b[g][t] = me->b;
     }
     for (int l = 0; l < kWarpSize; ++l) {
         MmaB1Lane* me = static_cast<MmaB1Lane*>(lanes[l]);
@@ -252,13 +230,9 @@ inline void mma_bf16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t 
 inline void mma_f16_16x8x16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     emu::mma(c, a, b0, b1, emu::complete_mma_16x8x16<emu::f16_bits_to_f32>, "mma_f16_16x8x16");
 }
-inline void mma_b1_and_popc_16x8x256(int* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    emu::MmaB1Lane me{a, b0, b1, c};
-    emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x256, "mma_b1_and_popc_16x8x256");
-}
 inline void mma_b1_and_popc_16x8x128(int* c, uint32_t a0, uint32_t a1, uint32_t b) {
     const uint32_t a[2] = {a0, a1};
-    emu::MmaB1Lane me{a, b, 0u, c};
+    emu::MmaB1Lane me{a, b, c};
     emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x128, "mma_b1_and_popc_16x8x128");
 }
 inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {

@@ -286,8 +286,6 @@ mod tests {
         ("_gemv_b1_out", "gemv_b1_body"),
         ("_gemv_b1_pf", "gemv_b1_body"),
         ("_gemv_b1_early", "gemv_b1_body"),
-        ("_gemv_b1_deep", "gemv_b1_body"),
-        ("_gemv_b1_early_deep", "gemv_b1_body"),
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),

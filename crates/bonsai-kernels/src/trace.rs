@@ -12,9 +12,9 @@
 //! its wait (its own work plus the completion and release latency). The kernel names come from
 //! the launches recorded during capture ([`record_launches`]). Kernels with phase marks record
 //! when CTA 0's thread 0 reaches each (kept in registers, appended at the kernel's end): the
-//! binary GEMV's TC_MARK 1-5 (released, planes staged, loop done, partials met, stored) and 6-13
-//! (its warp 0 finished weight unit 0..7), the prepare's 5 (its groups stored). A mark belongs to
-//! the launch of its geometry released last before it.
+//! binary GEMV's TC_MARK 1-5 (released, planes staged, loop done, partials met, stored), the
+//! prepare's 5 (its groups stored). A mark belongs to the launch of its geometry released last
+//! before it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -29,9 +29,10 @@ pub use super::registry::{combined_source, entry_points};
 pub const SKIP_EMBEDDED_ENV: &str = "BONSAI_SKIP_EMBEDDED";
 
 /// Measurement knob: `BONSAI_KERNEL_DEFINES=NAME[,NAME...]` compiles the library with each NAME
-/// defined to 1, to time a kernel's compile-time variant against the default in one run without
-/// an entry point of its own (e.g. B1_MMA_K128, matmul_gemv_b1.cu). The source differs, so the
-/// embedded SASS is never used and the disk cache keeps each variant apart.
+/// defined to 1, to time a kernel's compile-time variant (an `#ifdef NAME` in its source) against
+/// the default in one run without an entry point of its own (how the binary GEMV's m16n8k128 mma
+/// was measured, kernel-notes round 18). The source differs, so the embedded SASS is never used
+/// and the disk cache keeps each variant apart.
 pub const KERNEL_DEFINES_ENV: &str = "BONSAI_KERNEL_DEFINES";
 
 /// The `#define` lines [`KERNEL_DEFINES_ENV`] asks for (empty when unset).
@@ -321,7 +322,7 @@ mod tests {
 
     #[test]
     fn kernel_defines_take_macro_names_only() {
-        assert_eq!(defines_lines("B1_MMA_K128").as_deref(), Some("#define B1_MMA_K128 1\n"));
+        assert_eq!(defines_lines("GEMV_VARIANT_2").as_deref(), Some("#define GEMV_VARIANT_2 1\n"));
         assert_eq!(defines_lines(" A, _B2 ,").as_deref(), Some("#define A 1\n#define _B2 1\n"));
         assert_eq!(defines_lines("").as_deref(), Some(""));
         for bad in ["2X", "a", "X=1", "X Y", "X\n#include"] {

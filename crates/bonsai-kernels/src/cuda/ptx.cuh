@@ -12,8 +12,8 @@
 //   m16n8k8 (tf32)      A (16x8):            a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4)
 //                       B (8x8):             b0 = (k t, col g), b1 = (k t+4, col g)
 //                       C/D: as above.
-//   m16n8k256 (b1)      A (16x256 bits):     a[i] bit j = (row g + 8 (i & 1), k 128 (i >> 1) + 32t + j)
-//                       B (256x8 bits):      b0 bit j = (k 32t + j, col g), b1 bit j = (k 128 + 32t + j, col g)
+//   m16n8k128 (b1)      A (16x128 bits):     a0 bit j = (row g, k 32t + j), a1 bit j = (row g + 8, k 32t + j)
+//                       B (128x8 bits):      b bit j = (k 32t + j, col g)
 //                       C/D (16x8 s32):      as the f32 C/D above (measured on the H200: scripts/lab/mma_rate.cu).
 // Each 32-bit register holding two 16-bit values keeps the lower k (or column) in its low half.
 #ifndef BONSAI_EMU
@@ -118,18 +118,12 @@ __device__ __forceinline__ void mma_f16_16x8x16(float* c, const u32* a, u32 b0, 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// D = popc(A AND B) + C over k, s32 accumulators updated in place: the binary mma, one
-// instruction for 32,768 bit products at the issue cost of one bf16 m16n8k16 (native BMMA on
-// sm_80..sm_90; layout at the top of the file).
-__device__ __forceinline__ void mma_b1_and_popc_16x8x256(int* c, const u32* a, u32 b0, u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// The same over k = 128 (A: two registers, rows g / g + 8; B: one): half the products, for a
-// caller whose other k half would be zeros. Not volatile: pure arithmetic, free to schedule.
+// D = popc(A AND B) + C over k = 128, s32 accumulators updated in place: the binary mma, one
+// instruction for 16,384 bit products (native BMMA.168128 on sm_80..sm_90; layout at the top of
+// the file). Not volatile: pure arithmetic, free to schedule. The decode GEMV used m16n8k256 with
+// a zero k half until 2026-11-30: its A quads had to be rebuilt for every mma (ptxas gave the
+// result the A registers), k128 needs none of those moves (12% fewer loop instructions; tg128
+// +3%, docs/PERFORMANCE.md).
 __device__ __forceinline__ void mma_b1_and_popc_16x8x128(int* c, u32 a0, u32 a1, u32 b) {
     asm("mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5}, {%6}, "
         "{%0,%1,%2,%3};"

@@ -90,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
         const u32* f = frags + PROBE_MMA_B1_FRAGS;
         int c[4];
         for (int i = 0; i < 4; ++i) c[i] = lane * 4 + i - 64;  // both signs: s32 accumulators
-        mma_b1_and_popc_16x8x256(c, f + lane * 4, f[PROBE_B_FRAGS + lane * 2], f[PROBE_B_FRAGS + lane * 2 + 1]);
+        mma_b1_and_popc_16x8x128(c, f[lane * 4], f[lane * 4 + 1], f[PROBE_B_FRAGS + lane * 2]);
         for (int i = 0; i < 4; ++i) out[PROBE_OUT_MMA_B1 + lane * 4 + i] = (u32)c[i];
     }
 

@@ -7,9 +7,8 @@
 //! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
 //! same norm weights. Each case runs twice on one output buffer, so group counters left non-zero
 //! by the first launch would show in the second. The plain GEMV also runs as `_gemv_b1_pf`
-//! (asking L2 for weights, a hint), as `_gemv_b1_deep` (more weight units requested before the
-//! wait) and, with the Add epilogue, as `_gemv_b1_early` and `_gemv_b1_early_deep` (reading the y
-//! it adds to before the wait): every such y must be bit-identical too.
+//! (asking L2 for weights, a hint) and, with the Add epilogue, as `_gemv_b1_early` (reading the y
+//! it adds to before the wait): both y must be bit-identical too.
 
 
 use super::attention_planes::{planes_words, words_equal};
@@ -17,8 +16,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_deep_ring, with_early_residual, with_l2_prefetch, B1Planes, Epilogue,
-    PlanesOut,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_l2_prefetch, B1Planes, Epilogue, PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -72,23 +70,16 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         with_l2_prefetch(&ctx.stream, &w.view(), || {
             gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_pf, epilogue, None)
         })?;
-        // `_gemv_b1_deep`, and `_gemv_b1_early` / `_early_deep` (Add only): y read before the
-        // wait; here the host wrote it long before.
-        let mut variants = vec![("deep ring", true, false)];
-        if epilogue == Epilogue::Add {
-            variants.extend([("read early", false, true), ("read early, deep ring", true, true)]);
-        }
-        let mut y_variants = Vec::new();
-        for (name, deep, early) in variants {
-            let mut y_v = start(ctx)?;
-            let run = || gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_v, epilogue, None);
-            match (deep, early) {
-                (true, true) => with_deep_ring(|| with_early_residual(run)),
-                (true, false) => with_deep_ring(run),
-                _ => with_early_residual(run),
-            }?;
-            y_variants.push((name, y_v));
-        }
+        // `_gemv_b1_early` (Add only): y read before the wait; here the host wrote it long before.
+        let y_early = if epilogue == Epilogue::Add {
+            let mut y_early = start(ctx)?;
+            with_early_residual(|| {
+                gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_early, epilogue, None)
+            })?;
+            Some(y_early)
+        } else {
+            None
+        };
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
@@ -100,9 +91,9 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
         let got_pf = download(&ctx.stream, &y_pf)?;
         ctx.record("planes_out", &format!("{label} y with L2 prefetch"), Comparison::of(&got_pf, &want_y, |_| 0.0));
-        for (name, y_v) in &y_variants {
-            let got_v = download(&ctx.stream, y_v)?;
-            ctx.record("planes_out", &format!("{label} y {name}"), Comparison::of(&got_v, &want_y, |_| 0.0));
+        if let Some(y_early) = &y_early {
+            let got_early = download(&ctx.stream, y_early)?;
+            ctx.record("planes_out", &format!("{label} y read early"), Comparison::of(&got_early, &want_y, |_| 0.0));
         }
         let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
         ctx.record("planes_out", &format!("{label} planes"), words_equal(&got, &want));

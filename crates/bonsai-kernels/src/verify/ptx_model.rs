@@ -95,27 +95,26 @@ impl MmaKind {
     }
 }
 
-/// The binary mma (`mma_b1_and_popc_16x8x256`): D = C + popc(A row AND B column) over 256 k,
-/// exact s32 with wrapping. Layout (ptx.cuh): bit j of a[lane*4 + i] is (row g + 8 (i & 1),
-/// k 128 (i >> 1) + 32t + j); bit j of b[lane*2 + r] is (k 128 r + 32t + j, col g); C / D as
-/// for the float kinds, c[lane*4 + i] = (row g + 8 (i / 2), col 2t + i % 2).
+/// The binary mma (`mma_b1_and_popc_16x8x128`): D = C + popc(A row AND B column) over 128 k,
+/// exact s32 with wrapping. Layout (ptx.cuh), as the probe passes it: bit j of a[lane*4 + i],
+/// i < 2, is (row g + 8i, k 32t + j); bit j of b[lane*2] is (k 32t + j, col g) (the other
+/// words are unused); C / D as for the float kinds, c[lane*4 + i] = (row g + 8 (i / 2),
+/// col 2t + i % 2).
 pub(crate) fn mma_b1(a: &[u32], b: &[u32], c: &[i32]) -> Vec<i32> {
-    let mut rows = [[0u32; 8]; 16];
-    let mut cols = [[0u32; 8]; 8];
+    let mut rows = [[0u32; 4]; 16];
+    let mut cols = [[0u32; 4]; 8];
     for lane in 0..WARP {
         let (g, t) = (lane / 4, lane % 4);
-        for i in 0..4 {
-            rows[g + 8 * (i & 1)][4 * (i >> 1) + t] = a[lane * 4 + i];
+        for i in 0..2 {
+            rows[g + 8 * i][t] = a[lane * 4 + i];
         }
-        for r in 0..2 {
-            cols[g][4 * r + t] = b[lane * 2 + r];
-        }
+        cols[g][t] = b[lane * 2];
     }
     (0..WARP * 4)
         .map(|e| {
             let (lane, i) = (e / 4, e % 4);
             let (row, col) = (lane / 4 + 8 * (i / 2), 2 * (lane % 4) + i % 2);
-            let popc: u32 = (0..8).map(|w| (rows[row][w] & cols[col][w]).count_ones()).sum();
+            let popc: u32 = (0..4).map(|w| (rows[row][w] & cols[col][w]).count_ones()).sum();
             c[e].wrapping_add(popc as i32)
         })
         .collect()

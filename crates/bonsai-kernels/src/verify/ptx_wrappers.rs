@@ -97,7 +97,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let c_b1: Vec<i32> = (0..WARP as i32 * 4).map(|e| e - 64).collect();
     let want_b1: Vec<u32> =
         ptx_model::mma_b1(&b1_frags[..B_FRAGS], &b1_frags[B_FRAGS..], &c_b1).into_iter().map(|v| v as u32).collect();
-    exact(ctx, "mma_b1_and_popc_16x8x256", slice(OUT_MMA_B1, WARP * 4), &want_b1);
+    exact(ctx, "mma_b1_and_popc_16x8x128", slice(OUT_MMA_B1, WARP * 4), &want_b1);
 
     let zfilled: Vec<u32> = (0..WARP * 4)
         .map(|w| {

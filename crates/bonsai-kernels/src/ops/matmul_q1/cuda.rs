@@ -432,7 +432,7 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, b1_geometry_ring, b1_smem_bytes, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS};
 #[path = "cuda_planes.rs"]
 mod planes;
@@ -440,7 +440,7 @@ pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_p
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};
-pub use super::matmul_b1::{b1_deep_ring_from_env, with_deep_ring, with_early_residual, with_l2_prefetch, L2Prefetch, B1_RING_ENV};
+pub use super::matmul_b1::{with_early_residual, with_l2_prefetch, L2Prefetch};
 
 #[cfg(test)]
 mod tests {

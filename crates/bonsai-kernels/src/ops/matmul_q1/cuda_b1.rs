@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, b1_geometry_ring, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBits};
@@ -72,36 +72,6 @@ pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f:
     NEXT_WEIGHTS.with(|c| c.set(Some(hint)));
     let out = f();
     NEXT_WEIGHTS.with(|c| c.set(None));
-    out
-}
-
-/// `BONSAI_B1_RING=deep` (measurement knob; default `short`): the one-token binary GEMVs run as
-/// `*_gemv_b1_deep` (`*_add_gemv_b1_early_deep` for the early residual), whose register ring asks
-/// for all or most of a warp's weight units before griddep_wait (B1_DEEP_AHEAD in
-/// matmul_gemv_b1.cu). Bit-identical: the ring depth changes when loads are issued, not the sums.
-pub const B1_RING_ENV: &str = "BONSAI_B1_RING";
-
-/// Whether [`B1_RING_ENV`] is `deep` (read once; anything but `short` or `deep` is an error
-/// naming the variable).
-pub fn b1_deep_ring_from_env() -> Result<bool, String> {
-    static DEEP: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    crate::launch::env_knob(&DEEP, B1_RING_ENV, false, "short or deep", |v| match v {
-        "short" => Some(false),
-        "deep" => Some(true),
-        _ => None,
-    })
-}
-
-thread_local! {
-    static DEEP_RING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with every plain or early one-token binary GEMV it launches from this thread on the
-/// deep register ring (`_deep` entry points), whatever [`B1_RING_ENV`] says.
-pub fn with_deep_ring<R>(f: impl FnOnce() -> R) -> R {
-    DEEP_RING.with(|c| c.set(true));
-    let out = f();
-    DEEP_RING.with(|c| c.set(false));
     out
 }
 
@@ -183,26 +153,21 @@ pub(crate) fn launch_gemv(
     planes_out: PlanesOutArgs,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
-    // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
-    // have a `_pf` twin, and only the plain and early ones a `_deep` one.
-    let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
-    let deep_wanted = DEEP_RING.with(|c| c.get()) || b1_deep_ring_from_env().map_err(|detail| shape(op, detail))?;
-    let deep = deep_wanted && planes_out.counts == 0 && prefetch.is_none();
-    let g = b1_geometry_ring(k, n_out, epilogue == Epilogue::SwiGlu, deep)
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
+    // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
+    // have a `_pf` twin.
+    let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
     if planes_out.counts != 0 {
         name.push_str("_out");
     } else if prefetch.is_some() {
         name.push_str("_pf");
     } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {
         name.push_str("_early");
-    }
-    if deep {
-        name.push_str("_deep");
     }
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
@@ -227,7 +192,7 @@ pub(crate) fn launch_gemv(
     if let Some(p) = prefetch.as_ref() {
         b.arg(p);
     }
-    // SAFETY: argument order and types match the *_gemv_b1 (and `_early`, `_deep`) entry points (scales, payload, planes,
+    // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are

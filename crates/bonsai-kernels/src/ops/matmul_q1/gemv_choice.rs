@@ -14,7 +14,7 @@ pub const GEMV_BF16X3: &str = "tc";
 pub enum GemvKernel {
     /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 24-bit
     /// integers (|error| <= s_G / 2 per element, s_G <= 2^-21 max|x_G|), dot products exact in
-    /// integers on the binary tensor core (`mma.sync m16n8k256 b1 and.popc`), one f32 rounding
+    /// integers on the binary tensor core (`mma.sync m16n8k128 b1 and.popc`), one f32 rounding
     /// per (row, group), then f32 sums.
     Binary,
     /// `*_gemv_tc` (matmul_gemv_tc.cu): bf16 mma with x split into three bf16 parts (f32-level).

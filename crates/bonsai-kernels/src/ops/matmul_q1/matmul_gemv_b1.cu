@@ -2,7 +2,7 @@
 // GEMV) then `gemv_b1` (templates; matmul_q1.cu instantiates). Why (docs/kernel-notes.md,
 // round 8): gemv_tc issues ~1.8 instructions per weight (A registers built from sign bits, three
 // bf16 parts of x), more than the H200 can issue at copy speed (~1 per weight); one
-// `mma.sync m16n8k256 b1 and.popc` covers 8x the weights of a bf16 mma at the same issue cost,
+// `mma.sync m16n8k128 b1 and.popc` covers 4x the weights of a bf16 mma at the same issue cost,
 // and the layout's lane words ARE its A registers.
 //
 // Arithmetic, per 128-group G of x (after the fused RMSNorm's weights, if any):
@@ -18,10 +18,9 @@
 // mma's B fragments want them; every `gemv_b1` CTA copies them into shared memory with cp.async
 // (no arithmetic) while its first weight units are in flight.
 //
-// One binary mma per group and 8 planes: A = the tile's 16 rows x the group's 128 k in registers
-// 0 / 1 (lane t's layout words, weight_layout.cu; registers 2 / 3, the other 128 k, are zero);
-// B column n = plane 8j + n of the group (both B registers hold it; only the first meets nonzero
-// A). Lane (g, t) receives columns 2t, 2t + 1 (planes 8j + 2t + {0, 1}) of rows g and g + 8 and
+// One binary mma (m16n8k128) per group and 8 planes: A = the tile's 16 rows x the group's 128 k
+// (lane t's layout words of rows g and g + 8, weight_layout.cu); B column n = plane 8j + n of the
+// group. Lane (g, t) receives columns 2t, 2t + 1 (planes 8j + 2t + {0, 1}) of rows g and g + 8 and
 // weighs them into a u32 per row; two swaps within the lane quad then leave each lane one whole
 // (row, group) sum of a pair of groups. The k order inside a group is the layout's lane-word
 // order, the same for A and B, so the k reduction is unchanged.
@@ -41,27 +40,6 @@
 #define B1_MIN_EXP (-100)
 #define B1_MAX_THREADS 512
 #define B1_PREPARE_WARPS 8
-// The decode trace's marks 6..13: CTA 0's warp 0 finished its n-th weight unit (n < 8).
-#ifdef BONSAI_TRACE
-#define TRACE_UNIT_MARK(n)                      \
-    do {                                        \
-        _Pragma("unroll") for (int s_ = 0; s_ < 8; ++s_) if ((n) == s_) TRACE_MARK(6 + s_); \
-    } while (0)
-#else
-#define TRACE_UNIT_MARK(n)
-#endif
-// The `_deep` entry points (matmul_q1.cu): a longer register ring, so more of a decode GEMV's
-// weight stream is requested before griddep_wait while the kernels before it still run. The
-// default ring (TC_AHEAD: 3 units Q1, 2 Q2) covers all of a warp's units in every Bonsai-8B GEMV
-// but gate_up (8 units per warp, 12 warps of one tile each) and, for Q2, down (3 units). Deep
-// SwiGLU CTAs have at most 12 warps (384 threads) and hold 6 Q1 / 4 Q2 units in 132 registers
-// (ptxas, no spills), so a CTA still fits beside a gemv_b1_prepare CTA (256 x 32 registers).
-// The first version held all 8 Q1 / 5 Q2 units in 168 registers, which no longer fits beside
-// one: slower on the H200 (tg128 712 against 751, PERFORMANCE.md 2026-11-30, eighth session).
-// The Store / Add ones keep gemv_b1's 512 threads and 128 registers (4 Q1 / 3 Q2 units).
-#define B1_DEEP_SWIGLU_THREADS 384
-#define B1_DEEP_THREADS(MODE) ((MODE) == MATMUL_SWIGLU ? B1_DEEP_SWIGLU_THREADS : B1_MAX_THREADS)
-#define B1_DEEP_AHEAD(BITS, MODE) ((MODE) == MATMUL_SWIGLU ? ((BITS) == 1 ? 5 : 3) : ((BITS) == 1 ? 3 : 2))
 
 // 2^e as an f32, e in [-126, 127].
 __device__ __forceinline__ float b1_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
@@ -148,9 +126,9 @@ __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    TRACE_MARKS_BEGIN;
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
-    TRACE_MARKS_BEGIN;
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
@@ -173,12 +151,7 @@ __device__ __forceinline__ void b1_group_sums(const u32 (&w0)[BITS], const u32 (
 #pragma unroll
         for (int p = 0; p < BITS; ++p) {
             int c[4] = {0, 0, 0, 0};
-#ifdef B1_MMA_K128
             mma_b1_and_popc_16x8x128(c, w0[p], w1[p], bj);
-#else
-            const u32 a[4] = {w0[p], w1[p], 0u, 0u};
-            mma_b1_and_popc_16x8x256(c, a, bj, bj);
-#endif
             plane_sum[p][0] += (u32)c[0] * e0 + (u32)c[1] * e1;
             plane_sum[p][1] += (u32)c[2] * e0 + (u32)c[3] * e1;
         }
@@ -334,14 +307,13 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-// AHEAD: units in the weight ring beyond the one being consumed; AHEAD + 1 units per warp are
-// requested before griddep_wait. The `_deep` entry points (B1_DEEP_AHEAD) hold more.
-template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false, int AHEAD = TC_AHEAD(BITS, 1)>
+template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
+    constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -419,7 +391,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             }
             // The swaps run outside the ring-slot dispatch, where the warp is visibly converged.
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
-            TRACE_UNIT_MARK(u / splits);
             phase = phase == AHEAD ? 0 : phase + 1;
             loaded += splits;
 #pragma unroll
@@ -451,16 +422,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false, int AHEAD = TC_AHEAD(BITS, 1)>
+template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y, AHEAD>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y, AHEAD>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                                splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
 }

@@ -107,22 +107,8 @@
         gemm_wgmma<BITS, MODE, 64, 8>(scales, payload, xh, row_unscale, m, y, n_out, k);         \
     }
 
-// gemv_b1 with the deep weight ring (B1_DEEP_AHEAD, matmul_gemv_b1.cu).
-#define DEFINE_B1_DEEP_ENTRY_POINT(PREFIX, BITS, MODE)                                           \
-    extern "C" __global__ void __launch_bounds__(B1_DEEP_THREADS(MODE))                          \
-        PREFIX##_gemv_b1_deep(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
-                              const float* group_sq, float* y, int n_out, int k, int tiles_per_cta, \
-                              int splits, int chunk_groups, int norm, float norm_eps) {          \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false, false, B1_DEEP_AHEAD(BITS, MODE)>(                             \
-            scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, \
-            norm, norm_eps, blockIdx.x, B1PlanesOut{});                                           \
-    }
-
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
-DEFINE_B1_DEEP_ENTRY_POINT(matmul_q1, 1, MATMUL_STORE)
-DEFINE_B1_DEEP_ENTRY_POINT(matmul_q1_add, 1, MATMUL_ADD)
 // The Add GEMV reading its residual before griddep_wait (EARLY_Y in matmul_gemv_b1.cu).
 #define DEFINE_B1_EARLY_ENTRY_POINT(PREFIX, BITS)                                                \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
@@ -134,15 +120,5 @@ DEFINE_B1_DEEP_ENTRY_POINT(matmul_q1_add, 1, MATMUL_ADD)
         gemv_b1<BITS, MATMUL_ADD, false, true>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
                                                tiles_per_cta, splits, chunk_groups, norm,        \
                                                norm_eps, blockIdx.x, B1PlanesOut{});             \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_early_deep(const u16* scales, const u32* payload, const u32* planes,    \
-                                    const u32* gsx, const float* group_sq, float* y, int n_out,  \
-                                    int k, int tiles_per_cta, int splits, int chunk_groups,      \
-                                    int norm, float norm_eps) {                                  \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the early reads */  \
-        gemv_b1<BITS, MATMUL_ADD, false, true, B1_DEEP_AHEAD(BITS, MATMUL_ADD)>(                  \
-            scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, \
-            norm, norm_eps, blockIdx.x, B1PlanesOut{});                                           \
     }
 DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)

@@ -88,19 +88,9 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
     chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
 }
 
-/// Warps of a SwiGLU `_gemv_b1_deep` CTA (B1_DEEP_SWIGLU_THREADS / 32): its deep register ring
-/// needs up to 170 registers per thread.
-pub(crate) const MAX_WARPS_B1_DEEP_SWIGLU: usize = 12;
-
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    b1_geometry_ring(k, n_out, swiglu, false)
-}
-
-/// [`b1_geometry`] of the plain (`deep` false) or the deep-ring (`_gemv_b1_deep`) entry points.
-pub fn b1_geometry_ring(k: usize, n_out: usize, swiglu: bool, deep: bool) -> Option<TcGeometry> {
-    let max_warps = if deep && swiglu { MAX_WARPS_B1_DEEP_SWIGLU } else { MAX_WARPS_B1 };
-    geometry(k, n_out, swiglu, max_warps, b1_smem_bytes)
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
