@@ -126,8 +126,8 @@ __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    TRACE_MARKS_BEGIN;
     griddep_wait();
+    TRACE_MARKS_BEGIN;
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
