@@ -252,9 +252,9 @@ pub(crate) fn grid_stride_blocks(items: usize, threads: u32) -> u32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::{env_knob, env_switch};
-    use crate::cuda::registry::SOURCES;
+    use crate::cuda::registry::all_sources;
 
     /// An unset knob gives its default, a set one its parsed value, anything refused an error
     /// naming the variable (each case its own variable: tests run in parallel).
@@ -278,12 +278,14 @@ mod tests {
         assert_eq!(env_knob(&COUNT, "BONSAI_TEST_KNOB_COUNT", 0, "a count", |v| v.parse().ok()), Ok(7));
     }
 
-    /// The value of `#define NAME value` in a registered kernel file.
-    fn cu_define(path: &str, name: &str) -> usize {
-        let src = SOURCES.iter().find(|s| s.path == path).unwrap_or_else(|| panic!("{path} not registered"));
+    /// The value of `#define NAME value` in a registered kernel file (an unsigned `u` suffix
+    /// allowed).
+    pub(crate) fn cu_define(path: &str, name: &str) -> usize {
+        let src = all_sources().find(|s| s.path == path).unwrap_or_else(|| panic!("{path} not registered"));
         let prefix = format!("#define {name} ");
         let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} not in {path}"));
-        line[prefix.len()..].trim().parse().unwrap_or_else(|_| panic!("{name} in {path} is not a number"))
+        let value = line[prefix.len()..].trim();
+        value.strip_suffix('u').unwrap_or(value).parse().unwrap_or_else(|_| panic!("{name} in {path} is not a number"))
     }
 
     #[test]

@@ -29,11 +29,12 @@ use crate::cuda::KernelLibrary;
 
 /// The environment variable that turns the timeline on (`1`).
 pub const TRACE_VAR: &str = "BONSAI_TRACE";
-/// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh).
+/// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh; these constants are checked
+/// against it by a test).
 const CAPACITY: usize = 16384;
 const STARTED: u64 = 1;
 const RELEASED: u64 = 2;
-/// TRACE_MARK_BASE: phase i of a kernel is event kind MARK + i, i < MARKS.
+/// TRACE_MARK_BASE / TRACE_MARK_SLOTS: phase i of a kernel is event kind MARK + i, i < MARKS.
 const MARK: u64 = 16;
 const MARKS: u64 = 16;
 
@@ -305,6 +306,17 @@ mod tests {
     fn event(ns: u64, released: bool, grid: u32, block: u32) -> Event {
         let kind = if released { EventKind::Released } else { EventKind::Started };
         Event { ns, kind, grid: (grid, 1), block }
+    }
+
+    #[test]
+    fn event_layout_matches_ptx_cuh() {
+        use crate::launch::tests::cu_define;
+        let ptx = "cuda/ptx.cuh";
+        assert_eq!(cu_define(ptx, "TRACE_CAPACITY"), CAPACITY);
+        assert_eq!(cu_define(ptx, "TRACE_STARTED") as u64, STARTED);
+        assert_eq!(cu_define(ptx, "TRACE_RELEASED") as u64, RELEASED);
+        assert_eq!(cu_define(ptx, "TRACE_MARK_BASE") as u64, MARK);
+        assert_eq!(cu_define(ptx, "TRACE_MARK_SLOTS") as u64, MARKS);
     }
 
     #[test]

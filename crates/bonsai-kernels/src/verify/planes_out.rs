@@ -73,7 +73,7 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         // `_gemv_b1_early` (Add only): y read before the wait; here the host wrote it long before.
         let y_early = if epilogue == Epilogue::Add {
             let mut y_early = start(ctx)?;
-            with_early_residual(|| {
+            with_early_residual(true, || {
                 gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_early, epilogue, None)
             })?;
             Some(y_early)

@@ -79,15 +79,16 @@ thread_local! {
     static EARLY_RESIDUAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `f` with every plain one-token binary GEMV with the Add epilogue that it launches from
-/// this thread as `*_add_gemv_b1_early`, which reads the y it adds to before waiting for the
+/// Runs `f` with (`on`) every plain one-token binary GEMV with the Add epilogue that it launches
+/// from this thread as `*_add_gemv_b1_early`, which reads the y it adds to before waiting for the
 /// previous kernel (matmul_gemv_b1.cu, EARLY_Y): bit-identical results, one L2 round trip less at
 /// the end of the GEMV. The caller promises that y was written two or more kernels before each
-/// such GEMV (a decode layer's residual stream), never by the kernel just before it.
-pub fn with_early_residual<R>(f: impl FnOnce() -> R) -> R {
-    EARLY_RESIDUAL.with(|c| c.set(true));
+/// such GEMV (a decode layer's residual stream), never by the kernel just before it. With `on`
+/// false, `f` runs as it would outside (the previous setting is restored either way).
+pub fn with_early_residual<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let before = EARLY_RESIDUAL.with(|c| c.replace(on));
     let out = f();
-    EARLY_RESIDUAL.with(|c| c.set(false));
+    EARLY_RESIDUAL.with(|c| c.set(before));
     out
 }
 

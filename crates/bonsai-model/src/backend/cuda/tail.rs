@@ -150,11 +150,11 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // attn_out).
             let early = early_residual_on()?;
             prefetching(b, pf.then_some(gate_up), || {
-                residual_early(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
+                with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
             })?;
             prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
             let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
-            prefetching(b, next_qkv, || residual_early(early, || b.matmul(down, ffn, m, x, Store::Add)))?;
+            prefetching(b, next_qkv, || with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add)))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
@@ -220,15 +220,6 @@ pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
 fn l2_prefetch_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
     launch::env_switch(&ON, L2_PREFETCH_ENV, false).map_err(BackendError::Device)
-}
-
-/// Runs `f` with its Add GEMVs reading their residual before the wait (`with_early_residual`) if `on`.
-fn residual_early<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    if on {
-        with_early_residual(f)
-    } else {
-        f()
-    }
 }
 
 /// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
