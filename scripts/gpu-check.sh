@@ -27,6 +27,7 @@
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
+#   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, down)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -234,6 +235,21 @@ profile)
         --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
+    ;;
+gemv-stalls)
+    # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state
+    # sampling), for Bonsai-8B's gate_up and down launched alone (ncu serializes launches): the
+    # sections as text, the source page as CSV (one row per SASS instruction with its samples).
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    for k in gate_up_swiglu_q1_gemv_b1 matmul_q1_add_gemv_b1_early; do
+        run "stalls-$k" env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k "regex:^$k\$" --launch-skip 20 \
+            --launch-count 1 --import-source no --section SourceCounters --section WarpStateStats \
+            --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
+            --section InstructionStats --section Occupancy -o "$LOGS/stalls-$k" \
+            "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
+        run "stalls-$k-details" "$NCU" --import "$LOGS/stalls-$k.ncu-rep" --page details
+        run "stalls-$k-sass" bash -c "'$NCU' --import '$LOGS/stalls-$k.ncu-rep' --page source --print-source sass --csv > '$LOGS/stalls-$k-sass.csv'; head -c 3000 '$LOGS/stalls-$k-sass.csv'"
+    done
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
