@@ -27,6 +27,7 @@
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
+#   late-trigger  the prepare / decode attention triggering the next GEMV after their loads (A/B)
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, down)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
@@ -235,6 +236,31 @@ profile)
         --launch-count 4 --section WarpStateStats --section SpeedOfLight --section Occupancy \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
+    ;;
+late-trigger)
+    # When the small kernels before a GEMV trigger it (kernel-notes round 19): the default (right
+    # after griddep_wait) against B1_PREPARE_TRIGGER_AFTER_LOADS (the prepare triggers once its x
+    # and norm weights are in) and ATT_DEC_TRIGGER_AFTER_Q (the decode attention once its q is),
+    # each compiled by this machine's nvcc (the default too, BONSAI_SKIP_EMBEDDED=1): the variants
+    # are built into the cache in parallel first, then timed alternating, then traced.
+    VARIANTS="base B1_PREPARE_TRIGGER_AFTER_LOADS ATT_DEC_TRIGGER_AFTER_Q B1_PREPARE_TRIGGER_AFTER_LOADS,ATT_DEC_TRIGGER_AFTER_Q"
+    defs() { [ "$1" = base ] && echo "" || echo "$1"; }
+    for v in $VARIANTS; do
+        env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$v.log" 2>&1 &
+        env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$v.log" 2>&1 &
+    done
+    wait
+    for r in 1 2; do
+        for g in bonsai-8b ternary-8b; do
+            for v in $VARIANTS; do
+                run "late-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            done
+        done
+    done
+    for v in $VARIANTS; do
+        run "late-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    done
+    run late-check env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES=B1_PREPARE_TRIGGER_AFTER_LOADS,ATT_DEC_TRIGGER_AFTER_Q "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state
