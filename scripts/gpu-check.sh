@@ -27,7 +27,8 @@
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
-#   late-trigger  the prepare / decode attention triggering the next GEMV after their loads (A/B)
+#   variants  compile-time kernel variants (VARIANTS="base NAME ...") against the default: verify,
+#           check, tg128 alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, down)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
@@ -237,30 +238,35 @@ profile)
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
         "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
     ;;
-late-trigger)
-    # When the small kernels before a GEMV trigger it (kernel-notes round 19): the default (right
-    # after griddep_wait) against B1_PREPARE_TRIGGER_AFTER_LOADS (the prepare triggers once its x
-    # and norm weights are in) and ATT_DEC_TRIGGER_AFTER_Q (the decode attention once its q is),
-    # each compiled by this machine's nvcc (the default too, BONSAI_SKIP_EMBEDDED=1): the variants
-    # are built into the cache in parallel first, then timed alternating, then traced.
-    VARIANTS="base B1_PREPARE_TRIGGER_AFTER_LOADS ATT_DEC_TRIGGER_AFTER_Q B1_PREPARE_TRIGGER_AFTER_LOADS,ATT_DEC_TRIGGER_AFTER_Q"
+variants)
+    # Compile-time variants (`#ifdef NAME` in a kernel) against the default, all compiled by this
+    # machine's nvcc (the default too: BONSAI_SKIP_EMBEDDED=1) through BONSAI_KERNEL_DEFINES:
+    # VARIANTS="base NAME NAME1,NAME2 ..." (base = no define). The caches (plain and traced) are
+    # built in parallel first; then verify of VARIANT_VERIFY groups (default matmul) and the
+    # synthetic check under each non-base variant, tg128 alternating (VARIANT_ROUNDS, default 2),
+    # and one traced run of each.
+    VARIANTS=${VARIANTS:?variants: set VARIANTS}
     defs() { [ "$1" = base ] && echo "" || echo "$1"; }
     for v in $VARIANTS; do
         env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$v.log" 2>&1 &
         env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$v.log" 2>&1 &
     done
     wait
-    for r in 1 2; do
+    for v in $VARIANTS; do
+        [ "$v" = base ] && continue
+        run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}"
+        run "variant-check-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" check --synthetic bonsai-8b -n 16
+    done
+    for r in $(seq "${VARIANT_ROUNDS:-2}"); do
         for g in bonsai-8b ternary-8b; do
             for v in $VARIANTS; do
-                run "late-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+                run "variant-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
             done
         done
     done
     for v in $VARIANTS; do
-        run "late-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
-    run late-check env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES=B1_PREPARE_TRIGGER_AFTER_LOADS,ATT_DEC_TRIGGER_AFTER_Q "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state

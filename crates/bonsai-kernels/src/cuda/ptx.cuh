@@ -258,6 +258,51 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 }
 
 
+// ---- Bulk copies global -> shared through the tensor memory accelerator (sm_90; no-ops before:
+// callers use them only under an sm_90 path). The copy's bytes complete the transaction count of
+// an mbarrier in shared memory that the consumers wait on, not the issuing thread's cp.async
+// groups, and the request bypasses the SM's load/store pipeline (it does not queue behind the
+// thread's own outstanding global loads).
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n\tfence.mbarrier_init.release.cluster;" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(bar)), "r"(count) : "memory");
+#endif
+}
+// Thread's arrival that also expects `bytes` more transaction bytes in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
+#endif
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from `src` to shared `dst`,
+// completing on `bar`. Shared memory that generic loads read before must be fenced first
+// (fence_proxy_async_shared).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(bar))
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// Blocks until phase `parity` of `bar` has completed.
+__device__ __forceinline__ void mbar_wait_parity(unsigned long long* bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(a), "r"(parity) : "memory");
+    }
+#endif
+}
+
 // ---- wgmma (sm_90a: the library is compiled for sm_90a on sm_90 devices) ----
 // A warpgroup (4 consecutive warps, the first warp index divisible by 4) issues one
 // m64nNk16 product asynchronously: warp w of the group supplies and receives rows 16w..16w+15.

@@ -188,9 +188,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     if (in_range && step_key < key_end) load_step(step_key, true);
 
     griddep_wait();
-#ifndef ATT_DEC_TRIGGER_AFTER_Q
     griddep_launch_dependents();
-#endif
     if (!in_range) {
         if (split == 0) {
             for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
@@ -216,12 +214,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             q[h][i + 3] = a.w * q_scale;
         }
     }
-#ifdef ATT_DEC_TRIGGER_AFTER_Q
-    // Measurement variant: the next GEMV's CTAs (and their weight stream) start only once this
-    // thread's q has arrived (the empty asm needs the value), so q does not queue behind them.
-    asm volatile("" ::"f"(q[0][0]));
-    griddep_launch_dependents();
-#endif
 
     for (; step_key < key_end; step_key += WARPS_STRIDE) {
         uint4 k_cur[LOADS][VECS], v_cur[LOADS][VECS];

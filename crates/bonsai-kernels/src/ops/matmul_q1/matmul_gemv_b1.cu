@@ -69,9 +69,6 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
 // the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
 // quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
 // variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
-// TRIGGER: call griddep_launch_dependents once this lane's loads have arrived (gemv_b1_prepare
-// under B1_PREPARE_TRIGGER_AFTER_LOADS), so the next GEMV's weight stream starts after them.
-template <bool TRIGGER = false>
 __device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
                                                  u32* gsx_group, float* sq_group) {
     const int lane = threadIdx.x % WARP_SIZE;
@@ -89,7 +86,6 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) amax = fmaxf(amax, fabsf(v[t]));
     amax = warp_max(amax);
-    if constexpr (TRIGGER) griddep_launch_dependents();  // amax needs every load of the warp
     // max|x_G| < 2^E (biased exponent - 126 for a normal amax; 0 and subnormals take the floor).
     const int e = max((int)((__float_as_uint(amax) >> 23) & 0xFFu) - 126, B1_MIN_EXP);
     const float to_int = b1_pow2(B1_PLANES - 2 - e);  // exact scaling: |x * to_int| < 2^(P - 2)
@@ -117,14 +113,13 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
 
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
 // a warp per group (b1_prepare_group).
-template <bool TRIGGER = false>
 __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x, const float* __restrict__ norm_w,
                                                      int k, u32* __restrict__ planes, u32* __restrict__ gsx,
                                                      float* __restrict__ group_sq) {
     const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
     if (group >= k / GROUP_SIZE) return;
     const long long first = (long long)group * GROUP_SIZE;
-    b1_prepare_group<TRIGGER>(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
+    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
                      gsx + 2 * group, group_sq + group);
 }
 
@@ -133,15 +128,10 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     TRACE_MARKS_BEGIN;
-#ifdef B1_PREPARE_TRIGGER_AFTER_LOADS
-    // Measurement variant: the GEMV's CTAs start (and flood DRAM with their weight requests) only
-    // once x and the norm weights are in, so these loads do not queue behind that stream.
-    gemv_b1_prepare_body<true>(x, norm_w, k, planes, gsx, group_sq);
-#else
-    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once.
+    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once (triggering
+    // only after x is in measured slower: kernel-notes round 19).
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
-#endif
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
     TRACE_MARKS_END;
 }
@@ -377,15 +367,35 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     int u = active ? split : units, phase = 0;
+#ifdef B1_PLANES_BULK
+    // Measurement variant: the planes come by one bulk copy per chunk (the tensor memory
+    // accelerator) instead of every thread's cp.async, so they need not queue behind the SM's
+    // weight loads in flight (kernel-notes round 19). Needs even chunks (16-byte (s, X) rows).
+    __shared__ unsigned long long planes_bar;
+    if (threadIdx.x == 0) mbar_init(&planes_bar, 1);
+    unsigned bar_phase = 0;
+#endif
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
+#ifdef B1_PLANES_BULK
+        if (threadIdx.x == 0) {
+            fence_proxy_async_shared();  // generic reads of the previous chunk before the async writes
+            const unsigned plane_bytes = cg * B1_GROUP_WORDS * 4, gsx_bytes = 2 * cg * 4;
+            mbar_arrive_expect_tx(&planes_bar, plane_bytes + gsx_bytes);
+            bulk_copy_to_shared(b1_smem, planes + (long long)c0 * B1_GROUP_WORDS, plane_bytes, &planes_bar);
+            bulk_copy_to_shared(gsx, gsx_all + 2 * c0, gsx_bytes, &planes_bar);
+        }
+        mbar_wait_parity(&planes_bar, bar_phase);
+        bar_phase ^= 1;
+#else
         const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
         for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
         for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
+#endif
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
         for (; u < u_end; u += splits) {
