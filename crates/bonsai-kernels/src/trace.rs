@@ -279,7 +279,9 @@ fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event])
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n");
+    let mut out = String::from(
+        "\nphase marks of CTA 0, mean us after the kernel's release (mark: time; 15: the last CTA's end), then the next release:\n",
+    );
     for (name, count, next, marks) in &rows {
         let _ = write!(out, "  {:<44} {count:>4} x", truncate(name, 44));
         for (m, (c, sum)) in marks.iter().enumerate() {
@@ -317,6 +319,7 @@ mod tests {
         assert_eq!(cu_define(ptx, "TRACE_RELEASED") as u64, RELEASED);
         assert_eq!(cu_define(ptx, "TRACE_MARK_BASE") as u64, MARK);
         assert_eq!(cu_define(ptx, "TRACE_MARK_SLOTS") as u64, MARKS);
+        assert!((cu_define(ptx, "TRACE_LAST_CTA_SLOT") as u64) < MARKS, "the last-CTA mark is one of the slots");
     }
 
     #[test]

@@ -200,6 +200,29 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
         ++slot;
     }
 }
+// The last CTA of a kernel to finish (thread 0 of every CTA, at the kernel's end): each CTA
+// raises the latest end time seen, then counts itself; the CTA that completes the count appends
+// that time as mark TRACE_LAST_CTA_SLOT and resets both for the next launch. Against CTA 0's own
+// marks it shows how far the slowest CTA trails (the grid completes only with it).
+#define TRACE_LAST_CTA_SLOT 15
+__device__ unsigned long long bonsai_trace_last_end;
+__device__ unsigned bonsai_trace_done_ctas;
+__device__ __forceinline__ void trace_last_cta() {
+    if (threadIdx.x != 0 || threadIdx.y != 0 || !bonsai_trace_on) return;
+    atomicMax(&bonsai_trace_last_end, trace_now());
+    __threadfence();
+    if (atomicAdd(&bonsai_trace_done_ctas, 1u) + 1u != gridDim.x * gridDim.y * gridDim.z) return;
+    __threadfence();
+    const unsigned long long last = atomicExch(&bonsai_trace_last_end, 0ull);
+    bonsai_trace_done_ctas = 0u;
+    const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
+    if (slot < TRACE_CAPACITY) {
+        bonsai_trace[slot][0] = last;
+        bonsai_trace[slot][1] = (TRACE_MARK_BASE + TRACE_LAST_CTA_SLOT) | ((unsigned long long)blockDim.x << 8) |
+                                ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
+    }
+}
+#define TRACE_LAST_CTA trace_last_cta()
 #define TRACE_MARKS_BEGIN TraceMarks trace_marks_ = {trace_thread(), {}}
 #define TRACE_MARK(i)                                         \
     do {                                                      \
@@ -210,6 +233,7 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
 #define TRACE_MARKS_BEGIN
 #define TRACE_MARK(i)
 #define TRACE_MARKS_END
+#define TRACE_LAST_CTA
 #endif
 
 // Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this
@@ -257,51 +281,6 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 #endif
 }
 
-
-// ---- Bulk copies global -> shared through the tensor memory accelerator (sm_90; no-ops before:
-// callers use them only under an sm_90 path). The copy's bytes complete the transaction count of
-// an mbarrier in shared memory that the consumers wait on, not the issuing thread's cp.async
-// groups, and the request bypasses the SM's load/store pipeline (it does not queue behind the
-// thread's own outstanding global loads).
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n\tfence.mbarrier_init.release.cluster;" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(bar)), "r"(count) : "memory");
-#endif
-}
-// Thread's arrival that also expects `bytes` more transaction bytes in this phase.
-__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(bar)), "r"(bytes) : "memory");
-#endif
-}
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from `src` to shared `dst`,
-// completing on `bar`. Shared memory that generic loads read before must be fenced first
-// (fence_proxy_async_shared).
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(bar))
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void fence_proxy_async_shared() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-// Blocks until phase `parity` of `bar` has completed.
-__device__ __forceinline__ void mbar_wait_parity(unsigned long long* bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-    const unsigned a = (unsigned)__cvta_generic_to_shared(bar);
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(a), "r"(parity) : "memory");
-    }
-#endif
-}
 
 // ---- wgmma (sm_90a: the library is compiled for sm_90a on sm_90 devices) ----
 // A warpgroup (4 consecutive warps, the first warp index divisible by 4) issues one

@@ -134,6 +134,7 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
     TRACE_MARKS_END;
+    TRACE_LAST_CTA;
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -367,35 +368,15 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     int u = active ? split : units, phase = 0;
-#ifdef B1_PLANES_BULK
-    // Measurement variant: the planes come by one bulk copy per chunk (the tensor memory
-    // accelerator) instead of every thread's cp.async, so they need not queue behind the SM's
-    // weight loads in flight (kernel-notes round 19). Needs even chunks (16-byte (s, X) rows).
-    __shared__ unsigned long long planes_bar;
-    if (threadIdx.x == 0) mbar_init(&planes_bar, 1);
-    unsigned bar_phase = 0;
-#endif
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
-#ifdef B1_PLANES_BULK
-        if (threadIdx.x == 0) {
-            fence_proxy_async_shared();  // generic reads of the previous chunk before the async writes
-            const unsigned plane_bytes = cg * B1_GROUP_WORDS * 4, gsx_bytes = 2 * cg * 4;
-            mbar_arrive_expect_tx(&planes_bar, plane_bytes + gsx_bytes);
-            bulk_copy_to_shared(b1_smem, planes + (long long)c0 * B1_GROUP_WORDS, plane_bytes, &planes_bar);
-            bulk_copy_to_shared(gsx, gsx_all + 2 * c0, gsx_bytes, &planes_bar);
-        }
-        mbar_wait_parity(&planes_bar, bar_phase);
-        bar_phase ^= 1;
-#else
         const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
         for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
         for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
-#endif
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
         for (; u < u_end; u += splits) {
@@ -440,6 +421,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;
+    TRACE_LAST_CTA;
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
