@@ -176,6 +176,8 @@ trace)
         run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
     done
     run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
+    # Plus each binary GEMV's and prepare's last CTA (mark 15; it delays that CTA's exit).
+    run trace-cta-bonsai-8b env BONSAI_TRACE=cta "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     ;;
 prefetch)
     # Each binary GEMV's CTAs asking L2 for the next GEMV's weights (BONSAI_L2_PREFETCH=1, off by

@@ -38,10 +38,26 @@ const RELEASED: u64 = 2;
 const MARK: u64 = 16;
 const MARKS: u64 = 16;
 
-/// Whether `BONSAI_TRACE=1`, read once per process.
+/// `BONSAI_TRACE`, read once per process: 1 traces, `cta` also marks each binary GEMV's and
+/// prepare's last CTA (mark 15). That mark costs the last CTA three atomic round trips before it
+/// exits, so the `next` column of those kernels grows by ~1.5 us: a separate level.
+fn level() -> u8 {
+    static LEVEL: OnceLock<u8> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var(TRACE_VAR).as_deref().map(str::trim) {
+        Ok("1") => 1,
+        Ok("cta") => 2,
+        _ => 0,
+    })
+}
+
+/// Whether the timeline is on (`BONSAI_TRACE=1` or `cta`).
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(TRACE_VAR).is_ok_and(|v| v.trim() == "1"))
+    level() > 0
+}
+
+/// Whether the last-CTA marks are on (`BONSAI_TRACE=cta`).
+pub fn last_cta_marks() -> bool {
+    level() == 2
 }
 
 /// One launch as recorded: the kernel's name and geometry.
