@@ -29,7 +29,7 @@
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
 #   variants  compile-time kernel variants (VARIANTS="base NAME ...") against the default: verify,
 #           check, tg128 alternating, traces
-#   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, down)
+#   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -272,7 +272,8 @@ variants)
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state
-    # sampling), for Bonsai-8B's gate_up and down launched alone (ncu serializes launches): the
+    # sampling), for Bonsai-8B's gate_up and one Add GEMV (the 21st `_add_gemv_b1_early` launch:
+    # attn_out in the run of 2026-11-30), each launched alone (ncu serializes launches): the
     # sections as text, the source page as CSV (one row per SASS instruction with its samples).
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
     for k in gate_up_swiglu_q1_gemv_b1 matmul_q1_add_gemv_b1_early; do

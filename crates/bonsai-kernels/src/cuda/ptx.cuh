@@ -205,6 +205,7 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
 // that time as mark TRACE_LAST_CTA_SLOT and resets both for the next launch. Against CTA 0's own
 // marks it shows how far the slowest CTA trails (the grid completes only with it). Only under
 // BONSAI_TRACE=cta (BONSAI_TRACE_LAST_CTA): the atomics delay the last CTA's exit by ~1.5 us.
+// Meaningless inside the persistent decode chain (it runs the GEMV body once per stage per CTA).
 #define TRACE_LAST_CTA_SLOT 15
 __device__ unsigned long long bonsai_trace_last_end;
 __device__ unsigned bonsai_trace_done_ctas;
