@@ -176,7 +176,7 @@ trace)
         run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
     done
     run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
-    # Plus each binary GEMV's and prepare's last CTA (mark 15; it delays that CTA's exit).
+    # Plus every CTA's end of the binary GEMVs and prepares (the CTA table; one atomic per CTA).
     run trace-cta-bonsai-8b env BONSAI_TRACE=cta "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     ;;
 prefetch)

@@ -31,16 +31,17 @@ use crate::cuda::KernelLibrary;
 pub const TRACE_VAR: &str = "BONSAI_TRACE";
 /// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh; these constants are checked
 /// against it by a test).
-const CAPACITY: usize = 16384;
+const CAPACITY: usize = 65536;
 const STARTED: u64 = 1;
 const RELEASED: u64 = 2;
+const CTA_END: u64 = 3;
 /// TRACE_MARK_BASE / TRACE_MARK_SLOTS: phase i of a kernel is event kind MARK + i, i < MARKS.
 const MARK: u64 = 16;
 const MARKS: u64 = 16;
 
-/// `BONSAI_TRACE`, read once per process: 1 traces, `cta` also marks each binary GEMV's and
-/// prepare's last CTA (mark 15). That mark costs the last CTA three atomic round trips before it
-/// exits, so the `next` column of those kernels grows by ~1.5 us: a separate level.
+/// `BONSAI_TRACE`, read once per process: 1 traces, `cta` also records every CTA's end of the
+/// binary GEMVs and prepares (the CTA table). Each CTA's atomic delays its exit by a round trip,
+/// so the `next` column of those kernels grows: a separate level.
 fn level() -> u8 {
     static LEVEL: OnceLock<u8> = OnceLock::new();
     *LEVEL.get_or_init(|| match std::env::var(TRACE_VAR).as_deref().map(str::trim) {
@@ -55,8 +56,8 @@ pub fn enabled() -> bool {
     level() > 0
 }
 
-/// Whether the last-CTA marks are on (`BONSAI_TRACE=cta`).
-pub fn last_cta_marks() -> bool {
+/// Whether every CTA's end is recorded (`BONSAI_TRACE=cta`).
+pub fn cta_ends() -> bool {
     level() == 2
 }
 
@@ -115,6 +116,8 @@ pub enum EventKind {
     Released,
     /// CTA 0 reached the kernel's phase mark i.
     Mark(u8),
+    /// A CTA (`cta`, on SM `sm`) ended (`BONSAI_TRACE=cta`).
+    CtaEnd { cta: u16, sm: u8 },
 }
 
 /// One device event.
@@ -127,6 +130,12 @@ pub struct Event {
 }
 
 fn decode_event(ns: u64, word: u64) -> Option<Event> {
+    if word & 0xFF == CTA_END {
+        // event | blockIdx.x << 8 | smid << 20 | gridDim.x << 28 | blockDim.x << 40 (ptx.cuh).
+        let kind = EventKind::CtaEnd { cta: ((word >> 8) & 0xFFF) as u16, sm: ((word >> 20) & 0xFF) as u8 };
+        let grid = (((word >> 28) & 0xFFF) as u32, 1);
+        return Some(Event { ns, kind, grid, block: ((word >> 40) & 0x7FF) as u32 });
+    }
     let kind = match word & 0xFF {
         STARTED => EventKind::Started,
         RELEASED => EventKind::Released,
@@ -238,6 +247,7 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
         }
     }
     let _ = write!(out, "{}", phase_table(launches, &released[..n], events));
+    let _ = write!(out, "{}", cta_table(launches, &released[..n], events));
     per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
     let total: f64 = per_name.iter().map(|p| p.2).sum();
     let _ =
@@ -296,7 +306,7 @@ fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event])
         return String::new();
     }
     let mut out = String::from(
-        "\nphase marks of CTA 0, mean us after the kernel's release (mark: time; 15: the last CTA's end), then the next release:\n",
+        "\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n",
     );
     for (name, count, next, marks) in &rows {
         let _ = write!(out, "  {:<44} {count:>4} x", truncate(name, 44));
@@ -306,6 +316,91 @@ fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event])
             }
         }
         let _ = writeln!(out, "  | next {:.2}", next / *count as f64);
+    }
+    out
+}
+
+/// Per kernel name with CTA ends (`BONSAI_TRACE=cta`): mean us after the release of CTA 0's end,
+/// the median CTA's, the last CTA's and the next release; then the CTAs and SMs most often among
+/// the last eighth to end (count over the launches).
+fn cta_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -> String {
+    struct Row {
+        name: String,
+        launches: usize,
+        sums: [f64; 4],
+        late_ctas: HashMap<u16, usize>,
+        late_sms: HashMap<u8, usize>,
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    for i in 0..released.len().saturating_sub(1) {
+        let (start, end) = (released[i].ns, released[i + 1].ns);
+        let mut ends: Vec<(u64, u16, u8)> = events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::CtaEnd { cta, sm }
+                    if e.ns >= start && e.ns < end && e.grid.0 == launches[i].grid.0 && e.block == launches[i].block =>
+                {
+                    Some((e.ns - start, cta, sm))
+                }
+                _ => None,
+            })
+            .collect();
+        if ends.len() < launches[i].grid.0 as usize {
+            continue; // not every CTA recorded (or not a recording kernel)
+        }
+        ends.sort_unstable();
+        let first_cta = ends.iter().find(|e| e.1 == 0).map_or(0, |e| e.0);
+        let row = match rows.iter().position(|r| r.name == launches[i].name) {
+            Some(r) => r,
+            None => {
+                rows.push(Row {
+                    name: launches[i].name.clone(),
+                    launches: 0,
+                    sums: [0.0; 4],
+                    late_ctas: HashMap::new(),
+                    late_sms: HashMap::new(),
+                });
+                rows.len() - 1
+            }
+        };
+        let r = &mut rows[row];
+        r.launches += 1;
+        let us = |ns: u64| ns as f64 / 1e3;
+        r.sums[0] += us(first_cta);
+        r.sums[1] += us(ends[ends.len() / 2].0);
+        r.sums[2] += us(ends[ends.len() - 1].0);
+        r.sums[3] += us(end - start);
+        for &(_, cta, sm) in &ends[ends.len() - ends.len().div_ceil(8)..] {
+            *r.late_ctas.entry(cta).or_default() += 1;
+            *r.late_sms.entry(sm).or_default() += 1;
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let top = |m: &HashMap<u16, usize>| {
+        let mut v: Vec<(u16, usize)> = m.iter().map(|(&k, &c)| (k, c)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.iter().take(8).map(|(k, c)| format!("{k}:{c}")).collect::<Vec<_>>().join(" ")
+    };
+    let mut out = String::from(
+        "\nCTA ends, mean us after the release: CTA 0 / median CTA / last CTA / next release; then the CTAs and SMs most often in the last eighth (id:count):\n",
+    );
+    for r in &rows {
+        let n = r.launches as f64;
+        let sms: HashMap<u16, usize> = r.late_sms.iter().map(|(&k, &c)| (k as u16, c)).collect();
+        let _ = writeln!(
+            out,
+            "  {:<44} {:>4} x  {:.2} / {:.2} / {:.2} / {:.2}\n      late CTAs {}\n      late SMs  {}",
+            truncate(&r.name, 44),
+            r.launches,
+            r.sums[0] / n,
+            r.sums[1] / n,
+            r.sums[2] / n,
+            r.sums[3] / n,
+            top(&r.late_ctas),
+            top(&sms)
+        );
     }
     out
 }
@@ -335,7 +430,7 @@ mod tests {
         assert_eq!(cu_define(ptx, "TRACE_RELEASED") as u64, RELEASED);
         assert_eq!(cu_define(ptx, "TRACE_MARK_BASE") as u64, MARK);
         assert_eq!(cu_define(ptx, "TRACE_MARK_SLOTS") as u64, MARKS);
-        assert!((cu_define(ptx, "TRACE_LAST_CTA_SLOT") as u64) < MARKS, "the last-CTA mark is one of the slots");
+        assert_eq!(cu_define(ptx, "TRACE_CTA_END") as u64, CTA_END);
     }
 
     #[test]
@@ -364,6 +459,28 @@ mod tests {
         // Only the first gemv_a has a next release; its marks at 1.00 and 3.00 us, next at 4.00.
         assert!(text.contains("2: 1.00  5: 3.00  | next 4.00"), "{text}");
         assert!(text.contains("gemv_a") && text.contains("   1 x"), "{text}");
+    }
+
+    #[test]
+    fn cta_ends_decode_and_rank_per_launch() {
+        let word = CTA_END | (5 << 8) | (77 << 20) | (4 << 28) | (512 << 40);
+        let e = decode_event(3, word).expect("a CTA end");
+        assert_eq!((e.kind, e.grid.0, e.block), (EventKind::CtaEnd { cta: 5, sm: 77 }, 4, 512));
+        // A 4-CTA launch released at 0 (next release 10 us): CTA 0 ends at 2, the others at 3, 4
+        // and 8 us (CTA 3 on SM 9 last); the median of four is the third, 4 us.
+        let launches = [launch("gemv_a", 4, 512), launch("prep", 4, 256)];
+        let end = |ns: u64, cta: u16, sm: u8| Event { ns, kind: EventKind::CtaEnd { cta, sm }, grid: (4, 1), block: 512 };
+        let events = [
+            event(0, true, 4, 512),
+            end(2_000, 0, 1),
+            end(3_000, 1, 2),
+            end(4_000, 2, 3),
+            end(8_000, 3, 9),
+            event(10_000, true, 4, 256),
+        ];
+        let text = report(&launches, &events);
+        assert!(text.contains("1 x  2.00 / 4.00 / 8.00 / 10.00"), "{text}");
+        assert!(text.contains("late CTAs 3:1") && text.contains("late SMs  9:1"), "{text}");
     }
 
     #[test]

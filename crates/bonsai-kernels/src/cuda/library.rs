@@ -178,8 +178,8 @@ impl KernelLibrary {
         if crate::trace::enabled() {
             source.push_str("#define BONSAI_TRACE 1\n");
         }
-        if crate::trace::last_cta_marks() {
-            source.push_str("#define BONSAI_TRACE_LAST_CTA 1\n");
+        if crate::trace::cta_ends() {
+            source.push_str("#define BONSAI_TRACE_CTA_ENDS 1\n");
         }
         source.push_str(&combined_source());
         let mut steps = Vec::new();

@@ -146,7 +146,7 @@ __device__ __forceinline__ void mma_tf32_16x8x8(float* c, const u32* a, u32 b0, 
 // own phase marks (TRACE_MARK_BASE + i: TRACE_MARK, below; the binary GEMV's TC_MARK). Without the define
 // the hooks are empty. Layout mirrored in trace.rs.
 #ifdef BONSAI_TRACE
-#define TRACE_CAPACITY 16384
+#define TRACE_CAPACITY 65536
 #define TRACE_STARTED 1u
 #define TRACE_RELEASED 2u
 #define TRACE_MARK_BASE 16u
@@ -200,34 +200,31 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
         ++slot;
     }
 }
-// The last CTA of a kernel to finish (thread 0 of every CTA, at the kernel's end): each CTA
-// raises the latest end time seen, then counts itself; the CTA that completes the count appends
-// that time as mark TRACE_LAST_CTA_SLOT and resets both for the next launch. Against CTA 0's own
-// marks it shows how far the slowest CTA trails (the grid completes only with it). Only under
-// BONSAI_TRACE=cta (BONSAI_TRACE_LAST_CTA): the atomics delay the last CTA's exit by ~1.5 us.
-// Meaningless inside the persistent decode chain (it runs the GEMV body once per stage per CTA).
-#define TRACE_LAST_CTA_SLOT 15
-__device__ unsigned long long bonsai_trace_last_end;
-__device__ unsigned bonsai_trace_done_ctas;
-__device__ __forceinline__ void trace_last_cta() {
+// Every CTA's end (thread 0 of every CTA of the binary GEMVs and prepares, at the kernel's end),
+// as event TRACE_CTA_END with its blockIdx.x and SM: trace.rs's CTA table (the spread of CTA
+// ends after the release, and which CTAs / SMs come last; the next kernel is released only after
+// the last). Only under BONSAI_TRACE=cta (BONSAI_TRACE_CTA_ENDS): one atomic per CTA delays each
+// CTA's exit by a round trip. Word: event | blockIdx.x << 8 | smid << 20 | gridDim.x << 28 |
+// blockDim.x << 40. Inside the persistent decode chain it records once per stage per CTA.
+#define TRACE_CTA_END 3u
+__device__ __forceinline__ void trace_cta_end() {
     if (threadIdx.x != 0 || threadIdx.y != 0 || !bonsai_trace_on) return;
-    atomicMax(&bonsai_trace_last_end, trace_now());
-    __threadfence();
-    if (atomicAdd(&bonsai_trace_done_ctas, 1u) + 1u != gridDim.x * gridDim.y * gridDim.z) return;
-    __threadfence();
-    const unsigned long long last = atomicExch(&bonsai_trace_last_end, 0ull);
-    bonsai_trace_done_ctas = 0u;
+    const unsigned long long now = trace_now();
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
     const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
     if (slot < TRACE_CAPACITY) {
-        bonsai_trace[slot][0] = last;
-        bonsai_trace[slot][1] = (TRACE_MARK_BASE + TRACE_LAST_CTA_SLOT) | ((unsigned long long)blockDim.x << 8) |
-                                ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
+        bonsai_trace[slot][0] = now;
+        bonsai_trace[slot][1] = TRACE_CTA_END | ((unsigned long long)(blockIdx.x & 0xFFFu) << 8) |
+                                ((unsigned long long)(smid & 0xFFu) << 20) |
+                                ((unsigned long long)(gridDim.x & 0xFFFu) << 28) |
+                                ((unsigned long long)(blockDim.x & 0x7FFu) << 40);
     }
 }
-#ifdef BONSAI_TRACE_LAST_CTA
-#define TRACE_LAST_CTA trace_last_cta()
+#ifdef BONSAI_TRACE_CTA_ENDS
+#define TRACE_CTA_ENDS trace_cta_end()
 #else
-#define TRACE_LAST_CTA
+#define TRACE_CTA_ENDS
 #endif
 #define TRACE_MARKS_BEGIN TraceMarks trace_marks_ = {trace_thread(), {}}
 #define TRACE_MARK(i)                                         \
@@ -239,7 +236,7 @@ __device__ __forceinline__ void trace_last_cta() {
 #define TRACE_MARKS_BEGIN
 #define TRACE_MARK(i)
 #define TRACE_MARKS_END
-#define TRACE_LAST_CTA
+#define TRACE_CTA_ENDS
 #endif
 
 // Programmatic dependent launch (sm_90+; no-ops before). `griddep_wait` blocks until the grid this

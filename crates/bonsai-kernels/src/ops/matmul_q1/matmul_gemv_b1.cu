@@ -134,7 +134,7 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
     TRACE_MARKS_END;
-    TRACE_LAST_CTA;
+    TRACE_CTA_ENDS;
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -421,7 +421,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;
-    TRACE_LAST_CTA;
+    TRACE_CTA_ENDS;
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
