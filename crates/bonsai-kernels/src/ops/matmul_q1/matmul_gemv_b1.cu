@@ -32,6 +32,15 @@
 // Dynamic shared memory (`b1_smem_bytes` in tc_geometry.rs): planes and (s, X) of chunk_groups
 // groups, then partials [warps][16][2] f32.
 
+// Measurement variant B1_STORE_TRIGGER_AFTER_LOOP: the plain (Store) GEMV, the decode step's qkv,
+// launches its dependents (qk_norm_rope's 48 small CTAs) after its loop instead of at its start
+// (kernel-notes round 19: qkv's slowest CTAs sit on the same SMs every launch).
+#ifdef B1_STORE_TRIGGER_AFTER_LOOP
+#define B1_LATE_TRIGGER(MODE) ((MODE) == MATMUL_STORE)
+#else
+#define B1_LATE_TRIGGER(MODE) false
+#endif
+
 #define B1_PLANES 24
 #define B1_WORDS (B1_PLANES / 8)
 #define B1_GROUP_WORDS (WARP_SIZE * B1_WORDS)
@@ -401,6 +410,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
 
     TC_MARK(3);
+    if (B1_LATE_TRIGGER(MODE)) griddep_launch_dependents();
     // Null (a compile-time constant) in every entry point but the `_pf` ones.
     if (prefetch != nullptr) b1_prefetch_share(*prefetch, cta, gridDim.x);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
