@@ -305,9 +305,7 @@ fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event])
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        "\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n",
-    );
+    let mut out = String::from("\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n");
     for (name, count, next, marks) in &rows {
         let _ = write!(out, "  {:<44} {count:>4} x", truncate(name, 44));
         for (m, (c, sum)) in marks.iter().enumerate() {
@@ -329,7 +327,7 @@ fn cta_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -
         launches: usize,
         sums: [f64; 4],
         late_ctas: HashMap<u16, usize>,
-        late_sms: HashMap<u8, usize>,
+        late_sms: HashMap<u16, usize>,
     }
     let mut rows: Vec<Row> = Vec::new();
     for i in 0..released.len().saturating_sub(1) {
@@ -372,7 +370,7 @@ fn cta_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -
         r.sums[3] += us(end - start);
         for &(_, cta, sm) in &ends[ends.len() - ends.len().div_ceil(8)..] {
             *r.late_ctas.entry(cta).or_default() += 1;
-            *r.late_sms.entry(sm).or_default() += 1;
+            *r.late_sms.entry(u16::from(sm)).or_default() += 1;
         }
     }
     if rows.is_empty() {
@@ -388,7 +386,6 @@ fn cta_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -
     );
     for r in &rows {
         let n = r.launches as f64;
-        let sms: HashMap<u16, usize> = r.late_sms.iter().map(|(&k, &c)| (k as u16, c)).collect();
         let _ = writeln!(
             out,
             "  {:<44} {:>4} x  {:.2} / {:.2} / {:.2} / {:.2}\n      late CTAs {}\n      late SMs  {}",
@@ -399,7 +396,7 @@ fn cta_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -
             r.sums[2] / n,
             r.sums[3] / n,
             top(&r.late_ctas),
-            top(&sms)
+            top(&r.late_sms)
         );
     }
     out

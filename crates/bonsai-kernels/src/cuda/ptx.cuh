@@ -158,15 +158,19 @@ __device__ __forceinline__ bool trace_thread() {
     return threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
            bonsai_trace_on;
 }
+// Appends one event (time, packed word) to the buffer; dropped once it is full.
+__device__ __forceinline__ void trace_append(unsigned long long ns, unsigned long long word) {
+    const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
+    if (slot < TRACE_CAPACITY) {
+        bonsai_trace[slot][0] = ns;
+        bonsai_trace[slot][1] = word;
+    }
+}
 __device__ __forceinline__ void trace_record(unsigned event) {
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
-    if (slot < TRACE_CAPACITY) {
-        bonsai_trace[slot][0] = now;
-        bonsai_trace[slot][1] = (unsigned long long)event | ((unsigned long long)blockDim.x << 8) |
-                                ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44);
-    }
+    trace_append(now, (unsigned long long)event | ((unsigned long long)blockDim.x << 8) |
+                          ((unsigned long long)gridDim.x << 20) | ((unsigned long long)gridDim.y << 44));
 }
 // A kernel's phase marks (slot i: when CTA 0's thread 0 reached phase i), kept in registers and
 // appended together at the kernel's end (TRACE_MARKS_END): one global atomic per kernel, not one
@@ -212,14 +216,9 @@ __device__ __forceinline__ void trace_cta_end() {
     const unsigned long long now = trace_now();
     unsigned smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    const unsigned slot = atomicAdd(&bonsai_trace_len, 1u);
-    if (slot < TRACE_CAPACITY) {
-        bonsai_trace[slot][0] = now;
-        bonsai_trace[slot][1] = TRACE_CTA_END | ((unsigned long long)(blockIdx.x & 0xFFFu) << 8) |
-                                ((unsigned long long)(smid & 0xFFu) << 20) |
-                                ((unsigned long long)(gridDim.x & 0xFFFu) << 28) |
-                                ((unsigned long long)(blockDim.x & 0x7FFu) << 40);
-    }
+    trace_append(now, TRACE_CTA_END | ((unsigned long long)(blockIdx.x & 0xFFFu) << 8) |
+                          ((unsigned long long)(smid & 0xFFu) << 20) | ((unsigned long long)(gridDim.x & 0xFFFu) << 28) |
+                          ((unsigned long long)(blockDim.x & 0x7FFu) << 40));
 }
 #ifdef BONSAI_TRACE_CTA_ENDS
 #define TRACE_CTA_ENDS trace_cta_end()
