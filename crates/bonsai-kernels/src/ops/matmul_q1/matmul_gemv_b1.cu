@@ -78,8 +78,14 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
 // the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
 // quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
 // variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
+// `mark(i)`: the decode trace's phase marks 1-4 of the prepare kernel (x arrived, max found, sum
+// of q found, planes stored); a no-op everywhere else.
+struct B1NoMarks {
+    __device__ void operator()(int) const {}
+};
+template <class Marks = B1NoMarks>
 __device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
-                                                 u32* gsx_group, float* sq_group) {
+                                                 u32* gsx_group, float* sq_group, Marks mark = {}) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     float v[LAYOUT_LANES];
@@ -91,10 +97,12 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
         if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
     }
     sq = warp_sum(sq);
+    mark(1);
     float amax = 0.0f;
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) amax = fmaxf(amax, fabsf(v[t]));
     amax = warp_max(amax);
+    mark(2);
     // max|x_G| < 2^E (biased exponent - 126 for a normal amax; 0 and subnormals take the floor).
     const int e = max((int)((__float_as_uint(amax) >> 23) & 0xFFu) - 126, B1_MIN_EXP);
     const float to_int = b1_pow2(B1_PLANES - 2 - e);  // exact scaling: |x * to_int| < 2^(P - 2)
@@ -106,6 +114,7 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
         qsum += q[t];
     }
     qsum = b1_warp_sum_int(qsum);
+    mark(3);
     if (lane == 0) {
         gsx_group[0] = __float_as_uint(b1_pow2(e - B1_PLANES + 2));
         gsx_group[1] = (u32)qsum;
@@ -118,18 +127,20 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
         const u32 plane = b1_transpose_bits((u32)q[t], lane);
         if (lane < B1_PLANES) planes_group[(4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane;
     }
+    mark(4);
 }
 
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
 // a warp per group (b1_prepare_group).
+template <class Marks = B1NoMarks>
 __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x, const float* __restrict__ norm_w,
                                                      int k, u32* __restrict__ planes, u32* __restrict__ gsx,
-                                                     float* __restrict__ group_sq) {
+                                                     float* __restrict__ group_sq, Marks mark = {}) {
     const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
     if (group >= k / GROUP_SIZE) return;
     const long long first = (long long)group * GROUP_SIZE;
     b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
-                     gsx + 2 * group, group_sq + group);
+                     gsx + 2 * group, group_sq + group, mark);
 }
 
 extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
@@ -140,7 +151,10 @@ extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once (triggering
     // only after x is in measured slower: kernel-notes round 19).
     griddep_launch_dependents();
-    gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq);
+    gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq, [&](int i) {
+        TRACE_MARK(i);  // empty without BONSAI_TRACE
+        (void)i;
+    });
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;
