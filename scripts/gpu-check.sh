@@ -244,7 +244,8 @@ variants)
     # Compile-time variants (`#ifdef NAME` in a kernel) against the default, all compiled by this
     # machine's nvcc (the default too: BONSAI_SKIP_EMBEDDED=1) through BONSAI_KERNEL_DEFINES:
     # VARIANTS="base NAME NAME1,NAME2 ..." (base = no define). The caches (plain and traced) are
-    # built in parallel first; then verify of VARIANT_VERIFY groups (default matmul) and the
+    # built in parallel first; then verify of VARIANT_VERIFY groups (default matmul) at
+    # VARIANT_SHAPES (all or small; matmul at all shapes takes over 200 s per variant) and the
     # synthetic check under each non-base variant, tg128 alternating (VARIANT_ROUNDS, default 2),
     # and one traced run of each.
     VARIANTS=${VARIANTS:?variants: set VARIANTS}
@@ -256,7 +257,7 @@ variants)
     wait
     for v in $VARIANTS; do
         [ "$v" = base ] && continue
-        run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}"
+        run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
         run "variant-check-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" check --synthetic bonsai-8b -n 16
     done
     for r in $(seq "${VARIANT_ROUNDS:-2}"); do
