@@ -29,6 +29,8 @@
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
 #   variants  compile-time kernel variants (VARIANTS="base NAME ...") against the default: verify,
 #           check, tg128 alternating, traces
+#   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
+#           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
@@ -269,6 +271,27 @@ variants)
     done
     for v in $VARIANTS; do
         run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    done
+    ;;
+knobs)
+    # Run-time measurement knobs against the default, on the production kernels: KNOBS="A=1
+    # B=2,C=0 ..." (each item one setting, its assignments comma-separated). Per setting the
+    # synthetic check, then tg128 of both 8B models alternating with the default (KNOB_ROUNDS,
+    # default 2), then one traced run of each.
+    KNOBS=${KNOBS:?knobs: set KNOBS}
+    for k in $KNOBS; do
+        run "knob-check-$k" env ${k//,/ } "$BIN" check --synthetic bonsai-8b -n 16
+    done
+    for r in $(seq "${KNOB_ROUNDS:-2}"); do
+        for g in bonsai-8b ternary-8b; do
+            run "knob-$g-default-$r" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            for k in $KNOBS; do
+                run "knob-$g-$k-$r" env ${k//,/ } "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+            done
+        done
+    done
+    for k in $KNOBS; do
+        run "knob-trace-$k" env BONSAI_TRACE=1 ${k//,/ } "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
 gemv-stalls)

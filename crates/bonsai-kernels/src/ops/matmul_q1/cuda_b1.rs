@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
@@ -112,6 +112,19 @@ pub(crate) struct PlanesOutArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
+/// `BONSAI_PREPARE_ALONE=1` (measurement knob, off by default): every `gemv_b1_prepare` runs as
+/// PREPARE_ALONE_CTAS CTAs (up to 32 warps each) that each take all of an SM's shared memory, so
+/// no GEMV CTA shares their SMs: the 128-CTA GEMVs leave 4 of the H200's 132 SMs free, and the
+/// prepare's x loads then do not queue behind a co-resident GEMV's weight stream (kernel-notes
+/// round 20).
+pub const PREPARE_ALONE_ENV: &str = "BONSAI_PREPARE_ALONE";
+const PREPARE_ALONE_CTAS: usize = 4;
+
+fn prepare_alone_on() -> Result<bool, String> {
+    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    crate::launch::env_switch(&ON, PREPARE_ALONE_ENV, false)
+}
+
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
 pub(crate) fn prepare(
@@ -126,8 +139,17 @@ pub(crate) fn prepare(
     let groups = k / GROUP;
     let k_i = as_i32(op, "K", k)?;
     let prepare = lib.function("gemv_b1_prepare")?;
-    let ctas = u32::try_from(groups.div_ceil(B1_PREPARE_WARPS)).map_err(|_| shape(op, "K too large".into()))?;
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (B1_PREPARE_WARPS as u32 * 32, 1, 1), shared_mem_bytes: 0 };
+    let alone = prepare_alone_on().map_err(|e| shape(op, e))?;
+    let warps = if alone { groups.div_ceil(PREPARE_ALONE_CTAS).clamp(1, 32) } else { B1_PREPARE_WARPS };
+    let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
+    let smem = if alone {
+        let limit = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        crate::launch::opt_in_shared_memory(op, stream, &prepare, limit, "the lone prepare CTA")?;
+        limit
+    } else {
+        0
+    };
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
     let mut b = Launch::new(stream, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,

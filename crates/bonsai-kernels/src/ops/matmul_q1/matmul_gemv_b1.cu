@@ -147,14 +147,15 @@ template <class Marks = B1NoMarks>
 __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x, const float* __restrict__ norm_w,
                                                      int k, u32* __restrict__ planes, u32* __restrict__ gsx,
                                                      float* __restrict__ group_sq, Marks mark = {}) {
-    const int group = blockIdx.x * B1_PREPARE_WARPS + threadIdx.x / WARP_SIZE;
+    const int group = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (group >= k / GROUP_SIZE) return;
     const long long first = (long long)group * GROUP_SIZE;
     b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
                      gsx + 2 * group, group_sq + group, mark);
 }
 
-extern "C" __global__ void __launch_bounds__(B1_PREPARE_WARPS * WARP_SIZE)
+// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_ALONE (cuda_b1.rs).
+extern "C" __global__ void __launch_bounds__(1024)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
