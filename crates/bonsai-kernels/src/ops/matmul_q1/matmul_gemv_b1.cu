@@ -32,26 +32,6 @@
 // Dynamic shared memory (`b1_smem_bytes` in tc_geometry.rs): planes and (s, X) of chunk_groups
 // groups, then partials [warps][16][2] f32.
 
-// Measurement variant B1_STORE_TRIGGER_AFTER_LOOP: the plain (Store) GEMV, the decode step's qkv,
-// launches its dependents (qk_norm_rope's 48 small CTAs) after its loop instead of at its start
-// (kernel-notes round 19: qkv's slowest CTAs sit on the same SMs every launch).
-#ifdef B1_STORE_TRIGGER_AFTER_LOOP
-#define B1_LATE_TRIGGER(MODE) ((MODE) == MATMUL_STORE)
-#else
-#define B1_LATE_TRIGGER(MODE) false
-#endif
-
-// Measurement variant B1_DEFERRED_FINISH: a unit's finish (the quad shuffles, scales, FFMA) runs
-// after the next unit's mma and weighting, in the same ring slot, so the two dependency chains
-// interleave (kernel-notes round 19: the loop waits on fixed-latency dependencies as often as it
-// issues). Measurement variant B1_Q2_AHEAD2: the 2-bit GEMV keeps two units ahead in its register
-// ring instead of one (per SM ~26 KB of weights in flight for ternary gate_up otherwise).
-#ifdef B1_Q2_AHEAD2
-#define B1_AHEAD(BITS) ((BITS) == 2 ? 2 : TC_AHEAD(BITS, 1))
-#else
-#define B1_AHEAD(BITS) TC_AHEAD(BITS, 1)
-#endif
-
 #define B1_PLANES 24
 #define B1_WORDS (B1_PLANES / 8)
 #define B1_GROUP_WORDS (WARP_SIZE * B1_WORDS)
@@ -350,7 +330,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
-    constexpr int AHEAD = B1_AHEAD(BITS);
+    constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -414,15 +394,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
-        constexpr int PAIRS = (NB + 1) / 2;
-#ifdef B1_DEFERRED_FINISH
-        // The previous unit's sums, finished after this unit's mma (same warp-uniform slot branch).
-        u32 prev_sums[PAIRS][2][2];
-        float prev_d[PAIRS][2];
-        int prev_gl0 = -1;
-#endif
         for (; u < u_end; u += splits) {
             const int gl0 = u * NB - c0;  // the unit's first group within the chunk
+            constexpr int PAIRS = (NB + 1) / 2;
             u32 sums[PAIRS][2][2];  // [pair][group of the pair][row g / g + 8]
             float d[PAIRS][2];
 #pragma unroll
@@ -431,36 +405,18 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                 TcUnit<BITS, NB>& r = ring[a];
                 b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
                 if (loaded < units) tc_load(r, wnext, snext);
-#ifdef B1_DEFERRED_FINISH
-                if (prev_gl0 >= 0) acc = b1_unit_finish<NB>(prev_sums, prev_d, gsx + 2 * prev_gl0, t, acc);
-#endif
             }
-#ifdef B1_DEFERRED_FINISH
-#pragma unroll
-            for (int pr = 0; pr < PAIRS; ++pr)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    prev_sums[pr][i / 2][i % 2] = sums[pr][i / 2][i % 2];
-                    if (i < 2) prev_d[pr][i] = d[pr][i];
-                }
-            prev_gl0 = gl0;
-#else
-            // The swaps run outside the ring-slot dispatch, where the warp is visibly converged.
+            // The swaps run outside the ring-slot dispatch, where the warp is visibly converged
+            // (finishing a unit after the next unit's mma instead measured 4% slower: round 20).
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
-#endif
             phase = phase == AHEAD ? 0 : phase + 1;
             loaded += splits;
 #pragma unroll
             for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
         }
-#ifdef B1_DEFERRED_FINISH
-        // The chunk's last unit, before the next chunk's staging overwrites its (s, X).
-        if (prev_gl0 >= 0) acc = b1_unit_finish<NB>(prev_sums, prev_d, gsx + 2 * prev_gl0, t, acc);
-#endif
     }
 
     TC_MARK(3);
-    if (B1_LATE_TRIGGER(MODE)) griddep_launch_dependents();
     // Null (a compile-time constant) in every entry point but the `_pf` ones.
     if (prefetch != nullptr) b1_prefetch_share(*prefetch, cta, gridDim.x);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.

@@ -23,7 +23,7 @@
         PREFIX##_gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
                          int splits, int chunk_groups, int norm, float norm_eps) {               \
-        if (!B1_LATE_TRIGGER(MODE)) griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body */ \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{});                                    \
