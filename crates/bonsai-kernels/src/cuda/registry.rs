@@ -134,6 +134,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &["gemv_b1_prepare"],
     },
     KernelSource {
+        path: "ops/matmul_q1/matmul_gemv_b1_tiles.cu",
+        text: include_str!("../ops/matmul_q1/matmul_gemv_b1_tiles.cu"),
+        entry_points: &["matmul_q1_gemv_b1_tiles", "matmul_q2_gemv_b1_tiles"],
+    },
+    KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemm.cu"),
         entry_points: &[],

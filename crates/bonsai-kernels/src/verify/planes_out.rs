@@ -8,7 +8,8 @@
 //! same norm weights. Each case runs twice on one output buffer, so group counters left non-zero
 //! by the first launch would show in the second. The plain GEMV also runs as `_gemv_b1_pf`
 //! (asking L2 for weights, a hint) and, with the Add epilogue, as `_gemv_b1_early` (reading the y
-//! it adds to before the wait): both y must be bit-identical too.
+//! it adds to before the wait): both y must be bit-identical too. So must the tiles GEMV's y
+//! (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the plain one's.
 
 
 use super::attention_planes::{planes_words, words_equal};
@@ -16,7 +17,8 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_early_residual, with_l2_prefetch, B1Planes, Epilogue, PlanesOut,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, with_l2_prefetch, B1Planes, Epilogue,
+    PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -30,18 +32,51 @@ const SMALL_CASES: [(usize, usize, Epilogue); 4] =
 const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
     [(4096, 4096, Epilogue::Add), (12288, 4096, Epilogue::SwiGlu), (4096, 12288, Epilogue::Add)];
 
+/// The tiles GEMV (`*_gemv_b1_tiles`) against the plain Store GEMV, tolerance 0 (same unit
+/// order, same finish, same store arithmetic; it runs only where the plain grid has one K split):
+/// single- and 4-group layout blocks at several waves of plain CTAs (40,000 outputs: 157 CTAs of
+/// 16 tiles), one wave (forced by `with_gemv_tiles`), the Bonsai LM head.
+const TILES_SMALL_CASES: [(usize, usize); 3] = [(40_000, 256), (3001, 512), (40_000, 512)];
+const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
+
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     let mut cases = SMALL_CASES.to_vec();
+    let mut tiles_cases = TILES_SMALL_CASES.to_vec();
     if set == ShapeSet::All {
         cases.extend(EIGHT_B_CASES);
+        tiles_cases.push(TILES_LM_HEAD);
     }
-    for (n_out, k, epilogue) in cases {
-        for bits in [1u8, 2] {
-            for normed in [false, true] {
+    for bits in [1u8, 2] {
+        for normed in [false, true] {
+            for &(n_out, k, epilogue) in &cases {
                 check(ctx, n_out, k, epilogue, bits, normed)?;
+            }
+            for &(n_out, k) in &tiles_cases {
+                check_tiles(ctx, n_out, k, bits, normed)?;
             }
         }
     }
+    Ok(())
+}
+
+fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) -> Result<(), VerifyError> {
+    let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(n_out, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(n_out, k)) };
+    let w = DeviceQMatrix::upload(&ctx.stream, &q)?;
+    let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    let mut planes = B1Planes::new(&ctx.stream, k)?;
+    prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
+    let in_eps = normed.then_some(EPS);
+    let run = |tiles: bool| -> Result<Vec<f32>, VerifyError> {
+        let mut y = poisoned(&ctx.stream, n_out)?;
+        with_gemv_tiles(tiles, || {
+            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None)
+        })?;
+        download(&ctx.stream, &y)
+    };
+    let (want, got) = (run(false)?, run(true)?);
+    let label = format!("q{bits} N={n_out} K={k}{}", if normed { " normed" } else { "" });
+    ctx.record("gemv_b1_tiles = gemv_b1", &label, Comparison::of(&got, &want, |_| 0.0));
     Ok(())
 }
 

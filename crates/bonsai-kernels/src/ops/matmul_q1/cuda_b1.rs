@@ -10,7 +10,8 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    MAX_WARPS_B1,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBits};
@@ -92,6 +93,88 @@ pub fn with_early_residual<R>(on: bool, f: impl FnOnce() -> R) -> R {
     out
 }
 
+thread_local! {
+    static TILES_OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// `BONSAI_GEMV_TILES=1` (measurement knob, off by default): a one-token Store GEMV of more than
+/// one wave of `gemv_b1` CTAs (the LM head) runs as `*_gemv_b1_tiles` (matmul_gemv_b1_tiles.cu:
+/// one CTA per SM, each warp streaming whole tiles one after another), bit-identical.
+pub const GEMV_TILES_ENV: &str = "BONSAI_GEMV_TILES";
+
+fn gemv_tiles_on() -> Result<bool, String> {
+    if let Some(on) = TILES_OVERRIDE.with(|c| c.get()) {
+        return Ok(on);
+    }
+    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    crate::launch::env_switch(&ON, GEMV_TILES_ENV, false)
+}
+
+/// Runs `f` with the tiles GEMV switched on or off for the launches it makes from this thread,
+/// whatever BONSAI_GEMV_TILES says (verify compares both; the previous setting is restored).
+/// Switched on this way it also takes GEMVs of one wave or less, so small shapes exercise it.
+pub fn with_gemv_tiles<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let before = TILES_OVERRIDE.with(|c| c.replace(Some(on)));
+    let out = f();
+    TILES_OVERRIDE.with(|c| c.set(before));
+    out
+}
+
+/// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
+const TILES_WARPS: usize = MAX_WARPS_B1;
+
+/// The `*_gemv_b1_tiles` launch (see [`GEMV_TILES_ENV`]) when it applies: a Store GEMV whose plain
+/// grid (`plain`) is more than one CTA per SM with one K split, and whose planes fit in shared
+/// memory at once. Returns whether it launched.
+#[allow(clippy::too_many_arguments)]
+fn launch_tiles(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    bits: QuantBits,
+    plain: &super::matmul::TcGeometry,
+    n_out: usize,
+    k: usize,
+    (scales, payload, y): (u64, u64, u64),
+    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+    norm_eps: Option<f32>,
+) -> Result<bool, LaunchError> {
+    let op = Epilogue::Store.op_name();
+    let sms = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let groups = k / GROUP;
+    let smem = groups * (B1_GROUP_WORDS + 2) * 4;
+    let forced = TILES_OVERRIDE.with(|c| c.get()) == Some(true);
+    // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
+    let applies = plain.splits == 1 && smem <= MAX_TILES_SMEM && (forced || plain.ctas as usize > sms);
+    if !gemv_tiles_on().map_err(|e| shape(op, e))? || !applies {
+        return Ok(false);
+    }
+    let tiles = n_out.div_ceil(16);
+    let ctas = tiles.div_ceil(TILES_WARPS).min(sms) as u32;
+    let name = match bits {
+        QuantBits::One => "matmul_q1_gemv_b1_tiles",
+        QuantBits::Two => "matmul_q2_gemv_b1_tiles",
+    };
+    let func = lib.function(name)?;
+    if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    }
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (TILES_WARPS as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
+    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
+    let norm_flag = i32::from(norm_eps.is_some());
+    let norm_eps = norm_eps.unwrap_or(0.0);
+    let mut b = Launch::new(stream, func);
+    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&norm_flag).arg(&norm_eps);
+    // SAFETY: argument order and types match `*_gemv_b1_tiles` (scales, payload, planes, gsx,
+    // group_sq, y, n_out, k, norm, norm_eps); buffers as for the plain launch (checked by the
+    // caller, scratch sized for K / 128 groups); shared memory holds every group's planes and (s, X).
+    unsafe { b.launch(cfg) }?;
+    Ok(true)
+}
+
+/// Shared memory the tiles GEMV may take for x's planes (the plain GEMV's limit).
+const MAX_TILES_SMEM: usize = 96 * 1024;
+
 /// More than gemv_b1's static shared memory (the fused norm's per-warp sums and the planes
 /// epilogue's group list: 1024 / 1040 bytes by ptxas -v for the plain / `_out` kernels).
 const B1_STATIC_SMEM_BOUND: usize = 2048;
@@ -112,17 +195,30 @@ pub(crate) struct PlanesOutArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
-/// `BONSAI_PREPARE_ALONE=1` (measurement knob, off by default): every `gemv_b1_prepare` runs as
-/// PREPARE_ALONE_CTAS CTAs (up to 32 warps each) that each take all of an SM's shared memory, so
-/// no GEMV CTA shares their SMs: the 128-CTA GEMVs leave 4 of the H200's 132 SMs free, and the
-/// prepare's x loads then do not queue behind a co-resident GEMV's weight stream (kernel-notes
-/// round 20).
-pub const PREPARE_ALONE_ENV: &str = "BONSAI_PREPARE_ALONE";
-const PREPARE_ALONE_CTAS: usize = 4;
+/// `BONSAI_PREPARE_SHAPE` (measurement knob): `default` (B1_PREPARE_WARPS warps per CTA, one
+/// group per warp), `four` (PREPARE_FEW_CTAS CTAs of up to 32 warps) or `alone` (the same CTAs
+/// each taking all of an SM's shared memory, so no GEMV CTA shares their SMs: the 128-CTA GEMVs
+/// leave 4 of the H200's 132 SMs free). `alone` measured +1.0% tg128 on Bonsai-8B and -0.4% on
+/// Ternary-8B (docs/PERFORMANCE.md, tenth session); `four` separates the CTA count from the
+/// SM exclusivity.
+pub const PREPARE_SHAPE_ENV: &str = "BONSAI_PREPARE_SHAPE";
+const PREPARE_FEW_CTAS: usize = 4;
 
-fn prepare_alone_on() -> Result<bool, String> {
-    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    crate::launch::env_switch(&ON, PREPARE_ALONE_ENV, false)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum PrepareShape {
+    Default,
+    Four,
+    Alone,
+}
+
+fn prepare_shape() -> Result<PrepareShape, String> {
+    static SHAPE: std::sync::OnceLock<Result<PrepareShape, String>> = std::sync::OnceLock::new();
+    crate::launch::env_knob(&SHAPE, PREPARE_SHAPE_ENV, PrepareShape::Default, "default, four or alone", |v| match v {
+        "default" => Some(PrepareShape::Default),
+        "four" => Some(PrepareShape::Four),
+        "alone" => Some(PrepareShape::Alone),
+        _ => None,
+    })
 }
 
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
@@ -139,10 +235,13 @@ pub(crate) fn prepare(
     let groups = k / GROUP;
     let k_i = as_i32(op, "K", k)?;
     let prepare = lib.function("gemv_b1_prepare")?;
-    let alone = prepare_alone_on().map_err(|e| shape(op, e))?;
-    let warps = if alone { groups.div_ceil(PREPARE_ALONE_CTAS).clamp(1, 32) } else { B1_PREPARE_WARPS };
+    let layout = prepare_shape().map_err(|e| shape(op, e))?;
+    let warps = match layout {
+        PrepareShape::Default => B1_PREPARE_WARPS,
+        PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
+    };
     let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
-    let smem = if alone {
+    let smem = if layout == PrepareShape::Alone {
         let limit = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         crate::launch::opt_in_shared_memory(op, stream, &prepare, limit, "the lone prepare CTA")?;
         limit
@@ -178,6 +277,10 @@ pub(crate) fn launch_gemv(
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let plain = epilogue == Epilogue::Store && planes_out.counts == 0 && NEXT_WEIGHTS.with(|c| c.get().is_none());
+    if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
+        return Ok(());
+    }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.

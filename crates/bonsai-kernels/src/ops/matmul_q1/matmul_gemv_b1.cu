@@ -134,7 +134,7 @@ __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x
                      gsx + 2 * group, group_sq + group, mark);
 }
 
-// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_ALONE (cuda_b1.rs).
+// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_SHAPE (cuda_b1.rs).
 extern "C" __global__ void __launch_bounds__(1024)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
