@@ -97,9 +97,11 @@ thread_local! {
     static TILES_OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
-/// `BONSAI_GEMV_TILES=1` (measurement knob, off by default): a one-token Store GEMV of more than
-/// one wave of `gemv_b1` CTAs (the LM head) runs as `*_gemv_b1_tiles` (matmul_gemv_b1_tiles.cu:
-/// one CTA per SM, each warp streaming whole tiles one after another), bit-identical.
+/// `BONSAI_GEMV_TILES` (default 1): a one-token Store GEMV of more than one wave of `gemv_b1`
+/// CTAs (the LM head) runs as `*_gemv_b1_tiles` (matmul_gemv_b1_tiles.cu: one CTA per SM, each
+/// warp streaming whole tiles one after another), bit-identical; 0 runs the plain GEMV. Measured
+/// on the H200 (docs/PERFORMANCE.md, tenth session): Bonsai-8B LM head 43.8 -> 37.8 us in the
+/// trace, tg128 +0.5%, Ternary-8B +0.35%.
 pub const GEMV_TILES_ENV: &str = "BONSAI_GEMV_TILES";
 
 fn gemv_tiles_on() -> Result<bool, String> {
@@ -107,7 +109,7 @@ fn gemv_tiles_on() -> Result<bool, String> {
         return Ok(on);
     }
     static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    crate::launch::env_switch(&ON, GEMV_TILES_ENV, false)
+    crate::launch::env_switch(&ON, GEMV_TILES_ENV, true)
 }
 
 /// Runs `f` with the tiles GEMV switched on or off for the launches it makes from this thread,
@@ -195,26 +197,26 @@ pub(crate) struct PlanesOutArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
-/// `BONSAI_PREPARE_SHAPE` (measurement knob): `default` (B1_PREPARE_WARPS warps per CTA, one
-/// group per warp), `four` (PREPARE_FEW_CTAS CTAs of up to 32 warps) or `alone` (the same CTAs
-/// each taking all of an SM's shared memory, so no GEMV CTA shares their SMs: the 128-CTA GEMVs
-/// leave 4 of the H200's 132 SMs free). `alone` measured +1.0% tg128 on Bonsai-8B and -0.4% on
-/// Ternary-8B (docs/PERFORMANCE.md, tenth session); `four` separates the CTA count from the
-/// SM exclusivity.
+/// `BONSAI_PREPARE_SHAPE`: `alone` (the default: PREPARE_FEW_CTAS CTAs of up to 32 warps, one
+/// group per warp, each taking all of an SM's shared memory, so no GEMV CTA shares their SMs: the
+/// 128-CTA GEMVs leave 4 of the H200's 132 SMs free), `four` (the same CTAs without the shared
+/// memory) or `eight` (B1_PREPARE_WARPS warps per CTA, the shape before). Measured on the H200
+/// (docs/PERFORMANCE.md, tenth session), tg128 against `eight`: `alone` +0.9% on Bonsai-8B and
+/// -0.4 to +0.0% on Ternary-8B, `four` +0.1%: the gain is the SM to itself, not the CTA count.
 pub const PREPARE_SHAPE_ENV: &str = "BONSAI_PREPARE_SHAPE";
 const PREPARE_FEW_CTAS: usize = 4;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum PrepareShape {
-    Default,
+    Eight,
     Four,
     Alone,
 }
 
 fn prepare_shape() -> Result<PrepareShape, String> {
     static SHAPE: std::sync::OnceLock<Result<PrepareShape, String>> = std::sync::OnceLock::new();
-    crate::launch::env_knob(&SHAPE, PREPARE_SHAPE_ENV, PrepareShape::Default, "default, four or alone", |v| match v {
-        "default" => Some(PrepareShape::Default),
+    crate::launch::env_knob(&SHAPE, PREPARE_SHAPE_ENV, PrepareShape::Alone, "alone, four or eight", |v| match v {
+        "eight" => Some(PrepareShape::Eight),
         "four" => Some(PrepareShape::Four),
         "alone" => Some(PrepareShape::Alone),
         _ => None,
@@ -237,7 +239,7 @@ pub(crate) fn prepare(
     let prepare = lib.function("gemv_b1_prepare")?;
     let layout = prepare_shape().map_err(|e| shape(op, e))?;
     let warps = match layout {
-        PrepareShape::Default => B1_PREPARE_WARPS,
+        PrepareShape::Eight => B1_PREPARE_WARPS,
         PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
     };
     let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;

@@ -11,6 +11,9 @@
 // once (the launcher uses it only when they fit: chunk_groups == groups).
 //
 // Speed of light: the weights at copy speed, 85 MB / 4.2 TB/s = 20 us for the Bonsai-8B LM head.
+// Measured in the decode trace (H200, docs/PERFORMANCE.md tenth session): 37.8 us against the
+// plain GEMV's 43.8 (2.25 TB/s, 53% of copy); the loop's issue rate, not DRAM, is the limit, as
+// for every binary GEMV (kernel-notes rounds 18-19).
 template <int BITS, int NB>
 __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                                    const u32* planes, const u32* gsx_all, const float* group_sq,
