@@ -228,6 +228,20 @@ __device__ __forceinline__ void b1_unit_sums(const TcUnit<BITS, NB>& r, const u3
     }
 }
 
+// The unit in ring slot `phase` (a warp-uniform dispatch, so the ring stays in registers): its
+// lane sums and scales (b1_unit_sums), then `reload(slot)` refills the slot with a later unit.
+template <int BITS, int NB, int AHEAD, class Reload>
+__device__ __forceinline__ void b1_ring_unit_sums(TcUnit<BITS, NB> (&ring)[AHEAD + 1], int phase, const u32* xb_lane,
+                                                  u32 top, int lane_shift, int t, u32 (&sums)[(NB + 1) / 2][2][2],
+                                                  float (&d)[(NB + 1) / 2][2], Reload reload) {
+#pragma unroll
+    for (int a = 0; a <= AHEAD; ++a) {
+        if (a != phase) continue;
+        b1_unit_sums<BITS, NB>(ring[a], xb_lane, top, lane_shift, t, sums, d);
+        reload(ring[a]);
+    }
+}
+
 // b1_unit_sums' pairs into acc (`gsx_unit`: (s, X) of the unit's first group). Shuffles: call it
 // where the warp is converged.
 template <int NB>
@@ -399,13 +413,10 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             constexpr int PAIRS = (NB + 1) / 2;
             u32 sums[PAIRS][2][2];  // [pair][group of the pair][row g / g + 8]
             float d[PAIRS][2];
-#pragma unroll
-            for (int a = 0; a <= AHEAD; ++a) {
-                if (a != phase) continue;
-                TcUnit<BITS, NB>& r = ring[a];
-                b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
-                if (loaded < units) tc_load(r, wnext, snext);
-            }
+            b1_ring_unit_sums<BITS, NB, AHEAD>(ring, phase, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t,
+                                               sums, d, [&](TcUnit<BITS, NB>& r) {
+                                                   if (loaded < units) tc_load(r, wnext, snext);
+                                               });
             // The swaps run outside the ring-slot dispatch, where the warp is visibly converged
             // (finishing a unit after the next unit's mma instead measured 4% slower: round 20).
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);

@@ -94,16 +94,13 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
         const int gl0 = unit * NB;
         u32 sums[PAIRS][2][2];
         float d[PAIRS][2];
-#pragma unroll
-        for (int a = 0; a <= AHEAD; ++a) {
-            if (a != phase) continue;
-            TcUnit<BITS, NB>& r = ring[a];
-            b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
-            if (loaded < total) {
-                tc_load(r, wnext, snext);
-                advance();
-            }
-        }
+        b1_ring_unit_sums<BITS, NB, AHEAD>(ring, phase, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t,
+                                           sums, d, [&](TcUnit<BITS, NB>& r) {
+                                               if (loaded < total) {
+                                                   tc_load(r, wnext, snext);
+                                                   advance();
+                                               }
+                                           });
         ++loaded;
         acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
         phase = phase == AHEAD ? 0 : phase + 1;
