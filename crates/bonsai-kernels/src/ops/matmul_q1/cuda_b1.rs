@@ -11,7 +11,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
-    MAX_WARPS_B1,
+    MAX_WARPS_B1, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBits};
@@ -150,7 +150,7 @@ fn launch_tiles(
     if !gemv_tiles_on().map_err(|e| shape(op, e))? || !applies {
         return Ok(false);
     }
-    let tiles = n_out.div_ceil(16);
+    let tiles = n_out.div_ceil(TILE_ROWS);
     let ctas = tiles.div_ceil(TILES_WARPS).min(sms) as u32;
     let name = match bits {
         QuantBits::One => "matmul_q1_gemv_b1_tiles",

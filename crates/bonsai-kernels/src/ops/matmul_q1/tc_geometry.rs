@@ -75,7 +75,8 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
 pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
 /// Plane words per lane and group (B1_WORDS): B1_PLANES / 8.
 pub(crate) const B1_WORDS: usize = 3;
-/// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS).
+/// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS) under `BONSAI_PREPARE_SHAPE=eight`
+/// (the default launches 4 CTAs of up to 32 warps: cuda_b1.rs).
 pub(crate) const B1_PREPARE_WARPS: usize = 8;
 /// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32). Fewer, so that the next GEMV's CTA fits beside
 /// it for programmatic dependent launch, measured slower on the H200 (8 warps: 513 against ~600
