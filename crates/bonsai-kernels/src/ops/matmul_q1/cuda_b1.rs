@@ -245,7 +245,7 @@ pub(crate) fn prepare(
     let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
     let smem = if layout == PrepareShape::Alone {
         let limit = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-        crate::launch::opt_in_shared_memory(op, stream, &prepare, limit, "the lone prepare CTA")?;
+        crate::launch::opt_in_shared_memory(op, stream, prepare, limit, "the lone prepare CTA")?;
         limit
     } else {
         0
