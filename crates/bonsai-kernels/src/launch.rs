@@ -136,6 +136,18 @@ pub(crate) fn opt_in_shared_memory(
     if bytes > limit {
         return Err(shape(op, format!("{what} needs {bytes} bytes of shared memory per CTA; this device allows {limit}")));
     }
+    set_dynamic_shared_memory(stream, f, bytes)
+}
+
+/// Lets `f` use all the dynamic shared memory one CTA may opt in to on this device, and returns
+/// those bytes (a CTA that asks for them has its SM to itself).
+pub(crate) fn opt_in_all_shared_memory(stream: &Arc<CudaStream>, f: &CudaFunction) -> Result<usize, LaunchError> {
+    let limit = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    set_dynamic_shared_memory(stream, f, limit)?;
+    Ok(limit)
+}
+
+fn set_dynamic_shared_memory(stream: &Arc<CudaStream>, f: &CudaFunction, bytes: usize) -> Result<(), LaunchError> {
     stream.context().bind_to_thread()?;
     f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)?;
     Ok(())

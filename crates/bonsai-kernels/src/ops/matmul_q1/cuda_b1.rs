@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
@@ -141,13 +141,14 @@ fn launch_tiles(
     norm_eps: Option<f32>,
 ) -> Result<bool, LaunchError> {
     let op = Epilogue::Store.op_name();
-    let sms = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-    let groups = k / GROUP;
-    let smem = groups * (B1_GROUP_WORDS + 2) * 4;
-    let forced = TILES_OVERRIDE.with(|c| c.get()) == Some(true);
+    let smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
     // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
-    let applies = plain.splits == 1 && smem <= MAX_TILES_SMEM && (forced || plain.ctas as usize > sms);
-    if !gemv_tiles_on().map_err(|e| shape(op, e))? || !applies {
+    if !gemv_tiles_on().map_err(|e| shape(op, e))? || plain.splits != 1 || smem > MAX_TILES_SMEM {
+        return Ok(false);
+    }
+    let sms = crate::launch::sm_count(stream)?;
+    let forced = TILES_OVERRIDE.with(|c| c.get()) == Some(true);
+    if !forced && plain.ctas as usize <= sms {
         return Ok(false);
     }
     let tiles = n_out.div_ceil(TILE_ROWS);
@@ -243,13 +244,7 @@ pub(crate) fn prepare(
         PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
     };
     let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
-    let smem = if layout == PrepareShape::Alone {
-        let limit = crate::launch::device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-        crate::launch::opt_in_shared_memory(op, stream, prepare, limit, "the lone prepare CTA")?;
-        limit
-    } else {
-        0
-    };
+    let smem = if layout == PrepareShape::Alone { crate::launch::opt_in_all_shared_memory(stream, prepare)? } else { 0 };
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
     let mut b = Launch::new(stream, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);

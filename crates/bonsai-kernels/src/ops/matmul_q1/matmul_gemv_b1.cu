@@ -242,6 +242,23 @@ __device__ __forceinline__ void b1_ring_unit_sums(TcUnit<BITS, NB> (&ring)[AHEAD
     }
 }
 
+// b1_group_sums' plane weights for lane t of a quad: the top plane's sign on lanes t = 3 (plane
+// 8 B1_WORDS - 1 there) in `top`, and the lane's shift 2t, +1 for Q1.
+template <int BITS>
+__device__ __forceinline__ void b1_lane_plane_weights(int t, u32& top, int& lane_shift) {
+    const u32 top_weight = 1u << (8 * (B1_WORDS - 1) + 1);
+    top = t == 3 ? 0u - top_weight : top_weight;
+    lane_shift = 2 * t + (BITS == 1 ? 1 : 0);
+}
+
+// The fused RMSNorm's sum of squares of x, over the prepare's per-group sums in one fixed order
+// (lanes over groups, then the warp sum), so every GEMV that normalises gets the same bits.
+__device__ __forceinline__ float b1_norm_sum_sq(const float* group_sq, int groups, int lane) {
+    float ss = 0.0f;
+    for (int i = lane; i < groups; i += WARP_SIZE) ss += group_sq[i];
+    return warp_sum(ss);
+}
+
 // b1_unit_sums' pairs into acc (`gsx_unit`: (s, X) of the unit's first group). Shuffles: call it
 // where the warp is converged.
 template <int NB>
@@ -360,11 +377,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     u32* xb = reinterpret_cast<u32*>(b1_smem);
     u32* gsx = xb + chunk_groups * B1_GROUP_WORDS;
     float* partial = reinterpret_cast<float*>(gsx + 2 * chunk_groups);
-    // b1_group_sums' plane weights: the top plane's sign on lanes t = 3 (plane 8 B1_WORDS - 1
-    // there) and the lane's shift 2t, +1 for Q1.
-    const u32 top_weight = 1u << (8 * (B1_WORDS - 1) + 1);
-    const u32 top = t == 3 ? 0u - top_weight : top_weight;
-    const int lane_shift = 2 * t + (BITS == 1 ? 1 : 0);
+    u32 top;
+    int lane_shift;
+    b1_lane_plane_weights<BITS>(t, top, lane_shift);
 
     const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
     constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
@@ -436,9 +451,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // Fused RMSNorm: warp 0 adds the groups' sums of squares in group order (deterministic) into
     // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
     if (norm && warp == 0) {
-        float ss = 0.0f;
-        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += group_sq[i];
-        ss = warp_sum(ss);
+        const float ss = b1_norm_sum_sq(group_sq, groups_per_row, lane);
         if (lane == 0) norm_sq[0][0] = ss;
     }
     __syncthreads();

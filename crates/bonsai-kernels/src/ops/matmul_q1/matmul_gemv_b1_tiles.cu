@@ -32,9 +32,9 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
     const int total = first_tile < tiles ? ((tiles - 1 - first_tile) / stride + 1) * units : 0;
     u32* xb = reinterpret_cast<u32*>(b1_smem);
     u32* gsx = xb + groups_per_row * B1_GROUP_WORDS;
-    const u32 top_weight = 1u << (8 * (B1_WORDS - 1) + 1);
-    const u32 top = t == 3 ? 0u - top_weight : top_weight;
-    const int lane_shift = 2 * t + (BITS == 1 ? 1 : 0);
+    u32 top;
+    int lane_shift;
+    b1_lane_plane_weights<BITS>(t, top, lane_shift);
 
     // The loader's position: tile `load_tile`, unit `load_unit`, and its pointers.
     int load_tile = first_tile, load_unit = 0;
@@ -76,15 +76,9 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
     for (int i = threadIdx.x; i < groups_per_row * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
     for (int i = threadIdx.x; i < 2 * groups_per_row; i += blockDim.x) cp_async4(gsx + i, gsx_all + i);
     cp_async_commit();
-    // The fused RMSNorm's 1 / rms, every warp in gemv_b1's order (its warp 0: lanes over groups,
-    // then the warp sum; the other warps' zero slots leave that sum unchanged).
-    float inv_rms = 1.0f;
-    if (norm) {
-        float ss = 0.0f;
-        for (int i = lane; i < groups_per_row; i += WARP_SIZE) ss += group_sq[i];
-        ss = warp_sum(ss);
-        inv_rms = rsqrtf(ss / (float)k + norm_eps);
-    }
+    // The fused RMSNorm's 1 / rms, every warp with gemv_b1's sum (there its warp 0's; the other
+    // warps' zero slots leave that sum unchanged in gemv_store_outputs).
+    const float inv_rms = norm ? rsqrtf(b1_norm_sum_sq(group_sq, groups_per_row, lane) / (float)k + norm_eps) : 1.0f;
     cp_async_wait<0>();
     __syncthreads();
 
