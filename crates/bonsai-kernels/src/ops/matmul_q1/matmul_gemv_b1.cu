@@ -32,7 +32,16 @@
 // Dynamic shared memory (`b1_smem_bytes` in tc_geometry.rs): planes and (s, X) of chunk_groups
 // groups, then partials [warps][16][2] f32.
 
+// Measurement variants (BONSAI_KERNEL_DEFINES=B1_PLANES_16 / B1_PLANES_8): fewer planes, i.e. x
+// quantized to 16 or 8 bits per 128-group, to time how much of the decode loop the planes cost.
+// They change the GEMV's accuracy contract (verify's bound assumes 24), so measurement only.
+#if defined(B1_PLANES_16)
+#  define B1_PLANES 16
+#elif defined(B1_PLANES_8)
+#  define B1_PLANES 8
+#else
 #define B1_PLANES 24
+#endif
 #define B1_WORDS (B1_PLANES / 8)
 #define B1_GROUP_WORDS (WARP_SIZE * B1_WORDS)
 // Smallest group exponent E: keeps 2^(B1_PLANES - 2 - E) and s_G normal f32 (groups of |x| below
