@@ -12,8 +12,18 @@
 //!   errors relative, so they add up across the 2·L sublayers, plus one for the LM head;
 //! * a logit error is then that relative error times the logits' own scale (their RMS).
 //!
-//! bound = SLACK · (2·L + 1) · sqrt(K_max) · u · rms(logits), K_max the longest dot product
-//! (hidden, ffn, or n_q·head_dim). SLACK = 16 covers what the estimate leaves out: correlated
+//! * the GPU's one-token GEMVs also quantize x per 128-group to P-bit integers (`gemv_b1`,
+//!   P = 16): each element moves by a uniform e with |e| <= s_G / 2, s_G = 2^(E - P + 2),
+//!   2^E in (max|x_G|, 2 max|x_G|], so ~1.4 max|x_G| ~ 1.4 · 2.6 · rms(x) for a 128-group of
+//!   roughly normal activations; a dot of random-sign weights then moves by rms(e) / rms(x) =
+//!   s_G / (sqrt(12) · rms(x)) ~ 2^(2 - P) relative. These errors are zero-mean and independent
+//!   across groups and sublayers, so they add as a random walk: sqrt(2·L + 1) · 2^(2 - P).
+//!
+//! bound = SLACK · ((2·L + 1) · sqrt(K_max) · u + sqrt(2·L + 1) · 2^(2 - P)) · rms(logits), K_max
+//! the longest dot product (hidden, ffn, or n_q·head_dim). On the H200 (2026-12-01, synthetic
+//! Bonsai-8B) the P term measured as designed: P = 24 -> 16 moved the first-step difference from
+//! 0.152 to 0.163 of the rounding-only bound, P = 8 to 13.7x it (~4 · rms · 2^(2 - P) in all).
+//! SLACK = 16 covers what the estimate leaves out: correlated
 //! rounding, O(1) conditioning of softmax, SiLU and rsqrt, and the f16 KV cache rounding a value
 //! to the neighbouring f16 on one side only. That last one is not rare: a K/V element whose two
 //! f32 versions differ by ~sqrt(K)·u relative lands on different f16 values with probability
@@ -30,6 +40,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use bonsai_model::backend::cuda::is_absent_device;
 use bonsai_model::loader::{open_model, LoadedModel};
+use bonsai_kernels::launch::matmul::B1_ACTIVATION_BITS;
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen3};
 
@@ -77,7 +88,10 @@ struct Outcome {
 /// The logit bound for `logits` of a model with `config`'s geometry (see the module doc).
 pub fn logit_bound(n_layers: usize, k_max: usize, logits: &[f32]) -> f64 {
     let mean_square = logits.iter().map(|&l| (l as f64).powi(2)).sum::<f64>() / logits.len().max(1) as f64;
-    BOUND_SLACK * (2 * n_layers + 1) as f64 * (k_max as f64).sqrt() * F32_UNIT_ROUNDOFF * mean_square.sqrt()
+    let sublayers = (2 * n_layers + 1) as f64;
+    let rounding = sublayers * (k_max as f64).sqrt() * F32_UNIT_ROUNDOFF;
+    let quantization = sublayers.sqrt() * 2f64.powi(2 - B1_ACTIVATION_BITS as i32);
+    BOUND_SLACK * (rounding + quantization) * mean_square.sqrt()
 }
 
 /// Largest |a - b| (NaN anywhere counts as infinite).
@@ -316,8 +330,10 @@ mod tests {
     fn bound_scales_with_layers_length_and_logit_size() {
         let logits = [3.0f32, -4.0, 0.0, 5.0];
         let b = logit_bound(2, 256, &logits);
-        // rms = sqrt((9 + 16 + 0 + 25) / 4) = sqrt(12.5); (2·2 + 1) · sqrt(256) · 2^-24 · 16.
-        let want = 16.0 * 5.0 * 16.0 * F32_UNIT_ROUNDOFF * 12.5f64.sqrt();
+        // rms = sqrt((9 + 16 + 0 + 25) / 4) = sqrt(12.5); 16 · ((2·2 + 1) · sqrt(256) · 2^-24
+        // + sqrt(5) · 2^(2 - P)) · rms.
+        let quantization = 5f64.sqrt() * 2f64.powi(2 - B1_ACTIVATION_BITS as i32);
+        let want = 16.0 * (5.0 * 16.0 * F32_UNIT_ROUNDOFF + quantization) * 12.5f64.sqrt();
         assert!((b - want).abs() < 1e-15, "{b} vs {want}");
         assert!(logit_bound(4, 256, &logits) > b && logit_bound(2, 1024, &logits) > b);
         let doubled: Vec<f32> = logits.iter().map(|l| 2.0 * l).collect();

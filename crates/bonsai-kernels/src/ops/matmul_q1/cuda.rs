@@ -433,13 +433,13 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
 pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
-pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS, MAX_WARPS_B1, TILE_ROWS};
+pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_PREPARE_WARPS, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
-pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, GEMV_BF16X3, GEMV_VAR};
+pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
 pub use super::matmul_b1::{with_early_residual, with_gemv_tiles, with_l2_prefetch, L2Prefetch};
 
 #[cfg(test)]

@@ -9,11 +9,15 @@ pub const GEMV_VAR: &str = "BONSAI_GEMV";
 /// Its one accepted value: the bf16 tensor-core kernel (`gemv_tc`), kept for comparison.
 pub const GEMV_BF16X3: &str = "tc";
 
+/// Bits per element of x in the binary GEMV's integer planes (B1_PLANES in matmul_gemv_b1.cu):
+/// the activation quantization `bonsai check`'s logit bound accounts for.
+pub const B1_ACTIVATION_BITS: u32 = 8 * super::B1_WORDS as u32;
+
 /// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemvKernel {
-    /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 24-bit
-    /// integers (|error| <= s_G / 2 per element, s_G <= 2^-21 max|x_G|), dot products exact in
+    /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 16-bit
+    /// integers (|error| <= s_G / 2 per element, s_G <= 2^-13 max|x_G|), dot products exact in
     /// integers on the binary tensor core (`mma.sync m16n8k128 b1 and.popc`), one f32 rounding
     /// per (row, group), then f32 sums.
     Binary,

@@ -11,8 +11,8 @@
 //   planes of its two's complement (plane p weighs 2^p, the top plane -2^(P-1)).
 //   Q1 (w = 2b - 1): sum_k w_k q_k = 2 sum_p 2^p popc(b AND plane_p) - X_G, X_G = sum_k q_k;
 //   Q2 (w = c - 1 = 2 c1 + c0 - 1): the same with the bit planes c1 (weighing 2) and c0 (1).
-//   All of that is exact integer arithmetic (|result| <= 2 * 128 * 2^22 = 2^30; partial sums
-//   wrap harmlessly in u32); one rounding converts it to f32, times d * s_G (exact) into the sum.
+//   All of that is exact integer arithmetic (|result| <= 2 * 128 * 2^14 = 2^22, so exact in f32
+//   too; partial sums wrap harmlessly in u32), times d * s_G (exact) into the sum: one rounding.
 //
 // `gemv_b1_prepare` (a warp per group) quantizes x once and writes the planes in the order the
 // mma's B fragments want them; every `gemv_b1` CTA copies them into shared memory with cp.async
@@ -32,16 +32,12 @@
 // Dynamic shared memory (`b1_smem_bytes` in tc_geometry.rs): planes and (s, X) of chunk_groups
 // groups, then partials [warps][16][2] f32.
 
-// Measurement variants (BONSAI_KERNEL_DEFINES=B1_PLANES_16 / B1_PLANES_8): fewer planes, i.e. x
-// quantized to 16 or 8 bits per 128-group, to time how much of the decode loop the planes cost.
-// They change the GEMV's accuracy contract (verify's bound assumes 24), so measurement only.
-#if defined(B1_PLANES_16)
-#  define B1_PLANES 16
-#elif defined(B1_PLANES_8)
-#  define B1_PLANES 8
-#else
-#define B1_PLANES 24
-#endif
+// 16 planes: x to 16-bit integers per 128-group (relative error <= 2^-14 of the group's max per
+// element). 24 planes (the default until 2026-12-01: within f32 rounding) cost 5-6% of decode
+// speed on the H200 for two more mma and their weighting per group; 8 planes measured 13.7x the
+// check's logit bound (docs/kernel-notes.md, round 21). The verify bound takes the step from
+// here (b1_group_steps in verify/matmul_kernels.rs, B1_WORDS in tc_geometry.rs).
+#define B1_PLANES 16
 #define B1_WORDS (B1_PLANES / 8)
 #define B1_GROUP_WORDS (WARP_SIZE * B1_WORDS)
 // Smallest group exponent E: keeps 2^(B1_PLANES - 2 - E) and s_G normal f32 (groups of |x| below

@@ -74,7 +74,7 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
 /// matmul_gemv_b1.cu): 32 lanes x B1_WORDS.
 pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
 /// Plane words per lane and group (B1_WORDS): B1_PLANES / 8.
-pub(crate) const B1_WORDS: usize = 3;
+pub(crate) const B1_WORDS: usize = 2;
 /// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS) under `BONSAI_PREPARE_SHAPE=eight`
 /// (the default launches 4 CTAs of up to 32 warps: cuda_b1.rs).
 pub(crate) const B1_PREPARE_WARPS: usize = 8;
