@@ -286,8 +286,11 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
                                                    float y_early = 0.0f) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    for (int i = threadIdx.x; i < m * tiles_per_cta * outs; i += blockDim.x) {
-        const int tok = i / (tiles_per_cta * outs), tl = (i / outs) % tiles_per_cta, r = i % outs;
+    const int per_token = tiles_per_cta * outs;
+    for (int i = threadIdx.x; i < m * per_token; i += blockDim.x) {
+        // One token (every decode GEMV): no integer division on the kernel's last steps.
+        const int tok = m == 1 ? 0 : i / per_token, j = m == 1 ? i : i % per_token;
+        const int tl = j / outs, r = j % outs;
         const int o = (cta * tiles_per_cta + tl) * outs + r;
         if (o >= n_out) continue;
         float v = 0.0f, up = 0.0f;
