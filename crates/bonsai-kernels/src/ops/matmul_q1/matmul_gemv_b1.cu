@@ -44,9 +44,8 @@
 // 2^-100 quantize with that floor: the bound |x - s q| <= s / 2 still holds).
 #define B1_MIN_EXP (-100)
 #define B1_MAX_THREADS 512
-// Measurement variants of where the fused norm's group sums are read (B1_NORM_SMEM: cp.async into
-// this many floats of shared memory with the first planes; B1_NORM_TAIL: after the loop, as before
-// 2026-12-01).
+// Groups whose sums of squares (the fused RMSNorm's) a gemv_b1 CTA copies into shared memory with
+// its first planes (K <= 16384); beyond that, warp 0 reads them from global memory after its loop.
 #define B1_NORM_STAGE_GROUPS 128
 #define B1_PREPARE_WARPS 8
 
@@ -121,24 +120,17 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
         sq_group[0] = sq;
     }
     // Plane p of lane word t goes to B column n = p % 8 of mma p / 8, read by lane 4n + t.
-#if B1_PLANES <= 16 && !defined(B1_TRANSPOSE_SINGLE)
     // Two lane words per transpose: q fits 16 bits, so word t in the low half and t + 1 in the
     // high half leave lane p < 16 plane p of word t and lane 16 + p plane p of word t + 1 (half
-    // the shuffles; every lane stores).
+    // the shuffles, every lane stores: the traced prepare's transposes and stores 0.64 -> 0.18 us
+    // on the H200; tg128 unchanged within the spread, 2026-12-01).
+    static_assert(B1_PLANES <= 16, "two lane words per transpose need q within 16 bits");
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; t += 2) {
         const u32 plane = b1_transpose_bits(((u32)q[t] & 0xFFFFu) | ((u32)q[t + 1] << 16), lane);
         const int p = lane % 16, tw = t + lane / 16;
         if (p < B1_PLANES) planes_group[(4 * (p % 8) + tw) * B1_WORDS + p / 8] = plane;
     }
-#else
-    // Lane p (< B1_PLANES) holds plane p of lane word t after the transpose.
-#pragma unroll
-    for (int t = 0; t < LAYOUT_LANES; ++t) {
-        const u32 plane = b1_transpose_bits((u32)q[t], lane);
-        if (lane < B1_PLANES) planes_group[(4 * (lane % 8) + t) * B1_WORDS + lane / 8] = plane;
-    }
-#endif
     mark(4);
 }
 
@@ -432,11 +424,14 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(1);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
-    float norm_ss = 0.0f;  // warp 0's sum of squares of x (fused RMSNorm), read with the first planes
-#ifdef B1_NORM_SMEM
+    // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
+    // loop from global memory, their L2 round trip sat on the kernel's critical path (~0.35 us of
+    // qkv's and gate_up's tail in the decode trace; warp 0 reading them during the planes copy
+    // delayed the CTA's first barrier instead). H200, 2026-12-01: Bonsai-8B +0.6-0.8%, Ternary-8B
+    // +0.3-1.4% against either.
     __shared__ float group_sq_s[B1_NORM_STAGE_GROUPS];
     const bool stage_sq = norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
-#endif
+    float norm_ss = 0.0f;
     int u = active ? split : units, phase = 0;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
@@ -444,17 +439,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
         for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
         for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
-#ifdef B1_NORM_SMEM
         if (c0 == 0 && stage_sq)
             for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
-#endif
         cp_async_commit();
-        // The fused RMSNorm's sum of squares: its L2 round trip overlaps the first planes copy
-        // (read after the loop it sat on the critical path: ~0.35 us of qkv's and gate_up's tail
-        // in the decode trace, 2026-12-01). Same function, same order: the same bits.
-#if !defined(B1_NORM_TAIL) && !defined(B1_NORM_SMEM)
-        if (c0 == 0 && norm && warp == 0) norm_ss = b1_norm_sum_sq(group_sq, groups_per_row, lane);
-#endif
         cp_async_wait<0>();
         __syncthreads();
         TC_MARK(2);
@@ -484,13 +471,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
     if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
-    // Fused RMSNorm: warp 0's sum of the groups' sums of squares (group order, deterministic) into
+    // Fused RMSNorm: warp 0 adds the groups' sums of squares in group order (deterministic) into
     // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
-#if defined(B1_NORM_TAIL)
-    if (norm && warp == 0) norm_ss = b1_norm_sum_sq(group_sq, groups_per_row, lane);
-#elif defined(B1_NORM_SMEM)
     if (norm && warp == 0) norm_ss = b1_norm_sum_sq(stage_sq ? group_sq_s : group_sq, groups_per_row, lane);
-#endif
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
