@@ -427,8 +427,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
     // loop from global memory, their L2 round trip sat on the kernel's critical path (~0.35 us of
     // qkv's and gate_up's tail in the decode trace; warp 0 reading them during the planes copy
-    // delayed the CTA's first barrier instead). H200, 2026-12-01: Bonsai-8B +0.6-0.8%, Ternary-8B
-    // +0.3-1.4% against either.
+    // delayed the CTA's first barrier instead). H200, 2026-12-01, against those two placements:
+    // Bonsai-8B +0.6 to +1.4%, Ternary-8B -0.2 to +1.4% (kernel-notes round 21).
     __shared__ float group_sq_s[B1_NORM_STAGE_GROUPS];
     const bool stage_sq = norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
     float norm_ss = 0.0f;
