@@ -91,6 +91,18 @@ struct TcUnit {
     u32 d[2][(NB + 1) / 2];
 };
 
+// Measurement variant (BONSAI_KERNEL_DEFINES=TC_WEIGHTS_EVICT_FIRST, not yet timed): the decode
+// GEMVs' weight loads as streaming loads (ld.global.cs: evict-first in L1 and L2). The decode
+// step streams ~1 GB of weights, each byte used once, through the 50 MB L2; with normal priority
+// they evict what is reused every layer (kernel code, activations, planes, norm weights, short
+// KV caches). Hypothesis for the 0.4-0.9 us between a GEMV's last barrier and its stores in the
+// decode trace (kernel-notes round 21): instruction fetches of the cold epilogue missing L2.
+#ifdef TC_WEIGHTS_EVICT_FIRST
+#define TC_LOAD_WEIGHTS(p) __ldcs(p)
+#else
+#define TC_LOAD_WEIGHTS(p) (*(p))
+#endif
+
 // Loads the unit at `w` (rows g, g + 8: w[0], w[1]; one 16-byte load per row and plane when
 // NB = 4) and its scales at `sc`.
 template <int BITS, int NB>
@@ -100,20 +112,20 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
         if (NB * BITS >= 4) {
 #pragma unroll
             for (int v = 0; v < NB * BITS / 4; ++v) {
-                const uint4 q = reinterpret_cast<const uint4*>(w[h])[v];
+                const uint4 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint4*>(w[h]) + v);
                 r.w[h][4 * v] = q.x; r.w[h][4 * v + 1] = q.y; r.w[h][4 * v + 2] = q.z; r.w[h][4 * v + 3] = q.w;
             }
         } else if (NB * BITS == 2) {
-            const uint2 q = *reinterpret_cast<const uint2*>(w[h]);
+            const uint2 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint2*>(w[h]));
             r.w[h][0] = q.x; r.w[h][NB * BITS - 1] = q.y;
         } else {
-            r.w[h][0] = w[h][0];
+            r.w[h][0] = TC_LOAD_WEIGHTS(w[h]);
         }
         if (NB == LAYOUT_BLOCK_GROUPS) {
-            const uint2 q = *reinterpret_cast<const uint2*>(sc[h]);
+            const uint2 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint2*>(sc[h]));
             r.d[h][0] = q.x; r.d[h][(NB + 1) / 2 - 1] = q.y;
         } else {
-            r.d[h][0] = sc[h][0];
+            r.d[h][0] = TC_LOAD_WEIGHTS(sc[h]);
         }
     }
 }
