@@ -93,7 +93,7 @@ pub(crate) fn run_kernel(
 /// s_G = 2^(E - B1_PLANES + 2) with E = (biased exponent of max|x_G|) - 126, at least
 /// B1_MIN_EXP. Each staged value is off by at most s_G / 2.
 pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
-    const B1_PLANES: i32 = 8 * launch::matmul::B1_WORDS as i32;
+    const B1_PLANES: i32 = launch::matmul::B1_ACTIVATION_BITS as i32;
     const B1_MIN_EXP: i32 = -100;
     x.chunks(GROUP)
         .map(|g| {

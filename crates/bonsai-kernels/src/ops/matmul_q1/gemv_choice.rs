@@ -10,7 +10,7 @@ pub const GEMV_VAR: &str = "BONSAI_GEMV";
 pub const GEMV_BF16X3: &str = "tc";
 
 /// Bits per element of x in the binary GEMV's integer planes (B1_PLANES in matmul_gemv_b1.cu):
-/// the activation quantization `bonsai check`'s logit bound accounts for.
+/// the quantization step verify's GEMV bound and `bonsai check`'s logit bound are derived from.
 pub const B1_ACTIVATION_BITS: u32 = 8 * super::B1_WORDS as u32;
 
 /// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
