@@ -95,7 +95,7 @@ struct TcUnit {
 // GEMVs' weight loads as streaming loads (ld.global.cs: evict-first in L1 and L2). The decode
 // step streams ~1 GB of weights, each byte used once, through the 50 MB L2; with normal priority
 // they evict what is reused every layer (kernel code, activations, planes, norm weights, short
-// KV caches). Hypothesis for the 0.4-0.9 us between a GEMV's last barrier and its stores in the
+// KV caches). Hypothesis for the 0.37-0.85 us between a GEMV's last barrier and its stores in the
 // decode trace (kernel-notes round 21): instruction fetches of the cold epilogue missing L2.
 #ifdef TC_WEIGHTS_EVICT_FIRST
 #define TC_LOAD_WEIGHTS(p) __ldcs(p)
