@@ -97,8 +97,39 @@ struct TcUnit {
 // they evict what is reused every layer (kernel code, activations, planes, norm weights, short
 // KV caches). Hypothesis for the 0.37-0.85 us between a GEMV's last barrier and its stores in the
 // decode trace (kernel-notes round 21): instruction fetches of the cold epilogue missing L2.
+// TC_WEIGHTS_NC_EVICT_FIRST: the same through the read-only path with only L2's priority
+// lowered (an L2::evict_first cache policy on ld.global.nc.L1::no_allocate), no L1 allocation.
 #ifdef TC_WEIGHTS_EVICT_FIRST
 #define TC_LOAD_WEIGHTS(p) __ldcs(p)
+#elif defined(TC_WEIGHTS_NC_EVICT_FIRST)
+__device__ __forceinline__ unsigned long long tc_stream_policy() {
+    unsigned long long pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
+__device__ __forceinline__ uint4 tc_ld_stream(const uint4* p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(tc_stream_policy()));
+    return r;
+}
+__device__ __forceinline__ uint2 tc_ld_stream(const uint2* p) {
+    uint2 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+                 : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(tc_stream_policy()));
+    return r;
+}
+__device__ __forceinline__ u32 tc_ld_stream(const u32* p) {
+    u32 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "l"(tc_stream_policy()));
+    return r;
+}
+__device__ __forceinline__ u16 tc_ld_stream(const u16* p) {
+    u16 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(r) : "l"(p), "l"(tc_stream_policy()));
+    return r;
+}
+#define TC_LOAD_WEIGHTS(p) tc_ld_stream(p)
 #else
 #define TC_LOAD_WEIGHTS(p) (*(p))
 #endif
