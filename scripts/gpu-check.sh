@@ -28,7 +28,7 @@
 #           the GEMV's stall reasons
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
 #   variants  compile-time kernel variants (VARIANTS="base NAME ...") against the default: verify,
-#           check, tg128 alternating, traces
+#           check, tg128 alternating, traces (VARIANT_DEPTH: decode at depth too)
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
@@ -269,6 +269,12 @@ variants)
             done
         done
     done
+    # VARIANT_DEPTH (e.g. 8192,32768): also Bonsai-8B decode at those context depths, once each.
+    if [ -n "${VARIANT_DEPTH:-}" ]; then
+        for v in $VARIANTS; do
+            run "variant-depth-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
+        done
+    fi
     for v in $VARIANTS; do
         run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done

@@ -91,48 +91,13 @@ struct TcUnit {
     u32 d[2][(NB + 1) / 2];
 };
 
-// Measurement variant (BONSAI_KERNEL_DEFINES=TC_WEIGHTS_EVICT_FIRST, not yet timed): the decode
-// GEMVs' weight loads as streaming loads (ld.global.cs: evict-first in L1 and L2). The decode
-// step streams ~1 GB of weights, each byte used once, through the 50 MB L2; with normal priority
-// they evict what is reused every layer (kernel code, activations, planes, norm weights, short
-// KV caches). Hypothesis for the 0.37-0.85 us between a GEMV's last barrier and its stores in the
-// decode trace (kernel-notes round 21): instruction fetches of the cold epilogue missing L2.
-// TC_WEIGHTS_NC_EVICT_FIRST: the same through the read-only path with only L2's priority
-// lowered (an L2::evict_first cache policy on ld.global.nc.L1::no_allocate), no L1 allocation.
-#ifdef TC_WEIGHTS_EVICT_FIRST
+// The weights are streaming loads (ld.global.cs: evict-first in L1 and L2). A decode step reads
+// ~1 GB of weights, each byte once, through the 50 MB L2; at normal priority they evict what every
+// layer reuses (activations, planes, norm weights, short KV caches, kernel code). Measured on the
+// H200 against plain loads, compiled as variants in one call (kernel-notes round 22): tg128
+// Bonsai-8B +3.0%, Ternary-8B +3.2%; the read-only path with an L2 evict-first policy and no L1
+// allocation gained +1.3% and -2.5%.
 #define TC_LOAD_WEIGHTS(p) __ldcs(p)
-#elif defined(TC_WEIGHTS_NC_EVICT_FIRST)
-__device__ __forceinline__ unsigned long long tc_stream_policy() {
-    unsigned long long pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
-__device__ __forceinline__ uint4 tc_ld_stream(const uint4* p) {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(tc_stream_policy()));
-    return r;
-}
-__device__ __forceinline__ uint2 tc_ld_stream(const uint2* p) {
-    uint2 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-                 : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(tc_stream_policy()));
-    return r;
-}
-__device__ __forceinline__ u32 tc_ld_stream(const u32* p) {
-    u32 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "l"(tc_stream_policy()));
-    return r;
-}
-__device__ __forceinline__ u16 tc_ld_stream(const u16* p) {
-    u16 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(r) : "l"(p), "l"(tc_stream_policy()));
-    return r;
-}
-#define TC_LOAD_WEIGHTS(p) tc_ld_stream(p)
-#else
-#define TC_LOAD_WEIGHTS(p) (*(p))
-#endif
 
 // Loads the unit at `w` (rows g, g + 8: w[0], w[1]; one 16-byte load per row and plane when
 // NB = 4) and its scales at `sc`.
@@ -319,15 +284,17 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 
 // Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
 // splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then (norm)
-// the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
+// the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token, of which only the
+// first `norm_slots` warps' can be nonzero: gemv_b1 sums in warp 0, and adding the other warps'
+// zeros would put a serial chain of shared loads on every CTA's last steps) and the store.
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
 // thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
 // so the add needs no load here; the same add, the same bits.
 template <int MODE, int NT, bool EARLY = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
-                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
-                                                   float y_early = 0.0f) {
+                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS],
+                                                   int norm_slots, int cta, float y_early = 0.0f) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int per_token = tiles_per_cta * outs;
     for (int i = threadIdx.x; i < m * per_token; i += blockDim.x) {
@@ -344,7 +311,7 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         }
         if (norm) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
             float ss = 0.0f;
-            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
+            for (int w = 0; w < norm_slots; ++w) ss += norm_sq[w][tok];
             const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
             v *= inv_rms;
             up *= inv_rms;
@@ -495,7 +462,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 
     TC_MARK(4);
     gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
-                                 blockIdx.x);
+                                 blockDim.x / WARP_SIZE, blockIdx.x);
     TC_MARK(5);
     TRACE_MARKS_END;
 }
