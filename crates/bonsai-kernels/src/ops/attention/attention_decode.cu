@@ -156,14 +156,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
     constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
     uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
-    // Measurement variant (BONSAI_KERNEL_DEFINES=ATT_KV_EVICT_FIRST, not yet timed): the cache rows
-    // as streaming loads, like the GEMVs' weights, so long contexts (1.2 GB of K/V per token at
-    // 8192 on Bonsai-8B) do not evict what every layer reuses.
-#ifdef ATT_KV_EVICT_FIRST
-#define ATT_DEC_LOAD_KV(p) __ldcs(p)
-#else
-#define ATT_DEC_LOAD_KV(p) (*(p))
-#endif
     // Loads of the step starting at key `first` (keys past key_end read as zero, never touched;
     // with `skip_newest`, key pos0 too, for load_newest after the wait).
     auto load_step = [&](int first, bool skip_newest) {
@@ -173,8 +165,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             const bool live = key < key_end && !(skip_newest && key == (int)pos0);
 #pragma unroll
             for (int c = 0; c < VECS; ++c) {
-                k_next[u][c] = live ? ATT_DEC_LOAD_KV(k_lane + (long long)key * KEY_STRIDE + c) : make_uint4(0u, 0u, 0u, 0u);
-                v_next[u][c] = live ? ATT_DEC_LOAD_KV(v_lane + (long long)key * KEY_STRIDE + c) : make_uint4(0u, 0u, 0u, 0u);
+                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
             }
         }
     };

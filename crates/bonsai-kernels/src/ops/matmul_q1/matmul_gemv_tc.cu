@@ -97,7 +97,11 @@ struct TcUnit {
 // H200 against plain loads, compiled as variants in one call (kernel-notes round 22): tg128
 // Bonsai-8B +3.0%, Ternary-8B +3.2%; the read-only path with an L2 evict-first policy and no L1
 // allocation gained +1.3% and -2.5%.
+#ifdef TC_WEIGHTS_PLAIN  // measurement variant: the loads before 2026-12-01's round 22
+#define TC_LOAD_WEIGHTS(p) (*(p))
+#else
 #define TC_LOAD_WEIGHTS(p) __ldcs(p)
+#endif
 
 // Loads the unit at `w` (rows g, g + 8: w[0], w[1]; one 16-byte load per row and plane when
 // NB = 4) and its scales at `sc`.
