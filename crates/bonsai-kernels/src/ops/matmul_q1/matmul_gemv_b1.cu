@@ -422,15 +422,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
-    // Only warp 0's slot is used (written before the epilogue's barrier, read after it).
-#ifdef B1_NORM_ALL_SLOTS  // measurement variant: every warp's slot, zeros but warp 0's, as before
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
-    const int norm_slots = blockDim.x / WARP_SIZE;
-#else
-    __shared__ float norm_sq[1][GEMV_MAX_TOKENS];
-    const int norm_slots = 1;
-#endif
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
     // loop from global memory, their L2 round trip sat on the kernel's critical path (~0.35 us of
     // qkv's and gate_up's tail in the decode trace; warp 0 reading them during the planes copy
@@ -485,7 +478,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     gemv_store_outputs<MODE, 1, EARLY_Y && MODE == MATMUL_ADD>(partial, 1, y, n_out, k, tiles_per_cta, splits,
-                                                              norm != 0, norm_eps, norm_sq, norm_slots, cta, y_early);
+                                                              norm != 0, norm_eps, norm_sq, cta, y_early);
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;

@@ -94,14 +94,10 @@ struct TcUnit {
 // The weights are streaming loads (ld.global.cs: evict-first in L1 and L2). A decode step reads
 // ~1 GB of weights, each byte once, through the 50 MB L2; at normal priority they evict what every
 // layer reuses (activations, planes, norm weights, short KV caches, kernel code). Measured on the
-// H200 against plain loads, compiled as variants in one call (kernel-notes round 22): tg128
-// Bonsai-8B +3.0%, Ternary-8B +3.2%; the read-only path with an L2 evict-first policy and no L1
-// allocation gained +1.3% and -2.5%.
-#ifdef TC_WEIGHTS_PLAIN  // measurement variant: the loads before 2026-12-01's round 22
-#define TC_LOAD_WEIGHTS(p) (*(p))
-#else
+// H200 against plain loads, each pair compiled as variants in one call (kernel-notes round 22):
+// tg128 Bonsai-8B +3.0% / +3.2%, Ternary-8B +3.2% / +3.0%. The read-only path with an L2
+// evict-first policy and no L1 allocation instead: +1.3% / -2.5%.
 #define TC_LOAD_WEIGHTS(p) __ldcs(p)
-#endif
 
 // Loads the unit at `w` (rows g, g + 8: w[0], w[1]; one 16-byte load per row and plane when
 // NB = 4) and its scales at `sc`.
@@ -288,17 +284,15 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 
 // Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
 // splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then (norm)
-// the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token, of which only the
-// first `norm_slots` warps' can be nonzero: gemv_b1 sums in warp 0, and adding the other warps'
-// zeros would put a serial chain of shared loads on every CTA's last steps) and the store.
+// the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
 // thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
 // so the add needs no load here; the same add, the same bits.
 template <int MODE, int NT, bool EARLY = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
-                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS],
-                                                   int norm_slots, int cta, float y_early = 0.0f) {
+                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
+                                                   float y_early = 0.0f) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int per_token = tiles_per_cta * outs;
     for (int i = threadIdx.x; i < m * per_token; i += blockDim.x) {
@@ -315,7 +309,7 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         }
         if (norm) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
             float ss = 0.0f;
-            for (int w = 0; w < norm_slots; ++w) ss += norm_sq[w][tok];
+            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
             const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
             v *= inv_rms;
             up *= inv_rms;
@@ -466,7 +460,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 
     TC_MARK(4);
     gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
-                                 blockDim.x / WARP_SIZE, blockIdx.x);
+                                 blockIdx.x);
     TC_MARK(5);
     TRACE_MARKS_END;
 }
