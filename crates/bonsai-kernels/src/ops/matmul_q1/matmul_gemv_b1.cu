@@ -368,6 +368,17 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
+// Measurement variant (BONSAI_KERNEL_DEFINES=B1_NORM_ONE_SLOT, not yet timed): the epilogue adds
+// only warp 0's norm slot (the others are zero) in the GEMVs that have a norm (Store, SwiGLU), so
+// the Add GEMVs' SASS stays byte-identical. Reading one slot everywhere measured -2.2% on
+// Bonsai-8B although it shortened qkv's and gate_up's epilogues: the Add GEMVs' loops slowed with
+// their changed code (kernel-notes round 22).
+#ifdef B1_NORM_ONE_SLOT
+#define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
+#else
+#define B1_ONE_NORM_SLOT(MODE) false
+#endif
+
 template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
@@ -477,8 +488,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, 1, EARLY_Y && MODE == MATMUL_ADD>(partial, 1, y, n_out, k, tiles_per_cta, splits,
-                                                              norm != 0, norm_eps, norm_sq, cta, y_early);
+    constexpr bool EARLY_ADD = EARLY_Y && MODE == MATMUL_ADD;
+    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE)>(partial, 1, y, n_out, k, tiles_per_cta, splits,
+                                                                  norm != 0, norm_eps, norm_sq, cta, y_early);
     if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;

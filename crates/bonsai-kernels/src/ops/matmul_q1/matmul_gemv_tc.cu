@@ -288,7 +288,8 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
 // thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
 // so the add needs no load here; the same add, the same bits.
-template <int MODE, int NT, bool EARLY = false>
+// ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
+template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
@@ -309,7 +310,8 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         }
         if (norm) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
             float ss = 0.0f;
-            for (int w = 0; w < blockDim.x / WARP_SIZE; ++w) ss += norm_sq[w][tok];
+            const int slots = ONE_NORM_SLOT ? 1 : blockDim.x / WARP_SIZE;
+            for (int w = 0; w < slots; ++w) ss += norm_sq[w][tok];
             const float inv_rms = rsqrtf(ss / (float)k + norm_eps);
             v *= inv_rms;
             up *= inv_rms;
