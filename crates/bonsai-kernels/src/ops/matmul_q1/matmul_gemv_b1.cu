@@ -360,14 +360,6 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
     }
 }
 
-// GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
-// mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
-// H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
-// EARLY_Y (`_gemv_b1_early`, MATMUL_ADD only): each thread reads the y value it will add to before
-// griddep_wait, so the epilogue's add has no L2 round trip at the end of the critical path. Only
-// for callers whose y was written two or more kernels back (the decode layer's residual stream:
-// when a kernel starts, the one before it has passed its own wait, so everything older is
-// complete); a y written by the kernel just before would be read stale.
 // Measurement variant (BONSAI_KERNEL_DEFINES=B1_NORM_ONE_SLOT, not yet timed): the epilogue adds
 // only warp 0's norm slot (the others are zero) in the GEMVs that have a norm (Store, SwiGLU), so
 // the Add GEMVs' SASS stays byte-identical. Reading one slot everywhere measured -2.2% on
@@ -379,6 +371,14 @@ __device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, 
 #define B1_ONE_NORM_SLOT(MODE) false
 #endif
 
+// GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
+// mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
+// H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
+// EARLY_Y (`_gemv_b1_early`, MATMUL_ADD only): each thread reads the y value it will add to before
+// griddep_wait, so the epilogue's add has no L2 round trip at the end of the critical path. Only
+// for callers whose y was written two or more kernels back (the decode layer's residual stream:
+// when a kernel starts, the one before it has passed its own wait, so everything older is
+// complete); a y written by the kernel just before would be read stale.
 template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
