@@ -497,6 +497,26 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TRACE_CTA_ENDS;
 }
 
+// Measurement variant (BONSAI_KERNEL_DEFINES=B1_NB1_OUTLINED, not yet timed): the one-group-unit
+// body (K % 512 != 0: never a real model's shape) as a call, so each entry point's inline code is
+// the 4-group path alone (about half the kernel). A layer's distinct decode code (~160 KB of SASS,
+// two bodies per GEMV entry point) does not fit an SM's instruction caches, and code placement
+// already moved the Add GEMVs by 0.4 us per launch (kernel-notes round 22).
+#ifdef B1_NB1_OUTLINED
+template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y>
+__device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
+                                                        const u32* gsx, const float* group_sq, float* y, int n_out,
+                                                        int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
+                                                        float norm_eps, int cta, B1PlanesOut planes_out,
+                                                        const B1Prefetch* prefetch) {
+    gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                                    splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
+}
+#define B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y) gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>
+#else
+#define B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y) gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>
+#endif
+
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
 template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
@@ -508,6 +528,7 @@ __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, c
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out, prefetch);
     else
-        gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                               splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
+        B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y)(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
+                                                              planes_out, prefetch);
 }
