@@ -171,11 +171,12 @@ decode-chain)
     run planes-check-bonsai-8b env BONSAI_DECODE_CHAIN=planes "$BIN" check --synthetic bonsai-8b -n 16
     ;;
 trace)
-    # The decode graph's timeline on the GPU clock (BONSAI_TRACE=1: one replay, per kernel the
-    # time from its griddep_wait release to the next kernel's, and how early it started; the
-    # traced library is compiled at run time with the hooks, so the first run takes ~80 s).
+    # The decode graph's timeline on the GPU clock (BONSAI_TRACE=1: per kernel the time from its
+    # griddep_wait release to the next kernel's, and how early it started; over 8 replays, each
+    # kernel's median and range; the traced library is compiled at run time with the hooks, so
+    # the first run takes ~80 s).
     for g in bonsai-8b ternary-8b; do
-        run "trace-$g" env BONSAI_TRACE=1 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
+        run "trace-$g" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
     done
     run trace-bonsai-8b-depth8192 env BONSAI_TRACE=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 --ctx-depth 8192
     # Plus every CTA's end of the binary GEMVs and prepares (the CTA table; one atomic per CTA).
@@ -276,7 +277,7 @@ variants)
         done
     fi
     for v in $VARIANTS; do
-        run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
 knobs)
@@ -297,7 +298,7 @@ knobs)
         done
     done
     for k in $KNOBS; do
-        run "knob-trace-$k" env BONSAI_TRACE=1 ${k//,/ } "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "knob-trace-$k" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 ${k//,/ } "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
 gemv-stalls)

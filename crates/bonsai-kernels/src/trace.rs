@@ -61,6 +61,29 @@ pub fn cta_ends() -> bool {
     level() == 2
 }
 
+/// `BONSAI_TRACE_REPLAYS`: how many consecutive replays are traced (default 1, at most
+/// [`MAX_REPLAYS`]); with more than one, [`report_replays`] adds each kernel's spread over them.
+pub const REPLAYS_VAR: &str = "BONSAI_TRACE_REPLAYS";
+pub const MAX_REPLAYS: usize = 32;
+
+/// [`REPLAYS_VAR`], read once per process; a value that is not a number in 1..=MAX_REPLAYS is
+/// reported on stderr and replaced by the nearest valid one (1 when unreadable).
+pub fn replays() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        let Ok(raw) = std::env::var(REPLAYS_VAR) else { return 1 };
+        let parsed = raw.trim().parse::<usize>().ok();
+        let n = parsed.unwrap_or(1).clamp(1, MAX_REPLAYS);
+        if parsed != Some(n) {
+            eprintln!("{REPLAYS_VAR}={raw:?} is not a number in 1..={MAX_REPLAYS}: tracing {n} replay(s)");
+        }
+        n
+    })
+}
+
+mod replays;
+pub use replays::report_replays;
+
 /// One launch as recorded: the kernel's name and geometry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchRecord {
@@ -184,7 +207,7 @@ pub fn collect(lib: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Vec<Even
 /// one's, and how long before its release it had started (where it records STARTED); then the
 /// same summed per kernel name, largest first.
 pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
-    let released: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Released).collect();
+    let released = released_events(events);
     let mut out = String::new();
     let n = released.len().min(launches.len());
     if released.len() != launches.len() {
@@ -222,8 +245,6 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
         "{:>4} {:<44} {:>11} {:>11} {:>12}",
         "#", "kernel", "grid x blk", "release->", "started ahead"
     );
-    let mut per_name: Vec<(String, usize, f64)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
     for i in 0..n {
         let gap =
             if i + 1 < n { Some((released[i + 1].ns - released[i].ns) as f64 / 1e3) } else { None };
@@ -237,18 +258,12 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
             gap.map_or("-".into(), |g| format!("{g:.2} us")),
             ahead.map_or("-".into(), |a| format!("{a:.2} us")),
         );
-        if let Some(g) = gap {
-            let slot = *index.entry(name.clone()).or_insert_with(|| {
-                per_name.push((name.clone(), 0, 0.0));
-                per_name.len() - 1
-            });
-            per_name[slot].1 += 1;
-            per_name[slot].2 += g;
-        }
     }
-    let _ = write!(out, "{}", phase_table(launches, &released[..n], events));
+    let mut phases = Vec::new();
+    add_phase_rows(&mut phases, launches, &released[..n], events);
+    let _ = write!(out, "{}", phase_text(&phases, "mean us after the kernel's release"));
     let _ = write!(out, "{}", cta_table(launches, &released[..n], events));
-    per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let per_name = per_kernel(launches, &released[..n]);
     let total: f64 = per_name.iter().map(|p| p.2).sum();
     let _ =
         writeln!(out, "\nper kernel (release to next release), one replay, {total:.1} us in all:");
@@ -264,12 +279,37 @@ pub fn report(launches: &[LaunchRecord], events: &[Event]) -> String {
     out
 }
 
-/// Per kernel name with phase marks: the mean time from its release to each mark of CTA 0 and to
-/// the next kernel's release.
-fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event]) -> String {
-    let n = released.len();
-    // (name, launches, sum of next-release offsets, per mark (count, sum of offsets)).
-    let mut rows: Vec<(String, usize, f64, Vec<(usize, f64)>)> = Vec::new();
+/// The RELEASED events of one replay, in order.
+pub(crate) fn released_events(events: &[Event]) -> Vec<&Event> {
+    events.iter().filter(|e| e.kind == EventKind::Released).collect()
+}
+
+/// Per kernel name (launches paired with `released` in order): launches with a next release, and
+/// the sum of their release-to-next times in us; largest sum first.
+pub(crate) fn per_kernel(launches: &[LaunchRecord], released: &[&Event]) -> Vec<(String, usize, f64)> {
+    let n = released.len().min(launches.len());
+    let mut per_name: Vec<(String, usize, f64)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for i in 0..n.saturating_sub(1) {
+        let name = launches[i].name.as_str();
+        let slot = *index.entry(name).or_insert_with(|| {
+            per_name.push((name.to_string(), 0, 0.0));
+            per_name.len() - 1
+        });
+        per_name[slot].1 += 1;
+        per_name[slot].2 += (released[i + 1].ns - released[i].ns) as f64 / 1e3;
+    }
+    per_name.sort_by(|a, b| b.2.total_cmp(&a.2));
+    per_name
+}
+
+/// A kernel name's phase marks summed over launches: (name, launches, sum of next-release offsets,
+/// per mark (count, sum of offsets)).
+pub(crate) type PhaseRow = (String, usize, f64, Vec<(usize, f64)>);
+
+/// Adds each launch's phase marks of CTA 0 (offsets from its release) and next release to `rows`.
+pub(crate) fn add_phase_rows(rows: &mut Vec<PhaseRow>, launches: &[LaunchRecord], released: &[&Event], events: &[Event]) {
+    let n = released.len().min(launches.len());
     for i in 0..n.saturating_sub(1) {
         let (start, end) = (released[i].ns, released[i + 1].ns);
         let marks: Vec<(u8, f64)> = events
@@ -302,11 +342,16 @@ fn phase_table(launches: &[LaunchRecord], released: &[&Event], events: &[Event])
             slot.1 += t;
         }
     }
+}
+
+/// Per kernel name with phase marks: the mean time from its release to each mark of CTA 0 and to
+/// the next kernel's release.
+pub(crate) fn phase_text(rows: &[PhaseRow], what: &str) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\nphase marks of CTA 0, mean us after the kernel's release (mark: time), then the next release:\n");
-    for (name, count, next, marks) in &rows {
+    let mut out = format!("\nphase marks of CTA 0, {what} (mark: time), then the next release:\n");
+    for (name, count, next, marks) in rows {
         let _ = write!(out, "  {:<44} {count:>4} x", truncate(name, 44));
         for (m, (c, sum)) in marks.iter().enumerate() {
             if *c > 0 {

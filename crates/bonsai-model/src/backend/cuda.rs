@@ -85,8 +85,10 @@ pub struct CudaBackend {
     /// reallocated (captured graphs hold its address).
     attention_counters: RefCell<Option<CudaSlice<u32>>>,
     /// `BONSAI_TRACE=1`: the launches of the last captured graph and its replays since then
-    /// (replay TRACE_REPLAY is traced: bonsai_kernels::trace).
+    /// (replays TRACE_REPLAY.. are traced, `BONSAI_TRACE_REPLAYS` of them: bonsai_kernels::trace),
+    /// and the events of those traced so far.
     traced_launches: RefCell<Vec<trace::LaunchRecord>>,
+    traced_events: RefCell<Vec<Vec<trace::Event>>>,
     replays_since_capture: Cell<usize>,
 }
 
@@ -112,16 +114,21 @@ impl CudaBackend {
         Ok(Self::with(gpu, lib))
     }
 
-    /// One replay with the device timeline on; prints its report to stderr.
-    fn traced_replay(&self, graph: &CudaGraph) -> Result<(), BackendError> {
+    /// One replay with the device timeline on; after the last traced one (`last`), prints the
+    /// report of all of them to stderr.
+    fn traced_replay(&self, graph: &CudaGraph, last: bool) -> Result<(), BackendError> {
         self.synchronize()?;
         trace::arm(&self.lib, &self.stream, true).map_err(device_err("arming the decode trace"))?;
         graph.launch().map_err(device_err("replaying the decode graph"))?;
         self.synchronize()?;
         let events = trace::collect(&self.lib, &self.stream).map_err(device_err("reading the decode trace"))?;
         trace::arm(&self.lib, &self.stream, false).map_err(device_err("disarming the decode trace"))?;
-        eprintln!("decode timeline (BONSAI_TRACE, replay {TRACE_REPLAY} after capture):");
-        eprint!("{}", trace::report(&self.traced_launches.borrow(), &events));
+        self.traced_events.borrow_mut().push(events);
+        if last {
+            let replays = std::mem::take(&mut *self.traced_events.borrow_mut());
+            eprintln!("decode timeline (BONSAI_TRACE, replay {TRACE_REPLAY} after capture):");
+            eprint!("{}", trace::report_replays(&self.traced_launches.borrow(), &replays));
+        }
         Ok(())
     }
 
@@ -144,6 +151,7 @@ impl CudaBackend {
             planned_weight_bytes: Cell::new(0),
             progress: RefCell::new(None),
             traced_launches: RefCell::new(Vec::new()),
+            traced_events: RefCell::new(Vec::new()),
             replays_since_capture: Cell::new(0),
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
@@ -281,6 +289,7 @@ impl Backend for CudaBackend {
         let recorded = record();
         if trace::enabled() {
             *self.traced_launches.borrow_mut() = trace::take_launches();
+            self.traced_events.borrow_mut().clear();
             self.replays_since_capture.set(0);
         }
         drop(pdl);
@@ -300,8 +309,8 @@ impl Backend for CudaBackend {
         self.not_while_capturing("replay")?;
         let replay = self.replays_since_capture.get();
         self.replays_since_capture.set(replay + 1);
-        if trace::enabled() && replay == TRACE_REPLAY {
-            self.traced_replay(graph)?;
+        if trace::enabled() && (TRACE_REPLAY..TRACE_REPLAY + trace::replays()).contains(&replay) {
+            self.traced_replay(graph, replay + 1 == TRACE_REPLAY + trace::replays())?;
         } else {
             graph.launch().map_err(device_err("replaying the decode graph"))?;
         }
