@@ -94,7 +94,7 @@ pub(crate) fn run_kernel(
 /// B1_MIN_EXP. Each staged value is off by at most s_G / 2.
 pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
     const B1_PLANES: i32 = launch::matmul::B1_ACTIVATION_BITS as i32;
-    const B1_MIN_EXP: i32 = -100;
+    use launch::matmul::B1_MIN_EXP;
     x.chunks(GROUP)
         .map(|g| {
             let amax = g.iter().fold(0.0f32, |a, v| a.max(v.abs()));

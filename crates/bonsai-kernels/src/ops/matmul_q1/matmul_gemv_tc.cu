@@ -91,16 +91,13 @@ struct TcUnit {
     u32 d[2][(NB + 1) / 2];
 };
 
-// The weights are streaming loads (ld.global.cs: evict-first in L1 and L2). A decode step reads
-// ~1 GB of weights, each byte once, through the 50 MB L2; at normal priority they evict what every
-// layer reuses (activations, planes, norm weights, short KV caches, kernel code). Measured on the
-// H200 against plain loads, each pair compiled as variants in one call (kernel-notes round 22):
-// tg128 Bonsai-8B +3.0% / +3.2%, Ternary-8B +3.2% / +3.0%. The read-only path with an L2
-// evict-first policy and no L1 allocation instead: +1.3% / -2.5%.
-#define TC_LOAD_WEIGHTS(p) __ldcs(p)
-
 // Loads the unit at `w` (rows g, g + 8: w[0], w[1]; one 16-byte load per row and plane when
-// NB = 4) and its scales at `sc`.
+// NB = 4) and its scales at `sc`. Streaming loads (__ldcs, ld.global.cs: evict-first in L1 and
+// L2): a decode step reads ~1 GB of weights, each byte once, through the 50 MB L2; at normal
+// priority they evict what every layer reuses (activations, planes, norm weights, short KV
+// caches, kernel code). Measured on the H200 against plain loads, each pair compiled as variants
+// in one call (kernel-notes round 22): tg128 Bonsai-8B +3.0% / +3.2%, Ternary-8B +3.2% / +3.0%.
+// The read-only path with an L2 evict-first policy and no L1 allocation instead: +1.3% / -2.5%.
 template <int BITS, int NB>
 __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&w)[2], const u16* const (&sc)[2]) {
 #pragma unroll
@@ -108,20 +105,20 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
         if (NB * BITS >= 4) {
 #pragma unroll
             for (int v = 0; v < NB * BITS / 4; ++v) {
-                const uint4 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint4*>(w[h]) + v);
+                const uint4 q = __ldcs(reinterpret_cast<const uint4*>(w[h]) + v);
                 r.w[h][4 * v] = q.x; r.w[h][4 * v + 1] = q.y; r.w[h][4 * v + 2] = q.z; r.w[h][4 * v + 3] = q.w;
             }
         } else if (NB * BITS == 2) {
-            const uint2 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint2*>(w[h]));
+            const uint2 q = __ldcs(reinterpret_cast<const uint2*>(w[h]));
             r.w[h][0] = q.x; r.w[h][NB * BITS - 1] = q.y;
         } else {
-            r.w[h][0] = TC_LOAD_WEIGHTS(w[h]);
+            r.w[h][0] = __ldcs(w[h]);
         }
         if (NB == LAYOUT_BLOCK_GROUPS) {
-            const uint2 q = TC_LOAD_WEIGHTS(reinterpret_cast<const uint2*>(sc[h]));
+            const uint2 q = __ldcs(reinterpret_cast<const uint2*>(sc[h]));
             r.d[h][0] = q.x; r.d[h][(NB + 1) / 2 - 1] = q.y;
         } else {
-            r.d[h][0] = TC_LOAD_WEIGHTS(sc[h]);
+            r.d[h][0] = __ldcs(sc[h]);
         }
     }
 }

@@ -75,6 +75,8 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
 pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
 /// Plane words per lane and group (B1_WORDS): B1_PLANES / 8.
 pub(crate) const B1_WORDS: usize = 2;
+/// Smallest group exponent of gemv_b1's quantization step (B1_MIN_EXP).
+pub(crate) const B1_MIN_EXP: i32 = -100;
 /// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS) under `BONSAI_PREPARE_SHAPE=eight`
 /// (the default launches 4 CTAs of up to 32 warps: cuda_b1.rs).
 pub(crate) const B1_PREPARE_WARPS: usize = 8;
@@ -136,11 +138,16 @@ mod tests {
     use crate::cuda::registry::SOURCES;
 
     /// The number a `#define NAME value` line of a registered source gives NAME.
-    fn define_in(path: &str, name: &str) -> usize {
+    /// The value text of `#define name value` in the registered source at `path`.
+    fn define_text(path: &str, name: &str) -> &'static str {
         let src = SOURCES.iter().find(|s| s.path == path).expect("registered");
         let prefix = format!("#define {name} ");
         let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
-        line[prefix.len()..].split_whitespace().next().and_then(|v| v.parse().ok()).expect("a number")
+        line[prefix.len()..].split_whitespace().next().expect("a value")
+    }
+
+    fn define_in(path: &str, name: &str) -> usize {
+        define_text(path, name).parse().expect("a number")
     }
 
     fn cu_define(name: &str) -> usize {
@@ -164,6 +171,7 @@ mod tests {
         assert_eq!(b1_define("B1_PLANES") / 8, B1_WORDS);
         assert_eq!(b1_define("B1_MAX_THREADS"), 32 * MAX_WARPS_B1);
         assert_eq!(b1_define("B1_PREPARE_WARPS"), B1_PREPARE_WARPS);
+        assert_eq!(define_text("ops/matmul_q1/matmul_gemv_b1.cu", "B1_MIN_EXP"), format!("({B1_MIN_EXP})"));
     }
 
     #[test]
