@@ -13,7 +13,6 @@
 #   check   bonsai check (CPU vs GPU greedy tokens, logits, perplexity) on both golden checkpoints
 #           and on random-weight 8B geometries
 #   lab     scripts/lab/run.sh: the decode GEMV variants (gemv_tc vs the older ones), needs nvcc
-#   prefetch each GEMV asking L2 for the next one's weights (BONSAI_L2_PREFETCH): verify, tok/s, trace
 #   headline  pp512 + tg128 of Bonsai-8B and Ternary-8B only (the README's figures)
 #   probe   tg128 with N empty dependent launches per layer (BONSAI_PROBE_STEPS): one step's cost
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
@@ -32,6 +31,8 @@
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
+#   graph-stalls Nsight Compute's warp states over one whole decode graph replay (8B): how much warp
+#           time waits on instruction fetch, memory, barriers, inside the graph as it runs
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -182,19 +183,6 @@ trace)
     # Plus every CTA's end of the binary GEMVs and prepares (the CTA table; one atomic per CTA).
     run trace-cta-bonsai-8b env BONSAI_TRACE=cta "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     ;;
-prefetch)
-    # Each binary GEMV's CTAs asking L2 for the next GEMV's weights (BONSAI_L2_PREFETCH=1, off by
-    # default, not yet measured): bit-identity of `_gemv_b1_pf` (verify planes_out), decode speed
-    # off / on / off / on in one run, the timeline with it on, and the synthetic check.
-    run prefetch-verify "$BIN" kernels verify --only planes_out
-    for g in bonsai-8b ternary-8b; do
-        for on in 0 1 0 1; do
-            run "prefetch-tg-$g-$on" env BONSAI_L2_PREFETCH=$on "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
-        done
-    done
-    run prefetch-trace-bonsai-8b env BONSAI_TRACE=1 BONSAI_L2_PREFETCH=1 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    run prefetch-check-bonsai-8b env BONSAI_L2_PREFETCH=1 "$BIN" check --synthetic bonsai-8b -n 16
-    ;;
 probe)
     # What one empty dependent step costs the decode graph (BONSAI_PROBE_STEPS=N empty launches per
     # layer, tail.rs): tg128 with 0, 1, 4 probes per layer, alternating.
@@ -300,6 +288,18 @@ knobs)
     for k in $KNOBS; do
         run "knob-trace-$k" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 ${k//,/ } "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
+    ;;
+graph-stalls)
+    # One decode graph replay profiled as one workload (--graph-profiling graph: kernels overlap as
+    # in production, caches and clocks untouched), warp-state and scheduler statistics summed over
+    # all its kernels. Question (kernel-notes round 23): does instruction fetch (stall
+    # "no_instruction") take a measurable share of the warps' time, i.e. is code placement a lever?
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    run graph-stalls "$NCU" --graph-profiling graph --clock-control none --cache-control none \
+        --launch-skip 40 --launch-count 1 --section WarpStateStats --section SchedulerStats \
+        --section InstructionStats -o "$LOGS/graph-stalls" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run graph-stalls-details "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page details
+    run graph-stalls-raw "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page raw --csv
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state

@@ -159,7 +159,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q1_gemv_tc",
             "matmul_q1_gemv_b1",
-            "matmul_q1_gemv_b1_pf",
             "matmul_q1_gemv_b1_out",
             "matmul_q1_gemv_tc_tokens8",
             "matmul_q1_gemm_tile64_simt",
@@ -171,7 +170,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_wgmma_n64",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
-            "matmul_q1_add_gemv_b1_pf",
             "matmul_q1_add_gemv_b1_out",
             "matmul_q1_add_gemv_b1_early",
             "matmul_q1_add_gemv_tc_tokens8",
@@ -190,7 +188,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "matmul_q2_gemv_tc",
             "matmul_q2_gemv_b1",
-            "matmul_q2_gemv_b1_pf",
             "matmul_q2_gemv_b1_out",
             "matmul_q2_gemv_tc_tokens8",
             "matmul_q2_gemm_tile64_simt",
@@ -202,7 +199,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_wgmma_n64",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
-            "matmul_q2_add_gemv_b1_pf",
             "matmul_q2_add_gemv_b1_out",
             "matmul_q2_add_gemv_b1_early",
             "matmul_q2_add_gemv_tc_tokens8",
@@ -221,7 +217,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q1_gemv_tc",
             "gate_up_swiglu_q1_gemv_b1",
-            "gate_up_swiglu_q1_gemv_b1_pf",
             "gate_up_swiglu_q1_gemv_b1_out",
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_tile64_simt",
@@ -239,7 +234,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gate_up_swiglu_q2_gemv_tc",
             "gate_up_swiglu_q2_gemv_b1",
-            "gate_up_swiglu_q2_gemv_b1_pf",
             "gate_up_swiglu_q2_gemv_b1_out",
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_tile64_simt",

@@ -6,9 +6,8 @@
 //! required result is bit-identity, tolerance 0: y against the same GEMV without the epilogue, and
 //! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
 //! same norm weights. Each case runs twice on one output buffer, so group counters left non-zero
-//! by the first launch would show in the second. The plain GEMV also runs as `_gemv_b1_pf`
-//! (asking L2 for weights, a hint) and, with the Add epilogue, as `_gemv_b1_early` (reading the y
-//! it adds to before the wait): both y must be bit-identical too. So must the tiles GEMV's y
+//! by the first launch would show in the second. With the Add epilogue the plain GEMV also runs
+//! as `_gemv_b1_early` (reading the y it adds to before the wait): its y must be bit-identical too. So must the tiles GEMV's y
 //! (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the plain one's.
 
 
@@ -17,7 +16,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, with_l2_prefetch, B1Planes, Epilogue,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
     PlanesOut,
 };
 use crate::weights::QMatrix;
@@ -99,12 +98,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         };
         let mut y_plain = start(ctx)?;
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
-        // The same GEMV as `_gemv_b1_pf`, asking L2 for a matrix's weights (its own): a hint, so y
-        // must be bit-identical.
-        let mut y_pf = start(ctx)?;
-        with_l2_prefetch(&ctx.stream, &w.view(), || {
-            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_pf, epilogue, None)
-        })?;
         // `_gemv_b1_early` (Add only): y read before the wait; here the host wrote it long before.
         let y_early = if epilogue == Epilogue::Add {
             let mut y_early = start(ctx)?;
@@ -124,8 +117,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
         let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
-        let got_pf = download(&ctx.stream, &y_pf)?;
-        ctx.record("planes_out", &format!("{label} y with L2 prefetch"), Comparison::of(&got_pf, &want_y, |_| 0.0));
         if let Some(y_early) = &y_early {
             let got_early = download(&ctx.stream, y_early)?;
             ctx.record("planes_out", &format!("{label} y read early"), Comparison::of(&got_early, &want_y, |_| 0.0));

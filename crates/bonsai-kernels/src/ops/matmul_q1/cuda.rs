@@ -440,7 +440,7 @@ pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_p
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
-pub use super::matmul_b1::{with_early_residual, with_gemv_tiles, with_l2_prefetch, L2Prefetch};
+pub use super::matmul_b1::{with_early_residual, with_gemv_tiles};
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use super::matmul::{
     MAX_WARPS_B1, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, read_ptr, shape, LaunchError, QWeightsView, QuantBits};
+use crate::launch::{as_i32, shape, LaunchError, QuantBits};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -42,38 +42,6 @@ pub(crate) fn launch(
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
     launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
-}
-
-/// The next GEMV's weights a `_gemv_b1_pf` launch asks L2 for (`B1Prefetch` in
-/// matmul_gemv_b1.cu: same fields, same order): payload and scales, device pointer and bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct L2Prefetch {
-    pub ptr: [u64; 2],
-    pub bytes: [u64; 2],
-}
-
-// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
-unsafe impl cudarc::driver::DeviceRepr for L2Prefetch {}
-
-thread_local! {
-    static NEXT_WEIGHTS: std::cell::Cell<Option<L2Prefetch>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f`; the first plain one-token binary GEMV it launches from this thread (`*_gemv_b1`,
-/// not the planes-epilogue `_out` ones) becomes `*_gemv_b1_pf`, whose CTAs each ask L2 for their
-/// share of `next`'s weights once their own loads are issued. A hint: no value changes.
-pub fn with_l2_prefetch<R>(stream: &Arc<CudaStream>, next: &QWeightsView<'_>, f: impl FnOnce() -> R) -> R {
-    let (payload, _g0) = read_ptr(next.payload, stream);
-    let (scales, _g1) = read_ptr(next.scales, stream);
-    let hint = L2Prefetch {
-        ptr: [payload, scales],
-        bytes: [(next.payload.len() * 4) as u64, (next.scales.len() * 2) as u64],
-    };
-    NEXT_WEIGHTS.with(|c| c.set(Some(hint)));
-    let out = f();
-    NEXT_WEIGHTS.with(|c| c.set(None));
-    out
 }
 
 thread_local! {
@@ -274,7 +242,7 @@ pub(crate) fn launch_gemv(
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let plain = epilogue == Epilogue::Store && planes_out.counts == 0 && NEXT_WEIGHTS.with(|c| c.get().is_none());
+    let plain = epilogue == Epilogue::Store && planes_out.counts == 0;
     if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
         return Ok(());
     }
@@ -282,13 +250,8 @@ pub(crate) fn launch_gemv(
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
-    // The next GEMV's L2 prefetch (with_l2_prefetch), taken by this launch; only the plain kernels
-    // have a `_pf` twin.
-    let prefetch = NEXT_WEIGHTS.with(|c| c.take()).filter(|_| planes_out.counts == 0);
     if planes_out.counts != 0 {
         name.push_str("_out");
-    } else if prefetch.is_some() {
-        name.push_str("_pf");
     } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {
         name.push_str("_early");
     }
@@ -312,16 +275,12 @@ pub(crate) fn launch_gemv(
     if planes_out.counts != 0 {
         b.arg(&planes_out);
     }
-    if let Some(p) = prefetch.as_ref() {
-        b.arg(p);
-    }
     // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
     // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are
     // 256-byte aligned: cp.async's 16 bytes), a planes output was sized for n_out by the caller,
-    // and b1_geometry sized the block and shared memory. The `_pf` ones take the B1Prefetch block
-    // last: ranges inside another matrix's weight buffers, only prefetched (nothing is read or written).
+    // and b1_geometry sized the block and shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }

@@ -336,40 +336,11 @@ __device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, in
     }
 }
 
-// The next GEMV's weights (payload, scales) that a `_gemv_b1_pf` launch asks L2 for, each CTA its
-// 1 / gridDim share, after its own weight loads have been issued: the next GEMV then streams from
-// L2 (measured with the prepare launch issuing the same prefetch: gate_up 8.69 -> 7.63 us, down
-// ~1.4 us faster; but from a prepare's 4-12 CTAs the prefetch itself was far too slow).
-// Mirrored by `L2Prefetch` in cuda_b1.rs (same fields, same order).
-struct B1Prefetch {
-    const char* ptr[2];
-    unsigned long long bytes[2];
-};
-#define B1_PREFETCH_CHUNK (64 * 1024)
-
-// CTA `cta` of `ctas` asks for its share of both ranges in 64 KB bulk prefetches, one per thread
-// (a hint: it changes no value; a range not 16-byte aligned is skipped, tails under 16 bytes too).
-__device__ __forceinline__ void b1_prefetch_share(const B1Prefetch& p, int cta, int ctas) {
-    for (int r = 0; r < 2; ++r) {
-        if (p.ptr[r] == nullptr || reinterpret_cast<unsigned long long>(p.ptr[r]) % 16 != 0) continue;
-        const long long share = (long long)((p.bytes[r] + ctas - 1) / ctas + 15) / 16 * 16;
-        const long long begin = (long long)cta * share, end = min(begin + share, (long long)(p.bytes[r] / 16 * 16));
-        for (long long off = begin + (long long)threadIdx.x * B1_PREFETCH_CHUNK; off < end;
-             off += (long long)blockDim.x * B1_PREFETCH_CHUNK)
-            prefetch_l2_bulk(p.ptr[r] + off, (unsigned)min((long long)B1_PREFETCH_CHUNK, end - off));
-    }
-}
-
-// Measurement variant (BONSAI_KERNEL_DEFINES=B1_NORM_ONE_SLOT, not yet timed): the epilogue adds
-// only warp 0's norm slot (the others are zero) in the GEMVs that have a norm (Store, SwiGLU), so
-// the Add GEMVs' SASS stays byte-identical. Reading one slot everywhere measured -2.2% on
-// Bonsai-8B although it shortened qkv's and gate_up's epilogues: the Add GEMVs' loops slowed with
-// their changed code (kernel-notes round 22).
-#ifdef B1_NORM_ONE_SLOT
+// The epilogue adds only warp 0's norm slot (the others are zero) in the GEMVs that have a norm
+// (Store, SwiGLU): about 550 fewer instructions there. The Add GEMVs keep the all-slot sum so their
+// SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
+// with their changed code (kernel-notes round 22); only where a norm exists, +0.9 to +1.0% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
-#else
-#define B1_ONE_NORM_SLOT(MODE) false
-#endif
 
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
@@ -384,7 +355,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1PlanesOut& planes_out, const B1Prefetch* prefetch) {
+                                             const B1PlanesOut& planes_out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
@@ -477,8 +448,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
 
     TC_MARK(3);
-    // Null (a compile-time constant) in every entry point but the `_pf` ones.
-    if (prefetch != nullptr) b1_prefetch_share(*prefetch, cta, gridDim.x);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
     if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
@@ -497,38 +466,33 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TRACE_CTA_ENDS;
 }
 
-// Measurement variant (BONSAI_KERNEL_DEFINES=B1_NB1_OUTLINED, not yet timed): the one-group-unit
-// body (K % 512 != 0: never a real model's shape) as a call, so each entry point's inline code is
-// the 4-group path alone (about half the kernel). A layer's distinct decode code (~160 KB of SASS,
-// two bodies per GEMV entry point) does not fit an SM's instruction caches, and code placement
-// already moved the Add GEMVs by 0.4 us per launch (kernel-notes round 22).
-#ifdef B1_NB1_OUTLINED
+// The one-group-unit body (K % 512 != 0: never a real model's shape) is a call, so each entry
+// point's inline code is the 4-group path alone, starting at the entry and running contiguously
+// (inlined, ptxas placed the 1-group body first and every launch jumped ~18 KB into its code).
+// A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
+// code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
+// one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
 template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,
                                                         int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
-                                                        float norm_eps, int cta, B1PlanesOut planes_out,
-                                                        const B1Prefetch* prefetch) {
+                                                        float norm_eps, int cta, B1PlanesOut planes_out) {
     gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                                    splits, chunk_groups, norm, norm_eps, cta, planes_out, prefetch);
+                                                    splits, chunk_groups, norm, norm_eps, cta, planes_out);
 }
-#define B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y) gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>
-#else
-#define B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y) gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>
-#endif
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
 template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1PlanesOut& planes_out, const B1Prefetch* prefetch = nullptr) {
+                                        const B1PlanesOut& planes_out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
         gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                 cta, planes_out, prefetch);
+                                                                 cta, planes_out);
     else
-        B1_SINGLE_GROUPS_BODY(BITS, MODE, GROUP_OUT, EARLY_Y)(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                               tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                              planes_out, prefetch);
+                                                              planes_out);
 }

@@ -28,17 +28,6 @@
                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
                                    blockIdx.x, B1PlanesOut{});                                    \
     }                                                                                            \
-    /* gemv_b1 that also asks L2 for the next GEMV's weights (B1Prefetch, matmul_gemv_b1.cu) */ \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_pf(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
-                            const float* group_sq, float* y, int n_out, int k, int tiles_per_cta, \
-                            int splits, int chunk_groups, int norm, float norm_eps,              \
-                            const B1Prefetch prefetch) {                                         \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
-                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
-                                   blockIdx.x, B1PlanesOut{}, &prefetch);                         \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \

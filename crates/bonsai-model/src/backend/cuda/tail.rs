@@ -26,7 +26,7 @@ use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, with_early_residual, with_l2_prefetch, B1Planes,
+    gemv_from_planes, gemv_kernel_from_env, with_early_residual, B1Planes,
     Epilogue, GemvKernel, PlanesOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
@@ -143,18 +143,13 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     })?;
     match mode {
         TailMode::AttnPlanes => {
-            // Under BONSAI_L2_PREFETCH=1 each GEMV's CTAs also ask L2 for the next one's weights.
-            let pf = l2_prefetch_on()?;
             // Both Add GEMVs read x before their wait (unless BONSAI_EARLY_RESIDUAL=0): x was
             // written two or more kernels before each (the previous layer's down / this layer's
             // attn_out).
             let early = early_residual_on()?;
-            prefetching(b, pf.then_some(gate_up), || {
-                with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))
-            })?;
-            prefetching(b, pf.then_some(down), || b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn))?;
-            let next_qkv = next.and_then(|(_, w)| pf.then_some(w));
-            prefetching(b, next_qkv, || with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add)))?;
+            with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
+            b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
+            with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add))?;
             if let Some((attn_norm, qkv_w)) = next {
                 b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
             }
@@ -211,23 +206,6 @@ pub const PROBE_STEPS_ENV: &str = "BONSAI_PROBE_STEPS";
 fn probe_steps() -> Result<usize, BackendError> {
     static N: OnceLock<Result<usize, String>> = OnceLock::new();
     knob(&N, PROBE_STEPS_ENV, 0, "a count of launches", |v| v.parse().ok())
-}
-
-/// `BONSAI_L2_PREFETCH=1` (measurement knob, off by default): in the default layer tail, every
-/// binary GEMV's CTAs ask L2 for the next GEMV's weights (`with_l2_prefetch`; kernel-notes round 12).
-pub const L2_PREFETCH_ENV: &str = "BONSAI_L2_PREFETCH";
-
-fn l2_prefetch_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, L2_PREFETCH_ENV, false).map_err(BackendError::Device)
-}
-
-/// Runs `f` with the next GEMV's weights as the L2 prefetch hint of its binary GEMV, if given.
-fn prefetching<R>(b: &CudaBackend, next: Option<&GpuQMatrix>, f: impl FnOnce() -> R) -> R {
-    match next {
-        Some(w) => with_l2_prefetch(&b.stream, &view(w), f),
-        None => f(),
-    }
 }
 
 /// One binary GEMV on `planes` (see `gemv_from_planes`), its epilogue writing `out`'s planes.
