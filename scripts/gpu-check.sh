@@ -300,6 +300,7 @@ graph-stalls)
         --section InstructionStats -o "$LOGS/graph-stalls" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run graph-stalls-details "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page details
     run graph-stalls-raw "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page raw --csv
+    run graph-stalls-shares python3 scripts/ncu-stall-shares.py "$LOGS/graph-stalls-raw.log"
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state

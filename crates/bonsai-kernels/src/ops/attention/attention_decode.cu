@@ -94,25 +94,6 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_s, int kv_
     }
 }
 
-// A position past the cache: NaN outputs (and their planes). Never taken by a valid decode step.
-// Measurement variant (BONSAI_KERNEL_DEFINES=ATT_COLD_OUTLINED, not yet timed): this as a call, so
-// the hot path after griddep_wait does not jump over it (inlined, ptxas places its ~3 KB of code
-// right after the wait; code placement has moved the decode kernels before: kernel-notes round 23).
-#ifdef ATT_COLD_OUTLINED
-#define ATT_DEC_COLD __device__ __noinline__
-#else
-#define ATT_DEC_COLD __device__ __forceinline__
-#endif
-template <int G, int HD, bool PLANES>
-ATT_DEC_COLD void att_dec_nan_outputs(float* out_heads, float* out_s, int kv_head, int warp, u32* planes, u32* gsx,
-                                      float* group_sq) {
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        out_heads[i] = __int_as_float(0x7fc00000);
-        if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
-    }
-    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
-}
-
 // PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
 template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
@@ -209,7 +190,13 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     griddep_wait();
     griddep_launch_dependents();
     if (!in_range) {
-        if (split == 0) att_dec_nan_outputs<G, HD, PLANES>(out_heads, out_s, kv_head, warp, planes, gsx, group_sq);
+        if (split == 0) {
+            for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+                out_heads[i] = __int_as_float(0x7fc00000);
+                if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
+            }
+            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+        }
         return;
     }
     if (step_key < key_end) load_newest(step_key);
