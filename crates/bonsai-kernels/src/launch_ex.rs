@@ -276,8 +276,7 @@ mod tests {
     /// writes, such as weights, or, for group_norm_normalize, of the op's input x: the previous
     /// launch is the op's own statistics pass, which waited for x's producer before it let this
     /// launch start; the decode attention reads the position and the older cache rows first,
-    /// which kernels before the previous one wrote; gemv_b1_prepare and qk_norm_rope_kv_write read
-    /// only their parameters first, under the PARAMS_BEFORE_WAIT measurement variant).
+    /// which kernels before the previous one wrote).
     /// (kernel name suffix, the device function that calls griddep_wait itself).
     const DEFERRED_WAIT: &[(&str, &str)] =
         &[
@@ -287,8 +286,6 @@ mod tests {
         ("_gemv_b1_out", "gemv_b1_body"),
         ("_gemv_b1_early", "gemv_b1_body"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
-        ("gemv_b1_prepare", "gemv_b1_prepare_entry"),
-        ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write"),
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),

@@ -434,20 +434,3 @@ __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, cons
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
 // Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).
 __device__ __forceinline__ u32 pack_b16(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
-
-// Measurement variant (BONSAI_KERNEL_DEFINES=PARAMS_BEFORE_WAIT, not yet timed). Kernel parameters
-// and blockDim live in the constant bank; the decode kernels read some of them first after
-// griddep_wait, and in a replayed graph each such new constant line missed the SM's constant cache
-// there, on the critical path (Nsight Compute, 2026-12-01: "imc miss" stalls on the first
-// uniform constant loads after the wait in every decode GEMV, the prepare and qk_norm_rope).
-// CHECK_BEFORE_WAIT(cond) traps on a violated launch invariant, evaluated before the wait: a
-// branch with a side effect, so ptxas reads the parameters in `cond` there (an empty asm pinning a
-// value does not survive ptxas: it reloads the constant after the wait).
-#if defined(PARAMS_BEFORE_WAIT) && !defined(BONSAI_EMU)
-#define CHECK_BEFORE_WAIT(cond) \
-    do {                        \
-        if (cond) __trap();     \
-    } while (0)
-#else
-#define CHECK_BEFORE_WAIT(cond) ((void)0)
-#endif

@@ -147,17 +147,10 @@ __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x
                      gsx + 2 * group, group_sq + group, mark);
 }
 
-// The prepare kernel's body (its own function: under PARAMS_BEFORE_WAIT, griddep_wait is not its
-// first statement, and launch_ex's source check looks for the wait here).
-__device__ __forceinline__ void gemv_b1_prepare_entry(const float* __restrict__ x, const float* __restrict__ norm_w,
-                                                      int k, u32* __restrict__ planes, u32* __restrict__ gsx,
-                                                      float* __restrict__ group_sq) {
-#ifdef PARAMS_BEFORE_WAIT
-    // The parameters and blockDim before the wait (ptx.cuh): warps without a group leave at once
-    // (the others wait, so the "previous kernel complete" rule holds for this launch's trigger).
-    if (blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE >= k / GROUP_SIZE) return;
-    CHECK_BEFORE_WAIT(x == nullptr || planes == nullptr);
-#endif
+// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_SHAPE (cuda_b1.rs).
+extern "C" __global__ void __launch_bounds__(1024)
+    gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
+                    u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     TRACE_MARKS_BEGIN;
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once (triggering
@@ -170,13 +163,6 @@ __device__ __forceinline__ void gemv_b1_prepare_entry(const float* __restrict__ 
     TRACE_MARK(5);  // CTA 0's groups stored (the decode trace; nothing otherwise)
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;
-}
-
-// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_SHAPE (cuda_b1.rs).
-extern "C" __global__ void __launch_bounds__(1024)
-    gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
-                    u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    gemv_b1_prepare_entry(x, norm_w, k, planes, gsx, group_sq);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -414,18 +400,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
         if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     }
-    // The constant lines of the parameters used after the wait, read before it (ptx.cuh); the
-    // planes copy strides by the active warps' threads (as many as the launcher's block, or fewer
-    // in the decode chain's 512-thread CTAs, whose other warps then copy nothing), not blockDim.
-    CHECK_BEFORE_WAIT(chunk_groups <= 0 || norm_eps < 0.0f);
-#ifdef PARAMS_BEFORE_WAIT
-    const int copy_threads = tiles_per_cta * splits * WARP_SIZE;
-#define B1_COPY_FIRST ((int)threadIdx.x < copy_threads ? (int)threadIdx.x : 0x7fffffff)
-#define B1_COPY_STRIDE copy_threads
-#else
-#define B1_COPY_FIRST threadIdx.x
-#define B1_COPY_STRIDE blockDim.x
-#endif
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
@@ -445,10 +419,10 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
         const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-        for (int i = B1_COPY_FIRST; i < cg * B1_GROUP_WORDS / 4; i += B1_COPY_STRIDE) cp_async16(b1_smem + i, src + i);
-        for (int i = B1_COPY_FIRST; i < 2 * cg; i += B1_COPY_STRIDE) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
         if (c0 == 0 && stage_sq)
-            for (int i = B1_COPY_FIRST; i < groups_per_row; i += B1_COPY_STRIDE) cp_async4(group_sq_s + i, group_sq + i);
+            for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -474,8 +448,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     }
 
     TC_MARK(3);
-#undef B1_COPY_FIRST
-#undef B1_COPY_STRIDE
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
     acc += __shfl_xor_sync(FULL_MASK, acc, 2);
     if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;

@@ -61,7 +61,6 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
                                                  u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
-    CHECK_BEFORE_WAIT(hd <= 0 || n_q <= 0 || max_seq <= 0 || blockDim.x > (unsigned)hd);  // (ptx.cuh)
     griddep_wait();
     griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
