@@ -339,7 +339,7 @@ __device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, in
 // The epilogue adds only warp 0's norm slot (the others are zero) in the GEMVs that have a norm
 // (Store, SwiGLU): about 550 fewer instructions there. The Add GEMVs keep the all-slot sum so their
 // SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
-// with their changed code (kernel-notes round 22); only where a norm exists, +0.9 to +1.0% (round 23).
+// with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
@@ -492,7 +492,7 @@ __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, c
                                                                  tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                  cta, planes_out);
     else
-        gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                              planes_out);
+        gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out,
+                                                                   k, tiles_per_cta, splits, chunk_groups, norm,
+                                                                   norm_eps, cta, planes_out);
 }
