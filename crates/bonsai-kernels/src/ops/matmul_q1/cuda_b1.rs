@@ -93,6 +93,17 @@ pub fn with_gemv_tiles<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
+/// `BONSAI_TILES_WARPS=N` (measurement knob, 1..=16, default 16): warps per `*_gemv_b1_tiles`
+/// CTA. Each warp's tiles and arithmetic do not depend on it (bit-identical y); fewer warps per
+/// SM tell whether the LM head's loop is bound by issue (slower) or by the memory system (same).
+pub const TILES_WARPS_ENV: &str = "BONSAI_TILES_WARPS";
+
+fn tiles_warps() -> Result<usize, String> {
+    static WARPS: std::sync::OnceLock<Result<usize, String>> = std::sync::OnceLock::new();
+    let parse = |v: &str| v.parse().ok().filter(|n| (1..=TILES_WARPS).contains(n));
+    crate::launch::env_knob(&WARPS, TILES_WARPS_ENV, TILES_WARPS, "1..=16", parse)
+}
+
 /// The `*_gemv_b1_tiles` launch (see [`GEMV_TILES_ENV`]) when it applies: a Store GEMV whose plain
 /// grid (`plain`) is more than one CTA per SM with one K split, and whose planes fit in shared
 /// memory at once. Returns whether it launched.
@@ -120,7 +131,8 @@ fn launch_tiles(
         return Ok(false);
     }
     let tiles = n_out.div_ceil(TILE_ROWS);
-    let ctas = tiles.div_ceil(TILES_WARPS).min(sms) as u32;
+    let warps = tiles_warps().map_err(|e| shape(op, e))?;
+    let ctas = tiles.div_ceil(warps).min(sms) as u32;
     let name = match bits {
         QuantBits::One => "matmul_q1_gemv_b1_tiles",
         QuantBits::Two => "matmul_q2_gemv_b1_tiles",
@@ -129,7 +141,7 @@ fn launch_tiles(
     if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     }
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (TILES_WARPS as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
