@@ -94,8 +94,9 @@ pub fn with_gemv_tiles<R>(on: bool, f: impl FnOnce() -> R) -> R {
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
 /// `BONSAI_TILES_WARPS=N` (measurement knob, 1..=16, default 16): warps per `*_gemv_b1_tiles`
-/// CTA. Each warp's tiles and arithmetic do not depend on it (bit-identical y); fewer warps per
-/// SM tell whether the LM head's loop is bound by issue (slower) or by the memory system (same).
+/// CTA. Each warp's tiles and arithmetic do not depend on it (bit-identical y). Measured on the
+/// H200 (docs/PERFORMANCE.md, 2026-12-01 third session): Bonsai-8B LM head 36.0 / 39.4 / 49.6 us
+/// at 16 / 12 / 8 warps, so more warps still help but not in proportion.
 pub const TILES_WARPS_ENV: &str = "BONSAI_TILES_WARPS";
 
 fn tiles_warps() -> Result<usize, String> {
