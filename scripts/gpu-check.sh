@@ -32,7 +32,8 @@
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
 #   graph-stalls Nsight Compute's warp states over one whole decode graph replay (8B): how much warp
-#           time waits on instruction fetch, memory, barriers, inside the graph as it runs
+#           time waits on instruction fetch, memory, barriers, inside the graph as it runs; then
+#           per kernel and SASS instruction (SourceCounters, scripts/ncu-source-summary.py)
 #   golden  scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   image   bonsai kernels image-compare (every Bonsai-Image op at the issue #6 shapes), then
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
@@ -301,6 +302,12 @@ graph-stalls)
     run graph-stalls-details "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page details
     run graph-stalls-raw "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page raw --csv
     run graph-stalls-shares python3 scripts/ncu-stall-shares.py "$LOGS/graph-stalls-raw.log"
+    # The same replay with per-instruction warp sampling (SourceCounters), summarized per kernel.
+    run graph-source "$NCU" --graph-profiling graph --clock-control none --cache-control none \
+        --launch-skip 40 --launch-count 1 --section SourceCounters --section WarpStateStats \
+        -o "$LOGS/graph-source" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    run graph-source-sass bash -c "'$NCU' --import '$LOGS/graph-source.ncu-rep' --page source --print-source sass --csv > '$LOGS/graph-source-sass.csv'"
+    run graph-source-summary python3 scripts/ncu-source-summary.py "$LOGS/graph-source-sass.csv" 4
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state
