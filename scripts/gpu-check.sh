@@ -292,22 +292,20 @@ knobs)
     ;;
 graph-stalls)
     # One decode graph replay profiled as one workload (--graph-profiling graph: kernels overlap as
-    # in production, caches and clocks untouched), warp-state and scheduler statistics summed over
-    # all its kernels. Question (kernel-notes round 23): does instruction fetch (stall
-    # "no_instruction") take a measurable share of the warps' time, i.e. is code placement a lever?
+    # in production, caches and clocks untouched): warp-state and scheduler statistics summed over
+    # all its kernels (raw page -> scripts/ncu-stall-shares.py), and per-instruction warp samples
+    # (source page -> scripts/ncu-source-summary.py, per kernel). Question (kernel-notes round 23):
+    # where do the decode kernels' warps wait, inside the graph as it runs?
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
     run graph-stalls "$NCU" --graph-profiling graph --clock-control none --cache-control none \
         --launch-skip 40 --launch-count 1 --section WarpStateStats --section SchedulerStats \
-        --section InstructionStats -o "$LOGS/graph-stalls" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        --section InstructionStats --section SourceCounters -o "$LOGS/graph-stalls" \
+        "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     run graph-stalls-details "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page details
     run graph-stalls-raw "$NCU" --import "$LOGS/graph-stalls.ncu-rep" --page raw --csv
     run graph-stalls-shares python3 scripts/ncu-stall-shares.py "$LOGS/graph-stalls-raw.log"
-    # The same replay with per-instruction warp sampling (SourceCounters), summarized per kernel.
-    run graph-source "$NCU" --graph-profiling graph --clock-control none --cache-control none \
-        --launch-skip 40 --launch-count 1 --section SourceCounters --section WarpStateStats \
-        -o "$LOGS/graph-source" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
-    run graph-source-sass bash -c "'$NCU' --import '$LOGS/graph-source.ncu-rep' --page source --print-source sass --csv > '$LOGS/graph-source-sass.csv'"
-    run graph-source-summary python3 scripts/ncu-source-summary.py "$LOGS/graph-source-sass.csv" 4
+    run graph-stalls-sass bash -c "'$NCU' --import '$LOGS/graph-stalls.ncu-rep' --page source --print-source sass --csv > '$LOGS/graph-stalls-sass.csv'"
+    run graph-stalls-summary python3 scripts/ncu-source-summary.py "$LOGS/graph-stalls-sass.csv" 4
     ;;
 gemv-stalls)
     # Where the binary GEMV's warps wait, per SASS instruction (Nsight Compute's warp-state

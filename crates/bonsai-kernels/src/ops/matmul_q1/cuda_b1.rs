@@ -102,8 +102,11 @@ pub const TILES_WARPS_ENV: &str = "BONSAI_TILES_WARPS";
 fn tiles_warps() -> Result<usize, String> {
     static WARPS: std::sync::OnceLock<Result<usize, String>> = std::sync::OnceLock::new();
     let parse = |v: &str| v.parse().ok().filter(|n| (1..=TILES_WARPS).contains(n));
-    crate::launch::env_knob(&WARPS, TILES_WARPS_ENV, TILES_WARPS, "1..=16", parse)
+    crate::launch::env_knob(&WARPS, TILES_WARPS_ENV, TILES_WARPS, TILES_WARPS_EXPECTED, parse)
 }
+
+/// What [`TILES_WARPS_ENV`] accepts, for its error message.
+const TILES_WARPS_EXPECTED: &str = "1..=16";
 
 /// The `*_gemv_b1_tiles` launch (see [`GEMV_TILES_ENV`]) when it applies: a Store GEMV whose plain
 /// grid (`plain`) is more than one CTA per SM with one K split, and whose planes fit in shared
@@ -296,4 +299,14 @@ pub(crate) fn launch_gemv(
     // and b1_geometry sized the block and shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_warps_message_names_the_accepted_range() {
+        assert_eq!(TILES_WARPS_EXPECTED, format!("1..={TILES_WARPS}"));
+    }
 }
