@@ -317,7 +317,13 @@ mod tests {
             // The name, or for a macro-made kernel (`PREFIX##_suffix`) its suffix.
             let name = head[..paren].split(|c: char| !(c.is_alphanumeric() || c == '_')).rfind(|w| !w.is_empty()).expect("kernel name");
             let open = head.find('{').expect("kernel body");
-            let first = head[open + 1..].trim_start().trim_start_matches('\\').trim_start();
+            let mut first = head[open + 1..].trim_start().trim_start_matches('\\').trim_start();
+            // A compile-time variant (`#ifdef NAME` first, a kernel variant that reads something
+            // before its wait): the default build is the `#else` branch, which must wait first.
+            if first.starts_with("#ifdef ") {
+                let other = first.find("#else").unwrap_or_else(|| panic!("{name}: its #ifdef variant needs an #else"));
+                first = first[other + "#else".len()..].trim_start();
+            }
             if let Some((_, body_fn)) = DEFERRED_WAIT.iter().find(|(suffix, _)| name == *suffix) {
                 let at = text.find(&format!("void {body_fn}(")).unwrap_or_else(|| panic!("{body_fn} not found"));
                 let body = &text[at..];

@@ -82,6 +82,16 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
 struct B1NoMarks {
     __device__ void operator()(int) const {}
 };
+#if defined(B1_PREPARE_PROBE) && defined(BONSAI_TRACE)
+template <class M>
+struct B1IsNoMarks {
+    static constexpr bool value = false;
+};
+template <>
+struct B1IsNoMarks<B1NoMarks> {
+    static constexpr bool value = true;
+};
+#endif
 template <class Marks = B1NoMarks>
 __device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
                                                  u32* gsx_group, float* sq_group, Marks mark = {}) {
@@ -97,6 +107,23 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
     }
     sq = warp_sum(sq);
     mark(1);
+#if defined(B1_PREPARE_PROBE) && defined(BONSAI_TRACE)
+    // Diagnostic (traced builds of this variant only): the same x lines again, L2 only, so mark 6
+    // minus mark 1 is one L2 hit on lines this warp has just read (is the first load after the
+    // wait slower than an L2 hit?). Never true branch, so the loads cannot be dropped.
+    if constexpr (!B1IsNoMarks<Marks>::value) {  // the prepare kernel only (x in global memory)
+        float r = 0.0f;
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) {
+            float e;
+            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(e) : "l"(x_group + j0 + 2 * t));
+            r += e;
+        }
+        r = warp_sum(r);
+        if (r == 1.5e-38f) asm volatile("trap;");
+        mark(6);
+    }
+#endif
     float amax = 0.0f;
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) amax = fmaxf(amax, fabsf(v[t]));
