@@ -26,8 +26,9 @@
 #   profile Nsight Compute: per-kernel time of decode steps (8B, 1.7B), of an 8B pp512 prefill, and
 #           the GEMV's stall reasons
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
-#   variants  compile-time kernel variants (VARIANTS="base NAME ...") against the default: verify,
-#           check, tg128 alternating, traces (VARIANT_DEPTH: decode at depth too)
+#   variants  compile-time kernel variants (VARIANTS="base NAME ...", each optionally
+#           NAME:KNOB=V,KNOB=V with run-time knobs) against the default: verify, check, tg128
+#           alternating, traces (VARIANT_DEPTH: decode at depth too)
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
@@ -240,33 +241,38 @@ variants)
     # VARIANT_SHAPES (all or small; matmul at all shapes takes over 200 s per variant) and the
     # synthetic check under each non-base variant, tg128 alternating (VARIANT_ROUNDS, default 2),
     # and one traced run of each.
+    # A variant may add run-time knobs after a colon: "NAME:KNOB=V,KNOB=V" (e.g.
+    # "base:BONSAI_DECODE_CHAIN=planes"); its defines are the part before the colon.
     VARIANTS=${VARIANTS:?variants: set VARIANTS}
-    defs() { [ "$1" = base ] && echo "" || echo "$1"; }
-    for v in $VARIANTS; do
-        env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$v.log" 2>&1 &
-        env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$v.log" 2>&1 &
+    defs() { local d=${1%%:*}; [ "$d" = base ] && echo "" || echo "$d"; }
+    knobs() { [ "${1#*:}" = "$1" ] && echo "" || { local k=${1#*:}; echo "${k//,/ }"; }; }
+    for d in $(for v in $VARIANTS; do echo "${v%%:*}"; done | sort -u); do
+        env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$d.log" 2>&1 &
+        env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$d.log" 2>&1 &
     done
     wait
     for v in $VARIANTS; do
         [ "$v" = base ] && continue
-        run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
-        run "variant-check-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$v" "$BIN" check --synthetic bonsai-8b -n 16
+        if [ -n "$(defs "$v")" ]; then
+            run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
+        fi
+        run "variant-check-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" check --synthetic bonsai-8b -n 16
     done
     for r in $(seq "${VARIANT_ROUNDS:-2}"); do
         for g in bonsai-8b ternary-8b; do
             for v in $VARIANTS; do
-                run "variant-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+                run "variant-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
             done
         done
     done
     # VARIANT_DEPTH (e.g. 8192,32768): also Bonsai-8B decode at those context depths, once each.
     if [ -n "${VARIANT_DEPTH:-}" ]; then
         for v in $VARIANTS; do
-            run "variant-depth-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
+            run "variant-depth-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
         done
     fi
     for v in $VARIANTS; do
-        run "variant-trace-$v" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $v)" "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "variant-trace-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
 knobs)

@@ -261,6 +261,16 @@ inline unsigned ld_acquire_gpu(const unsigned* p) {
     sched_yield();
     return v;
 }
+// A value and its flag in one 64-bit word (ptx.cuh): real atomics, as other CTAs run on other OS
+// threads. The reader usually spins until another CTA's store lands: like ld_acquire_gpu, it lets
+// the fibers of its CTA run and fails the launch if the word never changes (keyed on the flag).
+inline void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+inline unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
+    const unsigned long long v = __atomic_load_n(p, __ATOMIC_RELAXED);
+    emu::acquire_polled(p, (unsigned)(v >> 32));
+    sched_yield();
+    return v;
+}
 // An L2 prefetch is only a hint: nothing to do on the CPU.
 inline void prefetch_l2_bulk(const void*, unsigned) {}
 

@@ -14,7 +14,7 @@ use super::matmul::{
     MAX_WARPS_B1, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, shape, LaunchError, QuantBits};
+use crate::launch::{as_i32, shape, sm_count, LaunchError, QuantBits};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -267,6 +267,12 @@ pub(crate) fn launch_gemv(
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
     if planes_out.counts != 0 {
+        // The B1_FLAG_PLANES variant's quantizing CTAs wait for lower-numbered ones: all of the
+        // grid must fit on the device at once (one CTA per SM certainly does).
+        let sms = sm_count(stream)?;
+        if g.ctas as usize > sms {
+            return Err(shape(op, format!("the planes epilogue needs one wave: {} CTAs on {sms} SMs", g.ctas)));
+        }
         name.push_str("_out");
     } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {
         name.push_str("_early");

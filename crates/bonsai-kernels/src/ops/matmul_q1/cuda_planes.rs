@@ -23,8 +23,10 @@ pub struct B1Planes {
     planes: CudaSlice<u32>,
     gsx: CudaSlice<u32>,
     group_sq: CudaSlice<f32>,
-    /// Per group, the arrivals of a GEMV epilogue writing these planes ([`PlanesOut`]); zero
-    /// between launches (the completing CTA resets its group). None for stream-ordered scratch.
+    /// Per group, the arrivals of a GEMV epilogue writing these planes ([`PlanesOut`]), padded to
+    /// an even count, then per input one 64-bit staging word (the B1_FLAG_PLANES epilogue's value
+    /// and ready flag, b1_staged_words in matmul_gemv_b1.cu); all zero between launches (the
+    /// completing CTA resets its group's). None for stream-ordered scratch.
     counts: Option<CudaSlice<u32>>,
 }
 
@@ -49,8 +51,12 @@ impl B1Planes {
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
-            counts: Some(stream.alloc_zeros(groups)?),
+            counts: Some(stream.alloc_zeros(Self::epilogue_words(k))?),
         })
+    }
+    /// u32 words of an epilogue's group counters and staging words for K inputs (see `counts`).
+    pub fn epilogue_words(k: usize) -> usize {
+        (k / GROUP).div_ceil(2) * 2 + 2 * k
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
     /// (a captured graph keeps them as graph memory); the prepare launch writes every element.

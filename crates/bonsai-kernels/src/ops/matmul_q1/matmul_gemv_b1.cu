@@ -82,48 +82,15 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
 struct B1NoMarks {
     __device__ void operator()(int) const {}
 };
-#if defined(B1_PREPARE_PROBE) && defined(BONSAI_TRACE)
-template <class M>
-struct B1IsNoMarks {
-    static constexpr bool value = false;
-};
-template <>
-struct B1IsNoMarks<B1NoMarks> {
-    static constexpr bool value = true;
-};
-#endif
+// The part of b1_prepare_group after its loads: v[t] (element layout_weight(t, lane), times the
+// norm weight when there is one) and sq (this lane's sum of squares of the unscaled values) in
+// registers. Also the B1_FLAG_PLANES epilogue's, on values it polled from other CTAs.
 template <class Marks = B1NoMarks>
-__device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
-                                                 u32* gsx_group, float* sq_group, Marks mark = {}) {
+__device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES], float sq, u32* planes_group,
+                                                  u32* gsx_group, float* sq_group, Marks mark = {}) {
     const int lane = threadIdx.x % WARP_SIZE;
-    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    float v[LAYOUT_LANES];
-    float sq = 0.0f;
-#pragma unroll
-    for (int t = 0; t < LAYOUT_LANES; ++t) {
-        v[t] = x_group[j0 + 2 * t];
-        sq += v[t] * v[t];
-        if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
-    }
     sq = warp_sum(sq);
     mark(1);
-#if defined(B1_PREPARE_PROBE) && defined(BONSAI_TRACE)
-    // Diagnostic (traced builds of this variant only): the same x lines again, L2 only, so mark 6
-    // minus mark 1 is one L2 hit on lines this warp has just read (is the first load after the
-    // wait slower than an L2 hit?). Never true branch, so the loads cannot be dropped.
-    if constexpr (!B1IsNoMarks<Marks>::value) {  // the prepare kernel only (x in global memory)
-        float r = 0.0f;
-#pragma unroll
-        for (int t = 0; t < LAYOUT_LANES; ++t) {
-            float e;
-            asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(e) : "l"(x_group + j0 + 2 * t));
-            r += e;
-        }
-        r = warp_sum(r);
-        if (r == 1.5e-38f) asm volatile("trap;");
-        mark(6);
-    }
-#endif
     float amax = 0.0f;
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; ++t) amax = fmaxf(amax, fabsf(v[t]));
@@ -159,6 +126,20 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
         if (p < B1_PLANES) planes_group[(4 * (p % 8) + tw) * B1_WORDS + p / 8] = plane;
     }
     mark(4);
+}
+template <class Marks = B1NoMarks>
+__device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
+                                                 u32* gsx_group, float* sq_group, Marks mark = {}) {
+    const int j0 = layout_weight(0, threadIdx.x % WARP_SIZE);  // layout_weight(t, lane) = j0 + 2t
+    float v[LAYOUT_LANES];
+    float sq = 0.0f;
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) {
+        v[t] = x_group[j0 + 2 * t];
+        sq += v[t] * v[t];
+        if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
+    }
+    b1_quantize_group(v, sq, planes_group, gsx_group, sq_group, mark);
 }
 
 // x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
@@ -363,6 +344,58 @@ __device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, in
     }
 }
 
+// B1_FLAG_PLANES (a kernel variant): the `_gemv_b1_out` epilogue without counters. Every output is
+// also stored as a flagged 64-bit word (gemv_store_outputs' STAGED) in the staging words after the
+// group counters; the CTA that produces a group's last output quantizes it, a warp per group, by
+// polling the group's 128 words until every flag is set (those of earlier CTAs land when they
+// land), then clears them for the next launch. No fence, atomic or acquire load: the epilogue's
+// path is one L2 round trip after the last producer's store instead of fence, counter and load
+// (~3 dependent round trips). Deadlock-free as long as the launch is one wave: a quantizing CTA
+// waits only for lower-numbered CTAs (the launcher checks the grid fits the device at once).
+#ifdef B1_FLAG_PLANES
+#define B1_STAGED_OUT 1
+#else
+#define B1_STAGED_OUT 0
+#endif
+// The staging words (one u64 per output) follow the group counters, 8-byte aligned; mirrored by
+// B1Planes::new (cuda_planes.rs).
+__device__ __forceinline__ unsigned long long* b1_staged_words(unsigned* counts, int n_out) {
+    return reinterpret_cast<unsigned long long*>(counts + ((n_out / GROUP_SIZE + 1) & ~1));
+}
+template <int MODE>
+__device__ __forceinline__ void b1_flag_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
+    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
+    const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
+    if (o0 >= o1) return;
+    unsigned long long* staged = b1_staged_words(o.counts, n_out);
+    // Groups whose last output (128 g + 127) is one of this CTA's [o0, o1): g_first's ends at or
+    // after o0, g_end - 1's before o1.
+    const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
+    for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
+        unsigned long long* words = staged + (long long)g * GROUP_SIZE + j0;
+        unsigned long long w[LAYOUT_LANES];
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) w[t] = ld_relaxed_gpu_u64(words + 2 * t);
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t)
+            while ((w[t] >> 32) == 0) w[t] = ld_relaxed_gpu_u64(words + 2 * t);
+        const float* norm_w_group = o.norm_w != nullptr ? o.norm_w + (long long)g * GROUP_SIZE : nullptr;
+        float v[LAYOUT_LANES];
+        float sq = 0.0f;
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) {  // b1_prepare_group's loop on the polled values
+            v[t] = __uint_as_float((u32)w[t]);
+            sq += v[t] * v[t];
+            if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
+        }
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
+        b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
+    }
+}
+
 // The epilogue adds only warp 0's norm slot (the others are zero) in the GEMVs that have a norm
 // (Store, SwiGLU): about 550 fewer instructions there. The Add GEMVs keep the all-slot sum so their
 // SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
@@ -503,9 +536,12 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     constexpr bool EARLY_ADD = EARLY_Y && MODE == MATMUL_ADD;
-    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE)>(partial, 1, y, n_out, k, tiles_per_cta, splits,
-                                                                  norm != 0, norm_eps, norm_sq, cta, y_early);
-    if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
+    constexpr bool STAGED = GROUP_OUT && B1_STAGED_OUT;
+    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE), STAGED>(
+        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early,
+        STAGED ? b1_staged_words(planes_out.counts, n_out) : nullptr);
+    if constexpr (STAGED) b1_flag_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, planes_out);
+    else if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;

@@ -286,11 +286,13 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
 // so the add needs no load here; the same add, the same bits.
 // ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
-template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false>
+// STAGED (one token; gemv_b1's B1_FLAG_PLANES epilogue): each output is also written to
+// staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
+template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
-                                                   float y_early = 0.0f) {
+                                                   float y_early = 0.0f, unsigned long long* staged = nullptr) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int per_token = tiles_per_cta * outs;
     for (int i = threadIdx.x; i < m * per_token; i += blockDim.x) {
@@ -314,9 +316,15 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
             up *= inv_rms;
         }
         float* dst = y + (long long)tok * n_out + o;
-        if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
-        else if (MODE == MATMUL_ADD) *dst = (EARLY ? y_early : *dst) + v;
-        else *dst = v;
+        if constexpr (STAGED) {
+            const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
+            *dst = out;
+            st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
+        } else {
+            if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
+            else if (MODE == MATMUL_ADD) *dst = (EARLY ? y_early : *dst) + v;
+            else *dst = v;
+        }
     }
 }
 

@@ -94,8 +94,9 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
     };
-    // Per group: 96 plane words, (s, X), one sum of squares, one counter; two barrier counters.
-    let words = |k: usize| k / 128 * (96 + 4);
+    // Per group: 96 plane words, (s, X), one sum of squares; the epilogue's counters and staging
+    // words; two barrier counters.
+    let words = |k: usize| k / 128 * (96 + 3) + B1Planes::epilogue_words(k);
     b.count_alloc::<u32>(words(q_len) + words(hidden) + words(ffn) + 2);
     Ok(CudaTailScratch { fused: Some(fused) })
 }
