@@ -167,7 +167,7 @@ const MAX_TILES_SMEM: usize = 96 * 1024;
 const B1_STATIC_SMEM_BOUND: usize = 2048;
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
-/// fields, same order; device pointers as u64, `norm_w` 0 for none). All zero (`counts` 0): the
+/// fields, same order; device pointers as u64, `norm_w` 0 for none). All zero (`staged` 0): the
 /// plain `_gemv_b1` entry point, no epilogue.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -176,7 +176,7 @@ pub(crate) struct PlanesOutArgs {
     pub gsx: u64,
     pub group_sq: u64,
     pub norm_w: u64,
-    pub counts: u64,
+    pub staged: u64,
 }
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
@@ -258,7 +258,7 @@ pub(crate) fn launch_gemv(
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let plain = epilogue == Epilogue::Store && planes_out.counts == 0;
+    let plain = epilogue == Epilogue::Store && planes_out.staged == 0;
     if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
         return Ok(());
     }
@@ -266,9 +266,9 @@ pub(crate) fn launch_gemv(
     // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
-    if planes_out.counts != 0 {
-        // The B1_FLAG_PLANES variant's quantizing CTAs wait for lower-numbered ones: all of the
-        // grid must fit on the device at once (one CTA per SM certainly does).
+    if planes_out.staged != 0 {
+        // The epilogue's quantizing CTAs wait for lower-numbered ones (b1_planes_epilogue): all of
+        // the grid must fit on the device at once (one CTA per SM certainly does).
         let sms = sm_count(stream)?;
         if g.ctas as usize > sms {
             return Err(shape(op, format!("the planes epilogue needs one wave: {} CTAs on {sms} SMs", g.ctas)));
@@ -294,7 +294,7 @@ pub(crate) fn launch_gemv(
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
-    if planes_out.counts != 0 {
+    if planes_out.staged != 0 {
         b.arg(&planes_out);
     }
     // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,

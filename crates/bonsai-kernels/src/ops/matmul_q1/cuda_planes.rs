@@ -23,11 +23,10 @@ pub struct B1Planes {
     planes: CudaSlice<u32>,
     gsx: CudaSlice<u32>,
     group_sq: CudaSlice<f32>,
-    /// Per group, the arrivals of a GEMV epilogue writing these planes ([`PlanesOut`]), padded to
-    /// an even count, then per input one 64-bit staging word (the B1_FLAG_PLANES epilogue's value
-    /// and ready flag, b1_staged_words in matmul_gemv_b1.cu); all zero between launches (the
-    /// completing CTA resets its group's). None for stream-ordered scratch.
-    counts: Option<CudaSlice<u32>>,
+    /// Per input one 64-bit staging word of a GEMV epilogue writing these planes ([`PlanesOut`]):
+    /// the producer's output and a ready flag (b1_planes_epilogue in matmul_gemv_b1.cu); all zero
+    /// between launches (the quantizing CTA clears its group's). None for stream-ordered scratch.
+    staged: Option<CudaSlice<u64>>,
 }
 
 /// Where [`gemv_from_planes`]'s epilogue writes its output's planes: the next GEMV's input,
@@ -51,12 +50,8 @@ impl B1Planes {
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
-            counts: Some(stream.alloc_zeros(Self::epilogue_words(k))?),
+            staged: Some(stream.alloc_zeros(k)?),
         })
-    }
-    /// u32 words of an epilogue's group counters and staging words for K inputs (see `counts`).
-    pub fn epilogue_words(k: usize) -> usize {
-        (k / GROUP).div_ceil(2) * 2 + 2 * k
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
     /// (a captured graph keeps them as graph memory); the prepare launch writes every element.
@@ -68,7 +63,7 @@ impl B1Planes {
         let (planes, gsx, group_sq) = unsafe {
             (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
         };
-        Ok(Self { k, planes, gsx, group_sq, counts: None })
+        Ok(Self { k, planes, gsx, group_sq, staged: None })
     }
     fn groups(k: usize) -> Result<usize, LaunchError> {
         if k == 0 || k % GROUP != 0 {
@@ -92,10 +87,10 @@ impl B1Planes {
     pub fn group_sq(&self) -> &CudaSlice<f32> {
         &self.group_sq
     }
-    /// The per-group arrival counters of a planes epilogue (zero between launches); None for
-    /// stream-ordered scratch.
-    pub fn group_counts(&self) -> Option<&CudaSlice<u32>> {
-        self.counts.as_ref()
+    /// The staging words of a planes epilogue (zero between launches); None for stream-ordered
+    /// scratch.
+    pub fn staged_words(&self) -> Option<&CudaSlice<u64>> {
+        self.staged.as_ref()
     }
     pub(crate) fn write_ptrs<'a>(&'a mut self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
         let (p, g0) = self.planes.device_ptr_mut(stream);
@@ -103,15 +98,15 @@ impl B1Planes {
         let (q, g2) = self.group_sq.device_ptr_mut(stream);
         ((p, s, q), [g0, g1, g2])
     }
-    /// [`Self::write_ptrs`] plus the group counters, for a GEMV epilogue writing these planes;
-    /// stream-ordered scratch has no counters.
+    /// [`Self::write_ptrs`] plus the staging words, for a GEMV epilogue writing these planes;
+    /// stream-ordered scratch has none.
     fn epilogue_ptrs<'a>(
         &'a mut self,
         stream: &'a Arc<CudaStream>,
         op: &'static str,
     ) -> Result<((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]), LaunchError> {
-        let counts = self.counts.as_mut().ok_or_else(|| shape(op, "output planes without group counters (scratch planes)".into()))?;
-        let (c, gc) = counts.device_ptr_mut(stream);
+        let staged = self.staged.as_mut().ok_or_else(|| shape(op, "output planes without staging words (scratch planes)".into()))?;
+        let (c, gc) = staged.device_ptr_mut(stream);
         let (p, g0) = self.planes.device_ptr_mut(stream);
         let (s, g1) = self.gsx.device_ptr_mut(stream);
         let (q, g2) = self.group_sq.device_ptr_mut(stream);
@@ -212,9 +207,9 @@ pub fn gemv_from_planes(
                 }
                 None => 0,
             };
-            let ((planes, gsx, group_sq, counts), gs) = dst.epilogue_ptrs(stream, op)?;
+            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
             guards.extend(gs);
-            PlanesOutArgs { planes, gsx, group_sq, norm_w, counts }
+            PlanesOutArgs { planes, gsx, group_sq, norm_w, staged }
         }
     };
     run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)

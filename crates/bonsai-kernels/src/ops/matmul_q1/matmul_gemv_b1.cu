@@ -84,7 +84,7 @@ struct B1NoMarks {
 };
 // The part of b1_prepare_group after its loads: v[t] (element layout_weight(t, lane), times the
 // norm weight when there is one) and sq (this lane's sum of squares of the unscaled values) in
-// registers. Also the B1_FLAG_PLANES epilogue's, on values it polled from other CTAs.
+// registers. Also the `_out` epilogue's (b1_planes_epilogue), on values it polled from other CTAs.
 template <class Marks = B1NoMarks>
 __device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES], float sq, u32* planes_group,
                                                   u32* gsx_group, float* sq_group, Marks mark = {}) {
@@ -293,81 +293,33 @@ __device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][
 
 // Where a GEMV's epilogue writes y's planes for the next GEMV (the `_gemv_b1_out` entry points):
 // the planes, (s, X) and sums of squares of each 128-group of y, times `norm_w` (that GEMV's
-// RMSNorm weights) when given, and one arrival counter per group, zero between launches.
-// Mirrored by `PlanesOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
+// RMSNorm weights) when given, and one staging word per output (b1_planes_epilogue), zero between
+// launches. Mirrored by `PlanesOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
 struct B1PlanesOut {
     u32* planes;
     u32* gsx;
     float* group_sq;
     const float* norm_w;
-    unsigned* counts;
+    unsigned long long* staged;
 };
-// Groups of outputs one CTA can touch: at most 16 tiles x 16 rows = 256 outputs, so 3 groups.
-#define B1_OUT_GROUPS_PER_CTA 3
 
-// After every output of this CTA is stored: each CTA adds its output count per 128-group to that
-// group's counter; the CTA that completes a group (count 128) quantizes it, a warp per group, with
-// b1_prepare_group on the stored floats (so the planes equal gemv_b1_prepare's of y bit for bit),
-// and resets the counter. Ordering: the CTA barrier, then thread 0's fence before its atomic
-// (release of every thread's stores); each quantizing lane's acquire load of the counter (which
-// also drops stale L1 lines) before it reads other CTAs' outputs. n_out must be a multiple of 128
-// (the launcher checks).
+// The `_gemv_b1_out` epilogue, after gemv_store_outputs has also written every output to
+// staged[o] as one 64-bit word (its bits and a ready flag in the high half, STAGED): the CTA that
+// produces a group's last output quantizes the group, a warp per group, by polling its 128 words
+// until every flag is set (those of earlier CTAs land when they land), then clears them for the
+// next launch, and runs b1_prepare_group's arithmetic on the values, so the planes equal
+// gemv_b1_prepare's of y bit for bit. No fence, counter, acquire or reload of y: its path is about
+// one L2 round trip after the last producer's store. The per-group arrival counters it replaced
+// (fence, atomic, acquire load, reload: H200 tg128 854 against 959-975 tok/s on Bonsai-8B in
+// `planes` mode, kernel-notes round 24) cost more than a prepare launch. Deadlock-free when the
+// launch is one wave: a quantizing CTA waits only for lower-numbered CTAs, and the launcher
+// checks that the grid fits on the device at once.
 template <int MODE>
-__device__ __forceinline__ void b1_planes_epilogue(const float* y, int n_out, int tiles_per_cta, int cta,
-                                                   const B1PlanesOut& o) {
-    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
-    __shared__ int completed[B1_OUT_GROUPS_PER_CTA];
-    __shared__ int n_completed;
-    __syncthreads();  // every thread's stores of this CTA are done
-    if (threadIdx.x == 0) {
-        int n_done = 0;
-        if (o0 < o1) {
-            __threadfence();
-            for (int g = o0 / GROUP_SIZE; g <= (o1 - 1) / GROUP_SIZE; ++g) {
-                const int n = min(o1, (g + 1) * GROUP_SIZE) - max(o0, g * GROUP_SIZE);
-                if (atomicAdd(&o.counts[g], (unsigned)n) + (unsigned)n == GROUP_SIZE) completed[n_done++] = g;
-            }
-        }
-        n_completed = n_done;
-    }
-    __syncthreads();
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    for (int i = warp; i < n_completed; i += blockDim.x / WARP_SIZE) {
-        const int g = completed[i];
-        (void)ld_acquire_gpu(&o.counts[g]);
-        __syncwarp();
-        const long long first = (long long)g * GROUP_SIZE;
-        b1_prepare_group(y + first, o.norm_w != nullptr ? o.norm_w + first : nullptr,
-                         o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-        if (lane == 0) o.counts[g] = 0;
-    }
-}
-
-// B1_FLAG_PLANES (a kernel variant): the `_gemv_b1_out` epilogue without counters. Every output is
-// also stored as a flagged 64-bit word (gemv_store_outputs' STAGED) in the staging words after the
-// group counters; the CTA that produces a group's last output quantizes it, a warp per group, by
-// polling the group's 128 words until every flag is set (those of earlier CTAs land when they
-// land), then clears them for the next launch. No fence, atomic or acquire load: the epilogue's
-// path is one L2 round trip after the last producer's store instead of fence, counter and load
-// (~3 dependent round trips). Deadlock-free as long as the launch is one wave: a quantizing CTA
-// waits only for lower-numbered CTAs (the launcher checks the grid fits the device at once).
-#ifdef B1_FLAG_PLANES
-#define B1_STAGED_OUT 1
-#else
-#define B1_STAGED_OUT 0
-#endif
-// The staging words (one u64 per output) follow the group counters, 8-byte aligned; mirrored by
-// B1Planes::new (cuda_planes.rs).
-__device__ __forceinline__ unsigned long long* b1_staged_words(unsigned* counts, int n_out) {
-    return reinterpret_cast<unsigned long long*>(counts + ((n_out / GROUP_SIZE + 1) & ~1));
-}
-template <int MODE>
-__device__ __forceinline__ void b1_flag_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
+__device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
     if (o0 >= o1) return;
-    unsigned long long* staged = b1_staged_words(o.counts, n_out);
+    unsigned long long* staged = o.staged;
     // Groups whose last output (128 g + 127) is one of this CTA's [o0, o1): g_first's ends at or
     // after o0, g_end - 1's before o1.
     const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
@@ -384,7 +336,7 @@ __device__ __forceinline__ void b1_flag_planes_epilogue(int n_out, int tiles_per
 #pragma unroll
         for (int t = 0; t < LAYOUT_LANES; ++t) w[t] = ld_relaxed_gpu_u64(words + 2 * t);
         // Every round reloads all words still unset at once: one round trip per round (a loop per
-        // word made it up to four in a row; H200: tg128 711 against 854 with the counters).
+        // word made it up to four in a row: H200 tg128 711 tok/s, round 24).
         for (;;) {
             bool all_set = true;
 #pragma unroll
@@ -548,12 +500,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __syncthreads();
     TC_MARK(4);
     constexpr bool EARLY_ADD = EARLY_Y && MODE == MATMUL_ADD;
-    constexpr bool STAGED = GROUP_OUT && B1_STAGED_OUT;
-    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE), STAGED>(
-        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early,
-        STAGED ? b1_staged_words(planes_out.counts, n_out) : nullptr);
-    if constexpr (STAGED) b1_flag_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, planes_out);
-    else if (GROUP_OUT) b1_planes_epilogue<MODE>(y, n_out, tiles_per_cta, cta, planes_out);
+    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE), GROUP_OUT>(
+        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, planes_out.staged);
+    if constexpr (GROUP_OUT) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;

@@ -286,7 +286,7 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
 // so the add needs no load here; the same add, the same bits.
 // ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
-// STAGED (one token; gemv_b1's B1_FLAG_PLANES epilogue): each output is also written to
+// STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
 template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,

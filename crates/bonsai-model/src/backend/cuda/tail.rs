@@ -3,14 +3,16 @@
 //! qk_norm_rope_kv_write runs (its own launch: inside the attention it measured 3-6% slower,
 //! kernel-notes round 15; all modes bit-identical; H200 figures in docs/PERFORMANCE.md):
 //!
-//! * `attn_planes` (default): the attention kernel writes the output projection's planes, so that
-//!   GEMV needs no quantize launch (`matmul_from_planes`); the FFN and the next qkv quantize their
-//!   input in a prepare launch each (9 launches per layer; +2.6% tg128 over `ops` on Bonsai-8B,
-//!   2026-11-30, 666.3 tok/s).
-//! * `planes`: also every GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with
-//!   a `PlanesOut`, the `_gemv_b1_out` kernels): 6 launches per layer, but slower than
-//!   `attn_planes` (640.9 vs 669.7 tok/s, kernel-notes round 12: the `_out` epilogue costs more
-//!   than the prepare launch it replaces).
+//! * `planes` (default): the attention kernel writes the output projection's planes, and every
+//!   GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`, the
+//!   `_gemv_b1_out` kernels: each output also stored with a ready flag, the group's last CTA
+//!   polling the flags and quantizing it): 6 launches per layer. H200, 2026-12-01: Bonsai-8B tg128
+//!   959.0 / 975.0 against 902.7 / 904.4 for `attn_planes`, Ternary-8B 831.8 / 835.1 against
+//!   752.5 / 758.0 (kernel-notes round 24; with the per-group counters it replaced the epilogue
+//!   was the slower mode, 854 against 905).
+//! * `attn_planes`: the attention writes the output projection's planes (`matmul_from_planes`);
+//!   the FFN and the next qkv quantize their input in a prepare launch each (9 launches per
+//!   layer).
 //! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
 //!   and the next layer's qkv (`launch::decode_chain`). Slower in the decode graph (508 vs 666
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
@@ -35,7 +37,7 @@ use cudarc::driver::CudaSlice;
 use super::{device_err, view, CudaBackend};
 use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
 
-/// `ops`, `attn_planes`, `planes` or `chain` (see the module doc).
+/// `planes` (the default), `attn_planes`, `ops` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
 
 /// How one decode layer's tail runs.
@@ -51,7 +53,7 @@ enum TailMode {
 /// default.
 fn tail_mode() -> Result<TailMode, BackendError> {
     static MODE: OnceLock<Result<TailMode, String>> = OnceLock::new();
-    knob(&MODE, DECODE_CHAIN_ENV, TailMode::AttnPlanes, "ops, attn_planes, planes or chain", |v| match v {
+    knob(&MODE, DECODE_CHAIN_ENV, TailMode::Planes, "planes, attn_planes, ops or chain", |v| match v {
         "attn_planes" => Some(TailMode::AttnPlanes),
         "planes" => Some(TailMode::Planes),
         "ops" => Some(TailMode::Ops),
@@ -94,9 +96,9 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
     };
-    // Per group: 96 plane words, (s, X), one sum of squares; the epilogue's counters and staging
-    // words; two barrier counters.
-    let words = |k: usize| k / 128 * (96 + 3) + B1Planes::epilogue_words(k);
+    // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64);
+    // two barrier counters.
+    let words = |k: usize| k / 128 * (96 + 3) + 2 * k;
     b.count_alloc::<u32>(words(q_len) + words(hidden) + words(ffn) + 2);
     Ok(CudaTailScratch { fused: Some(fused) })
 }
