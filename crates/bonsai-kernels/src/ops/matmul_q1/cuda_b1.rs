@@ -162,8 +162,8 @@ fn launch_tiles(
 /// Shared memory the tiles GEMV may take for x's planes (the plain GEMV's limit).
 const MAX_TILES_SMEM: usize = 96 * 1024;
 
-/// More than gemv_b1's static shared memory (the fused norm's per-warp sums and the planes
-/// epilogue's group list: 1024 / 1040 bytes by ptxas -v for the plain / `_out` kernels).
+/// At least gemv_b1's static shared memory (the fused norm's per-warp sums and staged group sums:
+/// 2048 bytes by ptxas -v for the plain and `_out` kernels, nvcc 13.0 sm_90a).
 const B1_STATIC_SMEM_BOUND: usize = 2048;
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same

@@ -366,21 +366,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
 // with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
-// How many of the register ring's AHEAD + 1 slots a GEMV fills before griddep_wait (the rest
-// right after it, same order, same values). Default: all of them. Measurement variants (not yet
-// timed): B1_PREWAIT_ONE (one slot), B1_PREWAIT_NONE (none). Why: each GEMV launches when the
-// prepare before it triggers, at the prepare's start, and its 128 CTAs then ask DRAM for ~6 MB
-// (Q1) at once, while the prepare's own x load, an L2 hit, takes 1.3-1.5 us to arrive in the
-// trace (the GEMV's planes copy, also L2 hits, 0.4 us): the hypothesis is that the x load queues
-// behind that burst (kernel-notes round 23).
-#if defined(B1_PREWAIT_NONE)
-#define B1_PREWAIT_SLOTS(AHEAD) 0
-#elif defined(B1_PREWAIT_ONE)
-#define B1_PREWAIT_SLOTS(AHEAD) 1
-#else
-#define B1_PREWAIT_SLOTS(AHEAD) ((AHEAD) + 1)
-#endif
-
 // GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
 // mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
 // H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
@@ -432,8 +417,11 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 #pragma unroll
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
     };
+    // The whole ring fills before griddep_wait: filling one slot or none there and the rest after
+    // it measured -1.3% and -5% tg128 on the H200, and the prepare's x load, the suspected victim
+    // of that burst, arrived no sooner (kernel-notes round 24).
 #pragma unroll
-    for (int a = 0; a < B1_PREWAIT_SLOTS(AHEAD); ++a) fill_slot(ring[a]);
+    for (int a = 0; a <= AHEAD; ++a) fill_slot(ring[a]);
 
     float y_early = 0.0f;
     if constexpr (EARLY_Y && MODE == MATMUL_ADD) {
@@ -444,8 +432,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
-#pragma unroll
-    for (int a = B1_PREWAIT_SLOTS(AHEAD); a <= AHEAD; ++a) fill_slot(ring[a]);
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the

@@ -54,58 +54,6 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
 // rotated values as f16 in the k cache; v heads only copy to the v cache. Cache rows at
 // position >= max_seq are skipped, exactly as kv_write does (the rotated k, NaN past max_pos,
 // is what both versions store).
-// QKNR_PREWAIT (a kernel variant, `BONSAI_KERNEL_DEFINES`): the position, the head's norm weights
-// and its cos / sin pair are read before griddep_wait (none is the qkv projection's output; pos
-// was written by position_advance in an earlier replay, or by a copy before the prefill), so after
-// the wait only h is a round trip: without it the loads after the wait are pos and h, then, after
-// the CTA's reduction, w and cos / sin (two dependent round trips on the attention's path).
-#ifdef QKNR_PREWAIT
-struct QkRopeOperands {
-    float w1, w2, c, s;
-};
-// The operands of thread d's pair (zeros where it has none: past the pairs, or no table row).
-__device__ __forceinline__ QkRopeOperands qk_rope_operands(const float* __restrict__ w, int hd,
-                                                           const float* __restrict__ cos_table,
-                                                           const float* __restrict__ sin_table, int max_pos,
-                                                           u32 pos) {
-    const int half = hd / 2, d = threadIdx.x;
-    QkRopeOperands o = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (d >= half) return o;
-    o.w1 = w[d];
-    o.w2 = w[d + half];
-    if (pos < (u32)max_pos) {
-        o.c = cos_table[(long long)pos * half + d];
-        o.s = sin_table[(long long)pos * half + d];
-    }
-    return o;
-}
-// qk_norm_rope_one_head with the operands already loaded: the same arithmetic in the same order.
-// Also hands back the pair it stored (r1 = h[d], r2 = h[d + hd/2]), so the k cache is written from
-// registers (reading h back put two more dependent loads on the path).
-__device__ __forceinline__ bool qk_norm_rope_loaded_head(float* h, QkRopeOperands o, int hd, float eps, int max_pos,
-                                                         u32 pos, float* scratch, float& r1, float& r2) {
-    const int half = hd / 2;
-    const int d = threadIdx.x;
-    const bool active = d < half;
-    const float a = active ? h[d] : 0.0f;
-    const float b = active ? h[d + half] : 0.0f;
-    const float ss = block_sum(a * a + b * b, scratch);
-    if (!active) return false;
-    if (pos >= (u32)max_pos) {
-        r1 = r2 = __int_as_float(0x7fc00000);
-    } else {
-        const float inv = rsqrtf(ss / (float)hd + eps);
-        const float x1 = a * inv * o.w1;
-        const float x2 = b * inv * o.w2;
-        r1 = x1 * o.c - x2 * o.s;
-        r2 = x2 * o.c + x1 * o.s;
-    }
-    h[d] = r1;
-    h[d + half] = r2;
-    return true;
-}
-#endif
-
 extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_q, int n_kv, int hd,
                                                  const float* __restrict__ q_norm,
                                                  const float* __restrict__ k_norm, float eps,
@@ -113,47 +61,22 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
                                                  u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
-#ifdef QKNR_PREWAIT
-    const int token = blockIdx.x;
-    const int head = blockIdx.y;  // q heads, then k heads, then v heads
-    const u32 pos = pos0[0] + (u32)token;
-    QkRopeOperands ops = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (head < n_q + n_kv) ops = qk_rope_operands(head < n_q ? q_norm : k_norm, hd, cos_table, sin_table, max_pos, pos);
     griddep_wait();
     griddep_launch_dependents();
-#else
-    griddep_wait();
-    griddep_launch_dependents();
-    const int token = blockIdx.x;
-    const int head = blockIdx.y;  // q heads, then k heads, then v heads
-    const u32 pos = pos0[0] + (u32)token;
-#endif
     __shared__ float scratch[WARP_SIZE];
+    const int token = blockIdx.x;
+    const int head = blockIdx.y;  // q heads, then k heads, then v heads
     const int half = hd / 2;
     const int d = threadIdx.x;
+    const u32 pos = pos0[0] + (u32)token;
     float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
     if (head >= n_q + n_kv) {  // a v head: the whole CTA takes this branch
         if (d >= half || pos >= (u32)max_seq) return;
         const long long dst = ((long long)(head - n_q - n_kv) * max_seq + pos) * hd;
-#ifdef QKNR_PREWAIT
-        // Both loads before either store (ptxas otherwise orders load, store, load, store).
-        const float v1 = h[d], v2 = h[d + half];
-        v_cache[dst + d] = f32_to_f16(v1);
-        v_cache[dst + d + half] = f32_to_f16(v2);
-#else
         v_cache[dst + d] = f32_to_f16(h[d]);
         v_cache[dst + d + half] = f32_to_f16(h[d + half]);
-#endif
         return;
     }
-#ifdef QKNR_PREWAIT
-    float r1, r2;
-    const bool active = qk_norm_rope_loaded_head(h, ops, hd, eps, max_pos, pos, scratch, r1, r2);
-    if (!active || head < n_q || pos >= (u32)max_seq) return;
-    const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
-    k_cache[dst + d] = f32_to_f16(r1);
-    k_cache[dst + d + half] = f32_to_f16(r2);
-#else
     const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table,
                                               max_pos, pos, scratch);
     if (!active || head < n_q || pos >= (u32)max_seq) return;
@@ -161,5 +84,4 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
     const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
     k_cache[dst + d] = f32_to_f16(h[d]);
     k_cache[dst + d + half] = f32_to_f16(h[d + half]);
-#endif
 }
