@@ -432,6 +432,19 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
+#ifdef B1_OUT_Y_AFTER_WAIT
+    // A kernel variant, not yet measured (kernel-notes round 24): the `_out` Add GEMVs read their y
+    // right after the wait, so its round trip overlaps the loop instead of preceding the final add.
+    // (Not before the wait: in `planes` mode y comes from the kernel two launches back, and a GEMV
+    // before this one triggers at its start; once this wait returns, that kernel has completed.)
+    if constexpr (GROUP_OUT && !EARLY_Y && MODE == MATMUL_ADD) {
+        const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
+        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
+    }
+    constexpr bool Y_READ = (EARLY_Y || GROUP_OUT) && MODE == MATMUL_ADD;
+#else
+    constexpr bool Y_READ = EARLY_Y && MODE == MATMUL_ADD;
+#endif
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
@@ -485,8 +498,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-    constexpr bool EARLY_ADD = EARLY_Y && MODE == MATMUL_ADD;
-    gemv_store_outputs<MODE, 1, EARLY_ADD, B1_ONE_NORM_SLOT(MODE), GROUP_OUT>(
+    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), GROUP_OUT>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, planes_out.staged);
     if constexpr (GROUP_OUT) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, planes_out);
     TC_MARK(5);
