@@ -436,7 +436,9 @@ pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_PREPARE_WARPS, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;
-pub use planes::{gemv_from_planes, matmul_from_planes, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut};
+pub use planes::{
+    gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed, B1Planes, PlanesOut,
+};
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};

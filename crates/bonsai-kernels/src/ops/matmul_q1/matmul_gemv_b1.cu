@@ -72,11 +72,6 @@ __device__ __forceinline__ int b1_warp_sum_int(int v) {
     return v;
 }
 
-// One 128-group of x (times norm_w when given) -> its planes, (s, X) and sum of squares of x.
-// Called by a whole warp (every lane); pointers at the group's first element / slot. Lane l takes
-// the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
-// quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
-// variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
 // `mark(i)`: the decode trace's phase marks 1-4 of the prepare kernel (x arrived, max found, sum
 // of q found, planes stored); a no-op everywhere else.
 struct B1NoMarks {
@@ -127,6 +122,11 @@ __device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES]
     }
     mark(4);
 }
+// One 128-group of x (times norm_w when given) -> its planes, (s, X) and sum of squares of x.
+// Called by a whole warp (every lane); pointers at the group's first element / slot. Lane l takes
+// the 4 weights j = layout_weight(t, l), t = 0..3 (bit l of lane word t), so a transpose of its 4
+// quantized values yields the planes. x_group has no __restrict__: attention_decode's planes
+// variant reads outputs its own CTA wrote in the same launch (never the non-coherent path).
 template <class Marks = B1NoMarks>
 __device__ __forceinline__ void b1_prepare_group(const float* x_group, const float* norm_w_group, u32* planes_group,
                                                  u32* gsx_group, float* sq_group, Marks mark = {}) {

@@ -9,7 +9,9 @@
 //!   polling the flags and quantizing it): 6 launches per layer. H200, 2026-12-01: Bonsai-8B tg128
 //!   959.0 / 975.0 against 902.7 / 904.4 for `attn_planes`, Ternary-8B 831.8 / 835.1 against
 //!   752.5 / 758.0 (kernel-notes round 24; with the per-group counters it replaced the epilogue
-//!   was the slower mode, 854 against 905).
+//!   was the slower mode, 854 against 905). Its epilogue needs each GEMV's grid resident at once:
+//!   on a device with fewer SMs than those grids' CTAs (128 on the 8B shapes) the layer runs
+//!   `attn_planes` instead.
 //! * `attn_planes`: the attention writes the output projection's planes (`matmul_from_planes`);
 //!   the FFN and the next qkv quantize their input in a prepare launch each (9 launches per
 //!   layer).
@@ -28,8 +30,7 @@ use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, with_early_residual, B1Planes,
-    Epilogue, GemvKernel, PlanesOut,
+    gemv_from_planes, gemv_kernel_from_env, with_early_residual, B1Planes, Epilogue, GemvKernel, PlanesOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
@@ -113,6 +114,18 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     if !fused {
         return layer_tail_ops(b, t);
     }
+    // `planes` needs each `_out` GEMV's grid resident at once (its epilogue waits on other CTAs of
+    // the same grid): on a device with fewer SMs than their CTAs the layer runs `attn_planes`.
+    let fits = |w: &GpuQMatrix, swiglu: bool| {
+        let v = view(w);
+        launch::matmul::planes_out_fits(&b.stream, if swiglu { v.n / 2 } else { v.n }, v.k, swiglu)
+            .map_err(device_err("planes epilogue geometry"))
+    };
+    let mode = if mode == TailMode::Planes && !(fits(t.attn_output, false)? && fits(t.gate_up, true)? && fits(t.down, false)?) {
+        TailMode::AttnPlanes
+    } else {
+        mode
+    };
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
