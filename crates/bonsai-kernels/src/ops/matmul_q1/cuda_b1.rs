@@ -11,7 +11,7 @@ use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
-    MAX_WARPS_B1, TILE_ROWS,
+    MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
 use crate::launch::{as_i32, shape, sm_count, LaunchError, QuantBits};
@@ -116,7 +116,7 @@ fn launch_tiles(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     bits: QuantBits,
-    plain: &super::matmul::TcGeometry,
+    plain: &TcGeometry,
     n_out: usize,
     k: usize,
     (scales, payload, y): (u64, u64, u64),
@@ -240,6 +240,13 @@ pub(crate) fn prepare(
     Ok(())
 }
 
+/// Whether a GEMV grid of geometry `g` is resident at once on this device (one CTA per SM certainly
+/// is), as the `_out` planes epilogue needs: its quantizing CTAs wait for lower-numbered ones of the
+/// same grid (b1_planes_epilogue).
+pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool, LaunchError> {
+    Ok(g.ctas as usize <= sm_count(stream)?)
+}
+
 /// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
 /// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
 #[allow(clippy::too_many_arguments)]
@@ -267,11 +274,8 @@ pub(crate) fn launch_gemv(
     // slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
     if planes_out.staged != 0 {
-        // The epilogue's quantizing CTAs wait for lower-numbered ones (b1_planes_epilogue): all of
-        // the grid must fit on the device at once (one CTA per SM certainly does).
-        let sms = sm_count(stream)?;
-        if g.ctas as usize > sms {
-            return Err(shape(op, format!("the planes epilogue needs one wave: {} CTAs on {sms} SMs", g.ctas)));
+        if !one_wave(stream, &g)? {
+            return Err(shape(op, format!("the planes epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
         }
         name.push_str("_out");
     } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {

@@ -12,8 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, prepare, PlanesOutArgs};
-use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, LaunchError, QWeightsView, Store};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, PlanesOutArgs};
+use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -168,20 +168,21 @@ pub fn matmul_from_planes(
     run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), PlanesOutArgs::default())
 }
 
+/// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
+/// over K inputs runs on this device ([`one_wave`]: its epilogue needs the whole grid resident).
+pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu: bool) -> Result<bool, LaunchError> {
+    match super::b1_geometry(k, n_out, swiglu) {
+        Some(g) => one_wave(stream, &g),
+        None => Ok(false),
+    }
+}
+
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
 /// `y (=|+=) W . x`, or SwiGLU of the fused gate|up rows. `norm_eps`: Some when the planes hold
 /// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With `out`, the epilogue also
 /// writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a multiple of 128): no
 /// prepare launch before that one either.
 #[allow(clippy::too_many_arguments)]
-/// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
-/// over K inputs runs on this device: its epilogue needs the whole grid resident at once (one CTA
-/// per SM), so devices with fewer SMs than its CTAs cannot run it.
-pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu: bool) -> Result<bool, LaunchError> {
-    let ctas = super::b1_geometry(k, n_out, swiglu).map_or(usize::MAX, |g| g.ctas as usize);
-    Ok(ctas <= sm_count(stream)?)
-}
-
 pub fn gemv_from_planes(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,

@@ -84,6 +84,9 @@ pub struct CudaTailScratch {
 struct TailPlanes {
     attn: B1Planes,
     chain: ChainScratch,
+    /// Whether the three `_out` GEMVs of `planes` mode (attn_out, gate_up, down) each fit on the
+    /// device in one wave, as their epilogue needs; where not, the layer runs `attn_planes`.
+    planes_fit: bool,
 }
 
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
@@ -93,9 +96,13 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     }
     b.not_while_capturing("allocating the decode planes")?;
     let q_len = shape.n_q * shape.head_dim;
+    let fits = |n_out, k, swiglu| {
+        launch::matmul::planes_out_fits(&b.stream, n_out, k, swiglu).map_err(device_err("planes epilogue geometry"))
+    };
     let fused = TailPlanes {
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
+        planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
     };
     // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64);
     // two barrier counters.
@@ -114,21 +121,11 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     if !fused {
         return layer_tail_ops(b, t);
     }
-    // `planes` needs each `_out` GEMV's grid resident at once (its epilogue waits on other CTAs of
-    // the same grid): on a device with fewer SMs than their CTAs the layer runs `attn_planes`.
-    let fits = |w: &GpuQMatrix, swiglu: bool| {
-        let v = view(w);
-        launch::matmul::planes_out_fits(&b.stream, if swiglu { v.n / 2 } else { v.n }, v.k, swiglu)
-            .map_err(device_err("planes epilogue geometry"))
-    };
-    let mode = if mode == TailMode::Planes && !(fits(t.attn_output, false)? && fits(t.gate_up, true)? && fits(t.down, false)?) {
-        TailMode::AttnPlanes
-    } else {
-        mode
-    };
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, chain } = scratch.fused.as_mut().expect("checked above");
+    let TailPlanes { attn: attn_planes, chain, planes_fit } = scratch.fused.as_mut().expect("checked above");
+    // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
+    let mode = if mode == TailMode::Planes && !*planes_fit { TailMode::AttnPlanes } else { mode };
     let probes = probe_steps()?;
     if probes > 0 {
         // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
