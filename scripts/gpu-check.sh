@@ -246,6 +246,8 @@ variants)
     VARIANTS=${VARIANTS:?variants: set VARIANTS}
     defs() { local d=${1%%:*}; [ "$d" = base ] && echo "" || echo "$d"; }
     knobs() { [ "${1#*:}" = "$1" ] && echo "" || { local k=${1#*:}; echo "${k//,/ }"; }; }
+    # The environment assignments of variant $1 (for `env $(venv V) CMD`; no value has spaces).
+    venv() { echo "BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES=$(defs "$1") $(knobs "$1")"; }
     for d in $(for v in $VARIANTS; do echo "${v%%:*}"; done | sort -u); do
         env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$d.log" 2>&1 &
         env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$d.log" 2>&1 &
@@ -254,25 +256,25 @@ variants)
     for v in $VARIANTS; do
         [ "$v" = base ] && continue
         if [ -n "$(defs "$v")" ]; then
-            run "variant-verify-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
+            run "variant-verify-$v" env $(venv "$v") "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
         fi
-        run "variant-check-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" check --synthetic bonsai-8b -n 16
+        run "variant-check-$v" env $(venv "$v") "$BIN" check --synthetic bonsai-8b -n 16
     done
     for r in $(seq "${VARIANT_ROUNDS:-2}"); do
         for g in bonsai-8b ternary-8b; do
             for v in $VARIANTS; do
-                run "variant-$g-$v-$r" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+                run "variant-$g-$v-$r" env $(venv "$v") "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
             done
         done
     done
     # VARIANT_DEPTH (e.g. 8192,32768): also Bonsai-8B decode at those context depths, once each.
     if [ -n "${VARIANT_DEPTH:-}" ]; then
         for v in $VARIANTS; do
-            run "variant-depth-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
+            run "variant-depth-$v" env $(venv "$v") "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
         done
     fi
     for v in $VARIANTS; do
-        run "variant-trace-$v" env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs "$v")" $(knobs "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+        run "variant-trace-$v" env $(venv "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
 knobs)

@@ -263,11 +263,13 @@ inline unsigned ld_acquire_gpu(const unsigned* p) {
 }
 // A value and its flag in one 64-bit word (ptx.cuh): real atomics, as other CTAs run on other OS
 // threads. The reader usually spins until another CTA's store lands: like ld_acquire_gpu, it lets
-// the fibers of its CTA run and fails the launch if the word never changes (keyed on the flag).
+// the fibers of its CTA run and fails the launch if the spin cannot end. The stall is keyed on the
+// flag alone, not the address: a poller cycles through several words, all unset while it is stuck.
 inline void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 inline unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
+    static const char flag_polls = 0;  // the stall key's address
     const unsigned long long v = __atomic_load_n(p, __ATOMIC_RELAXED);
-    emu::acquire_polled(p, (unsigned)(v >> 32));
+    emu::acquire_polled(&flag_polls, (unsigned)(v >> 32));
     sched_yield();
     return v;
 }

@@ -276,8 +276,8 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 }
 // A 64-bit word written and read whole at GPU scope (single-copy atomic: a reader sees all of one
 // store or all of another), for a value and its ready flag in one word: the reader polls the word
-// itself, with no fence, counter or second load (b1_planes_epilogue, matmul_gemv_b1.cu). Relaxed: no
-// ordering of other memory; L2, never a stale L1 line.
+// itself, with no fence, counter or second load (b1_planes_epilogue, matmul_gemv_b1.cu).
+// Relaxed: no ordering of other memory; L2, never a stale L1 line.
 __device__ __forceinline__ void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) {
     asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }

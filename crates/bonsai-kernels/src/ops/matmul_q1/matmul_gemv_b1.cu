@@ -319,14 +319,13 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
     if (o0 >= o1) return;
-    unsigned long long* staged = o.staged;
     // Groups whose last output (128 g + 127) is one of this CTA's [o0, o1): g_first's ends at or
     // after o0, g_end - 1's before o1.
     const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
-        unsigned long long* words = staged + (long long)g * GROUP_SIZE + j0;
+        unsigned long long* words = o.staged + (long long)g * GROUP_SIZE + j0;
         // The norm weights first: their round trip overlaps the wait, not after it.
         const float* norm_w_group = o.norm_w != nullptr ? o.norm_w + (long long)g * GROUP_SIZE : nullptr;
         float nw[LAYOUT_LANES];
@@ -411,17 +410,16 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     float acc = 0.0f;
     TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = active ? split : units;
-    auto fill_slot = [&](TcUnit<BITS, NB>& slot) {
-        if (loaded < units) tc_load(slot, wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-    };
     // The whole ring fills before griddep_wait: filling one slot or none there and the rest after
     // it measured -1.3% and -5% tg128 on the H200, and the prepare's x load, the suspected victim
     // of that burst, arrived no sooner (kernel-notes round 24).
 #pragma unroll
-    for (int a = 0; a <= AHEAD; ++a) fill_slot(ring[a]);
+    for (int a = 0; a <= AHEAD; ++a) {
+        if (loaded < units) tc_load(ring[a], wnext, snext);
+        loaded += splits;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+    }
 
     float y_early = 0.0f;
     if constexpr (EARLY_Y && MODE == MATMUL_ADD) {

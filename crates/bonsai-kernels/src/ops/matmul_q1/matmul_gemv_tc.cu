@@ -316,15 +316,9 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
             up *= inv_rms;
         }
         float* dst = y + (long long)tok * n_out + o;
-        if constexpr (STAGED) {
-            const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
-            *dst = out;
-            st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
-        } else {
-            if (MODE == MATMUL_SWIGLU) *dst = silu_mul(v, up);
-            else if (MODE == MATMUL_ADD) *dst = (EARLY ? y_early : *dst) + v;
-            else *dst = v;
-        }
+        const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
+        *dst = out;
+        if constexpr (STAGED) st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
     }
 }
 
