@@ -65,6 +65,25 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     return t;
 }
 
+// Per-head RMSNorm + NeoX RoPE of one rotating pair (a = h[d], b = h[d + hd/2]), shared by
+// qk_norm_rope.cu and the qkv GEMV's rope epilogue (matmul_gemv_b1.cu), which must agree bit for
+// bit: every product and sum is spelled out (no contraction left to the compiler's choice).
+// The pair's contribution to the head's sum of squares.
+__device__ __forceinline__ float qk_pair_sq(float a, float b) { return __fmaf_rn(b, b, __fmul_rn(a, a)); }
+// 1 / rms of a head of hd values from its sum of squares.
+__device__ __forceinline__ float qk_inv_rms(float ss, int hd, float eps) {
+    return rsqrtf(__fadd_rn(__fdiv_rn(ss, (float)hd), eps));
+}
+// The normalised, rotated pair: inv = 1 / rms of the head, (wa, wb) the norm weights of d and
+// d + hd/2, (c, s) cos and sin of the pair's angle at this position.
+__device__ __forceinline__ void qk_rope_pair(float a, float b, float inv, float wa, float wb, float c, float s,
+                                             float* out_a, float* out_b) {
+    const float x1 = __fmul_rn(__fmul_rn(a, inv), wa);
+    const float x2 = __fmul_rn(__fmul_rn(b, inv), wb);
+    *out_a = __fmaf_rn(x1, c, -__fmul_rn(x2, s));
+    *out_b = __fmaf_rn(x2, c, __fmul_rn(x1, s));
+}
+
 // Negative infinity without headers.
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 

@@ -24,6 +24,7 @@ mod matmul;
 mod matmul_kernels;
 mod norm_matmul;
 mod planes_out;
+mod qkv_rope;
 mod matmul_large;
 mod matmul_split;
 mod ptx_model;
@@ -75,6 +76,7 @@ pub const CHECK_GROUPS: &[&str] = &[
     "attention_planes",
     "decode_chain",
     "planes_out",
+    "qkv_rope",
     "image_elementwise",
     "matmul",
     "norm_matmul",
@@ -237,7 +239,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 12] = [
+        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 13] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),
@@ -245,6 +247,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
             ("attention_planes", &|c| attention_planes::run_all(c, shapes)),
             ("decode_chain", &|c| decode_chain::run_all(c, shapes)),
             ("planes_out", &|c| planes_out::run_all(c, shapes)),
+            ("qkv_rope", &|c| qkv_rope::run_all(c, shapes)),
             ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),
             ("matmul", &|c| matmul::run_all(c, shapes)),
             ("norm_matmul", &|c| norm_matmul::run_all(c, shapes)),

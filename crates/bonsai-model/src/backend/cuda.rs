@@ -532,7 +532,7 @@ impl Backend for CudaBackend {
         tail::alloc(self, hidden, ffn, shape)
     }
 
-    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<(), BackendError> {
+    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<bool, BackendError> {
         tail::layer_tail(self, t)
     }
 

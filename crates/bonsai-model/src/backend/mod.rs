@@ -218,8 +218,10 @@ pub trait Backend {
     fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
     /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
     /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
-    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: fewer quantize launches).
-    fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<(), BackendError>
+    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: fewer quantize launches),
+    /// and may also run the next layer's [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv
+    /// projection's epilogue): it returns whether it did, so the caller skips that call.
+    fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<bool, BackendError>
     where
         Self: Sized,
     {
@@ -269,18 +271,29 @@ impl ForwardScope {
     }
 }
 
-/// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path).
-pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<(), BackendError> {
-    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+/// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path); leaves
+/// the next layer's qk_norm_rope_kv_write to the caller (returns false).
+pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<bool, BackendError> {
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope: _, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch: _ } = bufs;
     b.attention(qkv, m, shape, pos, kv, attn)?;
     b.matmul(attn_output, attn, m, x, Store::Add)?;
     b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
     b.matmul(down, ffn, m, x, Store::Add)?;
-    if let Some((attn_norm, qkv_w)) = next {
-        b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
+    if let Some(n) = next {
+        b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
     }
-    Ok(())
+    Ok(false)
+}
+
+/// The next layer, for a [`Backend::layer_tail`] that starts on it: its qkv projection's weights,
+/// and what its qk_norm_rope_kv_write needs.
+pub struct NextLayer<'a, B: Backend> {
+    pub attn_norm: &'a B::Buffer,
+    pub qkv: &'a B::Matrix,
+    pub q_norm: &'a B::Buffer,
+    pub k_norm: &'a B::Buffer,
+    pub kv: &'a mut B::KvCache,
 }
 
 /// One layer's weights and shapes for [`Backend::layer_tail`].
@@ -295,8 +308,10 @@ pub struct LayerTail<'a, B: Backend> {
     pub ffn_norm: &'a B::Buffer,
     pub gate_up: &'a B::Matrix,
     pub down: &'a B::Matrix,
-    /// The next layer's attn_norm and qkv weights (None after the last layer).
-    pub next: Option<(&'a B::Buffer, &'a B::Matrix)>,
+    /// The next layer (None after the last layer).
+    pub next: Option<NextLayer<'a, B>>,
+    /// The RoPE table (for the next layer's qk_norm_rope_kv_write).
+    pub rope: &'a B::Rope,
     pub bufs: TailBuffers<'a, B>,
 }
 

@@ -12,7 +12,7 @@ use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
-use crate::backend::{Backend, LayerTail, TailBuffers};
+use crate::backend::{Backend, LayerTail, NextLayer, TailBuffers};
 use crate::ModelError;
 pub use host_weights::{HostLayer, HostWeights, TensorSource};
 
@@ -335,11 +335,23 @@ impl<B: Backend> Qwen3<B> {
         if let Some(first) = self.layers.first() {
             b.rms_norm_matmul(&st.x, m, c.hidden, &first.attn_norm, c.rms_eps, &mut st.xn, &first.qkv, &mut st.qkv, Store::Overwrite)?;
         }
-        for (i, (layer, kv)) in self.layers.iter().zip(st.kv.iter_mut()).enumerate() {
-            b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
+        // Whether the previous layer's tail already ran this layer's qk_norm_rope_kv_write.
+        let mut rope_done = false;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (done, later) = st.kv.split_at_mut(i + 1);
+            let kv = &mut done[i];
+            if !rope_done {
+                b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
+            }
             // The rest of the layer and the next layer's qkv projection.
-            let next = self.layers.get(i + 1).map(|n| (&n.attn_norm, &n.qkv));
-            b.layer_tail(LayerTail {
+            let next = self.layers.get(i + 1).zip(later.first_mut()).map(|(n, kv)| NextLayer {
+                attn_norm: &n.attn_norm,
+                qkv: &n.qkv,
+                q_norm: &n.q_norm,
+                k_norm: &n.k_norm,
+                kv,
+            });
+            rope_done = b.layer_tail(LayerTail {
                 m,
                 shape: s,
                 hidden: c.hidden,
@@ -351,6 +363,7 @@ impl<B: Backend> Qwen3<B> {
                 gate_up: &layer.gate_up,
                 down: &layer.down,
                 next,
+                rope: &self.rope,
                 bufs: TailBuffers {
                     qkv: &mut st.qkv,
                     attn: &mut st.attn,

@@ -41,7 +41,7 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), PlanesOutArgs::default())
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None)
 }
 
 thread_local! {
@@ -182,6 +182,39 @@ pub(crate) struct PlanesOutArgs {
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
 
+/// The `_gemv_b1_rope` epilogue's parameters (`B1RopeOut` in matmul_gemv_b1.cu: same fields, same
+/// order; device pointers as u64): the decode qkv projection doing qk_norm_rope_kv_write's work.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RopeOutArgs {
+    pub staged: u64,
+    pub pos0: u64,
+    pub q_norm: u64,
+    pub k_norm: u64,
+    pub cos: u64,
+    pub sin: u64,
+    pub k_cache: u64,
+    pub v_cache: u64,
+    pub eps: f32,
+    pub max_pos: i32,
+    pub max_seq: i32,
+    pub n_q: i32,
+    pub n_kv: i32,
+}
+
+// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer, then
+// f32 and four i32; both sides pad the end to 8 bytes).
+unsafe impl cudarc::driver::DeviceRepr for RopeOutArgs {}
+
+/// What a one-token binary GEMV's epilogue does after its stores: nothing, write the next GEMV's
+/// planes (`_gemv_b1_out`), or the qkv projection's norm, RoPE and KV write (`_gemv_b1_rope`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GemvOut {
+    None,
+    Planes(PlanesOutArgs),
+    Rope(RopeOutArgs),
+}
+
 /// `BONSAI_PREPARE_SHAPE`: `alone` (the default: PREPARE_FEW_CTAS CTAs of up to 32 warps, one
 /// group per warp, each taking all of an SM's shared memory, so no GEMV CTA shares their SMs: the
 /// 128-CTA GEMVs leave 4 of the H200's 132 SMs free), `four` (the same CTAs without the shared
@@ -260,27 +293,29 @@ pub(crate) fn launch_gemv(
     (scales, payload, y): (u64, u64, u64),
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
-    planes_out: PlanesOutArgs,
+    out: GemvOut,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let plain = epilogue == Epilogue::Store && planes_out.staged == 0;
+    let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
     if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
         return Ok(());
     }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
-    // The planes epilogue has its own entry points (`_out`): compiled into the plain ones it
-    // slowed them even when skipped.
+    // Each epilogue has its own entry points (`_out`, `_rope`): compiled into the plain ones the
+    // planes epilogue slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
-    if planes_out.staged != 0 {
-        if !one_wave(stream, &g)? {
-            return Err(shape(op, format!("the planes epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
-        }
-        name.push_str("_out");
-    } else if epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get()) {
-        name.push_str("_early");
+    let suffix = match out {
+        GemvOut::None => (epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get())).then_some("_early"),
+        GemvOut::Planes(_) => Some("_out"),
+        GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
+        GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
+    };
+    if !matches!(out, GemvOut::None) && !one_wave(stream, &g)? {
+        return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
     }
+    name.push_str(suffix.unwrap_or(""));
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
@@ -298,15 +333,22 @@ pub(crate) fn launch_gemv(
     let mut b = Launch::new(stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
-    if planes_out.staged != 0 {
-        b.arg(&planes_out);
+    match &out {
+        GemvOut::None => {}
+        GemvOut::Planes(p) => {
+            b.arg(p);
+        }
+        GemvOut::Rope(r) => {
+            b.arg(r);
+        }
     }
     // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
-    // `_out` ones the B1PlanesOut block); the weights and y were checked by the caller (payload
-    // 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc allocations are
-    // 256-byte aligned: cp.async's 16 bytes), a planes output was sized for n_out by the caller,
-    // and b1_geometry sized the block and shared memory.
+    // `_out` / `_rope` ones the B1PlanesOut / B1RopeOut block); the weights and y were checked by
+    // the caller (payload 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc
+    // allocations are 256-byte aligned: cp.async's 16 bytes), a planes output or the rope
+    // epilogue's buffers were sized for n_out by the caller, and b1_geometry sized the block and
+    // shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }

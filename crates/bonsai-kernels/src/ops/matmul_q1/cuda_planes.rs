@@ -12,8 +12,10 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, PlanesOutArgs};
-use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesOutArgs, RopeOutArgs};
+use crate::launch::{
+    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store,
+};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -165,7 +167,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), PlanesOutArgs::default())
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -202,7 +204,7 @@ pub fn gemv_from_planes(
     };
     let mut guards = Vec::new();
     let planes_out = match out {
-        None => PlanesOutArgs::default(),
+        None => GemvOut::None,
         Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
@@ -218,7 +220,7 @@ pub fn gemv_from_planes(
             };
             let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
             guards.extend(gs);
-            PlanesOutArgs { planes, gsx, group_sq, norm_w, staged }
+            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
     run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
@@ -235,7 +237,7 @@ fn run_from_planes(
     norm_eps: Option<f32>,
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
-    planes_out: PlanesOutArgs,
+    out: GemvOut,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.validate(op)?;
@@ -251,5 +253,82 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, planes_out)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out)
+}
+
+/// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
+/// writes: the per-head RMSNorm weights, the RoPE table (`[max_pos][64]` cos and sin), the device
+/// position, the layer's f16 caches (`[n_kv][max_seq][128]` each), and `staged`, one zeroed
+/// 64-bit staging word per qkv output that the epilogue leaves zero again.
+pub struct RopeOut<'a> {
+    pub shape: HeadShape,
+    pub q_norm: &'a CudaSlice<f32>,
+    pub k_norm: &'a CudaSlice<f32>,
+    pub eps: f32,
+    pub max_pos: usize,
+    pub cos: &'a CudaSlice<f32>,
+    pub sin: &'a CudaSlice<f32>,
+    pub pos0: &'a CudaSlice<u32>,
+    pub max_seq: usize,
+    pub k_cache: &'a mut CudaSlice<u16>,
+    pub v_cache: &'a mut CudaSlice<u16>,
+    pub staged: &'a mut CudaSlice<u64>,
+}
+
+/// One token's qkv projection on x's planes (as [`gemv_from_planes`] with the Store epilogue)
+/// that also does `qk_norm_rope_kv_write`'s work in its epilogue (`*_gemv_b1_rope`): qkv ends
+/// holding the normalised, rotated q and k heads and the v heads, bit-identical to the two
+/// launches, and the k / v rows go to the caches at position `pos0[0]` (skipped past max_seq;
+/// heads past max_pos NaN). Head dim 128 only; the grid must fit the device in one wave.
+pub fn qkv_rope_from_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    planes: &B1Planes,
+    norm_eps: Option<f32>,
+    qkv: &mut impl DevicePtrMut<f32>,
+    r: RopeOut<'_>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "qkv_rope";
+    let HeadShape { n_q, n_kv, head_dim } = r.shape;
+    if head_dim != GROUP || n_q == 0 || n_kv == 0 || w.n != (n_q + 2 * n_kv) * head_dim {
+        return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", r.shape, w.n)));
+    }
+    if r.max_seq == 0 || r.max_pos == 0 {
+        return Err(shape(OP, "empty cache or RoPE table".into()));
+    }
+    expect_at_least(OP, "staging words", r.staged.len(), w.n)?;
+    expect_at_least(OP, "q_norm", r.q_norm.len(), head_dim)?;
+    expect_at_least(OP, "k_norm", r.k_norm.len(), head_dim)?;
+    expect_at_least(OP, "rope cos", r.cos.len(), r.max_pos * head_dim / 2)?;
+    expect_at_least(OP, "rope sin", r.sin.len(), r.max_pos * head_dim / 2)?;
+    expect_at_least(OP, "pos0", r.pos0.len(), 1)?;
+    let cache = n_kv * r.max_seq * head_dim;
+    expect_at_least(OP, "k_cache", r.k_cache.len(), cache)?;
+    expect_at_least(OP, "v_cache", r.v_cache.len(), cache)?;
+    as_i32(OP, "cache len", cache)?;
+    let (staged, _g0) = write_ptr(r.staged, stream);
+    let (pos0, _g1) = read_ptr(r.pos0, stream);
+    let (q_norm, _g2) = read_ptr(r.q_norm, stream);
+    let (k_norm, _g3) = read_ptr(r.k_norm, stream);
+    let (cos, _g4) = read_ptr(r.cos, stream);
+    let (sin, _g5) = read_ptr(r.sin, stream);
+    let (k_cache, _g6) = write_ptr(r.k_cache, stream);
+    let (v_cache, _g7) = write_ptr(r.v_cache, stream);
+    let args = RopeOutArgs {
+        staged,
+        pos0,
+        q_norm,
+        k_norm,
+        cos,
+        sin,
+        k_cache,
+        v_cache,
+        eps: r.eps,
+        max_pos: as_i32(OP, "max_pos", r.max_pos)?,
+        max_seq: as_i32(OP, "max_seq", r.max_seq)?,
+        n_q: as_i32(OP, "n_q", n_q)?,
+        n_kv: as_i32(OP, "n_kv", n_kv)?,
+    };
+    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args))
 }

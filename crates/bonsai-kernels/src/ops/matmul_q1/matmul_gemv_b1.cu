@@ -291,11 +291,23 @@ __device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][
     return acc;
 }
 
+// What a one-token binary GEMV does after its stores, picked at compile time by its OUT type's
+// KIND: nothing (B1NoOut, the plain entry points), the next GEMV's planes (B1PlanesOut, `_out`),
+// or the decode qkv projection's per-head RMSNorm, RoPE and KV write (B1RopeOut, `_rope`).
+#define B1_OUT_NONE 0
+#define B1_OUT_PLANES 1
+#define B1_OUT_ROPE 2
+struct B1NoOut {
+    static constexpr int KIND = B1_OUT_NONE;
+    unsigned long long* staged = nullptr;
+};
+
 // Where a GEMV's epilogue writes y's planes for the next GEMV (the `_gemv_b1_out` entry points):
 // the planes, (s, X) and sums of squares of each 128-group of y, times `norm_w` (that GEMV's
 // RMSNorm weights) when given, and one staging word per output (b1_planes_epilogue), zero between
 // launches. Mirrored by `PlanesOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
 struct B1PlanesOut {
+    static constexpr int KIND = B1_OUT_PLANES;
     u32* planes;
     u32* gsx;
     float* group_sq;
@@ -359,26 +371,124 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     }
 }
 
+// The `_gemv_b1_rope` epilogue's parameters: the decode qkv projection (MATMUL_STORE, one token,
+// head_dim = GROUP_SIZE) does qk_norm_rope_kv_write's work on its own outputs. Per output one
+// staging word (zero between launches), the device position, both norms' weights, the RoPE table
+// ([max_pos][64] cos and sin), and the layer's f16 caches ([n_kv][max_seq][128]). Mirrored by
+// `RopeOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
+struct B1RopeOut {
+    static constexpr int KIND = B1_OUT_ROPE;
+    unsigned long long* staged;
+    const u32* pos0;
+    const float* q_norm;
+    const float* k_norm;
+    const float* cos_table;
+    const float* sin_table;
+    u16* k_cache;
+    u16* v_cache;
+    float eps;
+    int max_pos;
+    int max_seq;
+    int n_q;
+    int n_kv;
+};
+
+// The rope epilogue, after gemv_store_outputs wrote every output only as a staging word (bits and
+// a ready flag; no plain store of y, which another CTA's late store could overwrite after this
+// one's). The CTA that produces a head's last output takes the head, a warp per head: it polls
+// the head's 128 words as b1_planes_epilogue does (lane l holds elements l + 32 t, both halves of
+// its rotating pairs d = l and l + 32), clears them, and writes the head to y: q and k heads
+// normalised and rotated, v heads as computed; k and v rows also to the caches at `pos` (skipped
+// past max_seq, NaN heads past max_pos). qk_norm_rope_kv_write's arithmetic (qk_pair_sq,
+// qk_inv_rms, qk_rope_pair), its sum of squares in block_sum's order over that kernel's two warps
+// (each warp's butterfly, then the two sums added): bit-identical to the two launches it
+// replaces. One wave, as b1_planes_epilogue.
+__device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_per_cta, int cta, const B1RopeOut& o,
+                                                 u32 pos) {
+    constexpr int HD = GROUP_SIZE, HALF = HD / 2, PER_LANE = HD / WARP_SIZE;
+    const int o0 = cta * tiles_per_cta * TC_TILE_ROWS, o1 = min(o0 + tiles_per_cta * TC_TILE_ROWS, n_out);
+    if (o0 >= o1) return;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    for (int head = o0 / HD + warp; head < o1 / HD; head += blockDim.x / WARP_SIZE) {  // warp-uniform
+        const bool is_v = head >= o.n_q + o.n_kv;
+        const bool rotate = !is_v && pos < (u32)o.max_pos;
+        // What does not come from the other CTAs first: these round trips overlap the poll.
+        float w[PER_LANE], c[2], s[2];
+        if (rotate) {
+            const float* nw = head < o.n_q ? o.q_norm : o.k_norm;
+#pragma unroll
+            for (int t = 0; t < PER_LANE; ++t) w[t] = nw[lane + WARP_SIZE * t];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                c[i] = o.cos_table[(long long)pos * HALF + lane + WARP_SIZE * i];
+                s[i] = o.sin_table[(long long)pos * HALF + lane + WARP_SIZE * i];
+            }
+        }
+        unsigned long long* words = o.staged + (long long)head * HD + lane;
+        unsigned long long v64[PER_LANE];
+#pragma unroll
+        for (int t = 0; t < PER_LANE; ++t) v64[t] = ld_relaxed_gpu_u64(words + WARP_SIZE * t);
+        for (;;) {  // all unset words reloaded per round (b1_planes_epilogue)
+            bool all_set = true;
+#pragma unroll
+            for (int t = 0; t < PER_LANE; ++t) all_set = all_set && (v64[t] >> 32) != 0;
+            if (all_set) break;
+#pragma unroll
+            for (int t = 0; t < PER_LANE; ++t)
+                if ((v64[t] >> 32) == 0) v64[t] = ld_relaxed_gpu_u64(words + WARP_SIZE * t);
+        }
+        float h[PER_LANE];
+#pragma unroll
+        for (int t = 0; t < PER_LANE; ++t) {
+            h[t] = __uint_as_float((u32)v64[t]);
+            st_relaxed_gpu_u64(words + WARP_SIZE * t, 0ull);
+        }
+        if (!is_v) {
+            // (h[0], h[2]) is the pair d = lane, (h[1], h[3]) d = lane + 32: qk_norm_rope_kv_write's
+            // thread d of its warps 0 and 1, whose sums block_sum adds.
+            const float ss = warp_sum(qk_pair_sq(h[0], h[2])) + warp_sum(qk_pair_sq(h[1], h[3]));
+            if (rotate) {
+                const float inv = qk_inv_rms(ss, HD, o.eps);
+                qk_rope_pair(h[0], h[2], inv, w[0], w[2], c[0], s[0], &h[0], &h[2]);
+                qk_rope_pair(h[1], h[3], inv, w[1], w[3], c[1], s[1], &h[1], &h[3]);
+            } else {
+#pragma unroll
+                for (int t = 0; t < PER_LANE; ++t) h[t] = __int_as_float(0x7fc00000);
+            }
+        }
+        float* dst = y + (long long)head * HD + lane;
+#pragma unroll
+        for (int t = 0; t < PER_LANE; ++t) dst[WARP_SIZE * t] = h[t];
+        if (head >= o.n_q && pos < (u32)o.max_seq) {
+            const int kv_head = head - o.n_q - (is_v ? o.n_kv : 0);
+            u16* row = (is_v ? o.v_cache : o.k_cache) + ((long long)kv_head * o.max_seq + pos) * HD + lane;
+#pragma unroll
+            for (int t = 0; t < PER_LANE; ++t) row[WARP_SIZE * t] = f32_to_f16(h[t]);
+        }
+    }
+}
+
 // The epilogue adds only warp 0's norm slot (the others are zero) in the GEMVs that have a norm
 // (Store, SwiGLU): about 550 fewer instructions there. The Add GEMVs keep the all-slot sum so their
 // SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
 // with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
-// GROUP_OUT: with the planes epilogue (`_gemv_b1_out` entry points). A compile-time switch: the
-// mere presence of the (skipped) epilogue made the plain kernels ~0.6 us slower per launch on the
-// H200 (2026-11-30, bench_gemv), so the plain entry points are compiled without it.
+// OUT: the epilogue after the stores (B1NoOut, B1PlanesOut for the `_gemv_b1_out` entry points,
+// B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
+// planes epilogue made the plain kernels ~0.6 us slower per launch on the H200 (2026-11-30,
+// bench_gemv), so the plain entry points are compiled without it.
 // EARLY_Y (`_gemv_b1_early`, MATMUL_ADD only): each thread reads the y value it will add to before
 // griddep_wait, so the epilogue's add has no L2 round trip at the end of the critical path. Only
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-template <int BITS, int MODE, int NB, bool GROUP_OUT, bool EARLY_Y = false>
+template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const B1PlanesOut& planes_out) {
+                                             const OUT& out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
@@ -430,19 +540,20 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
-#ifdef B1_OUT_Y_AFTER_WAIT
-    // A kernel variant, not yet measured (kernel-notes round 24): the `_out` Add GEMVs read their y
-    // right after the wait, so its round trip overlaps the loop instead of preceding the final add.
-    // (Not before the wait: in `planes` mode y comes from the kernel two launches back, and a GEMV
-    // before this one triggers at its start; once this wait returns, that kernel has completed.)
-    if constexpr (GROUP_OUT && !EARLY_Y && MODE == MATMUL_ADD) {
+    // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
+    // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
+    // the wait as EARLY_Y does: in `planes` mode y comes from the kernel two launches back, and the
+    // GEMV in between triggers at its start; once this wait returns, that kernel has completed.
+    // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
+    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) {
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
         if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     }
-    constexpr bool Y_READ = (EARLY_Y || GROUP_OUT) && MODE == MATMUL_ADD;
-#else
-    constexpr bool Y_READ = EARLY_Y && MODE == MATMUL_ADD;
-#endif
+    constexpr bool Y_READ = (EARLY_Y || OUT::KIND == B1_OUT_PLANES) && MODE == MATMUL_ADD;
+    // The rope epilogue's position (written by an earlier graph replay's position_advance; every
+    // kernel before this one has completed once the wait returns).
+    u32 rope_pos = 0;
+    if constexpr (OUT::KIND == B1_OUT_ROPE) rope_pos = out.pos0[0];
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
@@ -496,9 +607,13 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), GROUP_OUT>(
-        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, planes_out.staged);
-    if constexpr (GROUP_OUT) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, planes_out);
+    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
+        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
+    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
+    if constexpr (OUT::KIND == B1_OUT_ROPE) {
+        static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
+        b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);
+    }
     TC_MARK(5);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;
@@ -510,27 +625,27 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 // A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
 // code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
 // one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
-template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y>
+template <int BITS, int MODE, class OUT, bool EARLY_Y>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,
                                                         int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
-                                                        float norm_eps, int cta, B1PlanesOut planes_out) {
-    gemv_b1_body<BITS, MODE, 1, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                                    splits, chunk_groups, norm, norm_eps, cta, planes_out);
+                                                        float norm_eps, int cta, OUT out) {
+    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                              splits, chunk_groups, norm, norm_eps, cta, out);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, bool GROUP_OUT, bool EARLY_Y = false>
+template <int BITS, int MODE, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const B1PlanesOut& planes_out) {
+                                        const OUT& out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                                 tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                 cta, planes_out);
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,
+                                                                   cta, out);
     else
-        gemv_b1_body_single_groups<BITS, MODE, GROUP_OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out,
-                                                                   k, tiles_per_cta, splits, chunk_groups, norm,
-                                                                   norm_eps, cta, planes_out);
+        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                             tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
+                                                             out);
 }

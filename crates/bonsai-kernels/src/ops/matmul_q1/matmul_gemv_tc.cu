@@ -288,7 +288,8 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
 // STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
-template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false>
+// PLAIN_Y false (gemv_b1's `_rope` epilogue): the staging word only; that epilogue writes y.
+template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
@@ -317,7 +318,7 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         }
         float* dst = y + (long long)tok * n_out + o;
         const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
-        *dst = out;
+        if constexpr (PLAIN_Y) *dst = out;
         if constexpr (STAGED) st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
     }
 }

@@ -24,9 +24,9 @@
                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
                          int splits, int chunk_groups, int norm, float norm_eps) {               \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, false>(scales, payload, planes, gsx, group_sq, y, n_out, k,           \
-                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,          \
-                                   blockIdx.x, B1PlanesOut{});                                    \
+        gemv_b1<BITS, MODE, B1NoOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,         \
+                                     tiles_per_cta, splits, chunk_groups, norm, norm_eps,        \
+                                     blockIdx.x, B1NoOut{});                                      \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
@@ -34,7 +34,7 @@
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
                              float norm_eps, const B1PlanesOut planes_out) {                       \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, true>(scales, payload, planes, gsx, group_sq, y, n_out, k,            \
+        gemv_b1<BITS, MODE, B1PlanesOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
@@ -106,8 +106,22 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
                                int tiles_per_cta, int splits, int chunk_groups, int norm,        \
                                float norm_eps) {                                                 \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the early reads */  \
-        gemv_b1<BITS, MATMUL_ADD, false, true>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
-                                               tiles_per_cta, splits, chunk_groups, norm,        \
-                                               norm_eps, blockIdx.x, B1PlanesOut{});             \
+        gemv_b1<BITS, MATMUL_ADD, B1NoOut, true>(scales, payload, planes, gsx, group_sq, y, n_out, \
+                                                 k, tiles_per_cta, splits, chunk_groups, norm,   \
+                                                 norm_eps, blockIdx.x, B1NoOut{});               \
     }
 DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)
+// The decode qkv projection with qk_norm_rope_kv_write's work in its epilogue (b1_rope_epilogue
+// in matmul_gemv_b1.cu): one launch per layer fewer.
+#define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \
+                              const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
+                              int tiles_per_cta, int splits, int chunk_groups, int norm,         \
+                              float norm_eps, const B1RopeOut rope_out) {                        \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MATMUL_STORE, B1RopeOut>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
+                                               tiles_per_cta, splits, chunk_groups, norm,        \
+                                               norm_eps, blockIdx.x, rope_out);                  \
+    }
+DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)

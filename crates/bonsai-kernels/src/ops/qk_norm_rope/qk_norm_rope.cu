@@ -15,7 +15,7 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __r
     const bool active = d < half;
     const float a = active ? h[d] : 0.0f;
     const float b = active ? h[d + half] : 0.0f;
-    const float ss = block_sum(a * a + b * b, scratch);
+    const float ss = block_sum(qk_pair_sq(a, b), scratch);
     if (!active) return false;
     if (pos >= (u32)max_pos) {
         const float nan = __int_as_float(0x7fc00000);
@@ -23,13 +23,10 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __r
         h[d + half] = nan;
         return true;
     }
-    const float inv = rsqrtf(ss / (float)hd + eps);
-    const float x1 = a * inv * w[d];
-    const float x2 = b * inv * w[d + half];
+    const float inv = qk_inv_rms(ss, hd, eps);
     const float c = cos_table[(long long)pos * half + d];
     const float s = sin_table[(long long)pos * half + d];
-    h[d] = x1 * c - x2 * s;
-    h[d + half] = x2 * c + x1 * s;
+    qk_rope_pair(a, b, inv, w[d], w[d + half], c, s, &h[d], &h[d + half]);
     return true;
 }
 

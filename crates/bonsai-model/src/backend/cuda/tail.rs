@@ -30,7 +30,8 @@ use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, with_early_residual, B1Planes, Epilogue, GemvKernel, PlanesOut,
+    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
+    PlanesOut, RopeOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
@@ -87,6 +88,20 @@ struct TailPlanes {
     /// Whether the three `_out` GEMVs of `planes` mode (attn_out, gate_up, down) each fit on the
     /// device in one wave, as their epilogue needs; where not, the layer runs `attn_planes`.
     planes_fit: bool,
+    /// The qkv projection's staging words for its rope epilogue (`planes` mode with
+    /// [`QKV_ROPE_ENV`]): one per qkv output, zero between launches. None where the heads are not
+    /// 128 wide or the projection's grid does not fit in one wave.
+    rope_staged: Option<CudaSlice<u64>>,
+}
+
+/// `BONSAI_QKV_ROPE` (default 0, a measurement knob until the H200 decides): in `planes` mode the
+/// next layer's qkv projection also does its qk_norm_rope_kv_write in its epilogue
+/// (`qkv_rope_from_planes`, bit-identical), one launch per layer fewer.
+pub const QKV_ROPE_ENV: &str = "BONSAI_QKV_ROPE";
+
+fn qkv_rope_on() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    launch::env_switch(&ON, QKV_ROPE_ENV, false).map_err(BackendError::Device)
 }
 
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
@@ -103,7 +118,14 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
         planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
+        rope_staged: None,
     };
+    let mut fused = fused;
+    let qkv_len = (shape.n_q + 2 * shape.n_kv) * shape.head_dim;
+    if shape.head_dim == 128 && fits(qkv_len, hidden, false)? {
+        fused.rope_staged = Some(b.stream.alloc_zeros::<u64>(qkv_len).map_err(device_err("qkv rope staging words"))?);
+        b.count_alloc::<u64>(qkv_len);
+    }
     // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64);
     // two barrier counters.
     let words = |k: usize| k / 128 * (96 + 3) + 2 * k;
@@ -111,7 +133,7 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
-pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<(), BackendError> {
+pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
     let mode = tail_mode()?;
     let fused = mode != TailMode::Ops
         && t.m == 1
@@ -121,11 +143,13 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     if !fused {
         return layer_tail_ops(b, t);
     }
-    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, bufs } = t;
+    let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, chain, planes_fit } = scratch.fused.as_mut().expect("checked above");
+    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged } =
+        scratch.fused.as_mut().expect("checked above");
     // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
     let mode = if mode == TailMode::Planes && !*planes_fit { TailMode::AttnPlanes } else { mode };
+    let rope_on = qkv_rope_on()?;
     let probes = probe_steps()?;
     if probes > 0 {
         // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
@@ -163,10 +187,10 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
             b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
             with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add))?;
-            if let Some((attn_norm, qkv_w)) = next {
-                b.rms_norm_matmul(x, m, hidden, attn_norm, eps, xn, qkv_w, qkv, Store::Overwrite)?;
+            if let Some(n) = next {
+                b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
             }
-            Ok(())
+            Ok(false)
         }
         TailMode::Planes => {
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
@@ -175,12 +199,34 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            let next_out = next.map(|(attn_norm, _)| PlanesOut { planes: &mut *hidden_planes, norm: Some(attn_norm) });
+            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
-            if let Some((_, qkv_w)) = next {
-                gemv_planes(b, qkv_w, hidden_planes, Some(eps), qkv, Epilogue::Store, None)?;
+            let Some(n) = next else { return Ok(false) };
+            match rope_staged.as_mut().filter(|_| rope_on) {
+                Some(staged) => {
+                    let r = RopeOut {
+                        shape,
+                        q_norm: n.q_norm,
+                        k_norm: n.k_norm,
+                        eps,
+                        max_pos: rope.max_pos,
+                        cos: &rope.cos,
+                        sin: &rope.sin,
+                        pos0: &pos.device,
+                        max_seq: n.kv.max_seq,
+                        k_cache: &mut n.kv.k,
+                        v_cache: &mut n.kv.v,
+                        staged,
+                    };
+                    qkv_rope_from_planes(&b.lib, &b.stream, &view(n.qkv), hidden_planes, Some(eps), qkv, r)
+                        .map_err(device_err("qkv projection with rope"))?;
+                    Ok(true)
+                }
+                None => {
+                    gemv_planes(b, n.qkv, hidden_planes, Some(eps), qkv, Epilogue::Store, None)?;
+                    Ok(false)
+                }
             }
-            Ok(())
         }
         TailMode::Chain => {
             let layer = ChainLayer {
@@ -189,13 +235,14 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                 ffn_norm,
                 gate_up: view(gate_up),
                 down: view(down),
-                next: next.map(|(norm, w)| (norm, view(w))),
+                next: next.map(|n| (n.attn_norm, view(n.qkv))),
                 eps,
                 x,
                 ffn,
                 qkv,
             };
-            launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))
+            launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))?;
+            Ok(false)
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
     }
