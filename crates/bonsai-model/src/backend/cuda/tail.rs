@@ -20,9 +20,10 @@
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
 //! * `ops`: every op separately ([`layer_tail_ops`]).
 //!
-//! (A fifth way, RoPE and the KV write in the qkv projection's epilogue, measured slower and was
-//! removed; kernel-notes round 10.) Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a
-//! planes kernel) runs op by op.
+//! In `planes` mode [`QKV_ROPE_ENV`] also moves the next layer's qk_norm_rope_kv_write into its
+//! qkv projection's epilogue (with flagged output words; round 10's counter version of it was
+//! removed). Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a planes kernel) runs op
+//! by op.
 
 use std::sync::OnceLock;
 
@@ -94,9 +95,11 @@ struct TailPlanes {
     rope_staged: Option<CudaSlice<u64>>,
 }
 
-/// `BONSAI_QKV_ROPE` (default 0, a measurement knob until the H200 decides): in `planes` mode the
-/// next layer's qkv projection also does its qk_norm_rope_kv_write in its epilogue
-/// (`qkv_rope_from_planes`, bit-identical), one launch per layer fewer.
+/// `BONSAI_QKV_ROPE` (default 0, a measurement knob): in `planes` mode the next layer's qkv
+/// projection also does its qk_norm_rope_kv_write in its epilogue (`qkv_rope_from_planes`,
+/// bit-identical), one launch per layer fewer. H200, 2026-12-01: tg128 -0.8 / +0.3% (Bonsai-8B),
+/// -1.4 to -1.7% (Ternary-8B); the projection gains 1.3 us per layer, the attention after it loses
+/// 1.06 (kernel-notes round 25).
 pub const QKV_ROPE_ENV: &str = "BONSAI_QKV_ROPE";
 
 fn qkv_rope_on() -> Result<bool, BackendError> {
