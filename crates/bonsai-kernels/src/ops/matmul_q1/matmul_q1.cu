@@ -113,27 +113,22 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
 DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)
 // The decode qkv projection with qk_norm_rope_kv_write's work in its epilogue (b1_rope_epilogue
 // in matmul_gemv_b1.cu): one launch per layer fewer.
-// B1_ROPE_LATE_TRIGGER (a variant, not yet measured; kernel-notes round 25): trigger the decode
-// attention after the epilogue, not at the start, so its grid launches once this one is done
-// (as behind qk_norm_rope_kv_write, which waits before it triggers) instead of during the
-// previous layer, half of its CTAs taking SMs only as this grid's CTAs leave.
-#ifdef B1_ROPE_LATE_TRIGGER
-#define B1_ROPE_TRIGGER_FIRST()
-#define B1_ROPE_TRIGGER_LAST() griddep_launch_dependents()
-#else
-#define B1_ROPE_TRIGGER_FIRST() griddep_launch_dependents()
-#define B1_ROPE_TRIGGER_LAST()
-#endif
+// It triggers the decode attention after its epilogue, not at its start as the other GEMVs do:
+// the attention's grid then launches once this one is done, its 8 CTAs (a whole SM each) taking
+// the SMs this grid leaves. Triggered at the start, it launched during the previous layer's
+// output projection, and half of its CTAs got SMs only as this grid's CTAs left. H200, tg128 with
+// this epilogue and the late trigger against two launches: 1001.9 / 1002.2 against 975.9 / 981.4
+// (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B); kernel-notes round 25.
 #define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \
                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
                               int tiles_per_cta, int splits, int chunk_groups, int norm,         \
                               float norm_eps, const B1RopeOut rope_out) {                        \
-        B1_ROPE_TRIGGER_FIRST(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */  \
+        /* griddep_wait: in gemv_b1_body, after the weight prefetch */                          \
         gemv_b1<BITS, MATMUL_STORE, B1RopeOut>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
                                                tiles_per_cta, splits, chunk_groups, norm,        \
                                                norm_eps, blockIdx.x, rope_out);                  \
-        B1_ROPE_TRIGGER_LAST();                                                                  \
+        griddep_launch_dependents(); /* after the epilogue: see above */                         \
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)

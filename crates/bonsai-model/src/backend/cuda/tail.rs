@@ -9,9 +9,10 @@
 //!   polling the flags and quantizing it): 6 launches per layer. H200, 2026-12-01: Bonsai-8B tg128
 //!   959.0 / 975.0 against 902.7 / 904.4 for `attn_planes`, Ternary-8B 831.8 / 835.1 against
 //!   752.5 / 758.0 (kernel-notes round 24; with the per-group counters it replaced the epilogue
-//!   was the slower mode, 854 against 905). Its epilogue needs each GEMV's grid resident at once:
-//!   on a device with fewer SMs than those grids' CTAs (128 on the 8B shapes) the layer runs
-//!   `attn_planes` instead.
+//!   was the slower mode, 854 against 905). The next layer's qkv projection also runs that
+//!   layer's qk_norm_rope_kv_write in its epilogue ([`QKV_ROPE_ENV`]): 5 launches per layer.
+//!   These epilogues need each GEMV's grid resident at once: on a device with fewer SMs than
+//!   those grids' CTAs (128 on the 8B shapes) the layer runs `attn_planes` instead.
 //! * `attn_planes`: the attention writes the output projection's planes (`matmul_from_planes`);
 //!   the FFN and the next qkv quantize their input in a prepare launch each (9 launches per
 //!   layer).
@@ -20,10 +21,9 @@
 //!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
 //! * `ops`: every op separately ([`layer_tail_ops`]).
 //!
-//! In `planes` mode [`QKV_ROPE_ENV`] also moves the next layer's qk_norm_rope_kv_write into its
-//! qkv projection's epilogue (with flagged output words; round 10's counter version of it was
-//! removed). Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a planes kernel) runs op
-//! by op.
+//! (Round 10's counter version of the rope epilogue measured slower and was removed; the flagged
+//! one is the default.) Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a planes
+//! kernel) runs op by op.
 
 use std::sync::OnceLock;
 
@@ -95,16 +95,16 @@ struct TailPlanes {
     rope_staged: Option<CudaSlice<u64>>,
 }
 
-/// `BONSAI_QKV_ROPE` (default 0, a measurement knob): in `planes` mode the next layer's qkv
+/// `BONSAI_QKV_ROPE` (default 1; 0 for the two launches): in `planes` mode the next layer's qkv
 /// projection also does its qk_norm_rope_kv_write in its epilogue (`qkv_rope_from_planes`,
-/// bit-identical), one launch per layer fewer. H200, 2026-12-01: tg128 -0.8 / +0.3% (Bonsai-8B),
-/// -1.4 to -1.7% (Ternary-8B); the projection gains 1.3 us per layer, the attention after it loses
-/// 1.06 (kernel-notes round 25).
+/// bit-identical), one launch per layer fewer. H200, 2026-12-01, tg128: 1001.9 / 1002.2 against
+/// 975.9 / 981.4 (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B), once that GEMV
+/// triggered the attention after its epilogue instead of at its start (kernel-notes round 25).
 pub const QKV_ROPE_ENV: &str = "BONSAI_QKV_ROPE";
 
 fn qkv_rope_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, QKV_ROPE_ENV, false).map_err(BackendError::Device)
+    launch::env_switch(&ON, QKV_ROPE_ENV, true).map_err(BackendError::Device)
 }
 
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
