@@ -126,33 +126,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // this one, only reads it), and further down the first key step's cache rows older than pos0
     // (earlier steps wrote them): their round trips overlap the previous kernel. q and the newest
     // row are that kernel's output: after the wait.
-#ifdef ATT_SPEC_FIRST
-    // A variant, not yet measured with the rope epilogue's late trigger (kernel-notes round 25):
-    // split 0's first key step starts at key warp * STEP_KEYS at any length, so its rows inside
-    // the cache are requested before pos0 arrives (one round trip before the wait instead of
-    // two); the ones that turn out not live are zeroed once pos0 is known (below).
-    const int key_lane = lane % LANES_PER_KEY;  // which D dims of a key this lane holds
-    const int key_slot = lane / LANES_PER_KEY;  // which key of a load
-    const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
-    const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
-    const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
-    constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
-    uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
     const u32 pos0 = pos0_ptr[0];
-    if (split == 0) {
-#pragma unroll
-        for (int u = 0; u < LOADS; ++u) {
-            const int key = warp * ATT_DEC_STEP_KEYS + u * KEYS_PER_LOAD + key_slot;
-#pragma unroll
-            for (int c = 0; c < VECS; ++c) {
-                k_next[u][c] = key < max_seq ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
-                v_next[u][c] = key < max_seq ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-    }
-#else
-    const u32 pos0 = pos0_ptr[0];
-#endif
     const bool in_range = pos0 < (u32)max_seq;  // else the cache holds no such position: NaN
     float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
     const int len = in_range ? (int)pos0 + 1 : 1;
@@ -166,10 +140,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const int key_end = min(key_begin + keys_per_split, len);
 
     // This lane's D dims of each head's query, scaled so that exp2(score) = e^(q.k / sqrt(HD)).
-#ifndef ATT_SPEC_FIRST
     const int key_lane = lane % LANES_PER_KEY;  // which D dims
     const int key_slot = lane / LANES_PER_KEY;  // which key of a load
-#endif
     float run_max[G], run_sum[G], acc[G][D];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
@@ -179,13 +151,11 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
     }
 
-#ifndef ATT_SPEC_FIRST
     const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
     const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
     const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
     constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
     uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
-#endif
     // Loads of the step starting at key `first` (keys past key_end read as zero, never touched;
     // with `skip_newest`, key pos0 too, for load_newest after the wait).
     auto load_step = [&](int first, bool skip_newest) {
@@ -215,24 +185,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     };
     constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
     int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
-#ifdef ATT_SPEC_FIRST
-    if (split == 0) {  // the keys of the loads above that are not live: zero, as load_step leaves them
-#pragma unroll
-        for (int u = 0; u < LOADS; ++u) {
-            const int key = step_key + u * KEYS_PER_LOAD + key_slot;
-            const bool live = in_range && key < key_end && key != (int)pos0;
-#pragma unroll
-            for (int c = 0; c < VECS; ++c) {
-                if (!live) k_next[u][c] = make_uint4(0u, 0u, 0u, 0u);
-                if (!live) v_next[u][c] = make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-    } else if (in_range && step_key < key_end) {
-        load_step(step_key, true);
-    }
-#else
     if (in_range && step_key < key_end) load_step(step_key, true);
-#endif
 
     griddep_wait();
     griddep_launch_dependents();

@@ -406,13 +406,6 @@ struct B1RopeOut {
 __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_per_cta, int cta, const B1RopeOut& o,
                                                  u32 pos) {
     constexpr int HD = GROUP_SIZE, HALF = HD / 2, PER_LANE = HD / WARP_SIZE;
-#ifdef B1_ROPE_MID_TRIGGER
-    // A variant, not yet measured (kernel-notes round 25): the decode attention is triggered once
-    // every CTA has stored its outputs (here), not after the epilogue (the entry point's trigger
-    // then repeats it, which changes nothing), so its CTAs take the SMs of the CTAs without heads
-    // and read pos0 and their first cache rows while the heads are finished.
-    griddep_launch_dependents();
-#endif
     const int o0 = cta * tiles_per_cta * TC_TILE_ROWS, o1 = min(o0 + tiles_per_cta * TC_TILE_ROWS, n_out);
     if (o0 >= o1) return;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
