@@ -167,10 +167,9 @@ const MAX_TILES_SMEM: usize = 96 * 1024;
 const B1_STATIC_SMEM_BOUND: usize = 2048;
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
-/// fields, same order; device pointers as u64, `norm_w` 0 for none). All zero (`staged` 0): the
-/// plain `_gemv_b1` entry point, no epilogue.
+/// fields, same order; device pointers as u64, `norm_w` 0 for none).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct PlanesOutArgs {
     pub planes: u64,
     pub gsx: u64,
@@ -356,6 +355,15 @@ pub(crate) fn launch_gemv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 8 pointers, then eps and four ints
+    /// from byte 64, the end padded to 88.
+    #[test]
+    fn rope_out_args_match_the_cuda_struct() {
+        assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 64);
+        assert_eq!(std::mem::offset_of!(RopeOutArgs, n_kv), 80);
+        assert_eq!(std::mem::size_of::<RopeOutArgs>(), 88);
+    }
 
     #[test]
     fn tiles_warps_message_names_the_accepted_range() {

@@ -117,18 +117,19 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     let fits = |n_out, k, swiglu| {
         launch::matmul::planes_out_fits(&b.stream, n_out, k, swiglu).map_err(device_err("planes epilogue geometry"))
     };
+    let qkv_len = (shape.n_q + 2 * shape.n_kv) * shape.head_dim;
+    let rope_staged = if shape.head_dim == 128 && fits(qkv_len, hidden, false)? {
+        b.count_alloc::<u64>(qkv_len);
+        Some(b.stream.alloc_zeros::<u64>(qkv_len).map_err(device_err("qkv rope staging words"))?)
+    } else {
+        None
+    };
     let fused = TailPlanes {
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
         planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
-        rope_staged: None,
+        rope_staged,
     };
-    let mut fused = fused;
-    let qkv_len = (shape.n_q + 2 * shape.n_kv) * shape.head_dim;
-    if shape.head_dim == 128 && fits(qkv_len, hidden, false)? {
-        fused.rope_staged = Some(b.stream.alloc_zeros::<u64>(qkv_len).map_err(device_err("qkv rope staging words"))?);
-        b.count_alloc::<u64>(qkv_len);
-    }
     // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64);
     // two barrier counters.
     let words = |k: usize| k / 128 * (96 + 3) + 2 * k;
