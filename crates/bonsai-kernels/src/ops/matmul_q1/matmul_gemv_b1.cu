@@ -485,7 +485,15 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const OUT& out) {
+#ifdef B1_SWIGLU_DEEP
+    // A variant, not yet measured (kernel-notes round 25): the gate|up GEMV is the one decode GEMV
+    // whose warps stream more units than the ring holds (Bonsai-8B: 8 units of one 16-row tile
+    // per warp, 3 in flight), and its loop streams at ~3.2 TB/s. Round 18's deeper rings lost
+    // while a prepare CTA had to fit beside it; in `planes` mode nothing does.
+    constexpr int AHEAD = MODE == MATMUL_SWIGLU ? (BITS == 1 ? 4 : 2) : TC_AHEAD(BITS, 1);
+#else
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
+#endif
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
