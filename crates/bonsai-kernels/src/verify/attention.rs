@@ -260,55 +260,11 @@ pub(crate) fn attention_rows(
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
         ops::attention::reference(&qkv[i * row..(i + 1) * row], 1, shape, pos0 + i, max_seq, &kc, &vc, o)
     })?;
-    // Per (token, head) bound. Scores: q*scale rounds once, then hd sequential fmaf:
-    // |ds| <= (hd + 1)u max_j sum_d |q_d k_jd| / sqrt(hd); exp(s - max) adds 2 ulp and the
-    // rounding of s - max (u |s - max|). A score error ds moves the output by at most
-    // ds * max|v_j - o| <= 2 ds max|v|. The weighted sums run sequentially over the keys of a
-    // split with a rescale per 32-key chunk, then a combine over splits: (seq + seq/16 + 16)u
-    // relative on both numerator and denominator, i.e. 2 (seq + seq/16 + 16)u max|v|.
-    // The decode kernel (m = 1) folds log2(e) into the scale and uses exp2 (2 ulp, as expf):
-    // the folded constant rsqrtf(hd) * log2e carries <= 2 ulp + 2 roundings = 6u relative, i.e.
-    // <= 6u max_j sum_d |q_d k_jd| / sqrt(hd) more on every score; the rounding of s' - max'
-    // in log2 units is u |s' - max'| = u |s - max| / ln 2, a relative weight error of
-    // u |s - max| as before. Its flush-to-zero drops weights below 2^-126 (max weight 1, sum
-    // >= 1): <= seq 2^-126 2 max|v|. Its sums: a lane adds <= seq/2 keys with one rescale per
-    // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
-    // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
-    // which also covers the split-key kernel's chain; the test uses that one bound.
-    let scale = 1.0 / (hd as f64).sqrt();
-    // The tensor-core prefill kernel has its own bound (derived in attention_mma.rs).
-    let rows = if mma { 0 } else { m };
-    let mut bound = vec![0.0f64; rows * out_row];
-    bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
-        let p = pos0 + i;
-        for h in 0..shape.n_q {
-            let kvh = h / shape.group_size();
-            let q = &qkv[i * row + h * hd..][..hd];
-            let at = |j: usize| (kvh * max_seq + j) * hd;
-            let (mut qk_abs, mut s_min, mut s_max, mut v_max) = (0.0f64, f64::MAX, f64::MIN, 0.0f64);
-            for j in 0..=p {
-                let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
-                let mut s = 0.0;
-                let mut a = 0.0;
-                for d in 0..hd {
-                    s += q[d] as f64 * k[d].to_f64();
-                    a += (q[d] as f64 * k[d].to_f64()).abs();
-                    v_max = v_max.max(v[d].to_f64().abs());
-                }
-                qk_abs = qk_abs.max(a * scale);
-                s_min = s_min.min(s * scale);
-                s_max = s_max.max(s * scale);
-            }
-            let seq = (p + 1) as f64;
-            let ds = (hd as f64 + 7.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
-            let flushed = seq * f64::powi(2.0, -126) * 2.0 * v_max;
-            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 4.0 + 48.0) * U * v_max + flushed;
-            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
-        }
-    });
-    if mma {
-        bound = prefill_mma_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc);
-    }
+    let bound = if mma {
+        prefill_mma_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc)
+    } else {
+        decode_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc)
+    };
     debug_assert_eq!(bound.len(), m * out_row);
     let qd = upload(&ctx.stream, &qkv)?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
@@ -337,4 +293,63 @@ pub(crate) fn attention_rows(
     let op = if mma { "attention_prefill_mma" } else { "attention" };
     ctx.record(op, &format!("{} m={m} pos0={pos0} seq={}{graph}", g.name, pos0 + m), cmp);
     Ok(())
+}
+
+/// The decode / split-key kernels' per-element bound for m query rows (token i at pos0 + i) over
+/// the caches (the tensor-core prefill kernel has its own, attention_mma.rs).
+pub(super) fn decode_bound(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    kc: &[f16],
+    vc: &[f16],
+) -> Vec<f64> {
+    let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
+    // Per (token, head) bound. Scores: q*scale rounds once, then hd sequential fmaf:
+    // |ds| <= (hd + 1)u max_j sum_d |q_d k_jd| / sqrt(hd); exp(s - max) adds 2 ulp and the
+    // rounding of s - max (u |s - max|). A score error ds moves the output by at most
+    // ds * max|v_j - o| <= 2 ds max|v|. The weighted sums run sequentially over the keys of a
+    // split with a rescale per 32-key chunk, then a combine over splits: (seq + seq/16 + 16)u
+    // relative on both numerator and denominator, i.e. 2 (seq + seq/16 + 16)u max|v|.
+    // The decode kernel (m = 1) folds log2(e) into the scale and uses exp2 (2 ulp, as expf):
+    // the folded constant rsqrtf(hd) * log2e carries <= 2 ulp + 2 roundings = 6u relative, i.e.
+    // <= 6u max_j sum_d |q_d k_jd| / sqrt(hd) more on every score; the rounding of s' - max'
+    // in log2 units is u |s' - max'| = u |s - max| / ln 2, a relative weight error of
+    // u |s - max| as before. Its flush-to-zero drops weights below 2^-126 (max weight 1, sum
+    // >= 1): <= seq 2^-126 2 max|v|. Its sums: a lane adds <= seq/2 keys with one rescale per
+    // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
+    // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
+    // which also covers the split-key kernel's chain; the test uses that one bound.
+    let scale = 1.0 / (hd as f64).sqrt();
+    let mut bound = vec![0.0f64; m * out_row];
+    bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
+        let p = pos0 + i;
+        for h in 0..shape.n_q {
+            let kvh = h / shape.group_size();
+            let q = &qkv[i * row + h * hd..][..hd];
+            let at = |j: usize| (kvh * max_seq + j) * hd;
+            let (mut qk_abs, mut s_min, mut s_max, mut v_max) = (0.0f64, f64::MAX, f64::MIN, 0.0f64);
+            for j in 0..=p {
+                let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
+                let mut s = 0.0;
+                let mut a = 0.0;
+                for d in 0..hd {
+                    s += q[d] as f64 * k[d].to_f64();
+                    a += (q[d] as f64 * k[d].to_f64()).abs();
+                    v_max = v_max.max(v[d].to_f64().abs());
+                }
+                qk_abs = qk_abs.max(a * scale);
+                s_min = s_min.min(s * scale);
+                s_max = s_max.max(s * scale);
+            }
+            let seq = (p + 1) as f64;
+            let ds = (hd as f64 + 7.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
+            let flushed = seq * f64::powi(2.0, -126) * 2.0 * v_max;
+            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 4.0 + 48.0) * U * v_max + flushed;
+            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
+        }
+    });
+    bound
 }
