@@ -6,9 +6,9 @@
 //! required result is bit-identity, tolerance 0: y against the same GEMV without the epilogue, and
 //! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
 //! same norm weights. Each case runs twice on one output buffer, so staging words left set by the
-//! first launch would show in the second (and are checked clear after each). With the Add epilogue the plain GEMV also runs
-//! as `_gemv_b1_early` (reading the y it adds to before the wait): its y must be bit-identical
-//! too. So must the tiles GEMV's y (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the
+//! first launch would show in the second (and are checked clear after each). With the Add
+//! epilogue the plain GEMV also runs as `_gemv_b1_early` (reading the y it adds to before the
+//! wait): its y must be bit-identical too. So must the tiles GEMV's y (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the
 //! plain one's.
 
 

@@ -336,8 +336,9 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         return;
     }
 
-    // The last CTA of this kv head (its KPC heads) to finish merges the splits. `counters` is zero before the
-    // launch and the last CTA puts its slot back to zero, so graph replays find it clean.
+    // The last CTA of this column (its KPC kv heads) to finish merges the splits. `counters` is
+    // zero before the launch and the last CTA puts its slot back to zero, so graph replays find
+    // it clean.
     __threadfence();  // this CTA's partials are visible before it counts itself done
     __syncthreads();
     if (threadIdx.x == 0) {

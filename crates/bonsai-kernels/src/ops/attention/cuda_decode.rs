@@ -55,6 +55,17 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
     })
 }
 
+/// The `_planes` entry point with two kv heads per CTA ([`KV_PER_CTA_ENV`]), for `group`.
+fn decode_planes_x2_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
+    Some(match (group, head_dim) {
+        (1, 128) => "attention_decode_g1_hd128_planes_x2",
+        (2, 128) => "attention_decode_g2_hd128_planes_x2",
+        (4, 128) => "attention_decode_g4_hd128_planes_x2",
+        (8, 128) => "attention_decode_g8_hd128_planes_x2",
+        _ => return None,
+    })
+}
+
 /// `BONSAI_ATT_KV_PER_CTA` (measurement knob, 1 or 2; default 1): kv heads per CTA of the
 /// `_planes` decode attention. 2 runs the `_x2` entry points (four warps per kv head, grid
 /// n_kv / 2 x splits, the splits chosen for n_kv / 2 columns), so that a short context holds half
@@ -137,15 +148,18 @@ pub(super) fn attention_decode(
     planes: Option<(u64, u64, u64)>,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
-    let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
-    let name = entry(group, shape_.head_dim).ok_or_else(|| {
-        shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
-    })?;
     let kpc = if planes.is_some() { kv_per_cta()? } else { 1 };
     if shape_.n_kv % kpc != 0 {
         return Err(shape(OP, format!("{kpc} kv heads per CTA for {} kv heads", shape_.n_kv)));
     }
-    let name = if kpc == 2 { format!("{name}_x2") } else { name.to_string() };
+    let entry = match (planes.is_some(), kpc) {
+        (false, _) => decode_entry_point,
+        (true, 1) => decode_planes_entry_point,
+        (true, _) => decode_planes_x2_entry_point,
+    };
+    let name = entry(group, shape_.head_dim).ok_or_else(|| {
+        shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
+    })?;
     let columns = shape_.n_kv / kpc;
     let sm_count = sm_count(stream)?;
     let n_splits = match splits_override()? {
@@ -162,7 +176,7 @@ pub(super) fn attention_decode(
         block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let function = lib.function(&name)?;
+    let function = lib.function(name)?;
     let (q_p, _a) = read_ptr(qkv, stream);
     let (p0, _b) = read_ptr(pos0, stream);
     let (k_p, _c) = read_ptr(k_cache, stream);
@@ -207,7 +221,8 @@ mod tests {
         for group in [1, 2, 4, 8] {
             let name = decode_planes_entry_point(group, 128).expect("supported shape");
             assert!(entry_points().any(|e| e == name), "{name} not in the registry");
-            let x2 = format!("{name}_x2");
+            let x2 = decode_planes_x2_entry_point(group, 128).expect("supported shape");
+            assert_eq!(x2, format!("{name}_x2"));
             assert!(entry_points().any(|e| e == x2), "{x2} not in the registry");
             assert_eq!(decode_planes_entry_point(group, 64), None);
             for hd in [64, 128] {

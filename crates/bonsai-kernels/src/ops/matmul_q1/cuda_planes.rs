@@ -13,9 +13,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
 use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesOutArgs, RopeOutArgs};
-use crate::launch::{
-    as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store,
-};
+use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
+use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -265,9 +264,7 @@ pub struct RopeOut<'a> {
     pub q_norm: &'a CudaSlice<f32>,
     pub k_norm: &'a CudaSlice<f32>,
     pub eps: f32,
-    pub max_pos: usize,
-    pub cos: &'a CudaSlice<f32>,
-    pub sin: &'a CudaSlice<f32>,
+    pub rope: RopeTableView<'a, CudaSlice<f32>>,
     pub pos0: &'a CudaSlice<u32>,
     pub max_seq: usize,
     pub k_cache: &'a mut CudaSlice<u16>,
@@ -290,29 +287,18 @@ pub fn qkv_rope_from_planes(
     r: RopeOut<'_>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qkv_rope";
-    let HeadShape { n_q, n_kv, head_dim } = r.shape;
-    if head_dim != GROUP || n_q == 0 || n_kv == 0 || w.n != (n_q + 2 * n_kv) * head_dim {
+    if r.shape.head_dim != GROUP || w.n != r.shape.qkv_row_len() {
         return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", r.shape, w.n)));
     }
-    if r.max_seq == 0 || r.max_pos == 0 {
-        return Err(shape(OP, "empty cache or RoPE table".into()));
-    }
+    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, r.shape, r.q_norm, r.k_norm, &r.rope, r.pos0)?;
+    let max_seq = check_kv_cache(OP, r.shape, r.max_seq, r.k_cache.len(), r.v_cache.len())?;
     expect_at_least(OP, "staging words", r.staged.len(), w.n)?;
-    expect_at_least(OP, "q_norm", r.q_norm.len(), head_dim)?;
-    expect_at_least(OP, "k_norm", r.k_norm.len(), head_dim)?;
-    expect_at_least(OP, "rope cos", r.cos.len(), r.max_pos * head_dim / 2)?;
-    expect_at_least(OP, "rope sin", r.sin.len(), r.max_pos * head_dim / 2)?;
-    expect_at_least(OP, "pos0", r.pos0.len(), 1)?;
-    let cache = n_kv * r.max_seq * head_dim;
-    expect_at_least(OP, "k_cache", r.k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", r.v_cache.len(), cache)?;
-    as_i32(OP, "cache len", cache)?;
     let (staged, _g0) = write_ptr(r.staged, stream);
     let (pos0, _g1) = read_ptr(r.pos0, stream);
     let (q_norm, _g2) = read_ptr(r.q_norm, stream);
     let (k_norm, _g3) = read_ptr(r.k_norm, stream);
-    let (cos, _g4) = read_ptr(r.cos, stream);
-    let (sin, _g5) = read_ptr(r.sin, stream);
+    let (cos, _g4) = read_ptr(r.rope.cos, stream);
+    let (sin, _g5) = read_ptr(r.rope.sin, stream);
     let (k_cache, _g6) = write_ptr(r.k_cache, stream);
     let (v_cache, _g7) = write_ptr(r.v_cache, stream);
     let args = RopeOutArgs {
@@ -325,10 +311,10 @@ pub fn qkv_rope_from_planes(
         k_cache,
         v_cache,
         eps: r.eps,
-        max_pos: as_i32(OP, "max_pos", r.max_pos)?,
-        max_seq: as_i32(OP, "max_seq", r.max_seq)?,
-        n_q: as_i32(OP, "n_q", n_q)?,
-        n_kv: as_i32(OP, "n_kv", n_kv)?,
+        max_pos,
+        max_seq,
+        n_q,
+        n_kv,
     };
     run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args))
 }

@@ -538,11 +538,13 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
     }
 
+    // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
     float y_early = 0.0f;
-    if constexpr (EARLY_Y && MODE == MATMUL_ADD) {
+    auto read_y_early = [&]() {
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
         if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
-    }
+    };
+    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
@@ -552,10 +554,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // the wait as EARLY_Y does: in `planes` mode y comes from the kernel two launches back, and the
     // GEMV in between triggers at its start; once this wait returns, that kernel has completed.
     // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
-    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) {
-        const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
-        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
-    }
+    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     constexpr bool Y_READ = (EARLY_Y || OUT::KIND == B1_OUT_PLANES) && MODE == MATMUL_ADD;
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).

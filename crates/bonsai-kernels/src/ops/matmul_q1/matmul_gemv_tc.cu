@@ -283,8 +283,9 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then (norm)
 // the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
-// thread's y value was read before griddep_wait into `y_early` (gemv_b1's `_early` entry points),
-// so the add needs no load here; the same add, the same bits.
+// thread's y value was read ahead into `y_early` (gemv_b1: the `_early` entry points before
+// griddep_wait, the `_out` Add ones right after it), so the add needs no load here; the same add,
+// the same bits.
 // ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
 // STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).

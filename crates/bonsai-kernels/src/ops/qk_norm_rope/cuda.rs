@@ -69,14 +69,7 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope_kv_write";
     let (cfg, n_q, n_kv, hd_i, max_pos) = check_and_grid(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0, shape_.n_kv)?;
-    if max_seq == 0 {
-        return Err(shape(OP, "empty cache".into()));
-    }
-    let cache = shape_.n_kv * max_seq * shape_.head_dim;
-    expect_at_least(OP, "k_cache", k_cache.len(), cache)?;
-    expect_at_least(OP, "v_cache", v_cache.len(), cache)?;
-    let max_seq_i = as_i32(OP, "max_seq", max_seq)?;
-    as_i32(OP, "cache len", cache)?;
+    let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;
     let func = lib.function("qk_norm_rope_kv_write")?;
     let (qn, _a) = read_ptr(q_norm, stream);
     let (kn, _b) = read_ptr(k_norm, stream);
@@ -95,6 +88,55 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     Ok(())
 }
 
+/// The f16 caches' checks of a KV write at positions below `max_seq` (also the qkv projection's
+/// rope epilogue's, cuda_planes.rs): both hold n_kv * max_seq * head_dim values. Returns max_seq as
+/// a kernel int.
+pub(crate) fn check_kv_cache(
+    op: &'static str,
+    shape_: HeadShape,
+    max_seq: usize,
+    k_len: usize,
+    v_len: usize,
+) -> Result<i32, LaunchError> {
+    if max_seq == 0 {
+        return Err(shape(op, "empty cache".into()));
+    }
+    let cache = shape_.n_kv * max_seq * shape_.head_dim;
+    expect_at_least(op, "k_cache", k_len, cache)?;
+    expect_at_least(op, "v_cache", v_len, cache)?;
+    as_i32(op, "cache len", cache)?;
+    as_i32(op, "max_seq", max_seq)
+}
+
+/// The inputs' checks of a per-head norm and RoPE over `m` qkv rows (both launchers here and the
+/// qkv projection's rope epilogue): shape, qkv, norm weights, table, position. Returns (n_q, n_kv,
+/// hd, max_pos) as kernel ints.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
+    op: &'static str,
+    qkv_len: usize,
+    m: usize,
+    shape_: HeadShape,
+    q_norm: &impl DevicePtr<f32>,
+    k_norm: &impl DevicePtr<f32>,
+    rope: &RopeTableView<'_, C>,
+    pos0: &impl DevicePtr<u32>,
+) -> Result<(i32, i32, i32, i32), LaunchError> {
+    let hd = shape_.head_dim;
+    if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
+        return Err(shape(op, format!("bad shape m={m} {shape_:?}")));
+    }
+    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
+    expect_at_least(op, "qkv", qkv_len, m * row)?;
+    expect_at_least(op, "q_norm", q_norm.len(), hd)?;
+    expect_at_least(op, "k_norm", k_norm.len(), hd)?;
+    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "pos0", pos0.len(), 1)?;
+    as_i32(op, "qkv len", m * row)?;
+    Ok((as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?, as_i32(op, "max_pos", rope.max_pos)?))
+}
+
 /// Shared checks of both launchers; the grid covers the q and k heads plus `extra_heads` (the v
 /// heads for the fused launch). Returns (config, n_q, n_kv, hd, max_pos) as kernel ints.
 #[allow(clippy::too_many_arguments)]
@@ -109,24 +151,12 @@ fn check_and_grid<C: DevicePtr<f32>>(
     pos0: &impl DevicePtr<u32>,
     extra_heads: usize,
 ) -> Result<(LaunchConfig, i32, i32, i32, i32), LaunchError> {
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv_len, m, shape_, q_norm, k_norm, rope, pos0)?;
     let hd = shape_.head_dim;
-    if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
-        return Err(shape(op, format!("bad shape m={m} {shape_:?}")));
-    }
-    let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
-    expect_at_least(op, "qkv", qkv_len, m * row)?;
-    expect_at_least(op, "q_norm", q_norm.len(), hd)?;
-    expect_at_least(op, "k_norm", k_norm.len(), hd)?;
-    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(op, "pos0", pos0.len(), 1)?;
     let threads = (hd / 2).div_ceil(32) * 32;
     if threads > 1024 {
         return Err(shape(op, format!("head_dim {hd} exceeds 2048")));
     }
-    let (n_q, n_kv, hd_i) = (as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?);
-    let max_pos = as_i32(op, "max_pos", rope.max_pos)?;
-    as_i32(op, "qkv len", m * row)?;
     let cfg = LaunchConfig {
         grid_dim: (m as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),
         block_dim: (threads as u32, 1, 1),

@@ -30,6 +30,7 @@ use std::sync::OnceLock;
 use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
+use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::launch::matmul::{
     gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
     PlanesOut, RopeOut,
@@ -117,8 +118,9 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     let fits = |n_out, k, swiglu| {
         launch::matmul::planes_out_fits(&b.stream, n_out, k, swiglu).map_err(device_err("planes epilogue geometry"))
     };
-    let qkv_len = (shape.n_q + 2 * shape.n_kv) * shape.head_dim;
-    let rope_staged = if shape.head_dim == 128 && fits(qkv_len, hidden, false)? {
+    // Head dim 128 here (the planes attention's), as the rope epilogue needs.
+    let qkv_len = shape.qkv_row_len();
+    let rope_staged = if fits(qkv_len, hidden, false)? {
         b.count_alloc::<u64>(qkv_len);
         Some(b.stream.alloc_zeros::<u64>(qkv_len).map_err(device_err("qkv rope staging words"))?)
     } else {
@@ -213,9 +215,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                         q_norm: n.q_norm,
                         k_norm: n.k_norm,
                         eps,
-                        max_pos: rope.max_pos,
-                        cos: &rope.cos,
-                        sin: &rope.sin,
+                        rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
                         pos0: &pos.device,
                         max_seq: n.kv.max_seq,
                         k_cache: &mut n.kv.k,
