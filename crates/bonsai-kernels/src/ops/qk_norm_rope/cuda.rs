@@ -32,7 +32,8 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     pos0: &impl DevicePtr<u32>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope";
-    let (cfg, n_q, n_kv, hd_i, max_pos) = check_and_grid(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0, 0)?;
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
+    let cfg = head_grid(OP, m, shape_, 0)?;
     let func = lib.function("qk_norm_rope_head_per_block")?;
     let (qn, _a) = read_ptr(q_norm, stream);
     let (kn, _b) = read_ptr(k_norm, stream);
@@ -68,7 +69,8 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     v_cache: &mut impl DevicePtrMut<u16>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope_kv_write";
-    let (cfg, n_q, n_kv, hd_i, max_pos) = check_and_grid(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0, shape_.n_kv)?;
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
+    let cfg = head_grid(OP, m, shape_, shape_.n_kv)?;
     let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;
     let func = lib.function("qk_norm_rope_kv_write")?;
     let (qn, _a) = read_ptr(q_norm, stream);
@@ -137,30 +139,17 @@ pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     Ok((as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?, as_i32(op, "max_pos", rope.max_pos)?))
 }
 
-/// Shared checks of both launchers; the grid covers the q and k heads plus `extra_heads` (the v
-/// heads for the fused launch). Returns (config, n_q, n_kv, hd, max_pos) as kernel ints.
-#[allow(clippy::too_many_arguments)]
-fn check_and_grid<C: DevicePtr<f32>>(
-    op: &'static str,
-    qkv_len: usize,
-    m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    rope: &RopeTableView<'_, C>,
-    pos0: &impl DevicePtr<u32>,
-    extra_heads: usize,
-) -> Result<(LaunchConfig, i32, i32, i32, i32), LaunchError> {
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv_len, m, shape_, q_norm, k_norm, rope, pos0)?;
+/// The grid of both launchers: a CTA per row and head over the q and k heads plus
+/// `extra_heads` (the v heads for the fused launch), a thread per rotating pair.
+fn head_grid(op: &'static str, m: usize, shape_: HeadShape, extra_heads: usize) -> Result<LaunchConfig, LaunchError> {
     let hd = shape_.head_dim;
     let threads = (hd / 2).div_ceil(32) * 32;
     if threads > 1024 {
         return Err(shape(op, format!("head_dim {hd} exceeds 2048")));
     }
-    let cfg = LaunchConfig {
+    Ok(LaunchConfig {
         grid_dim: (m as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),
         block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: 0,
-    };
-    Ok((cfg, n_q, n_kv, hd_i, max_pos))
+    })
 }
