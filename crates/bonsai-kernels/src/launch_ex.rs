@@ -302,7 +302,6 @@ mod tests {
         ("attention_decode_g4_hd128_planes", "attention_decode_body"),
         ("attention_decode_g8_hd128", "attention_decode_body"),
         ("attention_decode_g8_hd128_planes", "attention_decode_body"),
-        ("_hd128_planes_x2", "attention_decode_body"),
     ];
 
     #[test]

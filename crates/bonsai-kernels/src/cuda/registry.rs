@@ -305,10 +305,6 @@ pub const SOURCES: &[KernelSource] = &[
             "attention_decode_g2_hd128_planes",
             "attention_decode_g4_hd128_planes",
             "attention_decode_g8_hd128_planes",
-            "attention_decode_g1_hd128_planes_x2",
-            "attention_decode_g2_hd128_planes_x2",
-            "attention_decode_g4_hd128_planes_x2",
-            "attention_decode_g8_hd128_planes_x2",
         ],
     },
     KernelSource {

@@ -55,18 +55,17 @@ __device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
     }
 }
 
-// The G heads' partials of warps w0 .. w0 + WARPS of this CTA (those of one kv head), combined:
-// CTA-level max/sum/acc for (head h, dim d).
-template <int G, int HD, int WARPS>
+// The G heads' partials of this CTA's warps, combined: CTA-level max/sum/acc for (head h, dim d).
+template <int G, int HD>
 __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
-                                                       float (*warp_acc)[G][HD], int w0, int h, int d,
+                                                       float (*warp_acc)[G][HD], int h, int d,
                                                        float* cta_max, float* cta_sum) {
     float mx = neg_inf();
 #pragma unroll
-    for (int w = w0; w < w0 + WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
+    for (int w = 0; w < ATT_DEC_WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
     float sum = 0.0f, value = 0.0f;
 #pragma unroll
-    for (int w = w0; w < w0 + WARPS; ++w) {
+    for (int w = 0; w < ATT_DEC_WARPS; ++w) {
         // A warp that had no keys holds max -inf, sum 0, acc 0: weight exp2(-inf) = 0.
         const float weight = exp2_ftz(warp_max[w][h] - mx);
         sum = fmaf(warp_sum[w][h], weight, sum);
@@ -82,14 +81,13 @@ __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], flo
 // trip), warp w quantizes groups w, w + ATT_DEC_WARPS, ... of them into gemv_b1's planes,
 // (s, X) and sum of squares (b1_prepare_group, matmul_gemv_b1.cu: the same arithmetic as
 // gemv_b1_prepare on the same floats), at global group kv_head * G * HD / 128 + w.
-// With KPC kv heads per CTA (consecutive, from kv_head), their KPC * G * HD outputs.
-template <int G, int HD, int KPC = 1>
+template <int G, int HD>
 __device__ __forceinline__ void att_dec_write_planes(const float* out_s, int kv_head, int warp, u32* planes,
                                                      u32* gsx, float* group_sq) {
     static_assert(HD % GROUP_SIZE == 0, "the planes variant needs whole 128-groups per head");
     constexpr int GROUPS = G * HD / GROUP_SIZE;
     __syncthreads();  // every thread's outputs are in out_s
-    for (int local = warp; local < KPC * GROUPS; local += ATT_DEC_WARPS) {  // warp-uniform
+    for (int local = warp; local < GROUPS; local += ATT_DEC_WARPS) {  // warp-uniform
         const long long group = (long long)kv_head * GROUPS + local;
         b1_prepare_group(out_s + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
                          group_sq + group);
@@ -97,9 +95,7 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_s, int kv_
 }
 
 // PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
-// KPC: kv heads per CTA (grid n_kv / KPC x n_splits), each taken by ATT_DEC_WARPS / KPC warps; the
-// `_x2` entry points (BONSAI_ATT_KV_PER_CTA=2) halve the CTAs a short context holds SMs with.
-template <int G, int HD, bool PLANES, int KPC = 1>
+template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
@@ -116,19 +112,15 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     __shared__ float warp_max_s[ATT_DEC_WARPS][G];
     __shared__ float warp_sum_s[ATT_DEC_WARPS][G];
     __shared__ __align__(16) float warp_acc_s[ATT_DEC_WARPS][G][HD];
-    __shared__ float split_weight_s[KPC * G][ATT_DEC_MAX_SPLITS];
-    __shared__ float head_total_s[KPC * G];
+    __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
+    __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
-    __shared__ __align__(16) float out_s[PLANES ? KPC * G * HD : 1];  // the outputs, for the planes
+    __shared__ __align__(16) float out_s[PLANES ? G * HD : 1];  // the outputs, for the planes
 
-    constexpr int WPH = ATT_DEC_WARPS / KPC;  // warps per kv head
-    static_assert(WPH * KPC == ATT_DEC_WARPS, "KPC must divide the warps");
-    const int cta_head0 = blockIdx.x * KPC;  // this CTA's first kv head
+    const int kv_head = blockIdx.x;
     const int split = blockIdx.y;
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
-    const int kv_head = KPC > 1 ? cta_head0 + warp / WPH : cta_head0;  // this warp's
-    const int head_warp = KPC > 1 ? warp % WPH : warp;  // its index among the kv head's warps
     // Before griddep_wait (the entry points leave it to this function): pos0, which
     // position_advance wrote in an earlier graph replay (qk_norm_rope_kv_write, the kernel before
     // this one, only reads it), and further down the first key step's cache rows older than pos0
@@ -136,7 +128,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // row are that kernel's output: after the wait.
     const u32 pos0 = pos0_ptr[0];
     const bool in_range = pos0 < (u32)max_seq;  // else the cache holds no such position: NaN
-    float* out_heads = out + (long long)cta_head0 * G * HD;  // the CTA's KPC * G heads, contiguous
+    float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
     const int len = in_range ? (int)pos0 + 1 : 1;
     // At least min_split_keys keys per split (a multiple of ATT_DEC_SPLIT_ALIGN): a short context
     // then runs in one CTA per kv head, without the partials' round trip and the merge.
@@ -191,19 +183,19 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     };
-    constexpr int WARPS_STRIDE = WPH * ATT_DEC_STEP_KEYS;
-    int step_key = key_begin + head_warp * ATT_DEC_STEP_KEYS;
+    constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
+    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
     if (in_range && step_key < key_end) load_step(step_key, true);
 
     griddep_wait();
     griddep_launch_dependents();
     if (!in_range) {
         if (split == 0) {
-            for (int i = threadIdx.x; i < KPC * G * HD; i += blockDim.x) {
+            for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
                 out_heads[i] = __int_as_float(0x7fc00000);
                 if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
             }
-            if constexpr (PLANES) att_dec_write_planes<G, HD, KPC>(out_s, cta_head0, warp, planes, gsx, group_sq);
+            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
         }
         return;
     }
@@ -312,18 +304,15 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     }
     __syncthreads();
 
-    for (int i = threadIdx.x; i < KPC * G * HD; i += blockDim.x) {
-        const int hk = KPC > 1 ? i / (G * HD) : 0;  // which of the CTA's kv heads
-        const int r = KPC > 1 ? i % (G * HD) : i;
-        const int h = r / HD, d = r % HD;
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+        const int h = i / HD, d = i % HD;
         float cta_max, cta_sum;
-        const float value =
-            att_dec_combine_warps<G, HD, WPH>(warp_max_s, warp_sum_s, warp_acc_s, hk * WPH, h, d, &cta_max, &cta_sum);
+        const float value = att_dec_combine_warps<G, HD>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
         if (used == 1) {
             out_heads[i] = value / cta_sum;
             if constexpr (PLANES) out_s[i] = value / cta_sum;
         } else {
-            float* dst = partial + ((long long)((cta_head0 + hk) * G + h) * n_splits + split) * (HD + 2);
+            float* dst = partial + ((long long)(kv_head * G + h) * n_splits + split) * (HD + 2);
             dst[2 + d] = value;
             if (d == 0) {
                 dst[0] = cta_max;
@@ -332,17 +321,16 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
     if (used == 1) {
-        if constexpr (PLANES) att_dec_write_planes<G, HD, KPC>(out_s, cta_head0, warp, planes, gsx, group_sq);
+        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
         return;
     }
 
-    // The last CTA of this column (its KPC kv heads) to finish merges the splits. `counters` is
-    // zero before the launch and the last CTA puts its slot back to zero, so graph replays find
-    // it clean.
+    // The last CTA of this kv head to finish merges the splits. `counters` is zero before the
+    // launch and the last CTA puts its slot back to zero, so graph replays find it clean.
     __threadfence();  // this CTA's partials are visible before it counts itself done
     __syncthreads();
     if (threadIdx.x == 0) {
-        u32* counter = counters + cta_head0 / KPC;  // one counter per CTA column
+        u32* counter = counters + kv_head;
         const u32 arrived = atomicAdd(counter, 1u);
         is_last_s = arrived == (u32)(used - 1) ? 1u : 0u;
         if (is_last_s) atomicExch(counter, 0u);
@@ -351,8 +339,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     if (!is_last_s) return;
     __threadfence();
     // Other CTAs wrote the partials during this launch: volatile reads, not a stale L1 line.
-    const volatile float* parts = partial + (long long)cta_head0 * G * n_splits * (HD + 2);
-    for (int t = threadIdx.x; t < KPC * G * used; t += blockDim.x) {
+    const volatile float* parts = partial + (long long)kv_head * G * n_splits * (HD + 2);
+    for (int t = threadIdx.x; t < G * used; t += blockDim.x) {
         const int h = t / used, sp = t % used;
         const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2);
         float mx = neg_inf();
@@ -360,14 +348,14 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         split_weight_s[h][sp] = exp2_ftz(head_parts[sp * (HD + 2)] - mx);
     }
     __syncthreads();
-    for (int h = threadIdx.x; h < KPC * G; h += blockDim.x) {
+    for (int h = threadIdx.x; h < G; h += blockDim.x) {
         const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2);
         float total = 0.0f;
         for (int j = 0; j < used; ++j) total = fmaf(head_parts[j * (HD + 2) + 1], split_weight_s[h][j], total);
         head_total_s[h] = total;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < KPC * G * HD; i += blockDim.x) {
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
         const int h = i / HD, d = i % HD;
         const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2) + 2 + d;
         float value = 0.0f;
@@ -375,7 +363,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         out_heads[i] = value / head_total_s[h];
         if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
-    if constexpr (PLANES) att_dec_write_planes<G, HD, KPC>(out_s, cta_head0, warp, planes, gsx, group_sq);
+    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
 }
 
 #define ATT_DEC_PARAMS                                                                                           \
@@ -441,15 +429,3 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }
-// Two kv heads per CTA, four warps each (KPC = 2; grid n_kv / 2 x n_splits): a measurement
-// variant (BONSAI_ATT_KV_PER_CTA=2, kernel-notes round 25).
-#define ATT_DEC_X2_ENTRY_POINT(G)                                                                \
-    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)                      \
-        attention_decode_g##G##_hd128_planes_x2(ATT_DEC_PLANES_PARAMS) {                         \
-        /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */       \
-        attention_decode_body<G, 128, true, 2>(ATT_DEC_PLANES_ARGS);                             \
-    }
-ATT_DEC_X2_ENTRY_POINT(1)
-ATT_DEC_X2_ENTRY_POINT(2)
-ATT_DEC_X2_ENTRY_POINT(4)
-ATT_DEC_X2_ENTRY_POINT(8)

@@ -55,45 +55,6 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
     })
 }
 
-/// The `_planes` entry point with two kv heads per CTA ([`KV_PER_CTA_ENV`]), for `group`.
-fn decode_planes_x2_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
-    Some(match (group, head_dim) {
-        (1, 128) => "attention_decode_g1_hd128_planes_x2",
-        (2, 128) => "attention_decode_g2_hd128_planes_x2",
-        (4, 128) => "attention_decode_g4_hd128_planes_x2",
-        (8, 128) => "attention_decode_g8_hd128_planes_x2",
-        _ => return None,
-    })
-}
-
-/// `BONSAI_ATT_KV_PER_CTA` (measurement knob, 1 or 2; default 1): kv heads per CTA of the
-/// `_planes` decode attention. 2 runs the `_x2` entry points (four warps per kv head, grid
-/// n_kv / 2 x splits, the splits chosen for n_kv / 2 columns), so that a short context holds half
-/// as many SMs while the next GEMV's 128 CTAs launch (kernel-notes round 25).
-pub const KV_PER_CTA_ENV: &str = "BONSAI_ATT_KV_PER_CTA";
-
-thread_local! {
-    static KV_PER_CTA: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` with the `_planes` decode attention launched from this thread at `kv_per_cta` (1 or
-/// 2) kv heads per CTA, whatever [`KV_PER_CTA_ENV`] says (verify checks both).
-pub fn with_kv_per_cta<R>(kv_per_cta: usize, f: impl FnOnce() -> R) -> R {
-    let before = KV_PER_CTA.with(|c| c.replace(Some(kv_per_cta)));
-    let out = f();
-    KV_PER_CTA.with(|c| c.set(before));
-    out
-}
-
-fn kv_per_cta() -> Result<usize, LaunchError> {
-    if let Some(n) = KV_PER_CTA.with(|c| c.get()) {
-        return Ok(n);
-    }
-    static KPC: std::sync::OnceLock<Result<usize, String>> = std::sync::OnceLock::new();
-    let parse = |v: &str| v.parse().ok().filter(|n| *n == 1 || *n == 2);
-    crate::launch::env_knob(&KPC, KV_PER_CTA_ENV, 1, "1 or 2", parse).map_err(|detail| shape(OP, detail))
-}
-
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
 /// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
@@ -148,23 +109,14 @@ pub(super) fn attention_decode(
     planes: Option<(u64, u64, u64)>,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
-    let kpc = if planes.is_some() { kv_per_cta()? } else { 1 };
-    if shape_.n_kv % kpc != 0 {
-        return Err(shape(OP, format!("{kpc} kv heads per CTA for {} kv heads", shape_.n_kv)));
-    }
-    let entry = match (planes.is_some(), kpc) {
-        (false, _) => decode_entry_point,
-        (true, 1) => decode_planes_entry_point,
-        (true, _) => decode_planes_x2_entry_point,
-    };
+    let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
-    let columns = shape_.n_kv / kpc;
     let sm_count = sm_count(stream)?;
     let n_splits = match splits_override()? {
         Some(n) => n,
-        None => decode_splits(sm_count, columns),
+        None => decode_splits(sm_count, shape_.n_kv),
     };
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
@@ -172,7 +124,7 @@ pub(super) fn attention_decode(
         (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
     let min_split_keys = DECODE_MIN_SPLIT_KEYS as i32;
     let cfg = LaunchConfig {
-        grid_dim: (columns as u32, n_splits as u32, 1),
+        grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
         block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -221,9 +173,6 @@ mod tests {
         for group in [1, 2, 4, 8] {
             let name = decode_planes_entry_point(group, 128).expect("supported shape");
             assert!(entry_points().any(|e| e == name), "{name} not in the registry");
-            let x2 = decode_planes_x2_entry_point(group, 128).expect("supported shape");
-            assert_eq!(x2, format!("{name}_x2"));
-            assert!(entry_points().any(|e| e == x2), "{x2} not in the registry");
             assert_eq!(decode_planes_entry_point(group, 64), None);
             for hd in [64, 128] {
                 let name = decode_entry_point(group, hd).expect("supported shape");

@@ -485,18 +485,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const OUT& out) {
-#ifdef B1_SWIGLU_DEEP
-    // A variant, prepared for the next measurement (kernel-notes round 25): the gate|up GEMV is
-    // the one decode GEMV whose warps stream more units than the ring holds (Bonsai-8B: 8 units of
-    // one 16-row tile per warp, 3 in flight), its loop at ~3.2 TB/s; round 18's deeper rings lost
-    // while a prepare CTA had to fit beside it, and in `planes` mode nothing does. H200: 5 Q1
-    // units (124 registers) took gate_up 8.74 -> 8.05 us and tg128 +0.6 / +1.0% (Bonsai-8B), but
-    // the Add GEMVs +0.3 us; 3 Q2 units (128 registers, the cap) lost 1.7-2.5% (Ternary-8B), so
-    // the variant is Q1 only now.
-    constexpr int AHEAD = MODE == MATMUL_SWIGLU && BITS == 1 ? 4 : TC_AHEAD(BITS, 1);
-#else
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
-#endif
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
