@@ -17,8 +17,8 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_flagged_planes, gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes,
-    Epilogue, PlanesOut,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
+    PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -50,7 +50,6 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for normed in [false, true] {
             for &(n_out, k, epilogue) in &cases {
                 check(ctx, n_out, k, epilogue, bits, normed)?;
-                check_flagged(ctx, n_out, k, epilogue, bits, normed)?;
             }
             for &(n_out, k) in &tiles_cases {
                 check_tiles(ctx, n_out, k, bits, normed)?;
@@ -111,7 +110,7 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
             None
         };
         let mut y = start(ctx)?;
-        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm), serial: None };
+        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
         let mut want = B1Planes::new(&ctx.stream, n_out)?;
         prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
@@ -130,84 +129,4 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         ctx.record("planes_out", &format!("{label} staging words cleared"), words_equal(&staged, &zeros));
     }
     Ok(())
-}
-
-/// Outputs of the GEMV that polls the flagged planes in [`check_flagged`].
-const POLLED_OUTPUTS: usize = 256;
-
-/// Flagged planes (`BONSAI_PLANES_POLL`): the epilogue writing each word with its flag
-/// (`step serial * 256 + tag` in the high half) and a GEMV polling them instead of waiting
-/// (`gemv_from_flagged_planes`), tolerance 0. The producer's y against the plain GEMV's; its flagged
-/// words' low halves against `prepare_planes_normed` of that y, their high halves against the
-/// flag (an odd group count's padding word stays zero); the polling GEMV's y and output planes
-/// against the same GEMV on the prepared planes. Three launches on one buffer, the serial moving
-/// on between them, so a poll that accepted the previous launch's words would read stale values.
-fn check_flagged(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, normed: bool) -> Result<(), VerifyError> {
-    let q = |ctx: &mut Ctx, rows, k| {
-        if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(rows, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(rows, k)) }
-    };
-    let rows = if epilogue == Epilogue::SwiGlu { 2 * n_out } else { n_out };
-    let (wq, w2q) = (q(ctx, rows, k), q(ctx, POLLED_OUTPUTS, n_out));
-    let w = DeviceQMatrix::upload(&ctx.stream, &wq)?;
-    let w2 = DeviceQMatrix::upload(&ctx.stream, &w2q)?;
-    let norm = upload(&ctx.stream, &ctx.rng.activations(n_out, INPUT_RANGE))?;
-    let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-    let in_eps = normed.then_some(EPS);
-    let out_eps = normed.then_some(EPS);
-    let mut flagged = B1Planes::new_flagged(&ctx.stream, n_out)?;
-    for (launch, step) in [(1u32, 7u32), (2, 8), (3, 1 << 24)] {
-        let serial = upload(&ctx.stream, &[0u32, step])?;
-        let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-        let mut planes = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
-        let residual = ctx.rng.activations(n_out, INPUT_RANGE);
-        let start = |ctx: &Ctx| -> Result<_, VerifyError> {
-            Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
-        };
-        let mut y_plain = start(ctx)?;
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
-        let mut want = B1Planes::new(&ctx.stream, n_out)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
-        let mut y = start(ctx)?;
-        let dst = PlanesOut { planes: &mut flagged, norm: normed.then_some(&norm), serial: Some(&serial) };
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
-
-        // The polling GEMV (Store, its own planes out) against the same GEMV on `want`.
-        let mut y2_want = poisoned(&ctx.stream, POLLED_OUTPUTS)?;
-        let mut out2_want = B1Planes::new(&ctx.stream, POLLED_OUTPUTS)?;
-        let dst = PlanesOut { planes: &mut out2_want, norm: None, serial: None };
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w2.view(), &want, out_eps, &mut y2_want, Epilogue::Store, Some(dst))?;
-        let mut y2 = poisoned(&ctx.stream, POLLED_OUTPUTS)?;
-        let mut out2 = B1Planes::new(&ctx.stream, POLLED_OUTPUTS)?;
-        let dst = PlanesOut { planes: &mut out2, norm: None, serial: None };
-        gemv_from_flagged_planes(&ctx.lib, &ctx.stream, &w2.view(), &flagged, &serial, out_eps, &mut y2, Epilogue::Store, dst)?;
-
-        let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
-        let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
-        ctx.record("planes_flagged", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
-        let raw = flagged_words(ctx, &flagged)?;
-        let want_words = planes_words(ctx, &want)?;
-        let flag = step.wrapping_mul(256).wrapping_add(flagged.flag_tag());
-        // Each value word, then (odd group counts) the sums of squares' zero padding word.
-        let (lows, highs): (Vec<u32>, Vec<u32>) = raw.iter().map(|&w| (w as u32, (w >> 32) as u32)).unzip();
-        let pad = lows.len() - want_words.len();
-        let want_highs: Vec<u32> = (0..highs.len()).map(|i| if i < want_words.len() { flag } else { 0 }).collect();
-        let mut want_lows = want_words.clone();
-        want_lows.extend(std::iter::repeat_n(0, pad));
-        ctx.record("planes_flagged", &format!("{label} values"), words_equal(&lows, &want_lows));
-        ctx.record("planes_flagged", &format!("{label} flags"), words_equal(&highs, &want_highs));
-        let (got2, want2) = (download(&ctx.stream, &y2)?, download(&ctx.stream, &y2_want)?);
-        ctx.record("planes_flagged", &format!("{label} polled y"), Comparison::of(&got2, &want2, |_| 0.0));
-        let (got2, want2) = (planes_words(ctx, &out2)?, planes_words(ctx, &out2_want)?);
-        ctx.record("planes_flagged", &format!("{label} polled planes"), words_equal(&got2, &want2));
-    }
-    Ok(())
-}
-
-/// A flagged planes buffer as 64-bit words: planes, (s, X), then the (padded) sums of squares.
-fn flagged_words(ctx: &Ctx, p: &B1Planes) -> Result<Vec<u64>, VerifyError> {
-    let mut halves = download(&ctx.stream, p.planes())?;
-    halves.extend(download(&ctx.stream, p.gsx())?);
-    halves.extend(download(&ctx.stream, p.group_sq())?.iter().map(|v| v.to_bits()));
-    Ok(halves.chunks_exact(2).map(|h| u64::from(h[0]) | u64::from(h[1]) << 32).collect())
 }

@@ -97,7 +97,6 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
             k_cache: &mut k_got,
             v_cache: &mut v_got,
             staged: &mut staged,
-            serial: None,
         };
         qkv_rope_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, Some(EPS), &mut got, r)?;
 

@@ -41,7 +41,7 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, None)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None)
 }
 
 thread_local! {
@@ -176,24 +176,7 @@ pub(crate) struct PlanesOutArgs {
     pub group_sq: u64,
     pub norm_w: u64,
     pub staged: u64,
-    /// Flagged planes (tag != 0): the step serial's device address and this write's tag.
-    pub serial: u64,
-    pub tag: u32,
-    pub _pad: u32,
 }
-
-/// `B1PlanesIn` (matmul_gemv_b1.cu): a polled GEMV's step serial and the tag of the flagged
-/// write it polls (same fields, same order).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PlanesInArgs {
-    pub serial: u64,
-    pub tag: u32,
-    pub _pad: u32,
-}
-
-// SAFETY: plain old data with the C layout of the kernel's struct.
-unsafe impl cudarc::driver::DeviceRepr for PlanesInArgs {}
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
@@ -296,26 +279,6 @@ pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool,
     Ok(g.ctas as usize <= sm_count(stream)?)
 }
 
-/// Dynamic shared memory of a polled GEMV (b1_poll_chunk): the plain layout, 16-byte aligned, then
-/// one 16-byte staging slot per pair of flagged words of a chunk (its planes and (s, X), and the
-/// sums of squares when the GEMV has a fused norm). Errors where a thread would hold more than 32
-/// pairs (the poll's pending bits) or a norm's sums of squares are not staged (K > 128 groups).
-fn poll_smem_bytes(op: &'static str, g: &TcGeometry, k: usize, threads: usize, norm: bool) -> Result<usize, LaunchError> {
-    let groups = k / GROUP;
-    if norm && groups > B1_NORM_STAGE_GROUPS {
-        return Err(shape(op, format!("polled planes with a fused norm need K <= {} (K = {k})", B1_NORM_STAGE_GROUPS * GROUP)));
-    }
-    let sq_pairs = if norm { groups.div_ceil(2) } else { 0 };
-    let pairs = g.chunk_groups * (B1_GROUP_WORDS / 2 + 1) + sq_pairs;
-    if pairs > 32 * threads {
-        return Err(shape(op, format!("polled planes: {pairs} word pairs for {threads} threads (at most 32 each)")));
-    }
-    Ok(g.smem_bytes.next_multiple_of(16) + 16 * pairs)
-}
-
-/// Groups whose sums of squares a gemv_b1 CTA stages with its planes (B1_NORM_STAGE_GROUPS).
-pub(crate) const B1_NORM_STAGE_GROUPS: usize = 128;
-
 /// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
 /// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
 #[allow(clippy::too_many_arguments)]
@@ -330,7 +293,6 @@ pub(crate) fn launch_gemv(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
     out: GemvOut,
-    input: Option<PlanesInArgs>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
@@ -353,27 +315,16 @@ pub(crate) fn launch_gemv(
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
     }
     name.push_str(suffix.unwrap_or(""));
-    // Flagged planes in or out: the `f` variants of `_out` / `_rope` (B1PlanesIn last).
-    let flagged_out = matches!(out, GemvOut::Planes(p) if p.tag != 0);
-    let flags = input.is_some() || flagged_out;
-    if flags {
-        name.push('f');
-    }
-    let threads = (g.tiles_per_cta * g.splits * 32) as usize;
-    let smem = match input {
-        Some(_) => poll_smem_bytes(op, &g, k, threads, norm_eps.is_some())?,
-        None => g.smem_bytes,
-    };
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
-    if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
-        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
     }
     let cfg = LaunchConfig {
         grid_dim: (g.ctas, 1, 1),
-        block_dim: (threads as u32, 1, 1),
-        shared_mem_bytes: smem as u32,
+        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
+        shared_mem_bytes: g.smem_bytes as u32,
     };
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
@@ -389,10 +340,6 @@ pub(crate) fn launch_gemv(
         GemvOut::Rope(r) => {
             b.arg(r);
         }
-    }
-    let planes_in = input.unwrap_or(PlanesInArgs { serial: 0, tag: 0, _pad: 0 });
-    if flags {
-        b.arg(&planes_in);
     }
     // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesInArgs, PlanesOutArgs, RopeOutArgs};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesOutArgs, RopeOutArgs};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
 use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
@@ -28,20 +28,6 @@ pub struct B1Planes {
     /// the producer's output and a ready flag (b1_planes_epilogue in matmul_gemv_b1.cu); all zero
     /// between launches (the quantizing CTA clears its group's). None for stream-ordered scratch.
     staged: Option<CudaSlice<u64>>,
-    /// Flagged planes ([`B1Planes::new_flagged`]): every word 64 bits, the value in the low half
-    /// and its write's flag in the high half (B1PlanesOut / B1PlanesIn in matmul_gemv_b1.cu).
-    flagged: bool,
-    /// The tag of the last flagged write launched into these planes (0: none yet).
-    tag: u32,
-}
-
-/// The tag of the next flagged planes write: 1..=255, cycling. A flag is
-/// `step serial * 256 + tag`; consecutive writes to one buffer within a decode step come from
-/// different launches, hence different tags (a step has far fewer than 255 launches between two
-/// writes to one buffer).
-fn next_flag_tag() -> u32 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 255 + 1
 }
 
 /// Where [`gemv_from_planes`]'s epilogue writes its output's planes: the next GEMV's input,
@@ -50,9 +36,6 @@ fn next_flag_tag() -> u32 {
 pub struct PlanesOut<'a> {
     pub planes: &'a mut B1Planes,
     pub norm: Option<&'a CudaSlice<f32>>,
-    /// For flagged `planes`: the decode position buffer (`[position, step serial]`), whose
-    /// second word position_advance counts up once per decode step.
-    pub serial: Option<&'a CudaSlice<u32>>,
 }
 
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
@@ -69,34 +52,7 @@ impl B1Planes {
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
             staged: Some(stream.alloc_zeros(k)?),
-            flagged: false,
-            tag: 0,
         })
-    }
-    /// Zeroed flagged planes for K inputs: each word 64 bits (value, flag), written by a GEMV
-    /// epilogue ([`PlanesOut`] with a serial) and polled by the next GEMV ([`gemv_from_flagged_planes`],
-    /// no griddep_wait). A measurement variant (BONSAI_PLANES_POLL, kernel-notes round 26). The
-    /// sums of squares are padded to an even count: the poll copies 16-byte pairs.
-    pub fn new_flagged(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
-        let groups = Self::groups(k)?;
-        Ok(Self {
-            k,
-            planes: stream.alloc_zeros(2 * groups * B1_GROUP_WORDS)?,
-            gsx: stream.alloc_zeros(2 * 2 * groups)?,
-            group_sq: stream.alloc_zeros(2 * groups.next_multiple_of(2))?,
-            staged: Some(stream.alloc_zeros(k)?),
-            flagged: true,
-            tag: 0,
-        })
-    }
-    /// Whether these are flagged planes ([`Self::new_flagged`]).
-    pub fn is_flagged(&self) -> bool {
-        self.flagged
-    }
-    /// The tag of the last flagged write launched into these planes (0: none yet); its words'
-    /// flags are `step serial * 256 + tag`.
-    pub fn flag_tag(&self) -> u32 {
-        self.tag
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
     /// (a captured graph keeps them as graph memory); the prepare launch writes every element.
@@ -108,7 +64,7 @@ impl B1Planes {
         let (planes, gsx, group_sq) = unsafe {
             (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
         };
-        Ok(Self { k, planes, gsx, group_sq, staged: None, flagged: false, tag: 0 })
+        Ok(Self { k, planes, gsx, group_sq, staged: None })
     }
     fn groups(k: usize) -> Result<usize, LaunchError> {
         if k == 0 || k % GROUP != 0 {
@@ -210,7 +166,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None, None)
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -238,22 +194,6 @@ pub fn gemv_from_planes(
     epilogue: super::Epilogue,
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), LaunchError> {
-    gemv_with_input(lib, stream, w, planes, norm_eps, y, epilogue, out, None)
-}
-
-/// [`gemv_from_planes`] with `input`: None waits for the previous grid, Some polls flagged planes.
-#[allow(clippy::too_many_arguments)]
-fn gemv_with_input(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
-    input: Option<PlanesInArgs>,
-) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let n_out = if epilogue == super::Epilogue::SwiGlu {
         super::check_gate_up(w)?;
@@ -264,21 +204,10 @@ fn gemv_with_input(
     let mut guards = Vec::new();
     let planes_out = match out {
         None => GemvOut::None,
-        Some(PlanesOut { planes: dst, norm, serial }) => {
+        Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
-            let (serial_ptr, tag) = match (dst.flagged, serial) {
-                (false, _) => (0, 0),
-                (true, None) => return Err(shape(op, "flagged output planes without a step serial".into())),
-                (true, Some(s)) => {
-                    expect_at_least(op, "position and step serial", s.len(), 2)?;
-                    let (p, g) = read_ptr(s, stream);
-                    guards.push(g);
-                    dst.tag = next_flag_tag();
-                    (p + 4, dst.tag)
-                }
-            };
             let norm_w = match norm {
                 Some(n) => {
                     expect_at_least(op, "output norm weights", n.len(), n_out)?;
@@ -290,45 +219,10 @@ fn gemv_with_input(
             };
             let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
             guards.extend(gs);
-            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged, serial: serial_ptr, tag, _pad: 0 })
+            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, input)
-}
-
-/// [`gemv_from_planes`] on flagged planes ([`B1Planes::new_flagged`], written by the GEMV launched
-/// before with a [`PlanesOut`] and `serial`): the GEMV polls their flags instead of waiting for
-/// that GEMV's grid to complete (no griddep_wait). Everything else it reads must have been
-/// complete before the planes' producer passed its own griddep_wait.
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_from_flagged_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    serial: &CudaSlice<u32>,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: PlanesOut<'_>,
-) -> Result<(), LaunchError> {
-    let (input, _guard) = poll_input(epilogue.op_name(), stream, planes, serial)?;
-    gemv_with_input(lib, stream, w, planes, norm_eps, y, epilogue, Some(out), Some(input))
-}
-
-/// The poll arguments for flagged `planes` and the guard on the serial's buffer.
-fn poll_input<'a>(
-    op: &'static str,
-    stream: &'a Arc<CudaStream>,
-    planes: &B1Planes,
-    serial: &'a CudaSlice<u32>,
-) -> Result<(PlanesInArgs, SyncOnDrop<'a>), LaunchError> {
-    if !planes.flagged || planes.tag == 0 {
-        return Err(shape(op, "polling planes that no flagged write was launched into".into()));
-    }
-    expect_at_least(op, "position and step serial", serial.len(), 2)?;
-    let (p, g) = read_ptr(serial, stream);
-    Ok((PlanesInArgs { serial: p + 4, tag: planes.tag, _pad: 0 }, g))
+    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
 }
 
 /// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
@@ -343,13 +237,9 @@ fn run_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
     out: GemvOut,
-    input: Option<PlanesInArgs>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.validate(op)?;
-    if planes.flagged != input.is_some() {
-        return Err(shape(op, "flagged planes are read only by polling (gemv_from_flagged_planes)".into()));
-    }
     let n_out = if epilogue == super::Epilogue::SwiGlu { w.n / 2 } else { w.n };
     if planes.k != w.k {
         return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
@@ -362,7 +252,7 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, input)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out)
 }
 
 /// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
@@ -380,9 +270,6 @@ pub struct RopeOut<'a> {
     pub k_cache: &'a mut CudaSlice<u16>,
     pub v_cache: &'a mut CudaSlice<u16>,
     pub staged: &'a mut CudaSlice<u64>,
-    /// For flagged `planes` (polled, as [`gemv_from_flagged_planes`]): the position buffer with
-    /// the step serial; `pos0` then is the same buffer.
-    pub serial: Option<&'a CudaSlice<u32>>,
 }
 
 /// One token's qkv projection on x's planes (as [`gemv_from_planes`] with the Store epilogue)
@@ -429,10 +316,5 @@ pub fn qkv_rope_from_planes(
         n_q,
         n_kv,
     };
-    let polled = match r.serial {
-        Some(serial) => Some(poll_input(OP, stream, planes, serial)?),
-        None => None,
-    };
-    let input = polled.as_ref().map(|(args, _guard)| *args);
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), input)
+    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args))
 }

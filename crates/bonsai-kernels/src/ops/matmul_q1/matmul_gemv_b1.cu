@@ -80,35 +80,9 @@ struct B1NoMarks {
 // The part of b1_prepare_group after its loads: v[t] (element layout_weight(t, lane), times the
 // norm weight when there is one) and sq (this lane's sum of squares of the unscaled values) in
 // registers. Also the `_out` epilogue's (b1_planes_epilogue), on values it polled from other CTAs.
-// Where b1_quantize_group_to stores a group: plain words (B1PlainSink: the prepare, the planes
-// epilogue by default), or each word with a flag in its high half (B1FlagSink: the planes epilogue
-// writing flagged planes, which the next GEMV polls instead of waiting for this grid: B1PlanesIn).
-struct B1PlainSink {
-    u32* planes;
-    u32* gsx;
-    float* sq;
-    __device__ __forceinline__ void plane(int i, u32 v) const { planes[i] = v; }
-    __device__ __forceinline__ void group(u32 s, u32 x, float q) const {
-        gsx[0] = s;
-        gsx[1] = x;
-        sq[0] = q;
-    }
-};
-struct B1FlagSink {
-    unsigned long long* planes;
-    unsigned long long* gsx;
-    unsigned long long* sq;
-    unsigned long long flag;  // in the high half
-    __device__ __forceinline__ void plane(int i, u32 v) const { st_relaxed_gpu_u64(planes + i, flag | v); }
-    __device__ __forceinline__ void group(u32 s, u32 x, float q) const {
-        st_relaxed_gpu_u64(gsx, flag | s);
-        st_relaxed_gpu_u64(gsx + 1, flag | x);
-        st_relaxed_gpu_u64(sq, flag | __float_as_uint(q));
-    }
-};
-template <class Sink, class Marks = B1NoMarks>
-__device__ __forceinline__ void b1_quantize_group_to(const float (&v)[LAYOUT_LANES], float sq, const Sink& sink,
-                                                     Marks mark = {}) {
+template <class Marks = B1NoMarks>
+__device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES], float sq, u32* planes_group,
+                                                  u32* gsx_group, float* sq_group, Marks mark = {}) {
     const int lane = threadIdx.x % WARP_SIZE;
     sq = warp_sum(sq);
     mark(1);
@@ -129,7 +103,11 @@ __device__ __forceinline__ void b1_quantize_group_to(const float (&v)[LAYOUT_LAN
     }
     qsum = b1_warp_sum_int(qsum);
     mark(3);
-    if (lane == 0) sink.group(__float_as_uint(b1_pow2(e - B1_PLANES + 2)), (u32)qsum, sq);
+    if (lane == 0) {
+        gsx_group[0] = __float_as_uint(b1_pow2(e - B1_PLANES + 2));
+        gsx_group[1] = (u32)qsum;
+        sq_group[0] = sq;
+    }
     // Plane p of lane word t goes to B column n = p % 8 of mma p / 8, read by lane 4n + t.
     // Two lane words per transpose: q fits 16 bits, so word t in the low half and t + 1 in the
     // high half leave lane p < 16 plane p of word t and lane 16 + p plane p of word t + 1 (half
@@ -140,14 +118,9 @@ __device__ __forceinline__ void b1_quantize_group_to(const float (&v)[LAYOUT_LAN
     for (int t = 0; t < LAYOUT_LANES; t += 2) {
         const u32 plane = b1_transpose_bits(((u32)q[t] & 0xFFFFu) | ((u32)q[t + 1] << 16), lane);
         const int p = lane % 16, tw = t + lane / 16;
-        if (p < B1_PLANES) sink.plane((4 * (p % 8) + tw) * B1_WORDS + p / 8, plane);
+        if (p < B1_PLANES) planes_group[(4 * (p % 8) + tw) * B1_WORDS + p / 8] = plane;
     }
     mark(4);
-}
-template <class Marks = B1NoMarks>
-__device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES], float sq, u32* planes_group,
-                                                  u32* gsx_group, float* sq_group, Marks mark = {}) {
-    b1_quantize_group_to(v, sq, B1PlainSink{planes_group, gsx_group, sq_group}, mark);
 }
 // One 128-group of x (times norm_w when given) -> its planes, (s, X) and sum of squares of x.
 // Called by a whole warp (every lane); pointers at the group's first element / slot. Lane l takes
@@ -340,29 +313,7 @@ struct B1PlanesOut {
     float* group_sq;
     const float* norm_w;
     unsigned long long* staged;
-    // tag 0: plain planes. Otherwise flagged planes (a measurement variant, BONSAI_PLANES_POLL,
-    // kernel-notes round 26): planes, gsx and group_sq point at 64-bit words in the same layout,
-    // each word's low half the value and its high half b1_plane_flag(serial, tag), so the next
-    // GEMV can poll them (B1PlanesIn) instead of waiting for this grid to complete.
-    const u32* serial;
-    u32 tag;
 };
-
-// How a one-token binary GEMV gets its planes. tag 0: griddep_wait, then a copy. Otherwise
-// (`_out` / `_rope` entry points, BONSAI_PLANES_POLL) no griddep_wait: the planes are the
-// previous GEMV's flagged words (B1PlanesOut with the same tag), copied and re-copied until
-// every word carries b1_plane_flag(serial, tag). `serial` is the decode position buffer's second
-// word, which position_advance counts up once per decode step; the first kernel of a step
-// (embed_rows) triggers its dependents only after its griddep_wait, so every later kernel of the
-// step reads the new count. The tag (1..255) tells apart the writes to one buffer within a step;
-// the count those of earlier steps. Mirrored by `PlanesInArgs` in ops/matmul_q1/cuda_b1.rs.
-struct B1PlanesIn {
-    const u32* serial;
-    u32 tag;
-};
-__device__ __forceinline__ unsigned long long b1_plane_flag(const u32* serial, u32 tag) {
-    return (unsigned long long)(ld_relaxed_gpu_u32(serial) * 256u + tag) << 32;
-}
 
 // A lane's N staging words (word t at words[stride * t]) once every ready flag is set (those of
 // other CTAs land when they land). Every round reloads all words still unset at once: one round
@@ -393,7 +344,7 @@ __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int st
 // `planes` mode, kernel-notes round 24) cost more than a prepare launch. Deadlock-free when the
 // launch is one wave: a quantizing CTA waits only for lower-numbered CTAs, and the launcher
 // checks that the grid fits on the device at once.
-template <int MODE, bool FLAGS>
+template <int MODE>
 __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
@@ -403,7 +354,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    const unsigned long long flag = FLAGS && o.tag != 0 ? b1_plane_flag(o.serial, o.tag) : 0ull;
     for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
         unsigned long long* words = o.staged + (long long)g * GROUP_SIZE + j0;
         // The norm weights first: their round trip overlaps the wait, not after it.
@@ -423,14 +373,7 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
         }
 #pragma unroll
         for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
-        if (FLAGS && o.tag != 0) {
-            auto words64 = [](void* p) { return reinterpret_cast<unsigned long long*>(p); };
-            b1_quantize_group_to(v, sq,
-                                 B1FlagSink{words64(o.planes) + (long long)g * B1_GROUP_WORDS, words64(o.gsx) + 2 * g,
-                                            words64(o.group_sq) + g, flag});
-        } else {
-            b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-        }
+        b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
     }
 }
 
@@ -527,64 +470,6 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
-// A bound on a polled copy's rounds (each at least one L2 round trip, so seconds): a flag that
-// never comes (a launcher bug) traps instead of hanging the device.
-#define B1_POLL_SPIN_LIMIT (1LL << 24)
-
-// Poll mode's copy of one chunk (B1PlanesIn): its plane words and (s, X), and with n_sq > 0 the
-// first n_sq sums of squares, from the previous GEMV's flagged words into xb, gsx and sq_s. Each
-// thread copies 16-byte pairs of words into its own `stage` slots (cp.async through L2) and keeps
-// those whose flags are `want`; the others it copies again, all at once, each round one round
-// trip (round 24: a loop per word cost up to four in a row). Lane 0 of each warp first polls one
-// word alone, so that warps waiting for a producer still at work do not stream the chunk from L2
-// over and over. The launcher checks that a thread has at most 32 pairs (`pending`'s bits).
-__device__ __forceinline__ void b1_poll_chunk(uint4* stage, const u32* planes, const u32* gsx_all, const float* group_sq,
-                                              int c0, int cg, int n_sq, u32 want, u32* xb, u32* gsx, float* sq_s) {
-    using u64 = unsigned long long;
-    const u64* fp = reinterpret_cast<const u64*>(planes) + (long long)c0 * B1_GROUP_WORDS;
-    const u64* fg = reinterpret_cast<const u64*>(gsx_all) + 2 * c0;
-    const u64* fq = reinterpret_cast<const u64*>(group_sq);
-    const int plane_pairs = cg * B1_GROUP_WORDS / 2, gsx_end = plane_pairs + cg;
-    const int pairs = gsx_end + (n_sq + 1) / 2;
-    auto src = [&](int p) -> const u64* {
-        return p < plane_pairs ? fp + 2 * p : p < gsx_end ? fg + 2 * (p - plane_pairs) : fq + 2 * (p - gsx_end);
-    };
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    if (lane == 0 && warp * WARP_SIZE < pairs) {
-        const u64* probe = src(warp * WARP_SIZE);
-        for (long long spins = 0; (u32)(ld_relaxed_gpu_u64(probe) >> 32) != want;)
-            if (++spins > B1_POLL_SPIN_LIMIT) __trap();
-    }
-    __syncwarp();
-    u32 pending = 0;
-    for (int j = 0, p = threadIdx.x; p < pairs; ++j, p += blockDim.x) pending |= 1u << j;
-    for (long long rounds = 0; pending != 0;) {
-        if (++rounds > B1_POLL_SPIN_LIMIT) __trap();
-        for (int j = 0, p = threadIdx.x; p < pairs; ++j, p += blockDim.x)
-            if (pending >> j & 1u) cp_async16(stage + p, src(p));
-        cp_async_commit();
-        cp_async_wait<0>();
-        for (int j = 0, p = threadIdx.x; p < pairs; ++j, p += blockDim.x) {
-            if (!(pending >> j & 1u)) continue;
-            const uint4 w = stage[p];  // x, z: the two values; y, w: their flags
-            const int q = 2 * (p - gsx_end);  // the pair's first sum of squares (p >= gsx_end)
-            const bool second = p < gsx_end || q + 1 < n_sq;  // an odd n_sq's last pair has one word
-            if (w.y != want || (second && w.w != want)) continue;
-            pending &= ~(1u << j);
-            if (p < plane_pairs) {
-                xb[2 * p] = w.x;
-                xb[2 * p + 1] = w.z;
-            } else if (p < gsx_end) {
-                gsx[2 * (p - plane_pairs)] = w.x;
-                gsx[2 * (p - plane_pairs) + 1] = w.z;
-            } else {
-                sq_s[q] = __uint_as_float(w.x);
-                if (second) sq_s[q + 1] = __uint_as_float(w.z);
-            }
-        }
-    }
-}
-
 // OUT: the epilogue after the stores (B1NoOut, B1PlanesOut for the `_gemv_b1_out` entry points,
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
 // planes epilogue made the plain kernels ~0.6 us slower per launch on the H200 (2026-11-30,
@@ -594,12 +479,12 @@ __device__ __forceinline__ void b1_poll_chunk(uint4* stage, const u32* planes, c
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false, bool FLAGS = false>
+template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const OUT& out, B1PlanesIn in = {}) {
+                                             const OUT& out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
@@ -644,30 +529,26 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 
     // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
     float y_early = 0.0f;
-    auto read_y_early = [&](bool from_l2) {
+    auto read_y_early = [&]() {
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
-        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = from_l2 ? __ldcg(y + o) : y[o];
+        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     };
-    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early(false);
-    // Poll mode (B1PlanesIn): no griddep_wait; the planes arrive flagged (b1_poll_chunk).
-    const bool poll = FLAGS && in.tag != 0;
-    const u32 want = poll ? (u32)(b1_plane_flag(in.serial, in.tag) >> 32) : 0u;
+    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
-    if (!poll) griddep_wait();
+    griddep_wait();
     TC_MARK(1);
     // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
     // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
     // the wait as EARLY_Y does: in `planes` mode y comes from the kernel two launches back, and the
     // GEMV in between triggers at its start; once this wait returns, that kernel has completed.
     // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
-    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD)
-        if (!poll) read_y_early(false);
+    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     constexpr bool Y_READ = (EARLY_Y || OUT::KIND == B1_OUT_PLANES) && MODE == MATMUL_ADD;
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).
     u32 rope_pos = 0;
-    if constexpr (OUT::KIND == B1_OUT_ROPE) rope_pos = poll ? ld_relaxed_gpu_u32(out.pos0) : out.pos0[0];
+    if constexpr (OUT::KIND == B1_OUT_ROPE) rope_pos = out.pos0[0];
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
@@ -682,27 +563,13 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
-        if (poll) {
-            // The stage: 16-byte slots after the partials (the launcher's b1_poll_smem_bytes).
-            uint4* stage = reinterpret_cast<uint4*>(
-                b1_smem + (((chunk_groups * (B1_GROUP_WORDS + 2) + blockDim.x / WARP_SIZE * TC_TILE_ROWS * 2) * 4 + 15) / 16));
-            b1_poll_chunk(stage, planes, gsx_all, group_sq, c0, cg, c0 == 0 && stage_sq ? groups_per_row : 0, want, xb,
-                          gsx, group_sq_s);
-            if (c0 == 0) {
-                trace_input_arrived();
-                // The residual: written by the kernel two back, whose completion the GEMV in
-                // between waited for (BONSAI_PLANES_POLL=down); from L2, never a stale L1 line.
-                if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early(true);
-            }
-        } else {
-            const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
-            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
-            if (c0 == 0 && stage_sq)
-                for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
-            cp_async_commit();
-            cp_async_wait<0>();
-        }
+        const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
+        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+        if (c0 == 0 && stage_sq)
+            for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
+        cp_async_commit();
+        cp_async_wait<0>();
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
@@ -737,7 +604,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(4);
     gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
-    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE, FLAGS>(n_out, tiles_per_cta, cta, out);
+    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);
@@ -753,27 +620,27 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 // A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
 // code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
 // one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
-template <int BITS, int MODE, class OUT, bool EARLY_Y, bool FLAGS>
+template <int BITS, int MODE, class OUT, bool EARLY_Y>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,
                                                         int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
-                                                        float norm_eps, int cta, OUT out, B1PlanesIn in) {
-    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                              splits, chunk_groups, norm, norm_eps, cta, out, in);
+                                                        float norm_eps, int cta, OUT out) {
+    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                              splits, chunk_groups, norm, norm_eps, cta, out);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, class OUT, bool EARLY_Y = false, bool FLAGS = false>
+template <int BITS, int MODE, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const OUT& out, B1PlanesIn in = {}) {
+                                        const OUT& out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                   cta, out, in);
+                                                                   cta, out);
     else
-        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                             out, in);
+                                                             out);
 }

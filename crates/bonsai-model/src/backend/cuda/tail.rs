@@ -32,7 +32,7 @@ use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::launch::matmul::{
-    gemv_from_flagged_planes, gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
+    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
     PlanesOut, RopeOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
@@ -94,36 +94,6 @@ struct TailPlanes {
     /// [`QKV_ROPE_ENV`]): one per qkv output, zero between launches. None where the heads are not
     /// 128 wide or the projection's grid does not fit in one wave.
     rope_staged: Option<CudaSlice<u64>>,
-    /// Flagged hidden-state and FFN planes for [`PLANES_POLL_ENV`] (None when it is off).
-    flagged: Option<(B1Planes, B1Planes)>,
-}
-
-/// `BONSAI_PLANES_POLL` (measurement knob, `off` by default): in `planes` mode, GEMVs that take
-/// their planes by polling the previous GEMV's flagged words instead of `griddepcontrol.wait`
-/// (`gemv_from_flagged_planes`, kernel-notes round 26). `down`: the down projection polls the
-/// gate|up GEMV's planes (everything else it reads, its residual from the output projection, was
-/// complete when the gate|up GEMV passed its own wait). `all`: also the gate|up GEMV (polling the
-/// output projection's planes) and the next layer's qkv projection (the down projection's);
-/// then the residual the down projection adds to is read ~10 us after the output projection
-/// stored it but not ordered by a completed grid (measurement only). Layers without a next
-/// layer run as `off`.
-pub const PLANES_POLL_ENV: &str = "BONSAI_PLANES_POLL";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PlanesPoll {
-    Off,
-    Down,
-    All,
-}
-
-fn planes_poll() -> Result<PlanesPoll, BackendError> {
-    static MODE: OnceLock<Result<PlanesPoll, String>> = OnceLock::new();
-    knob(&MODE, PLANES_POLL_ENV, PlanesPoll::Off, "off, down or all", |v| match v {
-        "off" => Some(PlanesPoll::Off),
-        "down" => Some(PlanesPoll::Down),
-        "all" => Some(PlanesPoll::All),
-        _ => None,
-    })
 }
 
 /// `BONSAI_QKV_ROPE` (default 1; 0 for the two launches): in `planes` mode the next layer's qkv
@@ -156,16 +126,7 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     } else {
         None
     };
-    let flagged = if planes_poll()? == PlanesPoll::Off {
-        None
-    } else {
-        b.count_alloc::<u32>(2 * (hidden / 128 * (64 + 3) + 2) + 2 * (ffn / 128 * (64 + 3) + 2));
-        b.count_alloc::<u64>(hidden + ffn);
-        let planes = |k| B1Planes::new_flagged(&b.stream, k).map_err(device_err("flagged decode planes"));
-        Some((planes(hidden)?, planes(ffn)?))
-    };
     let fused = TailPlanes {
-        flagged,
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
         planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
@@ -190,7 +151,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     }
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged, flagged } =
+    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged } =
         scratch.fused.as_mut().expect("checked above");
     // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
     let mode = if mode == TailMode::Planes && !*planes_fit { TailMode::AttnPlanes } else { mode };
@@ -201,7 +162,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         // counters, which the attention only touches after these complete.
         super::ops::with_attention_scratch(b, &b.decode_scratch, |_, counters| {
             for _ in 0..probes {
-                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0, false).map_err(device_err("probe step"))?;
+                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0).map_err(device_err("probe step"))?;
             }
             Ok(())
         })?;
@@ -237,61 +198,14 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             }
             Ok(false)
         }
-        TailMode::Planes if next.is_some() && flagged.is_some() => {
-            let (hidden_f, ffn_f) = flagged.as_mut().expect("checked above");
-            let n = next.expect("checked above");
-            let serial = &pos.device;
-            let rope_staged = rope_staged.as_mut().filter(|_| rope_on);
-            let all = planes_poll()? == PlanesPoll::All && rope_staged.is_some();
-            let (hidden_planes, _) = chain.planes_mut();
-            if all {
-                let o_out = PlanesOut { planes: &mut *hidden_f, norm: Some(ffn_norm), serial: Some(serial) };
-                gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(o_out))?;
-                let ffn_out = PlanesOut { planes: &mut *ffn_f, norm: None, serial: Some(serial) };
-                gemv_polled(b, gate_up, hidden_f, serial, Some(eps), ffn, Epilogue::SwiGlu, ffn_out)?;
-            } else {
-                let o_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm), serial: None };
-                gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(o_out))?;
-                let ffn_out = PlanesOut { planes: &mut *ffn_f, norm: None, serial: Some(serial) };
-                gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            }
-            let down_planes = if all { &mut *hidden_f } else { &mut *hidden_planes };
-            let next_out = PlanesOut { planes: down_planes, norm: Some(n.attn_norm), serial: all.then_some(serial) };
-            gemv_polled(b, down, ffn_f, serial, None, x, Epilogue::Add, next_out)?;
-            let qkv_planes: &B1Planes = if all { hidden_f } else { hidden_planes };
-            match rope_staged {
-                Some(staged) => {
-                    let r = RopeOut {
-                        shape,
-                        q_norm: n.q_norm,
-                        k_norm: n.k_norm,
-                        eps,
-                        rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
-                        pos0: &pos.device,
-                        max_seq: n.kv.max_seq,
-                        k_cache: &mut n.kv.k,
-                        v_cache: &mut n.kv.v,
-                        staged,
-                        serial: all.then_some(serial),
-                    };
-                    qkv_rope_from_planes(&b.lib, &b.stream, &view(n.qkv), qkv_planes, Some(eps), qkv, r)
-                        .map_err(device_err("qkv projection with rope"))?;
-                    Ok(true)
-                }
-                None => {
-                    gemv_planes(b, n.qkv, qkv_planes, Some(eps), qkv, Epilogue::Store, None)?;
-                    Ok(false)
-                }
-            }
-        }
         TailMode::Planes => {
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
             let (hidden_planes, ffn_planes) = chain.planes_mut();
-            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm), serial: None };
+            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
-            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None, serial: None };
+            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm), serial: None });
+            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
             let Some(n) = next else { return Ok(false) };
             match rope_staged.as_mut().filter(|_| rope_on) {
@@ -307,7 +221,6 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                         k_cache: &mut n.kv.k,
                         v_cache: &mut n.kv.v,
                         staged,
-                        serial: None,
                     };
                     qkv_rope_from_planes(&b.lib, &b.stream, &view(n.qkv), hidden_planes, Some(eps), qkv, r)
                         .map_err(device_err("qkv projection with rope"))?;
@@ -370,20 +283,4 @@ fn gemv_planes(
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), BackendError> {
     gemv_from_planes(&b.lib, &b.stream, &view(w), planes, eps, y, epilogue, out).map_err(device_err("matmul"))
-}
-
-/// One binary GEMV polling the flagged `planes` (see `gemv_from_flagged_planes`).
-#[allow(clippy::too_many_arguments)]
-fn gemv_polled(
-    b: &CudaBackend,
-    w: &GpuQMatrix,
-    planes: &B1Planes,
-    serial: &CudaSlice<u32>,
-    eps: Option<f32>,
-    y: &mut CudaSlice<f32>,
-    epilogue: Epilogue,
-    out: PlanesOut<'_>,
-) -> Result<(), BackendError> {
-    gemv_from_flagged_planes(&b.lib, &b.stream, &view(w), planes, serial, eps, y, epilogue, out)
-        .map_err(device_err("matmul (polled planes)"))
 }
