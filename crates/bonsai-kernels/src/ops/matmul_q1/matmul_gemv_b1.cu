@@ -485,17 +485,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const OUT& out) {
-#ifdef B1_SWIGLU_DEEP_POSTWAIT
-    // A variant (kernel-notes round 26): round 25's deeper gate|up ring (5 Q1 units) without its
-    // larger burst before the wait: the usual 3 slots fill before griddep_wait, the other 2 right
-    // after it. (The 5-slot burst before the wait won gate_up 0.7 us and lost 0.3 us in each Add
-    // GEMV.)
-    constexpr int AHEAD = MODE == MATMUL_SWIGLU && BITS == 1 ? 4 : TC_AHEAD(BITS, 1);
-    constexpr int PREWAIT_SLOTS = TC_AHEAD(BITS, 1) + 1;
-#else
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
-    constexpr int PREWAIT_SLOTS = AHEAD + 1;
-#endif
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -530,7 +520,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // it measured -1.3% and -5% tg128 on the H200, and the prepare's x load, the suspected victim
     // of that burst, arrived no sooner (kernel-notes round 24).
 #pragma unroll
-    for (int a = 0; a < PREWAIT_SLOTS; ++a) {
+    for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
         loaded += splits;
 #pragma unroll
@@ -547,13 +537,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
-#pragma unroll
-    for (int a = PREWAIT_SLOTS; a <= AHEAD; ++a) {  // none but in B1_SWIGLU_DEEP_POSTWAIT
-        if (loaded < units) tc_load(ring[a], wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-    }
     TC_MARK(1);
     // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
     // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
