@@ -17,8 +17,8 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_target_ctas, with_gemv_tiles, B1Planes,
-    Epilogue, PlanesOut,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
+    PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -31,10 +31,6 @@ const SMALL_CASES: [(usize, usize, Epilogue); 4] =
     [(256, 256, Epilogue::Store), (384, 512, Epilogue::Add), (640, 256, Epilogue::SwiGlu), (1152, 384, Epilogue::SwiGlu)];
 const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
     [(4096, 4096, Epilogue::Add), (12288, 4096, Epilogue::SwiGlu), (4096, 12288, Epilogue::Add)];
-
-/// (outputs, K, target CTAs) of the Add GEMV sized by `with_gemv_target_ctas`: 2 CTAs of 12
-/// tiles, and Bonsai-8B's output projection in 86 CTAs of 3 tiles.
-const FEW_CTA_CASES: [(usize, usize, usize); 2] = [(384, 512, 2), (4096, 4096, 124)];
 
 /// The tiles GEMV (`*_gemv_b1_tiles`) against the plain Store GEMV, tolerance 0 (same unit
 /// order, same finish, same store arithmetic; it runs only where the plain grid has one K split):
@@ -54,11 +50,6 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for normed in [false, true] {
             for &(n_out, k, epilogue) in &cases {
                 check(ctx, n_out, k, epilogue, bits, normed)?;
-            }
-            // Fewer, wider CTAs (BONSAI_OUT_PROJ_CTAS): CTA ranges of 3 and 12 tiles across
-            // the groups, the default geometry's K splits changed.
-            for &(n_out, k, target) in if set == ShapeSet::All { &FEW_CTA_CASES[..] } else { &FEW_CTA_CASES[..1] } {
-                with_gemv_target_ctas(Some(target), || check(ctx, n_out, k, Epilogue::Add, bits, normed))?;
             }
             for &(n_out, k) in &tiles_cases {
                 check_tiles(ctx, n_out, k, bits, normed)?;

@@ -432,7 +432,7 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, b1_geometry_within, b1_smem_bytes, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_PREPARE_WARPS, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;
@@ -443,7 +443,7 @@ pub use planes::{
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
-pub use super::matmul_b1::{with_early_residual, with_gemv_target_ctas, with_gemv_tiles};
+pub use super::matmul_b1::{with_early_residual, with_gemv_tiles};
 
 #[cfg(test)]
 mod tests {

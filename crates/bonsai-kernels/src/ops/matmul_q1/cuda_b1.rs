@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, b1_geometry_within, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
@@ -58,22 +58,6 @@ pub fn with_early_residual<R>(on: bool, f: impl FnOnce() -> R) -> R {
     let before = EARLY_RESIDUAL.with(|c| c.replace(on));
     let out = f();
     EARLY_RESIDUAL.with(|c| c.set(before));
-    out
-}
-
-thread_local! {
-    static TARGET_CTAS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` with the one-token binary GEMVs it launches from this thread sized for at most about
-/// `target` CTAs ([`b1_geometry_within`]) instead of one per SM of the H200: a measurement knob
-/// of the decode tail (`BONSAI_OUT_PROJ_CTAS`, kernel-notes round 26). Another geometry adds the
-/// K splits in another order, so y may differ from the default's in rounding (within the GEMV's
-/// bound), not bit for bit.
-pub fn with_gemv_target_ctas<R>(target: Option<usize>, f: impl FnOnce() -> R) -> R {
-    let before = TARGET_CTAS.with(|c| c.replace(target));
-    let out = f();
-    TARGET_CTAS.with(|c| c.set(before));
     out
 }
 
@@ -311,12 +295,8 @@ pub(crate) fn launch_gemv(
     out: GemvOut,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
-    let swiglu = epilogue == Epilogue::SwiGlu;
-    let g = match TARGET_CTAS.with(|c| c.get()) {
-        Some(target) => b1_geometry_within(k, n_out, swiglu, target),
-        None => b1_geometry(k, n_out, swiglu),
-    }
-    .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
     if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
         return Ok(());

@@ -537,9 +537,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
-#ifdef B1_OUT_LATE_TRIGGER
-    if constexpr (OUT::KIND == B1_OUT_PLANES) griddep_launch_dependents();
-#endif
     TC_MARK(1);
     // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
     // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before

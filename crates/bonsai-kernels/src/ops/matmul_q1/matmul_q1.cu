@@ -10,14 +10,6 @@
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
 // GEMM's later waves need (pp512 lost 6% that way on the H200); they trigger at exit.
-// B1_OUT_LATE_TRIGGER (a variant, kernel-notes round 26): the `_out` GEMVs trigger their
-// dependents right after their griddep_wait (gemv_b1_body) instead of first, so the next GEMV's
-// CTAs cannot take free SMs and stream weights while the kernel before this one still runs.
-#ifdef B1_OUT_LATE_TRIGGER
-#define B1_OUT_EARLY_TRIGGER()
-#else
-#define B1_OUT_EARLY_TRIGGER() griddep_launch_dependents()
-#endif
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
@@ -41,7 +33,7 @@
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
                              float norm_eps, const B1PlanesOut planes_out) {                       \
-        B1_OUT_EARLY_TRIGGER(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */   \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, B1PlanesOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \

@@ -67,7 +67,7 @@ pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcG
         return None;
     }
     let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
-    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps), TARGET_CTAS)
+    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps))
 }
 
 /// Plane words of one group in `gemv_b1`'s shared memory and scratch (B1_GROUP_WORDS in
@@ -93,13 +93,7 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
 
 /// The launch of `gemv_b1` (one token) for `n_out` outputs of K inputs.
 pub fn b1_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
-    b1_geometry_within(k, n_out, swiglu, TARGET_CTAS)
-}
-
-/// [`b1_geometry`] for a grid of at most about `target_ctas` CTAs (tiles per CTA =
-/// ceil(tiles / target_ctas)).
-pub fn b1_geometry_within(k: usize, n_out: usize, swiglu: bool, target_ctas: usize) -> Option<TcGeometry> {
-    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes, target_ctas.max(1))
+    geometry(k, n_out, swiglu, MAX_WARPS_B1, b1_smem_bytes)
 }
 
 /// Tiles per CTA, K splits and the staging chunk of a decode GEMV whose CTA has at most
@@ -110,7 +104,6 @@ fn geometry(
     swiglu: bool,
     max_warps: usize,
     smem: impl Fn(usize, usize) -> usize,
-    target_ctas: usize,
 ) -> Option<TcGeometry> {
     if k % GROUP != 0 || k == 0 || n_out == 0 {
         return None;
@@ -120,7 +113,7 @@ fn geometry(
     let units = groups / block;
     let outs_per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
     let tiles = n_out.div_ceil(outs_per_tile);
-    let tiles_per_cta = tiles.div_ceil(target_ctas).clamp(1, max_warps);
+    let tiles_per_cta = tiles.div_ceil(TARGET_CTAS).clamp(1, max_warps);
     let splits = (max_warps / tiles_per_cta).clamp(1, units);
     let warps = tiles_per_cta * splits;
     // The largest chunk (a multiple of the block, at most all groups) that fits.

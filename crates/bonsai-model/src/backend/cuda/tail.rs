@@ -32,8 +32,7 @@ use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, with_gemv_target_ctas, B1Planes,
-    Epilogue, GemvKernel,
+    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
     PlanesOut, RopeOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
@@ -203,9 +202,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
             let (hidden_planes, ffn_planes) = chain.planes_mut();
             let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
-            with_gemv_target_ctas(out_proj_ctas()?, || {
-                gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))
-            })?;
+            gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
             let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
@@ -264,17 +261,6 @@ pub const EARLY_RESIDUAL_ENV: &str = "BONSAI_EARLY_RESIDUAL";
 fn early_residual_on() -> Result<bool, BackendError> {
     static ON: OnceLock<Result<bool, String>> = OnceLock::new();
     launch::env_switch(&ON, EARLY_RESIDUAL_ENV, true).map_err(BackendError::Device)
-}
-
-/// `BONSAI_OUT_PROJ_CTAS=N` (measurement knob, unset by default): in `planes` mode the output
-/// projection's grid is sized for at most about N CTAs (`with_gemv_target_ctas`). At 124 on
-/// Bonsai-8B it is 86 CTAs of 3 tiles, all of which fit beside the decode attention's 8
-/// whole-SM CTAs, so none starts late (kernel-notes rounds 25-26).
-pub const OUT_PROJ_CTAS_ENV: &str = "BONSAI_OUT_PROJ_CTAS";
-
-fn out_proj_ctas() -> Result<Option<usize>, BackendError> {
-    static N: OnceLock<Result<Option<usize>, String>> = OnceLock::new();
-    knob(&N, OUT_PROJ_CTAS_ENV, None, "a CTA count", |v| v.parse().ok().filter(|&n: &usize| n > 0).map(Some))
 }
 
 /// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
