@@ -248,10 +248,6 @@ inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b
 // Programmatic dependent launch: launches run one after another here, so both are no-ops.
 inline void griddep_wait() {}
 inline void griddep_launch_dependents() {}
-// A kernel's own abort (a poll that cannot end): the launch fails.
-[[noreturn]] inline void __trap() { emu::kernel_fault("__trap()"); }
-// The trace's release event of a kernel that polls its input (ptx.cuh): nothing here.
-inline void trace_input_arrived() {}
 
 // Grid barrier halves. CTAs of a cooperative launch run at once on their own OS threads
 // (emu_sched.cpp), so these are real atomics. A thread that acquire-loads is usually spinning on
@@ -277,10 +273,6 @@ inline unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
     sched_yield();
     return v;
 }
-// Words another kernel wrote (the decode step serial, per-group ready flags): launches run one
-// after another here.
-inline unsigned ld_relaxed_gpu_u32(const unsigned* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-inline void st_relaxed_gpu_u32(unsigned* p, unsigned v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 // An L2 prefetch is only a hint: nothing to do on the CPU.
 inline void prefetch_l2_bulk(const void*, unsigned) {}
 

@@ -284,7 +284,6 @@ mod tests {
         ("_gemv_tc_tokens8", "gemv_tc_body"),
         ("_gemv_b1", "gemv_b1_body"),
         ("_gemv_b1_out", "gemv_b1_body"),
-        ("_gemv_b1_outf", "gemv_b1_body"),
         ("_gemv_b1_early", "gemv_b1_body"),
         ("_gemv_b1_rope", "gemv_b1_body"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),

@@ -253,13 +253,6 @@ __device__ __forceinline__ void griddep_wait() {
     if (tracing) trace_record(TRACE_RELEASED);
 #endif
 }
-// Where a kernel that polls its input's flags instead of calling griddep_wait (the binary GEMV's
-// polled planes) has its input: the trace's release event, as griddep_wait records it.
-__device__ __forceinline__ void trace_input_arrived() {
-#ifdef BONSAI_TRACE
-    if (trace_thread()) trace_record(TRACE_RELEASED);
-#endif
-}
 __device__ __forceinline__ void griddep_launch_dependents() {
 #ifdef BONSAI_TRACE
     if (trace_thread()) trace_record(TRACE_STARTED);
@@ -291,14 +284,6 @@ __device__ __forceinline__ void st_relaxed_gpu_u64(unsigned long long* p, unsign
 __device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
     unsigned long long v;
     asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_relaxed_gpu_u32(u32* p, u32 v) {
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_relaxed_gpu_u32(const u32* p) {
-    u32 v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 

@@ -17,8 +17,8 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_flagged_planes, gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes,
-    Epilogue, PlanesOut,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
+    PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -50,7 +50,6 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for normed in [false, true] {
             for &(n_out, k, epilogue) in &cases {
                 check(ctx, n_out, k, epilogue, bits, normed)?;
-                check_flagged(ctx, n_out, k, epilogue, bits, normed)?;
             }
             for &(n_out, k) in &tiles_cases {
                 check_tiles(ctx, n_out, k, bits, normed)?;
@@ -111,7 +110,7 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
             None
         };
         let mut y = start(ctx)?;
-        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm), serial: None };
+        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
         let mut want = B1Planes::new(&ctx.stream, n_out)?;
         prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
@@ -128,72 +127,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         let staged = out.staged_words().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();
         let (staged, zeros) = (staged.iter().map(|&w| u32::from(w != 0)).collect::<Vec<_>>(), vec![0u32; n_out]);
         ctx.record("planes_out", &format!("{label} staging words cleared"), words_equal(&staged, &zeros));
-    }
-    Ok(())
-}
-
-/// Outputs of the GEMV that acquires the flags in [`check_flagged`].
-const FLAGGED_CONSUMER_OUTPUTS: usize = 256;
-
-/// Per-group ready flags (`BONSAI_PLANES_FLAGS`): the `_outf` epilogue publishing each group
-/// with `step serial * 256 + tag`, and a GEMV acquiring the flags instead of waiting
-/// (`gemv_from_flagged_planes`), tolerance 0: the producer's y against the plain GEMV's, its
-/// planes against `prepare_planes_normed` of that y, every flag against the expected value, and
-/// the acquiring GEMV's y and output planes against the same GEMV launched plainly on the prepared
-/// planes. Three launches on one buffer, the serial moving on between them.
-fn check_flagged(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, normed: bool) -> Result<(), VerifyError> {
-    let q = |ctx: &mut Ctx, rows, k| {
-        if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(rows, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(rows, k)) }
-    };
-    let rows = if epilogue == Epilogue::SwiGlu { 2 * n_out } else { n_out };
-    let (wq, w2q) = (q(ctx, rows, k), q(ctx, FLAGGED_CONSUMER_OUTPUTS, n_out));
-    let w = DeviceQMatrix::upload(&ctx.stream, &wq)?;
-    let w2 = DeviceQMatrix::upload(&ctx.stream, &w2q)?;
-    let norm = upload(&ctx.stream, &ctx.rng.activations(n_out, INPUT_RANGE))?;
-    let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-    let in_eps = normed.then_some(EPS);
-    let mut flagged = B1Planes::with_flags(&ctx.stream, n_out)?;
-    for (launch, step) in [(1u32, 7u32), (2, 8), (3, 1 << 24)] {
-        let serial = upload(&ctx.stream, &[0u32, step])?;
-        let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-        let mut planes = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
-        let residual = ctx.rng.activations(n_out, INPUT_RANGE);
-        let start = |ctx: &Ctx| -> Result<_, VerifyError> {
-            Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
-        };
-        let mut y_plain = start(ctx)?;
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
-        let mut want = B1Planes::new(&ctx.stream, n_out)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
-        let mut y = start(ctx)?;
-        let dst = PlanesOut { planes: &mut flagged, norm: normed.then_some(&norm), serial: Some(&serial) };
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
-
-        // The acquiring GEMV (Store, plain planes out) against the same GEMV on `want`.
-        let consumer = |ctx: &Ctx, acquire: bool| -> Result<(Vec<f32>, Vec<u32>), VerifyError> {
-            let mut y2 = poisoned(&ctx.stream, FLAGGED_CONSUMER_OUTPUTS)?;
-            let mut out2 = B1Planes::new(&ctx.stream, FLAGGED_CONSUMER_OUTPUTS)?;
-            let dst = PlanesOut { planes: &mut out2, norm: None, serial: None };
-            if acquire {
-                gemv_from_flagged_planes(&ctx.lib, &ctx.stream, &w2.view(), &flagged, &serial, in_eps, &mut y2, Epilogue::Store, dst)?;
-            } else {
-                gemv_from_planes(&ctx.lib, &ctx.stream, &w2.view(), &want, in_eps, &mut y2, Epilogue::Store, Some(dst))?;
-            }
-            Ok((download(&ctx.stream, &y2)?, planes_words(ctx, &out2)?))
-        };
-        let (y2_want, out2_want) = consumer(ctx, false)?;
-        let (y2, out2) = consumer(ctx, true)?;
-
-        let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
-        let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
-        ctx.record("planes_flags", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
-        ctx.record("planes_flags", &format!("{label} planes"), words_equal(&planes_words(ctx, &flagged)?, &planes_words(ctx, &want)?));
-        let flags = download(&ctx.stream, flagged.flags().expect("with_flags"))?;
-        let flag = step.wrapping_mul(256).wrapping_add(flagged.flag_tag());
-        ctx.record("planes_flags", &format!("{label} flags"), words_equal(&flags, &vec![flag; flags.len()]));
-        ctx.record("planes_flags", &format!("{label} acquiring y"), Comparison::of(&y2, &y2_want, |_| 0.0));
-        ctx.record("planes_flags", &format!("{label} acquiring planes"), words_equal(&out2, &out2_want));
     }
     Ok(())
 }

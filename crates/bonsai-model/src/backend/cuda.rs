@@ -396,9 +396,7 @@ impl Backend for CudaBackend {
     }
 
     fn new_position(&self) -> Result<CudaPosition, BackendError> {
-        // [position, decode step serial]: position_advance counts the second word once per step
-        // (flagged planes carry it: BONSAI_PLANES_POLL).
-        Ok(CudaPosition { device: self.zeros("allocating the position", 2)?, host: 0 })
+        Ok(CudaPosition { device: self.zeros("allocating the position", 1)?, host: 0 })
     }
 
     fn set_position(&self, pos: &mut CudaPosition, value: usize) -> Result<(), BackendError> {
@@ -410,7 +408,7 @@ impl Backend for CudaBackend {
     }
 
     fn advance_position(&self, pos: &mut CudaPosition, by: usize) -> Result<(), BackendError> {
-        launch::position_advance::position_advance(&self.lib, &self.stream, &mut pos.device, by, true)
+        launch::position_advance::position_advance(&self.lib, &self.stream, &mut pos.device, by)
             .map_err(device_err("position_advance"))?;
         // Inside a capture the kernel only runs at replay, which `replay` accounts for.
         if !self.capturing.get() {

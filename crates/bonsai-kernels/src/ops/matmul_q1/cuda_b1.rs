@@ -41,7 +41,7 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, None)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None)
 }
 
 thread_local! {
@@ -176,27 +176,7 @@ pub(crate) struct PlanesOutArgs {
     pub group_sq: u64,
     pub norm_w: u64,
     pub staged: u64,
-    /// Per-group ready flags to publish (0: none; the `_outf` kernels only), the step serial's
-    /// address and this write's tag.
-    pub flags: u64,
-    pub serial: u64,
-    pub tag: u32,
-    pub _pad: u32,
 }
-
-/// `B1PlanesIn` (matmul_gemv_b1.cu): the per-group ready flags an `_outf` GEMV acquires instead
-/// of griddep_wait (0: it waits), the step serial's address and the tag of the write it waits for.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PlanesInArgs {
-    pub flags: u64,
-    pub serial: u64,
-    pub tag: u32,
-    pub _pad: u32,
-}
-
-// SAFETY: plain old data with the C layout of the kernel's struct (u64 = pointer).
-unsafe impl cudarc::driver::DeviceRepr for PlanesInArgs {}
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
 unsafe impl cudarc::driver::DeviceRepr for PlanesOutArgs {}
@@ -313,7 +293,6 @@ pub(crate) fn launch_gemv(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
     out: GemvOut,
-    input: Option<PlanesInArgs>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
@@ -336,14 +315,6 @@ pub(crate) fn launch_gemv(
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
     }
     name.push_str(suffix.unwrap_or(""));
-    // Per-group ready flags in or out: the `_outf` variant (B1PlanesIn last).
-    let flags = input.is_some() || matches!(out, GemvOut::Planes(p) if p.flags != 0);
-    if flags {
-        if !matches!(out, GemvOut::Planes(_)) {
-            return Err(shape(op, "per-group ready flags need a planes epilogue (`_outf`)".into()));
-        }
-        name.push('f');
-    }
     let func = lib.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
@@ -370,10 +341,6 @@ pub(crate) fn launch_gemv(
             b.arg(r);
         }
     }
-    let planes_in = input.unwrap_or(PlanesInArgs { flags: 0, serial: 0, tag: 0, _pad: 0 });
-    if flags {
-        b.arg(&planes_in);
-    }
     // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` / `_rope` ones the B1PlanesOut / B1RopeOut block); the weights and y were checked by
@@ -388,16 +355,6 @@ pub(crate) fn launch_gemv(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `B1PlanesOut` and `B1PlanesIn` (matmul_gemv_b1.cu) as nvcc lays them out: pointers, then
-    /// the u32 tag, the end padded to 8 bytes.
-    #[test]
-    fn planes_args_match_the_cuda_structs() {
-        assert_eq!(std::mem::offset_of!(PlanesOutArgs, tag), 56);
-        assert_eq!(std::mem::size_of::<PlanesOutArgs>(), 64);
-        assert_eq!(std::mem::offset_of!(PlanesInArgs, tag), 16);
-        assert_eq!(std::mem::size_of::<PlanesInArgs>(), 24);
-    }
 
     /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 8 pointers, then eps and four ints
     /// from byte 64, the end padded to 88.

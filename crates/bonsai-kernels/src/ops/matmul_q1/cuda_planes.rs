@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesInArgs, PlanesOutArgs, RopeOutArgs};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesOutArgs, RopeOutArgs};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
 use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
@@ -28,21 +28,6 @@ pub struct B1Planes {
     /// the producer's output and a ready flag (b1_planes_epilogue in matmul_gemv_b1.cu); all zero
     /// between launches (the quantizing CTA clears its group's). None for stream-ordered scratch.
     staged: Option<CudaSlice<u64>>,
-    /// Per-group ready flags ([`B1Planes::with_flags`]): a GEMV epilogue writing these planes
-    /// publishes each group with its flag, and the next GEMV can acquire the flags instead of
-    /// waiting for that grid ([`gemv_from_flagged_planes`]). None otherwise.
-    flags: Option<CudaSlice<u32>>,
-    /// The tag of the last flagged write launched into these planes (0: none yet).
-    tag: u32,
-}
-
-/// The tag of the next flagged planes write: 1..=255, cycling. A flag is
-/// `step serial * 256 + tag`; consecutive writes to one buffer within a decode step come from
-/// different launches, hence different tags (a step has far fewer than 255 launches between two
-/// writes to one buffer), and the serial tells the steps apart.
-fn next_flag_tag() -> u32 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 255 + 1
 }
 
 /// Where [`gemv_from_planes`]'s epilogue writes its output's planes: the next GEMV's input,
@@ -51,10 +36,6 @@ fn next_flag_tag() -> u32 {
 pub struct PlanesOut<'a> {
     pub planes: &'a mut B1Planes,
     pub norm: Option<&'a CudaSlice<f32>>,
-    /// With `planes` that have flags: the decode position buffer (`[position, step serial]`),
-    /// whose second word position_advance counts up once per decode step; the epilogue then
-    /// publishes each group with a flag.
-    pub serial: Option<&'a CudaSlice<u32>>,
 }
 
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
@@ -71,25 +52,7 @@ impl B1Planes {
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
             staged: Some(stream.alloc_zeros(k)?),
-            flags: None,
-            tag: 0,
         })
-    }
-    /// [`Self::new`] with per-group ready flags (zero: no write yet). A measurement variant
-    /// (BONSAI_PLANES_FLAGS, kernel-notes round 26).
-    pub fn with_flags(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
-        let mut p = Self::new(stream, k)?;
-        p.flags = Some(stream.alloc_zeros(k / GROUP)?);
-        Ok(p)
-    }
-    /// The tag of the last flagged write launched into these planes (0: none yet); its groups'
-    /// flags are `step serial * 256 + tag`.
-    pub fn flag_tag(&self) -> u32 {
-        self.tag
-    }
-    /// The per-group ready flags, if these planes have them.
-    pub fn flags(&self) -> Option<&CudaSlice<u32>> {
-        self.flags.as_ref()
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
     /// (a captured graph keeps them as graph memory); the prepare launch writes every element.
@@ -101,7 +64,7 @@ impl B1Planes {
         let (planes, gsx, group_sq) = unsafe {
             (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
         };
-        Ok(Self { k, planes, gsx, group_sq, staged: None, flags: None, tag: 0 })
+        Ok(Self { k, planes, gsx, group_sq, staged: None })
     }
     fn groups(k: usize) -> Result<usize, LaunchError> {
         if k == 0 || k % GROUP != 0 {
@@ -142,22 +105,13 @@ impl B1Planes {
         &'a mut self,
         stream: &'a Arc<CudaStream>,
         op: &'static str,
-    ) -> Result<((u64, u64, u64, u64, u64), Vec<SyncOnDrop<'a>>), LaunchError> {
+    ) -> Result<((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]), LaunchError> {
         let staged = self.staged.as_mut().ok_or_else(|| shape(op, "output planes without staging words (scratch planes)".into()))?;
         let (c, gc) = staged.device_ptr_mut(stream);
         let (p, g0) = self.planes.device_ptr_mut(stream);
         let (s, g1) = self.gsx.device_ptr_mut(stream);
         let (q, g2) = self.group_sq.device_ptr_mut(stream);
-        let mut guards = vec![g0, g1, g2, gc];
-        let f = match self.flags.as_mut() {
-            Some(flags) => {
-                let (f, gf) = flags.device_ptr_mut(stream);
-                guards.push(gf);
-                f
-            }
-            None => 0,
-        };
-        Ok(((p, s, q, c, f), guards))
+        Ok(((p, s, q, c), [g0, g1, g2, gc]))
     }
     fn read_ptrs<'a>(&'a self, stream: &'a Arc<CudaStream>) -> PlanePtrs<'a> {
         let (p, g0) = self.planes.device_ptr(stream);
@@ -212,7 +166,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None, None)
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -240,22 +194,6 @@ pub fn gemv_from_planes(
     epilogue: super::Epilogue,
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), LaunchError> {
-    gemv_with_input(lib, stream, w, planes, norm_eps, y, epilogue, out, None)
-}
-
-/// [`gemv_from_planes`] with `input`: None waits for the previous grid, Some acquires flags.
-#[allow(clippy::too_many_arguments)]
-fn gemv_with_input(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
-    input: Option<PlanesInArgs>,
-) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let n_out = if epilogue == super::Epilogue::SwiGlu {
         super::check_gate_up(w)?;
@@ -266,21 +204,10 @@ fn gemv_with_input(
     let mut guards = Vec::new();
     let planes_out = match out {
         None => GemvOut::None,
-        Some(PlanesOut { planes: dst, norm, serial }) => {
+        Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
-            let (serial_ptr, tag) = match (dst.flags.is_some(), serial) {
-                (true, Some(s)) => {
-                    expect_at_least(op, "position and step serial", s.len(), 2)?;
-                    let (sp, g) = read_ptr(s, stream);
-                    guards.push(g);
-                    dst.tag = next_flag_tag();
-                    (sp + 4, dst.tag)
-                }
-                (false, Some(_)) => return Err(shape(op, "a step serial for output planes without flags".into())),
-                (_, None) => (0, 0),
-            };
             let norm_w = match norm {
                 Some(n) => {
                     expect_at_least(op, "output norm weights", n.len(), n_out)?;
@@ -290,43 +217,12 @@ fn gemv_with_input(
                 }
                 None => 0,
             };
-            let ((planes, gsx, group_sq, staged, flags), gs) = dst.epilogue_ptrs(stream, op)?;
+            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
             guards.extend(gs);
-            let flags = if tag == 0 { 0 } else { flags };
-            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged, flags, serial: serial_ptr, tag, _pad: 0 })
+            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, input)
-}
-
-/// [`gemv_from_planes`] on planes with flags, written by the GEMV launched before with a
-/// [`PlanesOut`] and `serial`: instead of waiting for that GEMV's grid to complete (griddep_wait)
-/// the GEMV acquires each group's ready flag, then copies the planes. Everything else it reads
-/// must have been complete when the planes' producer passed its own griddep_wait (the decode
-/// tail's down projection: its residual comes from the output projection, which the gate|up
-/// GEMV in between waited for). Its own output is planes (the `_outf` epilogue).
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_from_flagged_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    serial: &CudaSlice<u32>,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: PlanesOut<'_>,
-) -> Result<(), LaunchError> {
-    let op = epilogue.op_name();
-    let flags = planes.flags.as_ref().ok_or_else(|| shape(op, "acquiring flags of planes that have none".into()))?;
-    if planes.tag == 0 {
-        return Err(shape(op, "acquiring flags no flagged write was launched to set".into()));
-    }
-    expect_at_least(op, "position and step serial", serial.len(), 2)?;
-    let (fp, _g0) = read_ptr(flags, stream);
-    let (sp, _g1) = read_ptr(serial, stream);
-    let input = PlanesInArgs { flags: fp, serial: sp + 4, tag: planes.tag, _pad: 0 };
-    gemv_with_input(lib, stream, w, planes, norm_eps, y, epilogue, Some(out), Some(input))
+    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
 }
 
 /// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
@@ -341,7 +237,6 @@ fn run_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
     out: GemvOut,
-    input: Option<PlanesInArgs>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.validate(op)?;
@@ -357,7 +252,7 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, input)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out)
 }
 
 /// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
@@ -421,5 +316,5 @@ pub fn qkv_rope_from_planes(
         n_q,
         n_kv,
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), None)
+    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args))
 }

@@ -313,29 +313,7 @@ struct B1PlanesOut {
     float* group_sq;
     const float* norm_w;
     unsigned long long* staged;
-    // `_outf` only (a measurement variant, BONSAI_PLANES_FLAGS, kernel-notes round 26): when
-    // `flags` is set, the warp that quantized group g publishes it with flags[g] =
-    // b1_plane_flag(serial, tag) (a fence, then the flag), so the next GEMV can acquire the
-    // group's flag (B1PlanesIn) instead of waiting for this grid to complete.
-    u32* flags;
-    const u32* serial;
-    u32 tag;
 };
-
-// How an `_outf` GEMV gets its planes: flags null, griddep_wait; otherwise no griddep_wait: each
-// of the first K / 128 threads acquires its group's flag (the previous GEMV's B1PlanesOut with
-// the same flags and tag) until it reads b1_plane_flag(serial, tag), then the CTA copies the plain
-// planes as usual. `serial` is the decode position buffer's second word, which position_advance
-// counts up once per decode step (the first kernel of a step, embed_rows, triggers its dependents
-// only after its griddep_wait, so every later kernel of the step reads the new count); the tag
-// (1..255) tells apart the writes to one buffer within a step. Mirrored by `PlanesInArgs`
-// (ops/matmul_q1/cuda_b1.rs).
-struct B1PlanesIn {
-    const u32* flags;
-    const u32* serial;
-    u32 tag;
-};
-__device__ __forceinline__ u32 b1_plane_flag(const u32* serial, u32 tag) { return ld_relaxed_gpu_u32(serial) * 256u + tag; }
 
 // A lane's N staging words (word t at words[stride * t]) once every ready flag is set (those of
 // other CTAs land when they land). Every round reloads all words still unset at once: one round
@@ -366,7 +344,7 @@ __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int st
 // `planes` mode, kernel-notes round 24) cost more than a prepare launch. Deadlock-free when the
 // launch is one wave: a quantizing CTA waits only for lower-numbered CTAs, and the launcher
 // checks that the grid fits on the device at once.
-template <int MODE, bool FLAGS>
+template <int MODE>
 __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
@@ -376,8 +354,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    const bool publish = FLAGS && o.flags != nullptr;
-    const u32 flag = publish ? b1_plane_flag(o.serial, o.tag) : 0u;
     for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
         unsigned long long* words = o.staged + (long long)g * GROUP_SIZE + j0;
         // The norm weights first: their round trip overlaps the wait, not after it.
@@ -398,15 +374,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
 #pragma unroll
         for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
         b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-        if (publish) {
-            // Release: the warp's stores are ordered before lane 0's fence by the warp barrier,
-            // and the fence before the flag.
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence();
-                st_relaxed_gpu_u32(o.flags + g, flag);
-            }
-        }
     }
 }
 
@@ -502,9 +469,6 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
 // with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
-// A bound on a flag poll's rounds (each at least one L2 round trip, so seconds): a flag that
-// never comes (a launcher bug) traps instead of hanging the device.
-#define B1_POLL_SPIN_LIMIT (1LL << 24)
 
 // OUT: the epilogue after the stores (B1NoOut, B1PlanesOut for the `_gemv_b1_out` entry points,
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
@@ -515,12 +479,12 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false, bool FLAGS = false>
+template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const OUT& out, B1PlanesIn in = {}) {
+                                             const OUT& out) {
     constexpr int AHEAD = TC_AHEAD(BITS, 1);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
@@ -565,35 +529,21 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 
     // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
     float y_early = 0.0f;
-    auto read_y_early = [&](bool from_l2) {
+    auto read_y_early = [&]() {
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
-        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = from_l2 ? __ldcg(y + o) : y[o];
+        if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     };
-    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early(false);
+    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
-    const bool acquire_flags = FLAGS && in.flags != nullptr;
-    if (acquire_flags) {
-        // Instead of griddep_wait: every group's ready flag (B1PlanesIn), then the barrier, so
-        // the copy below reads what the flags published.
-        const u32 want = b1_plane_flag(in.serial, in.tag);
-        for (int gi = threadIdx.x; gi < groups_per_row; gi += blockDim.x)
-            for (long long spins = 0; ld_acquire_gpu(in.flags + gi) != want;)
-                if (++spins > B1_POLL_SPIN_LIMIT) __trap();
-        __syncthreads();
-        trace_input_arrived();
-    } else {
-        griddep_wait();
-    }
+    griddep_wait();
     TC_MARK(1);
     // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
     // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
     // the wait as EARLY_Y does: in `planes` mode y comes from the kernel two launches back, and the
     // GEMV in between triggers at its start; once this wait returns, that kernel has completed.
     // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
-    // (With acquired flags the residual's writer is the kernel two back, whose completion the GEMV
-    // in between waited for before it published: read from L2, never a stale L1 line.)
-    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early(acquire_flags);
+    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     constexpr bool Y_READ = (EARLY_Y || OUT::KIND == B1_OUT_PLANES) && MODE == MATMUL_ADD;
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).
@@ -654,7 +604,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(4);
     gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
-    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE, FLAGS>(n_out, tiles_per_cta, cta, out);
+    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);
@@ -670,27 +620,27 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 // A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
 // code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
 // one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
-template <int BITS, int MODE, class OUT, bool EARLY_Y, bool FLAGS>
+template <int BITS, int MODE, class OUT, bool EARLY_Y>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,
                                                         int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
-                                                        float norm_eps, int cta, OUT out, B1PlanesIn in) {
-    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                                     splits, chunk_groups, norm, norm_eps, cta, out, in);
+                                                        float norm_eps, int cta, OUT out) {
+    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                              splits, chunk_groups, norm, norm_eps, cta, out);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, class OUT, bool EARLY_Y = false, bool FLAGS = false>
+template <int BITS, int MODE, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const OUT& out, B1PlanesIn in = {}) {
+                                        const OUT& out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                   cta, out, in);
+                                                                   cta, out);
     else
-        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y, FLAGS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
-                                                             out, in);
+                                                             out);
 }

@@ -38,20 +38,6 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
-    /* `_out` with per-group ready flags in and / or out (B1PlanesIn, B1PlanesOut::flags; a     \
-       measurement variant: BONSAI_PLANES_FLAGS, kernel-notes round 26) */                        \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_outf(const u16* scales, const u32* payload, const u32* planes,          \
-                              const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                              int tiles_per_cta, int splits, int chunk_groups, int norm,         \
-                              float norm_eps, const B1PlanesOut planes_out,                      \
-                              const B1PlanesIn planes_in) {                                      \
-        griddep_launch_dependents(); /* griddep_wait or the poll: in gemv_b1_body */             \
-        gemv_b1<BITS, MODE, B1PlanesOut, false, true>(scales, payload, planes, gsx, group_sq, y,  \
-                                                      n_out, k, tiles_per_cta, splits,           \
-                                                      chunk_groups, norm, norm_eps, blockIdx.x,  \
-                                                      planes_out, planes_in);                    \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
         PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k, int tiles_per_cta, int splits,      \

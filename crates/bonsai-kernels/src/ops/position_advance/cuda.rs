@@ -12,25 +12,21 @@ use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
 use crate::launch::{expect_at_least, grid_1d, shape, write_ptr, LaunchError};
 
-/// `pos[0] += by`; with `count_step` also `pos[1] += 1` (the decode step serial of flagged planes:
-/// `pos` then holds two words).
+/// `pos[0] += by`.
 pub fn position_advance(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     pos: &mut impl DevicePtrMut<u32>,
     by: usize,
-    count_step: bool,
 ) -> Result<(), LaunchError> {
     const OP: &str = "position_advance";
-    expect_at_least(OP, "pos", pos.len(), if count_step { 2 } else { 1 })?;
+    expect_at_least(OP, "pos", pos.len(), 1)?;
     let by_u = u32::try_from(by).map_err(|_| shape(OP, format!("advance by {by} exceeds u32")))?;
-    let count = u32::from(count_step);
     let func = lib.function("position_advance")?;
     let (p, _a) = write_ptr(pos, stream);
     let mut l = Launch::new(stream, func);
-    l.arg(&p).arg(&by_u).arg(&count);
-    // SAFETY: matches position_advance(u32* pos, u32 by, u32 count_step); pos holds at least one
-    // element, two with count_step.
+    l.arg(&p).arg(&by_u);
+    // SAFETY: matches position_advance(u32* pos, u32 by); pos holds at least one element.
     unsafe { l.launch(grid_1d(1, 1)) }?;
     Ok(())
 }

@@ -32,7 +32,7 @@ use bonsai_kernels::launch;
 use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::launch::matmul::{
-    gemv_from_flagged_planes, gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
+    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
     PlanesOut, RopeOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
@@ -94,20 +94,6 @@ struct TailPlanes {
     /// [`QKV_ROPE_ENV`]): one per qkv output, zero between launches. None where the heads are not
     /// 128 wide or the projection's grid does not fit in one wave.
     rope_staged: Option<CudaSlice<u64>>,
-    /// The FFN planes with per-group ready flags for [`PLANES_FLAGS_ENV`] (None when it is off).
-    ffn_flagged: Option<B1Planes>,
-}
-
-/// `BONSAI_PLANES_FLAGS` (measurement knob, default 0): in `planes` mode the gate|up GEMV
-/// publishes each group of its output planes with a ready flag, and the down projection acquires
-/// those flags instead of waiting for the gate|up grid to complete (`gemv_from_flagged_planes`;
-/// its residual, the output projection's, was complete when gate|up passed its own wait). Layers
-/// without a next layer run as before. Kernel-notes round 26.
-pub const PLANES_FLAGS_ENV: &str = "BONSAI_PLANES_FLAGS";
-
-fn planes_flags_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, PLANES_FLAGS_ENV, false).map_err(BackendError::Device)
 }
 
 /// `BONSAI_QKV_ROPE` (default 1; 0 for the two launches): in `planes` mode the next layer's qkv
@@ -140,15 +126,7 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     } else {
         None
     };
-    let ffn_flagged = if planes_flags_on()? {
-        // Planes, (s, X), sums of squares, staging words and one flag per group.
-        b.count_alloc::<u32>(ffn / 128 * (64 + 3 + 1) + 2 * ffn);
-        Some(B1Planes::with_flags(&b.stream, ffn).map_err(device_err("flagged FFN planes"))?)
-    } else {
-        None
-    };
     let fused = TailPlanes {
-        ffn_flagged,
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
         chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
         planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
@@ -173,7 +151,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     }
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged, ffn_flagged } =
+    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged } =
         scratch.fused.as_mut().expect("checked above");
     // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
     let mode = if mode == TailMode::Planes && !*planes_fit { TailMode::AttnPlanes } else { mode };
@@ -184,7 +162,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         // counters, which the attention only touches after these complete.
         super::ops::with_attention_scratch(b, &b.decode_scratch, |_, counters| {
             for _ in 0..probes {
-                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0, false).map_err(device_err("probe step"))?;
+                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0).map_err(device_err("probe step"))?;
             }
             Ok(())
         })?;
@@ -223,26 +201,12 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         TailMode::Planes => {
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
             let (hidden_planes, ffn_planes) = chain.planes_mut();
-            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm), serial: None };
+            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
-            match (ffn_flagged.as_mut(), next.as_ref()) {
-                (Some(ffn_f), Some(n)) => {
-                    // BONSAI_PLANES_FLAGS: down acquires gate|up's group flags instead of waiting.
-                    let serial = &pos.device;
-                    let ffn_out = PlanesOut { planes: &mut *ffn_f, norm: None, serial: Some(serial) };
-                    gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-                    let next_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm), serial: None };
-                    gemv_from_flagged_planes(&b.lib, &b.stream, &view(down), ffn_f, serial, None, x, Epilogue::Add, next_out)
-                        .map_err(device_err("matmul (flagged planes)"))?;
-                }
-                _ => {
-                    let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None, serial: None };
-                    gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-                    let next_out =
-                        next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm), serial: None });
-                    gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
-                }
-            }
+            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
+            gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
+            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
+            gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
             let Some(n) = next else { return Ok(false) };
             match rope_staged.as_mut().filter(|_| rope_on) {
                 Some(staged) => {
