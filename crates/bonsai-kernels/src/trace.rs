@@ -13,8 +13,9 @@
 //! the launches recorded during capture ([`record_launches`]). Kernels with phase marks record
 //! when CTA 0's thread 0 reaches each (kept in registers, appended at the kernel's end): the
 //! binary GEMV's TC_MARK 1-5 (released, planes staged, loop done, partials met, stored), the
-//! prepare's 5 (its groups stored). A mark belongs to the launch of its geometry released last
-//! before it.
+//! prepare's 5 (its groups stored), the decode attention's 1 and 3-6 (released, warp 0's keys
+//! done, partials met, outputs stored, planes stored). A mark belongs to the launch of its
+//! geometry released last before it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -116,6 +116,11 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
     __shared__ __align__(16) float out_s[PLANES ? G * HD : 1];  // the outputs, for the planes
+    // The decode trace's phase marks of CTA 0 (BONSAI_TRACE builds only; nothing in production):
+    // 1 released, 3 its warp 0's keys done, 4 every warp's partials in shared memory, 5 outputs
+    // stored, 6 planes stored (at short contexts one CTA per kv head; with split keys CTA 0
+    // records 5 and 6 only where it is the kv head's last CTA and merges).
+    TRACE_MARKS_BEGIN;
 
     const int kv_head = blockIdx.x;
     const int split = blockIdx.y;
@@ -189,6 +194,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 
     griddep_wait();
     griddep_launch_dependents();
+    TRACE_MARK(1);
     if (!in_range) {
         if (split == 0) {
             for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
@@ -284,6 +290,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
 
+    TRACE_MARK(3);
     // The key slots of a warp share run_max: their sums add directly.
 #pragma unroll
     for (int h = 0; h < G; ++h) {
@@ -303,6 +310,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
     __syncthreads();
+    TRACE_MARK(4);
 
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
         const int h = i / HD, d = i % HD;
@@ -321,7 +329,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
     if (used == 1) {
+        TRACE_MARK(5);
         if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+        TRACE_MARK(6);
+        TRACE_MARKS_END;
         return;
     }
 
@@ -336,7 +347,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         if (is_last_s) atomicExch(counter, 0u);
     }
     __syncthreads();
-    if (!is_last_s) return;
+    if (!is_last_s) {
+        TRACE_MARKS_END;
+        return;
+    }
     __threadfence();
     // Other CTAs wrote the partials during this launch: volatile reads, not a stale L1 line.
     const volatile float* parts = partial + (long long)kv_head * G * n_splits * (HD + 2);
@@ -363,7 +377,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         out_heads[i] = value / head_total_s[h];
         if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
+    TRACE_MARK(5);
     if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+    TRACE_MARK(6);
+    TRACE_MARKS_END;
 }
 
 #define ATT_DEC_PARAMS                                                                                           \
