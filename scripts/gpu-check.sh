@@ -156,7 +156,8 @@ chain)
     ;;
 owner-lab)
     # Could GEMV CTAs quantize their own output groups (no prepare launch)? Streaming bandwidth with
-    # N SMs, and a cluster-of-4 DSMEM epilogue against the global-counter one (lab).
+    # N SMs, and a cluster-of-4 DSMEM epilogue against the global-counter one (lab). Part 3: how
+    # many 16-CTA clusters of whole-SM CTAs fit, and two DSMEM exchanges' cost (kernel-notes 26).
     mkdir -p "$LOGS/lab"
     run owner-groups bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/owner_groups scripts/lab/owner_groups.cu && $LOGS/lab/owner_groups"
     ;;

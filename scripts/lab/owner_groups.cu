@@ -9,6 +9,12 @@
 //      round 10 (each CTA stores its outputs, fences, adds to a counter; the last one reads the
 //      group back from L2). Time = from the CTA's epilogue start to the group's quantized store.
 //      Also the cost of a cluster launch inside a CUDA graph against a plain one.
+//   3. Clusters of 16 whole-SM CTAs (kernel-notes round 26's design: qkv, RoPE and the decode
+//      attention of one kv group in one cluster): how many such clusters fit at once on this
+//      GPU (cudaOccupancyMaxActiveClusters; the design needs 8), what two exchanges through
+//      distributed shared memory cost (each CTA reading its two neighbours' values after a
+//      cluster barrier, twice: the head norm and the attention merge), and an empty 16-cluster
+//      kernel in a graph.
 // Build: nvcc -O3 -arch=sm_90 -o owner_groups owner_groups.cu   Run: ./owner_groups
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -136,6 +142,62 @@ __global__ void __launch_bounds__(THREADS, 1) empty_plain(unsigned* sink) {
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+// Part 3: 16-CTA clusters, one CTA per SM (THREADS threads and CLUSTER16_SMEM bytes of shared
+// memory each, as a whole-SM decode CTA). Each CTA puts 48 values in shared memory (its rows of
+// the kv group's 768), a cluster barrier, reads its two neighbours' through DSMEM, a second
+// barrier and again (two exchanges). stamps: per CTA, its start and the end of the second
+// exchange.
+constexpr int CLUSTER16 = 16;
+constexpr int CLUSTER16_SMEM = 120 * 1024;
+__global__ void __launch_bounds__(THREADS, 1) exchange_cluster16(float* out, unsigned long long* stamps) {
+    extern __shared__ float values[];
+    cg::cluster_group cluster = cg::this_cluster();
+    const unsigned rank = cluster.block_rank();
+    unsigned long long t0 = 0;
+    if (threadIdx.x == 0) t0 = global_ns();
+    if (threadIdx.x < 48) values[threadIdx.x] = (float)(blockIdx.x * 48 + threadIdx.x);
+    float acc = 0.0f;
+    for (int round = 0; round < 2; ++round) {
+        cluster.sync();
+        if (threadIdx.x < 48) {
+            const float* left = cluster.map_shared_rank(values, (rank + CLUSTER16 - 1) % CLUSTER16);
+            const float* right = cluster.map_shared_rank(values, (rank + 1) % CLUSTER16);
+            acc += left[threadIdx.x] + right[threadIdx.x];
+        }
+        cluster.sync();  // every read of this round before the next round's writes
+        if (threadIdx.x < 48) values[threadIdx.x] = acc;
+    }
+    if (threadIdx.x < 48) out[blockIdx.x * 48 + threadIdx.x] = acc;
+    if (threadIdx.x == 0) {
+        stamps[2 * blockIdx.x] = t0;
+        stamps[2 * blockIdx.x + 1] = global_ns();
+    }
+}
+__global__ void __launch_bounds__(THREADS, 1) empty_cluster16(float* out, unsigned long long*) {
+    if (threadIdx.x == 0 && blockIdx.x == 1u << 30) out[0] = 1.0f;
+}
+
+// Launch config of `kernel` as clusters of 16 (non-portable size) over `ctas` CTAs.
+struct Cluster16Launch {
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr[1]{};
+    Cluster16Launch(int ctas, cudaStream_t s) {
+        cfg.gridDim = dim3(ctas);
+        cfg.blockDim = dim3(THREADS);
+        cfg.dynamicSmemBytes = CLUSTER16_SMEM;
+        cfg.stream = s;
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CLUSTER16;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+};
+void allow_cluster16(const void* kernel) {
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CLUSTER16_SMEM));
 }
 
 // Runs `launch` once and returns the n stamps it left at d_stamps.
@@ -268,5 +330,70 @@ int main() {
     std::printf("  global counter:      %.2f us from the completing CTA's epilogue start to the store\n", t_counter);
     std::printf("  empty kernel in a graph, 128 CTAs: plain %.2f us, cluster of 4 %.2f us\n",
                 graph_us_per_kernel(empty_plain, 128, sink, 200), graph_us_per_kernel(empty_cluster, 128, sink, 200));
+
+    std::printf("part 3: clusters of 16 whole-SM CTAs (%d threads, %d KB shared memory each)\n", THREADS,
+                CLUSTER16_SMEM / 1024);
+    allow_cluster16(reinterpret_cast<const void*>(exchange_cluster16));
+    allow_cluster16(reinterpret_cast<const void*>(empty_cluster16));
+    {
+        Cluster16Launch l(CLUSTER16, nullptr);
+        int clusters = 0;
+        CHECK(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(exchange_cluster16), &l.cfg));
+        std::printf("  clusters of 16 resident at once: %d (the design needs 8)\n", clusters);
+        if (clusters < 8) {
+            std::printf("  fewer than 8: the 16-CTA design cannot run in one wave here; skipping the timings\n");
+            return 0;
+        }
+    }
+    float* x16;
+    CHECK(cudaMalloc(&x16, 4 * 48 * 128));
+    std::vector<double> per_cta, slowest;
+    for (int r = 0; r < 40; ++r) {
+        Cluster16Launch l(128, nullptr);
+        CHECK(cudaLaunchKernelEx(&l.cfg, exchange_cluster16, x16, stamps));
+        CHECK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> h(2 * 128);
+        CHECK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+        if (r == 0) continue;
+        double worst = 0.0;
+        for (int b = 0; b < 128; ++b) {
+            const double us = (h[2 * b + 1] - h[2 * b]) * 1e-3;
+            per_cta.push_back(us);
+            worst = std::max(worst, us);
+        }
+        slowest.push_back(worst);
+    }
+    std::printf("  two DSMEM exchanges, 8 clusters of 16: %.2f us per CTA (median), slowest CTA %.2f us (median launch)\n",
+                median(per_cta), median(slowest));
+    {
+        cudaStream_t s;
+        CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < 200; ++i) {
+            Cluster16Launch l(128, s);
+            CHECK(cudaLaunchKernelEx(&l.cfg, empty_cluster16, x16, stamps));
+        }
+        CHECK(cudaStreamEndCapture(s, &g));
+        CHECK(cudaGraphInstantiate(&ge, g, 0));
+        cudaEvent_t a, b;
+        CHECK(cudaEventCreate(&a));
+        CHECK(cudaEventCreate(&b));
+        std::vector<double> t;
+        for (int r = 0; r < 12; ++r) {
+            CHECK(cudaEventRecord(a, s));
+            CHECK(cudaGraphLaunch(ge, s));
+            CHECK(cudaEventRecord(b, s));
+            CHECK(cudaEventSynchronize(b));
+            float ms;
+            CHECK(cudaEventElapsedTime(&ms, a, b));
+            if (r > 1) t.push_back(ms * 1e3 / 200);
+        }
+        std::printf("  empty 128-CTA kernel in a graph as 8 clusters of 16: %.2f us\n", median(t));
+        CHECK(cudaGraphExecDestroy(ge));
+        CHECK(cudaGraphDestroy(g));
+        CHECK(cudaStreamDestroy(s));
+    }
     return 0;
 }
