@@ -108,7 +108,7 @@ fn q1_0_is_exact_on_plus_minus_d_and_picks_the_l2_optimal_scale() {
 fn q1_0_scale_is_the_nearest_f16_even_next_to_a_midpoint() {
     // Mean a hair above the midpoint of the f16 values 0.978515625 and 0.97900390625: rounded to
     // f32 first it would sit exactly on the midpoint and round to the even, lower neighbour.
-    let midpoint = 0.978_759_765_625f32;
+    let midpoint = 4009.0f32 / 4096.0; // 0.978759765625, exact in f32
     let mut src = vec![midpoint; 127];
     src.push(midpoint + 2f32.powi(-20));
     let bytes = quantize(TensorType::Q1_0, &src).expect("quantize");

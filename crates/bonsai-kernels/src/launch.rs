@@ -277,7 +277,7 @@ pub(crate) mod tests {
         static ON: OnceLock<Result<bool, String>> = OnceLock::new();
         static BAD: OnceLock<Result<bool, String>> = OnceLock::new();
         static COUNT: OnceLock<Result<usize, String>> = OnceLock::new();
-        // SAFETY (set_var): these variables are read by nothing else in this test binary.
+        // SAFETY: set_var; these variables are read by nothing else in this test binary.
         unsafe {
             std::env::set_var("BONSAI_TEST_KNOB_ON", " 1 ");
             std::env::set_var("BONSAI_TEST_KNOB_BAD", "yes");

@@ -285,7 +285,6 @@ pub(crate) fn attention_rows(
     // appended as extra elements with bound 0.
     let left: Vec<u32> = download(&ctx.stream, &counters)?;
     got.extend(left.iter().map(|&c| c as f32));
-    let mut want = want;
     want.extend(std::iter::repeat_n(0.0f32, left.len()));
     let n_out = m * out_row;
     let cmp = Comparison::of(&got, &want, |i| if i < n_out { bound[i] } else { 0.0 });

@@ -42,7 +42,7 @@ struct ChainWeights {
 fn weights(ctx: &mut Ctx, bits: u8, (q_len, hidden, ffn, qkv): (usize, usize, usize, usize)) -> Result<ChainWeights, VerifyError> {
     let mut m = |n: usize, k: usize| -> Result<DeviceQMatrix, VerifyError> {
         let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(n, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(n, k)) };
-        Ok(DeviceQMatrix::upload(&ctx.stream, &q)?)
+        DeviceQMatrix::upload(&ctx.stream, &q)
     };
     let (o, gate_up, down, qkv) = (m(hidden, q_len)?, m(2 * ffn, hidden)?, m(hidden, ffn)?, m(qkv, hidden)?);
     Ok(ChainWeights {

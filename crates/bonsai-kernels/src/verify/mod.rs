@@ -140,6 +140,9 @@ pub enum VerifyError {
 }
 
 /// Shared state of one run: device, stream, library, seed source, collected rows.
+/// One verify group's checks, run on the context.
+type CheckGroup<'a> = dyn Fn(&mut Ctx) -> Result<(), VerifyError> + 'a;
+
 pub(crate) struct Ctx {
     pub lib: KernelLibrary,
     pub stream: Arc<CudaStream>,
@@ -239,7 +242,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &dyn Fn(&mut Ctx) -> Result<(), VerifyError>); 13] = [
+        let groups: [(&str, &CheckGroup<'_>); 13] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),

@@ -115,7 +115,7 @@ pub(super) fn attention_prefill_mma(
         as_i32(OP, "max_seq", max_seq)?,
     );
     let f = lib.function(entry)?;
-    opt_in_shared_memory(OP, stream, &f, prefill_mma_shared_bytes(hd), &format!("head_dim {hd}"))?;
+    opt_in_shared_memory(OP, stream, f, prefill_mma_shared_bytes(hd), &format!("head_dim {hd}"))?;
     // log2(e) / sqrt(hd) in f64, rounded once to f32 (the error bound counts that rounding).
     let scale_log2 = (std::f64::consts::LOG2_E / (hd as f64).sqrt()) as f32;
     let (q_p, _a) = read_ptr(qkv, stream);

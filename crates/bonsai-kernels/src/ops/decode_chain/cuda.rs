@@ -226,7 +226,7 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     }
     // No more CTAs than can be resident at once (the barriers need every CTA running; one per SM
     // on the H200 at 128 registers x 512 threads), nor than the widest stage uses.
-    let resident = max_cooperative_ctas(stream, &func, CHAIN_THREADS, smem as u32)?;
+    let resident = max_cooperative_ctas(stream, func, CHAIN_THREADS, smem as u32)?;
     if resident == 0 {
         return Err(shape(OP, "this device cannot run the chain cooperatively".into()));
     }

@@ -305,7 +305,7 @@ mod tests {
 
     #[test]
     fn one_cta_fits_an_sm_and_the_ring_stays_aligned() {
-        assert!(SMEM_BYTES + RESERVED_SMEM_PER_CTA <= H200_SMEM_PER_SM, "{SMEM_BYTES}");
+        const { assert!(SMEM_BYTES + RESERVED_SMEM_PER_CTA <= H200_SMEM_PER_SM) };
         assert_eq!(STAGE_BYTES % SWIZZLE_ALIGN, 0);
     }
 

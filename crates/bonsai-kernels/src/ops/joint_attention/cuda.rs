@@ -275,7 +275,7 @@ fn launch_flash(
     opt_in_shared_memory(
         OP,
         stream,
-        &f,
+        f,
         variant.shared_bytes(),
         &format!("head_dim {}", dims.head_dim),
     )?;

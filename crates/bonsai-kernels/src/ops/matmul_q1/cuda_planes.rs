@@ -41,6 +41,8 @@ pub struct PlanesOut<'a> {
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
 /// stream ordering of their use.
 type PlanePtrs<'a> = ((u64, u64, u64), [SyncOnDrop<'a>; 3]);
+/// [`PlanePtrs`] plus the staging words' pointer, and the four guards.
+type EpiloguePtrs<'a> = ((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]);
 
 impl B1Planes {
     /// Zeroed buffers for K inputs (a positive multiple of 128).
@@ -105,7 +107,7 @@ impl B1Planes {
         &'a mut self,
         stream: &'a Arc<CudaStream>,
         op: &'static str,
-    ) -> Result<((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]), LaunchError> {
+    ) -> Result<EpiloguePtrs<'a>, LaunchError> {
         let staged = self.staged.as_mut().ok_or_else(|| shape(op, "output planes without staging words (scratch planes)".into()))?;
         let (c, gc) = staged.device_ptr_mut(stream);
         let (p, g0) = self.planes.device_ptr_mut(stream);

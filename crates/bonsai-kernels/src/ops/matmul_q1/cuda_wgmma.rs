@@ -141,6 +141,7 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
 
 /// Runs the pre-pass and the wgmma GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out
 /// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
