@@ -255,15 +255,15 @@ void launch_counter(void* a) {
     CHECK(cudaGetLastError());
 }
 
-// Per-kernel time of `n` launches captured in one CUDA graph.
-template <typename Kernel>
-double graph_us_per_kernel(Kernel kernel, int ctas, unsigned* sink, int n) {
+// Per-kernel time of `n` launches, each enqueued by `enqueue(stream)`, captured in one CUDA graph.
+template <typename Enqueue>
+double graph_us_per_launch(int n, Enqueue enqueue) {
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < n; ++i) kernel<<<ctas, THREADS, 0, s>>>(sink);
+    for (int i = 0; i < n; ++i) enqueue(s);
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
     cudaEvent_t a, b;
@@ -283,6 +283,12 @@ double graph_us_per_kernel(Kernel kernel, int ctas, unsigned* sink, int n) {
     CHECK(cudaGraphDestroy(g));
     CHECK(cudaStreamDestroy(s));
     return median(t);
+}
+
+// The same for `kernel<<<ctas, THREADS>>>(sink)`.
+template <typename Kernel>
+double graph_us_per_kernel(Kernel kernel, int ctas, unsigned* sink, int n) {
+    return graph_us_per_launch(n, [&](cudaStream_t s) { kernel<<<ctas, THREADS, 0, s>>>(sink); });
 }
 
 int main() {
@@ -365,35 +371,10 @@ int main() {
     }
     std::printf("  two DSMEM exchanges, 8 clusters of 16: %.2f us per CTA (median), slowest CTA %.2f us (median launch)\n",
                 median(per_cta), median(slowest));
-    {
-        cudaStream_t s;
-        CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < 200; ++i) {
-            Cluster16Launch l(128, s);
-            CHECK(cudaLaunchKernelEx(&l.cfg, empty_cluster16, x16, stamps));
-        }
-        CHECK(cudaStreamEndCapture(s, &g));
-        CHECK(cudaGraphInstantiate(&ge, g, 0));
-        cudaEvent_t a, b;
-        CHECK(cudaEventCreate(&a));
-        CHECK(cudaEventCreate(&b));
-        std::vector<double> t;
-        for (int r = 0; r < 12; ++r) {
-            CHECK(cudaEventRecord(a, s));
-            CHECK(cudaGraphLaunch(ge, s));
-            CHECK(cudaEventRecord(b, s));
-            CHECK(cudaEventSynchronize(b));
-            float ms;
-            CHECK(cudaEventElapsedTime(&ms, a, b));
-            if (r > 1) t.push_back(ms * 1e3 / 200);
-        }
-        std::printf("  empty 128-CTA kernel in a graph as 8 clusters of 16: %.2f us\n", median(t));
-        CHECK(cudaGraphExecDestroy(ge));
-        CHECK(cudaGraphDestroy(g));
-        CHECK(cudaStreamDestroy(s));
-    }
+    const double t_empty16 = graph_us_per_launch(200, [&](cudaStream_t s) {
+        Cluster16Launch l(128, s);
+        CHECK(cudaLaunchKernelEx(&l.cfg, empty_cluster16, x16, stamps));
+    });
+    std::printf("  empty 128-CTA kernel in a graph as 8 clusters of 16: %.2f us\n", t_empty16);
     return 0;
 }
