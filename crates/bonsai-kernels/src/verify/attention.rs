@@ -305,7 +305,7 @@ pub(super) fn decode_bound(
     kc: &[f16],
     vc: &[f16],
 ) -> Vec<f64> {
-    let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
+    let hd = shape.head_dim;
     // Per (token, head) bound. Scores: q*scale rounds once, then hd sequential fmaf:
     // |ds| <= (hd + 1)u max_j sum_d |q_d k_jd| / sqrt(hd); exp(s - max) adds 2 ulp and the
     // rounding of s - max (u |s - max|). A score error ds moves the output by at most
@@ -321,6 +321,39 @@ pub(super) fn decode_bound(
     // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
     // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
     // which also covers the split-key kernel's chain; the test uses that one bound.
+    bound_per_head(qkv, m, shape, pos0, max_seq, kc, vc, |p, st| {
+        let seq = (p + 1) as f64;
+        let ds = (hd as f64 + 7.0) * U * st.qk_abs + 3.0 * U + U * (st.s_max - st.s_min);
+        let flushed = seq * f64::powi(2.0, -126) * 2.0 * st.v_max;
+        let bnd = 2.0 * ds * st.v_max + 2.0 * (seq + seq / 4.0 + 48.0) * U * st.v_max + flushed;
+        2.0 * bnd
+    })
+}
+
+/// What an attention bound needs of one (token, q head) over its keys 0..=p, in f64: the largest
+/// sum_d |q_d k_jd| / sqrt(hd), the largest sum_d |k_jd|, the scaled scores' range, max |v|.
+pub(super) struct HeadStats {
+    pub qk_abs: f64,
+    pub k_abs: f64,
+    pub s_min: f64,
+    pub s_max: f64,
+    pub v_max: f64,
+}
+
+/// A per-element bound for m query rows (token i at pos0 + i) over the caches, one value per
+/// (token, q head): `head_bound(p, stats)` for the token at position p.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn bound_per_head(
+    qkv: &[f32],
+    m: usize,
+    shape: HeadShape,
+    pos0: usize,
+    max_seq: usize,
+    kc: &[f16],
+    vc: &[f16],
+    head_bound: impl Fn(usize, &HeadStats) -> f64 + Sync,
+) -> Vec<f64> {
+    let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
     let scale = 1.0 / (hd as f64).sqrt();
     let mut bound = vec![0.0f64; m * out_row];
     bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
@@ -329,25 +362,24 @@ pub(super) fn decode_bound(
             let kvh = h / shape.group_size();
             let q = &qkv[i * row + h * hd..][..hd];
             let at = |j: usize| (kvh * max_seq + j) * hd;
-            let (mut qk_abs, mut s_min, mut s_max, mut v_max) = (0.0f64, f64::MAX, f64::MIN, 0.0f64);
+            let mut st = HeadStats { qk_abs: 0.0, k_abs: 0.0, s_min: f64::MAX, s_max: f64::MIN, v_max: 0.0 };
             for j in 0..=p {
                 let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
-                let mut s = 0.0;
-                let mut a = 0.0;
+                let (mut s, mut a, mut ka) = (0.0, 0.0, 0.0);
                 for d in 0..hd {
-                    s += q[d] as f64 * k[d].to_f64();
-                    a += (q[d] as f64 * k[d].to_f64()).abs();
-                    v_max = v_max.max(v[d].to_f64().abs());
+                    let (qd, kd) = (q[d] as f64, k[d].to_f64());
+                    s += qd * kd;
+                    a += (qd * kd).abs();
+                    ka += kd.abs();
+                    st.v_max = st.v_max.max(v[d].to_f64().abs());
                 }
-                qk_abs = qk_abs.max(a * scale);
-                s_min = s_min.min(s * scale);
-                s_max = s_max.max(s * scale);
+                st.qk_abs = st.qk_abs.max(a * scale);
+                st.k_abs = st.k_abs.max(ka);
+                st.s_min = st.s_min.min(s * scale);
+                st.s_max = st.s_max.max(s * scale);
             }
-            let seq = (p + 1) as f64;
-            let ds = (hd as f64 + 7.0) * U * qk_abs + 3.0 * U + U * (s_max - s_min);
-            let flushed = seq * f64::powi(2.0, -126) * 2.0 * v_max;
-            let bnd = 2.0 * ds * v_max + 2.0 * (seq + seq / 4.0 + 48.0) * U * v_max + flushed;
-            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = 2.0 * bnd);
+            let bnd = head_bound(p, &st);
+            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = bnd);
         }
     });
     bound

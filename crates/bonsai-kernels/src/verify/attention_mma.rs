@@ -2,9 +2,8 @@
 //! production by BONSAI_PREFILL_ATTENTION=mma; verify selects it explicitly) and its error bound.
 
 use half::f16;
-use rayon::prelude::*;
 
-use super::attention::{attention_rows, CacheSize, DECODE_WIDE_LANES};
+use super::attention::{attention_rows, bound_per_head, CacheSize, DECODE_WIDE_LANES};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
@@ -83,47 +82,17 @@ pub(crate) fn prefill_mma_bound(
     kc: &[f16],
     vc: &[f16],
 ) -> Vec<f64> {
-    let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
-    let scale = 1.0 / (hd as f64).sqrt();
     let tiles = (pos0 + m).min(max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
     let pv_steps = 2.0 * tiles * (PREFILL_MMA_BLOCK_K / MMA_K) as f64;
-    let dot_steps = (2 * hd.div_ceil(MMA_K)) as f64;
-    let mut bound = vec![0.0f64; m * out_row];
-    bound.par_chunks_mut(out_row).enumerate().for_each(|(i, b)| {
-        let p = pos0 + i;
+    let dot_steps = (2 * shape.head_dim.div_ceil(MMA_K)) as f64;
+    bound_per_head(qkv, m, shape, pos0, max_seq, kc, vc, |p, st| {
         let n = (p + 1) as f64;
-        for h in 0..shape.n_q {
-            let kvh = h / shape.group_size();
-            let q = &qkv[i * row + h * hd..][..hd];
-            let at = |j: usize| (kvh * max_seq + j) * hd;
-            let (mut qk_abs, mut k_abs, mut s_min, mut s_max, mut v_max) =
-                (0.0f64, 0.0f64, f64::MAX, f64::MIN, 0.0f64);
-            for j in 0..=p {
-                let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);
-                let (mut s, mut a, mut ka) = (0.0, 0.0, 0.0);
-                for d in 0..hd {
-                    let (qd, kd) = (q[d] as f64, k[d].to_f64());
-                    s += qd * kd;
-                    a += (qd * kd).abs();
-                    ka += kd.abs();
-                    v_max = v_max.max(v[d].to_f64().abs());
-                }
-                qk_abs = qk_abs.max(a * scale);
-                k_abs = k_abs.max(ka);
-                s_min = s_min.min(s * scale);
-                s_max = s_max.max(s * scale);
-            }
-            let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10)))
-                * qk_abs
-                + SPLIT_ABS * k_abs;
-            let eta = ds + U * (s_max - s_min) + EXP2_ERR;
-            let weights = 2.0 * eta * v_max / (1.0 - eta).max(0.5);
-            let p_split = (SPLIT_REL + n * SPLIT_ABS) * v_max + n * F32_MIN_NORMAL * 2.0 * v_max;
-            let sums =
-                (MMA_STEP_ERR * pv_steps + tiles * U + (17.0 * tiles + 2.0) * U + 2.0 * U) * v_max;
-            let bnd = 2.0 * (weights + p_split + sums);
-            b[h * hd..(h + 1) * hd].iter_mut().for_each(|x| *x = bnd);
-        }
-    });
-    bound
+        let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10))) * st.qk_abs
+            + SPLIT_ABS * st.k_abs;
+        let eta = ds + U * (st.s_max - st.s_min) + EXP2_ERR;
+        let weights = 2.0 * eta * st.v_max / (1.0 - eta).max(0.5);
+        let p_split = (SPLIT_REL + n * SPLIT_ABS) * st.v_max + n * F32_MIN_NORMAL * 2.0 * st.v_max;
+        let sums = (MMA_STEP_ERR * pv_steps + tiles * U + (17.0 * tiles + 2.0) * U + 2.0 * U) * st.v_max;
+        2.0 * (weights + p_split + sums)
+    })
 }

@@ -139,10 +139,10 @@ pub enum VerifyError {
     UnknownGroup(String),
 }
 
-/// Shared state of one run: device, stream, library, seed source, collected rows.
 /// One verify group's checks, run on the context.
 type CheckGroup<'a> = dyn Fn(&mut Ctx) -> Result<(), VerifyError> + 'a;
 
+/// Shared state of one run: device, stream, library, seed source, collected rows.
 pub(crate) struct Ctx {
     pub lib: KernelLibrary,
     pub stream: Arc<CudaStream>,
