@@ -260,11 +260,8 @@ pub(crate) fn attention_rows(
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
         ops::attention::reference(&qkv[i * row..(i + 1) * row], 1, shape, pos0 + i, max_seq, &kc, &vc, o)
     })?;
-    let bound = if mma {
-        prefill_mma_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc)
-    } else {
-        decode_bound(&qkv, m, shape, pos0, max_seq, &kc, &vc)
-    };
+    let inputs = BoundInputs { qkv: &qkv, m, shape, pos0, max_seq, kc: &kc, vc: &vc };
+    let bound = if mma { prefill_mma_bound(&inputs) } else { decode_bound(&inputs) };
     debug_assert_eq!(bound.len(), m * out_row);
     let qd = upload(&ctx.stream, &qkv)?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
@@ -296,16 +293,8 @@ pub(crate) fn attention_rows(
 
 /// The decode / split-key kernels' per-element bound for m query rows (token i at pos0 + i) over
 /// the caches (the tensor-core prefill kernel has its own, attention_mma.rs).
-pub(super) fn decode_bound(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    kc: &[f16],
-    vc: &[f16],
-) -> Vec<f64> {
-    let hd = shape.head_dim;
+pub(super) fn decode_bound(inputs: &BoundInputs<'_>) -> Vec<f64> {
+    let hd = inputs.shape.head_dim;
     // Per (token, head) bound. Scores: q*scale rounds once, then hd sequential fmaf:
     // |ds| <= (hd + 1)u max_j sum_d |q_d k_jd| / sqrt(hd); exp(s - max) adds 2 ulp and the
     // rounding of s - max (u |s - max|). A score error ds moves the output by at most
@@ -321,7 +310,7 @@ pub(super) fn decode_bound(
     // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
     // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
     // which also covers the split-key kernel's chain; the test uses that one bound.
-    bound_per_head(qkv, m, shape, pos0, max_seq, kc, vc, |p, st| {
+    bound_per_head(inputs, |p, st| {
         let seq = (p + 1) as f64;
         let ds = (hd as f64 + 7.0) * U * st.qk_abs + 3.0 * U + U * (st.s_max - st.s_min);
         let flushed = seq * f64::powi(2.0, -126) * 2.0 * st.v_max;
@@ -340,19 +329,22 @@ pub(super) struct HeadStats {
     pub v_max: f64,
 }
 
-/// A per-element bound for m query rows (token i at pos0 + i) over the caches, one value per
-/// (token, q head): `head_bound(p, stats)` for the token at position p.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn bound_per_head(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    kc: &[f16],
-    vc: &[f16],
-    head_bound: impl Fn(usize, &HeadStats) -> f64 + Sync,
-) -> Vec<f64> {
+/// An attention check's inputs, as its bounds read them: m query rows of qkv (token i at
+/// position pos0 + i) over f16 caches of max_seq rows per kv head.
+pub(super) struct BoundInputs<'a> {
+    pub qkv: &'a [f32],
+    pub m: usize,
+    pub shape: HeadShape,
+    pub pos0: usize,
+    pub max_seq: usize,
+    pub kc: &'a [f16],
+    pub vc: &'a [f16],
+}
+
+/// A per-element bound for the rows of `inputs`, one value per (token, q head):
+/// `head_bound(p, stats)` for the token at position p.
+pub(super) fn bound_per_head(inputs: &BoundInputs<'_>, head_bound: impl Fn(usize, &HeadStats) -> f64 + Sync) -> Vec<f64> {
+    let BoundInputs { qkv, m, shape, pos0, max_seq, kc, vc } = *inputs;
     let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
     let scale = 1.0 / (hd as f64).sqrt();
     let mut bound = vec![0.0f64; m * out_row];

@@ -1,13 +1,11 @@
 //! Checks of the tensor-core prefill attention (`attention_prefill_mma_hd*`, selected in
 //! production by BONSAI_PREFILL_ATTENTION=mma; verify selects it explicitly) and its error bound.
 
-use half::f16;
 
-use super::attention::{attention_rows, bound_per_head, CacheSize, DECODE_WIDE_LANES};
+use super::attention::{attention_rows, bound_per_head, BoundInputs, CacheSize, DECODE_WIDE_LANES};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
-use crate::ops::HeadShape;
 
 /// Prefill chunk lengths: just past decode-sized batches (9), one and several mma row blocks, an
 /// odd length (26) and a full 512-token chunk.
@@ -73,19 +71,11 @@ const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
 ///    shuffle adds: (17 T + 2) u. The final divide and the reference's f32 rounding: 2u.
 ///
 /// Twice the sum (second-order terms and slack), as the split-keys rows do.
-pub(crate) fn prefill_mma_bound(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    kc: &[f16],
-    vc: &[f16],
-) -> Vec<f64> {
-    let tiles = (pos0 + m).min(max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
+pub(crate) fn prefill_mma_bound(inputs: &BoundInputs<'_>) -> Vec<f64> {
+    let tiles = (inputs.pos0 + inputs.m).min(inputs.max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
     let pv_steps = 2.0 * tiles * (PREFILL_MMA_BLOCK_K / MMA_K) as f64;
-    let dot_steps = (2 * shape.head_dim.div_ceil(MMA_K)) as f64;
-    bound_per_head(qkv, m, shape, pos0, max_seq, kc, vc, |p, st| {
+    let dot_steps = (2 * inputs.shape.head_dim.div_ceil(MMA_K)) as f64;
+    bound_per_head(inputs, |p, st| {
         let n = (p + 1) as f64;
         let ds = (2.0 * U + SPLIT_REL + MMA_STEP_ERR * dot_steps * (1.0 + f64::powi(2.0, -10))) * st.qk_abs
             + SPLIT_ABS * st.k_abs;
