@@ -28,7 +28,8 @@
 #   image-profile  Nsight Compute on the wgmma joint attention and gemm_f32 at their largest shapes
 #   variants  compile-time kernel variants (VARIANTS="base NAME ...", each optionally
 #           NAME:KNOB=V,KNOB=V with run-time knobs) against the default: verify, check, tg128
-#           alternating, traces (VARIANT_DEPTH: decode at depth too)
+#           alternating, traces (VARIANT_DEPTH: decode at depth too; VARIANT_TRACE_DEPTH: a
+#           CTA-end trace at that depth)
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
@@ -252,6 +253,8 @@ variants)
     for d in $(for v in $VARIANTS; do echo "${v%%:*}"; done | sort -u); do
         env BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-$d.log" 2>&1 &
         env BONSAI_TRACE=1 BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-$d.log" 2>&1 &
+        [ -z "${VARIANT_TRACE_DEPTH:-}" ] || env BONSAI_TRACE=cta BONSAI_SKIP_EMBEDDED=1 BONSAI_KERNEL_DEFINES="$(defs $d)" \
+            "$BIN" kernels build --compiler nvcc >"$LOGS/build-trace-cta-$d.log" 2>&1 &
     done
     wait
     for v in $VARIANTS; do
@@ -277,6 +280,13 @@ variants)
     for v in $VARIANTS; do
         run "variant-trace-$v" env $(venv "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
+    # VARIANT_TRACE_DEPTH (e.g. 8192): each variant's CTA-end trace (BONSAI_TRACE=cta) at that depth.
+    if [ -n "${VARIANT_TRACE_DEPTH:-}" ]; then
+        for v in $VARIANTS; do
+            run "variant-trace-cta-depth-$v" env $(venv "$v") BONSAI_TRACE=cta "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1 \
+                --ctx-depth "$VARIANT_TRACE_DEPTH"
+        done
+    fi
     ;;
 knobs)
     # Run-time measurement knobs against the default, on the production kernels: KNOBS="A=1

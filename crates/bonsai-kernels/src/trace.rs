@@ -155,7 +155,7 @@ pub struct Event {
 
 fn decode_event(ns: u64, word: u64) -> Option<Event> {
     if word & 0xFF == CTA_END {
-        // event | blockIdx.x << 8 | smid << 20 | gridDim.x << 28 | blockDim.x << 40 (ptx.cuh).
+        // event | CTA (row by row) << 8 | smid << 20 | gridDim.x << 28 | blockDim.x << 40 (ptx.cuh).
         let kind = EventKind::CtaEnd { cta: ((word >> 8) & 0xFFF) as u16, sm: ((word >> 20) & 0xFF) as u8 };
         let grid = (((word >> 28) & 0xFFF) as u32, 1);
         return Some(Event { ns, kind, grid, block: ((word >> 40) & 0x7FF) as u32 });

@@ -204,11 +204,11 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
         ++slot;
     }
 }
-// Every CTA's end (thread 0 of every CTA of the binary GEMVs and prepares, at the kernel's end),
-// as event TRACE_CTA_END with its blockIdx.x and SM: trace.rs's CTA table (the spread of CTA
-// ends after the release, and which CTAs / SMs come last; the next kernel is released only after
-// the last). Only under BONSAI_TRACE=cta (BONSAI_TRACE_CTA_ENDS): one atomic per CTA delays each
-// CTA's exit by a round trip. Word: event | blockIdx.x << 8 | smid << 20 | gridDim.x << 28 |
+// Every CTA's end (thread 0 of every CTA of the binary GEMVs, prepares and the decode attention,
+// at the kernel's end), as event TRACE_CTA_END with its CTA (blockIdx.x + gridDim.x * blockIdx.y)
+// and SM: trace.rs's CTA table (the spread of CTA ends after the release, and which CTAs / SMs
+// come last; the next kernel is released only after the last). Only under BONSAI_TRACE=cta
+// (BONSAI_TRACE_CTA_ENDS): one atomic per CTA delays each CTA's exit by a round trip. Word: event | CTA << 8 | smid << 20 | gridDim.x << 28 |
 // blockDim.x << 40. Inside the persistent decode chain it records once per stage per CTA.
 #define TRACE_CTA_END 3u
 __device__ __forceinline__ void trace_cta_end() {
@@ -216,7 +216,8 @@ __device__ __forceinline__ void trace_cta_end() {
     const unsigned long long now = trace_now();
     unsigned smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    trace_append(now, TRACE_CTA_END | ((unsigned long long)(blockIdx.x & 0xFFFu) << 8) |
+    const unsigned cta = blockIdx.x + gridDim.x * blockIdx.y;  // a 2-D grid's CTAs, row by row
+    trace_append(now, TRACE_CTA_END | ((unsigned long long)(cta & 0xFFFu) << 8) |
                           ((unsigned long long)(smid & 0xFFu) << 20) | ((unsigned long long)(gridDim.x & 0xFFFu) << 28) |
                           ((unsigned long long)(blockDim.x & 0x7FFu) << 40));
 }
@@ -293,6 +294,10 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 #if __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 #endif
+}
+// Asks L2 for the 128-byte line holding `p` (prefetch.global.L2: no register, no wait). A hint.
+__device__ __forceinline__ void prefetch_l2_line(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
 }
 
 
