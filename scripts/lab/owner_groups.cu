@@ -143,17 +143,15 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
 }
-// Part 3: 16-CTA clusters, one CTA per SM (THREADS threads and CLUSTER16_SMEM bytes of shared
-// memory each, as a whole-SM decode CTA). Each CTA puts 48 values in shared memory (its rows of
-// the kv group's 768), a cluster barrier, reads its two neighbours' through DSMEM, a second
-// barrier and again (two exchanges). stamps: per CTA, its start and the end of the second
-// exchange.
-constexpr int CLUSTER16 = 16;
-constexpr int CLUSTER16_SMEM = 120 * 1024;
-__global__ void __launch_bounds__(THREADS, 1) exchange_cluster16(float* out, unsigned long long* stamps) {
+// Part 3: clusters of `size` CTAs (a shape: size, threads, shared memory per CTA; a whole-SM
+// decode CTA is 512 threads and ~120 KB, a half-SM one 256 threads and 100 KB, so two share an
+// SM). Each CTA puts 48 values in shared memory (its rows of the kv group's 768 when 16 CTAs
+// share a group), a cluster barrier, reads its two neighbours' through DSMEM, a second barrier
+// and again (two exchanges). stamps: per CTA, its start and the end of the second exchange.
+__global__ void __launch_bounds__(THREADS, 1) exchange_in_cluster(float* out, unsigned long long* stamps) {
     extern __shared__ float values[];
     cg::cluster_group cluster = cg::this_cluster();
-    const unsigned rank = cluster.block_rank();
+    const unsigned rank = cluster.block_rank(), size = cluster.num_blocks();
     unsigned long long t0 = 0;
     if (threadIdx.x == 0) t0 = global_ns();
     if (threadIdx.x < 48) values[threadIdx.x] = (float)(blockIdx.x * 48 + threadIdx.x);
@@ -161,8 +159,8 @@ __global__ void __launch_bounds__(THREADS, 1) exchange_cluster16(float* out, uns
     for (int round = 0; round < 2; ++round) {
         cluster.sync();
         if (threadIdx.x < 48) {
-            const float* left = cluster.map_shared_rank(values, (rank + CLUSTER16 - 1) % CLUSTER16);
-            const float* right = cluster.map_shared_rank(values, (rank + 1) % CLUSTER16);
+            const float* left = cluster.map_shared_rank(values, (rank + size - 1) % size);
+            const float* right = cluster.map_shared_rank(values, (rank + 1) % size);
             acc += left[threadIdx.x] + right[threadIdx.x];
         }
         cluster.sync();  // every read of this round before the next round's writes
@@ -174,30 +172,33 @@ __global__ void __launch_bounds__(THREADS, 1) exchange_cluster16(float* out, uns
         stamps[2 * blockIdx.x + 1] = global_ns();
     }
 }
-__global__ void __launch_bounds__(THREADS, 1) empty_cluster16(float* out, unsigned long long*) {
+__global__ void __launch_bounds__(THREADS, 1) empty_in_cluster(float* out, unsigned long long*) {
     if (threadIdx.x == 0 && blockIdx.x == 1u << 30) out[0] = 1.0f;
 }
 
-// Launch config of `kernel` as clusters of 16 (non-portable size) over `ctas` CTAs.
-struct Cluster16Launch {
+struct ClusterShape {
+    int size, threads, smem;
+};
+// Launch config of a kernel as clusters of shape.size over `ctas` CTAs.
+struct ClusterLaunch {
     cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr[1]{};
-    Cluster16Launch(int ctas, cudaStream_t s) {
+    ClusterLaunch(ClusterShape shape, int ctas, cudaStream_t s) {
         cfg.gridDim = dim3(ctas);
-        cfg.blockDim = dim3(THREADS);
-        cfg.dynamicSmemBytes = CLUSTER16_SMEM;
+        cfg.blockDim = dim3(shape.threads);
+        cfg.dynamicSmemBytes = shape.smem;
         cfg.stream = s;
         attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CLUSTER16;
+        attr[0].val.clusterDim.x = shape.size;
         attr[0].val.clusterDim.y = 1;
         attr[0].val.clusterDim.z = 1;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
     }
 };
-void allow_cluster16(const void* kernel) {
+void allow_cluster_shape(const void* kernel, ClusterShape shape) {
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CLUSTER16_SMEM));
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shape.smem));
 }
 
 // Runs `launch` once and returns the n stamps it left at d_stamps.
@@ -337,44 +338,44 @@ int main() {
     std::printf("  empty kernel in a graph, 128 CTAs: plain %.2f us, cluster of 4 %.2f us\n",
                 graph_us_per_kernel(empty_plain, 128, sink, 200), graph_us_per_kernel(empty_cluster, 128, sink, 200));
 
-    std::printf("part 3: clusters of 16 whole-SM CTAs (%d threads, %d KB shared memory each)\n", THREADS,
-                CLUSTER16_SMEM / 1024);
-    allow_cluster16(reinterpret_cast<const void*>(exchange_cluster16));
-    allow_cluster16(reinterpret_cast<const void*>(empty_cluster16));
-    {
-        Cluster16Launch l(CLUSTER16, nullptr);
-        int clusters = 0;
-        CHECK(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(exchange_cluster16), &l.cfg));
-        std::printf("  clusters of 16 resident at once: %d (the design needs 8)\n", clusters);
-        if (clusters < 8) {
-            std::printf("  fewer than 8: the 16-CTA design cannot run in one wave here; skipping the timings\n");
-            return 0;
-        }
-    }
+    std::printf("part 3: how many clusters fit at once, and two DSMEM exchanges in 128 CTAs\n");
     float* x16;
     CHECK(cudaMalloc(&x16, 4 * 48 * 128));
-    std::vector<double> per_cta, slowest;
-    for (int r = 0; r < 40; ++r) {
-        Cluster16Launch l(128, nullptr);
-        CHECK(cudaLaunchKernelEx(&l.cfg, exchange_cluster16, x16, stamps));
-        CHECK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(2 * 128);
-        CHECK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
-        if (r == 0) continue;
-        double worst = 0.0;
-        for (int b = 0; b < 128; ++b) {
-            const double us = (h[2 * b + 1] - h[2 * b]) * 1e-3;
-            per_cta.push_back(us);
-            worst = std::max(worst, us);
+    const ClusterShape shapes[] = {{16, THREADS, 120 * 1024}, {8, THREADS, 120 * 1024}, {16, THREADS / 2, 100 * 1024}};
+    for (const ClusterShape shape : shapes) {
+        allow_cluster_shape(reinterpret_cast<const void*>(exchange_in_cluster), shape);
+        allow_cluster_shape(reinterpret_cast<const void*>(empty_in_cluster), shape);
+        int clusters = 0;
+        {
+            ClusterLaunch l(shape, shape.size, nullptr);
+            CHECK(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(exchange_in_cluster), &l.cfg));
         }
-        slowest.push_back(worst);
+        const int needed = 128 / shape.size;
+        std::printf("  clusters of %d CTAs (%d threads, %d KB shared memory each): %d resident at once, %d needed for 128 CTAs\n",
+                    shape.size, shape.threads, shape.smem / 1024, clusters, needed);
+        if (clusters < needed) continue;  // not one wave: no timing
+        std::vector<double> per_cta, slowest;
+        for (int r = 0; r < 40; ++r) {
+            ClusterLaunch l(shape, 128, nullptr);
+            CHECK(cudaLaunchKernelEx(&l.cfg, exchange_in_cluster, x16, stamps));
+            CHECK(cudaDeviceSynchronize());
+            std::vector<unsigned long long> h(2 * 128);
+            CHECK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+            if (r == 0) continue;
+            double worst = 0.0;
+            for (int b = 0; b < 128; ++b) {
+                const double us = (h[2 * b + 1] - h[2 * b]) * 1e-3;
+                per_cta.push_back(us);
+                worst = std::max(worst, us);
+            }
+            slowest.push_back(worst);
+        }
+        const double t_empty = graph_us_per_launch(200, [&](cudaStream_t s) {
+            ClusterLaunch l(shape, 128, s);
+            CHECK(cudaLaunchKernelEx(&l.cfg, empty_in_cluster, x16, stamps));
+        });
+        std::printf("    two exchanges: %.2f us per CTA (median), slowest CTA %.2f us (median launch); empty kernel in a graph %.2f us\n",
+                    median(per_cta), median(slowest), t_empty);
     }
-    std::printf("  two DSMEM exchanges, 8 clusters of 16: %.2f us per CTA (median), slowest CTA %.2f us (median launch)\n",
-                median(per_cta), median(slowest));
-    const double t_empty16 = graph_us_per_launch(200, [&](cudaStream_t s) {
-        Cluster16Launch l(128, s);
-        CHECK(cudaLaunchKernelEx(&l.cfg, empty_cluster16, x16, stamps));
-    });
-    std::printf("  empty 128-CTA kernel in a graph as 8 clusters of 16: %.2f us\n", t_empty16);
     return 0;
 }

@@ -275,7 +275,6 @@ inline unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
 }
 // An L2 prefetch is only a hint: nothing to do on the CPU.
 inline void prefetch_l2_bulk(const void*, unsigned) {}
-inline void prefetch_l2_line(const void*) {}
 
 // wgmma (ptx.cuh): executed synchronously at issue, one warp at a time (each warp's rows of the
 // m64 product depend only on its own A registers), as 16 mma_f16_16x8x16 over N / 8 column

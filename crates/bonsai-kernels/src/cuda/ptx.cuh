@@ -295,10 +295,6 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 #endif
 }
-// Asks L2 for the 128-byte line holding `p` (prefetch.global.L2: no register, no wait). A hint.
-__device__ __forceinline__ void prefetch_l2_line(const void* p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
-}
 
 
 // ---- wgmma (sm_90a: the library is compiled for sm_90a on sm_90 devices) ----
