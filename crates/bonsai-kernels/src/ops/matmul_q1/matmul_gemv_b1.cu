@@ -377,62 +377,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     }
 }
 
-#ifdef B1_OUT_CLUSTER
-// Measurement variant (kernel-notes round 27): the `_out` entry points run as clusters of
-// B1_OUT_CLUSTER_SIZE consecutive CTAs (__cluster_dims__), whose outputs cover whole 128-groups
-// (otherwise it writes no planes: a measurement variant for Bonsai-8B's geometry, whose `_out`
-// GEMVs have 32 or 96 outputs per CTA; verify's smaller planes_out cases then fail). Each CTA
-// keeps its outputs in shared memory; after one cluster barrier the CTA holding a group's last output reads the group's 128 values from its
-// cluster's shared memories (DSMEM) instead of polling staged words through L2, quantizes them
-// as b1_planes_epilogue does (same floats, same b1_quantize_group), and a second barrier keeps
-// every CTA's shared memory alive until those reads are done. The owner lab measured a 4-CTA
-// cluster's exchange and quantization at 1.02 us from epilogue start to store, the global
-// counter's at 1.66 us; the staged-word owners end ~1.4-1.8 us after the median CTA.
-#define B1_OUT_CLUSTER_SIZE 4
-#define B1_OUT_CLUSTER_ATTR __cluster_dims__(B1_OUT_CLUSTER_SIZE, 1, 1)
-#define B1_CLUSTER_OUT_MAX 512
-__device__ __forceinline__ void b1_cluster_barrier() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// The f32 at `p` (this CTA's shared memory) in the shared memory of cluster CTA `rank`.
-__device__ __forceinline__ float b1_ld_cluster_f32(const float* p, unsigned rank) {
-    const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
-template <int MODE>
-__device__ __forceinline__ void b1_planes_epilogue_cluster(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o,
-                                                           const float* out_s) {
-    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    const int per_cta = tiles_per_cta * outs;
-    const bool whole_groups = per_cta * B1_OUT_CLUSTER_SIZE % GROUP_SIZE == 0;  // else groups straddle clusters
-    b1_cluster_barrier();  // every CTA's outputs are in its out_s
-    const int o0 = cta * per_cta, o1 = min(o0 + per_cta, n_out);
-    const int g_first = o0 / GROUP_SIZE, g_end = o0 < o1 && whole_groups ? o1 / GROUP_SIZE : g_first;
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
-        const float* norm_w_group = o.norm_w != nullptr ? o.norm_w + (long long)g * GROUP_SIZE : nullptr;
-        float v[LAYOUT_LANES];
-        float sq = 0.0f;
-#pragma unroll
-        for (int t = 0; t < LAYOUT_LANES; ++t) {  // b1_prepare_group's loop on the cluster's values
-            const int e = g * GROUP_SIZE + j0 + 2 * t, src = e / per_cta;
-            v[t] = b1_ld_cluster_f32(out_s + (e - src * per_cta), (unsigned)(src % B1_OUT_CLUSTER_SIZE));
-            sq += v[t] * v[t];
-            if (norm_w_group != nullptr) v[t] *= norm_w_group[j0 + 2 * t];
-        }
-        b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-    }
-    b1_cluster_barrier();  // no CTA leaves while another may still read its out_s
-}
-#else
-#define B1_OUT_CLUSTER_ATTR
-#endif
-
 // The `_gemv_b1_rope` epilogue's parameters: the decode qkv projection (MATMUL_STORE, one token,
 // head_dim = GROUP_SIZE) does qk_norm_rope_kv_write's work on its own outputs. Per output one
 // staging word (zero between launches), the device position, both norms' weights, the RoPE table
@@ -658,18 +602,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-#ifdef B1_OUT_CLUSTER
-    constexpr bool CLUSTER_OUT = OUT::KIND == B1_OUT_PLANES;
-    __shared__ float cluster_out_s[CLUSTER_OUT ? B1_CLUSTER_OUT_MAX : 1];
-    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE && !CLUSTER_OUT,
-                       OUT::KIND != B1_OUT_ROPE, CLUSTER_OUT>(partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0,
-                                                              norm_eps, norm_sq, cta, y_early, out.staged, cluster_out_s);
-    if constexpr (CLUSTER_OUT) b1_planes_epilogue_cluster<MODE>(n_out, tiles_per_cta, cta, out, cluster_out_s);
-#else
     gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
     if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
-#endif
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);

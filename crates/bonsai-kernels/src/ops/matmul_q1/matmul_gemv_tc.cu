@@ -290,15 +290,11 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
 // PLAIN_Y false (gemv_b1's `_rope` epilogue): the staging word only; that epilogue writes y.
-// SMEM_OUT (one token; the B1_OUT_CLUSTER measurement variant): each output also to
-// out_smem[its index within the CTA].
-template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true,
-          bool SMEM_OUT = false>
+template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
-                                                   float y_early = 0.0f, unsigned long long* staged = nullptr,
-                                                   float* out_smem = nullptr) {
+                                                   float y_early = 0.0f, unsigned long long* staged = nullptr) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int per_token = tiles_per_cta * outs;
     for (int i = threadIdx.x; i < m * per_token; i += blockDim.x) {
@@ -325,7 +321,6 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
         if constexpr (PLAIN_Y) *dst = out;
         if constexpr (STAGED) st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
-        if constexpr (SMEM_OUT) out_smem[j] = out;
     }
 }
 

@@ -28,7 +28,7 @@
                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps,        \
                                      blockIdx.x, B1NoOut{});                                      \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS) B1_OUT_CLUSTER_ATTR             \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
