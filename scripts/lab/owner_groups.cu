@@ -341,7 +341,8 @@ int main() {
     std::printf("part 3: how many clusters fit at once, and two DSMEM exchanges in 128 CTAs\n");
     float* x16;
     CHECK(cudaMalloc(&x16, 4 * 48 * 128));
-    const ClusterShape shapes[] = {{16, THREADS, 120 * 1024}, {8, THREADS, 120 * 1024}, {16, THREADS / 2, 100 * 1024}};
+    const ClusterShape shapes[] = {{16, THREADS, 120 * 1024}, {8, THREADS, 120 * 1024}, {4, THREADS, 120 * 1024},
+                                   {2, THREADS, 120 * 1024}, {16, THREADS / 2, 100 * 1024}};
     for (const ClusterShape shape : shapes) {
         allow_cluster_shape(reinterpret_cast<const void*>(exchange_in_cluster), shape);
         allow_cluster_shape(reinterpret_cast<const void*>(empty_in_cluster), shape);
