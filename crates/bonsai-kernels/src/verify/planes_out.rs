@@ -110,7 +110,7 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
             None
         };
         let mut y = start(ctx)?;
-        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm), l2_ahead: None };
+        let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
         let mut want = B1Planes::new(&ctx.stream, n_out)?;
         prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;

@@ -438,7 +438,7 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_PREPARE_WARPS, B1_WO
 mod planes;
 pub use planes::{
     gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed, qkv_rope_from_planes,
-    B1Planes, L2Ahead, PlanesOut, RopeOut,
+    B1Planes, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;

@@ -167,22 +167,15 @@ const MAX_TILES_SMEM: usize = 96 * 1024;
 const B1_STATIC_SMEM_BOUND: usize = 2048;
 
 /// Where a `_gemv_b1_out` epilogue writes y's planes (`B1PlanesOut` in matmul_gemv_b1.cu: same
-/// fields, same order; device pointers as u64, `norm_w` 0 for none), and the weights its CTAs
-/// may ask L2 for ahead (`ahead_*`, zero for none; see `L2Ahead`).
+/// fields, same order; device pointers as u64, `norm_w` 0 for none).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct PlanesOutArgs {
     pub planes: u64,
     pub gsx: u64,
     pub group_sq: u64,
     pub norm_w: u64,
     pub staged: u64,
-    pub ahead_pos0: u64,
-    pub ahead_payload: u64,
-    pub ahead_scales: u64,
-    pub ahead_payload_bytes: u64,
-    pub ahead_scales_bytes: u64,
-    pub ahead_below: u32,
 }
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer).
@@ -365,13 +358,6 @@ mod tests {
 
     /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 8 pointers, then eps and four ints
     /// from byte 64, the end padded to 88.
-    #[test]
-    fn planes_out_args_match_the_cuda_struct() {
-        assert_eq!(std::mem::offset_of!(PlanesOutArgs, ahead_pos0), 40);
-        assert_eq!(std::mem::offset_of!(PlanesOutArgs, ahead_below), 80);
-        assert_eq!(std::mem::size_of::<PlanesOutArgs>(), 88);
-    }
-
     #[test]
     fn rope_out_args_match_the_cuda_struct() {
         assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 64);

@@ -36,16 +36,6 @@ pub struct B1Planes {
 pub struct PlanesOut<'a> {
     pub planes: &'a mut B1Planes,
     pub norm: Option<&'a CudaSlice<f32>>,
-    /// A later GEMV's weights for this launch's CTAs to ask L2 for before their wait (read only
-    /// by kernels compiled with the B1_L2_AHEAD measurement define; None: nothing).
-    pub l2_ahead: Option<L2Ahead<'a>>,
-}
-
-/// Weights to ask L2 for while the device position `pos0[0]` is below `below`.
-pub struct L2Ahead<'a> {
-    pub weights: QWeightsView<'a>,
-    pub pos0: &'a CudaSlice<u32>,
-    pub below: u32,
 }
 
 /// Device pointers of the three buffers (planes, gsx, group_sq) and the guards that keep the
@@ -216,7 +206,7 @@ pub fn gemv_from_planes(
     let mut guards = Vec::new();
     let planes_out = match out {
         None => GemvOut::None,
-        Some(PlanesOut { planes: dst, norm, l2_ahead }) => {
+        Some(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
@@ -231,20 +221,7 @@ pub fn gemv_from_planes(
             };
             let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
             guards.extend(gs);
-            let mut args = PlanesOutArgs { planes, gsx, group_sq, norm_w, staged, ..PlanesOutArgs::default() };
-            if let Some(a) = l2_ahead {
-                let (pos0, g0) = read_ptr(a.pos0, stream);
-                let (payload, g1) = read_ptr(a.weights.payload, stream);
-                let (scales, g2) = read_ptr(a.weights.scales, stream);
-                guards.extend([g0, g1, g2]);
-                args.ahead_pos0 = pos0;
-                args.ahead_payload = payload;
-                args.ahead_scales = scales;
-                args.ahead_payload_bytes = (a.weights.payload.len() * 4) as u64;
-                args.ahead_scales_bytes = (a.weights.scales.len() * 2) as u64;
-                args.ahead_below = a.below;
-            }
-            GemvOut::Planes(args)
+            GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
     run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)

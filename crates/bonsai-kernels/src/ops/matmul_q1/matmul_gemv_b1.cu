@@ -313,39 +313,7 @@ struct B1PlanesOut {
     float* group_sq;
     const float* norm_w;
     unsigned long long* staged;
-    // A later GEMV's weights this launch's CTAs ask L2 for before their wait, while the position
-    // at ahead_pos0 is below ahead_below (null / 0 bytes: none). Read only by the B1_L2_AHEAD
-    // measurement variant (b1_l2_ahead).
-    const u32* ahead_pos0;
-    const unsigned char* ahead_payload;
-    const unsigned char* ahead_scales;
-    unsigned long long ahead_payload_bytes;
-    unsigned long long ahead_scales_bytes;
-    u32 ahead_below;
 };
-
-#ifdef B1_L2_AHEAD
-// Measurement variant (kernel-notes round 27): the decode output projection's CTAs are resident
-// during the short-context attention (8 CTAs, ~4 us), when DRAM is idle; each asks L2 for its
-// 1/gridDim share of the gate|up weights (12.6 MB on Bonsai-8B, 4 us at copy speed), so gate|up's
-// loop reads L2. At longer contexts the attention streams the cache then: no prefetch.
-__device__ __forceinline__ void b1_l2_ahead_share(const unsigned char* base, unsigned long long bytes, int cta) {
-    const unsigned long long share = (bytes / gridDim.x + 15) / 16 * 16;
-    const unsigned long long begin = share * cta, end = min(begin + share, bytes / 16 * 16);
-    constexpr unsigned long long CHUNK = 32768;
-    for (unsigned long long at = begin; at < end; at += CHUNK) prefetch_l2_bulk(base + at, (unsigned)min(CHUNK, end - at));
-}
-__device__ __forceinline__ void b1_l2_ahead(const B1PlanesOut& o, int cta) {
-    if (threadIdx.x != 0 || o.ahead_pos0 == nullptr || o.ahead_pos0[0] >= o.ahead_below) return;
-#ifdef B1_L2_AHEAD_HALF
-    constexpr int PART = 2;  // the first half of each buffer only
-#else
-    constexpr int PART = 1;
-#endif
-    b1_l2_ahead_share(o.ahead_payload, o.ahead_payload_bytes / PART, cta);
-    b1_l2_ahead_share(o.ahead_scales, o.ahead_scales_bytes / PART, cta);
-}
-#endif
 
 // A lane's N staging words (word t at words[stride * t]) once every ready flag is set (those of
 // other CTAs land when they land). Every round reloads all words still unset at once: one round
@@ -566,9 +534,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     };
     if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early();
-#ifdef B1_L2_AHEAD
-    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_l2_ahead(out, cta);
-#endif
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();

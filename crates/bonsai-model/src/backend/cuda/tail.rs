@@ -33,7 +33,7 @@ use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::launch::matmul::{
     gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
-    L2Ahead, PlanesOut, RopeOut,
+    PlanesOut, RopeOut,
 };
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
@@ -201,20 +201,11 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         TailMode::Planes => {
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
             let (hidden_planes, ffn_planes) = chain.planes_mut();
-            // The output projection's CTAs wait through the attention: at short contexts, the
-            // B1_L2_AHEAD variant has them ask L2 for gate|up's weights meanwhile (production
-            // kernels read nothing of it).
-            let l2_ahead = Some(L2Ahead {
-                weights: view(gate_up),
-                pos0: &pos.device,
-                below: launch::attention::DECODE_MIN_SPLIT_KEYS as u32,
-            });
-            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm), l2_ahead };
+            let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
-            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None, l2_ahead: None };
+            let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            let next_out =
-                next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm), l2_ahead: None });
+            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
             let Some(n) = next else { return Ok(false) };
             match rope_staged.as_mut().filter(|_| rope_on) {
