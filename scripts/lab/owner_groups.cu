@@ -41,8 +41,14 @@ __device__ __forceinline__ unsigned long long global_ns() {
 
 // Part 1: CTA b streams bytes [b * slice, (b + 1) * slice) of `src`; stamps[2b] / [2b + 1] its start
 // and end.
+__device__ __forceinline__ void stream_slice_body(const uint4* __restrict__ src, long long slice16, unsigned* sink,
+                                                  unsigned long long* stamps);
 __global__ void __launch_bounds__(THREADS, 1)
     stream_slices(const uint4* __restrict__ src, long long slice16, unsigned* sink, unsigned long long* stamps) {
+    stream_slice_body(src, slice16, sink, stamps);
+}
+__device__ __forceinline__ void stream_slice_body(const uint4* __restrict__ src, long long slice16, unsigned* sink,
+                                                  unsigned long long* stamps) {
     if (threadIdx.x == 0) stamps[2 * blockIdx.x] = global_ns();
     const uint4* p = src + blockIdx.x * slice16;
     unsigned acc = 0;
@@ -59,6 +65,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (acc == 0x9e3779b9u) sink[threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.x == 0) stamps[2 * blockIdx.x + 1] = global_ns();
+}
+
+// Part 1b: stream_slices' loop, also recording each CTA's SM (sms[b]).
+__global__ void __launch_bounds__(THREADS, 1) stream_slices_sm(const uint4* __restrict__ src, long long slice16,
+                                                               unsigned* sink, unsigned long long* stamps,
+                                                               unsigned* sms) {
+    if (threadIdx.x == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        sms[blockIdx.x] = smid;
+    }
+    stream_slice_body(src, slice16, sink, stamps);
 }
 
 // Part 2: a stand-in for quantizing one 128-group: warp max of |v|, then every value scaled by it.
@@ -321,6 +339,47 @@ int main() {
             std::printf(" %6.2f us %4.0f GB/s", us, bytes / (us * 1e3));
         }
         std::printf("\n");
+    }
+
+    std::printf("part 1b: spread of the CTA ends, 128 CTAs streaming equal slices (us after the first start;\n"
+                "         medians over 24 launches), and the SMs most often among the last 16 CTAs (sm:launches)\n");
+    {
+        unsigned* d_sms;
+        CHECK(cudaMalloc(&d_sms, 4 * 128));
+        for (double mb : {7.08, 14.16, 33.5}) {
+            const long long slice16 = (long long)(mb * 1e6 / 128) / 16, bytes = slice16 * 16 * 128;
+            const long long places = POOL_BYTES / bytes;
+            std::vector<double> med_end, last_end, first_end;
+            std::vector<int> late(256, 0);
+            for (int r = 0; r < 25; ++r) {
+                stream_slices_sm<<<128, THREADS>>>(pool + (r % places) * (bytes / 16), slice16, sink, stamps, d_sms);
+                CHECK(cudaGetLastError());
+                CHECK(cudaDeviceSynchronize());
+                std::vector<unsigned long long> h(256);
+                std::vector<unsigned> sm(128);
+                CHECK(cudaMemcpy(h.data(), stamps, 256 * 8, cudaMemcpyDeviceToHost));
+                CHECK(cudaMemcpy(sm.data(), d_sms, 128 * 4, cudaMemcpyDeviceToHost));
+                if (r == 0) continue;
+                unsigned long long lo = ~0ULL;
+                for (int b = 0; b < 128; ++b) lo = std::min(lo, h[2 * b]);
+                std::vector<std::pair<double, unsigned>> ends;
+                for (int b = 0; b < 128; ++b) ends.push_back({(h[2 * b + 1] - lo) * 1e-3, sm[b]});
+                std::sort(ends.begin(), ends.end());
+                first_end.push_back(ends.front().first);
+                med_end.push_back(ends[64].first);
+                last_end.push_back(ends.back().first);
+                for (int i = 112; i < 128; ++i) ++late[ends[i].second & 255];
+            }
+            std::vector<std::pair<int, int>> top;
+            for (int i = 0; i < 256; ++i)
+                if (late[i] > 0) top.push_back({-late[i], i});
+            std::sort(top.begin(), top.end());
+            std::printf("  %6.2f MB: first %.2f / median %.2f / last %.2f us; late SMs", mb, median(first_end),
+                        median(med_end), median(last_end));
+            for (size_t i = 0; i < top.size() && i < 8; ++i) std::printf(" %d:%d", top[i].second, -top[i].first);
+            std::printf("\n");
+        }
+        CHECK(cudaFree(d_sms));
     }
 
     std::printf("part 2: one 128-group quantized by its owners (%d CTAs, 32 outputs each)\n", 128);
