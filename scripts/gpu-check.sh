@@ -157,8 +157,8 @@ chain)
     ;;
 owner-lab)
     # Could GEMV CTAs quantize their own output groups (no prepare launch)? Streaming bandwidth with
-    # N SMs, and a cluster-of-4 DSMEM epilogue against the global-counter one (lab). Part 3: how
-    # many 16-CTA clusters of whole-SM CTAs fit, and two DSMEM exchanges' cost (kernel-notes 26).
+    # N SMs and the spread of CTA ends, a cluster-of-4 DSMEM epilogue against the global-counter
+    # one, how many clusters of each shape fit at once and two DSMEM exchanges' cost (lab header).
     mkdir -p "$LOGS/lab"
     run owner-groups bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/owner_groups scripts/lab/owner_groups.cu && $LOGS/lab/owner_groups"
     ;;

@@ -9,12 +9,15 @@
 //      round 10 (each CTA stores its outputs, fences, adds to a counter; the last one reads the
 //      group back from L2). Time = from the CTA's epilogue start to the group's quantized store.
 //      Also the cost of a cluster launch inside a CUDA graph against a plain one.
-//   3. Clusters of 16 whole-SM CTAs (kernel-notes round 26's design: qkv, RoPE and the decode
-//      attention of one kv group in one cluster): how many such clusters fit at once on this
-//      GPU (cudaOccupancyMaxActiveClusters; the design needs 8), what two exchanges through
-//      distributed shared memory cost (each CTA reading its two neighbours' values after a
-//      cluster barrier, twice: the head norm and the attention merge), and an empty 16-cluster
-//      kernel in a graph.
+//   1b. The spread of the CTA ends when 128 CTAs stream equal slices with nothing else running,
+//      and the SMs most often last (is a decode kernel's CTA spread DRAM arbitration alone?).
+//   3. Clusters of 16, 8, 4 and 2 whole-SM CTAs and of 16 half-SM CTAs (kernel-notes rounds
+//      26-27: qkv, RoPE and the attention of one kv group in one cluster; the `_out` GEMVs'
+//      owners reading their group through DSMEM): how many fit at once on this GPU
+//      (cudaOccupancyMaxActiveClusters, against the 128 CTAs a decode kernel needs), and for the
+//      shapes that fit in one wave what two exchanges through distributed shared memory cost
+//      (each CTA reading its two neighbours' values after a cluster barrier, twice) and an empty
+//      clustered kernel in a graph.
 // Build: nvcc -O3 -arch=sm_90 -o owner_groups owner_groups.cu   Run: ./owner_groups
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -41,14 +44,15 @@ __device__ __forceinline__ unsigned long long global_ns() {
 
 // Part 1: CTA b streams bytes [b * slice, (b + 1) * slice) of `src`; stamps[2b] / [2b + 1] its start
 // and end.
-__device__ __forceinline__ void stream_slice_body(const uint4* __restrict__ src, long long slice16, unsigned* sink,
-                                                  unsigned long long* stamps);
-__global__ void __launch_bounds__(THREADS, 1)
-    stream_slices(const uint4* __restrict__ src, long long slice16, unsigned* sink, unsigned long long* stamps) {
-    stream_slice_body(src, slice16, sink, stamps);
-}
-__device__ __forceinline__ void stream_slice_body(const uint4* __restrict__ src, long long slice16, unsigned* sink,
-                                                  unsigned long long* stamps) {
+// With `sms` (part 1b), also each CTA's SM in sms[b].
+__global__ void __launch_bounds__(THREADS, 1) stream_slices(const uint4* __restrict__ src, long long slice16,
+                                                            unsigned* sink, unsigned long long* stamps,
+                                                            unsigned* sms = nullptr) {
+    if (threadIdx.x == 0 && sms != nullptr) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        sms[blockIdx.x] = smid;
+    }
     if (threadIdx.x == 0) stamps[2 * blockIdx.x] = global_ns();
     const uint4* p = src + blockIdx.x * slice16;
     unsigned acc = 0;
@@ -65,18 +69,6 @@ __device__ __forceinline__ void stream_slice_body(const uint4* __restrict__ src,
     if (acc == 0x9e3779b9u) sink[threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.x == 0) stamps[2 * blockIdx.x + 1] = global_ns();
-}
-
-// Part 1b: stream_slices' loop, also recording each CTA's SM (sms[b]).
-__global__ void __launch_bounds__(THREADS, 1) stream_slices_sm(const uint4* __restrict__ src, long long slice16,
-                                                               unsigned* sink, unsigned long long* stamps,
-                                                               unsigned* sms) {
-    if (threadIdx.x == 0) {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        sms[blockIdx.x] = smid;
-    }
-    stream_slice_body(src, slice16, sink, stamps);
 }
 
 // Part 2: a stand-in for quantizing one 128-group: warp max of |v|, then every value scaled by it.
@@ -352,7 +344,7 @@ int main() {
             std::vector<double> med_end, last_end, first_end;
             std::vector<int> late(256, 0);
             for (int r = 0; r < 25; ++r) {
-                stream_slices_sm<<<128, THREADS>>>(pool + (r % places) * (bytes / 16), slice16, sink, stamps, d_sms);
+                stream_slices<<<128, THREADS>>>(pool + (r % places) * (bytes / 16), slice16, sink, stamps, d_sms);
                 CHECK(cudaGetLastError());
                 CHECK(cudaDeviceSynchronize());
                 std::vector<unsigned long long> h(256);

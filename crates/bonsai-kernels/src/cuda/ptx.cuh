@@ -204,13 +204,13 @@ __device__ __forceinline__ void trace_marks_end(const TraceMarks& m) {
         ++slot;
     }
 }
-// Every CTA's end (thread 0 of every CTA of the binary GEMVs, prepares and the decode attention,
-// at the kernel's end), as event TRACE_CTA_END with its CTA (blockIdx.x + gridDim.x * blockIdx.y)
-// and SM: trace.rs's CTA table (the spread of CTA ends after the release, and which CTAs / SMs
-// come last; the next kernel is released only after the last). Only under BONSAI_TRACE=cta
-// (BONSAI_TRACE_CTA_ENDS): one atomic per CTA delays each CTA's exit by a round trip. Word:
-// event | CTA << 8 | smid << 20 | gridDim.x << 28 | blockDim.x << 40. Inside the persistent
-// decode chain it records once per stage per CTA.
+// Every CTA's end (thread 0 of every CTA of the binary GEMVs and prepares, and of each decode
+// attention CTA that takes keys, at the kernel's end), as event TRACE_CTA_END with its CTA
+// (blockIdx.x + gridDim.x * blockIdx.y) and SM: trace.rs's CTA table (the spread of CTA ends
+// after the release, and which CTAs / SMs come last; the next kernel is released only after the
+// last). Only under BONSAI_TRACE=cta (BONSAI_TRACE_CTA_ENDS): one atomic per CTA delays each
+// CTA's exit by a round trip. Word: event | CTA << 8 | smid << 20 | gridDim.x << 28 |
+// blockDim.x << 40. Inside the persistent decode chain it records once per stage per CTA.
 #define TRACE_CTA_END 3u
 __device__ __forceinline__ void trace_cta_end() {
     if (threadIdx.x != 0 || threadIdx.y != 0 || !bonsai_trace_on) return;

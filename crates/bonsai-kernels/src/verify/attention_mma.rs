@@ -1,7 +1,6 @@
 //! Checks of the tensor-core prefill attention (`attention_prefill_mma_hd*`, selected in
 //! production by BONSAI_PREFILL_ATTENTION=mma; verify selects it explicitly) and its error bound.
 
-
 use super::attention::{attention_rows, bound_per_head, BoundInputs, CacheSize, DECODE_WIDE_LANES};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};

@@ -16,7 +16,10 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 
 #[path = "cuda_decode.rs"]
 mod decode;
-pub use decode::{decode_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM, DECODE_MAX_SPLITS, DECODE_WARPS};
+pub use decode::{
+    decode_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM,
+    DECODE_MAX_SPLITS, DECODE_WARPS,
+};
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;
 pub use prefill_mma::{
