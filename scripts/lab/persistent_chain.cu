@@ -22,6 +22,15 @@
 //               L2 (DRAM busy): a grid barrier's cost under a weight stream.
 //   tma_l2+N  : ring_tma whose producer also asks L2 for each chunk N layers ahead (bulk prefetch),
 //               so DRAM keeps streaming while the ring waits on the consumers.
+//   tma_ifN   : ring_tma whose producer keeps at most N chunks in flight (waits for chunk i - N
+//               to land before it issues chunk i): a throttled stream, shorter DRAM / L2 queues,
+//               so the barriers' own round trips may queue less.
+//   act_ifN   : tma_ifN (act_all: unthrottled) with the activations a real stage moves: before its
+//               barrier each CTA writes its share of the next stage's input (16 bits per element,
+//               plain stores), after it every CTA reads the whole input from L2 (ld.global.cg)
+//               before it consumes the stage's weights. The floor of a persistent decode step
+//               whose GEMVs cost nothing.
+//   act_only  : act_all without weights: the barrier + activation chain alone.
 //   floor     : one kernel reading all the bytes once (the copy-speed bound of the step).
 // Build: nvcc -O3 -arch=sm_90 -o persistent_chain persistent_chain.cu   Run: ./persistent_chain
 #include <cooperative_groups.h>
@@ -37,10 +46,17 @@
 
 constexpr int THREADS = 512;
 constexpr int LAYERS = 36;
-// Bytes per stage of one Bonsai-8B layer (Q1_0: K/8 + K/64 bytes per row): qkv, the kv write and
-// rope (none), attention at a short context (~0.5 MB of cache), attn_out, gate_up, down.
-constexpr long long STAGE_BYTES[] = {6144LL * 4096 * 9 / 64, 0, 512 * 1024, 4096LL * 4096 * 9 / 64,
+// Bytes per stage of one Bonsai-8B layer (Q1_0: K/8 + K/64 bytes per row): qkv with RoPE and the
+// kv write, attention at a short context (~0.5 MB of cache), attn_out, gate_up, down. (Before
+// 2026-12-01's eighth session a sixth, empty stage stood for a separate kv-write launch.)
+constexpr long long STAGE_BYTES[] = {6144LL * 4096 * 9 / 64, 512 * 1024, 4096LL * 4096 * 9 / 64,
                                      24576LL * 4096 * 9 / 64, 4096LL * 12288 * 9 / 64};
+// Each stage's input, 16 bits per element (act_* variants): the normed x, q|k|v, the attention's
+// heads, the normed residual, the SwiGLU features.
+__host__ __device__ constexpr int x_bytes(int stage) {
+    return stage == 1 ? 6144 * 2 : stage == 4 ? 12288 * 2 : 4096 * 2;
+}
+constexpr int MAX_X_BYTES = 12288 * 2;
 constexpr int STAGES = sizeof(STAGE_BYTES) / sizeof(STAGE_BYTES[0]);
 // Largest per-CTA slice held in shared memory, times two buffers.
 constexpr int MAX_SLICE = 112 * 1024;
@@ -86,6 +102,8 @@ struct Chain {
     // consumer thread 0: before its grid barrier, after it, and the time spent waiting for the
     // stage's chunks to land.
     unsigned long long* trace = nullptr;
+    // Two buffers of MAX_X_BYTES: stage s reads act[s & 1] and writes act[(s + 1) & 1] (act_*).
+    uint4* act[2] = {nullptr, nullptr};
 };
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
@@ -255,8 +273,10 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 
 // BARRIERS false: the consumers skip the grid barriers (the ring's streaming rate alone);
 // BACKOFF: the barrier's poll sleeps between reads; L2_AHEAD: with each chunk the producer also
-// asks L2 for the same chunk L2_AHEAD layers later (DRAM streams into L2 regardless of the ring).
-template <bool BARRIERS, bool BACKOFF = false, int L2_AHEAD = 0>
+// asks L2 for the same chunk L2_AHEAD layers later (DRAM streams into L2 regardless of the ring);
+// INFLIGHT > 0: at most that many chunks requested and not yet landed; ACTIVATIONS: each stage
+// writes its share of the next stage's input before the barrier and reads its whole input after.
+template <bool BARRIERS, bool BACKOFF = false, int L2_AHEAD = 0, int INFLIGHT = 0, bool ACTIVATIONS = false>
 __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
     extern __shared__ uint4 buf[];
     __shared__ __align__(8) unsigned long long full[TMA_SLOTS];
@@ -291,6 +311,10 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
                 const unsigned round = (unsigned)(issued / TMA_SLOTS);
                 while (ld_volatile_shared(&freed[slot]) < round * CONSUMER_WARPS) {
                 }
+                if (INFLIGHT > 0 && issued >= INFLIGHT) {  // chunk issued - INFLIGHT has landed
+                    const long long old = issued - INFLIGHT;
+                    mbar_wait(&full[old % TMA_SLOTS], (unsigned)(old / TMA_SLOTS) & 1u);
+                }
                 const unsigned bytes = (unsigned)((n16 - first < CHUNK_U4 ? n16 - first : CHUNK_U4) * 16);
                 mbar_expect_tx(&full[slot], bytes);
                 bulk_copy(&buf[slot * CHUNK_U4], &src[first], bytes, &full[slot]);
@@ -309,7 +333,21 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
         const bool traced = c.trace != nullptr && threadIdx.x == 0;
         unsigned long long* rec = traced ? c.trace + 3 * ((long long)s * gridDim.x + blockIdx.x) : nullptr;
         if (traced) rec[0] = global_ns();
+        if (ACTIVATIONS) {  // this CTA's share of the previous stage's output, the input of stage s
+            const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
+            uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
+            const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
+            for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+        }
         if (BARRIERS) grid_barrier_consumers<BACKOFF>(c.counter, s);  // the previous stage's outputs are ready
+        if (ACTIVATIONS) {  // the whole input from L2 (every CTA wrote a share), before the weights
+            const uint4* src = c.act[s & 1];
+            for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
+                const uint4 v = __ldcg(&src[i]);
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            consumers_sync();  // a real stage stages x in shared memory before its first product
+        }
         if (traced) rec[1] = global_ns();
         unsigned long long waited = 0;
         const long long n16 = c.slice[s % STAGES] / 16;
@@ -391,41 +429,55 @@ int main() {
     CHECK(cudaMalloc(&counter, 4));
     CHECK(cudaMalloc(&sink, 4 * THREADS));
     Chain c{d_ptrs, d_slice, counter, sink};
+    CHECK(cudaMalloc(&c.act[0], MAX_X_BYTES));
+    CHECK(cudaMalloc(&c.act[1], MAX_X_BYTES));
+    CHECK(cudaMemset(c.act[0], 0, MAX_X_BYTES));
+    CHECK(cudaMemset(c.act[1], 0, MAX_X_BYTES));
+    // act_only: the same chain with no weight bytes.
+    long long* d_slice_zero;
+    CHECK(cudaMalloc(&d_slice_zero, STAGES * sizeof(long long)));
+    CHECK(cudaMemset(d_slice_zero, 0, STAGES * sizeof(long long)));
+    Chain c_zero = c;
+    c_zero.slice = d_slice_zero;
     const int smem = 2 * MAX_SLICE;
-    CHECK(cudaFuncSetAttribute(chain<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring_tma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring_tma<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(barriers_under_load, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CHECK(cudaFuncSetAttribute(chain_ring_tma<true, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     std::printf("persistent chain: %d CTAs x %d threads, %d layers x %d stages (%d grid barriers), %.1f MB per step\n",
                 sms, THREADS, LAYERS, STAGES, LAYERS * STAGES, total_bytes / 1e6);
-    const char* names[] = {"barrier", "stream", "prefetch", "ring", "ring_tma", "tma_nobar", "tma_sleep", "bar_load",
-                           "tma_l2+1", "tma_l2+2"};
-    for (int mode = 0; mode < 10; ++mode) {
+    struct Mode {
+        const char* name;
+        const void* fn;
+        bool no_weights;
+    };
+    const Mode modes[] = {
+        {"barrier", (const void*)chain<0>, false},
+        {"stream", (const void*)chain<1>, false},
+        {"prefetch", (const void*)chain<2>, false},
+        {"ring", (const void*)chain_ring, false},
+        {"ring_tma", (const void*)chain_ring_tma<true>, false},
+        {"tma_nobar", (const void*)chain_ring_tma<false>, false},
+        {"tma_sleep", (const void*)chain_ring_tma<true, true>, false},
+        {"bar_load", (const void*)barriers_under_load, false},
+        {"tma_l2+1", (const void*)chain_ring_tma<true, false, 1>, false},
+        {"tma_if8", (const void*)chain_ring_tma<true, false, 0, 8>, false},
+        {"tma_if4", (const void*)chain_ring_tma<true, false, 0, 4>, false},
+        {"tma_if2", (const void*)chain_ring_tma<true, false, 0, 2>, false},
+        {"nobar_if4", (const void*)chain_ring_tma<false, false, 0, 4>, false},
+        {"nobar_if2", (const void*)chain_ring_tma<false, false, 0, 2>, false},
+        {"act_only", (const void*)chain_ring_tma<true, false, 0, 0, true>, true},
+        {"act_all", (const void*)chain_ring_tma<true, false, 0, 0, true>, false},
+        {"act_if4", (const void*)chain_ring_tma<true, false, 0, 4, true>, false},
+        {"act_if2", (const void*)chain_ring_tma<true, false, 0, 2, true>, false},
+    };
+    for (const Mode& m : modes) {
+        CHECK(cudaFuncSetAttribute(m.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         std::vector<float> ms;
         for (int r = 0; r < 25; ++r) {
             CHECK(cudaMemset(counter, 0, 4));
-            void* args[] = {&c};
-            const void* fn = mode == 0   ? (const void*)chain<0>
-                             : mode == 1 ? (const void*)chain<1>
-                             : mode == 2 ? (const void*)chain<2>
-                             : mode == 3 ? (const void*)chain_ring
-                             : mode == 4 ? (const void*)chain_ring_tma<true>
-                             : mode == 5 ? (const void*)chain_ring_tma<false>
-                             : mode == 6 ? (const void*)chain_ring_tma<true, true>
-                             : mode == 7 ? (const void*)barriers_under_load
-                             : mode == 8 ? (const void*)chain_ring_tma<true, false, 1>
-                                         : (const void*)chain_ring_tma<true, false, 2>;
+            void* args[] = {m.no_weights ? (void*)&c_zero : (void*)&c};
             CHECK(cudaEventRecord(a));
-            CHECK(cudaLaunchCooperativeKernel(fn, sms, THREADS, args, smem, 0));
+            CHECK(cudaLaunchCooperativeKernel(m.fn, sms, THREADS, args, smem, 0));
             CHECK(cudaEventRecord(b));
             CHECK(cudaEventSynchronize(b));
             float t;
@@ -433,8 +485,9 @@ int main() {
             if (r >= 3) ms.push_back(t);
         }
         const float us = median(ms) * 1e3f;
-        std::printf("%-9s %8.1f us per step  %6.2f us per barrier-stage  %7.0f steps/s  %.2f TB/s\n", names[mode], us,
-                    us / (LAYERS * STAGES), 1e6 / us, mode ? total_bytes / (us * 1e-6) / 1e12 : 0.0);
+        const bool moves = m.fn != (const void*)chain<0> && !m.no_weights;
+        std::printf("%-9s %8.1f us per step  %6.2f us per barrier-stage  %7.0f steps/s  %.2f TB/s\n", m.name, us,
+                    us / (LAYERS * STAGES), 1e6 / us, moves ? total_bytes / (us * 1e-6) / 1e12 : 0.0);
     }
     // One traced ring_tma run: where each stage's time goes, over all stages and CTAs.
     {
@@ -444,6 +497,7 @@ int main() {
         Chain t = c;
         t.trace = trace;
         void* args[] = {&t};
+        CHECK(cudaFuncSetAttribute(chain_ring_tma<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         for (int r = 0; r < 2; ++r) {  // the second run is the one read
             CHECK(cudaMemset(counter, 0, 4));
             CHECK(cudaLaunchCooperativeKernel((const void*)chain_ring_tma<true>, sms, THREADS, args, smem, 0));
