@@ -31,6 +31,14 @@
 //               before it consumes the stage's weights. The floor of a persistent decode step
 //               whose GEMVs cost nothing.
 //   act_only  : act_all without weights: the barrier + activation chain alone.
+//   rlx_only, rlx_all : act_only, act_all with barriers that neither release nor acquire (timing
+//               only: what the release's fence costs, idle and under the stream).
+//   flag_only, flag_all, flag_if4 : no grid barrier: each stage's input travels as 64-bit words
+//               (payload + epoch, relaxed stores), polled word by word (act_only / act_all /
+//               act_if4 with the data as its own signal).
+//   bar_tma, bar_ldg (+ _rlx): the barriers alone while a warp of each CTA streams weights the
+//               whole time, by TMA into shared memory or by plain loads (relaxed barriers: _rlx).
+//               Against bar_load (DRAM as busy, nothing in flight on the SM itself).
 //   floor     : one kernel reading all the bytes once (the copy-speed bound of the step).
 // Build: nvcc -O3 -arch=sm_90 -o persistent_chain persistent_chain.cu   Run: ./persistent_chain
 #include <cooperative_groups.h>
@@ -39,6 +47,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -69,13 +78,23 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
+__device__ __forceinline__ void red_relaxed_add(unsigned* p, unsigned v) {
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 // Thread 0's part of grid barrier number `n`: arrive, then poll until every CTA has (BACKOFF:
-// sleeping between polls).
-template <bool BACKOFF = false>
+// sleeping between polls). RELAXED: no release / acquire (orders no data: it times the signal
+// alone, without the fence a release implies).
+template <bool BACKOFF = false, bool RELAXED = false>
 __device__ __forceinline__ void grid_arrive_and_wait(unsigned* counter, unsigned n) {
-    red_release_add(counter, 1);
+    if (RELAXED) red_relaxed_add(counter, 1);
+    else red_release_add(counter, 1);
     const unsigned target = (n + 1) * gridDim.x;
-    while (ld_acquire(counter) < target) {
+    while ((RELAXED ? ld_relaxed(counter) : ld_acquire(counter)) < target) {
         if (BACKOFF) __nanosleep(64);
     }
 }
@@ -104,6 +123,7 @@ struct Chain {
     unsigned long long* trace = nullptr;
     // Two buffers of MAX_X_BYTES: stage s reads act[s & 1] and writes act[(s + 1) & 1] (act_*).
     uint4* act[2] = {nullptr, nullptr};
+    unsigned run = 0;  // launch number: flag_* epochs differ between launches
 };
 __device__ __forceinline__ unsigned long long global_ns() {
     unsigned long long t;
@@ -169,10 +189,10 @@ static_assert(RING_SLOTS > RING_DEPTH, "the producer must publish a chunk before
 // The consumer warps' barrier (named barrier 1): the producer warp never takes part.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(CONSUMERS) : "memory"); }
 // BACKOFF: sleep between polls (fewer L2 requests on the counter's line while DRAM is busy).
-template <bool BACKOFF = false>
+template <bool BACKOFF = false, bool RELAXED = false>
 __device__ __forceinline__ void grid_barrier_consumers(unsigned* counter, unsigned n) {
     consumers_sync();
-    if (threadIdx.x == 0) grid_arrive_and_wait<BACKOFF>(counter, n);
+    if (threadIdx.x == 0) grid_arrive_and_wait<BACKOFF, RELAXED>(counter, n);
     consumers_sync();
 }
 __device__ __forceinline__ unsigned ld_volatile_shared(const unsigned* p) { return *(volatile const unsigned*)p; }
@@ -276,7 +296,12 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 // asks L2 for the same chunk L2_AHEAD layers later (DRAM streams into L2 regardless of the ring);
 // INFLIGHT > 0: at most that many chunks requested and not yet landed; ACTIVATIONS: each stage
 // writes its share of the next stage's input before the barrier and reads its whole input after.
-template <bool BARRIERS, bool BACKOFF = false, int L2_AHEAD = 0, int INFLIGHT = 0, bool ACTIVATIONS = false>
+// RELAXED: the barriers without release / acquire (timing only; see grid_arrive_and_wait).
+// FLAGS: no barrier at all; the activations are 64-bit words (32 payload bits and the stage's
+// epoch), stored relaxed (single-copy atomic) and polled word by word until each carries this
+// stage's epoch: the data is its own signal, no fence, no counter (needs BARRIERS false).
+template <bool BARRIERS, bool BACKOFF = false, int L2_AHEAD = 0, int INFLIGHT = 0, bool ACTIVATIONS = false,
+          bool RELAXED = false, bool FLAGS = false>
 __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
     extern __shared__ uint4 buf[];
     __shared__ __align__(8) unsigned long long full[TMA_SLOTS];
@@ -333,13 +358,31 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
         const bool traced = c.trace != nullptr && threadIdx.x == 0;
         unsigned long long* rec = traced ? c.trace + 3 * ((long long)s * gridDim.x + blockIdx.x) : nullptr;
         if (traced) rec[0] = global_ns();
+        const unsigned epoch = c.run * 1000u + (unsigned)s + 1u;
+        if (FLAGS) {  // this CTA's share of stage s's input as flagged words, then all of it polled
+            const int words = x_bytes(s % STAGES) / 4;
+            const int share = (words + gridDim.x - 1) / gridDim.x;
+            unsigned long long* w = reinterpret_cast<unsigned long long*>(c.act[s & 1]);
+            for (int i = blockIdx.x * share + threadIdx.x; i < (blockIdx.x + 1) * share && i < words; i += CONSUMERS) {
+                const unsigned long long v = ((unsigned long long)epoch << 32) | (acc ^ (unsigned)i);
+                asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(w + i), "l"(v) : "memory");
+            }
+            for (int i = threadIdx.x; i < words; i += CONSUMERS) {
+                unsigned long long v;
+                do {
+                    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(w + i) : "memory");
+                } while ((unsigned)(v >> 32) != epoch);
+                acc ^= (unsigned)v;
+            }
+            consumers_sync();
+        }
         if (ACTIVATIONS) {  // this CTA's share of the previous stage's output, the input of stage s
             const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
             uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
             const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
             for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
         }
-        if (BARRIERS) grid_barrier_consumers<BACKOFF>(c.counter, s);  // the previous stage's outputs are ready
+        if (BARRIERS) grid_barrier_consumers<BACKOFF, RELAXED>(c.counter, s);  // the previous stage's outputs are ready
         if (ACTIVATIONS) {  // the whole input from L2 (every CTA wrote a share), before the weights
             const uint4* src = c.act[s & 1];
             for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
@@ -382,6 +425,58 @@ __global__ void __launch_bounds__(THREADS, 1) barriers_under_load(Chain c) {
         return;
     }
     for (int s = 0; s < total; ++s) grid_barrier_consumers(c.counter, s);
+}
+
+// The grid barriers alone while warp 15 of every CTA streams weights the whole time (until the
+// CTA's last barrier): TMA: one thread, bulk copies of 16 KB into shared-memory slots, 4 in
+// flight; else the warp's lanes with plain 16-byte streaming loads, 8 per lane in flight. Does a
+// barrier slow down because DRAM is busy (bar_load: no) or because its own SM has loads in flight?
+template <bool TMA, bool RELAXED>
+__global__ void __launch_bounds__(THREADS, 1) barriers_under_stream(Chain c) {
+    extern __shared__ uint4 buf[];
+    __shared__ __align__(8) unsigned long long full[4];
+    __shared__ volatile unsigned done;
+    if (threadIdx.x < 4) mbar_init(&full[threadIdx.x], 1);
+    if (threadIdx.x == 0) done = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    if (warp == CONSUMER_WARPS) {
+        if (TMA && lane != 0) return;
+        unsigned acc = 0;
+        long long issued = 0;
+        for (int s = 0; !done; s = (s + 1) % total) {
+            const uint4* src = slice_of(c, s);
+            const long long n16 = c.slice[s % STAGES] / 16;
+            if (TMA) {
+                for (long long first = 0; first < n16 && !done; first += TMA_CHUNK / 16, ++issued) {
+                    const int slot = (int)(issued % 4);
+                    if (issued >= 4) mbar_wait(&full[slot], (unsigned)((issued - 4) / 4) & 1u);
+                    const long long m = n16 - first < TMA_CHUNK / 16 ? n16 - first : TMA_CHUNK / 16;
+                    mbar_expect_tx(&full[slot], (unsigned)(m * 16));
+                    bulk_copy(&buf[slot * (TMA_CHUNK / 16)], &src[first], (unsigned)(m * 16), &full[slot]);
+                }
+            } else {
+                for (long long first = 0; first < n16 && !done; first += 32 * 8) {
+                    uint4 v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) {
+                        const long long i = first + u * 32 + lane;
+                        v[u] = i < n16 ? __ldcs(&src[i]) : make_uint4(0, 0, 0, 0);
+                    }
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+                }
+            }
+        }
+        if (TMA)  // the copies still in flight land before the CTA exits
+            for (long long j = issued > 4 ? issued - 4 : 0; j < issued; ++j) mbar_wait(&full[j % 4], (unsigned)(j / 4) & 1u);
+        if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;
+        return;
+    }
+    for (int s = 0; s < total; ++s) grid_barrier_consumers<false, RELAXED>(c.counter, s);
+    if (threadIdx.x == 0) done = 1;
 }
 
 __global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
@@ -429,10 +524,11 @@ int main() {
     CHECK(cudaMalloc(&counter, 4));
     CHECK(cudaMalloc(&sink, 4 * THREADS));
     Chain c{d_ptrs, d_slice, counter, sink};
-    CHECK(cudaMalloc(&c.act[0], MAX_X_BYTES));
-    CHECK(cudaMalloc(&c.act[1], MAX_X_BYTES));
-    CHECK(cudaMemset(c.act[0], 0, MAX_X_BYTES));
-    CHECK(cudaMemset(c.act[1], 0, MAX_X_BYTES));
+    // Twice the 16-bit activations' bytes: flag_* words carry 32 payload bits each.
+    CHECK(cudaMalloc(&c.act[0], 2 * MAX_X_BYTES));
+    CHECK(cudaMalloc(&c.act[1], 2 * MAX_X_BYTES));
+    CHECK(cudaMemset(c.act[0], 0, 2 * MAX_X_BYTES));
+    CHECK(cudaMemset(c.act[1], 0, 2 * MAX_X_BYTES));
     // act_only: the same chain with no weight bytes.
     long long* d_slice_zero;
     CHECK(cudaMalloc(&d_slice_zero, STAGES * sizeof(long long)));
@@ -469,12 +565,22 @@ int main() {
         {"act_all", (const void*)chain_ring_tma<true, false, 0, 0, true>, false},
         {"act_if4", (const void*)chain_ring_tma<true, false, 0, 4, true>, false},
         {"act_if2", (const void*)chain_ring_tma<true, false, 0, 2, true>, false},
+        {"rlx_only", (const void*)chain_ring_tma<true, false, 0, 0, true, true>, true},
+        {"rlx_all", (const void*)chain_ring_tma<true, false, 0, 0, true, true>, false},
+        {"flag_only", (const void*)chain_ring_tma<false, false, 0, 0, false, false, true>, true},
+        {"flag_all", (const void*)chain_ring_tma<false, false, 0, 0, false, false, true>, false},
+        {"flag_if4", (const void*)chain_ring_tma<false, false, 0, 4, false, false, true>, false},
+        {"bar_tma", (const void*)barriers_under_stream<true, false>, false},
+        {"bar_tma_rlx", (const void*)barriers_under_stream<true, true>, false},
+        {"bar_ldg", (const void*)barriers_under_stream<false, false>, false},
+        {"bar_ldg_rlx", (const void*)barriers_under_stream<false, true>, false},
     };
     for (const Mode& m : modes) {
         CHECK(cudaFuncSetAttribute(m.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         std::vector<float> ms;
         for (int r = 0; r < 25; ++r) {
             CHECK(cudaMemset(counter, 0, 4));
+            c.run = c_zero.run = 1000u * (unsigned)(&m - modes) + (unsigned)r + 1u;
             void* args[] = {m.no_weights ? (void*)&c_zero : (void*)&c};
             CHECK(cudaEventRecord(a));
             CHECK(cudaLaunchCooperativeKernel(m.fn, sms, THREADS, args, smem, 0));
@@ -485,7 +591,8 @@ int main() {
             if (r >= 3) ms.push_back(t);
         }
         const float us = median(ms) * 1e3f;
-        const bool moves = m.fn != (const void*)chain<0> && !m.no_weights;
+        // bar_*: the time is the barrier chain's (the stream stops with it): no bandwidth figure.
+        const bool moves = m.fn != (const void*)chain<0> && !m.no_weights && std::strncmp(m.name, "bar", 3) != 0;
         std::printf("%-9s %8.1f us per step  %6.2f us per barrier-stage  %7.0f steps/s  %.2f TB/s\n", m.name, us,
                     us / (LAYERS * STAGES), 1e6 / us, moves ? total_bytes / (us * 1e-6) / 1e12 : 0.0);
     }
