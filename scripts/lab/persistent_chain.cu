@@ -36,6 +36,10 @@
 //   flag_only, flag_all, flag_if4 : no grid barrier: each stage's input travels as 64-bit words
 //               (payload + epoch, relaxed stores), polled word by word (act_only / act_all /
 //               act_if4 with the data as its own signal).
+//   l2_aN     : act_all's chain with the weights asked into L2 N stages ahead by fire-and-forget
+//               bulk prefetches (one thread per CTA, its own slices) and read from L2 by the
+//               consumers after the activations: no weight bytes in flight to the SM while it
+//               waits at a barrier.
 //   bar_tma, bar_ldg (+ _rlx): the barriers alone while a warp of each CTA streams weights the
 //               whole time, by TMA into shared memory or by plain loads (relaxed barriers: _rlx).
 //               Against bar_load (DRAM as busy, nothing in flight on the SM itself).
@@ -479,6 +483,56 @@ __global__ void __launch_bounds__(THREADS, 1) barriers_under_stream(Chain c) {
     if (threadIdx.x == 0) done = 1;
 }
 
+// l2_aN: the weights reach L2 ahead of their stage, by fire-and-forget bulk prefetches (nothing in
+// flight on the SM itself), and the consumers read their slice from L2 after the barrier and the
+// activations (act_all's chain). One producer thread per CTA prefetches its own slice of stage t
+// once the consumers have begun stage t - AHEAD (a counter in shared memory), so L2 holds about
+// AHEAD stages of weights at a time.
+template <int AHEAD>
+__global__ void __launch_bounds__(THREADS, 1) chain_l2(Chain c) {
+    __shared__ volatile int begun;  // stages the consumers have begun
+    if (threadIdx.x == 0) begun = 0;
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    if (warp == CONSUMER_WARPS) {
+        if (lane != 0) return;
+        for (int t = 0; t < total; ++t) {
+            while (begun < t - AHEAD + 1) {
+            }
+            const char* src = reinterpret_cast<const char*>(slice_of(c, t));
+            const long long bytes = c.slice[t % STAGES];
+            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
+                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
+            }
+        }
+        return;
+    }
+    unsigned acc = 0;
+    for (int s = 0; s < total; ++s) {
+        if (threadIdx.x == 0) begun = s + 1;
+        const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
+        uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
+        const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
+        for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+        grid_barrier_consumers(c.counter, s);
+        const uint4* x = c.act[s & 1];
+        for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
+            const uint4 v = __ldcg(&x[i]);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+        consumers_sync();
+        const uint4* w = slice_of(c, s);
+        const long long n16 = c.slice[s % STAGES] / 16;
+        for (long long i = threadIdx.x; i < n16; i += CONSUMERS) {
+            const uint4 v = __ldcs(&w[i]);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    }
+    if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
+}
+
 __global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
@@ -570,6 +624,10 @@ int main() {
         {"flag_only", (const void*)chain_ring_tma<false, false, 0, 0, false, false, true>, true},
         {"flag_all", (const void*)chain_ring_tma<false, false, 0, 0, false, false, true>, false},
         {"flag_if4", (const void*)chain_ring_tma<false, false, 0, 4, false, false, true>, false},
+        {"l2_a1", (const void*)chain_l2<1>, false},
+        {"l2_a2", (const void*)chain_l2<2>, false},
+        {"l2_a3", (const void*)chain_l2<3>, false},
+        {"l2_a5", (const void*)chain_l2<5>, false},
         {"bar_tma", (const void*)barriers_under_stream<true, false>, false},
         {"bar_tma_rlx", (const void*)barriers_under_stream<true, true>, false},
         {"bar_ldg", (const void*)barriers_under_stream<false, false>, false},
