@@ -40,6 +40,8 @@
 //               bulk prefetches (one thread per CTA, its own slices) and read from L2 by the
 //               consumers after the activations: no weight bytes in flight to the SM while it
 //               waits at a barrier.
+//   l2sm_aN   : l2_aN (a0: no L2 prefetch), each stage's slice copied from L2 into shared memory
+//               one stage early, right after the activations are read.
 //   bar_tma, bar_ldg (+ _rlx): the barriers alone while a warp of each CTA streams weights the
 //               whole time, by TMA into shared memory or by plain loads (relaxed barriers: _rlx).
 //               Against bar_load (DRAM as busy, nothing in flight on the SM itself).
@@ -533,6 +535,68 @@ __global__ void __launch_bounds__(THREADS, 1) chain_l2(Chain c) {
     if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
 }
 
+// l2sm_aN: l2_aN's prefetches (AHEAD 0: none), but each stage's slice is copied from L2 into
+// shared memory (cp.async, double buffer) one stage early, issued right after the stage's
+// activations: the copies are L2 hits that land while the stage computes, so little is in flight
+// on the SM at its next barrier, and the stage's own weights are in shared memory when it starts.
+template <int AHEAD>
+__global__ void __launch_bounds__(THREADS, 1) chain_l2_smem(Chain c) {
+    extern __shared__ uint4 buf[];
+    uint4* half[2] = {buf, buf + MAX_SLICE / 16};
+    __shared__ volatile int begun;
+    if (threadIdx.x == 0) begun = 0;
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int total = LAYERS * STAGES;
+    if (warp == CONSUMER_WARPS) {
+        if (lane != 0 || AHEAD == 0) return;
+        for (int t = 1; t < total; ++t) {
+            while (begun < t - AHEAD + 1) {
+            }
+            const char* src = reinterpret_cast<const char*>(slice_of(c, t));
+            const long long bytes = c.slice[t % STAGES];
+            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
+                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
+            }
+        }
+        return;
+    }
+    unsigned acc = 0;
+    {
+        const uint4* w = slice_of(c, 0);
+        for (long long i = threadIdx.x; i < c.slice[0] / 16; i += CONSUMERS) cp_async16(&half[0][i], &w[i]);
+        cp_commit();
+    }
+    for (int s = 0; s < total; ++s) {
+        if (threadIdx.x == 0) begun = s + 1;
+        const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
+        uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
+        const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
+        for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+        grid_barrier_consumers(c.counter, s);  // also: every consumer is done with half[(s + 1) & 1]
+        const uint4* x = c.act[s & 1];
+        for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
+            const uint4 v = __ldcg(&x[i]);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+        if (s + 1 < total) {
+            const uint4* w = slice_of(c, s + 1);
+            for (long long i = threadIdx.x; i < c.slice[(s + 1) % STAGES] / 16; i += CONSUMERS)
+                cp_async16(&half[(s + 1) & 1][i], &w[i]);
+        }
+        cp_commit();
+        cp_wait<1>();      // this thread's copies of slice s
+        consumers_sync();  // everyone's
+        const long long n16 = c.slice[s % STAGES] / 16;
+        for (long long i = threadIdx.x; i < n16; i += CONSUMERS) {
+            const uint4 v = half[s & 1][i];
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        }
+    }
+    if (acc == 0x9e3779b9u) c.sink[threadIdx.x] = acc;  // keeps the loads
+}
+
 __global__ void read_all(const uint4* p, long long n16, unsigned* sink) {
     unsigned acc = 0;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
@@ -628,6 +692,11 @@ int main() {
         {"l2_a2", (const void*)chain_l2<2>, false},
         {"l2_a3", (const void*)chain_l2<3>, false},
         {"l2_a5", (const void*)chain_l2<5>, false},
+        {"l2sm_a0", (const void*)chain_l2_smem<0>, false},
+        {"l2sm_a2", (const void*)chain_l2_smem<2>, false},
+        {"l2sm_a3", (const void*)chain_l2_smem<3>, false},
+        {"l2sm_a5", (const void*)chain_l2_smem<5>, false},
+        {"l2sm_a10", (const void*)chain_l2_smem<10>, false},
         {"bar_tma", (const void*)barriers_under_stream<true, false>, false},
         {"bar_tma_rlx", (const void*)barriers_under_stream<true, true>, false},
         {"bar_ldg", (const void*)barriers_under_stream<false, false>, false},
