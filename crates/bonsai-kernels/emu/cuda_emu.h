@@ -25,6 +25,7 @@
 #define __forceinline__ inline
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define __constant__
 // Static shared memory: one copy per OS thread, and an OS thread runs one CTA at a time, so all

@@ -319,6 +319,7 @@ pub(crate) mod tests {
         let decode = "ops/attention/attention_decode.cu";
         assert_eq!(cu_define(decode, "ATT_DEC_MAX_SPLITS"), super::attention::DECODE_MAX_SPLITS);
         assert_eq!(cu_define(decode, "ATT_DEC_WARPS"), super::attention::DECODE_WARPS);
+        assert_eq!(cu_define(decode, "ATT_DEC_HEADS_WARPS"), super::attention::DECODE_HEADS_WARPS);
         let joint = "ops/joint_attention/joint_attention.cu";
         use super::joint_attention as ja;
         assert_eq!(cu_define(joint, "JA_ROW_PAD"), ja::ROW_PAD);

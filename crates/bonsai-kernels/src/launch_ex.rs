@@ -302,6 +302,7 @@ mod tests {
         ("attention_decode_g4_hd128_planes", "attention_decode_body"),
         ("attention_decode_g8_hd128", "attention_decode_body"),
         ("attention_decode_g8_hd128_planes", "attention_decode_body"),
+        ("_hd128_planes_heads", "attention_decode_body"),
     ];
 
     #[test]
@@ -310,9 +311,11 @@ mod tests {
         let mut seen = Vec::new();
         for (at, _) in text.match_indices("extern \"C\" __global__") {
             let mut head = &text[at..];
-            if let Some(lb) = head.find("__launch_bounds__(").filter(|&lb| lb < head.find('{').unwrap_or(0)) {
-                let close = head[lb..].find(')').expect("__launch_bounds__ closes") + lb;
-                head = &head[close + 1..];
+            for qualifier in ["__launch_bounds__(", "__maxnreg__("] {
+                if let Some(lb) = head.find(qualifier).filter(|&lb| lb < head.find('{').unwrap_or(0)) {
+                    let close = head[lb..].find(')').expect("the qualifier closes") + lb;
+                    head = &head[close + 1..];
+                }
             }
             let paren = head.find('(').expect("kernel signature");
             // The name, or for a macro-made kernel (`PREFIX##_suffix`) its suffix.

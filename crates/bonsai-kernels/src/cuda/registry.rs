@@ -305,6 +305,8 @@ pub const SOURCES: &[KernelSource] = &[
             "attention_decode_g2_hd128_planes",
             "attention_decode_g4_hd128_planes",
             "attention_decode_g8_hd128_planes",
+            "attention_decode_g2_hd128_planes_heads",
+            "attention_decode_g4_hd128_planes_heads",
         ],
     },
     KernelSource {

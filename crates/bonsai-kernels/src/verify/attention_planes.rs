@@ -13,8 +13,11 @@ use half::f16;
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
+use super::attention::{decode_bound, BoundInputs};
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::attention::{attention, attention_decode_planes, counters_len, scratch_len};
+use crate::launch::attention::{
+    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len, with_att_heads,
+};
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
@@ -55,8 +58,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// The attention's inputs at `pos0` and the buffers both paths use.
+/// The attention's inputs at `pos0` (with their host copies) and the buffers both paths use.
 struct AttentionInputs {
+    host: (Vec<f32>, Vec<f16>, Vec<f16>),
     qkv: cudarc::driver::CudaSlice<f32>,
     k_cache: cudarc::driver::CudaSlice<u16>,
     v_cache: cudarc::driver::CudaSlice<u16>,
@@ -68,14 +72,16 @@ struct AttentionInputs {
 
 fn inputs(ctx: &mut Ctx, shape: HeadShape, max_seq: usize, pos0: usize) -> Result<AttentionInputs, VerifyError> {
     let cache_len = shape.n_kv * max_seq * shape.head_dim;
-    let mut cache = || -> Vec<u16> {
-        (0..cache_len).map(|_| f16::from_f32(ctx.rng.range(-INPUT_RANGE, INPUT_RANGE)).to_bits()).collect()
-    };
+    let mut cache =
+        || -> Vec<f16> { (0..cache_len).map(|_| f16::from_f32(ctx.rng.range(-INPUT_RANGE, INPUT_RANGE))).collect() };
     let (k, v) = (cache(), cache());
+    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let qkv = ctx.rng.activations(shape.qkv_row_len(), INPUT_RANGE);
     Ok(AttentionInputs {
-        qkv: upload(&ctx.stream, &ctx.rng.activations(shape.qkv_row_len(), INPUT_RANGE))?,
-        k_cache: upload(&ctx.stream, &k)?,
-        v_cache: upload(&ctx.stream, &v)?,
+        qkv: upload(&ctx.stream, &qkv)?,
+        k_cache: upload(&ctx.stream, &bits(&k))?,
+        v_cache: upload(&ctx.stream, &bits(&v))?,
+        host: (qkv, k, v),
         pos: upload(&ctx.stream, &[pos0 as u32])?,
         scratch: poisoned(&ctx.stream, scratch_len(1, shape, max_seq))?,
         counters: upload(&ctx.stream, &vec![0u32; counters_len(1, shape)])?,
@@ -91,7 +97,7 @@ fn run_plain(
     out: &mut cudarc::driver::CudaSlice<f32>,
 ) -> Result<(), VerifyError> {
     let (lib, stream) = (&ctx.lib, &ctx.stream);
-    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq } = a;
+    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     attention(lib, stream, qkv, 1, shape, pos, *max_seq, *max_seq, k_cache, v_cache, scratch, counters, out)?;
     Ok(())
 }
@@ -105,7 +111,7 @@ fn run_planes(
     planes: &mut B1Planes,
 ) -> Result<(), VerifyError> {
     let (lib, stream) = (&ctx.lib, &ctx.stream);
-    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq } = a;
+    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     attention_decode_planes(lib, stream, qkv, shape, pos, *max_seq, k_cache, v_cache, scratch, counters, out, planes)?;
     Ok(())
 }
@@ -172,6 +178,9 @@ fn check(
     ctx.record("attention_planes", &format!("{label} out"), floats_identical(&got, &want));
     let (got, want) = (planes_words(ctx, &planes_b)?, planes_words(ctx, &planes_a)?);
     ctx.record("attention_planes", &format!("{label} planes"), words_equal(&got, &want));
+    if decode_heads_entry_point(shape.n_q / shape.n_kv).is_some() {
+        check_heads(ctx, label, &mut a, shape, pos0, &out_a)?;
+    }
 
     for w in weights {
         for store in [Store::Overwrite, Store::Add] {
@@ -187,6 +196,47 @@ fn check(
             ctx.record("matmul_from_planes", &format!("{label} {q} {s}"), floats_identical(&got, &want));
         }
     }
+    Ok(())
+}
+
+/// The `_heads` kernels (a CTA per q head, four warps: `BONSAI_ATT_HEADS=1`). Their keys go to
+/// warps and splits differently, so their outputs are not (a)'s bits: against the CPU reference
+/// within the decode kernel's bound (attention.rs `decode_bound`, whose sums allow 8 warps and 32
+/// splits per head: these use 4 and up to 32), or, past the cache, (a)'s NaNs bit for bit; their
+/// planes bit-identical to gemv_b1_prepare's of their own outputs; the split counters left at zero.
+/// (Their lanes hold 8 dims, so a lane sums at most seq / 8 keys and one shuffle level: within
+/// that bound's chain.)
+fn check_heads(
+    ctx: &mut Ctx,
+    label: &str,
+    a: &mut AttentionInputs,
+    shape: HeadShape,
+    pos0: usize,
+    out_a: &cudarc::driver::CudaSlice<f32>,
+) -> Result<(), VerifyError> {
+    let k = shape.q_len();
+    let mut planes_c = B1Planes::new(&ctx.stream, k)?;
+    let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_c)?;
+    let mut out_c = poisoned(&ctx.stream, k)?;
+    with_att_heads(true, || run_planes(ctx, a, shape, &mut out_c, &mut planes_c))?;
+    let got = download(&ctx.stream, &out_c)?;
+    let cmp = if pos0 >= a.max_seq {
+        floats_identical(&got, &download(&ctx.stream, out_a)?)
+    } else {
+        let (qkv, kc, vc) = &a.host;
+        let mut want = vec![0.0f32; k];
+        crate::ops::attention::reference(qkv, 1, shape, pos0, a.max_seq, kc, vc, &mut want)?;
+        let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, max_seq: a.max_seq, kc, vc });
+        Comparison::of(&got, &want, |i| bound[i])
+    };
+    ctx.record("attention_planes heads", &format!("{label} out"), cmp);
+    let mut want_planes = B1Planes::new(&ctx.stream, k)?;
+    prepare_planes(&ctx.lib, &ctx.stream, &out_c, &mut want_planes)?;
+    let (got, want) = (planes_words(ctx, &planes_c)?, planes_words(ctx, &want_planes)?);
+    ctx.record("attention_planes heads", &format!("{label} planes"), words_equal(&got, &want));
+    let left = download(&ctx.stream, &a.counters)?;
+    ctx.record("attention_planes heads", &format!("{label} counters reset"), words_equal(&left, &vec![0; left.len()]));
     Ok(())
 }
 

@@ -55,17 +55,18 @@ __device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
     }
 }
 
-// The G heads' partials of this CTA's warps, combined: CTA-level max/sum/acc for (head h, dim d).
-template <int G, int HD>
+// The G heads' partials of this CTA's WARPS warps, combined: CTA-level max/sum/acc for (head h,
+// dim d).
+template <int G, int HD, int WARPS>
 __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
                                                        float (*warp_acc)[G][HD], int h, int d,
                                                        float* cta_max, float* cta_sum) {
     float mx = neg_inf();
 #pragma unroll
-    for (int w = 0; w < ATT_DEC_WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
+    for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
     float sum = 0.0f, value = 0.0f;
 #pragma unroll
-    for (int w = 0; w < ATT_DEC_WARPS; ++w) {
+    for (int w = 0; w < WARPS; ++w) {
         // A warp that had no keys holds max -inf, sum 0, acc 0: weight exp2(-inf) = 0.
         const float weight = exp2_ftz(warp_max[w][h] - mx);
         sum = fmaf(warp_sum[w][h], weight, sum);
@@ -78,40 +79,48 @@ __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], flo
 
 // The `_planes` variants' epilogue: once this CTA's G * HD outputs (whole 128-groups at HD 128)
 // are in `out_s` (shared memory: the same floats the CTA stored to `out`, without their L2 round
-// trip), warp w quantizes groups w, w + ATT_DEC_WARPS, ... of them into gemv_b1's planes,
+// trip), warp w quantizes groups w, w + WARPS, ... of them into gemv_b1's planes,
 // (s, X) and sum of squares (b1_prepare_group, matmul_gemv_b1.cu: the same arithmetic as
-// gemv_b1_prepare on the same floats), at global group kv_head * G * HD / 128 + w.
-template <int G, int HD>
-__device__ __forceinline__ void att_dec_write_planes(const float* out_s, int kv_head, int warp, u32* planes,
+// gemv_b1_prepare on the same floats), at global group column * G * HD / 128 + w.
+template <int G, int HD, int WARPS>
+__device__ __forceinline__ void att_dec_write_planes(const float* out_s, int column, int warp, u32* planes,
                                                      u32* gsx, float* group_sq) {
     static_assert(HD % GROUP_SIZE == 0, "the planes variant needs whole 128-groups per head");
     constexpr int GROUPS = G * HD / GROUP_SIZE;
     __syncthreads();  // every thread's outputs are in out_s
-    for (int local = warp; local < GROUPS; local += ATT_DEC_WARPS) {  // warp-uniform
-        const long long group = (long long)kv_head * GROUPS + local;
+    for (int local = warp; local < GROUPS; local += WARPS) {  // warp-uniform
+        const long long group = (long long)column * GROUPS + local;
         b1_prepare_group(out_s + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
                          group_sq + group);
     }
 }
 
 // PLANES: also write the outputs' gemv_b1 planes (att_dec_write_planes; null pointers otherwise).
-template <int G, int HD, bool PLANES>
+// Grid (columns, n_splits) of WARPS warps: column c takes q heads c * G .. + G, which read cache
+// head c / REP. REP 1: a column is a kv head and its whole GQA group (G = n_q / n_kv). The `_heads`
+// entry points take G = 1, REP = n_q / n_kv: a CTA per q head, four warps, the cache rows read
+// by REP CTAs (L2 hits after the first) in exchange for a quarter of the math per warp, one group
+// of planes per CTA, and a CTA small enough to share an SM with a GEMV CTA.
+template <int G, int HD, bool PLANES, int WARPS = ATT_DEC_WARPS, int REP = 1>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                       int n_splits, int min_split_keys, u32* __restrict__ counters,
                                                       float* __restrict__ out, u32* __restrict__ planes,
                                                       u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    constexpr int D = G <= ATT_DEC_WIDE_MAX_GROUP ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
+    // The `_heads` kernels (REP > 1) take the narrow lanes: their 96-register cap (an SM shared
+    // with a GEMV CTA) does not hold the wide lanes' double-buffered rows without spilling.
+    constexpr int D =
+        G <= ATT_DEC_WIDE_MAX_GROUP && REP == 1 ? 2 * ATT_DEC_HALVES_PER_VEC : ATT_DEC_HALVES_PER_VEC;
     constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
     constexpr int LANES_PER_KEY = HD / D;
     constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
     constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
     static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
                   "HD must be 64 or 128");
-    __shared__ float warp_max_s[ATT_DEC_WARPS][G];
-    __shared__ float warp_sum_s[ATT_DEC_WARPS][G];
-    __shared__ __align__(16) float warp_acc_s[ATT_DEC_WARPS][G][HD];
+    __shared__ float warp_max_s[WARPS][G];
+    __shared__ float warp_sum_s[WARPS][G];
+    __shared__ __align__(16) float warp_acc_s[WARPS][G][HD];
     __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
@@ -122,7 +131,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // records 5 and 6 only where it is the kv head's last CTA and merges).
     TRACE_MARKS_BEGIN;
 
-    const int kv_head = blockIdx.x;
+    const int kv_head = blockIdx.x;  // the column (a kv head where REP is 1)
+    const int cache_head = REP == 1 ? kv_head : kv_head / REP;
     const int split = blockIdx.y;
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
@@ -156,7 +166,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
     }
 
-    const long long lane_offset = (long long)kv_head * max_seq * HD + key_lane * D;
+    const long long lane_offset = (long long)cache_head * max_seq * HD + key_lane * D;
     const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
     const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
     constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
@@ -188,7 +198,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     };
-    constexpr int WARPS_STRIDE = ATT_DEC_WARPS * ATT_DEC_STEP_KEYS;
+    constexpr int WARPS_STRIDE = WARPS * ATT_DEC_STEP_KEYS;
     int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
     if (in_range && step_key < key_end) load_step(step_key, true);
 
@@ -201,7 +211,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                 out_heads[i] = __int_as_float(0x7fc00000);
                 if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
             }
-            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+            if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
         }
         return;
     }
@@ -315,7 +325,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
         const int h = i / HD, d = i % HD;
         float cta_max, cta_sum;
-        const float value = att_dec_combine_warps<G, HD>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
+        const float value = att_dec_combine_warps<G, HD, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
         if (used == 1) {
             out_heads[i] = value / cta_sum;
             if constexpr (PLANES) out_s[i] = value / cta_sum;
@@ -330,7 +340,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     }
     if (used == 1) {
         TRACE_MARK(5);
-        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+        if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
         TRACE_MARK(6);
         TRACE_MARKS_END;
         TRACE_CTA_ENDS;
@@ -383,7 +393,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
     TRACE_MARK(5);
-    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, kv_head, warp, planes, gsx, group_sq);
+    if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
     TRACE_MARK(6);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;
@@ -452,3 +462,15 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }
+// One q head per CTA, four warps (the column's q head c reads cache head c / GQA): for the decode
+// graph at short contexts (BONSAI_ATT_HEADS=1, a measurement knob), where the math per warp and
+// the CTA's size, not the cache bytes, set the time (kernel-notes round 28).
+#define ATT_DEC_HEADS_WARPS 4
+#define ATT_DEC_HEADS_ENTRY_POINT(GQA)                                                         \
+    extern "C" __global__ void __maxnreg__(96) \
+        attention_decode_g##GQA##_hd128_planes_heads(ATT_DEC_PLANES_PARAMS) {                  \
+        /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */     \
+        attention_decode_body<1, 128, true, ATT_DEC_HEADS_WARPS, GQA>(ATT_DEC_PLANES_ARGS);    \
+    }
+ATT_DEC_HEADS_ENTRY_POINT(2)
+ATT_DEC_HEADS_ENTRY_POINT(4)

@@ -17,8 +17,8 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 #[path = "cuda_decode.rs"]
 mod decode;
 pub use decode::{
-    decode_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits, DECODE_CTAS_PER_SM,
-    DECODE_MAX_SPLITS, DECODE_WARPS,
+    decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits,
+    with_att_heads, ATT_HEADS_ENV, DECODE_CTAS_PER_SM, DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
 };
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;
@@ -73,12 +73,18 @@ pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
     }
 }
 
-/// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head)); the
-/// buffer must start zeroed (every launch leaves it zeroed).
+/// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head); one per q
+/// head for the decode kernel's `_heads` entry points); the buffer must start zeroed (every
+/// launch leaves it zeroed).
 pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
     let group = (shape_.n_q / shape_.n_kv.max(1)).max(1);
     let tokens_per_cta = (ROWS_PER_CTA / group).max(1);
-    m.div_ceil(tokens_per_cta) * shape_.n_kv
+    let split_keys = m.div_ceil(tokens_per_cta) * shape_.n_kv;
+    if m == 1 {
+        split_keys.max(shape_.n_q)
+    } else {
+        split_keys
+    }
 }
 
 /// Causal GQA attention of `m` tokens at positions `pos0[0] + i` over the f16 caches.

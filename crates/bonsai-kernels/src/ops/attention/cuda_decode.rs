@@ -55,6 +55,51 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
     })
 }
 
+/// The `_heads` entry point for GQA group `group` (head_dim 128, planes): one q head per CTA, four
+/// warps (`BONSAI_ATT_HEADS=1`).
+pub fn decode_heads_entry_point(group: usize) -> Option<&'static str> {
+    Some(match group {
+        2 => "attention_decode_g2_hd128_planes_heads",
+        4 => "attention_decode_g4_hd128_planes_heads",
+        _ => return None,
+    })
+}
+
+/// Warps per CTA of the `_heads` entry points (`ATT_DEC_HEADS_WARPS`).
+pub const DECODE_HEADS_WARPS: usize = 4;
+
+/// `BONSAI_ATT_HEADS` (measurement knob, 0 or 1; default 0): 1 launches the `_planes` decode
+/// attention as its `_heads` entry point, a CTA per q head (grid n_q x splits) of four warps and
+/// at most 96 registers per thread, so that at short contexts each warp does a quarter of the
+/// math and the CTA fits on an SM beside a decode GEMV CTA (kernel-notes round 28).
+pub const ATT_HEADS_ENV: &str = "BONSAI_ATT_HEADS";
+
+thread_local! {
+    static ATT_HEADS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with the `_planes` decode attention launched from this thread as the `_heads` entry
+/// points (`heads` true) or the kv-head ones, whatever [`ATT_HEADS_ENV`] says (verify checks both).
+pub fn with_att_heads<R>(heads: bool, f: impl FnOnce() -> R) -> R {
+    let before = ATT_HEADS.with(|c| c.replace(Some(heads)));
+    let out = f();
+    ATT_HEADS.with(|c| c.set(before));
+    out
+}
+
+fn att_heads() -> Result<bool, LaunchError> {
+    if let Some(on) = ATT_HEADS.with(|c| c.get()) {
+        return Ok(on);
+    }
+    static HEADS: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let parse = |v: &str| match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    };
+    crate::launch::env_knob(&HEADS, ATT_HEADS_ENV, false, "0 or 1", parse).map_err(|detail| shape(OP, detail))
+}
+
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
 /// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
@@ -113,19 +158,28 @@ pub(super) fn attention_decode(
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
+    // Grid columns: kv heads, or q heads for the `_heads` entry points.
+    let (name, columns, warps) = if planes.is_some() && att_heads()? {
+        let heads = decode_heads_entry_point(group).ok_or_else(|| {
+            shape(OP, format!("{ATT_HEADS_ENV}=1: no `_heads` decode kernel for group {group}"))
+        })?;
+        (heads, shape_.n_q, DECODE_HEADS_WARPS)
+    } else {
+        (name, shape_.n_kv, DECODE_WARPS)
+    };
     let sm_count = sm_count(stream)?;
     let n_splits = match splits_override()? {
         Some(n) => n,
-        None => decode_splits(sm_count, shape_.n_kv),
+        None => decode_splits(sm_count, columns),
     };
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
-    expect_at_least(OP, "counters", counters.len(), shape_.n_kv)?;
+    expect_at_least(OP, "counters", counters.len(), columns)?;
     let (max_seq_i, n_splits_i) =
         (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
     let min_split_keys = DECODE_MIN_SPLIT_KEYS as i32;
     let cfg = LaunchConfig {
-        grid_dim: (shape_.n_kv as u32, n_splits as u32, 1),
-        block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
+        grid_dim: (columns as u32, n_splits as u32, 1),
+        block_dim: ((warps * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     let function = lib.function(name)?;
@@ -156,7 +210,8 @@ pub(super) fn attention_decode(
     }
     // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the
     // caller checked qkv (one row), the caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
-    // partials and counters one slot per kv head (checked above); pointers are 16-byte aligned.
+    // partials and counters one slot per grid column (checked above); pointers are 16-byte
+    // aligned. The `_heads` entry points take the same arguments.
     // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
     // n_q * hd / 128 groups of each, one per 128 outputs.
     unsafe { l.launch(cfg) }?;
@@ -174,6 +229,9 @@ mod tests {
             let name = decode_planes_entry_point(group, 128).expect("supported shape");
             assert!(entry_points().any(|e| e == name), "{name} not in the registry");
             assert_eq!(decode_planes_entry_point(group, 64), None);
+            if let Some(heads) = decode_heads_entry_point(group) {
+                assert!(entry_points().any(|e| e == heads), "{heads} not in the registry");
+            }
             for hd in [64, 128] {
                 let name = decode_entry_point(group, hd).expect("supported shape");
                 assert!(entry_points().any(|e| e == name), "{name} not in the registry");
