@@ -20,6 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
+use bonsai_kernels::launch::attention::AttHeads;
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
@@ -60,6 +61,20 @@ pub struct CudaSamplerState {
     candidates: CudaSlice<u64>,
 }
 
+/// A captured decode step: under `BONSAI_ATT_HEADS=auto` (the default) two graphs that differ
+/// only in their attention kernel, `short` (the `_heads` one) replayed while the context holds at
+/// most `DECODE_HEADS_MAX_LEN` tokens and `long` after; otherwise `long` alone.
+pub struct DecodeGraphs {
+    short: Option<CapturedGraph>,
+    long: CapturedGraph,
+}
+
+/// One captured graph and, under `BONSAI_TRACE=1`, its launches (for the trace's table).
+struct CapturedGraph {
+    graph: CudaGraph,
+    launches: Vec<trace::LaunchRecord>,
+}
+
 /// Called with (bytes uploaded so far, bytes planned) as weights reach the device.
 pub type UploadProgress = Box<dyn FnMut(usize, usize)>;
 
@@ -84,10 +99,9 @@ pub struct CudaBackend {
     /// every launch; sized by the first KV cache for a whole cache of tokens and never
     /// reallocated (captured graphs hold its address).
     attention_counters: RefCell<Option<CudaSlice<u32>>>,
-    /// `BONSAI_TRACE=1`: the launches of the last captured graph and its replays since then
-    /// (replays TRACE_REPLAY.. are traced, `BONSAI_TRACE_REPLAYS` of them: bonsai_kernels::trace),
-    /// and the events of those traced so far.
-    traced_launches: RefCell<Vec<trace::LaunchRecord>>,
+    /// `BONSAI_TRACE=1`: the replays since the last capture (replays TRACE_REPLAY.. are traced,
+    /// `BONSAI_TRACE_REPLAYS` of them: bonsai_kernels::trace), and the events of those traced so
+    /// far.
     traced_events: RefCell<Vec<Vec<trace::Event>>>,
     replays_since_capture: Cell<usize>,
 }
@@ -114,12 +128,45 @@ impl CudaBackend {
         Ok(Self::with(gpu, lib))
     }
 
+    /// Records `record` into one decode graph (the launches of the attention follow the
+    /// thread's `with_att_heads` setting, if the caller made one).
+    fn capture_one<E: From<BackendError>>(
+        &self,
+        record: &mut dyn FnMut() -> Result<(), E>,
+    ) -> Result<CapturedGraph, E> {
+        // Pending uploads and writes must finish before capture starts: capture records work, it
+        // does not wait for earlier work.
+        self.synchronize()?;
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(device_err("beginning the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
+        self.capturing.set(true);
+        // The decode step's launches use programmatic dependent launch by default (launch_ex).
+        let pdl = bonsai_kernels::launch_ex::PdlScope::enter();
+        if trace::enabled() {
+            trace::record_launches();
+        }
+        let recorded = record();
+        let launches = if trace::enabled() { trace::take_launches() } else { Vec::new() };
+        drop(pdl);
+        self.capturing.set(false);
+        // End the capture even when recording failed, or the stream stays in capture mode.
+        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
+        recorded?;
+        let graph = ended
+            .map_err(device_err("ending the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?
+            .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
+        graph.upload().map_err(device_err("uploading the decode graph (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
+        self.synchronize()?;
+        Ok(CapturedGraph { graph, launches })
+    }
+
     /// One replay with the device timeline on; after the last traced one (`last`), prints the
     /// report of all of them to stderr.
-    fn traced_replay(&self, graph: &CudaGraph, last: bool) -> Result<(), BackendError> {
+    fn traced_replay(&self, captured: &CapturedGraph, last: bool) -> Result<(), BackendError> {
         self.synchronize()?;
         trace::arm(&self.lib, &self.stream, true).map_err(device_err("arming the decode trace"))?;
-        graph.launch().map_err(device_err("replaying the decode graph"))?;
+        captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
         self.synchronize()?;
         let events = trace::collect(&self.lib, &self.stream).map_err(device_err("reading the decode trace"))?;
         trace::arm(&self.lib, &self.stream, false).map_err(device_err("disarming the decode trace"))?;
@@ -127,7 +174,7 @@ impl CudaBackend {
         if last {
             let replays = std::mem::take(&mut *self.traced_events.borrow_mut());
             eprintln!("decode timeline (BONSAI_TRACE, replay {TRACE_REPLAY} after capture):");
-            eprint!("{}", trace::report_replays(&self.traced_launches.borrow(), &replays));
+            eprint!("{}", trace::report_replays(&captured.launches, &replays));
         }
         Ok(())
     }
@@ -150,7 +197,6 @@ impl CudaBackend {
             uploaded_bytes: Cell::new(0),
             planned_weight_bytes: Cell::new(0),
             progress: RefCell::new(None),
-            traced_launches: RefCell::new(Vec::new()),
             traced_events: RefCell::new(Vec::new()),
             replays_since_capture: Cell::new(0),
             decode_scratch: RefCell::new(None),
@@ -237,7 +283,7 @@ impl Backend for CudaBackend {
     type KvCache = CudaKvCache;
     type Position = CudaPosition;
     type Rope = CudaRope;
-    type Graph = CudaGraph;
+    type Graph = DecodeGraphs;
     type SamplerState = CudaSamplerState;
     type TailScratch = CudaTailScratch;
 
@@ -270,49 +316,38 @@ impl Backend for CudaBackend {
         self.use_graphs
     }
 
-    fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<CudaGraph, E> {
+    fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<DecodeGraphs, E> {
         if !self.use_graphs {
             return Err(E::from(BackendError::Device(format!("graph capture is off ({NO_GRAPH_ENV}=1)"))));
         }
-        // Pending uploads and writes must finish before capture starts: capture records work, it
-        // does not wait for earlier work.
-        self.synchronize()?;
-        self.stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(device_err("beginning the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
-        self.capturing.set(true);
-        // The decode step's launches use programmatic dependent launch by default (launch_ex).
-        let pdl = bonsai_kernels::launch_ex::PdlScope::enter();
+        let mode = launch::attention::att_heads_mode().map_err(device_err("the decode attention"))?;
+        let (short, long) = match mode {
+            AttHeads::Auto => {
+                let short = launch::attention::with_att_heads(true, || self.capture_one(record))?;
+                (Some(short), launch::attention::with_att_heads(false, || self.capture_one(record))?)
+            }
+            AttHeads::Always | AttHeads::Never => (None, self.capture_one(record)?),
+        };
         if trace::enabled() {
-            trace::record_launches();
-        }
-        let recorded = record();
-        if trace::enabled() {
-            *self.traced_launches.borrow_mut() = trace::take_launches();
             self.traced_events.borrow_mut().clear();
             self.replays_since_capture.set(0);
         }
-        drop(pdl);
-        self.capturing.set(false);
-        // End the capture even when recording failed, or the stream stays in capture mode.
-        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
-        recorded?;
-        let graph = ended
-            .map_err(device_err("ending the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?
-            .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
-        graph.upload().map_err(device_err("uploading the decode graph (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
-        self.synchronize()?;
-        Ok(graph)
+        Ok(DecodeGraphs { short, long })
     }
 
-    fn replay(&self, graph: &CudaGraph, pos: &mut CudaPosition, advanced_by: usize) -> Result<(), BackendError> {
+    fn replay(&self, graphs: &DecodeGraphs, pos: &mut CudaPosition, advanced_by: usize) -> Result<(), BackendError> {
         self.not_while_capturing("replay")?;
+        // pos.host is the new token's position: the context holds pos.host + 1 tokens.
+        let captured = match &graphs.short {
+            Some(short) if pos.host < launch::attention::DECODE_HEADS_MAX_LEN => short,
+            _ => &graphs.long,
+        };
         let replay = self.replays_since_capture.get();
         self.replays_since_capture.set(replay + 1);
         if trace::enabled() && (TRACE_REPLAY..TRACE_REPLAY + trace::replays()).contains(&replay) {
-            self.traced_replay(graph, replay + 1 == TRACE_REPLAY + trace::replays())?;
+            self.traced_replay(captured, replay + 1 == TRACE_REPLAY + trace::replays())?;
         } else {
-            graph.launch().map_err(device_err("replaying the decode graph"))?;
+            captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
         }
         pos.host += advanced_by;
         Ok(())

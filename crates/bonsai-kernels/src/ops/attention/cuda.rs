@@ -17,8 +17,9 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 #[path = "cuda_decode.rs"]
 mod decode;
 pub use decode::{
-    decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits,
-    with_att_heads, ATT_HEADS_ENV, DECODE_CTAS_PER_SM, DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
+    att_heads_mode, decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len,
+    decode_splits, with_att_heads, AttHeads, ATT_HEADS_ENV, DECODE_CTAS_PER_SM, DECODE_HEADS_MAX_LEN,
+    DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
 };
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;

@@ -68,36 +68,68 @@ pub fn decode_heads_entry_point(group: usize) -> Option<&'static str> {
 /// Warps per CTA of the `_heads` entry points (`ATT_DEC_HEADS_WARPS`).
 pub const DECODE_HEADS_WARPS: usize = 4;
 
-/// `BONSAI_ATT_HEADS` (measurement knob, 0 or 1; default 0): 1 launches the `_planes` decode
-/// attention as its `_heads` entry point, a CTA per q head (grid n_q x splits) of four warps and
-/// at most 96 registers per thread, so that at short contexts each warp does a quarter of the
-/// math and the CTA fits on an SM beside a decode GEMV CTA (kernel-notes round 28).
+/// `BONSAI_ATT_HEADS`: which decode attention a captured decode graph uses. `auto` (default): the
+/// `_heads` entry points (a CTA per q head, four warps, at most 96 registers per thread, so each
+/// warp does a quarter of the math and the CTA shares an SM with a decode GEMV CTA) while the
+/// context holds at most [`DECODE_HEADS_MAX_LEN`] tokens, the kv-head ones beyond (the CUDA
+/// backend captures one graph of each); `1`: the `_heads` ones always (an error for a GQA group
+/// without them); `0`: never. Launches outside a graph capture follow `1` / `0`, and `auto` is
+/// `0` there.
 pub const ATT_HEADS_ENV: &str = "BONSAI_ATT_HEADS";
 
+/// The setting of [`ATT_HEADS_ENV`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttHeads {
+    Never,
+    Auto,
+    Always,
+}
+
+/// Longest context (live keys, the new token's included) that the `auto` decode graph serves
+/// with the `_heads` attention. Measured on the H200 (docs/PERFORMANCE.md, eighth session):
+/// Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899 (short contexts); at
+/// depth 1024 both 824.5; at depth 8192 676.1 against 402.9 (there four CTAs read each kv head's
+/// cache and each holds a quarter of the SMs' registers).
+pub const DECODE_HEADS_MAX_LEN: usize = 1024;
+
+/// [`ATT_HEADS_ENV`] as set (default `auto`); anything else is an error.
+pub fn att_heads_mode() -> Result<AttHeads, LaunchError> {
+    static HEADS: std::sync::OnceLock<Result<AttHeads, String>> = std::sync::OnceLock::new();
+    let parse = |v: &str| match v {
+        "0" => Some(AttHeads::Never),
+        "auto" => Some(AttHeads::Auto),
+        "1" => Some(AttHeads::Always),
+        _ => None,
+    };
+    crate::launch::env_knob(&HEADS, ATT_HEADS_ENV, AttHeads::Auto, "0, auto or 1", parse).map_err(|detail| shape(OP, detail))
+}
+
 thread_local! {
-    static ATT_HEADS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    static PREFER_HEADS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f` with the `_planes` decode attention launched from this thread as the `_heads` entry
-/// points (`heads` true) or the kv-head ones, whatever [`ATT_HEADS_ENV`] says (verify checks both).
-pub fn with_att_heads<R>(heads: bool, f: impl FnOnce() -> R) -> R {
-    let before = ATT_HEADS.with(|c| c.replace(Some(heads)));
+/// points where the GQA group has them (`prefer` true) or as the kv-head ones (false), whatever
+/// [`ATT_HEADS_ENV`] says: the backend's graph captures under `auto`, and verify.
+pub fn with_att_heads<R>(prefer: bool, f: impl FnOnce() -> R) -> R {
+    let before = PREFER_HEADS.with(|c| c.replace(Some(prefer)));
     let out = f();
-    ATT_HEADS.with(|c| c.set(before));
+    PREFER_HEADS.with(|c| c.set(before));
     out
 }
 
-fn att_heads() -> Result<bool, LaunchError> {
-    if let Some(on) = ATT_HEADS.with(|c| c.get()) {
-        return Ok(on);
+/// The `_heads` entry point this `_planes` launch uses, if any.
+fn heads_entry(group: usize) -> Result<Option<&'static str>, LaunchError> {
+    let entry = decode_heads_entry_point(group);
+    if let Some(prefer) = PREFER_HEADS.with(|c| c.get()) {
+        return Ok(entry.filter(|_| prefer));
     }
-    static HEADS: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let parse = |v: &str| match v {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    };
-    crate::launch::env_knob(&HEADS, ATT_HEADS_ENV, false, "0 or 1", parse).map_err(|detail| shape(OP, detail))
+    match att_heads_mode()? {
+        AttHeads::Always => entry
+            .map(Some)
+            .ok_or_else(|| shape(OP, format!("{ATT_HEADS_ENV}=1: no `_heads` decode kernel for group {group}"))),
+        AttHeads::Never | AttHeads::Auto => Ok(None),
+    }
 }
 
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
@@ -159,13 +191,10 @@ pub(super) fn attention_decode(
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
     // Grid columns: kv heads, or q heads for the `_heads` entry points.
-    let (name, columns, warps) = if planes.is_some() && att_heads()? {
-        let heads = decode_heads_entry_point(group).ok_or_else(|| {
-            shape(OP, format!("{ATT_HEADS_ENV}=1: no `_heads` decode kernel for group {group}"))
-        })?;
-        (heads, shape_.n_q, DECODE_HEADS_WARPS)
-    } else {
-        (name, shape_.n_kv, DECODE_WARPS)
+    let heads = if planes.is_some() { heads_entry(group)? } else { None };
+    let (name, columns, warps) = match heads {
+        Some(heads) => (heads, shape_.n_q, DECODE_HEADS_WARPS),
+        None => (name, shape_.n_kv, DECODE_WARPS),
     };
     let sm_count = sm_count(stream)?;
     let n_splits = match splits_override()? {
