@@ -119,24 +119,16 @@ DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)
 // output projection, and half of its CTAs got SMs only as this grid's CTAs left. H200, tg128 with
 // this epilogue and the late trigger against two launches: 1001.9 / 1002.2 against 975.9 / 981.4
 // (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B); kernel-notes round 25.
-// B1_ROPE_EARLY_TRIGGER (a measurement variant): trigger first after all, now that the decode
-// attention's `_heads` CTAs (12,288 registers) fit on an SM beside one of this grid's CTAs.
-#ifdef B1_ROPE_EARLY_TRIGGER
-#define B1_ROPE_TRIGGER_FIRST true
-#else
-#define B1_ROPE_TRIGGER_FIRST false
-#endif
 #define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \
                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
                               int tiles_per_cta, int splits, int chunk_groups, int norm,         \
                               float norm_eps, const B1RopeOut rope_out) {                        \
-        if (B1_ROPE_TRIGGER_FIRST) griddep_launch_dependents();                                  \
         /* griddep_wait: in gemv_b1_body, after the weight prefetch */                          \
         gemv_b1<BITS, MATMUL_STORE, B1RopeOut>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
                                                tiles_per_cta, splits, chunk_groups, norm,        \
                                                norm_eps, blockIdx.x, rope_out);                  \
-        if (!B1_ROPE_TRIGGER_FIRST) griddep_launch_dependents(); /* after the epilogue: see above */ \
+        griddep_launch_dependents(); /* after the epilogue: see above */                         \
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
