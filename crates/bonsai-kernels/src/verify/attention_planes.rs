@@ -199,7 +199,8 @@ fn check(
     Ok(())
 }
 
-/// The `_heads` kernels (a CTA per q head, four warps: `BONSAI_ATT_HEADS=1`). Their keys go to
+/// The `_heads` kernels (a CTA per q head, four warps: the decode graph's attention up to 1,024
+/// tokens under `BONSAI_ATT_HEADS=auto`, the default). Their keys go to
 /// warps and splits differently, so their outputs are not (a)'s bits: against the CPU reference
 /// within the decode kernel's bound (attention.rs `decode_bound`, whose sums allow 8 warps and 32
 /// splits per head: these use 4 and up to 32), or, past the cache, (a)'s NaNs bit for bit; their

@@ -320,6 +320,7 @@ impl Backend for CudaBackend {
         if !self.use_graphs {
             return Err(E::from(BackendError::Device(format!("graph capture is off ({NO_GRAPH_ENV}=1)"))));
         }
+        // Under `auto` two graphs (for a GQA group without `_heads` kernels, the same one twice).
         let mode = launch::attention::att_heads_mode().map_err(device_err("the decode attention"))?;
         let (short, long) = match mode {
             AttHeads::Auto => {

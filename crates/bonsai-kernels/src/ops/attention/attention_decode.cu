@@ -462,12 +462,15 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, true>(ATT_DEC_PLANES_ARGS);
 }
-// One q head per CTA, four warps (the column's q head c reads cache head c / GQA): for the decode
-// graph at short contexts (BONSAI_ATT_HEADS=1, a measurement knob), where the math per warp and
-// the CTA's size, not the cache bytes, set the time (kernel-notes round 28).
+// One q head per CTA, four warps (the column's q head c reads cache head c / GQA): the decode
+// graph's attention up to DECODE_HEADS_MAX_LEN tokens of context (BONSAI_ATT_HEADS=auto, the
+// default; cuda_decode.rs), where the math per warp and the CTA's size, not the cache bytes, set
+// the time. At most 96 registers: 128 x 96 = 12,288, which with a decode GEMV CTA's 512 x 104
+// fills the register file exactly, so the output projection's CTAs all start beside these
+// (kernel-notes round 28).
 #define ATT_DEC_HEADS_WARPS 4
 #define ATT_DEC_HEADS_ENTRY_POINT(GQA)                                                         \
-    extern "C" __global__ void __maxnreg__(96) \
+    extern "C" __global__ void __maxnreg__(96)                                                 \
         attention_decode_g##GQA##_hd128_planes_heads(ATT_DEC_PLANES_PARAMS) {                  \
         /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */     \
         attention_decode_body<1, 128, true, ATT_DEC_HEADS_WARPS, GQA>(ATT_DEC_PLANES_ARGS);    \

@@ -86,10 +86,10 @@ pub enum AttHeads {
 }
 
 /// Longest context (live keys, the new token's included) that the `auto` decode graph serves
-/// with the `_heads` attention. Measured on the H200 (docs/PERFORMANCE.md, eighth session):
-/// Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899 (short contexts); at
-/// depth 1024 both 824.5; at depth 8192 676.1 against 402.9 (there four CTAs read each kv head's
-/// cache and each holds a quarter of the SMs' registers).
+/// with the `_heads` attention. Measured on the H200 (docs/PERFORMANCE.md, 2026-12-01 eighth
+/// session): Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899; after 256
+/// / 512 cached tokens +7% / +8%; at 1024 the two kernels tie (824.6 / 824.4); at 8192 the
+/// `_heads` one loses, 402.9 against 676.1 (four CTAs read each kv head's cache).
 pub const DECODE_HEADS_MAX_LEN: usize = 1024;
 
 /// [`ATT_HEADS_ENV`] as set (default `auto`); anything else is an error.
