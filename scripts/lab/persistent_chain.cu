@@ -275,6 +275,42 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring(Chain c) {
 // ring_tma: 16 KB chunks, every slot an mbarrier (one arrival, the producer's expect_tx).
 constexpr int TMA_CHUNK = 16 * 1024;
 constexpr int TMA_SLOTS = 2 * MAX_SLICE / TMA_CHUNK;
+// This CTA's slice of stage t asked into L2 in 16 KB bulk prefetches (fire and forget).
+__device__ __forceinline__ void prefetch_slice_l2(const Chain& c, int t) {
+    const char* src = reinterpret_cast<const char*>(slice_of(c, t));
+    const long long bytes = c.slice[t % STAGES];
+    for (long long off = 0; off < bytes; off += TMA_CHUNK) {
+        const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
+    }
+}
+// The l2_* producer thread: stages first.. prefetched, stage t once the consumers have begun
+// stage t - AHEAD (`begun`: stages begun, in shared memory).
+template <int AHEAD>
+__device__ __forceinline__ void prefetch_stages_ahead(const Chain& c, const volatile int& begun, int first) {
+    for (int t = first; t < LAYERS * STAGES; ++t) {
+        while (begun < t - AHEAD + 1) {
+        }
+        prefetch_slice_l2(c, t);
+    }
+}
+// This CTA's share of stage s's input (the previous stage's output), written by the consumers
+// before the stage's barrier.
+__device__ __forceinline__ void write_act_share(const Chain& c, int s, unsigned acc) {
+    const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
+    uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
+    const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
+    for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+}
+// Stage s's whole input (every CTA wrote a share) read from L2 by the consumers into acc.
+__device__ __forceinline__ void read_act(const Chain& c, int s, unsigned& acc) {
+    const uint4* src = c.act[s & 1];
+    for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
+        const uint4 v = __ldcg(&src[i]);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
@@ -382,19 +418,10 @@ __global__ void __launch_bounds__(THREADS, 1) chain_ring_tma(Chain c) {
             }
             consumers_sync();
         }
-        if (ACTIVATIONS) {  // this CTA's share of the previous stage's output, the input of stage s
-            const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
-            uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
-            const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
-            for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
-        }
+        if (ACTIVATIONS) write_act_share(c, s, acc);
         if (BARRIERS) grid_barrier_consumers<BACKOFF, RELAXED>(c.counter, s);  // the previous stage's outputs are ready
-        if (ACTIVATIONS) {  // the whole input from L2 (every CTA wrote a share), before the weights
-            const uint4* src = c.act[s & 1];
-            for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
-                const uint4 v = __ldcg(&src[i]);
-                acc ^= v.x ^ v.y ^ v.z ^ v.w;
-            }
+        if (ACTIVATIONS) {  // the whole input, before the weights
+            read_act(c, s, acc);
             consumers_sync();  // a real stage stages x in shared memory before its first product
         }
         if (traced) rec[1] = global_ns();
@@ -420,14 +447,7 @@ __global__ void __launch_bounds__(THREADS, 1) barriers_under_load(Chain c) {
     const int total = LAYERS * STAGES;
     if (warp == CONSUMER_WARPS) {
         if (lane != 0) return;
-        for (int s = 0; s < total; ++s) {
-            const char* src = reinterpret_cast<const char*>(slice_of(c, s));
-            const long long bytes = c.slice[s % STAGES];
-            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
-                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
-            }
-        }
+        for (int s = 0; s < total; ++s) prefetch_slice_l2(c, s);
         return;
     }
     for (int s = 0; s < total; ++s) grid_barrier_consumers(c.counter, s);
@@ -498,32 +518,15 @@ __global__ void __launch_bounds__(THREADS, 1) chain_l2(Chain c) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int total = LAYERS * STAGES;
     if (warp == CONSUMER_WARPS) {
-        if (lane != 0) return;
-        for (int t = 0; t < total; ++t) {
-            while (begun < t - AHEAD + 1) {
-            }
-            const char* src = reinterpret_cast<const char*>(slice_of(c, t));
-            const long long bytes = c.slice[t % STAGES];
-            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
-                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
-            }
-        }
+        if (lane == 0) prefetch_stages_ahead<AHEAD>(c, begun, 0);
         return;
     }
     unsigned acc = 0;
     for (int s = 0; s < total; ++s) {
         if (threadIdx.x == 0) begun = s + 1;
-        const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
-        uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
-        const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
-        for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+        write_act_share(c, s, acc);
         grid_barrier_consumers(c.counter, s);
-        const uint4* x = c.act[s & 1];
-        for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
-            const uint4 v = __ldcg(&x[i]);
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
-        }
+        read_act(c, s, acc);
         consumers_sync();
         const uint4* w = slice_of(c, s);
         const long long n16 = c.slice[s % STAGES] / 16;
@@ -549,17 +552,7 @@ __global__ void __launch_bounds__(THREADS, 1) chain_l2_smem(Chain c) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int total = LAYERS * STAGES;
     if (warp == CONSUMER_WARPS) {
-        if (lane != 0 || AHEAD == 0) return;
-        for (int t = 1; t < total; ++t) {
-            while (begun < t - AHEAD + 1) {
-            }
-            const char* src = reinterpret_cast<const char*>(slice_of(c, t));
-            const long long bytes = c.slice[t % STAGES];
-            for (long long off = 0; off < bytes; off += TMA_CHUNK) {
-                const unsigned n = (unsigned)(bytes - off < TMA_CHUNK ? bytes - off : TMA_CHUNK);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + off), "r"(n) : "memory");
-            }
-        }
+        if (lane == 0 && AHEAD > 0) prefetch_stages_ahead<AHEAD>(c, begun, 1);
         return;
     }
     unsigned acc = 0;
@@ -570,16 +563,9 @@ __global__ void __launch_bounds__(THREADS, 1) chain_l2_smem(Chain c) {
     }
     for (int s = 0; s < total; ++s) {
         if (threadIdx.x == 0) begun = s + 1;
-        const int share16 = (x_bytes(s % STAGES) / 16 + gridDim.x - 1) / gridDim.x;
-        uint4* dst = c.act[s & 1] + (long long)blockIdx.x * share16;
-        const int end16 = x_bytes(s % STAGES) / 16 - blockIdx.x * share16;
-        for (int i = threadIdx.x; i < share16 && i < end16; i += CONSUMERS) dst[i] = make_uint4(acc, s, i, 0);
+        write_act_share(c, s, acc);
         grid_barrier_consumers(c.counter, s);  // also: every consumer is done with half[(s + 1) & 1]
-        const uint4* x = c.act[s & 1];
-        for (int i = threadIdx.x; i < x_bytes(s % STAGES) / 16; i += CONSUMERS) {
-            const uint4 v = __ldcg(&x[i]);
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
-        }
+        read_act(c, s, acc);
         if (s + 1 < total) {
             const uint4* w = slice_of(c, s + 1);
             for (long long i = threadIdx.x; i < c.slice[(s + 1) % STAGES] / 16; i += CONSUMERS)
