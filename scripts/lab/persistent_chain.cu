@@ -76,20 +76,17 @@ constexpr int STAGES = sizeof(STAGE_BYTES) / sizeof(STAGE_BYTES[0]);
 // Largest per-CTA slice held in shared memory, times two buffers.
 constexpr int MAX_SLICE = 112 * 1024;
 
-__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+// The barrier counter's arrive and poll: release / acquire, or RELAXED (timing only).
+template <bool RELAXED = false>
+__device__ __forceinline__ void counter_add(unsigned* p, unsigned v) {
+    if (RELAXED) asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    else asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+template <bool RELAXED = false>
+__device__ __forceinline__ unsigned counter_read(const unsigned* p) {
     unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_relaxed_add(unsigned* p, unsigned v) {
-    asm volatile("red.relaxed.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    if (RELAXED) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    else asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 // Thread 0's part of grid barrier number `n`: arrive, then poll until every CTA has (BACKOFF:
@@ -97,10 +94,9 @@ __device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
 // alone, without the fence a release implies).
 template <bool BACKOFF = false, bool RELAXED = false>
 __device__ __forceinline__ void grid_arrive_and_wait(unsigned* counter, unsigned n) {
-    if (RELAXED) red_relaxed_add(counter, 1);
-    else red_release_add(counter, 1);
+    counter_add<RELAXED>(counter, 1);
     const unsigned target = (n + 1) * gridDim.x;
-    while ((RELAXED ? ld_relaxed(counter) : ld_acquire(counter)) < target) {
+    while (counter_read<RELAXED>(counter) < target) {
         if (BACKOFF) __nanosleep(64);
     }
 }
