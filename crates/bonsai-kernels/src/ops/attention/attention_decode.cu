@@ -466,7 +466,7 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
 // graph's attention up to DECODE_HEADS_MAX_LEN tokens of context (BONSAI_ATT_HEADS=auto, the
 // default; cuda_decode.rs), where the math per warp and the CTA's size, not the cache bytes, set
 // the time. At most 96 registers: 128 x 96 = 12,288, which with a decode GEMV CTA's 512 x 104
-// fills the register file exactly, so the output projection's CTAs all start beside these
+// fills the register file exactly, so an output-projection CTA can start beside one of these
 // (kernel-notes round 28).
 #define ATT_DEC_HEADS_WARPS 4
 #define ATT_DEC_HEADS_ENTRY_POINT(GQA)                                                         \
