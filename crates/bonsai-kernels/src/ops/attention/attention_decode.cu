@@ -131,8 +131,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // records 5 and 6 only where it is the kv head's last CTA and merges).
     TRACE_MARKS_BEGIN;
 
-    const int kv_head = blockIdx.x;  // the column (a kv head where REP is 1)
-    const int cache_head = REP == 1 ? kv_head : kv_head / REP;
+    const int column = blockIdx.x;  // q heads column * G .. + G (a kv head's group where REP is 1)
+    const int cache_head = column / REP;
     const int split = blockIdx.y;
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
@@ -143,7 +143,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // row are that kernel's output: after the wait.
     const u32 pos0 = pos0_ptr[0];
     const bool in_range = pos0 < (u32)max_seq;  // else the cache holds no such position: NaN
-    float* out_heads = out + (long long)kv_head * G * HD;  // heads kv_head * G .. + G, contiguous
+    float* out_heads = out + (long long)column * G * HD;  // heads column * G .. + G, contiguous
     const int len = in_range ? (int)pos0 + 1 : 1;
     // At least min_split_keys keys per split (a multiple of ATT_DEC_SPLIT_ALIGN): a short context
     // then runs in one CTA per kv head, without the partials' round trip and the merge.
@@ -211,7 +211,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                 out_heads[i] = __int_as_float(0x7fc00000);
                 if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
             }
-            if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
+            if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
         }
         return;
     }
@@ -220,7 +220,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     float q[G][D];
 #pragma unroll
     for (int h = 0; h < G; ++h) {
-        const float* src = qkv + (long long)(kv_head * G + h) * HD + key_lane * D;
+        const float* src = qkv + (long long)(column * G + h) * HD + key_lane * D;
 #pragma unroll
         for (int i = 0; i < D; i += 4) {
             const float4 a = *reinterpret_cast<const float4*>(src + i);
@@ -330,7 +330,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             out_heads[i] = value / cta_sum;
             if constexpr (PLANES) out_s[i] = value / cta_sum;
         } else {
-            float* dst = partial + ((long long)(kv_head * G + h) * n_splits + split) * (HD + 2);
+            float* dst = partial + ((long long)(column * G + h) * n_splits + split) * (HD + 2);
             dst[2 + d] = value;
             if (d == 0) {
                 dst[0] = cta_max;
@@ -340,19 +340,19 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     }
     if (used == 1) {
         TRACE_MARK(5);
-        if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
+        if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
         TRACE_MARK(6);
         TRACE_MARKS_END;
         TRACE_CTA_ENDS;
         return;
     }
 
-    // The last CTA of this kv head to finish merges the splits. `counters` is zero before the
+    // The last CTA of this column to finish merges the splits. `counters` is zero before the
     // launch and the last CTA puts its slot back to zero, so graph replays find it clean.
     __threadfence();  // this CTA's partials are visible before it counts itself done
     __syncthreads();
     if (threadIdx.x == 0) {
-        u32* counter = counters + kv_head;
+        u32* counter = counters + column;
         const u32 arrived = atomicAdd(counter, 1u);
         is_last_s = arrived == (u32)(used - 1) ? 1u : 0u;
         if (is_last_s) atomicExch(counter, 0u);
@@ -368,7 +368,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // Three passes, each a dependent L2 round trip. Loading every split's max, sum and acc at
     // once per output (one round trip, weights recomputed per thread) measured no faster on the
     // H200: depth 8K 658.9 against 666.6 tok/s, 32K 409.8 against 413.4 (kernel-notes round 27).
-    const volatile float* parts = partial + (long long)kv_head * G * n_splits * (HD + 2);
+    const volatile float* parts = partial + (long long)column * G * n_splits * (HD + 2);
     for (int t = threadIdx.x; t < G * used; t += blockDim.x) {
         const int h = t / used, sp = t % used;
         const volatile float* head_parts = parts + (long long)h * n_splits * (HD + 2);
@@ -393,7 +393,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
     TRACE_MARK(5);
-    if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, kv_head, warp, planes, gsx, group_sq);
+    if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
     TRACE_MARK(6);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;
