@@ -220,7 +220,9 @@ fn check_heads(
     let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_c)?;
     let mut out_c = poisoned(&ctx.stream, k)?;
-    with_att_heads(true, || run_planes(ctx, a, shape, &mut out_c, &mut planes_c))?;
+    let (ran, launched) = with_att_heads(true, || run_planes(ctx, a, shape, &mut out_c, &mut planes_c));
+    ran?;
+    ctx.record("attention_planes heads", &format!("{label} launched"), words_equal(&[u32::from(launched)], &[1]));
     let got = download(&ctx.stream, &out_c)?;
     let cmp = if pos0 >= a.max_seq {
         floats_identical(&got, &download(&ctx.stream, out_a)?)

@@ -320,13 +320,14 @@ impl Backend for CudaBackend {
         if !self.use_graphs {
             return Err(E::from(BackendError::Device(format!("graph capture is off ({NO_GRAPH_ENV}=1)"))));
         }
-        // Under `auto` two graphs (for a GQA group without `_heads` kernels, the same one twice).
+        // Under `auto` two graphs, unless the model's GQA group has no `_heads` kernels (then the
+        // first capture already is the only graph).
         let mode = launch::attention::att_heads_mode().map_err(device_err("the decode attention"))?;
         let (short, long) = match mode {
-            AttHeads::Auto => {
-                let short = launch::attention::with_att_heads(true, || self.capture_one(record))?;
-                (Some(short), launch::attention::with_att_heads(false, || self.capture_one(record))?)
-            }
+            AttHeads::Auto => match launch::attention::with_att_heads(true, || self.capture_one(record)) {
+                (short, true) => (Some(short?), launch::attention::with_att_heads(false, || self.capture_one(record)).0?),
+                (only, false) => (None, only?),
+            },
             AttHeads::Always | AttHeads::Never => (None, self.capture_one(record)?),
         };
         if trace::enabled() {

@@ -106,16 +106,21 @@ pub fn att_heads_mode() -> Result<AttHeads, LaunchError> {
 
 thread_local! {
     static PREFER_HEADS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    /// Whether this thread launched a `_heads` entry point since `with_att_heads` last cleared it.
+    static HEADS_LAUNCHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `f` with the `_planes` decode attention launched from this thread as the `_heads` entry
 /// points where the GQA group has them (`prefer` true) or as the kv-head ones (false), whatever
-/// [`ATT_HEADS_ENV`] says: the backend's graph captures under `auto`, and verify.
-pub fn with_att_heads<R>(prefer: bool, f: impl FnOnce() -> R) -> R {
+/// [`ATT_HEADS_ENV`] says: the backend's graph captures under `auto`, and verify. Also returns
+/// whether `f` launched a `_heads` entry point (a group without them runs the kv-head ones).
+pub fn with_att_heads<R>(prefer: bool, f: impl FnOnce() -> R) -> (R, bool) {
     let before = PREFER_HEADS.with(|c| c.replace(Some(prefer)));
+    let launched_before = HEADS_LAUNCHED.with(|c| c.replace(false));
     let out = f();
     PREFER_HEADS.with(|c| c.set(before));
-    out
+    let launched = HEADS_LAUNCHED.with(|c| c.replace(launched_before || c.get()));
+    (out, launched)
 }
 
 /// The `_heads` entry point this `_planes` launch uses, if any.
@@ -193,7 +198,10 @@ pub(super) fn attention_decode(
     // Grid columns: kv heads, or q heads for the `_heads` entry points.
     let heads = if planes.is_some() { heads_entry(group)? } else { None };
     let (name, columns, warps) = match heads {
-        Some(heads) => (heads, shape_.n_q, DECODE_HEADS_WARPS),
+        Some(heads) => {
+            HEADS_LAUNCHED.with(|c| c.set(true));
+            (heads, shape_.n_q, DECODE_HEADS_WARPS)
+        }
         None => (name, shape_.n_kv, DECODE_WARPS),
     };
     let sm_count = sm_count(stream)?;
