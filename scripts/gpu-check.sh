@@ -29,7 +29,8 @@
 #   variants  compile-time kernel variants (VARIANTS="base NAME ...", each optionally
 #           NAME:KNOB=V,KNOB=V with run-time knobs) against the default: verify, check, tg128
 #           alternating, traces (VARIANT_DEPTH: decode at depth too; VARIANT_TRACE_DEPTH: a
-#           CTA-end trace at that depth)
+#           CTA-end trace at that depth; VARIANT_MODELS: the synthetic models checked and
+#           traced, default bonsai-8b)
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
 #           alternating, traces
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
@@ -262,7 +263,9 @@ variants)
         if [ -n "$(defs "$v")" ]; then
             run "variant-verify-$v" env $(venv "$v") "$BIN" kernels verify --only "${VARIANT_VERIFY:-matmul}" --shapes "${VARIANT_SHAPES:-all}"
         fi
-        run "variant-check-$v" env $(venv "$v") "$BIN" check --synthetic bonsai-8b -n 16
+        for g in ${VARIANT_MODELS:-bonsai-8b}; do
+            run "variant-check-$g-$v" env $(venv "$v") "$BIN" check --synthetic "$g" -n 16
+        done
     done
     for r in $(seq "${VARIANT_ROUNDS:-2}"); do
         for g in bonsai-8b ternary-8b; do
@@ -277,8 +280,10 @@ variants)
             run "variant-depth-$v" env $(venv "$v") "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 1 --ctx-depth "$VARIANT_DEPTH"
         done
     fi
-    for v in $VARIANTS; do
-        run "variant-trace-$v" env $(venv "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
+    for g in ${VARIANT_MODELS:-bonsai-8b}; do
+        for v in $VARIANTS; do
+            run "variant-trace-$g-$v" env $(venv "$v") BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 "$BIN" bench --synthetic "$g" -p 0 -n 64 -r 1
+        done
     done
     # VARIANT_TRACE_DEPTH (e.g. 8192): each variant's CTA-end trace (BONSAI_TRACE=cta) at that depth.
     if [ -n "${VARIANT_TRACE_DEPTH:-}" ]; then

@@ -181,6 +181,28 @@ extern "C" __global__ void __launch_bounds__(1024)
 template <int BITS>
 __device__ __forceinline__ void b1_group_sums(const u32 (&w0)[BITS], const u32 (&w1)[BITS], const u32* b, u32 top,
                                               int lane_shift, u32& lo, u32& hi) {
+#ifdef B1_Q2_THERMO
+    if constexpr (BITS == 2) {
+        // Ternary codes c in {0, 1, 2} as a thermometer: c = u + v, u = c0 | c1 (c >= 1),
+        // v = c1 (c >= 2); both weigh 1, so the second mma accumulates onto the first and one
+        // weighting serves both. (Code 3 would need z = c0 & c1 as a third plane.)
+        const u32 u0 = w0[0] | w0[1], u1 = w1[0] | w1[1];
+        u32 sum0 = 0, sum1 = 0;
+#pragma unroll
+        for (int j = 0; j < B1_WORDS; ++j) {
+            const u32 bj = b[j];
+            const u32 e0 = 1u << (8 * j), e1 = j == B1_WORDS - 1 ? top : 1u << (8 * j + 1);
+            int c[4] = {0, 0, 0, 0};
+            mma_b1_and_popc_16x8x128(c, u0, u1, bj);
+            mma_b1_and_popc_16x8x128(c, w0[1], w1[1], bj);
+            sum0 += (u32)c[0] * e0 + (u32)c[1] * e1;
+            sum1 += (u32)c[2] * e0 + (u32)c[3] * e1;
+        }
+        lo = sum0 << lane_shift;
+        hi = sum1 << lane_shift;
+        return;
+    }
+#endif
     u32 plane_sum[BITS][2] = {};  // per weight plane: Q2's c1 plane weighs twice its c0 plane
 #pragma unroll
     for (int j = 0; j < B1_WORDS; ++j) {
