@@ -97,9 +97,32 @@ pub struct QWeightsView<'a> {
     pub k: usize,
     pub scales: &'a CudaSlice<u16>,
     pub payload: &'a CudaSlice<u32>,
+    /// Every weight is -d, 0 or +d: always for Q1 (+-d), for Q2 when no code is 3
+    /// ([`crate::weights::Q2Matrix::is_ternary`]). The binary GEMV needs it.
+    pub ternary: bool,
 }
 
 impl QWeightsView<'_> {
+    /// Whether the binary GEMV (`*_gemv_b1*`, the decode chain) can serve this matrix: its Q2
+    /// arithmetic takes ternary codes only (matmul_gemv_b1.cu, b1_group_sums).
+    pub fn binary_gemv_ok(&self) -> bool {
+        self.bits == QuantBits::One || self.ternary
+    }
+
+    /// [`Self::binary_gemv_ok`] as a launch precondition of the kernels that need it.
+    pub fn require_binary_gemv(&self, op: &'static str) -> Result<(), LaunchError> {
+        if self.binary_gemv_ok() {
+            return Ok(());
+        }
+        Err(shape(
+            op,
+            format!(
+                "weights {}x{} hold +2d weights (Q2 code 3); the binary GEMV takes ternary codes only (gemv_tc serves them)",
+                self.n, self.k
+            ),
+        ))
+    }
+
     /// Checks the buffers hold exactly `N x K` weights in group-128 layout.
     pub fn validate(&self, op: &'static str) -> Result<(), LaunchError> {
         let group = crate::weights::GROUP;

@@ -121,6 +121,13 @@ impl Q2Matrix {
     pub fn len_bytes(&self) -> usize {
         self.scales.len() * 2 + self.codes.len() * 4
     }
+
+    /// Whether every code is 0, 1 or 2 (weights -d, 0, +d): no code 3 (+2d, which Q2_0 allows and
+    /// the ternary converters never emit). The binary GEMV's Q2 kernels take only such matrices.
+    pub fn is_ternary(&self) -> bool {
+        const LOW_BITS: u32 = 0x5555_5555;
+        self.codes.iter().all(|&w| w & (w >> 1) & LOW_BITS == 0)
+    }
 }
 
 /// A quantized matrix read one weight at a time: what the f64 reference definitions

@@ -159,6 +159,8 @@ pub struct GpuQ2Matrix {
     pub k: usize,
     pub scales: CudaSlice<u16>,
     pub codes: CudaSlice<u32>,
+    /// No code 3 ([`Q2Matrix::is_ternary`]): the binary GEMV may serve it.
+    pub ternary: bool,
 }
 
 /// Either device matrix.
@@ -211,6 +213,7 @@ pub fn upload_q2(m: &Q2Matrix, stream: &Arc<CudaStream>) -> Result<GpuQ2Matrix, 
         codes: stream
             .clone_htod(&device_q2_codes(m))
             .map_err(KernelError::driver("uploading Q2 codes"))?,
+        ternary: m.is_ternary(),
     })
 }
 

@@ -31,6 +31,7 @@ pub(crate) struct DeviceQMatrix {
     pub k: usize,
     pub scales: CudaSlice<u16>,
     pub payload: CudaSlice<u32>,
+    pub ternary: bool,
 }
 
 impl DeviceQMatrix {
@@ -44,9 +45,14 @@ impl DeviceQMatrix {
                 (QuantBits::Two, *n, *k, scales.iter().map(|s| s.to_bits()).collect(), device_q2_codes(q))
             }
         };
-        Ok(Self { bits, n, k, scales: upload(stream, &scales)?, payload: upload(stream, &payload)? })
+        let ternary = match w {
+            QMatrix::Q1(_) => true,
+            QMatrix::Q2(q) => q.is_ternary(),
+        };
+        Ok(Self { bits, n, k, scales: upload(stream, &scales)?, payload: upload(stream, &payload)?, ternary })
     }
     pub fn view(&self) -> QWeightsView<'_> {
-        QWeightsView { bits: self.bits, n: self.n, k: self.k, scales: &self.scales, payload: &self.payload }
+        let (bits, n, k, ternary) = (self.bits, self.n, self.k, self.ternary);
+        QWeightsView { bits, n, k, scales: &self.scales, payload: &self.payload, ternary }
     }
 }

@@ -50,6 +50,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         matmul(ctx, "odd", 77, 256, LARGE_ODD_TOKENS, ternary, Store::Add)?;
         gate_up(ctx, "odd", 37, 256, LARGE_ODD_TOKENS, ternary)?;
     }
+    super::matmul_code3::run_all(ctx)?;
     super::matmul_split::run_all(ctx)?;
     super::matmul_large::run_all(ctx, set)?;
     if set == ShapeSet::Small {
@@ -275,21 +276,20 @@ fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant:
 }
 
 fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: bool, store: Store) -> Result<(), VerifyError> {
-    matmul_with(ctx, label, n, k, m, ternary, store, &kernels_for(ctx, m)?)
+    let w = random_matrix(ctx, n, k, ternary);
+    matmul_with(ctx, label, w, m, store, &kernels_for(ctx, m)?)
 }
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn matmul_with(
     ctx: &mut Ctx,
     label: &str,
-    n: usize,
-    k: usize,
+    w: QMatrix,
     m: usize,
-    ternary: bool,
     store: Store,
     kernels: &[MatmulKernel],
 ) -> Result<(), VerifyError> {
-    let w = random_matrix(ctx, n, k, ternary);
+    let (n, k, ternary) = (w.n(), w.k(), matches!(w, QMatrix::Q2(_)));
     let x = ctx.rng.activations(m * k, 1.0);
     let y0 = if store == Store::Add { ctx.rng.activations(m * n, 4.0) } else { vec![0.0; m * n] };
     let want = par_reference(&w, &x, m, &y0, store)?;
@@ -322,19 +322,19 @@ pub(super) fn matmul_with(
 }
 
 fn gate_up(ctx: &mut Ctx, label: &str, f: usize, k: usize, m: usize, ternary: bool) -> Result<(), VerifyError> {
-    gate_up_with(ctx, label, f, k, m, ternary, &kernels_for(ctx, m)?)
+    let w = random_matrix(ctx, 2 * f, k, ternary);
+    gate_up_with(ctx, label, w, m, &kernels_for(ctx, m)?)
 }
 
+/// `w`: the gate|up matrix, 2F rows.
 pub(super) fn gate_up_with(
     ctx: &mut Ctx,
     label: &str,
-    f: usize,
-    k: usize,
+    w: QMatrix,
     m: usize,
-    ternary: bool,
     kernels: &[MatmulKernel],
 ) -> Result<(), VerifyError> {
-    let w = random_matrix(ctx, 2 * f, k, ternary);
+    let (f, k, ternary) = (w.n() / 2, w.k(), matches!(w, QMatrix::Q2(_)));
     let x = ctx.rng.activations(m * k, 1.0);
     let zeros = vec![0.0; m * 2 * f];
     let gu = par_reference(&w, &x, m, &zeros, Store::Overwrite)?;

@@ -1,7 +1,7 @@
 //! Rows for the f16 GEMM's split-K path (matmul_gemm_f16.cu, `*_gemm_f16_128x128_split`): forced
 //! split counts next to the default schedule and the forced unsplit kernel, on the same inputs.
 
-use super::matmul::{gate_up_with, matmul_with, MatmulKernel};
+use super::matmul::{gate_up_with, matmul_with, random_matrix, MatmulKernel};
 use super::{Ctx, VerifyError};
 use crate::launch::matmul::GemmKernel;
 use crate::ops::Store;
@@ -20,9 +20,12 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(), VerifyError> {
     // 5-group one; matmul.rs's small-shape rows (K = 1152, add) split 5+4.
     for ternary in [false, true] {
         let (s3, s4) = (f16_split_kernels(3), f16_split_kernels(4));
-        matmul_with(ctx, "split", 333, 1024, SPLIT_ODD_TOKENS, ternary, Store::Overwrite, &s3)?;
-        matmul_with(ctx, "split", 77, 640, F16_MIN_TOKENS_ROW, ternary, Store::Add, &s3)?;
-        gate_up_with(ctx, "split", 37, 1408, SPLIT_SWIGLU_TOKENS, ternary, &s4)?;
+        let w = random_matrix(ctx, 333, 1024, ternary);
+        matmul_with(ctx, "split", w, SPLIT_ODD_TOKENS, Store::Overwrite, &s3)?;
+        let w = random_matrix(ctx, 77, 640, ternary);
+        matmul_with(ctx, "split", w, F16_MIN_TOKENS_ROW, Store::Add, &s3)?;
+        let w = random_matrix(ctx, 2 * 37, 1408, ternary);
+        gate_up_with(ctx, "split", w, SPLIT_SWIGLU_TOKENS, &s4)?;
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ mod norm_matmul;
 mod planes_out;
 mod qkv_rope;
 mod matmul_large;
+mod matmul_code3;
 mod matmul_split;
 mod ptx_model;
 mod ptx_wgmma;
@@ -212,6 +213,11 @@ impl Comparison {
     }
     pub fn pass(&self) -> bool {
         self.bad_elements == 0
+    }
+    /// A yes / no property as a row: passes when `holds` (max_err 1 otherwise, against bound 0).
+    pub fn holds(holds: bool) -> Self {
+        let bad = usize::from(!holds);
+        Comparison { max_err: bad as f64, bad_elements: bad, first_bad: if holds { usize::MAX } else { 0 }, ..Default::default() }
     }
 }
 

@@ -52,10 +52,22 @@ impl SplitMix64 {
         let bits = (0..groups * Q1_WORDS).map(|_| self.next_u32()).collect();
         Q1Matrix { n, k, scales, bits }
     }
+    /// Ternary codes (0, 1, 2 each with probability 1/3): what the model converters produce and
+    /// the binary GEMV takes.
     pub fn q2_matrix(&mut self, n: usize, k: usize) -> Q2Matrix {
         let groups = n * k / GROUP;
         let scales = self.scales(groups);
-        let codes = (0..groups * Q2_WORDS).map(|_| self.next_u32()).collect();
+        let codes = (0..groups * Q2_WORDS)
+            .map(|_| (0..16).fold(0u32, |word, i| word | (self.next_u32() % 3) << (2 * i)))
+            .collect();
+        Q2Matrix { n, k, scales, codes }
+    }
+    /// Every code equally likely, 3 (+2d, which Q2_0 allows) included; the first weight is one.
+    pub fn q2_matrix_code3(&mut self, n: usize, k: usize) -> Q2Matrix {
+        let groups = n * k / GROUP;
+        let scales = self.scales(groups);
+        let mut codes: Vec<u32> = (0..groups * Q2_WORDS).map(|_| self.next_u32()).collect();
+        codes[0] |= 3;
         Q2Matrix { n, k, scales, codes }
     }
 }

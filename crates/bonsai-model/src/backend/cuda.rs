@@ -271,8 +271,12 @@ fn fuses_norm(m: usize, n: usize, w: &GpuQMatrix) -> bool {
 /// The kernels' view of a device matrix.
 pub(crate) fn view(m: &GpuQMatrix) -> QWeightsView<'_> {
     match m {
-        GpuQMatrix::Q1(m) => QWeightsView { bits: QuantBits::One, n: m.n, k: m.k, scales: &m.scales, payload: &m.bits },
-        GpuQMatrix::Q2(m) => QWeightsView { bits: QuantBits::Two, n: m.n, k: m.k, scales: &m.scales, payload: &m.codes },
+        GpuQMatrix::Q1(m) => {
+            QWeightsView { bits: QuantBits::One, n: m.n, k: m.k, scales: &m.scales, payload: &m.bits, ternary: true }
+        }
+        GpuQMatrix::Q2(m) => {
+            QWeightsView { bits: QuantBits::Two, n: m.n, k: m.k, scales: &m.scales, payload: &m.codes, ternary: m.ternary }
+        }
     }
 }
 

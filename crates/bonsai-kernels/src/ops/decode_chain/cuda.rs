@@ -95,10 +95,11 @@ pub struct ChainLayer<'a, X: DevicePtrMut<f32>> {
     pub qkv: &'a mut X,
 }
 
-/// Whether the chain can run these shapes (binary GEMV geometry for each stage).
+/// Whether the chain can run these matrices (binary GEMV codes and geometry for each stage).
 pub fn supported(attn_output: &QWeightsView<'_>, gate_up: &QWeightsView<'_>, down: &QWeightsView<'_>) -> bool {
     let bits = attn_output.bits;
-    gate_up.bits == bits
+    [attn_output, gate_up, down].iter().all(|w| w.binary_gemv_ok())
+        && gate_up.bits == bits
         && down.bits == bits
         && gate_up.n % 2 == 0
         && b1_geometry(attn_output.k, attn_output.n, false).is_some()
@@ -146,7 +147,7 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
         w.validate(OP)?;
     }
     if !supported(&attn_output, &gate_up, &down) {
-        return Err(shape(OP, "weights of mixed formats or shapes outside the binary GEMV".into()));
+        return Err(shape(OP, "weights of mixed formats, or codes or shapes outside the binary GEMV".into()));
     }
     let expect = |what: &str, got: usize, want: usize| {
         if got == want { Ok(()) } else { Err(shape(OP, format!("{what} = {got}, expected {want}"))) }
@@ -170,6 +171,7 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     let mut weights = vec![attn_output, gate_up, down];
     if let Some((norm, w)) = &next {
         w.validate(OP)?;
+        w.require_binary_gemv(OP)?;
         expect("next qkv K", w.k, hidden)?;
         if w.bits != bits {
             return Err(shape(OP, "next layer's qkv weights in another format".into()));

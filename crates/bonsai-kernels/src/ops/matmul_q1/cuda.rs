@@ -362,12 +362,13 @@ fn launch_any(
     }
     let gemv = match gemv {
         Some(g) => g,
-        None => gemv_kernel_from_env()?,
+        None => gemv_for(gemv_kernel_from_env()?, w),
     };
     if m <= GEMV_MAX_TOKENS {
         check_gemv_weight_alignment(op, payload, scales)?;
     }
     if m == 1 && gemv == GemvKernel::Binary {
+        w.require_binary_gemv(op)?;
         return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
@@ -442,7 +443,7 @@ pub use planes::{
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
-pub use gemv_choice::{gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
+pub use gemv_choice::{gemv_for, gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
 pub use super::matmul_b1::{with_early_residual, with_gemv_tiles};
 
 #[cfg(test)]

@@ -197,6 +197,7 @@ pub fn gemv_from_planes(
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
+    w.require_binary_gemv(op)?;
     let n_out = if epilogue == super::Epilogue::SwiGlu {
         super::check_gate_up(w)?;
         w.n / 2
@@ -289,6 +290,7 @@ pub fn qkv_rope_from_planes(
     r: RopeOut<'_>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qkv_rope";
+    w.require_binary_gemv(OP)?;
     if r.shape.head_dim != GROUP || w.n != r.shape.qkv_row_len() {
         return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", r.shape, w.n)));
     }

@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use crate::launch::{shape, LaunchError};
+use crate::launch::{shape, LaunchError, QWeightsView};
 
 /// The environment variable that selects the one-token GEMV kernel.
 pub const GEMV_VAR: &str = "BONSAI_GEMV";
@@ -32,6 +32,23 @@ pub fn gemv_kernel_from_env() -> Result<GemvKernel, LaunchError> {
     choice.clone().map_err(|detail| shape("matmul", detail))
 }
 
+/// The kernel a one-token GEMV of `w` runs by default when `choice` is the process's choice
+/// ([`gemv_kernel_from_env`]): the binary kernel serves Q1 and ternary Q2 matrices only, so a Q2
+/// matrix with +2d weights (code 3, which Q2_0 allows) runs `gemv_tc`, whose arithmetic covers
+/// every code. An explicit kernel request is never rerouted (the binary launchers refuse such
+/// a matrix instead).
+pub fn gemv_for(choice: GemvKernel, w: &QWeightsView<'_>) -> GemvKernel {
+    route(choice, w.binary_gemv_ok())
+}
+
+fn route(choice: GemvKernel, binary_ok: bool) -> GemvKernel {
+    if choice == GemvKernel::Binary && !binary_ok {
+        GemvKernel::Bf16x3
+    } else {
+        choice
+    }
+}
+
 /// `None` (unset) is the binary kernel, `tc` the bf16 one; anything else an error message naming
 /// the variable.
 pub fn parse_gemv_kernel(value: Option<&str>) -> Result<GemvKernel, String> {
@@ -45,6 +62,14 @@ pub fn parse_gemv_kernel(value: Option<&str>) -> Result<GemvKernel, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_binary_choice_is_rerouted_and_only_for_matrices_it_cannot_serve() {
+        assert_eq!(route(GemvKernel::Binary, true), GemvKernel::Binary);
+        assert_eq!(route(GemvKernel::Binary, false), GemvKernel::Bf16x3);
+        assert_eq!(route(GemvKernel::Bf16x3, true), GemvKernel::Bf16x3);
+        assert_eq!(route(GemvKernel::Bf16x3, false), GemvKernel::Bf16x3);
+    }
 
     #[test]
     fn the_switch_parses_its_values_and_rejects_others() {

@@ -10,7 +10,8 @@
 //   integer of |q_k| <= 2^(B1_PLANES - 2) (|x_k - s_G q_k| <= s_G / 2), held as B1_PLANES bit
 //   planes of its two's complement (plane p weighs 2^p, the top plane -2^(P-1)).
 //   Q1 (w = 2b - 1): sum_k w_k q_k = 2 sum_p 2^p popc(b AND plane_p) - X_G, X_G = sum_k q_k;
-//   Q2 (w = c - 1 = 2 c1 + c0 - 1): the same with the bit planes c1 (weighing 2) and c0 (1).
+//   Q2 (w = c - 1, ternary codes c = 2 c1 + c0 in {0, 1, 2}): the same with c = u + v, the
+//   thermometer planes u = c0 | c1 and v = c1 (b1_group_sums).
 //   All of that is exact integer arithmetic (|result| <= 2 * 128 * 2^14 = 2^22, so exact in f32
 //   too; partial sums wrap harmlessly in u32), times d * s_G (exact) into the sum: one rounding.
 //
@@ -178,46 +179,32 @@ extern "C" __global__ void __launch_bounds__(1024)
 // p = 8j + 2t + e, weighing 2^p (the top plane -2^p), doubled for Q1 (w = 2b - 1): the
 // lane-independent 2^(8j + e) is an immediate, the rest one shift at the end (`lane_shift`), and
 // the top plane's lane-dependent sign sits in `top` (+-2^(8 B1_WORDS - 7)). Sums wrap mod 2^32.
+//
+// Q2 (ternary codes only: c = 2 c1 + c0 in {0, 1, 2}, the launchers' `ternary` check) as a
+// thermometer: c = u + v with u = c0 | c1 (c >= 1) and v = c1 (c >= 2). Both weigh 1, so v's mma
+// accumulates onto u's and one weighting serves both: 60 fewer instructions per unit than
+// weighting the two bit planes apart (SASS), Ternary-8B tg128 +2.0% on the H200 (2026-12-01,
+// docs/PERFORMANCE.md). A code 3 (+2d, which Q2_0 allows) would count 2 here, so such matrices
+// never reach these kernels (launch::matmul::gemv_for routes them to gemv_tc).
 template <int BITS>
 __device__ __forceinline__ void b1_group_sums(const u32 (&w0)[BITS], const u32 (&w1)[BITS], const u32* b, u32 top,
                                               int lane_shift, u32& lo, u32& hi) {
-#ifdef B1_Q2_THERMO
-    if constexpr (BITS == 2) {
-        // Ternary codes c in {0, 1, 2} as a thermometer: c = u + v, u = c0 | c1 (c >= 1),
-        // v = c1 (c >= 2); both weigh 1, so the second mma accumulates onto the first and one
-        // weighting serves both. (Code 3 would need z = c0 & c1 as a third plane.)
-        const u32 u0 = w0[0] | w0[1], u1 = w1[0] | w1[1];
-        u32 sum0 = 0, sum1 = 0;
-#pragma unroll
-        for (int j = 0; j < B1_WORDS; ++j) {
-            const u32 bj = b[j];
-            const u32 e0 = 1u << (8 * j), e1 = j == B1_WORDS - 1 ? top : 1u << (8 * j + 1);
-            int c[4] = {0, 0, 0, 0};
-            mma_b1_and_popc_16x8x128(c, u0, u1, bj);
-            mma_b1_and_popc_16x8x128(c, w0[1], w1[1], bj);
-            sum0 += (u32)c[0] * e0 + (u32)c[1] * e1;
-            sum1 += (u32)c[2] * e0 + (u32)c[3] * e1;
-        }
-        lo = sum0 << lane_shift;
-        hi = sum1 << lane_shift;
-        return;
-    }
-#endif
-    u32 plane_sum[BITS][2] = {};  // per weight plane: Q2's c1 plane weighs twice its c0 plane
+    static_assert(BITS == 1 || BITS == 2, "one sign plane or two code planes");
+    // Row g's and row g + 8's plane words of the (only / thermometer) mma pair.
+    const u32 a0 = BITS == 1 ? w0[0] : w0[0] | w0[BITS - 1], a1 = BITS == 1 ? w1[0] : w1[0] | w1[BITS - 1];
+    u32 sum0 = 0, sum1 = 0;
 #pragma unroll
     for (int j = 0; j < B1_WORDS; ++j) {
         const u32 bj = b[j];
         const u32 e0 = 1u << (8 * j), e1 = j == B1_WORDS - 1 ? top : 1u << (8 * j + 1);
-#pragma unroll
-        for (int p = 0; p < BITS; ++p) {
-            int c[4] = {0, 0, 0, 0};
-            mma_b1_and_popc_16x8x128(c, w0[p], w1[p], bj);
-            plane_sum[p][0] += (u32)c[0] * e0 + (u32)c[1] * e1;
-            plane_sum[p][1] += (u32)c[2] * e0 + (u32)c[3] * e1;
-        }
+        int c[4] = {0, 0, 0, 0};
+        mma_b1_and_popc_16x8x128(c, a0, a1, bj);
+        if (BITS == 2) mma_b1_and_popc_16x8x128(c, w0[BITS - 1], w1[BITS - 1], bj);
+        sum0 += (u32)c[0] * e0 + (u32)c[1] * e1;
+        sum1 += (u32)c[2] * e0 + (u32)c[3] * e1;
     }
-    lo = (BITS == 1 ? plane_sum[0][0] : plane_sum[0][0] + (plane_sum[BITS - 1][0] << 1)) << lane_shift;
-    hi = (BITS == 1 ? plane_sum[0][1] : plane_sum[0][1] + (plane_sum[BITS - 1][1] << 1)) << lane_shift;
+    lo = sum0 << lane_shift;
+    hi = sum1 << lane_shift;
 }
 
 // A pair of groups' lane sums (rows g / g + 8 of groups 0 / 1) -> after two swaps within the
