@@ -25,6 +25,9 @@ pub enum SyntheticModel {
     Ternary8b,
     #[value(name = "tiny")]
     Tiny,
+    /// The tiny geometry with Q2_0's whole code set, +2d included (no binary GEMV).
+    #[value(name = "tiny-q2")]
+    TinyQ2,
 }
 
 impl SyntheticModel {
@@ -33,12 +36,13 @@ impl SyntheticModel {
             SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b => Geometry::bonsai_8b(),
             SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
             SyntheticModel::Bonsai1_7b => Geometry::bonsai_1_7b(),
-            SyntheticModel::Tiny => Geometry::tiny(),
+            SyntheticModel::Tiny | SyntheticModel::TinyQ2 => Geometry::tiny(),
         }
     }
     pub fn kind(self) -> WeightKind {
         match self {
             SyntheticModel::Ternary8b => WeightKind::Ternary,
+            SyntheticModel::TinyQ2 => WeightKind::TwoBit,
             _ => WeightKind::OneBit,
         }
     }
@@ -49,6 +53,7 @@ impl SyntheticModel {
             SyntheticModel::Bonsai1_7b => "bonsai-1.7b",
             SyntheticModel::Ternary8b => "ternary-8b",
             SyntheticModel::Tiny => "tiny",
+            SyntheticModel::TinyQ2 => "tiny-q2",
         }
     }
 }

@@ -31,6 +31,7 @@ fn every_geometry_name_parses() {
         ("bonsai-1.7b", SyntheticModel::Bonsai1_7b),
         ("ternary-8b", SyntheticModel::Ternary8b),
         ("tiny", SyntheticModel::Tiny),
+        ("tiny-q2", SyntheticModel::TinyQ2),
     ] {
         assert_eq!(parse(&["--synthetic", name]).expect(name).synthetic, Some(want));
         assert_eq!(want.name(), name);
@@ -39,6 +40,7 @@ fn every_geometry_name_parses() {
     assert_eq!((g.n_layers, g.hidden, g.ffn, g.n_q_heads, g.n_kv_heads, g.head_dim, g.vocab), (36, 2560, 9728, 32, 8, 128, 151_669));
     assert!(g.tied_embeddings);
     assert_eq!(SyntheticModel::Ternary8b.kind(), WeightKind::Ternary);
+    assert_eq!(SyntheticModel::TinyQ2.kind(), WeightKind::TwoBit);
 }
 
 #[test]

@@ -87,6 +87,9 @@ pub enum WeightKind {
     OneBit,
     /// Ternary {-d, 0, +d} in the 2-bit kernel layout.
     Ternary,
+    /// Q2_0's whole code set {-d, 0, +d, +2d}, every code equally likely: the +2d weights (code
+    /// 3) keep every matrix off the binary GEMV (gemv_tc serves them one token at a time).
+    TwoBit,
 }
 
 /// A named tensor held in memory.
@@ -154,6 +157,11 @@ pub fn random_matrix(rng: &mut Rng, kind: WeightKind, n: usize, k: usize) -> Res
         }
         WeightKind::Ternary => {
             let codes = (0..n_blocks * Q2_WORDS).map(|_| normalise_ternary_codes(rng.next_u64() as u32)).collect();
+            Q2Matrix::new(n, k, scales, codes).map(QMatrix::Q2)
+        }
+        WeightKind::TwoBit => {
+            let mut codes: Vec<u32> = (0..n_blocks * Q2_WORDS).map(|_| rng.next_u64() as u32).collect();
+            codes[0] |= 3; // at least one +2d weight, whatever the draw
             Q2Matrix::new(n, k, scales, codes).map(QMatrix::Q2)
         }
     };
