@@ -171,6 +171,8 @@ fn check_on_a_model_with_plus_two_weights_agrees_with_the_cpu_emulated() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
     assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+    // Every one of the tiny model's 10 matrices (2 layers x 4, embedding, LM head) has a code 3.
+    assert!(stdout.contains("10 Q2 matrices with +2d weights on gemv_tc"), "the backend does not say so:\n{}", text(&out));
 }
 
 /// The demo model's file. Writing it is a CPU affair: a one-token CPU generation puts it in the

@@ -89,6 +89,8 @@ pub struct CudaBackend {
     allocated_bytes: Cell<usize>,
     uploaded_bytes: Cell<usize>,
     planned_weight_bytes: Cell<usize>,
+    /// Q2 matrices uploaded with a code 3 (+2d): gemv_tc serves them (`describe` says so).
+    plus_two_matrices: Cell<usize>,
     progress: RefCell<Option<UploadProgress>>,
     /// Attention scratch for one token over a whole cache; sized by the first KV cache and never
     /// reallocated after, because captured graphs hold its address.
@@ -196,6 +198,7 @@ impl CudaBackend {
             allocated_bytes: Cell::new(0),
             uploaded_bytes: Cell::new(0),
             planned_weight_bytes: Cell::new(0),
+            plus_two_matrices: Cell::new(0),
             progress: RefCell::new(None),
             traced_events: RefCell::new(Vec::new()),
             replays_since_capture: Cell::new(0),
@@ -294,8 +297,12 @@ impl Backend for CudaBackend {
     fn describe(&self) -> String {
         let info = self.gpu.info();
         let graphs = if self.use_graphs { "" } else { ", graphs off" };
+        let plus_two = match self.plus_two_matrices.get() {
+            0 => String::new(),
+            n => format!(", {n} Q2 matrices with +2d weights on gemv_tc (no binary GEMV)"),
+        };
         format!(
-            "cuda: {} (sm_{}, {} SMs), kernels from {}{graphs}",
+            "cuda: {} (sm_{}, {} SMs), kernels from {}{graphs}{plus_two}",
             info.name,
             info.arch,
             info.sm_count,
@@ -394,6 +401,9 @@ impl Backend for CudaBackend {
     fn upload_matrix(&self, matrix: &QMatrix) -> Result<GpuQMatrix, BackendError> {
         self.not_while_capturing("upload_matrix")?;
         let m = upload(matrix, &self.stream).map_err(device_err("uploading a weight matrix"))?;
+        if let GpuQMatrix::Q2(q) = &m {
+            self.plus_two_matrices.set(self.plus_two_matrices.get() + usize::from(!q.ternary));
+        }
         self.count_alloc::<u8>(matrix.len_bytes());
         self.count_upload(matrix.len_bytes());
         Ok(m)
