@@ -18,6 +18,8 @@
 #   trace   the decode graph's per-kernel timeline on the GPU clock (BONSAI_TRACE=1), 8B and ternary
 #   timeline scripts/lab/run.sh --timeline: read floor, gemv_tc phases, pre-staged x (needs nvcc)
 #   mmarate scripts/lab/mma_rate.cu: issue rate of bf16 / s8 / b1 mma.sync, b1 fragment layout
+#   locality-lab scripts/lab/dram_locality.cu: the GEMV's weight stream with the Q1 / Q2 row pieces
+#           against unit-contiguous weights (DRAM access pattern)
 #   owner-lab scripts/lab/owner_groups.cu: bandwidth of N SMs on a decode matrix, cluster vs counter
 #           epilogues quantizing a GEMV's own output groups
 #   decode-chain  bonsai bench / check of each decode layer-tail mode (ops, attn_planes, planes, chain)
@@ -155,6 +157,12 @@ chain)
     # What a persistent decode kernel could reach: grid barriers and weight streaming (lab).
     mkdir -p "$LOGS/lab"
     run persistent-chain bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/persistent_chain scripts/lab/persistent_chain.cu && $LOGS/lab/persistent_chain"
+    ;;
+locality-lab)
+    # Is the binary GEMV's weight stream bound by its DRAM access pattern? 64 B per row per unit
+    # (the Q1 layout) against 128 B (Q2) and 1 KB-contiguous units, same loads and ring (lab header).
+    mkdir -p "$LOGS/lab"
+    run dram-locality bash -c "nvcc -O3 -arch=sm_90 -o $LOGS/lab/dram_locality scripts/lab/dram_locality.cu && $LOGS/lab/dram_locality"
     ;;
 owner-lab)
     # Could GEMV CTAs quantize their own output groups (no prepare launch)? Streaming bandwidth with
