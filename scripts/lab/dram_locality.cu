@@ -30,12 +30,12 @@ constexpr long long POOL_BYTES = 20 * MATRIX_BYTES;
 constexpr int TILE_ROWS = 16;
 constexpr int TILES = ROWS / TILE_ROWS;
 
-enum Mode { ROW64 = 0, ROW128 = 1, TILE = 2 };
+enum Mode { ROW64 = 0, ROW128 = 1, TILE = 2, TILE2K = 3 };
 
 // Loads per lane and unit: rows g and g + 8 (row128: two 16-byte halves of each).
 template <int MODE>
 struct Unit {
-    static constexpr int LOADS = MODE == ROW128 ? 4 : 2;
+    static constexpr int LOADS = MODE == ROW128 || MODE == TILE2K ? 4 : 2;
     uint4 v[LOADS];
 };
 
@@ -43,25 +43,35 @@ struct Unit {
 template <int MODE>
 __device__ __forceinline__ long long load_offset(int tile, int u, int i, int lane) {
     const int g = lane / 4, t = lane % 4;
-    if (MODE == TILE) {  // unit-contiguous: 1 KB per unit, 512 B per load instruction
-        constexpr int UNITS = ROW_BYTES * TILE_ROWS / 1024;
-        return ((long long)tile * UNITS + u) * 1024 + i * 512 + lane * 16;
+    if (MODE == TILE || MODE == TILE2K) {  // unit-contiguous: 1 (2) KB per unit, 512 B per load
+        constexpr int UNIT_BYTES = MODE == TILE ? 1024 : 2048;
+        constexpr int UNITS = ROW_BYTES * TILE_ROWS / UNIT_BYTES;
+        return ((long long)tile * UNITS + u) * UNIT_BYTES + i * 512 + lane * 16;
     }
     const int row = tile * TILE_ROWS + g + 8 * (i % 2);
     const int piece = MODE == ROW128 ? 128 : 64;
     return (long long)row * ROW_BYTES + (long long)u * piece + (MODE == ROW128 ? (i / 2) * 64 : 0) + t * 16;
 }
 
-template <int MODE, int RING>
+// How whole tiles are dealt to warps: INTERLEAVED (gemv_b1_tiles: warp w takes w, w + W, ...),
+// BLOCKED (warp w takes a contiguous run), SCATTERED (the interleaved order through a
+// multiplicative permutation of the tiles: no two neighbouring warps near each other).
+enum Map { INTERLEAVED = 0, BLOCKED = 1, SCATTERED = 2 };
+
+template <int MODE, int RING, int MAP = INTERLEAVED>
 __global__ void __launch_bounds__(WARPS * 32, 1) stream_units(const char* __restrict__ base, unsigned* sink) {
-    constexpr int UNITS = MODE == ROW128 ? ROW_BYTES / 128 : ROW_BYTES / 64;  // per tile (tile: 8 of 1 KB)
+    constexpr int UNITS = MODE == ROW128 || MODE == TILE2K ? ROW_BYTES / 128 : ROW_BYTES / 64;  // per tile (tile: 8 of 1 KB)
     const int lane = threadIdx.x % 32;
     const int warp = blockIdx.x * WARPS + threadIdx.x / 32, warps = gridDim.x * WARPS;
-    const int my_tiles = warp < TILES ? (TILES - 1 - warp) / warps + 1 : 0;
+    const int per_warp = (TILES + warps - 1) / warps;
+    const int my_tiles = MAP == BLOCKED ? max(0, min(per_warp, TILES - warp * per_warp))
+                                        : (warp < TILES ? (TILES - 1 - warp) / warps + 1 : 0);
     const int total = my_tiles * UNITS;
     auto load = [&](Unit<MODE>& r, int it) {
         if (it >= total) return;
-        const int tile = warp + (it / UNITS) * warps, u = it % UNITS;
+        const int k = it / UNITS, u = it % UNITS;
+        int tile = MAP == BLOCKED ? warp * per_warp + k : warp + k * warps;
+        if (MAP == SCATTERED) tile = (int)((long long)tile * 7919 % TILES);  // 7919 prime, TILES = 9496
 #pragma unroll
         for (int i = 0; i < Unit<MODE>::LOADS; ++i)
             r.v[i] = __ldcs(reinterpret_cast<const uint4*>(base + load_offset<MODE>(tile, u, i, lane)));
@@ -83,7 +93,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) stream_units(const char* __rest
     if (acc == 0x12345678u) sink[warp] = acc;  // keeps the loads; practically never stores
 }
 
-template <int MODE, int RING>
+template <int MODE, int RING, int MAP = INTERLEAVED>
 static void measure(const char* name, char* pool, unsigned* sink, int sms) {
     const int reps = 16;
     cudaEvent_t a, b;
@@ -93,7 +103,7 @@ static void measure(const char* name, char* pool, unsigned* sink, int sms) {
     for (int r = 0; r < reps + 3; ++r) {
         const char* base = pool + (long long)(r % 20) * MATRIX_BYTES;
         CHECK(cudaEventRecord(a));
-        stream_units<MODE, RING><<<sms, WARPS * 32>>>(base, sink);
+        stream_units<MODE, RING, MAP><<<sms, WARPS * 32>>>(base, sink);
         CHECK(cudaEventRecord(b));
         CHECK(cudaEventSynchronize(b));
         float t;
@@ -102,7 +112,7 @@ static void measure(const char* name, char* pool, unsigned* sink, int sms) {
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
-    std::printf("%-10s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, RING, med * 1e3, ms.front() * 1e3,
+    std::printf("%-22s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, RING, med * 1e3, ms.front() * 1e3,
                 ms.back() * 1e3, MATRIX_BYTES / (med * 1e-3) / 1e12);
     CHECK(cudaEventDestroy(a));
     CHECK(cudaEventDestroy(b));
@@ -125,6 +135,16 @@ int main() {
         measure<ROW64, 6>("row64", pool, sink, sms);
         measure<ROW128, 6>("row128", pool, sink, sms);
         measure<TILE, 6>("tile", pool, sink, sms);
+        measure<ROW128, 2>("row128", pool, sink, sms);
+        measure<TILE2K, 2>("tile2k", pool, sink, sms);
+        measure<TILE2K, 3>("tile2k", pool, sink, sms);
+        measure<ROW64, 3, BLOCKED>("row64 blocked", pool, sink, sms);
+        measure<ROW64, 3, SCATTERED>("row64 scattered", pool, sink, sms);
+        measure<ROW128, 3, BLOCKED>("row128 blocked", pool, sink, sms);
+        measure<ROW128, 3, SCATTERED>("row128 scattered", pool, sink, sms);
+        measure<TILE, 3, BLOCKED>("tile blocked", pool, sink, sms);
+        measure<TILE, 3, SCATTERED>("tile scattered", pool, sink, sms);
+        measure<TILE, 6, BLOCKED>("tile blocked", pool, sink, sms);
     }
     // A plain copy of the same bytes (read + write), the ceiling the bench quotes.
     cudaEvent_t a, b;

@@ -58,6 +58,71 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
         }
     };
     if (total > 0) point_at(first_tile);
+#ifdef B1_TILES_PAIRED
+    // Measurement variant (the dram_locality lab: 2 KB per ring slot streams ~25% faster than
+    // 1 KB, however deep the ring): Q1 loads two adjacent units per slot, 128 contiguous bytes
+    // per row, in two slots; the same unit order and arithmetic, so y is bit-identical.
+    if constexpr (BITS == 1 && NB == LAYOUT_BLOCK_GROUPS) {
+        if (units % 4 == 0) {
+            constexpr int SLOTS = 2;
+            TcUnit<BITS, NB> pr[SLOTS][2];
+            int ploaded = 0;
+            auto load_pair = [&](TcUnit<BITS, NB>(&slot)[2]) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (ploaded < total) {
+                        tc_load(slot[e], wnext, snext);
+                        advance();
+                    }
+                    ++ploaded;
+                }
+            };
+#pragma unroll
+            for (int a = 0; a < SLOTS; ++a) load_pair(pr[a]);
+            griddep_wait();
+            const uint4* psrc = reinterpret_cast<const uint4*>(planes);
+            for (int i = threadIdx.x; i < groups_per_row * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, psrc + i);
+            for (int i = threadIdx.x; i < 2 * groups_per_row; i += blockDim.x) cp_async4(gsx + i, gsx_all + i);
+            cp_async_commit();
+            const float inv_rms = norm ? rsqrtf(b1_norm_sum_sq(group_sq, groups_per_row, lane) / (float)k + norm_eps) : 1.0f;
+            cp_async_wait<0>();
+            __syncthreads();
+            float acc = 0.0f;
+            int tile = first_tile, unit = 0;
+            // Both slots in turn per iteration (no run-time slot dispatch): units % 4 == 0.
+            for (int q = 0; q < total; q += 2 * SLOTS) {
+#pragma unroll
+                for (int a = 0; a < SLOTS; ++a) {
+                    // Unit 0 of the slot finished before unit 1's sums (fewer live registers);
+                    // the slot reloads once both are read, its two units' loads back to back.
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        u32 sums[PAIRS][2][2];
+                        float d[PAIRS][2];
+                        b1_unit_sums<BITS, NB>(pr[a][e], xb + (unit + e) * NB * B1_GROUP_WORDS + lane * B1_WORDS, top,
+                                               lane_shift, t, sums, d);
+                        if (e == 1) load_pair(pr[a]);
+                        acc = b1_unit_finish<NB>(sums, d, gsx + 2 * (unit + e) * NB, t, acc);
+                    }
+                    unit += 2;
+                    if (unit == units) {
+                        acc += __shfl_xor_sync(FULL_MASK, acc, 2);
+                        const int o = tile * TC_TILE_ROWS + g + 8 * t;
+                        if (t < 2 && o < n_out) {
+                            float v = 0.0f + acc;
+                            if (norm) v *= inv_rms;
+                            y[o] = v;
+                        }
+                        acc = 0.0f;
+                        unit = 0;
+                        tile += stride;
+                    }
+                }
+            }
+            return;
+        }
+    }
+#endif
     TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = 0;
 #pragma unroll
