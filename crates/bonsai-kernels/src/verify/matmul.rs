@@ -280,7 +280,6 @@ fn matmul(ctx: &mut Ctx, label: &str, n: usize, k: usize, m: usize, ternary: boo
     matmul_with(ctx, label, w, m, store, &kernels_for(ctx, m)?)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(super) fn matmul_with(
     ctx: &mut Ctx,
     label: &str,
