@@ -93,6 +93,79 @@ __global__ void __launch_bounds__(WARPS * 32, 1) stream_units(const char* __rest
     if (acc == 0x12345678u) sink[warp] = acc;  // keeps the loads; practically never stores
 }
 
+// The same stream with each ring slot's loads as cp.async into this warp's shared memory, one
+// commit group per slot and `cp.async.wait_group RING - 1` before a slot is read: each wait
+// covers exactly the oldest slot (is the register ring's rate set by its waits?).
+template <int MODE, int RING>
+__global__ void __launch_bounds__(WARPS * 32, 1) stream_units_async(const char* __restrict__ base, unsigned* sink) {
+    constexpr int UNITS = MODE == ROW128 || MODE == TILE2K ? ROW_BYTES / 128 : ROW_BYTES / 64;
+    constexpr int LOADS = Unit<MODE>::LOADS;
+    extern __shared__ uint4 ring_smem[];  // [WARPS][RING][LOADS][32]
+    auto ring_at = [&](int w, int slot, int i, int l) -> uint4& { return ring_smem[((w * RING + slot) * LOADS + i) * 32 + l]; };
+    const int lane = threadIdx.x % 32, wl = threadIdx.x / 32;
+    const int warp = blockIdx.x * WARPS + wl, warps = gridDim.x * WARPS;
+    const int my_tiles = warp < TILES ? (TILES - 1 - warp) / warps + 1 : 0;
+    const int total = my_tiles * UNITS;
+    auto issue = [&](int slot, int it) {
+        if (it < total) {
+            const int tile = warp + (it / UNITS) * warps, u = it % UNITS;
+#pragma unroll
+            for (int i = 0; i < LOADS; ++i) {
+                const unsigned dst = (unsigned)__cvta_generic_to_shared(&ring_at(wl, slot, i, lane));
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst),
+                             "l"(base + load_offset<MODE>(tile, u, i, lane)) : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");  // empty groups keep the count
+    };
+#pragma unroll
+    for (int s = 0; s < RING; ++s) issue(s, s);
+    unsigned acc = 0;
+    for (int it = 0; it < total; it += RING) {
+#pragma unroll
+        for (int s = 0; s < RING; ++s) {
+            asm volatile("cp.async.wait_group %0;" ::"n"(RING - 1) : "memory");
+            if (it + s < total) {
+#pragma unroll
+                for (int i = 0; i < LOADS; ++i) {
+                    const uint4 v = ring_at(wl, s, i, lane);
+                    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+                }
+            }
+            issue(s, it + s + RING);
+        }
+    }
+    if (acc == 0x12345678u) sink[warp] = acc;
+}
+
+template <int MODE, int RING>
+static void measure_async(const char* name, char* pool, unsigned* sink, int sms) {
+    const int reps = 16;
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    const int smem = WARPS * RING * Unit<MODE>::LOADS * 32 * 16;
+    CHECK(cudaFuncSetAttribute(stream_units_async<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    std::vector<float> ms;
+    for (int r = 0; r < reps + 3; ++r) {
+        const char* base = pool + (long long)(r % 20) * MATRIX_BYTES;
+        CHECK(cudaEventRecord(a));
+        stream_units_async<MODE, RING><<<sms, WARPS * 32, smem>>>(base, sink);
+        CHECK(cudaGetLastError());
+        CHECK(cudaEventRecord(b));
+        CHECK(cudaEventSynchronize(b));
+        float t;
+        CHECK(cudaEventElapsedTime(&t, a, b));
+        if (r >= 3) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    std::printf("%-22s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, RING, med * 1e3, ms.front() * 1e3,
+                ms.back() * 1e3, MATRIX_BYTES / (med * 1e-3) / 1e12);
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+}
+
 template <int MODE, int RING, int MAP = INTERLEAVED>
 static void measure(const char* name, char* pool, unsigned* sink, int sms) {
     const int reps = 16;
@@ -129,6 +202,9 @@ int main() {
     std::printf("dram_locality: %d SMs x %d warps, %.1f MB per pass (%d rows x %lld B), fresh region each pass\n", sms, WARPS,
                 MATRIX_BYTES / 1e6, ROWS, ROW_BYTES);
     for (int round = 0; round < 2; ++round) {
+        measure_async<ROW64, 3>("row64 cp.async", pool, sink, sms);
+        measure_async<ROW64, 6>("row64 cp.async", pool, sink, sms);
+        measure_async<ROW128, 3>("row128 cp.async", pool, sink, sms);
         measure<ROW64, 3>("row64", pool, sink, sms);
         measure<ROW128, 3>("row128", pool, sink, sms);
         measure<TILE, 3>("tile", pool, sink, sms);
