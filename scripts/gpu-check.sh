@@ -344,15 +344,18 @@ gemv-stalls)
     # sampling), for Bonsai-8B's gate_up and one Add GEMV (the 21st `_add_gemv_b1_early` launch:
     # attn_out in the run of 2026-11-30), each launched alone (ncu serializes launches): the
     # sections as text, the source page as CSV (one row per SASS instruction with its samples).
+    # STALL_KERNELS / STALL_SKIP pick other kernels (e.g. STALL_KERNELS=matmul_q1_gemv_b1_tiles
+    # STALL_SKIP=4: the LM head, launched once per token).
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-    for k in gate_up_swiglu_q1_gemv_b1 matmul_q1_add_gemv_b1_early; do
-        run "stalls-$k" env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k "regex:^$k\$" --launch-skip 20 \
+    for k in ${STALL_KERNELS:-gate_up_swiglu_q1_gemv_b1 matmul_q1_add_gemv_b1_early}; do
+        run "stalls-$k" env BONSAI_NO_GRAPH=1 "$NCU" --clock-control none -k "regex:^$k\$" --launch-skip "${STALL_SKIP:-20}" \
             --launch-count 1 --import-source no --section SourceCounters --section WarpStateStats \
             --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
             --section InstructionStats --section Occupancy -o "$LOGS/stalls-$k" \
             "$BIN" bench --synthetic bonsai-8b -p 0 -n 8 -r 1
         run "stalls-$k-details" "$NCU" --import "$LOGS/stalls-$k.ncu-rep" --page details
         run "stalls-$k-sass" bash -c "'$NCU' --import '$LOGS/stalls-$k.ncu-rep' --page source --print-source sass --csv > '$LOGS/stalls-$k-sass.csv'; head -c 3000 '$LOGS/stalls-$k-sass.csv'"
+        run "stalls-$k-summary" python3 scripts/ncu-source-summary.py "$LOGS/stalls-$k-sass.csv" 30
     done
     ;;
 golden)
