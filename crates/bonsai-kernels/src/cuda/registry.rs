@@ -136,7 +136,12 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1_tiles.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv_b1_tiles.cu"),
-        entry_points: &["matmul_q1_gemv_b1_tiles", "matmul_q2_gemv_b1_tiles"],
+        entry_points: &[
+            "matmul_q1_gemv_b1_tiles",
+            "matmul_q2_gemv_b1_tiles",
+            "matmul_q1_gemv_b1_tiles_ring",
+            "matmul_q2_gemv_b1_tiles_ring",
+        ],
     },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",

@@ -113,6 +113,125 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
     }
 }
 
+// `gemv_b1_tiles_ring` (BONSAI_TILES_RING=1, a measurement knob): the same tiles, unit order and
+// arithmetic, with each warp's weight units streamed through a ring of TILES_RING_SLOTS(BITS)
+// slots in shared memory (cp.async, one commit group per unit) instead of its AHEAD + 1
+// registers. Why: the register ring keeps at most 3 Q1 units (~3.5 KB) per warp in flight; the
+// LM head runs at ~2.3 TB/s with every warp waiting ~2,000 cycles per unit for ~180 instructions
+// of work, so bytes in flight, not issue, look like its limit. Slots of 8 Q1 / 5 Q2 units put
+// ~170 KB per SM in flight. Units of LAYOUT_BLOCK_GROUPS groups only (every Bonsai K); the entry
+// point runs the register body otherwise. y bit-identical (verify `gemv_b1_tiles = gemv_b1`).
+#define TILES_RING_SLOTS(BITS) ((BITS) == 1 ? 8 : 5)
+template <int BITS>
+__device__ __forceinline__ void gemv_b1_tiles_ring_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
+                                                        const u32* planes, const u32* gsx_all, const float* group_sq,
+                                                        float* __restrict__ y, int n_out, int k, int norm,
+                                                        float norm_eps) {
+    constexpr int NB = LAYOUT_BLOCK_GROUPS;
+    constexpr int SLOTS = TILES_RING_SLOTS(BITS);
+    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
+    constexpr int PAIRS = (NB + 1) / 2;
+    // A lane's share of a unit, laid out as TcUnit: w[2][NB * BITS] words, then d[2][PAIRS].
+    constexpr int LANE_VECS = (int)sizeof(TcUnit<BITS, NB>) / 16;
+    static_assert(sizeof(TcUnit<BITS, NB>) % 16 == 0 && NB * BITS % 4 == 0 && PAIRS == 2,
+                  "a lane's unit is whole 16-byte pieces: its payload rows, then two 8-byte scale runs");
+    extern __shared__ uint4 b1_smem[];
+    const int groups_per_row = k / GROUP_SIZE, units = groups_per_row / NB;
+    const int lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int tiles = (n_out + TC_TILE_ROWS - 1) / TC_TILE_ROWS;
+    const int stride = gridDim.x * warps, first_tile = blockIdx.x * warps + warp;
+    const int total = first_tile < tiles ? ((tiles - 1 - first_tile) / stride + 1) * units : 0;
+    u32* xb = reinterpret_cast<u32*>(b1_smem);
+    u32* gsx = xb + groups_per_row * B1_GROUP_WORDS;
+    // The ring after the planes and (s, X), 16-byte aligned: [warp][slot][lane] lane units.
+    const int ring_vec0 = (groups_per_row * (B1_GROUP_WORDS + 2) + 3) / 4;
+    uint4* ring = b1_smem + ring_vec0 + ((long long)warp * SLOTS * WARP_SIZE + lane) * LANE_VECS;
+    u32 top;
+    int lane_shift;
+    b1_lane_plane_weights<BITS>(t, top, lane_shift);
+
+    int load_tile = first_tile, load_unit = 0;
+    const u32* wnext[2];
+    const u16* snext[2];
+    auto point_at = [&](int tile) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = tc_weight_row<MATMUL_STORE>(tile, g + 8 * h, n_out);
+            wnext[h] = layout_row<BITS>(payload, row, groups_per_row) + t * NB * BITS;
+            snext[h] = scales + (long long)row * groups_per_row;
+        }
+    };
+    // Requests the loader's unit into `slot` and moves the loader on.
+    auto request = [&](int slot) {
+        uint4* dst = ring + slot * WARP_SIZE * LANE_VECS;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int v = 0; v < NB * BITS / 4; ++v) cp_async16(dst + h * (NB * BITS / 4) + v, wnext[h] + 4 * v);
+            cp_async8(reinterpret_cast<char*>(dst) + 8 * NB * BITS + 8 * h, snext[h]);
+            wnext[h] += UNIT_WORDS;
+            snext[h] += NB;
+        }
+        if (++load_unit == units) {
+            load_unit = 0;
+            load_tile += stride;
+            if (load_tile < tiles) point_at(load_tile);
+        }
+    };
+    if (total > 0) point_at(first_tile);
+    // Weights never change: the first SLOTS - 1 units are requested before the wait for the
+    // prepare (programmatic dependent launch), one commit group each (empty past the warp's run).
+#pragma unroll
+    for (int a = 0; a < SLOTS - 1; ++a) {
+        if (a < total) request(a);
+        cp_async_commit();
+    }
+
+    griddep_wait();
+    const uint4* src = reinterpret_cast<const uint4*>(planes);
+    for (int i = threadIdx.x; i < groups_per_row * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+    for (int i = threadIdx.x; i < 2 * groups_per_row; i += blockDim.x) cp_async4(gsx + i, gsx_all + i);
+    cp_async_commit();
+    const float inv_rms = norm ? rsqrtf(b1_norm_sum_sq(group_sq, groups_per_row, lane) / (float)k + norm_eps) : 1.0f;
+    cp_async_wait<0>();  // the planes, and the ring's first units with them
+    __syncthreads();
+
+    float acc = 0.0f;
+    int tile = first_tile, unit = 0;
+    for (int q = 0; q < total; ++q) {
+        // Refill the slot unit q - 1 used (this lane's reads of it are done: its products were
+        // computed from them), then wait for unit q: at most SLOTS - 1 later groups in flight.
+        if (q + SLOTS - 1 < total) request((q + SLOTS - 1) % SLOTS);
+        cp_async_commit();
+        cp_async_wait<SLOTS - 1>();
+        TcUnit<BITS, NB> r;
+        {
+            const uint4* from = ring + (q % SLOTS) * WARP_SIZE * LANE_VECS;
+            uint4* to = reinterpret_cast<uint4*>(&r);
+#pragma unroll
+            for (int v = 0; v < LANE_VECS; ++v) to[v] = from[v];
+        }
+        const int gl0 = unit * NB;
+        u32 sums[PAIRS][2][2];
+        float d[PAIRS][2];
+        b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
+        acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
+        if (++unit == units) {  // the tile is done: lanes t < 2 hold rows g + 8 t
+            acc += __shfl_xor_sync(FULL_MASK, acc, 2);
+            const int o = tile * TC_TILE_ROWS + g + 8 * t;
+            if (t < 2 && o < n_out) {
+                float v = 0.0f + acc;  // gemv_store_outputs' sum over the one split
+                if (norm) v *= inv_rms;
+                y[o] = v;
+            }
+            acc = 0.0f;
+            unit = 0;
+            tile += stride;
+        }
+    }
+}
+
 #define DEFINE_B1_TILES_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                  \
         PREFIX##_gemv_b1_tiles(const u16* scales, const u32* payload, const u32* planes,          \
@@ -128,3 +247,18 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
     }
 DEFINE_B1_TILES_ENTRY_POINT(matmul_q1, 1)
 DEFINE_B1_TILES_ENTRY_POINT(matmul_q2, 2)
+#define DEFINE_B1_TILES_RING_ENTRY_POINT(PREFIX, BITS)                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                  \
+        PREFIX##_gemv_b1_tiles_ring(const u16* scales, const u32* payload, const u32* planes,     \
+                                    const u32* gsx, const float* group_sq, float* y, int n_out,   \
+                                    int k, int norm, float norm_eps) {                            \
+        griddep_launch_dependents(); /* griddep_wait: in the body, after the ring's first loads */ \
+        if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)                           \
+            gemv_b1_tiles_ring_body<BITS>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
+                                          norm, norm_eps);                                        \
+        else                                                                                      \
+            gemv_b1_tiles_body<BITS, 1>(scales, payload, planes, gsx, group_sq, y, n_out, k, norm, \
+                                        norm_eps);                                                \
+    }
+DEFINE_B1_TILES_RING_ENTRY_POINT(matmul_q1, 1)
+DEFINE_B1_TILES_RING_ENTRY_POINT(matmul_q2, 2)
