@@ -76,7 +76,6 @@ inline void cp_async16(void* dst, const void* src) { emu::t_thread->copies.issue
 inline void cp_async16_zfill(void* dst, const void* src, bool valid) {
     emu::t_thread->copies.issue(dst, valid ? src : nullptr, 16);
 }
-inline void cp_async8(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 8); }
 inline void cp_async4(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 4); }
 inline void cp_async_commit() { emu::t_thread->copies.commit(); }
 template <int N>

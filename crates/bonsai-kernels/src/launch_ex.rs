@@ -287,7 +287,6 @@ mod tests {
         ("_gemv_b1_early", "gemv_b1_body"),
         ("_gemv_b1_rope", "gemv_b1_body"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
-        ("_gemv_b1_tiles_ring", "gemv_b1_tiles_ring_body"),
         ("decode_chain_q1", "gemv_b1_body"),
         ("decode_chain_q2", "gemv_b1_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),

@@ -136,12 +136,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1_tiles.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv_b1_tiles.cu"),
-        entry_points: &[
-            "matmul_q1_gemv_b1_tiles",
-            "matmul_q2_gemv_b1_tiles",
-            "matmul_q1_gemv_b1_tiles_ring",
-            "matmul_q2_gemv_b1_tiles_ring",
-        ],
+        entry_points: &["matmul_q1_gemv_b1_tiles", "matmul_q2_gemv_b1_tiles"],
     },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemm.cu",

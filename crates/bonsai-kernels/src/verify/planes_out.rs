@@ -17,7 +17,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, with_tiles_ring, B1Planes, Epilogue,
+    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
     PlanesOut,
 };
 use crate::weights::QMatrix;
@@ -67,20 +67,16 @@ fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) ->
     let mut planes = B1Planes::new(&ctx.stream, k)?;
     prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
     let in_eps = normed.then_some(EPS);
-    let run = |tiles: bool, ring: bool| -> Result<Vec<f32>, VerifyError> {
+    let run = |tiles: bool| -> Result<Vec<f32>, VerifyError> {
         let mut y = poisoned(&ctx.stream, n_out)?;
         with_gemv_tiles(tiles, || {
-            with_tiles_ring(ring, || {
-                gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None)
-            })
+            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None)
         })?;
         download(&ctx.stream, &y)
     };
-    // The shared-memory ring (`_ring`, BONSAI_TILES_RING=1): same units, same arithmetic.
-    let (want, got, got_ring) = (run(false, false)?, run(true, false)?, run(true, true)?);
+    let (want, got) = (run(false)?, run(true)?);
     let label = format!("q{bits} N={n_out} K={k}{}", if normed { " normed" } else { "" });
     ctx.record("gemv_b1_tiles = gemv_b1", &label, Comparison::of(&got, &want, |_| 0.0));
-    ctx.record("gemv_b1_tiles_ring = gemv_b1", &label, Comparison::of(&got_ring, &want, |_| 0.0));
     Ok(())
 }
 

@@ -444,7 +444,7 @@ pub use planes::{
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_for, gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
-pub use super::matmul_b1::{tiles_ring_slots, with_early_residual, with_gemv_tiles, with_tiles_ring, TILES_RING_ENV};
+pub use super::matmul_b1::{with_early_residual, with_gemv_tiles};
 
 #[cfg(test)]
 mod tests {

@@ -90,47 +90,6 @@ pub fn with_gemv_tiles<R>(on: bool, f: impl FnOnce() -> R) -> R {
     out
 }
 
-thread_local! {
-    static TILES_RING_OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-}
-
-/// `BONSAI_TILES_RING` (measurement knob, default 0): 1 runs the tiles GEMV as
-/// `*_gemv_b1_tiles_ring`, whose warps stream their weight units through a ring of
-/// [`tiles_ring_slots`] units in shared memory instead of registers (bit-identical y).
-pub const TILES_RING_ENV: &str = "BONSAI_TILES_RING";
-
-fn tiles_ring_on() -> Result<bool, String> {
-    if let Some(on) = TILES_RING_OVERRIDE.with(|c| c.get()) {
-        return Ok(on);
-    }
-    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    crate::launch::env_switch(&ON, TILES_RING_ENV, false)
-}
-
-/// Runs `f` with the tiles GEMV's shared-memory ring switched on or off for the launches it makes
-/// from this thread, whatever BONSAI_TILES_RING says (verify checks both).
-pub fn with_tiles_ring<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = TILES_RING_OVERRIDE.with(|c| c.replace(Some(on)));
-    let out = f();
-    TILES_RING_OVERRIDE.with(|c| c.set(before));
-    out
-}
-
-/// Units in each warp's shared-memory ring (`TILES_RING_SLOTS` in matmul_gemv_b1_tiles.cu).
-pub fn tiles_ring_slots(bits: QuantBits) -> usize {
-    match bits {
-        QuantBits::One => 8,
-        QuantBits::Two => 5,
-    }
-}
-
-/// Bytes of one lane's unit (`TcUnit<BITS, 4>`: two rows of 4 groups' payload words, then two
-/// rows of 4 f16 scales).
-fn tiles_ring_lane_bytes(bits: QuantBits) -> usize {
-    let words_per_row = 4 * if bits == QuantBits::One { 1 } else { 2 };
-    2 * words_per_row * 4 + 2 * 8
-}
-
 /// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
@@ -165,9 +124,9 @@ fn launch_tiles(
     norm_eps: Option<f32>,
 ) -> Result<bool, LaunchError> {
     let op = Epilogue::Store.op_name();
-    let planes_smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
+    let smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
     // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
-    if !gemv_tiles_on().map_err(|e| shape(op, e))? || plain.splits != 1 || planes_smem > MAX_TILES_SMEM {
+    if !gemv_tiles_on().map_err(|e| shape(op, e))? || plain.splits != 1 || smem > MAX_TILES_SMEM {
         return Ok(false);
     }
     let sms = crate::launch::sm_count(stream)?;
@@ -178,16 +137,9 @@ fn launch_tiles(
     let tiles = n_out.div_ceil(TILE_ROWS);
     let warps = tiles_warps().map_err(|e| shape(op, e))?;
     let ctas = tiles.div_ceil(warps).min(sms) as u32;
-    let ring = tiles_ring_on().map_err(|e| shape(op, e))?;
-    let (name, smem) = match (bits, ring) {
-        (QuantBits::One, false) => ("matmul_q1_gemv_b1_tiles", planes_smem),
-        (QuantBits::Two, false) => ("matmul_q2_gemv_b1_tiles", planes_smem),
-        // The ring after the planes, 16-byte aligned: [warp][slot][lane] units.
-        (_, true) => {
-            let ring_bytes = warps * tiles_ring_slots(bits) * 32 * tiles_ring_lane_bytes(bits);
-            let name = if bits == QuantBits::One { "matmul_q1_gemv_b1_tiles_ring" } else { "matmul_q2_gemv_b1_tiles_ring" };
-            (name, planes_smem.next_multiple_of(16) + ring_bytes)
-        }
+    let name = match bits {
+        QuantBits::One => "matmul_q1_gemv_b1_tiles",
+        QuantBits::Two => "matmul_q2_gemv_b1_tiles",
     };
     let func = lib.function(name)?;
     if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
@@ -201,9 +153,8 @@ fn launch_tiles(
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&norm_flag).arg(&norm_eps);
     // SAFETY: argument order and types match `*_gemv_b1_tiles` (scales, payload, planes, gsx,
-    // group_sq, y, n_out, k, norm, norm_eps; the `_ring` entry points take the same); buffers as
-    // for the plain launch (checked by the caller, scratch sized for K / 128 groups); shared memory
-    // holds every group's planes and (s, X), and for `_ring` each warp's slots after them.
+    // group_sq, y, n_out, k, norm, norm_eps); buffers as for the plain launch (checked by the
+    // caller, scratch sized for K / 128 groups); shared memory holds every group's planes and (s, X).
     unsafe { b.launch(cfg) }?;
     Ok(true)
 }
