@@ -138,19 +138,19 @@ __global__ void __launch_bounds__(WARPS * 32, 1) stream_units_async(const char* 
     if (acc == 0x12345678u) sink[warp] = acc;
 }
 
-template <int MODE, int RING>
-static void measure_async(const char* name, char* pool, unsigned* sink, int sms) {
+// Times `launch(base)` (one pass over a fresh region each time): 3 warm-up passes, then the
+// median, min and max of 16, printed as a row.
+template <class Launch>
+static void time_passes(const char* name, int ring, char* pool, Launch launch) {
     const int reps = 16;
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
-    const int smem = WARPS * RING * Unit<MODE>::LOADS * 32 * 16;
-    CHECK(cudaFuncSetAttribute(stream_units_async<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     std::vector<float> ms;
     for (int r = 0; r < reps + 3; ++r) {
         const char* base = pool + (long long)(r % 20) * MATRIX_BYTES;
         CHECK(cudaEventRecord(a));
-        stream_units_async<MODE, RING><<<sms, WARPS * 32, smem>>>(base, sink);
+        launch(base);
         CHECK(cudaGetLastError());
         CHECK(cudaEventRecord(b));
         CHECK(cudaEventSynchronize(b));
@@ -160,35 +160,22 @@ static void measure_async(const char* name, char* pool, unsigned* sink, int sms)
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
-    std::printf("%-22s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, RING, med * 1e3, ms.front() * 1e3,
+    std::printf("%-22s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, ring, med * 1e3, ms.front() * 1e3,
                 ms.back() * 1e3, MATRIX_BYTES / (med * 1e-3) / 1e12);
     CHECK(cudaEventDestroy(a));
     CHECK(cudaEventDestroy(b));
 }
 
+template <int MODE, int RING>
+static void measure_async(const char* name, char* pool, unsigned* sink, int sms) {
+    const int smem = WARPS * RING * Unit<MODE>::LOADS * 32 * 16;
+    CHECK(cudaFuncSetAttribute(stream_units_async<MODE, RING>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    time_passes(name, RING, pool, [&](const char* base) { stream_units_async<MODE, RING><<<sms, WARPS * 32, smem>>>(base, sink); });
+}
+
 template <int MODE, int RING, int MAP = INTERLEAVED>
 static void measure(const char* name, char* pool, unsigned* sink, int sms) {
-    const int reps = 16;
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    std::vector<float> ms;
-    for (int r = 0; r < reps + 3; ++r) {
-        const char* base = pool + (long long)(r % 20) * MATRIX_BYTES;
-        CHECK(cudaEventRecord(a));
-        stream_units<MODE, RING, MAP><<<sms, WARPS * 32>>>(base, sink);
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
-        float t;
-        CHECK(cudaEventElapsedTime(&t, a, b));
-        if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
-    std::printf("%-22s ring %d: median %7.2f us (min %7.2f, max %7.2f), %5.2f TB/s\n", name, RING, med * 1e3, ms.front() * 1e3,
-                ms.back() * 1e3, MATRIX_BYTES / (med * 1e-3) / 1e12);
-    CHECK(cudaEventDestroy(a));
-    CHECK(cudaEventDestroy(b));
+    time_passes(name, RING, pool, [&](const char* base) { stream_units<MODE, RING, MAP><<<sms, WARPS * 32>>>(base, sink); });
 }
 
 int main() {
