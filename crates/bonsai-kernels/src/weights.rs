@@ -125,9 +125,14 @@ impl Q2Matrix {
     /// Whether every code is 0, 1 or 2 (weights -d, 0, +d): no code 3 (+2d, which Q2_0 allows and
     /// the ternary converters never emit). The binary GEMV's Q2 kernels take only such matrices.
     pub fn is_ternary(&self) -> bool {
-        const LOW_BITS: u32 = 0x5555_5555;
-        self.codes.iter().all(|&w| w & (w >> 1) & LOW_BITS == 0)
+        self.codes.iter().all(|&w| code_three_lanes(w) == 0)
     }
+}
+
+/// The 16 two-bit codes of a Q2 code word that are 3, as the low bit of each such lane.
+pub fn code_three_lanes(word: u32) -> u32 {
+    const LOW_LANE_BITS: u32 = 0x5555_5555;
+    word & (word >> 1) & LOW_LANE_BITS
 }
 
 /// A quantized matrix read one weight at a time: what the f64 reference definitions

@@ -10,7 +10,7 @@
 //! kernel layout wants, so conversion is a re-split of scales and payload plus (TQ2 only) one
 //! bitwise code fix.
 
-use bonsai_kernels::weights::{Q1Matrix, Q2Matrix, WeightError, GROUP, Q1_WORDS, Q2_WORDS};
+use bonsai_kernels::weights::{code_three_lanes, Q1Matrix, Q2Matrix, WeightError, GROUP, Q1_WORDS, Q2_WORDS};
 use half::f16;
 
 /// Bytes of one Q1_0 block: f16 scale + 128 sign bits.
@@ -18,8 +18,6 @@ pub const Q1_0_BLOCK_BYTES: usize = 2 + GROUP / 8;
 /// Bytes of one 2-bit g128 block (either byte order): f16 scale + 128 two-bit codes.
 pub const Q2_G128_BLOCK_BYTES: usize = 2 + GROUP / 4;
 const SCALE_BYTES: usize = 2;
-/// Low bit of every 2-bit lane of a u32.
-const LOW_LANE_BITS: u32 = 0x5555_5555;
 
 /// Where a 2-bit block keeps its scale, and which code set it uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,8 +71,7 @@ pub fn q1_from_q1_0_blocks(name: &str, n: usize, k: usize, bytes: &[u8]) -> Resu
 /// Maps TQ2 code 11 (a second zero) to 01, leaving 00, 01, 10 as they are: in the kernel code
 /// set 00 -> -d, 01 -> 0, 10 -> +d then agree with TQ2's meaning.
 pub fn normalise_ternary_codes(word: u32) -> u32 {
-    let both_bits = word & (word >> 1) & LOW_LANE_BITS;
-    word & !(both_bits << 1)
+    word & !(code_three_lanes(word) << 1)
 }
 
 /// 2-bit g128 blocks of a row-major `[n, k]` matrix -> `Q2Matrix` in the kernel code set.

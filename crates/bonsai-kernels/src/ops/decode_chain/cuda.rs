@@ -95,16 +95,22 @@ pub struct ChainLayer<'a, X: DevicePtrMut<f32>> {
     pub qkv: &'a mut X,
 }
 
-/// Whether the chain can run these matrices (binary GEMV codes and geometry for each stage).
-pub fn supported(attn_output: &QWeightsView<'_>, gate_up: &QWeightsView<'_>, down: &QWeightsView<'_>) -> bool {
+/// Whether the chain (and the `planes` layer tail) can run these matrices: one format, codes the
+/// binary GEMV takes (no Q2 code 3) and binary GEMV geometry for each stage, the next layer's
+/// qkv projection included when there is one.
+pub fn supported(
+    attn_output: &QWeightsView<'_>,
+    gate_up: &QWeightsView<'_>,
+    down: &QWeightsView<'_>,
+    next_qkv: Option<&QWeightsView<'_>>,
+) -> bool {
     let bits = attn_output.bits;
-    [attn_output, gate_up, down].iter().all(|w| w.binary_gemv_ok())
-        && gate_up.bits == bits
-        && down.bits == bits
+    [attn_output, gate_up, down].into_iter().chain(next_qkv).all(|w| w.bits == bits && w.binary_gemv_ok())
         && gate_up.n % 2 == 0
         && b1_geometry(attn_output.k, attn_output.n, false).is_some()
         && b1_geometry(gate_up.k, gate_up.n / 2, true).is_some()
         && b1_geometry(down.k, down.n, false).is_some()
+        && next_qkv.is_none_or(|w| b1_geometry(w.k, w.n, false).is_some())
 }
 
 /// The L2 prefetch mode from [`PREFETCH_ENV`].
@@ -143,10 +149,11 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     let hidden = attn_output.n;
     let features = gate_up.n / 2;
     // Every stage's shape, checked before anything runs.
-    for w in [&attn_output, &gate_up, &down] {
+    let next_qkv = next.as_ref().map(|(_, w)| w);
+    for w in [&attn_output, &gate_up, &down].into_iter().chain(next_qkv) {
         w.validate(OP)?;
     }
-    if !supported(&attn_output, &gate_up, &down) {
+    if !supported(&attn_output, &gate_up, &down, next_qkv) {
         return Err(shape(OP, "weights of mixed formats, or codes or shapes outside the binary GEMV".into()));
     }
     let expect = |what: &str, got: usize, want: usize| {
@@ -170,15 +177,10 @@ pub fn decode_chain_with<X: DevicePtrMut<f32>>(
     let mut guards = Vec::new();
     let mut weights = vec![attn_output, gate_up, down];
     if let Some((norm, w)) = &next {
-        w.validate(OP)?;
-        w.require_binary_gemv(OP)?;
         expect("next qkv K", w.k, hidden)?;
-        if w.bits != bits {
-            return Err(shape(OP, "next layer's qkv weights in another format".into()));
-        }
         expect_at_least(OP, "next attn_norm", norm.len(), hidden)?;
         expect_at_least(OP, "qkv", qkv.len(), w.n)?;
-        geo.push(b1_geometry(w.k, w.n, false).ok_or_else(|| shape(OP, "next qkv outside the binary GEMV".into()))?);
+        geo.push(b1_geometry(w.k, w.n, false).expect("supported"));
         weights.push(*w);
         let (norm_ptr, g) = read_ptr(*norm, stream);
         p.next_attn_norm = norm_ptr;

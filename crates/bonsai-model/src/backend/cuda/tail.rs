@@ -145,10 +145,14 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         && t.m == 1
         && t.bufs.scratch.fused.is_some()
         && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
-        && launch::decode_chain::supported(&view(t.attn_output), &view(t.gate_up), &view(t.down))
         // A matrix with +2d weights (Q2 code 3) takes gemv_tc (launch::matmul::gemv_for), so its
         // layer runs op by op.
-        && t.next.as_ref().is_none_or(|n| view(n.qkv).binary_gemv_ok());
+        && launch::decode_chain::supported(
+            &view(t.attn_output),
+            &view(t.gate_up),
+            &view(t.down),
+            t.next.as_ref().map(|n| view(n.qkv)).as_ref(),
+        );
     if !fused {
         return layer_tail_ops(b, t);
     }
