@@ -175,9 +175,6 @@ inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 inline int __mul24(int a, int b) { return (int)((long long)(a << 8 >> 8) * (b << 8 >> 8)); }
 inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
 
-// A kernel's trap ends the launch with a fault, as on the GPU.
-inline void __trap() { ::emu::kernel_fault("__trap()"); }
-
 // ---- memory ----
 template <class T>
 inline T __ldg(const T* p) { return *p; }

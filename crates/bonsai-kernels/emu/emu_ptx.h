@@ -77,12 +77,6 @@ inline void cp_async16_zfill(void* dst, const void* src, bool valid) {
     emu::t_thread->copies.issue(dst, valid ? src : nullptr, 16);
 }
 inline void cp_async4(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 4); }
-inline void cp_async8(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 8); }
-// Cache policies only steer the L2: nothing to emulate.
-inline unsigned long long l2_evict_first_policy() { return 0; }
-inline void cp_async16_hint(void* dst, const void* src, unsigned long long) { cp_async16(dst, src); }
-inline void cp_async8_hint(void* dst, const void* src, unsigned long long) { cp_async8(dst, src); }
-inline unsigned dynamic_smem_bytes() { return (unsigned)emu::t_cta->dynamic_smem_bytes; }
 inline void cp_async_commit() { emu::t_thread->copies.commit(); }
 template <int N>
 inline void cp_async_wait() {

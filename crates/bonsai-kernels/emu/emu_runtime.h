@@ -63,7 +63,6 @@ struct CtaState {
     unsigned char* dynamic_smem;  // `extern __shared__` storage, 128-byte aligned
     const char* kernel_name;
     unsigned long long serial;  // distinct for every CTA this OS thread runs (never 0)
-    size_t dynamic_smem_bytes;  // the launch's (%dynamic_smem_size)
 };
 
 // The fiber running now and its CTA. (Not initial-exec: the library's TLS block holds every

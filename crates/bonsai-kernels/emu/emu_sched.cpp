@@ -386,8 +386,7 @@ bool run_blocks(const GridLaunch& launch, const std::function<bool(EmuDim3*)>& n
     w.cooperative_failed = cooperative_failed;
     w.faulted = false;
     w.fault.clear();
-    w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name, w.cta_serial,
-                     launch.dynamic_smem_bytes};
+    w.cta = CtaState{{0, 0, 0}, launch.block, launch.grid, nullptr, launch.kernel_name, w.cta_serial};
     if (launch.dynamic_smem_bytes) {
         w.smem.resize(launch.dynamic_smem_bytes + kSmemAlignment);
         auto base = reinterpret_cast<uintptr_t>(w.smem.data());

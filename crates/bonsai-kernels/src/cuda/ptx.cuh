@@ -72,33 +72,6 @@ __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, boo
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
-__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-// An L2 policy that evicts first what it tags: streamed weights, read once per decode step, then
-// leave the L2 to what every layer reuses (as __ldcs does for register loads).
-__device__ __forceinline__ unsigned long long l2_evict_first_policy() {
-    unsigned long long policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    return policy;
-}
-// cp_async16 / cp_async8 with an L2 cache policy (l2_evict_first_policy).
-__device__ __forceinline__ void cp_async16_hint(void* dst, const void* src, unsigned long long policy) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "l"(policy)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async8_hint(void* dst, const void* src, unsigned long long policy) {
-    asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 8, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "l"(policy)
-                 : "memory");
-}
-// Bytes of dynamic shared memory this launch was given.
-__device__ __forceinline__ unsigned dynamic_smem_bytes() {
-    unsigned bytes;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-    return bytes;
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

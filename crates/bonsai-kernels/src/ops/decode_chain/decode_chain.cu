@@ -101,7 +101,7 @@ __device__ __forceinline__ void chain_prefetch(const ChainParams& p, int i) {
 template <int BITS, int MODE>
 __device__ __forceinline__ void chain_gemv(const ChainParams& p, int i, int src, float* y, int norm) {
     for (int cta = blockIdx.x; cta < p.ctas[i]; cta += gridDim.x) {
-        gemv_b1<BITS, MODE, B1NoOut, false, false>(p.scales[i], p.payload[i], p.planes[src], p.gsx[src], p.group_sq[src], y,
+        gemv_b1<BITS, MODE, B1NoOut>(p.scales[i], p.payload[i], p.planes[src], p.gsx[src], p.group_sq[src], y,
                                      p.n_out[i], p.k[i], p.tiles_per_cta[i], p.splits[i], p.chunk_groups[i], norm,
                                      p.eps, cta, B1NoOut{});
         __syncthreads();  // the next iteration's start rewrites shared memory the epilogue reads

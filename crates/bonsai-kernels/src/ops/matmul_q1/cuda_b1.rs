@@ -272,39 +272,6 @@ pub(crate) fn prepare(
     Ok(())
 }
 
-/// `BONSAI_B1_SMEM_RING=1`: the kernels were compiled with `B1_SMEM_RING` (matmul_gemv_b1.cu, a
-/// measurement variant), so every one-token binary GEMV launch adds its shared ring of weight
-/// units to the dynamic shared memory ([`b1_ring_bytes`]); the kernel traps when it is missing.
-fn smem_ring_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("BONSAI_B1_SMEM_RING").is_ok_and(|v| v.trim() == "1"))
-}
-
-/// Bytes of `B1_SMEM_RING`'s ring past `b1_smem_bytes` (the kernel's layout: 16-byte aligned,
-/// [warp][slot][piece][lane] uint4): B1_RING_SLOTS(BITS) slots per warp at most, no more than the
-/// most units a warp takes, and as many as fit the opt-in limit (the kernel derives the same count
-/// from its dynamic shared memory). None when not one slot fits.
-fn b1_ring_bytes(bits: QuantBits, k: usize, g: &TcGeometry) -> Option<usize> {
-    let (b, slots_max) = match bits {
-        QuantBits::One => (1, 8),
-        QuantBits::Two => (2, 5),
-    };
-    if k / GROUP % 4 != 0 {
-        return Some(0); // 1-group units: the kernel runs them without the ring
-    }
-    let units = k / GROUP / 4;
-    let warps = (g.tiles_per_cta * g.splits) as usize;
-    let slot_bytes = warps * (2 * b + 1) * 32 * 16;
-    let base = g.smem_bytes.next_multiple_of(16);
-    let fit = (OPT_IN_SMEM_LIMIT - B1_STATIC_SMEM_BOUND).saturating_sub(base) / slot_bytes;
-    // BONSAI_B1_RING_SLOTS=N: at most N slots (a measurement knob: the ring's depth).
-    let cap = std::env::var("BONSAI_B1_RING_SLOTS").ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(usize::MAX);
-    let slots = slots_max.min(cap).min(units.div_ceil(g.splits as usize)).min(fit);
-    (slots >= 1).then_some(base - g.smem_bytes + slots * slot_bytes)
-}
-/// The H200's (sm_90) opt-in dynamic shared memory per block.
-const OPT_IN_SMEM_LIMIT: usize = 227 * 1024;
-
 /// Whether a GEMV grid of geometry `g` is resident at once on this device (one CTA per SM certainly
 /// is), as the `_out` planes epilogue needs: its quantizing CTAs wait for lower-numbered ones of the
 /// same grid (b1_planes_epilogue).
@@ -349,11 +316,6 @@ pub(crate) fn launch_gemv(
     }
     name.push_str(suffix.unwrap_or(""));
     let func = lib.function(&name)?;
-    let mut g = g;
-    if smem_ring_on() {
-        g.smem_bytes += b1_ring_bytes(bits, k, &g)
-            .ok_or_else(|| shape(op, format!("B1_SMEM_RING: no ring slot fits K = {k}, {n_out} outputs")))?;
-    }
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
     if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {

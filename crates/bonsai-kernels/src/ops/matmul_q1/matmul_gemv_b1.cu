@@ -488,80 +488,7 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // for callers whose y was written two or more kernels back (the decode layer's residual stream:
 // when a kernel starts, the one before it has passed its own wait, so everything older is
 // complete); a y written by the kernel just before would be read stale.
-// B1_SMEM_RING (a compile-time variant; the host adds the ring's shared memory under
-// BONSAI_B1_SMEM_RING=1, cuda_b1.rs): each warp's weight units stream through B1_RING_SLOTS(BITS)
-// slots of shared memory by cp.async, one commit group per unit, instead of the AHEAD + 1 register
-// slots. Why: ptxas gives every load of the register ring one scoreboard, so each unit's first use
-// waits for every unit loaded after it as well (SASS: all ring LDGs write SB5, each slot's first
-// use waits on SB5), and only one unit per warp is ever really in flight; a `cp.async.wait_group`
-// waits for its own unit only. Each unit is copied into registers one unit ahead of its use.
-#ifdef B1_SMEM_RING
-#define B1_SMEM_RING_ON true
-#else
-#define B1_SMEM_RING_ON false
-#endif
-#define B1_RING_SLOTS(BITS) ((BITS) == 1 ? 8 : 5)
-// The one-token entry points' bounds. With the shared ring, one CTA per SM is stated: without it
-// ptxas fits the ring's loop into 64 registers (two CTAs of 512 threads per SM) by running every
-// binary mma of a unit through the same registers, one after another.
-#ifdef B1_SMEM_RING
-#define B1_LAUNCH_BOUNDS __launch_bounds__(B1_MAX_THREADS, 1)
-#else
-#define B1_LAUNCH_BOUNDS __launch_bounds__(B1_MAX_THREADS)
-#endif
-// A lane's unit in the shared ring: TcUnit's words as uint4 pieces (payload rows, then the two
-// rows' scales in one piece), stored [slot][piece][lane].
-template <int BITS, int NB>
-struct B1RingLane {
-    static constexpr int W_VECS = NB * BITS / 4;  // uint4 per row of payload
-    static constexpr int VECS = 2 * W_VECS + 1;
-    static_assert(NB * BITS % 4 == 0 && (NB + 1) / 2 == 2, "whole uint4 payload rows and two scale words per row");
-};
-// The cp.async requests of the loader's unit (rows' payload, then scales) into ring slot `slot`.
-template <int BITS, int NB>
-__device__ __forceinline__ void b1_ring_request(uint4* slot, const u32* const (&w)[2], const u16* const (&sc)[2],
-                                                unsigned long long policy) {
-    using L = B1RingLane<BITS, NB>;
-    const int lane = threadIdx.x % WARP_SIZE;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int v = 0; v < L::W_VECS; ++v)
-            cp_async16_hint(slot + (h * L::W_VECS + v) * WARP_SIZE + lane, w[h] + 4 * v, policy);
-        cp_async8_hint(reinterpret_cast<char*>(slot + 2 * L::W_VECS * WARP_SIZE + lane) + 8 * h, sc[h], policy);
-    }
-}
-// cp_async_wait<n> for a run-time n in [0, 7] (a warp-uniform switch; n = the ring's slots - 1).
-__device__ __forceinline__ void b1_ring_wait(int n) {
-    switch (n) {
-        case 0: cp_async_wait<0>(); break;
-        case 1: cp_async_wait<1>(); break;
-        case 2: cp_async_wait<2>(); break;
-        case 3: cp_async_wait<3>(); break;
-        case 4: cp_async_wait<4>(); break;
-        case 5: cp_async_wait<5>(); break;
-        case 6: cp_async_wait<6>(); break;
-        default: cp_async_wait<7>(); break;
-    }
-}
-// Ring slot `slot` -> this lane's unit in registers.
-template <int BITS, int NB>
-__device__ __forceinline__ void b1_ring_read(const uint4* slot, TcUnit<BITS, NB>& r) {
-    using L = B1RingLane<BITS, NB>;
-    const int lane = threadIdx.x % WARP_SIZE;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int v = 0; v < L::W_VECS; ++v) {
-            const uint4 q = slot[(h * L::W_VECS + v) * WARP_SIZE + lane];
-            r.w[h][4 * v] = q.x; r.w[h][4 * v + 1] = q.y; r.w[h][4 * v + 2] = q.z; r.w[h][4 * v + 3] = q.w;
-        }
-    }
-    const uint4 d = slot[2 * L::W_VECS * WARP_SIZE + lane];
-    r.d[0][0] = d.x; r.d[0][1] = d.y; r.d[1][0] = d.z; r.d[1][1] = d.w;
-}
-
-template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false, bool RING = false>
+template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -596,37 +523,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     const int w_step = splits * UNIT_WORDS, s_step = splits * NB;
 
     float acc = 0.0f;
-    constexpr int RING_SLOTS = RING ? B1_RING_SLOTS(BITS) : 1;
-    TcUnit<BITS, NB> ring[RING ? 1 : AHEAD + 1];
+    TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = active ? split : units;
-    uint4* ring_smem = nullptr;
-    int ring_slots = 0;
-    unsigned long long policy = 0;
-    if constexpr (RING) {
-        static_assert(NB == LAYOUT_BLOCK_GROUPS, "the ring holds 4-group units (gemv_b1 runs 1-group ones without it)");
-        // After the planes, (s, X) and partials (b1_smem_bytes), 16-byte aligned: [warp][slot]
-        // slots, as many as the launch's shared memory holds up to RING_SLOTS and the most units
-        // any warp takes (b1_ring_slots in cuda_b1.rs sizes it the same way).
-        const int warps = blockDim.x / WARP_SIZE;
-        const int slot_vecs = B1RingLane<BITS, NB>::VECS * WARP_SIZE;
-        const int base_vecs = (chunk_groups * (B1_GROUP_WORDS + 2) + warps * TC_TILE_ROWS * 2 + 3) / 4;
-        const int fit = ((int)(dynamic_smem_bytes() / 16u) - base_vecs) / (warps * slot_vecs);
-        ring_slots = min(min(RING_SLOTS, (units + splits - 1) / splits), fit);
-        if (ring_slots < 1) __trap();
-        ring_smem = b1_smem + base_vecs + warp * ring_slots * slot_vecs;
-        policy = l2_evict_first_policy();
-        // Every unit up to the ring's depth is requested before griddep_wait, one group per slot
-        // (empty past the warp's units, so the group count stays uniform).
-#pragma unroll
-        for (int a = 0; a < RING_SLOTS; ++a) {
-            if (a >= ring_slots) break;
-            if (loaded < units) b1_ring_request<BITS, NB>(ring_smem + a * slot_vecs, wnext, snext, policy);
-            cp_async_commit();
-            loaded += splits;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-        }
-    } else {
     // The whole ring fills before griddep_wait: filling one slot or none there and the rest after
     // it measured -1.3% and -5% tg128 on the H200, and the prepare's x load, the suspected victim
     // of that burst, arrived no sooner (kernel-notes round 24).
@@ -636,7 +534,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         loaded += splits;
 #pragma unroll
         for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-    }
     }
 
     // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
@@ -672,68 +569,19 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     const bool stage_sq = norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
     float norm_ss = 0.0f;
     int u = active ? split : units, phase = 0;
-    // The shared ring: the unit in registers (`ring[0]`) came from ring slot `slot`.
-    int slot = 0;
-    TcUnit<BITS, NB> next_unit;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
         const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-        if constexpr (RING) {
-            // Plain loads: a cp.async group here would also wait for the ring's units.
-            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) b1_smem[i] = src[i];
-            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) gsx[i] = gsx_all[2 * c0 + i];
-            if (c0 == 0 && stage_sq)
-                for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) group_sq_s[i] = group_sq[i];
-        } else {
-            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
-            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
-            if (c0 == 0 && stage_sq)
-                for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
-            cp_async_commit();
-            cp_async_wait<0>();
-        }
+        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
+        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+        if (c0 == 0 && stage_sq)
+            for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
+        cp_async_commit();
+        cp_async_wait<0>();
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
-        if constexpr (RING) {
-            const int slot_vecs = B1RingLane<BITS, NB>::VECS * WARP_SIZE;
-            // Groups committed so far: ring_slots + the units consumed; unit j's is group j.
-            if (c0 == 0 && u < units) {  // the warp's first unit
-                b1_ring_wait(ring_slots - 1);
-                b1_ring_read<BITS, NB>(ring_smem, ring[0]);
-            }
-            for (; u < u_end; u += splits) {
-                const int gl0 = u * NB - c0;
-                constexpr int PAIRS = (NB + 1) / 2;
-                u32 sums[PAIRS][2][2];
-                float d[PAIRS][2];
-                // The unit's plane words first, all at once (one short-scoreboard wait, not four).
-                u32 bw[NB * B1_GROUP_WORDS];
-                const u32* xb_lane = xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS;
-#pragma unroll
-                for (int gi = 0; gi < NB; ++gi) {
-                    const uint2 v = *reinterpret_cast<const uint2*>(xb_lane + gi * B1_GROUP_WORDS);
-                    bw[gi * B1_GROUP_WORDS] = v.x;
-                    bw[gi * B1_GROUP_WORDS + 1] = v.y;
-                }
-                b1_unit_sums<BITS, NB>(ring[0], bw, top, lane_shift, t, sums, d);
-                // The slot of unit q is read (its words fed the mma above): refill it with unit
-                // q + ring_slots, then wait for unit q + 1 alone and copy it into registers.
-                if (loaded < units) b1_ring_request<BITS, NB>(ring_smem + slot * slot_vecs, wnext, snext, policy);
-                cp_async_commit();
-                loaded += splits;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-                slot = slot + 1 == ring_slots ? 0 : slot + 1;
-                if (u + splits < units) {
-                    b1_ring_wait(ring_slots - 1);
-                    b1_ring_read<BITS, NB>(ring_smem + slot * slot_vecs, next_unit);
-                }
-                acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
-                ring[0] = next_unit;
-            }
-        } else {
         for (; u < u_end; u += splits) {
             const int gl0 = u * NB - c0;  // the unit's first group within the chunk
             constexpr int PAIRS = (NB + 1) / 2;
@@ -750,7 +598,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             loaded += splits;
 #pragma unroll
             for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-        }
         }
     }
 
@@ -792,13 +639,13 @@ __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, class OUT, bool EARLY_Y = false, bool RING = B1_SMEM_RING_ON>
+template <int BITS, int MODE, class OUT, bool EARLY_Y = false>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const OUT& out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y, RING>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                    cta, out);
     else

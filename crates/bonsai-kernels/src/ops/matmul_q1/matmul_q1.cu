@@ -19,7 +19,7 @@
         gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
                                   chunk_groups, norm_w, norm_eps);                               \
     }                                                                                            \
-    extern "C" __global__ void B1_LAUNCH_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
                          const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
                          int splits, int chunk_groups, int norm, float norm_eps) {               \
@@ -28,7 +28,7 @@
                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps,        \
                                      blockIdx.x, B1NoOut{});                                      \
     }                                                                                            \
-    extern "C" __global__ void B1_LAUNCH_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
                              const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
                              int tiles_per_cta, int splits, int chunk_groups, int norm,          \
@@ -100,7 +100,7 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
 // The Add GEMV reading its residual before griddep_wait (EARLY_Y in matmul_gemv_b1.cu).
 #define DEFINE_B1_EARLY_ENTRY_POINT(PREFIX, BITS)                                                \
-    extern "C" __global__ void B1_LAUNCH_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_early(const u16* scales, const u32* payload, const u32* planes,         \
                                const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
                                int tiles_per_cta, int splits, int chunk_groups, int norm,        \
@@ -120,7 +120,7 @@ DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)
 // this epilogue and the late trigger against two launches: 1001.9 / 1002.2 against 975.9 / 981.4
 // (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B); kernel-notes round 25.
 #define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
-    extern "C" __global__ void B1_LAUNCH_BOUNDS                                                  \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \
                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
                               int tiles_per_cta, int splits, int chunk_groups, int norm,         \
