@@ -582,16 +582,17 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
-#ifdef B1_RING_ROUNDS
-        // Measurement variant: whole rounds of the ring's AHEAD + 1 slots in slot order, each slot
-        // named at compile time. Why (SASS, nvdisasm): ptxas puts every ring load on one
-        // scoreboard, so with the run-time slot dispatch below each unit's first use waits for
-        // all loads issued so far, the refills of the units before it included: one memory round
-        // trip per unit. Written as rounds, the first use of a round's slot 0 waits once and its
-        // other slots need no wait (their loads were older than that wait). gate|up only: the
-        // other decode GEMVs take at most one unit per warp past their ring (no wait to save), and
-        // the rounds' code holds up to 128 registers.
-        if (MODE == MATMUL_SWIGLU && phase == 0 && chunk_groups >= groups_per_row) {
+#ifndef B1_Q2_RING_DISPATCH  // (a measurement variant: the run-time dispatch below for every unit)
+        // Ternary gate|up walks the ring in whole rounds of its AHEAD + 1 slots, each slot named at
+        // compile time. Why (SASS, nvdisasm): ptxas puts every ring load on one scoreboard, so with
+        // the run-time slot dispatch below each unit's first use waits for all loads issued so
+        // far, the refills of the units before it included; written as rounds, a round waits
+        // once, at its first slot's first use. H200 (kernel-notes round 30): ternary gate|up
+        // 10.77 -> 10.16 us per layer. Not for Q1: its gate|up loop gained 0.3 us but the kernel
+        // none, and the LM head's tiles GEMV got slower this way (Q1 36.9 -> 39.4 us, Q2 45.6 ->
+        // 51.0); the other decode GEMVs take at most one unit per warp past their ring, so they
+        // have no wait to save. 128 registers (97 with the dispatch), no spills.
+        if (BITS == 2 && MODE == MATMUL_SWIGLU && phase == 0 && chunk_groups >= groups_per_row) {
             auto unit_step = [&](TcUnit<BITS, NB>& r, int uu) {
                 const int gl0 = uu * NB;
                 constexpr int PAIRS = (NB + 1) / 2;

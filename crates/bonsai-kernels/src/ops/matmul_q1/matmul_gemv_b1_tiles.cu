@@ -84,50 +84,7 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
 
     float acc = 0.0f;
     int tile = first_tile, unit = 0, phase = 0;
-#ifdef B1_RING_ROUNDS
-    // Measurement variant: whole rounds of the ring's slots, each named at compile time (gemv_b1's
-    // B1_RING_ROUNDS: one scoreboard wait per round instead of one per unit), then the tail.
-    int q = 0;
-    {
-        auto unit_step = [&](TcUnit<BITS, NB>& r) {
-            const int gl0 = unit * NB;
-            u32 sums[PAIRS][2][2];
-            float d[PAIRS][2];
-            b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
-            if (loaded < total) {
-                tc_load(r, wnext, snext);
-                advance();
-            }
-            ++loaded;
-            acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
-            if (++unit == units) {  // the tile is done: lanes t < 2 hold rows g + 8 t
-                acc += __shfl_xor_sync(FULL_MASK, acc, 2);
-                const int o = tile * TC_TILE_ROWS + g + 8 * t;
-                if (t < 2 && o < n_out) {
-                    float v = 0.0f + acc;  // gemv_store_outputs' sum over the one split
-                    if (norm) v *= inv_rms;
-                    y[o] = v;
-                }
-                acc = 0.0f;
-                unit = 0;
-                tile += stride;
-            }
-        };
-        for (; q + AHEAD < total; q += AHEAD + 1) {
-#pragma unroll
-            for (int a = 0; a <= AHEAD; ++a) unit_step(ring[a]);
-        }
-#pragma unroll
-        for (int a = 0; a < AHEAD; ++a)
-            if (q < total) {
-                unit_step(ring[a]);
-                ++q;
-            }
-    }
-    for (; q < total; ++q) {  // nothing left: the rounds and their tail took every unit
-#else
     for (int q = 0; q < total; ++q) {
-#endif
         const int gl0 = unit * NB;
         u32 sums[PAIRS][2][2];
         float d[PAIRS][2];
