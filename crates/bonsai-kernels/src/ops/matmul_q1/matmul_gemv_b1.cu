@@ -582,42 +582,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
-#ifndef B1_Q2_RING_DISPATCH  // (a measurement variant: the run-time dispatch below for every unit)
-        // Ternary gate|up walks the ring in whole rounds of its AHEAD + 1 slots, each slot named at
-        // compile time. Why (SASS, nvdisasm): ptxas puts every ring load on one scoreboard, so with
-        // the run-time slot dispatch below each unit's first use waits for all loads issued so
-        // far, the refills of the units before it included; written as rounds, a round waits
-        // once, at its first slot's first use. H200 (kernel-notes round 30): ternary gate|up
-        // 10.77 -> 10.16 us per layer. Not for Q1: its gate|up loop gained 0.3 us but the kernel
-        // none, and the LM head's tiles GEMV got slower this way (Q1 36.9 -> 39.4 us, Q2 45.6 ->
-        // 51.0); the other decode GEMVs take at most one unit per warp past their ring, so they
-        // have no wait to save. 128 registers (97 with the dispatch), no spills.
-        if (BITS == 2 && MODE == MATMUL_SWIGLU && phase == 0 && chunk_groups >= groups_per_row) {
-            auto unit_step = [&](TcUnit<BITS, NB>& r, int uu) {
-                const int gl0 = uu * NB;
-                constexpr int PAIRS = (NB + 1) / 2;
-                u32 sums[PAIRS][2][2];
-                float d[PAIRS][2];
-                b1_unit_sums<BITS, NB>(r, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t, sums, d);
-                if (loaded < units) tc_load(r, wnext, snext);
-                acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
-                loaded += splits;
-#pragma unroll
-                for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
-            };
-            for (; u + AHEAD * splits < u_end; u += (AHEAD + 1) * splits) {
-#pragma unroll
-                for (int a = 0; a <= AHEAD; ++a) unit_step(ring[a], u + a * splits);
-            }
-#pragma unroll
-            for (int a = 0; a < AHEAD; ++a) {
-                if (u < u_end) {
-                    unit_step(ring[a], u);
-                    u += splits;
-                }
-            }
-        }
-#endif
         for (; u < u_end; u += splits) {
             const int gl0 = u * NB - c0;  // the unit's first group within the chunk
             constexpr int PAIRS = (NB + 1) / 2;
