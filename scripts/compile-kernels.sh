@@ -1,22 +1,15 @@
 #!/usr/bin/env bash
-# Compile-checks the kernel library exactly as `combined_source()` builds it (prelude, then every
-# SOURCES row of registry.rs in order, each preceded by "// ---- <path> ----"), with nvcc for
+# Compile-checks the kernel library exactly as `combined_source()` builds it (scripts/kernel-source.sh:
+# every registry.rs source in order), with nvcc for
 # sm_80 and sm_90a (Hopper is compiled arch-specific, for wgmma), warnings as errors, printing ptxas' per-kernel resource report.
 # Usage: scripts/compile-kernels.sh   (NVCC=/path/to/nvcc to override)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-src="$root/crates/bonsai-kernels/src"
 nvcc="${NVCC:-/opt/cuda-wheels/nvidia/cu13/bin/nvcc}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 combined="$work/bonsai_kernels.cu"
-: > "$combined"
-# path: "..." lines in registry.rs: PRELUDE first, then SOURCES in order.
-grep -o 'path: "[^"]*"' "$src/cuda/registry.rs" | sed 's/path: "\(.*\)"/\1/' | while read -r p; do
-    printf '// ---- %s ----\n' "$p" >> "$combined"
-    cat "$src/$p" >> "$combined"
-    printf '\n' >> "$combined"
-done
+bash "$root/scripts/kernel-source.sh" > "$combined"
 for arch in sm_80 sm_90a; do
     echo "== $arch"
     "$nvcc" -cubin -arch="$arch" -O3 -std=c++17 -Werror all-warnings -Xptxas -v \

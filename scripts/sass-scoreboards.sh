@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SASS of kernel library entry points for sm_90a with decoded scoreboards, no GPU needed:
-# compiles the library as scripts/compile-kernels.sh does (extra nvcc flags after the names, e.g.
+# compiles the library (scripts/kernel-source.sh; extra nvcc flags after the names, e.g.
 # -DVARIANT), disassembles it with nvdisasm (the pinned nvidia-cuda-nvdisasm wheel, installed into
 # .whl/ on first use) and prints each ENTRY through scripts/sass-scoreboards.py.
 # Usage: scripts/sass-scoreboards.sh ENTRY[,ENTRY...] [NVCC FLAGS...]   (NVCC=/path/to/nvcc)
@@ -16,11 +16,7 @@ if [ ! -x "$nvdisasm" ]; then
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-grep -o 'path: "[^"]*"' "$root/crates/bonsai-kernels/src/cuda/registry.rs" | sed 's/path: "\(.*\)"/\1/' | while read -r p; do
-    printf '// ---- %s ----\n' "$p"
-    cat "$root/crates/bonsai-kernels/src/$p"
-    printf '\n'
-done > "$work/k.cu"
+bash "$root/scripts/kernel-source.sh" > "$work/k.cu"
 "$nvcc" -cubin -arch=sm_90a -O3 -std=c++17 "$@" -o "$work/k.cubin" "$work/k.cu"
 "$nvdisasm" -hex -c "$work/k.cubin" > "$work/k.sass"
 for e in ${entries//,/ }; do
