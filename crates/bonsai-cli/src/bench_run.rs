@@ -2,15 +2,16 @@
 //!
 //! pp: a random prompt of `n_prompt` tokens in one forward call from position 0, timed from a
 //! synchronised start to a synchronised end on the host clock. tg: the cache filled to a depth
-//! (prefill in chunks, untimed), then `n_gen` greedy steps through `Qwen3::decode_greedy` (graph
-//! replays on CUDA; each step reads back its 4-byte id, as generation does). Each test runs once
-//! untimed (warm-up: first launches, graph capture) and then `repetitions` times.
+//! (prefill in chunks, untimed), then `n_gen` greedy steps through `Qwen3::decode_run` (graph
+//! replays on CUDA, queued one ahead of the host; each step's 4-byte id comes back to the host, as
+//! in generation). Each test runs once untimed (warm-up: first launches, graph capture) and then
+//! `repetitions` times.
 
 use std::time::Instant;
 
 use bonsai_model::backend::median;
 use bonsai_model::sampler::Rng;
-use bonsai_model::{Backend, ModelError, Qwen3, Qwen3State};
+use bonsai_model::{Backend, DevicePick, ModelError, Qwen3, Qwen3State};
 use serde_json::json;
 
 /// Prefill chunk when filling the cache to a depth.
@@ -208,9 +209,7 @@ fn measure_decode<B: Backend>(
         model.set_next_token(state, first)?;
         b.synchronize()?;
         let start = Instant::now();
-        for _ in 0..plan.n_gen {
-            model.decode_greedy(state)?;
-        }
+        model.decode_run(state, DevicePick::Greedy, plan.n_gen, |_| Ok(true))?;
         b.synchronize()?;
         if rep > 0 {
             samples.push(rate(plan.n_gen, start.elapsed().as_secs_f64()));

@@ -1,8 +1,10 @@
 //! `bonsai check`: the same model on the CPU and on the GPU must agree. Runs greedy generation on
-//! both (the GPU through the graph-replayed `decode_greedy`), reports the first divergent step,
-//! the largest first-step logit difference against a derived bound, and the perplexity of the
-//! prompt on both, plus (informational) a sampled run with one seed. Exits 1 on a mismatch. `--synthetic` checks a random-weight model of a real
-//! geometry instead of a file (same seed on both backends).
+//! both (the GPU through graph-replayed `decode_run` steps, paused once half-way), reports the
+//! first divergent step, the largest first-step logit difference against a derived bound, and
+//! the perplexity of the prompt on both, plus (informational) a sampled run with one seed, which
+//! the GPU must reproduce exactly when paused half-way. Exits 1 on a mismatch. `--synthetic`
+//! checks a random-weight model of a real geometry instead of a file (same seed on both
+//! backends).
 //!
 //! The logit bound (both backends compute in f32, with different summation orders):
 //! * a dot product of K terms of random sign, accumulated in f32 in any order, differs from the
@@ -42,7 +44,7 @@ use bonsai_model::backend::cuda::is_absent_device;
 use bonsai_model::loader::{open_model, LoadedModel};
 use bonsai_kernels::launch::matmul::B1_ACTIVATION_BITS;
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
-use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen3};
+use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen3, Qwen3State};
 
 use bonsai_model::synthetic::random_host_weights;
 
@@ -156,9 +158,7 @@ fn run_backend<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize, cpu_steps
         None => {
             if n > 0 {
                 tokens.push(model.argmax_to_next_token(&mut state)?);
-            }
-            while tokens.len() < n {
-                tokens.push(model.decode_greedy(&mut state)?);
+                decode_paused(model, &mut state, DevicePick::Greedy, n, &mut tokens)?;
             }
         }
     }
@@ -170,8 +170,9 @@ const SAMPLE_SETTINGS: &str = "T 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 1";
 const SAMPLE_PARAMS: SampleParams = SampleParams { inv_temperature: 1.0 / 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 };
 const SAMPLE_SEED: u64 = 1;
 
-/// `n` tokens sampled on the backend (the path `generate --temp 0.8` takes).
-fn sampled_run<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize) -> anyhow::Result<Vec<u32>> {
+/// `n` tokens sampled on the backend (the path `generate --temp 0.8` takes), paused half-way
+/// or not (see [`decode_paused`]), and the logits of the last step.
+fn sampled_run<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize, pause: bool) -> anyhow::Result<(Vec<u32>, Vec<f32>)> {
     let mut state = model.new_state(prompt.len().min(CHUNK), false)?;
     model.seed_sampler(&mut state, Xoshiro256::new(SAMPLE_SEED).state())?;
     model.prefill(&mut state, prompt)?;
@@ -179,11 +180,36 @@ fn sampled_run<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize) -> anyhow
     let mut tokens = Vec::with_capacity(n);
     if n > 0 {
         tokens.push(model.pick_to_next_token(&mut state, pick)?);
+        if pause {
+            decode_paused(model, &mut state, pick, n, &mut tokens)?;
+        } else {
+            model.decode_run(&mut state, pick, n - 1, |id| {
+                tokens.push(id);
+                Ok(true)
+            })?;
+        }
     }
-    while tokens.len() < n {
-        tokens.push(model.decode_step(&mut state, pick)?);
-    }
-    Ok(tokens)
+    let mut logits = vec![0.0f32; model.config().vocab];
+    model.logits(&state, 0, &mut logits)?;
+    Ok((tokens, logits))
+}
+
+/// Decodes until `tokens` holds `n` ids with one pause half-way: the first `decode_run` is
+/// stopped by its caller while the backend may still have the next step queued (CUDA), which the
+/// run then undoes (position, next input, generator), and a second run goes on from there. Any
+/// flaw in that undo shows as a divergence from the CPU or from an unpaused run.
+fn decode_paused<B: Backend>(model: &Qwen3<B>, state: &mut Qwen3State<B>, pick: DevicePick, n: usize, tokens: &mut Vec<u32>) -> anyhow::Result<()> {
+    let pause_at = tokens.len() + (n - tokens.len()) / 2;
+    model.decode_run(state, pick, n - tokens.len(), |id| {
+        tokens.push(id);
+        Ok(tokens.len() < pause_at)
+    })?;
+    let rest = n - tokens.len();
+    model.decode_run(state, pick, rest, |id| {
+        tokens.push(id);
+        Ok(true)
+    })?;
+    Ok(())
 }
 
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
@@ -278,14 +304,25 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     // exactly by `bonsai kernels verify` (sample_top_k); here logits that differ within the bound
     // can move a draw that lands within ~1e-5 of a cumulative boundary, so a late divergence is
     // possible without any bug.
-    let cpu_sampled = sampled_run(cpu_model, prompt, n).context("sampling on the CPU")?;
-    let gpu_sampled = sampled_run(gpu_model, prompt, n).context("sampling on the GPU")?;
+    let (cpu_sampled, _) = sampled_run(cpu_model, prompt, n, false).context("sampling on the CPU")?;
+    let (gpu_sampled, gpu_last_logits) = sampled_run(gpu_model, prompt, n, false).context("sampling on the GPU")?;
     match cpu_sampled.iter().zip(&gpu_sampled).position(|(a, b)| a != b) {
         None => report.line(format_args!("sampled ({SAMPLE_SETTINGS}): identical for {} steps", cpu_sampled.len())),
         Some(step) => report.line(format_args!(
             "sampled ({SAMPLE_SETTINGS}): first divergence at step {step}: cpu {} gpu {} (informational)",
             cpu_sampled[step], gpu_sampled[step]
         )),
+    }
+    // Where the host paused must change nothing on one backend, to the bit: the same kernels see
+    // the same inputs at the same positions with the same draws (a position or generator off by
+    // one step changes the last logits even where the tokens happen to agree).
+    let (gpu_paused, paused_last_logits) = sampled_run(gpu_model, prompt, n, true).context("sampling on the GPU with a pause")?;
+    let logits_equal = paused_last_logits.iter().zip(&gpu_last_logits).all(|(a, b)| a.to_bits() == b.to_bits());
+    if gpu_paused == gpu_sampled && logits_equal {
+        report.line(format_args!("sampled on the gpu, paused half-way and resumed: identical tokens and last logits for {} steps", gpu_paused.len()));
+    } else {
+        report.line(format_args!("sampled on the gpu, paused half-way and resumed: differs from the unpaused run -> MISMATCH"));
+        failures.push("a paused and resumed run differs from an unpaused one".to_string());
     }
     let rel = (cpu.perplexity - gpu.perplexity).abs() / cpu.perplexity;
     let verdict = if rel <= PERPLEXITY_REL_LIMIT { "ok" } else { "MISMATCH" };

@@ -93,38 +93,31 @@ pub fn generate<B: Backend>(
     history.extend_from_slice(prompt);
     let prefill_secs = start.elapsed().as_secs_f64();
 
-    let mut logits = vec![0.0f32; if device_pick.is_some() { 0 } else { model.config().vocab }];
     let mut generated = Vec::new();
     let mut decode_steps = 0;
     let decode_start = Instant::now();
     let mut stop = StopReason::MaxTokens;
-    while generated.len() < options.max_new_tokens {
-        let id = if let Some(pick) = device_pick {
-            if generated.is_empty() {
-                model.pick_to_next_token(state, pick)?
-            } else {
-                // Feeds the previous id (already in the device token buffer) and picks the next.
-                decode_steps += 1;
-                model.decode_step(state, pick)?
+    if let Some(pick) = device_pick {
+        if options.max_new_tokens > 0 {
+            let first = model.pick_to_next_token(state, pick)?;
+            let mut hand_over = |id| accept(id, &mut generated, history, &mut on_event, options, &mut stop);
+            if hand_over(first)? {
+                // Each step feeds the previous id (already in the device token buffer) and picks
+                // the next; the host stays a step behind the device.
+                decode_steps = model.decode_run(state, pick, options.max_new_tokens - 1, hand_over)?;
             }
-        } else {
+        }
+    } else {
+        let mut logits = vec![0.0f32; model.config().vocab];
+        while generated.len() < options.max_new_tokens {
             model.logits(state, 0, &mut logits)?;
             if want_logits {
                 on_event(Event::Logits(&logits))?;
             }
-            sampler.sample(&mut logits, history)?
-        };
-        generated.push(id);
-        history.push(id);
-        on_event(Event::Token(id))?;
-        if options.stop_ids.contains(&id) {
-            stop = StopReason::StopToken(id);
-            break;
-        }
-        if generated.len() == options.max_new_tokens {
-            break;
-        }
-        if device_pick.is_none() {
+            let id = sampler.sample(&mut logits, history)?;
+            if !accept(id, &mut generated, history, &mut on_event, options, &mut stop)? {
+                break;
+            }
             model.set_next_token(state, id)?;
             model.forward_decode(state)?;
             decode_steps += 1;
@@ -142,4 +135,24 @@ pub fn generate<B: Backend>(
         decode_secs: decode_start.elapsed().as_secs_f64(),
         stop,
     })
+}
+
+/// Takes one generated id: records it, reports it, and says whether generation goes on (not a
+/// stop id, room for more).
+fn accept(
+    id: u32,
+    generated: &mut Vec<u32>,
+    history: &mut Vec<u32>,
+    on_event: &mut impl FnMut(Event<'_>) -> Result<(), ModelError>,
+    options: &GenerateOptions,
+    stop: &mut StopReason,
+) -> Result<bool, ModelError> {
+    generated.push(id);
+    history.push(id);
+    on_event(Event::Token(id))?;
+    if options.stop_ids.contains(&id) {
+        *stop = StopReason::StopToken(id);
+        return Ok(false);
+    }
+    Ok(generated.len() < options.max_new_tokens)
 }

@@ -28,12 +28,17 @@ use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::trace;
 use bonsai_kernels::QMatrix;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{Backend, BackendError, MemoryPlan};
 
 /// Set to `1` to run decode steps op by op instead of replaying a captured graph (debugging).
 pub const NO_GRAPH_ENV: &str = "BONSAI_NO_GRAPH";
+
+/// `BONSAI_DECODE_QUEUE=1` (measurement knob, 2 by default): decode steps the host keeps queued
+/// ([`Backend::decode_queue_depth`]). At 1 the device idles while the host reads each token and
+/// launches the next step; at 2 that round trip overlaps the next step.
+pub const DECODE_QUEUE_ENV: &str = "BONSAI_DECODE_QUEUE";
 
 /// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
 pub struct CudaKvCache {
@@ -106,6 +111,10 @@ pub struct CudaBackend {
     /// far.
     traced_events: RefCell<Vec<Vec<trace::Event>>>,
     replays_since_capture: Cell<usize>,
+    decode_queue_depth: usize,
+    /// Page-locked slots the queued decode steps' token ids are copied into (one per queued step,
+    /// each with the event of its copy), allocated on first use.
+    token_mailboxes: RefCell<Vec<PinnedHostSlice<u32>>>,
 }
 
 /// The replay after capture whose timeline `BONSAI_TRACE=1` prints (warm by then).
@@ -189,6 +198,7 @@ impl CudaBackend {
         unsafe { gpu.context().disable_event_tracking() };
         let stream = gpu.stream().clone();
         let use_graphs = std::env::var(NO_GRAPH_ENV).map_or(true, |v| v.trim() != "1");
+        let decode_queue_depth = if std::env::var(DECODE_QUEUE_ENV).is_ok_and(|v| v.trim() == "1") { 1 } else { 2 };
         Self {
             gpu,
             lib,
@@ -205,6 +215,8 @@ impl CudaBackend {
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
             attention_counters: RefCell::new(None),
+            decode_queue_depth,
+            token_mailboxes: RefCell::new(Vec::new()),
         }
     }
 
@@ -433,6 +445,33 @@ impl Backend for CudaBackend {
         let view = src.try_slice(..out.len()).ok_or(BackendError::Capacity { what: "read_tokens", need: out.len(), have: src.len() })?;
         self.stream.memcpy_dtoh(&view, out).map_err(device_err("reading token ids"))?;
         self.synchronize()
+    }
+
+    fn decode_queue_depth(&self) -> usize {
+        self.decode_queue_depth
+    }
+
+    fn post_token(&self, src: &CudaSlice<u32>, slot: usize) -> Result<(), BackendError> {
+        self.not_while_capturing("post_token")?;
+        let mut boxes = self.token_mailboxes.borrow_mut();
+        while boxes.len() < self.decode_queue_depth {
+            // SAFETY: a slot is read only after a copy into it completed (take_token waits on
+            // the slot's event, which the copy records).
+            let slot = unsafe { self.gpu.context().alloc_pinned_with_flags::<u32>(1, 0) };
+            boxes.push(slot.map_err(device_err("allocating a token mailbox"))?);
+        }
+        let mailbox = boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: self.decode_queue_depth })?;
+        let first = src.try_slice(..1).ok_or(BackendError::Capacity { what: "post_token", need: 1, have: src.len() })?;
+        self.stream.memcpy_dtoh(&first, mailbox).map_err(device_err("queueing a token id copy"))
+    }
+
+    fn take_token(&self, _src: &CudaSlice<u32>, slot: usize) -> Result<u32, BackendError> {
+        let boxes = self.token_mailboxes.borrow();
+        let mailbox = boxes.get(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: boxes.len() })?;
+        let id = mailbox.as_slice().map_err(device_err("waiting for a decode step"))?[0];
+        // A kernel fault shows as a failed event wait above or as an error cudarc recorded.
+        self.gpu.context().check_err().map_err(device_err("an earlier asynchronous CUDA call"))?;
+        Ok(id)
     }
 
     fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CudaKvCache, BackendError> {

@@ -109,6 +109,26 @@ pub trait Backend {
     fn alloc_tokens(&self, capacity: usize) -> Result<Self::Tokens, BackendError>;
     fn write_tokens(&self, dst: &mut Self::Tokens, ids: &[u32]) -> Result<(), BackendError>;
     fn read_tokens(&self, src: &Self::Tokens, out: &mut [u32]) -> Result<(), BackendError>;
+    /// How many decode steps the host may have queued while it waits for the oldest one's token:
+    /// 1 where every op has finished when its call returns (the CPU); 2 where launches return at
+    /// once (CUDA), so that the device runs step k + 1 while the host takes step k's token.
+    fn decode_queue_depth(&self) -> usize {
+        1
+    }
+    /// Queues a copy of `src[0]` into mailbox `slot` (< [`Self::decode_queue_depth`]) behind the
+    /// work queued so far, for [`Self::take_token`]. Nothing to do where ops are synchronous.
+    fn post_token(&self, src: &Self::Tokens, slot: usize) -> Result<(), BackendError> {
+        let _ = (src, slot);
+        Ok(())
+    }
+    /// The id [`Self::post_token`] put into `slot`, once its copy is done (where ops are
+    /// synchronous: `src[0]` now).
+    fn take_token(&self, src: &Self::Tokens, slot: usize) -> Result<u32, BackendError> {
+        let _ = slot;
+        let mut id = [0u32];
+        self.read_tokens(src, &mut id)?;
+        Ok(id[0])
+    }
     fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<Self::KvCache, BackendError>;
     fn new_position(&self) -> Result<Self::Position, BackendError>;
     /// Sets the position (start of a sequence, or a rewind to reuse a cached prefix).

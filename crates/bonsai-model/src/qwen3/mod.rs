@@ -6,6 +6,7 @@
 //! `token_embd`).
 
 pub mod host_weights;
+mod queued_decode;
 
 use bonsai_gguf::{Qwen3Config, RopeScalingKind};
 use bonsai_kernels::ops::sample_top_k::SampleParams;
@@ -262,6 +263,14 @@ impl<B: Backend> Qwen3<B> {
     /// changes) captures the step (embed, all layers, final norm, LM head, pick, position
     /// advance) and every call replays it.
     pub fn decode_step(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
+        self.launch_decode_step(state, pick)?;
+        let mut id = [0u32];
+        self.backend.read_tokens(&state.tokens, &mut id)?;
+        self.check_token(id[0])
+    }
+
+    /// Queues one decode step (see [`Self::decode_step`]) without waiting for it.
+    fn launch_decode_step(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
         self.check_room(state, 1)?;
         if self.backend.graphs_enabled() {
             if state.decode_graph.as_ref().is_none_or(|(recorded, _)| *recorded != pick) {
@@ -280,9 +289,7 @@ impl<B: Backend> Qwen3<B> {
         } else {
             self.step_ops(state, pick)?;
         }
-        let mut id = [0u32];
-        self.backend.read_tokens(&state.tokens, &mut id)?;
-        self.check_token(id[0])
+        Ok(())
     }
 
     fn step_ops(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
