@@ -28,7 +28,7 @@ use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::trace;
 use bonsai_kernels::QMatrix;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaGraph, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{Backend, BackendError, MemoryPlan};
 
@@ -112,9 +112,10 @@ pub struct CudaBackend {
     traced_events: RefCell<Vec<Vec<trace::Event>>>,
     replays_since_capture: Cell<usize>,
     decode_queue_depth: usize,
-    /// Page-locked slots the queued decode steps' token ids are copied into (one per queued step,
-    /// each with the event of its copy), allocated on first use.
-    token_mailboxes: RefCell<Vec<PinnedHostSlice<u32>>>,
+    /// Page-locked slots the queued decode steps' token ids are copied into (one per queued step),
+    /// each with an event recorded after its copy (cudarc's own per-slice event is off with event
+    /// tracking), allocated on first use.
+    token_mailboxes: RefCell<Vec<(PinnedHostSlice<u32>, CudaEvent)>>,
 }
 
 /// The replay after capture whose timeline `BONSAI_TRACE=1` prints (warm by then).
@@ -455,20 +456,24 @@ impl Backend for CudaBackend {
         self.not_while_capturing("post_token")?;
         let mut boxes = self.token_mailboxes.borrow_mut();
         while boxes.len() < self.decode_queue_depth {
-            // SAFETY: a slot is read only after a copy into it completed (take_token waits on
-            // the slot's event, which the copy records).
-            let slot = unsafe { self.gpu.context().alloc_pinned_with_flags::<u32>(1, 0) };
-            boxes.push(slot.map_err(device_err("allocating a token mailbox"))?);
+            let ctx = self.gpu.context();
+            // SAFETY: a slot is read only after a copy into it completed (take_token waits for
+            // the event recorded after the copy).
+            let slot = unsafe { ctx.alloc_pinned_with_flags::<u32>(1, 0) }.map_err(device_err("allocating a token mailbox"))?;
+            boxes.push((slot, ctx.new_event(None).map_err(device_err("creating a token mailbox event"))?));
         }
-        let mailbox = boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: self.decode_queue_depth })?;
+        let (mailbox, copied) =
+            boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: self.decode_queue_depth })?;
         let first = src.try_slice(..1).ok_or(BackendError::Capacity { what: "post_token", need: 1, have: src.len() })?;
-        self.stream.memcpy_dtoh(&first, mailbox).map_err(device_err("queueing a token id copy"))
+        self.stream.memcpy_dtoh(&first, mailbox).map_err(device_err("queueing a token id copy"))?;
+        copied.record(&self.stream).map_err(device_err("recording a token id copy"))
     }
 
     fn take_token(&self, _src: &CudaSlice<u32>, slot: usize) -> Result<u32, BackendError> {
         let boxes = self.token_mailboxes.borrow();
-        let mailbox = boxes.get(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: boxes.len() })?;
-        let id = mailbox.as_slice().map_err(device_err("waiting for a decode step"))?[0];
+        let (mailbox, copied) = boxes.get(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: boxes.len() })?;
+        copied.synchronize().map_err(device_err("waiting for a decode step"))?;
+        let id = mailbox.as_slice().map_err(device_err("reading a token mailbox"))?[0];
         // A kernel fault shows as a failed event wait above or as an error cudarc recorded.
         self.gpu.context().check_err().map_err(device_err("an earlier asynchronous CUDA call"))?;
         Ok(id)
