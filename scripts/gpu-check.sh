@@ -34,7 +34,7 @@
 #           CTA-end trace at that depth; VARIANT_MODELS: the synthetic models checked and
 #           traced, default bonsai-8b)
 #   knobs   run-time knobs (KNOBS="NAME=V,NAME=V ...") against the default: check, tg128
-#           alternating, traces
+#           alternating (KNOB_ROUNDS), traces (KNOB_TRACE=0: none)
 #   gemv-stalls  Nsight Compute's per-instruction warp stalls of the binary GEMV (gate_up, attn_out)
 #   graph-stalls Nsight Compute's warp states over one whole decode graph replay (8B): how much warp
 #           time waits on instruction fetch, memory, barriers, inside the graph as it runs; then
@@ -318,7 +318,8 @@ knobs)
             done
         done
     done
-    for k in $KNOBS; do
+    # KNOB_TRACE=0 skips the traces (~100 s each).
+    [ "${KNOB_TRACE:-1}" = 1 ] && for k in $KNOBS; do
         run "knob-trace-$k" env BONSAI_TRACE=1 BONSAI_TRACE_REPLAYS=8 ${k//,/ } "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 1
     done
     ;;
