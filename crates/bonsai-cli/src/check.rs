@@ -1,8 +1,9 @@
 //! `bonsai check`: the same model on the CPU and on the GPU must agree. Runs greedy generation on
 //! both (the GPU through graph-replayed `decode_run` steps, paused once half-way), reports the
-//! first divergent step, the largest first-step logit difference against a derived bound, and
-//! the perplexity of the prompt on both, plus (informational) a sampled run with one seed, which
-//! the GPU must reproduce exactly when paused half-way. Exits 1 on a mismatch. `--synthetic`
+//! first divergent step, the largest logit difference against a derived bound for the first step
+//! (prefill) and, when the tokens agree, for the last one (a decode step), and the perplexity of
+//! the prompt on both, plus (informational) a sampled run with one seed, which the GPU must
+//! reproduce exactly when paused half-way. Exits 1 on a mismatch. `--synthetic`
 //! checks a random-weight model of a real geometry instead of a file (same seed on both
 //! backends).
 //!
@@ -84,6 +85,8 @@ pub struct CheckArgs {
 struct Outcome {
     first_logits: Vec<f32>,
     tokens: Vec<u32>,
+    /// The logits that picked the last token (a decode step's when n >= 2).
+    last_logits: Vec<f32>,
     perplexity: f64,
 }
 
@@ -139,6 +142,7 @@ fn run_backend<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize, cpu_steps
     let mut first_logits = vec![0.0f32; vocab];
     model.logits(&state, 0, &mut first_logits)?;
     let mut tokens = Vec::with_capacity(n);
+    let mut last_logits = first_logits.clone();
     match cpu_steps {
         // The reference keeps every step's logits (for near-tie judgement) and picks on the host.
         Some(steps) => {
@@ -154,15 +158,20 @@ fn run_backend<B: Backend>(model: &Qwen3<B>, prompt: &[u32], n: usize, cpu_steps
                 model.forward_decode(&mut state)?;
                 model.logits(&state, 0, &mut logits)?;
             }
+            last_logits = logits;
         }
         None => {
             if n > 0 {
                 tokens.push(model.argmax_to_next_token(&mut state)?);
                 decode_paused(model, &mut state, DevicePick::Greedy, n, &mut tokens)?;
             }
+            if n > 1 {
+                // The resumed run ran to its end: nothing was undone after its last step.
+                model.logits(&state, 0, &mut last_logits)?;
+            }
         }
     }
-    Ok(Outcome { first_logits, tokens, perplexity })
+    Ok(Outcome { first_logits, tokens, last_logits, perplexity })
 }
 
 /// The sampled comparison's settings (the CLI defaults at temperature 0.8) and seed.
@@ -283,7 +292,20 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
         failures.push(format!("first-step logits differ by {diff:.3e} > bound {bound:.3e}"));
     }
     match cpu.tokens.iter().zip(&gpu.tokens).position(|(a, b)| a != b) {
-        None => report.line(format_args!("greedy: identical for {} steps", cpu.tokens.len())),
+        None => {
+            report.line(format_args!("greedy: identical for {} steps", cpu.tokens.len()));
+            // The last step's logits came through the decode path (on the GPU the captured step,
+            // its fused layers and LM head), same inputs on both sides, same bound.
+            if n > 1 {
+                let diff = max_abs_diff(&cpu.last_logits, &gpu.last_logits);
+                let bound = logit_bound(config.n_layers, k_max, &cpu.last_logits);
+                let verdict = if diff <= bound { "ok" } else { "MISMATCH" };
+                report.line(format_args!("last-step logits: max |cpu - gpu| = {diff:.3e}, bound {bound:.3e} ({:.3} of it) -> {verdict}", diff / bound));
+                if diff > bound {
+                    failures.push(format!("last-step logits differ by {diff:.3e} > bound {bound:.3e}"));
+                }
+            }
+        }
         Some(step) => {
             let logits = &cpu_steps[step];
             let (gap, tie_bound) = (top2_gap(logits), logit_bound(config.n_layers, k_max, logits));

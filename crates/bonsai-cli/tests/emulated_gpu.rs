@@ -1,7 +1,7 @@
 //! The real GPU stack (cudarc -> bonsai's launchers -> the CUDA kernel sources) on the CPU
 //! emulator of the driver and device (crates/bonsai-kernels/emu/, built by scripts/emu.sh):
-//! `kernels info`, `kernels verify --shapes small` and `check` on the demo model and on a tiny
-//! model with +2d weights must pass with no GPU, and perplexity through the emulated GPU prefill must equal the CPU's within 0.1%. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
+//! `kernels info`, `kernels verify --shapes small` and `check` on the demo model, on the tiny
+//! geometry (the fused decode path) and on a tiny model with +2d weights must pass with no GPU, and perplexity through the emulated GPU prefill must equal the CPU's within 0.1%. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
 //!
 //! Needs g++ (to build the emulator) and NVRTC (the kernel loader still compiles a real cubin,
 //! which the emulator ignores). Without g++ the tests print why and pass; without NVRTC likewise,
@@ -156,6 +156,20 @@ fn check_on_the_demo_model_agrees_with_the_cpu_emulated() {
         .expect("run scripts/emu.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("check passed"), "BONSAI_EMU_SCHEDULE={CHECK_SCHEDULE}:\n{}", text(&out));
+    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+}
+
+/// The tiny geometry (head dim 128, Q1) takes the fused one-token path the real models take:
+/// every layer's tail in `planes` mode, the first layer's qkv projection with its rope epilogue,
+/// and the LM head on the planes the last down projection wrote.
+#[test]
+fn check_on_the_fused_decode_path_agrees_with_the_cpu_emulated() {
+    if ready().is_none() {
+        return;
+    }
+    let out = emulated(&["check", "--synthetic", "tiny", "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
     assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
 }
 

@@ -627,6 +627,10 @@ impl Backend for CudaBackend {
         tail::alloc(self, hidden, ffn, shape)
     }
 
+    fn first_qkv(&self, t: super::FirstQkv<'_, Self>) -> Result<bool, BackendError> {
+        tail::first_qkv(self, t)
+    }
+
     fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<bool, BackendError> {
         tail::layer_tail(self, t)
     }

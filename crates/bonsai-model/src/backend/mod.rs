@@ -236,11 +236,23 @@ pub trait Backend {
     ) -> Result<(), BackendError>;
     /// Scratch for [`Backend::layer_tail`] of a model with `hidden` wide rows and `ffn` features.
     fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
+    /// A one-token forward's first op: the first layer's `qkv = rmsnorm(x)·Wqkv`. A backend may
+    /// also run that layer's [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv projection's
+    /// epilogue, as [`Backend::layer_tail`] does for the next layer): it returns whether it did.
+    fn first_qkv(&self, t: FirstQkv<'_, Self>) -> Result<bool, BackendError>
+    where
+        Self: Sized,
+    {
+        let FirstQkv { m, hidden, eps, layer, x, xn, qkv, .. } = t;
+        self.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
+        Ok(false)
+    }
     /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
-    /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then with `next` the next layer's
-    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse it (CUDA, one token: fewer quantize launches),
-    /// and may also run the next layer's [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv
-    /// projection's epilogue): it returns whether it did, so the caller skips that call.
+    /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then what `next` names: the next layer's
+    /// `qkv = rmsnorm(x)·Wqkv`, or a one-token forward's logits. A backend may fuse it (CUDA, one
+    /// token: fewer quantize launches), and may also run the next layer's
+    /// [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv projection's epilogue): it returns
+    /// whether it did, so the caller skips that call.
     fn layer_tail(&self, t: LayerTail<'_, Self>) -> Result<bool, BackendError>
     where
         Self: Sized,
@@ -300,10 +312,49 @@ pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<bool, Ba
     b.matmul(attn_output, attn, m, x, Store::Add)?;
     b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
     b.matmul(down, ffn, m, x, Store::Add)?;
-    if let Some(n) = next {
-        b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
+    match next {
+        TailNext::Layer(n) => b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?,
+        TailNext::Head(h) => head_ops(b, h, hidden, eps, x, xn)?,
+        TailNext::Nothing => {}
     }
     Ok(false)
+}
+
+/// [`TailNext::Head`] op by op: `logits = rmsnorm(x; output_norm)·head` of the one row in `x`.
+pub fn head_ops<B: Backend>(b: &B, h: FinalHead<'_, B>, hidden: usize, eps: f32, x: &B::Buffer, xn: &mut B::Buffer) -> Result<(), BackendError> {
+    b.rms_norm_matmul(x, 1, hidden, h.output_norm, eps, xn, h.matrix, h.logits, Store::Overwrite)
+}
+
+/// What [`Backend::layer_tail`] computes after its layer.
+pub enum TailNext<'a, B: Backend> {
+    /// The next layer's qkv projection.
+    Layer(NextLayer<'a, B>),
+    /// After the last layer of a one-token forward: the logits.
+    Head(FinalHead<'a, B>),
+    /// After the last layer of a batch: nothing (the caller picks its rows' logits).
+    Nothing,
+}
+
+/// The final norm and LM head of a one-token forward, for [`TailNext::Head`].
+pub struct FinalHead<'a, B: Backend> {
+    pub output_norm: &'a B::Buffer,
+    pub matrix: &'a B::Matrix,
+    pub logits: &'a mut B::Buffer,
+}
+
+/// The first layer's qkv projection for [`Backend::first_qkv`].
+pub struct FirstQkv<'a, B: Backend> {
+    pub m: usize,
+    pub shape: HeadShape,
+    pub hidden: usize,
+    pub eps: f32,
+    pub pos: &'a B::Position,
+    pub rope: &'a B::Rope,
+    pub layer: NextLayer<'a, B>,
+    pub x: &'a B::Buffer,
+    pub xn: &'a mut B::Buffer,
+    pub qkv: &'a mut B::Buffer,
+    pub scratch: &'a mut B::TailScratch,
 }
 
 /// The next layer, for a [`Backend::layer_tail`] that starts on it: its qkv projection's weights,
@@ -328,8 +379,8 @@ pub struct LayerTail<'a, B: Backend> {
     pub ffn_norm: &'a B::Buffer,
     pub gate_up: &'a B::Matrix,
     pub down: &'a B::Matrix,
-    /// The next layer (None after the last layer).
-    pub next: Option<NextLayer<'a, B>>,
+    /// What follows the layer.
+    pub next: TailNext<'a, B>,
     /// The RoPE table (for the next layer's qk_norm_rope_kv_write).
     pub rope: &'a B::Rope,
     pub bufs: TailBuffers<'a, B>,

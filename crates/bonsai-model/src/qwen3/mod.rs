@@ -13,7 +13,7 @@ use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
-use crate::backend::{Backend, LayerTail, NextLayer, TailBuffers};
+use crate::backend::{Backend, FinalHead, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
 use crate::ModelError;
 pub use host_weights::{HostLayer, HostWeights, TensorSource};
 
@@ -26,6 +26,13 @@ struct Layer<B: Backend> {
     ffn_norm: B::Buffer,
     gate_up: B::Matrix,
     down: B::Matrix,
+}
+
+impl<B: Backend> Layer<B> {
+    /// This layer as the one a fused op starts on (its qkv projection and rope's inputs).
+    fn as_next<'a>(&'a self, kv: &'a mut B::KvCache) -> NextLayer<'a, B> {
+        NextLayer { attn_norm: &self.attn_norm, qkv: &self.qkv, q_norm: &self.q_norm, k_norm: &self.k_norm, kv }
+    }
 }
 
 /// A loaded model: uploaded weights, the RoPE table for `max_seq` positions, and the backend.
@@ -339,25 +346,40 @@ impl<B: Backend> Qwen3<B> {
         let _launch_policy = b.forward_scope(m);
         let st = state;
         b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
-        if let Some(first) = self.layers.first() {
-            b.rms_norm_matmul(&st.x, m, c.hidden, &first.attn_norm, c.rms_eps, &mut st.xn, &first.qkv, &mut st.qkv, Store::Overwrite)?;
-        }
-        // Whether the previous layer's tail already ran this layer's qk_norm_rope_kv_write.
-        let mut rope_done = false;
+        // Whether this layer's qk_norm_rope_kv_write already ran (in the op before).
+        let mut rope_done = match (self.layers.first(), st.kv.first_mut()) {
+            (Some(first), Some(kv)) => b.first_qkv(FirstQkv {
+                m,
+                shape: s,
+                hidden: c.hidden,
+                eps: c.rms_eps,
+                pos: &st.pos,
+                rope: &self.rope,
+                layer: first.as_next(kv),
+                x: &st.x,
+                xn: &mut st.xn,
+                qkv: &mut st.qkv,
+                scratch: &mut st.tail_scratch,
+            })?,
+            _ => false,
+        };
+        let head = self.output.as_ref().unwrap_or(&self.token_embd);
+        // A one-token forward's last layer tail also computes the logits.
+        let head_in_tail = m == 1 && rows == LogitRows::Last && !self.layers.is_empty();
         for (i, layer) in self.layers.iter().enumerate() {
             let (done, later) = st.kv.split_at_mut(i + 1);
             let kv = &mut done[i];
             if !rope_done {
                 b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
             }
-            // The rest of the layer and the next layer's qkv projection.
-            let next = self.layers.get(i + 1).zip(later.first_mut()).map(|(n, kv)| NextLayer {
-                attn_norm: &n.attn_norm,
-                qkv: &n.qkv,
-                q_norm: &n.q_norm,
-                k_norm: &n.k_norm,
-                kv,
-            });
+            // The rest of the layer, then the next layer's qkv projection or the logits.
+            let next = match (self.layers.get(i + 1), later.first_mut()) {
+                (Some(n), Some(kv)) => TailNext::Layer(n.as_next(kv)),
+                _ if head_in_tail => {
+                    TailNext::Head(FinalHead { output_norm: &self.output_norm, matrix: head, logits: &mut st.logits })
+                }
+                _ => TailNext::Nothing,
+            };
             rope_done = b.layer_tail(LayerTail {
                 m,
                 shape: s,
@@ -381,8 +403,8 @@ impl<B: Backend> Qwen3<B> {
                 },
             })?;
         }
-        let head = self.output.as_ref().unwrap_or(&self.token_embd);
         match rows {
+            _ if head_in_tail => {}
             LogitRows::All => {
                 b.rms_norm(&st.x, m, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn)?;
                 b.matmul(head, &st.xn, m, &mut st.logits, Store::Overwrite)?;

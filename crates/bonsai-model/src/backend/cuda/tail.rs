@@ -39,7 +39,7 @@ use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
 use super::{device_err, view, CudaBackend};
-use crate::backend::{layer_tail_ops, Backend, BackendError, LayerTail, TailBuffers};
+use crate::backend::{head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, TailBuffers, TailNext};
 
 /// `planes` (the default), `attn_planes`, `ops` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
@@ -139,6 +139,48 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
+/// [`Backend::first_qkv`] on CUDA: for one token in `planes` mode with the rope epilogue, x's
+/// planes (times the first layer's norm weights) by a prepare launch, then the qkv projection
+/// with its rope epilogue, as every later layer's tail does it (one launch fewer than the
+/// projection and a separate qk_norm_rope_kv_write); otherwise the default op.
+pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result<bool, BackendError> {
+    let FirstQkv { m, shape, hidden, eps, pos, rope, layer, x, xn, qkv, scratch } = t;
+    let fused = match scratch.fused.as_mut() {
+        Some(TailPlanes { chain, rope_staged: Some(staged), planes_fit: true, .. })
+            if m == 1
+                && tail_mode()? == TailMode::Planes
+                && qkv_rope_on()?
+                && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
+                && view(layer.qkv).binary_gemv_ok() =>
+        {
+            Some((chain, staged))
+        }
+        _ => None,
+    };
+    let Some((chain, staged)) = fused else {
+        b.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
+        return Ok(false);
+    };
+    let (hidden_planes, _) = chain.planes_mut();
+    launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
+        .map_err(device_err("first layer's qkv planes"))?;
+    let r = RopeOut {
+        shape,
+        q_norm: layer.q_norm,
+        k_norm: layer.k_norm,
+        eps,
+        rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
+        pos0: &pos.device,
+        max_seq: layer.kv.max_seq,
+        k_cache: &mut layer.kv.k,
+        v_cache: &mut layer.kv.v,
+        staged,
+    };
+    qkv_rope_from_planes(&b.lib, &b.stream, &view(layer.qkv), hidden_planes, Some(eps), qkv, r)
+        .map_err(device_err("first layer's qkv projection with rope"))?;
+    Ok(true)
+}
+
 pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
     let mode = tail_mode()?;
     let fused = mode != TailMode::Ops
@@ -151,7 +193,11 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             &view(t.attn_output),
             &view(t.gate_up),
             &view(t.down),
-            t.next.as_ref().map(|n| view(n.qkv)).as_ref(),
+            match &t.next {
+                TailNext::Layer(n) => Some(view(n.qkv)),
+                _ => None,
+            }
+            .as_ref(),
         );
     if !fused {
         return layer_tail_ops(b, t);
@@ -200,8 +246,10 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
             b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
             with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add))?;
-            if let Some(n) = next {
-                b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?;
+            match next {
+                TailNext::Layer(n) => b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?,
+                TailNext::Head(h) => head_ops(b, h, hidden, eps, x, xn)?,
+                TailNext::Nothing => {}
             }
             Ok(false)
         }
@@ -212,9 +260,27 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
             gemv_planes(b, gate_up, hidden_planes, Some(eps), ffn, Epilogue::SwiGlu, Some(ffn_out))?;
-            let next_out = next.as_ref().map(|n| PlanesOut { planes: &mut *hidden_planes, norm: Some(n.attn_norm) });
+            // down's epilogue writes the planes of what comes next: the next layer's qkv input, or
+            // the final norm's for the LM head (no prepare launch before it).
+            let next_norm = match &next {
+                TailNext::Layer(n) => Some(n.attn_norm),
+                TailNext::Head(h) if view(h.matrix).binary_gemv_ok() => Some(h.output_norm),
+                _ => None,
+            };
+            let next_out = next_norm.map(|norm| PlanesOut { planes: &mut *hidden_planes, norm: Some(norm) });
             gemv_planes(b, down, ffn_planes, None, x, Epilogue::Add, next_out)?;
-            let Some(n) = next else { return Ok(false) };
+            let n = match next {
+                TailNext::Layer(n) => n,
+                TailNext::Head(h) if next_norm.is_some() => {
+                    gemv_planes(b, h.matrix, hidden_planes, Some(eps), h.logits, Epilogue::Store, None)?;
+                    return Ok(false);
+                }
+                TailNext::Head(h) => {
+                    head_ops(b, h, hidden, eps, x, xn)?;
+                    return Ok(false);
+                }
+                TailNext::Nothing => return Ok(false),
+            };
             match rope_staged.as_mut().filter(|_| rope_on) {
                 Some(staged) => {
                     let r = RopeOut {
@@ -240,19 +306,27 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             }
         }
         TailMode::Chain => {
+            let (chain_next, head) = match next {
+                TailNext::Layer(n) => (Some((n.attn_norm, view(n.qkv))), None),
+                TailNext::Head(h) => (None, Some(h)),
+                TailNext::Nothing => (None, None),
+            };
             let layer = ChainLayer {
                 attn_planes,
                 attn_output: view(attn_output),
                 ffn_norm,
                 gate_up: view(gate_up),
                 down: view(down),
-                next: next.map(|n| (n.attn_norm, view(n.qkv))),
+                next: chain_next,
                 eps,
-                x,
+                x: &mut *x,
                 ffn,
                 qkv,
             };
             launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))?;
+            if let Some(h) = head {
+                head_ops(b, h, hidden, eps, x, xn)?;
+            }
             Ok(false)
         }
         TailMode::Ops => unreachable!("ops mode returned above"),
