@@ -108,6 +108,16 @@ fn qkv_rope_on() -> Result<bool, BackendError> {
     launch::env_switch(&ON, QKV_ROPE_ENV, true).map_err(BackendError::Device)
 }
 
+/// `BONSAI_FUSED_ENDS` (measurement knob, default 1; 0 for the separate launches): a one-token
+/// step's first layer gets its qkv projection with the rope epilogue ([`first_qkv`]) and the LM
+/// head reads the planes the last down projection wrote (no prepare before it).
+pub const FUSED_ENDS_ENV: &str = "BONSAI_FUSED_ENDS";
+
+fn fused_ends_on() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    launch::env_switch(&ON, FUSED_ENDS_ENV, true).map_err(BackendError::Device)
+}
+
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
     let group = if shape.n_kv == 0 || shape.n_q % shape.n_kv != 0 { 0 } else { shape.n_q / shape.n_kv };
     if launch::attention::decode_planes_entry_point(group, shape.head_dim).is_none() {
@@ -148,6 +158,7 @@ pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result
     let fused = match scratch.fused.as_mut() {
         Some(TailPlanes { chain, rope_staged: Some(staged), planes_fit: true, .. })
             if m == 1
+                && fused_ends_on()?
                 && tail_mode()? == TailMode::Planes
                 && qkv_rope_on()?
                 && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
@@ -264,7 +275,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // the final norm's for the LM head (no prepare launch before it).
             let next_norm = match &next {
                 TailNext::Layer(n) => Some(n.attn_norm),
-                TailNext::Head(h) if view(h.matrix).binary_gemv_ok() => Some(h.output_norm),
+                TailNext::Head(h) if fused_ends_on()? && view(h.matrix).binary_gemv_ok() => Some(h.output_norm),
                 _ => None,
             };
             let next_out = next_norm.map(|norm| PlanesOut { planes: &mut *hidden_planes, norm: Some(norm) });
