@@ -131,7 +131,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv_b1.cu"),
-        entry_points: &["gemv_b1_prepare"],
+        entry_points: &["gemv_b1_prepare", "gemv_b1_prepare_embed_q1", "gemv_b1_prepare_embed_q2"],
     },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1_tiles.cu",

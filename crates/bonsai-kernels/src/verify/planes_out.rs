@@ -9,16 +9,19 @@
 //! first launch would show in the second (and are checked clear after each). With the Add
 //! epilogue the plain GEMV also runs as `_gemv_b1_early` (reading the y it adds to before the
 //! wait): its y must be bit-identical too. So must the tiles GEMV's y (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the
-//! plain one's.
+//! plain one's. And the decode step's first launch (`embed_prepare_planes`: an embedding row and
+//! its planes at once) must equal `embed_rows` then `prepare_planes_normed`, bit for bit, x and
+//! planes, for a row in the table and for an id past it (a NaN row).
 
 
 use super::attention_planes::{planes_words, words_equal};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
+use crate::launch::embed_rows::embed_rows;
 use crate::launch::matmul::{
-    gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes, Epilogue,
-    PlanesOut,
+    embed_prepare_planes, gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes,
+    Epilogue, PlanesOut,
 };
 use crate::weights::QMatrix;
 
@@ -38,6 +41,9 @@ const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
 /// 16 tiles), one wave (forced by `with_gemv_tiles`), the Bonsai LM head.
 const TILES_SMALL_CASES: [(usize, usize); 3] = [(40_000, 256), (3001, 512), (40_000, 512)];
 const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
+/// (vocab, hidden) of the embedding tables for `embed_prepare_planes`.
+const EMBED_SMALL: (usize, usize) = (300, 256);
+const EMBED_8B: (usize, usize) = (2000, 4096);
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     let mut cases = SMALL_CASES.to_vec();
@@ -46,8 +52,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         cases.extend(EIGHT_B_CASES);
         tiles_cases.push(TILES_LM_HEAD);
     }
+    let embed_cases = if set == ShapeSet::All { vec![EMBED_SMALL, EMBED_8B] } else { vec![EMBED_SMALL] };
     for bits in [1u8, 2] {
         for normed in [false, true] {
+            for &(vocab, k) in &embed_cases {
+                check_embed(ctx, vocab, k, bits, normed)?;
+            }
             for &(n_out, k, epilogue) in &cases {
                 check(ctx, n_out, k, epilogue, bits, normed)?;
             }
@@ -55,6 +65,32 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
                 check_tiles(ctx, n_out, k, bits, normed)?;
             }
         }
+    }
+    Ok(())
+}
+
+fn check_embed(ctx: &mut Ctx, vocab: usize, k: usize, bits: u8, normed: bool) -> Result<(), VerifyError> {
+    let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(vocab, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(vocab, k)) };
+    let table = DeviceQMatrix::upload(&ctx.stream, &q)?;
+    let norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    let norm = normed.then_some(&norm);
+    let in_table = (ctx.rng.next_u64() % vocab as u64) as u32;
+    for id in [in_table, vocab as u32] {
+        let ids = upload(&ctx.stream, &[id])?;
+        let mut x_want = poisoned(&ctx.stream, k)?;
+        embed_rows(&ctx.lib, &ctx.stream, &table.view(), &ids, 1, &mut x_want)?;
+        let mut want = B1Planes::new(&ctx.stream, k)?;
+        prepare_planes_normed(&ctx.lib, &ctx.stream, &x_want, norm, &mut want)?;
+        let mut x = poisoned(&ctx.stream, k)?;
+        let mut got = B1Planes::new(&ctx.stream, k)?;
+        embed_prepare_planes(&ctx.lib, &ctx.stream, &table.view(), &ids, norm, &mut x, &mut got)?;
+        let which = if id == in_table { "row" } else { "id past the table" };
+        let label = format!("q{bits} vocab={vocab} K={k}{} {which}", if normed { " normed" } else { "" });
+        let bits_of = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+        let (got_x, want_x) = (bits_of(download(&ctx.stream, &x)?), bits_of(download(&ctx.stream, &x_want)?));
+        ctx.record("embed_planes", &format!("{label} x"), words_equal(&got_x, &want_x));
+        let (got, want) = (planes_words(ctx, &got)?, planes_words(ctx, &want)?);
+        ctx.record("embed_planes", &format!("{label} planes"), words_equal(&got, &want));
     }
     Ok(())
 }

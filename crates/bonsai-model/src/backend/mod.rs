@@ -236,14 +236,17 @@ pub trait Backend {
     ) -> Result<(), BackendError>;
     /// Scratch for [`Backend::layer_tail`] of a model with `hidden` wide rows and `ffn` features.
     fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<Self::TailScratch, BackendError>;
-    /// A one-token forward's first op: the first layer's `qkv = rmsnorm(x)·Wqkv`. A backend may
-    /// also run that layer's [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv projection's
-    /// epilogue, as [`Backend::layer_tail`] does for the next layer): it returns whether it did.
+    /// A forward call's first ops: `x = embed(tokens)`, then the first layer's
+    /// `qkv = rmsnorm(x)·Wqkv`. A backend may fuse them (CUDA, one token: x and its planes in one
+    /// launch) and may also run that layer's [`Backend::qk_norm_rope_kv_write`] (CUDA: in the qkv
+    /// projection's epilogue, as [`Backend::layer_tail`] does for the next layer): it returns
+    /// whether it did.
     fn first_qkv(&self, t: FirstQkv<'_, Self>) -> Result<bool, BackendError>
     where
         Self: Sized,
     {
-        let FirstQkv { m, hidden, eps, layer, x, xn, qkv, .. } = t;
+        let FirstQkv { m, hidden, eps, token_embd, tokens, layer, x, xn, qkv, .. } = t;
+        self.embed(token_embd, tokens, m, x)?;
         self.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
         Ok(false)
     }
@@ -342,7 +345,7 @@ pub struct FinalHead<'a, B: Backend> {
     pub logits: &'a mut B::Buffer,
 }
 
-/// The first layer's qkv projection for [`Backend::first_qkv`].
+/// The embedding and the first layer's qkv projection for [`Backend::first_qkv`].
 pub struct FirstQkv<'a, B: Backend> {
     pub m: usize,
     pub shape: HeadShape,
@@ -350,8 +353,11 @@ pub struct FirstQkv<'a, B: Backend> {
     pub eps: f32,
     pub pos: &'a B::Position,
     pub rope: &'a B::Rope,
+    pub token_embd: &'a B::Matrix,
+    pub tokens: &'a B::Tokens,
     pub layer: NextLayer<'a, B>,
-    pub x: &'a B::Buffer,
+    /// The residual stream (written: the embedded rows).
+    pub x: &'a mut B::Buffer,
     pub xn: &'a mut B::Buffer,
     pub qkv: &'a mut B::Buffer,
     pub scratch: &'a mut B::TailScratch,

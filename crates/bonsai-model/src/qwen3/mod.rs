@@ -345,7 +345,6 @@ impl<B: Backend> Qwen3<B> {
         let (b, c, s) = (&self.backend, &self.config, self.shape);
         let _launch_policy = b.forward_scope(m);
         let st = state;
-        b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
         // Whether this layer's qk_norm_rope_kv_write already ran (in the op before).
         let mut rope_done = match (self.layers.first(), st.kv.first_mut()) {
             (Some(first), Some(kv)) => b.first_qkv(FirstQkv {
@@ -355,13 +354,18 @@ impl<B: Backend> Qwen3<B> {
                 eps: c.rms_eps,
                 pos: &st.pos,
                 rope: &self.rope,
+                token_embd: &self.token_embd,
+                tokens: &st.tokens,
                 layer: first.as_next(kv),
-                x: &st.x,
+                x: &mut st.x,
                 xn: &mut st.xn,
                 qkv: &mut st.qkv,
                 scratch: &mut st.tail_scratch,
             })?,
-            _ => false,
+            _ => {
+                b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
+                false
+            }
         };
         let head = self.output.as_ref().unwrap_or(&self.token_embd);
         // A one-token forward's last layer tail also computes the logits.

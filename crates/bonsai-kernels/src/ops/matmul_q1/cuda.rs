@@ -438,8 +438,8 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_PREPARE_WARPS, B1_WO
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed, qkv_rope_from_planes,
-    B1Planes, PlanesOut, RopeOut,
+    embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    qkv_rope_from_planes, B1Planes, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaStream, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
@@ -251,17 +251,9 @@ pub(crate) fn prepare(
     norm_ptr: u64,
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
-    let groups = k / GROUP;
     let k_i = as_i32(op, "K", k)?;
     let prepare = lib.function("gemv_b1_prepare")?;
-    let layout = prepare_shape().map_err(|e| shape(op, e))?;
-    let warps = match layout {
-        PrepareShape::Eight => B1_PREPARE_WARPS,
-        PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
-    };
-    let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
-    let smem = if layout == PrepareShape::Alone { crate::launch::opt_in_all_shared_memory(stream, prepare)? } else { 0 };
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 };
+    let cfg = prepare_config(stream, op, k, prepare)?;
     let mut b = Launch::new(stream, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
@@ -269,6 +261,52 @@ pub(crate) fn prepare(
     // above holds K / 128 groups of each; one warp per group, the grid covers every group.
     unsafe { b.launch(cfg) }?;
 
+    Ok(())
+}
+
+/// The grid of a prepare launch over K inputs (a warp per group; [`PREPARE_SHAPE_ENV`]).
+fn prepare_config(stream: &Arc<CudaStream>, op: &'static str, k: usize, func: &CudaFunction) -> Result<LaunchConfig, LaunchError> {
+    let groups = k / GROUP;
+    let layout = prepare_shape().map_err(|e| shape(op, e))?;
+    let warps = match layout {
+        PrepareShape::Eight => B1_PREPARE_WARPS,
+        PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
+    };
+    let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
+    let smem = if layout == PrepareShape::Alone { crate::launch::opt_in_all_shared_memory(stream, func)? } else { 0 };
+    Ok(LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 })
+}
+
+/// One `gemv_b1_prepare_embed_q{1,2}` launch: x = row `ids[0]` of the embedding table (`vocab` rows
+/// of K, `bits` per weight, at `scales` / `payload`) and its planes (times norm_w unless it is 0),
+/// as embed_rows then [`prepare`]. The caller checked every length.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_embed(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    op: &'static str,
+    bits: QuantBits,
+    (scales, payload, ids, vocab): (u64, u64, u64, usize),
+    k: usize,
+    norm_ptr: u64,
+    x: u64,
+    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+) -> Result<(), LaunchError> {
+    let (k_i, vocab_i) = (as_i32(op, "K", k)?, as_i32(op, "vocab", vocab)?);
+    let func = lib.function(match bits {
+        QuantBits::One => "gemv_b1_prepare_embed_q1",
+        QuantBits::Two => "gemv_b1_prepare_embed_q2",
+    })?;
+    let cfg = prepare_config(stream, op, k, func)?;
+    let mut b = Launch::new(stream, func);
+    b.arg(&scales).arg(&payload).arg(&ids).arg(&vocab_i).arg(&norm_ptr).arg(&k_i).arg(&x);
+    b.arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
+    // SAFETY: gemv_b1_prepare_embed_q*(const u16* scales, const u32* payload, const u32* ids, int
+    // vocab, const float* norm_w, int k, float* x, u32* planes, u32* gsx, float* group_sq): the
+    // table holds vocab rows of K weights in the device layout, ids at least one id (any value:
+    // out of range gives NaN), norm_w (or null) and x K floats, the planes K / 128 groups (all
+    // checked by the caller); one warp per group, the grid covers every group.
+    unsafe { b.launch(cfg) }?;
     Ok(())
 }
 

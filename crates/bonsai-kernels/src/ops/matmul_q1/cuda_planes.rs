@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, GemvOut, PlanesOutArgs, RopeOutArgs};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
 use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
@@ -156,6 +156,42 @@ pub fn prepare_planes_normed(
     let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
     let (ptrs, _guards) = planes.write_ptrs(stream);
     prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
+}
+
+/// A decode step's first op in one launch: x = row `ids[0]` of the embedding `table` (K = its
+/// row length; an id past the table gives a NaN row) and x's planes, times `norm` when given,
+/// bit-identical to `embed_rows` then [`prepare_planes_normed`].
+pub fn embed_prepare_planes(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    table: &QWeightsView<'_>,
+    ids: &impl DevicePtr<u32>,
+    norm: Option<&CudaSlice<f32>>,
+    x: &mut impl DevicePtrMut<f32>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
+    const OP: &str = "embed_planes";
+    table.validate(OP)?;
+    let k = planes.k;
+    if table.k != k {
+        return Err(shape(OP, format!("table rows of {} for planes of K = {k}", table.k)));
+    }
+    expect_at_least(OP, "ids", ids.len(), 1)?;
+    expect_at_least(OP, "x", x.len(), k)?;
+    let norm_read = match norm {
+        Some(n) => {
+            expect_at_least(OP, "norm weights", n.len(), k)?;
+            Some(read_ptr(n, stream))
+        }
+        None => None,
+    };
+    let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
+    let (scales, _g0) = read_ptr(table.scales, stream);
+    let (payload, _g1) = read_ptr(table.payload, stream);
+    let (ids_ptr, _g2) = read_ptr(ids, stream);
+    let (x_ptr, _g3) = write_ptr(x, stream);
+    let (ptrs, _guards) = planes.write_ptrs(stream);
+    prepare_embed(lib, stream, OP, table.bits, (scales, payload, ids_ptr, table.n), k, norm_ptr, x_ptr, ptrs)
 }
 
 /// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:

@@ -174,6 +174,61 @@ extern "C" __global__ void __launch_bounds__(1024)
     TRACE_CTA_ENDS;
 }
 
+// A decode step's first launch: x = row ids[0] of the quantized embedding table (as embed_rows,
+// same arithmetic) and x's planes (times norm_w) as gemv_b1_prepare, one launch instead of two.
+// A warp per group; lane l dequantizes bit l of the group's lane words t = 0..3, which are the
+// weights b1_prepare_group gives lane l (layout_weight(t, l)). An id >= vocab gives a NaN row,
+// as embed_rows does.
+template <int BITS>
+__device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
+                                                           const u32* __restrict__ ids, int vocab,
+                                                           const float* __restrict__ norm_w, int k, float* __restrict__ x,
+                                                           u32* __restrict__ planes, u32* __restrict__ gsx,
+                                                           float* __restrict__ group_sq) {
+    const int groups_per_row = k / GROUP_SIZE;
+    const int group = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (group >= groups_per_row) return;
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
+    const u32 id = ids[0];
+    float v[LAYOUT_LANES];
+    if (id >= (u32)vocab) {
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) v[t] = __int_as_float(0x7fc00000);
+    } else {
+        const float d = f16_to_f32(scales[(long long)id * groups_per_row + group]);
+        const u32* row = layout_row<BITS>(payload, id, groups_per_row);
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) {
+            u32 c = 0;
+#pragma unroll
+            for (int p = 0; p < BITS; ++p) c |= ((row[layout_word<BITS>(groups_per_row, group, t, p)] >> lane) & 1u) << p;
+            v[t] = (float)code_value<BITS>(c) * d;
+        }
+    }
+    const long long first = (long long)group * GROUP_SIZE;
+    float sq = 0.0f;
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) {
+        x[first + j0 + 2 * t] = v[t];
+        sq += v[t] * v[t];
+        if (norm_w != nullptr) v[t] *= norm_w[first + j0 + 2 * t];
+    }
+    b1_quantize_group(v, sq, planes + group * B1_GROUP_WORDS, gsx + 2 * group, group_sq + group);
+}
+
+#define GEMV_B1_PREPARE_EMBED(NAME, BITS)                                                                       \
+    extern "C" __global__ void __launch_bounds__(1024)                                                          \
+        NAME(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,       \
+             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x, u32* __restrict__ planes, \
+             u32* __restrict__ gsx, float* __restrict__ group_sq) {                                             \
+        griddep_wait();                                                                                         \
+        griddep_launch_dependents();                                                                            \
+        gemv_b1_prepare_embed_body<BITS>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);     \
+    }
+GEMV_B1_PREPARE_EMBED(gemv_b1_prepare_embed_q1, 1)
+GEMV_B1_PREPARE_EMBED(gemv_b1_prepare_embed_q2, 2)
+
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
 // of rows g and g + 8 (its two planes of each mma). Column 2t + e of mma j is plane
 // p = 8j + 2t + e, weighing 2^p (the top plane -2^p), doubled for Q1 (w = 2b - 1): the

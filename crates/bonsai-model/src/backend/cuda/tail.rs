@@ -118,6 +118,15 @@ fn fused_ends_on() -> Result<bool, BackendError> {
     launch::env_switch(&ON, FUSED_ENDS_ENV, true).map_err(BackendError::Device)
 }
 
+/// `BONSAI_EMBED_PLANES` (measurement knob, default 1; 0: `embed_rows` then a prepare): with
+/// fused ends, the step's embedding and the first layer's planes in one launch.
+pub const EMBED_PLANES_ENV: &str = "BONSAI_EMBED_PLANES";
+
+fn embed_planes_on() -> Result<bool, BackendError> {
+    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
+    launch::env_switch(&ON, EMBED_PLANES_ENV, true).map_err(BackendError::Device)
+}
+
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
     let group = if shape.n_kv == 0 || shape.n_q % shape.n_kv != 0 { 0 } else { shape.n_q / shape.n_kv };
     if launch::attention::decode_planes_entry_point(group, shape.head_dim).is_none() {
@@ -149,12 +158,13 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
-/// [`Backend::first_qkv`] on CUDA: for one token in `planes` mode with the rope epilogue, x's
-/// planes (times the first layer's norm weights) by a prepare launch, then the qkv projection
-/// with its rope epilogue, as every later layer's tail does it (one launch fewer than the
-/// projection and a separate qk_norm_rope_kv_write); otherwise the default op.
+/// [`Backend::first_qkv`] on CUDA: for one token in `planes` mode with the rope epilogue, x and
+/// its planes (times the first layer's norm weights) in one launch (`embed_prepare_planes`;
+/// `BONSAI_EMBED_PLANES=0`: `embed_rows` then a prepare), then the qkv projection with its rope
+/// epilogue, as every later layer's tail does it; otherwise the default ops (embed, projection,
+/// and the caller's qk_norm_rope_kv_write): two launches fewer.
 pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result<bool, BackendError> {
-    let FirstQkv { m, shape, hidden, eps, pos, rope, layer, x, xn, qkv, scratch } = t;
+    let FirstQkv { m, shape, hidden, eps, pos, rope, token_embd, tokens, layer, x, xn, qkv, scratch } = t;
     let fused = match scratch.fused.as_mut() {
         Some(TailPlanes { chain, rope_staged: Some(staged), planes_fit: true, .. })
             if m == 1
@@ -169,12 +179,19 @@ pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result
         _ => None,
     };
     let Some((chain, staged)) = fused else {
+        b.embed(token_embd, tokens, m, x)?;
         b.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
         return Ok(false);
     };
     let (hidden_planes, _) = chain.planes_mut();
-    launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
-        .map_err(device_err("first layer's qkv planes"))?;
+    if embed_planes_on()? {
+        launch::matmul::embed_prepare_planes(&b.lib, &b.stream, &view(token_embd), tokens, Some(layer.attn_norm), x, hidden_planes)
+            .map_err(device_err("embedding and its planes"))?;
+    } else {
+        b.embed(token_embd, tokens, m, x)?;
+        launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
+            .map_err(device_err("first layer's qkv planes"))?;
+    }
     let r = RopeOut {
         shape,
         q_norm: layer.q_norm,
