@@ -146,16 +146,22 @@ pub fn prepare_planes_normed(
     let k = planes.k;
     expect_at_least(OP, "x", x.len(), k)?;
     let (x_ptr, _gx) = read_ptr(x, stream);
-    let norm_read = match norm {
-        Some(n) => {
-            expect_at_least(OP, "norm weights", n.len(), k)?;
-            Some(read_ptr(n, stream))
-        }
-        None => None,
-    };
-    let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
     prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
+}
+
+/// The pointer to K norm weights (0 for none) and its guard.
+fn norm_weights<'a>(
+    op: &'static str,
+    norm: Option<&'a CudaSlice<f32>>,
+    k: usize,
+    stream: &'a Arc<CudaStream>,
+) -> Result<(u64, Option<SyncOnDrop<'a>>), LaunchError> {
+    let Some(n) = norm else { return Ok((0, None)) };
+    expect_at_least(op, "norm weights", n.len(), k)?;
+    let (p, guard) = read_ptr(n, stream);
+    Ok((p, Some(guard)))
 }
 
 /// A decode step's first op in one launch: x = row `ids[0]` of the embedding `table` (K = its
@@ -178,14 +184,7 @@ pub fn embed_prepare_planes(
     }
     expect_at_least(OP, "ids", ids.len(), 1)?;
     expect_at_least(OP, "x", x.len(), k)?;
-    let norm_read = match norm {
-        Some(n) => {
-            expect_at_least(OP, "norm weights", n.len(), k)?;
-            Some(read_ptr(n, stream))
-        }
-        None => None,
-    };
-    let norm_ptr = norm_read.as_ref().map_or(0, |(p, _)| *p);
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
     let (scales, _g0) = read_ptr(table.scales, stream);
     let (payload, _g1) = read_ptr(table.payload, stream);
     let (ids_ptr, _g2) = read_ptr(ids, stream);

@@ -39,7 +39,8 @@ use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
 use super::{device_err, view, CudaBackend};
-use crate::backend::{head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, TailBuffers, TailNext};
+use super::{CudaPosition, CudaRope};
+use crate::backend::{head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
 
 /// `planes` (the default), `attn_planes`, `ops` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
@@ -192,6 +193,21 @@ pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result
         launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
             .map_err(device_err("first layer's qkv planes"))?;
     }
+    qkv_rope(b, layer, hidden_planes, (shape, eps, rope, pos), staged, qkv)?;
+    Ok(true)
+}
+
+/// A layer's qkv projection on `planes` (its input's, times its norm weights) with the rope
+/// epilogue (`qkv_rope_from_planes`): q and k normalised and rotated, k and v into the layer's
+/// cache at the device position.
+fn qkv_rope(
+    b: &CudaBackend,
+    layer: NextLayer<'_, CudaBackend>,
+    planes: &B1Planes,
+    (shape, eps, rope, pos): (HeadShape, f32, &CudaRope, &CudaPosition),
+    staged: &mut CudaSlice<u64>,
+    qkv: &mut CudaSlice<f32>,
+) -> Result<(), BackendError> {
     let r = RopeOut {
         shape,
         q_norm: layer.q_norm,
@@ -204,9 +220,8 @@ pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result
         v_cache: &mut layer.kv.v,
         staged,
     };
-    qkv_rope_from_planes(&b.lib, &b.stream, &view(layer.qkv), hidden_planes, Some(eps), qkv, r)
-        .map_err(device_err("first layer's qkv projection with rope"))?;
-    Ok(true)
+    qkv_rope_from_planes(&b.lib, &b.stream, &view(layer.qkv), planes, Some(eps), qkv, r)
+        .map_err(device_err("qkv projection with rope"))
 }
 
 pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
@@ -311,20 +326,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             };
             match rope_staged.as_mut().filter(|_| rope_on) {
                 Some(staged) => {
-                    let r = RopeOut {
-                        shape,
-                        q_norm: n.q_norm,
-                        k_norm: n.k_norm,
-                        eps,
-                        rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
-                        pos0: &pos.device,
-                        max_seq: n.kv.max_seq,
-                        k_cache: &mut n.kv.k,
-                        v_cache: &mut n.kv.v,
-                        staged,
-                    };
-                    qkv_rope_from_planes(&b.lib, &b.stream, &view(n.qkv), hidden_planes, Some(eps), qkv, r)
-                        .map_err(device_err("qkv projection with rope"))?;
+                    qkv_rope(b, n, hidden_planes, (shape, eps, rope, pos), staged, qkv)?;
                     Ok(true)
                 }
                 None => {
