@@ -217,17 +217,22 @@ __device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict
     b1_quantize_group(v, sq, planes + group * B1_GROUP_WORDS, gsx + 2 * group, group_sq + group);
 }
 
-#define GEMV_B1_PREPARE_EMBED(NAME, BITS)                                                                       \
-    extern "C" __global__ void __launch_bounds__(1024)                                                          \
-        NAME(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,       \
-             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x, u32* __restrict__ planes, \
-             u32* __restrict__ gsx, float* __restrict__ group_sq) {                                             \
-        griddep_wait();                                                                                         \
-        griddep_launch_dependents();                                                                            \
-        gemv_b1_prepare_embed_body<BITS>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);     \
-    }
-GEMV_B1_PREPARE_EMBED(gemv_b1_prepare_embed_q1, 1)
-GEMV_B1_PREPARE_EMBED(gemv_b1_prepare_embed_q2, 2)
+extern "C" __global__ void __launch_bounds__(1024)
+    gemv_b1_prepare_embed_q1(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
+                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
+                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    griddep_wait();
+    griddep_launch_dependents();
+    gemv_b1_prepare_embed_body<1>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+}
+extern "C" __global__ void __launch_bounds__(1024)
+    gemv_b1_prepare_embed_q2(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
+                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
+                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    griddep_wait();
+    griddep_launch_dependents();
+    gemv_b1_prepare_embed_body<2>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+}
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
 // of rows g and g + 8 (its two planes of each mma). Column 2t + e of mma j is plane
