@@ -18,6 +18,8 @@ struct EmuContext {};
 struct EmuModule {};
 struct EmuEvent {
     std::chrono::steady_clock::time_point at;
+    // The late host copies it waits for (emu::post_host_copy): those issued before its last record.
+    unsigned long long host_copies = 0;
 };
 
 namespace {
@@ -225,6 +227,7 @@ EMU_API CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned) {
 }
 EMU_API CUresult cuMemAllocHost_v2(void** ptr, size_t bytes) { return cuMemHostAlloc(ptr, bytes, 0); }
 EMU_API CUresult cuMemFreeHost(void* ptr) {
+    emu::land_host_copies(~0ull);  // none may land in freed memory
     std::free(ptr);
     return CUDA_SUCCESS;
 }
@@ -254,11 +257,19 @@ CUresult set(EmuWork::Kind kind, CUdeviceptr dst, unsigned value, size_t count, 
 
 #define EMU_PTR(p) ((void*)(uintptr_t)(p))
 EMU_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) { return copy(EMU_PTR(dst), src, n, nullptr); }
-EMU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) { return copy(dst, EMU_PTR(src), n, nullptr); }
+EMU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+    emu::land_host_copies(~0ull);  // a synchronous copy waits for all work before it
+    return copy(dst, EMU_PTR(src), n, nullptr);
+}
 EMU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(EMU_PTR(dst), EMU_PTR(src), n, nullptr); }
 EMU_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(EMU_PTR(dst), EMU_PTR(src), n, nullptr); }
 EMU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) { return copy(EMU_PTR(dst), src, n, s); }
-EMU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) { return copy(dst, EMU_PTR(src), n, s); }
+EMU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (emu::stream_of(s)->capturing) return copy(dst, EMU_PTR(src), n, s);
+    if (CUresult e = emu::sticky_error()) return e;
+    emu::post_host_copy(dst, EMU_PTR(src), n);
+    return CUDA_SUCCESS;
+}
 EMU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     return copy(EMU_PTR(dst), EMU_PTR(src), n, s);
 }
@@ -280,12 +291,19 @@ EMU_API CUresult cuEventDestroy_v2(CUevent event) {
     return CUDA_SUCCESS;
 }
 EMU_API CUresult cuEventRecord(CUevent event, CUstream stream) {
-    if (!emu::stream_of(stream)->capturing) event->at = std::chrono::steady_clock::now();
+    if (!emu::stream_of(stream)->capturing) {
+        event->at = std::chrono::steady_clock::now();
+        event->host_copies = emu::host_copy_tickets();
+    }
     return CUDA_SUCCESS;
 }
 EMU_API CUresult cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned) { return cuEventRecord(event, stream); }
-EMU_API CUresult cuEventSynchronize(CUevent) { return emu::sticky_error(); }
-EMU_API CUresult cuEventQuery(CUevent) { return emu::sticky_error(); }
+// Only the host copies issued before the event's last record land (none if never recorded).
+EMU_API CUresult cuEventSynchronize(CUevent event) {
+    emu::land_host_copies(event->host_copies);
+    return emu::sticky_error();
+}
+EMU_API CUresult cuEventQuery(CUevent event) { return cuEventSynchronize(event); }
 EMU_API CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
     *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
     return CUDA_SUCCESS;

@@ -73,4 +73,15 @@ CUresult execute(const EmuWork& work);
 // The error every later call reports after a kernel failed (CUDA's sticky errors); 0 if none.
 CUresult sticky_error();
 
+// Async copies to host memory land late, as on a GPU: cuMemcpyDtoHAsync takes its bytes at once
+// (stream order: later work cannot change them) but writes them to the host only when the host
+// waits for them: a stream or context synchronise, or an event recorded after the copy. A host
+// read without that wait sees the old bytes, so the emulator catches it (fake_cuda_stream.cpp).
+// The copy's ticket, for an event recorded after it.
+unsigned long long post_host_copy(void* dst, const void* src, size_t bytes);
+// The tickets issued so far (an event records this).
+unsigned long long host_copy_tickets();
+// Writes every pending host copy up to `ticket` (all: ~0ull).
+void land_host_copies(unsigned long long ticket);
+
 }  // namespace emu

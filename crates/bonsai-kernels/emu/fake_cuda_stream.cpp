@@ -1,7 +1,11 @@
 // The fake driver's streams, launches and graphs. Work runs synchronously on submission, except
 // while a stream captures: then it is recorded (kernel parameters copied at record time, as
-// CUDA does) and replayed by cuGraphLaunch.
+// CUDA does) and replayed by cuGraphLaunch; and async copies to the host land only when the host
+// waits for them (post_host_copy).
+#include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <vector>
 #include <cstdio>
 #include <cstring>
 
@@ -16,6 +20,37 @@ CUresult g_sticky = CUDA_SUCCESS;
 }  // namespace
 
 CUresult sticky_error() { return g_sticky; }
+
+namespace {
+struct HostCopy {
+    unsigned long long ticket;
+    void* dst;
+    std::vector<unsigned char> bytes;
+};
+std::mutex g_host_copies_lock;
+std::vector<HostCopy> g_host_copies;
+unsigned long long g_tickets = 0;
+}  // namespace
+
+unsigned long long post_host_copy(void* dst, const void* src, size_t bytes) {
+    std::lock_guard<std::mutex> g(g_host_copies_lock);
+    const auto* from = static_cast<const unsigned char*>(src);
+    g_host_copies.push_back({++g_tickets, dst, std::vector<unsigned char>(from, from + bytes)});
+    return g_tickets;
+}
+
+unsigned long long host_copy_tickets() {
+    std::lock_guard<std::mutex> g(g_host_copies_lock);
+    return g_tickets;
+}
+
+void land_host_copies(unsigned long long ticket) {
+    std::lock_guard<std::mutex> g(g_host_copies_lock);
+    auto landed = std::stable_partition(g_host_copies.begin(), g_host_copies.end(),
+                                        [&](const HostCopy& c) { return c.ticket > ticket; });
+    for (auto it = landed; it != g_host_copies.end(); ++it) std::memcpy(it->dst, it->bytes.data(), it->bytes.size());
+    g_host_copies.erase(landed, g_host_copies.end());
+}
 
 EmuStream* stream_of(CUstream handle) {
     if (handle == nullptr || handle == EMU_STREAM_LEGACY || handle == EMU_STREAM_PER_THREAD) return &g_default_stream;
@@ -149,10 +184,15 @@ EMU_API CUresult cuStreamDestroy_v2(CUstream s) {
     delete s;
     return CUDA_SUCCESS;
 }
-EMU_API CUresult cuStreamSynchronize(CUstream) { return emu::sticky_error(); }
-EMU_API CUresult cuStreamQuery(CUstream) { return emu::sticky_error(); }
+// One queue of late host copies for all streams: any stream's synchronise lands them all (a
+// coarser wait than CUDA's, never a finer one).
+EMU_API CUresult cuStreamSynchronize(CUstream) {
+    emu::land_host_copies(~0ull);
+    return emu::sticky_error();
+}
+EMU_API CUresult cuStreamQuery(CUstream s) { return cuStreamSynchronize(s); }
 EMU_API CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) { return CUDA_SUCCESS; }
-EMU_API CUresult cuCtxSynchronize() { return emu::sticky_error(); }
+EMU_API CUresult cuCtxSynchronize() { return cuStreamSynchronize(nullptr); }
 
 EMU_API CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
     EmuStream* s = stream_of(stream);
