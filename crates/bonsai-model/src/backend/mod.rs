@@ -245,10 +245,7 @@ pub trait Backend {
     where
         Self: Sized,
     {
-        let FirstQkv { m, hidden, eps, token_embd, tokens, layer, x, xn, qkv, .. } = t;
-        self.embed(token_embd, tokens, m, x)?;
-        self.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
-        Ok(false)
+        first_qkv_ops(self, t)
     }
     /// One layer after [`Backend::qk_norm_rope_kv_write`]: attention, `x += attn·Wo`,
     /// `x += swiglu(rmsnorm(x)·Wgate|up)·Wdown`, then what `next` names: the next layer's
@@ -320,6 +317,15 @@ pub fn layer_tail_ops<B: Backend>(b: &B, t: LayerTail<'_, B>) -> Result<bool, Ba
         TailNext::Head(h) => head_ops(b, h, hidden, eps, x, xn)?,
         TailNext::Nothing => {}
     }
+    Ok(false)
+}
+
+/// [`Backend::first_qkv`] op by op (its definition, and every backend's unfused path); leaves the
+/// layer's qk_norm_rope_kv_write to the caller (returns false).
+pub fn first_qkv_ops<B: Backend>(b: &B, t: FirstQkv<'_, B>) -> Result<bool, BackendError> {
+    let FirstQkv { m, hidden, eps, token_embd, tokens, layer, x, xn, qkv, .. } = t;
+    b.embed(token_embd, tokens, m, x)?;
+    b.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
     Ok(false)
 }
 

@@ -40,7 +40,7 @@ use cudarc::driver::CudaSlice;
 
 use super::{device_err, view, CudaBackend};
 use super::{CudaPosition, CudaRope};
-use crate::backend::{head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
+use crate::backend::{first_qkv_ops, head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
 
 /// `planes` (the default), `attn_planes`, `ops` or `chain` (see the module doc).
 pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
@@ -162,34 +162,29 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
 /// [`Backend::first_qkv`] on CUDA: for one token in `planes` mode with the rope epilogue, x and
 /// its planes (times the first layer's norm weights) in one launch (`embed_prepare_planes`;
 /// `BONSAI_EMBED_PLANES=0`: `embed_rows` then a prepare), then the qkv projection with its rope
-/// epilogue, as every later layer's tail does it; otherwise the default ops (embed, projection,
-/// and the caller's qk_norm_rope_kv_write): two launches fewer.
+/// epilogue, as every later layer's tail does it: two launches fewer. Otherwise
+/// [`first_qkv_ops`] (embed, projection, and the caller's qk_norm_rope_kv_write).
 pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result<bool, BackendError> {
-    let FirstQkv { m, shape, hidden, eps, pos, rope, token_embd, tokens, layer, x, xn, qkv, scratch } = t;
-    let fused = match scratch.fused.as_mut() {
-        Some(TailPlanes { chain, rope_staged: Some(staged), planes_fit: true, .. })
-            if m == 1
-                && fused_ends_on()?
-                && tail_mode()? == TailMode::Planes
-                && qkv_rope_on()?
-                && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
-                && view(layer.qkv).binary_gemv_ok() =>
-        {
-            Some((chain, staged))
-        }
-        _ => None,
-    };
-    let Some((chain, staged)) = fused else {
-        b.embed(token_embd, tokens, m, x)?;
-        b.rms_norm_matmul(x, m, hidden, layer.attn_norm, eps, xn, layer.qkv, qkv, Store::Overwrite)?;
-        return Ok(false);
+    let fused = t.m == 1
+        && matches!(&t.scratch.fused, Some(TailPlanes { rope_staged: Some(_), planes_fit: true, .. }))
+        && fused_ends_on()?
+        && tail_mode()? == TailMode::Planes
+        && qkv_rope_on()?
+        && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
+        && view(t.layer.qkv).binary_gemv_ok();
+    if !fused {
+        return first_qkv_ops(b, t);
+    }
+    let FirstQkv { shape, eps, pos, rope, token_embd, tokens, layer, x, scratch, qkv, .. } = t;
+    let Some(TailPlanes { chain, rope_staged: Some(staged), .. }) = scratch.fused.as_mut() else {
+        unreachable!("checked above")
     };
     let (hidden_planes, _) = chain.planes_mut();
     if embed_planes_on()? {
         launch::matmul::embed_prepare_planes(&b.lib, &b.stream, &view(token_embd), tokens, Some(layer.attn_norm), x, hidden_planes)
             .map_err(device_err("embedding and its planes"))?;
     } else {
-        b.embed(token_embd, tokens, m, x)?;
+        b.embed(token_embd, tokens, 1, x)?;
         launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
             .map_err(device_err("first layer's qkv planes"))?;
     }
