@@ -62,7 +62,7 @@ enum KernelsCommand {
         /// Seed of the random inputs (default: from the clock; printed either way)
         #[arg(long)]
         seed: Option<u64>,
-        /// Run only these check / bench groups, comma-separated (e.g. matmul,decode_chain)
+        /// Run only these check / bench groups, comma-separated (e.g. matmul,planes_out)
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },

@@ -18,8 +18,6 @@ pub mod argmax;
 pub mod attention;
 #[path = "ops/conv3x3/cuda.rs"]
 pub mod conv3x3;
-#[path = "ops/decode_chain/cuda.rs"]
-pub mod decode_chain;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
 #[path = "ops/gemm_f32/cuda.rs"]

@@ -110,7 +110,6 @@ pub const BENCH_GROUPS: &[&str] = &[
     "bench_gemm",
     "bench_attention",
     "attention_planes",
-    "decode_chain",
     "bench_prefill_attention",
     "image_gemm",
     "image_attention",
@@ -140,10 +139,6 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     // Attention + the output projection: a separate prepare launch against the planes variant.
     if wanted("attention_planes") {
         rows.extend(super::attention_planes::bench_all(ctx, copy_bw)?);
-    }
-    // A decode layer's tail: seven binary-GEMV launches against the persistent chain.
-    if wanted("decode_chain") {
-        rows.extend(super::decode_chain::bench_all(ctx, copy_bw)?);
     }
     if wanted("bench_prefill_attention") {
         // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
@@ -179,7 +174,7 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
         if !gemm {
             continue;
         }
-        for kernel in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt].map(MatmulKernel::Gemm) {
+        for kernel in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3].map(MatmulKernel::Gemm) {
             rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, kernel, copy_bw)?);
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }

@@ -176,7 +176,6 @@ pub(crate) fn par_reference(w: &QMatrix, x: &[f32], m: usize, y0: &[f32], store:
 /// mma accumulations (+ a 4-level internal tree), each off by <= 2u if the unit truncates: 56u;
 /// the scale fmaf u, then K/128 sequential group adds; the split residual (< 2^-27 |x|) is
 /// below u/8: (K/128 + 58) u.
-/// SIMT GEMM: K sequential fmaf on exact +-d products: (K + 48) u.
 /// f16 GEMM: x_k 2^e is exact in f32 and rounds to f16 with |error| <= 2^-11 |x_k| 2^e (normal)
 /// or <= 2^-25 (subnormal: the [`f16_floor_term`]); weights (c - 1) d are exact in f16 and the
 /// tensor core's f16 products exact in f32. Each output is one chain of K/16 mma, each adding a
@@ -207,7 +206,6 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemv(GemvKernel::Bf16x3) if ternary => 2.0 * groups + 355.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
-        MatmulKernel::Gemm(GemmKernel::Simt) => k as f64 + 48.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16
             | GemmKernel::TensorCoreF16Splits(_)
             | GemmKernel::TensorCoreWgmma

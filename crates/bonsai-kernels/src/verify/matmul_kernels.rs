@@ -24,7 +24,7 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
         1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => {
-            let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt];
+            let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3];
             if launch::matmul::device_has_wgmma(&ctx.stream)? {
                 // Every tile forced (each its own entry point; the launcher's choice is one of
                 // them, and matmul_large runs that choice at the DiT shapes).
@@ -49,7 +49,6 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)) => "gemm_wgmma_128",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
-        MatmulKernel::Gemm(GemmKernel::Simt) => "gemm_simt",
     }
 }
 

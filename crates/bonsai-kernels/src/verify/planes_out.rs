@@ -6,10 +6,8 @@
 //! required result is bit-identity, tolerance 0: y against the same GEMV without the epilogue, and
 //! the planes (planes, (s, X), sums of squares) against `prepare_planes_normed` of that y with the
 //! same norm weights. Each case runs twice on one output buffer, so staging words left set by the
-//! first launch would show in the second (and are checked clear after each). With the Add
-//! epilogue the plain GEMV also runs as `_gemv_b1_early` (reading the y it adds to before the
-//! wait): its y must be bit-identical too. So must the tiles GEMV's y (`*_gemv_b1_tiles`, the many-wave Store GEMV) against the
-//! plain one's. And the decode step's first launch (`embed_prepare_planes`: an embedding row and
+//! first launch would show in the second (and are checked clear after each). The tiles GEMV's y
+//! (`*_gemv_b1_tiles`, the many-wave Store GEMV) must be bit-identical to the plain one's. And the decode step's first launch (`embed_prepare_planes`: an embedding row and
 //! its planes at once) must equal `embed_rows` then `prepare_planes_normed`, bit for bit, x and
 //! planes, for a row in the table and for an id past it (a NaN row).
 
@@ -20,8 +18,8 @@ use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::embed_rows::embed_rows;
 use crate::launch::matmul::{
-    embed_prepare_planes, gemv_from_planes, prepare_planes_normed, with_early_residual, with_gemv_tiles, B1Planes,
-    Epilogue, PlanesOut,
+    embed_prepare_planes, gemv_from_planes, gemv_from_planes_tiles, prepare_planes_normed, B1Planes, Epilogue,
+    PlanesOut, TilesChoice,
 };
 use crate::weights::QMatrix;
 
@@ -38,7 +36,7 @@ const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
 /// The tiles GEMV (`*_gemv_b1_tiles`) against the plain Store GEMV, tolerance 0 (same unit
 /// order, same finish, same store arithmetic; it runs only where the plain grid has one K split):
 /// single- and 4-group layout blocks at several waves of plain CTAs (40,000 outputs: 157 CTAs of
-/// 16 tiles), one wave (forced by `with_gemv_tiles`), the Bonsai LM head.
+/// 16 tiles), one wave (forced by [`TilesChoice::Always`]), the Bonsai LM head.
 const TILES_SMALL_CASES: [(usize, usize); 3] = [(40_000, 256), (3001, 512), (40_000, 512)];
 const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
 /// (vocab, hidden) of the embedding tables for `embed_prepare_planes`.
@@ -103,14 +101,12 @@ fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) ->
     let mut planes = B1Planes::new(&ctx.stream, k)?;
     prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
     let in_eps = normed.then_some(EPS);
-    let run = |tiles: bool| -> Result<Vec<f32>, VerifyError> {
+    let run = |tiles: TilesChoice| -> Result<Vec<f32>, VerifyError> {
         let mut y = poisoned(&ctx.stream, n_out)?;
-        with_gemv_tiles(tiles, || {
-            gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None)
-        })?;
+        gemv_from_planes_tiles(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None, tiles)?;
         download(&ctx.stream, &y)
     };
-    let (want, got) = (run(false)?, run(true)?);
+    let (want, got) = (run(TilesChoice::Never)?, run(TilesChoice::Always)?);
     let label = format!("q{bits} N={n_out} K={k}{}", if normed { " normed" } else { "" });
     ctx.record("gemv_b1_tiles = gemv_b1", &label, Comparison::of(&got, &want, |_| 0.0));
     Ok(())
@@ -135,16 +131,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         };
         let mut y_plain = start(ctx)?;
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
-        // `_gemv_b1_early` (Add only): y read before the wait; here the host wrote it long before.
-        let y_early = if epilogue == Epilogue::Add {
-            let mut y_early = start(ctx)?;
-            with_early_residual(true, || {
-                gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_early, epilogue, None)
-            })?;
-            Some(y_early)
-        } else {
-            None
-        };
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
@@ -154,10 +140,6 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
         let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
-        if let Some(y_early) = &y_early {
-            let got_early = download(&ctx.stream, y_early)?;
-            ctx.record("planes_out", &format!("{label} y read early"), Comparison::of(&got_early, &want_y, |_| 0.0));
-        }
         let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
         ctx.record("planes_out", &format!("{label} planes"), words_equal(&got, &want));
         let staged = out.staged_words().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();

@@ -14,7 +14,7 @@
 mod ops;
 mod tail;
 
-pub use tail::{CudaTailScratch, DECODE_CHAIN_ENV};
+pub use tail::CudaTailScratch;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;

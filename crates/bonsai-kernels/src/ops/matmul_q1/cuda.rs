@@ -7,8 +7,6 @@
 //! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
 //! memory cannot hold its tiles, and to bf16x3 everywhere with `BONSAI_GEMM_F16=0`).
-//! `*_gemm_tile64_simt` (CUDA cores) is kept as an independent implementation that verify checks
-//! too.
 //!
 //! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
 //! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
@@ -32,9 +30,6 @@ use crate::launch::{
 
 /// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_q1.cu).
 pub const GEMV_MAX_TOKENS: usize = 8;
-const GEMM_TILE_ROWS: usize = 64;
-const GEMM_TILE_TOKENS: usize = 64;
-const GEMM_THREADS: u32 = 256;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
@@ -77,8 +72,6 @@ pub enum GemmKernel {
     TensorCoreWgmmaTile(WgmmaTile),
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
-    /// f32 FFMA register tiles.
-    Simt,
 }
 
 impl GemmKernel {
@@ -97,8 +90,7 @@ impl GemmKernel {
             GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
             GemmKernel::TensorCoreWgmma
             | GemmKernel::TensorCoreWgmmaTile(_)
-            | GemmKernel::TensorCoreBf16x3
-            | GemmKernel::Simt => None,
+            | GemmKernel::TensorCoreBf16x3 => None,
         }
     }
 }
@@ -158,7 +150,6 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
             GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
-            GemmKernel::Simt => "gemm_tile64_simt",
         },
     };
     format!("{prefix}_{variant}")
@@ -399,10 +390,7 @@ fn launch_any(
         return Ok(());
     }
     let cfg = {
-        let (tile_rows, tile_tokens, threads) = match gemm {
-            GemmKernel::Simt => (GEMM_TILE_ROWS, GEMM_TILE_TOKENS, GEMM_THREADS),
-            _ => (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS),
-        };
+        let (tile_rows, tile_tokens, threads) = (MMA_TILE_ROWS, MMA_TILE_TOKENS, MMA_THREADS);
         let rows_per_tile = if epilogue == Epilogue::SwiGlu { tile_rows / 2 } else { tile_rows };
         let tiles = u32::try_from(n_out.div_ceil(rows_per_tile)).map_err(|_| shape(op, "too many rows".into()))?;
         let token_tiles = m.div_ceil(tile_tokens);
@@ -434,17 +422,17 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
 pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
-pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_PREPARE_WARPS, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
+pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    embed_prepare_planes, gemv_from_planes, gemv_from_planes_tiles, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
     qkv_rope_from_planes, B1Planes, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
 pub use gemv_choice::{gemv_for, gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
-pub use super::matmul_b1::{with_early_residual, with_gemv_tiles};
+pub use super::matmul_b1::TilesChoice;
 
 #[cfg(test)]
 mod tests {
@@ -464,7 +452,7 @@ mod tests {
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
                 for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
-                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3, GemmKernel::Simt] {
+                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3] {
                         for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
                             for wide in [false, true] {
                                 let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);

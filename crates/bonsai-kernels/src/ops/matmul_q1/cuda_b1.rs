@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, B1_PREPARE_WARPS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
 use crate::cuda::KernelLibrary;
@@ -41,76 +41,29 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None)
+    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, TilesChoice::Auto)
 }
 
-thread_local! {
-    static EARLY_RESIDUAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with (`on`) every plain one-token binary GEMV with the Add epilogue that it launches
-/// from this thread as `*_add_gemv_b1_early`, which reads the y it adds to before waiting for the
-/// previous kernel (matmul_gemv_b1.cu, EARLY_Y): bit-identical results, one L2 round trip less at
-/// the end of the GEMV. The caller promises that y was written two or more kernels before each
-/// such GEMV (a decode layer's residual stream), never by the kernel just before it. With `on`
-/// false, `f` runs as it would outside (the previous setting is restored either way).
-pub fn with_early_residual<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = EARLY_RESIDUAL.with(|c| c.replace(on));
-    let out = f();
-    EARLY_RESIDUAL.with(|c| c.set(before));
-    out
-}
-
-thread_local! {
-    static TILES_OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-}
-
-/// `BONSAI_GEMV_TILES` (default 1): a one-token Store GEMV of more than one wave of `gemv_b1`
-/// CTAs (the LM head) runs as `*_gemv_b1_tiles` (matmul_gemv_b1_tiles.cu: one CTA per SM, each
-/// warp streaming whole tiles one after another), bit-identical; 0 runs the plain GEMV. Measured
-/// on the H200 (docs/PERFORMANCE.md, tenth session): Bonsai-8B LM head 43.8 -> 37.8 us in the
-/// trace, tg128 +0.5%, Ternary-8B +0.35%.
-pub const GEMV_TILES_ENV: &str = "BONSAI_GEMV_TILES";
-
-fn gemv_tiles_on() -> Result<bool, String> {
-    if let Some(on) = TILES_OVERRIDE.with(|c| c.get()) {
-        return Ok(on);
-    }
-    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    crate::launch::env_switch(&ON, GEMV_TILES_ENV, true)
-}
-
-/// Runs `f` with the tiles GEMV switched on or off for the launches it makes from this thread,
-/// whatever BONSAI_GEMV_TILES says (verify compares both; the previous setting is restored).
-/// Switched on this way it also takes GEMVs of one wave or less, so small shapes exercise it.
-pub fn with_gemv_tiles<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = TILES_OVERRIDE.with(|c| c.replace(Some(on)));
-    let out = f();
-    TILES_OVERRIDE.with(|c| c.set(before));
-    out
+/// The tiles GEMV ([`launch_tiles`]) for a one-token Store GEMV of more than one wave of
+/// `gemv_b1` CTAs (the LM head): one CTA per SM, each warp streaming whole tiles one after
+/// another, bit-identical to the plain GEMV (kernel notes: the LM head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TilesChoice {
+    /// Tiles where the plain grid is more than one wave (production).
+    Auto,
+    /// Tiles whenever its preconditions hold, one wave or less included (verify compares both).
+    Always,
+    /// Never (verify's plain reference).
+    Never,
 }
 
 /// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
-/// `BONSAI_TILES_WARPS=N` (measurement knob, 1..=16, default 16): warps per `*_gemv_b1_tiles`
-/// CTA. Each warp's tiles and arithmetic do not depend on it (bit-identical y). Measured on the
-/// H200 (docs/PERFORMANCE.md, 2026-12-01 third session): Bonsai-8B LM head 36.0 / 39.4 / 49.6 us
-/// at 16 / 12 / 8 warps, so more warps still help but not in proportion.
-pub const TILES_WARPS_ENV: &str = "BONSAI_TILES_WARPS";
-
-fn tiles_warps() -> Result<usize, String> {
-    static WARPS: std::sync::OnceLock<Result<usize, String>> = std::sync::OnceLock::new();
-    let parse = |v: &str| v.parse().ok().filter(|n| (1..=TILES_WARPS).contains(n));
-    crate::launch::env_knob(&WARPS, TILES_WARPS_ENV, TILES_WARPS, TILES_WARPS_EXPECTED, parse)
-}
-
-/// What [`TILES_WARPS_ENV`] accepts, for its error message.
-const TILES_WARPS_EXPECTED: &str = "1..=16";
-
-/// The `*_gemv_b1_tiles` launch (see [`GEMV_TILES_ENV`]) when it applies: a Store GEMV whose plain
-/// grid (`plain`) is more than one CTA per SM with one K split, and whose planes fit in shared
-/// memory at once. Returns whether it launched.
+/// The `*_gemv_b1_tiles` launch when `tiles` lets it apply: a Store GEMV whose plain grid
+/// (`plain`) has one K split and whose planes fit in shared memory at once (and, for
+/// [`TilesChoice::Auto`], whose plain grid is more than one CTA per SM). Returns whether it
+/// launched.
 #[allow(clippy::too_many_arguments)]
 fn launch_tiles(
     lib: &KernelLibrary,
@@ -122,20 +75,20 @@ fn launch_tiles(
     (scales, payload, y): (u64, u64, u64),
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
+    tiles: TilesChoice,
 ) -> Result<bool, LaunchError> {
     let op = Epilogue::Store.op_name();
     let smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
     // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
-    if !gemv_tiles_on().map_err(|e| shape(op, e))? || plain.splits != 1 || smem > MAX_TILES_SMEM {
+    if tiles == TilesChoice::Never || plain.splits != 1 || smem > MAX_TILES_SMEM {
         return Ok(false);
     }
     let sms = crate::launch::sm_count(stream)?;
-    let forced = TILES_OVERRIDE.with(|c| c.get()) == Some(true);
-    if !forced && plain.ctas as usize <= sms {
+    if tiles == TilesChoice::Auto && plain.ctas as usize <= sms {
         return Ok(false);
     }
     let tiles = n_out.div_ceil(TILE_ROWS);
-    let warps = tiles_warps().map_err(|e| shape(op, e))?;
+    let warps = TILES_WARPS;
     let ctas = tiles.div_ceil(warps).min(sms) as u32;
     let name = match bits {
         QuantBits::One => "matmul_q1_gemv_b1_tiles",
@@ -214,31 +167,9 @@ pub(crate) enum GemvOut {
     Rope(RopeOutArgs),
 }
 
-/// `BONSAI_PREPARE_SHAPE`: `alone` (the default: PREPARE_FEW_CTAS CTAs of up to 32 warps, one
-/// group per warp, each taking all of an SM's shared memory, so no GEMV CTA shares their SMs: the
-/// 128-CTA GEMVs leave 4 of the H200's 132 SMs free), `four` (the same CTAs without the shared
-/// memory) or `eight` (B1_PREPARE_WARPS warps per CTA, the shape before). Measured on the H200
-/// (docs/PERFORMANCE.md, tenth session), tg128 against `eight`: `alone` +0.9% on Bonsai-8B and
-/// -0.4 to +0.0% on Ternary-8B, `four` +0.1%: the gain is the SM to itself, not the CTA count.
-pub const PREPARE_SHAPE_ENV: &str = "BONSAI_PREPARE_SHAPE";
+/// CTAs of a prepare launch: a warp per group (up to 32 warps), each CTA taking all of an SM's
+/// shared memory so that no GEMV CTA shares its SM (kernel notes: the prepare launch).
 const PREPARE_FEW_CTAS: usize = 4;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum PrepareShape {
-    Eight,
-    Four,
-    Alone,
-}
-
-fn prepare_shape() -> Result<PrepareShape, String> {
-    static SHAPE: std::sync::OnceLock<Result<PrepareShape, String>> = std::sync::OnceLock::new();
-    crate::launch::env_knob(&SHAPE, PREPARE_SHAPE_ENV, PrepareShape::Alone, "alone, four or eight", |v| match v {
-        "eight" => Some(PrepareShape::Eight),
-        "four" => Some(PrepareShape::Four),
-        "alone" => Some(PrepareShape::Alone),
-        _ => None,
-    })
-}
 
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
@@ -264,16 +195,12 @@ pub(crate) fn prepare(
     Ok(())
 }
 
-/// The grid of a prepare launch over K inputs (a warp per group; [`PREPARE_SHAPE_ENV`]).
+/// The grid of a prepare launch over K inputs (a warp per group, [`PREPARE_FEW_CTAS`] CTAs).
 fn prepare_config(stream: &Arc<CudaStream>, op: &'static str, k: usize, func: &CudaFunction) -> Result<LaunchConfig, LaunchError> {
     let groups = k / GROUP;
-    let layout = prepare_shape().map_err(|e| shape(op, e))?;
-    let warps = match layout {
-        PrepareShape::Eight => B1_PREPARE_WARPS,
-        PrepareShape::Four | PrepareShape::Alone => groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32),
-    };
+    let warps = groups.div_ceil(PREPARE_FEW_CTAS).clamp(1, 32);
     let ctas = u32::try_from(groups.div_ceil(warps)).map_err(|_| shape(op, "K too large".into()))?;
-    let smem = if layout == PrepareShape::Alone { crate::launch::opt_in_all_shared_memory(stream, func)? } else { 0 };
+    let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
     Ok(LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (warps as u32 * 32, 1, 1), shared_mem_bytes: smem as u32 })
 }
 
@@ -331,12 +258,13 @@ pub(crate) fn launch_gemv(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
     norm_eps: Option<f32>,
     out: GemvOut,
+    tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
-    if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps)? {
+    if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps, tiles)? {
         return Ok(());
     }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
@@ -344,7 +272,7 @@ pub(crate) fn launch_gemv(
     // planes epilogue slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
     let suffix = match out {
-        GemvOut::None => (epilogue == Epilogue::Add && EARLY_RESIDUAL.with(|c| c.get())).then_some("_early"),
+        GemvOut::None => None,
         GemvOut::Planes(_) => Some("_out"),
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
@@ -379,7 +307,7 @@ pub(crate) fn launch_gemv(
             b.arg(r);
         }
     }
-    // SAFETY: argument order and types match the *_gemv_b1 (and `_early`) entry points (scales, payload, planes,
+    // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
     // `_out` / `_rope` ones the B1PlanesOut / B1RopeOut block); the weights and y were checked by
     // the caller (payload 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc
@@ -401,10 +329,5 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 64);
         assert_eq!(std::mem::offset_of!(RopeOutArgs, n_kv), 80);
         assert_eq!(std::mem::size_of::<RopeOutArgs>(), 88);
-    }
-
-    #[test]
-    fn tiles_warps_message_names_the_accepted_range() {
-        assert_eq!(TILES_WARPS_EXPECTED, format!("1..={TILES_WARPS}"));
     }
 }

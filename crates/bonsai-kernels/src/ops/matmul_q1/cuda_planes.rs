@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
 use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
@@ -203,7 +203,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None)
+    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None, TilesChoice::Auto)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -230,6 +230,22 @@ pub fn gemv_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
     out: Option<PlanesOut<'_>>,
+) -> Result<(), LaunchError> {
+    gemv_from_planes_tiles(lib, stream, w, planes, norm_eps, y, epilogue, out, TilesChoice::Auto)
+}
+
+/// [`gemv_from_planes`] with the tiles GEMV's choice made by the caller (verify compares both).
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_from_planes_tiles(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    w: &QWeightsView<'_>,
+    planes: &B1Planes,
+    norm_eps: Option<f32>,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: super::Epilogue,
+    out: Option<PlanesOut<'_>>,
+    tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.require_binary_gemv(op)?;
@@ -260,7 +276,7 @@ pub fn gemv_from_planes(
             GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out)
+    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, tiles)
 }
 
 /// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
@@ -275,6 +291,7 @@ fn run_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
     out: GemvOut,
+    tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.validate(op)?;
@@ -290,7 +307,7 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out)
+    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, tiles)
 }
 
 /// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
@@ -355,5 +372,5 @@ pub fn qkv_rope_from_planes(
         n_q,
         n_kv,
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args))
+    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), TilesChoice::Auto)
 }

@@ -5,16 +5,11 @@
 // matmul_gemv_tc.cu (decode, m <= GEMV_MAX_TOKENS, tensor cores) and matmul_gemm.cu (prefill);
 // matmul_q1.cu, matmul_q2.cu and the gate_up_swiglu files only instantiate them.
 //
-// Prefill (m > GEMV_MAX_TOKENS): `gemm_tile64_simt`: 64 rows x 64 tokens per CTA, K in steps of
-// 32, weights decoded to f32 (+-d, exact) into shared memory, 4x4 register tile per thread; and
-// `gemm_mma_bf16x3` (matmul_gemm.cu).
+// Prefill (m > GEMV_MAX_TOKENS): `gemm_mma_bf16x3` (matmul_gemm.cu), the f16 mma.sync GEMM
+// (matmul_gemm_f16.cu) and the wgmma GEMM (matmul_gemm_wgmma.cu).
 
 #define GROUP_SIZE 128
 #define GEMV_MAX_TOKENS 8
-#define GEMM_TILE_ROWS 64
-#define GEMM_TILE_TOKENS 64
-#define GEMM_K_STEP 32
-#define GEMM_THREADS 256
 
 // How a matmul's result leaves the kernel.
 #define MATMUL_STORE 0   // y = W.x

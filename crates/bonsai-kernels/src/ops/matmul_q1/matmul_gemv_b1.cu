@@ -48,7 +48,6 @@
 // Groups whose sums of squares (the fused RMSNorm's) a gemv_b1 CTA copies into shared memory with
 // its first planes (K <= 16384); beyond that, warp 0 reads them from global memory after its loop.
 #define B1_NORM_STAGE_GROUPS 128
-#define B1_PREPARE_WARPS 8
 
 // 2^e as an f32, e in [-126, 127].
 __device__ __forceinline__ float b1_pow2(int e) { return __uint_as_float((u32)(e + 127) << 23); }
@@ -156,7 +155,7 @@ __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x
                      gsx + 2 * group, group_sq + group, mark);
 }
 
-// B1_PREPARE_WARPS warps per CTA, up to 32 under BONSAI_PREPARE_SHAPE (cuda_b1.rs).
+// up to 32 warps per CTA (cuda_b1.rs: prepare_config).
 extern "C" __global__ void __launch_bounds__(1024)
     gemv_b1_prepare(const float* __restrict__ x, const float* __restrict__ norm_w, int k, u32* __restrict__ planes,
                     u32* __restrict__ gsx, float* __restrict__ group_sq) {
@@ -543,12 +542,7 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
 // planes epilogue made the plain kernels ~0.6 us slower per launch on the H200 (2026-11-30,
 // bench_gemv), so the plain entry points are compiled without it.
-// EARLY_Y (`_gemv_b1_early`, MATMUL_ADD only): each thread reads the y value it will add to before
-// griddep_wait, so the epilogue's add has no L2 round trip at the end of the critical path. Only
-// for callers whose y was written two or more kernels back (the decode layer's residual stream:
-// when a kernel starts, the one before it has passed its own wait, so everything older is
-// complete); a y written by the kernel just before would be read stale.
-template <int BITS, int MODE, int NB, class OUT, bool EARLY_Y = false>
+template <int BITS, int MODE, int NB, class OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
@@ -564,8 +558,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     const int g = lane / 4, t = lane % 4;
     const int tile_local = warp / splits, split = warp % splits;
     const int tile = cta * tiles_per_cta + tile_local;
-    // The persistent decode chain (decode_chain.cu) runs every GEMV in 512-thread CTAs: warps past
-    // tiles_per_cta * splits load and compute nothing but take part in every barrier.
+    // Warps past tiles_per_cta * splits (a CTA sized for another geometry) load and compute
+    // nothing but take part in every barrier.
     const bool active = warp < tiles_per_cta * splits;
     u32* xb = reinterpret_cast<u32*>(b1_smem);
     u32* gsx = xb + chunk_groups * B1_GROUP_WORDS;
@@ -602,18 +596,17 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const int o = cta * tiles_per_cta * TC_TILE_ROWS + (int)threadIdx.x;
         if ((int)threadIdx.x < tiles_per_cta * TC_TILE_ROWS && o < n_out) y_early = y[o];
     };
-    if constexpr (EARLY_Y && MODE == MATMUL_ADD) read_y_early();
     // Weights never change: their first units stream in before the wait for the previous kernel
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
     // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
     // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
-    // the wait as EARLY_Y does: in `planes` mode y comes from the kernel two launches back, and the
-    // GEMV in between triggers at its start; once this wait returns, that kernel has completed.
+    // the wait: in `planes` mode y comes from the kernel two launches back, and the GEMV in
+    // between triggers at its start; once this wait returns, that kernel has completed.
     // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
-    if constexpr (OUT::KIND == B1_OUT_PLANES && !EARLY_Y && MODE == MATMUL_ADD) read_y_early();
-    constexpr bool Y_READ = (EARLY_Y || OUT::KIND == B1_OUT_PLANES) && MODE == MATMUL_ADD;
+    constexpr bool Y_READ = OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
+    if constexpr (Y_READ) read_y_early();
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).
     u32 rope_pos = 0;
@@ -689,27 +682,27 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 // A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
 // code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
 // one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
-template <int BITS, int MODE, class OUT, bool EARLY_Y>
+template <int BITS, int MODE, class OUT>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,
                                                         int k, int tiles_per_cta, int splits, int chunk_groups, int norm,
                                                         float norm_eps, int cta, OUT out) {
-    gemv_b1_body<BITS, MODE, 1, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+    gemv_b1_body<BITS, MODE, 1, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                               splits, chunk_groups, norm, norm_eps, cta, out);
 }
 
-// `cta`: which of the launch's CTAs this is (blockIdx.x, or the persistent chain's loop index).
-template <int BITS, int MODE, class OUT, bool EARLY_Y = false>
+// `cta`: which of the launch's CTAs this is (blockIdx.x).
+template <int BITS, int MODE, class OUT>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                         const OUT& out) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,
                                                                    cta, out);
     else
-        gemv_b1_body_single_groups<BITS, MODE, OUT, EARLY_Y>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body_single_groups<BITS, MODE, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
                                                              out);
 }

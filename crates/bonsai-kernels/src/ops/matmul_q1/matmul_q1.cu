@@ -47,12 +47,6 @@
                                                     tiles_per_cta, splits, chunk_groups, norm_w, \
                                                     norm_eps);                                   \
     }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(GEMM_THREADS)                                   \
-        PREFIX##_gemm_tile64_simt(const u16* scales, const u32* payload, const float* x, int m,  \
-                                  float* y, int n_out, int k) {                                  \
-        griddep_wait();                                                                  \
-        gemm_tile64_simt<BITS, MODE>(scales, payload, x, m, y, n_out, k);                        \
-    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
@@ -98,19 +92,6 @@
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
-// The Add GEMV reading its residual before griddep_wait (EARLY_Y in matmul_gemv_b1.cu).
-#define DEFINE_B1_EARLY_ENTRY_POINT(PREFIX, BITS)                                                \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_early(const u16* scales, const u32* payload, const u32* planes,         \
-                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                               int tiles_per_cta, int splits, int chunk_groups, int norm,        \
-                               float norm_eps) {                                                 \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the early reads */  \
-        gemv_b1<BITS, MATMUL_ADD, B1NoOut, true>(scales, payload, planes, gsx, group_sq, y, n_out, \
-                                                 k, tiles_per_cta, splits, chunk_groups, norm,   \
-                                                 norm_eps, blockIdx.x, B1NoOut{});               \
-    }
-DEFINE_B1_EARLY_ENTRY_POINT(matmul_q1_add, 1)
 // The decode qkv projection with qk_norm_rope_kv_write's work in its epilogue (b1_rope_epilogue
 // in matmul_gemv_b1.cu): one launch per layer fewer.
 // It triggers the decode attention after its epilogue, not at its start as the other GEMVs do:

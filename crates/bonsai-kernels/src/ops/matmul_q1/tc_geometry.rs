@@ -77,9 +77,6 @@ pub(crate) const B1_GROUP_WORDS: usize = 32 * B1_WORDS;
 pub(crate) const B1_WORDS: usize = 2;
 /// Smallest group exponent of gemv_b1's quantization step (B1_MIN_EXP).
 pub(crate) const B1_MIN_EXP: i32 = -100;
-/// Warps (groups) per `gemv_b1_prepare` CTA (B1_PREPARE_WARPS) under `BONSAI_PREPARE_SHAPE=eight`
-/// (the default launches 4 CTAs of up to 32 warps: cuda_b1.rs).
-pub(crate) const B1_PREPARE_WARPS: usize = 8;
 /// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32). Fewer, so that the next GEMV's CTA fits beside
 /// it for programmatic dependent launch, measured slower on the H200 (8 warps: 513 against ~600
 /// tok/s, docs/PERFORMANCE.md, 2026-11-30).
@@ -170,7 +167,6 @@ mod tests {
     fn b1_constants_match_the_kernel() {
         assert_eq!(b1_define("B1_PLANES") / 8, B1_WORDS);
         assert_eq!(b1_define("B1_MAX_THREADS"), 32 * MAX_WARPS_B1);
-        assert_eq!(b1_define("B1_PREPARE_WARPS"), B1_PREPARE_WARPS);
         assert_eq!(define_text("ops/matmul_q1/matmul_gemv_b1.cu", "B1_MIN_EXP"), format!("({B1_MIN_EXP})"));
     }
 

@@ -2,5 +2,4 @@
 // matmul_gemm.cu, the macro in matmul_q1.cu.
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q2, 2, MATMUL_STORE)
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q2_add, 2, MATMUL_ADD)
-DEFINE_B1_EARLY_ENTRY_POINT(matmul_q2_add, 2)
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q2, 2)

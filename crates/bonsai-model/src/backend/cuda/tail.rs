@@ -1,40 +1,17 @@
 //! [`Backend::layer_tail`](crate::backend::Backend::layer_tail) on CUDA. For one decode token
-//! (m = 1) with the binary GEMV, `BONSAI_DECODE_CHAIN` picks how the layer after
-//! qk_norm_rope_kv_write runs (its own launch: inside the attention it measured 3-6% slower,
-//! kernel-notes round 15; all modes bit-identical; H200 figures in docs/PERFORMANCE.md):
-//!
-//! * `planes` (default): the attention kernel writes the output projection's planes, and every
-//!   GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`, the
-//!   `_gemv_b1_out` kernels: each output also stored with a ready flag, the group's last CTA
-//!   polling the flags and quantizing it): 6 launches per layer. H200, 2026-12-01: Bonsai-8B tg128
-//!   959.0 / 975.0 against 902.7 / 904.4 for `attn_planes`, Ternary-8B 831.8 / 835.1 against
-//!   752.5 / 758.0 (kernel-notes round 24; with the per-group counters it replaced the epilogue
-//!   was the slower mode, 854 against 905). The next layer's qkv projection also runs that
-//!   layer's qk_norm_rope_kv_write in its epilogue ([`QKV_ROPE_ENV`]): 5 launches per layer.
-//!   These epilogues need each GEMV's grid resident at once: on a device with fewer SMs than
-//!   those grids' CTAs (128 on the 8B shapes) the layer runs `attn_planes` instead.
-//! * `attn_planes`: the attention writes the output projection's planes (`matmul_from_planes`);
-//!   the FFN and the next qkv quantize their input in a prepare launch each (9 launches per
-//!   layer).
-//! * `chain`: the attention, then one persistent launch for the output projection, the FFN block
-//!   and the next layer's qkv (`launch::decode_chain`). Slower in the decode graph (508 vs 666
-//!   tok/s), kept for the next round (docs/kernel-notes.md, round 9).
-//! * `ops`: every op separately ([`layer_tail_ops`]).
-//!
-//! (Round 10's counter version of the rope epilogue measured slower and was removed; the flagged
-//! one is the default.) Everything else (prefill, `BONSAI_GEMV=tc`, shapes without a planes
-//! kernel) runs op by op.
-
-use std::sync::OnceLock;
+//! (m = 1) on the binary GEMV, the decode attention writes the output projection's planes, and
+//! every GEMV's epilogue writes the next GEMV's planes (`gemv_from_planes` with a `PlanesOut`,
+//! the `_gemv_b1_out` kernels); the next layer's qkv projection also runs that layer's
+//! qk_norm_rope_kv_write in its epilogue (`_gemv_b1_rope`): 5 launches per layer. These
+//! epilogues need each GEMV's grid resident at once: on a device with fewer SMs than those
+//! grids' CTAs the layer quantizes the FFN's and the next qkv's inputs in a prepare launch each
+//! (9 launches). Everything else (prefill, shapes without a planes kernel) runs op by op.
 
 use bonsai_kernels::cuda::GpuQMatrix;
 use bonsai_kernels::launch;
-use bonsai_kernels::launch::decode_chain::{ChainLayer, ChainScratch};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
-use bonsai_kernels::launch::matmul::{
-    gemv_from_planes, gemv_kernel_from_env, qkv_rope_from_planes, with_early_residual, B1Planes, Epilogue, GemvKernel,
-    PlanesOut, RopeOut,
-};
+use bonsai_kernels::launch::matmul::{b1_geometry, gemv_from_planes, qkv_rope_from_planes, B1Planes, Epilogue, PlanesOut, RopeOut};
+use bonsai_kernels::launch::QWeightsView;
 use bonsai_kernels::ops::{HeadShape, Store};
 use cudarc::driver::CudaSlice;
 
@@ -42,90 +19,23 @@ use super::{device_err, view, CudaBackend};
 use super::{CudaPosition, CudaRope};
 use crate::backend::{first_qkv_ops, head_ops, layer_tail_ops, Backend, BackendError, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
 
-/// `planes` (the default), `attn_planes`, `ops` or `chain` (see the module doc).
-pub const DECODE_CHAIN_ENV: &str = "BONSAI_DECODE_CHAIN";
-
-/// How one decode layer's tail runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TailMode {
-    Ops,
-    AttnPlanes,
-    Planes,
-    Chain,
-}
-
-/// The mode from [`DECODE_CHAIN_ENV`], read once; anything unknown is an error, not a silent
-/// default.
-fn tail_mode() -> Result<TailMode, BackendError> {
-    static MODE: OnceLock<Result<TailMode, String>> = OnceLock::new();
-    knob(&MODE, DECODE_CHAIN_ENV, TailMode::Planes, "planes, attn_planes, ops or chain", |v| match v {
-        "attn_planes" => Some(TailMode::AttnPlanes),
-        "planes" => Some(TailMode::Planes),
-        "ops" => Some(TailMode::Ops),
-        "chain" => Some(TailMode::Chain),
-        _ => None,
-    })
-}
-
-/// A decode-tail knob ([`launch::env_knob`]), its error as a backend error.
-fn knob<T: Copy>(
-    cell: &'static OnceLock<Result<T, String>>,
-    var: &str,
-    default: T,
-    expects: &str,
-    parse: fn(&str) -> Option<T>,
-) -> Result<T, BackendError> {
-    launch::env_knob(cell, var, default, expects, parse).map_err(BackendError::Device)
-}
-
 /// The fused modes' buffers for one sequence state (None where the shapes rule them out).
 pub struct CudaTailScratch {
     fused: Option<TailPlanes>,
 }
 
-/// Planes of the attention output, and the chain's scratch: its hidden-state and FFN planes,
-/// which `planes` mode uses too, and its barrier counters.
+/// Planes of the attention output, of the hidden state and of the FFN activation.
 struct TailPlanes {
     attn: B1Planes,
-    chain: ChainScratch,
+    hidden: B1Planes,
+    ffn: B1Planes,
     /// Whether the three `_out` GEMVs of `planes` mode (attn_out, gate_up, down) each fit on the
     /// device in one wave, as their epilogue needs; where not, the layer runs `attn_planes`.
     planes_fit: bool,
-    /// The qkv projection's staging words for its rope epilogue (`planes` mode with
-    /// [`QKV_ROPE_ENV`]): one per qkv output, zero between launches. None where the heads are not
+    /// The qkv projection's staging words for its rope epilogue (`planes` mode): one per qkv
+    /// output, zero between launches. None where the heads are not
     /// 128 wide or the projection's grid does not fit in one wave.
     rope_staged: Option<CudaSlice<u64>>,
-}
-
-/// `BONSAI_QKV_ROPE` (default 1; 0 for the two launches): in `planes` mode the next layer's qkv
-/// projection also does its qk_norm_rope_kv_write in its epilogue (`qkv_rope_from_planes`,
-/// bit-identical), one launch per layer fewer. H200, 2026-12-01, tg128: 1001.9 / 1002.2 against
-/// 975.9 / 981.4 (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B), once that GEMV
-/// triggered the attention after its epilogue instead of at its start (kernel-notes round 25).
-pub const QKV_ROPE_ENV: &str = "BONSAI_QKV_ROPE";
-
-fn qkv_rope_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, QKV_ROPE_ENV, true).map_err(BackendError::Device)
-}
-
-/// `BONSAI_FUSED_ENDS` (measurement knob, default 1; 0 for the separate launches): a one-token
-/// step's first layer gets its qkv projection with the rope epilogue ([`first_qkv`]) and the LM
-/// head reads the planes the last down projection wrote (no prepare before it).
-pub const FUSED_ENDS_ENV: &str = "BONSAI_FUSED_ENDS";
-
-fn fused_ends_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, FUSED_ENDS_ENV, true).map_err(BackendError::Device)
-}
-
-/// `BONSAI_EMBED_PLANES` (measurement knob, default 1; 0: `embed_rows` then a prepare): with
-/// fused ends, the step's embedding and the first layer's planes in one launch.
-pub const EMBED_PLANES_ENV: &str = "BONSAI_EMBED_PLANES";
-
-fn embed_planes_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, EMBED_PLANES_ENV, true).map_err(BackendError::Device)
 }
 
 pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
@@ -148,46 +58,35 @@ pub(super) fn alloc(b: &CudaBackend, hidden: usize, ffn: usize, shape: HeadShape
     };
     let fused = TailPlanes {
         attn: B1Planes::new(&b.stream, q_len).map_err(device_err("decode planes"))?,
-        chain: ChainScratch::new(&b.stream, hidden, ffn).map_err(device_err("decode chain scratch"))?,
+        hidden: B1Planes::new(&b.stream, hidden).map_err(device_err("decode planes"))?,
+        ffn: B1Planes::new(&b.stream, ffn).map_err(device_err("decode planes"))?,
         planes_fit: fits(hidden, q_len, false)? && fits(ffn, hidden, true)? && fits(hidden, ffn, false)?,
         rope_staged,
     };
-    // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64);
-    // two barrier counters.
+    // Per group: 96 plane words, (s, X), one sum of squares; per input two (one staging u64).
     let words = |k: usize| k / 128 * (96 + 3) + 2 * k;
-    b.count_alloc::<u32>(words(q_len) + words(hidden) + words(ffn) + 2);
+    b.count_alloc::<u32>(words(q_len) + words(hidden) + words(ffn));
     Ok(CudaTailScratch { fused: Some(fused) })
 }
 
 /// [`Backend::first_qkv`] on CUDA: for one token in `planes` mode with the rope epilogue, x and
-/// its planes (times the first layer's norm weights) in one launch (`embed_prepare_planes`;
-/// `BONSAI_EMBED_PLANES=0`: `embed_rows` then a prepare), then the qkv projection with its rope
+/// its planes (times the first layer's norm weights) in one launch (`embed_prepare_planes`),
+/// then the qkv projection with its rope
 /// epilogue, as every later layer's tail does it: two launches fewer. Otherwise
 /// [`first_qkv_ops`] (embed, projection, and the caller's qk_norm_rope_kv_write).
 pub(super) fn first_qkv(b: &CudaBackend, t: FirstQkv<'_, CudaBackend>) -> Result<bool, BackendError> {
     let fused = t.m == 1
         && matches!(&t.scratch.fused, Some(TailPlanes { rope_staged: Some(_), planes_fit: true, .. }))
-        && fused_ends_on()?
-        && tail_mode()? == TailMode::Planes
-        && qkv_rope_on()?
-        && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
         && view(t.layer.qkv).binary_gemv_ok();
     if !fused {
         return first_qkv_ops(b, t);
     }
     let FirstQkv { shape, eps, pos, rope, token_embd, tokens, layer, x, scratch, qkv, .. } = t;
-    let Some(TailPlanes { chain, rope_staged: Some(staged), .. }) = scratch.fused.as_mut() else {
+    let Some(TailPlanes { hidden: hidden_planes, rope_staged: Some(staged), .. }) = scratch.fused.as_mut() else {
         unreachable!("checked above")
     };
-    let (hidden_planes, _) = chain.planes_mut();
-    if embed_planes_on()? {
-        launch::matmul::embed_prepare_planes(&b.lib, &b.stream, &view(token_embd), tokens, Some(layer.attn_norm), x, hidden_planes)
-            .map_err(device_err("embedding and its planes"))?;
-    } else {
-        b.embed(token_embd, tokens, 1, x)?;
-        launch::matmul::prepare_planes_normed(&b.lib, &b.stream, x, Some(layer.attn_norm), hidden_planes)
-            .map_err(device_err("first layer's qkv planes"))?;
-    }
+    launch::matmul::embed_prepare_planes(&b.lib, &b.stream, &view(token_embd), tokens, Some(layer.attn_norm), x, hidden_planes)
+        .map_err(device_err("embedding and its planes"))?;
     qkv_rope(b, layer, hidden_planes, (shape, eps, rope, pos), staged, qkv)?;
     Ok(true)
 }
@@ -220,14 +119,11 @@ fn qkv_rope(
 }
 
 pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Result<bool, BackendError> {
-    let mode = tail_mode()?;
-    let fused = mode != TailMode::Ops
-        && t.m == 1
+    let fused = t.m == 1
         && t.bufs.scratch.fused.is_some()
-        && matches!(gemv_kernel_from_env(), Ok(GemvKernel::Binary))
         // A matrix with +2d weights (Q2 code 3) takes gemv_tc (launch::matmul::gemv_for), so its
         // layer runs op by op.
-        && launch::decode_chain::supported(
+        && planes_supported(
             &view(t.attn_output),
             &view(t.gate_up),
             &view(t.down),
@@ -242,22 +138,8 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     }
     let LayerTail { m, shape, hidden, eps, pos, kv, attn_output, ffn_norm, gate_up, down, next, rope, bufs } = t;
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
-    let TailPlanes { attn: attn_planes, chain, planes_fit, rope_staged } =
+    let TailPlanes { attn: attn_planes, hidden: hidden_planes, ffn: ffn_planes, planes_fit, rope_staged } =
         scratch.fused.as_mut().expect("checked above");
-    // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
-    let mode = if mode == TailMode::Planes && !*planes_fit { TailMode::AttnPlanes } else { mode };
-    let rope_on = qkv_rope_on()?;
-    let probes = probe_steps()?;
-    if probes > 0 {
-        // Empty dependent steps: position_advance by 0 on the (self-resetting, zero) attention
-        // counters, which the attention only touches after these complete.
-        super::ops::with_attention_scratch(b, &b.decode_scratch, |_, counters| {
-            for _ in 0..probes {
-                launch::position_advance::position_advance(&b.lib, &b.stream, counters, 0).map_err(device_err("probe step"))?;
-            }
-            Ok(())
-        })?;
-    }
     super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
         launch::attention::attention_decode_planes(
             &b.lib,
@@ -275,15 +157,12 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
         )
         .map_err(device_err("attention"))
     })?;
-    match mode {
-        TailMode::AttnPlanes => {
-            // Both Add GEMVs read x before their wait (unless BONSAI_EARLY_RESIDUAL=0): x was
-            // written two or more kernels before each (the previous layer's down / this layer's
-            // attn_out).
-            let early = early_residual_on()?;
-            with_early_residual(early, || gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None))?;
+    // `planes` needs each `_out` GEMV's grid resident at once (decided at allocation).
+    match *planes_fit {
+        false => {
+            gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, None)?;
             b.rms_norm_gate_up_swiglu(x, m, hidden, ffn_norm, eps, xn, gate_up, ffn)?;
-            with_early_residual(early, || b.matmul(down, ffn, m, x, Store::Add))?;
+            b.matmul(down, ffn, m, x, Store::Add)?;
             match next {
                 TailNext::Layer(n) => b.rms_norm_matmul(x, m, hidden, n.attn_norm, eps, xn, n.qkv, qkv, Store::Overwrite)?,
                 TailNext::Head(h) => head_ops(b, h, hidden, eps, x, xn)?,
@@ -291,9 +170,8 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             }
             Ok(false)
         }
-        TailMode::Planes => {
+        true => {
             // Each GEMV's epilogue writes the next one's planes: no quantize launch in the layer.
-            let (hidden_planes, ffn_planes) = chain.planes_mut();
             let hidden_out = PlanesOut { planes: &mut *hidden_planes, norm: Some(ffn_norm) };
             gemv_planes(b, attn_output, attn_planes, None, x, Epilogue::Add, Some(hidden_out))?;
             let ffn_out = PlanesOut { planes: &mut *ffn_planes, norm: None };
@@ -302,7 +180,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             // the final norm's for the LM head (no prepare launch before it).
             let next_norm = match &next {
                 TailNext::Layer(n) => Some(n.attn_norm),
-                TailNext::Head(h) if fused_ends_on()? && view(h.matrix).binary_gemv_ok() => Some(h.output_norm),
+                TailNext::Head(h) if view(h.matrix).binary_gemv_ok() => Some(h.output_norm),
                 _ => None,
             };
             let next_out = next_norm.map(|norm| PlanesOut { planes: &mut *hidden_planes, norm: Some(norm) });
@@ -319,7 +197,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                 }
                 TailNext::Nothing => return Ok(false),
             };
-            match rope_staged.as_mut().filter(|_| rope_on) {
+            match rope_staged.as_mut() {
                 Some(staged) => {
                     qkv_rope(b, n, hidden_planes, (shape, eps, rope, pos), staged, qkv)?;
                     Ok(true)
@@ -330,52 +208,25 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
                 }
             }
         }
-        TailMode::Chain => {
-            let (chain_next, head) = match next {
-                TailNext::Layer(n) => (Some((n.attn_norm, view(n.qkv))), None),
-                TailNext::Head(h) => (None, Some(h)),
-                TailNext::Nothing => (None, None),
-            };
-            let layer = ChainLayer {
-                attn_planes,
-                attn_output: view(attn_output),
-                ffn_norm,
-                gate_up: view(gate_up),
-                down: view(down),
-                next: chain_next,
-                eps,
-                x: &mut *x,
-                ffn,
-                qkv,
-            };
-            launch::decode_chain::decode_chain(&b.lib, &b.stream, chain, layer).map_err(device_err("decode_chain"))?;
-            if let Some(h) = head {
-                head_ops(b, h, hidden, eps, x, xn)?;
-            }
-            Ok(false)
-        }
-        TailMode::Ops => unreachable!("ops mode returned above"),
     }
 }
 
-/// `BONSAI_EARLY_RESIDUAL` (default 1): the default tail's two Add GEMVs run as `_gemv_b1_early`
-/// (bit-identical; see `with_early_residual`); 0 runs the plain ones. Measured on the H200
-/// (2026-11-30, docs/PERFORMANCE.md): Bonsai-8B tg128 745.1 / 748.2 against 743.4 / 742.6,
-/// Ternary-8B 639.3 against 636.4.
-pub const EARLY_RESIDUAL_ENV: &str = "BONSAI_EARLY_RESIDUAL";
-
-fn early_residual_on() -> Result<bool, BackendError> {
-    static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-    launch::env_switch(&ON, EARLY_RESIDUAL_ENV, true).map_err(BackendError::Device)
-}
-
-/// `BONSAI_PROBE_STEPS=N` (measurement knob, 0 by default): N empty dependent launches per layer
-/// before the attention, so `bench` shows what one dependent step costs the decode graph.
-pub const PROBE_STEPS_ENV: &str = "BONSAI_PROBE_STEPS";
-
-fn probe_steps() -> Result<usize, BackendError> {
-    static N: OnceLock<Result<usize, String>> = OnceLock::new();
-    knob(&N, PROBE_STEPS_ENV, 0, "a count of launches", |v| v.parse().ok())
+/// Whether the planes tail can run these matrices: one format, codes the binary GEMV takes (no
+/// Q2 code 3) and binary GEMV geometry for each stage, the next layer's qkv projection included
+/// when there is one.
+fn planes_supported(
+    attn_output: &QWeightsView<'_>,
+    gate_up: &QWeightsView<'_>,
+    down: &QWeightsView<'_>,
+    next_qkv: Option<&QWeightsView<'_>>,
+) -> bool {
+    let bits = attn_output.bits;
+    [attn_output, gate_up, down].into_iter().chain(next_qkv).all(|w| w.bits == bits && w.binary_gemv_ok())
+        && gate_up.n % 2 == 0
+        && b1_geometry(attn_output.k, attn_output.n, false).is_some()
+        && b1_geometry(gate_up.k, gate_up.n / 2, true).is_some()
+        && b1_geometry(down.k, down.n, false).is_some()
+        && next_qkv.is_none_or(|w| b1_geometry(w.k, w.n, false).is_some())
 }
 
 /// One binary GEMV on `planes` (see `gemv_from_planes`), its epilogue writing `out`'s planes.
