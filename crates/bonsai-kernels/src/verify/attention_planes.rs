@@ -16,7 +16,7 @@ use super::shapes::ShapeSet;
 use super::attention::{decode_bound, BoundInputs};
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::attention::{
-    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len, with_att_heads,
+    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len,
 };
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
@@ -102,17 +102,18 @@ fn run_plain(
     Ok(())
 }
 
-/// (b) attention_decode_*_planes.
+/// (b) attention_decode_*_planes (`per_q_head`: the `_heads` entry points).
 fn run_planes(
     ctx: &Ctx,
     a: &mut AttentionInputs,
     shape: HeadShape,
     out: &mut cudarc::driver::CudaSlice<f32>,
     planes: &mut B1Planes,
+    per_q_head: bool,
 ) -> Result<(), VerifyError> {
     let (lib, stream) = (&ctx.lib, &ctx.stream);
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention_decode_planes(lib, stream, qkv, shape, pos, *max_seq, k_cache, v_cache, scratch, counters, out, planes)?;
+    attention_decode_planes(lib, stream, qkv, shape, pos, *max_seq, k_cache, v_cache, scratch, counters, out, planes, per_q_head)?;
     Ok(())
 }
 
@@ -172,7 +173,7 @@ fn check(
     let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_b)?;
     let mut out_b = poisoned(&ctx.stream, k)?;
-    run_planes(ctx, &mut a, shape, &mut out_b, &mut planes_b)?;
+    run_planes(ctx, &mut a, shape, &mut out_b, &mut planes_b, false)?;
 
     let (got, want) = (download(&ctx.stream, &out_b)?, download(&ctx.stream, &out_a)?);
     ctx.record("attention_planes", &format!("{label} out"), floats_identical(&got, &want));
@@ -199,8 +200,8 @@ fn check(
     Ok(())
 }
 
-/// The `_heads` kernels (a CTA per q head, four warps: the decode graph's attention up to 1,024
-/// tokens under `BONSAI_ATT_HEADS=auto`, the default). Their keys go to
+/// The `_heads` kernels (a CTA per q head, four warps: the decode graph's attention up to
+/// `DECODE_HEADS_MAX_LEN` tokens). Their keys go to
 /// warps and splits differently, so their outputs are not (a)'s bits: against the CPU reference
 /// within the decode kernel's bound (attention.rs `decode_bound`, whose sums allow 8 warps and 32
 /// splits per head: these use 4 and up to 32), or, past the cache, (a)'s NaNs bit for bit; their
@@ -220,9 +221,7 @@ fn check_heads(
     let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_c)?;
     let mut out_c = poisoned(&ctx.stream, k)?;
-    let (ran, launched) = with_att_heads(true, || run_planes(ctx, a, shape, &mut out_c, &mut planes_c));
-    ran?;
-    ctx.record("attention_planes heads", &format!("{label} launched"), words_equal(&[u32::from(launched)], &[1]));
+    run_planes(ctx, a, shape, &mut out_c, &mut planes_c, true)?;
     let got = download(&ctx.stream, &out_c)?;
     let cmp = if pos0 >= a.max_seq {
         floats_identical(&got, &download(&ctx.stream, out_a)?)
@@ -274,7 +273,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         rows.push(row("attn+prepare+gemv_b1", label.clone(), secs, total, None, copy_bw));
         let secs = time_batches(ctx, copies, |i| {
             let (a, dw) = &mut sets[i];
-            run_planes(ctx, a, shape, &mut out, &mut planes)?;
+            run_planes(ctx, a, shape, &mut out, &mut planes, false)?;
             let view: QWeightsView<'_> = dw.view();
             matmul_from_planes(&ctx.lib, &ctx.stream, &view, &planes, &mut y, Store::Add)?;
             Ok(())

@@ -54,7 +54,6 @@ fn routing(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let mut yd = poisoned(&ctx.stream, n)?;
     launch::matmul::matmul(&ctx.lib, &ctx.stream, &view, &x, 1, &mut yd, Store::Overwrite)?;
     let routed = download(&ctx.stream, &yd)?;
-    // gemv_for routes only the binary choice; under BONSAI_GEMV=tc both sides are gemv_tc anyway.
     ctx.record(OP, &format!("{shape} default = gemv_tc"), Comparison::of(&routed, &by_name, |_| 0.0));
     Ok(())
 }

@@ -20,7 +20,6 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
-use bonsai_kernels::launch::attention::AttHeads;
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
@@ -91,6 +90,10 @@ pub struct CudaBackend {
     use_graphs: bool,
     /// True between `begin_capture` and `end_capture`: ops then pick graph-safe bounds.
     capturing: Cell<bool>,
+    /// While capturing the short-context graph: the decode attention runs its per-q-head kernel
+    /// where the GQA group has one (and then sets `per_q_head_launched`).
+    capture_per_q_head: Cell<bool>,
+    per_q_head_launched: Cell<bool>,
     allocated_bytes: Cell<usize>,
     uploaded_bytes: Cell<usize>,
     planned_weight_bytes: Cell<usize>,
@@ -206,6 +209,8 @@ impl CudaBackend {
             stream,
             use_graphs,
             capturing: Cell::new(false),
+            capture_per_q_head: Cell::new(false),
+            per_q_head_launched: Cell::new(false),
             allocated_bytes: Cell::new(0),
             uploaded_bytes: Cell::new(0),
             planned_weight_bytes: Cell::new(0),
@@ -346,13 +351,13 @@ impl Backend for CudaBackend {
         }
         // Under `auto` two graphs, unless the model's GQA group has no `_heads` kernels (then the
         // first capture already is the only graph).
-        let mode = launch::attention::att_heads_mode().map_err(device_err("the decode attention"))?;
-        let (short, long) = match mode {
-            AttHeads::Auto => match launch::attention::with_att_heads(true, || self.capture_one(record)) {
-                (short, true) => (Some(short?), launch::attention::with_att_heads(false, || self.capture_one(record)).0?),
-                (only, false) => (None, only?),
-            },
-            AttHeads::Always | AttHeads::Never => (None, self.capture_one(record)?),
+        self.capture_per_q_head.set(true);
+        self.per_q_head_launched.set(false);
+        let short = self.capture_one(record);
+        self.capture_per_q_head.set(false);
+        let (short, long) = match self.per_q_head_launched.get() {
+            true => (Some(short?), self.capture_one(record)?),
+            false => (None, short?),
         };
         if trace::enabled() {
             self.traced_events.borrow_mut().clear();

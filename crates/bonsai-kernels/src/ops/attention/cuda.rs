@@ -17,15 +17,14 @@ use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadSha
 #[path = "cuda_decode.rs"]
 mod decode;
 pub use decode::{
-    att_heads_mode, decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len,
-    decode_splits, with_att_heads, AttHeads, ATT_HEADS_ENV, DECODE_CTAS_PER_SM, DECODE_HEADS_MAX_LEN,
-    DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
+    decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits,
+    DECODE_CTAS_PER_SM, DECODE_HEADS_MAX_LEN, DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
 };
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;
 pub use prefill_mma::{
-    parse_prefill_kernel, prefill_kernel_from_env, prefill_mma_entry_point, prefill_mma_shared_bytes, PrefillKernel,
-    PREFILL_ATTENTION_MMA, PREFILL_ATTENTION_SPLIT_KEYS, PREFILL_ATTENTION_VAR, PREFILL_MMA_BLOCK_K, PREFILL_MMA_ROWS,
+    prefill_mma_entry_point, prefill_mma_fits, prefill_mma_shared_bytes, PrefillKernel, PREFILL_MMA_BLOCK_K,
+    PREFILL_MMA_ROWS,
 };
 
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
@@ -93,8 +92,8 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
 /// (The decode kernel, m == 1, does not need the bound: its grid covers any position below
 /// max_seq, and only a position >= max_seq gives NaN.)
-/// Batches of more than [`DECODE_MAX_TOKENS`] tokens run the kernel `BONSAI_PREFILL_ATTENTION`
-/// selects ([`prefill_kernel_from_env`]).
+/// Batches of more than [`DECODE_MAX_TOKENS`] tokens run the tensor-core kernel where it has an
+/// entry point for the head shape ([`prefill_mma_fits`]), `attention_split_keys` otherwise.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     lib: &KernelLibrary,
@@ -111,7 +110,7 @@ pub fn attention(
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let kernel = prefill_kernel_from_env()?;
+    let kernel = if prefill_mma_fits(shape_) { PrefillKernel::Mma } else { PrefillKernel::SplitKeys };
     attention_with(lib, stream, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, kernel)
 }
 
@@ -149,7 +148,7 @@ pub fn attention_with(
     }
     let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     if m == 1 && decode_entry_point(group, hd).is_some() {
-        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None);
+        return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None, false);
     }
     if m > DECODE_MAX_TOKENS && kernel == PrefillKernel::Mma {
         return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out);
@@ -212,7 +211,9 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
 /// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
 /// `planes` for [`crate::launch::matmul::matmul_from_planes`] (the output projection without its
 /// prepare launch): the planes are bit-identical to `prepare_planes` of `out`. Needs head_dim 128,
-/// a GQA group with a decode kernel (1, 2, 4, 8) and `planes.k() == n_q * 128`.
+/// a GQA group with a decode kernel (1, 2, 4, 8) and `planes.k() == n_q * 128`. `per_q_head`: the
+/// `_heads` kernel (a CTA per q head), which groups 2 and 4 have ([`decode_heads_entry_point`]);
+/// else the kv-head one.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_planes(
     lib: &KernelLibrary,
@@ -227,6 +228,7 @@ pub fn attention_decode_planes(
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
+    per_q_head: bool,
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
@@ -242,5 +244,5 @@ pub fn attention_decode_planes(
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(stream);
-    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs))
+    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs), per_q_head)
 }

@@ -56,7 +56,7 @@ pub fn decode_planes_entry_point(group: usize, head_dim: usize) -> Option<&'stat
 }
 
 /// The `_heads` entry point for GQA group `group` (head_dim 128, planes): one q head per CTA, four
-/// warps (`BONSAI_ATT_HEADS=1`).
+/// warps.
 pub fn decode_heads_entry_point(group: usize) -> Option<&'static str> {
     Some(match group {
         2 => "attention_decode_g2_hd128_planes_heads",
@@ -68,74 +68,14 @@ pub fn decode_heads_entry_point(group: usize) -> Option<&'static str> {
 /// Warps per CTA of the `_heads` entry points (`ATT_DEC_HEADS_WARPS`).
 pub const DECODE_HEADS_WARPS: usize = 4;
 
-/// `BONSAI_ATT_HEADS`: which decode attention a captured decode graph uses. `auto` (default): the
-/// `_heads` entry points (a CTA per q head, four warps, at most 96 registers per thread, so each
-/// warp does a quarter of the math and the CTA shares an SM with a decode GEMV CTA) while the
-/// context holds at most [`DECODE_HEADS_MAX_LEN`] tokens, the kv-head ones beyond (the CUDA
-/// backend captures one graph of each); `1`: the `_heads` ones always (an error for a GQA group
-/// without them); `0`: never. Launches outside a graph capture follow `1` / `0`, and `auto` is
-/// `0` there.
-pub const ATT_HEADS_ENV: &str = "BONSAI_ATT_HEADS";
-
-/// The setting of [`ATT_HEADS_ENV`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttHeads {
-    Never,
-    Auto,
-    Always,
-}
-
-/// Longest context (live keys, the new token's included) that the `auto` decode graph serves
-/// with the `_heads` attention. Measured on the H200 (docs/PERFORMANCE.md, 2026-12-01 eighth
+/// Longest context (live keys, the new token's included) that a decode step serves with the
+/// `_heads` attention (a CTA per q head, four warps, at most 96 registers per thread, so each warp
+/// does a quarter of the math and the CTA shares an SM with a decode GEMV CTA); beyond it the
+/// kv-head kernels, which read each kv head's cache once. Measured on the H200 (docs/PERFORMANCE.md, 2026-12-01 eighth
 /// session): Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899; after 256
 /// / 512 cached tokens +7% / +8%; at 1024 the two kernels tie (824.6 / 824.4); at 8192 the
 /// `_heads` one loses, 402.9 against 676.1 (four CTAs read each kv head's cache).
 pub const DECODE_HEADS_MAX_LEN: usize = 1024;
-
-/// [`ATT_HEADS_ENV`] as set (default `auto`); anything else is an error.
-pub fn att_heads_mode() -> Result<AttHeads, LaunchError> {
-    static HEADS: std::sync::OnceLock<Result<AttHeads, String>> = std::sync::OnceLock::new();
-    let parse = |v: &str| match v {
-        "0" => Some(AttHeads::Never),
-        "auto" => Some(AttHeads::Auto),
-        "1" => Some(AttHeads::Always),
-        _ => None,
-    };
-    crate::launch::env_knob(&HEADS, ATT_HEADS_ENV, AttHeads::Auto, "0, auto or 1", parse).map_err(|detail| shape(OP, detail))
-}
-
-thread_local! {
-    static PREFER_HEADS: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
-    /// Whether this thread launched a `_heads` entry point since `with_att_heads` last cleared it.
-    static HEADS_LAUNCHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with the `_planes` decode attention launched from this thread as the `_heads` entry
-/// points where the GQA group has them (`prefer` true) or as the kv-head ones (false), whatever
-/// [`ATT_HEADS_ENV`] says: the backend's graph captures under `auto`, and verify. Also returns
-/// whether `f` launched a `_heads` entry point (a group without them runs the kv-head ones).
-pub fn with_att_heads<R>(prefer: bool, f: impl FnOnce() -> R) -> (R, bool) {
-    let before = PREFER_HEADS.with(|c| c.replace(Some(prefer)));
-    let launched_before = HEADS_LAUNCHED.with(|c| c.replace(false));
-    let out = f();
-    PREFER_HEADS.with(|c| c.set(before));
-    let launched = HEADS_LAUNCHED.with(|c| c.replace(launched_before || c.get()));
-    (out, launched)
-}
-
-/// The `_heads` entry point this `_planes` launch uses, if any.
-fn heads_entry(group: usize) -> Result<Option<&'static str>, LaunchError> {
-    let entry = decode_heads_entry_point(group);
-    if let Some(prefer) = PREFER_HEADS.with(|c| c.get()) {
-        return Ok(entry.filter(|_| prefer));
-    }
-    match att_heads_mode()? {
-        AttHeads::Always => entry
-            .map(Some)
-            .ok_or_else(|| shape(OP, format!("{ATT_HEADS_ENV}=1: no `_heads` decode kernel for group {group}"))),
-        AttHeads::Never | AttHeads::Auto => Ok(None),
-    }
-}
 
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
@@ -144,19 +84,6 @@ fn heads_entry(group: usize) -> Result<Option<&'static str>, LaunchError> {
 /// 599.0 -> 628.4, at depth 8192 unchanged (256 keys per split there either way); 64 gave 699.5,
 /// 256 the same as 128.
 pub const DECODE_MIN_SPLIT_KEYS: usize = 128;
-
-/// `BONSAI_DECODE_SPLITS=N` (measurement knob, 1..=DECODE_MAX_SPLITS): the decode attention's
-/// key splits per kv head instead of [`decode_splits`]'s choice; anything else is an error.
-pub const DECODE_SPLITS_ENV: &str = "BONSAI_DECODE_SPLITS";
-
-fn splits_override() -> Result<Option<usize>, LaunchError> {
-    static SPLITS: std::sync::OnceLock<Result<Option<usize>, String>> = std::sync::OnceLock::new();
-    let parse = |v: &str| v.parse().ok().filter(|n| (1..=DECODE_MAX_SPLITS).contains(n)).map(Some);
-    crate::launch::env_knob(&SPLITS, DECODE_SPLITS_ENV, None, SPLITS_EXPECTED, parse).map_err(|detail| shape(OP, detail))
-}
-
-/// What [`DECODE_SPLITS_ENV`] accepts, for its error message.
-const SPLITS_EXPECTED: &str = "1..=32";
 
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
 /// over all kv heads, at least 1, at most DECODE_MAX_SPLITS.
@@ -174,7 +101,8 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 /// has checked the head shape, qkv/cache/out/pos0 lengths, and that
 /// `decode_entry_point(n_q / n_kv, head_dim)` exists. `planes`: device pointers of a
 /// [`B1Planes`](crate::launch::matmul::B1Planes) of K = n_q * head_dim (the caller checked it and `decode_planes_entry_point`),
-/// which the `_planes` entry point then fills.
+/// which the `_planes` entry point then fills; `per_q_head`: its `_heads` entry point (the caller
+/// checked [`decode_heads_entry_point`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
     lib: &KernelLibrary,
@@ -189,6 +117,7 @@ pub(super) fn attention_decode(
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
+    per_q_head: bool,
 ) -> Result<(), LaunchError> {
     let group = shape_.n_q / shape_.n_kv;
     let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
@@ -196,19 +125,16 @@ pub(super) fn attention_decode(
         shape(OP, format!("no decode kernel for group {group}, head_dim {}", shape_.head_dim))
     })?;
     // Grid columns: kv heads, or q heads for the `_heads` entry points.
-    let heads = if planes.is_some() { heads_entry(group)? } else { None };
-    let (name, columns, warps) = match heads {
-        Some(heads) => {
-            HEADS_LAUNCHED.with(|c| c.set(true));
+    let (name, columns, warps) = match per_q_head {
+        true => {
+            let heads = decode_heads_entry_point(group).filter(|_| planes.is_some()).ok_or_else(|| {
+                shape(OP, format!("no per-q-head decode kernel for group {group}, head_dim {}", shape_.head_dim))
+            })?;
             (heads, shape_.n_q, DECODE_HEADS_WARPS)
         }
-        None => (name, shape_.n_kv, DECODE_WARPS),
+        false => (name, shape_.n_kv, DECODE_WARPS),
     };
-    let sm_count = sm_count(stream)?;
-    let n_splits = match splits_override()? {
-        Some(n) => n,
-        None => decode_splits(sm_count, columns),
-    };
+    let n_splits = decode_splits(sm_count(stream)?, columns);
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), columns)?;
     let (max_seq_i, n_splits_i) =
@@ -276,11 +202,6 @@ mod tests {
         }
         assert_eq!(decode_entry_point(16, 128), None);
         assert_eq!(decode_entry_point(4, 96), None);
-    }
-
-    #[test]
-    fn the_splits_knob_names_the_range_it_accepts() {
-        assert_eq!(SPLITS_EXPECTED, format!("1..={DECODE_MAX_SPLITS}"));
     }
 
     #[test]

@@ -1,10 +1,8 @@
-//! Launcher of the tensor-core prefill attention (attention_prefill_mma.cu) and the switch between
-//! it and `attention_split_keys`: batches of more than [`super::DECODE_MAX_TOKENS`] tokens run the
-//! tensor-core kernel (the default since its H200 verify and `check` runs, 2026-11-30: pp512 +26%
-//! on Bonsai-8B) unless `BONSAI_PREFILL_ATTENTION=split_keys`; `mma` names the default; any other
-//! value is an error.
+//! Launcher of the tensor-core prefill attention (attention_prefill_mma.cu): batches of more than
+//! [`super::DECODE_MAX_TOKENS`] tokens run it where it has an entry point for the head shape
+//! ([`prefill_mma_fits`]), `attention_split_keys` otherwise.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
@@ -14,13 +12,6 @@ use crate::launch_ex::Launch;
 
 const OP: &str = "attention";
 
-/// The environment variable that selects the prefill kernel.
-pub const PREFILL_ATTENTION_VAR: &str = "BONSAI_PREFILL_ATTENTION";
-/// The tensor-core kernel's value (the default).
-pub const PREFILL_ATTENTION_MMA: &str = "mma";
-/// The CUDA-core kernel's value.
-pub const PREFILL_ATTENTION_SPLIT_KEYS: &str = "split_keys";
-
 /// Which kernel runs attention for batches of more than [`super::DECODE_MAX_TOKENS`] tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrefillKernel {
@@ -28,26 +19,6 @@ pub enum PrefillKernel {
     SplitKeys,
     /// `attention_prefill_mma_hd*` (mma.sync f16 with split q and p; the default).
     Mma,
-}
-
-/// The prefill kernel `BONSAI_PREFILL_ATTENTION` selects, read once per process.
-pub fn prefill_kernel_from_env() -> Result<PrefillKernel, LaunchError> {
-    static CHOICE: OnceLock<Result<PrefillKernel, String>> = OnceLock::new();
-    let choice = CHOICE
-        .get_or_init(|| parse_prefill_kernel(std::env::var(PREFILL_ATTENTION_VAR).ok().as_deref()));
-    choice.clone().map_err(|detail| shape(OP, detail))
-}
-
-/// `None` (unset) and `mma` are the tensor-core kernel, `split_keys` the CUDA-core one; anything
-/// else an error message naming the variable.
-pub fn parse_prefill_kernel(value: Option<&str>) -> Result<PrefillKernel, String> {
-    match value {
-        None | Some(PREFILL_ATTENTION_MMA) => Ok(PrefillKernel::Mma),
-        Some(PREFILL_ATTENTION_SPLIT_KEYS) => Ok(PrefillKernel::SplitKeys),
-        Some(other) => Err(format!(
-            "{PREFILL_ATTENTION_VAR}={other:?} is not supported (set it to {PREFILL_ATTENTION_SPLIT_KEYS:?} or {PREFILL_ATTENTION_MMA:?}, or leave it unset)"
-        )),
-    }
 }
 
 /// Query rows (tokens x GQA heads) per CTA (`APM_ROWS`): n_q / n_kv must divide it.
@@ -65,6 +36,13 @@ pub fn prefill_mma_entry_point(head_dim: usize) -> Option<&'static str> {
         128 => Some("attention_prefill_mma_hd128"),
         _ => None,
     }
+}
+
+/// Whether the tensor-core kernel runs this head shape: head_dim 64 or 128 and a GQA group that
+/// divides [`PREFILL_MMA_ROWS`].
+pub fn prefill_mma_fits(shape_: HeadShape) -> bool {
+    let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
+    prefill_mma_entry_point(shape_.head_dim).is_some() && group > 0 && PREFILL_MMA_ROWS % group == 0
 }
 
 /// Dynamic shared memory of one CTA: q hi and lo [ROWS], K and V double-buffered [2][BLOCK_K],
@@ -92,14 +70,14 @@ pub(super) fn attention_prefill_mma(
 ) -> Result<(), LaunchError> {
     let hd = shape_.head_dim;
     let entry = prefill_mma_entry_point(hd).ok_or_else(|| {
-        shape(OP, format!("{PREFILL_ATTENTION_VAR}=mma: no kernel for head_dim {hd} (64 or 128)"))
+        shape(OP, format!("prefill attention on tensor cores: no kernel for head_dim {hd} (64 or 128)"))
     })?;
     let group = shape_.n_q / shape_.n_kv;
     if PREFILL_MMA_ROWS % group != 0 {
         return Err(shape(
             OP,
             format!(
-                "{PREFILL_ATTENTION_VAR}=mma: GQA group {group} does not divide {PREFILL_MMA_ROWS}"
+                "prefill attention on tensor cores: GQA group {group} does not divide {PREFILL_MMA_ROWS}"
             ),
         ));
     }
@@ -159,14 +137,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_switch_accepts_unset_mma_and_split_keys_only() {
-        assert_eq!(parse_prefill_kernel(None), Ok(PrefillKernel::Mma));
-        assert_eq!(parse_prefill_kernel(Some("mma")), Ok(PrefillKernel::Mma));
-        assert_eq!(parse_prefill_kernel(Some("split_keys")), Ok(PrefillKernel::SplitKeys));
-        for bad in ["", "MMA", "split", "1"] {
-            let err = parse_prefill_kernel(Some(bad)).expect_err(bad);
-            assert!(err.contains(PREFILL_ATTENTION_VAR), "{err}");
-        }
+    fn the_tensor_core_kernel_takes_head_dims_64_and_128_and_groups_dividing_its_rows() {
+        let shape_ = |n_q, n_kv, head_dim| HeadShape { n_q, n_kv, head_dim };
+        assert!(prefill_mma_fits(shape_(32, 8, 128)));
+        assert!(prefill_mma_fits(shape_(16, 16, 64)));
+        assert!(!prefill_mma_fits(shape_(6, 2, 128)), "group 3 does not divide 64");
+        assert!(!prefill_mma_fits(shape_(32, 8, 256)), "no head_dim 256 kernel");
+        assert!(!prefill_mma_fits(shape_(32, 0, 128)));
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
 //! SwiGLU). Kernels: matmul_gemv_b1.cu + matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
-//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `BONSAI_GEMV=tc` picks
-//! `*_gemv_tc`), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
+//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `*_gemv_tc` for Q2 matrices
+//! with +2d codes, [`gemv_for`]), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
 //! [`b1_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
 //! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
-//! memory cannot hold its tiles, and to bf16x3 everywhere with `BONSAI_GEMM_F16=0`).
+//! memory cannot hold its tiles; on compute capability 9.0 the wgmma GEMM serves the same range).
 //!
 //! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
 //! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
@@ -18,8 +18,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
-pub use super::matmul_f16::{f16_gemm_enabled, F16_GEMM_ENV};
-pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile, WGMMA_ENV, WGMMA_TILE_ENV};
+pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile};
 pub(crate) use super::matmul_wgmma::require_wgmma;
 use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
@@ -66,7 +65,7 @@ pub enum GemmKernel {
     TensorCoreF16Splits(usize),
     /// The same f16 numerics on Hopper's warpgroup MMA (wgmma, sm_90a): weights decoded into
     /// registers as the A operand, activations from shared memory (matmul_gemm_wgmma.cu). The
-    /// default f16 GEMM on compute capability 9.0 (`BONSAI_GEMM_WGMMA=0` keeps mma.sync there).
+    /// default f16 GEMM on compute capability 9.0.
     TensorCoreWgmma,
     /// [`GemmKernel::TensorCoreWgmma`] with this CTA tile instead of the launcher's choice.
     TensorCoreWgmmaTile(WgmmaTile),
@@ -353,7 +352,7 @@ fn launch_any(
     }
     let gemv = match gemv {
         Some(g) => g,
-        None => gemv_for(gemv_kernel_from_env()?, w),
+        None => gemv_for(w),
     };
     if m <= GEMV_MAX_TOKENS {
         check_gemv_weight_alignment(op, payload, scales)?;
@@ -431,7 +430,7 @@ pub use planes::{
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;
-pub use gemv_choice::{gemv_for, gemv_kernel_from_env, parse_gemv_kernel, GemvKernel, B1_ACTIVATION_BITS, GEMV_BF16X3, GEMV_VAR};
+pub use gemv_choice::{gemv_for, GemvKernel, B1_ACTIVATION_BITS};
 pub use super::matmul_b1::TilesChoice;
 
 #[cfg(test)]

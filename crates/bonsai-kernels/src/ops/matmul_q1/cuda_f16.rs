@@ -2,7 +2,7 @@
 //! `x_to_f16_rows_q*` into stream-ordered scratch, then `*_gemm_f16_128x{128,256}` or, split
 //! over K, `*_gemm_f16_128x128_split` (docs/gemm-f16-notes.md, "Round 2b").
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
@@ -138,20 +138,10 @@ pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool
     Ok(geometry(s, sms, None)?.smem_bytes <= optin)
 }
 
-/// Set to `0` to keep the f32-accurate bf16x3 GEMM at every m (the f16 GEMM's ~2^-11 relative
-/// rounding of activations is far above the f32-level bounds of GPU-vs-CPU logit checks).
-pub const F16_GEMM_ENV: &str = "BONSAI_GEMM_F16";
-
-/// Whether the default GEMM choice may use the f16 GEMM (read once per process).
-pub fn f16_gemm_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(F16_GEMM_ENV).map_or(true, |v| v.trim() != "0"))
-}
-
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    let f16 = s.m >= F16_GEMM_MIN_TOKENS && f16_gemm_enabled();
-    Ok(if f16 && super::matmul_wgmma::prefer_wgmma(stream)? {
+    let f16 = s.m >= F16_GEMM_MIN_TOKENS;
+    Ok(if f16 && super::matmul_wgmma::device_has_wgmma(stream)? {
         GemmKernel::TensorCoreWgmma
     } else if f16 && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16

@@ -2,7 +2,7 @@
 //! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (256-row weight
 //! tiles, token tiles), 512 threads, in one of two CTA tiles ([`WgmmaTile`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
@@ -58,19 +58,6 @@ impl WgmmaTile {
     pub const ALL: [WgmmaTile; 2] = [WgmmaTile::Tokens128, WgmmaTile::Tokens64];
 }
 
-/// `BONSAI_WGMMA_TILE` = `128` | `64` forces one tile for every shape (bench); unset, the
-/// launcher picks per shape ([`default_tile`]).
-pub const WGMMA_TILE_ENV: &str = "BONSAI_WGMMA_TILE";
-
-fn forced_tile() -> Option<WgmmaTile> {
-    static TILE: OnceLock<Option<WgmmaTile>> = OnceLock::new();
-    *TILE.get_or_init(|| match std::env::var(WGMMA_TILE_ENV).as_deref().map(str::trim) {
-        Ok("128") => Some(WgmmaTile::Tokens128),
-        Ok("64") => Some(WgmmaTile::Tokens64),
-        _ => None,
-    })
-}
-
 /// The tile for `s` on a device of `sms` SMs when none is forced: 64-token tiles when 128-token
 /// ones leave SMs idle and the 64-token grid still fits one wave, else 128. Measured on the
 /// H200 at pp512 (Q1, us; 128 / 64 tokens, commit 77feadb, then named `_256k2` / `_256n64k2`):
@@ -83,15 +70,6 @@ fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
     } else {
         WgmmaTile::Tokens128
     }
-}
-
-/// Set to `0` to keep the mma.sync f16 GEMM on Hopper too (the wgmma GEMM is the default there).
-pub const WGMMA_ENV: &str = "BONSAI_GEMM_WGMMA";
-
-/// Whether the default GEMM choice may use the wgmma GEMM (read once per process).
-fn wgmma_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(WGMMA_ENV).map_or(true, |v| v.trim() != "0"))
 }
 
 /// Whether the device runs the wgmma kernels: compute capability exactly 9.0 (the library is
@@ -112,10 +90,6 @@ pub(crate) fn require_wgmma(stream: &Arc<CudaStream>, op: &'static str) -> Resul
     }
 }
 
-/// Whether the default f16 GEMM on this device is the wgmma one.
-pub(crate) fn prefer_wgmma(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
-    Ok(wgmma_enabled() && device_has_wgmma(stream)?)
-}
 
 /// Bytes of one ring stage (QwStage in matmul_gemm_wgmma.cu, rounded up to QW_ALIGN): the
 /// group's f16 activation tile, the rows' lane words and their scales.
@@ -156,7 +130,7 @@ pub(crate) fn launch(
     expect_aligned16(op, "weight payload", payload)?;
     require_wgmma(stream, op)?;
     let sms = sm_count(stream)?;
-    let tile = forced.or_else(forced_tile).unwrap_or_else(|| default_tile(&s, sms));
+    let tile = forced.unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
     let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
     let gemm = lib.function(&name)?;

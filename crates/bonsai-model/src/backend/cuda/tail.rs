@@ -140,6 +140,9 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
     let TailBuffers { qkv, attn, x, xn, ffn, scratch } = bufs;
     let TailPlanes { attn: attn_planes, hidden: hidden_planes, ffn: ffn_planes, planes_fit, rope_staged } =
         scratch.fused.as_mut().expect("checked above");
+    let group = shape.n_q / shape.n_kv;
+    let per_q_head = b.capture_per_q_head.get() && launch::attention::decode_heads_entry_point(group).is_some();
+    b.per_q_head_launched.set(b.per_q_head_launched.get() || per_q_head);
     super::ops::with_attention_scratch(b, &b.decode_scratch, |att_scratch, counters| {
         launch::attention::attention_decode_planes(
             &b.lib,
@@ -154,6 +157,7 @@ pub(super) fn layer_tail(b: &CudaBackend, t: LayerTail<'_, CudaBackend>) -> Resu
             counters,
             attn,
             attn_planes,
+            per_q_head,
         )
         .map_err(device_err("attention"))
     })?;
