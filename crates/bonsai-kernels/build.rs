@@ -26,7 +26,7 @@ fn main() {
     for file in cuda_files(Path::new("src")) {
         println!("cargo:rerun-if-changed={}", file.display());
     }
-    for var in ["BONSAI_NVCC", "BONSAI_EMBED_ARCHS", "CUDA_HOME", "PATH"] {
+    for var in ["BONSAI_NVCC", "CUDAARCHS", "CUDA_HOME", "PATH"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -98,18 +98,18 @@ fn find_nvcc() -> Option<PathBuf> {
     })
 }
 
-/// The architectures to embed: `$BONSAI_EMBED_ARCHS` (e.g. `90` or `sm_80,sm_90`; quicker
+/// The architectures to embed: `$CUDAARCHS` (CMake's variable: e.g. `90` or `80;90`; quicker
 /// builds while iterating on one GPU) or the registry's default list.
 fn embed_archs() -> Vec<u32> {
-    let Ok(list) = std::env::var("BONSAI_EMBED_ARCHS") else {
+    let Ok(list) = std::env::var("CUDAARCHS") else {
         return registry::EMBED_ARCHS.to_vec();
     };
-    list.split(|c: char| c == ',' || c.is_whitespace())
+    list.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
         .filter(|item| !item.is_empty())
         .map(|item| {
-            item.trim_start_matches("sm_").parse().unwrap_or_else(|_| {
-                panic!("BONSAI_EMBED_ARCHS: '{item}' is not an architecture like 90 or sm_90")
-            })
+            // CMake's `90-real` / `90-virtual` suffixes: SASS is embedded either way.
+            let number = item.trim_start_matches("sm_").split('-').next().unwrap_or(item);
+            number.parse().unwrap_or_else(|_| panic!("CUDAARCHS: '{item}' is not an architecture like 90 or 80;90"))
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use anyhow::Context;
+use bonsai_kernels::Config;
 use bonsai_model::backend::cuda::is_absent_device;
 use bonsai_model::loader::{open_model, LoadedModel};
 use bonsai_model::{CpuBackend, CudaBackend};
@@ -28,11 +29,11 @@ pub enum AnyLoaded {
 pub const NO_GPU_NOTICE: &str = "no CUDA device found, using the CPU";
 
 /// The GPU unless `force_cpu`; the CPU, announced, when no driver or device exists.
-pub fn choose(force_cpu: bool) -> anyhow::Result<AnyBackend> {
+pub fn choose(force_cpu: bool, config: &Config) -> anyhow::Result<AnyBackend> {
     if force_cpu {
         return Ok(AnyBackend::Cpu(CpuBackend));
     }
-    match CudaBackend::open() {
+    match CudaBackend::open(config) {
         Ok(backend) => Ok(AnyBackend::Cuda(backend)),
         Err(e) if is_absent_device(&e) => {
             eprintln!("{NO_GPU_NOTICE} ({e})");

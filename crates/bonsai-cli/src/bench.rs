@@ -122,9 +122,9 @@ impl BenchArgs {
     }
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
     let plan = args.plan()?;
-    let backend = backend_choice::choose(args.cpu)?;
+    let backend = backend_choice::choose(args.cpu, config)?;
     let report = match (&args.model, args.synthetic) {
         (Some(path), _) => {
             let name = path.display().to_string();

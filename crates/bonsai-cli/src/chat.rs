@@ -30,8 +30,8 @@ pub struct ChatArgs {
     pub no_think: bool,
 }
 
-pub fn run(args: ChatArgs) -> anyhow::Result<()> {
-    let loaded = load(&args.model)?;
+pub fn run(args: ChatArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
+    let loaded = load(&args.model, config)?;
     crate::on_any_backend!(loaded, |l| repl(l, &args))
 }
 

@@ -221,8 +221,8 @@ fn decode_paused<B: Backend>(model: &Qwen3<B>, state: &mut Qwen3State<B>, pick: 
     Ok(())
 }
 
-pub fn run(args: CheckArgs) -> anyhow::Result<()> {
-    let gpu = CudaBackend::open().map_err(|e| {
+pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
+    let gpu = CudaBackend::open(config).map_err(|e| {
         let why = if is_absent_device(&e) { "no CUDA device found" } else { "the GPU did not open" };
         anyhow::Error::new(e).context(format!("bonsai check compares the CPU with the GPU, but {why}"))
     })?;

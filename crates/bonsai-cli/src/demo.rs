@@ -8,24 +8,11 @@ use bonsai_model::demo::demo_gguf_writer;
 
 /// Bump when the demo's geometry, seed or vocab changes, so an old cached file is not reused.
 const DEMO_FILE_NAME: &str = "demo-qwen3-q1_0-v1.gguf";
-pub const CACHE_DIR_ENV: &str = "BONSAI_CACHE_DIR";
 
-/// $BONSAI_CACHE_DIR, else $XDG_CACHE_HOME/bonsai, else ~/.cache/bonsai.
-pub fn cache_dir() -> anyhow::Result<PathBuf> {
-    let non_empty = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = non_empty(CACHE_DIR_ENV) {
-        return Ok(dir);
-    }
-    if let Some(xdg) = non_empty("XDG_CACHE_HOME") {
-        return Ok(xdg.join("bonsai"));
-    }
-    let home = non_empty("HOME").context("no cache directory: set BONSAI_CACHE_DIR (HOME is not set)")?;
-    Ok(home.join(".cache").join("bonsai"))
-}
-
-/// The demo model's path, writing it (atomically) if it is not there yet. Announced on stderr.
-pub fn demo_model_path() -> anyhow::Result<PathBuf> {
-    let dir = cache_dir()?;
+/// The demo model's path in the cache directory, writing it (atomically) if it is not there yet.
+/// Announced on stderr.
+pub fn demo_model_path(config: &bonsai_kernels::Config) -> anyhow::Result<PathBuf> {
+    let dir = config.cache_dir.clone().context("no cache directory: set BONSAI_CACHE_DIR (HOME is not set)")?;
     let path = dir.join(DEMO_FILE_NAME);
     if !path.is_file() {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating cache directory {}", dir.display()))?;

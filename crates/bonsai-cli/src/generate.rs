@@ -1,6 +1,7 @@
 //! `bonsai generate`: load a model (or the demo), prefill the prompt, stream the continuation to
 //! stdout, and report prefill / decode speed on stderr.
 
+use bonsai_kernels::Config;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -96,13 +97,13 @@ pub struct GenerateArgs {
 
 /// Opens the model named by `args` (or the demo) on the GPU, or the CPU with `--cpu` or when no
 /// GPU exists, and says which backend runs.
-pub fn load(args: &ModelArgs) -> anyhow::Result<AnyLoaded> {
+pub fn load(args: &ModelArgs, config: &Config) -> anyhow::Result<AnyLoaded> {
     let path = match &args.model {
         Some(p) => p.clone(),
-        None => crate::demo::demo_model_path()?,
+        None => crate::demo::demo_model_path(config)?,
     };
     let start = Instant::now();
-    let backend = crate::backend_choice::choose(args.cpu)?;
+    let backend = crate::backend_choice::choose(args.cpu, config)?;
     let loaded = crate::backend_choice::load(&path, backend, args.ctx)?;
     crate::on_any_backend!(loaded, |l| describe(l, &path, args.verbose, start));
     Ok(loaded)
@@ -152,8 +153,8 @@ pub fn write_f32s(out: &mut impl Write, values: &[f32]) -> std::io::Result<()> {
     Ok(())
 }
 
-pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let loaded = load(&args.model)?;
+pub fn run(args: GenerateArgs, config: &Config) -> anyhow::Result<()> {
+    let loaded = load(&args.model, config)?;
     crate::on_any_backend!(loaded, |l| run_on(l, &args))
 }
 

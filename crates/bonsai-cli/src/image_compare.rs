@@ -29,7 +29,7 @@ pub struct ImageCompareArgs {
     list: bool,
 }
 
-pub fn run_command(args: ImageCompareArgs) -> anyhow::Result<()> {
+pub fn run_command(args: ImageCompareArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
     let all = cases();
     for token in &args.cases {
         if !all.iter().any(|c| c.selected_by(std::slice::from_ref(token))) {
@@ -49,7 +49,7 @@ pub fn run_command(args: ImageCompareArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let Some(dump) = args.dump else { bail!("image-compare: --dump DIR is required (or --list)") };
-    let opts = CompareOptions { dump: dump.clone(), cases: args.cases, max_case_bytes: args.max_case_bytes, seed: args.seed };
+    let opts = CompareOptions { dump: dump.clone(), cases: args.cases, max_case_bytes: args.max_case_bytes, seed: args.seed, config: config.clone() };
     let manifest = run(&opts).with_context(|| format!("image-compare into {}", dump.display()))?;
     let failed = manifest.cases.iter().filter(|c| c.error.is_some()).count();
     if failed > 0 {

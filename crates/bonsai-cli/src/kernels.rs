@@ -8,6 +8,7 @@
 #[path = "image_compare.rs"]
 mod image_compare;
 
+use bonsai_kernels::Config;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -83,30 +84,35 @@ enum ShapesArg {
     Small,
 }
 
-pub fn run(args: KernelsArgs) -> anyhow::Result<()> {
+pub fn run(args: KernelsArgs, config: &Config) -> anyhow::Result<()> {
     let entered = Instant::now();
     let age_at_entry = process_age();
     match args.command {
-        KernelsCommand::Info => info(entered, age_at_entry),
-        KernelsCommand::Build { compiler } => build(match compiler {
-            CompilerArg::Auto => CompilerChoice::Auto,
-            CompilerArg::Nvcc => CompilerChoice::Nvcc,
-            CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
-        }),
-        KernelsCommand::Clear => clear(),
-        KernelsCommand::Verify { bench, bench_only, shapes, seed, only } => verify(bench || bench_only, bench_only, shapes, seed, only),
-        KernelsCommand::ImageCompare(args) => image_compare::run_command(args),
+        KernelsCommand::Info => info(config, entered, age_at_entry),
+        KernelsCommand::Build { compiler } => build(
+            config,
+            match compiler {
+                CompilerArg::Auto => CompilerChoice::Auto,
+                CompilerArg::Nvcc => CompilerChoice::Nvcc,
+                CompilerArg::Nvrtc => CompilerChoice::Nvrtc,
+            },
+        ),
+        KernelsCommand::Clear => clear(config),
+        KernelsCommand::Verify { bench, bench_only, shapes, seed, only } => {
+            verify(config, bench || bench_only, bench_only, shapes, seed, only)
+        }
+        KernelsCommand::ImageCompare(args) => image_compare::run_command(args, config),
         KernelsCommand::Source { entry_points } => source(entry_points),
     }
 }
 
-fn verify(bench: bool, skip_checks: bool, shapes: ShapesArg, seed: Option<u64>, only: Vec<String>) -> anyhow::Result<()> {
+fn verify(config: &Config, bench: bool, skip_checks: bool, shapes: ShapesArg, seed: Option<u64>, only: Vec<String>) -> anyhow::Result<()> {
     use bonsai_kernels::verify::{run, ShapeSet, VerifyOptions};
     let shapes = match shapes {
         ShapesArg::All => ShapeSet::All,
         ShapesArg::Small => ShapeSet::Small,
     };
-    let report = run(&VerifyOptions { bench, skip_checks, shapes, seed, device: None, only })?;
+    let report = run(&VerifyOptions { bench, skip_checks, shapes, seed, config: config.clone(), only })?;
     if !report.all_passed() {
         bail!("{} of {} kernel checks failed (rerun with --seed {})", report.failures(), report.checks.len(), report.seed);
     }
@@ -126,10 +132,10 @@ fn source(entry_points: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> {
-    let gpu = GpuContext::new()?;
-    // BONSAI_SKIP_EMBEDDED=1 switches the embedded tier off to exercise the others.
-    let library = gpu.load_library(&LoadOptions::from_env())?;
+fn info(config: &Config, entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> {
+    let gpu = GpuContext::on_device(config.device)?;
+    // embedded=off switches the embedded tier off to exercise the others.
+    let library = gpu.load_library(config, &LoadOptions::from_config(config))?;
     let since_entry = entered.elapsed();
     // Written with `?`: a closed stdout is a BrokenPipe error, which main treats as success.
     let mut out = std::io::stdout().lock();
@@ -164,12 +170,12 @@ fn info(entered: Instant, age_at_entry: Option<Duration>) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn build(compiler: CompilerChoice) -> anyhow::Result<()> {
-    let gpu = GpuContext::new()?;
+fn build(config: &Config, compiler: CompilerChoice) -> anyhow::Result<()> {
+    let gpu = GpuContext::on_device(config.device)?;
     // Not locked: the library load below may print from other threads.
     let mut out = std::io::stdout();
     print_device(&mut out, &gpu)?;
-    let library = gpu.load_library(&LoadOptions::rebuild(compiler))?;
+    let library = gpu.load_library(config, &LoadOptions::rebuild(compiler))?;
     print_library(&mut out, &library)?;
     let report = library.report();
     if !report.cache_written {
@@ -178,8 +184,8 @@ fn build(compiler: CompilerChoice) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn clear() -> anyhow::Result<()> {
-    let dir = cache::cache_dir()?;
+fn clear(config: &Config) -> anyhow::Result<()> {
+    let dir = cache::kernels_dir(config.cache_dir.as_deref())?;
     let removed = cache::KernelCache::new(dir.clone())
         .clear()
         .with_context(|| format!("clearing {}", dir.display()))?;

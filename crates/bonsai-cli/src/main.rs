@@ -13,11 +13,16 @@ mod demo;
 mod generate;
 mod perplexity;
 
+use bonsai_kernels::Config;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "bonsai", version, about = "Run PrismML's 1-bit and ternary Bonsai models")]
 struct Cli {
+    /// Kernel configuration, `key=value` pairs separated by commas (after BONSAI_KERNEL_CONFIG):
+    /// device, graphs=on|off, pdl=on|off, embedded=on|off, trace=off|kernels|ctas, trace_replays
+    #[arg(long, global = true, value_name = "PAIRS")]
+    kernel_config: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -44,16 +49,19 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {
-        Command::Info(args) => info::run(args),
-        Command::Convert(args) => convert::run(args),
-        Command::Kernels(args) => kernels::run(args),
-        Command::Generate(args) => generate::run(args),
-        Command::Chat(args) => chat::run(args),
-        Command::Perplexity(args) => perplexity::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::Check(args) => check::run(args),
-    };
+    // The one read of the environment's settings, with one error policy: a bad value stops here.
+    let result = Config::from_env(cli.kernel_config.as_deref()).map_err(anyhow::Error::new).and_then(|config| {
+        match cli.command {
+            Command::Info(args) => info::run(args),
+            Command::Convert(args) => convert::run(args),
+            Command::Kernels(args) => kernels::run(args, &config),
+            Command::Generate(args) => generate::run(args, &config),
+            Command::Chat(args) => chat::run(args, &config),
+            Command::Perplexity(args) => perplexity::run(args, &config),
+            Command::Bench(args) => bench::run(args, &config),
+            Command::Check(args) => check::run(args, &config),
+        }
+    });
     if let Err(err) = result {
         if is_broken_pipe(&err) {
             // The reader closed stdout early (`bonsai info F | head`): what it wanted was

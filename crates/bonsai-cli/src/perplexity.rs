@@ -30,8 +30,8 @@ pub fn negative_log_likelihood(logits: &[f32], target: u32) -> f64 {
     log_z - logits[target as usize] as f64
 }
 
-pub fn run(args: PerplexityArgs) -> anyhow::Result<()> {
-    let loaded = load(&args.model)?;
+pub fn run(args: PerplexityArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
+    let loaded = load(&args.model, config)?;
     crate::on_any_backend!(loaded, |l| score(l, &args))
 }
 

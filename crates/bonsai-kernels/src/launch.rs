@@ -229,32 +229,6 @@ pub(crate) mod smem_limits {
     pub const RESERVED_SMEM_PER_CTA: usize = 1024;
 }
 
-/// The value of the measurement knob `var` (an environment variable), read once into `cell`:
-/// `default` when unset, else `parse` of the trimmed value; anything it refuses is an error
-/// naming the variable and what it `expects`, never a silent default.
-pub fn env_knob<T: Copy>(
-    cell: &'static std::sync::OnceLock<Result<T, String>>,
-    var: &str,
-    default: T,
-    expects: &str,
-    parse: fn(&str) -> Option<T>,
-) -> Result<T, String> {
-    cell.get_or_init(|| match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(v) => parse(v.trim()).ok_or_else(|| format!("{var}={v:?}: expected {expects}")),
-    })
-    .clone()
-}
-
-/// [`env_knob`] for a 0 / 1 switch.
-pub fn env_switch(cell: &'static std::sync::OnceLock<Result<bool, String>>, var: &str, default: bool) -> Result<bool, String> {
-    env_knob(cell, var, default, "0 or 1", |v| match v {
-        "0" => Some(false),
-        "1" => Some(true),
-        _ => None,
-    })
-}
-
 /// The read pointer of a device buffer; keep the guard alive until after the launch.
 pub(crate) fn read_ptr<'a, T>(buf: &'a impl DevicePtr<T>, stream: &'a Arc<CudaStream>) -> (u64, SyncOnDrop<'a>) {
     buf.device_ptr(stream)
@@ -286,30 +260,7 @@ pub(crate) fn grid_stride_blocks(items: usize, threads: u32) -> u32 {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{env_knob, env_switch};
     use crate::cuda::registry::all_sources;
-
-    /// An unset knob gives its default, a set one its parsed value, anything refused an error
-    /// naming the variable (each case its own variable: tests run in parallel).
-    #[test]
-    fn env_knobs_are_strict() {
-        use std::sync::OnceLock;
-        static UNSET: OnceLock<Result<bool, String>> = OnceLock::new();
-        static ON: OnceLock<Result<bool, String>> = OnceLock::new();
-        static BAD: OnceLock<Result<bool, String>> = OnceLock::new();
-        static COUNT: OnceLock<Result<usize, String>> = OnceLock::new();
-        // SAFETY: set_var; these variables are read by nothing else in this test binary.
-        unsafe {
-            std::env::set_var("BONSAI_TEST_KNOB_ON", " 1 ");
-            std::env::set_var("BONSAI_TEST_KNOB_BAD", "yes");
-            std::env::set_var("BONSAI_TEST_KNOB_COUNT", "7");
-        }
-        assert_eq!(env_switch(&UNSET, "BONSAI_TEST_KNOB_UNSET", true), Ok(true));
-        assert_eq!(env_switch(&ON, "BONSAI_TEST_KNOB_ON", false), Ok(true));
-        let err = env_switch(&BAD, "BONSAI_TEST_KNOB_BAD", false).unwrap_err();
-        assert!(err.contains("BONSAI_TEST_KNOB_BAD") && err.contains("0 or 1"), "{err}");
-        assert_eq!(env_knob(&COUNT, "BONSAI_TEST_KNOB_COUNT", 0, "a count", |v| v.parse().ok()), Ok(7));
-    }
 
     /// The value of `#define NAME value` in a registered kernel file (an unsigned `u` suffix
     /// allowed).

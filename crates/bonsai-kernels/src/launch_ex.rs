@@ -4,19 +4,15 @@
 //! step's ~200 small kernels). Correctness rests on every kernel calling `griddep_wait()`
 //! (ptx.cuh) before it reads anything an earlier kernel wrote; a test checks every entry point does.
 //!
-//! Policy (`BONSAI_PDL`): unset, PDL is on for launches inside a [`PdlScope`] (the CUDA backend
-//! opens one while it captures the decode-step graph, and for each batched forward call) and off
-//! elsewhere; `1` turns it on for every launch, `0` off for all. Measured on the H200
-//! (docs/PERFORMANCE.md): decode +10% (2026-11-29, Bonsai-8B tg128 531.5 -> 583.7 tok/s); prefill
-//! -6% with the mma.sync GEMMs then (pp512 10112 -> 9543), +3.6% with the wgmma GEMMs
-//! (2026-11-30, 19,253 -> 19,947), hence both in scope.
+//! Every launch carries PDL unless the configuration turns it off (`pdl=off`, for debugging):
+//! the library holds the choice ([`KernelLibrary::pdl`]). Its measured gains on decode and
+//! prefill are in the kernel notes.
 //!
 //! A launch may also be cooperative ([`Launch::cooperative`]): all its CTAs are resident at once,
 //! or the launch fails, so its kernel may use the grid-wide barrier `grid_sync`
 //! (cuda/grid_sync.cuh). Size such a grid with [`max_cooperative_ctas`] and, under the CPU
 //! emulator (one OS thread per CTA), [`cooperative_grid_cap`].
 
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
@@ -26,6 +22,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
+use crate::cuda::KernelLibrary;
 use crate::launch::{device_attribute, sm_count, LaunchError};
 
 /// The most CTAs a cooperative launch may have, when set (a positive integer): the CPU emulator
@@ -71,56 +68,6 @@ pub fn max_cooperative_ctas(
     Ok(u32::try_from(sms).unwrap_or(u32::MAX).saturating_mul(per_sm))
 }
 
-/// `1`: every launch uses programmatic dependent launch; `0`: none; unset (or anything else):
-/// launches inside a [`PdlScope`].
-pub const PDL_ENV: &str = "BONSAI_PDL";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PdlMode {
-    All,
-    Never,
-    Scoped,
-}
-
-fn pdl_mode() -> PdlMode {
-    static MODE: OnceLock<PdlMode> = OnceLock::new();
-    *MODE.get_or_init(|| match std::env::var(PDL_ENV).as_deref().map(str::trim) {
-        Ok("1") => PdlMode::All,
-        Ok("0") => PdlMode::Never,
-        _ => PdlMode::Scoped,
-    })
-}
-
-thread_local! {
-    static IN_PDL_SCOPE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// While alive, launches from this thread carry the PDL attribute (unless `BONSAI_PDL=0`).
-pub struct PdlScope {
-    was_in_scope: bool,
-}
-
-impl PdlScope {
-    pub fn enter() -> Self {
-        Self { was_in_scope: IN_PDL_SCOPE.with(|s| s.replace(true)) }
-    }
-}
-
-impl Drop for PdlScope {
-    fn drop(&mut self) {
-        IN_PDL_SCOPE.with(|s| s.set(self.was_in_scope));
-    }
-}
-
-/// Whether a launch from this thread now carries the PDL attribute.
-pub fn pdl_enabled() -> bool {
-    match pdl_mode() {
-        PdlMode::All => true,
-        PdlMode::Never => false,
-        PdlMode::Scoped => IN_PDL_SCOPE.with(Cell::get),
-    }
-}
-
 /// Launch attributes one launch may carry: PDL and cooperative.
 const MAX_LAUNCH_ATTRIBUTES: usize = 2;
 
@@ -151,6 +98,7 @@ fn launch_attributes(pdl: bool, cooperative: bool) -> ([CUlaunchAttribute; MAX_L
 /// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
 /// `launch` cannot take launch attributes).
 pub struct Launch<'a> {
+    lib: &'a KernelLibrary,
     stream: &'a Arc<CudaStream>,
     func: &'a CudaFunction,
     args: Vec<*mut c_void>,
@@ -159,8 +107,9 @@ pub struct Launch<'a> {
 }
 
 impl<'a> Launch<'a> {
-    pub fn new(stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
-        Self { stream, func, args: Vec::new(), cooperative: false, _values: PhantomData }
+    /// A launch of `func` (an entry point of `lib`, whose launch policy it follows) on `stream`.
+    pub fn new(lib: &'a KernelLibrary, stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
+        Self { lib, stream, func, args: Vec::new(), cooperative: false, _values: PhantomData }
     }
 
     /// Makes the launch cooperative (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every CTA resident at
@@ -184,8 +133,8 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
-        crate::trace::note_launch(self.func.cu_function(), &cfg);
-        let (mut attributes, count) = launch_attributes(pdl_enabled(), self.cooperative);
+        self.lib.note_launch(|| crate::trace::launch_record(self.func.cu_function(), &cfg));
+        let (mut attributes, count) = launch_attributes(self.lib.pdl(), self.cooperative);
         let config = CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -248,25 +197,6 @@ mod tests {
         for bad in ["0", "-3", "four", ""] {
             assert_eq!(super::parse_grid_cap(Some(bad)), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_pdl_scope_nests_and_restores() {
-        // Only meaningful in the default (scoped) mode; the test environment leaves BONSAI_PDL unset.
-        if std::env::var(super::PDL_ENV).is_ok() {
-            return;
-        }
-        assert!(!super::pdl_enabled());
-        {
-            let _outer = super::PdlScope::enter();
-            assert!(super::pdl_enabled());
-            {
-                let _inner = super::PdlScope::enter();
-                assert!(super::pdl_enabled());
-            }
-            assert!(super::pdl_enabled(), "leaving the inner scope keeps the outer one");
-        }
-        assert!(!super::pdl_enabled());
     }
 
     /// With PDL a kernel may start before the previous one finished: each entry point must call

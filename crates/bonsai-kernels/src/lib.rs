@@ -2,6 +2,7 @@
 //! kernel, side by side in `ops/<op>/`. Shared CPU machinery lives in `cpu/`, the CUDA kernel
 //! library (one module, cached, resolved by name) in `cuda/`.
 
+pub mod config;
 pub mod cpu;
 pub mod cuda;
 pub mod launch;
@@ -12,4 +13,5 @@ pub mod trace;
 pub mod verify;
 pub mod weights;
 
+pub use config::Config;
 pub use weights::{QMatrix, Q1Matrix, Q2Matrix, WeightError, GROUP};

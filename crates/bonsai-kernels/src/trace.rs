@@ -17,19 +17,16 @@
 //! done, partials met, outputs stored, planes stored). A mark belongs to the launch of its
 //! geometry released last before it.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fmt::Write as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUfunction};
 use cudarc::driver::{CudaStream, DriverError, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
 
-/// The environment variable that turns the timeline on (`1`).
-pub const TRACE_VAR: &str = "BONSAI_TRACE";
 /// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh; these constants are checked
 /// against it by a test).
 const CAPACITY: usize = 65536;
@@ -40,47 +37,8 @@ const CTA_END: u64 = 3;
 const MARK: u64 = 16;
 const MARKS: u64 = 16;
 
-/// `BONSAI_TRACE`, read once per process: 1 traces, `cta` also records every CTA's end of the
-/// binary GEMVs and prepares (the CTA table). Each CTA's atomic delays its exit by a round trip,
-/// so the `next` column of those kernels grows: a separate level.
-fn level() -> u8 {
-    static LEVEL: OnceLock<u8> = OnceLock::new();
-    *LEVEL.get_or_init(|| match std::env::var(TRACE_VAR).as_deref().map(str::trim) {
-        Ok("1") => 1,
-        Ok("cta") => 2,
-        _ => 0,
-    })
-}
-
-/// Whether the timeline is on (`BONSAI_TRACE=1` or `cta`).
-pub fn enabled() -> bool {
-    level() > 0
-}
-
-/// Whether every CTA's end is recorded (`BONSAI_TRACE=cta`).
-pub fn cta_ends() -> bool {
-    level() == 2
-}
-
-/// `BONSAI_TRACE_REPLAYS`: how many consecutive replays are traced (default 1, at most
-/// [`MAX_REPLAYS`]); with more than one, [`report_replays`] adds each kernel's spread over them.
-pub const REPLAYS_VAR: &str = "BONSAI_TRACE_REPLAYS";
-pub const MAX_REPLAYS: usize = 32;
-
-/// [`REPLAYS_VAR`], read once per process; a value that is not a number in 1..=MAX_REPLAYS is
-/// reported on stderr and replaced by the nearest valid one (1 when unreadable).
-pub fn replays() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| {
-        let Ok(raw) = std::env::var(REPLAYS_VAR) else { return 1 };
-        let parsed = raw.trim().parse::<usize>().ok();
-        let n = parsed.unwrap_or(1).clamp(1, MAX_REPLAYS);
-        if parsed != Some(n) {
-            eprintln!("{REPLAYS_VAR}={raw:?} is not a number in 1..={MAX_REPLAYS}: tracing {n} replay(s)");
-        }
-        n
-    })
-}
+/// Most consecutive replays one trace covers.
+pub const MAX_REPLAYS: usize = crate::config::MAX_TRACE_REPLAYS;
 
 mod replays;
 pub use replays::report_replays;
@@ -93,31 +51,9 @@ pub struct LaunchRecord {
     pub block: u32,
 }
 
-thread_local! {
-    static RECORDING: RefCell<Option<Vec<LaunchRecord>>> = const { RefCell::new(None) };
-}
-
-/// Records every launch from this thread until [`take_launches`] (graph capture).
-pub fn record_launches() {
-    RECORDING.with(|r| *r.borrow_mut() = Some(Vec::new()));
-}
-
-/// The launches recorded since [`record_launches`], and recording off.
-pub fn take_launches() -> Vec<LaunchRecord> {
-    RECORDING.with(|r| r.borrow_mut().take()).unwrap_or_default()
-}
-
-/// Called by every launch (launch_ex): appends it while recording.
-pub(crate) fn note_launch(func: CUfunction, cfg: &LaunchConfig) {
-    RECORDING.with(|r| {
-        if let Some(list) = r.borrow_mut().as_mut() {
-            list.push(LaunchRecord {
-                name: function_name(func),
-                grid: (cfg.grid_dim.0, cfg.grid_dim.1),
-                block: cfg.block_dim.0,
-            });
-        }
-    });
+/// The record of one launch (the library keeps them while a graph is captured).
+pub(crate) fn launch_record(func: CUfunction, cfg: &LaunchConfig) -> LaunchRecord {
+    LaunchRecord { name: function_name(func), grid: (cfg.grid_dim.0, cfg.grid_dim.1), block: cfg.block_dim.0 }
 }
 
 fn function_name(func: CUfunction) -> String {

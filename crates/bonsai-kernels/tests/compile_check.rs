@@ -93,7 +93,8 @@ fn check_fails_on_a_warning_and_on_an_error() {
 /// an nvcc is found through BONSAI_NVCC or PATH; skipped otherwise (NVRTC is CI's requirement).
 #[test]
 fn nvcc_tier_compiles_the_library_and_exports_every_entry_point() {
-    let Some(program) = Nvcc::find() else {
+    let config = bonsai_kernels::Config::from_env(None).expect("the test environment's configuration");
+    let Some(program) = Nvcc::find(&config.nvcc) else {
         println!("SKIPPED: no nvcc (set BONSAI_NVCC or put nvcc on PATH)");
         return;
     };

@@ -30,7 +30,7 @@
 //! |T − R| 5.1e-6, max |logit| 11.3); tq2 2.2e-3 (cache 2.2e-3, 2.5e-5, 3.6e-6, max |logit| 16.0).
 //! Every logit stays below 7% of its bound; the f32 terms are loose (the first-order worst case
 //! assumes every rounding error aligns), the f16-cache term is what the measurement shows.
-//! Token-by-token decode vs R16: 5.7e-5 (q1), 2.4e-5 (tq2); with `BONSAI_CPU_SCALAR=1` the
+//! Token-by-token decode vs R16: 5.7e-5 (q1), 2.4e-5 (tq2); with the scalar CPU kernels the
 //! ternary decode path is 1.6e-3 off R16 from row 0 on (batched: 5.4e-6), which fits one cached
 //! element rounding to the neighbouring f16 value (see step 3), at 10% of f32_tol.
 //! The maxima are printed (`--nocapture`).

@@ -11,9 +11,6 @@ pub(crate) mod qgemm;
 
 use std::sync::OnceLock;
 
-/// Environment variable that forces the scalar paths (for comparison and debugging).
-pub const FORCE_SCALAR_ENV: &str = "BONSAI_CPU_SCALAR";
-
 /// Instruction-set level a CPU kernel runs at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimdLevel {
@@ -23,16 +20,11 @@ pub enum SimdLevel {
     Avx2Fma,
 }
 
-/// The best level this machine supports, detected once; `BONSAI_CPU_SCALAR=1` forces scalar.
+/// The best level this machine supports, detected once (a fact of the hardware, not a setting;
+/// tests run every level through [`available_levels`]).
 pub fn simd_level() -> SimdLevel {
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        if std::env::var_os(FORCE_SCALAR_ENV).is_some_and(|v| v != "0") {
-            tracing::info!("{FORCE_SCALAR_ENV} set: CPU kernels run scalar");
-            return SimdLevel::Scalar;
-        }
-        detect()
-    })
+    *LEVEL.get_or_init(detect)
 }
 
 /// Every level runnable on this machine (tests compare each against the reference).

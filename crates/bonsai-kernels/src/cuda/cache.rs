@@ -15,7 +15,6 @@
 //! reader sees a whole entry or none. A reader trusts nothing: an entry failing any check is
 //! deleted and reported as rejected, and the caller rebuilds it.
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -82,26 +81,9 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// The kernel cache directory from this process's environment.
-pub fn cache_dir() -> Result<PathBuf, KernelError> {
-    cache_dir_from(|name| std::env::var_os(name))
-}
-
-/// The kernel cache directory given an environment lookup: `$BONSAI_CACHE_DIR/kernels`, else
-/// `$XDG_CACHE_HOME/bonsai/kernels`, else `$HOME/.cache/bonsai/kernels`. Empty values count as
-/// unset (the XDG rule), and XDG requires an absolute path, so a relative one is ignored.
-pub fn cache_dir_from(lookup: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, KernelError> {
-    let set = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = set("BONSAI_CACHE_DIR") {
-        return Ok(dir.join(KERNELS_SUBDIR));
-    }
-    if let Some(dir) = set("XDG_CACHE_HOME").filter(|p| p.is_absolute()) {
-        return Ok(dir.join("bonsai").join(KERNELS_SUBDIR));
-    }
-    if let Some(home) = set("HOME") {
-        return Ok(home.join(".cache").join("bonsai").join(KERNELS_SUBDIR));
-    }
-    Err(KernelError::NoCacheDir)
+/// The kernel cache directory under the cache root `root` (`Config::cache_dir`).
+pub fn kernels_dir(root: Option<&Path>) -> Result<PathBuf, KernelError> {
+    root.map(|r| r.join(KERNELS_SUBDIR)).ok_or(KernelError::NoCacheDir)
 }
 
 /// What a cache lookup found.

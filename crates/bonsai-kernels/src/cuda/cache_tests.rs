@@ -218,20 +218,7 @@ fn clear_removes_only_cache_files_and_counts_bytes() {
 }
 
 #[test]
-fn cache_dir_follows_bonsai_then_xdg_then_home() {
-    let env = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
-    };
-    let all = env(&[("BONSAI_CACHE_DIR", "/b"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]);
-    assert_eq!(cache_dir_from(all).expect("dir"), PathBuf::from("/b/kernels"));
-    let xdg = env(&[("BONSAI_CACHE_DIR", ""), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]);
-    assert_eq!(cache_dir_from(xdg).expect("dir"), PathBuf::from("/x/bonsai/kernels"));
-    let relative_xdg = env(&[("XDG_CACHE_HOME", "rel"), ("HOME", "/h")]);
-    assert_eq!(
-        cache_dir_from(relative_xdg).expect("dir"),
-        PathBuf::from("/h/.cache/bonsai/kernels")
-    );
-    let home = env(&[("HOME", "/h")]);
-    assert_eq!(cache_dir_from(home).expect("dir"), PathBuf::from("/h/.cache/bonsai/kernels"));
-    assert!(matches!(cache_dir_from(env(&[])), Err(KernelError::NoCacheDir)));
+fn the_kernels_directory_sits_under_the_cache_root() {
+    assert_eq!(kernels_dir(Some(Path::new("/c"))).expect("dir"), PathBuf::from("/c/kernels"));
+    assert!(matches!(kernels_dir(None), Err(KernelError::NoCacheDir)));
 }

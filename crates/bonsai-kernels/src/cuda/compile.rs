@@ -9,12 +9,9 @@ use std::process::Command;
 use cudarc::nvrtc::{result as nvrtc_result, sys as nvrtc_sys};
 
 use super::error::KernelError;
+use crate::config::NvccChoice;
 use super::registry::{compile_target, NVCC_FLAGS, NVRTC_OPTIONS};
 
-/// Environment variable naming the nvcc to use; `off` disables nvcc.
-pub const NVCC_ENV: &str = "BONSAI_NVCC";
-/// Values of `BONSAI_NVCC` that disable the nvcc tier.
-const NVCC_DISABLED: &[&str] = &["off", "none", "0"];
 /// Name the compiled program carries in compiler messages.
 const PROGRAM_NAME: &str = "bonsai_kernels.cu";
 
@@ -125,15 +122,13 @@ pub struct Nvcc {
 }
 
 impl Nvcc {
-    /// The nvcc to use at run time: `$BONSAI_NVCC` if set (`off` disables), else `nvcc` on PATH.
-    pub fn find() -> Option<PathBuf> {
-        if let Some(value) = std::env::var_os(NVCC_ENV).filter(|v| !v.is_empty()) {
-            if NVCC_DISABLED.iter().any(|off| value.eq_ignore_ascii_case(off)) {
-                return None;
-            }
-            return Some(PathBuf::from(value));
+    /// The nvcc to use at run time ([`NvccChoice`], from `BONSAI_NVCC`).
+    pub fn find(choice: &NvccChoice) -> Option<PathBuf> {
+        match choice {
+            NvccChoice::At(program) => Some(program.clone()),
+            NvccChoice::Off => None,
+            NvccChoice::OnPath => find_on_path("nvcc"),
         }
-        find_on_path("nvcc")
     }
 
     /// Runs `program --version`; the answer becomes the compiler identity.

@@ -9,9 +9,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use super::error::KernelError;
 use super::library::{KernelLibrary, LoadOptions, LoadStep};
-
-/// Environment variable choosing the device ordinal.
-pub const DEVICE_ENV: &str = "BONSAI_DEVICE";
+use crate::config::Config;
 
 /// Whether the CUDA driver library can be loaded; cudarc panics on first use otherwise, so every
 /// entry into the driver goes through this check first.
@@ -41,17 +39,6 @@ pub struct GpuContext {
 }
 
 impl GpuContext {
-    /// Opens device `$BONSAI_DEVICE` (default 0).
-    pub fn new() -> Result<Self, KernelError> {
-        let ordinal = match std::env::var(DEVICE_ENV) {
-            Ok(value) if !value.trim().is_empty() => {
-                value.trim().parse().map_err(|_| KernelError::BadDeviceEnv { value })?
-            }
-            _ => 0,
-        };
-        Self::on_device(ordinal)
-    }
-
     /// Opens device `ordinal`.
     pub fn on_device(ordinal: usize) -> Result<Self, KernelError> {
         if !driver_present() {
@@ -93,8 +80,8 @@ impl GpuContext {
     }
 
     /// Loads the kernel library for this device; its report starts with the context step.
-    pub fn load_library(&self, options: &LoadOptions) -> Result<KernelLibrary, KernelError> {
-        let mut library = KernelLibrary::load_with(&self.context, options)?;
+    pub fn load_library(&self, config: &Config, options: &LoadOptions) -> Result<KernelLibrary, KernelError> {
+        let mut library = KernelLibrary::load_with(&self.context, config, options)?;
         library
             .report_mut()
             .steps

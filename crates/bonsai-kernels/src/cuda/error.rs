@@ -12,8 +12,6 @@ pub enum KernelError {
     NoDriver,
     #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
     NoDevice { ordinal: usize, count: usize },
-    #[error("BONSAI_DEVICE='{value}' is not a device number (expected 0, 1, ...)")]
-    BadDeviceEnv { value: String },
     #[error("NVRTC (libnvrtc.so.13) could not be loaded: install the CUDA 13 runtime compiler or put nvcc on PATH")]
     NoNvrtc,
     #[error("nvcc not found: set BONSAI_NVCC=/path/to/nvcc or put nvcc on PATH")]
@@ -34,8 +32,6 @@ pub enum KernelError {
     CacheIo { path: PathBuf, source: std::io::Error },
     #[error("kernel selftest failed: {detail}")]
     Selftest { detail: String },
-    #[error("BONSAI_KERNEL_DEFINES='{value}': expected comma-separated macro names (A-Z, 0-9, _)")]
-    BadDefinesEnv { value: String },
 }
 
 impl KernelError {

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cudarc::driver::sys::CUresult;
@@ -24,38 +24,7 @@ use super::context::arch_number;
 pub use super::error::KernelError;
 use super::loader::{load_cubin, timed, Loader};
 pub use super::registry::{combined_source, entry_points};
-
-/// Environment variable that, set to 1, skips the embedded tier (to exercise the others).
-pub const SKIP_EMBEDDED_ENV: &str = "BONSAI_SKIP_EMBEDDED";
-
-/// Measurement knob: `BONSAI_KERNEL_DEFINES=NAME[,NAME...]` compiles the library with each NAME
-/// defined to 1, to time a kernel's compile-time variant (an `#ifdef NAME` in its source) against
-/// the default in one run without an entry point of its own (how the binary GEMV's m16n8k128 mma
-/// was measured, kernel-notes round 18). The source differs, so the embedded SASS is never used
-/// and the disk cache keeps each variant apart.
-pub const KERNEL_DEFINES_ENV: &str = "BONSAI_KERNEL_DEFINES";
-
-/// The `#define` lines [`KERNEL_DEFINES_ENV`] asks for (empty when unset).
-fn defines_from_env() -> Result<String, KernelError> {
-    match std::env::var(KERNEL_DEFINES_ENV) {
-        Err(_) => Ok(String::new()),
-        Ok(value) => defines_lines(&value).ok_or(KernelError::BadDefinesEnv { value }),
-    }
-}
-
-/// `NAME[,NAME...]` as `#define NAME 1` lines; None unless every name is [A-Z_][A-Z0-9_]*.
-fn defines_lines(value: &str) -> Option<String> {
-    let mut lines = String::new();
-    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let mut chars = name.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-        if !first_ok || !chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-            return None;
-        }
-        lines.push_str(&format!("#define {name} 1\n"));
-    }
-    Some(lines)
-}
+use crate::config::{Config, Trace};
 
 /// Which compilers tiers 2-4 may use (cache entries are keyed by compiler, so this also limits
 /// which entries are looked up).
@@ -84,10 +53,9 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
-    /// The default, except that `BONSAI_SKIP_EMBEDDED=1` turns the embedded tier off.
-    pub fn from_env() -> Self {
-        let skip = std::env::var(SKIP_EMBEDDED_ENV).is_ok_and(|v| v.trim() == "1");
-        Self { use_embedded: !skip, ..Self::default() }
+    /// Every tier, except the embedded one when the configuration turns it off.
+    pub fn from_config(config: &Config) -> Self {
+        Self { use_embedded: config.embedded, ..Self::default() }
     }
 
     /// Force a compile for this device and refresh its cache entry (`bonsai kernels build`).
@@ -148,24 +116,28 @@ pub struct LoadReport {
     pub notes: Vec<String>,
 }
 
-/// The loaded module and a handle per entry point.
+/// The loaded module, a handle per entry point, and how launches from it run.
 pub struct KernelLibrary {
     context: Arc<CudaContext>,
     module: Arc<CudaModule>,
     functions: HashMap<&'static str, CudaFunction>,
     report: LoadReport,
+    /// Every launch carries programmatic dependent launch (`Config::pdl`).
+    pdl: bool,
+    /// The decode timeline's level (`Config::trace`) and replays.
+    trace: Trace,
+    trace_replays: usize,
+    /// Launches recorded since `record_launches` (the decode trace names a captured graph's
+    /// kernels with them).
+    recorded: Mutex<Option<Vec<crate::trace::LaunchRecord>>>,
 }
 
 impl KernelLibrary {
-    /// Loads (embedded, cached or freshly compiled) and resolves every entry point, with
-    /// `LoadOptions::from_env()`.
-    pub fn load(context: &Arc<CudaContext>) -> Result<Self, KernelError> {
-        Self::load_with(context, &LoadOptions::from_env())
-    }
-
-    /// As `load`, restricted by `options`.
+    /// Loads (embedded, cached or freshly compiled) under `config`, restricted by `options`, and
+    /// resolves every entry point.
     pub fn load_with(
         context: &Arc<CudaContext>,
+        config: &Config,
         options: &LoadOptions,
     ) -> Result<Self, KernelError> {
         let (major, minor) = context
@@ -174,11 +146,11 @@ impl KernelLibrary {
         let arch = arch_number(major, minor);
         // The decode timeline's hooks are compiled in only for it (a source of its own, so the
         // embedded SASS is never used then and the cache keeps both).
-        let mut source = defines_from_env()?;
-        if crate::trace::enabled() {
+        let mut source = String::new();
+        if config.trace != Trace::Off {
             source.push_str("#define BONSAI_TRACE 1\n");
         }
-        if crate::trace::cta_ends() {
+        if config.trace == Trace::Ctas {
             source.push_str("#define BONSAI_TRACE_CTA_ENDS 1\n");
         }
         source.push_str(&combined_source());
@@ -186,7 +158,7 @@ impl KernelLibrary {
         let mut notes = Vec::new();
         let source_sha256 =
             timed(&mut steps, "source hash", || cache::hex(&cache::sha256(source.as_bytes())));
-        let cache = match cache::cache_dir() {
+        let cache = match cache::kernels_dir(config.cache_dir.as_deref()) {
             Ok(dir) => Some(KernelCache::new(dir)),
             Err(e) => {
                 notes.push(format!("disk cache unavailable: {e}"));
@@ -198,6 +170,7 @@ impl KernelLibrary {
             arch,
             source: &source,
             choice: options.compiler,
+            nvcc: &config.nvcc,
             steps,
             notes,
             compilers: Vec::new(),
@@ -209,7 +182,7 @@ impl KernelLibrary {
             loaded = loader.try_embedded(&source_sha256);
         } else {
             loader.notes.push(
-                "embedded SASS: skipped (rebuild asked for, or BONSAI_SKIP_EMBEDDED=1)".into(),
+                "embedded SASS: skipped (rebuild asked for, or embedded=off)".into(),
             );
         }
         let mut cache_entry = None;
@@ -274,12 +247,53 @@ impl KernelLibrary {
             steps: loader.steps,
             notes: loader.notes,
         };
-        Ok(Self { context: context.clone(), module, functions, report })
+        Ok(Self {
+            context: context.clone(),
+            module,
+            functions,
+            report,
+            pdl: config.pdl,
+            trace: config.trace,
+            trace_replays: config.trace_replays,
+            recorded: Mutex::new(None),
+        })
     }
 
     /// The handle of entry point `name`.
     pub fn function(&self, name: &str) -> Result<&CudaFunction, KernelError> {
         self.functions.get(name).ok_or_else(|| KernelError::MissingEntryPoint { name: name.into() })
+    }
+
+    /// Whether launches carry programmatic dependent launch.
+    pub fn pdl(&self) -> bool {
+        self.pdl
+    }
+
+    /// The decode timeline's level.
+    pub fn trace(&self) -> Trace {
+        self.trace
+    }
+
+    /// Decode replays one trace covers.
+    pub fn trace_replays(&self) -> usize {
+        self.trace_replays
+    }
+
+    /// Records every launch from this library until [`Self::take_launches`] (a graph capture).
+    pub fn record_launches(&self) {
+        *self.recorded.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// The launches recorded since [`Self::record_launches`], and recording off.
+    pub fn take_launches(&self) -> Vec<crate::trace::LaunchRecord> {
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
+    }
+
+    /// Appends a launch while recording.
+    pub(crate) fn note_launch(&self, record: impl FnOnce() -> crate::trace::LaunchRecord) {
+        if let Some(list) = self.recorded.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            list.push(record());
+        }
     }
 
     pub fn context(&self) -> &Arc<CudaContext> {
@@ -317,19 +331,4 @@ fn resolve_all(
         functions.insert(name, function);
     }
     Ok(functions)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::defines_lines;
-
-    #[test]
-    fn kernel_defines_take_macro_names_only() {
-        assert_eq!(defines_lines("GEMV_VARIANT_2").as_deref(), Some("#define GEMV_VARIANT_2 1\n"));
-        assert_eq!(defines_lines(" A, _B2 ,").as_deref(), Some("#define A 1\n#define _B2 1\n"));
-        assert_eq!(defines_lines("").as_deref(), Some(""));
-        for bad in ["2X", "a", "X=1", "X Y", "X\n#include"] {
-            assert_eq!(defines_lines(bad), None, "{bad}");
-        }
-    }
 }

@@ -13,6 +13,7 @@ use super::compile::{CompileOutput, Nvcc, Nvrtc};
 use super::embedded;
 use super::error::KernelError;
 use super::library::{CompilerChoice, LoadStep, LoadTier};
+use crate::config::NvccChoice;
 
 /// A compiler this machine has, in tier order.
 pub(super) enum Compiler {
@@ -76,6 +77,7 @@ pub(super) struct Loader<'a> {
     pub(super) arch: u32,
     pub(super) source: &'a str,
     pub(super) choice: CompilerChoice,
+    pub(super) nvcc: &'a NvccChoice,
     pub(super) steps: Vec<LoadStep>,
     pub(super) notes: Vec<String>,
     pub(super) compilers: Vec<Compiler>,
@@ -123,7 +125,7 @@ impl Loader<'_> {
             self.probed = true;
             let started = Instant::now();
             if self.choice != CompilerChoice::Nvrtc {
-                match Nvcc::find().map(|program| Nvcc::open(&program)) {
+                match Nvcc::find(self.nvcc).map(|program| Nvcc::open(&program)) {
                     Some(Ok(nvcc)) => self.compilers.push(Compiler::Nvcc(nvcc)),
                     Some(Err(e)) => self.notes.push(format!("nvcc: unusable: {e}")),
                     None => self

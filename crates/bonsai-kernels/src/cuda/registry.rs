@@ -22,7 +22,7 @@ pub struct KernelSource {
 }
 
 /// Architectures `build.rs` embeds SASS for by default (`sm_XX` as the number XX;
-/// `BONSAI_EMBED_ARCHS=90,...` overrides). A cubin runs on devices of the same major version and an
+/// `CUDAARCHS=90;...` overrides). A cubin runs on devices of the same major version and an
 /// equal or higher minor one, so these cover Ampere, Ada and Hopper; any other device (Blackwell)
 /// compiles once at run time and is cached. Each one costs build time and binary size (~1.2 MB).
 pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90];

@@ -206,6 +206,8 @@ pub struct CompareOptions {
     pub max_case_bytes: u64,
     /// Seed of the inputs; None: from the clock (recorded in the manifest either way).
     pub seed: Option<u64>,
+    /// The run-time configuration (device, embedded kernels, launch policy).
+    pub config: crate::Config,
 }
 
 /// Copies of a case's buffers to cycle through so a batch of launches exceeds [`ROTATION_BYTES`].
@@ -271,8 +273,8 @@ fn run_case(ctx: &Ctx, case: &ImageCase, host: &[HostInput]) -> Result<(Vec<f32>
 /// Runs every selected case and writes `DIR/manifest.json` plus the data files. A case that fails
 /// to launch is recorded with its error (the Python side reports it as FAIL) and the run goes on.
 pub fn run(opts: &CompareOptions) -> Result<Manifest, VerifyError> {
-    let gpu = GpuContext::new()?;
-    let lib = gpu.load_library(&LoadOptions::from_env())?;
+    let gpu = GpuContext::on_device(opts.config.device)?;
+    let lib = gpu.load_library(&opts.config, &LoadOptions::from_config(&opts.config))?;
     let seed = opts.seed.unwrap_or_else(|| {
         SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0x5eed)
     });

@@ -60,8 +60,8 @@ pub struct VerifyOptions {
     pub shapes: ShapeSet,
     /// Seed of the random inputs; None draws one from the clock (printed either way).
     pub seed: Option<u64>,
-    /// CUDA device ordinal; None: BONSAI_DEVICE, else 0.
-    pub device: Option<usize>,
+    /// The run-time configuration (device, embedded kernels, launch policy).
+    pub config: crate::Config,
     /// Run only these check groups ([`CHECK_GROUPS`]) and bench groups (`bench::BENCH_GROUPS`);
     /// empty: all of them.
     pub only: Vec<String>,
@@ -85,7 +85,7 @@ pub const CHECK_GROUPS: &[&str] = &[
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        Self { bench: false, skip_checks: false, shapes: ShapeSet::All, seed: None, device: None, only: Vec::new() }
+        Self { bench: false, skip_checks: false, shapes: ShapeSet::All, seed: None, config: crate::Config::default(), only: Vec::new() }
     }
 }
 
@@ -228,13 +228,10 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     if let Some(unknown) = opts.only.iter().find(|g| !known(g)) {
         return Err(VerifyError::UnknownGroup(unknown.clone()));
     }
-    let gpu = match opts.device {
-        Some(ordinal) => GpuContext::on_device(ordinal)?,
-        None => GpuContext::new()?,
-    };
+    let gpu = GpuContext::on_device(opts.config.device)?;
     let device = gpu.info().name.clone();
     // The same load path as every GPU command (embedded SASS, cache, nvcc, NVRTC).
-    let lib = gpu.load_library(&LoadOptions::from_env())?;
+    let lib = gpu.load_library(&opts.config, &LoadOptions::from_config(&opts.config))?;
     let stream = gpu.stream().clone();
     println!("verify: kernel library served by {:?} for sm_{}", lib.report().tier, lib.report().device_arch);
     let seed = opts.seed.unwrap_or_else(|| {

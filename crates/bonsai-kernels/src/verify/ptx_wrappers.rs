@@ -150,7 +150,7 @@ fn grid_sync_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
     {
         let (counter_p, _counter_sync) = write_ptr(&mut counter_d, &stream);
         let (data_p, _data_sync) = write_ptr(&mut data_d, &stream);
-        launch_grid_sync(&stream, &function, counter_p, data_p, ctas)?;
+        launch_grid_sync(&ctx.lib, &stream, &function, counter_p, data_p, ctas)?;
     }
     let got = grid_sync_results(&stream, &data_d, &counter_d)?;
     exact(ctx, &format!("{name}, direct"), &got, &want);
@@ -164,7 +164,7 @@ fn grid_sync_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
         // SAFETY: counter_p is the one-word allocation counter_d, alive until after the replays.
         let reset = unsafe { sys::cuMemsetD32Async(counter_p, 0, 1, stream.cu_stream()) }.result();
         let recorded = reset.map_err(VerifyError::from).and_then(|()| {
-            launch_grid_sync(&stream, &function, counter_p, data_p, ctas).map_err(VerifyError::from)
+            launch_grid_sync(&ctx.lib, &stream, &function, counter_p, data_p, ctas).map_err(VerifyError::from)
         });
         // End the capture even when recording failed, or the stream stays in capture mode.
         let ended = stream.end_capture(CUgraphInstantiate_flags(0));
@@ -181,6 +181,7 @@ fn grid_sync_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
 }
 
 fn launch_grid_sync(
+    lib: &crate::cuda::KernelLibrary,
     stream: &Arc<CudaStream>,
     function: &CudaFunction,
     counter_p: u64,
@@ -188,7 +189,7 @@ fn launch_grid_sync(
     ctas: u32,
 ) -> Result<(), LaunchError> {
     let rounds = GRID_SYNC_ROUNDS;
-    let mut launch = Launch::new(stream, function);
+    let mut launch = Launch::new(lib, stream, function);
     launch.arg(&counter_p).arg(&data_p).arg(&rounds).cooperative();
     let config = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GRID_SYNC_THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches grid_sync_selftest(u32* counter, u32* data, int rounds); the caller passes

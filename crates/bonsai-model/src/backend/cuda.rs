@@ -24,6 +24,7 @@ use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
 use bonsai_kernels::rope::RopeTable;
+use bonsai_kernels::config::{Config, Trace};
 use bonsai_kernels::trace;
 use bonsai_kernels::QMatrix;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -31,13 +32,9 @@ use cudarc::driver::{CudaEvent, CudaGraph, CudaSlice, CudaStream, PinnedHostSlic
 
 use super::{Backend, BackendError, MemoryPlan};
 
-/// Set to `1` to run decode steps op by op instead of replaying a captured graph (debugging).
-pub const NO_GRAPH_ENV: &str = "BONSAI_NO_GRAPH";
-
-/// `BONSAI_DECODE_QUEUE=1` (measurement knob, 2 by default): decode steps the host keeps queued
-/// ([`Backend::decode_queue_depth`]). At 1 the device idles while the host reads each token and
-/// launches the next step; at 2 that round trip overlaps the next step.
-pub const DECODE_QUEUE_ENV: &str = "BONSAI_DECODE_QUEUE";
+/// Decode steps the host keeps queued ([`Backend::decode_queue_depth`]): the device runs step
+/// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
+const DECODE_QUEUE_DEPTH: usize = 2;
 
 /// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
 pub struct CudaKvCache {
@@ -114,7 +111,6 @@ pub struct CudaBackend {
     /// far.
     traced_events: RefCell<Vec<Vec<trace::Event>>>,
     replays_since_capture: Cell<usize>,
-    decode_queue_depth: usize,
     /// Page-locked slots the queued decode steps' token ids are copied into (one per queued step),
     /// each with an event recorded after its copy (cudarc's own per-slice event is off with event
     /// tracking), allocated on first use.
@@ -136,11 +132,11 @@ pub fn is_absent_device(error: &KernelError) -> bool {
 }
 
 impl CudaBackend {
-    /// Opens device `$BONSAI_DEVICE` (default 0) and loads the kernel library.
-    pub fn open() -> Result<Self, KernelError> {
-        let gpu = GpuContext::new()?;
-        let lib = gpu.load_library(&LoadOptions::from_env())?;
-        Ok(Self::with(gpu, lib))
+    /// Opens the configuration's device and loads the kernel library.
+    pub fn open(config: &Config) -> Result<Self, KernelError> {
+        let gpu = GpuContext::on_device(config.device)?;
+        let lib = gpu.load_library(config, &LoadOptions::from_config(config))?;
+        Ok(Self::with(gpu, lib, config))
     }
 
     /// Records `record` into one decode graph (the launches of the attention follow the
@@ -154,24 +150,22 @@ impl CudaBackend {
         self.synchronize()?;
         self.stream
             .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(device_err("beginning the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
+            .map_err(device_err("beginning the decode graph capture (graphs=off runs without graphs)"))?;
         self.capturing.set(true);
-        // The decode step's launches use programmatic dependent launch by default (launch_ex).
-        let pdl = bonsai_kernels::launch_ex::PdlScope::enter();
-        if trace::enabled() {
-            trace::record_launches();
+        let tracing = self.lib.trace() != Trace::Off;
+        if tracing {
+            self.lib.record_launches();
         }
         let recorded = record();
-        let launches = if trace::enabled() { trace::take_launches() } else { Vec::new() };
-        drop(pdl);
+        let launches = if tracing { self.lib.take_launches() } else { Vec::new() };
         self.capturing.set(false);
         // End the capture even when recording failed, or the stream stays in capture mode.
         let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
         recorded?;
         let graph = ended
-            .map_err(device_err("ending the decode graph capture (BONSAI_NO_GRAPH=1 runs without graphs)"))?
+            .map_err(device_err("ending the decode graph capture (graphs=off runs without graphs)"))?
             .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
-        graph.upload().map_err(device_err("uploading the decode graph (BONSAI_NO_GRAPH=1 runs without graphs)"))?;
+        graph.upload().map_err(device_err("uploading the decode graph (graphs=off runs without graphs)"))?;
         self.synchronize()?;
         Ok(CapturedGraph { graph, launches })
     }
@@ -188,21 +182,20 @@ impl CudaBackend {
         self.traced_events.borrow_mut().push(events);
         if last {
             let replays = std::mem::take(&mut *self.traced_events.borrow_mut());
-            eprintln!("decode timeline (BONSAI_TRACE, replay {TRACE_REPLAY} after capture):");
+            eprintln!("decode timeline (trace=on, replay {TRACE_REPLAY} after capture):");
             eprint!("{}", trace::report_replays(&captured.launches, &replays));
         }
         Ok(())
     }
 
-    /// A backend over an opened context and its loaded library.
-    pub fn with(gpu: GpuContext, lib: KernelLibrary) -> Self {
+    /// A backend over an opened context and its loaded library, under `config`.
+    pub fn with(gpu: GpuContext, lib: KernelLibrary, config: &Config) -> Self {
         // SAFETY: every buffer of this backend is created after this call and used only on the
         // one stream below, so no cross-stream synchronisation is needed; events recorded per
         // buffer would otherwise land inside graph captures.
         unsafe { gpu.context().disable_event_tracking() };
         let stream = gpu.stream().clone();
-        let use_graphs = std::env::var(NO_GRAPH_ENV).map_or(true, |v| v.trim() != "1");
-        let decode_queue_depth = if std::env::var(DECODE_QUEUE_ENV).is_ok_and(|v| v.trim() == "1") { 1 } else { 2 };
+        let use_graphs = config.graphs;
         Self {
             gpu,
             lib,
@@ -221,7 +214,6 @@ impl CudaBackend {
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
             attention_counters: RefCell::new(None),
-            decode_queue_depth,
             token_mailboxes: RefCell::new(Vec::new()),
         }
     }
@@ -347,7 +339,7 @@ impl Backend for CudaBackend {
 
     fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<DecodeGraphs, E> {
         if !self.use_graphs {
-            return Err(E::from(BackendError::Device(format!("graph capture is off ({NO_GRAPH_ENV}=1)"))));
+            return Err(E::from(BackendError::Device("graph capture is off (graphs=off)".into())));
         }
         // Under `auto` two graphs, unless the model's GQA group has no `_heads` kernels (then the
         // first capture already is the only graph).
@@ -359,7 +351,7 @@ impl Backend for CudaBackend {
             true => (Some(short?), self.capture_one(record)?),
             false => (None, short?),
         };
-        if trace::enabled() {
+        if self.lib.trace() != Trace::Off {
             self.traced_events.borrow_mut().clear();
             self.replays_since_capture.set(0);
         }
@@ -375,8 +367,9 @@ impl Backend for CudaBackend {
         };
         let replay = self.replays_since_capture.get();
         self.replays_since_capture.set(replay + 1);
-        if trace::enabled() && (TRACE_REPLAY..TRACE_REPLAY + trace::replays()).contains(&replay) {
-            self.traced_replay(captured, replay + 1 == TRACE_REPLAY + trace::replays())?;
+        let replays = self.lib.trace_replays();
+        if self.lib.trace() != Trace::Off && (TRACE_REPLAY..TRACE_REPLAY + replays).contains(&replay) {
+            self.traced_replay(captured, replay + 1 == TRACE_REPLAY + replays)?;
         } else {
             captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
         }
@@ -454,13 +447,13 @@ impl Backend for CudaBackend {
     }
 
     fn decode_queue_depth(&self) -> usize {
-        self.decode_queue_depth
+        DECODE_QUEUE_DEPTH
     }
 
     fn post_token(&self, src: &CudaSlice<u32>, slot: usize) -> Result<(), BackendError> {
         self.not_while_capturing("post_token")?;
         let mut boxes = self.token_mailboxes.borrow_mut();
-        while boxes.len() < self.decode_queue_depth {
+        while boxes.len() < DECODE_QUEUE_DEPTH {
             let ctx = self.gpu.context();
             // SAFETY: a slot is read only after a copy into it completed (take_token waits for
             // the event recorded after the copy).
@@ -468,7 +461,7 @@ impl Backend for CudaBackend {
             boxes.push((slot, ctx.new_event(None).map_err(device_err("creating a token mailbox event"))?));
         }
         let (mailbox, copied) =
-            boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: self.decode_queue_depth })?;
+            boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: DECODE_QUEUE_DEPTH })?;
         let first = src.try_slice(..1).ok_or(BackendError::Capacity { what: "post_token", need: 1, have: src.len() })?;
         self.stream.memcpy_dtoh(&first, mailbox).map_err(device_err("queueing a token id copy"))?;
         copied.record(&self.stream).map_err(device_err("recording a token id copy"))
@@ -638,17 +631,6 @@ impl Backend for CudaBackend {
 
     fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<bool, BackendError> {
         tail::layer_tail(self, t)
-    }
-
-    /// Batched forward calls (prefill) launch with PDL: measured on the H200 with the wgmma GEMMs
-    /// (2026-11-30, docs/PERFORMANCE.md), Bonsai-8B pp512 19,253 -> 19,947 tok/s with every launch
-    /// PDL. One-token calls keep the default policy (the decode graph opens its own scope).
-    fn forward_scope(&self, m: usize) -> super::ForwardScope {
-        if m > 1 {
-            super::ForwardScope::with_pdl()
-        } else {
-            super::ForwardScope::default()
-        }
     }
 
     fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, rows: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {

@@ -78,7 +78,7 @@ pub trait Backend {
     fn synchronize(&self) -> Result<(), BackendError> {
         Ok(())
     }
-    /// Whether [`Backend::capture`] records graphs (false on the CPU, or with `BONSAI_NO_GRAPH=1`).
+    /// Whether [`Backend::capture`] records graphs (false on the CPU, or with `graphs=off`).
     fn graphs_enabled(&self) -> bool {
         false
     }
@@ -259,11 +259,6 @@ pub trait Backend {
     {
         layer_tail_ops(self, t)
     }
-    /// Held for the launches of one forward call over `m` tokens: a backend may set a launch
-    /// policy for it (CUDA: programmatic dependent launch for batched prefill). Default: none.
-    fn forward_scope(&self, _m: usize) -> ForwardScope {
-        ForwardScope::default()
-    }
     /// Copies rows `src_row .. src_row + rows` (each `row_len` long) of `src` to the start of `dst`.
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, rows: usize, row_len: usize, dst: &mut Self::Buffer)
         -> Result<(), BackendError>;
@@ -287,20 +282,6 @@ pub trait Backend {
         sampler: &mut Self::SamplerState,
         out: &mut Self::Tokens,
     ) -> Result<(), BackendError>;
-}
-
-/// What [`Backend::forward_scope`] returns: the launch policy of one forward call, ended when
-/// it is dropped.
-#[derive(Default)]
-pub struct ForwardScope {
-    _pdl: Option<bonsai_kernels::launch_ex::PdlScope>,
-}
-
-impl ForwardScope {
-    /// Programmatic dependent launch for this thread's launches while the scope lives.
-    pub fn with_pdl() -> Self {
-        Self { _pdl: Some(bonsai_kernels::launch_ex::PdlScope::enter()) }
-    }
 }
 
 /// [`Backend::layer_tail`] op by op (its definition, and every backend's unfused path); leaves

@@ -343,7 +343,6 @@ impl<B: Backend> Qwen3<B> {
             return Err(ModelError::Unsupported("all-row logits on a state built without all_logits".into()));
         }
         let (b, c, s) = (&self.backend, &self.config, self.shape);
-        let _launch_policy = b.forward_scope(m);
         let st = state;
         // Whether this layer's qk_norm_rope_kv_write already ran (in the op before).
         let mut rope_done = match (self.layers.first(), st.kv.first_mut()) {

@@ -36,7 +36,7 @@ pub fn argmax(
     let func = lib.function("argmax_multi_block")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (o_p, _b) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&x_p).arg(&n_u).arg(&o_p);
     // SAFETY: matches argmax_multi_block(x, n, out); x holds n values, out one. The kernel's
     // device globals are reset by its last CTA, so launches on one stream never overlap them.

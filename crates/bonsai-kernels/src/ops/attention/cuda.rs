@@ -184,7 +184,7 @@ pub fn attention_with(
     let (s_p, _e) = write_ptr(scratch, stream);
     let (c_p, _f) = write_ptr(counters, stream);
     let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, split);
+    let mut l = Launch::new(lib, stream, split);
     l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
     l.arg(&c_p).arg(&o_p);
     // SAFETY: matches attention_split_keys' signature; qkv/cache/scratch/counter lengths checked

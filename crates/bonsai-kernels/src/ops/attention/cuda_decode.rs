@@ -157,7 +157,7 @@ pub(super) fn attention_decode(
     let (s_p, _e) = write_ptr(scratch, stream);
     let (c_p, _f) = write_ptr(counters, stream);
     let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, function);
+    let mut l = Launch::new(lib, stream, function);
     l.arg(&q_p)
         .arg(&p0)
         .arg(&max_seq_i)

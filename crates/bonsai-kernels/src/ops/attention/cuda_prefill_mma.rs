@@ -114,7 +114,7 @@ pub(super) fn attention_prefill_mma(
         block_dim: (PREFILL_MMA_THREADS, 1, 1),
         shared_mem_bytes: prefill_mma_shared_bytes(hd) as u32,
     };
-    let mut l = Launch::new(stream, f);
+    let mut l = Launch::new(lib, stream, f);
     l.arg(&q_p)
         .arg(&m_i)
         .arg(&n_q)

@@ -100,7 +100,7 @@ fn launch_direct(
     let (w_ptr, _gw) = read_ptr(weight, stream);
     let (b_ptr, _gb) = read_ptr(bias, stream);
     let (y_ptr, _gy) = write_ptr(y, stream);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_direct_co4/_co8 (x, weight, bias, y, c_in,
     // c_out, h, w); `conv3x3` checked every length (x C_in·H·W, weight C_out·C_in·9, bias C_out,
@@ -166,7 +166,7 @@ pub fn conv3x3(
         allow_smem(func, CONV_SMEM_BYTES)?;
         cfg.grid_dim.1 = splits as u32;
         let splits_i = splits as i32;
-        let mut b = Launch::new(stream, func);
+        let mut b = Launch::new(lib, stream, func);
         b.arg(&x_ptr).arg(&w_ptr).arg(&p_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i).arg(&splits_i);
         // SAFETY: argument order and types match conv3x3_3xtf32_split_* (x, weight, partial,
         // c_in, c_out, h, w, splits); x and weight lengths were checked above, partial holds
@@ -175,7 +175,7 @@ pub fn conv3x3(
         unsafe { b.launch(cfg) }?;
         let merge = lib.function("conv3x3_split_merge")?;
         let pixels_i = pixels as i32; // fits: checked above
-        let mut b = Launch::new(stream, merge);
+        let mut b = Launch::new(lib, stream, merge);
         b.arg(&p_ptr).arg(&b_ptr).arg(&y_ptr).arg(&co).arg(&pixels_i).arg(&splits_i);
         let blocks = grid_stride_blocks((c_out * pixels).div_ceil(4), MERGE_THREADS);
         // SAFETY: matches conv3x3_split_merge(partial, bias, y, c_out, pixels, splits); partial
@@ -186,7 +186,7 @@ pub fn conv3x3(
     let name = variant(k, &[w_ptr], "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c");
     let func = lib.function(name)?;
     allow_smem(func, CONV_SMEM_BYTES)?;
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_3xtf32_* (x, weight, bias, y, c_in, c_out,
     // h, w); lengths were checked above to cover every index the kernel touches, the vec16

@@ -48,7 +48,7 @@ pub fn embed_rows(
     let (p_p, _b) = read_ptr(table.payload, stream);
     let (i_p, _c) = read_ptr(ids, stream);
     let (o_p, _d) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&s_p).arg(&p_p).arg(&i_p).arg(&vocab).arg(&hidden).arg(&o_p);
     // SAFETY: matches embed_rows_q*(scales, payload, ids, vocab, hidden, out); table validated,
     // ids/out lengths checked; out-of-range ids are handled on the device.

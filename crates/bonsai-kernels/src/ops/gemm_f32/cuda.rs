@@ -232,7 +232,7 @@ pub fn gemm_f32_mma<B: DevicePtr<f32>>(
     let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k");
     let func = lib.function(name)?;
     allow_smem(func, GEMM_SMEM_BYTES)?;
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_f32_3xtf32_* (a, w, bias or null, out, m, n,
     // k); lengths were checked above to cover every index the kernel touches, the vec16 variant is

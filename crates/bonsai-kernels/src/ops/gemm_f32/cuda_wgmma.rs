@@ -195,7 +195,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
         }
         None => (out_ptr, None),
     };
-    let mut b = Launch::new(stream, gemm);
+    let mut b = Launch::new(lib, stream, gemm);
     b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&gemm_out);
     b.arg(&m_i).arg(&n_i).arg(&k_pad_i).arg(&splits_i);
     // SAFETY: argument order and types match gemm_f32_3xtf32_wgmma (a_big, a_small, w_big,
@@ -214,7 +214,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
             block_dim: (MERGE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = Launch::new(stream, f);
+        let mut b = Launch::new(lib, stream, f);
         b.arg(&gemm_out).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&splits_i);
         // SAFETY: matches gemm_f32_split_merge(partial, bias or null, out, m, n, splits); the
         // partial buffer holds splits·m·n floats written by the GEMM just queued on this stream,
@@ -288,7 +288,7 @@ fn split(
         shared_mem_bytes: 0,
     };
     let f = lib.function(SPLIT)?;
-    let mut b = Launch::new(stream, f);
+    let mut b = Launch::new(lib, stream, f);
     b.arg(&src).arg(&rows_i).arg(&k_i).arg(&k_pad_i).arg(&vec4).arg(&big).arg(&small);
     // SAFETY: argument order and types match gemm_f32_tf32_split (src, rows, k, k_padded, vec4,
     // big, small); src holds rows x k f32 (checked by the caller), big and small rows x k_pad u32

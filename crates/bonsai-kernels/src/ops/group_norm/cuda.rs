@@ -28,7 +28,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch_ex::{Launch, PdlScope};
+use crate::launch_ex::Launch;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const OP: &str = "group_norm";
@@ -266,7 +266,7 @@ pub fn group_norm_with(
     let silu_i = i32::from(apply_silu);
 
     let stats = lib.function("group_norm_partial_stats")?;
-    let mut l = Launch::new(stream, stats);
+    let mut l = Launch::new(lib, stream, stats);
     l.arg(&x_p).arg(&n_group).arg(&chunk_i).arg(&partial);
     let grid = (p.splits as u32, dims.groups as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -278,8 +278,7 @@ pub fn group_norm_with(
     let normalize = lib.function("group_norm_normalize")?;
     // With PDL the normalise CTAs start while the statistics launch drains (group_norm.cu: they
     // read x before griddep_wait and the partial sums after it).
-    let _pdl = PdlScope::enter();
-    let mut l = Launch::new(stream, normalize);
+    let mut l = Launch::new(lib, stream, normalize);
     l.arg(&x_p).arg(&g_p).arg(&b_p).arg(&partial).arg(&eps).arg(&channels_i).arg(&cpg_i).arg(&plane_i).arg(&splits_i);
     l.arg(&plane_chunk_i).arg(&silu_i).arg(&y_p);
     let grid = (p.plane_chunks as u32, dims.channels as u32, 1);

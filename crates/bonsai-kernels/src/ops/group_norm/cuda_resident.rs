@@ -151,7 +151,7 @@ pub(crate) fn launch_resident(
     let (plane4, group4, slice4) = (int(dims.plane / 4)?, int(dims.group_len() / 4)?, int(geo.slice4)?);
     let total4 = int(dims.channels * dims.plane / 4)?;
     let (max_groups, max_channels, silu) = (int(geo.max_groups)?, int(geo.max_channels)?, i32::from(apply_silu));
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&p.x).arg(&p.gamma).arg(&p.beta).arg(&p.partial).arg(&p.counter).arg(&eps).arg(&cpg).arg(&plane4);
     l.arg(&group4).arg(&slice4).arg(&total4).arg(&max_groups).arg(&max_channels).arg(&silu).arg(&p.y);
     l.cooperative();

@@ -33,7 +33,7 @@ pub fn im2col(
     let func = lib.function("im2col_3x3_grid_stride")?;
     let (x_p, _a) = read_ptr(x, stream);
     let (c_p, _b) = write_ptr(cols, stream);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&x_p).arg(&c_p).arg(&c_i).arg(&h_i).arg(&w_i);
     let blocks = grid_stride_blocks((TAPS * input_len).div_ceil(4), THREADS);
     // SAFETY: matches im2col_3x3_grid_stride(x, cols, C, H, W); x holds C·H·W and cols 9·C·H·W

@@ -205,7 +205,7 @@ fn convert_pass(
         block_dim: (CONVERT_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut l = Launch::new(stream, f);
+    let mut l = Launch::new(lib, stream, f);
     l.arg(&s0.0).arg(&s1.0).arg(&s2.0).arg(&s0.1).arg(&s1.1).arg(&s2.1).arg(&quads);
     // SAFETY: matches joint_attention_to_bf16(const float*, x3, u16*, x3, long long); every
     // source holds >= n floats and every destination >= n u16 (the callers checked), 16-byte
@@ -291,7 +291,7 @@ fn launch_flash(
     }
     let (heads, seq) = (as_i32(OP, "heads", dims.heads)?, as_i32(OP, "seq", dims.seq)?);
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
-    let mut l = Launch::new(stream, f);
+    let mut l = Launch::new(lib, stream, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&o_p).arg(&heads).arg(&seq).arg(&scale_log2);
     // SAFETY: matches joint_attention_hdXX[_...](const u16* or const float* q, const u16* k, v,
     // float* out, int heads, int seq, float scale_log2); q, k, v hold H·seq·hd elements of the

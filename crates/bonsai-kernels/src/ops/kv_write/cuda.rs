@@ -47,7 +47,7 @@ pub fn kv_write(
     let (p0, _b) = read_ptr(pos0, stream);
     let (k_p, _c) = write_ptr(k_cache, stream);
     let (v_p, _d) = write_ptr(v_cache, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches kv_write_head_per_block's signature; cache lengths cover [n_kv][max_seq][hd]
     // and the kernel skips positions >= max_seq.

@@ -378,7 +378,7 @@ fn launch_any(
         let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
         // No norm: a null pointer (the kernel stages x as it is).
         let (norm_ptr, norm_eps) = norm.unwrap_or((0, 0.0));
-        let mut b = Launch::new(stream, func);
+        let mut b = Launch::new(lib, stream, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
         b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_ptr).arg(&norm_eps);
         // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
@@ -398,7 +398,7 @@ fn launch_any(
         }
         LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
     };
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.

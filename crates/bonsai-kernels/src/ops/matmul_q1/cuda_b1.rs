@@ -102,7 +102,7 @@ fn launch_tiles(
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&norm_flag).arg(&norm_eps);
     // SAFETY: argument order and types match `*_gemv_b1_tiles` (scales, payload, planes, gsx,
@@ -185,7 +185,7 @@ pub(crate) fn prepare(
     let k_i = as_i32(op, "K", k)?;
     let prepare = lib.function("gemv_b1_prepare")?;
     let cfg = prepare_config(stream, op, k, prepare)?;
-    let mut b = Launch::new(stream, prepare);
+    let mut b = Launch::new(lib, stream, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
     // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
@@ -225,7 +225,7 @@ pub(crate) fn prepare_embed(
         QuantBits::Two => "gemv_b1_prepare_embed_q2",
     })?;
     let cfg = prepare_config(stream, op, k, func)?;
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&scales).arg(&payload).arg(&ids).arg(&vocab_i).arg(&norm_ptr).arg(&k_i).arg(&x);
     b.arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare_embed_q*(const u16* scales, const u32* payload, const u32* ids, int
@@ -295,7 +295,7 @@ pub(crate) fn launch_gemv(
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
     match &out {

@@ -197,7 +197,7 @@ pub(crate) fn launch(
         shared_mem_bytes: geo.smem_bytes as u32,
     };
     if geo.splits() == 1 {
-        let mut b = Launch::new(stream, gemm);
+        let mut b = Launch::new(lib, stream, gemm);
         b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
         // SAFETY: argument order and types match gemm_f16_mma's unsplit entry points (scales,
         // payload, xh, row_unscale, m, y, n_out, k); the caller checked the x / y / weight
@@ -215,7 +215,7 @@ pub(crate) fn launch(
     let (partials_ptr, _g2) = partials.device_ptr_mut(stream);
     let (counters_ptr, _g3) = counters.device_ptr_mut(stream);
     let split_groups = as_i32(op, "split_groups", geo.split_groups)?;
-    let mut b = Launch::new(stream, gemm);
+    let mut b = Launch::new(lib, stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups);
     // SAFETY: as the unsplit launch above, plus: the `_split` entry points take (partials,
@@ -249,7 +249,7 @@ pub(crate) fn prepass(
         let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
         let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
         let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let mut b = Launch::new(stream, prep);
+        let mut b = Launch::new(lib, stream, prep);
         b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
         // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
         // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds

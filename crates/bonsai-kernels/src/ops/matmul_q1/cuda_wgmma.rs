@@ -146,7 +146,7 @@ pub(crate) fn launch(
         block_dim: (QW_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let mut b = Launch::new(stream, gemm);
+    let mut b = Launch::new(lib, stream, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_wgmma's entry points (scales, payload, xh,
     // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is

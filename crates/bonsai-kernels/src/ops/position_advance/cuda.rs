@@ -24,7 +24,7 @@ pub fn position_advance(
     let by_u = u32::try_from(by).map_err(|_| shape(OP, format!("advance by {by} exceeds u32")))?;
     let func = lib.function("position_advance")?;
     let (p, _a) = write_ptr(pos, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&p).arg(&by_u);
     // SAFETY: matches position_advance(u32* pos, u32 by); pos holds at least one element.
     unsafe { l.launch(grid_1d(1, 1)) }?;

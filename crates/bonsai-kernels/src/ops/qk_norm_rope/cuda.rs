@@ -41,7 +41,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     let (sn, _d) = read_ptr(rope.sin, stream);
     let (p0, _e) = read_ptr(pos0, stream);
     let (q_p, _f) = write_ptr(qkv, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
     // and the device position is bounds-checked against max_pos in the kernel.
@@ -81,7 +81,7 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     let (q_p, _f) = write_ptr(qkv, stream);
     let (k_p, _g) = write_ptr(k_cache, stream);
     let (v_p, _h) = write_ptr(v_cache, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the

@@ -25,7 +25,7 @@ pub fn residual_add(
     let func = lib.function("residual_add_grid_stride")?;
     let (b_p, _g1) = read_ptr(b, stream);
     let (a_p, _g0) = write_ptr(a, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&a_p).arg(&b_p).arg(&n_i);
     // SAFETY: matches residual_add_grid_stride(a, b, n); both hold >= n elements.
     unsafe { l.launch(grid_1d(grid_stride_blocks(n, THREADS), THREADS)) }?;

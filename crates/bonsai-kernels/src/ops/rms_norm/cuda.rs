@@ -35,7 +35,7 @@ pub fn rms_norm(
     let (x_p, _a) = read_ptr(x, stream);
     let (w_p, _b) = read_ptr(weight, stream);
     let (y_p, _c) = write_ptr(y, stream);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&x_p).arg(&w_p).arg(&eps).arg(&y_p).arg(&n_i);
     // SAFETY: matches rms_norm_row_per_block(x, w, eps, y, n); lengths checked above.
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;

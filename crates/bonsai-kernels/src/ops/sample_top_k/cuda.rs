@@ -59,7 +59,7 @@ pub fn sample_top_k(
 
     let (l_p, _a) = read_ptr(logits, stream);
     let (c_p, _b) = write_ptr(candidates, stream);
-    let mut first = Launch::new(stream, lib.function("sample_block_candidates")?);
+    let mut first = Launch::new(lib, stream, lib.function("sample_block_candidates")?);
     first.arg(&l_p).arg(&n_u).arg(&params.inv_temperature).arg(&slice_u).arg(&c_p);
     // SAFETY: matches sample_block_candidates(logits, n, inv_t, slice, candidates): n logits,
     // slice <= SLICE_MAX, candidates hold blocks x MAX_DEVICE_TOP_K keys.
@@ -67,7 +67,7 @@ pub fn sample_top_k(
 
     let (r_p, _c) = write_ptr(rng_state, stream);
     let (o_p, _d) = write_ptr(out, stream);
-    let mut second = Launch::new(stream, lib.function("sample_finalize")?);
+    let mut second = Launch::new(lib, stream, lib.function("sample_finalize")?);
     second.arg(&c_p).arg(&blocks).arg(&top_k).arg(&params.top_p).arg(&params.min_p).arg(&r_p).arg(&o_p);
     // SAFETY: matches sample_finalize(candidates, blocks, top_k, top_p, min_p, rng_state, out);
     // lengths checked above.

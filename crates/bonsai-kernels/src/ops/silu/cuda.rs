@@ -63,7 +63,7 @@ fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64,
     let func = lib.function("silu_grid_stride")?;
     let len_i = len as i64; // fits: check() above
     let blocks = blocks_for(len);
-    let mut b = Launch::new(stream, func);
+    let mut b = Launch::new(lib, stream, func);
     b.arg(&x_p).arg(&y_p).arg(&len_i);
     // SAFETY: matches silu_grid_stride(x, y, len); both buffers hold >= len floats (checked by
     // the callers), and the kernel reads x[i] before writing y[i] at the same i, so x == y is safe.

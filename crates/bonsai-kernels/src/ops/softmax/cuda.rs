@@ -27,7 +27,7 @@ pub fn softmax(
     let blocks = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
     let func = lib.function("softmax_row_per_block")?;
     let (x_p, _g) = write_ptr(x, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&x_p).arg(&n_i);
     // SAFETY: matches softmax_row_per_block(x, n); x holds rows * n elements.
     unsafe { l.launch(grid_1d(blocks, THREADS)) }?;

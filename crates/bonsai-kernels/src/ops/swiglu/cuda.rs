@@ -26,7 +26,7 @@ pub fn swiglu(
     let func = lib.function("swiglu_grid_stride")?;
     let (g_p, _a) = read_ptr(gate_up, stream);
     let (o_p, _b) = write_ptr(out, stream);
-    let mut l = Launch::new(stream, func);
+    let mut l = Launch::new(lib, stream, func);
     l.arg(&g_p).arg(&o_p).arg(&m_i).arg(&f_i);
     // SAFETY: matches swiglu_grid_stride(gate_up, out, m, F); lengths checked above.
     unsafe { l.launch(grid_1d(grid_stride_blocks(m * f, THREADS), THREADS)) }?;

@@ -49,7 +49,7 @@ pub fn upsample_nearest2x(
         // Both fit u32: check() bounded 4·C·H·W by 2^31.
         let (half_width, items) = ((width / 2) as u32, (input_len / 2) as u32);
         let func = lib.function("upsample_nearest2x_float2")?;
-        let mut b = Launch::new(stream, func);
+        let mut b = Launch::new(lib, stream, func);
         b.arg(&x_p).arg(&y_p).arg(&half_width).arg(&items);
         // SAFETY: matches upsample_nearest2x_float2(x, y, half_width, items); x holds
         // 2·items floats (8-byte aligned), y 8·items (16-byte aligned, W even: checked above).
@@ -58,7 +58,7 @@ pub fn upsample_nearest2x(
         let rows = (channels * height) as u32;
         let width_u = width as u32;
         let func = lib.function("upsample_nearest2x_grid_stride")?;
-        let mut b = Launch::new(stream, func);
+        let mut b = Launch::new(lib, stream, func);
         b.arg(&x_p).arg(&y_p).arg(&rows).arg(&width_u);
         let blocks = grid_stride_blocks(4 * input_len, THREADS);
         // SAFETY: matches upsample_nearest2x_grid_stride(x, y, rows, width); x holds rows·W and

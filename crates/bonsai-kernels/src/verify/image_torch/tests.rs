@@ -156,7 +156,7 @@ fn compare_without_a_driver_is_an_error_not_a_panic() {
     if unsafe { cudarc::driver::sys::is_culib_present() } {
         return; // a GPU machine: image-compare itself covers it
     }
-    let opts = CompareOptions { dump: tmp_dir("nodriver"), cases: vec![], max_case_bytes: u64::MAX, seed: Some(1) };
+    let opts = CompareOptions { dump: tmp_dir("nodriver"), cases: vec![], max_case_bytes: u64::MAX, seed: Some(1), config: crate::Config::default() };
     let err = run(&opts).expect_err("no driver here");
     assert!(err.to_string().contains("no CUDA driver"), "{err}");
 }
