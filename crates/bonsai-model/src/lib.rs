@@ -1,8 +1,10 @@
 //! Qwen3 as Bonsai uses it, over a backend interface; KV cache, sampler, tokenizer, chat template
 //! and the generation loop.
 //!
-//! * [`backend`]: the `Backend` trait (buffers + op set) and the CPU backend.
-//! * [`qwen3`]: the model written once over `Backend`; weights fused at load.
+//! * [`program`]: what a model computes, as ops over named buffers (a `Program`), and each op's
+//!   meaning in primitive backend ops.
+//! * [`backend`]: the `Backend` trait (buffers, primitive ops, plans) and the CPU and CUDA backends.
+//! * [`qwen3`]: the Qwen3 forward pass as a program; weights fused at load.
 //! * [`generate`]: prefill + decode loop with stop tokens, streaming and timings.
 //! * [`sampler`], [`tokenizer`], [`chat`]: token choice, text <-> ids, prompts.
 //! * [`synthetic`], [`demo`]: random-weight models (tests, demo, speed at real geometry).
@@ -13,6 +15,7 @@ pub mod convert;
 pub mod demo;
 pub mod generate;
 pub mod loader;
+pub mod program;
 pub mod qwen3;
 pub mod sampler;
 pub mod synthetic;

@@ -14,6 +14,7 @@ use half::f16;
 use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
 
 use super::{Backend, BackendError};
+use crate::program::{run_op, Program, RunEnv, SeqRows, Weights};
 
 /// The CPU sampler: the generator and a reused candidate buffer.
 pub struct CpuSamplerState {
@@ -46,6 +47,17 @@ fn rows_mut<'a, T>(what: &'static str, buf: &'a mut [T], len: usize) -> Result<&
     buf.get_mut(..len).ok_or(BackendError::Capacity { what, need: len, have })
 }
 
+/// Rows `rows` of `buf` (rows `row_len` long), or a capacity error naming the op.
+fn row_range<'a, T>(what: &'static str, buf: &'a [T], rows: SeqRows, row_len: usize) -> Result<&'a [T], BackendError> {
+    let (start, end) = (rows.row0 * row_len, (rows.row0 + rows.rows) * row_len);
+    buf.get(start..end).ok_or(BackendError::Capacity { what, need: end, have: buf.len() })
+}
+
+fn row_range_mut<'a, T>(what: &'static str, buf: &'a mut [T], rows: SeqRows, row_len: usize) -> Result<&'a mut [T], BackendError> {
+    let (start, end, have) = (rows.row0 * row_len, (rows.row0 + rows.rows) * row_len, buf.len());
+    buf.get_mut(start..end).ok_or(BackendError::Capacity { what, need: end, have })
+}
+
 fn mismatched(op: &'static str, detail: &str) -> BackendError {
     BackendError::Op(OpError::Shape { op, detail: detail.to_string() })
 }
@@ -57,10 +69,9 @@ impl Backend for CpuBackend {
     type KvCache = CpuKvCache;
     type Position = CpuPosition;
     type Rope = RopeTable;
-    /// The CPU records nothing: every decode step runs its ops directly.
-    type Graph = std::convert::Infallible;
     type SamplerState = CpuSamplerState;
-    type TailScratch = ();
+    /// The program and each op's rows: the CPU runs every op as it stands.
+    type Plan = (Program, Vec<usize>);
 
     fn describe(&self) -> String {
         let simd = match simd_level() {
@@ -70,12 +81,20 @@ impl Backend for CpuBackend {
         format!("cpu ({} threads, {simd})", rayon::current_num_threads())
     }
 
-    fn capture<E: From<BackendError>>(&self, _record: &mut dyn FnMut() -> Result<(), E>) -> Result<Self::Graph, E> {
-        Err(E::from(BackendError::Device("the CPU backend records no graphs".into())))
+    fn compile(&self, program: Program, _weights: &Weights<Self>) -> Result<(Program, Vec<usize>), BackendError> {
+        let rows = program.op_rows();
+        Ok((program, rows))
     }
 
-    fn replay(&self, graph: &Self::Graph, _pos: &mut CpuPosition, _advanced_by: usize) -> Result<(), BackendError> {
-        match *graph {}
+    fn run(&self, (program, rows): &mut (Program, Vec<usize>), env: &mut RunEnv<'_, Self>) -> Result<(), BackendError> {
+        for (op, &m) in program.ops.iter().zip(rows.iter()) {
+            run_op(self, program, op, m, env)?;
+        }
+        Ok(())
+    }
+
+    fn describe_plan(&self, (program, _): &(Program, Vec<usize>)) -> String {
+        format!("cpu: {} ops, one by one ({} rows)", program.ops.len(), program.total_rows())
     }
 
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
@@ -133,11 +152,6 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn advance_position(&self, pos: &mut CpuPosition, by: usize) -> Result<(), BackendError> {
-        pos.0 += by;
-        Ok(())
-    }
-
     fn embed(&self, table: &QMatrix, tokens: &Vec<u32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
         let ids = rows("embed ids", tokens, m)?;
         let out = rows_mut("embed out", out, m * table.k())?;
@@ -183,7 +197,7 @@ impl Backend for CpuBackend {
     fn qk_norm_rope(
         &self,
         qkv: &mut Vec<f32>,
-        m: usize,
+        rows: SeqRows,
         shape: HeadShape,
         q_norm: &Vec<f32>,
         k_norm: &Vec<f32>,
@@ -191,62 +205,57 @@ impl Backend for CpuBackend {
         rope: &RopeTable,
         pos: &CpuPosition,
     ) -> Result<(), BackendError> {
-        let qkv = rows_mut("qk_norm_rope qkv", qkv, m * shape.qkv_row_len())?;
-        Ok(qk_norm_rope::cpu(qkv, m, shape, q_norm, k_norm, eps, rope, pos.0)?)
+        let qkv = row_range_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
+        Ok(qk_norm_rope::cpu(qkv, rows.rows, shape, q_norm, k_norm, eps, rope, pos.0)?)
     }
 
     fn kv_write(
         &self,
         qkv: &Vec<f32>,
-        m: usize,
+        rows: SeqRows,
         shape: HeadShape,
         pos: &CpuPosition,
         cache: &mut CpuKvCache,
     ) -> Result<(), BackendError> {
-        let qkv = rows("kv_write qkv", qkv, m * shape.qkv_row_len())?;
-        Ok(kv_write::cpu(qkv, m, shape, pos.0, cache.max_seq, &mut cache.k, &mut cache.v)?)
+        let qkv = row_range("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
+        Ok(kv_write::cpu(qkv, rows.rows, shape, pos.0, cache.max_seq, &mut cache.k, &mut cache.v)?)
     }
 
     fn attention(
         &self,
         qkv: &Vec<f32>,
-        m: usize,
+        rows: SeqRows,
         shape: HeadShape,
         pos: &CpuPosition,
         cache: &CpuKvCache,
         out: &mut Vec<f32>,
     ) -> Result<(), BackendError> {
-        let qkv = rows("attention qkv", qkv, m * shape.qkv_row_len())?;
-        let out = rows_mut("attention out", out, m * shape.q_len())?;
-        Ok(attention::cpu(qkv, m, shape, pos.0, cache.max_seq, &cache.k, &cache.v, out)?)
-    }
-
-    fn alloc_tail_scratch(&self, _hidden: usize, _ffn: usize, _shape: HeadShape) -> Result<(), BackendError> {
-        Ok(())
+        let qkv = row_range("attention qkv", qkv, rows, shape.qkv_row_len())?;
+        let out = row_range_mut("attention out", out, rows, shape.q_len())?;
+        Ok(attention::cpu(qkv, rows.rows, shape, pos.0, cache.max_seq, &cache.k, &cache.v, out)?)
     }
 
     fn copy_rows(
         &self,
         src: &Vec<f32>,
         src_row: usize,
-        n_rows: usize,
+        dst_row: usize,
         row_len: usize,
         dst: &mut Vec<f32>,
     ) -> Result<(), BackendError> {
-        let start = src_row * row_len;
-        let len = n_rows * row_len;
-        let from = src.get(start..start + len).ok_or(BackendError::Capacity {
-            what: "copy_rows src",
-            need: start + len,
-            have: src.len(),
-        })?;
-        rows_mut("copy_rows dst", dst, len)?.copy_from_slice(from);
+        let from = row_range("copy_rows src", src, SeqRows { row0: src_row, rows: 1 }, row_len)?;
+        row_range_mut("copy_rows dst", dst, SeqRows { row0: dst_row, rows: 1 }, row_len)?.copy_from_slice(from);
         Ok(())
     }
 
-    fn argmax(&self, logits: &Vec<f32>, n: usize, out: &mut Vec<u32>) -> Result<(), BackendError> {
-        let best = argmax::cpu(rows("argmax logits", logits, n)?)?;
-        rows_mut("argmax out", out, 1)?[0] = best as u32;
+    fn advance_position(&self, pos: &mut CpuPosition, by: usize) -> Result<(), BackendError> {
+        pos.0 += by;
+        Ok(())
+    }
+
+    fn argmax(&self, logits: &Vec<f32>, row: usize, n: usize, out: &mut Vec<u32>) -> Result<(), BackendError> {
+        let best = argmax::cpu(row_range("argmax logits", logits, SeqRows { row0: row, rows: 1 }, n)?)?;
+        row_range_mut("argmax out", out, SeqRows { row0: row, rows: 1 }, 1)?[0] = best as u32;
         Ok(())
     }
 
@@ -266,18 +275,20 @@ impl Backend for CpuBackend {
     fn sample(
         &self,
         logits: &Vec<f32>,
+        row: usize,
         n: usize,
         params: &SampleParams,
         sampler: &mut CpuSamplerState,
         out: &mut Vec<u32>,
     ) -> Result<(), BackendError> {
         let u = sampler.rng.next_f64();
-        let id = match sample_top_k::cpu(rows("sample logits", logits, n)?, params, u, &mut sampler.scratch) {
+        let logits = row_range("sample logits", logits, SeqRows { row0: row, rows: 1 }, n)?;
+        let id = match sample_top_k::cpu(logits, params, u, &mut sampler.scratch) {
             Ok(id) => id,
             Err(bonsai_kernels::ops::OpError::NoCandidate { .. }) => u32::MAX,
             Err(e) => return Err(e.into()),
         };
-        rows_mut("sample out", out, 1)?[0] = id;
+        row_range_mut("sample out", out, SeqRows { row0: row, rows: 1 }, 1)?[0] = id;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The CUDA backend: device buffers on one non-default stream, weights uploaded once, an f16 KV
 //! cache, and the position and token ids in device memory so one decode step can be captured as
-//! a CUDA graph and replayed for every greedy token (see [`Backend::capture`]).
+//! a CUDA graph and replayed for every token. Its plans (`fuse.rs` decides the launches,
+//! `plan.rs` runs them and owns the graphs) are built from each model's program.
 //!
 //! Everything runs on the stream of [`GpuContext`]; cudarc's per-buffer event tracking is turned
 //! off (it would record events inside a graph capture, and one stream needs no cross-stream
@@ -11,10 +12,12 @@
 //! count, and so the scratch size, follows the real sequence length); a captured decode step
 //! instead bounds attention by the cache length, since its position changes on every replay.
 
+mod fuse;
 mod ops;
-mod tail;
+mod plan;
 
-pub use tail::CudaTailScratch;
+pub use fuse::{Caps, Planes, Step};
+pub use plan::CudaPlan;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -24,13 +27,12 @@ use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::HeadShape;
 use bonsai_kernels::rope::RopeTable;
-use bonsai_kernels::config::{Config, Trace};
-use bonsai_kernels::trace;
+use bonsai_kernels::config::Config;
 use bonsai_kernels::QMatrix;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaEvent, CudaGraph, CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{Backend, BackendError, MemoryPlan};
+use crate::program::{Program, RunEnv, SeqRows, Weights};
 
 /// Decode steps the host keeps queued ([`Backend::decode_queue_depth`]): the device runs step
 /// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
@@ -62,20 +64,6 @@ pub struct CudaSamplerState {
     candidates: CudaSlice<u64>,
 }
 
-/// A captured decode step: under `BONSAI_ATT_HEADS=auto` (the default) two graphs that differ
-/// only in their attention kernel, `short` (the `_heads` one) replayed while the context holds at
-/// most `DECODE_HEADS_MAX_LEN` tokens and `long` after; otherwise `long` alone.
-pub struct DecodeGraphs {
-    short: Option<CapturedGraph>,
-    long: CapturedGraph,
-}
-
-/// One captured graph and, under `BONSAI_TRACE=1`, its launches (for the trace's table).
-struct CapturedGraph {
-    graph: CudaGraph,
-    launches: Vec<trace::LaunchRecord>,
-}
-
 /// Called with (bytes uploaded so far, bytes planned) as weights reach the device.
 pub type UploadProgress = Box<dyn FnMut(usize, usize)>;
 
@@ -87,10 +75,6 @@ pub struct CudaBackend {
     use_graphs: bool,
     /// True between `begin_capture` and `end_capture`: ops then pick graph-safe bounds.
     capturing: Cell<bool>,
-    /// While capturing the short-context graph: the decode attention runs its per-q-head kernel
-    /// where the GQA group has one (and then sets `per_q_head_launched`).
-    capture_per_q_head: Cell<bool>,
-    per_q_head_launched: Cell<bool>,
     allocated_bytes: Cell<usize>,
     uploaded_bytes: Cell<usize>,
     planned_weight_bytes: Cell<usize>,
@@ -106,19 +90,11 @@ pub struct CudaBackend {
     /// every launch; sized by the first KV cache for a whole cache of tokens and never
     /// reallocated (captured graphs hold its address).
     attention_counters: RefCell<Option<CudaSlice<u32>>>,
-    /// `BONSAI_TRACE=1`: the replays since the last capture (replays TRACE_REPLAY.. are traced,
-    /// `BONSAI_TRACE_REPLAYS` of them: bonsai_kernels::trace), and the events of those traced so
-    /// far.
-    traced_events: RefCell<Vec<Vec<trace::Event>>>,
-    replays_since_capture: Cell<usize>,
     /// Page-locked slots the queued decode steps' token ids are copied into (one per queued step),
     /// each with an event recorded after its copy (cudarc's own per-slice event is off with event
     /// tracking), allocated on first use.
     token_mailboxes: RefCell<Vec<(PinnedHostSlice<u32>, CudaEvent)>>,
 }
-
-/// The replay after capture whose timeline `BONSAI_TRACE=1` prints (warm by then).
-const TRACE_REPLAY: usize = 16;
 
 /// Wraps a device-side failure of `what` into a one-line backend error.
 pub(crate) fn device_err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BackendError {
@@ -139,55 +115,6 @@ impl CudaBackend {
         Ok(Self::with(gpu, lib, config))
     }
 
-    /// Records `record` into one decode graph (the launches of the attention follow the
-    /// thread's `with_att_heads` setting, if the caller made one).
-    fn capture_one<E: From<BackendError>>(
-        &self,
-        record: &mut dyn FnMut() -> Result<(), E>,
-    ) -> Result<CapturedGraph, E> {
-        // Pending uploads and writes must finish before capture starts: capture records work, it
-        // does not wait for earlier work.
-        self.synchronize()?;
-        self.stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(device_err("beginning the decode graph capture (graphs=off runs without graphs)"))?;
-        self.capturing.set(true);
-        let tracing = self.lib.trace() != Trace::Off;
-        if tracing {
-            self.lib.record_launches();
-        }
-        let recorded = record();
-        let launches = if tracing { self.lib.take_launches() } else { Vec::new() };
-        self.capturing.set(false);
-        // End the capture even when recording failed, or the stream stays in capture mode.
-        let ended = self.stream.end_capture(CUgraphInstantiate_flags(0));
-        recorded?;
-        let graph = ended
-            .map_err(device_err("ending the decode graph capture (graphs=off runs without graphs)"))?
-            .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
-        graph.upload().map_err(device_err("uploading the decode graph (graphs=off runs without graphs)"))?;
-        self.synchronize()?;
-        Ok(CapturedGraph { graph, launches })
-    }
-
-    /// One replay with the device timeline on; after the last traced one (`last`), prints the
-    /// report of all of them to stderr.
-    fn traced_replay(&self, captured: &CapturedGraph, last: bool) -> Result<(), BackendError> {
-        self.synchronize()?;
-        trace::arm(&self.lib, &self.stream, true).map_err(device_err("arming the decode trace"))?;
-        captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
-        self.synchronize()?;
-        let events = trace::collect(&self.lib, &self.stream).map_err(device_err("reading the decode trace"))?;
-        trace::arm(&self.lib, &self.stream, false).map_err(device_err("disarming the decode trace"))?;
-        self.traced_events.borrow_mut().push(events);
-        if last {
-            let replays = std::mem::take(&mut *self.traced_events.borrow_mut());
-            eprintln!("decode timeline (trace=on, replay {TRACE_REPLAY} after capture):");
-            eprint!("{}", trace::report_replays(&captured.launches, &replays));
-        }
-        Ok(())
-    }
-
     /// A backend over an opened context and its loaded library, under `config`.
     pub fn with(gpu: GpuContext, lib: KernelLibrary, config: &Config) -> Self {
         // SAFETY: every buffer of this backend is created after this call and used only on the
@@ -202,15 +129,11 @@ impl CudaBackend {
             stream,
             use_graphs,
             capturing: Cell::new(false),
-            capture_per_q_head: Cell::new(false),
-            per_q_head_launched: Cell::new(false),
             allocated_bytes: Cell::new(0),
             uploaded_bytes: Cell::new(0),
             planned_weight_bytes: Cell::new(0),
             plus_two_matrices: Cell::new(0),
             progress: RefCell::new(None),
-            traced_events: RefCell::new(Vec::new()),
-            replays_since_capture: Cell::new(0),
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
             attention_counters: RefCell::new(None),
@@ -275,12 +198,6 @@ impl CudaBackend {
     }
 }
 
-/// Whether an RMSNorm of rows of `n` can ride in `w`'s GEMV: decode batches only (the prefill
-/// GEMMs take x as it is).
-fn fuses_norm(m: usize, n: usize, w: &GpuQMatrix) -> bool {
-    m <= launch::matmul::GEMV_MAX_TOKENS && w.k() == n
-}
-
 /// The kernels' view of a device matrix.
 pub(crate) fn view(m: &GpuQMatrix) -> QWeightsView<'_> {
     match m {
@@ -300,9 +217,8 @@ impl Backend for CudaBackend {
     type KvCache = CudaKvCache;
     type Position = CudaPosition;
     type Rope = CudaRope;
-    type Graph = DecodeGraphs;
     type SamplerState = CudaSamplerState;
-    type TailScratch = CudaTailScratch;
+    type Plan = CudaPlan;
 
     fn describe(&self) -> String {
         let info = self.gpu.info();
@@ -333,48 +249,16 @@ impl Backend for CudaBackend {
         self.gpu.context().check_err().map_err(device_err("an earlier asynchronous CUDA call"))
     }
 
-    fn graphs_enabled(&self) -> bool {
-        self.use_graphs
+    fn compile(&self, program: Program, weights: &Weights<Self>) -> Result<CudaPlan, BackendError> {
+        plan::compile(self, program, weights)
     }
 
-    fn capture<E: From<BackendError>>(&self, record: &mut dyn FnMut() -> Result<(), E>) -> Result<DecodeGraphs, E> {
-        if !self.use_graphs {
-            return Err(E::from(BackendError::Device("graph capture is off (graphs=off)".into())));
-        }
-        // Under `auto` two graphs, unless the model's GQA group has no `_heads` kernels (then the
-        // first capture already is the only graph).
-        self.capture_per_q_head.set(true);
-        self.per_q_head_launched.set(false);
-        let short = self.capture_one(record);
-        self.capture_per_q_head.set(false);
-        let (short, long) = match self.per_q_head_launched.get() {
-            true => (Some(short?), self.capture_one(record)?),
-            false => (None, short?),
-        };
-        if self.lib.trace() != Trace::Off {
-            self.traced_events.borrow_mut().clear();
-            self.replays_since_capture.set(0);
-        }
-        Ok(DecodeGraphs { short, long })
+    fn run(&self, plan: &mut CudaPlan, env: &mut RunEnv<'_, Self>) -> Result<(), BackendError> {
+        plan::run(self, plan, env)
     }
 
-    fn replay(&self, graphs: &DecodeGraphs, pos: &mut CudaPosition, advanced_by: usize) -> Result<(), BackendError> {
-        self.not_while_capturing("replay")?;
-        // pos.host is the new token's position: the context holds pos.host + 1 tokens.
-        let captured = match &graphs.short {
-            Some(short) if pos.host < launch::attention::DECODE_HEADS_MAX_LEN => short,
-            _ => &graphs.long,
-        };
-        let replay = self.replays_since_capture.get();
-        self.replays_since_capture.set(replay + 1);
-        let replays = self.lib.trace_replays();
-        if self.lib.trace() != Trace::Off && (TRACE_REPLAY..TRACE_REPLAY + replays).contains(&replay) {
-            self.traced_replay(captured, replay + 1 == TRACE_REPLAY + replays)?;
-        } else {
-            captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
-        }
-        pos.host += advanced_by;
-        Ok(())
+    fn describe_plan(&self, plan: &CudaPlan) -> String {
+        plan::describe(plan)
     }
 
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
@@ -530,47 +414,6 @@ impl Backend for CudaBackend {
         launch::matmul::matmul(&self.lib, &self.stream, &view(w), x, m, y, store).map_err(device_err("matmul"))
     }
 
-    /// Decode batches (m <= GEMV_MAX_TOKENS): one launch, the GEMV normalises x while staging it
-    /// (`xn` untouched); prefill: the two ops.
-    fn rms_norm_matmul(
-        &self,
-        x: &CudaSlice<f32>,
-        m: usize,
-        n: usize,
-        norm_w: &CudaSlice<f32>,
-        eps: f32,
-        xn: &mut CudaSlice<f32>,
-        w: &GpuQMatrix,
-        y: &mut CudaSlice<f32>,
-        store: launch::Store,
-    ) -> Result<(), BackendError> {
-        if !fuses_norm(m, n, w) {
-            self.rms_norm(x, m, n, norm_w, eps, xn)?;
-            return self.matmul(w, xn, m, y, store);
-        }
-        launch::matmul::rms_norm_matmul(&self.lib, &self.stream, &view(w), x, norm_w, eps, m, y, store)
-            .map_err(device_err("rms_norm_matmul"))
-    }
-
-    fn rms_norm_gate_up_swiglu(
-        &self,
-        x: &CudaSlice<f32>,
-        m: usize,
-        n: usize,
-        norm_w: &CudaSlice<f32>,
-        eps: f32,
-        xn: &mut CudaSlice<f32>,
-        w: &GpuQMatrix,
-        out: &mut CudaSlice<f32>,
-    ) -> Result<(), BackendError> {
-        if !fuses_norm(m, n, w) {
-            self.rms_norm(x, m, n, norm_w, eps, xn)?;
-            return self.gate_up_swiglu(w, xn, m, out);
-        }
-        launch::matmul::rms_norm_gate_up_swiglu(&self.lib, &self.stream, &view(w), x, norm_w, eps, m, out)
-            .map_err(device_err("rms_norm_gate_up_swiglu"))
-    }
-
     fn gate_up_swiglu(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
         launch::matmul::gate_up_swiglu(&self.lib, &self.stream, &view(w), x, m, out).map_err(device_err("gate_up_swiglu"))
     }
@@ -578,7 +421,7 @@ impl Backend for CudaBackend {
     fn qk_norm_rope(
         &self,
         qkv: &mut CudaSlice<f32>,
-        m: usize,
+        rows: SeqRows,
         shape: HeadShape,
         q_norm: &CudaSlice<f32>,
         k_norm: &CudaSlice<f32>,
@@ -586,59 +429,31 @@ impl Backend for CudaBackend {
         rope: &CudaRope,
         pos: &CudaPosition,
     ) -> Result<(), BackendError> {
-        ops::qk_norm_rope(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos)
+        ops::qk_norm_rope(self, qkv, rows, shape, (q_norm, k_norm, eps), rope, pos)
     }
 
-    fn qk_norm_rope_kv_write(
-        &self,
-        qkv: &mut CudaSlice<f32>,
-        m: usize,
-        shape: HeadShape,
-        q_norm: &CudaSlice<f32>,
-        k_norm: &CudaSlice<f32>,
-        eps: f32,
-        rope: &CudaRope,
-        pos: &CudaPosition,
-        cache: &mut CudaKvCache,
-    ) -> Result<(), BackendError> {
-        ops::qk_norm_rope_kv_write(self, qkv, m, shape, q_norm, k_norm, eps, rope, pos, cache)
-    }
-
-    fn kv_write(&self, qkv: &CudaSlice<f32>, m: usize, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
-        launch::kv_write::kv_write(&self.lib, &self.stream, qkv, m, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
-            .map_err(device_err("kv_write"))
+    fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
+        ops::kv_write(self, qkv, rows, shape, pos, cache)
     }
 
     fn attention(
         &self,
         qkv: &CudaSlice<f32>,
-        m: usize,
+        rows: SeqRows,
         shape: HeadShape,
         pos: &CudaPosition,
         cache: &CudaKvCache,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
-        ops::attention(self, qkv, m, shape, pos, cache, out)
+        ops::attention(self, qkv, rows, shape, pos, cache, out)
     }
 
-    fn alloc_tail_scratch(&self, hidden: usize, ffn: usize, shape: HeadShape) -> Result<CudaTailScratch, BackendError> {
-        tail::alloc(self, hidden, ffn, shape)
+    fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, dst_row: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        ops::copy_rows(self, src, src_row, dst_row, row_len, dst)
     }
 
-    fn first_qkv(&self, t: super::FirstQkv<'_, Self>) -> Result<bool, BackendError> {
-        tail::first_qkv(self, t)
-    }
-
-    fn layer_tail(&self, t: super::LayerTail<'_, Self>) -> Result<bool, BackendError> {
-        tail::layer_tail(self, t)
-    }
-
-    fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, rows: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        ops::copy_rows(self, src, src_row, rows, row_len, dst)
-    }
-
-    fn argmax(&self, logits: &CudaSlice<f32>, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
-        launch::argmax::argmax(&self.lib, &self.stream, logits, n, out).map_err(device_err("argmax"))
+    fn argmax(&self, logits: &CudaSlice<f32>, row: usize, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
+        ops::argmax(self, logits, row, n, out)
     }
 
     fn new_sampler_state(&self) -> Result<CudaSamplerState, BackendError> {
@@ -666,13 +481,12 @@ impl Backend for CudaBackend {
     fn sample(
         &self,
         logits: &CudaSlice<f32>,
+        row: usize,
         n: usize,
         params: &SampleParams,
         sampler: &mut CudaSamplerState,
         out: &mut CudaSlice<u32>,
     ) -> Result<(), BackendError> {
-        let CudaSamplerState { rng, candidates } = sampler;
-        launch::sample_top_k::sample_top_k(&self.lib, &self.stream, logits, n, params, rng, candidates, out)
-            .map_err(device_err("sample_top_k"))
+        ops::sample(self, logits, row, n, params, sampler, out)
     }
 }

@@ -1,7 +1,8 @@
-//! Qwen3 as Bonsai uses it (SPEC §2), written once against [`Backend`].
+//! Qwen3 as Bonsai uses it (SPEC §2): its forward pass as a [`Program`] ([`forward_program`]),
+//! run by whichever backend holds the weights.
 //!
 //! Per layer: `xn = rmsnorm(x)`, `qkv = xn·Wqkv`, per-head QK-norm + RoPE, cache K/V at the
-//! backend position, causal GQA attention, `x += o·Wo`, `xn = rmsnorm(x)`,
+//! sequence's position, causal GQA attention, `x += o·Wo`, `xn = rmsnorm(x)`,
 //! `x += swiglu(xn·Wgate|up)·Wdown`; then the final norm and the LM head (`output`, or the tied
 //! `token_embd`).
 
@@ -13,73 +14,106 @@ use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
-use crate::backend::{Backend, FinalHead, FirstQkv, LayerTail, NextLayer, TailBuffers, TailNext};
+use crate::backend::Backend;
+use crate::program::{Act, Activations, Dims, MatrixId, Op, Program, RunEnv, Sequence, VectorId, Weights};
 use crate::ModelError;
 pub use host_weights::{HostLayer, HostWeights, TensorSource};
 
-struct Layer<B: Backend> {
-    attn_norm: B::Buffer,
-    qkv: B::Matrix,
-    q_norm: B::Buffer,
-    k_norm: B::Buffer,
-    attn_output: B::Matrix,
-    ffn_norm: B::Buffer,
-    gate_up: B::Matrix,
-    down: B::Matrix,
+/// One layer's weights, by id.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerIds {
+    pub attn_norm: VectorId,
+    pub qkv: MatrixId,
+    pub q_norm: VectorId,
+    pub k_norm: VectorId,
+    pub attn_output: MatrixId,
+    pub ffn_norm: VectorId,
+    pub gate_up: MatrixId,
+    pub down: MatrixId,
 }
 
-impl<B: Backend> Layer<B> {
-    /// This layer as the one a fused op starts on (its qkv projection and rope's inputs).
-    fn as_next<'a>(&'a self, kv: &'a mut B::KvCache) -> NextLayer<'a, B> {
-        NextLayer { attn_norm: &self.attn_norm, qkv: &self.qkv, q_norm: &self.q_norm, k_norm: &self.k_norm, kv }
-    }
-}
-
-/// A loaded model: uploaded weights, the RoPE table for `max_seq` positions, and the backend.
-pub struct Qwen3<B: Backend> {
-    config: Qwen3Config,
-    shape: HeadShape,
-    max_seq: usize,
-    backend: B,
-    token_embd: B::Matrix,
-    output: Option<B::Matrix>,
-    output_norm: B::Buffer,
-    layers: Vec<Layer<B>>,
-    rope: B::Rope,
+/// Every weight of a Qwen3 model, by id.
+#[derive(Clone, Debug)]
+pub struct ModelIds {
+    pub token_embd: MatrixId,
+    /// `output`, or `token_embd` when the embeddings are tied.
+    pub head: MatrixId,
+    pub output_norm: VectorId,
+    pub layers: Vec<LayerIds>,
 }
 
 /// Which rows of a forward call get logits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LogitRows {
-    /// Only the last token (generation).
+    /// Each sequence's last token (generation).
     Last,
     /// Every token (perplexity); needs a state built with `all_logits`.
     All,
 }
 
-/// Per-sequence state: KV cache, position, and activation buffers for up to `max_batch` tokens.
+/// The forward pass of a batch whose sequence b contributes `rows[b]` tokens: what Qwen3
+/// computes, op by op.
+pub fn forward_program(dims: Dims, ids: &ModelIds, rows: Vec<usize>, logits: LogitRows) -> Program {
+    let mut p = Program::new(dims, rows);
+    let mut op = |o| p.ops.push(o);
+    op(Op::Embed { table: ids.token_embd, out: Act::X });
+    for (layer, w) in ids.layers.iter().enumerate() {
+        op(Op::RmsNorm { x: Act::X, weight: w.attn_norm, out: Act::Xn });
+        op(Op::Matmul { w: w.qkv, x: Act::Xn, y: Act::Qkv, store: Store::Overwrite });
+        op(Op::QkNormRope { qkv: Act::Qkv, q_norm: w.q_norm, k_norm: w.k_norm });
+        op(Op::KvWrite { qkv: Act::Qkv, layer });
+        op(Op::Attention { qkv: Act::Qkv, layer, out: Act::Attn });
+        op(Op::Matmul { w: w.attn_output, x: Act::Attn, y: Act::X, store: Store::Add });
+        op(Op::RmsNorm { x: Act::X, weight: w.ffn_norm, out: Act::Xn });
+        op(Op::GateUpSwiglu { w: w.gate_up, x: Act::Xn, out: Act::Ffn });
+        op(Op::Matmul { w: w.down, x: Act::Ffn, y: Act::X, store: Store::Add });
+    }
+    // The head reads every row, or each sequence's last one (the same rows when each has one).
+    let head_in = match logits {
+        LogitRows::Last if !p.one_row_each() => {
+            p.ops.push(Op::LastRows { x: Act::X, out: Act::Last });
+            Act::Last
+        }
+        _ => Act::X,
+    };
+    p.ops.push(Op::RmsNorm { x: head_in, weight: ids.output_norm, out: Act::Xn });
+    p.ops.push(Op::Matmul { w: ids.head, x: Act::Xn, y: Act::Logits, store: Store::Overwrite });
+    p.ops.push(Op::Advance);
+    p
+}
+
+/// A loaded model: uploaded weights, the RoPE table for `max_seq` positions, and the backend.
+pub struct Qwen3<B: Backend> {
+    config: Qwen3Config,
+    dims: Dims,
+    max_seq: usize,
+    backend: B,
+    weights: Weights<B>,
+    ids: ModelIds,
+}
+
+/// What a plan is compiled for: the sequences and their rows, the logits, the pick at the end.
+#[derive(Clone, Debug, PartialEq)]
+struct PlanKey {
+    /// (sequence index, rows) in batch order.
+    batch: Vec<(usize, usize)>,
+    logits: LogitRows,
+    pick: Option<DevicePick>,
+}
+
+/// Plans a state keeps (each holds the addresses of the state's buffers: a graph replays them).
+const MAX_PLANS: usize = 16;
+
+/// A batch state: its sequences (KV cache and position each), activation buffers for up to
+/// `max_batch` rows, token ids, the sampler, and the plans compiled for it.
 pub struct Qwen3State<B: Backend> {
-    kv: Vec<B::KvCache>,
-    pos: B::Position,
-    /// Host mirror of the position, for bounds checks only (never passed to an op).
-    n_past: usize,
+    seqs: Vec<Sequence<B>>,
+    /// Host mirror of each sequence's position, for bounds checks only (never passed to an op).
+    n_past: Vec<usize>,
     max_batch: usize,
     logit_rows: usize,
-    tokens: B::Tokens,
-    x: B::Buffer,
-    xn: B::Buffer,
-    qkv: B::Buffer,
-    attn: B::Buffer,
-    ffn: B::Buffer,
-    last: B::Buffer,
-    logits: B::Buffer,
-    /// Where [`DevicePick::Sample`] draws (generator state on the backend).
-    sampler: B::SamplerState,
-    /// The backend's scratch for [`Backend::layer_tail`].
-    tail_scratch: B::TailScratch,
-    /// The recorded decode step and the pick it ends with (see [`Qwen3::decode_step`]); it holds
-    /// the addresses of this state's buffers, so it lives and dies with them.
-    decode_graph: Option<(DevicePick, B::Graph)>,
+    acts: Activations<B>,
+    plans: Vec<(PlanKey, B::Plan)>,
 }
 
 /// How the backend picks the next token from the last logits without the host.
@@ -92,12 +126,20 @@ pub enum DevicePick {
 }
 
 impl<B: Backend> Qwen3State<B> {
-    /// Tokens already in the KV cache.
+    /// Tokens already in the first sequence's KV cache.
     pub fn n_past(&self) -> usize {
-        self.n_past
+        self.n_past[0]
+    }
+    /// Tokens already in sequence `seq`'s KV cache.
+    pub fn n_past_of(&self, seq: usize) -> usize {
+        self.n_past[seq]
     }
     pub fn max_batch(&self) -> usize {
         self.max_batch
+    }
+    /// Sequences the state holds.
+    pub fn sequences(&self) -> usize {
+        self.seqs.len()
     }
 }
 
@@ -111,6 +153,24 @@ fn rope_scaling(config: &Qwen3Config) -> Result<Option<YarnParams>, ModelError> 
             beta_slow: s.beta_slow,
         })),
         Some(s) => Err(ModelError::Unsupported(format!("RoPE scaling {:?} (only YaRN is implemented)", s.kind))),
+    }
+}
+
+/// Uploads weights and hands out their ids.
+struct Uploader<'a, B: Backend> {
+    backend: &'a B,
+    matrices: Vec<B::Matrix>,
+    vectors: Vec<B::Buffer>,
+}
+
+impl<B: Backend> Uploader<'_, B> {
+    fn matrix(&mut self, m: &bonsai_kernels::QMatrix) -> Result<MatrixId, ModelError> {
+        self.matrices.push(self.backend.upload_matrix(m)?);
+        Ok(MatrixId(self.matrices.len() - 1))
+    }
+    fn vector(&mut self, v: &[f32]) -> Result<VectorId, ModelError> {
+        self.vectors.push(self.backend.upload_f32(v)?);
+        Ok(VectorId(self.vectors.len() - 1))
     }
 }
 
@@ -128,31 +188,27 @@ impl<B: Backend> Qwen3<B> {
         let plan = crate::backend::MemoryPlan::for_weights(&config, &host, max_seq, crate::backend::memory_plan::PLANNED_MAX_BATCH);
         backend.reserve(&plan)?;
         let rope = backend.upload_rope(&table)?;
+        let mut up = Uploader { backend: &backend, matrices: Vec::new(), vectors: Vec::new() };
         let mut layers = Vec::with_capacity(host.layers.len());
         for l in host.layers {
-            layers.push(Layer {
-                attn_norm: backend.upload_f32(&l.attn_norm)?,
-                qkv: backend.upload_matrix(&l.qkv)?,
-                q_norm: backend.upload_f32(&l.q_norm)?,
-                k_norm: backend.upload_f32(&l.k_norm)?,
-                attn_output: backend.upload_matrix(&l.attn_output)?,
-                ffn_norm: backend.upload_f32(&l.ffn_norm)?,
-                gate_up: backend.upload_matrix(&l.gate_up)?,
-                down: backend.upload_matrix(&l.down)?,
+            layers.push(LayerIds {
+                attn_norm: up.vector(&l.attn_norm)?,
+                qkv: up.matrix(&l.qkv)?,
+                q_norm: up.vector(&l.q_norm)?,
+                k_norm: up.vector(&l.k_norm)?,
+                attn_output: up.matrix(&l.attn_output)?,
+                ffn_norm: up.vector(&l.ffn_norm)?,
+                gate_up: up.matrix(&l.gate_up)?,
+                down: up.matrix(&l.down)?,
             });
         }
-        let output = host.output.as_ref().map(|m| backend.upload_matrix(m)).transpose()?;
-        Ok(Self {
-            token_embd: backend.upload_matrix(&host.token_embd)?,
-            output,
-            output_norm: backend.upload_f32(&host.output_norm)?,
-            layers,
-            rope,
-            config,
-            shape,
-            max_seq,
-            backend,
-        })
+        let output = host.output.as_ref().map(|m| up.matrix(m)).transpose()?;
+        let token_embd = up.matrix(&host.token_embd)?;
+        let output_norm = up.vector(&host.output_norm)?;
+        let ids = ModelIds { token_embd, head: output.unwrap_or(token_embd), output_norm, layers };
+        let weights = Weights { matrices: up.matrices, vectors: up.vectors, rope };
+        let dims = Dims { hidden: config.hidden, ffn: config.ffn, vocab: config.vocab, shape, eps: config.rms_eps };
+        Ok(Self { config, dims, max_seq, backend, weights, ids })
     }
 
     pub fn config(&self) -> &Qwen3Config {
@@ -165,75 +221,152 @@ impl<B: Backend> Qwen3<B> {
         self.max_seq
     }
 
-    /// A fresh sequence state for batches of up to `max_batch` tokens; `all_logits` sizes the
-    /// logits buffer for [`LogitRows::All`].
+    /// A fresh state of one sequence for batches of up to `max_batch` tokens; `all_logits`
+    /// sizes the logits buffer for [`LogitRows::All`].
     pub fn new_state(&self, max_batch: usize, all_logits: bool) -> Result<Qwen3State<B>, ModelError> {
-        let b = &self.backend;
-        let c = &self.config;
-        let max_batch = max_batch.max(1);
-        let logit_rows = if all_logits { max_batch } else { 1 };
-        let kv = (0..c.n_layers).map(|_| b.alloc_kv_cache(self.shape, self.max_seq)).collect::<Result<_, _>>()?;
-        Ok(Qwen3State {
-            kv,
-            pos: b.new_position()?,
-            n_past: 0,
-            max_batch,
-            logit_rows,
-            tokens: b.alloc_tokens(max_batch)?,
-            x: b.alloc(max_batch * c.hidden)?,
-            xn: b.alloc(max_batch * c.hidden)?,
-            qkv: b.alloc(max_batch * self.shape.qkv_row_len())?,
-            attn: b.alloc(max_batch * self.shape.q_len())?,
-            ffn: b.alloc(max_batch * c.ffn)?,
-            last: b.alloc(c.hidden)?,
-            logits: b.alloc(logit_rows * c.vocab)?,
-            sampler: b.new_sampler_state()?,
-            tail_scratch: b.alloc_tail_scratch(c.hidden, c.ffn, self.shape)?,
-            decode_graph: None,
-        })
+        self.new_batch_state(1, max_batch, all_logits)
     }
 
-    /// Forgets cached tokens past `n` (keeps the first `n`, e.g. a shared chat prefix).
+    /// A fresh state of `sequences` independent sequences (a KV cache of `max_seq` tokens each)
+    /// sharing activation buffers of `max_batch` rows.
+    pub fn new_batch_state(&self, sequences: usize, max_batch: usize, all_logits: bool) -> Result<Qwen3State<B>, ModelError> {
+        let (b, d) = (&self.backend, &self.dims);
+        let sequences = sequences.max(1);
+        let max_batch = max_batch.max(sequences);
+        let logit_rows = if all_logits { max_batch } else { sequences };
+        let seqs = (0..sequences)
+            .map(|_| -> Result<Sequence<B>, ModelError> {
+                let kv = (0..self.ids.layers.len()).map(|_| b.alloc_kv_cache(d.shape, self.max_seq)).collect::<Result<_, _>>()?;
+                Ok(Sequence { kv, pos: b.new_position()? })
+            })
+            .collect::<Result<_, _>>()?;
+        let acts = Activations {
+            x: b.alloc(max_batch * d.hidden)?,
+            xn: b.alloc(max_batch * d.hidden)?,
+            qkv: b.alloc(max_batch * d.shape.qkv_row_len())?,
+            attn: b.alloc(max_batch * d.shape.q_len())?,
+            ffn: b.alloc(max_batch * d.ffn)?,
+            last: b.alloc(sequences * d.hidden)?,
+            logits: b.alloc(logit_rows * d.vocab)?,
+            tokens: b.alloc_tokens(max_batch)?,
+            sampler: b.new_sampler_state()?,
+        };
+        Ok(Qwen3State { seqs, n_past: vec![0; sequences], max_batch, logit_rows, acts, plans: Vec::new() })
+    }
+
+    /// Forgets the first sequence's cached tokens past `n` (keeps the first `n`, e.g. a shared
+    /// chat prefix).
     pub fn rewind(&self, state: &mut Qwen3State<B>, n: usize) -> Result<(), ModelError> {
-        let n = n.min(state.n_past);
-        self.backend.set_position(&mut state.pos, n)?;
-        state.n_past = n;
+        self.rewind_seq(state, 0, n)
+    }
+
+    /// [`Self::rewind`] for sequence `seq`.
+    pub fn rewind_seq(&self, state: &mut Qwen3State<B>, seq: usize, n: usize) -> Result<(), ModelError> {
+        let n = n.min(state.n_past[seq]);
+        self.backend.set_position(&mut state.seqs[seq].pos, n)?;
+        state.n_past[seq] = n;
         Ok(())
     }
 
-    fn check_room(&self, state: &Qwen3State<B>, m: usize) -> Result<(), ModelError> {
-        if state.n_past + m > self.max_seq {
-            return Err(ModelError::ContextFull { need: state.n_past + m, ctx: self.max_seq });
+    fn check_room(&self, state: &Qwen3State<B>, seq: usize, m: usize) -> Result<(), ModelError> {
+        if state.n_past[seq] + m > self.max_seq {
+            return Err(ModelError::ContextFull { need: state.n_past[seq] + m, ctx: self.max_seq });
         }
         Ok(())
     }
 
-    /// Runs `tokens` (at most `max_batch`) through the model at the current position.
+    /// Runs `tokens` (at most `max_batch`) of the first sequence through the model at its
+    /// position.
     pub fn forward_chunk(&self, state: &mut Qwen3State<B>, tokens: &[u32], rows: LogitRows) -> Result<(), ModelError> {
-        if tokens.is_empty() || tokens.len() > state.max_batch {
+        self.forward_batch(state, &[(0, tokens)], rows)
+    }
+
+    /// Runs a batch: sequence `seq` takes `tokens` at its position, for each `(seq, tokens)` in
+    /// `batch` (sequences in increasing order, at most `max_batch` tokens in all). Logits: each
+    /// sequence's last token (row b for the batch's b-th sequence), or every token.
+    pub fn forward_batch(&self, state: &mut Qwen3State<B>, batch: &[(usize, &[u32])], rows: LogitRows) -> Result<(), ModelError> {
+        let total: usize = batch.iter().map(|(_, t)| t.len()).sum();
+        if batch.is_empty() || batch.iter().any(|(_, t)| t.is_empty()) || total > state.max_batch {
             return Err(ModelError::Unsupported(format!(
-                "a forward call of {} tokens (batch capacity {})",
-                tokens.len(),
+                "a forward call of {total} tokens in {} sequences (batch capacity {} tokens, none empty)",
+                batch.len(),
                 state.max_batch
             )));
         }
-        self.check_room(state, tokens.len())?;
-        self.backend.write_tokens(&mut state.tokens, tokens)?;
-        self.forward_rows(state, tokens.len(), rows)
+        if rows == LogitRows::All && total > state.logit_rows {
+            return Err(ModelError::Unsupported("all-row logits on a state built without all_logits".into()));
+        }
+        let ids: Vec<u32> = batch.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+        self.backend.write_tokens(&mut state.acts.tokens, &ids)?;
+        let key = PlanKey { batch: batch.iter().map(|(s, t)| (*s, t.len())).collect(), logits: rows, pick: None };
+        self.run_plan(state, key)
     }
 
-    /// Prefills a prompt of any length in chunks of `max_batch`; logits of its last token.
+    /// Prefills a prompt of any length into the first sequence, in chunks of `max_batch`;
+    /// logits of its last token.
     pub fn prefill(&self, state: &mut Qwen3State<B>, tokens: &[u32]) -> Result<(), ModelError> {
-        self.check_room(state, tokens.len())?;
+        self.check_room(state, 0, tokens.len())?;
         for chunk in tokens.chunks(state.max_batch) {
             self.forward_chunk(state, chunk, LogitRows::Last)?;
         }
         Ok(())
     }
 
+    /// The plan for `key` in `state` (compiled on first use) and its index.
+    fn plan_index(&self, state: &mut Qwen3State<B>, key: &PlanKey) -> Result<usize, ModelError> {
+        if let Some(i) = state.plans.iter().position(|(k, _)| k == key) {
+            return Ok(i);
+        }
+        let seqs = state.seqs.len();
+        if key.batch.iter().any(|&(s, _)| s >= seqs) || key.batch.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(ModelError::Unsupported(format!("a batch of sequences {:?} (the state holds {seqs}, in increasing order)", key.batch)));
+        }
+        let mut program = forward_program(self.dims, &self.ids, key.batch.iter().map(|&(_, rows)| rows).collect(), key.logits);
+        if let Some(pick) = key.pick {
+            program.ops.push(Op::Pick(pick));
+        }
+        let plan = self.backend.compile(program, &self.weights)?;
+        if state.plans.len() >= MAX_PLANS {
+            state.plans.remove(0);
+        }
+        state.plans.push((key.clone(), plan));
+        Ok(state.plans.len() - 1)
+    }
+
+    /// Runs the plan for `key` (its sequences must have room for their rows).
+    fn run_plan(&self, state: &mut Qwen3State<B>, key: PlanKey) -> Result<(), ModelError> {
+        for &(seq, rows) in &key.batch {
+            self.check_room(state, seq, rows)?;
+        }
+        let index = self.plan_index(state, &key)?;
+        let Qwen3State { seqs, acts, plans, n_past, .. } = state;
+        let mut chosen: Vec<&mut Sequence<B>> = Vec::with_capacity(key.batch.len());
+        let mut wanted = key.batch.iter().map(|&(s, _)| s).peekable();
+        for (s, seq) in seqs.iter_mut().enumerate() {
+            if wanted.peek() == Some(&s) {
+                wanted.next();
+                chosen.push(seq);
+            }
+        }
+        let mut env = RunEnv { weights: &self.weights, acts, seqs: chosen };
+        self.backend.run(&mut plans[index].1, &mut env)?;
+        for &(seq, rows) in &key.batch {
+            n_past[seq] += rows;
+        }
+        Ok(())
+    }
+
+    /// What the backend runs for a one-sequence step of `rows` tokens (a decode step with a
+    /// device pick when `pick` is given), for users (`bonsai bench -v`).
+    pub fn describe_plan(&self, state: &mut Qwen3State<B>, rows: usize, pick: Option<DevicePick>) -> Result<String, ModelError> {
+        let key = PlanKey { batch: vec![(0, rows)], logits: LogitRows::Last, pick };
+        let index = self.plan_index(state, &key)?;
+        Ok(self.backend.describe_plan(&state.plans[index].1))
+    }
+
     /// Sets the token the next [`Self::forward_decode`] consumes.
     pub fn set_next_token(&self, state: &mut Qwen3State<B>, id: u32) -> Result<(), ModelError> {
-        Ok(self.backend.write_tokens(&mut state.tokens, &[id])?)
+        Ok(self.backend.write_tokens(&mut state.acts.tokens, &[id])?)
     }
 
     /// Greedy pick on the backend: the argmax of the last logits becomes the next input token.
@@ -243,20 +376,24 @@ impl<B: Backend> Qwen3<B> {
 
     /// Picks from the last logits on the backend; the id becomes the next input token.
     pub fn pick_to_next_token(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
-        self.pick_op(state, pick)?;
+        let Activations { logits, tokens, sampler, .. } = &mut state.acts;
+        match pick {
+            DevicePick::Greedy => self.backend.argmax(logits, 0, self.dims.vocab, tokens)?,
+            DevicePick::Sample(params) => self.backend.sample(logits, 0, self.dims.vocab, &params, sampler, tokens)?,
+        }
         let mut id = [0u32];
-        self.backend.read_tokens(&state.tokens, &mut id)?;
+        self.backend.read_tokens(&state.acts.tokens, &mut id)?;
         self.check_token(id[0])
     }
 
     /// Loads the sampler's generator state (`Xoshiro256::state`) for [`DevicePick::Sample`].
     pub fn seed_sampler(&self, state: &mut Qwen3State<B>, rng: [u64; 4]) -> Result<(), ModelError> {
-        Ok(self.backend.set_sampler_rng(&mut state.sampler, rng)?)
+        Ok(self.backend.set_sampler_rng(&mut state.acts.sampler, rng)?)
     }
 
     /// The sampler's generator state after the draws so far (to continue on the host).
     pub fn sampler_rng(&self, state: &Qwen3State<B>) -> Result<[u64; 4], ModelError> {
-        Ok(self.backend.sampler_rng(&state.sampler)?)
+        Ok(self.backend.sampler_rng(&state.acts.sampler)?)
     }
 
     /// One greedy decode step (see [`Self::decode_step`]).
@@ -266,53 +403,17 @@ impl<B: Backend> Qwen3<B> {
 
     /// One decode step with the host out of the loop: the token in the backend token buffer goes
     /// through the model, `pick` replaces it on the device with the next one, and only its id
-    /// comes back. Where the backend records graphs, the first call (and the first after `pick`
-    /// changes) captures the step (embed, all layers, final norm, LM head, pick, position
-    /// advance) and every call replays it.
+    /// comes back. The backend's plan for it may replay a recorded graph (CUDA).
     pub fn decode_step(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
         self.launch_decode_step(state, pick)?;
         let mut id = [0u32];
-        self.backend.read_tokens(&state.tokens, &mut id)?;
+        self.backend.read_tokens(&state.acts.tokens, &mut id)?;
         self.check_token(id[0])
     }
 
     /// Queues one decode step (see [`Self::decode_step`]) without waiting for it.
     fn launch_decode_step(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
-        self.check_room(state, 1)?;
-        if self.backend.graphs_enabled() {
-            if state.decode_graph.as_ref().is_none_or(|(recorded, _)| *recorded != pick) {
-                state.decode_graph = None;
-                let n_past = state.n_past;
-                let captured = self.backend.capture(&mut || self.step_ops(state, pick));
-                // Recording ran no kernel: the cache and position are as they were (also when
-                // recording failed part-way).
-                state.n_past = n_past;
-                state.decode_graph = Some((pick, captured?));
-            }
-            let Qwen3State { decode_graph, pos, .. } = state;
-            let (_, graph) = decode_graph.as_ref().ok_or_else(|| ModelError::Unsupported("decode graph missing".into()))?;
-            self.backend.replay(graph, pos, 1)?;
-            state.n_past += 1;
-        } else {
-            self.step_ops(state, pick)?;
-        }
-        Ok(())
-    }
-
-    fn step_ops(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
-        self.forward_rows(state, 1, LogitRows::Last)?;
-        self.pick_op(state, pick)
-    }
-
-    fn pick_op(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<(), ModelError> {
-        let vocab = self.config.vocab;
-        match pick {
-            DevicePick::Greedy => self.backend.argmax(&state.logits, vocab, &mut state.tokens)?,
-            DevicePick::Sample(params) => {
-                self.backend.sample(&state.logits, vocab, &params, &mut state.sampler, &mut state.tokens)?
-            }
-        }
-        Ok(())
+        self.run_plan(state, PlanKey { batch: vec![(0, 1)], logits: LogitRows::Last, pick: Some(pick) })
     }
 
     /// A device pick returns an out-of-range id when no logit could be chosen (all NaN / -inf).
@@ -323,102 +424,18 @@ impl<B: Backend> Qwen3<B> {
         Ok(id)
     }
 
-    /// One decode step: the token in the backend token buffer, at the backend position.
+    /// One decode step: the token in the backend token buffer, at the first sequence's position.
     pub fn forward_decode(&self, state: &mut Qwen3State<B>) -> Result<(), ModelError> {
-        self.check_room(state, 1)?;
-        self.forward_rows(state, 1, LogitRows::Last)
+        self.run_plan(state, PlanKey { batch: vec![(0, 1)], logits: LogitRows::Last, pick: None })
     }
 
-    /// Copies logits row `row` of the last forward call (0 for [`LogitRows::Last`]) to `out`.
+    /// Copies logits row `row` of the last forward call (for [`LogitRows::Last`]: the batch's
+    /// `row`-th sequence) to `out`.
     pub fn logits(&self, state: &Qwen3State<B>, row: usize, out: &mut [f32]) -> Result<(), ModelError> {
         let vocab = self.config.vocab;
         if out.len() != vocab || row >= state.logit_rows {
             return Err(ModelError::Unsupported(format!("logits row {row} into {} values", out.len())));
         }
-        Ok(self.backend.download(&state.logits, row * vocab, out)?)
-    }
-
-    fn forward_rows(&self, state: &mut Qwen3State<B>, m: usize, rows: LogitRows) -> Result<(), ModelError> {
-        if rows == LogitRows::All && m > state.logit_rows {
-            return Err(ModelError::Unsupported("all-row logits on a state built without all_logits".into()));
-        }
-        let (b, c, s) = (&self.backend, &self.config, self.shape);
-        let st = state;
-        // Whether this layer's qk_norm_rope_kv_write already ran (in the op before).
-        let mut rope_done = match (self.layers.first(), st.kv.first_mut()) {
-            (Some(first), Some(kv)) => b.first_qkv(FirstQkv {
-                m,
-                shape: s,
-                hidden: c.hidden,
-                eps: c.rms_eps,
-                pos: &st.pos,
-                rope: &self.rope,
-                token_embd: &self.token_embd,
-                tokens: &st.tokens,
-                layer: first.as_next(kv),
-                x: &mut st.x,
-                xn: &mut st.xn,
-                qkv: &mut st.qkv,
-                scratch: &mut st.tail_scratch,
-            })?,
-            _ => {
-                b.embed(&self.token_embd, &st.tokens, m, &mut st.x)?;
-                false
-            }
-        };
-        let head = self.output.as_ref().unwrap_or(&self.token_embd);
-        // A one-token forward's last layer tail also computes the logits.
-        let head_in_tail = m == 1 && rows == LogitRows::Last && !self.layers.is_empty();
-        for (i, layer) in self.layers.iter().enumerate() {
-            let (done, later) = st.kv.split_at_mut(i + 1);
-            let kv = &mut done[i];
-            if !rope_done {
-                b.qk_norm_rope_kv_write(&mut st.qkv, m, s, &layer.q_norm, &layer.k_norm, c.rms_eps, &self.rope, &st.pos, kv)?;
-            }
-            // The rest of the layer, then the next layer's qkv projection or the logits.
-            let next = match (self.layers.get(i + 1), later.first_mut()) {
-                (Some(n), Some(kv)) => TailNext::Layer(n.as_next(kv)),
-                _ if head_in_tail => {
-                    TailNext::Head(FinalHead { output_norm: &self.output_norm, matrix: head, logits: &mut st.logits })
-                }
-                _ => TailNext::Nothing,
-            };
-            rope_done = b.layer_tail(LayerTail {
-                m,
-                shape: s,
-                hidden: c.hidden,
-                eps: c.rms_eps,
-                pos: &st.pos,
-                kv,
-                attn_output: &layer.attn_output,
-                ffn_norm: &layer.ffn_norm,
-                gate_up: &layer.gate_up,
-                down: &layer.down,
-                next,
-                rope: &self.rope,
-                bufs: TailBuffers {
-                    qkv: &mut st.qkv,
-                    attn: &mut st.attn,
-                    x: &mut st.x,
-                    xn: &mut st.xn,
-                    ffn: &mut st.ffn,
-                    scratch: &mut st.tail_scratch,
-                },
-            })?;
-        }
-        match rows {
-            _ if head_in_tail => {}
-            LogitRows::All => {
-                b.rms_norm(&st.x, m, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn)?;
-                b.matmul(head, &st.xn, m, &mut st.logits, Store::Overwrite)?;
-            }
-            LogitRows::Last => {
-                b.copy_rows(&st.x, m - 1, 1, c.hidden, &mut st.last)?;
-                b.rms_norm_matmul(&st.last, 1, c.hidden, &self.output_norm, c.rms_eps, &mut st.xn, head, &mut st.logits, Store::Overwrite)?;
-            }
-        }
-        b.advance_position(&mut st.pos, m)?;
-        st.n_past += m;
-        Ok(())
+        Ok(self.backend.download(&state.acts.logits, row * vocab, out)?)
     }
 }

@@ -48,13 +48,13 @@ impl<B: Backend> Qwen3<B> {
             loop {
                 while launched < max_steps && launched - handed < depth {
                     self.launch_decode_step(state, pick)?;
-                    self.backend.post_token(&state.tokens, launched % depth)?;
+                    self.backend.post_token(&state.acts.tokens, launched % depth)?;
                     launched += 1;
                 }
                 if handed == launched {
                     return Ok(());
                 }
-                let id = self.check_token(self.backend.take_token(&state.tokens, handed % depth)?)?;
+                let id = self.check_token(self.backend.take_token(&state.acts.tokens, handed % depth)?)?;
                 handed += 1;
                 last = Some(id);
                 if !on_token(id)? {
@@ -84,7 +84,7 @@ impl<B: Backend> Qwen3<B> {
         handed: usize,
     ) -> Result<(), ModelError> {
         self.backend.synchronize()?;
-        let n_past = state.n_past - queued;
+        let n_past = state.n_past[0] - queued;
         self.rewind(state, n_past)?;
         if let Some(id) = last {
             self.set_next_token(state, id)?;

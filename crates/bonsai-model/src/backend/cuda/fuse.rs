@@ -1,0 +1,346 @@
+//! The CUDA backend's one place of fusion decisions: a [`Program`] becomes the [`Step`]s its plan
+//! launches. Pure logic over what the device and the weights allow ([`Caps`]), so every decision
+//! is testable without a GPU.
+//!
+//! * Any batch: an RMSNorm feeding a GEMV of 2..=8 rows is staged by the GEMV itself
+//!   ([`Step::NormMatmul`], [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch
+//!   ([`Step::RopeKvWrite`]).
+//! * One token (decode of one sequence), where the binary GEMV serves a matrix: the GEMV reads
+//!   x as bit planes ([`Step::GemvPlanes`]). The op that produced x writes those planes itself
+//!   where it can: the embedding ([`Step::EmbedPlanes`]), the decode attention
+//!   ([`Step::AttentionPlanes`]), or the previous GEMV's epilogue (its `next`, which needs that
+//!   GEMV's grid resident in one wave); otherwise a prepare launch does ([`Step::PreparePlanes`]).
+//!   A qkv projection followed by qk_norm_rope and kv_write does both in its epilogue
+//!   ([`Step::QkvRope`]). For a Qwen3 layer that is 5 launches: attention, then the output
+//!   projection, gate|up and down GEMVs each writing the next one's planes, then the next
+//!   layer's qkv projection with RoPE and the KV write.
+
+use bonsai_kernels::launch::matmul::Epilogue;
+use bonsai_kernels::ops::Store;
+
+use crate::program::{Act, MatrixId, Op, Program, VectorId};
+
+/// Largest batch whose GEMVs stage an RMSNorm themselves (`GEMV_MAX_TOKENS`).
+pub(super) const NORM_FUSED_MAX_ROWS: usize = bonsai_kernels::launch::matmul::GEMV_MAX_TOKENS;
+
+/// Which binary-plane buffer of a plan holds an activation's planes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Planes {
+    /// Of a `hidden`-wide row (x, or x times an RMSNorm's weights).
+    Hidden,
+    /// Of the attention output.
+    Attn,
+    /// Of the FFN activation.
+    Ffn,
+}
+
+impl Planes {
+    fn of(act: Act) -> Option<Self> {
+        match act {
+            Act::X | Act::Xn | Act::Last => Some(Planes::Hidden),
+            Act::Attn => Some(Planes::Attn),
+            Act::Ffn => Some(Planes::Ffn),
+            Act::Qkv | Act::Logits => None,
+        }
+    }
+}
+
+/// One launch group of a CUDA plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// One op through its primitive (`crate::program::run_op`).
+    Op(Op),
+    /// `y (=|+=) rmsnorm(x) · Wᵀ`, the GEMV normalising x while staging it.
+    NormMatmul { x: Act, norm: VectorId, w: MatrixId, y: Act, store: Store },
+    /// `out = swiglu(rmsnorm(x) · Wᵀ)`, likewise.
+    NormGateUp { x: Act, norm: VectorId, w: MatrixId, out: Act },
+    /// qk_norm_rope then the KV write, one launch per sequence.
+    RopeKvWrite { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
+    /// The token's embedding row into `out`, and the planes of `out · norm`.
+    EmbedPlanes { table: MatrixId, out: Act, norm: VectorId, planes: Planes },
+    /// The planes of `x` (times `norm`) in a prepare launch.
+    PreparePlanes { x: Act, norm: Option<VectorId>, planes: Planes },
+    /// The decode attention, also writing its output's planes.
+    AttentionPlanes { qkv: Act, layer: usize, out: Act, planes: Planes },
+    /// A binary GEMV on `planes` (`normed`: they hold x times norm weights, the GEMV takes
+    /// 1 / rms from their sums of squares); `next`: its epilogue also writes the planes of y
+    /// (times the norm weights given) for the next GEMV.
+    GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
+    /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
+    QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
+}
+
+/// What the device and the weights allow.
+pub struct Caps<'a> {
+    /// Per matrix: whether the one-token binary GEMV serves it (format, codes and geometry).
+    pub binary: &'a dyn Fn(MatrixId) -> bool,
+    /// Whether matrix w's GEMV grid (SwiGLU: `swiglu`) is resident in one wave on this device,
+    /// as an epilogue writing the next planes needs.
+    pub planes_out_fits: &'a dyn Fn(MatrixId, bool) -> bool,
+    /// Whether the decode attention has a kernel writing planes for this head shape.
+    pub attention_planes: bool,
+    /// Whether a qkv projection's epilogue can do qk_norm_rope and the KV write (head_dim 128,
+    /// its grid resident in one wave).
+    pub qkv_rope: &'a dyn Fn(MatrixId) -> bool,
+    /// Whether the embedding table's format has the embed-and-planes kernel.
+    pub embed_planes: bool,
+}
+
+/// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
+/// `Program::op_rows`).
+pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
+    if program.total_rows() == 1 {
+        planes_steps(program, caps)
+    } else {
+        batch_steps(program)
+    }
+}
+
+/// Whether `act` is written before it is next read after `ops[from..]` begins (or never read):
+/// a fused step that skips writing it loses nothing.
+fn dead_after(ops: &[Op], from: usize, act: Act) -> bool {
+    for op in &ops[from..] {
+        let (reads, writes) = touches(op);
+        if reads.contains(&Some(act)) {
+            return false;
+        }
+        if writes == Some(act) {
+            return true;
+        }
+    }
+    true
+}
+
+/// The activations `op` reads and the one it writes (a residual add reads and writes y).
+fn touches(op: &Op) -> ([Option<Act>; 2], Option<Act>) {
+    match *op {
+        Op::Embed { out, .. } => ([None, None], Some(out)),
+        Op::RmsNorm { x, out, .. } => ([Some(x), None], Some(out)),
+        Op::Matmul { x, y, store: Store::Add, .. } => ([Some(x), Some(y)], Some(y)),
+        Op::Matmul { x, y, store: Store::Overwrite, .. } => ([Some(x), None], Some(y)),
+        Op::GateUpSwiglu { x, out, .. } => ([Some(x), None], Some(out)),
+        Op::QkNormRope { qkv, .. } => ([Some(qkv), None], Some(qkv)),
+        Op::KvWrite { qkv, .. } => ([Some(qkv), None], None),
+        Op::Attention { qkv, out, .. } => ([Some(qkv), None], Some(out)),
+        Op::LastRows { x, out } => ([Some(x), None], Some(out)),
+        Op::Advance => ([None, None], None),
+        Op::Pick(_) => ([Some(Act::Logits), None], None),
+    }
+}
+
+/// Any batch: norms folded into small-batch GEMVs, RoPE with the KV write.
+fn batch_steps(program: &Program) -> Vec<(Step, usize)> {
+    let ops = &program.ops;
+    let small = program.total_rows() <= NORM_FUSED_MAX_ROWS;
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
+        steps.push((step, i));
+        i += used;
+    }
+    steps
+}
+
+/// The fused step `ops[i..]` starts with in any batch (`small`: 1..=8 rows), and the ops it takes.
+fn batch_pair(ops: &[Op], i: usize, small: bool) -> Option<(Step, usize)> {
+    match (ops[i], ops.get(i + 1).copied()?) {
+        (Op::RmsNorm { x, weight, out }, Op::Matmul { w, x: xn, y, store }) if small && xn == out && dead_after(ops, i + 2, out) => {
+            Some((Step::NormMatmul { x, norm: weight, w, y, store }, 2))
+        }
+        (Op::RmsNorm { x, weight, out }, Op::GateUpSwiglu { w, x: xn, out: f })
+            if small && xn == out && dead_after(ops, i + 2, out) =>
+        {
+            Some((Step::NormGateUp { x, norm: weight, w, out: f }, 2))
+        }
+        (Op::QkNormRope { qkv, q_norm, k_norm }, Op::KvWrite { qkv: q2, layer }) if qkv == q2 => {
+            Some((Step::RopeKvWrite { qkv, q_norm, k_norm, layer }, 2))
+        }
+        _ => None,
+    }
+}
+
+/// The input of a GEMV that runs on planes: the planes of `act` (times `norm`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PlanesInput {
+    act: Act,
+    norm: Option<VectorId>,
+}
+
+/// A one-token program's ops, grouped: GEMVs that run on planes, other fused pairs, and single
+/// ops.
+enum Node {
+    Op(Op),
+    Fused(Step),
+    /// A GEMV on the planes of `input`; `rope`: qk_norm_rope + KV write in its epilogue.
+    Gemv { w: MatrixId, input: PlanesInput, y: Act, epilogue: Epilogue, rope: Option<(VectorId, VectorId, usize)> },
+}
+
+/// One token: GEMVs on binary planes, each planes buffer written by the op that produced its
+/// activation where that op can, else by a prepare launch.
+fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
+    let ops = &program.ops;
+    // 1. Group each GEMV with the norm before it and the RoPE after it (each node with the
+    // index of its first op).
+    let mut nodes = Vec::new();
+    let mut origins = Vec::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let (node, used) = match (ops[i], ops.get(i + 1).copied()) {
+            (Op::RmsNorm { x, weight, out }, Some(Op::Matmul { w, x: xn, y, store }))
+                if xn == out && (caps.binary)(w) && Planes::of(x).is_some() && dead_after(ops, i + 2, out) =>
+            {
+                let input = PlanesInput { act: x, norm: Some(weight) };
+                let epilogue = store_epilogue(store);
+                match (store, ops.get(i + 2).copied(), ops.get(i + 3).copied()) {
+                    (
+                        Store::Overwrite,
+                        Some(Op::QkNormRope { qkv, q_norm, k_norm }),
+                        Some(Op::KvWrite { qkv: q2, layer }),
+                    ) if qkv == y && q2 == y && (caps.qkv_rope)(w) => {
+                        (Node::Gemv { w, input, y, epilogue, rope: Some((q_norm, k_norm, layer)) }, 4)
+                    }
+                    _ => (Node::Gemv { w, input, y, epilogue, rope: None }, 2),
+                }
+            }
+            (Op::RmsNorm { x, weight, out }, Some(Op::GateUpSwiglu { w, x: xn, out: f }))
+                if xn == out && (caps.binary)(w) && Planes::of(x).is_some() && dead_after(ops, i + 2, out) =>
+            {
+                let input = PlanesInput { act: x, norm: Some(weight) };
+                (Node::Gemv { w, input, y: f, epilogue: Epilogue::SwiGlu, rope: None }, 2)
+            }
+            (Op::Matmul { w, x, y, store }, _) if (caps.binary)(w) && Planes::of(x).is_some() && x != y => {
+                let input = PlanesInput { act: x, norm: None };
+                (Node::Gemv { w, input, y, epilogue: store_epilogue(store), rope: None }, 1)
+            }
+            (Op::GateUpSwiglu { w, x, out }, _) if (caps.binary)(w) && Planes::of(x).is_some() && x != out => {
+                let input = PlanesInput { act: x, norm: None };
+                (Node::Gemv { w, input, y: out, epilogue: Epilogue::SwiGlu, rope: None }, 1)
+            }
+            _ => match batch_pair(ops, i, true) {
+                Some((step, used)) => (Node::Fused(step), used),
+                None => (Node::Op(ops[i]), 1),
+            },
+        };
+        nodes.push(node);
+        origins.push(i);
+        i += used;
+    }
+
+    // 2. Each GEMV's planes: from the op that last wrote its input, if it can write them.
+    // `writes_planes[n]`: the planes node n's epilogue (or kernel) writes, if any.
+    let mut writes_planes: Vec<Option<PlanesInput>> = vec![None; nodes.len()];
+    let mut needs_prepare = vec![false; nodes.len()];
+    // The planes buffers' contents: which input each holds, valid until its activation changes.
+    let mut held: Vec<(Planes, PlanesInput)> = Vec::new();
+    for n in 0..nodes.len() {
+        if let Node::Gemv { input, .. } = nodes[n] {
+            let planes = Planes::of(input.act).expect("checked when grouped");
+            if !held.contains(&(planes, input)) {
+                // The producer's planes must survive until this GEMV: no GEMV in between may read
+                // (and so have written) the same buffer.
+                let untouched = |p: usize| (p + 1..n).all(|q| !matches!(nodes[q], Node::Gemv { input: i, .. } if Planes::of(i.act) == Some(planes)));
+                match last_writer(&nodes, n, input.act) {
+                    Some(p) if writes_planes[p].is_none() && untouched(p) && can_write_planes(&nodes[p], input, caps) => {
+                        writes_planes[p] = Some(input);
+                    }
+                    _ => needs_prepare[n] = true,
+                }
+                held.retain(|(b, _)| *b != planes);
+                held.push((planes, input));
+            }
+        }
+        // Whatever this node writes invalidates the planes of that activation held so far
+        // (the planes it writes itself are those of its new value: recorded when read).
+        if let Some(written) = node_writes(&nodes[n]) {
+            held.retain(|(_, held_input)| held_input.act != written);
+        }
+    }
+
+    // 3. The steps.
+    let mut steps = Vec::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let next = writes_planes[n].map(|input| (Planes::of(input.act).expect("a planes activation"), input.norm));
+        let mut steps = StepsAt { steps: &mut steps, origin: origins[n] };
+        match *node {
+            Node::Gemv { w, input, y, epilogue, rope } => {
+                let planes = Planes::of(input.act).expect("checked when grouped");
+                if needs_prepare[n] {
+                    steps.push(Step::PreparePlanes { x: input.act, norm: input.norm, planes });
+                }
+                let normed = input.norm.is_some();
+                steps.push(match rope {
+                    Some((q_norm, k_norm, layer)) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
+                    None => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
+                });
+            }
+            Node::Op(Op::Embed { table, out }) if next.is_some() => {
+                let (planes, norm) = next.expect("checked");
+                // can_write_planes only lets an embedding write normed planes.
+                steps.push(Step::EmbedPlanes { table, out, norm: norm.expect("normed"), planes });
+            }
+            Node::Op(Op::Attention { qkv, layer, out }) if next.is_some() => {
+                let (planes, _) = next.expect("checked");
+                steps.push(Step::AttentionPlanes { qkv, layer, out, planes });
+            }
+            Node::Op(op) => steps.push(Step::Op(op)),
+            Node::Fused(step) => steps.push(step),
+        }
+    }
+    steps
+}
+
+/// Pushes steps with one op index.
+struct StepsAt<'a> {
+    steps: &'a mut Vec<(Step, usize)>,
+    origin: usize,
+}
+
+impl StepsAt<'_> {
+    fn push(&mut self, step: Step) {
+        self.steps.push((step, self.origin));
+    }
+}
+
+fn store_epilogue(store: Store) -> Epilogue {
+    match store {
+        Store::Overwrite => Epilogue::Store,
+        Store::Add => Epilogue::Add,
+    }
+}
+
+/// The activation a node writes.
+fn node_writes(node: &Node) -> Option<Act> {
+    match node {
+        Node::Op(op) => touches(op).1,
+        Node::Gemv { y, .. } => Some(*y),
+        Node::Fused(Step::NormMatmul { y, .. }) => Some(*y),
+        Node::Fused(Step::NormGateUp { out, .. }) => Some(*out),
+        Node::Fused(Step::RopeKvWrite { qkv, .. }) => Some(*qkv),
+        Node::Fused(_) => None,
+    }
+}
+
+/// The last node before `n` that writes `act`.
+fn last_writer(nodes: &[Node], n: usize, act: Act) -> Option<usize> {
+    (0..n).rev().find(|&p| node_writes(&nodes[p]) == Some(act))
+}
+
+/// Whether node `p` can also write the planes `input` asks for.
+fn can_write_planes(node: &Node, input: PlanesInput, caps: &Caps<'_>) -> bool {
+    match *node {
+        // The epilogue writes the planes of its own output, times norm weights or not; the
+        // rope epilogue writes none.
+        Node::Gemv { w, input: own, rope: None, epilogue, .. } => {
+            Planes::of(own.act) != Planes::of(input.act) && (caps.planes_out_fits)(w, epilogue == Epilogue::SwiGlu)
+        }
+        Node::Gemv { rope: Some(_), .. } => false,
+        Node::Op(Op::Embed { .. }) => caps.embed_planes && input.norm.is_some(),
+        Node::Op(Op::Attention { .. }) => caps.attention_planes && input.norm.is_none(),
+        Node::Op(_) | Node::Fused(_) => false,
+    }
+}
+
+#[cfg(test)]
+#[path = "fuse_tests.rs"]
+mod tests;

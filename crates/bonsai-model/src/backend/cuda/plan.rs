@@ -1,0 +1,427 @@
+//! A compiled CUDA plan: the steps [`super::fuse`] chose, the scratch they need (bit planes, the
+//! qkv rope epilogue's staging words), and the graphs a decode step replays.
+//!
+//! A plan whose program has one row per sequence (a decode step) is recorded as CUDA graphs on
+//! its first run and replayed after, one graph per bucket of context length: where the decode
+//! attention has a per-q-head kernel for the model's GQA group, contexts up to
+//! `DECODE_HEADS_MAX_LEN` tokens replay a graph built with it and longer ones a graph with the
+//! per-kv-head kernel (which reads each kv head's cache once). Everything else runs its steps
+//! as launches.
+
+use std::fmt::Write as _;
+
+use bonsai_kernels::config::Trace;
+use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
+use bonsai_kernels::launch::matmul::{self as mm, b1_geometry, B1Planes, PlanesOut, RopeOut};
+use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
+use bonsai_kernels::trace;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaSlice};
+
+use super::fuse::{fuse, Caps, Planes, Step};
+use super::{device_err, view, CudaBackend};
+use crate::backend::{Backend, BackendError};
+use crate::program::{run_op, Program, RunEnv, SeqRows, Weights};
+
+/// The replay after capture that `trace` prints (warm by then).
+const TRACE_REPLAY: usize = 16;
+
+/// A program compiled for the CUDA backend.
+pub struct CudaPlan {
+    program: Program,
+    /// Each step and the rows it processes.
+    steps: Vec<(Step, usize)>,
+    planes: PlanesScratch,
+    /// Whether the plan replays graphs (one row per sequence, graphs on).
+    replays_graphs: bool,
+    /// (longest context served, per-q-head decode attention) per graph, shortest first.
+    buckets: Vec<(usize, bool)>,
+    /// One per bucket, recorded at the first run.
+    graphs: Option<Vec<CapturedGraph>>,
+    replays: usize,
+    traced_events: Vec<Vec<trace::Event>>,
+}
+
+/// One captured graph and, when tracing, its launches (the trace names its kernels with them).
+struct CapturedGraph {
+    graph: CudaGraph,
+    launches: Vec<trace::LaunchRecord>,
+}
+
+/// The bit-plane buffers a plan's one-token steps read and write, and the rope epilogue's
+/// staging words (one per qkv output, zero between launches).
+#[derive(Default)]
+struct PlanesScratch {
+    hidden: Option<B1Planes>,
+    attn: Option<B1Planes>,
+    ffn: Option<B1Planes>,
+    rope_staged: Option<CudaSlice<u64>>,
+}
+
+impl PlanesScratch {
+    fn slot(&mut self, p: Planes) -> &mut Option<B1Planes> {
+        match p {
+            Planes::Hidden => &mut self.hidden,
+            Planes::Attn => &mut self.attn,
+            Planes::Ffn => &mut self.ffn,
+        }
+    }
+    fn get(&self, p: Planes) -> Result<&B1Planes, BackendError> {
+        match p {
+            Planes::Hidden => self.hidden.as_ref(),
+            Planes::Attn => self.attn.as_ref(),
+            Planes::Ffn => self.ffn.as_ref(),
+        }
+        .ok_or_else(|| BackendError::Device(format!("{p:?} planes missing from the plan")))
+    }
+    fn get_mut(&mut self, p: Planes) -> Result<&mut B1Planes, BackendError> {
+        self.slot(p).as_mut().ok_or_else(|| BackendError::Device(format!("{p:?} planes missing from the plan")))
+    }
+    /// `read` and `write` at once (different buffers).
+    fn pair(&mut self, read: Planes, write: Planes) -> Result<(&B1Planes, &mut B1Planes), BackendError> {
+        if read == write {
+            return Err(BackendError::Device(format!("a GEMV reads and writes the {read:?} planes")));
+        }
+        let read_ptr: *const B1Planes = self.get(read)?;
+        // SAFETY: `read` and `write` name different fields of `self`, so the two borrows never
+        // alias.
+        Ok((unsafe { &*read_ptr }, self.get_mut(write)?))
+    }
+}
+
+/// Compiles `program` for `b`.
+pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaBackend>) -> Result<CudaPlan, BackendError> {
+    let dims = program.dims;
+    let stream = &b.stream;
+    let matrix = |w: crate::program::MatrixId| view(&weights.matrices[w.0]);
+    let binary = |w| {
+        let v = matrix(w);
+        v.binary_gemv_ok()
+            && b1_geometry(v.k, v.n, false).is_some()
+            && (v.n % 2 != 0 || b1_geometry(v.k, v.n / 2, true).is_some())
+    };
+    let fits = |w, swiglu: bool| {
+        let v = matrix(w);
+        let n_out = if swiglu { v.n / 2 } else { v.n };
+        mm::planes_out_fits(stream, n_out, v.k, swiglu).unwrap_or(false)
+    };
+    let group = if dims.shape.n_kv == 0 || dims.shape.n_q % dims.shape.n_kv != 0 { 0 } else { dims.shape.n_q / dims.shape.n_kv };
+    let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
+    let qkv_rope = |w| dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
+    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true };
+    let op_rows = program.op_rows();
+    let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
+
+    // The scratch the steps use.
+    b.not_while_capturing("compiling a plan")?;
+    let mut planes = PlanesScratch::default();
+    for (step, _) in &steps {
+        let used: &[Planes] = match step {
+            Step::EmbedPlanes { planes, .. } | Step::PreparePlanes { planes, .. } | Step::AttentionPlanes { planes, .. } => {
+                std::slice::from_ref(planes)
+            }
+            Step::GemvPlanes { planes: p, next: Some((n, _)), .. } => &[*p, *n],
+            Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } => std::slice::from_ref(planes),
+            _ => &[],
+        };
+        for &p in used {
+            if planes.slot(p).is_none() {
+                let k = match p {
+                    Planes::Hidden => dims.hidden,
+                    Planes::Attn => dims.shape.q_len(),
+                    Planes::Ffn => dims.ffn,
+                };
+                *planes.slot(p) = Some(B1Planes::new(stream, k).map_err(device_err("decode planes"))?);
+                // Per group 96 plane words, (s, X), one sum of squares; per input one u64 staging word.
+                b.count_alloc::<u32>(k / 128 * 99 + 2 * k);
+            }
+        }
+        if matches!(step, Step::QkvRope { .. }) && planes.rope_staged.is_none() {
+            let len = dims.shape.qkv_row_len();
+            planes.rope_staged = Some(stream.alloc_zeros::<u64>(len).map_err(device_err("qkv rope staging words"))?);
+            b.count_alloc::<u64>(len);
+        }
+    }
+    let per_q_head = attention_planes && decode_heads_entry_point(group).is_some();
+    let uses_attention_planes = steps.iter().any(|(s, _)| matches!(s, Step::AttentionPlanes { .. }));
+    let buckets = if per_q_head && uses_attention_planes {
+        vec![(DECODE_HEADS_MAX_LEN, true), (usize::MAX, false)]
+    } else {
+        vec![(usize::MAX, false)]
+    };
+    let replays_graphs = b.use_graphs && program.one_row_each();
+    Ok(CudaPlan { program, steps, planes, replays_graphs, buckets, graphs: None, replays: 0, traced_events: Vec::new() })
+}
+
+/// Runs one step of `plan`: a graph replay, or its launches.
+pub(super) fn run(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>) -> Result<(), BackendError> {
+    b.not_while_capturing("running a plan")?;
+    if !plan.replays_graphs {
+        return run_steps(b, plan, env, false);
+    }
+    if plan.graphs.is_none() {
+        let mut graphs = Vec::with_capacity(plan.buckets.len());
+        for &(_, per_q_head) in &plan.buckets.clone() {
+            graphs.push(capture(b, plan, env, per_q_head)?);
+        }
+        plan.graphs = Some(graphs);
+        plan.replays = 0;
+        plan.traced_events.clear();
+    }
+    // The longest context any sequence's step sees (its new token's position + 1).
+    let context = env.seqs.iter().map(|s| s.pos.host + 1).max().unwrap_or(1);
+    let bucket = plan.buckets.iter().position(|&(most, _)| context <= most).unwrap_or(plan.buckets.len() - 1);
+    let replay = plan.replays;
+    plan.replays += 1;
+    let traced = b.lib.trace() != Trace::Off && (TRACE_REPLAY..TRACE_REPLAY + b.lib.trace_replays()).contains(&replay);
+    let graphs = plan.graphs.as_ref().expect("captured above");
+    if traced {
+        let events = traced_replay(b, &graphs[bucket])?;
+        plan.traced_events.push(events);
+        if replay + 1 == TRACE_REPLAY + b.lib.trace_replays() {
+            eprintln!("decode timeline (trace, replay {TRACE_REPLAY} after capture):");
+            eprint!("{}", trace::report_replays(&graphs[bucket].launches, &plan.traced_events));
+        }
+    } else {
+        graphs[bucket].graph.launch().map_err(device_err("replaying the decode graph"))?;
+    }
+    for (s, seq) in env.seqs.iter_mut().enumerate() {
+        seq.pos.host += plan.program.rows[s];
+    }
+    Ok(())
+}
+
+/// Records one run of the plan's steps into a graph (nothing runs now).
+fn capture(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>, per_q_head: bool) -> Result<CapturedGraph, BackendError> {
+    // Pending uploads and writes must finish before capture starts: capture records work, it
+    // does not wait for earlier work.
+    b.synchronize()?;
+    b.stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(device_err("beginning the decode graph capture (graphs=off runs without graphs)"))?;
+    b.capturing.set(true);
+    let tracing = b.lib.trace() != Trace::Off;
+    if tracing {
+        b.lib.record_launches();
+    }
+    let recorded = run_steps(b, plan, env, per_q_head);
+    let launches = if tracing { b.lib.take_launches() } else { Vec::new() };
+    b.capturing.set(false);
+    // End the capture even when recording failed, or the stream stays in capture mode.
+    let ended = b.stream.end_capture(CUgraphInstantiate_flags(0));
+    recorded?;
+    let graph = ended
+        .map_err(device_err("ending the decode graph capture (graphs=off runs without graphs)"))?
+        .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
+    graph.upload().map_err(device_err("uploading the decode graph (graphs=off runs without graphs)"))?;
+    b.synchronize()?;
+    Ok(CapturedGraph { graph, launches })
+}
+
+/// One replay with the device timeline on; returns its events.
+fn traced_replay(b: &CudaBackend, captured: &CapturedGraph) -> Result<Vec<trace::Event>, BackendError> {
+    b.synchronize()?;
+    trace::arm(&b.lib, &b.stream, true).map_err(device_err("arming the decode trace"))?;
+    captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
+    b.synchronize()?;
+    let events = trace::collect(&b.lib, &b.stream).map_err(device_err("reading the decode trace"))?;
+    trace::arm(&b.lib, &b.stream, false).map_err(device_err("disarming the decode trace"))?;
+    Ok(events)
+}
+
+/// Launches every step (`per_q_head`: the decode attention's per-q-head kernel).
+fn run_steps(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>, per_q_head: bool) -> Result<(), BackendError> {
+    let CudaPlan { program, steps, planes, .. } = plan;
+    let dims = program.dims;
+    let eps = dims.eps;
+    for &(ref step, rows) in steps.iter() {
+        if let Step::Op(op) = step {
+            run_op(b, program, op, rows, env)?;
+            continue;
+        }
+        let RunEnv { weights, acts, seqs } = &mut *env;
+        let w = |id: crate::program::MatrixId| view(&weights.matrices[id.0]);
+        let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
+        match *step {
+            Step::Op(_) => unreachable!("ran above"),
+            Step::NormMatmul { x, norm, w: m, y, store } => {
+                let (x, y) = acts.pair(x, y)?;
+                mm::rms_norm_matmul(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, y, store)
+                    .map_err(device_err("rms_norm_matmul"))?;
+            }
+            Step::NormGateUp { x, norm, w: m, out } => {
+                let (x, out) = acts.pair(x, out)?;
+                mm::rms_norm_gate_up_swiglu(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, out)
+                    .map_err(device_err("rms_norm_gate_up_swiglu"))?;
+            }
+            Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => {
+                for (s, seq) in seqs.iter_mut().enumerate() {
+                    let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
+                    let seq = &mut **seq;
+                    super::ops::qk_norm_rope_kv_write(
+                        b,
+                        acts.get_mut(qkv),
+                        rows,
+                        dims.shape,
+                        (vector(q_norm), vector(k_norm), eps),
+                        &weights.rope,
+                        &seq.pos,
+                        &mut seq.kv[layer],
+                    )?;
+                }
+            }
+            Step::EmbedPlanes { table, out, norm, planes: p } => {
+                let (tokens, x) = acts.tokens_and(out);
+                mm::embed_prepare_planes(&b.lib, &b.stream, &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
+                    .map_err(device_err("embedding and its planes"))?;
+            }
+            Step::PreparePlanes { x, norm, planes: p } => {
+                mm::prepare_planes_normed(&b.lib, &b.stream, acts.get(x), norm.map(vector), planes.get_mut(p)?)
+                    .map_err(device_err("preparing planes"))?;
+            }
+            Step::AttentionPlanes { qkv, layer, out, planes: p } => {
+                let seq = seqs.first().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
+                let cache = &seq.kv[layer];
+                let (qkv, out) = acts.pair(qkv, out)?;
+                let out_planes = planes.get_mut(p)?;
+                super::ops::with_attention_scratch(b, &b.decode_scratch, |scratch, counters| {
+                    bonsai_kernels::launch::attention::attention_decode_planes(
+                        &b.lib,
+                        &b.stream,
+                        qkv,
+                        dims.shape,
+                        &seq.pos.device,
+                        cache.max_seq,
+                        &cache.k,
+                        &cache.v,
+                        scratch,
+                        counters,
+                        out,
+                        out_planes,
+                        per_q_head,
+                    )
+                    .map_err(device_err("attention"))
+                })?;
+            }
+            Step::GemvPlanes { w: m, planes: p, normed, y, epilogue, next } => {
+                let y = acts.get_mut(y);
+                match next {
+                    Some((n, norm)) => {
+                        let (input, output) = planes.pair(p, n)?;
+                        let out = PlanesOut { planes: output, norm: norm.map(vector) };
+                        mm::gemv_from_planes(&b.lib, &b.stream, &w(m), input, normed.then_some(eps), y, epilogue, Some(out))
+                    }
+                    None => mm::gemv_from_planes(&b.lib, &b.stream, &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None),
+                }
+                .map_err(device_err("matmul"))?;
+            }
+            Step::QkvRope { w: m, planes: p, qkv, q_norm, k_norm, layer } => {
+                let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
+                let cache = &mut seq.kv[layer];
+                let input_planes: *const B1Planes = planes.get(p)?;
+                let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
+                let rope = &weights.rope;
+                let r = RopeOut {
+                    shape: dims.shape,
+                    q_norm: vector(q_norm),
+                    k_norm: vector(k_norm),
+                    eps,
+                    rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
+                    pos0: &seq.pos.device,
+                    max_seq: cache.max_seq,
+                    k_cache: &mut cache.k,
+                    v_cache: &mut cache.v,
+                    staged,
+                };
+                // SAFETY: the planes buffers and the staging words are different fields of the
+                // plan's scratch; the launcher reads the one and writes the other.
+                let input_planes = unsafe { &*input_planes };
+                mm::qkv_rope_from_planes(&b.lib, &b.stream, &w(m), input_planes, Some(eps), acts.get_mut(qkv), r)
+                    .map_err(device_err("qkv projection with rope"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `plan` launches, one line per group of steps (repeated layers folded), its graphs.
+pub(super) fn describe(plan: &CudaPlan) -> String {
+    let mut out = String::new();
+    let rows = &plan.program.rows;
+    let _ = writeln!(
+        out,
+        "plan: {} sequence(s), {} row(s); {} steps; {}",
+        rows.len(),
+        plan.program.total_rows(),
+        plan.steps.len(),
+        if plan.replays_graphs {
+            match plan.buckets.as_slice() {
+                [_] => "one CUDA graph per step".to_string(),
+                _ => format!(
+                    "CUDA graphs by context: up to {DECODE_HEADS_MAX_LEN} tokens (decode attention per q head), longer (per kv head)"
+                ),
+            }
+        } else {
+            "launched one by one (no graph)".to_string()
+        }
+    );
+    let names: Vec<String> = plan.steps.iter().map(|(s, _)| step_name(s)).collect();
+    for (text, count) in fold_repeats(&names) {
+        if count > 1 {
+            let _ = writeln!(out, "  {count} x [{text}]");
+        } else {
+            let _ = writeln!(out, "  {text}");
+        }
+    }
+    out
+}
+
+/// A step's launches, in words (no ids: repeated layers read alike).
+fn step_name(step: &Step) -> String {
+    match step {
+        Step::Op(op) => format!("{op:?}").split([' ', '(']).next().unwrap_or("op").to_string(),
+        Step::NormMatmul { .. } => "norm+matmul".into(),
+        Step::NormGateUp { .. } => "norm+gate_up_swiglu".into(),
+        Step::RopeKvWrite { .. } => "qk_norm_rope+kv_write".into(),
+        Step::EmbedPlanes { .. } => "embed+planes".into(),
+        Step::PreparePlanes { .. } => "prepare planes".into(),
+        Step::AttentionPlanes { .. } => "attention+planes".into(),
+        Step::GemvPlanes { epilogue, next, .. } => {
+            format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
+        }
+        Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
+    }
+}
+
+/// `names` with each maximal run of a repeated block (up to 12 steps long) folded into one entry
+/// and its count, so a model's layers read as one line.
+fn fold_repeats(names: &[String]) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < names.len() {
+        let mut best = (1, 1);
+        for len in 1..=12.min(names.len() - i) {
+            let mut count = 1;
+            while i + (count + 1) * len <= names.len() && names[i..i + len] == names[i + count * len..i + (count + 1) * len] {
+                count += 1;
+            }
+            if count > 1 && len * count > best.0 * best.1 {
+                best = (len, count);
+            }
+        }
+        let (len, count) = best;
+        out.push((names[i..i + len].join(", "), count));
+        i += len * count;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn repeated_blocks_fold_into_one_line() {
+        let names: Vec<String> = ["a", "b", "c", "b", "c", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let folded = super::fold_repeats(&names);
+        assert_eq!(folded, vec![("a".into(), 1), ("b, c".into(), 3), ("d".into(), 1)]);
+    }
+}
