@@ -44,10 +44,7 @@
 #           scripts/reference/image_torch.py (torch f64 truth, torch f32/bf16 error and time,
 #           PASS/FAIL per target). The raw f32 dump (several GB) goes to a scratch folder
 #           (IMAGE_DUMP, kept; default a fresh temp dir, deleted afterwards); OUT_DIR/image keeps
-#           manifest.json and image_torch.json. IMAGE_CASES=a,b limits the cases.
-#           BONSAI_GROUP_NORM=two_pass|resident forces GroupNorm's path (and the bytes its rows
-#           count: 12 or 8 per element); run the step once with each to time both (resident fails
-#           the shapes it cannot hold, 384 ch from 256²: pair it with IMAGE_CASES of 64²/128² cases). Not a default
+#           manifest.json and image_torch.json. IMAGE_CASES=a,b limits the cases. Not a default
 #           step: it may run past 4 minutes.
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}

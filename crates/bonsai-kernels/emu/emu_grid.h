@@ -19,7 +19,7 @@ struct GridLaunch {
     EmuDim3 block;
     size_t dynamic_smem_bytes;
     // A cooperative launch (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every CTA runs at once on its own
-    // OS thread, so CTAs may wait for each other (grid_sync); at most kMaxCooperativeCtas.
+    // OS thread, so CTAs may wait for each other (a grid barrier); at most kMaxCooperativeCtas.
     bool cooperative = false;
 };
 

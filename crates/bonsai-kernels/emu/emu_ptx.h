@@ -249,11 +249,13 @@ inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b
 inline void griddep_wait() {}
 inline void griddep_launch_dependents() {}
 
-// Grid barrier halves. CTAs of a cooperative launch run at once on their own OS threads
-// (emu_sched.cpp), so these are real atomics. A thread that acquire-loads is usually spinning on
-// a value another CTA will write: it lets the other fibers of its CTA run, and its OS thread
-// yields the CPU (64 spinning OS threads on a 2-core machine must not starve the CTA they wait
-// for). emu::acquire_polled also fails the launch when the spin cannot end (emu_runtime.h).
+// Release / acquire halves of a grid barrier: the emulator selftest's (selftest/emu_selftest.cpp);
+// ptx.cuh has no twin of them, as no kernel of the library uses a grid barrier. CTAs of a
+// cooperative launch run at once on their own OS threads (emu_sched.cpp), so these are real
+// atomics. A thread that acquire-loads is usually spinning on a value another CTA will write: it
+// lets the other fibers of its CTA run, and its OS thread yields the CPU (64 spinning OS threads
+// on a 2-core machine must not starve the CTA they wait for). emu::acquire_polled also fails the
+// launch when the spin cannot end (emu_runtime.h).
 inline void red_release_gpu_add(unsigned* p, unsigned v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
 inline unsigned ld_acquire_gpu(const unsigned* p) {
     const unsigned v = __atomic_load_n(p, __ATOMIC_ACQUIRE);

@@ -86,7 +86,7 @@ void block_barrier();
 [[noreturn]] void kernel_fault(const char* what);
 
 // Called by ld_acquire_gpu after its load of `value` from `addr`, usually inside a spin loop that
-// waits for another CTA (grid_sync): lets the CTA's other fibers run, and fails the launch (as
+// waits for another CTA (a grid barrier): lets the CTA's other fibers run, and fails the launch (as
 // kernel_fault) when the wait cannot end: another CTA of the cooperative launch has failed, or
 // this thread has read the same value at the same address for kAcquireStallSeconds.
 void acquire_polled(const void* addr, unsigned value);

@@ -1,7 +1,7 @@
 // Self-test of the emulator's execution model, built and run by `bash scripts/emu.sh --selftest`
 // (and by crates/bonsai-cli/tests/emulated_gpu.rs): shuffle/vote semantics, barriers with exited
 // threads, per-CTA shared memory on several OS threads, cooperative launches whose CTAs meet at
-// grid_sync (src/cuda/grid_sync.cuh, the kernels' own), and the kernel-bug reports (deadlock,
+// a grid-wide barrier (grid_barrier_sync below), and the kernel-bug reports (deadlock,
 // shuffle outside the mask, lanes at different collectives, a failed CTA of a cooperative grid).
 // Exits 1 naming each failed case.
 #include <cstdio>
@@ -13,7 +13,21 @@
 
 typedef unsigned int u32;
 
-#include "../../src/cuda/grid_sync.cuh"
+// A grid-wide barrier for a cooperative launch, on the emulator's release / acquire halves
+// (emu_ptx.h). `counter` starts at zero; barrier number b (0, 1, ...) of the launch is
+// grid_barrier_sync(counter, (b + 1) * CTAs), called by every thread of every CTA. The first
+// __syncthreads orders the CTA's writes before thread 0's release add; thread 0 spins until its
+// acquire load sees every CTA's arrival; the second __syncthreads orders that acquire before the
+// CTA's later reads.
+__device__ __forceinline__ void grid_barrier_sync(unsigned* counter, unsigned target) {
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        red_release_gpu_add(counter, 1);
+        while (ld_acquire_gpu(counter) < target) {
+        }
+    }
+    __syncthreads();
+}
 
 // ---- kernels ----
 extern "C" __global__ void shuffles(int* out) {
@@ -106,18 +120,19 @@ extern "C" __global__ void grid_barrier(int* out) {
     int right = 0;
     for (int r = 0; r < kBarrierRounds; ++r) {
         slots[me] = r * n + me;
-        grid_sync(counter, (unsigned)((2 * r + 1) * ctas));
+        grid_barrier_sync(counter, (unsigned)((2 * r + 1) * ctas));
         right += slots[other] == r * n + other;
-        grid_sync(counter, (unsigned)((2 * r + 2) * ctas));
+        grid_barrier_sync(counter, (unsigned)((2 * r + 2) * ctas));
     }
     out[1 + n + me] = right;
 }
 
-// Cooperative: CTA 2 deadlocks (lanes 0-15 at a shuffle, the rest at grid_sync's __syncthreads)
-// while the other CTAs wait for it at grid_sync: the launch must fail with CTA 2's report.
+// Cooperative: CTA 2 deadlocks (lanes 0-15 at a shuffle, the rest at the grid barrier's
+// __syncthreads) while the other CTAs wait for it at the grid barrier: the launch must fail with
+// CTA 2's report.
 extern "C" __global__ void grid_barrier_one_cta_fails(int* out) {
     if (blockIdx.x == 2 && threadIdx.x < 16) out[1] = __shfl_sync(0xffffffffu, 1, 0);
-    grid_sync(reinterpret_cast<unsigned*>(out), gridDim.x);
+    grid_barrier_sync(reinterpret_cast<unsigned*>(out), gridDim.x);
 }
 
 // ---- harness ----
@@ -195,7 +210,7 @@ int main() {
                "grid_barrier ran (cooperative, 6 CTAs)");
         expect(grid[0] == 2 * kBarrierRounds * (int)ctas, "grid barrier counter = 2 x rounds x CTAs");
         for (unsigned i = 0; i < n; ++i)
-            expect(grid[1 + n + i] == kBarrierRounds, "grid_sync orders another CTA's write at thread " + std::to_string(i));
+            expect(grid[1 + n + i] == kBarrierRounds, "the grid barrier orders another CTA's write at thread " + std::to_string(i));
         grid[0] = 0;
         const std::string failed = launch("grid_barrier_one_cta_fails", grid_barrier_one_cta_fails, grid, {ctas, 1, 1},
                                           {threads, 1, 1}, 0, true);

@@ -264,18 +264,6 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #endif
 }
 
-// GPU-scope release / acquire on a global u32, the two halves of a grid-wide barrier (grid_sync
-// in grid_sync.cuh). `red_release_gpu_add` adds `v` to `*p` atomically (no result) and makes every
-// write that happens before it visible to a thread whose `ld_acquire_gpu` observes the sum (or a
-// later value of `*p` in its atomic modification order). `p` must point into global memory.
-__device__ __forceinline__ void red_release_gpu_add(unsigned* p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 // A 64-bit word written and read whole at GPU scope (single-copy atomic: a reader sees all of one
 // store or all of another), for a value and its ready flag in one word: the reader polls the word
 // itself, with no fence, counter or second load (b1_planes_epilogue, matmul_gemv_b1.cu).

@@ -85,16 +85,10 @@ pub const PTX: KernelSource = KernelSource {
     entry_points: &[],
 };
 
-/// The library machinery, concatenated right after the PTX wrappers: the grid-wide barrier of
-/// cooperative launches, then its own kernels. The selftest kernel proves a loaded module runs
-/// (`bonsai kernels info` launches it); the PTX probe runs every ptx.cuh wrapper and the grid
-/// barrier test runs grid_sync for `bonsai kernels verify`.
+/// The library machinery's own kernels, concatenated right after the PTX wrappers. The selftest
+/// kernel proves a loaded module runs (`bonsai kernels info` launches it); the PTX probes run the
+/// ptx.cuh wrappers for `bonsai kernels verify`.
 pub const MACHINERY_SOURCES: &[KernelSource] = &[
-    KernelSource {
-        path: "cuda/grid_sync.cuh",
-        text: include_str!("grid_sync.cuh"),
-        entry_points: &[],
-    },
     KernelSource {
         path: "cuda/selftest.cu",
         text: include_str!("selftest.cu"),
@@ -104,7 +98,6 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[
             "bonsai_wgmma_probe",
             "bonsai_wgmma_probe_bf16",
             "bonsai_wgmma_tf32_probe",
-            "grid_sync_selftest",
         ],
     },
 ];
@@ -434,14 +427,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "group_norm_partial_stats",
             "group_norm_normalize",
-        ],
-    },
-    // After group_norm.cu (its helpers) and cuda/grid_sync.cuh (its barrier).
-    KernelSource {
-        path: "ops/group_norm/group_norm_resident.cu",
-        text: include_str!("../ops/group_norm/group_norm_resident.cu"),
-        entry_points: &[
-            "group_norm_resident",
         ],
     },
     KernelSource {

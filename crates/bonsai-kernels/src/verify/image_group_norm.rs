@@ -1,20 +1,20 @@
-//! Checks and `--bench` rows of GroupNorm (and GroupNorm + SiLU), every case through both
-//! implementations: two-pass forced, then Auto, which takes the resident path where it can run
-//! (the row says which ran; under the emulator's 4-CTA cap the VAE shapes no longer fit one
-//! slice per CTA in shared memory and fall back, which the row shows as `auto->two_pass`).
+//! Checks and `--bench` rows of GroupNorm (and GroupNorm + SiLU): every case against the f64
+//! reference within a bound derived from the f64 statistics of each group.
 
-use cudarc::driver::CudaSlice;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::image_elementwise::SILU_BOUND_ULPS;
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch::group_norm::{self as gn, GroupNormDims, GroupNormPath};
+use crate::cuda::KernelLibrary;
+use crate::launch::group_norm::{self as gn, GroupNormDims};
+use crate::launch::LaunchError;
 use crate::ops;
 
-/// What the launcher's error says when the resident path cannot run a forced call.
-const RESIDENT_REFUSAL: &str = "resident path cannot run";
 /// FLUX's GroupNorm.
 const GROUPS: usize = 32;
 const EPS: f32 = 1e-6;
@@ -31,12 +31,11 @@ const VAE_SMALL_SET: usize = 2;
 
 pub(super) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     let vae = if set == ShapeSet::All { &VAE_SHAPES[..] } else { &VAE_SHAPES[..VAE_SMALL_SET] };
-    // (C, G, H, W): odd planes, C not a multiple of 4, one channel per group, 1-pixel planes
-    // (two-pass only: the resident path needs planes of 4k floats); (4, 1, 40, 29) gives the
-    // statistics pass a full 4-load batch plus a tail, (8, 4, 50, 100) the normalise pass.
-    // Resident-path shapes: (15, 5, 8, 12) slices straddle groups; (64, 32, 4, 4) one slice
-    // holds many groups and channels; (4, 1, 40, 28) one group spans every CTA; (32, 8, 48, 48)
-    // and (96, 32, 32, 40) fill 3 and 4 cp.async stages of 1024-thread rows at 4 CTAs.
+    // (C, G, H, W): odd planes, C not a multiple of 4, one channel per group, 1-pixel planes;
+    // (4, 1, 40, 29) gives the statistics pass a full 4-load batch plus a tail, (8, 4, 50, 100)
+    // the normalise pass. (15, 5, 8, 12) and (96, 32, 32, 40) groups of 3 channels in one
+    // statistics chunk; (64, 32, 4, 4) groups of exactly the values the shift averages;
+    // (4, 1, 40, 28) and (32, 8, 48, 48) groups cut into 2 and 3 statistics chunks.
     for (c, g, h, w) in [
         (64, 32, 7, 9),
         (6, 3, 5, 5),
@@ -60,19 +59,19 @@ pub(super) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for &(c, hw) in vae {
         group_norm(ctx, c, GROUPS, hw, hw, 0.0, false)?;
     }
-    // GroupNorm fused with SiLU: scalar-path and batch-plus-tail shapes, straddling slices, the VAE's.
+    // GroupNorm fused with SiLU: scalar-path and batch-plus-tail shapes, groups of 3 channels, the VAE's.
     for (c, g, h, w) in [(12, 4, 33, 31), (8, 4, 50, 100), (15, 5, 8, 12), (96, 32, 32, 40)] {
         group_norm(ctx, c, g, h, w, 0.0, true)?;
     }
     for &(c, hw) in vae {
         group_norm(ctx, c, GROUPS, hw, hw, 0.0, true)?;
     }
-    forced_resident_is_refused(ctx)
+    Ok(())
 }
 
 /// GroupNorm bound per element, from the f64 statistics of each group (derivation in the body).
-/// Both paths sum the same f32 d = x − K in f64, only cut into different pieces, and the f64
-/// error bound n·2^-53·Σ|d| holds for any order of summation, so one bound serves both.
+/// The kernels sum the f32 d = x − K in f64, cut into statistics chunks, and the f64 error bound
+/// n·2^-53·Σ|d| holds for any order of summation, so the bound does not depend on the split.
 fn group_norm_bound(x: &[f32], groups: usize, gamma: &[f32], beta: &[f32], want: &[f32]) -> Vec<f64> {
     let plane = x.len() / gamma.len();
     let n = x.len() / groups;
@@ -104,12 +103,29 @@ fn group_norm_bound(x: &[f32], groups: usize, gamma: &[f32], beta: &[f32], want:
     out
 }
 
-/// A scratch of `len` values: NaN (so a partial sum read before it is written shows), except
-/// the barrier counter, value 0, which must start at zero.
+/// A scratch of `len` values, all NaN, so a partial sum read before it is written shows.
 fn poisoned_scratch(ctx: &Ctx, len: usize) -> Result<CudaSlice<f64>, VerifyError> {
-    let mut host = vec![f64::NAN; len];
-    host[0] = 0.0;
-    upload(&ctx.stream, &host)
+    upload(&ctx.stream, &vec![f64::NAN; len])
+}
+
+/// `group_norm_silu` when `fused_silu`, else `group_norm`.
+#[allow(clippy::too_many_arguments)]
+fn launch(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    x: &impl DevicePtr<f32>,
+    gamma: &impl DevicePtr<f32>,
+    beta: &impl DevicePtr<f32>,
+    dims: GroupNormDims,
+    scratch: &mut impl DevicePtrMut<f64>,
+    y: &mut impl DevicePtrMut<f32>,
+    fused_silu: bool,
+) -> Result<(), LaunchError> {
+    if fused_silu {
+        gn::group_norm_silu(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
+    } else {
+        gn::group_norm(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
+    }
 }
 
 /// Device inputs of one case.
@@ -121,13 +137,12 @@ struct Inputs {
     fused_silu: bool,
 }
 
-/// Runs one call on `path` into a poisoned output; returns y, the path that ran, the counter after.
-fn run(ctx: &Ctx, inp: &Inputs, path: GroupNormPath) -> Result<(Vec<f32>, GroupNormPath, f64), VerifyError> {
+/// Runs one call into a poisoned output (with a poisoned scratch); returns y.
+fn run(ctx: &Ctx, inp: &Inputs) -> Result<Vec<f32>, VerifyError> {
     let mut scratch = poisoned_scratch(ctx, gn::scratch_len(inp.dims))?;
     let mut y = poisoned(&ctx.stream, inp.x.len())?;
-    let ran = gn::group_norm_with(&ctx.lib, &ctx.stream, &inp.x, &inp.gamma, &inp.beta, inp.dims, EPS, &mut scratch, &mut y, inp.fused_silu, path)?;
-    let counter = download(&ctx.stream, &scratch.slice(0..1))?[0];
-    Ok((download(&ctx.stream, &y)?, ran, counter))
+    launch(&ctx.lib, &ctx.stream, &inp.x, &inp.gamma, &inp.beta, inp.dims, &mut scratch, &mut y, inp.fused_silu)?;
+    download(&ctx.stream, &y)
 }
 
 fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre: f32, fused_silu: bool) -> Result<(), VerifyError> {
@@ -153,39 +168,8 @@ fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre
     let op = if fused_silu { "group_norm_silu" } else { "group_norm" };
     let case = format!("C={c} G={groups} {h}x{w} centre={centre}");
 
-    let (got, _, _) = run(ctx, &inp, GroupNormPath::TwoPass)?;
-    ctx.record(op, &format!("{case} two_pass"), Comparison::of(&got, &want, |i| bound[i]));
-    let (got, ran, counter) = run(ctx, &inp, GroupNormPath::Auto)?;
-    if ran == GroupNormPath::Resident {
-        ctx.record(op, &format!("{case} resident"), Comparison::of(&got, &want, |i| bound[i]));
-        // Deterministic: a second run gives the same bits; the counter is left at zero.
-        let (again, _, _) = run(ctx, &inp, GroupNormPath::Resident)?;
-        ctx.record(op, &format!("{case} resident rerun (bits)"), Comparison::of(&again, &got, |_| 0.0));
-        ctx.record(op, &format!("{case} resident counter"), Comparison::of(&[counter as f32], &[0.0], |_| 0.0));
-    } else {
-        ctx.record(op, &format!("{case} auto->{}", ran.name()), Comparison::of(&got, &want, |i| bound[i]));
-    }
-    Ok(())
-}
-
-/// A forced resident call on a shape it cannot run (a plane of 63 floats) is an error, not a
-/// silent fallback.
-fn forced_resident_is_refused(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    let dims = GroupNormDims { channels: 64, groups: GROUPS, plane: 63 };
-    let len = dims.channels * dims.plane;
-    let inp = Inputs {
-        dims,
-        x: upload(&ctx.stream, &ctx.rng.activations(len, 2.0))?,
-        gamma: upload(&ctx.stream, &vec![1.0f32; dims.channels])?,
-        beta: upload(&ctx.stream, &vec![0.0f32; dims.channels])?,
-        fused_silu: false,
-    };
-    let refused = match run(ctx, &inp, GroupNormPath::Resident) {
-        Err(VerifyError::Launch(e)) => e.to_string().contains(RESIDENT_REFUSAL),
-        _ => false,
-    };
-    let flag = if refused { 0.0 } else { 1.0 };
-    ctx.record("group_norm", "C=64 7x9 forced resident refused", Comparison::of(&[flag], &[0.0], |_| 0.0));
+    let got = run(ctx, &inp)?;
+    ctx.record(op, &case, Comparison::of(&got, &want, |i| bound[i]));
     Ok(())
 }
 
@@ -193,8 +177,8 @@ fn forced_resident_is_refused(ctx: &mut Ctx) -> Result<(), VerifyError> {
 const BENCH_SIDES: [usize; 3] = [64, 128, 256];
 const BENCH_CHANNELS: usize = 384;
 
-/// Both paths of group_norm and group_norm_silu; bandwidth counts each path's own traffic (12 or
-/// 8 bytes per element). A path that cannot run a shape prints why instead of a row.
+/// group_norm and group_norm_silu; bandwidth counts their traffic,
+/// [`gn::TRAFFIC_BYTES_PER_ELEMENT`] bytes per element.
 pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
     let mut rows = Vec::new();
     for hw in BENCH_SIDES {
@@ -214,27 +198,15 @@ pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, V
         let stream = ctx.stream.clone();
         let secs = time_batches(ctx, copies, |i| Ok(stream.memcpy_dtod(&xs[i], &mut ys[i])?))?;
         rows.push(row("copy (same size, read + write)", shape.clone(), secs, Some(8.0 * len as f64), None, copy_bw));
-        for path in [GroupNormPath::TwoPass, GroupNormPath::Resident] {
-            for fused in [false, true] {
-                let name = format!("{} {} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, path.name(),
-                    path.traffic_bytes_per_element().unwrap_or(0));
-                let (lib, stream) = (&ctx.lib, ctx.stream.clone());
-                let mut once = |i: usize| -> Result<(), VerifyError> {
-                    gn::group_norm_with(lib, &stream, &xs[i], &gamma, &beta, dims, EPS, &mut scratch, &mut ys[i], fused, path)?;
-                    Ok(())
-                };
-                // One untimed call: a path that cannot run says so here, before timing.
-                match once(0) {
-                    Err(VerifyError::Launch(e)) if path == GroupNormPath::Resident && e.to_string().contains(RESIDENT_REFUSAL) => {
-                        println!("bench {name:<34} {shape:<30} skipped: {e}");
-                        continue;
-                    }
-                    other => other?,
-                }
-                let secs = time_batches(ctx, copies, once)?;
-                let traffic = path.traffic_bytes_per_element().unwrap_or(0) as f64 * len as f64;
-                rows.push(row(&name, shape.clone(), secs, Some(traffic), None, copy_bw));
-            }
+        let traffic = (gn::TRAFFIC_BYTES_PER_ELEMENT * len) as f64;
+        for fused in [false, true] {
+            let name = format!("{} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, gn::TRAFFIC_BYTES_PER_ELEMENT);
+            let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+            let secs = time_batches(ctx, copies, |i| {
+                launch(lib, &stream, &xs[i], &gamma, &beta, dims, &mut scratch, &mut ys[i], fused)?;
+                Ok(())
+            })?;
+            rows.push(row(&name, shape.clone(), secs, Some(traffic), None, copy_bw));
         }
     }
     Ok(rows)

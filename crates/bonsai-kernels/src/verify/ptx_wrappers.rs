@@ -3,17 +3,10 @@
 //! Conversions, ldmatrix and cp.async must match bit for bit; mma within a derived f32 bound.
 //! Run on the H200 this proves the documented fragment layouts; under the CPU emulator it
 //! proves the emulator implements the same ones.
-//! The `grid_sync_selftest` kernel then runs the grid-wide barrier (cuda/grid_sync.cuh, built on
-//! the release/acquire wrappers) over a cooperative launch; its results must match exactly.
 
-use std::sync::Arc;
-
-use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::gpu::{download, upload};
-use crate::launch::{write_ptr, LaunchError};
-use crate::launch_ex::{cooperative_grid_cap, max_cooperative_ctas, Launch};
 use super::ptx_model::{self, MmaKind, WARP};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 
@@ -116,118 +109,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         super::ptx_wgmma::run(ctx)?;
     }
-    grid_sync_check(ctx)
-}
-
-/// Rounds of the grid_sync test (two barriers each).
-const GRID_SYNC_ROUNDS: i32 = 8;
-const GRID_SYNC_THREADS: u32 = 128;
-/// One CTA per SM of an H200 (132 SMs), the shape of a persistent kernel.
-const GRID_SYNC_MAX_CTAS: u32 = 132;
-/// Replays of the captured grid_sync graph.
-const GRID_SYNC_REPLAYS: usize = 2;
-
-/// Runs grid_sync_selftest cooperatively (layout of `data` and the value of each word: the
-/// comment above it in cuda/selftest.cu), first launched directly, then captured in a graph with
-/// the counter's reset (as a persistent decode step would be) and replayed over poisoned data.
-/// Every CTA's sum and mismatch count, the last round's exchange words and the final barrier
-/// counter must equal the host's, bit for bit.
-fn grid_sync_check(ctx: &mut Ctx) -> Result<(), VerifyError> {
-    const KERNEL: &str = "grid_sync_selftest";
-    let function = ctx.lib.function(KERNEL)?.clone();
-    let most = max_cooperative_ctas(&ctx.stream, &function, GRID_SYNC_THREADS, 0)?;
-    let ctas = most.min(GRID_SYNC_MAX_CTAS).min(cooperative_grid_cap().unwrap_or(u32::MAX));
-    if ctas < 2 {
-        let detail = format!("a cooperative launch of 128-thread CTAs fits only {ctas} CTA(s) here; the test needs 2");
-        return Err(LaunchError::Shape { op: KERNEL, detail }.into());
-    }
-    let want = grid_sync_expected(ctas);
-    let poison = vec![POISON; want.len() - 1];
-    let name = format!("grid_sync {ctas} CTAs x {GRID_SYNC_THREADS}, {GRID_SYNC_ROUNDS} rounds");
-    let stream = ctx.stream.clone();
-    let mut counter_d = upload(&stream, &[0u32])?;
-    let mut data_d = upload(&stream, &poison)?;
-    {
-        let (counter_p, _counter_sync) = write_ptr(&mut counter_d, &stream);
-        let (data_p, _data_sync) = write_ptr(&mut data_d, &stream);
-        launch_grid_sync(&ctx.lib, &stream, &function, counter_p, data_p, ctas)?;
-    }
-    let got = grid_sync_results(&stream, &data_d, &counter_d)?;
-    exact(ctx, &format!("{name}, direct"), &got, &want);
-
-    // The raw pointers are taken (and their pending writes waited for) before the capture, so
-    // nothing inside it waits on an event recorded outside it.
-    let graph = {
-        let (counter_p, _counter_sync) = write_ptr(&mut counter_d, &stream);
-        let (data_p, _data_sync) = write_ptr(&mut data_d, &stream);
-        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        // SAFETY: counter_p is the one-word allocation counter_d, alive until after the replays.
-        let reset = unsafe { sys::cuMemsetD32Async(counter_p, 0, 1, stream.cu_stream()) }.result();
-        let recorded = reset.map_err(VerifyError::from).and_then(|()| {
-            launch_grid_sync(&ctx.lib, &stream, &function, counter_p, data_p, ctas).map_err(VerifyError::from)
-        });
-        // End the capture even when recording failed, or the stream stays in capture mode.
-        let ended = stream.end_capture(CUgraphInstantiate_flags(0));
-        recorded?;
-        ended?.ok_or_else(|| LaunchError::Shape { op: KERNEL, detail: "graph capture recorded nothing".into() })?
-    };
-    for replay in 1..=GRID_SYNC_REPLAYS {
-        stream.memcpy_htod(&poison, &mut data_d)?;
-        graph.launch()?;
-        let got = grid_sync_results(&stream, &data_d, &counter_d)?;
-        exact(ctx, &format!("{name}, graph replay {replay}"), &got, &want);
-    }
     Ok(())
-}
-
-fn launch_grid_sync(
-    lib: &crate::cuda::KernelLibrary,
-    stream: &Arc<CudaStream>,
-    function: &CudaFunction,
-    counter_p: u64,
-    data_p: u64,
-    ctas: u32,
-) -> Result<(), LaunchError> {
-    let rounds = GRID_SYNC_ROUNDS;
-    let mut launch = Launch::new(lib, stream, function);
-    launch.arg(&counter_p).arg(&data_p).arg(&rounds).cooperative();
-    let config = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (GRID_SYNC_THREADS, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: matches grid_sync_selftest(u32* counter, u32* data, int rounds); the caller passes
-    // a zeroed one-word counter and data of CTAs x threads exchange words plus 2 x CTAs result
-    // words, all the kernel touches; the grid is within max_cooperative_ctas, as grid_sync needs.
-    unsafe { launch.launch(config) }
-}
-
-/// `data` then the counter, as grid_sync_expected lays them out.
-fn grid_sync_results(
-    stream: &Arc<CudaStream>,
-    data_d: &CudaSlice<u32>,
-    counter_d: &CudaSlice<u32>,
-) -> Result<Vec<u32>, VerifyError> {
-    let mut got = download(stream, data_d)?;
-    got.extend(download(stream, counter_d)?);
-    Ok(got)
-}
-
-/// What grid_sync_selftest leaves over `ctas` CTAs: the exchange words of the last round, every
-/// CTA's sum (the same for all: each reads every word once per round), their zero mismatch
-/// counts, then the counter after 2 barriers per round.
-fn grid_sync_expected(ctas: u32) -> Vec<u32> {
-    let words = ctas * GRID_SYNC_THREADS;
-    // cuda/selftest.cu grid_sync_test_value.
-    let value = |round: u32, word: u32| {
-        let h = round.wrapping_mul(words).wrapping_add(word).wrapping_add(1).wrapping_mul(2_654_435_761);
-        h ^ (h >> 16)
-    };
-    let rounds = GRID_SYNC_ROUNDS as u32;
-    let sum = (0..rounds)
-        .flat_map(|r| (0..words).map(move |w| (r, w)))
-        .fold(0u32, |acc, (r, w)| acc.wrapping_add(value(r, w).wrapping_mul(2 * w + 1)));
-    let mut want: Vec<u32> = (0..words).map(|w| value(rounds - 1, w)).collect();
-    want.extend(std::iter::repeat_n(sum, ctas as usize));
-    want.extend(std::iter::repeat_n(0, ctas as usize));
-    want.push(2 * rounds * ctas);
-    want
 }
 
 /// Records a bit-exact comparison of 32-bit words (each compared as its two 16-bit halves, which

@@ -1,27 +1,18 @@
-//! Launcher of GroupNorm. Two implementations behind one API:
-//! - resident (cuda_resident.rs, group_norm_resident.cu): one cooperative launch that keeps each
-//!   CTA's slice of x in shared memory between the statistics and the output, 8 bytes per
-//!   element; for inputs that fit the GPU's shared memory (384 ch up to 128² on the H200).
-//! - two-pass (group_norm.cu): `group_norm_partial_stats` over (splits, groups), then
-//!   `group_norm_normalize` over (plane chunks, channels), 12 bytes per element; any shape.
+//! Launcher of GroupNorm (group_norm.cu), two kernels: `group_norm_partial_stats` over (splits,
+//! groups) sums each piece of a group in f64, then `group_norm_normalize` over (plane chunks,
+//! channels) combines a group's pieces in a fixed order and writes y; any shape.
+//! [`group_norm_silu`] applies SiLU in the normalise pass.
 //!
-//! [`group_norm`] / [`group_norm_silu`] run two-pass unless `BONSAI_GROUP_NORM` says
-//! `resident` or `auto` ([`GroupNormPath::Auto`]: resident when it can run, else two-pass), the
-//! resident path having measured no faster on the H200 ([`PATH_ENV`]); a forced resident call
-//! that cannot run is an error naming why. Both use the one
-//! caller-owned f64 scratch of [`scratch_len`] values, so a call can be captured in a CUDA graph
-//! (no allocation per call). Its first value holds the resident path's barrier counter: it must
-//! be ZERO before the first call (allocate it with `alloc_zeros`); every call leaves it zero.
+//! [`group_norm`] and [`group_norm_silu`] take a caller-owned f64 scratch of [`scratch_len`]
+//! values (the partial sums, from its first value on), so a call can be captured in a CUDA graph
+//! (no allocation per call). Its contents need no initialisation: the statistics pass writes
+//! every value the normalise pass reads.
 //!
-//! Speed of light on the H200 (copy 4.24 TB/s, read + write): two-pass moves
-//! [`TRAFFIC_BYTES_PER_ELEMENT`] = 12 bytes per element (the statistics pass reads x, the
-//! normalise pass reads it again and writes y), so 384 ch x 512² (100.7M elements, 1.21 GB) takes
-//! at least 285 µs; 8 bytes per element (one read, one write, the resident path) is the floor for
-//! any unfused GroupNorm, 190 µs there. Inputs up to ~60 MB (384 ch x 128²) stay in L2 between the
-//! passes, and the normalise pass visits channels last-first so part of a larger input does too.
-
-#[path = "cuda_resident.rs"]
-pub mod resident;
+//! Speed of light on the H200 (copy 4.24 TB/s, read + write): [`TRAFFIC_BYTES_PER_ELEMENT`] = 12
+//! bytes per element (the statistics pass reads x, the normalise pass reads it again and writes
+//! y), so 384 ch x 512² (100.7M elements, 1.21 GB) takes at least 285 µs. Inputs up to ~60 MB
+//! (384 ch x 128²) stay in L2 between the passes, and the normalise pass visits channels
+//! last-first so part of a larger input does too.
 
 use std::sync::Arc;
 
@@ -35,8 +26,12 @@ const OP: &str = "group_norm";
 const THREADS: u32 = 256;
 /// Bytes each element costs this implementation: read twice, written once.
 pub const TRAFFIC_BYTES_PER_ELEMENT: usize = 12;
-/// Statistics CTAs to aim for over all groups: 4 per SM of the H200's 132 (1024 threads, each
-/// with 4 float4 loads in flight) fit in one wave at up to 64 registers per thread.
+/// Statistics CTAs to aim for over all groups: a fixed grid target, 4 per SM of the H200's 132
+/// (1024 threads per SM, each with 4 float4 loads in flight), one wave there at up to 64
+/// registers per thread. Correct on any GPU: one with fewer SMs runs the grid in more waves, one
+/// with more holds fewer CTAs per SM. It is not sized from the device's SM count because
+/// [`scratch_len`] derives the scratch from the same split without a device, and a fixed split
+/// keeps the order in which a group's pieces are summed the same on every GPU.
 const TARGET_STATS_CTAS: usize = 132 * 4;
 /// A statistics chunk is never cut below this many floats (per-CTA overheads stay small).
 const MIN_STATS_CHUNK: usize = 4096;
@@ -77,69 +72,9 @@ impl GroupNormDims {
     }
 }
 
-/// Scratch values before the partial sums: the resident path's barrier counter (a u32 in the
-/// first f64, zero between calls).
-const COUNTER_VALUES: usize = 1;
-
-/// f64 values of scratch one call at `dims` needs, either path: the counter, then 2 per group
-/// and statistics chunk (two-pass) or 2 per CTA and group (resident, at most
-/// MAX_RESIDENT_CTAS CTAs). Value 0 must be zero before the first call.
+/// f64 values of scratch one call at `dims` needs: 2 per group and statistics chunk.
 pub fn scratch_len(dims: GroupNormDims) -> usize {
-    let two_pass = 2 * dims.groups * dims.stats_split().1;
-    let resident_path = 2 * (resident::MAX_RESIDENT_CTAS + dims.groups);
-    COUNTER_VALUES + two_pass.max(resident_path)
-}
-
-/// Which implementation runs a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GroupNormPath {
-    /// Resident when it can run (fits, aligned, cooperative), else two-pass.
-    Auto,
-    TwoPass,
-    Resident,
-}
-
-impl GroupNormPath {
-    /// Bytes per element the path moves (for bandwidth figures); Auto has no single answer.
-    pub fn traffic_bytes_per_element(self) -> Option<usize> {
-        match self {
-            GroupNormPath::Auto => None,
-            GroupNormPath::TwoPass => Some(TRAFFIC_BYTES_PER_ELEMENT),
-            GroupNormPath::Resident => Some(resident::RESIDENT_TRAFFIC_BYTES_PER_ELEMENT),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            GroupNormPath::Auto => "auto",
-            GroupNormPath::TwoPass => "two_pass",
-            GroupNormPath::Resident => "resident",
-        }
-    }
-}
-
-/// `two_pass`, `resident` or `auto` picks the path of [`group_norm`] and [`group_norm_silu`]. The
-/// default is two-pass: on the H200 (2026-11-30, commit 958b42c) the resident path measured
-/// slower at 384 ch x 64² (13.39 vs 11.78 µs) and level at 128² (25.22 vs 26.06 µs).
-pub const PATH_ENV: &str = "BONSAI_GROUP_NORM";
-
-/// The path [`PATH_ENV`] asks for (read once); anything else than the two names is reported once
-/// and ignored.
-pub fn path_from_env() -> GroupNormPath {
-    static PATH: std::sync::OnceLock<GroupNormPath> = std::sync::OnceLock::new();
-    *PATH.get_or_init(|| parse_path(std::env::var(PATH_ENV).ok().as_deref()))
-}
-
-fn parse_path(value: Option<&str>) -> GroupNormPath {
-    match value.map(str::trim) {
-        None | Some("") => GroupNormPath::TwoPass,
-        Some("auto") => GroupNormPath::Auto,
-        Some("two_pass") => GroupNormPath::TwoPass,
-        Some("resident") => GroupNormPath::Resident,
-        Some(other) => {
-            tracing::warn!("{PATH_ENV}={other:?} is none of two_pass, resident, auto; ignored");
-            GroupNormPath::TwoPass
-        }
-    }
+    2 * dims.groups * dims.stats_split().1
 }
 
 /// Launch geometry of one call, from [`plan`].
@@ -180,8 +115,7 @@ pub(crate) fn plan(
     Ok(GroupNormPlan { chunk, splits, plane_chunks })
 }
 
-/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm), on the
-/// path [`PATH_ENV`] asks for (default: two-pass).
+/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm).
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm(
     lib: &KernelLibrary,
@@ -194,7 +128,7 @@ pub fn group_norm(
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    group_norm_with(lib, stream, x, gamma, beta, dims, eps, scratch, y, false, path_from_env()).map(drop)
+    launch_group_norm(lib, stream, x, gamma, beta, dims, eps, scratch, y, false)
 }
 
 /// `silu(group_norm(x))` in the same pass (the VAE's GroupNorm -> SiLU pairs): the SiLU costs
@@ -211,13 +145,12 @@ pub fn group_norm_silu(
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    group_norm_with(lib, stream, x, gamma, beta, dims, eps, scratch, y, true, path_from_env()).map(drop)
+    launch_group_norm(lib, stream, x, gamma, beta, dims, eps, scratch, y, true)
 }
 
-/// GroupNorm (then SiLU when `apply_silu`) on the given path; returns the path that ran (Auto
-/// resolves to one of the two). A forced Resident call that cannot run is an error saying why.
+/// GroupNorm, then SiLU when `apply_silu`: the statistics launch, then the normalise launch.
 #[allow(clippy::too_many_arguments)]
-pub fn group_norm_with(
+fn launch_group_norm(
     lib: &KernelLibrary,
     stream: &Arc<CudaStream>,
     x: &impl DevicePtr<f32>,
@@ -228,36 +161,13 @@ pub fn group_norm_with(
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
     apply_silu: bool,
-    path: GroupNormPath,
-) -> Result<GroupNormPath, LaunchError> {
+) -> Result<(), LaunchError> {
     let p = plan(dims, [x.len(), gamma.len(), beta.len(), scratch.len(), y.len()], eps)?;
     let (x_p, _a) = read_ptr(x, stream);
     let (g_p, _b) = read_ptr(gamma, stream);
     let (b_p, _c) = read_ptr(beta, stream);
-    let (s_p, _d) = write_ptr(scratch, stream);
+    let (partial, _d) = write_ptr(scratch, stream);
     let (y_p, _e) = write_ptr(y, stream);
-    // The partial sums of either path start after the counter.
-    let partial = s_p + (COUNTER_VALUES * std::mem::size_of::<f64>()) as u64;
-    let resident_geo = match path {
-        GroupNormPath::TwoPass => None,
-        GroupNormPath::Auto | GroupNormPath::Resident => {
-            let geo = if (x_p | y_p) % 16 != 0 {
-                Err("x and y must start on 16-byte boundaries".to_string())
-            } else {
-                resident::device_geometry(lib, stream, dims)?
-            };
-            match (geo, path) {
-                (Ok(geo), _) => Some(geo),
-                (Err(why), GroupNormPath::Resident) => return Err(shape(OP, format!("the resident path cannot run: {why}"))),
-                (Err(_), _) => None,
-            }
-        }
-    };
-    if let Some(geo) = resident_geo {
-        let args = resident::ResidentArgs { x: x_p, gamma: g_p, beta: b_p, partial, counter: s_p, y: y_p };
-        resident::launch_resident(lib, stream, &args, dims, geo, eps, apply_silu)?;
-        return Ok(GroupNormPath::Resident);
-    }
     // Every value below fits its type: plan() bounded C by the grid (so G and C/G too), splits
     // by TARGET_STATS_CTAS, the plane chunks by the grid, and C·plane by i64.
     let (n_group, chunk_i, plane_i, plane_chunk_i) =
@@ -271,8 +181,8 @@ pub fn group_norm_with(
     let grid = (p.splits as u32, dims.groups as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches group_norm_partial_stats(x, n_group, chunk, partial); x holds groups·n_group
-    // floats, the scratch 2·groups·splits doubles after its counter, and splits·chunk >= n_group
-    // (plan() checked all).
+    // floats, the scratch 2·groups·splits doubles, and splits·chunk >= n_group (plan() checked
+    // all).
     unsafe { l.launch(cfg) }?;
 
     let normalize = lib.function("group_norm_normalize")?;
@@ -286,8 +196,7 @@ pub fn group_norm_with(
     // SAFETY: matches group_norm_normalize(x, gamma, beta, partial, eps, C, C/G, plane, splits,
     // plane_chunk, apply_silu, y); every buffer's length was checked by plan() and the partial
     // sums are written by the statistics launch just queued on the same stream.
-    unsafe { l.launch(cfg) }?;
-    Ok(GroupNormPath::TwoPass)
+    unsafe { l.launch(cfg) }
 }
 
 /// CUDA's limits on gridDim.y and gridDim.x.
@@ -309,7 +218,7 @@ mod tests {
             assert_eq!(p.chunk % 4, 0, "{dims:?}");
             assert!(p.splits * p.chunk >= n && (p.splits - 1) * p.chunk < n, "{dims:?}: {p:?} leaves a chunk empty or a gap");
             assert!(p.splits <= TARGET_STATS_CTAS.div_ceil(groups).max(1), "{dims:?}: {p:?}");
-            assert!(scratch > 2 * groups * p.splits && scratch > 2 * (resident::MAX_RESIDENT_CTAS + groups), "{dims:?}");
+            assert_eq!(scratch, 2 * groups * p.splits, "{dims:?}");
             assert!(p.plane_chunks * PLANE_CHUNK >= plane);
         }
         // The largest VAE group (12 channels x 512²) is split so all groups fill the GPU once.
@@ -331,11 +240,6 @@ mod tests {
         assert!(plan(GroupNormDims { channels: 63, ..dims }, ok, 1e-6).is_err(), "C % G");
         assert!(plan(GroupNormDims { groups: 0, ..dims }, ok, 1e-6).is_err());
         assert!(plan(GroupNormDims { plane: 0, ..dims }, ok, 1e-6).is_err());
-        assert_eq!(parse_path(None), GroupNormPath::TwoPass);
-        assert_eq!(parse_path(Some("auto")), GroupNormPath::Auto);
-        assert_eq!(parse_path(Some(" two_pass ")), GroupNormPath::TwoPass);
-        assert_eq!(parse_path(Some("resident")), GroupNormPath::Resident);
-        assert_eq!(parse_path(Some("fast")), GroupNormPath::TwoPass);
         assert!(plan(dims, ok, 0.0).is_err() && plan(dims, ok, f32::NAN).is_err(), "eps");
         let wide = GroupNormDims { channels: 70_000, groups: 70_000, plane: 1 };
         assert!(plan(wide, [1 << 20; 5], 1e-6).is_err(), "channels beyond gridDim.y");

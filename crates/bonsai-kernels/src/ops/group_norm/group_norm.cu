@@ -1,7 +1,5 @@
 // GroupNorm(G, C, eps) on x: [C, H, W] (PyTorch semantics: biased variance, eps inside the
-// root), two kernels sharing a caller-owned f64 scratch of 2 doubles per (group, split). This
-// two-pass path runs the shapes the one-launch group_norm_resident.cu cannot (over ~227 KB of x
-// per SM, planes not a multiple of 4 floats) or when BONSAI_GROUP_NORM=two_pass:
+// root), two kernels sharing a caller-owned f64 scratch of 2 doubles per (group, split):
 //
 // 1. group_norm_partial_stats, grid (splits, G): a group is n = (C/G)·H·W contiguous floats,
 //    cut into `splits` chunks of `chunk` floats (a multiple of 4); each CTA sums d = x - K and

@@ -22,12 +22,9 @@
 //!
 //! Speed of light on the H200 (4.24 TB/s copy): 12 bytes per element (read twice for the stats,
 //! write once), 285 µs for 384 ch x 512²; 8 (190 µs) with the stats fused into the producer.
-//! CUDA (cuda.rs): f64 shifted sums per piece of a group, combined in a fixed order, then an f32
-//! normalise pass; two implementations: resident (group_norm_resident.cu, one cooperative launch,
-//! each CTA's slice of x held in shared memory, 8 bytes per element; inputs up to ~25 MB on the
-//! H200) and two-pass (group_norm.cu, 12 bytes per element, any shape; the default: the resident
-//! path measured no faster on the H200, docs/kernel-notes.md). Error bound (the same for both)
-//! derived in verify/image_group_norm.rs.
+//! CUDA (cuda.rs, group_norm.cu): two launches, a statistics pass of f64 shifted sums per piece
+//! of a group, then an f32 normalise pass that combines a group's pieces in a fixed order; 12
+//! bytes per element, any shape. Error bound derived in verify/image_group_norm.rs.
 //! `launch::group_norm::group_norm_silu` applies SiLU in that same pass (no extra traffic).
 
 mod cpu;

@@ -86,14 +86,6 @@ fn input(name: &'static str, shape: &[usize], fill: Fill) -> InputSpec {
 /// second-order terms.
 const GROUP_NORM_REL_BOUND_ULPS: f64 = 16.0;
 
-/// Bytes per element GroupNorm's cases count: those of the path `BONSAI_GROUP_NORM` forces (8
-/// resident, 12 two-pass; run the step once per path to time both), else the two-pass 12. (Unforced,
-/// shapes the resident path runs then show 1.5x their true rate over 8 bytes: force it to judge.)
-fn group_norm_traffic_per_element() -> f64 {
-    let path = launch::group_norm::path_from_env();
-    path.traffic_bytes_per_element().unwrap_or(launch::group_norm::TRAFFIC_BYTES_PER_ELEMENT) as f64
-}
-
 pub fn group_norm_cases() -> Vec<ImageCase> {
     VAE_IMAGE_SHAPES
         .iter()
@@ -107,7 +99,7 @@ pub fn group_norm_cases() -> Vec<ImageCase> {
             ],
             output_shape: vec![c, hw, hw],
             flops: 0.0,
-            bytes: group_norm_traffic_per_element() * (c * hw * hw) as f64,
+            bytes: (launch::group_norm::TRAFFIC_BYTES_PER_ELEMENT * c * hw * hw) as f64,
             speed: SpeedTarget::FractionOfCopy(ELEMENTWISE_COPY_FRACTION),
             accuracy: AccuracyTarget::RelErrAtMost(GROUP_NORM_REL_BOUND_ULPS * U),
             kernel: OurKernel::Custom(prepare_group_norm),
