@@ -7,92 +7,27 @@
 //! Every launch carries PDL unless the configuration turns it off (`pdl=off`, for debugging):
 //! the library holds the choice ([`KernelLibrary::pdl`]). Its measured gains on decode and
 //! prefill are in the kernel notes.
-//!
-//! A launch may also be cooperative ([`Launch::cooperative`]): all its CTAs are resident at once,
-//! or the launch fails, so its kernel may use the grid-wide barrier `grid_sync`
-//! (cuda/grid_sync.cuh). Size such a grid with [`max_cooperative_ctas`] and, under the CPU
-//! emulator (one OS thread per CTA), [`cooperative_grid_cap`].
+
 
 use std::ffi::c_void;
 use std::marker::PhantomData;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::{
-    CUdevice_attribute, CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig,
+    CUlaunchAttribute, CUlaunchAttributeID, CUlaunchAttributeValue, CUlaunchConfig,
 };
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{device_attribute, sm_count, LaunchError};
+use crate::launch::LaunchError;
 
-/// The most CTAs a cooperative launch may have, when set (a positive integer): the CPU emulator
-/// runs each CTA of a cooperative grid on its own OS thread and refuses more than 64
-/// (scripts/emu.sh sets 4). Read by [`cooperative_grid_cap`].
-pub const COOP_CTAS_ENV: &str = "BONSAI_COOP_CTAS";
-
-/// `BONSAI_COOP_CTAS`: the cap on a cooperative grid's CTAs, if set. A value that is not a
-/// positive integer is reported (a warning, once) and ignored: the launch then goes ahead with
-/// its uncapped grid, which the emulator refuses with a message naming the variable.
-pub fn cooperative_grid_cap() -> Option<u32> {
-    static CAP: OnceLock<Option<u32>> = OnceLock::new();
-    *CAP.get_or_init(|| parse_grid_cap(std::env::var(COOP_CTAS_ENV).ok().as_deref()))
-}
-
-fn parse_grid_cap(value: Option<&str>) -> Option<u32> {
-    let value = value?;
-    match value.trim().parse::<u32>() {
-        Ok(cap) if cap > 0 => Some(cap),
-        _ => {
-            tracing::warn!("{COOP_CTAS_ENV}={value:?} is not a positive integer; ignored");
-            None
-        }
-    }
-}
-
-/// How many CTAs of `func` (`block_threads` threads, `dynamic_smem_bytes` of dynamic shared
-/// memory each) a cooperative launch on the stream's device may have: SM count x the CTAs one SM
-/// holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor). 0 when the device cannot launch
-/// cooperatively or such a CTA does not fit on an SM. Not capped by [`cooperative_grid_cap`].
-pub fn max_cooperative_ctas(
-    stream: &Arc<CudaStream>,
-    func: &CudaFunction,
-    block_threads: u32,
-    dynamic_smem_bytes: u32,
-) -> Result<u32, LaunchError> {
-    if device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
-        return Ok(0);
-    }
-    let sms = sm_count(stream)?;
-    stream.context().bind_to_thread()?;
-    let per_sm = func.occupancy_max_active_blocks_per_multiprocessor(block_threads, dynamic_smem_bytes as usize, None)?;
-    Ok(u32::try_from(sms).unwrap_or(u32::MAX).saturating_mul(per_sm))
-}
-
-/// Launch attributes one launch may carry: PDL and cooperative.
-const MAX_LAUNCH_ATTRIBUTES: usize = 2;
-
-/// The attributes of a launch with PDL and/or cooperative on, packed at the front of the array,
-/// and how many there are.
-fn launch_attributes(pdl: bool, cooperative: bool) -> ([CUlaunchAttribute; MAX_LAUNCH_ATTRIBUTES], usize) {
-    let pdl_attribute = CUlaunchAttribute {
+/// The programmatic-dependent-launch attribute.
+fn pdl_attribute() -> CUlaunchAttribute {
+    CUlaunchAttribute {
         id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
         value: CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
-    };
-    let cooperative_attribute = CUlaunchAttribute {
-        id: CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
-        pad: [0; 4],
-        value: CUlaunchAttributeValue { cooperative: 1 },
-    };
-    let mut attributes = [pdl_attribute; MAX_LAUNCH_ATTRIBUTES];
-    let mut count = 0;
-    for (on, attribute) in [(pdl, pdl_attribute), (cooperative, cooperative_attribute)] {
-        if on {
-            attributes[count] = attribute;
-            count += 1;
-        }
     }
-    (attributes, count)
 }
 
 /// Arguments of one launch, pushed in the kernel's parameter order (like cudarc's builder, whose
@@ -102,22 +37,13 @@ pub struct Launch<'a> {
     stream: &'a Arc<CudaStream>,
     func: &'a CudaFunction,
     args: Vec<*mut c_void>,
-    cooperative: bool,
     _values: PhantomData<&'a ()>,
 }
 
 impl<'a> Launch<'a> {
     /// A launch of `func` (an entry point of `lib`, whose launch policy it follows) on `stream`.
     pub fn new(lib: &'a KernelLibrary, stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
-        Self { lib, stream, func, args: Vec::new(), cooperative: false, _values: PhantomData }
-    }
-
-    /// Makes the launch cooperative (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every CTA resident at
-    /// once, or the launch fails (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) when the grid exceeds
-    /// [`max_cooperative_ctas`]. Needed by any kernel that calls `grid_sync`.
-    pub fn cooperative(&mut self) -> &mut Self {
-        self.cooperative = true;
-        self
+        Self { lib, stream, func, args: Vec::new(), _values: PhantomData }
     }
 
     /// Appends one kernel parameter; the value must outlive the launch call.
@@ -134,7 +60,8 @@ impl<'a> Launch<'a> {
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
         self.lib.note_launch(|| crate::trace::launch_record(self.func.cu_function(), &cfg));
-        let (mut attributes, count) = launch_attributes(self.lib.pdl(), self.cooperative);
+        let mut attributes = [pdl_attribute()];
+        let count = usize::from(self.lib.pdl());
         let config = CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
@@ -161,42 +88,11 @@ mod tests {
     use crate::cuda::registry::{all_sources, entry_points};
 
     #[test]
-    fn launch_attributes_pack_the_ones_that_are_on() {
-        use cudarc::driver::sys::CUlaunchAttributeID::{
-            CU_LAUNCH_ATTRIBUTE_COOPERATIVE as COOPERATIVE,
-            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION as PDL,
-        };
-        for (pdl, cooperative, want) in [
-            (false, false, vec![]),
-            (true, false, vec![PDL]),
-            (false, true, vec![COOPERATIVE]),
-            (true, true, vec![PDL, COOPERATIVE]),
-        ] {
-            let (attributes, count) = super::launch_attributes(pdl, cooperative);
-            let ids: Vec<_> = attributes[..count].iter().map(|a| a.id).collect();
-            assert_eq!(ids, want, "pdl {pdl}, cooperative {cooperative}");
-            for a in &attributes[..count] {
-                // SAFETY: both union members read are c_int at offset 0, set for their own id.
-                let on = unsafe {
-                    if a.id == COOPERATIVE {
-                        a.value.cooperative
-                    } else {
-                        a.value.programmaticStreamSerializationAllowed
-                    }
-                };
-                assert_eq!(on, 1, "{:?} is set on", a.id);
-            }
-        }
-    }
-
-    #[test]
-    fn the_cooperative_grid_cap_is_a_positive_integer_or_none() {
-        assert_eq!(super::parse_grid_cap(None), None);
-        assert_eq!(super::parse_grid_cap(Some("4")), Some(4));
-        assert_eq!(super::parse_grid_cap(Some(" 64 ")), Some(64));
-        for bad in ["0", "-3", "four", ""] {
-            assert_eq!(super::parse_grid_cap(Some(bad)), None, "{bad:?}");
-        }
+    fn the_pdl_attribute_allows_programmatic_serialization() {
+        let a = super::pdl_attribute();
+        assert_eq!(a.id, cudarc::driver::sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+        // SAFETY: the union member read is the c_int set for this id.
+        assert_eq!(unsafe { a.value.programmaticStreamSerializationAllowed }, 1);
     }
 
     /// With PDL a kernel may start before the previous one finished: each entry point must call
