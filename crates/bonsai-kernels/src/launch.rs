@@ -295,16 +295,10 @@ pub(crate) mod tests {
         let joint = "ops/joint_attention/joint_attention.cu";
         use super::joint_attention as ja;
         assert_eq!(cu_define(joint, "JA_ROW_PAD"), ja::ROW_PAD);
-        assert_eq!(cu_define(joint, "JA_SMALL_HD_WARPS"), ja::SMALL_HD_WARPS);
-        assert_eq!(cu_define(joint, "JA_SMALL_HD_BLOCK_K"), ja::SMALL_HD_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_WARPS"), ja::LARGE_HD_WARPS);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
         assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
-        let wide = "ops/joint_attention/joint_attention_wide.cu";
-        assert_eq!(cu_define(wide, "JA_WIDE_WARPS"), ja::WIDE_WARPS);
-        assert_eq!(cu_define(wide, "JA_WIDE_ROW_BLOCKS") * 16, ja::WIDE_ROWS_PER_WARP);
-        assert_eq!(cu_define(wide, "JA_WIDE_BLOCK_K"), ja::WIDE_BLOCK_K);
         let q_regs = "ops/joint_attention/joint_attention_qreg.cu";
         assert_eq!(cu_define(q_regs, "JA_QREG_WARPS"), ja::QREG_WARPS);
         assert_eq!(cu_define(q_regs, "JA_QREG_ROW_BLOCKS") * 16, ja::QREG_ROWS_PER_WARP);

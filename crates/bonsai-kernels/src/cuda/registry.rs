@@ -294,18 +294,8 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/joint_attention/joint_attention.cu"),
         entry_points: &[
             "joint_attention_to_bf16",
-            "joint_attention_hd64",
-            "joint_attention_hd128",
             "joint_attention_hd384",
             "joint_attention_hd512",
-        ],
-    },
-    KernelSource {
-        path: "ops/joint_attention/joint_attention_wide.cu",
-        text: include_str!("../ops/joint_attention/joint_attention_wide.cu"),
-        entry_points: &[
-            "joint_attention_hd64_wide_warp",
-            "joint_attention_hd128_wide_warp",
         ],
     },
     KernelSource {

@@ -53,15 +53,18 @@ const MODEL: [AttnDims; 4] =
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (d, inputs) in SMALL {
-        check(ctx, d, inputs)?;
+        check(ctx, d, inputs, None)?;
         if d.head_dim <= 128 {
-            // The bf16-q entry points the f32 call above did not run stay checked: the hd 64 / 128
-            // kernels the default does not pick (ja::KERNEL_ENV), and the default's own when that
-            // call ran its f32-q form.
-            let default = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
+            // Every hd 64 / 128 kernel the device has, not only the one the launchers pick: the
+            // f32 call of the others, and every kernel's bf16-q entry point (the f32 calls run
+            // the f32-q forms).
+            let chosen = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
             for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&ctx.stream)?) {
                 let variant = FlashVariant::select(d.head_dim, kind)?;
-                if variant != default || variant.f32_q_entry.is_some() {
+                if variant != chosen {
+                    check(ctx, d, inputs, Some(variant))?;
+                }
+                if variant.f32_q_entry.is_some() {
                     check_bf16_entry(ctx, d, inputs, variant)?;
                 }
             }
@@ -69,7 +72,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     }
     if set == ShapeSet::All {
         for d in MODEL {
-            check(ctx, d, Inputs::Uniform)?;
+            check(ctx, d, Inputs::Uniform, None)?;
         }
     }
     Ok(())
@@ -103,24 +106,42 @@ fn draw(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> (Vec<f32>, Vec<f32>, Vec<
     (q, k, v)
 }
 
-fn check(ctx: &mut Ctx, d: AttnDims, inputs: Inputs) -> Result<(), VerifyError> {
+/// The f32 op on the kernel the launchers pick (`forced` None) or on the given one.
+fn check(
+    ctx: &mut Ctx,
+    d: AttnDims,
+    inputs: Inputs,
+    forced: Option<FlashVariant>,
+) -> Result<(), VerifyError> {
     let (q, k, v) = draw(ctx, d, inputs);
-    let variant = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
+    let variant = match forced {
+        Some(v) => v,
+        None => FlashVariant::for_device(&ctx.stream, d.head_dim)?,
+    };
     let expect = bf16_check(d, &q, &k, &v, variant.softmax_keys)?;
     let (qd, kd, vd) =
         (upload(&ctx.stream, &q)?, upload(&ctx.stream, &k)?, upload(&ctx.stream, &v)?);
     let mut od = poisoned(&ctx.stream, q.len())?;
-    if let Inputs::NegativeScores = inputs {
+    if let (Inputs::NegativeScores, None) = (inputs, forced) {
         // The entry point that allocates its own scratch (the PyTorch harness uses it).
         ja::joint_attention_alloc(&ctx.lib, &ctx.stream, d, &qd, &kd, &vd, &mut od)?;
     } else {
         // Scratch poisoned with bf16 NaNs: a piece the conversion pass missed fails the check.
         let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
-        ja::joint_attention(&ctx.lib, &ctx.stream, d, &qd, &kd, &vd, &mut scratch, &mut od)?;
+        let (lib, stream) = (&ctx.lib, &ctx.stream);
+        match forced {
+            Some(v) => {
+                ja::joint_attention_with(lib, stream, v, d, &qd, &kd, &vd, &mut scratch, &mut od)?
+            }
+            None => ja::joint_attention(lib, stream, d, &qd, &kd, &vd, &mut scratch, &mut od)?,
+        }
     }
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
-    let shape = format!("H={} seq={} hd={} {inputs:?}", d.heads, d.seq, d.head_dim);
+    let mut shape = format!("H={} seq={} hd={} {inputs:?}", d.heads, d.seq, d.head_dim);
+    if let Some(v) = forced {
+        shape += &format!(" {}", v.f32_q_entry.unwrap_or(v.entry));
+    }
     ctx.record("joint_attention", &shape, cmp);
     Ok(())
 }
@@ -205,14 +226,14 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             Some(flops),
             1.0,
         ));
-        let default = FlashVariant::for_device(&stream, d.head_dim)?;
-        // The other hd 64 / 128 kernels, in the same run (old vs new on equal terms).
+        let chosen = FlashVariant::for_device(&stream, d.head_dim)?;
+        // The other hd 64 / 128 kernel the device has, if any, in the same run.
         let mut others = Vec::new();
         if d.head_dim <= 128 {
             for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&stream)?) {
                 others.push(FlashVariant::select(d.head_dim, kind)?);
             }
-            others.retain(|v| *v != default);
+            others.retain(|v| *v != chosen);
         }
         for variant in others {
             let secs = time_batches(ctx, 1, |_| {

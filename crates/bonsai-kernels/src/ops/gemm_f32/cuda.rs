@@ -5,7 +5,7 @@
 //! memory the 3-stage ring needs. gemm_f32's wgmma path (Hopper): [`wgmma`]; [`gemm_f32`] picks
 //! the path ([`chosen_path`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
@@ -118,36 +118,9 @@ impl GemmF32Path {
     }
 }
 
-/// `BONSAI_GEMM_F32` = `mma` | `wgmma` forces one kernel for every call (measurement); unset,
-/// the wgmma kernel runs where the device has wgmma and mma.sync elsewhere. A forced wgmma on
-/// another device, or any other value, is an error.
-pub const PATH_ENV: &str = "BONSAI_GEMM_F32";
-
-/// The path [`PATH_ENV`] forces (read once per process), or the error naming a bad value.
-fn forced_path() -> Result<Option<GemmF32Path>, LaunchError> {
-    static FORCED: OnceLock<Result<Option<GemmF32Path>, String>> = OnceLock::new();
-    let forced = FORCED.get_or_init(|| match std::env::var(PATH_ENV) {
-        Err(_) => Ok(None),
-        Ok(v) => parse_path(&v).map(Some).ok_or_else(|| {
-            format!("{PATH_ENV}={v:?}: expected mma or wgmma")
-        }),
-    });
-    forced.clone().map_err(|detail| shape(OP, detail))
-}
-
-fn parse_path(v: &str) -> Option<GemmF32Path> {
-    match v.trim() {
-        "mma" => Some(GemmF32Path::MmaSync),
-        "wgmma" => Some(GemmF32Path::Wgmma),
-        _ => None,
-    }
-}
-
-/// The path [`gemm_f32`] takes on this stream's device.
+/// The path [`gemm_f32`] takes on this stream's device: wgmma where the device has it (compute
+/// capability 9.0), mma.sync elsewhere.
 pub fn chosen_path(stream: &Arc<CudaStream>) -> Result<GemmF32Path, LaunchError> {
-    if let Some(path) = forced_path()? {
-        return Ok(path);
-    }
     Ok(if device_has_wgmma(stream)? {
         GemmF32Path::Wgmma
     } else {
@@ -172,7 +145,8 @@ pub fn gemm_f32<B: DevicePtr<f32>>(
     gemm_f32_on(lib, stream, path, dims, a, w, bias, out)
 }
 
-/// [`gemm_f32`] on the given path (verify runs both).
+/// [`gemm_f32`] on the given path (verify runs every path the device has; a wgmma path on a
+/// device without wgmma is an error).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_f32_on<B: DevicePtr<f32>>(
     lib: &KernelLibrary,
@@ -272,15 +246,6 @@ mod tests {
             assert!(bytes <= SM86_MAX_SMEM, "{bytes}");
             assert!(2 * (bytes + RESERVED_SMEM_PER_CTA) <= H200_SMEM_PER_SM, "{bytes}");
         }
-    }
-
-    #[test]
-    fn the_path_knob_takes_exactly_its_two_values() {
-        assert_eq!(parse_path("mma"), Some(GemmF32Path::MmaSync));
-        assert_eq!(parse_path(" wgmma\n"), Some(GemmF32Path::Wgmma));
-        assert_eq!(parse_path("wgmma_sync"), None);
-        assert_eq!(parse_path("WGMMA"), None);
-        assert_eq!(parse_path(""), None);
     }
 
     #[test]

@@ -14,8 +14,8 @@
 //! block passes over it).
 //!
 //! CUDA (`launch::gemm_f32::gemm_f32`): two kernels, both "3xTF32" on tensor cores, picked by
-//! `launch::gemm_f32::chosen_path`: wgmma where the device has it (compute capability 9.0),
-//! mma.sync elsewhere; `BONSAI_GEMM_F32=mma|wgmma` forces one (a forced wgmma elsewhere errors).
+//! `launch::gemm_f32::chosen_path` from the device alone: wgmma where the device has it (compute
+//! capability 9.0), mma.sync elsewhere (`gemm_f32_on` runs a given one: verify checks both).
 //! Every operand x is split into `big = tf32(x)` and `small = tf32(x − big)`, both rounded to
 //! nearest (ties away): `|x − big| <= 2^-11·|x|`, `x − big` is exact in f32,
 //! `|small − (x − big)| <= 2^-22·|x|`. Every FOLD k8 steps, `Σ a_s·w_b + a_b·w_s + a_b·w_b`

@@ -19,10 +19,6 @@ const OP: &str = "joint_attention";
 
 /// bf16 elements of padding per shared-memory row (JA_ROW_PAD in joint_attention.cu).
 pub const ROW_PAD: usize = 8;
-/// Warps per CTA for hd <= 128 (JA_SMALL_HD_WARPS): 16 query rows each.
-pub const SMALL_HD_WARPS: usize = 8;
-/// Keys per streamed tile for hd <= 128 (JA_SMALL_HD_BLOCK_K).
-pub const SMALL_HD_BLOCK_K: usize = 64;
 /// Warps per CTA for hd 384 / 512 (JA_LARGE_HD_WARPS).
 pub const LARGE_HD_WARPS: usize = 4;
 /// Keys per streamed tile for hd 384 / 512 (JA_LARGE_HD_BLOCK_K).
@@ -31,14 +27,8 @@ pub const LARGE_HD_BLOCK_K: usize = 32;
 pub const LARGE_HD_CHUNK: usize = 128;
 /// Threads per CTA of the conversion pass (JA_CONVERT_THREADS).
 pub const CONVERT_THREADS: usize = 256;
-/// Query rows one warp of the 16-row kernels owns (the mma M dimension).
+/// Query rows one warp of the hd 384 / 512 kernels owns (the mma M dimension).
 const ROWS_PER_WARP: usize = 16;
-/// Warps per CTA of the wide-warp kernels, hd 64 / 128 (JA_WIDE_WARPS, joint_attention_wide.cu).
-pub const WIDE_WARPS: usize = 4;
-/// Query rows one warp of the wide-warp kernels owns (16 x JA_WIDE_ROW_BLOCKS).
-pub const WIDE_ROWS_PER_WARP: usize = 32;
-/// Keys per streamed tile of the wide-warp kernels (JA_WIDE_BLOCK_K).
-pub const WIDE_BLOCK_K: usize = 64;
 /// Warps per CTA of the Q-in-registers kernels, hd 64 / 128 (JA_QREG_WARPS,
 /// joint_attention_qreg.cu).
 pub const QREG_WARPS: usize = 4;
@@ -62,7 +52,7 @@ pub const WGMMA_ALIGN: usize = 1024;
 pub const HEAD_DIMS: [usize; 4] = [64, 128, 384, 512];
 #[path = "variant.rs"]
 mod variant;
-pub use variant::{FlashVariant, SmallHeadKernel, KERNEL_ENV, WGMMA_HEAD_DIM};
+pub use variant::{FlashVariant, SmallHeadKernel, WGMMA_HEAD_DIM};
 
 /// u16 (bf16) elements of scratch [`joint_attention`] needs: bf16 copies of q, k and v.
 pub fn scratch_len(dims: AttnDims) -> usize {
@@ -88,9 +78,10 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 }
 
 /// softmax(q k^T / sqrt(hd)) v for f32 q, k, v `[H, seq, hd]` into f32 `out [seq, H·hd]`:
-/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel. When the
-/// kernel has an f32-q form ([`FlashVariant::f32_q_entry`]) only k and v are converted and the
-/// kernel rounds q itself (the same round to nearest even: identical results).
+/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel the device
+/// takes ([`FlashVariant::for_device`]). When the kernel has an f32-q form
+/// ([`FlashVariant::f32_q_entry`]) only k and v are converted and the kernel rounds q itself
+/// (the same round to nearest even: identical results).
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     lib: &KernelLibrary,
@@ -103,6 +94,24 @@ pub fn joint_attention(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let variant = FlashVariant::for_device(stream, dims.head_dim)?;
+    joint_attention_with(lib, stream, variant, dims, q, k, v, scratch, out)
+}
+
+/// [`joint_attention`] with the kernel chosen by the caller (verify runs every hd 64 / 128
+/// kernel the device has: [`SmallHeadKernel::available`]); `variant` must be the one for
+/// `dims.head_dim`.
+#[allow(clippy::too_many_arguments)]
+pub fn joint_attention_with(
+    lib: &KernelLibrary,
+    stream: &Arc<CudaStream>,
+    variant: FlashVariant,
+    dims: AttnDims,
+    q: &impl DevicePtr<f32>,
+    k: &impl DevicePtr<f32>,
+    v: &impl DevicePtr<f32>,
+    scratch: &mut CudaSlice<u16>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
     let n = tensor_len(dims)?;
     expect_at_least(OP, "q", q.len(), n)?;
     expect_at_least(OP, "k", k.len(), n)?;

@@ -8,7 +8,7 @@ const SM90_SHARED_OPTIN: usize = 232_448;
 
 /// The default kernel for `head_dim` on a device without (false) or with wgmma.
 fn default_variant(head_dim: usize, wgmma: bool) -> Result<FlashVariant, LaunchError> {
-    FlashVariant::select(head_dim, SmallHeadKernel::resolve(None, head_dim, wgmma)?)
+    FlashVariant::select(head_dim, SmallHeadKernel::for_device(head_dim, wgmma))
 }
 
 #[test]
@@ -36,57 +36,56 @@ fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
 }
 
 #[test]
-fn wgmma_is_the_hopper_default_at_hd_128_and_an_error_where_it_cannot_run() {
+fn wgmma_is_the_hopper_choice_at_hd_128_and_an_error_at_hd_64() {
     use SmallHeadKernel as K;
-    assert_eq!(K::resolve(None, 128, true).ok(), Some(K::Wgmma));
-    assert_eq!(K::resolve(None, 128, false).ok(), Some(K::QRegs));
-    assert_eq!(K::resolve(None, 64, true).ok(), Some(K::QRegs));
-    assert!(K::resolve(Some(K::Wgmma), 128, false).is_err());
-    assert!(K::resolve(Some(K::Wgmma), 64, true).is_err());
-    assert_eq!(K::resolve(Some(K::QRegs), 128, true).ok(), Some(K::QRegs));
-    assert_eq!(K::available(128, true), vec![K::Wgmma, K::QRegs, K::WideWarp, K::SixteenRowWarp]);
-    assert_eq!(K::available(64, true), Vec::from(K::MMA_SYNC));
-    assert_eq!(K::available(128, false), Vec::from(K::MMA_SYNC));
+    assert_eq!(K::for_device(128, true), K::Wgmma);
+    assert_eq!(K::for_device(128, false), K::QRegs);
+    assert_eq!(K::for_device(64, true), K::QRegs);
+    assert_eq!(K::for_device(512, true), K::QRegs);
+    assert!(FlashVariant::select(64, K::Wgmma).is_err());
+    assert_eq!(K::available(128, true), vec![K::Wgmma, K::QRegs]);
+    assert_eq!(K::available(64, true), vec![K::QRegs]);
+    assert_eq!(K::available(128, false), vec![K::QRegs]);
+    // The launchers' choice comes first.
+    for (hd, wgmma) in [(64, false), (64, true), (128, false), (128, true)] {
+        assert_eq!(K::available(hd, wgmma)[0], K::for_device(hd, wgmma), "hd {hd} wgmma {wgmma}");
+    }
 }
 
 #[test]
-fn every_small_head_kernel_fits_two_ctas_per_hopper_sm() {
+fn the_q_regs_kernels_fit_two_ctas_per_hopper_sm() {
     /// Shared memory per SM on sm_90 and what the driver reserves per CTA.
     const SM90_SHARED_PER_SM: usize = 233_472;
     const RESERVED_PER_CTA: usize = 1_024;
     for hd in [64, 128] {
-        let variants =
-            SmallHeadKernel::MMA_SYNC.map(|kind| FlashVariant::select(hd, kind).expect("supported"));
-        let [q_regs, wide, old] = variants;
-        assert!(q_regs.entry != wide.entry && wide.entry != old.entry && q_regs.entry != old.entry);
-        // All cover 128 queries per CTA with the same K/V tiles: the same shared layout.
-        for v in variants {
-            assert_eq!(v.block_q(), 128, "hd {hd} {}", v.entry);
-            assert_eq!(v.shared_bytes(), wide.shared_bytes(), "hd {hd} {}", v.entry);
-            assert!(2 * (v.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
-        }
+        let q_regs = FlashVariant::select(hd, SmallHeadKernel::QRegs).expect("supported");
+        assert_eq!(q_regs.block_q(), 128, "hd {hd}");
+        assert!(2 * (q_regs.shared_bytes() + RESERVED_PER_CTA) <= SM90_SHARED_PER_SM, "hd {hd}");
         // The softmax step the accuracy bound counts rescales by.
-        let q_regs_step = if hd == 128 { QREG_SOFTMAX_K } else { QREG_BLOCK_K };
-        assert_eq!((q_regs.softmax_keys, wide.softmax_keys, old.softmax_keys), (q_regs_step, 64, 64));
-        // Only the Q-in-registers kernel reads f32 q itself (the f32 call then converts k, v).
+        let step = if hd == 128 { QREG_SOFTMAX_K } else { QREG_BLOCK_K };
+        assert_eq!(q_regs.softmax_keys, step, "hd {hd}");
+        // The f32 call converts only k and v: the kernel reads f32 q itself.
         assert!(q_regs.f32_q_entry.is_some_and(|e| e.starts_with(q_regs.entry)), "hd {hd}");
-        assert_eq!((wide.f32_q_entry, old.f32_q_entry), (None, None), "hd {hd}");
     }
-    assert_eq!(SmallHeadKernel::parse(None).ok(), Some(None));
-    assert_eq!(SmallHeadKernel::parse(Some("wgmma")).ok(), Some(Some(SmallHeadKernel::Wgmma)));
-    assert_eq!(SmallHeadKernel::parse(Some("qregs")).ok(), Some(Some(SmallHeadKernel::QRegs)));
-    assert_eq!(SmallHeadKernel::parse(Some("wide")).ok(), Some(Some(SmallHeadKernel::WideWarp)));
-    assert_eq!(SmallHeadKernel::parse(Some("old")).ok(), Some(Some(SmallHeadKernel::SixteenRowWarp)));
-    assert!(SmallHeadKernel::parse(Some("OLD")).is_err());
     for hd in [384, 512] {
-        let variants = [
-            SmallHeadKernel::Wgmma,
-            SmallHeadKernel::QRegs,
-            SmallHeadKernel::WideWarp,
-        ]
-        .map(|kind| FlashVariant::select(hd, kind).ok());
+        let variants = [SmallHeadKernel::Wgmma, SmallHeadKernel::QRegs]
+            .map(|kind| FlashVariant::select(hd, kind).ok());
         assert!(variants.iter().all(|v| *v == variants[0]), "hd {hd}: one kernel");
         assert_eq!(variants[0].map(|v| v.softmax_keys), Some(LARGE_HD_BLOCK_K));
+        assert_eq!(variants[0].map(|v| v.f32_q_entry), Some(None), "hd {hd}");
+    }
+}
+
+#[test]
+fn every_selected_entry_point_is_registered() {
+    let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+    for hd in HEAD_DIMS {
+        for kind in [SmallHeadKernel::Wgmma, SmallHeadKernel::QRegs] {
+            let Ok(v) = FlashVariant::select(hd, kind) else { continue };
+            for entry in std::iter::once(v.entry).chain(v.f32_q_entry) {
+                assert!(names.contains(&entry), "{entry} is not a registered entry point");
+            }
+        }
     }
 }
 

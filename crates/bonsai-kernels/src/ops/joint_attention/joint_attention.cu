@@ -1,14 +1,14 @@
 // Joint (non-causal) attention on tensor cores, FlashAttention-2 style. Contract, layouts and
 // the accuracy bound: ops/joint_attention/mod.rs. Launcher: ops/joint_attention/cuda.rs.
 //
-// Two kernels:
+// This file holds the conversion pass, the helpers the hd 64 / 128 kernels share
+// (joint_attention_qreg.cu and joint_attention_wgmma.cu are concatenated after it) and the
+// hd 384 / 512 kernels of the VAE mid-block:
 // - `joint_attention_to_bf16`: q, k, v f32 [H, seq, hd] -> bf16 copies (round to nearest even),
 //   one pass over the three tensors (gridDim.y picks the tensor). Converting once here, rather
 //   than per CTA while staging, halves the K/V bytes every CTA streams and lets cp.async copy
 //   tiles straight into the layout ldmatrix reads.
-// - `joint_attention_hd{64,128,384,512}`: grid (ceil(seq / BLOCK_Q), H, hd / DV). At hd 64 / 128
-//   the launcher now runs the 32-rows-per-warp kernels of joint_attention_wide.cu instead; these
-//   16-row ones stay for BONSAI_JOINT_ATTENTION=old (timing both in one run). One CTA owns
+// - `joint_attention_hd{384,512}`: grid (ceil(seq / BLOCK_Q), H, hd / DV). One CTA owns
 //   BLOCK_Q = 16 x WARPS queries of one head and DV output dims; each warp owns 16 query rows.
 //   Keys stream in BLOCK_K-key tiles through a cp.async double buffer (tile t + 1 loads while
 //   tile t computes; one barrier per tile). Per tile and warp:
@@ -21,17 +21,15 @@
 //   columns and the 4 lanes of a row combine them once at the end.
 //   Tail keys (>= seq) are zero-filled by cp.async and their scores set to -inf; tail queries
 //   compute on zero rows and are not stored.
-//   hd <= 128: the whole O row block fits registers (DV = hd, 64 f32 per thread at hd 128) and Q
-//   stays in registers as A fragments. hd 384 / 512 (VAE mid-block, one head): the output dims are
-//   split across CTAs (DV = 128, gridDim.z = hd / 128); every CTA computes the full S over all hd
-//   (recomputed per chunk) and P V for its chunk only, Q is re-read from shared memory per k-step.
+//   The output dims are split across CTAs (DV = 128, gridDim.z = hd / 128): a 16-row O block
+//   over all 384 / 512 dims would not fit registers. Every CTA computes the full S over all hd
+//   (recomputed per chunk) and P V for its chunk only; Q is re-read from shared memory per
+//   k-step (its fragments over hd 384 / 512 would not fit registers either).
 //
 // Shared memory (dynamic, bf16, rows padded by JA_ROW_PAD elements so the 8 row addresses of an
 // ldmatrix fall in 8 different 16-byte bank groups: a row of hd + 8 bf16 is 16 mod 128 bytes):
 //   q_s [BLOCK_Q][hd + PAD], k_s [2][BLOCK_K][hd + PAD], v_s [2][BLOCK_K][DV + PAD].
 #define JA_ROW_PAD 8
-#define JA_SMALL_HD_WARPS 8
-#define JA_SMALL_HD_BLOCK_K 64
 #define JA_LARGE_HD_WARPS 4
 #define JA_LARGE_HD_BLOCK_K 32
 #define JA_LARGE_HD_CHUNK 128
@@ -148,12 +146,12 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
     constexpr int BLOCK_Q = WARPS * 16;
     constexpr int QK_STRIDE = HD + JA_ROW_PAD;
     constexpr int V_STRIDE = DV + JA_ROW_PAD;
-    constexpr bool Q_IN_REGS = HD <= 128;
     constexpr int K_STEPS = HD / 16;        // k-steps of S = Q K^T
     constexpr int S_BLOCKS = BLOCK_K / 8;   // 8-key column blocks of S
     constexpr int P_STEPS = BLOCK_K / 16;   // k-steps of O += P V
     constexpr int O_BLOCKS = DV / 8;        // 8-dim column blocks of O
     static_assert(HD % 16 == 0 && DV % 16 == 0 && BLOCK_K % 16 == 0, "mma tile multiples");
+    static_assert(HD > 128, "hd 64 / 128 have their own kernels (joint_attention_qreg.cu, _wgmma.cu)");
 
     extern __shared__ __align__(16) u16 ja_smem[];
     u16* q_s = ja_smem;
@@ -185,7 +183,6 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
     const int k_offset = ((mat / 2) * 8 + mat_row) * QK_STRIDE + (mat % 2) * 8;
     const int v_offset = ((mat % 2) * 8 + mat_row) * V_STRIDE + (mat / 2) * 8;
 
-    u32 q_frag[Q_IN_REGS ? K_STEPS : 1][4];
     float o[O_BLOCKS][4];
 #pragma unroll
     for (int j = 0; j < O_BLOCKS; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
@@ -208,12 +205,6 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
                                                     (tile + 1) * BLOCK_K, d0, seq);
             cp_async_commit();
         }
-        if constexpr (Q_IN_REGS) {
-            if (tile == 0) {
-#pragma unroll
-                for (int kk = 0; kk < K_STEPS; ++kk) ldmatrix_x4(q_frag[kk], q_s + a_offset + kk * 16);
-            }
-        }
 
         const u16* k_tile = k_s + buf * BLOCK_K * QK_STRIDE;
         float s[S_BLOCKS][4];
@@ -221,13 +212,8 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
         for (int j = 0; j < S_BLOCKS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < K_STEPS; ++kk) {
-            u32 a_reg[4];
-            const u32* a = a_reg;
-            if constexpr (Q_IN_REGS) {
-                a = q_frag[kk];
-            } else {
-                ldmatrix_x4(a_reg, q_s + a_offset + kk * 16);
-            }
+            u32 a[4];
+            ldmatrix_x4(a, q_s + a_offset + kk * 16);
 #pragma unroll
             for (int pair = 0; pair < S_BLOCKS / 2; ++pair) {
                 u32 b[4];
@@ -290,26 +276,8 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
     }
 }
 
-// One entry point per supported head_dim; all take bf16 q, k, v [H, seq, hd], f32 out
-// [seq, H * hd] and scale_log2 = log2(e) / sqrt(hd).
-extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
-    joint_attention_hd64(const u16* __restrict__ q, const u16* __restrict__ k,
-                         const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
-                         float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash<64, 64, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads, seq,
-                                                                         scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JA_SMALL_HD_WARPS * WARP_SIZE, 1)
-    joint_attention_hd128(const u16* __restrict__ q, const u16* __restrict__ k,
-                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
-                          float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash<128, 128, JA_SMALL_HD_WARPS, JA_SMALL_HD_BLOCK_K>(q, k, v, out, heads,
-                                                                           seq, scale_log2);
-}
+// One entry point per head_dim; both take bf16 q, k, v [H, seq, hd], f32 out [seq, H * hd] and
+// scale_log2 = log2(e) / sqrt(hd) (the signature of every flash entry point of the op).
 extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
     joint_attention_hd384(const u16* __restrict__ q, const u16* __restrict__ k,
                           const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,

@@ -4,28 +4,26 @@
 // ops/joint_attention/cuda.rs. Shares ja_stage_rows / ja_pack_bf16 with joint_attention.cu
 // (concatenated before this file).
 //
-// Why. joint_attention_hd128_wide_warp (joint_attention_wide.cu) re-reads Q's A fragments from
-// shared memory on every tile: per 64-key tile and warp 80 ldmatrix.x4 (Q 16, K 32, V 32) for
-// 256 HMMA. Per SM (2 CTAs x 4 warps) that is 640 x 512 B = 2,560 cycles of shared reads plus
-// 512 cycles of cp.async writes at 128 B/clk, against ~3,072 cycles of mma.sync: shared memory
-// and the tensor pipe were both at the limit. Its registers went to O (128 f32) and the
-// 64-key S block (64 f32), leaving no room for Q (64 registers at hd 128). Here S covers 32
-// keys at a time (32 registers), which frees the room: O 128 + Q 64 + S 32 = 224. Per tile and
-// warp: 64 ldmatrix.x4 (K 32, V 32) for the same 256 HMMA, 2,048 + 512 cycles of shared
-// traffic per SM instead of 3,072 (-17%), so the tensor pipe alone sets the pace.
+// The kernel for hd 64 / 128 on every device without wgmma (and for hd 64 on Hopper).
+//
+// Why Q in registers. With 32 rows per warp each K / V fragment loaded by ldmatrix feeds two
+// 16-row mma blocks; O (128 f32 at hd 128) and a 64-key S block (64 f32) would then leave no
+// room for Q's A fragments (64 registers at hd 128), which would have to be re-read from shared
+// memory every tile (80 ldmatrix.x4 per 64-key tile and warp: Q 16, K 32, V 32). Here S covers
+// 32 keys at a time (32 registers), which frees the room: O 128 + Q 64 + S 32 = 224. Per tile
+// and warp: 64 ldmatrix.x4 (K 32, V 32) for 256 HMMA.16816.
 //
 // The cost: a 32-key softmax step does its row-max shuffles, correction exp2 and the
 // (vote-skipped) O rescale twice per 64-key tile instead of once: +8 SHFL, +8 MUFU.EX2, a few
 // FMNMX. The accuracy bound is bf16_check's with 32 keys per online-softmax step (twice the
-// rescales of the 64-key kernels; launcher: FlashVariant::softmax_keys).
+// rescales of a 64-key step; launcher: FlashVariant::softmax_keys).
 //
 // CTA: 4 warps x 32 rows = 128 queries of one head; K/V 64-key tiles through a cp.async double
-// buffer, one barrier per tile; shared layout and size as joint_attention_wide.cu (104,448 B at
-// hd 128; Q's region is read once, into registers). Two CTAs per SM.
+// buffer, one barrier per tile. Shared: q [128][hd + 8], k and v [2][64][hd + 8] bf16 =
+// 104,448 B at hd 128 (Q's region is read once, into registers). Two CTAs per SM.
 //
 // hd 64 needs no split: O 64 + Q 32 + S 64 registers fit (224-228 in all), so its entry points
-// run one 64-key softmax step per tile (the 64-key kernels' bound); only hd 128 takes
-// JA_QREG_SOFTMAX_K.
+// run one 64-key softmax step per tile; only hd 128 takes JA_QREG_SOFTMAX_K.
 #define JA_QREG_WARPS 4
 #define JA_QREG_ROW_BLOCKS 2
 #define JA_QREG_BLOCK_K 64
@@ -108,7 +106,9 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
     cp_async_commit();
 
-    // Per-lane ldmatrix row offsets (elements), as in joint_attention_flash_wide.
+    // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
+    // 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..;
+    // B from V (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
     const int mat = lane / 8, mat_row = lane % 8;
     const int a_offset = (warp * WARP_ROWS + (mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
     const int k_offset = ((mat / 2) * 8 + mat_row) * STRIDE + (mat % 2) * 8;
@@ -267,7 +267,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     }
 }
 
-// Same signature as joint_attention_hd{64,128}: bf16 q, k, v [H, seq, hd], f32 out
+// Same signature as joint_attention_hd{384,512}: bf16 q, k, v [H, seq, hd], f32 out
 // [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM. The `_f32q` ones take q as
 // f32 (same layout) and round it to bf16 themselves.
 extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)

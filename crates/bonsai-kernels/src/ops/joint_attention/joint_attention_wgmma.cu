@@ -290,7 +290,7 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     jw_store_rows(o, row_sum, out, warp_row0, head, heads, seq, g, t);
 }
 
-// Same signature as joint_attention_hd128: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
+// Same signature as joint_attention_hd128_q_regs: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
 // scale_log2 = log2(e) / sqrt(128). `_f32q` takes q as f32 (same layout) and rounds it itself.
 // Grid (ceil(seq / 128), H); JW_STAGES * JW_STAGE_BYTES + JW_ALIGN bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)

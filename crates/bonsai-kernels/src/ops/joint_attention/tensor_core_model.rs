@@ -10,10 +10,12 @@ use super::bf16_check::{bf16_check, round_to_bf16};
 use super::AttnDims;
 use crate::ops::test_util::TestRng;
 
-/// Keys per online-softmax step of the hd <= 128 kernels (JA_SMALL_HD_BLOCK_K, JA_WIDE_BLOCK_K;
-/// JA_QREG_SOFTMAX_K for the Q-in-registers default) and of the hd 384/512 one.
-const SMALL_HD_BLOCK_K: usize = 64;
+/// Keys per online-softmax step of the Q-in-registers kernel at hd 64 (JA_QREG_BLOCK_K: one
+/// step per tile) and at hd 128 (JA_QREG_SOFTMAX_K), of the wgmma kernel (JW_BLOCK_K) and of
+/// the hd 384/512 one (JA_LARGE_HD_BLOCK_K).
+const QREG_HD64_STEP_K: usize = 64;
 const QREG_SOFTMAX_K: usize = 32;
+const WGMMA_BLOCK_K: usize = 128;
 const LARGE_HD_BLOCK_K: usize = 32;
 
 /// What the model gets wrong on purpose.
@@ -89,9 +91,10 @@ fn violations(dims: AttnDims, q: &[f32], k: &[f32], v: &[f32], block_k: usize, b
 fn kernel_arithmetic_meets_the_bound() {
     let mut rng = TestRng::new("joint_attention tensor-core model");
     for (heads, seq, hd, block_k) in [
-        (2, 1, 64, SMALL_HD_BLOCK_K),
-        (3, 65, 64, SMALL_HD_BLOCK_K),
-        (1, 130, 128, SMALL_HD_BLOCK_K),
+        (2, 1, 64, QREG_HD64_STEP_K),
+        (3, 65, 64, QREG_HD64_STEP_K),
+        (1, 130, 128, WGMMA_BLOCK_K),
+        (1, 520, 128, WGMMA_BLOCK_K),
         // Twice the rescales: a 64-key tile's two 32-key steps (ragged tails in either step).
         (3, 65, 64, QREG_SOFTMAX_K),
         (1, 130, 128, QREG_SOFTMAX_K),
@@ -120,6 +123,6 @@ fn a_tail_mask_bug_breaks_the_bound() {
     let mut k = rng.vec(n, -1.0, -0.5);
     k[n - dims.head_dim..].iter_mut().for_each(|x| *x = -*x);
     let v = rng.vec(n, -2.0, 2.0);
-    assert_eq!(violations(dims, &q, &k, &v, SMALL_HD_BLOCK_K, Bug::None), 0);
-    assert!(violations(dims, &q, &k, &v, SMALL_HD_BLOCK_K, Bug::DropsLastKey) > n / 2);
+    assert_eq!(violations(dims, &q, &k, &v, QREG_HD64_STEP_K, Bug::None), 0);
+    assert!(violations(dims, &q, &k, &v, QREG_HD64_STEP_K, Bug::DropsLastKey) > n / 2);
 }
