@@ -28,6 +28,17 @@ pub enum SyntheticModel {
     /// The tiny geometry with Q2_0's whole code set, +2d included (no binary GEMV).
     #[value(name = "tiny-q2")]
     TinyQ2,
+    /// Test geometries: GQA group G, head_dim D (`Geometry::gqa_test`).
+    #[value(name = "g1-hd64")]
+    G1Hd64,
+    #[value(name = "g3-hd128")]
+    G3Hd128,
+    #[value(name = "g4-hd256")]
+    G4Hd256,
+    #[value(name = "g5-hd128")]
+    G5Hd128,
+    #[value(name = "g8-hd64")]
+    G8Hd64,
 }
 
 impl SyntheticModel {
@@ -37,6 +48,11 @@ impl SyntheticModel {
             SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
             SyntheticModel::Bonsai1_7b => Geometry::bonsai_1_7b(),
             SyntheticModel::Tiny | SyntheticModel::TinyQ2 => Geometry::tiny(),
+            SyntheticModel::G1Hd64 => Geometry::gqa_test(1, 64),
+            SyntheticModel::G3Hd128 => Geometry::gqa_test(3, 128),
+            SyntheticModel::G4Hd256 => Geometry::gqa_test(4, 256),
+            SyntheticModel::G5Hd128 => Geometry::gqa_test(5, 128),
+            SyntheticModel::G8Hd64 => Geometry::gqa_test(8, 64),
         }
     }
     pub fn kind(self) -> WeightKind {
@@ -54,6 +70,11 @@ impl SyntheticModel {
             SyntheticModel::Ternary8b => "ternary-8b",
             SyntheticModel::Tiny => "tiny",
             SyntheticModel::TinyQ2 => "tiny-q2",
+            SyntheticModel::G1Hd64 => "g1-hd64",
+            SyntheticModel::G3Hd128 => "g3-hd128",
+            SyntheticModel::G4Hd256 => "g4-hd256",
+            SyntheticModel::G5Hd128 => "g5-hd128",
+            SyntheticModel::G8Hd64 => "g8-hd64",
         }
     }
 }
@@ -90,6 +111,10 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Also print (on stderr) the kernel configuration and the plans that run: each step's
+    /// launches, fused groups and kernel choices, and the decode graphs
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 impl BenchArgs {
@@ -112,6 +137,7 @@ impl BenchArgs {
             anyhow::bail!("nothing to measure: -p 0 and -n 0");
         }
         Ok(BenchPlan {
+            verbose: self.verbose,
             n_prompt: self.n_prompt,
             n_gen: self.n_gen,
             repetitions: self.repetitions as usize,
@@ -124,6 +150,10 @@ impl BenchArgs {
 
 pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
     let plan = args.plan()?;
+    if args.verbose {
+        let changes = config.describe_changes();
+        eprintln!("kernel configuration: {}", if changes.is_empty() { "defaults" } else { changes.as_str() });
+    }
     let backend = backend_choice::choose(args.cpu, config)?;
     let report = match (&args.model, args.synthetic) {
         (Some(path), _) => {
@@ -159,7 +189,22 @@ fn bench_synthetic<B: Backend>(backend: B, synthetic: SyntheticModel, plan: &Ben
 
 fn bench_model<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize, plan: &BenchPlan) -> anyhow::Result<BenchReport> {
     eprintln!("backend: {}", model.backend().describe());
+    if plan.verbose {
+        print_plans(model, plan).context("describing the plans")?;
+    }
     measure(model, name, bytes_per_token, plan).with_context(|| format!("benchmarking {name}"))
+}
+
+/// The plans `measure` runs: one prefill chunk and one greedy decode step.
+fn print_plans<B: Backend>(model: &Qwen3<B>, plan: &BenchPlan) -> anyhow::Result<()> {
+    let mut state = model.new_state(plan.n_prompt.max(1), false)?;
+    if plan.n_prompt > 0 {
+        eprint!("prefill (pp{}) {}", plan.n_prompt, model.describe_plan(&mut state, plan.n_prompt, None)?);
+    }
+    if plan.n_gen > 0 {
+        eprint!("decode step (greedy) {}", model.describe_plan(&mut state, 1, Some(bonsai_model::DevicePick::Greedy))?);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ const DEPTH_FILL_CHUNK: usize = 512;
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BenchPlan {
+    /// Print the kernel plans before measuring.
+    pub verbose: bool,
     pub n_prompt: usize,
     pub n_gen: usize,
     pub repetitions: usize,

@@ -40,7 +40,8 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 fn repl<B: Backend>(loaded: &LoadedModel<B>, args: &ChatArgs) -> anyhow::Result<()> {
-    let LoadedModel { model, tokenizer, chat_template, .. } = loaded;
+    let LoadedModel { model, chat_template, .. } = loaded;
+    let tokenizer = loaded.text_tokenizer()?;
     let mut sampler = args.sampling.sampler()?;
     let mut state = model.new_state(PREFILL_BATCH, false)?;
     let options = ChatOptions { add_generation_prompt: true, enable_thinking: !args.no_think };

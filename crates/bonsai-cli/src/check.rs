@@ -230,9 +230,13 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         (Some(path), _) => {
             let cpu_model: LoadedModel<CpuBackend> =
                 open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;
-            let prompt = match &args.prompt_tokens {
-                Some(ids) => ids.clone(),
-                None => cpu_model.tokenizer.encode(DEFAULT_PROMPT)?,
+            let prompt = match (&args.prompt_tokens, &cpu_model.tokenizer) {
+                (Some(ids), _) => ids.clone(),
+                (None, Some(tokenizer)) => tokenizer.encode(DEFAULT_PROMPT)?,
+                (None, None) => {
+                    eprintln!("note: {} has no tokenizer: the prompt is {SYNTHETIC_PROMPT_LEN} random token ids", path.display());
+                    random_prompt(cpu_model.model.config().vocab)
+                }
             };
             let ctx = cpu_model.model.max_seq();
             check_prompt(&prompt, args.n, cpu_model.model.config().vocab, ctx)?;
@@ -243,10 +247,7 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
             let g = synthetic.geometry();
             let prompt = match &args.prompt_tokens {
                 Some(ids) => ids.clone(),
-                None => {
-                    let mut rng = bonsai_model::sampler::Rng::new(BENCH_SEED);
-                    (0..SYNTHETIC_PROMPT_LEN).map(|_| (rng.next_u64() % g.vocab as u64) as u32).collect()
-                }
+                None => random_prompt(g.vocab),
             };
             let ctx = prompt.len() + args.n;
             check_prompt(&prompt, args.n, g.vocab, ctx)?;
@@ -258,6 +259,12 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         }
         (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
     }
+}
+
+/// [`SYNTHETIC_PROMPT_LEN`] random ids below `vocab` (fixed seed).
+fn random_prompt(vocab: usize) -> Vec<u32> {
+    let mut rng = bonsai_model::sampler::Rng::new(BENCH_SEED);
+    (0..SYNTHETIC_PROMPT_LEN).map(|_| (rng.next_u64() % vocab as u64) as u32).collect()
 }
 
 fn check_prompt(prompt: &[u32], n: usize, vocab: usize, ctx: usize) -> anyhow::Result<()> {

@@ -159,7 +159,8 @@ pub fn run(args: GenerateArgs, config: &Config) -> anyhow::Result<()> {
 }
 
 fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::Result<()> {
-    let LoadedModel { model, tokenizer, chat_template, .. } = loaded;
+    let LoadedModel { model, chat_template, .. } = loaded;
+    let tokenizer = loaded.text_tokenizer()?;
     let text = if args.chat {
         let rendered = render_chat(chat_template.as_deref(), &[Message::new("user", &args.prompt)], ChatOptions::default());
         if let Some(reason) = &rendered.fallback_reason {

@@ -36,7 +36,8 @@ pub fn run(args: PerplexityArgs, config: &bonsai_kernels::Config) -> anyhow::Res
 }
 
 fn score<B: Backend>(loaded: &LoadedModel<B>, args: &PerplexityArgs) -> anyhow::Result<()> {
-    let LoadedModel { model, tokenizer, .. } = loaded;
+    let LoadedModel { model, .. } = loaded;
+    let tokenizer = loaded.text_tokenizer()?;
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let tokens = tokenizer.encode(&text)?;
     if tokens.len() < 2 {

@@ -65,3 +65,36 @@ fn the_cpu_fallback_is_announced_and_cpu_is_not() {
     let err = text(&auto.stderr);
     assert!(err.contains("no CUDA device found, using the CPU") && err.contains("backend: cpu ("), "{err}");
 }
+
+/// A GGUF with no tokenizer metadata (as llama-bench's test files often are): `bench` and
+/// `info` run it on token ids; commands that need text say the file has no tokenizer.
+#[test]
+fn a_file_without_a_tokenizer_benches_and_text_commands_say_why_not() {
+    use bonsai_model::demo::model_gguf_writer;
+    use bonsai_model::synthetic::{random_tensors, Geometry, WeightKind};
+    let dir = std::env::temp_dir().join(format!("bonsai-bench-notok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("no-tokenizer.gguf");
+    let g = Geometry::tiny();
+    let tensors = random_tensors(&g, WeightKind::OneBit, 7).expect("tensors");
+    model_gguf_writer(&g, &tensors, None, None).expect("writer").write_file(&path).expect("write");
+    let file = path.to_str().expect("utf-8 path");
+
+    let out = bonsai(&["bench", "--cpu", "-m", file, "-p", "8", "-n", "2", "-r", "1", "--json"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    assert_eq!(v["results"].as_array().map(Vec::len), Some(2), "{v}");
+
+    let out = bonsai(&["info", file]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("tokenizer:     unavailable"), "{}", text(&out.stdout));
+
+    for args in [&["generate", "--cpu", "-m", file, "-p", "hi", "-n", "2"][..], &["perplexity", "--cpu", "-m", file, "-f", file][..]] {
+        let out = bonsai(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        let last = err.lines().last().unwrap_or("");
+        assert!(last.starts_with("error: ") && last.contains("has no tokenizer"), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -40,11 +40,12 @@ fn strings(v: impl IntoIterator<Item = String>) -> MetaValue {
     MetaValue::Array(ValueType::String, v.into_iter().map(MetaValue::String).collect())
 }
 
-/// A complete GGUF (metadata, tokenizer, tensors in file order) for a model of geometry `g`.
+/// A complete GGUF (metadata, tokenizer when given, tensors in file order) for a model of
+/// geometry `g`.
 pub fn model_gguf_writer(
     g: &Geometry,
     tensors: &MemoryTensors,
-    tokenizer: &TokenizerParts,
+    tokenizer: Option<&TokenizerParts>,
     chat_template: Option<&str>,
 ) -> Result<GgufWriter, ModelError> {
     let mut w = GgufWriter::new();
@@ -61,18 +62,20 @@ pub fn model_gguf_writer(
     w.add_metadata(keys::QWEN3_CONTEXT_LENGTH, u32_of(g.context_len));
     w.add_metadata(keys::QWEN3_ROPE_FREQ_BASE, MetaValue::F32(QWEN3_ROPE_THETA as f32));
     w.add_metadata(keys::QWEN3_RMS_EPS, MetaValue::F32(QWEN3_RMS_EPS));
-    w.add_metadata(keys::TOKENIZER_MODEL, MetaValue::String(tokenizer.model.clone()));
-    if let Some(pre) = &tokenizer.pre {
-        w.add_metadata(keys::TOKENIZER_PRE, MetaValue::String(pre.clone()));
-    }
-    w.add_metadata(keys::TOKENIZER_TOKENS, strings(tokenizer.tokens.iter().cloned()));
-    w.add_metadata(
-        keys::TOKENIZER_TOKEN_TYPE,
-        MetaValue::Array(ValueType::I32, tokenizer.token_types.iter().map(|&t| MetaValue::I32(t)).collect()),
-    );
-    w.add_metadata(keys::TOKENIZER_MERGES, strings(tokenizer.merges.iter().cloned()));
-    if let Some(eos) = tokenizer.eos_id {
-        w.add_metadata(keys::TOKENIZER_EOS_ID, MetaValue::U32(eos));
+    if let Some(tokenizer) = tokenizer {
+        w.add_metadata(keys::TOKENIZER_MODEL, MetaValue::String(tokenizer.model.clone()));
+        if let Some(pre) = &tokenizer.pre {
+            w.add_metadata(keys::TOKENIZER_PRE, MetaValue::String(pre.clone()));
+        }
+        w.add_metadata(keys::TOKENIZER_TOKENS, strings(tokenizer.tokens.iter().cloned()));
+        w.add_metadata(
+            keys::TOKENIZER_TOKEN_TYPE,
+            MetaValue::Array(ValueType::I32, tokenizer.token_types.iter().map(|&t| MetaValue::I32(t)).collect()),
+        );
+        w.add_metadata(keys::TOKENIZER_MERGES, strings(tokenizer.merges.iter().cloned()));
+        if let Some(eos) = tokenizer.eos_id {
+            w.add_metadata(keys::TOKENIZER_EOS_ID, MetaValue::U32(eos));
+        }
     }
     if let Some(t) = chat_template {
         w.add_metadata(keys::TOKENIZER_CHAT_TEMPLATE, MetaValue::String(t.into()));
@@ -101,5 +104,5 @@ pub fn model_gguf_writer(
 pub fn demo_gguf_writer() -> Result<GgufWriter, ModelError> {
     let g = Geometry::demo();
     let tensors = random_tensors(&g, WeightKind::OneBit, DEMO_SEED)?;
-    model_gguf_writer(&g, &tensors, &demo_tokenizer_parts(), Some(CHATML_TEMPLATE))
+    model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), Some(CHATML_TEMPLATE))
 }

@@ -14,7 +14,9 @@ pub const DEFAULT_CTX: usize = 4096;
 
 pub struct LoadedModel<B: Backend> {
     pub model: Qwen3<B>,
-    pub tokenizer: Tokenizer,
+    /// None when the file carries no tokenizer (no `tokenizer.ggml.*` metadata): it still runs
+    /// on token ids (`bench`, `check`), as llama-bench runs such files.
+    pub tokenizer: Option<Tokenizer>,
     pub chat_template: Option<String>,
     /// Weight bytes read per decoded token (for bandwidth figures).
     pub decode_bytes_per_token: usize,
@@ -46,20 +48,43 @@ pub fn resolve_ctx(config: &Qwen3Config, requested: Option<usize>) -> Result<usi
     }
 }
 
+impl<B: Backend> LoadedModel<B> {
+    /// The tokenizer, or an error saying the file has none (for commands that need text).
+    pub fn text_tokenizer(&self) -> Result<&Tokenizer, ModelError> {
+        self.tokenizer.as_ref().ok_or_else(|| {
+            ModelError::Unsupported(
+                "the file has no tokenizer (no tokenizer.ggml.* metadata): this command needs text; `bench` and \
+                 `check --prompt-tokens` run on token ids"
+                    .into(),
+            )
+        })
+    }
+}
+
+/// The metadata key whose absence means "no tokenizer" (a file with a broken tokenizer is an
+/// error, not a file without one).
+const TOKENIZER_TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+
 /// Loads every part of the model in `file` onto `backend` with a cache of `ctx` tokens.
 pub fn load_model<B: Backend>(file: &GgufFile, backend: B, ctx: Option<usize>) -> Result<LoadedModel<B>, ModelError> {
     let config = Qwen3Config::from_gguf(file)?;
     let ctx = resolve_ctx(&config, ctx)?;
-    let meta = TokenizerMeta::from_gguf(file)?;
-    let chat_template = meta.chat_template.clone();
-    let tokenizer = Tokenizer::from_parts(&TokenizerParts::from(meta))?;
-    if tokenizer.vocab_size() != config.vocab {
-        return Err(ModelError::Unsupported(format!(
-            "tokenizer has {} tokens but token_embd has {} rows",
-            tokenizer.vocab_size(),
-            config.vocab
-        )));
-    }
+    let (tokenizer, chat_template) = match file.get(TOKENIZER_TOKENS_KEY) {
+        None => (None, None),
+        Some(_) => {
+            let meta = TokenizerMeta::from_gguf(file)?;
+            let chat_template = meta.chat_template.clone();
+            let tokenizer = Tokenizer::from_parts(&TokenizerParts::from(meta))?;
+            if tokenizer.vocab_size() != config.vocab {
+                return Err(ModelError::Unsupported(format!(
+                    "tokenizer has {} tokens but token_embd has {} rows",
+                    tokenizer.vocab_size(),
+                    config.vocab
+                )));
+            }
+            (Some(tokenizer), chat_template)
+        }
+    };
     let host = HostWeights::load(&config, file)?;
     let decode_bytes_per_token = host.decode_bytes_per_token();
     let model = Qwen3::new(backend, config, host, ctx)?;

@@ -53,9 +53,22 @@ impl Geometry {
         Self { n_layers: 36, hidden: 2560, ffn: 9728, n_q_heads: 32, n_kv_heads: 8, head_dim: 128, vocab: 151_669, context_len: 32_768, tied_embeddings: true }
     }
     /// A few-layer model for fast tests and `bonsai bench --synthetic tiny`; head_dim 128 as every
-    /// Bonsai model, so it takes the same decode kernels (attention with planes, the decode chain).
+    /// Bonsai model, so it takes the same decode kernels (attention with planes, the planes GEMVs).
     pub fn tiny() -> Self {
         Self { n_layers: 2, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 128, vocab: 512, context_len: 1024, tied_embeddings: false }
+    }
+    /// A two-layer model of GQA group `group` (`group` query heads per kv head, 2 kv heads; 4 kv
+    /// heads for group 1) and `head_dim`, with a hidden size, FFN width and vocabulary that are
+    /// not those of any Bonsai model: the geometries the GPU must run as the CPU does.
+    pub fn gqa_test(group: usize, head_dim: usize) -> Self {
+        let n_kv_heads = if group == 1 { 4 } else { 2 };
+        // Hidden sizes a multiple of 128 but not a power of two; vocabularies odd and unaligned.
+        let (hidden, ffn, vocab) = match (group + head_dim / 64) % 3 {
+            0 => (384, 768, 777),
+            1 => (256, 640, 1003),
+            _ => (512, 1152, 501),
+        };
+        Self { n_layers: 2, hidden, ffn, n_q_heads: group * n_kv_heads, n_kv_heads, head_dim, vocab, context_len: 1024, tied_embeddings: false }
     }
     /// The built-in demo: byte vocab (256 bytes + 3 ChatML specials).
     pub fn demo() -> Self {

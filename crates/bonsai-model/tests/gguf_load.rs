@@ -30,7 +30,7 @@ fn assert_file_equals_memory(g: &Geometry, kind: WeightKind, seed: u64, file: &G
     let loaded = load_model(file, CpuBackend, Some(g.context_len)).unwrap();
     let host = HostWeights::load(&g.config(), random_tensors(g, kind, seed).unwrap()).unwrap();
     let memory = Qwen3::new(CpuBackend, g.config(), host, g.context_len).unwrap();
-    let tokens = loaded.tokenizer.encode("<|im_start|>user\nhi").unwrap();
+    let tokens = loaded.text_tokenizer().unwrap().encode("<|im_start|>user\nhi").unwrap();
     assert_eq!(last_logits(&loaded.model, &tokens), last_logits(&memory, &tokens), "seed {seed} {kind:?}");
 }
 
@@ -48,7 +48,7 @@ fn ternary_file_loads_to_the_in_memory_model() {
     let g = Geometry { vocab: 259, ..tiny_geometry() };
     let seed = fresh_seed();
     let tensors = random_tensors(&g, WeightKind::Ternary, seed).unwrap();
-    let file = file_of(model_gguf_writer(&g, &tensors, &demo_tokenizer_parts(), None).unwrap());
+    let file = file_of(model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None).unwrap());
     let info = file.tensor("blk.0.attn_q.weight").unwrap().info.ty;
     assert!(matches!(info, TensorType::TwoBit(_)), "{info:?}");
     assert_file_equals_memory(&g, WeightKind::Ternary, seed, &file);
@@ -62,13 +62,13 @@ fn bad_files_fail_naming_the_tensor_or_limit() {
     let mut tensors = random_tensors(&g, WeightKind::OneBit, seed).unwrap();
     let name = "blk.1.ffn_down.weight";
     tensors.tensors.remove(name);
-    let mut writer = model_gguf_writer(&g, &tensors, &demo_tokenizer_parts(), None).unwrap();
+    let mut writer = model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None).unwrap();
     writer.add_tensor(name, &[g.ffn as u64, g.hidden as u64], TensorType::F32, vec![0u8; g.hidden * g.ffn * 4]).unwrap();
     let err = load_model(&file_of(writer), CpuBackend, None).err().unwrap();
     assert!(err.to_string().contains(name) && err.to_string().contains("F32"), "{err}");
 
     // --ctx above the model's context length.
-    let file = file_of(model_gguf_writer(&g, &random_tensors(&g, WeightKind::OneBit, seed).unwrap(), &demo_tokenizer_parts(), None).unwrap());
+    let file = file_of(model_gguf_writer(&g, &random_tensors(&g, WeightKind::OneBit, seed).unwrap(), Some(&demo_tokenizer_parts()), None).unwrap());
     let err = load_model(&file, CpuBackend, Some(g.context_len + 1)).err().unwrap();
     assert!(matches!(err, ModelError::Unsupported(_)), "{err}");
 
@@ -76,7 +76,7 @@ fn bad_files_fail_naming_the_tensor_or_limit() {
     let mut parts = demo_tokenizer_parts();
     parts.tokens.push("extra".into());
     parts.token_types.push(1);
-    let file = file_of(model_gguf_writer(&g, &random_tensors(&g, WeightKind::OneBit, seed).unwrap(), &parts, None).unwrap());
+    let file = file_of(model_gguf_writer(&g, &random_tensors(&g, WeightKind::OneBit, seed).unwrap(), Some(&parts), None).unwrap());
     let err = load_model(&file, CpuBackend, None).err().unwrap();
     assert!(err.to_string().contains("tokenizer has 260 tokens"), "{err}");
 }

@@ -195,3 +195,74 @@ fn yarn_rope_scaling_is_honoured_and_linear_is_refused() {
     let linear = RopeScaling { kind: RopeScalingKind::Linear, ..yarn };
     assert!(matches!(build(Some(linear)), Err(ModelError::Unsupported(_))));
 }
+
+/// [`LOGIT_TOL`]'s derivation for any geometry: 2 layers x ~10 chained ops, each a dot product
+/// of at most `k_max` f32 terms off by γ_K ≈ K·2^-24, times the same 1.6 of headroom (at
+/// K = 512 this is `LOGIT_TOL`).
+fn logit_tol(g: &Geometry) -> f64 {
+    let k_max = g.hidden.max(g.ffn).max(g.n_q_heads * g.head_dim).max(512);
+    1.6 * (g.n_layers * 10) as f64 * k_max as f64 / (1u64 << 24) as f64
+}
+
+/// The GQA groups and head dims the GPU must run as the CPU does (`bonsai check --synthetic
+/// gG-hdD` on a GPU): the CPU backend against the plain f64 forward on each.
+#[test]
+fn every_test_geometry_matches_plain_f64_forward() {
+    for (group, head_dim) in [(1, 64), (3, 128), (4, 256), (5, 128), (8, 64)] {
+        let g = Geometry::gqa_test(group, head_dim);
+        assert_eq!(g.n_q_heads % g.n_kv_heads, 0);
+        let seed = fresh_seed();
+        let mut rng = Rng::new(seed);
+        let tokens = random_tokens(&mut rng, PROMPT_LEN, g.vocab);
+        let want = naive_forward(&g, &random_tensors(&g, WeightKind::OneBit, seed).unwrap(), &tokens);
+        let got = batched_logits(&cpu_model(&g, WeightKind::OneBit, seed), &tokens);
+        let (diff, scale) = max_diff(&got, &want);
+        let tol = logit_tol(&g);
+        println!("g{group} hd{head_dim}: max |cpu - f64| = {diff:.3e} (max |logit| {scale:.3}, bound {tol:.2e} of it)");
+        assert!(diff <= tol * scale, "seed {seed} g{group} hd{head_dim}: diff {diff:e} > {tol:e} x {scale}");
+    }
+}
+
+/// Independent sequences in one batch give each the logits it gets alone (the program's
+/// per-sequence positions, caches and last rows), for prefill chunks of different lengths and
+/// then for a decode step of one token each. Batched and alone run the matmuls at different
+/// row counts (other CPU tiles), so they agree within the bound, not bit for bit.
+#[test]
+fn a_batch_of_sequences_gives_each_its_logits_alone() {
+    let g = tiny_geometry();
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let model = cpu_model(&g, WeightKind::OneBit, seed);
+    let prompts: Vec<Vec<u32>> = [5, 3, 7].iter().map(|&n| random_tokens(&mut rng, n, g.vocab)).collect();
+    let next: Vec<u32> = random_tokens(&mut rng, prompts.len(), g.vocab);
+    let logits_of = |state: &bonsai_model::Qwen3State<CpuBackend>, row: usize| {
+        let mut out = vec![0.0; g.vocab];
+        model.logits(state, row, &mut out).unwrap();
+        out
+    };
+
+    let mut batch = model.new_batch_state(prompts.len(), 16, false).unwrap();
+    let chunks: Vec<(usize, &[u32])> = prompts.iter().enumerate().map(|(s, p)| (s, p.as_slice())).collect();
+    model.forward_batch(&mut batch, &chunks, LogitRows::Last).unwrap();
+    let prefilled: Vec<Vec<f32>> = (0..prompts.len()).map(|b| logits_of(&batch, b)).collect();
+    let steps: Vec<(usize, &[u32])> = next.iter().enumerate().map(|(s, t)| (s, std::slice::from_ref(t))).collect();
+    model.forward_batch(&mut batch, &steps, LogitRows::Last).unwrap();
+    let decoded: Vec<Vec<f32>> = (0..prompts.len()).map(|b| logits_of(&batch, b)).collect();
+
+    for (s, prompt) in prompts.iter().enumerate() {
+        assert_eq!(batch.n_past_of(s), prompt.len() + 1);
+        let mut alone = model.new_state(16, false).unwrap();
+        model.prefill(&mut alone, prompt).unwrap();
+        let want_prefill = widen(&[logits_of(&alone, 0)]);
+        model.set_next_token(&mut alone, next[s]).unwrap();
+        model.forward_decode(&mut alone).unwrap();
+        let want_decode = widen(&[logits_of(&alone, 0)]);
+        for (what, got, want) in [("prefill", &prefilled[s], &want_prefill), ("decode", &decoded[s], &want_decode)] {
+            let (diff, scale) = max_diff(std::slice::from_ref(got), want);
+            assert!(diff <= LOGIT_TOL * scale, "seed {seed} sequence {s} {what}: diff {diff:e}");
+        }
+    }
+    // A batch must name its sequences once each, in order, within the state.
+    assert!(model.forward_batch(&mut batch, &[(1, &next[..1]), (0, &next[..1])], LogitRows::Last).is_err());
+    assert!(model.forward_batch(&mut batch, &[(3, &next[..1])], LogitRows::Last).is_err());
+}

@@ -317,10 +317,6 @@ impl<B: Backend> Qwen3<B> {
         if let Some(i) = state.plans.iter().position(|(k, _)| k == key) {
             return Ok(i);
         }
-        let seqs = state.seqs.len();
-        if key.batch.iter().any(|&(s, _)| s >= seqs) || key.batch.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err(ModelError::Unsupported(format!("a batch of sequences {:?} (the state holds {seqs}, in increasing order)", key.batch)));
-        }
         let mut program = forward_program(self.dims, &self.ids, key.batch.iter().map(|&(_, rows)| rows).collect(), key.logits);
         if let Some(pick) = key.pick {
             program.ops.push(Op::Pick(pick));
@@ -335,6 +331,13 @@ impl<B: Backend> Qwen3<B> {
 
     /// Runs the plan for `key` (its sequences must have room for their rows).
     fn run_plan(&self, state: &mut Qwen3State<B>, key: PlanKey) -> Result<(), ModelError> {
+        let seqs = state.seqs.len();
+        if key.batch.iter().any(|&(s, _)| s >= seqs) || key.batch.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(ModelError::Unsupported(format!(
+                "a batch of sequences {:?} (the state holds {seqs}; each once, in increasing order)",
+                key.batch.iter().map(|&(s, _)| s).collect::<Vec<_>>()
+            )));
+        }
         for &(seq, rows) in &key.batch {
             self.check_room(state, seq, rows)?;
         }
