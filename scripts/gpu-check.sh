@@ -22,7 +22,6 @@
 #             GPU: truth, error and time of every Bonsai-Image op). IMAGE_CASES=a,b limits the
 #             cases; the raw dump (several GB) goes to IMAGE_DUMP or a temporary folder
 #   golden    scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
-#   lab       scripts/lab/run.sh: the decode GEMV lab (needs nvcc)
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
@@ -122,10 +121,6 @@ image)
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"
-    ;;
-lab)
-    mkdir -p "$LOGS/lab"
-    run lab env OUT="$LOGS/lab" bash scripts/lab/run.sh
     ;;
 *)
     echo "unknown step: $step" >&2; status=1 ;;
