@@ -195,14 +195,20 @@ fn bench_model<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
     measure(model, name, bytes_per_token, plan).with_context(|| format!("benchmarking {name}"))
 }
 
-/// The plans `measure` runs: one prefill chunk and one greedy decode step.
+/// The plans `measure` runs, one prefill chunk and one greedy decode step, each run once first
+/// so that its description names the kernels it launched.
 fn print_plans<B: Backend>(model: &Qwen3<B>, plan: &BenchPlan) -> anyhow::Result<()> {
     let mut state = model.new_state(plan.n_prompt.max(1), false)?;
+    let prompt = vec![0u32; plan.n_prompt.max(1)];
+    model.forward_chunk(&mut state, &prompt, bonsai_model::LogitRows::Last)?;
     if plan.n_prompt > 0 {
         eprint!("prefill (pp{}) {}", plan.n_prompt, model.describe_plan(&mut state, plan.n_prompt, None)?);
     }
     if plan.n_gen > 0 {
-        eprint!("decode step (greedy) {}", model.describe_plan(&mut state, 1, Some(bonsai_model::DevicePick::Greedy))?);
+        let greedy = bonsai_model::DevicePick::Greedy;
+        model.rewind(&mut state, 0)?;
+        model.decode_step(&mut state, greedy)?;
+        eprint!("decode step (greedy) {}", model.describe_plan(&mut state, 1, Some(greedy))?);
     }
     Ok(())
 }

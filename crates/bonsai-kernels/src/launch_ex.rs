@@ -59,7 +59,7 @@ impl<'a> Launch<'a> {
     /// pointer among them must be valid for what the kernel does with it.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<(), LaunchError> {
         self.stream.context().bind_to_thread()?;
-        self.lib.note_launch(|| crate::trace::launch_record(self.func.cu_function(), &cfg));
+        self.lib.note_launch(self.func, &cfg);
         let mut attributes = [pdl_attribute()];
         let count = usize::from(self.lib.pdl());
         let config = CUlaunchConfig {

@@ -18,11 +18,9 @@
 //! geometry released last before it.
 
 use std::collections::HashMap;
-use std::ffi::CStr;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUfunction};
 use cudarc::driver::{CudaStream, DriverError, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
@@ -51,22 +49,9 @@ pub struct LaunchRecord {
     pub block: u32,
 }
 
-/// The record of one launch (the library keeps them while a graph is captured).
-pub(crate) fn launch_record(func: CUfunction, cfg: &LaunchConfig) -> LaunchRecord {
-    LaunchRecord { name: function_name(func), grid: (cfg.grid_dim.0, cfg.grid_dim.1), block: cfg.block_dim.0 }
-}
-
-fn function_name(func: CUfunction) -> String {
-    let mut name: *const std::ffi::c_char = std::ptr::null();
-    // SAFETY: `func` is a live function handle of a loaded module; on success the driver returns
-    // a NUL-terminated string it owns for the module's lifetime, copied here at once.
-    let ok = unsafe { sys::cuFuncGetName(&mut name, func) } == sys::CUresult::CUDA_SUCCESS;
-    if ok && !name.is_null() {
-        // SAFETY: see above.
-        unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned()
-    } else {
-        "?".into()
-    }
+/// The record of one launch of the entry point `name`.
+pub(crate) fn launch_record(name: &str, cfg: &LaunchConfig) -> LaunchRecord {
+    LaunchRecord { name: name.to_string(), grid: (cfg.grid_dim.0, cfg.grid_dim.1), block: cfg.block_dim.0 }
 }
 
 /// What a device event records.

@@ -289,10 +289,12 @@ impl KernelLibrary {
         self.recorded.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
     }
 
-    /// Appends a launch while recording.
-    pub(crate) fn note_launch(&self, record: impl FnOnce() -> crate::trace::LaunchRecord) {
+    /// Appends a launch of `func` (an entry point of this library) while recording.
+    pub(crate) fn note_launch(&self, func: &CudaFunction, cfg: &cudarc::driver::LaunchConfig) {
         if let Some(list) = self.recorded.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            list.push(record());
+            let handle = func.cu_function();
+            let name = self.functions.iter().find(|(_, f)| f.cu_function() == handle).map_or("?", |(name, _)| *name);
+            list.push(crate::trace::launch_record(name, cfg));
         }
     }
 

@@ -131,10 +131,12 @@ fn touches(op: &Op) -> ([Option<Act>; 2], Option<Act>) {
 /// Any batch: norms folded into small-batch GEMVs, RoPE with the KV write.
 fn batch_steps(program: &Program) -> Vec<(Step, usize)> {
     let ops = &program.ops;
-    let small = program.total_rows() <= NORM_FUSED_MAX_ROWS;
+    // The rows each op takes: a batch's head after LastRows runs one row per sequence.
+    let rows = program.op_rows();
     let mut steps = Vec::new();
     let mut i = 0;
     while i < ops.len() {
+        let small = rows[i] <= NORM_FUSED_MAX_ROWS;
         let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
         steps.push((step, i));
         i += used;

@@ -40,9 +40,12 @@ pub struct CudaPlan {
     graphs: Option<Vec<CapturedGraph>>,
     replays: usize,
     traced_events: Vec<Vec<trace::Event>>,
+    /// Per bucket (or the one plain run) and step, the kernels its first run launched: what
+    /// [`describe`] prints.
+    launched: Vec<Vec<Vec<trace::LaunchRecord>>>,
 }
 
-/// One captured graph and, when tracing, its launches (the trace names its kernels with them).
+/// One captured graph and its launches (the trace names its kernels with them).
 struct CapturedGraph {
     graph: CudaGraph,
     launches: Vec<trace::LaunchRecord>,
@@ -150,19 +153,36 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         vec![(usize::MAX, false)]
     };
     let replays_graphs = b.use_graphs && program.one_row_each();
-    Ok(CudaPlan { program, steps, planes, replays_graphs, buckets, graphs: None, replays: 0, traced_events: Vec::new() })
+    Ok(CudaPlan {
+        program,
+        steps,
+        planes,
+        replays_graphs,
+        buckets,
+        graphs: None,
+        replays: 0,
+        traced_events: Vec::new(),
+        launched: Vec::new(),
+    })
 }
 
 /// Runs one step of `plan`: a graph replay, or its launches.
 pub(super) fn run(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>) -> Result<(), BackendError> {
     b.not_while_capturing("running a plan")?;
     if !plan.replays_graphs {
-        return run_steps(b, plan, env, false);
+        let first = plan.launched.is_empty();
+        let launched = run_steps(b, plan, env, false, first)?;
+        if first {
+            plan.launched.push(launched);
+        }
+        return Ok(());
     }
     if plan.graphs.is_none() {
         let mut graphs = Vec::with_capacity(plan.buckets.len());
         for &(_, per_q_head) in &plan.buckets.clone() {
-            graphs.push(capture(b, plan, env, per_q_head)?);
+            let (graph, launched) = capture(b, plan, env, per_q_head)?;
+            graphs.push(graph);
+            plan.launched.push(launched);
         }
         plan.graphs = Some(graphs);
         plan.replays = 0;
@@ -191,8 +211,14 @@ pub(super) fn run(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, Cud
     Ok(())
 }
 
-/// Records one run of the plan's steps into a graph (nothing runs now).
-fn capture(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>, per_q_head: bool) -> Result<CapturedGraph, BackendError> {
+/// Records one run of the plan's steps into a graph (nothing runs now); also returns each step's
+/// launches.
+fn capture(
+    b: &CudaBackend,
+    plan: &mut CudaPlan,
+    env: &mut RunEnv<'_, CudaBackend>,
+    per_q_head: bool,
+) -> Result<(CapturedGraph, Vec<Vec<trace::LaunchRecord>>), BackendError> {
     // Pending uploads and writes must finish before capture starts: capture records work, it
     // does not wait for earlier work.
     b.synchronize()?;
@@ -200,22 +226,18 @@ fn capture(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBacken
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(device_err("beginning the decode graph capture (graphs=off runs without graphs)"))?;
     b.capturing.set(true);
-    let tracing = b.lib.trace() != Trace::Off;
-    if tracing {
-        b.lib.record_launches();
-    }
-    let recorded = run_steps(b, plan, env, per_q_head);
-    let launches = if tracing { b.lib.take_launches() } else { Vec::new() };
+    let recorded = run_steps(b, plan, env, per_q_head, true);
     b.capturing.set(false);
     // End the capture even when recording failed, or the stream stays in capture mode.
     let ended = b.stream.end_capture(CUgraphInstantiate_flags(0));
-    recorded?;
+    let launched = recorded?;
     let graph = ended
         .map_err(device_err("ending the decode graph capture (graphs=off runs without graphs)"))?
         .ok_or_else(|| BackendError::Device("graph capture recorded nothing".into()))?;
     graph.upload().map_err(device_err("uploading the decode graph (graphs=off runs without graphs)"))?;
     b.synchronize()?;
-    Ok(CapturedGraph { graph, launches })
+    let launches = launched.iter().flatten().cloned().collect();
+    Ok((CapturedGraph { graph, launches }, launched))
 }
 
 /// One replay with the device timeline on; returns its events.
@@ -229,15 +251,45 @@ fn traced_replay(b: &CudaBackend, captured: &CapturedGraph) -> Result<Vec<trace:
     Ok(events)
 }
 
-/// Launches every step (`per_q_head`: the decode attention's per-q-head kernel).
-fn run_steps(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>, per_q_head: bool) -> Result<(), BackendError> {
+/// Launches every step (`per_q_head`: the decode attention's per-q-head kernel); with
+/// `record`, returns each step's launches.
+fn run_steps(
+    b: &CudaBackend,
+    plan: &mut CudaPlan,
+    env: &mut RunEnv<'_, CudaBackend>,
+    per_q_head: bool,
+    record: bool,
+) -> Result<Vec<Vec<trace::LaunchRecord>>, BackendError> {
+    let mut launched = Vec::new();
     let CudaPlan { program, steps, planes, .. } = plan;
+    for &(ref step, rows) in steps.iter() {
+        if record {
+            b.lib.record_launches();
+        }
+        let ran = run_step(b, program, planes, step, rows, env, per_q_head);
+        if record {
+            launched.push(b.lib.take_launches());
+        }
+        ran?;
+    }
+    Ok(launched)
+}
+
+/// Launches one step.
+fn run_step(
+    b: &CudaBackend,
+    program: &Program,
+    planes: &mut PlanesScratch,
+    step: &Step,
+    rows: usize,
+    env: &mut RunEnv<'_, CudaBackend>,
+    per_q_head: bool,
+) -> Result<(), BackendError> {
     let dims = program.dims;
     let eps = dims.eps;
-    for &(ref step, rows) in steps.iter() {
+    {
         if let Step::Op(op) = step {
-            run_op(b, program, op, rows, env)?;
-            continue;
+            return run_op(b, program, op, rows, env);
         }
         let RunEnv { weights, acts, seqs } = &mut *env;
         let w = |id: crate::program::MatrixId| view(&weights.matrices[id.0]);
@@ -365,12 +417,32 @@ pub(super) fn describe(plan: &CudaPlan) -> String {
             "launched one by one (no graph)".to_string()
         }
     );
-    let names: Vec<String> = plan.steps.iter().map(|(s, _)| step_name(s)).collect();
-    for (text, count) in fold_repeats(&names) {
+    let kernels = |bucket: usize, i: usize| -> String {
+        plan.launched.get(bucket).and_then(|steps| steps.get(i)).map_or(String::new(), |ks| {
+            ks.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(" + ")
+        })
+    };
+    let names: Vec<String> = (0..plan.steps.len())
+        .map(|i| {
+            let (first, last) = (kernels(0, i), kernels(plan.launched.len().saturating_sub(1), i));
+            let launched = match (first.is_empty(), first == last) {
+                (true, _) => String::new(),
+                (false, true) => format!(": {first}"),
+                (false, false) => format!(": {first} | {last}"),
+            };
+            format!("{}{launched}", step_name(&plan.steps[i].0))
+        })
+        .collect();
+    for (block, count) in fold_repeats(&names) {
         if count > 1 {
-            let _ = writeln!(out, "  {count} x [{text}]");
+            let _ = writeln!(out, "  {count} x:");
+            for line in block {
+                let _ = writeln!(out, "    {line}");
+            }
         } else {
-            let _ = writeln!(out, "  {text}");
+            for line in block {
+                let _ = writeln!(out, "  {line}");
+            }
         }
     }
     out
@@ -394,8 +466,8 @@ fn step_name(step: &Step) -> String {
 }
 
 /// `names` with each maximal run of a repeated block (up to 12 steps long) folded into one entry
-/// and its count, so a model's layers read as one line.
-fn fold_repeats(names: &[String]) -> Vec<(String, usize)> {
+/// and its count, so a model's layers read as one block.
+fn fold_repeats(names: &[String]) -> Vec<(Vec<String>, usize)> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < names.len() {
@@ -410,7 +482,7 @@ fn fold_repeats(names: &[String]) -> Vec<(String, usize)> {
             }
         }
         let (len, count) = best;
-        out.push((names[i..i + len].join(", "), count));
+        out.push((names[i..i + len].to_vec(), count));
         i += len * count;
     }
     out
@@ -422,6 +494,7 @@ mod tests {
     fn repeated_blocks_fold_into_one_line() {
         let names: Vec<String> = ["a", "b", "c", "b", "c", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
         let folded = super::fold_repeats(&names);
-        assert_eq!(folded, vec![("a".into(), 1), ("b, c".into(), 3), ("d".into(), 1)]);
+        let block = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(folded, vec![(block(&["a"]), 1), (block(&["b", "c"]), 3), (block(&["d"]), 1)]);
     }
 }
