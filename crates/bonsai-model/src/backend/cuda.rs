@@ -395,7 +395,7 @@ impl Backend for CudaBackend {
     }
 
     fn embed(&self, table: &GpuQMatrix, tokens: &CudaSlice<u32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        ops::embed(self, table, tokens, m, out)
+        launch::embed_rows::embed_rows(&self.lib, &self.stream, &view(table), tokens, m, out).map_err(device_err("embed_rows"))
     }
 
     fn rms_norm(
@@ -429,11 +429,13 @@ impl Backend for CudaBackend {
         rope: &CudaRope,
         pos: &CudaPosition,
     ) -> Result<(), BackendError> {
-        ops::qk_norm_rope(self, qkv, rows, shape, (q_norm, k_norm, eps), rope, pos)
+        ops::qk_norm_rope(self, qkv, rows, shape, (q_norm, k_norm, eps), rope, pos, None)
     }
 
     fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
-        ops::kv_write(self, qkv, rows, shape, pos, cache)
+        let qkv = ops::rows_of("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
+        launch::kv_write::kv_write(&self.lib, &self.stream, &qkv, rows.rows, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
+            .map_err(device_err("kv_write"))
     }
 
     fn attention(
@@ -445,15 +447,52 @@ impl Backend for CudaBackend {
         cache: &CudaKvCache,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
-        ops::attention(self, qkv, rows, shape, pos, cache, out)
+        // Bounded by the host mirror of the position (prefill and op-by-op decode), or by the
+        // cache length inside a capture (the graph's position moves on every replay). Positions
+        // past the bound come out NaN from the kernel, never silently wrong.
+        let m = rows.rows;
+        let qkv = ops::rows_of("attention qkv", qkv, rows, shape.qkv_row_len())?;
+        let mut out = ops::rows_of_mut("attention out", out, rows, shape.q_len())?;
+        let seq_bound = if self.capturing.get() { cache.max_seq } else { (pos.host + m).min(cache.max_seq) };
+        let need = launch::attention::scratch_len(m, shape, seq_bound);
+        let decode_fits = self.decode_scratch.borrow().as_ref().is_some_and(|s| s.len() >= need);
+        let slot = if decode_fits {
+            &self.decode_scratch
+        } else {
+            // Sized for the whole cache at once so a growing prompt does not reallocate per chunk.
+            self.ensure_scratch(&self.prefill_scratch, launch::attention::scratch_len(m, shape, cache.max_seq))?;
+            &self.prefill_scratch
+        };
+        ops::with_attention_scratch(self, slot, |scratch, counters| {
+            launch::attention::attention(
+                &self.lib,
+                &self.stream,
+                &qkv,
+                m,
+                shape,
+                &pos.device,
+                cache.max_seq,
+                seq_bound,
+                &cache.k,
+                &cache.v,
+                scratch,
+                counters,
+                &mut out,
+            )
+            .map_err(device_err("attention"))
+        })
     }
 
     fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, dst_row: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        ops::copy_rows(self, src, src_row, dst_row, row_len, dst)
+        let from = ops::rows_of("copy_rows src", src, SeqRows { row0: src_row, rows: 1 }, row_len)?;
+        let mut to = ops::rows_of_mut("copy_rows dst", dst, SeqRows { row0: dst_row, rows: 1 }, row_len)?;
+        self.stream.memcpy_dtod(&from, &mut to).map_err(device_err("copy_rows"))
     }
 
     fn argmax(&self, logits: &CudaSlice<f32>, row: usize, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
-        ops::argmax(self, logits, row, n, out)
+        let logits = ops::rows_of("argmax logits", logits, SeqRows { row0: row, rows: 1 }, n)?;
+        let mut out = ops::token_at("argmax out", out, row)?;
+        launch::argmax::argmax(&self.lib, &self.stream, &logits, n, &mut out).map_err(device_err("argmax"))
     }
 
     fn new_sampler_state(&self) -> Result<CudaSamplerState, BackendError> {
@@ -487,6 +526,10 @@ impl Backend for CudaBackend {
         sampler: &mut CudaSamplerState,
         out: &mut CudaSlice<u32>,
     ) -> Result<(), BackendError> {
-        ops::sample(self, logits, row, n, params, sampler, out)
+        let CudaSamplerState { rng, candidates } = sampler;
+        let logits = ops::rows_of("sample logits", logits, SeqRows { row0: row, rows: 1 }, n)?;
+        let mut out = ops::token_at("sample out", out, row)?;
+        launch::sample_top_k::sample_top_k(&self.lib, &self.stream, &logits, n, params, rng, candidates, &mut out)
+            .map_err(device_err("sample_top_k"))
     }
 }

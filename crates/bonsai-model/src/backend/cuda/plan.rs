@@ -310,16 +310,8 @@ fn run_step(
                 for (s, seq) in seqs.iter_mut().enumerate() {
                     let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
                     let seq = &mut **seq;
-                    super::ops::qk_norm_rope_kv_write(
-                        b,
-                        acts.get_mut(qkv),
-                        rows,
-                        dims.shape,
-                        (vector(q_norm), vector(k_norm), eps),
-                        &weights.rope,
-                        &seq.pos,
-                        &mut seq.kv[layer],
-                    )?;
+                    let norms = (vector(q_norm), vector(k_norm), eps);
+                    super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, &weights.rope, &seq.pos, Some(&mut seq.kv[layer]))?;
                 }
             }
             Step::EmbedPlanes { table, out, norm, planes: p } => {
