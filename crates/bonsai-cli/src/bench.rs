@@ -85,10 +85,17 @@ pub const BENCH_SEED: u64 = 0x00b0_a5a1;
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     /// GGUF model file
-    #[arg(short = 'm', long = "model", conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    #[arg(
+        short = 'm',
+        long = "model",
+        conflicts_with_all = ["synthetic", "hf_repo"],
+        required_unless_present_any = ["synthetic", "hf_repo"]
+    )]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: crate::hub::HubArgs,
     /// Random weights at a real model's exact geometry instead of a file
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "hf_repo")]
     pub synthetic: Option<SyntheticModel>,
     /// Prompt tokens per prefill test (one forward call; 0 skips pp)
     #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
@@ -154,8 +161,9 @@ pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         let changes = config.describe_changes();
         eprintln!("kernel configuration: {}", if changes.is_empty() { "defaults" } else { changes.as_str() });
     }
+    let model = args.hub.fetch()?.or_else(|| args.model.clone());
     let backend = backend_choice::choose(args.cpu, config)?;
-    let report = match (&args.model, args.synthetic) {
+    let report = match (&model, args.synthetic) {
         (Some(path), _) => {
             let name = path.display().to_string();
             let loaded = backend_choice::load(path, backend, Some(plan.ctx))?;
@@ -165,7 +173,7 @@ pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
             AnyBackend::Cpu(b) => bench_synthetic(b, synthetic, &plan)?,
             AnyBackend::Cuda(b) => bench_synthetic(b, synthetic, &plan)?,
         },
-        (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
+        (None, None) => anyhow::bail!("give a model file (-m), a repository (-hf) or --synthetic"),
     };
     // Written with `?`: a closed stdout is a BrokenPipe error, which main treats as success.
     let mut out = std::io::stdout().lock();

@@ -68,10 +68,17 @@ const CHUNK: usize = 512;
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// GGUF model file
-    #[arg(short = 'm', long = "model", conflicts_with = "synthetic", required_unless_present = "synthetic")]
+    #[arg(
+        short = 'm',
+        long = "model",
+        conflicts_with_all = ["synthetic", "hf_repo"],
+        required_unless_present_any = ["synthetic", "hf_repo"]
+    )]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: crate::hub::HubArgs,
     /// Random weights at a real model's geometry instead of a file (prompt: random ids)
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "hf_repo")]
     pub synthetic: Option<SyntheticModel>,
     /// Greedy steps to compare
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
@@ -226,7 +233,8 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         let why = if is_absent_device(&e) { "no CUDA device found" } else { "the GPU did not open" };
         anyhow::Error::new(e).context(format!("bonsai check compares the CPU with the GPU, but {why}"))
     })?;
-    match (&args.model, args.synthetic) {
+    let model = args.hub.fetch()?.or_else(|| args.model.clone());
+    match (&model, args.synthetic) {
         (Some(path), _) => {
             let cpu_model: LoadedModel<CpuBackend> =
                 open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;
@@ -257,7 +265,7 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
             let gpu_model = Qwen3::new(gpu, g.config(), build()?, ctx)?;
             compare(&cpu_model, &gpu_model, &format!("{} (synthetic)", synthetic.name()), &prompt, args.n)
         }
-        (None, None) => anyhow::bail!("give a model file (-m) or --synthetic"),
+        (None, None) => anyhow::bail!("give a model file (-m), a repository (-hf) or --synthetic"),
     }
 }
 

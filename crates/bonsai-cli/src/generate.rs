@@ -25,8 +25,10 @@ pub const PREFILL_BATCH: usize = 512;
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
     /// GGUF model file (default: the built-in random-weight demo model)
-    #[arg(short = 'm', long = "model")]
+    #[arg(short = 'm', long = "model", conflicts_with = "hf_repo")]
     pub model: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: crate::hub::HubArgs,
     /// Context size in tokens (KV cache length); default min(4096, the model's)
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -98,9 +100,10 @@ pub struct GenerateArgs {
 /// Opens the model named by `args` (or the demo) on the GPU, or the CPU with `--cpu` or when no
 /// GPU exists, and says which backend runs.
 pub fn load(args: &ModelArgs, config: &Config) -> anyhow::Result<AnyLoaded> {
-    let path = match &args.model {
-        Some(p) => p.clone(),
-        None => crate::demo::demo_model_path(config)?,
+    let path = match (args.hub.fetch()?, &args.model) {
+        (Some(p), _) => p,
+        (None, Some(p)) => p.clone(),
+        (None, None) => crate::demo::demo_model_path(config)?,
     };
     let start = Instant::now();
     let backend = crate::backend_choice::choose(args.cpu, config)?;

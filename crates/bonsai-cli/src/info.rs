@@ -9,7 +9,10 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct InfoArgs {
     /// The GGUF file to describe.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "hf_repo", conflicts_with = "hf_repo")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub hub: crate::hub::HubArgs,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -147,12 +150,16 @@ fn print_text(out: &mut impl Write, file: &GgufFile, r: &Value) -> std::io::Resu
 }
 
 pub fn run(args: InfoArgs) -> anyhow::Result<()> {
-    let file = GgufFile::open(&args.file).map_err(|e| match e {
+    let path = match (args.hub.fetch()?, args.file) {
+        (Some(path), _) | (None, Some(path)) => path,
+        (None, None) => anyhow::bail!("give a GGUF file or a repository (-hf)"),
+    };
+    let file = GgufFile::open(&path).map_err(|e| match e {
         // An io error already names the path.
         bonsai_gguf::GgufError::Io { .. } => anyhow::Error::new(e),
-        other => anyhow::Error::new(other).context(args.file.display().to_string()),
+        other => anyhow::Error::new(other).context(path.display().to_string()),
     })?;
-    let r = report(&file, &args.file);
+    let r = report(&file, &path);
     // Locked and written with `?`: a reader that closes the pipe early (`| head`) ends the
     // command with a BrokenPipe error, which main treats as a quiet success.
     let mut out = std::io::stdout().lock();

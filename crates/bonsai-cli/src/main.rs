@@ -11,6 +11,7 @@ mod kernels;
 mod chat;
 mod demo;
 mod generate;
+mod hub;
 mod perplexity;
 
 use bonsai_kernels::Config;
@@ -48,7 +49,7 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(hub::expand_short_options(std::env::args_os()));
     // The one read of the environment's settings, with one error policy: a bad value stops here.
     let result = Config::from_env(cli.kernel_config.as_deref()).map_err(anyhow::Error::new).and_then(|config| {
         match cli.command {
