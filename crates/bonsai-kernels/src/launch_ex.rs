@@ -125,6 +125,16 @@ mod tests {
         ("attention_decode_g4_hd128_planes", "attention_decode_body"),
         ("attention_decode_g8_hd128", "attention_decode_body"),
         ("attention_decode_g8_hd128_planes", "attention_decode_body"),
+        ("attention_decode_g3_hd64", "attention_decode_body"),
+        ("attention_decode_g5_hd64", "attention_decode_body"),
+        ("attention_decode_g6_hd64", "attention_decode_body"),
+        ("attention_decode_g7_hd64", "attention_decode_body"),
+        ("attention_decode_g3_hd128", "attention_decode_body"),
+        ("attention_decode_g5_hd128", "attention_decode_body"),
+        ("attention_decode_g6_hd128", "attention_decode_body"),
+        ("attention_decode_g7_hd128", "attention_decode_body"),
+        ("attention_decode_g1_hd256", "attention_decode_body"),
+        ("attention_decode_g2_hd256", "attention_decode_body"),
         ("_hd128_planes_heads", "attention_decode_body"),
     ];
 

@@ -259,6 +259,8 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/attention/attention.cu"),
         entry_points: &[
             "attention_split_keys",
+            "attention_split_keys_any_group",
+            "attention_split_keys_hd256",
         ],
     },
     KernelSource {
@@ -267,6 +269,8 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "attention_prefill_mma_hd64",
             "attention_prefill_mma_hd128",
+            "attention_prefill_mma_hd64_any_group",
+            "attention_prefill_mma_hd128_any_group",
         ],
     },
     KernelSource {
@@ -281,6 +285,16 @@ pub const SOURCES: &[KernelSource] = &[
             "attention_decode_g2_hd128",
             "attention_decode_g4_hd128",
             "attention_decode_g8_hd128",
+            "attention_decode_g3_hd64",
+            "attention_decode_g5_hd64",
+            "attention_decode_g6_hd64",
+            "attention_decode_g7_hd64",
+            "attention_decode_g3_hd128",
+            "attention_decode_g5_hd128",
+            "attention_decode_g6_hd128",
+            "attention_decode_g7_hd128",
+            "attention_decode_g1_hd256",
+            "attention_decode_g2_hd256",
             "attention_decode_g1_hd128_planes",
             "attention_decode_g2_hd128_planes",
             "attention_decode_g4_hd128_planes",

@@ -63,13 +63,74 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             attention_rows(ctx, &g, 1, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
         }
     }
+    // The decode entry points GENERAL's rows below do not reach (groups 3..7 at head_dim 64 and
+    // 128, 1 and 2 at 256), each past 128 keys (a merge of several splits).
+    for g in &DECODE_GROUPS {
+        attention_rows(ctx, g, 1, 1000, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    }
     // A captured decode graph: the cache (and the host's bound) far past the live length.
     attention_rows(ctx, &SMALL, 1, 40, CacheSize::Graph, PrefillKernel::SplitKeys)?;
     if set == ShapeSet::All {
         attention_rows(ctx, &MODELS[2], 1, 77, CacheSize::Graph, PrefillKernel::SplitKeys)?;
     }
+    // Head shapes beyond the models' (GENERAL): the per-head ops at a small batch, then decode, a
+    // small batch and a prefill chunk on the kernel the launcher picks (split keys for the prefill
+    // chunk here; the tensor-core rows are attention_mma's). Positions span several splits of
+    // either split size.
+    for g in &GENERAL {
+        let (m, pos0) = GENERAL_BATCH;
+        qk_norm_rope(ctx, g, m, pos0)?;
+        kv_write(ctx, g, m, pos0)?;
+        qk_norm_rope_kv_write(ctx, g, m, pos0)?;
+        for (m, pos0) in [GENERAL_DECODE, GENERAL_BATCH, GENERAL_PREFILL] {
+            attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
+        }
+    }
+    let (m, pos0) = GENERAL_BATCH;
+    qk_norm_rope_kv_write(ctx, &ODD_PAIRS, m, pos0)?;
+    for (m, pos0) in [GENERAL_DECODE, GENERAL_BATCH] {
+        attention_rows(ctx, &ODD_PAIRS, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    }
     Ok(())
 }
+
+/// Attention-only head shapes (hidden/ffn unused) covering the GQA groups and head_dims the
+/// models do not: groups 1, 2, 3, 4, 5, 8, 16 and 17 (a group over ATT_ROWS = 16, cut into head
+/// chunks of 9 and 8), head_dim 64, 80 (a multiple of 4, not of 32), 128 and 256, and below 130
+/// (2 mod 4: the wide kernel's pair loads). Group 3 at head_dim 128 is a 6 q / 2 kv head Qwen3
+/// geometry.
+pub(crate) const GENERAL: [Geometry; 8] = [
+    attention_geometry("g3-hd128", 6, 2, 128),
+    attention_geometry("g5-hd64", 5, 1, 64),
+    attention_geometry("g16-hd64", 16, 1, 64),
+    attention_geometry("g17-hd64", 34, 2, 64),
+    attention_geometry("g1-hd256", 2, 2, 256),
+    attention_geometry("g4-hd256", 8, 2, 256),
+    attention_geometry("g8-hd256", 8, 1, 256),
+    attention_geometry("g2-hd80", 4, 2, 80),
+];
+/// A head shape with no other role: hidden = n_q * head_dim, no FFN.
+const fn attention_geometry(name: &'static str, n_q: usize, n_kv: usize, head_dim: usize) -> Geometry {
+    Geometry { name, hidden: n_q * head_dim, ffn: 0, n_q, n_kv, head_dim, ternary: false }
+}
+/// Decode-only head shapes for the decode entry points of groups 3, 5, 6, 7 and of head_dim 256
+/// that GENERAL leaves out.
+const DECODE_GROUPS: [Geometry; 7] = [
+    attention_geometry("g3-hd64", 3, 1, 64),
+    attention_geometry("g6-hd64", 6, 1, 64),
+    attention_geometry("g7-hd64", 14, 2, 64),
+    attention_geometry("g5-hd128", 10, 2, 128),
+    attention_geometry("g6-hd128", 6, 1, 128),
+    attention_geometry("g7-hd128", 7, 1, 128),
+    attention_geometry("g2-hd256", 4, 2, 256),
+];
+/// The 2 mod 4 head_dim (decode and the small batch only: the prefill chunk runs the same kernel).
+const ODD_PAIRS: Geometry = attention_geometry("g3-hd130", 3, 1, 130);
+/// (m, pos0) of GENERAL's checks: one token at 4 decode splits of 32 keys; 5 tokens over 2 of
+/// them; a 33-token chunk over 2 prefill splits of 128 keys.
+pub(crate) const GENERAL_DECODE: (usize, usize) = (1, 100);
+pub(crate) const GENERAL_BATCH: (usize, usize) = (5, 60);
+pub(crate) const GENERAL_PREFILL: (usize, usize) = (33, 150);
 
 /// How big the attention check makes the cache, and the sequence bound it passes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,10 +179,17 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
 fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let half = hd / 2;
-    // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is a <= 7-level tree
-    // of positive terms (<= 10u), /hd, +eps and rsqrtf (2 ulp) give inv within 9u, the two
-    // products 11u on x1 and x2; rotation adds 2 products and a sum: |err| <= 14u (|x1|+|x2|)
-    // (|cos|+|sin|). Factor 2 for second order. The v part is untouched: exact.
+    // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is each pair's
+    // a^2 + b^2 (2 roundings), then block_sum's tree over the hd / 2 threads: 5 shuffle levels in
+    // a warp and ceil(log2(warps)) over the ceil(hd / 64) warps (the zero lanes' adds are exact).
+    // Up to head_dim 256 (4 warps) that is <= 7 levels, 9 roundings of positive terms: <= 10u.
+    // /hd, +eps and rsqrtf (2 ulp) give inv within 9u, the two products 11u on x1 and x2;
+    // rotation adds 2 products and a sum: |err| <= 14u (|x1|+|x2|) (|cos|+|sin|). Factor 2 for
+    // second order. Each level past 7 (head_dim > 256) adds u to the sum of squares, u/2 to inv
+    // and to x1, x2: u (|x1|+|x2|)(|cos|+|sin|) with the factor 2. The v part is untouched: exact.
+    let warps = hd.div_ceil(64).max(1);
+    let levels = 5 + warps.next_power_of_two().trailing_zeros() as usize;
+    let coeff = 28.0 + levels.saturating_sub(7) as f64;
     let heads = shape.n_q + shape.n_kv;
     let mut bound = vec![0.0f64; m * row];
     for i in 0..m {
@@ -134,7 +202,7 @@ fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &
             for j in 0..half {
                 let x1 = (x[j] as f64 * inv * w[j] as f64).abs();
                 let x2 = (x[j + half] as f64 * inv * w[j + half] as f64).abs();
-                let b = 28.0 * U * (x1 + x2) * (cos[j].abs() + sin[j].abs()) as f64 + f32::MIN_POSITIVE as f64;
+                let b = coeff * U * (x1 + x2) * (cos[j].abs() + sin[j].abs()) as f64 + f32::MIN_POSITIVE as f64;
                 bound[i * row + h * hd + j] = b;
                 bound[i * row + h * hd + j + half] = b;
             }
@@ -241,8 +309,16 @@ pub(crate) fn attention_rows(
     cache: CacheSize,
     kernel: PrefillKernel,
 ) -> Result<(), VerifyError> {
-    let mma = kernel == PrefillKernel::Mma && m > launch::attention::DECODE_MAX_TOKENS;
     let shape = head_shape(g);
+    // The kernel the launch runs (the tensor-core one only where this device fits it): its bound
+    // and its name on the row.
+    let smem_optin = crate::launch::device_attribute(
+        &ctx.stream,
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+    )?;
+    let chosen = launch::attention::choose_kernel(m, shape, kernel, smem_optin)
+        .map_err(|detail| crate::launch::LaunchError::Shape { op: "attention", detail })?;
+    let mma = matches!(chosen, launch::attention::AttentionKernel::PrefillMma(_));
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let max_seq = match cache {
         CacheSize::Live => pos0 + m + 3,
@@ -287,7 +363,7 @@ pub(crate) fn attention_rows(
     let cmp = Comparison::of(&got, &want, |i| if i < n_out { bound[i] } else { 0.0 });
     let graph = if cache == CacheSize::Graph { format!(" max_seq={max_seq} (graph bound)") } else { String::new() };
     let op = if mma { "attention_prefill_mma" } else { "attention" };
-    ctx.record(op, &format!("{} m={m} pos0={pos0} seq={}{graph}", g.name, pos0 + m), cmp);
+    ctx.record(op, &format!("{} m={m} pos0={pos0} seq={}{graph} {}", g.name, pos0 + m, chosen.entry_point()), cmp);
     Ok(())
 }
 
@@ -308,8 +384,15 @@ pub(super) fn decode_bound(inputs: &BoundInputs<'_>) -> Vec<f64> {
     // u |s - max| as before. Its flush-to-zero drops weights below 2^-126 (max weight 1, sum
     // >= 1): <= seq 2^-126 2 max|v|. Its sums: a lane adds <= seq/2 keys with one rescale per
     // 8-key step (<= seq/8 + 1, each also an exp2 correction of <= 3u + u|dmax| on both sums),
-    // then <= 2 shuffle adds, 8 warps and <= 32 splits (42 adds): within 2 (seq + seq/4 + 48)u max|v|,
-    // which also covers the split-key kernel's chain; the test uses that one bound.
+    // then <= 3 shuffle adds (the 8 key slots of a warp at head_dim 64), 8 warps and <= 32 splits
+    // (43 adds): within 2 (seq + seq/4 + 48)u max|v|, which also covers the split-key kernel's
+    // chain; the test uses that one bound.
+    // Neither kernel's chains depend on the GQA group (each row's are its own). At head_dim 256
+    // the decode kernel's score is two 8-long chains and 4 shuffle levels (14 roundings with the
+    // scaling of q, inside (hd + 7)u) and a lane takes 4 keys of each 8-key step (<= seq/2) with
+    // 1 shuffle add after; the split-key kernels' dot is hd sequential fmaf at every head_dim up
+    // to 256 (the _hd256 entry point's zero-padded dims at a head_dim of 2 mod 4 add exact
+    // zeros). So the bound holds as derived, with the row's hd.
     bound_per_head(inputs, |p, st| {
         let seq = (p + 1) as f64;
         let ds = (hd as f64 + 7.0) * U * st.qk_abs + 3.0 * U + U * (st.s_max - st.s_min);

@@ -1,7 +1,8 @@
-//! Checks of the tensor-core prefill attention (`attention_prefill_mma_hd*`, selected in
-//! production by BONSAI_PREFILL_ATTENTION=mma; verify selects it explicitly) and its error bound.
+//! Checks of the tensor-core prefill attention (`attention_prefill_mma_hd*`, the launcher's choice
+//! for prefill batches where it fits the head shape and the device; verify asks for it explicitly)
+//! and its error bound.
 
-use super::attention::{attention_rows, bound_per_head, BoundInputs, CacheSize, DECODE_WIDE_LANES};
+use super::attention::{attention_rows, bound_per_head, BoundInputs, CacheSize, DECODE_WIDE_LANES, GENERAL, GENERAL_PREFILL};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
@@ -33,6 +34,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // A cache far longer than the live positions (keys past the chunk are NaN there: they must
     // never be read).
     attention_rows(ctx, &SMALL, 33, 40, CacheSize::Graph, PrefillKernel::Mma)?;
+    // The general head shapes' prefill chunk on the kernel the launcher picks: the `_any_group`
+    // entry points for groups 3, 5 and 17, the plain one for 16, split keys at head_dim 256.
+    for g in &GENERAL {
+        let (m, pos0) = GENERAL_PREFILL;
+        attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+    }
     Ok(())
 }
 

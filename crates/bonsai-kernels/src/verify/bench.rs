@@ -133,7 +133,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     if wanted("bench_attention") {
         // seq 16: the short-context latency of one decode step; 8192 and 32768: the cache stream.
         for seq in [16, 8192, 32768] {
-            rows.push(bench_attention(ctx, seq, copy_bw)?);
+            rows.push(bench_attention(ctx, "8B", EIGHT_B, seq, copy_bw)?);
+        }
+        // Head shapes without a decode entry point (split keys): GQA group 3 and head_dim 256 at
+        // the 8B model's cache bytes per token.
+        for (name, shape) in [("g3", G3_HD128), ("hd256", G2_HD256)] {
+            rows.push(bench_attention(ctx, name, shape, 8192, copy_bw)?);
         }
     }
     // Attention + the output projection: a separate prepare launch against the planes variant.
@@ -142,10 +147,15 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     }
     if wanted("bench_prefill_attention") {
         // One Bonsai-8B layer's causal attention at pp512: the split-keys kernel against the
-        // tensor-core one (BONSAI_PREFILL_ATTENTION=mma).
+        // tensor-core one (the launcher's default where it fits).
         for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
-            rows.push(bench_prefill_attention(ctx, kernel, copy_bw)?);
+            rows.push(bench_prefill_attention(ctx, "8B", EIGHT_B, kernel, copy_bw)?);
         }
+        // GQA group 3 (the tensor-core `_any_group` entry point) and head_dim 256 (split keys).
+        for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
+            rows.push(bench_prefill_attention(ctx, "g3", G3_HD128, kernel, copy_bw)?);
+        }
+        rows.push(bench_prefill_attention(ctx, "hd256", G2_HD256, PrefillKernel::SplitKeys, copy_bw)?);
     }
     if wanted("image_gemm") {
         rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
@@ -236,8 +246,25 @@ fn bench_matmul(
     }
 }
 
-fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, VerifyError> {
-    let shape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+/// Bonsai-8B's attention heads.
+const EIGHT_B: HeadShape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+/// GQA group 3 with 8B's kv heads (no decode entry point; the `_any_group` tensor-core kernel).
+const G3_HD128: HeadShape = HeadShape { n_q: 24, n_kv: 8, head_dim: 128 };
+/// head_dim 256 with 8B's cache bytes per token (`attention_split_keys_hd256`).
+const G2_HD256: HeadShape = HeadShape { n_q: 8, n_kv: 4, head_dim: 256 };
+
+/// The kernel `attention` runs for `m` tokens of `shape` on this device, by entry point.
+fn chosen_entry(ctx: &Ctx, m: usize, shape: HeadShape, kernel: PrefillKernel) -> Result<&'static str, VerifyError> {
+    let optin = crate::launch::device_attribute(
+        &ctx.stream,
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+    )?;
+    let chosen = launch::attention::choose_kernel(m, shape, kernel, optin)
+        .map_err(|detail| crate::launch::LaunchError::Shape { op: "attention", detail })?;
+    Ok(chosen.entry_point())
+}
+
+fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy_bw: f64) -> Result<BenchRow, VerifyError> {
     let max_seq = seq;
     let cache_len = shape.n_kv * max_seq * shape.head_dim;
     let cache_bytes = 2 * 2 * cache_len;
@@ -257,7 +284,8 @@ fn bench_attention(ctx: &mut Ctx, seq: usize, copy_bw: f64) -> Result<BenchRow, 
         launch::attention::attention(lib, &stream, &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut counters, &mut out)?;
         Ok(())
     })?;
-    Ok(row("attention_decode", format!("8B decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
+    let kernel = if shape == EIGHT_B { "attention_decode" } else { chosen_entry(ctx, 1, shape, PrefillKernel::Mma)? };
+    Ok(row(kernel, format!("{name} decode seq={seq}"), secs, Some(cache_bytes as f64), None, copy_bw))
 }
 
 /// Launches per timed batch of the prefill attention: its 2 MB cache stays in L2 as it does in a
@@ -266,8 +294,7 @@ const PREFILL_ATTENTION_BATCH: usize = 20;
 /// Prompt length of the prefill attention row (pp512).
 const PREFILL_TOKENS: usize = 512;
 
-fn bench_prefill_attention(ctx: &mut Ctx, kernel: PrefillKernel, copy_bw: f64) -> Result<BenchRow, VerifyError> {
-    let shape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
+fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel: PrefillKernel, copy_bw: f64) -> Result<BenchRow, VerifyError> {
     let (m, max_seq) = (PREFILL_TOKENS, PREFILL_TOKENS);
     let cache_len = shape.n_kv * max_seq * shape.head_dim;
     let cache: Vec<u16> = (0..cache_len).map(|_| half::f16::from_f32(ctx.rng.range(-2.0, 2.0)).to_bits()).collect();
@@ -286,9 +313,10 @@ fn bench_prefill_attention(ctx: &mut Ctx, kernel: PrefillKernel, copy_bw: f64) -
     })?;
     // Useful causal FLOPs: QK^T and PV over m (m + 1) / 2 (query, key) pairs, 2 hd each, per q head.
     let flops = 4.0 * shape.n_q as f64 * shape.head_dim as f64 * (m * (m + 1) / 2) as f64;
-    let name = match kernel {
-        PrefillKernel::SplitKeys => "attention_split_keys",
-        PrefillKernel::Mma => "attention_prefill_mma",
+    let name = match (shape == EIGHT_B, kernel) {
+        (true, PrefillKernel::SplitKeys) => "attention_split_keys",
+        (true, PrefillKernel::Mma) => "attention_prefill_mma",
+        (false, _) => chosen_entry(ctx, m, shape, kernel)?,
     };
-    Ok(row(name, format!("8B pp{m} layer"), secs, None, Some(flops), copy_bw))
+    Ok(row(name, format!("{label} pp{m} layer"), secs, None, Some(flops), copy_bw))
 }

@@ -30,9 +30,11 @@ const INPUT_RANGE: f32 = 2.0;
 const EPS: f32 = 1e-6;
 /// (name, n_q, n_kv, K): a small GQA shape; the models' shapes with the full set.
 const SMALL: (&str, usize, usize, usize) = ("small", 4, 2, 256);
+/// GQA group 3 (6 q / 2 kv heads): the epilogue serves every head_dim-128 model, whatever its group.
+const SMALL_G3: (&str, usize, usize, usize) = ("g3", 6, 2, 256);
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
-    let mut cases = vec![SMALL];
+    let mut cases = vec![SMALL, SMALL_G3];
     if set == ShapeSet::All {
         cases.extend(MODELS.iter().filter(|m| !m.ternary).map(|m| (m.name, m.n_q, m.n_kv, m.hidden)));
     }

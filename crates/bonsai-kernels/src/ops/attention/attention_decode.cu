@@ -117,7 +117,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
     constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
     static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
-                  "HD must be 64 or 128");
+                  "HD must be 64, 128 or 256");
     __shared__ float warp_max_s[WARPS][G];
     __shared__ float warp_sum_s[WARPS][G];
     __shared__ __align__(16) float warp_acc_s[WARPS][G][HD];
@@ -436,6 +436,54 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g8_hd128(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<8, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+
+// The other GQA groups up to 8 (a 40 q / 8 kv head Qwen3-14B is group 5) and head_dim 256 at
+// groups 1 and 2: the same body, so their decode streams the cache as the groups above do
+// instead of going through attention_split_keys, whose CTAs stage 16 query rows and the keys in
+// shared memory for the G rows one token has.
+// Not instantiated: groups over 8 at any head_dim and groups over 2 at head_dim 256, whose q and
+// acc registers (2 G D per lane) spill past the 255-register cap (G 16 at HD 64 and G 4 at HD
+// 256 do); those run attention_split_keys.
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g3_hd64(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<3, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g5_hd64(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<5, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g6_hd64(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<6, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g7_hd64(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<7, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g3_hd128(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<3, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g5_hd128(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<5, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g6_hd128(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<6, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g7_hd128(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<7, 128, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd256(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<1, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd256(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<2, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 
 // HD 128 with gemv_b1's planes of the output (the attention output projection's x) written too.

@@ -1,11 +1,13 @@
 // Causal GQA prefill attention on mma.sync m16n8k16 f16 tensor cores (flash-attention-2 style),
-// for m > 8 query tokens; selected by BONSAI_PREFILL_ATTENTION=mma (launcher: ops/attention/cuda.rs).
+// for m > 8 query tokens where it fits the head shape and the device (launcher: ops/attention/cuda.rs).
 // Same contract as attention_split_keys: query head h of token i (position p = pos0[0] + i)
 // attends to cache positions 0..=p of kv head h / G; qkv [m, (n_q + 2 n_kv) hd] f32, f16 caches
 // [n_kv][max_seq][hd], out [m, n_q hd] f32; a position >= max_seq gives NaN output.
 //
 // CTA: 4 warps x 16 rows = APM_ROWS = 64 query rows of one kv head: 64 / G tokens x the G heads
 // sharing it (row r = token r / G, head r % G), so every K/V tile is read once for all G heads.
+// The `_any_group` entry points take any G <= 64: floor(64 / G) tokens per CTA, the rows past
+// them idle (zero q, never stored); the others assume G divides 64 and compile without that test.
 // Grid (n_kv, ceil(m G / 64)), the y index reversed so the latest (longest) blocks start first.
 // K/V tiles of 64 keys stream through a cp.async double buffer; tiles past the block's last
 // position are never loaded, keys past it (or past max_seq) are zero-filled and masked.
@@ -59,7 +61,7 @@ __device__ __forceinline__ void apm_split(float x, u16& hi, u16& lo) {
     lo = f32_to_f16(x - f16_to_f32(hi));
 }
 
-template <int HD>
+template <int HD, bool ANY_GROUP = false>
 __device__ __forceinline__ void attention_prefill_mma_body(const float* __restrict__ qkv, int m, int n_q, int n_kv,
                                                            const u32* __restrict__ pos0_ptr, int max_seq,
                                                            const u16* __restrict__ k_cache,
@@ -86,6 +88,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
     const int block = gridDim.y - 1 - blockIdx.y;  // longest blocks first
     const int group = n_q / n_kv;
     const int tokens_per_cta = APM_ROWS / group;
+    const int used_rows = tokens_per_cta * group;  // rows past it idle (ANY_GROUP only)
     const int token0 = block * tokens_per_cta;
     const long long pos0 = pos0_ptr[0];
     const int last_token = min(m, token0 + tokens_per_cta) - 1;
@@ -110,7 +113,8 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
         const int token = token0 + r / group;
         const int head = kv_head * group + r % group;
         float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (token < m) x = *reinterpret_cast<const float4*>(qkv + token * qkv_row + (long long)head * HD + d);
+        if (token < m && (!ANY_GROUP || r < used_rows))
+            x = *reinterpret_cast<const float4*>(qkv + token * qkv_row + (long long)head * HD + d);
         u16 h0, h1, h2, h3, l0, l1, l2, l3;
         apm_split(x.x * scale_log2, h0, l0);
         apm_split(x.y * scale_log2, h1, l1);
@@ -125,8 +129,9 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
     long long row_pos[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int token = token0 + (warp * 16 + g + 8 * r) / group;
-        row_pos[r] = token < m ? pos0 + token : cta_max_pos;
+        const int row = warp * 16 + g + 8 * r;
+        const int token = token0 + row / group;
+        row_pos[r] = token < m && (!ANY_GROUP || row < used_rows) ? pos0 + token : cta_max_pos;
     }
 
     // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
@@ -247,7 +252,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
         total += __shfl_xor_sync(FULL_MASK, total, 2);
         const int row = warp * 16 + g + 8 * r;
         const int token = token0 + row / group;
-        if (token >= m) continue;
+        if (token >= m || (ANY_GROUP && row >= used_rows)) continue;
         const int head = kv_head * group + row % group;
         const bool beyond = pos0 + token >= max_seq;
         float* dst = out + ((long long)token * n_q + head) * HD + 2 * t;
@@ -278,4 +283,22 @@ extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
                                 float* __restrict__ out, float scale_log2) {
     griddep_wait();
     attention_prefill_mma_body<128>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+}
+// Any GQA group up to 64 (floor(64 / G) tokens per CTA, idle rows past them); same arguments and
+// shared memory as the entry points above.
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
+    attention_prefill_mma_hd64_any_group(const float* __restrict__ qkv, int m, int n_q, int n_kv,
+                                         const u32* __restrict__ pos0_ptr, int max_seq,
+                                         const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
+                                         float* __restrict__ out, float scale_log2) {
+    griddep_wait();
+    attention_prefill_mma_body<64, true>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
+    attention_prefill_mma_hd128_any_group(const float* __restrict__ qkv, int m, int n_q, int n_kv,
+                                          const u32* __restrict__ pos0_ptr, int max_seq,
+                                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
+                                          float* __restrict__ out, float scale_log2) {
+    griddep_wait();
+    attention_prefill_mma_body<128, true>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
 }

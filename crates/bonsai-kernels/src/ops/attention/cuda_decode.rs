@@ -28,17 +28,29 @@ pub const DECODE_CTAS_PER_SM: usize = 1;
 
 const OP: &str = "attention";
 
-/// The entry point for GQA group `group` and `head_dim`, if the decode kernel has one.
+/// The entry point for GQA group `group` and `head_dim`, if the decode kernel has one: groups 1..=8
+/// at head_dim 64 and 128, groups 1 and 2 at 256 (larger groups spill registers; they run
+/// `attention_split_keys`).
 pub fn decode_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
     Some(match (group, head_dim) {
         (1, 64) => "attention_decode_g1_hd64",
         (2, 64) => "attention_decode_g2_hd64",
+        (3, 64) => "attention_decode_g3_hd64",
         (4, 64) => "attention_decode_g4_hd64",
+        (5, 64) => "attention_decode_g5_hd64",
+        (6, 64) => "attention_decode_g6_hd64",
+        (7, 64) => "attention_decode_g7_hd64",
         (8, 64) => "attention_decode_g8_hd64",
         (1, 128) => "attention_decode_g1_hd128",
         (2, 128) => "attention_decode_g2_hd128",
+        (3, 128) => "attention_decode_g3_hd128",
         (4, 128) => "attention_decode_g4_hd128",
+        (5, 128) => "attention_decode_g5_hd128",
+        (6, 128) => "attention_decode_g6_hd128",
+        (7, 128) => "attention_decode_g7_hd128",
         (8, 128) => "attention_decode_g8_hd128",
+        (1, 256) => "attention_decode_g1_hd256",
+        (2, 256) => "attention_decode_g2_hd256",
         _ => return None,
     })
 }
@@ -195,12 +207,20 @@ mod tests {
             if let Some(heads) = decode_heads_entry_point(group) {
                 assert!(entry_points().any(|e| e == heads), "{heads} not in the registry");
             }
+        }
+        for group in 1..=8 {
             for hd in [64, 128] {
                 let name = decode_entry_point(group, hd).expect("supported shape");
                 assert!(entry_points().any(|e| e == name), "{name} not in the registry");
             }
         }
+        for group in [1, 2] {
+            let name = decode_entry_point(group, 256).expect("supported shape");
+            assert!(entry_points().any(|e| e == name), "{name} not in the registry");
+        }
         assert_eq!(decode_entry_point(16, 128), None);
+        assert_eq!(decode_entry_point(9, 64), None);
+        assert_eq!(decode_entry_point(3, 256), None);
         assert_eq!(decode_entry_point(4, 96), None);
     }
 

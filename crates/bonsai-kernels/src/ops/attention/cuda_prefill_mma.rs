@@ -1,13 +1,19 @@
 //! Launcher of the tensor-core prefill attention (attention_prefill_mma.cu): batches of more than
 //! [`super::DECODE_MAX_TOKENS`] tokens run it where it has an entry point for the head shape
-//! ([`prefill_mma_fits`]), `attention_split_keys` otherwise.
+//! ([`prefill_mma_fits`]) and the device lets a CTA opt in to its shared memory
+//! ([`prefill_mma_fits_in`], [`prefill_mma_fits_on`]), `attention_split_keys` otherwise
+//! ([`super::choose_kernel`]).
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{
+    as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
+    LaunchError,
+};
+use cudarc::driver::sys::CUdevice_attribute;
 use crate::launch_ex::Launch;
 
 const OP: &str = "attention";
@@ -21,7 +27,8 @@ pub enum PrefillKernel {
     Mma,
 }
 
-/// Query rows (tokens x GQA heads) per CTA (`APM_ROWS`): n_q / n_kv must divide it.
+/// Query rows (tokens x GQA heads) per CTA (`APM_ROWS`): a GQA group up to it runs, floor(64 / G)
+/// tokens per CTA (the `_any_group` entry points where G does not divide it).
 pub const PREFILL_MMA_ROWS: usize = 64;
 /// Keys per K/V tile (`APM_BLOCK_K`).
 pub const PREFILL_MMA_BLOCK_K: usize = 64;
@@ -29,7 +36,8 @@ pub const PREFILL_MMA_BLOCK_K: usize = 64;
 const PREFILL_MMA_PAD: usize = 8;
 const PREFILL_MMA_THREADS: u32 = 128;
 
-/// The entry point for `head_dim`, if the kernel has one.
+/// The entry point for `head_dim` and GQA groups dividing [`PREFILL_MMA_ROWS`], if the kernel has
+/// one.
 pub fn prefill_mma_entry_point(head_dim: usize) -> Option<&'static str> {
     match head_dim {
         64 => Some("attention_prefill_mma_hd64"),
@@ -38,11 +46,41 @@ pub fn prefill_mma_entry_point(head_dim: usize) -> Option<&'static str> {
     }
 }
 
-/// Whether the tensor-core kernel runs this head shape: head_dim 64 or 128 and a GQA group that
-/// divides [`PREFILL_MMA_ROWS`].
-pub fn prefill_mma_fits(shape_: HeadShape) -> bool {
+/// The entry point for a head shape: head_dim 64 or 128; a GQA group dividing
+/// [`PREFILL_MMA_ROWS`] takes [`prefill_mma_entry_point`], any other group up to it the
+/// `_any_group` one (idle rows where the group does not divide 64).
+pub fn prefill_mma_kernel(shape_: HeadShape) -> Option<&'static str> {
     let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
-    prefill_mma_entry_point(shape_.head_dim).is_some() && group > 0 && PREFILL_MMA_ROWS % group == 0
+    if group == 0 || group > PREFILL_MMA_ROWS {
+        return None;
+    }
+    if PREFILL_MMA_ROWS % group == 0 {
+        return prefill_mma_entry_point(shape_.head_dim);
+    }
+    match shape_.head_dim {
+        64 => Some("attention_prefill_mma_hd64_any_group"),
+        128 => Some("attention_prefill_mma_hd128_any_group"),
+        _ => None,
+    }
+}
+
+/// Whether the tensor-core kernel has an entry point for this head shape ([`prefill_mma_kernel`]),
+/// whatever the device.
+pub fn prefill_mma_fits(shape_: HeadShape) -> bool {
+    prefill_mma_kernel(shape_).is_some()
+}
+
+/// [`prefill_mma_fits`] on a device whose CTAs may opt in to `smem_optin` bytes of shared memory:
+/// head_dim 128 needs 104,448 (more than the 99 KB of sm_86, sm_89 and sm_120), head_dim 64
+/// 55,296.
+pub fn prefill_mma_fits_in(shape_: HeadShape, smem_optin: usize) -> bool {
+    prefill_mma_fits(shape_) && prefill_mma_shared_bytes(shape_.head_dim) <= smem_optin
+}
+
+/// [`prefill_mma_fits_in`] on the stream's device.
+pub fn prefill_mma_fits_on(stream: &Arc<CudaStream>, shape_: HeadShape) -> Result<bool, LaunchError> {
+    let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    Ok(prefill_mma_fits_in(shape_, optin))
 }
 
 /// Dynamic shared memory of one CTA: q hi and lo [ROWS], K and V double-buffered [2][BLOCK_K],
@@ -53,8 +91,8 @@ pub fn prefill_mma_shared_bytes(head_dim: usize) -> usize {
         * std::mem::size_of::<u16>()
 }
 
-/// One launch of `attention_prefill_mma_hd*` for `m` tokens; the caller checked the buffer
-/// lengths and the head shape's basic validity (attention()).
+/// One launch of `entry` (an `attention_prefill_mma_hd*` entry point, [`prefill_mma_kernel`]) for
+/// `m` tokens; the caller checked the buffer lengths and the head shape (attention()).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_prefill_mma(
     lib: &KernelLibrary,
@@ -67,20 +105,13 @@ pub(super) fn attention_prefill_mma(
     k_cache: &impl DevicePtr<u16>,
     v_cache: &impl DevicePtr<u16>,
     out: &mut impl DevicePtrMut<f32>,
+    entry: &'static str,
 ) -> Result<(), LaunchError> {
     let hd = shape_.head_dim;
-    let entry = prefill_mma_entry_point(hd).ok_or_else(|| {
-        shape(OP, format!("prefill attention on tensor cores: no kernel for head_dim {hd} (64 or 128)"))
-    })?;
-    let group = shape_.n_q / shape_.n_kv;
-    if PREFILL_MMA_ROWS % group != 0 {
-        return Err(shape(
-            OP,
-            format!(
-                "prefill attention on tensor cores: GQA group {group} does not divide {PREFILL_MMA_ROWS}"
-            ),
-        ));
+    if prefill_mma_kernel(shape_) != Some(entry) {
+        return Err(shape(OP, format!("prefill attention on tensor cores: {entry} does not take {shape_:?}")));
     }
+    let group = shape_.n_q / shape_.n_kv;
     let tokens_per_cta = PREFILL_MMA_ROWS / group;
     let blocks = u32::try_from(m.div_ceil(tokens_per_cta))
         .ok()
@@ -125,7 +156,8 @@ pub(super) fn attention_prefill_mma(
         .arg(&v_p)
         .arg(&o_p)
         .arg(&scale_log2);
-    // SAFETY: matches attention_prefill_mma_hd*'s signature; qkv holds m rows, the caches n_kv *
+    // SAFETY: matches attention_prefill_mma_hd*'s signature (the `_any_group` ones' too); qkv
+    // holds m rows, the caches n_kv *
     // max_seq * hd halves, out m * n_q * hd floats (checked above), alignment checked, and the
     // dynamic shared memory size was allowed for the function just before.
     unsafe { l.launch(cfg) }?;
@@ -137,13 +169,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_tensor_core_kernel_takes_head_dims_64_and_128_and_groups_dividing_its_rows() {
+    fn the_tensor_core_kernel_takes_head_dims_64_and_128_and_groups_up_to_its_rows() {
         let shape_ = |n_q, n_kv, head_dim| HeadShape { n_q, n_kv, head_dim };
-        assert!(prefill_mma_fits(shape_(32, 8, 128)));
-        assert!(prefill_mma_fits(shape_(16, 16, 64)));
-        assert!(!prefill_mma_fits(shape_(6, 2, 128)), "group 3 does not divide 64");
+        assert_eq!(prefill_mma_kernel(shape_(32, 8, 128)), Some("attention_prefill_mma_hd128"));
+        assert_eq!(prefill_mma_kernel(shape_(16, 16, 64)), Some("attention_prefill_mma_hd64"));
+        assert_eq!(prefill_mma_kernel(shape_(64, 1, 64)), Some("attention_prefill_mma_hd64"));
+        // Groups not dividing 64: floor(64 / G) tokens per CTA, idle rows.
+        assert_eq!(prefill_mma_kernel(shape_(6, 2, 128)), Some("attention_prefill_mma_hd128_any_group"));
+        assert_eq!(prefill_mma_kernel(shape_(5, 1, 64)), Some("attention_prefill_mma_hd64_any_group"));
+        assert_eq!(prefill_mma_kernel(shape_(34, 2, 64)), Some("attention_prefill_mma_hd64_any_group"));
+        assert!(prefill_mma_fits(shape_(63, 1, 128)));
+        assert!(!prefill_mma_fits(shape_(65, 1, 128)), "no row left for a token");
         assert!(!prefill_mma_fits(shape_(32, 8, 256)), "no head_dim 256 kernel");
+        assert!(!prefill_mma_fits(shape_(32, 8, 96)), "no head_dim 96 kernel");
         assert!(!prefill_mma_fits(shape_(32, 0, 128)));
+        assert!(!prefill_mma_fits(shape_(6, 4, 128)), "n_q not a multiple of n_kv");
+        for name in [
+            "attention_prefill_mma_hd64",
+            "attention_prefill_mma_hd128",
+            "attention_prefill_mma_hd64_any_group",
+            "attention_prefill_mma_hd128_any_group",
+        ] {
+            assert!(crate::cuda::registry::entry_points().any(|e| e == name), "{name} not in the registry");
+        }
+    }
+
+    #[test]
+    fn head_dim_128_needs_more_shared_memory_than_99_kb_parts_allow() {
+        // Opt-in shared memory per CTA: sm_80 163 KB, sm_86 / sm_89 / sm_120 99 KB, sm_90 227 KB.
+        let (sm80, sm86, sm90) = (163 * 1024, 99 * 1024, 227 * 1024);
+        let g4 = |head_dim| HeadShape { n_q: 32, n_kv: 8, head_dim };
+        assert!(prefill_mma_fits_in(g4(128), sm80) && prefill_mma_fits_in(g4(128), sm90));
+        assert!(!prefill_mma_fits_in(g4(128), sm86));
+        assert!(prefill_mma_fits_in(g4(64), sm86));
+        assert!(!prefill_mma_fits_in(g4(256), sm90));
     }
 
     #[test]

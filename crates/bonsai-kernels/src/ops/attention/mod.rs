@@ -22,10 +22,13 @@
 //!
 //! Speed of light on the H200: decode reads the cache, 2·n_kv·(p + 1)·hd·2 bytes: Bonsai-8B at
 //! 4096 tokens is 16.8 MB per layer -> 3.9 µs at 4.3 TB/s. Prefill: 4·n_q·hd·M²/2 FLOPs causal
-//! (M = 512, 32 heads: 2.1 GFLOP -> 2.7 µs at ~790 TFLOP/s). CUDA: see cuda.rs; decode (M = 1) runs
-//! attention_decode.cu (its header states its speed of light and predicted times); prefill
-//! batches (M > 8) run attention_split_keys, or with BONSAI_PREFILL_ATTENTION=mma the tensor-core
-//! attention_prefill_mma.cu (its bound: verify/attention_mma.rs).
+//! (M = 512, 32 heads: 2.1 GFLOP -> 2.7 µs at ~790 TFLOP/s). CUDA: see cuda.rs (`choose_kernel`);
+//! every shape this module accepts with head_dim <= 256 runs. Decode (M = 1) runs
+//! attention_decode.cu where it has an entry point (groups 1..=8 at head_dim 64 and 128, 1 and 2
+//! at 256; its header states its speed of light and predicted times); prefill batches (M > 8) the tensor-core
+//! attention_prefill_mma.cu (head_dim 64, 128, groups up to 64, where the device's shared memory
+//! per CTA holds it; its bound: verify/attention_mma.rs); everything else attention_split_keys
+//! (attention.cu: any group, any even head_dim up to 256).
 
 mod cpu;
 mod reference;

@@ -87,6 +87,11 @@ fn cpu_matches_reference_decode_and_prefill() {
         // Causal prefill from scratch and continued prefill; no GQA (group 1); odd M.
         Case { shape: HeadShape { n_q: 4, n_kv: 2, head_dim: 64 }, m: 9, pos0: 0, max_seq: 12 },
         Case { shape: HeadShape { n_q: 3, n_kv: 3, head_dim: 16 }, m: 5, pos0: 6, max_seq: 16 },
+        // Shapes the GPU now runs too: GQA group 3 at head_dim 256, group 17 (over the split-key
+        // kernel's 16 rows), a head_dim of 2 mod 4.
+        Case { shape: HeadShape { n_q: 6, n_kv: 2, head_dim: 256 }, m: 3, pos0: 40, max_seq: 45 },
+        Case { shape: HeadShape { n_q: 17, n_kv: 1, head_dim: 64 }, m: 2, pos0: 9, max_seq: 12 },
+        Case { shape: HeadShape { n_q: 5, n_kv: 1, head_dim: 130 }, m: 1, pos0: 20, max_seq: 21 },
     ];
     for c in &cases {
         let (k, v) = caches(&mut rng, c);

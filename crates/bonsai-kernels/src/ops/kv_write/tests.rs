@@ -15,6 +15,7 @@ fn cpu_equals_reference_and_touches_only_its_rows() {
         (HeadShape { n_q: 4, n_kv: 2, head_dim: 8 }, 1usize, 0usize, 4usize),
         (HeadShape { n_q: 32, n_kv: 8, head_dim: 128 }, 1, 37, 64),
         (HeadShape { n_q: 6, n_kv: 3, head_dim: 16 }, 5, 2, 7),
+        (HeadShape { n_q: 6, n_kv: 2, head_dim: 256 }, 3, 4, 9),
     ] {
         // Below f16::MAX so nothing converts to the poison; then one overflow to inf and one
         // f16 subnormal planted in the first k and v head.

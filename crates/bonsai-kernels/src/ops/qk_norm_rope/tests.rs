@@ -58,6 +58,8 @@ fn cpu_matches_reference() {
         (HeadShape { n_q: 2, n_kv: 1, head_dim: 2 }, 1usize, 0usize, None),
         (HeadShape { n_q: 32, n_kv: 8, head_dim: 128 }, 1, 250, Some(&yarn)),
         (HeadShape { n_q: 6, n_kv: 2, head_dim: 64 }, 7, 3, None),
+        // head_dim 256 at GQA group 3 (the GPU runs these too).
+        (HeadShape { n_q: 3, n_kv: 1, head_dim: 256 }, 2, 40, None),
     ] {
         let rope = RopeTable::new(shape.head_dim, 300, THETA, scaling);
         let qkv = rng.vec(m * shape.qkv_row_len(), -3.0, 3.0);
