@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile-checks the kernel library exactly as `combined_source()` builds it (scripts/kernel-source.sh:
 # every registry.rs source in order), with nvcc for
-# sm_80 and sm_90a (Hopper is compiled arch-specific, for wgmma), warnings as errors, printing ptxas' per-kernel resource report.
+# sm_80, sm_86, sm_90a (Hopper is compiled arch-specific, for wgmma), sm_100 and sm_120, warnings as errors, printing
+# ptxas' per-kernel resource report.
 # Usage: scripts/compile-kernels.sh   (NVCC=/path/to/nvcc to override)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,10 +11,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 combined="$work/bonsai_kernels.cu"
 bash "$root/scripts/kernel-source.sh" > "$combined"
-for arch in sm_80 sm_90a; do
+for arch in sm_80 sm_86 sm_90a sm_100 sm_120; do
     echo "== $arch"
     "$nvcc" -cubin -arch="$arch" -O3 -std=c++17 -Werror all-warnings -Xptxas -v \
         -o "$work/$arch.cubin" "$combined" 2>&1 | grep -E "error|warning|Compiling entry|registers|spill" || true
     test -s "$work/$arch.cubin" || { echo "compile failed for $arch"; exit 1; }
 done
-echo "kernel library compiles for sm_80 and sm_90a"
+echo "kernel library compiles for sm_80, sm_86, sm_90a, sm_100 and sm_120"

@@ -4,7 +4,9 @@
 #   Builds $BONSAI_EMU_DIR/libcuda.so (default target/emu) from the kernel source the binary carries, if it changed,
 #   then runs the command with that libcuda first on LD_LIBRARY_PATH and BONSAI_EMULATED=1.
 #   Env: BONSAI_EMU_ASAN=1 (AddressSanitizer build), BONSAI_EMU_THREADS (OS threads for CTAs), CXX (default g++),
-#   BONSAI_EMU_SCHEDULE=forward|reverse|shuffle[:SEED] (fiber order in a CTA: racy kernels behave differently).
+#   BONSAI_EMU_SCHEDULE=forward|reverse|shuffle[:SEED] (fiber order in a CTA: racy kernels behave differently),
+#   BONSAI_EMU_ARCH=80|86|89|90|100|120 (the GPU the emulator poses as, default 90: an A100, RTX 3090, RTX 4090,
+#   H200, B200 or RTX 5090; emu/emu_device.h. One library build serves them all).
 #   A cooperative launch runs all its CTAs at once, one OS thread each (<= 64): BONSAI_COOP_CTAS caps such grids (default 4).
 #   A command that is not the bonsai binary: set BONSAI_EMU_SOURCE_BIN=path/to/bonsai. `--build-only BIN` just builds;
 #   `--selftest` builds and runs the emulator's own test of its execution model (no bonsai binary needed).
@@ -23,7 +25,7 @@ read -r -a extra_flags <<<"${BONSAI_EMU_CXXFLAGS:-}"; CXXFLAGS+=("${extra_flags[
 command -v "$CXX" >/dev/null || { echo "emu.sh: no C++ compiler ($CXX) found" >&2; exit 2; }
 if [ "${1:-}" = "--selftest" ]; then
     mkdir -p "$OUT"
-    runtime=("$EMU_SRC"/emu_sched.cpp "$EMU_SRC"/emu_coop.cpp "$EMU_SRC"/emu_pool.cpp "$EMU_SRC"/emu_fiber.cpp)
+    runtime=("$EMU_SRC"/*.cpp)   # the whole fake driver: the selftest also checks the posed devices through it
     "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" -include cuda_emu.h -c "$EMU_SRC/selftest/emu_selftest.cpp" -o "$OUT/emu_selftest.o"
     "$CXX" "${CXXFLAGS[@]}" -I"$EMU_SRC" "$OUT/emu_selftest.o" "${runtime[@]}" -o "$OUT/emu_selftest"
     exec "$OUT/emu_selftest"
@@ -53,6 +55,14 @@ sed -E 's/extern[[:space:]]+__shared__[[:space:]]+(__align__\([0-9]+\)[[:space:]
 # (cuda_emu.h: poisoned once per CTA, so reading shared memory nobody wrote shows).
 sed -E -i 's/(__shared__[[:space:]]+(__align__\([0-9]+\)[[:space:]]+)?[A-Za-z_][A-Za-z0-9_ ]*[[:space:]]+([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*(\[[^];]*\][[:space:]]*)*;)/\1 EMU_POISON_SHARED(\3);/' \
     "$work/kernels.cpp"
+# One build serves every posed architecture (BONSAI_EMU_ARCH), with cuda_emu.h's __CUDA_ARCH__ of
+# 900. That is right only while the kernels themselves never test the architecture: such tests
+# belong in ptx.cuh's wrappers, whose emulated twins check the posed one at run time (emu_ptx.h).
+if awk '/^\/\/ ---- [^ ]+\.cuh? ----$/ { file = $3 } /__CUDA_ARCH/ && file != "cuda/ptx.cuh" { print file ": " $0; bad = 1 }
+        END { exit !bad }' "$work/combined.cu" >&2; then
+    echo "emu.sh: kernel code above tests __CUDA_ARCH__ outside src/cuda/ptx.cuh; the emulator would run only its sm_90 branch" >&2
+    exit 1
+fi
 if grep -n 'extern[[:space:]]*__shared__' "$work/kernels.cpp" >&2; then
     echo "emu.sh: a dynamic shared memory declaration above is not of the form 'extern __shared__ T name[];'" >&2
     exit 1

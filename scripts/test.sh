@@ -2,7 +2,7 @@
 # The one command that runs bonsai's whole test suite on a fresh machine (no GPU needed).
 #
 # It installs the pinned NVRTC 13.0 wheels (about 100 MB, once, into .cache/) so that the CUDA
-# kernel library's compile check runs for sm_80 and sm_90, then runs every Rust test.
+# kernel library's compile check runs (sm_80, 86, 90, 100, 120), then runs every Rust test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,9 +2,12 @@
 //! emulator of the driver and device (crates/bonsai-kernels/emu/, built by scripts/emu.sh):
 //! `kernels info`, `kernels verify --shapes small` and `check` on the demo model, on the tiny
 //! geometry (the fused decode path) and on a tiny model with +2d weights must pass with no GPU, and perplexity through the emulated GPU prefill must equal the CPU's within 0.1%. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
+//! The emulator poses as an H200 (sm_90) unless told otherwise; `verify` and the tiny `check`
+//! also run posing as an A100 (BONSAI_EMU_ARCH=80: 108 SMs, 163 KB of shared memory per CTA, no
+//! wgmma), so the launchers' choices for other architectures run too.
 //!
 //! Needs g++ (to build the emulator) and NVRTC (the kernel loader still compiles a real cubin,
-//! which the emulator ignores). Without g++ the tests print why and pass; without NVRTC likewise,
+//! from which the emulator reads only each kernel's registers and static shared memory). Without g++ the tests print why and pass; without NVRTC likewise,
 //! unless BONSAI_REQUIRE_NVRTC=1 (CI), where that is a failure.
 
 use std::path::{Path, PathBuf};
@@ -21,6 +24,9 @@ const VERIFY_SEED: &str = "7";
 const CHECK_STEPS: &str = "16";
 /// Fiber schedule of the emulated `check` (see emu_sched.cpp): a different interleaving than verify's.
 const CHECK_SCHEDULE: &str = "shuffle:7";
+/// The architecture the emulator poses as besides its default sm_90 (emu/emu_device.h): the
+/// A100, the pre-Hopper path (mma.sync GEMMs, no wgmma) with the f16 GEMM's tiles fitting.
+const OTHER_ARCH: &str = "80";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -38,7 +44,16 @@ fn emulated(args: &[&str]) -> Command {
         .arg(BIN)
         .args(args)
         .env("BONSAI_EMU_DIR", work_dir("emu"))
-        .env("BONSAI_CACHE_DIR", work_dir("emu-cache"));
+        .env("BONSAI_CACHE_DIR", work_dir("emu-cache"))
+        .env_remove("BONSAI_EMU_ARCH");
+    cmd
+}
+
+/// [`emulated`] posing as `sm_<arch>` (the same emulator build; the kernel cache holds one
+/// cubin per architecture).
+fn emulated_as(arch: &str, args: &[&str]) -> Command {
+    let mut cmd = emulated(args);
+    cmd.env("BONSAI_EMU_ARCH", arch);
     cmd
 }
 
@@ -88,6 +103,23 @@ fn ready() -> Option<&'static Output> {
     }
 }
 
+/// [`ready`], then `kernels info` posing as [`OTHER_ARCH`] once: its first load compiles that
+/// architecture's cubin (which gives the emulator each kernel's registers and static shared
+/// memory), so the later commands read it from the cache instead of compiling concurrently.
+fn ready_as_other_arch() -> bool {
+    if ready().is_none() {
+        return false;
+    }
+    static INFO: OnceLock<Output> = OnceLock::new();
+    let info = INFO.get_or_init(|| {
+        emulated_as(OTHER_ARCH, &["kernels", "info"]).output().expect("run scripts/emu.sh")
+    });
+    let stdout = String::from_utf8_lossy(&info.stdout);
+    let posed = format!("bonsai CPU emulator (sm_{OTHER_ARCH}");
+    assert!(info.status.success() && stdout.contains(&posed), "{}", text(info));
+    true
+}
+
 /// The emulator's own execution-model test (shuffles, votes, barriers with exited threads,
 /// CTA-private shared memory on several OS threads, deadlock and misuse reports). Needs g++ only.
 #[test]
@@ -126,20 +158,37 @@ fn kernels_info_loads_the_library_and_runs_the_selftest_emulated() {
     assert!(stdout.contains("selftest    bonsai_selftest_fill wrote") && stdout.contains(": ok ("), "{}", text(info));
 }
 
+const VERIFY_SMALL: [&str; 6] = ["kernels", "verify", "--shapes", "small", "--seed", VERIFY_SEED];
+
+/// Every row of a `kernels verify` run passed, and there were many.
+fn assert_verify_passed(out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.ends_with("PASS") || l.contains("FAIL")).collect();
+    let failed: Vec<&&str> = rows.iter().filter(|l| !l.ends_with("PASS")).collect();
+    assert!(out.status.success() && failed.is_empty(), "failed rows: {failed:#?}\n{}", text(out));
+    assert!(rows.len() >= 50, "only {} verify rows:\n{}", rows.len(), text(out));
+    assert!(stdout.contains(&format!("{} checks, 0 failed", rows.len())), "{}", text(out));
+}
+
 #[test]
 fn every_kernel_passes_verify_on_small_shapes_emulated() {
     if ready().is_none() {
         return;
     }
-    let out = emulated(&["kernels", "verify", "--shapes", "small", "--seed", VERIFY_SEED])
-        .output()
-        .expect("run scripts/emu.sh");
+    assert_verify_passed(&emulated(&VERIFY_SMALL).output().expect("run scripts/emu.sh"));
+}
+
+/// Posing as an A100: every kernel the launchers run there (no wgmma rows; the mma.sync f16
+/// GEMM and the large-head joint attention on their sm_80 tiles) passes.
+#[test]
+fn every_kernel_passes_verify_on_small_shapes_emulated_as_an_a100() {
+    if !ready_as_other_arch() {
+        return;
+    }
+    let out = emulated_as(OTHER_ARCH, &VERIFY_SMALL).output().expect("run scripts/emu.sh");
+    assert_verify_passed(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<&str> = stdout.lines().filter(|l| l.ends_with("PASS") || l.contains("FAIL")).collect();
-    let failed: Vec<&&str> = rows.iter().filter(|l| !l.ends_with("PASS")).collect();
-    assert!(out.status.success() && failed.is_empty(), "failed rows: {failed:#?}\n{}", text(&out));
-    assert!(rows.len() >= 50, "only {} verify rows:\n{}", rows.len(), text(&out));
-    assert!(stdout.contains(&format!("{} checks, 0 failed", rows.len())), "{}", text(&out));
+    assert!(!stdout.contains("wgmma"), "a wgmma row on a device without wgmma:\n{}", text(&out));
 }
 
 #[test]
@@ -170,6 +219,22 @@ fn check_on_the_fused_decode_path_agrees_with_the_cpu_emulated() {
     let out = emulated(&["check", "--synthetic", "tiny", "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
+    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+}
+
+/// The fused decode path posing as an A100 (108 SMs: the planes epilogues' one-wave test
+/// against another SM count).
+#[test]
+fn check_on_the_fused_decode_path_agrees_with_the_cpu_emulated_as_an_a100() {
+    if !ready_as_other_arch() {
+        return;
+    }
+    let out = emulated_as(OTHER_ARCH, &["check", "--synthetic", "tiny", "-n", CHECK_STEPS])
+        .output()
+        .expect("run scripts/emu.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
+    assert!(stdout.contains(&format!("(sm_{OTHER_ARCH}, 108 SMs)")), "not posing as an A100:\n{}", text(&out));
     assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
 }
 

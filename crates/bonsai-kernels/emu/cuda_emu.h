@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>  // before the keyword macros below: libstdc++ spells __noinline__ itself
 
+#include "emu_device.h"
 #include "emu_runtime.h"
 
 // ---- keywords ----
@@ -44,7 +45,9 @@
             std::memset((void*)&(name), 0xff, sizeof(name));                      \
         }                                                                         \
     } while (0)
-// Device code compiled "for" the emulated sm_90.
+// Device code compiled "for" sm_90, whatever the emulator poses as (BONSAI_EMU_ARCH): the kernels
+// never test the architecture themselves (scripts/emu.sh refuses a build where they do); the
+// ptx.cuh wrappers that differ by architecture behave here as on the posed one (emu_ptx.h).
 #define __CUDA_ARCH__ 900
 
 // ---- built-in variables ----

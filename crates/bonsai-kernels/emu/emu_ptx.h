@@ -281,12 +281,16 @@ inline void prefetch_l2_bulk(const void*, unsigned) {}
 // wgmma (ptx.cuh): executed synchronously at issue, one warp at a time (each warp's rows of the
 // m64 product depend only on its own A registers), as 16 mma_f16_16x8x16 over N / 8 column
 // blocks with B read from the 128-byte-swizzled K-major tile. The fence / commit / wait and the
-// proxy fence order nothing here.
-inline void wgmma_fence() {}
-inline void wgmma_commit() {}
+// proxy fence order nothing here. All of them exist on sm_90a only: posed as any other
+// architecture (BONSAI_EMU_ARCH) each fails the launch, as the __trap() stubs ptx.cuh compiles
+// for other architectures do on the GPU.
+inline void wgmma_fence() { emu::require_sm90a("wgmma.fence (wgmma_fence)"); }
+inline void wgmma_commit() { emu::require_sm90a("wgmma.commit_group (wgmma_commit)"); }
 template <int PENDING>
-inline void wgmma_wait() {}
-inline void fence_proxy_async_smem() {}
+inline void wgmma_wait() {
+    emu::require_sm90a("wgmma.wait_group (wgmma_wait)");
+}
+inline void fence_proxy_async_smem() { emu::require_sm90a("fence.proxy.async (fence_proxy_async_smem)"); }
 // N / 8 m16n8k16 products (MMA: the f16 or bf16 twin) with B's 16 k of column n read from the
 // K-major 128-byte-swizzled tile: chunks k_chunk and k_chunk + 1 of row n, at chunk positions
 // XORed with n % 8.
@@ -307,12 +311,15 @@ inline void emu_wgmma_kmajor(float* d, const uint32_t* a, const void* b_block, i
     }
 }
 inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    emu::require_sm90a("wgmma.mma_async m64n128k16 f16 (wgmma_f16_m64n128k16_rs)");
     emu_wgmma_kmajor<128, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    emu::require_sm90a("wgmma.mma_async m64n64k16 f16 (wgmma_f16_m64n64k16_rs)");
     emu_wgmma_kmajor<64, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk, int accumulate) {
+    emu::require_sm90a("wgmma.mma_async m64n128k16 bf16 (wgmma_bf16_m64n128k16_rs)");
     // scale-d = 0: d = A.B, whatever d held (NaN included).
     if (!accumulate)
         for (int i = 0; i < 64; ++i) d[i] = 0.0f;
@@ -321,6 +328,7 @@ inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_
 // MN-major B: element (k, n) at b_rows + (n / 64) n_block_bytes + 128 k, 16-byte chunk
 // (n % 64) / 8 swizzled by k % 8 (k 8..15 land in the second 1024-byte block), as ptx.cuh says.
 inline void wgmma_bf16_m64n128k16_rs_mn(float* d, const uint32_t* a, const void* b_rows, uint32_t n_block_bytes) {
+    emu::require_sm90a("wgmma.mma_async m64n128k16 bf16 MN-major B (wgmma_bf16_m64n128k16_rs_mn)");
     if ((reinterpret_cast<uintptr_t>(b_rows) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
     if (n_block_bytes % 1024 != 0) emu::kernel_fault("an MN-major wgmma B needs 1024-byte aligned n blocks");
     const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
@@ -354,6 +362,7 @@ inline uint32_t sw128_word(const unsigned char* start, int row, int k) {
 }
 }  // namespace emu
 inline void wgmma_tf32_m64n128k8_ss(float* d, const void* a_block, const void* b_block, int k_step, bool accumulate) {
+    emu::require_sm90a("wgmma.mma_async m64n128k8 tf32 (wgmma_tf32_m64n128k8_ss)");
     if (((reinterpret_cast<uintptr_t>(a_block) | reinterpret_cast<uintptr_t>(b_block)) & 1023) != 0)
         emu::kernel_fault("wgmma tf32 A and B tiles must be 1024-byte aligned");
     if (k_step < 0 || k_step > 3) emu::kernel_fault("a wgmma tf32 k_step must be 0..3");

@@ -6,21 +6,41 @@
 #include <string>
 #include <vector>
 
+#include "emu_device.h"
 #include "emu_table.h"
 #include "fake_cuda.h"
 
-// Shared-memory limits of the emulated device (CUDA's for sm_90).
-constexpr int kDefaultSmemPerBlock = 48 * 1024;
-constexpr int kOptInSmemPerBlock = 227 * 1024;
-// CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
-constexpr int kAttrMaxDynamicSmem = 8;
+// CUfunction_attribute values the fake driver answers.
+enum : int {
+    kAttrMaxThreadsPerBlock = 0,
+    kAttrStaticSmem = 1,
+    kAttrNumRegs = 4,
+    kAttrBinaryVersion = 6,
+    kAttrMaxDynamicSmem = 8,
+};
+
+// What the real compile of a kernel needs from an SM, read from the cubin the library loads
+// (compiled for the posed architecture): all zero when the image is not a cubin.
+struct KernelResources {
+    int static_smem = 0;   // bytes of __shared__ arrays (.nv.shared.<kernel>)
+    int registers = 0;     // per thread (EIATTR_REGCOUNT in .nv.info)
+    int launch_bound = 0;  // __launch_bounds__' threads per CTA (EIATTR_MAX_THREADS), 0: none
+};
 
 struct EmuFunction {
     const emu::KernelEntry* entry;
-    // Dynamic shared memory a launch may ask for: 48 KB unless raised with cuFuncSetAttribute,
-    // as on the GPU (a kernel that forgets to raise it fails to launch there, and here).
-    int max_dynamic_smem = kDefaultSmemPerBlock;
+    KernelResources resources;
+    // Dynamic shared memory a launch may ask for: 48 KB less the static shared memory unless
+    // raised with cuFuncSetAttribute, as on the GPU (a kernel that forgets to raise it fails to
+    // launch there, and here).
+    int max_dynamic_smem = emu::kDefaultSmemPerBlock;
 };
+
+namespace emu {
+// The most threads a CTA of `f` may have on the posed device: 1024, its launch bound, and what
+// its registers leave of the register file.
+int max_threads_per_block(const EmuFunction& f);
+}  // namespace emu
 
 // One unit of stream work: run at once, or recorded while the stream captures a graph.
 struct EmuWork {
@@ -68,6 +88,10 @@ namespace emu {
 EmuStream* stream_of(CUstream handle);
 // Runs `work` now or appends it to the capturing stream's graph.
 CUresult submit(CUstream stream, EmuWork work);
+// CTAs of `f` with `block_size` threads and `smem` bytes of dynamic shared memory one SM of the
+// posed device holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor); 0 when such a CTA
+// cannot launch at all.
+int ctas_per_sm(const EmuFunction& f, int block_size, size_t smem);
 // Runs one work item now.
 CUresult execute(const EmuWork& work);
 // The error every later call reports after a kernel failed (CUDA's sticky errors); 0 if none.

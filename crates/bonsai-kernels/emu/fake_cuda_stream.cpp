@@ -104,14 +104,43 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
                 void** params, bool cooperative) {
     if (!f || !f->entry) return CUDA_ERROR_INVALID_HANDLE;
     if (f->entry->n_params > 0 && !params) return CUDA_ERROR_INVALID_VALUE;
+    const DeviceSpec& device = emu::device();
     if ((long long)smem > f->max_dynamic_smem) {
         std::fprintf(stderr,
                      "bonsai emu: kernel %s asks for %u bytes of dynamic shared memory, over its limit of %d "
-                     "(raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first, up to %d)\n",
-                     f->entry->name, smem, f->max_dynamic_smem, kOptInSmemPerBlock);
+                     "(raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first, up to %d on sm_%d)\n",
+                     f->entry->name, smem, f->max_dynamic_smem, device.smem_optin_per_block, device.arch);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    const unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
+    if (f->resources.launch_bound > 0 && threads > (unsigned long long)f->resources.launch_bound) {
+        std::fprintf(stderr, "bonsai emu: kernel %s launched with %llu threads per CTA, over its __launch_bounds__ of %d\n",
+                     f->entry->name, threads, f->resources.launch_bound);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (threads <= (unsigned long long)kMaxThreadsPerBlock && threads > (unsigned long long)max_threads_per_block(*f)) {
+        std::fprintf(stderr,
+                     "bonsai emu: kernel %s launched with %llu threads per CTA; its %d registers per thread allow %d "
+                     "on sm_%d\n",
+                     f->entry->name, threads, f->resources.registers, max_threads_per_block(*f), device.arch);
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    }
+    if (threads == 0 || threads > (unsigned long long)kMaxThreadsPerBlock || block[0] > (unsigned)kMaxThreadsPerBlock ||
+        block[1] > (unsigned)kMaxThreadsPerBlock || block[2] > 64 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0 ||
+        grid[1] > 65535 || grid[2] > 65535) {
+        std::fprintf(stderr, "bonsai emu: kernel %s launched with grid (%u,%u,%u) of blocks (%u,%u,%u): out of range\n",
+                     f->entry->name, grid[0], grid[1], grid[2], block[0], block[1], block[2]);
         return CUDA_ERROR_INVALID_VALUE;
     }
     const unsigned long long ctas = (unsigned long long)grid[0] * grid[1] * grid[2];
+    // As the driver: a cooperative grid must be resident all at once on the posed device.
+    const unsigned long long resident = (unsigned long long)ctas_per_sm(*f, (int)threads, smem) * device.sm_count;
+    if (cooperative && ctas > resident) {
+        std::fprintf(stderr,
+                     "bonsai emu: cooperative launch of kernel %s with %llu CTAs, more than sm_%d holds at once (%llu)\n",
+                     f->entry->name, ctas, device.arch, resident);
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
     if (cooperative && ctas > kMaxCooperativeCtas) {
         std::fprintf(stderr,
                      "bonsai emu: cooperative launch of kernel %s with %llu CTAs, over the emulator's limit of %llu "

@@ -298,6 +298,8 @@ pub(crate) mod tests {
         assert_eq!(cu_define(joint, "JA_LARGE_HD_WARPS"), ja::LARGE_HD_WARPS);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_BLOCK_K"), ja::LARGE_HD_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_LARGE_HD_CHUNK"), ja::LARGE_HD_CHUNK);
+        assert_eq!(cu_define(joint, "JA_COMPACT_WARPS"), ja::COMPACT_WARPS);
+        assert_eq!(cu_define(joint, "JA_COMPACT_BLOCK_K"), ja::COMPACT_BLOCK_K);
         assert_eq!(cu_define(joint, "JA_CONVERT_THREADS"), ja::CONVERT_THREADS);
         let q_regs = "ops/joint_attention/joint_attention_qreg.cu";
         assert_eq!(cu_define(q_regs, "JA_QREG_WARPS"), ja::QREG_WARPS);

@@ -2,14 +2,18 @@
 // (and by crates/bonsai-cli/tests/emulated_gpu.rs): shuffle/vote semantics, barriers with exited
 // threads, per-CTA shared memory on several OS threads, cooperative launches whose CTAs meet at
 // a grid-wide barrier (grid_barrier_sync below), and the kernel-bug reports (deadlock,
-// shuffle outside the mask, lanes at different collectives, a failed CTA of a cooperative grid).
+// shuffle outside the mask, lanes at different collectives, a failed CTA of a cooperative grid),
+// and the posed devices of BONSAI_EMU_ARCH (emu_device.h) through the fake driver.
 // Exits 1 naming each failed case.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "emu_device.h"
 #include "emu_grid.h"
+#include "emu_table.h"
+#include "fake_cuda.h"
 
 typedef unsigned int u32;
 
@@ -135,6 +139,39 @@ extern "C" __global__ void grid_barrier_one_cta_fails(int* out) {
     grid_barrier_sync(reinterpret_cast<unsigned*>(out), gridDim.x);
 }
 
+// A Hopper-only instruction: fails the launch unless the emulator poses as sm_90.
+extern "C" __global__ void hopper_only(int* out) {
+    wgmma_fence();
+    out[0] = 1;
+}
+
+// Writes the last of out[0] bytes of dynamic shared memory, then out[1] = 1.
+extern "C" __global__ void touch_dynamic(int* out) {
+    unsigned char* dynamic = emu_dynamic_smem();
+    if (threadIdx.x == 0) {
+        dynamic[out[0] - 1] = 1;
+        out[1] = 1;
+    }
+}
+
+// The fake driver's kernel table (scripts/emu.sh generates the library's from the registry).
+extern "C" const emu::KernelEntry* emu_kernel_table(size_t* count) {
+    static const emu::KernelEntry table[] = {EMU_KERNEL(touch_dynamic)};
+    *count = sizeof(table) / sizeof(table[0]);
+    return table;
+}
+
+// The fake driver's calls the posed-device cases make (fake_cuda*.cpp).
+extern "C" {
+CUresult cuDeviceGetAttribute(int* value, int which, CUdevice device);
+CUresult cuModuleLoadData(CUmodule* module, const void* image);
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name);
+CUresult cuFuncSetAttribute(CUfunction f, int which, int value);
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, CUstream stream, void** params, void** extra);
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size, size_t smem);
+}
+
 // ---- harness ----
 namespace {
 
@@ -232,6 +269,61 @@ int main() {
     expect(contains(mixed, "different collectives"), "mixed-collective report: " + mixed);
     // After faults the emulator still runs kernels.
     expect(launch("shuffles", shuffles, out, {1, 1, 1}, {32, 1, 1}).empty(), "runs again after faults");
+
+    // The posed device (BONSAI_EMU_ARCH): its attributes, its shared-memory limits in the launch
+    // checks and the occupancy calculator, and sm_90a-only instructions failing elsewhere.
+    {
+        CUmodule module = nullptr;
+        CUfunction f = nullptr;
+        expect(cuModuleLoadData(&module, nullptr) == CUDA_SUCCESS &&
+                   cuModuleGetFunction(&f, module, "touch_dynamic") == CUDA_SUCCESS,
+               "the fake driver finds touch_dynamic");
+        const emu::DeviceSpec initial = emu::device();
+        const struct {
+            int arch, sms, optin, threads_per_sm;
+        } poses[] = {{80, 108, 166912, 2048}, {86, 82, 101376, 1536}, {89, 128, 101376, 1536},
+                     {90, 132, 232448, 2048}, {100, 148, 232448, 2048}, {120, 170, 101376, 1536}};
+        for (const auto& p : poses) {
+            const std::string as = " posed as sm_" + std::to_string(p.arch);
+            expect(emu::pose_as(p.arch), "pose_as" + as);
+            int major = -1, minor = -1, sms = -1, optin = -1, threads = -1;
+            cuDeviceGetAttribute(&major, 75, 0);
+            cuDeviceGetAttribute(&minor, 76, 0);
+            cuDeviceGetAttribute(&sms, 16, 0);
+            cuDeviceGetAttribute(&optin, 97, 0);
+            cuDeviceGetAttribute(&threads, 39, 0);
+            expect(major * 10 + minor == p.arch && sms == p.sms && optin == p.optin && threads == p.threads_per_sm,
+                   "device attributes" + as);
+            expect(cuFuncSetAttribute(f, 8, optin + 1) == CUDA_ERROR_INVALID_VALUE,
+                   "opting in to more shared memory than the device has fails" + as);
+            expect(cuFuncSetAttribute(f, 8, optin) == CUDA_SUCCESS, "opting in to all of it succeeds" + as);
+            std::vector<int> args = {optin, 0};
+            int* data = args.data();
+            void* params[] = {&data};
+            expect(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, (unsigned)optin, nullptr, params, nullptr) == CUDA_SUCCESS &&
+                       args[1] == 1,
+                   "a launch with all the opt-in shared memory runs" + as);
+            expect(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, (unsigned)optin + 16, nullptr, params, nullptr) ==
+                       CUDA_ERROR_INVALID_VALUE,
+                   "a launch over the opt-in limit fails" + as);
+            int blocks = -1;
+            cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 1024, 0);
+            expect(blocks == p.threads_per_sm / 1024, "1024-thread CTAs per SM" + as);
+            cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 128, (size_t)optin);
+            expect(blocks == 1, "one CTA with all the shared memory per SM" + as);
+            cuFuncSetAttribute(f, 8, emu::kDefaultSmemPerBlock);
+
+            std::vector<int> flag(1, 0);
+            const std::string fault = launch("hopper_only", hopper_only, flag, {1, 1, 1}, {128, 1, 1});
+            if (p.arch == 90)
+                expect(fault.empty() && flag[0] == 1, "wgmma runs" + as + ": " + fault);
+            else
+                expect(contains(fault, "wgmma.fence (wgmma_fence) is an sm_90a instruction") && flag[0] == 0,
+                       "wgmma fails the launch" + as + ": " + fault);
+        }
+        expect(!emu::pose_as(75), "no sm_75 pose");
+        emu::pose_as(initial.arch);
+    }
 
     std::printf("emu selftest: %s (%d failure(s))\n", failures ? "FAILED" : "ok", failures);
     return failures ? 1 : 0;

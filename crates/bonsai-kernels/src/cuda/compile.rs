@@ -273,6 +273,9 @@ mod tests {
     fn options_name_the_exact_architecture() {
         assert_eq!(Nvrtc::options(90)[0], "--gpu-architecture=sm_90a");
         assert_eq!(Nvrtc::options(80)[0], "--gpu-architecture=sm_80");
+        // Only Hopper's wgmma needs an arch-specific target; Blackwell takes the plain one.
+        assert_eq!(Nvrtc::options(100)[0], "--gpu-architecture=sm_100");
+        assert_eq!(Nvrtc::options(120)[0], "--gpu-architecture=sm_120");
         assert_eq!(Nvcc::options(86).last().map(String::as_str), Some("-arch=sm_86"));
         assert!(Nvcc::options(80).iter().any(|o| o == "-Werror"));
     }

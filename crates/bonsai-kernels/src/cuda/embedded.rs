@@ -26,9 +26,13 @@ pub fn archs() -> Vec<u32> {
 }
 
 /// Whether SASS built for `code_arch` runs on a `device_arch` GPU: same major version and an
-/// equal or lower minor one (NVIDIA's cubin compatibility rule; `sm_90a`-style variants are not
-/// embedded, so the rule holds for everything here).
+/// equal or lower minor one (NVIDIA's cubin compatibility rule), except that code for an
+/// arch-specific target (`sm_90a`: what build.rs compiles for 90, registry::compile_target) runs
+/// on exactly that architecture.
 pub fn runs_on(code_arch: u32, device_arch: u32) -> bool {
+    if super::registry::compile_target(code_arch).ends_with('a') {
+        return code_arch == device_arch;
+    }
     code_arch / 10 == device_arch / 10 && code_arch % 10 <= device_arch % 10
 }
 
@@ -74,6 +78,8 @@ mod tests {
     fn compatibility_is_same_major_lower_or_equal_minor() {
         assert!(runs_on(80, 86) && runs_on(86, 86) && runs_on(86, 89) && runs_on(90, 90));
         assert!(!runs_on(86, 80) && !runs_on(80, 90) && !runs_on(90, 100) && !runs_on(100, 120));
+        // sm_90a code (the wgmma kernels) runs on 9.0 only, whatever a later 9.x minor may be.
+        assert!(!runs_on(90, 91));
     }
 
     #[test]

@@ -23,8 +23,9 @@ pub struct KernelSource {
 
 /// Architectures `build.rs` embeds SASS for by default (`sm_XX` as the number XX;
 /// `CUDAARCHS=90;...` overrides). A cubin runs on devices of the same major version and an
-/// equal or higher minor one, so these cover Ampere, Ada and Hopper; any other device (Blackwell)
-/// compiles once at run time and is cached. Each one costs build time and binary size (~1.2 MB).
+/// equal or higher minor one (the sm_90a one, [`compile_target`], on 9.0 only), so these cover
+/// Ampere, Ada and Hopper; any other device (Blackwell: sm_100, sm_120) compiles once at run time
+/// for its own plain target and is cached. Each one costs build time and binary size (~1.2 MB).
 pub const EMBED_ARCHS: &[u32] = &[80, 86, 89, 90];
 
 /// The compiler target for architecture `arch`: `sm_90a` for Hopper (compute capability 9.0),
@@ -310,6 +311,8 @@ pub const SOURCES: &[KernelSource] = &[
             "joint_attention_to_bf16",
             "joint_attention_hd384",
             "joint_attention_hd512",
+            "joint_attention_hd384_compact",
+            "joint_attention_hd512_compact",
         ],
     },
     KernelSource {

@@ -184,7 +184,9 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
         if !gemm {
             continue;
         }
-        for kernel in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3].map(MatmulKernel::Gemm) {
+        let f16 = crate::launch::matmul::f16_gemm_runs(&ctx.stream)?;
+        let gemms = [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3];
+        for kernel in gemms.into_iter().filter(|&g| f16 || g != GemmKernel::TensorCoreF16).map(MatmulKernel::Gemm) {
             rows.push(bench_matmul(ctx, 4096, 4096, 512, ternary, false, kernel, copy_bw)?);
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }
@@ -198,7 +200,7 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
             for kernel in f16_gemms(ctx)? {
                 rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, kernel, copy_bw)?);
             }
-            if n == 4096 {
+            if n == 4096 && f16 {
                 rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, unsplit, copy_bw)?);
             }
         }
@@ -206,9 +208,13 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
     Ok(rows)
 }
 
-/// The f16 GEMMs this device runs: mma.sync, and every wgmma tile on compute capability 9.0.
+/// The f16 GEMMs this device runs: mma.sync where its tiles fit, and every wgmma tile on compute
+/// capability 9.0.
 fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
-    let mut kernels = vec![MatmulKernel::Gemm(GemmKernel::TensorCoreF16)];
+    let mut kernels = Vec::new();
+    if crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
+        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreF16));
+    }
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         let tiles = crate::launch::matmul::WgmmaTile::ALL.map(|t| MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(t)));
         kernels.extend(tiles);

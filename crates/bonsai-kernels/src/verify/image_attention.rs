@@ -8,8 +8,7 @@ use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
-use crate::launch::joint_attention::{self as ja, FlashVariant, SmallHeadKernel};
-use crate::launch::matmul::device_has_wgmma;
+use crate::launch::joint_attention::{self as ja, FlashVariant};
 use crate::ops::joint_attention::{bf16_check, AttnDims};
 
 /// How the inputs are drawn.
@@ -54,19 +53,15 @@ const MODEL: [AttnDims; 4] =
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (d, inputs) in SMALL {
         check(ctx, d, inputs, None)?;
-        if d.head_dim <= 128 {
-            // Every hd 64 / 128 kernel the device has, not only the one the launchers pick: the
-            // f32 call of the others, and every kernel's bf16-q entry point (the f32 calls run
-            // the f32-q forms).
-            let chosen = FlashVariant::for_device(&ctx.stream, d.head_dim)?;
-            for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&ctx.stream)?) {
-                let variant = FlashVariant::select(d.head_dim, kind)?;
-                if variant != chosen {
-                    check(ctx, d, inputs, Some(variant))?;
-                }
-                if variant.f32_q_entry.is_some() {
-                    check_bf16_entry(ctx, d, inputs, variant)?;
-                }
+        // Every kernel the device has for the head dim, not only the one the launchers pick
+        // (the first): the f32 call of the others, and every hd 64 / 128 kernel's bf16-q entry
+        // point (the f32 calls run the f32-q forms).
+        for (i, variant) in FlashVariant::available(&ctx.stream, d.head_dim)?.into_iter().enumerate() {
+            if i > 0 {
+                check(ctx, d, inputs, Some(variant))?;
+            }
+            if variant.f32_q_entry.is_some() {
+                check_bf16_entry(ctx, d, inputs, variant)?;
             }
         }
     }
@@ -226,16 +221,8 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             Some(flops),
             1.0,
         ));
-        let chosen = FlashVariant::for_device(&stream, d.head_dim)?;
-        // The other hd 64 / 128 kernel the device has, if any, in the same run.
-        let mut others = Vec::new();
-        if d.head_dim <= 128 {
-            for kind in SmallHeadKernel::available(d.head_dim, device_has_wgmma(&stream)?) {
-                others.push(FlashVariant::select(d.head_dim, kind)?);
-            }
-            others.retain(|v| *v != chosen);
-        }
-        for variant in others {
+        // The other kernels the device has for the head dim, if any, in the same run.
+        for variant in FlashVariant::available(&stream, d.head_dim)?.into_iter().skip(1) {
             let secs = time_batches(ctx, 1, |_| {
                 let (q16, k16, v16) =
                     (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));

@@ -23,6 +23,12 @@ const F16_SUBNORMAL_ROUNDOFF: f64 = 1.0 / 33_554_432.0;
 const F16_ROW_SCALE_FLOOR: f64 = 1.0 / 16_384.0;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    if !crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
+        println!(
+            "verify: no f16 GEMM rows: its tiles exceed this device's opt-in shared memory \
+             (the launcher runs gemm_mma there)"
+        );
+    }
     // Odd shapes: K = 128, odd N, every token count including a 512-token GEMM.
     for ternary in [false, true] {
         for &m in &TOKEN_COUNTS {

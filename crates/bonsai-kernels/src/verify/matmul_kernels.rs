@@ -17,18 +17,22 @@ pub(crate) enum MatmulKernel {
 }
 
 /// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, the
-/// 2..8-token GEMV, or every GEMM.
-/// The wgmma GEMM joins them on devices that run it (compute capability 9.0, the emulator's too).
+/// 2..8-token GEMV, or every GEMM this device runs: the f16 one where its tiles fit the shared
+/// memory (not on sm_86/89/120), and the wgmma one on compute capability 9.0 (the emulator's by
+/// default).
 pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, VerifyError> {
     Ok(match m {
         1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => {
-            let mut gemms = vec![GemmKernel::TensorCoreF16, GemmKernel::TensorCoreBf16x3];
+            let mut gemms = vec![GemmKernel::TensorCoreBf16x3];
+            if launch::matmul::f16_gemm_runs(&ctx.stream)? {
+                gemms.insert(0, GemmKernel::TensorCoreF16);
+            }
             if launch::matmul::device_has_wgmma(&ctx.stream)? {
                 // Every tile forced (each its own entry point; the launcher's choice is one of
                 // them, and matmul_large runs that choice at the DiT shapes).
-                gemms.splice(1..1, WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile));
+                gemms.splice(gemms.len() - 1..gemms.len() - 1, WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile));
             }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }

@@ -54,10 +54,17 @@ fn sampled_matmul(ctx: &mut Ctx, label: &str, m: usize, n: usize, k: usize) -> R
     let tokens = sample_tokens(&mut ctx.rng, m);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
-    // The mma.sync f16 GEMM and, on Hopper, the wgmma one (the launcher's tile), same inputs.
-    let mut kernels = vec![GemmKernel::TensorCoreF16];
+    // The mma.sync f16 GEMM where its tiles fit and, on Hopper, the wgmma one (the launcher's
+    // tile), same inputs; on a device with neither, bf16x3, which the launcher runs there.
+    let mut kernels = Vec::new();
+    if launch::matmul::f16_gemm_runs(&ctx.stream)? {
+        kernels.push(GemmKernel::TensorCoreF16);
+    }
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
         kernels.push(GemmKernel::TensorCoreWgmma);
+    }
+    if kernels.is_empty() {
+        kernels.push(GemmKernel::TensorCoreBf16x3);
     }
     for kernel in kernels {
         sampled_check(ctx, label, (m, n, k), &w, &x, &tokens, &dw, &xd, kernel)?;

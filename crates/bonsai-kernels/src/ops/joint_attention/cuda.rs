@@ -25,6 +25,10 @@ pub const LARGE_HD_WARPS: usize = 4;
 pub const LARGE_HD_BLOCK_K: usize = 32;
 /// Output dims per CTA for hd 384 / 512 (JA_LARGE_HD_CHUNK): gridDim.z = hd / this.
 pub const LARGE_HD_CHUNK: usize = 128;
+/// Warps and keys per tile of the compact hd 384 / 512 kernels (JA_COMPACT_WARPS,
+/// JA_COMPACT_BLOCK_K): the ones whose CTA fits 99 KB of shared memory.
+pub const COMPACT_WARPS: usize = 2;
+pub const COMPACT_BLOCK_K: usize = 16;
 /// Threads per CTA of the conversion pass (JA_CONVERT_THREADS).
 pub const CONVERT_THREADS: usize = 256;
 /// Query rows one warp of the hd 384 / 512 kernels owns (the mma M dimension).

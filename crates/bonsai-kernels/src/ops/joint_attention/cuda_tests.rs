@@ -2,9 +2,11 @@
 
 use super::*;
 
-/// Largest opt-in dynamic shared memory per block: A100 (sm_80) and H100/H200 (sm_90).
+/// Largest opt-in dynamic shared memory per block: A100 (sm_80), H100/H200 (sm_90) and the
+/// consumer parts (sm_86, sm_89, sm_120).
 const SM80_SHARED_OPTIN: usize = 166_912;
 const SM90_SHARED_OPTIN: usize = 232_448;
+const SM86_SHARED_OPTIN: usize = 101_376;
 
 /// The default kernel for `head_dim` on a device without (false) or with wgmma.
 fn default_variant(head_dim: usize, wgmma: bool) -> Result<FlashVariant, LaunchError> {
@@ -20,8 +22,9 @@ fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
         assert_eq!(v.block_k % 16, 0, "hd {hd}: mma k-steps over keys");
         assert!(v.shared_bytes() <= SM80_SHARED_OPTIN.min(SM90_SHARED_OPTIN), "hd {hd}");
     }
-    // The doc's figures (mod.rs): 104,448 bytes at hd 128, 150,528 at hd 512.
-    assert_eq!(default_variant(128, false).map(|v| v.shared_bytes()).ok(), Some(104_448));
+    // The doc's figures (mod.rs): 69,632 bytes at hd 128 (Q staged in the second K/V buffer),
+    // 150,528 at hd 512.
+    assert_eq!(default_variant(128, false).map(|v| v.shared_bytes()).ok(), Some(69_632));
     assert_eq!(default_variant(512, false).map(|v| v.shared_bytes()).ok(), Some(150_528));
     // On Hopper hd 128 runs the wgmma kernel: 3 stages x (K + V) x 128 keys x 256 bytes + the
     // 1024-byte alignment slack, one CTA per SM.
@@ -33,6 +36,26 @@ fn every_head_dim_has_a_variant_that_fits_ampere_and_hopper() {
     for hd in [64, 384, 512] {
         assert!(!default_variant(hd, true).expect("supported").wgmma, "hd {hd}: no wgmma kernel");
     }
+}
+
+/// On the 99 KB devices (sm_86, sm_89, sm_120) hd 64 / 128 run their default kernels and
+/// hd 384 / 512 the compact ones (FlashVariant::for_device picks them there).
+#[test]
+fn every_head_dim_has_a_variant_that_fits_the_consumer_parts() {
+    for hd in [64, 128] {
+        assert!(default_variant(hd, false).expect("supported").shared_bytes() <= SM86_SHARED_OPTIN, "hd {hd}");
+    }
+    for hd in [384, 512] {
+        assert!(default_variant(hd, false).expect("supported").shared_bytes() > SM86_SHARED_OPTIN, "hd {hd}");
+        let compact = FlashVariant::compact(hd).expect("compact kernel");
+        assert!(compact.shared_bytes() <= SM86_SHARED_OPTIN, "hd {hd}");
+        assert_eq!((compact.block_q(), compact.softmax_keys), (32, COMPACT_BLOCK_K), "hd {hd}");
+        assert_eq!(compact.head_dim % compact.out_chunk, 0, "hd {hd}");
+    }
+    // The figures of joint_attention.cu's header.
+    assert_eq!(FlashVariant::compact(384).map(|v| v.shared_bytes()).ok(), Some(58_880));
+    assert_eq!(FlashVariant::compact(512).map(|v| v.shared_bytes()).ok(), Some(75_264));
+    assert!(FlashVariant::compact(128).is_err());
 }
 
 #[test]
@@ -85,6 +108,9 @@ fn every_selected_entry_point_is_registered() {
             for entry in std::iter::once(v.entry).chain(v.f32_q_entry) {
                 assert!(names.contains(&entry), "{entry} is not a registered entry point");
             }
+        }
+        if let Ok(v) = FlashVariant::compact(hd) {
+            assert!(names.contains(&v.entry), "{} is not a registered entry point", v.entry);
         }
     }
 }

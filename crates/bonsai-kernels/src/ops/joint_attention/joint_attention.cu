@@ -25,6 +25,10 @@
 //   over all 384 / 512 dims would not fit registers. Every CTA computes the full S over all hd
 //   (recomputed per chunk) and P V for its chunk only; Q is re-read from shared memory per
 //   k-step (its fragments over hd 384 / 512 would not fit registers either).
+// - `joint_attention_hd{384,512}_compact`: the same kernel with 2 warps and 16-key tiles, for
+//   devices whose CTAs may have 99 KB of shared memory (sm_86, sm_89, sm_120): the default tiles
+//   take 117,760 / 150,528 B there, these 58,880 / 75,264 B. More barriers and softmax steps per
+//   key; the launcher picks them only where the default does not fit.
 //
 // Shared memory (dynamic, bf16, rows padded by JA_ROW_PAD elements so the 8 row addresses of an
 // ldmatrix fall in 8 different 16-byte bank groups: a row of hd + 8 bf16 is 16 mod 128 bytes):
@@ -33,6 +37,8 @@
 #define JA_LARGE_HD_WARPS 4
 #define JA_LARGE_HD_BLOCK_K 32
 #define JA_LARGE_HD_CHUNK 128
+#define JA_COMPACT_WARPS 2
+#define JA_COMPACT_BLOCK_K 16
 #define JA_CONVERT_THREADS 256
 
 extern "C" __global__ void __launch_bounds__(JA_CONVERT_THREADS)
@@ -294,5 +300,23 @@ extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
     griddep_wait();
     griddep_launch_dependents();
     joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_COMPACT_WARPS * WARP_SIZE)
+    joint_attention_hd384_compact(const u16* __restrict__ q, const u16* __restrict__ k,
+                                  const u16* __restrict__ v, float* __restrict__ out, int heads,
+                                  int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(
+        q, k, v, out, heads, seq, scale_log2);
+}
+extern "C" __global__ void __launch_bounds__(JA_COMPACT_WARPS * WARP_SIZE)
+    joint_attention_hd512_compact(const u16* __restrict__ q, const u16* __restrict__ k,
+                                  const u16* __restrict__ v, float* __restrict__ out, int heads,
+                                  int seq, float scale_log2) {
+    griddep_wait();
+    griddep_launch_dependents();
+    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(
         q, k, v, out, heads, seq, scale_log2);
 }

@@ -19,8 +19,11 @@
 // rescales of a 64-key step; launcher: FlashVariant::softmax_keys).
 //
 // CTA: 4 warps x 32 rows = 128 queries of one head; K/V 64-key tiles through a cp.async double
-// buffer, one barrier per tile. Shared: q [128][hd + 8], k and v [2][64][hd + 8] bf16 =
-// 104,448 B at hd 128 (Q's region is read once, into registers). Two CTAs per SM.
+// buffer, one barrier per tile. Shared: two K/V buffers, each k [64][hd + 8] then v [64][hd + 8]
+// bf16 = 69,632 B at hd 128. Q's tile [128][hd + 8] is read once, into registers, so it is staged
+// in the second buffer: tile 1's load overwrites it only after the key loop's first barrier, when
+// every warp holds its fragments (a region of its own would make 104,448 B, over the 99 KB an
+// sm_86/89/120 CTA may have). Two CTAs per SM.
 //
 // hd 64 needs no split: O 64 + Q 32 + S 64 registers fit (224-228 in all), so its entry points
 // run one 64-key softmax step per tile; only hd 128 takes JA_QREG_SOFTMAX_K.
@@ -81,10 +84,13 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     static_assert(HD % 16 == 0 && SOFTMAX_K % 16 == 0 && BLOCK_K % SOFTMAX_K == 0,
                   "mma tile multiples");
 
+    // K/V buffer b: k at k_s + b * KV_BUF, v at v_s + b * KV_BUF; Q's tile in buffer 1.
+    constexpr int KV_BUF = 2 * BLOCK_K * STRIDE;
+    static_assert(BLOCK_Q * STRIDE <= KV_BUF, "Q's tile fits the second K/V buffer");
     extern __shared__ __align__(16) u16 ja_smem[];
-    u16* q_s = ja_smem;
-    u16* k_s = q_s + BLOCK_Q * STRIDE;
-    u16* v_s = k_s + 2 * BLOCK_K * STRIDE;
+    u16* k_s = ja_smem;
+    u16* v_s = ja_smem + BLOCK_K * STRIDE;
+    u16* q_s = ja_smem + KV_BUF;
 
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
@@ -120,7 +126,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
         ja_q_frags_from_f32<HD, RB, K_STEPS>(q_frag, q_head, q0 + warp * WARP_ROWS, seq, g, t);
     } else {
         cp_async_wait<1>();
-        __syncthreads();  // every thread's Q pieces visible; q_s is never written again
+        __syncthreads();  // every thread's Q pieces visible; q_s is next written by tile 1's load
 #pragma unroll
         for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
@@ -147,14 +153,14 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int buf = tile & 1;
         cp_async_wait<0>();
-        // Tile `tile` visible to all; every warp is done with tile - 1, whose buffer the next
-        // load reuses.
+        // Tile `tile` visible to all; every warp is done with tile - 1 (at tile 0: with Q's
+        // fragments), whose buffer the next load reuses.
         __syncthreads();
         if (tile + 1 < n_tiles) {
             const int next = buf ^ 1;
-            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * STRIDE, k_head,
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * KV_BUF, k_head,
                                                     (tile + 1) * BLOCK_K, 0, seq);
-            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * BLOCK_K * STRIDE, v_head,
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * KV_BUF, v_head,
                                                     (tile + 1) * BLOCK_K, 0, seq);
             cp_async_commit();
         }
@@ -165,7 +171,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
             // Only the last tile's second step can start past the end (the first step of
             // every tile holds a valid key); uniform across the CTA.
             if (key0 >= seq) break;
-            const u16* k_step = k_s + buf * BLOCK_K * STRIDE + step * SOFTMAX_K * STRIDE;
+            const u16* k_step = k_s + buf * KV_BUF + step * SOFTMAX_K * STRIDE;
             float s[RB][S_BLOCKS][4];
 #pragma unroll
             for (int rb = 0; rb < RB; ++rb)
@@ -228,7 +234,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
                 flash_rescale_rows(o[rb], correction);
             }
 
-            const u16* v_step = v_s + buf * BLOCK_K * STRIDE + step * SOFTMAX_K * STRIDE;
+            const u16* v_step = v_s + buf * KV_BUF + step * SOFTMAX_K * STRIDE;
 #pragma unroll
             for (int kc = 0; kc < P_STEPS; ++kc) {
 #pragma unroll

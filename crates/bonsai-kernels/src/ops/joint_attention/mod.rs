@@ -95,15 +95,18 @@
 //! | joint_attention_hd384 | 202 | 0 | 117,760 B | 1 (shared) |
 //! | joint_attention_hd512 | 153 | 0 | 150,528 B | 1 (shared) |
 //! | joint_attention_to_bf16 | 14 | 0 | 0 | full |
-//! | joint_attention_hd64_q_regs | 228 | 0 | 55,296 B | 2 (launch bound) |
-//! | joint_attention_hd128_q_regs | 255 | 0 | 104,448 B | 2 (regs: 2 x 128 x 255) |
-//! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 55,296 B | 2 (launch bound) |
-//! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 104,448 B | 2 (regs) |
+//! | joint_attention_hd64_q_regs | 228 | 0 | 36,864 B | 2 (launch bound) |
+//! | joint_attention_hd128_q_regs | 255 | 0 | 69,632 B | 2 (regs: 2 x 128 x 255) |
+//! | joint_attention_hd64_q_regs_f32q (f32 call) | 224 | 0 | 36,864 B | 2 (launch bound) |
+//! | joint_attention_hd128_q_regs_f32q (f32 call) | 255 | 0 | 69,632 B | 2 (regs) |
 //! | joint_attention_hd128_wgmma (sm_90a) | 243 | 0 | 197,632 B | 1 (launch bound) |
 //! | joint_attention_hd128_wgmma_f32q (f32 call) | 243 | 0 | 197,632 B | 1 (launch bound) |
 //!
 //! (sm_80: hd 384 189 and hd 512 143 registers, the Q-in-registers kernels 253 at hd 128, no
-//! spills; every kernel sm_80 runs fits A100's 163 KB.) The Q-in-registers kernel at hd 128:
+//! spills; every kernel sm_80 runs fits A100's 163 KB.) The Q-in-registers shared figures are
+//! two K/V buffers: Q's tile is staged in the second (joint_attention_qreg.cu). On the 99 KB
+//! parts (sm_86, sm_89, sm_120) hd 384 / 512 run `joint_attention_hd{384,512}_compact` (2 warps,
+//! 16-key tiles: 58,880 / 75,264 B; softmax step 16 keys). The Q-in-registers kernel at hd 128:
 //! 855 SASS instructions per 64-key tile and warp, 256 HMMA.16816, 64 LDSM (K and V only).
 //! The wgmma kernel's design and its limits: joint_attention_wgmma.cu.
 

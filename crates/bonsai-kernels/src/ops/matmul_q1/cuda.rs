@@ -36,6 +36,15 @@ const MMA_THREADS: u32 = 128;
 /// half of each tile's tensor-core work is useful, while bf16x3 spends 3 mma per product at any
 /// m (a guess to be replaced by a measured crossover: no GPU time was left when it was written).
 pub const F16_GEMM_MIN_TOKENS: usize = 64;
+
+/// Whether [`GemmKernel::TensorCoreF16`] runs on this device at every shape, tile and split
+/// count: its largest CTA fits the opt-in shared memory (sm_80, sm_90, sm_100; not the 99 KB of
+/// sm_86/89/120, where the default GEMM for m >= [`F16_GEMM_MIN_TOKENS`] is bf16x3 instead).
+/// Callers that force the f16 GEMM (verify, bench) check this first.
+pub fn f16_gemm_runs(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
+    super::matmul_f16::fits_every_tile(stream)
+}
+
 /// Tokens per f16 GEMM CTA (QG_TILE_TOKENS in matmul_gemm_f16.cu).
 pub(crate) const QG_TILE_TOKENS: usize = 128;
 /// Weight rows per warp column of the f16 GEMM (QG_WARP_ROWS); a CTA has 2 x WARPS_N warps.
@@ -338,7 +347,7 @@ fn launch_any(
     let (y_ptr, _g3) = write_ptr(y, stream);
     let f16_shape = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
     // None: the default for m, except that the f16 GEMM yields to bf16x3 on devices whose
-    // shared memory cannot hold its tiles (sm_86/89 with 2-bit weights).
+    // shared memory cannot hold its tiles (sm_86/89/120: 99 KB holds none of them).
     let gemm = match gemm {
         Some(g) => g,
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
@@ -366,7 +375,13 @@ fn launch_any(
     if m <= GEMV_MAX_TOKENS {
         let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
             .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
-        if g.smem_bytes > DEFAULT_SMEM_LIMIT {
+        // Dynamic plus the kernel's static shared memory (the fused norm's per-warp sums) must
+        // stay within the default limit, else the launch needs the opt-in: with 16-warp CTAs
+        // (N over 31,680 rows) at K = 1536 and 3..4 tokens, or K = 3200..3584 and 2, the
+        // dynamic part alone is just under 48 KB. (Once raised the limit stays, so the launch
+        // failed only where no earlier one of the kernel had raised it.)
+        let static_smem = func.shared_size_bytes()?.max(0) as usize;
+        if g.smem_bytes + static_smem > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             func.set_attribute(attr, g.smem_bytes as i32)?;
         }

@@ -130,8 +130,18 @@ impl F16Geometry {
     }
 }
 
-/// Whether the f16 GEMM's CTA fits this device's opt-in shared memory (sm_86/89 allow 99 KB:
-/// the 2-bit tiles do not fit there).
+/// Whether every f16 GEMM launch, whatever its tile, bits and split count, fits this device's
+/// opt-in shared memory: its largest CTA (the wide tile over 2-bit weights) does. True on the
+/// A100 (163 KB) and Hopper / sm_100 (227 KB); the 99 KB of sm_86/89/120 hold no f16 tile at
+/// all, not even the narrow one over 1-bit weights (105,216 bytes), and [`auto_gemm`] picks
+/// bf16x3 there.
+pub(crate) fn fits_every_tile(stream: &Arc<CudaStream>) -> Result<bool, LaunchError> {
+    let largest = QG_STAGES * stage_bytes(QuantBits::Two, QG_WIDE_WARPS_N);
+    Ok(largest <= device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?)
+}
+
+/// Whether the f16 GEMM's CTA for `s` fits this device's opt-in shared memory (sm_86/89/120 allow
+/// 99 KB: no f16 tile fits there).
 pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool, LaunchError> {
     let sms = sm_count(stream)?;
     let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;

@@ -13,7 +13,6 @@ use crate::launch::{self, LaunchError};
 use crate::ops::conv3x3::ConvDims;
 use crate::ops::gemm_f32::GemmDims;
 use crate::ops::joint_attention::AttnDims;
-use crate::launch::matmul::GemmKernel;
 use crate::launch::Store;
 use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
@@ -89,9 +88,9 @@ struct GemmTernaryPrepared {
 
 impl PreparedKernel for GemmTernaryPrepared {
     fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        // The launcher's default GEMM (the wgmma one on Hopper), as the DiT would run it.
-        let kernel = if launch::matmul::device_has_wgmma(stream)? { GemmKernel::TensorCoreWgmma } else { GemmKernel::TensorCoreF16 };
-        launch::matmul::matmul_with_gemm(lib, stream, &self.w.view(), &self.a, self.m, out, Store::Overwrite, kernel)
+        // The launcher's default GEMM (wgmma on Hopper, f16 where its tiles fit, else bf16x3), as
+        // the DiT would run it.
+        launch::matmul::matmul(lib, stream, &self.w.view(), &self.a, self.m, out, Store::Overwrite)
     }
 }
 
