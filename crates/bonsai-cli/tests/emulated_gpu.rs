@@ -310,3 +310,39 @@ fn perplexity_through_the_emulated_gpu_prefill_matches_the_cpu() {
     let relative = (g - c).abs() / c;
     assert!(relative <= PERPLEXITY_MAX_RELATIVE_DIFF, "GPU {g} vs CPU {c}: relative difference {relative:e}");
 }
+
+/// The geometries the GPU must run as the CPU does (GQA groups 1, 3, 4, 5, 8; head_dim 64, 128,
+/// 256; hidden sizes, FFN widths and vocabularies of no Bonsai model), checked against the CPU
+/// posing as an H200 (`arch` None) and as an A100.
+fn check_test_geometries(arch: Option<&str>) {
+    const GEOMETRIES: [&str; 5] = ["g1-hd64", "g3-hd128", "g4-hd256", "g5-hd128", "g8-hd64"];
+    const STEPS: &str = "4";
+    for g in GEOMETRIES {
+        let args = ["check", "--synthetic", g, "-n", STEPS];
+        let out = match arch {
+            Some(arch) => emulated_as(arch, &args),
+            None => emulated(&args),
+        }
+        .output()
+        .expect("run scripts/emu.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && stdout.contains("check passed"), "{g}:\n{}", text(&out));
+        assert!(stdout.contains(&format!("greedy: identical for {STEPS} steps")), "{g}:\n{}", text(&out));
+    }
+}
+
+#[test]
+fn every_test_geometry_agrees_with_the_cpu_emulated() {
+    if ready().is_none() {
+        return;
+    }
+    check_test_geometries(None);
+}
+
+#[test]
+fn every_test_geometry_agrees_with_the_cpu_emulated_as_an_a100() {
+    if !ready_as_other_arch() {
+        return;
+    }
+    check_test_geometries(Some(OTHER_ARCH));
+}
