@@ -13,6 +13,7 @@ mod demo;
 mod generate;
 mod hub;
 mod perplexity;
+mod serve;
 
 use bonsai_kernels::Config;
 use clap::{Parser, Subcommand};
@@ -46,6 +47,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run the same greedy generation on the CPU and the GPU and compare (exit 1 on mismatch)
     Check(check::CheckArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API, batching concurrent requests
+    Serve(serve::ServeArgs),
 }
 
 fn main() {
@@ -61,6 +64,7 @@ fn main() {
             Command::Perplexity(args) => perplexity::run(args, &config),
             Command::Bench(args) => bench::run(args, &config),
             Command::Check(args) => check::run(args, &config),
+            Command::Serve(args) => serve::run(args, &config),
         }
     });
     if let Err(err) = result {

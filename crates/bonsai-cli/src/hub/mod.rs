@@ -54,7 +54,7 @@ impl HubArgs {
 }
 
 /// Rewrites llama.cpp's multi-letter short options, which clap cannot define, to their long
-/// forms: `-hf` to `--hf-repo`, `-hff` to `--hf-file` (whole arguments only, none after `--`).
+/// forms: `-hf` to `--hf-repo`, `-hff` to `--hf-file`, `-np` to `--parallel` (whole arguments only, none after `--`).
 pub fn expand_short_options(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut after_separator = false;
     args.into_iter()
@@ -69,6 +69,7 @@ pub fn expand_short_options(args: impl IntoIterator<Item = OsString>) -> Vec<OsS
                 }
                 Some("-hf") => "--hf-repo".into(),
                 Some("-hff") => "--hf-file".into(),
+                Some("-np") => "--parallel".into(),
                 _ => arg,
             }
         })

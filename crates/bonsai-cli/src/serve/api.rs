@@ -1,0 +1,459 @@
+//! The OpenAI API's request and response shapes: a request body parsed and checked field by field
+//! (a wrong type or range names the field), the JSON of responses and stream chunks, and errors in
+//! OpenAI's `{"error": {"message", "type", "param", "code"}}` shape with their HTTP status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bonsai_model::chat::Message;
+use serde_json::{json, Map, Value};
+
+/// An error as the OpenAI API sends it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// OpenAI's `type`: `invalid_request_error`, `authentication_error`, `not_found_error`, ...
+    pub kind: &'static str,
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+    /// Seconds for a `Retry-After` header (a full queue).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Self { status, message: message.into(), kind, param: None, code: None, retry_after: None }
+    }
+    /// 400: a field of the request is missing, of the wrong type or out of range.
+    pub fn invalid(param: &str, message: impl Into<String>) -> Self {
+        Self { param: Some(param.to_string()), ..Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message) }
+    }
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+    pub fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, axum::Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Which endpoint a request came to: the shapes of its prompt and its response differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completion,
+}
+
+/// What to condition on, before the chat template and the tokenizer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prompt {
+    Messages(Vec<Message>),
+    Text(String),
+    Tokens(Vec<u32>),
+}
+
+/// Sampling and stopping settings of one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenParams {
+    /// None: until a stop token or the end of the context.
+    pub max_tokens: Option<usize>,
+    pub temperature: f32,
+    pub top_p: f32,
+    /// 0 = off.
+    pub top_k: usize,
+    pub min_p: f32,
+    /// None: a fresh seed per request.
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
+    /// Some(n): return each token's log-probability and its n most likely alternatives.
+    pub logprobs: Option<usize>,
+}
+
+/// Sampling defaults where the request is silent: llama-server's (temperature 0.8, top-k 40,
+/// top-p 0.95, min-p 0.05), friendlier to small quantized models than OpenAI's plain temperature 1.
+pub const DEFAULT_TEMPERATURE: f32 = 0.8;
+pub const DEFAULT_TOP_K: usize = 40;
+pub const DEFAULT_TOP_P: f32 = 0.95;
+pub const DEFAULT_MIN_P: f32 = 0.05;
+/// Most stop strings a request may give (OpenAI's limit).
+pub const MAX_STOP_STRINGS: usize = 4;
+/// Most alternatives per token for `top_logprobs` (OpenAI's limit for chat).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+/// Most alternatives for the completions endpoint's integer `logprobs` (OpenAI's limit).
+pub const MAX_COMPLETION_LOGPROBS: usize = 5;
+
+/// A checked request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedRequest {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub prompt: Prompt,
+    pub params: GenParams,
+    pub stream: bool,
+    /// `stream_options.include_usage`: a last chunk with the usage and no choices.
+    pub include_usage: bool,
+}
+
+/// Parses and checks a request body for `endpoint`.
+pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", format!("the body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", "the body must be a JSON object"));
+    };
+    let f = Fields(&obj);
+    let model = f.string("model")?.ok_or_else(|| ApiError::invalid("model", "'model' is required"))?;
+    let prompt = match endpoint {
+        Endpoint::Chat => Prompt::Messages(parse_messages(obj.get("messages"))?),
+        Endpoint::Completion => parse_prompt(obj.get("prompt"))?,
+    };
+    if obj.get("n").is_some_and(|n| !n.is_null() && n.as_u64() != Some(1)) {
+        return Err(ApiError::invalid("n", "only n = 1 is supported (send one request per choice)"));
+    }
+    let max_tokens = match f.int("max_completion_tokens", 1, u32::MAX as u64)? {
+        Some(n) => Some(n),
+        None => f.int("max_tokens", 1, u32::MAX as u64)?,
+    };
+    let logprobs = match endpoint {
+        Endpoint::Chat => {
+            let wanted = f.bool("logprobs")?.unwrap_or(false);
+            let top = f.int("top_logprobs", 0, MAX_TOP_LOGPROBS as u64)?;
+            if top.is_some() && !wanted {
+                return Err(ApiError::invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true"));
+            }
+            wanted.then_some(top.unwrap_or(0) as usize)
+        }
+        Endpoint::Completion => f.int("logprobs", 0, MAX_COMPLETION_LOGPROBS as u64)?.map(|n| n as usize),
+    };
+    let stream = f.bool("stream")?.unwrap_or(false);
+    let include_usage = match obj.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => Fields(o).bool("include_usage")?.unwrap_or(false),
+        Some(_) => return Err(ApiError::invalid("stream_options", "'stream_options' must be an object")),
+    };
+    let params = GenParams {
+        max_tokens: max_tokens.map(|n| n as usize),
+        temperature: f.number("temperature", 0.0, 2.0)?.unwrap_or(DEFAULT_TEMPERATURE),
+        top_p: f.number("top_p", 0.0, 1.0)?.map(|p| if p == 0.0 { f32::MIN_POSITIVE } else { p }).unwrap_or(DEFAULT_TOP_P),
+        top_k: f.int("top_k", 0, u32::MAX as u64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
+        min_p: f.number("min_p", 0.0, 1.0)?.unwrap_or(DEFAULT_MIN_P),
+        seed: f.seed("seed")?,
+        stop: parse_stop(obj.get("stop"))?,
+        frequency_penalty: f.number("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        presence_penalty: f.number("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        logprobs,
+    };
+    Ok(ParsedRequest { endpoint, model, prompt, params, stream, include_usage })
+}
+
+/// Typed access to a request's fields; `null` counts as absent.
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+    fn string(&self, name: &str) -> Result<Option<String>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(ApiError::invalid(name, format!("'{name}' must be a string"))),
+        }
+    }
+    fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(ApiError::invalid(name, format!("'{name}' must be a boolean"))),
+        }
+    }
+    fn number(&self, name: &str, low: f64, high: f64) -> Result<Option<f32>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if (low..=high).contains(&x) => Ok(Some(x as f32)),
+                Some(x) => Err(ApiError::invalid(name, format!("'{name}' is {x}; it must be between {low} and {high}"))),
+                None => Err(ApiError::invalid(name, format!("'{name}' must be a number"))),
+            },
+        }
+    }
+    fn int(&self, name: &str, low: u64, high: u64) -> Result<Option<u64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(x) if (low..=high).contains(&x) => Ok(Some(x)),
+                _ if v.is_number() => Err(ApiError::invalid(name, format!("'{name}' is {v}; it must be an integer from {low} to {high}"))),
+                _ => Err(ApiError::invalid(name, format!("'{name}' must be an integer"))),
+            },
+        }
+    }
+    /// Any integer; negative seeds (allowed by OpenAI) map onto u64 by two's complement.
+    fn seed(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .or_else(|| v.as_i64().map(|x| x as u64))
+                .map(Some)
+                .ok_or_else(|| ApiError::invalid(name, format!("'{name}' must be an integer"))),
+        }
+    }
+}
+
+fn parse_messages(value: Option<&Value>) -> Result<Vec<Message>, ApiError> {
+    let Some(Value::Array(items)) = value else {
+        return Err(ApiError::invalid("messages", "'messages' must be a non-empty array"));
+    };
+    if items.is_empty() {
+        return Err(ApiError::invalid("messages", "'messages' must be a non-empty array"));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let param = format!("messages[{i}]");
+            let Value::Object(m) = item else {
+                return Err(ApiError::invalid(&param, format!("'{param}' must be an object")));
+            };
+            let role = match m.get("role") {
+                Some(Value::String(r)) if ["system", "user", "assistant", "tool", "developer"].contains(&r.as_str()) => {
+                    // The developer role is OpenAI's newer name for system.
+                    if r == "developer" { "system".to_string() } else { r.clone() }
+                }
+                _ => return Err(ApiError::invalid(&format!("{param}.role"), "a role must be one of system, user, assistant, tool, developer")),
+            };
+            let content = message_content(m.get("content"), &param)?;
+            Ok(Message { role, content })
+        })
+        .collect()
+}
+
+/// A message's text: a string, or an array of `{"type": "text", "text": ...}` parts joined.
+fn message_content(value: Option<&Value>, param: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::invalid(&format!("{param}.content"), "content must be a string or an array of text parts");
+    match value {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    (Some(other), _) if other != "text" => {
+                        return Err(ApiError::invalid(&format!("{param}.content"), format!("content parts of type '{other}' are not supported (text only)")))
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            Ok(text)
+        }
+        Some(_) => Err(bad()),
+    }
+}
+
+/// The completions prompt: a string, an array of one string, or an array of token ids.
+fn parse_prompt(value: Option<&Value>) -> Result<Prompt, ApiError> {
+    let bad = || ApiError::invalid("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+    match value {
+        Some(Value::String(s)) => Ok(Prompt::Text(s.clone())),
+        Some(Value::Array(items)) if items.len() == 1 && items[0].is_string() => Ok(Prompt::Text(items[0].as_str().unwrap_or_default().to_string())),
+        Some(Value::Array(items)) if !items.is_empty() && items.iter().all(Value::is_u64) => {
+            items.iter().map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok()).ok_or_else(bad)).collect::<Result<_, _>>().map(Prompt::Tokens)
+        }
+        Some(Value::Array(items)) if items.len() > 1 && items.iter().all(Value::is_string) => {
+            Err(ApiError::invalid("prompt", "a batch of prompts in one request is not supported; send one request per prompt"))
+        }
+        _ => Err(bad()),
+    }
+}
+
+fn parse_stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let stops = match value {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_string).ok_or_else(|| ApiError::invalid("stop", "'stop' must be a string or an array of strings")))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(ApiError::invalid("stop", "'stop' must be a string or an array of strings")),
+    };
+    if stops.len() > MAX_STOP_STRINGS {
+        return Err(ApiError::invalid("stop", format!("at most {MAX_STOP_STRINGS} stop strings")));
+    }
+    Ok(stops.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+/// Why a choice ended, as OpenAI names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// Token counts of a finished request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values were already cached (a shared prefix).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+impl Usage {
+    pub fn json(&self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        })
+    }
+}
+
+/// One generated token's log-probability and its most likely alternatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub token: Vec<u8>,
+    pub logprob: f32,
+    pub top: Vec<(Vec<u8>, f32)>,
+}
+
+fn token_json(bytes: &[u8], logprob: f32) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("token".into(), json!(String::from_utf8_lossy(bytes)));
+    m.insert("logprob".into(), json!(logprob));
+    m.insert("bytes".into(), json!(bytes));
+    m
+}
+
+/// Chat's `logprobs` object: `{"content": [{"token", "logprob", "bytes", "top_logprobs"}]}`.
+pub fn chat_logprobs(entries: &[TokenLogprob]) -> Value {
+    let content: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            let mut m = token_json(&e.token, e.logprob);
+            m.insert("top_logprobs".into(), Value::Array(e.top.iter().map(|(t, l)| Value::Object(token_json(t, *l))).collect()));
+            Value::Object(m)
+        })
+        .collect();
+    json!({"content": content, "refusal": null})
+}
+
+/// The completions endpoint's `logprobs` object: parallel arrays, text offsets counted from the
+/// start of the completion's text in bytes (`first_offset` for the first entry).
+pub fn completion_logprobs(entries: &[TokenLogprob], first_offset: usize) -> Value {
+    let mut offset = first_offset;
+    let (mut tokens, mut logprobs, mut tops, mut offsets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in entries {
+        tokens.push(json!(String::from_utf8_lossy(&e.token)));
+        logprobs.push(json!(e.logprob));
+        let top: Map<String, Value> = e.top.iter().map(|(t, l)| (String::from_utf8_lossy(t).into_owned(), json!(l))).collect();
+        tops.push(Value::Object(top));
+        offsets.push(json!(offset));
+        offset += e.token.len();
+    }
+    json!({"tokens": tokens, "token_logprobs": logprobs, "top_logprobs": tops, "text_offset": offsets})
+}
+
+/// What every response and chunk of one request shares.
+#[derive(Clone, Debug)]
+pub struct ResponseHead {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    pub endpoint: Endpoint,
+}
+
+/// A value that identifies the build that answered (OpenAI's `system_fingerprint`).
+pub const SYSTEM_FINGERPRINT: &str = concat!("bonsai-", env!("CARGO_PKG_VERSION"));
+
+impl ResponseHead {
+    fn object(&self, chunk: bool) -> &'static str {
+        match (self.endpoint, chunk) {
+            (Endpoint::Chat, false) => "chat.completion",
+            (Endpoint::Chat, true) => "chat.completion.chunk",
+            (Endpoint::Completion, _) => "text_completion",
+        }
+    }
+    fn envelope(&self, chunk: bool, choices: Vec<Value>) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("object".into(), json!(self.object(chunk)));
+        m.insert("created".into(), json!(self.created));
+        m.insert("model".into(), json!(self.model));
+        m.insert("system_fingerprint".into(), json!(SYSTEM_FINGERPRINT));
+        m.insert("choices".into(), Value::Array(choices));
+        m
+    }
+
+    /// The whole answer of a non-streaming request.
+    pub fn response(&self, text: &str, logprobs: Option<Value>, finish: FinishReason, usage: &Usage) -> Value {
+        let choice = match self.endpoint {
+            Endpoint::Chat => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": null},
+                "logprobs": logprobs,
+                "finish_reason": finish.as_str(),
+            }),
+            Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish.as_str()}),
+        };
+        let mut m = self.envelope(false, vec![choice]);
+        m.insert("usage".into(), usage.json());
+        Value::Object(m)
+    }
+
+    /// One stream chunk: `delta` text (chat: the role too on the first chunk), its logprobs, and
+    /// the finish reason on the last. With `include_usage`, every chunk carries `"usage": null`
+    /// (the usage comes in a chunk of its own at the end).
+    pub fn chunk(&self, first: bool, text: &str, logprobs: Option<Value>, finish: Option<FinishReason>, include_usage: bool) -> Value {
+        let finish = finish.map(FinishReason::as_str);
+        let choice = match self.endpoint {
+            Endpoint::Chat => {
+                let delta = match (first, finish.is_some() && text.is_empty()) {
+                    (true, _) => json!({"role": "assistant", "content": text}),
+                    (false, true) => json!({}),
+                    (false, false) => json!({"content": text}),
+                };
+                json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
+            }
+            Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}),
+        };
+        let mut m = self.envelope(true, vec![choice]);
+        if include_usage {
+            m.insert("usage".into(), Value::Null);
+        }
+        Value::Object(m)
+    }
+
+    /// The last chunk of a stream with `include_usage`: no choices, the usage.
+    pub fn usage_chunk(&self, usage: &Usage) -> Value {
+        let mut m = self.envelope(true, Vec::new());
+        m.insert("usage".into(), usage.json());
+        Value::Object(m)
+    }
+}
+
+#[cfg(test)]
+#[path = "api_tests.rs"]
+mod tests;

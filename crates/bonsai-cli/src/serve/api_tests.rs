@@ -1,0 +1,132 @@
+use super::*;
+
+fn chat(body: &str) -> Result<ParsedRequest, ApiError> {
+    parse_request(Endpoint::Chat, body.as_bytes())
+}
+
+#[test]
+fn a_minimal_chat_request_gets_the_defaults() {
+    let r = chat(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#).expect("valid");
+    assert_eq!(r.model, "m");
+    assert_eq!(r.prompt, Prompt::Messages(vec![Message::new("user", "hi")]));
+    assert!(!r.stream && !r.include_usage);
+    assert_eq!(r.params.max_tokens, None);
+    assert_eq!((r.params.temperature, r.params.top_k, r.params.top_p, r.params.min_p), (DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P, DEFAULT_MIN_P));
+    assert_eq!(r.params.logprobs, None);
+}
+
+#[test]
+fn fields_are_read_with_their_openai_names() {
+    let r = chat(
+        r#"{"model": "m", "messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+            "max_completion_tokens": 7, "max_tokens": 99, "temperature": 0, "top_p": 0.5, "seed": -1, "stop": ["x", ""],
+            "frequency_penalty": 0.5, "presence_penalty": -1, "logprobs": true, "top_logprobs": 3, "stream": true,
+            "stream_options": {"include_usage": true}, "n": 1, "user": "ignored"}"#,
+    )
+    .expect("valid");
+    assert_eq!(r.prompt, Prompt::Messages(vec![Message::new("system", "ab")]));
+    assert_eq!(r.params.max_tokens, Some(7));
+    assert_eq!(r.params.temperature, 0.0);
+    assert_eq!(r.params.seed, Some(u64::MAX));
+    assert_eq!(r.params.stop, vec!["x".to_string()]);
+    assert_eq!(r.params.logprobs, Some(3));
+    assert!(r.stream && r.include_usage);
+    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": [1, 2, 3], "logprobs": 2}"#).expect("valid");
+    assert_eq!(c.prompt, Prompt::Tokens(vec![1, 2, 3]));
+    assert_eq!(c.params.logprobs, Some(2));
+    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": ["once"]}"#).expect("valid");
+    assert_eq!(c.prompt, Prompt::Text("once".into()));
+}
+
+#[test]
+fn bad_bodies_name_the_field_and_get_400() {
+    let cases: &[(&str, Option<&str>)] = &[
+        ("{not json", None),
+        ("[1, 2]", None),
+        (r#"{"messages": [{"role": "user", "content": "x"}]}"#, Some("model")),
+        (r#"{"model": 5, "messages": []}"#, Some("model")),
+        (r#"{"model": "m", "messages": []}"#, Some("messages")),
+        (r#"{"model": "m", "messages": "hi"}"#, Some("messages")),
+        (r#"{"model": "m", "messages": [{"role": "wizard", "content": "x"}]}"#, Some("messages[0].role")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": 3}]}"#, Some("messages[0].content")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#, Some("messages[0].content")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}"#, Some("temperature")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 3}"#, Some("temperature")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}"#, Some("max_tokens")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5}"#, Some("max_tokens")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}"#, Some("n")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": [1]}"#, Some("stop")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "stop": ["a", "b", "c", "d", "e"]}"#, Some("stop")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}"#, Some("top_logprobs")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21}"#, Some("top_logprobs")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}"#, Some("stream")),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream_options": 1}"#, Some("stream_options")),
+    ];
+    for (body, param) in cases {
+        let e = chat(body).expect_err(body);
+        assert_eq!(e.status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(e.param.as_deref(), *param, "{body}: {}", e.message);
+        let shape = e.body();
+        assert_eq!(shape["error"]["type"], "invalid_request_error", "{body}");
+        assert!(shape["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    }
+    for prompt in [r#"5"#, r#"[]"#, r#"[-1]"#, r#"[4294967296]"#, r#"["a", "b"]"#, r#"{"a": 1}"#] {
+        let body = format!(r#"{{"model": "m", "prompt": {prompt}}}"#);
+        let e = parse_request(Endpoint::Completion, body.as_bytes()).expect_err(&body);
+        assert_eq!(e.param.as_deref(), Some("prompt"), "{body}");
+    }
+}
+
+#[test]
+fn responses_and_chunks_have_openai_shapes() {
+    let head = ResponseHead { id: "chatcmpl-1".into(), created: 5, model: "m".into(), endpoint: Endpoint::Chat };
+    let usage = Usage { prompt_tokens: 3, cached_tokens: 1, completion_tokens: 2 };
+    let r = head.response("hi", None, FinishReason::Length, &usage);
+    assert_eq!(r["object"], "chat.completion");
+    assert_eq!(r["choices"][0]["message"]["content"], "hi");
+    assert_eq!(r["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(r["choices"][0]["finish_reason"], "length");
+    assert_eq!(r["usage"]["total_tokens"], 5);
+    assert_eq!(r["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+    let first = head.chunk(true, "", None, None, true);
+    assert_eq!(first["object"], "chat.completion.chunk");
+    assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
+    assert!(first["usage"].is_null() && first.get("usage").is_some());
+    let last = head.chunk(false, "", None, Some(FinishReason::Stop), false);
+    assert_eq!(last["choices"][0]["delta"], json!({}));
+    assert_eq!(last["choices"][0]["finish_reason"], "stop");
+    assert!(last.get("usage").is_none());
+    let u = head.usage_chunk(&usage);
+    assert_eq!(u["choices"], json!([]));
+    assert_eq!(u["usage"]["completion_tokens"], 2);
+    let text = ResponseHead { endpoint: Endpoint::Completion, ..head };
+    let r = text.response("x", None, FinishReason::Stop, &usage);
+    assert_eq!(r["object"], "text_completion");
+    assert_eq!(r["choices"][0]["text"], "x");
+}
+
+#[test]
+fn logprob_objects_have_both_endpoint_shapes() {
+    let entries = vec![
+        TokenLogprob { token: b"ab".to_vec(), logprob: -0.5, top: vec![(b"ab".to_vec(), -0.5), (b"c".to_vec(), -1.5)] },
+        TokenLogprob { token: b"d".to_vec(), logprob: -0.25, top: vec![] },
+    ];
+    let chat = chat_logprobs(&entries);
+    assert_eq!(chat["content"][0]["token"], "ab");
+    assert_eq!(chat["content"][0]["bytes"], json!([97, 98]));
+    assert_eq!(chat["content"][0]["top_logprobs"][1]["token"], "c");
+    let legacy = completion_logprobs(&entries, 10);
+    assert_eq!(legacy["tokens"], json!(["ab", "d"]));
+    assert_eq!(legacy["token_logprobs"], json!([-0.5, -0.25]));
+    assert_eq!(legacy["text_offset"], json!([10, 12]));
+    assert_eq!(legacy["top_logprobs"][0]["c"], json!(-1.5));
+}
+
+#[test]
+fn errors_carry_status_and_retry_after() {
+    let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", "busy");
+    e.retry_after = Some(1);
+    let response = e.into_response();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+}

@@ -1,0 +1,409 @@
+//! The scheduler: one thread owns the model and a batch state of `parallel` sequence slots, and
+//! runs continuous batching. Between forward steps it takes in new requests (chat template and
+//! tokenizer here, so a bad prompt is answered at once), gives waiting ones a free slot (the one
+//! whose cached tokens share the longest prefix with the prompt, so a shared system prompt is not
+//! recomputed), drops requests whose client went away, and runs one forward call over every
+//! running sequence: one token for each that is generating, a chunk of the prompt for each that is
+//! still prefilling, within the step's token budget. No request waits for another to finish.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use bonsai_model::chat::{render_chat, ChatOptions};
+use bonsai_model::loader::LoadedModel;
+use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
+use bonsai_model::tokenizer::{StreamDecoder, Tokenizer};
+use bonsai_model::{Backend, LogitRows, Qwen3, Qwen3State};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, TokenLogprob, Usage};
+use super::metrics::Metrics;
+use super::text::{logprobs, Penalties, Released, StopMatcher};
+
+/// A request handed to the engine, and where its events go.
+pub struct Job {
+    pub request: ParsedRequest,
+    pub events: UnboundedSender<Event>,
+    pub arrived: Instant,
+}
+
+/// What the engine tells a request's handler, in order: `Accepted` or `Error` first; then tokens;
+/// then `Done` (or `Error`).
+#[derive(Debug)]
+pub enum Event {
+    /// The prompt is tokenized and fits: generation will follow.
+    Accepted,
+    /// Text released by one generated token (possibly empty while a stop string may be forming),
+    /// with the token's log-probabilities when asked for.
+    Token { text: String, logprob: Option<TokenLogprob> },
+    /// The last text and why the choice ended.
+    Done { text: String, finish: FinishReason, usage: Usage },
+    Error(ApiError),
+}
+
+/// The engine's sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineConfig {
+    /// Sequence slots (concurrent requests).
+    pub parallel: usize,
+    /// Most token rows in one forward call (decode rows first, prompt chunks share the rest).
+    pub step_tokens: usize,
+}
+
+/// A request that has a slot.
+struct Running {
+    events: UnboundedSender<Event>,
+    arrived: Instant,
+    prompt: Vec<u32>,
+    /// Prompt tokens in the cache so far.
+    fed: usize,
+    /// The generated token to feed next (None while the prompt is prefilling).
+    next: Option<u32>,
+    generated: usize,
+    max_new: usize,
+    sampler: Sampler,
+    penalties: Penalties,
+    stop: StopMatcher,
+    decoder: StreamDecoder,
+    top_logprobs: Option<usize>,
+    usage: Usage,
+    last_token_at: Option<Instant>,
+}
+
+/// A waiting request, tokenized.
+struct Waiting {
+    job: Job,
+    prompt: Vec<u32>,
+}
+
+/// One sequence slot: the tokens its cache holds (a finished request's stay, for prefix reuse).
+#[derive(Default)]
+struct Slot {
+    cached: Vec<u32>,
+    running: Option<Running>,
+}
+
+/// Runs the engine until the job channel closes and every running request has finished.
+pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Receiver<Job>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    let model = &loaded.model;
+    let tokenizer = loaded.text_tokenizer()?;
+    let mut state = model.new_batch_state(config.parallel, config.step_tokens.max(config.parallel), false)?;
+    Metrics::set(&metrics.kv_tokens_capacity, config.parallel * model.max_seq());
+    let mut engine = Engine {
+        model,
+        tokenizer,
+        chat_template: loaded.chat_template.as_deref(),
+        slots: (0..config.parallel).map(|_| Slot::default()).collect(),
+        waiting: VecDeque::new(),
+        metrics,
+        step_tokens: config.step_tokens.max(config.parallel),
+        logits: vec![0.0; model.config().vocab],
+        seed_counter: 0,
+    };
+    let mut open = true;
+    loop {
+        // Take in what arrived; block only when there is nothing else to do.
+        if open && engine.idle() {
+            match jobs.recv() {
+                Ok(job) => engine.intake(job),
+                Err(_) => open = false,
+            }
+        }
+        while open {
+            match jobs.try_recv() {
+                Ok(job) => engine.intake(job),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        if !open && engine.idle() {
+            return Ok(());
+        }
+        engine.drop_abandoned();
+        engine.admit(&mut state)?;
+        engine.step(&mut state);
+    }
+}
+
+struct Engine<'a, B: Backend> {
+    model: &'a Qwen3<B>,
+    tokenizer: &'a Tokenizer,
+    chat_template: Option<&'a str>,
+    slots: Vec<Slot>,
+    waiting: VecDeque<Waiting>,
+    metrics: Arc<Metrics>,
+    step_tokens: usize,
+    logits: Vec<f32>,
+    seed_counter: u64,
+}
+
+impl<B: Backend> Engine<'_, B> {
+    fn idle(&self) -> bool {
+        self.waiting.is_empty() && self.slots.iter().all(|s| s.running.is_none())
+    }
+
+    /// Tokenizes a new request and queues it, or answers it with an error at once.
+    fn intake(&mut self, job: Job) {
+        match self.tokenize(&job.request) {
+            Ok(prompt) => {
+                let _ = job.events.send(Event::Accepted);
+                self.waiting.push_back(Waiting { job, prompt });
+            }
+            Err(e) => {
+                self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                let _ = job.events.send(Event::Error(e));
+            }
+        }
+    }
+
+    fn tokenize(&self, request: &ParsedRequest) -> Result<Vec<u32>, ApiError> {
+        let bad = |message: String| ApiError::invalid(if matches!(request.prompt, Prompt::Messages(_)) { "messages" } else { "prompt" }, message);
+        let ids = match &request.prompt {
+            Prompt::Messages(messages) => {
+                let rendered = render_chat(self.chat_template, messages, ChatOptions::default());
+                self.tokenizer.encode(&rendered.text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?
+            }
+            Prompt::Text(text) => self.tokenizer.encode(text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?,
+            Prompt::Tokens(ids) => {
+                let vocab = self.model.config().vocab;
+                if let Some(bad_id) = ids.iter().find(|&&id| id as usize >= vocab) {
+                    return Err(bad(format!("token id {bad_id} is outside the vocabulary of {vocab} tokens")));
+                }
+                ids.clone()
+            }
+        };
+        if ids.is_empty() {
+            return Err(bad("the prompt is empty (at least one token is needed)".into()));
+        }
+        let ctx = self.model.max_seq();
+        if ids.len() > ctx {
+            return Err(bad(format!(
+                "this model's context holds {ctx} tokens per sequence, but the prompt is {} tokens (start the server with a larger --ctx)",
+                ids.len()
+            ))
+            .with_code("context_length_exceeded"));
+        }
+        Ok(ids)
+    }
+
+    /// Ends requests whose client is gone (their events have no receiver), freeing their slots.
+    fn drop_abandoned(&mut self) {
+        let before = self.waiting.len();
+        self.waiting.retain(|w| !w.job.events.is_closed());
+        self.metrics.queue_depth.fetch_sub((before - self.waiting.len()) as u64, Ordering::Relaxed);
+        for slot in &mut self.slots {
+            if slot.running.as_ref().is_some_and(|r| r.events.is_closed()) {
+                slot.running = None;
+            }
+        }
+        self.update_gauges();
+    }
+
+    /// Gives waiting requests free slots, each the one sharing the longest cached prefix.
+    fn admit(&mut self, state: &mut Qwen3State<B>) -> anyhow::Result<()> {
+        while !self.waiting.is_empty() {
+            let Some(slot_index) = self.choose_slot(&self.waiting[0].prompt) else { break };
+            let Some(Waiting { job, prompt }) = self.waiting.pop_front() else { break };
+            let sampler_config = self.sampler_config(&job.request.params);
+            let slot = &mut self.slots[slot_index];
+            // Reuse the shared prefix, but feed at least the prompt's last token: its logits pick
+            // the first generated one.
+            let keep = common_prefix(&slot.cached, &prompt).min(prompt.len() - 1);
+            self.model.rewind_seq(state, slot_index, keep)?;
+            slot.cached.truncate(keep);
+            self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            Metrics::add(&self.metrics.requests, 1);
+            Metrics::add(&self.metrics.prompt_tokens, prompt.len());
+            Metrics::add(&self.metrics.prompt_tokens_cached, keep);
+            let params = &job.request.params;
+            let sampler = match Sampler::new(sampler_config) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = job.events.send(Event::Error(ApiError::invalid("temperature", e.to_string())));
+                    continue;
+                }
+            };
+            // Generating N tokens feeds N - 1 of them back: the last one needs no room.
+            let room = self.model.max_seq() + 1 - prompt.len();
+            slot.running = Some(Running {
+                events: job.events,
+                arrived: job.arrived,
+                usage: Usage { prompt_tokens: prompt.len(), cached_tokens: keep, completion_tokens: 0 },
+                prompt,
+                fed: keep,
+                next: None,
+                generated: 0,
+                max_new: params.max_tokens.map_or(room, |n| n.min(room)),
+                sampler,
+                penalties: Penalties::new(params.frequency_penalty, params.presence_penalty),
+                stop: StopMatcher::new(params.stop.clone()),
+                decoder: StreamDecoder::new(),
+                top_logprobs: params.logprobs,
+                last_token_at: None,
+            });
+        }
+        self.update_gauges();
+        Ok(())
+    }
+
+    /// The free slot for `prompt`: the longest shared cached prefix; among equals the slot holding
+    /// the fewest tokens (keeping longer cached prefixes for requests that share them), then the
+    /// lowest index. None when every slot is running.
+    fn choose_slot(&self, prompt: &[u32]) -> Option<usize> {
+        let free = self.slots.iter().enumerate().filter(|(_, s)| s.running.is_none());
+        free.max_by_key(|(i, s)| (common_prefix(&s.cached, prompt), std::cmp::Reverse(s.cached.len()), std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
+    }
+
+    fn sampler_config(&mut self, p: &GenParams) -> SamplerConfig {
+        self.seed_counter += 1;
+        let fresh = || {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+            nanos ^ self.seed_counter.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        };
+        SamplerConfig {
+            temperature: p.temperature,
+            top_k: p.top_k,
+            top_p: p.top_p,
+            min_p: p.min_p,
+            repeat_penalty: 1.0,
+            repeat_last_n: DEFAULT_REPEAT_LAST_N,
+            seed: p.seed.unwrap_or_else(fresh),
+        }
+    }
+
+    fn update_gauges(&self) {
+        let running: Vec<&Running> = self.slots.iter().filter_map(|s| s.running.as_ref()).collect();
+        Metrics::set(&self.metrics.running, running.len());
+        Metrics::set(&self.metrics.kv_tokens_in_use, running.iter().map(|r| r.fed + r.generated).sum());
+    }
+
+    /// One forward call over every running sequence, then a token for each that finished its
+    /// prompt or is generating.
+    fn step(&mut self, state: &mut Qwen3State<B>) {
+        let decoding = self.slots.iter().filter(|s| s.running.as_ref().is_some_and(|r| r.next.is_some())).count();
+        let mut budget = self.step_tokens - decoding;
+        let mut batch: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            let Some(r) = &slot.running else { continue };
+            match r.next {
+                Some(id) => batch.push((i, vec![id])),
+                None if budget > 0 => {
+                    let n = (r.prompt.len() - r.fed).min(budget);
+                    budget -= n;
+                    batch.push((i, r.prompt[r.fed..r.fed + n].to_vec()));
+                }
+                None => {}
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let start = Instant::now();
+        let slices: Vec<(usize, &[u32])> = batch.iter().map(|(i, t)| (*i, t.as_slice())).collect();
+        if let Err(e) = self.model.forward_batch(state, &slices, LogitRows::Last) {
+            // Every request in the step fails; the server stays up for the next ones.
+            for (i, _) in &batch {
+                self.fail(*i, format!("the forward step failed: {e}"));
+            }
+            return;
+        }
+        Metrics::add(&self.metrics.forward_steps, 1);
+        Metrics::set(&self.metrics.batch_sequences, batch.len());
+        Metrics::set(&self.metrics.batch_rows, batch.iter().map(|(_, t)| t.len()).sum());
+        for (row, (i, tokens)) in batch.iter().enumerate() {
+            let slot = &mut self.slots[*i];
+            let Some(r) = slot.running.as_mut() else { continue };
+            slot.cached.extend_from_slice(tokens);
+            if r.next.is_none() {
+                r.fed += tokens.len();
+                if r.fed < r.prompt.len() {
+                    continue;
+                }
+            }
+            if let Err(e) = self.model.logits(state, row, &mut self.logits) {
+                self.fail(*i, format!("reading the logits: {e}"));
+                continue;
+            }
+            self.emit_token(*i);
+        }
+        self.metrics.step_seconds.observe(start.elapsed().as_secs_f64());
+        self.update_gauges();
+    }
+
+    /// Picks slot `i`'s next token from `self.logits`, sends its text, and ends the request on a
+    /// stop token, a stop string or its token limit.
+    fn emit_token(&mut self, i: usize) {
+        let Some(r) = self.slots[i].running.as_mut() else { return };
+        let logprob = r.top_logprobs.map(|top| (top, self.logits.clone()));
+        r.penalties.apply(&mut self.logits);
+        let id = match r.sampler.sample(&mut self.logits, &[]) {
+            Ok(id) => id,
+            Err(e) => return self.fail(i, format!("sampling: {e}")),
+        };
+        r.penalties.record(id);
+        r.generated += 1;
+        r.usage.completion_tokens = r.generated;
+        let now = Instant::now();
+        match r.last_token_at {
+            None => self.metrics.time_to_first_token.observe((now - r.arrived).as_secs_f64()),
+            Some(t) => self.metrics.inter_token_latency.observe((now - t).as_secs_f64()),
+        }
+        r.last_token_at = Some(now);
+        Metrics::add(&self.metrics.generated_tokens, 1);
+        let tokenizer = self.tokenizer;
+        let bytes_of = |id: u32| tokenizer.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default();
+        let logprob = logprob.map(|(top, logits)| logprobs(&logits, id, top, bytes_of));
+        let (text, finish) = if tokenizer.stop_ids().contains(&id) {
+            (String::new(), Some(FinishReason::Stop))
+        } else {
+            let piece = match r.decoder.push(tokenizer, id) {
+                Ok(p) => p,
+                Err(e) => return self.fail(i, format!("decoding token {id}: {e}")),
+            };
+            match r.stop.push(&piece) {
+                Released::Text(t) => (t, (r.generated >= r.max_new).then_some(FinishReason::Length)),
+                Released::Stopped(t) => {
+                    // Nothing after the stop string is sent, not even a half-decoded character.
+                    r.decoder = StreamDecoder::new();
+                    (t, Some(FinishReason::Stop))
+                }
+            }
+        };
+        let sent = r.events.send(Event::Token { text, logprob });
+        match finish {
+            _ if sent.is_err() => self.slots[i].running = None,
+            Some(finish) => self.finish(i, finish),
+            None => r.next = Some(id),
+        }
+    }
+
+    /// Ends slot `i`'s request with the text still held back (a partial character, or text that
+    /// could have begun a stop string); the slot keeps its cached tokens.
+    fn finish(&mut self, i: usize, finish: FinishReason) {
+        let Some(mut r) = self.slots[i].running.take() else { return };
+        let tail = r.decoder.finish();
+        let mut text = match r.stop.push(&tail) {
+            Released::Text(t) | Released::Stopped(t) => t,
+        };
+        text.push_str(&r.stop.finish());
+        let _ = r.events.send(Event::Done { text, finish, usage: r.usage });
+    }
+
+    fn fail(&mut self, i: usize, message: String) {
+        if let Some(r) = self.slots[i].running.take() {
+            Metrics::add(&self.metrics.requests_failed, 1);
+            let _ = r.events.send(Event::Error(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)));
+        }
+        // The cache's contents are unknown after a failure: nothing in it is reused.
+        self.slots[i].cached.clear();
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

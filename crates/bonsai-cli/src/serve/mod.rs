@@ -1,0 +1,88 @@
+//! `bonsai serve`: an OpenAI-compatible HTTP server (axum on tokio) over one model, with
+//! continuous batching of concurrent requests. The model and its batch state stay on this thread
+//! (the engine, [`engine`]); the HTTP side ([`http`]) runs on tokio's threads and talks to the
+//! engine through a channel of jobs and a channel of events per request.
+
+mod api;
+mod engine;
+mod http;
+mod metrics;
+mod text;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use bonsai_kernels::Config;
+
+use crate::generate::{ModelArgs, PREFILL_BATCH};
+use engine::EngineConfig;
+use http::App;
+use metrics::Metrics;
+
+/// Largest request body accepted (413 above it).
+const MAX_BODY_BYTES: usize = 4 << 20;
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port, printed at start)
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Concurrent sequences (short: -np); each has its own KV cache of --ctx tokens
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub parallel: u32,
+    /// Most token rows in one forward step: every generating sequence's next token, then prompt
+    /// chunks of the sequences still prefilling
+    #[arg(short = 'b', long = "batch-size", default_value_t = PREFILL_BATCH as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// Most requests waiting for a free sequence; beyond it requests get 503 with Retry-After
+    #[arg(long, default_value_t = 256)]
+    pub queue: usize,
+    /// Require `Authorization: Bearer KEY` on every route but /health
+    #[arg(long)]
+    pub api_key: Option<String>,
+    /// The model's name in the API (default: the file name without .gguf)
+    #[arg(short = 'a', long)]
+    pub alias: Option<String>,
+}
+
+pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
+    let path_name = args.model.model.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
+    let loaded = crate::generate::load(&args.model, config)?;
+    let model_name = args.alias.clone().or(path_name).or_else(|| args.model.hub.hf_repo.clone()).unwrap_or_else(|| "bonsai-demo".to_string());
+    let metrics = Arc::new(Metrics::default());
+    let (jobs, job_rx) = std::sync::mpsc::channel();
+    let app = Arc::new(App {
+        jobs,
+        metrics: metrics.clone(),
+        model_name: model_name.clone(),
+        api_key: args.api_key.clone(),
+        max_queue: args.queue,
+        max_body_bytes: MAX_BODY_BYTES,
+        started: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the HTTP runtime")?;
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(&addr)).with_context(|| format!("listening on {addr}"))?;
+    let local: SocketAddr = listener.local_addr()?;
+    let ctx = crate::on_any_backend!(loaded, |l| l.model.max_seq());
+    eprintln!(
+        "serving '{model_name}' on http://{local} ({} sequences of {ctx} tokens, steps of up to {} tokens; OpenAI API at /v1, Ctrl-C stops)",
+        args.parallel, args.batch_size
+    );
+    let server = axum::serve(listener, http::router(app)).with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    let server = runtime.spawn(async move { server.await });
+    // The engine runs here until the server stops and drops its job sender.
+    let engine_config = EngineConfig { parallel: args.parallel as usize, step_tokens: args.batch_size as usize };
+    let engine = crate::on_any_backend!(loaded, |l| engine::run(l, engine_config, job_rx, metrics.clone()));
+    engine.context("the generation engine stopped")?;
+    runtime.block_on(server).context("the HTTP server task")?.context("the HTTP server")?;
+    Ok(())
+}
