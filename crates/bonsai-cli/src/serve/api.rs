@@ -79,6 +79,8 @@ pub struct GenParams {
     pub presence_penalty: f32,
     /// Some(n): return each token's log-probability and its n most likely alternatives.
     pub logprobs: Option<usize>,
+    /// llama-server's `ignore_eos`: stop tokens do not end the choice (load tests).
+    pub ignore_eos: bool,
 }
 
 /// Sampling defaults where the request is silent: llama-server's (temperature 0.8, top-k 40,
@@ -154,6 +156,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest, A
         frequency_penalty: f.number("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
         presence_penalty: f.number("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
         logprobs,
+        ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
     Ok(ParsedRequest { endpoint, model, prompt, params, stream, include_usage })
 }

@@ -17,7 +17,7 @@ use bonsai_model::chat::{render_chat, ChatOptions};
 use bonsai_model::loader::LoadedModel;
 use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
 use bonsai_model::tokenizer::{StreamDecoder, Tokenizer};
-use bonsai_model::{Backend, LogitRows, Qwen3, Qwen3State};
+use bonsai_model::{Backend, DevicePick, LogitRows, Qwen3, Qwen3State};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, TokenLogprob, Usage};
@@ -70,8 +70,22 @@ struct Running {
     stop: StopMatcher,
     decoder: StreamDecoder,
     top_logprobs: Option<usize>,
+    /// Stop tokens are generated like any other (benchmarks: every request runs to its limit).
+    ignore_eos: bool,
     usage: Usage,
     last_token_at: Option<Instant>,
+}
+
+impl Running {
+    /// Whether feeding `rows` more tokens leaves the request ready for its next token (it is
+    /// generating, or they end its prompt).
+    fn takes_token_after(&self, rows: usize) -> bool {
+        self.next.is_some() || self.fed + rows >= self.prompt.len()
+    }
+    /// Whether its next token needs the logits on the host (sampling, penalties, logprobs).
+    fn needs_host_pick(&self) -> bool {
+        !self.sampler.config().is_greedy() || self.penalties.active() || self.top_logprobs.is_some()
+    }
 }
 
 /// A waiting request, tokenized.
@@ -243,6 +257,7 @@ impl<B: Backend> Engine<'_, B> {
                 stop: StopMatcher::new(params.stop.clone()),
                 decoder: StreamDecoder::new(),
                 top_logprobs: params.logprobs,
+                ignore_eos: params.ignore_eos,
                 last_token_at: None,
             });
         }
@@ -305,13 +320,24 @@ impl<B: Backend> Engine<'_, B> {
         }
         let start = Instant::now();
         let slices: Vec<(usize, &[u32])> = batch.iter().map(|(i, t)| (*i, t.as_slice())).collect();
-        if let Err(e) = self.model.forward_batch(state, &slices, LogitRows::Last) {
-            // Every request in the step fails; the server stays up for the next ones.
-            for (i, _) in &batch {
-                self.fail(*i, format!("the forward step failed: {e}"));
+        // When every sequence that takes a token this step wants the plain argmax, the backend
+        // picks (no logits leave the device); otherwise each row's logits come to the host.
+        let host_pick = batch.iter().any(|(i, t)| self.slots[*i].running.as_ref().is_some_and(|r| r.takes_token_after(t.len()) && r.needs_host_pick()));
+        let run = if host_pick {
+            self.model.forward_batch(state, &slices, LogitRows::Last).map(|()| Vec::new())
+        } else {
+            self.model.forward_batch_pick(state, &slices, DevicePick::Greedy)
+        };
+        let device_ids = match run {
+            Ok(ids) => ids,
+            Err(e) => {
+                // Every request in the step fails; the server stays up for the next ones.
+                for (i, _) in &batch {
+                    self.fail(*i, format!("the forward step failed: {e}"));
+                }
+                return;
             }
-            return;
-        }
+        };
         Metrics::add(&self.metrics.forward_steps, 1);
         Metrics::set(&self.metrics.batch_sequences, batch.len());
         Metrics::set(&self.metrics.batch_rows, batch.iter().map(|(_, t)| t.len()).sum());
@@ -319,32 +345,43 @@ impl<B: Backend> Engine<'_, B> {
             let slot = &mut self.slots[*i];
             let Some(r) = slot.running.as_mut() else { continue };
             slot.cached.extend_from_slice(tokens);
+            let takes_token = r.takes_token_after(tokens.len());
             if r.next.is_none() {
                 r.fed += tokens.len();
-                if r.fed < r.prompt.len() {
-                    continue;
-                }
             }
-            if let Err(e) = self.model.logits(state, row, &mut self.logits) {
-                self.fail(*i, format!("reading the logits: {e}"));
+            if !takes_token {
                 continue;
             }
-            self.emit_token(*i);
+            let picked = match device_ids.get(row) {
+                Some(&id) => Ok((id, None)),
+                None => self.pick_on_host(state, row, *i),
+            };
+            match picked {
+                Ok((id, logprob)) => self.emit_token(*i, id, logprob),
+                Err(message) => self.fail(*i, message),
+            }
         }
         self.metrics.step_seconds.observe(start.elapsed().as_secs_f64());
         self.update_gauges();
     }
 
-    /// Picks slot `i`'s next token from `self.logits`, sends its text, and ends the request on a
-    /// stop token, a stop string or its token limit.
-    fn emit_token(&mut self, i: usize) {
-        let Some(r) = self.slots[i].running.as_mut() else { return };
-        let logprob = r.top_logprobs.map(|top| (top, self.logits.clone()));
+    /// Slot `i`'s next token from logits row `row`, sampled on the host with its penalties, and
+    /// its log-probabilities when asked for.
+    fn pick_on_host(&mut self, state: &Qwen3State<B>, row: usize, i: usize) -> Result<(u32, Option<TokenLogprob>), String> {
+        self.model.logits(state, row, &mut self.logits).map_err(|e| format!("reading the logits: {e}"))?;
+        let Some(r) = self.slots[i].running.as_mut() else { return Err("no request".into()) };
+        let raw = r.top_logprobs.map(|top| (top, self.logits.clone()));
         r.penalties.apply(&mut self.logits);
-        let id = match r.sampler.sample(&mut self.logits, &[]) {
-            Ok(id) => id,
-            Err(e) => return self.fail(i, format!("sampling: {e}")),
-        };
+        let id = r.sampler.sample(&mut self.logits, &[]).map_err(|e| format!("sampling: {e}"))?;
+        let tokenizer = self.tokenizer;
+        let bytes_of = |id: u32| tokenizer.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default();
+        Ok((id, raw.map(|(top, logits)| logprobs(&logits, id, top, bytes_of))))
+    }
+
+    /// Sends slot `i`'s token `id`, and ends the request on a stop token, a stop string or its
+    /// token limit.
+    fn emit_token(&mut self, i: usize, id: u32, logprob: Option<TokenLogprob>) {
+        let Some(r) = self.slots[i].running.as_mut() else { return };
         r.penalties.record(id);
         r.generated += 1;
         r.usage.completion_tokens = r.generated;
@@ -356,9 +393,7 @@ impl<B: Backend> Engine<'_, B> {
         r.last_token_at = Some(now);
         Metrics::add(&self.metrics.generated_tokens, 1);
         let tokenizer = self.tokenizer;
-        let bytes_of = |id: u32| tokenizer.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default();
-        let logprob = logprob.map(|(top, logits)| logprobs(&logits, id, top, bytes_of));
-        let (text, finish) = if tokenizer.stop_ids().contains(&id) {
+        let (text, finish) = if !r.ignore_eos && tokenizer.stop_ids().contains(&id) {
             (String::new(), Some(FinishReason::Stop))
         } else {
             let piece = match r.decoder.push(tokenizer, id) {

@@ -189,11 +189,11 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
         match st.rx.recv().await {
             Some(Event::Accepted) => Some((out, Some(st))),
             Some(Event::Token { text, logprob }) => {
-                if !text.is_empty() || logprob.is_some() {
-                    let lp = logprob.map(|e| logprobs_json(st.head.endpoint, std::slice::from_ref(&e), st.sent_bytes));
-                    st.sent_bytes += text.len();
-                    out.push(data(&st.head.chunk(false, &text, lp, None, st.include_usage)));
-                }
+                // One chunk per generated token, empty text included (held back for a stop
+                // string, or half a character), as OpenAI streams: clients count and time them.
+                let lp = logprob.map(|e| logprobs_json(st.head.endpoint, std::slice::from_ref(&e), st.sent_bytes));
+                st.sent_bytes += text.len();
+                out.push(data(&st.head.chunk(false, &text, lp, None, st.include_usage)));
                 Some((out, Some(st)))
             }
             Some(Event::Done { text, finish, usage }) => {

@@ -7,6 +7,7 @@ mod api;
 mod engine;
 mod http;
 mod metrics;
+mod synthetic;
 mod text;
 
 use std::net::SocketAddr;
@@ -49,12 +50,24 @@ pub struct ServeArgs {
     /// The model's name in the API (default: the file name without .gguf)
     #[arg(short = 'a', long)]
     pub alias: Option<String>,
+    /// Random weights at a real model's geometry instead of a file, with a byte-level tokenizer
+    /// (load tests on real shapes; the text is gibberish)
+    #[arg(long, value_enum, conflicts_with_all = ["model", "hf_repo"])]
+    pub synthetic: Option<crate::bench::SyntheticModel>,
 }
 
 pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     let path_name = args.model.model.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
-    let loaded = crate::generate::load(&args.model, config)?;
-    let model_name = args.alias.clone().or(path_name).or_else(|| args.model.hub.hf_repo.clone()).unwrap_or_else(|| "bonsai-demo".to_string());
+    let loaded = match args.synthetic {
+        Some(kind) => {
+            let backend = crate::backend_choice::choose(args.model.cpu, config)?;
+            eprintln!("model: random {} weights (synthetic)", kind.name());
+            synthetic::load(kind, backend, args.model.ctx)?
+        }
+        None => crate::generate::load(&args.model, config)?,
+    };
+    let synthetic_name = args.synthetic.map(|k| format!("synthetic-{}", k.name()));
+    let model_name = args.alias.clone().or(path_name).or(synthetic_name).or_else(|| args.model.hub.hf_repo.clone()).unwrap_or_else(|| "bonsai-demo".to_string());
     let metrics = Arc::new(Metrics::default());
     let (jobs, job_rx) = std::sync::mpsc::channel();
     let app = Arc::new(App {

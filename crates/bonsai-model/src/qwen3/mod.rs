@@ -285,6 +285,23 @@ impl<B: Backend> Qwen3<B> {
     /// `batch` (sequences in increasing order, at most `max_batch` tokens in all). Logits: each
     /// sequence's last token (row b for the batch's b-th sequence), or every token.
     pub fn forward_batch(&self, state: &mut Qwen3State<B>, batch: &[(usize, &[u32])], rows: LogitRows) -> Result<(), ModelError> {
+        let key = self.batch_key(state, batch, rows, None)?;
+        self.run_plan(state, key)
+    }
+
+    /// [`Self::forward_batch`] with each sequence's last logits, then `pick` of each on the
+    /// backend: the next token of every sequence in batch order, with no logits downloaded. (A
+    /// sequence still mid-prompt gets a pick too, which its caller ignores.)
+    pub fn forward_batch_pick(&self, state: &mut Qwen3State<B>, batch: &[(usize, &[u32])], pick: DevicePick) -> Result<Vec<u32>, ModelError> {
+        let key = self.batch_key(state, batch, LogitRows::Last, Some(pick))?;
+        self.run_plan(state, key)?;
+        let mut ids = vec![0u32; batch.len()];
+        self.backend.read_tokens(&state.acts.tokens, &mut ids)?;
+        ids.into_iter().map(|id| self.check_token(id)).collect()
+    }
+
+    /// Checks a batch against the state's capacity and writes its token ids; the plan key.
+    fn batch_key(&self, state: &mut Qwen3State<B>, batch: &[(usize, &[u32])], rows: LogitRows, pick: Option<DevicePick>) -> Result<PlanKey, ModelError> {
         let total: usize = batch.iter().map(|(_, t)| t.len()).sum();
         if batch.is_empty() || batch.iter().any(|(_, t)| t.is_empty()) || total > state.max_batch {
             return Err(ModelError::Unsupported(format!(
@@ -298,8 +315,7 @@ impl<B: Backend> Qwen3<B> {
         }
         let ids: Vec<u32> = batch.iter().flat_map(|(_, t)| t.iter().copied()).collect();
         self.backend.write_tokens(&mut state.acts.tokens, &ids)?;
-        let key = PlanKey { batch: batch.iter().map(|(s, t)| (*s, t.len())).collect(), logits: rows, pick: None };
-        self.run_plan(state, key)
+        Ok(PlanKey { batch: batch.iter().map(|(s, t)| (*s, t.len())).collect(), logits: rows, pick })
     }
 
     /// Prefills a prompt of any length into the first sequence, in chunks of `max_batch`;
