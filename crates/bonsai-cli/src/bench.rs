@@ -83,7 +83,10 @@ impl SyntheticModel {
 pub const BENCH_SEED: u64 = 0x00b0_a5a1;
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
     /// GGUF model file
     #[arg(
         short = 'm',
@@ -155,7 +158,18 @@ impl BenchArgs {
     }
 }
 
+/// Benchmarks other than the model's own prefill and decode.
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Load-test an OpenAI-compatible server: N concurrent streams, aggregate tok/s, TTFT and
+    /// inter-token latency
+    Serve(crate::bench_serve::BenchServeArgs),
+}
+
 pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
+    if let Some(BenchCommand::Serve(serve)) = args.command {
+        return crate::bench_serve::run(serve);
+    }
     let plan = args.plan()?;
     if args.verbose {
         let changes = config.describe_changes();

@@ -4,6 +4,7 @@
 mod backend_choice;
 mod bench;
 mod bench_run;
+mod bench_serve;
 mod check;
 mod convert;
 mod info;

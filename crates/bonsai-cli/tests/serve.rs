@@ -239,3 +239,18 @@ fn a_full_queue_answers_503_with_retry_after() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(metric(&addr, "bonsai_requests_rejected_total"), 1);
 }
+
+#[test]
+fn bench_serve_starts_a_server_and_counts_every_token() {
+    let cache = std::env::temp_dir().join(format!("bonsai-serve-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+        .args(["bench", "serve", "--streams", "4", "--requests", "6", "-p", "9", "-n", "5", "--json", "--", "--cpu", "-np", "3"])
+        .env("BONSAI_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
+    assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
+}

@@ -197,10 +197,8 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
                 Some((out, Some(st)))
             }
             Some(Event::Done { text, finish, usage }) => {
-                if !text.is_empty() {
-                    out.push(data(&st.head.chunk(false, &text, None, None, st.include_usage)));
-                }
-                out.push(data(&st.head.chunk(false, "", None, Some(finish), st.include_usage)));
+                // Text still held back at the end rides on the finishing chunk (it is no token).
+                out.push(data(&st.head.chunk(false, &text, None, Some(finish), st.include_usage)));
                 if st.include_usage {
                     out.push(data(&st.head.usage_chunk(&usage)));
                 }
