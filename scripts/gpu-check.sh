@@ -22,6 +22,9 @@
 #             GPU: truth, error and time of every Bonsai-Image op). IMAGE_CASES=a,b limits the
 #             cases; the raw dump (several GB) goes to IMAGE_DUMP or a temporary folder
 #   golden    scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
+#   serve     bonsai bench serve against bonsai serve on the Bonsai-8B geometry (1, 16, 64 and 256
+#             streams of 512 prompt + 128 generated tokens) and Ternary-8B (64 streams), after
+#             bench's own tg128 of the same geometry; SERVE_STREAMS / SERVE_NP override
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
@@ -118,6 +121,24 @@ image)
     STEP_TIMEOUT=${IMAGE_TIMEOUT:-900} run image-torch env PYTHONUNBUFFERED=1 python3 scripts/reference/image_torch.py \
         "$DUMP" --json "$OUT/image/image_torch.json"
     [ -n "${IMAGE_DUMP:-}" ] || rm -rf "$DUMP"   # a folder the caller named is kept
+    ;;
+serve)
+    # One server per geometry; bench serve targets it with each stream count in turn.
+    for g in ${SERVE_MODELS:-bonsai-8b ternary-8b}; do
+        run "serve-tg-$g" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        log=$LOGS/serve-server-$g.log
+        "$BIN" serve --synthetic "$g" --port 0 -np "${SERVE_NP:-64}" --ctx 1024 -b "${SERVE_BATCH:-512}" >"$log" 2>&1 &
+        pid=$!
+        for _ in $(seq 600); do grep -q "http://" "$log" && break; sleep 0.2; done
+        url=$(grep -o "http://[0-9.:]*" "$log" | head -1)
+        streams=${SERVE_STREAMS:-1 16 64 256}
+        [ "$g" = bonsai-8b ] || streams=${SERVE_STREAMS_OTHER:-64}
+        for n in $streams; do
+            run "serve-$g-$n" "$BIN" bench serve --url "$url" --streams "$n" -p 512 -n 128 --json
+        done
+        curl -s "$url/metrics" >"$LOGS/serve-metrics-$g.txt" 2>/dev/null
+        kill $pid; wait $pid 2>/dev/null
+    done
     ;;
 golden)
     run golden env PYTHONUNBUFFERED=1 python3 scripts/reference/make_golden.py --out "$OUT/golden"

@@ -2,79 +2,23 @@
 //! hostile input over raw HTTP (malformed and fuzzed bodies, wrong keys, oversized bodies, long
 //! prompts, a full queue, clients that vanish mid-stream) while other streams complete.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod support;
+
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-const KEY: &str = "test-key";
+use support::{connect, request, send, start_server, KEY};
+
 const MODEL: &str = "bonsai-demo";
 
-/// A server child process, killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(args: &[&str]) -> Server {
+fn start(args: &[&str]) -> support::Server {
     let cache = std::env::temp_dir().join(format!("bonsai-serve-test-{}", std::process::id()));
     std::fs::create_dir_all(&cache).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-        .args(["serve", "--cpu", "--port", "0", "--api-key", KEY])
-        .args(args)
-        .env("BONSAI_CACHE_DIR", &cache)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "the server exited before listening");
-        if let Some(rest) = line.split("http://").nth(1) {
-            let addr = rest.split_whitespace().next().unwrap().to_string();
-            // Keep draining stderr so the server never blocks on a full pipe.
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return Server { child, addr };
-        }
-    }
-}
-
-/// One HTTP/1.1 exchange on a fresh connection: (status, body).
-fn request(addr: &str, method: &str, path: &str, key: Option<&str>, body: &[u8]) -> (u16, String) {
-    let mut s = connect(addr);
-    send(&mut s, method, path, key, body);
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
-    s
-}
-
-fn send(s: &mut TcpStream, method: &str, path: &str, key: Option<&str>, body: &[u8]) {
-    let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    // The server may answer (413) and close before reading everything: ignore write errors.
-    let _ = s.write_all(head.as_bytes()).and_then(|()| s.write_all(body));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
+    cmd.args(["serve", "--cpu"]).args(args).env("BONSAI_CACHE_DIR", &cache);
+    start_server(cmd)
 }
 
 fn post(addr: &str, path: &str, body: &str) -> (u16, String) {

@@ -1,0 +1,80 @@
+//! What the server tests share: starting `bonsai serve` and speaking raw HTTP/1.1 to it (raw, so
+//! that tests can send malformed requests and vanish mid-stream).
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const KEY: &str = "test-key";
+
+/// A server child process, killed on drop.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cmd` (a `bonsai serve` command line) on a free port with [`KEY`]; returns once it
+/// listens.
+pub fn start_server(mut cmd: Command) -> Server {
+    let mut child = cmd.args(["--port", "0", "--api-key", KEY]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the server exited before listening");
+        if let Some(rest) = line.split("http://").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap().to_string();
+            // Keep draining stderr so the server never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return Server { child, addr };
+        }
+    }
+}
+
+/// One HTTP/1.1 exchange on a fresh connection: (status, body).
+pub fn request(addr: &str, method: &str, path: &str, key: Option<&str>, body: &[u8]) -> (u16, String) {
+    let mut s = connect(addr);
+    send(&mut s, method, path, key, body);
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+pub fn connect(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    s
+}
+
+pub fn send(s: &mut TcpStream, method: &str, path: &str, key: Option<&str>, body: &[u8]) {
+    let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    // The server may answer (413) and close before reading everything: ignore write errors.
+    let _ = s.write_all(head.as_bytes()).and_then(|()| s.write_all(body));
+}
+
+
+/// A non-streamed completion of token ids `prompt` (greedy, `max_tokens`, plus `extra` fields):
+/// the parsed response, panicking on any status but 200.
+pub fn completion(addr: &str, prompt: &[u32], max_tokens: usize, extra: &str) -> serde_json::Value {
+    let body = format!(r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0{extra}}}"#);
+    let (status, reply) = request(addr, "POST", "/v1/completions", Some(KEY), body.as_bytes());
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+}
