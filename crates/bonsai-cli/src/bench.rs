@@ -112,6 +112,10 @@ pub struct BenchArgs {
     /// Fill the KV cache to these depths before measuring decode (comma-separated)
     #[arg(long = "ctx-depth", value_delimiter = ',', default_value = "0")]
     pub ctx_depth: Vec<usize>,
+    /// Also decode these many sequences together (comma-separated), one token each per step:
+    /// aggregate tok/s of the server's decode step (`tg128 x16`)
+    #[arg(long = "batch", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: Vec<u32>,
     /// Context size (KV cache length); default just large enough for the tests
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -152,6 +156,7 @@ impl BenchArgs {
             n_gen: self.n_gen,
             repetitions: self.repetitions as usize,
             depths: self.ctx_depth.clone(),
+            batches: self.batch.iter().map(|&b| b as usize).collect(),
             ctx,
             seed: BENCH_SEED,
         })

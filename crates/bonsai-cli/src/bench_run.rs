@@ -26,6 +26,9 @@ pub struct BenchPlan {
     pub n_gen: usize,
     pub repetitions: usize,
     pub depths: Vec<usize>,
+    /// Batches of independent sequences to decode together (the server's decode step); empty:
+    /// only the one-sequence test.
+    pub batches: Vec<usize>,
     pub ctx: usize,
     pub seed: u64,
 }
@@ -53,13 +56,21 @@ pub struct TestResult {
     pub kind: &'static str,
     pub tokens: usize,
     pub depth: usize,
+    /// Sequences decoding together (None: the one-sequence decode loop).
+    pub batch: Option<usize>,
     pub rates: Rates,
 }
 
 impl TestResult {
     pub fn label(&self) -> String {
-        let base = format!("{}{}", self.kind, self.tokens);
-        if self.depth > 0 { format!("{base} @ d{}", self.depth) } else { base }
+        let mut label = format!("{}{}", self.kind, self.tokens);
+        if let Some(b) = self.batch {
+            label += &format!(" x{b}");
+        }
+        if self.depth > 0 {
+            label += &format!(" @ d{}", self.depth);
+        }
+        label
     }
 }
 
@@ -87,7 +98,7 @@ impl BenchReport {
 
     /// A tg rate as a percentage of the bandwidth limit (None for pp).
     pub fn percent_of_limit(&self, r: &TestResult) -> Option<f64> {
-        (r.kind == "tg").then(|| 100.0 * r.rates.median / self.bandwidth_limit_tok_per_s())
+        (r.kind == "tg" && r.batch.is_none()).then(|| 100.0 * r.rates.median / self.bandwidth_limit_tok_per_s())
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -96,7 +107,7 @@ impl BenchReport {
             .iter()
             .map(|r| {
                 json!({
-                    "test": r.label(), "kind": r.kind, "tokens": r.tokens, "depth": r.depth,
+                    "test": r.label(), "kind": r.kind, "tokens": r.tokens, "depth": r.depth, "batch": r.batch,
                     "tok_per_s_median": r.rates.median, "tok_per_s_min": r.rates.min, "tok_per_s_max": r.rates.max,
                     "percent_of_bandwidth_limit": self.percent_of_limit(r),
                 })
@@ -166,12 +177,16 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
                 samples.push(rate(plan.n_prompt, start.elapsed().as_secs_f64()));
             }
         }
-        results.push(TestResult { kind: "pp", tokens: plan.n_prompt, depth: 0, rates: Rates::of(samples) });
+        results.push(TestResult { kind: "pp", tokens: plan.n_prompt, depth: 0, batch: None, rates: Rates::of(samples) });
     }
     if plan.n_gen > 0 {
         for &depth in &plan.depths {
             let rates = measure_decode(model, &mut state, &mut rng, depth, plan)?;
-            results.push(TestResult { kind: "tg", tokens: plan.n_gen, depth, rates });
+            results.push(TestResult { kind: "tg", tokens: plan.n_gen, depth, batch: None, rates });
+            for &sequences in &plan.batches {
+                let rates = measure_batch_decode(model, &mut rng, sequences, depth, plan)?;
+                results.push(TestResult { kind: "tg", tokens: plan.n_gen, depth, batch: Some(sequences), rates });
+            }
         }
     }
     // Memory first: the bandwidth test's buffers, freed stream-ordered, must not count.
@@ -215,6 +230,41 @@ fn measure_decode<B: Backend>(
         b.synchronize()?;
         if rep > 0 {
             samples.push(rate(plan.n_gen, start.elapsed().as_secs_f64()));
+        }
+    }
+    Ok(Rates::of(samples))
+}
+
+/// Aggregate tok/s of `sequences` sequences decoding together, each from `depth` cached tokens:
+/// one forward call of one token per sequence per step, greedy picks on the backend, ids read
+/// back every step (the server's decode step).
+fn measure_batch_decode<B: Backend>(model: &Qwen3<B>, rng: &mut Rng, sequences: usize, depth: usize, plan: &BenchPlan) -> Result<Rates, ModelError> {
+    let b = model.backend();
+    let vocab = model.config().vocab;
+    let mut state = model.new_batch_state(sequences, sequences.max(DEPTH_FILL_CHUNK.min(plan.ctx)), false)?;
+    if depth > 0 {
+        let fill = random_tokens(rng, depth, vocab);
+        for s in 0..sequences {
+            for chunk in fill.chunks(DEPTH_FILL_CHUNK) {
+                model.forward_batch(&mut state, &[(s, chunk)], bonsai_model::LogitRows::Last)?;
+            }
+        }
+    }
+    let first = random_tokens(rng, sequences, vocab);
+    let mut samples = Vec::with_capacity(plan.repetitions);
+    for rep in 0..=plan.repetitions {
+        for s in 0..sequences {
+            model.rewind_seq(&mut state, s, depth)?;
+        }
+        let mut next = first.clone();
+        b.synchronize()?;
+        let start = Instant::now();
+        for _ in 0..plan.n_gen {
+            let batch: Vec<(usize, &[u32])> = next.iter().enumerate().map(|(s, id)| (s, std::slice::from_ref(id))).collect();
+            next = model.forward_batch_pick(&mut state, &batch, DevicePick::Greedy)?;
+        }
+        if rep > 0 {
+            samples.push(rate(sequences * plan.n_gen, start.elapsed().as_secs_f64()));
         }
     }
     Ok(Rates::of(samples))

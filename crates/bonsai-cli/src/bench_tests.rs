@@ -83,8 +83,8 @@ fn sample_report() -> BenchReport {
         memory: Some((5, 10)),
         allocated: Some(4),
         results: vec![
-            TestResult { kind: "pp", tokens: 16, depth: 0, rates },
-            TestResult { kind: "tg", tokens: 8, depth: 32, rates },
+            TestResult { kind: "pp", tokens: 16, depth: 0, batch: None, rates },
+            TestResult { kind: "tg", tokens: 8, depth: 32, batch: None, rates },
         ],
     }
 }
