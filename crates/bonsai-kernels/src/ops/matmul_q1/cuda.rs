@@ -3,8 +3,7 @@
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `*_gemv_tc` for Q2 matrices
 //! with +2d codes, [`gemv_for`]), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
-//! [`b1_geometry`]); 9..=63 -> `*_gemm_mma_bf16x3` (tensor cores, f32-level accuracy);
-//! m >= [`F16_GEMM_MIN_TOKENS`] -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
+//! [`b1_geometry`]); m >= [`F16_GEMM_MIN_TOKENS`] (9) -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
 //! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
 //! memory cannot hold its tiles; on compute capability 9.0 the wgmma GEMM serves the same range).
 //!
@@ -32,10 +31,11 @@ pub const GEMV_MAX_TOKENS: usize = 8;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
-/// Smallest m served by the f16 GEMM. Its CTA covers 128 tokens, so from 64 tokens on at least
-/// half of each tile's tensor-core work is useful, while bf16x3 spends 3 mma per product at any
-/// m (a guess to be replaced by a measured crossover: no GPU time was left when it was written).
-pub const F16_GEMM_MIN_TOKENS: usize = 64;
+/// Smallest m served by the f16 GEMM: every m past the GEMVs. Measured on the H200, it beats
+/// bf16x3 (3 mma per product, too few CTAs at small m) from m = 16 on, by over 2x at 16 and 32
+/// tokens (docs/kernel-notes.md, "Small-m GEMM: f16 from 9 tokens"); bf16x3 stays the GEMM of
+/// devices whose shared memory cannot hold the f16 tiles.
+pub const F16_GEMM_MIN_TOKENS: usize = GEMV_MAX_TOKENS + 1;
 
 /// Whether [`GemmKernel::TensorCoreF16`] runs on this device at every shape, tile and split
 /// count: its largest CTA fits the opt-in shared memory (sm_80, sm_90, sm_100; not the 99 KB of
