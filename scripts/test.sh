@@ -7,26 +7,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# install_once DIR NAME PACKAGE...: pip-installs the pinned packages into DIR the first time.
+install_once() {
+    local dir=$1 name=$2
+    shift 2
+    if [ ! -f "$dir/.installed-$name" ]; then
+        echo "installing pinned $name into $dir (once)"
+        rm -rf "$dir"
+        python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+            --target "$dir" "$@"
+        touch "$dir/.installed-$name"
+    fi
+}
 WHEELS=.cache/cuda-wheels
-STAMP="$WHEELS/.installed-nvrtc-13.0.88"
-if [ ! -f "$STAMP" ]; then
-    echo "installing pinned NVRTC 13.0 wheels into $WHEELS (once)"
-    rm -rf "$WHEELS"
-    python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-        --target "$WHEELS" \
-        nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
-    touch "$STAMP"
-fi
+install_once "$WHEELS" nvrtc-13.0.88 nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 # The official OpenAI Python client, pinned, for the `bonsai serve` tests (tests/serve.rs).
 OPENAI_DIR=.cache/py-openai
-OPENAI_STAMP="$OPENAI_DIR/.installed-openai-1.99.0"
-if [ ! -f "$OPENAI_STAMP" ]; then
-    echo "installing the pinned openai 1.99.0 Python client into $OPENAI_DIR (once)"
-    rm -rf "$OPENAI_DIR"
-    python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-        --target "$OPENAI_DIR" openai==1.99.0
-    touch "$OPENAI_STAMP"
-fi
+install_once "$OPENAI_DIR" openai-1.99.0 openai==1.99.0
 export PYTHONPATH="$PWD/$OPENAI_DIR${PYTHONPATH:+:$PYTHONPATH}"
 export BONSAI_REQUIRE_OPENAI=1
 

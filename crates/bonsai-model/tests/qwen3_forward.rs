@@ -248,6 +248,13 @@ fn a_batch_of_sequences_gives_each_its_logits_alone() {
     let steps: Vec<(usize, &[u32])> = next.iter().enumerate().map(|(s, t)| (s, std::slice::from_ref(t))).collect();
     model.forward_batch(&mut batch, &steps, LogitRows::Last).unwrap();
     let decoded: Vec<Vec<f32>> = (0..prompts.len()).map(|b| logits_of(&batch, b)).collect();
+    // The same calls with the pick on the backend give each sequence its logits' argmax.
+    let mut picking = model.new_batch_state(prompts.len(), 16, false).unwrap();
+    let argmaxes = |rows: &[Vec<f32>]| rows.iter().map(|l| bonsai_model::sampler::argmax(l).unwrap()).collect::<Vec<u32>>();
+    for (call, want) in [(&chunks, &prefilled), (&steps, &decoded)] {
+        let picked = model.forward_batch_pick(&mut picking, call, bonsai_model::DevicePick::Greedy).unwrap();
+        assert_eq!(picked, argmaxes(want), "seed {seed}");
+    }
 
     for (s, prompt) in prompts.iter().enumerate() {
         assert_eq!(batch.n_past_of(s), prompt.len() + 1);
@@ -267,29 +274,3 @@ fn a_batch_of_sequences_gives_each_its_logits_alone() {
     assert!(model.forward_batch(&mut batch, &[(3, &next[..1])], LogitRows::Last).is_err());
 }
 
-/// The backend's pick after a batch equals the argmax of the same batch's downloaded logits,
-/// sequence by sequence (prefill chunks of different lengths, then a decode step each).
-#[test]
-fn a_batch_picks_on_the_backend_what_its_logits_say() {
-    let g = tiny_geometry();
-    let seed = fresh_seed();
-    let mut rng = Rng::new(seed);
-    let model = cpu_model(&g, WeightKind::OneBit, seed);
-    let prompts: Vec<Vec<u32>> = [4, 6, 2].iter().map(|&n| random_tokens(&mut rng, n, g.vocab)).collect();
-    let argmax_of = |state: &bonsai_model::Qwen3State<CpuBackend>, row: usize| {
-        let mut out = vec![0.0; g.vocab];
-        model.logits(state, row, &mut out).unwrap();
-        bonsai_model::sampler::argmax(&out).unwrap()
-    };
-    let mut by_logits = model.new_batch_state(prompts.len(), 16, false).unwrap();
-    let mut by_pick = model.new_batch_state(prompts.len(), 16, false).unwrap();
-    let mut batch: Vec<(usize, Vec<u32>)> = prompts.iter().cloned().enumerate().collect();
-    for _ in 0..2 {
-        let slices: Vec<(usize, &[u32])> = batch.iter().map(|(s, t)| (*s, t.as_slice())).collect();
-        model.forward_batch(&mut by_logits, &slices, LogitRows::Last).unwrap();
-        let want: Vec<u32> = (0..batch.len()).map(|b| argmax_of(&by_logits, b)).collect();
-        let got = model.forward_batch_pick(&mut by_pick, &slices, bonsai_model::DevicePick::Greedy).unwrap();
-        assert_eq!(got, want, "seed {seed}");
-        batch = got.iter().enumerate().map(|(s, &id)| (s, vec![id])).collect();
-    }
-}

@@ -77,22 +77,24 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut scalar = |name: &str, kind: &str, help: &str, v: &AtomicU64| {
+        let scalars: [(&str, &str, &str, &AtomicU64); 13] = [
+            ("bonsai_requests_total", "counter", "Generation requests accepted.", &self.requests),
+            ("bonsai_requests_rejected_total", "counter", "Requests turned away because the queue was full.", &self.requests_rejected),
+            ("bonsai_requests_failed_total", "counter", "Accepted requests that ended in an error.", &self.requests_failed),
+            ("bonsai_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", &self.prompt_tokens),
+            ("bonsai_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a cached prefix.", &self.prompt_tokens_cached),
+            ("bonsai_generated_tokens_total", "counter", "Tokens generated.", &self.generated_tokens),
+            ("bonsai_forward_steps_total", "counter", "Forward steps of the batch.", &self.forward_steps),
+            ("bonsai_queue_depth", "gauge", "Requests waiting for a sequence slot.", &self.queue_depth),
+            ("bonsai_running_sequences", "gauge", "Requests being generated.", &self.running),
+            ("bonsai_batch_sequences", "gauge", "Sequences in the last forward step.", &self.batch_sequences),
+            ("bonsai_batch_rows", "gauge", "Token rows in the last forward step.", &self.batch_rows),
+            ("bonsai_kv_tokens_in_use", "gauge", "Tokens held in the KV caches of running sequences.", &self.kv_tokens_in_use),
+            ("bonsai_kv_tokens_capacity", "gauge", "Tokens the KV caches of all sequence slots hold.", &self.kv_tokens_capacity),
+        ];
+        for (name, kind, help, v) in scalars {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", v.load(Ordering::Relaxed));
-        };
-        scalar("bonsai_requests_total", "counter", "Generation requests accepted.", &self.requests);
-        scalar("bonsai_requests_rejected_total", "counter", "Requests turned away because the queue was full.", &self.requests_rejected);
-        scalar("bonsai_requests_failed_total", "counter", "Accepted requests that ended in an error.", &self.requests_failed);
-        scalar("bonsai_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", &self.prompt_tokens);
-        scalar("bonsai_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a cached prefix.", &self.prompt_tokens_cached);
-        scalar("bonsai_generated_tokens_total", "counter", "Tokens generated.", &self.generated_tokens);
-        scalar("bonsai_forward_steps_total", "counter", "Forward steps of the batch.", &self.forward_steps);
-        scalar("bonsai_queue_depth", "gauge", "Requests waiting for a sequence slot.", &self.queue_depth);
-        scalar("bonsai_running_sequences", "gauge", "Requests being generated.", &self.running);
-        scalar("bonsai_batch_sequences", "gauge", "Sequences in the last forward step.", &self.batch_sequences);
-        scalar("bonsai_batch_rows", "gauge", "Token rows in the last forward step.", &self.batch_rows);
-        scalar("bonsai_kv_tokens_in_use", "gauge", "Tokens held in the KV caches of running sequences.", &self.kv_tokens_in_use);
-        scalar("bonsai_kv_tokens_capacity", "gauge", "Tokens the KV caches of all sequence slots hold.", &self.kv_tokens_capacity);
+        }
         self.time_to_first_token.render(&mut out, "bonsai_time_to_first_token_seconds", "From arrival to the first generated token.");
         self.inter_token_latency.render(&mut out, "bonsai_inter_token_latency_seconds", "Between consecutive tokens of one request.");
         self.step_seconds.render(&mut out, "bonsai_forward_step_seconds", "One forward step of the batch, sampling included.");
