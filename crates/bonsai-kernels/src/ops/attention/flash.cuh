@@ -50,6 +50,13 @@ __device__ __forceinline__ void flash_mma_bf16(float (&c)[RB][N_BLOCKS][4], cons
     }
 }
 
+// The same for one 16-row block (C [N_BLOCKS][4], A [K_STEPS][4]).
+template <bool TRANS, int STRIDE, int K_STEPS, int N_BLOCKS>
+__device__ __forceinline__ void flash_mma_bf16(float (&c)[N_BLOCKS][4], const u32 (&a)[K_STEPS][4], const u16* b_lane) {
+    flash_mma_bf16<TRANS, STRIDE>(reinterpret_cast<float(&)[1][N_BLOCKS][4]>(c),
+                                  reinterpret_cast<const u32(&)[1][K_STEPS][4]>(a), b_lane);
+}
+
 // One turn of a cp.async double buffer of K/V tiles, at the top of tile `tile`'s iteration: waits
 // for this thread's copies, then a CTA barrier (tile `tile` visible to all; every warp is done with
 // tile - 1, whose buffer the next copies reuse), then `stage(buffer, tile + 1)` issues the next

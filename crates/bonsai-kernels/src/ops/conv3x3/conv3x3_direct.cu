@@ -71,10 +71,12 @@ __device__ __forceinline__ void conv_direct_load(ConvDirectStage<CO>& st, const 
     }
 }
 
+#define CONV_DIRECT_PARAMS                                                                                     \
+    const float *__restrict__ x, const float *__restrict__ weight, const float *__restrict__ bias, float *__restrict__ y, \
+        int c_in, int c_out, int h, int w
+#define CONV_DIRECT_ARGS x, weight, bias, y, c_in, c_out, h, w
 template <int CO>
-__device__ __forceinline__ void conv3x3_direct_cta(const float* __restrict__ x, const float* __restrict__ weight,
-                                                   const float* __restrict__ bias, float* __restrict__ y, int c_in,
-                                                   int c_out, int h, int w) {
+__device__ __forceinline__ void conv3x3_direct_cta(CONV_DIRECT_PARAMS) {
     __shared__ __align__(16) ConvDirectStage<CO> stages[2];
     const int tx = threadIdx.x % (CONV_DIRECT_TILE_W / CONV_DIRECT_PX);
     const int ty = threadIdx.x / (CONV_DIRECT_TILE_W / CONV_DIRECT_PX);
@@ -161,18 +163,13 @@ __device__ __forceinline__ void conv3x3_direct_cta(const float* __restrict__ x, 
 
 // grid (⌈W / TILE_W⌉, ⌈H / TILE_H⌉), CONV_DIRECT_THREADS threads, static shared memory only.
 // `_co4`: C_out <= 4; `_co8`: C_out <= 8.
-extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS)
-    conv3x3_direct_co4(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-                       float* __restrict__ y, int c_in, int c_out, int h, int w) {
+extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS) conv3x3_direct_co4(CONV_DIRECT_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    conv3x3_direct_cta<4>(x, weight, bias, y, c_in, c_out, h, w);
+    conv3x3_direct_cta<4>(CONV_DIRECT_ARGS);
 }
-
-extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS)
-    conv3x3_direct_co8(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-                       float* __restrict__ y, int c_in, int c_out, int h, int w) {
+extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS) conv3x3_direct_co8(CONV_DIRECT_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    conv3x3_direct_cta<8>(x, weight, bias, y, c_in, c_out, h, w);
+    conv3x3_direct_cta<8>(CONV_DIRECT_ARGS);
 }

@@ -249,16 +249,7 @@ __device__ __forceinline__ void joint_attention_flash(JA_FLASH_PARAMS(u16)) {
         flash_rescale_rows(o, correction);
 
         const u16* v_tile = v_s + buf * BLOCK_K * V_STRIDE;
-#pragma unroll
-        for (int kc = 0; kc < P_STEPS; ++kc) {
-#pragma unroll
-            for (int pair = 0; pair < O_BLOCKS / 2; ++pair) {
-                u32 b[4];
-                ldmatrix_x4_trans(b, v_tile + v_offset + kc * 16 * V_STRIDE + pair * 16);
-                mma_bf16_16x8x16(o[2 * pair], p_frag[kc], b[0], b[1]);
-                mma_bf16_16x8x16(o[2 * pair + 1], p_frag[kc], b[2], b[3]);
-            }
-        }
+        flash_mma_bf16<true, V_STRIDE>(o, p_frag, v_tile + v_offset);
     }
 
     ja_store_rows<HD>(o, row_sum, out, q0 + warp * 16, head, d0, heads, seq, g, t);

@@ -58,19 +58,6 @@ struct QwStage {
     static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
 };
 
-// Tile-local weight row lr (0 .. ROWS-1) -> weight row, or -1 outside the matrix.
-template <int MODE>
-__device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
-    constexpr int ROWS = QW_ROWS;
-    if (MODE == MATMUL_SWIGLU) {
-        const int f = tile * (ROWS / 2) + (lr / 16) * 8 + (lr % 8);
-        if (f >= n_out) return -1;
-        return (lr % 16) < 8 ? f : n_out + f;
-    }
-    const int r = tile * ROWS + lr;
-    return r < n_out ? r : -1;
-}
-
 template <int BITS, int MODE, int BN, int STAGES>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
@@ -97,7 +84,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
     // Threads 0 .. ROWS-1 carry the scale of local row threadIdx.x through the pipeline.
     const bool carries_scale = threadIdx.x < ROWS;
-    const int my_row = carries_scale ? qw_weight_row<MODE>(tile, threadIdx.x, n_out) : -1;
+    const int my_row = carries_scale ? gemm_weight_row<MODE, QW_ROWS>(tile, threadIdx.x, n_out) : -1;
 
     auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
     auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
@@ -119,7 +106,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 #pragma unroll 1
         for (int i = threadIdx.x; i < ROWS * S::WORDS; i += THREADS) {
             const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
-            const int row = qw_weight_row<MODE>(tile, lr, n_out);
+            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
             if (row >= 0) {
                 const u32* row_words = layout_row<BITS>(payload, row, groups);
                 cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
@@ -203,9 +190,10 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     cp_async_wait<0>();
 
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
-    // SwiGLU: row lr0 is the gate of feature row0 (qw_weight_row returns the feature index for a
+    // SwiGLU: row lr0 is the gate of feature row0 (gemm_weight_row returns the feature index for a
     // gate row), lr1 its up.
-    const int row0 = qw_weight_row<MODE>(tile, lr0, n_out), row1 = qw_weight_row<MODE>(tile, lr1, n_out);
+    const int row0 = gemm_weight_row<MODE, QW_ROWS>(tile, lr0, n_out);
+    const int row1 = gemm_weight_row<MODE, QW_ROWS>(tile, lr1, n_out);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

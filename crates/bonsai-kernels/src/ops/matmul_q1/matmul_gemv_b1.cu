@@ -178,12 +178,13 @@ extern "C" __global__ void __launch_bounds__(1024)
 // A warp per group; lane l dequantizes bit l of the group's lane words t = 0..3, which are the
 // weights b1_prepare_group gives lane l (layout_weight(t, l)). An id >= vocab gives a NaN row,
 // as embed_rows does.
+#define GEMV_B1_PREPARE_EMBED_PARAMS                                                                             \
+    const u16 *__restrict__ scales, const u32 *__restrict__ payload, const u32 *__restrict__ ids, int vocab,       \
+        const float *__restrict__ norm_w, int k, float *__restrict__ x, u32 *__restrict__ planes,                  \
+        u32 *__restrict__ gsx, float *__restrict__ group_sq
+#define GEMV_B1_PREPARE_EMBED_ARGS scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq
 template <int BITS>
-__device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
-                                                           const u32* __restrict__ ids, int vocab,
-                                                           const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                                                           u32* __restrict__ planes, u32* __restrict__ gsx,
-                                                           float* __restrict__ group_sq) {
+__device__ __forceinline__ void gemv_b1_prepare_embed_body(GEMV_B1_PREPARE_EMBED_PARAMS) {
     const int groups_per_row = k / GROUP_SIZE;
     const int group = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (group >= groups_per_row) return;
@@ -216,21 +217,15 @@ __device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict
     b1_quantize_group(v, sq, planes + group * B1_GROUP_WORDS, gsx + 2 * group, group_sq + group);
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-    gemv_b1_prepare_embed_q1(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
-                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+extern "C" __global__ void __launch_bounds__(1024) gemv_b1_prepare_embed_q1(GEMV_B1_PREPARE_EMBED_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    gemv_b1_prepare_embed_body<1>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+    gemv_b1_prepare_embed_body<1>(GEMV_B1_PREPARE_EMBED_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(1024)
-    gemv_b1_prepare_embed_q2(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
-                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+extern "C" __global__ void __launch_bounds__(1024) gemv_b1_prepare_embed_q2(GEMV_B1_PREPARE_EMBED_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    gemv_b1_prepare_embed_body<2>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+    gemv_b1_prepare_embed_body<2>(GEMV_B1_PREPARE_EMBED_ARGS);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -568,13 +563,10 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     int lane_shift;
     b1_lane_plane_weights<BITS>(t, top, lane_shift);
 
-    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
-    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
-    const u32* wnext[2] = {layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS,
-                           layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS};
-    const u16* snext[2] = {scales + (long long)row0 * groups_per_row + split * NB,
-                           scales + (long long)row1 * groups_per_row + split * NB};
-    const int w_step = splits * UNIT_WORDS, s_step = splits * NB;
+    const u32* wnext[2];
+    const u16* snext[2];
+    tc_stream_start<BITS, MODE, NB>(scales, payload, tile, g, t, split, n_out, groups_per_row, wnext, snext);
+    const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
     float acc = 0.0f;
     TcUnit<BITS, NB> ring[AHEAD + 1];
@@ -585,9 +577,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 #pragma unroll
     for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+        tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
     }
 
     // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
@@ -648,9 +638,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
             // (finishing a unit after the next unit's mma instead measured 4% slower: round 20).
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
             phase = phase == AHEAD ? 0 : phase + 1;
-            loaded += splits;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+            tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
         }
     }
 

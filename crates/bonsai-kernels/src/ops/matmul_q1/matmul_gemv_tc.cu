@@ -84,6 +84,29 @@ __device__ __forceinline__ int tc_weight_row(int tile, int r, int n_out) {
     return min(tile * TC_TILE_ROWS + r, n_out - 1);
 }
 
+// The start of a lane's weight stream (running pointers, loop-carried so the compiler keeps them
+// in registers): unit `split` of the tile's rows g and g + 8 (tc_weight_row) from lane word t,
+// and its scales; tc_stream_step moves it on.
+template <int BITS, int MODE, int NB>
+__device__ __forceinline__ void tc_stream_start(const u16* scales, const u32* payload, int tile, int g, int t, int split,
+                                                int n_out, int groups_per_row, const u32* (&wnext)[2],
+                                                const u16* (&snext)[2]) {
+    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
+    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
+    wnext[0] = layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS;
+    wnext[1] = layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS;
+    snext[0] = scales + (long long)row0 * groups_per_row + split * NB;
+    snext[1] = scales + (long long)row1 * groups_per_row + split * NB;
+}
+// Steps a lane's weight stream to its next unit: `loaded` (the unit it points at) and the
+// pointers move on by `splits` units (w_step words, s_step scales).
+__device__ __forceinline__ void tc_stream_step(int& loaded, int splits, const u32* (&wnext)[2], const u16* (&snext)[2],
+                                               int w_step, int s_step) {
+    loaded += splits;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+}
+
 // One unit of a lane's weights: rows g and g + 8, NB groups x BITS planes, and the f16 scales.
 template <int BITS, int NB>
 struct TcUnit {
@@ -367,13 +390,10 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     // Running pointers (loop-carried, so the compiler keeps them in registers instead of
     // recomputing addresses in every ring-slot body): the next unit to load, and this lane's B
     // fragments and offsets of the unit being computed.
-    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
-    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
-    const u32* wnext[2] = {layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS,
-                           layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS};
-    const u16* snext[2] = {scales + (long long)row0 * groups_per_row + split * NB,
-                           scales + (long long)row1 * groups_per_row + split * NB};
-    const int w_step = splits * UNIT_WORDS, s_step = splits * NB;
+    const u32* wnext[2];
+    const u16* snext[2];
+    tc_stream_start<BITS, MODE, NB>(scales, payload, tile, g, t, split, n_out, groups_per_row, wnext, snext);
+    const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
     float acc[NT][4];
 #pragma unroll
@@ -383,9 +403,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 #pragma unroll
     for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+        tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
     }
 
     // Only now wait for the previous kernel (programmatic dependent launch): the weights above
@@ -428,9 +446,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
                 if (loaded < units) tc_load(ring[a], wnext, snext);
             }
             phase = phase == AHEAD ? 0 : phase + 1;
-            loaded += splits;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+            tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
             bl += bl_step;
             ol += ol_step;
         }
