@@ -32,7 +32,8 @@
 #define ATT_CHUNK 32
 // Keys per split, chosen by the launcher: long splits for prefill batches (a small scratch
 // buffer), short ones for decode so that even a short context spreads over many CTAs (one
-// 128-key split per kv head left a 512-token decode on 8 CTAs, 12.8 us per layer on the H200).
+// 128-key split per kv head left a 512-token decode on 8 CTAs: docs/kernel-notes.md, "Decode
+// attention").
 // Both are multiples of ATT_CHUNK.
 #define ATT_SPLIT_KEYS 128
 #define ATT_DECODE_SPLIT_KEYS 32

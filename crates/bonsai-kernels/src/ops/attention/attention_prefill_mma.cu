@@ -22,11 +22,11 @@
 // QK^T + PV is 4 n_q hd m (m + 1) / 2 = 2.15 GFLOP of useful work per layer. Issued: per kv head
 // 32 CTAs of 16 tokens, CTA b runs b / 4 + 1 tiles (144 CTA-tiles per kv head, 1,152 in all), each
 // 4 warps x 256 HMMA.16816 (128 for S, 128 for O: the hi/lo split doubles both) x 4,096 FLOP =
-// 4.8 GFLOP of mma.sync. At ~600 TFLOP/s realistic f16 mma.sync that is 8.1 us. The 256 CTAs
+// 4.8 GFLOP of mma.sync, 4.9 us at the dense f16 peak (~990 TFLOP/s). The 256 CTAs
 // fit one wave (132 SMs x 2), launched longest first so each long CTA shares its SM with a short
 // one; the critical path is the 8-tile CTA next to a ~4-tile one: ~12 tile-steps of ~1,700 clk
 // (256 HMMA at ~6.5 clk per sub-partition) = ~20k clk = ~11 us at 1.9 GHz, plus the q staging.
-// Prediction: 10-15 us per layer. Unmeasured when written.
+// Measured against it: docs/kernel-notes.md, "Prefill attention".
 // SASS (sm_90, nvcc 13.0): hd128 180 registers, hd64 142, no spills; the hd128 tile loop is 1,004
 // instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890 on tiles that
 // need neither the causal mask nor an O rescale.

@@ -5,11 +5,12 @@
 // capability 9.0). Shares joint_attention.cu's helpers (concatenated before this file) and
 // ops/attention/flash.cuh's.
 //
-// Why. The mma.sync kernels (joint_attention_qreg.cu) reach ~315 TFLOP/s at h24 seq 4608: every
+// Why. The mma.sync kernels (joint_attention_qreg.cu) stay far below the tensor peak: every
 // warp feeds the tensor cores 16 x 8 x 16 at a time from registers it loaded with ldmatrix, and
 // the shared-memory reads of K and V sit next to the MMAs on the critical path. wgmma reads B
 // straight from shared memory in m64 x n128 x k16 steps, one instruction per warpgroup, which is
-// where cuDNN's ~660 TFLOP/s (torch's bf16 SDPA on this chip) comes from.
+// where cuDNN's speed (torch's bf16 SDPA on this chip) comes from. Figures: docs/kernel-notes.md,
+// "Joint attention".
 //
 // The two products, per warpgroup of 64 query rows and 128-key tile:
 // - S = Q K^T: Q is A from registers (its fragments loaded once, 32 registers), K is B read in
@@ -28,8 +29,8 @@
 // cores busy.
 //
 // Speed of light: 4 H seq^2 hd = 261 GFLOP at h24 seq 4608; dense bf16 ~990 TFLOP/s on paper
-// -> 264 us; torch's SDPA (cuDNN) 395.8 us = 660 TFLOP/s. The exp2 per score (16 per clock per
-// SM) costs ~45% of the MMA time per tile: hidden only while the other warpgroup multiplies.
+// -> 264 us. The exp2 per score (16 per clock per SM) costs ~45% of the MMA time per tile: hidden
+// only while the other warpgroup multiplies.
 #define JW_WARPGROUPS 2
 #define JW_THREADS (128 * JW_WARPGROUPS)
 #define JW_BLOCK_Q (64 * JW_WARPGROUPS)
@@ -168,8 +169,8 @@ __device__ __forceinline__ void jw_tile_to_p(float (&o)[JW_HD / 8][4], float (&s
 // the barrier interval of tile j) both multiply, then both compute exp2 while the tensor cores
 // idle. Here warpgroup 1 is half a step behind: in interval j it issues PV_{j-1} (P kept from the
 // previous interval) together with S_j, then runs softmax_j, so its products overlap warpgroup
-// 0's softmax and the other way round (measured 4.8% faster at h24 seq 4608 than in step,
-// PERFORMANCE.md). PV_{j-1} reads tile j - 1's V during interval j, so the ring has JW_STAGES = 3
+// 0's softmax and the other way round (faster than in step: docs/kernel-notes.md, "Joint
+// attention", evidence). PV_{j-1} reads tile j - 1's V during interval j, so the ring has JW_STAGES = 3
 // slots (tile j + 1 lands in the third). In interval 0 it issues PV with P = 0 on tile 0's V
 // (adds exact zeros), so no wgmma is issued under a condition (ptxas serializes those).
 template <typename QT>

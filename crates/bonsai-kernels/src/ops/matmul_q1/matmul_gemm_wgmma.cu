@@ -21,11 +21,9 @@
 // groups, each one: decode its A fragments for the 8 k16 steps (Q1 2, Q2 ~4 instructions per
 // register), issue 8 wgmma m64nBNk16, wait for them (the A registers are reused next). A
 // warpgroup that finished early decodes while the others' wgmmas keep the tensor cores busy;
-// with one group per barrier (measured, 2026-11-30) ncu ranked barrier stalls first and the
-// tensor pipe was 42% active on gate|up, and the two-group kernel is 9% faster there.
-//
-// Measured (H200, Q1, m = 512, docs/PERFORMANCE.md): gate|up 254.7 us (405 TFLOP/s), qkv 85.2,
-// attn_out 58.7 (n64), down 171.8 (n64); the DiT's 4608 x 27648 x 3072 (Q2) 2105.6 us (372).
+// with one group per barrier ncu ranked barrier stalls first, and the two-group kernel is faster
+// on every shape (the measured shapes and the ncu figures: docs/kernel-notes.md, "Prefill GEMMs
+// (f16 mma.sync, wgmma)").
 // Tried and dropped: 128-row CTAs (2 per SM), one group per barrier (both slower on every
 // shape), and A double-buffered with one wgmma group in flight across the barrier (wait<1>):
 // ptxas 13.0 serializes its wgmmas (C7513, "non wgmma instructions defining input registers
@@ -35,8 +33,8 @@
 // 8 b + r % 8 of the tile, so a thread's accumulators of rows g and g + 8 are the gate and up
 // of one feature (128 features per CTA).
 //
-// Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper, cuBLAS bf16 692-790
-// measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
+// Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper (what cuBLAS and the
+// mma.sync kernel reach: docs/kernel-notes.md, "Prefill GEMMs (f16 mma.sync, wgmma)").
 
 #define QW_WARPGROUPS 4
 #define QW_ROWS (64 * QW_WARPGROUPS)

@@ -1,5 +1,6 @@
 // Decode GEMV on tensor cores, m = 1..GEMV_MAX_TOKENS tokens: `gemv_tc`. Templates only;
-// matmul_q1.cu instantiates. Why (docs/kernel-notes.md, round 6): the CUDA-core GEMVs issued ~3
+// matmul_q1.cu instantiates. Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
+// measured and removed): the CUDA-core GEMVs issued ~3
 // instructions per weight on predicated adds and bookkeeping; here the dot runs on mma.sync.
 //
 // A tile is 16 weight rows (SwiGLU: 8 gate rows, then their 8 up rows). Per 128-group: mma.sync
@@ -118,9 +119,9 @@ struct TcUnit {
 // NB = 4) and its scales at `sc`. Streaming loads (__ldcs, ld.global.cs: evict-first in L1 and
 // L2): a decode step reads ~1 GB of weights, each byte once, through the 50 MB L2; at normal
 // priority they evict what every layer reuses (activations, planes, norm weights, short KV
-// caches, kernel code). Measured on the H200 against plain loads, each pair compiled as variants
-// in one call (kernel-notes round 22): tg128 Bonsai-8B +3.0% / +3.2%, Ternary-8B +3.2% / +3.0%.
-// The read-only path with an L2 evict-first policy and no L1 allocation instead: +1.3% / -2.5%.
+// caches, kernel code). Faster than plain loads on both models, and than the read-only path with
+// an L2 evict-first policy and no L1 allocation (docs/kernel-notes.md, "The decode GEMV (binary
+// tensor core)": evict-first weights).
 template <int BITS, int NB>
 __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&w)[2], const u16* const (&sc)[2]) {
 #pragma unroll
@@ -217,9 +218,9 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     }
 }
 
-// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (measured on the
-// H200 against 1 and 2: kernel-notes round 7); with 4 n-tiles the C registers of several groups
-// would not fit.
+// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (faster than 1 and
+// 2: docs/kernel-notes.md, "gemv_tc (code-3 Q2 matrices, 2-8 tokens)"); with 4 n-tiles the C
+// registers of several groups would not fit.
 #define TC_INTERLEAVE(NT, NB) ((NT) == 1 ? (NB) : 1)
 
 // One unit: NB groups of the tile, each accumulated in a fresh C, offset, scaled by d into acc.
@@ -350,7 +351,8 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
 // PRESTAGED (lab only so far, scripts/lab/gemv_tc_timeline.cuh): `x` points at B fragments and
 // offsets already laid out as tc_stage writes them, for all groups ([groups][b_group] uint4, then
 // [groups][tok_count] f32), and staging is a cp.async copy, no arithmetic. It measures what x
-// staging costs the GEMV if the producer of x wrote that layout (kernel-notes round 7, next 1).
+// staging costs the GEMV if the producer of x wrote that layout (docs/kernel-notes.md, "The
+// decode GEMV (binary tensor core)", `tc_pre`).
 template <int BITS, int MODE, int NT, int COLS, int NB, bool PRESTAGED = false>
 __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const float* __restrict__ x, int m, float* __restrict__ y,
