@@ -141,7 +141,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     }
 
     int a_offset, k_offset, v_offset;
-    flash_ldsm_offsets<STRIDE, STRIDE>(lane, warp * 16, a_offset, k_offset, v_offset);
+    flash_ldsm_offsets<STRIDE, STRIDE, 16>(a_offset, k_offset, v_offset);
 
     // Rows g and g + 8: running max (log2 units) and this thread's partial sum of its columns' p.
     float o[O_BLOCKS][4], row_max[2], row_sum[2];

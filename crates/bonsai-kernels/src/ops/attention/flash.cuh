@@ -2,14 +2,17 @@
 // prefill (attention_prefill_mma.cu) and the joint attention kernels (ops/joint_attention/).
 // Concatenated before them. Fragment layouts: ptx.cuh (g = lane / 4, t = lane % 4).
 
-// Per-lane ldmatrix row offsets (elements) into row-major bf16 / f16 tiles padded to QK_STRIDE
-// (Q, K) and V_STRIDE (V) elements per row. A (Q, rows from a_row0): matrix i = lane / 8 holds rows
-// 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..; B from V
-// (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
-template <int QK_STRIDE, int V_STRIDE>
-__device__ __forceinline__ void flash_ldsm_offsets(int lane, int a_row0, int& a_offset, int& k_offset, int& v_offset) {
+// This lane's ldmatrix row offsets (elements) into row-major bf16 / f16 tiles padded to QK_STRIDE
+// (Q, K) and V_STRIDE (V) elements per row. A (Q, the warp's WARP_ROWS rows from warp *
+// WARP_ROWS): matrix i = lane / 8 holds rows 8 (i % 2).., k 8 (i / 2)..; B from K
+// (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..; B from V (transposed): keys 8 (i % 2)..,
+// dims 8 (i / 2).. (fragment order of ptx.cuh).
+template <int QK_STRIDE, int V_STRIDE, int WARP_ROWS>
+__device__ __forceinline__ void flash_ldsm_offsets(int& a_offset, int& k_offset, int& v_offset) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int warp = threadIdx.x / WARP_SIZE;
     const int mat = lane / 8, mat_row = lane % 8;
-    a_offset = (a_row0 + (mat % 2) * 8 + mat_row) * QK_STRIDE + (mat / 2) * 8;
+    a_offset = (warp * WARP_ROWS + (mat % 2) * 8 + mat_row) * QK_STRIDE + (mat / 2) * 8;
     k_offset = ((mat / 2) * 8 + mat_row) * QK_STRIDE + (mat % 2) * 8;
     v_offset = ((mat % 2) * 8 + mat_row) * V_STRIDE + (mat / 2) * 8;
 }

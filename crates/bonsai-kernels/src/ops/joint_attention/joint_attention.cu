@@ -191,7 +191,7 @@ __device__ __forceinline__ void joint_attention_flash(JA_FLASH_PARAMS(u16)) {
     cp_async_commit();
 
     int a_offset, k_offset, v_offset;
-    flash_ldsm_offsets<QK_STRIDE, V_STRIDE>(lane, warp * 16, a_offset, k_offset, v_offset);
+    flash_ldsm_offsets<QK_STRIDE, V_STRIDE, 16>(a_offset, k_offset, v_offset);
 
     // Rows g and g + 8 of this warp's 16: running max (raw score units) and this thread's
     // partial sum of exp2 weights over its own columns.

@@ -114,7 +114,7 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(JA_FLASH_PARAMS(QT)
     cp_async_commit();
 
     int a_offset, k_offset, v_offset;
-    flash_ldsm_offsets<STRIDE, STRIDE>(lane, warp * WARP_ROWS, a_offset, k_offset, v_offset);
+    flash_ldsm_offsets<STRIDE, STRIDE, WARP_ROWS>(a_offset, k_offset, v_offset);
 
     // Q's A fragments for the whole key loop (64 registers at hd 128).
     u32 q_frag[RB][K_STEPS][4];
