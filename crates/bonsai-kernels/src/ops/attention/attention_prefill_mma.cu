@@ -102,12 +102,8 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     const u16* v_head = v_cache + head_base;
 
     // K and V tile `tile` into buffer b.
-        // K and V tile `tile` into buffer b.
-    auto stage_kv = [&](int b, int tile) {
-        apm_stage_tile<HD>(k_s + b * APM_BLOCK_K * STRIDE, k_head, tile * APM_BLOCK_K, key_end);
-        apm_stage_tile<HD>(v_s + b * APM_BLOCK_K * STRIDE, v_head, tile * APM_BLOCK_K, key_end);
-    };
-    stage_kv(0, 0);
+        apm_stage_tile<HD>(k_s, k_head, 0, key_end);
+    apm_stage_tile<HD>(v_s, v_head, 0, key_end);
     cp_async_commit();
 
     // Q, pre-scaled into log2 units and split, while tile 0 is in flight. Idle rows (token >= m)
@@ -148,8 +144,13 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     flash_init_rows(o, row_max, row_sum);
 
     for (int tile = 0; tile < n_tiles; ++tile) {
-        // (At tile 0 the barrier also makes Q visible.)
-        const int buf = flash_double_buffer_turn(tile, n_tiles, stage_kv);
+        const int buf = tile & 1;
+        if (flash_tile_ready(tile, n_tiles)) {  // (at tile 0 the barrier also makes Q visible)
+            const int next = buf ^ 1;
+            apm_stage_tile<HD>(k_s + next * APM_BLOCK_K * STRIDE, k_head, (tile + 1) * APM_BLOCK_K, key_end);
+            apm_stage_tile<HD>(v_s + next * APM_BLOCK_K * STRIDE, v_head, (tile + 1) * APM_BLOCK_K, key_end);
+            cp_async_commit();
+        }
 
         const u16* k_tile = k_s + buf * APM_BLOCK_K * STRIDE;
         float s[S_BLOCKS][4];

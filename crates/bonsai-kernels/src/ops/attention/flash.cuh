@@ -60,20 +60,15 @@ __device__ __forceinline__ void flash_mma_bf16(float (&c)[N_BLOCKS][4], const u3
                                   reinterpret_cast<const u32(&)[1][K_STEPS][4]>(a), b_lane);
 }
 
-// One turn of a cp.async double buffer of K/V tiles, at the top of tile `tile`'s iteration: waits
-// for this thread's copies, then a CTA barrier (tile `tile` visible to all; every warp is done with
-// tile - 1, whose buffer the next copies reuse), then `stage(buffer, tile + 1)` issues the next
-// tile's copies into the other buffer as one commit group. Returns tile `tile`'s buffer (0 or 1).
-template <typename Stage>
-__device__ __forceinline__ int flash_double_buffer_turn(int tile, int n_tiles, Stage stage) {
-    const int buf = tile & 1;
+// The top of iteration `tile` over a cp.async double buffer of K/V tiles: waits for this thread's
+// copies, then a CTA barrier (tile `tile` visible to all; every warp is done with tile - 1, whose
+// buffer the next copies reuse). True when a next tile exists: the caller then issues its copies
+// into the other buffer as one commit group. (The copies stay in the caller: issued through a
+// callback here, they compiled to different code.)
+__device__ __forceinline__ bool flash_tile_ready(int tile, int n_tiles) {
     cp_async_wait<0>();
     __syncthreads();
-    if (tile + 1 < n_tiles) {
-        stage(buf ^ 1, tile + 1);
-        cp_async_commit();
-    }
-    return buf;
+    return tile + 1 < n_tiles;
 }
 
 // The max step of the online softmax for rows g and g + 8 (elements 0-1 and 2-3 of each block)

@@ -200,12 +200,7 @@ __device__ __forceinline__ void joint_attention_flash(JA_FLASH_PARAMS(u16)) {
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int buf = tile & 1;
-        cp_async_wait<0>();
-        // Tile `tile` (and Q) visible to all; every warp is done with tile - 1, whose buffer
-        // the next load reuses. (Not flash_double_buffer_turn: its staging callback changes
-        // what the compact kernels' staging hoists out of the loop.)
-        __syncthreads();
-        if (tile + 1 < n_tiles) {
+        if (flash_tile_ready(tile, n_tiles)) {  // (at tile 0 the barrier also makes Q visible)
             const int next = buf ^ 1;
             ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * QK_STRIDE, k_head,
                                                     (tile + 1) * BLOCK_K, 0, seq);

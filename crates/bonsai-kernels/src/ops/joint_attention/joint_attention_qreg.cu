@@ -105,12 +105,8 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(JA_FLASH_PARAMS(QT)
         cp_async_commit();
     }
     // K and V tile `tile` into buffer b.
-        // K and V tile `tile` into buffer b.
-    auto stage_kv = [&](int b, int tile) {
-        ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + b * KV_BUF, k_head, tile * BLOCK_K, 0, seq);
-        ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + b * KV_BUF, v_head, tile * BLOCK_K, 0, seq);
-    };
-    stage_kv(0, 0);
+        ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
+    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
     cp_async_commit();
 
     int a_offset, k_offset, v_offset;
@@ -138,8 +134,14 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(JA_FLASH_PARAMS(QT)
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         // (At tile 0 the barrier also says every warp holds Q's fragments: buffer 1 is free.)
+        const int buf = tile & 1;
         // (At tile 0 the barrier also says every warp holds Q's fragments: buffer 1 is free.)
-        const int buf = flash_double_buffer_turn(tile, n_tiles, stage_kv);
+        if (flash_tile_ready(tile, n_tiles)) {
+            const int next = buf ^ 1;
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * KV_BUF, k_head, (tile + 1) * BLOCK_K, 0, seq);
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * KV_BUF, v_head, (tile + 1) * BLOCK_K, 0, seq);
+            cp_async_commit();
+        }
 
 #pragma unroll 1
         for (int step = 0; step < STEPS; ++step) {
