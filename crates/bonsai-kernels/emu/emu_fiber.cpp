@@ -38,6 +38,16 @@ void fiber_start(void* context) {
     fiber->entry(fiber->arg);
 }
 
+// fiber_init's part common to both switch mechanisms: a fresh context that will run entry(arg)
+// on [stack, stack + size).
+void fiber_reset(FiberContext* fiber, void* stack, size_t size, FiberEntry entry, void* arg) {
+    *fiber = FiberContext{};
+    fiber->entry = entry;
+    fiber->arg = arg;
+    fiber->stack_bottom = stack;
+    fiber->stack_size = size;
+}
+
 }  // namespace
 
 }  // namespace emu
@@ -99,11 +109,7 @@ void swap(FiberContext* from, FiberContext* to) { emu_fiber_swap(&from->sp, to->
 }  // namespace
 
 void fiber_init(FiberContext* fiber, void* stack, size_t size, FiberEntry entry, void* arg) {
-    *fiber = FiberContext{};
-    fiber->entry = entry;
-    fiber->arg = arg;
-    fiber->stack_bottom = stack;
-    fiber->stack_size = size;
+    fiber_reset(fiber, stack, size, entry, arg);
     auto top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t{15};
     auto* slot = reinterpret_cast<uint64_t*>(top);
     // Layout popped by emu_fiber_swap, from the new rsp upward: control words, r15, r14, r13,
@@ -134,11 +140,7 @@ void swap(FiberContext* from, FiberContext* to) { swapcontext(&from->uc, &to->uc
 }  // namespace
 
 void fiber_init(FiberContext* fiber, void* stack, size_t size, FiberEntry entry, void* arg) {
-    *fiber = FiberContext{};
-    fiber->entry = entry;
-    fiber->arg = arg;
-    fiber->stack_bottom = stack;
-    fiber->stack_size = size;
+    fiber_reset(fiber, stack, size, entry, arg);
     getcontext(&fiber->uc);
     fiber->uc.uc_stack.ss_sp = stack;
     fiber->uc.uc_stack.ss_size = size;

@@ -16,21 +16,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Flash attention: scales an m16n8 accumulator block's rows (elements 0-1: row g, 2-3: row g + 8)
-// by their online-softmax corrections. Skipped unless some row of the warp moved its max: the
-// factor is then exactly 1, so skipping changes nothing.
-template <int BLOCKS>
-__device__ __forceinline__ void flash_rescale_rows(float (&o)[BLOCKS][4], const float (&correction)[2]) {
-    if (!__any_sync(FULL_MASK, correction[0] != 1.0f || correction[1] != 1.0f)) return;
-#pragma unroll
-    for (int j = 0; j < BLOCKS; ++j) {
-        o[j][0] *= correction[0];
-        o[j][1] *= correction[0];
-        o[j][2] *= correction[1];
-        o[j][3] *= correction[1];
-    }
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int offset = WARP_SIZE / 2; offset > 0; offset >>= 1)
@@ -38,31 +23,39 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Sum over a whole CTA (blockDim.x a multiple of 32, at most 1024). `scratch` holds 32 floats.
-// Every thread gets the total. Ends with a barrier so `scratch` may be reused at once.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Sum (MAX false) or max (MAX true) over a whole CTA (blockDim.x a multiple of 32, at most 1024).
+// `scratch` holds 32 floats. Every thread gets the result. Ends with a barrier so `scratch` may be
+// reused at once.
+template <bool MAX>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
     const int n_warps = blockDim.x / WARP_SIZE;
-    v = warp_sum(v);
+    v = MAX ? warp_max(v) : warp_sum(v);
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    float t = lane < n_warps ? scratch[lane] : 0.0f;
-    t = warp_sum(t);
+    float t = lane < n_warps ? scratch[lane] : (MAX ? -__int_as_float(0x7f800000) : 0.0f);
+    t = MAX ? warp_max(t) : warp_sum(t);
     __syncthreads();
     return t;
 }
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    const int warp = threadIdx.x / WARP_SIZE;
-    const int n_warps = blockDim.x / WARP_SIZE;
-    v = warp_max(v);
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    float t = lane < n_warps ? scratch[lane] : -__int_as_float(0x7f800000);
-    t = warp_max(t);
-    __syncthreads();
-    return t;
+__device__ __forceinline__ float block_sum(float v, float* scratch) { return block_reduce<false>(v, scratch); }
+__device__ __forceinline__ float block_max(float v, float* scratch) { return block_reduce<true>(v, scratch); }
+
+// Sum over the 4 lanes of a quad (lanes 4g .. 4g + 3: the t lanes of an mma fragment's row group).
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(FULL_MASK, v, 1);
+    v += __shfl_xor_sync(FULL_MASK, v, 2);
+    return v;
+}
+
+// Sets every element of a register array (accumulators, fragments; any rank) to zero.
+__device__ __forceinline__ void zero_fill(float& x) { x = 0.0f; }
+__device__ __forceinline__ void zero_fill(u32& x) { x = 0u; }
+template <typename T, int N>
+__device__ __forceinline__ void zero_fill(T (&a)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) zero_fill(a[i]);
 }
 
 // Per-head RMSNorm + NeoX RoPE of one rotating pair (a = h[d], b = h[d + hd/2]), shared by

@@ -120,10 +120,10 @@ __device__ __forceinline__ void mma_f16_16x8x16(float* c, const u32* a, u32 b0, 
 }
 // D = popc(A AND B) + C over k = 128, s32 accumulators updated in place: the binary mma, one
 // instruction for 16,384 bit products (native BMMA.168128 on sm_80..sm_90; layout at the top of
-// the file). Not volatile: pure arithmetic, free to schedule. The decode GEMV used m16n8k256 with
-// a zero k half until 2026-11-30: its A quads had to be rebuilt for every mma (ptxas gave the
-// result the A registers), k128 needs none of those moves (12% fewer loop instructions; tg128
-// +3%, docs/PERFORMANCE.md).
+// the file). Not volatile: pure arithmetic, free to schedule. m16n8k256 with a zero k half made
+// the decode GEMV rebuild its A quads for every mma (ptxas gave the result the A registers); k128
+// needs none of those moves (12% fewer loop instructions, faster: docs/kernel-notes.md, "The
+// decode GEMV (binary tensor core)").
 __device__ __forceinline__ void mma_b1_and_popc_16x8x128(int* c, u32 a0, u32 a1, u32 b) {
     asm("mma.sync.aligned.m16n8k128.row.col.s32.b1.b1.s32.and.popc {%0,%1,%2,%3}, {%4,%5}, {%6}, "
         "{%0,%1,%2,%3};"

@@ -264,6 +264,12 @@ pub const SOURCES: &[KernelSource] = &[
             "attention_split_keys_hd256",
         ],
     },
+    // Device functions only: the flash-attention pieces the prefill and joint attention share.
+    KernelSource {
+        path: "ops/attention/flash.cuh",
+        text: include_str!("../ops/attention/flash.cuh"),
+        entry_points: &[],
+    },
     KernelSource {
         path: "ops/attention/attention_prefill_mma.cu",
         text: include_str!("../ops/attention/attention_prefill_mma.cu"),

@@ -6,9 +6,9 @@
 // high word, the bitwise NOT of the index in the low word, so the larger key is the larger value
 // and, on ties, the lower index). The last CTA to finish (counted with atomicAdd) turns the key
 // into the index and resets both globals to zero, so the next launch (or graph replay) starts
-// clean. Why: the single-CTA version took ~59 us on the H200 for the 151669-entry vocabulary
-// (one SM waiting on ~150 dependent loads per thread); spread over ~150 CTAs each thread loads
-// a few values. The globals make the kernel non-reentrant: two argmax launches must not run
+// clean. Why: the single-CTA version was slow for the 151669-entry vocabulary (one SM waiting on
+// ~150 dependent loads per thread; docs/kernel-notes.md, "Outside the layers: host loop, step
+// ends, PDL"); spread over ~150 CTAs each thread loads a few values. The globals make the kernel non-reentrant: two argmax launches must not run
 // concurrently on different streams of one context (bonsai uses one stream per context).
 #define ARGMAX_NONE 0xffffffffu
 

@@ -32,7 +32,8 @@
 #define ATT_CHUNK 32
 // Keys per split, chosen by the launcher: long splits for prefill batches (a small scratch
 // buffer), short ones for decode so that even a short context spreads over many CTAs (one
-// 128-key split per kv head left a 512-token decode on 8 CTAs, 12.8 us per layer on the H200).
+// 128-key split per kv head left a 512-token decode on 8 CTAs: docs/kernel-notes.md, "Decode
+// attention").
 // Both are multiples of ATT_CHUNK.
 #define ATT_SPLIT_KEYS 128
 #define ATT_DECODE_SPLIT_KEYS 32
@@ -255,27 +256,29 @@ __device__ __forceinline__ void attention_split_keys_body(const float* __restric
 #define ATT_SPLIT_ARGS \
     qkv, m, n_q, n_kv, hd, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, split_keys, counters, out
 
+// The body with its staging in static shared memory (head_dim up to ATT_MAX_HD).
+template <bool GENERAL>
+__device__ __forceinline__ void attention_split_keys_static_smem(ATT_SPLIT_PARAMS) {
+    __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
+    __shared__ __align__(16) float k_s[ATT_CHUNK][ATT_MAX_HD + ATT_K_PAD];
+    __shared__ float v_s[ATT_CHUNK][ATT_MAX_HD];
+    __shared__ u32 att_is_last;
+    attention_split_keys_body<ATT_MAX_HD, GENERAL>(ATT_SPLIT_ARGS, q_s, k_s, v_s, att_is_last);
+}
+
 // G dividing ATT_ROWS, head_dim a multiple of 4 up to ATT_MAX_HD; caches 8-byte aligned.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE) attention_split_keys(ATT_SPLIT_PARAMS) {
     griddep_wait();
     // No early griddep_launch_dependents(): this kernel now serves prefill batches (many waves of
     // CTAs), whose SMs the next kernel's waiting CTAs must not take (see matmul_q1.cu).
-    __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
-    __shared__ __align__(16) float k_s[ATT_CHUNK][ATT_MAX_HD + ATT_K_PAD];
-    __shared__ float v_s[ATT_CHUNK][ATT_MAX_HD];
-    __shared__ u32 att_is_last;
-    attention_split_keys_body<ATT_MAX_HD, false>(ATT_SPLIT_ARGS, q_s, k_s, v_s, att_is_last);
+    attention_split_keys_static_smem<false>(ATT_SPLIT_ARGS);
 }
 
 // Any other G (not dividing ATT_ROWS, or above it), head_dim a multiple of 4 up to ATT_MAX_HD;
 // caches 8-byte aligned.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE) attention_split_keys_any_group(ATT_SPLIT_PARAMS) {
     griddep_wait();
-    __shared__ __align__(16) float q_s[ATT_ROWS][ATT_MAX_HD];
-    __shared__ __align__(16) float k_s[ATT_CHUNK][ATT_MAX_HD + ATT_K_PAD];
-    __shared__ float v_s[ATT_CHUNK][ATT_MAX_HD];
-    __shared__ u32 att_is_last;
-    attention_split_keys_body<ATT_MAX_HD, true>(ATT_SPLIT_ARGS, q_s, k_s, v_s, att_is_last);
+    attention_split_keys_static_smem<true>(ATT_SPLIT_ARGS);
 }
 
 // Any G, any even head_dim <= ATT_WIDE_MAX_HD; caches 4-byte aligned (8-byte where hd is a

@@ -9,9 +9,9 @@
 // the len = pos0 + 1 live ones, keys_per_split = max(ceil(len / n_splits), min_split_keys)
 // rounded up to ATT_DEC_SPLIT_ALIGN: short contexts use few CTAs (up to min_split_keys = 128
 // tokens one per kv head, no merge), long ones all of them. CTAs past the last used split exit at
-// once. Measured in a replayed Bonsai-8B decode graph (BONSAI_TRACE, ctx 64): 9.4 us per layer
-// with an even share of 16-key splits, 5.0 us with one split, 4.2 us with pos0 and the older cache
-// rows read before griddep_wait (attention_decode_body) and the planes quantized from shared memory.
+// once. In the traced decode graph this beat an even share of 16-key splits, and reading pos0 and
+// the older cache rows before griddep_wait (attention_decode_body) with the planes quantized from
+// shared memory cut it further (docs/kernel-notes.md, "Decode attention").
 // Inside a CTA: all G q heads of the kv head, so K/V are read once. A warp takes steps of
 // ATT_DEC_STEP_KEYS keys (warp w: steps w, w + WARPS, ...): HD / D lanes share one key, each
 // holding D dims (D = 16 for G <= ATT_DEC_WIDE_MAX_GROUP, two 16-byte loads of K and two of V per
@@ -27,14 +27,13 @@
 // A position >= max_seq yields NaN output.
 //
 // Speed of light on the H200 (Bonsai-8B: n_kv 8, G 4, HD 128, 132 CTAs -> n_splits 16):
-// bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer.
-//   len 16:    64 KiB  -> 0.02 us of bandwidth; the floor is latency: launch ~2 us (graphed ~1 us),
-//              pos0 + q loads + one K/V round trip (~1.5 us), no partial/merge (one split).
-//              Predicted ~2.5-3.5 us (was 19.75 us).
-//   len 8192:  33.5 MB -> 8.0 us at 4.2 TB/s; + merge (fence, atomic, re-read of 32 partials ~1.5 us).
-//              Predicted ~11-13 us (was ~150 us).
-//   len 32768: 134 MB  -> 32 us at 4.2 TB/s; issue-bound floor ~17 us (about 66 warp instructions
-//              per key: ~530 SASS per 8-key warp step at G 4) stays below it. Predicted ~36-42 us.
+// bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer, at 4.8 TB/s:
+//   len 16:    64 KiB  -> 0.01 us; the floor is latency: the launch, pos0 + q loads and one K/V
+//              round trip, no partial or merge (one split).
+//   len 8192:  33.5 MB -> 7.0 us, plus the merge (fence, atomic, re-read of 32 partials).
+//   len 32768: 134 MB  -> 28 us; the issue-bound floor (about 66 warp instructions per key: ~530
+//              SASS per 8-key warp step at G 4) stays below it.
+// Measured against it: docs/kernel-notes.md, "Decode attention".
 #define ATT_DEC_WARPS 8
 #define ATT_DEC_MAX_SPLITS 32
 #define ATT_DEC_SPLIT_ALIGN 16
@@ -366,8 +365,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     __threadfence();
     // Other CTAs wrote the partials during this launch: volatile reads, not a stale L1 line.
     // Three passes, each a dependent L2 round trip. Loading every split's max, sum and acc at
-    // once per output (one round trip, weights recomputed per thread) measured no faster on the
-    // H200: depth 8K 658.9 against 666.6 tok/s, 32K 409.8 against 413.4 (kernel-notes round 27).
+    // once per output (one round trip, weights recomputed per thread) was no faster at depth
+    // (docs/kernel-notes.md, "Decode attention", the merge in one round trip).
     const volatile float* parts = partial + (long long)column * G * n_splits * (HD + 2);
     for (int t = threadIdx.x; t < G * used; t += blockDim.x) {
         const int h = t / used, sp = t % used;
@@ -515,7 +514,7 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
 // default; cuda_decode.rs), where the math per warp and the CTA's size, not the cache bytes, set
 // the time. At most 96 registers: 128 x 96 = 12,288, which with a decode GEMV CTA's 512 x 104
 // fills the register file exactly, so an output-projection CTA can start beside one of these
-// (kernel-notes round 28).
+// (docs/kernel-notes.md, "Decode attention").
 #define ATT_DEC_HEADS_WARPS 4
 #define ATT_DEC_HEADS_ENTRY_POINT(GQA)                                                         \
     extern "C" __global__ void __maxnreg__(96)                                                 \

@@ -22,11 +22,11 @@
 // QK^T + PV is 4 n_q hd m (m + 1) / 2 = 2.15 GFLOP of useful work per layer. Issued: per kv head
 // 32 CTAs of 16 tokens, CTA b runs b / 4 + 1 tiles (144 CTA-tiles per kv head, 1,152 in all), each
 // 4 warps x 256 HMMA.16816 (128 for S, 128 for O: the hi/lo split doubles both) x 4,096 FLOP =
-// 4.8 GFLOP of mma.sync. At ~600 TFLOP/s realistic f16 mma.sync that is 8.1 us. The 256 CTAs
+// 4.8 GFLOP of mma.sync, 4.9 us at the dense f16 peak (~990 TFLOP/s). The 256 CTAs
 // fit one wave (132 SMs x 2), launched longest first so each long CTA shares its SM with a short
 // one; the critical path is the 8-tile CTA next to a ~4-tile one: ~12 tile-steps of ~1,700 clk
 // (256 HMMA at ~6.5 clk per sub-partition) = ~20k clk = ~11 us at 1.9 GHz, plus the q staging.
-// Prediction: 10-15 us per layer. Unmeasured when written.
+// Measured against it: docs/kernel-notes.md, "Prefill attention".
 // SASS (sm_90, nvcc 13.0): hd128 180 registers, hd64 142, no spills; the hd128 tile loop is 1,004
 // instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890 on tiles that
 // need neither the causal mask nor an O rescale.
@@ -61,12 +61,13 @@ __device__ __forceinline__ void apm_split(float x, u16& hi, u16& lo) {
     lo = f32_to_f16(x - f16_to_f32(hi));
 }
 
+#define APM_PARAMS                                                                                     \
+    const float *__restrict__ qkv, int m, int n_q, int n_kv, const u32 *__restrict__ pos0_ptr, int max_seq,   \
+        const u16 *__restrict__ k_cache, const u16 *__restrict__ v_cache, float *__restrict__ out, float scale_log2
+#define APM_ARGS qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2
+
 template <int HD, bool ANY_GROUP = false>
-__device__ __forceinline__ void attention_prefill_mma_body(const float* __restrict__ qkv, int m, int n_q, int n_kv,
-                                                           const u32* __restrict__ pos0_ptr, int max_seq,
-                                                           const u16* __restrict__ k_cache,
-                                                           const u16* __restrict__ v_cache, float* __restrict__ out,
-                                                           float scale_log2) {
+__device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     constexpr int THREADS = APM_WARPS * WARP_SIZE;
     constexpr int STRIDE = HD + APM_PAD;      // rows stay 16-byte aligned, ldmatrix rows spread banks
     constexpr int K_STEPS = HD / 16;          // k-steps of S = Q K^T
@@ -100,7 +101,8 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
     const u16* k_head = k_cache + head_base;
     const u16* v_head = v_cache + head_base;
 
-    apm_stage_tile<HD>(k_s, k_head, 0, key_end);
+    // K and V tile `tile` into buffer b.
+        apm_stage_tile<HD>(k_s, k_head, 0, key_end);
     apm_stage_tile<HD>(v_s, v_head, 0, key_end);
     cp_async_commit();
 
@@ -134,28 +136,16 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
         row_pos[r] = token < m && (!ANY_GROUP || row < used_rows) ? pos0 + token : cta_max_pos;
     }
 
-    // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
-    // 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..;
-    // B from V (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
-    const int mat = lane / 8, mat_row = lane % 8;
-    const int a_offset = (warp * 16 + (mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
-    const int k_offset = ((mat / 2) * 8 + mat_row) * STRIDE + (mat % 2) * 8;
-    const int v_offset = ((mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
+    int a_offset, k_offset, v_offset;
+    flash_ldsm_offsets<STRIDE, STRIDE, 16>(a_offset, k_offset, v_offset);
 
-    float o[O_BLOCKS][4];
-#pragma unroll
-    for (int j = 0; j < O_BLOCKS; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     // Rows g and g + 8: running max (log2 units) and this thread's partial sum of its columns' p.
-    float row_max[2] = {neg_inf(), neg_inf()};
-    float row_sum[2] = {0.0f, 0.0f};
+    float o[O_BLOCKS][4], row_max[2], row_sum[2];
+    flash_init_rows(o, row_max, row_sum);
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int buf = tile & 1;
-        cp_async_wait<0>();
-        // Tile `tile` (and Q) visible to all; every warp is done with tile - 1, whose buffer the
-        // next load reuses.
-        __syncthreads();
-        if (tile + 1 < n_tiles) {
+        if (flash_tile_ready(tile, n_tiles)) {  // (at tile 0 the barrier also makes Q visible)
             const int next = buf ^ 1;
             apm_stage_tile<HD>(k_s + next * APM_BLOCK_K * STRIDE, k_head, (tile + 1) * APM_BLOCK_K, key_end);
             apm_stage_tile<HD>(v_s + next * APM_BLOCK_K * STRIDE, v_head, (tile + 1) * APM_BLOCK_K, key_end);
@@ -164,8 +154,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
 
         const u16* k_tile = k_s + buf * APM_BLOCK_K * STRIDE;
         float s[S_BLOCKS][4];
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        zero_fill(s);
 #pragma unroll
         for (int kk = 0; kk < K_STEPS; ++kk) {
             u32 a_hi[4], a_lo[4];
@@ -193,23 +182,10 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
                 }
         }
 
-        float tile_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[j][0], s[j][1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[j][2], s[j][3]));
-        }
-        float correction[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            // The 4 lanes t of a row group hold its columns.
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 1));
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(FULL_MASK, tile_max[r], 2));
-            const float new_max = fmaxf(row_max[r], tile_max[r]);  // finite: key 0 is in tile 0
-            correction[r] = exp2_ftz(row_max[r] - new_max);
-            row_max[r] = new_max;
-            row_sum[r] *= correction[r];
-        }
+        // Scores are in log2 units already (q pre-scaled): scale 1. The new maxima are finite:
+        // key 0 is in tile 0 and visible to every row.
+        float correction[2], max_scaled[2];
+        flash_online_max(s, row_max, row_sum, correction, max_scaled, 1.0f);
         u32 p_hi[P_STEPS][4], p_lo[P_STEPS][4];
 #pragma unroll
         for (int j = 0; j < S_BLOCKS; ++j) {
@@ -247,9 +223,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float total = row_sum[r];
-        total += __shfl_xor_sync(FULL_MASK, total, 1);
-        total += __shfl_xor_sync(FULL_MASK, total, 2);
+        const float total = quad_sum(row_sum[r]);
         const int row = warp * 16 + g + 8 * r;
         const int token = token0 + row / group;
         if (token >= m || (ANY_GROUP && row >= used_rows)) continue;
@@ -270,35 +244,23 @@ __device__ __forceinline__ void attention_prefill_mma_body(const float* __restri
 // [n_kv][max_seq][hd] (16-byte aligned), out [m, n_q hd] f32, scale_log2 = log2(e) / sqrt(hd).
 // Dynamic shared memory: (2 APM_ROWS + 4 APM_BLOCK_K) (hd + APM_PAD) u16. No early
 // griddep_launch_dependents(): prefill grids are multi-wave (see attention.cu).
-extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
-    attention_prefill_mma_hd64(const float* __restrict__ qkv, int m, int n_q, int n_kv, const u32* __restrict__ pos0_ptr,
-                               int max_seq, const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
-                               float* __restrict__ out, float scale_log2) {
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2) attention_prefill_mma_hd64(APM_PARAMS) {
     griddep_wait();
-    attention_prefill_mma_body<64>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+    attention_prefill_mma_body<64>(APM_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
-    attention_prefill_mma_hd128(const float* __restrict__ qkv, int m, int n_q, int n_kv, const u32* __restrict__ pos0_ptr,
-                                int max_seq, const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
-                                float* __restrict__ out, float scale_log2) {
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2) attention_prefill_mma_hd128(APM_PARAMS) {
     griddep_wait();
-    attention_prefill_mma_body<128>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+    attention_prefill_mma_body<128>(APM_ARGS);
 }
 // Any GQA group up to 64 (floor(64 / G) tokens per CTA, idle rows past them); same arguments and
 // shared memory as the entry points above.
 extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
-    attention_prefill_mma_hd64_any_group(const float* __restrict__ qkv, int m, int n_q, int n_kv,
-                                         const u32* __restrict__ pos0_ptr, int max_seq,
-                                         const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
-                                         float* __restrict__ out, float scale_log2) {
+    attention_prefill_mma_hd64_any_group(APM_PARAMS) {
     griddep_wait();
-    attention_prefill_mma_body<64, true>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+    attention_prefill_mma_body<64, true>(APM_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
-    attention_prefill_mma_hd128_any_group(const float* __restrict__ qkv, int m, int n_q, int n_kv,
-                                          const u32* __restrict__ pos0_ptr, int max_seq,
-                                          const u16* __restrict__ k_cache, const u16* __restrict__ v_cache,
-                                          float* __restrict__ out, float scale_log2) {
+    attention_prefill_mma_hd128_any_group(APM_PARAMS) {
     griddep_wait();
-    attention_prefill_mma_body<128, true>(qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2);
+    attention_prefill_mma_body<128, true>(APM_ARGS);
 }

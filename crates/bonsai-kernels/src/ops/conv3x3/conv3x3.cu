@@ -11,10 +11,10 @@
 // falls in the padding, past K, or past the last pixel.
 //
 // Split K (launcher's split_k): 384 -> 384 at 64² is 96 output tiles, one CTA each on 96 of the
-// 132 SMs, 108 K tiles long (404.7 µs, 0.94x torch fp32's 380 µs). Two K ranges give 192 CTAs
-// (all resident at 2 per SM), each half as long, plus a merge of 2 x 6.3 MB partials (~5 µs).
-// Speed of light: 10.4 GFLOP at ~100 TFLOP/s effective (mma.sync 3xTF32) = 104 µs. Predicted
-// ~290 µs (SMs holding two CTAs run each at ~0.7 of one CTA's speed) = ~1.3x torch.
+// 132 SMs, 108 K tiles long. Two K ranges give 192 CTAs (all resident at 2 per SM), each half as
+// long, plus a merge of 2 x 6.3 MB partials. Speed of light: 10.4 GFLOP at ~100 TFLOP/s effective
+// (mma.sync 3xTF32, three products) = 104 us. Measured with and without the split:
+// docs/kernel-notes.md, "gemm_f32 3xTF32 / wgmma and conv3x3".
 #define CONV3X3_B_ROW_PAD 8
 #define CONV3X3_B_STRIDE (TF32X3_TILE_N + CONV3X3_B_ROW_PAD)
 // k rows gathered per pass of the whole CTA (one pixel column per thread).

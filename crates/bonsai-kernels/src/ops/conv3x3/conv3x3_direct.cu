@@ -1,7 +1,8 @@
 // conv3x3 (pad 1, stride 1, bias, NCHW f32, batch 1) for few output channels (C_out <= 8, the
 // VAE's conv_out 96 -> 3): a direct convolution on the f32 FMA units. The implicit GEMM
 // (conv3x3.cu) puts C_out on its 128-wide M tile, so at C_out = 3 it computes 128 rows to keep
-// 3 (1356 µs at 96 -> 3 x 512², 0.37x torch fp32); here every FMA is one the definition needs
+// 3 (far slower than torch fp32 at 96 -> 3 x 512²: docs/kernel-notes.md, "gemm_f32 3xTF32 /
+// wgmma and conv3x3"); here every FMA is one the definition needs
 // (up to CO - C_out padded channels: 1 of 4 at C_out = 3).
 //
 // CTA: an output tile of CONV_DIRECT_TILE_H rows x CONV_DIRECT_TILE_W columns, 128 threads,
@@ -18,9 +19,9 @@
 // (2·⌈9·C_in/32⌉ + 37)u = 91u and a plain f32 chain's 864u.
 //
 // Speed of light (H200): 96 -> 3 x 512²: 1.36 GFLOP of needed FMAs (1.81 with CO = 4 padding)
-// over ~60 TFLOP/s f32 FMA = 30 µs; reads 100.7 MB of input (+ 12% halo, mostly L2 hits) over
-// 4.26 TB/s = 24 µs. Predicted ~60 µs (FMA issue and shared-memory loads share the SM; one
-// barrier per 8 channels), against 1356 µs before and torch fp32's 499 µs.
+// over ~60 TFLOP/s f32 FMA = 30 us; reads 100.7 MB of input (+ 12% halo, mostly L2 hits) at
+// 4.8 TB/s = 21 us. FMA issue and shared-memory loads share the SM, one barrier per 8 channels.
+// Measured: docs/kernel-notes.md, "gemm_f32 3xTF32 / wgmma and conv3x3".
 #define CONV_DIRECT_TILE_H 8
 #define CONV_DIRECT_TILE_W 64
 #define CONV_DIRECT_PX 4
@@ -71,10 +72,12 @@ __device__ __forceinline__ void conv_direct_load(ConvDirectStage<CO>& st, const 
     }
 }
 
+#define CONV_DIRECT_PARAMS                                                                                     \
+    const float *__restrict__ x, const float *__restrict__ weight, const float *__restrict__ bias, float *__restrict__ y, \
+        int c_in, int c_out, int h, int w
+#define CONV_DIRECT_ARGS x, weight, bias, y, c_in, c_out, h, w
 template <int CO>
-__device__ __forceinline__ void conv3x3_direct_cta(const float* __restrict__ x, const float* __restrict__ weight,
-                                                   const float* __restrict__ bias, float* __restrict__ y, int c_in,
-                                                   int c_out, int h, int w) {
+__device__ __forceinline__ void conv3x3_direct_cta(CONV_DIRECT_PARAMS) {
     __shared__ __align__(16) ConvDirectStage<CO> stages[2];
     const int tx = threadIdx.x % (CONV_DIRECT_TILE_W / CONV_DIRECT_PX);
     const int ty = threadIdx.x / (CONV_DIRECT_TILE_W / CONV_DIRECT_PX);
@@ -161,18 +164,13 @@ __device__ __forceinline__ void conv3x3_direct_cta(const float* __restrict__ x, 
 
 // grid (⌈W / TILE_W⌉, ⌈H / TILE_H⌉), CONV_DIRECT_THREADS threads, static shared memory only.
 // `_co4`: C_out <= 4; `_co8`: C_out <= 8.
-extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS)
-    conv3x3_direct_co4(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-                       float* __restrict__ y, int c_in, int c_out, int h, int w) {
+extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS) conv3x3_direct_co4(CONV_DIRECT_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    conv3x3_direct_cta<4>(x, weight, bias, y, c_in, c_out, h, w);
+    conv3x3_direct_cta<4>(CONV_DIRECT_ARGS);
 }
-
-extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS)
-    conv3x3_direct_co8(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
-                       float* __restrict__ y, int c_in, int c_out, int h, int w) {
+extern "C" __global__ void __launch_bounds__(CONV_DIRECT_THREADS) conv3x3_direct_co8(CONV_DIRECT_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    conv3x3_direct_cta<8>(x, weight, bias, y, c_in, c_out, h, w);
+    conv3x3_direct_cta<8>(CONV_DIRECT_ARGS);
 }

@@ -106,8 +106,8 @@ struct GwStageCopies {
 // The GEMM CTA: per K tile, barrier, the tile's 12 wgmma into the partial, wait, fold; the ring
 // keeps GW_STAGES - 1 tiles ahead. The tensor cores idle from a warpgroup's last wgmma of a tile
 // to its first of the next (wait, fold, barrier). A loop with two partials that folded one tile
-// while the next one's wgmmas ran (one tile of copies ahead) measured slower on the H200:
-// 10,875 against 8,354 us at M=4608 N=27648 K=3072 (code at commit cb426b9).
+// while the next one's wgmmas ran (one tile of copies ahead) measured slower (docs/kernel-notes.md,
+// "gemm_f32 3xTF32 / wgmma and conv3x3", the overlapped wgmma loop).
 __device__ __forceinline__ void gemm_f32_wgmma_cta(const u32* __restrict__ a_big, const u32* __restrict__ a_small,
                                                    const u32* __restrict__ w_big, const u32* __restrict__ w_small,
                                                    const float* __restrict__ bias, float* __restrict__ out, int m,

@@ -250,12 +250,7 @@ __device__ __forceinline__ void tf32x3_gemm_cta(float* smem, const float* __rest
     const Tf32x3Rows<A_VEC16> a_rows(a, m, m0, k);
 
     float acc[TF32X3_MI][TF32X3_NI][4];
-#pragma unroll
-    for (int i = 0; i < TF32X3_MI; ++i)
-#pragma unroll
-        for (int j = 0; j < TF32X3_NI; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    zero_fill(acc);
 
     // Prologue: K tiles 0..STAGES-2 in flight, one commit group each (empty groups keep the count).
 #pragma unroll

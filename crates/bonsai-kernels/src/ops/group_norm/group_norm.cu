@@ -22,14 +22,11 @@
 //    launch, the CTA ramp and those loads overlap the statistics launch's tail.
 //
 // Traffic: 12 bytes per element (two reads, one write); see ops/group_norm/cuda.rs.
-// Speed of light (H200, copy 4.26 TB/s) and predictions, 384 ch, G = 32:
-//   64²: 18.9 MB -> 4.4 µs; before 11.9 µs, predicted ~10 µs (two dependent launches, each
-//        ~1 µs of device launch gap + ~1-2 µs of load latency chains: still short of 70%,
-//        which needs one launch, i.e. a grid- or cluster-wide merge of the statistics);
-//   128²: 75.5 MB -> 17.7 µs; before 26.1 µs, predicted ~24 µs (~74%); with both passes
-//        software-pipelined (H200, 2026-11-30): 23.9 µs (74%), 24.3 µs with SiLU (73%; 27.1
-//        before the pipelining and SiLU's fast divide);
-//   256², 512²: unchanged (78-92% of copy measured).
+// Speed of light (H200, 4.8 TB/s), 384 ch, G = 32: 64²: 18.9 MB -> 3.9 us; 128²: 75.5 MB ->
+// 15.7 us. At 64² two dependent launches (each a device launch gap plus load latency chains)
+// keep it well short of that; 70% of copy there needs one launch, i.e. a grid- or cluster-wide
+// merge of the statistics. Measured: docs/kernel-notes.md, "GroupNorm and the VAE element-wise
+// ops".
 
 #define GN_SHIFT_SAMPLES 32
 // float4 loads each thread issues before using any (memory-level parallelism: with one load

@@ -115,39 +115,47 @@ __device__ __forceinline__ void ja_mask_tail(float (&s)[S_BLOCKS][4], int key0, 
             if (key0 + 8 * j + 2 * t + (e & 1) >= seq) s[j][e] = neg_inf();
 }
 
-// The max step of the online softmax for rows g and g + 8 (elements 0-1 and 2-3 of each block)
-// over one S block: the rows' running max moves to include it, their partial sums and O take
-// `correction` (exp2 of old max minus new, scaled: 0 on the first step, whose state is 0), and
-// `max_scaled` is what the exponent subtracts. Every step holds a valid key, so the new maxima
-// are finite. The 4 lanes t of a row group hold its columns.
-template <int S_BLOCKS>
-__device__ __forceinline__ void ja_online_max(const float (&s)[S_BLOCKS][4], float (&row_max)[2],
-                                              float (&row_sum)[2], float (&correction)[2],
-                                              float (&max_scaled)[2], float scale_log2) {
-    float step_max[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-    for (int j = 0; j < S_BLOCKS; ++j) {
-        step_max[0] = fmaxf(step_max[0], fmaxf(s[j][0], s[j][1]));
-        step_max[1] = fmaxf(step_max[1], fmaxf(s[j][2], s[j][3]));
-    }
+// The weights of S block j (keys 8j..8j+7) rounded to bf16 into the A-fragment layout of
+// O += P V: the low (j even) or high (j odd) half of P's k-step j / 2.
+template <int P_STEPS>
+__device__ __forceinline__ void ja_pack_p_block(const float (&s_block)[4], u32 (&p_frag)[P_STEPS][4], int j) {
+    p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s_block[0], s_block[1]);
+    p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s_block[2], s_block[3]);
+}
+
+// Output rows g and g + 8 of a 16-row block (query rows from row0), its 8 O_BLOCKS columns from
+// col0 of head `head`: O over the row's total weight (the 4 lanes t of a row group hold its
+// partial sums), token-major [seq, heads * HD]. Rows past seq are not stored.
+template <int HD, int O_BLOCKS>
+__device__ __forceinline__ void ja_store_rows(const float (&o)[O_BLOCKS][4], const float (&row_sum)[2],
+                                              float* __restrict__ out, int row0, int head, int col0, int heads,
+                                              int seq, int g, int t) {
+    const long long out_row = (long long)heads * HD;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 1));
-        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(FULL_MASK, step_max[r], 2));
-        const float new_max = fmaxf(row_max[r], step_max[r]);
-        correction[r] = exp2_ftz((row_max[r] - new_max) * scale_log2);
-        row_max[r] = new_max;
-        max_scaled[r] = new_max * scale_log2;
-        row_sum[r] *= correction[r];
+        const float total = quad_sum(row_sum[r]);
+        const int query = row0 + g + 8 * r;
+        if (query >= seq) continue;
+        float* dst = out + query * out_row + (long long)head * HD + col0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < O_BLOCKS; ++j) {
+            float2 pair;
+            pair.x = o[j][2 * r] / total;
+            pair.y = o[j][2 * r + 1] / total;
+            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
+        }
     }
 }
 
+// The signature of every flash entry point of the op: q (QT: bf16 as u16, or f32), bf16 k, v
+// [H, seq, hd], f32 out [seq, H * hd], scale_log2 = log2(e) / sqrt(hd).
+#define JA_FLASH_PARAMS(QT)                                                                            \
+    const QT *__restrict__ q, const u16 *__restrict__ k, const u16 *__restrict__ v, float *__restrict__ out, \
+        int heads, int seq, float scale_log2
+#define JA_FLASH_ARGS q, k, v, out, heads, seq, scale_log2
+
 template <int HD, int DV, int WARPS, int BLOCK_K>
-__device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
-                                                      const u16* __restrict__ k,
-                                                      const u16* __restrict__ v,
-                                                      float* __restrict__ out, int heads, int seq,
-                                                      float scale_log2) {
+__device__ __forceinline__ void joint_attention_flash(JA_FLASH_PARAMS(u16)) {
     constexpr int THREADS = WARPS * WARP_SIZE;
     constexpr int BLOCK_Q = WARPS * 16;
     constexpr int QK_STRIDE = HD + JA_ROW_PAD;
@@ -176,34 +184,23 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
     const u16* v_head = v + head_base;
     const int n_tiles = (seq + BLOCK_K - 1) / BLOCK_K;
 
+    // K and V tile `tile` (V's columns d0..) into buffer b.
     ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
     ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
     ja_stage_rows<BLOCK_K, DV, HD, THREADS>(v_s, v_head, 0, d0, seq);
     cp_async_commit();
 
-    // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
-    // 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..;
-    // B from V (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
-    const int mat = lane / 8, mat_row = lane % 8;
-    const int a_offset = (warp * 16 + (mat % 2) * 8 + mat_row) * QK_STRIDE + (mat / 2) * 8;
-    const int k_offset = ((mat / 2) * 8 + mat_row) * QK_STRIDE + (mat % 2) * 8;
-    const int v_offset = ((mat % 2) * 8 + mat_row) * V_STRIDE + (mat / 2) * 8;
+    int a_offset, k_offset, v_offset;
+    flash_ldsm_offsets<QK_STRIDE, V_STRIDE, 16>(a_offset, k_offset, v_offset);
 
-    float o[O_BLOCKS][4];
-#pragma unroll
-    for (int j = 0; j < O_BLOCKS; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     // Rows g and g + 8 of this warp's 16: running max (raw score units) and this thread's
     // partial sum of exp2 weights over its own columns.
-    float row_max[2] = {neg_inf(), neg_inf()};
-    float row_sum[2] = {0.0f, 0.0f};
+    float o[O_BLOCKS][4], row_max[2], row_sum[2];
+    flash_init_rows(o, row_max, row_sum);
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int buf = tile & 1;
-        cp_async_wait<0>();
-        // Tile `tile` (and Q) visible to all; every warp is done with tile - 1, whose buffer
-        // the next load reuses.
-        __syncthreads();
-        if (tile + 1 < n_tiles) {
+        if (flash_tile_ready(tile, n_tiles)) {  // (at tile 0 the barrier also makes Q visible)
             const int next = buf ^ 1;
             ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * BLOCK_K * QK_STRIDE, k_head,
                                                     (tile + 1) * BLOCK_K, 0, seq);
@@ -214,8 +211,7 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
 
         const u16* k_tile = k_s + buf * BLOCK_K * QK_STRIDE;
         float s[S_BLOCKS][4];
-#pragma unroll
-        for (int j = 0; j < S_BLOCKS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        zero_fill(s);
 #pragma unroll
         for (int kk = 0; kk < K_STEPS; ++kk) {
             u32 a[4];
@@ -232,7 +228,7 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
         const int key0 = tile * BLOCK_K;
         if (key0 + BLOCK_K > seq) ja_mask_tail(s, key0, seq, t);  // the tail tile
         float max_scaled[2], correction[2];
-        ja_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
+        flash_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
         u32 p_frag[P_STEPS][4];
 #pragma unroll
         for (int j = 0; j < S_BLOCKS; ++j) {
@@ -241,82 +237,39 @@ __device__ __forceinline__ void joint_attention_flash(const u16* __restrict__ q,
                 s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
                 row_sum[e / 2] += s[j][e];
             }
-            // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of the
-            // A fragment of P-V k-step j / 2.
-            p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
-            p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
+            ja_pack_p_block(s[j], p_frag, j);
         }
         // Once the running maxima settle most tiles leave them unchanged: skip the O rescale
         // (exact: the factor is then 1) unless some row of the warp moved.
         flash_rescale_rows(o, correction);
 
         const u16* v_tile = v_s + buf * BLOCK_K * V_STRIDE;
-#pragma unroll
-        for (int kc = 0; kc < P_STEPS; ++kc) {
-#pragma unroll
-            for (int pair = 0; pair < O_BLOCKS / 2; ++pair) {
-                u32 b[4];
-                ldmatrix_x4_trans(b, v_tile + v_offset + kc * 16 * V_STRIDE + pair * 16);
-                mma_bf16_16x8x16(o[2 * pair], p_frag[kc], b[0], b[1]);
-                mma_bf16_16x8x16(o[2 * pair + 1], p_frag[kc], b[2], b[3]);
-            }
-        }
+        flash_mma_bf16<true, V_STRIDE>(o, p_frag, v_tile + v_offset);
     }
 
-    const long long out_row = (long long)heads * HD;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float total = row_sum[r];
-        total += __shfl_xor_sync(FULL_MASK, total, 1);
-        total += __shfl_xor_sync(FULL_MASK, total, 2);
-        const int query = q0 + warp * 16 + g + 8 * r;
-        if (query >= seq) continue;
-        float* dst = out + query * out_row + (long long)head * HD + d0 + 2 * t;
-#pragma unroll
-        for (int j = 0; j < O_BLOCKS; ++j) {
-            float2 pair;
-            pair.x = o[j][2 * r] / total;
-            pair.y = o[j][2 * r + 1] / total;
-            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
-        }
-    }
+    ja_store_rows<HD>(o, row_sum, out, q0 + warp * 16, head, d0, heads, seq, g, t);
 }
 
-// One entry point per head_dim; both take bf16 q, k, v [H, seq, hd], f32 out [seq, H * hd] and
-// scale_log2 = log2(e) / sqrt(hd) (the signature of every flash entry point of the op).
-extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
-    joint_attention_hd384(const u16* __restrict__ q, const u16* __restrict__ k,
-                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
-                          float scale_log2) {
+// One entry point per head_dim; both take bf16 q (JA_FLASH_PARAMS).
+extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1) joint_attention_hd384(JA_FLASH_PARAMS(u16)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
-        q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(JA_FLASH_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1)
-    joint_attention_hd512(const u16* __restrict__ q, const u16* __restrict__ k,
-                          const u16* __restrict__ v, float* __restrict__ out, int heads, int seq,
-                          float scale_log2) {
+extern "C" __global__ void __launch_bounds__(JA_LARGE_HD_WARPS * WARP_SIZE, 1) joint_attention_hd512(JA_FLASH_PARAMS(u16)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(
-        q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_LARGE_HD_WARPS, JA_LARGE_HD_BLOCK_K>(JA_FLASH_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(JA_COMPACT_WARPS * WARP_SIZE)
-    joint_attention_hd384_compact(const u16* __restrict__ q, const u16* __restrict__ k,
-                                  const u16* __restrict__ v, float* __restrict__ out, int heads,
-                                  int seq, float scale_log2) {
+    joint_attention_hd384_compact(JA_FLASH_PARAMS(u16)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(
-        q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash<384, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(JA_FLASH_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(JA_COMPACT_WARPS * WARP_SIZE)
-    joint_attention_hd512_compact(const u16* __restrict__ q, const u16* __restrict__ k,
-                                  const u16* __restrict__ v, float* __restrict__ out, int heads,
-                                  int seq, float scale_log2) {
+    joint_attention_hd512_compact(JA_FLASH_PARAMS(u16)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(
-        q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash<512, JA_LARGE_HD_CHUNK, JA_COMPACT_WARPS, JA_COMPACT_BLOCK_K>(JA_FLASH_ARGS);
 }

@@ -1,8 +1,8 @@
 // Joint attention for hd 64 / 128: 32 query rows per warp with Q's A fragments held in
 // registers for the whole key loop, and (at hd 128) the online softmax run per 32-key half of
 // each 64-key K/V tile. Contract and accuracy bound: ops/joint_attention/mod.rs; launcher:
-// ops/joint_attention/cuda.rs. Shares ja_stage_rows / ja_pack_bf16 with joint_attention.cu
-// (concatenated before this file).
+// ops/joint_attention/cuda.rs. Shares joint_attention.cu's helpers (concatenated before this
+// file) and ops/attention/flash.cuh's.
 //
 // The kernel for hd 64 / 128 on every device without wgmma (and for hd 64 on Hopper).
 //
@@ -65,11 +65,7 @@ __device__ __forceinline__ void ja_q_frags_from_f32(u32 (&q_frag)[RB][K_STEPS][4
 // QT: u16 (bf16 q, staged through shared memory and read with ldmatrix) or float (f32 q read
 // straight into registers; q's shared region is then unused).
 template <int HD, int WARPS, int BLOCK_K, int SOFTMAX_K, typename QT>
-__device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restrict__ q,
-                                                             const u16* __restrict__ k,
-                                                             const u16* __restrict__ v,
-                                                             float* __restrict__ out, int heads,
-                                                             int seq, float scale_log2) {
+__device__ __forceinline__ void joint_attention_flash_q_regs(JA_FLASH_PARAMS(QT)) {
     constexpr int RB = JA_QREG_ROW_BLOCKS;  // 16-row mma blocks per warp
     constexpr int THREADS = WARPS * WARP_SIZE;
     constexpr int WARP_ROWS = 16 * RB;
@@ -108,17 +104,13 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
         ja_stage_rows<BLOCK_Q, HD, HD, THREADS>(q_s, q_head, q0, 0, seq);
         cp_async_commit();
     }
-    ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
+    // K and V tile `tile` into buffer b.
+        ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s, k_head, 0, 0, seq);
     ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s, v_head, 0, 0, seq);
     cp_async_commit();
 
-    // Per-lane ldmatrix row offsets (elements). A (Q): matrix i = lane / 8 holds rows
-    // 8 (i % 2).., k 8 (i / 2)..; B from K (non-transposed): keys 8 (i / 2).., k 8 (i % 2)..;
-    // B from V (transposed): keys 8 (i % 2).., dims 8 (i / 2).. (fragment order of ptx.cuh).
-    const int mat = lane / 8, mat_row = lane % 8;
-    const int a_offset = (warp * WARP_ROWS + (mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
-    const int k_offset = ((mat / 2) * 8 + mat_row) * STRIDE + (mat % 2) * 8;
-    const int v_offset = ((mat % 2) * 8 + mat_row) * STRIDE + (mat / 2) * 8;
+    int a_offset, k_offset, v_offset;
+    flash_ldsm_offsets<STRIDE, STRIDE, WARP_ROWS>(a_offset, k_offset, v_offset);
 
     // Q's A fragments for the whole key loop (64 registers at hd 128).
     u32 q_frag[RB][K_STEPS][4];
@@ -134,34 +126,20 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
                 ldmatrix_x4(q_frag[rb][kk], q_s + a_offset + rb * 16 * STRIDE + kk * 16);
     }
 
-    float o[RB][O_BLOCKS][4];
-#pragma unroll
-    for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-        for (int j = 0; j < O_BLOCKS; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[rb][j][e] = 0.0f;
     // Rows g and g + 8 of each row block: running max (raw score units) and this thread's
     // partial sum of exp2 weights over its own columns.
-    float row_max[RB][2], row_sum[RB][2];
+    float o[RB][O_BLOCKS][4], row_max[RB][2], row_sum[RB][2];
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-        row_max[rb][0] = row_max[rb][1] = neg_inf();
-        row_sum[rb][0] = row_sum[rb][1] = 0.0f;
-    }
+    for (int rb = 0; rb < RB; ++rb) flash_init_rows(o[rb], row_max[rb], row_sum[rb]);
 
     for (int tile = 0; tile < n_tiles; ++tile) {
+        // (At tile 0 the barrier also says every warp holds Q's fragments: buffer 1 is free.)
         const int buf = tile & 1;
-        cp_async_wait<0>();
-        // Tile `tile` visible to all; every warp is done with tile - 1 (at tile 0: with Q's
-        // fragments), whose buffer the next load reuses.
-        __syncthreads();
-        if (tile + 1 < n_tiles) {
+        // (At tile 0 the barrier also says every warp holds Q's fragments: buffer 1 is free.)
+        if (flash_tile_ready(tile, n_tiles)) {
             const int next = buf ^ 1;
-            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * KV_BUF, k_head,
-                                                    (tile + 1) * BLOCK_K, 0, seq);
-            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * KV_BUF, v_head,
-                                                    (tile + 1) * BLOCK_K, 0, seq);
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(k_s + next * KV_BUF, k_head, (tile + 1) * BLOCK_K, 0, seq);
+            ja_stage_rows<BLOCK_K, HD, HD, THREADS>(v_s + next * KV_BUF, v_head, (tile + 1) * BLOCK_K, 0, seq);
             cp_async_commit();
         }
 
@@ -173,25 +151,8 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
             if (key0 >= seq) break;
             const u16* k_step = k_s + buf * KV_BUF + step * SOFTMAX_K * STRIDE;
             float s[RB][S_BLOCKS][4];
-#pragma unroll
-            for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-                for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[rb][j][e] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < K_STEPS; ++kk) {
-#pragma unroll
-                for (int pair = 0; pair < S_BLOCKS / 2; ++pair) {
-                    u32 b[4];
-                    ldmatrix_x4(b, k_step + k_offset + pair * 16 * STRIDE + kk * 16);
-#pragma unroll
-                    for (int rb = 0; rb < RB; ++rb) {
-                        mma_bf16_16x8x16(s[rb][2 * pair], q_frag[rb][kk], b[0], b[1]);
-                        mma_bf16_16x8x16(s[rb][2 * pair + 1], q_frag[rb][kk], b[2], b[3]);
-                    }
-                }
-            }
+            zero_fill(s);
+            flash_mma_bf16<false, STRIDE>(s, q_frag, k_step + k_offset);
 
             if (key0 + SOFTMAX_K > seq) {  // the tail
 #pragma unroll
@@ -203,16 +164,13 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
             for (int rb = 0; rb < RB; ++rb) {
                 // Every step holds a valid key (key0 < seq).
                 float max_scaled[2], correction[2];
-                ja_online_max(s[rb], row_max[rb], row_sum[rb], correction, max_scaled, scale_log2);
+                flash_online_max(s[rb], row_max[rb], row_sum[rb], correction, max_scaled, scale_log2);
 #pragma unroll
                 for (int j = 0; j < S_BLOCKS; ++j) {
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         s[rb][j][e] = exp2_ftz(fmaf(s[rb][j][e], scale_log2, -max_scaled[e / 2]));
-                    // S block j holds keys 8j..8j+7: the low (j even) or high (j odd) half of
-                    // the A fragment of P-V k-step j / 2.
-                    p_frag[rb][j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[rb][j][0], s[rb][j][1]);
-                    p_frag[rb][j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[rb][j][2], s[rb][j][3]);
+                    ja_pack_p_block(s[rb][j], p_frag[rb], j);
                 }
                 // This thread's f32 weights of the step, summed as a tree (depth 3 instead of
                 // a chain of 8 dependent adds, so each weight dies soon after its exp2); the
@@ -235,76 +193,29 @@ __device__ __forceinline__ void joint_attention_flash_q_regs(const QT* __restric
             }
 
             const u16* v_step = v_s + buf * KV_BUF + step * SOFTMAX_K * STRIDE;
-#pragma unroll
-            for (int kc = 0; kc < P_STEPS; ++kc) {
-#pragma unroll
-                for (int pair = 0; pair < O_BLOCKS / 2; ++pair) {
-                    u32 b[4];
-                    ldmatrix_x4_trans(b, v_step + v_offset + kc * 16 * STRIDE + pair * 16);
-#pragma unroll
-                    for (int rb = 0; rb < RB; ++rb) {
-                        mma_bf16_16x8x16(o[rb][2 * pair], p_frag[rb][kc], b[0], b[1]);
-                        mma_bf16_16x8x16(o[rb][2 * pair + 1], p_frag[rb][kc], b[2], b[3]);
-                    }
-                }
-            }
+            flash_mma_bf16<true, STRIDE>(o, p_frag, v_step + v_offset);
         }
     }
 
-    const long long out_row = (long long)heads * HD;
 #pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float total = row_sum[rb][r];
-            total += __shfl_xor_sync(FULL_MASK, total, 1);
-            total += __shfl_xor_sync(FULL_MASK, total, 2);
-            const int query = q0 + warp * WARP_ROWS + rb * 16 + g + 8 * r;
-            if (query >= seq) continue;
-            float* dst = out + query * out_row + (long long)head * HD + 2 * t;
-#pragma unroll
-            for (int j = 0; j < O_BLOCKS; ++j) {
-                float2 pair;
-                pair.x = o[rb][j][2 * r] / total;
-                pair.y = o[rb][j][2 * r + 1] / total;
-                *reinterpret_cast<float2*>(dst + 8 * j) = pair;
-            }
-        }
-    }
+    for (int rb = 0; rb < RB; ++rb)
+        ja_store_rows<HD>(o[rb], row_sum[rb], out, q0 + warp * WARP_ROWS + rb * 16, head, 0, heads, seq, g, t);
 }
 
-// Same signature as joint_attention_hd{384,512}: bf16 q, k, v [H, seq, hd], f32 out
-// [seq, H * hd], scale_log2 = log2(e) / sqrt(hd). Two CTAs per SM. The `_f32q` ones take q as
-// f32 (same layout) and round it to bf16 themselves.
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd64_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, u16>(
-        q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd128_q_regs(const u16* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, u16>(
-        q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd64_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<64, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_BLOCK_K, float>(
-        q, k, v, out, heads, seq, scale_log2);
-}
-extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)
-    joint_attention_hd128_q_regs_f32q(const float* __restrict__ q, const u16* __restrict__ k,
-        const u16* __restrict__ v, float* __restrict__ out, int heads, int seq, float scale_log2) {
-    griddep_wait();
-    griddep_launch_dependents();
-    joint_attention_flash_q_regs<128, JA_QREG_WARPS, JA_QREG_BLOCK_K, JA_QREG_SOFTMAX_K, float>(
-        q, k, v, out, heads, seq, scale_log2);
-}
+// JA_FLASH_PARAMS with bf16 q, or f32 q (same layout, the `_f32q` ones) rounded to bf16 here. Two
+// CTAs per SM.
+#define JA_QREG_ENTRY_POINTS(HD, SOFTMAX_K)                                                              \
+    extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)                           \
+        joint_attention_hd##HD##_q_regs(JA_FLASH_PARAMS(u16)) {                                          \
+        griddep_wait();                                                                                  \
+        griddep_launch_dependents();                                                                     \
+        joint_attention_flash_q_regs<HD, JA_QREG_WARPS, JA_QREG_BLOCK_K, SOFTMAX_K>(JA_FLASH_ARGS);      \
+    }                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(JA_QREG_WARPS * WARP_SIZE, 2)                           \
+        joint_attention_hd##HD##_q_regs_f32q(JA_FLASH_PARAMS(float)) {                                   \
+        griddep_wait();                                                                                  \
+        griddep_launch_dependents();                                                                     \
+        joint_attention_flash_q_regs<HD, JA_QREG_WARPS, JA_QREG_BLOCK_K, SOFTMAX_K>(JA_FLASH_ARGS);      \
+    }
+JA_QREG_ENTRY_POINTS(64, JA_QREG_BLOCK_K)
+JA_QREG_ENTRY_POINTS(128, JA_QREG_SOFTMAX_K)

@@ -2,13 +2,15 @@
 // and its `_f32q` form. Contract and accuracy bound: ops/joint_attention/mod.rs (bf16 operands,
 // f32 accumulation, the online softmax in f32 with P rounded to bf16; one softmax step per
 // 128-key tile); launcher: ops/joint_attention/cuda.rs + variant.rs (picked on compute
-// capability 9.0). Shares ja_pack_bf16 with joint_attention.cu (concatenated before this file).
+// capability 9.0). Shares joint_attention.cu's helpers (concatenated before this file) and
+// ops/attention/flash.cuh's.
 //
-// Why. The mma.sync kernels (joint_attention_qreg.cu) reach ~315 TFLOP/s at h24 seq 4608: every
+// Why. The mma.sync kernels (joint_attention_qreg.cu) stay far below the tensor peak: every
 // warp feeds the tensor cores 16 x 8 x 16 at a time from registers it loaded with ldmatrix, and
 // the shared-memory reads of K and V sit next to the MMAs on the critical path. wgmma reads B
 // straight from shared memory in m64 x n128 x k16 steps, one instruction per warpgroup, which is
-// where cuDNN's ~660 TFLOP/s (torch's bf16 SDPA on this chip) comes from.
+// where cuDNN's speed (torch's bf16 SDPA on this chip) comes from. Figures: docs/kernel-notes.md,
+// "Joint attention".
 //
 // The two products, per warpgroup of 64 query rows and 128-key tile:
 // - S = Q K^T: Q is A from registers (its fragments loaded once, 32 registers), K is B read in
@@ -27,8 +29,8 @@
 // cores busy.
 //
 // Speed of light: 4 H seq^2 hd = 261 GFLOP at h24 seq 4608; dense bf16 ~990 TFLOP/s on paper
-// -> 264 us; torch's SDPA (cuDNN) 395.8 us = 660 TFLOP/s. The exp2 per score (16 per clock per
-// SM) costs ~45% of the MMA time per tile: hidden only while the other warpgroup multiplies.
+// -> 264 us. The exp2 per score (16 per clock per SM) costs ~45% of the MMA time per tile: hidden
+// only while the other warpgroup multiplies.
 #define JW_WARPGROUPS 2
 #define JW_THREADS (128 * JW_WARPGROUPS)
 #define JW_BLOCK_Q (64 * JW_WARPGROUPS)
@@ -117,23 +119,13 @@ __device__ __forceinline__ void jw_softmax(float (&s)[JW_BLOCK_K / 8][4], float 
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;
     if (key0 + JW_BLOCK_K > seq) ja_mask_tail(s, key0, seq, t);  // the tail
     float max_scaled[2];
-    ja_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
+    flash_online_max(s, row_max, row_sum, correction, max_scaled, scale_log2);
 #pragma unroll
     for (int j = 0; j < S_BLOCKS; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[j][e] = exp2_ftz(fmaf(s[j][e], scale_log2, -max_scaled[e / 2]));
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_sum[r] += jw_tree_sum16(s, r);
-}
-
-// P = the weights rounded to bf16 in the A-fragment layout of O += P V: S block j holds keys
-// 8j..8j+7, the low (j even) or high (j odd) half of P's k-step j / 2.
-__device__ __forceinline__ void jw_pack_p(const float (&s)[JW_BLOCK_K / 8][4], u32 (&p_frag)[JW_BLOCK_K / 16][4]) {
-#pragma unroll
-    for (int j = 0; j < JW_BLOCK_K / 8; ++j) {
-        p_frag[j / 2][(j % 2) * 2 + 0] = ja_pack_bf16(s[j][0], s[j][1]);
-        p_frag[j / 2][(j % 2) * 2 + 1] = ja_pack_bf16(s[j][2], s[j][3]);
-    }
 }
 
 // S = Q K^T of one tile (8 wgmma k16 steps over the two 64-dim halves; the first ignores s's old
@@ -152,42 +144,37 @@ __device__ __forceinline__ void jw_issue_pv(float (&o)[JW_HD / 8][4], u32 (&p_fr
         wgmma_bf16_m64n128k16_rs_mn(&o[0][0], p_frag[kc], v_tile + kc * 16 * 128, JW_HALF_BYTES);
 }
 
-// Output rows g and g + 8 of the warp's 16 (from warp_row0): O over the row's total weight (the
-// 4 lanes t of a row group hold its partial sums), token-major [seq, heads * 128].
-__device__ __forceinline__ void jw_store_rows(const float (&o)[JW_HD / 8][4], const float (&row_sum)[2],
-                                              float* __restrict__ out, int warp_row0, int head, int heads, int seq,
-                                              int g, int t) {
-    const long long out_row = (long long)heads * JW_HD;
+// Tile `tile`'s products up to P, in place on s: wgmma S = Q K^T (after, with PV_FIRST, O += P V
+// of the previous tile's P on its V, in one commit group), its wait, the online softmax, O's
+// rescale and P packed into p_frag. k_tile / v_tile: a tile's K / V in the ring.
+template <bool PV_FIRST, typename KTile, typename VTile>
+__device__ __forceinline__ void jw_tile_to_p(float (&o)[JW_HD / 8][4], float (&s)[JW_BLOCK_K / 8][4],
+                                             u32 (&p_frag)[JW_BLOCK_K / 16][4], u32 (&q_frag)[JW_HD / 16][4],
+                                             KTile k_tile, VTile v_tile, int tile, float (&row_max)[2],
+                                             float (&row_sum)[2], int seq, int t, float scale_log2) {
+    float correction[2];
+    wgmma_fence();
+    if constexpr (PV_FIRST) jw_issue_pv(o, p_frag, v_tile(tile > 0 ? tile - 1 : 0));
+    jw_issue_s(s, q_frag, k_tile(tile));
+    wgmma_commit();
+    wgmma_wait<0>();
+    jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
+    // Skip the O rescale (exact: the factor is then 1) unless one of the warp's maxima moved.
+    flash_rescale_rows(o, correction);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float total = row_sum[r];
-        total += __shfl_xor_sync(FULL_MASK, total, 1);
-        total += __shfl_xor_sync(FULL_MASK, total, 2);
-        const int query = warp_row0 + g + 8 * r;
-        if (query >= seq) continue;
-        float* dst = out + query * out_row + (long long)head * JW_HD + 2 * t;
-#pragma unroll
-        for (int j = 0; j < JW_HD / 8; ++j) {
-            float2 pair;
-            pair.x = o[j][2 * r] / total;
-            pair.y = o[j][2 * r + 1] / total;
-            *reinterpret_cast<float2*>(dst + 8 * j) = pair;
-        }
-    }
+    for (int j = 0; j < JW_BLOCK_K / 8; ++j) ja_pack_p_block(s[j], p_frag, j);
 }
 
 // The two warpgroups run half a tile apart. Run in step (each doing S_j, softmax, PV_j inside
 // the barrier interval of tile j) both multiply, then both compute exp2 while the tensor cores
 // idle. Here warpgroup 1 is half a step behind: in interval j it issues PV_{j-1} (P kept from the
 // previous interval) together with S_j, then runs softmax_j, so its products overlap warpgroup
-// 0's softmax and the other way round (measured 4.8% faster at h24 seq 4608 than in step,
-// PERFORMANCE.md). PV_{j-1} reads tile j - 1's V during interval j, so the ring has JW_STAGES = 3
+// 0's softmax and the other way round (faster than in step: docs/kernel-notes.md, "Joint
+// attention", evidence). PV_{j-1} reads tile j - 1's V during interval j, so the ring has JW_STAGES = 3
 // slots (tile j + 1 lands in the third). In interval 0 it issues PV with P = 0 on tile 0's V
 // (adds exact zeros), so no wgmma is issued under a condition (ptxas serializes those).
 template <typename QT>
-__device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict__ q, const u16* __restrict__ k,
-                                                            const u16* __restrict__ v, float* __restrict__ out,
-                                                            int heads, int seq, float scale_log2) {
+__device__ __forceinline__ void joint_attention_flash_wgmma(JA_FLASH_PARAMS(QT)) {
     constexpr int S_BLOCKS = JW_BLOCK_K / 8;  // 8-key column blocks of S
     constexpr int P_STEPS = JW_BLOCK_K / 16;  // k16 steps of O += P V
     constexpr int O_BLOCKS = JW_HD / 8;       // 8-dim column blocks of O
@@ -220,20 +207,11 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
     jw_q_frags<QT>(q_frag, q + head_base, warp_row0, seq, g, t);
 
     float o[O_BLOCKS][4], s[S_BLOCKS][4];
-#pragma unroll
-    for (int j = 0; j < O_BLOCKS; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < S_BLOCKS; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+    zero_fill(o);
+    zero_fill(s);
     // P of warpgroup 1's previous tile: zero before the first.
     u32 p_frag[P_STEPS][4];
-#pragma unroll
-    for (int kc = 0; kc < P_STEPS; ++kc)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) p_frag[kc][i] = 0u;
+    zero_fill(p_frag);
     // Rows g and g + 8: running max (raw score units) and this thread's partial sum of weights.
     float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.0f, 0.0f};
 
@@ -251,27 +229,11 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
         }
         cp_async_commit();
 
-        float correction[2];
         if (behind) {
             // PV of the previous tile (P = 0 and tile 0's V in interval 0), then S of this one.
-            wgmma_fence();
-            jw_issue_pv(o, p_frag, v_tile(tile > 0 ? tile - 1 : 0));
-            jw_issue_s(s, q_frag, k_tile(tile));
-            wgmma_commit();
-            wgmma_wait<0>();
-            jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
-            flash_rescale_rows(o, correction);
-            jw_pack_p(s, p_frag);
+            jw_tile_to_p<true>(o, s, p_frag, q_frag, k_tile, v_tile, tile, row_max, row_sum, seq, t, scale_log2);
         } else {
-            wgmma_fence();
-            jw_issue_s(s, q_frag, k_tile(tile));
-            wgmma_commit();
-            wgmma_wait<0>();
-            jw_softmax(s, correction, row_max, row_sum, tile * JW_BLOCK_K, seq, t, scale_log2);
-            // Skip the O rescale (exact: the factor is then 1) unless one of the warp's maxima
-            // moved.
-            flash_rescale_rows(o, correction);
-            jw_pack_p(s, p_frag);
+            jw_tile_to_p<false>(o, s, p_frag, q_frag, k_tile, v_tile, tile, row_max, row_sum, seq, t, scale_log2);
             wgmma_fence();
             jw_issue_pv(o, p_frag, v_tile(tile));
             wgmma_commit();
@@ -287,23 +249,19 @@ __device__ __forceinline__ void joint_attention_flash_wgmma(const QT* __restrict
         wgmma_wait<0>();
     }
 
-    jw_store_rows(o, row_sum, out, warp_row0, head, heads, seq, g, t);
+    ja_store_rows<JW_HD>(o, row_sum, out, warp_row0, head, 0, heads, seq, g, t);
 }
 
-// Same signature as joint_attention_hd128_q_regs: bf16 q, k, v [H, seq, 128], f32 out [seq, H * 128],
-// scale_log2 = log2(e) / sqrt(128). `_f32q` takes q as f32 (same layout) and rounds it itself.
-// Grid (ceil(seq / 128), H); JW_STAGES * JW_STAGE_BYTES + JW_ALIGN bytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
-    joint_attention_hd128_wgmma(const u16* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
-        float* __restrict__ out, int heads, int seq, float scale_log2) {
+// JA_FLASH_PARAMS at hd 128, like joint_attention_hd128_q_regs: bf16 q, or f32 q (same layout,
+// `_f32q`) rounded here. Grid (ceil(seq / 128), H); JW_STAGES * JW_STAGE_BYTES + JW_ALIGN bytes of
+// dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(JW_THREADS, 1) joint_attention_hd128_wgmma(JA_FLASH_PARAMS(u16)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<u16>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma(JA_FLASH_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(JW_THREADS, 1)
-    joint_attention_hd128_wgmma_f32q(const float* __restrict__ q, const u16* __restrict__ k, const u16* __restrict__ v,
-        float* __restrict__ out, int heads, int seq, float scale_log2) {
+extern "C" __global__ void __launch_bounds__(JW_THREADS, 1) joint_attention_hd128_wgmma_f32q(JA_FLASH_PARAMS(float)) {
     griddep_wait();
     griddep_launch_dependents();
-    joint_attention_flash_wgmma<float>(q, k, v, out, heads, seq, scale_log2);
+    joint_attention_flash_wgmma(JA_FLASH_ARGS);
 }

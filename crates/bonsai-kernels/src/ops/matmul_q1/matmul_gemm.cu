@@ -16,15 +16,17 @@
 // Shared rows are padded by 8 bf16 (4 words) so fragment loads of 8 rows x 4 lanes hit 32 banks.
 #define MMA_ROW_STRIDE (GROUP_SIZE + 8)
 
-// Tile-local row lr (0..63) -> weight row, or -1 when outside the matrix.
-template <int MODE>
-__device__ __forceinline__ int mma_weight_row(int tile, int lr, int n_out) {
+// Tile-local row lr (0 .. ROWS-1) of a tile of ROWS weight rows -> weight row, or -1 when
+// outside the matrix. SwiGLU: 16-row blocks of 8 gate rows then the same 8 features' up rows.
+// Also the wgmma GEMM's (matmul_gemm_wgmma.cu).
+template <int MODE, int ROWS>
+__device__ __forceinline__ int gemm_weight_row(int tile, int lr, int n_out) {
     if (MODE == MATMUL_SWIGLU) {
-        const int f = tile * (MMA_TILE_ROWS / 2) + (lr / 16) * 8 + (lr % 8);
+        const int f = tile * (ROWS / 2) + (lr / 16) * 8 + (lr % 8);
         if (f >= n_out) return -1;
         return (lr % 16) < 8 ? f : n_out + f;
     }
-    const int r = tile * MMA_TILE_ROWS + lr;
+    const int r = tile * ROWS + lr;
     return r < n_out ? r : -1;
 }
 
@@ -63,7 +65,7 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
         // bits 15 - q and 31 - q hold weights j and j + 1 (weight_layout.cu).
         for (int i = threadIdx.x; i < MMA_TILE_ROWS * LAYOUT_LANES; i += MMA_THREADS) {
             const int lr = i / LAYOUT_LANES, t = i % LAYOUT_LANES;
-            const int row = mma_weight_row<MODE>(tile, lr, n_out);
+            const int row = gemm_weight_row<MODE, MMA_TILE_ROWS>(tile, lr, n_out);
             u32 plane[BITS];
 #pragma unroll
             for (int p = 0; p < BITS; ++p)
@@ -150,7 +152,7 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
             } else {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int row = mma_weight_row<MODE>(tile, lr + 8 * h, n_out);
+                    const int row = gemm_weight_row<MODE, MMA_TILE_ROWS>(tile, lr + 8 * h, n_out);
                     if (row < 0) continue;
                     float* dst = y + (long long)tok * n_out + row;
                     if (MODE == MATMUL_ADD) *dst += acc[tt][2 * h + e];

@@ -210,12 +210,7 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
     };
 
     float acc[M_TILES][N_TILES][4];
-#pragma unroll
-    for (int i = 0; i < M_TILES; ++i)
-#pragma unroll
-        for (int j = 0; j < N_TILES; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    zero_fill(acc);
 
 #pragma unroll
     for (int s = 0; s < QG_STAGES - 1; ++s) {

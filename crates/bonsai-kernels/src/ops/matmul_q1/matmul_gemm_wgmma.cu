@@ -21,11 +21,9 @@
 // groups, each one: decode its A fragments for the 8 k16 steps (Q1 2, Q2 ~4 instructions per
 // register), issue 8 wgmma m64nBNk16, wait for them (the A registers are reused next). A
 // warpgroup that finished early decodes while the others' wgmmas keep the tensor cores busy;
-// with one group per barrier (measured, 2026-11-30) ncu ranked barrier stalls first and the
-// tensor pipe was 42% active on gate|up, and the two-group kernel is 9% faster there.
-//
-// Measured (H200, Q1, m = 512, docs/PERFORMANCE.md): gate|up 254.7 us (405 TFLOP/s), qkv 85.2,
-// attn_out 58.7 (n64), down 171.8 (n64); the DiT's 4608 x 27648 x 3072 (Q2) 2105.6 us (372).
+// with one group per barrier ncu ranked barrier stalls first, and the two-group kernel is faster
+// on every shape (the measured shapes and the ncu figures: docs/kernel-notes.md, "Prefill GEMMs
+// (f16 mma.sync, wgmma)").
 // Tried and dropped: 128-row CTAs (2 per SM), one group per barrier (both slower on every
 // shape), and A double-buffered with one wgmma group in flight across the barrier (wait<1>):
 // ptxas 13.0 serializes its wgmmas (C7513, "non wgmma instructions defining input registers
@@ -35,8 +33,8 @@
 // 8 b + r % 8 of the tile, so a thread's accumulators of rows g and g + 8 are the gate and up
 // of one feature (128 features per CTA).
 //
-// Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper, cuBLAS bf16 692-790
-// measured here; gemm_f16_mma (mma.sync) reached 231 TFLOP/s on gate|up at pp512.
+// Speed of light (H200): dense f16 tensor rate ~990 TFLOP/s on paper (what cuBLAS and the
+// mma.sync kernel reach: docs/kernel-notes.md, "Prefill GEMMs (f16 mma.sync, wgmma)").
 
 #define QW_WARPGROUPS 4
 #define QW_ROWS (64 * QW_WARPGROUPS)
@@ -57,19 +55,6 @@ struct QwStage {
     static constexpr int D_BYTES = ROWS * 2;
     static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
 };
-
-// Tile-local weight row lr (0 .. ROWS-1) -> weight row, or -1 outside the matrix.
-template <int MODE>
-__device__ __forceinline__ int qw_weight_row(int tile, int lr, int n_out) {
-    constexpr int ROWS = QW_ROWS;
-    if (MODE == MATMUL_SWIGLU) {
-        const int f = tile * (ROWS / 2) + (lr / 16) * 8 + (lr % 8);
-        if (f >= n_out) return -1;
-        return (lr % 16) < 8 ? f : n_out + f;
-    }
-    const int r = tile * ROWS + lr;
-    return r < n_out ? r : -1;
-}
 
 template <int BITS, int MODE, int BN, int STAGES>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
@@ -97,7 +82,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
     // Threads 0 .. ROWS-1 carry the scale of local row threadIdx.x through the pipeline.
     const bool carries_scale = threadIdx.x < ROWS;
-    const int my_row = carries_scale ? qw_weight_row<MODE>(tile, threadIdx.x, n_out) : -1;
+    const int my_row = carries_scale ? gemm_weight_row<MODE, QW_ROWS>(tile, threadIdx.x, n_out) : -1;
 
     auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
     auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
@@ -119,7 +104,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 #pragma unroll 1
         for (int i = threadIdx.x; i < ROWS * S::WORDS; i += THREADS) {
             const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
-            const int row = qw_weight_row<MODE>(tile, lr, n_out);
+            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
             if (row >= 0) {
                 const u32* row_words = layout_row<BITS>(payload, row, groups);
                 cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
@@ -203,9 +188,10 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     cp_async_wait<0>();
 
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
-    // SwiGLU: row lr0 is the gate of feature row0 (qw_weight_row returns the feature index for a
+    // SwiGLU: row lr0 is the gate of feature row0 (gemm_weight_row returns the feature index for a
     // gate row), lr1 its up.
-    const int row0 = qw_weight_row<MODE>(tile, lr0, n_out), row1 = qw_weight_row<MODE>(tile, lr1, n_out);
+    const int row0 = gemm_weight_row<MODE, QW_ROWS>(tile, lr0, n_out);
+    const int row1 = gemm_weight_row<MODE, QW_ROWS>(tile, lr1, n_out);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

@@ -1,6 +1,6 @@
 // Decode GEMV on the binary tensor core, m = 1: `gemv_b1_prepare` (x -> bit planes, once per
 // GEMV) then `gemv_b1` (templates; matmul_q1.cu instantiates). Why (docs/kernel-notes.md,
-// round 8): gemv_tc issues ~1.8 instructions per weight (A registers built from sign bits, three
+// "The decode GEMV (binary tensor core)"): gemv_tc issues ~1.8 instructions per weight (A registers built from sign bits, three
 // bf16 parts of x), more than the H200 can issue at copy speed (~1 per weight); one
 // `mma.sync m16n8k128 b1 and.popc` covers 4x the weights of a bf16 mma at the same issue cost,
 // and the layout's lane words ARE its A registers.
@@ -34,9 +34,9 @@
 // groups, then partials [warps][16][2] f32.
 
 // 16 planes: x to 16-bit integers per 128-group (relative error <= 2^-14 of the group's max per
-// element). 24 planes (the default until 2026-12-01: within f32 rounding) cost 5-6% of decode
-// speed on the H200 for two more mma and their weighting per group; 8 planes measured 13.7x the
-// check's logit bound (docs/kernel-notes.md, round 21). The verify bound takes the step from
+// element). 24 planes (within f32 rounding) decode measurably slower for two more mma and their
+// weighting per group; 8 planes break the check's logit bound (docs/kernel-notes.md, "The decode
+// GEMV (binary tensor core)", kept and removed). The verify bound takes the step from
 // here (b1_group_steps in verify/matmul_kernels.rs, B1_WORDS in tc_geometry.rs).
 #define B1_PLANES 16
 #define B1_WORDS (B1_PLANES / 8)
@@ -111,8 +111,8 @@ __device__ __forceinline__ void b1_quantize_group(const float (&v)[LAYOUT_LANES]
     // Plane p of lane word t goes to B column n = p % 8 of mma p / 8, read by lane 4n + t.
     // Two lane words per transpose: q fits 16 bits, so word t in the low half and t + 1 in the
     // high half leave lane p < 16 plane p of word t and lane 16 + p plane p of word t + 1 (half
-    // the shuffles, every lane stores: the traced prepare's transposes and stores 0.64 -> 0.18 us
-    // on the H200; tg128 unchanged within the spread, 2026-12-01).
+    // the shuffles, every lane stores: fewer instructions, the traced transposes faster;
+    // docs/kernel-notes.md, "The decode GEMV (binary tensor core)", `B1_TRANSPOSE_SINGLE`).
     static_assert(B1_PLANES <= 16, "two lane words per transpose need q within 16 bits");
 #pragma unroll
     for (int t = 0; t < LAYOUT_LANES; t += 2) {
@@ -162,7 +162,8 @@ extern "C" __global__ void __launch_bounds__(1024)
     griddep_wait();
     TRACE_MARKS_BEGIN;
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once (triggering
-    // only after x is in measured slower: kernel-notes round 19).
+    // only after x is in was slower: docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
+    // `B1_PREPARE_TRIGGER_AFTER_LOADS`).
     griddep_launch_dependents();
     gemv_b1_prepare_body(x, norm_w, k, planes, gsx, group_sq, [&](int i) {
         TRACE_MARK(i);  // empty without BONSAI_TRACE
@@ -178,12 +179,13 @@ extern "C" __global__ void __launch_bounds__(1024)
 // A warp per group; lane l dequantizes bit l of the group's lane words t = 0..3, which are the
 // weights b1_prepare_group gives lane l (layout_weight(t, l)). An id >= vocab gives a NaN row,
 // as embed_rows does.
+#define GEMV_B1_PREPARE_EMBED_PARAMS                                                                             \
+    const u16 *__restrict__ scales, const u32 *__restrict__ payload, const u32 *__restrict__ ids, int vocab,       \
+        const float *__restrict__ norm_w, int k, float *__restrict__ x, u32 *__restrict__ planes,                  \
+        u32 *__restrict__ gsx, float *__restrict__ group_sq
+#define GEMV_B1_PREPARE_EMBED_ARGS scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq
 template <int BITS>
-__device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
-                                                           const u32* __restrict__ ids, int vocab,
-                                                           const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                                                           u32* __restrict__ planes, u32* __restrict__ gsx,
-                                                           float* __restrict__ group_sq) {
+__device__ __forceinline__ void gemv_b1_prepare_embed_body(GEMV_B1_PREPARE_EMBED_PARAMS) {
     const int groups_per_row = k / GROUP_SIZE;
     const int group = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (group >= groups_per_row) return;
@@ -216,21 +218,15 @@ __device__ __forceinline__ void gemv_b1_prepare_embed_body(const u16* __restrict
     b1_quantize_group(v, sq, planes + group * B1_GROUP_WORDS, gsx + 2 * group, group_sq + group);
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-    gemv_b1_prepare_embed_q1(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
-                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+extern "C" __global__ void __launch_bounds__(1024) gemv_b1_prepare_embed_q1(GEMV_B1_PREPARE_EMBED_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    gemv_b1_prepare_embed_body<1>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+    gemv_b1_prepare_embed_body<1>(GEMV_B1_PREPARE_EMBED_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(1024)
-    gemv_b1_prepare_embed_q2(const u16* __restrict__ scales, const u32* __restrict__ payload, const u32* __restrict__ ids,
-                             int vocab, const float* __restrict__ norm_w, int k, float* __restrict__ x,
-                             u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+extern "C" __global__ void __launch_bounds__(1024) gemv_b1_prepare_embed_q2(GEMV_B1_PREPARE_EMBED_PARAMS) {
     griddep_wait();
     griddep_launch_dependents();
-    gemv_b1_prepare_embed_body<2>(scales, payload, ids, vocab, norm_w, k, x, planes, gsx, group_sq);
+    gemv_b1_prepare_embed_body<2>(GEMV_B1_PREPARE_EMBED_ARGS);
 }
 
 // One group of a unit: B1_WORDS binary mma per weight plane, weighted into this lane's u32 sums
@@ -242,8 +238,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 // Q2 (ternary codes only: c = 2 c1 + c0 in {0, 1, 2}, the launchers' `ternary` check) as a
 // thermometer: c = u + v with u = c0 | c1 (c >= 1) and v = c1 (c >= 2). Both weigh 1, so v's mma
 // accumulates onto u's and one weighting serves both: 60 fewer instructions per unit than
-// weighting the two bit planes apart (SASS), Ternary-8B tg128 +2.0% on the H200 (2026-12-01,
-// docs/PERFORMANCE.md). A code 3 (+2d, which Q2_0 allows) would count 2 here, so such matrices
+// weighting the two bit planes apart (SASS), and faster on Ternary-8B (docs/kernel-notes.md, "The
+// decode GEMV (binary tensor core)"). A code 3 (+2d, which Q2_0 allows) would count 2 here, so such matrices
 // never reach these kernels (launch::matmul::gemv_for routes them to gemv_tc).
 template <int BITS>
 __device__ __forceinline__ void b1_group_sums(const u32 (&w0)[BITS], const u32 (&w1)[BITS], const u32* b, u32 top,
@@ -385,7 +381,8 @@ struct B1PlanesOut {
 
 // A lane's N staging words (word t at words[stride * t]) once every ready flag is set (those of
 // other CTAs land when they land). Every round reloads all words still unset at once: one round
-// trip per round (a loop per word made it up to four in a row: H200 tg128 711 tok/s, round 24).
+// trip per round (a loop per word made it up to four in a row, and was far slower:
+// docs/kernel-notes.md, "Planes epilogues and the decode layer's launches").
 template <int N>
 __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int stride, unsigned long long (&w)[N]) {
 #pragma unroll
@@ -408,8 +405,8 @@ __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int st
 // next launch, and runs b1_prepare_group's arithmetic on the values, so the planes equal
 // gemv_b1_prepare's of y bit for bit. No fence, counter, acquire or reload of y: its path is about
 // one L2 round trip after the last producer's store. The per-group arrival counters it replaced
-// (fence, atomic, acquire load, reload: H200 tg128 854 against 959-975 tok/s on Bonsai-8B in
-// `planes` mode, kernel-notes round 24) cost more than a prepare launch. Deadlock-free when the
+// (fence, atomic, acquire load, reload) cost more than a prepare launch (docs/kernel-notes.md,
+// "Planes epilogues and the decode layer's launches"). Deadlock-free when the
 // launch is one wave: a quantizing CTA waits only for lower-numbered CTAs, and the launcher
 // checks that the grid fits on the device at once.
 template <int MODE>
@@ -534,14 +531,15 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 
 // The epilogue adds only warp 0's norm slot (the others are zero) in the GEMVs that have a norm
 // (Store, SwiGLU): about 550 fewer instructions there. The Add GEMVs keep the all-slot sum so their
-// SASS is unchanged: reading one slot everywhere measured -2.2% on Bonsai-8B, their loops slowing
-// with their changed code (kernel-notes round 22); only where a norm exists, +0.9 / +1.1% (round 23).
+// SASS is unchanged: reading one slot everywhere was slower, their loops slowing with their changed
+// code; only where a norm exists it gains (docs/kernel-notes.md, "The decode GEMV (binary tensor
+// core)").
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
 // OUT: the epilogue after the stores (B1NoOut, B1PlanesOut for the `_gemv_b1_out` entry points,
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
-// planes epilogue made the plain kernels ~0.6 us slower per launch on the H200 (2026-11-30,
-// bench_gemv), so the plain entry points are compiled without it.
+// planes epilogue made the plain kernels slower per launch (docs/kernel-notes.md, "The decode GEMV
+// (binary tensor core)": code placement), so the plain entry points are compiled without it.
 template <int BITS, int MODE, int NB, class OUT>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
@@ -568,26 +566,21 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     int lane_shift;
     b1_lane_plane_weights<BITS>(t, top, lane_shift);
 
-    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
-    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
-    const u32* wnext[2] = {layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS,
-                           layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS};
-    const u16* snext[2] = {scales + (long long)row0 * groups_per_row + split * NB,
-                           scales + (long long)row1 * groups_per_row + split * NB};
-    const int w_step = splits * UNIT_WORDS, s_step = splits * NB;
+    const u32* wnext[2];
+    const u16* snext[2];
+    tc_stream_start<BITS, MODE, NB>(scales, payload, tile, g, t, split, n_out, groups_per_row, wnext, snext);
+    const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
     float acc = 0.0f;
     TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = active ? split : units;
     // The whole ring fills before griddep_wait: filling one slot or none there and the rest after
-    // it measured -1.3% and -5% tg128 on the H200, and the prepare's x load, the suspected victim
-    // of that burst, arrived no sooner (kernel-notes round 24).
+    // it was slower, and the prepare's x load, the suspected victim of that burst, arrived no
+    // sooner (docs/kernel-notes.md, "The decode GEMV (binary tensor core)", `B1_PREWAIT_ONE`).
 #pragma unroll
     for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+        tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
     }
 
     // The Add GEMVs' residual at this thread's output, read ahead of the final add (below).
@@ -600,11 +593,12 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // (programmatic dependent launch: gemv_b1_prepare); the planes and y are the dependent data.
     griddep_wait();
     TC_MARK(1);
-    // The `_out` Add GEMVs read their y right after the wait, so its round trip (~0.75 us for
-    // another SM's fresh output) overlaps the loop instead of preceding the final add. Not before
+    // The `_out` Add GEMVs read their y right after the wait, so its round trip (another SM's fresh
+    // output: slower than an L2 hit) overlaps the loop instead of preceding the final add. Not before
     // the wait: in `planes` mode y comes from the kernel two launches back, and the GEMV in
     // between triggers at its start; once this wait returns, that kernel has completed.
-    // H200, 2026-12-01: tg128 +0.4 / +2.3% (Bonsai-8B), +1.2% (Ternary-8B); kernel-notes round 25.
+    // Faster than the read in the epilogue (docs/kernel-notes.md, "Planes epilogues and the decode
+    // layer's launches": the residual after the wait).
     constexpr bool Y_READ = OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
     if constexpr (Y_READ) read_y_early();
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
@@ -614,10 +608,10 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
     if (lane == 0) norm_sq[warp][0] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
-    // loop from global memory, their L2 round trip sat on the kernel's critical path (~0.35 us of
-    // qkv's and gate_up's tail in the decode trace; warp 0 reading them during the planes copy
-    // delayed the CTA's first barrier instead). H200, 2026-12-01, against those two placements:
-    // Bonsai-8B +0.6 to +1.4%, Ternary-8B -0.2 to +1.4% (kernel-notes round 21).
+    // loop from global memory, their L2 round trip sat on the kernel's critical path (qkv's and
+    // gate_up's tail in the decode trace; warp 0 reading them during the planes copy delayed the
+    // CTA's first barrier instead). Faster than both placements (docs/kernel-notes.md, "The decode
+    // GEMV (binary tensor core)").
     __shared__ float group_sq_s[B1_NORM_STAGE_GROUPS];
     const bool stage_sq = norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
     float norm_ss = 0.0f;
@@ -645,12 +639,11 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                                    if (loaded < units) tc_load(r, wnext, snext);
                                                });
             // The swaps run outside the ring-slot dispatch, where the warp is visibly converged
-            // (finishing a unit after the next unit's mma instead measured 4% slower: round 20).
+            // (finishing a unit after the next unit's mma instead was slower: docs/kernel-notes.md,
+            // "The decode GEMV (binary tensor core)", `B1_DEFERRED_FINISH`).
             acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
             phase = phase == AHEAD ? 0 : phase + 1;
-            loaded += splits;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+            tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
         }
     }
 
@@ -680,8 +673,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 // point's inline code is the 4-group path alone, starting at the entry and running contiguously
 // (inlined, ptxas placed the 1-group body first and every launch jumped ~18 KB into its code).
 // A layer's distinct decode code (~160 KB of SASS) does not fit an SM's instruction caches, and
-// code placement moves the GEMVs by tenths of a microsecond (kernel-notes rounds 22-23): with the
-// one-slot epilogue above, H200 tg128 +1.9 / +2.3% (Bonsai-8B), +2.7 / +2.3% (Ternary-8B).
+// code placement moves the GEMVs by tenths of a microsecond: with the one-slot epilogue above
+// this layout is faster on both models (docs/kernel-notes.md, "The decode GEMV (binary tensor
+// core)": hot body first).
 template <int BITS, int MODE, class OUT>
 __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                         const u32* gsx, const float* group_sq, float* y, int n_out,

@@ -3,17 +3,17 @@
 // register ring running on across tile boundaries. Why: the plain `gemv_b1` gives each warp one
 // tile (8 units at K = 4096) and each CTA 16 tiles, so the LM head is 593 CTAs in 4.5 waves, and
 // every CTA pays the planes copy, its barrier and the ring's first DRAM round trip for 8 units of
-// work (Bonsai-8B: 44 us for 85 MB, 2.0 TB/s, against 5.5 us for gate_up's 14 MB loop).
+// work (docs/kernel-notes.md, "The LM head: `gemv_b1_tiles`").
 //
 // Same arithmetic as gemv_b1 with one K split (b1_unit_sums / b1_unit_finish in unit order, the
 // quad swap, then 0 + acc times 1 / rms as gemv_store_outputs does), so y is bit-identical to
 // gemv_b1's (verify `gemv_b1_tiles`, tolerance 0). Store epilogue only; all of x's planes staged
 // once (the launcher uses it only when they fit: chunk_groups == groups).
 //
-// Speed of light: the weights at copy speed, 85 MB / 4.2 TB/s = 20 us for the Bonsai-8B LM head.
-// Measured in the decode trace (H200, docs/PERFORMANCE.md tenth session): 37.8 us against the
-// plain GEMV's 43.8 (2.25 TB/s, 53% of copy); the loop's issue rate, not DRAM, is the limit, as
-// for every binary GEMV (kernel-notes rounds 18-19).
+// Speed of light: the weights at 4.8 TB/s, 85 MB -> 18 us for the Bonsai-8B LM head. Faster
+// than the plain GEMV in the decode trace, still far from that: the loop's issue rate, not DRAM,
+// is the limit, as for every binary GEMV (docs/kernel-notes.md, "The decode GEMV (binary tensor
+// core)" and "The LM head: `gemv_b1_tiles`").
 template <int BITS, int NB>
 __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                                    const u32* planes, const u32* gsx_all, const float* group_sq,

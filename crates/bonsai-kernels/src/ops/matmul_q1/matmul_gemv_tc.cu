@@ -1,5 +1,6 @@
 // Decode GEMV on tensor cores, m = 1..GEMV_MAX_TOKENS tokens: `gemv_tc`. Templates only;
-// matmul_q1.cu instantiates. Why (docs/kernel-notes.md, round 6): the CUDA-core GEMVs issued ~3
+// matmul_q1.cu instantiates. Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
+// measured and removed): the CUDA-core GEMVs issued ~3
 // instructions per weight on predicated adds and bookkeeping; here the dot runs on mma.sync.
 //
 // A tile is 16 weight rows (SwiGLU: 8 gate rows, then their 8 up rows). Per 128-group: mma.sync
@@ -84,6 +85,29 @@ __device__ __forceinline__ int tc_weight_row(int tile, int r, int n_out) {
     return min(tile * TC_TILE_ROWS + r, n_out - 1);
 }
 
+// The start of a lane's weight stream (running pointers, loop-carried so the compiler keeps them
+// in registers): unit `split` of the tile's rows g and g + 8 (tc_weight_row) from lane word t,
+// and its scales; tc_stream_step moves it on.
+template <int BITS, int MODE, int NB>
+__device__ __forceinline__ void tc_stream_start(const u16* scales, const u32* payload, int tile, int g, int t, int split,
+                                                int n_out, int groups_per_row, const u32* (&wnext)[2],
+                                                const u16* (&snext)[2]) {
+    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
+    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
+    wnext[0] = layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS;
+    wnext[1] = layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS;
+    snext[0] = scales + (long long)row0 * groups_per_row + split * NB;
+    snext[1] = scales + (long long)row1 * groups_per_row + split * NB;
+}
+// Steps a lane's weight stream to its next unit: `loaded` (the unit it points at) and the
+// pointers move on by `splits` units (w_step words, s_step scales).
+__device__ __forceinline__ void tc_stream_step(int& loaded, int splits, const u32* (&wnext)[2], const u16* (&snext)[2],
+                                               int w_step, int s_step) {
+    loaded += splits;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+}
+
 // One unit of a lane's weights: rows g and g + 8, NB groups x BITS planes, and the f16 scales.
 template <int BITS, int NB>
 struct TcUnit {
@@ -95,9 +119,9 @@ struct TcUnit {
 // NB = 4) and its scales at `sc`. Streaming loads (__ldcs, ld.global.cs: evict-first in L1 and
 // L2): a decode step reads ~1 GB of weights, each byte once, through the 50 MB L2; at normal
 // priority they evict what every layer reuses (activations, planes, norm weights, short KV
-// caches, kernel code). Measured on the H200 against plain loads, each pair compiled as variants
-// in one call (kernel-notes round 22): tg128 Bonsai-8B +3.0% / +3.2%, Ternary-8B +3.2% / +3.0%.
-// The read-only path with an L2 evict-first policy and no L1 allocation instead: +1.3% / -2.5%.
+// caches, kernel code). Faster than plain loads on both models, and than the read-only path with
+// an L2 evict-first policy and no L1 allocation (docs/kernel-notes.md, "The decode GEMV (binary
+// tensor core)": evict-first weights).
 template <int BITS, int NB>
 __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&w)[2], const u16* const (&sc)[2]) {
 #pragma unroll
@@ -194,9 +218,9 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     }
 }
 
-// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (measured on the
-// H200 against 1 and 2: kernel-notes round 7); with 4 n-tiles the C registers of several groups
-// would not fit.
+// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (faster than 1 and
+// 2: docs/kernel-notes.md, "gemv_tc (code-3 Q2 matrices, 2-8 tokens)"); with 4 n-tiles the C
+// registers of several groups would not fit.
 #define TC_INTERLEAVE(NT, NB) ((NT) == 1 ? (NB) : 1)
 
 // One unit: NB groups of the tile, each accumulated in a fresh C, offset, scaled by d into acc.
@@ -327,7 +351,8 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
 // PRESTAGED (lab only so far, scripts/lab/gemv_tc_timeline.cuh): `x` points at B fragments and
 // offsets already laid out as tc_stage writes them, for all groups ([groups][b_group] uint4, then
 // [groups][tok_count] f32), and staging is a cp.async copy, no arithmetic. It measures what x
-// staging costs the GEMV if the producer of x wrote that layout (kernel-notes round 7, next 1).
+// staging costs the GEMV if the producer of x wrote that layout (docs/kernel-notes.md, "The
+// decode GEMV (binary tensor core)", `tc_pre`).
 template <int BITS, int MODE, int NT, int COLS, int NB, bool PRESTAGED = false>
 __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const float* __restrict__ x, int m, float* __restrict__ y,
@@ -367,13 +392,10 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     // Running pointers (loop-carried, so the compiler keeps them in registers instead of
     // recomputing addresses in every ring-slot body): the next unit to load, and this lane's B
     // fragments and offsets of the unit being computed.
-    const int row0 = tc_weight_row<MODE>(tile, g, n_out), row1 = tc_weight_row<MODE>(tile, g + 8, n_out);
-    constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
-    const u32* wnext[2] = {layout_row<BITS>(payload, row0, groups_per_row) + t * NB * BITS + split * UNIT_WORDS,
-                           layout_row<BITS>(payload, row1, groups_per_row) + t * NB * BITS + split * UNIT_WORDS};
-    const u16* snext[2] = {scales + (long long)row0 * groups_per_row + split * NB,
-                           scales + (long long)row1 * groups_per_row + split * NB};
-    const int w_step = splits * UNIT_WORDS, s_step = splits * NB;
+    const u32* wnext[2];
+    const u16* snext[2];
+    tc_stream_start<BITS, MODE, NB>(scales, payload, tile, g, t, split, n_out, groups_per_row, wnext, snext);
+    const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
     float acc[NT][4];
 #pragma unroll
@@ -383,9 +405,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 #pragma unroll
     for (int a = 0; a <= AHEAD; ++a) {
         if (loaded < units) tc_load(ring[a], wnext, snext);
-        loaded += splits;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+        tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
     }
 
     // Only now wait for the previous kernel (programmatic dependent launch): the weights above
@@ -428,9 +448,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
                 if (loaded < units) tc_load(ring[a], wnext, snext);
             }
             phase = phase == AHEAD ? 0 : phase + 1;
-            loaded += splits;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) { wnext[h] += w_step; snext[h] += s_step; }
+            tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
             bl += bl_step;
             ol += ol_step;
         }

@@ -9,7 +9,8 @@
 // Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
-// GEMM's later waves need (pp512 lost 6% that way on the H200); they trigger at exit.
+// GEMM's later waves need (prefill measured slower that way: docs/kernel-notes.md, "Outside the
+// layers: host loop, step ends, PDL"); they trigger at exit.
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
@@ -97,9 +98,9 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
 // It triggers the decode attention after its epilogue, not at its start as the other GEMVs do:
 // the attention's grid then launches once this one is done, its 8 CTAs (a whole SM each) taking
 // the SMs this grid leaves. Triggered at the start, it launched during the previous layer's
-// output projection, and half of its CTAs got SMs only as this grid's CTAs left. H200, tg128 with
-// this epilogue and the late trigger against two launches: 1001.9 / 1002.2 against 975.9 / 981.4
-// (Bonsai-8B), 851.5 / 851.6 against 843.7 / 850.4 (Ternary-8B); kernel-notes round 25.
+// output projection, and half of its CTAs got SMs only as this grid's CTAs left. This epilogue with
+// the late trigger beats two launches on both models (docs/kernel-notes.md, "Planes epilogues and
+// the decode layer's launches", `BONSAI_QKV_ROPE=0`).
 #define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \

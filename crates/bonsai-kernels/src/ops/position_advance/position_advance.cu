@@ -1,6 +1,7 @@
 // pos[0] += by: moves the device-resident decode position on from inside a captured CUDA graph,
-// so replaying the graph needs no host write of the position. One thread; the launch costs
-// ~0.5 us inside a graph, nothing next to a decode step.
+// so replaying the graph needs no host write of the position. One thread: its launch inside the
+// graph is nothing next to a decode step (docs/kernel-notes.md, "Outside the layers: host loop,
+// step ends, PDL").
 extern "C" __global__ void position_advance(u32* __restrict__ pos, u32 by) {
     griddep_wait();
     griddep_launch_dependents();

@@ -2,8 +2,8 @@
 //
 // Decode runs this on one 4096-float row: a single CTA whose time is pure load latency. The
 // loads are therefore 16-byte and unrolled so every thread has all of its loads in flight at
-// once (a plain strided loop waited on one L2 round trip per element: 14.5 us per call on the
-// H200, measured with ncu; see docs/PERFORMANCE.md). Unroll 4: a 4096 row over 256 threads is
+// once (a plain strided loop waited on one L2 round trip per element: docs/kernel-notes.md,
+// "Outside the layers: host loop, step ends, PDL"). Unroll 4: a 4096 row over 256 threads is
 // exactly 4 float4 loads per thread.
 
 extern "C" __global__ void rms_norm_row_per_block(const float* __restrict__ x,

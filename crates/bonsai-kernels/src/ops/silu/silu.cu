@@ -9,9 +9,9 @@
 // sigmoid through e = expf(-|x|) (never overflows): 1/(1+e) for x >= 0, e/(1+e) below, the same
 // form as the CPU version (ops/silu/cpu.rs), so a large negative x gives a tiny y, not x/inf.
 //
-// Speed of light (H200, copy 4.26 TB/s): 8 bytes per element; 384 ch x 64² -> 3.0 µs,
-// x 128² -> 11.8 µs, x 512² -> 189 µs. Predicted: 4.5 µs at 64² (launch-dominated; before:
-// 6.3 µs), ~14 µs at 128², ~215 µs at 512² (unchanged: already 78-92% of copy).
+// Speed of light (H200, 4.8 TB/s): 8 bytes per element; 384 ch x 64² -> 2.6 us, x 128² -> 10.5 us,
+// x 512² -> 168 us; 64² is launch-dominated. Measured: docs/kernel-notes.md, "GroupNorm and the
+// VAE element-wise ops".
 
 #define SILU_LOADS_IN_FLIGHT 4
 

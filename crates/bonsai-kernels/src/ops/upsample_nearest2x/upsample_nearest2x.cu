@@ -11,10 +11,10 @@
 // 2048 threads x 4 x 8 bytes = 64 KiB of reads, 256 KiB of writes), one item per thread-slot
 // and no grid-stride loop: the launcher covers the input with several waves of CTAs.
 //
-// Speed of light (H200, copy 4.26 TB/s): 20 bytes per input element; 384 ch x 64² -> 7.4 µs,
-// x 128² -> 29.5 µs, x 256² -> 118 µs. Predicted (launch + one partial wave at 64²; ~80% of
-// copy above): 10 / 37 / 145 µs (before: 14.8 / 58.4 / 227.5 µs with one float4 in, two
-// half-sector-strided float4 pairs out per thread).
+// Speed of light (H200, 4.8 TB/s): 20 bytes per input element; 384 ch x 64² -> 6.6 us, x 128² ->
+// 26 us, x 256² -> 105 us (64²: the launch and one partial wave add to it). Measured, against the
+// earlier one float4 in, two half-sector-strided float4 pairs out per thread: docs/kernel-notes.md,
+// "GroupNorm and the VAE element-wise ops".
 //
 // Scalar kernel (W odd or unaligned views): one output element per thread, grid-stride.
 // Indices are 32-bit unsigned (the launcher keeps 4·C·H·W below 2^31).
