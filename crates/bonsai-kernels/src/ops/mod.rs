@@ -37,6 +37,8 @@ pub(crate) mod quant_op_cases;
 #[cfg(test)]
 pub(crate) mod test_util;
 
+use half::f16;
+
 /// How a matmul writes its result: `y = W·x` or `y += W·x` (the fused residual add).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Store {
@@ -99,6 +101,55 @@ impl HeadShape {
             });
         }
         Ok(())
+    }
+}
+
+/// `m` tokens' fused projections `qkv: [m, (n_q + 2·n_kv)·head_dim]` at positions
+/// `pos0..pos0 + m`: what `kv_write` and `attention` read.
+#[derive(Clone, Copy, Debug)]
+pub struct QkvRows<'a> {
+    pub qkv: &'a [f32],
+    pub m: usize,
+    pub shape: HeadShape,
+    pub pos0: usize,
+}
+
+impl QkvRows<'_> {
+    /// Checks the head shape and the length of `qkv`.
+    pub(crate) fn check(&self, op: &'static str) -> Result<(), OpError> {
+        self.shape.validate(op)?;
+        check_len(op, "qkv", self.m * self.shape.qkv_row_len(), self.qkv.len())
+    }
+}
+
+/// One layer's KV cache, `k, v: [n_kv][max_seq][head_dim]` of f16: `KvCache<&[f16]>` to read,
+/// `KvCache<&mut [f16]>` to write.
+#[derive(Clone, Copy, Debug)]
+pub struct KvCache<T> {
+    pub k: T,
+    pub v: T,
+    pub max_seq: usize,
+}
+
+impl<T: AsRef<[f16]>> KvCache<T> {
+    /// Checks both caches' lengths for `rows`' head shape and that `rows` fit in `max_seq`.
+    pub(crate) fn check(&self, op: &'static str, rows: &QkvRows<'_>) -> Result<(), OpError> {
+        let len = rows.shape.n_kv * self.max_seq * rows.shape.head_dim;
+        check_len(op, "k_cache", len, self.k.as_ref().len())?;
+        check_len(op, "v_cache", len, self.v.as_ref().len())?;
+        check_positions(op, "cache", rows.pos0, rows.m, self.max_seq)
+    }
+
+    /// The cache to read.
+    pub fn view(&self) -> KvCache<&[f16]> {
+        KvCache { k: self.k.as_ref(), v: self.v.as_ref(), max_seq: self.max_seq }
+    }
+}
+
+impl<T: AsMut<[f16]>> KvCache<T> {
+    /// The cache to write.
+    pub fn view_mut(&mut self) -> KvCache<&mut [f16]> {
+        KvCache { k: self.k.as_mut(), v: self.v.as_mut(), max_seq: self.max_seq }
     }
 }
 

@@ -10,7 +10,7 @@ use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::attention::PrefillKernel;
 use crate::launch::qk_norm_rope::RopeTableView;
-use crate::ops::{self, HeadShape};
+use crate::ops::{self, HeadShape, KvCache};
 use crate::rope::RopeTable;
 
 const ROPE_THETA: f64 = 1e6;
@@ -161,7 +161,8 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let mut want = qkv.clone();
-    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn, k_norm: &kn, eps: EPS, rope: &rope };
+    ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
@@ -223,9 +224,11 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let len = shape.n_kv * max_seq * hd;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let mut want = qkv.clone();
-    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn, k_norm: &kn, eps: EPS, rope: &rope };
+    ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    ops::kv_write::reference(&want, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+    let rows = ops::QkvRows { qkv: &want, m, shape, pos0 };
+    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
 
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let mut qd = upload(&ctx.stream, &qkv)?;
@@ -284,7 +287,8 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     let len = shape.n_kv * max_seq * shape.head_dim;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    ops::kv_write::reference(&qkv, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+    let rows = ops::QkvRows { qkv: &qkv, m, shape, pos0 };
+    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let qd = upload(&ctx.stream, &qkv)?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
@@ -334,7 +338,8 @@ pub(crate) fn attention_rows(
     let out_row = shape.q_len();
     let mut want = vec![0.0f32; m * out_row];
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
-        ops::attention::reference(&qkv[i * row..(i + 1) * row], 1, shape, pos0 + i, max_seq, &kc, &vc, o)
+        let rows = ops::QkvRows { qkv: &qkv[i * row..(i + 1) * row], m: 1, shape, pos0: pos0 + i };
+        ops::attention::reference(rows, KvCache { k: &kc, v: &vc, max_seq }, o)
     })?;
     let inputs = BoundInputs { qkv: &qkv, m, shape, pos0, max_seq, kc: &kc, vc: &vc };
     let bound = if mma { prefill_mma_bound(&inputs) } else { decode_bound(&inputs) };

@@ -21,6 +21,7 @@ use crate::launch::attention::{
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
+use crate::ops::KvCache;
 
 const HEAD_DIM: usize = 128;
 /// Positions of the checks: one split (pos 0), a few merged splits (33), many (1000).
@@ -228,7 +229,8 @@ fn check_heads(
     } else {
         let (qkv, kc, vc) = &a.host;
         let mut want = vec![0.0f32; k];
-        crate::ops::attention::reference(qkv, 1, shape, pos0, a.max_seq, kc, vc, &mut want)?;
+        let rows = crate::ops::QkvRows { qkv, m: 1, shape, pos0 };
+        crate::ops::attention::reference(rows, KvCache { k: kc, v: vc, max_seq: a.max_seq }, &mut want)?;
         let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, max_seq: a.max_seq, kc, vc });
         Comparison::of(&got, &want, |i| bound[i])
     };

@@ -359,8 +359,8 @@ mod tests {
         let w = rng.activations(n * k, 0.05);
         let bias = rng.activations(n, 1.0);
         let mut want = vec![0.0; m * n];
-        crate::ops::gemm_f32::reference(GemmDims { m, n, k }, &a, &w, Some(&bias), &mut want)
-            .expect("shape");
+        let inputs = crate::ops::gemm_f32::Inputs { dims: GemmDims { m, n, k }, a: &a, w: &w, bias: Some(&bias) };
+        crate::ops::gemm_f32::reference(inputs, &mut want).expect("shape");
         for i in 0..m {
             for j in 0..n {
                 let e = expected(

@@ -151,7 +151,7 @@ fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre
     let gamma: Vec<f32> = (0..c).map(|_| ctx.rng.range(-2.0, 2.0)).collect();
     let beta: Vec<f32> = (0..c).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
     let mut want = vec![0.0f32; x.len()];
-    ops::group_norm::reference(&x, groups, &gamma, &beta, EPS, &mut want)?;
+    ops::group_norm::reference(&x, ops::group_norm::Params { groups, gamma: &gamma, beta: &beta, eps: EPS }, &mut want)?;
     let mut bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
     if fused_silu {
         // silu of the normalised value: the GroupNorm error passes through silu's slope

@@ -96,14 +96,21 @@ pub struct GemmDims {
     pub k: usize,
 }
 
+/// One call's inputs: the activations, weights and optional bias.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub dims: GemmDims,
+    /// `a: [m, k]`.
+    pub a: &'a [f32],
+    /// `w: [n, k]`.
+    pub w: &'a [f32],
+    /// `bias: [n]`, when present.
+    pub bias: Option<&'a [f32]>,
+}
+
 /// Checks every length against `dims` and that no dimension is zero.
-pub(crate) fn check_shapes(
-    dims: GemmDims,
-    a: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &[f32],
-) -> Result<(), OpError> {
+pub(crate) fn check_shapes(inputs: &Inputs<'_>, out: &[f32]) -> Result<(), OpError> {
+    let Inputs { dims, a, w, bias } = *inputs;
     let GemmDims { m, n, k } = dims;
     if m == 0 || n == 0 || k == 0 {
         return Err(OpError::Shape { op: OP, detail: format!("empty shape {dims:?}") });

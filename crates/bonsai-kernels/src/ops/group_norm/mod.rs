@@ -49,14 +49,18 @@ pub(crate) struct Layout {
     pub channels_per_group: usize,
 }
 
+/// The op's parameters: `groups` G, the per-channel affine `gamma, beta: [C]` and eps.
+#[derive(Clone, Copy, Debug)]
+pub struct Params<'a> {
+    pub groups: usize,
+    pub gamma: &'a [f32],
+    pub beta: &'a [f32],
+    pub eps: f32,
+}
+
 /// Checks the contract above; returns the layout.
-pub(crate) fn check_shapes(
-    x: &[f32],
-    groups: usize,
-    gamma: &[f32],
-    beta: &[f32],
-    y: &[f32],
-) -> Result<Layout, OpError> {
+pub(crate) fn check_shapes(x: &[f32], p: &Params<'_>, y: &[f32]) -> Result<Layout, OpError> {
+    let Params { groups, gamma, beta, .. } = *p;
     let channels = gamma.len();
     if channels == 0 || groups == 0 || channels % groups != 0 {
         return Err(OpError::Shape {
