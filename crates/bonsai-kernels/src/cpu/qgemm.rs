@@ -20,7 +20,7 @@ const COLS_PER_TASK: usize = 64;
 pub(crate) const PANEL_MIN_M: usize = 16;
 
 /// A quantized weight matrix the engine can multiply.
-pub(crate) trait QuantRows: Sync {
+pub trait QuantRows: Sync {
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are

@@ -23,6 +23,7 @@ pub mod kv_write;
 pub mod matmul_q1;
 pub mod matmul_q2;
 pub mod qk_norm_rope;
+pub mod quant_ops;
 pub(crate) mod quant_reference;
 pub mod residual_add;
 pub mod sample_top_k;
@@ -150,6 +151,45 @@ impl<T: AsMut<[f16]>> KvCache<T> {
     /// The cache to write.
     pub fn view_mut(&mut self) -> KvCache<&mut [f16]> {
         KvCache { k: self.k.as_mut(), v: self.v.as_mut(), max_seq: self.max_seq }
+    }
+}
+
+/// One image `[channels, height, width]` (batch 1, NCHW): what `im2col` and
+/// `upsample_nearest2x` take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageShape {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl ImageShape {
+    pub const fn new(channels: usize, height: usize, width: usize) -> Self {
+        Self { channels, height, width }
+    }
+
+    /// Checks a non-empty image, `x: [C·H·W]` and the output (`out_name`, `out_per_input` values
+    /// per input value); returns C·H·W.
+    pub(crate) fn check(
+        &self,
+        op: &'static str,
+        x: &[f32],
+        (out_name, out): (&'static str, &[f32]),
+        out_per_input: usize,
+    ) -> Result<usize, OpError> {
+        let ImageShape { channels, height, width } = *self;
+        let image = || format!("image {channels}x{height}x{width}");
+        if channels == 0 || height == 0 || width == 0 {
+            return Err(OpError::Shape { op, detail: format!("empty {}", image()) });
+        }
+        let input_len = channels
+            .checked_mul(height)
+            .and_then(|v| v.checked_mul(width))
+            .filter(|v| v.checked_mul(out_per_input).is_some())
+            .ok_or_else(|| OpError::Shape { op, detail: format!("{} overflows usize", image()) })?;
+        check_len(op, "x", input_len, x.len())?;
+        check_len(op, out_name, out_per_input * input_len, out.len())?;
+        Ok(input_len)
     }
 }
 

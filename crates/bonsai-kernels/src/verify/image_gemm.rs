@@ -266,9 +266,9 @@ fn gemm(
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
     for path in gemm_paths(ctx)? {
         let mut out = poisoned(&ctx.stream, m * n)?;
-        let (lib, stream) = (&ctx.lib, &ctx.stream);
+        let gpu = ctx.gpu();
         let bias_d = with_bias.then_some(&bd);
-        launch::gemm_f32::gemm_f32_on(lib, stream, path, dims, &ad, &wd, bias_d, &mut out)?;
+        launch::gemm_f32::gemm_f32_on(gpu, path, dims, &ad, &wd, bias_d, &mut out)?;
         let got = download(&ctx.stream, &out)?;
         let got_rows: Vec<f32> =
             rows.iter().flat_map(|&i| got[i * n..(i + 1) * n].iter().copied()).collect();
@@ -293,7 +293,7 @@ fn conv(
     let (xd, wd, bd) =
         (upload(&ctx.stream, &x)?, upload(&ctx.stream, &weight)?, upload(&ctx.stream, &bias)?);
     let mut y = poisoned(&ctx.stream, c_out * pixels)?;
-    launch::conv3x3::conv3x3(&ctx.lib, &ctx.stream, dims, &xd, &wd, &bd, &mut y)?;
+    launch::conv3x3::conv3x3(ctx.gpu(), dims, &xd, &wd, &bd, &mut y)?;
     let got = download(&ctx.stream, &y)?;
     let channels = spread(c_out, sampled);
     let want: Vec<Expected> = channels

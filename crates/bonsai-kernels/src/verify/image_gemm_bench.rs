@@ -1,6 +1,7 @@
 //! `--bench` rows of the f32-accurate tensor-core ops (verify/image_gemm.rs): gemm_f32 on each
 //! of its kernels at the DiT shapes, conv3x3 at the VAE's.
 
+use crate::launch::Gpu;
 use super::{gemm_paths, GemmF32Path};
 use crate::launch;
 use crate::launch::gemm_f32::wgmma;
@@ -59,8 +60,7 @@ fn bench_gemm(
         let (a, w) = &inputs[i];
         match path {
             GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(
-                lib,
-                &stream,
+                Gpu::new(lib, &stream),
                 dims,
                 a,
                 w,
@@ -69,7 +69,7 @@ fn bench_gemm(
                 &mut out,
             )?,
             GemmF32Path::MmaSync => {
-                launch::gemm_f32::gemm_f32_mma(lib, &stream, dims, a, w, Some(&bias), &mut out)?
+                launch::gemm_f32::gemm_f32_mma(Gpu::new(lib, &stream), dims, a, w, Some(&bias), &mut out)?
             }
         }
         Ok(())
@@ -82,7 +82,7 @@ fn bench_gemm(
         // minus this is the GEMM kernel's.
         let secs = time_batches(ctx, copies, |i| {
             let (a, w) = &inputs[i];
-            wgmma::split_operands(lib, &stream, dims, a, w, &mut scratch)?;
+            wgmma::split_operands(Gpu::new(lib, &stream), dims, a, w, &mut scratch)?;
             Ok(())
         })?;
         let bytes = 12.0 * ((m + n) * k) as f64;
@@ -102,7 +102,7 @@ fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, V
     let mut y = poisoned(&ctx.stream, c_out * h * w)?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
-        launch::conv3x3::conv3x3(lib, &stream, dims, &inputs[i], &weight, &bias, &mut y)?;
+        launch::conv3x3::conv3x3(Gpu::new(lib, &stream), dims, &inputs[i], &weight, &bias, &mut y)?;
         Ok(())
     })?;
     let flops = 2.0 * (c_out * h * w * c_in * TAPS) as f64;

@@ -1,18 +1,16 @@
 //! Checks and `--bench` rows of GroupNorm (and GroupNorm + SiLU): every case against the f64
 //! reference within a bound derived from the f64 statistics of each group.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::image_elementwise::SILU_BOUND_ULPS;
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::cuda::KernelLibrary;
 use crate::launch::group_norm::{self as gn, GroupNormDims};
-use crate::launch::LaunchError;
+use crate::launch::{Gpu, LaunchError};
 use crate::ops;
 
 /// FLUX's GroupNorm.
@@ -111,8 +109,7 @@ fn poisoned_scratch(ctx: &Ctx, len: usize) -> Result<CudaSlice<f64>, VerifyError
 /// `group_norm_silu` when `fused_silu`, else `group_norm`.
 #[allow(clippy::too_many_arguments)]
 fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     gamma: &impl DevicePtr<f32>,
     beta: &impl DevicePtr<f32>,
@@ -122,9 +119,9 @@ fn launch(
     fused_silu: bool,
 ) -> Result<(), LaunchError> {
     if fused_silu {
-        gn::group_norm_silu(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
+        gn::group_norm_silu(gpu, x, gamma, beta, dims, EPS, scratch, y)
     } else {
-        gn::group_norm(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
+        gn::group_norm(gpu, x, gamma, beta, dims, EPS, scratch, y)
     }
 }
 
@@ -141,7 +138,7 @@ struct Inputs {
 fn run(ctx: &Ctx, inp: &Inputs) -> Result<Vec<f32>, VerifyError> {
     let mut scratch = poisoned_scratch(ctx, gn::scratch_len(inp.dims))?;
     let mut y = poisoned(&ctx.stream, inp.x.len())?;
-    launch(&ctx.lib, &ctx.stream, &inp.x, &inp.gamma, &inp.beta, inp.dims, &mut scratch, &mut y, inp.fused_silu)?;
+    launch(ctx.gpu(), &inp.x, &inp.gamma, &inp.beta, inp.dims, &mut scratch, &mut y, inp.fused_silu)?;
     download(&ctx.stream, &y)
 }
 
@@ -203,7 +200,7 @@ pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, V
             let name = format!("{} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, gn::TRAFFIC_BYTES_PER_ELEMENT);
             let (lib, stream) = (&ctx.lib, ctx.stream.clone());
             let secs = time_batches(ctx, copies, |i| {
-                launch(lib, &stream, &xs[i], &gamma, &beta, dims, &mut scratch, &mut ys[i], fused)?;
+                launch(Gpu::new(lib, &stream), &xs[i], &gamma, &beta, dims, &mut scratch, &mut ys[i], fused)?;
                 Ok(())
             })?;
             rows.push(row(&name, shape.clone(), secs, Some(traffic), None, copy_bw));

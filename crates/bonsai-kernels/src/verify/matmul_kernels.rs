@@ -69,23 +69,23 @@ pub(crate) fn run_kernel(
     y: &mut cudarc::driver::CudaSlice<f32>,
     epilogue: Epilogue,
 ) -> Result<(), VerifyError> {
-    let (lib, stream, view) = (&ctx.lib, &ctx.stream, w.view());
+    let (gpu, view) = (ctx.gpu(), w.view());
     let store = if epilogue == Epilogue::Add { Store::Add } else { Store::Overwrite };
     match (kernel, norm) {
-        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(lib, stream, &view, x, norm, y, epilogue, gemv)?,
+        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(gpu, &view, x, norm, y, epilogue, gemv)?,
         (_, Some((nw, eps))) if epilogue == Epilogue::SwiGlu => {
-            launch::matmul::rms_norm_gate_up_swiglu(lib, stream, &view, x, nw, eps, m, y)?
+            launch::matmul::rms_norm_gate_up_swiglu(gpu, &view, x, nw, eps, m, y)?
         }
-        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(lib, stream, &view, x, nw, eps, m, y, store)?,
+        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(gpu, &view, x, nw, eps, m, y, store)?,
         (kernel, None) => {
             let gemm = match kernel {
                 MatmulKernel::Gemm(g) => g,
                 MatmulKernel::Gemv(_) => GemmKernel::TensorCoreBf16x3, // unused at m <= GEMV_MAX_TOKENS
             };
             if epilogue == Epilogue::SwiGlu {
-                launch::matmul::gate_up_swiglu_with_gemm(lib, stream, &view, x, m, y, gemm)?
+                launch::matmul::gate_up_swiglu_with_gemm(gpu, &view, x, m, y, gemm)?
             } else {
-                launch::matmul::matmul_with_gemm(lib, stream, &view, x, m, y, store, gemm)?
+                launch::matmul::matmul_with_gemm(gpu, &view, x, m, y, store, gemm)?
             }
         }
     }

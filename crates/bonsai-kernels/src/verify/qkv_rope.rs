@@ -78,13 +78,13 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     for pos in POSITIONS {
         let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
         let mut planes = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, Some(&in_norm), &mut planes)?;
+        prepare_planes_normed(ctx.gpu(), &x, Some(&in_norm), &mut planes)?;
         let pos0 = upload(&ctx.stream, &[pos as u32])?;
 
         let mut want = poisoned(&ctx.stream, rows)?;
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None)?;
         qk_norm_rope_kv_write(
-            &ctx.lib, &ctx.stream, &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, MAX_SEQ, &mut k_want, &mut v_want,
+            ctx.gpu(), &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, MAX_SEQ, &mut k_want, &mut v_want,
         )?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
@@ -100,7 +100,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
             v_cache: &mut v_got,
             staged: &mut staged,
         };
-        qkv_rope_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, Some(EPS), &mut got, r)?;
+        qkv_rope_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, r)?;
 
         let label = format!("{name} q{bits_per_weight} heads {n_q}/{n_kv} K={k} pos {pos}");
         let (got_qkv, want_qkv) = (download(&ctx.stream, &got)?, download(&ctx.stream, &want)?);

@@ -15,14 +15,12 @@
 //! (zero-initialised, left zero by every launch) so they can be captured in a CUDA graph (no
 //! allocation per call).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
-use crate::launch::{
+use crate::launch::{Gpu, 
     as_i32, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -213,8 +211,7 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// memory.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
     m: usize,
     shape_: HeadShape,
@@ -227,7 +224,7 @@ pub fn attention(
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    attention_with(lib, stream, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)
+    attention_with(gpu, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)
 }
 
 /// [`attention`] with the prefill kernel chosen by the caller (verify runs both):
@@ -237,8 +234,7 @@ pub fn attention(
 /// computes every position below max_seq, no NaN past `seq_bound`), else `attention_split_keys`.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
     m: usize,
     shape_: HeadShape,
@@ -254,7 +250,7 @@ pub fn attention_with(
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
-    let smem_optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    let smem_optin = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     let chosen = choose_kernel(m, shape_, kernel, smem_optin).map_err(|detail| shape(OP, detail))?;
     if seq_bound == 0 || max_seq == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
@@ -262,10 +258,10 @@ pub fn attention_with(
     let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
-            return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None, false);
+            return decode::attention_decode(gpu, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None, false);
         }
         AttentionKernel::PrefillMma(entry) => {
-            return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out, entry);
+            return prefill_mma::attention_prefill_mma(gpu, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out, entry);
         }
         AttentionKernel::SplitKeys(entry) => entry,
     };
@@ -290,24 +286,24 @@ pub fn attention_with(
         block_dim: (SPLIT_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let split = lib.function(entry)?;
+    let split = gpu.function(entry)?;
     if smem > 0 {
-        opt_in_shared_memory(OP, stream, &split, smem, &format!("attention_split_keys at head_dim {hd}"))?;
+        opt_in_shared_memory(OP, gpu.stream, &split, smem, &format!("attention_split_keys at head_dim {hd}"))?;
     }
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = read_ptr(k_cache, stream);
-    let (v_p, _d) = read_ptr(v_cache, stream);
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = read_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads the caches 4 halves (8 bytes) at a time, or, at a head_dim of 2 mod 4
     // (whose rows start on 4-byte boundaries), 2 halves.
     let align = if hd % 4 == 0 { 8 } else { 4 };
     if k_p % align != 0 || v_p % align != 0 {
         return Err(shape(OP, format!("k_cache and v_cache must start on a {align}-byte boundary")));
     }
-    let (s_p, _e) = write_ptr(scratch, stream);
-    let (c_p, _f) = write_ptr(counters, stream);
-    let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(lib, stream, split);
+    let (s_p, _e) = write_ptr(scratch, gpu.stream);
+    let (c_p, _f) = write_ptr(counters, gpu.stream);
+    let (o_p, _g) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, split);
     l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
     l.arg(&c_p).arg(&o_p);
     // SAFETY: matches attention_split_keys*'s signature; qkv/cache/scratch/counter lengths checked
@@ -341,8 +337,7 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
 /// else the kv-head one.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
@@ -368,8 +363,8 @@ pub fn attention_decode_planes(
         return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs), per_q_head)
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    decode::attention_decode(gpu, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs), per_q_head)
 }
 
 #[cfg(test)]

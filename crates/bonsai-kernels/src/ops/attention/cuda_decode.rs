@@ -2,12 +2,10 @@
 //! (n_kv, splits) CTAs that does not depend on the live length (the kernel reads pos0 on the
 //! device), so one launch serves every position of a captured decode graph.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
-use crate::launch::{
+use crate::launch::{Gpu, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
     LaunchError,
 };
@@ -117,8 +115,7 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 /// checked [`decode_heads_entry_point`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
@@ -146,7 +143,7 @@ pub(super) fn attention_decode(
         }
         false => (name, shape_.n_kv, DECODE_WARPS),
     };
-    let n_splits = decode_splits(sm_count(stream)?, columns);
+    let n_splits = decode_splits(sm_count(gpu.stream)?, columns);
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), columns)?;
     let (max_seq_i, n_splits_i) =
@@ -157,19 +154,19 @@ pub(super) fn attention_decode(
         block_dim: ((warps * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let function = lib.function(name)?;
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = read_ptr(k_cache, stream);
-    let (v_p, _d) = read_ptr(v_cache, stream);
+    let function = gpu.function(name)?;
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = read_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads q as float4 and the caches 8 halves (16 bytes) at a time.
     expect_aligned16(OP, "qkv", q_p)?;
     expect_aligned16(OP, "k_cache", k_p)?;
     expect_aligned16(OP, "v_cache", v_p)?;
-    let (s_p, _e) = write_ptr(scratch, stream);
-    let (c_p, _f) = write_ptr(counters, stream);
-    let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(lib, stream, function);
+    let (s_p, _e) = write_ptr(scratch, gpu.stream);
+    let (c_p, _f) = write_ptr(counters, gpu.stream);
+    let (o_p, _g) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, function);
     l.arg(&q_p)
         .arg(&p0)
         .arg(&max_seq_i)

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch::matmul::device_has_wgmma;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::GemmDims;
 
@@ -133,24 +132,22 @@ pub fn chosen_path(stream: &Arc<CudaStream>) -> Result<GemmF32Path, LaunchError>
 /// ([`wgmma::gemm_f32_wgmma_with_scratch`] takes the caller's). Buffers may be longer than the
 /// shape needs.
 pub fn gemm_f32<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
     bias: Option<&B>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let path = chosen_path(stream)?;
-    gemm_f32_on(lib, stream, path, dims, a, w, bias, out)
+    let path = chosen_path(gpu.stream)?;
+    gemm_f32_on(gpu, path, dims, a, w, bias, out)
 }
 
 /// [`gemm_f32`] on the given path (verify runs every path the device has; a wgmma path on a
 /// device without wgmma is an error).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_f32_on<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     path: GemmF32Path,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
@@ -159,15 +156,14 @@ pub fn gemm_f32_on<B: DevicePtr<f32>>(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     match path {
-        GemmF32Path::MmaSync => gemm_f32_mma(lib, stream, dims, a, w, bias, out),
-        GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(lib, stream, dims, a, w, bias, out),
+        GemmF32Path::MmaSync => gemm_f32_mma(gpu, dims, a, w, bias, out),
+        GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(gpu, dims, a, w, bias, out),
     }
 }
 
 /// The mma.sync path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])`.
 pub fn gemm_f32_mma<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -192,21 +188,21 @@ pub fn gemm_f32_mma<B: DevicePtr<f32>>(
     as_i32(OP, "M + one tile", m + TILE_M)?;
     as_i32(OP, "N + one tile", n + TILE_N)?;
     let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
-    let (a_ptr, _ga) = read_ptr(a, stream);
-    let (w_ptr, _gw) = read_ptr(w, stream);
+    let (a_ptr, _ga) = read_ptr(a, gpu.stream);
+    let (w_ptr, _gw) = read_ptr(w, gpu.stream);
     let (bias_ptr, _gb) = match bias {
         Some(b) => {
-            let (p, guard) = read_ptr(b, stream);
+            let (p, guard) = read_ptr(b, gpu.stream);
             (p, Some(guard))
         }
         None => (0u64, None),
     };
-    let (out_ptr, _go) = write_ptr(out, stream);
+    let (out_ptr, _go) = write_ptr(out, gpu.stream);
     expect_aligned8(OP, "out", out_ptr)?;
     let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k");
-    let func = lib.function(name)?;
+    let func = gpu.function(name)?;
     allow_smem(func, GEMM_SMEM_BYTES)?;
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_f32_3xtf32_* (a, w, bias or null, out, m, n,
     // k); lengths were checked above to cover every index the kernel touches, the vec16 variant is

@@ -13,8 +13,7 @@ use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
-use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, shape, sm_count, LaunchError, QuantBits};
+use crate::launch::{Gpu, as_i32, shape, sm_count, LaunchError, QuantBits};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -23,8 +22,7 @@ use crate::weights::GROUP;
 /// checked every buffer's length and alignment.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     bits: QuantBits,
     epilogue: Epilogue,
     n_out: usize,
@@ -36,12 +34,12 @@ pub(crate) fn launch(
     // The GEMV's grid check before any allocation.
     b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let mut scratch = B1Planes::scratch(stream, k)?;
-    let (ptrs, _guards) = scratch.write_ptrs(stream);
+    let mut scratch = B1Planes::scratch(gpu.stream, k)?;
+    let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
 
-    prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, TilesChoice::Auto)
+    prepare(gpu, op, k, x, norm_ptr, ptrs)?;
+    launch_gemv(gpu, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, TilesChoice::Auto)
 }
 
 /// The tiles GEMV ([`launch_tiles`]) for a one-token Store GEMV of more than one wave of
@@ -66,8 +64,7 @@ const TILES_WARPS: usize = MAX_WARPS_B1;
 /// launched.
 #[allow(clippy::too_many_arguments)]
 fn launch_tiles(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     bits: QuantBits,
     plain: &TcGeometry,
     n_out: usize,
@@ -83,7 +80,7 @@ fn launch_tiles(
     if tiles == TilesChoice::Never || plain.splits != 1 || smem > MAX_TILES_SMEM {
         return Ok(false);
     }
-    let sms = crate::launch::sm_count(stream)?;
+    let sms = crate::launch::sm_count(gpu.stream)?;
     if tiles == TilesChoice::Auto && plain.ctas as usize <= sms {
         return Ok(false);
     }
@@ -94,7 +91,7 @@ fn launch_tiles(
         QuantBits::One => "matmul_q1_gemv_b1_tiles",
         QuantBits::Two => "matmul_q2_gemv_b1_tiles",
     };
-    let func = lib.function(name)?;
+    let func = gpu.function(name)?;
     if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     }
@@ -102,7 +99,7 @@ fn launch_tiles(
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&norm_flag).arg(&norm_eps);
     // SAFETY: argument order and types match `*_gemv_b1_tiles` (scales, payload, planes, gsx,
@@ -174,8 +171,7 @@ const PREPARE_FEW_CTAS: usize = 4;
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
 pub(crate) fn prepare(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     op: &'static str,
     k: usize,
     x: u64,
@@ -183,9 +179,9 @@ pub(crate) fn prepare(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let k_i = as_i32(op, "K", k)?;
-    let prepare = lib.function("gemv_b1_prepare")?;
-    let cfg = prepare_config(stream, op, k, prepare)?;
-    let mut b = Launch::new(lib, stream, prepare);
+    let prepare = gpu.function("gemv_b1_prepare")?;
+    let cfg = prepare_config(gpu.stream, op, k, prepare)?;
+    let mut b = Launch::new(gpu, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
     // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
@@ -209,8 +205,7 @@ fn prepare_config(stream: &Arc<CudaStream>, op: &'static str, k: usize, func: &C
 /// as embed_rows then [`prepare`]. The caller checked every length.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_embed(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     op: &'static str,
     bits: QuantBits,
     (scales, payload, ids, vocab): (u64, u64, u64, usize),
@@ -220,12 +215,12 @@ pub(crate) fn prepare_embed(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let (k_i, vocab_i) = (as_i32(op, "K", k)?, as_i32(op, "vocab", vocab)?);
-    let func = lib.function(match bits {
+    let func = gpu.function(match bits {
         QuantBits::One => "gemv_b1_prepare_embed_q1",
         QuantBits::Two => "gemv_b1_prepare_embed_q2",
     })?;
-    let cfg = prepare_config(stream, op, k, func)?;
-    let mut b = Launch::new(lib, stream, func);
+    let cfg = prepare_config(gpu.stream, op, k, func)?;
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&ids).arg(&vocab_i).arg(&norm_ptr).arg(&k_i).arg(&x);
     b.arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare_embed_q*(const u16* scales, const u32* payload, const u32* ids, int
@@ -248,8 +243,7 @@ pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool,
 /// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_gemv(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     bits: QuantBits,
     epilogue: Epilogue,
     n_out: usize,
@@ -264,7 +258,7 @@ pub(crate) fn launch_gemv(
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
-    if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps, tiles)? {
+    if plain && launch_tiles(gpu, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps, tiles)? {
         return Ok(());
     }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
@@ -277,11 +271,11 @@ pub(crate) fn launch_gemv(
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
     };
-    if !matches!(out, GemvOut::None) && !one_wave(stream, &g)? {
+    if !matches!(out, GemvOut::None) && !one_wave(gpu.stream, &g)? {
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
     }
     name.push_str(suffix.unwrap_or(""));
-    let func = lib.function(&name)?;
+    let func = gpu.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
     if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
@@ -295,7 +289,7 @@ pub(crate) fn launch_gemv(
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
     match &out {

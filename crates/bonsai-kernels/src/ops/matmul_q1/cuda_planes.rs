@@ -11,10 +11,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::cuda::KernelLibrary;
 use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
-use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
+use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -125,19 +124,17 @@ impl B1Planes {
 
 /// `gemv_b1_prepare` of x (K floats) into `planes` (no norm weights).
 pub fn prepare_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
-    prepare_planes_normed(lib, stream, x, None, planes)
+    prepare_planes_normed(gpu, x, None, planes)
 }
 
 /// `gemv_b1_prepare` of x (K floats), times `norm` (the consuming GEMV's RMSNorm weights) when
 /// given, into `planes`.
 pub fn prepare_planes_normed(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     norm: Option<&CudaSlice<f32>>,
     planes: &mut B1Planes,
@@ -145,10 +142,10 @@ pub fn prepare_planes_normed(
     const OP: &str = "b1_planes";
     let k = planes.k;
     expect_at_least(OP, "x", x.len(), k)?;
-    let (x_ptr, _gx) = read_ptr(x, stream);
-    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
+    let (x_ptr, _gx) = read_ptr(x, gpu.stream);
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, gpu.stream)?;
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    prepare(gpu, OP, k, x_ptr, norm_ptr, ptrs)
 }
 
 /// The pointer to K norm weights (0 for none) and its guard.
@@ -168,8 +165,7 @@ fn norm_weights<'a>(
 /// row length; an id past the table gives a NaN row) and x's planes, times `norm` when given,
 /// bit-identical to `embed_rows` then [`prepare_planes_normed`].
 pub fn embed_prepare_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     table: &QWeightsView<'_>,
     ids: &impl DevicePtr<u32>,
     norm: Option<&CudaSlice<f32>>,
@@ -184,26 +180,25 @@ pub fn embed_prepare_planes(
     }
     expect_at_least(OP, "ids", ids.len(), 1)?;
     expect_at_least(OP, "x", x.len(), k)?;
-    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
-    let (scales, _g0) = read_ptr(table.scales, stream);
-    let (payload, _g1) = read_ptr(table.payload, stream);
-    let (ids_ptr, _g2) = read_ptr(ids, stream);
-    let (x_ptr, _g3) = write_ptr(x, stream);
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare_embed(lib, stream, OP, table.bits, (scales, payload, ids_ptr, table.n), k, norm_ptr, x_ptr, ptrs)
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, gpu.stream)?;
+    let (scales, _g0) = read_ptr(table.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(table.payload, gpu.stream);
+    let (ids_ptr, _g2) = read_ptr(ids, gpu.stream);
+    let (x_ptr, _g3) = write_ptr(x, gpu.stream);
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    prepare_embed(gpu, OP, table.bits, (scales, payload, ids_ptr, table.n), k, norm_ptr, x_ptr, ptrs)
 }
 
 /// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:
 /// `*_gemv_b1` without its prepare launch. K = `planes.k()`, y holds N values.
 pub fn matmul_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None, TilesChoice::Auto)
+    run_from_planes(gpu, w, planes, None, y, super::store_epilogue(store), GemvOut::None, TilesChoice::Auto)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -222,8 +217,7 @@ pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu:
 /// prepare launch before that one either.
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     norm_eps: Option<f32>,
@@ -231,14 +225,13 @@ pub fn gemv_from_planes(
     epilogue: super::Epilogue,
     out: Option<PlanesOut<'_>>,
 ) -> Result<(), LaunchError> {
-    gemv_from_planes_tiles(lib, stream, w, planes, norm_eps, y, epilogue, out, TilesChoice::Auto)
+    gemv_from_planes_tiles(gpu, w, planes, norm_eps, y, epilogue, out, TilesChoice::Auto)
 }
 
 /// [`gemv_from_planes`] with the tiles GEMV's choice made by the caller (verify compares both).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes_tiles(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     norm_eps: Option<f32>,
@@ -265,26 +258,25 @@ pub fn gemv_from_planes_tiles(
             let norm_w = match norm {
                 Some(n) => {
                     expect_at_least(op, "output norm weights", n.len(), n_out)?;
-                    let (p, g) = read_ptr(n, stream);
+                    let (p, g) = read_ptr(n, gpu.stream);
                     guards.push(g);
                     p
                 }
                 None => 0,
             };
-            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
+            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(gpu.stream, op)?;
             guards.extend(gs);
             GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, tiles)
+    run_from_planes(gpu, w, planes, norm_eps, y, epilogue, planes_out, tiles)
 }
 
 /// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
 /// caller until this returns).
 #[allow(clippy::too_many_arguments)]
 fn run_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     norm_eps: Option<f32>,
@@ -300,14 +292,14 @@ fn run_from_planes(
         return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
     }
     expect_at_least(op, "y", y.len(), n_out)?;
-    let (scales, _g0) = read_ptr(w.scales, stream);
-    let (payload, _g1) = read_ptr(w.payload, stream);
+    let (scales, _g0) = read_ptr(w.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(w.payload, gpu.stream);
     super::check_gemv_weight_alignment(op, payload, scales)?;
-    let (ptrs, _guards) = planes.read_ptrs(stream);
+    let (ptrs, _guards) = planes.read_ptrs(gpu.stream);
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
-    let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, tiles)
+    let (y_ptr, _g2) = write_ptr(y, gpu.stream);
+    launch_gemv(gpu, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, tiles)
 }
 
 /// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
@@ -333,8 +325,7 @@ pub struct RopeOut<'a> {
 /// launches, and the k / v rows go to the caches at position `pos0[0]` (skipped past max_seq;
 /// heads past max_pos NaN). Head dim 128 only; the grid must fit the device in one wave.
 pub fn qkv_rope_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     norm_eps: Option<f32>,
@@ -349,14 +340,14 @@ pub fn qkv_rope_from_planes(
     let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, r.shape, r.q_norm, r.k_norm, &r.rope, r.pos0)?;
     let max_seq = check_kv_cache(OP, r.shape, r.max_seq, r.k_cache.len(), r.v_cache.len())?;
     expect_at_least(OP, "staging words", r.staged.len(), w.n)?;
-    let (staged, _g0) = write_ptr(r.staged, stream);
-    let (pos0, _g1) = read_ptr(r.pos0, stream);
-    let (q_norm, _g2) = read_ptr(r.q_norm, stream);
-    let (k_norm, _g3) = read_ptr(r.k_norm, stream);
-    let (cos, _g4) = read_ptr(r.rope.cos, stream);
-    let (sin, _g5) = read_ptr(r.rope.sin, stream);
-    let (k_cache, _g6) = write_ptr(r.k_cache, stream);
-    let (v_cache, _g7) = write_ptr(r.v_cache, stream);
+    let (staged, _g0) = write_ptr(r.staged, gpu.stream);
+    let (pos0, _g1) = read_ptr(r.pos0, gpu.stream);
+    let (q_norm, _g2) = read_ptr(r.q_norm, gpu.stream);
+    let (k_norm, _g3) = read_ptr(r.k_norm, gpu.stream);
+    let (cos, _g4) = read_ptr(r.rope.cos, gpu.stream);
+    let (sin, _g5) = read_ptr(r.rope.sin, gpu.stream);
+    let (k_cache, _g6) = write_ptr(r.k_cache, gpu.stream);
+    let (v_cache, _g7) = write_ptr(r.v_cache, gpu.stream);
     let args = RopeOutArgs {
         staged,
         pos0,
@@ -372,5 +363,5 @@ pub fn qkv_rope_from_planes(
         n_q,
         n_kv,
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), TilesChoice::Auto)
+    run_from_planes(gpu, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), TilesChoice::Auto)
 }

@@ -10,8 +10,7 @@ use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
 use super::matmul_f16::{prepass, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
-use crate::launch::sm_count;
-use crate::cuda::KernelLibrary;
+use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -117,8 +116,7 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
 /// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     s: F16Shape,
     forced: Option<WgmmaTile>,
     scales: u64,
@@ -128,25 +126,25 @@ pub(crate) fn launch(
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    require_wgmma(stream, op)?;
-    let sms = sm_count(stream)?;
+    require_wgmma(gpu.stream, op)?;
+    let sms = sm_count(gpu.stream)?;
     let tile = forced.unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
     let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
-    let gemm = lib.function(&name)?;
-    opt_in_shared_memory(op, stream, gemm, smem, "the wgmma GEMM")?;
+    let gemm = gpu.function(&name)?;
+    opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
+    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
 
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
         block_dim: (QW_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let mut b = Launch::new(lib, stream, gemm);
+    let mut b = Launch::new(gpu, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_wgmma's entry points (scales, payload, xh,
     // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is

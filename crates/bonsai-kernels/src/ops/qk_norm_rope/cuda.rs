@@ -1,13 +1,11 @@
 //! Launchers of `qk_norm_rope_head_per_block` and the fused `qk_norm_rope_kv_write`
 //! (qk_norm_rope.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
 pub struct RopeTableView<'a, C: DevicePtr<f32>> {
@@ -20,8 +18,7 @@ pub struct RopeTableView<'a, C: DevicePtr<f32>> {
 /// on the q and k heads of `m` qkv rows. Positions >= max_pos turn the head into NaN.
 #[allow(clippy::too_many_arguments)]
 pub fn qk_norm_rope<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
     shape_: HeadShape,
@@ -34,14 +31,14 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
     const OP: &str = "qk_norm_rope";
     let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
     let cfg = head_grid(OP, m, shape_, 0)?;
-    let func = lib.function("qk_norm_rope_head_per_block")?;
-    let (qn, _a) = read_ptr(q_norm, stream);
-    let (kn, _b) = read_ptr(k_norm, stream);
-    let (cs, _c) = read_ptr(rope.cos, stream);
-    let (sn, _d) = read_ptr(rope.sin, stream);
-    let (p0, _e) = read_ptr(pos0, stream);
-    let (q_p, _f) = write_ptr(qkv, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function("qk_norm_rope_head_per_block")?;
+    let (qn, _a) = read_ptr(q_norm, gpu.stream);
+    let (kn, _b) = read_ptr(k_norm, gpu.stream);
+    let (cs, _c) = read_ptr(rope.cos, gpu.stream);
+    let (sn, _d) = read_ptr(rope.sin, gpu.stream);
+    let (p0, _e) = read_ptr(pos0, gpu.stream);
+    let (q_p, _f) = write_ptr(qkv, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
     // and the device position is bounds-checked against max_pos in the kernel.
@@ -54,8 +51,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
 /// the device when >= max_seq).
 #[allow(clippy::too_many_arguments)]
 pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
     shape_: HeadShape,
@@ -72,16 +68,16 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
     let cfg = head_grid(OP, m, shape_, shape_.n_kv)?;
     let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;
-    let func = lib.function("qk_norm_rope_kv_write")?;
-    let (qn, _a) = read_ptr(q_norm, stream);
-    let (kn, _b) = read_ptr(k_norm, stream);
-    let (cs, _c) = read_ptr(rope.cos, stream);
-    let (sn, _d) = read_ptr(rope.sin, stream);
-    let (p0, _e) = read_ptr(pos0, stream);
-    let (q_p, _f) = write_ptr(qkv, stream);
-    let (k_p, _g) = write_ptr(k_cache, stream);
-    let (v_p, _h) = write_ptr(v_cache, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function("qk_norm_rope_kv_write")?;
+    let (qn, _a) = read_ptr(q_norm, gpu.stream);
+    let (kn, _b) = read_ptr(k_norm, gpu.stream);
+    let (cs, _c) = read_ptr(rope.cos, gpu.stream);
+    let (sn, _d) = read_ptr(rope.sin, gpu.stream);
+    let (p0, _e) = read_ptr(pos0, gpu.stream);
+    let (q_p, _f) = write_ptr(qkv, gpu.stream);
+    let (k_p, _g) = write_ptr(k_cache, gpu.stream);
+    let (v_p, _h) = write_ptr(v_cache, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the

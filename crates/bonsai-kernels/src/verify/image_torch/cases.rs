@@ -13,8 +13,7 @@ use super::{
     AccuracyTarget, F32Launch, Fill, HostInput, ImageCase, InputSpec, OurKernel, PrepareFn, PreparedKernel,
     SpeedTarget, TorchOp,
 };
-use crate::cuda::KernelLibrary;
-use crate::launch::{self, LaunchError};
+use crate::launch::{Gpu, self, ImageShape, LaunchError};
 use crate::verify::gpu::upload;
 use crate::verify::{VerifyError, F32_UNIT_ROUNDOFF as U};
 
@@ -138,12 +137,12 @@ struct GroupNormPrepared {
 }
 
 impl PreparedKernel for GroupNormPrepared {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         let (x, gamma, beta, scratch) = (&self.x, &self.gamma, &self.beta, &mut self.scratch);
         if self.fused_silu {
-            launch::group_norm::group_norm_silu(lib, stream, x, gamma, beta, self.dims, EPS, scratch, out)
+            launch::group_norm::group_norm_silu(gpu, x, gamma, beta, self.dims, EPS, scratch, out)
         } else {
-            launch::group_norm::group_norm(lib, stream, x, gamma, beta, self.dims, EPS, scratch, out)
+            launch::group_norm::group_norm(gpu, x, gamma, beta, self.dims, EPS, scratch, out)
         }
     }
 }
@@ -187,13 +186,12 @@ pub fn silu_cases() -> Vec<ImageCase> {
 }
 
 fn launch_silu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     case: &ImageCase,
     inputs: &[CudaSlice<f32>],
     out: &mut CudaSlice<f32>,
 ) -> Result<(), LaunchError> {
-    launch::silu::silu(lib, stream, &inputs[0], case.output_len(), out)
+    launch::silu::silu(gpu, &inputs[0], case.output_len(), out)
 }
 
 // ---- upsample_nearest2x ----
@@ -218,14 +216,13 @@ pub fn upsample_cases() -> Vec<ImageCase> {
 }
 
 fn launch_upsample(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     case: &ImageCase,
     inputs: &[CudaSlice<f32>],
     out: &mut CudaSlice<f32>,
 ) -> Result<(), LaunchError> {
     let s = &case.inputs[0].shape;
-    launch::upsample_nearest2x::upsample_nearest2x(lib, stream, &inputs[0], s[0], s[1], s[2], out)
+    launch::upsample_nearest2x::upsample_nearest2x(gpu, &inputs[0], ImageShape::new(s[0], s[1], s[2]), out)
 }
 
 // ---- im2col ----
@@ -250,14 +247,13 @@ pub fn im2col_cases() -> Vec<ImageCase> {
 }
 
 fn launch_im2col(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     case: &ImageCase,
     inputs: &[CudaSlice<f32>],
     out: &mut CudaSlice<f32>,
 ) -> Result<(), LaunchError> {
     let s = &case.inputs[0].shape;
-    launch::im2col::im2col(lib, stream, &inputs[0], s[0], s[1], s[2], out)
+    launch::im2col::im2col(gpu, &inputs[0], ImageShape::new(s[0], s[1], s[2]), out)
 }
 
 // ---- builders for the ops other branches launch ----

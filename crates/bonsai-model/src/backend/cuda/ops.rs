@@ -47,12 +47,12 @@ pub(super) fn qk_norm_rope(
 ) -> Result<(), BackendError> {
     let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
-    let (lib, stream, m) = (&b.lib, &b.stream, rows.rows);
+    let (gpu, m) = (b.launcher(), rows.rows);
     match cache {
-        None => launch::qk_norm_rope::qk_norm_rope(lib, stream, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device)
+        None => launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device)
             .map_err(device_err("qk_norm_rope")),
         Some(CudaKvCache { k, v, max_seq }) => launch::qk_norm_rope::qk_norm_rope_kv_write(
-            lib, stream, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, *max_seq, k, v,
+            gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, *max_seq, k, v,
         )
         .map_err(device_err("qk_norm_rope_kv_write")),
     }

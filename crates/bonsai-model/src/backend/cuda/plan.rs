@@ -243,11 +243,11 @@ fn capture(
 /// One replay with the device timeline on; returns its events.
 fn traced_replay(b: &CudaBackend, captured: &CapturedGraph) -> Result<Vec<trace::Event>, BackendError> {
     b.synchronize()?;
-    trace::arm(&b.lib, &b.stream, true).map_err(device_err("arming the decode trace"))?;
+    trace::arm(b.launcher(), true).map_err(device_err("arming the decode trace"))?;
     captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
     b.synchronize()?;
-    let events = trace::collect(&b.lib, &b.stream).map_err(device_err("reading the decode trace"))?;
-    trace::arm(&b.lib, &b.stream, false).map_err(device_err("disarming the decode trace"))?;
+    let events = trace::collect(b.launcher()).map_err(device_err("reading the decode trace"))?;
+    trace::arm(b.launcher(), false).map_err(device_err("disarming the decode trace"))?;
     Ok(events)
 }
 
@@ -298,12 +298,12 @@ fn run_step(
             Step::Op(_) => unreachable!("ran above"),
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
-                mm::rms_norm_matmul(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, y, store)
+                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store)
                     .map_err(device_err("rms_norm_matmul"))?;
             }
             Step::NormGateUp { x, norm, w: m, out } => {
                 let (x, out) = acts.pair(x, out)?;
-                mm::rms_norm_gate_up_swiglu(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, out)
+                mm::rms_norm_gate_up_swiglu(b.launcher(), &w(m), x, vector(norm), eps, rows, out)
                     .map_err(device_err("rms_norm_gate_up_swiglu"))?;
             }
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => {
@@ -316,11 +316,11 @@ fn run_step(
             }
             Step::EmbedPlanes { table, out, norm, planes: p } => {
                 let (tokens, x) = acts.tokens_and(out);
-                mm::embed_prepare_planes(&b.lib, &b.stream, &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
+                mm::embed_prepare_planes(b.launcher(), &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
                     .map_err(device_err("embedding and its planes"))?;
             }
             Step::PreparePlanes { x, norm, planes: p } => {
-                mm::prepare_planes_normed(&b.lib, &b.stream, acts.get(x), norm.map(vector), planes.get_mut(p)?)
+                mm::prepare_planes_normed(b.launcher(), acts.get(x), norm.map(vector), planes.get_mut(p)?)
                     .map_err(device_err("preparing planes"))?;
             }
             Step::AttentionPlanes { qkv, layer, out, planes: p } => {
@@ -330,8 +330,7 @@ fn run_step(
                 let out_planes = planes.get_mut(p)?;
                 super::ops::with_attention_scratch(b, &b.decode_scratch, |scratch, counters| {
                     bonsai_kernels::launch::attention::attention_decode_planes(
-                        &b.lib,
-                        &b.stream,
+                        b.launcher(),
                         qkv,
                         dims.shape,
                         &seq.pos.device,
@@ -353,9 +352,9 @@ fn run_step(
                     Some((n, norm)) => {
                         let (input, output) = planes.pair(p, n)?;
                         let out = PlanesOut { planes: output, norm: norm.map(vector) };
-                        mm::gemv_from_planes(&b.lib, &b.stream, &w(m), input, normed.then_some(eps), y, epilogue, Some(out))
+                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, Some(out))
                     }
-                    None => mm::gemv_from_planes(&b.lib, &b.stream, &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None),
+                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None),
                 }
                 .map_err(device_err("matmul"))?;
             }
@@ -380,7 +379,7 @@ fn run_step(
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
                 let input_planes = unsafe { &*input_planes };
-                mm::qkv_rope_from_planes(&b.lib, &b.stream, &w(m), input_planes, Some(eps), acts.get_mut(qkv), r)
+                mm::qkv_rope_from_planes(b.launcher(), &w(m), input_planes, Some(eps), acts.get_mut(qkv), r)
                     .map_err(device_err("qkv projection with rope"))?;
             }
         }
