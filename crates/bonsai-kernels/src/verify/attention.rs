@@ -316,12 +316,7 @@ pub(crate) fn attention_rows(
     let shape = head_shape(g);
     // The kernel the launch runs (the tensor-core one only where this device fits it): its bound
     // and its name on the row.
-    let smem_optin = crate::launch::device_attribute(
-        &ctx.stream,
-        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-    )?;
-    let chosen = launch::attention::choose_kernel(m, shape, kernel, smem_optin)
-        .map_err(|detail| crate::launch::LaunchError::Shape { op: "attention", detail })?;
+    let chosen = launch::attention::choose_kernel_on(ctx.gpu(), m, shape, kernel)?;
     let mma = matches!(chosen, launch::attention::AttentionKernel::PrefillMma(_));
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let max_seq = match cache {
@@ -355,7 +350,7 @@ pub(crate) fn attention_rows(
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, seq_bound))?;
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
-    launch::attention::attention_with(
+    launch::attention::attention(
         ctx.gpu(), &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut counters, &mut od, kernel,
     )?;
     let mut got = download(&ctx.stream, &od)?;

@@ -16,7 +16,7 @@ use super::shapes::ShapeSet;
 use super::attention::{decode_bound, BoundInputs};
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::attention::{
-    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len,
+    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len, PrefillKernel,
 };
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
@@ -99,7 +99,7 @@ fn run_plain(
 ) -> Result<(), VerifyError> {
     let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention(gpu, qkv, 1, shape, pos, *max_seq, *max_seq, k_cache, v_cache, scratch, counters, out)?;
+    attention(gpu, qkv, 1, shape, pos, *max_seq, *max_seq, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)?;
     Ok(())
 }
 

@@ -261,13 +261,7 @@ const G2_HD256: HeadShape = HeadShape { n_q: 8, n_kv: 4, head_dim: 256 };
 
 /// The kernel `attention` runs for `m` tokens of `shape` on this device, by entry point.
 fn chosen_entry(ctx: &Ctx, m: usize, shape: HeadShape, kernel: PrefillKernel) -> Result<&'static str, VerifyError> {
-    let optin = crate::launch::device_attribute(
-        &ctx.stream,
-        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-    )?;
-    let chosen = launch::attention::choose_kernel(m, shape, kernel, optin)
-        .map_err(|detail| crate::launch::LaunchError::Shape { op: "attention", detail })?;
-    Ok(chosen.entry_point())
+    Ok(launch::attention::choose_kernel_on(ctx.gpu(), m, shape, kernel)?.entry_point())
 }
 
 fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy_bw: f64) -> Result<BenchRow, VerifyError> {
@@ -287,7 +281,7 @@ fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
         let (k, v) = &caches[i];
-        launch::attention::attention(Gpu::new(lib, &stream), &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut counters, &mut out)?;
+        launch::attention::attention(Gpu::new(lib, &stream), &qkv, 1, shape, &pos, max_seq, seq, k, v, &mut scratch, &mut counters, &mut out, PrefillKernel::Mma)?;
         Ok(())
     })?;
     let kernel = if shape == EIGHT_B { "attention_decode" } else { chosen_entry(ctx, 1, shape, PrefillKernel::Mma)? };
@@ -312,7 +306,7 @@ fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel:
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, PREFILL_ATTENTION_BATCH, |_| {
-        launch::attention::attention_with(
+        launch::attention::attention(
             Gpu::new(lib, &stream), &qkv, m, shape, &pos, max_seq, m, &k, &v, &mut scratch, &mut counters, &mut out, kernel,
         )?;
         Ok(())

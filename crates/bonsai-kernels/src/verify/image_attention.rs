@@ -124,13 +124,7 @@ fn check(
     } else {
         // Scratch poisoned with bf16 NaNs: a piece the conversion pass missed fails the check.
         let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
-        let gpu = ctx.gpu();
-        match forced {
-            Some(v) => {
-                ja::joint_attention_with(gpu, v, d, &qd, &kd, &vd, &mut scratch, &mut od)?
-            }
-            None => ja::joint_attention(gpu, d, &qd, &kd, &vd, &mut scratch, &mut od)?,
-        }
+        ja::joint_attention(ctx.gpu(), forced, d, &qd, &kd, &vd, &mut scratch, &mut od)?;
     }
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
@@ -160,7 +154,7 @@ fn check_bf16_entry(
     ja::convert_to_bf16(ctx.gpu(), n, &qd, &kd, &vd, &mut scratch)?;
     let (q16, k16, v16) =
         (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-    ja::joint_attention_bf16_with(ctx.gpu(), variant, d, &q16, &k16, &v16, &mut od)?;
+    ja::joint_attention_bf16(ctx.gpu(), Some(variant), d, &q16, &k16, &v16, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
     let shape =
@@ -204,14 +198,14 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let (lib, stream) = (&ctx.lib, ctx.stream.clone());
         let secs = time_batches(ctx, copies, |i| {
             let (q, k, v) = &inputs[i];
-            ja::joint_attention(Gpu::new(lib, &stream), d, q, k, v, &mut scratch, &mut out)?;
+            ja::joint_attention(Gpu::new(lib, &stream), None, d, q, k, v, &mut scratch, &mut out)?;
             Ok(())
         })?;
         rows.push(row("joint_attention (f32 in)", shape.clone(), secs, None, Some(flops), 1.0));
         let secs = time_batches(ctx, 1, |_| {
             let (q16, k16, v16) =
                 (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-            ja::joint_attention_bf16(Gpu::new(lib, &stream), d, &q16, &k16, &v16, &mut out)?;
+            ja::joint_attention_bf16(Gpu::new(lib, &stream), None, d, &q16, &k16, &v16, &mut out)?;
             Ok(())
         })?;
         rows.push(row(
@@ -227,9 +221,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             let secs = time_batches(ctx, 1, |_| {
                 let (q16, k16, v16) =
                     (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-                ja::joint_attention_bf16_with(
-                    Gpu::new(lib, &stream), variant, d, &q16, &k16, &v16, &mut out,
-                )?;
+                ja::joint_attention_bf16(Gpu::new(lib, &stream), Some(variant), d, &q16, &k16, &v16, &mut out)?;
                 Ok(())
             })?;
             let name = format!("joint_attention_bf16 (flash only, {})", variant.entry);

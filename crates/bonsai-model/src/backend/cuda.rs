@@ -483,6 +483,7 @@ impl Backend for CudaBackend {
                 scratch,
                 counters,
                 &mut out,
+                launch::attention::PrefillKernel::Mma,
             )
             .map_err(device_err("attention"))
         })

@@ -142,6 +142,12 @@ impl AttentionKernel {
     }
 }
 
+/// [`choose_kernel`] on the stream's device.
+pub fn choose_kernel_on(gpu: Gpu<'_>, m: usize, shape_: HeadShape, prefill: PrefillKernel) -> Result<AttentionKernel, LaunchError> {
+    let smem_optin = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    choose_kernel(m, shape_, prefill, smem_optin).map_err(|detail| shape("attention", detail))
+}
+
 /// The kernel for `m` tokens of `shape_` on a device whose CTAs may opt in to `smem_optin` bytes
 /// of shared memory (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), or why none runs it.
 /// `prefill`: [`PrefillKernel::SplitKeys`] keeps batches of more than [`DECODE_MAX_TOKENS`]
@@ -207,33 +213,14 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
 /// (The decode kernel, m == 1, does not need the bound: its grid covers any position below
 /// max_seq, and only a position >= max_seq gives NaN.)
-/// The kernel: [`choose_kernel`] with the tensor-core kernel allowed and this device's opt-in shared
-/// memory.
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    seq_bound: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    attention_with(gpu, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)
-}
-
-/// [`attention`] with the prefill kernel chosen by the caller (verify runs both):
+/// The kernel: [`choose_kernel`] with this device's opt-in shared memory and the caller's
+/// `kernel` (the model runs [`PrefillKernel::Mma`], verify both):
 /// [`PrefillKernel::SplitKeys`] keeps prefill batches on `attention_split_keys`;
 /// [`PrefillKernel::Mma`] runs the tensor-core kernel where [`choose_kernel`] allows it (there a
 /// batch of more than [`DECODE_MAX_TOKENS`] tokens needs neither scratch nor counters and
 /// computes every position below max_seq, no NaN past `seq_bound`), else `attention_split_keys`.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_with(
+pub fn attention(
     gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
     m: usize,
@@ -250,8 +237,7 @@ pub fn attention_with(
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
     let hd = shape_.head_dim;
-    let smem_optin = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let chosen = choose_kernel(m, shape_, kernel, smem_optin).map_err(|detail| shape(OP, detail))?;
+    let chosen = choose_kernel_on(gpu, m, shape_, kernel)?;
     if seq_bound == 0 || max_seq == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
     }

@@ -113,7 +113,10 @@ pub(crate) fn plan(
     Ok(GroupNormPlan { chunk, splits, plane_chunks })
 }
 
-/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm).
+/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm): the
+/// statistics launch, then the normalise launch. With `fused_silu`, `silu(group_norm(x))` in the
+/// same pass (the VAE's GroupNorm -> SiLU pairs): the SiLU costs no memory traffic, saving the 8
+/// bytes per element a separate `silu` call would move.
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm(
     gpu: Gpu<'_>,
@@ -124,38 +127,7 @@ pub fn group_norm(
     eps: f32,
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    launch_group_norm(gpu, x, gamma, beta, dims, eps, scratch, y, false)
-}
-
-/// `silu(group_norm(x))` in the same pass (the VAE's GroupNorm -> SiLU pairs): the SiLU costs
-/// no memory traffic, saving the 8 bytes per element a separate `silu` call would move.
-#[allow(clippy::too_many_arguments)]
-pub fn group_norm_silu(
-    gpu: Gpu<'_>,
-    x: &impl DevicePtr<f32>,
-    gamma: &impl DevicePtr<f32>,
-    beta: &impl DevicePtr<f32>,
-    dims: GroupNormDims,
-    eps: f32,
-    scratch: &mut impl DevicePtrMut<f64>,
-    y: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    launch_group_norm(gpu, x, gamma, beta, dims, eps, scratch, y, true)
-}
-
-/// GroupNorm, then SiLU when `apply_silu`: the statistics launch, then the normalise launch.
-#[allow(clippy::too_many_arguments)]
-fn launch_group_norm(
-    gpu: Gpu<'_>,
-    x: &impl DevicePtr<f32>,
-    gamma: &impl DevicePtr<f32>,
-    beta: &impl DevicePtr<f32>,
-    dims: GroupNormDims,
-    eps: f32,
-    scratch: &mut impl DevicePtrMut<f64>,
-    y: &mut impl DevicePtrMut<f32>,
-    apply_silu: bool,
+    fused_silu: bool,
 ) -> Result<(), LaunchError> {
     let p = plan(dims, [x.len(), gamma.len(), beta.len(), scratch.len(), y.len()], eps)?;
     let (x_p, _a) = read_ptr(x, gpu.stream);
@@ -168,7 +140,7 @@ fn launch_group_norm(
     let (n_group, chunk_i, plane_i, plane_chunk_i) =
         (dims.group_len() as i64, p.chunk as i64, dims.plane as i64, PLANE_CHUNK as i64);
     let (channels_i, cpg_i, splits_i) = (dims.channels as i32, (dims.channels / dims.groups) as i32, p.splits as i32);
-    let silu_i = i32::from(apply_silu);
+    let silu_i = i32::from(fused_silu);
 
     let stats = gpu.function("group_norm_partial_stats")?;
     let mut l = Launch::new(gpu, stats);
@@ -189,7 +161,7 @@ fn launch_group_norm(
     let grid = (p.plane_chunks as u32, dims.channels as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches group_norm_normalize(x, gamma, beta, partial, eps, C, C/G, plane, splits,
-    // plane_chunk, apply_silu, y); every buffer's length was checked by plan() and the partial
+    // plane_chunk, fused_silu, y); every buffer's length was checked by plan() and the partial
     // sums are written by the statistics launch just queued on the same gpu.stream.
     unsafe { l.launch(cfg) }
 }

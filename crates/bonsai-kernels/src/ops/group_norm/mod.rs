@@ -25,7 +25,8 @@
 //! CUDA (cuda.rs, group_norm.cu): two launches, a statistics pass of f64 shifted sums per piece
 //! of a group, then an f32 normalise pass that combines a group's pieces in a fixed order; 12
 //! bytes per element, any shape. Error bound derived in verify/image_group_norm.rs.
-//! `launch::group_norm::group_norm_silu` applies SiLU in that same pass (no extra traffic).
+//! `launch::group_norm::group_norm` with `fused_silu` applies SiLU in that same pass (no extra
+//! traffic).
 
 mod cpu;
 mod reference;

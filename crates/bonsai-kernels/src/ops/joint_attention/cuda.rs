@@ -80,13 +80,15 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 }
 
 /// softmax(q k^T / sqrt(hd)) v for f32 q, k, v `[H, seq, hd]` into f32 `out [seq, H·hd]`:
-/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel the device
-/// takes ([`FlashVariant::for_device`]). When the kernel has an f32-q form
+/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel `variant` (None: the one the
+/// device takes, [`FlashVariant::for_device`]; verify runs every hd 64 / 128 kernel the device has:
+/// [`SmallHeadKernel::available`]; a given variant must be the one for `dims.head_dim`). When the kernel has an f32-q form
 /// ([`FlashVariant::f32_q_entry`]) only k and v are converted and the kernel rounds q itself
 /// (the same round to nearest even: identical results).
 #[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     gpu: Gpu<'_>,
+    variant: Option<FlashVariant>,
     dims: AttnDims,
     q: &impl DevicePtr<f32>,
     k: &impl DevicePtr<f32>,
@@ -94,35 +96,15 @@ pub fn joint_attention(
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_device(gpu.stream, dims.head_dim)?;
-    joint_attention_with(gpu, variant, dims, q, k, v, scratch, out)
-}
-
-/// [`joint_attention`] with the kernel chosen by the caller (verify runs every hd 64 / 128
-/// kernel the device has: [`SmallHeadKernel::available`]); `variant` must be the one for
-/// `dims.head_dim`.
-#[allow(clippy::too_many_arguments)]
-pub fn joint_attention_with(
-    gpu: Gpu<'_>,
-    variant: FlashVariant,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
-    scratch: &mut CudaSlice<u16>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    let n = tensor_len(dims)?;
-    expect_at_least(OP, "q", q.len(), n)?;
-    expect_at_least(OP, "k", k.len(), n)?;
-    expect_at_least(OP, "v", v.len(), n)?;
+    let variant = variant_or_device(gpu, variant, dims)?;
+    let n = check_qkv(dims, [q.len(), k.len(), v.len()])?;
     expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims))?;
     let Some(f32_q_entry) = variant.f32_q_entry else {
         convert_to_bf16(gpu, n, q, k, v, scratch)?;
         let q16 = scratch.slice(0..n);
         let k16 = scratch.slice(n..2 * n);
         let v16 = scratch.slice(2 * n..3 * n);
-        return joint_attention_bf16_with(gpu, variant, dims, &q16, &k16, &v16, out);
+        return joint_attention_bf16(gpu, Some(variant), dims, &q16, &k16, &v16, out);
     };
     expect_at_least(OP, "out", out.len(), n)?;
     let (k_p, _a) = read_ptr(k, gpu.stream);
@@ -154,7 +136,7 @@ pub fn joint_attention_alloc(
     // flash kernel (the only reader, same gpu.stream) reads: all of it, or k and v's parts when the
     // kernel reads f32 q itself.
     let mut scratch = unsafe { gpu.stream.alloc::<u16>(3 * n) }?;
-    joint_attention(gpu, dims, q, k, v, &mut scratch, out)
+    joint_attention(gpu, None, dims, q, k, v, &mut scratch, out)
 }
 
 /// The conversion pass alone: bf16 copies of q, k, v (`n` elements each) into `scratch[0..3n]`.
@@ -220,40 +202,42 @@ fn convert_pass(
     Ok(())
 }
 
-/// The flash kernel alone on bf16 (as u16 bits) q, k, v `[H, seq, hd]`; f32 `out [seq, H·hd]`.
+/// The flash kernel alone on bf16 (as u16 bits) q, k, v `[H, seq, hd]`; f32 `out [seq, H·hd]`;
+/// `variant` as in [`joint_attention`] (verify and bench run every hd 64 / 128 kernel).
+#[allow(clippy::too_many_arguments)]
 pub fn joint_attention_bf16(
     gpu: Gpu<'_>,
+    variant: Option<FlashVariant>,
     dims: AttnDims,
     q: &impl DevicePtr<u16>,
     k: &impl DevicePtr<u16>,
     v: &impl DevicePtr<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_device(gpu.stream, dims.head_dim)?;
-    joint_attention_bf16_with(gpu, variant, dims, q, k, v, out)
-}
-
-/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run every
-/// hd 64 / 128 kernel); `variant` must be the one for `dims.head_dim`.
-#[allow(clippy::too_many_arguments)]
-pub fn joint_attention_bf16_with(
-    gpu: Gpu<'_>,
-    variant: FlashVariant,
-    dims: AttnDims,
-    q: &impl DevicePtr<u16>,
-    k: &impl DevicePtr<u16>,
-    v: &impl DevicePtr<u16>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    let n = tensor_len(dims)?;
-    expect_at_least(OP, "q", q.len(), n)?;
-    expect_at_least(OP, "k", k.len(), n)?;
-    expect_at_least(OP, "v", v.len(), n)?;
+    let variant = variant_or_device(gpu, variant, dims)?;
+    let n = check_qkv(dims, [q.len(), k.len(), v.len()])?;
     expect_at_least(OP, "out", out.len(), n)?;
     let (q_p, _a) = read_ptr(q, gpu.stream);
     let (k_p, _b) = read_ptr(k, gpu.stream);
     let (v_p, _c) = read_ptr(v, gpu.stream);
     launch_flash(gpu, variant, variant.entry, dims, [q_p, k_p, v_p], out)
+}
+
+/// `variant`, or the one this device takes for `dims.head_dim`.
+fn variant_or_device(gpu: Gpu<'_>, variant: Option<FlashVariant>, dims: AttnDims) -> Result<FlashVariant, LaunchError> {
+    match variant {
+        Some(v) => Ok(v),
+        None => FlashVariant::for_device(gpu.stream, dims.head_dim),
+    }
+}
+
+/// Checks q, k, v (lengths in that order) hold the H·seq·hd elements of `dims`; returns that count.
+fn check_qkv(dims: AttnDims, lens: [usize; 3]) -> Result<usize, LaunchError> {
+    let n = tensor_len(dims)?;
+    for (what, len) in ["q", "k", "v"].into_iter().zip(lens) {
+        expect_at_least(OP, what, len, n)?;
+    }
+    Ok(n)
 }
 
 /// Launches `entry` (`variant`'s bf16-q entry point or its f32-q one) on device addresses

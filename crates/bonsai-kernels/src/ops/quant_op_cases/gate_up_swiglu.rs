@@ -21,22 +21,11 @@ pub(crate) struct GateUpOp<W> {
 /// [`GateUpOp`]).
 macro_rules! gate_up_swiglu_tests {
     ($op:expr) => {
-        #[test]
-        fn cpu_matches_reference_on_random_shapes() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::cpu_matches_reference_on_random_shapes(
-                &$op,
-            );
-        }
-
-        #[test]
-        fn zero_gate_or_up_rows_give_zero() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::zero_gate_or_up_rows_give_zero(&$op);
-        }
-
-        #[test]
-        fn odd_n_and_bad_lengths_are_errors() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::odd_n_and_bad_lengths_are_errors(&$op);
-        }
+        $crate::ops::quant_op_cases::shared_tests!(gate_up_swiglu on $op =>
+            cpu_matches_reference_on_random_shapes,
+            zero_gate_or_up_rows_give_zero,
+            odd_n_and_bad_lengths_are_errors,
+        );
     };
 }
 pub(crate) use gate_up_swiglu_tests;

@@ -22,25 +22,12 @@ pub(crate) struct MatmulOp<W> {
 /// [`MatmulOp`]).
 macro_rules! matmul_tests {
     ($op:expr) => {
-        #[test]
-        fn cpu_matches_reference_on_random_shapes() {
-            $crate::ops::quant_op_cases::matmul::cpu_matches_reference_on_random_shapes(&$op);
-        }
-
-        #[test]
-        fn all_zero_rows_and_groups_give_zero() {
-            $crate::ops::quant_op_cases::matmul::all_zero_rows_and_groups_give_zero(&$op);
-        }
-
-        #[test]
-        fn integer_inputs_are_exact() {
-            $crate::ops::quant_op_cases::matmul::integer_inputs_are_exact(&$op);
-        }
-
-        #[test]
-        fn mismatched_shapes_are_errors() {
-            $crate::ops::quant_op_cases::matmul::mismatched_shapes_are_errors(&$op);
-        }
+        $crate::ops::quant_op_cases::shared_tests!(matmul on $op =>
+            cpu_matches_reference_on_random_shapes,
+            all_zero_rows_and_groups_give_zero,
+            integer_inputs_are_exact,
+            mismatched_shapes_are_errors,
+        );
     };
 }
 pub(crate) use matmul_tests;

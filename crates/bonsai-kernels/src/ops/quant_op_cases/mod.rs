@@ -6,3 +6,16 @@
 
 pub(crate) mod gate_up_swiglu;
 pub(crate) mod matmul;
+
+/// Expands to one `#[test]` per case of the submodule `$module`: `fn case() { $module::case(&op) }`.
+macro_rules! shared_tests {
+    ($module:ident on $op:expr => $($case:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::ops::quant_op_cases::$module::$case(&$op);
+            }
+        )+
+    };
+}
+pub(crate) use shared_tests;

@@ -139,11 +139,7 @@ struct GroupNormPrepared {
 impl PreparedKernel for GroupNormPrepared {
     fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         let (x, gamma, beta, scratch) = (&self.x, &self.gamma, &self.beta, &mut self.scratch);
-        if self.fused_silu {
-            launch::group_norm::group_norm_silu(gpu, x, gamma, beta, self.dims, EPS, scratch, out)
-        } else {
-            launch::group_norm::group_norm(gpu, x, gamma, beta, self.dims, EPS, scratch, out)
-        }
+        launch::group_norm::group_norm(gpu, x, gamma, beta, self.dims, EPS, scratch, out, self.fused_silu)
     }
 }
 

@@ -52,7 +52,7 @@ struct JointAttentionPrepared {
 
 impl PreparedKernel for JointAttentionPrepared {
     fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        launch::joint_attention::joint_attention(gpu, self.dims, &self.q, &self.k, &self.v, &mut self.scratch, out)
+        launch::joint_attention::joint_attention(gpu, None, self.dims, &self.q, &self.k, &self.v, &mut self.scratch, out)
     }
 }
 
