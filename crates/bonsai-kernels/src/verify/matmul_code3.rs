@@ -52,7 +52,7 @@ fn routing(ctx: &mut Ctx) -> Result<(), VerifyError> {
     ctx.record(OP, &format!("{shape} gemv_b1 refuses"), Comparison::holds(refused));
     let by_name = download(&ctx.stream, &gemv(ctx, GemvKernel::Bf16x3)??)?;
     let mut yd = poisoned(&ctx.stream, n)?;
-    launch::matmul::matmul(ctx.gpu(), &view, &x, 1, &mut yd, Store::Overwrite)?;
+    launch::matmul::matmul(ctx.gpu(), &view, &x, 1, &mut yd, Epilogue::Store, None)?;
     let routed = download(&ctx.stream, &yd)?;
     ctx.record(OP, &format!("{shape} default = gemv_tc"), Comparison::of(&routed, &by_name, |_| 0.0));
     Ok(())

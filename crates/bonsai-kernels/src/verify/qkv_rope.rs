@@ -15,7 +15,7 @@ use super::attention_planes::words_equal;
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
-use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut};
+use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut, TilesChoice};
 use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
 use crate::launch::HeadShape;
 use crate::weights::QMatrix;
@@ -82,7 +82,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
         let pos0 = upload(&ctx.stream, &[pos as u32])?;
 
         let mut want = poisoned(&ctx.stream, rows)?;
-        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None, TilesChoice::Auto)?;
         qk_norm_rope_kv_write(
             ctx.gpu(), &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, MAX_SEQ, &mut k_want, &mut v_want,
         )?;

@@ -417,11 +417,11 @@ impl Backend for CudaBackend {
     }
 
     fn matmul(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>, store: launch::Store) -> Result<(), BackendError> {
-        launch::matmul::matmul(self.launcher(), &view(w), x, m, y, store).map_err(device_err("matmul"))
+        launch::matmul::matmul(self.launcher(), &view(w), x, m, y, store.into(), None).map_err(device_err("matmul"))
     }
 
     fn gate_up_swiglu(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        launch::matmul::gate_up_swiglu(self.launcher(), &view(w), x, m, out).map_err(device_err("gate_up_swiglu"))
+        launch::matmul::matmul(self.launcher(), &view(w), x, m, out, launch::matmul::Epilogue::SwiGlu, None).map_err(device_err("gate_up_swiglu"))
     }
 
     fn qk_norm_rope(

@@ -162,66 +162,35 @@ pub(crate) fn kernel_name(
     format!("{prefix}_{variant}")
 }
 
-/// `y[m, N] (=|+=) x[m, K] . W^T` (store picks overwrite or the fused residual add).
+/// `y[m, N] (=|+=) x[m, K] . W^T` (`epilogue` Store or Add: overwrite or the fused residual
+/// add), or with [`Epilogue::SwiGlu`] `y[m, F] = silu(x . Wg^T) * (x . Wu^T)` for
+/// `W = [gate rows | up rows]`, `N = 2F`. `gemm` picks the GEMM kernel for m > GEMV_MAX_TOKENS
+/// (None: the default for m).
 pub fn matmul(
     gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     x: &impl DevicePtr<f32>,
     m: usize,
     y: &mut impl DevicePtrMut<f32>,
-    store: Store,
+    epilogue: Epilogue,
+    gemm: Option<GemmKernel>,
 ) -> Result<(), LaunchError> {
-    launch_any(gpu, w, x, m, y, store_epilogue(store), w.n, None, None, None)
+    let n_out = outputs(w, epilogue)?;
+    launch_any(gpu, w, x, m, y, epilogue, n_out, gemm, None, None)
 }
 
-/// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_with_gemm(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    y: &mut impl DevicePtrMut<f32>,
-    store: Store,
-    gemm: GemmKernel,
-) -> Result<(), LaunchError> {
-    launch_any(gpu, w, x, m, y, store_epilogue(store), w.n, Some(gemm), None, None)
-}
-
-fn store_epilogue(store: Store) -> Epilogue {
-    match store {
-        Store::Overwrite => Epilogue::Store,
-        Store::Add => Epilogue::Add,
+impl From<Store> for Epilogue {
+    fn from(store: Store) -> Self {
+        match store {
+            Store::Overwrite => Epilogue::Store,
+            Store::Add => Epilogue::Add,
+        }
     }
 }
 
-/// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
-pub fn gate_up_swiglu(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    launch_any(gpu, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, None)
-}
-
-/// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
-pub fn gate_up_swiglu_with_gemm(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-    gemm: GemmKernel,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    launch_any(gpu, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm), None, None)
-}
-
-/// `y = RMSNorm(x; norm_w, eps) . W^T` for a decode batch (m <= GEMV_MAX_TOKENS) in one launch:
-/// the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as rms_norm).
+/// [`matmul`] of `RMSNorm(x; norm_w, eps)` for a decode batch (m <= GEMV_MAX_TOKENS) in one
+/// launch: the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as
+/// rms_norm).
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_matmul(
     gpu: Gpu<'_>,
@@ -231,26 +200,11 @@ pub fn rms_norm_matmul(
     eps: f32,
     m: usize,
     y: &mut impl DevicePtrMut<f32>,
-    store: Store,
+    epilogue: Epilogue,
 ) -> Result<(), LaunchError> {
-    let (norm, _guard) = norm_arg("matmul", norm_w, w.k, m, gpu.stream)?;
-    launch_any(gpu, w, x, m, y, store_epilogue(store), w.n, None, None, Some((norm, eps)))
-}
-
-/// [`gate_up_swiglu`] of `RMSNorm(x; norm_w, eps)` for a decode batch, in one launch.
-#[allow(clippy::too_many_arguments)]
-pub fn rms_norm_gate_up_swiglu(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    norm_w: &impl DevicePtr<f32>,
-    eps: f32,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    let (norm, _guard) = norm_arg("gate_up_swiglu", norm_w, w.k, m, gpu.stream)?;
-    launch_any(gpu, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, Some((norm, eps)))
+    let n_out = outputs(w, epilogue)?;
+    let (norm, _guard) = norm_arg(epilogue.op_name(), norm_w, w.k, m, gpu.stream)?;
+    launch_any(gpu, w, x, m, y, epilogue, n_out, None, None, Some((norm, eps)))
 }
 
 /// A one-token GEMV with an explicit kernel (verify and bench compare both): `y (=|+=)
@@ -266,12 +220,7 @@ pub(crate) fn gemv_with(
     epilogue: Epilogue,
     gemv: GemvKernel,
 ) -> Result<(), LaunchError> {
-    let n_out = if epilogue == Epilogue::SwiGlu {
-        check_gate_up(w)?;
-        w.n / 2
-    } else {
-        w.n
-    };
+    let n_out = outputs(w, epilogue)?;
     match norm {
         Some((norm_w, eps)) => {
             let op = epilogue.op_name();
@@ -302,11 +251,15 @@ fn norm_arg<'a>(
     Ok((ptr, guard))
 }
 
-fn check_gate_up(w: &QWeightsView<'_>) -> Result<(), LaunchError> {
+/// Outputs per token: N, or F = N / 2 for the SwiGLU of a gate|up matrix (N must be even).
+fn outputs(w: &QWeightsView<'_>, epilogue: Epilogue) -> Result<usize, LaunchError> {
+    if epilogue != Epilogue::SwiGlu {
+        return Ok(w.n);
+    }
     if w.n % 2 != 0 {
         return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
     }
-    Ok(())
+    Ok(w.n / 2)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -431,7 +384,7 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1,
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    embed_prepare_planes, gemv_from_planes, gemv_from_planes_tiles, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
     qkv_rope_from_planes, B1Planes, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]

@@ -198,7 +198,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(gpu, w, planes, None, y, super::store_epilogue(store), GemvOut::None, TilesChoice::Auto)
+    run_from_planes(gpu, w, planes, None, y, store.into(), GemvOut::None, TilesChoice::Auto)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -215,22 +215,9 @@ pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu:
 /// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With `out`, the epilogue also
 /// writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a multiple of 128): no
 /// prepare launch before that one either.
+/// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
-) -> Result<(), LaunchError> {
-    gemv_from_planes_tiles(gpu, w, planes, norm_eps, y, epilogue, out, TilesChoice::Auto)
-}
-
-/// [`gemv_from_planes`] with the tiles GEMV's choice made by the caller (verify compares both).
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_from_planes_tiles(
     gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
@@ -242,12 +229,7 @@ pub fn gemv_from_planes_tiles(
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.require_binary_gemv(op)?;
-    let n_out = if epilogue == super::Epilogue::SwiGlu {
-        super::check_gate_up(w)?;
-        w.n / 2
-    } else {
-        w.n
-    };
+    let n_out = super::outputs(w, epilogue)?;
     let mut guards = Vec::new();
     let planes_out = match out {
         None => GemvOut::None,

@@ -12,7 +12,6 @@ use crate::launch::{Gpu, self, LaunchError};
 use crate::ops::conv3x3::ConvDims;
 use crate::ops::gemm_f32::GemmDims;
 use crate::ops::joint_attention::AttnDims;
-use crate::launch::Store;
 use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
 
@@ -87,7 +86,7 @@ impl PreparedKernel for GemmTernaryPrepared {
     fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         // The launcher's default GEMM (wgmma on Hopper, f16 where its tiles fit, else bf16x3), as
         // the DiT would run it.
-        launch::matmul::matmul(gpu, &self.w.view(), &self.a, self.m, out, Store::Overwrite)
+        launch::matmul::matmul(gpu, &self.w.view(), &self.a, self.m, out, launch::matmul::Epilogue::Store, None)
     }
 }
 

@@ -298,12 +298,12 @@ fn run_step(
             Step::Op(_) => unreachable!("ran above"),
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
-                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store)
+                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store.into())
                     .map_err(device_err("rms_norm_matmul"))?;
             }
             Step::NormGateUp { x, norm, w: m, out } => {
                 let (x, out) = acts.pair(x, out)?;
-                mm::rms_norm_gate_up_swiglu(b.launcher(), &w(m), x, vector(norm), eps, rows, out)
+                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, out, mm::Epilogue::SwiGlu)
                     .map_err(device_err("rms_norm_gate_up_swiglu"))?;
             }
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => {
@@ -352,9 +352,9 @@ fn run_step(
                     Some((n, norm)) => {
                         let (input, output) = planes.pair(p, n)?;
                         let out = PlanesOut { planes: output, norm: norm.map(vector) };
-                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, Some(out))
+                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, Some(out), mm::TilesChoice::Auto)
                     }
-                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None),
+                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None, mm::TilesChoice::Auto),
                 }
                 .map_err(device_err("matmul"))?;
             }
