@@ -132,6 +132,18 @@ pub struct KvCache<T> {
     pub max_seq: usize,
 }
 
+impl<T> KvCache<T> {
+    /// Both caches borrowed (a device cache as a launch argument).
+    pub fn borrowed(&self) -> KvCache<&T> {
+        KvCache { k: &self.k, v: &self.v, max_seq: self.max_seq }
+    }
+
+    /// Both caches borrowed to write.
+    pub fn borrowed_mut(&mut self) -> KvCache<&mut T> {
+        KvCache { k: &mut self.k, v: &mut self.v, max_seq: self.max_seq }
+    }
+}
+
 impl<T: AsRef<[f16]>> KvCache<T> {
     /// Checks both caches' lengths for `rows`' head shape and that `rows` fit in `max_seq`.
     pub(crate) fn check(&self, op: &'static str, rows: &QkvRows<'_>) -> Result<(), OpError> {

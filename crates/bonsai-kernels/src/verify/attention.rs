@@ -238,7 +238,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     launch::qk_norm_rope::qk_norm_rope_kv_write(
-        ctx.gpu(), &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd, max_seq, &mut kd, &mut vd,
+        ctx.gpu(), &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd, KvCache { k: &mut kd, v: &mut vd, max_seq },
     )?;
     let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
@@ -293,7 +293,7 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     let qd = upload(&ctx.stream, &qkv)?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    launch::kv_write::kv_write(ctx.gpu(), &qd, m, shape, &pd, max_seq, &mut kd, &mut vd)?;
+    launch::kv_write::kv_write(ctx.gpu(), &qd, m, shape, &pd, KvCache { k: &mut kd, v: &mut vd, max_seq })?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
     let mut got = as_f32(download(&ctx.stream, &kd)?);
     got.extend(as_f32(download(&ctx.stream, &vd)?));
@@ -351,7 +351,7 @@ pub(crate) fn attention_rows(
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
     launch::attention::attention(
-        ctx.gpu(), &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut counters, &mut od, kernel,
+        ctx.gpu(), &qd, m, shape, &pd, KvCache { k: &kd, v: &vd, max_seq }, seq_bound, &mut scratch, &mut counters, &mut od, kernel,
     )?;
     let mut got = download(&ctx.stream, &od)?;
     // The launch must leave its counters at zero (the next launch, or graph replay, relies on it):

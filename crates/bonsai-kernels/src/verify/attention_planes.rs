@@ -99,7 +99,8 @@ fn run_plain(
 ) -> Result<(), VerifyError> {
     let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention(gpu, qkv, 1, shape, pos, *max_seq, *max_seq, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)?;
+    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    attention(gpu, qkv, 1, shape, pos, cache, *max_seq, scratch, counters, out, PrefillKernel::Mma)?;
     Ok(())
 }
 
@@ -114,7 +115,8 @@ fn run_planes(
 ) -> Result<(), VerifyError> {
     let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention_decode_planes(gpu, qkv, shape, pos, *max_seq, k_cache, v_cache, scratch, counters, out, planes, per_q_head)?;
+    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    attention_decode_planes(gpu, qkv, shape, pos, cache, scratch, counters, out, planes, per_q_head)?;
     Ok(())
 }
 

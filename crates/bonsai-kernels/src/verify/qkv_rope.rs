@@ -16,6 +16,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
 use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut, TilesChoice};
+use crate::launch::KvCache;
 use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
 use crate::launch::HeadShape;
 use crate::weights::QMatrix;
@@ -84,7 +85,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
         let mut want = poisoned(&ctx.stream, rows)?;
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None, TilesChoice::Auto)?;
         qk_norm_rope_kv_write(
-            ctx.gpu(), &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, MAX_SEQ, &mut k_want, &mut v_want,
+            ctx.gpu(), &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ },
         )?;
 
         let mut got = poisoned(&ctx.stream, rows)?;

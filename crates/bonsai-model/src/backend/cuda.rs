@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{HeadShape, KvCache};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::config::Config;
 use bonsai_kernels::QMatrix;
@@ -40,11 +40,7 @@ use crate::program::{Program, RunEnv, SeqRows, Weights};
 const DECODE_QUEUE_DEPTH: usize = 2;
 
 /// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
-pub struct CudaKvCache {
-    pub k: CudaSlice<u16>,
-    pub v: CudaSlice<u16>,
-    pub max_seq: usize,
-}
+pub type CudaKvCache = KvCache<CudaSlice<u16>>;
 
 /// The next token's position: on the device for the kernels, mirrored on the host for bounds.
 pub struct CudaPosition {
@@ -440,7 +436,7 @@ impl Backend for CudaBackend {
 
     fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
         let qkv = ops::rows_of("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
-        launch::kv_write::kv_write(self.launcher(), &qkv, rows.rows, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
+        launch::kv_write::kv_write(self.launcher(), &qkv, rows.rows, shape, &pos.device, cache.borrowed_mut())
             .map_err(device_err("kv_write"))
     }
 
@@ -476,10 +472,8 @@ impl Backend for CudaBackend {
                 m,
                 shape,
                 &pos.device,
-                cache.max_seq,
+                cache.borrowed(),
                 seq_bound,
-                &cache.k,
-                &cache.v,
                 scratch,
                 counters,
                 &mut out,

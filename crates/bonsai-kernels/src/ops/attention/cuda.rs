@@ -20,7 +20,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, 
+use crate::launch::{Gpu, KvCache, 
     as_i32, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -226,28 +226,27 @@ pub fn attention(
     m: usize,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
+    cache: KvCache<&impl DevicePtr<u16>>,
     seq_bound: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
     kernel: PrefillKernel,
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     let chosen = choose_kernel_on(gpu, m, shape_, kernel)?;
     if seq_bound == 0 || max_seq == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
     }
-    let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    let cache_len = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
-            return decode::attention_decode(gpu, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None, false);
+            return decode::attention_decode(gpu, qkv, shape_, pos0, cache, scratch, counters, out, None, false);
         }
         AttentionKernel::PrefillMma(entry) => {
-            return prefill_mma::attention_prefill_mma(gpu, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out, entry);
+            return prefill_mma::attention_prefill_mma(gpu, qkv, m, shape_, pos0, cache, out, entry);
         }
         AttentionKernel::SplitKeys(entry) => entry,
     };
@@ -260,7 +259,7 @@ pub fn attention(
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
     let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
     let split_keys_i = as_i32(OP, "split_keys", keys_per_split)?;
-    as_i32(OP, "cache len", cache)?;
+    as_i32(OP, "cache len", cache_len)?;
     let z = u32::try_from(m.div_ceil(rows.tokens_per_cta)).ok().filter(|&z| z <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
     if n_splits > 65_535 {
         return Err(shape(OP, "too many splits".into()));
@@ -327,9 +326,7 @@ pub fn attention_decode_planes(
     qkv: &impl DevicePtr<f32>,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
+    cache: KvCache<&impl DevicePtr<u16>>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
@@ -337,6 +334,7 @@ pub fn attention_decode_planes(
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
     const OP: &str = "attention";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
     if decode_planes_entry_point(group, hd).is_none() {
@@ -350,7 +348,7 @@ pub fn attention_decode_planes(
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
-    decode::attention_decode(gpu, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs), per_q_head)
+    decode::attention_decode(gpu, qkv, shape_, pos0, cache, scratch, counters, out, Some(ptrs), per_q_head)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::launch::{Gpu, 
+use crate::launch::{Gpu, KvCache, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
     LaunchError,
 };
@@ -119,15 +119,14 @@ pub(super) fn attention_decode(
     qkv: &impl DevicePtr<f32>,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
+    cache: KvCache<&impl DevicePtr<u16>>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let group = shape_.n_q / shape_.n_kv;
     let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
     let name = entry(group, shape_.head_dim).ok_or_else(|| {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::launch::{Gpu, 
+use crate::launch::{Gpu, KvCache, 
     as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -99,12 +99,11 @@ pub(super) fn attention_prefill_mma(
     m: usize,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
+    cache: KvCache<&impl DevicePtr<u16>>,
     out: &mut impl DevicePtrMut<f32>,
     entry: &'static str,
 ) -> Result<(), LaunchError> {
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     if prefill_mma_kernel(shape_) != Some(entry) {
         return Err(shape(OP, format!("prefill attention on tensor cores: {entry} does not take {shape_:?}")));

@@ -4,7 +4,7 @@
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 const THREADS: u32 = 128;
 
@@ -17,11 +17,10 @@ pub fn kv_write(
     m: usize,
     shape_: HeadShape,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &mut impl DevicePtrMut<u16>,
-    v_cache: &mut impl DevicePtrMut<u16>,
+    cache: KvCache<&mut impl DevicePtrMut<u16>>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "kv_write";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     if m == 0 || hd == 0 || shape_.n_kv == 0 || max_seq == 0 {
         return Err(shape(OP, format!("bad shape m={m} max_seq={max_seq} {shape_:?}")));

@@ -5,7 +5,7 @@
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
 pub struct RopeTableView<'a, C: DevicePtr<f32>> {
@@ -60,11 +60,10 @@ pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     eps: f32,
     rope: &RopeTableView<'_, C>,
     pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &mut impl DevicePtrMut<u16>,
-    v_cache: &mut impl DevicePtrMut<u16>,
+    cache: KvCache<&mut impl DevicePtrMut<u16>>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope_kv_write";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
     let cfg = head_grid(OP, m, shape_, shape_.n_kv)?;
     let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;

@@ -51,8 +51,8 @@ pub(super) fn qk_norm_rope(
     match cache {
         None => launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device)
             .map_err(device_err("qk_norm_rope")),
-        Some(CudaKvCache { k, v, max_seq }) => launch::qk_norm_rope::qk_norm_rope_kv_write(
-            gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, *max_seq, k, v,
+        Some(cache) => launch::qk_norm_rope::qk_norm_rope_kv_write(
+            gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, cache.borrowed_mut(),
         )
         .map_err(device_err("qk_norm_rope_kv_write")),
     }
