@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::{HostInput, ImageCase, PreparedKernel};
+use super::{F32Launch, HostInput, ImageCase, PreparedKernel};
 use crate::launch::{Gpu, self, LaunchError};
 use crate::ops::conv3x3::ConvDims;
 use crate::ops::gemm_f32::GemmDims;
@@ -16,28 +16,18 @@ use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
 
 /// `out = a·w^T`: inputs a `[M, K]`, w `[N, K]`.
-pub(super) fn gemm_f32(
-    gpu: Gpu<'_>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
+pub(super) const GEMM_F32: F32Launch = |gpu, case, inputs, out| {
     let (a, w) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = GemmDims { m: a[0], n: w[0], k: a[1] };
     launch::gemm_f32::gemm_f32::<CudaSlice<f32>>(gpu, dims, &inputs[0], &inputs[1], None, out)
-}
+};
 
 /// 3x3 conv: inputs x `[Cin, H, W]`, weight `[Cout, Cin, 3, 3]`, bias `[Cout]`.
-pub(super) fn conv3x3(
-    gpu: Gpu<'_>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
+pub(super) const CONV3X3: F32Launch = |gpu, case, inputs, out| {
     let (x, wt) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = ConvDims { c_in: x[0], c_out: wt[0], h: x[1], w: x[2] };
     launch::conv3x3::conv3x3(gpu, dims, &inputs[0], &inputs[1], &inputs[2], out)
-}
+};
 
 /// Joint attention's device buffers: q, k, v and the bf16 scratch its launcher converts into
 /// (the conversion is part of every timed call).
