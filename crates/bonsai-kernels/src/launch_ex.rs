@@ -1,6 +1,6 @@
 //! Kernel launches through `cuLaunchKernelEx`, so a launch can carry programmatic dependent
 //! launch (PDL): the programmatic-stream-serialization attribute, which lets the next kernel's CTAs
-//! be scheduled while the current one drains (hiding part of the ~2 us launch gap of a decode
+//! be scheduled while the current one drains (hiding part of the launch gap between a decode
 //! step's ~200 small kernels). Correctness rests on every kernel calling `griddep_wait()`
 //! (ptx.cuh) before it reads anything an earlier kernel wrote; a test checks every entry point does.
 //!

@@ -191,7 +191,7 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
             rows.push(bench_matmul(ctx, 12288, 4096, 512, ternary, false, kernel, copy_bw)?);
         }
         // One Bonsai-8B layer's prefill GEMMs at pp512 (qkv, attn_out, gate|up + SwiGLU, down):
-        // issue #5's 20,000 tok/s needs ~304 TFLOP/s over them.
+        // issue #5's prefill target needs ~304 TFLOP/s over them.
         // attn_out and down (N = 4096) are split in two by default: each is also timed unsplit
         // (`gemm_f16_unsplit`), so one run shows the split's gain.
         // On Hopper each is also timed with the wgmma kernel (`gemm_wgmma`).

@@ -42,10 +42,9 @@ pub use prefill_mma::{
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
 /// Keys per split for decode-sized batches at short contexts (`ATT_DECODE_SPLIT_KEYS`): decode
-/// has one query row per head, so only short splits give it enough CTAs there. Measured on the
-/// H200 (docs/PERFORMANCE.md): 32-key splits took Bonsai-8B decode at a 512-token context from
-/// 372 to 423 tok/s, but at 8K/32K cached tokens they lost 22%/41% to the longer combine pass,
-/// so long contexts keep 128-key splits.
+/// has one query row per head, so only short splits give it enough CTAs there. On the H200 they
+/// win at a short context but lose at depth to the longer combine pass, so long contexts keep
+/// 128-key splits (docs/kernel-notes.md, Decode attention, Measured and removed).
 pub const DECODE_SPLIT_KEYS: usize = 32;
 /// Largest batch that uses [`DECODE_SPLIT_KEYS`].
 pub const DECODE_MAX_TOKENS: usize = 8;

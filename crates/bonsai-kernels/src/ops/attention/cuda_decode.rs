@@ -81,18 +81,15 @@ pub const DECODE_HEADS_WARPS: usize = 4;
 /// Longest context (live keys, the new token's included) that a decode step serves with the
 /// `_heads` attention (a CTA per q head, four warps, at most 96 registers per thread, so each warp
 /// does a quarter of the math and the CTA shares an SM with a decode GEMV CTA); beyond it the
-/// kv-head kernels, which read each kv head's cache once. Measured on the H200 (docs/PERFORMANCE.md, 2026-12-01 eighth
-/// session): Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899; after 256
-/// / 512 cached tokens +7% / +8%; at 1024 the two kernels tie (824.6 / 824.4); at 8192 the
-/// `_heads` one loses, 402.9 against 676.1 (four CTAs read each kv head's cache).
+/// kv-head kernels, which read each kv head's cache once. On the H200 `_heads` wins at short
+/// contexts, ties at this length and loses at depth, where four CTAs read each kv head's cache
+/// (docs/kernel-notes.md, Decode attention).
 pub const DECODE_HEADS_MAX_LEN: usize = 1024;
 
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
-/// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
-/// session): Bonsai-8B tg128 669.7 -> 738.6 tok/s, Ternary-8B 578.7 -> 628.5, 8B at depth 1024
-/// 599.0 -> 628.4, at depth 8192 unchanged (256 keys per split there either way); 64 gave 699.5,
-/// 256 the same as 128.
+/// On the H200 it beats an even share of 16-key splits and a 64-key minimum, and 256 gains
+/// nothing more (docs/kernel-notes.md, Decode attention).
 pub const DECODE_MIN_SPLIT_KEYS: usize = 128;
 
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM

@@ -33,7 +33,7 @@ const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
 /// Smallest m served by the f16 GEMM. Its CTA covers 128 tokens, so from 64 tokens on at least
 /// half of each tile's tensor-core work is useful, while bf16x3 spends 3 mma per product at any
-/// m (a guess to be replaced by a measured crossover: no GPU time was left when it was written).
+/// m (a guess, not yet a measured crossover).
 pub const F16_GEMM_MIN_TOKENS: usize = 64;
 
 /// Whether [`GemmKernel::TensorCoreF16`] runs on this device at every shape, tile and split

@@ -75,7 +75,8 @@ fn outputs_per_tile(epilogue: Epilogue, warps_n: usize) -> usize {
 /// The default K split count for an unsplit grid of `ctas` CTAs (narrow or wide) and `groups`
 /// 128-groups: split in two where the unsplit grid holds at most one CTA per SM (so the split
 /// grid still runs in one wave of two narrow CTAs per SM: attn_out and down at pp512, 128 CTAs
-/// on the H200's 132 SMs, measured -19% and -27%), else not at all.
+/// on the H200's 132 SMs, both faster split: docs/kernel-notes.md, Prefill GEMMs), else not at
+/// all.
 fn default_splits(ctas: usize, groups: usize, sms: usize) -> usize {
     if ctas <= sms && groups >= QG_DEFAULT_SPLITS * QG_MIN_SPLIT_GROUPS {
         QG_DEFAULT_SPLITS

@@ -58,10 +58,9 @@ impl WgmmaTile {
 }
 
 /// The tile for `s` on a device of `sms` SMs when none is forced: 64-token tiles when 128-token
-/// ones leave SMs idle and the 64-token grid still fits one wave, else 128. Measured on the
-/// H200 at pp512 (Q1, us; 128 / 64 tokens, commit 77feadb, then named `_256k2` / `_256n64k2`):
-/// qkv 85.2 / 107.9, attn_out 83.5 / 58.7, gate|up 254.7 / 321.9, down 247.4 / 171.8; the
-/// DiT's 4608 x 27648 x 3072 (Q2) 2106 / 3090.
+/// ones leave SMs idle and the 64-token grid still fits one wave, else 128: on the H200 that picks
+/// the faster tile of every Bonsai-8B pp512 GEMM and the DiT's widest (docs/kernel-notes.md,
+/// Prefill GEMMs).
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
     if ctas(WgmmaTile::Tokens128) < sms && ctas(WgmmaTile::Tokens64) <= sms {
