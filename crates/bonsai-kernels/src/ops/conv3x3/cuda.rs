@@ -11,7 +11,7 @@ use crate::launch::gemm_f32::{
 };
 use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
-use crate::ops::conv3x3::{ConvDims, TAPS};
+use crate::ops::conv3x3::{ConvDims, Inputs, TAPS};
 
 /// Padding floats per k row of the gathered pixel tile (CONV3X3_B_STRIDE = TILE_N + 8).
 pub const B_ROW_PAD: usize = 8;
@@ -81,12 +81,10 @@ pub(crate) fn direct_grid(dims: ConvDims) -> Result<(u32, u32, u32), LaunchError
 /// The direct kernel for C_out <= DIRECT_MAX_C_OUT (shapes already checked by `conv3x3`).
 fn launch_direct(
     gpu: Gpu<'_>,
-    dims: ConvDims,
-    x: &impl DevicePtr<f32>,
-    weight: &impl DevicePtr<f32>,
-    bias: &impl DevicePtr<f32>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, x, weight, bias } = inputs;
     let ConvDims { c_in, c_out, h, w } = dims;
     let (ci, co, h_i, w_i) =
         (as_i32(OP, "C_in", c_in)?, as_i32(OP, "C_out", c_out)?, as_i32(OP, "H", h)?, as_i32(OP, "W", w)?);
@@ -113,12 +111,10 @@ fn launch_direct(
 /// [`split_k`] K ranges (stream-ordered partial buffer, merged in a fixed order with the bias).
 pub fn conv3x3(
     gpu: Gpu<'_>,
-    dims: ConvDims,
-    x: &impl DevicePtr<f32>,
-    weight: &impl DevicePtr<f32>,
-    bias: &impl DevicePtr<f32>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, x, weight, bias } = inputs;
     let ConvDims { c_in, c_out, h, w } = dims;
     if c_in == 0 || c_out == 0 || h == 0 || w == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
@@ -141,7 +137,7 @@ pub fn conv3x3(
         as_i32(OP, "W", w)?,
     );
     if c_out <= DIRECT_MAX_C_OUT {
-        return launch_direct(gpu, dims, x, weight, bias, y);
+        return launch_direct(gpu, inputs, y);
     }
     let mut cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
     let (x_ptr, _gx) = read_ptr(x, gpu.stream);

@@ -58,17 +58,26 @@ pub struct ConvDims {
     pub w: usize,
 }
 
-/// One call's inputs: the image, filters and bias.
-#[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
+/// One call's inputs: the image, filters and bias (host slices; device buffers for the CUDA
+/// launcher).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
     pub dims: ConvDims,
     /// `x: [C_in, H, W]`.
-    pub x: &'a [f32],
+    pub x: &'a T,
     /// `weight: [C_out, C_in, 3, 3]`.
-    pub weight: &'a [f32],
+    pub weight: &'a T,
     /// `bias: [C_out]`.
-    pub bias: &'a [f32],
+    pub bias: &'a T,
 }
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
 
 /// Checks every length against `dims` and that no dimension is zero.
 pub(crate) fn check_shapes(inputs: &Inputs<'_>, y: &[f32]) -> Result<(), OpError> {

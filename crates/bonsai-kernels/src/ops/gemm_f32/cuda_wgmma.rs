@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::{expect_aligned8, tile_grid_of};
+use super::{check_operands, expect_aligned8, tile_grid_of};
 use crate::launch::matmul::require_wgmma;
 use crate::launch::{Gpu, 
     as_i32, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape, sm_count, write_ptr,
     LaunchError,
 };
 use crate::launch_ex::Launch;
-use crate::ops::gemm_f32::GemmDims;
+use crate::ops::gemm_f32::{GemmDims, Inputs};
 
 /// CTA tile (GW_TILE_M / _N / _K), ring depth, threads and fold period of gemm_f32_wgmma.cu.
 pub const TILE_M: usize = 128;
@@ -103,21 +103,18 @@ pub fn scratch_len(dims: GemmDims) -> Result<usize, LaunchError> {
 
 /// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on wgmma with a scratch allocated (stream-ordered)
 /// for this call and freed after it.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
+pub fn gemm_f32_wgmma(
     gpu: Gpu<'_>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let dims = inputs.dims;
     check(gpu.stream, dims)?;
     // SAFETY: uninitialised device memory; the split pass writes every element of it (all K_pad
     // columns of all M + N rows of both parts) before the GEMM, the only reader, runs on the
     // same gpu.stream.
     let mut scratch = unsafe { gpu.stream.alloc::<u32>(scratch_len(dims)?) }?;
-    gemm_f32_wgmma_with_scratch(gpu, dims, a, w, bias, &mut scratch, out)
+    gemm_f32_wgmma_with_scratch(gpu, inputs, &mut scratch, out)
 }
 
 /// The device and shape checks shared by both forms.
@@ -131,34 +128,19 @@ fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
 
 /// As [`gemm_f32_wgmma`] with the caller's scratch (at least [`scratch_len`] u32; its contents
 /// are overwritten).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
+pub fn gemm_f32_wgmma_with_scratch(
     gpu: Gpu<'_>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut impl DevicePtrMut<u32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, a, w, bias } = inputs;
     check(gpu.stream, dims)?;
+    let (m_i, n_i, _) = check_operands(OP, &inputs, out.len(), (TILE_M, TILE_N))?;
+    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims)?)?;
     let GemmDims { m, n, k } = dims;
     let k_pad = padded_k(k);
-    let elems = |x: usize, y: usize| {
-        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
-    };
-    expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
-    expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
-    expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
-    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims)?)?;
-    if let Some(b) = bias {
-        expect_at_least(OP, "bias", b.len(), n)?;
-    }
-    let (m_i, n_i, k_pad_i) =
-        (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K (padded)", k_pad)?);
-    // The kernel rounds M and N up to whole tiles in 32-bit ints.
-    as_i32(OP, "M + one tile", m + TILE_M)?;
-    as_i32(OP, "N + one tile", n + TILE_N)?;
+    let k_pad_i = as_i32(OP, "K (padded)", k_pad)?;
     let gemm = gpu.function(GEMM)?;
     // Before any work: a device without the room fails here.
     opt_in_shared_memory(OP, gpu.stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
@@ -181,7 +163,7 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
     let partial = if splits > 1 {
         // SAFETY: gpu.stream-ordered f32 scratch of splits·M·N, never read before written: every
         // split CTA row stores all M x N outputs of its partial (zeros for an empty K range).
-        Some(unsafe { gpu.stream.alloc::<f32>(elems(splits, m * n)?) }?)
+        Some(unsafe { gpu.stream.alloc::<f32>(splits * m * n) }?)
     } else {
         None
     };
@@ -225,11 +207,10 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
 /// u32), as [`gemm_f32_wgmma_with_scratch`] runs it before the GEMM (bench times it alone).
 pub fn split_operands(
     gpu: Gpu<'_>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut impl DevicePtrMut<u32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, a, w, .. } = inputs;
     check(gpu.stream, dims)?;
     expect_at_least(SPLIT, "a", a.len(), dims.m.saturating_mul(dims.k))?;
     expect_at_least(SPLIT, "w", w.len(), dims.n.saturating_mul(dims.k))?;

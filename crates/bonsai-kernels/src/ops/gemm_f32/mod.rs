@@ -95,17 +95,26 @@ pub struct GemmDims {
     pub k: usize,
 }
 
-/// One call's inputs: the activations, weights and optional bias.
-#[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
+/// One call's inputs: the activations, weights and optional bias (host slices; device buffers for
+/// the CUDA launchers).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
     pub dims: GemmDims,
     /// `a: [m, k]`.
-    pub a: &'a [f32],
+    pub a: &'a T,
     /// `w: [n, k]`.
-    pub w: &'a [f32],
+    pub w: &'a T,
     /// `bias: [n]`, when present.
-    pub bias: Option<&'a [f32]>,
+    pub bias: Option<&'a T>,
 }
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
 
 /// Checks every length against `dims` and that no dimension is zero.
 pub(crate) fn check_shapes(inputs: &Inputs<'_>, out: &[f32]) -> Result<(), OpError> {

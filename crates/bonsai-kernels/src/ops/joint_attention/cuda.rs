@@ -11,7 +11,7 @@ use crate::launch::{Gpu,
     shape, write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
-use crate::ops::joint_attention::AttnDims;
+use crate::ops::joint_attention::{AttnDims, Inputs};
 
 const OP: &str = "joint_attention";
 
@@ -85,26 +85,23 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 /// [`SmallHeadKernel::available`]; a given variant must be the one for `dims.head_dim`). When the kernel has an f32-q form
 /// ([`FlashVariant::f32_q_entry`]) only k and v are converted and the kernel rounds q itself
 /// (the same round to nearest even: identical results).
-#[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
     gpu: Gpu<'_>,
     variant: Option<FlashVariant>,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, q, k, v } = inputs;
     let variant = variant_or_device(gpu, variant, dims)?;
-    let n = check_qkv(dims, [q.len(), k.len(), v.len()])?;
+    let n = check_qkv(&inputs)?;
     expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims))?;
     let Some(f32_q_entry) = variant.f32_q_entry else {
         convert_to_bf16(gpu, n, q, k, v, scratch)?;
         let q16 = scratch.slice(0..n);
         let k16 = scratch.slice(n..2 * n);
         let v16 = scratch.slice(2 * n..3 * n);
-        return joint_attention_bf16(gpu, Some(variant), dims, &q16, &k16, &v16, out);
+        return joint_attention_bf16(gpu, Some(variant), Inputs { dims, q: &q16, k: &k16, v: &v16 }, out);
     };
     expect_at_least(OP, "out", out.len(), n)?;
     let (k_p, _a) = read_ptr(k, gpu.stream);
@@ -121,22 +118,18 @@ pub fn joint_attention(
 /// [`joint_attention`] with a scratch buffer allocated (stream-ordered) for this call and freed
 /// after it: for callers with no buffer of their own, such as the PyTorch comparison harness
 /// (`verify/image_torch`), whose launch functions take only inputs and output.
-#[allow(clippy::too_many_arguments)]
 pub fn joint_attention_alloc(
     gpu: Gpu<'_>,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    FlashVariant::for_device(gpu.stream, dims.head_dim)?;
-    let n = tensor_len(dims)?;
+    FlashVariant::for_device(gpu.stream, inputs.dims.head_dim)?;
+    let n = tensor_len(inputs.dims)?;
     // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes every part the
     // flash kernel (the only reader, same gpu.stream) reads: all of it, or k and v's parts when the
     // kernel reads f32 q itself.
     let mut scratch = unsafe { gpu.stream.alloc::<u16>(3 * n) }?;
-    joint_attention(gpu, None, dims, q, k, v, &mut scratch, out)
+    joint_attention(gpu, None, inputs, &mut scratch, out)
 }
 
 /// The conversion pass alone: bf16 copies of q, k, v (`n` elements each) into `scratch[0..3n]`.
@@ -204,18 +197,15 @@ fn convert_pass(
 
 /// The flash kernel alone on bf16 (as u16 bits) q, k, v `[H, seq, hd]`; f32 `out [seq, H·hd]`;
 /// `variant` as in [`joint_attention`] (verify and bench run every hd 64 / 128 kernel).
-#[allow(clippy::too_many_arguments)]
 pub fn joint_attention_bf16(
     gpu: Gpu<'_>,
     variant: Option<FlashVariant>,
-    dims: AttnDims,
-    q: &impl DevicePtr<u16>,
-    k: &impl DevicePtr<u16>,
-    v: &impl DevicePtr<u16>,
+    inputs: Inputs<'_, impl DevicePtr<u16>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, q, k, v } = inputs;
     let variant = variant_or_device(gpu, variant, dims)?;
-    let n = check_qkv(dims, [q.len(), k.len(), v.len()])?;
+    let n = check_qkv(&inputs)?;
     expect_at_least(OP, "out", out.len(), n)?;
     let (q_p, _a) = read_ptr(q, gpu.stream);
     let (k_p, _b) = read_ptr(k, gpu.stream);
@@ -231,11 +221,11 @@ fn variant_or_device(gpu: Gpu<'_>, variant: Option<FlashVariant>, dims: AttnDims
     }
 }
 
-/// Checks q, k, v (lengths in that order) hold the H·seq·hd elements of `dims`; returns that count.
-fn check_qkv(dims: AttnDims, lens: [usize; 3]) -> Result<usize, LaunchError> {
-    let n = tensor_len(dims)?;
-    for (what, len) in ["q", "k", "v"].into_iter().zip(lens) {
-        expect_at_least(OP, what, len, n)?;
+/// Checks q, k, v hold the H·seq·hd elements of `dims`; returns that count.
+fn check_qkv<E>(inputs: &Inputs<'_, impl DevicePtr<E>>) -> Result<usize, LaunchError> {
+    let n = tensor_len(inputs.dims)?;
+    for (what, t) in [("q", inputs.q), ("k", inputs.k), ("v", inputs.v)] {
+        expect_at_least(OP, what, t.len(), n)?;
     }
     Ok(n)
 }

@@ -142,14 +142,23 @@ impl AttnDims {
     }
 }
 
-/// One call's inputs: q, k, v `[heads, seq, head_dim]`.
-#[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
+/// One call's inputs: q, k, v `[heads, seq, head_dim]` (host slices; device buffers for the CUDA
+/// launchers).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
     pub dims: AttnDims,
-    pub q: &'a [f32],
-    pub k: &'a [f32],
-    pub v: &'a [f32],
+    pub q: &'a T,
+    pub k: &'a T,
+    pub v: &'a T,
 }
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
 
 /// Checks `q, k, v, out` all hold `heads·seq·hd` values and no dimension is zero.
 pub(crate) fn check_shapes(inputs: &Inputs<'_>, out: &[f32]) -> Result<(), OpError> {

@@ -9,9 +9,9 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::{F32Launch, HostInput, ImageCase, PreparedKernel};
 use crate::launch::{Gpu, self, LaunchError};
-use crate::ops::conv3x3::ConvDims;
-use crate::ops::gemm_f32::GemmDims;
-use crate::ops::joint_attention::AttnDims;
+use crate::ops::conv3x3::{ConvDims, Inputs as ConvInputs};
+use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
+use crate::ops::joint_attention::{AttnDims, Inputs as AttnInputs};
 use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
 
@@ -19,14 +19,14 @@ use crate::verify::VerifyError;
 pub(super) const GEMM_F32: F32Launch = |gpu, case, inputs, out| {
     let (a, w) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = GemmDims { m: a[0], n: w[0], k: a[1] };
-    launch::gemm_f32::gemm_f32::<CudaSlice<f32>>(gpu, dims, &inputs[0], &inputs[1], None, out)
+    launch::gemm_f32::gemm_f32(gpu, None, GemmInputs { dims, a: &inputs[0], w: &inputs[1], bias: None }, out)
 };
 
 /// 3x3 conv: inputs x `[Cin, H, W]`, weight `[Cout, Cin, 3, 3]`, bias `[Cout]`.
 pub(super) const CONV3X3: F32Launch = |gpu, case, inputs, out| {
     let (x, wt) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = ConvDims { c_in: x[0], c_out: wt[0], h: x[1], w: x[2] };
-    launch::conv3x3::conv3x3(gpu, dims, &inputs[0], &inputs[1], &inputs[2], out)
+    launch::conv3x3::conv3x3(gpu, ConvInputs { dims, x: &inputs[0], weight: &inputs[1], bias: &inputs[2] }, out)
 };
 
 /// Joint attention's device buffers: q, k, v and the bf16 scratch its launcher converts into
@@ -41,7 +41,8 @@ struct JointAttentionPrepared {
 
 impl PreparedKernel for JointAttentionPrepared {
     fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        launch::joint_attention::joint_attention(gpu, None, self.dims, &self.q, &self.k, &self.v, &mut self.scratch, out)
+        let inputs = AttnInputs { dims: self.dims, q: &self.q, k: &self.k, v: &self.v };
+        launch::joint_attention::joint_attention(gpu, None, inputs, &mut self.scratch, out)
     }
 }
 
