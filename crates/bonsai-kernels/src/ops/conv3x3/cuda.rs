@@ -78,23 +78,17 @@ pub(crate) fn direct_grid(dims: ConvDims) -> Result<(u32, u32, u32), LaunchError
     Ok((tiles_w, tiles_h as u32, 1))
 }
 
-/// The direct kernel for C_out <= DIRECT_MAX_C_OUT (shapes already checked by `conv3x3`).
+/// The direct kernel for C_out <= DIRECT_MAX_C_OUT on the device addresses of x, weight, bias
+/// and y and the kernel's (C_in, C_out, H, W) (shapes already checked by `conv3x3`).
 fn launch_direct(
     gpu: Gpu<'_>,
-    inputs: Inputs<'_, impl DevicePtr<f32>>,
-    y: &mut impl DevicePtrMut<f32>,
+    dims: ConvDims,
+    [x_ptr, w_ptr, b_ptr, y_ptr]: [u64; 4],
+    [ci, co, h_i, w_i]: [i32; 4],
 ) -> Result<(), LaunchError> {
-    let Inputs { dims, x, weight, bias } = inputs;
-    let ConvDims { c_in, c_out, h, w } = dims;
-    let (ci, co, h_i, w_i) =
-        (as_i32(OP, "C_in", c_in)?, as_i32(OP, "C_out", c_out)?, as_i32(OP, "H", h)?, as_i32(OP, "W", w)?);
     let cfg = LaunchConfig { grid_dim: direct_grid(dims)?, block_dim: (DIRECT_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let name = if c_out <= DIRECT_CO4 { "conv3x3_direct_co4" } else { "conv3x3_direct_co8" };
+    let name = if dims.c_out <= DIRECT_CO4 { "conv3x3_direct_co4" } else { "conv3x3_direct_co8" };
     let func = gpu.function(name)?;
-    let (x_ptr, _gx) = read_ptr(x, gpu.stream);
-    let (w_ptr, _gw) = read_ptr(weight, gpu.stream);
-    let (b_ptr, _gb) = read_ptr(bias, gpu.stream);
-    let (y_ptr, _gy) = write_ptr(y, gpu.stream);
     let mut b = Launch::new(gpu, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_direct_co4/_co8 (x, weight, bias, y, c_in,
@@ -136,14 +130,14 @@ pub fn conv3x3(
         as_i32(OP, "H", h)?,
         as_i32(OP, "W", w)?,
     );
-    if c_out <= DIRECT_MAX_C_OUT {
-        return launch_direct(gpu, inputs, y);
-    }
-    let mut cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
     let (x_ptr, _gx) = read_ptr(x, gpu.stream);
     let (w_ptr, _gw) = read_ptr(weight, gpu.stream);
     let (b_ptr, _gb) = read_ptr(bias, gpu.stream);
     let (y_ptr, _gy) = write_ptr(y, gpu.stream);
+    if c_out <= DIRECT_MAX_C_OUT {
+        return launch_direct(gpu, dims, [x_ptr, w_ptr, b_ptr, y_ptr], [ci, co, h_i, w_i]);
+    }
+    let mut cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
     expect_aligned8(OP, "y", y_ptr)?;
     let splits = split_k(dims);
     if splits > 1 {
