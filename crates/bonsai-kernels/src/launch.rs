@@ -10,7 +10,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMu
 
 use crate::cuda::{KernelError, KernelLibrary};
 
-pub use crate::ops::{HeadShape, ImageShape, KvCache, Store};
+pub use crate::ops::{HeadShape, ImageShape, KvCache, QkvRows, Store};
 
 #[path = "ops/argmax/cuda.rs"]
 pub mod argmax;

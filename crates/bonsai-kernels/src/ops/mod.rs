@@ -106,14 +106,23 @@ impl HeadShape {
 }
 
 /// `m` tokens' fused projections `qkv: [m, (n_q + 2·n_kv)·head_dim]` at positions
-/// `pos0..pos0 + m`: what `kv_write` and `attention` read.
-#[derive(Clone, Copy, Debug)]
-pub struct QkvRows<'a> {
-    pub qkv: &'a [f32],
+/// `pos0..pos0 + m`: what `kv_write` and `attention` read (on the host; the CUDA launchers take
+/// device buffers and the position in device memory, `pos0[0]`).
+#[derive(Debug)]
+pub struct QkvRows<'a, Q: ?Sized = [f32], P = usize> {
+    pub qkv: &'a Q,
     pub m: usize,
     pub shape: HeadShape,
-    pub pos0: usize,
+    pub pos0: P,
 }
+
+impl<Q: ?Sized, P: Copy> Clone for QkvRows<'_, Q, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q: ?Sized, P: Copy> Copy for QkvRows<'_, Q, P> {}
 
 impl QkvRows<'_> {
     /// Checks the head shape and the length of `qkv`.

@@ -10,7 +10,7 @@ use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::attention::PrefillKernel;
 use crate::launch::qk_norm_rope::RopeTableView;
-use crate::ops::{self, HeadShape, KvCache};
+use crate::ops::{self, HeadShape, KvCache, QkvRows};
 use crate::rope::RopeTable;
 
 const ROPE_THETA: f64 = 1e6;
@@ -227,7 +227,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let p = ops::qk_norm_rope::Params { shape, q_norm: &qn, k_norm: &kn, eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    let rows = ops::QkvRows { qkv: &want, m, shape, pos0 };
+    let rows = ops::QkvRows { qkv: &want[..], m, shape, pos0 };
     ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
 
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
@@ -287,13 +287,13 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     let len = shape.n_kv * max_seq * shape.head_dim;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    let rows = ops::QkvRows { qkv: &qkv, m, shape, pos0 };
+    let rows = ops::QkvRows { qkv: &qkv[..], m, shape, pos0 };
     ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let qd = upload(&ctx.stream, &qkv)?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    launch::kv_write::kv_write(ctx.gpu(), &qd, m, shape, &pd, KvCache { k: &mut kd, v: &mut vd, max_seq })?;
+    launch::kv_write::kv_write(ctx.gpu(), QkvRows { qkv: &qd, m, shape, pos0: &pd }, KvCache { k: &mut kd, v: &mut vd, max_seq })?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
     let mut got = as_f32(download(&ctx.stream, &kd)?);
     got.extend(as_f32(download(&ctx.stream, &vd)?));
@@ -351,7 +351,14 @@ pub(crate) fn attention_rows(
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
     launch::attention::attention(
-        ctx.gpu(), &qd, m, shape, &pd, KvCache { k: &kd, v: &vd, max_seq }, seq_bound, &mut scratch, &mut counters, &mut od, kernel,
+        ctx.gpu(),
+        QkvRows { qkv: &qd, m, shape, pos0: &pd },
+        KvCache { k: &kd, v: &vd, max_seq },
+        seq_bound,
+        &mut scratch,
+        &mut counters,
+        &mut od,
+        kernel,
     )?;
     let mut got = download(&ctx.stream, &od)?;
     // The launch must leave its counters at zero (the next launch, or graph replay, relies on it):

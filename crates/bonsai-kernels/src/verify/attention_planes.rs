@@ -21,7 +21,7 @@ use crate::launch::attention::{
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
-use crate::ops::KvCache;
+use crate::ops::{KvCache, QkvRows};
 
 const HEAD_DIM: usize = 128;
 /// Positions of the checks: one split (pos 0), a few merged splits (33), many (1000).
@@ -100,7 +100,8 @@ fn run_plain(
     let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
-    attention(gpu, qkv, 1, shape, pos, cache, *max_seq, scratch, counters, out, PrefillKernel::Mma)?;
+    let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
+    attention(gpu, rows, cache, *max_seq, scratch, counters, out, PrefillKernel::Mma)?;
     Ok(())
 }
 
@@ -116,7 +117,8 @@ fn run_planes(
     let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
-    attention_decode_planes(gpu, qkv, shape, pos, cache, scratch, counters, out, planes, per_q_head)?;
+    let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
+    attention_decode_planes(gpu, rows, cache, scratch, counters, out, planes, per_q_head)?;
     Ok(())
 }
 
@@ -231,7 +233,7 @@ fn check_heads(
     } else {
         let (qkv, kc, vc) = &a.host;
         let mut want = vec![0.0f32; k];
-        let rows = crate::ops::QkvRows { qkv, m: 1, shape, pos0 };
+        let rows = QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
         crate::ops::attention::reference(rows, KvCache { k: kc, v: vc, max_seq: a.max_seq }, &mut want)?;
         let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, max_seq: a.max_seq, kc, vc });
         Comparison::of(&got, &want, |i| bound[i])

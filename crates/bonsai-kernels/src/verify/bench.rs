@@ -15,7 +15,7 @@ use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
 use super::matmul::{kernel_label, run_kernel, MatmulKernel};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel};
-use crate::launch::{Gpu, self, grid_1d, HeadShape, KvCache, LaunchError};
+use crate::launch::{Gpu, self, grid_1d, HeadShape, KvCache, LaunchError, QkvRows};
 use crate::weights::QMatrix;
 
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
@@ -282,7 +282,8 @@ fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy
     let secs = time_batches(ctx, copies, |i| {
         let (k, v) = &caches[i];
         let cache = KvCache { k, v, max_seq };
-        launch::attention::attention(Gpu::new(lib, &stream), &qkv, 1, shape, &pos, cache, seq, &mut scratch, &mut counters, &mut out, PrefillKernel::Mma)?;
+        let rows = QkvRows { qkv: &qkv, m: 1, shape, pos0: &pos };
+        launch::attention::attention(Gpu::new(lib, &stream), rows, cache, seq, &mut scratch, &mut counters, &mut out, PrefillKernel::Mma)?;
         Ok(())
     })?;
     let kernel = if shape == EIGHT_B { "attention_decode" } else { chosen_entry(ctx, 1, shape, PrefillKernel::Mma)? };
@@ -308,7 +309,14 @@ fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel:
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, PREFILL_ATTENTION_BATCH, |_| {
         launch::attention::attention(
-            Gpu::new(lib, &stream), &qkv, m, shape, &pos, KvCache { k: &k, v: &v, max_seq }, m, &mut scratch, &mut counters, &mut out, kernel,
+            Gpu::new(lib, &stream),
+            QkvRows { qkv: &qkv, m, shape, pos0: &pos },
+            KvCache { k: &k, v: &v, max_seq },
+            m,
+            &mut scratch,
+            &mut counters,
+            &mut out,
+            kernel,
         )?;
         Ok(())
     })?;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
-use bonsai_kernels::ops::{HeadShape, KvCache};
+use bonsai_kernels::ops::{HeadShape, KvCache, QkvRows};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::config::Config;
 use bonsai_kernels::QMatrix;
@@ -436,7 +436,8 @@ impl Backend for CudaBackend {
 
     fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
         let qkv = ops::rows_of("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
-        launch::kv_write::kv_write(self.launcher(), &qkv, rows.rows, shape, &pos.device, cache.borrowed_mut())
+        let rows = QkvRows { qkv: &qkv, m: rows.rows, shape, pos0: &pos.device };
+        launch::kv_write::kv_write(self.launcher(), rows, cache.borrowed_mut())
             .map_err(device_err("kv_write"))
     }
 
@@ -468,10 +469,7 @@ impl Backend for CudaBackend {
         ops::with_attention_scratch(self, slot, |scratch, counters| {
             launch::attention::attention(
                 self.launcher(),
-                &qkv,
-                m,
-                shape,
-                &pos.device,
+                QkvRows { qkv: &qkv, m, shape, pos0: &pos.device },
                 cache.borrowed(),
                 seq_bound,
                 scratch,

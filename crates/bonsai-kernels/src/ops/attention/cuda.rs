@@ -20,7 +20,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, KvCache, 
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -221,10 +221,7 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
     seq_bound: usize,
     scratch: &mut CudaSlice<f32>,
@@ -232,6 +229,7 @@ pub fn attention(
     out: &mut impl DevicePtrMut<f32>,
     kernel: PrefillKernel,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     const OP: &str = "attention";
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
@@ -242,10 +240,10 @@ pub fn attention(
     let cache_len = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
-            return decode::attention_decode(gpu, qkv, shape_, pos0, cache, scratch, counters, out, None, false);
+            return decode::attention_decode(gpu, rows, cache, scratch, counters, out, None, false);
         }
         AttentionKernel::PrefillMma(entry) => {
-            return prefill_mma::attention_prefill_mma(gpu, qkv, m, shape_, pos0, cache, out, entry);
+            return prefill_mma::attention_prefill_mma(gpu, rows, cache, out, entry);
         }
         AttentionKernel::SplitKeys(entry) => entry,
     };
@@ -322,9 +320,7 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_planes(
     gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
@@ -332,6 +328,10 @@ pub fn attention_decode_planes(
     planes: &mut B1Planes,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, shape: shape_, pos0, .. } = rows;
+    if rows.m != 1 {
+        return Err(shape("attention", format!("one token's decode attention given {} rows", rows.m)));
+    }
     const OP: &str = "attention";
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
@@ -347,7 +347,7 @@ pub fn attention_decode_planes(
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
-    decode::attention_decode(gpu, qkv, shape_, pos0, cache, scratch, counters, out, Some(ptrs), per_q_head)
+    decode::attention_decode(gpu, rows, cache, scratch, counters, out, Some(ptrs), per_q_head)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::launch::{Gpu, KvCache, 
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
     LaunchError,
 };
@@ -113,9 +113,7 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
     gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
     scratch: &mut CudaSlice<f32>,
     counters: &mut CudaSlice<u32>,
@@ -123,6 +121,7 @@ pub(super) fn attention_decode(
     planes: Option<(u64, u64, u64)>,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, shape: shape_, pos0, .. } = rows;
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let group = shape_.n_q / shape_.n_kv;
     let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::launch::{Gpu, KvCache, 
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -95,14 +95,12 @@ pub fn prefill_mma_shared_bytes(head_dim: usize) -> usize {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_prefill_mma(
     gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
     out: &mut impl DevicePtrMut<f32>,
     entry: &'static str,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     if prefill_mma_kernel(shape_) != Some(entry) {

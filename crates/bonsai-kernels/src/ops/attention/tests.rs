@@ -123,7 +123,7 @@ fn bad_shapes_are_errors() {
     let cache = vec![f16::ONE; 2 * 4 * 4];
     let mut out = vec![0.0; shape.q_len()];
     let cache = KvCache { k: &cache[..], v: &cache[..], max_seq: 4 };
-    let rows = |shape, pos0| QkvRows { qkv: &qkv, m: 1, shape, pos0 };
+    let rows = |shape, pos0| QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
     let err = super::cpu(rows(shape, 4), cache, &mut out).unwrap_err();
     assert!(matches!(err, OpError::Position { .. }), "{err}");
     let gqa_bad = HeadShape { n_q: 3, n_kv: 2, head_dim: 4 };

@@ -4,7 +4,7 @@
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, KvCache, QkvRows, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 128;
 
@@ -13,12 +13,10 @@ const THREADS: u32 = 128;
 #[allow(clippy::too_many_arguments)]
 pub fn kv_write(
     gpu: Gpu<'_>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&mut impl DevicePtrMut<u16>>,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     const OP: &str = "kv_write";
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;

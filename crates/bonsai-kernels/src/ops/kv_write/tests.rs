@@ -25,7 +25,7 @@ fn cpu_equals_reference_and_touches_only_its_rows() {
         let cache_len = shape.n_kv * max_seq * shape.head_dim;
         let (mut k_want, mut v_want) = (vec![POISON; cache_len], vec![POISON; cache_len]);
         let (mut k_got, mut v_got) = (k_want.clone(), v_want.clone());
-        let rows = QkvRows { qkv: &qkv, m, shape, pos0 };
+        let rows = QkvRows { qkv: &qkv[..], m, shape, pos0 };
         reference(rows, KvCache { k: &mut k_want, v: &mut v_want, max_seq }).expect("shapes");
         cpu(rows, KvCache { k: &mut k_got, v: &mut v_got, max_seq }).expect("shapes");
         assert_eq!(k_got, k_want, "{shape:?} m {m}");
@@ -52,14 +52,14 @@ fn overflowing_positions_are_errors() {
     let err = cpu(QkvRows { qkv: &qkv, m: 2, shape, pos0: 1 }, KvCache { k: &mut k, v: &mut v, max_seq: 2 })
         .unwrap_err();
     assert!(matches!(err, OpError::Position { end: 3, limit: 2, .. }), "{err}");
-    let short = QkvRows { qkv: &qkv, m: 1, shape, pos0: 0 };
+    let short = QkvRows { qkv: &qkv[..], m: 1, shape, pos0: 0 };
     assert!(reference(short, KvCache { k: &mut k, v: &mut v, max_seq: 2 }).is_err(), "qkv length");
 }
 
 #[test]
 fn zero_tokens_into_an_empty_cache_is_a_no_op() {
     let shape = HeadShape { n_q: 2, n_kv: 1, head_dim: 4 };
-    let rows = QkvRows { qkv: &[], m: 0, shape, pos0: 0 };
+    let rows = QkvRows { qkv: &[][..], m: 0, shape, pos0: 0 };
     assert_eq!(cpu(rows, KvCache { k: &mut [], v: &mut [], max_seq: 0 }), Ok(()));
     assert_eq!(reference(rows, KvCache { k: &mut [], v: &mut [], max_seq: 0 }), Ok(()));
 }

@@ -14,6 +14,7 @@ use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
 use bonsai_kernels::launch::matmul::{self as mm, b1_geometry, B1Planes, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
+use bonsai_kernels::ops::QkvRows;
 use bonsai_kernels::trace;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
@@ -331,9 +332,7 @@ fn run_step(
                 super::ops::with_attention_scratch(b, &b.decode_scratch, |scratch, counters| {
                     bonsai_kernels::launch::attention::attention_decode_planes(
                         b.launcher(),
-                        qkv,
-                        dims.shape,
-                        &seq.pos.device,
+                        QkvRows { qkv: &*qkv, m: 1, shape: dims.shape, pos0: &seq.pos.device },
                         cache.borrowed(),
                         scratch,
                         counters,
