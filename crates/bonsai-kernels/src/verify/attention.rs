@@ -161,14 +161,15 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let mut want = qkv.clone();
-    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn, k_norm: &kn, eps: EPS, rope: &rope };
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd)?;
+    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd)?;
     let got = download(&ctx.stream, &qd)?;
     let bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let cmp = Comparison::of(&got, &want, |i| bound[i]);
@@ -224,7 +225,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let len = shape.n_kv * max_seq * hd;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let mut want = qkv.clone();
-    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn, k_norm: &kn, eps: EPS, rope: &rope };
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
     let rows = ops::QkvRows { qkv: &want[..], m, shape, pos0 };
@@ -237,9 +238,9 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    launch::qk_norm_rope::qk_norm_rope_kv_write(
-        ctx.gpu(), &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd, KvCache { k: &mut kd, v: &mut vd, max_seq },
-    )?;
+    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let cache = KvCache { k: &mut kd, v: &mut vd, max_seq };
+    launch::qk_norm_rope::qk_norm_rope_kv_write(ctx.gpu(), &mut qd, m, pd_params, &pd, cache)?;
     let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();

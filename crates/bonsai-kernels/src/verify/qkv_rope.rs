@@ -19,6 +19,7 @@ use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_fr
 use crate::launch::KvCache;
 use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
 use crate::launch::HeadShape;
+use crate::ops::qk_norm_rope::Params;
 use crate::weights::QMatrix;
 
 const HEAD_DIM: usize = 128;
@@ -71,6 +72,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     let cos = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let sin = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let table = RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin };
+    let norm_rope = Params { shape, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &table };
     let cache_len = n_kv * MAX_SEQ * HEAD_DIM;
     let cache_fill: Vec<u16> = (0..2 * cache_len).map(|_| (ctx.rng.next_u32() & 0x7bff) as u16).collect();
     let (mut k_want, mut v_want) = (upload(&ctx.stream, &cache_fill[..cache_len])?, upload(&ctx.stream, &cache_fill[cache_len..])?);
@@ -84,23 +86,12 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
 
         let mut want = poisoned(&ctx.stream, rows)?;
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None, TilesChoice::Auto)?;
-        qk_norm_rope_kv_write(
-            ctx.gpu(), &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ },
-        )?;
+        let cache = KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ };
+        qk_norm_rope_kv_write(ctx.gpu(), &mut want, 1, norm_rope, &pos0, cache)?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
-        let r = RopeOut {
-            shape,
-            q_norm: &q_norm,
-            k_norm: &k_norm,
-            eps: EPS,
-            rope: RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin },
-            pos0: &pos0,
-            max_seq: MAX_SEQ,
-            k_cache: &mut k_got,
-            v_cache: &mut v_got,
-            staged: &mut staged,
-        };
+        let cache = KvCache { k: &mut k_got, v: &mut v_got, max_seq: MAX_SEQ };
+        let r = RopeOut { norm_rope, pos0: &pos0, cache, staged: &mut staged };
         qkv_rope_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, r)?;
 
         let label = format!("{name} q{bits_per_weight} heads {n_q}/{n_kv} K={k} pos {pos}");

@@ -12,8 +12,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
-use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
-use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
+use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
+use crate::launch::KvCache;
+use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -289,15 +290,9 @@ fn run_from_planes(
 /// position, the layer's f16 caches (`[n_kv][max_seq][128]` each), and `staged`, one zeroed
 /// 64-bit staging word per qkv output that the epilogue leaves zero again.
 pub struct RopeOut<'a> {
-    pub shape: HeadShape,
-    pub q_norm: &'a CudaSlice<f32>,
-    pub k_norm: &'a CudaSlice<f32>,
-    pub eps: f32,
-    pub rope: RopeTableView<'a, CudaSlice<f32>>,
+    pub norm_rope: DeviceParams<'a, CudaSlice<f32>, CudaSlice<f32>>,
     pub pos0: &'a CudaSlice<u32>,
-    pub max_seq: usize,
-    pub k_cache: &'a mut CudaSlice<u16>,
-    pub v_cache: &'a mut CudaSlice<u16>,
+    pub cache: KvCache<&'a mut CudaSlice<u16>>,
     pub staged: &'a mut CudaSlice<u64>,
 }
 
@@ -316,20 +311,18 @@ pub fn qkv_rope_from_planes(
 ) -> Result<(), LaunchError> {
     const OP: &str = "qkv_rope";
     w.require_binary_gemv(OP)?;
-    if r.shape.head_dim != GROUP || w.n != r.shape.qkv_row_len() {
-        return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", r.shape, w.n)));
+    let RopeOut { norm_rope: p, pos0, cache, staged } = r;
+    if p.shape.head_dim != GROUP || w.n != p.shape.qkv_row_len() {
+        return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", p.shape, w.n)));
     }
-    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, r.shape, r.q_norm, r.k_norm, &r.rope, r.pos0)?;
-    let max_seq = check_kv_cache(OP, r.shape, r.max_seq, r.k_cache.len(), r.v_cache.len())?;
-    expect_at_least(OP, "staging words", r.staged.len(), w.n)?;
-    let (staged, _g0) = write_ptr(r.staged, gpu.stream);
-    let (pos0, _g1) = read_ptr(r.pos0, gpu.stream);
-    let (q_norm, _g2) = read_ptr(r.q_norm, gpu.stream);
-    let (k_norm, _g3) = read_ptr(r.k_norm, gpu.stream);
-    let (cos, _g4) = read_ptr(r.rope.cos, gpu.stream);
-    let (sin, _g5) = read_ptr(r.rope.sin, gpu.stream);
-    let (k_cache, _g6) = write_ptr(r.k_cache, gpu.stream);
-    let (v_cache, _g7) = write_ptr(r.v_cache, gpu.stream);
+    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, &p, pos0)?;
+    let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
+    expect_at_least(OP, "staging words", staged.len(), w.n)?;
+    let (staged, _g0) = write_ptr(staged, gpu.stream);
+    let (pos0, _g1) = read_ptr(pos0, gpu.stream);
+    let ([q_norm, k_norm, cos, sin], _g2) = p.read_ptrs(gpu);
+    let (k_cache, _g6) = write_ptr(cache.k, gpu.stream);
+    let (v_cache, _g7) = write_ptr(cache.v, gpu.stream);
     let args = RopeOutArgs {
         staged,
         pos0,
@@ -339,7 +332,7 @@ pub fn qkv_rope_from_planes(
         sin,
         k_cache,
         v_cache,
-        eps: r.eps,
+        eps: p.eps,
         max_pos,
         max_seq,
         n_q,

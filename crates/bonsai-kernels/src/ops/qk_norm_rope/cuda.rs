@@ -2,9 +2,10 @@
 //! (qk_norm_rope.cu).
 
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 
 use crate::launch_ex::Launch;
+use crate::ops::qk_norm_rope::Params;
 use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
@@ -16,26 +17,18 @@ pub struct RopeTableView<'a, C: DevicePtr<f32>> {
 
 /// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE at position `pos0[0] + i`, in place
 /// on the q and k heads of `m` qkv rows. Positions >= max_pos turn the head into NaN.
-#[allow(clippy::too_many_arguments)]
 pub fn qk_norm_rope<C: DevicePtr<f32>>(
     gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    eps: f32,
-    rope: &RopeTableView<'_, C>,
+    p: DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope";
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
-    let cfg = head_grid(OP, m, shape_, 0)?;
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, &p, pos0)?;
+    let (cfg, eps) = (head_grid(OP, m, p.shape, 0)?, p.eps);
     let func = gpu.function("qk_norm_rope_head_per_block")?;
-    let (qn, _a) = read_ptr(q_norm, gpu.stream);
-    let (kn, _b) = read_ptr(k_norm, gpu.stream);
-    let (cs, _c) = read_ptr(rope.cos, gpu.stream);
-    let (sn, _d) = read_ptr(rope.sin, gpu.stream);
+    let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
     let (p0, _e) = read_ptr(pos0, gpu.stream);
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let mut l = Launch::new(gpu, func);
@@ -49,29 +42,21 @@ pub fn qk_norm_rope<C: DevicePtr<f32>>(
 /// [`qk_norm_rope`] then `crate::launch::kv_write::kv_write` in one launch: the rotated k heads and
 /// the v heads of the `m` rows also go to the f16 caches at positions `pos0[0] + i` (skipped on
 /// the device when >= max_seq).
-#[allow(clippy::too_many_arguments)]
 pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
     gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    eps: f32,
-    rope: &RopeTableView<'_, C>,
+    p: DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
     cache: KvCache<&mut impl DevicePtrMut<u16>>,
 ) -> Result<(), LaunchError> {
     const OP: &str = "qk_norm_rope_kv_write";
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
-    let cfg = head_grid(OP, m, shape_, shape_.n_kv)?;
-    let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, &p, pos0)?;
+    let (cfg, eps) = (head_grid(OP, m, p.shape, p.shape.n_kv)?, p.eps);
+    let max_seq_i = check_kv_cache(OP, p.shape, max_seq, k_cache.len(), v_cache.len())?;
     let func = gpu.function("qk_norm_rope_kv_write")?;
-    let (qn, _a) = read_ptr(q_norm, gpu.stream);
-    let (kn, _b) = read_ptr(k_norm, gpu.stream);
-    let (cs, _c) = read_ptr(rope.cos, gpu.stream);
-    let (sn, _d) = read_ptr(rope.sin, gpu.stream);
+    let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
     let (p0, _e) = read_ptr(pos0, gpu.stream);
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let (k_p, _g) = write_ptr(k_cache, gpu.stream);
@@ -105,20 +90,32 @@ pub(crate) fn check_kv_cache(
     as_i32(op, "max_seq", max_seq)
 }
 
+/// The op's parameters on the device: norm weights in device memory and the device RoPE table.
+pub type DeviceParams<'a, W, C> = Params<'a, W, RopeTableView<'a, C>>;
+
+impl<'a, W: DevicePtr<f32>, C: DevicePtr<f32>> DeviceParams<'a, W, C> {
+    /// The device addresses of q_norm, k_norm and the table's cos and sin; keep the guards alive
+    /// until after the launch.
+    pub(crate) fn read_ptrs(&self, gpu: Gpu<'a>) -> ([u64; 4], [SyncOnDrop<'a>; 4]) {
+        let (qn, a) = read_ptr(self.q_norm, gpu.stream);
+        let (kn, b) = read_ptr(self.k_norm, gpu.stream);
+        let (cs, c) = read_ptr(self.rope.cos, gpu.stream);
+        let (sn, d) = read_ptr(self.rope.sin, gpu.stream);
+        ([qn, kn, cs, sn], [a, b, c, d])
+    }
+}
+
 /// The inputs' checks of a per-head norm and RoPE over `m` qkv rows (both launchers here and the
 /// qkv projection's rope epilogue): shape, qkv, norm weights, table, position. Returns (n_q, n_kv,
 /// hd, max_pos) as kernel ints.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     op: &'static str,
     qkv_len: usize,
     m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    rope: &RopeTableView<'_, C>,
+    p: &DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
 ) -> Result<(i32, i32, i32, i32), LaunchError> {
+    let Params { shape: shape_, q_norm, k_norm, rope, .. } = *p;
     let hd = shape_.head_dim;
     if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
         return Err(shape(op, format!("bad shape m={m} {shape_:?}")));

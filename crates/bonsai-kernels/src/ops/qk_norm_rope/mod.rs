@@ -35,15 +35,24 @@ use crate::rope::RopeTable;
 /// The op's name in error messages.
 pub(crate) const OP: &str = "qk_norm_rope";
 
-/// The op's parameters: one layer's head shape, norm weights, epsilon and RoPE table.
-#[derive(Clone, Copy, Debug)]
-pub struct Params<'a> {
+/// The op's parameters: one layer's head shape, norm weights, epsilon and RoPE table (on the
+/// host; the CUDA launchers take device weights and a device table view).
+#[derive(Debug)]
+pub struct Params<'a, W: ?Sized = [f32], R = RopeTable> {
     pub shape: HeadShape,
-    pub q_norm: &'a [f32],
-    pub k_norm: &'a [f32],
+    pub q_norm: &'a W,
+    pub k_norm: &'a W,
     pub eps: f32,
-    pub rope: &'a RopeTable,
+    pub rope: &'a R,
 }
+
+impl<W: ?Sized, R> Clone for Params<'_, W, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W: ?Sized, R> Copy for Params<'_, W, R> {}
 
 impl Params<'_> {
     /// Checks the head shape, `qkv` (`m` rows), both norm weights and the table's width and range.

@@ -56,7 +56,7 @@ fn cpu_matches_reference() {
         let qkv = rng.vec(m * shape.qkv_row_len(), -3.0, 3.0);
         let q_norm = rng.vec(shape.head_dim, 0.5, 2.0);
         let k_norm = rng.vec(shape.head_dim, 0.5, 2.0);
-        let p = Params { shape, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &rope };
+        let p = Params { shape, q_norm: &q_norm[..], k_norm: &k_norm[..], eps: EPS, rope: &rope };
         let mut want = qkv.clone();
         reference(p, &mut want, m, pos0).expect("shapes");
         let b = bound(p, &qkv, m, pos0, &want);
@@ -88,7 +88,7 @@ fn cpu_matches_reference() {
 fn position_zero_is_plain_norm() {
     let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 2 };
     let rope = RopeTable::new(2, 1, THETA, None);
-    let p = Params { shape, q_norm: &[1.0, 1.0], k_norm: &[1.0, 1.0], eps: 0.0, rope: &rope };
+    let p = Params { shape, q_norm: &[1.0, 1.0][..], k_norm: &[1.0, 1.0][..], eps: 0.0, rope: &rope };
     for level in available_levels() {
         let mut qkv = [3.0f32, 4.0, 3.0, 4.0, 9.0, 9.0];
         cpu_at(level, p, &mut qkv, 1, 0).expect("shapes");
@@ -107,7 +107,7 @@ fn positions_past_the_table_are_errors() {
     let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 4 };
     let rope = RopeTable::new(4, 3, THETA, None);
     let mut qkv = vec![1.0; 2 * shape.qkv_row_len()];
-    let p = Params { shape, q_norm: &[1.0; 4], k_norm: &[1.0; 4], eps: EPS, rope: &rope };
+    let p = Params { shape, q_norm: &[1.0; 4][..], k_norm: &[1.0; 4][..], eps: EPS, rope: &rope };
     let err = super::cpu(p, &mut qkv, 2, 2).unwrap_err();
     assert!(matches!(err, OpError::Position { end: 4, limit: 3, .. }), "{err}");
     let bad_rope = RopeTable::new(8, 3, THETA, None);

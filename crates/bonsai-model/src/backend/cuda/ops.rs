@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{qk_norm_rope, HeadShape};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
@@ -48,13 +48,11 @@ pub(super) fn qk_norm_rope(
     let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
     let (gpu, m) = (b.launcher(), rows.rows);
+    let p = qk_norm_rope::Params { shape, q_norm, k_norm, eps, rope: &table };
     match cache {
-        None => launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device)
-            .map_err(device_err("qk_norm_rope")),
-        Some(cache) => launch::qk_norm_rope::qk_norm_rope_kv_write(
-            gpu, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, cache.borrowed_mut(),
-        )
-        .map_err(device_err("qk_norm_rope_kv_write")),
+        None => launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device).map_err(device_err("qk_norm_rope")),
+        Some(cache) => launch::qk_norm_rope::qk_norm_rope_kv_write(gpu, &mut qkv, m, p, &pos.device, cache.borrowed_mut())
+            .map_err(device_err("qk_norm_rope_kv_write")),
     }
 }
 

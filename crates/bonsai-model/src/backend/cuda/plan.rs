@@ -14,7 +14,7 @@ use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
 use bonsai_kernels::launch::matmul::{self as mm, b1_geometry, B1Planes, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
-use bonsai_kernels::ops::QkvRows;
+use bonsai_kernels::ops::{qk_norm_rope, QkvRows};
 use bonsai_kernels::trace;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
@@ -361,18 +361,9 @@ fn run_step(
                 let input_planes: *const B1Planes = planes.get(p)?;
                 let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
                 let rope = &weights.rope;
-                let r = RopeOut {
-                    shape: dims.shape,
-                    q_norm: vector(q_norm),
-                    k_norm: vector(k_norm),
-                    eps,
-                    rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
-                    pos0: &seq.pos.device,
-                    max_seq: cache.max_seq,
-                    k_cache: &mut cache.k,
-                    v_cache: &mut cache.v,
-                    staged,
-                };
+                let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+                let norm_rope = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
+                let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache: cache.borrowed_mut(), staged };
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
                 let input_planes = unsafe { &*input_planes };
