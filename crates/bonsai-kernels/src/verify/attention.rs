@@ -169,7 +169,8 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
-    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd)?;
+    let no_cache: Option<KvCache<&mut cudarc::driver::CudaSlice<u16>>> = None;
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, no_cache)?;
     let got = download(&ctx.stream, &qd)?;
     let bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let cmp = Comparison::of(&got, &want, |i| bound[i]);
@@ -240,7 +241,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
     let cache = KvCache { k: &mut kd, v: &mut vd, max_seq };
-    launch::qk_norm_rope::qk_norm_rope_kv_write(ctx.gpu(), &mut qd, m, pd_params, &pd, cache)?;
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, Some(cache))?;
     let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();

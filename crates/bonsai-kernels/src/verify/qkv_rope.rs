@@ -17,7 +17,7 @@ use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
 use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut, TilesChoice};
 use crate::launch::KvCache;
-use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
+use crate::launch::qk_norm_rope::{qk_norm_rope, RopeTableView};
 use crate::launch::HeadShape;
 use crate::ops::qk_norm_rope::Params;
 use crate::weights::QMatrix;
@@ -87,7 +87,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
         let mut want = poisoned(&ctx.stream, rows)?;
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None, TilesChoice::Auto)?;
         let cache = KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ };
-        qk_norm_rope_kv_write(ctx.gpu(), &mut want, 1, norm_rope, &pos0, cache)?;
+        qk_norm_rope(ctx.gpu(), &mut want, 1, norm_rope, &pos0, Some(cache))?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
         let cache = KvCache { k: &mut k_got, v: &mut v_got, max_seq: MAX_SEQ };

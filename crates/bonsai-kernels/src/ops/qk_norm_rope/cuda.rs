@@ -16,56 +16,43 @@ pub struct RopeTableView<'a, C: DevicePtr<f32>> {
 }
 
 /// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE at position `pos0[0] + i`, in place
-/// on the q and k heads of `m` qkv rows. Positions >= max_pos turn the head into NaN.
-pub fn qk_norm_rope<C: DevicePtr<f32>>(
+/// on the q and k heads of `m` qkv rows (`qk_norm_rope_head_per_block`). Positions >= max_pos turn
+/// the head into NaN. With a `cache`, the same launch (`qk_norm_rope_kv_write`) also does
+/// `crate::launch::kv_write::kv_write`'s work: the rotated k heads and the v heads of the `m` rows
+/// go to the f16 caches at positions `pos0[0] + i` (skipped on the device when >= max_seq).
+pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
     gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
     p: DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
+    cache: Option<KvCache<&mut K>>,
 ) -> Result<(), LaunchError> {
-    const OP: &str = "qk_norm_rope";
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, &p, pos0)?;
-    let (cfg, eps) = (head_grid(OP, m, p.shape, 0)?, p.eps);
-    let func = gpu.function("qk_norm_rope_head_per_block")?;
+    let (op, entry, v_heads) = match cache {
+        Some(_) => ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write", p.shape.n_kv),
+        None => ("qk_norm_rope", "qk_norm_rope_head_per_block", 0),
+    };
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv.len(), m, &p, pos0)?;
+    let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
+    let kv = match cache {
+        Some(KvCache { k, v, max_seq }) => {
+            let max_seq_i = check_kv_cache(op, p.shape, max_seq, k.len(), v.len())?;
+            Some((max_seq_i, write_ptr(k, gpu.stream), write_ptr(v, gpu.stream)))
+        }
+        None => None,
+    };
+    let func = gpu.function(entry)?;
     let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
     let (p0, _e) = read_ptr(pos0, gpu.stream);
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
-    // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
-    // and the device position is bounds-checked against max_pos in the kernel.
-    unsafe { l.launch(cfg) }?;
-    Ok(())
-}
-
-/// [`qk_norm_rope`] then `crate::launch::kv_write::kv_write` in one launch: the rotated k heads and
-/// the v heads of the `m` rows also go to the f16 caches at positions `pos0[0] + i` (skipped on
-/// the device when >= max_seq).
-pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
-    gpu: Gpu<'_>,
-    qkv: &mut impl DevicePtrMut<f32>,
-    m: usize,
-    p: DeviceParams<'_, impl DevicePtr<f32>, C>,
-    pos0: &impl DevicePtr<u32>,
-    cache: KvCache<&mut impl DevicePtrMut<u16>>,
-) -> Result<(), LaunchError> {
-    const OP: &str = "qk_norm_rope_kv_write";
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, &p, pos0)?;
-    let (cfg, eps) = (head_grid(OP, m, p.shape, p.shape.n_kv)?, p.eps);
-    let max_seq_i = check_kv_cache(OP, p.shape, max_seq, k_cache.len(), v_cache.len())?;
-    let func = gpu.function("qk_norm_rope_kv_write")?;
-    let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
-    let (p0, _e) = read_ptr(pos0, gpu.stream);
-    let (q_p, _f) = write_ptr(qkv, gpu.stream);
-    let (k_p, _g) = write_ptr(k_cache, gpu.stream);
-    let (v_p, _h) = write_ptr(v_cache, gpu.stream);
-    let mut l = Launch::new(gpu, func);
-    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
-    l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
-    // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the
-    // position is bounds-checked on the device against max_pos (table) and max_seq (cache).
+    if let Some((max_seq_i, (k_p, _), (v_p, _))) = &kv {
+        l.arg(max_seq_i).arg(k_p).arg(v_p);
+    }
+    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with the cache's three trailing
+    // arguments qk_norm_rope_kv_write's; every buffer length was checked, and the device position
+    // is bounds-checked in the kernel against max_pos (table) and max_seq (cache).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

@@ -49,11 +49,8 @@ pub(super) fn qk_norm_rope(
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
     let (gpu, m) = (b.launcher(), rows.rows);
     let p = qk_norm_rope::Params { shape, q_norm, k_norm, eps, rope: &table };
-    match cache {
-        None => launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device).map_err(device_err("qk_norm_rope")),
-        Some(cache) => launch::qk_norm_rope::qk_norm_rope_kv_write(gpu, &mut qkv, m, p, &pos.device, cache.borrowed_mut())
-            .map_err(device_err("qk_norm_rope_kv_write")),
-    }
+    let cache = cache.map(|c| c.borrowed_mut());
+    launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device, cache).map_err(device_err("qk_norm_rope"))
 }
 
 /// Runs `launch` with the attention scratch in `slot` and the attention counters, both of which
