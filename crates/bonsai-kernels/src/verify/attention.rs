@@ -357,8 +357,7 @@ pub(crate) fn attention_rows(
         QkvRows { qkv: &qd, m, shape, pos0: &pd },
         KvCache { k: &kd, v: &vd, max_seq },
         seq_bound,
-        &mut scratch,
-        &mut counters,
+        launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters },
         &mut od,
         kernel,
     )?;

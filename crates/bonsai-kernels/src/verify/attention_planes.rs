@@ -16,7 +16,7 @@ use super::shapes::ShapeSet;
 use super::attention::{decode_bound, BoundInputs};
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::attention::{
-    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len, PrefillKernel,
+    attention, attention_decode_planes, counters_len, AttentionScratch, decode_heads_entry_point, scratch_len, PrefillKernel,
 };
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
@@ -101,7 +101,7 @@ fn run_plain(
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
     let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
-    attention(gpu, rows, cache, *max_seq, scratch, counters, out, PrefillKernel::Mma)?;
+    attention(gpu, rows, cache, *max_seq, AttentionScratch { partials: scratch, counters }, out, PrefillKernel::Mma)?;
     Ok(())
 }
 
@@ -118,7 +118,7 @@ fn run_planes(
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
     let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
     let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
-    attention_decode_planes(gpu, rows, cache, scratch, counters, out, planes, per_q_head)?;
+    attention_decode_planes(gpu, rows, cache, AttentionScratch { partials: scratch, counters }, out, planes, per_q_head)?;
     Ok(())
 }
 

@@ -283,7 +283,8 @@ fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy
         let (k, v) = &caches[i];
         let cache = KvCache { k, v, max_seq };
         let rows = QkvRows { qkv: &qkv, m: 1, shape, pos0: &pos };
-        launch::attention::attention(Gpu::new(lib, &stream), rows, cache, seq, &mut scratch, &mut counters, &mut out, PrefillKernel::Mma)?;
+        let work = launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters };
+        launch::attention::attention(Gpu::new(lib, &stream), rows, cache, seq, work, &mut out, PrefillKernel::Mma)?;
         Ok(())
     })?;
     let kernel = if shape == EIGHT_B { "attention_decode" } else { chosen_entry(ctx, 1, shape, PrefillKernel::Mma)? };
@@ -313,8 +314,7 @@ fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel:
             QkvRows { qkv: &qkv, m, shape, pos0: &pos },
             KvCache { k: &k, v: &v, max_seq },
             m,
-            &mut scratch,
-            &mut counters,
+            launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters },
             &mut out,
             kernel,
         )?;

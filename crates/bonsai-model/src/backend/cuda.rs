@@ -466,14 +466,13 @@ impl Backend for CudaBackend {
             self.ensure_scratch(&self.prefill_scratch, launch::attention::scratch_len(m, shape, cache.max_seq))?;
             &self.prefill_scratch
         };
-        ops::with_attention_scratch(self, slot, |scratch, counters| {
+        ops::with_attention_scratch(self, slot, |work| {
             launch::attention::attention(
                 self.launcher(),
                 QkvRows { qkv: &qkv, m, shape, pos0: &pos.device },
                 cache.borrowed(),
                 seq_bound,
-                scratch,
-                counters,
+                work,
                 &mut out,
                 launch::attention::PrefillKernel::Mma,
             )

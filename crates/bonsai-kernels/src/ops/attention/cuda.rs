@@ -197,6 +197,13 @@ pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
     }
 }
 
+/// What an attention launch may write besides its output: the split-key partials (at least
+/// [`scratch_len`] values) and the arrival counters (at least [`counters_len`], zeroed).
+pub struct AttentionScratch<'a> {
+    pub partials: &'a mut CudaSlice<f32>,
+    pub counters: &'a mut CudaSlice<u32>,
+}
+
 /// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head, head chunk);
 /// one per q head for the decode kernel's `_heads` entry points, which a buffer sized for a
 /// larger `m` serves too: the length never shrinks as `m` grows); the buffer must start zeroed
@@ -224,8 +231,7 @@ pub fn attention(
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
     seq_bound: usize,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     kernel: PrefillKernel,
 ) -> Result<(), LaunchError> {
@@ -240,7 +246,7 @@ pub fn attention(
     let cache_len = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
-            return decode::attention_decode(gpu, rows, cache, scratch, counters, out, None, false);
+            return decode::attention_decode(gpu, rows, cache, work, out, None, false);
         }
         AttentionKernel::PrefillMma(entry) => {
             return prefill_mma::attention_prefill_mma(gpu, rows, cache, out, entry);
@@ -250,6 +256,7 @@ pub fn attention(
     let bound = seq_bound.min(max_seq);
     let keys_per_split = split_keys(m, bound);
     let n_splits = n_splits(m, bound);
+    let AttentionScratch { partials: scratch, counters } = work;
     expect_at_least(OP, "scratch", scratch.len(), m * shape_.n_q * n_splits * (hd + 2))?;
     expect_at_least(OP, "counters", counters.len(), counters_len(m, shape_))?;
     let rows = split_rows(shape_.n_q / shape_.n_kv);
@@ -322,8 +329,7 @@ pub fn attention_decode_planes(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
     per_q_head: bool,
@@ -347,7 +353,7 @@ pub fn attention_decode_planes(
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
-    decode::attention_decode(gpu, rows, cache, scratch, counters, out, Some(ptrs), per_q_head)
+    decode::attention_decode(gpu, rows, cache, work, out, Some(ptrs), per_q_head)
 }
 
 #[cfg(test)]

@@ -3,13 +3,14 @@
 //! device), so one launch serves every position of a captured decode graph.
 
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
     LaunchError,
 };
 use crate::launch_ex::Launch;
+use super::AttentionScratch;
 
 /// Most key splits (partials per head) a decode launch uses (`ATT_DEC_MAX_SPLITS`): the merge
 /// reads at most this many partials per (head, dim).
@@ -115,8 +116,7 @@ pub(super) fn attention_decode(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
     cache: KvCache<&impl DevicePtr<u16>>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
     per_q_head: bool,
@@ -139,6 +139,7 @@ pub(super) fn attention_decode(
         false => (name, shape_.n_kv, DECODE_WARPS),
     };
     let n_splits = decode_splits(sm_count(gpu.stream)?, columns);
+    let AttentionScratch { partials: scratch, counters } = work;
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), columns)?;
     let (max_seq_i, n_splits_i) =

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 
 use bonsai_kernels::launch;
+use bonsai_kernels::launch::attention::AttentionScratch;
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{qk_norm_rope, HeadShape};
 use cudarc::driver::sys::CUevent_flags;
@@ -58,13 +59,13 @@ pub(super) fn qk_norm_rope(
 pub(super) fn with_attention_scratch<T>(
     b: &CudaBackend,
     slot: &RefCell<Option<CudaSlice<f32>>>,
-    launch: impl FnOnce(&mut CudaSlice<f32>, &mut CudaSlice<u32>) -> Result<T, BackendError>,
+    launch: impl FnOnce(AttentionScratch<'_>) -> Result<T, BackendError>,
 ) -> Result<T, BackendError> {
     let mut guard = slot.borrow_mut();
-    let scratch = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
+    let partials = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
     let mut counters_guard = b.attention_counters.borrow_mut();
     let counters = counters_guard.as_mut().ok_or_else(|| BackendError::Device("attention counters missing".into()))?;
-    launch(scratch, counters)
+    launch(AttentionScratch { partials, counters })
 }
 
 /// Device copy bandwidth (read + write counted): the median of several 1 GiB device-to-device

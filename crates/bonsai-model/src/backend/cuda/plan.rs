@@ -329,13 +329,12 @@ fn run_step(
                 let cache = &seq.kv[layer];
                 let (qkv, out) = acts.pair(qkv, out)?;
                 let out_planes = planes.get_mut(p)?;
-                super::ops::with_attention_scratch(b, &b.decode_scratch, |scratch, counters| {
+                super::ops::with_attention_scratch(b, &b.decode_scratch, |work| {
                     bonsai_kernels::launch::attention::attention_decode_planes(
                         b.launcher(),
                         QkvRows { qkv: &*qkv, m: 1, shape: dims.shape, pos0: &seq.pos.device },
                         cache.borrowed(),
-                        scratch,
-                        counters,
+                        work,
                         out,
                         out_planes,
                         per_q_head,
