@@ -19,7 +19,7 @@ use super::{Comparison, Ctx, VerifyError};
 use crate::launch::embed_rows::embed_rows;
 use crate::launch::matmul::{
     embed_prepare_planes, gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue,
-    PlanesOut, TilesChoice,
+    PlanesEpilogue, PlanesOut, TilesChoice,
 };
 use crate::weights::QMatrix;
 
@@ -103,7 +103,7 @@ fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) ->
     let in_eps = normed.then_some(EPS);
     let run = |tiles: TilesChoice| -> Result<Vec<f32>, VerifyError> {
         let mut y = poisoned(&ctx.stream, n_out)?;
-        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None, tiles)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, Epilogue::Store, PlanesEpilogue::None, tiles)?;
         download(&ctx.stream, &y)
     };
     let (want, got) = (run(TilesChoice::Never)?, run(TilesChoice::Always)?);
@@ -130,10 +130,10 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
             Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
         };
         let mut y_plain = start(ctx)?;
-        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y_plain, epilogue, None, TilesChoice::Auto)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y_plain, epilogue, PlanesEpilogue::None, TilesChoice::Auto)?;
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
-        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst), TilesChoice::Auto)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, epilogue, PlanesEpilogue::Planes(dst), TilesChoice::Auto)?;
         let mut want = B1Planes::new(&ctx.stream, n_out)?;
         prepare_planes_normed(ctx.gpu(), &y_plain, normed.then_some(&norm), &mut want)?;
 

@@ -15,7 +15,7 @@ use super::attention_planes::words_equal;
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
-use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut, TilesChoice};
+use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue, PlanesEpilogue, RopeOut, TilesChoice};
 use crate::launch::KvCache;
 use crate::launch::qk_norm_rope::{qk_norm_rope, RopeTableView};
 use crate::launch::HeadShape;
@@ -85,14 +85,15 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
         let pos0 = upload(&ctx.stream, &[pos as u32])?;
 
         let mut want = poisoned(&ctx.stream, rows)?;
-        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None, TilesChoice::Auto)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, PlanesEpilogue::None, TilesChoice::Auto)?;
         let cache = KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ };
         qk_norm_rope(ctx.gpu(), &mut want, 1, norm_rope, &pos0, Some(cache))?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
         let cache = KvCache { k: &mut k_got, v: &mut v_got, max_seq: MAX_SEQ };
         let r = RopeOut { norm_rope, pos0: &pos0, cache, staged: &mut staged };
-        qkv_rope_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, r)?;
+        let rope = PlanesEpilogue::Rope(r);
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, Epilogue::Store, rope, TilesChoice::Auto)?;
 
         let label = format!("{name} q{bits_per_weight} heads {n_q}/{n_kv} K={k} pos {pos}");
         let (got_qkv, want_qkv) = (download(&ctx.stream, &got)?, download(&ctx.stream, &want)?);

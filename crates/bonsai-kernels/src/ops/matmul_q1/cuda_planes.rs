@@ -199,7 +199,7 @@ pub fn matmul_from_planes(
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(gpu, w, planes, None, y, store.into(), GemvOut::None, TilesChoice::Auto)
+    gemv_from_planes(gpu, w, planes, None, y, store.into(), PlanesEpilogue::None, TilesChoice::Auto)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -211,11 +211,26 @@ pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu:
     }
 }
 
+/// What a planes GEMV's epilogue writes besides y.
+pub enum PlanesEpilogue<'a> {
+    /// Nothing more.
+    None,
+    /// y's planes for the next GEMV.
+    Planes(PlanesOut<'a>),
+    /// The decode qkv projection's per-head norm, RoPE and KV write (the Store epilogue, head dim
+    /// 128 only).
+    Rope(RopeOut<'a>),
+}
+
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
 /// `y (=|+=) W . x`, or SwiGLU of the fused gate|up rows. `norm_eps`: Some when the planes hold
-/// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With `out`, the epilogue also
-/// writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a multiple of 128): no
-/// prepare launch before that one either.
+/// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With [`PlanesEpilogue::Planes`]
+/// the epilogue also writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a
+/// multiple of 128): no prepare launch before that one either. With [`PlanesEpilogue::Rope`] (the
+/// qkv projection, `*_gemv_b1_rope`) it does `qk_norm_rope` with the KV write: y ends holding the
+/// normalised, rotated q and k heads and the v heads, bit-identical to the two launches, and the
+/// k / v rows go to the caches at position `pos0[0]` (skipped past max_seq; heads past max_pos
+/// NaN); the grid must fit the device in one wave.
 /// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
@@ -225,16 +240,21 @@ pub fn gemv_from_planes(
     norm_eps: Option<f32>,
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
+    out: PlanesEpilogue<'_>,
     tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.require_binary_gemv(op)?;
+    w.validate(op)?;
     let n_out = super::outputs(w, epilogue)?;
+    if planes.k != w.k {
+        return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
+    }
+    expect_at_least(op, "y", y.len(), n_out)?;
     let mut guards = Vec::new();
-    let planes_out = match out {
-        None => GemvOut::None,
-        Some(PlanesOut { planes: dst, norm }) => {
+    let gemv_out = match out {
+        PlanesEpilogue::None => GemvOut::None,
+        PlanesEpilogue::Planes(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
@@ -251,30 +271,8 @@ pub fn gemv_from_planes(
             guards.extend(gs);
             GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
+        PlanesEpilogue::Rope(r) => GemvOut::Rope(rope_args(gpu, w, epilogue, y.len(), r, &mut guards)?),
     };
-    run_from_planes(gpu, w, planes, norm_eps, y, epilogue, planes_out, tiles)
-}
-
-/// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
-/// caller until this returns).
-#[allow(clippy::too_many_arguments)]
-fn run_from_planes(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: GemvOut,
-    tiles: TilesChoice,
-) -> Result<(), LaunchError> {
-    let op = epilogue.op_name();
-    w.validate(op)?;
-    let n_out = if epilogue == super::Epilogue::SwiGlu { w.n / 2 } else { w.n };
-    if planes.k != w.k {
-        return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
-    }
-    expect_at_least(op, "y", y.len(), n_out)?;
     let (scales, _g0) = read_ptr(w.scales, gpu.stream);
     let (payload, _g1) = read_ptr(w.payload, gpu.stream);
     super::check_gemv_weight_alignment(op, payload, scales)?;
@@ -282,10 +280,10 @@ fn run_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, gpu.stream);
-    launch_gemv(gpu, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, tiles)
+    launch_gemv(gpu, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, gemv_out, tiles)
 }
 
-/// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
+/// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it
 /// writes: the per-head RMSNorm weights, the RoPE table (`[max_pos][64]` cos and sin), the device
 /// position, the layer's f16 caches (`[n_kv][max_seq][128]` each), and `staged`, one zeroed
 /// 64-bit staging word per qkv output that the epilogue leaves zero again.
@@ -296,34 +294,34 @@ pub struct RopeOut<'a> {
     pub staged: &'a mut CudaSlice<u64>,
 }
 
-/// One token's qkv projection on x's planes (as [`gemv_from_planes`] with the Store epilogue)
-/// that also does `qk_norm_rope_kv_write`'s work in its epilogue (`*_gemv_b1_rope`): qkv ends
-/// holding the normalised, rotated q and k heads and the v heads, bit-identical to the two
-/// launches, and the k / v rows go to the caches at position `pos0[0]` (skipped past max_seq;
-/// heads past max_pos NaN). Head dim 128 only; the grid must fit the device in one wave.
-pub fn qkv_rope_from_planes(
-    gpu: Gpu<'_>,
+/// The rope epilogue's checks and device addresses (their guards pushed to `guards`) for a qkv
+/// projection of `w` into a qkv buffer of `qkv_len` values.
+fn rope_args<'a>(
+    gpu: Gpu<'a>,
     w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    qkv: &mut impl DevicePtrMut<f32>,
-    r: RopeOut<'_>,
-) -> Result<(), LaunchError> {
+    epilogue: super::Epilogue,
+    qkv_len: usize,
+    r: RopeOut<'a>,
+    guards: &mut Vec<SyncOnDrop<'a>>,
+) -> Result<RopeOutArgs, LaunchError> {
     const OP: &str = "qkv_rope";
-    w.require_binary_gemv(OP)?;
+    if epilogue != super::Epilogue::Store {
+        return Err(shape(OP, format!("the rope epilogue follows a plain store, not {epilogue:?}")));
+    }
     let RopeOut { norm_rope: p, pos0, cache, staged } = r;
     if p.shape.head_dim != GROUP || w.n != p.shape.qkv_row_len() {
         return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", p.shape, w.n)));
     }
-    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, &p, pos0)?;
+    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv_len, 1, &p, pos0)?;
     let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
     expect_at_least(OP, "staging words", staged.len(), w.n)?;
-    let (staged, _g0) = write_ptr(staged, gpu.stream);
-    let (pos0, _g1) = read_ptr(pos0, gpu.stream);
-    let ([q_norm, k_norm, cos, sin], _g2) = p.read_ptrs(gpu);
-    let (k_cache, _g6) = write_ptr(cache.k, gpu.stream);
-    let (v_cache, _g7) = write_ptr(cache.v, gpu.stream);
-    let args = RopeOutArgs {
+    let (staged, g0) = write_ptr(staged, gpu.stream);
+    let (pos0, g1) = read_ptr(pos0, gpu.stream);
+    let ([q_norm, k_norm, cos, sin], g2) = p.read_ptrs(gpu);
+    let (k_cache, g3) = write_ptr(cache.k, gpu.stream);
+    let (v_cache, g4) = write_ptr(cache.v, gpu.stream);
+    guards.extend([g0, g1, g3, g4].into_iter().chain(g2));
+    Ok(RopeOutArgs {
         staged,
         pos0,
         q_norm,
@@ -337,6 +335,5 @@ pub fn qkv_rope_from_planes(
         max_seq,
         n_q,
         n_kv,
-    };
-    run_from_planes(gpu, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), TilesChoice::Auto)
+    })
 }

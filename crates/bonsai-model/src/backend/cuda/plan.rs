@@ -348,9 +348,9 @@ fn run_step(
                     Some((n, norm)) => {
                         let (input, output) = planes.pair(p, n)?;
                         let out = PlanesOut { planes: output, norm: norm.map(vector) };
-                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, Some(out), mm::TilesChoice::Auto)
+                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, mm::PlanesEpilogue::Planes(out), mm::TilesChoice::Auto)
                     }
-                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None, mm::TilesChoice::Auto),
+                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, mm::PlanesEpilogue::None, mm::TilesChoice::Auto),
                 }
                 .map_err(device_err("matmul"))?;
             }
@@ -366,7 +366,8 @@ fn run_step(
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
                 let input_planes = unsafe { &*input_planes };
-                mm::qkv_rope_from_planes(b.launcher(), &w(m), input_planes, Some(eps), acts.get_mut(qkv), r)
+                let (rope, store, auto) = (mm::PlanesEpilogue::Rope(r), mm::Epilogue::Store, mm::TilesChoice::Auto);
+                mm::gemv_from_planes(b.launcher(), &w(m), input_planes, Some(eps), acts.get_mut(qkv), store, rope, auto)
                     .map_err(device_err("qkv projection with rope"))?;
             }
         }
