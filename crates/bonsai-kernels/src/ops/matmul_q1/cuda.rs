@@ -297,11 +297,12 @@ fn launch_any(
         None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(gpu.stream, &f16_shape)?,
         None => default_gemm(m),
     };
+    let io = (scales, payload, x_ptr, y_ptr);
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
-        return super::matmul_wgmma::launch(gpu, f16_shape, tile, scales, payload, x_ptr, y_ptr);
+        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io);
     }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
-        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, scales, payload, x_ptr, y_ptr);
+        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io);
     }
     let gemv = match gemv {
         Some(g) => g,
@@ -312,7 +313,7 @@ fn launch_any(
     }
     if m == 1 && gemv == GemvKernel::Binary {
         w.require_binary_gemv(op)?;
-        return super::matmul_b1::launch(gpu, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
+        return super::matmul_b1::launch(gpu, w.bits, epilogue, n_out, w.k, io, norm);
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = gpu.function(&name)?;

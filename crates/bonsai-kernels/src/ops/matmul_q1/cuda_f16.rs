@@ -163,15 +163,11 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 /// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
 /// `forced_splits` as in [`geometry`].
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
     forced_splits: Option<usize>,
-    scales: u64,
-    payload: u64,
-    x: u64,
-    y: u64,
+    (scales, payload, x, y): (u64, u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
