@@ -39,7 +39,8 @@ pub(crate) fn launch(
     let norm_ptr = norm.map_or(0, |n| n.0);
 
     prepare(gpu, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(gpu, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, TilesChoice::Auto)
+    let call = B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: ptrs, norm_eps: norm.map(|n| n.1) };
+    launch_gemv(gpu, call, epilogue, GemvOut::None, TilesChoice::Auto)
 }
 
 /// The tiles GEMV ([`launch_tiles`]) for a one-token Store GEMV of more than one wave of
@@ -58,22 +59,33 @@ pub enum TilesChoice {
 /// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
+/// One binary GEMV on planes already filled: the weight format, `n_out` outputs (features for
+/// SwiGLU) of K inputs, the device addresses of the weights and y and of the planes (as in
+/// [`prepare`]), and `norm_eps`: Some when the planes came from a fused RMSNorm (the kernel then
+/// scales by 1 / rms). The caller checked every buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct B1Call {
+    pub bits: QuantBits,
+    pub n_out: usize,
+    pub k: usize,
+    /// (scales, payload, y).
+    pub weights_y: (u64, u64, u64),
+    /// (planes, gsx, group_sq).
+    pub planes: (u64, u64, u64),
+    pub norm_eps: Option<f32>,
+}
+
 /// The `*_gemv_b1_tiles` launch when `tiles` lets it apply: a Store GEMV whose plain grid
 /// (`plain`) has one K split and whose planes fit in shared memory at once (and, for
 /// [`TilesChoice::Auto`], whose plain grid is more than one CTA per SM). Returns whether it
 /// launched.
-#[allow(clippy::too_many_arguments)]
 fn launch_tiles(
     gpu: Gpu<'_>,
-    bits: QuantBits,
+    call: B1Call,
     plain: &TcGeometry,
-    n_out: usize,
-    k: usize,
-    (scales, payload, y): (u64, u64, u64),
-    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    norm_eps: Option<f32>,
     tiles: TilesChoice,
 ) -> Result<bool, LaunchError> {
+    let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
     let op = Epilogue::Store.op_name();
     let smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
     // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
@@ -239,26 +251,21 @@ pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool,
     Ok(g.ctas as usize <= sm_count(stream)?)
 }
 
-/// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
-/// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
-#[allow(clippy::too_many_arguments)]
+/// The `*_gemv_b1` launch of `call` with `epilogue` and the epilogue work `out` (or its tiles form,
+/// as `tiles` allows).
 pub(crate) fn launch_gemv(
     gpu: Gpu<'_>,
-    bits: QuantBits,
+    call: B1Call,
     epilogue: Epilogue,
-    n_out: usize,
-    k: usize,
-    (scales, payload, y): (u64, u64, u64),
-    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    norm_eps: Option<f32>,
     out: GemvOut,
     tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
+    let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
-    if plain && launch_tiles(gpu, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps, tiles)? {
+    if plain && launch_tiles(gpu, call, &g, tiles)? {
         return Ok(());
     }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);

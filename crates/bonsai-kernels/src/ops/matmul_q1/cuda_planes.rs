@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
 use crate::launch::KvCache;
 use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
@@ -280,7 +280,8 @@ pub fn gemv_from_planes(
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, gpu.stream);
-    launch_gemv(gpu, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, gemv_out, tiles)
+    let call = B1Call { bits: w.bits, n_out, k: w.k, weights_y: (scales, payload, y_ptr), planes: ptrs, norm_eps };
+    launch_gemv(gpu, call, epilogue, gemv_out, tiles)
 }
 
 /// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it
