@@ -82,11 +82,10 @@ impl SyntheticModel {
 /// Seed of the random weights and prompts (fixed: runs compare like with like).
 pub const BENCH_SEED: u64 = 0x00b0_a5a1;
 
+/// The model a command runs: a GGUF file, one fetched from the hub, or random weights at a real
+/// model's geometry.
 #[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub command: Option<BenchCommand>,
+pub struct ModelSource {
     /// GGUF model file
     #[arg(
         short = 'm',
@@ -97,9 +96,25 @@ pub struct BenchArgs {
     pub model: Option<PathBuf>,
     #[command(flatten)]
     pub hub: crate::hub::HubArgs,
-    /// Random weights at a real model's exact geometry instead of a file
+    /// Random weights at a real model's exact geometry instead of a file (check: random prompt ids)
     #[arg(long, value_enum, conflicts_with = "hf_repo")]
     pub synthetic: Option<SyntheticModel>,
+}
+
+impl ModelSource {
+    /// The file to load: fetched from the hub, or `--model`; None for `--synthetic`.
+    pub fn path(&self) -> anyhow::Result<Option<PathBuf>> {
+        Ok(self.hub.fetch()?.or_else(|| self.model.clone()))
+    }
+}
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+    #[command(flatten)]
+    pub source: ModelSource,
     /// Prompt tokens per prefill test (one forward call; 0 skips pp)
     #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
     pub n_prompt: usize,
@@ -180,9 +195,9 @@ pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         let changes = config.describe_changes();
         eprintln!("kernel configuration: {}", if changes.is_empty() { "defaults" } else { changes.as_str() });
     }
-    let model = args.hub.fetch()?.or_else(|| args.model.clone());
+    let model = args.source.path()?;
     let backend = backend_choice::choose(args.cpu, config)?;
-    let report = match (&model, args.synthetic) {
+    let report = match (&model, args.source.synthetic) {
         (Some(path), _) => {
             let name = path.display().to_string();
             let loaded = backend_choice::load(path, backend, Some(plan.ctx))?;

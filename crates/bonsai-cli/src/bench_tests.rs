@@ -17,8 +17,8 @@ fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
 fn defaults_follow_llama_bench() {
     let a = parse(&["--synthetic", "bonsai-8b"]).expect("parses");
     assert_eq!((a.n_prompt, a.n_gen, a.repetitions, a.ctx_depth.clone()), (512, 128, 5, vec![0]));
-    assert_eq!(a.synthetic, Some(SyntheticModel::Bonsai8b));
-    assert!(!a.cpu && !a.json && a.model.is_none());
+    assert_eq!(a.source.synthetic, Some(SyntheticModel::Bonsai8b));
+    assert!(!a.cpu && !a.json && a.source.model.is_none());
     let plan = a.plan().expect("plan");
     assert_eq!(plan.ctx, 512, "default context: large enough for pp512 and tg128 at depth 0");
 }
@@ -33,7 +33,7 @@ fn every_geometry_name_parses() {
         ("tiny", SyntheticModel::Tiny),
         ("tiny-q2", SyntheticModel::TinyQ2),
     ] {
-        assert_eq!(parse(&["--synthetic", name]).expect(name).synthetic, Some(want));
+        assert_eq!(parse(&["--synthetic", name]).expect(name).source.synthetic, Some(want));
         assert_eq!(want.name(), name);
     }
     let g = SyntheticModel::Bonsai4b.geometry();

@@ -46,7 +46,6 @@
 //! agree). A rigorous term for it is still to derive.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Context;
 use bonsai_model::backend::cuda::is_absent_device;
@@ -57,7 +56,7 @@ use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen
 
 use bonsai_model::synthetic::random_host_weights;
 
-use crate::bench::{SyntheticModel, BENCH_SEED};
+use crate::bench::BENCH_SEED;
 use crate::perplexity::negative_log_likelihood;
 
 /// f32 unit roundoff.
@@ -75,19 +74,8 @@ const CHUNK: usize = 512;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// GGUF model file
-    #[arg(
-        short = 'm',
-        long = "model",
-        conflicts_with_all = ["synthetic", "hf_repo"],
-        required_unless_present_any = ["synthetic", "hf_repo"]
-    )]
-    pub model: Option<PathBuf>,
     #[command(flatten)]
-    pub hub: crate::hub::HubArgs,
-    /// Random weights at a real model's geometry instead of a file (prompt: random ids)
-    #[arg(long, value_enum, conflicts_with = "hf_repo")]
-    pub synthetic: Option<SyntheticModel>,
+    pub source: crate::bench::ModelSource,
     /// Greedy steps to compare
     #[arg(short = 'n', long = "n-predict", default_value_t = 64)]
     pub n: usize,
@@ -245,8 +233,8 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
         let why = if is_absent_device(&e) { "no CUDA device found" } else { "the GPU did not open" };
         anyhow::Error::new(e).context(format!("bonsai check compares the CPU with the GPU, but {why}"))
     })?;
-    let model = args.hub.fetch()?.or_else(|| args.model.clone());
-    match (&model, args.synthetic) {
+    let model = args.source.path()?;
+    match (&model, args.source.synthetic) {
         (Some(path), _) => {
             let cpu_model: LoadedModel<CpuBackend> =
                 open_model(path, CpuBackend, None).with_context(|| format!("loading {} on the CPU", path.display()))?;

@@ -203,9 +203,7 @@ fn check_on_the_demo_model_agrees_with_the_cpu_emulated() {
         .env("BONSAI_EMU_SCHEDULE", CHECK_SCHEDULE)
         .output()
         .expect("run scripts/emu.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("check passed"), "BONSAI_EMU_SCHEDULE={CHECK_SCHEDULE}:\n{}", text(&out));
-    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+    assert_check_passed_in(&out, CHECK_STEPS, &format!("BONSAI_EMU_SCHEDULE={CHECK_SCHEDULE}:\n"));
 }
 
 /// The tiny geometry (head dim 128, Q1) takes the fused one-token path the real models take:
@@ -217,9 +215,7 @@ fn check_on_the_fused_decode_path_agrees_with_the_cpu_emulated() {
         return;
     }
     let out = emulated(&["check", "--synthetic", "tiny", "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
-    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+    assert_check_passed(&out);
 }
 
 /// The fused decode path posing as an A100 (108 SMs: the planes epilogues' one-wave test
@@ -232,10 +228,8 @@ fn check_on_the_fused_decode_path_agrees_with_the_cpu_emulated_as_an_a100() {
     let out = emulated_as(OTHER_ARCH, &["check", "--synthetic", "tiny", "-n", CHECK_STEPS])
         .output()
         .expect("run scripts/emu.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
+    let stdout = assert_check_passed(&out);
     assert!(stdout.contains(&format!("(sm_{OTHER_ARCH}, 108 SMs)")), "not posing as an A100:\n{}", text(&out));
-    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
 }
 
 /// A model whose Q2 matrices hold +2d weights (code 3) never reaches the binary GEMV (its Q2
@@ -247,11 +241,23 @@ fn check_on_a_model_with_plus_two_weights_agrees_with_the_cpu_emulated() {
         return;
     }
     let out = emulated(&["check", "--synthetic", "tiny-q2", "-n", CHECK_STEPS]).output().expect("run scripts/emu.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("check passed"), "{}", text(&out));
-    assert!(stdout.contains(&format!("greedy: identical for {CHECK_STEPS} steps")), "{}", text(&out));
+    let stdout = assert_check_passed(&out);
     // Every one of the tiny model's 10 matrices (2 layers x 4, embedding, LM head) has a code 3.
     assert!(stdout.contains("10 Q2 matrices with +2d weights on gemv_tc"), "the backend does not say so:\n{}", text(&out));
+}
+
+/// Asserts a `check -n CHECK_STEPS` run passed with greedy decoding identical for every step;
+/// returns stdout.
+fn assert_check_passed(out: &Output) -> String {
+    assert_check_passed_in(out, CHECK_STEPS, "")
+}
+
+/// [`assert_check_passed`] for a run of `steps` steps, failures prefixed with `context`.
+fn assert_check_passed_in(out: &Output, steps: &str, context: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && stdout.contains("check passed"), "{context}{}", text(out));
+    assert!(stdout.contains(&format!("greedy: identical for {steps} steps")), "{context}{}", text(out));
+    stdout
 }
 
 /// The demo model's file. Writing it is a CPU affair: a one-token CPU generation puts it in the
@@ -325,9 +331,7 @@ fn check_test_geometries(arch: Option<&str>) {
         }
         .output()
         .expect("run scripts/emu.sh");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && stdout.contains("check passed"), "{g}:\n{}", text(&out));
-        assert!(stdout.contains(&format!("greedy: identical for {STEPS} steps")), "{g}:\n{}", text(&out));
+        assert_check_passed_in(&out, STEPS, &format!("{g}:\n"));
     }
 }
 

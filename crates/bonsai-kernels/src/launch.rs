@@ -8,9 +8,9 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 
-use crate::cuda::KernelError;
+use crate::cuda::{KernelError, KernelLibrary};
 
-pub use crate::ops::{HeadShape, Store};
+pub use crate::ops::{HeadShape, ImageShape, KvCache, QkvRows, Store};
 
 #[path = "ops/argmax/cuda.rs"]
 pub mod argmax;
@@ -56,6 +56,25 @@ pub mod softmax;
 pub mod swiglu;
 #[path = "ops/upsample_nearest2x/cuda.rs"]
 pub mod upsample_nearest2x;
+
+/// Where a launcher's kernels run: the loaded library (entry points, launch policy) and the stream
+/// they are queued on.
+#[derive(Clone, Copy)]
+pub struct Gpu<'a> {
+    pub lib: &'a KernelLibrary,
+    pub stream: &'a Arc<CudaStream>,
+}
+
+impl<'a> Gpu<'a> {
+    pub fn new(lib: &'a KernelLibrary, stream: &'a Arc<CudaStream>) -> Self {
+        Self { lib, stream }
+    }
+
+    /// The library's entry point `name`.
+    pub fn function(&self, name: &str) -> Result<&'a CudaFunction, KernelError> {
+        self.lib.function(name)
+    }
+}
 
 /// Why a kernel could not be launched.
 #[derive(Debug, thiserror::Error)]
@@ -175,15 +194,16 @@ fn set_dynamic_shared_memory(stream: &Arc<CudaStream>, f: &CudaFunction, bytes: 
 }
 
 /// Checks an image op's x `[C, H, W]` and its output (`out_name`, `out_per_input` values per input
-/// value) against the buffer lengths, and that the output stays below 2^31 elements (the image
-/// kernels index with 32-bit ints); returns C·H·W.
+/// value) against the buffer lengths (which may be larger), and that the output stays below 2^31
+/// elements (the image kernels index with 32-bit ints); returns C·H·W.
 pub(crate) fn check_image_op(
     op: &'static str,
     x_len: usize,
     (out_name, out_len): (&str, usize),
-    (channels, height, width): (usize, usize, usize),
+    image: ImageShape,
     out_per_input: usize,
 ) -> Result<usize, LaunchError> {
+    let ImageShape { channels, height, width } = image;
     if channels == 0 || height == 0 || width == 0 {
         return Err(shape(op, format!("empty image {channels}x{height}x{width}")));
     }
@@ -270,6 +290,29 @@ pub(crate) mod tests {
         let line = src.text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} not in {path}"));
         let value = line[prefix.len()..].trim();
         value.strip_suffix('u').unwrap_or(value).parse().unwrap_or_else(|_| panic!("{name} in {path} is not a number"))
+    }
+
+    /// The image launchers (`im2col`: 9 outputs per input, `upsample_nearest2x`: 4) check every
+    /// length, emptiness and the 2^31 output bound before any launch.
+    #[test]
+    fn image_shapes_are_checked_before_any_launch() {
+        use super::{check_image_op, ImageShape};
+        let check = |op, x, (out_name, out), (c, h, w), per| check_image_op(op, x, (out_name, out), ImageShape::new(c, h, w), per);
+        let im2col = |x, cols, chw| check("im2col", x, ("cols", cols), chw, 9);
+        assert_eq!(im2col(2 * 3 * 5, 9 * 30, (2, 3, 5)).ok(), Some(30));
+        assert!(im2col(30, 9 * 30 - 1, (2, 3, 5)).expect_err("short cols").to_string().contains("im2col: cols"));
+        assert!(im2col(29, 270, (2, 3, 5)).is_err());
+        assert!(im2col(0, 0, (2, 0, 5)).is_err());
+        assert!(im2col(usize::MAX, usize::MAX, (1, 1 << 14, 1 << 14)).is_err(), "9·C·H·W beyond 2^31");
+        assert!(im2col(usize::MAX, usize::MAX, (96, 1024, 1024)).is_ok(), "the largest VAE conv input");
+        let upsample = |x, y, chw| check("upsample_nearest2x", x, ("y", y), chw, 4);
+        assert_eq!(upsample(3 * 5 * 7, 4 * 105, (3, 5, 7)).ok(), Some(105));
+        assert!(upsample(105, 4 * 105 - 1, (3, 5, 7)).expect_err("short y").to_string().contains("upsample_nearest2x: y"));
+        assert!(upsample(104, 420, (3, 5, 7)).is_err());
+        assert!(upsample(0, 0, (0, 5, 7)).expect_err("empty").to_string().contains("empty image"));
+        assert!(upsample(usize::MAX, usize::MAX, (1 << 40, 1 << 40, 2)).is_err());
+        assert!(upsample(usize::MAX, usize::MAX, (1, 1 << 14, 1 << 15)).is_err(), "4·C·H·W beyond 2^31");
+        assert!(upsample(usize::MAX, usize::MAX, (1, 1 << 14, (1 << 15) - 1)).is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Kernel launches through `cuLaunchKernelEx`, so a launch can carry programmatic dependent
 //! launch (PDL): the programmatic-stream-serialization attribute, which lets the next kernel's CTAs
-//! be scheduled while the current one drains (hiding part of the ~2 us launch gap of a decode
+//! be scheduled while the current one drains (hiding part of the launch gap between a decode
 //! step's ~200 small kernels). Correctness rests on every kernel calling `griddep_wait()`
 //! (ptx.cuh) before it reads anything an earlier kernel wrote; a test checks every entry point does.
 //!
@@ -19,7 +19,7 @@ use cudarc::driver::sys::{
 use cudarc::driver::{sys, CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
 use crate::cuda::KernelLibrary;
-use crate::launch::LaunchError;
+use crate::launch::{Gpu, LaunchError};
 
 /// The programmatic-dependent-launch attribute.
 fn pdl_attribute() -> CUlaunchAttribute {
@@ -41,9 +41,10 @@ pub struct Launch<'a> {
 }
 
 impl<'a> Launch<'a> {
-    /// A launch of `func` (an entry point of `lib`, whose launch policy it follows) on `stream`.
-    pub fn new(lib: &'a KernelLibrary, stream: &'a Arc<CudaStream>, func: &'a CudaFunction) -> Self {
-        Self { lib, stream, func, args: Vec::new(), _values: PhantomData }
+    /// A launch of `func` (an entry point of `gpu.lib`, whose launch policy it follows) on
+    /// `gpu.stream`.
+    pub fn new(gpu: Gpu<'a>, func: &'a CudaFunction) -> Self {
+        Self { lib: gpu.lib, stream: gpu.stream, func, args: Vec::new(), _values: PhantomData }
     }
 
     /// Appends one kernel parameter; the value must outlive the launch call.

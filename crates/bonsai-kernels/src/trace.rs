@@ -17,13 +17,12 @@
 //! done, partials met, outputs stored, planes stored). A mark belongs to the launch of its
 //! geometry released last before it.
 
+use crate::launch::Gpu;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DriverError, LaunchConfig};
+use cudarc::driver::{DriverError, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 
 /// Events the device buffer holds (TRACE_CAPACITY in ptx.cuh; these constants are checked
 /// against it by a test).
@@ -93,26 +92,26 @@ fn decode_event(ns: u64, word: u64) -> Option<Event> {
 }
 
 /// Empties the device buffer and turns the flag on (`on`) or off.
-pub fn arm(lib: &KernelLibrary, stream: &Arc<CudaStream>, on: bool) -> Result<(), DriverError> {
-    let module = lib.module();
-    let mut len = module.get_global("bonsai_trace_len", stream)?;
-    stream.memcpy_htod(&0u32.to_ne_bytes(), &mut len)?;
-    let mut flag = module.get_global("bonsai_trace_on", stream)?;
-    stream.memcpy_htod(&i32::from(on).to_ne_bytes(), &mut flag)?;
+pub fn arm(gpu: Gpu<'_>, on: bool) -> Result<(), DriverError> {
+    let module = gpu.lib.module();
+    let mut len = module.get_global("bonsai_trace_len", gpu.stream)?;
+    gpu.stream.memcpy_htod(&0u32.to_ne_bytes(), &mut len)?;
+    let mut flag = module.get_global("bonsai_trace_on", gpu.stream)?;
+    gpu.stream.memcpy_htod(&i32::from(on).to_ne_bytes(), &mut flag)?;
     Ok(())
 }
 
 /// The events recorded since [`arm`] (after the stream's work is done), in time order.
-pub fn collect(lib: &KernelLibrary, stream: &Arc<CudaStream>) -> Result<Vec<Event>, DriverError> {
-    let module = lib.module();
-    let len = module.get_global("bonsai_trace_len", stream)?;
+pub fn collect(gpu: Gpu<'_>) -> Result<Vec<Event>, DriverError> {
+    let module = gpu.lib.module();
+    let len = module.get_global("bonsai_trace_len", gpu.stream)?;
     let mut len_bytes = [0u8; 4];
-    stream.memcpy_dtoh(&len, &mut len_bytes)?;
+    gpu.stream.memcpy_dtoh(&len, &mut len_bytes)?;
     let n = (u32::from_ne_bytes(len_bytes) as usize).min(CAPACITY);
-    let buf = module.get_global("bonsai_trace", stream)?;
+    let buf = module.get_global("bonsai_trace", gpu.stream)?;
     let mut bytes = vec![0u8; CAPACITY * 16];
-    stream.memcpy_dtoh(&buf, &mut bytes)?;
-    stream.synchronize()?;
+    gpu.stream.memcpy_dtoh(&buf, &mut bytes)?;
+    gpu.stream.synchronize()?;
     let mut events: Vec<Event> = bytes[..n * 16]
         .chunks_exact(16)
         .filter_map(|c| {

@@ -66,11 +66,28 @@ fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), Weig
     Ok(())
 }
 
+/// Checks K and that the scales and payload words (`lens`, named `what`) hold the blocks of an
+/// `n x k` matrix at `words_per_block` words each.
+fn check_layout(
+    n: usize,
+    k: usize,
+    (scales, words): (usize, usize),
+    words_per_block: usize,
+    what: [&'static str; 2],
+) -> Result<(), WeightError> {
+    let blocks = n * check_k(k)?;
+    check_len(what[0], blocks, scales)?;
+    check_len(what[1], blocks * words_per_block, words)
+}
+
+/// Weight (row, col) of a matrix of K = `k`: its block and its index in the block.
+fn locate(k: usize, row: usize, col: usize) -> (usize, usize) {
+    (row * (k / GROUP) + col / GROUP, col % GROUP)
+}
+
 impl Q1Matrix {
     pub fn new(n: usize, k: usize, scales: Vec<f16>, bits: Vec<u32>) -> Result<Self, WeightError> {
-        let blocks = n * check_k(k)?;
-        check_len("Q1 scales", blocks, scales.len())?;
-        check_len("Q1 bit words", blocks * Q1_WORDS, bits.len())?;
+        check_layout(n, k, (scales.len(), bits.len()), Q1_WORDS, ["Q1 scales", "Q1 bit words"])?;
         Ok(Self { n, k, scales, bits })
     }
 
@@ -80,8 +97,7 @@ impl Q1Matrix {
 
     /// Weight (row, col) as f32: the definition every kernel must agree with.
     pub fn weight(&self, row: usize, col: usize) -> f32 {
-        let b = row * self.blocks_per_row() + col / GROUP;
-        let j = col % GROUP;
+        let (b, j) = locate(self.k, row, col);
         let bit = (self.bits[b * Q1_WORDS + j / 32] >> (j % 32)) & 1;
         let d = self.scales[b].to_f32();
         if bit == 1 {
@@ -99,9 +115,7 @@ impl Q1Matrix {
 
 impl Q2Matrix {
     pub fn new(n: usize, k: usize, scales: Vec<f16>, codes: Vec<u32>) -> Result<Self, WeightError> {
-        let blocks = n * check_k(k)?;
-        check_len("Q2 scales", blocks, scales.len())?;
-        check_len("Q2 code words", blocks * Q2_WORDS, codes.len())?;
+        check_layout(n, k, (scales.len(), codes.len()), Q2_WORDS, ["Q2 scales", "Q2 code words"])?;
         Ok(Self { n, k, scales, codes })
     }
 
@@ -111,8 +125,7 @@ impl Q2Matrix {
 
     /// Weight (row, col) as f32: the definition every kernel must agree with.
     pub fn weight(&self, row: usize, col: usize) -> f32 {
-        let b = row * self.blocks_per_row() + col / GROUP;
-        let j = col % GROUP;
+        let (b, j) = locate(self.k, row, col);
         let code = (self.codes[b * Q2_WORDS + j / 16] >> (2 * (j % 16))) & 3;
         (code as f32 - 1.0) * self.scales[b].to_f32()
     }
@@ -146,29 +159,23 @@ pub trait WeightAt: Sync {
     fn weight_at(&self, row: usize, col: usize) -> f32;
 }
 
-impl WeightAt for Q1Matrix {
-    fn n(&self) -> usize {
-        self.n
-    }
-    fn k(&self) -> usize {
-        self.k
-    }
-    fn weight_at(&self, row: usize, col: usize) -> f32 {
-        self.weight(row, col)
-    }
+/// Both formats read one weight through their `weight` (the definition).
+macro_rules! weight_at_by_definition {
+    ($($matrix:ty),+) => {$(
+        impl WeightAt for $matrix {
+            fn n(&self) -> usize {
+                self.n
+            }
+            fn k(&self) -> usize {
+                self.k
+            }
+            fn weight_at(&self, row: usize, col: usize) -> f32 {
+                self.weight(row, col)
+            }
+        }
+    )+};
 }
-
-impl WeightAt for Q2Matrix {
-    fn n(&self) -> usize {
-        self.n
-    }
-    fn k(&self) -> usize {
-        self.k
-    }
-    fn weight_at(&self, row: usize, col: usize) -> f32 {
-        self.weight(row, col)
-    }
-}
+weight_at_by_definition!(Q1Matrix, Q2Matrix);
 
 /// Either quantized matrix; the model holds its linear weights as this.
 #[derive(Clone, Debug, PartialEq)]

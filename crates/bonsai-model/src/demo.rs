@@ -1,11 +1,11 @@
 //! The built-in demo model's vocabulary: 256 byte tokens plus the three ChatML control tokens.
 //! The model: random Q1_0 weights from a fixed seed ([`crate::synthetic`]), written as a GGUF.
 
-use bonsai_gguf::{keys, GgufWriter, MetaValue, TensorType, ValueType};
+use bonsai_gguf::{keys, GgufWriter, MetaValue, TensorType, TokenizerMeta, ValueType};
 use bonsai_kernels::QMatrix;
 
 use crate::synthetic::{gguf_blocks, random_tensors, Geometry, MemTensor, MemoryTensors, WeightKind, QWEN3_RMS_EPS, QWEN3_ROPE_THETA};
-use crate::tokenizer::{byte_to_char_table, token_type, TokenizerParts};
+use crate::tokenizer::{byte_to_char_table, token_type};
 use crate::ModelError;
 
 pub const DEMO_SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
@@ -13,20 +13,23 @@ pub const DEMO_SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|
 pub const DEMO_EOS_ID: u32 = 258;
 
 /// The byte-level vocab: token b (< 256) is byte b in GPT-2's printable form; no merges.
-pub fn demo_tokenizer_parts() -> TokenizerParts {
+pub fn demo_tokenizer_parts() -> TokenizerMeta {
     let mut tokens: Vec<String> = byte_to_char_table().iter().map(|c| c.to_string()).collect();
     let mut token_types = vec![token_type::NORMAL; tokens.len()];
     for special in DEMO_SPECIAL_TOKENS {
         tokens.push(special.to_string());
         token_types.push(token_type::CONTROL);
     }
-    TokenizerParts {
+    TokenizerMeta {
         model: "gpt2".into(),
         pre: Some("qwen2".into()),
         tokens,
         token_types,
         merges: Vec::new(),
+        bos_id: None,
         eos_id: Some(DEMO_EOS_ID),
+        pad_id: None,
+        chat_template: None,
     }
 }
 
@@ -45,7 +48,7 @@ fn strings(v: impl IntoIterator<Item = String>) -> MetaValue {
 pub fn model_gguf_writer(
     g: &Geometry,
     tensors: &MemoryTensors,
-    tokenizer: Option<&TokenizerParts>,
+    tokenizer: Option<&TokenizerMeta>,
     chat_template: Option<&str>,
 ) -> Result<GgufWriter, ModelError> {
     let mut w = GgufWriter::new();

@@ -6,7 +6,7 @@ use bonsai_gguf::{GgufFile, Qwen3Config, TokenizerMeta};
 
 use crate::backend::Backend;
 use crate::qwen3::{HostWeights, Qwen3};
-use crate::tokenizer::{Tokenizer, TokenizerParts};
+use crate::tokenizer::Tokenizer;
 use crate::ModelError;
 
 /// Context size when the user gives none (capped by the model's own context length).
@@ -20,19 +20,6 @@ pub struct LoadedModel<B: Backend> {
     pub chat_template: Option<String>,
     /// Weight bytes read per decoded token (for bandwidth figures).
     pub decode_bytes_per_token: usize,
-}
-
-impl From<TokenizerMeta> for TokenizerParts {
-    fn from(m: TokenizerMeta) -> Self {
-        TokenizerParts {
-            model: m.model,
-            pre: m.pre,
-            tokens: m.tokens,
-            token_types: m.token_types,
-            merges: m.merges,
-            eos_id: m.eos_id,
-        }
-    }
 }
 
 /// The context to size the cache for: `requested`, or the default, within the model's limit.
@@ -74,7 +61,7 @@ pub fn load_model<B: Backend>(file: &GgufFile, backend: B, ctx: Option<usize>) -
         Some(_) => {
             let meta = TokenizerMeta::from_gguf(file)?;
             let chat_template = meta.chat_template.clone();
-            let tokenizer = Tokenizer::from_parts(&TokenizerParts::from(meta))?;
+            let tokenizer = Tokenizer::from_parts(&meta)?;
             if tokenizer.vocab_size() != config.vocab {
                 return Err(ModelError::Unsupported(format!(
                     "tokenizer has {} tokens but token_embd has {} rows",

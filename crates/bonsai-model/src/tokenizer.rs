@@ -9,6 +9,8 @@
 
 use std::collections::HashMap;
 
+use bonsai_gguf::TokenizerMeta;
+
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::normalizers::NFC;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
@@ -49,17 +51,6 @@ pub enum TokenizerError {
     BadId { id: u32, vocab: usize },
 }
 
-/// What the tokenizer is built from (the GGUF `tokenizer.ggml.*` values).
-#[derive(Clone, Debug, Default)]
-pub struct TokenizerParts {
-    pub model: String,
-    pub pre: Option<String>,
-    pub tokens: Vec<String>,
-    pub token_types: Vec<i32>,
-    pub merges: Vec<String>,
-    pub eos_id: Option<u32>,
-}
-
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     token_bytes: Vec<Vec<u8>>,
@@ -96,7 +87,7 @@ fn parse_byte_token(text: &str) -> Option<u8> {
 }
 
 impl Tokenizer {
-    pub fn from_parts(parts: &TokenizerParts) -> Result<Self, TokenizerError> {
+    pub fn from_parts(parts: &TokenizerMeta) -> Result<Self, TokenizerError> {
         if parts.model != "gpt2" {
             return Err(TokenizerError::UnsupportedModel(parts.model.clone()));
         }

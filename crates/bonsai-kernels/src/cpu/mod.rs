@@ -104,23 +104,36 @@ pub(crate) fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 /// Defines `fn $name(level: SimdLevel, args..)` that runs the portable `#[inline(always)]`
 /// function `$generic` either as-is or compiled with AVX2 + FMA enabled (LLVM then vectorises
 /// its [`LANES`]-wide loops at 256 bits). One source, two instruction sets, chosen at run time.
+/// Given a body instead of `= $generic`, the portable function is that body (written once, with
+/// its signature), nested in the dispatcher.
 macro_rules! simd_variants {
-    ($vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? = $generic:path;) => {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$attr])*
         $vis fn $name(level: $crate::cpu::SimdLevel, $($arg: $ty),*) $(-> $ret)? {
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
-                $generic($($arg),*)
-            }
-            match level {
-                #[cfg(target_arch = "x86_64")]
-                $crate::cpu::SimdLevel::Avx2Fma => {
-                    // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA.
-                    unsafe { avx2($($arg),*) }
-                }
-                _ => $generic($($arg),*),
-            }
+            #[inline(always)]
+            fn generic($($arg: $ty),*) $(-> $ret)? $body
+            $crate::cpu::simd_variants!(@dispatch level, generic, ($($arg: $ty),*) $(-> $ret)?)
         }
     };
+    ($vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? = $generic:path;) => {
+        $vis fn $name(level: $crate::cpu::SimdLevel, $($arg: $ty),*) $(-> $ret)? {
+            $crate::cpu::simd_variants!(@dispatch level, $generic, ($($arg: $ty),*) $(-> $ret)?)
+        }
+    };
+    (@dispatch $level:ident, $generic:path, ($($arg:ident : $ty:ty),*) $(-> $ret:ty)?) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+            $generic($($arg),*)
+        }
+        match $level {
+            #[cfg(target_arch = "x86_64")]
+            $crate::cpu::SimdLevel::Avx2Fma => {
+                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA.
+                unsafe { avx2($($arg),*) }
+            }
+            _ => $generic($($arg),*),
+        }
+    }};
 }
 pub(crate) use simd_variants;

@@ -11,7 +11,7 @@
 //! Accumulation: each output is a plain sequential f32 (FMA) dot product over K, carried in a
 //! task-local buffer across chunks: within γ_K·Σ|W·x| of the exact sum.
 
-use super::qgemm::{silu_mul, Epilogue, QuantRows};
+use super::qgemm::{silu_mul, Epilogue, Job, QuantRows};
 use super::{DisjointWriter, SimdLevel};
 use rayon::prelude::*;
 
@@ -25,15 +25,8 @@ const MR: usize = 6;
 const NR: usize = 16;
 
 /// `out[m, n_out] = epilogue(W · x)`; shapes are checked by the caller (see `qgemm::run`).
-pub(crate) fn run<W: QuantRows>(
-    w: &W,
-    x: &[f32],
-    m: usize,
-    out: &mut [f32],
-    n_out: usize,
-    epilogue: Epilogue,
-    level: SimdLevel,
-) {
+pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
+    let Job { w, x, m, n_out, epilogue, level } = job;
     let per_out = epilogue.rows_per_output();
     let k = w.cols();
     let writer = DisjointWriter::new(out);

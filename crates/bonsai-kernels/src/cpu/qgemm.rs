@@ -20,7 +20,7 @@ const COLS_PER_TASK: usize = 64;
 pub(crate) const PANEL_MIN_M: usize = 16;
 
 /// A quantized weight matrix the engine can multiply.
-pub(crate) trait QuantRows: Sync {
+pub trait QuantRows: Sync {
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
@@ -60,6 +60,18 @@ pub(crate) fn silu_mul(gate: f32, up: f32) -> f32 {
     gate / (1.0 + (-gate).exp()) * up
 }
 
+/// One product the engine computes: `out[m, n_out] = epilogue(W · x)` with `x: [m, cols]` (shapes
+/// checked by [`run`]), at `level`.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a, W> {
+    pub w: &'a W,
+    pub x: &'a [f32],
+    pub m: usize,
+    pub n_out: usize,
+    pub epilogue: Epilogue,
+    pub level: SimdLevel,
+}
+
 /// Runs `out[m, n_out]` = epilogue(W · x) with `x: [m, cols]`. Shapes must already be checked:
 /// `x.len() == m * cols`, `out.len() == m * n_out`, `n_out * rows_per_output == w.rows()`.
 pub(crate) fn run<W: QuantRows>(
@@ -79,25 +91,19 @@ pub(crate) fn run<W: QuantRows>(
     // Tile shapes keep R·T accumulators + R decoded weight vectors within 16 ymm registers.
     // Decode: 4 rows in flight. Prefill: 2 rows x 4 tokens, decoding each weight group once
     // for 4 tokens.
+    let job = Job { w, x, m, n_out, epilogue, level };
     match (m, epilogue) {
-        (1, Epilogue::Store(_)) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
-        (1, Epilogue::SwiGlu) => run_tiled::<W, 4, 1>(w, x, m, out, n_out, epilogue, level),
-        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(w, x, m, out, n_out, epilogue, level),
-        (_, _) => run_tiled::<W, 2, 4>(w, x, m, out, n_out, epilogue, level),
+        (1, Epilogue::Store(_)) => run_tiled::<W, 4, 1>(job, out),
+        (1, Epilogue::SwiGlu) => run_tiled::<W, 4, 1>(job, out),
+        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
+        (_, _) => run_tiled::<W, 2, 4>(job, out),
     }
 }
 
 // `t` indexes both the output row and the inner dimension of `dots[c][t]`.
 #[allow(clippy::needless_range_loop)]
-fn run_tiled<W: QuantRows, const R: usize, const T: usize>(
-    w: &W,
-    x: &[f32],
-    m: usize,
-    out: &mut [f32],
-    n_out: usize,
-    epilogue: Epilogue,
-    level: SimdLevel,
-) {
+fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out: &mut [f32]) {
+    let Job { w, x, m, n_out, epilogue, level } = job;
     let per_out = epilogue.rows_per_output();
     let cols_per_tile = R / per_out;
     let k = w.cols();

@@ -193,28 +193,28 @@ pub fn upload(matrix: &QMatrix, stream: &Arc<CudaStream>) -> Result<GpuQMatrix, 
 }
 
 pub fn upload_q1(m: &Q1Matrix, stream: &Arc<CudaStream>) -> Result<GpuQ1Matrix, KernelError> {
-    let scales: &[u16] = bytemuck::cast_slice(&m.scales);
-    Ok(GpuQ1Matrix {
-        n: m.n,
-        k: m.k,
-        scales: stream.clone_htod(scales).map_err(KernelError::driver("uploading Q1 scales"))?,
-        bits: stream
-            .clone_htod(&device_q1_bits(m))
-            .map_err(KernelError::driver("uploading Q1 sign bits"))?,
-    })
+    let what = ["uploading Q1 scales", "uploading Q1 sign bits"];
+    let (scales, bits) = upload_parts(stream, &m.scales, &device_q1_bits(m), what)?;
+    Ok(GpuQ1Matrix { n: m.n, k: m.k, scales, bits })
 }
 
 pub fn upload_q2(m: &Q2Matrix, stream: &Arc<CudaStream>) -> Result<GpuQ2Matrix, KernelError> {
-    let scales: &[u16] = bytemuck::cast_slice(&m.scales);
-    Ok(GpuQ2Matrix {
-        n: m.n,
-        k: m.k,
-        scales: stream.clone_htod(scales).map_err(KernelError::driver("uploading Q2 scales"))?,
-        codes: stream
-            .clone_htod(&device_q2_codes(m))
-            .map_err(KernelError::driver("uploading Q2 codes"))?,
-        ternary: m.is_ternary(),
-    })
+    let what = ["uploading Q2 scales", "uploading Q2 codes"];
+    let (scales, codes) = upload_parts(stream, &m.scales, &device_q2_codes(m), what)?;
+    Ok(GpuQ2Matrix { n: m.n, k: m.k, scales, codes, ternary: m.is_ternary() })
+}
+
+/// A matrix's f16 scales (as their bits) and its payload words in device layout, copied to the
+/// device (`what`: the two copies, named in errors).
+fn upload_parts(
+    stream: &Arc<CudaStream>,
+    scales: &[half::f16],
+    words: &[u32],
+    what: [&'static str; 2],
+) -> Result<(CudaSlice<u16>, CudaSlice<u32>), KernelError> {
+    let scale_bits: &[u16] = bytemuck::cast_slice(scales);
+    let scales = stream.clone_htod(scale_bits).map_err(KernelError::driver(what[0]))?;
+    Ok((scales, stream.clone_htod(words).map_err(KernelError::driver(what[1]))?))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod kv_write;
 pub mod matmul_q1;
 pub mod matmul_q2;
 pub mod qk_norm_rope;
+pub mod quant_ops;
 pub(crate) mod quant_reference;
 pub mod residual_add;
 pub mod sample_top_k;
@@ -36,6 +37,8 @@ pub mod upsample_nearest2x;
 pub(crate) mod quant_op_cases;
 #[cfg(test)]
 pub(crate) mod test_util;
+
+use half::f16;
 
 /// How a matmul writes its result: `y = W·x` or `y += W·x` (the fused residual add).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +102,115 @@ impl HeadShape {
             });
         }
         Ok(())
+    }
+}
+
+/// `m` tokens' fused projections `qkv: [m, (n_q + 2·n_kv)·head_dim]` at positions
+/// `pos0..pos0 + m`: what `kv_write` and `attention` read (on the host; the CUDA launchers take
+/// device buffers and the position in device memory, `pos0[0]`).
+#[derive(Debug)]
+pub struct QkvRows<'a, Q: ?Sized = [f32], P = usize> {
+    pub qkv: &'a Q,
+    pub m: usize,
+    pub shape: HeadShape,
+    pub pos0: P,
+}
+
+impl<Q: ?Sized, P: Copy> Clone for QkvRows<'_, Q, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q: ?Sized, P: Copy> Copy for QkvRows<'_, Q, P> {}
+
+impl QkvRows<'_> {
+    /// Checks the head shape and the length of `qkv`.
+    pub(crate) fn check(&self, op: &'static str) -> Result<(), OpError> {
+        self.shape.validate(op)?;
+        check_len(op, "qkv", self.m * self.shape.qkv_row_len(), self.qkv.len())
+    }
+}
+
+/// One layer's KV cache, `k, v: [n_kv][max_seq][head_dim]` of f16: `KvCache<&[f16]>` to read,
+/// `KvCache<&mut [f16]>` to write.
+#[derive(Clone, Copy, Debug)]
+pub struct KvCache<T> {
+    pub k: T,
+    pub v: T,
+    pub max_seq: usize,
+}
+
+impl<T> KvCache<T> {
+    /// Both caches borrowed (a device cache as a launch argument).
+    pub fn borrowed(&self) -> KvCache<&T> {
+        KvCache { k: &self.k, v: &self.v, max_seq: self.max_seq }
+    }
+
+    /// Both caches borrowed to write.
+    pub fn borrowed_mut(&mut self) -> KvCache<&mut T> {
+        KvCache { k: &mut self.k, v: &mut self.v, max_seq: self.max_seq }
+    }
+}
+
+impl<T: AsRef<[f16]>> KvCache<T> {
+    /// Checks both caches' lengths for `rows`' head shape and that `rows` fit in `max_seq`.
+    pub(crate) fn check(&self, op: &'static str, rows: &QkvRows<'_>) -> Result<(), OpError> {
+        let len = rows.shape.n_kv * self.max_seq * rows.shape.head_dim;
+        check_len(op, "k_cache", len, self.k.as_ref().len())?;
+        check_len(op, "v_cache", len, self.v.as_ref().len())?;
+        check_positions(op, "cache", rows.pos0, rows.m, self.max_seq)
+    }
+
+    /// The cache to read.
+    pub fn view(&self) -> KvCache<&[f16]> {
+        KvCache { k: self.k.as_ref(), v: self.v.as_ref(), max_seq: self.max_seq }
+    }
+}
+
+impl<T: AsMut<[f16]>> KvCache<T> {
+    /// The cache to write.
+    pub fn view_mut(&mut self) -> KvCache<&mut [f16]> {
+        KvCache { k: self.k.as_mut(), v: self.v.as_mut(), max_seq: self.max_seq }
+    }
+}
+
+/// One image `[channels, height, width]` (batch 1, NCHW): what `im2col` and
+/// `upsample_nearest2x` take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageShape {
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+}
+
+impl ImageShape {
+    pub const fn new(channels: usize, height: usize, width: usize) -> Self {
+        Self { channels, height, width }
+    }
+
+    /// Checks a non-empty image, `x: [C·H·W]` and the output (`out_name`, `out_per_input` values
+    /// per input value); returns C·H·W.
+    pub(crate) fn check(
+        &self,
+        op: &'static str,
+        x: &[f32],
+        (out_name, out): (&'static str, &[f32]),
+        out_per_input: usize,
+    ) -> Result<usize, OpError> {
+        let ImageShape { channels, height, width } = *self;
+        let image = || format!("image {channels}x{height}x{width}");
+        if channels == 0 || height == 0 || width == 0 {
+            return Err(OpError::Shape { op, detail: format!("empty {}", image()) });
+        }
+        let input_len = channels
+            .checked_mul(height)
+            .and_then(|v| v.checked_mul(width))
+            .filter(|v| v.checked_mul(out_per_input).is_some())
+            .ok_or_else(|| OpError::Shape { op, detail: format!("{} overflows usize", image()) })?;
+        check_len(op, "x", input_len, x.len())?;
+        check_len(op, out_name, out_per_input * input_len, out.len())?;
+        Ok(input_len)
     }
 }
 

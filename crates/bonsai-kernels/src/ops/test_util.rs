@@ -2,6 +2,7 @@
 //! can be replayed with `BONSAI_TEST_SEED`), random quantized matrices, and the rounding-error
 //! constants the tolerance derivations use.
 
+use crate::verify::rng::SplitMix64;
 use crate::weights::{Q1Matrix, Q2Matrix, WeightAt, GROUP, Q1_WORDS, Q2_WORDS};
 use half::f16;
 
@@ -16,9 +17,10 @@ pub fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// splitmix64: tiny, seedable, good enough to spread test inputs.
+/// The verify inputs' splitmix64 ([`SplitMix64`]) with a logged seed: tiny, seedable, good
+/// enough to spread test inputs.
 pub struct TestRng {
-    state: u64,
+    bits: SplitMix64,
 }
 
 impl TestRng {
@@ -36,19 +38,15 @@ impl TestRng {
                 t ^ (test.len() as u64).rotate_left(17)
             });
         eprintln!("{test}: BONSAI_TEST_SEED={seed}");
-        Self { state: seed }
+        Self { bits: SplitMix64::new(seed) }
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.bits.next_u64()
     }
 
     pub fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
+        self.bits.next_u32()
     }
 
     /// Uniform in [0, 1).

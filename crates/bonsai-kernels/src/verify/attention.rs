@@ -10,7 +10,7 @@ use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::attention::PrefillKernel;
 use crate::launch::qk_norm_rope::RopeTableView;
-use crate::ops::{self, HeadShape};
+use crate::ops::{self, HeadShape, KvCache, QkvRows};
 use crate::rope::RopeTable;
 
 const ROPE_THETA: f64 = 1e6;
@@ -161,13 +161,16 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let mut want = qkv.clone();
-    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+    ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    launch::qk_norm_rope::qk_norm_rope(&ctx.lib, &ctx.stream, &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd)?;
+    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let no_cache: Option<KvCache<&mut cudarc::driver::CudaSlice<u16>>> = None;
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, no_cache)?;
     let got = download(&ctx.stream, &qd)?;
     let bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let cmp = Comparison::of(&got, &want, |i| bound[i]);
@@ -223,9 +226,11 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let len = shape.n_kv * max_seq * hd;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let mut want = qkv.clone();
-    ops::qk_norm_rope::reference(&mut want, m, shape, &qn, &kn, EPS, &rope, pos0)?;
+    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+    ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    ops::kv_write::reference(&want, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+    let rows = ops::QkvRows { qkv: &want[..], m, shape, pos0 };
+    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
 
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let mut qd = upload(&ctx.stream, &qkv)?;
@@ -234,9 +239,9 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    launch::qk_norm_rope::qk_norm_rope_kv_write(
-        &ctx.lib, &ctx.stream, &mut qd, m, shape, &qnd, &knd, EPS, &view, &pd, max_seq, &mut kd, &mut vd,
-    )?;
+    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let cache = KvCache { k: &mut kd, v: &mut vd, max_seq };
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, Some(cache))?;
     let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
@@ -284,12 +289,13 @@ fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), Ve
     let len = shape.n_kv * max_seq * shape.head_dim;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
-    ops::kv_write::reference(&qkv, m, shape, pos0, max_seq, &mut kw, &mut vw)?;
+    let rows = ops::QkvRows { qkv: &qkv[..], m, shape, pos0 };
+    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
     let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let qd = upload(&ctx.stream, &qkv)?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    launch::kv_write::kv_write(&ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, &mut kd, &mut vd)?;
+    launch::kv_write::kv_write(ctx.gpu(), QkvRows { qkv: &qd, m, shape, pos0: &pd }, KvCache { k: &mut kd, v: &mut vd, max_seq })?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
     let mut got = as_f32(download(&ctx.stream, &kd)?);
     got.extend(as_f32(download(&ctx.stream, &vd)?));
@@ -312,12 +318,7 @@ pub(crate) fn attention_rows(
     let shape = head_shape(g);
     // The kernel the launch runs (the tensor-core one only where this device fits it): its bound
     // and its name on the row.
-    let smem_optin = crate::launch::device_attribute(
-        &ctx.stream,
-        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-    )?;
-    let chosen = launch::attention::choose_kernel(m, shape, kernel, smem_optin)
-        .map_err(|detail| crate::launch::LaunchError::Shape { op: "attention", detail })?;
+    let chosen = launch::attention::choose_kernel_on(ctx.gpu(), m, shape, kernel)?;
     let mma = matches!(chosen, launch::attention::AttentionKernel::PrefillMma(_));
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let max_seq = match cache {
@@ -334,7 +335,8 @@ pub(crate) fn attention_rows(
     let out_row = shape.q_len();
     let mut want = vec![0.0f32; m * out_row];
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
-        ops::attention::reference(&qkv[i * row..(i + 1) * row], 1, shape, pos0 + i, max_seq, &kc, &vc, o)
+        let rows = ops::QkvRows { qkv: &qkv[i * row..(i + 1) * row], m: 1, shape, pos0: pos0 + i };
+        ops::attention::reference(rows, KvCache { k: &kc, v: &vc, max_seq }, o)
     })?;
     let inputs = BoundInputs { qkv: &qkv, m, shape, pos0, max_seq, kc: &kc, vc: &vc };
     let bound = if mma { prefill_mma_bound(&inputs) } else { decode_bound(&inputs) };
@@ -350,8 +352,14 @@ pub(crate) fn attention_rows(
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, seq_bound))?;
     let mut od = poisoned(&ctx.stream, m * out_row)?;
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(m, shape)])?;
-    launch::attention::attention_with(
-        &ctx.lib, &ctx.stream, &qd, m, shape, &pd, max_seq, seq_bound, &kd, &vd, &mut scratch, &mut counters, &mut od, kernel,
+    launch::attention::attention(
+        ctx.gpu(),
+        QkvRows { qkv: &qd, m, shape, pos0: &pd },
+        KvCache { k: &kd, v: &vd, max_seq },
+        seq_bound,
+        launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters },
+        &mut od,
+        kernel,
     )?;
     let mut got = download(&ctx.stream, &od)?;
     // The launch must leave its counters at zero (the next launch, or graph replay, relies on it):

@@ -16,11 +16,12 @@ use super::shapes::ShapeSet;
 use super::attention::{decode_bound, BoundInputs};
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::attention::{
-    attention, attention_decode_planes, counters_len, decode_heads_entry_point, scratch_len,
+    attention, attention_decode_planes, counters_len, AttentionScratch, decode_heads_entry_point, scratch_len, PrefillKernel,
 };
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
+use crate::ops::{KvCache, QkvRows};
 
 const HEAD_DIM: usize = 128;
 /// Positions of the checks: one split (pos 0), a few merged splits (33), many (1000).
@@ -96,9 +97,11 @@ fn run_plain(
     shape: HeadShape,
     out: &mut cudarc::driver::CudaSlice<f32>,
 ) -> Result<(), VerifyError> {
-    let (lib, stream) = (&ctx.lib, &ctx.stream);
+    let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention(lib, stream, qkv, 1, shape, pos, *max_seq, *max_seq, k_cache, v_cache, scratch, counters, out)?;
+    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
+    attention(gpu, rows, cache, *max_seq, AttentionScratch { partials: scratch, counters }, out, PrefillKernel::Mma)?;
     Ok(())
 }
 
@@ -111,9 +114,11 @@ fn run_planes(
     planes: &mut B1Planes,
     per_q_head: bool,
 ) -> Result<(), VerifyError> {
-    let (lib, stream) = (&ctx.lib, &ctx.stream);
+    let gpu = ctx.gpu();
     let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    attention_decode_planes(lib, stream, qkv, shape, pos, *max_seq, k_cache, v_cache, scratch, counters, out, planes, per_q_head)?;
+    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
+    attention_decode_planes(gpu, rows, cache, AttentionScratch { partials: scratch, counters }, out, planes, per_q_head)?;
     Ok(())
 }
 
@@ -166,12 +171,12 @@ fn check(
     let mut out_a = poisoned(&ctx.stream, k)?;
     run_plain(ctx, &mut a, shape, &mut out_a)?;
     let mut planes_a = B1Planes::new(&ctx.stream, k)?;
-    prepare_planes(&ctx.lib, &ctx.stream, &out_a, &mut planes_a)?;
+    prepare_planes(ctx.gpu(), &out_a, &mut planes_a)?;
 
     // Planes poisoned with another x's, so an unwritten group fails; out poisoned with NaN.
     let mut planes_b = B1Planes::new(&ctx.stream, k)?;
     let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-    prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_b)?;
+    prepare_planes(ctx.gpu(), &junk, &mut planes_b)?;
     let mut out_b = poisoned(&ctx.stream, k)?;
     run_planes(ctx, &mut a, shape, &mut out_b, &mut planes_b, false)?;
 
@@ -188,9 +193,9 @@ fn check(
             let residual = ctx.rng.activations(w.n, INPUT_RANGE);
             let mut y_a = upload(&ctx.stream, &residual)?;
             let epilogue = if store == Store::Add { Epilogue::Add } else { Epilogue::Store };
-            gemv_with(&ctx.lib, &ctx.stream, &w.view(), &out_a, None, &mut y_a, epilogue, GemvKernel::Binary)?;
+            gemv_with(ctx.gpu(), &w.view(), &out_a, None, &mut y_a, epilogue, GemvKernel::Binary)?;
             let mut y_b = upload(&ctx.stream, &residual)?;
-            matmul_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes_b, &mut y_b, store)?;
+            matmul_from_planes(ctx.gpu(), &w.view(), &planes_b, &mut y_b, store)?;
             let (got, want) = (download(&ctx.stream, &y_b)?, download(&ctx.stream, &y_a)?);
             let q = if w.bits == crate::launch::QuantBits::One { "q1" } else { "q2" };
             let s = if store == Store::Add { "add" } else { "store" };
@@ -219,7 +224,7 @@ fn check_heads(
     let k = shape.q_len();
     let mut planes_c = B1Planes::new(&ctx.stream, k)?;
     let junk = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-    prepare_planes(&ctx.lib, &ctx.stream, &junk, &mut planes_c)?;
+    prepare_planes(ctx.gpu(), &junk, &mut planes_c)?;
     let mut out_c = poisoned(&ctx.stream, k)?;
     run_planes(ctx, a, shape, &mut out_c, &mut planes_c, true)?;
     let got = download(&ctx.stream, &out_c)?;
@@ -228,13 +233,14 @@ fn check_heads(
     } else {
         let (qkv, kc, vc) = &a.host;
         let mut want = vec![0.0f32; k];
-        crate::ops::attention::reference(qkv, 1, shape, pos0, a.max_seq, kc, vc, &mut want)?;
+        let rows = QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
+        crate::ops::attention::reference(rows, KvCache { k: kc, v: vc, max_seq: a.max_seq }, &mut want)?;
         let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, max_seq: a.max_seq, kc, vc });
         Comparison::of(&got, &want, |i| bound[i])
     };
     ctx.record("attention_planes heads", &format!("{label} out"), cmp);
     let mut want_planes = B1Planes::new(&ctx.stream, k)?;
-    prepare_planes(&ctx.lib, &ctx.stream, &out_c, &mut want_planes)?;
+    prepare_planes(ctx.gpu(), &out_c, &mut want_planes)?;
     let (got, want) = (planes_words(ctx, &planes_c)?, planes_words(ctx, &want_planes)?);
     ctx.record("attention_planes heads", &format!("{label} planes"), words_equal(&got, &want));
     let left = download(&ctx.stream, &a.counters)?;
@@ -267,7 +273,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let secs = time_batches(ctx, copies, |i| {
             let (a, dw) = &mut sets[i];
             run_plain(ctx, a, shape, &mut out)?;
-            gemv_with(&ctx.lib, &ctx.stream, &dw.view(), &out, None, &mut y, Epilogue::Add, GemvKernel::Binary)?;
+            gemv_with(ctx.gpu(), &dw.view(), &out, None, &mut y, Epilogue::Add, GemvKernel::Binary)?;
             Ok(())
         })?;
         rows.push(row("attn+prepare+gemv_b1", label.clone(), secs, total, None, copy_bw));
@@ -275,7 +281,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             let (a, dw) = &mut sets[i];
             run_planes(ctx, a, shape, &mut out, &mut planes, false)?;
             let view: QWeightsView<'_> = dw.view();
-            matmul_from_planes(&ctx.lib, &ctx.stream, &view, &planes, &mut y, Store::Add)?;
+            matmul_from_planes(ctx.gpu(), &view, &planes, &mut y, Store::Add)?;
             Ok(())
         })?;
         rows.push(row("attn_planes+from_planes", label, secs, total, None, copy_bw));

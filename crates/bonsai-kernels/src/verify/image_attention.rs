@@ -4,12 +4,13 @@
 //! Bound: `ops::joint_attention::bf16_check` — the exact effect of rounding q, k, v to bf16
 //! plus the derived bound of the kernel's own arithmetic (the op's doc, "Accuracy").
 
+use crate::launch::Gpu;
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::joint_attention::{self as ja, FlashVariant};
-use crate::ops::joint_attention::{bf16_check, AttnDims};
+use crate::ops::joint_attention::{bf16_check, AttnDims, Inputs as AttnInputs};
 
 /// How the inputs are drawn.
 #[derive(Clone, Copy, Debug)]
@@ -119,17 +120,11 @@ fn check(
     let mut od = poisoned(&ctx.stream, q.len())?;
     if let (Inputs::NegativeScores, None) = (inputs, forced) {
         // The entry point that allocates its own scratch (the PyTorch harness uses it).
-        ja::joint_attention_alloc(&ctx.lib, &ctx.stream, d, &qd, &kd, &vd, &mut od)?;
+        ja::joint_attention_alloc(ctx.gpu(), AttnInputs { dims: d, q: &qd, k: &kd, v: &vd }, &mut od)?;
     } else {
         // Scratch poisoned with bf16 NaNs: a piece the conversion pass missed fails the check.
         let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
-        let (lib, stream) = (&ctx.lib, &ctx.stream);
-        match forced {
-            Some(v) => {
-                ja::joint_attention_with(lib, stream, v, d, &qd, &kd, &vd, &mut scratch, &mut od)?
-            }
-            None => ja::joint_attention(lib, stream, d, &qd, &kd, &vd, &mut scratch, &mut od)?,
-        }
+        ja::joint_attention(ctx.gpu(), forced, AttnInputs { dims: d, q: &qd, k: &kd, v: &vd }, &mut scratch, &mut od)?;
     }
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
@@ -156,10 +151,10 @@ fn check_bf16_entry(
     let mut od = poisoned(&ctx.stream, q.len())?;
     let n = q.len();
     let mut scratch = upload(&ctx.stream, &vec![0xFFFFu16; ja::scratch_len(d)])?;
-    ja::convert_to_bf16(&ctx.lib, &ctx.stream, n, &qd, &kd, &vd, &mut scratch)?;
+    ja::convert_to_bf16(ctx.gpu(), n, &qd, &kd, &vd, &mut scratch)?;
     let (q16, k16, v16) =
         (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-    ja::joint_attention_bf16_with(&ctx.lib, &ctx.stream, variant, d, &q16, &k16, &v16, &mut od)?;
+    ja::joint_attention_bf16(ctx.gpu(), Some(variant), AttnInputs { dims: d, q: &q16, k: &k16, v: &v16 }, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     let cmp = Comparison::of(&got, &expect.want, |i| expect.bound[i]);
     let shape =
@@ -203,14 +198,14 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let (lib, stream) = (&ctx.lib, ctx.stream.clone());
         let secs = time_batches(ctx, copies, |i| {
             let (q, k, v) = &inputs[i];
-            ja::joint_attention(lib, &stream, d, q, k, v, &mut scratch, &mut out)?;
+            ja::joint_attention(Gpu::new(lib, &stream), None, AttnInputs { dims: d, q, k, v }, &mut scratch, &mut out)?;
             Ok(())
         })?;
         rows.push(row("joint_attention (f32 in)", shape.clone(), secs, None, Some(flops), 1.0));
         let secs = time_batches(ctx, 1, |_| {
             let (q16, k16, v16) =
                 (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-            ja::joint_attention_bf16(lib, &stream, d, &q16, &k16, &v16, &mut out)?;
+            ja::joint_attention_bf16(Gpu::new(lib, &stream), None, AttnInputs { dims: d, q: &q16, k: &k16, v: &v16 }, &mut out)?;
             Ok(())
         })?;
         rows.push(row(
@@ -226,9 +221,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
             let secs = time_batches(ctx, 1, |_| {
                 let (q16, k16, v16) =
                     (scratch.slice(0..n), scratch.slice(n..2 * n), scratch.slice(2 * n..3 * n));
-                ja::joint_attention_bf16_with(
-                    lib, &stream, variant, d, &q16, &k16, &v16, &mut out,
-                )?;
+                ja::joint_attention_bf16(Gpu::new(lib, &stream), Some(variant), AttnInputs { dims: d, q: &q16, k: &k16, v: &v16 }, &mut out)?;
                 Ok(())
             })?;
             let name = format!("joint_attention_bf16 (flash only, {})", variant.entry);
@@ -236,7 +229,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         }
         let secs = time_batches(ctx, copies, |i| {
             let (q, k, v) = &inputs[i];
-            ja::convert_to_bf16(lib, &stream, n, q, k, v, &mut scratch)?;
+            ja::convert_to_bf16(Gpu::new(lib, &stream), n, q, k, v, &mut scratch)?;
             Ok(())
         })?;
         // Bytes: 3 f32 tensors read, 3 bf16 tensors written.

@@ -2,12 +2,15 @@
 //! silu, upsample_nearest2x, im2col. Small odd shapes (C not a multiple of 4, odd H and W, an
 //! unaligned view) exercise the scalar paths; the decoder's real shapes the float4 paths.
 
+use cudarc::driver::CudaSlice;
+
+use crate::launch::{Gpu, LaunchError};
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
-use crate::ops;
+use crate::ops::{self, ImageShape};
 
 /// VAE (C, H = W) shapes: every one with ShapeSet::All, the first two otherwise.
 const VAE_SHAPES: [(usize, usize); 6] = [(96, 64), (384, 64), (384, 128), (192, 256), (384, 512), (96, 512)];
@@ -60,7 +63,7 @@ fn silu(ctx: &mut Ctx, len: usize, offset: usize) -> Result<(), VerifyError> {
     {
         let xv = xd.slice(offset..);
         let mut yv = yd.slice_mut(offset..);
-        launch::silu::silu(&ctx.lib, &ctx.stream, &xv, len, &mut yv)?;
+        launch::silu::silu(ctx.gpu(), &xv, len, &mut yv)?;
     }
     let got = download(&ctx.stream, &yd)?[offset..].to_vec();
     // CUDA expf errs by <= 2 ulp (<= 4u relative); 1 + e then carries <= 3u (e <= 1) and the
@@ -72,7 +75,7 @@ fn silu(ctx: &mut Ctx, len: usize, offset: usize) -> Result<(), VerifyError> {
     // In place on the aligned buffer gives the same bits as out of place.
     if offset == 0 {
         let mut xd = upload(&ctx.stream, &x)?;
-        launch::silu::silu_in_place(&ctx.lib, &ctx.stream, &mut xd, len)?;
+        launch::silu::silu_in_place(ctx.gpu(), &mut xd, len)?;
         let in_place = download(&ctx.stream, &xd)?;
         ctx.record("silu_in_place", &format!("len={len}"), Comparison::of(&in_place, &got, |_| 0.0));
     }
@@ -80,26 +83,38 @@ fn silu(ctx: &mut Ctx, len: usize, offset: usize) -> Result<(), VerifyError> {
 }
 
 fn upsample(ctx: &mut Ctx, c: usize, h: usize, w: usize) -> Result<(), VerifyError> {
-    let x = ctx.rng.activations(c * h * w, 4.0);
-    let mut want = vec![0.0f32; 4 * x.len()];
-    ops::upsample_nearest2x::reference(&x, c, h, w, &mut want)?;
-    let (xd, mut yd) = (upload(&ctx.stream, &x)?, poisoned(&ctx.stream, want.len())?);
-    launch::upsample_nearest2x::upsample_nearest2x(&ctx.lib, &ctx.stream, &xd, c, h, w, &mut yd)?;
-    let got = download(&ctx.stream, &yd)?;
-    // Every output is a copy of one input: exact.
-    ctx.record("upsample_nearest2x", &format!("C={c} {h}x{w}"), Comparison::of(&got, &want, |_| 0.0));
-    Ok(())
+    // Every output is a copy of one input.
+    let launch: ImageLaunch = |gpu, x, image, y| launch::upsample_nearest2x::upsample_nearest2x(gpu, x, image, y);
+    exact_image_op(ctx, "upsample_nearest2x", ImageShape::new(c, h, w), 4, ops::upsample_nearest2x::reference, launch)
 }
 
 fn im2col(ctx: &mut Ctx, c: usize, h: usize, w: usize) -> Result<(), VerifyError> {
+    // Copies and zeros.
+    let launch: ImageLaunch = |gpu, x, image, cols| launch::im2col::im2col(gpu, x, image, cols);
+    exact_image_op(ctx, "im2col", ImageShape::new(c, h, w), ops::im2col::TAPS, ops::im2col::reference, launch)
+}
+
+/// An image op's launcher on device buffers.
+type ImageLaunch = fn(Gpu<'_>, &CudaSlice<f32>, ImageShape, &mut CudaSlice<f32>) -> Result<(), LaunchError>;
+
+/// Checks an image op that only copies (and zero-fills), `out_per_input` outputs per input value,
+/// against its reference: bit-exact.
+fn exact_image_op(
+    ctx: &mut Ctx,
+    name: &str,
+    image: ImageShape,
+    out_per_input: usize,
+    reference: fn(&[f32], ImageShape, &mut [f32]) -> Result<(), ops::OpError>,
+    launch: ImageLaunch,
+) -> Result<(), VerifyError> {
+    let ImageShape { channels: c, height: h, width: w } = image;
     let x = ctx.rng.activations(c * h * w, 4.0);
-    let mut want = vec![0.0f32; ops::im2col::TAPS * x.len()];
-    ops::im2col::reference(&x, c, h, w, &mut want)?;
+    let mut want = vec![0.0f32; out_per_input * x.len()];
+    reference(&x, image, &mut want)?;
     let (xd, mut yd) = (upload(&ctx.stream, &x)?, poisoned(&ctx.stream, want.len())?);
-    launch::im2col::im2col(&ctx.lib, &ctx.stream, &xd, c, h, w, &mut yd)?;
+    launch(ctx.gpu(), &xd, image, &mut yd)?;
     let got = download(&ctx.stream, &yd)?;
-    // Copies and zeros: exact.
-    ctx.record("im2col", &format!("C={c} {h}x{w}"), Comparison::of(&got, &want, |_| 0.0));
+    ctx.record(name, &format!("C={c} {h}x{w}"), Comparison::of(&got, &want, |_| 0.0));
     Ok(())
 }
 
@@ -115,7 +130,7 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let mut ys = (0..copies).map(|_| poisoned(&ctx.stream, len)).collect::<Result<Vec<_>, _>>()?;
         let shape = format!("C={c} {hw}x{hw}");
         let (lib, stream) = (&ctx.lib, ctx.stream.clone());
-        let secs = time_batches(ctx, copies, |i| Ok(launch::silu::silu(lib, &stream, &xs[i], len, &mut ys[i])?))?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::silu::silu(Gpu::new(lib, &stream), &xs[i], len, &mut ys[i])?))?;
         rows.push(row("silu", shape.clone(), secs, Some(8.0 * len as f64), None, copy_bw));
 
         drop(ys);
@@ -123,13 +138,13 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         if hw <= 256 {
             let mut ups = (0..copies).map(|_| poisoned(&ctx.stream, 4 * len)).collect::<Result<Vec<_>, _>>()?;
             let secs = time_batches(ctx, copies, |i| {
-                Ok(launch::upsample_nearest2x::upsample_nearest2x(lib, &stream, &xs[i], c, hw, hw, &mut ups[i])?)
+                Ok(launch::upsample_nearest2x::upsample_nearest2x(Gpu::new(lib, &stream), &xs[i], ImageShape::new(c, hw, hw), &mut ups[i])?)
             })?;
             rows.push(row("upsample_nearest2x", shape.clone(), secs, Some(20.0 * len as f64), None, copy_bw));
             drop(ups);
             let mut cols = (0..copies.min(2)).map(|_| poisoned(&ctx.stream, 9 * len)).collect::<Result<Vec<_>, _>>()?;
             let n_cols = cols.len();
-            let secs = time_batches(ctx, copies, |i| Ok(launch::im2col::im2col(lib, &stream, &xs[i], c, hw, hw, &mut cols[i % n_cols])?))?;
+            let secs = time_batches(ctx, copies, |i| Ok(launch::im2col::im2col(Gpu::new(lib, &stream), &xs[i], ImageShape::new(c, hw, hw), &mut cols[i % n_cols])?))?;
             rows.push(row("im2col", shape, secs, Some(40.0 * len as f64), None, copy_bw));
         }
     }

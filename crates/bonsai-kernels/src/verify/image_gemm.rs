@@ -23,8 +23,8 @@ use super::gpu::{download, poisoned, upload};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch;
 use crate::launch::gemm_f32::{wgmma, GemmF32Path, FOLD_STEPS, TILE_K};
-use crate::ops::conv3x3::{ConvDims, TAPS};
-use crate::ops::gemm_f32::GemmDims;
+use crate::ops::conv3x3::{ConvDims, Inputs as ConvInputs, TAPS};
+use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 
 /// (M, N, K, bias): single element, K < one k8 step, K % 4 != 0 (4-byte copies), K % 32 == 4,
 /// many K tiles, odd N, 9 row tiles (more than one raster group of 8), several column tiles;
@@ -266,9 +266,9 @@ fn gemm(
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
     for path in gemm_paths(ctx)? {
         let mut out = poisoned(&ctx.stream, m * n)?;
-        let (lib, stream) = (&ctx.lib, &ctx.stream);
-        let bias_d = with_bias.then_some(&bd);
-        launch::gemm_f32::gemm_f32_on(lib, stream, path, dims, &ad, &wd, bias_d, &mut out)?;
+        let gpu = ctx.gpu();
+        let inputs = GemmInputs { dims, a: &ad, w: &wd, bias: with_bias.then_some(&bd) };
+        launch::gemm_f32::gemm_f32(gpu, Some(path), inputs, &mut out)?;
         let got = download(&ctx.stream, &out)?;
         let got_rows: Vec<f32> =
             rows.iter().flat_map(|&i| got[i * n..(i + 1) * n].iter().copied()).collect();
@@ -293,7 +293,7 @@ fn conv(
     let (xd, wd, bd) =
         (upload(&ctx.stream, &x)?, upload(&ctx.stream, &weight)?, upload(&ctx.stream, &bias)?);
     let mut y = poisoned(&ctx.stream, c_out * pixels)?;
-    launch::conv3x3::conv3x3(&ctx.lib, &ctx.stream, dims, &xd, &wd, &bd, &mut y)?;
+    launch::conv3x3::conv3x3(ctx.gpu(), ConvInputs { dims, x: &xd, weight: &wd, bias: &bd }, &mut y)?;
     let got = download(&ctx.stream, &y)?;
     let channels = spread(c_out, sampled);
     let want: Vec<Expected> = channels
@@ -359,8 +359,8 @@ mod tests {
         let w = rng.activations(n * k, 0.05);
         let bias = rng.activations(n, 1.0);
         let mut want = vec![0.0; m * n];
-        crate::ops::gemm_f32::reference(GemmDims { m, n, k }, &a, &w, Some(&bias), &mut want)
-            .expect("shape");
+        let inputs = GemmInputs { dims: GemmDims { m, n, k }, a: &a[..], w: &w[..], bias: Some(&bias[..]) };
+        crate::ops::gemm_f32::reference(inputs, &mut want).expect("shape");
         for i in 0..m {
             for j in 0..n {
                 let e = expected(

@@ -1,11 +1,12 @@
 //! `--bench` rows of the f32-accurate tensor-core ops (verify/image_gemm.rs): gemm_f32 on each
 //! of its kernels at the DiT shapes, conv3x3 at the VAE's.
 
+use crate::launch::Gpu;
 use super::{gemm_paths, GemmF32Path};
 use crate::launch;
 use crate::launch::gemm_f32::wgmma;
-use crate::ops::conv3x3::{ConvDims, TAPS};
-use crate::ops::gemm_f32::GemmDims;
+use crate::ops::conv3x3::{ConvDims, Inputs as ConvInputs, TAPS};
+use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 use crate::verify::bench::{copies_for, row, time_batches, BenchRow};
 use crate::verify::gpu::{poisoned, upload};
 use crate::verify::{Ctx, VerifyError};
@@ -57,20 +58,10 @@ fn bench_gemm(
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
         let (a, w) = &inputs[i];
+        let (gpu, operands) = (Gpu::new(lib, &stream), GemmInputs { dims, a, w, bias: Some(&bias) });
         match path {
-            GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(
-                lib,
-                &stream,
-                dims,
-                a,
-                w,
-                Some(&bias),
-                &mut scratch,
-                &mut out,
-            )?,
-            GemmF32Path::MmaSync => {
-                launch::gemm_f32::gemm_f32_mma(lib, &stream, dims, a, w, Some(&bias), &mut out)?
-            }
+            GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(gpu, operands, &mut scratch, &mut out)?,
+            GemmF32Path::MmaSync => launch::gemm_f32::gemm_f32_mma(gpu, operands, &mut out)?,
         }
         Ok(())
     })?;
@@ -82,7 +73,7 @@ fn bench_gemm(
         // minus this is the GEMM kernel's.
         let secs = time_batches(ctx, copies, |i| {
             let (a, w) = &inputs[i];
-            wgmma::split_operands(lib, &stream, dims, a, w, &mut scratch)?;
+            wgmma::split_operands(Gpu::new(lib, &stream), GemmInputs { dims, a, w, bias: None }, &mut scratch)?;
             Ok(())
         })?;
         let bytes = 12.0 * ((m + n) * k) as f64;
@@ -102,7 +93,7 @@ fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, V
     let mut y = poisoned(&ctx.stream, c_out * h * w)?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
-        launch::conv3x3::conv3x3(lib, &stream, dims, &inputs[i], &weight, &bias, &mut y)?;
+        launch::conv3x3::conv3x3(Gpu::new(lib, &stream), ConvInputs { dims, x: &inputs[i], weight: &weight, bias: &bias }, &mut y)?;
         Ok(())
     })?;
     let flops = 2.0 * (c_out * h * w * c_in * TAPS) as f64;

@@ -1,18 +1,16 @@
 //! Checks and `--bench` rows of GroupNorm (and GroupNorm + SiLU): every case against the f64
 //! reference within a bound derived from the f64 statistics of each group.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaSlice;
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::image_elementwise::SILU_BOUND_ULPS;
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::cuda::KernelLibrary;
 use crate::launch::group_norm::{self as gn, GroupNormDims};
-use crate::launch::LaunchError;
+use crate::launch::Gpu;
 use crate::ops;
 
 /// FLUX's GroupNorm.
@@ -108,26 +106,6 @@ fn poisoned_scratch(ctx: &Ctx, len: usize) -> Result<CudaSlice<f64>, VerifyError
     upload(&ctx.stream, &vec![f64::NAN; len])
 }
 
-/// `group_norm_silu` when `fused_silu`, else `group_norm`.
-#[allow(clippy::too_many_arguments)]
-fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    x: &impl DevicePtr<f32>,
-    gamma: &impl DevicePtr<f32>,
-    beta: &impl DevicePtr<f32>,
-    dims: GroupNormDims,
-    scratch: &mut impl DevicePtrMut<f64>,
-    y: &mut impl DevicePtrMut<f32>,
-    fused_silu: bool,
-) -> Result<(), LaunchError> {
-    if fused_silu {
-        gn::group_norm_silu(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
-    } else {
-        gn::group_norm(lib, stream, x, gamma, beta, dims, EPS, scratch, y)
-    }
-}
-
 /// Device inputs of one case.
 struct Inputs {
     dims: GroupNormDims,
@@ -141,7 +119,7 @@ struct Inputs {
 fn run(ctx: &Ctx, inp: &Inputs) -> Result<Vec<f32>, VerifyError> {
     let mut scratch = poisoned_scratch(ctx, gn::scratch_len(inp.dims))?;
     let mut y = poisoned(&ctx.stream, inp.x.len())?;
-    launch(&ctx.lib, &ctx.stream, &inp.x, &inp.gamma, &inp.beta, inp.dims, &mut scratch, &mut y, inp.fused_silu)?;
+    gn::group_norm(ctx.gpu(), &inp.x, &inp.gamma, &inp.beta, inp.dims, EPS, &mut scratch, &mut y, inp.fused_silu)?;
     download(&ctx.stream, &y)
 }
 
@@ -151,7 +129,7 @@ fn group_norm(ctx: &mut Ctx, c: usize, groups: usize, h: usize, w: usize, centre
     let gamma: Vec<f32> = (0..c).map(|_| ctx.rng.range(-2.0, 2.0)).collect();
     let beta: Vec<f32> = (0..c).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
     let mut want = vec![0.0f32; x.len()];
-    ops::group_norm::reference(&x, groups, &gamma, &beta, EPS, &mut want)?;
+    ops::group_norm::reference(&x, ops::group_norm::Params { groups, gamma: &gamma, beta: &beta, eps: EPS }, &mut want)?;
     let mut bound = group_norm_bound(&x, groups, &gamma, &beta, &want);
     if fused_silu {
         // silu of the normalised value: the GroupNorm error passes through silu's slope
@@ -203,7 +181,7 @@ pub(super) fn bench_rows(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, V
             let name = format!("{} ({} B/element)", if fused { "group_norm_silu" } else { "group_norm" }, gn::TRAFFIC_BYTES_PER_ELEMENT);
             let (lib, stream) = (&ctx.lib, ctx.stream.clone());
             let secs = time_batches(ctx, copies, |i| {
-                launch(lib, &stream, &xs[i], &gamma, &beta, dims, &mut scratch, &mut ys[i], fused)?;
+                gn::group_norm(Gpu::new(lib, &stream), &xs[i], &gamma, &beta, dims, EPS, &mut scratch, &mut ys[i], fused)?;
                 Ok(())
             })?;
             rows.push(row(&name, shape.clone(), secs, Some(traffic), None, copy_bw));

@@ -31,8 +31,8 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::bench::{copy_bandwidth, time_batches, ROTATION_BYTES};
 use super::gpu::{download, poisoned, upload};
 use super::{rng::SplitMix64, Ctx, VerifyError};
-use crate::cuda::{GpuContext, KernelLibrary, LoadOptions};
-use crate::launch::LaunchError;
+use crate::cuda::{GpuContext, LoadOptions};
+use crate::launch::{Gpu, LaunchError};
 use crate::weights::QMatrix;
 
 pub use cases::{
@@ -137,18 +137,13 @@ pub enum AccuracyTarget {
 }
 
 /// One launch of our kernel; `inputs` are the case's f32 inputs on the device, in order.
-pub type F32Launch = fn(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError>;
+pub type F32Launch =
+    fn(gpu: Gpu<'_>, case: &ImageCase, inputs: &[CudaSlice<f32>], out: &mut CudaSlice<f32>) -> Result<(), LaunchError>;
 
 /// Our kernel ready to launch on one rotated copy of the inputs (an [`OurKernel::Custom`] case
 /// holds whatever device buffers it uploaded).
 pub trait PreparedKernel {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError>;
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError>;
 }
 
 /// Uploads one copy of the inputs in the layout the kernel wants.
@@ -243,8 +238,8 @@ struct F32Prepared {
 }
 
 impl PreparedKernel for F32Prepared {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        (self.launch)(lib, stream, &self.case, &self.inputs, out)
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+        (self.launch)(gpu, &self.case, &self.inputs, out)
     }
 }
 
@@ -264,9 +259,9 @@ fn run_case(ctx: &Ctx, case: &ImageCase, host: &[HostInput]) -> Result<(Vec<f32>
     let copies = rotation_copies(case.file_bytes());
     let mut kernels = (0..copies).map(|_| prepare(&ctx.stream, case, host)).collect::<Result<Vec<_>, _>>()?;
     let mut outs = (0..copies).map(|_| poisoned(&ctx.stream, case.output_len())).collect::<Result<Vec<_>, _>>()?;
-    kernels[0].launch(&ctx.lib, &ctx.stream, &mut outs[0])?;
+    kernels[0].launch(ctx.gpu(), &mut outs[0])?;
     let ours = download(&ctx.stream, &outs[0])?;
-    let secs = time_batches(ctx, copies, |i| Ok(kernels[i].launch(&ctx.lib, &ctx.stream, &mut outs[i])?))?;
+    let secs = time_batches(ctx, copies, |i| Ok(kernels[i].launch(ctx.gpu(), &mut outs[i])?))?;
     Ok((ours, secs, copies))
 }
 

@@ -45,14 +45,14 @@ fn routing(ctx: &mut Ctx) -> Result<(), VerifyError> {
     ctx.record(OP, &format!("{shape} not ternary"), Comparison::holds(!view.binary_gemv_ok()));
     let gemv = |ctx: &Ctx, kernel: GemvKernel| -> Result<_, VerifyError> {
         let mut y = poisoned(&ctx.stream, n)?;
-        let result = launch::matmul::gemv_with(&ctx.lib, &ctx.stream, &view, &x, None, &mut y, Epilogue::Store, kernel);
+        let result = launch::matmul::gemv_with(ctx.gpu(), &view, &x, None, &mut y, Epilogue::Store, kernel);
         Ok(result.map(|()| y))
     };
     let refused = gemv(ctx, GemvKernel::Binary)?.is_err();
     ctx.record(OP, &format!("{shape} gemv_b1 refuses"), Comparison::holds(refused));
     let by_name = download(&ctx.stream, &gemv(ctx, GemvKernel::Bf16x3)??)?;
     let mut yd = poisoned(&ctx.stream, n)?;
-    launch::matmul::matmul(&ctx.lib, &ctx.stream, &view, &x, 1, &mut yd, Store::Overwrite)?;
+    launch::matmul::matmul(ctx.gpu(), &view, &x, 1, &mut yd, Epilogue::Store, None)?;
     let routed = download(&ctx.stream, &yd)?;
     ctx.record(OP, &format!("{shape} default = gemv_tc"), Comparison::of(&routed, &by_name, |_| 0.0));
     Ok(())

@@ -69,24 +69,16 @@ pub(crate) fn run_kernel(
     y: &mut cudarc::driver::CudaSlice<f32>,
     epilogue: Epilogue,
 ) -> Result<(), VerifyError> {
-    let (lib, stream, view) = (&ctx.lib, &ctx.stream, w.view());
-    let store = if epilogue == Epilogue::Add { Store::Add } else { Store::Overwrite };
+    let (gpu, view) = (ctx.gpu(), w.view());
     match (kernel, norm) {
-        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(lib, stream, &view, x, norm, y, epilogue, gemv)?,
-        (_, Some((nw, eps))) if epilogue == Epilogue::SwiGlu => {
-            launch::matmul::rms_norm_gate_up_swiglu(lib, stream, &view, x, nw, eps, m, y)?
-        }
-        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(lib, stream, &view, x, nw, eps, m, y, store)?,
+        (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(gpu, &view, x, norm, y, epilogue, gemv)?,
+        (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(gpu, &view, x, nw, eps, m, y, epilogue)?,
         (kernel, None) => {
             let gemm = match kernel {
                 MatmulKernel::Gemm(g) => g,
                 MatmulKernel::Gemv(_) => GemmKernel::TensorCoreBf16x3, // unused at m <= GEMV_MAX_TOKENS
             };
-            if epilogue == Epilogue::SwiGlu {
-                launch::matmul::gate_up_swiglu_with_gemm(lib, stream, &view, x, m, y, gemm)?
-            } else {
-                launch::matmul::matmul_with_gemm(lib, stream, &view, x, m, y, store, gemm)?
-            }
+            launch::matmul::matmul(gpu, &view, x, m, y, epilogue, Some(gemm))?
         }
     }
     Ok(())

@@ -86,7 +86,7 @@ fn sampled_check(
     kernel: GemmKernel,
 ) -> Result<(), VerifyError> {
     let mut yd = poisoned(&ctx.stream, m * n)?;
-    launch::matmul::matmul_with_gemm(&ctx.lib, &ctx.stream, &dw.view(), xd, m, &mut yd, Store::Overwrite, kernel)?;
+    launch::matmul::matmul(ctx.gpu(), &dw.view(), xd, m, &mut yd, launch::matmul::Epilogue::Store, Some(kernel))?;
     let mut got = Vec::with_capacity(tokens.len() * n);
     for &t in tokens {
         got.extend(download(&ctx.stream, &yd.slice(t * n..(t + 1) * n))?);

@@ -150,6 +150,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The library and stream every launch of the run uses.
+    pub fn gpu(&self) -> crate::launch::Gpu<'_> {
+        crate::launch::Gpu::new(&self.lib, &self.stream)
+    }
+
     /// Records and prints one comparison row.
     pub fn record(&mut self, op: &str, shape: &str, cmp: Comparison) {
         let row = CheckRow { op: op.into(), shape: shape.into(), max_err: cmp.max_err, bound: cmp.bound, pass: cmp.pass() };

@@ -18,8 +18,8 @@ use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::embed_rows::embed_rows;
 use crate::launch::matmul::{
-    embed_prepare_planes, gemv_from_planes, gemv_from_planes_tiles, prepare_planes_normed, B1Planes, Epilogue,
-    PlanesOut, TilesChoice,
+    embed_prepare_planes, gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue,
+    PlanesEpilogue, PlanesOut, TilesChoice,
 };
 use crate::weights::QMatrix;
 
@@ -76,12 +76,12 @@ fn check_embed(ctx: &mut Ctx, vocab: usize, k: usize, bits: u8, normed: bool) ->
     for id in [in_table, vocab as u32] {
         let ids = upload(&ctx.stream, &[id])?;
         let mut x_want = poisoned(&ctx.stream, k)?;
-        embed_rows(&ctx.lib, &ctx.stream, &table.view(), &ids, 1, &mut x_want)?;
+        embed_rows(ctx.gpu(), &table.view(), &ids, 1, &mut x_want)?;
         let mut want = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x_want, norm, &mut want)?;
+        prepare_planes_normed(ctx.gpu(), &x_want, norm, &mut want)?;
         let mut x = poisoned(&ctx.stream, k)?;
         let mut got = B1Planes::new(&ctx.stream, k)?;
-        embed_prepare_planes(&ctx.lib, &ctx.stream, &table.view(), &ids, norm, &mut x, &mut got)?;
+        embed_prepare_planes(ctx.gpu(), &table.view(), &ids, norm, &mut x, &mut got)?;
         let which = if id == in_table { "row" } else { "id past the table" };
         let label = format!("q{bits} vocab={vocab} K={k}{} {which}", if normed { " normed" } else { "" });
         let bits_of = |v: Vec<f32>| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
@@ -99,11 +99,11 @@ fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) ->
     let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     let mut planes = B1Planes::new(&ctx.stream, k)?;
-    prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
+    prepare_planes_normed(ctx.gpu(), &x, normed.then_some(&in_norm), &mut planes)?;
     let in_eps = normed.then_some(EPS);
     let run = |tiles: TilesChoice| -> Result<Vec<f32>, VerifyError> {
         let mut y = poisoned(&ctx.stream, n_out)?;
-        gemv_from_planes_tiles(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, Epilogue::Store, None, tiles)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, Epilogue::Store, PlanesEpilogue::None, tiles)?;
         download(&ctx.stream, &y)
     };
     let (want, got) = (run(TilesChoice::Never)?, run(TilesChoice::Always)?);
@@ -124,18 +124,18 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
     for launch in 1..=2 {
         let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
         let mut planes = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, normed.then_some(&in_norm), &mut planes)?;
+        prepare_planes_normed(ctx.gpu(), &x, normed.then_some(&in_norm), &mut planes)?;
         let residual = ctx.rng.activations(n_out, INPUT_RANGE);
         let start = |ctx: &Ctx| -> Result<_, VerifyError> {
             Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
         };
         let mut y_plain = start(ctx)?;
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y_plain, epilogue, None)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y_plain, epilogue, PlanesEpilogue::None, TilesChoice::Auto)?;
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, in_eps, &mut y, epilogue, Some(dst))?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, epilogue, PlanesEpilogue::Planes(dst), TilesChoice::Auto)?;
         let mut want = B1Planes::new(&ctx.stream, n_out)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &y_plain, normed.then_some(&norm), &mut want)?;
+        prepare_planes_normed(ctx.gpu(), &y_plain, normed.then_some(&norm), &mut want)?;
 
         let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
         let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);

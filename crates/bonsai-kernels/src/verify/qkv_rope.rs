@@ -15,9 +15,11 @@ use super::attention_planes::words_equal;
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
-use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, qkv_rope_from_planes, B1Planes, Epilogue, RopeOut};
-use crate::launch::qk_norm_rope::{qk_norm_rope_kv_write, RopeTableView};
+use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue, PlanesEpilogue, RopeOut, TilesChoice};
+use crate::launch::KvCache;
+use crate::launch::qk_norm_rope::{qk_norm_rope, RopeTableView};
 use crate::launch::HeadShape;
+use crate::ops::qk_norm_rope::Params;
 use crate::weights::QMatrix;
 
 const HEAD_DIM: usize = 128;
@@ -70,6 +72,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     let cos = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let sin = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let table = RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin };
+    let norm_rope = Params { shape, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &table };
     let cache_len = n_kv * MAX_SEQ * HEAD_DIM;
     let cache_fill: Vec<u16> = (0..2 * cache_len).map(|_| (ctx.rng.next_u32() & 0x7bff) as u16).collect();
     let (mut k_want, mut v_want) = (upload(&ctx.stream, &cache_fill[..cache_len])?, upload(&ctx.stream, &cache_fill[cache_len..])?);
@@ -78,29 +81,19 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     for pos in POSITIONS {
         let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
         let mut planes = B1Planes::new(&ctx.stream, k)?;
-        prepare_planes_normed(&ctx.lib, &ctx.stream, &x, Some(&in_norm), &mut planes)?;
+        prepare_planes_normed(ctx.gpu(), &x, Some(&in_norm), &mut planes)?;
         let pos0 = upload(&ctx.stream, &[pos as u32])?;
 
         let mut want = poisoned(&ctx.stream, rows)?;
-        gemv_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, None)?;
-        qk_norm_rope_kv_write(
-            &ctx.lib, &ctx.stream, &mut want, 1, shape, &q_norm, &k_norm, EPS, &table, &pos0, MAX_SEQ, &mut k_want, &mut v_want,
-        )?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, PlanesEpilogue::None, TilesChoice::Auto)?;
+        let cache = KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ };
+        qk_norm_rope(ctx.gpu(), &mut want, 1, norm_rope, &pos0, Some(cache))?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
-        let r = RopeOut {
-            shape,
-            q_norm: &q_norm,
-            k_norm: &k_norm,
-            eps: EPS,
-            rope: RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin },
-            pos0: &pos0,
-            max_seq: MAX_SEQ,
-            k_cache: &mut k_got,
-            v_cache: &mut v_got,
-            staged: &mut staged,
-        };
-        qkv_rope_from_planes(&ctx.lib, &ctx.stream, &w.view(), &planes, Some(EPS), &mut got, r)?;
+        let cache = KvCache { k: &mut k_got, v: &mut v_got, max_seq: MAX_SEQ };
+        let r = RopeOut { norm_rope, pos0: &pos0, cache, staged: &mut staged };
+        let rope = PlanesEpilogue::Rope(r);
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, Epilogue::Store, rope, TilesChoice::Auto)?;
 
         let label = format!("{name} q{bits_per_weight} heads {n_q}/{n_kv} K={k} pos {pos}");
         let (got_qkv, want_qkv) = (download(&ctx.stream, &got)?, download(&ctx.stream, &want)?);

@@ -52,7 +52,7 @@ fn rms_norm(ctx: &mut Ctx, rows: usize, n: usize) -> Result<(), VerifyError> {
     let mut want = vec![0.0f32; rows * n];
     ops::rms_norm::reference(&x, &w, eps, &mut want)?;
     let (xd, wd, mut yd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &w)?, poisoned(&ctx.stream, rows * n)?);
-    launch::rms_norm::rms_norm(&ctx.lib, &ctx.stream, &xd, &wd, eps, rows, n, &mut yd)?;
+    launch::rms_norm::rms_norm(ctx.gpu(), &xd, &wd, eps, rows, n, &mut yd)?;
     let got = download(&ctx.stream, &yd)?;
     // Sum of squares: per-thread sequential over n/256 terms then a 10-level tree, all terms
     // positive: relative error <= (n/256 + 10)u; /n, +eps, rsqrtf (<= 2 ulp) and two products
@@ -69,7 +69,7 @@ fn softmax(ctx: &mut Ctx, rows: usize, n: usize) -> Result<(), VerifyError> {
     let mut want = x.clone();
     ops::softmax::reference(&mut want, n)?;
     let mut xd = upload(&ctx.stream, &x)?;
-    launch::softmax::softmax(&ctx.lib, &ctx.stream, &mut xd, rows, n)?;
+    launch::softmax::softmax(ctx.gpu(), &mut xd, rows, n)?;
     let got = download(&ctx.stream, &xd)?;
     let row_max: Vec<f32> = x.chunks(n).map(|r| r.iter().cloned().fold(f32::NEG_INFINITY, f32::max)).collect();
     // y = exp(x - M) / S: x - M rounds (absolute u|x - M|, a relative error of exp of the same
@@ -90,7 +90,7 @@ fn swiglu(ctx: &mut Ctx, m: usize, f: usize) -> Result<(), VerifyError> {
     let mut want = vec![0.0f32; m * f];
     ops::swiglu::reference(&gu, m, &mut want)?;
     let (gd, mut od) = (upload(&ctx.stream, &gu)?, poisoned(&ctx.stream, m * f)?);
-    launch::swiglu::swiglu(&ctx.lib, &ctx.stream, &gd, m, f, &mut od)?;
+    launch::swiglu::swiglu(ctx.gpu(), &gd, m, f, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     // g / (1 + expf(-g)) * u: expf 2 ulp -> 1 + e off by <= 3u relative; division and product
     // are correctly rounded (2u); reference u: 6u, doubled for second order.
@@ -105,7 +105,7 @@ fn residual_add(ctx: &mut Ctx, n: usize) -> Result<(), VerifyError> {
     let mut want = a.clone();
     ops::residual_add::reference(&mut want, &b)?;
     let (mut ad, bd) = (upload(&ctx.stream, &a)?, upload(&ctx.stream, &b)?);
-    launch::residual_add::residual_add(&ctx.lib, &ctx.stream, &mut ad, &bd, n)?;
+    launch::residual_add::residual_add(ctx.gpu(), &mut ad, &bd, n)?;
     let got = download(&ctx.stream, &ad)?;
     // One correctly rounded f32 add on both sides (the reference's f64 sum of two f32 is exact,
     // then rounds once): bit-identical.
@@ -118,7 +118,7 @@ fn argmax_case(ctx: &mut Ctx, x: &[f32], label: &str) -> Result<(), VerifyError>
     let want = ops::argmax::reference(x).ok();
     let xd = upload(&ctx.stream, x)?;
     let mut out = upload(&ctx.stream, &[0x5a5a_5a5au32])?;
-    launch::argmax::argmax(&ctx.lib, &ctx.stream, &xd, x.len(), &mut out)?;
+    launch::argmax::argmax(ctx.gpu(), &xd, x.len(), &mut out)?;
     let got = download(&ctx.stream, &out)?[0];
     let got = (got != launch::argmax::ARGMAX_NONE).then_some(got as usize);
     // An index: exact equality (ties -> lowest, NaN never wins, None when all NaN).
@@ -169,7 +169,7 @@ fn embed_rows(ctx: &mut Ctx, vocab: usize, hidden: usize, ternary: bool) -> Resu
     ops::embed_rows::reference(&table, &ids, &mut want)?;
     let dt = DeviceQMatrix::upload(&ctx.stream, &table)?;
     let (idd, mut od) = (upload(&ctx.stream, &ids)?, poisoned(&ctx.stream, m * hidden)?);
-    launch::embed_rows::embed_rows(&ctx.lib, &ctx.stream, &dt.view(), &idd, m, &mut od)?;
+    launch::embed_rows::embed_rows(ctx.gpu(), &dt.view(), &idd, m, &mut od)?;
     let got = download(&ctx.stream, &od)?;
     // +-d or (c - 1) d with c - 1 in {-1, 0, 1, 2}: exact in f32 on both sides.
     let cmp = Comparison::of(&got, &want, |_| 0.0);
@@ -202,7 +202,7 @@ fn sample(ctx: &mut Ctx, n: usize) -> Result<(), VerifyError> {
         let mut mismatches = 0usize;
         let draws = 8;
         for _ in 0..draws {
-            launch::sample_top_k::sample_top_k(&ctx.lib, &ctx.stream, &ld, n, &params, &mut state, &mut candidates, &mut out)?;
+            launch::sample_top_k::sample_top_k(ctx.gpu(), &ld, n, &params, &mut state, &mut candidates, &mut out)?;
             let got = download(&ctx.stream, &out)?[0];
             let want = ops::sample_top_k::reference(&logits, &params, host.next_f64()).ok().unwrap_or(launch::sample_top_k::SAMPLE_NONE);
             mismatches += usize::from(got != want);

@@ -5,7 +5,7 @@
 use bonsai_kernels::cpu::{simd_level, SimdLevel};
 use bonsai_kernels::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
-    qk_norm_rope, rms_norm, HeadShape, OpError, Store,
+    qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
 };
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
@@ -27,11 +27,7 @@ pub struct CpuSamplerState {
 pub struct CpuBackend;
 
 /// One layer's cache: `[n_kv][max_seq][head_dim]` f16 for K and for V.
-pub struct CpuKvCache {
-    pub k: Vec<f16>,
-    pub v: Vec<f16>,
-    pub max_seq: usize,
-}
+pub type CpuKvCache = KvCache<Vec<f16>>;
 
 /// The decode position, kept on the host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -206,7 +202,8 @@ impl Backend for CpuBackend {
         pos: &CpuPosition,
     ) -> Result<(), BackendError> {
         let qkv = row_range_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
-        Ok(qk_norm_rope::cpu(qkv, rows.rows, shape, q_norm, k_norm, eps, rope, pos.0)?)
+        let p = qk_norm_rope::Params { shape, q_norm: q_norm.as_slice(), k_norm: k_norm.as_slice(), eps, rope };
+        Ok(qk_norm_rope::cpu(p, qkv, rows.rows, pos.0)?)
     }
 
     fn kv_write(
@@ -218,7 +215,7 @@ impl Backend for CpuBackend {
         cache: &mut CpuKvCache,
     ) -> Result<(), BackendError> {
         let qkv = row_range("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
-        Ok(kv_write::cpu(qkv, rows.rows, shape, pos.0, cache.max_seq, &mut cache.k, &mut cache.v)?)
+        Ok(kv_write::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, cache.view_mut())?)
     }
 
     fn attention(
@@ -232,7 +229,7 @@ impl Backend for CpuBackend {
     ) -> Result<(), BackendError> {
         let qkv = row_range("attention qkv", qkv, rows, shape.qkv_row_len())?;
         let out = row_range_mut("attention out", out, rows, shape.q_len())?;
-        Ok(attention::cpu(qkv, rows.rows, shape, pos.0, cache.max_seq, &cache.k, &cache.v, out)?)
+        Ok(attention::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, cache.view(), out)?)
     }
 
     fn copy_rows(

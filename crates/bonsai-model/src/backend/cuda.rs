@@ -19,13 +19,14 @@ mod plan;
 pub use fuse::{Caps, Planes, Step};
 pub use plan::CudaPlan;
 
+use bonsai_kernels::launch::Gpu;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{HeadShape, KvCache, QkvRows};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::config::Config;
 use bonsai_kernels::QMatrix;
@@ -39,11 +40,7 @@ use crate::program::{Program, RunEnv, SeqRows, Weights};
 const DECODE_QUEUE_DEPTH: usize = 2;
 
 /// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
-pub struct CudaKvCache {
-    pub k: CudaSlice<u16>,
-    pub v: CudaSlice<u16>,
-    pub max_seq: usize,
-}
+pub type CudaKvCache = KvCache<CudaSlice<u16>>;
 
 /// The next token's position: on the device for the kernels, mirrored on the host for bounds.
 pub struct CudaPosition {
@@ -108,6 +105,11 @@ pub fn is_absent_device(error: &KernelError) -> bool {
 }
 
 impl CudaBackend {
+    /// The library and stream every launch goes to.
+    pub(crate) fn launcher(&self) -> Gpu<'_> {
+        Gpu::new(&self.lib, &self.stream)
+    }
+
     /// Opens the configuration's device and loads the kernel library.
     pub fn open(config: &Config) -> Result<Self, KernelError> {
         let gpu = GpuContext::on_device(config.device)?;
@@ -385,7 +387,7 @@ impl Backend for CudaBackend {
     }
 
     fn advance_position(&self, pos: &mut CudaPosition, by: usize) -> Result<(), BackendError> {
-        launch::position_advance::position_advance(&self.lib, &self.stream, &mut pos.device, by)
+        launch::position_advance::position_advance(self.launcher(), &mut pos.device, by)
             .map_err(device_err("position_advance"))?;
         // Inside a capture the kernel only runs at replay, which `replay` accounts for.
         if !self.capturing.get() {
@@ -395,7 +397,7 @@ impl Backend for CudaBackend {
     }
 
     fn embed(&self, table: &GpuQMatrix, tokens: &CudaSlice<u32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        launch::embed_rows::embed_rows(&self.lib, &self.stream, &view(table), tokens, m, out).map_err(device_err("embed_rows"))
+        launch::embed_rows::embed_rows(self.launcher(), &view(table), tokens, m, out).map_err(device_err("embed_rows"))
     }
 
     fn rms_norm(
@@ -407,15 +409,15 @@ impl Backend for CudaBackend {
         eps: f32,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
-        launch::rms_norm::rms_norm(&self.lib, &self.stream, x, weight, eps, rows, n, out).map_err(device_err("rms_norm"))
+        launch::rms_norm::rms_norm(self.launcher(), x, weight, eps, rows, n, out).map_err(device_err("rms_norm"))
     }
 
     fn matmul(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>, store: launch::Store) -> Result<(), BackendError> {
-        launch::matmul::matmul(&self.lib, &self.stream, &view(w), x, m, y, store).map_err(device_err("matmul"))
+        launch::matmul::matmul(self.launcher(), &view(w), x, m, y, store.into(), None).map_err(device_err("matmul"))
     }
 
     fn gate_up_swiglu(&self, w: &GpuQMatrix, x: &CudaSlice<f32>, m: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
-        launch::matmul::gate_up_swiglu(&self.lib, &self.stream, &view(w), x, m, out).map_err(device_err("gate_up_swiglu"))
+        launch::matmul::matmul(self.launcher(), &view(w), x, m, out, launch::matmul::Epilogue::SwiGlu, None).map_err(device_err("gate_up_swiglu"))
     }
 
     fn qk_norm_rope(
@@ -434,7 +436,8 @@ impl Backend for CudaBackend {
 
     fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
         let qkv = ops::rows_of("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
-        launch::kv_write::kv_write(&self.lib, &self.stream, &qkv, rows.rows, shape, &pos.device, cache.max_seq, &mut cache.k, &mut cache.v)
+        let rows = QkvRows { qkv: &qkv, m: rows.rows, shape, pos0: &pos.device };
+        launch::kv_write::kv_write(self.launcher(), rows, cache.borrowed_mut())
             .map_err(device_err("kv_write"))
     }
 
@@ -463,21 +466,15 @@ impl Backend for CudaBackend {
             self.ensure_scratch(&self.prefill_scratch, launch::attention::scratch_len(m, shape, cache.max_seq))?;
             &self.prefill_scratch
         };
-        ops::with_attention_scratch(self, slot, |scratch, counters| {
+        ops::with_attention_scratch(self, slot, |work| {
             launch::attention::attention(
-                &self.lib,
-                &self.stream,
-                &qkv,
-                m,
-                shape,
-                &pos.device,
-                cache.max_seq,
+                self.launcher(),
+                QkvRows { qkv: &qkv, m, shape, pos0: &pos.device },
+                cache.borrowed(),
                 seq_bound,
-                &cache.k,
-                &cache.v,
-                scratch,
-                counters,
+                work,
                 &mut out,
+                launch::attention::PrefillKernel::Mma,
             )
             .map_err(device_err("attention"))
         })
@@ -492,7 +489,7 @@ impl Backend for CudaBackend {
     fn argmax(&self, logits: &CudaSlice<f32>, row: usize, n: usize, out: &mut CudaSlice<u32>) -> Result<(), BackendError> {
         let logits = ops::rows_of("argmax logits", logits, SeqRows { row0: row, rows: 1 }, n)?;
         let mut out = ops::token_at("argmax out", out, row)?;
-        launch::argmax::argmax(&self.lib, &self.stream, &logits, n, &mut out).map_err(device_err("argmax"))
+        launch::argmax::argmax(self.launcher(), &logits, n, &mut out).map_err(device_err("argmax"))
     }
 
     fn new_sampler_state(&self) -> Result<CudaSamplerState, BackendError> {
@@ -529,7 +526,7 @@ impl Backend for CudaBackend {
         let CudaSamplerState { rng, candidates } = sampler;
         let logits = ops::rows_of("sample logits", logits, SeqRows { row0: row, rows: 1 }, n)?;
         let mut out = ops::token_at("sample out", out, row)?;
-        launch::sample_top_k::sample_top_k(&self.lib, &self.stream, &logits, n, params, rng, candidates, &mut out)
+        launch::sample_top_k::sample_top_k(self.launcher(), &logits, n, params, rng, candidates, &mut out)
             .map_err(device_err("sample_top_k"))
     }
 }

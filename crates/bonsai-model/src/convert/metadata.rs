@@ -3,11 +3,10 @@
 //! i32).
 
 use bonsai_gguf::layout::layout_tag;
-use bonsai_gguf::{keys, MetaValue, TwoBitLayout, ValueType};
+use bonsai_gguf::{keys, MetaValue, TokenizerMeta, TwoBitLayout, ValueType};
 
 use super::error::ConvertError;
 use super::hf_config::{HfQwen3Config, RopeScalingSpec};
-use super::tokenizer::TokenizerData;
 use super::OutputType;
 
 /// `tokenizer.ggml.model` for byte-level BPE (GPT-2 style), as llama.cpp names it.
@@ -38,7 +37,7 @@ fn string_array(items: &[String]) -> MetaValue {
 pub fn gguf_metadata(
     name: &str,
     config: &HfQwen3Config,
-    tokenizer: &TokenizerData,
+    tokenizer: &TokenizerMeta,
     ty: OutputType,
 ) -> Result<Vec<(String, MetaValue)>, ConvertError> {
     let mut m: Vec<(String, MetaValue)> = Vec::new();
@@ -90,8 +89,10 @@ pub fn gguf_metadata(
         }
     }
 
-    put(keys::TOKENIZER_MODEL, MetaValue::String(TOKENIZER_MODEL_GPT2.into()));
-    put(keys::TOKENIZER_PRE, MetaValue::String(TOKENIZER_PRE_QWEN2.into()));
+    put(keys::TOKENIZER_MODEL, MetaValue::String(tokenizer.model.clone()));
+    if let Some(pre) = &tokenizer.pre {
+        put(keys::TOKENIZER_PRE, MetaValue::String(pre.clone()));
+    }
     put(keys::TOKENIZER_TOKENS, string_array(&tokenizer.tokens));
     put(
         keys::TOKENIZER_TOKEN_TYPE,
@@ -143,8 +144,10 @@ mod tests {
         }
     }
 
-    fn tokenizer() -> TokenizerData {
-        TokenizerData {
+    fn tokenizer() -> TokenizerMeta {
+        TokenizerMeta {
+            model: TOKENIZER_MODEL_GPT2.into(),
+            pre: Some(TOKENIZER_PRE_QWEN2.into()),
             tokens: vec!["a".into(), "b".into(), "[PAD2]".into()],
             token_types: vec![1, 1, 5],
             merges: vec![],

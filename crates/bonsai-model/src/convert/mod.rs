@@ -29,7 +29,7 @@ pub use metadata::{gguf_metadata, TOKENIZER_MODEL_GPT2, TOKENIZER_PRE_QWEN2};
 pub use safetensors::{to_f32, Checkpoint, Dtype, SafetensorsFile, TensorEntry};
 pub use tensor_map::{plan_tensors, PlannedTensor, TensorRole};
 pub use tokenizer::{
-    TokenizerData, TokenizerSources, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNUSED,
+    extract_tokenizer, TokenizerSources, TOKEN_TYPE_CONTROL, TOKEN_TYPE_NORMAL, TOKEN_TYPE_UNUSED,
     TOKEN_TYPE_USER_DEFINED,
 };
 
@@ -82,7 +82,7 @@ impl std::str::FromStr for OutputType {
 pub struct HfCheckpoint {
     pub dir: PathBuf,
     pub config: HfQwen3Config,
-    pub tokenizer: TokenizerData,
+    pub tokenizer: bonsai_gguf::TokenizerMeta,
     pub tensors: Vec<PlannedTensor>,
     pub weights: Checkpoint,
 }
@@ -124,7 +124,7 @@ impl HfCheckpoint {
         let config = HfQwen3Config::from_json(&config_value)?;
         let tokenizer_json = read_json(&dir.join("tokenizer.json"))?;
         let tokenizer_config = read_optional_json(&dir.join("tokenizer_config.json"))?;
-        let tokenizer = TokenizerData::extract(&TokenizerSources {
+        let tokenizer = extract_tokenizer(&TokenizerSources {
             tokenizer_json: &tokenizer_json,
             tokenizer_config: tokenizer_config.as_ref(),
             chat_template_file: read_chat_template_file(dir)?,

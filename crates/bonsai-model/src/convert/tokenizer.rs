@@ -15,24 +15,15 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use bonsai_gguf::TokenizerMeta;
+
 use super::error::ConvertError;
+use super::metadata::{TOKENIZER_MODEL_GPT2, TOKENIZER_PRE_QWEN2};
 
 pub const TOKEN_TYPE_NORMAL: i32 = 1;
 pub const TOKEN_TYPE_CONTROL: i32 = 3;
 pub const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 pub const TOKEN_TYPE_UNUSED: i32 = 5;
-
-/// The `tokenizer.ggml.*` values of one checkpoint.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TokenizerData {
-    pub tokens: Vec<String>,
-    pub token_types: Vec<i32>,
-    pub merges: Vec<String>,
-    pub bos_id: Option<u32>,
-    pub eos_id: Option<u32>,
-    pub pad_id: Option<u32>,
-    pub chat_template: Option<String>,
-}
 
 /// What the tokenizer files say, plus the fallbacks from config.json.
 pub struct TokenizerSources<'a> {
@@ -57,80 +48,81 @@ fn tok_err(what: impl Into<String>) -> ConvertError {
     ConvertError::Tokenizer(what.into())
 }
 
-impl TokenizerData {
-    pub fn extract(src: &TokenizerSources<'_>) -> Result<Self, ConvertError> {
-        let model = src.tokenizer_json.get("model").ok_or_else(|| tok_err("no 'model' object"))?;
-        match model.get("type").and_then(Value::as_str) {
-            Some("BPE") => {}
-            other => {
-                return Err(tok_err(format!(
-                    "model type {other:?} is not BPE (Qwen3 uses byte-level BPE)"
-                )))
-            }
+/// The `tokenizer.ggml.*` values of one checkpoint: byte-level BPE with Qwen2's pre-tokenizer.
+pub fn extract_tokenizer(src: &TokenizerSources<'_>) -> Result<TokenizerMeta, ConvertError> {
+    let model = src.tokenizer_json.get("model").ok_or_else(|| tok_err("no 'model' object"))?;
+    match model.get("type").and_then(Value::as_str) {
+        Some("BPE") => {}
+        other => {
+            return Err(tok_err(format!(
+                "model type {other:?} is not BPE (Qwen3 uses byte-level BPE)"
+            )))
         }
-        let vocab = model
-            .get("vocab")
-            .and_then(Value::as_object)
-            .ok_or_else(|| tok_err("no 'model.vocab' object"))?;
-        let added = parse_added_tokens(src.tokenizer_json)?;
-
-        let vocab_size = usize::try_from(src.vocab_size)
-            .map_err(|_| tok_err(format!("vocab_size {} too large", src.vocab_size)))?;
-        let mut tokens: Vec<Option<String>> = vec![None; vocab_size];
-        let mut types = vec![TOKEN_TYPE_UNUSED; vocab_size];
-        let mut place = |id: u64, text: &str, ty: i32| -> Result<(), ConvertError> {
-            let slot = usize::try_from(id).ok().filter(|&i| i < vocab_size).ok_or_else(|| {
-                tok_err(format!(
-                    "token '{text}' has id {id}, not below config.json vocab_size {vocab_size}"
-                ))
-            })?;
-            tokens[slot] = Some(text.to_string());
-            types[slot] = ty;
-            Ok(())
-        };
-        for (text, id) in vocab {
-            let id = id.as_u64().ok_or_else(|| tok_err(format!("vocab['{text}'] is not an id")))?;
-            place(id, text, TOKEN_TYPE_NORMAL)?;
-        }
-        for token in &added {
-            let ty = if token.special || looks_special(&token.content) {
-                TOKEN_TYPE_CONTROL
-            } else {
-                TOKEN_TYPE_USER_DEFINED
-            };
-            let text = if ty == TOKEN_TYPE_USER_DEFINED {
-                // llama.cpp pre-normalizes SentencePiece spaces in user-defined tokens.
-                token.content.replace('\u{2581}', " ")
-            } else {
-                token.content.clone()
-            };
-            place(token.id, &text, ty)?;
-        }
-        let tokens: Vec<String> = tokens
-            .into_iter()
-            .enumerate()
-            .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
-            .collect();
-
-        let config = src.tokenizer_config;
-        let special_id = |kind: &str, fallback: Option<u64>| -> Option<u32> {
-            let from_config = config
-                .and_then(|c| c.get(format!("{kind}_token")))
-                .and_then(special_content)
-                .and_then(|content| added.iter().find(|t| t.content == content))
-                .map(|t| t.id);
-            from_config.or(fallback).and_then(|id| u32::try_from(id).ok())
-        };
-        Ok(TokenizerData {
-            merges: parse_merges(model)?,
-            bos_id: special_id("bos", src.config_bos_id),
-            eos_id: special_id("eos", src.config_eos_id),
-            pad_id: special_id("pad", src.config_pad_id),
-            chat_template: chat_template(config, src.chat_template_file.as_deref())?,
-            tokens,
-            token_types: types,
-        })
     }
+    let vocab = model
+        .get("vocab")
+        .and_then(Value::as_object)
+        .ok_or_else(|| tok_err("no 'model.vocab' object"))?;
+    let added = parse_added_tokens(src.tokenizer_json)?;
+
+    let vocab_size = usize::try_from(src.vocab_size)
+        .map_err(|_| tok_err(format!("vocab_size {} too large", src.vocab_size)))?;
+    let mut tokens: Vec<Option<String>> = vec![None; vocab_size];
+    let mut types = vec![TOKEN_TYPE_UNUSED; vocab_size];
+    let mut place = |id: u64, text: &str, ty: i32| -> Result<(), ConvertError> {
+        let slot = usize::try_from(id).ok().filter(|&i| i < vocab_size).ok_or_else(|| {
+            tok_err(format!(
+                "token '{text}' has id {id}, not below config.json vocab_size {vocab_size}"
+            ))
+        })?;
+        tokens[slot] = Some(text.to_string());
+        types[slot] = ty;
+        Ok(())
+    };
+    for (text, id) in vocab {
+        let id = id.as_u64().ok_or_else(|| tok_err(format!("vocab['{text}'] is not an id")))?;
+        place(id, text, TOKEN_TYPE_NORMAL)?;
+    }
+    for token in &added {
+        let ty = if token.special || looks_special(&token.content) {
+            TOKEN_TYPE_CONTROL
+        } else {
+            TOKEN_TYPE_USER_DEFINED
+        };
+        let text = if ty == TOKEN_TYPE_USER_DEFINED {
+            // llama.cpp pre-normalizes SentencePiece spaces in user-defined tokens.
+            token.content.replace('\u{2581}', " ")
+        } else {
+            token.content.clone()
+        };
+        place(token.id, &text, ty)?;
+    }
+    let tokens: Vec<String> = tokens
+        .into_iter()
+        .enumerate()
+        .map(|(id, t)| t.unwrap_or_else(|| format!("[PAD{id}]")))
+        .collect();
+
+    let config = src.tokenizer_config;
+    let special_id = |kind: &str, fallback: Option<u64>| -> Option<u32> {
+        let from_config = config
+            .and_then(|c| c.get(format!("{kind}_token")))
+            .and_then(special_content)
+            .and_then(|content| added.iter().find(|t| t.content == content))
+            .map(|t| t.id);
+        from_config.or(fallback).and_then(|id| u32::try_from(id).ok())
+    };
+    Ok(TokenizerMeta {
+        model: TOKENIZER_MODEL_GPT2.into(),
+        pre: Some(TOKENIZER_PRE_QWEN2.into()),
+        merges: parse_merges(model)?,
+        bos_id: special_id("bos", src.config_bos_id),
+        eos_id: special_id("eos", src.config_eos_id),
+        pad_id: special_id("pad", src.config_pad_id),
+        chat_template: chat_template(config, src.chat_template_file.as_deref())?,
+        tokens,
+        token_types: types,
+    })
 }
 
 /// llama.cpp's `does_token_look_special` rule for added tokens not flagged special.

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::tokenizer::*;
+use bonsai_gguf::TokenizerMeta;
 
 /// Vocabulary "a"=0, "b"=1, "ab"=2; added tokens at 4 (special), 5 (`<|x|>` not flagged special),
 /// 6 (plain added), 8 (SentencePiece-space user token); ids 3 and 7 are gaps; vocab_size 10 leaves
@@ -20,8 +21,8 @@ fn tokenizer_json(merges: Value) -> Value {
     })
 }
 
-fn extract(tj: &Value, tc: Option<&Value>, file: Option<&str>) -> Result<TokenizerData, String> {
-    TokenizerData::extract(&TokenizerSources {
+fn extract(tj: &Value, tc: Option<&Value>, file: Option<&str>) -> Result<TokenizerMeta, String> {
+    extract_tokenizer(&TokenizerSources {
         tokenizer_json: tj,
         tokenizer_config: tc,
         chat_template_file: file.map(str::to_string),

@@ -101,27 +101,26 @@ pub fn concat_rows(name: &str, parts: Vec<QMatrix>) -> Result<QMatrix, ModelErro
     let n: usize = parts.iter().map(QMatrix::n).sum();
     let mixed = || tensor_error(name, "fused parts mix 1-bit and 2-bit types; the fused kernel needs one".into());
     let shape = |e| ModelError::Tensor { name: name.to_string(), detail: format!("{e}") };
-    match parts.first() {
-        Some(QMatrix::Q1(_)) => {
-            let (mut scales, mut bits) = (Vec::new(), Vec::new());
-            for p in parts {
-                let QMatrix::Q1(p) = p else { return Err(mixed()) };
-                scales.extend(p.scales);
-                bits.extend(p.bits);
-            }
-            Ok(QMatrix::Q1(Q1Matrix::new(n, k, scales, bits).map_err(shape)?))
-        }
-        Some(QMatrix::Q2(_)) => {
-            let (mut scales, mut codes) = (Vec::new(), Vec::new());
-            for p in parts {
-                let QMatrix::Q2(p) = p else { return Err(mixed()) };
-                scales.extend(p.scales);
-                codes.extend(p.codes);
-            }
-            Ok(QMatrix::Q2(Q2Matrix::new(n, k, scales, codes).map_err(shape)?))
-        }
-        None => Err(tensor_error(name, "nothing to fuse".into())),
+    let q1 = match parts.first() {
+        Some(first) => matches!(first, QMatrix::Q1(_)),
+        None => return Err(tensor_error(name, "nothing to fuse".into())),
+    };
+    let (mut scales, mut words) = (Vec::new(), Vec::new());
+    for p in parts {
+        let (s, w) = match p {
+            QMatrix::Q1(p) if q1 => (p.scales, p.bits),
+            QMatrix::Q2(p) if !q1 => (p.scales, p.codes),
+            _ => return Err(mixed()),
+        };
+        scales.extend(s);
+        words.extend(w);
     }
+    let fused = if q1 {
+        Q1Matrix::new(n, k, scales, words).map(QMatrix::Q1)
+    } else {
+        Q2Matrix::new(n, k, scales, words).map(QMatrix::Q2)
+    };
+    fused.map_err(shape)
 }
 
 impl HostWeights {

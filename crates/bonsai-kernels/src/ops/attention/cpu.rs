@@ -4,38 +4,19 @@
 
 use super::check_shapes;
 use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel, LANES};
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::{f16, slice::HalfFloatSliceExt};
 use rayon::prelude::*;
 
-#[allow(clippy::too_many_arguments)]
-pub fn cpu(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &[f16],
-    v_cache: &[f16],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)
+pub fn cpu(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
+    cpu_at(simd_level(), rows, cache, out)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-#[allow(clippy::too_many_arguments)]
-pub fn cpu_at(
-    level: SimdLevel,
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &[f16],
-    v_cache: &[f16],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)?;
+pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&rows, &cache, out)?;
+    let QkvRows { qkv, shape, pos0, .. } = rows;
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape.head_dim;
     let group = shape.group_size();
     // Query heads g·group .. (g + 1)·group are contiguous in q and in out.
@@ -65,48 +46,6 @@ impl Scratch {
     }
 }
 
-#[inline(always)]
-fn attend_group_generic(
-    q: &[f32],
-    k_rows: &[f16],
-    v_rows: &[f16],
-    hd: usize,
-    scratch: &mut Scratch,
-    out: &mut [f32],
-) {
-    let n_pos = k_rows.len() / hd;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let Scratch { scores, row, inv_totals } = scratch;
-    for (j, k) in k_rows.chunks_exact(hd).enumerate() {
-        k.convert_to_f32_slice(row);
-        for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
-            head_scores[j] = dot_lanes(head_q, row) * scale;
-        }
-    }
-    for (head_scores, inv_total) in scores.chunks_exact_mut(n_pos).zip(inv_totals.iter_mut()) {
-        let max = head_scores.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let mut lane_sum = [0.0f32; LANES];
-        for (j, s) in head_scores.iter_mut().enumerate() {
-            *s = (*s - max).exp();
-            lane_sum[j % LANES] += *s;
-        }
-        *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
-    }
-    out.fill(0.0);
-    for (j, v) in v_rows.chunks_exact(hd).enumerate() {
-        v.convert_to_f32_slice(row);
-        for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
-            let w = head_scores[j];
-            for (o, &vd) in head_out.iter_mut().zip(row.iter()) {
-                *o += w * vd;
-            }
-        }
-    }
-    for (head_out, &inv_total) in out.chunks_exact_mut(hd).zip(inv_totals.iter()) {
-        head_out.iter_mut().for_each(|o| *o *= inv_total);
-    }
-}
-
 simd_variants! {
     fn attend_group(
         q: &[f32],
@@ -115,5 +54,38 @@ simd_variants! {
         hd: usize,
         scratch: &mut Scratch,
         out: &mut [f32],
-    ) = attend_group_generic;
+    ) {
+        let n_pos = k_rows.len() / hd;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let Scratch { scores, row, inv_totals } = scratch;
+        for (j, k) in k_rows.chunks_exact(hd).enumerate() {
+            k.convert_to_f32_slice(row);
+            for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
+                head_scores[j] = dot_lanes(head_q, row) * scale;
+            }
+        }
+        for (head_scores, inv_total) in scores.chunks_exact_mut(n_pos).zip(inv_totals.iter_mut()) {
+            let max = head_scores.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            let mut lane_sum = [0.0f32; LANES];
+            for (j, s) in head_scores.iter_mut().enumerate() {
+                *s = (*s - max).exp();
+                lane_sum[j % LANES] += *s;
+            }
+            *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
+        }
+        out.fill(0.0);
+        for (j, v) in v_rows.chunks_exact(hd).enumerate() {
+            v.convert_to_f32_slice(row);
+            for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
+                let w = head_scores[j];
+                for (o, &vd) in head_out.iter_mut().zip(row.iter()) {
+                    *o += w * vd;
+                }
+            }
+        }
+        for (head_out, &inv_total) in out.chunks_exact_mut(hd).zip(inv_totals.iter()) {
+            head_out.iter_mut().for_each(|o| *o *= inv_total);
+        }
+    }
 }
+

@@ -15,14 +15,12 @@
 //! (zero-initialised, left zero by every launch) so they can be captured in a CUDA graph (no
 //! allocation per call).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
-use crate::launch::{
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -44,10 +42,9 @@ pub use prefill_mma::{
 /// Keys per split (ATT_SPLIT_KEYS in attention.cu).
 pub const SPLIT_KEYS: usize = 128;
 /// Keys per split for decode-sized batches at short contexts (`ATT_DECODE_SPLIT_KEYS`): decode
-/// has one query row per head, so only short splits give it enough CTAs there. Measured on the
-/// H200 (docs/PERFORMANCE.md): 32-key splits took Bonsai-8B decode at a 512-token context from
-/// 372 to 423 tok/s, but at 8K/32K cached tokens they lost 22%/41% to the longer combine pass,
-/// so long contexts keep 128-key splits.
+/// has one query row per head, so only short splits give it enough CTAs there. On the H200 they
+/// win at a short context but lose at depth to the longer combine pass, so long contexts keep
+/// 128-key splits (docs/kernel-notes.md, Decode attention, Measured and removed).
 pub const DECODE_SPLIT_KEYS: usize = 32;
 /// Largest batch that uses [`DECODE_SPLIT_KEYS`].
 pub const DECODE_MAX_TOKENS: usize = 8;
@@ -144,6 +141,12 @@ impl AttentionKernel {
     }
 }
 
+/// [`choose_kernel`] on the stream's device.
+pub fn choose_kernel_on(gpu: Gpu<'_>, m: usize, shape_: HeadShape, prefill: PrefillKernel) -> Result<AttentionKernel, LaunchError> {
+    let smem_optin = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    choose_kernel(m, shape_, prefill, smem_optin).map_err(|detail| shape("attention", detail))
+}
+
 /// The kernel for `m` tokens of `shape_` on a device whose CTAs may opt in to `smem_optin` bytes
 /// of shared memory (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), or why none runs it.
 /// `prefill`: [`PrefillKernel::SplitKeys`] keeps batches of more than [`DECODE_MAX_TOKENS`]
@@ -194,6 +197,13 @@ pub fn scratch_len(m: usize, shape_: HeadShape, seq_bound: usize) -> usize {
     }
 }
 
+/// What an attention launch may write besides its output: the split-key partials (at least
+/// [`scratch_len`] values) and the arrival counters (at least [`counters_len`], zeroed).
+pub struct AttentionScratch<'a> {
+    pub partials: &'a mut CudaSlice<f32>,
+    pub counters: &'a mut CudaSlice<u32>,
+}
+
 /// u32 counters any launch of up to `m` tokens uses (one per (token group, kv head, head chunk);
 /// one per q head for the decode kernel's `_heads` entry points, which a buffer sized for a
 /// larger `m` serves too: the length never shrinks as `m` grows); the buffer must start zeroed
@@ -209,76 +219,51 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 /// graph); a token beyond it, or beyond max_seq, gets NaN output rather than a wrong answer.
 /// (The decode kernel, m == 1, does not need the bound: its grid covers any position below
 /// max_seq, and only a position >= max_seq gives NaN.)
-/// The kernel: [`choose_kernel`] with the tensor-core kernel allowed and this device's opt-in shared
-/// memory.
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    seq_bound: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    attention_with(lib, stream, qkv, m, shape_, pos0, max_seq, seq_bound, k_cache, v_cache, scratch, counters, out, PrefillKernel::Mma)
-}
-
-/// [`attention`] with the prefill kernel chosen by the caller (verify runs both):
+/// The kernel: [`choose_kernel`] with this device's opt-in shared memory and the caller's
+/// `kernel` (the model runs [`PrefillKernel::Mma`], verify both):
 /// [`PrefillKernel::SplitKeys`] keeps prefill batches on `attention_split_keys`;
 /// [`PrefillKernel::Mma`] runs the tensor-core kernel where [`choose_kernel`] allows it (there a
 /// batch of more than [`DECODE_MAX_TOKENS`] tokens needs neither scratch nor counters and
 /// computes every position below max_seq, no NaN past `seq_bound`), else `attention_split_keys`.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
+pub fn attention(
+    gpu: Gpu<'_>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
+    cache: KvCache<&impl DevicePtr<u16>>,
     seq_bound: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     kernel: PrefillKernel,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     const OP: &str = "attention";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
-    let smem_optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
-    let chosen = choose_kernel(m, shape_, kernel, smem_optin).map_err(|detail| shape(OP, detail))?;
+    let chosen = choose_kernel_on(gpu, m, shape_, kernel)?;
     if seq_bound == 0 || max_seq == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
     }
-    let cache = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    let cache_len = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
-            return decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, None, false);
+            return decode::attention_decode(gpu, rows, cache, work, out, None, false);
         }
         AttentionKernel::PrefillMma(entry) => {
-            return prefill_mma::attention_prefill_mma(lib, stream, qkv, m, shape_, pos0, max_seq, k_cache, v_cache, out, entry);
+            return prefill_mma::attention_prefill_mma(gpu, rows, cache, out, entry);
         }
         AttentionKernel::SplitKeys(entry) => entry,
     };
     let bound = seq_bound.min(max_seq);
     let keys_per_split = split_keys(m, bound);
     let n_splits = n_splits(m, bound);
+    let AttentionScratch { partials: scratch, counters } = work;
     expect_at_least(OP, "scratch", scratch.len(), m * shape_.n_q * n_splits * (hd + 2))?;
     expect_at_least(OP, "counters", counters.len(), counters_len(m, shape_))?;
     let rows = split_rows(shape_.n_q / shape_.n_kv);
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
     let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
     let split_keys_i = as_i32(OP, "split_keys", keys_per_split)?;
-    as_i32(OP, "cache len", cache)?;
+    as_i32(OP, "cache len", cache_len)?;
     let z = u32::try_from(m.div_ceil(rows.tokens_per_cta)).ok().filter(|&z| z <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
     if n_splits > 65_535 {
         return Err(shape(OP, "too many splits".into()));
@@ -290,24 +275,24 @@ pub fn attention_with(
         block_dim: (SPLIT_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let split = lib.function(entry)?;
+    let split = gpu.function(entry)?;
     if smem > 0 {
-        opt_in_shared_memory(OP, stream, &split, smem, &format!("attention_split_keys at head_dim {hd}"))?;
+        opt_in_shared_memory(OP, gpu.stream, &split, smem, &format!("attention_split_keys at head_dim {hd}"))?;
     }
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = read_ptr(k_cache, stream);
-    let (v_p, _d) = read_ptr(v_cache, stream);
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = read_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads the caches 4 halves (8 bytes) at a time, or, at a head_dim of 2 mod 4
     // (whose rows start on 4-byte boundaries), 2 halves.
     let align = if hd % 4 == 0 { 8 } else { 4 };
     if k_p % align != 0 || v_p % align != 0 {
         return Err(shape(OP, format!("k_cache and v_cache must start on a {align}-byte boundary")));
     }
-    let (s_p, _e) = write_ptr(scratch, stream);
-    let (c_p, _f) = write_ptr(counters, stream);
-    let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(lib, stream, split);
+    let (s_p, _e) = write_ptr(scratch, gpu.stream);
+    let (c_p, _f) = write_ptr(counters, gpu.stream);
+    let (o_p, _g) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, split);
     l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
     l.arg(&c_p).arg(&o_p);
     // SAFETY: matches attention_split_keys*'s signature; qkv/cache/scratch/counter lengths checked
@@ -341,21 +326,20 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
 /// else the kv-head one.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_decode_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    gpu: Gpu<'_>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
+    cache: KvCache<&impl DevicePtr<u16>>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, shape: shape_, pos0, .. } = rows;
+    if rows.m != 1 {
+        return Err(shape("attention", format!("one token's decode attention given {} rows", rows.m)));
+    }
     const OP: &str = "attention";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
     if decode_planes_entry_point(group, hd).is_none() {
@@ -368,8 +352,8 @@ pub fn attention_decode_planes(
         return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
     }
     check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    decode::attention_decode(lib, stream, qkv, shape_, pos0, max_seq, k_cache, v_cache, scratch, counters, out, Some(ptrs), per_q_head)
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    decode::attention_decode(gpu, rows, cache, work, out, Some(ptrs), per_q_head)
 }
 
 #[cfg(test)]

@@ -2,16 +2,15 @@
 //! (n_kv, splits) CTAs that does not depend on the live length (the kernel reads pos0 on the
 //! device), so one launch serves every position of a captured decode graph.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
-use crate::launch::{
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, sm_count, write_ptr, HeadShape,
     LaunchError,
 };
 use crate::launch_ex::Launch;
+use super::AttentionScratch;
 
 /// Most key splits (partials per head) a decode launch uses (`ATT_DEC_MAX_SPLITS`): the merge
 /// reads at most this many partials per (head, dim).
@@ -83,18 +82,15 @@ pub const DECODE_HEADS_WARPS: usize = 4;
 /// Longest context (live keys, the new token's included) that a decode step serves with the
 /// `_heads` attention (a CTA per q head, four warps, at most 96 registers per thread, so each warp
 /// does a quarter of the math and the CTA shares an SM with a decode GEMV CTA); beyond it the
-/// kv-head kernels, which read each kv head's cache once. Measured on the H200 (docs/PERFORMANCE.md, 2026-12-01 eighth
-/// session): Bonsai-8B tg128 1,002 -> 1,072-1,078 tok/s, Ternary-8B 846-847 -> 898-899; after 256
-/// / 512 cached tokens +7% / +8%; at 1024 the two kernels tie (824.6 / 824.4); at 8192 the
-/// `_heads` one loses, 402.9 against 676.1 (four CTAs read each kv head's cache).
+/// kv-head kernels, which read each kv head's cache once. On the H200 `_heads` wins at short
+/// contexts, ties at this length and loses at depth, where four CTAs read each kv head's cache
+/// (docs/kernel-notes.md, Decode attention).
 pub const DECODE_HEADS_MAX_LEN: usize = 1024;
 
 /// Fewest keys one split takes (the kernel rounds up to ATT_DEC_SPLIT_ALIGN = 16): a context of
 /// up to 128 tokens runs in one CTA per kv head, without the partials' round trip and the merge.
-/// Measured on the H200 against 16 (an even share only; docs/PERFORMANCE.md, 2026-11-30, fifth
-/// session): Bonsai-8B tg128 669.7 -> 738.6 tok/s, Ternary-8B 578.7 -> 628.5, 8B at depth 1024
-/// 599.0 -> 628.4, at depth 8192 unchanged (256 keys per split there either way); 64 gave 699.5,
-/// 256 the same as 128.
+/// On the H200 it beats an even share of 16-key splits and a 64-key minimum, and 256 gains
+/// nothing more (docs/kernel-notes.md, Decode attention).
 pub const DECODE_MIN_SPLIT_KEYS: usize = 128;
 
 /// Key splits per kv head on a device with `sm_count` SMs: about DECODE_CTAS_PER_SM CTAs per SM
@@ -117,20 +113,16 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 /// checked [`decode_heads_entry_point`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_decode(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
-    scratch: &mut CudaSlice<f32>,
-    counters: &mut CudaSlice<u32>,
+    gpu: Gpu<'_>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
+    cache: KvCache<&impl DevicePtr<u16>>,
+    work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, shape: shape_, pos0, .. } = rows;
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let group = shape_.n_q / shape_.n_kv;
     let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
@@ -146,7 +138,8 @@ pub(super) fn attention_decode(
         }
         false => (name, shape_.n_kv, DECODE_WARPS),
     };
-    let n_splits = decode_splits(sm_count(stream)?, columns);
+    let n_splits = decode_splits(sm_count(gpu.stream)?, columns);
+    let AttentionScratch { partials: scratch, counters } = work;
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), columns)?;
     let (max_seq_i, n_splits_i) =
@@ -157,19 +150,19 @@ pub(super) fn attention_decode(
         block_dim: ((warps * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let function = lib.function(name)?;
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = read_ptr(k_cache, stream);
-    let (v_p, _d) = read_ptr(v_cache, stream);
+    let function = gpu.function(name)?;
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = read_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads q as float4 and the caches 8 halves (16 bytes) at a time.
     expect_aligned16(OP, "qkv", q_p)?;
     expect_aligned16(OP, "k_cache", k_p)?;
     expect_aligned16(OP, "v_cache", v_p)?;
-    let (s_p, _e) = write_ptr(scratch, stream);
-    let (c_p, _f) = write_ptr(counters, stream);
-    let (o_p, _g) = write_ptr(out, stream);
-    let mut l = Launch::new(lib, stream, function);
+    let (s_p, _e) = write_ptr(scratch, gpu.stream);
+    let (c_p, _f) = write_ptr(counters, gpu.stream);
+    let (o_p, _g) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, function);
     l.arg(&q_p)
         .arg(&p0)
         .arg(&max_seq_i)

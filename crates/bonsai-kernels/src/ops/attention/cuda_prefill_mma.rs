@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
-use crate::launch::{
+use crate::launch::{Gpu, KvCache, QkvRows, 
     as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
@@ -95,18 +94,14 @@ pub fn prefill_mma_shared_bytes(head_dim: usize) -> usize {
 /// `m` tokens; the caller checked the buffer lengths and the head shape (attention()).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn attention_prefill_mma(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &impl DevicePtr<u16>,
-    v_cache: &impl DevicePtr<u16>,
+    gpu: Gpu<'_>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
+    cache: KvCache<&impl DevicePtr<u16>>,
     out: &mut impl DevicePtrMut<f32>,
     entry: &'static str,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     if prefill_mma_kernel(shape_) != Some(entry) {
         return Err(shape(OP, format!("prefill attention on tensor cores: {entry} does not take {shape_:?}")));
@@ -123,20 +118,20 @@ pub(super) fn attention_prefill_mma(
         as_i32(OP, "n_kv", shape_.n_kv)?,
         as_i32(OP, "max_seq", max_seq)?,
     );
-    let f = lib.function(entry)?;
-    opt_in_shared_memory(OP, stream, f, prefill_mma_shared_bytes(hd), &format!("head_dim {hd}"))?;
+    let f = gpu.function(entry)?;
+    opt_in_shared_memory(OP, gpu.stream, f, prefill_mma_shared_bytes(hd), &format!("head_dim {hd}"))?;
     // log2(e) / sqrt(hd) in f64, rounded once to f32 (the error bound counts that rounding).
     let scale_log2 = (std::f64::consts::LOG2_E / (hd as f64).sqrt()) as f32;
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = read_ptr(k_cache, stream);
-    let (v_p, _d) = read_ptr(v_cache, stream);
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = read_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // q is read as float4, the caches by 16-byte cp.async pieces (rows of hd halves, hd a
     // multiple of 8), out written as float2.
     for (what, p) in [("qkv", q_p), ("k_cache", k_p), ("v_cache", v_p)] {
         expect_aligned16(OP, what, p)?;
     }
-    let (o_p, _e) = write_ptr(out, stream);
+    let (o_p, _e) = write_ptr(out, gpu.stream);
     if o_p % 8 != 0 {
         return Err(shape(OP, "out must start on an 8-byte boundary".into()));
     }
@@ -145,7 +140,7 @@ pub(super) fn attention_prefill_mma(
         block_dim: (PREFILL_MMA_THREADS, 1, 1),
         shared_mem_bytes: prefill_mma_shared_bytes(hd) as u32,
     };
-    let mut l = Launch::new(lib, stream, f);
+    let mut l = Launch::new(gpu, f);
     l.arg(&q_p)
         .arg(&m_i)
         .arg(&n_q)

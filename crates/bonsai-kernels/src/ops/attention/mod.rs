@@ -38,28 +38,15 @@ mod tests;
 pub use cpu::{cpu, cpu_at};
 pub use reference::reference;
 
-use crate::ops::{check_len, check_positions, HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::f16;
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "attention";
 
 /// Checks the head shape, `qkv`, both caches, `out` and the position range.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn check_shapes(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &[f16],
-    v_cache: &[f16],
-    out: &[f32],
-) -> Result<(), OpError> {
-    shape.validate(OP)?;
-    check_len(OP, "qkv", m * shape.qkv_row_len(), qkv.len())?;
-    check_len(OP, "k_cache", shape.n_kv * max_seq * shape.head_dim, k_cache.len())?;
-    check_len(OP, "v_cache", shape.n_kv * max_seq * shape.head_dim, v_cache.len())?;
-    check_len(OP, "out", m * shape.q_len(), out.len())?;
-    check_positions(OP, "cache", pos0, m, max_seq)
+pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&[f16]>, out: &[f32]) -> Result<(), OpError> {
+    rows.check(OP)?;
+    cache.check(OP, rows)?;
+    crate::ops::check_len(OP, "out", rows.m * rows.shape.q_len(), out.len())
 }

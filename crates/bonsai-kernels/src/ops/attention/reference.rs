@@ -1,21 +1,13 @@
 //! The definition, in f64 (two passes: scores and max, then normalised weights).
 
 use super::check_shapes;
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::f16;
 
-#[allow(clippy::too_many_arguments)]
-pub fn reference(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &[f16],
-    v_cache: &[f16],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache, out)?;
+pub fn reference(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&rows, &cache, out)?;
+    let QkvRows { qkv, m, shape, pos0 } = rows;
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape.head_dim;
     let scale = 1.0 / (hd as f64).sqrt();
     for i in 0..m {

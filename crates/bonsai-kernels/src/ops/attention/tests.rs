@@ -4,7 +4,7 @@
 use super::{cpu_at, reference};
 use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{HeadShape, KvCache, OpError, QkvRows};
 use half::f16;
 
 struct Case {
@@ -12,6 +12,12 @@ struct Case {
     m: usize,
     pos0: usize,
     max_seq: usize,
+}
+
+impl Case {
+    fn rows<'a>(&self, qkv: &'a [f32]) -> QkvRows<'a> {
+        QkvRows { qkv, m: self.m, shape: self.shape, pos0: self.pos0 }
+    }
 }
 
 /// Random f16 caches for positions < pos0 + m, NaN after (must never be read).
@@ -98,11 +104,12 @@ fn cpu_matches_reference_decode_and_prefill() {
         // |q| up to 4 against |k| up to 2 makes peaked softmaxes at hd = 128.
         let qkv = rng.vec(c.m * c.shape.qkv_row_len(), -4.0, 4.0);
         let mut want = vec![0.0; c.m * c.shape.q_len()];
-        reference(&qkv, c.m, c.shape, c.pos0, c.max_seq, &k, &v, &mut want).expect("shapes");
+        let cache = KvCache { k: &k[..], v: &v[..], max_seq: c.max_seq };
+        reference(c.rows(&qkv), cache, &mut want).expect("shapes");
         let b = bound(&qkv, c, &k, &v, &want);
         for level in available_levels() {
             let mut got = vec![f32::NAN; want.len()];
-            cpu_at(level, &qkv, c.m, c.shape, c.pos0, c.max_seq, &k, &v, &mut got).expect("shapes");
+            cpu_at(level, c.rows(&qkv), cache, &mut got).expect("shapes");
             let label = format!("attention {:?} m={} pos0={} {level:?}", c.shape, c.m, c.pos0);
             assert_within(&label, &got, &widen(&want), &b);
         }
@@ -115,9 +122,11 @@ fn bad_shapes_are_errors() {
     let qkv = vec![0.5; shape.qkv_row_len()];
     let cache = vec![f16::ONE; 2 * 4 * 4];
     let mut out = vec![0.0; shape.q_len()];
-    let err = super::cpu(&qkv, 1, shape, 4, 4, &cache, &cache, &mut out).unwrap_err();
+    let cache = KvCache { k: &cache[..], v: &cache[..], max_seq: 4 };
+    let rows = |shape, pos0| QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
+    let err = super::cpu(rows(shape, 4), cache, &mut out).unwrap_err();
     assert!(matches!(err, OpError::Position { .. }), "{err}");
     let gqa_bad = HeadShape { n_q: 3, n_kv: 2, head_dim: 4 };
-    assert!(reference(&qkv, 1, gqa_bad, 0, 4, &cache, &cache, &mut out).is_err());
-    assert!(reference(&qkv, 1, shape, 0, 4, &cache, &cache, &mut out[..15]).is_err());
+    assert!(reference(rows(gqa_bad, 0), cache, &mut out).is_err());
+    assert!(reference(rows(shape, 0), cache, &mut out[..15]).is_err());
 }

@@ -3,7 +3,7 @@
 //! (`[ci][kh][kw]`, zeros for padding), then each output channel is one 8-lane dot product of
 //! its filter row with a patch (AVX2 copy at run time).
 
-use super::{check_shapes, ConvDims, TAPS};
+use super::{check_shapes, Inputs, ConvDims, TAPS};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, DisjointWriter, SimdLevel};
 use crate::ops::OpError;
 use rayon::prelude::*;
@@ -12,26 +12,14 @@ use rayon::prelude::*;
 /// (1.2 MB at Cin = 512), bounded whatever the image size.
 pub const PIXEL_TILE: usize = 64;
 
-pub fn cpu(
-    dims: ConvDims,
-    x: &[f32],
-    weight: &[f32],
-    bias: &[f32],
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), dims, x, weight, bias, y)
+pub fn cpu(inputs: Inputs<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    cpu_at(simd_level(), inputs, y)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-pub fn cpu_at(
-    level: SimdLevel,
-    dims: ConvDims,
-    x: &[f32],
-    weight: &[f32],
-    bias: &[f32],
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, x, weight, bias, y)?;
+pub fn cpu_at(level: SimdLevel, inputs: Inputs<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, y)?;
+    let Inputs { dims, x, weight, bias } = inputs;
     let tiles_per_row = dims.w.div_ceil(PIXEL_TILE);
     let out = DisjointWriter::new(y);
     (0..dims.h * tiles_per_row).into_par_iter().for_each_init(
@@ -79,30 +67,8 @@ fn gather_patches(dims: ConvDims, x: &[f32], run: PixelRun, patches: &mut [f32])
     }
 }
 
-/// Every output channel of pixels `(oh, ow0..ow1)`: `bias[co] + filter[co] · patch[p]`.
-#[inline(always)]
-fn tile_generic(
-    dims: ConvDims,
-    weight: &[f32],
-    bias: &[f32],
-    patches: &[f32],
-    run: PixelRun,
-    out: DisjointWriter,
-) {
-    let ConvDims { c_in, h, w, .. } = dims;
-    let PixelRun { oh, ow0, ow1 } = run;
-    let patch_len = c_in * TAPS;
-    for (co, filter) in weight.chunks_exact(patch_len).enumerate() {
-        for (p, patch) in patches.chunks_exact(patch_len).take(ow1 - ow0).enumerate() {
-            let value = dot_lanes(filter, patch) + bias[co];
-            // SAFETY: this task alone writes row oh, columns ow0..ow1 of every channel (see the
-            // caller); `y` outlives the parallel loop.
-            unsafe { *out.slot((co * h + oh) * w + ow0 + p) = value };
-        }
-    }
-}
-
 simd_variants! {
+    /// Every output channel of pixels `(oh, ow0..ow1)`: `bias[co] + filter[co] · patch[p]`.
     fn tile(
         dims: ConvDims,
         weight: &[f32],
@@ -110,5 +76,18 @@ simd_variants! {
         patches: &[f32],
         run: PixelRun,
         out: DisjointWriter,
-    ) = tile_generic;
+    ) {
+        let ConvDims { c_in, h, w, .. } = dims;
+        let PixelRun { oh, ow0, ow1 } = run;
+        let patch_len = c_in * TAPS;
+        for (co, filter) in weight.chunks_exact(patch_len).enumerate() {
+            for (p, patch) in patches.chunks_exact(patch_len).take(ow1 - ow0).enumerate() {
+                let value = dot_lanes(filter, patch) + bias[co];
+                // SAFETY: this task alone writes row oh, columns ow0..ow1 of every channel (see the
+                // caller); `y` outlives the parallel loop.
+                unsafe { *out.slot((co * h + oh) * w + ow0 + p) = value };
+            }
+        }
+    }
 }
+

@@ -2,18 +2,16 @@
 //! machinery of ops/gemm_f32/tile_3xtf32.cu (helpers shared with ops/gemm_f32/cuda.rs); for
 //! C_out <= [`DIRECT_MAX_C_OUT`] the direct f32 kernel of conv3x3_direct.cu.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch::gemm_f32::{
     allow_smem, expect_aligned8, tile_grid, variant, ROWS_TILE_BYTES, STAGES, TILE_K, TILE_M,
     TILE_N,
 };
-use crate::launch::{as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
-use crate::ops::conv3x3::{ConvDims, TAPS};
+use crate::ops::conv3x3::{ConvDims, Inputs, TAPS};
 
 /// Padding floats per k row of the gathered pixel tile (CONV3X3_B_STRIDE = TILE_N + 8).
 pub const B_ROW_PAD: usize = 8;
@@ -80,27 +78,18 @@ pub(crate) fn direct_grid(dims: ConvDims) -> Result<(u32, u32, u32), LaunchError
     Ok((tiles_w, tiles_h as u32, 1))
 }
 
-/// The direct kernel for C_out <= DIRECT_MAX_C_OUT (shapes already checked by `conv3x3`).
+/// The direct kernel for C_out <= DIRECT_MAX_C_OUT on the device addresses of x, weight, bias
+/// and y and the kernel's (C_in, C_out, H, W) (shapes already checked by `conv3x3`).
 fn launch_direct(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     dims: ConvDims,
-    x: &impl DevicePtr<f32>,
-    weight: &impl DevicePtr<f32>,
-    bias: &impl DevicePtr<f32>,
-    y: &mut impl DevicePtrMut<f32>,
+    [x_ptr, w_ptr, b_ptr, y_ptr]: [u64; 4],
+    [ci, co, h_i, w_i]: [i32; 4],
 ) -> Result<(), LaunchError> {
-    let ConvDims { c_in, c_out, h, w } = dims;
-    let (ci, co, h_i, w_i) =
-        (as_i32(OP, "C_in", c_in)?, as_i32(OP, "C_out", c_out)?, as_i32(OP, "H", h)?, as_i32(OP, "W", w)?);
     let cfg = LaunchConfig { grid_dim: direct_grid(dims)?, block_dim: (DIRECT_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let name = if c_out <= DIRECT_CO4 { "conv3x3_direct_co4" } else { "conv3x3_direct_co8" };
-    let func = lib.function(name)?;
-    let (x_ptr, _gx) = read_ptr(x, stream);
-    let (w_ptr, _gw) = read_ptr(weight, stream);
-    let (b_ptr, _gb) = read_ptr(bias, stream);
-    let (y_ptr, _gy) = write_ptr(y, stream);
-    let mut b = Launch::new(lib, stream, func);
+    let name = if dims.c_out <= DIRECT_CO4 { "conv3x3_direct_co4" } else { "conv3x3_direct_co8" };
+    let func = gpu.function(name)?;
+    let mut b = Launch::new(gpu, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_direct_co4/_co8 (x, weight, bias, y, c_in,
     // c_out, h, w); `conv3x3` checked every length (x C_in·H·W, weight C_out·C_in·9, bias C_out,
@@ -115,14 +104,11 @@ fn launch_direct(
 /// <= [`DIRECT_MAX_C_OUT`] on the direct f32 kernel; an under-filled GEMM with a long K in
 /// [`split_k`] K ranges (stream-ordered partial buffer, merged in a fixed order with the bias).
 pub fn conv3x3(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: ConvDims,
-    x: &impl DevicePtr<f32>,
-    weight: &impl DevicePtr<f32>,
-    bias: &impl DevicePtr<f32>,
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    let Inputs { dims, x, weight, bias } = inputs;
     let ConvDims { c_in, c_out, h, w } = dims;
     if c_in == 0 || c_out == 0 || h == 0 || w == 0 {
         return Err(shape(OP, format!("empty shape {dims:?}")));
@@ -144,38 +130,38 @@ pub fn conv3x3(
         as_i32(OP, "H", h)?,
         as_i32(OP, "W", w)?,
     );
+    let (x_ptr, _gx) = read_ptr(x, gpu.stream);
+    let (w_ptr, _gw) = read_ptr(weight, gpu.stream);
+    let (b_ptr, _gb) = read_ptr(bias, gpu.stream);
+    let (y_ptr, _gy) = write_ptr(y, gpu.stream);
     if c_out <= DIRECT_MAX_C_OUT {
-        return launch_direct(lib, stream, dims, x, weight, bias, y);
+        return launch_direct(gpu, dims, [x_ptr, w_ptr, b_ptr, y_ptr], [ci, co, h_i, w_i]);
     }
     let mut cfg = tile_grid(OP, c_out, pixels, CONV_SMEM_BYTES)?;
-    let (x_ptr, _gx) = read_ptr(x, stream);
-    let (w_ptr, _gw) = read_ptr(weight, stream);
-    let (b_ptr, _gb) = read_ptr(bias, stream);
-    let (y_ptr, _gy) = write_ptr(y, stream);
     expect_aligned8(OP, "y", y_ptr)?;
     let splits = split_k(dims);
     if splits > 1 {
         let len = splits.checked_mul(c_out * pixels).ok_or_else(too_big)?; // C_out·H·W: y's length
-        // SAFETY: stream-ordered scratch, never read before written: every split CTA row writes
+        // SAFETY: gpu.stream-ordered scratch, never read before written: every split CTA row writes
         // its whole [C_out, H·W] partial (zeros for an empty K range) before the merge, queued
-        // later on the same stream, reads it.
-        let mut partial: CudaSlice<f32> = unsafe { stream.alloc(len) }?;
-        let (p_ptr, _gp) = write_ptr(&mut partial, stream);
+        // later on the same gpu.stream, reads it.
+        let mut partial: CudaSlice<f32> = unsafe { gpu.stream.alloc(len) }?;
+        let (p_ptr, _gp) = write_ptr(&mut partial, gpu.stream);
         let name = variant(k, &[w_ptr], "conv3x3_3xtf32_split_vec16", "conv3x3_3xtf32_split_any_c");
-        let func = lib.function(name)?;
+        let func = gpu.function(name)?;
         allow_smem(func, CONV_SMEM_BYTES)?;
         cfg.grid_dim.1 = splits as u32;
         let splits_i = splits as i32;
-        let mut b = Launch::new(lib, stream, func);
+        let mut b = Launch::new(gpu, func);
         b.arg(&x_ptr).arg(&w_ptr).arg(&p_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i).arg(&splits_i);
         // SAFETY: argument order and types match conv3x3_3xtf32_split_* (x, weight, partial,
         // c_in, c_out, h, w, splits); x and weight lengths were checked above, partial holds
         // splits·C_out·H·W floats, H·W is even (split_k) so every split's partial starts 8-byte
         // aligned for the paired stores, and the CTA was granted CONV_SMEM_BYTES.
         unsafe { b.launch(cfg) }?;
-        let merge = lib.function("conv3x3_split_merge")?;
+        let merge = gpu.function("conv3x3_split_merge")?;
         let pixels_i = pixels as i32; // fits: checked above
-        let mut b = Launch::new(lib, stream, merge);
+        let mut b = Launch::new(gpu, merge);
         b.arg(&p_ptr).arg(&b_ptr).arg(&y_ptr).arg(&co).arg(&pixels_i).arg(&splits_i);
         let blocks = grid_stride_blocks((c_out * pixels).div_ceil(4), MERGE_THREADS);
         // SAFETY: matches conv3x3_split_merge(partial, bias, y, c_out, pixels, splits); partial
@@ -184,9 +170,9 @@ pub fn conv3x3(
         return Ok(());
     }
     let name = variant(k, &[w_ptr], "conv3x3_3xtf32_vec16", "conv3x3_3xtf32_any_c");
-    let func = lib.function(name)?;
+    let func = gpu.function(name)?;
     allow_smem(func, CONV_SMEM_BYTES)?;
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&x_ptr).arg(&w_ptr).arg(&b_ptr).arg(&y_ptr).arg(&ci).arg(&co).arg(&h_i).arg(&w_i);
     // SAFETY: argument order and types match conv3x3_3xtf32_* (x, weight, bias, y, c_in, c_out,
     // h, w); lengths were checked above to cover every index the kernel touches, the vec16

@@ -58,14 +58,30 @@ pub struct ConvDims {
     pub w: usize,
 }
 
+/// One call's inputs: the image, filters and bias (host slices; device buffers for the CUDA
+/// launcher).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
+    pub dims: ConvDims,
+    /// `x: [C_in, H, W]`.
+    pub x: &'a T,
+    /// `weight: [C_out, C_in, 3, 3]`.
+    pub weight: &'a T,
+    /// `bias: [C_out]`.
+    pub bias: &'a T,
+}
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
+
 /// Checks every length against `dims` and that no dimension is zero.
-pub(crate) fn check_shapes(
-    dims: ConvDims,
-    x: &[f32],
-    weight: &[f32],
-    bias: &[f32],
-    y: &[f32],
-) -> Result<(), OpError> {
+pub(crate) fn check_shapes(inputs: &Inputs<'_>, y: &[f32]) -> Result<(), OpError> {
+    let Inputs { dims, x, weight, bias } = *inputs;
     let ConvDims { c_in, c_out, h, w } = dims;
     if c_in == 0 || c_out == 0 || h == 0 || w == 0 {
         return Err(OpError::Shape { op: OP, detail: format!("empty shape {dims:?}") });

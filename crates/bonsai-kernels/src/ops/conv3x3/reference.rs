@@ -1,16 +1,11 @@
 //! The definition, in f64, straight from the formula (no im2col).
 
-use super::{check_shapes, ConvDims, TAPS};
+use super::{check_shapes, Inputs, ConvDims, TAPS};
 use crate::ops::OpError;
 
-pub fn reference(
-    dims: ConvDims,
-    x: &[f32],
-    weight: &[f32],
-    bias: &[f32],
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, x, weight, bias, y)?;
+pub fn reference(inputs: Inputs<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, y)?;
+    let Inputs { dims, x, weight, bias } = inputs;
     let ConvDims { c_in, c_out, h, w } = dims;
     for co in 0..c_out {
         for oh in 0..h {

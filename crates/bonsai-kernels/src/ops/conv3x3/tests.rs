@@ -1,7 +1,7 @@
 //! cpu == reference for `conv3x3` within γ_{9·Cin+LANES+2}·(Σ|x·w| + |bias|) + u·|y| (derivation
 //! in the op's doc).
 
-use super::{cpu, cpu_at, reference, ConvDims, TAPS};
+use super::{cpu, cpu_at, reference, Inputs, ConvDims, TAPS};
 use crate::cpu::{available_levels, LANES};
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
 
@@ -49,7 +49,7 @@ fn cpu_matches_reference() {
         let weight = rng.vec(c_out * c_in * TAPS, -0.5, 0.5);
         let bias = rng.vec(c_out, -1.0, 1.0);
         let mut want = vec![0.0; c_out * h * w];
-        reference(dims, &x, &weight, &bias, &mut want).expect("shape");
+        reference(Inputs { dims, x: &x, weight: &weight, bias: &bias }, &mut want).expect("shape");
         let g = gamma(TAPS * c_in + LANES + 2);
         let tol: Vec<f64> = magnitude(dims, &x, &weight, &bias)
             .iter()
@@ -58,7 +58,7 @@ fn cpu_matches_reference() {
             .collect();
         for level in available_levels() {
             let mut got = vec![f32::NAN; c_out * h * w];
-            cpu_at(level, dims, &x, &weight, &bias, &mut got).expect("shape");
+            cpu_at(level, Inputs { dims, x: &x, weight: &weight, bias: &bias }, &mut got).expect("shape");
             assert_within(&format!("conv3x3 {dims:?} {level:?}"), &got, &widen(&want), &tol);
         }
     }
@@ -73,7 +73,7 @@ fn centre_tap_is_identity() {
     let mut weight = [0.0f32; TAPS];
     weight[4] = 1.0;
     let mut y = vec![f32::NAN; 12];
-    cpu(dims, &x, &weight, &[0.5], &mut y).expect("shape");
+    cpu(Inputs { dims, x: &x, weight: &weight, bias: &[0.5] }, &mut y).expect("shape");
     let want: Vec<f32> = x.iter().map(|v| v + 0.5).collect();
     assert_eq!(y, want);
 }
@@ -82,10 +82,10 @@ fn centre_tap_is_identity() {
 fn bad_shapes_are_errors() {
     let dims = ConvDims { c_in: 2, c_out: 3, h: 2, w: 2 };
     let mut y = vec![0.0; 12];
-    assert!(cpu(dims, &[0.0; 7], &[0.0; 54], &[0.0; 3], &mut y).is_err());
-    assert!(cpu(dims, &[0.0; 8], &[0.0; 53], &[0.0; 3], &mut y).is_err());
-    assert!(cpu(dims, &[0.0; 8], &[0.0; 54], &[0.0; 2], &mut y).is_err());
-    assert!(reference(dims, &[0.0; 8], &[0.0; 54], &[0.0; 3], &mut y[..11]).is_err());
+    assert!(cpu(Inputs { dims, x: &[0.0; 7], weight: &[0.0; 54], bias: &[0.0; 3] }, &mut y).is_err());
+    assert!(cpu(Inputs { dims, x: &[0.0; 8], weight: &[0.0; 53], bias: &[0.0; 3] }, &mut y).is_err());
+    assert!(cpu(Inputs { dims, x: &[0.0; 8], weight: &[0.0; 54], bias: &[0.0; 2] }, &mut y).is_err());
+    assert!(reference(Inputs { dims, x: &[0.0; 8], weight: &[0.0; 54], bias: &[0.0; 3] }, &mut y[..11]).is_err());
     let empty = ConvDims { c_in: 2, c_out: 3, h: 0, w: 2 };
-    assert!(reference(empty, &[], &[0.0; 54], &[0.0; 3], &mut []).is_err());
+    assert!(reference(Inputs { dims: empty, x: &[], weight: &[0.0; 54], bias: &[0.0; 3] }, &mut []).is_err());
 }

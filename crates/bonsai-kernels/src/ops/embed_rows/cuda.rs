@@ -1,12 +1,10 @@
 //! Launcher of `embed_rows_q1` / `embed_rows_q2` (embed_rows.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
+use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits};
 
 const THREADS: u32 = 128;
 /// Weights one thread writes: one lane word of the device layout.
@@ -15,8 +13,7 @@ const WEIGHTS_PER_THREAD: usize = 32;
 /// `out[i, :] = table[ids[i], :]` dequantized. Ids live on the device, so an id >= vocab cannot
 /// be rejected here: the kernel writes a NaN row for it.
 pub fn embed_rows(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     table: &QWeightsView<'_>,
     ids: &impl DevicePtr<u32>,
     m: usize,
@@ -43,12 +40,12 @@ pub fn embed_rows(
         shared_mem_bytes: 0,
     };
     let name = if table.bits == QuantBits::One { "embed_rows_q1" } else { "embed_rows_q2" };
-    let func = lib.function(name)?;
-    let (s_p, _a) = read_ptr(table.scales, stream);
-    let (p_p, _b) = read_ptr(table.payload, stream);
-    let (i_p, _c) = read_ptr(ids, stream);
-    let (o_p, _d) = write_ptr(out, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function(name)?;
+    let (s_p, _a) = read_ptr(table.scales, gpu.stream);
+    let (p_p, _b) = read_ptr(table.payload, gpu.stream);
+    let (i_p, _c) = read_ptr(ids, gpu.stream);
+    let (o_p, _d) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&s_p).arg(&p_p).arg(&i_p).arg(&vocab).arg(&hidden).arg(&o_p);
     // SAFETY: matches embed_rows_q*(scales, payload, ids, vocab, hidden, out); table validated,
     // ids/out lengths checked; out-of-range ids are handled on the device.

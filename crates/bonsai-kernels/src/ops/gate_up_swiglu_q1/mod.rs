@@ -2,7 +2,7 @@
 //! `g = Σ_k W[f, k]·x[i, k]` (gate) and `u = Σ_k W[F + f, k]·x[i, k]` (up),
 //! `silu(g) = g / (1 + e^−g)`.
 //!
-//! Shapes: `W[2F, K]` a 1-bit [`Q1Matrix`] holding the gate rows 0..F then the up rows F..2F
+//! Shapes: `W[2F, K]` a 1-bit [`Q1Matrix`](crate::weights::Q1Matrix) holding the gate rows 0..F then the up rows F..2F
 //! (concatenated at load), `x: [M, K]` f32, `out: [M, F]` f32. N = 2F must be even.
 //!
 //! Accumulation: reference in f64 (g, u and silu(g)·u, one rounding); CPU as `matmul_q1` in f32,
@@ -17,28 +17,11 @@
 //! (Bonsai-8B F = 12288, K = 4096: 14.2 MB -> 3.3 µs at 4.3 TB/s); prefill 4·M·F·K FLOPs.
 //! CUDA: see cuda.rs.
 
-mod cpu;
-mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
-pub use reference::reference;
-
-use crate::ops::{check_len, OpError};
-use crate::weights::Q1Matrix;
+/// The entry points, shared with the other weight format ([`crate::ops::quant_ops`]).
+pub use crate::ops::quant_ops::gate_up_swiglu::{cpu, cpu_at, reference};
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "gate_up_swiglu_q1";
-
-/// Checks N = 2F, `x: [m, K]`, `out: [m, F]`.
-pub(crate) fn check_shapes(w: &Q1Matrix, x: &[f32], m: usize, out: &[f32]) -> Result<(), OpError> {
-    if w.n % 2 != 0 {
-        return Err(OpError::Shape {
-            op: OP,
-            detail: format!("gate|up matrix has odd N = {}", w.n),
-        });
-    }
-    check_len(OP, "x", m * w.k, x.len())?;
-    check_len(OP, "out", m * (w.n / 2), out.len())
-}

@@ -2,7 +2,7 @@
 //! in [`COL_BLOCK`]-wide blocks so those W rows stay in cache while every A row of the slab
 //! passes over them. Each element is one 8-lane dot product (AVX2 copy at run time).
 
-use super::{check_shapes, GemmDims};
+use super::{check_shapes, Inputs, GemmDims};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel};
 use crate::ops::OpError;
 use rayon::prelude::*;
@@ -12,26 +12,14 @@ const ROW_BLOCK: usize = 8;
 /// W rows (output columns) visited together while they are cache-resident.
 const COL_BLOCK: usize = 32;
 
-pub fn cpu(
-    dims: GemmDims,
-    a: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), dims, a, w, bias, out)
+pub fn cpu(inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    cpu_at(simd_level(), inputs, out)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-pub fn cpu_at(
-    level: SimdLevel,
-    dims: GemmDims,
-    a: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, a, w, bias, out)?;
+pub fn cpu_at(level: SimdLevel, inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, out)?;
+    let Inputs { dims, a, w, bias } = inputs;
     let GemmDims { n, k, .. } = dims;
     out.par_chunks_mut(ROW_BLOCK * n)
         .zip(a.par_chunks(ROW_BLOCK * k))
@@ -39,31 +27,8 @@ pub fn cpu_at(
     Ok(())
 }
 
-/// One slab of rows: `out_slab[r, c] = a_slab[r] · w[c] + bias[c]`.
-#[inline(always)]
-fn slab_generic(
-    a_slab: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    k: usize,
-    n: usize,
-    out_slab: &mut [f32],
-) {
-    for col0 in (0..n).step_by(COL_BLOCK) {
-        let col1 = (col0 + COL_BLOCK).min(n);
-        for (a_row, out_row) in a_slab.chunks_exact(k).zip(out_slab.chunks_exact_mut(n)) {
-            for col in col0..col1 {
-                let dot = dot_lanes(a_row, &w[col * k..(col + 1) * k]);
-                out_row[col] = match bias {
-                    Some(b) => dot + b[col],
-                    None => dot,
-                };
-            }
-        }
-    }
-}
-
 simd_variants! {
+    /// One slab of rows: `out_slab[r, c] = a_slab[r] · w[c] + bias[c]`.
     fn slab(
         a_slab: &[f32],
         w: &[f32],
@@ -71,5 +36,19 @@ simd_variants! {
         k: usize,
         n: usize,
         out_slab: &mut [f32],
-    ) = slab_generic;
+    ) {
+        for col0 in (0..n).step_by(COL_BLOCK) {
+            let col1 = (col0 + COL_BLOCK).min(n);
+            for (a_row, out_row) in a_slab.chunks_exact(k).zip(out_slab.chunks_exact_mut(n)) {
+                for col in col0..col1 {
+                    let dot = dot_lanes(a_row, &w[col * k..(col + 1) * k]);
+                    out_row[col] = match bias {
+                        Some(b) => dot + b[col],
+                        None => dot,
+                    };
+                }
+            }
+        }
+    }
 }
+

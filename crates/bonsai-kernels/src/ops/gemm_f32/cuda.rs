@@ -10,11 +10,10 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch::matmul::device_has_wgmma;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
-use crate::ops::gemm_f32::GemmDims;
+use crate::ops::gemm_f32::{GemmDims, Inputs};
 
 /// CTA tile (TF32X3_TILE_M / _N / _K), ring depth and threads of tile_3xtf32.cu.
 pub const TILE_M: usize = 128;
@@ -129,84 +128,72 @@ pub fn chosen_path(stream: &Arc<CudaStream>) -> Result<GemmF32Path, LaunchError>
 }
 
 /// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on tensor cores, 3xTF32 (error bound in
-/// ops/gemm_f32/mod.rs), on [`chosen_path`]; the wgmma path allocates its split scratch per call
-/// ([`wgmma::gemm_f32_wgmma_with_scratch`] takes the caller's). Buffers may be longer than the
-/// shape needs.
-pub fn gemm_f32<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+/// ops/gemm_f32/mod.rs), on `path` (None: [`chosen_path`]; verify runs every path the device has,
+/// and a wgmma path on a device without wgmma is an error); the wgmma path allocates its split
+/// scratch per call ([`wgmma::gemm_f32_wgmma_with_scratch`] takes the caller's). Buffers may be
+/// longer than the shape needs.
+pub fn gemm_f32(
+    gpu: Gpu<'_>,
+    path: Option<GemmF32Path>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let path = chosen_path(stream)?;
-    gemm_f32_on(lib, stream, path, dims, a, w, bias, out)
+    match path.map_or_else(|| chosen_path(gpu.stream), Ok)? {
+        GemmF32Path::MmaSync => gemm_f32_mma(gpu, inputs, out),
+        GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(gpu, inputs, out),
+    }
 }
 
-/// [`gemm_f32`] on the given path (verify runs every path the device has; a wgmma path on a
-/// device without wgmma is an error).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_f32_on<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    path: GemmF32Path,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    match path {
-        GemmF32Path::MmaSync => gemm_f32_mma(lib, stream, dims, a, w, bias, out),
-        GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(lib, stream, dims, a, w, bias, out),
+/// Checks a GEMM's operands and output against `dims` (buffers may be longer) and that M and N
+/// rounded up to whole `(tile_m, tile_n)` tiles fit the kernels' ints; returns (M, N, K) as them.
+pub(crate) fn check_operands(
+    op: &'static str,
+    inputs: &Inputs<'_, impl DevicePtr<f32>>,
+    out_len: usize,
+    (tile_m, tile_n): (usize, usize),
+) -> Result<(i32, i32, i32), LaunchError> {
+    let Inputs { dims, a, w, bias } = *inputs;
+    let GemmDims { m, n, k } = dims;
+    if m == 0 || n == 0 || k == 0 {
+        return Err(shape(op, format!("empty shape {dims:?}")));
     }
+    let elems = |x: usize, y: usize| x.checked_mul(y).ok_or_else(|| shape(op, format!("shape {dims:?} overflows")));
+    expect_at_least(op, "a", a.len(), elems(m, k)?)?;
+    expect_at_least(op, "w", w.len(), elems(n, k)?)?;
+    expect_at_least(op, "out", out_len, elems(m, n)?)?;
+    if let Some(b) = bias {
+        expect_at_least(op, "bias", b.len(), n)?;
+    }
+    // The kernels round M and N up to whole tiles in 32-bit ints.
+    as_i32(op, "M + one tile", m + tile_m)?;
+    as_i32(op, "N + one tile", n + tile_n)?;
+    Ok((as_i32(op, "M", m)?, as_i32(op, "N", n)?, as_i32(op, "K", k)?))
 }
 
 /// The mma.sync path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])`.
-pub fn gemm_f32_mma<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+pub fn gemm_f32_mma(
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let GemmDims { m, n, k } = dims;
-    if m == 0 || n == 0 || k == 0 {
-        return Err(shape(OP, format!("empty shape {dims:?}")));
-    }
-    let elems = |x: usize, y: usize| {
-        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
-    };
-    expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
-    expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
-    expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
-    if let Some(b) = bias {
-        expect_at_least(OP, "bias", b.len(), n)?;
-    }
-    let (m_i, n_i, k_i) = (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K", k)?);
-    // The kernel rounds M and N up to whole tiles in 32-bit ints.
-    as_i32(OP, "M + one tile", m + TILE_M)?;
-    as_i32(OP, "N + one tile", n + TILE_N)?;
+    let (m_i, n_i, k_i) = check_operands(OP, &inputs, out.len(), (TILE_M, TILE_N))?;
+    let Inputs { dims: GemmDims { m, n, k }, a, w, bias } = inputs;
     let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
-    let (a_ptr, _ga) = read_ptr(a, stream);
-    let (w_ptr, _gw) = read_ptr(w, stream);
+    let (a_ptr, _ga) = read_ptr(a, gpu.stream);
+    let (w_ptr, _gw) = read_ptr(w, gpu.stream);
     let (bias_ptr, _gb) = match bias {
         Some(b) => {
-            let (p, guard) = read_ptr(b, stream);
+            let (p, guard) = read_ptr(b, gpu.stream);
             (p, Some(guard))
         }
         None => (0u64, None),
     };
-    let (out_ptr, _go) = write_ptr(out, stream);
+    let (out_ptr, _go) = write_ptr(out, gpu.stream);
     expect_aligned8(OP, "out", out_ptr)?;
     let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k");
-    let func = lib.function(name)?;
+    let func = gpu.function(name)?;
     allow_smem(func, GEMM_SMEM_BYTES)?;
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_f32_3xtf32_* (a, w, bias or null, out, m, n,
     // k); lengths were checked above to cover every index the kernel touches, the vec16 variant is

@@ -13,15 +13,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::{expect_aligned8, tile_grid_of};
-use crate::cuda::KernelLibrary;
+use super::{check_operands, expect_aligned8, tile_grid_of};
 use crate::launch::matmul::require_wgmma;
-use crate::launch::{
+use crate::launch::{Gpu, 
     as_i32, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape, sm_count, write_ptr,
     LaunchError,
 };
 use crate::launch_ex::Launch;
-use crate::ops::gemm_f32::GemmDims;
+use crate::ops::gemm_f32::{GemmDims, Inputs};
 
 /// CTA tile (GW_TILE_M / _N / _K), ring depth, threads and fold period of gemm_f32_wgmma.cu.
 pub const TILE_M: usize = 128;
@@ -104,22 +103,18 @@ pub fn scratch_len(dims: GemmDims) -> Result<usize, LaunchError> {
 
 /// `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` on wgmma with a scratch allocated (stream-ordered)
 /// for this call and freed after it.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_f32_wgmma<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+pub fn gemm_f32_wgmma(
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    check(stream, dims)?;
+    let dims = inputs.dims;
+    check(gpu.stream, dims)?;
     // SAFETY: uninitialised device memory; the split pass writes every element of it (all K_pad
     // columns of all M + N rows of both parts) before the GEMM, the only reader, runs on the
-    // same stream.
-    let mut scratch = unsafe { stream.alloc::<u32>(scratch_len(dims)?) }?;
-    gemm_f32_wgmma_with_scratch(lib, stream, dims, a, w, bias, &mut scratch, out)
+    // same gpu.stream.
+    let mut scratch = unsafe { gpu.stream.alloc::<u32>(scratch_len(dims)?) }?;
+    gemm_f32_wgmma_with_scratch(gpu, inputs, &mut scratch, out)
 }
 
 /// The device and shape checks shared by both forms.
@@ -133,91 +128,75 @@ fn check(stream: &Arc<CudaStream>, dims: GemmDims) -> Result<(), LaunchError> {
 
 /// As [`gemm_f32_wgmma`] with the caller's scratch (at least [`scratch_len`] u32; its contents
 /// are overwritten).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
-    bias: Option<&B>,
+pub fn gemm_f32_wgmma_with_scratch(
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut impl DevicePtrMut<u32>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    check(stream, dims)?;
+    let Inputs { dims, a, w, bias } = inputs;
+    check(gpu.stream, dims)?;
+    let (m_i, n_i, _) = check_operands(OP, &inputs, out.len(), (TILE_M, TILE_N))?;
+    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims)?)?;
     let GemmDims { m, n, k } = dims;
     let k_pad = padded_k(k);
-    let elems = |x: usize, y: usize| {
-        x.checked_mul(y).ok_or_else(|| shape(OP, format!("shape {dims:?} overflows")))
-    };
-    expect_at_least(OP, "a", a.len(), elems(m, k)?)?;
-    expect_at_least(OP, "w", w.len(), elems(n, k)?)?;
-    expect_at_least(OP, "out", out.len(), elems(m, n)?)?;
-    expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims)?)?;
-    if let Some(b) = bias {
-        expect_at_least(OP, "bias", b.len(), n)?;
-    }
-    let (m_i, n_i, k_pad_i) =
-        (as_i32(OP, "M", m)?, as_i32(OP, "N", n)?, as_i32(OP, "K (padded)", k_pad)?);
-    // The kernel rounds M and N up to whole tiles in 32-bit ints.
-    as_i32(OP, "M + one tile", m + TILE_M)?;
-    as_i32(OP, "N + one tile", n + TILE_N)?;
-    let gemm = lib.function(GEMM)?;
+    let k_pad_i = as_i32(OP, "K (padded)", k_pad)?;
+    let gemm = gpu.function(GEMM)?;
     // Before any work: a device without the room fails here.
-    opt_in_shared_memory(OP, stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
+    opt_in_shared_memory(OP, gpu.stream, gemm, SMEM_BYTES, "the wgmma gemm_f32")?;
     let mut cfg = tile_grid_of(OP, m, n, (TILE_M, TILE_N), THREADS, SMEM_BYTES)?;
-    let splits = split_k_on(stream, dims)?;
+    let splits = split_k_on(gpu.stream, dims)?;
     cfg.grid_dim.1 = splits as u32;
     let splits_i = splits as i32;
 
-    let (s_ptr, _gs) = write_ptr(scratch, stream);
-    let [a_big, a_small, w_big, w_small] = split_operands_at(lib, stream, dims, a, w, s_ptr)?;
+    let (s_ptr, _gs) = write_ptr(scratch, gpu.stream);
+    let [a_big, a_small, w_big, w_small] = split_operands_at(gpu, dims, a, w, s_ptr)?;
     let (bias_ptr, _gb) = match bias {
         Some(b) => {
-            let (p, guard) = read_ptr(b, stream);
+            let (p, guard) = read_ptr(b, gpu.stream);
             (p, Some(guard))
         }
         None => (0u64, None),
     };
-    let (out_ptr, _go) = write_ptr(out, stream);
+    let (out_ptr, _go) = write_ptr(out, gpu.stream);
     expect_aligned8(OP, "out", out_ptr)?;
     let partial = if splits > 1 {
-        // SAFETY: stream-ordered f32 scratch of splits·M·N, never read before written: every
+        // SAFETY: gpu.stream-ordered f32 scratch of splits·M·N, never read before written: every
         // split CTA row stores all M x N outputs of its partial (zeros for an empty K range).
-        Some(unsafe { stream.alloc::<f32>(elems(splits, m * n)?) }?)
+        Some(unsafe { gpu.stream.alloc::<f32>(splits * m * n) }?)
     } else {
         None
     };
     let (gemm_out, _gp) = match &partial {
         Some(p) => {
-            let (ptr, guard) = p.device_ptr(stream);
+            let (ptr, guard) = p.device_ptr(gpu.stream);
             (ptr, Some(guard))
         }
         None => (out_ptr, None),
     };
-    let mut b = Launch::new(lib, stream, gemm);
+    let mut b = Launch::new(gpu, gemm);
     b.arg(&a_big).arg(&a_small).arg(&w_big).arg(&w_small).arg(&bias_ptr).arg(&gemm_out);
     b.arg(&m_i).arg(&n_i).arg(&k_pad_i).arg(&splits_i);
     // SAFETY: argument order and types match gemm_f32_3xtf32_wgmma (a_big, a_small, w_big,
     // w_small, bias or null, out, m, n, k_padded, splits); the four split operands are disjoint
     // [rows][k_pad] ranges of the checked scratch, written by the split launches before this one
-    // on the same stream; the kernel bounds rows by m and n and reads k_pad columns (a multiple
+    // on the same gpu.stream; the kernel bounds rows by m and n and reads k_pad columns (a multiple
     // of the K tile); its output (`out`, checked to hold m x n, or the splits·m·n partial buffer
     // when gridDim.y = splits > 1; m·n·4 bytes apart, a multiple of 8 when n is even, and the
     // kernel stores pairs only when n is even) takes 8-byte stores, and the CTA was granted
     // SMEM_BYTES of shared memory.
     unsafe { b.launch(cfg) }?;
     if splits > 1 {
-        let f = lib.function(MERGE)?;
+        let f = gpu.function(MERGE)?;
         let cfg = LaunchConfig {
             grid_dim: (grid_stride_blocks(m * n / 4 + 1, MERGE_THREADS), 1, 1),
             block_dim: (MERGE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = Launch::new(lib, stream, f);
+        let mut b = Launch::new(gpu, f);
         b.arg(&gemm_out).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&splits_i);
         // SAFETY: matches gemm_f32_split_merge(partial, bias or null, out, m, n, splits); the
-        // partial buffer holds splits·m·n floats written by the GEMM just queued on this stream,
+        // partial buffer holds splits·m·n floats written by the GEMM just queued on this gpu.stream,
         // bias n floats (checked), out m·n floats (checked).
         unsafe { b.launch(cfg) }?;
     }
@@ -227,26 +206,23 @@ pub fn gemm_f32_wgmma_with_scratch<B: DevicePtr<f32>>(
 /// The split pass alone: big / small parts of a and w into `scratch` (at least [`scratch_len`]
 /// u32), as [`gemm_f32_wgmma_with_scratch`] runs it before the GEMM (bench times it alone).
 pub fn split_operands(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: GemmDims,
-    a: &impl DevicePtr<f32>,
-    w: &impl DevicePtr<f32>,
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut impl DevicePtrMut<u32>,
 ) -> Result<(), LaunchError> {
-    check(stream, dims)?;
+    let Inputs { dims, a, w, .. } = inputs;
+    check(gpu.stream, dims)?;
     expect_at_least(SPLIT, "a", a.len(), dims.m.saturating_mul(dims.k))?;
     expect_at_least(SPLIT, "w", w.len(), dims.n.saturating_mul(dims.k))?;
     expect_at_least(SPLIT, "scratch", scratch.len(), scratch_len(dims)?)?;
-    let (s_ptr, _gs) = write_ptr(scratch, stream);
-    split_operands_at(lib, stream, dims, a, w, s_ptr).map(|_| ())
+    let (s_ptr, _gs) = write_ptr(scratch, gpu.stream);
+    split_operands_at(gpu, dims, a, w, s_ptr).map(|_| ())
 }
 
 /// Both split launches into the scratch at device address `s_ptr` (lengths checked by the
 /// callers); returns the four operand addresses: A_big, A_small, W_big, W_small.
 fn split_operands_at(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     dims: GemmDims,
     a: &impl DevicePtr<f32>,
     w: &impl DevicePtr<f32>,
@@ -257,20 +233,19 @@ fn split_operands_at(
     let (a_big, a_small) = (s_ptr, s_ptr + part_bytes(m));
     let (w_big, w_small) = (s_ptr + 2 * part_bytes(m), s_ptr + 2 * part_bytes(m) + part_bytes(n));
     {
-        let (a_ptr, _ga) = read_ptr(a, stream);
-        split(lib, stream, a_ptr, m, k, (a_big, a_small))?;
+        let (a_ptr, _ga) = read_ptr(a, gpu.stream);
+        split(gpu, a_ptr, m, k, (a_big, a_small))?;
     }
     {
-        let (w_ptr, _gw) = read_ptr(w, stream);
-        split(lib, stream, w_ptr, n, k, (w_big, w_small))?;
+        let (w_ptr, _gw) = read_ptr(w, gpu.stream);
+        split(gpu, w_ptr, n, k, (w_big, w_small))?;
     }
     Ok([a_big, a_small, w_big, w_small])
 }
 
 /// One split launch: `src[rows][k]` into `(big, small)` `[rows][K_pad]` (device addresses).
 fn split(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     src: u64,
     rows: usize,
     k: usize,
@@ -287,8 +262,8 @@ fn split(
         block_dim: (SPLIT_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let f = lib.function(SPLIT)?;
-    let mut b = Launch::new(lib, stream, f);
+    let f = gpu.function(SPLIT)?;
+    let mut b = Launch::new(gpu, f);
     b.arg(&src).arg(&rows_i).arg(&k_i).arg(&k_pad_i).arg(&vec4).arg(&big).arg(&small);
     // SAFETY: argument order and types match gemm_f32_tf32_split (src, rows, k, k_padded, vec4,
     // big, small); src holds rows x k f32 (checked by the caller), big and small rows x k_pad u32

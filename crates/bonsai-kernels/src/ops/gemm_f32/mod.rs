@@ -54,23 +54,22 @@
 //! (wgmma) on, and below it from K = 42 and K = 64 on. Typical (random-sign) errors grow far
 //! slower than worst cases, so verify also requires the relative Frobenius error to stay within
 //! 2x that of a sequential-FMA f32 GEMM on the same inputs (issue #6's bar against cuBLAS SGEMM). On the CPU emulator (round-to-nearest
-//! mma) every odd shape passes on both paths, and on the H200 (2026-11-30, df0b877) every row of
-//! both, the DiT shapes included (rel. Frobenius 2.9e-7 at K = 3072, 0.30x torch's SGEMM error
-//! at the large shapes). Non-finite inputs (and |x|
+//! mma) every odd shape passes on both paths, and on the H200 every row of both, the DiT shapes
+//! included (errors: docs/kernel-notes.md, gemm_f32 3xTF32 / wgmma and conv3x3). Non-finite inputs (and |x|
 //! within half a tf32 ulp of FLT_MAX) give NaN outputs: the split computes inf − inf.
 //!
 //! Speed of light on the H200: 3 tf32 products per product, so the effective ceiling is a third of
 //! the tensor cores' tf32 rate: 494.7 TFLOP/s dense (wgmma) → 165 TFLOP/s effective (target: 78
-//! = 1.5x cuBLAS SGEMM's 52 at M=4608 N=27648 K=3072). mma.sync reaches roughly 60-65 % of
-//! wgmma's rate on Hopper (measured 41-60 TFLOP/s effective). The wgmma path's limits, per SM
+//! = 1.5x cuBLAS SGEMM's 52 at M=4608 N=27648 K=3072). mma.sync stays well below
+//! wgmma's rate on Hopper. The wgmma path's limits, per SM
 //! per 32-wide K tile of its 128 x 128 CTA (1536 tensor cycles at the peak rate): shared memory
 //! (3 wgmma per k8 read 3 A and 3 B tiles, 18 KiB per 192 cycles = 96 B/clk, plus the cp.async
 //! fill, 64 KiB per tile = 43 B/clk, against ~128 B/clk: <= ~92 %), L2 → SM traffic (43 B/clk/SM
 //! = 10 TB/s at the peak rate, likely beyond what the L2 delivers: the first suspect), and the
 //! per-tile bubble (fold + barrier, ~200-300 cycles: <= ~85 %). The split pass moves 12 bytes per
 //! element (~1 GB, ~0.25 ms: ~2.5 % at the DiT shape). Predicted 85-100 TFLOP/s effective at
-//! the DiT shape; **measured 93.7** (8354 us, split pass included; mma.sync 60.2 in the same run),
-//! 1.5-2.0x torch's SGEMM on the larger DiT shapes (PERFORMANCE.md). Static evidence (nvcc 13.0, sm_90a, `-Xptxas -v`, `cuobjdump
+//! the DiT shape, which the H200 reaches, ahead of torch's SGEMM on the larger DiT shapes
+//! (docs/kernel-notes.md, gemm_f32 3xTF32 / wgmma and conv3x3). Static evidence (nvcc 13.0, sm_90a, `-Xptxas -v`, `cuobjdump
 //! -sass`): docs/kernel-notes.md, "gemm_f32 on wgmma". The mma.sync kernel's: tile_3xtf32.cu
 //! (`__launch_bounds__(256, 2)`: 128 registers, `_vec16` spills 76 bytes; 1022 SASS
 //! instructions per K step of 32 per warp, 192 of them HMMA).
@@ -96,14 +95,30 @@ pub struct GemmDims {
     pub k: usize,
 }
 
+/// One call's inputs: the activations, weights and optional bias (host slices; device buffers for
+/// the CUDA launchers).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
+    pub dims: GemmDims,
+    /// `a: [m, k]`.
+    pub a: &'a T,
+    /// `w: [n, k]`.
+    pub w: &'a T,
+    /// `bias: [n]`, when present.
+    pub bias: Option<&'a T>,
+}
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
+
 /// Checks every length against `dims` and that no dimension is zero.
-pub(crate) fn check_shapes(
-    dims: GemmDims,
-    a: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &[f32],
-) -> Result<(), OpError> {
+pub(crate) fn check_shapes(inputs: &Inputs<'_>, out: &[f32]) -> Result<(), OpError> {
+    let Inputs { dims, a, w, bias } = *inputs;
     let GemmDims { m, n, k } = dims;
     if m == 0 || n == 0 || k == 0 {
         return Err(OpError::Shape { op: OP, detail: format!("empty shape {dims:?}") });

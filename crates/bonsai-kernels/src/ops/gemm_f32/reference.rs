@@ -1,16 +1,11 @@
 //! The definition, in f64.
 
-use super::{check_shapes, GemmDims};
+use super::{check_shapes, Inputs, GemmDims};
 use crate::ops::OpError;
 
-pub fn reference(
-    dims: GemmDims,
-    a: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, a, w, bias, out)?;
+pub fn reference(inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, out)?;
+    let Inputs { dims, a, w, bias } = inputs;
     let GemmDims { n, k, .. } = dims;
     for (a_row, out_row) in a.chunks(k).zip(out.chunks_mut(n)) {
         for (col, slot) in out_row.iter_mut().enumerate() {

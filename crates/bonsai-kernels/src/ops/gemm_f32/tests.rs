@@ -1,7 +1,7 @@
 //! cpu == reference for `gemm_f32` within γ_{K+LANES+2}·(Σ|a·w| + |bias|) + u·|out| (derivation
 //! in the op's doc).
 
-use super::{cpu, cpu_at, reference, GemmDims};
+use super::{cpu, cpu_at, reference, Inputs, GemmDims};
 use crate::cpu::{available_levels, LANES};
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
 
@@ -34,11 +34,11 @@ fn cpu_matches_reference() {
         let bias_values = rng.vec(n, -3.0, 3.0);
         for bias in [None, Some(bias_values.as_slice())] {
             let mut want = vec![0.0; m * n];
-            reference(dims, &a, &w, bias, &mut want).expect("shape");
+            reference(Inputs { dims, a: &a, w: &w, bias }, &mut want).expect("shape");
             let tol = bound(dims, &a, &w, bias, &want);
             for level in available_levels() {
                 let mut got = vec![f32::NAN; m * n];
-                cpu_at(level, dims, &a, &w, bias, &mut got).expect("shape");
+                cpu_at(level, Inputs { dims, a: &a, w: &w, bias }, &mut got).expect("shape");
                 let what = format!("gemm_f32 {dims:?} bias={} {level:?}", bias.is_some());
                 assert_within(&what, &got, &widen(&want), &tol);
             }
@@ -52,7 +52,7 @@ fn bias_only_changes_by_bias() {
     let dims = GemmDims { m: 3, n: 4, k: 5 };
     let bias = [1.5, -2.0, 0.25, 7.0];
     let mut got = vec![f32::NAN; 12];
-    cpu(dims, &[1.0; 15], &[0.0; 20], Some(&bias), &mut got).expect("shape");
+    cpu(Inputs { dims, a: &[1.0; 15], w: &[0.0; 20], bias: Some(&bias) }, &mut got).expect("shape");
     for row in got.chunks(4) {
         assert_eq!(row, bias);
     }
@@ -62,10 +62,10 @@ fn bias_only_changes_by_bias() {
 fn bad_shapes_are_errors() {
     let dims = GemmDims { m: 2, n: 3, k: 4 };
     let mut out = vec![0.0; 6];
-    assert!(cpu(dims, &[0.0; 7], &[0.0; 12], None, &mut out).is_err());
-    assert!(cpu(dims, &[0.0; 8], &[0.0; 11], None, &mut out).is_err());
-    assert!(cpu(dims, &[0.0; 8], &[0.0; 12], Some(&[0.0; 2]), &mut out).is_err());
-    assert!(reference(dims, &[0.0; 8], &[0.0; 12], None, &mut out[..5]).is_err());
+    assert!(cpu(Inputs { dims, a: &[0.0; 7], w: &[0.0; 12], bias: None }, &mut out).is_err());
+    assert!(cpu(Inputs { dims, a: &[0.0; 8], w: &[0.0; 11], bias: None }, &mut out).is_err());
+    assert!(cpu(Inputs { dims, a: &[0.0; 8], w: &[0.0; 12], bias: Some(&[0.0; 2]) }, &mut out).is_err());
+    assert!(reference(Inputs { dims, a: &[0.0; 8], w: &[0.0; 12], bias: None }, &mut out[..5]).is_err());
     let empty = GemmDims { m: 0, n: 3, k: 4 };
-    assert!(reference(empty, &[], &[0.0; 12], None, &mut []).is_err());
+    assert!(reference(Inputs { dims: empty, a: &[], w: &[0.0; 12], bias: None }, &mut []).is_err());
 }

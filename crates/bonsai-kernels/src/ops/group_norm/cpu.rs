@@ -1,33 +1,19 @@
 //! Fast CPU version: rayon over groups for the f64 statistics (8-lane sums, AVX2 copy at run
 //! time), then rayon over channels for the f32 `y = (x − μ)·a + beta` pass.
 
-use super::check_shapes;
+use super::{check_shapes, Params};
 use crate::cpu::{simd_level, simd_variants, SimdLevel, LANES};
 use crate::ops::OpError;
 use rayon::prelude::*;
 
-pub fn cpu(
-    x: &[f32],
-    groups: usize,
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), x, groups, gamma, beta, eps, y)
+pub fn cpu(x: &[f32], p: Params<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    cpu_at(simd_level(), x, p, y)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-pub fn cpu_at(
-    level: SimdLevel,
-    x: &[f32],
-    groups: usize,
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    let layout = check_shapes(x, groups, gamma, beta, y)?;
+pub fn cpu_at(level: SimdLevel, x: &[f32], p: Params<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    let layout = check_shapes(x, &p, y)?;
+    let Params { gamma, beta, eps, .. } = p;
     let group_len = layout.channels_per_group * layout.plane;
     // (mean, 1/sqrt(var + eps)) per group, both f64.
     let stats: Vec<(f64, f64)> = x

@@ -14,13 +14,11 @@
 //! (384 ch x 128²) stay in L2 between the passes, and the normalise pass visits channels
 //! last-first so part of a larger input does too.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const OP: &str = "group_norm";
 const THREADS: u32 = 256;
@@ -115,11 +113,13 @@ pub(crate) fn plan(
     Ok(GroupNormPlan { chunk, splits, plane_chunks })
 }
 
-/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm).
+/// `y = (x − μ_g)/sqrt(σ²_g + eps)·gamma[c] + beta[c]` per group g (PyTorch GroupNorm): the
+/// statistics launch, then the normalise launch. With `fused_silu`, `silu(group_norm(x))` in the
+/// same pass (the VAE's GroupNorm -> SiLU pairs): the SiLU costs no memory traffic, saving the 8
+/// bytes per element a separate `silu` call would move.
 #[allow(clippy::too_many_arguments)]
 pub fn group_norm(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     gamma: &impl DevicePtr<f32>,
     beta: &impl DevicePtr<f32>,
@@ -127,56 +127,23 @@ pub fn group_norm(
     eps: f32,
     scratch: &mut impl DevicePtrMut<f64>,
     y: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    launch_group_norm(lib, stream, x, gamma, beta, dims, eps, scratch, y, false)
-}
-
-/// `silu(group_norm(x))` in the same pass (the VAE's GroupNorm -> SiLU pairs): the SiLU costs
-/// no memory traffic, saving the 8 bytes per element a separate `silu` call would move.
-#[allow(clippy::too_many_arguments)]
-pub fn group_norm_silu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    x: &impl DevicePtr<f32>,
-    gamma: &impl DevicePtr<f32>,
-    beta: &impl DevicePtr<f32>,
-    dims: GroupNormDims,
-    eps: f32,
-    scratch: &mut impl DevicePtrMut<f64>,
-    y: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    launch_group_norm(lib, stream, x, gamma, beta, dims, eps, scratch, y, true)
-}
-
-/// GroupNorm, then SiLU when `apply_silu`: the statistics launch, then the normalise launch.
-#[allow(clippy::too_many_arguments)]
-fn launch_group_norm(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    x: &impl DevicePtr<f32>,
-    gamma: &impl DevicePtr<f32>,
-    beta: &impl DevicePtr<f32>,
-    dims: GroupNormDims,
-    eps: f32,
-    scratch: &mut impl DevicePtrMut<f64>,
-    y: &mut impl DevicePtrMut<f32>,
-    apply_silu: bool,
+    fused_silu: bool,
 ) -> Result<(), LaunchError> {
     let p = plan(dims, [x.len(), gamma.len(), beta.len(), scratch.len(), y.len()], eps)?;
-    let (x_p, _a) = read_ptr(x, stream);
-    let (g_p, _b) = read_ptr(gamma, stream);
-    let (b_p, _c) = read_ptr(beta, stream);
-    let (partial, _d) = write_ptr(scratch, stream);
-    let (y_p, _e) = write_ptr(y, stream);
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (g_p, _b) = read_ptr(gamma, gpu.stream);
+    let (b_p, _c) = read_ptr(beta, gpu.stream);
+    let (partial, _d) = write_ptr(scratch, gpu.stream);
+    let (y_p, _e) = write_ptr(y, gpu.stream);
     // Every value below fits its type: plan() bounded C by the grid (so G and C/G too), splits
     // by TARGET_STATS_CTAS, the plane chunks by the grid, and C·plane by i64.
     let (n_group, chunk_i, plane_i, plane_chunk_i) =
         (dims.group_len() as i64, p.chunk as i64, dims.plane as i64, PLANE_CHUNK as i64);
     let (channels_i, cpg_i, splits_i) = (dims.channels as i32, (dims.channels / dims.groups) as i32, p.splits as i32);
-    let silu_i = i32::from(apply_silu);
+    let silu_i = i32::from(fused_silu);
 
-    let stats = lib.function("group_norm_partial_stats")?;
-    let mut l = Launch::new(lib, stream, stats);
+    let stats = gpu.function("group_norm_partial_stats")?;
+    let mut l = Launch::new(gpu, stats);
     l.arg(&x_p).arg(&n_group).arg(&chunk_i).arg(&partial);
     let grid = (p.splits as u32, dims.groups as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -185,17 +152,17 @@ fn launch_group_norm(
     // all).
     unsafe { l.launch(cfg) }?;
 
-    let normalize = lib.function("group_norm_normalize")?;
+    let normalize = gpu.function("group_norm_normalize")?;
     // With PDL the normalise CTAs start while the statistics launch drains (group_norm.cu: they
     // read x before griddep_wait and the partial sums after it).
-    let mut l = Launch::new(lib, stream, normalize);
+    let mut l = Launch::new(gpu, normalize);
     l.arg(&x_p).arg(&g_p).arg(&b_p).arg(&partial).arg(&eps).arg(&channels_i).arg(&cpg_i).arg(&plane_i).arg(&splits_i);
     l.arg(&plane_chunk_i).arg(&silu_i).arg(&y_p);
     let grid = (p.plane_chunks as u32, dims.channels as u32, 1);
     let cfg = LaunchConfig { grid_dim: grid, block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
     // SAFETY: matches group_norm_normalize(x, gamma, beta, partial, eps, C, C/G, plane, splits,
-    // plane_chunk, apply_silu, y); every buffer's length was checked by plan() and the partial
-    // sums are written by the statistics launch just queued on the same stream.
+    // plane_chunk, fused_silu, y); every buffer's length was checked by plan() and the partial
+    // sums are written by the statistics launch just queued on the same gpu.stream.
     unsafe { l.launch(cfg) }
 }
 

@@ -25,7 +25,8 @@
 //! CUDA (cuda.rs, group_norm.cu): two launches, a statistics pass of f64 shifted sums per piece
 //! of a group, then an f32 normalise pass that combines a group's pieces in a fixed order; 12
 //! bytes per element, any shape. Error bound derived in verify/image_group_norm.rs.
-//! `launch::group_norm::group_norm_silu` applies SiLU in that same pass (no extra traffic).
+//! `launch::group_norm::group_norm` with `fused_silu` applies SiLU in that same pass (no extra
+//! traffic).
 
 mod cpu;
 mod reference;
@@ -49,14 +50,18 @@ pub(crate) struct Layout {
     pub channels_per_group: usize,
 }
 
+/// The op's parameters: `groups` G, the per-channel affine `gamma, beta: [C]` and eps.
+#[derive(Clone, Copy, Debug)]
+pub struct Params<'a> {
+    pub groups: usize,
+    pub gamma: &'a [f32],
+    pub beta: &'a [f32],
+    pub eps: f32,
+}
+
 /// Checks the contract above; returns the layout.
-pub(crate) fn check_shapes(
-    x: &[f32],
-    groups: usize,
-    gamma: &[f32],
-    beta: &[f32],
-    y: &[f32],
-) -> Result<Layout, OpError> {
+pub(crate) fn check_shapes(x: &[f32], p: &Params<'_>, y: &[f32]) -> Result<Layout, OpError> {
+    let Params { groups, gamma, beta, .. } = *p;
     let channels = gamma.len();
     if channels == 0 || groups == 0 || channels % groups != 0 {
         return Err(OpError::Shape {

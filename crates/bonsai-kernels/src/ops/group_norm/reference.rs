@@ -1,17 +1,11 @@
 //! The definition, in f64 (two-pass, sequential sums).
 
-use super::check_shapes;
+use super::{check_shapes, Params};
 use crate::ops::OpError;
 
-pub fn reference(
-    x: &[f32],
-    groups: usize,
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    let layout = check_shapes(x, groups, gamma, beta, y)?;
+pub fn reference(x: &[f32], p: Params<'_>, y: &mut [f32]) -> Result<(), OpError> {
+    let layout = check_shapes(x, &p, y)?;
+    let Params { gamma, beta, eps, .. } = p;
     let group_len = layout.channels_per_group * layout.plane;
     for (g, (xg, yg)) in x.chunks(group_len).zip(y.chunks_mut(group_len)).enumerate() {
         let n = group_len as f64;

@@ -2,7 +2,7 @@
 //! plus the f64 statistics term n·2^−51·(mean|x| + |x|)·|a|, a = gamma/σ (derivation in the op's
 //! doc).
 
-use super::{cpu_at, reference};
+use super::{cpu_at, reference, Params};
 use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
 
@@ -44,12 +44,13 @@ fn check_case(rng: &mut TestRng, c: usize, groups: usize, plane: usize, centre: 
     let x = rng.vec(c * plane, centre - spread, centre + spread);
     let gamma = rng.vec(c, -2.0, 2.0);
     let beta = rng.vec(c, -1.0, 1.0);
+    let p = Params { groups, gamma: &gamma, beta: &beta, eps: EPS };
     let mut want = vec![0.0; x.len()];
-    reference(&x, groups, &gamma, &beta, EPS, &mut want).expect("shapes");
+    reference(&x, p, &mut want).expect("shapes");
     let bound = bound(&x, groups, &gamma, &beta, &want);
     for level in available_levels() {
         let mut got = vec![f32::NAN; x.len()];
-        cpu_at(level, &x, groups, &gamma, &beta, EPS, &mut got).expect("shapes");
+        cpu_at(level, &x, p, &mut got).expect("shapes");
         let what = format!("group_norm C={c} G={groups} P={plane} centre={centre} {level:?}");
         assert_within(&what, &got, &widen(&want), &bound);
     }
@@ -78,7 +79,7 @@ fn known_values() {
     let inv_std = 1.0 / (1.25f64 + EPS as f64).sqrt();
     for level in available_levels() {
         let mut y = [f32::NAN; 4];
-        cpu_at(level, &x, 1, &[2.0], &[0.5], EPS, &mut y).expect("shapes");
+        cpu_at(level, &x, Params { groups: 1, gamma: &[2.0], beta: &[0.5], eps: EPS }, &mut y).expect("shapes");
         for (i, (&got, &v)) in y.iter().zip(&x).enumerate() {
             let want = (v as f64 - 2.5) * inv_std * 2.0 + 0.5;
             // |x·a|, |μ·a| <= 4·1.79; 16u·(that + |want|) is a comfortable cover of the doc bound.
@@ -92,7 +93,8 @@ fn constant_group_gives_beta() {
     // σ² = 0: the output is exactly beta (x − μ = 0), finite thanks to eps.
     for level in available_levels() {
         let mut y = [f32::NAN; 8];
-        cpu_at(level, &[3.5; 8], 2, &[1.0, -1.0], &[0.25, -0.75], EPS, &mut y).expect("shapes");
+        let p = Params { groups: 2, gamma: &[1.0, -1.0], beta: &[0.25, -0.75], eps: EPS };
+        cpu_at(level, &[3.5; 8], p, &mut y).expect("shapes");
         assert_eq!(y, [0.25, 0.25, 0.25, 0.25, -0.75, -0.75, -0.75, -0.75], "{level:?}");
     }
 }
@@ -101,10 +103,12 @@ fn constant_group_gives_beta() {
 fn bad_shapes_are_errors() {
     let mut y = vec![0.0; 8];
     let g2 = [1.0; 2];
-    assert!(super::cpu(&[0.0; 8], 3, &[1.0; 4], &[0.0; 4], EPS, &mut y).is_err()); // C % G
-    assert!(super::cpu(&[0.0; 8], 0, &g2, &g2, EPS, &mut y).is_err());
-    assert!(super::cpu(&[0.0; 8], 1, &g2, &[0.0; 3], EPS, &mut y).is_err());
-    assert!(super::cpu(&[0.0; 7], 1, &g2, &g2, EPS, &mut y[..7]).is_err());
-    assert!(reference(&[0.0; 8], 1, &g2, &g2, EPS, &mut y[..6]).is_err());
-    assert!(reference(&[], 1, &g2, &g2, EPS, &mut []).is_err());
+    let p = Params { groups: 1, gamma: &g2, beta: &g2, eps: EPS };
+    let g4 = [1.0; 4];
+    assert!(super::cpu(&[0.0; 8], Params { groups: 3, gamma: &g4, beta: &g4, ..p }, &mut y).is_err()); // C % G
+    assert!(super::cpu(&[0.0; 8], Params { groups: 0, ..p }, &mut y).is_err());
+    assert!(super::cpu(&[0.0; 8], Params { beta: &[0.0; 3], ..p }, &mut y).is_err());
+    assert!(super::cpu(&[0.0; 7], p, &mut y[..7]).is_err());
+    assert!(reference(&[0.0; 8], p, &mut y[..6]).is_err());
+    assert!(reference(&[], p, &mut []).is_err());
 }

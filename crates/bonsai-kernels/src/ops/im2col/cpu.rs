@@ -1,18 +1,13 @@
 //! Fast CPU version: rayon over the `C·9` output rows; each output row is a shifted copy of the
 //! channel plane, built row by row from one slice copy plus the zero border.
 
-use super::{check_shapes, KERNEL, PAD, TAPS};
-use crate::ops::OpError;
+use super::{KERNEL, OP, PAD, TAPS};
+use crate::ops::{ImageShape, OpError};
 use rayon::prelude::*;
 
-pub fn cpu(
-    x: &[f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    cols: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(x, channels, height, width, cols)?;
+pub fn cpu(x: &[f32], image: ImageShape, cols: &mut [f32]) -> Result<(), OpError> {
+    image.check(OP, x, ("cols", cols), TAPS)?;
+    let ImageShape { height, width, .. } = image;
     let plane = height * width;
     cols.par_chunks_mut(plane).enumerate().for_each(|(row, out)| {
         let (c, tap) = (row / TAPS, row % TAPS);

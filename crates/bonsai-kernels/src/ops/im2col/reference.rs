@@ -1,16 +1,11 @@
 //! The definition: one bounds-checked gather per output element.
 
-use super::{check_shapes, KERNEL, PAD, TAPS};
-use crate::ops::OpError;
+use super::{KERNEL, OP, PAD, TAPS};
+use crate::ops::{ImageShape, OpError};
 
-pub fn reference(
-    x: &[f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    cols: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(x, channels, height, width, cols)?;
+pub fn reference(x: &[f32], image: ImageShape, cols: &mut [f32]) -> Result<(), OpError> {
+    image.check(OP, x, ("cols", cols), TAPS)?;
+    let ImageShape { channels, height, width } = image;
     let plane = height * width;
     for c in 0..channels {
         for ky in 0..KERNEL {

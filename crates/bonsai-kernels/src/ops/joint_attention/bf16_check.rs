@@ -9,7 +9,7 @@
 use half::bf16;
 use rayon::prelude::*;
 
-use super::{check_shapes, AttnDims};
+use super::{check_shapes, AttnDims, Inputs};
 use crate::ops::OpError;
 
 /// bf16 unit roundoff: 8 significant bits, round to nearest (the brief's "~2^-9" is the mean
@@ -52,7 +52,7 @@ pub fn bf16_check(
     keys_per_tile: usize,
 ) -> Result<Bf16Check, OpError> {
     let n = q.len();
-    check_shapes(dims, q, k, v, &vec![0.0; n])?;
+    check_shapes(&Inputs { dims, q, k, v }, &vec![0.0; n])?;
     let AttnDims { heads, seq, head_dim: hd } = dims;
     let (qb, kb, vb) = (round_to_bf16(q), round_to_bf16(k), round_to_bf16(v));
     let tiles = seq.div_ceil(keys_per_tile.max(1));

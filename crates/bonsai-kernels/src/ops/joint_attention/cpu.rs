@@ -3,7 +3,7 @@
 //! query scores the block (8-lane dots), rescales its running sum and accumulator once if the
 //! block raised its max, then adds `p·v` for the block's keys (AVX2 copy at run time).
 
-use super::{check_shapes, AttnDims};
+use super::{check_shapes, Inputs, AttnDims};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, DisjointWriter, SimdLevel};
 use crate::ops::OpError;
 use rayon::prelude::*;
@@ -13,26 +13,14 @@ pub const QUERY_BLOCK: usize = 16;
 /// Keys scored together between rescales (the tolerance counts one rescale per block).
 pub const KEY_BLOCK: usize = 64;
 
-pub fn cpu(
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), dims, q, k, v, out)
+pub fn cpu(inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    cpu_at(simd_level(), inputs, out)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-pub fn cpu_at(
-    level: SimdLevel,
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, q, k, v, out)?;
+pub fn cpu_at(level: SimdLevel, inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, out)?;
+    let Inputs { dims, q, k, v } = inputs;
     let blocks_per_head = dims.seq.div_ceil(QUERY_BLOCK);
     let writer = DisjointWriter::new(out);
     (0..dims.heads * blocks_per_head).into_par_iter().for_each(|task| {
@@ -53,64 +41,8 @@ struct QueryRun {
     q1: usize,
 }
 
-/// Attention of queries `q0..q1` of `head` over all keys, written to `out`.
-#[inline(always)]
-fn query_block_generic(
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    run: QueryRun,
-    out: DisjointWriter,
-) {
-    let QueryRun { head, q0, q1 } = run;
-    let AttnDims { heads, seq, head_dim: hd } = dims;
-    let scale = dims.scale() as f32;
-    let head_base = head * seq * hd;
-    let queries = q1 - q0;
-    let mut running_max = [f32::NEG_INFINITY; QUERY_BLOCK];
-    let mut running_sum = [0.0f32; QUERY_BLOCK];
-    let mut acc = vec![0.0f32; queries * hd];
-    let mut probs = [0.0f32; KEY_BLOCK];
-    for k0 in (0..seq).step_by(KEY_BLOCK) {
-        let k1 = (k0 + KEY_BLOCK).min(seq);
-        let k_block = &k[head_base + k0 * hd..head_base + k1 * hd];
-        let v_block = &v[head_base + k0 * hd..head_base + k1 * hd];
-        for (qi, acc_row) in acc.chunks_exact_mut(hd).enumerate() {
-            let q_row = &q[head_base + (q0 + qi) * hd..head_base + (q0 + qi + 1) * hd];
-            let scores = &mut probs[..k1 - k0];
-            for (s, k_row) in scores.iter_mut().zip(k_block.chunks_exact(hd)) {
-                *s = dot_lanes(q_row, k_row) * scale;
-            }
-            let block_max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-            let new_max = running_max[qi].max(block_max);
-            if new_max > running_max[qi] {
-                // exp(−inf) = 0 on the first block, where sum and acc are still 0 anyway.
-                let factor = (running_max[qi] - new_max).exp();
-                running_sum[qi] *= factor;
-                acc_row.iter_mut().for_each(|a| *a *= factor);
-                running_max[qi] = new_max;
-            }
-            for (s, v_row) in scores.iter_mut().zip(v_block.chunks_exact(hd)) {
-                let p = (*s - new_max).exp();
-                running_sum[qi] += p;
-                for (a, &x) in acc_row.iter_mut().zip(v_row) {
-                    *a += p * x;
-                }
-            }
-        }
-    }
-    for (qi, acc_row) in acc.chunks_exact(hd).enumerate() {
-        let base = (q0 + qi) * heads * hd + head * hd;
-        for (d, &a) in acc_row.iter().enumerate() {
-            // SAFETY: only this task writes row q0 + qi, columns head·hd.., (see the caller);
-            // `out` outlives the parallel loop.
-            unsafe { *out.slot(base + d) = a / running_sum[qi] };
-        }
-    }
-}
-
 simd_variants! {
+    /// Attention of queries `q0..q1` of `head` over all keys, written to `out`.
     fn query_block(
         dims: AttnDims,
         q: &[f32],
@@ -118,5 +50,52 @@ simd_variants! {
         v: &[f32],
         run: QueryRun,
         out: DisjointWriter,
-    ) = query_block_generic;
+    ) {
+        let QueryRun { head, q0, q1 } = run;
+        let AttnDims { heads, seq, head_dim: hd } = dims;
+        let scale = dims.scale() as f32;
+        let head_base = head * seq * hd;
+        let queries = q1 - q0;
+        let mut running_max = [f32::NEG_INFINITY; QUERY_BLOCK];
+        let mut running_sum = [0.0f32; QUERY_BLOCK];
+        let mut acc = vec![0.0f32; queries * hd];
+        let mut probs = [0.0f32; KEY_BLOCK];
+        for k0 in (0..seq).step_by(KEY_BLOCK) {
+            let k1 = (k0 + KEY_BLOCK).min(seq);
+            let k_block = &k[head_base + k0 * hd..head_base + k1 * hd];
+            let v_block = &v[head_base + k0 * hd..head_base + k1 * hd];
+            for (qi, acc_row) in acc.chunks_exact_mut(hd).enumerate() {
+                let q_row = &q[head_base + (q0 + qi) * hd..head_base + (q0 + qi + 1) * hd];
+                let scores = &mut probs[..k1 - k0];
+                for (s, k_row) in scores.iter_mut().zip(k_block.chunks_exact(hd)) {
+                    *s = dot_lanes(q_row, k_row) * scale;
+                }
+                let block_max = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let new_max = running_max[qi].max(block_max);
+                if new_max > running_max[qi] {
+                    // exp(−inf) = 0 on the first block, where sum and acc are still 0 anyway.
+                    let factor = (running_max[qi] - new_max).exp();
+                    running_sum[qi] *= factor;
+                    acc_row.iter_mut().for_each(|a| *a *= factor);
+                    running_max[qi] = new_max;
+                }
+                for (s, v_row) in scores.iter_mut().zip(v_block.chunks_exact(hd)) {
+                    let p = (*s - new_max).exp();
+                    running_sum[qi] += p;
+                    for (a, &x) in acc_row.iter_mut().zip(v_row) {
+                        *a += p * x;
+                    }
+                }
+            }
+        }
+        for (qi, acc_row) in acc.chunks_exact(hd).enumerate() {
+            let base = (q0 + qi) * heads * hd + head * hd;
+            for (d, &a) in acc_row.iter().enumerate() {
+                // SAFETY: only this task writes row q0 + qi, columns head·hd.., (see the caller);
+                // `out` outlives the parallel loop.
+                unsafe { *out.slot(base + d) = a / running_sum[qi] };
+            }
+        }
+    }
 }
+

@@ -3,17 +3,15 @@
 //! ([`joint_attention_bf16`], for a caller that already holds bf16 q, k, v). The scratch buffer
 //! is the caller's, so a call can be captured in a CUDA graph (no allocation per call).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
-use crate::launch::{
+use crate::launch::{Gpu, 
     as_i32, expect_aligned16, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr,
     shape, write_ptr, LaunchError,
 };
 use crate::launch_ex::Launch;
-use crate::ops::joint_attention::AttnDims;
+use crate::ops::joint_attention::{AttnDims, Inputs};
 
 const OP: &str = "joint_attention";
 
@@ -82,90 +80,61 @@ fn tensor_len(dims: AttnDims) -> Result<usize, LaunchError> {
 }
 
 /// softmax(q k^T / sqrt(hd)) v for f32 q, k, v `[H, seq, hd]` into f32 `out [seq, H·hd]`:
-/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel the device
-/// takes ([`FlashVariant::for_device`]). When the kernel has an f32-q form
+/// converts to bf16 in `scratch` (see [`scratch_len`]), then runs the flash kernel `variant` (None: the one the
+/// device takes, [`FlashVariant::for_device`]; verify runs every hd 64 / 128 kernel the device has:
+/// [`SmallHeadKernel::available`]; a given variant must be the one for `dims.head_dim`). When the kernel has an f32-q form
 /// ([`FlashVariant::f32_q_entry`]) only k and v are converted and the kernel rounds q itself
 /// (the same round to nearest even: identical results).
-#[allow(clippy::too_many_arguments)]
 pub fn joint_attention(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
+    gpu: Gpu<'_>,
+    variant: Option<FlashVariant>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     scratch: &mut CudaSlice<u16>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_device(stream, dims.head_dim)?;
-    joint_attention_with(lib, stream, variant, dims, q, k, v, scratch, out)
-}
-
-/// [`joint_attention`] with the kernel chosen by the caller (verify runs every hd 64 / 128
-/// kernel the device has: [`SmallHeadKernel::available`]); `variant` must be the one for
-/// `dims.head_dim`.
-#[allow(clippy::too_many_arguments)]
-pub fn joint_attention_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    variant: FlashVariant,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
-    scratch: &mut CudaSlice<u16>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    let n = tensor_len(dims)?;
-    expect_at_least(OP, "q", q.len(), n)?;
-    expect_at_least(OP, "k", k.len(), n)?;
-    expect_at_least(OP, "v", v.len(), n)?;
+    let Inputs { dims, q, k, v } = inputs;
+    let variant = variant_or_device(gpu, variant, dims)?;
+    let n = check_qkv(&inputs)?;
     expect_at_least(OP, "scratch", scratch.len(), scratch_len(dims))?;
     let Some(f32_q_entry) = variant.f32_q_entry else {
-        convert_to_bf16(lib, stream, n, q, k, v, scratch)?;
+        convert_to_bf16(gpu, n, q, k, v, scratch)?;
         let q16 = scratch.slice(0..n);
         let k16 = scratch.slice(n..2 * n);
         let v16 = scratch.slice(2 * n..3 * n);
-        return joint_attention_bf16_with(lib, stream, variant, dims, &q16, &k16, &v16, out);
+        return joint_attention_bf16(gpu, Some(variant), Inputs { dims, q: &q16, k: &k16, v: &v16 }, out);
     };
     expect_at_least(OP, "out", out.len(), n)?;
-    let (k_p, _a) = read_ptr(k, stream);
-    let (v_p, _b) = read_ptr(v, stream);
-    let (s_p, _c) = write_ptr(scratch, stream);
+    let (k_p, _a) = read_ptr(k, gpu.stream);
+    let (v_p, _b) = read_ptr(v, gpu.stream);
+    let (s_p, _c) = write_ptr(scratch, gpu.stream);
     let bytes = (n * std::mem::size_of::<u16>()) as u64;
     // scratch[0..n] (q's bf16 copy) stays unused; k and v take their usual places.
     let (k16, v16) = (s_p + bytes, s_p + 2 * bytes);
-    convert_pass(lib, stream, n, &[(k_p, k16), (v_p, v16)])?;
-    let (q_p, _d) = read_ptr(q, stream);
-    launch_flash(lib, stream, variant, f32_q_entry, dims, [q_p, k16, v16], out)
+    convert_pass(gpu, n, &[(k_p, k16), (v_p, v16)])?;
+    let (q_p, _d) = read_ptr(q, gpu.stream);
+    launch_flash(gpu, variant, f32_q_entry, dims, [q_p, k16, v16], out)
 }
 
 /// [`joint_attention`] with a scratch buffer allocated (stream-ordered) for this call and freed
 /// after it: for callers with no buffer of their own, such as the PyTorch comparison harness
 /// (`verify/image_torch`), whose launch functions take only inputs and output.
-#[allow(clippy::too_many_arguments)]
 pub fn joint_attention_alloc(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: AttnDims,
-    q: &impl DevicePtr<f32>,
-    k: &impl DevicePtr<f32>,
-    v: &impl DevicePtr<f32>,
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    FlashVariant::for_device(stream, dims.head_dim)?;
-    let n = tensor_len(dims)?;
+    FlashVariant::for_device(gpu.stream, inputs.dims.head_dim)?;
+    let n = tensor_len(inputs.dims)?;
     // SAFETY: uninitialised device memory of 3n u16; the conversion pass writes every part the
-    // flash kernel (the only reader, same stream) reads: all of it, or k and v's parts when the
+    // flash kernel (the only reader, same gpu.stream) reads: all of it, or k and v's parts when the
     // kernel reads f32 q itself.
-    let mut scratch = unsafe { stream.alloc::<u16>(3 * n) }?;
-    joint_attention(lib, stream, dims, q, k, v, &mut scratch, out)
+    let mut scratch = unsafe { gpu.stream.alloc::<u16>(3 * n) }?;
+    joint_attention(gpu, None, inputs, &mut scratch, out)
 }
 
 /// The conversion pass alone: bf16 copies of q, k, v (`n` elements each) into `scratch[0..3n]`.
 pub fn convert_to_bf16(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     n: usize,
     q: &impl DevicePtr<f32>,
     k: &impl DevicePtr<f32>,
@@ -176,12 +145,12 @@ pub fn convert_to_bf16(
     expect_at_least(CONVERT, "k", k.len(), n)?;
     expect_at_least(CONVERT, "v", v.len(), n)?;
     expect_at_least(CONVERT, "scratch", scratch.len(), 3 * n)?;
-    let (q_p, _a) = read_ptr(q, stream);
-    let (k_p, _b) = read_ptr(k, stream);
-    let (v_p, _c) = read_ptr(v, stream);
-    let (s_p, _d) = write_ptr(scratch, stream);
+    let (q_p, _a) = read_ptr(q, gpu.stream);
+    let (k_p, _b) = read_ptr(k, gpu.stream);
+    let (v_p, _c) = read_ptr(v, gpu.stream);
+    let (s_p, _d) = write_ptr(scratch, gpu.stream);
     let bytes = (n * std::mem::size_of::<u16>()) as u64;
-    convert_pass(lib, stream, n, &[(q_p, s_p), (k_p, s_p + bytes), (v_p, s_p + 2 * bytes)])
+    convert_pass(gpu, n, &[(q_p, s_p), (k_p, s_p + bytes), (v_p, s_p + 2 * bytes)])
 }
 
 const CONVERT: &str = "joint_attention_to_bf16";
@@ -189,8 +158,7 @@ const CONVERT: &str = "joint_attention_to_bf16";
 /// One launch of the conversion pass over 1-3 (f32 source, bf16 destination) pairs of `n`
 /// elements each (device addresses; the callers checked the lengths).
 fn convert_pass(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     n: usize,
     pairs: &[(u64, u64)],
 ) -> Result<(), LaunchError> {
@@ -211,14 +179,14 @@ fn convert_pass(
     // The kernel's three (src, dst) slots, blockIdx.y choosing one; unused ones repeat the last.
     let slot = |i: usize| pairs.get(i).copied().unwrap_or(last);
     let (s0, s1, s2) = (first, slot(1), slot(2));
-    let f = lib.function(CONVERT)?;
+    let f = gpu.function(CONVERT)?;
     let quads = (n / 4) as i64;
     let cfg = LaunchConfig {
         grid_dim: (grid_stride_blocks(n / 4, CONVERT_THREADS as u32), pairs.len() as u32, 1),
         block_dim: (CONVERT_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut l = Launch::new(lib, stream, f);
+    let mut l = Launch::new(gpu, f);
     l.arg(&s0.0).arg(&s1.0).arg(&s2.0).arg(&s0.1).arg(&s1.1).arg(&s2.1).arg(&quads);
     // SAFETY: matches joint_attention_to_bf16(const float*, x3, u16*, x3, long long); every
     // source holds >= n floats and every destination >= n u16 (the callers checked), 16-byte
@@ -227,50 +195,46 @@ fn convert_pass(
     Ok(())
 }
 
-/// The flash kernel alone on bf16 (as u16 bits) q, k, v `[H, seq, hd]`; f32 `out [seq, H·hd]`.
+/// The flash kernel alone on bf16 (as u16 bits) q, k, v `[H, seq, hd]`; f32 `out [seq, H·hd]`;
+/// `variant` as in [`joint_attention`] (verify and bench run every hd 64 / 128 kernel).
 pub fn joint_attention_bf16(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    dims: AttnDims,
-    q: &impl DevicePtr<u16>,
-    k: &impl DevicePtr<u16>,
-    v: &impl DevicePtr<u16>,
+    gpu: Gpu<'_>,
+    variant: Option<FlashVariant>,
+    inputs: Inputs<'_, impl DevicePtr<u16>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let variant = FlashVariant::for_device(stream, dims.head_dim)?;
-    joint_attention_bf16_with(lib, stream, variant, dims, q, k, v, out)
+    let Inputs { dims, q, k, v } = inputs;
+    let variant = variant_or_device(gpu, variant, dims)?;
+    let n = check_qkv(&inputs)?;
+    expect_at_least(OP, "out", out.len(), n)?;
+    let (q_p, _a) = read_ptr(q, gpu.stream);
+    let (k_p, _b) = read_ptr(k, gpu.stream);
+    let (v_p, _c) = read_ptr(v, gpu.stream);
+    launch_flash(gpu, variant, variant.entry, dims, [q_p, k_p, v_p], out)
 }
 
-/// [`joint_attention_bf16`] with the kernel chosen by the caller (verify and bench run every
-/// hd 64 / 128 kernel); `variant` must be the one for `dims.head_dim`.
-#[allow(clippy::too_many_arguments)]
-pub fn joint_attention_bf16_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    variant: FlashVariant,
-    dims: AttnDims,
-    q: &impl DevicePtr<u16>,
-    k: &impl DevicePtr<u16>,
-    v: &impl DevicePtr<u16>,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    let n = tensor_len(dims)?;
-    expect_at_least(OP, "q", q.len(), n)?;
-    expect_at_least(OP, "k", k.len(), n)?;
-    expect_at_least(OP, "v", v.len(), n)?;
-    expect_at_least(OP, "out", out.len(), n)?;
-    let (q_p, _a) = read_ptr(q, stream);
-    let (k_p, _b) = read_ptr(k, stream);
-    let (v_p, _c) = read_ptr(v, stream);
-    launch_flash(lib, stream, variant, variant.entry, dims, [q_p, k_p, v_p], out)
+/// `variant`, or the one this device takes for `dims.head_dim`.
+fn variant_or_device(gpu: Gpu<'_>, variant: Option<FlashVariant>, dims: AttnDims) -> Result<FlashVariant, LaunchError> {
+    match variant {
+        Some(v) => Ok(v),
+        None => FlashVariant::for_device(gpu.stream, dims.head_dim),
+    }
+}
+
+/// Checks q, k, v hold the H·seq·hd elements of `dims`; returns that count.
+fn check_qkv<E>(inputs: &Inputs<'_, impl DevicePtr<E>>) -> Result<usize, LaunchError> {
+    let n = tensor_len(inputs.dims)?;
+    for (what, t) in [("q", inputs.q), ("k", inputs.k), ("v", inputs.v)] {
+        expect_at_least(OP, what, t.len(), n)?;
+    }
+    Ok(n)
 }
 
 /// Launches `entry` (`variant`'s bf16-q entry point or its f32-q one) on device addresses
 /// q, k, v holding H·seq·hd elements each (the callers checked the lengths; q is bf16 or f32 as
 /// `entry` takes it, k and v bf16) into `out` (checked to hold as many f32).
 fn launch_flash(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     variant: FlashVariant,
     entry: &'static str,
     dims: AttnDims,
@@ -284,10 +248,10 @@ fn launch_flash(
         ));
     }
     let cfg = variant.config(dims)?;
-    let f = lib.function(entry)?;
+    let f = gpu.function(entry)?;
     opt_in_shared_memory(
         OP,
-        stream,
+        gpu.stream,
         f,
         variant.shared_bytes(),
         &format!("head_dim {}", dims.head_dim),
@@ -297,14 +261,14 @@ fn launch_flash(
     for (what, p) in [("q", q_p), ("k", k_p), ("v", v_p)] {
         expect_aligned16(OP, what, p)?;
     }
-    let (o_p, _d) = write_ptr(out, stream);
+    let (o_p, _d) = write_ptr(out, gpu.stream);
     // float2 stores.
     if o_p % 8 != 0 {
         return Err(shape(OP, "out must start on an 8-byte boundary".into()));
     }
     let (heads, seq) = (as_i32(OP, "heads", dims.heads)?, as_i32(OP, "seq", dims.seq)?);
     let scale_log2 = (std::f64::consts::LOG2_E / (dims.head_dim as f64).sqrt()) as f32;
-    let mut l = Launch::new(lib, stream, f);
+    let mut l = Launch::new(gpu, f);
     l.arg(&q_p).arg(&k_p).arg(&v_p).arg(&o_p).arg(&heads).arg(&seq).arg(&scale_log2);
     // SAFETY: matches joint_attention_hdXX[_...](const u16* or const float* q, const u16* k, v,
     // float* out, int heads, int seq, float scale_log2); q, k, v hold H·seq·hd elements of the

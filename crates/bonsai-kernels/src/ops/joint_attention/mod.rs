@@ -142,14 +142,27 @@ impl AttnDims {
     }
 }
 
+/// One call's inputs: q, k, v `[heads, seq, head_dim]` (host slices; device buffers for the CUDA
+/// launchers).
+#[derive(Debug)]
+pub struct Inputs<'a, T: ?Sized = [f32]> {
+    pub dims: AttnDims,
+    pub q: &'a T,
+    pub k: &'a T,
+    pub v: &'a T,
+}
+
+impl<T: ?Sized> Clone for Inputs<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Inputs<'_, T> {}
+
 /// Checks `q, k, v, out` all hold `heads·seq·hd` values and no dimension is zero.
-pub(crate) fn check_shapes(
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &[f32],
-) -> Result<(), OpError> {
+pub(crate) fn check_shapes(inputs: &Inputs<'_>, out: &[f32]) -> Result<(), OpError> {
+    let Inputs { dims, q, k, v } = *inputs;
     let AttnDims { heads, seq, head_dim } = dims;
     if heads == 0 || seq == 0 || head_dim == 0 {
         return Err(OpError::Shape { op: OP, detail: format!("empty shape {dims:?}") });

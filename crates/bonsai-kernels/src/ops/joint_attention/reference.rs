@@ -1,16 +1,11 @@
 //! The definition, in f64: exact scores, a max-shifted softmax, the weighted sum of values.
 
-use super::{check_shapes, AttnDims};
+use super::{check_shapes, Inputs, AttnDims};
 use crate::ops::OpError;
 
-pub fn reference(
-    dims: AttnDims,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(dims, q, k, v, out)?;
+pub fn reference(inputs: Inputs<'_>, out: &mut [f32]) -> Result<(), OpError> {
+    check_shapes(&inputs, out)?;
+    let Inputs { dims, q, k, v } = inputs;
     let AttnDims { heads, seq, head_dim: hd } = dims;
     // The range of row i of head h in a [H, seq, hd] tensor.
     let row = |h: usize, i: usize| (h * seq + i) * hd..(h * seq + i + 1) * hd;

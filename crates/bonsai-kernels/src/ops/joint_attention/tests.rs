@@ -2,7 +2,7 @@
 //! per output (derivation and symbols in the op's doc).
 
 use super::cpu::KEY_BLOCK;
-use super::{cpu, cpu_at, reference, AttnDims};
+use super::{cpu, cpu_at, reference, Inputs, AttnDims};
 use crate::cpu::{available_levels, LANES};
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
 
@@ -66,11 +66,11 @@ fn bound(dims: AttnDims, q: &[f32], k: &[f32], v: &[f32], want: &[f32]) -> Vec<f
 
 fn check(dims: AttnDims, q: &[f32], k: &[f32], v: &[f32], what: &str) {
     let mut want = vec![0.0; q.len()];
-    reference(dims, q, k, v, &mut want).expect("shape");
+    reference(Inputs { dims, q, k, v }, &mut want).expect("shape");
     let tol = bound(dims, q, k, v, &want);
     for level in available_levels() {
         let mut got = vec![f32::NAN; q.len()];
-        cpu_at(level, dims, q, k, v, &mut got).expect("shape");
+        cpu_at(level, Inputs { dims, q, k, v }, &mut got).expect("shape");
         assert_within(
             &format!("joint_attention {what} {dims:?} {level:?}"),
             &got,
@@ -116,7 +116,7 @@ fn equal_keys_average_the_values() {
     let k = vec![0.5f32; 256];
     let v: Vec<f32> = (0..256).map(|i| (i % 11) as f32 * 0.25).collect();
     let mut got = vec![f32::NAN; 256];
-    cpu(dims, &q, &k, &v, &mut got).expect("shape");
+    cpu(Inputs { dims, q: &q, k: &k, v: &v }, &mut got).expect("shape");
     for i in 0..4 {
         for d in 0..64 {
             let mean = (0..4).map(|j| v[j * 64 + d]).sum::<f32>() / 4.0;
@@ -130,10 +130,10 @@ fn bad_shapes_are_errors() {
     let dims = AttnDims { heads: 2, seq: 3, head_dim: 4 };
     let ok = vec![0.0f32; 24];
     let mut out = vec![0.0; 24];
-    assert!(cpu(dims, &ok[..23], &ok, &ok, &mut out).is_err());
-    assert!(cpu(dims, &ok, &ok[..20], &ok, &mut out).is_err());
-    assert!(cpu(dims, &ok, &ok, &[0.0; 25], &mut out).is_err());
-    assert!(reference(dims, &ok, &ok, &ok, &mut out[..23]).is_err());
+    assert!(cpu(Inputs { dims, q: &ok[..23], k: &ok, v: &ok }, &mut out).is_err());
+    assert!(cpu(Inputs { dims, q: &ok, k: &ok[..20], v: &ok }, &mut out).is_err());
+    assert!(cpu(Inputs { dims, q: &ok, k: &ok, v: &[0.0; 25] }, &mut out).is_err());
+    assert!(reference(Inputs { dims, q: &ok, k: &ok, v: &ok }, &mut out[..23]).is_err());
     let empty = AttnDims { heads: 2, seq: 0, head_dim: 4 };
-    assert!(reference(empty, &[], &[], &[], &mut []).is_err());
+    assert!(reference(Inputs { dims: empty, q: &[], k: &[], v: &[] }, &mut []).is_err());
 }

@@ -2,21 +2,13 @@
 //! with `half`'s run-time F16C path.
 
 use super::check_shapes;
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::{f16, slice::HalfFloatSliceExt};
 use rayon::prelude::*;
 
-#[allow(clippy::too_many_arguments)]
-pub fn cpu(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &mut [f16],
-    v_cache: &mut [f16],
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache)?;
+pub fn cpu(rows: QkvRows<'_>, cache: KvCache<&mut [f16]>) -> Result<(), OpError> {
+    check_shapes(&rows, &cache)?;
+    let (QkvRows { qkv, m, shape, pos0 }, KvCache { k: k_cache, v: v_cache, max_seq }) = (rows, cache);
     if m == 0 {
         // Nothing to write (and max_seq may be 0, which no chunking accepts).
         return Ok(());

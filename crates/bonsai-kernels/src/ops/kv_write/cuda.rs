@@ -1,12 +1,10 @@
 //! Launcher of `kv_write_head_per_block` (kv_write.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, KvCache, QkvRows, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 128;
 
@@ -14,17 +12,13 @@ const THREADS: u32 = 128;
 /// bits) at positions `pos0[0] + i`; positions >= max_seq are skipped on the device.
 #[allow(clippy::too_many_arguments)]
 pub fn kv_write(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &impl DevicePtr<f32>,
-    m: usize,
-    shape_: HeadShape,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &mut impl DevicePtrMut<u16>,
-    v_cache: &mut impl DevicePtrMut<u16>,
+    gpu: Gpu<'_>,
+    rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
+    cache: KvCache<&mut impl DevicePtrMut<u16>>,
 ) -> Result<(), LaunchError> {
+    let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     const OP: &str = "kv_write";
+    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     if m == 0 || hd == 0 || shape_.n_kv == 0 || max_seq == 0 {
         return Err(shape(OP, format!("bad shape m={m} max_seq={max_seq} {shape_:?}")));
@@ -42,12 +36,12 @@ pub fn kv_write(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let func = lib.function("kv_write_head_per_block")?;
-    let (q_p, _a) = read_ptr(qkv, stream);
-    let (p0, _b) = read_ptr(pos0, stream);
-    let (k_p, _c) = write_ptr(k_cache, stream);
-    let (v_p, _d) = write_ptr(v_cache, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function("kv_write_head_per_block")?;
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (k_p, _c) = write_ptr(k_cache, gpu.stream);
+    let (v_p, _d) = write_ptr(v_cache, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p);
     // SAFETY: matches kv_write_head_per_block's signature; cache lengths cover [n_kv][max_seq][hd]
     // and the kernel skips positions >= max_seq.

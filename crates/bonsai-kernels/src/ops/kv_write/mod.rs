@@ -19,25 +19,14 @@ mod tests;
 pub use cpu::cpu;
 pub use reference::reference;
 
-use crate::ops::{check_len, check_positions, HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::f16;
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "kv_write";
 
 /// Checks the head shape, `qkv`, both caches and the position range.
-pub(crate) fn check_shapes(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &[f16],
-    v_cache: &[f16],
-) -> Result<(), OpError> {
-    shape.validate(OP)?;
-    check_len(OP, "qkv", m * shape.qkv_row_len(), qkv.len())?;
-    check_len(OP, "k_cache", shape.n_kv * max_seq * shape.head_dim, k_cache.len())?;
-    check_len(OP, "v_cache", shape.n_kv * max_seq * shape.head_dim, v_cache.len())?;
-    check_positions(OP, "cache", pos0, m, max_seq)
+pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&mut [f16]>) -> Result<(), OpError> {
+    rows.check(OP)?;
+    cache.check(OP, rows)
 }

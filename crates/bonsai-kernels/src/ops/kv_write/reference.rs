@@ -1,20 +1,12 @@
 //! The definition: element by element.
 
 use super::check_shapes;
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{KvCache, OpError, QkvRows};
 use half::f16;
 
-#[allow(clippy::too_many_arguments)]
-pub fn reference(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    pos0: usize,
-    max_seq: usize,
-    k_cache: &mut [f16],
-    v_cache: &mut [f16],
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, pos0, max_seq, k_cache, v_cache)?;
+pub fn reference(rows: QkvRows<'_>, cache: KvCache<&mut [f16]>) -> Result<(), OpError> {
+    check_shapes(&rows, &cache)?;
+    let (QkvRows { qkv, m, shape, pos0 }, KvCache { k: k_cache, v: v_cache, max_seq }) = (rows, cache);
     let hd = shape.head_dim;
     for i in 0..m {
         let row = &qkv[i * shape.qkv_row_len()..(i + 1) * shape.qkv_row_len()];

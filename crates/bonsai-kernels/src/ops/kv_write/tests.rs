@@ -2,7 +2,7 @@
 
 use super::{cpu, reference};
 use crate::ops::test_util::TestRng;
-use crate::ops::{HeadShape, OpError};
+use crate::ops::{HeadShape, KvCache, OpError, QkvRows};
 use half::f16;
 
 /// A value no conversion of the test inputs produces, to detect stray writes.
@@ -25,8 +25,9 @@ fn cpu_equals_reference_and_touches_only_its_rows() {
         let cache_len = shape.n_kv * max_seq * shape.head_dim;
         let (mut k_want, mut v_want) = (vec![POISON; cache_len], vec![POISON; cache_len]);
         let (mut k_got, mut v_got) = (k_want.clone(), v_want.clone());
-        reference(&qkv, m, shape, pos0, max_seq, &mut k_want, &mut v_want).expect("shapes");
-        cpu(&qkv, m, shape, pos0, max_seq, &mut k_got, &mut v_got).expect("shapes");
+        let rows = QkvRows { qkv: &qkv[..], m, shape, pos0 };
+        reference(rows, KvCache { k: &mut k_want, v: &mut v_want, max_seq }).expect("shapes");
+        cpu(rows, KvCache { k: &mut k_got, v: &mut v_got, max_seq }).expect("shapes");
         assert_eq!(k_got, k_want, "{shape:?} m {m}");
         assert_eq!(v_got, v_want, "{shape:?} m {m}");
         let hd = shape.head_dim;
@@ -48,14 +49,17 @@ fn overflowing_positions_are_errors() {
     let shape = HeadShape { n_q: 2, n_kv: 1, head_dim: 4 };
     let qkv = vec![1.0; 2 * shape.qkv_row_len()];
     let (mut k, mut v) = (vec![f16::ZERO; 8], vec![f16::ZERO; 8]);
-    let err = cpu(&qkv, 2, shape, 1, 2, &mut k, &mut v).unwrap_err();
+    let err = cpu(QkvRows { qkv: &qkv, m: 2, shape, pos0: 1 }, KvCache { k: &mut k, v: &mut v, max_seq: 2 })
+        .unwrap_err();
     assert!(matches!(err, OpError::Position { end: 3, limit: 2, .. }), "{err}");
-    assert!(reference(&qkv, 1, shape, 0, 2, &mut k, &mut v).is_err(), "qkv length");
+    let short = QkvRows { qkv: &qkv[..], m: 1, shape, pos0: 0 };
+    assert!(reference(short, KvCache { k: &mut k, v: &mut v, max_seq: 2 }).is_err(), "qkv length");
 }
 
 #[test]
 fn zero_tokens_into_an_empty_cache_is_a_no_op() {
     let shape = HeadShape { n_q: 2, n_kv: 1, head_dim: 4 };
-    assert_eq!(cpu(&[], 0, shape, 0, 0, &mut [], &mut []), Ok(()));
-    assert_eq!(reference(&[], 0, shape, 0, 0, &mut [], &mut []), Ok(()));
+    let rows = QkvRows { qkv: &[][..], m: 0, shape, pos0: 0 };
+    assert_eq!(cpu(rows, KvCache { k: &mut [], v: &mut [], max_seq: 0 }), Ok(()));
+    assert_eq!(reference(rows, KvCache { k: &mut [], v: &mut [], max_seq: 0 }), Ok(()));
 }

@@ -19,9 +19,8 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 use super::matmul_f16::F16Shape;
 pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile};
 pub(crate) use super::matmul_wgmma::require_wgmma;
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{
+use crate::launch::{Gpu, 
     as_i32, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView,
     QuantBits, Store,
 };
@@ -163,101 +162,49 @@ pub(crate) fn kernel_name(
     format!("{prefix}_{variant}")
 }
 
-/// `y[m, N] (=|+=) x[m, K] . W^T` (store picks overwrite or the fused residual add).
+/// `y[m, N] (=|+=) x[m, K] . W^T` (`epilogue` Store or Add: overwrite or the fused residual
+/// add), or with [`Epilogue::SwiGlu`] `y[m, F] = silu(x . Wg^T) * (x . Wu^T)` for
+/// `W = [gate rows | up rows]`, `N = 2F`. `gemm` picks the GEMM kernel for m > GEMV_MAX_TOKENS
+/// (None: the default for m).
 pub fn matmul(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     x: &impl DevicePtr<f32>,
     m: usize,
     y: &mut impl DevicePtrMut<f32>,
-    store: Store,
+    epilogue: Epilogue,
+    gemm: Option<GemmKernel>,
 ) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None, None)
+    let n_out = outputs(w, epilogue)?;
+    launch_any(gpu, w, x, m, y, epilogue, n_out, gemm, None, None)
 }
 
-/// [`matmul`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_with_gemm(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    y: &mut impl DevicePtrMut<f32>,
-    store: Store,
-    gemm: GemmKernel,
-) -> Result<(), LaunchError> {
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, Some(gemm), None, None)
-}
-
-fn store_epilogue(store: Store) -> Epilogue {
-    match store {
-        Store::Overwrite => Epilogue::Store,
-        Store::Add => Epilogue::Add,
+impl From<Store> for Epilogue {
+    fn from(store: Store) -> Self {
+        match store {
+            Store::Overwrite => Epilogue::Store,
+            Store::Add => Epilogue::Add,
+        }
     }
 }
 
-/// `out[m, F] = silu(x . Wg^T) * (x . Wu^T)` with `W = [gate rows | up rows]`, `N = 2F`.
-pub fn gate_up_swiglu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, None)
-}
-
-/// [`gate_up_swiglu`] with an explicit choice of GEMM kernel for m > GEMV_MAX_TOKENS.
-pub fn gate_up_swiglu_with_gemm(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-    gemm: GemmKernel,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, Some(gemm), None, None)
-}
-
-/// `y = RMSNorm(x; norm_w, eps) . W^T` for a decode batch (m <= GEMV_MAX_TOKENS) in one launch:
-/// the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as rms_norm).
+/// [`matmul`] of `RMSNorm(x; norm_w, eps)` for a decode batch (m <= GEMV_MAX_TOKENS) in one
+/// launch: the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as
+/// rms_norm).
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_matmul(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     x: &impl DevicePtr<f32>,
     norm_w: &impl DevicePtr<f32>,
     eps: f32,
     m: usize,
     y: &mut impl DevicePtrMut<f32>,
-    store: Store,
+    epilogue: Epilogue,
 ) -> Result<(), LaunchError> {
-    let (norm, _guard) = norm_arg("matmul", norm_w, w.k, m, stream)?;
-    launch_any(lib, stream, w, x, m, y, store_epilogue(store), w.n, None, None, Some((norm, eps)))
-}
-
-/// [`gate_up_swiglu`] of `RMSNorm(x; norm_w, eps)` for a decode batch, in one launch.
-#[allow(clippy::too_many_arguments)]
-pub fn rms_norm_gate_up_swiglu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    x: &impl DevicePtr<f32>,
-    norm_w: &impl DevicePtr<f32>,
-    eps: f32,
-    m: usize,
-    out: &mut impl DevicePtrMut<f32>,
-) -> Result<(), LaunchError> {
-    check_gate_up(w)?;
-    let (norm, _guard) = norm_arg("gate_up_swiglu", norm_w, w.k, m, stream)?;
-    launch_any(lib, stream, w, x, m, out, Epilogue::SwiGlu, w.n / 2, None, None, Some((norm, eps)))
+    let n_out = outputs(w, epilogue)?;
+    let (norm, _guard) = norm_arg(epilogue.op_name(), norm_w, w.k, m, gpu.stream)?;
+    launch_any(gpu, w, x, m, y, epilogue, n_out, None, None, Some((norm, eps)))
 }
 
 /// A one-token GEMV with an explicit kernel (verify and bench compare both): `y (=|+=)
@@ -265,8 +212,7 @@ pub fn rms_norm_gate_up_swiglu(
 /// holds N / 2 outputs).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemv_with(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     x: &impl DevicePtr<f32>,
     norm: Option<(&cudarc::driver::CudaSlice<f32>, f32)>,
@@ -274,19 +220,14 @@ pub(crate) fn gemv_with(
     epilogue: Epilogue,
     gemv: GemvKernel,
 ) -> Result<(), LaunchError> {
-    let n_out = if epilogue == Epilogue::SwiGlu {
-        check_gate_up(w)?;
-        w.n / 2
-    } else {
-        w.n
-    };
+    let n_out = outputs(w, epilogue)?;
     match norm {
         Some((norm_w, eps)) => {
             let op = epilogue.op_name();
-            let (ptr, _guard) = norm_arg(op, norm_w, w.k, 1, stream)?;
-            launch_any(lib, stream, w, x, 1, y, epilogue, n_out, None, Some(gemv), Some((ptr, eps)))
+            let (ptr, _guard) = norm_arg(op, norm_w, w.k, 1, gpu.stream)?;
+            launch_any(gpu, w, x, 1, y, epilogue, n_out, None, Some(gemv), Some((ptr, eps)))
         }
-        None => launch_any(lib, stream, w, x, 1, y, epilogue, n_out, None, Some(gemv), None),
+        None => launch_any(gpu, w, x, 1, y, epilogue, n_out, None, Some(gemv), None),
     }
 }
 
@@ -310,17 +251,20 @@ fn norm_arg<'a>(
     Ok((ptr, guard))
 }
 
-fn check_gate_up(w: &QWeightsView<'_>) -> Result<(), LaunchError> {
+/// Outputs per token: N, or F = N / 2 for the SwiGLU of a gate|up matrix (N must be even).
+fn outputs(w: &QWeightsView<'_>, epilogue: Epilogue) -> Result<usize, LaunchError> {
+    if epilogue != Epilogue::SwiGlu {
+        return Ok(w.n);
+    }
     if w.n % 2 != 0 {
         return Err(shape("gate_up_swiglu", format!("fused gate|up matrix has odd N = {}", w.n)));
     }
-    Ok(())
+    Ok(w.n / 2)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn launch_any(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     x: &impl DevicePtr<f32>,
     m: usize,
@@ -340,24 +284,25 @@ fn launch_any(
     expect_at_least(op, "y", y.len(), m * n_out)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", m)?, as_i32(op, "n_out", n_out)?, as_i32(op, "K", w.k)?);
     as_i32(op, "N*K/32", w.n * w.k / 32)?;
-    let (scales, _g0) = read_ptr(w.scales, stream);
-    let (payload, _g1) = read_ptr(w.payload, stream);
-    let (x_ptr, _g2) = read_ptr(x, stream);
+    let (scales, _g0) = read_ptr(w.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(w.payload, gpu.stream);
+    let (x_ptr, _g2) = read_ptr(x, gpu.stream);
     expect_aligned16(op, "x", x_ptr)?;
-    let (y_ptr, _g3) = write_ptr(y, stream);
+    let (y_ptr, _g3) = write_ptr(y, gpu.stream);
     let f16_shape = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
     // None: the default for m, except that the f16 GEMM yields to bf16x3 on devices whose
     // shared memory cannot hold its tiles (sm_86/89/120: 99 KB holds none of them).
     let gemm = match gemm {
         Some(g) => g,
-        None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(stream, &f16_shape)?,
+        None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(gpu.stream, &f16_shape)?,
         None => default_gemm(m),
     };
+    let io = (scales, payload, x_ptr, y_ptr);
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
-        return super::matmul_wgmma::launch(lib, stream, f16_shape, tile, scales, payload, x_ptr, y_ptr);
+        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io);
     }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
-        return super::matmul_f16::launch(lib, stream, f16_shape, forced_splits, scales, payload, x_ptr, y_ptr);
+        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io);
     }
     let gemv = match gemv {
         Some(g) => g,
@@ -368,10 +313,10 @@ fn launch_any(
     }
     if m == 1 && gemv == GemvKernel::Binary {
         w.require_binary_gemv(op)?;
-        return super::matmul_b1::launch(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, x_ptr, y_ptr), norm);
+        return super::matmul_b1::launch(gpu, w.bits, epilogue, n_out, w.k, io, norm);
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
-    let func = lib.function(&name)?;
+    let func = gpu.function(&name)?;
     if m <= GEMV_MAX_TOKENS {
         let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
             .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
@@ -393,7 +338,7 @@ fn launch_any(
         let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
         // No norm: a null pointer (the kernel stages x as it is).
         let (norm_ptr, norm_eps) = norm.unwrap_or((0, 0.0));
-        let mut b = Launch::new(lib, stream, func);
+        let mut b = Launch::new(gpu, func);
         b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
         b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_ptr).arg(&norm_eps);
         // SAFETY: argument order and types match gemv_tc's entry points (scales, payload, x, m, y,
@@ -413,7 +358,7 @@ fn launch_any(
         }
         LaunchConfig { grid_dim: (tiles, token_tiles as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
     };
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&x_ptr).arg(&m_i).arg(&y_ptr).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match the kernel signature (scales, payload, x, m, y,
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.
@@ -440,8 +385,8 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1,
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    embed_prepare_planes, gemv_from_planes, gemv_from_planes_tiles, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
-    qkv_rope_from_planes, B1Planes, PlanesOut, RopeOut,
+    embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    B1Planes, PlanesEpilogue, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;

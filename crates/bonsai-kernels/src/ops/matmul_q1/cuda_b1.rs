@@ -13,8 +13,7 @@ use super::matmul::{
     b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
-use crate::cuda::KernelLibrary;
-use crate::launch::{as_i32, shape, sm_count, LaunchError, QuantBits};
+use crate::launch::{Gpu, as_i32, shape, sm_count, LaunchError, QuantBits};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -23,8 +22,7 @@ use crate::weights::GROUP;
 /// checked every buffer's length and alignment.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     bits: QuantBits,
     epilogue: Epilogue,
     n_out: usize,
@@ -36,12 +34,13 @@ pub(crate) fn launch(
     // The GEMV's grid check before any allocation.
     b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let mut scratch = B1Planes::scratch(stream, k)?;
-    let (ptrs, _guards) = scratch.write_ptrs(stream);
+    let mut scratch = B1Planes::scratch(gpu.stream, k)?;
+    let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
 
-    prepare(lib, stream, op, k, x, norm_ptr, ptrs)?;
-    launch_gemv(lib, stream, bits, epilogue, n_out, k, (scales, payload, y), ptrs, norm.map(|n| n.1), GemvOut::None, TilesChoice::Auto)
+    prepare(gpu, op, k, x, norm_ptr, ptrs)?;
+    let call = B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: ptrs, norm_eps: norm.map(|n| n.1) };
+    launch_gemv(gpu, call, epilogue, GemvOut::None, TilesChoice::Auto)
 }
 
 /// The tiles GEMV ([`launch_tiles`]) for a one-token Store GEMV of more than one wave of
@@ -60,30 +59,40 @@ pub enum TilesChoice {
 /// Warps of a `*_gemv_b1_tiles` CTA (its launch bound, B1_MAX_THREADS / 32).
 const TILES_WARPS: usize = MAX_WARPS_B1;
 
+/// One binary GEMV on planes already filled: the weight format, `n_out` outputs (features for
+/// SwiGLU) of K inputs, the device addresses of the weights and y and of the planes (as in
+/// [`prepare`]), and `norm_eps`: Some when the planes came from a fused RMSNorm (the kernel then
+/// scales by 1 / rms). The caller checked every buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct B1Call {
+    pub bits: QuantBits,
+    pub n_out: usize,
+    pub k: usize,
+    /// (scales, payload, y).
+    pub weights_y: (u64, u64, u64),
+    /// (planes, gsx, group_sq).
+    pub planes: (u64, u64, u64),
+    pub norm_eps: Option<f32>,
+}
+
 /// The `*_gemv_b1_tiles` launch when `tiles` lets it apply: a Store GEMV whose plain grid
 /// (`plain`) has one K split and whose planes fit in shared memory at once (and, for
 /// [`TilesChoice::Auto`], whose plain grid is more than one CTA per SM). Returns whether it
 /// launched.
-#[allow(clippy::too_many_arguments)]
 fn launch_tiles(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    bits: QuantBits,
+    gpu: Gpu<'_>,
+    call: B1Call,
     plain: &TcGeometry,
-    n_out: usize,
-    k: usize,
-    (scales, payload, y): (u64, u64, u64),
-    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    norm_eps: Option<f32>,
     tiles: TilesChoice,
 ) -> Result<bool, LaunchError> {
+    let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
     let op = Epilogue::Store.op_name();
     let smem = k / GROUP * (B1_GROUP_WORDS + 2) * 4;
     // Bit-identity with the plain GEMV needs its single K split (every many-wave grid has one).
     if tiles == TilesChoice::Never || plain.splits != 1 || smem > MAX_TILES_SMEM {
         return Ok(false);
     }
-    let sms = crate::launch::sm_count(stream)?;
+    let sms = crate::launch::sm_count(gpu.stream)?;
     if tiles == TilesChoice::Auto && plain.ctas as usize <= sms {
         return Ok(false);
     }
@@ -94,7 +103,7 @@ fn launch_tiles(
         QuantBits::One => "matmul_q1_gemv_b1_tiles",
         QuantBits::Two => "matmul_q2_gemv_b1_tiles",
     };
-    let func = lib.function(name)?;
+    let func = gpu.function(name)?;
     if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
         func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     }
@@ -102,7 +111,7 @@ fn launch_tiles(
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&norm_flag).arg(&norm_eps);
     // SAFETY: argument order and types match `*_gemv_b1_tiles` (scales, payload, planes, gsx,
@@ -174,8 +183,7 @@ const PREPARE_FEW_CTAS: usize = 4;
 /// One `gemv_b1_prepare` launch: x (K floats, times norm_w unless it is 0) into the planes, (s, X)
 /// and sums of squares at `scratch` (K / 128 groups each). The caller checked every length.
 pub(crate) fn prepare(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     op: &'static str,
     k: usize,
     x: u64,
@@ -183,9 +191,9 @@ pub(crate) fn prepare(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let k_i = as_i32(op, "K", k)?;
-    let prepare = lib.function("gemv_b1_prepare")?;
-    let cfg = prepare_config(stream, op, k, prepare)?;
-    let mut b = Launch::new(lib, stream, prepare);
+    let prepare = gpu.function("gemv_b1_prepare")?;
+    let cfg = prepare_config(gpu.stream, op, k, prepare)?;
+    let mut b = Launch::new(gpu, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
     // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
@@ -209,8 +217,7 @@ fn prepare_config(stream: &Arc<CudaStream>, op: &'static str, k: usize, func: &C
 /// as embed_rows then [`prepare`]. The caller checked every length.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_embed(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     op: &'static str,
     bits: QuantBits,
     (scales, payload, ids, vocab): (u64, u64, u64, usize),
@@ -220,12 +227,12 @@ pub(crate) fn prepare_embed(
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let (k_i, vocab_i) = (as_i32(op, "K", k)?, as_i32(op, "vocab", vocab)?);
-    let func = lib.function(match bits {
+    let func = gpu.function(match bits {
         QuantBits::One => "gemv_b1_prepare_embed_q1",
         QuantBits::Two => "gemv_b1_prepare_embed_q2",
     })?;
-    let cfg = prepare_config(stream, op, k, func)?;
-    let mut b = Launch::new(lib, stream, func);
+    let cfg = prepare_config(gpu.stream, op, k, func)?;
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&ids).arg(&vocab_i).arg(&norm_ptr).arg(&k_i).arg(&x);
     b.arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare_embed_q*(const u16* scales, const u32* payload, const u32* ids, int
@@ -244,27 +251,21 @@ pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool,
     Ok(g.ctas as usize <= sm_count(stream)?)
 }
 
-/// The `*_gemv_b1` launch on planes already in `scratch` (pointers as in [`prepare`]); `norm_eps`:
-/// Some when the planes came from a fused RMSNorm (the kernel then scales by 1 / rms).
-#[allow(clippy::too_many_arguments)]
+/// The `*_gemv_b1` launch of `call` with `epilogue` and the epilogue work `out` (or its tiles form,
+/// as `tiles` allows).
 pub(crate) fn launch_gemv(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    bits: QuantBits,
+    gpu: Gpu<'_>,
+    call: B1Call,
     epilogue: Epilogue,
-    n_out: usize,
-    k: usize,
-    (scales, payload, y): (u64, u64, u64),
-    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    norm_eps: Option<f32>,
     out: GemvOut,
     tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
+    let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
     let op = epilogue.op_name();
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
-    if plain && launch_tiles(lib, stream, bits, &g, n_out, k, (scales, payload, y), (planes_ptr, gsx_ptr, sq_ptr), norm_eps, tiles)? {
+    if plain && launch_tiles(gpu, call, &g, tiles)? {
         return Ok(());
     }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
@@ -277,11 +278,11 @@ pub(crate) fn launch_gemv(
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
     };
-    if !matches!(out, GemvOut::None) && !one_wave(stream, &g)? {
+    if !matches!(out, GemvOut::None) && !one_wave(gpu.stream, &g)? {
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
     }
     name.push_str(suffix.unwrap_or(""));
-    let func = lib.function(&name)?;
+    let func = gpu.function(&name)?;
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
     if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
@@ -295,7 +296,7 @@ pub(crate) fn launch_gemv(
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
     match &out {

@@ -12,8 +12,7 @@ use super::matmul::{
     QG_TILE_TOKENS, QG_WARP_ROWS, QG_WIDE_MIN_WAVES, QG_WIDE_WARPS_N,
 };
 use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
-use crate::launch::sm_count;
-use crate::cuda::KernelLibrary;
+use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -76,7 +75,8 @@ fn outputs_per_tile(epilogue: Epilogue, warps_n: usize) -> usize {
 /// The default K split count for an unsplit grid of `ctas` CTAs (narrow or wide) and `groups`
 /// 128-groups: split in two where the unsplit grid holds at most one CTA per SM (so the split
 /// grid still runs in one wave of two narrow CTAs per SM: attn_out and down at pp512, 128 CTAs
-/// on the H200's 132 SMs, measured -19% and -27%), else not at all.
+/// on the H200's 132 SMs, both faster split: docs/kernel-notes.md, Prefill GEMMs), else not at
+/// all.
 fn default_splits(ctas: usize, groups: usize, sms: usize) -> usize {
     if ctas <= sms && groups >= QG_DEFAULT_SPLITS * QG_MIN_SPLIT_GROUPS {
         QG_DEFAULT_SPLITS
@@ -163,21 +163,16 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 /// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
 /// `forced_splits` as in [`geometry`].
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     s: F16Shape,
     forced_splits: Option<usize>,
-    scales: u64,
-    payload: u64,
-    x: u64,
-    y: u64,
+    (scales, payload, x, y): (u64, u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    let sms = sm_count(stream)?;
-    let optin = device_attribute(stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    let sms = sm_count(gpu.stream)?;
+    let optin = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     let geo = geometry(&s, sms, forced_splits)?;
     if geo.smem_bytes > optin {
         return Err(shape(
@@ -186,15 +181,15 @@ pub(crate) fn launch(
         ));
     }
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
+    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
 
     let mut name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
     if geo.splits() > 1 {
         name.push_str(SPLIT_SUFFIX);
     }
-    let gemm = lib.function(&name)?;
+    let gemm = gpu.function(&name)?;
     gemm.set_attribute(
         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         geo.smem_bytes as i32,
@@ -207,7 +202,7 @@ pub(crate) fn launch(
         shared_mem_bytes: geo.smem_bytes as u32,
     };
     if geo.splits() == 1 {
-        let mut b = Launch::new(lib, stream, gemm);
+        let mut b = Launch::new(gpu, gemm);
         b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
         // SAFETY: argument order and types match gemm_f16_mma's unsplit entry points (scales,
         // payload, xh, row_unscale, m, y, n_out, k); the caller checked the x / y / weight
@@ -219,13 +214,13 @@ pub(crate) fn launch(
     }
     // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
     // itself in, and only the CTA counted last reads the partials (qg_split_k_merge).
-    let mut partials: CudaSlice<f32> = unsafe { stream.alloc(geo.partial_len()) }?;
-    // One arrival counter per output tile, zeroed on the stream before the GEMM.
-    let mut counters: CudaSlice<u32> = stream.alloc_zeros(geo.tiles())?;
-    let (partials_ptr, _g2) = partials.device_ptr_mut(stream);
-    let (counters_ptr, _g3) = counters.device_ptr_mut(stream);
+    let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(geo.partial_len()) }?;
+    // One arrival counter per output tile, zeroed on the gpu.stream before the GEMM.
+    let mut counters: CudaSlice<u32> = gpu.stream.alloc_zeros(geo.tiles())?;
+    let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
+    let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
     let split_groups = as_i32(op, "split_groups", geo.split_groups)?;
-    let mut b = Launch::new(lib, stream, gemm);
+    let mut b = Launch::new(gpu, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups);
     // SAFETY: as the unsplit launch above, plus: the `_split` entry points take (partials,
@@ -240,26 +235,25 @@ pub(crate) fn launch(
 /// into stream-ordered scratch, returning (xh: m x K f16 in pair-slot order, 2^-e per row).
 /// `x` (m x K f32, 16-byte aligned) was checked by the caller.
 pub(crate) fn prepass(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     s: &F16Shape,
     x: u64,
 ) -> Result<(CudaSlice<u16>, CudaSlice<f32>), LaunchError> {
     let op = s.op();
     let k_i = as_i32(op, "K", s.k)?;
     as_i32(op, "m*K", s.m * s.k)?;
-    // SAFETY: stream-ordered allocations, uninitialised; the pre-pass below writes every element
+    // SAFETY: gpu.stream-ordered allocations, uninitialised; the pre-pass below writes every element
     // of both (one CTA per token row writes all K slots of its row and the row's scale) before
-    // the GEMM, later on the same stream, reads them.
-    let mut xh: CudaSlice<u16> = unsafe { stream.alloc(s.m * s.k) }?;
+    // the GEMM, later on the same gpu.stream, reads them.
+    let mut xh: CudaSlice<u16> = unsafe { gpu.stream.alloc(s.m * s.k) }?;
     // SAFETY: as above.
-    let mut unscale: CudaSlice<f32> = unsafe { stream.alloc(s.m) }?;
+    let mut unscale: CudaSlice<f32> = unsafe { gpu.stream.alloc(s.m) }?;
     {
-        let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
-        let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
-        let prep = lib.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
+        let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+        let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
+        let prep = gpu.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
         let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let mut b = Launch::new(lib, stream, prep);
+        let mut b = Launch::new(gpu, prep);
         b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
         // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
         // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds

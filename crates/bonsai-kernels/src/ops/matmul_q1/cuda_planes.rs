@@ -11,10 +11,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::cuda::KernelLibrary;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
-use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, RopeTableView};
-use crate::launch::{expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError, QWeightsView, Store};
+use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
+use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
+use crate::launch::KvCache;
+use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -125,19 +125,17 @@ impl B1Planes {
 
 /// `gemv_b1_prepare` of x (K floats) into `planes` (no norm weights).
 pub fn prepare_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
-    prepare_planes_normed(lib, stream, x, None, planes)
+    prepare_planes_normed(gpu, x, None, planes)
 }
 
 /// `gemv_b1_prepare` of x (K floats), times `norm` (the consuming GEMV's RMSNorm weights) when
 /// given, into `planes`.
 pub fn prepare_planes_normed(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     norm: Option<&CudaSlice<f32>>,
     planes: &mut B1Planes,
@@ -145,10 +143,10 @@ pub fn prepare_planes_normed(
     const OP: &str = "b1_planes";
     let k = planes.k;
     expect_at_least(OP, "x", x.len(), k)?;
-    let (x_ptr, _gx) = read_ptr(x, stream);
-    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare(lib, stream, OP, k, x_ptr, norm_ptr, ptrs)
+    let (x_ptr, _gx) = read_ptr(x, gpu.stream);
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, gpu.stream)?;
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    prepare(gpu, OP, k, x_ptr, norm_ptr, ptrs)
 }
 
 /// The pointer to K norm weights (0 for none) and its guard.
@@ -168,8 +166,7 @@ fn norm_weights<'a>(
 /// row length; an id past the table gives a NaN row) and x's planes, times `norm` when given,
 /// bit-identical to `embed_rows` then [`prepare_planes_normed`].
 pub fn embed_prepare_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     table: &QWeightsView<'_>,
     ids: &impl DevicePtr<u32>,
     norm: Option<&CudaSlice<f32>>,
@@ -184,26 +181,25 @@ pub fn embed_prepare_planes(
     }
     expect_at_least(OP, "ids", ids.len(), 1)?;
     expect_at_least(OP, "x", x.len(), k)?;
-    let (norm_ptr, _gn) = norm_weights(OP, norm, k, stream)?;
-    let (scales, _g0) = read_ptr(table.scales, stream);
-    let (payload, _g1) = read_ptr(table.payload, stream);
-    let (ids_ptr, _g2) = read_ptr(ids, stream);
-    let (x_ptr, _g3) = write_ptr(x, stream);
-    let (ptrs, _guards) = planes.write_ptrs(stream);
-    prepare_embed(lib, stream, OP, table.bits, (scales, payload, ids_ptr, table.n), k, norm_ptr, x_ptr, ptrs)
+    let (norm_ptr, _gn) = norm_weights(OP, norm, k, gpu.stream)?;
+    let (scales, _g0) = read_ptr(table.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(table.payload, gpu.stream);
+    let (ids_ptr, _g2) = read_ptr(ids, gpu.stream);
+    let (x_ptr, _g3) = write_ptr(x, gpu.stream);
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    prepare_embed(gpu, OP, table.bits, (scales, payload, ids_ptr, table.n), k, norm_ptr, x_ptr, ptrs)
 }
 
 /// One token's `y (=|+=) W . x` (Q1 or Q2) from x's planes, filled before on the same stream:
 /// `*_gemv_b1` without its prepare launch. K = `planes.k()`, y holds N values.
 pub fn matmul_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     y: &mut impl DevicePtrMut<f32>,
     store: Store,
 ) -> Result<(), LaunchError> {
-    run_from_planes(lib, stream, w, planes, None, y, super::store_epilogue(store), GemvOut::None, TilesChoice::Auto)
+    gemv_from_planes(gpu, w, planes, None, y, store.into(), PlanesEpilogue::None, TilesChoice::Auto)
 }
 
 /// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
@@ -215,149 +211,118 @@ pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu:
     }
 }
 
-/// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
-/// `y (=|+=) W . x`, or SwiGLU of the fused gate|up rows. `norm_eps`: Some when the planes hold
-/// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With `out`, the epilogue also
-/// writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a multiple of 128): no
-/// prepare launch before that one either.
-#[allow(clippy::too_many_arguments)]
-pub fn gemv_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
-) -> Result<(), LaunchError> {
-    gemv_from_planes_tiles(lib, stream, w, planes, norm_eps, y, epilogue, out, TilesChoice::Auto)
+/// What a planes GEMV's epilogue writes besides y.
+pub enum PlanesEpilogue<'a> {
+    /// Nothing more.
+    None,
+    /// y's planes for the next GEMV.
+    Planes(PlanesOut<'a>),
+    /// The decode qkv projection's per-head norm, RoPE and KV write (the Store epilogue, head dim
+    /// 128 only).
+    Rope(RopeOut<'a>),
 }
 
-/// [`gemv_from_planes`] with the tiles GEMV's choice made by the caller (verify compares both).
+/// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
+/// `y (=|+=) W . x`, or SwiGLU of the fused gate|up rows. `norm_eps`: Some when the planes hold
+/// x times RMSNorm weights (the GEMV then scales by 1 / rms of x). With [`PlanesEpilogue::Planes`]
+/// the epilogue also writes y's planes for the next GEMV (y's length N, or F for SwiGLU, a
+/// multiple of 128): no prepare launch before that one either. With [`PlanesEpilogue::Rope`] (the
+/// qkv projection, `*_gemv_b1_rope`) it does `qk_norm_rope` with the KV write: y ends holding the
+/// normalised, rotated q and k heads and the v heads, bit-identical to the two launches, and the
+/// k / v rows go to the caches at position `pos0[0]` (skipped past max_seq; heads past max_pos
+/// NaN); the grid must fit the device in one wave.
+/// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
 #[allow(clippy::too_many_arguments)]
-pub fn gemv_from_planes_tiles(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+pub fn gemv_from_planes(
+    gpu: Gpu<'_>,
     w: &QWeightsView<'_>,
     planes: &B1Planes,
     norm_eps: Option<f32>,
     y: &mut impl DevicePtrMut<f32>,
     epilogue: super::Epilogue,
-    out: Option<PlanesOut<'_>>,
+    out: PlanesEpilogue<'_>,
     tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     w.require_binary_gemv(op)?;
-    let n_out = if epilogue == super::Epilogue::SwiGlu {
-        super::check_gate_up(w)?;
-        w.n / 2
-    } else {
-        w.n
-    };
+    w.validate(op)?;
+    let n_out = super::outputs(w, epilogue)?;
+    if planes.k != w.k {
+        return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
+    }
+    expect_at_least(op, "y", y.len(), n_out)?;
     let mut guards = Vec::new();
-    let planes_out = match out {
-        None => GemvOut::None,
-        Some(PlanesOut { planes: dst, norm }) => {
+    let gemv_out = match out {
+        PlanesEpilogue::None => GemvOut::None,
+        PlanesEpilogue::Planes(PlanesOut { planes: dst, norm }) => {
             if dst.k != n_out {
                 return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
             }
             let norm_w = match norm {
                 Some(n) => {
                     expect_at_least(op, "output norm weights", n.len(), n_out)?;
-                    let (p, g) = read_ptr(n, stream);
+                    let (p, g) = read_ptr(n, gpu.stream);
                     guards.push(g);
                     p
                 }
                 None => 0,
             };
-            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(stream, op)?;
+            let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(gpu.stream, op)?;
             guards.extend(gs);
             GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
+        PlanesEpilogue::Rope(r) => GemvOut::Rope(rope_args(gpu, w, epilogue, y.len(), r, &mut guards)?),
     };
-    run_from_planes(lib, stream, w, planes, norm_eps, y, epilogue, planes_out, tiles)
-}
-
-/// The binary GEMV launch on `planes` with `planes_out`'s epilogue work (its pointers held by the
-/// caller until this returns).
-#[allow(clippy::too_many_arguments)]
-fn run_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: super::Epilogue,
-    out: GemvOut,
-    tiles: TilesChoice,
-) -> Result<(), LaunchError> {
-    let op = epilogue.op_name();
-    w.validate(op)?;
-    let n_out = if epilogue == super::Epilogue::SwiGlu { w.n / 2 } else { w.n };
-    if planes.k != w.k {
-        return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
-    }
-    expect_at_least(op, "y", y.len(), n_out)?;
-    let (scales, _g0) = read_ptr(w.scales, stream);
-    let (payload, _g1) = read_ptr(w.payload, stream);
+    let (scales, _g0) = read_ptr(w.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(w.payload, gpu.stream);
     super::check_gemv_weight_alignment(op, payload, scales)?;
-    let (ptrs, _guards) = planes.read_ptrs(stream);
+    let (ptrs, _guards) = planes.read_ptrs(gpu.stream);
     // cp.async copies the planes 16 bytes at a time (cudarc allocations are 256-byte aligned).
     expect_aligned16(op, "planes", ptrs.0)?;
-    let (y_ptr, _g2) = write_ptr(y, stream);
-    launch_gemv(lib, stream, w.bits, epilogue, n_out, w.k, (scales, payload, y_ptr), ptrs, norm_eps, out, tiles)
+    let (y_ptr, _g2) = write_ptr(y, gpu.stream);
+    let call = B1Call { bits: w.bits, n_out, k: w.k, weights_y: (scales, payload, y_ptr), planes: ptrs, norm_eps };
+    launch_gemv(gpu, call, epilogue, gemv_out, tiles)
 }
 
-/// What the decode qkv projection's rope epilogue ([`qkv_rope_from_planes`]) applies and where it
+/// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it
 /// writes: the per-head RMSNorm weights, the RoPE table (`[max_pos][64]` cos and sin), the device
 /// position, the layer's f16 caches (`[n_kv][max_seq][128]` each), and `staged`, one zeroed
 /// 64-bit staging word per qkv output that the epilogue leaves zero again.
 pub struct RopeOut<'a> {
-    pub shape: HeadShape,
-    pub q_norm: &'a CudaSlice<f32>,
-    pub k_norm: &'a CudaSlice<f32>,
-    pub eps: f32,
-    pub rope: RopeTableView<'a, CudaSlice<f32>>,
+    pub norm_rope: DeviceParams<'a, CudaSlice<f32>, CudaSlice<f32>>,
     pub pos0: &'a CudaSlice<u32>,
-    pub max_seq: usize,
-    pub k_cache: &'a mut CudaSlice<u16>,
-    pub v_cache: &'a mut CudaSlice<u16>,
+    pub cache: KvCache<&'a mut CudaSlice<u16>>,
     pub staged: &'a mut CudaSlice<u64>,
 }
 
-/// One token's qkv projection on x's planes (as [`gemv_from_planes`] with the Store epilogue)
-/// that also does `qk_norm_rope_kv_write`'s work in its epilogue (`*_gemv_b1_rope`): qkv ends
-/// holding the normalised, rotated q and k heads and the v heads, bit-identical to the two
-/// launches, and the k / v rows go to the caches at position `pos0[0]` (skipped past max_seq;
-/// heads past max_pos NaN). Head dim 128 only; the grid must fit the device in one wave.
-pub fn qkv_rope_from_planes(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+/// The rope epilogue's checks and device addresses (their guards pushed to `guards`) for a qkv
+/// projection of `w` into a qkv buffer of `qkv_len` values.
+fn rope_args<'a>(
+    gpu: Gpu<'a>,
     w: &QWeightsView<'_>,
-    planes: &B1Planes,
-    norm_eps: Option<f32>,
-    qkv: &mut impl DevicePtrMut<f32>,
-    r: RopeOut<'_>,
-) -> Result<(), LaunchError> {
+    epilogue: super::Epilogue,
+    qkv_len: usize,
+    r: RopeOut<'a>,
+    guards: &mut Vec<SyncOnDrop<'a>>,
+) -> Result<RopeOutArgs, LaunchError> {
     const OP: &str = "qkv_rope";
-    w.require_binary_gemv(OP)?;
-    if r.shape.head_dim != GROUP || w.n != r.shape.qkv_row_len() {
-        return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", r.shape, w.n)));
+    if epilogue != super::Epilogue::Store {
+        return Err(shape(OP, format!("the rope epilogue follows a plain store, not {epilogue:?}")));
     }
-    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv.len(), 1, r.shape, r.q_norm, r.k_norm, &r.rope, r.pos0)?;
-    let max_seq = check_kv_cache(OP, r.shape, r.max_seq, r.k_cache.len(), r.v_cache.len())?;
-    expect_at_least(OP, "staging words", r.staged.len(), w.n)?;
-    let (staged, _g0) = write_ptr(r.staged, stream);
-    let (pos0, _g1) = read_ptr(r.pos0, stream);
-    let (q_norm, _g2) = read_ptr(r.q_norm, stream);
-    let (k_norm, _g3) = read_ptr(r.k_norm, stream);
-    let (cos, _g4) = read_ptr(r.rope.cos, stream);
-    let (sin, _g5) = read_ptr(r.rope.sin, stream);
-    let (k_cache, _g6) = write_ptr(r.k_cache, stream);
-    let (v_cache, _g7) = write_ptr(r.v_cache, stream);
-    let args = RopeOutArgs {
+    let RopeOut { norm_rope: p, pos0, cache, staged } = r;
+    if p.shape.head_dim != GROUP || w.n != p.shape.qkv_row_len() {
+        return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", p.shape, w.n)));
+    }
+    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv_len, 1, &p, pos0)?;
+    let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
+    expect_at_least(OP, "staging words", staged.len(), w.n)?;
+    let (staged, g0) = write_ptr(staged, gpu.stream);
+    let (pos0, g1) = read_ptr(pos0, gpu.stream);
+    let ([q_norm, k_norm, cos, sin], g2) = p.read_ptrs(gpu);
+    let (k_cache, g3) = write_ptr(cache.k, gpu.stream);
+    let (v_cache, g4) = write_ptr(cache.v, gpu.stream);
+    guards.extend([g0, g1, g3, g4].into_iter().chain(g2));
+    Ok(RopeOutArgs {
         staged,
         pos0,
         q_norm,
@@ -366,11 +331,10 @@ pub fn qkv_rope_from_planes(
         sin,
         k_cache,
         v_cache,
-        eps: r.eps,
+        eps: p.eps,
         max_pos,
         max_seq,
         n_q,
         n_kv,
-    };
-    run_from_planes(lib, stream, w, planes, norm_eps, qkv, super::Epilogue::Store, GemvOut::Rope(args), TilesChoice::Auto)
+    })
 }

@@ -10,8 +10,7 @@ use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
 use super::matmul_f16::{prepass, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
-use crate::launch::sm_count;
-use crate::cuda::KernelLibrary;
+use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
 
@@ -59,10 +58,9 @@ impl WgmmaTile {
 }
 
 /// The tile for `s` on a device of `sms` SMs when none is forced: 64-token tiles when 128-token
-/// ones leave SMs idle and the 64-token grid still fits one wave, else 128. Measured on the
-/// H200 at pp512 (Q1, us; 128 / 64 tokens, commit 77feadb, then named `_256k2` / `_256n64k2`):
-/// qkv 85.2 / 107.9, attn_out 83.5 / 58.7, gate|up 254.7 / 321.9, down 247.4 / 171.8; the
-/// DiT's 4608 x 27648 x 3072 (Q2) 2106 / 3090.
+/// ones leave SMs idle and the 64-token grid still fits one wave, else 128: on the H200 that picks
+/// the faster tile of every Bonsai-8B pp512 GEMM and the DiT's widest (docs/kernel-notes.md,
+/// Prefill GEMMs).
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
     if ctas(WgmmaTile::Tokens128) < sms && ctas(WgmmaTile::Tokens64) <= sms {
@@ -115,38 +113,33 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
 
 /// Runs the pre-pass and the wgmma GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out
 /// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     s: F16Shape,
     forced: Option<WgmmaTile>,
-    scales: u64,
-    payload: u64,
-    x: u64,
-    y: u64,
+    (scales, payload, x, y): (u64, u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
-    require_wgmma(stream, op)?;
-    let sms = sm_count(stream)?;
+    require_wgmma(gpu.stream, op)?;
+    let sms = sm_count(gpu.stream)?;
     let tile = forced.unwrap_or_else(|| default_tile(&s, sms));
     let smem = smem_bytes(s.bits, tile);
     let name = kernel_name(s.bits, s.epilogue, s.m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix();
-    let gemm = lib.function(&name)?;
-    opt_in_shared_memory(op, stream, gemm, smem, "the wgmma GEMM")?;
+    let gemm = gpu.function(&name)?;
+    opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(lib, stream, &s, x)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(stream);
+    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
 
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
         block_dim: (QW_THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    let mut b = Launch::new(lib, stream, gemm);
+    let mut b = Launch::new(gpu, gemm);
     b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
     // SAFETY: argument order and types match gemm_wgmma's entry points (scales, payload, xh,
     // row_unscale, m, y, n_out, k); the caller checked the x / y / weight lengths, the payload is

@@ -1,4 +1,4 @@
-//! `matmul_q1`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 1-bit [`Q1Matrix`].
+//! `matmul_q1`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 1-bit [`Q1Matrix`](crate::weights::Q1Matrix).
 //!
 //! Shapes: `W[N, K]` (K % 128 == 0, layout in [`crate::weights`]: per 128-weight block an f16
 //! scale d and 128 sign bits, bit 1 -> +d, bit 0 -> −d), `x: [M, K]` f32 token-major,
@@ -33,26 +33,11 @@
 //! 2·M·N·K FLOPs at mma.sync's ~600 TFLOP/s. Derivation and static evidence:
 //! docs/gemm-f16-notes.md. 9 <= m < 64 keeps the f32-accurate `gemm_mma_bf16x3`.
 
-mod cpu;
-mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
-pub use reference::reference;
-
-use crate::weights::Q1Matrix;
+/// The entry points, shared with the other weight format ([`crate::ops::quant_ops`]).
+pub use crate::ops::quant_ops::matmul::{cpu, cpu_at, reference};
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "matmul_q1";
-
-/// Checks `x: [m, K]` and `y: [m, N]` against `w`.
-pub(crate) fn check_shapes(
-    w: &Q1Matrix,
-    x: &[f32],
-    m: usize,
-    y: &[f32],
-) -> Result<(), crate::ops::OpError> {
-    crate::ops::check_len(OP, "x", m * w.k, x.len())?;
-    crate::ops::check_len(OP, "y", m * w.n, y.len())
-}

@@ -78,8 +78,8 @@ pub(crate) const B1_WORDS: usize = 2;
 /// Smallest group exponent of gemv_b1's quantization step (B1_MIN_EXP).
 pub(crate) const B1_MIN_EXP: i32 = -100;
 /// Warps of a `gemv_b1` CTA (B1_MAX_THREADS / 32). Fewer, so that the next GEMV's CTA fits beside
-/// it for programmatic dependent launch, measured slower on the H200 (8 warps: 513 against ~600
-/// tok/s, docs/PERFORMANCE.md, 2026-11-30).
+/// it for programmatic dependent launch, lose on the H200 (docs/kernel-notes.md, The decode GEMV,
+/// Measured and removed).
 pub(crate) const MAX_WARPS_B1: usize = 16;
 
 /// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the planes and (s, X) of

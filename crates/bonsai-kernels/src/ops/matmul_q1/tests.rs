@@ -1,10 +1,7 @@
 //! cpu == reference for `matmul_q1`: the cases shared with the other weight format
 //! ([`crate::ops::quant_op_cases::matmul`]) run on Q1Matrix weights.
 
-use super::{cpu, cpu_at, reference, OP};
-use crate::ops::quant_op_cases::matmul::{matmul_tests, MatmulOp};
+use crate::ops::quant_op_cases::matmul::matmul_tests;
 use crate::weights::Q1Matrix;
 
-const OP_FNS: MatmulOp<Q1Matrix> = MatmulOp { name: OP, reference, cpu, cpu_at };
-
-matmul_tests!(OP_FNS);
+matmul_tests!(Q1Matrix);

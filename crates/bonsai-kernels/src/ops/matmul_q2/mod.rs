@@ -1,4 +1,4 @@
-//! `matmul_q2`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 2-bit [`Q2Matrix`].
+//! `matmul_q2`: `y[i, n] (=|+=) Σ_k W[n, k] · x[i, k]` with W a 2-bit [`Q2Matrix`](crate::weights::Q2Matrix).
 //!
 //! Shapes: `W[N, K]` (K % 128 == 0, layout in [`crate::weights`]: per 128-weight block an f16
 //! scale d and 128 two-bit codes c, weight = (c − 1)·d ∈ {−d, 0, +d, +2d}; every ternary file
@@ -31,26 +31,11 @@
 //! 2·M·N·K FLOPs at mma.sync's ~600 TFLOP/s. Derivation and static evidence:
 //! docs/gemm-f16-notes.md. 9 <= m < 64 keeps the f32-accurate `gemm_mma_bf16x3`.
 
-mod cpu;
-mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{cpu, cpu_at};
-pub use reference::reference;
-
-use crate::weights::Q2Matrix;
+/// The entry points, shared with the other weight format ([`crate::ops::quant_ops`]).
+pub use crate::ops::quant_ops::matmul::{cpu, cpu_at, reference};
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "matmul_q2";
-
-/// Checks `x: [m, K]` and `y: [m, N]` against `w`.
-pub(crate) fn check_shapes(
-    w: &Q2Matrix,
-    x: &[f32],
-    m: usize,
-    y: &[f32],
-) -> Result<(), crate::ops::OpError> {
-    crate::ops::check_len(OP, "x", m * w.k, x.len())?;
-    crate::ops::check_len(OP, "y", m * w.n, y.len())
-}

@@ -1,41 +1,20 @@
 //! Fast CPU version: rayon over tokens; per head the `rms_norm` row kernel into a stack buffer,
 //! then the rotation (AVX2 copy at run time).
 
-use super::check_shapes;
+use super::Params;
 use crate::cpu::{simd_level, simd_variants, SimdLevel};
 use crate::ops::rms_norm::normalize_row_generic;
-use crate::ops::{HeadShape, OpError};
-use crate::rope::RopeTable;
+use crate::ops::OpError;
 use rayon::prelude::*;
 
-#[allow(clippy::too_many_arguments)]
-pub fn cpu(
-    qkv: &mut [f32],
-    m: usize,
-    shape: HeadShape,
-    q_norm: &[f32],
-    k_norm: &[f32],
-    eps: f32,
-    rope: &RopeTable,
-    pos0: usize,
-) -> Result<(), OpError> {
-    cpu_at(simd_level(), qkv, m, shape, q_norm, k_norm, eps, rope, pos0)
+pub fn cpu(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
+    cpu_at(simd_level(), p, qkv, m, pos0)
 }
 
 /// [`cpu`] at an explicit SIMD level.
-#[allow(clippy::too_many_arguments)]
-pub fn cpu_at(
-    level: SimdLevel,
-    qkv: &mut [f32],
-    m: usize,
-    shape: HeadShape,
-    q_norm: &[f32],
-    k_norm: &[f32],
-    eps: f32,
-    rope: &RopeTable,
-    pos0: usize,
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, q_norm, k_norm, rope, pos0)?;
+pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
+    p.check(qkv, m, pos0)?;
+    let Params { shape, q_norm, k_norm, eps, rope } = p;
     if m == 0 {
         return Ok(());
     }
@@ -52,24 +31,6 @@ pub fn cpu_at(
     Ok(())
 }
 
-#[inline(always)]
-fn norm_rotate_head_generic(
-    head: &mut [f32],
-    weight: &[f32],
-    eps: f32,
-    cos: &[f32],
-    sin: &[f32],
-    normed: &mut [f32],
-) {
-    normalize_row_generic(head, weight, eps, normed);
-    let (n_lo, n_hi) = normed.split_at(head.len() / 2);
-    let (x_lo, x_hi) = head.split_at_mut(head.len() / 2);
-    for d in 0..x_lo.len() {
-        x_lo[d] = n_lo[d] * cos[d] - n_hi[d] * sin[d];
-        x_hi[d] = n_hi[d] * cos[d] + n_lo[d] * sin[d];
-    }
-}
-
 simd_variants! {
     fn norm_rotate_head(
         head: &mut [f32],
@@ -78,5 +39,14 @@ simd_variants! {
         cos: &[f32],
         sin: &[f32],
         normed: &mut [f32],
-    ) = norm_rotate_head_generic;
+    ) {
+        normalize_row_generic(head, weight, eps, normed);
+        let (n_lo, n_hi) = normed.split_at(head.len() / 2);
+        let (x_lo, x_hi) = head.split_at_mut(head.len() / 2);
+        for d in 0..x_lo.len() {
+            x_lo[d] = n_lo[d] * cos[d] - n_hi[d] * sin[d];
+            x_hi[d] = n_hi[d] * cos[d] + n_lo[d] * sin[d];
+        }
+    }
 }
+

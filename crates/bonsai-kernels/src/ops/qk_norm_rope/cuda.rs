@@ -1,13 +1,12 @@
 //! Launchers of `qk_norm_rope_head_per_block` and the fused `qk_norm_rope_kv_write`
 //! (qk_norm_rope.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::ops::qk_norm_rope::Params;
+use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
 pub struct RopeTableView<'a, C: DevicePtr<f32>> {
@@ -17,75 +16,43 @@ pub struct RopeTableView<'a, C: DevicePtr<f32>> {
 }
 
 /// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE at position `pos0[0] + i`, in place
-/// on the q and k heads of `m` qkv rows. Positions >= max_pos turn the head into NaN.
-#[allow(clippy::too_many_arguments)]
-pub fn qk_norm_rope<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+/// on the q and k heads of `m` qkv rows (`qk_norm_rope_head_per_block`). Positions >= max_pos turn
+/// the head into NaN. With a `cache`, the same launch (`qk_norm_rope_kv_write`) also does
+/// `crate::launch::kv_write::kv_write`'s work: the rotated k heads and the v heads of the `m` rows
+/// go to the f16 caches at positions `pos0[0] + i` (skipped on the device when >= max_seq).
+pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
+    gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    eps: f32,
-    rope: &RopeTableView<'_, C>,
+    p: DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
+    cache: Option<KvCache<&mut K>>,
 ) -> Result<(), LaunchError> {
-    const OP: &str = "qk_norm_rope";
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
-    let cfg = head_grid(OP, m, shape_, 0)?;
-    let func = lib.function("qk_norm_rope_head_per_block")?;
-    let (qn, _a) = read_ptr(q_norm, stream);
-    let (kn, _b) = read_ptr(k_norm, stream);
-    let (cs, _c) = read_ptr(rope.cos, stream);
-    let (sn, _d) = read_ptr(rope.sin, stream);
-    let (p0, _e) = read_ptr(pos0, stream);
-    let (q_p, _f) = write_ptr(qkv, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let (op, entry, v_heads) = match cache {
+        Some(_) => ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write", p.shape.n_kv),
+        None => ("qk_norm_rope", "qk_norm_rope_head_per_block", 0),
+    };
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv.len(), m, &p, pos0)?;
+    let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
+    let kv = match cache {
+        Some(KvCache { k, v, max_seq }) => {
+            let max_seq_i = check_kv_cache(op, p.shape, max_seq, k.len(), v.len())?;
+            Some((max_seq_i, write_ptr(k, gpu.stream), write_ptr(v, gpu.stream)))
+        }
+        None => None,
+    };
+    let func = gpu.function(entry)?;
+    let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
+    let (p0, _e) = read_ptr(pos0, gpu.stream);
+    let (q_p, _f) = write_ptr(qkv, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
-    // SAFETY: matches qk_norm_rope_head_per_block's signature; every buffer length was checked,
-    // and the device position is bounds-checked against max_pos in the kernel.
-    unsafe { l.launch(cfg) }?;
-    Ok(())
-}
-
-/// [`qk_norm_rope`] then `crate::launch::kv_write::kv_write` in one launch: the rotated k heads and
-/// the v heads of the `m` rows also go to the f16 caches at positions `pos0[0] + i` (skipped on
-/// the device when >= max_seq).
-#[allow(clippy::too_many_arguments)]
-pub fn qk_norm_rope_kv_write<C: DevicePtr<f32>>(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    qkv: &mut impl DevicePtrMut<f32>,
-    m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    eps: f32,
-    rope: &RopeTableView<'_, C>,
-    pos0: &impl DevicePtr<u32>,
-    max_seq: usize,
-    k_cache: &mut impl DevicePtrMut<u16>,
-    v_cache: &mut impl DevicePtrMut<u16>,
-) -> Result<(), LaunchError> {
-    const OP: &str = "qk_norm_rope_kv_write";
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), m, shape_, q_norm, k_norm, rope, pos0)?;
-    let cfg = head_grid(OP, m, shape_, shape_.n_kv)?;
-    let max_seq_i = check_kv_cache(OP, shape_, max_seq, k_cache.len(), v_cache.len())?;
-    let func = lib.function("qk_norm_rope_kv_write")?;
-    let (qn, _a) = read_ptr(q_norm, stream);
-    let (kn, _b) = read_ptr(k_norm, stream);
-    let (cs, _c) = read_ptr(rope.cos, stream);
-    let (sn, _d) = read_ptr(rope.sin, stream);
-    let (p0, _e) = read_ptr(pos0, stream);
-    let (q_p, _f) = write_ptr(qkv, stream);
-    let (k_p, _g) = write_ptr(k_cache, stream);
-    let (v_p, _h) = write_ptr(v_cache, stream);
-    let mut l = Launch::new(lib, stream, func);
-    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
-    l.arg(&max_seq_i).arg(&k_p).arg(&v_p);
-    // SAFETY: matches qk_norm_rope_kv_write's signature; every buffer length was checked, the
-    // position is bounds-checked on the device against max_pos (table) and max_seq (cache).
+    if let Some((max_seq_i, (k_p, _), (v_p, _))) = &kv {
+        l.arg(max_seq_i).arg(k_p).arg(v_p);
+    }
+    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with the cache's three trailing
+    // arguments qk_norm_rope_kv_write's; every buffer length was checked, and the device position
+    // is bounds-checked in the kernel against max_pos (table) and max_seq (cache).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -110,20 +77,32 @@ pub(crate) fn check_kv_cache(
     as_i32(op, "max_seq", max_seq)
 }
 
+/// The op's parameters on the device: norm weights in device memory and the device RoPE table.
+pub type DeviceParams<'a, W, C> = Params<'a, W, RopeTableView<'a, C>>;
+
+impl<'a, W: DevicePtr<f32>, C: DevicePtr<f32>> DeviceParams<'a, W, C> {
+    /// The device addresses of q_norm, k_norm and the table's cos and sin; keep the guards alive
+    /// until after the launch.
+    pub(crate) fn read_ptrs(&self, gpu: Gpu<'a>) -> ([u64; 4], [SyncOnDrop<'a>; 4]) {
+        let (qn, a) = read_ptr(self.q_norm, gpu.stream);
+        let (kn, b) = read_ptr(self.k_norm, gpu.stream);
+        let (cs, c) = read_ptr(self.rope.cos, gpu.stream);
+        let (sn, d) = read_ptr(self.rope.sin, gpu.stream);
+        ([qn, kn, cs, sn], [a, b, c, d])
+    }
+}
+
 /// The inputs' checks of a per-head norm and RoPE over `m` qkv rows (both launchers here and the
 /// qkv projection's rope epilogue): shape, qkv, norm weights, table, position. Returns (n_q, n_kv,
 /// hd, max_pos) as kernel ints.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     op: &'static str,
     qkv_len: usize,
     m: usize,
-    shape_: HeadShape,
-    q_norm: &impl DevicePtr<f32>,
-    k_norm: &impl DevicePtr<f32>,
-    rope: &RopeTableView<'_, C>,
+    p: &DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
 ) -> Result<(i32, i32, i32, i32), LaunchError> {
+    let Params { shape: shape_, q_norm, k_norm, rope, .. } = *p;
     let hd = shape_.head_dim;
     if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
         return Err(shape(op, format!("bad shape m={m} {shape_:?}")));

@@ -35,20 +35,34 @@ use crate::rope::RopeTable;
 /// The op's name in error messages.
 pub(crate) const OP: &str = "qk_norm_rope";
 
-/// Checks the head shape, `qkv`, both norm weights and the table's width and range.
-pub(crate) fn check_shapes(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    q_norm: &[f32],
-    k_norm: &[f32],
-    rope: &RopeTable,
-    pos0: usize,
-) -> Result<(), OpError> {
-    shape.validate(OP)?;
-    check_len(OP, "qkv", m * shape.qkv_row_len(), qkv.len())?;
-    check_len(OP, "q_norm", shape.head_dim, q_norm.len())?;
-    check_len(OP, "k_norm", shape.head_dim, k_norm.len())?;
-    check_len(OP, "rope table head_dim", shape.head_dim, rope.head_dim)?;
-    check_positions(OP, "RoPE table", pos0, m, rope.max_pos)
+/// The op's parameters: one layer's head shape, norm weights, epsilon and RoPE table (on the
+/// host; the CUDA launchers take device weights and a device table view).
+#[derive(Debug)]
+pub struct Params<'a, W: ?Sized = [f32], R = RopeTable> {
+    pub shape: HeadShape,
+    pub q_norm: &'a W,
+    pub k_norm: &'a W,
+    pub eps: f32,
+    pub rope: &'a R,
+}
+
+impl<W: ?Sized, R> Clone for Params<'_, W, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W: ?Sized, R> Copy for Params<'_, W, R> {}
+
+impl Params<'_> {
+    /// Checks the head shape, `qkv` (`m` rows), both norm weights and the table's width and range.
+    pub(crate) fn check(&self, qkv: &[f32], m: usize, pos0: usize) -> Result<(), OpError> {
+        let Params { shape, q_norm, k_norm, rope, .. } = *self;
+        shape.validate(OP)?;
+        check_len(OP, "qkv", m * shape.qkv_row_len(), qkv.len())?;
+        check_len(OP, "q_norm", shape.head_dim, q_norm.len())?;
+        check_len(OP, "k_norm", shape.head_dim, k_norm.len())?;
+        check_len(OP, "rope table head_dim", shape.head_dim, rope.head_dim)?;
+        check_positions(OP, "RoPE table", pos0, m, rope.max_pos)
+    }
 }

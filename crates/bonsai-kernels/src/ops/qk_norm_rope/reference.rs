@@ -1,21 +1,11 @@
 //! The definition, in f64.
 
-use super::check_shapes;
-use crate::ops::{HeadShape, OpError};
-use crate::rope::RopeTable;
+use super::Params;
+use crate::ops::OpError;
 
-#[allow(clippy::too_many_arguments)]
-pub fn reference(
-    qkv: &mut [f32],
-    m: usize,
-    shape: HeadShape,
-    q_norm: &[f32],
-    k_norm: &[f32],
-    eps: f32,
-    rope: &RopeTable,
-    pos0: usize,
-) -> Result<(), OpError> {
-    check_shapes(qkv, m, shape, q_norm, k_norm, rope, pos0)?;
+pub fn reference(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
+    p.check(qkv, m, pos0)?;
+    let Params { shape, q_norm, k_norm, eps, rope } = p;
     let hd = shape.head_dim;
     let half = hd / 2;
     for i in 0..m {

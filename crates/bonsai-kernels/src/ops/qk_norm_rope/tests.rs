@@ -1,6 +1,6 @@
 //! cpu == reference for `qk_norm_rope` within the bound derived in the op's doc; v untouched.
 
-use super::{cpu_at, reference};
+use super::{cpu_at, reference, Params};
 use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
 use crate::ops::{HeadShape, OpError};
@@ -11,17 +11,8 @@ const THETA: f64 = 1e6;
 
 /// Per-element bound: (|n_d·cos| + |n_{d+h}·sin|)·(γ_{hd+1} + 10u) + u·|out| for x_d (and the
 /// mirrored products for x_{d+h}), with n the exact normalised head.
-#[allow(clippy::too_many_arguments)] // mirrors the op's own argument list
-fn bound(
-    qkv: &[f32],
-    m: usize,
-    shape: HeadShape,
-    q_norm: &[f32],
-    k_norm: &[f32],
-    rope: &RopeTable,
-    pos0: usize,
-    want: &[f32],
-) -> Vec<f64> {
+fn bound(p: Params<'_>, qkv: &[f32], m: usize, pos0: usize, want: &[f32]) -> Vec<f64> {
+    let Params { shape, q_norm, k_norm, rope, .. } = p;
     let u = F32_UNIT_ROUNDOFF;
     let hd = shape.head_dim;
     let half = hd / 2;
@@ -65,12 +56,13 @@ fn cpu_matches_reference() {
         let qkv = rng.vec(m * shape.qkv_row_len(), -3.0, 3.0);
         let q_norm = rng.vec(shape.head_dim, 0.5, 2.0);
         let k_norm = rng.vec(shape.head_dim, 0.5, 2.0);
+        let p = Params { shape, q_norm: &q_norm[..], k_norm: &k_norm[..], eps: EPS, rope: &rope };
         let mut want = qkv.clone();
-        reference(&mut want, m, shape, &q_norm, &k_norm, EPS, &rope, pos0).expect("shapes");
-        let b = bound(&qkv, m, shape, &q_norm, &k_norm, &rope, pos0, &want);
+        reference(p, &mut want, m, pos0).expect("shapes");
+        let b = bound(p, &qkv, m, pos0, &want);
         for level in available_levels() {
             let mut got = qkv.clone();
-            cpu_at(level, &mut got, m, shape, &q_norm, &k_norm, EPS, &rope, pos0).expect("shapes");
+            cpu_at(level, p, &mut got, m, pos0).expect("shapes");
             assert_within(
                 &format!("qk_norm_rope {shape:?} m={m} {level:?}"),
                 &got,
@@ -96,9 +88,10 @@ fn cpu_matches_reference() {
 fn position_zero_is_plain_norm() {
     let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 2 };
     let rope = RopeTable::new(2, 1, THETA, None);
+    let p = Params { shape, q_norm: &[1.0, 1.0][..], k_norm: &[1.0, 1.0][..], eps: 0.0, rope: &rope };
     for level in available_levels() {
         let mut qkv = [3.0f32, 4.0, 3.0, 4.0, 9.0, 9.0];
-        cpu_at(level, &mut qkv, 1, shape, &[1.0, 1.0], &[1.0, 1.0], 0.0, &rope, 0).expect("shapes");
+        cpu_at(level, p, &mut qkv, 1, 0).expect("shapes");
         let r = 1.0 / 12.5f64.sqrt();
         for (got, want) in qkv.iter().zip([3.0 * r, 4.0 * r, 3.0 * r, 4.0 * r, 9.0, 9.0]) {
             assert!(
@@ -114,8 +107,9 @@ fn positions_past_the_table_are_errors() {
     let shape = HeadShape { n_q: 1, n_kv: 1, head_dim: 4 };
     let rope = RopeTable::new(4, 3, THETA, None);
     let mut qkv = vec![1.0; 2 * shape.qkv_row_len()];
-    let err = super::cpu(&mut qkv, 2, shape, &[1.0; 4], &[1.0; 4], EPS, &rope, 2).unwrap_err();
+    let p = Params { shape, q_norm: &[1.0; 4][..], k_norm: &[1.0; 4][..], eps: EPS, rope: &rope };
+    let err = super::cpu(p, &mut qkv, 2, 2).unwrap_err();
     assert!(matches!(err, OpError::Position { end: 4, limit: 3, .. }), "{err}");
     let bad_rope = RopeTable::new(8, 3, THETA, None);
-    assert!(reference(&mut qkv, 2, shape, &[1.0; 4], &[1.0; 4], EPS, &bad_rope, 0).is_err());
+    assert!(reference(Params { rope: &bad_rope, ..p }, &mut qkv, 2, 0).is_err());
 }

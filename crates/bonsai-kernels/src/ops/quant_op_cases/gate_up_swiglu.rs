@@ -1,42 +1,21 @@
 //! cpu == reference for `gate_up_swiglu_q1/q2` within the bound derived in the ops' doc.
 
-use crate::cpu::{available_levels, SimdLevel};
+use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, gamma, widen, TestMatrix, TestRng, F32_UNIT_ROUNDOFF};
-use crate::ops::OpError;
+use crate::ops::quant_ops::gate_up_swiglu::{cpu, cpu_at, reference};
+use crate::ops::quant_ops::QuantMatrix;
 use crate::weights::GROUP;
 use half::f16;
 
-type GateUpFn<W> = fn(&W, &[f32], usize, &mut [f32]) -> Result<(), OpError>;
-type GateUpAtFn<W> = fn(SimdLevel, &W, &[f32], usize, &mut [f32]) -> Result<(), OpError>;
-
-/// The entry points of one `gate_up_swiglu_q*` op.
-pub(crate) struct GateUpOp<W> {
-    pub name: &'static str,
-    pub reference: GateUpFn<W>,
-    pub cpu: GateUpFn<W>,
-    pub cpu_at: GateUpAtFn<W>,
-}
-
-/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on `$op` (a
-/// [`GateUpOp`]).
+/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on the weight
+/// format `$matrix`.
 macro_rules! gate_up_swiglu_tests {
-    ($op:expr) => {
-        #[test]
-        fn cpu_matches_reference_on_random_shapes() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::cpu_matches_reference_on_random_shapes(
-                &$op,
-            );
-        }
-
-        #[test]
-        fn zero_gate_or_up_rows_give_zero() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::zero_gate_or_up_rows_give_zero(&$op);
-        }
-
-        #[test]
-        fn odd_n_and_bad_lengths_are_errors() {
-            $crate::ops::quant_op_cases::gate_up_swiglu::odd_n_and_bad_lengths_are_errors(&$op);
-        }
+    ($matrix:ty) => {
+        $crate::ops::quant_op_cases::shared_tests!(gate_up_swiglu on $matrix =>
+            cpu_matches_reference_on_random_shapes,
+            zero_gate_or_up_rows_give_zero,
+            odd_n_and_bad_lengths_are_errors,
+        );
     };
 }
 pub(crate) use gate_up_swiglu_tests;
@@ -85,30 +64,30 @@ fn bound<W: TestMatrix>(w: &W, x: &[f32], m: usize, want: &[f32]) -> Vec<f64> {
     out
 }
 
-fn check<W: TestMatrix>(op: &GateUpOp<W>, w: &W, m: usize, rng: &mut TestRng, what: &str) {
+fn check<W: TestMatrix + QuantMatrix>(w: &W, m: usize, rng: &mut TestRng, what: &str) {
     // x spread so that g covers both silu tails and the bend near 0.
     let x = rng.vec(m * w.k(), -3.0, 3.0);
     let mut want = vec![0.0; m * w.n() / 2];
-    (op.reference)(w, &x, m, &mut want).expect("reference shapes");
+    reference(w, &x, m, &mut want).expect("reference shapes");
     let bound = bound(w, &x, m, &want);
     for level in available_levels() {
         let mut got = vec![f32::NAN; want.len()];
-        (op.cpu_at)(level, w, &x, m, &mut got).expect("cpu shapes");
-        let label = format!("{} {what} F={} K={} M={m} {level:?}", op.name, w.n() / 2, w.k());
+        cpu_at(level, w, &x, m, &mut got).expect("cpu shapes");
+        let label = format!("{} {what} F={} K={} M={m} {level:?}", W::GATE_UP_SWIGLU_OP, w.n() / 2, w.k());
         assert_within(&label, &got, &widen(&want), &bound);
     }
 }
 
-pub(crate) fn cpu_matches_reference_on_random_shapes<W: TestMatrix>(op: &GateUpOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_random", op.name));
+pub(crate) fn cpu_matches_reference_on_random_shapes<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_random", W::GATE_UP_SWIGLU_OP));
     for &(f, k, m) in SHAPES {
         let w = W::random(&mut rng, 2 * f, k);
-        check(op, &w, m, &mut rng, "random");
+        check(&w, m, &mut rng, "random");
     }
 }
 
-pub(crate) fn zero_gate_or_up_rows_give_zero<W: TestMatrix>(op: &GateUpOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_zero", op.name));
+pub(crate) fn zero_gate_or_up_rows_give_zero<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_zero", W::GATE_UP_SWIGLU_OP));
     let (f, k, m) = (5, 256, 3);
     let mut w = W::random(&mut rng, 2 * f, k);
     let nb = k / GROUP;
@@ -119,11 +98,11 @@ pub(crate) fn zero_gate_or_up_rows_give_zero<W: TestMatrix>(op: &GateUpOp<W>) {
             *scale = f16::ZERO;
         }
     }
-    check(op, &w, m, &mut rng, "zero rows");
+    check(&w, m, &mut rng, "zero rows");
     let x = rng.vec(m * k, -1.0, 1.0);
     for level in available_levels() {
         let mut out = vec![f32::NAN; m * f];
-        (op.cpu_at)(level, &w, &x, m, &mut out).expect("shapes");
+        cpu_at(level, &w, &x, m, &mut out).expect("shapes");
         for i in 0..m {
             assert_eq!(out[i * f + 1], 0.0, "{level:?}");
             assert_eq!(out[i * f + 3], 0.0, "{level:?}");
@@ -131,13 +110,13 @@ pub(crate) fn zero_gate_or_up_rows_give_zero<W: TestMatrix>(op: &GateUpOp<W>) {
     }
 }
 
-pub(crate) fn odd_n_and_bad_lengths_are_errors<W: TestMatrix>(op: &GateUpOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_shapes", op.name));
+pub(crate) fn odd_n_and_bad_lengths_are_errors<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_shapes", W::GATE_UP_SWIGLU_OP));
     let w = W::random(&mut rng, 3, 128);
     let x = vec![0.25; 128];
     let mut out = vec![0.0; 1];
-    assert!((op.cpu)(&w, &x, 1, &mut out).is_err());
+    assert!(cpu(&w, &x, 1, &mut out).is_err());
     let w = W::random(&mut rng, 4, 128);
     let mut out = vec![0.0; 3];
-    assert!((op.reference)(&w, &x, 1, &mut out).is_err());
+    assert!(reference(&w, &x, 1, &mut out).is_err());
 }

@@ -1,46 +1,24 @@
 //! cpu == reference for `matmul_q1/q2` within the bound derived in the ops' doc, at every SIMD
 //! level.
 
-use crate::cpu::{available_levels, SimdLevel};
+use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, matmul_bound, widen, TestMatrix, TestRng};
+use crate::ops::quant_ops::matmul::{cpu, cpu_at, reference};
+use crate::ops::quant_ops::QuantMatrix;
 use crate::ops::{OpError, Store};
 use crate::weights::GROUP;
 use half::f16;
 
-type MatmulFn<W> = fn(&W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
-type MatmulAtFn<W> = fn(SimdLevel, &W, &[f32], usize, &mut [f32], Store) -> Result<(), OpError>;
-
-/// The entry points of one `matmul_q*` op.
-pub(crate) struct MatmulOp<W> {
-    pub name: &'static str,
-    pub reference: MatmulFn<W>,
-    pub cpu: MatmulFn<W>,
-    pub cpu_at: MatmulAtFn<W>,
-}
-
-/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on `$op` (a
-/// [`MatmulOp`]).
+/// Expands, inside an op's `tests.rs`, to one `#[test]` per shared case, each run on the weight
+/// format `$matrix`.
 macro_rules! matmul_tests {
-    ($op:expr) => {
-        #[test]
-        fn cpu_matches_reference_on_random_shapes() {
-            $crate::ops::quant_op_cases::matmul::cpu_matches_reference_on_random_shapes(&$op);
-        }
-
-        #[test]
-        fn all_zero_rows_and_groups_give_zero() {
-            $crate::ops::quant_op_cases::matmul::all_zero_rows_and_groups_give_zero(&$op);
-        }
-
-        #[test]
-        fn integer_inputs_are_exact() {
-            $crate::ops::quant_op_cases::matmul::integer_inputs_are_exact(&$op);
-        }
-
-        #[test]
-        fn mismatched_shapes_are_errors() {
-            $crate::ops::quant_op_cases::matmul::mismatched_shapes_are_errors(&$op);
-        }
+    ($matrix:ty) => {
+        $crate::ops::quant_op_cases::shared_tests!(matmul on $matrix =>
+            cpu_matches_reference_on_random_shapes,
+            all_zero_rows_and_groups_give_zero,
+            integer_inputs_are_exact,
+            mismatched_shapes_are_errors,
+        );
     };
 }
 pub(crate) use matmul_tests;
@@ -62,33 +40,33 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (130, 640, 24),
 ];
 
-fn check<W: TestMatrix>(op: &MatmulOp<W>, w: &W, m: usize, rng: &mut TestRng, what: &str) {
+fn check<W: TestMatrix + QuantMatrix>(w: &W, m: usize, rng: &mut TestRng, what: &str) {
     let (n, k) = (w.n(), w.k());
     let x = rng.vec(m * k, -2.0, 2.0);
     for store in [Store::Overwrite, Store::Add] {
         let y0 = rng.vec(m * n, -1.0, 1.0);
         let mut want = y0.clone();
-        (op.reference)(w, &x, m, &mut want, store).expect("reference shapes");
+        reference(w, &x, m, &mut want, store).expect("reference shapes");
         let bound = matmul_bound(|r, c| w.weight_at(r, c), n, k, &x, m, &want);
         for level in available_levels() {
             let mut got = y0.clone();
-            (op.cpu_at)(level, w, &x, m, &mut got, store).expect("cpu shapes");
-            let label = format!("{} {what} N={n} K={k} M={m} {store:?} {level:?}", op.name);
+            cpu_at(level, w, &x, m, &mut got, store).expect("cpu shapes");
+            let label = format!("{} {what} N={n} K={k} M={m} {store:?} {level:?}", W::MATMUL_OP);
             assert_within(&label, &got, &widen(&want), &bound);
         }
     }
 }
 
-pub(crate) fn cpu_matches_reference_on_random_shapes<W: TestMatrix>(op: &MatmulOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_random", op.name));
+pub(crate) fn cpu_matches_reference_on_random_shapes<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_random", W::MATMUL_OP));
     for &(n, k, m) in SHAPES {
         let w = W::random(&mut rng, n, k);
-        check(op, &w, m, &mut rng, "random");
+        check(&w, m, &mut rng, "random");
     }
 }
 
-pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix>(op: &MatmulOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_zero_groups", op.name));
+pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_zero_groups", W::MATMUL_OP));
     let (n, k, m) = (9, 384, 5);
     let mut w = W::random(&mut rng, n, k);
     // Row 4 entirely zero-scaled, plus every third block elsewhere.
@@ -98,11 +76,11 @@ pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix>(op: &MatmulOp<W>
             *scale = f16::ZERO;
         }
     }
-    check(op, &w, m, &mut rng, "zero groups");
+    check(&w, m, &mut rng, "zero groups");
     let x = rng.vec(m * k, -1.0, 1.0);
     for level in available_levels() {
         let mut y = vec![f32::NAN; m * n];
-        (op.cpu_at)(level, &w, &x, m, &mut y, Store::Overwrite).expect("shapes");
+        cpu_at(level, &w, &x, m, &mut y, Store::Overwrite).expect("shapes");
         for i in 0..m {
             assert_eq!(y[i * n + 4], 0.0, "zero row must give exactly 0 ({level:?})");
         }
@@ -111,33 +89,33 @@ pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix>(op: &MatmulOp<W>
 
 /// Unit scales and small-integer x: every partial sum is an integer below 2^24, so every path
 /// must be exact.
-pub(crate) fn integer_inputs_are_exact<W: TestMatrix>(op: &MatmulOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_exact", op.name));
-    exact_case(op, &mut rng, 23, 640, 6);
+pub(crate) fn integer_inputs_are_exact<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_exact", W::MATMUL_OP));
+    exact_case::<W>(&mut rng, 23, 640, 6);
     // The panel GEMM path (M >= 16).
-    exact_case(op, &mut rng, 37, 384, 19);
+    exact_case::<W>(&mut rng, 37, 384, 19);
 }
 
-fn exact_case<W: TestMatrix>(op: &MatmulOp<W>, rng: &mut TestRng, n: usize, k: usize, m: usize) {
+fn exact_case<W: TestMatrix + QuantMatrix>(rng: &mut TestRng, n: usize, k: usize, m: usize) {
     let mut w = W::random(rng, n, k);
     w.scales_mut().iter_mut().for_each(|s| *s = f16::ONE);
     let x: Vec<f32> = (0..m * k).map(|_| rng.below(15) as f32 - 7.0).collect();
     let mut want = vec![0.0; m * n];
-    (op.reference)(&w, &x, m, &mut want, Store::Overwrite).expect("shapes");
+    reference(&w, &x, m, &mut want, Store::Overwrite).expect("shapes");
     for level in available_levels() {
         let mut got = vec![f32::NAN; m * n];
-        (op.cpu_at)(level, &w, &x, m, &mut got, Store::Overwrite).expect("shapes");
+        cpu_at(level, &w, &x, m, &mut got, Store::Overwrite).expect("shapes");
         assert_eq!(got, want, "{level:?}");
     }
 }
 
-pub(crate) fn mismatched_shapes_are_errors<W: TestMatrix>(op: &MatmulOp<W>) {
-    let mut rng = TestRng::new(&format!("{}_shapes", op.name));
+pub(crate) fn mismatched_shapes_are_errors<W: TestMatrix + QuantMatrix>() {
+    let mut rng = TestRng::new(&format!("{}_shapes", W::MATMUL_OP));
     let w = W::random(&mut rng, 4, 128);
     let x = vec![0.5; 2 * 128];
     let mut y = vec![0.0; 7];
-    let err = (op.cpu)(&w, &x, 2, &mut y, Store::Overwrite).unwrap_err();
-    assert_eq!(err, OpError::Length { op: op.name, what: "y", expected: 8, got: 7 });
+    let err = cpu(&w, &x, 2, &mut y, Store::Overwrite).unwrap_err();
+    assert_eq!(err, OpError::Length { op: W::MATMUL_OP, what: "y", expected: 8, got: 7 });
     let mut y = vec![0.0; 8];
-    assert!((op.reference)(&w, &x, 3, &mut y, Store::Add).is_err());
+    assert!(reference(&w, &x, 3, &mut y, Store::Add).is_err());
 }

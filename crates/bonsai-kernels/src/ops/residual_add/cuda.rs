@@ -1,19 +1,16 @@
 //! Launcher of `residual_add_grid_stride` (residual_add.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
+use crate::launch::{Gpu, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
 
 /// `a[i] += b[i]` for the first `n` elements.
 pub fn residual_add(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     a: &mut impl DevicePtrMut<f32>,
     b: &impl DevicePtr<f32>,
     n: usize,
@@ -22,10 +19,10 @@ pub fn residual_add(
     expect_at_least(OP, "a", a.len(), n)?;
     expect_at_least(OP, "b", b.len(), n)?;
     let n_i = n as i64;
-    let func = lib.function("residual_add_grid_stride")?;
-    let (b_p, _g1) = read_ptr(b, stream);
-    let (a_p, _g0) = write_ptr(a, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function("residual_add_grid_stride")?;
+    let (b_p, _g1) = read_ptr(b, gpu.stream);
+    let (a_p, _g0) = write_ptr(a, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&a_p).arg(&b_p).arg(&n_i);
     // SAFETY: matches residual_add_grid_stride(a, b, n); both hold >= n elements.
     unsafe { l.launch(grid_1d(grid_stride_blocks(n, THREADS), THREADS)) }?;

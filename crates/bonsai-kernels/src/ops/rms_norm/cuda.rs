@@ -1,20 +1,17 @@
 //! Launcher of `rms_norm_row_per_block` (rms_norm.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
 
 /// `y[r] = x[r] * weight / sqrt(mean(x[r]^2) + eps)` for `rows` rows of `n`.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     weight: &impl DevicePtr<f32>,
     eps: f32,
@@ -31,11 +28,11 @@ pub fn rms_norm(
     expect_at_least(OP, "y", y.len(), rows * n)?;
     let n_i = as_i32(OP, "n", n)?;
     let blocks = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
-    let func = lib.function("rms_norm_row_per_block")?;
-    let (x_p, _a) = read_ptr(x, stream);
-    let (w_p, _b) = read_ptr(weight, stream);
-    let (y_p, _c) = write_ptr(y, stream);
-    let mut b = Launch::new(lib, stream, func);
+    let func = gpu.function("rms_norm_row_per_block")?;
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (w_p, _b) = read_ptr(weight, gpu.stream);
+    let (y_p, _c) = write_ptr(y, gpu.stream);
+    let mut b = Launch::new(gpu, func);
     b.arg(&x_p).arg(&w_p).arg(&eps).arg(&y_p).arg(&n_i);
     // SAFETY: matches rms_norm_row_per_block(x, w, eps, y, n); lengths checked above.
     unsafe { b.launch(grid_1d(blocks, THREADS)) }?;

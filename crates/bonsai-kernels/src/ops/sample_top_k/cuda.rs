@@ -1,13 +1,11 @@
 //! Launcher of the device sampler (sample_top_k.cu): `sample_block_candidates` then
 //! `sample_finalize`.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 use crate::ops::sample_top_k::{SampleParams, MAX_DEVICE_TOP_K};
 
 /// CTAs of the first launch (SAMPLE_BLOCKS in sample_top_k.cu).
@@ -31,8 +29,7 @@ pub const fn candidate_scratch_len() -> usize {
 /// [`candidate_scratch_len`] elements.
 #[allow(clippy::too_many_arguments)]
 pub fn sample_top_k(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     logits: &impl DevicePtr<f32>,
     n: usize,
     params: &SampleParams,
@@ -57,17 +54,17 @@ pub fn sample_top_k(
     let (n_u, slice_u) = (as_i32(OP, "n", n)? as u32, slice as u32);
     let top_k = params.top_k as u32;
 
-    let (l_p, _a) = read_ptr(logits, stream);
-    let (c_p, _b) = write_ptr(candidates, stream);
-    let mut first = Launch::new(lib, stream, lib.function("sample_block_candidates")?);
+    let (l_p, _a) = read_ptr(logits, gpu.stream);
+    let (c_p, _b) = write_ptr(candidates, gpu.stream);
+    let mut first = Launch::new(gpu, gpu.function("sample_block_candidates")?);
     first.arg(&l_p).arg(&n_u).arg(&params.inv_temperature).arg(&slice_u).arg(&c_p);
     // SAFETY: matches sample_block_candidates(logits, n, inv_t, slice, candidates): n logits,
     // slice <= SLICE_MAX, candidates hold blocks x MAX_DEVICE_TOP_K keys.
     unsafe { first.launch(grid_1d(blocks, THREADS)) }?;
 
-    let (r_p, _c) = write_ptr(rng_state, stream);
-    let (o_p, _d) = write_ptr(out, stream);
-    let mut second = Launch::new(lib, stream, lib.function("sample_finalize")?);
+    let (r_p, _c) = write_ptr(rng_state, gpu.stream);
+    let (o_p, _d) = write_ptr(out, gpu.stream);
+    let mut second = Launch::new(gpu, gpu.function("sample_finalize")?);
     second.arg(&c_p).arg(&blocks).arg(&top_k).arg(&params.top_p).arg(&params.min_p).arg(&r_p).arg(&o_p);
     // SAFETY: matches sample_finalize(candidates, blocks, top_k, top_p, min_p, rng_state, out);
     // lengths checked above.

@@ -1,20 +1,17 @@
 //! Launcher of `silu_grid_stride` (silu.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
+use crate::launch::{Gpu, expect_at_least, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
 const OP: &str = "silu";
 
 /// `y[i] = x[i]·sigmoid(x[i])` for `len` elements (len 0 launches nothing).
 pub fn silu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
     len: usize,
     y: &mut impl DevicePtrMut<f32>,
@@ -22,23 +19,22 @@ pub fn silu(
     if !check(x.len(), y.len(), len)? {
         return Ok(());
     }
-    let (x_p, _a) = read_ptr(x, stream);
-    let (y_p, _b) = write_ptr(y, stream);
-    launch_raw(lib, stream, x_p, y_p, len)
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (y_p, _b) = write_ptr(y, gpu.stream);
+    launch_raw(gpu, x_p, y_p, len)
 }
 
 /// `x[i] = silu(x[i])` in place.
 pub fn silu_in_place(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &mut impl DevicePtrMut<f32>,
     len: usize,
 ) -> Result<(), LaunchError> {
     if !check(x.len(), x.len(), len)? {
         return Ok(());
     }
-    let (x_p, _a) = write_ptr(x, stream);
-    launch_raw(lib, stream, x_p, x_p, len)
+    let (x_p, _a) = write_ptr(x, gpu.stream);
+    launch_raw(gpu, x_p, x_p, len)
 }
 
 /// Checks the buffer lengths; Ok(false) when there is nothing to do (len 0).
@@ -59,11 +55,11 @@ pub(crate) fn blocks_for(len: usize) -> u32 {
     grid_stride_blocks(len.div_ceil(4).div_ceil(LOADS_IN_FLIGHT), THREADS)
 }
 
-fn launch_raw(lib: &KernelLibrary, stream: &Arc<CudaStream>, x_p: u64, y_p: u64, len: usize) -> Result<(), LaunchError> {
-    let func = lib.function("silu_grid_stride")?;
+fn launch_raw(gpu: Gpu<'_>, x_p: u64, y_p: u64, len: usize) -> Result<(), LaunchError> {
+    let func = gpu.function("silu_grid_stride")?;
     let len_i = len as i64; // fits: check() above
     let blocks = blocks_for(len);
-    let mut b = Launch::new(lib, stream, func);
+    let mut b = Launch::new(gpu, func);
     b.arg(&x_p).arg(&y_p).arg(&len_i);
     // SAFETY: matches silu_grid_stride(x, y, len); both buffers hold >= len floats (checked by
     // the callers), and the kernel reads x[i] before writing y[i] at the same i, so x == y is safe.

@@ -1,19 +1,16 @@
 //! Launcher of `softmax_row_per_block` (softmax.cu).
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut};
+use cudarc::driver::DevicePtrMut;
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{as_i32, expect_at_least, grid_1d, shape, write_ptr, LaunchError};
+use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, shape, write_ptr, LaunchError};
 
 const THREADS: u32 = 256;
 
 /// Softmax in place over each of `rows` rows of `n`.
 pub fn softmax(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &mut impl DevicePtrMut<f32>,
     rows: usize,
     n: usize,
@@ -25,9 +22,9 @@ pub fn softmax(
     expect_at_least(OP, "x", x.len(), rows * n)?;
     let n_i = as_i32(OP, "n", n)?;
     let blocks = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
-    let func = lib.function("softmax_row_per_block")?;
-    let (x_p, _g) = write_ptr(x, stream);
-    let mut l = Launch::new(lib, stream, func);
+    let func = gpu.function("softmax_row_per_block")?;
+    let (x_p, _g) = write_ptr(x, gpu.stream);
+    let mut l = Launch::new(gpu, func);
     l.arg(&x_p).arg(&n_i);
     // SAFETY: matches softmax_row_per_block(x, n); x holds rows * n elements.
     unsafe { l.launch(grid_1d(blocks, THREADS)) }?;

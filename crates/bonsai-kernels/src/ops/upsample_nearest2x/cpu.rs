@@ -1,18 +1,13 @@
 //! Fast CPU version: rayon over input rows; each input row is widened once (every value written
 //! twice) into the first of its two output rows, which is then copied into the second.
 
-use super::check_shapes;
-use crate::ops::OpError;
+use super::OP;
+use crate::ops::{ImageShape, OpError};
 use rayon::prelude::*;
 
-pub fn cpu(
-    x: &[f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(x, channels, height, width, y)?;
+pub fn cpu(x: &[f32], image: ImageShape, y: &mut [f32]) -> Result<(), OpError> {
+    image.check(OP, x, ("y", y), 4)?;
+    let width = image.width;
     let out_w = 2 * width;
     // Output rows 2r and 2r+1 of the flattened [C·2H, 2W] come from input row r of [C·H, W].
     y.par_chunks_mut(2 * out_w).zip(x.par_chunks(width)).for_each(|(out_pair, in_row)| {

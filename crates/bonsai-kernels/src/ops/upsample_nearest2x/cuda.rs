@@ -1,21 +1,14 @@
 //! Launchers of `upsample_nearest2x_float2` (even W, aligned views) and
 //! `upsample_nearest2x_grid_stride` (any W) in upsample_nearest2x.cu.
 
-use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
 
-use crate::cuda::KernelLibrary;
 use crate::launch_ex::Launch;
-use crate::launch::{check_image_op, grid_1d, grid_stride_blocks, read_ptr, write_ptr, LaunchError};
+use crate::launch::{Gpu, check_image_op, grid_1d, grid_stride_blocks, read_ptr, write_ptr, ImageShape, LaunchError};
 
 const THREADS: u32 = 256;
 const OP: &str = "upsample_nearest2x";
-
-/// Checks x `[C, H, W]` and y `[C, 2H, 2W]` against the buffer lengths; returns C·H·W.
-pub(crate) fn check(x_len: usize, y_len: usize, channels: usize, height: usize, width: usize) -> Result<usize, LaunchError> {
-    check_image_op(OP, x_len, ("y", y_len), (channels, height, width), 4)
-}
 
 /// Input float2s each thread of `upsample_nearest2x_float2` handles (UPSAMPLE_ITEMS).
 const ITEMS_PER_THREAD: usize = 4;
@@ -28,28 +21,26 @@ pub(crate) fn vector_path(width: usize, x_ptr: u64, y_ptr: u64) -> bool {
 
 /// CTAs of the vector kernel: one thread per ITEMS_PER_THREAD input float2s, no grid-stride.
 pub(crate) fn vector_blocks(input_len: usize) -> u32 {
-    // input_len < 2^29 (check()), so this fits u32.
+    // input_len < 2^29 (check_image_op), so this fits u32.
     (input_len / 2).div_ceil(THREADS as usize * ITEMS_PER_THREAD).max(1) as u32
 }
 
 /// `y[c, i, j] = x[c, i/2, j/2]`: x `[C, H, W]` -> y `[C, 2H, 2W]`.
 pub fn upsample_nearest2x(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     x: &impl DevicePtr<f32>,
-    channels: usize,
-    height: usize,
-    width: usize,
+    image: ImageShape,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    let input_len = check(x.len(), y.len(), channels, height, width)?;
-    let (x_p, _a) = read_ptr(x, stream);
-    let (y_p, _b) = write_ptr(y, stream);
+    let input_len = check_image_op(OP, x.len(), ("y", y.len()), image, 4)?;
+    let ImageShape { channels, height, width } = image;
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (y_p, _b) = write_ptr(y, gpu.stream);
     if vector_path(width, x_p, y_p) {
-        // Both fit u32: check() bounded 4·C·H·W by 2^31.
+        // Both fit u32: check_image_op bounded 4·C·H·W by 2^31.
         let (half_width, items) = ((width / 2) as u32, (input_len / 2) as u32);
-        let func = lib.function("upsample_nearest2x_float2")?;
-        let mut b = Launch::new(lib, stream, func);
+        let func = gpu.function("upsample_nearest2x_float2")?;
+        let mut b = Launch::new(gpu, func);
         b.arg(&x_p).arg(&y_p).arg(&half_width).arg(&items);
         // SAFETY: matches upsample_nearest2x_float2(x, y, half_width, items); x holds
         // 2·items floats (8-byte aligned), y 8·items (16-byte aligned, W even: checked above).
@@ -57,8 +48,8 @@ pub fn upsample_nearest2x(
     } else {
         let rows = (channels * height) as u32;
         let width_u = width as u32;
-        let func = lib.function("upsample_nearest2x_grid_stride")?;
-        let mut b = Launch::new(lib, stream, func);
+        let func = gpu.function("upsample_nearest2x_grid_stride")?;
+        let mut b = Launch::new(gpu, func);
         b.arg(&x_p).arg(&y_p).arg(&rows).arg(&width_u);
         let blocks = grid_stride_blocks(4 * input_len, THREADS);
         // SAFETY: matches upsample_nearest2x_grid_stride(x, y, rows, width); x holds rows·W and
@@ -70,19 +61,6 @@ pub fn upsample_nearest2x(
 
 #[cfg(test)]
 mod tests {
-    use super::check;
-
-    #[test]
-    fn shapes_are_checked_before_any_launch() {
-        assert_eq!(check(3 * 5 * 7, 4 * 105, 3, 5, 7).ok(), Some(105));
-        assert!(check(105, 4 * 105 - 1, 3, 5, 7).expect_err("short y").to_string().contains("upsample_nearest2x: y"));
-        assert!(check(104, 420, 3, 5, 7).is_err());
-        assert!(check(0, 0, 0, 5, 7).expect_err("empty").to_string().contains("empty image"));
-        assert!(check(usize::MAX, usize::MAX, 1 << 40, 1 << 40, 2).is_err());
-        assert!(check(usize::MAX, usize::MAX, 1, 1 << 14, 1 << 15).is_err(), "4·C·H·W beyond 2^31");
-        assert!(check(usize::MAX, usize::MAX, 1, 1 << 14, (1 << 15) - 1).is_ok());
-    }
-
     #[test]
     fn the_vector_path_needs_even_width_and_aligned_views() {
         assert!(super::vector_path(64, 8, 16));

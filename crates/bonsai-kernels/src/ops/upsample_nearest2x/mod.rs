@@ -17,33 +17,6 @@ mod tests;
 pub use cpu::cpu;
 pub use reference::reference;
 
-use crate::ops::{check_len, OpError};
 
 /// The op's name in error messages.
 pub(crate) const OP: &str = "upsample_nearest2x";
-
-/// Checks non-empty `C, H, W`, `x: [C·H·W]`, `y: [C·2H·2W]`.
-pub(crate) fn check_shapes(
-    x: &[f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    y: &[f32],
-) -> Result<(), OpError> {
-    if channels == 0 || height == 0 || width == 0 {
-        return Err(OpError::Shape {
-            op: OP,
-            detail: format!("empty image {channels}x{height}x{width}"),
-        });
-    }
-    let input_len = channels
-        .checked_mul(height)
-        .and_then(|v| v.checked_mul(width))
-        .filter(|v| v.checked_mul(4).is_some())
-        .ok_or_else(|| OpError::Shape {
-            op: OP,
-            detail: format!("image {channels}x{height}x{width} overflows usize"),
-        })?;
-    check_len(OP, "x", input_len, x.len())?;
-    check_len(OP, "y", 4 * input_len, y.len())
-}

@@ -1,16 +1,11 @@
 //! The definition: one index formula per output element.
 
-use super::check_shapes;
-use crate::ops::OpError;
+use super::OP;
+use crate::ops::{ImageShape, OpError};
 
-pub fn reference(
-    x: &[f32],
-    channels: usize,
-    height: usize,
-    width: usize,
-    y: &mut [f32],
-) -> Result<(), OpError> {
-    check_shapes(x, channels, height, width, y)?;
+pub fn reference(x: &[f32], image: ImageShape, y: &mut [f32]) -> Result<(), OpError> {
+    image.check(OP, x, ("y", y), 4)?;
+    let ImageShape { channels, height, width } = image;
     let (out_h, out_w) = (2 * height, 2 * width);
     for c in 0..channels {
         for i in 0..out_h {

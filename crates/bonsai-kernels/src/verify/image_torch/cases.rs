@@ -13,8 +13,7 @@ use super::{
     AccuracyTarget, F32Launch, Fill, HostInput, ImageCase, InputSpec, OurKernel, PrepareFn, PreparedKernel,
     SpeedTarget, TorchOp,
 };
-use crate::cuda::KernelLibrary;
-use crate::launch::{self, LaunchError};
+use crate::launch::{Gpu, self, ImageShape, LaunchError};
 use crate::verify::gpu::upload;
 use crate::verify::{VerifyError, F32_UNIT_ROUNDOFF as U};
 
@@ -65,8 +64,8 @@ pub fn cases() -> Vec<ImageCase> {
     v.extend(silu_cases());
     v.extend(upsample_cases());
     v.extend(im2col_cases());
-    v.extend(gemm_f32_cases(launchers::gemm_f32));
-    v.extend(conv3x3_cases(launchers::conv3x3));
+    v.extend(gemm_f32_cases(launchers::GEMM_F32));
+    v.extend(conv3x3_cases(launchers::CONV3X3));
     v.extend(joint_attention_cases(OurKernel::Custom(launchers::prepare_joint_attention)));
     v.extend(gemm_ternary_cases(launchers::prepare_gemm_ternary));
     v
@@ -138,13 +137,9 @@ struct GroupNormPrepared {
 }
 
 impl PreparedKernel for GroupNormPrepared {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         let (x, gamma, beta, scratch) = (&self.x, &self.gamma, &self.beta, &mut self.scratch);
-        if self.fused_silu {
-            launch::group_norm::group_norm_silu(lib, stream, x, gamma, beta, self.dims, EPS, scratch, out)
-        } else {
-            launch::group_norm::group_norm(lib, stream, x, gamma, beta, self.dims, EPS, scratch, out)
-        }
+        launch::group_norm::group_norm(gpu, x, gamma, beta, self.dims, EPS, scratch, out, self.fused_silu)
     }
 }
 
@@ -170,94 +165,65 @@ fn prepare_group_norm(stream: &Arc<CudaStream>, case: &ImageCase, host: &[HostIn
 const SILU_REL_BOUND_ULPS: f64 = 20.0;
 
 pub fn silu_cases() -> Vec<ImageCase> {
-    VAE_IMAGE_SHAPES
-        .iter()
-        .map(|&(c, hw)| ImageCase {
-            name: format!("silu_c{c}_{hw}x{hw}"),
-            op: TorchOp::Silu,
-            inputs: vec![input("x", &[c, hw, hw], Fill::Activations { scale: 4.0 })],
-            output_shape: vec![c, hw, hw],
-            flops: 0.0,
-            bytes: 8.0 * (c * hw * hw) as f64,
-            speed: SpeedTarget::FractionOfCopy(ELEMENTWISE_COPY_FRACTION),
-            accuracy: AccuracyTarget::RelErrAtMost(SILU_REL_BOUND_ULPS * U),
-            kernel: OurKernel::F32(launch_silu),
-        })
-        .collect()
+    let launch_silu: F32Launch = |gpu, case, inputs, out| launch::silu::silu(gpu, &inputs[0], case.output_len(), out);
+    let accuracy = AccuracyTarget::RelErrAtMost(SILU_REL_BOUND_ULPS * U);
+    one_image_cases("silu", TorchOp::Silu, &VAE_IMAGE_SHAPES, |c, hw| vec![c, hw, hw], 8.0, accuracy, launch_silu)
 }
 
-fn launch_silu(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
-    launch::silu::silu(lib, stream, &inputs[0], case.output_len(), out)
+/// The image op's input x `[C, H, W]` as the launchers take it.
+fn image_of(case: &ImageCase) -> ImageShape {
+    let s = &case.inputs[0].shape;
+    ImageShape::new(s[0], s[1], s[2])
 }
 
 // ---- upsample_nearest2x ----
 
 pub fn upsample_cases() -> Vec<ImageCase> {
-    VAE_UPSAMPLE_SHAPES
-        .iter()
-        .map(|&(c, hw)| ImageCase {
-            name: format!("upsample_nearest2x_c{c}_{hw}x{hw}"),
-            op: TorchOp::UpsampleNearest2x,
-            inputs: vec![input("x", &[c, hw, hw], Fill::Activations { scale: 4.0 })],
-            output_shape: vec![c, 2 * hw, 2 * hw],
-            flops: 0.0,
-            // Read once, write four times.
-            bytes: 20.0 * (c * hw * hw) as f64,
-            speed: SpeedTarget::FractionOfCopy(ELEMENTWISE_COPY_FRACTION),
-            // A copy: exact.
-            accuracy: AccuracyTarget::RelErrAtMost(0.0),
-            kernel: OurKernel::F32(launch_upsample),
-        })
-        .collect()
-}
-
-fn launch_upsample(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
-    let s = &case.inputs[0].shape;
-    launch::upsample_nearest2x::upsample_nearest2x(lib, stream, &inputs[0], s[0], s[1], s[2], out)
+    let launch_upsample: F32Launch =
+        |gpu, case, inputs, out| launch::upsample_nearest2x::upsample_nearest2x(gpu, &inputs[0], image_of(case), out);
+    // Read once, write four times; a copy: exact.
+    let exact = AccuracyTarget::RelErrAtMost(0.0);
+    let doubled = |c, hw| vec![c, 2 * hw, 2 * hw];
+    let op = TorchOp::UpsampleNearest2x;
+    one_image_cases("upsample_nearest2x", op, &VAE_UPSAMPLE_SHAPES, doubled, 20.0, exact, launch_upsample)
 }
 
 // ---- im2col ----
 
 pub fn im2col_cases() -> Vec<ImageCase> {
-    VAE_IM2COL_SHAPES
-        .iter()
-        .map(|&(c, hw)| ImageCase {
-            name: format!("im2col_c{c}_{hw}x{hw}"),
-            op: TorchOp::Im2col,
-            inputs: vec![input("x", &[c, hw, hw], Fill::Activations { scale: 4.0 })],
-            output_shape: vec![c * crate::ops::im2col::TAPS, hw * hw],
-            flops: 0.0,
-            // Read once, write nine times.
-            bytes: 40.0 * (c * hw * hw) as f64,
-            speed: SpeedTarget::FractionOfCopy(ELEMENTWISE_COPY_FRACTION),
-            // Copies and zeros: exact.
-            accuracy: AccuracyTarget::RelErrAtMost(0.0),
-            kernel: OurKernel::F32(launch_im2col),
-        })
-        .collect()
+    let launch_im2col: F32Launch = |gpu, case, inputs, out| launch::im2col::im2col(gpu, &inputs[0], image_of(case), out);
+    // Read once, write nine times; copies and zeros: exact.
+    let exact = AccuracyTarget::RelErrAtMost(0.0);
+    let cols = |c, hw| vec![c * crate::ops::im2col::TAPS, hw * hw];
+    one_image_cases("im2col", TorchOp::Im2col, &VAE_IM2COL_SHAPES, cols, 40.0, exact, launch_im2col)
 }
 
-fn launch_im2col(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
-    let s = &case.inputs[0].shape;
-    launch::im2col::im2col(lib, stream, &inputs[0], s[0], s[1], s[2], out)
+/// One case per `(C, HW)` of `shapes` of a one-input image op on x `[C, HW, HW]` (activations of
+/// scale 4) with the output shape `output_shape(C, HW)`, moving `bytes_per_input` bytes per input
+/// value, timed against the copy bandwidth.
+fn one_image_cases(
+    name: &str,
+    op: TorchOp,
+    shapes: &[(usize, usize)],
+    output_shape: fn(usize, usize) -> Vec<usize>,
+    bytes_per_input: f64,
+    accuracy: AccuracyTarget,
+    kernel: F32Launch,
+) -> Vec<ImageCase> {
+    shapes
+        .iter()
+        .map(|&(c, hw)| ImageCase {
+            name: format!("{name}_c{c}_{hw}x{hw}"),
+            op: op.clone(),
+            inputs: vec![input("x", &[c, hw, hw], Fill::Activations { scale: 4.0 })],
+            output_shape: output_shape(c, hw),
+            flops: 0.0,
+            bytes: bytes_per_input * (c * hw * hw) as f64,
+            speed: SpeedTarget::FractionOfCopy(ELEMENTWISE_COPY_FRACTION),
+            accuracy: accuracy.clone(),
+            kernel: OurKernel::F32(kernel),
+        })
+        .collect()
 }
 
 // ---- builders for the ops other branches launch ----

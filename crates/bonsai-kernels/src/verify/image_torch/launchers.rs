@@ -7,41 +7,27 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::{HostInput, ImageCase, PreparedKernel};
-use crate::cuda::KernelLibrary;
-use crate::launch::{self, LaunchError};
-use crate::ops::conv3x3::ConvDims;
-use crate::ops::gemm_f32::GemmDims;
-use crate::ops::joint_attention::AttnDims;
-use crate::launch::Store;
+use super::{F32Launch, HostInput, ImageCase, PreparedKernel};
+use crate::launch::{Gpu, self, LaunchError};
+use crate::ops::conv3x3::{ConvDims, Inputs as ConvInputs};
+use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
+use crate::ops::joint_attention::{AttnDims, Inputs as AttnInputs};
 use crate::verify::gpu::{upload, DeviceQMatrix};
 use crate::verify::VerifyError;
 
 /// `out = a·w^T`: inputs a `[M, K]`, w `[N, K]`.
-pub(super) fn gemm_f32(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
+pub(super) const GEMM_F32: F32Launch = |gpu, case, inputs, out| {
     let (a, w) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = GemmDims { m: a[0], n: w[0], k: a[1] };
-    launch::gemm_f32::gemm_f32::<CudaSlice<f32>>(lib, stream, dims, &inputs[0], &inputs[1], None, out)
-}
+    launch::gemm_f32::gemm_f32(gpu, None, GemmInputs { dims, a: &inputs[0], w: &inputs[1], bias: None }, out)
+};
 
 /// 3x3 conv: inputs x `[Cin, H, W]`, weight `[Cout, Cin, 3, 3]`, bias `[Cout]`.
-pub(super) fn conv3x3(
-    lib: &KernelLibrary,
-    stream: &Arc<CudaStream>,
-    case: &ImageCase,
-    inputs: &[CudaSlice<f32>],
-    out: &mut CudaSlice<f32>,
-) -> Result<(), LaunchError> {
+pub(super) const CONV3X3: F32Launch = |gpu, case, inputs, out| {
     let (x, wt) = (&case.inputs[0].shape, &case.inputs[1].shape);
     let dims = ConvDims { c_in: x[0], c_out: wt[0], h: x[1], w: x[2] };
-    launch::conv3x3::conv3x3(lib, stream, dims, &inputs[0], &inputs[1], &inputs[2], out)
-}
+    launch::conv3x3::conv3x3(gpu, ConvInputs { dims, x: &inputs[0], weight: &inputs[1], bias: &inputs[2] }, out)
+};
 
 /// Joint attention's device buffers: q, k, v and the bf16 scratch its launcher converts into
 /// (the conversion is part of every timed call).
@@ -54,8 +40,9 @@ struct JointAttentionPrepared {
 }
 
 impl PreparedKernel for JointAttentionPrepared {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
-        launch::joint_attention::joint_attention(lib, stream, self.dims, &self.q, &self.k, &self.v, &mut self.scratch, out)
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+        let inputs = AttnInputs { dims: self.dims, q: &self.q, k: &self.k, v: &self.v };
+        launch::joint_attention::joint_attention(gpu, None, inputs, &mut self.scratch, out)
     }
 }
 
@@ -87,10 +74,10 @@ struct GemmTernaryPrepared {
 }
 
 impl PreparedKernel for GemmTernaryPrepared {
-    fn launch(&mut self, lib: &KernelLibrary, stream: &Arc<CudaStream>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+    fn launch(&mut self, gpu: Gpu<'_>, out: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         // The launcher's default GEMM (wgmma on Hopper, f16 where its tiles fit, else bf16x3), as
         // the DiT would run it.
-        launch::matmul::matmul(lib, stream, &self.w.view(), &self.a, self.m, out, Store::Overwrite)
+        launch::matmul::matmul(gpu, &self.w.view(), &self.a, self.m, out, launch::matmul::Epilogue::Store, None)
     }
 }
 

@@ -44,7 +44,7 @@ fn registry_names_are_unique_and_shapes_consistent() {
 
 #[test]
 fn builders_for_other_ops_hold_the_issue_shapes() {
-    fn never(_: &KernelLibrary, _: &Arc<CudaStream>, _: &ImageCase, _: &[CudaSlice<f32>], _: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
+    fn never(_: Gpu<'_>, _: &ImageCase, _: &[CudaSlice<f32>], _: &mut CudaSlice<f32>) -> Result<(), LaunchError> {
         unreachable!("only the case descriptions are tested")
     }
     let gemm = gemm_f32_cases(never);

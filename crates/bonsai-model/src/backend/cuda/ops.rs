@@ -4,8 +4,9 @@
 use std::cell::RefCell;
 
 use bonsai_kernels::launch;
+use bonsai_kernels::launch::attention::AttentionScratch;
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{qk_norm_rope, HeadShape};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
@@ -47,15 +48,10 @@ pub(super) fn qk_norm_rope(
 ) -> Result<(), BackendError> {
     let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
-    let (lib, stream, m) = (&b.lib, &b.stream, rows.rows);
-    match cache {
-        None => launch::qk_norm_rope::qk_norm_rope(lib, stream, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device)
-            .map_err(device_err("qk_norm_rope")),
-        Some(CudaKvCache { k, v, max_seq }) => launch::qk_norm_rope::qk_norm_rope_kv_write(
-            lib, stream, &mut qkv, m, shape, q_norm, k_norm, eps, &table, &pos.device, *max_seq, k, v,
-        )
-        .map_err(device_err("qk_norm_rope_kv_write")),
-    }
+    let (gpu, m) = (b.launcher(), rows.rows);
+    let p = qk_norm_rope::Params { shape, q_norm, k_norm, eps, rope: &table };
+    let cache = cache.map(|c| c.borrowed_mut());
+    launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device, cache).map_err(device_err("qk_norm_rope"))
 }
 
 /// Runs `launch` with the attention scratch in `slot` and the attention counters, both of which
@@ -63,13 +59,13 @@ pub(super) fn qk_norm_rope(
 pub(super) fn with_attention_scratch<T>(
     b: &CudaBackend,
     slot: &RefCell<Option<CudaSlice<f32>>>,
-    launch: impl FnOnce(&mut CudaSlice<f32>, &mut CudaSlice<u32>) -> Result<T, BackendError>,
+    launch: impl FnOnce(AttentionScratch<'_>) -> Result<T, BackendError>,
 ) -> Result<T, BackendError> {
     let mut guard = slot.borrow_mut();
-    let scratch = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
+    let partials = guard.as_mut().ok_or_else(|| BackendError::Device("attention scratch missing".into()))?;
     let mut counters_guard = b.attention_counters.borrow_mut();
     let counters = counters_guard.as_mut().ok_or_else(|| BackendError::Device("attention counters missing".into()))?;
-    launch(scratch, counters)
+    launch(AttentionScratch { partials, counters })
 }
 
 /// Device copy bandwidth (read + write counted): the median of several 1 GiB device-to-device

@@ -14,6 +14,7 @@ use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
 use bonsai_kernels::launch::matmul::{self as mm, b1_geometry, B1Planes, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
+use bonsai_kernels::ops::{qk_norm_rope, QkvRows};
 use bonsai_kernels::trace;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
@@ -243,11 +244,11 @@ fn capture(
 /// One replay with the device timeline on; returns its events.
 fn traced_replay(b: &CudaBackend, captured: &CapturedGraph) -> Result<Vec<trace::Event>, BackendError> {
     b.synchronize()?;
-    trace::arm(&b.lib, &b.stream, true).map_err(device_err("arming the decode trace"))?;
+    trace::arm(b.launcher(), true).map_err(device_err("arming the decode trace"))?;
     captured.graph.launch().map_err(device_err("replaying the decode graph"))?;
     b.synchronize()?;
-    let events = trace::collect(&b.lib, &b.stream).map_err(device_err("reading the decode trace"))?;
-    trace::arm(&b.lib, &b.stream, false).map_err(device_err("disarming the decode trace"))?;
+    let events = trace::collect(b.launcher()).map_err(device_err("reading the decode trace"))?;
+    trace::arm(b.launcher(), false).map_err(device_err("disarming the decode trace"))?;
     Ok(events)
 }
 
@@ -298,12 +299,12 @@ fn run_step(
             Step::Op(_) => unreachable!("ran above"),
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
-                mm::rms_norm_matmul(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, y, store)
+                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store.into())
                     .map_err(device_err("rms_norm_matmul"))?;
             }
             Step::NormGateUp { x, norm, w: m, out } => {
                 let (x, out) = acts.pair(x, out)?;
-                mm::rms_norm_gate_up_swiglu(&b.lib, &b.stream, &w(m), x, vector(norm), eps, rows, out)
+                mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, out, mm::Epilogue::SwiGlu)
                     .map_err(device_err("rms_norm_gate_up_swiglu"))?;
             }
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => {
@@ -316,11 +317,11 @@ fn run_step(
             }
             Step::EmbedPlanes { table, out, norm, planes: p } => {
                 let (tokens, x) = acts.tokens_and(out);
-                mm::embed_prepare_planes(&b.lib, &b.stream, &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
+                mm::embed_prepare_planes(b.launcher(), &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
                     .map_err(device_err("embedding and its planes"))?;
             }
             Step::PreparePlanes { x, norm, planes: p } => {
-                mm::prepare_planes_normed(&b.lib, &b.stream, acts.get(x), norm.map(vector), planes.get_mut(p)?)
+                mm::prepare_planes_normed(b.launcher(), acts.get(x), norm.map(vector), planes.get_mut(p)?)
                     .map_err(device_err("preparing planes"))?;
             }
             Step::AttentionPlanes { qkv, layer, out, planes: p } => {
@@ -328,18 +329,12 @@ fn run_step(
                 let cache = &seq.kv[layer];
                 let (qkv, out) = acts.pair(qkv, out)?;
                 let out_planes = planes.get_mut(p)?;
-                super::ops::with_attention_scratch(b, &b.decode_scratch, |scratch, counters| {
+                super::ops::with_attention_scratch(b, &b.decode_scratch, |work| {
                     bonsai_kernels::launch::attention::attention_decode_planes(
-                        &b.lib,
-                        &b.stream,
-                        qkv,
-                        dims.shape,
-                        &seq.pos.device,
-                        cache.max_seq,
-                        &cache.k,
-                        &cache.v,
-                        scratch,
-                        counters,
+                        b.launcher(),
+                        QkvRows { qkv: &*qkv, m: 1, shape: dims.shape, pos0: &seq.pos.device },
+                        cache.borrowed(),
+                        work,
                         out,
                         out_planes,
                         per_q_head,
@@ -353,9 +348,9 @@ fn run_step(
                     Some((n, norm)) => {
                         let (input, output) = planes.pair(p, n)?;
                         let out = PlanesOut { planes: output, norm: norm.map(vector) };
-                        mm::gemv_from_planes(&b.lib, &b.stream, &w(m), input, normed.then_some(eps), y, epilogue, Some(out))
+                        mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, mm::PlanesEpilogue::Planes(out), mm::TilesChoice::Auto)
                     }
-                    None => mm::gemv_from_planes(&b.lib, &b.stream, &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, None),
+                    None => mm::gemv_from_planes(b.launcher(), &w(m), planes.get(p)?, normed.then_some(eps), y, epilogue, mm::PlanesEpilogue::None, mm::TilesChoice::Auto),
                 }
                 .map_err(device_err("matmul"))?;
             }
@@ -365,22 +360,14 @@ fn run_step(
                 let input_planes: *const B1Planes = planes.get(p)?;
                 let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
                 let rope = &weights.rope;
-                let r = RopeOut {
-                    shape: dims.shape,
-                    q_norm: vector(q_norm),
-                    k_norm: vector(k_norm),
-                    eps,
-                    rope: RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin },
-                    pos0: &seq.pos.device,
-                    max_seq: cache.max_seq,
-                    k_cache: &mut cache.k,
-                    v_cache: &mut cache.v,
-                    staged,
-                };
+                let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+                let norm_rope = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
+                let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache: cache.borrowed_mut(), staged };
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
                 let input_planes = unsafe { &*input_planes };
-                mm::qkv_rope_from_planes(&b.lib, &b.stream, &w(m), input_planes, Some(eps), acts.get_mut(qkv), r)
+                let (rope, store, auto) = (mm::PlanesEpilogue::Rope(r), mm::Epilogue::Store, mm::TilesChoice::Auto);
+                mm::gemv_from_planes(b.launcher(), &w(m), input_planes, Some(eps), acts.get_mut(qkv), store, rope, auto)
                     .map_err(device_err("qkv projection with rope"))?;
             }
         }
