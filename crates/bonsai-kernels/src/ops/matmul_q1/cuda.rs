@@ -398,10 +398,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_gemm_switches_to_f16_at_its_threshold() {
-        assert_eq!(default_gemm(GEMV_MAX_TOKENS + 1), GemmKernel::TensorCoreBf16x3);
-        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS - 1), GemmKernel::TensorCoreBf16x3);
-        assert_eq!(default_gemm(F16_GEMM_MIN_TOKENS), GemmKernel::TensorCoreF16);
+    fn default_gemm_is_f16_from_the_first_m_past_the_gemvs() {
+        assert_eq!(F16_GEMM_MIN_TOKENS, GEMV_MAX_TOKENS + 1);
+        assert_eq!(default_gemm(GEMV_MAX_TOKENS), GemmKernel::TensorCoreBf16x3);
+        assert_eq!(default_gemm(GEMV_MAX_TOKENS + 1), GemmKernel::TensorCoreF16);
         assert_eq!(default_gemm(4608), GemmKernel::TensorCoreF16);
     }
 
