@@ -377,7 +377,7 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     }
     let verdict = if batch_worst <= 1.0 { "ok" } else { "MISMATCH" };
     report.line(format_args!(
-        "a batch of {BATCH_SEQUENCES} sequences (prefill, then a decode step each) against each alone on the cpu: {batch_worst:.3} of the bound -> {verdict}"
+        "a batch of {BATCH_SEQUENCES} sequences (prefill, then decode steps of {BATCH_SCHEDULE:?}) against each alone on the cpu: {batch_worst:.3} of the bound -> {verdict}"
     ));
     let rel = (cpu.perplexity - gpu.perplexity).abs() / cpu.perplexity;
     let verdict = if rel <= PERPLEXITY_REL_LIMIT { "ok" } else { "MISMATCH" };
@@ -400,46 +400,64 @@ fn batch_prompts(prompt: &[u32]) -> Vec<&[u32]> {
     (0..BATCH_SEQUENCES).map(|b| &prompt[b * prompt.len() / (2 * BATCH_SEQUENCES)..]).collect()
 }
 
-/// Per stage ("prefill", "decode step"): each sequence's last logits alone on the CPU and in one
-/// batch on the GPU (one forward call of all prompts, then one decode step each, fed the CPU's
-/// greedy pick).
+/// Decode steps of the batch check after the prefill: the sequences each takes. The last two
+/// have the same shape but other sequences, so a plan (and its graph) made for one set of
+/// sequences must serve another.
+const BATCH_SCHEDULE: [&[usize]; 3] = [&[0, 1, 2], &[0, 2], &[1, 2]];
+
+/// Per stage (the prefill, then each decode step of [`BATCH_SCHEDULE`]): each sequence's last
+/// logits alone on the CPU and in one batch on the GPU (one forward call of all prompts, then
+/// decode steps of the scheduled sequences, each fed the CPU's greedy pick).
 fn batch_logits(
     cpu_model: &Qwen3<CpuBackend>,
     gpu_model: &Qwen3<CudaBackend>,
     prompts: &[&[u32]],
-) -> anyhow::Result<Vec<(&'static str, Vec<Vec<f32>>, Vec<Vec<f32>>)>> {
+) -> anyhow::Result<Vec<(String, Vec<Vec<f32>>, Vec<Vec<f32>>)>> {
     let vocab = cpu_model.config().vocab;
     let logits_of = |download: &dyn Fn(&mut [f32]) -> Result<(), bonsai_model::ModelError>| -> anyhow::Result<Vec<f32>> {
         let mut out = vec![0.0f32; vocab];
         download(&mut out)?;
         Ok(out)
     };
-    // Alone on the CPU.
-    let (mut cpu_prefill, mut cpu_decode, mut next) = (Vec::new(), Vec::new(), Vec::new());
-    for p in prompts {
+    let greedy = |logits: &[f32]| logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
+    // Alone on the CPU: each sequence's logits after its prompt and after each decode step it
+    // takes, and the greedy pick fed into each step.
+    let steps_of = |b: usize| BATCH_SCHEDULE.iter().filter(|s| s.contains(&b)).count();
+    let (mut cpu_logits, mut cpu_picks) = (Vec::new(), Vec::new());
+    for (b, p) in prompts.iter().enumerate() {
         let mut state = cpu_model.new_state(CHUNK, false)?;
         cpu_model.prefill(&mut state, p)?;
-        let logits = logits_of(&|out| cpu_model.logits(&state, 0, out))?;
-        let id = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i as u32);
-        cpu_prefill.push(logits);
-        next.push(id);
-        cpu_model.set_next_token(&mut state, id)?;
-        cpu_model.forward_decode(&mut state)?;
-        cpu_decode.push(logits_of(&|out| cpu_model.logits(&state, 0, out))?);
+        let mut logits = vec![logits_of(&|out| cpu_model.logits(&state, 0, out))?];
+        let mut picks = Vec::new();
+        for _ in 0..steps_of(b) {
+            let id = greedy(logits.last().expect("the prefill's"));
+            picks.push(id);
+            cpu_model.set_next_token(&mut state, id)?;
+            cpu_model.forward_decode(&mut state)?;
+            logits.push(logits_of(&|out| cpu_model.logits(&state, 0, out))?);
+        }
+        cpu_logits.push(logits);
+        cpu_picks.push(picks);
     }
     // Batched on the GPU.
     let total: usize = prompts.iter().map(|p| p.len()).sum();
     let mut state = gpu_model.new_batch_state(BATCH_SEQUENCES, total, false)?;
     let chunks: Vec<(usize, &[u32])> = prompts.iter().copied().enumerate().collect();
     gpu_model.forward_batch(&mut state, &chunks, LogitRows::Last).context("a batched prefill on the GPU")?;
-    let rows = |state: &bonsai_model::Qwen3State<CudaBackend>| -> anyhow::Result<Vec<Vec<f32>>> {
-        (0..BATCH_SEQUENCES).map(|b| logits_of(&|out| gpu_model.logits(state, b, out))).collect()
+    let rows = |state: &bonsai_model::Qwen3State<CudaBackend>, n: usize| -> anyhow::Result<Vec<Vec<f32>>> {
+        (0..n).map(|b| logits_of(&|out| gpu_model.logits(state, b, out))).collect()
     };
-    let gpu_prefill = rows(&state)?;
-    let steps: Vec<(usize, &[u32])> = next.iter().enumerate().map(|(b, id)| (b, std::slice::from_ref(id))).collect();
-    gpu_model.forward_batch(&mut state, &steps, LogitRows::Last).context("a batched decode step on the GPU")?;
-    let gpu_decode = rows(&state)?;
-    Ok(vec![("prefill", cpu_prefill, gpu_prefill), ("decode step", cpu_decode, gpu_decode)])
+    let cpu_prefill = cpu_logits.iter().map(|l| l[0].clone()).collect();
+    let mut stages = vec![("prefill".to_string(), cpu_prefill, rows(&state, BATCH_SEQUENCES)?)];
+    let mut taken = [0usize; BATCH_SEQUENCES];
+    for seqs in BATCH_SCHEDULE {
+        let steps: Vec<(usize, &[u32])> = seqs.iter().map(|&b| (b, std::slice::from_ref(&cpu_picks[b][taken[b]]))).collect();
+        gpu_model.forward_batch(&mut state, &steps, LogitRows::Last).with_context(|| format!("a batched decode step of sequences {seqs:?} on the GPU"))?;
+        let cpu_rows = seqs.iter().map(|&b| cpu_logits[b][taken[b] + 1].clone()).collect();
+        seqs.iter().for_each(|&b| taken[b] += 1);
+        stages.push((format!("decode step of sequences {seqs:?}"), cpu_rows, rows(&state, seqs.len())?));
+    }
+    Ok(stages)
 }
 
 /// Stdout that keeps its first write error instead of returning it at once, so a reader that

@@ -18,6 +18,8 @@ pub mod argmax;
 pub mod attention;
 #[path = "ops/conv3x3/cuda.rs"]
 pub mod conv3x3;
+#[path = "ops/decode_seqs/cuda.rs"]
+pub mod decode_seqs;
 #[path = "ops/embed_rows/cuda.rs"]
 pub mod embed_rows;
 #[path = "ops/gemm_f32/cuda.rs"]

@@ -311,6 +311,32 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/decode_seqs/decode_seqs.cu",
+        text: include_str!("../ops/decode_seqs/decode_seqs.cu"),
+        entry_points: &[
+            "qk_norm_rope_kv_write_seqs",
+            "attention_decode_seqs_g1_hd64",
+            "attention_decode_seqs_g2_hd64",
+            "attention_decode_seqs_g3_hd64",
+            "attention_decode_seqs_g4_hd64",
+            "attention_decode_seqs_g5_hd64",
+            "attention_decode_seqs_g6_hd64",
+            "attention_decode_seqs_g7_hd64",
+            "attention_decode_seqs_g8_hd64",
+            "attention_decode_seqs_g1_hd128",
+            "attention_decode_seqs_g2_hd128",
+            "attention_decode_seqs_g3_hd128",
+            "attention_decode_seqs_g4_hd128",
+            "attention_decode_seqs_g5_hd128",
+            "attention_decode_seqs_g6_hd128",
+            "attention_decode_seqs_g7_hd128",
+            "attention_decode_seqs_g8_hd128",
+            "attention_decode_seqs_g1_hd256",
+            "attention_decode_seqs_g2_hd256",
+            "position_advance_seqs",
+        ],
+    },
+    KernelSource {
         path: "ops/joint_attention/joint_attention.cu",
         text: include_str!("../ops/joint_attention/joint_attention.cu"),
         entry_points: &[
@@ -355,6 +381,7 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/argmax/argmax.cu"),
         entry_points: &[
             "argmax_multi_block",
+            "argmax_rows",
         ],
     },
     KernelSource {

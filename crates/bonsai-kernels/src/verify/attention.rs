@@ -179,7 +179,7 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<()
 }
 
 /// Per-element bound of qk_norm_rope (the v part and untouched elements: 0).
-fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
+pub(super) fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let half = hd / 2;
     // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is each pair's
@@ -278,7 +278,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
 }
 
 /// Random finite f16 cache contents.
-fn random_cache(ctx: &mut Ctx, len: usize) -> Vec<f16> {
+pub(super) fn random_cache(ctx: &mut Ctx, len: usize) -> Vec<f16> {
     (0..len).map(|_| f16::from_f32(ctx.rng.range(-2.0, 2.0))).collect()
 }
 

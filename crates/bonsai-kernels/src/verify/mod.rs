@@ -13,6 +13,7 @@ mod attention;
 mod attention_mma;
 mod attention_planes;
 mod bench;
+mod decode_seqs;
 mod gpu;
 mod image_attention;
 mod image_elementwise;
@@ -74,6 +75,7 @@ pub const CHECK_GROUPS: &[&str] = &[
     "attention",
     "attention_mma",
     "attention_planes",
+    "decode_seqs",
     "planes_out",
     "qkv_rope",
     "image_elementwise",
@@ -248,12 +250,13 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &CheckGroup<'_>); 12] = [
+        let groups: [(&str, &CheckGroup<'_>); 13] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),
             ("attention_mma", &|c| attention_mma::run_all(c, shapes)),
             ("attention_planes", &|c| attention_planes::run_all(c, shapes)),
+            ("decode_seqs", &|c| decode_seqs::run_all(c, shapes)),
             ("planes_out", &|c| planes_out::run_all(c, shapes)),
             ("qkv_rope", &|c| qkv_rope::run_all(c, shapes)),
             ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),

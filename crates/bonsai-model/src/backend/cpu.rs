@@ -93,6 +93,10 @@ impl Backend for CpuBackend {
         format!("cpu: {} ops, one by one ({} rows)", program.ops.len(), program.total_rows())
     }
 
+    fn plan_binds_sequences(&self, _plan: &(Program, Vec<usize>)) -> bool {
+        false
+    }
+
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
         super::host_copy_bandwidth()
     }

@@ -263,6 +263,10 @@ impl Backend for CudaBackend {
         plan::describe(plan)
     }
 
+    fn plan_binds_sequences(&self, plan: &CudaPlan) -> bool {
+        plan.binds_sequences()
+    }
+
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
         ops::copy_bandwidth(self)
     }

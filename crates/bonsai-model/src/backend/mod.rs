@@ -143,6 +143,9 @@ pub trait Backend: Sized {
     fn run(&self, plan: &mut Self::Plan, env: &mut RunEnv<'_, Self>) -> Result<(), BackendError>;
     /// What `plan` runs, for users (`bonsai bench -v`): its launches, kernel choices and graphs.
     fn describe_plan(&self, plan: &Self::Plan) -> String;
+    /// Whether `plan` may only run with the sequences of its first run (a recorded graph holds
+    /// their buffers); otherwise it runs any sequences with its program's rows.
+    fn plan_binds_sequences(&self, plan: &Self::Plan) -> bool;
 
     // The primitive ops: what each [`crate::program::Op`] means.
 

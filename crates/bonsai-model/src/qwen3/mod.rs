@@ -113,7 +113,25 @@ pub struct Qwen3State<B: Backend> {
     max_batch: usize,
     logit_rows: usize,
     acts: Activations<B>,
-    plans: Vec<(PlanKey, B::Plan)>,
+    plans: Vec<CachedPlan<B>>,
+}
+
+/// A compiled plan, what it was compiled for, and whether it serves only those sequences.
+struct CachedPlan<B: Backend> {
+    key: PlanKey,
+    binds_sequences: bool,
+    plan: B::Plan,
+}
+
+impl PlanKey {
+    /// Whether a plan compiled for `self` runs `other`: the same rows, logits and pick, and the
+    /// same sequences where the plan binds them.
+    fn serves(&self, other: &PlanKey, binds_sequences: bool) -> bool {
+        let rows = |k: &PlanKey| k.batch.iter().map(|&(_, rows)| rows).collect::<Vec<_>>();
+        self.logits == other.logits
+            && self.pick == other.pick
+            && if binds_sequences { self.batch == other.batch } else { rows(self) == rows(other) }
+    }
 }
 
 /// How the backend picks the next token from the last logits without the host.
@@ -330,7 +348,7 @@ impl<B: Backend> Qwen3<B> {
 
     /// The plan for `key` in `state` (compiled on first use) and its index.
     fn plan_index(&self, state: &mut Qwen3State<B>, key: &PlanKey) -> Result<usize, ModelError> {
-        if let Some(i) = state.plans.iter().position(|(k, _)| k == key) {
+        if let Some(i) = state.plans.iter().position(|c| c.key.serves(key, c.binds_sequences)) {
             return Ok(i);
         }
         let mut program = forward_program(self.dims, &self.ids, key.batch.iter().map(|&(_, rows)| rows).collect(), key.logits);
@@ -341,7 +359,8 @@ impl<B: Backend> Qwen3<B> {
         if state.plans.len() >= MAX_PLANS {
             state.plans.remove(0);
         }
-        state.plans.push((key.clone(), plan));
+        let binds_sequences = self.backend.plan_binds_sequences(&plan);
+        state.plans.push(CachedPlan { key: key.clone(), binds_sequences, plan });
         Ok(state.plans.len() - 1)
     }
 
@@ -368,7 +387,7 @@ impl<B: Backend> Qwen3<B> {
             }
         }
         let mut env = RunEnv { weights: &self.weights, acts, seqs: chosen };
-        self.backend.run(&mut plans[index].1, &mut env)?;
+        self.backend.run(&mut plans[index].plan, &mut env)?;
         for &(seq, rows) in &key.batch {
             n_past[seq] += rows;
         }
@@ -380,7 +399,7 @@ impl<B: Backend> Qwen3<B> {
     pub fn describe_plan(&self, state: &mut Qwen3State<B>, rows: usize, pick: Option<DevicePick>) -> Result<String, ModelError> {
         let key = PlanKey { batch: vec![(0, rows)], logits: LogitRows::Last, pick };
         let index = self.plan_index(state, &key)?;
-        Ok(self.backend.describe_plan(&state.plans[index].1))
+        Ok(self.backend.describe_plan(&state.plans[index].plan))
     }
 
     /// Sets the token the next [`Self::forward_decode`] consumes.

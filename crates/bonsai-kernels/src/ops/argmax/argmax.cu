@@ -22,17 +22,18 @@ __device__ __forceinline__ bool argmax_better(float va, u32 ia, float vb, u32 ib
     return va > vb || (va == vb && ia < ib);
 }
 
-extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n,
-                                              u32* __restrict__ out) {
-    griddep_wait();
-    griddep_launch_dependents();
+// This CTA's share (CTA `block` of `blocks`) of the argmax of x[0, n), folded into *best_key; the
+// last of the `blocks` CTAs (counted in *blocks_done) writes *out and resets both to zero.
+__device__ __forceinline__ void argmax_fold(const float* __restrict__ x, u32 n, u32 block, u32 blocks,
+                                            unsigned long long* best_key, u32* blocks_done,
+                                            u32* __restrict__ out) {
     __shared__ float best_v[WARP_SIZE];
     __shared__ u32 best_i[WARP_SIZE];
     float bv = 0.0f;
     u32 bi = ARGMAX_NONE;
     // Each thread scans increasing indices, so a strict > keeps its lowest index on ties.
-    const u32 stride = gridDim.x * blockDim.x;
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const u32 stride = blocks * blockDim.x;
+    for (u32 i = block * blockDim.x + threadIdx.x; i < n; i += stride) {
         const float v = __ldg(x + i);
         if (v == v && (bi == ARGMAX_NONE || v > bv)) { bv = v; bi = i; }
     }
@@ -57,11 +58,29 @@ extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n
         if (argmax_better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
     }
     if (lane != 0) return;
-    if (bi != ARGMAX_NONE) atomicMax(&argmax_best_key, value_index_key(bv == 0.0f ? 0.0f : bv, bi));  // -0 == +0: one key
+    if (bi != ARGMAX_NONE) atomicMax(best_key, value_index_key(bv == 0.0f ? 0.0f : bv, bi));  // -0 == +0: one key
     __threadfence();  // this CTA's key is visible before it counts itself done
-    if (atomicAdd(&argmax_blocks_done, 1u) != gridDim.x - 1) return;
+    if (atomicAdd(blocks_done, 1u) != blocks - 1) return;
     // Last CTA: every other CTA's atomicMax happened before its atomicAdd.
-    const unsigned long long key = atomicExch(&argmax_best_key, 0ull);
+    const unsigned long long key = atomicExch(best_key, 0ull);
     *out = key == 0ull ? ARGMAX_NONE : value_index_key_index(key);
-    atomicExch(&argmax_blocks_done, 0u);
+    atomicExch(blocks_done, 0u);
+}
+
+extern "C" __global__ void argmax_multi_block(const float* __restrict__ x, u32 n,
+                                              u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
+    argmax_fold(x, n, blockIdx.x, gridDim.x, &argmax_best_key, &argmax_blocks_done, out);
+}
+
+// The argmax of each of gridDim.y rows of x (row r: x[r * n, +n) -> out[r]), gridDim.x CTAs per
+// row: a batch's greedy picks in one launch. keys[r] and done[r] are zero before the launch and
+// the row's last CTA puts them back to zero, as the single-row kernel does with its globals.
+extern "C" __global__ void argmax_rows(const float* __restrict__ x, u32 n, u32* __restrict__ out,
+                                       unsigned long long* __restrict__ keys, u32* __restrict__ done) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const u32 row = blockIdx.y;
+    argmax_fold(x + (unsigned long long)row * n, n, blockIdx.x, gridDim.x, keys + row, done + row, out + row);
 }

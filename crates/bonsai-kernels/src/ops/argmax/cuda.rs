@@ -40,3 +40,45 @@ pub fn argmax(
     unsafe { l.launch(grid_1d(blocks, THREADS)) }?;
     Ok(())
 }
+
+/// `out[r]` = the argmax of row r of `x` (`rows` rows of `n`), as [`argmax`] gives for each row,
+/// in one launch (`argmax_rows`). `keys` and `done` (one per row) are zero before the launch and
+/// left zero.
+pub fn argmax_rows(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    rows: usize,
+    n: usize,
+    out: &mut impl DevicePtrMut<u32>,
+    keys: &mut impl DevicePtrMut<u64>,
+    done: &mut impl DevicePtrMut<u32>,
+) -> Result<(), LaunchError> {
+    const OP: &str = "argmax_rows";
+    if n == 0 || rows == 0 {
+        return Err(shape(OP, format!("empty input ({rows} rows of {n})")));
+    }
+    expect_at_least(OP, "x", x.len(), rows * n)?;
+    expect_at_least(OP, "out", out.len(), rows)?;
+    expect_at_least(OP, "keys", keys.len(), rows)?;
+    expect_at_least(OP, "done", done.len(), rows)?;
+    let n_u = u32::try_from(n).ok().filter(|&v| v != ARGMAX_NONE).ok_or_else(|| shape(OP, format!("n = {n} too large")))?;
+    let rows_u = u32::try_from(rows).ok().filter(|&r| r <= 65_535).ok_or_else(|| shape(OP, format!("{rows} rows")))?;
+    // Fewer CTAs per row than the one-row launch: the rows together fill the device.
+    let blocks = n.div_ceil(THREADS as usize * VALUES_PER_THREAD * rows.min(MAX_ROW_SHARE)).clamp(1, MAX_BLOCKS) as u32;
+    let func = gpu.function("argmax_rows")?;
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (o_p, _b) = write_ptr(out, gpu.stream);
+    let (k_p, _c) = write_ptr(keys, gpu.stream);
+    let (d_p, _d) = write_ptr(done, gpu.stream);
+    let mut l = Launch::new(gpu, func);
+    l.arg(&x_p).arg(&n_u).arg(&o_p).arg(&k_p).arg(&d_p);
+    let cfg = cudarc::driver::LaunchConfig { grid_dim: (blocks, rows_u, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: matches argmax_rows(x, n, out, keys, done); x holds rows * n values, out, keys and
+    // done one per row (checked above); each row's last CTA resets its key and counter.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// Up to this many rows, each extra row divides the CTAs per row (values per thread grow), so a
+/// batch's launch stays near the one-row launch's CTA count.
+const MAX_ROW_SHARE: usize = 8;

@@ -30,7 +30,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 mod decode;
 pub use decode::{
     decode_entry_point, decode_heads_entry_point, decode_planes_entry_point, decode_scratch_len, decode_splits,
-    DECODE_CTAS_PER_SM, DECODE_HEADS_MAX_LEN, DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_WARPS,
+    DECODE_CTAS_PER_SM, DECODE_HEADS_MAX_LEN, DECODE_HEADS_WARPS, DECODE_MAX_SPLITS, DECODE_MIN_SPLIT_KEYS, DECODE_WARPS,
 };
 #[path = "cuda_prefill_mma.rs"]
 mod prefill_mma;

@@ -313,7 +313,7 @@ fn rope_args<'a>(
     if p.shape.head_dim != GROUP || w.n != p.shape.qkv_row_len() {
         return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", p.shape, w.n)));
     }
-    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv_len, 1, &p, pos0)?;
+    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv_len, 1, &p, pos0.len())?;
     let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
     expect_at_least(OP, "staging words", staged.len(), w.n)?;
     let (staged, g0) = write_ptr(staged, gpu.stream);

@@ -32,7 +32,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
         Some(_) => ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write", p.shape.n_kv),
         None => ("qk_norm_rope", "qk_norm_rope_head_per_block", 0),
     };
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv.len(), m, &p, pos0)?;
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
     let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
     let kv = match cache {
         Some(KvCache { k, v, max_seq }) => {
@@ -93,14 +93,14 @@ impl<'a, W: DevicePtr<f32>, C: DevicePtr<f32>> DeviceParams<'a, W, C> {
 }
 
 /// The inputs' checks of a per-head norm and RoPE over `m` qkv rows (both launchers here and the
-/// qkv projection's rope epilogue): shape, qkv, norm weights, table, position. Returns (n_q, n_kv,
+/// qkv projection's rope epilogue): shape, qkv, norm weights, table, the position's length. Returns (n_q, n_kv,
 /// hd, max_pos) as kernel ints.
 pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     op: &'static str,
     qkv_len: usize,
     m: usize,
     p: &DeviceParams<'_, impl DevicePtr<f32>, C>,
-    pos0: &impl DevicePtr<u32>,
+    pos0_len: usize,
 ) -> Result<(i32, i32, i32, i32), LaunchError> {
     let Params { shape: shape_, q_norm, k_norm, rope, .. } = *p;
     let hd = shape_.head_dim;
@@ -113,7 +113,7 @@ pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     expect_at_least(op, "k_norm", k_norm.len(), hd)?;
     expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
     expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(op, "pos0", pos0.len(), 1)?;
+    expect_at_least(op, "pos0", pos0_len, 1)?;
     as_i32(op, "qkv len", m * row)?;
     Ok((as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?, as_i32(op, "max_pos", rope.max_pos)?))
 }

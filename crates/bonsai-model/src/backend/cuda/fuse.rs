@@ -5,6 +5,11 @@
 //! * Any batch: an RMSNorm feeding a GEMV of 2..=8 rows is staged by the GEMV itself
 //!   ([`Step::NormMatmul`], [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch
 //!   ([`Step::RopeKvWrite`]).
+//! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
+//!   those sequences run as one launch each through a table of their rows, positions and caches
+//!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
+//!   greedy picks ([`Step::PickRows`]) and, when every sequence has one row, the copy of the
+//!   last rows ([`Step::LastRowsAll`]). A graph of such a plan serves any set of sequences.
 //! * One token (decode of one sequence), where the binary GEMV serves a matrix: the GEMV reads
 //!   x as bit planes ([`Step::GemvPlanes`]). The op that produced x writes those planes itself
 //!   where it can: the embedding ([`Step::EmbedPlanes`]), the decode attention
@@ -19,6 +24,7 @@ use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::Store;
 
 use crate::program::{Act, MatrixId, Op, Program, VectorId};
+use crate::qwen3::DevicePick;
 
 /// Largest batch whose GEMVs stage an RMSNorm themselves (`GEMV_MAX_TOKENS`).
 pub(super) const NORM_FUSED_MAX_ROWS: usize = bonsai_kernels::launch::matmul::GEMV_MAX_TOKENS;
@@ -56,6 +62,16 @@ pub enum Step {
     NormGateUp { x: Act, norm: VectorId, w: MatrixId, out: Act },
     /// qk_norm_rope then the KV write, one launch per sequence.
     RopeKvWrite { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
+    /// As [`Step::RopeKvWrite`], one launch for all one-row sequences (the plan's table).
+    RopeKvWriteSeqs { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
+    /// The attention op, one launch for all one-row sequences (the table), one per other.
+    AttentionSeqs { qkv: Act, layer: usize, out: Act },
+    /// The advance op, one launch for all one-row sequences (the table), one per other.
+    AdvanceSeqs,
+    /// LastRows where every sequence has one row: rows 0..B of `x` are the last rows, one copy.
+    LastRowsAll { x: Act, out: Act },
+    /// A greedy pick of every logits row in one launch.
+    PickRows,
     /// The token's embedding row into `out`, and the planes of `out · norm`.
     EmbedPlanes { table: MatrixId, out: Act, norm: VectorId, planes: Planes },
     /// The planes of `x` (times `norm`) in a prepare launch.
@@ -84,6 +100,8 @@ pub struct Caps<'a> {
     pub qkv_rope: &'a dyn Fn(MatrixId) -> bool,
     /// Whether the embedding table's format has the embed-and-planes kernel.
     pub embed_planes: bool,
+    /// Whether the batched decode attention has a kernel for this head shape.
+    pub attention_seqs: bool,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -92,8 +110,14 @@ pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     if program.total_rows() == 1 {
         planes_steps(program, caps)
     } else {
-        batch_steps(program)
+        batch_steps(program, caps)
     }
+}
+
+/// Whether a plan of `program` runs its one-row sequences through a sequence table: a batch of
+/// several sequences, some of one row.
+pub fn uses_seq_table(program: &Program) -> bool {
+    program.rows.len() > 1 && program.rows.iter().any(|&r| r == 1)
 }
 
 /// Whether `act` is written before it is next read after `ops[from..]` begins (or never read):
@@ -128,16 +152,27 @@ fn touches(op: &Op) -> ([Option<Act>; 2], Option<Act>) {
     }
 }
 
-/// Any batch: norms folded into small-batch GEMVs, RoPE with the KV write.
-fn batch_steps(program: &Program) -> Vec<(Step, usize)> {
+/// Any batch: norms folded into small-batch GEMVs, RoPE with the KV write; the one-row
+/// sequences of a batch of several through the sequence table.
+fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     let ops = &program.ops;
     // The rows each op takes: a batch's head after LastRows runs one row per sequence.
     let rows = program.op_rows();
+    let table = uses_seq_table(program);
     let mut steps = Vec::new();
     let mut i = 0;
     while i < ops.len() {
         let small = rows[i] <= NORM_FUSED_MAX_ROWS;
         let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
+        let step = match step {
+            _ if !table => step,
+            Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },
+            Step::Op(Op::Attention { qkv, layer, out }) if caps.attention_seqs => Step::AttentionSeqs { qkv, layer, out },
+            Step::Op(Op::Advance) => Step::AdvanceSeqs,
+            Step::Op(Op::LastRows { x, out }) if program.one_row_each() => Step::LastRowsAll { x, out },
+            Step::Op(Op::Pick(DevicePick::Greedy)) => Step::PickRows,
+            other => other,
+        };
         steps.push((step, i));
         i += used;
     }
@@ -318,7 +353,7 @@ fn node_writes(node: &Node) -> Option<Act> {
         Node::Gemv { y, .. } => Some(*y),
         Node::Fused(Step::NormMatmul { y, .. }) => Some(*y),
         Node::Fused(Step::NormGateUp { out, .. }) => Some(*out),
-        Node::Fused(Step::RopeKvWrite { qkv, .. }) => Some(*qkv),
+        Node::Fused(Step::RopeKvWrite { qkv, .. } | Step::RopeKvWriteSeqs { qkv, .. }) => Some(*qkv),
         Node::Fused(_) => None,
     }
 }

@@ -41,7 +41,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -136,7 +136,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.

@@ -19,10 +19,12 @@ use bonsai_kernels::trace;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
 
-use super::fuse::{fuse, Caps, Planes, Step};
+use bonsai_kernels::launch::decode_seqs::{self, DeviceSeqTable, SeqTableBuilder};
+
+use super::fuse::{fuse, uses_seq_table, Caps, Planes, Step};
 use super::{device_err, view, CudaBackend};
 use crate::backend::{Backend, BackendError};
-use crate::program::{run_op, Program, RunEnv, SeqRows, Weights};
+use crate::program::{run_op, Act, Activations, Op, Program, RunEnv, SeqRows, Weights};
 
 /// The replay after capture that `trace` prints (warm by then).
 const TRACE_REPLAY: usize = 16;
@@ -44,6 +46,28 @@ pub struct CudaPlan {
     /// Per bucket (or the one plain run) and step, the kernels its first run launched: what
     /// [`describe`] prints.
     launched: Vec<Vec<Vec<trace::LaunchRecord>>>,
+    /// The one-row sequences' table and the batched kernels' scratch, where the steps use them.
+    seqs: Option<SeqScratch>,
+    /// Whether a recorded graph holds the buffers of its first run's sequences.
+    binds_sequences: bool,
+}
+
+/// The sequence table of a plan's one-row sequences and the scratch of the launches reading it.
+struct SeqScratch {
+    table: DeviceSeqTable,
+    /// Batched decode attention partials and counters (one block per sequence).
+    partials: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+    /// Greedy picks' per-row keys and counters (zero between launches).
+    pick_keys: CudaSlice<u64>,
+    pick_done: CudaSlice<u32>,
+    layers: usize,
+}
+
+impl CudaPlan {
+    pub(super) fn binds_sequences(&self) -> bool {
+        self.binds_sequences
+    }
 }
 
 /// One captured graph and its launches (the trace names its kernels with them).
@@ -112,7 +136,8 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let group = if dims.shape.n_kv == 0 || dims.shape.n_q % dims.shape.n_kv != 0 { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
     let qkv_rope = |w| dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
-    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true };
+    let attention_seqs = decode_seqs::attention_supported(dims.shape);
+    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true, attention_seqs };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
 
@@ -154,6 +179,18 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         vec![(usize::MAX, false)]
     };
     let replays_graphs = b.use_graphs && program.one_row_each();
+    let seqs = if uses_seq_table(&program) { Some(seq_scratch(b, &program)?) } else { None };
+    // Steps that launch with one sequence's buffers (a graph records them).
+    let per_sequence = |s: &Step| {
+        matches!(
+            s,
+            Step::RopeKvWrite { .. }
+                | Step::AttentionPlanes { .. }
+                | Step::QkvRope { .. }
+                | Step::Op(Op::QkNormRope { .. } | Op::KvWrite { .. } | Op::Attention { .. } | Op::Advance)
+        )
+    };
+    let binds_sequences = replays_graphs && steps.iter().any(|(s, _)| per_sequence(s));
     Ok(CudaPlan {
         program,
         steps,
@@ -164,12 +201,64 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         replays: 0,
         traced_events: Vec::new(),
         launched: Vec::new(),
+        seqs,
+        binds_sequences,
     })
+}
+
+/// The table and scratch for `program`'s one-row sequences.
+fn seq_scratch(b: &CudaBackend, program: &Program) -> Result<SeqScratch, BackendError> {
+    let shape = program.dims.shape;
+    let n = program.rows.iter().filter(|&&r| r == 1).count();
+    let layers = program
+        .ops
+        .iter()
+        .filter_map(|op| match *op {
+            Op::KvWrite { layer, .. } | Op::Attention { layer, .. } => Some(layer + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let stream = &b.stream;
+    let table = DeviceSeqTable::new(stream, n, layers).map_err(device_err("the sequence table"))?;
+    let rows = program.rows.len();
+    let (partials_len, counters_len) = (decode_seqs::attention_scratch_len(n, shape), decode_seqs::attention_counters_len(n, shape));
+    let scratch = SeqScratch {
+        table,
+        partials: stream.alloc_zeros::<f32>(partials_len).map_err(device_err("batched attention scratch"))?,
+        counters: stream.alloc_zeros::<u32>(counters_len).map_err(device_err("batched attention counters"))?,
+        pick_keys: stream.alloc_zeros::<u64>(rows).map_err(device_err("batched pick keys"))?,
+        pick_done: stream.alloc_zeros::<u32>(rows).map_err(device_err("batched pick counters"))?,
+        layers,
+    };
+    b.count_alloc::<u64>(decode_seqs::SeqTableWords::len_for(n, layers) + rows);
+    b.count_alloc::<u32>(partials_len + counters_len + rows);
+    Ok(scratch)
+}
+
+/// Points the plan's table at this run's one-row sequences (a copy only when they changed).
+fn update_seq_table(b: &CudaBackend, plan: &mut CudaPlan, env: &RunEnv<'_, CudaBackend>) -> Result<(), BackendError> {
+    let Some(seqs) = plan.seqs.as_mut() else { return Ok(()) };
+    let program = &plan.program;
+    let max_seq = env.seqs.first().and_then(|s| s.kv.first()).map_or(0, |c| c.max_seq);
+    let mut builder = SeqTableBuilder::new(seqs.layers, program.total_rows(), max_seq, program.dims.shape);
+    for (s, seq) in env.seqs.iter().enumerate() {
+        if program.rows[s] != 1 {
+            continue;
+        }
+        if seq.kv.len() < seqs.layers {
+            return Err(BackendError::Device(format!("a sequence of {} layer caches in a plan of {}", seq.kv.len(), seqs.layers)));
+        }
+        let caches = seq.kv[..seqs.layers].iter().map(|c| c.borrowed());
+        builder.push(&b.stream, program.row0(s), &seq.pos.device, caches).map_err(device_err("the sequence table"))?;
+    }
+    seqs.table.update(&b.stream, builder.finish()).map_err(device_err("writing the sequence table"))
 }
 
 /// Runs one step of `plan`: a graph replay, or its launches.
 pub(super) fn run(b: &CudaBackend, plan: &mut CudaPlan, env: &mut RunEnv<'_, CudaBackend>) -> Result<(), BackendError> {
     b.not_while_capturing("running a plan")?;
+    update_seq_table(b, plan, env)?;
     if !plan.replays_graphs {
         let first = plan.launched.is_empty();
         let launched = run_steps(b, plan, env, false, first)?;
@@ -262,18 +351,102 @@ fn run_steps(
     record: bool,
 ) -> Result<Vec<Vec<trace::LaunchRecord>>, BackendError> {
     let mut launched = Vec::new();
-    let CudaPlan { program, steps, planes, .. } = plan;
+    let CudaPlan { program, steps, planes, seqs, .. } = plan;
     for &(ref step, rows) in steps.iter() {
         if record {
             b.lib.record_launches();
         }
-        let ran = run_step(b, program, planes, step, rows, env, per_q_head);
+        let ran = match seqs.as_mut() {
+            Some(seqs) if is_seqs_step(step) => run_seqs_step(b, program, seqs, step, env),
+            _ => run_step(b, program, planes, step, rows, env, per_q_head),
+        };
         if record {
             launched.push(b.lib.take_launches());
         }
         ran?;
     }
     Ok(launched)
+}
+
+/// Whether `step` reads the plan's sequence table.
+fn is_seqs_step(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows
+    )
+}
+
+/// Launches a step over the table's one-row sequences, and the op one sequence at a time for the
+/// others.
+fn run_seqs_step(
+    b: &CudaBackend,
+    program: &Program,
+    seqs: &mut SeqScratch,
+    step: &Step,
+    env: &mut RunEnv<'_, CudaBackend>,
+) -> Result<(), BackendError> {
+    let dims = program.dims;
+    let RunEnv { weights, acts, seqs: sequences } = env;
+    let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
+    let has_table = program.rows.iter().any(|&r| r == 1);
+    // The sequences of more than one row, with their rows in the batch.
+    let multi_row = |s: usize| (program.rows[s] > 1).then(|| SeqRows { row0: program.row0(s), rows: program.rows[s] });
+    match *step {
+        Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer } => {
+            let rope = &weights.rope;
+            if has_table {
+                let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+                let p = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
+                decode_seqs::qk_norm_rope_kv_write_seqs(b.launcher(), acts.get_mut(qkv), p, &seqs.table, layer)
+                    .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
+            }
+            for (s, seq) in sequences.iter_mut().enumerate() {
+                let Some(rows) = multi_row(s) else { continue };
+                let seq = &mut **seq;
+                let norms = (vector(q_norm), vector(k_norm), dims.eps);
+                super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, rope, &seq.pos, Some(&mut seq.kv[layer]))?;
+            }
+        }
+        Step::AttentionSeqs { qkv, layer, out } => {
+            let (qkv, out) = acts.pair(qkv, out)?;
+            if has_table {
+                let work = bonsai_kernels::launch::attention::AttentionScratch { partials: &mut seqs.partials, counters: &mut seqs.counters };
+                decode_seqs::attention_decode_seqs(b.launcher(), qkv, &seqs.table, layer, work, out).map_err(device_err("attention_decode_seqs"))?;
+            }
+            for (s, seq) in sequences.iter().enumerate() {
+                let Some(rows) = multi_row(s) else { continue };
+                b.attention(qkv, rows, dims.shape, &seq.pos, &seq.kv[layer], out)?;
+            }
+        }
+        Step::AdvanceSeqs => {
+            if has_table {
+                decode_seqs::position_advance_seqs(b.launcher(), &seqs.table).map_err(device_err("position_advance_seqs"))?;
+            }
+            for (s, seq) in sequences.iter_mut().enumerate() {
+                match multi_row(s) {
+                    Some(rows) => b.advance_position(&mut seq.pos, rows.rows)?,
+                    // Inside a capture the kernel only runs at replay, which `run` accounts for.
+                    None if !b.capturing.get() => seq.pos.host += 1,
+                    None => {}
+                }
+            }
+        }
+        Step::LastRowsAll { x, out } => {
+            let len = program.rows.len() * dims.row_len(Act::X);
+            let (x, out) = acts.pair(x, out)?;
+            let from = super::ops::rows_of("last rows src", x, SeqRows { row0: 0, rows: 1 }, len)?;
+            let mut to = super::ops::rows_of_mut("last rows dst", out, SeqRows { row0: 0, rows: 1 }, len)?;
+            b.stream.memcpy_dtod(&from, &mut to).map_err(device_err("copying the last rows"))?;
+        }
+        Step::PickRows => {
+            let Activations { tokens, logits, .. } = &mut **acts;
+            let rows = program.rows.len();
+            bonsai_kernels::launch::argmax::argmax_rows(b.launcher(), logits, rows, dims.vocab, tokens, &mut seqs.pick_keys, &mut seqs.pick_done)
+                .map_err(device_err("argmax_rows"))?;
+        }
+        _ => return Err(BackendError::Device(format!("{step:?} is not a sequence-table step"))),
+    }
+    Ok(())
 }
 
 /// Launches one step.
@@ -297,6 +470,9 @@ fn run_step(
         let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
         match *step {
             Step::Op(_) => unreachable!("ran above"),
+            Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows => {
+                return Err(BackendError::Device(format!("{step:?} in a plan without a sequence table")));
+            }
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
                 mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store.into())
@@ -434,6 +610,11 @@ fn step_name(step: &Step) -> String {
         Step::NormMatmul { .. } => "norm+matmul".into(),
         Step::NormGateUp { .. } => "norm+gate_up_swiglu".into(),
         Step::RopeKvWrite { .. } => "qk_norm_rope+kv_write".into(),
+        Step::RopeKvWriteSeqs { .. } => "qk_norm_rope+kv_write (sequence table)".into(),
+        Step::AttentionSeqs { .. } => "attention (sequence table)".into(),
+        Step::AdvanceSeqs => "advance (sequence table)".into(),
+        Step::LastRowsAll { .. } => "last rows (one copy)".into(),
+        Step::PickRows => "greedy pick (all rows)".into(),
         Step::EmbedPlanes { .. } => "embed+planes".into(),
         Step::PreparePlanes { .. } => "prepare planes".into(),
         Step::AttentionPlanes { .. } => "attention+planes".into(),

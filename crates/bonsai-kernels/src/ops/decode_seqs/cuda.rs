@@ -1,0 +1,270 @@
+//! Launchers of the batched decode kernels (decode_seqs.cu): one token for each of n sequences,
+//! each at its own device position and with its own KV caches, named by a sequence table.
+//!
+//! The table is built on the host by [`SeqTableBuilder`] from the live buffers (it checks every
+//! length and keeps only their addresses), uploaded into a [`DeviceSeqTable`], and read by the
+//! kernels; the caller rebuilds it whenever the batch's sequences (or their buffers) change,
+//! which is what makes the raw addresses in it valid at launch.
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+
+use super::attention::{decode_entry_point, decode_splits, AttentionScratch, DECODE_MIN_SPLIT_KEYS, DECODE_WARPS};
+use super::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
+use crate::launch::{as_i32, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu, HeadShape, KvCache, LaunchError};
+use crate::launch_ex::Launch;
+
+const OP: &str = "decode_seqs";
+
+/// The host words of a sequence table (decode_seqs.cu's layout), with what its entries were
+/// checked against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeqTableWords {
+    words: Vec<u64>,
+    seqs: usize,
+    layers: usize,
+    /// Every entry's row is below this (the batch's rows).
+    rows: usize,
+    /// Every cache holds `shape.n_kv * max_seq * shape.head_dim` values.
+    max_seq: usize,
+    shape: HeadShape,
+}
+
+/// Builds a [`SeqTableWords`], one sequence at a time.
+pub struct SeqTableBuilder {
+    header: Vec<u64>,
+    /// Per layer, the (K, V) addresses of each sequence pushed so far.
+    kv: Vec<Vec<u64>>,
+    rows: usize,
+    max_seq: usize,
+    shape: HeadShape,
+}
+
+impl SeqTableBuilder {
+    /// A table for sequences of `layers` layers of caches `shape` x `max_seq`, whose rows lie
+    /// below `rows`.
+    pub fn new(layers: usize, rows: usize, max_seq: usize, shape: HeadShape) -> Self {
+        Self { header: Vec::new(), kv: vec![Vec::new(); layers], rows, max_seq, shape }
+    }
+
+    /// The next sequence: its `row` in the batch, its device position, and its caches (one per
+    /// layer, in layer order).
+    pub fn push<'c, C: DevicePtr<u16> + 'c>(
+        &mut self,
+        stream: &std::sync::Arc<CudaStream>,
+        row: usize,
+        pos: &CudaSlice<u32>,
+        caches: impl ExactSizeIterator<Item = KvCache<&'c C>>,
+    ) -> Result<(), LaunchError> {
+        if row >= self.rows {
+            return Err(shape(OP, format!("row {row} outside the batch's {} rows", self.rows)));
+        }
+        if caches.len() != self.kv.len() {
+            return Err(shape(OP, format!("{} layer caches for a table of {} layers", caches.len(), self.kv.len())));
+        }
+        expect_at_least(OP, "position", pos.len(), 1)?;
+        let (pos_p, _p) = read_ptr(pos, stream);
+        self.header.extend([row as u64, pos_p]);
+        for (layer, cache) in self.kv.iter_mut().zip(caches) {
+            if cache.max_seq != self.max_seq {
+                return Err(shape(OP, format!("a cache of {} positions in a table of {}", cache.max_seq, self.max_seq)));
+            }
+            check_kv_cache(OP, self.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
+            let (k_p, _k) = read_ptr(cache.k, stream);
+            let (v_p, _v) = read_ptr(cache.v, stream);
+            // The decode attention reads the caches 16 bytes at a time.
+            expect_aligned16(OP, "k_cache", k_p)?;
+            expect_aligned16(OP, "v_cache", v_p)?;
+            layer.extend([k_p, v_p]);
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> SeqTableWords {
+        let seqs = self.header.len() / 2;
+        let layers = self.kv.len();
+        let mut words = self.header;
+        for layer in self.kv {
+            words.extend(layer);
+        }
+        SeqTableWords { words, seqs, layers, rows: self.rows, max_seq: self.max_seq, shape: self.shape }
+    }
+}
+
+impl SeqTableWords {
+    pub fn seqs(&self) -> usize {
+        self.seqs
+    }
+    /// u64 words of a table of `seqs` sequences of `layers` layers.
+    pub fn len_for(seqs: usize, layers: usize) -> usize {
+        2 * seqs * (1 + layers)
+    }
+}
+
+/// A sequence table in device memory: what the kernels read.
+pub struct DeviceSeqTable {
+    buf: CudaSlice<u64>,
+    /// What the buffer holds now (None before the first upload).
+    held: Option<SeqTableWords>,
+}
+
+impl DeviceSeqTable {
+    /// Room for `seqs` sequences of `layers` layers.
+    pub fn new(stream: &std::sync::Arc<CudaStream>, seqs: usize, layers: usize) -> Result<Self, LaunchError> {
+        let buf = stream.alloc_zeros::<u64>(SeqTableWords::len_for(seqs, layers).max(1))?;
+        Ok(Self { buf, held: None })
+    }
+
+    /// Makes the device table hold `words`, copying only when they differ from what it holds
+    /// (queued on `stream`, ahead of the launches that read it).
+    pub fn update(&mut self, stream: &std::sync::Arc<CudaStream>, words: SeqTableWords) -> Result<(), LaunchError> {
+        if self.held.as_ref() == Some(&words) {
+            return Ok(());
+        }
+        expect_at_least(OP, "table", self.buf.len(), words.words.len())?;
+        let mut dst = self.buf.slice_mut(0..words.words.len());
+        stream.memcpy_htod(&words.words, &mut dst)?;
+        self.held = Some(words);
+        Ok(())
+    }
+
+    /// The table held, checked for `layer`.
+    fn held(&self, layer: usize) -> Result<&SeqTableWords, LaunchError> {
+        let held = self.held.as_ref().ok_or_else(|| shape(OP, "launch before the table was written".into()))?;
+        if layer >= held.layers {
+            return Err(shape(OP, format!("layer {layer} of a table of {} layers", held.layers)));
+        }
+        if held.seqs == 0 {
+            return Err(shape(OP, "a table of no sequences".into()));
+        }
+        Ok(held)
+    }
+
+    /// Device addresses of the table's header and of layer `layer`'s (K, V) part.
+    fn pointers(&self, stream: &std::sync::Arc<CudaStream>, layer: usize) -> (u64, u64) {
+        let seqs = self.held.as_ref().map_or(0, |h| h.seqs) as u64;
+        let (base, _g) = read_ptr(&self.buf, stream);
+        let word = std::mem::size_of::<u64>() as u64;
+        (base, base + word * 2 * seqs * (1 + layer as u64))
+    }
+}
+
+/// qk_norm_rope then the KV write of each table sequence's qkv row (of `rows` rows in `qkv`) at
+/// its position, into its layer-`layer` caches (`qk_norm_rope_kv_write_seqs`).
+pub fn qk_norm_rope_kv_write_seqs<C: DevicePtr<f32>>(
+    gpu: Gpu<'_>,
+    qkv: &mut impl DevicePtrMut<f32>,
+    p: DeviceParams<'_, impl DevicePtr<f32>, C>,
+    table: &DeviceSeqTable,
+    layer: usize,
+) -> Result<(), LaunchError> {
+    let held = table.held(layer)?;
+    if held.shape != p.shape {
+        return Err(shape(OP, format!("table of heads {:?}, params of {:?}", held.shape, p.shape)));
+    }
+    // Each position's length was checked by the table builder.
+    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), held.rows, &p, 1)?;
+    let max_seq = as_i32(OP, "max_seq", held.max_seq)?;
+    let heads = (p.shape.n_q + 2 * p.shape.n_kv) as u32;
+    let threads = (p.shape.head_dim / 2).div_ceil(32).max(1) as u32 * 32;
+    let cfg = LaunchConfig { grid_dim: (held.seqs as u32, heads, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+    let func = gpu.function("qk_norm_rope_kv_write_seqs")?;
+    let ([qn, kn, cs, sn], _a) = p.read_ptrs(gpu);
+    let (q_p, _b) = write_ptr(qkv, gpu.stream);
+    let (seqs_p, kv_p) = table.pointers(gpu.stream, layer);
+    let eps = p.eps;
+    let mut l = Launch::new(gpu, func);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos);
+    l.arg(&seqs_p).arg(&kv_p).arg(&max_seq);
+    // SAFETY: matches qk_norm_rope_kv_write_seqs's signature. The table's rows are below the rows
+    // qkv holds (checked above), its positions and caches were length-checked by the builder from
+    // live buffers that the caller keeps alive (it rebuilds the table when they change); the
+    // kernel bounds-checks each device position against max_pos and max_seq.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// f32 scratch elements [`attention_decode_seqs`] needs for `seqs` sequences: each sequence's
+/// partials, as the single-sequence kernel lays them out.
+pub fn attention_scratch_len(seqs: usize, shape_: HeadShape) -> usize {
+    seqs * super::attention::decode_scratch_len(shape_)
+}
+
+/// u32 counters [`attention_decode_seqs`] needs for `seqs` sequences (zero before, left zero).
+pub fn attention_counters_len(seqs: usize, shape_: HeadShape) -> usize {
+    seqs * shape_.n_kv
+}
+
+/// Whether [`attention_decode_seqs`] has a kernel for this head shape (the single-sequence decode
+/// kernel's groups and head_dims).
+pub fn attention_supported(shape_: HeadShape) -> bool {
+    shape_.n_kv > 0 && shape_.n_q % shape_.n_kv == 0 && decode_entry_point(shape_.n_q / shape_.n_kv, shape_.head_dim).is_some()
+}
+
+/// Each table sequence's one-token attention over its layer-`layer` caches at its position:
+/// q from its row of `qkv`, the output to its row of `out` (`attention_decode_seqs_g*_hd*`).
+pub fn attention_decode_seqs(
+    gpu: Gpu<'_>,
+    qkv: &impl DevicePtr<f32>,
+    table: &DeviceSeqTable,
+    layer: usize,
+    work: AttentionScratch<'_>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let held = table.held(layer)?;
+    let shape_ = held.shape;
+    let group = shape_.n_q / shape_.n_kv.max(1);
+    let name = format!("attention_decode_seqs_g{group}_hd{}", shape_.head_dim);
+    if !attention_supported(shape_) {
+        return Err(shape(OP, format!("no batched decode attention for {shape_:?}")));
+    }
+    expect_at_least(OP, "qkv", qkv.len(), held.rows * shape_.qkv_row_len())?;
+    expect_at_least(OP, "out", out.len(), held.rows * shape_.q_len())?;
+    // About one CTA per SM over every (sequence, kv head): many sequences take one split each.
+    let n_splits = decode_splits(sm_count(gpu.stream)?, shape_.n_kv * held.seqs);
+    let AttentionScratch { partials, counters } = work;
+    expect_at_least(OP, "scratch", partials.len(), held.seqs * shape_.n_q * n_splits * (shape_.head_dim + 2))?;
+    expect_at_least(OP, "counters", counters.len(), attention_counters_len(held.seqs, shape_))?;
+    let ints = [
+        as_i32(OP, "qkv row", shape_.qkv_row_len())?,
+        as_i32(OP, "out row", shape_.q_len())?,
+        as_i32(OP, "max_seq", held.max_seq)?,
+        as_i32(OP, "n_splits", n_splits)?,
+        DECODE_MIN_SPLIT_KEYS as i32,
+    ];
+    let cfg = LaunchConfig {
+        grid_dim: (shape_.n_kv as u32, n_splits as u32, held.seqs as u32),
+        block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let function = gpu.function(&name)?;
+    let (q_p, _a) = read_ptr(qkv, gpu.stream);
+    // The kernel reads q as float4 (every row starts 16-byte aligned: row lengths are multiples
+    // of 4 floats at the supported head_dims).
+    expect_aligned16(OP, "qkv", q_p)?;
+    let (seqs_p, kv_p) = table.pointers(gpu.stream, layer);
+    let (s_p, _b) = write_ptr(partials, gpu.stream);
+    let (c_p, _c) = write_ptr(counters, gpu.stream);
+    let (o_p, _d) = write_ptr(out, gpu.stream);
+    let mut l = Launch::new(gpu, function);
+    l.arg(&q_p).arg(&ints[0]).arg(&ints[1]).arg(&seqs_p).arg(&kv_p).arg(&ints[2]).arg(&s_p).arg(&ints[3]).arg(&ints[4]).arg(&c_p).arg(&o_p);
+    // SAFETY: matches attention_decode_seqs_g*_hd*'s signature; qkv and out hold the table's rows
+    // (checked above), the caches and positions were checked by the table builder from live
+    // buffers; scratch and counters hold one block per sequence (checked above); the kernel turns
+    // a position >= max_seq into NaN output instead of reading past the cache.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// Every table sequence's position moves on by one.
+pub fn position_advance_seqs(gpu: Gpu<'_>, table: &DeviceSeqTable) -> Result<(), LaunchError> {
+    let held = table.held(0)?;
+    let n = as_i32(OP, "sequences", held.seqs)?;
+    let func = gpu.function("position_advance_seqs")?;
+    let (seqs_p, _) = table.pointers(gpu.stream, 0);
+    let mut l = Launch::new(gpu, func);
+    l.arg(&seqs_p).arg(&n);
+    // SAFETY: matches position_advance_seqs(const u64*, int); the table's positions were checked
+    // by its builder (one u32 each, live).
+    unsafe { l.launch(grid_1d((held.seqs as u32).div_ceil(128), 128)) }?;
+    Ok(())
+}

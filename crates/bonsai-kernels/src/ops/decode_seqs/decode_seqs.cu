@@ -1,0 +1,99 @@
+// One decode token for each of n sequences of a batch, each at its own position and with its own
+// KV cache: the batched twins of qk_norm_rope_kv_write, attention_decode_g*_hd* and
+// position_advance. A batch's decode step launches each of them once per layer instead of once
+// per sequence, and a captured graph serves any set of sequences (it reads them from the table).
+//
+// The sequence table (u64 words, which the host rewrites only when the batch's sequences change):
+//   words [2i, 2i + 1]: sequence i's row in the batch's buffers (qkv, attention output) and the
+//     device address of its position (one u32: the new token's position);
+//   then per layer l, words [2n + 2(l n + i), +1]: the device addresses of sequence i's K and V
+//     cache of layer l ([n_kv][max_seq][hd] f16 each; one max_seq for every sequence).
+// Kernels take `seqs` (the table) and, where they touch a cache, `layer_kv` (the table's layer l
+// part). Sequence i is blockIdx.z for attention, blockIdx.x for the rope and the KV write.
+//
+// Speed of light on the H200, Bonsai-8B geometry, B sequences at context L: the attention reads
+// each sequence's cache once, 4 KiB per cached token per layer (B = 64, L = 576: 151 MB per
+// layer, 31 us at 4.8 TB/s); qk_norm_rope + KV write move ~40 KB per sequence per layer (B = 64:
+// 0.5 us); both otherwise latency-bound (one launch each per layer).
+
+__device__ __forceinline__ u32 decode_seq_row(const u64* __restrict__ seqs, int i) { return (u32)seqs[2 * i]; }
+__device__ __forceinline__ u32* decode_seq_pos(const u64* __restrict__ seqs, int i) {
+    return reinterpret_cast<u32*>(seqs[2 * i + 1]);
+}
+
+// grid (n, n_q + 2 n_kv): sequence blockIdx.x's row through qk_norm_rope_kv_write's math.
+extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, int n_q, int n_kv, int hd,
+                                                      const float* __restrict__ q_norm,
+                                                      const float* __restrict__ k_norm, float eps,
+                                                      const float* __restrict__ cos_table,
+                                                      const float* __restrict__ sin_table, int max_pos,
+                                                      const u64* __restrict__ seqs,
+                                                      const u64* __restrict__ layer_kv, int max_seq) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ float scratch[WARP_SIZE];
+    const int i = blockIdx.x;
+    float* row = qkv + (long long)decode_seq_row(seqs, i) * (n_q + 2 * n_kv) * hd;
+    u16* k_cache = reinterpret_cast<u16*>(layer_kv[2 * i]);
+    u16* v_cache = reinterpret_cast<u16*>(layer_kv[2 * i + 1]);
+    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
+                                *decode_seq_pos(seqs, i), max_seq, k_cache, v_cache, scratch);
+}
+
+// grid (n_kv, n_splits, n) of ATT_DEC_WARPS warps: sequence blockIdx.z's decode attention, with
+// its own n_q * n_splits partials and n_kv counters (the single-sequence kernel's layout, one
+// block of each per sequence).
+template <int G, int HD>
+__device__ __forceinline__ void attention_decode_seqs_body(const float* __restrict__ qkv, int qkv_row_len,
+                                                           int out_row_len, const u64* __restrict__ seqs,
+                                                           const u64* __restrict__ layer_kv, int max_seq,
+                                                           float* __restrict__ partial, int n_splits,
+                                                           int min_split_keys, u32* __restrict__ counters,
+                                                           float* __restrict__ out) {
+    const int i = blockIdx.z;
+    const long long row = decode_seq_row(seqs, i);
+    const int columns = gridDim.x;
+    attention_decode_body<G, HD, false>(
+        qkv + row * qkv_row_len, decode_seq_pos(seqs, i), max_seq, reinterpret_cast<const u16*>(layer_kv[2 * i]),
+        reinterpret_cast<const u16*>(layer_kv[2 * i + 1]), partial + (long long)i * columns * G * n_splits * (HD + 2),
+        n_splits, min_split_keys, counters + (long long)i * columns, out + row * out_row_len, nullptr, nullptr,
+        nullptr);
+}
+
+#define ATT_DEC_SEQS_ENTRY_POINT(G, HD)                                                                              \
+    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_seqs_g##G##_hd##HD(    \
+        const float* __restrict__ qkv, int qkv_row_len, int out_row_len, const u64* __restrict__ seqs,               \
+        const u64* __restrict__ layer_kv, int max_seq, float* __restrict__ partial, int n_splits,                    \
+        int min_split_keys, u32* __restrict__ counters, float* __restrict__ out) {                                   \
+        /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */                          \
+        attention_decode_seqs_body<G, HD>(qkv, qkv_row_len, out_row_len, seqs, layer_kv, max_seq, partial, n_splits, \
+                                          min_split_keys, counters, out);                                            \
+    }
+// The groups and head_dims of the single-sequence decode kernel.
+ATT_DEC_SEQS_ENTRY_POINT(1, 64)
+ATT_DEC_SEQS_ENTRY_POINT(2, 64)
+ATT_DEC_SEQS_ENTRY_POINT(3, 64)
+ATT_DEC_SEQS_ENTRY_POINT(4, 64)
+ATT_DEC_SEQS_ENTRY_POINT(5, 64)
+ATT_DEC_SEQS_ENTRY_POINT(6, 64)
+ATT_DEC_SEQS_ENTRY_POINT(7, 64)
+ATT_DEC_SEQS_ENTRY_POINT(8, 64)
+ATT_DEC_SEQS_ENTRY_POINT(1, 128)
+ATT_DEC_SEQS_ENTRY_POINT(2, 128)
+ATT_DEC_SEQS_ENTRY_POINT(3, 128)
+ATT_DEC_SEQS_ENTRY_POINT(4, 128)
+ATT_DEC_SEQS_ENTRY_POINT(5, 128)
+ATT_DEC_SEQS_ENTRY_POINT(6, 128)
+ATT_DEC_SEQS_ENTRY_POINT(7, 128)
+ATT_DEC_SEQS_ENTRY_POINT(8, 128)
+ATT_DEC_SEQS_ENTRY_POINT(1, 256)
+ATT_DEC_SEQS_ENTRY_POINT(2, 256)
+
+// Every sequence's position moves on by one (its token is now in the cache): thread i takes
+// sequence i of n.
+extern "C" __global__ void position_advance_seqs(const u64* __restrict__ seqs, int n) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) *decode_seq_pos(seqs, i) += 1u;
+}

@@ -1,0 +1,249 @@
+//! Checks of the batched decode kernels (decode_seqs.cu) and the batched greedy pick: each
+//! sequence of a table, at its own position, with its own caches and its row anywhere in the
+//! batch, against the single-sequence reference ops on that sequence alone. Rows the table does
+//! not name, and the other layer's caches, must come back untouched.
+
+use half::f16;
+
+use super::attention::{decode_bound, qk_norm_rope_bound, random_cache, BoundInputs, DECODE_WIDE_LANES, GENERAL};
+use super::gpu::{download, poisoned, upload};
+use super::shapes::{Geometry, ShapeSet, MODELS, SMALL};
+use super::{Comparison, Ctx, VerifyError};
+use crate::launch;
+use crate::launch::attention::AttentionScratch;
+use crate::launch::decode_seqs::{DeviceSeqTable, SeqTableBuilder};
+use crate::launch::qk_norm_rope::RopeTableView;
+use crate::ops::{self, HeadShape, KvCache, QkvRows};
+use crate::rope::RopeTable;
+
+const ROPE_THETA: f64 = 1e6;
+const EPS: f32 = 1e-6;
+/// Layers of each sequence's caches; the launches use the last (the table's layer offset).
+const LAYERS: usize = 2;
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    // Positions at the decode kernel's split edges (one key, a short context in one split, past
+    // 128 keys: several splits and a merge), mixed in one batch.
+    let positions = [0, 1, 33, 100, 1000];
+    let g2_hd256 = Geometry { name: "g2-hd256", hidden: 1024, ffn: 0, n_q: 4, n_kv: 2, head_dim: 256, ternary: false };
+    let mut geometries = vec![SMALL, DECODE_WIDE_LANES, GENERAL[0], g2_hd256];
+    if set == ShapeSet::All {
+        geometries.push(MODELS[2]);
+    }
+    for g in &geometries {
+        check(ctx, g, &positions)?;
+    }
+    // One sequence alone, and many (each split count the launcher picks).
+    check(ctx, &DECODE_WIDE_LANES, &[77])?;
+    let many: Vec<usize> = (0..40).map(|i| 17 * i + 3).collect();
+    check(ctx, &DECODE_WIDE_LANES, &many)?;
+    for (rows, n) in [(1, 1000), (5, 1000), (64, 4099)] {
+        argmax_rows(ctx, rows, n)?;
+    }
+    if set == ShapeSet::All {
+        argmax_rows(ctx, 64, 151_936)?;
+    }
+    Ok(())
+}
+
+/// One sequence of a check: its row in the batch, position and caches (per layer, K and V).
+struct Seq {
+    row: usize,
+    pos: usize,
+    caches: Vec<(Vec<f16>, Vec<f16>)>,
+}
+
+fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyError> {
+    let shape = HeadShape { n_q: g.n_q, n_kv: g.n_kv, head_dim: g.head_dim };
+    let (hd, row_len) = (shape.head_dim, shape.qkv_row_len());
+    let n = positions.len();
+    // Two rows more than sequences, the sequences' rows in reverse order from the last: rows 0
+    // and 1 belong to no sequence.
+    let rows = n + 2;
+    let max_seq = positions.iter().max().copied().unwrap_or(0) + 4;
+    let max_pos = max_seq + 1;
+    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let cache_len = shape.n_kv * max_seq * hd;
+    // Positions past a sequence's new token hold NaN: a kernel that reads them fails.
+    let beyond = |c: Vec<f16>, pos: usize| -> Vec<f16> {
+        c.into_iter().enumerate().map(|(i, x)| if (i / hd) % max_seq > pos { f16::NAN } else { x }).collect()
+    };
+    let seqs: Vec<Seq> = positions
+        .iter()
+        .enumerate()
+        .map(|(i, &pos)| Seq {
+            row: rows - 1 - i,
+            pos,
+            caches: (0..LAYERS).map(|_| (beyond(random_cache(ctx, cache_len), pos), beyond(random_cache(ctx, cache_len), pos))).collect(),
+        })
+        .collect();
+    let qkv = ctx.rng.activations(rows * row_len, 3.0);
+    let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+
+    // The device side: buffers, the table, the three launches.
+    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    let mut qd = upload(&ctx.stream, &qkv)?;
+    let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
+    let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
+    let mut pos_d = Vec::new();
+    let mut caches_d = Vec::new();
+    for s in &seqs {
+        pos_d.push(upload(&ctx.stream, &[s.pos as u32])?);
+        let mut layers = Vec::new();
+        for (k, v) in &s.caches {
+            layers.push((upload(&ctx.stream, &bits(k))?, upload(&ctx.stream, &bits(v))?));
+        }
+        caches_d.push(layers);
+    }
+    let mut builder = SeqTableBuilder::new(LAYERS, rows, max_seq, shape);
+    for (i, s) in seqs.iter().enumerate() {
+        let caches = caches_d[i].iter().map(|(k, v)| KvCache { k, v, max_seq });
+        builder.push(&ctx.stream, s.row, &pos_d[i], caches)?;
+    }
+    let mut table = DeviceSeqTable::new(&ctx.stream, n, LAYERS)?;
+    table.update(&ctx.stream, builder.finish())?;
+    let layer = LAYERS - 1;
+    let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
+    let params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    launch::decode_seqs::qk_norm_rope_kv_write_seqs(ctx.gpu(), &mut qd, params, &table, layer)?;
+    let qkv_after = download(&ctx.stream, &qd)?;
+    let as_f16 = |b: Vec<u16>| b.into_iter().map(f16::from_bits).collect::<Vec<f16>>();
+    let mut caches_after = Vec::new();
+    for layers in &caches_d {
+        let mut l = Vec::new();
+        for (k, v) in layers {
+            l.push((as_f16(download(&ctx.stream, k)?), as_f16(download(&ctx.stream, v)?)));
+        }
+        caches_after.push(l);
+    }
+    let out_len = rows * shape.q_len();
+    let mut od = poisoned(&ctx.stream, out_len)?;
+    let mut partials = poisoned(&ctx.stream, launch::decode_seqs::attention_scratch_len(n, shape))?;
+    let mut counters = upload(&ctx.stream, &vec![0u32; launch::decode_seqs::attention_counters_len(n, shape)])?;
+    let work = AttentionScratch { partials: &mut partials, counters: &mut counters };
+    launch::decode_seqs::attention_decode_seqs(ctx.gpu(), &qd, &table, layer, work, &mut od)?;
+    let out = download(&ctx.stream, &od)?;
+    let counters_left: Vec<u32> = download(&ctx.stream, &counters)?;
+    launch::decode_seqs::position_advance_seqs(ctx.gpu(), &table)?;
+    let mut positions_after = Vec::new();
+    for p in &pos_d {
+        positions_after.push(download(&ctx.stream, p)?[0]);
+    }
+
+    // 1. qk_norm_rope + KV write: each table row against the reference on that row at its
+    // position (qk_norm_rope_kv_write's bounds, attention.rs); untouched rows and the other
+    // layer's caches exact.
+    let mut want = qkv.clone();
+    let mut bound = vec![0.0f64; qkv.len()];
+    let (mut got_c, mut want_c, mut bound_c) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, s) in seqs.iter().enumerate() {
+        let r = s.row * row_len..(s.row + 1) * row_len;
+        let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+        ops::qk_norm_rope::reference(p, &mut want[r.clone()], 1, s.pos)?;
+        let b = qk_norm_rope_bound(&qkv[r.clone()], 1, shape, &qn, &kn, &rope, s.pos);
+        bound[r.clone()].copy_from_slice(&b);
+        for (l, (k0, v0)) in s.caches.iter().enumerate() {
+            let (mut kw, mut vw) = (k0.clone(), v0.clone());
+            if l == layer {
+                let rows1 = QkvRows { qkv: &want[r.clone()], m: 1, shape, pos0: s.pos };
+                ops::kv_write::reference(rows1, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
+            }
+            let (kg, vg) = &caches_after[i][l];
+            for (j, (&g_, &w_)) in kg.iter().zip(&kw).enumerate() {
+                let (p_, d) = ((j / hd) % max_seq, j % hd);
+                let head = j / (max_seq * hd);
+                // The stored k: f16 of values within the qk bound: that bound plus one f16 ulp.
+                let bk = if l == layer && p_ == s.pos {
+                    b[(shape.n_q + head) * hd + d] + w_.to_f64().abs() * f64::powi(2.0, -10) + f64::powi(2.0, -24)
+                } else {
+                    0.0
+                };
+                got_c.push(g_.to_f32());
+                want_c.push(w_.to_f32());
+                bound_c.push(bk);
+            }
+            got_c.extend(vg.iter().map(|h| h.to_f32()));
+            want_c.extend(vw.iter().map(|h| h.to_f32()));
+            bound_c.extend(std::iter::repeat_n(0.0, vw.len()));
+        }
+    }
+    // NaN positions compare equal to NaN references only if the comparison treats them alike:
+    // both sides hold the same NaN there, so map them to a sentinel first.
+    let unnan = |v: &mut Vec<f32>| v.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = -7777.0);
+    let (mut got_c, mut want_c) = (got_c, want_c);
+    unnan(&mut got_c);
+    unnan(&mut want_c);
+    let mut got_all = qkv_after.clone();
+    got_all.extend(&got_c);
+    let mut want_all = want.clone();
+    want_all.extend(&want_c);
+    let n_qkv = qkv.len();
+    let cmp = Comparison::of(&got_all, &want_all, |i| if i < n_qkv { bound[i] } else { bound_c[i - n_qkv] });
+    let spread = match positions {
+        [one] => format!("pos={one}"),
+        _ => format!("pos={}..{}", positions.iter().min().unwrap_or(&0), positions.iter().max().unwrap_or(&0)),
+    };
+    ctx.record("qk_norm_rope_kv_write_seqs", &format!("{} seqs={n} {spread}", g.name), cmp);
+
+    // 2. Attention on the device's own qkv and caches: each table row against the reference
+    // over that sequence's caches (the decode kernel's bound); counters left zero.
+    let (mut got_a, mut want_a, mut bound_a) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, s) in seqs.iter().enumerate() {
+        let q_row = &qkv_after[s.row * row_len..(s.row + 1) * row_len];
+        let (kc, vc) = &caches_after[i][layer];
+        let mut o = vec![0.0f32; shape.q_len()];
+        ops::attention::reference(QkvRows { qkv: q_row, m: 1, shape, pos0: s.pos }, KvCache { k: kc, v: vc, max_seq }, &mut o)?;
+        let inputs = BoundInputs { qkv: q_row, m: 1, shape, pos0: s.pos, max_seq, kc, vc };
+        bound_a.extend(decode_bound(&inputs));
+        got_a.extend_from_slice(&out[s.row * shape.q_len()..(s.row + 1) * shape.q_len()]);
+        want_a.extend(o);
+    }
+    let n_out = got_a.len();
+    got_a.extend(counters_left.iter().map(|&c| c as f32));
+    want_a.extend(std::iter::repeat_n(0.0f32, counters_left.len()));
+    let cmp = Comparison::of(&got_a, &want_a, |i| if i < n_out { bound_a[i] } else { 0.0 });
+    let entry = format!("attention_decode_seqs_g{}_hd{hd}", shape.n_q / shape.n_kv);
+    ctx.record("attention_decode_seqs", &format!("{} seqs={n} {entry}", g.name), cmp);
+
+    // 3. Positions: each one up by one, exactly.
+    let got_p: Vec<f32> = positions_after.iter().map(|&p| p as f32).collect();
+    let want_p: Vec<f32> = seqs.iter().map(|s| (s.pos + 1) as f32).collect();
+    ctx.record("position_advance_seqs", &format!("{} seqs={n}", g.name), Comparison::of(&got_p, &want_p, |_| 0.0));
+    Ok(())
+}
+
+/// The batched argmax against the host's first-maximum index per row, exactly; row 1 (when
+/// present) all NaN but one value, ties everywhere from a coarse grid of values.
+fn argmax_rows(ctx: &mut Ctx, rows: usize, n: usize) -> Result<(), VerifyError> {
+    let mut x: Vec<f32> = (0..rows * n).map(|_| (ctx.rng.range(-8.0, 8.0) * 4.0).round() / 4.0).collect();
+    if rows > 1 {
+        x[n..2 * n].iter_mut().for_each(|v| *v = f32::NAN);
+        x[n + n / 2] = -3.0;
+    }
+    let want: Vec<f32> = x
+        .chunks(n)
+        .map(|row| {
+            let mut best: Option<(usize, f32)> = None;
+            for (i, &v) in row.iter().enumerate() {
+                if !v.is_nan() && best.is_none_or(|(_, b)| v > b) {
+                    best = Some((i, v));
+                }
+            }
+            best.map_or(u32::MAX, |(i, _)| i as u32) as f32
+        })
+        .collect();
+    let xd = upload(&ctx.stream, &x)?;
+    let mut out = upload(&ctx.stream, &vec![u32::MAX - 1; rows])?;
+    let mut keys = upload(&ctx.stream, &vec![0u64; rows])?;
+    let mut done = upload(&ctx.stream, &vec![0u32; rows])?;
+    launch::argmax::argmax_rows(ctx.gpu(), &xd, rows, n, &mut out, &mut keys, &mut done)?;
+    let mut got: Vec<f32> = download(&ctx.stream, &out)?.into_iter().map(|v| v as f32).collect();
+    let mut want = want;
+    // Keys and counters must be left at zero for the next launch.
+    got.extend(download(&ctx.stream, &keys)?.into_iter().map(|v| v as f32));
+    got.extend(download(&ctx.stream, &done)?.into_iter().map(|v| v as f32));
+    want.extend(std::iter::repeat_n(0.0f32, 2 * rows));
+    ctx.record("argmax_rows", &format!("rows={rows} n={n}"), Comparison::of(&got, &want, |_| 0.0));
+    Ok(())
+}
