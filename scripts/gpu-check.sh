@@ -22,6 +22,8 @@
 #             GPU: truth, error and time of every Bonsai-Image op). IMAGE_CASES=a,b limits the
 #             cases; the raw dump (several GB) goes to IMAGE_DUMP or a temporary folder
 #   golden    scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
+#   batch     the batched decode step (bench --batch, Bonsai-8B geometry) of .gpu/bonsai-base (if
+#             present) and .gpu/bonsai, then one traced replay of the new one's 64-sequence step
 #   serve     bonsai bench serve against bonsai serve on the Bonsai-8B geometry (1, 16, 64 and 256
 #             streams of 512 prompt + 128 generated tokens) and Ternary-8B (64 streams), after
 #             bench's own tg128 of the same geometry; SERVE_STREAMS / SERVE_NP override
@@ -111,6 +113,13 @@ ab)
     done
     run ab-base-depth "$BASE" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192 --json
     run ab-new-depth "$BIN" bench --synthetic bonsai-8b -p 0 -n 128 -r 3 --ctx-depth 8192 --json
+    ;;
+batch)
+    if [ -x "$BASE" ]; then
+        run batch-base "$BASE" bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch 16,64
+    fi
+    run batch-new "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch "${BATCH_SIZES:-8,16,32,64,128}"
+    run batch-trace "$BIN" --kernel-config trace=kernels bench -v --synthetic bonsai-8b -p 0 -n 32 -r 1 --batch 64
     ;;
 image)
     DUMP=${IMAGE_DUMP:-$(mktemp -d)}

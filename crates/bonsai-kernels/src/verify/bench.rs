@@ -108,6 +108,7 @@ pub(crate) fn copy_bandwidth(ctx: &Ctx) -> Result<f64, VerifyError> {
 pub const BENCH_GROUPS: &[&str] = &[
     "bench_gemv",
     "bench_gemm",
+    "bench_batch_gemm",
     "bench_attention",
     "attention_planes",
     "bench_prefill_attention",
@@ -123,6 +124,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     let mut rows = Vec::new();
     if wanted("bench_gemv") || wanted("bench_gemm") {
         rows.extend(bench_llm_matmuls(ctx, wanted("bench_gemv"), wanted("bench_gemm"), copy_bw)?);
+    }
+    if wanted("bench_batch_gemm") {
+        rows.extend(bench_batch_gemms(ctx, copy_bw)?);
     }
     if wanted("bench_gemm") {
         // The Bonsai-Image DiT's widest ternary GEMM (issue #6: >= 250 TFLOP/s effective).
@@ -202,6 +206,28 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
             }
             if n == 4096 && f16 {
                 rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, unsplit, copy_bw)?);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// A batched decode step's GEMMs (Bonsai-8B layer shapes, Q1) at the server's batch sizes, on
+/// the launcher's default and on the f16 mma.sync kernel at several K splits: where the weight
+/// read, not the math, sets the time, the grid must cover the SMs.
+fn bench_batch_gemms(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
+    let mut rows = Vec::new();
+    let mut kernels = Vec::new();
+    if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
+        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma));
+    }
+    if crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
+        kernels.extend([1, 2, 4, 8, 16].map(|s| MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(s))));
+    }
+    for m in [16, 32, 64, 128] {
+        for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
+            for &kernel in &kernels {
+                rows.push(bench_matmul(ctx, n, k, m, false, swiglu, kernel, copy_bw)?);
             }
         }
     }

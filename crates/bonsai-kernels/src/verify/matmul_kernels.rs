@@ -48,6 +48,8 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(2)) => "gemm_f16_split2",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(3)) => "gemm_f16_split3",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(4)) => "gemm_f16_split4",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(8)) => "gemm_f16_split8",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(16)) => "gemm_f16_split16",
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(_)) => "gemm_f16_splitn",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma) => "gemm_wgmma",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)) => "gemm_wgmma_128",
