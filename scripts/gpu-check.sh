@@ -12,7 +12,8 @@
 #   bench     bonsai kernels verify --bench-only: per-kernel time against the copy ceiling
 #   check     bonsai check (CPU vs GPU: greedy tokens, logits, perplexity) on both golden
 #             checkpoints, the Bonsai-8B and Ternary-8B geometries and the test geometries
-#             (GQA groups 1/3/4/5/8, head_dim 64/128/256)
+#             (GQA groups 1/3/4/5/8, head_dim 64/128/256; CHECK_SYNTHETIC="a b" names others, and
+#             CHECK_GOLDEN=0 skips the golden ones)
 #   model     bonsai bench -v on the synthetic geometries (pp512 + tg128), decode at depth
 #   headline  pp512 + tg128 of Bonsai-8B and Ternary-8B (the README's figures)
 #   ab        the same call's A/B of .gpu/bonsai-base (the commit before a change) against
@@ -81,13 +82,13 @@ bench)
     ;;
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
-    for fmt in q1 tq2; do
+    for fmt in $([ "${CHECK_GOLDEN:-1}" = 1 ] && echo q1 tq2); do
         type=q1_0; [ "$fmt" = tq2 ] && type=tq2_0_g128
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" "$BIN" --kernel-config graphs=off check -m "$LOGS/golden-$fmt.gguf" -n 64
     done
-    for g in bonsai-8b ternary-8b g1-hd64 g3-hd128 g4-hd256 g5-hd128 g8-hd64 tiny-q2; do
+    for g in ${CHECK_SYNTHETIC:-bonsai-8b ternary-8b g1-hd64 g3-hd128 g4-hd256 g5-hd128 g8-hd64 tiny-q2}; do
         run "check-$g" "$BIN" check --synthetic "$g" -n 16
     done
     ;;
