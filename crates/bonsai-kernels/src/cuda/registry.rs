@@ -162,6 +162,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_f16_128x256",
             "matmul_q1_gemm_wgmma",
             "matmul_q1_gemm_wgmma_n64",
+            "matmul_q1_gemm_wgmma_n64_split",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -172,6 +173,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_f16_128x256",
             "matmul_q1_add_gemm_wgmma",
             "matmul_q1_add_gemm_wgmma_n64",
+            "matmul_q1_add_gemm_wgmma_n64_split",
         ],
     },
     KernelSource {
@@ -189,6 +191,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_f16_128x256",
             "matmul_q2_gemm_wgmma",
             "matmul_q2_gemm_wgmma_n64",
+            "matmul_q2_gemm_wgmma_n64_split",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -199,6 +202,7 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_f16_128x256",
             "matmul_q2_add_gemm_wgmma",
             "matmul_q2_add_gemm_wgmma_n64",
+            "matmul_q2_add_gemm_wgmma_n64_split",
         ],
     },
     KernelSource {
@@ -215,6 +219,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_f16_128x256",
             "gate_up_swiglu_q1_gemm_wgmma",
             "gate_up_swiglu_q1_gemm_wgmma_n64",
+            "gate_up_swiglu_q1_gemm_wgmma_n64_split",
         ],
     },
     KernelSource {
@@ -231,6 +236,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_f16_128x256",
             "gate_up_swiglu_q2_gemm_wgmma",
             "gate_up_swiglu_q2_gemm_wgmma_n64",
+            "gate_up_swiglu_q2_gemm_wgmma_n64_split",
         ],
     },
     KernelSource {

@@ -3,7 +3,7 @@
 
 use super::matmul::{gate_up_with, matmul_with, random_matrix, MatmulKernel};
 use super::{Ctx, VerifyError};
-use crate::launch::matmul::GemmKernel;
+use crate::launch::matmul::{GemmKernel, WgmmaTile};
 use crate::ops::Store;
 
 /// Token counts of the split-K rows: the f16 GEMM's smallest m (64), 2 x 128 + 44 and 4 x 128 +
@@ -13,6 +13,7 @@ const SPLIT_SWIGLU_TOKENS: usize = 300;
 const SPLIT_ODD_TOKENS: usize = 600;
 
 pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    wgmma_split_rows(ctx)?;
     if !crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
         return Ok(()); // no f16 tile fits this device's shared memory (matmul.rs says so once)
     }
@@ -37,4 +38,25 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(), VerifyError> {
 fn f16_split_kernels(splits: usize) -> [MatmulKernel; 3] {
     [GemmKernel::TensorCoreF16Splits(splits), GemmKernel::TensorCoreF16, GemmKernel::TensorCoreF16Splits(1)]
         .map(MatmulKernel::Gemm)
+}
+
+/// The wgmma GEMM's split-K path (`*_gemm_wgmma_n64_split`), which its launcher takes for grids
+/// that leave most SMs idle (a batched decode step): few weight tiles at decode-batch token
+/// counts, next to the forced 128-token tile (never split) on the same inputs. With the H200's
+/// 132 SMs: 2 tiles over 9 groups split 5 + 4; 2 tiles over 32 groups in 8 splits of 4; one
+/// SwiGLU tile over 11 groups 6 + 5.
+fn wgmma_split_rows(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    if !crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
+        return Ok(());
+    }
+    let kernels = [GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)].map(MatmulKernel::Gemm);
+    for ternary in [false, true] {
+        let w = random_matrix(ctx, 512, 1152, ternary);
+        matmul_with(ctx, "wgmma split", w, 16, Store::Add, &kernels)?;
+        let w = random_matrix(ctx, 333, 4096, ternary);
+        matmul_with(ctx, "wgmma split", w, 64, Store::Overwrite, &kernels)?;
+        let w = random_matrix(ctx, 2 * 37, 1408, ternary);
+        gate_up_with(ctx, "wgmma split", w, 40, &kernels)?;
+    }
+    Ok(())
 }

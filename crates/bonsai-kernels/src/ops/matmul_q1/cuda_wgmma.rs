@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
 use super::matmul_f16::{prepass, F16Shape};
@@ -23,6 +23,20 @@ const MAX_GRID_Y: usize = 65_535;
 /// Weight rows and threads of every CTA (QW_ROWS, QW_THREADS in matmul_gemm_wgmma.cu).
 const QW_ROWS: usize = 256;
 const QW_THREADS: u32 = 512;
+/// Fewest 128-groups a K split takes: shorter ones spend their time filling the ring.
+const QW_MIN_SPLIT_GROUPS: usize = 4;
+
+/// K splits for a grid of `ctas` CTAs over `groups` 128-groups on `sms` SMs: none while the grid
+/// fills at least half the SMs (every prefill chunk of the Bonsai geometries), else enough to
+/// bring it near one CTA per SM, each split at least QW_MIN_SPLIT_GROUPS groups. A batched decode
+/// step's GEMMs (one 64-token tile, 16 to 24 weight tiles) take 5 to 8; each CTA's time is its
+/// chain of groups, so the split cuts it about that much (docs/kernel-notes.md, "Batched decode").
+fn k_splits(ctas: usize, groups: usize, sms: usize) -> usize {
+    if 2 * ctas >= sms || ctas == 0 {
+        return 1;
+    }
+    (sms / ctas).min(groups / QW_MIN_SPLIT_GROUPS).max(1)
+}
 
 /// The token width of a CTA tile of the wgmma GEMM (its two entry points per matmul).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +147,35 @@ pub(crate) fn launch(
     let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
+    let groups = s.k / GROUP;
+    // Only the 64-token tile has a split entry point; the 128-token one is chosen only for grids
+    // that fill at least half the SMs, which k_splits leaves whole.
+    let splits = if tile == WgmmaTile::Tokens64 { k_splits(tiles as usize * token_tiles as usize, groups, sms) } else { 1 };
+    if splits > 1 {
+        let split_groups = groups.div_ceil(splits);
+        let splits = groups.div_ceil(split_groups);
+        let split_gemm = gpu.function(&format!("{name}_split"))?;
+        opt_in_shared_memory(op, gpu.stream, split_gemm, smem, "the wgmma GEMM")?;
+        let tile_count = tiles as usize * token_tiles as usize;
+        // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
+        // itself in, and only the CTA counted last reads the partials.
+        let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(splits * tile_count * tile.tokens() / 2 * QW_THREADS as usize) }?;
+        // One arrival counter per output tile, zeroed on the stream before the GEMM.
+        let mut counters: CudaSlice<u32> = gpu.stream.alloc_zeros(tile_count)?;
+        let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
+        let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
+        let split_groups_i = as_i32(op, "split_groups", split_groups)?;
+        let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, splits as u32), block_dim: (QW_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+        let mut b = Launch::new(gpu, split_gemm);
+        b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
+        b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i);
+        // SAFETY: as the unsplit launch below, plus: `_split` takes (partials, tile_counters,
+        // split_groups) after k; the grid's z holds ceil(G / split_groups) non-empty splits, the
+        // partials hold splits x tiles x (BN / 2 accumulators x QW_THREADS threads) f32 and the
+        // counters one zeroed u32 per output tile (allocated above for this grid).
+        unsafe { b.launch(cfg) }?;
+        return Ok(());
+    }
 
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
@@ -154,6 +197,22 @@ pub(crate) fn launch(
 mod tests {
     use super::*;
     use crate::launch::smem_limits::{H200_SMEM_PER_SM, RESERVED_SMEM_PER_CTA};
+
+    #[test]
+    fn k_splits_fill_idle_sms_and_leave_full_grids_whole() {
+        // Bonsai-8B on the H200 (132 SMs), one 64-token tile: down (16 tiles, 96 groups), qkv (24
+        // tiles, 32 groups), attn_out (16 tiles, 32 groups), gate|up (96 tiles).
+        assert_eq!(k_splits(16, 96, 132), 8);
+        assert_eq!(k_splits(24, 32, 132), 5);
+        assert_eq!(k_splits(16, 32, 132), 8);
+        assert_eq!(k_splits(96, 32, 132), 1);
+        // Prefill chunks fill the SMs: never split.
+        assert_eq!(k_splits(128, 96, 132), 1);
+        // Few groups: at least QW_MIN_SPLIT_GROUPS each.
+        assert_eq!(k_splits(4, 9, 132), 2);
+        assert_eq!(k_splits(4, 3, 132), 1);
+        assert_eq!(k_splits(0, 32, 132), 1);
+    }
 
     #[test]
     fn one_cta_fits_an_sm() {

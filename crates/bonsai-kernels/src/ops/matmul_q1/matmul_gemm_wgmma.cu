@@ -29,6 +29,14 @@
 // ptxas 13.0 serializes its wgmmas (C7513, "non wgmma instructions defining input registers
 // ... between start and end of the pipeline stage").
 //
+// Split K (SPLIT = true, `_gemm_wgmma_n64_split`; blockIdx.z = split of gridDim.z): for grids that
+// leave most SMs idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), split z
+// runs groups [z P, min((z + 1) P, G)), P = split_groups, stores its raw f32 accumulators to
+// `partials`, and the CTA that arrives last at the tile's counter adds the splits' partials in
+// split order (so the result does not depend on the arrival order) before the epilogue.
+// Where a CTA's time is its chain of K groups (about 1.5 us per group whatever the token count:
+// docs/kernel-notes.md, "Batched decode"), S splits cut it S-fold for one extra partial round trip.
+//
 // SwiGLU: local row lr = 16 b + r holds the gate (r < 8) or up (r >= 8) row of feature
 // 8 b + r % 8 of the tile, so a thread's accumulators of rows g and g + 8 are the gate and up
 // of one feature (128 features per CTA).
@@ -56,10 +64,12 @@ struct QwStage {
     static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
 };
 
-template <int BITS, int MODE, int BN, int STAGES>
+template <int BITS, int MODE, int BN, int STAGES, bool SPLIT = false>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
-                                           int m, float* __restrict__ y, int n_out, int k) {
+                                           int m, float* __restrict__ y, int n_out, int k,
+                                           float* __restrict__ partials = nullptr,
+                                           unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0) {
     using S = QwStage<BITS, BN>;
     constexpr int ROWS = QW_ROWS, THREADS = QW_THREADS, ACC = BN / 2, GPB = QW_GROUPS_PER_BARRIER;
     // GPB groups are consumed per CTA barrier; AHEAD groups are in flight beyond them (the ring
@@ -77,6 +87,9 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
     const int groups = k / GROUP_SIZE;
+    // The groups this CTA runs: [g_begin, g_begin + n_groups).
+    const int g_begin = SPLIT ? blockIdx.z * split_groups : 0;
+    const int n_groups = SPLIT ? min(split_groups, groups - g_begin) : groups;
     // This thread's A rows: warpgroup warp / 4 has local rows 64 (warp / 4) .. +63, warp w % 4 of
     // it rows 16 (w % 4) .. +15, and the lane rows g and g + 8 of those.
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
@@ -120,15 +133,15 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 
 #pragma unroll
     for (int s = 0; s < AHEAD; ++s) {
-        if (s < groups) {
-            load_group(s, s);
-            if (carries_scale) d_tile(s)[threadIdx.x] = load_scale(s);
+        if (s < n_groups) {
+            load_group(g_begin + s, s);
+            if (carries_scale) d_tile(s)[threadIdx.x] = load_scale(g_begin + s);
         }
         cp_async_commit();
     }
 
 #pragma unroll 1
-    for (int it0 = 0; it0 < groups; it0 += GPB) {
+    for (int it0 = 0; it0 < n_groups; it0 += GPB) {
         // Groups it0 .. it0 + GPB - 1 landed: one commit per group, the newest AHEAD - GPB may
         // still be in flight.
         cp_async_wait<AHEAD - GPB>();
@@ -142,16 +155,16 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         for (int j = 0; j < GPB; ++j) {
             const int next = it0 + AHEAD + j;
             d_next[j] = 0;
-            if (next < groups) {
-                load_group(next, next % STAGES);
-                if (carries_scale) d_next[j] = load_scale(next);
+            if (next < n_groups) {
+                load_group(g_begin + next, next % STAGES);
+                if (carries_scale) d_next[j] = load_scale(g_begin + next);
             }
             cp_async_commit();
         }
 #pragma unroll
         for (int j = 0; j < GPB; ++j) {
             const int it = it0 + j;
-            if (it >= groups) break;
+            if (it >= n_groups) break;
             const int slot = it % STAGES;
             const u32* ws = w_tile(slot);
             const u16* ds = d_tile(slot);
@@ -181,11 +194,33 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 #pragma unroll
         for (int j = 0; j < GPB; ++j) {
             const int next = it0 + AHEAD + j;
-            if (next < groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next[j];
+            if (next < n_groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next[j];
         }
     }
 
     cp_async_wait<0>();
+
+    if constexpr (SPLIT) {
+        // Partial layout [split][tile][accumulator][thread]: each store and load is coalesced.
+        __shared__ int arrived_last;
+        const long long tiles = (long long)gridDim.x * gridDim.y;
+        const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+        auto at = [&](int split, int i) { return ((split * tiles + tile_id) * ACC + i) * THREADS + threadIdx.x; };
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) partials[at(blockIdx.z, i)] = acc[i];
+        __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
+        __syncthreads();
+        if (threadIdx.x == 0) arrived_last = atomicAdd(tile_counters + tile_id, 1u) == gridDim.z - 1;
+        __syncthreads();
+        if (!arrived_last) return;
+        __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) {
+            float sum = __ldcg(partials + at(0, i));
+            for (int z = 1; z < (int)gridDim.z; ++z) sum += __ldcg(partials + at(z, i));
+            acc[i] = sum;
+        }
+    }
 
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
     // SwiGLU: row lr0 is the gate of feature row0 (gemm_weight_row returns the feature index for a
