@@ -203,7 +203,7 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyE
     got_a.extend(counters_left.iter().map(|&c| c as f32));
     want_a.extend(std::iter::repeat_n(0.0f32, counters_left.len()));
     let cmp = Comparison::of(&got_a, &want_a, |i| if i < n_out { bound_a[i] } else { 0.0 });
-    let entry = format!("attention_decode_seqs_g{}_hd{hd}", shape.n_q / shape.n_kv);
+    let entry = format!("attention_decode_g{}_hd{hd}_seqs", shape.n_q / shape.n_kv);
     ctx.record("attention_decode_seqs", &format!("{} seqs={n} {entry}", g.name), cmp);
 
     // 3. Positions: each one up by one, exactly.

@@ -201,7 +201,7 @@ pub fn attention_supported(shape_: HeadShape) -> bool {
 }
 
 /// Each table sequence's one-token attention over its layer-`layer` caches at its position:
-/// q from its row of `qkv`, the output to its row of `out` (`attention_decode_seqs_g*_hd*`).
+/// q from its row of `qkv`, the output to its row of `out` (`attention_decode_g*_hd*_seqs`).
 pub fn attention_decode_seqs(
     gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
@@ -213,7 +213,7 @@ pub fn attention_decode_seqs(
     let held = table.held(layer)?;
     let shape_ = held.shape;
     let group = shape_.n_q / shape_.n_kv.max(1);
-    let name = format!("attention_decode_seqs_g{group}_hd{}", shape_.head_dim);
+    let name = format!("attention_decode_g{group}_hd{}_seqs", shape_.head_dim);
     if !attention_supported(shape_) {
         return Err(shape(OP, format!("no batched decode attention for {shape_:?}")));
     }
@@ -247,7 +247,7 @@ pub fn attention_decode_seqs(
     let (o_p, _d) = write_ptr(out, gpu.stream);
     let mut l = Launch::new(gpu, function);
     l.arg(&q_p).arg(&ints[0]).arg(&ints[1]).arg(&seqs_p).arg(&kv_p).arg(&ints[2]).arg(&s_p).arg(&ints[3]).arg(&ints[4]).arg(&c_p).arg(&o_p);
-    // SAFETY: matches attention_decode_seqs_g*_hd*'s signature; qkv and out hold the table's rows
+    // SAFETY: matches attention_decode_g*_hd*_seqs's signature; qkv and out hold the table's rows
     // (checked above), the caches and positions were checked by the table builder from live
     // buffers; scratch and counters hold one block per sequence (checked above); the kernel turns
     // a position >= max_seq into NaN output instead of reading past the cache.

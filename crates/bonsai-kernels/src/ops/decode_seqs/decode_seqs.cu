@@ -1,5 +1,5 @@
 // One decode token for each of n sequences of a batch, each at its own position and with its own
-// KV cache: the batched twins of qk_norm_rope_kv_write, attention_decode_g*_hd* and
+// KV cache: the batched twins of qk_norm_rope_kv_write, attention_decode_g*_hd* (`_seqs`) and
 // position_advance. A batch's decode step launches each of them once per layer instead of once
 // per sequence, and a captured graph serves any set of sequences (it reads them from the table).
 //
@@ -61,7 +61,7 @@ __device__ __forceinline__ void attention_decode_seqs_body(const float* __restri
 }
 
 #define ATT_DEC_SEQS_ENTRY_POINT(G, HD)                                                                              \
-    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_seqs_g##G##_hd##HD(    \
+    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g##G##_hd##HD##_seqs(    \
         const float* __restrict__ qkv, int qkv_row_len, int out_row_len, const u64* __restrict__ seqs,               \
         const u64* __restrict__ layer_kv, int max_seq, float* __restrict__ partial, int n_splits,                    \
         int min_split_keys, u32* __restrict__ counters, float* __restrict__ out) {                                   \
