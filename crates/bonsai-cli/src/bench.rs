@@ -1,6 +1,7 @@
 //! `bonsai bench`: prefill (pp) and decode (tg) speed in the style of llama-bench, on a model
 //! file or a random-weight model of an exact real geometry (`--synthetic`). Decode is compared
-//! with the memory-bandwidth limit: measured copy bandwidth / weight bytes read per token.
+//! with the memory-bandwidth limit: measured bandwidth (a device copy on the GPU, the all-thread
+//! streaming read on the CPU) / weight bytes read per token.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ pub enum SyntheticModel {
     Bonsai1_7b,
     #[value(name = "ternary-8b")]
     Ternary8b,
+    #[value(name = "ternary-1.7b")]
+    Ternary1_7b,
     #[value(name = "tiny")]
     Tiny,
     /// The tiny geometry with Q2_0's whole code set, +2d included (no binary GEMV).
@@ -46,7 +49,7 @@ impl SyntheticModel {
         match self {
             SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b => Geometry::bonsai_8b(),
             SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
-            SyntheticModel::Bonsai1_7b => Geometry::bonsai_1_7b(),
+            SyntheticModel::Bonsai1_7b | SyntheticModel::Ternary1_7b => Geometry::bonsai_1_7b(),
             SyntheticModel::Tiny | SyntheticModel::TinyQ2 => Geometry::tiny(),
             SyntheticModel::G1Hd64 => Geometry::gqa_test(1, 64),
             SyntheticModel::G3Hd128 => Geometry::gqa_test(3, 128),
@@ -57,7 +60,7 @@ impl SyntheticModel {
     }
     pub fn kind(self) -> WeightKind {
         match self {
-            SyntheticModel::Ternary8b => WeightKind::Ternary,
+            SyntheticModel::Ternary8b | SyntheticModel::Ternary1_7b => WeightKind::Ternary,
             SyntheticModel::TinyQ2 => WeightKind::TwoBit,
             _ => WeightKind::OneBit,
         }
@@ -68,6 +71,7 @@ impl SyntheticModel {
             SyntheticModel::Bonsai4b => "bonsai-4b",
             SyntheticModel::Bonsai1_7b => "bonsai-1.7b",
             SyntheticModel::Ternary8b => "ternary-8b",
+            SyntheticModel::Ternary1_7b => "ternary-1.7b",
             SyntheticModel::Tiny => "tiny",
             SyntheticModel::TinyQ2 => "tiny-q2",
             SyntheticModel::G1Hd64 => "g1-hd64",
@@ -144,6 +148,11 @@ pub struct BenchArgs {
     /// launches, fused groups and kernel choices, and the decode graphs
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Write the --synthetic model to this GGUF file and exit, for other engines to load: Q1_0,
+    /// or ternary as upstream Q2_0 (64-weight groups), with a byte tokenizer padded to the
+    /// vocabulary
+    #[arg(long, value_name = "FILE", requires = "synthetic")]
+    pub write_gguf: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -189,6 +198,11 @@ pub enum BenchCommand {
 pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
     if let Some(BenchCommand::Serve(serve)) = args.command {
         return crate::bench_serve::run(serve);
+    }
+    if let (Some(path), Some(synthetic)) = (&args.write_gguf, args.source.synthetic) {
+        let bytes = crate::synthetic_file::write(synthetic, path)?;
+        eprintln!("wrote {} ({:.1} MB, random {} weights)", path.display(), bytes as f64 / 1e6, synthetic.name());
+        return Ok(());
     }
     let plan = args.plan()?;
     if args.verbose {

@@ -81,8 +81,10 @@ pub struct BenchReport {
     pub ctx: usize,
     pub repetitions: usize,
     pub weight_bytes_per_token: usize,
-    /// Measured copy bandwidth, bytes/s, read + write counted.
-    pub copy_bandwidth: f64,
+    /// Measured memory bandwidth, bytes/s, as `bandwidth_method` says.
+    pub bandwidth: f64,
+    /// How `bandwidth` was measured (a GPU copy, read + write counted; the CPU's streaming read).
+    pub bandwidth_method: String,
     /// (used, total) device memory in bytes; None on the CPU.
     pub memory: Option<(usize, usize)>,
     /// Device bytes bonsai allocated (model, cache, states, scratch); None on the CPU.
@@ -91,9 +93,9 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
-    /// Decode tokens/s if every token only streamed its weights at the copy bandwidth.
+    /// Decode tokens/s if every token only streamed its weights at the measured bandwidth.
     pub fn bandwidth_limit_tok_per_s(&self) -> f64 {
-        self.copy_bandwidth / self.weight_bytes_per_token.max(1) as f64
+        self.bandwidth / self.weight_bytes_per_token.max(1) as f64
     }
 
     /// A tg rate as a percentage of the bandwidth limit (None for pp).
@@ -116,7 +118,7 @@ impl BenchReport {
         json!({
             "model": self.model, "backend": self.backend, "ctx": self.ctx, "repetitions": self.repetitions,
             "weight_bytes_per_token": self.weight_bytes_per_token,
-            "copy_bandwidth_bytes_per_s": self.copy_bandwidth,
+            "bandwidth_bytes_per_s": self.bandwidth, "bandwidth_method": self.bandwidth_method,
             "bandwidth_limit_tok_per_s": self.bandwidth_limit_tok_per_s(),
             "memory_used_bytes": self.memory.map(|m| m.0), "memory_total_bytes": self.memory.map(|m| m.1),
             "allocated_bytes": self.allocated,
@@ -127,9 +129,10 @@ impl BenchReport {
     pub fn to_table(&self) -> String {
         let mut s = format!("model: {} | backend: {} | ctx {}\n", self.model, self.backend, self.ctx);
         s += &format!(
-            "weights read per token: {:.1} MB | copy bandwidth: {:.1} GB/s (read + write) | decode limit {:.1} tok/s\n",
+            "weights read per token: {:.1} MB | {}: {:.1} GB/s | decode limit {:.1} tok/s\n",
             self.weight_bytes_per_token as f64 / 1e6,
-            self.copy_bandwidth / 1e9,
+            self.bandwidth_method,
+            self.bandwidth / 1e9,
             self.bandwidth_limit_tok_per_s()
         );
         s += &format!("| {:<16} | {:>14} | {:>23} | {:>12} |\n", "test", "tok/s (median)", "min - max", "% of limit");
@@ -197,7 +200,8 @@ pub fn measure<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize,
         ctx: plan.ctx,
         repetitions: plan.repetitions,
         weight_bytes_per_token: bytes_per_token,
-        copy_bandwidth: b.measure_copy_bandwidth()?,
+        bandwidth: b.measure_copy_bandwidth()?,
+        bandwidth_method: b.bandwidth_method(),
         memory,
         allocated,
         results,

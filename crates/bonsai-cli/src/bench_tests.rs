@@ -30,6 +30,7 @@ fn every_geometry_name_parses() {
         ("bonsai-4b", SyntheticModel::Bonsai4b),
         ("bonsai-1.7b", SyntheticModel::Bonsai1_7b),
         ("ternary-8b", SyntheticModel::Ternary8b),
+        ("ternary-1.7b", SyntheticModel::Ternary1_7b),
         ("tiny", SyntheticModel::Tiny),
         ("tiny-q2", SyntheticModel::TinyQ2),
     ] {
@@ -79,7 +80,8 @@ fn sample_report() -> BenchReport {
         ctx: 64,
         repetitions: 3,
         weight_bytes_per_token: 1_000_000,
-        copy_bandwidth: 1e9,
+        bandwidth: 1e9,
+        bandwidth_method: "copy bandwidth (read + write)".into(),
         memory: Some((5, 10)),
         allocated: Some(4),
         results: vec![
@@ -104,7 +106,7 @@ fn report_percent_of_the_bandwidth_limit() {
 #[test]
 fn json_has_every_field() {
     let v = sample_report().to_json();
-    for key in ["model", "backend", "ctx", "repetitions", "weight_bytes_per_token", "copy_bandwidth_bytes_per_s", "bandwidth_limit_tok_per_s", "memory_used_bytes", "memory_total_bytes", "allocated_bytes"] {
+    for key in ["model", "backend", "ctx", "repetitions", "weight_bytes_per_token", "bandwidth_bytes_per_s", "bandwidth_method", "bandwidth_limit_tok_per_s", "memory_used_bytes", "memory_total_bytes", "allocated_bytes"] {
         assert!(v.get(key).is_some(), "missing {key}: {v}");
     }
     let rows = v["results"].as_array().expect("results array");

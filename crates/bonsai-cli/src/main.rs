@@ -15,6 +15,7 @@ mod generate;
 mod hub;
 mod perplexity;
 mod serve;
+mod synthetic_file;
 
 use bonsai_kernels::Config;
 use clap::{Parser, Subcommand};

@@ -20,7 +20,7 @@ fn cpu_bench_on_tiny_prints_a_json_report() {
     assert!(v["backend"].as_str().is_some_and(|b| b.starts_with("cpu (")), "{v}");
     assert_eq!(v["ctx"], 16, "max(prompt 16, deepest decode: depth 8 + 4 generated)");
     assert!(v["weight_bytes_per_token"].as_u64().is_some_and(|b| b > 0), "{v}");
-    assert!(v["copy_bandwidth_bytes_per_s"].as_f64().is_some_and(|b| b > 0.0), "{v}");
+    assert!(v["bandwidth_bytes_per_s"].as_f64().is_some_and(|b| b > 0.0), "{v}");
     let rows = v["results"].as_array().expect("results");
     let tests: Vec<&str> = rows.iter().filter_map(|r| r["test"].as_str()).collect();
     assert_eq!(tests, ["pp16", "tg4", "tg4 @ d8"]);
@@ -38,7 +38,7 @@ fn cpu_bench_table_lists_every_test() {
     let out = bonsai(&["bench", "--cpu", "--synthetic", "tiny", "-p", "8", "-n", "2", "-r", "1"]);
     assert!(out.status.success(), "stderr: {}", text(&out.stderr));
     let table = text(&out.stdout);
-    assert!(table.contains("| pp8") && table.contains("| tg2") && table.contains("copy bandwidth"), "{table}");
+    assert!(table.contains("| pp8") && table.contains("| tg2") && table.contains("read bandwidth ("), "{table}");
 }
 
 #[test]

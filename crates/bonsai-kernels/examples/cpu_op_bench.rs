@@ -2,7 +2,8 @@
 //! (M = 64) in GFLOP/s (2·M·N·K), at every SIMD level this machine runs.
 //!
 //! `cargo run --release -p bonsai-kernels --example cpu_op_bench`
-//! (`RAYON_NUM_THREADS` sets the thread count; an argument `scalar` or `avx2` picks one level.)
+//! (`RAYON_NUM_THREADS` sets the thread count; an argument `scalar`, `avx2` or `avx512` picks one
+//! level.)
 
 use bonsai_kernels::cpu::{available_levels, SimdLevel};
 use bonsai_kernels::ops::{matmul_q1, matmul_q2, Store};
@@ -82,11 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut fill = Filler(0x9e37_79b9_7f4a_7c15);
     println!("threads: {}", rayon::current_num_threads());
     let only = std::env::args().nth(1);
-    let wanted = |level: SimdLevel| match only.as_deref() {
-        Some("scalar") => level == SimdLevel::Scalar,
-        Some("avx2") => level == SimdLevel::Avx2Fma,
-        _ => true,
-    };
+    let wanted = |level: SimdLevel| only.as_deref().is_none_or(|name| name == level.name());
     for level in available_levels().into_iter().filter(|&l| wanted(l)) {
         for &(n, k) in &GEMV_SHAPES {
             let w1 = q1(n, k, &mut fill);

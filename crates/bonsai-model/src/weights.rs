@@ -5,6 +5,8 @@
 //! TQ2_0_g128  (34 B): qs[32] | f16 d   code  j = bits 2(j%4) of qs[j/4] -> LE u32 word j/16
 //!                     codes 00 -1, 01 0, 10 +1, 11 0  -> normalised 0, 1, 2, 1 (11 -> 01)
 //! PrismML Q2_0(34 B): f16 d | qs[32]   code c -> (c-1)·d, the kernel code set as it is
+//! Q2_0 g64    (18 B): f16 d | qs[16]   upstream llama.cpp's; read when the two blocks of every
+//!                     128-group share their scale (then exactly a PrismML block)
 //! ```
 //! Reading the byte array little-endian four bytes at a time puts weight j at exactly the bit the
 //! kernel layout wants, so conversion is a re-split of scales and payload plus (TQ2 only) one
@@ -26,6 +28,8 @@ pub enum TwoBitBlocks {
     TernaryScaleLast,
     /// PrismML Q2_0 g128: scale first, codes c -> c - 1.
     PrismScaleFirst,
+    /// Upstream Q2_0 g64 (scale first, codes c -> c - 1) whose block pairs share a scale.
+    PairedG64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +38,11 @@ pub enum ConvertError {
     Length { name: String, n: usize, k: usize, expected: usize, got: usize },
     #[error("{name}: {source}")]
     Shape { name: String, source: WeightError },
+    #[error(
+        "{name}: Q2_0 with 64-weight groups whose two blocks in 128-group {group} have different scales; \
+         the runtime runs 128-weight groups only (convert the model to Q2_0 g128 / TQ2_0_g128)"
+    )]
+    UnpairedG64 { name: String, group: usize },
 }
 
 fn expect_len(name: &str, n: usize, k: usize, block_bytes: usize, bytes: &[u8]) -> Result<usize, ConvertError> {
@@ -82,10 +91,12 @@ pub fn q2_from_two_bit_blocks(
     k: usize,
     bytes: &[u8],
 ) -> Result<Q2Matrix, ConvertError> {
-    let n_blocks = expect_len(name, n, k, Q2_G128_BLOCK_BYTES, bytes)?;
+    // A pair of g64 blocks has the g128 block's bytes plus a second copy of the scale.
+    let block_bytes = if layout == TwoBitBlocks::PairedG64 { Q2_G128_BLOCK_BYTES + SCALE_BYTES } else { Q2_G128_BLOCK_BYTES };
+    let n_blocks = expect_len(name, n, k, block_bytes, bytes)?;
     let mut scales = Vec::with_capacity(n_blocks);
     let mut codes = Vec::with_capacity(n_blocks * Q2_WORDS);
-    for block in bytes.chunks_exact(Q2_G128_BLOCK_BYTES) {
+    for (group, block) in bytes.chunks_exact(block_bytes).enumerate() {
         match layout {
             TwoBitBlocks::TernaryScaleLast => {
                 let (payload, d) = block.split_at(GROUP / 4);
@@ -100,6 +111,16 @@ pub fn q2_from_two_bit_blocks(
                 let (d, payload) = block.split_at(SCALE_BYTES);
                 scales.push(scale(d));
                 le_words(payload, &mut codes);
+            }
+            TwoBitBlocks::PairedG64 => {
+                let (first, second) = block.split_at(block_bytes / 2);
+                // Equal bits, so an f16 NaN pair is not "different" and the scale is exactly one.
+                if first[..SCALE_BYTES] != second[..SCALE_BYTES] {
+                    return Err(ConvertError::UnpairedG64 { name: name.into(), group });
+                }
+                scales.push(scale(first));
+                le_words(&first[SCALE_BYTES..], &mut codes);
+                le_words(&second[SCALE_BYTES..], &mut codes);
             }
         }
     }

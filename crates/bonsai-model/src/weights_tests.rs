@@ -64,7 +64,7 @@ fn two_bit_value(layout: TwoBitBlocks, code: u8, d: f32) -> f32 {
         // SPEC §1: 00 -> -d, 01 -> 0, 10 -> +d, 11 -> 0.
         TwoBitBlocks::TernaryScaleLast => [-d, 0.0, d, 0.0][code as usize],
         // SPEC §1: c -> (c - 1)·d.
-        TwoBitBlocks::PrismScaleFirst => (code as f32 - 1.0) * d,
+        TwoBitBlocks::PrismScaleFirst | TwoBitBlocks::PairedG64 => (code as f32 - 1.0) * d,
     }
 }
 
@@ -86,6 +86,37 @@ fn two_bit_blocks_match_the_spec_for_both_layouts() {
             }
         }
     }
+}
+
+/// Upstream Q2_0 g64 blocks whose pairs share a scale read as the g128 block they split: weight
+/// j of 128-group b is code j % 64 of g64 block 2b + j / 64.
+#[test]
+fn paired_g64_blocks_read_exactly_and_unpaired_ones_are_errors() {
+    const G64_BYTES: usize = 18;
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let (g128, scales) = random_blocks(&mut rng, Q2_G128_BLOCK_BYTES, true);
+    let mut bytes = Vec::new();
+    for block in g128.chunks_exact(Q2_G128_BLOCK_BYTES) {
+        for half in block[2..].chunks_exact(16) {
+            bytes.extend_from_slice(&block[..2]);
+            bytes.extend_from_slice(half);
+        }
+    }
+    let m = q2_from_two_bit_blocks("t", TwoBitBlocks::PairedG64, N, K, &bytes).unwrap();
+    for row in 0..N {
+        for col in 0..K {
+            let g64 = (row * K + col) / 64;
+            let j = col % 64;
+            let code = (bytes[g64 * G64_BYTES + 2 + j / 4] >> (2 * (j % 4))) & 3;
+            let want = two_bit_value(TwoBitBlocks::PairedG64, code, scales[(row * K + col) / GROUP]);
+            assert_eq!(m.weight(row, col), want, "seed {seed}: ({row}, {col}) code {code}");
+        }
+    }
+    // The second block of group 1 with another scale.
+    bytes[3 * G64_BYTES] ^= 1;
+    let err = q2_from_two_bit_blocks("blk.0.ffn_up.weight", TwoBitBlocks::PairedG64, N, K, &bytes).unwrap_err();
+    assert!(matches!(err, ConvertError::UnpairedG64 { ref name, group: 1 } if name == "blk.0.ffn_up.weight"), "{err}");
 }
 
 #[test]

@@ -2,8 +2,12 @@
 //! `matmul_*` and `gate_up_swiglu_*` share, and a writer for disjoint parallel output.
 //!
 //! Threads come from rayon's global pool. SIMD is chosen once per process with
-//! `is_x86_feature_detected!` (AVX2 + FMA); every SIMD path has a scalar twin that tests run too.
+//! `is_x86_feature_detected!` (AVX-512, else AVX2 + FMA); every SIMD path has a scalar twin, and
+//! tests run every level the machine has ([`available_levels`]).
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+pub mod bandwidth;
 mod panel_gemm;
 mod q1_tile;
 mod q2_tile;
@@ -18,6 +22,26 @@ pub enum SimdLevel {
     Scalar,
     /// x86-64 AVX2 with FMA (256-bit lanes).
     Avx2Fma,
+    /// x86-64 AVX-512 F/BW with AVX2, FMA, F16C and BMI2: the quantized GEMVs read weight bits as
+    /// lane masks and the panel GEMM runs 512-bit tiles (`cpu/avx512.rs`); every other kernel runs
+    /// its AVX2 copy.
+    Avx512,
+}
+
+impl SimdLevel {
+    /// Whether the level includes AVX2 + FMA (the AVX2 kernels may run).
+    pub fn has_avx2(self) -> bool {
+        matches!(self, SimdLevel::Avx2Fma | SimdLevel::Avx512)
+    }
+
+    /// Short name (`bench` and the backend description print it).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2Fma => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
 }
 
 /// The best level this machine supports, detected once (a fact of the hardware, not a setting;
@@ -30,8 +54,12 @@ pub fn simd_level() -> SimdLevel {
 /// Every level runnable on this machine (tests compare each against the reference).
 pub fn available_levels() -> Vec<SimdLevel> {
     let mut levels = vec![SimdLevel::Scalar];
-    if detect() == SimdLevel::Avx2Fma {
+    let best = detect();
+    if best.has_avx2() {
         levels.push(SimdLevel::Avx2Fma);
+    }
+    if best == SimdLevel::Avx512 {
+        levels.push(SimdLevel::Avx512);
     }
     levels
 }
@@ -39,8 +67,15 @@ pub fn available_levels() -> Vec<SimdLevel> {
 fn detect() -> SimdLevel {
     #[cfg(target_arch = "x86_64")]
     {
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return SimdLevel::Avx2Fma;
+        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        let avx512 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("f16c")
+            && is_x86_feature_detected!("bmi2");
+        match (avx2, avx512) {
+            (true, true) => return SimdLevel::Avx512,
+            (true, false) => return SimdLevel::Avx2Fma,
+            _ => {}
         }
     }
     SimdLevel::Scalar
@@ -103,7 +138,8 @@ pub(crate) fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
 
 /// Defines `fn $name(level: SimdLevel, args..)` that runs the portable `#[inline(always)]`
 /// function `$generic` either as-is or compiled with AVX2 + FMA enabled (LLVM then vectorises
-/// its [`LANES`]-wide loops at 256 bits). One source, two instruction sets, chosen at run time.
+/// its [`LANES`]-wide loops at 256 bits; the AVX-512 level runs that copy too). One source, two
+/// instruction sets, chosen at run time.
 /// Given a body instead of `= $generic`, the portable function is that body (written once, with
 /// its signature), nested in the dispatcher.
 macro_rules! simd_variants {
@@ -128,8 +164,8 @@ macro_rules! simd_variants {
         }
         match $level {
             #[cfg(target_arch = "x86_64")]
-            $crate::cpu::SimdLevel::Avx2Fma => {
-                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA.
+            $crate::cpu::SimdLevel::Avx2Fma | $crate::cpu::SimdLevel::Avx512 => {
+                // SAFETY: both levels are only produced by run-time detection of AVX2 + FMA.
                 unsafe { avx2($($arg),*) }
             }
             _ => $generic($($arg),*),

@@ -4,8 +4,8 @@
 //! A task owns [`PANEL_COLS`] output columns (their weight rows: one per column, or gate + up for
 //! SwiGLU). For each K chunk of [`KC`] it packs those rows as micro-panels `[kk][NR]` (exact: every
 //! weight is ±d or (c − 1)·d), then for each tile of [`MR`] tokens and each micro-panel it
-//! accumulates an `MR x NR` block (12 ymm accumulators with AVX2: per k two weight loads, MR
-//! broadcasts, 2·MR FMAs). The dequantization costs one pass over the task's weights per chunk and
+//! accumulates an `MR x NR` block (AVX2: 6 x 16 in 12 ymm, per k two weight loads, 6 broadcasts,
+//! 12 FMAs; AVX-512: 12 x 16 in 12 zmm, per k one weight load and 12 broadcast FMAs). The dequantization costs one pass over the task's weights per chunk and
 //! is shared by all M tokens, so for M >= [`super::qgemm::PANEL_MIN_M`] the FMA units dominate.
 //!
 //! Accumulation: each output is a plain sequential f32 (FMA) dot product over K, carried in a
@@ -19,8 +19,11 @@ use rayon::prelude::*;
 const PANEL_COLS: usize = 64;
 /// K values packed per chunk: a 16-column micro-panel is 16 KB (L1), a task's panel <= 128 KB.
 const KC: usize = 256;
-/// Tokens per register tile.
-const MR: usize = 6;
+/// Tokens per register tile: AVX-512 holds 12 x 16 accumulators in 12 zmm registers; the AVX2
+/// kernel runs it as two 6 x 16 halves (12 ymm each).
+const MR: usize = 12;
+/// Tokens per AVX2 register tile.
+const MR_AVX2: usize = 6;
 /// Weight rows (output columns) per register tile: two 8-lane vectors.
 const NR: usize = 16;
 
@@ -41,18 +44,12 @@ pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
         let acc_width = n_panels * NR;
         let mut acc = vec![0.0f32; m * acc_width];
         let mut panel = vec![0.0f32; n_panels * KC * NR];
-        let mut row_buf = vec![0.0f32; KC];
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             for (p, micro_panel) in panel.chunks_exact_mut(KC * NR).enumerate() {
-                for jj in 0..NR {
-                    // Pad the last micro-panel by repeating the last row; those sums are dropped.
-                    let row = rows[(p * NR + jj).min(rows.len() - 1)];
-                    w.dequant_into(row, k0, &mut row_buf[..kc]);
-                    for (kk, &v) in row_buf[..kc].iter().enumerate() {
-                        micro_panel[kk * NR + jj] = v;
-                    }
-                }
+                // Pad the last micro-panel by repeating the last row; those sums are dropped.
+                let panel_rows: [usize; NR] = std::array::from_fn(|jj| rows[(p * NR + jj).min(rows.len() - 1)]);
+                w.pack_panel(level, &panel_rows, k0, &mut micro_panel[..kc * NR]);
             }
             for tok0 in (0..m).step_by(MR) {
                 let xs: [&[f32]; MR] = std::array::from_fn(|t| {
@@ -97,10 +94,21 @@ fn micro_tile(level: SimdLevel, panel: &[f32], xs: &[&[f32]; MR], tile: &mut [[f
     assert!(panel.len() == kc * NR && xs.iter().all(|x| x.len() == kc), "micro_tile shapes");
     match level {
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2Fma => {
-            // SAFETY: `Avx2Fma` comes only from run-time detection of AVX2 + FMA; lengths are
+        SimdLevel::Avx512 => {
+            // SAFETY: `Avx512` comes only from run-time detection of AVX-512F + FMA; lengths are
             // asserted above.
-            unsafe { avx2::micro_tile(panel, xs, tile) }
+            unsafe { super::avx512::panel_micro_tile(panel, xs, tile) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2Fma => {
+            for half in 0..MR / MR_AVX2 {
+                let rows = half * MR_AVX2..(half + 1) * MR_AVX2;
+                let half_xs: &[&[f32]; MR_AVX2] = xs[rows.clone()].try_into().expect("MR_AVX2 rows");
+                let half_tile: &mut [[f32; NR]; MR_AVX2] = (&mut tile[rows]).try_into().expect("MR_AVX2 rows");
+                // SAFETY: `Avx2Fma` comes only from run-time detection of AVX2 + FMA; lengths are
+                // asserted above.
+                unsafe { avx2::micro_tile(panel, half_xs, half_tile) }
+            }
         }
         _ => micro_tile_scalar(panel, xs, tile),
     }
@@ -119,7 +127,7 @@ fn micro_tile_scalar(panel: &[f32], xs: &[&[f32]; MR], tile: &mut [[f32; NR]; MR
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{MR, NR};
+    use super::{MR_AVX2 as MR, NR};
     use std::arch::x86_64::*;
 
     /// # Safety

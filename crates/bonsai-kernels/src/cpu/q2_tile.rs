@@ -34,6 +34,17 @@ impl QuantRows for Q2Matrix {
             }
         }
     }
+    fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                // SAFETY: `Avx512` is only produced by run-time detection of the features
+                // `avx512::q2_pack_panel` needs; it checks the shapes itself.
+                unsafe { super::avx512::q2_pack_panel(self, rows, k0, out) }
+            }
+            _ => super::qgemm::pack_by_rows(self, rows, k0, out),
+        }
+    }
     fn dot_tile<const R: usize, const T: usize>(
         &self,
         level: SimdLevel,
@@ -44,13 +55,20 @@ impl QuantRows for Q2Matrix {
         assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
         match level {
             #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 if T == 1 => {
+                // SAFETY: `Avx512` is only produced by run-time detection of the features
+                // `avx512::q2_dot_rows` needs; it checks the shapes itself.
+                let dots = unsafe { super::avx512::q2_dot_rows(self, rows, xs[0]) };
+                std::array::from_fn(|r| [dots[r]; T])
+            }
+            #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2Fma if T == 1 => {
                 // SAFETY: as below; T == 1 so xs[0] is the only token.
                 let dots = unsafe { avx2::dot_rows_decode(self, rows, xs[0]) };
                 std::array::from_fn(|r| [dots[r]; T])
             }
             #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2Fma => {
+            SimdLevel::Avx2Fma | SimdLevel::Avx512 => {
                 // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; x lengths
                 // are asserted above.
                 unsafe { avx2::dot_tile(self, rows, xs) }

@@ -26,6 +26,13 @@ pub trait QuantRows: Sync {
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
     /// multiples of the 128-weight group).
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
+    /// `out[kk·16 + j] = W[rows[j], k0 + kk]` for `kk < out.len() / 16` (a multiple of the
+    /// 128-weight group; exact f32): the panel GEMM's micro-panel. The default transposes
+    /// [`QuantRows::dequant_into`] rows; SIMD levels may build it directly.
+    fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+        let _ = level;
+        pack_by_rows(self, rows, k0, out);
+    }
     /// `out[r][t] = Σ_k W[rows[r], k] · xs[t][k]` for every `r < R`, `t < T`.
     /// Every `xs[t]` has length `cols()`; every `rows[r] < rows()`.
     fn dot_tile<const R: usize, const T: usize>(
@@ -34,6 +41,21 @@ pub trait QuantRows: Sync {
         rows: &[usize; R],
         xs: &[&[f32]; T],
     ) -> [[f32; T]; R];
+}
+
+/// [`QuantRows::pack_panel`] from [`QuantRows::dequant_into`]: one row at a time, transposed.
+pub(crate) fn pack_by_rows<W: QuantRows + ?Sized>(w: &W, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+    let kc = out.len() / 16;
+    let mut row_buf = [0.0f32; 256];
+    for (j, &row) in rows.iter().enumerate() {
+        for c0 in (0..kc).step_by(row_buf.len()) {
+            let len = row_buf.len().min(kc - c0);
+            w.dequant_into(row, k0 + c0, &mut row_buf[..len]);
+            for (kk, &v) in row_buf[..len].iter().enumerate() {
+                out[(c0 + kk) * 16 + j] = v;
+            }
+        }
+    }
 }
 
 /// What happens to the dot products of one output element.
@@ -89,14 +111,14 @@ pub(crate) fn run<W: QuantRows>(
         return;
     }
     // Tile shapes keep R·T accumulators + R decoded weight vectors within 16 ymm registers.
-    // Decode: 4 rows in flight. Prefill: 2 rows x 4 tokens, decoding each weight group once
-    // for 4 tokens.
+    // Decode: 4 rows in flight (8 with AVX-512's 32 registers: one x block, loaded once, serves
+    // them all). Prefill: 2 rows x 4 tokens, decoding each weight group once for 4 tokens.
     let job = Job { w, x, m, n_out, epilogue, level };
-    match (m, epilogue) {
-        (1, Epilogue::Store(_)) => run_tiled::<W, 4, 1>(job, out),
-        (1, Epilogue::SwiGlu) => run_tiled::<W, 4, 1>(job, out),
-        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
-        (_, _) => run_tiled::<W, 2, 4>(job, out),
+    match m {
+        1 if level == SimdLevel::Avx512 => run_tiled::<W, 8, 1>(job, out),
+        1 => run_tiled::<W, 4, 1>(job, out),
+        m if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
+        _ => run_tiled::<W, 2, 4>(job, out),
     }
 }
 

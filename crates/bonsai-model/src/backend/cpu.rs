@@ -2,7 +2,7 @@
 //! SIMD). Handles are plain host memory; the position is a host integer behind the same API the
 //! CUDA backend implements with device memory.
 
-use bonsai_kernels::cpu::{simd_level, SimdLevel};
+use bonsai_kernels::cpu::{bandwidth, simd_level};
 use bonsai_kernels::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
     qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
@@ -70,11 +70,7 @@ impl Backend for CpuBackend {
     type Plan = (Program, Vec<usize>);
 
     fn describe(&self) -> String {
-        let simd = match simd_level() {
-            SimdLevel::Avx2Fma => "avx2",
-            SimdLevel::Scalar => "scalar",
-        };
-        format!("cpu ({} threads, {simd})", rayon::current_num_threads())
+        format!("cpu ({} threads, {})", rayon::current_num_threads(), simd_level().name())
     }
 
     fn compile(&self, program: Program, _weights: &Weights<Self>) -> Result<(Program, Vec<usize>), BackendError> {
@@ -97,8 +93,14 @@ impl Backend for CpuBackend {
         false
     }
 
+    /// A decode step streams the weights once, read only, on every thread: the ceiling is the
+    /// all-thread read bandwidth, not a single-threaded copy.
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError> {
-        super::host_copy_bandwidth()
+        Ok(bandwidth::read_bandwidth(bandwidth::READ_BUFFER_BYTES).bytes_per_s)
+    }
+
+    fn bandwidth_method(&self) -> String {
+        bandwidth::describe_read(rayon::current_num_threads(), bandwidth::READ_BUFFER_BYTES)
     }
 
     fn alloc(&self, len: usize) -> Result<Vec<f32>, BackendError> {

@@ -83,9 +83,14 @@ pub trait Backend: Sized {
     fn synchronize(&self) -> Result<(), BackendError> {
         Ok(())
     }
-    /// Copy bandwidth of the device memory in bytes/s (read + write counted), the median of
-    /// several large copies: the ceiling decode speed is compared against.
+    /// The memory bandwidth decode speed is compared against, bytes/s, measured as
+    /// [`Backend::bandwidth_method`] says: on a GPU the median of several large device copies
+    /// (read + write counted); on the CPU the all-thread streaming read bandwidth.
     fn measure_copy_bandwidth(&self) -> Result<f64, BackendError>;
+    /// What [`Backend::measure_copy_bandwidth`] measures, in words (bench prints it).
+    fn bandwidth_method(&self) -> String {
+        "copy bandwidth (read + write)".to_string()
+    }
     /// Device memory in use, in bytes, and the device total (None on the CPU).
     fn memory_in_use(&self) -> Result<Option<(usize, usize)>, BackendError> {
         Ok(None)
@@ -235,20 +240,3 @@ pub fn median(samples: &mut [f64]) -> f64 {
     }
 }
 
-/// Host memcpy bandwidth (read + write counted), the median of [`BANDWIDTH_SAMPLES`] copies of
-/// a sixteenth of [`BANDWIDTH_COPY_BYTES`] (64 MiB: beyond any CPU cache, and modest memory
-/// for a CPU-only bench).
-fn host_copy_bandwidth() -> Result<f64, BackendError> {
-    let len = BANDWIDTH_COPY_BYTES / 16 / std::mem::size_of::<u64>();
-    let src: Vec<u64> = (0..len as u64).collect();
-    let mut dst = vec![0u64; len];
-    let mut rates = Vec::with_capacity(BANDWIDTH_SAMPLES);
-    for _ in 0..BANDWIDTH_SAMPLES {
-        let start = std::time::Instant::now();
-        dst.copy_from_slice(&src);
-        let secs = start.elapsed().as_secs_f64().max(1e-9);
-        std::hint::black_box(&dst);
-        rates.push(2.0 * (len * 8) as f64 / secs);
-    }
-    Ok(median(&mut rates))
-}

@@ -40,12 +40,7 @@ impl TensorSource for &GgufFile {
                 QMatrix::Q2(q2_from_two_bit_blocks(name, TwoBitBlocks::PrismScaleFirst, n, k, view.data)?)
             }
             TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => {
-                return Err(tensor_error(
-                    name,
-                    "is Q2_0 with 64-weight groups (upstream llama.cpp); the runtime runs 128-weight groups only \
-                     (convert the model to Q2_0 g128 / TQ2_0_g128)"
-                        .into(),
-                ))
+                QMatrix::Q2(q2_from_two_bit_blocks(name, TwoBitBlocks::PairedG64, n, k, view.data)?)
             }
             other => {
                 return Err(tensor_error(

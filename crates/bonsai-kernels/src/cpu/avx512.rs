@@ -1,0 +1,236 @@
+//! AVX-512 kernels (level [`SimdLevel::Avx512`](super::SimdLevel::Avx512)): the one-token GEMVs
+//! of both weight formats and the panel GEMM's register tile.
+//!
+//! Decode reads the weight bits themselves as lane masks: a 16-bit slice of a Q1 block is the
+//! `__mmask16` that selects the x lanes whose weight is +d, so a row costs one mask load and one
+//! masked add per 16 weights, with no bit expansion. Per block the row keeps `S = Σ_{bit=1} x` in
+//! 16 lanes and adds `d·(2S − X)` to its total, where `X = Σ x` over the block is computed once
+//! per tile of rows. The masked adds alternate between `vaddps` and `vfmadd(x, 1, acc)` (same
+//! result: `x·1` is exact) so that both the add and the FMA pipes take them. The arithmetic is
+//! the AVX2 decode's, 16 lanes wide: error per block lane <= (3γ_8 + u)·Σ|x| (8 chunks), then one
+//! FMA by d; inside the ops' γ_{K+128}·A bound.
+//!
+//! Q2 codes c ∈ {0, 1, 2, 3} are `lo + 2·hi` of their two bits: `pext` gathers the 16 low and 16
+//! high bits of a code word into two masks and the block sum is `Σ_lo x + 2·Σ_hi x − X` (the
+//! `2·x` product is exact), then `d·` that.
+//!
+//! All functions need AVX-512F/BW, FMA, F16C and BMI2 (what run-time detection checked before it
+//! produced the level).
+
+use std::arch::x86_64::*;
+
+use crate::weights::{Q1Matrix, Q2Matrix, GROUP, Q1_WORDS, Q2_WORDS};
+
+/// f32 lanes of a zmm register.
+const ZMM: usize = 16;
+/// 16-lane chunks per 128-weight block.
+const CHUNKS: usize = GROUP / ZMM;
+
+/// f16 bits -> f32 broadcast to 16 lanes.
+#[inline]
+#[target_feature(enable = "avx512f,f16c")]
+fn scale16(bits: u16) -> __m512 {
+    _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32))))
+}
+
+/// The 8 chunks of one x block and their lane sum `X`.
+///
+/// # Safety
+/// 128 floats must be readable at `x`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn load_block(x: *const f32) -> ([__m512; CHUNKS], __m512) {
+    let mut xv = [_mm512_setzero_ps(); CHUNKS];
+    for (c, v) in xv.iter_mut().enumerate() {
+        // SAFETY: the caller guarantees 128 readable floats at x.
+        *v = unsafe { _mm512_loadu_ps(x.add(c * ZMM)) };
+    }
+    let s01 = _mm512_add_ps(xv[0], xv[1]);
+    let s23 = _mm512_add_ps(xv[2], xv[3]);
+    let s45 = _mm512_add_ps(xv[4], xv[5]);
+    let s67 = _mm512_add_ps(xv[6], xv[7]);
+    let sum = _mm512_add_ps(_mm512_add_ps(s01, s23), _mm512_add_ps(s45, s67));
+    (xv, sum)
+}
+
+/// `out[r] = Σ_k W[rows[r], k] · x[k]` for a Q1 matrix.
+///
+/// # Safety
+/// The CPU must support the features in the module doc; `x.len() == w.k`; every `rows[r] < w.n`.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
+pub(super) unsafe fn q1_dot_rows<const R: usize>(w: &Q1Matrix, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+    let nb = w.blocks_per_row();
+    assert!(x.len() == w.k && rows.iter().all(|&r| r < w.n), "q1_dot_rows: shapes");
+    let ones = _mm512_set1_ps(1.0);
+    let two = _mm512_set1_ps(2.0);
+    let mut total = [_mm512_setzero_ps(); R];
+    // Masks: the block's 4 u32 words as 8 little-endian u16, chunk c's lanes in mask c.
+    let masks = w.bits.as_ptr().cast::<u16>();
+    let scales = w.scales.as_ptr().cast::<u16>();
+    for kb in 0..nb {
+        // SAFETY: kb < nb, so x[kb·128 .. kb·128 + 128] is inside x (x.len() == K).
+        let (xv, x_sum) = unsafe { load_block(x.as_ptr().add(kb * GROUP)) };
+        for r in 0..R {
+            let b = rows[r] * nb + kb;
+            // SAFETY: b < n·nb (rows[r] < n asserted): its 8 masks and its scale are in bounds.
+            let (m, d) = unsafe { (masks.add(b * Q1_WORDS * 2), scale16(scales.add(b).read())) };
+            let mut even = _mm512_setzero_ps();
+            let mut odd = _mm512_setzero_ps();
+            for c in (0..CHUNKS).step_by(2) {
+                // SAFETY: c + 1 < 8 masks of block b.
+                let (k0, k1) = unsafe { (m.add(c).read_unaligned(), m.add(c + 1).read_unaligned()) };
+                even = _mm512_mask_add_ps(even, k0, even, xv[c]);
+                odd = _mm512_mask3_fmadd_ps(xv[c + 1], ones, odd, k1);
+            }
+            let selected = _mm512_add_ps(even, odd);
+            total[r] = _mm512_fmadd_ps(_mm512_fmsub_ps(selected, two, x_sum), d, total[r]);
+        }
+    }
+    std::array::from_fn(|r| _mm512_reduce_add_ps(total[r]))
+}
+
+/// `out[r] = Σ_k W[rows[r], k] · x[k]` for a Q2 matrix (codes {0, 1, 2, 3} -> {−1, 0, 1, 2}·d).
+///
+/// # Safety
+/// As [`q1_dot_rows`].
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
+pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+    const LOW_BITS: u32 = 0x5555_5555;
+    const HIGH_BITS: u32 = 0xAAAA_AAAA;
+    let nb = w.blocks_per_row();
+    assert!(x.len() == w.k && rows.iter().all(|&r| r < w.n), "q2_dot_rows: shapes");
+    let two = _mm512_set1_ps(2.0);
+    let mut total = [_mm512_setzero_ps(); R];
+    let scales = w.scales.as_ptr().cast::<u16>();
+    for kb in 0..nb {
+        // SAFETY: as in q1_dot_rows.
+        let (xv, x_sum) = unsafe { load_block(x.as_ptr().add(kb * GROUP)) };
+        for r in 0..R {
+            let b = rows[r] * nb + kb;
+            let words = &w.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+            // SAFETY: b < n·nb (the slice above is bounds-checked too).
+            let d = scale16(unsafe { scales.add(b).read() });
+            // Word c holds the codes of chunk c (16 codes, 2 bits each).
+            let mut lo_acc = _mm512_setzero_ps();
+            let mut hi_acc = _mm512_setzero_ps();
+            for (c, &word) in words.iter().enumerate() {
+                let lo = _pext_u32(word, LOW_BITS) as __mmask16;
+                let hi = _pext_u32(word, HIGH_BITS) as __mmask16;
+                lo_acc = _mm512_mask_add_ps(lo_acc, lo, lo_acc, xv[c]);
+                hi_acc = _mm512_mask3_fmadd_ps(xv[c], two, hi_acc, hi);
+            }
+            let block = _mm512_sub_ps(_mm512_add_ps(lo_acc, hi_acc), x_sum);
+            total[r] = _mm512_fmadd_ps(block, d, total[r]);
+        }
+    }
+    std::array::from_fn(|r| _mm512_reduce_add_ps(total[r]))
+}
+
+/// Checks a [`super::qgemm::QuantRows::pack_panel`] call; returns the first block and the
+/// number of blocks.
+fn panel_blocks(n: usize, k: usize, rows: &[usize; ZMM], k0: usize, out_len: usize) -> (usize, usize) {
+    let kc = out_len / ZMM;
+    assert!(out_len == kc * ZMM && kc % GROUP == 0 && k0 % GROUP == 0 && k0 + kc <= k, "pack_panel: shape");
+    assert!(rows.iter().all(|&r| r < n), "pack_panel: rows");
+    (k0 / GROUP, kc / GROUP)
+}
+
+/// The panel GEMM's micro-panel of a Q1 matrix: per k one zmm of 16 rows' weights, ±d chosen by
+/// a mask of the 16 rows' bits at k (a test of the 16 rows' words against bit i).
+///
+/// # Safety
+/// The CPU must support the features in the module doc.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
+pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize, out: &mut [f32]) {
+    let nb = w.blocks_per_row();
+    let (kb0, n_blocks) = panel_blocks(w.n, w.k, rows, k0, out.len());
+    let mut dst = out.as_mut_ptr();
+    for kb in kb0..kb0 + n_blocks {
+        let blocks: [usize; ZMM] = std::array::from_fn(|j| rows[j] * nb + kb);
+        let scales: [f32; ZMM] = std::array::from_fn(|j| w.scales[blocks[j]].to_f32());
+        // SAFETY: 16 floats.
+        let d = unsafe { _mm512_loadu_ps(scales.as_ptr()) };
+        let neg_d = _mm512_sub_ps(_mm512_setzero_ps(), d);
+        for wi in 0..Q1_WORDS {
+            let words: [u32; ZMM] = std::array::from_fn(|j| w.bits[blocks[j] * Q1_WORDS + wi]);
+            // SAFETY: 16 u32.
+            let words = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
+            let mut bit = _mm512_set1_epi32(1);
+            for _ in 0..32 {
+                let plus = _mm512_test_epi32_mask(words, bit);
+                // SAFETY: n_blocks·128 k values x 16 floats = out.len() (checked above).
+                unsafe {
+                    _mm512_storeu_ps(dst, _mm512_mask_blend_ps(plus, neg_d, d));
+                    dst = dst.add(ZMM);
+                }
+                bit = _mm512_slli_epi32::<1>(bit);
+            }
+        }
+    }
+}
+
+/// The panel GEMM's micro-panel of a Q2 matrix: per k the 16 rows' codes c, as `c·d − d`
+/// (exact: (c − 1)·d with c − 1 ∈ {−1, 0, 1, 2}).
+///
+/// # Safety
+/// As [`q1_pack_panel`].
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
+pub(super) unsafe fn q2_pack_panel(w: &Q2Matrix, rows: &[usize; ZMM], k0: usize, out: &mut [f32]) {
+    let nb = w.blocks_per_row();
+    let (kb0, n_blocks) = panel_blocks(w.n, w.k, rows, k0, out.len());
+    let three = _mm512_set1_epi32(3);
+    let mut dst = out.as_mut_ptr();
+    for kb in kb0..kb0 + n_blocks {
+        let blocks: [usize; ZMM] = std::array::from_fn(|j| rows[j] * nb + kb);
+        let scales: [f32; ZMM] = std::array::from_fn(|j| w.scales[blocks[j]].to_f32());
+        // SAFETY: 16 floats.
+        let d = unsafe { _mm512_loadu_ps(scales.as_ptr()) };
+        for wi in 0..Q2_WORDS {
+            let words: [u32; ZMM] = std::array::from_fn(|j| w.codes[blocks[j] * Q2_WORDS + wi]);
+            // SAFETY: 16 u32.
+            let mut words = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
+            for _ in 0..16 {
+                let code = _mm512_cvtepi32_ps(_mm512_and_si512(words, three));
+                // SAFETY: as in q1_pack_panel.
+                unsafe {
+                    _mm512_storeu_ps(dst, _mm512_fmsub_ps(code, d, d));
+                    dst = dst.add(ZMM);
+                }
+                words = _mm512_srli_epi32::<2>(words);
+            }
+        }
+    }
+}
+
+/// Tokens of the panel GEMM's register tile: 12 zmm accumulators of 16 weight rows each.
+pub(super) const PANEL_MR: usize = 12;
+
+/// `tile[t][j] += Σ_kk xs[t][kk] · panel[kk·16 + j]` for `t < PANEL_MR` (one zmm of panel per
+/// kk, each x value an embedded broadcast).
+///
+/// # Safety
+/// The CPU must support AVX-512F and FMA; `panel.len() == kc·16` and every `xs[t].len() == kc`.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) unsafe fn panel_micro_tile(panel: &[f32], xs: &[&[f32]; PANEL_MR], tile: &mut [[f32; ZMM]; PANEL_MR]) {
+    let kc = panel.len() / ZMM;
+    assert!(panel.len() == kc * ZMM && xs.iter().all(|x| x.len() == kc), "panel_micro_tile shapes");
+    let mut c = [_mm512_setzero_ps(); PANEL_MR];
+    for t in 0..PANEL_MR {
+        // SAFETY: tile rows are 16 floats.
+        c[t] = unsafe { _mm512_loadu_ps(tile[t].as_ptr()) };
+    }
+    let x_ptr: [*const f32; PANEL_MR] = std::array::from_fn(|t| xs[t].as_ptr());
+    for kk in 0..kc {
+        // SAFETY: kk < kc, so kk·16 + 16 <= panel.len() and kk < xs[t].len().
+        unsafe {
+            let wv = _mm512_loadu_ps(panel.as_ptr().add(kk * ZMM));
+            for t in 0..PANEL_MR {
+                c[t] = _mm512_fmadd_ps(_mm512_set1_ps(*x_ptr[t].add(kk)), wv, c[t]);
+            }
+        }
+    }
+    for t in 0..PANEL_MR {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_ps(tile[t].as_mut_ptr(), c[t]) };
+    }
+}
