@@ -1,27 +1,43 @@
-//! The built-in demo model: written on first use into the user's cache directory, so `bonsai
-//! generate` works without a download. Its weights are random: the text it makes is gibberish.
+//! The built-in default model, used when no `-m`/`-hf` is given: bonsai-tiny-stories, a 1-bit
+//! (Q1_0) Qwen3 trained on simple children's stories (models/, scripts/default-model/). Its GGUF
+//! is compiled into the binary, so an installed `bonsai` needs neither the repository nor a
+//! download; on first use it is written to the cache directory, because the loader maps files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bonsai_model::demo::demo_gguf_writer;
 
-/// Bump when the demo's geometry, seed or vocab changes, so an old cached file is not reused.
-const DEMO_FILE_NAME: &str = "demo-qwen3-q1_0-v1.gguf";
+/// The GGUF, as scripts/default-model/install.sh wrote it.
+const DEFAULT_MODEL: &[u8] = include_bytes!("../../../models/bonsai-tiny-stories-q1_0.gguf");
+const DEFAULT_MODEL_FILE_NAME: &str = "bonsai-tiny-stories-q1_0.gguf";
 
-/// The demo model's path in the cache directory, writing it (atomically) if it is not there yet.
-/// Announced on stderr.
-pub fn demo_model_path(config: &bonsai_kernels::Config) -> anyhow::Result<PathBuf> {
-    let dir = config.cache_dir.clone().context("no cache directory: set BONSAI_CACHE_DIR (HOME is not set)")?;
-    let path = dir.join(DEMO_FILE_NAME);
-    if !path.is_file() {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating cache directory {}", dir.display()))?;
-        let writer = demo_gguf_writer().context("building the demo model")?;
-        writer.write_file(&path).with_context(|| format!("writing the demo model to {}", path.display()))?;
+/// The default model's path in the cache directory, written there (atomically) unless a file
+/// with exactly its bytes is already there. Announced on stderr.
+pub fn default_model_path(config: &bonsai_kernels::Config) -> anyhow::Result<PathBuf> {
+    let dir = config
+        .cache_dir
+        .clone()
+        .context("no cache directory: set BONSAI_CACHE_DIR (HOME is not set)")?;
+    let path = dir.join(DEFAULT_MODEL_FILE_NAME);
+    // Comparing the bytes (a few MB) is what keeps an older binary's copy from being used.
+    if std::fs::read(&path).ok().as_deref() != Some(DEFAULT_MODEL) {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating cache directory {}", dir.display()))?;
+        write_atomically(&path, DEFAULT_MODEL)
+            .with_context(|| format!("writing the default model to {}", path.display()))?;
     }
-    eprintln!(
-        "note: no -m given; using the built-in demo model ({}): random weights, so the output is gibberish",
-        path.display()
-    );
+    eprintln!("note: no -m given; using the built-in default model ({}), a small 1-bit model trained on children's stories", path.display());
     Ok(path)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
+/// never sees a partial file (several processes may write it at once).
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
+        // Best effort: the temporary is ours and useless after a failure.
+        let _ = std::fs::remove_file(&tmp);
+    })
 }

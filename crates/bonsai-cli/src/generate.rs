@@ -1,4 +1,4 @@
-//! `bonsai generate`: load a model (or the demo), prefill the prompt, stream the continuation to
+//! `bonsai generate`: load a model (or the built-in default), prefill the prompt, stream the continuation to
 //! stdout, and report prefill / decode speed on stderr.
 
 use bonsai_kernels::Config;
@@ -24,7 +24,7 @@ pub const PREFILL_BATCH: usize = 512;
 /// Options every model-running subcommand shares.
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
-    /// GGUF model file (default: the built-in random-weight demo model)
+    /// GGUF model file (default: the built-in story model, bonsai-tiny-stories)
     #[arg(short = 'm', long = "model", conflicts_with = "hf_repo")]
     pub model: Option<PathBuf>,
     #[command(flatten)]
@@ -97,13 +97,13 @@ pub struct GenerateArgs {
     pub dump_logits: Option<PathBuf>,
 }
 
-/// Opens the model named by `args` (or the demo) on the GPU, or the CPU with `--cpu` or when no
+/// Opens the model named by `args` (or the built-in default) on the GPU, or the CPU with `--cpu` or when no
 /// GPU exists, and says which backend runs.
 pub fn load(args: &ModelArgs, config: &Config) -> anyhow::Result<AnyLoaded> {
     let path = match (args.hub.fetch()?, &args.model) {
         (Some(p), _) => p,
         (None, Some(p)) => p.clone(),
-        (None, None) => crate::demo::demo_model_path(config)?,
+        (None, None) => crate::demo::default_model_path(config)?,
     };
     let start = Instant::now();
     let backend = crate::backend_choice::choose(args.cpu, config)?;

@@ -77,8 +77,8 @@ fn info_exits_quietly_when_stdout_closes() {
     }
 }
 
-/// Generation streams tokens to stdout; the first token comes after the demo model is built and
-/// prefilled, long after the read end is closed.
+/// Generation streams tokens to stdout; the first token comes after the default model is written
+/// to the cache and prefilled, long after the read end is closed.
 #[test]
 fn generate_exits_quietly_when_stdout_closes() {
     let cache = scratch("generate");

@@ -1,7 +1,9 @@
 //! The real GPU stack (cudarc -> bonsai's launchers -> the CUDA kernel sources) on the CPU
 //! emulator of the driver and device (crates/bonsai-kernels/emu/, built by scripts/emu.sh):
-//! `kernels info`, `kernels verify --shapes small` and `check` on the demo model, on the tiny
-//! geometry (the fused decode path) and on a tiny model with +2d weights must pass with no GPU, and perplexity through the emulated GPU prefill must equal the CPU's within 0.1%. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
+//! `kernels info`, `kernels verify --shapes small` and `check` on the random-weight demo model, on the tiny
+//! geometry (the fused decode path) and on a tiny model with +2d weights must pass with no GPU, and the built-in default
+//! model's perplexity on its held-out text through the emulated GPU prefill must equal the CPU's within 0.1%, both
+//! under the bound recorded in models/bonsai-tiny-stories.expect. Any FAIL here is a kernel bug (or an emulator bug): every kernel also passes on the H200.
 //! The emulator poses as an H200 (sm_90) unless told otherwise; `verify` and the tiny `check`
 //! also run posing as an A100 (BONSAI_EMU_ARCH=80: 108 SMs, 163 KB of shared memory per CTA, no
 //! wgmma), so the launchers' choices for other architectures run too.
@@ -32,7 +34,7 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Emulator build and bonsai cache (kernel cubin, demo model) live under the target dir, so a
+/// Emulator build, bonsai cache (kernel cubin) and the demo model live under the target dir, so a
 /// second run reuses both and the user's own cache is untouched.
 fn work_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
@@ -260,26 +262,12 @@ fn assert_check_passed_in(out: &Output, steps: &str, context: &str) -> String {
     stdout
 }
 
-/// The demo model's file. Writing it is a CPU affair: a one-token CPU generation puts it in the
-/// cache and names its path on stderr.
+/// The random-weight demo model's file (support::demo_model_file): `check` and the server
+/// compare the GPU with the CPU on it, which needs no trained weights.
 fn demo_model_path() -> String {
-    let demo = Command::new(BIN)
-        .args(["generate", "--cpu", "-p", "a", "-n", "1"])
-        .env("BONSAI_CACHE_DIR", work_dir("emu-cache"))
-        .output()
-        .expect("run bonsai generate");
-    let stderr = String::from_utf8_lossy(&demo.stderr);
-    stderr
-        .split("using the built-in demo model (")
-        .nth(1)
-        .and_then(|rest| rest.split("):").next())
-        .unwrap_or_else(|| panic!("no demo model path in the generate output:\n{}", text(&demo)))
-        .to_string()
+    support::demo_model_file(&work_dir("emu-models")).to_str().expect("utf-8 path").to_string()
 }
 
-/// Bytes of text scored: with the demo tokenizer several hundred tokens, one forward call of
-/// m >= 64, so the prefill GEMMs are the f16 ones (on the emulated sm_90: the wgmma GEMM).
-const PERPLEXITY_TEXT_BYTES: usize = 700;
 /// Issue #5: GPU perplexity equals CPU perplexity within 0.1%. The f16 GEMMs round activations
 /// to 11 significant bits (relative 2^-11 per element, independent errors averaging out over the
 /// scored tokens); measured 4e-5 on this model, 1e-5..6e-5 on the golden checkpoints (H200).
@@ -293,21 +281,23 @@ fn perplexity_of(out: &Output) -> f64 {
         .unwrap_or_else(|| panic!("no perplexity in the output:\n{}", text(out)))
 }
 
+/// The built-in default model on its held-out text (two windows of hundreds of tokens: one
+/// forward call of m >= 64 each, so the prefill GEMMs are the f16 ones, on the emulated sm_90 the
+/// wgmma GEMM): the GPU agrees with the CPU, and both stay under the recorded bound.
 #[test]
 fn perplexity_through_the_emulated_gpu_prefill_matches_the_cpu() {
     if ready().is_none() {
         return;
     }
-    let path = demo_model_path();
-    let readme = std::fs::read(repo_root().join("docs/ARCHITECTURE.md")).expect("read docs/ARCHITECTURE.md");
-    let text_file = work_dir("perplexity.txt");
-    std::fs::write(&text_file, &readme[..PERPLEXITY_TEXT_BYTES]).expect("write the scored text");
-    let text_arg = text_file.to_str().expect("utf-8 path");
-    let gpu = emulated(&["perplexity", "-m", &path, "-f", text_arg, "-v"]).output().expect("run scripts/emu.sh");
+    let path = repo_root().join("models/bonsai-tiny-stories-q1_0.gguf");
+    let path = path.to_str().expect("utf-8 path");
+    let heldout = repo_root().join("models/bonsai-tiny-stories.heldout.txt");
+    let text_arg = heldout.to_str().expect("utf-8 path");
+    let gpu = emulated(&["perplexity", "-m", path, "-f", text_arg, "-v"]).output().expect("run scripts/emu.sh");
     assert!(gpu.status.success(), "{}", text(&gpu));
     assert!(String::from_utf8_lossy(&gpu.stderr).contains("backend: cuda"), "not on the (emulated) GPU:\n{}", text(&gpu));
     let cpu = Command::new(BIN)
-        .args(["perplexity", "--cpu", "-m", &path, "-f", text_arg])
+        .args(["perplexity", "--cpu", "-m", path, "-f", text_arg])
         .env("BONSAI_CACHE_DIR", work_dir("emu-cache"))
         .output()
         .expect("run bonsai perplexity --cpu");
@@ -315,6 +305,8 @@ fn perplexity_through_the_emulated_gpu_prefill_matches_the_cpu() {
     let (g, c) = (perplexity_of(&gpu), perplexity_of(&cpu));
     let relative = (g - c).abs() / c;
     assert!(relative <= PERPLEXITY_MAX_RELATIVE_DIFF, "GPU {g} vs CPU {c}: relative difference {relative:e}");
+    let bound = support::default_model_expect("heldout_perplexity_bound").parse::<f64>().expect("a number");
+    assert!(g <= bound && c <= bound, "held-out perplexity GPU {g}, CPU {c}: above the recorded bound {bound}");
 }
 
 /// The geometries the GPU must run as the CPU does (GQA groups 1, 3, 4, 5, 8; head_dim 64, 128,

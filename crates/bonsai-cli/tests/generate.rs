@@ -1,4 +1,4 @@
-//! Runs the built `bonsai` binary: generate / chat / perplexity on the built-in demo model, and
+//! Runs the built `bonsai` binary: generate / chat / perplexity on the built-in default model, and
 //! one-line errors with exit code 1 on bad input.
 
 use std::io::Write;
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bonsai_gguf::{keys, GgufWriter, MetaValue};
+use bonsai_gguf::{keys, GgufFile, GgufWriter, MetaValue, Qwen3Config};
 
 static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
 
@@ -46,17 +46,24 @@ fn assert_one_line_error(out: &Output, needle: &str) {
     assert!(lines[0].contains(needle), "expected '{needle}' in: {err}");
 }
 
+/// The built-in default model's vocabulary size, read from the file it embeds.
+fn default_vocab() -> usize {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/bonsai-tiny-stories-q1_0.gguf");
+    Qwen3Config::from_gguf(&GgufFile::open(&path).unwrap()).unwrap().vocab
+}
+
 #[test]
-fn generate_on_the_demo_streams_text_and_reports_speed() {
+fn generate_on_the_default_model_streams_text_and_reports_speed() {
     let cache = scratch();
-    let args = ["generate", "-p", "Hello", "-n", "12", "--temp", "0.8", "--seed", "7"];
+    let args = ["generate", "-p", "Once upon a time", "-n", "12", "--temp", "0.8", "--seed", "7"];
     let out = bonsai(&cache, &args, None);
     let err = text(&out.stderr);
     assert!(out.status.success(), "stderr: {err}");
-    assert!(err.contains("demo model") && err.contains("random weights"), "{err}");
+    assert!(err.contains("using the built-in default model"), "{err}");
     assert!(err.contains("backend: cpu ("), "{err}");
-    assert!(err.contains("prefill: 5 tokens") && err.contains("tok/s"), "{err}");
-    // Same seed, same text (the demo file is reused from the cache the second time).
+    // "Once", " upon", " a", " time": one token per word in the story vocabulary.
+    assert!(err.contains("prefill: 4 tokens") && err.contains("tok/s"), "{err}");
+    // Same seed, same text (the cached file is reused the second time).
     let again = bonsai(&cache, &args, None);
     assert_eq!(text(&out.stdout), text(&again.stdout));
     // --chat goes through the file's template; greedy default.
@@ -71,11 +78,11 @@ fn dump_logits_writes_one_vocab_row_per_step() {
     let out = bonsai(&cache, &["generate", "-p", "abc", "-n", "3", "--dump-logits", dump.to_str().unwrap()], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let bytes = std::fs::read(&dump).unwrap();
-    const DEMO_VOCAB: usize = 259;
-    let steps = bytes.len() / (DEMO_VOCAB * 4);
-    assert_eq!(bytes.len() % (DEMO_VOCAB * 4), 0);
+    let vocab = default_vocab();
+    let steps = bytes.len() / (vocab * 4);
+    assert_eq!(bytes.len() % (vocab * 4), 0);
     assert!((1..=3).contains(&steps), "{steps} steps");
-    let first: Vec<f32> = bytes[..DEMO_VOCAB * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let first: Vec<f32> = bytes[..vocab * 4].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     assert!(first.iter().all(|v| v.is_finite()) && first.iter().any(|&v| v != first[0]));
 }
 
@@ -83,7 +90,8 @@ fn dump_logits_writes_one_vocab_row_per_step() {
 fn perplexity_scores_a_file_and_dumps_every_position() {
     let cache = scratch();
     let file = cache.join("text.txt");
-    std::fs::write(&file, "the quick brown fox jumps over the lazy dog").unwrap();
+    let story = "Once upon a time, there was a little fox named Pip. Pip had a red ball that he loved very much. One day, Pip took his ball to the park.";
+    std::fs::write(&file, story).unwrap();
     let dump = cache.join("ppl.f32");
     let out = bonsai(
         &cache,
@@ -93,9 +101,9 @@ fn perplexity_scores_a_file_and_dumps_every_position() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.starts_with("perplexity: "), "{stdout}");
-    // 43 byte tokens in windows of 16: 16 + 16 + 11 positions, 15 + 15 + 10 predictions.
-    assert!(stdout.contains("over 40 predicted tokens"), "{stdout}");
-    assert_eq!(std::fs::metadata(&dump).unwrap().len(), 43 * 259 * 4);
+    // 35 tokens in windows of 16: 16 + 16 + 3 positions, 15 + 15 + 2 predictions.
+    assert!(stdout.contains("over 32 predicted tokens"), "{stdout}");
+    assert_eq!(std::fs::metadata(&dump).unwrap().len(), (35 * default_vocab() * 4) as u64);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `bonsai serve` on the demo model (CPU): the official `openai` Python client against it, and
+//! `bonsai serve` on the random-weight demo model (CPU, see `support::demo_model_file`): the official `openai` Python client against it, and
 //! hostile input over raw HTTP (malformed and fuzzed bodies, wrong keys, oversized bodies, long
 //! prompts, a full queue, clients that vanish mid-stream) while other streams complete.
 
@@ -9,15 +9,19 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{connect, request, send, start_server, KEY};
+use support::{connect, demo_model_file, request, send, start_server, KEY};
 
 const MODEL: &str = "bonsai-demo";
 
+fn cache_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("bonsai-serve-test-{}", std::process::id()))
+}
+
 fn start(args: &[&str]) -> support::Server {
-    let cache = std::env::temp_dir().join(format!("bonsai-serve-test-{}", std::process::id()));
-    std::fs::create_dir_all(&cache).unwrap();
+    let cache = cache_dir();
+    let model = demo_model_file(&cache);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
-    cmd.args(["serve", "--cpu"]).args(args).env("BONSAI_CACHE_DIR", &cache);
+    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(args).env("BONSAI_CACHE_DIR", &cache);
     start_server(cmd)
 }
 
@@ -186,9 +190,11 @@ fn a_full_queue_answers_503_with_retry_after() {
 
 #[test]
 fn bench_serve_starts_a_server_and_counts_every_token() {
-    let cache = std::env::temp_dir().join(format!("bonsai-serve-test-{}", std::process::id()));
+    let cache = cache_dir();
+    let model = demo_model_file(&cache);
     let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-        .args(["bench", "serve", "--streams", "4", "--requests", "6", "-p", "9", "-n", "5", "--json", "--", "--cpu", "-np", "3"])
+        .args(["bench", "serve", "--streams", "4", "--requests", "6", "-p", "9", "-n", "5", "--json", "--", "--cpu", "-np", "3", "-m"])
+        .arg(&model)
         .env("BONSAI_CACHE_DIR", &cache)
         .output()
         .unwrap();

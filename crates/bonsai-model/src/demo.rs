@@ -1,5 +1,7 @@
-//! The built-in demo model's vocabulary: 256 byte tokens plus the three ChatML control tokens.
-//! The model: random Q1_0 weights from a fixed seed ([`crate::synthetic`]), written as a GGUF.
+//! The random-weight demo model's vocabulary: 256 byte tokens plus the three ChatML control
+//! tokens. The model: random Q1_0 weights from a fixed seed ([`crate::synthetic`]), written as a
+//! GGUF. The CLI's default model is the trained one in models/; this one serves tests (servers,
+//! GPU == CPU checks) and the synthetic models' tokenizer.
 
 use bonsai_gguf::{keys, GgufWriter, MetaValue, TensorType, TokenizerMeta, ValueType};
 use bonsai_kernels::QMatrix;

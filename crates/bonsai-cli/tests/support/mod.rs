@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -21,6 +22,37 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The random-weight demo model (`bonsai_model::demo`) written as `dir/bonsai-demo.gguf` (so the
+/// server names it "bonsai-demo"). Server tests use it rather than the built-in trained model:
+/// its streams run to their token budget (a trained model ends a story with its stop token), its
+/// context is 4096 tokens, and its logits are small, as the near-tie bounds assume.
+pub fn demo_model_file(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("bonsai-demo.gguf");
+    let mut bytes = Vec::new();
+    bonsai_model::demo::demo_gguf_writer().unwrap().write_to(&mut bytes).unwrap();
+    if std::fs::read(&path).ok() != Some(bytes.clone()) {
+        // Tests run on several threads: each writes its own temporary and renames it in place.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!("bonsai-demo.gguf.tmp-{}-{n}", std::process::id()));
+        std::fs::write(&tmp, &bytes).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
+    path
+}
+
+/// A value recorded in models/bonsai-tiny-stories.expect (`key value` lines, written by
+/// scripts/default-model/install.sh with the built-in default model).
+pub fn default_model_expect(key: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/bonsai-tiny-stories.expect");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ').map(|v| v.trim().to_string()))
+        .unwrap_or_else(|| panic!("no '{key}' in {}", path.display()))
 }
 
 /// Starts `cmd` (a `bonsai serve` command line) on a free port with [`KEY`]; returns once it
