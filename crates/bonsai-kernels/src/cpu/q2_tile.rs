@@ -6,7 +6,7 @@
 //! then one FMA per token accumulates it against x.
 
 use super::qgemm::QuantRows;
-use super::{SimdLevel, LANES};
+use super::LANES;
 use crate::weights::{Q2Matrix, GROUP, Q2_WORDS};
 
 /// Codes per u32 word.
@@ -34,47 +34,28 @@ impl QuantRows for Q2Matrix {
             }
         }
     }
-    fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
-        match level {
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => {
-                // SAFETY: `Avx512` is only produced by run-time detection of the features
-                // `avx512::q2_pack_panel` needs; it checks the shapes itself.
-                unsafe { super::avx512::q2_pack_panel(self, rows, k0, out) }
-            }
-            _ => super::qgemm::pack_by_rows(self, rows, k0, out),
-        }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+        // SAFETY: the trait's contract (the `Avx512` level's features).
+        unsafe { super::avx512::q2_pack_panel(self, rows, k0, out) }
     }
-    fn dot_tile<const R: usize, const T: usize>(
-        &self,
-        level: SimdLevel,
-        rows: &[usize; R],
-        xs: &[&[f32]; T],
-    ) -> [[f32; T]; R] {
-        // The SIMD loads below rely on this (row indices are bounds-checked where used).
-        assert!(xs.iter().all(|x| x.len() == self.k), "dot_tile: x rows must have length K");
-        match level {
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 if T == 1 => {
-                // SAFETY: `Avx512` is only produced by run-time detection of the features
-                // `avx512::q2_dot_rows` needs; it checks the shapes itself.
-                let dots = unsafe { super::avx512::q2_dot_rows(self, rows, xs[0]) };
-                std::array::from_fn(|r| [dots[r]; T])
-            }
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2Fma if T == 1 => {
-                // SAFETY: as below; T == 1 so xs[0] is the only token.
-                let dots = unsafe { avx2::dot_rows_decode(self, rows, xs[0]) };
-                std::array::from_fn(|r| [dots[r]; T])
-            }
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2Fma | SimdLevel::Avx512 => {
-                // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA; x lengths
-                // are asserted above.
-                unsafe { avx2::dot_tile(self, rows, xs) }
-            }
-            _ => dot_tile_scalar(self, rows, xs),
-        }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+        // SAFETY: the trait's contract (the `Avx512` level's features, x of length K).
+        unsafe { super::avx512::q2_dot_rows(self, rows, x) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+        // SAFETY: the trait's contract (AVX2 + FMA, x of length K).
+        unsafe { avx2::dot_rows_decode(self, rows, x) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        // SAFETY: the trait's contract (AVX2 + FMA, x rows of length K).
+        unsafe { avx2::dot_tile(self, rows, xs) }
+    }
+    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        dot_tile_scalar(self, rows, xs)
     }
 }
 

@@ -27,20 +27,48 @@ pub trait QuantRows: Sync {
     /// multiples of the 128-weight group).
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
     /// `out[kk·16 + j] = W[rows[j], k0 + kk]` for `kk < out.len() / 16` (a multiple of the
-    /// 128-weight group; exact f32): the panel GEMM's micro-panel. The default transposes
-    /// [`QuantRows::dequant_into`] rows; SIMD levels may build it directly.
+    /// 128-weight group; exact f32): the panel GEMM's micro-panel. AVX-512 builds it directly;
+    /// other levels transpose [`QuantRows::dequant_into`] rows.
     fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
-        let _ = level;
-        pack_by_rows(self, rows, k0, out);
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Avx512` is only produced by run-time detection of the features the
+            // format's AVX-512 kernels need; they check the shapes themselves.
+            SimdLevel::Avx512 => unsafe { self.avx512_pack_panel(rows, k0, out) },
+            _ => pack_by_rows(self, rows, k0, out),
+        }
     }
     /// `out[r][t] = Σ_k W[rows[r], k] · xs[t][k]` for every `r < R`, `t < T`.
     /// Every `xs[t]` has length `cols()`; every `rows[r] < rows()`.
-    fn dot_tile<const R: usize, const T: usize>(
-        &self,
-        level: SimdLevel,
-        rows: &[usize; R],
-        xs: &[&[f32]; T],
-    ) -> [[f32; T]; R];
+    fn dot_tile<const R: usize, const T: usize>(&self, level: SimdLevel, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        // The SIMD loads rely on this (row indices are bounds-checked where used).
+        assert!(xs.iter().all(|x| x.len() == self.cols()), "dot_tile: x rows must have length K");
+        let one_token = |dots: [f32; R]| std::array::from_fn(|r| [dots[r]; T]);
+        match level {
+            // SAFETY (all three SIMD arms): `Avx512` and `Avx2Fma` are only produced by run-time
+            // detection of the features the kernels need (AVX-512 implies AVX2 + FMA here); x
+            // lengths are asserted above; with T == 1, xs[0] is the only token.
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 if T == 1 => one_token(unsafe { self.avx512_dot_rows(rows, xs[0]) }),
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma if T == 1 => one_token(unsafe { self.avx2_dot_rows(rows, xs[0]) }),
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma | SimdLevel::Avx512 => unsafe { self.avx2_dot_tile(rows, xs) },
+            _ => self.scalar_dot_tile(rows, xs),
+        }
+    }
+    /// The format's kernels per level, which [`QuantRows::pack_panel`] and
+    /// [`QuantRows::dot_tile`] choose from. Safety: the AVX-512 ones need the `Avx512` level's
+    /// features, the AVX2 ones AVX2 + FMA; x rows of length `cols()`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, out: &mut [f32]);
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R];
+    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R];
 }
 
 /// [`QuantRows::pack_panel`] from [`QuantRows::dequant_into`]: one row at a time, transposed.
