@@ -157,9 +157,10 @@ fn bad_input_gets_openai_errors_and_never_stops_other_streams() {
 fn a_full_queue_answers_503_with_retry_after() {
     let server = start(&["-np", "1", "--queue", "1"]);
     let addr = server.addr.clone();
-    // One long stream holds the only sequence; one request may wait; the next is turned away.
+    // One long stream holds the only sequence (it ignores the stop token, which the random model
+    // samples every few hundred tokens); one request may wait; the next is turned away.
     let mut holder = connect(&addr);
-    send(&mut holder, "POST", "/v1/completions", Some(KEY), format!(r#"{{"model": "{MODEL}", "prompt": "hold", "stream": true, "max_tokens": 100000}}"#).as_bytes());
+    send(&mut holder, "POST", "/v1/completions", Some(KEY), format!(r#"{{"model": "{MODEL}", "prompt": "hold", "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#).as_bytes());
     let mut first = [0u8; 256];
     assert!(holder.read(&mut first).unwrap() > 0);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
