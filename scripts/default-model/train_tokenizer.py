@@ -12,21 +12,22 @@ import argparse
 import io
 import json
 import os
+import sys
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
 from tokenizers import pre_tokenizers, trainers
 
 import stories
 
+# The special tokens, the Qwen2/Qwen3 pre-tokenizer split (as crates/bonsai-model/src/tokenizer.rs
+# has it) and tokenizer_config.json's shape are the reference tokenizer's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from golden_tokenizer import QWEN2_SPLIT_REGEX, SPECIAL_TOKENS  # noqa: E402
+from golden_tokenizer import tokenizer_config as qwen3_tokenizer_config  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Seed of the sample the merges are learned from (the training corpus uses others).
 TOKENIZER_SEED = 1000
-# Qwen2/Qwen3 pre-tokenizer split, as crates/bonsai-model/src/tokenizer.rs QWEN2_SPLIT_REGEX.
-QWEN2_SPLIT_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
 # ChatML, as crates/bonsai-model/src/demo.rs CHATML_TEMPLATE.
 CHATML_TEMPLATE = (
     "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
@@ -46,21 +47,8 @@ def empty_tokenizer():
 
 
 def tokenizer_config():
-    added = {
-        str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                 "single_word": False, "special": True}
-        for i, t in enumerate(SPECIAL_TOKENS)
-    }
-    return {
-        "added_tokens_decoder": added,
-        "bos_token": None,
-        "eos_token": "<|im_end|>",
-        "pad_token": "<|endoftext|>",
-        "chat_template": CHATML_TEMPLATE,
-        "model_max_length": 512,
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "clean_up_tokenization_spaces": False,
-    }
+    # The special tokens are ids 0..2 of this vocabulary (trained first).
+    return qwen3_tokenizer_config(first_special_id=0, chat_template=CHATML_TEMPLATE)
 
 
 def main():

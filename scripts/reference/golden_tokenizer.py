@@ -72,10 +72,11 @@ def build_tokenizer():
     return tok
 
 
-def tokenizer_config():
-    """tokenizer_config.json as Qwen3 ships it, reduced to what converters and loaders read."""
+def tokenizer_config(first_special_id=N_BYTE_TOKENS, chat_template=CHATML_TEMPLATE):
+    """tokenizer_config.json as Qwen3 ships it, reduced to what converters and loaders read; the
+    special tokens from id `first_special_id` on (the default model's tokenizer reuses it)."""
     added = {
-        str(N_BYTE_TOKENS + i): {
+        str(first_special_id + i): {
             "content": t, "lstrip": False, "normalized": False, "rstrip": False,
             "single_word": False, "special": True,
         }
@@ -86,7 +87,7 @@ def tokenizer_config():
         "bos_token": None,
         "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>",
-        "chat_template": CHATML_TEMPLATE,
+        "chat_template": chat_template,
         "clean_up_tokenization_spaces": False,
         "model_max_length": 512,
         "tokenizer_class": "PreTrainedTokenizerFast",
