@@ -3,7 +3,7 @@
 //! is compiled into the binary, so an installed `bonsai` needs neither the repository nor a
 //! download; on first use it is written to the cache directory, because the loader maps files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 
@@ -23,21 +23,10 @@ pub fn default_model_path(config: &bonsai_kernels::Config) -> anyhow::Result<Pat
     if std::fs::read(&path).ok().as_deref() != Some(DEFAULT_MODEL) {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating cache directory {}", dir.display()))?;
-        write_atomically(&path, DEFAULT_MODEL)
+        bonsai_gguf::write_file_atomically(&path, |file| std::io::Write::write_all(file, DEFAULT_MODEL))
             .with_context(|| format!("writing the default model to {}", path.display()))?;
     }
     eprintln!("note: no -m given; using the built-in default model ({}), a small 1-bit model trained on children's stories", path.display());
     Ok(path)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so a reader
-/// never sees a partial file (several processes may write it at once).
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)).inspect_err(|_| {
-        // Best effort: the temporary is ours and useless after a failure.
-        let _ = std::fs::remove_file(&tmp);
-    })
-}

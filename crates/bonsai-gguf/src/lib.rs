@@ -24,6 +24,7 @@ mod writer;
 pub use blocks::{dequantize, quantize, TensorType, TwoBitLayout};
 pub use config::{Qwen3Config, RopeScaling, RopeScalingKind};
 pub use error::GgufError;
+pub use writer::write_file_atomically;
 pub use reader::{GgufFile, TensorInfo, TensorView, DEFAULT_ALIGNMENT};
 pub use tokenizer_meta::TokenizerMeta;
 pub use value::{MetaValue, ValueType};

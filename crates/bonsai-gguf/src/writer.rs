@@ -170,25 +170,30 @@ impl GgufWriter {
         Ok(())
     }
 
-    /// Writes atomically: to a temporary file next to `path`, then renamed over it.
+    /// Writes atomically ([`write_file_atomically`]).
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
         let path = path.as_ref();
-        let io_err = |err| GgufError::Io { path: path.to_path_buf(), err };
-        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(format!(".tmp-{}", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let result = (|| {
-            let mut file = io::BufWriter::new(std::fs::File::create(&tmp)?);
-            self.write_to(&mut file)?;
-            file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            // Best effort: the temporary file is ours and useless after a failure.
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(io_err)
+        write_file_atomically(path, |file| self.write_to(file)).map_err(|err| GgufError::Io { path: path.to_path_buf(), err })
     }
+}
+
+/// Writes a file atomically: `fill` writes a temporary file next to `path`, which is synced and
+/// renamed over it, so a reader (another process mapping the file) never sees a partial one.
+pub fn write_file_atomically(path: &Path, fill: impl FnOnce(&mut io::BufWriter<std::fs::File>) -> io::Result<()>) -> io::Result<()> {
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| {
+        let mut file = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        fill(&mut file)?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        // Best effort: the temporary file is ours and useless after a failure.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 fn invalid(e: GgufError) -> io::Error {

@@ -376,8 +376,8 @@ fn is_seqs_step(step: &Step) -> bool {
     )
 }
 
-/// Launches a step over the table's one-row sequences, and the op one sequence at a time for the
-/// others.
+/// Launches a step over the table's one-row sequences (a plan has a table only when it has some),
+/// and the op one sequence at a time for the others.
 fn run_seqs_step(
     b: &CudaBackend,
     program: &Program,
@@ -388,18 +388,15 @@ fn run_seqs_step(
     let dims = program.dims;
     let RunEnv { weights, acts, seqs: sequences } = env;
     let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
-    let has_table = program.rows.iter().any(|&r| r == 1);
     // The sequences of more than one row, with their rows in the batch.
     let multi_row = |s: usize| (program.rows[s] > 1).then(|| SeqRows { row0: program.row0(s), rows: program.rows[s] });
     match *step {
         Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer } => {
             let rope = &weights.rope;
-            if has_table {
-                let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-                let p = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
-                decode_seqs::qk_norm_rope_kv_write_seqs(b.launcher(), acts.get_mut(qkv), p, &seqs.table, layer)
-                    .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
-            }
+            let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
+            let p = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
+            decode_seqs::qk_norm_rope_kv_write_seqs(b.launcher(), acts.get_mut(qkv), p, &seqs.table, layer)
+                .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
                 let Some(rows) = multi_row(s) else { continue };
                 let seq = &mut **seq;
@@ -409,19 +406,15 @@ fn run_seqs_step(
         }
         Step::AttentionSeqs { qkv, layer, out } => {
             let (qkv, out) = acts.pair(qkv, out)?;
-            if has_table {
-                let work = bonsai_kernels::launch::attention::AttentionScratch { partials: &mut seqs.partials, counters: &mut seqs.counters };
-                decode_seqs::attention_decode_seqs(b.launcher(), qkv, &seqs.table, layer, work, out).map_err(device_err("attention_decode_seqs"))?;
-            }
+            let work = bonsai_kernels::launch::attention::AttentionScratch { partials: &mut seqs.partials, counters: &mut seqs.counters };
+            decode_seqs::attention_decode_seqs(b.launcher(), qkv, &seqs.table, layer, work, out).map_err(device_err("attention_decode_seqs"))?;
             for (s, seq) in sequences.iter().enumerate() {
                 let Some(rows) = multi_row(s) else { continue };
                 b.attention(qkv, rows, dims.shape, &seq.pos, &seq.kv[layer], out)?;
             }
         }
         Step::AdvanceSeqs => {
-            if has_table {
-                decode_seqs::position_advance_seqs(b.launcher(), &seqs.table).map_err(device_err("position_advance_seqs"))?;
-            }
+            decode_seqs::position_advance_seqs(b.launcher(), &seqs.table).map_err(device_err("position_advance_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
                 match multi_row(s) {
                     Some(rows) => b.advance_position(&mut seq.pos, rows.rows)?,
@@ -432,10 +425,11 @@ fn run_seqs_step(
             }
         }
         Step::LastRowsAll { x, out } => {
-            let len = program.rows.len() * dims.row_len(Act::X);
+            // Every sequence has one row: rows 0..B are the last rows, in order.
+            let all = SeqRows { row0: 0, rows: program.rows.len() };
             let (x, out) = acts.pair(x, out)?;
-            let from = super::ops::rows_of("last rows src", x, SeqRows { row0: 0, rows: 1 }, len)?;
-            let mut to = super::ops::rows_of_mut("last rows dst", out, SeqRows { row0: 0, rows: 1 }, len)?;
+            let from = super::ops::rows_of("last rows src", x, all, dims.row_len(Act::X))?;
+            let mut to = super::ops::rows_of_mut("last rows dst", out, all, dims.row_len(Act::X))?;
             b.stream.memcpy_dtod(&from, &mut to).map_err(device_err("copying the last rows"))?;
         }
         Step::PickRows => {
