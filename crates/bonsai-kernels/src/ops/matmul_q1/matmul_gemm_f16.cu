@@ -124,24 +124,35 @@ __device__ __forceinline__ bool qg_split_k_merge(float (&acc)[M_TILES][N_TILES][
     __syncthreads();
     if (!arrived_last) return false;
     __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+    // As in gemm_wgmma: a split's loads of a batch of chunks are in flight together (not one
+    // dependent chain per chunk); the sum order per accumulator stays split 0, 1, 2, ...
+    constexpr int BATCH = CHUNKS < 4 ? CHUNKS : 4;
 #pragma unroll
-    for (int i = 0; i < M_TILES; ++i)
+    for (int c0 = 0; c0 < CHUNKS; c0 += BATCH) {
 #pragma unroll
-        for (int j = 0; j < N_TILES; ++j) {
-            float4 sum = __ldcg(part + chunk(0, i * N_TILES + j));
-#pragma unroll 1
-            for (int split = 1; split < splits; ++split) {
-                const float4 p = __ldcg(part + chunk(split, i * N_TILES + j));
-                sum.x += p.x;
-                sum.y += p.y;
-                sum.z += p.z;
-                sum.w += p.w;
-            }
-            acc[i][j][0] = sum.x;
-            acc[i][j][1] = sum.y;
-            acc[i][j][2] = sum.z;
-            acc[i][j][3] = sum.w;
+        for (int c = c0; c < c0 + BATCH; ++c) {
+            const float4 p = __ldcg(part + chunk(0, c));
+            float* a = acc[c / N_TILES][c % N_TILES];
+            a[0] = p.x;
+            a[1] = p.y;
+            a[2] = p.z;
+            a[3] = p.w;
         }
+#pragma unroll 1
+        for (int split = 1; split < splits; ++split) {
+            float4 p[BATCH];
+#pragma unroll
+            for (int c = 0; c < BATCH; ++c) p[c] = __ldcg(part + chunk(split, c0 + c));
+#pragma unroll
+            for (int c = 0; c < BATCH; ++c) {
+                float* a = acc[(c0 + c) / N_TILES][(c0 + c) % N_TILES];
+                a[0] += p[c].x;
+                a[1] += p[c].y;
+                a[2] += p[c].z;
+                a[3] += p[c].w;
+            }
+        }
+    }
     return true;
 }
 

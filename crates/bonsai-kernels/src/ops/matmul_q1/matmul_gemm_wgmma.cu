@@ -214,11 +214,23 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         __syncthreads();
         if (!arrived_last) return;
         __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+        // Each split's loads of a batch of accumulators are independent and in flight together,
+        // so the merge waits for about (ACC / batch) x gridDim.z load latencies, not ACC x
+        // gridDim.z (one dependent chain per accumulator cost more than the splits' main loops).
+        // The batch bounds the extra registers. The sum order stays split 0, 1, 2, ...
+        constexpr int BATCH = ACC < 16 ? ACC : 16;
 #pragma unroll
-        for (int i = 0; i < ACC; ++i) {
-            float sum = __ldcg(partials + at(0, i));
-            for (int z = 1; z < (int)gridDim.z; ++z) sum += __ldcg(partials + at(z, i));
-            acc[i] = sum;
+        for (int i0 = 0; i0 < ACC; i0 += BATCH) {
+#pragma unroll
+            for (int i = i0; i < i0 + BATCH; ++i) acc[i] = __ldcg(partials + at(0, i));
+#pragma unroll 1
+            for (int z = 1; z < (int)gridDim.z; ++z) {
+                float p[BATCH];
+#pragma unroll
+                for (int i = 0; i < BATCH; ++i) p[i] = __ldcg(partials + at(z, i0 + i));
+#pragma unroll
+                for (int i = 0; i < BATCH; ++i) acc[i0 + i] += p[i];
+            }
         }
     }
 
