@@ -388,6 +388,36 @@ fn the_server_batches_streams_on_the_emulated_gpu_as_the_cpu_runs_them_alone() {
             println!("stream {s}: parts at step {step}, a near tie (gap {gap:.2e})");
         }
     }
+    // Stream 1 again, ending on a stop string (its 4th and 5th tokens' text) while the others
+    // run on: the host runs a step behind the device, so the step after the stop was already
+    // launched for it; its text must end before the stop string, and the others are unchanged.
+    let pieces: Vec<&str> = alone[1]["choices"][0]["logprobs"]["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let stop = format!("{}{}", pieces[3], pieces[4]);
+    let before: String = pieces[..3].concat();
+    assert!(!stop.is_empty() && !before.contains(&stop), "pick another stop string: {stop:?} in {before:?}");
+    let stop_field = format!(r#", "ignore_eos": true, "stop": [{}]"#, serde_json::Value::String(stop.clone()));
+    let gpu_addr = gpu.addr.as_str();
+    let mixed: Vec<serde_json::Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| {
+                let extra = if s == 1 { stop_field.clone() } else { r#", "ignore_eos": true"#.to_string() };
+                scope.spawn(move || support::completion(gpu_addr, p, steps, &extra))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // (Only where the batched stream did not part from the CPU at a near tie before the stop.)
+    if batched[1]["choices"][0]["text"].as_str().unwrap().starts_with(&format!("{before}{stop}")) {
+        assert_eq!(mixed[1]["choices"][0]["finish_reason"], "stop", "{}", mixed[1]);
+        assert_eq!(mixed[1]["choices"][0]["text"], before.as_str(), "{}", mixed[1]);
+    } else {
+        println!("stream 1 parted from the CPU before its stop string: the stop check did not run");
+    }
+    for s in [0, 2] {
+        assert_eq!(mixed[s]["choices"][0]["text"], batched[s]["choices"][0]["text"], "stream {s}: {}", mixed[s]);
+    }
     // The same prompt again: its prefix (all but the last token) comes from the cache.
     let again = support::completion(&gpu.addr, &prompts[0], steps, r#", "ignore_eos": true"#);
     assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], prompts[0].len() - 1, "{again}");

@@ -117,6 +117,8 @@ pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Rece
         step_tokens: config.step_tokens.max(config.parallel),
         logits: vec![0.0; model.config().vocab],
         seed_counter: 0,
+        queue_depth: model.decode_queue_depth(),
+        inflight: None,
     };
     let mut open = true;
     loop {
@@ -153,11 +155,24 @@ struct Engine<'a, B: Backend> {
     step_tokens: usize,
     logits: Vec<f32>,
     seed_counter: u64,
+    /// Decode steps the backend may have queued (1: every step is waited for).
+    queue_depth: usize,
+    /// The decode step launched ahead of the host, if any.
+    inflight: Option<Inflight>,
+}
+
+/// A decode step the host launched and whose picks it has not taken yet.
+struct Inflight {
+    /// The slots it decodes, in batch order (its picks' order).
+    slots: Vec<usize>,
+    /// Where the backend copies its picks.
+    mailbox: usize,
+    launched: Instant,
 }
 
 impl<B: Backend> Engine<'_, B> {
     fn idle(&self) -> bool {
-        self.waiting.is_empty() && self.slots.iter().all(|s| s.running.is_none())
+        self.waiting.is_empty() && self.slots.iter().all(|s| s.running.is_none()) && self.inflight.is_none()
     }
 
     /// Tokenizes a new request and queues it, or answers it with an error at once.
@@ -219,6 +234,11 @@ impl<B: Backend> Engine<'_, B> {
 
     /// Gives waiting requests free slots, each the one sharing the longest cached prefix.
     fn admit(&mut self, state: &mut Qwen3State<B>) -> anyhow::Result<()> {
+        // A slot's state changes on admission: the step in flight is taken first (it may also
+        // end requests and free their slots).
+        if !self.waiting.is_empty() && self.inflight.is_some() {
+            self.drain(state);
+        }
         while !self.waiting.is_empty() {
             let Some(slot_index) = self.choose_slot(&self.waiting[0].prompt) else { break };
             let Some(Waiting { job, prompt }) = self.waiting.pop_front() else { break };
@@ -299,7 +319,39 @@ impl<B: Backend> Engine<'_, B> {
 
     /// One forward call over every running sequence, then a token for each that finished its
     /// prompt or is generating.
+    ///
+    /// In the steady state (every running request decodes with the backend's greedy pick) the
+    /// host runs one step behind the device: the next step, whose input ids are the picks the
+    /// device already holds, is launched before the host takes the current step's picks, so the
+    /// device does not wait for the host's round trip. A request that ends on a pick had one more
+    /// step computed for it, whose pick is dropped.
     fn step(&mut self, state: &mut Qwen3State<B>) {
+        if let Some(current) = self.inflight.take() {
+            let next = if self.can_chain(&current.slots) {
+                let mailbox = (current.mailbox + 1) % self.queue_depth;
+                match self.model.launch_decode_batch(state, &current.slots, None, DevicePick::Greedy, mailbox) {
+                    Ok(()) => Some(Inflight { slots: current.slots.clone(), mailbox, launched: Instant::now() }),
+                    Err(e) => {
+                        self.take_inflight(state, current);
+                        let running: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].running.is_some()).collect();
+                        for i in running {
+                            self.fail(i, format!("the forward step failed: {e}"));
+                        }
+                        return;
+                    }
+                }
+            } else {
+                None
+            };
+            self.take_inflight(state, current);
+            // A request that ended on one of the picks just taken had one more token fed in the
+            // step ahead; its slot's position is set back when the slot is next admitted (to
+            // the cached tokens, which never include that token).
+            if next.is_some() {
+                self.inflight = next;
+                return;
+            }
+        }
         let decoding = self.slots.iter().filter(|s| s.running.as_ref().is_some_and(|r| r.next.is_some())).count();
         let mut budget = self.step_tokens - decoding;
         let mut batch: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -323,6 +375,19 @@ impl<B: Backend> Engine<'_, B> {
         // When every sequence that takes a token this step wants the plain argmax, the backend
         // picks (no logits leave the device); otherwise each row's logits come to the host.
         let host_pick = batch.iter().any(|(i, t)| self.slots[*i].running.as_ref().is_some_and(|r| r.takes_token_after(t.len()) && r.needs_host_pick()));
+        let all_decoding = batch.iter().all(|(i, t)| t.len() == 1 && self.slots[*i].running.as_ref().is_some_and(|r| r.next.is_some()));
+        if self.queue_depth > 1 && !host_pick && all_decoding {
+            let seqs: Vec<usize> = batch.iter().map(|(i, _)| *i).collect();
+            match self.model.launch_decode_batch(state, &seqs, Some(&slices), DevicePick::Greedy, 0) {
+                Ok(()) => self.inflight = Some(Inflight { slots: seqs, mailbox: 0, launched: start }),
+                Err(e) => {
+                    for i in seqs {
+                        self.fail(i, format!("the forward step failed: {e}"));
+                    }
+                }
+            }
+            return;
+        }
         let run = if host_pick {
             self.model.forward_batch(state, &slices, LogitRows::Last).map(|()| Vec::new())
         } else {
@@ -363,6 +428,53 @@ impl<B: Backend> Engine<'_, B> {
         }
         self.metrics.step_seconds.observe(start.elapsed().as_secs_f64());
         self.update_gauges();
+    }
+
+    /// Whether the step after `slots`' step in flight can be launched before its picks are
+    /// taken: no admission is due, every running request is in it, decodes with the backend's
+    /// greedy pick, and has at least two tokens to go (so the step ahead fits its context).
+    fn can_chain(&self, slots: &[usize]) -> bool {
+        let admission_due = !self.waiting.is_empty() && self.slots.iter().any(|s| s.running.is_none());
+        let running = self.slots.iter().filter(|s| s.running.is_some()).count();
+        self.queue_depth > 1
+            && !admission_due
+            && running == slots.len()
+            && slots.iter().all(|&i| {
+                self.slots[i].running.as_ref().is_some_and(|r| r.next.is_some() && !r.needs_host_pick() && r.generated + 2 <= r.max_new)
+            })
+    }
+
+    /// Takes the picks of the step in flight and hands each to its request.
+    fn take_inflight(&mut self, state: &Qwen3State<B>, step: Inflight) {
+        let mut ids = vec![0u32; step.slots.len()];
+        if let Err(e) = self.model.take_decode_batch(state, step.mailbox, &mut ids) {
+            for &i in &step.slots {
+                self.fail(i, format!("the forward step failed: {e}"));
+            }
+            return;
+        }
+        Metrics::add(&self.metrics.forward_steps, 1);
+        Metrics::set(&self.metrics.batch_sequences, step.slots.len());
+        Metrics::set(&self.metrics.batch_rows, step.slots.len());
+        for (&i, &id) in step.slots.iter().zip(&ids) {
+            let slot = &mut self.slots[i];
+            // A request that ended (or whose client left) since the launch: the pick is not its.
+            let Some(r) = slot.running.as_ref() else { continue };
+            // The step fed the id handed on before it.
+            if let Some(fed) = r.next {
+                slot.cached.push(fed);
+            }
+            self.emit_token(i, id, None);
+        }
+        self.metrics.step_seconds.observe(step.launched.elapsed().as_secs_f64());
+        self.update_gauges();
+    }
+
+    /// Takes the step in flight, if any.
+    fn drain(&mut self, state: &Qwen3State<B>) {
+        if let Some(step) = self.inflight.take() {
+            self.take_inflight(state, step);
+        }
     }
 
     /// Slot `i`'s next token from logits row `row`, sampled on the host with its penalties, and

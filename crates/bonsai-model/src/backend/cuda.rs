@@ -340,31 +340,40 @@ impl Backend for CudaBackend {
         DECODE_QUEUE_DEPTH
     }
 
-    fn post_token(&self, src: &CudaSlice<u32>, slot: usize) -> Result<(), BackendError> {
-        self.not_while_capturing("post_token")?;
+    fn post_tokens(&self, src: &CudaSlice<u32>, n: usize, slot: usize) -> Result<(), BackendError> {
+        self.not_while_capturing("post_tokens")?;
         let mut boxes = self.token_mailboxes.borrow_mut();
+        let ctx = self.gpu.context();
         while boxes.len() < DECODE_QUEUE_DEPTH {
-            let ctx = self.gpu.context();
-            // SAFETY: a slot is read only after a copy into it completed (take_token waits for
+            // SAFETY: a slot is read only after a copy into it completed (take_tokens waits for
             // the event recorded after the copy).
-            let slot = unsafe { ctx.alloc_pinned_with_flags::<u32>(1, 0) }.map_err(device_err("allocating a token mailbox"))?;
-            boxes.push((slot, ctx.new_event(None).map_err(device_err("creating a token mailbox event"))?));
+            let mailbox = unsafe { ctx.alloc_pinned_with_flags::<u32>(n.max(1), 0) }.map_err(device_err("allocating a token mailbox"))?;
+            boxes.push((mailbox, ctx.new_event(None).map_err(device_err("creating a token mailbox event"))?));
         }
         let (mailbox, copied) =
             boxes.get_mut(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: DECODE_QUEUE_DEPTH })?;
-        let first = src.try_slice(..1).ok_or(BackendError::Capacity { what: "post_token", need: 1, have: src.len() })?;
-        self.stream.memcpy_dtoh(&first, mailbox).map_err(device_err("queueing a token id copy"))?;
+        if mailbox.len() < n {
+            // The mailbox is reused only after its last copy was taken (the caller takes a
+            // slot's ids before posting to it again), so replacing it now is safe.
+            // SAFETY: as above.
+            *mailbox = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(device_err("allocating a token mailbox"))?;
+        }
+        let ids = src.try_slice(..n).ok_or(BackendError::Capacity { what: "post_tokens", need: n, have: src.len() })?;
+        // Copies ids.len() = n ids into the mailbox's first n slots.
+        self.stream.memcpy_dtoh(&ids, mailbox).map_err(device_err("queueing a token id copy"))?;
         copied.record(&self.stream).map_err(device_err("recording a token id copy"))
     }
 
-    fn take_token(&self, _src: &CudaSlice<u32>, slot: usize) -> Result<u32, BackendError> {
+    fn take_tokens(&self, _src: &CudaSlice<u32>, slot: usize, out: &mut [u32]) -> Result<(), BackendError> {
         let boxes = self.token_mailboxes.borrow();
         let (mailbox, copied) = boxes.get(slot).ok_or(BackendError::Capacity { what: "token mailbox", need: slot + 1, have: boxes.len() })?;
         copied.synchronize().map_err(device_err("waiting for a decode step"))?;
-        let id = mailbox.as_slice().map_err(device_err("reading a token mailbox"))?[0];
+        let ids = mailbox.as_slice().map_err(device_err("reading a token mailbox"))?;
+        let posted = ids.get(..out.len()).ok_or(BackendError::Capacity { what: "take_tokens", need: out.len(), have: ids.len() })?;
+        out.copy_from_slice(posted);
         // A kernel fault shows as a failed event wait above or as an error cudarc recorded.
         self.gpu.context().check_err().map_err(device_err("an earlier asynchronous CUDA call"))?;
-        Ok(id)
+        Ok(())
     }
 
     fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CudaKvCache, BackendError> {

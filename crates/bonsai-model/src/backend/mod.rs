@@ -115,19 +115,17 @@ pub trait Backend: Sized {
     fn decode_queue_depth(&self) -> usize {
         1
     }
-    /// Queues a copy of `src[0]` into mailbox `slot` (< [`Self::decode_queue_depth`]) behind the
-    /// work queued so far, for [`Self::take_token`]. Nothing to do where ops are synchronous.
-    fn post_token(&self, src: &Self::Tokens, slot: usize) -> Result<(), BackendError> {
-        let _ = (src, slot);
+    /// Queues a copy of `src[..n]` into mailbox `slot` (< [`Self::decode_queue_depth`]) behind the
+    /// work queued so far, for [`Self::take_tokens`]. Nothing to do where ops are synchronous.
+    fn post_tokens(&self, src: &Self::Tokens, n: usize, slot: usize) -> Result<(), BackendError> {
+        let _ = (src, n, slot);
         Ok(())
     }
-    /// The id [`Self::post_token`] put into `slot`, once its copy is done (where ops are
-    /// synchronous: `src[0]` now).
-    fn take_token(&self, src: &Self::Tokens, slot: usize) -> Result<u32, BackendError> {
+    /// The ids [`Self::post_tokens`] put into `slot` (`out.len()` of them), once their copy is
+    /// done (where ops are synchronous: `src[..out.len()]` now).
+    fn take_tokens(&self, src: &Self::Tokens, slot: usize, out: &mut [u32]) -> Result<(), BackendError> {
         let _ = slot;
-        let mut id = [0u32];
-        self.read_tokens(src, &mut id)?;
-        Ok(id[0])
+        self.read_tokens(src, out)
     }
     fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<Self::KvCache, BackendError>;
     fn new_position(&self) -> Result<Self::Position, BackendError>;

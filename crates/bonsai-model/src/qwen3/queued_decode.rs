@@ -8,7 +8,7 @@
 
 use bonsai_kernels::ops::sample_top_k::Xoshiro256;
 
-use super::{DevicePick, Qwen3, Qwen3State};
+use super::{DevicePick, LogitRows, PlanKey, Qwen3, Qwen3State};
 use crate::backend::Backend;
 use crate::ModelError;
 
@@ -48,13 +48,15 @@ impl<B: Backend> Qwen3<B> {
             loop {
                 while launched < max_steps && launched - handed < depth {
                     self.launch_decode_step(state, pick)?;
-                    self.backend.post_token(&state.acts.tokens, launched % depth)?;
+                    self.backend.post_tokens(&state.acts.tokens, 1, launched % depth)?;
                     launched += 1;
                 }
                 if handed == launched {
                     return Ok(());
                 }
-                let id = self.check_token(self.backend.take_token(&state.acts.tokens, handed % depth)?)?;
+                let mut id = [0u32];
+                self.backend.take_tokens(&state.acts.tokens, handed % depth, &mut id)?;
+                let id = self.check_token(id[0])?;
                 handed += 1;
                 last = Some(id);
                 if !on_token(id)? {
@@ -95,6 +97,54 @@ impl<B: Backend> Qwen3<B> {
                 rng.next_u64();
             }
             self.seed_sampler(state, rng.state())?;
+        }
+        Ok(())
+    }
+}
+
+/// Batched decode steps with the host one step behind (the server's steady state): a step whose
+/// input ids are the picks the previous step left on the device is launched before the host takes
+/// the previous step's ids.
+impl<B: Backend> Qwen3<B> {
+    /// How many steps [`Self::launch_decode_batch`] may have queued (mailboxes `0..depth`); 1
+    /// where ops are synchronous.
+    pub fn decode_queue_depth(&self) -> usize {
+        self.backend.decode_queue_depth().max(1)
+    }
+
+    /// Launches one decode step of the sequences `seqs` (increasing, one token each), or the
+    /// batch `batch` when given (its ids written first): picks each sequence's next token with
+    /// `pick` on the backend and queues a copy of the picks into `mailbox`, without waiting. With
+    /// `batch` None the input ids are the ones already in the token buffer: the picks of the
+    /// previous step, which must have run the same sequences in the same order.
+    pub fn launch_decode_batch(
+        &self,
+        state: &mut Qwen3State<B>,
+        seqs: &[usize],
+        batch: Option<&[(usize, &[u32])]>,
+        pick: DevicePick,
+        mailbox: usize,
+    ) -> Result<(), ModelError> {
+        let key = match batch {
+            Some(batch) => {
+                if batch.len() != seqs.len() || batch.iter().zip(seqs).any(|((s, _), q)| s != q) {
+                    return Err(ModelError::Unsupported("launch_decode_batch: the batch does not match its sequences".into()));
+                }
+                self.batch_key(state, batch, LogitRows::Last, Some(pick))?
+            }
+            None => PlanKey { batch: seqs.iter().map(|&s| (s, 1)).collect(), logits: LogitRows::Last, pick: Some(pick) },
+        };
+        self.run_plan(state, key)?;
+        self.backend.post_tokens(&state.acts.tokens, seqs.len(), mailbox)?;
+        Ok(())
+    }
+
+    /// The picks [`Self::launch_decode_batch`] queued into `mailbox` (`out.len()` = its
+    /// sequences), once that step has run.
+    pub fn take_decode_batch(&self, state: &Qwen3State<B>, mailbox: usize, out: &mut [u32]) -> Result<(), ModelError> {
+        self.backend.take_tokens(&state.acts.tokens, mailbox, out)?;
+        for id in out.iter() {
+            self.check_token(*id)?;
         }
         Ok(())
     }
