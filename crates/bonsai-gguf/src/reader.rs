@@ -256,7 +256,7 @@ impl GgufFile {
     pub fn type_reason(&self, ty: TensorType, type_id: u32) -> String {
         match (type_id, &self.two_bit) {
             (blocks::type_id::TWO_BIT_SHARED, Some(r)) => r.reason.clone(),
-            _ => format!("{} (id {type_id})", ty.name()),
+            _ => format!("type id {type_id} is {}'s own", ty.name()),
         }
     }
 

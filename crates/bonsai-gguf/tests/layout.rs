@@ -164,5 +164,5 @@ fn one_file_one_layout_decided_by_its_unambiguous_tensors() {
     assert!(reason.starts_with("34-byte blocks of 128 weights fit the offset table"), "{reason}");
     assert!(reason.contains("scale first"), "{reason}");
     // Other ids say so.
-    assert_eq!(file.type_reason(TensorType::Ptq1_0, type_id::PTQ1_0), "PTQ1_0 (id 143)");
+    assert_eq!(file.type_reason(TensorType::Ptq1_0, type_id::PTQ1_0), "type id 143 is PTQ1_0's own");
 }

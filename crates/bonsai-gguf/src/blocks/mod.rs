@@ -141,6 +141,25 @@ impl TensorType {
         }
     }
 
+    /// llama.cpp's `general.file_type` (`llama_ftype`) for a file mostly of this type: mainline
+    /// values, and the fork's 128/129 for its private PQ2_0/PTQ1_0; None for the scale-last
+    /// layout, which llama.cpp has no name for.
+    pub const fn llama_file_type(self) -> Option<u32> {
+        Some(match self {
+            TensorType::F32 => 0,
+            TensorType::F16 => 1,
+            TensorType::Q8_0 => 7,
+            TensorType::BF16 => 32,
+            TensorType::Tq1_0 => 36,
+            TensorType::Tq2_0 => 37,
+            TensorType::Q1_0 => 40,
+            TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => 41,
+            TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => 128,
+            TensorType::Ptq1_0 => 129,
+            TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) => return None,
+        })
+    }
+
     /// Whether `id` is a valid on-disk id for this type.
     pub const fn accepts_type_id(self, id: u32) -> bool {
         match self {
