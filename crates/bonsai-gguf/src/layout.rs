@@ -126,8 +126,20 @@ pub(crate) fn resolve_file(
     const G128: TwoBitLayout = TwoBitLayout::Pq2G128ScaleFirst;
     const G64: TwoBitLayout = TwoBitLayout::Q2G64ScaleFirst;
 
+    let fit_text = |layout: TwoBitLayout, other: &TwoBitTensor<'_>, rejected: TwoBitLayout| {
+        let (bytes, weights) = if layout == G64 { (18, 64) } else { (34, 128) };
+        format!(
+            "{bytes}-byte blocks of {weights} weights fit the offset table for all {n} id-42 tensors \
+             ('{}' spans {} bytes; {} blocks would take {})",
+            other.name,
+            other.region.len(),
+            if rejected == G64 { "64-weight" } else { "128-weight" },
+            other.size_text(rejected)
+        )
+    };
+    let misfit = |layout| tensors.iter().find(|t| !t.fits(layout));
     if let Some((layout, said)) = hint {
-        if let Some(t) = tensors.iter().find(|t| !t.fits(layout)) {
+        if let Some(t) = misfit(layout) {
             return Err(ambiguous(
                 t,
                 format!(
@@ -138,9 +150,16 @@ pub(crate) fn resolve_file(
                 ),
             ));
         }
-        return Ok(Some(TwoBitResolution { layout, reason: format!("{said}; its block size fits all {n} id-42 tensors") }));
+        let other = if layout == G64 { G128 } else { G64 };
+        let reason = match misfit(other) {
+            Some(t) => {
+                let role = if layout == G64 { "agrees" } else { "gives the byte order" };
+                format!("{}; {said} {role}", fit_text(layout, t, other))
+            }
+            None => format!("{said} (both block sizes fit every id-42 tensor, so the offsets cannot tell)"),
+        };
+        return Ok(Some(TwoBitResolution { layout, reason }));
     }
-    let misfit = |layout| tensors.iter().find(|t| !t.fits(layout));
     let block_size = match (misfit(G128), misfit(G64)) {
         (Some(not128), None) => Ok((G64, not128)),
         (None, Some(not64)) => Ok((G128, not64)),
@@ -182,17 +201,6 @@ pub(crate) fn resolve_file(
         }
     }?;
     let (layout, other) = block_size;
-    let fit_text = |layout: TwoBitLayout, other: &TwoBitTensor<'_>, rejected: TwoBitLayout| {
-        let (bytes, weights) = if layout == G64 { (18, 64) } else { (34, 128) };
-        format!(
-            "{bytes}-byte blocks of {weights} weights fit the offset table for all {n} id-42 tensors \
-             ('{}' spans {} bytes; {} blocks would take {})",
-            other.name,
-            other.region.len(),
-            if rejected == G64 { "64-weight" } else { "128-weight" },
-            other.size_text(rejected)
-        )
-    };
     if layout == G64 {
         return Ok(Some(TwoBitResolution { layout, reason: fit_text(G64, other, G128) }));
     }
