@@ -28,8 +28,8 @@ pub enum RequantizeError {
     Lossy { name: String, from: &'static str, to: &'static str, reason: String },
     #[error("tensor '{name}': rows of {row_len} weights are not whole {group}-weight {to} groups")]
     RowLength { name: String, row_len: u64, group: usize, to: &'static str },
-    #[error("{to} is not a low-bit block type; quantize writes Q1_0, Q2_0, PQ2_0 or PTQ1_0")]
-    NotLowBit { to: &'static str },
+    #[error("{to} is not written (not a low-bit type, or a layout llama.cpp cannot read); quantize writes Q1_0, Q2_0, PQ2_0 or PTQ1_0")]
+    NotWritten { to: &'static str },
     #[error("tensor '{name}': {source}")]
     Gguf { name: String, source: GgufError },
     #[error("'{0}' is the input file; write the output to another path")]
@@ -144,8 +144,9 @@ pub fn requantize(
     out: &mut impl Write,
     progress: &mut dyn FnMut(&RequantizeProgress<'_>),
 ) -> Result<RequantizeSummary, RequantizeError> {
-    if !is_repacked(to) {
-        return Err(RequantizeError::NotLowBit { to: to.name() });
+    // The scale-last id-42 layout is read, never written: nothing but bonsai and OxiBonsai reads it.
+    if !is_repacked(to) || to == TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) {
+        return Err(RequantizeError::NotWritten { to: to.name() });
     }
     let mut w = output_metadata(file, to);
     for t in file.tensors() {
