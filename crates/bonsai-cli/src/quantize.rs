@@ -35,14 +35,18 @@ fn parse_type(s: &str) -> Result<OutputType, String> {
     }
 }
 
-const BAR_TEMPLATE: &str = "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({eta}) {msg}";
+const BAR_TEMPLATE: &str =
+    "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({eta}) {msg}";
 /// Files below this size finish too fast for a bar to help.
 const BAR_MIN_BYTES: u64 = 64 << 20;
 
 pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let big = std::fs::metadata(&args.input).map(|m| m.len() >= BAR_MIN_BYTES).unwrap_or(false);
-    let bar = ProgressBar::with_draw_target(Some(0), if big { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() });
+    let bar = ProgressBar::with_draw_target(
+        Some(0),
+        if big { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() },
+    );
     if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
         bar.set_style(style);
     }
@@ -54,7 +58,9 @@ pub fn run(args: QuantizeArgs) -> anyhow::Result<()> {
     let to = args.ty.tensor_type();
     let result = requantize_file(&args.input, &args.output, to, args.allow_lossy, &mut on_progress);
     bar.finish_and_clear();
-    let summary = result.with_context(|| format!("re-packing {} to {}", args.input.display(), args.output.display()))?;
+    let summary = result.with_context(|| {
+        format!("re-packing {} to {}", args.input.display(), args.output.display())
+    })?;
     let lossy = if summary.lossy.is_empty() {
         String::new()
     } else {

@@ -10,11 +10,23 @@ use bonsai_model::demo::{demo_tokenizer_parts, model_gguf_writer};
 use bonsai_model::synthetic::{random_tensors, Geometry, WeightKind};
 
 fn geometry() -> Geometry {
-    Geometry { n_layers: 1, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 259, context_len: 64, tied_embeddings: false }
+    Geometry {
+        n_layers: 1,
+        hidden: 256,
+        ffn: 512,
+        n_q_heads: 4,
+        n_kv_heads: 2,
+        head_dim: 64,
+        vocab: 259,
+        context_len: 64,
+        tied_embeddings: false,
+    }
 }
 
 fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
 }
 
 fn temp_dir(test: &str) -> PathBuf {
@@ -26,7 +38,8 @@ fn temp_dir(test: &str) -> PathBuf {
 /// A random model of `kind` at `path`, with `general.file_type` set when `file_type` is given.
 fn write_model(path: &Path, kind: WeightKind, seed: u64, file_type: Option<u32>) {
     let tensors = random_tensors(&geometry(), kind, seed).expect("tensors");
-    let mut w = model_gguf_writer(&geometry(), &tensors, Some(&demo_tokenizer_parts()), None).expect("writer");
+    let mut w = model_gguf_writer(&geometry(), &tensors, Some(&demo_tokenizer_parts()), None)
+        .expect("writer");
     if let Some(ftype) = file_type {
         w.add_metadata(keys::GENERAL_FILE_TYPE, MetaValue::U32(ftype));
     }
@@ -61,7 +74,13 @@ fn exact_re_packs_keep_every_weight_tensor_and_key() {
     let original = GgufFile::open(&q1).unwrap();
     let original_bytes = std::fs::read(&q1).unwrap();
     // Q1_0 -> PTQ1_0 -> PQ2_0 -> Q2_0 (g64) -> PQ2_0 (g64 pairs with one scale) -> PTQ1_0.
-    let chain = [("ptq1_0", "PTQ1_0", 143, 129), ("pq2_0", "PQ2_0", 142, 128), ("q2_0", "Q2_0_g64", 42, 41), ("pq2_0", "PQ2_0", 142, 128), ("ptq1_0", "PTQ1_0", 143, 129)];
+    let chain = [
+        ("ptq1_0", "PTQ1_0", 143, 129),
+        ("pq2_0", "PQ2_0", 142, 128),
+        ("q2_0", "Q2_0_g64", 42, 41),
+        ("pq2_0", "PQ2_0", 142, 128),
+        ("ptq1_0", "PTQ1_0", 143, 129),
+    ];
     let mut input = q1.clone();
     for (step, (ty, name, id, ftype)) in chain.into_iter().enumerate() {
         let output = dir.join(format!("step{step}-{ty}.gguf"));
@@ -74,15 +93,31 @@ fn exact_re_packs_keep_every_weight_tensor_and_key() {
             assert_eq!((&t.name, &t.shape), (&o.name, &o.shape));
             if is_low_bit(o.ty) {
                 assert_eq!((t.ty.name(), t.type_id), (name, id), "{}", t.name);
-                assert_eq!(values(&file, &t.name), values(&original, &t.name), "{ty}: {} (seed {seed})", t.name);
+                assert_eq!(
+                    values(&file, &t.name),
+                    values(&original, &t.name),
+                    "{ty}: {} (seed {seed})",
+                    t.name
+                );
             } else {
                 assert_eq!(t.ty, o.ty);
-                assert_eq!(file.tensor(&t.name).unwrap().data, original.tensor(&t.name).unwrap().data, "{}", t.name);
+                assert_eq!(
+                    file.tensor(&t.name).unwrap().data,
+                    original.tensor(&t.name).unwrap().data,
+                    "{}",
+                    t.name
+                );
             }
         }
         // Metadata: the same keys in the same order and values, file type renamed, and bonsai's
         // id-42 key only on the Q2_0 g64 output.
-        let keys_of = |f: &GgufFile| f.metadata().iter().map(|(k, _)| k.clone()).filter(|k| k != keys::BONSAI_TWO_BIT_LAYOUT).collect::<Vec<_>>();
+        let keys_of = |f: &GgufFile| {
+            f.metadata()
+                .iter()
+                .map(|(k, _)| k.clone())
+                .filter(|k| k != keys::BONSAI_TWO_BIT_LAYOUT)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(keys_of(&file), keys_of(&original));
         for (k, v) in original.metadata() {
             if k != keys::GENERAL_FILE_TYPE {
@@ -100,7 +135,10 @@ fn exact_re_packs_keep_every_weight_tensor_and_key() {
     assert_eq!(code, 0);
     assert!(text.contains("weights:       Q2_0_g64 (id 42, 9 tensors): 18-byte blocks of 64 weights fit the offset table for all 9 id-42 tensors"), "{text}");
     let (_, text, _) = bonsai(&["info", dir.join("step0-ptq1_0.gguf").to_str().unwrap()]);
-    assert!(text.contains("weights:       PTQ1_0 (id 143, 9 tensors): type id 143 is PTQ1_0's own"), "{text}");
+    assert!(
+        text.contains("weights:       PTQ1_0 (id 143, 9 tensors): type id 143 is PTQ1_0's own"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -116,7 +154,12 @@ fn lossy_re_packs_need_the_flag_and_bad_requests_fail_cleanly() {
     let (code, _, stderr) = quantize(&ternary, &out, "q1_0", &[]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.starts_with("error: ") && stderr.trim_end().lines().count() == 1, "{stderr}");
-    assert!(stderr.contains("tensor '") && stderr.contains("no zero") && stderr.contains("--allow-lossy"), "{stderr}");
+    assert!(
+        stderr.contains("tensor '")
+            && stderr.contains("no zero")
+            && stderr.contains("--allow-lossy"),
+        "{stderr}"
+    );
     assert!(!out.exists());
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary left behind");
 
@@ -125,8 +168,14 @@ fn lossy_re_packs_need_the_flag_and_bad_requests_fail_cleanly() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("re-quantized with loss"), "{stdout}");
     let (src, dst) = (GgufFile::open(&ternary).unwrap(), GgufFile::open(&out).unwrap());
-    assert_eq!(dst.get_u32(keys::GENERAL_FILE_TYPE).ok(), None, "no file type added where there was none");
-    for (a, b) in values(&src, "blk.0.ffn_up.weight").iter().zip(values(&dst, "blk.0.ffn_up.weight")) {
+    assert_eq!(
+        dst.get_u32(keys::GENERAL_FILE_TYPE).ok(),
+        None,
+        "no file type added where there was none"
+    );
+    for (a, b) in
+        values(&src, "blk.0.ffn_up.weight").iter().zip(values(&dst, "blk.0.ffn_up.weight"))
+    {
         assert_eq!(*a >= 0.0, b > 0.0, "Q1_0 keeps the sign (zero counts as positive)");
     }
 

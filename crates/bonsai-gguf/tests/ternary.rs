@@ -5,13 +5,17 @@
 mod common;
 
 use bonsai_gguf::blocks::{trit_byte, trit_digit};
-use bonsai_gguf::{decode_levels, dequantize, encode_levels, quantize, Levels, LevelsError, TensorType, TwoBitLayout};
+use bonsai_gguf::{
+    decode_levels, dequantize, encode_levels, quantize, Levels, LevelsError, TensorType,
+    TwoBitLayout,
+};
 use common::Rng;
 use half::f16;
 
 /// §2.9: trits t[e] = ((7e) mod 3) - 1, d = 0.25 (f16 0x3400).
 const WORKED_EXAMPLE: [u8; 28] = [
-    0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, // qs[0..16]
+    0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb, 0x31, 0x94, 0xbb,
+    0x31, // qs[0..16]
     0xcf, 0x45, 0x6c, 0xcf, 0x45, 0x6c, 0xcf, 0x45, // qs[16..24]
     0x43, 0x6c, // qh
     0x00, 0x34, // d, little-endian
@@ -28,8 +32,16 @@ fn ptq1_0_worked_example_decodes_and_encodes_byte_for_byte() {
     assert_eq!(out, worked_example_values());
     // The spot checks the reference spells out.
     assert_eq!(&out[..8], &[-0.25, 0.0, 0.25, -0.25, 0.0, 0.25, -0.25, 0.0]);
-    assert_eq!([out[0], out[16], out[32], out[48], out[64]], [-0.25, 0.0, 0.25, -0.25, 0.0], "qs[0]");
-    assert_eq!([out[80], out[88], out[96], out[104], out[112]], [0.25, 0.0, -0.25, 0.25, 0.0], "qs[16]");
+    assert_eq!(
+        [out[0], out[16], out[32], out[48], out[64]],
+        [-0.25, 0.0, 0.25, -0.25, 0.0],
+        "qs[0]"
+    );
+    assert_eq!(
+        [out[80], out[88], out[96], out[104], out[112]],
+        [0.25, 0.0, -0.25, 0.25, 0.0],
+        "qs[16]"
+    );
     assert_eq!([out[120], out[122], out[124], out[126]], [-0.25, 0.25, 0.0, -0.25], "qh[0]");
 
     let encoded = quantize(TensorType::Ptq1_0, &worked_example_values()).expect("quantize");
@@ -97,19 +109,28 @@ fn element_orders_match_the_reference_tables() {
         dequantize(ty, block, &mut out).expect("dequantize");
         let expected: Vec<f32> = levels.iter().map(|&l| f32::from(l) * d.to_f32()).collect();
         assert_eq!(out, expected, "{}", ty.name());
-        assert_eq!(encode_levels(ty, &Levels { group: levels.len(), scales: vec![d], levels: levels.to_vec() }).expect("encode"), block);
+        assert_eq!(
+            encode_levels(
+                ty,
+                &Levels { group: levels.len(), scales: vec![d], levels: levels.to_vec() }
+            )
+            .expect("encode"),
+            block
+        );
     };
 
     // PTQ1_0 (§2.5): 16n + m <- qs[m]; 80 + 8n + m <- qs[16 + m]; 120 + 2n + h <- qh[h].
     let levels = random_levels(&mut rng, 128, 1);
-    let mut table: Vec<(usize, Vec<usize>)> = (0..16).map(|m| (m, (0..5).map(|n| 16 * n + m).collect())).collect();
+    let mut table: Vec<(usize, Vec<usize>)> =
+        (0..16).map(|m| (m, (0..5).map(|n| 16 * n + m).collect())).collect();
     table.extend((0..8).map(|m| (16 + m, (0..5).map(|n| 80 + 8 * n + m).collect())));
     table.extend((0..2).map(|h| (24 + h, (0..4).map(|n| 120 + 2 * n + h).collect())));
     check(TensorType::Ptq1_0, &levels, &trit_block(&levels, d, &table, 28));
 
     // TQ1_0 (§2.6): 32n + m <- qs[m]; 160 + 16n + m <- qs[32 + m]; 240 + 4n + j <- qh[j].
     let levels = random_levels(&mut rng, 256, 1);
-    let mut table: Vec<(usize, Vec<usize>)> = (0..32).map(|m| (m, (0..5).map(|n| 32 * n + m).collect())).collect();
+    let mut table: Vec<(usize, Vec<usize>)> =
+        (0..32).map(|m| (m, (0..5).map(|n| 32 * n + m).collect())).collect();
     table.extend((0..16).map(|m| (32 + m, (0..5).map(|n| 160 + 16 * n + m).collect())));
     table.extend((0..4).map(|j| (48 + j, (0..4).map(|n| 240 + 4 * n + j).collect())));
     check(TensorType::Tq1_0, &levels, &trit_block(&levels, d, &table, 54));
@@ -192,7 +213,11 @@ fn transcodes_between_ternary_types_are_exact_and_refuse_what_they_cannot_hold()
     let err = encode_levels(TensorType::Ptq1_0, &plus_two).expect_err("+2");
     assert!(err.to_string().contains("weight 5 has level 2"), "{err}");
     // Two g64 halves with different scales cannot share one g128 scale, unless a half is all zero.
-    let mut g64 = Levels { group: 64, scales: vec![f16::from_f32(0.5), f16::from_f32(0.25)], levels: vec![1; 128] };
+    let mut g64 = Levels {
+        group: 64,
+        scales: vec![f16::from_f32(0.5), f16::from_f32(0.25)],
+        levels: vec![1; 128],
+    };
     let err = encode_levels(TensorType::Ptq1_0, &g64).expect_err("unequal");
     assert!(matches!(err, LevelsError::UnequalScales { .. }), "{err}");
     g64.levels[64..].fill(0);

@@ -12,7 +12,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use bonsai_gguf::blocks::level_range;
-use bonsai_gguf::{decode_levels, dequantize, encode_levels, keys, quantize, GgufError, GgufFile, GgufWriter, MetaValue, TensorType, TwoBitLayout};
+use bonsai_gguf::{
+    decode_levels, dequantize, encode_levels, keys, quantize, GgufError, GgufFile, GgufWriter,
+    MetaValue, TensorType, TwoBitLayout,
+};
 use rayon::prelude::*;
 
 /// Rows re-packed per parallel task.
@@ -77,11 +80,19 @@ pub fn repack_tensor(
 ) -> Result<(Vec<u8>, bool), RequantizeError> {
     let row_len = shape.first().copied().unwrap_or(0);
     if row_len % to.block_elems() as u64 != 0 || row_len % from.block_elems() as u64 != 0 {
-        return Err(RequantizeError::RowLength { name: name.into(), row_len, group: to.block_elems(), to: to.name() });
+        return Err(RequantizeError::RowLength {
+            name: name.into(),
+            row_len,
+            group: to.block_elems(),
+            to: to.name(),
+        });
     }
     let gguf = |source| RequantizeError::Gguf { name: name.into(), source };
     let row_len = row_len as usize;
-    let (in_row, out_row) = (row_len / from.block_elems() * from.block_bytes(), row_len / to.block_elems() * to.block_bytes());
+    let (in_row, out_row) = (
+        row_len / from.block_elems() * from.block_bytes(),
+        row_len / to.block_elems() * to.block_bytes(),
+    );
     let n_rows = data.len() / in_row;
     let mut out = vec![0u8; n_rows * out_row];
     let lossy = out
@@ -126,11 +137,17 @@ fn output_metadata(file: &GgufFile, to: TensorType) -> GgufWriter {
         }
     }
     if file.get(keys::GENERAL_QUANTIZATION_VERSION).and_then(MetaValue::as_str).is_some() {
-        w.add_metadata(keys::GENERAL_QUANTIZATION_VERSION, MetaValue::U32(GGML_QUANTIZATION_VERSION));
+        w.add_metadata(
+            keys::GENERAL_QUANTIZATION_VERSION,
+            MetaValue::U32(GGML_QUANTIZATION_VERSION),
+        );
     }
     w.remove_metadata(keys::BONSAI_TWO_BIT_LAYOUT);
     if let TensorType::TwoBit(layout @ TwoBitLayout::Q2G64ScaleFirst) = to {
-        w.add_metadata(keys::BONSAI_TWO_BIT_LAYOUT, MetaValue::String(bonsai_gguf::layout::layout_tag(layout).into()));
+        w.add_metadata(
+            keys::BONSAI_TWO_BIT_LAYOUT,
+            MetaValue::String(bonsai_gguf::layout::layout_tag(layout).into()),
+        );
     }
     w
 }
@@ -155,7 +172,8 @@ pub fn requantize(
             w.add_tensor_deferred(&t.name, &t.shape, to, to.canonical_type_id()).map_err(gguf)?;
         } else {
             let view = file.require_tensor(&t.name).map_err(gguf)?;
-            w.add_tensor_with_type_id(&t.name, &t.shape, t.ty, t.type_id, view.data.to_vec()).map_err(gguf)?;
+            w.add_tensor_with_type_id(&t.name, &t.shape, t.ty, t.type_id, view.data.to_vec())
+                .map_err(gguf)?;
         }
     }
     let n_tensors = file.tensors().len();
@@ -171,7 +189,13 @@ pub fn requantize(
     let bytes_total = done_after.last().copied().unwrap_or(0);
     let mut summary = RequantizeSummary::default();
     let mut failure = None;
-    progress(&RequantizeProgress { name: "", tensors_done: 0, n_tensors, bytes_done: 0, bytes_total });
+    progress(&RequantizeProgress {
+        name: "",
+        tensors_done: 0,
+        n_tensors,
+        bytes_done: 0,
+        bytes_total,
+    });
     let mut index = 0;
     let written = w.write_streaming(out, |name| {
         // Deferred tensors come in file order; skip past the copied ones before this one.
@@ -182,9 +206,16 @@ pub fn requantize(
         let result = if view.info.ty == to {
             Ok((view.data.to_vec(), None))
         } else {
-            repack_tensor(name, view.info.ty, &view.info.shape, view.data, to, allow_lossy).map(|(b, lossy)| (b, Some(lossy)))
+            repack_tensor(name, view.info.ty, &view.info.shape, view.data, to, allow_lossy)
+                .map(|(b, lossy)| (b, Some(lossy)))
         };
-        progress(&RequantizeProgress { name, tensors_done: index + 1, n_tensors, bytes_done: done_after[index], bytes_total });
+        progress(&RequantizeProgress {
+            name,
+            tensors_done: index + 1,
+            n_tensors,
+            bytes_done: done_after[index],
+            bytes_total,
+        });
         match result {
             Ok((bytes, changed)) => {
                 match changed {
@@ -206,7 +237,13 @@ pub fn requantize(
     }
     written.map_err(|source| RequantizeError::Write { path: PathBuf::from("(output)"), source })?;
     summary.copied += file.tensors().iter().filter(|t| !is_repacked(t.ty)).count();
-    progress(&RequantizeProgress { name: "", tensors_done: n_tensors, n_tensors, bytes_done: bytes_total, bytes_total });
+    progress(&RequantizeProgress {
+        name: "",
+        tensors_done: n_tensors,
+        n_tensors,
+        bytes_done: bytes_total,
+        bytes_total,
+    });
     Ok(summary)
 }
 
@@ -224,23 +261,29 @@ pub fn requantize_file(
             return Err(RequantizeError::SameFile(output.to_path_buf()));
         }
     }
-    let file = GgufFile::open(input).map_err(|source| RequantizeError::Gguf { name: input.display().to_string(), source })?;
+    let file = GgufFile::open(input)
+        .map_err(|source| RequantizeError::Gguf { name: input.display().to_string(), source })?;
     let mut summary = None;
     let mut failure = None;
-    let written = bonsai_gguf::write_file_atomically(output, |w| match requantize(&file, to, allow_lossy, w, progress) {
-        Ok(s) => {
-            summary = Some(s);
-            Ok(())
-        }
-        Err(e) => {
-            let message = e.to_string();
-            failure = Some(e);
-            Err(io::Error::other(message))
+    let written = bonsai_gguf::write_file_atomically(output, |w| {
+        match requantize(&file, to, allow_lossy, w, progress) {
+            Ok(s) => {
+                summary = Some(s);
+                Ok(())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                failure = Some(e);
+                Err(io::Error::other(message))
+            }
         }
     });
     if let Some(e) = failure {
         return Err(e);
     }
     written.map_err(|source| RequantizeError::Write { path: output.to_path_buf(), source })?;
-    summary.ok_or_else(|| RequantizeError::Write { path: output.to_path_buf(), source: io::Error::other("nothing written") })
+    summary.ok_or_else(|| RequantizeError::Write {
+        path: output.to_path_buf(),
+        source: io::Error::other("nothing written"),
+    })
 }

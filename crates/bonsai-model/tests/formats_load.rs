@@ -25,7 +25,11 @@ fn logits_of(file: &GgufFile) -> Vec<f32> {
     out
 }
 
-fn repacked(file: &GgufFile, to: TensorType, allow_lossy: bool) -> Result<GgufFile, RequantizeError> {
+fn repacked(
+    file: &GgufFile,
+    to: TensorType,
+    allow_lossy: bool,
+) -> Result<GgufFile, RequantizeError> {
     let mut bytes = Vec::new();
     requantize(file, to, allow_lossy, &mut bytes, &mut |_| {})?;
     Ok(GgufFile::from_bytes(bytes).unwrap())
@@ -46,7 +50,10 @@ fn every_ternary_format_gives_bit_identical_logits() {
         }
     }
     let mut bytes = Vec::new();
-    model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None).unwrap().write_to(&mut bytes).unwrap();
+    model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None)
+        .unwrap()
+        .write_to(&mut bytes)
+        .unwrap();
     let pq2 = GgufFile::from_bytes(bytes).unwrap();
     assert_eq!(pq2.tensor("blk.0.attn_q.weight").unwrap().info.type_id, 142);
     let want = logits_of(&pq2);
@@ -58,7 +65,8 @@ fn every_ternary_format_gives_bit_identical_logits() {
         (TensorType::Tq1_0, 34),
         (TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst), 42),
     ] {
-        let file = repacked(&pq2, to, false).unwrap_or_else(|e| panic!("{}: {e} (seed {seed})", to.name()));
+        let file = repacked(&pq2, to, false)
+            .unwrap_or_else(|e| panic!("{}: {e} (seed {seed})", to.name()));
         let info = &file.tensor("blk.1.ffn_down.weight").unwrap().info;
         assert_eq!((info.ty, info.type_id), (to, id), "seed {seed}");
         let got = logits_of(&file);
@@ -74,11 +82,19 @@ fn unpaired_scales_are_lossy_for_256_groups_and_refused_by_name() {
     // Independent scales per 128-group (the synthetic default) cannot share TQ's one scale.
     let tensors = random_tensors(&g, WeightKind::Ternary, seed).unwrap();
     let mut bytes = Vec::new();
-    model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None).unwrap().write_to(&mut bytes).unwrap();
+    model_gguf_writer(&g, &tensors, Some(&demo_tokenizer_parts()), None)
+        .unwrap()
+        .write_to(&mut bytes)
+        .unwrap();
     let pq2 = GgufFile::from_bytes(bytes).unwrap();
-    let err = repacked(&pq2, TensorType::Tq2_0, false).err().expect("lossy");
+    let err = repacked(&pq2, TensorType::Tq2_0, false).expect_err("lossy");
     let msg = err.to_string();
-    assert!(msg.contains("different scales") && msg.contains("--allow-lossy") && msg.contains("tensor '"), "{msg}");
+    assert!(
+        msg.contains("different scales")
+            && msg.contains("--allow-lossy")
+            && msg.contains("tensor '"),
+        "{msg}"
+    );
     // PTQ1_0 keeps 128-groups: exact, and the same logits.
     let ptq1 = repacked(&pq2, TensorType::Ptq1_0, false).unwrap();
     assert_eq!(logits_of(&ptq1), logits_of(&pq2), "seed {seed}");

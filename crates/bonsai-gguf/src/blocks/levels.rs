@@ -35,7 +35,9 @@ pub enum LevelsError {
 pub fn level_range(ty: TensorType) -> Option<(i8, i8)> {
     match ty {
         TensorType::Q1_0 => Some((-1, 1)),
-        TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) | TensorType::Ptq1_0 | TensorType::Tq1_0 => Some((-1, 1)),
+        TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast)
+        | TensorType::Ptq1_0
+        | TensorType::Tq1_0 => Some((-1, 1)),
         TensorType::TwoBit(_) | TensorType::Tq2_0 => Some((-1, 2)),
         TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Q8_0 => None,
     }
@@ -44,7 +46,9 @@ pub fn level_range(ty: TensorType) -> Option<(i8, i8)> {
 fn allowed_text(ty: TensorType) -> &'static str {
     match ty {
         TensorType::Q1_0 => "-1 and +1 (no zero)",
-        TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) | TensorType::Ptq1_0 | TensorType::Tq1_0 => "-1, 0 and +1",
+        TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast)
+        | TensorType::Ptq1_0
+        | TensorType::Tq1_0 => "-1, 0 and +1",
         _ => "-1, 0, +1 and +2",
     }
 }
@@ -53,13 +57,20 @@ fn allowed_text(ty: TensorType) -> &'static str {
 pub fn decode_levels(ty: TensorType, data: &[u8]) -> Result<Levels, GgufError> {
     let (group, block_bytes) = (ty.block_elems(), ty.block_bytes());
     if level_range(ty).is_none() {
-        return Err(GgufError::BadLength { op: "decode levels", type_name: ty.name(), reason: "not a low-bit block type".into() });
+        return Err(GgufError::BadLength {
+            op: "decode levels",
+            type_name: ty.name(),
+            reason: "not a low-bit block type".into(),
+        });
     }
     if data.len() % block_bytes != 0 {
         return Err(GgufError::BadLength {
             op: "decode levels",
             type_name: ty.name(),
-            reason: format!("{} bytes is not a whole number of {block_bytes}-byte blocks", data.len()),
+            reason: format!(
+                "{} bytes is not a whole number of {block_bytes}-byte blocks",
+                data.len()
+            ),
         });
     }
     let n_blocks = data.len() / block_bytes;
@@ -85,7 +96,9 @@ pub fn decode_levels(ty: TensorType, data: &[u8]) -> Result<Levels, GgufError> {
             TensorType::Ptq1_0 => trits::decode_block(&trits::PTQ1_0, block, out),
             TensorType::Tq1_0 => trits::decode_block(&trits::TQ1_0, block, out),
             TensorType::Tq2_0 => tq2::decode_block(block, out),
-            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Q8_0 => unreachable!("checked above"),
+            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Q8_0 => {
+                unreachable!("checked above")
+            }
         };
         scales.push(d);
     }
@@ -96,8 +109,18 @@ pub fn decode_levels(ty: TensorType, data: &[u8]) -> Result<Levels, GgufError> {
 /// groups that would have to share a scale but do not; see [`Levels::regroup`]).
 pub fn encode_levels(ty: TensorType, src: &Levels) -> Result<Vec<u8>, LevelsError> {
     let (lo, hi) = level_range(ty).ok_or(LevelsError::NotLowBit { type_name: ty.name() })?;
-    if let Some((index, &level)) = src.levels.iter().enumerate().find(|(_, &l)| l < lo || l > hi || (ty == TensorType::Q1_0 && l == 0)) {
-        return Err(LevelsError::Unrepresentable { type_name: ty.name(), allowed: allowed_text(ty), index, level });
+    if let Some((index, &level)) = src
+        .levels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l < lo || l > hi || (ty == TensorType::Q1_0 && l == 0))
+    {
+        return Err(LevelsError::Unrepresentable {
+            type_name: ty.name(),
+            allowed: allowed_text(ty),
+            index,
+            level,
+        });
     }
     let regrouped = src.regroup(ty.block_elems())?;
     let (group, block_bytes) = (ty.block_elems(), ty.block_bytes());
@@ -124,7 +147,9 @@ pub fn encode_levels(ty: TensorType, src: &Levels) -> Result<Vec<u8>, LevelsErro
             TensorType::Ptq1_0 => trits::encode_block(&trits::PTQ1_0, levels, d, block),
             TensorType::Tq1_0 => trits::encode_block(&trits::TQ1_0, levels, d, block),
             TensorType::Tq2_0 => tq2::encode_block(levels, d, block),
-            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Q8_0 => unreachable!("level_range is None"),
+            TensorType::F32 | TensorType::F16 | TensorType::BF16 | TensorType::Q8_0 => {
+                unreachable!("level_range is None")
+            }
         }
     }
     Ok(out)
@@ -152,7 +177,9 @@ impl Levels {
         }
         let per = group / from;
         let mut scales = Vec::with_capacity(self.scales.len() / per);
-        for (merged, (parts, levels)) in self.scales.chunks_exact(per).zip(self.levels.chunks_exact(group)).enumerate() {
+        for (merged, (parts, levels)) in
+            self.scales.chunks_exact(per).zip(self.levels.chunks_exact(group)).enumerate()
+        {
             let used = |i: &usize| levels[i * from..(i + 1) * from].iter().any(|&l| l != 0);
             let mut nonzero = (0..per).filter(used);
             let chosen = nonzero.next().map_or(parts[0], |i| parts[i]);
@@ -173,6 +200,10 @@ impl Levels {
 
     /// Every weight as f32 (exact: a small integer times an f16).
     pub fn values(&self) -> Vec<f32> {
-        self.levels.iter().enumerate().map(|(i, &l)| f32::from(l) * self.scales[i / self.group].to_f32()).collect()
+        self.levels
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| f32::from(l) * self.scales[i / self.group].to_f32())
+            .collect()
     }
 }

@@ -44,14 +44,17 @@ pub(crate) fn decode_block(block: &[u8], levels: &mut [i8]) -> f16 {
 /// Packs levels in {-1, 0, 1, 2} and a scale into one 66-byte block.
 pub(crate) fn encode_block(levels: &[i8], d: f16, out: &mut [u8]) {
     for (byte, o) in out[..QS_BYTES].iter_mut().enumerate() {
-        *o = (0..CODES_PER_BYTE).fold(0u8, |acc, l| acc | (((levels[element(byte, l)] + 1) as u8) << (2 * l)));
+        *o = (0..CODES_PER_BYTE)
+            .fold(0u8, |acc, l| acc | (((levels[element(byte, l)] + 1) as u8) << (2 * l)));
     }
     out[QS_BYTES..QS_BYTES + 2].copy_from_slice(&d.to_le_bytes());
 }
 
 pub(super) fn dequantize(data: &[u8], out: &mut [f32]) {
     let mut levels = [0i8; BLOCK_ELEMS];
-    for (block, group) in data.chunks_exact(size_of::<BlockTq2_0>()).zip(out.chunks_exact_mut(BLOCK_ELEMS)) {
+    for (block, group) in
+        data.chunks_exact(size_of::<BlockTq2_0>()).zip(out.chunks_exact_mut(BLOCK_ELEMS))
+    {
         let d = decode_block(block, &mut levels).to_f32();
         for (o, &l) in group.iter_mut().zip(&levels) {
             *o = f32::from(l) * d;

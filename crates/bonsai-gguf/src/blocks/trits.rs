@@ -47,8 +47,10 @@ const QS_DIGITS: usize = 5;
 const QH_DIGITS: usize = 4;
 const POW3: [u8; QS_DIGITS] = [1, 3, 9, 27, 81];
 
-pub(crate) const PTQ1_0: TritBlock = TritBlock { elems: 128, qs_bytes: 24, qh_bytes: 2, stages: &[32, 16, 8] };
-pub(crate) const TQ1_0: TritBlock = TritBlock { elems: 256, qs_bytes: 48, qh_bytes: 4, stages: &[32, 16] };
+pub(crate) const PTQ1_0: TritBlock =
+    TritBlock { elems: 128, qs_bytes: 24, qh_bytes: 2, stages: &[32, 16, 8] };
+pub(crate) const TQ1_0: TritBlock =
+    TritBlock { elems: 256, qs_bytes: 48, qh_bytes: 4, stages: &[32, 16] };
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -141,7 +143,8 @@ pub(crate) fn absmax_scale(group: &[f32]) -> (f32, f32) {
 
 pub(crate) fn dequantize(layout: &TritBlock, data: &[u8], out: &mut [f32]) {
     let mut levels = [0i8; 256];
-    for (block, group) in data.chunks_exact(layout.bytes()).zip(out.chunks_exact_mut(layout.elems)) {
+    for (block, group) in data.chunks_exact(layout.bytes()).zip(out.chunks_exact_mut(layout.elems))
+    {
         let d = decode_block(layout, block, &mut levels[..layout.elems]).to_f32();
         for (o, &l) in group.iter_mut().zip(&levels) {
             *o = f32::from(l) * d;

@@ -81,10 +81,10 @@ impl std::str::FromStr for OutputType {
             "ptq1_0" => Ok(OutputType::Ptq1_0),
             "f16" => Ok(OutputType::F16),
             "f32" => Ok(OutputType::F32),
-            "tq2_0_g128" => Err(format!(
-                "type 'tq2_0_g128' (the scale-last 2-bit layout) is no longer written: llama.cpp cannot read it; \
-                 use pq2_0 (the same ternary values, scale first, id 142), ptq1_0 (id 143) or q2_0 (mainline, 64-weight groups)"
-            )),
+            "tq2_0_g128" => Err("type 'tq2_0_g128' (the scale-last 2-bit layout) is no longer written: llama.cpp cannot \
+                 read it; use pq2_0 (the same ternary values, scale first, id 142), ptq1_0 (id 143) or q2_0 (mainline, \
+                 64-weight groups)"
+                .to_string()),
             other => Err(format!("unknown type '{other}' ({OUTPUT_TYPE_NAMES})")),
         }
     }
