@@ -6,6 +6,7 @@
 use super::{q2, tq2, trits, TensorType, TwoBitLayout};
 use crate::error::GgufError;
 use half::f16;
+use std::borrow::Cow;
 
 /// A tensor's weights as `levels[i] · scales[i / group]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,10 +160,10 @@ impl Levels {
     /// The same weights with `group` weights per scale. Splitting a group repeats its scale
     /// (always exact); merging needs the merged groups to agree on the scale wherever one of
     /// them has a non-zero level (a group of zeros is zero under any scale).
-    pub fn regroup(&self, group: usize) -> Result<Levels, LevelsError> {
+    pub fn regroup(&self, group: usize) -> Result<Cow<'_, Levels>, LevelsError> {
         let from = self.group;
         if group == from {
-            return Ok(self.clone());
+            return Ok(Cow::Borrowed(self));
         }
         if group < from {
             if from % group != 0 {
@@ -170,7 +171,7 @@ impl Levels {
             }
             let per = from / group;
             let scales = self.scales.iter().flat_map(|&d| std::iter::repeat_n(d, per)).collect();
-            return Ok(Levels { group, scales, levels: self.levels.clone() });
+            return Ok(Cow::Owned(Levels { group, scales, levels: self.levels.clone() }));
         }
         if group % from != 0 || self.levels.len() % group != 0 {
             return Err(LevelsError::Incommensurable { from, to: group });
@@ -195,7 +196,7 @@ impl Levels {
             }
             scales.push(chosen);
         }
-        Ok(Levels { group, scales, levels: self.levels.clone() })
+        Ok(Cow::Owned(Levels { group, scales, levels: self.levels.clone() }))
     }
 
     /// Every weight as f32 (exact: a small integer times an f16).
