@@ -83,7 +83,7 @@ bench)
 check)
     # Convert with the carried binary (no Python needed), then compare CPU and GPU.
     for fmt in $([ "${CHECK_GOLDEN:-1}" = 1 ] && echo q1 tq2); do
-        type=q1_0; [ "$fmt" = tq2 ] && type=tq2_0_g128
+        type=q1_0; [ "$fmt" = tq2 ] && type=pq2_0
         run "convert-$fmt" "$BIN" convert "tests/golden/$fmt" -o "$LOGS/golden-$fmt.gguf" --type "$type"
         run "check-$fmt" "$BIN" check -m "$LOGS/golden-$fmt.gguf" -n 64
         run "check-$fmt-nograph" "$BIN" --kernel-config graphs=off check -m "$LOGS/golden-$fmt.gguf" -n 64

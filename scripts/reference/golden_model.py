@@ -30,9 +30,9 @@ def quantize_q1_0(w):
     return torch.where(g >= 0, d, -d).reshape(w.shape)
 
 
-def quantize_tq2_0_g128(w):
-    """TQ2_0_g128: d = absmax of the group, stored as f16; |w| >= 0.5 absmax -> sign(w) d,
-    else 0."""
+def quantize_pq2_0(w):
+    """PQ2_0 (ternary, 128 per group): d = absmax of the group, stored as f16;
+    |w| >= 0.5 absmax -> sign(w) d, else 0."""
     g = _groups(w.to(torch.float32))
     absmax = g.abs().amax(dim=-1, keepdim=True)
     d = _to_f16_exact(absmax)
@@ -40,7 +40,7 @@ def quantize_tq2_0_g128(w):
     return torch.where(keep, torch.sign(g) * d, torch.zeros_like(g)).reshape(w.shape)
 
 
-QUANTIZERS = {"q1_0": quantize_q1_0, "tq2_0_g128": quantize_tq2_0_g128}
+QUANTIZERS = {"q1_0": quantize_q1_0, "pq2_0": quantize_pq2_0}
 
 
 def check_quantized(name, w, fmt):

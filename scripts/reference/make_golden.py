@@ -2,7 +2,7 @@
 """Golden reference files for bonsai's whole-model CPU test (testing tier T3, see README.md).
 
 Builds a small random Qwen3 with transformers, quantizes every linear weight (embedding and LM head
-included) with the Q1_0 rule and, in a second copy, with the TQ2_0_g128 rule, puts the dequantized
+included) with the Q1_0 rule and, in a second copy, with the ternary PQ2_0 rule, puts the dequantized
 weights back, saves each checkpoint (config.json, float32 model.safetensors, tokenizer.json,
 tokenizer_config.json) under OUT/{q1,tq2}/ and writes the float32 logits of a fixed prompt plus a
 greedy continuation.
@@ -64,7 +64,7 @@ MIN_GREEDY_MARGIN = 0.02
 # A continuation that falls into a short cycle checks little of the decode path; ask for variety.
 MIN_DISTINCT_GREEDY = 16
 MAX_FOLDER_BYTES = 2 * 1024 * 1024
-FORMATS = {"q1": "q1_0", "tq2": "tq2_0_g128"}
+FORMATS = {"q1": "q1_0", "tq2": "pq2_0"}
 
 
 def make_config():

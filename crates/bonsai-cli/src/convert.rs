@@ -1,4 +1,4 @@
-//! `bonsai convert DIR -o OUT.gguf [--type q1_0|tq2_0_g128|f16|f32]`: a Hugging Face Qwen3
+//! `bonsai convert DIR -o OUT.gguf [--type q1_0|q2_0|pq2_0|ptq1_0|f16|f32]`: a Hugging Face Qwen3
 //! checkpoint folder to one self-contained GGUF (logic in `bonsai_model::convert`).
 
 use std::path::PathBuf;
@@ -16,7 +16,8 @@ pub struct ConvertArgs {
     /// Output GGUF file (written atomically)
     #[arg(short = 'o', long = "out")]
     pub out: PathBuf,
-    /// Storage type of linear weights (embedding and LM head included); norms stay F32
+    /// Storage type of linear weights (embedding and LM head included); norms stay F32.
+    /// q1_0 (id 41), q2_0 (mainline, 64 per scale, id 42), pq2_0 (id 142), ptq1_0 (id 143), f16, f32
     #[arg(long = "type", default_value = "q1_0", value_parser = parse_type)]
     pub ty: OutputType,
 }

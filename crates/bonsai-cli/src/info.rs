@@ -39,6 +39,21 @@ pub fn bytes_per_token(file: &GgufFile) -> u64 {
     total
 }
 
+/// Each low-bit (1-bit, 2-bit, ternary) type the file stores, once per on-disk id, with how
+/// many tensors use it and why it reads that way (the id-42 layout resolution, or the id).
+fn low_bit_types(file: &GgufFile) -> Vec<Value> {
+    let mut seen: Vec<(bonsai_gguf::TensorType, u32, usize)> = Vec::new();
+    for t in file.tensors().iter().filter(|t| bonsai_gguf::blocks::level_range(t.ty).is_some()) {
+        match seen.iter_mut().find(|(ty, id, _)| *ty == t.ty && *id == t.type_id) {
+            Some(entry) => entry.2 += 1,
+            None => seen.push((t.ty, t.type_id, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(ty, id, count)| json!({ "type": ty.name(), "type_id": id, "tensors": count, "why": file.type_reason(ty, id) }))
+        .collect()
+}
+
 fn shape_text(t: &TensorInfo) -> String {
     t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(" x ")
 }
@@ -84,6 +99,7 @@ fn report(file: &GgufFile, path: &std::path::Path) -> Value {
         "config_error": config.as_ref().err(),
         "tokenizer": tokenizer.as_ref().ok(),
         "tokenizer_error": tokenizer.as_ref().err(),
+        "low_bit_types": low_bit_types(file),
         "tensors": tensors,
         "total_tensor_bytes": file.tensors().iter().map(|t| t.len_bytes).sum::<u64>(),
         "bytes_per_token": bytes_per_token(file),
@@ -131,6 +147,15 @@ fn print_text(out: &mut impl Write, file: &GgufFile, r: &Value) -> std::io::Resu
             if t["has_chat_template"] == Value::Bool(true) { "yes" } else { "no" }
         )?,
         None => writeln!(out, "tokenizer:     unavailable: {}", r["tokenizer_error"].as_str().unwrap_or(""))?,
+    }
+    for l in r["low_bit_types"].as_array().into_iter().flatten() {
+        writeln!(out,
+            "weights:       {} (id {}, {} tensors): {}",
+            l["type"].as_str().unwrap_or(""),
+            l["type_id"],
+            l["tensors"],
+            l["why"].as_str().unwrap_or("")
+        )?;
     }
     let name_width = file.tensors().iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
     writeln!(out, "tensors ({}):", file.tensors().len())?;

@@ -14,6 +14,7 @@ mod demo;
 mod generate;
 mod hub;
 mod perplexity;
+mod quantize;
 mod serve;
 mod synthetic_file;
 
@@ -37,6 +38,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Convert a Hugging Face Qwen3 checkpoint folder to GGUF
     Convert(convert::ConvertArgs),
+    /// Re-pack a GGUF file's 1-bit / 2-bit / ternary tensors into another such type
+    Quantize(quantize::QuantizeArgs),
     /// Inspect, build, clear or verify the CUDA kernel library and its cache
     Kernels(kernels::KernelsArgs),
     /// Generate text from a prompt (streams to stdout; speed on stderr)
@@ -60,6 +63,7 @@ fn main() {
         match cli.command {
             Command::Info(args) => info::run(args),
             Command::Convert(args) => convert::run(args),
+            Command::Quantize(args) => quantize::run(args),
             Command::Kernels(args) => kernels::run(args, &config),
             Command::Generate(args) => generate::run(args, &config),
             Command::Chat(args) => chat::run(args, &config),

@@ -255,7 +255,9 @@ fn check_values(ty: &str, src: &Source, got: &[f32], seed: u64) {
         }
         return;
     }
-    for (gi, (g, v)) in got.chunks(GROUP).zip(src.values.chunks(GROUP)).enumerate() {
+    // Mainline Q2_0 has 64 weights per scale, the others 128.
+    let group = if ty == "q2_0" { GROUP / 2 } else { GROUP };
+    for (gi, (g, v)) in got.chunks(group).zip(src.values.chunks(group)).enumerate() {
         let d = g.iter().fold(0f32, |m, x| m.max(x.abs()));
         if ty == "q1_0" {
             let mean = (v.iter().map(|x| f64::from(x.abs())).sum::<f64>() / GROUP as f64) as f32;
@@ -269,10 +271,12 @@ fn check_values(ty: &str, src: &Source, got: &[f32], seed: u64) {
         } else {
             let absmax = v.iter().fold(0f32, |m, x| m.max(x.abs()));
             // d = f16(absmax): only the f16 rounding.
-            assert!((d - absmax).abs() <= absmax * F16_REL_ROUNDING, "{}", ctx(gi * GROUP));
+            assert!((d - absmax).abs() <= absmax * F16_REL_ROUNDING, "{}", ctx(gi * group));
+            // The fork's rule in f32: level = round(w · (1 / absmax)), half away from zero.
+            let id = 1.0 / absmax;
             for (j, (x, w)) in g.iter().zip(v).enumerate() {
-                let want = if w.abs() >= 0.5 * absmax { d.copysign(*w) } else { 0.0 };
-                assert_eq!(*x, want, "{}", ctx(gi * GROUP + j));
+                let want = (w * id).round() * d;
+                assert_eq!(*x, want, "{}", ctx(gi * group + j));
             }
         }
     }
@@ -281,7 +285,9 @@ fn check_values(ty: &str, src: &Source, got: &[f32], seed: u64) {
 fn expected_type(ty: &str) -> &'static str {
     match ty {
         "q1_0" => "Q1_0",
-        "tq2_0_g128" => "TQ2_0_g128",
+        "pq2_0" => "PQ2_0",
+        "ptq1_0" => "PTQ1_0",
+        "q2_0" => "Q2_0_g64",
         "f16" => "F16",
         _ => "F32",
     }
@@ -350,8 +356,25 @@ fn converts_q1_0() {
 }
 
 #[test]
-fn converts_tq2_0_g128() {
-    convert_and_check(&TINY, "tq2_0_g128");
+fn converts_the_ternary_types() {
+    for ty in ["pq2_0", "ptq1_0", "q2_0"] {
+        convert_and_check(&TINY, ty);
+    }
+}
+
+#[test]
+fn the_scale_last_type_is_refused_naming_its_replacements() {
+    let seed = seed();
+    let dir = temp_dir("tq2", seed);
+    write_checkpoint(&dir, &TINY, &make_sources(&TINY, &mut Rng(seed)), None);
+    let run = run_convert(&dir, &dir.join("out.gguf"), "tq2_0_g128");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    for replacement in ["pq2_0", "ptq1_0", "q2_0"] {
+        assert!(stderr.contains(replacement), "{stderr}");
+    }
+    assert!(!dir.join("out.gguf").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -409,7 +432,7 @@ fn bad_checkpoints_fail_with_named_errors() {
     let odd = Geometry { ffn: 200, ..TINY };
     let dir = temp_dir("k", seed);
     write_checkpoint(&dir, &odd, &make_sources(&odd, &mut rng), None);
-    let err = expect_failure(&dir, "tq2_0_g128");
+    let err = expect_failure(&dir, "ptq1_0");
     assert!(err.contains("'model.layers.0.mlp.down_proj.weight'") && err.contains("200"), "{err}");
     let run = run_convert(&dir, &dir.join("ok.gguf"), "f16");
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// (folder, --type, GGUF type name of the linear weights)
 const GOLDEN: [(&str, &str, &str); 2] =
-    [("q1", "q1_0", "Q1_0"), ("tq2", "tq2_0_g128", "TQ2_0_g128")];
+    [("q1", "q1_0", "Q1_0"), ("tq2", "pq2_0", "PQ2_0")];
 const F32_BYTES: usize = 4;
 /// The golden tokenizer: 256 byte tokens, then <|endoftext|>, <|im_start|>, <|im_end|>.
 const GOLDEN_VOCAB: usize = 259;

@@ -29,8 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let ty = TensorType::TwoBit(layout);
             w.add_tensor_with_type_id("w", &[256, 16], ty, id, quantize(ty, &weights(4096, i))?)?;
-            for (j, ty) in [TensorType::F32, TensorType::Q8_0, TensorType::Q1_0].into_iter().enumerate() {
-                w.add_tensor(&format!("t{j}"), &[128], ty, quantize(ty, &weights(128, j))?)?;
+            let others = [TensorType::F32, TensorType::Q8_0, TensorType::Q1_0, TensorType::Ptq1_0, TensorType::Tq1_0, TensorType::Tq2_0];
+            for (j, ty) in others.into_iter().enumerate() {
+                let n = ty.block_elems().max(128);
+                w.add_tensor(&format!("t{j}"), &[n as u64], ty, quantize(ty, &weights(n, j))?)?;
             }
             w.write_file(format!("{dir}/seed_{i}_{tagged}.gguf"))?;
         }

@@ -25,7 +25,7 @@ pub enum GgufError {
     #[error("unknown tensor type id {id} for tensor '{name}'")]
     UnknownTensorType { id: u32, name: String },
 
-    #[error("unsupported tensor type {type_name} (id {id}) for tensor '{name}'; bonsai reads F32, F16, BF16, Q8_0, Q1_0 and the 2-bit types 42/142")]
+    #[error("unsupported tensor type {type_name} (id {id}) for tensor '{name}'; bonsai reads F32, F16, BF16, Q8_0, Q1_0, the 2-bit types 42/142, PTQ1_0 (143), TQ1_0 (34) and TQ2_0 (35)")]
     UnsupportedTensorType { id: u32, type_name: &'static str, name: String },
 
     #[error("unknown metadata value type id {id} for key '{key}'")]

@@ -5,8 +5,9 @@ pub const GENERAL_NAME: &str = "general.name";
 pub const GENERAL_ALIGNMENT: &str = "general.alignment";
 pub const GENERAL_FILE_TYPE: &str = "general.file_type";
 pub const GENERAL_QUANTIZATION_VERSION: &str = "general.quantization_version";
-/// bonsai's own key naming the id-42 layout ("tq2_0_g128" | "q2_0_g128" | "q2_0_g64");
-/// written by bonsai's converter so id-42 files re-read without a structural check.
+/// bonsai's own key naming the id-42 layout ("tq2_0_g128" | "q2_0_g128" | "q2_0_g64"); written
+/// with Q2_0 g64 output (`convert`, `quantize`) so tiny files, where both block sizes fit the
+/// offset table, still re-read. Read as a hint: the offsets must agree with it.
 pub const BONSAI_TWO_BIT_LAYOUT: &str = "bonsai.two_bit_layout";
 
 pub const ARCH_QWEN3: &str = "qwen3";

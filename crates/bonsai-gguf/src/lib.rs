@@ -6,7 +6,10 @@
 //! - [`GgufWriter`] writes v3; reading a file it wrote (or one written by gguf-py) and writing it
 //!   back gives identical bytes.
 //! - [`blocks`] defines each element type: `#[repr(C)]` blocks, [`dequantize`] and [`quantize`].
-//! - [`layout`] tells the three layouts behind type id 42 apart ([`TwoBitLayout`]).
+//! - [`layout`] tells the three layouts behind type id 42 apart ([`TwoBitLayout`]), once per file
+//!   ([`TwoBitResolution`]).
+//! - [`Levels`] is every low-bit type as scales and integer levels: the exact transcodes between
+//!   them ([`decode_levels`], [`encode_levels`]).
 //! - [`Qwen3Config`] and [`TokenizerMeta`] read the model geometry and tokenizer data;
 //!   [`keys`] names every metadata key and tensor the rest of bonsai uses.
 
@@ -21,7 +24,8 @@ mod tokenizer_meta;
 mod value;
 mod writer;
 
-pub use blocks::{dequantize, quantize, TensorType, TwoBitLayout};
+pub use blocks::{decode_levels, dequantize, encode_levels, quantize, Levels, LevelsError, TensorType, TwoBitLayout};
+pub use layout::TwoBitResolution;
 pub use config::{Qwen3Config, RopeScaling, RopeScalingKind};
 pub use error::GgufError;
 pub use writer::write_file_atomically;

@@ -5,7 +5,7 @@
 use crate::blocks::{self, type_id, TensorType};
 use crate::error::GgufError;
 use crate::keys;
-use crate::layout::{self, TwoBitTensor};
+use crate::layout::{self, TwoBitResolution, TwoBitTensor};
 use crate::parse::{self, RawTensorInfo};
 use crate::value::{self, MetaValue, ValueType};
 use std::collections::HashMap;
@@ -80,6 +80,7 @@ pub struct GgufFile {
     meta_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
+    two_bit: Option<TwoBitResolution>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -129,7 +130,7 @@ impl GgufFile {
         let file_len = bytes.len() as u64;
         let data_start = align_up(header.header_end, alignment).unwrap_or(u64::MAX);
         let hint = layout::layout_hint(&header.metadata)?;
-        let tensors = resolve_tensors(bytes, &header.tensors, data_start, alignment, hint)?;
+        let (tensors, two_bit) = resolve_tensors(bytes, &header.tensors, data_start, alignment, hint)?;
         let mut tensor_index = HashMap::with_capacity(tensors.len());
         for (i, t) in tensors.iter().enumerate() {
             if tensor_index.insert(t.name.clone(), i).is_some() {
@@ -145,6 +146,7 @@ impl GgufFile {
             meta_index,
             tensors,
             tensor_index,
+            two_bit,
             backing,
         })
     }
@@ -244,6 +246,20 @@ impl GgufFile {
         v.as_array().ok_or_else(|| wrong_type(key, "array", v))
     }
 
+    /// How the file's id-42 tensors are read and why; None when it has none.
+    pub fn two_bit_resolution(&self) -> Option<&TwoBitResolution> {
+        self.two_bit.as_ref()
+    }
+
+    /// Why a tensor of type `ty` stored under `type_id` reads as it does, in words: the id-42
+    /// resolution for 42, else the id itself (for `bonsai info`).
+    pub fn type_reason(&self, ty: TensorType, type_id: u32) -> String {
+        match (type_id, &self.two_bit) {
+            (blocks::type_id::TWO_BIT_SHARED, Some(r)) => r.reason.clone(),
+            _ => format!("type id {type_id} is {}'s own", ty.name()),
+        }
+    }
+
     /// Tensor infos in file order.
     pub fn tensors(&self) -> &[TensorInfo] {
         &self.tensors
@@ -282,8 +298,8 @@ fn resolve_tensors(
     raw: &[RawTensorInfo],
     data_start: u64,
     alignment: u64,
-    hint: Option<blocks::TwoBitLayout>,
-) -> Result<Vec<TensorInfo>, GgufError> {
+    hint: Option<(blocks::TwoBitLayout, String)>,
+) -> Result<(Vec<TensorInfo>, Option<TwoBitResolution>), GgufError> {
     let file_len = bytes.len() as u64;
     let bad =
         |name: &str, reason: String| GgufError::BadTensorInfo { name: name.to_string(), reason };
@@ -309,28 +325,44 @@ fn resolve_tensors(
     let mut sorted_starts = starts.clone();
     sorted_starts.sort_unstable();
 
+    // Each tensor's span: from its start to the first start strictly after it (equal starts
+    // would overlap) or the file end. Binary searches keep this O(n log n) for hostile files
+    // with millions of tensors.
+    let spans: Vec<(u64, u64, usize)> = starts
+        .iter()
+        .map(|&start| {
+            let after = sorted_starts.partition_point(|&s| s <= start);
+            let next_start = sorted_starts.get(after).copied().unwrap_or(file_len);
+            (start, next_start, after - sorted_starts.partition_point(|&s| s < start))
+        })
+        .collect();
+    let mut shared = Vec::new();
+    for (t, &(start, next_start, _)) in raw.iter().zip(&spans) {
+        if t.type_id == type_id::TWO_BIT_SHARED {
+            let n_elems = checked_elems(t).ok_or_else(|| {
+                bad(&t.name, format!("shape {:?} has a zero dimension or overflows", t.shape))
+            })?;
+            // Both bounds lie within [0, file_len], so the slice is in range.
+            let region = &bytes[start as usize..next_start as usize];
+            shared.push(TwoBitTensor { name: &t.name, n_elems, row_len: t.shape[0], region, alignment });
+        }
+    }
+    let two_bit = layout::resolve_file(&shared, hint)?;
+
     let mut out = Vec::with_capacity(raw.len());
-    for (t, &start) in raw.iter().zip(&starts) {
-        let n_elems =
-            t.shape.iter().try_fold(1u64, |acc, &d| if d == 0 { None } else { acc.checked_mul(d) });
-        let n_elems = n_elems.ok_or_else(|| {
+    for (t, &(start, next_start, same_start)) in raw.iter().zip(&spans) {
+        let n_elems = checked_elems(t).ok_or_else(|| {
             bad(&t.name, format!("shape {:?} has a zero dimension or overflows", t.shape))
         })?;
-        // The first start strictly after this one bounds the tensor (equal starts would overlap).
-        // Binary searches keep this O(n log n) for hostile files with millions of tensors.
-        let after = sorted_starts.partition_point(|&s| s <= start);
-        let next_start = sorted_starts.get(after).copied().unwrap_or(file_len);
-        let same_start = after - sorted_starts.partition_point(|&s| s < start);
-        // Both bounds lie within [0, file_len], so the slice is in range.
-        let region = &bytes[start as usize..next_start as usize];
         let row_len = t.shape[0];
 
         let ty = match blocks::type_for_unshared_id(t.type_id) {
             Some(ty) => ty,
-            None if t.type_id == type_id::TWO_BIT_SHARED => {
-                let two_bit = TwoBitTensor { name: &t.name, n_elems, row_len, region, alignment };
-                TensorType::TwoBit(layout::resolve(&two_bit, hint)?)
-            }
+            // Resolved above whenever the file has an id-42 tensor.
+            None if t.type_id == type_id::TWO_BIT_SHARED => match &two_bit {
+                Some(r) => TensorType::TwoBit(r.layout),
+                None => unreachable!("an id-42 tensor makes resolve_file return a layout or an error"),
+            },
             None => {
                 return Err(match blocks::known_unsupported_type_name(t.type_id) {
                     Some(type_name) => GgufError::UnsupportedTensorType {
@@ -379,5 +411,10 @@ fn resolve_tensors(
             len_bytes,
         });
     }
-    Ok(out)
+    Ok((out, two_bit))
+}
+
+/// The product of a tensor's dimensions; None for a zero dimension or an overflow.
+fn checked_elems(t: &RawTensorInfo) -> Option<u64> {
+    t.shape.iter().try_fold(1u64, |acc, &d| if d == 0 { None } else { acc.checked_mul(d) })
 }

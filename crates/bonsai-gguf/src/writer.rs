@@ -17,7 +17,9 @@ struct PendingTensor {
     name: String,
     shape: Vec<u64>,
     type_id: u32,
-    data: Vec<u8>,
+    len: u64,
+    /// None for a tensor whose bytes are produced while writing ([`GgufWriter::write_streaming`]).
+    data: Option<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -60,6 +62,11 @@ impl GgufWriter {
         }
     }
 
+    /// Removes a metadata entry if present.
+    pub fn remove_metadata(&mut self, key: &str) {
+        self.metadata.retain(|(k, _)| k != key);
+    }
+
     /// Adds a tensor with its type's canonical id (see [`TensorType::canonical_type_id`]).
     pub fn add_tensor(
         &mut self,
@@ -79,6 +86,30 @@ impl GgufWriter {
         ty: TensorType,
         type_id: u32,
         data: Vec<u8>,
+    ) -> Result<(), GgufError> {
+        let len = data.len() as u64;
+        self.add_pending(name, shape, ty, type_id, len, Some(data))
+    }
+
+    /// Adds a tensor whose bytes [`GgufWriter::write_streaming`] asks for while writing, so a
+    /// large file never holds all its tensors in memory. The length follows from shape and type.
+    pub fn add_tensor_deferred(&mut self, name: &str, shape: &[u64], ty: TensorType, type_id: u32) -> Result<(), GgufError> {
+        let len = shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| ty.len_bytes_for(n))
+            .ok_or_else(|| GgufError::BadTensorInfo { name: name.to_string(), reason: format!("shape {shape:?} of {} overflows or is not whole blocks", ty.name()) })?;
+        self.add_pending(name, shape, ty, type_id, len, None)
+    }
+
+    fn add_pending(
+        &mut self,
+        name: &str,
+        shape: &[u64],
+        ty: TensorType,
+        type_id: u32,
+        len: u64,
+        data: Option<Vec<u8>>,
     ) -> Result<(), GgufError> {
         let bad = |reason: String| GgufError::BadTensorInfo { name: name.to_string(), reason };
         if !ty.accepts_type_id(type_id) {
@@ -106,19 +137,10 @@ impl GgufWriter {
             .try_fold(1u64, |a, &d| a.checked_mul(d))
             .and_then(|n| ty.len_bytes_for(n))
             .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
-        if data.len() as u64 != expected {
-            return Err(bad(format!(
-                "{} bytes given, shape {shape:?} of {} needs {expected}",
-                data.len(),
-                ty.name()
-            )));
+        if len != expected {
+            return Err(bad(format!("{len} bytes given, shape {shape:?} of {} needs {expected}", ty.name())));
         }
-        self.tensors.push(PendingTensor {
-            name: name.to_string(),
-            shape: shape.to_vec(),
-            type_id,
-            data,
-        });
+        self.tensors.push(PendingTensor { name: name.to_string(), shape: shape.to_vec(), type_id, len, data });
         Ok(())
     }
 
@@ -135,7 +157,17 @@ impl GgufWriter {
         }
     }
 
+    /// Writes the file; every tensor must have its bytes (none added with
+    /// [`GgufWriter::add_tensor_deferred`]).
     pub fn write_to(&self, w: &mut impl Write) -> io::Result<()> {
+        self.write_streaming(w, |name| {
+            Err(io::Error::new(io::ErrorKind::InvalidInput, format!("tensor '{name}' was added without its bytes")))
+        })
+    }
+
+    /// Writes the file, asking `deferred(name)` for the bytes of each tensor added with
+    /// [`GgufWriter::add_tensor_deferred`], in file order, one at a time; a wrong length is an error.
+    pub fn write_streaming(&self, w: &mut impl Write, mut deferred: impl FnMut(&str) -> io::Result<Vec<u8>>) -> io::Result<()> {
         let alignment = self.alignment()?;
         let mut header = Vec::new();
         header.extend_from_slice(b"GGUF");
@@ -156,14 +188,28 @@ impl GgufWriter {
             }
             header.extend_from_slice(&t.type_id.to_le_bytes());
             header.extend_from_slice(&offset.to_le_bytes());
-            offset = align_up(offset + t.data.len() as u64, alignment).ok_or_else(overflow)?;
+            offset = align_up(offset + t.len, alignment).ok_or_else(overflow)?;
         }
         let padded = align_up(header.len() as u64, alignment).ok_or_else(overflow)?;
         header.resize(padded as usize, 0);
         w.write_all(&header)?;
         for t in &self.tensors {
-            w.write_all(&t.data)?;
-            let len = t.data.len() as u64;
+            let produced;
+            let data = match &t.data {
+                Some(data) => data,
+                None => {
+                    produced = deferred(&t.name)?;
+                    if produced.len() as u64 != t.len {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("tensor '{}': {} bytes produced, {} declared", t.name, produced.len(), t.len),
+                        ));
+                    }
+                    &produced
+                }
+            };
+            w.write_all(data)?;
+            let len = t.len;
             let pad = align_up(len, alignment).ok_or_else(overflow)? - len;
             w.write_all(&vec![0u8; pad as usize])?;
         }

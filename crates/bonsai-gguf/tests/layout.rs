@@ -131,3 +131,38 @@ fn id_142_and_code_11_mean_scale_first() {
         "(3 - 1) * 0.5"
     );
 }
+
+#[test]
+fn one_file_one_layout_decided_by_its_unambiguous_tensors() {
+    let mut rng = Rng::fresh("one_layout");
+    let g64 = TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst);
+    let (big, _) = random_two_bit(&mut rng, TwoBitLayout::Q2G64ScaleFirst);
+    // One row of 128 fits both block sizes on its own; the big tensor decides for the file.
+    let tiny = quantize(g64, &rng.vec(128, 1.0)).expect("quantize");
+    let file = file_with(&[("big", &SHAPE, g64, 42, big.clone()), ("tiny", &[128], g64, 42, tiny.clone())], &[])
+        .expect("resolved by the big tensor");
+    assert_eq!(file.tensor("tiny").expect("tiny").info.ty, g64);
+    let resolution = file.two_bit_resolution().expect("resolution");
+    assert_eq!(resolution.layout, TwoBitLayout::Q2G64ScaleFirst);
+    assert!(
+        resolution.reason.starts_with("18-byte blocks of 64 weights fit the offset table for all 2 id-42 tensors"),
+        "{}",
+        resolution.reason
+    );
+    assert_eq!(file.type_reason(g64, 42), resolution.reason);
+
+    // A g128 tensor next to a g64 one: the file holds two layouts under one id, refused.
+    let pq2 = TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst);
+    let (g128, _) = random_two_bit(&mut rng, TwoBitLayout::Pq2G128ScaleFirst);
+    let err = file_with(&[("a", &SHAPE, g64, 42, big), ("b", &SHAPE, pq2, 42, g128.clone())], &[])
+        .expect_err("mixed block sizes");
+    assert!(err.to_string().contains("disagree on the block size"), "{err}");
+
+    // The g128 reason names the block size and the byte-order evidence.
+    let file = file_with(&[("w", &SHAPE, pq2, 42, g128)], &[]).expect("g128");
+    let reason = &file.two_bit_resolution().expect("resolution").reason;
+    assert!(reason.starts_with("34-byte blocks of 128 weights fit the offset table"), "{reason}");
+    assert!(reason.contains("scale first"), "{reason}");
+    // Other ids say so.
+    assert_eq!(file.type_reason(TensorType::Ptq1_0, type_id::PTQ1_0), "type id 143 is PTQ1_0's own");
+}

@@ -17,6 +17,7 @@ pub mod generate;
 pub mod loader;
 pub mod program;
 pub mod qwen3;
+pub mod requantize;
 pub mod sampler;
 pub mod synthetic;
 pub mod tokenizer;

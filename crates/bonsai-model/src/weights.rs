@@ -7,13 +7,19 @@
 //! PrismML Q2_0(34 B): f16 d | qs[32]   code c -> (c-1)·d, the kernel code set as it is
 //! Q2_0 g64    (18 B): f16 d | qs[16]   upstream llama.cpp's; read when the two blocks of every
 //!                     128-group share their scale (then exactly a PrismML block)
+//! PTQ1_0      (28 B): qs[24] qh[2] | d  base-3 trits in the fork's element order  } decoded to
+//! TQ1_0       (54 B): qs[48] qh[4] | d  256 weights, base-3 trits                 } levels, each
+//! TQ2_0       (66 B): qs[64] | d        256 weights, interleaved 2-bit codes     } 256-group split
+//!                                                                                   into two 128s
 //! ```
 //! Reading the byte array little-endian four bytes at a time puts weight j at exactly the bit the
 //! kernel layout wants, so conversion is a re-split of scales and payload plus (TQ2 only) one
 //! bitwise code fix.
 
+use bonsai_gguf::{decode_levels, TensorType};
 use bonsai_kernels::weights::{code_three_lanes, Q1Matrix, Q2Matrix, WeightError, GROUP, Q1_WORDS, Q2_WORDS};
 use half::f16;
+use rayon::prelude::*;
 
 /// Bytes of one Q1_0 block: f16 scale + 128 sign bits.
 pub const Q1_0_BLOCK_BYTES: usize = 2 + GROUP / 8;
@@ -40,9 +46,49 @@ pub enum ConvertError {
     Shape { name: String, source: WeightError },
     #[error(
         "{name}: Q2_0 with 64-weight groups whose two blocks in 128-group {group} have different scales; \
-         the runtime runs 128-weight groups only (convert the model to Q2_0 g128 / TQ2_0_g128)"
+         the runtime runs 128-weight groups only (`bonsai quantize IN OUT --type pq2_0 --allow-lossy` re-quantizes it)"
     )]
     UnpairedG64 { name: String, group: usize },
+    #[error("{name}: {detail}")]
+    Blocks { name: String, detail: String },
+}
+
+/// Rows decoded per parallel task when transcoding through levels.
+const ROWS_PER_TASK: usize = 16;
+
+/// Blocks of a ternary type whose scales and levels the Q2 code set holds as they are (PTQ1_0,
+/// TQ1_0, TQ2_0: levels -1..=2 -> codes 0..=3; a 256-weight group becomes two 128-weight groups
+/// with its scale) of a row-major `[n, k]` matrix -> `Q2Matrix`, exactly.
+pub fn q2_from_level_blocks(name: &str, ty: TensorType, n: usize, k: usize, bytes: &[u8]) -> Result<Q2Matrix, ConvertError> {
+    let group = ty.block_elems();
+    if k % group != 0 || k % GROUP != 0 || k == 0 {
+        return Err(ConvertError::Blocks { name: name.into(), detail: format!("K = {k} is not a multiple of the {group}-weight {} block and of {GROUP}", ty.name()) });
+    }
+    let row_bytes = k / group * ty.block_bytes();
+    let expected = n * row_bytes;
+    if bytes.len() != expected {
+        return Err(ConvertError::Length { name: name.into(), n, k, expected, got: bytes.len() });
+    }
+    let blocks_per_row = k / GROUP;
+    let mut scales = vec![f16::ZERO; n * blocks_per_row];
+    let mut codes = vec![0u32; n * blocks_per_row * Q2_WORDS];
+    let task_rows = |rows: &[u8], scales: &mut [f16], codes: &mut [u32]| -> Result<(), ConvertError> {
+        let blocks = |detail: String| ConvertError::Blocks { name: name.into(), detail };
+        let levels = decode_levels(ty, rows).map_err(|e| blocks(e.to_string()))?;
+        let levels = levels.regroup(GROUP).map_err(|e| blocks(e.to_string()))?;
+        scales.copy_from_slice(&levels.scales);
+        for (word, lanes) in codes.iter_mut().zip(levels.levels.chunks_exact(16)) {
+            // Levels are -1..=2 in every type routed here, so level + 1 is a 2-bit code.
+            *word = lanes.iter().enumerate().fold(0u32, |w, (j, &l)| w | (((l + 1) as u32) << (2 * j)));
+        }
+        Ok(())
+    };
+    bytes
+        .par_chunks(row_bytes * ROWS_PER_TASK)
+        .zip(scales.par_chunks_mut(blocks_per_row * ROWS_PER_TASK))
+        .zip(codes.par_chunks_mut(blocks_per_row * Q2_WORDS * ROWS_PER_TASK))
+        .try_for_each(|((rows, s), c)| task_rows(rows, s, c))?;
+    Q2Matrix::new(n, k, scales, codes).map_err(|source| ConvertError::Shape { name: name.into(), source })
 }
 
 fn expect_len(name: &str, n: usize, k: usize, block_bytes: usize, bytes: &[u8]) -> Result<usize, ConvertError> {

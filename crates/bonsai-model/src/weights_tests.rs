@@ -134,3 +134,32 @@ fn wrong_lengths_and_shapes_are_errors_naming_the_tensor() {
     let e = q2_from_two_bit_blocks("x", TwoBitBlocks::PrismScaleFirst, 1, 100, &[]).unwrap_err();
     assert!(matches!(e, ConvertError::Shape { .. }), "{e}");
 }
+
+#[test]
+fn ternary_blocks_become_q2_weights_equal_to_their_decoding() {
+    // Random bytes are valid blocks of every ternary type (any byte is five trits, any 2-bit code a
+    // level); many rows exercise the parallel split. Each weight must equal the format's own
+    // decoding, and TQ's 256-groups give two 128-groups with the one scale.
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let (n, k) = (37, 512);
+    for ty in [TensorType::Ptq1_0, TensorType::Tq1_0, TensorType::Tq2_0] {
+        let n_blocks = n * k / ty.block_elems();
+        let mut bytes: Vec<u8> = (0..n_blocks * ty.block_bytes()).map(|_| rng.next_u64() as u8).collect();
+        for block in bytes.chunks_exact_mut(ty.block_bytes()) {
+            let d = f16::from_f32((rng.next_f64() * 0.1 + 0.001) as f32).to_le_bytes();
+            let len = block.len();
+            block[len - 2..].copy_from_slice(&d);
+        }
+        let m = q2_from_level_blocks("t", ty, n, k, &bytes).unwrap();
+        let mut want = vec![0f32; n * k];
+        bonsai_gguf::dequantize(ty, &bytes, &mut want).unwrap();
+        for row in 0..n {
+            for col in 0..k {
+                assert_eq!(m.weight(row, col), want[row * k + col], "{} seed {seed}: ({row}, {col})", ty.name());
+            }
+        }
+    }
+    let e = q2_from_level_blocks("blk.0.ffn_up.weight", TensorType::Tq2_0, 1, 128, &[0u8; 33]).unwrap_err();
+    assert!(e.to_string().contains("blk.0.ffn_up.weight") && e.to_string().contains("256"), "{e}");
+}

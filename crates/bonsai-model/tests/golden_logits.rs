@@ -1,7 +1,7 @@
 //! Testing tier T3 in CI: the CPU backend against committed transformers logits.
 //!
 //! `tests/golden/{q1,tq2}` (made by `scripts/reference/make_golden.py`) hold a float32
-//! transformers checkpoint whose weights are already exact in Q1_0 / TQ2_0_g128, the float32
+//! transformers checkpoint whose weights are already exact in Q1_0 / PQ2_0, the float32
 //! logits of a 26-token prompt (`logits.bin`) and a 32-token greedy continuation (`meta.json`).
 //! Each checkpoint is converted with `convert_checkpoint`, loaded on the CPU backend, and:
 //! 1. one batched prefill with all-row logits is compared with `logits.bin`, every logit;
@@ -42,7 +42,7 @@ use bonsai_model::loader::{open_model, LoadedModel};
 use bonsai_model::{CpuBackend, LogitRows};
 use serde_json::Value;
 
-const GOLDEN: [(&str, OutputType); 2] = [("q1", OutputType::Q1_0), ("tq2", OutputType::Tq2_0G128)];
+const GOLDEN: [(&str, OutputType); 2] = [("q1", OutputType::Q1_0), ("tq2", OutputType::Pq2_0)];
 /// f32 evaluation error of the whole forward, relative to the largest |logit| (derivation above).
 const F32_REL_TOL: f64 = 1e-3;
 /// Multiplier on the exactly computed f16-cache effect (see the module doc).

@@ -5,13 +5,19 @@
 //! byte (size asserted at compile time) and are what the quantizers emit.
 
 mod float;
+mod levels;
 mod q1;
 mod q2;
 mod q8;
+mod tq2;
+mod trits;
 
+pub use levels::{decode_levels, encode_levels, level_range, Levels, LevelsError};
 pub use q1::BlockQ1_0;
 pub use q2::{BlockPq2G128, BlockQ2G64, BlockTq2G128};
 pub use q8::BlockQ8_0;
+pub use tq2::BlockTq2_0;
+pub use trits::{trit_byte, trit_digit, BlockPtq1_0, BlockTq1_0};
 
 use crate::error::GgufError;
 
@@ -24,22 +30,32 @@ pub mod type_id {
     pub const F16: u32 = 1;
     pub const Q8_0: u32 = 8;
     pub const BF16: u32 = 30;
+    /// Upstream llama.cpp base-3 ternary, 256 weights per block.
+    pub const TQ1_0: u32 = 34;
+    /// Upstream llama.cpp 2-bit ternary, 256 weights per block.
+    pub const TQ2_0: u32 = 35;
     /// PrismML 1-bit, 128 weights per block.
     pub const Q1_0: u32 = 41;
     /// Shared by three incompatible 2-bit layouts; see [`super::TwoBitLayout`].
     pub const TWO_BIT_SHARED: u32 = 42;
-    /// PrismML's unambiguous id for the d-first g128 2-bit layout (OxiBonsai 0.2.4 "PQ2_0").
+    /// PrismML's unambiguous id for the d-first g128 2-bit layout ("PQ2_0"; `Q2_0_G128` in some
+    /// intermediate fork builds).
     pub const PQ2_0: u32 = 142;
+    /// PrismML base-3 ternary, 128 weights per block (Bonsai 2).
+    pub const PTQ1_0: u32 = 143;
 }
 
-/// The three on-disk layouts that hide behind GGUF type id 42 (SPEC §1).
+/// The three on-disk layouts that hide behind GGUF type id 42 (SPEC §1, reference/bonsai2.md §2.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TwoBitLayout {
-    /// TQ2_0_g128: `u8 qs[32]; f16 d` (d last); codes 00 -1, 01 0, 10 +1, 11 0.
+    /// OxiBonsai's TQ2_0_g128: `u8 qs[32]; f16 d` (d last); codes 00 -1, 01 0, 10 +1, 11 0.
+    /// Read, never written (no PrismML or llama.cpp build reads it).
     Tq2G128ScaleLast,
-    /// PrismML Q2_0 g128 ("PQ2_0"): `f16 d; u8 qs[32]` (d first); code c -> (c - 1)·d.
+    /// PrismML's legacy Q2_0 g128, byte-identical to PQ2_0 (id 142): `f16 d; u8 qs[32]` (d
+    /// first); code c -> (c - 1)·d.
     Pq2G128ScaleFirst,
-    /// Upstream llama.cpp Q2_0: `f16 d; u8 qs[16]`, 64 weights; code c -> (c - 1)·d.
+    /// Mainline llama.cpp Q2_0 (and the fork from prism-v7): `f16 d; u8 qs[16]`, 64 weights;
+    /// code c -> (c - 1)·d.
     Q2G64ScaleFirst,
 }
 
@@ -52,6 +68,12 @@ pub enum TensorType {
     Q8_0,
     Q1_0,
     TwoBit(TwoBitLayout),
+    /// PrismML PTQ1_0 (id 143): base-3 trits, 128 weights, `qs[24] qh[2] d` (d last).
+    Ptq1_0,
+    /// Upstream TQ1_0 (id 34): base-3 trits, 256 weights, `qs[48] qh[4] d` (d last).
+    Tq1_0,
+    /// Upstream TQ2_0 (id 35): 2-bit codes, 256 weights, `qs[64] d` (d last).
+    Tq2_0,
 }
 
 impl TensorType {
@@ -63,6 +85,9 @@ impl TensorType {
             TensorType::Q1_0 => q1::BLOCK_ELEMS,
             TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => q2::G64_BLOCK_ELEMS,
             TensorType::TwoBit(_) => q2::G128_BLOCK_ELEMS,
+            TensorType::Ptq1_0 => trits::PTQ1_0.elems,
+            TensorType::Tq1_0 => trits::TQ1_0.elems,
+            TensorType::Tq2_0 => tq2::BLOCK_ELEMS,
         }
     }
 
@@ -76,6 +101,9 @@ impl TensorType {
             TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) => size_of::<BlockTq2G128>(),
             TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => size_of::<BlockPq2G128>(),
             TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => size_of::<BlockQ2G64>(),
+            TensorType::Ptq1_0 => size_of::<BlockPtq1_0>(),
+            TensorType::Tq1_0 => size_of::<BlockTq1_0>(),
+            TensorType::Tq2_0 => size_of::<BlockTq2_0>(),
         }
     }
 
@@ -88,8 +116,11 @@ impl TensorType {
             TensorType::Q8_0 => "Q8_0",
             TensorType::Q1_0 => "Q1_0",
             TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) => "TQ2_0_g128",
-            TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => "Q2_0_g128(d-first)",
+            TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => "PQ2_0",
             TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => "Q2_0_g64",
+            TensorType::Ptq1_0 => "PTQ1_0",
+            TensorType::Tq1_0 => "TQ1_0",
+            TensorType::Tq2_0 => "TQ2_0",
         }
     }
 
@@ -104,7 +135,29 @@ impl TensorType {
             TensorType::Q1_0 => type_id::Q1_0,
             TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => type_id::PQ2_0,
             TensorType::TwoBit(_) => type_id::TWO_BIT_SHARED,
+            TensorType::Ptq1_0 => type_id::PTQ1_0,
+            TensorType::Tq1_0 => type_id::TQ1_0,
+            TensorType::Tq2_0 => type_id::TQ2_0,
         }
+    }
+
+    /// llama.cpp's `general.file_type` (`llama_ftype`) for a file mostly of this type: mainline
+    /// values, and the fork's 128/129 for its private PQ2_0/PTQ1_0; None for the scale-last
+    /// layout, which llama.cpp has no name for.
+    pub const fn llama_file_type(self) -> Option<u32> {
+        Some(match self {
+            TensorType::F32 => 0,
+            TensorType::F16 => 1,
+            TensorType::Q8_0 => 7,
+            TensorType::BF16 => 32,
+            TensorType::Tq1_0 => 36,
+            TensorType::Tq2_0 => 37,
+            TensorType::Q1_0 => 40,
+            TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => 41,
+            TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst) => 128,
+            TensorType::Ptq1_0 => 129,
+            TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast) => return None,
+        })
     }
 
     /// Whether `id` is a valid on-disk id for this type.
@@ -137,6 +190,9 @@ pub(crate) fn type_for_unshared_id(id: u32) -> Option<TensorType> {
         type_id::Q8_0 => TensorType::Q8_0,
         type_id::Q1_0 => TensorType::Q1_0,
         type_id::PQ2_0 => TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst),
+        type_id::PTQ1_0 => TensorType::Ptq1_0,
+        type_id::TQ1_0 => TensorType::Tq1_0,
+        type_id::TQ2_0 => TensorType::Tq2_0,
         _ => return None,
     })
 }
@@ -162,8 +218,6 @@ pub(crate) fn known_unsupported_type_name(id: u32) -> Option<&'static str> {
         27 => "I64",
         28 => "F64",
         29 => "IQ1_M",
-        34 => "TQ1_0",
-        35 => "TQ2_0",
         39 => "MXFP4",
         40 => "NVFP4",
         _ => return None,
@@ -209,6 +263,9 @@ pub fn dequantize(ty: TensorType, data: &[u8], out: &mut [f32]) -> Result<(), Gg
         TensorType::Q8_0 => q8::dequantize(data, out),
         TensorType::Q1_0 => q1::dequantize(data, out),
         TensorType::TwoBit(layout) => q2::dequantize(layout, data, out),
+        TensorType::Ptq1_0 => trits::dequantize(&trits::PTQ1_0, data, out),
+        TensorType::Tq1_0 => trits::dequantize(&trits::TQ1_0, data, out),
+        TensorType::Tq2_0 => tq2::dequantize(data, out),
     }
     Ok(())
 }
@@ -251,5 +308,8 @@ pub fn quantize(ty: TensorType, src: &[f32]) -> Result<Vec<u8>, GgufError> {
         TensorType::Q8_0 => q8::quantize(src),
         TensorType::Q1_0 => q1::quantize(src),
         TensorType::TwoBit(layout) => q2::quantize(layout, src),
+        TensorType::Ptq1_0 => trits::quantize(&trits::PTQ1_0, src),
+        TensorType::Tq1_0 => trits::quantize(&trits::TQ1_0, src),
+        TensorType::Tq2_0 => tq2::quantize(src),
     })
 }

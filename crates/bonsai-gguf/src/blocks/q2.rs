@@ -9,21 +9,19 @@
 //! The codes for -1, 0, +1 are the same in every layout; only code 11 differs, so one
 //! quantizer serves all three (it never emits 11).
 //!
-//! Quantizer (ternary, absmax): a = max |x|, d = a rounded to f16; x >= a/2 -> +1,
-//! x <= -a/2 -> -1, else 0. Per-element error <= a/2 + |a - d| (<= a·(1/2 + 2^-11) for normal
+//! Quantizer (ternary, absmax; the fork's `quantize_row_pq2_0_ref` / `quantize_row_q2_0_ref` step
+//! for step in f32): a = max |x|, id = 1/a, code = clamp(lroundf(x·id) + 1, 0, 3), d = a rounded
+//! to f16. |x·id| <= 1 up to rounding, so this is the 0.5 threshold: |x| >= a/2 -> ±1, else 0, and
+//! code 11 is never written. Per-element error <= a/2 + |a - d| (<= a·(1/2 + 2^-11) for normal
 //! f16 d); exact for inputs already in {-d, 0, +d}. An all-zero group gets d = 0 (codes 01).
 
+use super::trits::{absmax_scale, round_level};
 use super::TwoBitLayout;
 use half::f16;
 
 pub(super) const G128_BLOCK_ELEMS: usize = 128;
 pub(super) const G64_BLOCK_ELEMS: usize = 64;
 const CODES_PER_BYTE: usize = 4;
-const CODE_MINUS_ONE: u8 = 0b00;
-const CODE_ZERO: u8 = 0b01;
-const CODE_PLUS_ONE: u8 = 0b10;
-/// Ternary threshold as a fraction of the group's absmax.
-const TERNARY_THRESHOLD: f32 = 0.5;
 
 /// Value multiplier of each code, ScaleLast (TQ2) map.
 const TQ2_CODE_VALUES: [f32; 4] = [-1.0, 0.0, 1.0, 0.0];
@@ -92,22 +90,33 @@ pub(super) fn dequantize(layout: TwoBitLayout, data: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Ternary codes and scale of one group; `qs.len() == group.len() / 4`.
+/// Codes and scale of one group by the fork's rule; `qs.len() == group.len() / 4`.
 fn encode_group(group: &[f32], qs: &mut [u8]) -> f16 {
-    let absmax = group.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let threshold = TERNARY_THRESHOLD * absmax;
+    let (absmax, id) = absmax_scale(group);
     for (j, &x) in group.iter().enumerate() {
-        // absmax == 0 makes every x (all zeros) fall in the zero code, never ±1.
-        let code = if absmax > 0.0 && x >= threshold {
-            CODE_PLUS_ONE
-        } else if absmax > 0.0 && x <= -threshold {
-            CODE_MINUS_ONE
-        } else {
-            CODE_ZERO
-        };
+        let code = (round_level(x, id, -1, 2) + 1) as u8;
         qs[j / CODES_PER_BYTE] |= code << (2 * (j % CODES_PER_BYTE));
     }
     f16::from_f32(absmax)
+}
+
+/// Levels (weight / d) of one block's codes under `layout`'s code map.
+pub(crate) fn decode_levels(layout: TwoBitLayout, qs: &[u8], levels: &mut [i8]) {
+    let map: [i8; 4] = match layout {
+        TwoBitLayout::Tq2G128ScaleLast => [-1, 0, 1, 0],
+        TwoBitLayout::Pq2G128ScaleFirst | TwoBitLayout::Q2G64ScaleFirst => [-1, 0, 1, 2],
+    };
+    for (j, l) in levels.iter_mut().enumerate() {
+        *l = map[usize::from(code_at(qs, j))];
+    }
+}
+
+/// Codes of levels in {-1, 0, 1, 2} (c = level + 1), LSB first.
+pub(crate) fn encode_levels(levels: &[i8], qs: &mut [u8]) {
+    qs.fill(0);
+    for (j, &l) in levels.iter().enumerate() {
+        qs[j / CODES_PER_BYTE] |= ((l + 1) as u8) << (2 * (j % CODES_PER_BYTE));
+    }
 }
 
 pub(super) fn quantize(layout: TwoBitLayout, src: &[f32]) -> Vec<u8> {

@@ -21,7 +21,9 @@ impl OutputType {
     pub fn tensor_type(self) -> TensorType {
         match self {
             OutputType::Q1_0 => TensorType::Q1_0,
-            OutputType::Tq2_0G128 => TensorType::TwoBit(TwoBitLayout::Tq2G128ScaleLast),
+            OutputType::Q2_0 => TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst),
+            OutputType::Pq2_0 => TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst),
+            OutputType::Ptq1_0 => TensorType::Ptq1_0,
             OutputType::F16 => TensorType::F16,
             OutputType::F32 => TensorType::F32,
         }

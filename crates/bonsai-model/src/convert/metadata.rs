@@ -15,9 +15,7 @@ pub const TOKENIZER_MODEL_GPT2: &str = "gpt2";
 pub const TOKENIZER_PRE_QWEN2: &str = "qwen2";
 /// ggml's quantization format version, written by llama.cpp into every file.
 pub const GGML_QUANTIZATION_VERSION: u32 = 2;
-/// llama.cpp `general.file_type` values for the plain float outputs. The 1-bit and ternary types
-/// have no agreed number, so none is written for them.
-const FILE_TYPE_ALL_F32: u32 = 0;
+#[cfg(test)]
 const FILE_TYPE_MOSTLY_F16: u32 = 1;
 const ROPE_SCALING_YARN: &str = "yarn";
 const ROPE_SCALING_LINEAR: &str = "linear";
@@ -45,14 +43,13 @@ pub fn gguf_metadata(
 
     put(keys::GENERAL_ARCHITECTURE, MetaValue::String(keys::ARCH_QWEN3.to_string()));
     put(keys::GENERAL_NAME, MetaValue::String(name.to_string()));
-    match ty {
-        OutputType::F32 => put(keys::GENERAL_FILE_TYPE, MetaValue::U32(FILE_TYPE_ALL_F32)),
-        OutputType::F16 => put(keys::GENERAL_FILE_TYPE, MetaValue::U32(FILE_TYPE_MOSTLY_F16)),
-        OutputType::Q1_0 => {}
-        OutputType::Tq2_0G128 => put(
-            keys::BONSAI_TWO_BIT_LAYOUT,
-            MetaValue::String(layout_tag(TwoBitLayout::Tq2G128ScaleLast).to_string()),
-        ),
+    // llama.cpp's ftype (mainline numbers; the fork's 128/129 for PQ2_0/PTQ1_0): only a label.
+    if let Some(ftype) = ty.tensor_type().llama_file_type() {
+        put(keys::GENERAL_FILE_TYPE, MetaValue::U32(ftype));
+    }
+    if ty == OutputType::Q2_0 {
+        // Id 42 is shared; bonsai's own key lets tiny files (where both block sizes fit) re-read.
+        put(keys::BONSAI_TWO_BIT_LAYOUT, MetaValue::String(layout_tag(TwoBitLayout::Q2G64ScaleFirst).to_string()));
     }
     put(keys::GENERAL_QUANTIZATION_VERSION, MetaValue::U32(GGML_QUANTIZATION_VERSION));
 
@@ -166,7 +163,7 @@ mod tests {
     fn linear_scaling_types_and_layout_tag() {
         let spec = RopeScalingSpec::Linear { factor: 2.0 };
         let m =
-            gguf_metadata("x", &config(Some(spec)), &tokenizer(), OutputType::Tq2_0G128).unwrap();
+            gguf_metadata("x", &config(Some(spec)), &tokenizer(), OutputType::Q2_0).unwrap();
         assert_eq!(
             get(&m, keys::QWEN3_ROPE_SCALING_TYPE),
             Some(&MetaValue::String("linear".into()))
@@ -175,8 +172,14 @@ mod tests {
         assert_eq!(get(&m, keys::QWEN3_ROPE_SCALING_ORIG_CTX), None);
         assert_eq!(
             get(&m, keys::BONSAI_TWO_BIT_LAYOUT),
-            Some(&MetaValue::String("tq2_0_g128".into()))
+            Some(&MetaValue::String("q2_0_g64".into()))
         );
+        assert_eq!(get(&m, keys::GENERAL_FILE_TYPE), Some(&MetaValue::U32(41)));
+        for (ty, ftype) in [(OutputType::Q1_0, 40), (OutputType::Pq2_0, 128), (OutputType::Ptq1_0, 129)] {
+            let m = gguf_metadata("x", &config(None), &tokenizer(), ty).unwrap();
+            assert_eq!(get(&m, keys::GENERAL_FILE_TYPE), Some(&MetaValue::U32(ftype)), "{}", ty.name());
+            assert_eq!(get(&m, keys::BONSAI_TWO_BIT_LAYOUT), None, "{}", ty.name());
+        }
         assert_eq!(get(&m, keys::QWEN3_KEY_LENGTH), Some(&MetaValue::U32(64)));
         assert_eq!(get(&m, keys::QWEN3_RMS_EPS), Some(&MetaValue::F32(1e-6)));
         // Absent ids and template are left out rather than written as placeholders.

@@ -33,24 +33,33 @@ pub use tokenizer::{
     TOKEN_TYPE_USER_DEFINED,
 };
 
-/// Weights per quantization group of the 1-bit and ternary formats (along the input dim).
-pub const QUANT_GROUP_LEN: usize = 128;
-
-/// The storage type chosen for linear weights (norms are always F32).
+/// The storage type chosen for linear weights (norms are always F32), each in the layout
+/// llama.cpp (mainline or PrismML's fork) reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputType {
+    /// Q1_0 (id 41), 128 weights per scale.
     Q1_0,
-    Tq2_0G128,
+    /// Mainline Q2_0 (id 42), 64 weights per scale.
+    Q2_0,
+    /// PrismML PQ2_0 (id 142), 128 weights per scale, scale first.
+    Pq2_0,
+    /// PrismML PTQ1_0 (id 143), base-3 trits, 128 weights per scale, scale last.
+    Ptq1_0,
     F16,
     F32,
 }
+
+/// Every `--type` spelling, for help and error messages.
+pub const OUTPUT_TYPE_NAMES: &str = "q1_0, q2_0, pq2_0, ptq1_0, f16, f32";
 
 impl OutputType {
     /// The spelling used on the command line.
     pub fn name(self) -> &'static str {
         match self {
             OutputType::Q1_0 => "q1_0",
-            OutputType::Tq2_0G128 => "tq2_0_g128",
+            OutputType::Q2_0 => "q2_0",
+            OutputType::Pq2_0 => "pq2_0",
+            OutputType::Ptq1_0 => "ptq1_0",
             OutputType::F16 => "f16",
             OutputType::F32 => "f32",
         }
@@ -58,10 +67,7 @@ impl OutputType {
 
     /// Row length the type requires a multiple of (1 for plain floats).
     pub fn group_len(self) -> usize {
-        match self {
-            OutputType::Q1_0 | OutputType::Tq2_0G128 => QUANT_GROUP_LEN,
-            OutputType::F16 | OutputType::F32 => 1,
-        }
+        self.tensor_type().block_elems()
     }
 }
 
@@ -70,10 +76,16 @@ impl std::str::FromStr for OutputType {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
             "q1_0" | "q1_0_g128" => Ok(OutputType::Q1_0),
-            "tq2_0_g128" => Ok(OutputType::Tq2_0G128),
+            "q2_0" | "q2_0_g64" => Ok(OutputType::Q2_0),
+            "pq2_0" => Ok(OutputType::Pq2_0),
+            "ptq1_0" => Ok(OutputType::Ptq1_0),
             "f16" => Ok(OutputType::F16),
             "f32" => Ok(OutputType::F32),
-            other => Err(format!("unknown type '{other}' (q1_0, tq2_0_g128, f16, f32)")),
+            "tq2_0_g128" => Err("type 'tq2_0_g128' (the scale-last 2-bit layout) is no longer written: llama.cpp cannot \
+                 read it; use pq2_0 (the same ternary values, scale first, id 142), ptq1_0 (id 143) or q2_0 (mainline, \
+                 64-weight groups)"
+                .to_string()),
+            other => Err(format!("unknown type '{other}' ({OUTPUT_TYPE_NAMES})")),
         }
     }
 }

@@ -7,7 +7,7 @@ use bonsai_gguf::{GgufFile, Qwen3Config, TensorType, TwoBitLayout};
 use bonsai_kernels::weights::{Q1Matrix, Q2Matrix};
 use bonsai_kernels::QMatrix;
 
-use crate::weights::{q1_from_q1_0_blocks, q2_from_two_bit_blocks, TwoBitBlocks};
+use crate::weights::{q1_from_q1_0_blocks, q2_from_level_blocks, q2_from_two_bit_blocks, TwoBitBlocks};
 use crate::ModelError;
 
 /// Where named tensors come from. Each tensor is taken once.
@@ -42,10 +42,16 @@ impl TensorSource for &GgufFile {
             TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst) => {
                 QMatrix::Q2(q2_from_two_bit_blocks(name, TwoBitBlocks::PairedG64, n, k, view.data)?)
             }
+            ty @ (TensorType::Ptq1_0 | TensorType::Tq1_0 | TensorType::Tq2_0) => {
+                QMatrix::Q2(q2_from_level_blocks(name, ty, n, k, view.data)?)
+            }
             other => {
                 return Err(tensor_error(
                     name,
-                    format!("has type {other:?}; linear weights must be Q1_0 or a 2-bit g128 type"),
+                    format!(
+                        "has type {}; linear weights must be Q1_0, a 2-bit type (Q2_0, PQ2_0) or a ternary one (PTQ1_0, TQ1_0, TQ2_0)",
+                        other.name()
+                    ),
                 ))
             }
         })
