@@ -27,7 +27,8 @@
 #             present) and .gpu/bonsai, then one traced replay of the new one's 64-sequence step
 #   serve     bonsai bench serve against bonsai serve on the Bonsai-8B geometry (1, 16, 64 and 256
 #             streams of 512 prompt + 128 generated tokens) and Ternary-8B (64 streams), after
-#             bench's own tg128 of the same geometry; SERVE_STREAMS / SERVE_NP override
+#             bench's own tg128 of the same geometry, from empty and after 512 cached tokens;
+#             SERVE_STREAMS / SERVE_NP override
 set -uo pipefail
 OUT=${1:?usage: gpu-check.sh OUT_DIR [STEP...]}
 shift
@@ -136,6 +137,8 @@ serve)
     # One server per geometry; bench serve targets it with each stream count in turn.
     for g in ${SERVE_MODELS:-bonsai-8b ternary-8b}; do
         run "serve-tg-$g" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3
+        # A served stream decodes after its 512-token prompt: bench's decode at that depth.
+        run "serve-tg-depth-$g" "$BIN" bench --synthetic "$g" -p 0 -n 128 -r 3 --ctx-depth 512
         log=$LOGS/serve-server-$g.log
         "$BIN" serve --synthetic "$g" --port 0 -np "${SERVE_NP:-64}" --ctx 1024 -b "${SERVE_BATCH:-512}" >"$log" 2>&1 &
         pid=$!
