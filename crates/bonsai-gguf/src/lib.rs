@@ -7,15 +7,19 @@
 //!   back gives identical bytes.
 //! - [`blocks`] defines each element type: `#[repr(C)]` blocks, [`dequantize`] and [`quantize`].
 //! - [`layout`] tells the three layouts behind type id 42 apart ([`TwoBitLayout`]).
+//! - [`Qwen35Config`] reads the qwen35 hybrid geometry and [`HadamardConfig`] the Bonsai 2
+//!   `prism.hadamard.*` contract.
 //! - [`Qwen3Config`] and [`TokenizerMeta`] read the model geometry and tokenizer data;
 //!   [`keys`] names every metadata key and tensor the rest of bonsai uses.
 
 pub mod blocks;
 mod config;
 mod error;
+pub mod hadamard;
 pub mod keys;
 pub mod layout;
 mod parse;
+mod qwen35;
 mod reader;
 mod tokenizer_meta;
 mod value;
@@ -24,6 +28,8 @@ mod writer;
 pub use blocks::{dequantize, quantize, TensorType, TwoBitLayout};
 pub use config::{Qwen3Config, RopeScaling, RopeScalingKind};
 pub use error::GgufError;
+pub use hadamard::{HadamardConfig, Signs};
+pub use qwen35::{LayerKind, Qwen35Config};
 pub use writer::write_file_atomically;
 pub use reader::{GgufFile, TensorInfo, TensorView, DEFAULT_ALIGNMENT};
 pub use tokenizer_meta::TokenizerMeta;
