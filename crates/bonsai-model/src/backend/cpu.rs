@@ -208,7 +208,7 @@ impl Backend for CpuBackend {
         pos: &CpuPosition,
     ) -> Result<(), BackendError> {
         let qkv = row_range_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
-        let p = qk_norm_rope::Params { shape, q_norm: q_norm.as_slice(), k_norm: k_norm.as_slice(), eps, rope };
+        let p = qk_norm_rope::Params { shape, rot_dims: shape.head_dim, q_norm: q_norm.as_slice(), k_norm: k_norm.as_slice(), eps, rope };
         Ok(qk_norm_rope::cpu(p, qkv, rows.rows, pos.0)?)
     }
 

@@ -394,7 +394,7 @@ fn run_seqs_step(
         Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer } => {
             let rope = &weights.rope;
             let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-            let p = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
+            let p = qk_norm_rope::Params { shape: dims.shape, rot_dims: dims.shape.head_dim, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
             decode_seqs::qk_norm_rope_kv_write_seqs(b.launcher(), acts.get_mut(qkv), p, &seqs.table, layer)
                 .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
@@ -531,7 +531,7 @@ fn run_step(
                 let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
                 let rope = &weights.rope;
                 let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-                let norm_rope = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
+                let norm_rope = qk_norm_rope::Params { shape: dims.shape, rot_dims: dims.shape.head_dim, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
                 let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache: cache.borrowed_mut(), staged };
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
