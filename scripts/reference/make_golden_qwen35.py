@@ -21,8 +21,10 @@ Writes OUT/qwen35-plain/ and OUT/qwen35-hadamard/. Each variant:
    stored tensors (GGUF conventions, Hadamard applied to activations), to 1e-12 relative.
 
 Files per variant: `weights.safetensors` (stored tensors, see STORAGE below), `meta.json` (GGUF
-metadata to write, hadamard metadata, tokens, greedy tokens and margins, versions, seed, hashes)
-and `logits.bin` (float64 little-endian, row-major [n_tokens, vocab]).
+metadata to write, hadamard metadata, tokens, greedy tokens and margins, versions, seed, hashes),
+`logits.bin` (transformers, float64 little-endian, row-major [n_tokens, vocab]) and
+`logits_f16_cache.bin` (the numpy reference with cached K/V rounded to float16, as bonsai caches
+them: the difference to logits.bin is the f16 cache's exact effect).
 """
 
 import argparse
@@ -401,8 +403,11 @@ def softplus(x):
     return np.log1p(np.exp(x))
 
 
-def reference_logits(quant, floats, signs, tokens):
+def reference_logits(quant, floats, signs, tokens, f16_cache=False):
+    """Logits [len(tokens), vocab]; `f16_cache` rounds cached K (after QK-norm and RoPE) and V to
+    float16 where bonsai caches them (transformers keeps them in the model's dtype)."""
     folded = signs is not None
+    cache = (lambda m: m.astype(np.float16).astype(np.float64)) if f16_cache else (lambda m: m)
     w = {n: dequant(*t) for n, t in quant.items()}
 
     def fold(x):  # the activation transform before a folded matmul: BlockH(s ⊙ x)
@@ -430,6 +435,7 @@ def reference_logits(quant, floats, signs, tokens):
                 a, b = m[..., :half].copy(), m[..., half:ROT_DIMS].copy()
                 m[..., :half] = a * cos - b * sin
                 m[..., half:ROT_DIMS] = a * sin + b * cos
+            k, v = cache(k), cache(v)
             o = np.zeros((t_len, N_Q, HEAD_DIM))
             for head in range(N_Q):
                 kv = head // (N_Q // N_KV)
@@ -540,6 +546,8 @@ def write_variant(out_dir, variant, seed, prompt, drawn):
         tensors[name] = np.ascontiguousarray(v.astype(np.float32))
     save_file(tensors, str(folder / "weights.safetensors"))
     (folder / "logits.bin").write_bytes(np.ascontiguousarray(logits, dtype="<f8").tobytes())
+    ref16 = reference_logits(quant, floats, signs, prompt, f16_cache=True)
+    (folder / "logits_f16_cache.bin").write_bytes(np.ascontiguousarray(ref16, dtype="<f8").tobytes())
     meta = {
         "variant": variant,
         "storage": STORAGE,
@@ -552,6 +560,8 @@ def write_variant(out_dir, variant, seed, prompt, drawn):
         "tokens": prompt,
         "logits_shape": list(logits.shape),
         "logits_dtype": "float64 little-endian, row-major [n_tokens, vocab]",
+        "logits_f16_cache": "logits_f16_cache.bin: the numpy reference with cached K/V rounded to float16",
+        "f16_cache_effect_max": float(np.max(np.abs(ref16 - ref))),
         "greedy_new_tokens": new,
         "greedy_margins": margins,
         "greedy_min_margin": min(margins),
@@ -563,7 +573,7 @@ def write_variant(out_dir, variant, seed, prompt, drawn):
             "transformers": transformers.__version__,
             "numpy": np.__version__,
         },
-        "sha256": {f: sha256(folder / f) for f in ("weights.safetensors", "logits.bin")},
+        "sha256": {f: sha256(folder / f) for f in ("weights.safetensors", "logits.bin", "logits_f16_cache.bin")},
     }
     (folder / "meta.json").write_text(json.dumps(meta, indent=1, default=lambda o: o.tolist()) + "\n")
     size = sum(f.stat().st_size for f in folder.iterdir())

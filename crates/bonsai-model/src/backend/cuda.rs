@@ -33,7 +33,8 @@ use bonsai_kernels::QMatrix;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{Backend, BackendError, MemoryPlan};
-use crate::program::{Program, RunEnv, SeqRows, Weights};
+use crate::program::{DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
+use bonsai_kernels::ops::gated_delta::DeltaShape;
 
 /// Decode steps the host keeps queued ([`Backend::decode_queue_depth`]): the device runs step
 /// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
@@ -533,4 +534,65 @@ impl Backend for CudaBackend {
         launch::sample_top_k::sample_top_k(self.launcher(), &logits, n, params, rng, candidates, &mut out)
             .map_err(device_err("sample_top_k"))
     }
+
+    // The hybrid (qwen35) model's ops are not wired to their CUDA kernels yet: each refuses (a
+    // plan refuses them at compile already, see `plan::compile`), never falls back to the host.
+
+    fn hadamard(&self, _: &CudaSlice<f32>, _: usize, _: HadamardOp<'_, Self>, _: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("hadamard"))
+    }
+
+    fn matmul_f32(&self, _: &CudaSlice<f32>, _: usize, _: usize, _: &CudaSlice<f32>, _: usize, _: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("matmul_f32"))
+    }
+
+    fn ssm_conv(
+        &self,
+        _: &CudaSlice<f32>,
+        _: SeqRows,
+        _: usize,
+        _: &CudaSlice<f32>,
+        _: &mut CudaSlice<f32>,
+        _: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("ssm_conv"))
+    }
+
+    fn gated_delta(
+        &self,
+        _: DeltaShape,
+        _: &CudaSlice<f32>,
+        _: &CudaSlice<f32>,
+        _: &CudaSlice<f32>,
+        _: SeqRows,
+        _: DeltaGates<'_, Self>,
+        _: &mut CudaSlice<f32>,
+        _: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("gated_delta"))
+    }
+
+    fn gated_rms_norm(
+        &self,
+        _: &CudaSlice<f32>,
+        _: &CudaSlice<f32>,
+        _: usize,
+        _: usize,
+        _: &CudaSlice<f32>,
+        _: f32,
+        _: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("gated_rms_norm"))
+    }
+
+    fn sigmoid_gate(&self, _: &CudaSlice<f32>, _: &CudaSlice<f32>, _: usize, _: usize, _: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        Err(hybrid_unsupported("sigmoid_gate"))
+    }
+}
+
+/// The error of a hybrid-model op on CUDA.
+pub(crate) fn hybrid_unsupported(op: &str) -> BackendError {
+    BackendError::Device(format!(
+        "the CUDA backend does not run the qwen35 (hybrid) op {op} yet; run this model with --cpu"
+    ))
 }

@@ -46,7 +46,8 @@ impl Planes {
             Act::X | Act::Xn | Act::Last => Some(Planes::Hidden),
             Act::Attn => Some(Planes::Attn),
             Act::Ffn => Some(Planes::Ffn),
-            Act::Qkv | Act::Logits => None,
+            // The hybrid model's activations (its plans are refused at compile).
+            _ => None,
         }
     }
 }
@@ -149,6 +150,13 @@ fn touches(op: &Op) -> ([Option<Act>; 2], Option<Act>) {
         Op::LastRows { x, out } => ([Some(x), None], Some(out)),
         Op::Advance => ([None, None], None),
         Op::Pick(_) => ([Some(Act::Logits), None], None),
+        // Refused by `plan::compile` before any fusion; listed for completeness.
+        Op::Hadamard { x, out, .. } => ([Some(x), None], Some(out)),
+        Op::MatmulF32 { x, y, .. } => ([Some(x), None], Some(y)),
+        Op::SsmConv { x, out, .. } => ([Some(x), None], Some(out)),
+        Op::GatedDelta { conv, alpha, out, .. } => ([Some(conv), Some(alpha)], Some(out)),
+        Op::GatedRmsNorm { x, z, out, .. } => ([Some(x), Some(z)], Some(out)),
+        Op::SigmoidGate { x, gate, out } => ([Some(x), Some(gate)], Some(out)),
     }
 }
 

@@ -119,6 +119,9 @@ impl PlanesScratch {
 
 /// Compiles `program` for `b`.
 pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaBackend>) -> Result<CudaPlan, BackendError> {
+    if let Some(op) = program.ops.iter().find(|op| op.is_hybrid()) {
+        return Err(super::hybrid_unsupported(&format!("{op:?}")));
+    }
     let dims = program.dims;
     let stream = &b.stream;
     let matrix = |w: crate::program::MatrixId| view(&weights.matrices[w.0]);
