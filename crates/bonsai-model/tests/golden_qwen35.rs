@@ -48,6 +48,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bonsai_gguf::{GgufFile, GgufWriter, MetaValue, TensorType, TwoBitLayout, ValueType};
+use bonsai_model::convert::{convert_checkpoint, OutputType};
 use bonsai_model::loader::{load_model, LoadedModel};
 use bonsai_model::{CpuBackend, LogitRows};
 use serde_json::Value;
@@ -159,10 +160,33 @@ fn meta_value(v: &Value) -> MetaValue {
     }
 }
 
+/// The `tokenizer.*` metadata of the golden tokenizer (`golden_tokenizer.py`, which encoded the
+/// prompt): the Qwen3 golden `q1` converted with bonsai's converter, which writes it.
+/// Computed once: both tests share it (and its temporary folder).
+fn tokenizer_metadata() -> &'static [(String, MetaValue)] {
+    static ENTRIES: std::sync::OnceLock<Vec<(String, MetaValue)>> = std::sync::OnceLock::new();
+    ENTRIES.get_or_init(convert_tokenizer)
+}
+
+fn convert_tokenizer() -> Vec<(String, MetaValue)> {
+    let tmp = std::env::temp_dir().join(format!("bonsai-golden-qwen35-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+    let gguf = tmp.join("q1.gguf");
+    let q1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/q1");
+    convert_checkpoint(&q1, &gguf, OutputType::Q1_0, &mut |_| {}).expect("converting golden/q1 for its tokenizer");
+    let file = GgufFile::open(&gguf).expect("open converted q1");
+    let entries = file.metadata().iter().filter(|(k, _)| k.starts_with("tokenizer.")).cloned().collect();
+    std::fs::remove_dir_all(&tmp).unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+    entries
+}
+
 /// The golden as a GGUF file whose quantized matrices are `quant`.
-fn gguf_bytes(dir: &Path, meta: &Value, quant: TensorType) -> Vec<u8> {
+fn gguf_bytes(dir: &Path, meta: &Value, quant: TensorType, tokenizer: &[(String, MetaValue)]) -> Vec<u8> {
     let tensors = read_safetensors(&dir.join("weights.safetensors"));
     let mut w = GgufWriter::new();
+    for (key, value) in tokenizer {
+        w.add_metadata(key, value.clone());
+    }
     for section in ["gguf_metadata", "hadamard_metadata"] {
         if let Some(entries) = meta[section].as_object() {
             for (key, v) in entries {
@@ -197,8 +221,17 @@ fn gguf_bytes(dir: &Path, meta: &Value, quant: TensorType) -> Vec<u8> {
     bytes
 }
 
-fn load(dir: &Path, meta: &Value, quant: TensorType, ctx: usize) -> LoadedModel<CpuBackend> {
-    let file = GgufFile::from_bytes(gguf_bytes(dir, meta, quant)).expect("read back the golden GGUF");
+/// Set to a folder to keep each GGUF written here (`qwen35-<variant>-<format>.gguf`), e.g. to run
+/// `bonsai info / generate / perplexity --cpu` on it.
+const KEEP_GGUF_ENV: &str = "BONSAI_QWEN35_GOLDEN_GGUF_DIR";
+
+fn load(dir: &Path, meta: &Value, (format, quant): (&str, TensorType), ctx: usize) -> LoadedModel<CpuBackend> {
+    let bytes = gguf_bytes(dir, meta, quant, tokenizer_metadata());
+    if let Some(keep) = std::env::var_os(KEEP_GGUF_ENV) {
+        let name = format!("{}-{format}.gguf", dir.file_name().and_then(|n| n.to_str()).unwrap_or("qwen35"));
+        std::fs::write(Path::new(&keep).join(name), &bytes).expect("keeping the GGUF");
+    }
+    let file = GgufFile::from_bytes(bytes).expect("read back the golden GGUF");
     load_model(&file, CpuBackend, Some(ctx)).unwrap_or_else(|e| panic!("loading {} as {}: {e}", dir.display(), quant.name()))
 }
 
@@ -264,7 +297,9 @@ fn check_golden(variant: &str) {
     let issue_tol = ISSUE_RMS_FRACTION * rms(&reference);
     let cache = max_diff(&reference_f16, &reference);
     for (format, quant) in FORMATS {
-        let loaded = load(&dir, &meta, quant, prompt.len() + expected_greedy.len() + EXTRA_CTX);
+        let loaded = load(&dir, &meta, (format, quant), prompt.len() + expected_greedy.len() + EXTRA_CTX);
+        let text = meta["prompt_text"].as_str().expect("prompt_text");
+        assert_eq!(loaded.text_tokenizer().expect("tokenizer").encode(text).expect("encode"), prompt, "prompt ids");
         assert_eq!(loaded.model.config().vocab, vocab);
         assert_eq!(loaded.model.hybrid_config().is_some_and(|c| c.hadamard.is_some()), variant == "hadamard");
         let tag = format!("qwen35-{variant} {format}");

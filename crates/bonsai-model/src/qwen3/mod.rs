@@ -428,6 +428,17 @@ impl<B: Backend> Qwen3<B> {
         self.rewind_seq(state, 0, n)
     }
 
+    /// The furthest point at most `wanted` that the first sequence can rewind to: `wanted` for
+    /// Qwen3; for qwen35 (whose recurrent state keeps every token or none) the current length
+    /// when `wanted` reaches it, else 0.
+    pub fn rewind_point(&self, state: &Qwen3State<B>, wanted: usize) -> usize {
+        match self.arch {
+            Arch::Qwen3(_) => wanted,
+            Arch::Qwen35 { .. } if wanted >= state.n_past[0] => state.n_past[0],
+            Arch::Qwen35 { .. } => 0,
+        }
+    }
+
     /// A fresh sequence: empty caches and states at position 0.
     fn new_sequence(&self) -> Result<Sequence<B>, ModelError> {
         let b = &self.backend;
