@@ -348,3 +348,37 @@ fn qwen35_plain_matches_transformers_float64() {
 fn qwen35_hadamard_matches_transformers_float64() {
     check_golden("hadamard");
 }
+
+/// The load error of the hadamard golden (PQ2_0) after `edit` of its metadata.
+fn load_error(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
+    let dir = golden_dir("hadamard");
+    let mut meta = read_json(&dir.join("meta.json"));
+    edit(meta["hadamard_metadata"].as_object_mut().expect("hadamard_metadata"));
+    let bytes = gguf_bytes(&dir, &meta, FORMATS[0].1, &[]);
+    let file = GgufFile::from_bytes(bytes).expect("read back");
+    match load_model(&file, CpuBackend, Some(64)) {
+        Ok(_) => panic!("a broken Hadamard contract loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn qwen35_refuses_folds_it_cannot_apply() {
+    // Only one of gate|up folded: they read one activation, so the transform cannot be shared.
+    let msg = load_error(|h| {
+        let names = h["prism.hadamard.weight_names"].as_array_mut().expect("names");
+        names.retain(|n| n != "blk.0.ffn_up.weight");
+    });
+    assert!(msg.contains("blk.0.ffn_up.weight") && msg.contains("all or none"), "{msg}");
+    // A prism.* key bonsai does not know.
+    let msg = load_error(|h| {
+        h.insert("prism.hadamard.rotation_seed".into(), Value::from(7));
+    });
+    assert!(msg.contains("prism.hadamard.rotation_seed") && msg.contains("does not know"), "{msg}");
+    // ssm_alpha is never folded.
+    let msg = load_error(|h| {
+        h["prism.hadamard.weight_names"].as_array_mut().expect("names").push(Value::from("blk.0.ssm_alpha.weight"));
+    });
+    assert!(msg.contains("blk.0.ssm_alpha.weight"), "{msg}");
+}
+
