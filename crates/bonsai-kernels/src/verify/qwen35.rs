@@ -2,11 +2,12 @@
 //! sigmoid_gate, each against its f64 reference (partial RoPE runs with qk_norm_rope in the
 //! attention and decode_seqs groups).
 
+use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch;
 use crate::launch::gated_delta::DeltaGates;
+use crate::launch::{self, Gpu};
 use crate::ops;
 use crate::ops::gated_delta::DeltaShape;
 use crate::ops::hadamard::{HadamardParams, VHeadPerm};
@@ -61,6 +62,42 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for len in gates {
         sigmoid_gate(ctx, len)?;
     }
+    bad_shapes(ctx)
+}
+
+/// Every launcher refuses inconsistent shapes before launching anything.
+fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    let buf = upload(&ctx.stream, &[0.0f32; 64])?;
+    let mut out = poisoned(&ctx.stream, 64)?;
+    let mut state = poisoned(&ctx.stream, 64)?;
+    let gpu = ctx.gpu();
+    let refused = [
+        ("hadamard block 3", launch::hadamard::hadamard(gpu, &buf, &buf, 12, 3, false, None, 1, &mut out).is_err()),
+        ("hadamard block past the width", launch::hadamard::hadamard(gpu, &buf, &buf, 8, 16, false, None, 1, &mut out).is_err()),
+        ("hadamard rows past x", launch::hadamard::hadamard(gpu, &buf, &buf, 32, 32, false, None, 3, &mut out).is_err()),
+        (
+            "hadamard permuted inverse",
+            launch::hadamard::hadamard(gpu, &buf, &buf, 8, 4, true, Some(VHeadPerm { head_dim: 2, k_heads: 2, rep: 2 }), 1, &mut out).is_err(),
+        ),
+        ("ssm_conv kernel past the window", launch::ssm_conv::ssm_conv(gpu, &buf, &buf, &mut state, 1, 4, 9, &mut out).is_err()),
+        ("ssm_conv rows past x", launch::ssm_conv::ssm_conv(gpu, &buf, &buf, &mut state, 20, 4, 4, &mut out).is_err()),
+        (
+            "gated_delta v_heads not a multiple of k_heads",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 2, v_heads: 3, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+        ),
+        (
+            "gated_delta state too short",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 16 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+        ),
+        ("gated_rms_norm heads past x", launch::gated_rms_norm::gated_rms_norm(gpu, &buf, &buf, &buf, 1e-6, 9, 8, &mut out).is_err()),
+        ("sigmoid_gate len past x", launch::sigmoid_gate::sigmoid_gate(gpu, &buf, &buf, 65, &mut out).is_err()),
+    ];
+    // Nothing ran: the outputs are still all NaN.
+    let untouched = download(&ctx.stream, &out)?.iter().all(|v| v.is_nan()) && download(&ctx.stream, &state)?.iter().all(|v| v.is_nan());
+    for (what, is_err) in refused {
+        ctx.record("qwen35 shapes", &format!("refuses {what}"), Comparison::holds(is_err));
+    }
+    ctx.record("qwen35 shapes", "refused launches wrote nothing", Comparison::holds(untouched));
     Ok(())
 }
 
@@ -195,4 +232,77 @@ fn sigmoid_gate(ctx: &mut Ctx, len: usize) -> Result<(), VerifyError> {
     let cmp = Comparison::of(&got, &want, |i| 8.0 * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64);
     ctx.record("sigmoid_gate", &format!("len={len}"), cmp);
     Ok(())
+}
+
+/// `--bench` rows of the Qwen3.5 ops at Bonsai 2's shapes, inputs (and states) rotated beyond
+/// the L2 cache. Bytes are what each launch must move at least (the speed of light).
+pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
+    let mut rows = Vec::new();
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let gpu = || Gpu::new(lib, &stream);
+    // Hadamard: a decode row of each folded width, a pp512 chunk of the hidden width.
+    for (m, width, perm) in [(1usize, 5120usize, None), (1, 6144, Some(BONSAI2_V)), (1, 17408, None), (512, 5120, None)] {
+        let len = m * width;
+        let copies = copies_for(8 * len);
+        let signs = upload(&stream, &(0..width).map(|i| if i % 3 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
+        let xs = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::hadamard::hadamard(gpu(), &xs[i], &signs, width, 1024, false, perm, m, &mut ys[i])?))?;
+        let kind = if perm.is_some() { " tiled->grouped" } else { "" };
+        rows.push(row("hadamard", format!("m={m} W={width} n=1024{kind}"), secs, Some(8.0 * len as f64), None, copy_bw));
+    }
+    // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over a
+    // 64-row prefill chunk (rows run in sequence inside the kernel).
+    let (channels, kernel) = (BONSAI2_DELTA.conv_row_len(), 4);
+    {
+        let bytes = 4 * channels * (2 + 2 * (kernel - 1));
+        let copies = copies_for(bytes);
+        let w = upload(&stream, &vec![0.25f32; channels * kernel])?;
+        let xs = (0..copies).map(|_| upload(&stream, &vec![0.5f32; channels])).collect::<Result<Vec<_>, _>>()?;
+        let mut states = (0..copies).map(|_| upload(&stream, &vec![0.5f32; channels * (kernel - 1)])).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, channels)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], 1, channels, kernel, &mut ys[i])?))?;
+        rows.push(row("ssm_conv", format!("m=1 C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
+    }
+    for m in [1usize, 64] {
+        let shape = BONSAI2_DELTA;
+        let state_bytes = 4 * shape.state_len();
+        let bytes = 2 * state_bytes + 4 * m * (shape.conv_row_len() + shape.out_row_len() + 2 * shape.v_heads);
+        let copies = copies_for(bytes);
+        let conv = upload(&stream, &vec![0.1f32; m * shape.conv_row_len()])?;
+        let ab = upload(&stream, &vec![0.3f32; m * shape.v_heads])?;
+        let (sa, dt) = (upload(&stream, &vec![-1.0f32; shape.v_heads])?, upload(&stream, &vec![0.1f32; shape.v_heads])?);
+        let mut states = (0..copies).map(|_| upload(&stream, &vec![0.01f32; shape.state_len()])).collect::<Result<Vec<_>, _>>()?;
+        let mut outs = (0..copies).map(|_| poisoned(&stream, m * shape.out_row_len())).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let gates = DeltaGates { ssm_a: &sa, dt_bias: &dt };
+            Ok(launch::gated_delta::gated_delta(gpu(), shape, &conv, &ab, &ab, gates, m, &mut states[i], &mut outs[i])?)
+        })?;
+        rows.push(row("gated_delta", format!("m={m} k=16 v=48 d=128"), secs, Some(bytes as f64), None, copy_bw));
+    }
+    {
+        let (heads, d) = (BONSAI2_DELTA.v_heads, BONSAI2_DELTA.head_dim);
+        let len = heads * d;
+        let copies = copies_for(12 * len);
+        let w = upload(&stream, &vec![1.0f32; d])?;
+        let xs = (0..copies).map(|_| poisoned(&stream, 2 * len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let (x, z) = (xs[i].slice(..len), xs[i].slice(len..));
+            Ok(launch::gated_rms_norm::gated_rms_norm(gpu(), &x, &z, &w, 1e-6, heads, d, &mut ys[i])?)
+        })?;
+        rows.push(row("gated_rms_norm", format!("heads={heads} d={d}"), secs, Some(12.0 * len as f64), None, copy_bw));
+    }
+    {
+        let len = 6144;
+        let copies = copies_for(12 * len);
+        let xs = (0..copies).map(|_| poisoned(&stream, 2 * len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let (x, g) = (xs[i].slice(..len), xs[i].slice(len..));
+            Ok(launch::sigmoid_gate::sigmoid_gate(gpu(), &x, &g, len, &mut ys[i])?)
+        })?;
+        rows.push(row("sigmoid_gate", format!("len={len}"), secs, Some(12.0 * len as f64), None, copy_bw));
+    }
+    Ok(rows)
 }

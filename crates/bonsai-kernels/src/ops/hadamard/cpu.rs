@@ -1,45 +1,55 @@
 //! Fast CPU version: rayon over rows; per row, the signed (and permuted) load, f32 butterflies per
-//! block, then the 1/sqrt(n) scale (and the inverse's signs).
+//! block, then the 1/sqrt(n) scale (and the inverse's signs); AVX2 copy at run time.
 
-use super::HadamardParams;
+use super::{HadamardParams, VHeadPerm};
+use crate::cpu::{simd_level, simd_variants};
 use crate::ops::OpError;
 use rayon::prelude::*;
 
 pub fn cpu(p: HadamardParams<'_>, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
     p.check(x, y)?;
     let width = p.signs.len();
-    let scale = 1.0 / (p.block as f32).sqrt();
+    let level = simd_level();
     y.par_chunks_mut(width).zip(x.par_chunks(width)).for_each(|(yr, xr)| {
-        match (p.inverse, p.tiled_to_grouped) {
-            (true, _) => yr.copy_from_slice(xr),
-            (false, None) => {
-                for ((o, &v), &s) in yr.iter_mut().zip(xr).zip(p.signs) {
-                    *o = v * s;
-                }
-            }
-            (false, Some(perm)) => {
-                for (i, (o, &s)) in yr.iter_mut().zip(p.signs).enumerate() {
-                    *o = xr[perm.tiled_index(i)] * s;
-                }
-            }
-        }
-        for block in yr.chunks_mut(p.block) {
-            fwht_f32(block);
-        }
-        if p.inverse {
-            for (o, &s) in yr.iter_mut().zip(p.signs) {
-                *o *= scale * s;
-            }
-        } else {
-            for o in yr.iter_mut() {
-                *o *= scale;
-            }
-        }
+        transform_row(level, p.signs, p.block, p.inverse, p.tiled_to_grouped, xr, yr);
     });
     Ok(())
 }
 
+simd_variants! {
+    #[allow(clippy::too_many_arguments)]
+    fn transform_row(signs: &[f32], block: usize, inverse: bool, perm: Option<VHeadPerm>, x: &[f32], y: &mut [f32]) {
+        let scale = 1.0 / (block as f32).sqrt();
+        match (inverse, perm) {
+            (true, _) => y.copy_from_slice(x),
+            (false, None) => {
+                for ((o, &v), &s) in y.iter_mut().zip(x).zip(signs) {
+                    *o = v * s;
+                }
+            }
+            (false, Some(perm)) => {
+                for (i, (o, &s)) in y.iter_mut().zip(signs).enumerate() {
+                    *o = x[perm.tiled_index(i)] * s;
+                }
+            }
+        }
+        for b in y.chunks_mut(block) {
+            fwht_f32(b);
+        }
+        if inverse {
+            for (o, &s) in y.iter_mut().zip(signs) {
+                *o *= scale * s;
+            }
+        } else {
+            for o in y.iter_mut() {
+                *o *= scale;
+            }
+        }
+    }
+}
+
 /// Unnormalized Sylvester-order Walsh-Hadamard transform in place (`v.len()` a power of two).
+#[inline(always)]
 fn fwht_f32(v: &mut [f32]) {
     let mut len = 1;
     while len < v.len() {

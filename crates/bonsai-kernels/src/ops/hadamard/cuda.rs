@@ -15,7 +15,8 @@ const MAX_THREADS: usize = 512;
 
 /// The transform of `ops::hadamard` on `rows` rows of `signs.len()` values: forward
 /// `y = BlockH(s ⊙ P(x))` or inverse `y = s ⊙ BlockH(x)`, blocks of `block` (a power of two
-/// dividing the width, at most [`MAX_BLOCK`]). `width` is the sign vector's length.
+/// dividing the width, at most [`MAX_BLOCK`]). `width` is the sign vector's length. No rows:
+/// nothing runs.
 #[allow(clippy::too_many_arguments)]
 pub fn hadamard(
     gpu: Gpu<'_>,
@@ -28,8 +29,8 @@ pub fn hadamard(
     rows: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    if rows == 0 || width == 0 {
-        return Err(shape(OP, format!("empty shape {rows}x{width}")));
+    if width == 0 {
+        return Err(shape(OP, "empty sign vector (row width 0)".into()));
     }
     if !block.is_power_of_two() || width % block != 0 || block > MAX_BLOCK {
         return Err(shape(OP, format!("block {block} must be a power of two dividing the width {width}, at most {MAX_BLOCK}")));
@@ -45,6 +46,9 @@ pub fn hadamard(
         Some(p) => (as_i32(OP, "head_dim", p.head_dim)?, as_i32(OP, "k_heads", p.k_heads)?, as_i32(OP, "rep", p.rep)?),
     };
     expect_at_least(OP, "signs", signs.len(), width)?;
+    if rows == 0 {
+        return Ok(()); // as the CPU version: no rows, nothing to do
+    }
     expect_at_least(OP, "x", x.len(), rows * width)?;
     expect_at_least(OP, "y", y.len(), rows * width)?;
     as_i32(OP, "rows x width", rows * width)?;
