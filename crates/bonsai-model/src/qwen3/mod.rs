@@ -428,13 +428,13 @@ impl<B: Backend> Qwen3<B> {
         self.rewind_seq(state, 0, n)
     }
 
-    /// The furthest point at most `wanted` that the first sequence can rewind to: `wanted` for
+    /// The furthest point at most `wanted` that sequence `seq` can rewind to: `wanted` for
     /// Qwen3; for qwen35 (whose recurrent state keeps every token or none) the current length
     /// when `wanted` reaches it, else 0.
-    pub fn rewind_point(&self, state: &Qwen3State<B>, wanted: usize) -> usize {
+    pub fn rewind_point(&self, state: &Qwen3State<B>, seq: usize, wanted: usize) -> usize {
         match self.arch {
             Arch::Qwen3(_) => wanted,
-            Arch::Qwen35 { .. } if wanted >= state.n_past[0] => state.n_past[0],
+            Arch::Qwen35 { .. } if wanted >= state.n_past[seq] => state.n_past[seq],
             Arch::Qwen35 { .. } => 0,
         }
     }
