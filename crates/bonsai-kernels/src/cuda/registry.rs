@@ -500,7 +500,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/ssm_conv/ssm_conv.cu",
         text: include_str!("../ops/ssm_conv/ssm_conv.cu"),
-        entry_points: &["ssm_conv_channel_per_thread"],
+        entry_points: &["ssm_conv_channel_per_thread", "ssm_conv_state_from_rows"],
     },
     KernelSource {
         path: "ops/gated_delta/gated_delta.cu",

@@ -28,7 +28,17 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (2, 8, 1, false, None),
         (1, 16384, launch::hadamard::MAX_BLOCK, false, None),
     ];
-    let mut convs = vec![(1usize, 10240usize, 4usize), (7, 300, 4), (5, 64, 1), (3, 16, launch::ssm_conv::MAX_KERNEL)];
+    // Decode and short calls (one launch), then row chunks (ROWS_PER_CHUNK = 32): a partial last
+    // chunk, and one chunk plus a single row.
+    let mut convs = vec![
+        (1usize, 10240usize, 4usize),
+        (7, 300, 4),
+        (5, 64, 1),
+        (3, 16, launch::ssm_conv::MAX_KERNEL),
+        (70, 300, 4),
+        (33, 40, launch::ssm_conv::MAX_KERNEL),
+        (40, 24, 1),
+    ];
     let mut deltas = vec![
         (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 1usize),
         (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 24),
@@ -254,15 +264,15 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over a
     // 64-row prefill chunk (rows run in sequence inside the kernel).
     let (channels, kernel) = (BONSAI2_DELTA.conv_row_len(), 4);
-    {
-        let bytes = 4 * channels * (2 + 2 * (kernel - 1));
+    for m in [1usize, 512] {
+        let bytes = 4 * channels * (2 * m + 2 * (kernel - 1));
         let copies = copies_for(bytes);
         let w = upload(&stream, &vec![0.25f32; channels * kernel])?;
-        let xs = (0..copies).map(|_| upload(&stream, &vec![0.5f32; channels])).collect::<Result<Vec<_>, _>>()?;
+        let xs = (0..copies).map(|_| upload(&stream, &vec![0.5f32; m * channels])).collect::<Result<Vec<_>, _>>()?;
         let mut states = (0..copies).map(|_| upload(&stream, &vec![0.5f32; channels * (kernel - 1)])).collect::<Result<Vec<_>, _>>()?;
-        let mut ys = (0..copies).map(|_| poisoned(&stream, channels)).collect::<Result<Vec<_>, _>>()?;
-        let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], 1, channels, kernel, &mut ys[i])?))?;
-        rows.push(row("ssm_conv", format!("m=1 C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
+        let mut ys = (0..copies).map(|_| poisoned(&stream, m * channels)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], m, channels, kernel, &mut ys[i])?))?;
+        rows.push(row("ssm_conv", format!("m={m} C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
     }
     for m in [1usize, 64] {
         let shape = BONSAI2_DELTA;
