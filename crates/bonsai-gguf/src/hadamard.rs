@@ -268,7 +268,7 @@ impl HadamardConfig {
     pub fn sign_vector(&self, width: usize) -> Option<Vec<f32>> {
         match &self.signs {
             Signs::Explicit(map) => map.get(&width).cloned(),
-            Signs::Identity => (width % self.block == 0).then(|| vec![1.0; width]),
+            Signs::Identity => width.is_multiple_of(self.block).then(|| vec![1.0; width]),
         }
     }
 

@@ -71,7 +71,7 @@ fn writer_with(n_layers: u32, interval: Option<u32>) -> GgufWriter {
 /// Explicit signs for widths 256, 384, 512 (alternating ±1), as `elem`-typed values.
 fn sign_values(elem: ValueType) -> MetaValue {
     let n = 256 + 384 + 512;
-    let v = |i: usize| if i % 3 == 0 { -1i64 } else { 1 };
+    let v = |i: usize| if i.is_multiple_of(3) { -1i64 } else { 1 };
     let items = (0..n)
         .map(|i| match elem {
             ValueType::I8 => MetaValue::I8(v(i) as i8),

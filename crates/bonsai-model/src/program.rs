@@ -328,15 +328,16 @@ impl<B: Backend> Activations<B> {
             Act::Gated => &mut self.gated,
         }
     }
-    /// `a` and `b` to read and `write` at once (all different).
-    pub fn triple(&mut self, a: Act, b: Act, write: Act) -> Result<(&B::Buffer, &B::Buffer, &mut B::Buffer), BackendError> {
+    /// `a` and `b` to read and `write` at once (`write` differs from both).
+    pub fn triple(&mut self, a: Act, b: Act, write: Act) -> Result<ReadReadWrite<'_, B>, BackendError> {
         if a == write || b == write {
             return Err(BackendError::Device(format!("an op reads and writes {write:?}")));
         }
-        // SAFETY: `write` differs from `a` and `b`, so the exclusive borrow aliases neither
-        // shared one (two shared borrows of one field are fine).
         let (a_ptr, b_ptr): (*const B::Buffer, *const B::Buffer) = (self.get(a), self.get(b));
-        Ok((unsafe { &*a_ptr }, unsafe { &*b_ptr }, self.get_mut(write)))
+        // SAFETY: `write` differs from `a` and `b`, so the exclusive borrow below aliases neither
+        // shared one (two shared borrows of one field are fine).
+        let (a, b) = unsafe { (&*a_ptr, &*b_ptr) };
+        Ok((a, b, self.get_mut(write)))
     }
     /// The token ids and `write` at once.
     pub fn tokens_and(&mut self, write: Act) -> (&B::Tokens, &mut B::Buffer) {
@@ -488,6 +489,9 @@ fn missing_state(what: &str, slot: usize) -> BackendError {
     BackendError::Device(format!("the sequence has no {what} state for recurrent layer {slot}"))
 }
 
+/// Two activations to read and one to write.
+pub type ReadReadWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
+
 /// A Hadamard transform's parameters, with the sign vector on the backend.
 pub struct HadamardOp<'a, B: Backend> {
     /// Values per row (the sign vector's length).
@@ -518,9 +522,11 @@ impl<B: Backend> Activations<B> {
         if [conv, alpha, beta].contains(&out) {
             return Err(BackendError::Device(format!("an op reads and writes {out:?}")));
         }
-        // SAFETY: `out` differs from each input, so the exclusive borrow aliases no shared one.
         let ptrs: [*const B::Buffer; 3] = [self.get(conv), self.get(alpha), self.get(beta)];
-        Ok((unsafe { &*ptrs[0] }, unsafe { &*ptrs[1] }, unsafe { &*ptrs[2] }, self.get_mut(out)))
+        // SAFETY: `out` differs from each input, so the exclusive borrow below aliases no shared
+        // one (shared borrows of one field may repeat).
+        let (conv, alpha, beta) = unsafe { (&*ptrs[0], &*ptrs[1], &*ptrs[2]) };
+        Ok((conv, alpha, beta, self.get_mut(out)))
     }
 }
 

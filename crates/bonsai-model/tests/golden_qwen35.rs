@@ -34,10 +34,11 @@
 //!   `--nocapture`), and the test also asserts it against the issue's target:
 //!   |E − R16| <= `ISSUE_RMS_FRACTION` (1e-4) of the logit RMS.
 //!
-//! Greedy: a step's tokens agree when the engine's top-2 order matches the reference's; the
-//! smallest float64 margin is 0.021 (plain) and 0.050 (hadamard), above twice the derived bound's
-//! f32 + cache terms at the greedy positions, so the tokens are asserted equal (the margins are
-//! printed next to the measured error).
+//! Greedy: a step's token agrees when every logit is within half the float64 top-1 − top-2
+//! margin; the smallest margin is 0.021 (plain) and 0.050 (hadamard). The a-priori f32 term is
+//! looser than that, so equality is asserted directly; the error measured over the prompt
+//! (|E − T| <= 7.1e-4,
+//! nearly all of it the f16 cache) is 15x below half the smallest margin.
 //!
 //! Token-by-token decode runs the m = 1 paths (one-row matmuls, the recurrence one row per call)
 //! against the batched ones over the same cache rounding: both are within the f32 term of R16,

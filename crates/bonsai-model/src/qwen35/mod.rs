@@ -6,9 +6,9 @@
 //! * attention: `q|k|v = xn·Wqkv`, `gate = xn·Wgate` (the gate rows of `attn_q`), per-head
 //!   QK-norm + partial NeoX RoPE (the first `rot_dims` of each head), KV cache, causal GQA,
 //!   `x += (attn ⊙ sigmoid(gate))·Wo`;
-//! * DeltaNet: `mixed = xn·Wqkv`, `z = xn·Wz`, `alpha = xn·Wα`, `beta = xn·Wβ` (f32), causal conv
-//!   + SiLU with the conv state, the DeltaNet core with the recurrent state, gated RMSNorm with z,
-//!   `x += y·Wout`;
+//! * DeltaNet: `mixed = xn·Wqkv`, `z = xn·Wz`, `alpha = xn·Wα`, `beta = xn·Wβ` (f32), the causal
+//!   conv and SiLU with the conv state, the DeltaNet core with the recurrent state, gated RMSNorm
+//!   with z, `x += y·Wout`;
 //!
 //! then `xn = rmsnorm(x; post_attention_norm)`, `x += swiglu(xn·Wgate|up)·Wdown`; the final norm
 //! and the LM head. With a Hadamard fold, every folded matmul reads `BlockH(s ⊙ x)` of its input
