@@ -7,7 +7,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bonsai_model::synthetic::{random_host_weights, Geometry, WeightKind};
+use bonsai_gguf::Qwen35Config;
+use bonsai_model::synthetic::{
+    bonsai2_27b_config, qwen35_tiny_config, random_host_weights, random_qwen35_host_weights, Geometry, WeightKind,
+};
 use bonsai_model::{Backend, Qwen3};
 
 use crate::backend_choice::{self, AnyBackend};
@@ -42,11 +45,18 @@ pub enum SyntheticModel {
     G5Hd128,
     #[value(name = "g8-hd64")]
     G8Hd64,
+    /// Bonsai 2 27B (qwen35 hybrid, Hadamard fold of block 1024), ternary weights; CPU only.
+    #[value(name = "bonsai2-27b")]
+    Bonsai2_27b,
+    /// A four-layer qwen35 with a Hadamard fold (fast runs of the hybrid path); CPU only.
+    #[value(name = "qwen35-tiny")]
+    Qwen35Tiny,
 }
 
 impl SyntheticModel {
-    pub fn geometry(self) -> Geometry {
-        match self {
+    /// The Qwen3 geometry; None for the qwen35 models (see [`Self::qwen35`]).
+    pub fn geometry(self) -> Option<Geometry> {
+        Some(match self {
             SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b => Geometry::bonsai_8b(),
             SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
             SyntheticModel::Bonsai1_7b | SyntheticModel::Ternary1_7b => Geometry::bonsai_1_7b(),
@@ -56,11 +66,21 @@ impl SyntheticModel {
             SyntheticModel::G4Hd256 => Geometry::gqa_test(4, 256),
             SyntheticModel::G5Hd128 => Geometry::gqa_test(5, 128),
             SyntheticModel::G8Hd64 => Geometry::gqa_test(8, 64),
+            SyntheticModel::Bonsai2_27b | SyntheticModel::Qwen35Tiny => return None,
+        })
+    }
+    /// The qwen35 geometry (signs drawn from `seed`); None for the Qwen3 models.
+    pub fn qwen35(self, seed: u64) -> Option<Qwen35Config> {
+        match self {
+            SyntheticModel::Bonsai2_27b => Some(bonsai2_27b_config(seed)),
+            SyntheticModel::Qwen35Tiny => Some(qwen35_tiny_config(seed)),
+            _ => None,
         }
     }
     pub fn kind(self) -> WeightKind {
         match self {
             SyntheticModel::Ternary8b | SyntheticModel::Ternary1_7b => WeightKind::Ternary,
+            SyntheticModel::Bonsai2_27b | SyntheticModel::Qwen35Tiny => WeightKind::Ternary,
             SyntheticModel::TinyQ2 => WeightKind::TwoBit,
             _ => WeightKind::OneBit,
         }
@@ -79,6 +99,8 @@ impl SyntheticModel {
             SyntheticModel::G4Hd256 => "g4-hd256",
             SyntheticModel::G5Hd128 => "g5-hd128",
             SyntheticModel::G8Hd64 => "g8-hd64",
+            SyntheticModel::Bonsai2_27b => "bonsai2-27b",
+            SyntheticModel::Qwen35Tiny => "qwen35-tiny",
         }
     }
 }
@@ -234,7 +256,15 @@ pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
 }
 
 fn bench_synthetic<B: Backend>(backend: B, synthetic: SyntheticModel, plan: &BenchPlan) -> anyhow::Result<BenchReport> {
-    let geometry = synthetic.geometry();
+    if let Some(config) = synthetic.qwen35(plan.seed) {
+        let host = random_qwen35_host_weights(&config, plan.seed)
+            .with_context(|| format!("building the random {} model", synthetic.name()))?;
+        let bytes_per_token = host.decode_bytes_per_token();
+        let model = Qwen3::new_qwen35(backend, config, host, plan.ctx)
+            .with_context(|| format!("loading the random {} model", synthetic.name()))?;
+        return bench_model(&model, &format!("{} (synthetic)", synthetic.name()), bytes_per_token, plan);
+    }
+    let geometry = synthetic.geometry().context("a Qwen3 synthetic model")?;
     let host = random_host_weights(&geometry, synthetic.kind(), plan.seed)
         .with_context(|| format!("building the random {} model", synthetic.name()))?;
     let bytes_per_token = host.decode_bytes_per_token();

@@ -218,15 +218,21 @@ fn measure_decode<B: Backend>(
     let b = model.backend();
     let vocab = model.config().vocab;
     model.rewind(state, 0)?;
+    let fill = random_tokens(rng, depth, vocab);
     if depth > 0 {
-        let fill = random_tokens(rng, depth, vocab);
         model.prefill(state, &fill)?;
     }
     let first = random_tokens(rng, 1, vocab)[0];
     let mut samples = Vec::with_capacity(plan.repetitions);
     for rep in 0..=plan.repetitions {
-        // The cache up to `depth` stays valid: each repetition decodes from the same point.
-        model.rewind(state, depth)?;
+        // The cache up to `depth` stays valid: each repetition decodes from the same point. A
+        // recurrent (qwen35) state cannot drop the decoded tokens: it refills (untimed).
+        if model.rewind_point(state, 0, depth) == depth {
+            model.rewind(state, depth)?;
+        } else {
+            model.rewind(state, 0)?;
+            model.prefill(state, &fill)?;
+        }
         model.set_next_token(state, first)?;
         b.synchronize()?;
         let start = Instant::now();
@@ -246,19 +252,27 @@ fn measure_batch_decode<B: Backend>(model: &Qwen3<B>, rng: &mut Rng, sequences: 
     let b = model.backend();
     let vocab = model.config().vocab;
     let mut state = model.new_batch_state(sequences, sequences.max(DEPTH_FILL_CHUNK.min(plan.ctx)), false)?;
-    if depth > 0 {
-        let fill = random_tokens(rng, depth, vocab);
-        for s in 0..sequences {
-            for chunk in fill.chunks(DEPTH_FILL_CHUNK) {
-                model.forward_batch(&mut state, &[(s, chunk)], bonsai_model::LogitRows::Last)?;
-            }
+    let fill = random_tokens(rng, depth, vocab);
+    let fill_seq = |state: &mut Qwen3State<B>, s: usize| -> Result<(), ModelError> {
+        for chunk in fill.chunks(DEPTH_FILL_CHUNK) {
+            model.forward_batch(state, &[(s, chunk)], bonsai_model::LogitRows::Last)?;
         }
+        Ok(())
+    };
+    for s in 0..sequences {
+        fill_seq(&mut state, s)?;
     }
     let first = random_tokens(rng, sequences, vocab);
     let mut samples = Vec::with_capacity(plan.repetitions);
     for rep in 0..=plan.repetitions {
         for s in 0..sequences {
-            model.rewind_seq(&mut state, s, depth)?;
+            // As in `measure_decode`: a recurrent state refills instead (untimed).
+            if model.rewind_point(&state, s, depth) == depth {
+                model.rewind_seq(&mut state, s, depth)?;
+            } else {
+                model.rewind_seq(&mut state, s, 0)?;
+                fill_seq(&mut state, s)?;
+            }
         }
         let mut next = first.clone();
         b.synchronize()?;

@@ -33,15 +33,35 @@ fn every_geometry_name_parses() {
         ("ternary-1.7b", SyntheticModel::Ternary1_7b),
         ("tiny", SyntheticModel::Tiny),
         ("tiny-q2", SyntheticModel::TinyQ2),
+        ("bonsai2-27b", SyntheticModel::Bonsai2_27b),
+        ("qwen35-tiny", SyntheticModel::Qwen35Tiny),
     ] {
         assert_eq!(parse(&["--synthetic", name]).expect(name).source.synthetic, Some(want));
         assert_eq!(want.name(), name);
     }
-    let g = SyntheticModel::Bonsai4b.geometry();
+    let g = SyntheticModel::Bonsai4b.geometry().expect("qwen3");
     assert_eq!((g.n_layers, g.hidden, g.ffn, g.n_q_heads, g.n_kv_heads, g.head_dim, g.vocab), (36, 2560, 9728, 32, 8, 128, 151_669));
     assert!(g.tied_embeddings);
     assert_eq!(SyntheticModel::Ternary8b.kind(), WeightKind::Ternary);
     assert_eq!(SyntheticModel::TinyQ2.kind(), WeightKind::TwoBit);
+}
+
+#[test]
+fn bonsai2_27b_has_the_published_geometry() {
+    // bonsai2.md §3.1-§3.3, §4.1.
+    assert!(SyntheticModel::Bonsai2_27b.geometry().is_none());
+    let c = SyntheticModel::Bonsai2_27b.qwen35(1).expect("qwen35");
+    assert_eq!((c.n_layers, c.hidden, c.ffn, c.n_q_heads, c.n_kv_heads, c.head_dim, c.vocab), (64, 5120, 17_408, 24, 4, 256, 248_320));
+    assert_eq!((c.rot_dims, c.rope_sections, c.ssm_head_dim, c.ssm_k_heads, c.ssm_v_heads), (64, [11, 11, 10, 0], 128, 16, 48));
+    let full: Vec<usize> = (0..64).filter(|&i| c.layers[i] == bonsai_gguf::LayerKind::FullAttention).collect();
+    assert_eq!(full, (0..16).map(|i| 4 * i + 3).collect::<Vec<_>>());
+    let h = c.hadamard.expect("fold");
+    assert_eq!(h.block, 1024);
+    // 1 output + 16·4 attention + 48·3 DeltaNet + 64·3 FFN = 401 folded weights.
+    assert_eq!(h.weight_names.len(), 401);
+    for width in [5120, 6144, 17_408] {
+        assert_eq!(h.sign_vector(width).map(|s| s.len()), Some(width));
+    }
 }
 
 #[test]

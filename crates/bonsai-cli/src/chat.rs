@@ -79,6 +79,8 @@ fn repl<B: Backend>(loaded: &LoadedModel<B>, args: &ChatArgs) -> anyhow::Result<
         let tokens = tokenizer.encode(&rendered.text)?;
         // Keep the cached prefix, but always run at least one new token.
         let keep = common_prefix(&cached, &tokens).min(tokens.len().saturating_sub(1));
+        // A recurrent (qwen35) state cannot drop tokens: it keeps all of them or none.
+        let keep = model.rewind_point(&state, 0, keep);
         model.rewind(&mut state, keep)?;
         cached.truncate(keep);
         let prompt = &tokens[keep..];

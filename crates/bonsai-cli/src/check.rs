@@ -54,7 +54,7 @@ use bonsai_kernels::launch::matmul::{B1_ACTIVATION_BITS, F16_GEMM_MIN_TOKENS};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen3, Qwen3State};
 
-use bonsai_model::synthetic::random_host_weights;
+use bonsai_model::synthetic::{random_host_weights, random_qwen35_host_weights};
 
 use crate::bench::BENCH_SEED;
 use crate::perplexity::negative_log_likelihood;
@@ -252,18 +252,30 @@ pub fn run(args: CheckArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
             compare(&cpu_model.model, &gpu_model.model, &path.display().to_string(), &prompt, args.n)
         }
         (None, Some(synthetic)) => {
-            let g = synthetic.geometry();
+            let vocab = match (synthetic.qwen35(BENCH_SEED), synthetic.geometry()) {
+                (Some(config), _) => config.vocab,
+                (None, Some(g)) => g.vocab,
+                (None, None) => anyhow::bail!("{} has neither a Qwen3 nor a qwen35 geometry", synthetic.name()),
+            };
             let prompt = match &args.prompt_tokens {
                 Some(ids) => ids.clone(),
-                None => random_prompt(g.vocab),
+                None => random_prompt(vocab),
             };
             let ctx = prompt.len() + args.n;
-            check_prompt(&prompt, args.n, g.vocab, ctx)?;
+            check_prompt(&prompt, args.n, vocab, ctx)?;
+            let name = format!("{} (synthetic)", synthetic.name());
             // The same seed twice: identical weights on both backends.
+            if let Some(config) = synthetic.qwen35(BENCH_SEED) {
+                let build = || random_qwen35_host_weights(&config, BENCH_SEED);
+                let cpu_model = Qwen3::new_qwen35(CpuBackend, config.clone(), build()?, ctx)?;
+                let gpu_model = Qwen3::new_qwen35(gpu, config.clone(), build()?, ctx)?;
+                return compare(&cpu_model, &gpu_model, &name, &prompt, args.n);
+            }
+            let g = synthetic.geometry().context("a Qwen3 synthetic model")?;
             let build = || random_host_weights(&g, synthetic.kind(), BENCH_SEED);
             let cpu_model = Qwen3::new(CpuBackend, g.config(), build()?, ctx)?;
             let gpu_model = Qwen3::new(gpu, g.config(), build()?, ctx)?;
-            compare(&cpu_model, &gpu_model, &format!("{} (synthetic)", synthetic.name()), &prompt, args.n)
+            compare(&cpu_model, &gpu_model, &name, &prompt, args.n)
         }
         (None, None) => anyhow::bail!("give a model file (-m), a repository (-hf) or --synthetic"),
     }
@@ -298,6 +310,9 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     let gpu = run_backend(gpu_model, prompt, n, None).context("running on the GPU")?;
 
     let k_max = config.hidden.max(config.ffn).max(config.n_q_heads * config.head_dim);
+    // qwen35: the DeltaNet output projection reads value_dim (the conv, the recurrence's
+    // head-sized dots and the Hadamard blocks are shorter than hidden).
+    let k_max = cpu_model.hybrid_config().map_or(k_max, |h| k_max.max(h.ssm_value_dim()));
     // The largest forward call: the prompt's first chunk (decode steps are single rows).
     let prompt_rows = prompt.len().min(CHUNK);
     let mut failures = Vec::new();

@@ -1,7 +1,7 @@
-//! `bonsai info FILE.gguf [--json]`: what a GGUF file holds (architecture, Qwen3 geometry,
+//! `bonsai info FILE.gguf [--json]`: what a GGUF file holds (architecture, Qwen3 / qwen35 geometry,
 //! tokenizer summary, tensor table) and how many weight bytes one decoded token reads.
 
-use bonsai_gguf::{keys, GgufFile, Qwen3Config, TensorInfo, TokenizerMeta};
+use bonsai_gguf::{keys, GgufFile, LayerKind, Qwen35Config, Qwen3Config, Signs, TensorInfo, TokenizerMeta};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -70,6 +70,28 @@ fn config_json(c: &Qwen3Config) -> Value {
     })
 }
 
+/// The qwen35 geometry: the fields Qwen3 has, plus the layer schedule, the DeltaNet sizes and
+/// the Hadamard contract.
+fn qwen35_json(c: &Qwen35Config) -> Value {
+    let schedule: String = c.layers.iter().map(|k| if *k == LayerKind::FullAttention { 'A' } else { 'R' }).collect();
+    json!({
+        "n_layers": c.n_layers, "hidden": c.hidden, "ffn": c.ffn, "n_q_heads": c.n_q_heads,
+        "n_kv_heads": c.n_kv_heads, "head_dim": c.head_dim, "vocab": c.vocab, "context_len": c.context_len,
+        "rope_theta": c.rope_theta, "rms_eps": c.rms_eps, "tied_embeddings": c.tied_embeddings,
+        "rope_scaling": Value::Null, "rot_dims": c.rot_dims, "rope_sections": c.rope_sections,
+        "layer_schedule": schedule,
+        "ssm": json!({
+            "conv_kernel": c.conv_kernel, "head_dim": c.ssm_head_dim, "k_heads": c.ssm_k_heads, "v_heads": c.ssm_v_heads,
+        }),
+        "hadamard": c.hadamard.as_ref().map(|h| json!({
+            "version": h.version, "block": h.block,
+            "sign_widths": match &h.signs { Signs::Explicit(m) => json!(m.keys().collect::<Vec<_>>()), Signs::Identity => json!("identity") },
+            "folded_weights": h.weight_names.len(), "inverse_token_embd": h.inverse_token_embd,
+            "gdn_v_grouped": h.gdn_v_grouped, "tied_output": h.tied_output,
+        })),
+    })
+}
+
 fn tokenizer_json(t: &TokenizerMeta) -> Value {
     json!({
         "model": t.model, "pre": t.pre, "vocab_size": t.tokens.len(), "merges": t.merges.len(),
@@ -81,7 +103,11 @@ fn tokenizer_json(t: &TokenizerMeta) -> Value {
 fn report(file: &GgufFile, path: &std::path::Path) -> Value {
     // Geometry and tokenizer are optional parts of a GGUF: when absent or invalid the report
     // says why instead of failing (the file itself was read and validated).
-    let config = Qwen3Config::from_gguf(file).map(|c| config_json(&c)).map_err(|e| e.to_string());
+    let config = match file.get_str(keys::GENERAL_ARCHITECTURE) {
+        Ok(keys::ARCH_QWEN35) => Qwen35Config::from_gguf(file).map(|c| qwen35_json(&c)),
+        _ => Qwen3Config::from_gguf(file).map(|c| config_json(&c)),
+    }
+    .map_err(|e| e.to_string());
     let tokenizer =
         TokenizerMeta::from_gguf(file).map(|t| tokenizer_json(&t)).map_err(|e| e.to_string());
     let tensors: Vec<Value> = file
@@ -125,6 +151,20 @@ fn print_text(out: &mut impl Write, file: &GgufFile, r: &Value) -> std::io::Resu
                 "               rope theta {}, rms eps {}, tied embeddings {}",
                 c["rope_theta"], c["rms_eps"], c["tied_embeddings"]
             )?;
+            if let Some(schedule) = c.get("layer_schedule") {
+                let ssm = &c["ssm"];
+                writeln!(out,
+                    "               layers {} (R DeltaNet, A attention), rope {} of {} dims, DeltaNet heads {}/{} (k/v) of {}, conv {}",
+                    schedule.as_str().unwrap_or(""), c["rot_dims"], c["head_dim"], ssm["k_heads"], ssm["v_heads"], ssm["head_dim"], ssm["conv_kernel"]
+                )?;
+                match c["hadamard"].as_object() {
+                    Some(h) => writeln!(out,
+                        "               Hadamard fold v{}, block {}, sign widths {}, {} folded weights, inverse embedding {}, grouped ssm_out {}",
+                        h["version"], h["block"], h["sign_widths"], h["folded_weights"], h["inverse_token_embd"], h["gdn_v_grouped"]
+                    )?,
+                    None => writeln!(out, "               no Hadamard fold")?,
+                }
+            }
             if let Some(rs) = c["rope_scaling"].as_object() {
                 writeln!(out,
                     "               rope scaling {} x{} over {} (beta fast {}, slow {})",

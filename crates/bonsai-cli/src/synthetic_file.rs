@@ -22,7 +22,7 @@ use crate::bench::{SyntheticModel, BENCH_SEED};
 
 /// Writes the model; returns the file's size in bytes.
 pub fn write(kind: SyntheticModel, path: &Path) -> anyhow::Result<u64> {
-    let g = kind.geometry();
+    let g = kind.geometry().with_context(|| format!("--write-gguf writes Qwen3 geometries; {} is a qwen35 model", kind.name()))?;
     let mut tokenizer = demo_tokenizer_parts();
     anyhow::ensure!(g.vocab >= tokenizer.tokens.len(), "the {} vocabulary is smaller than the byte tokenizer", kind.name());
     for id in tokenizer.tokens.len()..g.vocab {
@@ -112,8 +112,8 @@ mod tests {
         std::fs::remove_file(&path).ok();
         let loaded = loaded.unwrap();
         let tokenizer = loaded.tokenizer.expect("a tokenizer");
-        assert_eq!(loaded.model.config().vocab, SyntheticModel::Tiny.geometry().vocab);
-        assert_eq!(tokenizer.vocab_size(), SyntheticModel::Tiny.geometry().vocab);
+        assert_eq!(loaded.model.config().vocab, SyntheticModel::Tiny.geometry().expect("qwen3").vocab);
+        assert_eq!(tokenizer.vocab_size(), SyntheticModel::Tiny.geometry().expect("qwen3").vocab);
         assert_eq!(tokenizer.encode("ab").unwrap().len(), 2);
     }
 }

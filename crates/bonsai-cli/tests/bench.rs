@@ -1,4 +1,4 @@
-//! Runs `bonsai bench` on the CPU with the tiny synthetic model: the JSON report's shape, the
+//! Runs `bonsai bench` on the CPU with the tiny synthetic models: the JSON report's shape, the
 //! table, and the clear error for a request beyond --ctx.
 
 use std::process::{Command, Output};
@@ -31,6 +31,18 @@ fn cpu_bench_on_tiny_prints_a_json_report() {
     }
     assert!(rows[1]["percent_of_bandwidth_limit"].as_f64().is_some_and(|p| p > 0.0), "{v}");
     assert!(text(&out.stderr).contains("backend: cpu ("), "the backend is announced");
+}
+
+/// The hybrid path (DeltaNet states, Hadamard fold) through bench, decode at a depth included:
+/// a recurrent state refills between repetitions instead of rewinding.
+#[test]
+fn cpu_bench_runs_the_qwen35_tiny_model() {
+    let out = bonsai(&["bench", "--cpu", "--synthetic", "qwen35-tiny", "-p", "8", "-n", "4", "-r", "2", "--ctx-depth", "0,8", "--json"]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    assert_eq!(v["model"], "qwen35-tiny (synthetic)");
+    let tests: Vec<&str> = v["results"].as_array().expect("results").iter().filter_map(|r| r["test"].as_str()).collect();
+    assert_eq!(tests, ["pp8", "tg4", "tg4 @ d8"]);
 }
 
 #[test]

@@ -61,8 +61,12 @@ pub enum GgufError {
     #[error("metadata key '{key}' = {value} is out of range: {reason}")]
     OutOfRange { key: String, value: String, reason: String },
 
-    #[error("unsupported architecture '{0}' (bonsai runs qwen3)")]
+    #[error("unsupported architecture '{0}' (bonsai runs qwen3 and qwen35)")]
     UnsupportedArchitecture(String),
+
+    /// The `prism.hadamard.*` contract (bonsai2.md §4.1) is broken or names something unknown.
+    #[error("Hadamard metadata: '{key}' {reason}")]
+    Hadamard { key: String, reason: String },
 
     #[error("missing tensor '{0}'")]
     MissingTensor(String),

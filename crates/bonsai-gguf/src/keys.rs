@@ -60,4 +60,82 @@ pub mod tensor {
     pub const FFN_UP: &str = "ffn_up";
     pub const FFN_DOWN: &str = "ffn_down";
     pub const FFN_NORM: &str = "ffn_norm";
+    // qwen35 (bonsai2.md §3.2).
+    pub const POST_ATTENTION_NORM: &str = "post_attention_norm";
+    pub const ATTN_QKV: &str = "attn_qkv";
+    pub const ATTN_GATE: &str = "attn_gate";
+    pub const SSM_ALPHA: &str = "ssm_alpha";
+    pub const SSM_BETA: &str = "ssm_beta";
+    pub const SSM_CONV1D: &str = "ssm_conv1d";
+    pub const SSM_NORM: &str = "ssm_norm";
+    pub const SSM_OUT: &str = "ssm_out";
+    /// `blk.N.ssm_dt.bias` (no `.weight` suffix).
+    pub fn ssm_dt_bias(layer: usize) -> String {
+        format!("blk.{layer}.ssm_dt.bias")
+    }
+    /// `blk.N.ssm_a` (no suffix): `-exp(A_log)`.
+    pub fn ssm_a(layer: usize) -> String {
+        format!("blk.{layer}.ssm_a")
+    }
+}
+
+pub const ARCH_QWEN35: &str = "qwen35";
+
+/// `qwen35.*` keys (bonsai2.md §3.1): the hybrid Gated DeltaNet / gated-attention geometry.
+pub mod qwen35 {
+    pub const BLOCK_COUNT: &str = "qwen35.block_count";
+    pub const EMBEDDING_LENGTH: &str = "qwen35.embedding_length";
+    pub const FEED_FORWARD_LENGTH: &str = "qwen35.feed_forward_length";
+    pub const HEAD_COUNT: &str = "qwen35.attention.head_count";
+    pub const HEAD_COUNT_KV: &str = "qwen35.attention.head_count_kv";
+    pub const KEY_LENGTH: &str = "qwen35.attention.key_length";
+    pub const VALUE_LENGTH: &str = "qwen35.attention.value_length";
+    pub const CONTEXT_LENGTH: &str = "qwen35.context_length";
+    pub const RMS_EPS: &str = "qwen35.attention.layer_norm_rms_epsilon";
+    pub const ROPE_FREQ_BASE: &str = "qwen35.rope.freq_base";
+    pub const ROPE_DIMENSION_COUNT: &str = "qwen35.rope.dimension_count";
+    pub const ROPE_DIMENSION_SECTIONS: &str = "qwen35.rope.dimension_sections";
+    pub const ROPE_SCALING_TYPE: &str = "qwen35.rope.scaling.type";
+    pub const SSM_CONV_KERNEL: &str = "qwen35.ssm.conv_kernel";
+    pub const SSM_STATE_SIZE: &str = "qwen35.ssm.state_size";
+    pub const SSM_GROUP_COUNT: &str = "qwen35.ssm.group_count";
+    pub const SSM_TIME_STEP_RANK: &str = "qwen35.ssm.time_step_rank";
+    pub const SSM_INNER_SIZE: &str = "qwen35.ssm.inner_size";
+    pub const FULL_ATTENTION_INTERVAL: &str = "qwen35.full_attention_interval";
+    pub const RECURRENT_LAYERS: &str = "qwen35.attention.recurrent_layers";
+    pub const NEXTN_PREDICT_LAYERS: &str = "qwen35.nextn_predict_layers";
+}
+
+/// `prism.hadamard.*` keys (bonsai2.md §4.1): the blockwise signed Hadamard fold of Bonsai 2.
+pub mod hadamard {
+    /// Every key of the `prism.` namespace bonsai understands starts with this.
+    pub const PREFIX: &str = "prism.hadamard.";
+    pub const VERSION: &str = "prism.hadamard.version";
+    pub const BLOCK_SIZE: &str = "prism.hadamard.block_size";
+    pub const TRANSFORM: &str = "prism.hadamard.transform";
+    pub const AXIS: &str = "prism.hadamard.axis";
+    pub const SIGN_MODE: &str = "prism.hadamard.sign_mode";
+    pub const SIGN_WIDTHS: &str = "prism.hadamard.sign_widths";
+    pub const SIGN_VALUES: &str = "prism.hadamard.sign_values";
+    pub const WEIGHT_NAMES: &str = "prism.hadamard.weight_names";
+    pub const INVERSE_WEIGHT_NAMES: &str = "prism.hadamard.inverse_weight_names";
+    pub const GDN_V_GROUPED: &str = "prism.hadamard.gdn_v_grouped";
+    pub const TIED_OUTPUT: &str = "prism.hadamard.tied_output";
+    pub const ALL: [&str; 11] = [
+        VERSION,
+        BLOCK_SIZE,
+        TRANSFORM,
+        AXIS,
+        SIGN_MODE,
+        SIGN_WIDTHS,
+        SIGN_VALUES,
+        WEIGHT_NAMES,
+        INVERSE_WEIGHT_NAMES,
+        GDN_V_GROUPED,
+        TIED_OUTPUT,
+    ];
+    pub const TRANSFORM_SYLVESTER: &str = "normalized-sylvester-walsh-hadamard";
+    pub const AXIS_INPUT_LAST: &str = "input-last-dimension";
+    pub const SIGN_MODE_EXPLICIT: &str = "explicit";
+    pub const SIGN_MODE_IDENTITY: &str = "identity";
 }

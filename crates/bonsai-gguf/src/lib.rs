@@ -10,15 +10,19 @@
 //!   ([`TwoBitResolution`]).
 //! - [`Levels`] is every low-bit type as scales and integer levels: the exact transcodes between
 //!   them ([`decode_levels`], [`encode_levels`]).
+//! - [`Qwen35Config`] reads the qwen35 hybrid geometry and [`HadamardConfig`] the Bonsai 2
+//!   `prism.hadamard.*` contract.
 //! - [`Qwen3Config`] and [`TokenizerMeta`] read the model geometry and tokenizer data;
 //!   [`keys`] names every metadata key and tensor the rest of bonsai uses.
 
 pub mod blocks;
 mod config;
 mod error;
+pub mod hadamard;
 pub mod keys;
 pub mod layout;
 mod parse;
+mod qwen35;
 mod reader;
 mod tokenizer_meta;
 mod value;
@@ -28,6 +32,8 @@ pub use blocks::{decode_levels, dequantize, encode_levels, quantize, Levels, Lev
 pub use layout::TwoBitResolution;
 pub use config::{Qwen3Config, RopeScaling, RopeScalingKind};
 pub use error::GgufError;
+pub use hadamard::{HadamardConfig, Signs};
+pub use qwen35::{LayerKind, Qwen35Config};
 pub use writer::write_file_atomically;
 pub use reader::{GgufFile, TensorInfo, TensorView, DEFAULT_ALIGNMENT};
 pub use tokenizer_meta::TokenizerMeta;

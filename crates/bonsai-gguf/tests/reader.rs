@@ -177,7 +177,7 @@ fn config_errors_name_the_key() {
     });
     assert_eq!(
         Qwen3Config::from_gguf(&f).expect_err("arch").to_string(),
-        "unsupported architecture 'llama' (bonsai runs qwen3)"
+        "unsupported architecture 'llama' (bonsai runs qwen3 and qwen35)"
     );
 
     let f = file_with(&|w| w.add_metadata(keys::QWEN3_BLOCK_COUNT, MetaValue::String("2".into())));

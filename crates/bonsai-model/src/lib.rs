@@ -5,6 +5,7 @@
 //!   meaning in primitive backend ops.
 //! * [`backend`]: the `Backend` trait (buffers, primitive ops, plans) and the CPU and CUDA backends.
 //! * [`qwen3`]: the Qwen3 forward pass as a program; weights fused at load.
+//! * [`qwen35`]: the qwen35 hybrid (Bonsai 2: Gated DeltaNet + gated attention, Hadamard fold).
 //! * [`generate`]: prefill + decode loop with stop tokens, streaming and timings.
 //! * [`sampler`], [`tokenizer`], [`chat`]: token choice, text <-> ids, prompts.
 //! * [`synthetic`], [`demo`]: random-weight models (tests, demo, speed at real geometry).
@@ -17,6 +18,7 @@ pub mod generate;
 pub mod loader;
 pub mod program;
 pub mod qwen3;
+pub mod qwen35;
 pub mod requantize;
 pub mod sampler;
 pub mod synthetic;

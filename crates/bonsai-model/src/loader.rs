@@ -1,8 +1,9 @@
-//! Opening a model file: config, tokenizer and weights from one GGUF onto a backend.
+//! Opening a model file: config, tokenizer and weights from one GGUF onto a backend (a qwen3 or
+//! a qwen35 file, by `general.architecture`).
 
 use std::path::Path;
 
-use bonsai_gguf::{GgufFile, Qwen3Config, TokenizerMeta};
+use bonsai_gguf::{keys, GgufFile, Qwen35Config, Qwen3Config, TokenizerMeta};
 
 use crate::backend::Backend;
 use crate::qwen3::{HostWeights, Qwen3};
@@ -24,14 +25,17 @@ pub struct LoadedModel<B: Backend> {
 
 /// The context to size the cache for: `requested`, or the default, within the model's limit.
 pub fn resolve_ctx(config: &Qwen3Config, requested: Option<usize>) -> Result<usize, ModelError> {
+    resolve_context(config.context_len, requested)
+}
+
+fn resolve_context(context_len: usize, requested: Option<usize>) -> Result<usize, ModelError> {
     match requested {
         Some(0) => Err(ModelError::Unsupported("--ctx 0".into())),
-        Some(n) if n > config.context_len => Err(ModelError::Unsupported(format!(
-            "--ctx {n} exceeds the model's context length of {}",
-            config.context_len
-        ))),
+        Some(n) if n > context_len => {
+            Err(ModelError::Unsupported(format!("--ctx {n} exceeds the model's context length of {context_len}")))
+        }
         Some(n) => Ok(n),
-        None => Ok(DEFAULT_CTX.min(config.context_len)),
+        None => Ok(DEFAULT_CTX.min(context_len)),
     }
 }
 
@@ -52,29 +56,50 @@ impl<B: Backend> LoadedModel<B> {
 /// error, not a file without one).
 const TOKENIZER_TOKENS_KEY: &str = "tokenizer.ggml.tokens";
 
+/// The architecture of `file` (`general.architecture`) and its config.
+enum FileConfig {
+    Qwen3(Qwen3Config),
+    Qwen35(Qwen35Config),
+}
+
 /// Loads every part of the model in `file` onto `backend` with a cache of `ctx` tokens.
 pub fn load_model<B: Backend>(file: &GgufFile, backend: B, ctx: Option<usize>) -> Result<LoadedModel<B>, ModelError> {
-    let config = Qwen3Config::from_gguf(file)?;
-    let ctx = resolve_ctx(&config, ctx)?;
+    let config = match file.get_str(keys::GENERAL_ARCHITECTURE)? {
+        keys::ARCH_QWEN35 => FileConfig::Qwen35(Qwen35Config::from_gguf(file)?),
+        _ => FileConfig::Qwen3(Qwen3Config::from_gguf(file)?),
+    };
+    let (vocab, context_len) = match &config {
+        FileConfig::Qwen3(c) => (c.vocab, c.context_len),
+        FileConfig::Qwen35(c) => (c.vocab, c.context_len),
+    };
+    let ctx = resolve_context(context_len, ctx)?;
     let (tokenizer, chat_template) = match file.get(TOKENIZER_TOKENS_KEY) {
         None => (None, None),
         Some(_) => {
             let meta = TokenizerMeta::from_gguf(file)?;
             let chat_template = meta.chat_template.clone();
             let tokenizer = Tokenizer::from_parts(&meta)?;
-            if tokenizer.vocab_size() != config.vocab {
+            if tokenizer.vocab_size() != vocab {
                 return Err(ModelError::Unsupported(format!(
-                    "tokenizer has {} tokens but token_embd has {} rows",
+                    "tokenizer has {} tokens but token_embd has {vocab} rows",
                     tokenizer.vocab_size(),
-                    config.vocab
                 )));
             }
             (Some(tokenizer), chat_template)
         }
     };
-    let host = HostWeights::load(&config, file)?;
-    let decode_bytes_per_token = host.decode_bytes_per_token();
-    let model = Qwen3::new(backend, config, host, ctx)?;
+    let (model, decode_bytes_per_token) = match config {
+        FileConfig::Qwen3(config) => {
+            let host = HostWeights::load(&config, file)?;
+            let bytes = host.decode_bytes_per_token();
+            (Qwen3::new(backend, config, host, ctx)?, bytes)
+        }
+        FileConfig::Qwen35(config) => {
+            let host = crate::qwen35::HostWeights::load(&config, file)?;
+            let bytes = host.decode_bytes_per_token();
+            (Qwen3::new_qwen35(backend, config, host, ctx)?, bytes)
+        }
+    };
     Ok(LoadedModel { model, tokenizer, chat_template, decode_bytes_per_token })
 }
 

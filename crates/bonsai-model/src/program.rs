@@ -9,6 +9,8 @@
 //! program into its own plan ([`crate::backend::Backend::compile`]): the CPU runs the ops one by
 //! one through [`run_op`]; CUDA fuses chains of them into fewer launches and captures graphs.
 
+use bonsai_kernels::ops::gated_delta::DeltaShape;
+use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 
 use crate::backend::{Backend, BackendError};
@@ -31,6 +33,28 @@ pub enum Act {
     Last,
     /// Logits, `vocab` wide.
     Logits,
+    // The hybrid (qwen35) model's activations; their widths come from [`HybridDims`].
+    /// The Hadamard-transformed input of the next folded matmul(s): rows as wide as that
+    /// matmul's input (hidden, value, attention or FFN width), packed at that stride.
+    Rot,
+    /// The attention output gate (`n_q * head_dim`).
+    AttnGate,
+    /// Attention output times `sigmoid(AttnGate)` (`n_q * head_dim`).
+    AttnGated,
+    /// A DeltaNet layer's q|k|v projection before the conv (`conv_channels`).
+    Mixed,
+    /// The conv's SiLU output, q|k|v (`conv_channels`).
+    Conv,
+    /// The DeltaNet output gate z (`value_dim`).
+    Z,
+    /// Raw `ssm_alpha` projection (`v_heads`).
+    Alpha,
+    /// Raw `ssm_beta` projection (`v_heads`).
+    Beta,
+    /// The DeltaNet core's output (`value_dim`).
+    Delta,
+    /// The gated RMSNorm of `Delta` (`value_dim`), the input of `ssm_out`.
+    Gated,
 }
 
 /// A weight matrix of the model (an index into [`Weights::matrices`]).
@@ -63,9 +87,41 @@ pub enum Op {
     LastRows { x: Act, out: Act },
     /// Every sequence's position moves on by its rows (its tokens are now in the cache).
     Advance,
+    // Ops of the hybrid (qwen35) model.
+    /// Per row of `width` values: `out = BlockH(signs ⊙ P(x))` (forward; `P` the tiled -> grouped
+    /// V-head permutation when `perm` is given) or `out = signs ⊙ BlockH(x)` (inverse), blocks of
+    /// `block` (`bonsai_kernels::ops::hadamard`).
+    Hadamard { x: Act, out: Act, signs: VectorId, width: usize, block: usize, inverse: bool, perm: Option<VHeadPerm> },
+    /// `y = x · Wᵀ` with an f32 weight `W[n, k]` (the BF16 `ssm_alpha` / `ssm_beta`).
+    MatmulF32 { w: VectorId, n: usize, k: usize, x: Act, y: Act },
+    /// Causal depthwise conv (kernel [`HybridDims::conv_kernel`]) then SiLU of each sequence's
+    /// rows, through the sequence's conv state of recurrent layer `slot`.
+    SsmConv { x: Act, weight: VectorId, slot: usize, out: Act },
+    /// The Gated DeltaNet core of each sequence's rows over its state of recurrent layer `slot`
+    /// (`bonsai_kernels::ops::gated_delta`).
+    GatedDelta { conv: Act, alpha: Act, beta: Act, ssm_a: VectorId, dt_bias: VectorId, slot: usize, out: Act },
+    /// `out_h = RMSNorm(x_h; weight) ⊙ silu(z_h)` per head of [`HybridDims::delta`]'s head_dim.
+    GatedRmsNorm { x: Act, z: Act, weight: VectorId, out: Act },
+    /// `out = x ⊙ sigmoid(gate)` (attention output gate).
+    SigmoidGate { x: Act, gate: Act, out: Act },
     /// Sequence b's next input token (row b of the token ids) = `pick` of logits row b, on the
     /// backend (no download). Sampling draws from the batch's one generator, row by row.
     Pick(DevicePick),
+}
+
+impl Op {
+    /// Whether the op belongs to the hybrid (qwen35) model only.
+    pub fn is_hybrid(&self) -> bool {
+        matches!(
+            self,
+            Op::Hadamard { .. }
+                | Op::MatmulF32 { .. }
+                | Op::SsmConv { .. }
+                | Op::GatedDelta { .. }
+                | Op::GatedRmsNorm { .. }
+                | Op::SigmoidGate { .. }
+        )
+    }
 }
 
 /// The model dimensions every op's shapes follow.
@@ -77,6 +133,29 @@ pub struct Dims {
     pub shape: HeadShape,
     /// RMSNorm epsilon (every norm of the model).
     pub eps: f32,
+    /// The recurrent layers' geometry (qwen35); None for Qwen3.
+    pub hybrid: Option<HybridDims>,
+}
+
+/// The hybrid model's extra dimensions (Gated DeltaNet layers and the gated attention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HybridDims {
+    /// K heads, V heads and their head size.
+    pub delta: DeltaShape,
+    pub conv_kernel: usize,
+    /// The widest folded-matmul input ([`Act::Rot`]'s row capacity).
+    pub max_rot_width: usize,
+}
+
+impl HybridDims {
+    /// Conv channels: q|k|v.
+    pub fn conv_channels(&self) -> usize {
+        self.delta.conv_row_len()
+    }
+    /// V heads x head size.
+    pub fn value_dim(&self) -> usize {
+        self.delta.out_row_len()
+    }
 }
 
 impl Dims {
@@ -88,6 +167,17 @@ impl Dims {
             Act::Attn => self.shape.q_len(),
             Act::Ffn => self.ffn,
             Act::Logits => self.vocab,
+            Act::AttnGate | Act::AttnGated => self.shape.q_len(),
+            hybrid => {
+                let Some(h) = self.hybrid else { return 0 };
+                match hybrid {
+                    Act::Rot => h.max_rot_width,
+                    Act::Mixed | Act::Conv => h.conv_channels(),
+                    Act::Z | Act::Delta | Act::Gated => h.value_dim(),
+                    Act::Alpha | Act::Beta => h.delta.v_heads,
+                    _ => unreachable!("handled above"),
+                }
+            }
         }
     }
 }
@@ -129,6 +219,11 @@ impl Program {
                     Op::Attention { out, .. } => (all, Some(out)),
                     Op::LastRows { out, .. } => (seqs, Some(out)),
                     Op::Pick(_) => (seqs, None),
+                    Op::Hadamard { x, out, .. } => (rows_in(&held, x), Some(out)),
+                    Op::MatmulF32 { x, y, .. } => (rows_in(&held, x), Some(y)),
+                    Op::SsmConv { out, .. } | Op::GatedDelta { out, .. } => (all, Some(out)),
+                    Op::GatedRmsNorm { x, out, .. } => (rows_in(&held, x), Some(out)),
+                    Op::SigmoidGate { x, out, .. } => (rows_in(&held, x), Some(out)),
                 };
                 if let Some(act) = written {
                     held.insert(act, rows);
@@ -154,9 +249,14 @@ pub struct Weights<B: Backend> {
     pub rope: B::Rope,
 }
 
-/// One sequence's KV cache (per layer) and position.
+/// One sequence's caches and position: a KV cache per attention layer (indexed by the ops'
+/// `layer`, which for the hybrid model counts attention layers only) and, for the hybrid model,
+/// a conv state (`(K-1) x conv_channels`, oldest row first) and a DeltaNet state
+/// (`v_heads x d x d`, `S[h][key][value]`) per recurrent layer (indexed by the ops' `slot`).
 pub struct Sequence<B: Backend> {
     pub kv: Vec<B::KvCache>,
+    pub conv: Vec<B::Buffer>,
+    pub ssm: Vec<B::Buffer>,
     pub pos: B::Position,
 }
 
@@ -169,6 +269,17 @@ pub struct Activations<B: Backend> {
     pub ffn: B::Buffer,
     pub last: B::Buffer,
     pub logits: B::Buffer,
+    /// The hybrid model's activations (one-element placeholders for Qwen3).
+    pub rot: B::Buffer,
+    pub attn_gate: B::Buffer,
+    pub attn_gated: B::Buffer,
+    pub mixed: B::Buffer,
+    pub conv: B::Buffer,
+    pub z: B::Buffer,
+    pub alpha: B::Buffer,
+    pub beta: B::Buffer,
+    pub delta: B::Buffer,
+    pub gated: B::Buffer,
     /// Each row's input token id (a decode step's pick writes row b's next id here).
     pub tokens: B::Tokens,
     pub sampler: B::SamplerState,
@@ -184,6 +295,16 @@ impl<B: Backend> Activations<B> {
             Act::Ffn => &self.ffn,
             Act::Last => &self.last,
             Act::Logits => &self.logits,
+            Act::Rot => &self.rot,
+            Act::AttnGate => &self.attn_gate,
+            Act::AttnGated => &self.attn_gated,
+            Act::Mixed => &self.mixed,
+            Act::Conv => &self.conv,
+            Act::Z => &self.z,
+            Act::Alpha => &self.alpha,
+            Act::Beta => &self.beta,
+            Act::Delta => &self.delta,
+            Act::Gated => &self.gated,
         }
     }
     pub fn get_mut(&mut self, act: Act) -> &mut B::Buffer {
@@ -195,7 +316,28 @@ impl<B: Backend> Activations<B> {
             Act::Ffn => &mut self.ffn,
             Act::Last => &mut self.last,
             Act::Logits => &mut self.logits,
+            Act::Rot => &mut self.rot,
+            Act::AttnGate => &mut self.attn_gate,
+            Act::AttnGated => &mut self.attn_gated,
+            Act::Mixed => &mut self.mixed,
+            Act::Conv => &mut self.conv,
+            Act::Z => &mut self.z,
+            Act::Alpha => &mut self.alpha,
+            Act::Beta => &mut self.beta,
+            Act::Delta => &mut self.delta,
+            Act::Gated => &mut self.gated,
         }
+    }
+    /// `a` and `b` to read and `write` at once (`write` differs from both).
+    pub fn triple(&mut self, a: Act, b: Act, write: Act) -> Result<ReadReadWrite<'_, B>, BackendError> {
+        if a == write || b == write {
+            return Err(BackendError::Device(format!("an op reads and writes {write:?}")));
+        }
+        let (a_ptr, b_ptr): (*const B::Buffer, *const B::Buffer) = (self.get(a), self.get(b));
+        // SAFETY: `write` differs from `a` and `b`, so the exclusive borrow below aliases neither
+        // shared one (two shared borrows of one field are fine).
+        let (a, b) = unsafe { (&*a_ptr, &*b_ptr) };
+        Ok((a, b, self.get_mut(write)))
     }
     /// The token ids and `write` at once.
     pub fn tokens_and(&mut self, write: Act) -> (&B::Tokens, &mut B::Buffer) {
@@ -259,7 +401,7 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
         Op::KvWrite { qkv, layer } => {
             for (s, seq) in seqs.iter_mut().enumerate() {
                 let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
-                let Sequence { kv, pos } = &mut **seq;
+                let Sequence { kv, pos, .. } = &mut **seq;
                 b.kv_write(acts.get(qkv), rows, dims.shape, pos, &mut kv[layer])?;
             }
             Ok(())
@@ -286,6 +428,46 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             }
             Ok(())
         }
+        Op::Hadamard { x, out, signs, width, block, inverse, perm } => {
+            let (x, out) = acts.pair(x, out)?;
+            let p = HadamardOp { width, block, signs: &weights.vectors[signs.0], inverse, perm };
+            b.hadamard(x, rows, p, out)
+        }
+        Op::MatmulF32 { w, n, k, x, y } => {
+            let (x, y) = acts.pair(x, y)?;
+            b.matmul_f32(&weights.vectors[w.0], n, k, x, rows, y)
+        }
+        Op::SsmConv { x, weight, slot, out } => {
+            let h = hybrid_dims(dims)?;
+            let (x, out) = acts.pair(x, out)?;
+            for (s, seq) in seqs.iter_mut().enumerate() {
+                let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
+                let state = seq.conv.get_mut(slot).ok_or_else(|| missing_state("conv", slot))?;
+                b.ssm_conv(x, rows, h.conv_channels(), &weights.vectors[weight.0], state, out)?;
+            }
+            Ok(())
+        }
+        Op::GatedDelta { conv, alpha, beta, ssm_a, dt_bias, slot, out } => {
+            let h = hybrid_dims(dims)?;
+            let (conv, alpha, beta, out) = acts.delta_inputs(conv, alpha, beta, out)?;
+            let gates = DeltaGates { ssm_a: &weights.vectors[ssm_a.0], dt_bias: &weights.vectors[dt_bias.0] };
+            for (s, seq) in seqs.iter_mut().enumerate() {
+                let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
+                let state = seq.ssm.get_mut(slot).ok_or_else(|| missing_state("DeltaNet", slot))?;
+                b.gated_delta(h.delta, conv, alpha, beta, rows, gates.clone(), state, out)?;
+            }
+            Ok(())
+        }
+        Op::GatedRmsNorm { x, z, weight, out } => {
+            let h = hybrid_dims(dims)?;
+            let (x, z, out) = acts.triple(x, z, out)?;
+            b.gated_rms_norm(x, z, rows, h.value_dim(), &weights.vectors[weight.0], dims.eps, out)
+        }
+        Op::SigmoidGate { x, gate, out } => {
+            let width = dims.row_len(x);
+            let (x, gate, out) = acts.triple(x, gate, out)?;
+            b.sigmoid_gate(x, gate, rows, width, out)
+        }
         Op::Pick(pick) => {
             let Activations { tokens, sampler, logits, .. } = &mut **acts;
             for row in 0..rows {
@@ -296,6 +478,61 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             }
             Ok(())
         }
+    }
+}
+
+fn hybrid_dims(dims: &Dims) -> Result<HybridDims, BackendError> {
+    dims.hybrid.ok_or_else(|| BackendError::Device("a recurrent-layer op in a program without hybrid dimensions".into()))
+}
+
+fn missing_state(what: &str, slot: usize) -> BackendError {
+    BackendError::Device(format!("the sequence has no {what} state for recurrent layer {slot}"))
+}
+
+/// Two activations to read and one to write.
+pub type ReadReadWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
+
+/// A Hadamard transform's parameters, with the sign vector on the backend.
+pub struct HadamardOp<'a, B: Backend> {
+    /// Values per row (the sign vector's length).
+    pub width: usize,
+    pub block: usize,
+    pub signs: &'a B::Buffer,
+    pub inverse: bool,
+    pub perm: Option<VHeadPerm>,
+}
+
+/// A DeltaNet layer's per-V-head gate parameters, on the backend.
+pub struct DeltaGates<'a, B: Backend> {
+    /// `-exp(A_log)`.
+    pub ssm_a: &'a B::Buffer,
+    pub dt_bias: &'a B::Buffer,
+}
+
+impl<B: Backend> Activations<B> {
+    /// The DeltaNet core's three inputs and its output at once (the output differs from each).
+    #[allow(clippy::type_complexity)]
+    fn delta_inputs(
+        &mut self,
+        conv: Act,
+        alpha: Act,
+        beta: Act,
+        out: Act,
+    ) -> Result<(&B::Buffer, &B::Buffer, &B::Buffer, &mut B::Buffer), BackendError> {
+        if [conv, alpha, beta].contains(&out) {
+            return Err(BackendError::Device(format!("an op reads and writes {out:?}")));
+        }
+        let ptrs: [*const B::Buffer; 3] = [self.get(conv), self.get(alpha), self.get(beta)];
+        // SAFETY: `out` differs from each input, so the exclusive borrow below aliases no shared
+        // one (shared borrows of one field may repeat).
+        let (conv, alpha, beta) = unsafe { (&*ptrs[0], &*ptrs[1], &*ptrs[2]) };
+        Ok((conv, alpha, beta, self.get_mut(out)))
+    }
+}
+
+impl<B: Backend> Clone for DeltaGates<'_, B> {
+    fn clone(&self) -> Self {
+        Self { ssm_a: self.ssm_a, dt_bias: self.dt_bias }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Random-weight Qwen3 models built in memory: for tests (tiny), the built-in demo, and speed
+//! Random-weight Qwen3 and qwen35 models built in memory: for tests (tiny), the built-in demo, and speed
 //! measurements at real geometries (`bonsai bench --synthetic`). Deterministic per seed.
 //!
 //! Scales are drawn around 1/sqrt(K) so each matmul output stays O(1) for unit-RMS inputs (a
@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use bonsai_gguf::{Qwen3Config, TensorType, TwoBitLayout};
+use bonsai_gguf::{HadamardConfig, LayerKind, Qwen35Config, Qwen3Config, Signs, TensorType, TwoBitLayout};
 use bonsai_kernels::weights::{Q1Matrix, Q2Matrix, GROUP, Q1_WORDS, Q2_WORDS};
 use bonsai_kernels::QMatrix;
 use half::f16;
@@ -240,4 +240,145 @@ pub fn gguf_blocks(m: &QMatrix) -> (TensorType, Vec<u8>) {
             (TensorType::TwoBit(TwoBitLayout::Pq2G128ScaleFirst), out)
         }
     }
+}
+
+/// The Hadamard block of Bonsai 2 (bonsai2.md §4.1).
+pub const BONSAI2_HADAMARD_BLOCK: usize = 1024;
+
+/// Bonsai 2 27B's geometry (bonsai2.md §3.1: 64 layers, every 4th full attention, hidden 5120,
+/// FFN 17408, 24/4 heads of 256 with RoPE over 64 dims, DeltaNet 16 K / 48 V heads of 128) with
+/// its Hadamard fold (block 1024, every foldable weight folded, signs drawn from `seed`).
+pub fn bonsai2_27b_config(seed: u64) -> Qwen35Config {
+    qwen35_config(Qwen35Shape { n_layers: 64, hidden: 5120, ffn: 17_408, n_q: 24, n_kv: 4, head_dim: 256, rot_dims: 64, ssm_head_dim: 128, k_heads: 16, v_heads: 48, vocab: 248_320, context_len: 262_144, block: BONSAI2_HADAMARD_BLOCK }, seed)
+}
+
+/// A four-layer qwen35 (three DeltaNet layers, one attention) with a Hadamard fold of block 128:
+/// the golden tests' geometry with a larger vocabulary, for fast runs of the whole path.
+pub fn qwen35_tiny_config(seed: u64) -> Qwen35Config {
+    qwen35_config(Qwen35Shape { n_layers: 4, hidden: 256, ffn: 512, n_q: 4, n_kv: 2, head_dim: 64, rot_dims: 16, ssm_head_dim: 64, k_heads: 2, v_heads: 6, vocab: 512, context_len: 1024, block: 128 }, seed)
+}
+
+struct Qwen35Shape {
+    n_layers: usize,
+    hidden: usize,
+    ffn: usize,
+    n_q: usize,
+    n_kv: usize,
+    head_dim: usize,
+    rot_dims: usize,
+    ssm_head_dim: usize,
+    k_heads: usize,
+    v_heads: usize,
+    vocab: usize,
+    context_len: usize,
+    block: usize,
+}
+
+fn qwen35_config(s: Qwen35Shape, seed: u64) -> Qwen35Config {
+    use bonsai_gguf::keys::tensor as names;
+    let layers: Vec<LayerKind> =
+        (0..s.n_layers).map(|i| if (i + 1) % 4 == 0 { LayerKind::FullAttention } else { LayerKind::Recurrent }).collect();
+    let mut rng = Rng::new(seed ^ 0x5167_a5a1);
+    let value_dim = s.v_heads * s.ssm_head_dim;
+    let signs = [s.hidden, value_dim, s.n_q * s.head_dim, s.ffn]
+        .into_iter()
+        .map(|w| (w, (0..w).map(|_| if rng.next_u64() & 1 == 1 { 1.0 } else { -1.0 }).collect()))
+        .collect();
+    let mut weight_names: std::collections::BTreeSet<String> = [names::OUTPUT.to_string()].into();
+    for (l, kind) in layers.iter().enumerate() {
+        let stems: &[&str] = match kind {
+            LayerKind::FullAttention => &[names::ATTN_Q, names::ATTN_K, names::ATTN_V, names::ATTN_OUTPUT],
+            LayerKind::Recurrent => &[names::ATTN_QKV, names::ATTN_GATE, names::SSM_OUT],
+        };
+        for stem in stems.iter().chain(&[names::FFN_GATE, names::FFN_UP, names::FFN_DOWN]) {
+            weight_names.insert(names::block(stem, l));
+        }
+    }
+    Qwen35Config {
+        n_layers: s.n_layers,
+        hidden: s.hidden,
+        ffn: s.ffn,
+        n_q_heads: s.n_q,
+        n_kv_heads: s.n_kv,
+        head_dim: s.head_dim,
+        rot_dims: s.rot_dims,
+        rope_sections: [s.rot_dims / 6 + 1, s.rot_dims / 6 + 1, s.rot_dims / 2 - 2 * (s.rot_dims / 6 + 1), 0],
+        vocab: s.vocab,
+        context_len: s.context_len,
+        rope_theta: 1e7,
+        rms_eps: QWEN3_RMS_EPS,
+        conv_kernel: 4,
+        ssm_head_dim: s.ssm_head_dim,
+        ssm_k_heads: s.k_heads,
+        ssm_v_heads: s.v_heads,
+        layers,
+        tied_embeddings: false,
+        hadamard: Some(HadamardConfig {
+            version: 1,
+            block: s.block,
+            signs: Signs::Explicit(signs),
+            weight_names,
+            inverse_token_embd: true,
+            gdn_v_grouped: true,
+            tied_output: false,
+        }),
+    }
+}
+
+fn uniform(rng: &mut Rng, len: usize, lo: f64, hi: f64) -> Vec<f32> {
+    (0..len).map(|_| (lo + (hi - lo) * rng.next_f64()) as f32).collect()
+}
+
+/// Every tensor of a qwen35 file of `c`'s geometry with random values (GGUF names): ternary
+/// matrices (the PQ2_0 / PTQ1_0 values of Bonsai 2), f32 alpha / beta, conv, gates and norms.
+pub fn random_qwen35_tensors(c: &Qwen35Config, seed: u64) -> Result<MemoryTensors, ModelError> {
+    use bonsai_gguf::keys::tensor as names;
+    let mut rng = Rng::new(seed);
+    let mut t = MemoryTensors::default();
+    let kind = WeightKind::Ternary;
+    let (h, hd, q) = (c.hidden, c.head_dim, c.n_q_heads * c.head_dim);
+    let (channels, value_dim, v_heads) = (c.ssm_conv_channels(), c.ssm_value_dim(), c.ssm_v_heads);
+    let matrix = |t: &mut MemoryTensors, rng: &mut Rng, name: String, n, k| -> Result<(), ModelError> {
+        t.insert(name, MemTensor::Matrix(random_matrix(rng, kind, n, k)?));
+        Ok(())
+    };
+    matrix(&mut t, &mut rng, names::TOKEN_EMBD.into(), c.vocab, h)?;
+    for (l, layer) in c.layers.iter().enumerate() {
+        let name = |stem: &str| names::block(stem, l);
+        t.insert(name(names::ATTN_NORM), MemTensor::Vector(random_norm(&mut rng, h)));
+        t.insert(name(names::POST_ATTENTION_NORM), MemTensor::Vector(random_norm(&mut rng, h)));
+        match layer {
+            LayerKind::FullAttention => {
+                matrix(&mut t, &mut rng, name(names::ATTN_Q), 2 * q, h)?;
+                matrix(&mut t, &mut rng, name(names::ATTN_K), c.n_kv_heads * hd, h)?;
+                matrix(&mut t, &mut rng, name(names::ATTN_V), c.n_kv_heads * hd, h)?;
+                matrix(&mut t, &mut rng, name(names::ATTN_OUTPUT), h, q)?;
+                t.insert(name(names::ATTN_Q_NORM), MemTensor::Vector(random_norm(&mut rng, hd)));
+                t.insert(name(names::ATTN_K_NORM), MemTensor::Vector(random_norm(&mut rng, hd)));
+            }
+            LayerKind::Recurrent => {
+                let scale = 1.0 / (h as f64).sqrt();
+                matrix(&mut t, &mut rng, name(names::ATTN_QKV), channels, h)?;
+                matrix(&mut t, &mut rng, name(names::ATTN_GATE), value_dim, h)?;
+                matrix(&mut t, &mut rng, name(names::SSM_OUT), h, value_dim)?;
+                t.insert(name(names::SSM_ALPHA), MemTensor::Vector(uniform(&mut rng, v_heads * h, -scale, scale)));
+                t.insert(name(names::SSM_BETA), MemTensor::Vector(uniform(&mut rng, v_heads * h, -scale, scale)));
+                t.insert(name(names::SSM_CONV1D), MemTensor::Vector(uniform(&mut rng, channels * c.conv_kernel, -0.5, 0.5)));
+                t.insert(names::ssm_dt_bias(l), MemTensor::Vector(uniform(&mut rng, v_heads, -1.0, 1.0)));
+                t.insert(names::ssm_a(l), MemTensor::Vector(uniform(&mut rng, v_heads, -4.0, -0.5)));
+                t.insert(name(names::SSM_NORM), MemTensor::Vector(random_norm(&mut rng, c.ssm_head_dim)));
+            }
+        }
+        matrix(&mut t, &mut rng, name(names::FFN_GATE), c.ffn, h)?;
+        matrix(&mut t, &mut rng, name(names::FFN_UP), c.ffn, h)?;
+        matrix(&mut t, &mut rng, name(names::FFN_DOWN), h, c.ffn)?;
+    }
+    t.insert(names::OUTPUT_NORM.into(), MemTensor::Vector(random_norm(&mut rng, h)));
+    matrix(&mut t, &mut rng, names::OUTPUT.into(), c.vocab, h)?;
+    Ok(t)
+}
+
+/// Host weights of a random qwen35 model (what `Qwen3::new_qwen35` uploads).
+pub fn random_qwen35_host_weights(c: &Qwen35Config, seed: u64) -> Result<crate::qwen35::HostWeights, ModelError> {
+    crate::qwen35::HostWeights::load(c, random_qwen35_tensors(c, seed)?)
 }

@@ -24,7 +24,8 @@ pub fn load(kind: SyntheticModel, backend: AnyBackend, ctx: Option<usize>) -> an
 }
 
 fn build<B: Backend>(kind: SyntheticModel, backend: B, ctx: usize) -> anyhow::Result<LoadedModel<B>> {
-    let geometry = kind.geometry();
+    // The server reuses cached prefixes by rewinding, which a qwen35 recurrent state cannot.
+    let geometry = kind.geometry().with_context(|| format!("serve runs Qwen3 synthetic models; {} is a qwen35 model", kind.name()))?;
     let mut parts = demo_tokenizer_parts();
     let specials = parts.tokens.len();
     anyhow::ensure!(geometry.vocab >= specials, "the {} vocabulary is smaller than the byte tokenizer", kind.name());

@@ -77,6 +77,13 @@ __device__ __forceinline__ void qk_rope_pair(float a, float b, float inv, float 
     *out_b = __fmaf_rn(x2, c, __fmul_rn(x1, s));
 }
 
+// 1 / (1 + e^-x) through e = expf(-|x|) (never overflows), with IEEE division: the form of the
+// CPU ops (ops/gated_delta/cpu.rs sigmoid_f32), so a large negative x gives a tiny value, not 0/inf.
+__device__ __forceinline__ float sigmoid_stable(float x) {
+    const float e = expf(-fabsf(x));
+    return __fdiv_rn(x >= 0.0f ? 1.0f : e, 1.0f + e);
+}
+
 // Negative infinity without headers.
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 

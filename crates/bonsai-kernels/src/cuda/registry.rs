@@ -490,6 +490,33 @@ pub const SOURCES: &[KernelSource] = &[
             "im2col_3x3_grid_stride",
         ],
     },
+    // Qwen3.5 (Bonsai 2): the Hadamard activation transform, the Gated DeltaNet's conv,
+    // recurrence and output norm, the attention output gate.
+    KernelSource {
+        path: "ops/hadamard/hadamard.cu",
+        text: include_str!("../ops/hadamard/hadamard.cu"),
+        entry_points: &["hadamard_block_in_smem"],
+    },
+    KernelSource {
+        path: "ops/ssm_conv/ssm_conv.cu",
+        text: include_str!("../ops/ssm_conv/ssm_conv.cu"),
+        entry_points: &["ssm_conv_channel_per_thread", "ssm_conv_state_from_rows"],
+    },
+    KernelSource {
+        path: "ops/gated_delta/gated_delta.cu",
+        text: include_str!("../ops/gated_delta/gated_delta.cu"),
+        entry_points: &["gated_delta_rows"],
+    },
+    KernelSource {
+        path: "ops/gated_rms_norm/gated_rms_norm.cu",
+        text: include_str!("../ops/gated_rms_norm/gated_rms_norm.cu"),
+        entry_points: &["gated_rms_norm_warp_per_head"],
+    },
+    KernelSource {
+        path: "ops/sigmoid_gate/sigmoid_gate.cu",
+        text: include_str!("../ops/sigmoid_gate/sigmoid_gate.cu"),
+        entry_points: &["sigmoid_gate_grid_stride"],
+    },
     KernelSource {
         path: "verify/bench.cu",
         text: include_str!("../verify/bench.cu"),

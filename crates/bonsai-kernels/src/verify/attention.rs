@@ -51,10 +51,18 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         }
     }
     for &(g, m, pos0) in &cases {
-        qk_norm_rope(ctx, &g, m, pos0)?;
+        qk_norm_rope(ctx, &g, m, pos0, g.head_dim)?;
         kv_write(ctx, &g, m, pos0)?;
-        qk_norm_rope_kv_write(ctx, &g, m, pos0)?;
+        qk_norm_rope_kv_write(ctx, &g, m, pos0, g.head_dim)?;
         attention_rows(ctx, &g, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    }
+    // Partial RoPE: Bonsai 2's attention heads (64 of 256 dims rotated, 6 q heads per kv head),
+    // and a quarter and an odd share of SMALL's 64.
+    for (g, rot_dims) in [(QWEN35_HEADS, 64), (SMALL, 16), (SMALL, 6)] {
+        for (m, pos0) in [(1, 1000), (7, 93)] {
+            qk_norm_rope(ctx, &g, m, pos0, rot_dims)?;
+            qk_norm_rope_kv_write(ctx, &g, m, pos0, rot_dims)?;
+        }
     }
     // The decode kernel's other lane layouts on small shapes (so the emulator runs them too):
     // G 4 at head_dim 128 (the Bonsai models' 16-dim lanes, 2 loads per step) and G 8 (8-dim lanes).
@@ -79,15 +87,15 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // either split size.
     for g in &GENERAL {
         let (m, pos0) = GENERAL_BATCH;
-        qk_norm_rope(ctx, g, m, pos0)?;
+        qk_norm_rope(ctx, g, m, pos0, g.head_dim)?;
         kv_write(ctx, g, m, pos0)?;
-        qk_norm_rope_kv_write(ctx, g, m, pos0)?;
+        qk_norm_rope_kv_write(ctx, g, m, pos0, g.head_dim)?;
         for (m, pos0) in [GENERAL_DECODE, GENERAL_BATCH, GENERAL_PREFILL] {
             attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
         }
     }
     let (m, pos0) = GENERAL_BATCH;
-    qk_norm_rope_kv_write(ctx, &ODD_PAIRS, m, pos0)?;
+    qk_norm_rope_kv_write(ctx, &ODD_PAIRS, m, pos0, ODD_PAIRS.head_dim)?;
     for (m, pos0) in [GENERAL_DECODE, GENERAL_BATCH] {
         attention_rows(ctx, &ODD_PAIRS, m, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
     }
@@ -148,40 +156,46 @@ pub(crate) const DECODE_WIDE_LANES: Geometry =
 const DECODE_NARROW_LANES: Geometry =
     Geometry { name: "g8-hd64", hidden: 512, ffn: 0, n_q: 8, n_kv: 1, head_dim: 64, ternary: false };
 
+/// Bonsai 2's full-attention heads (reference/bonsai2.md §3.5): 24 q over 4 kv heads of 256 in
+/// the model, here one kv head's group of 6 (hidden/ffn unused).
+const QWEN35_HEADS: Geometry =
+    Geometry { name: "qwen35-hd256", hidden: 1536, ffn: 0, n_q: 6, n_kv: 1, head_dim: 256, ternary: false };
+
 /// Cache size of the graph-like attention rows.
 const GRAPH_CACHE_POSITIONS: usize = 4096;
 
-fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, rot_dims: usize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
     let hd = shape.head_dim;
     let row = shape.qkv_row_len();
     let max_pos = pos0 + m + 5;
-    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let rope = RopeTable::new(rot_dims, max_pos, ROPE_THETA, None);
     let qkv = ctx.rng.activations(m * row, 3.0);
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let mut want = qkv.clone();
-    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+    let p = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let pd_params = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
     let no_cache: Option<KvCache<&mut cudarc::driver::CudaSlice<u16>>> = None;
     launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, no_cache)?;
     let got = download(&ctx.stream, &qd)?;
-    let bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
+    let bound = qk_norm_rope_bound(&qkv, m, shape, rot_dims, &qn, &kn, &rope, pos0);
     let cmp = Comparison::of(&got, &want, |i| bound[i]);
-    ctx.record("qk_norm_rope", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    ctx.record("qk_norm_rope", &format!("{} rot={rot_dims} m={m} pos0={pos0}", g.name), cmp);
     Ok(())
 }
 
 /// Per-element bound of qk_norm_rope (the v part and untouched elements: 0).
-pub(super) fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
+#[allow(clippy::too_many_arguments)]
+pub(super) fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, rot_dims: usize, qn: &[f32], kn: &[f32], rope: &RopeTable, pos0: usize) -> Vec<f64> {
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
-    let half = hd / 2;
+    let half = rot_dims / 2;
     // Normalised pair (x1, x2) in f64 and its rotation: the sum of squares is each pair's
     // a^2 + b^2 (2 roundings), then block_sum's tree over the hd / 2 threads: 5 shuffle levels in
     // a warp and ceil(log2(warps)) over the ceil(hd / 64) warps (the zero lanes' adds are exact).
@@ -190,6 +204,8 @@ pub(super) fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[
     // rotation adds 2 products and a sum: |err| <= 14u (|x1|+|x2|) (|cos|+|sin|). Factor 2 for
     // second order. Each level past 7 (head_dim > 256) adds u to the sum of squares, u/2 to inv
     // and to x1, x2: u (|x1|+|x2|)(|cos|+|sin|) with the factor 2. The v part is untouched: exact.
+    // Partial RoPE: the threads own other pairs but the same tree; a dim past rot_dims is x1
+    // alone (11u, no rotation): the same coefficient on |x| covers it.
     let warps = hd.div_ceil(64).max(1);
     let levels = 5 + warps.next_power_of_two().trailing_zeros() as usize;
     let coeff = 28.0 + levels.saturating_sub(7) as f64;
@@ -209,24 +225,28 @@ pub(super) fn qk_norm_rope_bound(qkv: &[f32], m: usize, shape: HeadShape, qn: &[
                 bound[i * row + h * hd + j] = b;
                 bound[i * row + h * hd + j + half] = b;
             }
+            for j in rot_dims..hd {
+                let x1 = (x[j] as f64 * inv * w[j] as f64).abs();
+                bound[i * row + h * hd + j] = coeff * U * x1 + f32::MIN_POSITIVE as f64;
+            }
         }
     }
     bound
 }
 
 /// The fused launch against qk_norm_rope then kv_write of the reference.
-fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
+fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, rot_dims: usize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
     let (hd, row) = (shape.head_dim, shape.qkv_row_len());
     let (max_pos, max_seq) = (pos0 + m + 5, pos0 + m + 3);
-    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let rope = RopeTable::new(rot_dims, max_pos, ROPE_THETA, None);
     let qkv = ctx.rng.activations(m * row, 3.0);
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let len = shape.n_kv * max_seq * hd;
     let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
     let mut want = qkv.clone();
-    let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+    let p = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
     let (mut kw, mut vw) = (k0.clone(), v0.clone());
     let rows = ops::QkvRows { qkv: &want[..], m, shape, pos0 };
@@ -239,10 +259,10 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    let pd_params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let pd_params = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
     let cache = KvCache { k: &mut kd, v: &mut vd, max_seq };
     launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, Some(cache))?;
-    let qk_bound = qk_norm_rope_bound(&qkv, m, shape, &qn, &kn, &rope, pos0);
+    let qk_bound = qk_norm_rope_bound(&qkv, m, shape, rot_dims, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
     let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
     got.extend(as_f32(download(&ctx.stream, &kd)?));
@@ -273,7 +293,7 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> 
             0.0
         }
     });
-    ctx.record("qk_norm_rope_kv_write", &format!("{} m={m} pos0={pos0}", g.name), cmp);
+    ctx.record("qk_norm_rope_kv_write", &format!("{} rot={rot_dims} m={m} pos0={pos0}", g.name), cmp);
     Ok(())
 }
 

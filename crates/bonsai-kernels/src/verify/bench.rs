@@ -115,6 +115,7 @@ pub const BENCH_GROUPS: &[&str] = &[
     "image_gemm",
     "image_attention",
     "image_elementwise",
+    "bench_qwen35",
 ];
 
 /// Times every bench group `wanted` accepts.
@@ -169,6 +170,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
     }
     if wanted("image_elementwise") {
         rows.extend(super::image_elementwise::bench_all(ctx, copy_bw)?);
+    }
+    if wanted("bench_qwen35") {
+        rows.extend(super::qwen35::bench_all(ctx, copy_bw)?);
     }
     Ok((Some(copy_bw), rows))
 }

@@ -31,12 +31,14 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         geometries.push(MODELS[2]);
     }
     for g in &geometries {
-        check(ctx, g, &positions)?;
+        check(ctx, g, &positions, g.head_dim)?;
     }
+    // Partial RoPE (Bonsai 2 rotates 64 of 256 dims).
+    check(ctx, &g2_hd256, &positions, 64)?;
     // One sequence alone, and many (each split count the launcher picks).
-    check(ctx, &DECODE_WIDE_LANES, &[77])?;
+    check(ctx, &DECODE_WIDE_LANES, &[77], DECODE_WIDE_LANES.head_dim)?;
     let many: Vec<usize> = (0..40).map(|i| 17 * i + 3).collect();
-    check(ctx, &DECODE_WIDE_LANES, &many)?;
+    check(ctx, &DECODE_WIDE_LANES, &many, DECODE_WIDE_LANES.head_dim)?;
     for (rows, n) in [(1, 1000), (5, 1000), (64, 4099)] {
         argmax_rows(ctx, rows, n)?;
     }
@@ -53,7 +55,7 @@ struct Seq {
     caches: Vec<(Vec<f16>, Vec<f16>)>,
 }
 
-fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyError> {
+fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> Result<(), VerifyError> {
     let shape = HeadShape { n_q: g.n_q, n_kv: g.n_kv, head_dim: g.head_dim };
     let (hd, row_len) = (shape.head_dim, shape.qkv_row_len());
     let n = positions.len();
@@ -62,7 +64,7 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyE
     let rows = n + 2;
     let max_seq = positions.iter().max().copied().unwrap_or(0) + 4;
     let max_pos = max_seq + 1;
-    let rope = RopeTable::new(hd, max_pos, ROPE_THETA, None);
+    let rope = RopeTable::new(rot_dims, max_pos, ROPE_THETA, None);
     let cache_len = shape.n_kv * max_seq * hd;
     // Positions past a sequence's new token hold NaN: a kernel that reads them fails.
     let beyond = |c: Vec<f16>, pos: usize| -> Vec<f16> {
@@ -105,7 +107,7 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyE
     table.update(&ctx.stream, builder.finish())?;
     let layer = LAYERS - 1;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
-    let params = ops::qk_norm_rope::Params { shape, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
+    let params = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
     launch::decode_seqs::qk_norm_rope_kv_write_seqs(ctx.gpu(), &mut qd, params, &table, layer)?;
     let qkv_after = download(&ctx.stream, &qd)?;
     let as_f16 = |b: Vec<u16>| b.into_iter().map(f16::from_bits).collect::<Vec<f16>>();
@@ -139,9 +141,9 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyE
     let (mut got_c, mut want_c, mut bound_c) = (Vec::new(), Vec::new(), Vec::new());
     for (i, s) in seqs.iter().enumerate() {
         let r = s.row * row_len..(s.row + 1) * row_len;
-        let p = ops::qk_norm_rope::Params { shape, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
+        let p = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
         ops::qk_norm_rope::reference(p, &mut want[r.clone()], 1, s.pos)?;
-        let b = qk_norm_rope_bound(&qkv[r.clone()], 1, shape, &qn, &kn, &rope, s.pos);
+        let b = qk_norm_rope_bound(&qkv[r.clone()], 1, shape, rot_dims, &qn, &kn, &rope, s.pos);
         bound[r.clone()].copy_from_slice(&b);
         for (l, (k0, v0)) in s.caches.iter().enumerate() {
             let (mut kw, mut vw) = (k0.clone(), v0.clone());
@@ -184,7 +186,7 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize]) -> Result<(), VerifyE
         [one] => format!("pos={one}"),
         _ => format!("pos={}..{}", positions.iter().min().unwrap_or(&0), positions.iter().max().unwrap_or(&0)),
     };
-    ctx.record("qk_norm_rope_kv_write_seqs", &format!("{} seqs={n} {spread}", g.name), cmp);
+    ctx.record("qk_norm_rope_kv_write_seqs", &format!("{} rot={rot_dims} seqs={n} {spread}", g.name), cmp);
 
     // 2. Attention on the device's own qkv and caches: each table row against the reference
     // over that sequence's caches (the decode kernel's bound); counters left zero.

@@ -25,6 +25,7 @@ mod matmul_kernels;
 mod norm_matmul;
 mod planes_out;
 mod qkv_rope;
+mod qwen35;
 mod matmul_large;
 mod matmul_code3;
 mod matmul_split;
@@ -78,6 +79,7 @@ pub const CHECK_GROUPS: &[&str] = &[
     "decode_seqs",
     "planes_out",
     "qkv_rope",
+    "qwen35",
     "image_elementwise",
     "matmul",
     "norm_matmul",
@@ -250,7 +252,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
     let wanted = |group: &str| opts.only.is_empty() || opts.only.iter().any(|g| g == group);
     if !opts.skip_checks {
         let shapes = opts.shapes;
-        let groups: [(&str, &CheckGroup<'_>); 13] = [
+        let groups: [(&str, &CheckGroup<'_>); 14] = [
             ("ptx_wrappers", &|c| ptx_wrappers::run(c)),
             ("small", &|c| small::run_all(c, shapes)),
             ("attention", &|c| attention::run_all(c, shapes)),
@@ -259,6 +261,7 @@ pub fn run(opts: &VerifyOptions) -> Result<VerifyReport, VerifyError> {
             ("decode_seqs", &|c| decode_seqs::run_all(c, shapes)),
             ("planes_out", &|c| planes_out::run_all(c, shapes)),
             ("qkv_rope", &|c| qkv_rope::run_all(c, shapes)),
+            ("qwen35", &|c| qwen35::run_all(c, shapes)),
             ("image_elementwise", &|c| image_elementwise::run_all(c, shapes)),
             ("matmul", &|c| matmul::run_all(c, shapes)),
             ("norm_matmul", &|c| norm_matmul::run_all(c, shapes)),

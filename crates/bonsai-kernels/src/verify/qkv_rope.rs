@@ -72,7 +72,7 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     let cos = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let sin = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let table = RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin };
-    let norm_rope = Params { shape, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &table };
+    let norm_rope = Params { shape, rot_dims: shape.head_dim, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &table };
     let cache_len = n_kv * MAX_SEQ * HEAD_DIM;
     let cache_fill: Vec<u16> = (0..2 * cache_len).map(|_| (ctx.rng.next_u32() & 0x7bff) as u16).collect();
     let (mut k_want, mut v_want) = (upload(&ctx.stream, &cache_fill[..cache_len])?, upload(&ctx.stream, &cache_fill[cache_len..])?);

@@ -11,10 +11,14 @@ use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::QMatrix;
 use half::f16;
 
+use bonsai_kernels::ops::gated_delta::DeltaShape;
+use bonsai_kernels::ops::gemm_f32::{GemmDims, Inputs};
+use bonsai_kernels::ops::hadamard::HadamardParams;
 use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
+use bonsai_kernels::ops::{gated_delta, gated_rms_norm, gemm_f32, hadamard, sigmoid_gate, ssm_conv};
 
 use super::{Backend, BackendError};
-use crate::program::{run_op, Program, RunEnv, SeqRows, Weights};
+use crate::program::{run_op, DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
 
 /// The CPU sampler: the generator and a reused candidate buffer.
 pub struct CpuSamplerState {
@@ -208,7 +212,9 @@ impl Backend for CpuBackend {
         pos: &CpuPosition,
     ) -> Result<(), BackendError> {
         let qkv = row_range_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
-        let p = qk_norm_rope::Params { shape, q_norm: q_norm.as_slice(), k_norm: k_norm.as_slice(), eps, rope };
+        // The table is as wide as the rotated dims: head_dim for Qwen3, the leading quarter for
+        // qwen35 (partial RoPE); the op checks that they agree.
+        let p = qk_norm_rope::Params { shape, rot_dims: rope.head_dim, q_norm: q_norm.as_slice(), k_norm: k_norm.as_slice(), eps, rope };
         Ok(qk_norm_rope::cpu(p, qkv, rows.rows, pos.0)?)
     }
 
@@ -293,5 +299,74 @@ impl Backend for CpuBackend {
         };
         row_range_mut("sample out", out, SeqRows { row0: row, rows: 1 }, 1)?[0] = id;
         Ok(())
+    }
+
+    fn hadamard(&self, x: &Vec<f32>, m: usize, p: HadamardOp<'_, Self>, out: &mut Vec<f32>) -> Result<(), BackendError> {
+        if p.signs.len() != p.width {
+            return Err(mismatched("hadamard", &format!("{} signs for rows of {}", p.signs.len(), p.width)));
+        }
+        let params = HadamardParams { block: p.block, signs: p.signs, inverse: p.inverse, tiled_to_grouped: p.perm };
+        let len = m * p.width;
+        Ok(hadamard::cpu(params, rows("hadamard x", x, len)?, rows_mut("hadamard out", out, len)?)?)
+    }
+
+    fn matmul_f32(&self, w: &Vec<f32>, n: usize, k: usize, x: &Vec<f32>, m: usize, y: &mut Vec<f32>) -> Result<(), BackendError> {
+        if m == 0 {
+            return Ok(());
+        }
+        let inputs = Inputs { dims: GemmDims { m, n, k }, a: rows("matmul_f32 x", x, m * k)?, w: w.as_slice(), bias: None };
+        Ok(gemm_f32::cpu(inputs, rows_mut("matmul_f32 y", y, m * n)?)?)
+    }
+
+    fn ssm_conv(
+        &self,
+        x: &Vec<f32>,
+        rows: SeqRows,
+        channels: usize,
+        weight: &Vec<f32>,
+        state: &mut Vec<f32>,
+        out: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let x = row_range("ssm_conv x", x, rows, channels)?;
+        Ok(ssm_conv::cpu(x, weight, state, row_range_mut("ssm_conv out", out, rows, channels)?)?)
+    }
+
+    fn gated_delta(
+        &self,
+        shape: DeltaShape,
+        conv: &Vec<f32>,
+        alpha: &Vec<f32>,
+        beta: &Vec<f32>,
+        rows: SeqRows,
+        gates: DeltaGates<'_, Self>,
+        state: &mut Vec<f32>,
+        out: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let conv = row_range("gated_delta conv", conv, rows, shape.conv_row_len())?;
+        let alpha = row_range("gated_delta alpha", alpha, rows, shape.v_heads)?;
+        let beta = row_range("gated_delta beta", beta, rows, shape.v_heads)?;
+        let out = row_range_mut("gated_delta out", out, rows, shape.out_row_len())?;
+        Ok(gated_delta::cpu(shape, conv, alpha, beta, gates.ssm_a, gates.dt_bias, state, out)?)
+    }
+
+    fn gated_rms_norm(
+        &self,
+        x: &Vec<f32>,
+        z: &Vec<f32>,
+        m: usize,
+        width: usize,
+        weight: &Vec<f32>,
+        eps: f32,
+        out: &mut Vec<f32>,
+    ) -> Result<(), BackendError> {
+        let len = m * width;
+        let (x, z) = (rows("gated_rms_norm x", x, len)?, rows("gated_rms_norm z", z, len)?);
+        Ok(gated_rms_norm::cpu(x, z, weight, eps, rows_mut("gated_rms_norm out", out, len)?)?)
+    }
+
+    fn sigmoid_gate(&self, x: &Vec<f32>, g: &Vec<f32>, m: usize, width: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
+        let len = m * width;
+        let (x, g) = (rows("sigmoid_gate x", x, len)?, rows("sigmoid_gate g", g, len)?);
+        Ok(sigmoid_gate::cpu(x, g, rows_mut("sigmoid_gate out", out, len)?)?)
     }
 }

@@ -33,7 +33,10 @@ use bonsai_kernels::QMatrix;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
 
 use super::{Backend, BackendError, MemoryPlan};
-use crate::program::{Program, RunEnv, SeqRows, Weights};
+use crate::program::{DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
+use bonsai_kernels::ops::gated_delta::DeltaShape;
+use bonsai_kernels::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
+use bonsai_kernels::launch::gemm_f32::GemmF32Path;
 
 /// Decode steps the host keeps queued ([`Backend::decode_queue_depth`]): the device runs step
 /// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
@@ -48,11 +51,14 @@ pub struct CudaPosition {
     host: usize,
 }
 
-/// The RoPE table on the device: `[max_pos][head_dim / 2]` f32 each.
+/// The RoPE table on the device: `[max_pos][rot_dims / 2]` f32 each.
 pub struct CudaRope {
     pub cos: CudaSlice<f32>,
     pub sin: CudaSlice<f32>,
     pub max_pos: usize,
+    /// The leading dims of each head the table rotates: the head size, or fewer (partial RoPE,
+    /// qwen35), where the rest of each head is normalised only.
+    pub rot_dims: usize,
 }
 
 /// The device sampler: the xoshiro256** state and the kernel's candidate scratch.
@@ -315,6 +321,7 @@ impl Backend for CudaBackend {
             cos: self.upload_slice("uploading the RoPE table", &table.cos)?,
             sin: self.upload_slice("uploading the RoPE table", &table.sin)?,
             max_pos: table.max_pos,
+            rot_dims: table.head_dim,
         })
     }
 
@@ -541,5 +548,84 @@ impl Backend for CudaBackend {
         let mut out = ops::token_at("sample out", out, row)?;
         launch::sample_top_k::sample_top_k(self.launcher(), &logits, n, params, rng, candidates, &mut out)
             .map_err(device_err("sample_top_k"))
+    }
+
+    // The hybrid (qwen35) model's ops: one launcher call each, no host synchronisation (a
+    // decode step is captured as a graph); the conv and DeltaNet states stay on the device.
+
+    fn hadamard(&self, x: &CudaSlice<f32>, rows: usize, p: HadamardOp<'_, Self>, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        launch::hadamard::hadamard(self.launcher(), x, p.signs, p.width, p.block, p.inverse, p.perm, rows, out)
+            .map_err(device_err("hadamard"))
+    }
+
+    fn matmul_f32(&self, w: &CudaSlice<f32>, n: usize, k: usize, x: &CudaSlice<f32>, m: usize, y: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        if m == 0 {
+            return Ok(());
+        }
+        // The mma.sync path: the wgmma path allocates its split scratch per call, which a
+        // captured decode step cannot do.
+        let inputs = GemmInputs { dims: GemmDims { m, n, k }, a: x, w, bias: None };
+        launch::gemm_f32::gemm_f32(self.launcher(), Some(GemmF32Path::MmaSync), inputs, y).map_err(device_err("matmul_f32"))
+    }
+
+    fn ssm_conv(
+        &self,
+        x: &CudaSlice<f32>,
+        rows: SeqRows,
+        channels: usize,
+        weight: &CudaSlice<f32>,
+        state: &mut CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        if channels == 0 || weight.len() % channels != 0 {
+            return Err(BackendError::Device(format!("ssm_conv: {} conv weights for {channels} channels", weight.len())));
+        }
+        let kernel = weight.len() / channels;
+        let x = ops::rows_of("ssm_conv x", x, rows, channels)?;
+        let mut out = ops::rows_of_mut("ssm_conv out", out, rows, channels)?;
+        launch::ssm_conv::ssm_conv(self.launcher(), &x, weight, state, rows.rows, channels, kernel, &mut out)
+            .map_err(device_err("ssm_conv"))
+    }
+
+    fn gated_delta(
+        &self,
+        shape: DeltaShape,
+        conv: &CudaSlice<f32>,
+        alpha: &CudaSlice<f32>,
+        beta: &CudaSlice<f32>,
+        rows: SeqRows,
+        gates: DeltaGates<'_, Self>,
+        state: &mut CudaSlice<f32>,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        let conv = ops::rows_of("gated_delta conv", conv, rows, shape.conv_row_len())?;
+        let alpha = ops::rows_of("gated_delta alpha", alpha, rows, shape.v_heads)?;
+        let beta = ops::rows_of("gated_delta beta", beta, rows, shape.v_heads)?;
+        let mut out = ops::rows_of_mut("gated_delta out", out, rows, shape.out_row_len())?;
+        let gates = launch::gated_delta::DeltaGates { ssm_a: gates.ssm_a, dt_bias: gates.dt_bias };
+        launch::gated_delta::gated_delta(self.launcher(), shape, &conv, &alpha, &beta, gates, rows.rows, state, &mut out)
+            .map_err(device_err("gated_delta"))
+    }
+
+    fn gated_rms_norm(
+        &self,
+        x: &CudaSlice<f32>,
+        z: &CudaSlice<f32>,
+        rows: usize,
+        width: usize,
+        weight: &CudaSlice<f32>,
+        eps: f32,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), BackendError> {
+        let d = weight.len();
+        if d == 0 || width % d != 0 {
+            return Err(BackendError::Device(format!("gated_rms_norm: rows of {width} in heads of {d}")));
+        }
+        launch::gated_rms_norm::gated_rms_norm(self.launcher(), x, z, weight, eps, rows * (width / d), d, out)
+            .map_err(device_err("gated_rms_norm"))
+    }
+
+    fn sigmoid_gate(&self, x: &CudaSlice<f32>, g: &CudaSlice<f32>, rows: usize, width: usize, out: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        launch::sigmoid_gate::sigmoid_gate(self.launcher(), x, g, rows * width, out).map_err(device_err("sigmoid_gate"))
     }
 }

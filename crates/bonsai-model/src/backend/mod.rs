@@ -32,7 +32,9 @@ pub use cpu::CpuBackend;
 pub use cuda::CudaBackend;
 pub use memory_plan::MemoryPlan;
 
-use crate::program::{Program, RunEnv, SeqRows, Weights};
+use bonsai_kernels::ops::gated_delta::DeltaShape;
+
+use crate::program::{DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
 
 /// Why a backend call failed.
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +223,56 @@ pub trait Backend: Sized {
         sampler: &mut Self::SamplerState,
         out: &mut Self::Tokens,
     ) -> Result<(), BackendError>;
+
+    // The hybrid (qwen35) model's primitive ops.
+
+    /// The Hadamard transform of [`crate::program::Op::Hadamard`] over `rows` rows of `p.width`.
+    fn hadamard(&self, x: &Self::Buffer, rows: usize, p: HadamardOp<'_, Self>, out: &mut Self::Buffer) -> Result<(), BackendError>;
+    /// `y[m, n] = x[m, k] · W[n, k]^T` with f32 weights.
+    fn matmul_f32(&self, w: &Self::Buffer, n: usize, k: usize, x: &Self::Buffer, m: usize, y: &mut Self::Buffer)
+        -> Result<(), BackendError>;
+    /// Causal depthwise conv + SiLU of one sequence's rows (`channels` wide) through its conv
+    /// `state` (`bonsai_kernels::ops::ssm_conv`), into the same rows of `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn ssm_conv(
+        &self,
+        x: &Self::Buffer,
+        rows: SeqRows,
+        channels: usize,
+        weight: &Self::Buffer,
+        state: &mut Self::Buffer,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError>;
+    /// The Gated DeltaNet core of one sequence's rows over its `state`
+    /// (`bonsai_kernels::ops::gated_delta`), into the same rows of `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn gated_delta(
+        &self,
+        shape: DeltaShape,
+        conv: &Self::Buffer,
+        alpha: &Self::Buffer,
+        beta: &Self::Buffer,
+        rows: SeqRows,
+        gates: DeltaGates<'_, Self>,
+        state: &mut Self::Buffer,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError>;
+    /// `out_h = RMSNorm(x_h; weight, eps) ⊙ silu(z_h)` per head of `weight.len()` over `rows`
+    /// rows of `width`.
+    #[allow(clippy::too_many_arguments)]
+    fn gated_rms_norm(
+        &self,
+        x: &Self::Buffer,
+        z: &Self::Buffer,
+        rows: usize,
+        width: usize,
+        weight: &Self::Buffer,
+        eps: f32,
+        out: &mut Self::Buffer,
+    ) -> Result<(), BackendError>;
+    /// `out = x ⊙ sigmoid(g)` over `rows` rows of `width`.
+    fn sigmoid_gate(&self, x: &Self::Buffer, g: &Self::Buffer, rows: usize, width: usize, out: &mut Self::Buffer)
+        -> Result<(), BackendError>;
 }
 
 /// Bytes copied per bandwidth sample: far beyond any CPU cache (and the H200's 60 MB L2).

@@ -9,8 +9,9 @@
 pub mod host_weights;
 mod queued_decode;
 
-use bonsai_gguf::{Qwen3Config, RopeScalingKind};
+use bonsai_gguf::{LayerKind, Qwen35Config, Qwen3Config, RopeScalingKind};
 use bonsai_kernels::ops::sample_top_k::SampleParams;
+use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
@@ -83,13 +84,22 @@ pub fn forward_program(dims: Dims, ids: &ModelIds, rows: Vec<usize>, logits: Log
 }
 
 /// A loaded model: uploaded weights, the RoPE table for `max_seq` positions, and the backend.
+/// It runs either architecture: Qwen3, or the qwen35 hybrid ([`crate::qwen35`]), whose
+/// [`Qwen3::config`] is the geometry both share (stream, attention layers, vocabulary, context)
+/// and whose full geometry is [`Qwen3::hybrid_config`].
 pub struct Qwen3<B: Backend> {
     config: Qwen3Config,
     dims: Dims,
     max_seq: usize,
     backend: B,
     weights: Weights<B>,
-    ids: ModelIds,
+    arch: Arch,
+}
+
+/// The architecture's weight ids and what a sequence's state holds.
+enum Arch {
+    Qwen3(ModelIds),
+    Qwen35 { ids: crate::qwen35::ModelIds, config: Box<Qwen35Config> },
 }
 
 /// What a plan is compiled for: the sequences and their rows, the logits, the pick at the end.
@@ -225,8 +235,140 @@ impl<B: Backend> Qwen3<B> {
         let output_norm = up.vector(&host.output_norm)?;
         let ids = ModelIds { token_embd, head: output.unwrap_or(token_embd), output_norm, layers };
         let weights = Weights { matrices: up.matrices, vectors: up.vectors, rope };
-        let dims = Dims { hidden: config.hidden, ffn: config.ffn, vocab: config.vocab, shape, eps: config.rms_eps };
-        Ok(Self { config, dims, max_seq, backend, weights, ids })
+        let dims = Dims { hidden: config.hidden, ffn: config.ffn, vocab: config.vocab, shape, eps: config.rms_eps, hybrid: None };
+        Ok(Self { config, dims, max_seq, backend, weights, arch: Arch::Qwen3(ids) })
+    }
+
+    /// Uploads a qwen35 model's `host` weights for contexts of up to `max_seq` tokens.
+    pub fn new_qwen35(
+        backend: B,
+        config: Qwen35Config,
+        host: crate::qwen35::HostWeights,
+        max_seq: usize,
+    ) -> Result<Self, ModelError> {
+        use crate::qwen35::{AttentionIds, Fold, HostMixer, LayerIds as HybridLayerIds, MixerIds, RecurrentIds};
+        if max_seq == 0 {
+            return Err(ModelError::Unsupported("a context of 0 tokens".into()));
+        }
+        let dims = crate::qwen35::dims(&config);
+        dims.shape.validate("qwen35").map_err(crate::backend::BackendError::from)?;
+        // The table is as wide as the rotated dims (partial RoPE).
+        let rope = backend.upload_rope(&RopeTable::new(config.rot_dims, max_seq, config.rope_theta, None))?;
+        let mut up = Uploader { backend: &backend, matrices: Vec::new(), vectors: Vec::new() };
+        let mut signs = crate::qwen35::SignIds::new();
+        let (block, folds) = match &host.hadamard {
+            Some(h) => {
+                for (&width, s) in &h.signs {
+                    signs.insert(width, up.vector(s)?);
+                }
+                (h.block, Some(h))
+            }
+            None => (0, None),
+        };
+        let fold = |on: bool, width: usize| -> Result<Option<Fold>, ModelError> {
+            if !on {
+                return Ok(None);
+            }
+            let signs = signs.get(&width).copied().ok_or_else(|| {
+                ModelError::Unsupported(format!("the Hadamard fold has no sign vector for width {width}"))
+            })?;
+            Ok(Some(Fold { signs, width }))
+        };
+        let (hidden, value_dim, q_len) = (config.hidden, config.ssm_value_dim(), dims.shape.q_len());
+        let (mut caches, mut slots) = (0, 0);
+        let mut layers = Vec::with_capacity(host.layers.len());
+        for (l, layer) in host.layers.into_iter().enumerate() {
+            let f = folds.map(|h| h.layers[l]).unwrap_or_default();
+            let (mixer, out_width) = match layer.mixer {
+                HostMixer::Attention(a) => {
+                    let ids = AttentionIds {
+                        qkv: up.matrix(&a.qkv)?,
+                        gate: up.matrix(&a.gate)?,
+                        q_norm: up.vector(&a.q_norm)?,
+                        k_norm: up.vector(&a.k_norm)?,
+                        output: up.matrix(&a.output)?,
+                        cache: caches,
+                    };
+                    caches += 1;
+                    (MixerIds::Attention(ids), q_len)
+                }
+                HostMixer::Recurrent(r) => {
+                    let ids = RecurrentIds {
+                        qkv: up.matrix(&r.qkv)?,
+                        z: up.matrix(&r.z)?,
+                        alpha: up.vector(&r.alpha)?,
+                        beta: up.vector(&r.beta)?,
+                        conv: up.vector(&r.conv)?,
+                        dt_bias: up.vector(&r.dt_bias)?,
+                        ssm_a: up.vector(&r.ssm_a)?,
+                        norm: up.vector(&r.norm)?,
+                        out: up.matrix(&r.out)?,
+                        slot: slots,
+                    };
+                    slots += 1;
+                    (MixerIds::Recurrent(ids), value_dim)
+                }
+            };
+            layers.push(HybridLayerIds {
+                attn_norm: up.vector(&layer.attn_norm)?,
+                mixer,
+                post_norm: up.vector(&layer.post_norm)?,
+                gate_up: up.matrix(&layer.gate_up)?,
+                down: up.matrix(&layer.down)?,
+                mixer_in: fold(f.mixer_in, hidden)?,
+                mixer_out: fold(f.mixer_out, out_width)?,
+                ffn_in: fold(f.ffn_in, hidden)?,
+                ffn_down: fold(f.ffn_down, config.ffn)?,
+            });
+        }
+        let output = host.output.as_ref().map(|m| up.matrix(m)).transpose()?;
+        let token_embd = up.matrix(&host.token_embd)?;
+        let ids = crate::qwen35::ModelIds {
+            token_embd,
+            head: output.unwrap_or(token_embd),
+            output_norm: up.vector(&host.output_norm)?,
+            layers,
+            block,
+            embedding_inverse: fold(folds.is_some_and(|h| h.inverse_embedding), hidden)?,
+            head_in: fold(folds.is_some_and(|h| h.head), hidden)?,
+            ssm_out_perm: folds.filter(|h| h.ssm_out_grouped).map(|_| VHeadPerm {
+                head_dim: config.ssm_head_dim,
+                k_heads: config.ssm_k_heads,
+                rep: config.ssm_v_heads / config.ssm_k_heads,
+            }),
+        };
+        let weights = Weights { matrices: up.matrices, vectors: up.vectors, rope };
+        let shared = Qwen3Config {
+            n_layers: config.n_layers,
+            hidden,
+            ffn: config.ffn,
+            n_q_heads: config.n_q_heads,
+            n_kv_heads: config.n_kv_heads,
+            head_dim: config.head_dim,
+            vocab: config.vocab,
+            context_len: config.context_len,
+            rope_theta: config.rope_theta,
+            rms_eps: config.rms_eps,
+            rope_scaling: None,
+            tied_embeddings: config.tied_embeddings,
+        };
+        Ok(Self { config: shared, dims, max_seq, backend, weights, arch: Arch::Qwen35 { ids, config: Box::new(config) } })
+    }
+
+    /// The qwen35 geometry (None for a Qwen3 model).
+    pub fn hybrid_config(&self) -> Option<&Qwen35Config> {
+        match &self.arch {
+            Arch::Qwen3(_) => None,
+            Arch::Qwen35 { config, .. } => Some(config),
+        }
+    }
+
+    /// The program of one forward step.
+    fn program(&self, rows: Vec<usize>, logits: LogitRows) -> Program {
+        match &self.arch {
+            Arch::Qwen3(ids) => forward_program(self.dims, ids, rows, logits),
+            Arch::Qwen35 { ids, .. } => crate::qwen35::forward_program(self.dims, ids, rows, logits),
+        }
     }
 
     pub fn config(&self) -> &Qwen3Config {
@@ -252,12 +394,10 @@ impl<B: Backend> Qwen3<B> {
         let sequences = sequences.max(1);
         let max_batch = max_batch.max(sequences);
         let logit_rows = if all_logits { max_batch } else { sequences };
-        let seqs = (0..sequences)
-            .map(|_| -> Result<Sequence<B>, ModelError> {
-                let kv = (0..self.ids.layers.len()).map(|_| b.alloc_kv_cache(d.shape, self.max_seq)).collect::<Result<_, _>>()?;
-                Ok(Sequence { kv, pos: b.new_position()? })
-            })
-            .collect::<Result<_, _>>()?;
+        let seqs = (0..sequences).map(|_| self.new_sequence()).collect::<Result<_, _>>()?;
+        // The hybrid model's buffers; one-element placeholders for Qwen3 (a zero-length device
+        // allocation is not portable).
+        let hybrid = |act: Act| b.alloc((max_batch * d.row_len(act)).max(1));
         let acts = Activations {
             x: b.alloc(max_batch * d.hidden)?,
             xn: b.alloc(max_batch * d.hidden)?,
@@ -266,6 +406,16 @@ impl<B: Backend> Qwen3<B> {
             ffn: b.alloc(max_batch * d.ffn)?,
             last: b.alloc(sequences * d.hidden)?,
             logits: b.alloc(logit_rows * d.vocab)?,
+            rot: hybrid(Act::Rot)?,
+            attn_gate: hybrid(Act::AttnGate)?,
+            attn_gated: hybrid(Act::AttnGated)?,
+            mixed: hybrid(Act::Mixed)?,
+            conv: hybrid(Act::Conv)?,
+            z: hybrid(Act::Z)?,
+            alpha: hybrid(Act::Alpha)?,
+            beta: hybrid(Act::Beta)?,
+            delta: hybrid(Act::Delta)?,
+            gated: hybrid(Act::Gated)?,
             tokens: b.alloc_tokens(max_batch)?,
             sampler: b.new_sampler_state()?,
         };
@@ -278,9 +428,53 @@ impl<B: Backend> Qwen3<B> {
         self.rewind_seq(state, 0, n)
     }
 
-    /// [`Self::rewind`] for sequence `seq`.
+    /// The furthest point at most `wanted` that sequence `seq` can rewind to: `wanted` for
+    /// Qwen3; for qwen35 (whose recurrent state keeps every token or none) the current length
+    /// when `wanted` reaches it, else 0.
+    pub fn rewind_point(&self, state: &Qwen3State<B>, seq: usize, wanted: usize) -> usize {
+        match self.arch {
+            Arch::Qwen3(_) => wanted,
+            Arch::Qwen35 { .. } if wanted >= state.n_past[seq] => state.n_past[seq],
+            Arch::Qwen35 { .. } => 0,
+        }
+    }
+
+    /// A fresh sequence: empty caches and states at position 0.
+    fn new_sequence(&self) -> Result<Sequence<B>, ModelError> {
+        let b = &self.backend;
+        let (attention_layers, recurrent_layers) = match &self.arch {
+            Arch::Qwen3(ids) => (ids.layers.len(), 0),
+            Arch::Qwen35 { config, .. } => {
+                let attention = config.layers.iter().filter(|k| **k == LayerKind::FullAttention).count();
+                (attention, config.layers.len() - attention)
+            }
+        };
+        let kv = (0..attention_layers).map(|_| b.alloc_kv_cache(self.dims.shape, self.max_seq)).collect::<Result<_, _>>()?;
+        let (mut conv, mut ssm) = (Vec::new(), Vec::new());
+        if let (Arch::Qwen35 { config, .. }, Some(h)) = (&self.arch, self.dims.hybrid) {
+            for _ in 0..recurrent_layers {
+                conv.push(b.alloc((config.conv_kernel - 1) * h.conv_channels())?);
+                ssm.push(b.alloc(h.delta.state_len())?);
+            }
+        }
+        Ok(Sequence { kv, conv, ssm, pos: b.new_position()? })
+    }
+
+    /// [`Self::rewind`] for sequence `seq`. A qwen35 sequence keeps recurrent states that hold
+    /// every token so far, so it rewinds only to its start (a fresh sequence) or not at all.
     pub fn rewind_seq(&self, state: &mut Qwen3State<B>, seq: usize, n: usize) -> Result<(), ModelError> {
         let n = n.min(state.n_past[seq]);
+        if matches!(self.arch, Arch::Qwen35 { .. }) && n != state.n_past[seq] {
+            if n != 0 {
+                return Err(ModelError::Unsupported(format!(
+                    "rewinding a qwen35 sequence to token {n} of {}: its recurrent state cannot drop tokens (only a restart from 0)",
+                    state.n_past[seq]
+                )));
+            }
+            state.seqs[seq] = self.new_sequence()?;
+            // Plans that bind sequences hold the old buffers.
+            state.plans.retain(|p| !p.binds_sequences);
+        }
         self.backend.set_position(&mut state.seqs[seq].pos, n)?;
         state.n_past[seq] = n;
         Ok(())
@@ -351,7 +545,7 @@ impl<B: Backend> Qwen3<B> {
         if let Some(i) = state.plans.iter().position(|c| c.key.serves(key, c.binds_sequences)) {
             return Ok(i);
         }
-        let mut program = forward_program(self.dims, &self.ids, key.batch.iter().map(|&(_, rows)| rows).collect(), key.logits);
+        let mut program = self.program(key.batch.iter().map(|&(_, rows)| rows).collect(), key.logits);
         if let Some(pick) = key.pick {
             program.ops.push(Op::Pick(pick));
         }

@@ -17,7 +17,8 @@ impl<B: Backend> Qwen3<B> {
     /// id to `on_token`, which returns whether to go on. Returns the number of ids handed over;
     /// the state afterwards is the state after that many `decode_step` calls.
     ///
-    /// Where the backend queues launches ([`Backend::decode_queue_depth`] > 1), steps are
+    /// Where the backend queues launches ([`Backend::decode_queue_depth`] > 1) and the model has
+    /// no recurrent layers, steps are
     /// launched that many ahead of the id the host waits for. When `on_token` stops the run (or
     /// fails), the steps still queued are undone once they have run: the position goes back, the
     /// last handed-over id goes back into the token buffer (the next input, as after
@@ -30,7 +31,9 @@ impl<B: Backend> Qwen3<B> {
         max_steps: usize,
         mut on_token: impl FnMut(u32) -> Result<bool, ModelError>,
     ) -> Result<usize, ModelError> {
-        let depth = self.backend.decode_queue_depth().max(1);
+        // A recurrent (qwen35) state cannot take back a step that ran (rewinding drops whole
+        // states only), so such a model never queues a step ahead of the id it waits for.
+        let depth = if self.hybrid_config().is_some() { 1 } else { self.backend.decode_queue_depth().max(1) };
         if depth == 1 {
             for handed in 0..max_steps {
                 if !on_token(self.decode_step(state, pick)?)? {

@@ -9,7 +9,7 @@
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::attention::{decode_entry_point, decode_splits, AttentionScratch, DECODE_MIN_SPLIT_KEYS, DECODE_WARPS};
-use super::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
+use super::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::{as_i32, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu, HeadShape, KvCache, LaunchError};
 use crate::launch_ex::Launch;
 
@@ -162,7 +162,7 @@ pub fn qk_norm_rope_kv_write_seqs<C: DevicePtr<f32>>(
         return Err(shape(OP, format!("table of heads {:?}, params of {:?}", held.shape, p.shape)));
     }
     // Each position's length was checked by the table builder.
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(OP, qkv.len(), held.rows, &p, 1)?;
+    let RopeInputs { n_q, n_kv, hd: hd_i, rot, max_pos } = check_rope_inputs(OP, qkv.len(), held.rows, &p, 1)?;
     let max_seq = as_i32(OP, "max_seq", held.max_seq)?;
     let heads = (p.shape.n_q + 2 * p.shape.n_kv) as u32;
     let threads = (p.shape.head_dim / 2).div_ceil(32).max(1) as u32 * 32;
@@ -173,7 +173,7 @@ pub fn qk_norm_rope_kv_write_seqs<C: DevicePtr<f32>>(
     let (seqs_p, kv_p) = table.pointers(gpu.stream, layer);
     let eps = p.eps;
     let mut l = Launch::new(gpu, func);
-    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos);
     l.arg(&seqs_p).arg(&kv_p).arg(&max_seq);
     // SAFETY: matches qk_norm_rope_kv_write_seqs's signature. The table's rows are below the rows
     // qkv holds (checked above), its positions and caches were length-checked by the builder from

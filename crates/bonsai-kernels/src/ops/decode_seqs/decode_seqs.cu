@@ -22,7 +22,7 @@ __device__ __forceinline__ u32* decode_seq_pos(const u64* __restrict__ seqs, int
 }
 
 // grid (n, n_q + 2 n_kv): sequence blockIdx.x's row through qk_norm_rope_kv_write's math.
-extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, int n_q, int n_kv, int hd,
+extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, int n_q, int n_kv, int hd, int rot,
                                                       const float* __restrict__ q_norm,
                                                       const float* __restrict__ k_norm, float eps,
                                                       const float* __restrict__ cos_table,
@@ -36,7 +36,7 @@ extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, i
     float* row = qkv + (long long)decode_seq_row(seqs, i) * (n_q + 2 * n_kv) * hd;
     u16* k_cache = reinterpret_cast<u16*>(layer_kv[2 * i]);
     u16* v_cache = reinterpret_cast<u16*>(layer_kv[2 * i + 1]);
-    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
+    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, rot, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
                                 *decode_seq_pos(seqs, i), max_seq, k_cache, v_cache, scratch);
 }
 

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
-use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams};
+use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::KvCache;
 use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
 use crate::weights::GROUP;
@@ -313,7 +313,10 @@ fn rope_args<'a>(
     if p.shape.head_dim != GROUP || w.n != p.shape.qkv_row_len() {
         return Err(shape(OP, format!("{:?} for {} weight rows (head_dim {GROUP} only)", p.shape, w.n)));
     }
-    let (n_q, n_kv, _, max_pos) = check_rope_inputs(OP, qkv_len, 1, &p, pos0.len())?;
+    if p.rot_dims != p.shape.head_dim {
+        return Err(shape(OP, format!("the rope epilogue rotates whole heads: rot_dims {} of head_dim {}", p.rot_dims, p.shape.head_dim)));
+    }
+    let RopeInputs { n_q, n_kv, max_pos, .. } = check_rope_inputs(OP, qkv_len, 1, &p, pos0.len())?;
     let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
     expect_at_least(OP, "staging words", staged.len(), w.n)?;
     let (staged, g0) = write_ptr(staged, gpu.stream);

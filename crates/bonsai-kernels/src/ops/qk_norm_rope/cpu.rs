@@ -14,7 +14,7 @@ pub fn cpu(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), 
 /// [`cpu`] at an explicit SIMD level.
 pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
     p.check(qkv, m, pos0)?;
-    let Params { shape, q_norm, k_norm, eps, rope } = p;
+    let Params { shape, rot_dims, q_norm, k_norm, eps, rope } = p;
     if m == 0 {
         return Ok(());
     }
@@ -25,7 +25,7 @@ pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: 
         let mut normed = vec![0.0f32; hd];
         for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
             let weight = if h < shape.n_q { q_norm } else { k_norm };
-            norm_rotate_head(level, head, weight, eps, cos, sin, &mut normed);
+            norm_rotate_head(level, head, rot_dims, weight, eps, cos, sin, &mut normed);
         }
     });
     Ok(())
@@ -34,6 +34,7 @@ pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: 
 simd_variants! {
     fn norm_rotate_head(
         head: &mut [f32],
+        rot_dims: usize,
         weight: &[f32],
         eps: f32,
         cos: &[f32],
@@ -41,12 +42,15 @@ simd_variants! {
         normed: &mut [f32],
     ) {
         normalize_row_generic(head, weight, eps, normed);
-        let (n_lo, n_hi) = normed.split_at(head.len() / 2);
-        let (x_lo, x_hi) = head.split_at_mut(head.len() / 2);
+        let (rotated, passed) = head.split_at_mut(rot_dims);
+        let (n_rotated, n_passed) = normed.split_at(rot_dims);
+        let (n_lo, n_hi) = n_rotated.split_at(rot_dims / 2);
+        let (x_lo, x_hi) = rotated.split_at_mut(rot_dims / 2);
         for d in 0..x_lo.len() {
             x_lo[d] = n_lo[d] * cos[d] - n_hi[d] * sin[d];
             x_hi[d] = n_hi[d] * cos[d] + n_lo[d] * sin[d];
         }
+        passed.copy_from_slice(n_passed);
     }
 }
 

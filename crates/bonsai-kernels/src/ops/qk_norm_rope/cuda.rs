@@ -8,15 +8,15 @@ use crate::launch_ex::Launch;
 use crate::ops::qk_norm_rope::Params;
 use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
-/// The RoPE table in device memory: `cos`, `sin` are `[max_pos][head_dim / 2]` f32.
+/// The RoPE table in device memory: `cos`, `sin` are `[max_pos][rot_dims / 2]` f32.
 pub struct RopeTableView<'a, C: DevicePtr<f32>> {
     pub max_pos: usize,
     pub cos: &'a C,
     pub sin: &'a C,
 }
 
-/// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE at position `pos0[0] + i`, in place
-/// on the q and k heads of `m` qkv rows (`qk_norm_rope_head_per_block`). Positions >= max_pos turn
+/// Per-head RMSNorm (shared hd-long weights) then NeoX RoPE of the first `p.rot_dims` dims at
+/// position `pos0[0] + i`, in place on the q and k heads of `m` qkv rows (`qk_norm_rope_head_per_block`). Positions >= max_pos turn
 /// the head into NaN. With a `cache`, the same launch (`qk_norm_rope_kv_write`) also does
 /// `crate::launch::kv_write::kv_write`'s work: the rotated k heads and the v heads of the `m` rows
 /// go to the f16 caches at positions `pos0[0] + i` (skipped on the device when >= max_seq).
@@ -32,7 +32,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
         Some(_) => ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write", p.shape.n_kv),
         None => ("qk_norm_rope", "qk_norm_rope_head_per_block", 0),
     };
-    let (n_q, n_kv, hd_i, max_pos) = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
+    let RopeInputs { n_q, n_kv, hd: hd_i, rot, max_pos } = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
     let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
     let kv = match cache {
         Some(KvCache { k, v, max_seq }) => {
@@ -46,7 +46,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
     let (p0, _e) = read_ptr(pos0, gpu.stream);
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let mut l = Launch::new(gpu, func);
-    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
+    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     if let Some((max_seq_i, (k_p, _), (v_p, _))) = &kv {
         l.arg(max_seq_i).arg(k_p).arg(v_p);
     }
@@ -92,30 +92,46 @@ impl<'a, W: DevicePtr<f32>, C: DevicePtr<f32>> DeviceParams<'a, W, C> {
     }
 }
 
+/// The kernel ints of a per-head norm and RoPE launch.
+pub(crate) struct RopeInputs {
+    pub n_q: i32,
+    pub n_kv: i32,
+    pub hd: i32,
+    pub rot: i32,
+    pub max_pos: i32,
+}
+
 /// The inputs' checks of a per-head norm and RoPE over `m` qkv rows (both launchers here and the
-/// qkv projection's rope epilogue): shape, qkv, norm weights, table, the position's length. Returns (n_q, n_kv,
-/// hd, max_pos) as kernel ints.
+/// qkv projection's rope epilogue): shape, rotated dims, qkv, norm weights, table (rot_dims / 2
+/// wide), the position's length.
 pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     op: &'static str,
     qkv_len: usize,
     m: usize,
     p: &DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0_len: usize,
-) -> Result<(i32, i32, i32, i32), LaunchError> {
-    let Params { shape: shape_, q_norm, k_norm, rope, .. } = *p;
+) -> Result<RopeInputs, LaunchError> {
+    let Params { shape: shape_, rot_dims, q_norm, k_norm, rope, .. } = *p;
     let hd = shape_.head_dim;
     if m == 0 || hd == 0 || hd % 2 != 0 || shape_.n_q == 0 || shape_.n_kv == 0 {
         return Err(shape(op, format!("bad shape m={m} {shape_:?}")));
     }
+    crate::ops::qk_norm_rope::check_rot_dims(op, shape_, rot_dims).map_err(|e| shape(op, e.to_string()))?;
     let row = (shape_.n_q + 2 * shape_.n_kv) * hd;
     expect_at_least(op, "qkv", qkv_len, m * row)?;
     expect_at_least(op, "q_norm", q_norm.len(), hd)?;
     expect_at_least(op, "k_norm", k_norm.len(), hd)?;
-    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * hd / 2)?;
-    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * hd / 2)?;
+    expect_at_least(op, "rope cos", rope.cos.len(), rope.max_pos * rot_dims / 2)?;
+    expect_at_least(op, "rope sin", rope.sin.len(), rope.max_pos * rot_dims / 2)?;
     expect_at_least(op, "pos0", pos0_len, 1)?;
     as_i32(op, "qkv len", m * row)?;
-    Ok((as_i32(op, "n_q", shape_.n_q)?, as_i32(op, "n_kv", shape_.n_kv)?, as_i32(op, "hd", hd)?, as_i32(op, "max_pos", rope.max_pos)?))
+    Ok(RopeInputs {
+        n_q: as_i32(op, "n_q", shape_.n_q)?,
+        n_kv: as_i32(op, "n_kv", shape_.n_kv)?,
+        hd: as_i32(op, "hd", hd)?,
+        rot: as_i32(op, "rot_dims", rot_dims)?,
+        max_pos: as_i32(op, "max_pos", rope.max_pos)?,
+    })
 }
 
 /// The grid of both launchers: a CTA per row and head over the q and k heads plus

@@ -1,37 +1,61 @@
 // In place on every q and k head of token i (position pos[0] + i): RMS-normalise the head with
-// the shared hd-long weight, then NeoX RoPE (dims d and d + hd/2 rotate by angle index d) with
-// cos/sin from a [max_pos][hd/2] table. grid (m, heads); blockDim.x = 32 * ceil(hd/2 / 32),
-// one thread per rotating pair. A position >= max_pos (pos lives on the device, so the host
-// cannot check it) turns the head into NaN rather than reading outside the table.
+// the shared hd-long weight, then NeoX RoPE over its first `rot` dims (dims d and d + rot/2 rotate
+// by angle index d; rot == hd rotates the whole head) with cos/sin from a [max_pos][rot/2] table;
+// dims rot..hd keep their normalised value (partial RoPE). grid (m, heads); blockDim.x =
+// 32 * ceil(hd/2 / 32), one thread per pair of elements (qk_head_pair). A position >= max_pos
+// (pos lives on the device, so the host cannot check it) turns the head into NaN rather than
+// reading outside the table.
 
-// One q or k head: normalises and rotates h[d], h[d + hd/2] in place (all threads of the CTA
-// must call it: it reduces over the CTA); returns false for threads past the pairs.
-__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, float eps,
-                                                      const float* __restrict__ cos_table,
+// The two elements thread d (< hd/2) owns: the rotating pair (d, d + rot/2) for d < rot/2, else
+// two pass-through dims past rot, (rot + e, rot + e + (hd - rot)/2) with e = d - rot/2. With
+// rot == hd every thread owns (d, d + hd/2), the whole-head layout.
+__device__ __forceinline__ void qk_head_pair(int d, int hd, int rot, int* ia, int* ib) {
+    const int rot_half = rot / 2;
+    if (d < rot_half) {
+        *ia = d;
+        *ib = d + rot_half;
+    } else {
+        *ia = rot + (d - rot_half);
+        *ib = *ia + (hd - rot) / 2;
+    }
+}
+
+// One q or k head: normalises the head and rotates its first rot dims in place (all threads of
+// the CTA must call it: it reduces over the CTA); returns false for threads past the pairs.
+__device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, int rot,
+                                                      float eps, const float* __restrict__ cos_table,
                                                       const float* __restrict__ sin_table, int max_pos,
                                                       u32 pos, float* scratch) {
-    const int half = hd / 2;
     const int d = threadIdx.x;
-    const bool active = d < half;
-    const float a = active ? h[d] : 0.0f;
-    const float b = active ? h[d + half] : 0.0f;
+    const bool active = d < hd / 2;
+    int ia = 0, ib = 0;
+    qk_head_pair(d, hd, rot, &ia, &ib);
+    const float a = active ? h[ia] : 0.0f;
+    const float b = active ? h[ib] : 0.0f;
     const float ss = block_sum(qk_pair_sq(a, b), scratch);
     if (!active) return false;
     if (pos >= (u32)max_pos) {
         const float nan = __int_as_float(0x7fc00000);
-        h[d] = nan;
-        h[d + half] = nan;
+        h[ia] = nan;
+        h[ib] = nan;
         return true;
     }
     const float inv = qk_inv_rms(ss, hd, eps);
-    const float c = cos_table[(long long)pos * half + d];
-    const float s = sin_table[(long long)pos * half + d];
-    qk_rope_pair(a, b, inv, w[d], w[d + half], c, s, &h[d], &h[d + half]);
+    const int rot_half = rot / 2;
+    if (d < rot_half) {
+        const float c = cos_table[(long long)pos * rot_half + d];
+        const float s = sin_table[(long long)pos * rot_half + d];
+        qk_rope_pair(a, b, inv, w[ia], w[ib], c, s, &h[ia], &h[ib]);
+    } else {
+        // qk_rope_pair's normalised values, unrotated.
+        h[ia] = __fmul_rn(__fmul_rn(a, inv), w[ia]);
+        h[ib] = __fmul_rn(__fmul_rn(b, inv), w[ib]);
+    }
     return true;
 }
 
 extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, int n_q, int n_kv,
-                                                       int hd, const float* __restrict__ q_norm,
+                                                       int hd, int rot, const float* __restrict__ q_norm,
                                                        const float* __restrict__ k_norm, float eps,
                                                        const float* __restrict__ cos_table,
                                                        const float* __restrict__ sin_table,
@@ -42,7 +66,7 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
     const int token = blockIdx.x;
     const int head = blockIdx.y;  // [0, n_q) q heads, [n_q, n_q + n_kv) k heads
     float* h = qkv + (long long)token * (n_q + 2 * n_kv) * hd + (long long)head * hd;
-    qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table, max_pos,
+    qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, rot, eps, cos_table, sin_table, max_pos,
                           pos0[0] + (u32)token, scratch);
 }
 
@@ -51,7 +75,7 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
 // caches ([n_kv][max_seq][hd] each); cache rows at position >= max_seq are skipped, exactly as
 // kv_write does (the rotated k, NaN past max_pos, is what both versions store).
 __device__ __forceinline__ void qk_norm_rope_kv_write_token(float* __restrict__ qkv_row, int n_q, int n_kv, int hd,
-                                                            const float* __restrict__ q_norm,
+                                                            int rot, const float* __restrict__ q_norm,
                                                             const float* __restrict__ k_norm, float eps,
                                                             const float* __restrict__ cos_table,
                                                             const float* __restrict__ sin_table, int max_pos,
@@ -68,18 +92,20 @@ __device__ __forceinline__ void qk_norm_rope_kv_write_token(float* __restrict__ 
         v_cache[dst + d + half] = f32_to_f16(h[d + half]);
         return;
     }
-    const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, eps, cos_table, sin_table,
-                                              max_pos, pos, scratch);
+    const bool active = qk_norm_rope_one_head(h, head < n_q ? q_norm : k_norm, hd, rot, eps, cos_table,
+                                              sin_table, max_pos, pos, scratch);
     if (!active || head < n_q || pos >= (u32)max_seq) return;
     // Each thread stores the pair it just wrote (no other thread touches these elements).
+    int ia = 0, ib = 0;
+    qk_head_pair(d, hd, rot, &ia, &ib);
     const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
-    k_cache[dst + d] = f32_to_f16(h[d]);
-    k_cache[dst + d + half] = f32_to_f16(h[d + half]);
+    k_cache[dst + ia] = f32_to_f16(h[ia]);
+    k_cache[dst + ib] = f32_to_f16(h[ib]);
 }
 
 // qk_norm_rope_head_per_block and kv_write_head_per_block in one launch (decode issues one
 // launch fewer per layer): grid (m, n_q + 2 n_kv), token i at position pos0[0] + i.
-extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_q, int n_kv, int hd,
+extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_q, int n_kv, int hd, int rot,
                                                  const float* __restrict__ q_norm,
                                                  const float* __restrict__ k_norm, float eps,
                                                  const float* __restrict__ cos_table,
@@ -91,6 +117,6 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     float* row = qkv + (long long)token * (n_q + 2 * n_kv) * hd;
-    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
+    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, rot, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
                                 pos0[0] + (u32)token, max_seq, k_cache, v_cache, scratch);
 }

@@ -5,9 +5,9 @@ use crate::ops::OpError;
 
 pub fn reference(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
     p.check(qkv, m, pos0)?;
-    let Params { shape, q_norm, k_norm, eps, rope } = p;
+    let Params { shape, rot_dims, q_norm, k_norm, eps, rope } = p;
     let hd = shape.head_dim;
-    let half = hd / 2;
+    let half = rot_dims / 2;
     for i in 0..m {
         let (cos, sin) = rope.row(pos0 + i);
         let row = &mut qkv[i * shape.qkv_row_len()..(i + 1) * shape.qkv_row_len()];
@@ -22,6 +22,9 @@ pub fn reference(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Resul
                 let (c, s) = (cos[d] as f64, sin[d] as f64);
                 head[d] = (n[d] * c - n[d + half] * s) as f32;
                 head[d + half] = (n[d + half] * c + n[d] * s) as f32;
+            }
+            for d in rot_dims..hd {
+                head[d] = n[d] as f32;
             }
         }
     }

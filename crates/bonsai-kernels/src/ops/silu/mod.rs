@@ -22,6 +22,7 @@ mod reference;
 mod tests;
 
 pub use cpu::{cpu, cpu_at, cpu_in_place, cpu_in_place_at};
+pub(crate) use cpu::silu_f32;
 pub use reference::reference;
 
 /// The op's name in error messages.

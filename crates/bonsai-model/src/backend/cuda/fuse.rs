@@ -46,7 +46,9 @@ impl Planes {
             Act::X | Act::Xn | Act::Last => Some(Planes::Hidden),
             Act::Attn => Some(Planes::Attn),
             Act::Ffn => Some(Planes::Ffn),
-            Act::Qkv | Act::Logits => None,
+            // The hybrid model's activations: their producers write no planes and their GEMVs
+            // (Hadamard-rotated inputs) run as plain matmuls.
+            _ => None,
         }
     }
 }
@@ -96,7 +98,7 @@ pub struct Caps<'a> {
     /// Whether the decode attention has a kernel writing planes for this head shape.
     pub attention_planes: bool,
     /// Whether a qkv projection's epilogue can do qk_norm_rope and the KV write (head_dim 128,
-    /// its grid resident in one wave).
+    /// RoPE over the whole head, its grid resident in one wave).
     pub qkv_rope: &'a dyn Fn(MatrixId) -> bool,
     /// Whether the embedding table's format has the embed-and-planes kernel.
     pub embed_planes: bool,
@@ -136,19 +138,27 @@ fn dead_after(ops: &[Op], from: usize, act: Act) -> bool {
 }
 
 /// The activations `op` reads and the one it writes (a residual add reads and writes y).
-fn touches(op: &Op) -> ([Option<Act>; 2], Option<Act>) {
+fn touches(op: &Op) -> ([Option<Act>; 3], Option<Act>) {
     match *op {
-        Op::Embed { out, .. } => ([None, None], Some(out)),
-        Op::RmsNorm { x, out, .. } => ([Some(x), None], Some(out)),
-        Op::Matmul { x, y, store: Store::Add, .. } => ([Some(x), Some(y)], Some(y)),
-        Op::Matmul { x, y, store: Store::Overwrite, .. } => ([Some(x), None], Some(y)),
-        Op::GateUpSwiglu { x, out, .. } => ([Some(x), None], Some(out)),
-        Op::QkNormRope { qkv, .. } => ([Some(qkv), None], Some(qkv)),
-        Op::KvWrite { qkv, .. } => ([Some(qkv), None], None),
-        Op::Attention { qkv, out, .. } => ([Some(qkv), None], Some(out)),
-        Op::LastRows { x, out } => ([Some(x), None], Some(out)),
-        Op::Advance => ([None, None], None),
-        Op::Pick(_) => ([Some(Act::Logits), None], None),
+        Op::Embed { out, .. } => ([None, None, None], Some(out)),
+        Op::RmsNorm { x, out, .. } => ([Some(x), None, None], Some(out)),
+        Op::Matmul { x, y, store: Store::Add, .. } => ([Some(x), Some(y), None], Some(y)),
+        Op::Matmul { x, y, store: Store::Overwrite, .. } => ([Some(x), None, None], Some(y)),
+        Op::GateUpSwiglu { x, out, .. } => ([Some(x), None, None], Some(out)),
+        Op::QkNormRope { qkv, .. } => ([Some(qkv), None, None], Some(qkv)),
+        Op::KvWrite { qkv, .. } => ([Some(qkv), None, None], None),
+        Op::Attention { qkv, out, .. } => ([Some(qkv), None, None], Some(out)),
+        Op::LastRows { x, out } => ([Some(x), None, None], Some(out)),
+        Op::Advance => ([None, None, None], None),
+        Op::Pick(_) => ([Some(Act::Logits), None, None], None),
+        // The hybrid (qwen35) ops: never fused, but their reads keep a fused step from
+        // skipping an activation they need.
+        Op::Hadamard { x, out, .. } => ([Some(x), None, None], Some(out)),
+        Op::MatmulF32 { x, y, .. } => ([Some(x), None, None], Some(y)),
+        Op::SsmConv { x, out, .. } => ([Some(x), None, None], Some(out)),
+        Op::GatedDelta { conv, alpha, beta, out, .. } => ([Some(conv), Some(alpha), Some(beta)], Some(out)),
+        Op::GatedRmsNorm { x, z, out, .. } => ([Some(x), Some(z), None], Some(out)),
+        Op::SigmoidGate { x, gate, out } => ([Some(x), Some(gate), None], Some(out)),
     }
 }
 

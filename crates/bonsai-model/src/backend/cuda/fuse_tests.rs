@@ -8,7 +8,7 @@ use crate::qwen3::{forward_program, DevicePick, LayerIds, LogitRows, ModelIds};
 const LAYERS: usize = 3;
 
 fn dims() -> Dims {
-    Dims { hidden: 256, ffn: 512, vocab: 1000, shape: HeadShape { n_q: 4, n_kv: 2, head_dim: 128 }, eps: 1e-6 }
+    Dims { hidden: 256, ffn: 512, vocab: 1000, shape: HeadShape { n_q: 4, n_kv: 2, head_dim: 128 }, eps: 1e-6, hybrid: None }
 }
 
 /// Matrices 0.. per layer (qkv, attn_output, gate_up, down), then the embedding and the head;

@@ -49,7 +49,7 @@ pub(super) fn qk_norm_rope(
     let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
     let (gpu, m) = (b.launcher(), rows.rows);
-    let p = qk_norm_rope::Params { shape, q_norm, k_norm, eps, rope: &table };
+    let p = qk_norm_rope::Params { shape, rot_dims: rope.rot_dims, q_norm, k_norm, eps, rope: &table };
     let cache = cache.map(|c| c.borrowed_mut());
     launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device, cache).map_err(device_err("qk_norm_rope"))
 }

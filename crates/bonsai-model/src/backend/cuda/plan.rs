@@ -135,7 +135,9 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     };
     let group = if dims.shape.n_kv == 0 || dims.shape.n_q % dims.shape.n_kv != 0 { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
-    let qkv_rope = |w| dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
+    // The epilogue rotates whole heads: partial RoPE (qwen35) takes the separate qk_norm_rope.
+    let whole_head_rope = weights.rope.rot_dims == dims.shape.head_dim;
+    let qkv_rope = |w| whole_head_rope && dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
     let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true, attention_seqs };
     let op_rows = program.op_rows();
@@ -180,14 +182,22 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     };
     let replays_graphs = b.use_graphs && program.one_row_each();
     let seqs = if uses_seq_table(&program) { Some(seq_scratch(b, &program)?) } else { None };
-    // Steps that launch with one sequence's buffers (a graph records them).
+    // Steps that launch with one sequence's buffers (a graph records them): its position and
+    // caches, and the hybrid model's conv and DeltaNet states.
     let per_sequence = |s: &Step| {
         matches!(
             s,
             Step::RopeKvWrite { .. }
                 | Step::AttentionPlanes { .. }
                 | Step::QkvRope { .. }
-                | Step::Op(Op::QkNormRope { .. } | Op::KvWrite { .. } | Op::Attention { .. } | Op::Advance)
+                | Step::Op(
+                    Op::QkNormRope { .. }
+                        | Op::KvWrite { .. }
+                        | Op::Attention { .. }
+                        | Op::Advance
+                        | Op::SsmConv { .. }
+                        | Op::GatedDelta { .. }
+                )
         )
     };
     let binds_sequences = replays_graphs && steps.iter().any(|(s, _)| per_sequence(s));
@@ -394,7 +404,7 @@ fn run_seqs_step(
         Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer } => {
             let rope = &weights.rope;
             let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-            let p = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
+            let p = qk_norm_rope::Params { shape: dims.shape, rot_dims: rope.rot_dims, q_norm: vector(q_norm), k_norm: vector(k_norm), eps: dims.eps, rope: &table };
             decode_seqs::qk_norm_rope_kv_write_seqs(b.launcher(), acts.get_mut(qkv), p, &seqs.table, layer)
                 .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
@@ -531,7 +541,7 @@ fn run_step(
                 let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
                 let rope = &weights.rope;
                 let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
-                let norm_rope = qk_norm_rope::Params { shape: dims.shape, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
+                let norm_rope = qk_norm_rope::Params { shape: dims.shape, rot_dims: rope.rot_dims, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
                 let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache: cache.borrowed_mut(), staged };
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.

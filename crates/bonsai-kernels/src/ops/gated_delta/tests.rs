@@ -1,0 +1,183 @@
+//! A one-row case by hand, the tiled K-head choice, one call against one call per row, and cpu ==
+//! reference within the bound derived in bound.rs.
+
+use super::bound::bounds;
+use super::{cpu, reference, DeltaShape};
+use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
+use crate::ops::OpError;
+
+type DeltaFn = fn(DeltaShape, &[f32], &[f32], &[f32], &[f32], &[f32], &mut [f32], &mut [f32]) -> Result<(), OpError>;
+
+/// Random inputs of one call: conv_out (post-SiLU-like values), alpha, beta, ssm_a (< 0), dt_bias,
+/// state.
+struct Inputs {
+    conv_out: Vec<f32>,
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    ssm_a: Vec<f32>,
+    dt_bias: Vec<f32>,
+    state: Vec<f32>,
+}
+
+impl Inputs {
+    fn random(rng: &mut TestRng, shape: DeltaShape, rows: usize) -> Self {
+        Inputs {
+            conv_out: rng.vec(rows * shape.conv_row_len(), -0.3, 2.0),
+            alpha: rng.vec(rows * shape.v_heads, -4.0, 3.0),
+            beta: rng.vec(rows * shape.v_heads, -3.0, 3.0),
+            ssm_a: (0..shape.v_heads).map(|_| -(rng.uniform(-2.0, 1.0).exp())).collect(),
+            dt_bias: rng.vec(shape.v_heads, -1.0, 1.0),
+            state: rng.vec(shape.state_len(), -0.5, 0.5),
+        }
+    }
+
+    fn run(&self, f: DeltaFn, shape: DeltaShape) -> (Vec<f32>, Vec<f32>) {
+        let rows = self.conv_out.len() / shape.conv_row_len();
+        let mut state = self.state.clone();
+        let mut out = vec![f32::NAN; rows * shape.out_row_len()];
+        f(shape, &self.conv_out, &self.alpha, &self.beta, &self.ssm_a, &self.dt_bias, &mut state, &mut out)
+            .expect("shape");
+        (out, state)
+    }
+}
+
+#[test]
+fn one_row_from_a_zero_state_by_hand() {
+    // S = 0: kv = 0, δ = βv, S = β k̂vᵀ, o = β·(k̂·q̂)·v. With q = k, k̂·q̂ = (Σk²/(Σk² + 1e-6))/sqrt(d).
+    let shape = DeltaShape { k_heads: 1, v_heads: 1, head_dim: 4 };
+    let k = [0.5f32, -1.0, 2.0, 0.25];
+    let v = [1.0f32, -2.0, 0.5, 3.0];
+    let conv_out: Vec<f32> = k.iter().chain(&k).chain(&v).copied().collect();
+    let (alpha, beta, ssm_a, dt_bias) = ([0.3f32], [0.7f32], [-1.5f32], [0.1f32]);
+    let b = 1.0 / (1.0 + (-0.7f64).exp());
+    let ss: f64 = k.iter().map(|&x| (x as f64).powi(2)).sum();
+    let dot = ss / (ss + 1e-6) / 2.0;
+    let inv = 1.0 / (ss + 1e-6).sqrt();
+    for f in [reference as DeltaFn, cpu] {
+        let mut state = [0.0f32; 16];
+        let mut out = [f32::NAN; 4];
+        f(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &mut state, &mut out).expect("shape");
+        // The f32 path: a handful of roundings on O(1) values (norm, sigmoid, two products per
+        // element, a 4-term dot): 32u relative to the scale b·|v|·max|k̂|.
+        for j in 0..4 {
+            let want = b * dot * v[j] as f64;
+            assert!((out[j] as f64 - want).abs() <= 32.0 * F32_UNIT_ROUNDOFF * b * 3.0, "out {out:?}");
+            for i in 0..4 {
+                let want_s = b * k[i] as f64 * inv * v[j] as f64;
+                assert!((state[i * 4 + j] as f64 - want_s).abs() <= 32.0 * F32_UNIT_ROUNDOFF * b * 3.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn v_head_h_reads_k_head_h_mod_k_heads() {
+    // The full op against one single-head call per V head fed K head h % k_heads: the reference
+    // does identical f64 arithmetic either way, so the results are bit-identical.
+    let mut rng = TestRng::new("gated_delta_tiled");
+    let shape = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 8 };
+    let rows = 3;
+    let inputs = Inputs::random(&mut rng, shape, rows);
+    let (out, state) = inputs.run(reference, shape);
+    let d = shape.head_dim;
+    let one = DeltaShape { k_heads: 1, v_heads: 1, head_dim: d };
+    for h in 0..shape.v_heads {
+        let kh = h % shape.k_heads;
+        let mut conv = Vec::new();
+        for t in 0..rows {
+            let row = &inputs.conv_out[t * shape.conv_row_len()..(t + 1) * shape.conv_row_len()];
+            conv.extend_from_slice(&row[kh * d..(kh + 1) * d]);
+            conv.extend_from_slice(&row[(shape.k_heads + kh) * d..(shape.k_heads + kh + 1) * d]);
+            conv.extend_from_slice(&row[(2 * shape.k_heads + h) * d..(2 * shape.k_heads + h + 1) * d]);
+        }
+        let pick = |x: &[f32]| -> Vec<f32> { (0..rows).map(|t| x[t * shape.v_heads + h]).collect() };
+        let mut s = inputs.state[h * d * d..(h + 1) * d * d].to_vec();
+        let mut o = vec![0.0; rows * d];
+        reference(one, &conv, &pick(&inputs.alpha), &pick(&inputs.beta), &inputs.ssm_a[h..h + 1], &inputs.dt_bias[h..h + 1], &mut s, &mut o)
+            .expect("shape");
+        assert_eq!(s, state[h * d * d..(h + 1) * d * d], "state of V head {h}");
+        for t in 0..rows {
+            assert_eq!(o[t * d..(t + 1) * d], out[t * shape.out_row_len() + h * d..][..d], "row {t} V head {h}");
+        }
+    }
+}
+
+#[test]
+fn cpu_one_call_equals_one_call_per_row() {
+    // The CPU keeps the state in f32 and runs the same operations in the same order either way.
+    let mut rng = TestRng::new("gated_delta_split");
+    let shape = DeltaShape { k_heads: 2, v_heads: 4, head_dim: 16 };
+    let rows = 5;
+    let inputs = Inputs::random(&mut rng, shape, rows);
+    let (whole, whole_state) = inputs.run(cpu, shape);
+    let mut state = inputs.state.clone();
+    let mut steps = vec![0.0; whole.len()];
+    for t in 0..rows {
+        cpu(
+            shape,
+            &inputs.conv_out[t * shape.conv_row_len()..(t + 1) * shape.conv_row_len()],
+            &inputs.alpha[t * shape.v_heads..(t + 1) * shape.v_heads],
+            &inputs.beta[t * shape.v_heads..(t + 1) * shape.v_heads],
+            &inputs.ssm_a,
+            &inputs.dt_bias,
+            &mut state,
+            &mut steps[t * shape.out_row_len()..(t + 1) * shape.out_row_len()],
+        )
+        .expect("shape");
+    }
+    assert_eq!(whole, steps);
+    assert_eq!(whole_state, state);
+}
+
+#[test]
+fn cpu_matches_reference() {
+    let mut rng = TestRng::new("gated_delta");
+    let cases = [
+        (DeltaShape { k_heads: 1, v_heads: 1, head_dim: 4 }, 1usize),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 24),
+        (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 5),
+        (DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 }, 2),
+    ];
+    for (shape, rows) in cases {
+        let inputs = Inputs::random(&mut rng, shape, rows);
+        let (want, want_state) = inputs.run(reference, shape);
+        let (got, got_state) = inputs.run(cpu, shape);
+        let b = bounds(
+            shape, &inputs.conv_out, &inputs.alpha, &inputs.beta, &inputs.ssm_a, &inputs.dt_bias, &inputs.state, &want, &want_state,
+        )
+        .expect("shape");
+        assert_within(&format!("gated_delta out {shape:?} rows={rows}"), &got, &widen(&want), &b.out);
+        assert_within(&format!("gated_delta state {shape:?} rows={rows}"), &got_state, &widen(&want_state), &b.state);
+    }
+}
+
+#[test]
+fn no_rows_leave_the_state_alone() {
+    let shape = DeltaShape { k_heads: 1, v_heads: 2, head_dim: 2 };
+    for f in [reference as DeltaFn, cpu] {
+        let mut state = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        f(shape, &[], &[], &[], &[-1.0, -1.0], &[0.0, 0.0], &mut state, &mut []).expect("shape");
+        assert_eq!(state, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let shape = DeltaShape { k_heads: 2, v_heads: 4, head_dim: 2 };
+    let conv = vec![0.5f32; shape.conv_row_len()];
+    let (a4, s16) = ([0.0f32; 4], vec![0.0f32; 16]);
+    let run = |shape: DeltaShape, conv: &[f32], alpha: &[f32], state_len: usize, out_len: usize| {
+        let mut state = vec![0.0; state_len];
+        let mut out = vec![0.0; out_len];
+        cpu(shape, conv, alpha, &a4, &a4, &a4, &mut state, &mut out)
+    };
+    assert!(run(shape, &conv, &a4, 16, 8).is_ok());
+    assert!(run(shape, &conv[1..], &a4, 16, 8).is_err(), "partial conv row");
+    assert!(run(shape, &conv, &a4[..3], 16, 8).is_err(), "short alpha");
+    assert!(run(shape, &conv, &a4, 15, 8).is_err(), "short state");
+    assert!(run(shape, &conv, &a4, 16, 7).is_err(), "short out");
+    assert!(run(DeltaShape { k_heads: 3, ..shape }, &conv, &a4, 16, 8).is_err(), "v_heads not a multiple");
+    let mut out = vec![0.0; 8];
+    let mut state = s16.clone();
+    assert!(reference(shape, &conv, &a4, &a4, &a4[..3], &a4, &mut state, &mut out).is_err(), "short ssm_a");
+}

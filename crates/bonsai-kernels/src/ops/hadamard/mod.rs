@@ -1,0 +1,102 @@
+//! `hadamard`: the blockwise signed, normalized Walsh-Hadamard transform of Bonsai 2's folded
+//! weights (reference/bonsai2.md §4), per row of W = `signs.len()` values:
+//!
+//! ```text
+//! forward (inverse = false):  y = BlockH( s ⊙ P(x) )      (before every folded matmul)
+//! inverse (inverse = true):   y = s ⊙ BlockH( x )         (after the embedding lookup)
+//! ```
+//! `BlockH` applies `H_n[r][c] = (−1)^popcount(r & c) / sqrt(n)` (Sylvester order, n = `block`)
+//! to each run of n consecutive values; H_n is symmetric and orthogonal. `P` (forward only, when
+//! `tiled_to_grouped` is given) moves GGUF's tiled V-head order to HF's grouped one (§3.7, §4.3):
+//! grouped head `g = k_idx·rep + v_idx` is read from tiled position `p = v_idx·k_heads + k_idx`,
+//! `head_dim` values per head, so the signs index the weight's (grouped) column order.
+//!
+//! Shapes: `x, y: [rows, W]` f32, `signs: [W]` (±1), `block` a power of two dividing W; with the
+//! permutation `head_dim·k_heads·rep == W`. Accumulation: reference in f64 (butterflies; a test
+//! checks them against the matrix definition); CPU in f32 butterflies `(u+v, u−v)`, the scale
+//! `1/sqrt(n)` applied at the end.
+//!
+//! Tolerance (tests.rs): each output is `±Σ_{i∈block} ±x_i / sqrt(n)` summed by a tree of height
+//! L = log2(n) (the butterflies), so the f32 error is within γ_L·Σ|x_i| (block); the scale adds
+//! u·|y| (none when L is even: then 1/sqrt(n) is a power of two), the reference's rounding u·|y|.
+//! The test allows (γ_L·Σ|x_i|)/sqrt(n) + 2u·|y|. Signs and the permutation are exact.
+//!
+//! Speed of light on the H200: 8 bytes per element (read x, write y; signs stay cached): a decode
+//! row of 5120 is 41 KB -> 10 ns at 4.3 TB/s (launch-bound; fuse into the matmul's input load
+//! where possible). CUDA (cuda.rs, hadamard.cu): one CTA per (row, block), the block in shared
+//! memory, signs, permutation and the 1/sqrt(n) scale fused into the load.
+
+mod cpu;
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::cpu;
+pub use reference::reference;
+
+use crate::ops::{check_len, OpError};
+
+/// The op's name in error messages.
+pub(crate) const OP: &str = "hadamard";
+
+/// The V-head geometry of a Gated DeltaNet activation (§3.7): `k_heads·rep` heads of `head_dim`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VHeadPerm {
+    pub head_dim: usize,
+    pub k_heads: usize,
+    pub rep: usize,
+}
+
+impl VHeadPerm {
+    /// Values per row (all V heads).
+    pub fn width(&self) -> usize {
+        self.head_dim * self.k_heads * self.rep
+    }
+
+    /// The tiled index that grouped index `grouped` reads: grouped head g = k_idx·rep + v_idx
+    /// lives at tiled head v_idx·k_heads + k_idx.
+    #[inline(always)]
+    pub fn tiled_index(&self, grouped: usize) -> usize {
+        let (head, within) = (grouped / self.head_dim, grouped % self.head_dim);
+        let (k_idx, v_idx) = (head / self.rep, head % self.rep);
+        (v_idx * self.k_heads + k_idx) * self.head_dim + within
+    }
+}
+
+/// One transform: block size, the width's sign vector, direction and optional V-head permutation.
+#[derive(Clone, Copy, Debug)]
+pub struct HadamardParams<'a> {
+    pub block: usize,
+    pub signs: &'a [f32],
+    pub inverse: bool,
+    pub tiled_to_grouped: Option<VHeadPerm>,
+}
+
+impl HadamardParams<'_> {
+    /// Checks block, signs, the permutation and `x` / `y` (whole rows of W, equal lengths).
+    pub(crate) fn check(&self, x: &[f32], y: &[f32]) -> Result<(), OpError> {
+        let width = self.signs.len();
+        let shape = |detail: String| Err(OpError::Shape { op: OP, detail });
+        if width == 0 {
+            return shape("empty sign vector (row width 0)".into());
+        }
+        if !self.block.is_power_of_two() || width % self.block != 0 {
+            return shape(format!("block {} must be a power of two dividing the width {width}", self.block));
+        }
+        if let Some(perm) = self.tiled_to_grouped {
+            if self.inverse {
+                return shape("the tiled-to-grouped permutation applies to the forward transform only".into());
+            }
+            if perm.width() != width {
+                return shape(format!(
+                    "V-head permutation {perm:?} covers {} values, the row has {width}",
+                    perm.width()
+                ));
+            }
+        }
+        if x.len() % width != 0 {
+            return shape(format!("x length {} is not a whole number of rows of {width}", x.len()));
+        }
+        check_len(OP, "y", x.len(), y.len())
+    }
+}

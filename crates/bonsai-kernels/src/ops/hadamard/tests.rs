@@ -1,0 +1,143 @@
+//! The §4.2 example, the matrix definition, the V-head permutation, the round trip, and cpu ==
+//! reference within (γ_L·Σ_block|x|)/sqrt(n) + 2u·|y| (derivation in the op's doc).
+
+use super::reference::fwht_f64;
+use super::{cpu, reference, HadamardParams, VHeadPerm};
+use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
+
+fn params(block: usize, signs: &[f32], inverse: bool, perm: Option<VHeadPerm>) -> HadamardParams<'_> {
+    HadamardParams { block, signs, inverse, tiled_to_grouped: perm }
+}
+
+fn random_signs(rng: &mut TestRng, width: usize) -> Vec<f32> {
+    (0..width).map(|_| if rng.below(2) == 0 { 1.0 } else { -1.0 }).collect()
+}
+
+#[test]
+fn tiny_example_of_the_reference_doc() {
+    // §4.2: n = 4, s = (+1, −1, +1, +1), x = (1, 2, 3, 4) -> H_4(s ⊙ x) = (3, 1, −4, 2), exactly
+    // (every intermediate is a small integer and the scale is 1/2).
+    let signs = [1.0, -1.0, 1.0, 1.0];
+    let x = [1.0, 2.0, 3.0, 4.0];
+    for f in [reference, cpu] {
+        let mut y = [f32::NAN; 4];
+        f(params(4, &signs, false, None), &x, &mut y).expect("shape");
+        assert_eq!(y, [3.0, 1.0, -4.0, 2.0]);
+    }
+}
+
+#[test]
+fn butterflies_equal_the_matrix_definition() {
+    // H_n[r][c] = (−1)^popcount(r & c): the f64 butterflies against the O(n²) definition. Both
+    // sum integers-times-inputs in f64 exactly up to n·2^-53 relative; 1e-12 is far above that.
+    let mut rng = TestRng::new("hadamard_matrix");
+    for n in [1usize, 2, 4, 16, 128] {
+        let x: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f64).collect();
+        let mut fast = x.clone();
+        fwht_f64(&mut fast);
+        for (r, &got) in fast.iter().enumerate() {
+            let want: f64 = (0..n)
+                .map(|c| if (r & c).count_ones() % 2 == 1 { -x[c] } else { x[c] })
+                .sum();
+            assert!((got - want).abs() <= 1e-12 * n as f64, "n={n} r={r}: {got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn permutation_moves_tiled_heads_to_grouped_order() {
+    // k_heads 2, rep 3, one value per head: tiled position v·2 + k holds grouped head k·3 + v, so
+    // the tiled row (g0, g3, g1, g4, g2, g5) reads back grouped as tiled indices (0, 2, 4, 1, 3, 5).
+    let perm = VHeadPerm { head_dim: 1, k_heads: 2, rep: 3 };
+    let x = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0];
+    let signs = [1.0; 6];
+    for f in [reference, cpu] {
+        let mut y = [f32::NAN; 6];
+        f(params(1, &signs, false, Some(perm)), &x, &mut y).expect("shape");
+        assert_eq!(y, [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]);
+    }
+    // Two values per head: whole heads move.
+    let perm = VHeadPerm { head_dim: 2, k_heads: 2, rep: 2 };
+    let grouped_from_tiled: Vec<usize> = (0..8).map(|i| perm.tiled_index(i)).collect();
+    assert_eq!(grouped_from_tiled, [0, 1, 4, 5, 2, 3, 6, 7]);
+}
+
+#[test]
+fn inverse_undoes_forward() {
+    // s ⊙ H(H(s ⊙ x)) = x: in f64 the round trip is exact to ~1e-15 relative, then both directions
+    // round to f32 once each: within 3u·|x| + the forward's f32 rounding carried through H, which is
+    // orthogonal: u·‖x‖ per block bounds it; allowed 4u·max|x| per element.
+    let mut rng = TestRng::new("hadamard_round_trip");
+    let (width, block) = (256, 64);
+    let signs = random_signs(&mut rng, width);
+    let x = rng.vec(3 * width, -2.0, 2.0);
+    let mut mid = vec![0.0; x.len()];
+    let mut back = vec![0.0; x.len()];
+    reference(params(block, &signs, false, None), &x, &mut mid).expect("shape");
+    reference(params(block, &signs, true, None), &mid, &mut back).expect("shape");
+    let max_abs = x.iter().fold(0.0f64, |m, &v| m.max(v.abs() as f64));
+    let bound = vec![4.0 * F32_UNIT_ROUNDOFF * max_abs * (block as f64).sqrt(); x.len()];
+    assert_within("hadamard round trip", &back, &widen(&x), &bound);
+}
+
+#[test]
+fn cpu_matches_reference() {
+    let mut rng = TestRng::new("hadamard");
+    let cases: [(usize, usize, usize, bool, Option<VHeadPerm>); 7] = [
+        (1, 8, 1, false, None),
+        (3, 8, 2, false, None),
+        (2, 96, 32, true, None),
+        (2, 5120, 1024, false, None),
+        (1, 5120, 1024, true, None),
+        (2, 6144, 1024, false, Some(VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 })),
+        (3, 48, 16, false, Some(VHeadPerm { head_dim: 4, k_heads: 4, rep: 3 })),
+    ];
+    for (rows, width, block, inverse, perm) in cases {
+        let signs = random_signs(&mut rng, width);
+        let x = rng.vec(rows * width, -3.0, 3.0);
+        let p = params(block, &signs, inverse, perm);
+        let mut want = vec![0.0; x.len()];
+        reference(p, &x, &mut want).expect("shape");
+        let mut got = vec![f32::NAN; x.len()];
+        cpu(p, &x, &mut got).expect("shape");
+        // Each output sums the |x| of its block (the permutation only moves them within the row,
+        // so the block's sum is taken over the permuted values): γ_L·Σ|x|/sqrt(n) + 2u·|y|.
+        let levels = block.trailing_zeros() as usize;
+        let scale = 1.0 / (block as f64).sqrt();
+        let moved: Vec<f32> = x
+            .chunks(width)
+            .flat_map(|xr| (0..width).map(move |i| xr[perm.map_or(i, |q| q.tiled_index(i))]))
+            .collect();
+        let block_sums: Vec<f64> =
+            moved.chunks(block).map(|b| b.iter().map(|&v| v.abs() as f64).sum()).collect();
+        let bound: Vec<f64> = (0..x.len())
+            .map(|i| {
+                let tree = if levels == 0 { 0.0 } else { gamma(levels) };
+                tree * block_sums[i / block] * scale + 2.0 * F32_UNIT_ROUNDOFF * (want[i] as f64).abs()
+            })
+            .collect();
+        assert_within(
+            &format!("hadamard rows={rows} W={width} n={block} inverse={inverse} perm={perm:?}"),
+            &got,
+            &widen(&want),
+            &bound,
+        );
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let signs = [1.0f32; 8];
+    let mut y = [0.0f32; 8];
+    let x = [1.0f32; 8];
+    assert!(reference(params(3, &signs, false, None), &x, &mut y).is_err(), "block not a power of two");
+    assert!(reference(params(16, &signs, false, None), &x, &mut y).is_err(), "block wider than the row");
+    assert!(cpu(params(4, &signs, false, None), &x[..7], &mut y[..7]).is_err(), "partial row");
+    assert!(cpu(params(4, &signs, false, None), &x, &mut y[..4]).is_err(), "short y");
+    assert!(cpu(params(4, &[], false, None), &[], &mut []).is_err(), "empty signs");
+    let perm = VHeadPerm { head_dim: 2, k_heads: 2, rep: 2 };
+    assert!(cpu(params(4, &signs, true, Some(perm)), &x, &mut y).is_err(), "permuted inverse");
+    let wrong = VHeadPerm { head_dim: 2, k_heads: 2, rep: 3 };
+    assert!(cpu(params(4, &signs, false, Some(wrong)), &x, &mut y).is_err(), "permutation width");
+    assert!(cpu(params(4, &signs, false, Some(perm)), &x, &mut y).is_ok());
+}

@@ -1,0 +1,318 @@
+//! Checks of the Qwen3.5 (Bonsai 2) ops: hadamard, ssm_conv, gated_delta, gated_rms_norm and
+//! sigmoid_gate, each against its f64 reference (partial RoPE runs with qk_norm_rope in the
+//! attention and decode_seqs groups).
+
+use super::bench::{copies_for, row, time_batches, BenchRow};
+use super::gpu::{download, poisoned, upload};
+use super::shapes::ShapeSet;
+use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
+use crate::launch::gated_delta::DeltaGates;
+use crate::launch::{self, Gpu};
+use crate::ops;
+use crate::ops::gated_delta::DeltaShape;
+use crate::ops::hadamard::{HadamardParams, VHeadPerm};
+
+/// Bonsai 2's Gated DeltaNet V-head geometry (reference/bonsai2.md §3.6).
+const BONSAI2_V: VHeadPerm = VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 };
+const BONSAI2_DELTA: DeltaShape = DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 };
+
+pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
+    // (rows, width, block, inverse, permutation): Bonsai 2's widths at block 1024, the inverse of
+    // the embedding, ssm_out's permuted transform, small and one-element blocks, the widest block.
+    let mut hadamards: Vec<(usize, usize, usize, bool, Option<VHeadPerm>)> = vec![
+        (1, 5120, 1024, false, None),
+        (2, 5120, 1024, true, None),
+        (3, 6144, 1024, false, Some(BONSAI2_V)),
+        (2, 48, 16, false, Some(VHeadPerm { head_dim: 4, k_heads: 4, rep: 3 })),
+        (5, 96, 32, false, None),
+        (2, 8, 1, false, None),
+        (1, 16384, launch::hadamard::MAX_BLOCK, false, None),
+    ];
+    // Decode and short calls (one launch), then row chunks (ROWS_PER_CHUNK = 32): a partial last
+    // chunk, and one chunk plus a single row.
+    let mut convs = vec![
+        (1usize, 10240usize, 4usize),
+        (7, 300, 4),
+        (5, 64, 1),
+        (3, 16, launch::ssm_conv::MAX_KERNEL),
+        (70, 300, 4),
+        (33, 40, launch::ssm_conv::MAX_KERNEL),
+        (40, 24, 1),
+    ];
+    let mut deltas = vec![
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 1usize),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 24),
+        (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 5),
+        (DeltaShape { k_heads: 1, v_heads: 2, head_dim: 200 }, 2),
+        (BONSAI2_DELTA, 1),
+    ];
+    let mut norms = vec![(48usize, 128usize), (7, 64), (3, 33), (1, 1)];
+    let mut gates = vec![7usize, 6144, 100_003];
+    if set == ShapeSet::All {
+        hadamards.push((33, 17408, 1024, false, None));
+        hadamards.push((512, 5120, 1024, false, None));
+        hadamards.push((64, 6144, 1024, false, Some(BONSAI2_V)));
+        convs.push((512, 10240, 4));
+        deltas.push((BONSAI2_DELTA, 64));
+        norms.push((512 * 48, 128));
+        gates.push(512 * 6144);
+    }
+    for (rows, width, block, inverse, perm) in hadamards {
+        hadamard(ctx, rows, width, block, inverse, perm)?;
+    }
+    for (rows, channels, kernel) in convs {
+        ssm_conv(ctx, rows, channels, kernel)?;
+    }
+    for (shape, rows) in deltas {
+        gated_delta(ctx, shape, rows)?;
+    }
+    for (heads, d) in norms {
+        gated_rms_norm(ctx, heads, d)?;
+    }
+    for len in gates {
+        sigmoid_gate(ctx, len)?;
+    }
+    bad_shapes(ctx)
+}
+
+/// Every launcher refuses inconsistent shapes before launching anything.
+fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
+    let buf = upload(&ctx.stream, &[0.0f32; 64])?;
+    let mut out = poisoned(&ctx.stream, 64)?;
+    let mut state = poisoned(&ctx.stream, 64)?;
+    let gpu = ctx.gpu();
+    let refused = [
+        ("hadamard block 3", launch::hadamard::hadamard(gpu, &buf, &buf, 12, 3, false, None, 1, &mut out).is_err()),
+        ("hadamard block past the width", launch::hadamard::hadamard(gpu, &buf, &buf, 8, 16, false, None, 1, &mut out).is_err()),
+        ("hadamard rows past x", launch::hadamard::hadamard(gpu, &buf, &buf, 32, 32, false, None, 3, &mut out).is_err()),
+        (
+            "hadamard permuted inverse",
+            launch::hadamard::hadamard(gpu, &buf, &buf, 8, 4, true, Some(VHeadPerm { head_dim: 2, k_heads: 2, rep: 2 }), 1, &mut out).is_err(),
+        ),
+        ("ssm_conv kernel past the window", launch::ssm_conv::ssm_conv(gpu, &buf, &buf, &mut state, 1, 4, 9, &mut out).is_err()),
+        ("ssm_conv rows past x", launch::ssm_conv::ssm_conv(gpu, &buf, &buf, &mut state, 20, 4, 4, &mut out).is_err()),
+        (
+            "gated_delta v_heads not a multiple of k_heads",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 2, v_heads: 3, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+        ),
+        (
+            "gated_delta state too short",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 16 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+        ),
+        ("gated_rms_norm heads past x", launch::gated_rms_norm::gated_rms_norm(gpu, &buf, &buf, &buf, 1e-6, 9, 8, &mut out).is_err()),
+        ("sigmoid_gate len past x", launch::sigmoid_gate::sigmoid_gate(gpu, &buf, &buf, 65, &mut out).is_err()),
+    ];
+    // Nothing ran: the outputs are still all NaN.
+    let untouched = download(&ctx.stream, &out)?.iter().all(|v| v.is_nan()) && download(&ctx.stream, &state)?.iter().all(|v| v.is_nan());
+    for (what, is_err) in refused {
+        ctx.record("qwen35 shapes", &format!("refuses {what}"), Comparison::holds(is_err));
+    }
+    ctx.record("qwen35 shapes", "refused launches wrote nothing", Comparison::holds(untouched));
+    Ok(())
+}
+
+fn hadamard(ctx: &mut Ctx, rows: usize, width: usize, block: usize, inverse: bool, perm: Option<VHeadPerm>) -> Result<(), VerifyError> {
+    let x = ctx.rng.activations(rows * width, 3.0);
+    let signs: Vec<f32> = (0..width).map(|_| if ctx.rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 }).collect();
+    let p = HadamardParams { block, signs: &signs, inverse, tiled_to_grouped: perm };
+    let mut want = vec![0.0f32; x.len()];
+    ops::hadamard::reference(p, &x, &mut want)?;
+    let (xd, sd, mut yd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &signs)?, poisoned(&ctx.stream, x.len())?);
+    launch::hadamard::hadamard(ctx.gpu(), &xd, &sd, width, block, inverse, perm, rows, &mut yd)?;
+    let got = download(&ctx.stream, &yd)?;
+    // Each output sums its block's n (permuted, signed) inputs by a butterfly tree of height
+    // L = log2(n): γ_L·Σ|x|, scaled by 1/sqrt(n); the kernel scales at the load, one rounding per
+    // input (u·Σ|x|/sqrt(n) more, none when L is even); the reference's rounding and the
+    // store's sign are u·|y| and exact. Allowed: (γ_L + u)·Σ|x|/sqrt(n) + 2u·|y|.
+    let levels = block.trailing_zeros() as f64;
+    let tree = levels * U / (1.0 - levels * U) + U;
+    let scale = 1.0 / (block as f64).sqrt();
+    let moved: Vec<f32> = x
+        .chunks(width)
+        .flat_map(|xr| (0..width).map(move |i| xr[perm.map_or(i, |q| q.tiled_index(i))]))
+        .collect();
+    let sums: Vec<f64> = moved.chunks(block).map(|b| b.iter().map(|&v| v.abs() as f64).sum()).collect();
+    let cmp = Comparison::of(&got, &want, |i| tree * sums[i / block] * scale + 2.0 * U * want[i].abs() as f64);
+    let kind = match (inverse, perm) {
+        (true, _) => "inverse",
+        (false, Some(_)) => "tiled->grouped",
+        (false, None) => "forward",
+    };
+    ctx.record("hadamard", &format!("rows={rows} W={width} n={block} {kind}"), cmp);
+    Ok(())
+}
+
+fn ssm_conv(ctx: &mut Ctx, rows: usize, channels: usize, kernel: usize) -> Result<(), VerifyError> {
+    let x = ctx.rng.activations(rows * channels, 3.0);
+    let weight: Vec<f32> = (0..channels * kernel).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
+    let state0 = ctx.rng.activations((kernel - 1) * channels, 3.0);
+    let (mut want_state, mut want) = (state0.clone(), vec![0.0f32; x.len()]);
+    ops::ssm_conv::reference(&x, &weight, &mut want_state, &mut want)?;
+    let (xd, wd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &weight)?);
+    let (mut sd, mut yd) = (upload(&ctx.stream, &state0)?, poisoned(&ctx.stream, x.len())?);
+    launch::ssm_conv::ssm_conv(ctx.gpu(), &xd, &wd, &mut sd, rows, channels, kernel, &mut yd)?;
+    let mut got = download(&ctx.stream, &yd)?;
+    got.extend(download(&ctx.stream, &sd)?);
+    let mut all_want = want.clone();
+    all_want.extend(&want_state);
+    let history = kernel - 1;
+    let input = |j: usize, ch: usize| if j < history { state0[j * channels + ch] } else { x[(j - history) * channels + ch] };
+    // y: the K-term dot product (fmaf chain) within γ_K·Σ|w·u|, through silu (|silu'| < 1.1);
+    // silu itself: expf (2 ulp), the add, the IEEE divide and the product: 5u·|y|; the reference's
+    // rounding u: 1.1·γ_K·Σ|w·u| + 8u·|y| + 2^-126 (the subnormal tail, see ops::silu). The state
+    // holds copies of inputs: exact.
+    let gamma_k = kernel as f64 * U / (1.0 - kernel as f64 * U);
+    let cmp = Comparison::of(&got, &all_want, |i| {
+        if i >= want.len() {
+            return 0.0;
+        }
+        let (t, ch) = (i / channels, i % channels);
+        let a: f64 = (0..kernel).map(|k| (weight[ch * kernel + k] * input(t + k, ch)).abs() as f64).sum();
+        1.1 * gamma_k * a + 8.0 * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
+    });
+    ctx.record("ssm_conv", &format!("rows={rows} C={channels} K={kernel} (y, state)"), cmp);
+    Ok(())
+}
+
+fn gated_delta(ctx: &mut Ctx, shape: DeltaShape, rows: usize) -> Result<(), VerifyError> {
+    let conv_out: Vec<f32> = (0..rows * shape.conv_row_len()).map(|_| ctx.rng.range(-0.3, 2.0)).collect();
+    let alpha: Vec<f32> = (0..rows * shape.v_heads).map(|_| ctx.rng.range(-4.0, 3.0)).collect();
+    let beta: Vec<f32> = (0..rows * shape.v_heads).map(|_| ctx.rng.range(-3.0, 3.0)).collect();
+    let ssm_a: Vec<f32> = (0..shape.v_heads).map(|_| -(ctx.rng.range(-2.0, 1.0).exp())).collect();
+    let dt_bias: Vec<f32> = (0..shape.v_heads).map(|_| ctx.rng.range(-1.0, 1.0)).collect();
+    let state0: Vec<f32> = (0..shape.state_len()).map(|_| ctx.rng.range(-0.5, 0.5)).collect();
+    let (mut want_state, mut want) = (state0.clone(), vec![0.0f32; rows * shape.out_row_len()]);
+    ops::gated_delta::reference(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &mut want_state, &mut want)?;
+    let bounds = ops::gated_delta::bound::bounds(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &state0, &want, &want_state)?;
+    let (cd, ad, bd) = (upload(&ctx.stream, &conv_out)?, upload(&ctx.stream, &alpha)?, upload(&ctx.stream, &beta)?);
+    let (sa, dt) = (upload(&ctx.stream, &ssm_a)?, upload(&ctx.stream, &dt_bias)?);
+    let (mut sd, mut od) = (upload(&ctx.stream, &state0)?, poisoned(&ctx.stream, want.len())?);
+    let gates = DeltaGates { ssm_a: &sa, dt_bias: &dt };
+    launch::gated_delta::gated_delta(ctx.gpu(), shape, &cd, &ad, &bd, gates, rows, &mut sd, &mut od)?;
+    let mut got = download(&ctx.stream, &od)?;
+    got.extend(download(&ctx.stream, &sd)?);
+    let mut all_want = want.clone();
+    all_want.extend(&want_state);
+    // ops/gated_delta/bound.rs: the recurrence's error never grows (the step is a contraction),
+    // derived for any summation order of the d-term dot products and expf/rsqrtf within a few
+    // ulp, which is what the kernel runs.
+    let cmp = Comparison::of(&got, &all_want, |i| if i < want.len() { bounds.out[i] } else { bounds.state[i - want.len()] });
+    let DeltaShape { k_heads, v_heads, head_dim } = shape;
+    ctx.record("gated_delta", &format!("k={k_heads} v={v_heads} d={head_dim} rows={rows} (out, state)"), cmp);
+    Ok(())
+}
+
+fn gated_rms_norm(ctx: &mut Ctx, heads: usize, d: usize) -> Result<(), VerifyError> {
+    let x = ctx.rng.activations(heads * d, 2.0);
+    let z: Vec<f32> = (0..heads * d).map(|_| ctx.rng.range(-8.0, 8.0)).collect();
+    let w: Vec<f32> = (0..d).map(|_| ctx.rng.range(0.5, 1.5)).collect();
+    let eps = 1e-6f32;
+    let mut want = vec![0.0f32; x.len()];
+    ops::gated_rms_norm::reference(&x, &z, &w, eps, &mut want)?;
+    let (xd, zd, wd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &z)?, upload(&ctx.stream, &w)?);
+    let mut yd = poisoned(&ctx.stream, x.len())?;
+    launch::gated_rms_norm::gated_rms_norm(ctx.gpu(), &xd, &zd, &wd, eps, heads, d, &mut yd)?;
+    let got = download(&ctx.stream, &yd)?;
+    // The sum of squares: d/32 sequential fmaf per lane and a 5-level shuffle tree, positive
+    // terms: (d/32 + 6)u relative; /d, +eps, rsqrtf (2 ulp): 4u more, halved with the rest under
+    // the square root; the products x·inv·w and ·silu: 3u; silu (expf 2 ulp, add, IEEE divide,
+    // product): 5u; the reference's rounding u. (d/32 + 20)u relative, doubled for second order,
+    // plus 2^-126 for silu's subnormal tail.
+    let rel = 2.0 * (d as f64 / 32.0 + 20.0) * U;
+    let cmp = Comparison::of(&got, &want, |i| rel * want[i].abs() as f64 + f32::MIN_POSITIVE as f64);
+    ctx.record("gated_rms_norm", &format!("heads={heads} d={d}"), cmp);
+    Ok(())
+}
+
+fn sigmoid_gate(ctx: &mut Ctx, len: usize) -> Result<(), VerifyError> {
+    let x = ctx.rng.activations(len, 4.0);
+    let mut g: Vec<f32> = (0..len).map(|_| ctx.rng.range(-20.0, 20.0)).collect();
+    // The tails: e^-|g| underflows (±120) and the exact midpoint.
+    for (i, v) in [120.0f32, -120.0, 0.0].into_iter().enumerate().take(len) {
+        g[i] = v;
+    }
+    let mut want = vec![0.0f32; len];
+    ops::sigmoid_gate::reference(&x, &g, &mut want)?;
+    let (xd, gd, mut yd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &g)?, poisoned(&ctx.stream, len)?);
+    launch::sigmoid_gate::sigmoid_gate(ctx.gpu(), &xd, &gd, len, &mut yd)?;
+    let got = download(&ctx.stream, &yd)?;
+    // expf (2 ulp), the add, the IEEE divide and the product: 5u, the e/(1+e) branch's numerator
+    // error cancels to first order against the denominator's; the reference's rounding u: 8u·|y|
+    // allowed, plus 2^-126 for the subnormal tail.
+    let cmp = Comparison::of(&got, &want, |i| 8.0 * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64);
+    ctx.record("sigmoid_gate", &format!("len={len}"), cmp);
+    Ok(())
+}
+
+/// `--bench` rows of the Qwen3.5 ops at Bonsai 2's shapes, inputs (and states) rotated beyond
+/// the L2 cache. Bytes are what each launch must move at least (the speed of light).
+pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
+    let mut rows = Vec::new();
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let gpu = || Gpu::new(lib, &stream);
+    // Hadamard: a decode row of each folded width, a pp512 chunk of the hidden width.
+    for (m, width, perm) in [(1usize, 5120usize, None), (1, 6144, Some(BONSAI2_V)), (1, 17408, None), (512, 5120, None)] {
+        let len = m * width;
+        let copies = copies_for(8 * len);
+        let signs = upload(&stream, &(0..width).map(|i| if i % 3 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
+        let xs = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::hadamard::hadamard(gpu(), &xs[i], &signs, width, 1024, false, perm, m, &mut ys[i])?))?;
+        let kind = if perm.is_some() { " tiled->grouped" } else { "" };
+        rows.push(row("hadamard", format!("m={m} W={width} n=1024{kind}"), secs, Some(8.0 * len as f64), None, copy_bw));
+    }
+    // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over a
+    // 64-row prefill chunk (rows run in sequence inside the kernel).
+    let (channels, kernel) = (BONSAI2_DELTA.conv_row_len(), 4);
+    for m in [1usize, 512] {
+        let bytes = 4 * channels * (2 * m + 2 * (kernel - 1));
+        let copies = copies_for(bytes);
+        let w = upload(&stream, &vec![0.25f32; channels * kernel])?;
+        let xs = (0..copies).map(|_| upload(&stream, &vec![0.5f32; m * channels])).collect::<Result<Vec<_>, _>>()?;
+        let mut states = (0..copies).map(|_| upload(&stream, &vec![0.5f32; channels * (kernel - 1)])).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, m * channels)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], m, channels, kernel, &mut ys[i])?))?;
+        rows.push(row("ssm_conv", format!("m={m} C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
+    }
+    for m in [1usize, 64] {
+        let shape = BONSAI2_DELTA;
+        let state_bytes = 4 * shape.state_len();
+        let bytes = 2 * state_bytes + 4 * m * (shape.conv_row_len() + shape.out_row_len() + 2 * shape.v_heads);
+        let copies = copies_for(bytes);
+        let conv = upload(&stream, &vec![0.1f32; m * shape.conv_row_len()])?;
+        let ab = upload(&stream, &vec![0.3f32; m * shape.v_heads])?;
+        let (sa, dt) = (upload(&stream, &vec![-1.0f32; shape.v_heads])?, upload(&stream, &vec![0.1f32; shape.v_heads])?);
+        let mut states = (0..copies).map(|_| upload(&stream, &vec![0.01f32; shape.state_len()])).collect::<Result<Vec<_>, _>>()?;
+        let mut outs = (0..copies).map(|_| poisoned(&stream, m * shape.out_row_len())).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let gates = DeltaGates { ssm_a: &sa, dt_bias: &dt };
+            Ok(launch::gated_delta::gated_delta(gpu(), shape, &conv, &ab, &ab, gates, m, &mut states[i], &mut outs[i])?)
+        })?;
+        rows.push(row("gated_delta", format!("m={m} k=16 v=48 d=128"), secs, Some(bytes as f64), None, copy_bw));
+    }
+    {
+        let (heads, d) = (BONSAI2_DELTA.v_heads, BONSAI2_DELTA.head_dim);
+        let len = heads * d;
+        let copies = copies_for(12 * len);
+        let w = upload(&stream, &vec![1.0f32; d])?;
+        let xs = (0..copies).map(|_| poisoned(&stream, 2 * len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let (x, z) = (xs[i].slice(..len), xs[i].slice(len..));
+            Ok(launch::gated_rms_norm::gated_rms_norm(gpu(), &x, &z, &w, 1e-6, heads, d, &mut ys[i])?)
+        })?;
+        rows.push(row("gated_rms_norm", format!("heads={heads} d={d}"), secs, Some(12.0 * len as f64), None, copy_bw));
+    }
+    {
+        let len = 6144;
+        let copies = copies_for(12 * len);
+        let xs = (0..copies).map(|_| poisoned(&stream, 2 * len)).collect::<Result<Vec<_>, _>>()?;
+        let mut ys = (0..copies).map(|_| poisoned(&stream, len)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let (x, g) = (xs[i].slice(..len), xs[i].slice(len..));
+            Ok(launch::sigmoid_gate::sigmoid_gate(gpu(), &x, &g, len, &mut ys[i])?)
+        })?;
+        rows.push(row("sigmoid_gate", format!("len={len}"), secs, Some(12.0 * len as f64), None, copy_bw));
+    }
+    Ok(rows)
+}
