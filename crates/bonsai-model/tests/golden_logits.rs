@@ -35,12 +35,13 @@
 //! element rounding to the neighbouring f16 value (see step 3), at 10% of f32_tol.
 //! The maxima are printed (`--nocapture`).
 
-use std::path::{Path, PathBuf};
 
 use bonsai_model::convert::{convert_checkpoint, to_f32, Checkpoint, OutputType};
 use bonsai_model::loader::{open_model, LoadedModel};
-use bonsai_model::{CpuBackend, LogitRows};
-use serde_json::Value;
+use bonsai_model::CpuBackend;
+
+mod common;
+use common::golden::{batched_logits, golden_dir, greedy, ids, max_abs, max_diff, read_json, read_logits, stepwise_logits};
 
 const GOLDEN: [(&str, OutputType); 2] = [("q1", OutputType::Q1_0), ("tq2", OutputType::Pq2_0)];
 /// f32 evaluation error of the whole forward, relative to the largest |logit| (derivation above).
@@ -48,43 +49,8 @@ const F32_REL_TOL: f64 = 1e-3;
 /// Multiplier on the exactly computed f16-cache effect (see the module doc).
 const CACHE_EFFECT_SLACK: f64 = 1.1;
 /// Bytes of one little-endian f32 in `logits.bin`.
-const F32_BYTES: usize = 4;
 /// Cache room beyond the prompt and the greedy continuation (none is needed; keeps a margin).
 const EXTRA_CTX: usize = 8;
-
-fn golden_dir(folder: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden").join(folder)
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("{}: {e} (run scripts/reference/make_golden.py)", path.display())
-    });
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn ids(meta: &Value, key: &str) -> Vec<u32> {
-    let list = meta[key].as_array().unwrap_or_else(|| panic!("meta.json lacks '{key}'"));
-    list.iter()
-        .map(|v| v.as_u64().unwrap_or_else(|| panic!("meta.json '{key}': {v}")) as u32)
-        .collect()
-}
-
-/// `logits.bin`: raw little-endian f32, row-major `[n_tokens, vocab]`.
-fn read_logits(path: &Path, n_tokens: usize, vocab: usize) -> Vec<Vec<f64>> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(
-        bytes.len(),
-        n_tokens * vocab * F32_BYTES,
-        "{}: size vs meta.json shape",
-        path.display()
-    );
-    let flat: Vec<f64> = bytes
-        .chunks_exact(F32_BYTES)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
-        .collect();
-    flat.chunks(vocab).map(<[f64]>::to_vec).collect()
-}
 
 /// Converts `tests/golden/<folder>` to a GGUF of type `ty` in a temp folder and loads it on the CPU backend.
 fn convert_and_load(folder: &str, ty: OutputType, ctx: usize) -> LoadedModel<CpuBackend> {
@@ -223,70 +189,13 @@ fn exact_logits(
     xs.iter().map(|x| matvec(&head, &rms_norm(x, &final_norm, eps))).collect()
 }
 
-/// All-row logits of one batched forward over `tokens`.
-fn batched_logits(loaded: &LoadedModel<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f64>> {
-    let model = &loaded.model;
-    let mut state = model.new_state(tokens.len(), true).expect("state");
-    model.forward_chunk(&mut state, tokens, LogitRows::All).expect("batched prefill");
-    (0..tokens.len()).map(|row| row_logits(loaded, &state, row)).collect()
-}
-
-fn row_logits(
-    loaded: &LoadedModel<CpuBackend>,
-    state: &bonsai_model::Qwen3State<CpuBackend>,
-    row: usize,
-) -> Vec<f64> {
-    let mut out = vec![0.0f32; loaded.model.config().vocab];
-    loaded.model.logits(state, row, &mut out).expect("logits");
-    assert!(out.iter().all(|v| v.is_finite()), "non-finite logit in row {row}");
-    out.into_iter().map(f64::from).collect()
-}
-
-/// Logits of each position from a token-by-token decode (batch of one).
-fn stepwise_logits(loaded: &LoadedModel<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f64>> {
-    let mut state = loaded.model.new_state(1, false).expect("state");
-    tokens
-        .iter()
-        .map(|&id| {
-            loaded.model.forward_chunk(&mut state, &[id], LogitRows::Last).expect("decode step");
-            row_logits(loaded, &state, 0)
-        })
-        .collect()
-}
-
-/// Greedy continuation of `n` tokens after `prompt`, argmax on the backend.
-fn greedy(loaded: &LoadedModel<CpuBackend>, prompt: &[u32], n: usize) -> Vec<u32> {
-    let model = &loaded.model;
-    let mut state = model.new_state(prompt.len(), false).expect("state");
-    model.prefill(&mut state, prompt).expect("prefill");
-    let mut out = Vec::with_capacity(n);
-    for step in 0..n {
-        out.push(model.argmax_to_next_token(&mut state).expect("argmax"));
-        if step + 1 < n {
-            model.forward_decode(&mut state).expect("decode");
-        }
-    }
-    out
-}
-
-fn max_abs(rows: &[Vec<f64>]) -> f64 {
-    rows.iter().flatten().fold(0.0, |m, v| m.max(v.abs()))
-}
-
-fn max_diff(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
-    a.iter()
-        .zip(b)
-        .flat_map(|(ra, rb)| ra.iter().zip(rb).map(|(x, y)| (x - y).abs()))
-        .fold(0.0, f64::max)
-}
-
 fn check_golden(folder: &str, ty: OutputType) {
     let dir = golden_dir(folder);
-    let meta = read_json(&dir.join("meta.json"));
+    let meta = read_json(&dir.join("meta.json"), "make_golden.py");
     let (prompt, expected_greedy) = (ids(&meta, "tokens"), ids(&meta, "greedy_new_tokens"));
     let loaded = convert_and_load(folder, ty, prompt.len() + expected_greedy.len() + EXTRA_CTX);
     let cfg = loaded.model.config().clone();
-    let reference = read_logits(&dir.join("logits.bin"), prompt.len(), cfg.vocab);
+    let reference = read_logits(&dir.join("logits.bin"), prompt.len(), cfg.vocab, 4);
 
     // 1. Batched prefill vs transformers, per logit, with the bound of the module doc.
     let engine = batched_logits(&loaded, &prompt);

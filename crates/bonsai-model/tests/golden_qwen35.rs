@@ -51,8 +51,11 @@ use std::path::{Path, PathBuf};
 use bonsai_gguf::{GgufFile, GgufWriter, MetaValue, TensorType, TwoBitLayout, ValueType};
 use bonsai_model::convert::{convert_checkpoint, OutputType};
 use bonsai_model::loader::{load_model, LoadedModel};
-use bonsai_model::{CpuBackend, LogitRows};
+use bonsai_model::CpuBackend;
 use serde_json::Value;
+
+mod common;
+use common::golden::{batched_logits, golden_dir, greedy, ids, max_abs, max_diff, read_json, read_logits, stepwise_logits};
 
 /// The 2-bit formats each golden is written in. PTQ1_0 joins this list when bonsai-gguf reads it
 /// (it holds the same ternary weights exactly).
@@ -70,27 +73,8 @@ const CACHE_EFFECT_SLACK: f64 = 1.1;
 /// Cache room beyond the prompt and the continuation.
 const EXTRA_CTX: usize = 8;
 
-fn golden_dir(variant: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden").join(format!("qwen35-{variant}"))
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/reference/make_golden_qwen35.py)", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn ids(meta: &Value, key: &str) -> Vec<u32> {
-    let list = meta[key].as_array().unwrap_or_else(|| panic!("meta.json lacks '{key}'"));
-    list.iter().map(|v| v.as_u64().unwrap_or_else(|| panic!("meta.json '{key}': {v}")) as u32).collect()
-}
-
-/// A float64 logits file: little-endian, row-major `[n_tokens, vocab]`.
-fn read_logits(path: &Path, n_tokens: usize, vocab: usize) -> Vec<Vec<f64>> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(bytes.len(), n_tokens * vocab * 8, "{}: size vs meta.json shape", path.display());
-    let flat: Vec<f64> = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
-    flat.chunks(vocab).map(<[f64]>::to_vec).collect()
+fn qwen35_dir(variant: &str) -> PathBuf {
+    golden_dir(&format!("qwen35-{variant}"))
 }
 
 /// The tensors of a safetensors file: name -> (dtype, shape, bytes).
@@ -237,64 +221,18 @@ fn load(dir: &Path, meta: &Value, (format, quant): (&str, TensorType), ctx: usiz
     load_model(&file, CpuBackend, Some(ctx)).unwrap_or_else(|e| panic!("loading {} as {}: {e}", dir.display(), quant.name()))
 }
 
-fn row_logits(loaded: &LoadedModel<CpuBackend>, state: &bonsai_model::Qwen3State<CpuBackend>, row: usize) -> Vec<f64> {
-    let mut out = vec![0.0f32; loaded.model.config().vocab];
-    loaded.model.logits(state, row, &mut out).expect("logits");
-    assert!(out.iter().all(|v| v.is_finite()), "non-finite logit in row {row}");
-    out.into_iter().map(f64::from).collect()
-}
-
-fn batched_logits(loaded: &LoadedModel<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f64>> {
-    let mut state = loaded.model.new_state(tokens.len(), true).expect("state");
-    loaded.model.forward_chunk(&mut state, tokens, LogitRows::All).expect("batched prefill");
-    (0..tokens.len()).map(|row| row_logits(loaded, &state, row)).collect()
-}
-
-fn stepwise_logits(loaded: &LoadedModel<CpuBackend>, tokens: &[u32]) -> Vec<Vec<f64>> {
-    let mut state = loaded.model.new_state(1, false).expect("state");
-    tokens
-        .iter()
-        .map(|&id| {
-            loaded.model.forward_chunk(&mut state, &[id], LogitRows::Last).expect("decode step");
-            row_logits(loaded, &state, 0)
-        })
-        .collect()
-}
-
-fn greedy(loaded: &LoadedModel<CpuBackend>, prompt: &[u32], n: usize) -> Vec<u32> {
-    let model = &loaded.model;
-    let mut state = model.new_state(prompt.len(), false).expect("state");
-    model.prefill(&mut state, prompt).expect("prefill");
-    let mut out = Vec::with_capacity(n);
-    for step in 0..n {
-        out.push(model.argmax_to_next_token(&mut state).expect("argmax"));
-        if step + 1 < n {
-            model.forward_decode(&mut state).expect("decode");
-        }
-    }
-    out
-}
-
-fn max_abs(rows: &[Vec<f64>]) -> f64 {
-    rows.iter().flatten().fold(0.0, |m, v| m.max(v.abs()))
-}
-
 fn rms(rows: &[Vec<f64>]) -> f64 {
     let n = rows.iter().map(Vec::len).sum::<usize>() as f64;
     (rows.iter().flatten().map(|v| v * v).sum::<f64>() / n).sqrt()
 }
 
-fn max_diff(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
-    a.iter().zip(b).flat_map(|(ra, rb)| ra.iter().zip(rb).map(|(x, y)| (x - y).abs())).fold(0.0, f64::max)
-}
-
 fn check_golden(variant: &str) {
-    let dir = golden_dir(variant);
-    let meta = read_json(&dir.join("meta.json"));
+    let dir = qwen35_dir(variant);
+    let meta = read_json(&dir.join("meta.json"), "make_golden_qwen35.py");
     let (prompt, expected_greedy) = (ids(&meta, "tokens"), ids(&meta, "greedy_new_tokens"));
     let vocab = meta["logits_shape"][1].as_u64().expect("logits_shape") as usize;
-    let reference = read_logits(&dir.join("logits.bin"), prompt.len(), vocab);
-    let reference_f16 = read_logits(&dir.join("logits_f16_cache.bin"), prompt.len(), vocab);
+    let reference = read_logits(&dir.join("logits.bin"), prompt.len(), vocab, 8);
+    let reference_f16 = read_logits(&dir.join("logits_f16_cache.bin"), prompt.len(), vocab, 8);
     let f32_tol = F32_REL_TOL * max_abs(&reference);
     let issue_tol = ISSUE_RMS_FRACTION * rms(&reference);
     let cache = max_diff(&reference_f16, &reference);
@@ -353,8 +291,8 @@ fn qwen35_hadamard_matches_transformers_float64() {
 
 /// The load error of the hadamard golden (PQ2_0) after `edit` of its metadata.
 fn load_error(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> String {
-    let dir = golden_dir("hadamard");
-    let mut meta = read_json(&dir.join("meta.json"));
+    let dir = qwen35_dir("hadamard");
+    let mut meta = read_json(&dir.join("meta.json"), "make_golden_qwen35.py");
     edit(meta["hadamard_metadata"].as_object_mut().expect("hadamard_metadata"));
     let bytes = gguf_bytes(&dir, &meta, FORMATS[0].1, &[]);
     let file = GgufFile::from_bytes(bytes).expect("read back");

@@ -2,6 +2,8 @@
 //! straight from SPEC §2 on dequantized weights (no cache, no fusion, no backend).
 #![allow(dead_code)]
 
+pub mod golden;
+
 use bonsai_kernels::QMatrix;
 use bonsai_model::synthetic::{Geometry, MemTensor, MemoryTensors};
 
