@@ -11,7 +11,10 @@ pub mod bandwidth;
 mod panel_gemm;
 mod q1_tile;
 mod q2_tile;
+pub mod pool;
 pub(crate) mod qgemm;
+#[cfg(test)]
+mod dispatch_bench;
 
 use std::sync::OnceLock;
 
