@@ -12,9 +12,12 @@
 //! Spinning only pays when every thread has a core of its own: with more threads than the
 //! process may run at once ([`std::thread::available_parallelism`]), a spinning thread takes the
 //! core a thread with work needs, so such a pool parks at once ([`Waiting::Park`]).
-//! The split is fixed by the item count and the thread count (balanced by items, in multiples of
-//! the op's SIMD tile), so each thread streams one contiguous block of weight rows and the
-//! per-item arithmetic is whatever the op's closure does for that item, independent of the split.
+//! The split is fixed by the item count and the thread count (one part per thread, balanced by
+//! items, in multiples of the op's SIMD tile), so each thread streams one contiguous block of
+//! weight rows, and the per-item arithmetic is whatever the op's closure does for that item,
+//! independent of the split. Which thread runs which part is not fixed: each thread (the caller
+//! first) claims the next unclaimed part from one atomic counter until none is left, so a worker
+//! the OS has not scheduled yet delays nothing (its part is taken by a thread that is running).
 //!
 //! A dispatch allocates nothing: the job lives on the caller's stack and the workers read it
 //! through a pointer published with the epoch. One dispatch runs at a time: concurrent callers
@@ -38,7 +41,7 @@ const SPIN: Duration = Duration::from_micros(50);
 /// How long a waiting thread keeps yielding before it parks (a parked worker costs the next
 /// dispatch a futex wake); yielding lets other threads (rayon's prefill, an oversubscribed
 /// machine) have the core meanwhile.
-const YIELD: Duration = Duration::from_millis(2);
+const YIELD: Duration = Duration::from_micros(500);
 /// Spin iterations between two clock reads while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 64;
 
@@ -147,8 +150,9 @@ impl Job<'_> {
     }
 }
 
-/// The word the workers wait on: a dispatch sequence number (high bits) and the dispatch's part
-/// count (low bits), so a worker without a part never reads the job, which may be gone by then.
+/// The words the workers wait on and claim parts from hold a dispatch sequence number (high bits)
+/// and a part count or index (low bits): a worker reads the job only after claiming a part of the
+/// dispatch it belongs to, while that dispatch waits for the part and so keeps its job alive.
 const PARTS_BITS: u32 = 20;
 const PARTS_MASK: u64 = (1 << PARTS_BITS) - 1;
 
@@ -157,7 +161,9 @@ struct Shared {
     epoch: AtomicU64,
     /// The latest dispatch's job (a `Job` on the caller's stack), valid while parts are running.
     job: AtomicPtr<Job<'static>>,
-    /// Worker parts of the current dispatch not finished yet.
+    /// `sequence << PARTS_BITS | next unclaimed part` of the latest dispatch.
+    claims: AtomicU64,
+    /// Parts of the current dispatch not finished yet.
     remaining: AtomicUsize,
     /// Set by a worker before it parks (the dispatcher unparks only those).
     worker_parked: Box<[AtomicBool]>,
@@ -228,6 +234,7 @@ impl Pool {
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
+            claims: AtomicU64::new(0),
             remaining: AtomicUsize::new(0),
             worker_parked: (0..threads).map(|_| AtomicBool::new(false)).collect(),
             caller_parked: AtomicBool::new(false),
@@ -237,11 +244,11 @@ impl Pool {
             shutdown: AtomicBool::new(false),
         });
         let mut pool = Pool { shared, workers: Vec::new(), dispatch: Mutex::new(()), sequence: AtomicU64::new(0) };
-        for part in 1..threads {
+        for index in 1..threads {
             let shared = Arc::clone(&pool.shared);
             let handle = thread::Builder::new()
-                .name(format!("bonsai-cpu-{part}"))
-                .spawn(move || worker_loop(&shared, part))?;
+                .name(format!("bonsai-cpu-{index}"))
+                .spawn(move || worker_loop(&shared, index))?;
             pool.workers.push((handle.thread().clone(), Some(handle)));
         }
         Ok(pool)
@@ -276,18 +283,24 @@ impl Pool {
         let _turn = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
         let shared = &*self.shared;
         let job = Job { body, n_items, split, parts };
-        shared.remaining.store(parts - 1, SeqCst);
-        // The pointer is only read by the workers with a part of this dispatch, all of which
+        let sequence = self.sequence.fetch_add(1, SeqCst) + 1;
+        shared.remaining.store(parts, SeqCst);
+        // The pointer is only read by threads that claimed a part of this dispatch, all of which
         // finish (the wait below) before `job` goes out of scope.
         shared.job.store(&job as *const Job<'_> as *mut Job<'static>, SeqCst);
-        let sequence = self.sequence.fetch_add(1, SeqCst) + 1;
+        shared.claims.store(sequence << PARTS_BITS, SeqCst);
         shared.epoch.store(sequence << PARTS_BITS | parts as u64, SeqCst);
-        for (part, (thread, _)) in self.workers.iter().enumerate().take(parts - 1).map(|(i, w)| (i + 1, w)) {
-            if shared.worker_parked[part].load(SeqCst) {
+        // Wake as many parked workers as there are parts besides the caller's first one (worker
+        // i waits on flag i + 1; flag 0 belongs to no thread).
+        for (i, (thread, _)) in self.workers.iter().enumerate().take(parts - 1) {
+            if shared.worker_parked[i + 1].load(SeqCst) {
                 thread.unpark();
             }
         }
-        job.run_part(0, shared);
+        while let Some(part) = claim(shared, sequence, parts) {
+            job.run_part(part, shared);
+            shared.remaining.fetch_sub(1, SeqCst);
+        }
         if shared.remaining.load(SeqCst) != 0 {
             *shared.caller.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread::current());
             wait_until(shared.waiting, &shared.caller_parked, || shared.remaining.load(SeqCst) == 0);
@@ -300,11 +313,27 @@ impl Pool {
     }
 }
 
-fn worker_loop(shared: &Shared, part: usize) {
+/// The next unclaimed part of dispatch `sequence` (of `parts`), now claimed by this thread; None
+/// when all are claimed or a newer dispatch has begun.
+fn claim(shared: &Shared, sequence: u64, parts: usize) -> Option<usize> {
+    let mut claims = shared.claims.load(SeqCst);
+    loop {
+        let next = (claims & PARTS_MASK) as usize;
+        if claims >> PARTS_BITS != sequence || next >= parts {
+            return None;
+        }
+        match shared.claims.compare_exchange_weak(claims, claims + 1, SeqCst, SeqCst) {
+            Ok(_) => return Some(next),
+            Err(now) => claims = now,
+        }
+    }
+}
+
+fn worker_loop(shared: &Shared, index: usize) {
     let mut seen_sequence = 0u64;
     loop {
         let mut word = 0;
-        wait_until(shared.waiting, &shared.worker_parked[part], || {
+        wait_until(shared.waiting, &shared.worker_parked[index], || {
             word = shared.epoch.load(SeqCst);
             word >> PARTS_BITS != seen_sequence || shared.shutdown.load(SeqCst)
         });
@@ -312,16 +341,17 @@ fn worker_loop(shared: &Shared, part: usize) {
             return;
         }
         seen_sequence = word >> PARTS_BITS;
-        if part >= (word & PARTS_MASK) as usize {
-            continue;
-        }
-        // SAFETY: this worker has a part of dispatch `seen_sequence`, so the dispatcher is
-        // waiting for it and the job it published before the epoch is alive until the decrement.
-        let job = unsafe { &*shared.job.load(SeqCst) };
-        job.run_part(part, shared);
-        if shared.remaining.fetch_sub(1, SeqCst) == 1 && shared.caller_parked.load(SeqCst) {
-            if let Some(caller) = shared.caller.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                caller.unpark();
+        let parts = (word & PARTS_MASK) as usize;
+        while let Some(part) = claim(shared, seen_sequence, parts) {
+            // SAFETY: this thread claimed a part of dispatch `seen_sequence`, so the dispatcher
+            // waits for it, and the job it published before the claim counter is alive until
+            // the decrement below.
+            let job = unsafe { &*shared.job.load(SeqCst) };
+            job.run_part(part, shared);
+            if shared.remaining.fetch_sub(1, SeqCst) == 1 && shared.caller_parked.load(SeqCst) {
+                if let Some(caller) = shared.caller.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    caller.unpark();
+                }
             }
         }
     }
