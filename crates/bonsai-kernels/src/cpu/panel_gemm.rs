@@ -34,8 +34,8 @@ pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
     let k = w.cols();
     let writer = DisjointWriter::new(out);
     let n_tasks = n_out.div_ceil(PANEL_COLS);
-    // Whole tasks per pool thread (a static split of the tasks, as many per thread as balance
-    // allows), so no thread pool besides the decode one runs during a forward.
+    // Contiguous whole tasks per pool thread: the decode ops run on that pool too, and a second
+    // set of threads (rayon's) would compete with its waiting workers for the cores.
     pool::for_each_part(n_tasks, Split::new(1, 1), &|tasks| tasks.for_each(|task| {
         let col_begin = task * PANEL_COLS;
         let n_cols = PANEL_COLS.min(n_out - col_begin);

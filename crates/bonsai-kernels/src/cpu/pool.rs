@@ -74,6 +74,9 @@ pub struct Split {
     /// No part gets fewer items than this unless there is only one part: below it a thread
     /// costs more than its share of the work.
     min_items_per_part: usize,
+    /// Parts per thread: 1 for items of equal cost; more when the cost varies along the items
+    /// (the threads then balance it by claiming parts as they finish).
+    parts_per_thread: usize,
 }
 
 impl Split {
@@ -81,13 +84,19 @@ impl Split {
     pub const fn new(align: usize, min_items_per_part: usize) -> Self {
         let align = if align == 0 { 1 } else { align };
         let min_items_per_part = if min_items_per_part == 0 { 1 } else { min_items_per_part };
-        Self { align, min_items_per_part }
+        Self { align, min_items_per_part, parts_per_thread: 1 }
+    }
+
+    /// This split with `parts_per_thread` parts per thread (at least 1).
+    pub const fn parts_per_thread(self, parts_per_thread: usize) -> Self {
+        let parts_per_thread = if parts_per_thread == 0 { 1 } else { parts_per_thread };
+        Self { parts_per_thread, ..self }
     }
 
     /// The number of parts `n_items` items are split into on `threads` threads.
     fn parts(self, n_items: usize, threads: usize) -> usize {
         let units = n_items.div_ceil(self.align);
-        threads.min(units).min(n_items / self.min_items_per_part).max(1)
+        threads.saturating_mul(self.parts_per_thread).min(units).min(n_items / self.min_items_per_part).max(1)
     }
 
     /// Items of part `part` of `parts`: whole aligned units, balanced to within one unit.
@@ -230,7 +239,7 @@ impl Pool {
 
     /// [`Pool::new`] with an explicit way of waiting.
     pub fn with_waiting(threads: usize, waiting: Waiting) -> std::io::Result<Self> {
-        let threads = threads.clamp(1, PARTS_MASK as usize);
+        let threads = threads.clamp(1, 1 << 12);
         let shared = Arc::new(Shared {
             epoch: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
@@ -275,7 +284,7 @@ impl Pool {
         if n_items == 0 {
             return Ok(());
         }
-        let parts = split.parts(n_items, self.threads());
+        let parts = split.parts(n_items, self.threads()).min(PARTS_MASK as usize);
         if parts == 1 || IN_DISPATCH.get() {
             return catch_unwind(AssertUnwindSafe(|| body(0..n_items)))
                 .map_err(|payload| WorkerPanic { message: panic_message(payload.as_ref()) });

@@ -27,8 +27,8 @@ fn every_item_is_visited_exactly_once() {
         let pool = Pool::with_waiting(threads, waiting).expect("spawn");
         assert_eq!(pool.threads(), threads);
         for n_items in [0, 1, 2, 7, 8, 9, 63, 64, 65, 100, 1000, 2048, 4099, 151_936] {
-            for (align, min_items) in [(1, 1), (8, 1), (4, 64), (8, 64), (64, 1), (16, 1 << 14)] {
-                let split = Split::new(align, min_items);
+            for (align, min_items, per_thread) in [(1, 1, 1), (8, 1, 1), (4, 64, 1), (8, 64, 1), (64, 1, 1), (16, 1 << 14, 1), (1, 1, 4), (8, 2, 3)] {
+                let split = Split::new(align, min_items).parts_per_thread(per_thread);
                 let (counts, ranges) = visit(&pool, n_items, split);
                 assert!(
                     counts.iter().all(|&c| c == 1),
@@ -49,7 +49,7 @@ fn every_item_is_visited_exactly_once() {
                 let (lo, hi) = (units.iter().min().unwrap(), units.iter().max().unwrap());
                 assert!(hi - lo <= 1, "{threads} threads, {n_items} items: unbalanced units {units:?}");
                 // As many parts as the thread count, the units and the minimum allow.
-                let want_parts = threads.min(n_items.div_ceil(align)).min(n_items / min_items).max(1);
+                let want_parts = (threads * per_thread).min(n_items.div_ceil(align)).min(n_items / min_items).max(1);
                 assert_eq!(parts, want_parts, "{threads} threads, {n_items} items, align {align}, min {min_items}");
             }
         }

@@ -1,5 +1,5 @@
-//! Fast CPU version: the CPU pool over (token, kv head) tasks; the query heads of one GQA group share each
-//! converted k/v row. Two passes over the cache (scores, then the weighted v sum) instead of an
+//! Fast CPU version: the CPU pool over (token, kv head) tasks; the query heads of one GQA group
+//! share each converted k/v row. Two passes over the cache (scores, then the weighted v sum) instead of an
 //! online softmax: the score buffer is only (group)·(p + 1) floats, and every exp runs once.
 
 use super::check_shapes;
@@ -20,8 +20,9 @@ pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: 
     let hd = shape.head_dim;
     let group = shape.group_size();
     // A task reads up to (pos0 + m)·hd cached values from each of K and V: few positions make
-    // several tasks one thread's work.
-    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(2 * (pos0 + m) * hd));
+    // several tasks one thread's work. A task's cost grows with its token's position (causal),
+    // so prefill is cut into several parts per thread, which the threads claim as they finish.
+    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(2 * (pos0 + m) * hd)).parts_per_thread(8);
     // Query heads g·group .. (g + 1)·group are contiguous in q and in out.
     pool::for_each_rows_mut(out, group * hd, split, &|tasks, out_groups| {
         for (task, out_group) in tasks.zip(out_groups.chunks_exact_mut(group * hd)) {
