@@ -110,7 +110,8 @@ fn bits(v: &[f32]) -> impl Iterator<Item = u32> + '_ {
 fn parallel_ops_fingerprint() {
     let mut rng = TestRng::new("parallel_ops_fingerprint");
     let mut lines = Vec::new();
-    for (n, k, m) in [(4096, 2048, 1), (1000, 512, 1), (2048, 6144, 1), (777, 256, 3), (4096, 1024, 7), (512, 384, 20)] {
+    let shapes = [(4096, 2048, 1), (1000, 512, 1), (2048, 6144, 1), (777, 256, 3), (4096, 1024, 7), (512, 384, 20)];
+    for (n, k, m) in shapes {
         let x = rng.vec(m * k, -1.0, 1.0);
         let y0 = rng.vec(m * n, -1.0, 1.0);
         let w1 = rng.q1_matrix(n, k);
@@ -161,7 +162,8 @@ fn parallel_ops_fingerprint() {
         let q_norm = rng.vec(hd, 0.5, 1.5);
         let k_norm = rng.vec(hd, 0.5, 1.5);
         let mut qkv = rng.vec(m * shape.qkv_row_len(), -1.0, 1.0);
-        let params = qk_norm_rope::Params { shape, q_norm: &q_norm[..], k_norm: &k_norm[..], eps: 1e-6, rope: &rope };
+        let (q_norm, k_norm) = (&q_norm[..], &k_norm[..]);
+        let params = qk_norm_rope::Params { shape, q_norm, k_norm, eps: 1e-6, rope: &rope };
         qk_norm_rope::cpu(params, &mut qkv, m, pos0).expect("qk_norm_rope");
         lines.push(format!("qk_norm_rope {shape:?} m{m}: {:016x}", fingerprint(bits(&qkv))));
         let plane = shape.n_kv * max_seq * hd;

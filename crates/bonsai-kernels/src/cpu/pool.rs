@@ -1,11 +1,11 @@
-//! A persistent CPU worker pool for the ops of a decode step: one dispatch per op, a static
-//! contiguous split of the op's items (output rows) over the threads, the calling thread working
-//! too.
+//! A persistent CPU worker pool for the ops of a model forward (decode and prefill): one dispatch
+//! per op, a static contiguous split of the op's items (output rows) over the threads, the
+//! calling thread working too.
 //!
 //! Why not rayon for these ops: a decode token runs ~200 small parallel loops (each GEMV streams
 //! 0.6-4 MB). rayon's fork-join from a thread outside its pool injects the job, wakes a sleeping
 //! worker, lets the work spread by stealing (one wake-up per thread) and puts the caller to sleep
-//! on a latch, so every op pays several futex round trips that grow with the thread count. Here
+//! on a latch, so every op pays several futex round trips besides its work. Here
 //! the workers wait on one atomic word: they spin on it for [`SPIN`], then yield the core until
 //! [`YIELD`] has passed, and only then park; a dispatch writes the word and unparks only the
 //! workers that have parked. Completion is one atomic counter the caller waits on the same way.
@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 /// serial gap between two ops of a decode step, so a warm worker sees the next op at once.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long a waiting thread keeps yielding before it parks (a parked worker costs the next
-/// dispatch a futex wake); yielding lets other threads (rayon's prefill, an oversubscribed
-/// machine) have the core meanwhile.
+/// dispatch a futex wake); yielding lets other threads (rayon's image ops, other processes)
+/// have the core meanwhile.
 const YIELD: Duration = Duration::from_micros(500);
 /// Spin iterations between two clock reads while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 64;
@@ -252,7 +252,8 @@ impl Pool {
             panic: Mutex::new(None),
             shutdown: AtomicBool::new(false),
         });
-        let mut pool = Pool { shared, workers: Vec::new(), dispatch: Mutex::new(()), sequence: AtomicU64::new(0) };
+        let mut pool =
+            Pool { shared, workers: Vec::new(), dispatch: Mutex::new(()), sequence: AtomicU64::new(0) };
         for index in 1..threads {
             let shared = Arc::clone(&pool.shared);
             let handle = thread::Builder::new()
