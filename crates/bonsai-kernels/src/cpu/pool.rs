@@ -37,11 +37,11 @@ use std::time::{Duration, Instant};
 
 /// How long a waiting thread spins on the atomic word before yielding the core: longer than the
 /// serial gap between two ops of a decode step, so a warm worker sees the next op at once.
-const SPIN: Duration = Duration::from_micros(50);
+const SPIN: Duration = Duration::from_micros(20);
 /// How long a waiting thread keeps yielding before it parks (a parked worker costs the next
 /// dispatch a futex wake); yielding lets other threads (rayon's image ops, other processes)
 /// have the core meanwhile.
-const YIELD: Duration = Duration::from_micros(500);
+const YIELD: Duration = Duration::from_micros(100);
 /// Spin iterations between two clock reads while spinning.
 const SPINS_PER_CLOCK_READ: u32 = 64;
 
