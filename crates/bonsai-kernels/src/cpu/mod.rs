@@ -1,9 +1,11 @@
 //! Shared CPU machinery: run-time SIMD selection, the tiled quantized matmul engine that
-//! `matmul_*` and `gate_up_swiglu_*` share, and a writer for disjoint parallel output.
+//! `matmul_*` and `gate_up_swiglu_*` share, the worker pool they run on, and a writer for
+//! disjoint parallel output.
 //!
-//! Threads come from rayon's global pool. SIMD is chosen once per process with
-//! `is_x86_feature_detected!` (AVX-512, else AVX2 + FMA); every SIMD path has a scalar twin, and
-//! tests run every level the machine has ([`available_levels`]).
+//! The ops of a model forward (GEMV/GEMM, norms, attention, ...) run on the persistent pool of
+//! [`pool`] (as many threads as rayon's global pool); the image ops still use rayon. SIMD is
+//! chosen once per process with `is_x86_feature_detected!` (AVX-512, else AVX2 + FMA); every SIMD
+//! path has a scalar twin, and tests run every level the machine has ([`available_levels`]).
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -11,7 +13,10 @@ pub mod bandwidth;
 mod panel_gemm;
 mod q1_tile;
 mod q2_tile;
+pub mod pool;
 pub(crate) mod qgemm;
+#[cfg(test)]
+mod dispatch_bench;
 
 use std::sync::OnceLock;
 

@@ -12,8 +12,8 @@
 //! task-local buffer across chunks: within γ_K·Σ|W·x| of the exact sum.
 
 use super::qgemm::{silu_mul, Epilogue, Job, QuantRows};
+use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
-use rayon::prelude::*;
 
 /// Output columns per task (the weight rows it packs: this many, or twice for SwiGLU).
 const PANEL_COLS: usize = 64;
@@ -34,7 +34,9 @@ pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
     let k = w.cols();
     let writer = DisjointWriter::new(out);
     let n_tasks = n_out.div_ceil(PANEL_COLS);
-    (0..n_tasks).into_par_iter().for_each(|task| {
+    // Contiguous whole tasks per pool thread: the decode ops run on that pool too, and a second
+    // set of threads (rayon's) would compete with its waiting workers for the cores.
+    pool::for_each_part(n_tasks, Split::new(1, 1), &|tasks| tasks.for_each(|task| {
         let col_begin = task * PANEL_COLS;
         let n_cols = PANEL_COLS.min(n_out - col_begin);
         // Task row i: output column col_begin + i % n_cols, weight set i / n_cols (gate, up).
@@ -76,7 +78,7 @@ pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
             for c in 0..n_cols {
                 let idx = tok * n_out + col_begin + c;
                 // SAFETY: this task alone owns output columns col_begin..col_begin + n_cols
-                // (tasks partition 0..n_out); `out` outlives the parallel loop.
+                // (tasks partition 0..n_out); `out` outlives the dispatch.
                 let slot = unsafe { writer.slot(idx) };
                 match epilogue {
                     Epilogue::Store(store) => store.apply(slot, sums[c]),
@@ -84,7 +86,7 @@ pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
                 }
             }
         }
-    });
+    }));
 }
 
 /// `tile[t][j] += Σ_kk xs[t][kk] · panel[kk·NR + j]`.

@@ -1,20 +1,23 @@
 //! The tiled quantized matmul engine behind `matmul_q1/q2` and `gate_up_swiglu_q1/q2`.
 //!
-//! Work is split into tasks of [`COLS_PER_TASK`] output columns (rayon). Inside a task, a tile
-//! of `R` weight rows x `T` tokens is computed by one micro kernel call that decodes each 8-weight
+//! The few-token path splits the output columns into one contiguous block per thread of the
+//! persistent CPU pool ([`super::pool`]): a decode step runs ~200 of these GEMVs of a few MB
+//! each, so the per-call dispatch cost matters as much as the streaming. Inside a block, a tile of
+//! `R` weight rows x `T` tokens is computed by one micro kernel call that decodes each 8-weight
 //! group once and reuses it for all `T` tokens, so prefill (M > 1) reads each weight once per token
 //! tile from L1/L2 instead of once per token; decode (M = 1) streams weights with `R` independent
 //! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
 //! results are discarded. From [`PANEL_MIN_M`] tokens on, `panel_gemm` takes over (weights
 //! dequantized once per panel, f32 register-tiled GEMM).
 
+use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
 use crate::ops::Store;
-use rayon::prelude::*;
 
-/// Output columns one rayon task computes (for all tokens): small enough to balance 6144 columns
-/// over many cores, large enough that task overhead is negligible.
-const COLS_PER_TASK: usize = 64;
+/// Fewest output columns a pool thread computes: 64 rows of a K = 2048 Q1 matrix are 18 KB of
+/// weights (about a microsecond of streaming), below which waking another thread costs more
+/// than it saves.
+const MIN_COLS_PER_PART: usize = 64;
 /// From this many tokens on, dequantizing weight panels once and running an f32 register-tiled
 /// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile.
 pub(crate) const PANEL_MIN_M: usize = 16;
@@ -158,10 +161,10 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
     let cols_per_tile = R / per_out;
     let k = w.cols();
     let writer = DisjointWriter::new(out);
-    let n_tasks = n_out.div_ceil(COLS_PER_TASK);
-    (0..n_tasks).into_par_iter().for_each(|task| {
-        let col_begin = task * COLS_PER_TASK;
-        let col_end = (col_begin + COLS_PER_TASK).min(n_out);
+    // Part boundaries on the tile width keep every tile inside one part: the same tiles at any
+    // thread count.
+    pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART), &|cols| {
+        let (col_begin, col_end) = (cols.start, cols.end);
         for tok0 in (0..m).step_by(T) {
             let xs: [&[f32]; T] = std::array::from_fn(|t| {
                 let tok = (tok0 + t).min(m - 1);
@@ -177,9 +180,9 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
                 for t in 0..T.min(m - tok0) {
                     for c in 0..cols_per_tile.min(col_end - col0) {
                         let idx = (tok0 + t) * n_out + col0 + c;
-                        // SAFETY: this task alone owns output columns col_begin..col_end
-                        // (tasks partition 0..n_out), so idx is touched by no other thread; `out`
-                        // outlives the parallel loop.
+                        // SAFETY: this part alone owns output columns col_begin..col_end
+                        // (the parts partition 0..n_out), so idx is touched by no other thread;
+                        // `out` outlives the dispatch.
                         let slot = unsafe { writer.slot(idx) };
                         match epilogue {
                             Epilogue::Store(store) => store.apply(slot, dots[c][t]),

@@ -1,6 +1,6 @@
-//! The CPU backend: host vectors and the `cpu` versions of the kernels (rayon threads + run-time
-//! SIMD). Handles are plain host memory; the position is a host integer behind the same API the
-//! CUDA backend implements with device memory.
+//! The CPU backend: host vectors and the `cpu` versions of the kernels (the kernels' persistent
+//! CPU pool + run-time SIMD). Handles are plain host memory; the position is a host integer behind
+//! the same API the CUDA backend implements with device memory.
 
 use bonsai_kernels::cpu::{bandwidth, simd_level};
 use bonsai_kernels::ops::{

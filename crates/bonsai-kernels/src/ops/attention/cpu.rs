@@ -1,12 +1,12 @@
-//! Fast CPU version: rayon over (token, kv head); the query heads of one GQA group share each
-//! converted k/v row. Two passes over the cache (scores, then the weighted v sum) instead of an
+//! Fast CPU version: the CPU pool over (token, kv head) tasks; the query heads of one GQA group
+//! share each converted k/v row. Two passes over the cache (scores, then the weighted v sum) instead of an
 //! online softmax: the score buffer is only (group)·(p + 1) floats, and every exp runs once.
 
 use super::check_shapes;
+use crate::cpu::pool::{self, Split};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel, LANES};
 use crate::ops::{KvCache, OpError, QkvRows};
 use half::{f16, slice::HalfFloatSliceExt};
-use rayon::prelude::*;
 
 pub fn cpu(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
     cpu_at(simd_level(), rows, cache, out)
@@ -15,20 +15,26 @@ pub fn cpu(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result
 /// [`cpu`] at an explicit SIMD level.
 pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
     check_shapes(&rows, &cache, out)?;
-    let QkvRows { qkv, shape, pos0, .. } = rows;
+    let QkvRows { qkv, m, shape, pos0 } = rows;
     let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape.head_dim;
     let group = shape.group_size();
+    // A task reads up to (pos0 + m)·hd cached values from each of K and V: few positions make
+    // several tasks one thread's work. A task's cost grows with its token's position (causal),
+    // so prefill is cut into several parts per thread, which the threads claim as they finish.
+    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(2 * (pos0 + m) * hd)).parts_per_thread(8);
     // Query heads g·group .. (g + 1)·group are contiguous in q and in out.
-    out.par_chunks_mut(group * hd).enumerate().for_each(|(task, out_group)| {
-        let (i, g) = (task / shape.n_kv, task % shape.n_kv);
-        let n_pos = pos0 + i + 1;
-        let q = &qkv[i * shape.qkv_row_len() + g * group * hd..][..group * hd];
-        let plane = g * max_seq * hd;
-        let k_rows = &k_cache[plane..plane + n_pos * hd];
-        let v_rows = &v_cache[plane..plane + n_pos * hd];
-        let mut scratch = Scratch::new(group, n_pos, hd);
-        attend_group(level, q, k_rows, v_rows, hd, &mut scratch, out_group);
+    pool::for_each_rows_mut(out, group * hd, split, &|tasks, out_groups| {
+        for (task, out_group) in tasks.zip(out_groups.chunks_exact_mut(group * hd)) {
+            let (i, g) = (task / shape.n_kv, task % shape.n_kv);
+            let n_pos = pos0 + i + 1;
+            let q = &qkv[i * shape.qkv_row_len() + g * group * hd..][..group * hd];
+            let plane = g * max_seq * hd;
+            let k_rows = &k_cache[plane..plane + n_pos * hd];
+            let v_rows = &v_cache[plane..plane + n_pos * hd];
+            let mut scratch = Scratch::new(group, n_pos, hd);
+            attend_group(level, q, k_rows, v_rows, hd, &mut scratch, out_group);
+        }
     });
     Ok(())
 }

@@ -1,11 +1,11 @@
-//! Fast CPU version: rayon over tokens; per head the `rms_norm` row kernel into a stack buffer,
+//! Fast CPU version: the CPU pool over tokens; per head the `rms_norm` row kernel into a stack buffer,
 //! then the rotation (AVX2 copy at run time).
 
 use super::Params;
+use crate::cpu::pool::{self, Split};
 use crate::cpu::{simd_level, simd_variants, SimdLevel};
 use crate::ops::rms_norm::normalize_row_generic;
 use crate::ops::OpError;
-use rayon::prelude::*;
 
 pub fn cpu(p: Params<'_>, qkv: &mut [f32], m: usize, pos0: usize) -> Result<(), OpError> {
     cpu_at(simd_level(), p, qkv, m, pos0)
@@ -20,12 +20,16 @@ pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: 
     }
     let hd = shape.head_dim;
     let qk_len = (shape.n_q + shape.n_kv) * hd;
-    qkv.par_chunks_mut(shape.qkv_row_len()).enumerate().for_each(|(i, row)| {
-        let (cos, sin) = rope.row(pos0 + i);
+    let row_len = shape.qkv_row_len();
+    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(qk_len));
+    pool::for_each_rows_mut(&mut qkv[..m * row_len], row_len, split, &|tokens, rows| {
         let mut normed = vec![0.0f32; hd];
-        for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
-            let weight = if h < shape.n_q { q_norm } else { k_norm };
-            norm_rotate_head(level, head, rot_dims, weight, eps, cos, sin, &mut normed);
+        for (i, row) in tokens.zip(rows.chunks_exact_mut(row_len)) {
+            let (cos, sin) = rope.row(pos0 + i);
+            for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
+                let weight = if h < shape.n_q { q_norm } else { k_norm };
+                norm_rotate_head(level, head, rot_dims, weight, eps, cos, sin, &mut normed);
+            }
         }
     });
     Ok(())

@@ -1,12 +1,12 @@
-//! Fast CPU version: rayon over chunks, each chunk a vectorised add (AVX2 copy at run time).
+//! Fast CPU version: the CPU pool over contiguous element ranges, each a vectorised add (AVX2 copy at run time).
 
 use super::OP;
 use crate::cpu::{simd_level, simd_variants, SimdLevel};
+use crate::cpu::pool::{self, Split};
 use crate::ops::{check_len, OpError};
-use rayon::prelude::*;
 
-/// Elements per rayon task: below this, threading costs more than the add.
-const CHUNK: usize = 1 << 14;
+/// Part boundaries fall on whole 512-bit vectors.
+const ALIGN: usize = 16;
 
 pub fn cpu(a: &mut [f32], b: &[f32]) -> Result<(), OpError> {
     cpu_at(simd_level(), a, b)
@@ -15,7 +15,9 @@ pub fn cpu(a: &mut [f32], b: &[f32]) -> Result<(), OpError> {
 /// [`cpu`] at an explicit SIMD level.
 pub fn cpu_at(level: SimdLevel, a: &mut [f32], b: &[f32]) -> Result<(), OpError> {
     check_len(OP, "b", a.len(), b.len())?;
-    a.par_chunks_mut(CHUNK).zip(b.par_chunks(CHUNK)).for_each(|(ca, cb)| add_chunk(level, ca, cb));
+    pool::for_each_rows_mut(a, 1, Split::new(ALIGN, pool::MIN_ELEMENTS_PER_PART), &|range, a_part| {
+        add_chunk(level, a_part, &b[range]);
+    });
     Ok(())
 }
 

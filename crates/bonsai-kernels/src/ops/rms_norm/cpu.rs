@@ -1,10 +1,10 @@
-//! Fast CPU version: rayon over rows; 8-lane sum of squares and a scaled multiply per row
+//! Fast CPU version: the CPU pool over rows; 8-lane sum of squares and a scaled multiply per row
 //! (AVX2 copy at run time).
 
 use super::check_shapes;
+use crate::cpu::pool::{self, Split};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel};
 use crate::ops::OpError;
-use rayon::prelude::*;
 
 pub fn cpu(x: &[f32], weight: &[f32], eps: f32, y: &mut [f32]) -> Result<(), OpError> {
     cpu_at(simd_level(), x, weight, eps, y)
@@ -20,9 +20,12 @@ pub fn cpu_at(
 ) -> Result<(), OpError> {
     check_shapes(x, weight, y)?;
     let n = weight.len();
-    y.par_chunks_mut(n)
-        .zip(x.par_chunks(n))
-        .for_each(|(yr, xr)| normalize_row(level, xr, weight, eps, yr));
+    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(n));
+    pool::for_each_rows_mut(y, n, split, &|rows, y_rows| {
+        for (yr, xr) in y_rows.chunks_exact_mut(n).zip(x[rows.start * n..rows.end * n].chunks_exact(n)) {
+            normalize_row(level, xr, weight, eps, yr);
+        }
+    });
     Ok(())
 }
 

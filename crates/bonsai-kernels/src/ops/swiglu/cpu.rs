@@ -1,10 +1,10 @@
-//! Fast CPU version: rayon over rows; the same f32 epilogue the fused matmul uses.
+//! Fast CPU version: the CPU pool over rows; the same f32 epilogue the fused matmul uses.
 
 use super::check_shapes;
 use crate::cpu::qgemm::silu_mul;
 use crate::cpu::{simd_level, simd_variants, SimdLevel};
+use crate::cpu::pool::{self, Split};
 use crate::ops::OpError;
-use rayon::prelude::*;
 
 pub fn cpu(gate_up: &[f32], m: usize, out: &mut [f32]) -> Result<(), OpError> {
     cpu_at(simd_level(), gate_up, m, out)
@@ -16,9 +16,13 @@ pub fn cpu_at(level: SimdLevel, gate_up: &[f32], m: usize, out: &mut [f32]) -> R
     if f_len == 0 {
         return Ok(());
     }
-    out.par_chunks_mut(f_len)
-        .zip(gate_up.par_chunks(2 * f_len))
-        .for_each(|(o, gu)| swiglu_row(level, gu, o));
+    let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(f_len));
+    pool::for_each_rows_mut(out, f_len, split, &|rows, out_rows| {
+        let gate_up_rows = &gate_up[rows.start * 2 * f_len..rows.end * 2 * f_len];
+        for (o, gu) in out_rows.chunks_exact_mut(f_len).zip(gate_up_rows.chunks_exact(2 * f_len)) {
+            swiglu_row(level, gu, o);
+        }
+    });
     Ok(())
 }
 
