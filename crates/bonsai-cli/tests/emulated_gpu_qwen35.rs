@@ -28,6 +28,8 @@ const REQUIRE_NVRTC_ENV: &str = "BONSAI_REQUIRE_NVRTC";
 const GOLDEN_CHECK_STEPS: usize = 32;
 /// Greedy steps `check` compares on the synthetic model.
 const SYNTHETIC_CHECK_STEPS: &str = "16";
+/// A prompt of more rows than one ssm_conv launch takes (and than a one-launch GEMV batch).
+const LONG_PROMPT_LEN: usize = 70;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -99,6 +101,14 @@ fn check_on_qwen35_tiny_agrees_with_the_cpu_emulated() {
     }
     let out = emulated(&["check", "--synthetic", "qwen35-tiny", "-n", SYNTHETIC_CHECK_STEPS]).output().expect("run scripts/emu.sh");
     assert_check_passed(&out, SYNTHETIC_CHECK_STEPS, "qwen35-tiny");
+    // A prompt longer than ssm_conv's one-launch limit: the prefill conv runs in row chunks and
+    // a second launch moves the state.
+    let long = LONG_PROMPT_LEN.max(bonsai_kernels::launch::ssm_conv::ROWS_PER_CHUNK + 1);
+    let vocab = bonsai_model::synthetic::qwen35_tiny_config(0).vocab;
+    let prompt: Vec<String> = (0..long).map(|i| ((i * 37 + 11) % vocab).to_string()).collect();
+    let args = ["check", "--synthetic", "qwen35-tiny", "-n", SYNTHETIC_CHECK_STEPS, "--prompt-tokens", &prompt.join(",")];
+    let out = emulated(&args).output().expect("run scripts/emu.sh");
+    assert_check_passed(&out, SYNTHETIC_CHECK_STEPS, "qwen35-tiny, long prompt");
 }
 
 /// A decode step of qwen35-tiny is one captured graph whose hybrid ops run their own kernels
