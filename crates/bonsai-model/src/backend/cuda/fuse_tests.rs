@@ -146,3 +146,43 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     // Each step knows the op it starts at.
     assert_eq!(s[1].1, 1);
 }
+
+/// The hybrid (qwen35) ops: a norm whose output a hybrid op reads later (the DeltaNet gate
+/// projections read xn after the mixer's projection) keeps writing it, also when the reader is
+/// the DeltaNet core's third input; the hybrid ops run as themselves, and a matmul of a
+/// Hadamard-rotated input runs as a plain matmul (its activation has no planes buffer).
+#[test]
+fn hybrid_reads_keep_norm_outputs_and_hybrid_ops_run_unfused() {
+    let all = |_: MatrixId| true;
+    let fits = |_: MatrixId, _: bool| true;
+    let rope = |_: MatrixId| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let (norm, signs, w, alpha_w, beta_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2), VectorId(3));
+    let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
+    let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
+    let rot_matmul = Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite };
+    let delta = Op::GatedDelta { conv: Act::Conv, alpha: Act::Alpha, beta: Act::Beta, ssm_a, dt_bias, slot: 0, out: Act::Delta };
+    for rows in [vec![1], vec![4]] {
+        // norm -> matmul, then an f32 matmul of the same normed row.
+        let mut program = crate::program::Program::new(dims(), rows.clone());
+        program.ops = vec![
+            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
+            Op::Matmul { w, x: Act::Xn, y: Act::Qkv, store: Store::Overwrite },
+            Op::MatmulF32 { w: alpha_w, n: 8, k: 256, x: Act::Xn, y: Act::Alpha },
+        ];
+        let s = fuse(&program, &caps);
+        assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: {s:?}");
+        // A norm writing the core's beta input, read only by the core.
+        program.ops = vec![
+            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Beta },
+            Op::Matmul { w, x: Act::Beta, y: Act::Qkv, store: Store::Overwrite },
+            delta,
+        ];
+        let s = fuse(&program, &caps);
+        assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: the core's beta read was missed: {s:?}");
+        // The rotated input's matmul and the hybrid ops themselves.
+        program.ops = vec![hadamard, rot_matmul, delta];
+        let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(step, _)| step).collect();
+        assert_eq!(s, vec![Step::Op(hadamard), Step::Op(rot_matmul), Step::Op(delta)], "{rows:?}");
+    }
+}
