@@ -19,6 +19,10 @@
 //!   ([`Step::QkvRope`]). For a Qwen3 layer that is 5 launches: attention, then the output
 //!   projection, gate|up and down GEMVs each writing the next one's planes, then the next
 //!   layer's qkv projection with RoPE and the KV write.
+//! * The hybrid (qwen35) ops run as themselves, one launch each ([`Step::Op`]); a GEMV of a
+//!   Hadamard-rotated input (`Act::Rot`) prepares its own planes; partial RoPE never takes the
+//!   qkv epilogue (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as
+//!   one launch ([`Step::RopeKvWrite`]).
 
 use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::Store;
