@@ -41,7 +41,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -140,7 +140,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -149,14 +149,14 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
 
 /// The hybrid (qwen35) ops: a norm whose output a hybrid op reads later (the DeltaNet gate
 /// projections read xn after the mixer's projection) keeps writing it, also when the reader is
-/// the DeltaNet core's third input; the hybrid ops run as themselves, and a matmul of a
-/// Hadamard-rotated input runs as a plain matmul (its activation has no planes buffer).
+/// the DeltaNet core's third input; the hybrid ops run as themselves; one token's matmuls of one
+/// Hadamard-rotated row share one prepare of its planes (a batch's run as plain matmuls).
 #[test]
-fn hybrid_reads_keep_norm_outputs_and_hybrid_ops_run_unfused() {
+fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
     let (norm, signs, w, alpha_w, beta_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2), VectorId(3));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -180,9 +180,22 @@ fn hybrid_reads_keep_norm_outputs_and_hybrid_ops_run_unfused() {
         ];
         let s = fuse(&program, &caps);
         assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: the core's beta read was missed: {s:?}");
-        // The rotated input's matmul and the hybrid ops themselves.
-        program.ops = vec![hadamard, rot_matmul, delta];
+        // Two matmuls of the rotated row, and the hybrid ops themselves.
+        let z_matmul = Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::Z, store: Store::Overwrite };
+        program.ops = vec![hadamard, rot_matmul, z_matmul, delta];
         let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(step, _)| step).collect();
-        assert_eq!(s, vec![Step::Op(hadamard), Step::Op(rot_matmul), Step::Op(delta)], "{rows:?}");
+        let want = if rows == [1] {
+            let gemv = |w, y| Step::GemvPlanes { w, planes: Planes::Rot(256), normed: false, y, epilogue: Epilogue::Store, next: None };
+            vec![
+                Step::Op(hadamard),
+                Step::PreparePlanes { x: Act::Rot, norm: None, planes: Planes::Rot(256) },
+                gemv(w, Act::Mixed),
+                gemv(MatrixId(1), Act::Z),
+                Step::Op(delta),
+            ]
+        } else {
+            vec![Step::Op(hadamard), Step::Op(rot_matmul), Step::Op(z_matmul), Step::Op(delta)]
+        };
+        assert_eq!(s, want, "{rows:?}");
     }
 }
