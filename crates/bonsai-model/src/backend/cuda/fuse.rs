@@ -136,7 +136,7 @@ pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
 /// Whether a plan of `program` runs its one-row sequences through a sequence table: a batch of
 /// several sequences, some of one row.
 pub fn uses_seq_table(program: &Program) -> bool {
-    program.rows.len() > 1 && program.rows.iter().any(|&r| r == 1)
+    program.rows.len() > 1 && program.rows.contains(&1)
 }
 
 /// Whether `act` is written before it is next read after `ops[from..]` begins (or never read):

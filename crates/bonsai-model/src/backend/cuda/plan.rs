@@ -153,7 +153,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         let n_out = if swiglu { v.n / 2 } else { v.n };
         mm::planes_out_fits(stream, n_out, v.k, swiglu).unwrap_or(false)
     };
-    let group = if dims.shape.n_kv == 0 || dims.shape.n_q % dims.shape.n_kv != 0 { 0 } else { dims.shape.n_q / dims.shape.n_kv };
+    let group = if dims.shape.n_kv == 0 || !dims.shape.n_q.is_multiple_of(dims.shape.n_kv) { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
     // The epilogue rotates whole heads: partial RoPE (qwen35) takes the separate qk_norm_rope.
     let whole_head_rope = weights.rope.rot_dims == dims.shape.head_dim;
