@@ -45,10 +45,10 @@ pub enum SyntheticModel {
     G5Hd128,
     #[value(name = "g8-hd64")]
     G8Hd64,
-    /// Bonsai 2 27B (qwen35 hybrid, Hadamard fold of block 1024), ternary weights; CPU only.
+    /// Bonsai 2 27B (qwen35 hybrid, Hadamard fold of block 1024), ternary weights.
     #[value(name = "bonsai2-27b")]
     Bonsai2_27b,
-    /// A four-layer qwen35 with a Hadamard fold (fast runs of the hybrid path); CPU only.
+    /// A four-layer qwen35 with a Hadamard fold (fast runs of the hybrid path).
     #[value(name = "qwen35-tiny")]
     Qwen35Tiny,
 }

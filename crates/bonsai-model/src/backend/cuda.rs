@@ -577,7 +577,7 @@ impl Backend for CudaBackend {
         state: &mut CudaSlice<f32>,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
-        if channels == 0 || weight.len() % channels != 0 {
+        if channels == 0 || !weight.len().is_multiple_of(channels) {
             return Err(BackendError::Device(format!("ssm_conv: {} conv weights for {channels} channels", weight.len())));
         }
         let kernel = weight.len() / channels;
@@ -618,7 +618,7 @@ impl Backend for CudaBackend {
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
         let d = weight.len();
-        if d == 0 || width % d != 0 {
+        if d == 0 || !width.is_multiple_of(d) {
             return Err(BackendError::Device(format!("gated_rms_norm: rows of {width} in heads of {d}")));
         }
         launch::gated_rms_norm::gated_rms_norm(self.launcher(), x, z, weight, eps, rows * (width / d), d, out)

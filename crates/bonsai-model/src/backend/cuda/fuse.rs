@@ -19,6 +19,11 @@
 //!   ([`Step::QkvRope`]). For a Qwen3 layer that is 5 launches: attention, then the output
 //!   projection, gate|up and down GEMVs each writing the next one's planes, then the next
 //!   layer's qkv projection with RoPE and the KV write.
+//! * The hybrid (qwen35) ops run as themselves, one launch each ([`Step::Op`]); one token's
+//!   GEMVs of one Hadamard-rotated row (`Act::Rot`, [`Planes::Rot`]) share one prepare launch of
+//!   its planes (a mixer's two projections); partial RoPE never takes the
+//!   qkv epilogue (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as
+//!   one launch ([`Step::RopeKvWrite`]).
 
 use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::Store;
@@ -38,6 +43,9 @@ pub enum Planes {
     Attn,
     /// Of the FFN activation.
     Ffn,
+    /// Of a Hadamard-rotated row (`Act::Rot`) of this many values: the matmuls that read one
+    /// rotated row (a mixer's projections) share its planes.
+    Rot(usize),
 }
 
 impl Planes {
@@ -46,9 +54,16 @@ impl Planes {
             Act::X | Act::Xn | Act::Last => Some(Planes::Hidden),
             Act::Attn => Some(Planes::Attn),
             Act::Ffn => Some(Planes::Ffn),
-            // The hybrid model's activations: their producers write no planes and their GEMVs
-            // (Hadamard-rotated inputs) run as plain matmuls.
+            // The other hybrid activations feed no quantized GEMV; a rotated row's width is its
+            // reader's K ([`Planes::of_input`]).
             _ => None,
+        }
+    }
+    /// The planes a GEMV of K = `k` reads `act` through.
+    fn of_input(act: Act, k: usize) -> Option<Self> {
+        match act {
+            Act::Rot => Some(Planes::Rot(k)),
+            other => Self::of(other),
         }
     }
 }
@@ -104,6 +119,8 @@ pub struct Caps<'a> {
     pub embed_planes: bool,
     /// Whether the batched decode attention has a kernel for this head shape.
     pub attention_seqs: bool,
+    /// Per matrix: its input width K.
+    pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -119,7 +136,7 @@ pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
 /// Whether a plan of `program` runs its one-row sequences through a sequence table: a batch of
 /// several sequences, some of one row.
 pub fn uses_seq_table(program: &Program) -> bool {
-    program.rows.len() > 1 && program.rows.iter().any(|&r| r == 1)
+    program.rows.len() > 1 && program.rows.contains(&1)
 }
 
 /// Whether `act` is written before it is next read after `ops[from..]` begins (or never read):
@@ -219,8 +236,9 @@ struct PlanesInput {
 enum Node {
     Op(Op),
     Fused(Step),
-    /// A GEMV on the planes of `input`; `rope`: qk_norm_rope + KV write in its epilogue.
-    Gemv { w: MatrixId, input: PlanesInput, y: Act, epilogue: Epilogue, rope: Option<(VectorId, VectorId, usize)> },
+    /// A GEMV on the planes of `input` (held in `planes`); `rope`: qk_norm_rope + KV write in its
+    /// epilogue.
+    Gemv { w: MatrixId, input: PlanesInput, planes: Planes, y: Act, epilogue: Epilogue, rope: Option<(VectorId, VectorId, usize)> },
 }
 
 /// One token: GEMVs on binary planes, each planes buffer written by the op that produced its
@@ -238,6 +256,7 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 if xn == out && (caps.binary)(w) && Planes::of(x).is_some() && dead_after(ops, i + 2, out) =>
             {
                 let input = PlanesInput { act: x, norm: Some(weight) };
+                let planes = Planes::of(x).expect("checked above");
                 let epilogue = store_epilogue(store);
                 match (store, ops.get(i + 2).copied(), ops.get(i + 3).copied()) {
                     (
@@ -245,24 +264,27 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                         Some(Op::QkNormRope { qkv, q_norm, k_norm }),
                         Some(Op::KvWrite { qkv: q2, layer }),
                     ) if qkv == y && q2 == y && (caps.qkv_rope)(w) => {
-                        (Node::Gemv { w, input, y, epilogue, rope: Some((q_norm, k_norm, layer)) }, 4)
+                        (Node::Gemv { w, input, planes, y, epilogue, rope: Some((q_norm, k_norm, layer)) }, 4)
                     }
-                    _ => (Node::Gemv { w, input, y, epilogue, rope: None }, 2),
+                    _ => (Node::Gemv { w, input, planes, y, epilogue, rope: None }, 2),
                 }
             }
             (Op::RmsNorm { x, weight, out }, Some(Op::GateUpSwiglu { w, x: xn, out: f }))
                 if xn == out && (caps.binary)(w) && Planes::of(x).is_some() && dead_after(ops, i + 2, out) =>
             {
                 let input = PlanesInput { act: x, norm: Some(weight) };
-                (Node::Gemv { w, input, y: f, epilogue: Epilogue::SwiGlu, rope: None }, 2)
+                let planes = Planes::of(x).expect("checked above");
+                (Node::Gemv { w, input, planes, y: f, epilogue: Epilogue::SwiGlu, rope: None }, 2)
             }
-            (Op::Matmul { w, x, y, store }, _) if (caps.binary)(w) && Planes::of(x).is_some() && x != y => {
+            (Op::Matmul { w, x, y, store }, _) if (caps.binary)(w) && x != y && Planes::of_input(x, (caps.matrix_k)(w)).is_some() => {
                 let input = PlanesInput { act: x, norm: None };
-                (Node::Gemv { w, input, y, epilogue: store_epilogue(store), rope: None }, 1)
+                let planes = Planes::of_input(x, (caps.matrix_k)(w)).expect("checked above");
+                (Node::Gemv { w, input, planes, y, epilogue: store_epilogue(store), rope: None }, 1)
             }
-            (Op::GateUpSwiglu { w, x, out }, _) if (caps.binary)(w) && Planes::of(x).is_some() && x != out => {
+            (Op::GateUpSwiglu { w, x, out }, _) if (caps.binary)(w) && x != out && Planes::of_input(x, (caps.matrix_k)(w)).is_some() => {
                 let input = PlanesInput { act: x, norm: None };
-                (Node::Gemv { w, input, y: out, epilogue: Epilogue::SwiGlu, rope: None }, 1)
+                let planes = Planes::of_input(x, (caps.matrix_k)(w)).expect("checked above");
+                (Node::Gemv { w, input, planes, y: out, epilogue: Epilogue::SwiGlu, rope: None }, 1)
             }
             _ => match batch_pair(ops, i, true) {
                 Some((step, used)) => (Node::Fused(step), used),
@@ -276,20 +298,19 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
 
     // 2. Each GEMV's planes: from the op that last wrote its input, if it can write them.
     // `writes_planes[n]`: the planes node n's epilogue (or kernel) writes, if any.
-    let mut writes_planes: Vec<Option<PlanesInput>> = vec![None; nodes.len()];
+    let mut writes_planes: Vec<Option<(Planes, PlanesInput)>> = vec![None; nodes.len()];
     let mut needs_prepare = vec![false; nodes.len()];
     // The planes buffers' contents: which input each holds, valid until its activation changes.
     let mut held: Vec<(Planes, PlanesInput)> = Vec::new();
     for n in 0..nodes.len() {
-        if let Node::Gemv { input, .. } = nodes[n] {
-            let planes = Planes::of(input.act).expect("checked when grouped");
+        if let Node::Gemv { input, planes, .. } = nodes[n] {
             if !held.contains(&(planes, input)) {
                 // The producer's planes must survive until this GEMV: no GEMV in between may read
                 // (and so have written) the same buffer.
-                let untouched = |p: usize| (p + 1..n).all(|q| !matches!(nodes[q], Node::Gemv { input: i, .. } if Planes::of(i.act) == Some(planes)));
+                let untouched = |p: usize| (p + 1..n).all(|q| !matches!(nodes[q], Node::Gemv { planes: other, .. } if other == planes));
                 match last_writer(&nodes, n, input.act) {
-                    Some(p) if writes_planes[p].is_none() && untouched(p) && can_write_planes(&nodes[p], input, caps) => {
-                        writes_planes[p] = Some(input);
+                    Some(p) if writes_planes[p].is_none() && untouched(p) && can_write_planes(&nodes[p], input, planes, caps) => {
+                        writes_planes[p] = Some((planes, input));
                     }
                     _ => needs_prepare[n] = true,
                 }
@@ -307,11 +328,10 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     // 3. The steps.
     let mut steps = Vec::new();
     for (n, node) in nodes.iter().enumerate() {
-        let next = writes_planes[n].map(|input| (Planes::of(input.act).expect("a planes activation"), input.norm));
+        let next = writes_planes[n].map(|(planes, input)| (planes, input.norm));
         let mut steps = StepsAt { steps: &mut steps, origin: origins[n] };
         match *node {
-            Node::Gemv { w, input, y, epilogue, rope } => {
-                let planes = Planes::of(input.act).expect("checked when grouped");
+            Node::Gemv { w, input, planes, y, epilogue, rope } => {
                 if needs_prepare[n] {
                     steps.push(Step::PreparePlanes { x: input.act, norm: input.norm, planes });
                 }
@@ -373,13 +393,13 @@ fn last_writer(nodes: &[Node], n: usize, act: Act) -> Option<usize> {
     (0..n).rev().find(|&p| node_writes(&nodes[p]) == Some(act))
 }
 
-/// Whether node `p` can also write the planes `input` asks for.
-fn can_write_planes(node: &Node, input: PlanesInput, caps: &Caps<'_>) -> bool {
+/// Whether node `p` can also write the planes `input` asks for (into `planes`).
+fn can_write_planes(node: &Node, input: PlanesInput, planes: Planes, caps: &Caps<'_>) -> bool {
     match *node {
-        // The epilogue writes the planes of its own output, times norm weights or not; the
-        // rope epilogue writes none.
-        Node::Gemv { w, input: own, rope: None, epilogue, .. } => {
-            Planes::of(own.act) != Planes::of(input.act) && (caps.planes_out_fits)(w, epilogue == Epilogue::SwiGlu)
+        // The epilogue writes the planes of its own output, times norm weights or not, into
+        // another buffer than it reads; the rope epilogue writes none.
+        Node::Gemv { w, planes: own, rope: None, epilogue, .. } => {
+            own != planes && (caps.planes_out_fits)(w, epilogue == Epilogue::SwiGlu)
         }
         Node::Gemv { rope: Some(_), .. } => false,
         Node::Op(Op::Embed { .. }) => caps.embed_planes && input.norm.is_some(),

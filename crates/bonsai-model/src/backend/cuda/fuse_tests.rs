@@ -41,7 +41,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -140,9 +140,62 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
     assert_eq!(s[1].1, 1);
+}
+
+/// The hybrid (qwen35) ops: a norm whose output a hybrid op reads later (the DeltaNet gate
+/// projections read xn after the mixer's projection) keeps writing it, also when the reader is
+/// the DeltaNet core's third input; the hybrid ops run as themselves; one token's matmuls of one
+/// Hadamard-rotated row share one prepare of its planes (a batch's run as plain matmuls).
+#[test]
+fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes() {
+    let all = |_: MatrixId| true;
+    let fits = |_: MatrixId, _: bool| true;
+    let rope = |_: MatrixId| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
+    let (norm, signs, w, alpha_w, beta_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2), VectorId(3));
+    let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
+    let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
+    let rot_matmul = Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite };
+    let delta = Op::GatedDelta { conv: Act::Conv, alpha: Act::Alpha, beta: Act::Beta, ssm_a, dt_bias, slot: 0, out: Act::Delta };
+    for rows in [vec![1], vec![4]] {
+        // norm -> matmul, then an f32 matmul of the same normed row.
+        let mut program = crate::program::Program::new(dims(), rows.clone());
+        program.ops = vec![
+            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
+            Op::Matmul { w, x: Act::Xn, y: Act::Qkv, store: Store::Overwrite },
+            Op::MatmulF32 { w: alpha_w, n: 8, k: 256, x: Act::Xn, y: Act::Alpha },
+        ];
+        let s = fuse(&program, &caps);
+        assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: {s:?}");
+        // A norm writing the core's beta input, read only by the core.
+        program.ops = vec![
+            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Beta },
+            Op::Matmul { w, x: Act::Beta, y: Act::Qkv, store: Store::Overwrite },
+            delta,
+        ];
+        let s = fuse(&program, &caps);
+        assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: the core's beta read was missed: {s:?}");
+        // Two matmuls of the rotated row, and the hybrid ops themselves.
+        let z_matmul = Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::Z, store: Store::Overwrite };
+        program.ops = vec![hadamard, rot_matmul, z_matmul, delta];
+        let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(step, _)| step).collect();
+        let want = if rows == [1] {
+            let gemv = |w, y| Step::GemvPlanes { w, planes: Planes::Rot(256), normed: false, y, epilogue: Epilogue::Store, next: None };
+            vec![
+                Step::Op(hadamard),
+                Step::PreparePlanes { x: Act::Rot, norm: None, planes: Planes::Rot(256) },
+                gemv(w, Act::Mixed),
+                gemv(MatrixId(1), Act::Z),
+                Step::Op(delta),
+            ]
+        } else {
+            vec![Step::Op(hadamard), Step::Op(rot_matmul), Step::Op(z_matmul), Step::Op(delta)]
+        };
+        assert_eq!(s, want, "{rows:?}");
+    }
 }

@@ -83,15 +83,28 @@ struct PlanesScratch {
     hidden: Option<B1Planes>,
     attn: Option<B1Planes>,
     ffn: Option<B1Planes>,
+    /// Of rotated rows, per width (filled at compile, never grown after).
+    rot: Vec<(usize, Option<B1Planes>)>,
     rope_staged: Option<CudaSlice<u64>>,
 }
 
 impl PlanesScratch {
+    /// The slot of `p`, added if new (compile only: a rotated width's slot is pushed).
     fn slot(&mut self, p: Planes) -> &mut Option<B1Planes> {
         match p {
             Planes::Hidden => &mut self.hidden,
             Planes::Attn => &mut self.attn,
             Planes::Ffn => &mut self.ffn,
+            Planes::Rot(k) => {
+                let i = match self.rot.iter().position(|(width, _)| *width == k) {
+                    Some(i) => i,
+                    None => {
+                        self.rot.push((k, None));
+                        self.rot.len() - 1
+                    }
+                };
+                &mut self.rot[i].1
+            }
         }
     }
     fn get(&self, p: Planes) -> Result<&B1Planes, BackendError> {
@@ -99,11 +112,18 @@ impl PlanesScratch {
             Planes::Hidden => self.hidden.as_ref(),
             Planes::Attn => self.attn.as_ref(),
             Planes::Ffn => self.ffn.as_ref(),
+            Planes::Rot(k) => self.rot.iter().find(|(width, _)| *width == k).and_then(|(_, planes)| planes.as_ref()),
         }
         .ok_or_else(|| BackendError::Device(format!("{p:?} planes missing from the plan")))
     }
     fn get_mut(&mut self, p: Planes) -> Result<&mut B1Planes, BackendError> {
-        self.slot(p).as_mut().ok_or_else(|| BackendError::Device(format!("{p:?} planes missing from the plan")))
+        let planes = match p {
+            Planes::Hidden => self.hidden.as_mut(),
+            Planes::Attn => self.attn.as_mut(),
+            Planes::Ffn => self.ffn.as_mut(),
+            Planes::Rot(k) => self.rot.iter_mut().find(|(width, _)| *width == k).and_then(|(_, planes)| planes.as_mut()),
+        };
+        planes.ok_or_else(|| BackendError::Device(format!("{p:?} planes missing from the plan")))
     }
     /// `read` and `write` at once (different buffers).
     fn pair(&mut self, read: Planes, write: Planes) -> Result<(&B1Planes, &mut B1Planes), BackendError> {
@@ -111,8 +131,8 @@ impl PlanesScratch {
             return Err(BackendError::Device(format!("a GEMV reads and writes the {read:?} planes")));
         }
         let read_ptr: *const B1Planes = self.get(read)?;
-        // SAFETY: `read` and `write` name different fields of `self`, so the two borrows never
-        // alias.
+        // SAFETY: `read` and `write` name different buffers of `self` (fields, or elements of
+        // `rot`, which `get_mut` never grows), so the two borrows never alias.
         Ok((unsafe { &*read_ptr }, self.get_mut(write)?))
     }
 }
@@ -133,13 +153,14 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         let n_out = if swiglu { v.n / 2 } else { v.n };
         mm::planes_out_fits(stream, n_out, v.k, swiglu).unwrap_or(false)
     };
-    let group = if dims.shape.n_kv == 0 || dims.shape.n_q % dims.shape.n_kv != 0 { 0 } else { dims.shape.n_q / dims.shape.n_kv };
+    let group = if dims.shape.n_kv == 0 || !dims.shape.n_q.is_multiple_of(dims.shape.n_kv) { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
     // The epilogue rotates whole heads: partial RoPE (qwen35) takes the separate qk_norm_rope.
     let whole_head_rope = weights.rope.rot_dims == dims.shape.head_dim;
     let qkv_rope = |w| whole_head_rope && dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
-    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true, attention_seqs };
+    let matrix_k = |w| matrix(w).k;
+    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true, attention_seqs, matrix_k: &matrix_k };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
 
@@ -161,6 +182,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
                     Planes::Hidden => dims.hidden,
                     Planes::Attn => dims.shape.q_len(),
                     Planes::Ffn => dims.ffn,
+                    Planes::Rot(k) => k,
                 };
                 *planes.slot(p) = Some(B1Planes::new(stream, k).map_err(device_err("decode planes"))?);
                 // Per group 96 plane words, (s, X), one sum of squares; per input one u64 staging word.
