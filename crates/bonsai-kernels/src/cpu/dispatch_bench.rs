@@ -163,7 +163,7 @@ fn parallel_ops_fingerprint() {
         let k_norm = rng.vec(hd, 0.5, 1.5);
         let mut qkv = rng.vec(m * shape.qkv_row_len(), -1.0, 1.0);
         let (q_norm, k_norm) = (&q_norm[..], &k_norm[..]);
-        let params = qk_norm_rope::Params { shape, q_norm, k_norm, eps: 1e-6, rope: &rope };
+        let params = qk_norm_rope::Params { shape, rot_dims: shape.head_dim, q_norm, k_norm, eps: 1e-6, rope: &rope };
         qk_norm_rope::cpu(params, &mut qkv, m, pos0).expect("qk_norm_rope");
         lines.push(format!("qk_norm_rope {shape:?} m{m}: {:016x}", fingerprint(bits(&qkv))));
         let plane = shape.n_kv * max_seq * hd;

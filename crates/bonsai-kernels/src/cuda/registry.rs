@@ -432,6 +432,7 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gemm_f32_3xtf32_vec16",
             "gemm_f32_3xtf32_any_k",
+            "gemm_f32_rows_warp",
         ],
     },
     // After tile_3xtf32.cu (its split and CTA rasterisation).

@@ -31,7 +31,7 @@ use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 /// on the wgmma path (64, 64, 1029) splits K in 2 (float4 merge) and (33, 131, 1600) in 3 (odd N:
 /// the scalar merge), the last split shorter. Kept small: CI runs them on the CPU emulator
 /// (crates/bonsai-cli/tests/emulated_gpu.rs).
-const ODD_GEMMS: [(usize, usize, usize, bool); 11] = [
+const ODD_GEMMS: [(usize, usize, usize, bool); 14] = [
     (1, 1, 1, false),
     (1, 1, 1, true),
     (3, 5, 7, true),
@@ -43,6 +43,10 @@ const ODD_GEMMS: [(usize, usize, usize, bool); 11] = [
     (257, 260, 64, false),
     (33, 131, 64, true),
     (33, 131, 1600, true),
+    // Decode steps (the warp-per-row path too): Bonsai 2's alpha/beta, K not a multiple of 32.
+    (1, 48, 5120, false),
+    (4, 48, 5120, true),
+    (3, 37, 1001, true),
 ];
 /// (M, N, K) of the DiT (M = 1536 / 4608 tokens: qkv, fused qkv+MLP, to_out) and the text
 /// encoder's down projection (512 tokens).
@@ -132,19 +136,28 @@ fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
 /// (wgmma::FOLD_STEPS k8 steps: 12 tensor-core steps per partial, half as many folds), and its
 /// `splits` K ranges (wgmma::split_k) are added by the merge: one round-to-nearest add per extra
 /// split on every output's path, splits - 1 more u.
+/// The warp-per-row path: each lane's FMA chain of ceil(K/32) products (one rounding each), then
+/// 5 shuffle adds: γ_n with n = ceil(K/32) + 5.
 pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize, splits: usize) -> f64 {
     match path {
         GemmF32Path::MmaSync => tf32x3_coefficient(k),
         GemmF32Path::Wgmma => coefficient_with_fold(k, wgmma::FOLD_STEPS) + U * (splits - 1) as f64,
+        GemmF32Path::Rows => {
+            let n = (k.div_ceil(32) + 5) as f64;
+            n * U / (1.0 - n * U)
+        }
     }
 }
 
-/// The gemm_f32 kernels this device runs: mma.sync always, the wgmma one on compute
-/// capability 9.0.
-fn gemm_paths(ctx: &Ctx) -> Result<Vec<GemmF32Path>, VerifyError> {
+/// The gemm_f32 kernels this device runs for `m` rows: mma.sync always, the wgmma one on compute
+/// capability 9.0, the warp-per-row one for small M.
+fn gemm_paths(ctx: &Ctx, m: usize) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
         paths.push(GemmF32Path::Wgmma);
+    }
+    if m <= launch::gemm_f32::ROWS_PATH_MAX_M {
+        paths.push(GemmF32Path::Rows);
     }
     Ok(paths)
 }
@@ -264,7 +277,7 @@ fn gemm(
     let rows_note = if rows.len() < m { format!(" ({} rows)", rows.len()) } else { String::new() };
     let shape =
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
-    for path in gemm_paths(ctx)? {
+    for path in gemm_paths(ctx, m)? {
         let mut out = poisoned(&ctx.stream, m * n)?;
         let gpu = ctx.gpu();
         let inputs = GemmInputs { dims, a: &ad, w: &wd, bias: with_bias.then_some(&bd) };

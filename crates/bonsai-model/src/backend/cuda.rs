@@ -562,10 +562,12 @@ impl Backend for CudaBackend {
         if m == 0 {
             return Ok(());
         }
-        // The mma.sync path: the wgmma path allocates its split scratch per call, which a
-        // captured decode step cannot do.
+        // A decode step's few rows: one warp per output row (the tiled kernel would run one CTA
+        // over all of K). Otherwise the mma.sync path: the wgmma one allocates its split scratch
+        // per call, which a captured decode step cannot do.
+        let path = if m <= launch::gemm_f32::ROWS_PATH_MAX_M { GemmF32Path::Rows } else { GemmF32Path::MmaSync };
         let inputs = GemmInputs { dims: GemmDims { m, n, k }, a: x, w, bias: None };
-        launch::gemm_f32::gemm_f32(self.launcher(), Some(GemmF32Path::MmaSync), inputs, y).map_err(device_err("matmul_f32"))
+        launch::gemm_f32::gemm_f32(self.launcher(), Some(path), inputs, y).map_err(device_err("matmul_f32"))
     }
 
     fn ssm_conv(

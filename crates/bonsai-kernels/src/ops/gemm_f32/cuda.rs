@@ -105,6 +105,9 @@ pub enum GemmF32Path {
     /// wgmma, both operands from shared memory, after a split pass (gemm_f32_wgmma.cu):
     /// compute capability 9.0 only.
     Wgmma,
+    /// One warp per output row, plain f32 FMA (gemm_f32_rows_warp): small M only (a decode
+    /// step), where the tiled kernels run one CTA over all of K.
+    Rows,
 }
 
 impl GemmF32Path {
@@ -113,6 +116,7 @@ impl GemmF32Path {
         match self {
             GemmF32Path::MmaSync => "gemm_f32_3xtf32",
             GemmF32Path::Wgmma => "gemm_f32_3xtf32_wgmma",
+            GemmF32Path::Rows => "gemm_f32_rows",
         }
     }
 }
@@ -141,7 +145,52 @@ pub fn gemm_f32(
     match path.map_or_else(|| chosen_path(gpu.stream), Ok)? {
         GemmF32Path::MmaSync => gemm_f32_mma(gpu, inputs, out),
         GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(gpu, inputs, out),
+        GemmF32Path::Rows => gemm_f32_rows(gpu, inputs, out),
     }
+}
+
+/// Most rows of `a` the warp-per-row path takes (it reads each weight row once per row of `a`).
+pub const ROWS_PATH_MAX_M: usize = 16;
+/// Warps per CTA of gemm_f32_rows_warp (GEMM_F32_ROWS_WARPS).
+pub(crate) const ROWS_WARPS: usize = 8;
+
+/// The warp-per-row path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, for
+/// M <= [`ROWS_PATH_MAX_M`]. Speed of light on the H200: the weights once (N·K·4 bytes; Bonsai
+/// 2's alpha or beta, 983 KB, ~0.23 us at 4.3 TB/s): launch-bound at decode.
+pub fn gemm_f32_rows(
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    const ROWS_OP: &str = "gemm_f32_rows";
+    let (m_i, n_i, k_i) = check_operands(ROWS_OP, &inputs, out.len(), (1, ROWS_WARPS))?;
+    let Inputs { dims: GemmDims { m, n, .. }, a, w, bias } = inputs;
+    if m > ROWS_PATH_MAX_M {
+        return Err(shape(ROWS_OP, format!("M = {m} rows; this path takes at most {ROWS_PATH_MAX_M}")));
+    }
+    let (a_ptr, _ga) = read_ptr(a, gpu.stream);
+    let (w_ptr, _gw) = read_ptr(w, gpu.stream);
+    let (bias_ptr, _gb) = match bias {
+        Some(b) => {
+            let (p, guard) = read_ptr(b, gpu.stream);
+            (p, Some(guard))
+        }
+        None => (0u64, None),
+    };
+    let (out_ptr, _go) = write_ptr(out, gpu.stream);
+    let func = gpu.function("gemm_f32_rows_warp")?;
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(ROWS_WARPS) as u32, 1, 1),
+        block_dim: ((ROWS_WARPS * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut b = Launch::new(gpu, func);
+    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match gemm_f32_rows_warp (a, w, bias or null, out, m, n,
+    // k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n); the grid has one
+    // warp per row, rows past n return at once.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
 }
 
 /// Checks a GEMM's operands and output against `dims` (buffers may be longer) and that M and N

@@ -32,3 +32,26 @@ __device__ __forceinline__ void gemm_f32_3xtf32_cta(GEMM_F32_PARAMS) {
     }
 
 GEMM_F32_ENTRIES(gemm_f32_3xtf32)
+
+// Small M (a decode step's f32 projections, e.g. Bonsai 2's alpha/beta: M = 1, N = 48, K = 5120):
+// the tiled kernel would run one CTA over all of K. Here one warp per output row n: each lane
+// accumulates its K / 32 products by an FMA chain in f32 (lane stride 1: every warp step reads
+// 128 contiguous bytes of w and of a), then a 5-level shuffle sum; the row's weights are read
+// once per token (L1/L2 after the first). GEMM_F32_ROWS_WARPS warps per CTA.
+#define GEMM_F32_ROWS_WARPS 8
+extern "C" __global__ void __launch_bounds__(GEMM_F32_ROWS_WARPS * WARP_SIZE) gemm_f32_rows_warp(GEMM_F32_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int row = blockIdx.x * GEMM_F32_ROWS_WARPS + threadIdx.x / WARP_SIZE;
+    if (row >= n) return;
+    const float* wr = w + (long long)row * k;
+    for (int t = 0; t < m; ++t) {
+        const float* ar = a + (long long)t * k;
+        float sum = 0.0f;
+        for (int i = lane; i < k; i += WARP_SIZE) sum = fmaf(ar[i], wr[i], sum);
+#pragma unroll
+        for (int off = WARP_SIZE / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (lane == 0) out[(long long)t * n + row] = bias ? sum + bias[row] : sum;
+    }
+}
