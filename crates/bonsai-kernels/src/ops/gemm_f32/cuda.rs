@@ -11,6 +11,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch::matmul::device_has_wgmma;
+use cudarc::driver::SyncOnDrop;
 use crate::launch::{Gpu, as_i32, expect_at_least, read_ptr, shape, write_ptr, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::gemm_f32::{GemmDims, Inputs};
@@ -170,13 +171,7 @@ pub fn gemm_f32_rows(
     }
     let (a_ptr, _ga) = read_ptr(a, gpu.stream);
     let (w_ptr, _gw) = read_ptr(w, gpu.stream);
-    let (bias_ptr, _gb) = match bias {
-        Some(b) => {
-            let (p, guard) = read_ptr(b, gpu.stream);
-            (p, Some(guard))
-        }
-        None => (0u64, None),
-    };
+    let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
     let (out_ptr, _go) = write_ptr(out, gpu.stream);
     let func = gpu.function("gemm_f32_rows_warp")?;
     let cfg = LaunchConfig {
@@ -191,6 +186,20 @@ pub fn gemm_f32_rows(
     // warp per row, rows past n return at once.
     unsafe { b.launch(cfg) }?;
     Ok(())
+}
+
+/// The device address of an optional operand (0, the kernels' null, when absent) and its guard.
+pub(crate) fn optional_read_ptr<'a>(
+    buf: Option<&'a impl DevicePtr<f32>>,
+    stream: &'a Arc<CudaStream>,
+) -> (u64, Option<SyncOnDrop<'a>>) {
+    match buf {
+        Some(b) => {
+            let (p, guard) = read_ptr(b, stream);
+            (p, Some(guard))
+        }
+        None => (0, None),
+    }
 }
 
 /// Checks a GEMM's operands and output against `dims` (buffers may be longer) and that M and N
@@ -230,13 +239,7 @@ pub fn gemm_f32_mma(
     let cfg = tile_grid(OP, m, n, GEMM_SMEM_BYTES)?;
     let (a_ptr, _ga) = read_ptr(a, gpu.stream);
     let (w_ptr, _gw) = read_ptr(w, gpu.stream);
-    let (bias_ptr, _gb) = match bias {
-        Some(b) => {
-            let (p, guard) = read_ptr(b, gpu.stream);
-            (p, Some(guard))
-        }
-        None => (0u64, None),
-    };
+    let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
     let (out_ptr, _go) = write_ptr(out, gpu.stream);
     expect_aligned8(OP, "out", out_ptr)?;
     let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_3xtf32_vec16", "gemm_f32_3xtf32_any_k");

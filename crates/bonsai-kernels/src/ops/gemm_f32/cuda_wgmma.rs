@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::{check_operands, expect_aligned8, tile_grid_of};
+use super::{check_operands, expect_aligned8, optional_read_ptr, tile_grid_of};
 use crate::launch::matmul::require_wgmma;
 use crate::launch::{Gpu, 
     as_i32, expect_at_least, grid_stride_blocks, opt_in_shared_memory, read_ptr, shape, sm_count, write_ptr,
@@ -151,13 +151,7 @@ pub fn gemm_f32_wgmma_with_scratch(
 
     let (s_ptr, _gs) = write_ptr(scratch, gpu.stream);
     let [a_big, a_small, w_big, w_small] = split_operands_at(gpu, dims, a, w, s_ptr)?;
-    let (bias_ptr, _gb) = match bias {
-        Some(b) => {
-            let (p, guard) = read_ptr(b, gpu.stream);
-            (p, Some(guard))
-        }
-        None => (0u64, None),
-    };
+    let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
     let (out_ptr, _go) = write_ptr(out, gpu.stream);
     expect_aligned8(OP, "out", out_ptr)?;
     let partial = if splits > 1 {
