@@ -41,7 +41,7 @@ pub struct Qwen3Config {
     pub tied_embeddings: bool,
 }
 
-fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
+pub(crate) fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
     GgufError::OutOfRange {
         key: key.to_string(),
         value: value.to_string(),
@@ -50,7 +50,7 @@ fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
 }
 
 /// A dimension: present, an integer, and non-zero.
-fn dim(file: &GgufFile, key: &str) -> Result<usize, GgufError> {
+pub(crate) fn dim(file: &GgufFile, key: &str) -> Result<usize, GgufError> {
     let v = file.get_usize(key)?;
     if v == 0 {
         return Err(out_of_range(key, v, "must be positive"));
@@ -105,9 +105,9 @@ fn rope_scaling(file: &GgufFile) -> Result<Option<RopeScaling>, GgufError> {
     }))
 }
 
-/// Vocabulary size from the `token_embd` shape `[hidden, vocab]`, or, for a file without that
-/// tensor, from the tokenizer's token list.
-fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
+/// Vocabulary size from the `token_embd` shape `[hidden, vocab]` (`hidden` read from
+/// `hidden_key`), or, for a file without that tensor, from the tokenizer's token list.
+pub(crate) fn vocab_size(file: &GgufFile, hidden: usize, hidden_key: &str) -> Result<usize, GgufError> {
     let Some(embd) = file.tensor_info(tensor::TOKEN_EMBD) else {
         return match file.get(keys::TOKENIZER_TOKENS) {
             Some(_) => Ok(file.get_array(keys::TOKENIZER_TOKENS)?.1.len()),
@@ -120,12 +120,19 @@ fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
         _ => return Err(bad(format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape))),
     };
     if embd_hidden != hidden as u64 {
-        return Err(bad(format!(
-            "row length {embd_hidden} differs from {} = {hidden}",
-            keys::QWEN3_EMBEDDING_LENGTH
-        )));
+        return Err(bad(format!("row length {embd_hidden} differs from {hidden_key} = {hidden}")));
     }
     usize::try_from(vocab).map_err(|_| bad(format!("vocab {vocab} too large")))
+}
+
+/// (query heads, kv heads) from their keys; the kv heads must divide the query heads
+/// (grouped-query attention).
+pub(crate) fn gqa_heads(file: &GgufFile, q_key: &str, kv_key: &str) -> Result<(usize, usize), GgufError> {
+    let (n_q_heads, n_kv_heads) = (dim(file, q_key)?, dim(file, kv_key)?);
+    if n_q_heads % n_kv_heads != 0 {
+        return Err(out_of_range(kv_key, n_kv_heads, &format!("must divide the {n_q_heads} query heads (grouped-query attention)")));
+    }
+    Ok((n_q_heads, n_kv_heads))
 }
 
 impl Qwen3Config {
@@ -135,15 +142,7 @@ impl Qwen3Config {
             return Err(GgufError::UnsupportedArchitecture(crate::parse::escape_for_message(arch)));
         }
         let hidden = dim(file, keys::QWEN3_EMBEDDING_LENGTH)?;
-        let n_q_heads = dim(file, keys::QWEN3_HEAD_COUNT)?;
-        let n_kv_heads = dim(file, keys::QWEN3_HEAD_COUNT_KV)?;
-        if n_q_heads % n_kv_heads != 0 {
-            return Err(out_of_range(
-                keys::QWEN3_HEAD_COUNT_KV,
-                n_kv_heads,
-                &format!("must divide the {n_q_heads} query heads (grouped-query attention)"),
-            ));
-        }
+        let (n_q_heads, n_kv_heads) = gqa_heads(file, keys::QWEN3_HEAD_COUNT, keys::QWEN3_HEAD_COUNT_KV)?;
         let rope_theta = file.get_f64(keys::QWEN3_ROPE_FREQ_BASE)?;
         if !(rope_theta.is_finite() && rope_theta > 0.0) {
             return Err(out_of_range(
@@ -156,7 +155,7 @@ impl Qwen3Config {
         if !(rms_eps.is_finite() && rms_eps > 0.0) {
             return Err(out_of_range(keys::QWEN3_RMS_EPS, rms_eps, "must be finite and positive"));
         }
-        let vocab = vocab_size(file, hidden)?;
+        let vocab = vocab_size(file, hidden, keys::QWEN3_EMBEDDING_LENGTH)?;
         Ok(Qwen3Config {
             n_layers: dim(file, keys::QWEN3_BLOCK_COUNT)?,
             hidden,

@@ -2,6 +2,7 @@
 //! architecture of Bonsai 27B and Bonsai 2), read from `qwen35.*` metadata (bonsai2.md §3.1,
 //! §3.3), plus the optional `prism.hadamard.*` contract ([`HadamardConfig`]).
 
+use crate::config::{dim, gqa_heads, out_of_range, vocab_size};
 use crate::error::GgufError;
 use crate::hadamard::HadamardConfig;
 use crate::keys::{self, qwen35 as k, tensor};
@@ -51,18 +52,6 @@ pub struct Qwen35Config {
     pub hadamard: Option<HadamardConfig>,
 }
 
-fn out_of_range(key: &str, value: impl ToString, reason: &str) -> GgufError {
-    GgufError::OutOfRange { key: key.to_string(), value: value.to_string(), reason: reason.to_string() }
-}
-
-fn dim(file: &GgufFile, key: &str) -> Result<usize, GgufError> {
-    let v = file.get_usize(key)?;
-    if v == 0 {
-        return Err(out_of_range(key, v, "must be positive"));
-    }
-    Ok(v)
-}
-
 fn layer_schedule(file: &GgufFile, n_layers: usize) -> Result<Vec<LayerKind>, GgufError> {
     let kind = |recurrent: bool| if recurrent { LayerKind::Recurrent } else { LayerKind::FullAttention };
     if file.get(k::RECURRENT_LAYERS).is_some() {
@@ -94,15 +83,6 @@ fn layer_schedule(file: &GgufFile, n_layers: usize) -> Result<Vec<LayerKind>, Gg
     Ok((0..n_layers).map(|i| kind((i + 1) % interval != 0)).collect())
 }
 
-fn vocab_size(file: &GgufFile, hidden: usize) -> Result<usize, GgufError> {
-    let embd = file.tensor_info(tensor::TOKEN_EMBD).ok_or_else(|| GgufError::MissingTensor(tensor::TOKEN_EMBD.into()))?;
-    let bad = |reason: String| GgufError::BadTensorInfo { name: embd.name.clone(), reason };
-    match embd.shape[..] {
-        [h, v] if h == hidden as u64 => usize::try_from(v).map_err(|_| bad(format!("vocab {v} too large"))),
-        [h, _] => Err(bad(format!("row length {h} differs from {} = {hidden}", k::EMBEDDING_LENGTH))),
-        _ => Err(bad(format!("shape {:?} is not 2-D [hidden, vocab]", embd.shape))),
-    }
-}
 
 impl Qwen35Config {
     pub fn from_gguf(file: &GgufFile) -> Result<Qwen35Config, GgufError> {
@@ -112,15 +92,7 @@ impl Qwen35Config {
         }
         let hidden = dim(file, k::EMBEDDING_LENGTH)?;
         let n_layers = dim(file, k::BLOCK_COUNT)?;
-        let n_q_heads = dim(file, k::HEAD_COUNT)?;
-        let n_kv_heads = dim(file, k::HEAD_COUNT_KV)?;
-        if n_q_heads % n_kv_heads != 0 {
-            return Err(out_of_range(
-                k::HEAD_COUNT_KV,
-                n_kv_heads,
-                &format!("must divide the {n_q_heads} query heads (grouped-query attention)"),
-            ));
-        }
+        let (n_q_heads, n_kv_heads) = gqa_heads(file, k::HEAD_COUNT, k::HEAD_COUNT_KV)?;
         let head_dim = dim(file, k::KEY_LENGTH)?;
         if file.get(k::VALUE_LENGTH).is_some() && file.get_usize(k::VALUE_LENGTH)? != head_dim {
             return Err(out_of_range(k::VALUE_LENGTH, file.get_usize(k::VALUE_LENGTH)?, "must equal key_length"));
@@ -196,7 +168,7 @@ impl Qwen35Config {
             head_dim,
             rot_dims,
             rope_sections,
-            vocab: vocab_size(file, hidden)?,
+            vocab: vocab_size(file, hidden, k::EMBEDDING_LENGTH)?,
             context_len: dim(file, k::CONTEXT_LENGTH)?,
             rope_theta,
             rms_eps,
