@@ -17,9 +17,8 @@ impl<B: Backend> Qwen3<B> {
     /// id to `on_token`, which returns whether to go on. Returns the number of ids handed over;
     /// the state afterwards is the state after that many `decode_step` calls.
     ///
-    /// Where the backend queues launches ([`Backend::decode_queue_depth`] > 1) and the model has
-    /// no recurrent layers, steps are
-    /// launched that many ahead of the id the host waits for. When `on_token` stops the run (or
+    /// Where the model may queue steps ([`Self::decode_queue_depth`] > 1), steps are launched that
+    /// many ahead of the id the host waits for. When `on_token` stops the run (or
     /// fails), the steps still queued are undone once they have run: the position goes back, the
     /// last handed-over id goes back into the token buffer (the next input, as after
     /// `decode_step`), and a sampling pick's generator is set to its state after the handed-over
@@ -31,9 +30,7 @@ impl<B: Backend> Qwen3<B> {
         max_steps: usize,
         mut on_token: impl FnMut(u32) -> Result<bool, ModelError>,
     ) -> Result<usize, ModelError> {
-        // A recurrent (qwen35) state cannot take back a step that ran (rewinding drops whole
-        // states only), so such a model never queues a step ahead of the id it waits for.
-        let depth = if self.hybrid_config().is_some() { 1 } else { self.backend.decode_queue_depth().max(1) };
+        let depth = self.decode_queue_depth();
         if depth == 1 {
             for handed in 0..max_steps {
                 if !on_token(self.decode_step(state, pick)?)? {
@@ -109,9 +106,14 @@ impl<B: Backend> Qwen3<B> {
 /// input ids are the picks the previous step left on the device is launched before the host takes
 /// the previous step's ids.
 impl<B: Backend> Qwen3<B> {
-    /// How many steps [`Self::launch_decode_batch`] may have queued (mailboxes `0..depth`); 1
-    /// where ops are synchronous.
+    /// How many decode steps may be queued ahead of the id the host waits for (mailboxes
+    /// `0..depth` of [`Self::launch_decode_batch`]): 1 where ops are synchronous, and for a model
+    /// with recurrent (qwen35) layers, whose state cannot take back a step that ran (rewinding
+    /// drops whole states only).
     pub fn decode_queue_depth(&self) -> usize {
+        if self.hybrid_config().is_some() {
+            return 1;
+        }
         self.backend.decode_queue_depth().max(1)
     }
 
