@@ -10,9 +10,14 @@ use bonsai_gguf::{dequantize, GgufFile, Qwen3Config, TokenizerMeta};
 use bonsai_model::convert::{plan_tensors, to_f32, Checkpoint, HfQwen3Config};
 use serde_json::Value;
 
-/// (folder, --type, GGUF type name of the linear weights)
-const GOLDEN: [(&str, &str, &str); 2] =
-    [("q1", "q1_0", "Q1_0"), ("tq2", "pq2_0", "PQ2_0")];
+/// (folder, --type, GGUF type name of the linear weights, the folder's own format in meta.json).
+/// The ternary golden converts exactly to Q2_0 g64 as well: both blocks of a pair get the
+/// 128-group's scale.
+const GOLDEN: [(&str, &str, &str, &str); 3] = [
+    ("q1", "q1_0", "Q1_0", "q1_0"),
+    ("tq2", "pq2_0", "PQ2_0", "pq2_0"),
+    ("tq2", "q2_0", "Q2_0_g64", "pq2_0"),
+];
 const F32_BYTES: usize = 4;
 /// The golden tokenizer: 256 byte tokens, then <|endoftext|>, <|im_start|>, <|im_end|>.
 const GOLDEN_VOCAB: usize = 259;
@@ -33,7 +38,7 @@ fn read_json(path: &Path) -> Value {
 
 #[test]
 fn golden_checkpoints_convert_exactly() {
-    for (folder, ty, type_name) in GOLDEN {
+    for (folder, ty, type_name, golden_format) in GOLDEN {
         let dir = golden_dir(folder);
         let out_dir =
             std::env::temp_dir().join(format!("bonsai-golden-{folder}-{}", std::process::id()));
@@ -79,7 +84,7 @@ fn golden_checkpoints_convert_exactly() {
         let tokens: Vec<u64> =
             meta["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
         assert!(tokens.iter().all(|&t| (t as usize) < GOLDEN_VOCAB));
-        assert_eq!(meta["format"].as_str(), Some(ty));
+        assert_eq!(meta["format"].as_str(), Some(golden_format));
         let shape = [tokens.len(), GOLDEN_VOCAB];
         assert_eq!(meta["logits_shape"], serde_json::json!(shape), "{folder}");
         let logits = std::fs::read(dir.join("logits.bin")).unwrap();

@@ -93,11 +93,16 @@ pub(super) fn dequantize(layout: TwoBitLayout, data: &[u8], out: &mut [f32]) {
 /// Codes and scale of one group by the fork's rule; `qs.len() == group.len() / 4`.
 fn encode_group(group: &[f32], qs: &mut [u8]) -> f16 {
     let (absmax, id) = absmax_scale(group);
+    encode_with_scale(group, id, qs);
+    f16::from_f32(absmax)
+}
+
+/// Codes of `group` at the inverse scale `id` (levels -1..=2), into zeroed `qs`.
+fn encode_with_scale(group: &[f32], id: f32, qs: &mut [u8]) {
     for (j, &x) in group.iter().enumerate() {
         let code = (round_level(x, id, -1, 2) + 1) as u8;
         qs[j / CODES_PER_BYTE] |= code << (2 * (j % CODES_PER_BYTE));
     }
-    f16::from_f32(absmax)
 }
 
 /// Levels (weight / d) of one block's codes under `layout`'s code map.
@@ -144,14 +149,18 @@ pub(super) fn quantize(layout: TwoBitLayout, src: &[f32]) -> Vec<u8> {
             bytemuck::cast_slice(&blocks).to_vec()
         }
         TwoBitLayout::Q2G64ScaleFirst => {
-            let blocks: Vec<BlockQ2G64> = src
-                .chunks_exact(G64_BLOCK_ELEMS)
-                .map(|g| {
+            // Both 64-weight halves of a 128-weight group get the group's scale: the file stays
+            // mainline Q2_0 (every reader takes any scale per block), the Bonsai ternary checkpoints
+            // are g128 (so nothing is lost on them), and bonsai's kernels run 128-weight groups.
+            let mut blocks = Vec::with_capacity(src.len() / G64_BLOCK_ELEMS);
+            for group in src.chunks(G128_BLOCK_ELEMS) {
+                let (absmax, id) = absmax_scale(group);
+                for half in group.chunks_exact(G64_BLOCK_ELEMS) {
                     let mut qs = [0u8; G64_BLOCK_ELEMS / CODES_PER_BYTE];
-                    let d = encode_group(g, &mut qs);
-                    BlockQ2G64 { d, qs }
-                })
-                .collect();
+                    encode_with_scale(half, id, &mut qs);
+                    blocks.push(BlockQ2G64 { d: f16::from_f32(absmax), qs });
+                }
+            }
             bytemuck::cast_slice(&blocks).to_vec()
         }
     }
