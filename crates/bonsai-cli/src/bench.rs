@@ -29,6 +29,10 @@ pub enum SyntheticModel {
     Ternary8b,
     #[value(name = "ternary-1.7b")]
     Ternary1_7b,
+    /// Ternary-8B stored as mainline Q2_0 (64-weight blocks) in a temporary GGUF file and run
+    /// from it: the g64 read path, as a downloaded Q2_0 file takes it.
+    #[value(name = "ternary-8b-g64")]
+    Ternary8bG64,
     #[value(name = "tiny")]
     Tiny,
     /// The tiny geometry with Q2_0's whole code set, +2d included (no binary GEMV).
@@ -57,7 +61,7 @@ impl SyntheticModel {
     /// The Qwen3 geometry; None for the qwen35 models (see [`Self::qwen35`]).
     pub fn geometry(self) -> Option<Geometry> {
         Some(match self {
-            SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b => Geometry::bonsai_8b(),
+            SyntheticModel::Bonsai8b | SyntheticModel::Ternary8b | SyntheticModel::Ternary8bG64 => Geometry::bonsai_8b(),
             SyntheticModel::Bonsai4b => Geometry::bonsai_4b(),
             SyntheticModel::Bonsai1_7b | SyntheticModel::Ternary1_7b => Geometry::bonsai_1_7b(),
             SyntheticModel::Tiny | SyntheticModel::TinyQ2 => Geometry::tiny(),
@@ -79,11 +83,16 @@ impl SyntheticModel {
     }
     pub fn kind(self) -> WeightKind {
         match self {
-            SyntheticModel::Ternary8b | SyntheticModel::Ternary1_7b => WeightKind::Ternary,
+            SyntheticModel::Ternary8b | SyntheticModel::Ternary8bG64 | SyntheticModel::Ternary1_7b => WeightKind::Ternary,
             SyntheticModel::Bonsai2_27b | SyntheticModel::Qwen35Tiny => WeightKind::Ternary,
             SyntheticModel::TinyQ2 => WeightKind::TwoBit,
             _ => WeightKind::OneBit,
         }
+    }
+    /// Whether the bench runs this model from a GGUF file it writes first (its format's load
+    /// path is part of what it measures).
+    pub fn runs_from_file(self) -> bool {
+        self == SyntheticModel::Ternary8bG64
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -92,6 +101,7 @@ impl SyntheticModel {
             SyntheticModel::Bonsai1_7b => "bonsai-1.7b",
             SyntheticModel::Ternary8b => "ternary-8b",
             SyntheticModel::Ternary1_7b => "ternary-1.7b",
+            SyntheticModel::Ternary8bG64 => "ternary-8b-g64",
             SyntheticModel::Tiny => "tiny",
             SyntheticModel::TinyQ2 => "tiny-q2",
             SyntheticModel::G1Hd64 => "g1-hd64",
@@ -239,6 +249,7 @@ pub fn run(args: BenchArgs, config: &bonsai_kernels::Config) -> anyhow::Result<(
             let loaded = backend_choice::load(path, backend, Some(plan.ctx))?;
             crate::on_any_backend!(loaded, |l| bench_model(&l.model, &name, l.decode_bytes_per_token, &plan))?
         }
+        (None, Some(synthetic)) if synthetic.runs_from_file() => bench_through_file(backend, synthetic, &plan)?,
         (None, Some(synthetic)) => match backend {
             AnyBackend::Cpu(b) => bench_synthetic(b, synthetic, &plan)?,
             AnyBackend::Cuda(b) => bench_synthetic(b, synthetic, &plan)?,
@@ -271,6 +282,18 @@ fn bench_synthetic<B: Backend>(backend: B, synthetic: SyntheticModel, plan: &Ben
     let model = Qwen3::new(backend, geometry.config(), host, plan.ctx)
         .with_context(|| format!("loading the random {} model", synthetic.name()))?;
     bench_model(&model, &format!("{} (synthetic)", synthetic.name()), bytes_per_token, plan)
+}
+
+/// Writes the synthetic model to a temporary GGUF file (removed after), loads it as any file.
+fn bench_through_file(backend: AnyBackend, synthetic: SyntheticModel, plan: &BenchPlan) -> anyhow::Result<BenchReport> {
+    let path = std::env::temp_dir().join(format!("bonsai-bench-{}-{}.gguf", synthetic.name(), std::process::id()));
+    let bytes = crate::synthetic_file::write(synthetic, &path)?;
+    eprintln!("wrote {} ({:.1} MB); loading it", path.display(), bytes as f64 / 1e6);
+    let name = format!("{} (synthetic, from {})", synthetic.name(), path.display());
+    let run = backend_choice::load(&path, backend, Some(plan.ctx))
+        .and_then(|loaded| crate::on_any_backend!(loaded, |l| bench_model(&l.model, &name, l.decode_bytes_per_token, plan)));
+    let _ = std::fs::remove_file(&path);
+    run
 }
 
 fn bench_model<B: Backend>(model: &Qwen3<B>, name: &str, bytes_per_token: usize, plan: &BenchPlan) -> anyhow::Result<BenchReport> {

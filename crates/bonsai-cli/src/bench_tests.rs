@@ -31,6 +31,7 @@ fn every_geometry_name_parses() {
         ("bonsai-1.7b", SyntheticModel::Bonsai1_7b),
         ("ternary-8b", SyntheticModel::Ternary8b),
         ("ternary-1.7b", SyntheticModel::Ternary1_7b),
+        ("ternary-8b-g64", SyntheticModel::Ternary8bG64),
         ("tiny", SyntheticModel::Tiny),
         ("tiny-q2", SyntheticModel::TinyQ2),
         ("bonsai2-27b", SyntheticModel::Bonsai2_27b),
@@ -141,4 +142,17 @@ fn json_has_every_field() {
 fn rates_take_median_and_spread() {
     let r = Rates::of(vec![5.0, 1.0, 3.0, 4.0]);
     assert_eq!((r.median, r.min, r.max), (3.5, 1.0, 5.0));
+}
+
+#[test]
+fn a_model_run_from_its_file_is_benchmarked_and_the_file_removed() {
+    // tiny-q2 has two-bit weights: written as upstream Q2_0 g64 blocks, read back through the
+    // id-42 resolution and the paired-scale transcode, as ternary-8b-g64 is.
+    let args = parse(&["--synthetic", "tiny-q2", "-p", "8", "-n", "4", "-r", "1"]).expect("args");
+    let plan = args.plan().expect("plan");
+    let report = bench_through_file(AnyBackend::Cpu(bonsai_model::CpuBackend), SyntheticModel::TinyQ2, &plan).expect("bench");
+    let table = report.to_table();
+    assert!(table.contains("pp8") && table.contains("tg4") && table.contains("tiny-q2 (synthetic, from"), "{table}");
+    let leftover = std::env::temp_dir().join(format!("bonsai-bench-tiny-q2-{}.gguf", std::process::id()));
+    assert!(!leftover.exists(), "the temporary file is removed");
 }
