@@ -29,9 +29,10 @@ use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 /// (M, N, K, bias): single element, K < one k8 step, K % 4 != 0 (4-byte copies), K % 32 == 4,
 /// many K tiles, odd N, 9 row tiles (more than one raster group of 8), several column tiles;
 /// on the wgmma path (64, 64, 1029) splits K in 2 (float4 merge) and (33, 131, 1600) in 3 (odd N:
-/// the scalar merge), the last split shorter. Kept small: CI runs them on the CPU emulator
-/// (crates/bonsai-cli/tests/emulated_gpu.rs).
-const ODD_GEMMS: [(usize, usize, usize, bool); 14] = [
+/// the scalar merge), the last split shorter. The plain-f32 paths run on every one of them (the
+/// small-N kernel's ragged row and column tiles: M % 16, N % 12 and N % 6 != 0). Kept small: CI
+/// runs them on the CPU emulator (crates/bonsai-cli/tests/emulated_gpu.rs).
+const ODD_GEMMS: [(usize, usize, usize, bool); 21] = [
     (1, 1, 1, false),
     (1, 1, 1, true),
     (3, 5, 7, true),
@@ -43,10 +44,19 @@ const ODD_GEMMS: [(usize, usize, usize, bool); 14] = [
     (257, 260, 64, false),
     (33, 131, 64, true),
     (33, 131, 1600, true),
-    // Decode steps (the warp-per-row path too): Bonsai 2's alpha/beta, K not a multiple of 32.
+    // Bonsai 2 27B's alpha/beta (N = 48, K = 5120; N = 96: both in one matrix): decode steps
+    // (the column-per-CTA path), M = 16 its last, M = 17 the small-N path's first, a prefill
+    // chunk (M = 512); K % 4 != 0 (scalar variants) and K not a multiple of 32.
     (1, 48, 5120, false),
+    (1, 96, 5120, false),
     (4, 48, 5120, true),
+    (5, 48, 5120, false),
+    (16, 48, 5120, true),
+    (17, 48, 5120, false),
+    (512, 48, 5120, false),
     (3, 37, 1001, true),
+    (1, 48, 5119, true),
+    (40, 96, 1001, true),
 ];
 /// (M, N, K) of the DiT (M = 1536 / 4608 tokens: qkv, fused qkv+MLP, to_out) and the text
 /// encoder's down projection (512 tokens).
@@ -136,28 +146,31 @@ fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
 /// (wgmma::FOLD_STEPS k8 steps: 12 tensor-core steps per partial, half as many folds), and its
 /// `splits` K ranges (wgmma::split_k) are added by the merge: one round-to-nearest add per extra
 /// split on every output's path, splits - 1 more u.
-/// The warp-per-row path: each lane's FMA chain of ceil(K/32) products (one rounding each), then
-/// 5 shuffle adds: γ_n with n = ceil(K/32) + 5.
+/// The plain-f32 paths: γ_h with h the height of their summation tree (Higham: any tree of
+/// height h, FMA or not, errs by at most γ_h·Σ|a·w|), derived in ops/gemm_f32/mod.rs
+/// ([`launch::gemm_f32::plain_tree_height`]).
 pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize, splits: usize) -> f64 {
+    let gamma = |h: usize| h as f64 * U / (1.0 - h as f64 * U);
     match path {
         GemmF32Path::MmaSync => tf32x3_coefficient(k),
         GemmF32Path::Wgmma => coefficient_with_fold(k, wgmma::FOLD_STEPS) + U * (splits - 1) as f64,
-        GemmF32Path::Rows => {
-            let n = (k.div_ceil(32) + 5) as f64;
-            n * U / (1.0 - n * U)
-        }
+        GemmF32Path::Rows | GemmF32Path::SmallN => gamma(launch::gemm_f32::plain_tree_height(path, k)),
     }
 }
 
-/// The gemm_f32 kernels this device runs for `m` rows: mma.sync always, the wgmma one on compute
-/// capability 9.0, the warp-per-row one for small M.
-fn gemm_paths(ctx: &Ctx, m: usize) -> Result<Vec<GemmF32Path>, VerifyError> {
+/// The gemm_f32 kernels this device runs for `dims`: mma.sync always, the wgmma one on compute
+/// capability 9.0, the column-per-CTA one for small M, the small-N one for N <=
+/// SMALL_N_MAX_N or, with `every_plain`, at any N (the small odd shapes: its ragged tiles).
+fn gemm_paths(ctx: &Ctx, dims: GemmDims, every_plain: bool) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
         paths.push(GemmF32Path::Wgmma);
     }
-    if m <= launch::gemm_f32::ROWS_PATH_MAX_M {
+    if dims.m <= launch::gemm_f32::ROWS_PATH_MAX_M {
         paths.push(GemmF32Path::Rows);
+    }
+    if every_plain || dims.n <= launch::gemm_f32::SMALL_N_MAX_N {
+        paths.push(GemmF32Path::SmallN);
     }
     Ok(paths)
 }
@@ -277,7 +290,7 @@ fn gemm(
     let rows_note = if rows.len() < m { format!(" ({} rows)", rows.len()) } else { String::new() };
     let shape =
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
-    for path in gemm_paths(ctx, m)? {
+    for path in gemm_paths(ctx, dims, sampled.is_none())? {
         let mut out = poisoned(&ctx.stream, m * n)?;
         let gpu = ctx.gpu();
         let inputs = GemmInputs { dims, a: &ad, w: &wd, bias: with_bias.then_some(&bd) };

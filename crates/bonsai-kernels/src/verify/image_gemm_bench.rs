@@ -15,9 +15,19 @@ use crate::verify::{Ctx, VerifyError};
 /// definition; the 3 tf32 products each costs are the kernel's business).
 pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
     let mut rows = Vec::new();
-    // The DiT's GEMMs, and a decode step's f32 projection (Bonsai 2's alpha / beta).
-    for (m, n, k) in [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288), (1, 48, 5120)] {
-        for path in gemm_paths(ctx, m)? {
+    // The DiT's GEMMs, and Bonsai 2 27B's f32 projections (alpha / beta, N = 48; both in one,
+    // N = 96) at a decode step and a 512-token prefill.
+    let shapes = [
+        (4608, 27648, 3072),
+        (1536, 9216, 3072),
+        (4608, 3072, 12288),
+        (1, 48, 5120),
+        (1, 96, 5120),
+        (512, 48, 5120),
+        (512, 96, 5120),
+    ];
+    for (m, n, k) in shapes {
+        for path in gemm_paths(ctx, GemmDims { m, n, k }, false)? {
             rows.extend(bench_gemm(ctx, path, GemmDims { m, n, k }, copy_bw)?);
         }
     }
@@ -53,7 +63,7 @@ fn bench_gemm(
     let mut out = poisoned(&ctx.stream, m * n)?;
     let scratch_len = match path {
         GemmF32Path::Wgmma => wgmma::scratch_len(dims)?,
-        GemmF32Path::MmaSync | GemmF32Path::Rows => 0,
+        GemmF32Path::MmaSync | GemmF32Path::Rows | GemmF32Path::SmallN => 0,
     };
     let mut scratch = ctx.stream.alloc_zeros::<u32>(scratch_len.max(1))?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
@@ -64,6 +74,7 @@ fn bench_gemm(
             GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(gpu, operands, &mut scratch, &mut out)?,
             GemmF32Path::MmaSync => launch::gemm_f32::gemm_f32_mma(gpu, operands, &mut out)?,
             GemmF32Path::Rows => launch::gemm_f32::gemm_f32_rows(gpu, operands, &mut out)?,
+            GemmF32Path::SmallN => launch::gemm_f32::gemm_f32_small_n(gpu, operands, &mut out)?,
         }
         Ok(())
     })?;

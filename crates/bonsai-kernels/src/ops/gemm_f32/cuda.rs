@@ -106,9 +106,13 @@ pub enum GemmF32Path {
     /// wgmma, both operands from shared memory, after a split pass (gemm_f32_wgmma.cu):
     /// compute capability 9.0 only.
     Wgmma,
-    /// One warp per output row, plain f32 FMA (gemm_f32_rows_warp): small M only (a decode
-    /// step), where the tiled kernels run one CTA over all of K.
+    /// One CTA per output column, plain f32 FMA (gemm_f32_rows_column_cta_*): M <=
+    /// [`ROWS_PATH_MAX_M`] only (a decode step), where the tiled kernels run one CTA over all of K.
     Rows,
+    /// Warp blocks of 4 x 6 outputs in CTA tiles of 16 x 12, plain f32 FMA
+    /// (gemm_f32_small_n_*): any shape; [`model_path`] takes it for N <= [`SMALL_N_MAX_N`]
+    /// (a prefill's alpha/beta), where 128-wide tensor-core tiles leave the grid M/128 CTAs.
+    SmallN,
 }
 
 impl GemmF32Path {
@@ -118,6 +122,7 @@ impl GemmF32Path {
             GemmF32Path::MmaSync => "gemm_f32_3xtf32",
             GemmF32Path::Wgmma => "gemm_f32_3xtf32_wgmma",
             GemmF32Path::Rows => "gemm_f32_rows",
+            GemmF32Path::SmallN => "gemm_f32_small_n",
         }
     }
 }
@@ -147,43 +152,108 @@ pub fn gemm_f32(
         GemmF32Path::MmaSync => gemm_f32_mma(gpu, inputs, out),
         GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma(gpu, inputs, out),
         GemmF32Path::Rows => gemm_f32_rows(gpu, inputs, out),
+        GemmF32Path::SmallN => gemm_f32_small_n(gpu, inputs, out),
     }
 }
 
-/// Most rows of `a` the warp-per-row path takes (it reads each weight row once per row of `a`).
-pub const ROWS_PATH_MAX_M: usize = 16;
-/// Warps per CTA of gemm_f32_rows_warp (GEMM_F32_ROWS_WARPS).
-pub(crate) const ROWS_WARPS: usize = 8;
+/// The path for a model's f32 projection of `m` rows to `n` outputs inside a captured step (no
+/// allocation, so never wgmma, whose split scratch is allocated per call): the column-per-CTA
+/// kernel for a decode step's few rows, the small-N kernel for narrow outputs, mma.sync
+/// otherwise.
+pub fn model_path(m: usize, n: usize) -> GemmF32Path {
+    if m <= ROWS_PATH_MAX_M {
+        GemmF32Path::Rows
+    } else if n <= SMALL_N_MAX_N {
+        GemmF32Path::SmallN
+    } else {
+        GemmF32Path::MmaSync
+    }
+}
 
-/// The warp-per-row path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, for
-/// M <= [`ROWS_PATH_MAX_M`]. Speed of light on the H200: the weights once (N·K·4 bytes; Bonsai
-/// 2's alpha or beta, 983 KB, ~0.23 us at 4.3 TB/s): launch-bound at decode.
+/// Most rows of `a` the column-per-CTA path takes (GEMM_F32_COLUMN_MAX_M: its shared sums).
+pub const ROWS_PATH_MAX_M: usize = 16;
+/// Threads per CTA of gemm_f32_rows_column_cta_* (GEMM_F32_COLUMN_THREADS).
+pub(crate) const COLUMN_THREADS: usize = 256;
+/// Widest output [`model_path`] sends to the small-N kernel: up to here a 128-wide tensor-core
+/// tile would be at least half padding and its grid only M/128 CTAs.
+pub const SMALL_N_MAX_N: usize = 64;
+/// One warp's block of outputs (GEMM_F32_SMALL_N_WARP_M / _N) and the warps of a CTA along M and
+/// N (GEMM_F32_SMALL_N_WARPS_M / _N) in gemm_f32_small_n_*.
+pub(crate) const SMALL_N_WARP: (usize, usize) = (4, 6);
+pub(crate) const SMALL_N_WARPS: (usize, usize) = (4, 2);
+/// The CTA tile of the small-N kernel (rows of M, columns of N).
+pub const SMALL_N_TILE: (usize, usize) = (SMALL_N_WARP.0 * SMALL_N_WARPS.0, SMALL_N_WARP.1 * SMALL_N_WARPS.1);
+const SMALL_N_THREADS: u32 = (SMALL_N_WARPS.0 * SMALL_N_WARPS.1 * 32) as u32;
+
+/// Height of the summation tree behind every output of a plain-f32 path (no bias; the error bound
+/// is γ_h·Σ|a·w|, ops/gemm_f32/mod.rs): one thread's FMA chain (the `_vec16` variants' chains are
+/// 4 products per float4 of their stride, at least as long as the scalar variants'), the warp's
+/// 5 butterfly adds, and on the column path the sequential sum of the CTA's warps. Panics on a
+/// tensor-core path (their bound is not a tree height).
+pub fn plain_tree_height(path: GemmF32Path, k: usize) -> usize {
+    const BUTTERFLY: usize = 5;
+    match path {
+        GemmF32Path::Rows => 4 * k.div_ceil(4 * COLUMN_THREADS) + BUTTERFLY + (COLUMN_THREADS / 32 - 1),
+        GemmF32Path::SmallN => 4 * k.div_ceil(4 * 32) + BUTTERFLY,
+        GemmF32Path::MmaSync | GemmF32Path::Wgmma => panic!("{path:?} is not a plain-f32 path"),
+    }
+}
+
+/// The column-per-CTA path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, for
+/// M <= [`ROWS_PATH_MAX_M`]; N CTAs of [`COLUMN_THREADS`] threads, each over one weight row's K.
 pub fn gemm_f32_rows(
     gpu: Gpu<'_>,
     inputs: Inputs<'_, impl DevicePtr<f32>>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     const ROWS_OP: &str = "gemm_f32_rows";
-    let (m_i, n_i, k_i) = check_operands(ROWS_OP, &inputs, out.len(), (1, ROWS_WARPS))?;
-    let Inputs { dims: GemmDims { m, n, .. }, a, w, bias } = inputs;
+    let (m_i, n_i, k_i) = check_operands(ROWS_OP, &inputs, out.len(), (1, 1))?;
+    let Inputs { dims: GemmDims { m, n, k }, a, w, bias } = inputs;
     if m > ROWS_PATH_MAX_M {
         return Err(shape(ROWS_OP, format!("M = {m} rows; this path takes at most {ROWS_PATH_MAX_M}")));
     }
+    let ctas = u32::try_from(n).map_err(|_| shape(ROWS_OP, format!("N = {n} columns need as many CTAs")))?;
     let (a_ptr, _ga) = read_ptr(a, gpu.stream);
     let (w_ptr, _gw) = read_ptr(w, gpu.stream);
     let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
     let (out_ptr, _go) = write_ptr(out, gpu.stream);
-    let func = gpu.function("gemm_f32_rows_warp")?;
-    let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(ROWS_WARPS) as u32, 1, 1),
-        block_dim: ((ROWS_WARPS * 32) as u32, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_rows_column_cta_vec16", "gemm_f32_rows_column_cta_any_k");
+    let func = gpu.function(name)?;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (COLUMN_THREADS as u32, 1, 1), shared_mem_bytes: 0 };
     let mut b = Launch::new(gpu, func);
     b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
-    // SAFETY: argument order and types match gemm_f32_rows_warp (a, w, bias or null, out, m, n,
-    // k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n); the grid has one
-    // warp per row, rows past n return at once.
+    // SAFETY: argument order and types match gemm_f32_rows_column_cta_* (a, w, bias or null,
+    // out, m, n, k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n); the
+    // grid has one CTA per column; m fits the kernel's shared sums; the vec16 variant is chosen
+    // only for K % 4 == 0 and 16-byte aligned a and w.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// The small-N path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, any shape; CTA
+/// tiles of [`SMALL_N_TILE`] outputs, each warp's lanes over all of K.
+pub fn gemm_f32_small_n(
+    gpu: Gpu<'_>,
+    inputs: Inputs<'_, impl DevicePtr<f32>>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    const SMALL_N_OP: &str = "gemm_f32_small_n";
+    let (m_i, n_i, k_i) = check_operands(SMALL_N_OP, &inputs, out.len(), SMALL_N_TILE)?;
+    let Inputs { dims: GemmDims { m, n, k }, a, w, bias } = inputs;
+    // One CTA per tile, row tile major (the kernel's blockIdx.x / tiles_n).
+    let cfg = tile_grid_of(SMALL_N_OP, m, n, SMALL_N_TILE, SMALL_N_THREADS, 0)?;
+    let (a_ptr, _ga) = read_ptr(a, gpu.stream);
+    let (w_ptr, _gw) = read_ptr(w, gpu.stream);
+    let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
+    let (out_ptr, _go) = write_ptr(out, gpu.stream);
+    let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_small_n_vec16", "gemm_f32_small_n_any_k");
+    let func = gpu.function(name)?;
+    let mut b = Launch::new(gpu, func);
+    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match gemm_f32_small_n_* (a, w, bias or null, out, m, n,
+    // k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n) and that M and N
+    // plus one tile fit the kernel's ints; rows and columns past M and N read row M-1 / N-1 and
+    // store nothing; the vec16 variant is chosen only for K % 4 == 0 and 16-byte aligned a and w.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -273,6 +343,41 @@ mod tests {
         assert_eq!(variant(64, &[256, 512], "v", "s"), "v");
         assert_eq!(variant(66, &[256, 512], "v", "s"), "s");
         assert_eq!(variant(64, &[256, 516], "v", "s"), "s");
+    }
+
+    #[test]
+    fn the_plain_paths_are_registered_and_chosen_by_shape() {
+        let names: Vec<&str> = crate::cuda::library::entry_points().collect();
+        for name in [
+            "gemm_f32_rows_column_cta_vec16",
+            "gemm_f32_rows_column_cta_any_k",
+            "gemm_f32_small_n_vec16",
+            "gemm_f32_small_n_any_k",
+        ] {
+            assert!(names.contains(&name), "{name} is not a registered entry point");
+        }
+        // Bonsai 2's alpha/beta: decode (M = 1) and prefill (M = 512); a wide projection.
+        assert_eq!(model_path(1, 48), GemmF32Path::Rows);
+        assert_eq!(model_path(ROWS_PATH_MAX_M, 96), GemmF32Path::Rows);
+        assert_eq!(model_path(ROWS_PATH_MAX_M + 1, 48), GemmF32Path::SmallN);
+        assert_eq!(model_path(512, SMALL_N_MAX_N), GemmF32Path::SmallN);
+        assert_eq!(model_path(512, SMALL_N_MAX_N + 1), GemmF32Path::MmaSync);
+        // The 27B prefill (M = 512, N = 48) fills a 132-SM H200 with one wave of CTAs.
+        let cfg = tile_grid_of(OP, 512, 48, SMALL_N_TILE, SMALL_N_THREADS, 0).expect("fits");
+        assert_eq!((cfg.grid_dim.0, SMALL_N_TILE), (128, (16, 12)));
+    }
+
+    #[test]
+    fn the_plain_trees_are_the_chains_plus_the_fixed_reductions() {
+        // K = 5120: a column-CTA thread takes 5 float4s (20 products), + 5 butterfly + 7 warps;
+        // a small-N lane 40 float4s (160 products) + 5.
+        assert_eq!(plain_tree_height(GemmF32Path::Rows, 5120), 20 + 5 + 7);
+        assert_eq!(plain_tree_height(GemmF32Path::SmallN, 5120), 160 + 5);
+        // Scalar chains (K % 4 != 0) are no longer than the bound's float4 count: K = 5119 takes
+        // ceil(5119/256) = 20 and ceil(5119/32) = 160 products.
+        assert!(5119usize.div_ceil(COLUMN_THREADS) <= plain_tree_height(GemmF32Path::Rows, 5119) - 12);
+        assert!(5119usize.div_ceil(32) <= plain_tree_height(GemmF32Path::SmallN, 5119) - 5);
+        assert_eq!(plain_tree_height(GemmF32Path::SmallN, 1), 4 + 5);
     }
 
     #[test]
