@@ -58,6 +58,11 @@ const ODD_GEMMS: [(usize, usize, usize, bool); 21] = [
     (1, 48, 5119, true),
     (40, 96, 1001, true),
 ];
+/// (M, N, K) of two projections in one launch (`gemm_f32_pair`, Bonsai 2's alpha and beta):
+/// decode and prefill at the 27B shape, K % 4 != 0, and N = 37 (a small-N warp's 6 columns
+/// straddle the two matrices; 2N = 74 leaves a ragged column tile).
+const PAIR_GEMMS: [(usize, usize, usize); 5] =
+    [(1, 48, 5120), (5, 48, 5120), (16, 37, 1001), (512, 48, 5120), (19, 37, 1001)];
 /// (M, N, K) of the DiT (M = 1536 / 4608 tokens: qkv, fused qkv+MLP, to_out) and the text
 /// encoder's down projection (512 tokens).
 const REAL_GEMMS: [(usize, usize, usize); 5] = [
@@ -108,6 +113,9 @@ pub(crate) use bench::bench_all;
 pub(crate) fn run_all(ctx: &mut Ctx, set: super::ShapeSet) -> Result<(), VerifyError> {
     for (m, n, k, bias) in ODD_GEMMS {
         gemm(ctx, "odd", GemmDims { m, n, k }, bias, None)?;
+    }
+    for (m, n, k) in PAIR_GEMMS {
+        gemm_pair(ctx, GemmDims { m, n, k })?;
     }
     for dims in ODD_CONVS {
         conv(ctx, "odd", dims, None)?;
@@ -301,6 +309,47 @@ fn gemm(
         let splits = if path == GemmF32Path::Wgmma { wgmma::split_k_on(&ctx.stream, dims)? } else { 1 };
         let coefficient = gemm_coefficient(path, k, splits);
         record(ctx, path.op_name(), &shape, &got_rows, &want, &bias_rows, coefficient);
+    }
+    Ok(())
+}
+
+/// `gemm_f32_pair` on each plain-f32 path that takes `dims`: both outputs within the path's
+/// bound, and bit-equal to one launch per matrix (each output's chain and reduction do not depend
+/// on where its column sits in the grid).
+fn gemm_pair(ctx: &mut Ctx, dims: GemmDims) -> Result<(), VerifyError> {
+    let GemmDims { m, n, k } = dims;
+    let a = ctx.rng.activations(m * k, 1.0);
+    let ws = [ctx.rng.activations(n * k, 0.05), ctx.rng.activations(n * k, 0.05)];
+    let ad = upload(&ctx.stream, &a)?;
+    let wd = [upload(&ctx.stream, &ws[0])?, upload(&ctx.stream, &ws[1])?];
+    let mut paths = vec![GemmF32Path::SmallN];
+    if m <= launch::gemm_f32::ROWS_PATH_MAX_M {
+        paths.push(GemmF32Path::Rows);
+    }
+    let no_bias = vec![0.0; m * n];
+    let shape = format!("pair M={m} N={n} K={k}");
+    for path in paths {
+        let (mut out0, mut out1) = (poisoned(&ctx.stream, m * n)?, poisoned(&ctx.stream, m * n)?);
+        launch::gemm_f32::gemm_f32_pair(ctx.gpu(), path, dims, &ad, [&wd[0], &wd[1]], [&mut out0, &mut out1])?;
+        let pair = [download(&ctx.stream, &out0)?, download(&ctx.stream, &out1)?];
+        for (i, (w, got)) in ws.iter().zip(&pair).enumerate() {
+            let want: Vec<Expected> = (0..m * n)
+                .into_par_iter()
+                .map(|e| {
+                    let (row, col) = (e / n, e % n);
+                    let a_row = &a[row * k..(row + 1) * k];
+                    expected(a_row.iter().copied().zip(w[col * k..(col + 1) * k].iter().copied()), 0.0)
+                })
+                .collect();
+            let op = format!("{}_pair", path.op_name());
+            record(ctx, &op, &format!("{shape} matrix {i}"), got, &want, &no_bias, gemm_coefficient(path, k, 1));
+            let mut single = poisoned(&ctx.stream, m * n)?;
+            let inputs = GemmInputs { dims, a: &ad, w: &wd[i], bias: None };
+            launch::gemm_f32::gemm_f32(ctx.gpu(), Some(path), inputs, &mut single)?;
+            let single = download(&ctx.stream, &single)?;
+            // Bit-equal: the bound is 0 (a NaN left by an unwritten output fails it too).
+            ctx.record(&op, &format!("{shape} matrix {i} == single launch"), Comparison::of(got, &single, |_| 0.0));
+        }
     }
     Ok(())
 }

@@ -201,59 +201,115 @@ pub fn plain_tree_height(path: GemmF32Path, k: usize) -> usize {
 
 /// The column-per-CTA path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, for
 /// M <= [`ROWS_PATH_MAX_M`]; N CTAs of [`COLUMN_THREADS`] threads, each over one weight row's K.
-pub fn gemm_f32_rows(
+pub fn gemm_f32_rows<T: DevicePtr<f32>>(
     gpu: Gpu<'_>,
-    inputs: Inputs<'_, impl DevicePtr<f32>>,
+    inputs: Inputs<'_, T>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    const ROWS_OP: &str = "gemm_f32_rows";
-    let (m_i, n_i, k_i) = check_operands(ROWS_OP, &inputs, out.len(), (1, 1))?;
-    let Inputs { dims: GemmDims { m, n, k }, a, w, bias } = inputs;
-    if m > ROWS_PATH_MAX_M {
-        return Err(shape(ROWS_OP, format!("M = {m} rows; this path takes at most {ROWS_PATH_MAX_M}")));
-    }
-    let ctas = u32::try_from(n).map_err(|_| shape(ROWS_OP, format!("N = {n} columns need as many CTAs")))?;
-    let (a_ptr, _ga) = read_ptr(a, gpu.stream);
-    let (w_ptr, _gw) = read_ptr(w, gpu.stream);
-    let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
-    let (out_ptr, _go) = write_ptr(out, gpu.stream);
-    let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_rows_column_cta_vec16", "gemm_f32_rows_column_cta_any_k");
-    let func = gpu.function(name)?;
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (COLUMN_THREADS as u32, 1, 1), shared_mem_bytes: 0 };
-    let mut b = Launch::new(gpu, func);
-    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
-    // SAFETY: argument order and types match gemm_f32_rows_column_cta_* (a, w, bias or null,
-    // out, m, n, k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n); the
-    // grid has one CTA per column; m fits the kernel's shared sums; the vec16 variant is chosen
-    // only for K % 4 == 0 and 16-byte aligned a and w.
-    unsafe { b.launch(cfg) }?;
-    Ok(())
+    launch_plain::<T, _>(gpu, GemmF32Path::Rows, inputs, out, None)
 }
 
 /// The small-N path: `out[M, N] = a[M, K] · w[N, K]^T (+ bias[N])` in plain f32, any shape; CTA
 /// tiles of [`SMALL_N_TILE`] outputs, each warp's lanes over all of K.
-pub fn gemm_f32_small_n(
+pub fn gemm_f32_small_n<T: DevicePtr<f32>>(
     gpu: Gpu<'_>,
-    inputs: Inputs<'_, impl DevicePtr<f32>>,
+    inputs: Inputs<'_, T>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    const SMALL_N_OP: &str = "gemm_f32_small_n";
-    let (m_i, n_i, k_i) = check_operands(SMALL_N_OP, &inputs, out.len(), SMALL_N_TILE)?;
+    launch_plain::<T, _>(gpu, GemmF32Path::SmallN, inputs, out, None)
+}
+
+/// Two projections of the same activations: `outs[i][M, N] = a[M, K] · ws[i][N, K]^T`, no bias
+/// (Bonsai 2's alpha and beta). On the plain-f32 paths one launch covers both (2N columns: the
+/// same per-output arithmetic, so the same bits, as two launches); the tensor-core paths run one
+/// launch per matrix.
+pub fn gemm_f32_pair<T: DevicePtr<f32>, O: DevicePtrMut<f32>>(
+    gpu: Gpu<'_>,
+    path: GemmF32Path,
+    dims: GemmDims,
+    a: &T,
+    ws: [&T; 2],
+    outs: [&mut O; 2],
+) -> Result<(), LaunchError> {
+    let [out0, out1] = outs;
+    let first = Inputs { dims, a, w: ws[0], bias: None };
+    match path {
+        GemmF32Path::Rows | GemmF32Path::SmallN => launch_plain(gpu, path, first, out0, Some((ws[1], out1))),
+        GemmF32Path::MmaSync | GemmF32Path::Wgmma => {
+            gemm_f32(gpu, Some(path), first, out0)?;
+            gemm_f32(gpu, Some(path), Inputs { dims, a, w: ws[1], bias: None }, out1)
+        }
+    }
+}
+
+/// One launch of a plain-f32 kernel (`path` Rows or SmallN) over `inputs`' matrix and, when
+/// given, a second matrix of the same shape into its own output.
+fn launch_plain<T: DevicePtr<f32>, O: DevicePtrMut<f32>>(
+    gpu: Gpu<'_>,
+    path: GemmF32Path,
+    inputs: Inputs<'_, T>,
+    out: &mut O,
+    second: Option<(&T, &mut O)>,
+) -> Result<(), LaunchError> {
+    let op = path.op_name();
+    let tile = match path {
+        GemmF32Path::Rows => (1, 1),
+        GemmF32Path::SmallN => SMALL_N_TILE,
+        GemmF32Path::MmaSync | GemmF32Path::Wgmma => {
+            return Err(shape(op, "not a plain-f32 path".to_string()));
+        }
+    };
+    let (m_i, n_i, k_i) = check_operands(op, &inputs, out.len(), tile)?;
     let Inputs { dims: GemmDims { m, n, k }, a, w, bias } = inputs;
-    // One CTA per tile, row tile major (the kernel's blockIdx.x / tiles_n).
-    let cfg = tile_grid_of(SMALL_N_OP, m, n, SMALL_N_TILE, SMALL_N_THREADS, 0)?;
+    if path == GemmF32Path::Rows && m > ROWS_PATH_MAX_M {
+        return Err(shape(op, format!("M = {m} rows; this path takes at most {ROWS_PATH_MAX_M}")));
+    }
+    if let Some((w2, out2)) = &second {
+        if bias.is_some() {
+            return Err(shape(op, "a bias with a second matrix (the kernels add it to the first only)".to_string()));
+        }
+        expect_at_least(op, "second w", w2.len(), n * k)?;
+        expect_at_least(op, "second out", out2.len(), m * n)?;
+    }
+    // Output columns of the grid: both matrices' side by side.
+    let cols = if second.is_some() { 2 * n } else { n };
+    as_i32(op, "columns of both matrices + one tile", cols + tile.1)?;
     let (a_ptr, _ga) = read_ptr(a, gpu.stream);
     let (w_ptr, _gw) = read_ptr(w, gpu.stream);
     let (bias_ptr, _gb) = optional_read_ptr(bias, gpu.stream);
     let (out_ptr, _go) = write_ptr(out, gpu.stream);
-    let name = variant(k, &[a_ptr, w_ptr], "gemm_f32_small_n_vec16", "gemm_f32_small_n_any_k");
+    let (w2_ptr, _gw2, out2_ptr, _go2) = match second {
+        Some((w2, out2)) => {
+            let (w2_ptr, gw2) = read_ptr(w2, gpu.stream);
+            let (out2_ptr, go2) = write_ptr(out2, gpu.stream);
+            (w2_ptr, Some(gw2), out2_ptr, Some(go2))
+        }
+        None => (0, None, 0, None),
+    };
+    let cfg = match path {
+        GemmF32Path::Rows => {
+            let ctas = u32::try_from(cols).map_err(|_| shape(op, format!("{cols} columns need as many CTAs")))?;
+            LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (COLUMN_THREADS as u32, 1, 1), shared_mem_bytes: 0 }
+        }
+        // One CTA per tile, row tile major (the kernel's blockIdx.x / tiles_n).
+        _ => tile_grid_of(op, m, cols, SMALL_N_TILE, SMALL_N_THREADS, 0)?,
+    };
+    let k_operands: &[u64] = if w2_ptr != 0 { &[a_ptr, w_ptr, w2_ptr] } else { &[a_ptr, w_ptr] };
+    let name = match path {
+        GemmF32Path::Rows => variant(k, k_operands, "gemm_f32_rows_column_cta_vec16", "gemm_f32_rows_column_cta_any_k"),
+        _ => variant(k, k_operands, "gemm_f32_small_n_vec16", "gemm_f32_small_n_any_k"),
+    };
     let func = gpu.function(name)?;
     let mut b = Launch::new(gpu, func);
-    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&m_i).arg(&n_i).arg(&k_i);
-    // SAFETY: argument order and types match gemm_f32_small_n_* (a, w, bias or null, out, m, n,
-    // k); check_operands covered a (m x k), w (n x k), bias (n) and out (m x n) and that M and N
-    // plus one tile fit the kernel's ints; rows and columns past M and N read row M-1 / N-1 and
-    // store nothing; the vec16 variant is chosen only for K % 4 == 0 and 16-byte aligned a and w.
+    b.arg(&a_ptr).arg(&w_ptr).arg(&bias_ptr).arg(&out_ptr).arg(&w2_ptr).arg(&out2_ptr);
+    b.arg(&m_i).arg(&n_i).arg(&k_i);
+    // SAFETY: argument order and types match gemm_f32_rows_column_cta_* and gemm_f32_small_n_*
+    // (a, w, bias or null, out, w2 or null, out2 or null, m, n, k); check_operands and the checks
+    // above covered a (m x k), w and w2 (n x k), bias (n), out and out2 (m x n), and that the
+    // columns of both matrices plus one tile fit the kernels' ints; the grid covers `cols`
+    // columns (Rows: one CTA each, M within its shared sums; SmallN: whole tiles, whose rows
+    // and columns past the output read row M-1 / column cols-1 and store nothing); the vec16
+    // variant is chosen only for K % 4 == 0 and 16-byte aligned a, w and w2.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
