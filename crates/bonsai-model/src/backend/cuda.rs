@@ -568,6 +568,24 @@ impl Backend for CudaBackend {
         launch::gemm_f32::gemm_f32(self.launcher(), Some(path), inputs, y).map_err(device_err("matmul_f32"))
     }
 
+    fn matmul_f32_pair(
+        &self,
+        ws: [&CudaSlice<f32>; 2],
+        n: usize,
+        k: usize,
+        x: &CudaSlice<f32>,
+        m: usize,
+        ys: [&mut CudaSlice<f32>; 2],
+    ) -> Result<(), BackendError> {
+        if m == 0 {
+            return Ok(());
+        }
+        // One launch for both on the plain-f32 paths (alpha and beta: 2N columns fill twice the
+        // SMs); the same path, hence the same bits, as two matmul_f32 calls.
+        let (path, dims) = (launch::gemm_f32::model_path(m, n), GemmDims { m, n, k });
+        launch::gemm_f32::gemm_f32_pair(self.launcher(), path, dims, x, ws, ys).map_err(device_err("matmul_f32_pair"))
+    }
+
     fn ssm_conv(
         &self,
         x: &CudaSlice<f32>,
