@@ -358,7 +358,7 @@ impl<B: Backend> Activations<B> {
         read: Act,
         first: Act,
         second: Act,
-    ) -> Result<(&B::Buffer, &mut B::Buffer, &mut B::Buffer), BackendError> {
+    ) -> Result<ReadWriteWrite<'_, B>, BackendError> {
         if read == first || read == second || first == second {
             return Err(BackendError::Device(format!("an op reads {read:?} and writes {first:?} and {second:?}")));
         }
@@ -516,6 +516,8 @@ fn missing_state(what: &str, slot: usize) -> BackendError {
 
 /// Two activations to read and one to write.
 pub type ReadReadWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
+/// An input and two outputs of one op ([`Activations::read_and_two_writes`]).
+pub type ReadWriteWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
 
 /// A Hadamard transform's parameters, with the sign vector on the backend.
 pub struct HadamardOp<'a, B: Backend> {
