@@ -128,7 +128,7 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     assert!(decode.lines().next().is_some_and(|l| l.contains("one CUDA graph per step")), "decode is not a graph:\n{decode}");
     for kernel in [
         "hadamard_block_in_smem",
-        "gemm_f32_rows_warp",
+        "gemm_f32_rows_column_cta",
         "ssm_conv_channel_per_thread",
         "gated_delta_rows",
         "gated_rms_norm_warp_per_head",

@@ -374,7 +374,12 @@ pub(crate) mod tests {
         assert_eq!(cu_define(tile, "TF32X3_STAGES"), super::gemm_f32::STAGES);
         assert_eq!(cu_define(tile, "TF32X3_THREADS"), super::gemm_f32::THREADS as usize);
         assert_eq!(cu_define(tile, "TF32X3_FOLD_STEPS"), super::gemm_f32::FOLD_STEPS);
-        assert_eq!(cu_define("ops/gemm_f32/gemm_f32.cu", "GEMM_F32_ROWS_WARPS"), super::gemm_f32::ROWS_WARPS);
+        let gemm = "ops/gemm_f32/gemm_f32.cu";
+        assert_eq!(cu_define(gemm, "GEMM_F32_COLUMN_THREADS"), super::gemm_f32::COLUMN_THREADS);
+        assert_eq!(cu_define(gemm, "GEMM_F32_COLUMN_MAX_M"), super::gemm_f32::ROWS_PATH_MAX_M);
+        let (warp, warps) = (super::gemm_f32::SMALL_N_WARP, super::gemm_f32::SMALL_N_WARPS);
+        assert_eq!((cu_define(gemm, "GEMM_F32_SMALL_N_WARP_M"), cu_define(gemm, "GEMM_F32_SMALL_N_WARP_N")), warp);
+        assert_eq!((cu_define(gemm, "GEMM_F32_SMALL_N_WARPS_M"), cu_define(gemm, "GEMM_F32_SMALL_N_WARPS_N")), warps);
         assert_eq!(cu_define("ops/conv3x3/conv3x3.cu", "CONV3X3_B_ROW_PAD"), super::conv3x3::B_ROW_PAD);
         let sample = "ops/sample_top_k/sample_top_k.cu";
         assert_eq!(cu_define(sample, "SAMPLE_MAX_TOP_K"), crate::ops::sample_top_k::MAX_DEVICE_TOP_K);

@@ -92,8 +92,10 @@ pub enum Op {
     /// V-head permutation when `perm` is given) or `out = signs ⊙ BlockH(x)` (inverse), blocks of
     /// `block` (`bonsai_kernels::ops::hadamard`).
     Hadamard { x: Act, out: Act, signs: VectorId, width: usize, block: usize, inverse: bool, perm: Option<VHeadPerm> },
-    /// `y = x · Wᵀ` with an f32 weight `W[n, k]` (the BF16 `ssm_alpha` / `ssm_beta`).
-    MatmulF32 { w: VectorId, n: usize, k: usize, x: Act, y: Act },
+    /// `y = x · Wᵀ` with an f32 weight `W[n, k]` (the BF16 `ssm_alpha` / `ssm_beta`); with
+    /// `second = Some((w2, y2))` also `y2 = x · W2ᵀ` (W2 of the same shape), in one launch where
+    /// the backend has one ([`Backend::matmul_f32_pair`]).
+    MatmulF32 { w: VectorId, n: usize, k: usize, x: Act, y: Act, second: Option<(VectorId, Act)> },
     /// Causal depthwise conv (kernel [`HybridDims::conv_kernel`]) then SiLU of each sequence's
     /// rows, through the sequence's conv state of recurrent layer `slot`.
     SsmConv { x: Act, weight: VectorId, slot: usize, out: Act },
@@ -228,6 +230,9 @@ impl Program {
                 if let Some(act) = written {
                     held.insert(act, rows);
                 }
+                if let Op::MatmulF32 { second: Some((_, y2)), .. } = *op {
+                    held.insert(y2, rows);
+                }
                 rows
             })
             .collect()
@@ -347,6 +352,22 @@ impl<B: Backend> Activations<B> {
         (unsafe { &*tokens }, self.get_mut(write))
     }
     /// `read` and `write` at once (they must differ).
+    /// `read` and two different activations to write, at once.
+    pub fn read_and_two_writes(
+        &mut self,
+        read: Act,
+        first: Act,
+        second: Act,
+    ) -> Result<ReadWriteWrite<'_, B>, BackendError> {
+        if read == first || read == second || first == second {
+            return Err(BackendError::Device(format!("an op reads {read:?} and writes {first:?} and {second:?}")));
+        }
+        let read_ptr: *const B::Buffer = self.get(read);
+        let second_ptr: *mut B::Buffer = self.get_mut(second);
+        // SAFETY: the three activations name different fields of `self`, so none of the borrows
+        // aliases another.
+        Ok((unsafe { &*read_ptr }, self.get_mut(first), unsafe { &mut *second_ptr }))
+    }
     pub fn pair(&mut self, read: Act, write: Act) -> Result<(&B::Buffer, &mut B::Buffer), BackendError> {
         if read == write {
             return Err(BackendError::Device(format!("an op reads and writes {read:?}")));
@@ -433,9 +454,13 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             let p = HadamardOp { width, block, signs: &weights.vectors[signs.0], inverse, perm };
             b.hadamard(x, rows, p, out)
         }
-        Op::MatmulF32 { w, n, k, x, y } => {
+        Op::MatmulF32 { w, n, k, x, y, second: None } => {
             let (x, y) = acts.pair(x, y)?;
             b.matmul_f32(&weights.vectors[w.0], n, k, x, rows, y)
+        }
+        Op::MatmulF32 { w, n, k, x, y, second: Some((w2, y2)) } => {
+            let (x, y, y2) = acts.read_and_two_writes(x, y, y2)?;
+            b.matmul_f32_pair([&weights.vectors[w.0], &weights.vectors[w2.0]], n, k, x, rows, [y, y2])
         }
         Op::SsmConv { x, weight, slot, out } => {
             let h = hybrid_dims(dims)?;
@@ -491,6 +516,8 @@ fn missing_state(what: &str, slot: usize) -> BackendError {
 
 /// Two activations to read and one to write.
 pub type ReadReadWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
+/// An input and two outputs of one op ([`Activations::read_and_two_writes`]).
+pub type ReadWriteWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
 
 /// A Hadamard transform's parameters, with the sign vector on the backend.
 pub struct HadamardOp<'a, B: Backend> {

@@ -432,7 +432,10 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[
             "gemm_f32_3xtf32_vec16",
             "gemm_f32_3xtf32_any_k",
-            "gemm_f32_rows_warp",
+            "gemm_f32_rows_column_cta_vec16",
+            "gemm_f32_rows_column_cta_any_k",
+            "gemm_f32_small_n_vec16",
+            "gemm_f32_small_n_any_k",
         ],
     },
     // After tile_3xtf32.cu (its split and CTA rasterisation).

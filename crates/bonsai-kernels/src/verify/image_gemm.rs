@@ -29,9 +29,10 @@ use crate::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 /// (M, N, K, bias): single element, K < one k8 step, K % 4 != 0 (4-byte copies), K % 32 == 4,
 /// many K tiles, odd N, 9 row tiles (more than one raster group of 8), several column tiles;
 /// on the wgmma path (64, 64, 1029) splits K in 2 (float4 merge) and (33, 131, 1600) in 3 (odd N:
-/// the scalar merge), the last split shorter. Kept small: CI runs them on the CPU emulator
-/// (crates/bonsai-cli/tests/emulated_gpu.rs).
-const ODD_GEMMS: [(usize, usize, usize, bool); 14] = [
+/// the scalar merge), the last split shorter. The plain-f32 paths run on every one of them (the
+/// small-N kernel's ragged row and column tiles: M % 16, N % 12 and N % 6 != 0). Kept small: CI
+/// runs them on the CPU emulator (crates/bonsai-cli/tests/emulated_gpu.rs).
+const ODD_GEMMS: [(usize, usize, usize, bool); 21] = [
     (1, 1, 1, false),
     (1, 1, 1, true),
     (3, 5, 7, true),
@@ -43,11 +44,25 @@ const ODD_GEMMS: [(usize, usize, usize, bool); 14] = [
     (257, 260, 64, false),
     (33, 131, 64, true),
     (33, 131, 1600, true),
-    // Decode steps (the warp-per-row path too): Bonsai 2's alpha/beta, K not a multiple of 32.
+    // Bonsai 2 27B's alpha/beta (N = 48, K = 5120; N = 96: both in one matrix): decode steps
+    // (the column-per-CTA path), M = 16 its last, M = 17 the small-N path's first, a prefill
+    // chunk (M = 512); K % 4 != 0 (scalar variants) and K not a multiple of 32.
     (1, 48, 5120, false),
+    (1, 96, 5120, false),
     (4, 48, 5120, true),
+    (5, 48, 5120, false),
+    (16, 48, 5120, true),
+    (17, 48, 5120, false),
+    (512, 48, 5120, false),
     (3, 37, 1001, true),
+    (1, 48, 5119, true),
+    (40, 96, 1001, true),
 ];
+/// (M, N, K) of two projections in one launch (`gemm_f32_pair`, Bonsai 2's alpha and beta):
+/// decode and prefill at the 27B shape, K % 4 != 0, and N = 37 (a small-N warp's 6 columns
+/// straddle the two matrices; 2N = 74 leaves a ragged column tile).
+const PAIR_GEMMS: [(usize, usize, usize); 5] =
+    [(1, 48, 5120), (5, 48, 5120), (16, 37, 1001), (512, 48, 5120), (19, 37, 1001)];
 /// (M, N, K) of the DiT (M = 1536 / 4608 tokens: qkv, fused qkv+MLP, to_out) and the text
 /// encoder's down projection (512 tokens).
 const REAL_GEMMS: [(usize, usize, usize); 5] = [
@@ -99,6 +114,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: super::ShapeSet) -> Result<(), VerifyE
     for (m, n, k, bias) in ODD_GEMMS {
         gemm(ctx, "odd", GemmDims { m, n, k }, bias, None)?;
     }
+    for (m, n, k) in PAIR_GEMMS {
+        gemm_pair(ctx, GemmDims { m, n, k })?;
+    }
     for dims in ODD_CONVS {
         conv(ctx, "odd", dims, None)?;
     }
@@ -136,28 +154,31 @@ fn coefficient_with_fold(k: usize, fold_steps: usize) -> f64 {
 /// (wgmma::FOLD_STEPS k8 steps: 12 tensor-core steps per partial, half as many folds), and its
 /// `splits` K ranges (wgmma::split_k) are added by the merge: one round-to-nearest add per extra
 /// split on every output's path, splits - 1 more u.
-/// The warp-per-row path: each lane's FMA chain of ceil(K/32) products (one rounding each), then
-/// 5 shuffle adds: γ_n with n = ceil(K/32) + 5.
+/// The plain-f32 paths: γ_h with h the height of their summation tree (Higham: any tree of
+/// height h, FMA or not, errs by at most γ_h·Σ|a·w|), derived in ops/gemm_f32/mod.rs
+/// ([`launch::gemm_f32::plain_tree_height`]).
 pub(crate) fn gemm_coefficient(path: GemmF32Path, k: usize, splits: usize) -> f64 {
+    let gamma = |h: usize| h as f64 * U / (1.0 - h as f64 * U);
     match path {
         GemmF32Path::MmaSync => tf32x3_coefficient(k),
         GemmF32Path::Wgmma => coefficient_with_fold(k, wgmma::FOLD_STEPS) + U * (splits - 1) as f64,
-        GemmF32Path::Rows => {
-            let n = (k.div_ceil(32) + 5) as f64;
-            n * U / (1.0 - n * U)
-        }
+        GemmF32Path::Rows | GemmF32Path::SmallN => gamma(launch::gemm_f32::plain_tree_height(path, k)),
     }
 }
 
-/// The gemm_f32 kernels this device runs for `m` rows: mma.sync always, the wgmma one on compute
-/// capability 9.0, the warp-per-row one for small M.
-fn gemm_paths(ctx: &Ctx, m: usize) -> Result<Vec<GemmF32Path>, VerifyError> {
+/// The gemm_f32 kernels this device runs for `dims`: mma.sync always, the wgmma one on compute
+/// capability 9.0, the column-per-CTA one for small M, the small-N one for N <=
+/// SMALL_N_MAX_N or, with `every_plain`, at any N (the small odd shapes: its ragged tiles).
+fn gemm_paths(ctx: &Ctx, dims: GemmDims, every_plain: bool) -> Result<Vec<GemmF32Path>, VerifyError> {
     let mut paths = vec![GemmF32Path::MmaSync];
     if launch::matmul::device_has_wgmma(&ctx.stream)? {
         paths.push(GemmF32Path::Wgmma);
     }
-    if m <= launch::gemm_f32::ROWS_PATH_MAX_M {
+    if dims.m <= launch::gemm_f32::ROWS_PATH_MAX_M {
         paths.push(GemmF32Path::Rows);
+    }
+    if every_plain || dims.n <= launch::gemm_f32::SMALL_N_MAX_N {
+        paths.push(GemmF32Path::SmallN);
     }
     Ok(paths)
 }
@@ -277,7 +298,7 @@ fn gemm(
     let rows_note = if rows.len() < m { format!(" ({} rows)", rows.len()) } else { String::new() };
     let shape =
         format!("{label} M={m} N={n} K={k}{}{rows_note}", if with_bias { " +bias" } else { "" });
-    for path in gemm_paths(ctx, m)? {
+    for path in gemm_paths(ctx, dims, sampled.is_none())? {
         let mut out = poisoned(&ctx.stream, m * n)?;
         let gpu = ctx.gpu();
         let inputs = GemmInputs { dims, a: &ad, w: &wd, bias: with_bias.then_some(&bd) };
@@ -288,6 +309,47 @@ fn gemm(
         let splits = if path == GemmF32Path::Wgmma { wgmma::split_k_on(&ctx.stream, dims)? } else { 1 };
         let coefficient = gemm_coefficient(path, k, splits);
         record(ctx, path.op_name(), &shape, &got_rows, &want, &bias_rows, coefficient);
+    }
+    Ok(())
+}
+
+/// `gemm_f32_pair` on each plain-f32 path that takes `dims`: both outputs within the path's
+/// bound, and bit-equal to one launch per matrix (each output's chain and reduction do not depend
+/// on where its column sits in the grid).
+fn gemm_pair(ctx: &mut Ctx, dims: GemmDims) -> Result<(), VerifyError> {
+    let GemmDims { m, n, k } = dims;
+    let a = ctx.rng.activations(m * k, 1.0);
+    let ws = [ctx.rng.activations(n * k, 0.05), ctx.rng.activations(n * k, 0.05)];
+    let ad = upload(&ctx.stream, &a)?;
+    let wd = [upload(&ctx.stream, &ws[0])?, upload(&ctx.stream, &ws[1])?];
+    let mut paths = vec![GemmF32Path::SmallN];
+    if m <= launch::gemm_f32::ROWS_PATH_MAX_M {
+        paths.push(GemmF32Path::Rows);
+    }
+    let no_bias = vec![0.0; m * n];
+    let shape = format!("pair M={m} N={n} K={k}");
+    for path in paths {
+        let (mut out0, mut out1) = (poisoned(&ctx.stream, m * n)?, poisoned(&ctx.stream, m * n)?);
+        launch::gemm_f32::gemm_f32_pair(ctx.gpu(), path, dims, &ad, [&wd[0], &wd[1]], [&mut out0, &mut out1])?;
+        let pair = [download(&ctx.stream, &out0)?, download(&ctx.stream, &out1)?];
+        for (i, (w, got)) in ws.iter().zip(&pair).enumerate() {
+            let want: Vec<Expected> = (0..m * n)
+                .into_par_iter()
+                .map(|e| {
+                    let (row, col) = (e / n, e % n);
+                    let a_row = &a[row * k..(row + 1) * k];
+                    expected(a_row.iter().copied().zip(w[col * k..(col + 1) * k].iter().copied()), 0.0)
+                })
+                .collect();
+            let op = format!("{}_pair", path.op_name());
+            record(ctx, &op, &format!("{shape} matrix {i}"), got, &want, &no_bias, gemm_coefficient(path, k, 1));
+            let mut single = poisoned(&ctx.stream, m * n)?;
+            let inputs = GemmInputs { dims, a: &ad, w: &wd[i], bias: None };
+            launch::gemm_f32::gemm_f32(ctx.gpu(), Some(path), inputs, &mut single)?;
+            let single = download(&ctx.stream, &single)?;
+            // Bit-equal: the bound is 0 (a NaN left by an unwritten output fails it too).
+            ctx.record(&op, &format!("{shape} matrix {i} == single launch"), Comparison::of(got, &single, |_| 0.0));
+        }
     }
     Ok(())
 }

@@ -15,11 +15,16 @@ use crate::verify::{Ctx, VerifyError};
 /// definition; the 3 tf32 products each costs are the kernel's business).
 pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
     let mut rows = Vec::new();
-    // The DiT's GEMMs, and a decode step's f32 projection (Bonsai 2's alpha / beta).
-    for (m, n, k) in [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288), (1, 48, 5120)] {
-        for path in gemm_paths(ctx, m)? {
+    // The DiT's GEMMs, and Bonsai 2 27B's f32 projections (alpha / beta: N = 48, K = 5120) at
+    // a decode step and a 512-token prefill, each alone and both in one launch (the model's).
+    let shapes = [(4608, 27648, 3072), (1536, 9216, 3072), (4608, 3072, 12288), (1, 48, 5120), (512, 48, 5120)];
+    for (m, n, k) in shapes {
+        for path in gemm_paths(ctx, GemmDims { m, n, k }, false)? {
             rows.extend(bench_gemm(ctx, path, GemmDims { m, n, k }, copy_bw)?);
         }
+    }
+    for m in [1, 512] {
+        rows.push(bench_pair(ctx, GemmDims { m, n: 48, k: 5120 }, copy_bw)?);
     }
     for (c, hw) in [(384, 128), (384, 256), (192, 512)] {
         rows.push(bench_conv(ctx, ConvDims { c_in: c, c_out: c, h: hw, w: hw }, copy_bw)?);
@@ -53,7 +58,7 @@ fn bench_gemm(
     let mut out = poisoned(&ctx.stream, m * n)?;
     let scratch_len = match path {
         GemmF32Path::Wgmma => wgmma::scratch_len(dims)?,
-        GemmF32Path::MmaSync | GemmF32Path::Rows => 0,
+        GemmF32Path::MmaSync | GemmF32Path::Rows | GemmF32Path::SmallN => 0,
     };
     let mut scratch = ctx.stream.alloc_zeros::<u32>(scratch_len.max(1))?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
@@ -64,6 +69,7 @@ fn bench_gemm(
             GemmF32Path::Wgmma => wgmma::gemm_f32_wgmma_with_scratch(gpu, operands, &mut scratch, &mut out)?,
             GemmF32Path::MmaSync => launch::gemm_f32::gemm_f32_mma(gpu, operands, &mut out)?,
             GemmF32Path::Rows => launch::gemm_f32::gemm_f32_rows(gpu, operands, &mut out)?,
+            GemmF32Path::SmallN => launch::gemm_f32::gemm_f32_small_n(gpu, operands, &mut out)?,
         }
         Ok(())
     })?;
@@ -82,6 +88,34 @@ fn bench_gemm(
         rows.push(row("gemm_f32_tf32_split (A and W)", shape, secs, Some(bytes), None, copy_bw));
     }
     Ok(rows)
+}
+
+/// `gemm_f32_pair` on the path the model takes (`model_path`): alpha and beta in one launch.
+fn bench_pair(ctx: &mut Ctx, dims: GemmDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {
+    let GemmDims { m, n, k } = dims;
+    let path = launch::gemm_f32::model_path(m, n);
+    let copies = copies_for(4 * (m * k + 2 * n * k));
+    let inputs = (0..copies)
+        .map(|_| {
+            Ok((
+                upload(&ctx.stream, &ctx.rng.activations(m * k, 1.0))?,
+                upload(&ctx.stream, &ctx.rng.activations(n * k, 0.05))?,
+                upload(&ctx.stream, &ctx.rng.activations(n * k, 0.05))?,
+            ))
+        })
+        .collect::<Result<Vec<_>, VerifyError>>()?;
+    let (mut out0, mut out1) = (poisoned(&ctx.stream, m * n)?, poisoned(&ctx.stream, m * n)?);
+    let (lib, stream) = (&ctx.lib, ctx.stream.clone());
+    let secs = time_batches(ctx, copies, |i| {
+        let (a, w0, w1) = &inputs[i];
+        launch::gemm_f32::gemm_f32_pair(Gpu::new(lib, &stream), path, dims, a, [w0, w1], [&mut out0, &mut out1])?;
+        Ok(())
+    })?;
+    let flops = 2.0 * 2.0 * (m * n * k) as f64;
+    // Bytes moved at least once: A, both weight matrices, both outputs (the decode row's floor).
+    let bytes = 4.0 * (m * k + 2 * n * k + 2 * m * n) as f64;
+    let op = format!("{}_pair", path.op_name());
+    Ok(row(&op, format!("M={m} 2 x N={n} K={k}"), secs, Some(bytes), Some(flops), copy_bw))
 }
 
 fn bench_conv(ctx: &mut Ctx, dims: ConvDims, copy_bw: f64) -> Result<BenchRow, VerifyError> {

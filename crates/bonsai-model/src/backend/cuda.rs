@@ -36,7 +36,6 @@ use super::{Backend, BackendError, MemoryPlan};
 use crate::program::{DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
 use bonsai_kernels::ops::gated_delta::DeltaShape;
 use bonsai_kernels::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
-use bonsai_kernels::launch::gemm_f32::GemmF32Path;
 
 /// Decode steps the host keeps queued ([`Backend::decode_queue_depth`]): the device runs step
 /// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
@@ -562,12 +561,29 @@ impl Backend for CudaBackend {
         if m == 0 {
             return Ok(());
         }
-        // A decode step's few rows: one warp per output row (the tiled kernel would run one CTA
-        // over all of K). Otherwise the mma.sync path: the wgmma one allocates its split scratch
-        // per call, which a captured decode step cannot do.
-        let path = if m <= launch::gemm_f32::ROWS_PATH_MAX_M { GemmF32Path::Rows } else { GemmF32Path::MmaSync };
+        // A decode step's few rows: one CTA per output column; a prefill's narrow alpha/beta: the
+        // small-N tiles; never wgmma, whose split scratch is allocated per call.
+        let path = launch::gemm_f32::model_path(m, n);
         let inputs = GemmInputs { dims: GemmDims { m, n, k }, a: x, w, bias: None };
         launch::gemm_f32::gemm_f32(self.launcher(), Some(path), inputs, y).map_err(device_err("matmul_f32"))
+    }
+
+    fn matmul_f32_pair(
+        &self,
+        ws: [&CudaSlice<f32>; 2],
+        n: usize,
+        k: usize,
+        x: &CudaSlice<f32>,
+        m: usize,
+        ys: [&mut CudaSlice<f32>; 2],
+    ) -> Result<(), BackendError> {
+        if m == 0 {
+            return Ok(());
+        }
+        // One launch for both on the plain-f32 paths (alpha and beta: 2N columns fill twice the
+        // SMs); the same path, hence the same bits, as two matmul_f32 calls.
+        let (path, dims) = (launch::gemm_f32::model_path(m, n), GemmDims { m, n, k });
+        launch::gemm_f32::gemm_f32_pair(self.launcher(), path, dims, x, ws, ys).map_err(device_err("matmul_f32_pair"))
     }
 
     fn ssm_conv(

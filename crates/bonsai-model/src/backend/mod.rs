@@ -231,6 +231,21 @@ pub trait Backend: Sized {
     /// `y[m, n] = x[m, k] · W[n, k]^T` with f32 weights.
     fn matmul_f32(&self, w: &Self::Buffer, n: usize, k: usize, x: &Self::Buffer, m: usize, y: &mut Self::Buffer)
         -> Result<(), BackendError>;
+    /// `ys[i][m, n] = x[m, k] · ws[i][n, k]^T` for both i: two [`Backend::matmul_f32`]s of one
+    /// input, which a backend may run as one launch (the same results).
+    fn matmul_f32_pair(
+        &self,
+        ws: [&Self::Buffer; 2],
+        n: usize,
+        k: usize,
+        x: &Self::Buffer,
+        m: usize,
+        ys: [&mut Self::Buffer; 2],
+    ) -> Result<(), BackendError> {
+        let [y0, y1] = ys;
+        self.matmul_f32(ws[0], n, k, x, m, y0)?;
+        self.matmul_f32(ws[1], n, k, x, m, y1)
+    }
     /// Causal depthwise conv + SiLU of one sequence's rows (`channels` wide) through its conv
     /// `state` (`bonsai_kernels::ops::ssm_conv`), into the same rows of `out`.
     #[allow(clippy::too_many_arguments)]

@@ -169,9 +169,9 @@ pub fn forward_program(dims: Dims, ids: &ModelIds, rows: Vec<usize>, logits: Log
                 let (v_heads, hidden) = (dims.hybrid.map_or(0, |h| h.delta.v_heads), dims.hidden);
                 b.op(Op::Matmul { w: r.qkv, x: input, y: Act::Mixed, store: Store::Overwrite });
                 b.op(Op::Matmul { w: r.z, x: input, y: Act::Z, store: Store::Overwrite });
-                // alpha and beta read the un-rotated normed hidden (never folded).
-                b.op(Op::MatmulF32 { w: r.alpha, n: v_heads, k: hidden, x: Act::Xn, y: Act::Alpha });
-                b.op(Op::MatmulF32 { w: r.beta, n: v_heads, k: hidden, x: Act::Xn, y: Act::Beta });
+                // alpha and beta read the un-rotated normed hidden (never folded): one op for both.
+                let (x, second) = (Act::Xn, Some((r.beta, Act::Beta)));
+                b.op(Op::MatmulF32 { w: r.alpha, n: v_heads, k: hidden, x, y: Act::Alpha, second });
                 b.op(Op::SsmConv { x: Act::Mixed, weight: r.conv, slot: r.slot, out: Act::Conv });
                 b.op(Op::GatedDelta {
                     conv: Act::Conv,

@@ -13,10 +13,38 @@
 //! CPU: rayon over blocks of M rows × N columns (a W block stays in cache while each A row of the
 //! block passes over it).
 //!
-//! CUDA (`launch::gemm_f32::gemm_f32`): two kernels, both "3xTF32" on tensor cores, picked by
+//! CUDA (`launch::gemm_f32::gemm_f32`): two "3xTF32" tensor-core kernels, picked by
 //! `launch::gemm_f32::chosen_path` from the device alone: wgmma where the device has it (compute
-//! capability 9.0), mma.sync elsewhere (`gemm_f32_on` runs a given one: verify checks both).
-//! Every operand x is split into `big = tf32(x)` and `small = tf32(x − big)`, both rounded to
+//! capability 9.0), mma.sync elsewhere; and two plain-f32 kernels for shapes the 128-wide tiles
+//! leave the GPU empty on, which `launch::gemm_f32::model_path` picks for a model's projections
+//! (a path given to `gemm_f32` runs that one: verify checks every path on its shapes).
+//! `launch::gemm_f32::gemm_f32_pair` runs two weight matrices of one shape against the same A in
+//! one launch on the plain paths (Bonsai 2's alpha and beta), bit-equal to two launches.
+//!
+//! Plain-f32 paths (gemm_f32.cu): f32 FMA chains and fixed-order sums, no tensor cores and no
+//! atomics (deterministic). Every output is a summation tree of height
+//! `h = launch::gemm_f32::plain_tree_height` over its K products, so
+//! `|out − exact| <= γ_h·Σ|a·w| + u·(|acc| + |bias|)` (Higham; FMA or not):
+//! - rows (`gemm_f32_rows_column_cta_*`, M <= 16: a decode step): one CTA of 256 threads per
+//!   output column (2N with a second matrix); thread t's chain takes steps t, t + 256, ... of K
+//!   (a float4 per step in `_vec16`: <= 4·⌈K/1024⌉ products), then a 5-level warp butterfly, then
+//!   the 8 warps' sums in order: `h = 4·⌈K/1024⌉ + 12` (K = 5120: 32).
+//!   Speed of light on the H200 at M = 1, N = 48, K = 5120: the weights once, 983 KB (1.97 MB
+//!   for alpha and beta) at 4.8 TB/s, 0.2 (0.4) us; each CTA's 20 KB row is one batch of loads
+//!   (<= 8 float4 per thread in flight), so a launch costs about one HBM round trip plus the
+//!   launch itself: launch-bound, ~2-3 us per launch, 48 (96) CTAs.
+//! - small N (`gemm_f32_small_n_*`, any shape; `model_path` takes it for M > 16, N <= 64: a
+//!   prefill's alpha/beta): CTA tiles of 16 x 12 outputs (M = 512, N = 48: 128 CTAs; 256 for
+//!   both matrices), a warp per 4 x 6 block; each lane keeps the block's 24 accumulators and
+//!   walks K at a lane stride (a float4 per step in `_vec16`: <= 4·⌈K/128⌉ products), then one
+//!   butterfly per output: `h = 4·⌈K/128⌉ + 5` (K = 5120: 165).
+//!   Speed of light on the H200 at M = 512, N = 48, K = 5120 (0.25 GFLOP): f32 FMA at 132 SMs x
+//!   128 lanes x 1.98 GHz = 67 TFLOP/s gives 3.8 us; each warp step loads 10 float4 rows
+//!   (5 KB) from L1 for 3072 FMA, 0.6 FMA per byte at 128 B/clk per SM: 60 % of the FMA rate,
+//!   6.3 us; each CTA reads its 28 rows of A and W (573 KB) from L2, 73 MB in all, ~7-12 us at
+//!   6-10 TB/s of L2 bandwidth: the likely limit, ~10 us per matrix (both in one launch: ~2x).
+//!
+//! 3xTF32 kernels: every operand x is split into `big = tf32(x)` and `small = tf32(x − big)`, both rounded to
 //! nearest (ties away): `|x − big| <= 2^-11·|x|`, `x − big` is exact in f32,
 //! `|small − (x − big)| <= 2^-22·|x|`. Every FOLD k8 steps, `Σ a_s·w_b + a_b·w_s + a_b·w_b`
 //! (small terms first) goes by 3·FOLD tensor-core k8 steps into a fresh partial (tf32 × tf32
@@ -33,7 +61,7 @@
 //!   caller's via `wgmma::gemm_f32_wgmma_with_scratch`); then `wgmma m64n128k8 tf32` with both
 //!   operands from 128-byte-swizzled shared tiles, FOLD = 4 (one partial per 32-wide K tile).
 //!
-//! Error bound of the CUDA op (u = 2^-24; verify/image_gemm.rs checks it per element, per path):
+//! Error bound of the 3xTF32 kernels (u = 2^-24; verify/image_gemm.rs checks it per element, per path):
 //! - split: the dropped `a_s·w_s` and the roundings inside the small parts (`a_b·e_w`,
 //!   `e_a·w_b`) leave `<= 3·2^-22·(1 + 2^-11)·|a·w| < 13u·|a·w|` per product;
 //! - partials: 3·FOLD tensor-core steps per partial, each taken to err by at most 4u of the

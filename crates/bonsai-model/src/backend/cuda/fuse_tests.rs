@@ -168,7 +168,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
         program.ops = vec![
             Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
             Op::Matmul { w, x: Act::Xn, y: Act::Qkv, store: Store::Overwrite },
-            Op::MatmulF32 { w: alpha_w, n: 8, k: 256, x: Act::Xn, y: Act::Alpha },
+            Op::MatmulF32 { w: alpha_w, n: 8, k: 256, x: Act::Xn, y: Act::Alpha, second: None },
         ];
         let s = fuse(&program, &caps);
         assert!(matches!(s[0].0, Step::Op(Op::RmsNorm { .. })), "{rows:?}: {s:?}");
