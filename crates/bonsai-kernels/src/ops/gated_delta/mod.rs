@@ -38,7 +38,7 @@ mod tests;
 
 pub use cpu::cpu;
 pub(crate) use cpu::sigmoid_f32;
-pub use reference::reference;
+pub use reference::{reference, reference_chunked, CHUNK};
 
 use crate::ops::{check_len, OpError};
 

@@ -2,7 +2,8 @@
 //! reference within the bound derived in bound.rs.
 
 use super::bound::bounds;
-use super::{cpu, reference, DeltaShape};
+use super::reference::{chunked_f64, recurrence_f64};
+use super::{cpu, reference, DeltaShape, CHUNK};
 use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
 use crate::ops::OpError;
 
@@ -180,4 +181,39 @@ fn bad_shapes_are_errors() {
     let mut out = vec![0.0; 8];
     let mut state = s16.clone();
     assert!(reference(shape, &conv, &a4, &a4, &a4[..3], &a4, &mut state, &mut out).is_err(), "short ssm_a");
+}
+
+/// The chunked form (f64) against the recurrence (f64) on both outputs and the final state, with
+/// a non-zero incoming state.
+fn chunked_vs_recurrence(inputs: &Inputs, shape: DeltaShape, chunk: usize) -> (f64, f64) {
+    let rows = inputs.conv_out.len() / shape.conv_row_len();
+    let s0: Vec<f64> = inputs.state.iter().map(|&v| v as f64).collect();
+    let (mut s_rec, mut s_chk) = (s0.clone(), s0);
+    let (mut o_rec, mut o_chk) = (vec![0.0; rows * shape.out_row_len()], vec![0.0; rows * shape.out_row_len()]);
+    let i = inputs;
+    recurrence_f64(shape, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_rec, &mut o_rec);
+    chunked_f64(shape, chunk, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_chk, &mut o_chk);
+    let worst = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max);
+    (worst(&o_chk, &o_rec), worst(&s_chk, &s_rec))
+}
+
+#[test]
+fn chunked_reference_equals_the_recurrence() {
+    // Both run in f64 on the same f32 inputs; they differ by f64 rounding only. Each output or
+    // state element is a sum of O(d + rows) terms of size O(max(|S|, |v|)) (the maps are
+    // contractions), and the triangular solve's |T| stays small on these inputs (its entries
+    // are products of |A_ij| <= 1 that decay with D): a few hundred ulp of 2^-53 relative to
+    // 1 + |value|, far under 1e-12. A wrong chunk boundary (state not carried, γ or D shifted by
+    // a row) changes values by O(|g|·|S|) >= 1e-3 on these inputs.
+    let mut rng = TestRng::new("gated_delta_chunked_reference");
+    let shape = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
+    for rows in [1usize, 5, CHUNK - 1, CHUNK, CHUNK + 1, 150] {
+        let inputs = Inputs::random(&mut rng, shape, rows);
+        let (out_err, state_err) = chunked_vs_recurrence(&inputs, shape, CHUNK);
+        assert!(out_err < 1e-12 && state_err < 1e-12, "rows={rows}: out {out_err:e} state {state_err:e}");
+    }
+    // Short chunks put many boundaries into one call, a partial last one included.
+    let inputs = Inputs::random(&mut rng, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 40);
+    let (out_err, state_err) = chunked_vs_recurrence(&inputs, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 7);
+    assert!(out_err < 1e-12 && state_err < 1e-12, "chunk 7: out {out_err:e} state {state_err:e}");
 }
