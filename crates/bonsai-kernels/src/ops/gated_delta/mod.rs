@@ -36,7 +36,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::cpu;
+pub use cpu::{cpu, cpu_chunked};
 pub(crate) use cpu::sigmoid_f32;
 pub use reference::{reference, reference_chunked, CHUNK};
 

@@ -1,9 +1,9 @@
 //! A one-row case by hand, the tiled K-head choice, one call against one call per row, and cpu ==
 //! reference within the bound derived in bound.rs.
 
-use super::bound::bounds;
+use super::bound::{bounds, chunked_bounds};
 use super::reference::{chunked_f64, recurrence_f64};
-use super::{cpu, reference, DeltaShape, CHUNK};
+use super::{cpu, cpu_chunked, reference, DeltaShape, CHUNK};
 use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
 use crate::ops::OpError;
 
@@ -216,4 +216,47 @@ fn chunked_reference_equals_the_recurrence() {
     let inputs = Inputs::random(&mut rng, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 40);
     let (out_err, state_err) = chunked_vs_recurrence(&inputs, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 7);
     assert!(out_err < 1e-12 && state_err < 1e-12, "chunk 7: out {out_err:e} state {state_err:e}");
+}
+
+#[test]
+fn cpu_chunked_matches_reference() {
+    // The f32 chunked form (the CUDA chunked kernels' arithmetic) against the recurrence's f64
+    // reference within bound.rs's chunked_bounds: one partial chunk, exactly one, one plus a row,
+    // several with a partial last one, an odd head size, and Bonsai 2's geometry over a chunk
+    // boundary. A chunk boundary handled wrongly (state not carried, γ or D shifted by a row)
+    // puts errors of O(|g|·|S|) into the outputs after it, far over bounds of O(1e-5).
+    let mut rng = TestRng::new("gated_delta_chunked_cpu");
+    let cases = [
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 17usize),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, CHUNK),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, CHUNK + 1),
+        (DeltaShape { k_heads: 2, v_heads: 4, head_dim: 16 }, 200),
+        (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 70),
+        (DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 }, CHUNK + 3),
+    ];
+    for (shape, rows) in cases {
+        let inputs = Inputs::random(&mut rng, shape, rows);
+        let (want, want_state) = inputs.run(reference, shape);
+        let (got, got_state) = inputs.run(cpu_chunked, shape);
+        let b = chunked_bounds(
+            shape, &inputs.conv_out, &inputs.alpha, &inputs.beta, &inputs.ssm_a, &inputs.dt_bias, &inputs.state, &want, &want_state,
+        )
+        .expect("shape");
+        assert_within(&format!("gated_delta chunked out {shape:?} rows={rows}"), &got, &widen(&want), &b.out);
+        assert_within(&format!("gated_delta chunked state {shape:?} rows={rows}"), &got_state, &widen(&want_state), &b.state);
+    }
+}
+
+#[test]
+#[ignore = "timing: cargo test --release -p bonsai-kernels gated_delta_cpu_timing -- --ignored --nocapture"]
+fn gated_delta_cpu_timing() {
+    // The recurrence against the chunked form on the CPU at Bonsai 2's geometry, 512 rows.
+    let mut rng = TestRng::new("gated_delta_cpu_timing");
+    let shape = DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 };
+    let inputs = Inputs::random(&mut rng, shape, 512);
+    for (name, f) in [("recurrence", cpu as DeltaFn), ("chunked", cpu_chunked), ("recurrence", cpu), ("chunked", cpu_chunked)] {
+        let start = std::time::Instant::now();
+        let _ = inputs.run(f, shape);
+        eprintln!("{name}: {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+    }
 }
