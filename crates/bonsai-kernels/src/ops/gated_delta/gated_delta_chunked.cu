@@ -23,6 +23,8 @@
 #define GDC_COLS 32
 #define GDC_PREP_THREADS 256
 #define GDC_STATE_THREADS 256
+// Row stride of A in shared memory: a multiple of 4, so the solve reads A's rows as float4.
+#define GDC_AM_LD 68
 
 // Floats of one (V head, chunk) block of the scratch.
 __device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
@@ -30,8 +32,8 @@ __device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHU
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
-// Shared memory: q̂ and k̂ rows at stride d + 1 (the Gram products read k̂ by row across a warp:
-// the odd stride puts a warp's 32 rows in 32 banks), A [64][65], γ (f64), β.
+// Shared memory: γ (f64), β, g, A [64][GDC_AM_LD], q̂ and k̂ rows at stride d + 1 (the Gram products
+// read 16 rows at once across a warp: the odd stride puts them in 16 banks).
 extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     gated_delta_chunk_prepare(const float* __restrict__ conv_out, const float* __restrict__ alpha,
                               const float* __restrict__ beta, const float* __restrict__ ssm_a,
@@ -43,8 +45,8 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     double* gam = gdc_prep_smem;                    // [64]
     float* bet = (float*)(gam + GDC_CHUNK);         // [64]
     float* gate = bet + GDC_CHUNK;                  // [64]
-    float* am = gate + GDC_CHUNK;                   // [64][65]
-    float* ks = am + GDC_CHUNK * (GDC_CHUNK + 1);   // [64][d + 1]
+    float* am = gate + GDC_CHUNK;                   // [64][GDC_AM_LD]
+    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][d + 1]
     float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1]
     const int ld = d + 1;
     const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
@@ -98,31 +100,38 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     __syncthreads();
 
     // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
-    // thread (j, ig) computes rows i = ig + 4m. Any blockDim that is a multiple of 64 works.
+    // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
+    // 12 shared loads per 32 fmaf.
     {
-        const int groups = blockDim.x / GDC_CHUNK;
-        const int j = threadIdx.x % GDC_CHUNK, ig = threadIdx.x / GDC_CHUNK;
-        for (int i0 = ig; i0 < GDC_CHUNK; i0 += groups * 16) {
-            float acc_a[16], acc_p[16];
-            zero_fill(acc_a);
-            zero_fill(acc_p);
-            for (int x = 0; x < d; ++x) {
-                const float kj = ks[j * ld + x];
+        const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
+        float acc_a[4][4], acc_p[4][4];
+        zero_fill(acc_a);
+        zero_fill(acc_p);
+        for (int x = 0; x < d; ++x) {
+            float kj[4], ki[4], qi[4];
 #pragma unroll
-                for (int m = 0; m < 16; ++m) {
-                    const int i = min(i0 + m * groups, GDC_CHUNK - 1);
-                    acc_a[m] = fmaf(ks[i * ld + x], kj, acc_a[m]);
-                    acc_p[m] = fmaf(qs[i * ld + x], kj, acc_p[m]);
-                }
+            for (int e = 0; e < 4; ++e) {
+                kj[e] = ks[(jb + 16 * e) * ld + x];
+                ki[e] = ks[(ib + 16 * e) * ld + x];
+                qi[e] = qs[(ib + 16 * e) * ld + x];
             }
 #pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const int i = i0 + m * groups;
-                if (i < GDC_CHUNK) {
-                    const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
-                    am[i * (GDC_CHUNK + 1) + j] = j < i ? bet[i] * acc_a[m] * dij : 0.0f;
-                    p_out[i * GDC_CHUNK + j] = acc_p[m] * dij;
+            for (int ii = 0; ii < 4; ++ii) {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+                    acc_a[ii][jj] = fmaf(ki[ii], kj[jj], acc_a[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii], kj[jj], acc_p[ii][jj]);
                 }
+            }
+        }
+#pragma unroll
+        for (int ii = 0; ii < 4; ++ii) {
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int i = ib + 16 * ii, j = jb + 16 * jj;
+                const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
+                am[i * GDC_AM_LD + j] = j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
+                p_out[i * GDC_CHUNK + j] = acc_p[ii][jj] * dij;
             }
         }
     }
@@ -144,7 +153,13 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
             }
             float acc = b;
 #pragma unroll
-            for (int j = 0; j < i; ++j) acc = fmaf(-am[i * (GDC_CHUNK + 1) + j], x[j], acc);
+            for (int j = 0; j < i; j += 4) {
+                const float4 a4 = *(const float4*)(am + i * GDC_AM_LD + j);
+                acc = fmaf(-a4.x, x[j], acc);
+                if (j + 1 < i) acc = fmaf(-a4.y, x[j + 1], acc);
+                if (j + 2 < i) acc = fmaf(-a4.z, x[j + 2], acc);
+                if (j + 3 < i) acc = fmaf(-a4.w, x[j + 3], acc);
+            }
             x[i] = acc;
         }
         float* dst = is_u ? u_out : w_out;
@@ -162,18 +177,18 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     if (threadIdx.x == 0) decay_out[0] = expf((float)last);
 }
 
-// Shared memory: S[:, block] [d][32], X = [W; QE] [128][d4] (reused for KT), P [64][64], V' [64][32];
-// d4 = d rounded up to 4 (float4 reads along a row).
+// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), P [64][64], V' [64][32];
+// ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time).
 extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
     gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
                             int rows, int v_heads, int d) {
     griddep_wait();
     griddep_launch_dependents();
     extern __shared__ float gdc_state_smem[];
-    const int d4 = (d + 3) & ~3;
+    const int ds = (d + 15) & ~15;
     float* ssh = gdc_state_smem;                   // [d][32]
-    float* xs = ssh + d * GDC_COLS;                // [128][d4]
-    float* psh = xs + 2 * GDC_CHUNK * d4;          // [64][64]
+    float* xs = ssh + d * GDC_COLS;                // [128][ds]
+    float* psh = xs + 2 * GDC_CHUNK * ds;          // [64][64]
     float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
@@ -190,22 +205,22 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
         const float* kt_in = blk + 3 * GDC_CHUNK * d;
         const float* p_in = blk + 4 * GDC_CHUNK * d;
         const float decay = p_in[GDC_CHUNK * GDC_CHUNK];
-        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * d4 + e % d] = blk[e];
-        if (d4 != d)
-            for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (d4 - d); e += blockDim.x)
-                xs[(e / (d4 - d)) * d4 + d + e % (d4 - d)] = 0.0f;
+        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = blk[e];
+        if (ds != d)
+            for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x)
+                xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
         for (int e = threadIdx.x; e < GDC_CHUNK * GDC_CHUNK; e += blockDim.x) psh[e] = p_in[e];
         __syncthreads();  // the chunk's inputs are in shared memory (and the previous S update is done)
 
         float acc[16];
         zero_fill(acc);
-        for (int r = 0; r < d4; r += 4) {
+        for (int r = 0; r < ds; r += 4) {
             float s4[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) s4[q] = r + q < d ? ssh[(r + q) * GDC_COLS + lane] : 0.0f;
 #pragma unroll
             for (int m = 0; m < 16; ++m) {
-                const float4 x4 = *(const float4*)(xs + (row0 + m) * d4 + r);
+                const float4 x4 = *(const float4*)(xs + (row0 + m) * ds + r);
                 acc[m] = fmaf(x4.x, s4[0], acc[m]);
                 acc[m] = fmaf(x4.y, s4[1], acc[m]);
                 acc[m] = fmaf(x4.z, s4[2], acc[m]);
@@ -221,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
         }
         __syncthreads();  // V' complete; X is free for KT
 
-        for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * d4 + e % d] = kt_in[e];
+        for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = kt_in[e];
         if (row0 >= GDC_CHUNK) {
             // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i.
 #pragma unroll
@@ -234,11 +249,24 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
         }
         __syncthreads();  // KT is in shared memory
 
-        // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j], rows r = warp + 8m.
-        for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) {
-            float s = 0.0f;
-            for (int l = 0; l < n; ++l) s = fmaf(xs[l * d4 + r], vp[l * GDC_COLS + lane], s);
-            ssh[r * GDC_COLS + lane] = fmaf(decay, ssh[r * GDC_COLS + lane], s);
+        // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
+        for (int r0 = warp * 16; r0 < d; r0 += GDC_STATE_THREADS / WARP_SIZE * 16) {
+            float su[16];
+            zero_fill(su);
+            for (int l = 0; l < n; ++l) {
+                const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 k4 = *(const float4*)(xs + l * ds + r0 + 4 * q);
+                    su[4 * q] = fmaf(k4.x, v, su[4 * q]);
+                    su[4 * q + 1] = fmaf(k4.y, v, su[4 * q + 1]);
+                    su[4 * q + 2] = fmaf(k4.z, v, su[4 * q + 2]);
+                    su[4 * q + 3] = fmaf(k4.w, v, su[4 * q + 3]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < 16; ++m)
+                if (r0 + m < d) ssh[(r0 + m) * GDC_COLS + lane] = fmaf(decay, ssh[(r0 + m) * GDC_COLS + lane], su[m]);
         }
         __syncthreads();  // S updated; X, P and V' may be overwritten
     }
