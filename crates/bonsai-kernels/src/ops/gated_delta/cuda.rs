@@ -40,7 +40,7 @@ pub fn uses_chunks(shape_: DeltaShape, rows: usize) -> bool {
 }
 
 /// Floats of scratch one call of `rows` rows needs (0 when it runs the row kernel): per V head and
-/// chunk, W, q̂⊙e^γ, U and k̂⊙e^{γ_last−γ} ([64][d] each), P ([64][64]) and the chunk's decay
+/// chunk, W, q̂⊙e^γ, U and k̂⊙e^{γ_last−γ} ([64][d] each), Pᵀ ([64][64]) and the chunk's decay
 /// (padded to 64).
 pub fn scratch_len(shape_: DeltaShape, rows: usize) -> usize {
     if !uses_chunks(shape_, rows) {
@@ -185,7 +185,7 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     let q_scale = 1.0 / (d as f32).sqrt();
     // γ (f64) [64], β and g [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
     let prep_smem = CHUNK * 8 + 2 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
-    // S block [d][32], [W; QE] [128][ds], P [64][64], V' [64][32]; ds = d rounded up to 16.
+    // S block [d][32], [W; QE] [128][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
     let ds = d.div_ceil(16) * 16;
     let state_smem = (d * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
     let prepare = gpu.function("gated_delta_chunk_prepare")?;

@@ -2,7 +2,8 @@
 // §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Two kernels and a scratch buffer the
 // caller owns; per (V head h, chunk c) the scratch holds, rows padded to GDC_CHUNK, d columns:
 //   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d] | KT = k̂⊙e^{γ_last−γ} [64][d]
-//   | P = (q̂k̂ᵀ)⊙D [64][64] | e^{γ_last} and padding [64]
+//   | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: the state pass reads it by column) | e^{γ_last}
+//   and padding [64]
 // (W and QE adjacent: the state pass multiplies both by S in one product.)
 //
 // gated_delta_chunk_prepare: grid (chunks, v_heads), GDC_PREP_THREADS threads. Everything that
@@ -15,7 +16,7 @@
 // owns value columns j = 32b + lane of V head h and keeps S[:, j] in shared memory across the
 // chunks, which it walks in order:
 //   [V'; O_inter] = [U; 0] − [W; −QE]·S   (one 128-row product: warps 0-3 rows of W, 4-7 of QE)
-//   O = O_inter + P·V'                      (warps 4-7, stored)
+//   O = O_inter + P·V'                      (warps 4-7, stored; P read transposed)
 //   S = e^{γ_last}·S + KTᵀ·V'
 // Neither kernel synchronises with the host; the launcher runs them only when rows is large.
 
@@ -131,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
                 const int i = ib + 16 * ii, j = jb + 16 * jj;
                 const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
                 am[i * GDC_AM_LD + j] = j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
-                p_out[i * GDC_CHUNK + j] = acc_p[ii][jj] * dij;
+                p_out[j * GDC_CHUNK + i] = acc_p[ii][jj] * dij;
             }
         }
     }
@@ -177,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     if (threadIdx.x == 0) decay_out[0] = expf((float)last);
 }
 
-// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), P [64][64], V' [64][32];
+// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), Pᵀ [64][64], V' [64][32];
 // ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time).
 extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
     gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
@@ -238,13 +239,24 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
 
         for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = kt_in[e];
         if (row0 >= GDC_CHUNK) {
-            // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i.
+            // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i = i0 + m (P_il = 0 past
+            // the diagonal), 16 rows of Pᵀ's row l as float4.
+            const int i0 = row0 - GDC_CHUNK;
+            for (int l = 0; l < min(i0 + 16, n); ++l) {
+                const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
+                    acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
+                    acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
+                    acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
+                    acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
+                }
+            }
 #pragma unroll
             for (int m = 0; m < 16; ++m) {
-                const int i = row0 - GDC_CHUNK + m;
-                float o = acc[m];
-                for (int l = 0; l <= i; ++l) o = fmaf(psh[i * GDC_CHUNK + l], vp[l * GDC_COLS + lane], o);
-                if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = o;
+                const int i = i0 + m;
+                if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
             }
         }
         __syncthreads();  // KT is in shared memory
