@@ -53,9 +53,9 @@ fn chunk_block_len(d: usize) -> usize {
     4 * CHUNK * d + CHUNK * CHUNK + CHUNK
 }
 
-/// `ops::gated_delta` on the device for `rows` rows of one sequence: `conv_out: [rows, (2·k_heads
-/// + v_heads)·d]`, `alpha, beta: [rows, v_heads]`, `state: [v_heads, d, d]` (read, then updated),
-/// `out: [rows, v_heads·d]`. `scratch` holds at least [`scratch_len`] floats (it may be `None`
+/// `ops::gated_delta` on the device for `rows` rows of one sequence: `conv_out: [rows,
+/// (2·k_heads + v_heads)·d]`, `alpha, beta: [rows, v_heads]`, `state: [v_heads, d, d]` (read,
+/// then updated), `out: [rows, v_heads·d]`. `scratch` holds at least [`scratch_len`] floats (it may be `None`
 /// when that is 0: every call below [`CHUNKED_MIN_ROWS`] rows, decode included); its contents
 /// are overwritten. Below [`CHUNKED_MIN_ROWS`] rows one launch of the row kernel, graph-capturable;
 /// from there two launches of the chunked kernels. No host synchronisation either way. No rows:
