@@ -255,16 +255,17 @@ pub(crate) fn chunked_bounds(
             // The state's local error, folded into each column's norm.
             let decay = m.gamma[last].exp();
             let rel_decay = gamma_err(last, None);
+            let kt_scale: Vec<f64> = (0..n).map(|l| (m.gamma[last] - m.gamma[l]).exp()).collect();
+            let rel_kt: Vec<f64> = (0..n).map(|l| e_k + gamma_err(last, Some(l)) + U).collect();
             for c in 0..d {
                 let mut sq = 0.0;
                 for r in 0..d {
                     let sa = s[r * d + c].abs();
                     let (mut kv, mut local) = (0.0, rel_decay * decay * sa);
                     for l in 0..n {
-                        let kt = (m.k[l * d + r] * (m.gamma[last] - m.gamma[l]).exp()).abs();
-                        let rel_kt = e_k + gamma_err(last, Some(l)) + U;
+                        let kt = (m.k[l * d + r] * kt_scale[l]).abs();
                         kv += kt * m.vp[l * d + c].abs();
-                        local += rel_kt * kt * m.vp[l * d + c].abs() + kt * dvp[l * d + c];
+                        local += rel_kt[l] * kt * m.vp[l * d + c].abs() + kt * dvp[l * d + c];
                     }
                     local += gamma(chunk + 1) * (decay * sa + kv);
                     sq += local * local;
