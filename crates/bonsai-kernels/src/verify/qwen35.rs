@@ -305,7 +305,9 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], m, channels, kernel, &mut ys[i])?))?;
         rows.push(row("ssm_conv", format!("m={m} C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
     }
-    for (m, force_rows) in [(1usize, false), (64, false), (512, false), (512, true)] {
+    // Both paths at CHUNKED_MIN_ROWS and at 512 rows: the threshold's and the prefill's timings.
+    let at_threshold = launch::gated_delta::CHUNKED_MIN_ROWS;
+    for (m, force_rows) in [(1usize, false), (at_threshold, false), (at_threshold, true), (64, false), (512, false), (512, true)] {
         let shape = BONSAI2_DELTA;
         let state_bytes = 4 * shape.state_len();
         let bytes = 2 * state_bytes + 4 * m * (shape.conv_row_len() + shape.out_row_len() + 2 * shape.v_heads);
