@@ -512,6 +512,11 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &["gated_delta_rows"],
     },
     KernelSource {
+        path: "ops/gated_delta/gated_delta_chunked.cu",
+        text: include_str!("../ops/gated_delta/gated_delta_chunked.cu"),
+        entry_points: &["gated_delta_chunk_prepare", "gated_delta_chunk_state"],
+    },
+    KernelSource {
         path: "ops/gated_rms_norm/gated_rms_norm.cu",
         text: include_str!("../ops/gated_rms_norm/gated_rms_norm.cu"),
         entry_points: &["gated_rms_norm_warp_per_head"],

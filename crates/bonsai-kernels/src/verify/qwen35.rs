@@ -39,12 +39,26 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (33, 40, launch::ssm_conv::MAX_KERNEL),
         (40, 24, 1),
     ];
+    // The row kernel (decode, short calls, a head past the chunked kernels' limit), then the
+    // chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk, one chunk plus
+    // a row, several with a partial last one, a head that is not a multiple of 32 (nor of 4).
+    let small = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
+    let chunked_min = launch::gated_delta::CHUNKED_MIN_ROWS;
     let mut deltas = vec![
-        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 1usize),
-        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 24),
+        (small, 1usize),
+        (small, chunked_min - 1),
         (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 5),
         (DeltaShape { k_heads: 1, v_heads: 2, head_dim: 200 }, 2),
+        (DeltaShape { k_heads: 1, v_heads: 1, head_dim: launch::gated_delta::CHUNKED_MAX_HEAD_DIM + 8 }, chunked_min),
         (BONSAI2_DELTA, 1),
+        (small, chunked_min),
+        (small, 63),
+        (small, 64),
+        (small, 65),
+        (small, 200),
+        (small, 512),
+        (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 70),
+        (DeltaShape { k_heads: 1, v_heads: 2, head_dim: 200 }, 20),
     ];
     let mut norms = vec![(48usize, 128usize), (7, 64), (3, 33), (1, 1)];
     let mut gates = vec![7usize, 6144, 100_003];
@@ -53,7 +67,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         hadamards.push((512, 5120, 1024, false, None));
         hadamards.push((64, 6144, 1024, false, Some(BONSAI2_V)));
         convs.push((512, 10240, 4));
-        deltas.push((BONSAI2_DELTA, 64));
+        for rows in [63, 64, 65, 200, 512] {
+            deltas.push((BONSAI2_DELTA, rows));
+        }
         norms.push((512 * 48, 128));
         gates.push(512 * 6144);
     }
@@ -80,6 +96,7 @@ fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let buf = upload(&ctx.stream, &[0.0f32; 64])?;
     let mut out = poisoned(&ctx.stream, 64)?;
     let mut state = poisoned(&ctx.stream, 64)?;
+    let mut short_scratch = poisoned(&ctx.stream, 64)?;
     let gpu = ctx.gpu();
     let refused = [
         ("hadamard block 3", launch::hadamard::hadamard(gpu, &buf, &buf, 12, 3, false, None, 1, &mut out).is_err()),
@@ -93,11 +110,19 @@ fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
         ("ssm_conv rows past x", launch::ssm_conv::ssm_conv(gpu, &buf, &buf, &mut state, 20, 4, 4, &mut out).is_err()),
         (
             "gated_delta v_heads not a multiple of k_heads",
-            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 2, v_heads: 3, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 2, v_heads: 3, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out, None).is_err(),
         ),
         (
             "gated_delta state too short",
-            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 16 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out).is_err(),
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 16 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, 1, &mut state, &mut out, None).is_err(),
+        ),
+        (
+            "gated_delta chunked rows without scratch",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, launch::gated_delta::CHUNKED_MIN_ROWS, &mut state, &mut out, None).is_err(),
+        ),
+        (
+            "gated_delta chunked rows with a short scratch",
+            launch::gated_delta::gated_delta(gpu, DeltaShape { k_heads: 1, v_heads: 1, head_dim: 2 }, &buf, &buf, &buf, DeltaGates { ssm_a: &buf, dt_bias: &buf }, launch::gated_delta::CHUNKED_MIN_ROWS, &mut state, &mut out, Some(&mut short_scratch)).is_err(),
         ),
         ("gated_rms_norm heads past x", launch::gated_rms_norm::gated_rms_norm(gpu, &buf, &buf, &buf, 1e-6, 9, 8, &mut out).is_err()),
         ("sigmoid_gate len past x", launch::sigmoid_gate::sigmoid_gate(gpu, &buf, &buf, 65, &mut out).is_err()),
@@ -183,22 +208,28 @@ fn gated_delta(ctx: &mut Ctx, shape: DeltaShape, rows: usize) -> Result<(), Veri
     let state0: Vec<f32> = (0..shape.state_len()).map(|_| ctx.rng.range(-0.5, 0.5)).collect();
     let (mut want_state, mut want) = (state0.clone(), vec![0.0f32; rows * shape.out_row_len()]);
     ops::gated_delta::reference(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &mut want_state, &mut want)?;
-    let bounds = ops::gated_delta::bound::bounds(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &state0, &want, &want_state)?;
+    let chunked = launch::gated_delta::uses_chunks(shape, rows);
+    // ops/gated_delta/bound.rs: the recurrence's error never grows (the step is a contraction),
+    // derived for any summation order of the d-term dot products and expf/rsqrtf within a few
+    // ulp, which is what the row kernel runs; the chunked form's bound adds the chunk's local
+    // errors (through the actual |T| of each chunk's triangular solve) to the same contraction.
+    let bound_fn = if chunked { ops::gated_delta::bound::chunked_bounds } else { ops::gated_delta::bound::bounds };
+    let bounds = bound_fn(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &state0, &want, &want_state)?;
     let (cd, ad, bd) = (upload(&ctx.stream, &conv_out)?, upload(&ctx.stream, &alpha)?, upload(&ctx.stream, &beta)?);
     let (sa, dt) = (upload(&ctx.stream, &ssm_a)?, upload(&ctx.stream, &dt_bias)?);
     let (mut sd, mut od) = (upload(&ctx.stream, &state0)?, poisoned(&ctx.stream, want.len())?);
     let gates = DeltaGates { ssm_a: &sa, dt_bias: &dt };
-    launch::gated_delta::gated_delta(ctx.gpu(), shape, &cd, &ad, &bd, gates, rows, &mut sd, &mut od)?;
+    let scratch_len = launch::gated_delta::scratch_len(shape, rows);
+    let mut scratch = if chunked { Some(poisoned(&ctx.stream, scratch_len)?) } else { None };
+    launch::gated_delta::gated_delta(ctx.gpu(), shape, &cd, &ad, &bd, gates, rows, &mut sd, &mut od, scratch.as_mut())?;
     let mut got = download(&ctx.stream, &od)?;
     got.extend(download(&ctx.stream, &sd)?);
     let mut all_want = want.clone();
     all_want.extend(&want_state);
-    // ops/gated_delta/bound.rs: the recurrence's error never grows (the step is a contraction),
-    // derived for any summation order of the d-term dot products and expf/rsqrtf within a few
-    // ulp, which is what the kernel runs.
     let cmp = Comparison::of(&got, &all_want, |i| if i < want.len() { bounds.out[i] } else { bounds.state[i - want.len()] });
     let DeltaShape { k_heads, v_heads, head_dim } = shape;
-    ctx.record("gated_delta", &format!("k={k_heads} v={v_heads} d={head_dim} rows={rows} (out, state)"), cmp);
+    let path = if chunked { "chunked" } else { "row kernel" };
+    ctx.record("gated_delta", &format!("k={k_heads} v={v_heads} d={head_dim} rows={rows} {path} (out, state)"), cmp);
     Ok(())
 }
 
@@ -261,8 +292,8 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let kind = if perm.is_some() { " tiled->grouped" } else { "" };
         rows.push(row("hadamard", format!("m={m} W={width} n=1024{kind}"), secs, Some(8.0 * len as f64), None, copy_bw));
     }
-    // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over a
-    // 64-row prefill chunk (rows run in sequence inside the kernel).
+    // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over
+    // 64- and 512-row prefills (the chunked kernels, and the row kernel at 512 for comparison).
     let (channels, kernel) = (BONSAI2_DELTA.conv_row_len(), 4);
     for m in [1usize, 512] {
         let bytes = 4 * channels * (2 * m + 2 * (kernel - 1));
@@ -274,7 +305,9 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let secs = time_batches(ctx, copies, |i| Ok(launch::ssm_conv::ssm_conv(gpu(), &xs[i], &w, &mut states[i], m, channels, kernel, &mut ys[i])?))?;
         rows.push(row("ssm_conv", format!("m={m} C={channels} K={kernel}"), secs, Some(bytes as f64), None, copy_bw));
     }
-    for m in [1usize, 64] {
+    // Both paths at CHUNKED_MIN_ROWS and at 512 rows: the threshold's and the prefill's timings.
+    let at_threshold = launch::gated_delta::CHUNKED_MIN_ROWS;
+    for (m, force_rows) in [(1usize, false), (at_threshold, false), (at_threshold, true), (64, false), (512, false), (512, true)] {
         let shape = BONSAI2_DELTA;
         let state_bytes = 4 * shape.state_len();
         let bytes = 2 * state_bytes + 4 * m * (shape.conv_row_len() + shape.out_row_len() + 2 * shape.v_heads);
@@ -284,11 +317,17 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let (sa, dt) = (upload(&stream, &vec![-1.0f32; shape.v_heads])?, upload(&stream, &vec![0.1f32; shape.v_heads])?);
         let mut states = (0..copies).map(|_| upload(&stream, &vec![0.01f32; shape.state_len()])).collect::<Result<Vec<_>, _>>()?;
         let mut outs = (0..copies).map(|_| poisoned(&stream, m * shape.out_row_len())).collect::<Result<Vec<_>, _>>()?;
+        let chunked = !force_rows && launch::gated_delta::uses_chunks(shape, m);
+        let mut scratch = if chunked { Some(poisoned(&stream, launch::gated_delta::scratch_len(shape, m))?) } else { None };
         let secs = time_batches(ctx, copies, |i| {
             let gates = DeltaGates { ssm_a: &sa, dt_bias: &dt };
-            Ok(launch::gated_delta::gated_delta(gpu(), shape, &conv, &ab, &ab, gates, m, &mut states[i], &mut outs[i])?)
+            if force_rows {
+                return Ok(launch::gated_delta::launch_rows(gpu(), shape, &conv, &ab, &ab, gates, m, &mut states[i], &mut outs[i])?);
+            }
+            Ok(launch::gated_delta::gated_delta(gpu(), shape, &conv, &ab, &ab, gates, m, &mut states[i], &mut outs[i], scratch.as_mut())?)
         })?;
-        rows.push(row("gated_delta", format!("m={m} k=16 v=48 d=128"), secs, Some(bytes as f64), None, copy_bw));
+        let path = if chunked { "chunked" } else { "row kernel" };
+        rows.push(row("gated_delta", format!("m={m} k=16 v=48 d=128 {path}"), secs, Some(bytes as f64), None, copy_bw));
     }
     {
         let (heads, d) = (BONSAI2_DELTA.v_heads, BONSAI2_DELTA.head_dim);

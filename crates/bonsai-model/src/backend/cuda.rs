@@ -88,6 +88,9 @@ pub struct CudaBackend {
     decode_scratch: RefCell<Option<CudaSlice<f32>>>,
     /// Attention scratch for prefill chunks (grown on demand, never used inside a graph).
     prefill_scratch: RefCell<Option<CudaSlice<f32>>>,
+    /// The chunked Gated DeltaNet's scratch for prefill calls (grown on demand, never used inside
+    /// a graph: decode calls run the row kernel, which needs none).
+    delta_scratch: RefCell<Option<CudaSlice<f32>>>,
     /// The attention kernel's per-(token group, kv head) counters, zeroed once and left zeroed by
     /// every launch; sized by the first KV cache for a whole cache of tokens and never
     /// reallocated (captured graphs hold its address).
@@ -143,6 +146,7 @@ impl CudaBackend {
             progress: RefCell::new(None),
             decode_scratch: RefCell::new(None),
             prefill_scratch: RefCell::new(None),
+            delta_scratch: RefCell::new(None),
             attention_counters: RefCell::new(None),
             token_mailboxes: RefCell::new(Vec::new()),
         }
@@ -198,8 +202,8 @@ impl CudaBackend {
     fn ensure_scratch(&self, slot: &RefCell<Option<CudaSlice<f32>>>, len: usize) -> Result<(), BackendError> {
         let have = slot.borrow().as_ref().map_or(0, |s| s.len());
         if have < len {
-            self.not_while_capturing("growing the attention scratch")?;
-            *slot.borrow_mut() = Some(self.zeros::<f32>("allocating the attention scratch", len)?);
+            self.not_while_capturing("growing a scratch buffer")?;
+            *slot.borrow_mut() = Some(self.zeros::<f32>("allocating a scratch buffer", len)?);
         }
         Ok(())
     }
@@ -621,7 +625,13 @@ impl Backend for CudaBackend {
         let beta = ops::rows_of("gated_delta beta", beta, rows, shape.v_heads)?;
         let mut out = ops::rows_of_mut("gated_delta out", out, rows, shape.out_row_len())?;
         let gates = launch::gated_delta::DeltaGates { ssm_a: gates.ssm_a, dt_bias: gates.dt_bias };
-        launch::gated_delta::gated_delta(self.launcher(), shape, &conv, &alpha, &beta, gates, rows.rows, state, &mut out)
+        let need = launch::gated_delta::scratch_len(shape, rows.rows);
+        if need > 0 {
+            self.ensure_scratch(&self.delta_scratch, need)?;
+        }
+        let mut scratch = self.delta_scratch.borrow_mut();
+        let scratch = if need > 0 { scratch.as_mut() } else { None };
+        launch::gated_delta::gated_delta(self.launcher(), shape, &conv, &alpha, &beta, gates, rows.rows, state, &mut out, scratch)
             .map_err(device_err("gated_delta"))
     }
 

@@ -1,8 +1,9 @@
-//! Launcher of `gated_delta_rows` (gated_delta.cu).
+//! Launchers of `gated_delta_rows` (gated_delta.cu) and of the chunked kernels
+//! (gated_delta_chunked.cu), and the choice between them.
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, Gpu, LaunchError};
+use crate::launch::{as_i32, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, Gpu, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::gated_delta::{DeltaShape, L2_NORM_EPS};
 
@@ -19,9 +20,46 @@ pub struct DeltaGates<'a, A: DevicePtr<f32>> {
     pub dt_bias: &'a A,
 }
 
-/// `ops::gated_delta` on the device for `rows` rows of one sequence: `conv_out: [rows, (2·k_heads
-/// + v_heads)·d]`, `alpha, beta: [rows, v_heads]`, `state: [v_heads, d, d]` (read, then updated),
-/// `out: [rows, v_heads·d]`. No host synchronisation (graph-capturable). No rows: nothing runs.
+/// Rows from which [`gated_delta`] runs the chunked kernels (gated_delta_chunked.cu) instead of
+/// the row kernel; mod.rs counts the work behind the choice.
+pub const CHUNKED_MIN_ROWS: usize = 16;
+/// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 1]
+/// tiles in the prepare kernel, [128][d] + [d][32] in the state pass) and stays within the H200's
+/// 227 KiB per CTA up to d = 256. Larger heads run the row kernel at any row count.
+pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
+/// Rows per chunk (GDC_CHUNK in gated_delta_chunked.cu; the reference's CHUNK).
+const CHUNK: usize = crate::ops::gated_delta::CHUNK;
+/// Value columns per state-pass CTA (GDC_COLS) and the two kernels' CTA sizes.
+const CHUNK_COLS: usize = 32;
+const PREP_THREADS: u32 = 256;
+const STATE_THREADS: u32 = 256;
+
+/// Whether a call of `rows` rows runs the chunked kernels.
+pub fn uses_chunks(shape_: DeltaShape, rows: usize) -> bool {
+    rows >= CHUNKED_MIN_ROWS && shape_.head_dim <= CHUNKED_MAX_HEAD_DIM
+}
+
+/// Floats of scratch one call of `rows` rows needs (0 when it runs the row kernel): per V head and
+/// chunk, W, q̂⊙e^γ, U and k̂⊙e^{γ_last−γ} ([64][d] each), Pᵀ ([64][64]) and the chunk's decay
+/// (padded to 64).
+pub fn scratch_len(shape_: DeltaShape, rows: usize) -> usize {
+    if !uses_chunks(shape_, rows) {
+        return 0;
+    }
+    shape_.v_heads * rows.div_ceil(CHUNK) * chunk_block_len(shape_.head_dim)
+}
+
+fn chunk_block_len(d: usize) -> usize {
+    4 * CHUNK * d + CHUNK * CHUNK + CHUNK
+}
+
+/// `ops::gated_delta` on the device for `rows` rows of one sequence: `conv_out: [rows,
+/// (2·k_heads + v_heads)·d]`, `alpha, beta: [rows, v_heads]`, `state: [v_heads, d, d]` (read,
+/// then updated), `out: [rows, v_heads·d]`. `scratch` holds at least [`scratch_len`] floats (it may be `None`
+/// when that is 0: every call below [`CHUNKED_MIN_ROWS`] rows, decode included); its contents
+/// are overwritten. Below [`CHUNKED_MIN_ROWS`] rows one launch of the row kernel, graph-capturable;
+/// from there two launches of the chunked kernels. No host synchronisation either way. No rows:
+/// nothing runs.
 #[allow(clippy::too_many_arguments)]
 pub fn gated_delta<A: DevicePtr<f32>>(
     gpu: Gpu<'_>,
@@ -33,6 +71,34 @@ pub fn gated_delta<A: DevicePtr<f32>>(
     rows: usize,
     state: &mut impl DevicePtrMut<f32>,
     out: &mut impl DevicePtrMut<f32>,
+    scratch: Option<&mut CudaSlice<f32>>,
+) -> Result<(), LaunchError> {
+    check(shape_, conv_out, alpha, beta, &gates, rows, state, out)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    if !uses_chunks(shape_, rows) {
+        return launch_rows(gpu, shape_, conv_out, alpha, beta, gates, rows, state, out);
+    }
+    let need = scratch_len(shape_, rows);
+    let Some(scratch) = scratch else {
+        return Err(shape(OP, format!("{rows} rows run the chunked kernels, which need a scratch of {need} floats (scratch_len); none given")));
+    };
+    expect_at_least(OP, "scratch", scratch.len(), need)?;
+    launch_chunked(gpu, shape_, conv_out, alpha, beta, gates, rows, state, out, scratch)
+}
+
+/// The launcher's checks of the shape and every buffer against `rows`.
+#[allow(clippy::too_many_arguments)]
+fn check<A: DevicePtr<f32>>(
+    shape_: DeltaShape,
+    conv_out: &impl DevicePtr<f32>,
+    alpha: &impl DevicePtr<f32>,
+    beta: &impl DevicePtr<f32>,
+    gates: &DeltaGates<'_, A>,
+    rows: usize,
+    state: &impl DevicePtrMut<f32>,
+    out: &impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape_;
     if k_heads == 0 || v_heads == 0 || d == 0 || v_heads % k_heads != 0 || d > MAX_HEAD_DIM {
@@ -41,15 +107,30 @@ pub fn gated_delta<A: DevicePtr<f32>>(
     expect_at_least(OP, "ssm_a", gates.ssm_a.len(), v_heads)?;
     expect_at_least(OP, "dt_bias", gates.dt_bias.len(), v_heads)?;
     expect_at_least(OP, "state", state.len(), shape_.state_len())?;
-    if rows == 0 {
-        return Ok(());
-    }
     expect_at_least(OP, "conv_out", conv_out.len(), rows * shape_.conv_row_len())?;
     expect_at_least(OP, "alpha", alpha.len(), rows * v_heads)?;
     expect_at_least(OP, "beta", beta.len(), rows * v_heads)?;
     expect_at_least(OP, "out", out.len(), rows * shape_.out_row_len())?;
     as_i32(OP, "conv_out len", rows * shape_.conv_row_len())?;
     as_i32(OP, "state len", shape_.state_len())?;
+    as_i32(OP, "out len", rows * shape_.out_row_len())?;
+    Ok(())
+}
+
+/// The row kernel (`gated_delta_rows`) for any row count; buffers checked by the caller.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_rows<A: DevicePtr<f32>>(
+    gpu: Gpu<'_>,
+    shape_: DeltaShape,
+    conv_out: &impl DevicePtr<f32>,
+    alpha: &impl DevicePtr<f32>,
+    beta: &impl DevicePtr<f32>,
+    gates: DeltaGates<'_, A>,
+    rows: usize,
+    state: &mut impl DevicePtrMut<f32>,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let DeltaShape { k_heads, v_heads, head_dim: d } = shape_;
     let warps = d.div_ceil(COLS);
     let cfg = LaunchConfig {
         grid_dim: (warps as u32, v_heads as u32, 1),
@@ -70,8 +151,74 @@ pub fn gated_delta<A: DevicePtr<f32>>(
     l.arg(&c_p).arg(&al_p).arg(&be_p).arg(&a_p).arg(&dt_p).arg(&s_p).arg(&o_p);
     l.arg(&rows_i).arg(&kh_i).arg(&vh_i).arg(&d_i).arg(&q_scale).arg(&L2_NORM_EPS);
     // SAFETY: matches gated_delta_rows(conv_out, alpha, beta, ssm_a, dt_bias, state, out, rows,
-    // k_heads, v_heads, d, q_scale, l2_eps); every length checked above; (2d + 32·warps)·4 bytes
-    // of shared memory <= 12 KB at d = 1024.
+    // k_heads, v_heads, d, q_scale, l2_eps); every length checked by the caller; (2d + 32·warps)·4
+    // bytes of shared memory <= 12 KB at d = 1024.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// The chunked kernels (`gated_delta_chunk_prepare`, then `gated_delta_chunk_state`) for any row
+/// count >= 1 and head_dim <= [`CHUNKED_MAX_HEAD_DIM`]; buffers checked by the caller except
+/// the scratch's length, checked here.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
+    gpu: Gpu<'_>,
+    shape_: DeltaShape,
+    conv_out: &impl DevicePtr<f32>,
+    alpha: &impl DevicePtr<f32>,
+    beta: &impl DevicePtr<f32>,
+    gates: DeltaGates<'_, A>,
+    rows: usize,
+    state: &mut impl DevicePtrMut<f32>,
+    out: &mut impl DevicePtrMut<f32>,
+    scratch: &mut CudaSlice<f32>,
+) -> Result<(), LaunchError> {
+    let DeltaShape { k_heads, v_heads, head_dim: d } = shape_;
+    if rows == 0 || d > CHUNKED_MAX_HEAD_DIM {
+        return Err(shape(OP, format!("the chunked kernels take 1.. rows and head_dim <= {CHUNKED_MAX_HEAD_DIM}; got {rows} rows of {shape_:?}")));
+    }
+    let chunks = rows.div_ceil(CHUNK);
+    let need = v_heads * chunks * chunk_block_len(d);
+    expect_at_least(OP, "scratch", scratch.len(), need)?;
+    as_i32(OP, "scratch len", need)?;
+    let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
+    let q_scale = 1.0 / (d as f32).sqrt();
+    // γ (f64) [64], β and g [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
+    let prep_smem = CHUNK * 8 + 2 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
+    // S block [d][32], [W; QE] [128][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
+    let ds = d.div_ceil(16) * 16;
+    let state_smem = (d * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
+    let prepare = gpu.function("gated_delta_chunk_prepare")?;
+    let pass = gpu.function("gated_delta_chunk_state")?;
+    opt_in_shared_memory(OP, gpu.stream, prepare, prep_smem, &format!("gated_delta_chunk_prepare at head_dim {d}"))?;
+    opt_in_shared_memory(OP, gpu.stream, pass, state_smem, &format!("gated_delta_chunk_state at head_dim {d}"))?;
+    let (c_p, _a) = read_ptr(conv_out, gpu.stream);
+    let (al_p, _b) = read_ptr(alpha, gpu.stream);
+    let (be_p, _c) = read_ptr(beta, gpu.stream);
+    let (a_p, _d) = read_ptr(gates.ssm_a, gpu.stream);
+    let (dt_p, _e) = read_ptr(gates.dt_bias, gpu.stream);
+    let (s_p, _f) = write_ptr(state, gpu.stream);
+    let (o_p, _g) = write_ptr(out, gpu.stream);
+    let (w_p, _h) = write_ptr(scratch, gpu.stream);
+    {
+        let mut l = Launch::new(gpu, prepare);
+        l.arg(&c_p).arg(&al_p).arg(&be_p).arg(&a_p).arg(&dt_p).arg(&w_p);
+        l.arg(&rows_i).arg(&kh_i).arg(&vh_i).arg(&d_i).arg(&q_scale).arg(&L2_NORM_EPS);
+        let cfg = LaunchConfig { grid_dim: (chunks as u32, v_heads as u32, 1), block_dim: (PREP_THREADS, 1, 1), shared_mem_bytes: prep_smem as u32 };
+        // SAFETY: matches gated_delta_chunk_prepare(conv_out, alpha, beta, ssm_a, dt_bias, scratch,
+        // rows, k_heads, v_heads, d, q_scale, l2_eps); the inputs checked by the caller, the
+        // scratch holds v_heads·chunks blocks (checked above); the shared memory opted in above.
+        unsafe { l.launch(cfg) }?;
+    }
+    let mut l = Launch::new(gpu, pass);
+    l.arg(&w_p).arg(&s_p).arg(&o_p).arg(&rows_i).arg(&vh_i).arg(&d_i);
+    let cfg = LaunchConfig {
+        grid_dim: (d.div_ceil(CHUNK_COLS) as u32, v_heads as u32, 1),
+        block_dim: (STATE_THREADS, 1, 1),
+        shared_mem_bytes: state_smem as u32,
+    };
+    // SAFETY: matches gated_delta_chunk_state(scratch, state, out, rows, v_heads, d); the scratch
+    // was filled by the launch above on the same stream; state and out checked by the caller.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

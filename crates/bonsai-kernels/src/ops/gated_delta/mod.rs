@@ -14,12 +14,27 @@
 //! Accumulation: reference in f64, the state kept in f64 across the call's rows and rounded once
 //! at the end; CPU in f32, the recurrence row by row (rayon over V heads).
 //!
+//! The chunked form (§3.6 step 7, chunks of [`CHUNK`] = 64 rows, γ = cumsum(g) per chunk,
+//! D_ij = e^{γ_i − γ_j} for j <= i, A = strict_lower((β⊙K)Kᵀ⊙D), T = (I + A)⁻¹, U = T(β⊙V),
+//! W = T(β⊙e^γ⊙K), V' = U − W·S_in, O = (Q⊙e^γ)·S_in + ((QKᵀ)⊙D)·V', S_out = e^{γ_C}·S_in +
+//! (K⊙e^{γ_C − γ})ᵀ·V') is the same function: [`reference_chunked`] (f64) equals [`reference`] to
+//! f64 rounding (tests.rs). [`cpu_chunked`] runs it in f32 with the CUDA chunked kernels'
+//! arithmetic; on the CPU it does about 1.6 times the recurrence's multiply-adds (the Gram
+//! products, the solve and two products with S per chunk against 3·d² per row) and measured
+//! slower at Bonsai 2's geometry over 512 rows (tests.rs `gated_delta_cpu_timing`), so [`cpu`]
+//! keeps the recurrence; cpu_chunked is the kernels' CPU model, which the tests hold to the
+//! chunked bound.
+//!
 //! Tolerance (bound.rs, derived there): the step's linear part `S ↦ (I − β k̂k̂ᵀ)·e^g·S` has
 //! operator norm <= 1 (‖k̂‖ <= 1, 0 < β < 1, g <= 0), so rounding errors never grow: the state's
 //! error (Frobenius, per head) is at most the sum of each step's local error, itself within
 //! 2·(3γ_d + (25 + c_g)u)·(‖S_{t−1}‖ + ‖v_t‖) with c_g = |g|·(|alpha + dt_bias| + 3) + 3 (the
 //! gate's rounding through exp). An output adds ‖q̂‖ times that, the dot product's γ_d and q̂'s
-//! own rounding against ‖S_t‖, and u·|o|.
+//! own rounding against ‖S_t‖, and u·|o|. The chunked form's bound (`chunked_bounds`) propagates
+//! each chunk's roundings elementwise through |T| (the actual inverse's entries: T is unit lower
+//! triangular with |A_ij| <= β_i·|k̂_i·k̂_j|·D_ij <= 1, whose inverse may grow with the chunk
+//! length in the worst case, so the bound reads it from the data instead of assuming a norm),
+//! and carries the state's error between chunks through the same contraction, per value column.
 //!
 //! Speed of light on the H200: the state is read and written once per call, 2·v_heads·d²·4 bytes
 //! (6 MiB at Bonsai 2's 48 heads of 128: 1.5 µs at 4.3 TB/s per layer, 70 µs over 48 layers per
@@ -27,8 +42,31 @@
 //! gated_delta.cu): one CTA per (V head, 32 value columns), each thread keeping a slice of its
 //! column in registers across all the call's rows, so the state makes exactly one round trip; no
 //! host synchronisation (graph-capturable at decode).
-//! Left for long prefills: the chunked form (§3.6 step 7), which turns the per-row matrix-vector
-//! work into chunk-64 matrix products.
+//!
+//! A 512-row call (prefill) at 48 V heads (16 K heads) of 128: the bytes that must move are
+//! conv_out 512·10240·4 = 21.0 MB, out 512·6144·4 = 12.6 MB, the state's round trip 6.3 MB and the
+//! gates 0.2 MB, 40 MB: 9 µs at 4.3 TB/s. The chunked form's multiply-adds per (V head, chunk of
+//! 64): q̂k̂ᵀ and k̂k̂ᵀ 2·64²·128 = 1.05 M, the solve for U and W 64²/2·256 = 0.52 M, W·S and
+//! (q̂⊙e^γ)·S 2·64·128² = 2.10 M, P·V' 64²/2·128 = 0.26 M, KTᵀ·V' 64·128² = 1.05 M; 5.0 M, times
+//! 48·8 = 1.9 G multiply-adds (3.9 GFLOP): 57 µs at the H200's 67 TFLOP/s of f32 FMA, the bound
+//! of this f32 form (tensor cores, tf32 or split 3xtf32 for the products with S and the Gram
+//! products, are the way under it; the K heads' Gram products are shared by their 3 V heads and
+//! could be computed once). The row kernel instead runs rows dependent steps, each a pass over the
+//! state with 4 CTA barriers and two d-length reductions: its time grows with rows at a latency
+//! per row, not with FLOPs.
+//! CUDA chunked (cuda.rs, gated_delta_chunked.cu), two launches: `gated_delta_chunk_prepare`, one
+//! CTA per (chunk, V head), everything independent of the state (q̂, k̂, gates, γ in f64, A, P, the
+//! forward substitution for U and W in registers) into a scratch of
+//! [`crate::launch::gated_delta::scratch_len`] floats (56.7 MB at 512 rows; the caller owns it,
+//! like attention's scratch, so a plan allocates it once); then `gated_delta_chunk_state`, one CTA
+//! per (V head, 32 value columns) holding its S columns in shared memory and walking the chunks in
+//! order. The launcher picks it from [`crate::launch::gated_delta::CHUNKED_MIN_ROWS`] = 16 rows:
+//! by a count of the critical path, the prepare launch costs about one chunk of the state pass
+//! (a 64-step substitution and 64·d Gram multiply-adds per thread), and a chunk of the state pass
+//! costs 16·d + 16·64 multiply-adds per thread and 4 barriers, against 16 rows × 4 barriers and
+//! 2·32 dependent multiply-adds plus two reductions for the row kernel over the same 16 rows;
+//! below that the row kernel's single launch wins. Decode (rows = 1) always runs the row kernel,
+//! which needs no scratch and is graph-capturable.
 
 pub(crate) mod bound;
 mod cpu;
@@ -36,9 +74,9 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::cpu;
+pub use cpu::{cpu, cpu_chunked};
 pub(crate) use cpu::sigmoid_f32;
-pub use reference::reference;
+pub use reference::{reference, reference_chunked, CHUNK};
 
 use crate::ops::{check_len, OpError};
 

@@ -1,8 +1,9 @@
 //! A one-row case by hand, the tiled K-head choice, one call against one call per row, and cpu ==
 //! reference within the bound derived in bound.rs.
 
-use super::bound::bounds;
-use super::{cpu, reference, DeltaShape};
+use super::bound::{bounds, chunked_bounds};
+use super::reference::{chunked_f64, recurrence_f64};
+use super::{cpu, cpu_chunked, reference, DeltaShape, CHUNK};
 use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
 use crate::ops::OpError;
 
@@ -180,4 +181,82 @@ fn bad_shapes_are_errors() {
     let mut out = vec![0.0; 8];
     let mut state = s16.clone();
     assert!(reference(shape, &conv, &a4, &a4, &a4[..3], &a4, &mut state, &mut out).is_err(), "short ssm_a");
+}
+
+/// The chunked form (f64) against the recurrence (f64) on both outputs and the final state, with
+/// a non-zero incoming state.
+fn chunked_vs_recurrence(inputs: &Inputs, shape: DeltaShape, chunk: usize) -> (f64, f64) {
+    let rows = inputs.conv_out.len() / shape.conv_row_len();
+    let s0: Vec<f64> = inputs.state.iter().map(|&v| v as f64).collect();
+    let (mut s_rec, mut s_chk) = (s0.clone(), s0);
+    let (mut o_rec, mut o_chk) = (vec![0.0; rows * shape.out_row_len()], vec![0.0; rows * shape.out_row_len()]);
+    let i = inputs;
+    recurrence_f64(shape, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_rec, &mut o_rec);
+    chunked_f64(shape, chunk, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_chk, &mut o_chk);
+    let worst = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max);
+    (worst(&o_chk, &o_rec), worst(&s_chk, &s_rec))
+}
+
+#[test]
+fn chunked_reference_equals_the_recurrence() {
+    // Both run in f64 on the same f32 inputs; they differ by f64 rounding only. Each output or
+    // state element is a sum of O(d + rows) terms of size O(max(|S|, |v|)) (the maps are
+    // contractions), and the triangular solve's |T| stays small on these inputs (its entries
+    // are products of |A_ij| <= 1 that decay with D): a few hundred ulp of 2^-53 relative to
+    // 1 + |value|, far under 1e-12. A wrong chunk boundary (state not carried, γ or D shifted by
+    // a row) changes values by O(|g|·|S|) >= 1e-3 on these inputs.
+    let mut rng = TestRng::new("gated_delta_chunked_reference");
+    let shape = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
+    for rows in [1usize, 5, CHUNK - 1, CHUNK, CHUNK + 1, 150] {
+        let inputs = Inputs::random(&mut rng, shape, rows);
+        let (out_err, state_err) = chunked_vs_recurrence(&inputs, shape, CHUNK);
+        assert!(out_err < 1e-12 && state_err < 1e-12, "rows={rows}: out {out_err:e} state {state_err:e}");
+    }
+    // Short chunks put many boundaries into one call, a partial last one included.
+    let inputs = Inputs::random(&mut rng, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 40);
+    let (out_err, state_err) = chunked_vs_recurrence(&inputs, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 7);
+    assert!(out_err < 1e-12 && state_err < 1e-12, "chunk 7: out {out_err:e} state {state_err:e}");
+}
+
+#[test]
+fn cpu_chunked_matches_reference() {
+    // The f32 chunked form (the CUDA chunked kernels' arithmetic) against the recurrence's f64
+    // reference within bound.rs's chunked_bounds: one partial chunk, exactly one, one plus a row,
+    // several with a partial last one, an odd head size, and Bonsai 2's geometry over a chunk
+    // boundary. A chunk boundary handled wrongly (state not carried, γ or D shifted by a row)
+    // puts errors of O(|g|·|S|) into the outputs after it, far over bounds of O(1e-5).
+    let mut rng = TestRng::new("gated_delta_chunked_cpu");
+    let cases = [
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, 17usize),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, CHUNK),
+        (DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 }, CHUNK + 1),
+        (DeltaShape { k_heads: 2, v_heads: 4, head_dim: 16 }, 200),
+        (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 70),
+        (DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 }, CHUNK + 3),
+    ];
+    for (shape, rows) in cases {
+        let inputs = Inputs::random(&mut rng, shape, rows);
+        let (want, want_state) = inputs.run(reference, shape);
+        let (got, got_state) = inputs.run(cpu_chunked, shape);
+        let b = chunked_bounds(
+            shape, &inputs.conv_out, &inputs.alpha, &inputs.beta, &inputs.ssm_a, &inputs.dt_bias, &inputs.state, &want, &want_state,
+        )
+        .expect("shape");
+        assert_within(&format!("gated_delta chunked out {shape:?} rows={rows}"), &got, &widen(&want), &b.out);
+        assert_within(&format!("gated_delta chunked state {shape:?} rows={rows}"), &got_state, &widen(&want_state), &b.state);
+    }
+}
+
+#[test]
+#[ignore = "timing: cargo test --release -p bonsai-kernels gated_delta_cpu_timing -- --ignored --nocapture"]
+fn gated_delta_cpu_timing() {
+    // The recurrence against the chunked form on the CPU at Bonsai 2's geometry, 512 rows.
+    let mut rng = TestRng::new("gated_delta_cpu_timing");
+    let shape = DeltaShape { k_heads: 16, v_heads: 48, head_dim: 128 };
+    let inputs = Inputs::random(&mut rng, shape, 512);
+    for (name, f) in [("recurrence", cpu as DeltaFn), ("chunked", cpu_chunked), ("recurrence", cpu), ("chunked", cpu_chunked)] {
+        let start = std::time::Instant::now();
+        let _ = inputs.run(f, shape);
+        eprintln!("{name}: {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+    }
 }

@@ -1,0 +1,287 @@
+// The Gated DeltaNet of one sequence in the chunked form (ops/gated_delta/mod.rs, reference/bonsai2.md
+// §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Two kernels and a scratch buffer the
+// caller owns; per (V head h, chunk c) the scratch holds, rows padded to GDC_CHUNK, d columns:
+//   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d] | KT = k̂⊙e^{γ_last−γ} [64][d]
+//   | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: the state pass reads it by column) | e^{γ_last}
+//   and padding [64]
+// (W and QE adjacent: the state pass multiplies both by S in one product.)
+//
+// gated_delta_chunk_prepare: grid (chunks, v_heads), GDC_PREP_THREADS threads. Everything that
+// does not depend on the state, all chunks and heads at once: q̂, k̂ (HF's l2norm), the gates, γ =
+// cumsum(g) in f64 (its differences feed expf, so no rounding of a long prefix sum is amplified
+// by large |γ|), A = strict_lower((β⊙K)Kᵀ⊙D) and P, then the unit lower triangular solve
+// (I + A)·[U | W] = [β⊙V | β⊙e^γ⊙K] by forward substitution, one column per thread in registers.
+//
+// gated_delta_chunk_state: grid (ceil(d / 32), v_heads), GDC_STATE_THREADS threads. CTA (b, h)
+// owns value columns j = 32b + lane of V head h and keeps S[:, j] in shared memory across the
+// chunks, which it walks in order:
+//   [V'; O_inter] = [U; 0] − [W; −QE]·S   (one 128-row product: warps 0-3 rows of W, 4-7 of QE)
+//   O = O_inter + P·V'                      (warps 4-7, stored; P read transposed)
+//   S = e^{γ_last}·S + KTᵀ·V'
+// Neither kernel synchronises with the host; the launcher runs them only when rows is large.
+
+#define GDC_CHUNK 64
+#define GDC_COLS 32
+#define GDC_PREP_THREADS 256
+#define GDC_STATE_THREADS 256
+// Row stride of A in shared memory: a multiple of 4, so the solve reads A's rows as float4.
+#define GDC_AM_LD 68
+
+// Floats of one (V head, chunk) block of the scratch.
+__device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
+
+// ln(1 + e^x) without overflow (the CPU version's form).
+__device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
+
+// Shared memory: γ (f64), β, g, A [64][GDC_AM_LD], q̂ and k̂ rows at stride d + 1 (the Gram products
+// read 16 rows at once across a warp: the odd stride puts them in 16 banks).
+extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
+    gated_delta_chunk_prepare(const float* __restrict__ conv_out, const float* __restrict__ alpha,
+                              const float* __restrict__ beta, const float* __restrict__ ssm_a,
+                              const float* __restrict__ dt_bias, float* __restrict__ scratch, int rows, int k_heads,
+                              int v_heads, int d, float q_scale, float l2_eps) {
+    griddep_wait();
+    griddep_launch_dependents();
+    extern __shared__ double gdc_prep_smem[];
+    double* gam = gdc_prep_smem;                    // [64]
+    float* bet = (float*)(gam + GDC_CHUNK);         // [64]
+    float* gate = bet + GDC_CHUNK;                  // [64]
+    float* am = gate + GDC_CHUNK;                   // [64][GDC_AM_LD]
+    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][d + 1]
+    float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1]
+    const int ld = d + 1;
+    const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
+    const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    const long long row_len = (long long)(2 * k_heads + v_heads) * d;
+    float* blk = scratch + ((long long)h * gridDim.x + c) * gdc_block_len(d);
+    float* w_out = blk;
+    float* qe_out = blk + GDC_CHUNK * d;
+    float* u_out = blk + 2 * GDC_CHUNK * d;
+    float* kt_out = blk + 3 * GDC_CHUNK * d;
+    float* p_out = blk + 4 * GDC_CHUNK * d;
+    float* decay_out = p_out + GDC_CHUNK * GDC_CHUNK;
+
+    // q̂ = q·rsqrt(Σq² + eps)·q_scale, k̂ = k·rsqrt(Σk² + eps): a warp per row; rows past n are 0.
+    for (int r = warp; r < GDC_CHUNK; r += warps) {
+        float sq = 0.0f, sk = 0.0f;
+        if (r < n) {
+            const float* row = conv_out + (long long)(t0 + r) * row_len;
+            for (int i = lane; i < d; i += WARP_SIZE) {
+                const float qv = row[kh * d + i], kv = row[(k_heads + kh) * d + i];
+                qs[r * ld + i] = qv;
+                ks[r * ld + i] = kv;
+                sq = fmaf(qv, qv, sq);
+                sk = fmaf(kv, kv, sk);
+            }
+        }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        const float rq = rsqrtf(sq + l2_eps) * q_scale, rk = rsqrtf(sk + l2_eps);
+        for (int i = lane; i < d; i += WARP_SIZE) {
+            qs[r * ld + i] = r < n ? qs[r * ld + i] * rq : 0.0f;
+            ks[r * ld + i] = r < n ? ks[r * ld + i] * rk : 0.0f;
+        }
+    }
+    if (threadIdx.x < GDC_CHUNK) {
+        const int r = threadIdx.x;
+        const long long at = (long long)(t0 + r) * v_heads + h;
+        gate[r] = r < n ? ssm_a[h] * gdc_softplus(alpha[at] + dt_bias[h]) : 0.0f;
+        bet[r] = r < n ? sigmoid_stable(beta[at]) : 0.0f;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // Padding rows repeat the last γ (their gates are 0), so D and KT stay finite there.
+        double cum = 0.0;
+        for (int r = 0; r < GDC_CHUNK; ++r) {
+            cum += (double)gate[r];
+            gam[r] = cum;
+        }
+    }
+    __syncthreads();
+
+    // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
+    // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
+    // 12 shared loads per 32 fmaf.
+    {
+        const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
+        float acc_a[4][4], acc_p[4][4];
+        zero_fill(acc_a);
+        zero_fill(acc_p);
+        for (int x = 0; x < d; ++x) {
+            float kj[4], ki[4], qi[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                kj[e] = ks[(jb + 16 * e) * ld + x];
+                ki[e] = ks[(ib + 16 * e) * ld + x];
+                qi[e] = qs[(ib + 16 * e) * ld + x];
+            }
+#pragma unroll
+            for (int ii = 0; ii < 4; ++ii) {
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj) {
+                    acc_a[ii][jj] = fmaf(ki[ii], kj[jj], acc_a[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii], kj[jj], acc_p[ii][jj]);
+                }
+            }
+        }
+#pragma unroll
+        for (int ii = 0; ii < 4; ++ii) {
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const int i = ib + 16 * ii, j = jb + 16 * jj;
+                const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
+                am[i * GDC_AM_LD + j] = j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
+                p_out[j * GDC_CHUNK + i] = acc_p[ii][jj] * dij;
+            }
+        }
+    }
+    __syncthreads();
+
+    // (I + A) X = B by forward substitution, a column of X per thread: columns 0..d−1 solve for
+    // U (B = β⊙V), d..2d−1 for W (B = β⊙e^γ⊙K). The chain x_i = b_i − Σ_{j<i} A_ij x_j runs in
+    // ascending j with fmaf.
+    for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
+        const bool is_u = col < d;
+        const int cc = is_u ? col : col - d;
+        float x[GDC_CHUNK];
+#pragma unroll
+        for (int i = 0; i < GDC_CHUNK; ++i) {
+            float b = 0.0f;
+            if (i < n) {
+                b = is_u ? bet[i] * conv_out[(long long)(t0 + i) * row_len + (long long)(2 * k_heads + h) * d + cc]
+                         : bet[i] * expf((float)gam[i]) * ks[i * ld + cc];
+            }
+            float acc = b;
+#pragma unroll
+            for (int j = 0; j < i; j += 4) {
+                const float4 a4 = *(const float4*)(am + i * GDC_AM_LD + j);
+                acc = fmaf(-a4.x, x[j], acc);
+                if (j + 1 < i) acc = fmaf(-a4.y, x[j + 1], acc);
+                if (j + 2 < i) acc = fmaf(-a4.z, x[j + 2], acc);
+                if (j + 3 < i) acc = fmaf(-a4.w, x[j + 3], acc);
+            }
+            x[i] = acc;
+        }
+        float* dst = is_u ? u_out : w_out;
+#pragma unroll
+        for (int i = 0; i < GDC_CHUNK; ++i) dst[i * d + cc] = x[i];
+    }
+
+    // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
+    const double last = gam[GDC_CHUNK - 1];
+    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
+        const int i = e / d, x = e % d;
+        qe_out[e] = qs[i * ld + x] * expf((float)gam[i]);
+        kt_out[e] = ks[i * ld + x] * expf((float)(last - gam[i]));
+    }
+    if (threadIdx.x == 0) decay_out[0] = expf((float)last);
+}
+
+// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), Pᵀ [64][64], V' [64][32];
+// ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time).
+extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
+    gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
+                            int rows, int v_heads, int d) {
+    griddep_wait();
+    griddep_launch_dependents();
+    extern __shared__ float gdc_state_smem[];
+    const int ds = (d + 15) & ~15;
+    float* ssh = gdc_state_smem;                   // [d][32]
+    float* xs = ssh + d * GDC_COLS;                // [128][ds]
+    float* psh = xs + 2 * GDC_CHUNK * ds;          // [64][64]
+    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
+    const bool column = j < d;
+    const int chunks = (rows + GDC_CHUNK - 1) / GDC_CHUNK;
+    float* S = state + (long long)h * d * d;
+    for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) ssh[r * GDC_COLS + lane] = column ? S[(long long)r * d + j] : 0.0f;
+    // Rows of [W; QE] this warp multiplies by S: 16 consecutive rows (8 warps cover 128).
+    const int row0 = warp * 16;
+    for (int c = 0; c < chunks; ++c) {
+        const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
+        const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
+        const float* u_in = blk + 2 * GDC_CHUNK * d;
+        const float* kt_in = blk + 3 * GDC_CHUNK * d;
+        const float* p_in = blk + 4 * GDC_CHUNK * d;
+        const float decay = p_in[GDC_CHUNK * GDC_CHUNK];
+        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = blk[e];
+        if (ds != d)
+            for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x)
+                xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+        for (int e = threadIdx.x; e < GDC_CHUNK * GDC_CHUNK; e += blockDim.x) psh[e] = p_in[e];
+        __syncthreads();  // the chunk's inputs are in shared memory (and the previous S update is done)
+
+        float acc[16];
+        zero_fill(acc);
+        for (int r = 0; r < ds; r += 4) {
+            float s4[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) s4[q] = r + q < d ? ssh[(r + q) * GDC_COLS + lane] : 0.0f;
+#pragma unroll
+            for (int m = 0; m < 16; ++m) {
+                const float4 x4 = *(const float4*)(xs + (row0 + m) * ds + r);
+                acc[m] = fmaf(x4.x, s4[0], acc[m]);
+                acc[m] = fmaf(x4.y, s4[1], acc[m]);
+                acc[m] = fmaf(x4.z, s4[2], acc[m]);
+                acc[m] = fmaf(x4.w, s4[3], acc[m]);
+            }
+        }
+        if (row0 < GDC_CHUNK) {
+#pragma unroll
+            for (int m = 0; m < 16; ++m) {
+                const int i = row0 + m;
+                vp[i * GDC_COLS + lane] = column ? u_in[i * d + j] - acc[m] : 0.0f;
+            }
+        }
+        __syncthreads();  // V' complete; X is free for KT
+
+        for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = kt_in[e];
+        if (row0 >= GDC_CHUNK) {
+            // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i = i0 + m (P_il = 0 past
+            // the diagonal), 16 rows of Pᵀ's row l as float4.
+            const int i0 = row0 - GDC_CHUNK;
+            for (int l = 0; l < min(i0 + 16, n); ++l) {
+                const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
+                    acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
+                    acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
+                    acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
+                    acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < 16; ++m) {
+                const int i = i0 + m;
+                if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
+            }
+        }
+        __syncthreads();  // KT is in shared memory
+
+        // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
+        for (int r0 = warp * 16; r0 < d; r0 += GDC_STATE_THREADS / WARP_SIZE * 16) {
+            float su[16];
+            zero_fill(su);
+            for (int l = 0; l < n; ++l) {
+                const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 k4 = *(const float4*)(xs + l * ds + r0 + 4 * q);
+                    su[4 * q] = fmaf(k4.x, v, su[4 * q]);
+                    su[4 * q + 1] = fmaf(k4.y, v, su[4 * q + 1]);
+                    su[4 * q + 2] = fmaf(k4.z, v, su[4 * q + 2]);
+                    su[4 * q + 3] = fmaf(k4.w, v, su[4 * q + 3]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < 16; ++m)
+                if (r0 + m < d) ssh[(r0 + m) * GDC_COLS + lane] = fmaf(decay, ssh[(r0 + m) * GDC_COLS + lane], su[m]);
+        }
+        __syncthreads();  // S updated; X, P and V' may be overwritten
+    }
+    for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE)
+        if (column) S[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
+}
