@@ -346,6 +346,19 @@ impl<B: Backend> Activations<B> {
         // SAFETY: the token ids are a field of `self` that no activation names.
         (unsafe { &*tokens }, self.get_mut(write))
     }
+    /// `read` and up to two outputs at once (all different; a None output is not borrowed).
+    pub fn read_and_writes(&mut self, read: Act, writes: [Option<Act>; 2]) -> Result<(&B::Buffer, [Option<&mut B::Buffer>; 2]), BackendError> {
+        let [a, b] = writes;
+        if a.is_some() && a == b || [a, b].contains(&Some(read)) {
+            return Err(BackendError::Device(format!("an op reads {read:?} and writes {a:?} and {b:?}")));
+        }
+        let read_ptr: *const B::Buffer = self.get(read);
+        let mut out = |w: Option<Act>| w.map(|act| self.get_mut(act) as *mut B::Buffer);
+        let (a_ptr, b_ptr) = (out(a), out(b));
+        // SAFETY: `read` and the outputs name different fields of `self` (checked above), so the
+        // shared borrow and the exclusive ones never alias.
+        Ok(unsafe { (&*read_ptr, [a_ptr.map(|p| &mut *p), b_ptr.map(|p| &mut *p)]) })
+    }
     /// `read` and `write` at once (they must differ).
     pub fn pair(&mut self, read: Act, write: Act) -> Result<(&B::Buffer, &mut B::Buffer), BackendError> {
         if read == write {

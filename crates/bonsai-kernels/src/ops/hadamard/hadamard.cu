@@ -52,3 +52,74 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
         yr[g] = inverse ? hadamard_buf[i] * signs[g] : hadamard_buf[i];
     }
 }
+
+// One decode row's folded-matmul input and its bit planes in one launch (ops/hadamard/mod.rs,
+// "Fused with the norm and the planes"): what rms_norm_row_per_block (when norm_w is given),
+// hadamard_block_in_smem (forward) and gemv_b1_prepare (no norm weights) compute, bit for bit.
+// One CTA per block of the row (grid W / block, 1-D; block a multiple of 128 so that no 128-group
+// straddles two blocks), the block in dynamic shared memory, then `scratch` (32 floats).
+// * The norm: every CTA sums the whole row's squares as rms_norm_row_per_block does (threads below
+//   RMS_NORM_THREADS take its partial sums, block_sum adds them; the other threads' zeros change
+//   no bit), so each CTA holds the same 1/rms. A CTA writes the normed values it loads (xn, when
+//   given: the norm's output still read later; with the permutation those are the tiled indices its
+//   block gathers, each written by exactly one CTA).
+// * The transform: hadamard_block_in_smem's load, (x * s) * scale, and its butterflies (every
+//   stage's pairs are fixed, so the thread count changes no bit); rot (when given) gets the block.
+// * The planes: warp w quantizes the block's 128-groups w, w + warps, ... from shared memory with
+//   b1_prepare_group, the prepare's device function.
+extern "C" __global__ void __launch_bounds__(1024)
+    hadamard_rotate_planes(const float* __restrict__ x, const float* __restrict__ norm_w, float eps, int vec4,
+                           float* __restrict__ xn, const float* __restrict__ signs, float* __restrict__ rot, int width,
+                           int block, float scale, int perm_hd, int perm_k_heads, int perm_rep,
+                           u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
+    griddep_wait();
+    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once, as after
+    // gemv_b1_prepare.
+    griddep_launch_dependents();
+    extern __shared__ float rotate_smem[];
+    float* buf = rotate_smem;
+    float* scratch = rotate_smem + block;
+    const int first = blockIdx.x * block;
+    float inv = 1.0f;
+    if (norm_w != nullptr) {
+        const int t = threadIdx.x;
+        const float part = t < RMS_NORM_THREADS ? rms_row_partial_sq(x, width, vec4 != 0, t, RMS_NORM_THREADS) : 0.0f;
+        const float ss = block_sum(part, scratch);
+        inv = rsqrtf(ss / (float)width + eps);
+    }
+    for (int i = threadIdx.x; i < block; i += blockDim.x) {
+        const int g = first + i;
+        int source = g;
+        if (perm_hd > 0) {
+            // Grouped head k_idx * rep + v_idx lives at tiled head v_idx * k_heads + k_idx.
+            const int head = g / perm_hd, within = g % perm_hd;
+            const int k_idx = head / perm_rep, v_idx = head % perm_rep;
+            source = (v_idx * perm_k_heads + k_idx) * perm_hd + within;
+        }
+        float v = x[source];
+        if (norm_w != nullptr) {
+            v = v * inv * norm_w[source];
+            if (xn != nullptr) xn[source] = v;
+        }
+        buf[i] = v * signs[g] * scale;
+    }
+    __syncthreads();
+    const int pairs = block / 2;
+    for (int len = 1; len < block; len <<= 1) {
+        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+            const int i = (p / len) * 2 * len + (p % len);
+            const float a = buf[i], b = buf[i + len];
+            buf[i] = a + b;
+            buf[i + len] = a - b;
+        }
+        __syncthreads();
+    }
+    if (rot != nullptr) {
+        for (int i = threadIdx.x; i < block; i += blockDim.x) rot[first + i] = buf[i];
+    }
+    for (int w = threadIdx.x / WARP_SIZE; w < block / GROUP_SIZE; w += blockDim.x / WARP_SIZE) {
+        const int group = first / GROUP_SIZE + w;
+        b1_prepare_group(buf + w * GROUP_SIZE, nullptr, planes + (long long)group * B1_GROUP_WORDS, gsx + 2 * group,
+                         group_sq + group);
+    }
+}

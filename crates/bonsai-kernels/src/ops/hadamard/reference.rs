@@ -1,7 +1,7 @@
 //! The definition, in f64: signs and permutation, then the butterflies per block (exact up to
 //! f64 rounding, far below f32's; tests.rs checks them against the matrix H_n itself).
 
-use super::HadamardParams;
+use super::{HadamardParams, RowNorm};
 use crate::ops::OpError;
 
 pub fn reference(p: HadamardParams<'_>, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
@@ -20,6 +20,34 @@ pub fn reference(p: HadamardParams<'_>, x: &[f32], y: &mut [f32]) -> Result<(), 
         for (i, o) in yr.iter_mut().enumerate() {
             let sign = if p.inverse { p.signs[i] as f64 } else { 1.0 };
             *o = (row[i] * scale * sign) as f32;
+        }
+    }
+    Ok(())
+}
+
+/// The forward transform of the RMSNorm'd row (`norm`; the plain forward transform without one),
+/// all in f64: `y = BlockH(s ⊙ P(x / rms(x) · w))`, the row the fused decode launch quantizes.
+pub fn reference_normed(p: HadamardParams<'_>, norm: Option<RowNorm<'_>>, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
+    p.check_normed(norm, x, y)?;
+    let Some(norm) = norm else { return reference(p, x, y) };
+    let width = p.signs.len();
+    let scale = 1.0 / (p.block as f64).sqrt();
+    let mut normed = vec![0.0f64; width];
+    let mut row = vec![0.0f64; width];
+    for (xr, yr) in x.chunks(width).zip(y.chunks_mut(width)) {
+        let mean_sq = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / width as f64;
+        let r = 1.0 / (mean_sq + norm.eps as f64).sqrt();
+        for ((n, &v), &w) in normed.iter_mut().zip(xr).zip(norm.weight) {
+            *n = v as f64 * r * w as f64;
+        }
+        for (i, v) in row.iter_mut().enumerate() {
+            *v = normed[p.tiled_to_grouped.map_or(i, |perm| perm.tiled_index(i))] * p.signs[i] as f64;
+        }
+        for block in row.chunks_mut(p.block) {
+            fwht_f64(block);
+        }
+        for (o, &v) in yr.iter_mut().zip(&row) {
+            *o = (v * scale) as f32;
         }
     }
     Ok(())

@@ -141,3 +141,68 @@ fn bad_shapes_are_errors() {
     assert!(cpu(params(4, &signs, false, Some(wrong)), &x, &mut y).is_err(), "permutation width");
     assert!(cpu(params(4, &signs, false, Some(perm)), &x, &mut y).is_ok());
 }
+
+#[test]
+fn cpu_normed_matches_reference_normed() {
+    use super::{cpu_normed, reference_normed, RowNorm};
+    const EPS: f32 = 1e-6;
+    let mut rng = TestRng::new("hadamard_normed");
+    let cases: [(usize, usize, usize, Option<VHeadPerm>); 4] = [
+        (1, 5120, 1024, None),
+        (2, 256, 128, None),
+        (1, 6144, 1024, Some(VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 })),
+        (3, 48, 16, Some(VHeadPerm { head_dim: 4, k_heads: 4, rep: 3 })),
+    ];
+    for (rows, width, block, perm) in cases {
+        let signs = random_signs(&mut rng, width);
+        let x = rng.vec(rows * width, -4.0, 4.0);
+        let weight = rng.vec(width, -2.0, 2.0);
+        let p = params(block, &signs, false, perm);
+        let norm = Some(RowNorm { weight: &weight, eps: EPS });
+        let mut want = vec![0.0; x.len()];
+        reference_normed(p, norm, &x, &mut want).expect("shape");
+        let mut got = vec![f32::NAN; x.len()];
+        cpu_normed(p, norm, &x, &mut got).expect("shape");
+        // The op's doc: (ε_n + γ_L·(1 + ε_n))·Σ_block|ñ|/sqrt(n) + 2u·|y|, ñ the exact normed
+        // values in the transform's (permuted) order, ε_n = γ_{W+1} + 8u (rms_norm's bound).
+        let eps_norm = gamma(width + 1) + 8.0 * F32_UNIT_ROUNDOFF;
+        let levels = block.trailing_zeros() as usize;
+        let scale = 1.0 / (block as f64).sqrt();
+        let mut bound = Vec::with_capacity(x.len());
+        for (xr, wr) in x.chunks(width).zip(want.chunks(width)) {
+            let mean_sq = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / width as f64;
+            let r = 1.0 / (mean_sq + EPS as f64).sqrt();
+            let normed: Vec<f64> = (0..width)
+                .map(|i| {
+                    let src = perm.map_or(i, |q| q.tiled_index(i));
+                    (xr[src] as f64 * r * weight[src] as f64).abs()
+                })
+                .collect();
+            for (i, &y) in wr.iter().enumerate() {
+                let block_sum: f64 = normed[i / block * block..(i / block + 1) * block].iter().sum();
+                let through = eps_norm + gamma(levels) * (1.0 + eps_norm);
+                bound.push(through * block_sum * scale + 2.0 * F32_UNIT_ROUNDOFF * (y as f64).abs());
+            }
+        }
+        assert_within(&format!("hadamard normed rows={rows} W={width} n={block} perm={perm:?}"), &got, &widen(&want), &bound);
+        // Without a norm, the plain forward transform.
+        let mut plain = vec![0.0; x.len()];
+        reference(p, &x, &mut plain).expect("shape");
+        let mut unnormed = vec![f32::NAN; x.len()];
+        reference_normed(p, None, &x, &mut unnormed).expect("shape");
+        assert_eq!(unnormed, plain);
+    }
+}
+
+#[test]
+fn normed_rows_refuse_bad_shapes() {
+    use super::{cpu_normed, reference_normed, RowNorm};
+    let signs = [1.0f32; 8];
+    let (x, mut y) = ([1.0f32; 8], [0.0f32; 8]);
+    let short = RowNorm { weight: &[1.0; 4], eps: 1e-6 };
+    assert!(reference_normed(params(4, &signs, false, None), Some(short), &x, &mut y).is_err(), "norm weights");
+    assert!(cpu_normed(params(4, &signs, false, None), Some(short), &x, &mut y).is_err(), "norm weights");
+    let norm = RowNorm { weight: &[1.0; 8], eps: 1e-6 };
+    assert!(cpu_normed(params(4, &signs, true, None), Some(norm), &x, &mut y).is_err(), "inverse");
+    assert!(cpu_normed(params(4, &signs, false, None), Some(norm), &x, &mut y).is_ok());
+}
