@@ -346,18 +346,24 @@ impl<B: Backend> Activations<B> {
         // SAFETY: the token ids are a field of `self` that no activation names.
         (unsafe { &*tokens }, self.get_mut(write))
     }
-    /// `read` and up to two outputs at once (all different; a None output is not borrowed).
-    pub fn read_and_writes(&mut self, read: Act, writes: [Option<Act>; 2]) -> Result<(&B::Buffer, [Option<&mut B::Buffer>; 2]), BackendError> {
-        let [a, b] = writes;
-        if a.is_some() && a == b || [a, b].contains(&Some(read)) {
-            return Err(BackendError::Device(format!("an op reads {read:?} and writes {a:?} and {b:?}")));
+    /// Activations to read and up to W to write at once (every output differs from each other
+    /// one and from every input; a None output is not borrowed).
+    #[allow(clippy::type_complexity)]
+    pub fn reads_and_writes<const R: usize, const W: usize>(
+        &mut self,
+        reads: [Act; R],
+        writes: [Option<Act>; W],
+    ) -> Result<([&B::Buffer; R], [Option<&mut B::Buffer>; W]), BackendError> {
+        for (i, w) in writes.iter().enumerate().filter_map(|(i, w)| w.map(|w| (i, w))) {
+            if reads.contains(&w) || writes[i + 1..].contains(&Some(w)) {
+                return Err(BackendError::Device(format!("an op reads {reads:?} and writes {writes:?}: {w:?} twice")));
+            }
         }
-        let read_ptr: *const B::Buffer = self.get(read);
-        let mut out = |w: Option<Act>| w.map(|act| self.get_mut(act) as *mut B::Buffer);
-        let (a_ptr, b_ptr) = (out(a), out(b));
-        // SAFETY: `read` and the outputs name different fields of `self` (checked above), so the
-        // shared borrow and the exclusive ones never alias.
-        Ok(unsafe { (&*read_ptr, [a_ptr.map(|p| &mut *p), b_ptr.map(|p| &mut *p)]) })
+        let read_ptrs = reads.map(|a| self.get(a) as *const B::Buffer);
+        let write_ptrs = writes.map(|w| w.map(|a| self.get_mut(a) as *mut B::Buffer));
+        // SAFETY: every output names a field of `self` no input and no other output names (checked
+        // above), so the exclusive borrows alias nothing; shared borrows of one field may repeat.
+        Ok(unsafe { (read_ptrs.map(|p| &*p), write_ptrs.map(|p| p.map(|p| &mut *p))) })
     }
     /// `read` and `write` at once (they must differ).
     pub fn pair(&mut self, read: Act, write: Act) -> Result<(&B::Buffer, &mut B::Buffer), BackendError> {

@@ -16,13 +16,17 @@ pub fn cpu(p: HadamardParams<'_>, x: &[f32], y: &mut [f32]) -> Result<(), OpErro
     Ok(())
 }
 
-/// [`reference_normed`](super::reference_normed) in f32: `rms_norm`'s CPU version, then [`cpu`]'s
-/// transform of its rows (the same operations as the two ops one after the other).
+/// [`reference_normed`](super::reference_normed) in f32: `rms_norm`'s (or `gated_rms_norm`'s) CPU
+/// version, then [`cpu`]'s transform of its rows (the same operations as the two ops one after
+/// the other).
 pub fn cpu_normed(p: HadamardParams<'_>, norm: Option<RowNorm<'_>>, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
     p.check_normed(norm, x, y)?;
     let Some(norm) = norm else { return cpu(p, x, y) };
     let mut normed = vec![0.0f32; x.len()];
-    crate::ops::rms_norm::cpu(x, norm.weight, norm.eps, &mut normed)?;
+    match norm {
+        RowNorm::Rms { weight, eps } => crate::ops::rms_norm::cpu(x, weight, eps, &mut normed)?,
+        RowNorm::Gated { z, weight, eps } => crate::ops::gated_rms_norm::cpu(x, z, weight, eps, &mut normed)?,
+    }
     cpu(p, &normed, y)
 }
 

@@ -84,12 +84,21 @@ fn check_transform(width: usize, block: usize, inverse: bool, tiled_to_grouped: 
     })
 }
 
-/// The RMSNorm [`rotate_planes`] applies before the transform: `x / rms(x) · weight` over the
-/// whole row, its output written to `out` when given (where it is still read later).
+/// The norm [`rotate_planes`] applies before the transform, its output written to `out` when
+/// given (where it is still read later): `x / rms(x) · weight` over the whole row (`rms_norm`), or
+/// with `gate` per head of `head_dim` values `x_h / rms(x_h) · weight ⊙ silu(z_h)`
+/// (`gated_rms_norm`, `weight` of `head_dim`).
 pub struct RotateNorm<'a> {
     pub weight: &'a CudaSlice<f32>,
     pub eps: f32,
+    pub gate: Option<RotateGate<'a>>,
     pub out: Option<&'a mut CudaSlice<f32>>,
+}
+
+/// The gated form of [`RotateNorm`]: the gate z (a value per value of the row) and the head size.
+pub struct RotateGate<'a> {
+    pub z: &'a CudaSlice<f32>,
+    pub head_dim: usize,
 }
 
 /// Whether [`rotate_planes`] takes blocks of `block`: a power of two of whole 128-groups (the
@@ -98,11 +107,11 @@ pub fn rotate_planes_block_ok(block: usize) -> bool {
     block.is_power_of_two() && block % GROUP == 0 && block <= MAX_BLOCK
 }
 
-/// One row (a decode token's) of `width` values: `r = BlockH(s ⊙ P(n(x)))` with `n` the RMSNorm
-/// of `norm` (the identity without one) and `P` the tiled-to-grouped permutation when given, r
+/// One row (a decode token's) of `width` values: `r = BlockH(s ⊙ P(n(x)))` with `n` the norm of
+/// `norm` (the identity without one) and `P` the tiled-to-grouped permutation when given, r
 /// written to `rot` when given, and r's bit planes into `planes` (K = `width`): in one launch,
-/// bit for bit what `rms_norm`, the forward [`hadamard`] and `prepare_planes` produce one after
-/// the other (ops/hadamard/mod.rs, "Fused with the norm and the planes").
+/// bit for bit what `rms_norm` (or `gated_rms_norm`), the forward [`hadamard`] and
+/// `prepare_planes` produce one after the other (ops/hadamard/mod.rs, "Fused with the norm and the planes").
 #[allow(clippy::too_many_arguments)]
 pub fn rotate_planes(
     gpu: Gpu<'_>,
@@ -138,9 +147,24 @@ pub fn rotate_planes(
         }
         None => (0, None),
     };
-    let (eps, (w_p, _gw), (xn_p, _gxn)) = match norm {
-        Some(RotateNorm { weight, eps, out }) => {
-            expect_at_least(OP, "norm weights", weight.len(), width)?;
+    let (eps, (w_p, _gw), (xn_p, _gxn), (z_p, _gz), head_dim) = match norm {
+        Some(RotateNorm { weight, eps, gate, out }) => {
+            let (z, head_dim) = match gate {
+                Some(RotateGate { z, head_dim }) => {
+                    // Whole heads per block, moved whole by the permutation.
+                    if head_dim == 0 || block % head_dim != 0 || tiled_to_grouped.is_some_and(|p| p.head_dim % head_dim != 0) {
+                        return Err(shape(OP, format!("gated heads of {head_dim} must tile the block {block} and the permuted heads")));
+                    }
+                    expect_at_least(OP, "norm weights", weight.len(), head_dim)?;
+                    expect_at_least(OP, "gate", z.len(), width)?;
+                    let (p, g) = read_ptr(z, stream);
+                    ((p, Some(g)), as_i32(OP, "head_dim", head_dim)?)
+                }
+                None => {
+                    expect_at_least(OP, "norm weights", weight.len(), width)?;
+                    ((0, None), 0)
+                }
+            };
             let xn = match out {
                 Some(o) => {
                     expect_at_least(OP, "normed x", o.len(), width)?;
@@ -150,9 +174,9 @@ pub fn rotate_planes(
                 None => (0, None),
             };
             let (p, g) = read_ptr(weight, stream);
-            (eps, (p, Some(g)), xn)
+            (eps, (p, Some(g)), xn, z, head_dim)
         }
-        None => (0.0, (0, None), (0, None)),
+        None => (0.0, (0, None), (0, None), (0, None), 0),
     };
     // rms_norm_row_per_block's 16-byte path, taken when the row and its weights (and its output)
     // start 16-byte aligned: the same path gives the same partial sums.
@@ -168,13 +192,14 @@ pub fn rotate_planes(
     let scale = 1.0 / (block as f32).sqrt();
     let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
     let mut l = Launch::new(gpu, func);
-    l.arg(&x_p).arg(&w_p).arg(&eps).arg(&vec4).arg(&xn_p).arg(&s_p).arg(&r_p).arg(&width_i).arg(&block_i).arg(&scale);
+    l.arg(&x_p).arg(&w_p).arg(&eps).arg(&vec4).arg(&z_p).arg(&head_dim).arg(&xn_p).arg(&s_p).arg(&r_p).arg(&width_i).arg(&block_i).arg(&scale);
     l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&planes_p).arg(&gsx_p).arg(&sq_p);
-    // SAFETY: matches hadamard_rotate_planes(x, norm_w, eps, vec4, xn, signs, rot, width, block,
-    // scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, the norm weights,
-    // xn and rot (each or null) hold width floats, the planes K = width (checked above); the
-    // permutation maps [0, width) onto itself; (block + 32) floats of shared memory fit in a
-    // whole SM's; the CTA's warps loop over the block's 128-groups.
+    // SAFETY: matches hadamard_rotate_planes(x, norm_w, eps, vec4, z, head_dim, xn, signs, rot,
+    // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, z,
+    // xn and rot (each or null) hold width floats, the norm weights width (head_dim when gated),
+    // the planes K = width (checked above); the permutation maps [0, width) onto itself and moves
+    // whole gated heads; (2 block + 32) floats of shared memory fit in a whole SM's; the CTA's
+    // warps loop over the block's heads and 128-groups.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

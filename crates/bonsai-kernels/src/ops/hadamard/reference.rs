@@ -34,11 +34,28 @@ pub fn reference_normed(p: HadamardParams<'_>, norm: Option<RowNorm<'_>>, x: &[f
     let scale = 1.0 / (p.block as f64).sqrt();
     let mut normed = vec![0.0f64; width];
     let mut row = vec![0.0f64; width];
-    for (xr, yr) in x.chunks(width).zip(y.chunks_mut(width)) {
-        let mean_sq = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / width as f64;
-        let r = 1.0 / (mean_sq + norm.eps as f64).sqrt();
-        for ((n, &v), &w) in normed.iter_mut().zip(xr).zip(norm.weight) {
+    // x / rms(x) · weight over `xs` (a row or a head).
+    let rms_norm = |xs: &[f32], weight: &[f32], eps: f32, out: &mut [f64]| {
+        let mean_sq = xs.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / xs.len() as f64;
+        let r = 1.0 / (mean_sq + eps as f64).sqrt();
+        for ((n, &v), &w) in out.iter_mut().zip(xs).zip(weight) {
             *n = v as f64 * r * w as f64;
+        }
+    };
+    for (row_index, (xr, yr)) in x.chunks(width).zip(y.chunks_mut(width)).enumerate() {
+        match norm {
+            RowNorm::Rms { weight, eps } => rms_norm(xr, weight, eps, &mut normed),
+            RowNorm::Gated { z, weight, eps } => {
+                let zr = &z[row_index * width..(row_index + 1) * width];
+                let d = weight.len();
+                for ((xh, zh), nh) in xr.chunks(d).zip(zr.chunks(d)).zip(normed.chunks_mut(d)) {
+                    rms_norm(xh, weight, eps, nh);
+                    for (n, &g) in nh.iter_mut().zip(zh) {
+                        let g = g as f64;
+                        *n *= g / (1.0 + (-g).exp());
+                    }
+                }
+            }
         }
         for (i, v) in row.iter_mut().enumerate() {
             *v = normed[p.tiled_to_grouped.map_or(i, |perm| perm.tiled_index(i))] * p.signs[i] as f64;

@@ -20,20 +20,21 @@
 //!   projection, gate|up and down GEMVs each writing the next one's planes, then the next
 //!   layer's qkv projection with RoPE and the KV write.
 //! * The hybrid (qwen35) ops run as themselves, one launch each ([`Step::Op`]), except one
-//!   token's forward Hadamard transforms: with the RMSNorm before it (a normed hidden row) or
-//!   alone (the mixer's output, the FFN activation; ssm_out's with its V-head permutation) a
-//!   transform is one launch that also writes the planes of the rotated row
-//!   ([`Step::RotatePlanes`]), which the GEMVs of that row share (a mixer's two projections). It
-//!   writes the normed row where a later op still reads it (DeltaNet's alpha / beta projections)
-//!   and the rotated row only where something reads it other than through those planes. Partial
-//!   RoPE never takes the qkv epilogue (`Caps::qkv_rope` says no), so such a layer runs
-//!   qk_norm_rope + kv_write as one launch ([`Step::RopeKvWrite`]).
+//!   token's forward Hadamard transforms: with the norm before it (an RMSNorm'd hidden row, or
+//!   the DeltaNet's gated RMSNorm before ssm_out, with its V-head permutation) or alone (the
+//!   attention's gated output, the FFN activation) a transform is one launch that also writes
+//!   the planes of the rotated row ([`Step::RotatePlanes`]), which the GEMVs of that row share
+//!   (a mixer's two projections). It writes the normed row where a later op still reads it
+//!   (DeltaNet's alpha / beta projections) and the rotated row only where something reads it
+//!   other than through those planes. Partial RoPE never takes the qkv epilogue
+//!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
+//!   ([`Step::RopeKvWrite`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 14 (norm+rotate+planes, qkv
-//!   and z GEMVs, alpha, beta, ssm_conv, gated_delta, gated_rms_norm, rotate+planes, out GEMV,
-//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where rms_norm, hadamard and
-//!   prepare launches apart made 20; an attention layer 12 (norm+rotate+planes, qkv and gate
-//!   GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 13 (norm+rotate+planes, qkv
+//!   and z GEMVs, alpha, beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
+//!   prepares as launches of their own made 20; an attention layer 12 (norm+rotate+planes, qkv
+//!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
@@ -80,6 +81,15 @@ impl Planes {
     }
 }
 
+/// The norm a one-token transform ([`Step::RotatePlanes`]) applies first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PreNorm {
+    /// An RMSNorm of the whole row (`Op::RmsNorm`) with these weights.
+    Rms(VectorId),
+    /// The DeltaNet's gated RMSNorm (`Op::GatedRmsNorm`) per head, gated by `z`.
+    Gated { z: Act, weight: VectorId },
+}
+
 /// One launch group of a CUDA plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Step {
@@ -113,12 +123,12 @@ pub enum Step {
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
-    /// One token's forward Hadamard transform of `x` (RMSNorm'd by `norm` first when given) and
-    /// the planes of the rotated row, one launch: the normed row written to `normed` and the
-    /// rotated one to `rot` only where a later op reads them (else neither is written).
+    /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
+    /// planes of the rotated row, one launch: the normed row written to `normed` and the rotated
+    /// one to `rot` only where a later op reads them (else neither is written).
     RotatePlanes {
         x: Act,
-        norm: Option<VectorId>,
+        norm: Option<PreNorm>,
         normed: Option<Act>,
         signs: VectorId,
         width: usize,
@@ -267,9 +277,9 @@ enum Node {
     /// A GEMV on the planes of `input` (held in `planes`); `rope`: qk_norm_rope + KV write in its
     /// epilogue.
     Gemv { w: MatrixId, input: PlanesInput, planes: Planes, y: Act, epilogue: Epilogue, rope: Option<(VectorId, VectorId, usize)> },
-    /// A forward Hadamard transform of `x` into `out`, after an RMSNorm when `norm` is given
-    /// (its weights, its output, and whether a later op still reads that output).
-    Rotate { x: Act, norm: Option<(VectorId, Act, bool)>, out: Act, signs: VectorId, width: usize, block: usize, perm: Option<VHeadPerm> },
+    /// A forward Hadamard transform of `x` into `out`, after a norm when `norm` is given (the
+    /// norm, its output, and whether a later op still reads that output).
+    Rotate { x: Act, norm: Option<(PreNorm, Act, bool)>, out: Act, signs: VectorId, width: usize, block: usize, perm: Option<VHeadPerm> },
 }
 
 /// One token: GEMVs on binary planes, each planes buffer written by the op that produced its
@@ -321,7 +331,18 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 if hx == out && x != out && rot != x && rot != out && (caps.rotate_planes)(block) =>
             {
                 let kept = !dead_after(ops, i + 2, out);
-                (Node::Rotate { x, norm: Some((weight, out, kept)), out: rot, signs, width, block, perm }, 2)
+                (Node::Rotate { x, norm: Some((PreNorm::Rms(weight), out, kept)), out: rot, signs, width, block, perm }, 2)
+            }
+            (Op::GatedRmsNorm { x, z, weight, out }, Some(Op::Hadamard { x: hx, out: rot, signs, width, block, inverse: false, perm }))
+                if hx == out
+                    && ![x, z, rot].contains(&out)
+                    && rot != x
+                    && rot != z
+                    && (caps.rotate_planes)(block)
+                    && gated_heads_fit(program, block, perm) =>
+            {
+                let kept = !dead_after(ops, i + 2, out);
+                (Node::Rotate { x, norm: Some((PreNorm::Gated { z, weight }, out, kept)), out: rot, signs, width, block, perm }, 2)
             }
             (Op::Hadamard { x, out, signs, width, block, inverse: false, perm }, _) if x != out && (caps.rotate_planes)(block) => {
                 (Node::Rotate { x, norm: None, out, signs, width, block, perm }, 1)
@@ -370,7 +391,7 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
         Node::Op(op) => touches(op).0.contains(&Some(act)),
         Node::Fused(step) => fused_reads(step) == Some(act),
         Node::Gemv { input, .. } => needs_prepare[m] && input.act == act,
-        Node::Rotate { x, .. } => *x == act,
+        Node::Rotate { x, norm, .. } => *x == act || matches!(norm, Some((PreNorm::Gated { z, .. }, _, _)) if *z == act),
     };
     let rot_read = |n: usize, act: Act| {
         for m in n + 1..nodes.len() {
@@ -412,7 +433,7 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
             Node::Rotate { x, norm, out, signs, width, block, perm } => match writes_planes[n] {
                 Some((planes, _)) => steps.push(Step::RotatePlanes {
                     x,
-                    norm: norm.map(|(weight, _, _)| weight),
+                    norm: norm.map(|(pre, _, _)| pre),
                     normed: norm.and_then(|(_, normed, kept)| kept.then_some(normed)),
                     signs,
                     width,
@@ -424,8 +445,11 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 // Nothing reads its planes: the ops themselves.
                 None => {
                     let mut input = x;
-                    if let Some((weight, normed, _)) = norm {
-                        steps.push(Step::Op(Op::RmsNorm { x, weight, out: normed }));
+                    if let Some((pre, normed, _)) = norm {
+                        steps.push(Step::Op(match pre {
+                            PreNorm::Rms(weight) => Op::RmsNorm { x, weight, out: normed },
+                            PreNorm::Gated { z, weight } => Op::GatedRmsNorm { x, z, weight, out: normed },
+                        }));
                         steps.origin += 1;
                         input = normed;
                     }
@@ -456,6 +480,13 @@ fn store_epilogue(store: Store) -> Epilogue {
         Store::Overwrite => Epilogue::Store,
         Store::Add => Epilogue::Add,
     }
+}
+
+/// Whether the gated norm's heads (the program's DeltaNet head size) are whole within a block of
+/// the transform and within its permutation's heads, as the one-launch transform needs.
+fn gated_heads_fit(program: &Program, block: usize, perm: Option<VHeadPerm>) -> bool {
+    let d = program.dims.hybrid.map_or(0, |h| h.delta.head_dim);
+    d > 0 && block % d == 0 && perm.is_none_or(|p| p.head_dim % d == 0)
 }
 
 /// The activations a node writes (a transform after a norm writes two).

@@ -1,7 +1,8 @@
 use bonsai_kernels::launch::matmul::Epilogue;
+use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 
-use super::{fuse, Caps, Planes, Step, NORM_FUSED_MAX_ROWS};
+use super::{fuse, Caps, Planes, PreNorm, Step, NORM_FUSED_MAX_ROWS};
 use crate::program::{Act, Dims, MatrixId, Op, VectorId};
 use crate::qwen3::{forward_program, DevicePick, LayerIds, LogitRows, ModelIds};
 
@@ -203,7 +204,6 @@ mod hybrid {
     use crate::program::HybridDims;
     use crate::qwen35::{forward_program, AttentionIds, Fold, LayerIds, MixerIds, ModelIds, RecurrentIds};
     use bonsai_kernels::ops::gated_delta::DeltaShape;
-    use bonsai_kernels::ops::hadamard::VHeadPerm;
 
     pub const BLOCK: usize = 128;
     pub const PERM: VHeadPerm = VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 };
@@ -319,7 +319,7 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let sign = |w: usize| fold(w).expect("fold").signs;
     let rot = |width| Planes::Rot(width);
     let gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: false, y, epilogue, next: None };
-    let rotate = |x, norm: Option<VectorId>, normed, width, perm| Step::RotatePlanes {
+    let rotate = |x, norm: Option<PreNorm>, normed, width, perm| Step::RotatePlanes {
         x,
         norm,
         normed,
@@ -330,45 +330,49 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         rot: None,
         planes: rot(width),
     };
-    // A DeltaNet layer: its norm's output stays for alpha / beta; ssm_out's input permuted.
+    // A DeltaNet layer: its norm's output stays for alpha / beta; ssm_out's input gated-normed
+    // and permuted in the same launch.
     let l0 = ids().layers[0];
     let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
     let delta: Vec<Step> = layers[0].clone();
     let want_delta = vec![
-        rotate(Act::X, Some(l0.attn_norm), Some(Act::Xn), 256, None),
+        rotate(Act::X, Some(PreNorm::Rms(l0.attn_norm)), Some(Act::Xn), 256, None),
         gemv(r.qkv, 256, Act::Mixed, Epilogue::Store),
         gemv(r.z, 256, Act::Z, Epilogue::Store),
     ];
     assert_eq!(delta[..3], want_delta[..], "{delta:#?}");
     assert!(matches!(delta[3], Step::Op(Op::MatmulF32 { x: Act::Xn, .. })), "{delta:#?}");
-    assert_eq!(delta[8], rotate(Act::Gated, None, None, 384, Some(PERM)), "{delta:#?}");
-    assert_eq!(delta[9], gemv(r.out, 384, Act::X, Epilogue::Add));
+    assert!(matches!(delta[6], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
+    let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
+    assert_eq!(delta[7], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[8], gemv(r.out, 384, Act::X, Epilogue::Add));
     assert_eq!(
-        delta[10..],
+        delta[9..],
         [
-            rotate(Act::X, Some(l0.post_norm), None, 256, None),
+            rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
             gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
             rotate(Act::Ffn, None, None, 512, None),
             gemv(l0.down, 512, Act::X, Epilogue::Add),
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 14, "launches per DeltaNet layer: {delta:#?}");
+    assert_eq!(delta.len(), 13, "launches per DeltaNet layer: {delta:#?}");
     // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
     let attention = layers[3].clone();
-    assert_eq!(attention[0], rotate(Act::X, Some(l3.attn_norm), None, 256, None), "{attention:#?}");
+    assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
     assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
     assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
     assert_eq!(attention.len(), 12, "launches per attention layer: {attention:#?}");
     // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
     let head = &layers[4];
-    assert_eq!(head[..2], [rotate(Act::X, Some(ids().output_norm), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
+    assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
     // No prepare launch and no transform left apart but the embedding's inverse.
     let all: Vec<Step> = hybrid::steps(vec![1], true).into_iter().map(|(s, _)| s).collect();
     assert!(!all.iter().any(|s| matches!(s, Step::PreparePlanes { .. })), "{all:#?}");
-    let apart: Vec<&Step> = all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. }))).collect();
+    let apart: Vec<&Step> =
+        all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. } | Op::GatedRmsNorm { .. }))).collect();
     assert!(matches!(apart[..], [Step::Op(Op::Hadamard { inverse: true, .. })]), "{apart:#?}");
 }
 
@@ -415,11 +419,54 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
         Op::MatmulF32 { w: VectorId(3), n: 8, k: 256, x: Act::Xn, y: Act::Beta },
     ];
     let s = fuse(&program, &caps);
-    let want = Step::RotatePlanes { x: Act::X, norm: Some(norm), normed: Some(Act::Xn), signs, width: 256, block: 128, perm: None, rot: Some(Act::Rot), planes: Planes::Rot(256) };
+    let want = Step::RotatePlanes { x: Act::X, norm: Some(PreNorm::Rms(norm)), normed: Some(Act::Xn), signs, width: 256, block: 128, perm: None, rot: Some(Act::Rot), planes: Planes::Rot(256) };
     assert_eq!(s[0], (want, 0), "{s:#?}");
     // A block the launch does not take: the ops and a prepare, as before.
     let no = |_: usize| false;
     let caps = Caps { rotate_planes: &no, ..caps };
     let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
     assert!(matches!(s[..3], [Step::Op(Op::RmsNorm { .. }), Step::Op(Op::Hadamard { .. }), Step::PreparePlanes { .. }]), "{s:#?}");
+}
+
+#[test]
+fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output() {
+    let all = |_: MatrixId| true;
+    let fits = |_: MatrixId, _: bool| true;
+    let rope = |_: MatrixId| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true };
+    let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
+    let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
+    let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {
+        let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+        program.ops = vec![
+            gated,
+            Op::Hadamard { x: Act::Gated, out: Act::Rot, signs, width: 384, block, inverse: false, perm },
+            Op::Matmul { w, x: Act::Rot, y: Act::X, store: Store::Add },
+        ];
+        if read_gated {
+            program.ops.push(Op::SigmoidGate { x: Act::Gated, gate: Act::Z, out: Act::Attn });
+        }
+        program
+    };
+    // Heads of 64 (the geometry's DeltaNet head size) in blocks of 128, permuted by whole heads.
+    let s = fuse(&program_of(128, Some(hybrid::PERM), true), &caps);
+    let want = Step::RotatePlanes {
+        x: Act::Delta,
+        norm: Some(PreNorm::Gated { z: Act::Z, weight: norm }),
+        normed: Some(Act::Gated),
+        signs,
+        width: 384,
+        block: 128,
+        perm: Some(hybrid::PERM),
+        rot: None,
+        planes: Planes::Rot(384),
+    };
+    assert_eq!(s[0], (want, 0), "{s:#?}");
+    // A block of 32 splits a head; a permutation of 32-value heads splits them too: apart.
+    let split_perm = VHeadPerm { head_dim: 32, k_heads: 2, rep: 6 };
+    for (block, perm) in [(32, None), (128, Some(split_perm))] {
+        let s: Vec<Step> = fuse(&program_of(block, perm, false), &caps).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(s[0], Step::Op(gated), "block {block}: {s:#?}");
+        assert!(matches!(s[1], Step::RotatePlanes { x: Act::Gated, norm: None, .. }), "block {block}: {s:#?}");
+    }
 }

@@ -21,7 +21,7 @@ use cudarc::driver::{CudaGraph, CudaSlice};
 
 use bonsai_kernels::launch::decode_seqs::{self, DeviceSeqTable, SeqTableBuilder};
 
-use super::fuse::{fuse, uses_seq_table, Caps, Planes, Step};
+use super::fuse::{fuse, uses_seq_table, Caps, Planes, PreNorm, Step};
 use super::{device_err, view, CudaBackend};
 use crate::backend::{Backend, BackendError};
 use crate::program::{run_op, Act, Activations, Op, Program, RunEnv, SeqRows, Weights};
@@ -534,9 +534,21 @@ fn run_step(
                     .map_err(device_err("embedding and its planes"))?;
             }
             Step::RotatePlanes { x, norm, normed, signs, width, block, perm, rot, planes: p } => {
-                let (x, [normed, rot]) = acts.read_and_writes(x, [normed, rot])?;
-                let norm = norm.map(|n| bonsai_kernels::launch::hadamard::RotateNorm { weight: vector(n), eps, out: normed });
-                bonsai_kernels::launch::hadamard::rotate_planes(b.launcher(), x, norm, vector(signs), width, block, perm, rot, planes.get_mut(p)?)
+                use bonsai_kernels::launch::hadamard::{rotate_planes, RotateGate, RotateNorm};
+                // The gated norm's z (else x again: read, never used).
+                let z = match norm {
+                    Some(PreNorm::Gated { z, .. }) => z,
+                    _ => x,
+                };
+                let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
+                let norm = norm.map(|pre| match pre {
+                    PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps, gate: None, out: normed },
+                    PreNorm::Gated { weight, .. } => {
+                        let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
+                        RotateNorm { weight: vector(weight), eps, gate: Some(RotateGate { z, head_dim }), out: normed }
+                    }
+                });
+                rotate_planes(b.launcher(), x, norm, vector(signs), width, block, perm, rot, planes.get_mut(p)?)
                     .map_err(device_err("hadamard_rotate_planes"))?;
             }
             Step::PreparePlanes { x, norm, planes: p } => {
@@ -665,7 +677,12 @@ fn step_name(step: &Step) -> String {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
-        Step::RotatePlanes { norm, .. } => if norm.is_some() { "norm+hadamard+planes" } else { "hadamard+planes" }.into(),
+        Step::RotatePlanes { norm, .. } => match norm {
+            None => "hadamard+planes",
+            Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
+            Some(PreNorm::Gated { .. }) => "gated_norm+hadamard+planes",
+        }
+        .into(),
     }
 }
 
