@@ -184,7 +184,8 @@ pub fn rotate_planes(
     let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
     let func = gpu.function("hadamard_rotate_planes")?;
     // A whole SM's shared memory per CTA, as the prepare launch takes, so that no CTA of the GEMV
-    // reading the planes shares its SM (the block and the 32-float scratch fit in any SM's).
+    // reading the planes shares its SM (the block, the 32-float scratch and the heads' 1/rms fit in
+    // any SM's).
     let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
     let threads = (block / 2).clamp(RMS_NORM_THREADS, 1024) as u32;
     let ctas = (width / block) as u32;
