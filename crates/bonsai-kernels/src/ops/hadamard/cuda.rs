@@ -11,6 +11,10 @@ use crate::weights::GROUP;
 /// `RMS_NORM_THREADS` of rms_norm.cu: at least this many threads per CTA of [`rotate_planes`]
 /// take the row's partial sums of squares as `rms_norm` does.
 const RMS_NORM_THREADS: usize = 256;
+/// `ROTATE_PER_THREAD` of hadamard.cu: the most block values one thread of [`rotate_planes`]
+/// holds in registers, for the widest block over 1024 threads.
+const ROTATE_PER_THREAD: usize = 8;
+const _: () = assert!(MAX_BLOCK <= ROTATE_PER_THREAD * 1024, "hadamard_rotate_planes holds a block in 1024 threads' registers");
 
 const OP: &str = "hadamard";
 /// The widest block one CTA transforms: n floats of shared memory stay within the 48 KB every
@@ -187,6 +191,7 @@ pub fn rotate_planes(
     // reading the planes shares its SM (the block, the 32-float scratch and the heads' 1/rms fit in
     // any SM's).
     let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
+    // At least min(block / 2, 1024) threads: no thread holds more than ROTATE_PER_THREAD values.
     let threads = (block / 2).clamp(RMS_NORM_THREADS, 1024) as u32;
     let ctas = (width / block) as u32;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };

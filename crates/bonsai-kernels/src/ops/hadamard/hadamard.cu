@@ -53,6 +53,10 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
     }
 }
 
+// Block values per thread at most: MAX_BLOCK (ops/hadamard/cuda.rs, which asserts it) over 1024
+// threads.
+#define ROTATE_PER_THREAD 8
+
 // One decode row's folded-matmul input and its bit planes in one launch (ops/hadamard/mod.rs,
 // "Fused with the norm and the planes"): what rms_norm_row_per_block (norm_w given, head_dim 0) or
 // gated_rms_norm_warp_per_head (norm_w and z given, heads of head_dim), hadamard_block_in_smem
@@ -74,8 +78,8 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
 //   b1_prepare_group, the prepare's device function.
 extern "C" __global__ void __launch_bounds__(1024)
     hadamard_rotate_planes(const float* __restrict__ x, const float* __restrict__ norm_w, float eps, int vec4,
-                           const float* __restrict__ z, int head_dim, float* __restrict__ xn, const float* __restrict__ signs, float* __restrict__ rot, int width,
-                           int block, float scale, int perm_hd, int perm_k_heads, int perm_rep,
+                           const float* __restrict__ z, int head_dim, float* __restrict__ xn,
+                           const float* __restrict__ signs, float* __restrict__ rot, int width, int block, float scale, int perm_hd, int perm_k_heads, int perm_rep,
                            u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
     griddep_wait();
     // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once, as after
@@ -94,8 +98,23 @@ extern "C" __global__ void __launch_bounds__(1024)
         const int k_idx = head / perm_rep, v_idx = head % perm_rep;
         return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
     };
-    float inv = 1.0f;
     const bool gated = norm_w != nullptr && head_dim > 0;
+    // The block's own inputs (x, signs, norm weights, gate) are requested first, so that their
+    // round trip overlaps the norm's sums instead of following them. Element i = threadIdx.x +
+    // k * blockDim.x of the block is this thread's k-th (k < ROTATE_PER_THREAD: the launcher's
+    // blockDim.x is at least min(block / 2, 1024), and block <= 8192).
+    float xs[ROTATE_PER_THREAD] = {}, sgn[ROTATE_PER_THREAD] = {}, ws[ROTATE_PER_THREAD] = {}, zs[ROTATE_PER_THREAD] = {};
+#pragma unroll
+    for (int k = 0; k < ROTATE_PER_THREAD; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= block) break;
+        const int source = source_of(first + i);
+        xs[k] = x[source];
+        sgn[k] = signs[first + i];
+        if (norm_w != nullptr) ws[k] = norm_w[gated ? source % head_dim : source];
+        if (gated) zs[k] = z[source];
+    }
+    float inv = 1.0f;
     if (norm_w != nullptr && !gated) {
         const int t = threadIdx.x;
         const float part = t < RMS_NORM_THREADS ? rms_row_partial_sq(x, width, vec4 != 0, t, RMS_NORM_THREADS) : 0.0f;
@@ -113,18 +132,19 @@ extern "C" __global__ void __launch_bounds__(1024)
         }
         __syncthreads();
     }
-    for (int i = threadIdx.x; i < block; i += blockDim.x) {
-        const int g = first + i;
-        const int source = source_of(g);
-        float v = x[source];
+#pragma unroll
+    for (int k = 0; k < ROTATE_PER_THREAD; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= block) break;
+        float v = xs[k];
         if (gated) {
-            const float gate = z[source];
-            v = v * head_inv[i / head_dim] * norm_w[source % head_dim] * (gate * sigmoid_stable(gate));
+            const float gate = zs[k];
+            v = v * head_inv[i / head_dim] * ws[k] * (gate * sigmoid_stable(gate));
         } else if (norm_w != nullptr) {
-            v = v * inv * norm_w[source];
+            v = v * inv * ws[k];
         }
-        if (norm_w != nullptr && xn != nullptr) xn[source] = v;
-        buf[i] = v * signs[g] * scale;
+        if (norm_w != nullptr && xn != nullptr) xn[source_of(first + i)] = v;
+        buf[i] = v * sgn[k] * scale;
     }
     __syncthreads();
     const int pairs = block / 2;
