@@ -113,7 +113,9 @@ fn check_on_qwen35_tiny_agrees_with_the_cpu_emulated() {
 
 /// A decode step of qwen35-tiny is one captured graph whose hybrid ops run their own kernels
 /// (none of them on the host), and partial RoPE (16 of 64 dims) takes the separate qk_norm_rope
-/// launch, never the qkv GEMV's rope epilogue.
+/// launch, never the qkv GEMV's rope epilogue. Every folded GEMV's input is normed (RMSNorm, or
+/// the DeltaNet's gated norm before ssm_out), transformed and quantized into planes in one launch:
+/// no separate norm or prepare launch is left (the plain transform is the embedding's inverse).
 #[test]
 fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     if !ready() {
@@ -129,15 +131,18 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     for kernel in [
         "hadamard_block_in_smem",
         "gemm_f32_rows_column_cta",
+        "hadamard_rotate_planes",
         "ssm_conv_channel_per_thread",
         "gated_delta_rows",
-        "gated_rms_norm_warp_per_head",
         "sigmoid_gate_grid_stride",
         "qk_norm_rope_kv_write",
     ] {
         assert!(decode.contains(kernel), "the decode step launches no {kernel}:\n{decode}");
     }
     assert!(!decode.contains("qkv+rope"), "partial RoPE took the qkv rope epilogue:\n{decode}");
+    for apart in ["rms_norm_row_per_block", "gated_rms_norm_warp_per_head", "gemv_b1_prepare"] {
+        assert!(!decode.contains(apart), "the decode step still launches {apart}:\n{decode}");
+    }
 }
 
 fn golden_dir(variant: &str) -> PathBuf {

@@ -351,6 +351,25 @@ impl<B: Backend> Activations<B> {
         // SAFETY: the token ids are a field of `self` that no activation names.
         (unsafe { &*tokens }, self.get_mut(write))
     }
+    /// Activations to read and up to W to write at once (every output differs from each other
+    /// one and from every input; a None output is not borrowed).
+    #[allow(clippy::type_complexity)]
+    pub fn reads_and_writes<const R: usize, const W: usize>(
+        &mut self,
+        reads: [Act; R],
+        writes: [Option<Act>; W],
+    ) -> Result<([&B::Buffer; R], [Option<&mut B::Buffer>; W]), BackendError> {
+        for (i, w) in writes.iter().enumerate().filter_map(|(i, w)| w.map(|w| (i, w))) {
+            if reads.contains(&w) || writes[i + 1..].contains(&Some(w)) {
+                return Err(BackendError::Device(format!("an op reads {reads:?} and writes {writes:?}: {w:?} twice")));
+            }
+        }
+        let read_ptrs = reads.map(|a| self.get(a) as *const B::Buffer);
+        let write_ptrs = writes.map(|w| w.map(|a| self.get_mut(a) as *mut B::Buffer));
+        // SAFETY: every output names a field of `self` no input and no other output names (checked
+        // above), so the exclusive borrows alias nothing; shared borrows of one field may repeat.
+        Ok(unsafe { (read_ptrs.map(|p| &*p), write_ptrs.map(|p| p.map(|p| &mut *p))) })
+    }
     /// `read` and `write` at once (they must differ).
     /// `read` and two different activations to write, at once.
     pub fn read_and_two_writes(

@@ -150,7 +150,7 @@ pub(super) fn planes_words(ctx: &Ctx, p: &B1Planes) -> Result<Vec<u32>, VerifyEr
 
 /// Bit-identity of two float sequences: the error magnitude where both are finite, and NaN
 /// outputs (a position past the cache) equal only with identical bits.
-fn floats_identical(got: &[f32], want: &[f32]) -> Comparison {
+pub(super) fn floats_identical(got: &[f32], want: &[f32]) -> Comparison {
     if want.iter().any(|v| !v.is_finite()) {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
         return words_equal(&bits(got), &bits(want));

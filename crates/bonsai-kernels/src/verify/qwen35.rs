@@ -1,8 +1,10 @@
 //! Checks of the Qwen3.5 (Bonsai 2) ops: hadamard, ssm_conv, gated_delta, gated_rms_norm and
 //! sigmoid_gate, each against its f64 reference (partial RoPE runs with qk_norm_rope in the
-//! attention and decode_seqs groups).
+//! attention and decode_seqs groups); the fused decode rotation (hadamard_rotate_planes) against
+//! the launches it replaces, bit for bit, and its row against the reference.
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
+use super::attention_planes::{floats_identical, planes_words, words_equal};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
@@ -10,7 +12,9 @@ use crate::launch::gated_delta::DeltaGates;
 use crate::launch::{self, Gpu};
 use crate::ops;
 use crate::ops::gated_delta::DeltaShape;
-use crate::ops::hadamard::{HadamardParams, VHeadPerm};
+use crate::launch::hadamard::{RotateGate, RotateNorm};
+use crate::launch::matmul::B1Planes;
+use crate::ops::hadamard::{HadamardParams, RowNorm, VHeadPerm};
 
 /// Bonsai 2's Gated DeltaNet V-head geometry (reference/bonsai2.md §3.6).
 const BONSAI2_V: VHeadPerm = VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 };
@@ -76,6 +80,28 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (rows, width, block, inverse, perm) in hadamards {
         hadamard(ctx, rows, width, block, inverse, perm)?;
     }
+    // The fused decode rotation: Bonsai 2's folded inputs (normed hidden rows, DeltaNet's keeping
+    // its normed row for alpha / beta; ssm_out's permuted input; ffn_down's), the golden models'
+    // block 128, and the widest block (more groups than warps).
+    let small_v = VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 };
+    let rotations = [
+        RotateCase { width: 5120, block: 1024, norm: true, keep_normed: true, keep_rot: false, perm: None, gated: 0 },
+        RotateCase { width: 5120, block: 1024, norm: true, keep_normed: false, keep_rot: true, perm: None, gated: 0 },
+        RotateCase { width: 6144, block: 1024, norm: false, keep_normed: false, keep_rot: true, perm: Some(BONSAI2_V), gated: 0 },
+        RotateCase { width: 17408, block: 1024, norm: false, keep_normed: false, keep_rot: false, perm: None, gated: 0 },
+        RotateCase { width: 256, block: 128, norm: true, keep_normed: true, keep_rot: true, perm: None, gated: 0 },
+        RotateCase { width: 384, block: 128, norm: false, keep_normed: false, keep_rot: true, perm: Some(small_v), gated: 0 },
+        RotateCase { width: 384, block: 128, norm: true, keep_normed: true, keep_rot: true, perm: Some(small_v), gated: 0 },
+        RotateCase { width: 16384, block: launch::hadamard::MAX_BLOCK, norm: true, keep_normed: true, keep_rot: true, perm: None, gated: 0 },
+        // After the DeltaNet's gated norm (heads of 128, or 64 in the small geometry).
+        RotateCase { width: 6144, block: 1024, norm: true, keep_normed: false, keep_rot: false, perm: Some(BONSAI2_V), gated: 128 },
+        RotateCase { width: 6144, block: 1024, norm: true, keep_normed: true, keep_rot: true, perm: Some(BONSAI2_V), gated: 128 },
+        RotateCase { width: 384, block: 128, norm: true, keep_normed: true, keep_rot: true, perm: Some(small_v), gated: 64 },
+        RotateCase { width: 512, block: 256, norm: true, keep_normed: true, keep_rot: true, perm: None, gated: 32 },
+    ];
+    for case in rotations {
+        rotate_planes(ctx, case)?;
+    }
     for (rows, channels, kernel) in convs {
         ssm_conv(ctx, rows, channels, kernel)?;
     }
@@ -97,6 +123,9 @@ fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let mut out = poisoned(&ctx.stream, 64)?;
     let mut state = poisoned(&ctx.stream, 64)?;
     let mut short_scratch = poisoned(&ctx.stream, 64)?;
+    let mut planes_128 = B1Planes::new(&ctx.stream, 128)?;
+    let buf128 = upload(&ctx.stream, &[0.0f32; 128])?;
+    let gated_48 = RotateNorm { weight: &buf128, eps: 1e-6, gate: Some(RotateGate { z: &buf128, head_dim: 48 }), out: None };
     let gpu = ctx.gpu();
     let refused = [
         ("hadamard block 3", launch::hadamard::hadamard(gpu, &buf, &buf, 12, 3, false, None, 1, &mut out).is_err()),
@@ -126,6 +155,18 @@ fn bad_shapes(ctx: &mut Ctx) -> Result<(), VerifyError> {
         ),
         ("gated_rms_norm heads past x", launch::gated_rms_norm::gated_rms_norm(gpu, &buf, &buf, &buf, 1e-6, 9, 8, &mut out).is_err()),
         ("sigmoid_gate len past x", launch::sigmoid_gate::sigmoid_gate(gpu, &buf, &buf, 65, &mut out).is_err()),
+        (
+            "hadamard_rotate_planes block of part of a group",
+            launch::hadamard::rotate_planes(gpu, &buf, None, &buf, 64, 32, None, Some(&mut out), &mut planes_128).is_err(),
+        ),
+        (
+            "hadamard_rotate_planes gated heads not tiling the block",
+            launch::hadamard::rotate_planes(gpu, &buf128, Some(gated_48), &buf128, 128, 128, None, None, &mut planes_128).is_err(),
+        ),
+        (
+            "hadamard_rotate_planes planes of another width",
+            launch::hadamard::rotate_planes(gpu, &buf, None, &buf, 64, 64, None, Some(&mut out), &mut planes_128).is_err(),
+        ),
     ];
     // Nothing ran: the outputs are still all NaN.
     let untouched = download(&ctx.stream, &out)?.iter().all(|v| v.is_nan()) && download(&ctx.stream, &state)?.iter().all(|v| v.is_nan());
@@ -164,6 +205,123 @@ fn hadamard(ctx: &mut Ctx, rows: usize, width: usize, block: usize, inverse: boo
         (false, None) => "forward",
     };
     ctx.record("hadamard", &format!("rows={rows} W={width} n={block} {kind}"), cmp);
+    Ok(())
+}
+
+/// One fused rotation's shape: the row's width and block, whether a norm precedes (and its output
+/// is kept), whether the rotated row is kept, the V-head permutation, the gated norm's heads.
+#[derive(Clone, Copy)]
+struct RotateCase {
+    width: usize,
+    block: usize,
+    norm: bool,
+    keep_normed: bool,
+    keep_rot: bool,
+    perm: Option<VHeadPerm>,
+    /// The norm's heads when it is the gated one (0: an RMSNorm of the whole row).
+    gated: usize,
+}
+
+/// hadamard_rotate_planes against rms_norm or gated_rms_norm (when normed), hadamard and
+/// gemv_b1_prepare one after the other: normed row, rotated row and planes bit-identical; and the rotated row against
+/// `reference_normed` (the same bound as the two ops' composed, derived below).
+fn rotate_planes(ctx: &mut Ctx, case: RotateCase) -> Result<(), VerifyError> {
+    let RotateCase { width, block, norm, keep_normed, keep_rot, perm, gated } = case;
+    const EPS: f32 = 1e-6;
+    let x = ctx.rng.activations(width, 3.0);
+    let z = ctx.rng.activations(width, 4.0);
+    let weight: Vec<f32> = ctx.rng.activations(if gated > 0 { gated } else { width }, 2.0);
+    let signs: Vec<f32> = (0..width).map(|_| if ctx.rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 }).collect();
+    let (xd, wd, sd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &weight)?, upload(&ctx.stream, &signs)?);
+    let zd = upload(&ctx.stream, &z)?;
+    // The three launches.
+    let mut normed_chain = poisoned(&ctx.stream, width)?;
+    let mut rot_chain = poisoned(&ctx.stream, width)?;
+    let mut planes_chain = B1Planes::new(&ctx.stream, width)?;
+    if norm && gated > 0 {
+        launch::gated_rms_norm::gated_rms_norm(ctx.gpu(), &xd, &zd, &wd, EPS, width / gated, gated, &mut normed_chain)?;
+    } else if norm {
+        launch::rms_norm::rms_norm(ctx.gpu(), &xd, &wd, EPS, 1, width, &mut normed_chain)?;
+    }
+    let rot_in = if norm { &normed_chain } else { &xd };
+    launch::hadamard::hadamard(ctx.gpu(), rot_in, &sd, width, block, false, perm, 1, &mut rot_chain)?;
+    launch::matmul::prepare_planes(ctx.gpu(), &rot_chain, &mut planes_chain)?;
+    // The fused launch, over planes holding another row's (every word must be rewritten).
+    let mut normed = poisoned(&ctx.stream, width)?;
+    let mut rot = poisoned(&ctx.stream, width)?;
+    let mut planes = B1Planes::new(&ctx.stream, width)?;
+    let junk = upload(&ctx.stream, &ctx.rng.activations(width, 5.0))?;
+    launch::matmul::prepare_planes(ctx.gpu(), &junk, &mut planes)?;
+    let gate = (gated > 0).then_some(RotateGate { z: &zd, head_dim: gated });
+    let row_norm = norm.then(|| RotateNorm { weight: &wd, eps: EPS, gate, out: keep_normed.then_some(&mut normed) });
+    launch::hadamard::rotate_planes(ctx.gpu(), &xd, row_norm, &sd, width, block, perm, keep_rot.then_some(&mut rot), &mut planes)?;
+    let kind = format!(
+        "W={width} n={block}{}{}{}{}",
+        match (norm, gated) {
+            (false, _) => String::new(),
+            (true, 0) => " normed".into(),
+            (true, d) => format!(" gated d={d}"),
+        },
+        if keep_normed { " (kept)" } else { "" },
+        if perm.is_some() { " tiled->grouped" } else { "" },
+        if keep_rot { " +row" } else { "" }
+    );
+    let (got, want) = (planes_words(ctx, &planes)?, planes_words(ctx, &planes_chain)?);
+    ctx.record("hadamard_rotate_planes", &format!("{kind} planes"), words_equal(&got, &want));
+    if norm && keep_normed {
+        let (got, want) = (download(&ctx.stream, &normed)?, download(&ctx.stream, &normed_chain)?);
+        ctx.record("hadamard_rotate_planes", &format!("{kind} normed row"), floats_identical(&got, &want));
+    }
+    if keep_rot {
+        let (got, want) = (download(&ctx.stream, &rot)?, download(&ctx.stream, &rot_chain)?);
+        ctx.record("hadamard_rotate_planes", &format!("{kind} rotated row"), floats_identical(&got, &want));
+        // Against the definition: the normed values within ε_n relative (rms_norm's bound
+        // γ_{W+1} + 8u, any summation order; gated_rms_norm's γ_{d+1} + 16u plus the smallest
+        // normal f32), carried through H (entries ±1/sqrt(n)); the transform's own error as
+        // `hadamard`'s above, on inputs within (1 + ε_n): allowed
+        // (ε_n + (γ_L + u)·(1 + ε_n))·Σ_block|ñ|/sqrt(n) + (1 + γ_L + u)·sqrt(n)·MIN_POSITIVE + 2u·|y|.
+        let p = HadamardParams { block, signs: &signs, inverse: false, tiled_to_grouped: perm };
+        let mut want = vec![0.0f32; width];
+        let row_norm = match (norm, gated) {
+            (false, _) => None,
+            (true, 0) => Some(RowNorm::Rms { weight: &weight, eps: EPS }),
+            (true, _) => Some(RowNorm::Gated { z: &z, weight: &weight, eps: EPS }),
+        };
+        ops::hadamard::reference_normed(p, row_norm, &x, &mut want)?;
+        let gamma = |n: f64| n * U / (1.0 - n * U);
+        let eps_norm = match (norm, gated) {
+            (false, _) => 0.0,
+            (true, 0) => gamma(width as f64 + 1.0) + 8.0 * U,
+            (true, d) => gamma(d as f64 + 1.0) + 16.0 * U,
+        };
+        let tree = gamma(block.trailing_zeros() as f64) + U;
+        // The exact normed values (in the row's own order), then moved as the transform reads them.
+        let exact: Vec<f64> = match (norm, gated) {
+            (false, _) => x.iter().map(|&v| v as f64).collect(),
+            (true, 0) => {
+                let r = 1.0 / (x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / width as f64 + EPS as f64).sqrt();
+                x.iter().zip(&weight).map(|(&v, &w)| v as f64 * r * w as f64).collect()
+            }
+            (true, d) => x
+                .chunks(d)
+                .zip(z.chunks(d))
+                .flat_map(|(xh, zh)| {
+                    let r = 1.0 / (xh.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / d as f64 + EPS as f64).sqrt();
+                    xh.iter().zip(zh).zip(&weight).map(move |((&v, &g), &w)| {
+                        let g = g as f64;
+                        v as f64 * r * w as f64 * g / (1.0 + (-g).exp())
+                    })
+                })
+                .collect(),
+        };
+        let magnitude: Vec<f64> = (0..width).map(|i| exact[perm.map_or(i, |q| q.tiled_index(i))].abs()).collect();
+        let sums: Vec<f64> = magnitude.chunks(block).map(|b| b.iter().sum()).collect();
+        let scale = 1.0 / (block as f64).sqrt();
+        let through = eps_norm + tree * (1.0 + eps_norm);
+        let tiny = if gated > 0 { (1.0 + tree) * (block as f64).sqrt() * f32::MIN_POSITIVE as f64 } else { 0.0 };
+        let cmp = Comparison::of(&got, &want, |i| through * sums[i / block] * scale + tiny + 2.0 * U * want[i].abs() as f64);
+        ctx.record("hadamard_rotate_planes", &format!("{kind} row vs reference"), cmp);
+    }
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Fast CPU version: rayon over rows; per row, the signed (and permuted) load, f32 butterflies per
 //! block, then the 1/sqrt(n) scale (and the inverse's signs); AVX2 copy at run time.
 
-use super::{HadamardParams, VHeadPerm};
+use super::{HadamardParams, RowNorm, VHeadPerm};
 use crate::cpu::{simd_level, simd_variants};
 use crate::ops::OpError;
 use rayon::prelude::*;
@@ -14,6 +14,20 @@ pub fn cpu(p: HadamardParams<'_>, x: &[f32], y: &mut [f32]) -> Result<(), OpErro
         transform_row(level, p.signs, p.block, p.inverse, p.tiled_to_grouped, xr, yr);
     });
     Ok(())
+}
+
+/// [`reference_normed`](super::reference_normed) in f32: `rms_norm`'s (or `gated_rms_norm`'s) CPU
+/// version, then [`cpu`]'s transform of its rows (the same operations as the two ops one after
+/// the other).
+pub fn cpu_normed(p: HadamardParams<'_>, norm: Option<RowNorm<'_>>, x: &[f32], y: &mut [f32]) -> Result<(), OpError> {
+    p.check_normed(norm, x, y)?;
+    let Some(norm) = norm else { return cpu(p, x, y) };
+    let mut normed = vec![0.0f32; x.len()];
+    match norm {
+        RowNorm::Rms { weight, eps } => crate::ops::rms_norm::cpu(x, weight, eps, &mut normed)?,
+        RowNorm::Gated { z, weight, eps } => crate::ops::gated_rms_norm::cpu(x, z, weight, eps, &mut normed)?,
+    }
+    cpu(p, &normed, y)
 }
 
 simd_variants! {

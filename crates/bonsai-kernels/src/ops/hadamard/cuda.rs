@@ -1,10 +1,20 @@
-//! Launcher of `hadamard_block_in_smem` (hadamard.cu).
+//! Launchers of `hadamard_block_in_smem` and `hadamard_rotate_planes` (hadamard.cu).
 
-use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
+use crate::launch::matmul::B1Planes;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, Gpu, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::hadamard::VHeadPerm;
+use crate::weights::GROUP;
+
+/// `RMS_NORM_THREADS` of rms_norm.cu: at least this many threads per CTA of [`rotate_planes`]
+/// take the row's partial sums of squares as `rms_norm` does.
+const RMS_NORM_THREADS: usize = 256;
+/// `ROTATE_PER_THREAD` of hadamard.cu: the most block values one thread of [`rotate_planes`]
+/// holds in registers, for the widest block over 1024 threads.
+const ROTATE_PER_THREAD: usize = 8;
+const _: () = assert!(MAX_BLOCK <= ROTATE_PER_THREAD * 1024, "hadamard_rotate_planes holds a block in 1024 threads' registers");
 
 const OP: &str = "hadamard";
 /// The widest block one CTA transforms: n floats of shared memory stay within the 48 KB every
@@ -29,22 +39,7 @@ pub fn hadamard(
     rows: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    if width == 0 {
-        return Err(shape(OP, "empty sign vector (row width 0)".into()));
-    }
-    if !block.is_power_of_two() || width % block != 0 || block > MAX_BLOCK {
-        return Err(shape(OP, format!("block {block} must be a power of two dividing the width {width}, at most {MAX_BLOCK}")));
-    }
-    let (perm_hd, perm_k, perm_rep) = match tiled_to_grouped {
-        None => (0, 0, 0),
-        Some(_) if inverse => {
-            return Err(shape(OP, "the tiled-to-grouped permutation applies to the forward transform only".into()))
-        }
-        Some(p) if p.width() != width || p.head_dim == 0 => {
-            return Err(shape(OP, format!("V-head permutation {p:?} covers {} values, the row has {width}", p.width())))
-        }
-        Some(p) => (as_i32(OP, "head_dim", p.head_dim)?, as_i32(OP, "k_heads", p.k_heads)?, as_i32(OP, "rep", p.rep)?),
-    };
+    let (perm_hd, perm_k, perm_rep) = check_transform(width, block, inverse, tiled_to_grouped)?;
     expect_at_least(OP, "signs", signs.len(), width)?;
     if rows == 0 {
         return Ok(()); // as the CPU version: no rows, nothing to do
@@ -68,6 +63,149 @@ pub fn hadamard(
     // SAFETY: matches hadamard_block_in_smem(x, signs, y, width, block, scale, inverse, perm_hd,
     // perm_k_heads, perm_rep); x and y hold rows * width floats, signs width (checked above); the
     // permutation maps [0, width) onto itself; block * 4 bytes of shared memory <= 32 KB.
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// Checks a transform's width, block and permutation; returns the kernels' permutation arguments
+/// (head_dim, k_heads, rep), zeros without one.
+fn check_transform(width: usize, block: usize, inverse: bool, tiled_to_grouped: Option<VHeadPerm>) -> Result<(i32, i32, i32), LaunchError> {
+    if width == 0 {
+        return Err(shape(OP, "empty sign vector (row width 0)".into()));
+    }
+    if !block.is_power_of_two() || width % block != 0 || block > MAX_BLOCK {
+        return Err(shape(OP, format!("block {block} must be a power of two dividing the width {width}, at most {MAX_BLOCK}")));
+    }
+    Ok(match tiled_to_grouped {
+        None => (0, 0, 0),
+        Some(_) if inverse => {
+            return Err(shape(OP, "the tiled-to-grouped permutation applies to the forward transform only".into()))
+        }
+        Some(p) if p.width() != width || p.head_dim == 0 => {
+            return Err(shape(OP, format!("V-head permutation {p:?} covers {} values, the row has {width}", p.width())))
+        }
+        Some(p) => (as_i32(OP, "head_dim", p.head_dim)?, as_i32(OP, "k_heads", p.k_heads)?, as_i32(OP, "rep", p.rep)?),
+    })
+}
+
+/// The norm [`rotate_planes`] applies before the transform, its output written to `out` when
+/// given (where it is still read later): `x / rms(x) · weight` over the whole row (`rms_norm`), or
+/// with `gate` per head of `head_dim` values `x_h / rms(x_h) · weight ⊙ silu(z_h)`
+/// (`gated_rms_norm`, `weight` of `head_dim`).
+pub struct RotateNorm<'a> {
+    pub weight: &'a CudaSlice<f32>,
+    pub eps: f32,
+    pub gate: Option<RotateGate<'a>>,
+    pub out: Option<&'a mut CudaSlice<f32>>,
+}
+
+/// The gated form of [`RotateNorm`]: the gate z (a value per value of the row) and the head size.
+pub struct RotateGate<'a> {
+    pub z: &'a CudaSlice<f32>,
+    pub head_dim: usize,
+}
+
+/// Whether [`rotate_planes`] takes blocks of `block`: a power of two of whole 128-groups (the
+/// planes' groups never straddle two CTAs' blocks), at most [`MAX_BLOCK`].
+pub fn rotate_planes_block_ok(block: usize) -> bool {
+    block.is_power_of_two() && block % GROUP == 0 && block <= MAX_BLOCK
+}
+
+/// One row (a decode token's) of `width` values: `r = BlockH(s ⊙ P(n(x)))` with `n` the norm of
+/// `norm` (the identity without one) and `P` the tiled-to-grouped permutation when given, r
+/// written to `rot` when given, and r's bit planes into `planes` (K = `width`): in one launch,
+/// bit for bit what `rms_norm` (or `gated_rms_norm`), the forward [`hadamard`] and
+/// `prepare_planes` produce one after the other (ops/hadamard/mod.rs, "Fused with the norm and the planes").
+#[allow(clippy::too_many_arguments)]
+pub fn rotate_planes(
+    gpu: Gpu<'_>,
+    x: &CudaSlice<f32>,
+    norm: Option<RotateNorm<'_>>,
+    signs: &CudaSlice<f32>,
+    width: usize,
+    block: usize,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rot: Option<&mut CudaSlice<f32>>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
+    const OP: &str = "hadamard_rotate_planes";
+    let (perm_hd, perm_k, perm_rep) = check_transform(width, block, false, tiled_to_grouped)?;
+    if !rotate_planes_block_ok(block) {
+        return Err(shape(OP, format!("block {block} must be a multiple of the {GROUP}-value planes group")));
+    }
+    if planes.k() != width {
+        return Err(shape(OP, format!("planes of K = {} for a row of {width}", planes.k())));
+    }
+    expect_at_least(OP, "signs", signs.len(), width)?;
+    expect_at_least(OP, "x", x.len(), width)?;
+    if let Some(r) = &rot {
+        expect_at_least(OP, "rot", r.len(), width)?;
+    }
+    let stream = gpu.stream;
+    let (x_p, _gx) = read_ptr(x, stream);
+    let (s_p, _gs) = read_ptr(signs, stream);
+    let (r_p, _gr) = match rot {
+        Some(r) => {
+            let (p, g) = write_ptr(r, stream);
+            (p, Some(g))
+        }
+        None => (0, None),
+    };
+    let (eps, (w_p, _gw), (xn_p, _gxn), (z_p, _gz), head_dim) = match norm {
+        Some(RotateNorm { weight, eps, gate, out }) => {
+            let (z, head_dim) = match gate {
+                Some(RotateGate { z, head_dim }) => {
+                    // Whole heads per block, moved whole by the permutation.
+                    if head_dim == 0 || block % head_dim != 0 || tiled_to_grouped.is_some_and(|p| p.head_dim % head_dim != 0) {
+                        return Err(shape(OP, format!("gated heads of {head_dim} must tile the block {block} and the permuted heads")));
+                    }
+                    expect_at_least(OP, "norm weights", weight.len(), head_dim)?;
+                    expect_at_least(OP, "gate", z.len(), width)?;
+                    let (p, g) = read_ptr(z, stream);
+                    ((p, Some(g)), as_i32(OP, "head_dim", head_dim)?)
+                }
+                None => {
+                    expect_at_least(OP, "norm weights", weight.len(), width)?;
+                    ((0, None), 0)
+                }
+            };
+            let xn = match out {
+                Some(o) => {
+                    expect_at_least(OP, "normed x", o.len(), width)?;
+                    let (p, g) = write_ptr(o, stream);
+                    (p, Some(g))
+                }
+                None => (0, None),
+            };
+            let (p, g) = read_ptr(weight, stream);
+            (eps, (p, Some(g)), xn, z, head_dim)
+        }
+        None => (0.0, (0, None), (0, None), (0, None), 0),
+    };
+    // rms_norm_row_per_block's 16-byte path, taken when the row and its weights (and its output)
+    // start 16-byte aligned: the same path gives the same partial sums.
+    let vec4 = i32::from(width % 4 == 0 && (x_p | w_p | xn_p) % 16 == 0);
+    let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
+    let func = gpu.function("hadamard_rotate_planes")?;
+    // A whole SM's shared memory per CTA, as the prepare launch takes, so that no CTA of the GEMV
+    // reading the planes shares its SM (the block, the 32-float scratch and the heads' 1/rms fit in
+    // any SM's).
+    let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
+    // At least min(block / 2, 1024) threads: no thread holds more than ROTATE_PER_THREAD values.
+    let threads = (block / 2).clamp(RMS_NORM_THREADS, 1024) as u32;
+    let ctas = (width / block) as u32;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+    let scale = 1.0 / (block as f32).sqrt();
+    let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
+    let mut l = Launch::new(gpu, func);
+    l.arg(&x_p).arg(&w_p).arg(&eps).arg(&vec4).arg(&z_p).arg(&head_dim).arg(&xn_p).arg(&s_p).arg(&r_p).arg(&width_i).arg(&block_i).arg(&scale);
+    l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&planes_p).arg(&gsx_p).arg(&sq_p);
+    // SAFETY: matches hadamard_rotate_planes(x, norm_w, eps, vec4, z, head_dim, xn, signs, rot,
+    // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, z,
+    // xn and rot (each or null) hold width floats, the norm weights width (head_dim when gated),
+    // the planes K = width (checked above); the permutation maps [0, width) onto itself and moves
+    // whole gated heads; (2 block + 32) floats of shared memory fit in a whole SM's; the CTA's
+    // warps loop over the block's heads and 128-groups.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

@@ -25,14 +25,40 @@
 //! row of 5120 is 41 KB -> 10 ns at 4.3 TB/s (launch-bound; fuse into the matmul's input load
 //! where possible). CUDA (cuda.rs, hadamard.cu): one CTA per (row, block), the block in shared
 //! memory, signs, permutation and the 1/sqrt(n) scale fused into the load.
+//!
+//! ## Fused with the norm and the planes (one decode token)
+//!
+//! Before a folded GEMV of one token the chain was `rms_norm` (when the input is a normed hidden
+//! row) -> `hadamard` -> `gemv_b1_prepare` (the binary GEMV's bit planes of the rotated row):
+//! three launches of latency-bound work. `reference_normed` / `cpu_normed` define the row of the
+//! first two, `y = BlockH(s ⊙ P(x / rms(x) · w))` (the plain forward transform without a norm;
+//! after the DeltaNet's `gated_rms_norm`, its per-head form `x_h / rms(x_h) · w ⊙ silu(z_h)`);
+//! CUDA's `rotate_planes` (hadamard.cu: `hadamard_rotate_planes`) computes it and its planes in
+//! one launch of W / n CTAs, each CTA summing the whole row's squares for the norm (cheap: W
+//! floats from L2; the gated norm's heads are whole within a block) and transforming and quantizing its own block. It keeps every f32 operation of the three
+//! kernels in their order (the norm's 256 partial sums, `(x·r)·w`, or the gated norm's warp sums
+//! and `((x·r)·w)·silu(z)`; `(v·s)·scale`, the butterflies, `b1_prepare_group`), so its planes, normed row and rotated row are bit-identical
+//! to theirs (`bonsai kernels verify`: "hadamard_rotate_planes").
+//!
+//! Tolerance of `cpu_normed` against `reference_normed` (tests.rs): the CPU norm's values are
+//! within ε_n = γ_{W+1} + 8u relative of the exact normed values ñ (rms_norm's bound); the transform
+//! carries an input error through H, whose entries are ±1/sqrt(n): ε_n·Σ_block|ñ|/sqrt(n); its
+//! own f32 error on the rounded inputs is γ_L·(1 + ε_n)·Σ_block|ñ|/sqrt(n) + 2u·|y| (above). The
+//! test allows (ε_n + γ_L·(1 + ε_n))·Σ_block|ñ|/sqrt(n) + 2u·|y|. The gated norm's values are
+//! within ε_n = γ_{d+1} + 16u relative plus the smallest normal f32 (gated_rms_norm's bound),
+//! the latter carried through H as (1 + γ_L)·n·f32::MIN_POSITIVE/sqrt(n) more.
+//!
+//! Speed of light of the fused launch on the H200: the row's 4 B per value read once per CTA
+//! from L2 (W = 17408 over 17 CTAs: 70 KB each) and 0.8 B per value of planes written; a few
+//! microseconds of latency (launch, the L2 round trips of the load and of the planes' stores) bound it.
 
 mod cpu;
 mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::cpu;
-pub use reference::reference;
+pub use cpu::{cpu, cpu_normed};
+pub use reference::{reference, reference_normed};
 
 use crate::ops::{check_len, OpError};
 
@@ -61,6 +87,17 @@ impl VHeadPerm {
         let (k_idx, v_idx) = (head / self.rep, head % self.rep);
         (v_idx * self.k_heads + k_idx) * self.head_dim + within
     }
+}
+
+/// The norm before a forward transform (`reference_normed`), of the row in its own (tiled)
+/// order, before the permutation.
+#[derive(Clone, Copy, Debug)]
+pub enum RowNorm<'a> {
+    /// `x / rms(x) · weight` over the whole row (`rms_norm`; a weight per value).
+    Rms { weight: &'a [f32], eps: f32 },
+    /// Per head of `weight.len()` values, `x_h / rms(x_h) · weight ⊙ silu(z_h)`
+    /// (`gated_rms_norm`; `z` as long as x).
+    Gated { z: &'a [f32], weight: &'a [f32], eps: f32 },
 }
 
 /// One transform: block size, the width's sign vector, direction and optional V-head permutation.
@@ -98,5 +135,25 @@ impl HadamardParams<'_> {
             return shape(format!("x length {} is not a whole number of rows of {width}", x.len()));
         }
         check_len(OP, "y", x.len(), y.len())
+    }
+
+    /// [`Self::check`] for the forward transform of a normed row: the norm has a weight per value.
+    pub(crate) fn check_normed(&self, norm: Option<RowNorm<'_>>, x: &[f32], y: &[f32]) -> Result<(), OpError> {
+        self.check(x, y)?;
+        if self.inverse {
+            return Err(OpError::Shape { op: OP, detail: "a normed row takes the forward transform".into() });
+        }
+        let width = self.signs.len();
+        let shape = |detail: String| Err(OpError::Shape { op: OP, detail });
+        match norm {
+            Some(RowNorm::Rms { weight, .. }) if weight.len() != width => {
+                shape(format!("{} norm weights for rows of {width}", weight.len()))
+            }
+            Some(RowNorm::Gated { weight, .. }) if weight.is_empty() || width % weight.len() != 0 => {
+                shape(format!("gated heads of {} do not tile rows of {width}", weight.len()))
+            }
+            Some(RowNorm::Gated { z, .. }) => check_len(OP, "z", x.len(), z.len()),
+            _ => Ok(()),
+        }
     }
 }

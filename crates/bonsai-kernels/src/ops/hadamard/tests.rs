@@ -141,3 +141,127 @@ fn bad_shapes_are_errors() {
     assert!(cpu(params(4, &signs, false, Some(wrong)), &x, &mut y).is_err(), "permutation width");
     assert!(cpu(params(4, &signs, false, Some(perm)), &x, &mut y).is_ok());
 }
+
+#[test]
+fn cpu_normed_matches_reference_normed() {
+    use super::{cpu_normed, reference_normed, RowNorm};
+    const EPS: f32 = 1e-6;
+    let mut rng = TestRng::new("hadamard_normed");
+    let cases: [(usize, usize, usize, Option<VHeadPerm>); 4] = [
+        (1, 5120, 1024, None),
+        (2, 256, 128, None),
+        (1, 6144, 1024, Some(VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 })),
+        (3, 48, 16, Some(VHeadPerm { head_dim: 4, k_heads: 4, rep: 3 })),
+    ];
+    for (rows, width, block, perm) in cases {
+        let signs = random_signs(&mut rng, width);
+        let x = rng.vec(rows * width, -4.0, 4.0);
+        let weight = rng.vec(width, -2.0, 2.0);
+        let p = params(block, &signs, false, perm);
+        let norm = Some(RowNorm::Rms { weight: &weight, eps: EPS });
+        let mut want = vec![0.0; x.len()];
+        reference_normed(p, norm, &x, &mut want).expect("shape");
+        let mut got = vec![f32::NAN; x.len()];
+        cpu_normed(p, norm, &x, &mut got).expect("shape");
+        // The op's doc: (ε_n + γ_L·(1 + ε_n))·Σ_block|ñ|/sqrt(n) + 2u·|y|, ñ the exact normed
+        // values in the transform's (permuted) order, ε_n = γ_{W+1} + 8u (rms_norm's bound).
+        let eps_norm = gamma(width + 1) + 8.0 * F32_UNIT_ROUNDOFF;
+        let levels = block.trailing_zeros() as usize;
+        let scale = 1.0 / (block as f64).sqrt();
+        let mut bound = Vec::with_capacity(x.len());
+        for (xr, wr) in x.chunks(width).zip(want.chunks(width)) {
+            let mean_sq = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / width as f64;
+            let r = 1.0 / (mean_sq + EPS as f64).sqrt();
+            let normed: Vec<f64> = (0..width)
+                .map(|i| {
+                    let src = perm.map_or(i, |q| q.tiled_index(i));
+                    (xr[src] as f64 * r * weight[src] as f64).abs()
+                })
+                .collect();
+            for (i, &y) in wr.iter().enumerate() {
+                let block_sum: f64 = normed[i / block * block..(i / block + 1) * block].iter().sum();
+                let through = eps_norm + gamma(levels) * (1.0 + eps_norm);
+                bound.push(through * block_sum * scale + 2.0 * F32_UNIT_ROUNDOFF * (y as f64).abs());
+            }
+        }
+        assert_within(&format!("hadamard normed rows={rows} W={width} n={block} perm={perm:?}"), &got, &widen(&want), &bound);
+        // Without a norm, the plain forward transform.
+        let mut plain = vec![0.0; x.len()];
+        reference(p, &x, &mut plain).expect("shape");
+        let mut unnormed = vec![f32::NAN; x.len()];
+        reference_normed(p, None, &x, &mut unnormed).expect("shape");
+        assert_eq!(unnormed, plain);
+    }
+}
+
+#[test]
+fn normed_rows_refuse_bad_shapes() {
+    use super::{cpu_normed, reference_normed, RowNorm};
+    let signs = [1.0f32; 8];
+    let (x, mut y) = ([1.0f32; 8], [0.0f32; 8]);
+    let short = RowNorm::Rms { weight: &[1.0; 4], eps: 1e-6 };
+    assert!(reference_normed(params(4, &signs, false, None), Some(short), &x, &mut y).is_err(), "norm weights");
+    assert!(cpu_normed(params(4, &signs, false, None), Some(short), &x, &mut y).is_err(), "norm weights");
+    let gated_short = RowNorm::Gated { z: &[1.0; 4], weight: &[1.0; 4], eps: 1e-6 };
+    assert!(cpu_normed(params(4, &signs, false, None), Some(gated_short), &x, &mut y).is_err(), "short gate");
+    let gated_odd = RowNorm::Gated { z: &[1.0; 8], weight: &[1.0; 3], eps: 1e-6 };
+    assert!(reference_normed(params(4, &signs, false, None), Some(gated_odd), &x, &mut y).is_err(), "heads tiling no row");
+    let norm = RowNorm::Rms { weight: &[1.0; 8], eps: 1e-6 };
+    assert!(cpu_normed(params(4, &signs, true, None), Some(norm), &x, &mut y).is_err(), "inverse");
+    assert!(cpu_normed(params(4, &signs, false, None), Some(norm), &x, &mut y).is_ok());
+}
+
+#[test]
+fn cpu_gated_normed_matches_reference_normed() {
+    use super::{cpu_normed, reference_normed, RowNorm};
+    const EPS: f32 = 1e-6;
+    let mut rng = TestRng::new("hadamard_gated");
+    // (rows, width, block, head_dim, permutation): ssm_out's input at Bonsai 2's and a small
+    // geometry.
+    let cases: [(usize, usize, usize, usize, Option<VHeadPerm>); 3] = [
+        (1, 6144, 1024, 128, Some(VHeadPerm { head_dim: 128, k_heads: 16, rep: 3 })),
+        (2, 384, 128, 64, Some(VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 })),
+        (1, 256, 64, 32, None),
+    ];
+    for (rows, width, block, d, perm) in cases {
+        let signs = random_signs(&mut rng, width);
+        let x = rng.vec(rows * width, -4.0, 4.0);
+        let z = rng.vec(rows * width, -6.0, 6.0);
+        let weight = rng.vec(d, -2.0, 2.0);
+        let p = params(block, &signs, false, perm);
+        let norm = Some(RowNorm::Gated { z: &z, weight: &weight, eps: EPS });
+        let mut want = vec![0.0; x.len()];
+        reference_normed(p, norm, &x, &mut want).expect("shape");
+        let mut got = vec![f32::NAN; x.len()];
+        cpu_normed(p, norm, &x, &mut got).expect("shape");
+        // The op's doc: (ε_n + γ_L·(1 + ε_n))·Σ_block|ñ|/sqrt(n) + (1 + γ_L)·sqrt(n)·MIN_POSITIVE
+        // + 2u·|y|, ε_n = γ_{d+1} + 16u (gated_rms_norm's bound), ñ the exact gated values.
+        let eps_norm = gamma(d + 1) + 16.0 * F32_UNIT_ROUNDOFF;
+        let levels = block.trailing_zeros() as usize;
+        let scale = 1.0 / (block as f64).sqrt();
+        let mut bound = Vec::with_capacity(x.len());
+        for (r, wr) in want.chunks(width).enumerate() {
+            let (xr, zr) = (&x[r * width..(r + 1) * width], &z[r * width..(r + 1) * width]);
+            let exact: Vec<f64> = xr
+                .chunks(d)
+                .zip(zr.chunks(d))
+                .flat_map(|(xh, zh)| {
+                    let mean_sq = xh.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / d as f64;
+                    let inv = 1.0 / (mean_sq + EPS as f64).sqrt();
+                    xh.iter().zip(zh).zip(&weight).map(move |((&v, &g), &w)| {
+                        let g = g as f64;
+                        (v as f64 * inv * w as f64 * g / (1.0 + (-g).exp())).abs()
+                    })
+                })
+                .collect();
+            let moved: Vec<f64> = (0..width).map(|i| exact[perm.map_or(i, |q| q.tiled_index(i))]).collect();
+            for (i, &y) in wr.iter().enumerate() {
+                let block_sum: f64 = moved[i / block * block..(i / block + 1) * block].iter().sum();
+                let through = eps_norm + gamma(levels) * (1.0 + eps_norm);
+                let tiny = (1.0 + gamma(levels)) * (block as f64).sqrt() * f32::MIN_POSITIVE as f64;
+                bound.push(through * block_sum * scale + tiny + 2.0 * F32_UNIT_ROUNDOFF * (y as f64).abs());
+            }
+        }
+        assert_within(&format!("hadamard gated rows={rows} W={width} n={block} d={d} perm={perm:?}"), &got, &widen(&want), &bound);
+    }
+}

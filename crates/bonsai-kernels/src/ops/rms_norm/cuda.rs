@@ -6,6 +6,8 @@ use cudarc::driver::{DevicePtr, DevicePtrMut};
 use crate::launch_ex::Launch;
 use crate::launch::{Gpu, as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr, LaunchError};
 
+/// `RMS_NORM_THREADS` of rms_norm.cu: the fused rotation (ops/hadamard) sums a row's squares over
+/// as many partial sums, bit-identical to this launch.
 const THREADS: u32 = 256;
 
 /// `y[r] = x[r] * weight / sqrt(mean(x[r]^2) + eps)` for `rows` rows of `n`.

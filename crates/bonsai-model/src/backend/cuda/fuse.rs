@@ -19,13 +19,26 @@
 //!   ([`Step::QkvRope`]). For a Qwen3 layer that is 5 launches: attention, then the output
 //!   projection, gate|up and down GEMVs each writing the next one's planes, then the next
 //!   layer's qkv projection with RoPE and the KV write.
-//! * The hybrid (qwen35) ops run as themselves, one launch each ([`Step::Op`]); one token's
-//!   GEMVs of one Hadamard-rotated row (`Act::Rot`, [`Planes::Rot`]) share one prepare launch of
-//!   its planes (a mixer's two projections); partial RoPE never takes the
-//!   qkv epilogue (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as
-//!   one launch ([`Step::RopeKvWrite`]).
+//! * The hybrid (qwen35) ops run as themselves, one launch each ([`Step::Op`]), except one
+//!   token's forward Hadamard transforms: with the norm before it (an RMSNorm'd hidden row, or
+//!   the DeltaNet's gated RMSNorm before ssm_out, with its V-head permutation) or alone (the
+//!   attention's gated output, the FFN activation) a transform is one launch that also writes
+//!   the planes of the rotated row ([`Step::RotatePlanes`]), which the GEMVs of that row share
+//!   (a mixer's two projections). It writes the normed row where a later op still reads it
+//!   (DeltaNet's alpha / beta projections) and the rotated row only where something reads it
+//!   other than through those planes. Partial RoPE never takes the qkv epilogue
+//!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
+//!   ([`Step::RopeKvWrite`]).
+//!
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 13 (norm+rotate+planes, qkv
+//!   and z GEMVs, alpha, beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
+//!   prepares as launches of their own made 20; an attention layer 12 (norm+rotate+planes, qkv
+//!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
+use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::Store;
 
 use crate::program::{Act, MatrixId, Op, Program, VectorId};
@@ -68,6 +81,15 @@ impl Planes {
     }
 }
 
+/// The norm a one-token transform ([`Step::RotatePlanes`]) applies first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PreNorm {
+    /// An RMSNorm of the whole row (`Op::RmsNorm`) with these weights.
+    Rms(VectorId),
+    /// The DeltaNet's gated RMSNorm (`Op::GatedRmsNorm`) per head, gated by `z`.
+    Gated { z: Act, weight: VectorId },
+}
+
 /// One launch group of a CUDA plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Step {
@@ -101,6 +123,20 @@ pub enum Step {
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
+    /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
+    /// planes of the rotated row, one launch: the normed row written to `normed` and the rotated
+    /// one to `rot` only where a later op reads them (else neither is written).
+    RotatePlanes {
+        x: Act,
+        norm: Option<PreNorm>,
+        normed: Option<Act>,
+        signs: VectorId,
+        width: usize,
+        block: usize,
+        perm: Option<VHeadPerm>,
+        rot: Option<Act>,
+        planes: Planes,
+    },
 }
 
 /// What the device and the weights allow.
@@ -121,6 +157,8 @@ pub struct Caps<'a> {
     pub attention_seqs: bool,
     /// Per matrix: its input width K.
     pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
+    /// Whether the one-launch transform with planes ([`Step::RotatePlanes`]) takes this block.
+    pub rotate_planes: &'a dyn Fn(usize) -> bool,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -239,6 +277,9 @@ enum Node {
     /// A GEMV on the planes of `input` (held in `planes`); `rope`: qk_norm_rope + KV write in its
     /// epilogue.
     Gemv { w: MatrixId, input: PlanesInput, planes: Planes, y: Act, epilogue: Epilogue, rope: Option<(VectorId, VectorId, usize)> },
+    /// A forward Hadamard transform of `x` into `out`, after a norm when `norm` is given (the
+    /// norm, its output, and whether a later op still reads that output).
+    Rotate { x: Act, norm: Option<(PreNorm, Act, bool)>, out: Act, signs: VectorId, width: usize, block: usize, perm: Option<VHeadPerm> },
 }
 
 /// One token: GEMVs on binary planes, each planes buffer written by the op that produced its
@@ -286,6 +327,26 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 let planes = Planes::of_input(x, (caps.matrix_k)(w)).expect("checked above");
                 (Node::Gemv { w, input, planes, y: out, epilogue: Epilogue::SwiGlu, rope: None }, 1)
             }
+            (Op::RmsNorm { x, weight, out }, Some(Op::Hadamard { x: hx, out: rot, signs, width, block, inverse: false, perm }))
+                if hx == out && x != out && rot != x && rot != out && (caps.rotate_planes)(block) =>
+            {
+                let kept = !dead_after(ops, i + 2, out);
+                (Node::Rotate { x, norm: Some((PreNorm::Rms(weight), out, kept)), out: rot, signs, width, block, perm }, 2)
+            }
+            (Op::GatedRmsNorm { x, z, weight, out }, Some(Op::Hadamard { x: hx, out: rot, signs, width, block, inverse: false, perm }))
+                if hx == out
+                    && ![x, z, rot].contains(&out)
+                    && rot != x
+                    && rot != z
+                    && (caps.rotate_planes)(block)
+                    && gated_heads_fit(program, block, perm) =>
+            {
+                let kept = !dead_after(ops, i + 2, out);
+                (Node::Rotate { x, norm: Some((PreNorm::Gated { z, weight }, out, kept)), out: rot, signs, width, block, perm }, 2)
+            }
+            (Op::Hadamard { x, out, signs, width, block, inverse: false, perm }, _) if x != out && (caps.rotate_planes)(block) => {
+                (Node::Rotate { x, norm: None, out, signs, width, block, perm }, 1)
+            }
             _ => match batch_pair(ops, i, true) {
                 Some((step, used)) => (Node::Fused(step), used),
                 None => (Node::Op(ops[i]), 1),
@@ -320,10 +381,29 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
         }
         // Whatever this node writes invalidates the planes of that activation held so far
         // (the planes it writes itself are those of its new value: recorded when read).
-        if let Some(written) = node_writes(&nodes[n]) {
+        for written in node_writes(&nodes[n]).into_iter().flatten() {
             held.retain(|(_, held_input)| held_input.act != written);
         }
     }
+    // A transform writing planes also writes its rotated row where something reads that row
+    // other than through the planes (an op, or a prepare launch) before it is next written.
+    let reads_raw = |m: usize, act: Act| match &nodes[m] {
+        Node::Op(op) => touches(op).0.contains(&Some(act)),
+        Node::Fused(step) => fused_reads(step) == Some(act),
+        Node::Gemv { input, .. } => needs_prepare[m] && input.act == act,
+        Node::Rotate { x, norm, .. } => *x == act || matches!(norm, Some((PreNorm::Gated { z, .. }, _, _)) if *z == act),
+    };
+    let rot_read = |n: usize, act: Act| {
+        for m in n + 1..nodes.len() {
+            if reads_raw(m, act) {
+                return true;
+            }
+            if node_writes(&nodes[m]).contains(&Some(act)) {
+                return false;
+            }
+        }
+        false
+    };
 
     // 3. The steps.
     let mut steps = Vec::new();
@@ -350,6 +430,32 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 let (planes, _) = next.expect("checked");
                 steps.push(Step::AttentionPlanes { qkv, layer, out, planes });
             }
+            Node::Rotate { x, norm, out, signs, width, block, perm } => match writes_planes[n] {
+                Some((planes, _)) => steps.push(Step::RotatePlanes {
+                    x,
+                    norm: norm.map(|(pre, _, _)| pre),
+                    normed: norm.and_then(|(_, normed, kept)| kept.then_some(normed)),
+                    signs,
+                    width,
+                    block,
+                    perm,
+                    rot: rot_read(n, out).then_some(out),
+                    planes,
+                }),
+                // Nothing reads its planes: the ops themselves.
+                None => {
+                    let mut input = x;
+                    if let Some((pre, normed, _)) = norm {
+                        steps.push(Step::Op(match pre {
+                            PreNorm::Rms(weight) => Op::RmsNorm { x, weight, out: normed },
+                            PreNorm::Gated { z, weight } => Op::GatedRmsNorm { x, z, weight, out: normed },
+                        }));
+                        steps.origin += 1;
+                        input = normed;
+                    }
+                    steps.push(Step::Op(Op::Hadamard { x: input, out, signs, width, block, inverse: false, perm }));
+                }
+            },
             Node::Op(op) => steps.push(Step::Op(op)),
             Node::Fused(step) => steps.push(step),
         }
@@ -376,21 +482,38 @@ fn store_epilogue(store: Store) -> Epilogue {
     }
 }
 
-/// The activation a node writes.
-fn node_writes(node: &Node) -> Option<Act> {
+/// Whether the gated norm's heads (the program's DeltaNet head size) are whole within a block of
+/// the transform and within its permutation's heads, as the one-launch transform needs.
+fn gated_heads_fit(program: &Program, block: usize, perm: Option<VHeadPerm>) -> bool {
+    let d = program.dims.hybrid.map_or(0, |h| h.delta.head_dim);
+    d > 0 && block % d == 0 && perm.is_none_or(|p| p.head_dim % d == 0)
+}
+
+/// The activations a node writes (a transform after a norm writes two).
+fn node_writes(node: &Node) -> [Option<Act>; 2] {
     match node {
-        Node::Op(op) => touches(op).1,
-        Node::Gemv { y, .. } => Some(*y),
-        Node::Fused(Step::NormMatmul { y, .. }) => Some(*y),
-        Node::Fused(Step::NormGateUp { out, .. }) => Some(*out),
-        Node::Fused(Step::RopeKvWrite { qkv, .. } | Step::RopeKvWriteSeqs { qkv, .. }) => Some(*qkv),
-        Node::Fused(_) => None,
+        Node::Op(op) => [touches(op).1, None],
+        Node::Gemv { y, .. } => [Some(*y), None],
+        Node::Rotate { out, norm, .. } => [Some(*out), norm.map(|(_, normed, _)| normed)],
+        Node::Fused(Step::NormMatmul { y, .. }) => [Some(*y), None],
+        Node::Fused(Step::NormGateUp { out, .. }) => [Some(*out), None],
+        Node::Fused(Step::RopeKvWrite { qkv, .. } | Step::RopeKvWriteSeqs { qkv, .. }) => [Some(*qkv), None],
+        Node::Fused(_) => [None, None],
+    }
+}
+
+/// The activation a fused pair of [`batch_pair`] reads.
+fn fused_reads(step: &Step) -> Option<Act> {
+    match *step {
+        Step::NormMatmul { x, .. } | Step::NormGateUp { x, .. } => Some(x),
+        Step::RopeKvWrite { qkv, .. } | Step::RopeKvWriteSeqs { qkv, .. } => Some(qkv),
+        _ => None,
     }
 }
 
 /// The last node before `n` that writes `act`.
 fn last_writer(nodes: &[Node], n: usize, act: Act) -> Option<usize> {
-    (0..n).rev().find(|&p| node_writes(&nodes[p]) == Some(act))
+    (0..n).rev().find(|&p| node_writes(&nodes[p]).contains(&Some(act)))
 }
 
 /// Whether node `p` can also write the planes `input` asks for (into `planes`).
@@ -404,6 +527,8 @@ fn can_write_planes(node: &Node, input: PlanesInput, planes: Planes, caps: &Caps
         Node::Gemv { rope: Some(_), .. } => false,
         Node::Op(Op::Embed { .. }) => caps.embed_planes && input.norm.is_some(),
         Node::Op(Op::Attention { .. }) => caps.attention_planes && input.norm.is_none(),
+        // The rotated row's own planes (a GEMV of K = its width reads them).
+        Node::Rotate { out, width, .. } => input.act == out && input.norm.is_none() && planes == Planes::Rot(width),
         Node::Op(_) | Node::Fused(_) => false,
     }
 }

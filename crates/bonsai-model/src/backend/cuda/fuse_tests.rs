@@ -1,7 +1,8 @@
 use bonsai_kernels::launch::matmul::Epilogue;
+use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 
-use super::{fuse, Caps, Planes, Step, NORM_FUSED_MAX_ROWS};
+use super::{fuse, Caps, Planes, PreNorm, Step, NORM_FUSED_MAX_ROWS};
 use crate::program::{Act, Dims, MatrixId, Op, VectorId};
 use crate::qwen3::{forward_program, DevicePick, LayerIds, LogitRows, ModelIds};
 
@@ -41,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -140,7 +141,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -150,13 +151,13 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
 /// The hybrid (qwen35) ops: a norm whose output a hybrid op reads later (the DeltaNet gate
 /// projections read xn after the mixer's projection) keeps writing it, also when the reader is
 /// the DeltaNet core's third input; the hybrid ops run as themselves; one token's matmuls of one
-/// Hadamard-rotated row share one prepare of its planes (a batch's run as plain matmuls).
+/// Hadamard-rotated row share the planes its transform writes (a batch's run as plain matmuls).
 #[test]
 fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256 };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     let (norm, signs, w, alpha_w, beta_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2), VectorId(3));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -186,16 +187,286 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
         let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(step, _)| step).collect();
         let want = if rows == [1] {
             let gemv = |w, y| Step::GemvPlanes { w, planes: Planes::Rot(256), normed: false, y, epilogue: Epilogue::Store, next: None };
-            vec![
-                Step::Op(hadamard),
-                Step::PreparePlanes { x: Act::Rot, norm: None, planes: Planes::Rot(256) },
-                gemv(w, Act::Mixed),
-                gemv(MatrixId(1), Act::Z),
-                Step::Op(delta),
-            ]
+            let rotate = Step::RotatePlanes { x: Act::Xn, norm: None, normed: None, signs, width: 256, block: 128, perm: None, rot: None, planes: Planes::Rot(256) };
+            vec![rotate, gemv(w, Act::Mixed), gemv(MatrixId(1), Act::Z), Step::Op(delta)]
         } else {
             vec![Step::Op(hadamard), Step::Op(rot_matmul), Step::Op(z_matmul), Step::Op(delta)]
         };
         assert_eq!(s, want, "{rows:?}");
+    }
+}
+
+/// A small Bonsai 2 geometry: hidden 256, FFN 512, attention q_len 256, DeltaNet value 384
+/// (the four folded widths differ where they can), Hadamard block 128, three DeltaNet layers and
+/// one attention layer.
+mod hybrid {
+    use super::*;
+    use crate::program::HybridDims;
+    use crate::qwen35::{forward_program, AttentionIds, Fold, LayerIds, MixerIds, ModelIds, RecurrentIds};
+    use bonsai_kernels::ops::gated_delta::DeltaShape;
+
+    pub const BLOCK: usize = 128;
+    pub const PERM: VHeadPerm = VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 };
+    /// The sign vectors by width: hidden, value, FFN.
+    pub const SIGNS: [(usize, VectorId); 3] = [(256, VectorId(900)), (384, VectorId(901)), (512, VectorId(902))];
+
+    pub fn fold(width: usize) -> Option<Fold> {
+        SIGNS.iter().find(|(w, _)| *w == width).map(|&(width, signs)| Fold { signs, width })
+    }
+
+    pub fn dims() -> Dims {
+        let delta = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 64 };
+        let shape = HeadShape { n_q: 4, n_kv: 2, head_dim: 64 };
+        Dims { hidden: 256, ffn: 512, vocab: 1000, shape, eps: 1e-6, hybrid: Some(HybridDims { delta, conv_kernel: 4, max_rot_width: 512 }) }
+    }
+
+    /// Layer l's matrices are 10·l + (0 qkv, 1 gate or z, 2 output, 3 gate|up, 4 down), its
+    /// vectors 20·l + k; each matrix's K in `matrix_k`.
+    pub fn ids() -> ModelIds {
+        let layers = (0..4)
+            .map(|l| {
+                let (m, v) = (|k: usize| MatrixId(10 * l + k), |k: usize| VectorId(20 * l + k));
+                let attention = l == 3;
+                let mixer = if attention {
+                    MixerIds::Attention(AttentionIds { qkv: m(0), gate: m(1), q_norm: v(2), k_norm: v(3), output: m(2), cache: 0 })
+                } else {
+                    MixerIds::Recurrent(RecurrentIds {
+                        qkv: m(0),
+                        z: m(1),
+                        alpha: v(2),
+                        beta: v(3),
+                        conv: v(4),
+                        dt_bias: v(5),
+                        ssm_a: v(6),
+                        norm: v(7),
+                        out: m(2),
+                        slot: l,
+                    })
+                };
+                LayerIds {
+                    attn_norm: v(0),
+                    mixer,
+                    post_norm: v(1),
+                    gate_up: m(3),
+                    down: m(4),
+                    mixer_in: fold(256),
+                    mixer_out: fold(if attention { 256 } else { 384 }),
+                    ffn_in: fold(256),
+                    ffn_down: fold(512),
+                }
+            })
+            .collect();
+        ModelIds {
+            token_embd: MatrixId(100),
+            head: MatrixId(101),
+            output_norm: VectorId(100),
+            layers,
+            block: BLOCK,
+            embedding_inverse: fold(256),
+            head_in: fold(256),
+            ssm_out_perm: Some(PERM),
+        }
+    }
+
+    pub fn matrix_k(w: MatrixId) -> usize {
+        match (w.0 / 10, w.0 % 10) {
+            (10, _) => 256,
+            (l, 2) if l < 3 => 384,
+            (_, 4) => 512,
+            _ => 256,
+        }
+    }
+
+    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed.
+    pub fn steps(rows: Vec<usize>, rotate: bool) -> Vec<(Step, usize)> {
+        let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
+        let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
+        let rotate_ok = move |_: usize| rotate;
+        let caps = Caps {
+            binary: &all,
+            planes_out_fits: &fits,
+            attention_planes: true,
+            qkv_rope: &rope,
+            embed_planes: true,
+            attention_seqs: true,
+            matrix_k: &matrix_k,
+            rotate_planes: &rotate_ok,
+        };
+        fuse(&program, &caps)
+    }
+
+    /// The steps of each layer (from its first norm to the next layer's), then the head's (from
+    /// the output norm); the embedding's are left out.
+    pub fn by_layer(rows: Vec<usize>, rotate: bool) -> Vec<Vec<Step>> {
+        let program = forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
+        let norm_at = |norm: VectorId| program.ops.iter().position(|op| matches!(op, Op::RmsNorm { weight, .. } if *weight == norm)).expect("norm");
+        let mut starts: Vec<usize> = ids().layers.iter().map(|l| norm_at(l.attn_norm)).collect();
+        starts.push(norm_at(ids().output_norm));
+        let mut parts = vec![Vec::new(); starts.len()];
+        for (step, origin) in steps(rows, rotate) {
+            if let Some(part) = starts.iter().rposition(|&s| s <= origin) {
+                parts[part].push(step);
+            }
+        }
+        parts
+    }
+}
+
+#[test]
+fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
+    use hybrid::{fold, ids, BLOCK, PERM};
+    let layers = hybrid::by_layer(vec![1], true);
+    let sign = |w: usize| fold(w).expect("fold").signs;
+    let rot = |width| Planes::Rot(width);
+    let gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: false, y, epilogue, next: None };
+    let rotate = |x, norm: Option<PreNorm>, normed, width, perm| Step::RotatePlanes {
+        x,
+        norm,
+        normed,
+        signs: sign(width),
+        width,
+        block: BLOCK,
+        perm,
+        rot: None,
+        planes: rot(width),
+    };
+    // A DeltaNet layer: its norm's output stays for alpha / beta; ssm_out's input gated-normed
+    // and permuted in the same launch.
+    let l0 = ids().layers[0];
+    let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
+    let delta: Vec<Step> = layers[0].clone();
+    let want_delta = vec![
+        rotate(Act::X, Some(PreNorm::Rms(l0.attn_norm)), Some(Act::Xn), 256, None),
+        gemv(r.qkv, 256, Act::Mixed, Epilogue::Store),
+        gemv(r.z, 256, Act::Z, Epilogue::Store),
+    ];
+    assert_eq!(delta[..3], want_delta[..], "{delta:#?}");
+    assert!(matches!(delta[3], Step::Op(Op::MatmulF32 { x: Act::Xn, .. })), "{delta:#?}");
+    assert!(matches!(delta[6], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
+    let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
+    assert_eq!(delta[7], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[8], gemv(r.out, 384, Act::X, Epilogue::Add));
+    assert_eq!(
+        delta[9..],
+        [
+            rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
+            gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
+            rotate(Act::Ffn, None, None, 512, None),
+            gemv(l0.down, 512, Act::X, Epilogue::Add),
+        ],
+        "{delta:#?}"
+    );
+    assert_eq!(delta.len(), 13, "launches per DeltaNet layer: {delta:#?}");
+    // The attention layer: no normed row kept.
+    let l3 = ids().layers[3];
+    let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
+    let attention = layers[3].clone();
+    assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
+    assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
+    assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
+    assert_eq!(attention.len(), 12, "launches per attention layer: {attention:#?}");
+    // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
+    let head = &layers[4];
+    assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
+    // No prepare launch and no transform left apart but the embedding's inverse.
+    let all: Vec<Step> = hybrid::steps(vec![1], true).into_iter().map(|(s, _)| s).collect();
+    assert!(!all.iter().any(|s| matches!(s, Step::PreparePlanes { .. })), "{all:#?}");
+    let apart: Vec<&Step> =
+        all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. } | Op::GatedRmsNorm { .. }))).collect();
+    assert!(matches!(apart[..], [Step::Op(Op::Hadamard { inverse: true, .. })]), "{apart:#?}");
+}
+
+#[test]
+fn without_the_fused_transform_hybrid_layers_run_norm_transform_and_prepare_apart() {
+    let layers = hybrid::by_layer(vec![1], false);
+    // The launches before the fused form: 20 per DeltaNet layer, 18 per attention layer.
+    assert_eq!(layers[0].len(), 20, "{:#?}", layers[0]);
+    assert_eq!(layers[3].len(), 18, "{:#?}", layers[3]);
+    assert!(hybrid::steps(vec![1], false).iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. })));
+    // Each op keeps its own index (the norm's step, then the transform's).
+    let s = hybrid::steps(vec![1], false);
+    let norm = s.iter().position(|(step, _)| matches!(step, Step::Op(Op::RmsNorm { .. }))).expect("a norm");
+    assert!(matches!(s[norm + 1].0, Step::Op(Op::Hadamard { .. })));
+    assert_eq!(s[norm + 1].1, s[norm].1 + 1);
+}
+
+#[test]
+fn batches_and_prefill_keep_their_transforms_as_ops() {
+    for rows in [vec![4], vec![1, 1], vec![2, 7], vec![64]] {
+        let s = hybrid::steps(rows.clone(), true);
+        assert!(s.iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. } | Step::PreparePlanes { .. } | Step::GemvPlanes { .. })), "{rows:?}");
+        let transforms = s.iter().filter(|(s, _)| matches!(s, Step::Op(Op::Hadamard { .. }))).count();
+        // Four per layer, the head's and the embedding's inverse.
+        assert_eq!(transforms, 4 * 4 + 2, "{rows:?}");
+    }
+}
+
+#[test]
+fn a_rotated_row_read_apart_from_its_planes_is_written() {
+    let all = |_: MatrixId| true;
+    let fits = |_: MatrixId, _: bool| true;
+    let rope = |_: MatrixId| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
+    let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+    let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
+    program.ops = vec![
+        Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
+        hadamard,
+        Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite },
+        // An f32 matmul of the rotated row itself, and one of the normed row.
+        Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Rot, y: Act::Alpha },
+        Op::MatmulF32 { w: VectorId(3), n: 8, k: 256, x: Act::Xn, y: Act::Beta },
+    ];
+    let s = fuse(&program, &caps);
+    let want = Step::RotatePlanes { x: Act::X, norm: Some(PreNorm::Rms(norm)), normed: Some(Act::Xn), signs, width: 256, block: 128, perm: None, rot: Some(Act::Rot), planes: Planes::Rot(256) };
+    assert_eq!(s[0], (want, 0), "{s:#?}");
+    // A block the launch does not take: the ops and a prepare, as before.
+    let no = |_: usize| false;
+    let caps = Caps { rotate_planes: &no, ..caps };
+    let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
+    assert!(matches!(s[..3], [Step::Op(Op::RmsNorm { .. }), Step::Op(Op::Hadamard { .. }), Step::PreparePlanes { .. }]), "{s:#?}");
+}
+
+#[test]
+fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output() {
+    let all = |_: MatrixId| true;
+    let fits = |_: MatrixId, _: bool| true;
+    let rope = |_: MatrixId| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true };
+    let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
+    let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
+    let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {
+        let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+        program.ops = vec![
+            gated,
+            Op::Hadamard { x: Act::Gated, out: Act::Rot, signs, width: 384, block, inverse: false, perm },
+            Op::Matmul { w, x: Act::Rot, y: Act::X, store: Store::Add },
+        ];
+        if read_gated {
+            program.ops.push(Op::SigmoidGate { x: Act::Gated, gate: Act::Z, out: Act::Attn });
+        }
+        program
+    };
+    // Heads of 64 (the geometry's DeltaNet head size) in blocks of 128, permuted by whole heads.
+    let s = fuse(&program_of(128, Some(hybrid::PERM), true), &caps);
+    let want = Step::RotatePlanes {
+        x: Act::Delta,
+        norm: Some(PreNorm::Gated { z: Act::Z, weight: norm }),
+        normed: Some(Act::Gated),
+        signs,
+        width: 384,
+        block: 128,
+        perm: Some(hybrid::PERM),
+        rot: None,
+        planes: Planes::Rot(384),
+    };
+    assert_eq!(s[0], (want, 0), "{s:#?}");
+    // A block of 32 splits a head; a permutation of 32-value heads splits them too: apart.
+    let split_perm = VHeadPerm { head_dim: 32, k_heads: 2, rep: 6 };
+    for (block, perm) in [(32, None), (128, Some(split_perm))] {
+        let s: Vec<Step> = fuse(&program_of(block, perm, false), &caps).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(s[0], Step::Op(gated), "block {block}: {s:#?}");
+        assert!(matches!(s[1], Step::RotatePlanes { x: Act::Gated, norm: None, .. }), "block {block}: {s:#?}");
     }
 }

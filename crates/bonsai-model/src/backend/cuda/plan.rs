@@ -21,7 +21,7 @@ use cudarc::driver::{CudaGraph, CudaSlice};
 
 use bonsai_kernels::launch::decode_seqs::{self, DeviceSeqTable, SeqTableBuilder};
 
-use super::fuse::{fuse, uses_seq_table, Caps, Planes, Step};
+use super::fuse::{fuse, uses_seq_table, Caps, Planes, PreNorm, Step};
 use super::{device_err, view, CudaBackend};
 use crate::backend::{Backend, BackendError};
 use crate::program::{run_op, Act, Activations, Op, Program, RunEnv, SeqRows, Weights};
@@ -160,7 +160,17 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let qkv_rope = |w| whole_head_rope && dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
     let matrix_k = |w| matrix(w).k;
-    let caps = Caps { binary: &binary, planes_out_fits: &fits, attention_planes, qkv_rope: &qkv_rope, embed_planes: true, attention_seqs, matrix_k: &matrix_k };
+    let rotate_planes = bonsai_kernels::launch::hadamard::rotate_planes_block_ok;
+    let caps = Caps {
+        binary: &binary,
+        planes_out_fits: &fits,
+        attention_planes,
+        qkv_rope: &qkv_rope,
+        embed_planes: true,
+        attention_seqs,
+        matrix_k: &matrix_k,
+        rotate_planes: &rotate_planes,
+    };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
 
@@ -169,9 +179,10 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let mut planes = PlanesScratch::default();
     for (step, _) in &steps {
         let used: &[Planes] = match step {
-            Step::EmbedPlanes { planes, .. } | Step::PreparePlanes { planes, .. } | Step::AttentionPlanes { planes, .. } => {
-                std::slice::from_ref(planes)
-            }
+            Step::EmbedPlanes { planes, .. }
+            | Step::PreparePlanes { planes, .. }
+            | Step::AttentionPlanes { planes, .. }
+            | Step::RotatePlanes { planes, .. } => std::slice::from_ref(planes),
             Step::GemvPlanes { planes: p, next: Some((n, _)), .. } => &[*p, *n],
             Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } => std::slice::from_ref(planes),
             _ => &[],
@@ -522,6 +533,24 @@ fn run_step(
                 mm::embed_prepare_planes(b.launcher(), &w(table), tokens, Some(vector(norm)), x, planes.get_mut(p)?)
                     .map_err(device_err("embedding and its planes"))?;
             }
+            Step::RotatePlanes { x, norm, normed, signs, width, block, perm, rot, planes: p } => {
+                use bonsai_kernels::launch::hadamard::{rotate_planes, RotateGate, RotateNorm};
+                // The gated norm's z (else x again: read, never used).
+                let z = match norm {
+                    Some(PreNorm::Gated { z, .. }) => z,
+                    _ => x,
+                };
+                let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
+                let norm = norm.map(|pre| match pre {
+                    PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps, gate: None, out: normed },
+                    PreNorm::Gated { weight, .. } => {
+                        let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
+                        RotateNorm { weight: vector(weight), eps, gate: Some(RotateGate { z, head_dim }), out: normed }
+                    }
+                });
+                rotate_planes(b.launcher(), x, norm, vector(signs), width, block, perm, rot, planes.get_mut(p)?)
+                    .map_err(device_err("hadamard_rotate_planes"))?;
+            }
             Step::PreparePlanes { x, norm, planes: p } => {
                 mm::prepare_planes_normed(b.launcher(), acts.get(x), norm.map(vector), planes.get_mut(p)?)
                     .map_err(device_err("preparing planes"))?;
@@ -648,6 +677,12 @@ fn step_name(step: &Step) -> String {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
+        Step::RotatePlanes { norm, .. } => match norm {
+            None => "hadamard+planes",
+            Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
+            Some(PreNorm::Gated { .. }) => "gated_norm+hadamard+planes",
+        }
+        .into(),
     }
 }
 
