@@ -209,6 +209,8 @@ fn touches(op: &Op) -> ([Option<Act>; 3], Option<Act>) {
         // The hybrid (qwen35) ops: never fused, but their reads keep a fused step from
         // skipping an activation they need.
         Op::Hadamard { x, out, .. } => ([Some(x), None, None], Some(out)),
+        // A second output (DeltaNet's beta beside alpha) goes unreported: leaving out a write only
+        // makes an activation look live for longer, and no fused step reads or skips either.
         Op::MatmulF32 { x, y, .. } => ([Some(x), None, None], Some(y)),
         Op::SsmConv { x, out, .. } => ([Some(x), None, None], Some(out)),
         Op::GatedDelta { conv, alpha, beta, out, .. } => ([Some(conv), Some(alpha), Some(beta)], Some(out)),
