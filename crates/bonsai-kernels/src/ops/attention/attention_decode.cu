@@ -38,6 +38,8 @@
 #define ATT_DEC_MAX_SPLITS 32
 #define ATT_DEC_SPLIT_ALIGN 16
 #define ATT_DEC_STEP_KEYS 8
+// Most static shared memory the warps' accumulators take at once (see ACC_PASSES).
+#define ATT_DEC_WARP_ACC_BYTES 32768
 // f16 values in one 16-byte load.
 #define ATT_DEC_HALVES_PER_VEC 8
 // Largest G whose lanes hold 16 dims of a key (q and acc: 2 * G * 16 registers).
@@ -56,9 +58,10 @@ __device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
 
 // The G heads' partials of this CTA's WARPS warps, combined: CTA-level max/sum/acc for (head h,
 // dim d).
-template <int G, int HD, int WARPS>
+// `warp_acc` holds ROW_DIMS dims of each head (all HD, or one pass's share): d indexes them.
+template <int G, int ROW_DIMS, int WARPS>
 __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
-                                                       float (*warp_acc)[G][HD], int h, int d,
+                                                       float (*warp_acc)[G][ROW_DIMS], int h, int d,
                                                        float* cta_max, float* cta_sum) {
     float mx = neg_inf();
 #pragma unroll
@@ -114,12 +117,23 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
     constexpr int LANES_PER_KEY = HD / D;
     constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
-    constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
-    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
+    // Keys per warp step: ATT_DEC_STEP_KEYS, halved where a whole warp shares each key (narrow
+    // lanes at HD 256, the groups over ATT_DEC_WIDE_MAX_GROUP): there a step is one 16-byte load
+    // of K and of V per key and lane, and 8 keys' loads, double-buffered, next to the G heads' q,
+    // acc and scores, would pass the 255-register cap.
+    constexpr int STEP_KEYS = LANES_PER_KEY == WARP_SIZE ? ATT_DEC_STEP_KEYS / 2 : ATT_DEC_STEP_KEYS;
+    constexpr int LOADS = STEP_KEYS / KEYS_PER_LOAD;
+    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == STEP_KEYS && LANES_PER_KEY * D == HD,
                   "HD must be 64, 128 or 256");
+    // The warps' accumulators meet in shared memory, in ACC_PASSES passes of PASS_DIMS dims each
+    // where all HD at once would pass ATT_DEC_WARP_ACC_BYTES (G 6 at HD 256: 48 KiB, the static
+    // shared memory limit).
+    constexpr int ACC_PASSES = WARPS * G * HD * (int)sizeof(float) > ATT_DEC_WARP_ACC_BYTES ? 2 : 1;
+    constexpr int PASS_DIMS = HD / ACC_PASSES;
+    static_assert(PASS_DIMS % D == 0, "a lane's dims lie in one pass");
     __shared__ float warp_max_s[WARPS][G];
     __shared__ float warp_sum_s[WARPS][G];
-    __shared__ __align__(16) float warp_acc_s[WARPS][G][HD];
+    __shared__ __align__(16) float warp_acc_s[WARPS][G][PASS_DIMS];
     __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
@@ -197,8 +211,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     };
-    constexpr int WARPS_STRIDE = WARPS * ATT_DEC_STEP_KEYS;
-    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
+    constexpr int WARPS_STRIDE = WARPS * STEP_KEYS;
+    int step_key = key_begin + warp * STEP_KEYS;
     if (in_range && step_key < key_end) load_step(step_key, true);
 
     griddep_wait();
@@ -309,31 +323,41 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #pragma unroll
             for (int i = 0; i < D; ++i) acc[h][i] += __shfl_xor_sync(FULL_MASK, acc[h][i], offset);
         }
-        if (key_slot == 0) {
-#pragma unroll
-            for (int i = 0; i < D; ++i) warp_acc_s[warp][h][key_lane * D + i] = acc[h][i];
-        }
         if (lane == 0) {
             warp_max_s[warp][h] = run_max[h];
             warp_sum_s[warp][h] = run_sum[h];
         }
     }
-    __syncthreads();
-    TRACE_MARK(4);
+    const int lane_pass = key_lane * D / PASS_DIMS;  // the pass that stores this lane's dims
+#pragma unroll
+    for (int pass = 0; pass < ACC_PASSES; ++pass) {
+        if (pass > 0) __syncthreads();  // the previous pass's combine has read warp_acc_s
+        if (key_slot == 0 && lane_pass == pass) {
+#pragma unroll
+            for (int h = 0; h < G; ++h)
+#pragma unroll
+                for (int i = 0; i < D; ++i) warp_acc_s[warp][h][key_lane * D - pass * PASS_DIMS + i] = acc[h][i];
+        }
+        __syncthreads();
+        if (pass == 0) {
+            TRACE_MARK(4);
+        }
 
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        const int h = i / HD, d = i % HD;
-        float cta_max, cta_sum;
-        const float value = att_dec_combine_warps<G, HD, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
-        if (used == 1) {
-            out_heads[i] = value / cta_sum;
-            if constexpr (PLANES) out_s[i] = value / cta_sum;
-        } else {
-            float* dst = partial + ((long long)(column * G + h) * n_splits + split) * (HD + 2);
-            dst[2 + d] = value;
-            if (d == 0) {
-                dst[0] = cta_max;
-                dst[1] = cta_sum;
+        for (int i = threadIdx.x; i < G * PASS_DIMS; i += blockDim.x) {
+            const int h = i / PASS_DIMS, d = pass * PASS_DIMS + i % PASS_DIMS;
+            float cta_max, cta_sum;
+            const float value = att_dec_combine_warps<G, PASS_DIMS, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h,
+                                                                           d - pass * PASS_DIMS, &cta_max, &cta_sum);
+            if (used == 1) {
+                out_heads[h * HD + d] = value / cta_sum;
+                if constexpr (PLANES) out_s[h * HD + d] = value / cta_sum;
+            } else {
+                float* dst = partial + ((long long)(column * G + h) * n_splits + split) * (HD + 2);
+                dst[2 + d] = value;
+                if (d == 0) {
+                    dst[0] = cta_max;
+                    dst[1] = cta_sum;
+                }
             }
         }
     }
@@ -438,12 +462,14 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 }
 
 // The other GQA groups up to 8 (a 40 q / 8 kv head Qwen3-14B is group 5) and head_dim 256 at
-// groups 1 and 2: the same body, so their decode streams the cache as the groups above do
-// instead of going through attention_split_keys, whose CTAs stage 16 query rows and the keys in
-// shared memory for the G rows one token has.
-// Not instantiated: groups over 8 at any head_dim and groups over 2 at head_dim 256, whose q and
-// acc registers (2 G D per lane) spill past the 255-register cap (G 16 at HD 64 and G 4 at HD
-// 256 do); those run attention_split_keys.
+// groups 1, 2 and 6 (Bonsai 2's 24 q / 4 kv heads): the same body, so their decode streams the
+// cache as the groups above do instead of going through attention_split_keys, whose CTAs stage
+// 16 query rows and the keys in shared memory for the G rows one token has.
+// G 6 at HD 256 takes the narrow lanes (8 dims, a whole warp per key), 4-key steps and two
+// passes of the warps' accumulators through shared memory (attention_decode_body).
+// Not instantiated: groups over 8 at any head_dim and groups 3, 4, 5, 7, 8 at head_dim 256:
+// those run attention_split_keys. (G 16 at HD 64 and G 4 at HD 256 with wide lanes spill past
+// the 255-register cap: q and acc take 2 G D registers per lane.)
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g3_hd64(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<3, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
@@ -483,6 +509,10 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd256(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<2, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g6_hd256(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<6, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 
 // HD 128 with gemv_b1's planes of the output (the attention output projection's x) written too.
