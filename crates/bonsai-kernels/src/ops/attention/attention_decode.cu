@@ -33,6 +33,14 @@
 //   len 8192:  33.5 MB -> 7.0 us, plus the merge (fence, atomic, re-read of 32 partials).
 //   len 32768: 134 MB  -> 28 us; the issue-bound floor (about 66 warp instructions per key: ~530
 //              SASS per 8-key warp step at G 4) stays below it.
+// Bonsai 2 27B (n_kv 4, G 6, HD 256 -> n_splits 32, 128 CTAs): also 4 KiB per cached token.
+//   len 40:    one CTA per kv head, no merge; the floor is latency plus each warp's one or two
+//              4-key steps (below).
+//   len 32768: 134 MB -> 28 us. Issue: a warp's 4-key step is ~620 instructions (192 FMA for the
+//              dots, 192 for V, 32 unpacks of K and of V, att_dec_warp_sums' 51 shuffles and ~50
+//              selects and adds, 24 exp2): 32,768 warp steps, 20M warp instructions, over 128
+//              CTAs of 8 warps ~40k issue cycles per scheduler = ~20 us at 1.98 GHz, under the
+//              stream's time.
 // Measured against it: docs/kernel-notes.md, "Decode attention".
 #define ATT_DEC_WARPS 8
 #define ATT_DEC_MAX_SPLITS 32
@@ -54,6 +62,64 @@ __device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
         f[2 * i] = f16_to_f32((u16)(w[i] & 0xffffu));
         f[2 * i + 1] = f16_to_f32((u16)(w[i] >> 16));
     }
+}
+
+// One level of att_dec_warp_sums' halvings: of the CARRIED values v[0 .. CARRIED) a lane keeps
+// the lower half where its `offset` bit is clear, the upper half where it is set, and adds the
+// partner lane's (lane ^ offset) copy of that half, into v[0 .. CARRIED / 2).
+template <int N, int CARRIED>
+__device__ __forceinline__ void att_dec_halve(float (&v)[N], int lane, int offset) {
+    // All ones where this lane keeps the upper half. The halves are picked with bit masks: a
+    // conditional choice between two elements compiled to a computed address, which put the
+    // array in local memory.
+    const u32 upper = (lane & offset) != 0 ? 0xffffffffu : 0u;
+#pragma unroll
+    for (int i = 0; i < CARRIED / 2; ++i) {
+        const u32 low = __float_as_uint(v[i]), high = __float_as_uint(v[i + CARRIED / 2]);
+        const float keep = __uint_as_float((low & ~upper) | (high & upper));
+        const float give = __uint_as_float((high & ~upper) | (low & upper));
+        v[i] = keep + __shfl_xor_sync(FULL_MASK, give, offset);
+    }
+}
+
+// Each v[r][c] becomes its sum over the warp's 32 lanes, for N = ROWS * COLS values at once (the
+// partial dots of a step's keys where a whole warp holds each key), value i being
+// v[i / COLS][i % COLS]. The adds of every sum form the same depth-5
+// butterfly tree as 5 xor-shuffle levels per value would, with fewer shuffles: the first
+// HALVINGS levels each send half of the values a lane still carries (a lane with the level's bit
+// set keeps the upper half), the remaining levels add the KEPT values left, and one shuffle per
+// value broadcasts each sum from a lane that holds it. N = 24 (G 6, 4 keys): 12 + 6 + 3 + 2 * 3 +
+// 24 = 51 shuffles instead of 5 * 24 = 120.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void att_dec_warp_sums(float (&v2)[ROWS][COLS], int lane) {
+    constexpr int N = ROWS * COLS;
+    // A flat copy: indices stay compile-time constants once the loops unroll (registers).
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = v2[i / COLS][i % COLS];
+    constexpr int HALVINGS = N % 8 == 0 ? 3 : N % 4 == 0 ? 2 : N % 2 == 0 ? 1 : 0;
+    constexpr int KEPT = N >> HALVINGS;
+    constexpr int BLOCK_SHIFT = 5 - HALVINGS;  // lane >> BLOCK_SHIFT: which KEPT values a lane holds
+    // The levels of offsets 16, 8, 4 (each a template instance: its loop bound is a constant, so
+    // every index is and v stays in registers).
+    if constexpr (HALVINGS >= 1) att_dec_halve<N, N>(v, lane, WARP_SIZE / 2);
+    if constexpr (HALVINGS >= 2) att_dec_halve<N, N / 2>(v, lane, WARP_SIZE / 4);
+    if constexpr (HALVINGS >= 3) att_dec_halve<N, N / 4>(v, lane, WARP_SIZE / 8);
+#pragma unroll
+    for (int offset = (WARP_SIZE / 2) >> HALVINGS; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int i = 0; i < KEPT; ++i) v[i] += __shfl_xor_sync(FULL_MASK, v[i], offset);
+    // Lane (b << BLOCK_SHIFT) holds the sums of values b * KEPT .. + KEPT in v[0 .. KEPT).
+    float kept[KEPT];
+#pragma unroll
+    for (int i = 0; i < KEPT; ++i) kept[i] = v[i];
+#pragma unroll
+    for (int b = 0; b < (1 << HALVINGS); ++b)
+#pragma unroll
+        for (int i = 0; i < KEPT; ++i) {
+            const int at = b * KEPT + i;
+            v2[at / COLS][at % COLS] = __shfl_sync(FULL_MASK, kept[i], b << BLOCK_SHIFT);
+        }
 }
 
 // The G heads' partials of this CTA's WARPS warps, combined: CTA-level max/sum/acc for (head h,
@@ -121,7 +187,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     // lanes at HD 256, the groups over ATT_DEC_WIDE_MAX_GROUP): there a step is one 16-byte load
     // of K and of V per key and lane, and 8 keys' loads, double-buffered, next to the G heads' q,
     // acc and scores, would pass the 255-register cap.
-    constexpr int STEP_KEYS = LANES_PER_KEY == WARP_SIZE ? ATT_DEC_STEP_KEYS / 2 : ATT_DEC_STEP_KEYS;
+    constexpr bool WHOLE_WARP_KEYS = LANES_PER_KEY == WARP_SIZE;
+    constexpr int STEP_KEYS = WHOLE_WARP_KEYS ? ATT_DEC_STEP_KEYS / 2 : ATT_DEC_STEP_KEYS;
     constexpr int LOADS = STEP_KEYS / KEYS_PER_LOAD;
     static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == STEP_KEYS && LANES_PER_KEY * D == HD,
                   "HD must be 64, 128 or 256");
@@ -262,7 +329,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             float kf[D];
 #pragma unroll
             for (int c = 0; c < VECS; ++c) att_dec_unpack(k_cur[u][c], kf + c * ATT_DEC_HALVES_PER_VEC);
-            const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
 #pragma unroll
             for (int h = 0; h < G; ++h) {
                 // Two chains of D / 2 halve the dependent FMA latency.
@@ -273,11 +339,21 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                     odd = fmaf(q[h][i + 1], kf[i + 1], odd);
                 }
                 float dot = even + odd;
+                if constexpr (!WHOLE_WARP_KEYS) {
 #pragma unroll
-                for (int offset = LANES_PER_KEY / 2; offset > 0; offset >>= 1)
-                    dot += __shfl_xor_sync(FULL_MASK, dot, offset);
-                s[u][h] = live ? dot : neg_inf();
+                    for (int offset = LANES_PER_KEY / 2; offset > 0; offset >>= 1)
+                        dot += __shfl_xor_sync(FULL_MASK, dot, offset);
+                }
+                s[u][h] = dot;
             }
+        }
+        // A whole warp per key: the step's LOADS * G partial dots summed over the warp at once.
+        if constexpr (WHOLE_WARP_KEYS) att_dec_warp_sums(s, lane);
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
+#pragma unroll
+            for (int h = 0; h < G; ++h) s[u][h] = live ? s[u][h] : neg_inf();
         }
         // The step's first key is live, so every head's new max is finite.
 #pragma unroll
