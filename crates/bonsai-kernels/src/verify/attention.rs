@@ -81,6 +81,19 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     if set == ShapeSet::All {
         attention_rows(ctx, &MODELS[2], 1, 77, CacheSize::Graph, PrefillKernel::SplitKeys)?;
     }
+    // Bonsai 2's attention heads (G 6, head_dim 256: narrow lanes, 4-key steps, two passes of
+    // the warps' sums): decode from the first key through one split (up to 128 keys: 40 is the
+    // profiled context) to several merged ones, in a graph-sized cache too; a small batch on
+    // split keys. The whole 27B layer (4 kv heads) at depth on the device only.
+    for pos0 in [0, 39, 127, 128, 1000, 4097] {
+        attention_rows(ctx, &QWEN35_HEADS, 1, pos0, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    }
+    attention_rows(ctx, &QWEN35_HEADS, 1, 39, CacheSize::Graph, PrefillKernel::SplitKeys)?;
+    attention_rows(ctx, &QWEN35_HEADS, 5, 60, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    if set == ShapeSet::All {
+        attention_rows(ctx, &BONSAI2_27B_HEADS, 1, 39, CacheSize::Graph, PrefillKernel::SplitKeys)?;
+        attention_rows(ctx, &BONSAI2_27B_HEADS, 1, 32767, CacheSize::Live, PrefillKernel::SplitKeys)?;
+    }
     // Head shapes beyond the models' (GENERAL): the per-head ops at a small batch, then decode, a
     // small batch and a prefill chunk on the kernel the launcher picks (split keys for the prefill
     // chunk here; the tensor-core rows are attention_mma's). Positions span several splits of
@@ -158,8 +171,11 @@ const DECODE_NARROW_LANES: Geometry =
 
 /// Bonsai 2's full-attention heads (reference/bonsai2.md §3.5): 24 q over 4 kv heads of 256 in
 /// the model, here one kv head's group of 6 (hidden/ffn unused).
-const QWEN35_HEADS: Geometry =
+pub(crate) const QWEN35_HEADS: Geometry =
     Geometry { name: "qwen35-hd256", hidden: 1536, ffn: 0, n_q: 6, n_kv: 1, head_dim: 256, ternary: false };
+/// All of Bonsai 2 27B's attention heads: 24 q over 4 kv heads of 256.
+pub(crate) const BONSAI2_27B_HEADS: Geometry =
+    Geometry { name: "bonsai2-27b-attn", hidden: 6144, ffn: 0, n_q: 24, n_kv: 4, head_dim: 256, ternary: false };
 
 /// Cache size of the graph-like attention rows.
 const GRAPH_CACHE_POSITIONS: usize = 4096;
@@ -418,7 +434,12 @@ pub(super) fn decode_bound(inputs: &BoundInputs<'_>) -> Vec<f64> {
     // Neither kernel's chains depend on the GQA group (each row's are its own). At head_dim 256
     // the decode kernel's score is two 8-long chains and 4 shuffle levels (14 roundings with the
     // scaling of q, inside (hd + 7)u) and a lane takes 4 keys of each 8-key step (<= seq/2) with
-    // 1 shuffle add after; the split-key kernels' dot is hd sequential fmaf at every head_dim up
+    // 1 shuffle add after; with the narrow lanes of G 6 it is two 4-long chains and 5 shuffle
+    // levels (11 roundings), and a lane takes every key of its warp's 4-key steps, the 8 warps
+    // taking turns: <= seq/8 + 4 keys and <= seq/32 + 1 rescales of 3u, (seq/8 + 4) +
+    // 3 (seq/32 + 1) <= seq/4 + 7 roundings, no shuffle add (inside the chain above); the two
+    // passes of the warps' sums through shared memory change no arithmetic. The
+    // split-key kernels' dot is hd sequential fmaf at every head_dim up
     // to 256 (the _hd256 entry point's zero-padded dims at a head_dim of 2 mod 4 add exact
     // zeros). So the bound holds as derived, with the row's hd.
     bound_per_head(inputs, |p, st| {

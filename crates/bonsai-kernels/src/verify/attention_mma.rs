@@ -2,7 +2,10 @@
 //! for prefill batches where it fits the head shape and the device; verify asks for it explicitly)
 //! and its error bound.
 
-use super::attention::{attention_rows, bound_per_head, BoundInputs, CacheSize, DECODE_WIDE_LANES, GENERAL, GENERAL_PREFILL};
+use super::attention::{
+    attention_rows, bound_per_head, BoundInputs, CacheSize, BONSAI2_27B_HEADS, DECODE_WIDE_LANES, GENERAL, GENERAL_PREFILL,
+    QWEN35_HEADS,
+};
 use super::shapes::{ShapeSet, MODELS, SMALL};
 use super::{Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::attention::{PrefillKernel, PREFILL_MMA_BLOCK_K};
@@ -34,8 +37,21 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // A cache far longer than the live positions (keys past the chunk are NaN there: they must
     // never be read).
     attention_rows(ctx, &SMALL, 33, 40, CacheSize::Graph, PrefillKernel::Mma)?;
+    // Bonsai 2's heads (G 6 at head_dim 256: `attention_prefill_mma_hd256_any_group`, 10 tokens
+    // per CTA): a chunk just past decode-sized batches, one of 17 tokens and the full pp512
+    // chunk, from scratch and after earlier chunks; on the device the whole 27B layer too.
+    for m in [9, 17, 512] {
+        for pos0 in [0, LATER_POS0] {
+            attention_rows(ctx, &QWEN35_HEADS, m, pos0, CacheSize::Live, PrefillKernel::Mma)?;
+        }
+    }
+    attention_rows(ctx, &QWEN35_HEADS, 17, 40, CacheSize::Graph, PrefillKernel::Mma)?;
+    if set == ShapeSet::All {
+        attention_rows(ctx, &BONSAI2_27B_HEADS, 512, 0, CacheSize::Live, PrefillKernel::Mma)?;
+    }
     // The general head shapes' prefill chunk on the kernel the launcher picks: the `_any_group`
-    // entry points for groups 3, 5 and 17, the plain one for 16, split keys at head_dim 256.
+    // entry points for groups 3, 5 and 17, the plain one for 16 and for groups 1, 4, 8 at
+    // head_dim 256 (sm_90; split keys where the device cannot hold its 198 KB).
     for g in &GENERAL {
         let (m, pos0) = GENERAL_PREFILL;
         attention_rows(ctx, g, m, pos0, CacheSize::Live, PrefillKernel::Mma)?;

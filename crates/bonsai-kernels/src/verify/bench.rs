@@ -145,6 +145,11 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
         for (name, shape) in [("g3", G3_HD128), ("hd256", G2_HD256)] {
             rows.push(bench_attention(ctx, name, shape, 8192, copy_bw)?);
         }
+        // One Bonsai 2 27B attention layer's decode (G 6, head_dim 256): the profiled context of
+        // 40 tokens, and the cache stream at depth.
+        for seq in [40, 8192, 32768] {
+            rows.push(bench_attention(ctx, "27B", BONSAI2_27B, seq, copy_bw)?);
+        }
     }
     // Attention + the output projection: a separate prepare launch against the planes variant.
     if wanted("attention_planes") {
@@ -161,6 +166,10 @@ pub(crate) fn run_all(ctx: &mut Ctx, wanted: &dyn Fn(&str) -> bool) -> Result<(O
             rows.push(bench_prefill_attention(ctx, "g3", G3_HD128, kernel, copy_bw)?);
         }
         rows.push(bench_prefill_attention(ctx, "hd256", G2_HD256, PrefillKernel::SplitKeys, copy_bw)?);
+        // One Bonsai 2 27B attention layer at pp512: split keys against the tensor cores.
+        for kernel in [PrefillKernel::SplitKeys, PrefillKernel::Mma] {
+            rows.push(bench_prefill_attention(ctx, "27B", BONSAI2_27B, kernel, copy_bw)?);
+        }
     }
     if wanted("image_gemm") {
         rows.extend(super::image_gemm::bench_all(ctx, copy_bw)?);
@@ -288,6 +297,8 @@ const EIGHT_B: HeadShape = HeadShape { n_q: 32, n_kv: 8, head_dim: 128 };
 const G3_HD128: HeadShape = HeadShape { n_q: 24, n_kv: 8, head_dim: 128 };
 /// head_dim 256 with 8B's cache bytes per token (`attention_split_keys_hd256`).
 const G2_HD256: HeadShape = HeadShape { n_q: 8, n_kv: 4, head_dim: 256 };
+/// Bonsai 2 27B's attention heads (G 6: `attention_decode_g6_hd256`, `attention_prefill_mma_hd256_any_group`).
+const BONSAI2_27B: HeadShape = HeadShape { n_q: 24, n_kv: 4, head_dim: 256 };
 
 /// The kernel `attention` runs for `m` tokens of `shape` on this device, by entry point.
 fn chosen_entry(ctx: &Ctx, m: usize, shape: HeadShape, kernel: PrefillKernel) -> Result<&'static str, VerifyError> {

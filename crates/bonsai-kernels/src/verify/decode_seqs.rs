@@ -26,7 +26,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     // 128 keys: several splits and a merge), mixed in one batch.
     let positions = [0, 1, 33, 100, 1000];
     let g2_hd256 = Geometry { name: "g2-hd256", hidden: 1024, ffn: 0, n_q: 4, n_kv: 2, head_dim: 256, ternary: false };
-    let mut geometries = vec![SMALL, DECODE_WIDE_LANES, GENERAL[0], g2_hd256];
+    // Bonsai 2's attention heads: G 6 at head_dim 256 (the narrow-lane, 4-key-step instance).
+    let g6_hd256 = Geometry { name: "g6-hd256", hidden: 1536, ffn: 0, n_q: 6, n_kv: 1, head_dim: 256, ternary: false };
+    let mut geometries = vec![SMALL, DECODE_WIDE_LANES, GENERAL[0], g2_hd256, g6_hd256];
     if set == ShapeSet::All {
         geometries.push(MODELS[2]);
     }

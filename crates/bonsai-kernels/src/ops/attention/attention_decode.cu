@@ -33,11 +33,21 @@
 //   len 8192:  33.5 MB -> 7.0 us, plus the merge (fence, atomic, re-read of 32 partials).
 //   len 32768: 134 MB  -> 28 us; the issue-bound floor (about 66 warp instructions per key: ~530
 //              SASS per 8-key warp step at G 4) stays below it.
+// Bonsai 2 27B (n_kv 4, G 6, HD 256 -> n_splits 32, 128 CTAs): also 4 KiB per cached token.
+//   len 40:    one CTA per kv head, no merge; the floor is latency plus each warp's one or two
+//              4-key steps (below).
+//   len 32768: 134 MB -> 28 us. Issue: a warp's 4-key step is ~620 instructions (192 FMA for the
+//              dots, 192 for V, 32 unpacks of K and of V, att_dec_warp_sums' 51 shuffles and ~50
+//              selects and adds, 24 exp2): 32,768 warp steps, 20M warp instructions, over 128
+//              CTAs of 8 warps ~40k issue cycles per scheduler = ~20 us at 1.98 GHz, under the
+//              stream's time.
 // Measured against it: docs/kernel-notes.md, "Decode attention".
 #define ATT_DEC_WARPS 8
 #define ATT_DEC_MAX_SPLITS 32
 #define ATT_DEC_SPLIT_ALIGN 16
 #define ATT_DEC_STEP_KEYS 8
+// Most static shared memory the warps' accumulators take at once (see ACC_PASSES).
+#define ATT_DEC_WARP_ACC_BYTES 32768
 // f16 values in one 16-byte load.
 #define ATT_DEC_HALVES_PER_VEC 8
 // Largest G whose lanes hold 16 dims of a key (q and acc: 2 * G * 16 registers).
@@ -54,11 +64,70 @@ __device__ __forceinline__ void att_dec_unpack(uint4 raw, float* f) {
     }
 }
 
+// One level of att_dec_warp_sums' halvings: of the CARRIED values v[0 .. CARRIED) a lane keeps
+// the lower half where its `offset` bit is clear, the upper half where it is set, and adds the
+// partner lane's (lane ^ offset) copy of that half, into v[0 .. CARRIED / 2).
+template <int N, int CARRIED>
+__device__ __forceinline__ void att_dec_halve(float (&v)[N], int lane, int offset) {
+    // All ones where this lane keeps the upper half. The halves are picked with bit masks: a
+    // conditional choice between two elements compiled to a computed address, which put the
+    // array in local memory.
+    const u32 upper = (lane & offset) != 0 ? 0xffffffffu : 0u;
+#pragma unroll
+    for (int i = 0; i < CARRIED / 2; ++i) {
+        const u32 low = __float_as_uint(v[i]), high = __float_as_uint(v[i + CARRIED / 2]);
+        const float keep = __uint_as_float((low & ~upper) | (high & upper));
+        const float give = __uint_as_float((high & ~upper) | (low & upper));
+        v[i] = keep + __shfl_xor_sync(FULL_MASK, give, offset);
+    }
+}
+
+// Each v[r][c] becomes its sum over the warp's 32 lanes, for N = ROWS * COLS values at once (the
+// partial dots of a step's keys where a whole warp holds each key), value i being
+// v[i / COLS][i % COLS]. The adds of every sum form the same depth-5
+// butterfly tree as 5 xor-shuffle levels per value would, with fewer shuffles: the first
+// HALVINGS levels each send half of the values a lane still carries (a lane with the level's bit
+// set keeps the upper half), the remaining levels add the KEPT values left, and one shuffle per
+// value broadcasts each sum from a lane that holds it. N = 24 (G 6, 4 keys): 12 + 6 + 3 + 2 * 3 +
+// 24 = 51 shuffles instead of 5 * 24 = 120.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void att_dec_warp_sums(float (&v2)[ROWS][COLS], int lane) {
+    constexpr int N = ROWS * COLS;
+    // A flat copy: indices stay compile-time constants once the loops unroll (registers).
+    float v[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = v2[i / COLS][i % COLS];
+    constexpr int HALVINGS = N % 8 == 0 ? 3 : N % 4 == 0 ? 2 : N % 2 == 0 ? 1 : 0;
+    constexpr int KEPT = N >> HALVINGS;
+    constexpr int BLOCK_SHIFT = 5 - HALVINGS;  // lane >> BLOCK_SHIFT: which KEPT values a lane holds
+    // The levels of offsets 16, 8, 4 (each a template instance: its loop bound is a constant, so
+    // every index is and v stays in registers).
+    if constexpr (HALVINGS >= 1) att_dec_halve<N, N>(v, lane, WARP_SIZE / 2);
+    if constexpr (HALVINGS >= 2) att_dec_halve<N, N / 2>(v, lane, WARP_SIZE / 4);
+    if constexpr (HALVINGS >= 3) att_dec_halve<N, N / 4>(v, lane, WARP_SIZE / 8);
+#pragma unroll
+    for (int offset = (WARP_SIZE / 2) >> HALVINGS; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int i = 0; i < KEPT; ++i) v[i] += __shfl_xor_sync(FULL_MASK, v[i], offset);
+    // Lane (b << BLOCK_SHIFT) holds the sums of values b * KEPT .. + KEPT in v[0 .. KEPT).
+    float kept[KEPT];
+#pragma unroll
+    for (int i = 0; i < KEPT; ++i) kept[i] = v[i];
+#pragma unroll
+    for (int b = 0; b < (1 << HALVINGS); ++b)
+#pragma unroll
+        for (int i = 0; i < KEPT; ++i) {
+            const int at = b * KEPT + i;
+            v2[at / COLS][at % COLS] = __shfl_sync(FULL_MASK, kept[i], b << BLOCK_SHIFT);
+        }
+}
+
 // The G heads' partials of this CTA's WARPS warps, combined: CTA-level max/sum/acc for (head h,
 // dim d).
-template <int G, int HD, int WARPS>
+// `warp_acc` holds ROW_DIMS dims of each head (all HD, or one pass's share): d indexes them.
+template <int G, int ROW_DIMS, int WARPS>
 __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
-                                                       float (*warp_acc)[G][HD], int h, int d,
+                                                       float (*warp_acc)[G][ROW_DIMS], int h, int d,
                                                        float* cta_max, float* cta_sum) {
     float mx = neg_inf();
 #pragma unroll
@@ -114,12 +183,24 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     constexpr int VECS = D / ATT_DEC_HALVES_PER_VEC;  // 16-byte loads per key per lane
     constexpr int LANES_PER_KEY = HD / D;
     constexpr int KEYS_PER_LOAD = WARP_SIZE / LANES_PER_KEY;
-    constexpr int LOADS = ATT_DEC_STEP_KEYS / KEYS_PER_LOAD;
-    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == ATT_DEC_STEP_KEYS && LANES_PER_KEY * D == HD,
+    // Keys per warp step: ATT_DEC_STEP_KEYS, halved where a whole warp shares each key (narrow
+    // lanes at HD 256, the groups over ATT_DEC_WIDE_MAX_GROUP): there a step is one 16-byte load
+    // of K and of V per key and lane, and 8 keys' loads, double-buffered, next to the G heads' q,
+    // acc and scores, would pass the 255-register cap.
+    constexpr bool WHOLE_WARP_KEYS = LANES_PER_KEY == WARP_SIZE;
+    constexpr int STEP_KEYS = WHOLE_WARP_KEYS ? ATT_DEC_STEP_KEYS / 2 : ATT_DEC_STEP_KEYS;
+    constexpr int LOADS = STEP_KEYS / KEYS_PER_LOAD;
+    static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == STEP_KEYS && LANES_PER_KEY * D == HD,
                   "HD must be 64, 128 or 256");
+    // The warps' accumulators meet in shared memory, in ACC_PASSES passes of PASS_DIMS dims each
+    // where all HD at once would pass ATT_DEC_WARP_ACC_BYTES (G 6 at HD 256: 48 KiB, the static
+    // shared memory limit).
+    constexpr int ACC_PASSES = WARPS * G * HD * (int)sizeof(float) > ATT_DEC_WARP_ACC_BYTES ? 2 : 1;
+    constexpr int PASS_DIMS = HD / ACC_PASSES;
+    static_assert(PASS_DIMS % D == 0, "a lane's dims lie in one pass");
     __shared__ float warp_max_s[WARPS][G];
     __shared__ float warp_sum_s[WARPS][G];
-    __shared__ __align__(16) float warp_acc_s[WARPS][G][HD];
+    __shared__ __align__(16) float warp_acc_s[WARPS][G][PASS_DIMS];
     __shared__ float split_weight_s[G][ATT_DEC_MAX_SPLITS];
     __shared__ float head_total_s[G];
     __shared__ u32 is_last_s;
@@ -197,8 +278,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     };
-    constexpr int WARPS_STRIDE = WARPS * ATT_DEC_STEP_KEYS;
-    int step_key = key_begin + warp * ATT_DEC_STEP_KEYS;
+    constexpr int WARPS_STRIDE = WARPS * STEP_KEYS;
+    int step_key = key_begin + warp * STEP_KEYS;
     if (in_range && step_key < key_end) load_step(step_key, true);
 
     griddep_wait();
@@ -248,7 +329,6 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             float kf[D];
 #pragma unroll
             for (int c = 0; c < VECS; ++c) att_dec_unpack(k_cur[u][c], kf + c * ATT_DEC_HALVES_PER_VEC);
-            const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
 #pragma unroll
             for (int h = 0; h < G; ++h) {
                 // Two chains of D / 2 halve the dependent FMA latency.
@@ -259,11 +339,21 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                     odd = fmaf(q[h][i + 1], kf[i + 1], odd);
                 }
                 float dot = even + odd;
+                if constexpr (!WHOLE_WARP_KEYS) {
 #pragma unroll
-                for (int offset = LANES_PER_KEY / 2; offset > 0; offset >>= 1)
-                    dot += __shfl_xor_sync(FULL_MASK, dot, offset);
-                s[u][h] = live ? dot : neg_inf();
+                    for (int offset = LANES_PER_KEY / 2; offset > 0; offset >>= 1)
+                        dot += __shfl_xor_sync(FULL_MASK, dot, offset);
+                }
+                s[u][h] = dot;
             }
+        }
+        // A whole warp per key: the step's LOADS * G partial dots summed over the warp at once.
+        if constexpr (WHOLE_WARP_KEYS) att_dec_warp_sums(s, lane);
+#pragma unroll
+        for (int u = 0; u < LOADS; ++u) {
+            const bool live = step_key + u * KEYS_PER_LOAD + key_slot < key_end;
+#pragma unroll
+            for (int h = 0; h < G; ++h) s[u][h] = live ? s[u][h] : neg_inf();
         }
         // The step's first key is live, so every head's new max is finite.
 #pragma unroll
@@ -309,31 +399,41 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
 #pragma unroll
             for (int i = 0; i < D; ++i) acc[h][i] += __shfl_xor_sync(FULL_MASK, acc[h][i], offset);
         }
-        if (key_slot == 0) {
-#pragma unroll
-            for (int i = 0; i < D; ++i) warp_acc_s[warp][h][key_lane * D + i] = acc[h][i];
-        }
         if (lane == 0) {
             warp_max_s[warp][h] = run_max[h];
             warp_sum_s[warp][h] = run_sum[h];
         }
     }
-    __syncthreads();
-    TRACE_MARK(4);
+    const int lane_pass = key_lane * D / PASS_DIMS;  // the pass that stores this lane's dims
+#pragma unroll
+    for (int pass = 0; pass < ACC_PASSES; ++pass) {
+        if (pass > 0) __syncthreads();  // the previous pass's combine has read warp_acc_s
+        if (key_slot == 0 && lane_pass == pass) {
+#pragma unroll
+            for (int h = 0; h < G; ++h)
+#pragma unroll
+                for (int i = 0; i < D; ++i) warp_acc_s[warp][h][key_lane * D - pass * PASS_DIMS + i] = acc[h][i];
+        }
+        __syncthreads();
+        if (pass == 0) {
+            TRACE_MARK(4);
+        }
 
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
-        const int h = i / HD, d = i % HD;
-        float cta_max, cta_sum;
-        const float value = att_dec_combine_warps<G, HD, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h, d, &cta_max, &cta_sum);
-        if (used == 1) {
-            out_heads[i] = value / cta_sum;
-            if constexpr (PLANES) out_s[i] = value / cta_sum;
-        } else {
-            float* dst = partial + ((long long)(column * G + h) * n_splits + split) * (HD + 2);
-            dst[2 + d] = value;
-            if (d == 0) {
-                dst[0] = cta_max;
-                dst[1] = cta_sum;
+        for (int i = threadIdx.x; i < G * PASS_DIMS; i += blockDim.x) {
+            const int h = i / PASS_DIMS, d = pass * PASS_DIMS + i % PASS_DIMS;
+            float cta_max, cta_sum;
+            const float value = att_dec_combine_warps<G, PASS_DIMS, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h,
+                                                                           d - pass * PASS_DIMS, &cta_max, &cta_sum);
+            if (used == 1) {
+                out_heads[h * HD + d] = value / cta_sum;
+                if constexpr (PLANES) out_s[h * HD + d] = value / cta_sum;
+            } else {
+                float* dst = partial + ((long long)(column * G + h) * n_splits + split) * (HD + 2);
+                dst[2 + d] = value;
+                if (d == 0) {
+                    dst[0] = cta_max;
+                    dst[1] = cta_sum;
+                }
             }
         }
     }
@@ -438,12 +538,14 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 }
 
 // The other GQA groups up to 8 (a 40 q / 8 kv head Qwen3-14B is group 5) and head_dim 256 at
-// groups 1 and 2: the same body, so their decode streams the cache as the groups above do
-// instead of going through attention_split_keys, whose CTAs stage 16 query rows and the keys in
-// shared memory for the G rows one token has.
-// Not instantiated: groups over 8 at any head_dim and groups over 2 at head_dim 256, whose q and
-// acc registers (2 G D per lane) spill past the 255-register cap (G 16 at HD 64 and G 4 at HD
-// 256 do); those run attention_split_keys.
+// groups 1, 2 and 6 (Bonsai 2's 24 q / 4 kv heads): the same body, so their decode streams the
+// cache as the groups above do instead of going through attention_split_keys, whose CTAs stage
+// 16 query rows and the keys in shared memory for the G rows one token has.
+// G 6 at HD 256 takes the narrow lanes (8 dims, a whole warp per key), 4-key steps and two
+// passes of the warps' accumulators through shared memory (attention_decode_body).
+// Not instantiated: groups over 8 at any head_dim and groups 3, 4, 5, 7, 8 at head_dim 256:
+// those run attention_split_keys. (G 16 at HD 64 and G 4 at HD 256 with wide lanes spill past
+// the 255-register cap: q and acc take 2 G D registers per lane.)
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g3_hd64(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<3, 64, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
@@ -483,6 +585,10 @@ extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attentio
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g2_hd256(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
     attention_decode_body<2, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g6_hd256(ATT_DEC_PARAMS) {
+    // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.
+    attention_decode_body<6, 256, false>(ATT_DEC_ARGS, nullptr, nullptr, nullptr);
 }
 
 // HD 128 with gemv_b1's planes of the output (the attention output projection's x) written too.

@@ -30,6 +30,16 @@
 // SASS (sm_90, nvcc 13.0): hd128 180 registers, hd64 142, no spills; the hd128 tile loop is 1,004
 // instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890 on tiles that
 // need neither the causal mask nor an O rescale.
+// Head_dim 256 (Bonsai 2's attention, G 6: the `_any_group` entry point, 10 tokens = 60 rows per
+// CTA): the same body; its shared memory, (2 * 64 + 4 * 64) rows of 264 halves = 198 KB, leaves
+// one CTA per SM (sm_90's 227 KB per CTA; sm_80's 163 KB and the 99 KB parts do not hold it and
+// run attention_split_keys), and its O accumulator takes 128 registers per thread (launch bounds
+// of one CTA per SM: up to 255; SASS: 254 registers, the `_any_group` one 255 and one 8-byte
+// spill store and load per tile, in the next tile's staging). At m = 512, pos0 = 0, 24 q / 4 kv heads: causal useful work
+// 3.2 GFLOP; issued 4 x 52 CTAs, 964 CTA-tiles of 4 warps x 512 HMMA.16816 (256 for S, 256 for
+// O) = 8.1 GFLOP of mma.sync, ~8 us at the dense f16 peak; the 208 CTAs take two waves of 132
+// SMs, longest first, and the critical path is the 9-tile CTA: 9 x 512 HMMA per warp at ~8 clk
+// (one warp per sub-partition) = ~37k clk = ~20 us.
 #define APM_WARPS 4
 #define APM_ROWS 64
 #define APM_BLOCK_K 64
@@ -263,4 +273,14 @@ extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2)
     attention_prefill_mma_hd128_any_group(APM_PARAMS) {
     griddep_wait();
     attention_prefill_mma_body<128, true>(APM_ARGS);
+}
+// Head_dim 256: one CTA per SM (its shared memory), so the launch bounds leave it every register.
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 1) attention_prefill_mma_hd256(APM_PARAMS) {
+    griddep_wait();
+    attention_prefill_mma_body<256>(APM_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 1)
+    attention_prefill_mma_hd256_any_group(APM_PARAMS) {
+    griddep_wait();
+    attention_prefill_mma_body<256, true>(APM_ARGS);
 }

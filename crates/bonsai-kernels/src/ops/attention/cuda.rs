@@ -2,11 +2,11 @@
 //! [`WIDE_MAX_HEAD_DIM`] runs; [`choose_kernel`] (pure, unit-tested) picks, in order:
 //! - one token (decode): `attention_decode_g*_hd*` (attention_decode.cu, cuda_decode.rs) where it
 //!   has an entry point for the GQA group and head_dim (groups 1..=8 at head_dim 64 and 128,
-//!   groups 1 and 2 at 256);
+//!   groups 1, 2 and 6 at 256);
 //! - more than [`DECODE_MAX_TOKENS`] tokens (prefill): the tensor-core
-//!   `attention_prefill_mma_hd*` (cuda_prefill_mma.rs) at head_dim 64 or 128 and a group up to 64,
-//!   where the device lets a CTA opt in to its shared memory (104 KB at head_dim 128: not on the
-//!   99 KB sm_86 / sm_89 / sm_120 parts);
+//!   `attention_prefill_mma_hd*` (cuda_prefill_mma.rs) at head_dim 64, 128 or 256 and a group up
+//!   to 64, where the device lets a CTA opt in to its shared memory (104 KB at head_dim 128: not on
+//!   the 99 KB sm_86 / sm_89 / sm_120 parts; 198 KB at head_dim 256: sm_90 only);
 //! - anything else: one `attention_split_keys` launch (attention.cu: `_any_group` for groups not
 //!   dividing 16, `_hd256` for head_dims above 128 or of 2 mod 4) whose last CTA per (token
 //!   group, kv head, head chunk) merges the splits.
@@ -481,13 +481,23 @@ mod tests {
         assert_eq!(pick(33, hs(16, 1, 64), SMEM_SM90), PrefillMma("attention_prefill_mma_hd64"));
         assert_eq!(pick(5, hs(16, 1, 64), SMEM_SM90), SplitKeys("attention_split_keys"));
         assert_eq!(pick(33, hs(96, 1, 64), SMEM_SM90), SplitKeys("attention_split_keys_any_group"), "group 96 > 64 rows");
-        // head_dim 256: the decode kernel at groups 1 and 2; split keys for larger groups and for
-        // every batch, as for other head_dims without a kernel of their own.
+        // head_dim 256: the decode kernel at groups 1, 2 and 6; the tensor cores for prefill on
+        // sm_90 (198 KB of shared memory); split keys for other groups' decode, small batches and
+        // prefill on smaller devices.
         assert_eq!(pick(1, hs(4, 2, 256), SMEM_SM90), Decode("attention_decode_g2_hd256"));
         assert_eq!(pick(5, hs(4, 2, 256), SMEM_SM90), SplitKeys("attention_split_keys_hd256"));
-        assert_eq!(pick(33, hs(4, 2, 256), SMEM_SM90), SplitKeys("attention_split_keys_hd256"));
+        assert_eq!(pick(33, hs(4, 2, 256), SMEM_SM90), PrefillMma("attention_prefill_mma_hd256"));
+        assert_eq!(pick(33, hs(4, 2, 256), SMEM_SM80), SplitKeys("attention_split_keys_hd256"));
+        // Bonsai 2: 24 q / 4 kv heads of 256 (G 6).
+        let bonsai2 = hs(24, 4, 256);
+        assert_eq!(pick(1, bonsai2, SMEM_SM90), Decode("attention_decode_g6_hd256"));
+        assert_eq!(pick(1, bonsai2, SMEM_99KB), Decode("attention_decode_g6_hd256"));
+        assert_eq!(pick(8, bonsai2, SMEM_SM90), SplitKeys("attention_split_keys_hd256"));
+        assert_eq!(pick(512, bonsai2, SMEM_SM90), PrefillMma("attention_prefill_mma_hd256_any_group"));
+        assert_eq!(pick(512, bonsai2, SMEM_SM80), SplitKeys("attention_split_keys_hd256"));
         for m in [1, 5, 33, 512] {
-            assert_eq!(pick(m, hs(8, 1, 256), SMEM_SM90), SplitKeys("attention_split_keys_hd256"));
+            let g8_prefill = if m > DECODE_MAX_TOKENS { PrefillMma("attention_prefill_mma_hd256") } else { SplitKeys("attention_split_keys_hd256") };
+            assert_eq!(pick(m, hs(8, 1, 256), SMEM_SM90), g8_prefill);
             assert_eq!(pick(m, hs(8, 1, 256), SMEM_99KB), SplitKeys("attention_split_keys_hd256"));
             assert_eq!(pick(m, hs(4, 2, 96), SMEM_SM90), SplitKeys("attention_split_keys"));
             assert_eq!(pick(m, hs(4, 2, 6), SMEM_SM90), SplitKeys("attention_split_keys_hd256"));

@@ -28,7 +28,7 @@ pub const DECODE_CTAS_PER_SM: usize = 1;
 const OP: &str = "attention";
 
 /// The entry point for GQA group `group` and `head_dim`, if the decode kernel has one: groups 1..=8
-/// at head_dim 64 and 128, groups 1 and 2 at 256 (larger groups spill registers; they run
+/// at head_dim 64 and 128, groups 1, 2 and 6 (Bonsai 2) at 256 (the other groups there run
 /// `attention_split_keys`).
 pub fn decode_entry_point(group: usize, head_dim: usize) -> Option<&'static str> {
     Some(match (group, head_dim) {
@@ -50,6 +50,7 @@ pub fn decode_entry_point(group: usize, head_dim: usize) -> Option<&'static str>
         (8, 128) => "attention_decode_g8_hd128",
         (1, 256) => "attention_decode_g1_hd256",
         (2, 256) => "attention_decode_g2_hd256",
+        (6, 256) => "attention_decode_g6_hd256",
         _ => return None,
     })
 }
@@ -207,19 +208,21 @@ mod tests {
                 assert!(entry_points().any(|e| e == name), "{name} not in the registry");
             }
         }
-        for group in [1, 2] {
+        for group in [1, 2, 6] {
             let name = decode_entry_point(group, 256).expect("supported shape");
             assert!(entry_points().any(|e| e == name), "{name} not in the registry");
         }
         assert_eq!(decode_entry_point(16, 128), None);
         assert_eq!(decode_entry_point(9, 64), None);
         assert_eq!(decode_entry_point(3, 256), None);
+        assert_eq!(decode_entry_point(8, 256), None);
         assert_eq!(decode_entry_point(4, 96), None);
     }
 
     #[test]
     fn splits_aim_at_one_cta_per_sm_within_the_merge_limit() {
         assert_eq!(decode_splits(132, 8), 16); // H200, Bonsai-8B: 132 / 8 = 16
+        assert_eq!(decode_splits(132, 4), DECODE_MAX_SPLITS); // H200, Bonsai 2 27B: 33 -> 32, 128 CTAs
         assert_eq!(decode_splits(132, 3), DECODE_MAX_SPLITS); // 44 -> 32
         assert_eq!(decode_splits(40, 8), 5);
         assert_eq!(decode_splits(1, 8), 1);

@@ -41,11 +41,12 @@ pub fn prefill_mma_entry_point(head_dim: usize) -> Option<&'static str> {
     match head_dim {
         64 => Some("attention_prefill_mma_hd64"),
         128 => Some("attention_prefill_mma_hd128"),
+        256 => Some("attention_prefill_mma_hd256"),
         _ => None,
     }
 }
 
-/// The entry point for a head shape: head_dim 64 or 128; a GQA group dividing
+/// The entry point for a head shape: head_dim 64, 128 or 256; a GQA group dividing
 /// [`PREFILL_MMA_ROWS`] takes [`prefill_mma_entry_point`], any other group up to it the
 /// `_any_group` one (idle rows where the group does not divide 64).
 pub fn prefill_mma_kernel(shape_: HeadShape) -> Option<&'static str> {
@@ -59,6 +60,7 @@ pub fn prefill_mma_kernel(shape_: HeadShape) -> Option<&'static str> {
     match shape_.head_dim {
         64 => Some("attention_prefill_mma_hd64_any_group"),
         128 => Some("attention_prefill_mma_hd128_any_group"),
+        256 => Some("attention_prefill_mma_hd256_any_group"),
         _ => None,
     }
 }
@@ -70,8 +72,8 @@ pub fn prefill_mma_fits(shape_: HeadShape) -> bool {
 }
 
 /// [`prefill_mma_fits`] on a device whose CTAs may opt in to `smem_optin` bytes of shared memory:
-/// head_dim 128 needs 104,448 (more than the 99 KB of sm_86, sm_89 and sm_120), head_dim 64
-/// 55,296.
+/// head_dim 256 needs 202,752 (sm_90's 227 KB only), head_dim 128 104,448 (more than the 99 KB of
+/// sm_86, sm_89 and sm_120), head_dim 64 55,296.
 pub fn prefill_mma_fits_in(shape_: HeadShape, smem_optin: usize) -> bool {
     prefill_mma_fits(shape_) && prefill_mma_shared_bytes(shape_.head_dim) <= smem_optin
 }
@@ -164,7 +166,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_tensor_core_kernel_takes_head_dims_64_and_128_and_groups_up_to_its_rows() {
+    fn the_tensor_core_kernel_takes_head_dims_64_128_256_and_groups_up_to_its_rows() {
         let shape_ = |n_q, n_kv, head_dim| HeadShape { n_q, n_kv, head_dim };
         assert_eq!(prefill_mma_kernel(shape_(32, 8, 128)), Some("attention_prefill_mma_hd128"));
         assert_eq!(prefill_mma_kernel(shape_(16, 16, 64)), Some("attention_prefill_mma_hd64"));
@@ -175,7 +177,9 @@ mod tests {
         assert_eq!(prefill_mma_kernel(shape_(34, 2, 64)), Some("attention_prefill_mma_hd64_any_group"));
         assert!(prefill_mma_fits(shape_(63, 1, 128)));
         assert!(!prefill_mma_fits(shape_(65, 1, 128)), "no row left for a token");
-        assert!(!prefill_mma_fits(shape_(32, 8, 256)), "no head_dim 256 kernel");
+        assert_eq!(prefill_mma_kernel(shape_(32, 8, 256)), Some("attention_prefill_mma_hd256"));
+        // Bonsai 2's attention: 24 q / 4 kv heads of 256, G 6 (10 tokens per CTA).
+        assert_eq!(prefill_mma_kernel(shape_(24, 4, 256)), Some("attention_prefill_mma_hd256_any_group"));
         assert!(!prefill_mma_fits(shape_(32, 8, 96)), "no head_dim 96 kernel");
         assert!(!prefill_mma_fits(shape_(32, 0, 128)));
         assert!(!prefill_mma_fits(shape_(6, 4, 128)), "n_q not a multiple of n_kv");
@@ -184,20 +188,25 @@ mod tests {
             "attention_prefill_mma_hd128",
             "attention_prefill_mma_hd64_any_group",
             "attention_prefill_mma_hd128_any_group",
+            "attention_prefill_mma_hd256",
+            "attention_prefill_mma_hd256_any_group",
         ] {
             assert!(crate::cuda::registry::entry_points().any(|e| e == name), "{name} not in the registry");
         }
     }
 
     #[test]
-    fn head_dim_128_needs_more_shared_memory_than_99_kb_parts_allow() {
+    fn shared_memory_decides_which_devices_run_each_head_dim() {
         // Opt-in shared memory per CTA: sm_80 163 KB, sm_86 / sm_89 / sm_120 99 KB, sm_90 227 KB.
         let (sm80, sm86, sm90) = (163 * 1024, 99 * 1024, 227 * 1024);
         let g4 = |head_dim| HeadShape { n_q: 32, n_kv: 8, head_dim };
         assert!(prefill_mma_fits_in(g4(128), sm80) && prefill_mma_fits_in(g4(128), sm90));
         assert!(!prefill_mma_fits_in(g4(128), sm86));
         assert!(prefill_mma_fits_in(g4(64), sm86));
-        assert!(!prefill_mma_fits_in(g4(256), sm90));
+        // Head_dim 256: 202,752 bytes, sm_90 only.
+        assert_eq!(prefill_mma_shared_bytes(256), 202_752);
+        assert!(prefill_mma_fits_in(g4(256), sm90));
+        assert!(!prefill_mma_fits_in(g4(256), sm80) && !prefill_mma_fits_in(g4(256), sm86));
     }
 
     #[test]

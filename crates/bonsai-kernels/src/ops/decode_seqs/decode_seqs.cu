@@ -88,6 +88,7 @@ ATT_DEC_SEQS_ENTRY_POINT(7, 128)
 ATT_DEC_SEQS_ENTRY_POINT(8, 128)
 ATT_DEC_SEQS_ENTRY_POINT(1, 256)
 ATT_DEC_SEQS_ENTRY_POINT(2, 256)
+ATT_DEC_SEQS_ENTRY_POINT(6, 256)
 
 // Every sequence's position moves on by one (its token is now in the cache): thread i takes
 // sequence i of n.
