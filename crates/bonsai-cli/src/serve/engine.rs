@@ -245,8 +245,9 @@ impl<B: Backend> Engine<'_, B> {
             let sampler_config = self.sampler_config(&job.request.params);
             let slot = &mut self.slots[slot_index];
             // Reuse the shared prefix, but feed at least the prompt's last token: its logits pick
-            // the first generated one.
-            let keep = common_prefix(&slot.cached, &prompt).min(prompt.len() - 1);
+            // the first generated one. A recurrent (qwen35) sequence keeps all its tokens or none.
+            let shared = common_prefix(&slot.cached, &prompt).min(prompt.len() - 1);
+            let keep = self.model.rewind_point(state, slot_index, shared);
             self.model.rewind_seq(state, slot_index, keep)?;
             slot.cached.truncate(keep);
             self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);

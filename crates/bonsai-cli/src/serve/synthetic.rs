@@ -5,7 +5,7 @@
 use anyhow::Context;
 use bonsai_model::demo::{demo_tokenizer_parts, CHATML_TEMPLATE};
 use bonsai_model::loader::LoadedModel;
-use bonsai_model::synthetic::random_host_weights;
+use bonsai_model::synthetic::{random_host_weights, random_qwen35_host_weights};
 use bonsai_model::tokenizer::{token_type, Tokenizer};
 use bonsai_model::{Backend, Qwen3};
 
@@ -24,17 +24,26 @@ pub fn load(kind: SyntheticModel, backend: AnyBackend, ctx: Option<usize>) -> an
 }
 
 fn build<B: Backend>(kind: SyntheticModel, backend: B, ctx: usize) -> anyhow::Result<LoadedModel<B>> {
-    // The server reuses cached prefixes by rewinding, which a qwen35 recurrent state cannot.
-    let geometry = kind.geometry().with_context(|| format!("serve runs Qwen3 synthetic models; {} is a qwen35 model", kind.name()))?;
+    let building = || format!("building the random {} model", kind.name());
+    let (model, vocab) = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
+        (Some(geometry), _) => {
+            let host = random_host_weights(&geometry, kind.kind(), BENCH_SEED).with_context(building)?;
+            (Qwen3::new(backend, geometry.config(), host, ctx)?, geometry.vocab)
+        }
+        (None, Some(config)) => {
+            let host = random_qwen35_host_weights(&config, BENCH_SEED).with_context(building)?;
+            let vocab = config.vocab;
+            (Qwen3::new_qwen35(backend, config, host, ctx)?, vocab)
+        }
+        (None, None) => anyhow::bail!("{} has no geometry to serve", kind.name()),
+    };
     let mut parts = demo_tokenizer_parts();
     let specials = parts.tokens.len();
-    anyhow::ensure!(geometry.vocab >= specials, "the {} vocabulary is smaller than the byte tokenizer", kind.name());
-    for id in specials..geometry.vocab {
+    anyhow::ensure!(vocab >= specials, "the {} vocabulary is smaller than the byte tokenizer", kind.name());
+    for id in specials..vocab {
         parts.tokens.push(format!("<|unused_{id}|>"));
         parts.token_types.push(token_type::UNUSED);
     }
     let tokenizer = Tokenizer::from_parts(&parts).context("building the padded byte tokenizer")?;
-    let host = random_host_weights(&geometry, kind.kind(), BENCH_SEED).with_context(|| format!("building the random {} model", kind.name()))?;
-    let model = Qwen3::new(backend, geometry.config(), host, ctx)?;
     Ok(LoadedModel { model, tokenizer: Some(tokenizer), chat_template: Some(CHATML_TEMPLATE.to_string()), decode_bytes_per_token: 0 })
 }

@@ -110,3 +110,27 @@ pub fn completion(addr: &str, prompt: &[u32], max_tokens: usize, extra: &str) ->
     assert_eq!(status, 200, "{reply}");
     serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
 }
+
+/// Each of `got`'s completions (`steps` tokens, greedy) has the text of `alone`'s (requested with
+/// `"logprobs": 2`) or parts from it only at a step whose top two logits of `alone` are within
+/// `near_tie`: a tie the two runs' arithmetic may break either way.
+pub fn assert_greedy_equal_or_near_tie(alone: &[serde_json::Value], got: &[serde_json::Value], steps: usize, near_tie: f64) {
+    for (s, (want, got)) in alone.iter().zip(got).enumerate() {
+        let want_tokens = want["choices"][0]["logprobs"]["tokens"].as_array().unwrap();
+        assert_eq!(got["usage"]["completion_tokens"], steps, "stream {s}: {got}");
+        let (want_text, got_text) = (want["choices"][0]["text"].as_str().unwrap(), got["choices"][0]["text"].as_str().unwrap());
+        if want_text != got_text {
+            // The first token whose text the other answer does not continue with.
+            let mut prefix = String::new();
+            let step = want_tokens.iter().position(|t| {
+                prefix.push_str(t.as_str().unwrap());
+                !got_text.starts_with(&prefix)
+            });
+            let step = step.unwrap_or_else(|| panic!("stream {s}: {got_text:?} vs alone {want_text:?}"));
+            let tops: Vec<f64> = want["choices"][0]["logprobs"]["top_logprobs"][step].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).collect();
+            let gap = (tops[0] - tops[1]).abs();
+            assert!(gap <= near_tie, "stream {s} parts at step {step} with a top-2 gap of {gap}: {got_text:?} vs {want_text:?}");
+            println!("stream {s}: parts at step {step}, a near tie (gap {gap:.2e})");
+        }
+    }
+}

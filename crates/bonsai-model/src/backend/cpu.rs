@@ -111,6 +111,11 @@ impl Backend for CpuBackend {
         Ok(vec![0.0; len])
     }
 
+    fn zero(&self, buf: &mut Vec<f32>) -> Result<(), BackendError> {
+        buf.fill(0.0);
+        Ok(())
+    }
+
     fn upload_f32(&self, data: &[f32]) -> Result<Vec<f32>, BackendError> {
         Ok(data.to_vec())
     }

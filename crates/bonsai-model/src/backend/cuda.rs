@@ -294,6 +294,11 @@ impl Backend for CudaBackend {
         self.zeros("allocating an activation buffer", len)
     }
 
+    fn zero(&self, buf: &mut CudaSlice<f32>) -> Result<(), BackendError> {
+        self.not_while_capturing("zeroing a buffer")?;
+        self.stream.memset_zeros(buf).map_err(device_err("zeroing a buffer"))
+    }
+
     fn upload_f32(&self, data: &[f32]) -> Result<CudaSlice<f32>, BackendError> {
         let buf = self.upload_slice("uploading f32 weights", data)?;
         self.count_upload(std::mem::size_of_val(data));

@@ -103,6 +103,8 @@ pub trait Backend: Sized {
     }
 
     fn alloc(&self, len: usize) -> Result<Self::Buffer, BackendError>;
+    /// Sets every value of `buf` to 0 (ordered with the backend's other work).
+    fn zero(&self, buf: &mut Self::Buffer) -> Result<(), BackendError>;
     fn upload_f32(&self, data: &[f32]) -> Result<Self::Buffer, BackendError>;
     /// Copies `out.len()` values starting at element `offset` of `buf` to the host.
     fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [f32]) -> Result<(), BackendError>;

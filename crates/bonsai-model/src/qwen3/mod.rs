@@ -461,7 +461,9 @@ impl<B: Backend> Qwen3<B> {
     }
 
     /// [`Self::rewind`] for sequence `seq`. A qwen35 sequence keeps recurrent states that hold
-    /// every token so far, so it rewinds only to its start (a fresh sequence) or not at all.
+    /// every token so far, so it rewinds only to its start or not at all; a restart zeroes its
+    /// conv and DeltaNet states in place (plans bound to its buffers stay valid) and leaves the
+    /// KV caches, whose rows past the position are never read.
     pub fn rewind_seq(&self, state: &mut Qwen3State<B>, seq: usize, n: usize) -> Result<(), ModelError> {
         let n = n.min(state.n_past[seq]);
         if matches!(self.arch, Arch::Qwen35 { .. }) && n != state.n_past[seq] {
@@ -471,9 +473,10 @@ impl<B: Backend> Qwen3<B> {
                     state.n_past[seq]
                 )));
             }
-            state.seqs[seq] = self.new_sequence()?;
-            // Plans that bind sequences hold the old buffers.
-            state.plans.retain(|p| !p.binds_sequences);
+            let sequence = &mut state.seqs[seq];
+            for buf in sequence.conv.iter_mut().chain(sequence.ssm.iter_mut()) {
+                self.backend.zero(buf)?;
+            }
         }
         self.backend.set_position(&mut state.seqs[seq].pos, n)?;
         state.n_past[seq] = n;
