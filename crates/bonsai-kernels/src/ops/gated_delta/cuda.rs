@@ -24,9 +24,10 @@ pub struct DeltaGates<'a, A: DevicePtr<f32>> {
 /// the row kernel; mod.rs counts the work behind the choice.
 pub const CHUNKED_MIN_ROWS: usize = 16;
 /// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 1]
-/// tiles in the prepare kernel, [128][d] + [d][32] in the state pass) and stays within the H200's
-/// 227 KiB per CTA up to d = 256. Larger heads run the row kernel at any row count.
-pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
+/// tiles in the prepare kernel; [128][ds] + [64][ds] + [ds][32] floats, ds = d rounded up to 16,
+/// plus 24 KiB in the state pass: 220 KiB at d = 224, 234 KiB at 240) and stays within the H200's
+/// 227 KiB per CTA up to d = 224. Larger heads run the row kernel at any row count.
+pub const CHUNKED_MAX_HEAD_DIM: usize = 224;
 /// Rows per chunk (GDC_CHUNK in gated_delta_chunked.cu; the reference's CHUNK).
 const CHUNK: usize = crate::ops::gated_delta::CHUNK;
 /// Value columns per state-pass CTA (GDC_COLS) and the two kernels' CTA sizes.
@@ -185,9 +186,9 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     let q_scale = 1.0 / (d as f32).sqrt();
     // γ (f64) [64], β and g [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
     let prep_smem = CHUNK * 8 + 2 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
-    // S block [d][32], [W; QE] [128][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
+    // S block [ds][32], [W; QE] [128][ds], KT [64][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
     let ds = d.div_ceil(16) * 16;
-    let state_smem = (d * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
+    let state_smem = (ds * CHUNK_COLS + 3 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
     let prepare = gpu.function("gated_delta_chunk_prepare")?;
     let pass = gpu.function("gated_delta_chunk_state")?;
     opt_in_shared_memory(OP, gpu.stream, prepare, prep_smem, &format!("gated_delta_chunk_prepare at head_dim {d}"))?;

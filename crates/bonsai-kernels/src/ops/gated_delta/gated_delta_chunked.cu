@@ -178,8 +178,30 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     if (threadIdx.x == 0) decay_out[0] = expf((float)last);
 }
 
-// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), Pᵀ [64][64], V' [64][32];
-// ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time).
+// Copies rows x d floats (global rows at stride d, shared rows at stride ld, a multiple of 4) into
+// shared memory with cp.async, all of the CTA's threads taking pieces; 16-byte pieces when d is a
+// multiple of 4 (every row then starts 16-byte aligned in both), else 4-byte ones. Columns d..ld−1
+// are left alone. The caller commits the group.
+__device__ __forceinline__ void gdc_copy_rows_async(float* dst, int ld, const float* src, int rows, int d) {
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < rows * per_row; e += blockDim.x) {
+            const int r = e / per_row, x = 4 * (e % per_row);
+            cp_async16(dst + r * ld + x, src + (long long)r * d + x);
+        }
+    } else {
+        for (int e = threadIdx.x; e < rows * d; e += blockDim.x) cp_async4(dst + (e / d) * ld + e % d, src + e);
+    }
+}
+
+// Shared memory: S[:, block] [ds][32] (rows d.. zero), X = [W; QE] [128][ds], KT [64][ds], Pᵀ
+// [64][64], V' [64][32]; ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a
+// time), the columns d..ds−1 of X and KT zero.
+// The chunk's inputs arrive by cp.async, each into its own buffer as soon as the previous chunk
+// is done with it, so their loads overlap the previous chunk's products: X(c + 1) once V'(c) is
+// formed, P(c + 1) once O(c) is out, KT(c + 1) once S is updated. Every thread commits exactly one
+// group (possibly empty) at each of those three points, so "all but the 2 newest groups landed"
+// always means the oldest of X, P, KT that the next step needs.
 extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
     gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
                             int rows, int v_heads, int d) {
@@ -187,38 +209,54 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
     griddep_launch_dependents();
     extern __shared__ float gdc_state_smem[];
     const int ds = (d + 15) & ~15;
-    float* ssh = gdc_state_smem;                   // [d][32]
-    float* xs = ssh + d * GDC_COLS;                // [128][ds]
-    float* psh = xs + 2 * GDC_CHUNK * ds;          // [64][64]
+    float* ssh = gdc_state_smem;                   // [ds][32]
+    float* xs = ssh + ds * GDC_COLS;               // [128][ds]
+    float* kts = xs + 2 * GDC_CHUNK * ds;          // [64][ds]
+    float* psh = kts + GDC_CHUNK * ds;             // [64][64]
     float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
     const bool column = j < d;
     const int chunks = (rows + GDC_CHUNK - 1) / GDC_CHUNK;
+    const long long blk_len = gdc_block_len(d);
+    const float* head_blocks = scratch + (long long)h * chunks * blk_len;
     float* S = state + (long long)h * d * d;
-    for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) ssh[r * GDC_COLS + lane] = column ? S[(long long)r * d + j] : 0.0f;
+    for (int r = warp; r < ds; r += GDC_STATE_THREADS / WARP_SIZE)
+        ssh[r * GDC_COLS + lane] = column && r < d ? S[(long long)r * d + j] : 0.0f;
+    if (ds != d) {
+        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x) xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) kts[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+    }
+    // Chunk 0's X, P and KT, three groups.
+    gdc_copy_rows_async(xs, ds, head_blocks, 2 * GDC_CHUNK, d);
+    cp_async_commit();
+    gdc_copy_rows_async(psh, GDC_CHUNK, head_blocks + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+    cp_async_commit();
+    gdc_copy_rows_async(kts, ds, head_blocks + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+    cp_async_commit();
     // Rows of [W; QE] this warp multiplies by S: 16 consecutive rows (8 warps cover 128).
     const int row0 = warp * 16;
     for (int c = 0; c < chunks; ++c) {
         const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
-        const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
+        const float* blk = head_blocks + c * blk_len;
+        const float* next = c + 1 < chunks ? blk + blk_len : nullptr;
         const float* u_in = blk + 2 * GDC_CHUNK * d;
-        const float* kt_in = blk + 3 * GDC_CHUNK * d;
-        const float* p_in = blk + 4 * GDC_CHUNK * d;
-        const float decay = p_in[GDC_CHUNK * GDC_CHUNK];
-        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = blk[e];
-        if (ds != d)
-            for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x)
-                xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-        for (int e = threadIdx.x; e < GDC_CHUNK * GDC_CHUNK; e += blockDim.x) psh[e] = p_in[e];
-        __syncthreads();  // the chunk's inputs are in shared memory (and the previous S update is done)
+        const float decay = blk[4 * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK];
+        // U's 16 rows of this warp's column, read now so their latency hides behind the product.
+        float u[16];
+        if (row0 < GDC_CHUNK) {
+#pragma unroll
+            for (int m = 0; m < 16; ++m) u[m] = column ? u_in[(row0 + m) * d + j] : 0.0f;
+        }
+        cp_async_wait<2>();
+        __syncthreads();  // X(c) is in shared memory (and the previous S update is done)
 
         float acc[16];
         zero_fill(acc);
         for (int r = 0; r < ds; r += 4) {
             float s4[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) s4[q] = r + q < d ? ssh[(r + q) * GDC_COLS + lane] : 0.0f;
+            for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
 #pragma unroll
             for (int m = 0; m < 16; ++m) {
                 const float4 x4 = *(const float4*)(xs + (row0 + m) * ds + r);
@@ -230,14 +268,13 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
         }
         if (row0 < GDC_CHUNK) {
 #pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const int i = row0 + m;
-                vp[i * GDC_COLS + lane] = column ? u_in[i * d + j] - acc[m] : 0.0f;
-            }
+            for (int m = 0; m < 16; ++m) vp[(row0 + m) * GDC_COLS + lane] = column ? u[m] - acc[m] : 0.0f;
         }
-        __syncthreads();  // V' complete; X is free for KT
+        cp_async_wait<1>();
+        __syncthreads();  // V'(c) complete, P(c) in shared memory; X is free
+        if (next) gdc_copy_rows_async(xs, ds, next, 2 * GDC_CHUNK, d);
+        cp_async_commit();
 
-        for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = kt_in[e];
         if (row0 >= GDC_CHUNK) {
             // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i = i0 + m (P_il = 0 past
             // the diagonal), 16 rows of Pᵀ's row l as float4.
@@ -259,7 +296,10 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
                 if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
             }
         }
-        __syncthreads();  // KT is in shared memory
+        cp_async_wait<1>();
+        __syncthreads();  // KT(c) is in shared memory; P is free
+        if (next) gdc_copy_rows_async(psh, GDC_CHUNK, next + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+        cp_async_commit();
 
         // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
         for (int r0 = warp * 16; r0 < d; r0 += GDC_STATE_THREADS / WARP_SIZE * 16) {
@@ -269,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
                 const float v = vp[l * GDC_COLS + lane];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    const float4 k4 = *(const float4*)(xs + l * ds + r0 + 4 * q);
+                    const float4 k4 = *(const float4*)(kts + l * ds + r0 + 4 * q);
                     su[4 * q] = fmaf(k4.x, v, su[4 * q]);
                     su[4 * q + 1] = fmaf(k4.y, v, su[4 * q + 1]);
                     su[4 * q + 2] = fmaf(k4.z, v, su[4 * q + 2]);
@@ -280,7 +320,9 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
             for (int m = 0; m < 16; ++m)
                 if (r0 + m < d) ssh[(r0 + m) * GDC_COLS + lane] = fmaf(decay, ssh[(r0 + m) * GDC_COLS + lane], su[m]);
         }
-        __syncthreads();  // S updated; X, P and V' may be overwritten
+        __syncthreads();  // S updated; KT and V' are free
+        if (next) gdc_copy_rows_async(kts, ds, next + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+        cp_async_commit();
     }
     for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE)
         if (column) S[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
