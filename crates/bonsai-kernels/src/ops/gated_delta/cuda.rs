@@ -184,8 +184,8 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     as_i32(OP, "scratch len", need)?;
     let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
     let q_scale = 1.0 / (d as f32).sqrt();
-    // γ (f64) [64], β and g [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
-    let prep_smem = CHUNK * 8 + 2 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
+    // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
+    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
     // S block [ds][32], [W; QE] [128][ds], KT [64][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
     let ds = d.div_ceil(16) * 16;
     let state_smem = (ds * CHUNK_COLS + 3 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;

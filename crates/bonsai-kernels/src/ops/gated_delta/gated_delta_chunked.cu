@@ -33,8 +33,11 @@ __device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHU
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
-// Shared memory: γ (f64), β, g, A [64][GDC_AM_LD], q̂ and k̂ rows at stride d + 1 (the Gram products
-// read 16 rows at once across a warp: the odd stride puts them in 16 banks).
+// Shared memory: γ (f64), β, g, e^γ, e^{γ_last − γ}, A [64][GDC_AM_LD], k̂ and q̂ rows at stride
+// d + 1 (the Gram products read 16 rows at once across a warp: the odd stride puts them in 16
+// banks); once the Gram products are done the q̂ tile holds the chunk's V rows at stride d.
+// Global reads are issued all at once (cp.async) rather than row by row, so each costs one
+// latency, not one per row.
 extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     gated_delta_chunk_prepare(const float* __restrict__ conv_out, const float* __restrict__ alpha,
                               const float* __restrict__ beta, const float* __restrict__ ssm_a,
@@ -46,14 +49,17 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     double* gam = gdc_prep_smem;                    // [64]
     float* bet = (float*)(gam + GDC_CHUNK);         // [64]
     float* gate = bet + GDC_CHUNK;                  // [64]
-    float* am = gate + GDC_CHUNK;                   // [64][GDC_AM_LD]
+    float* egam = gate + GDC_CHUNK;                 // [64] e^γ
+    float* egl = egam + GDC_CHUNK;                  // [64] e^{γ_last − γ}
+    float* am = egl + GDC_CHUNK;                    // [64][GDC_AM_LD]
     float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][d + 1]
-    float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1]
+    float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1], later V [64][d]
     const int ld = d + 1;
     const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
     const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const long long row_len = (long long)(2 * k_heads + v_heads) * d;
+    const float* rows_in = conv_out + (long long)t0 * row_len;
     float* blk = scratch + ((long long)h * gridDim.x + c) * gdc_block_len(d);
     float* w_out = blk;
     float* qe_out = blk + GDC_CHUNK * d;
@@ -62,15 +68,35 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     float* p_out = blk + 4 * GDC_CHUNK * d;
     float* decay_out = p_out + GDC_CHUNK * GDC_CHUNK;
 
+    // The chunk's q and k rows (4-byte pieces: the tiles' odd stride leaves rows unaligned).
+    for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
+        const int r = e / d, i = e % d;
+        cp_async4(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
+        cp_async4(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+    }
+    cp_async_commit();
+    if (threadIdx.x < GDC_CHUNK) {
+        const int r = threadIdx.x;
+        const long long at = (long long)(t0 + r) * v_heads + h;
+        gate[r] = r < n ? ssm_a[h] * gdc_softplus(alpha[at] + dt_bias[h]) : 0.0f;
+        bet[r] = r < n ? sigmoid_stable(beta[at]) : 0.0f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // Padding rows repeat the last γ (their gates are 0), so D and KT stay finite there.
+        double cum = 0.0;
+        for (int r = 0; r < GDC_CHUNK; ++r) {
+            cum += (double)gate[r];
+            gam[r] = cum;
+        }
+    }
     // q̂ = q·rsqrt(Σq² + eps)·q_scale, k̂ = k·rsqrt(Σk² + eps): a warp per row; rows past n are 0.
     for (int r = warp; r < GDC_CHUNK; r += warps) {
         float sq = 0.0f, sk = 0.0f;
         if (r < n) {
-            const float* row = conv_out + (long long)(t0 + r) * row_len;
             for (int i = lane; i < d; i += WARP_SIZE) {
-                const float qv = row[kh * d + i], kv = row[(k_heads + kh) * d + i];
-                qs[r * ld + i] = qv;
-                ks[r * ld + i] = kv;
+                const float qv = qs[r * ld + i], kv = ks[r * ld + i];
                 sq = fmaf(qv, qv, sq);
                 sk = fmaf(kv, kv, sk);
             }
@@ -83,22 +109,21 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
             ks[r * ld + i] = r < n ? ks[r * ld + i] * rk : 0.0f;
         }
     }
+    __syncthreads();
+    const double last = gam[GDC_CHUNK - 1];
     if (threadIdx.x < GDC_CHUNK) {
-        const int r = threadIdx.x;
-        const long long at = (long long)(t0 + r) * v_heads + h;
-        gate[r] = r < n ? ssm_a[h] * gdc_softplus(alpha[at] + dt_bias[h]) : 0.0f;
-        bet[r] = r < n ? sigmoid_stable(beta[at]) : 0.0f;
+        egam[threadIdx.x] = expf((float)gam[threadIdx.x]);
+        egl[threadIdx.x] = expf((float)(last - gam[threadIdx.x]));
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        // Padding rows repeat the last γ (their gates are 0), so D and KT stay finite there.
-        double cum = 0.0;
-        for (int r = 0; r < GDC_CHUNK; ++r) {
-            cum += (double)gate[r];
-            gam[r] = cum;
-        }
+
+    // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
+    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
+        const int i = e / d, x = e % d;
+        qe_out[e] = qs[i * ld + x] * egam[i];
+        kt_out[e] = ks[i * ld + x] * egl[i];
     }
-    __syncthreads();
+    if (threadIdx.x == 0) decay_out[0] = egam[GDC_CHUNK - 1];
 
     // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
     // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
@@ -138,6 +163,23 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     }
     __syncthreads();
 
+    // The chunk's V rows of this head into the q̂ tile (free once the Gram products are done), at
+    // stride d: 16-byte pieces when d is a multiple of 4 (rows and the v block then aligned).
+    float* vs = qs;
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
+            const int r = e / per_row, i = 4 * (e % per_row);
+            cp_async16(vs + r * d + i, rows_in + r * row_len + (long long)(2 * k_heads + h) * d + i);
+        }
+    } else {
+        for (int e = threadIdx.x; e < n * d; e += blockDim.x)
+            cp_async4(vs + e, rows_in + (e / d) * row_len + (long long)(2 * k_heads + h) * d + e % d);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
     // (I + A) X = B by forward substitution, a column of X per thread: columns 0..d−1 solve for
     // U (B = β⊙V), d..2d−1 for W (B = β⊙e^γ⊙K). The chain x_i = b_i − Σ_{j<i} A_ij x_j runs in
     // ascending j with fmaf.
@@ -148,10 +190,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
         for (int i = 0; i < GDC_CHUNK; ++i) {
             float b = 0.0f;
-            if (i < n) {
-                b = is_u ? bet[i] * conv_out[(long long)(t0 + i) * row_len + (long long)(2 * k_heads + h) * d + cc]
-                         : bet[i] * expf((float)gam[i]) * ks[i * ld + cc];
-            }
+            if (i < n) b = is_u ? bet[i] * vs[i * d + cc] : bet[i] * egam[i] * ks[i * ld + cc];
             float acc = b;
 #pragma unroll
             for (int j = 0; j < i; j += 4) {
@@ -167,15 +206,6 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
         for (int i = 0; i < GDC_CHUNK; ++i) dst[i * d + cc] = x[i];
     }
-
-    // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
-    const double last = gam[GDC_CHUNK - 1];
-    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
-        const int i = e / d, x = e % d;
-        qe_out[e] = qs[i * ld + x] * expf((float)gam[i]);
-        kt_out[e] = ks[i * ld + x] * expf((float)(last - gam[i]));
-    }
-    if (threadIdx.x == 0) decay_out[0] = expf((float)last);
 }
 
 // Copies rows x d floats (global rows at stride d, shared rows at stride ld, a multiple of 4) into
