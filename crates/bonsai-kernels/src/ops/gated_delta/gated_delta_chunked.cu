@@ -1,10 +1,9 @@
 // The Gated DeltaNet of one sequence in the chunked form (ops/gated_delta/mod.rs, reference/bonsai2.md
-// §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Two kernels and a scratch buffer the
+// §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Three kernels and a scratch buffer the
 // caller owns; per (V head h, chunk c) the scratch holds, rows padded to GDC_CHUNK, d columns:
-//   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d] | KT = k̂⊙e^{γ_last−γ} [64][d]
-//   | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: the state pass reads it by column) | e^{γ_last}
-//   and padding [64]
-// (W and QE adjacent: the state pass multiplies both by S in one product.)
+//   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d], overwritten by V' |
+//   KT = k̂⊙e^{γ_last−γ} [64][d] | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: read by column) |
+//   e^{γ_last} and padding [64] | S_start [d][d] (the state the chunk starts from), padded to 4
 //
 // gated_delta_chunk_prepare: grid (chunks, v_heads), GDC_PREP_THREADS threads. Everything that
 // does not depend on the state, all chunks and heads at once: q̂, k̂ (HF's l2norm), the gates, γ =
@@ -14,21 +13,24 @@
 //
 // gated_delta_chunk_state: grid (ceil(d / 32), v_heads), GDC_STATE_THREADS threads. CTA (b, h)
 // owns value columns j = 32b + lane of V head h and keeps S[:, j] in shared memory across the
-// chunks, which it walks in order:
-//   [V'; O_inter] = [U; 0] − [W; −QE]·S   (one 128-row product: warps 0-3 rows of W, 4-7 of QE)
-//   O = O_inter + P·V'                      (warps 4-7, stored; P read transposed)
-//   S = e^{γ_last}·S + KTᵀ·V'
-// Neither kernel synchronises with the host; the launcher runs them only when rows is large.
+// chunks, which it walks in order, doing only what the next chunk depends on:
+//   S_start = S (stored);  V' = U − W·S (stored over U);  S = e^{γ_last}·S + KTᵀ·V'
+// gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), all chunks at once:
+//   O = QE·S_start + P·V'
+// No kernel synchronises with the host; the launcher runs them only when rows is large.
 
 #define GDC_CHUNK 64
 #define GDC_COLS 32
 #define GDC_PREP_THREADS 256
 #define GDC_STATE_THREADS 256
+#define GDC_OUT_THREADS 256
 // Row stride of A in shared memory: a multiple of 4, so the solve reads A's rows as float4.
 #define GDC_AM_LD 68
 
 // Floats of one (V head, chunk) block of the scratch.
-__device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
+// S_start follows the decay's padding; d² rounded up to 4 keeps every block 16-byte aligned.
+__device__ __forceinline__ long long gdc_s_start_at(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
+__device__ __forceinline__ long long gdc_block_len(int d) { return gdc_s_start_at(d) + (((long long)d * d + 3) & ~3LL); }
 
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
@@ -224,111 +226,87 @@ __device__ __forceinline__ void gdc_copy_rows_async(float* dst, int ld, const fl
     }
 }
 
-// Shared memory: S[:, block] [ds][32] (rows d.. zero), X = [W; QE] [128][ds], KT [64][ds], Pᵀ
-// [64][64], V' [64][32]; ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a
-// time), the columns d..ds−1 of X and KT zero.
-// The chunk's inputs arrive by cp.async, each into its own buffer as soon as the previous chunk
-// is done with it, so their loads overlap the previous chunk's products: X(c + 1) once V'(c) is
-// formed, P(c + 1) once O(c) is out, KT(c + 1) once S is updated. Every thread commits exactly one
-// group (possibly empty) at each of those three points, so "all but the 2 newest groups landed"
-// always means the oldest of X, P, KT that the next step needs.
+// Shared memory: S[:, block] [ds][32] (rows d.. zero), W [64][ds], KT [64][ds], V' [64][32]; ds =
+// d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time), the columns d..ds−1 of
+// W and KT zero.
+// The chunk's W and KT arrive by cp.async, each into its own buffer as soon as the previous chunk
+// is done with it, so their loads overlap the previous chunk's products: W(c + 1) once V'(c) is
+// formed, KT(c + 1) once S is updated. Every thread commits exactly one group (possibly empty) at
+// each of those two points, so "all but the newest group landed" is W(c) at the chunk's start.
+// Per chunk it stores S_start (the state the chunk starts from) and V' (over U) for
+// gated_delta_chunk_out.
 extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
-    gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
-                            int rows, int v_heads, int d) {
+    gated_delta_chunk_state(float* __restrict__ scratch, float* __restrict__ state, int rows, int d) {
     griddep_wait();
     griddep_launch_dependents();
     extern __shared__ float gdc_state_smem[];
     const int ds = (d + 15) & ~15;
     float* ssh = gdc_state_smem;                   // [ds][32]
-    float* xs = ssh + ds * GDC_COLS;               // [128][ds]
-    float* kts = xs + 2 * GDC_CHUNK * ds;          // [64][ds]
-    float* psh = kts + GDC_CHUNK * ds;             // [64][64]
-    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
+    float* ws = ssh + ds * GDC_COLS;               // [64][ds]
+    float* kts = ws + GDC_CHUNK * ds;              // [64][ds]
+    float* vp = kts + GDC_CHUNK * ds;              // [64][32]
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
     const bool column = j < d;
     const int chunks = (rows + GDC_CHUNK - 1) / GDC_CHUNK;
     const long long blk_len = gdc_block_len(d);
-    const float* head_blocks = scratch + (long long)h * chunks * blk_len;
+    float* head_blocks = scratch + (long long)h * chunks * blk_len;
     float* S = state + (long long)h * d * d;
     for (int r = warp; r < ds; r += GDC_STATE_THREADS / WARP_SIZE)
         ssh[r * GDC_COLS + lane] = column && r < d ? S[(long long)r * d + j] : 0.0f;
     if (ds != d) {
-        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x) xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) kts[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) {
+            ws[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+            kts[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+        }
     }
-    // Chunk 0's X, P and KT, three groups.
-    gdc_copy_rows_async(xs, ds, head_blocks, 2 * GDC_CHUNK, d);
-    cp_async_commit();
-    gdc_copy_rows_async(psh, GDC_CHUNK, head_blocks + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+    // Chunk 0's W and KT, two groups.
+    gdc_copy_rows_async(ws, ds, head_blocks, GDC_CHUNK, d);
     cp_async_commit();
     gdc_copy_rows_async(kts, ds, head_blocks + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
     cp_async_commit();
-    // Rows of [W; QE] this warp multiplies by S: 16 consecutive rows (8 warps cover 128).
-    const int row0 = warp * 16;
+    // Rows of W this warp multiplies by S: 8 consecutive rows (8 warps cover 64).
+    const int row0 = warp * 8;
     for (int c = 0; c < chunks; ++c) {
-        const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
-        const float* blk = head_blocks + c * blk_len;
+        const int n = min(GDC_CHUNK, rows - c * GDC_CHUNK);
+        float* blk = head_blocks + c * blk_len;
         const float* next = c + 1 < chunks ? blk + blk_len : nullptr;
-        const float* u_in = blk + 2 * GDC_CHUNK * d;
+        float* u_v = blk + 2 * GDC_CHUNK * d;  // U in, V' out (this CTA's columns only)
+        float* s_start = blk + gdc_s_start_at(d);
         const float decay = blk[4 * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK];
-        // U's 16 rows of this warp's column, read now so their latency hides behind the product.
-        float u[16];
-        if (row0 < GDC_CHUNK) {
+        // U's 8 rows of this warp's column, read now so their latency hides behind the product.
+        float u[8];
 #pragma unroll
-            for (int m = 0; m < 16; ++m) u[m] = column ? u_in[(row0 + m) * d + j] : 0.0f;
-        }
-        cp_async_wait<2>();
-        __syncthreads();  // X(c) is in shared memory (and the previous S update is done)
+        for (int m = 0; m < 8; ++m) u[m] = column ? u_v[(row0 + m) * d + j] : 0.0f;
+        cp_async_wait<1>();
+        __syncthreads();  // W(c) is in shared memory (and the previous S update is done)
+        if (column)
+            for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) s_start[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
 
-        float acc[16];
+        float acc[8];
         zero_fill(acc);
         for (int r = 0; r < ds; r += 4) {
             float s4[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
 #pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const float4 x4 = *(const float4*)(xs + (row0 + m) * ds + r);
+            for (int m = 0; m < 8; ++m) {
+                const float4 x4 = *(const float4*)(ws + (row0 + m) * ds + r);
                 acc[m] = fmaf(x4.x, s4[0], acc[m]);
                 acc[m] = fmaf(x4.y, s4[1], acc[m]);
                 acc[m] = fmaf(x4.z, s4[2], acc[m]);
                 acc[m] = fmaf(x4.w, s4[3], acc[m]);
             }
         }
-        if (row0 < GDC_CHUNK) {
 #pragma unroll
-            for (int m = 0; m < 16; ++m) vp[(row0 + m) * GDC_COLS + lane] = column ? u[m] - acc[m] : 0.0f;
+        for (int m = 0; m < 8; ++m) {
+            const float v = column ? u[m] - acc[m] : 0.0f;
+            vp[(row0 + m) * GDC_COLS + lane] = v;
+            if (column) u_v[(row0 + m) * d + j] = v;
         }
-        cp_async_wait<1>();
-        __syncthreads();  // V'(c) complete, P(c) in shared memory; X is free
-        if (next) gdc_copy_rows_async(xs, ds, next, 2 * GDC_CHUNK, d);
-        cp_async_commit();
-
-        if (row0 >= GDC_CHUNK) {
-            // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i = i0 + m (P_il = 0 past
-            // the diagonal), 16 rows of Pᵀ's row l as float4.
-            const int i0 = row0 - GDC_CHUNK;
-            for (int l = 0; l < min(i0 + 16, n); ++l) {
-                const float v = vp[l * GDC_COLS + lane];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
-                    acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
-                    acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
-                    acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
-                    acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
-                }
-            }
-#pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const int i = i0 + m;
-                if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
-            }
-        }
-        cp_async_wait<1>();
-        __syncthreads();  // KT(c) is in shared memory; P is free
-        if (next) gdc_copy_rows_async(psh, GDC_CHUNK, next + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+        cp_async_wait<0>();
+        __syncthreads();  // V'(c) complete, KT(c) in shared memory; W is free
+        if (next) gdc_copy_rows_async(ws, ds, next, GDC_CHUNK, d);
         cp_async_commit();
 
         // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
@@ -356,4 +334,87 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
     }
     for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE)
         if (column) S[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
+}
+
+// gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), GDC_OUT_THREADS threads. CTA (c, b, h)
+// writes O[:, 32b .. 32b + 31] of chunk c, head h: O = QE·S_start + P·V', every chunk at once
+// (the state pass left S_start and V' in the scratch). Warp w owns rows 8w .. 8w + 7, the lane a
+// column. Shared memory: QE [64][ds] (columns d.. zero), S_start[:, block] [ds][32] (rows d.. zero),
+// Pᵀ [64][64], V'[:, block] [64][32].
+extern "C" __global__ void __launch_bounds__(GDC_OUT_THREADS)
+    gated_delta_chunk_out(const float* __restrict__ scratch, float* __restrict__ out, int rows, int v_heads, int d) {
+    griddep_wait();
+    griddep_launch_dependents();
+    extern __shared__ float gdc_out_smem[];
+    const int ds = (d + 15) & ~15;
+    float* xs = gdc_out_smem;                      // [64][ds]
+    float* ssh = xs + GDC_CHUNK * ds;              // [ds][32]
+    float* psh = ssh + ds * GDC_COLS;              // [64][64]
+    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int c = blockIdx.x, h = blockIdx.z, j0 = blockIdx.y * GDC_COLS, j = j0 + lane;
+    const int cols = min(GDC_COLS, d - j0);
+    const int chunks = gridDim.x, t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
+    const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
+    if (ds != d)
+        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+    for (int e = threadIdx.x; e < ds * GDC_COLS; e += blockDim.x)
+        if (e / GDC_COLS >= d || e % GDC_COLS >= cols) ssh[e] = 0.0f;
+    for (int e = threadIdx.x; e < GDC_CHUNK * GDC_COLS; e += blockDim.x)
+        if (e % GDC_COLS >= cols) vp[e] = 0.0f;
+    gdc_copy_rows_async(xs, ds, blk + GDC_CHUNK * d, GDC_CHUNK, d);
+    gdc_copy_rows_async(psh, GDC_CHUNK, blk + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+    // S_start's and V''s rows restricted to this block's columns: 16-byte pieces when d is a multiple
+    // of 4 (then so is cols, and every row start j0 + r·d is aligned).
+    const float* s_start = blk + gdc_s_start_at(d) + j0;
+    const float* v_in = blk + 2 * GDC_CHUNK * d + j0;
+    if ((d & 3) == 0) {
+        const int per_row = cols / 4;
+        for (int e = threadIdx.x; e < d * per_row; e += blockDim.x)
+            cp_async16(ssh + (e / per_row) * GDC_COLS + 4 * (e % per_row), s_start + (long long)(e / per_row) * d + 4 * (e % per_row));
+        for (int e = threadIdx.x; e < GDC_CHUNK * per_row; e += blockDim.x)
+            cp_async16(vp + (e / per_row) * GDC_COLS + 4 * (e % per_row), v_in + (e / per_row) * d + 4 * (e % per_row));
+    } else {
+        for (int e = threadIdx.x; e < d * cols; e += blockDim.x)
+            cp_async4(ssh + (e / cols) * GDC_COLS + e % cols, s_start + (long long)(e / cols) * d + e % cols);
+        for (int e = threadIdx.x; e < GDC_CHUNK * cols; e += blockDim.x)
+            cp_async4(vp + (e / cols) * GDC_COLS + e % cols, v_in + (e / cols) * d + e % cols);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    const int i0 = warp * 8;
+    float acc[8];
+    zero_fill(acc);
+    for (int r = 0; r < ds; r += 4) {
+        float s4[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            const float4 x4 = *(const float4*)(xs + (i0 + m) * ds + r);
+            acc[m] = fmaf(x4.x, s4[0], acc[m]);
+            acc[m] = fmaf(x4.y, s4[1], acc[m]);
+            acc[m] = fmaf(x4.z, s4[2], acc[m]);
+            acc[m] = fmaf(x4.w, s4[3], acc[m]);
+        }
+    }
+    // + Σ_{l<=i} P_il V'_l (P_il = 0 past the diagonal), 8 rows of Pᵀ's row l as two float4.
+    for (int l = 0; l < min(i0 + 8, n); ++l) {
+        const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
+            acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
+            acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+        const int i = i0 + m;
+        if (j < d && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
+    }
 }
