@@ -23,8 +23,8 @@ pub struct DeltaGates<'a, A: DevicePtr<f32>> {
 /// Rows from which [`gated_delta`] runs the chunked kernels (gated_delta_chunked.cu) instead of
 /// the row kernel; mod.rs counts the work behind the choice.
 pub const CHUNKED_MIN_ROWS: usize = 16;
-/// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 1]
-/// tiles in the prepare kernel, 150 KiB at d = 256; [64][ds] + [64][ds] + [ds][32] floats, ds = d
+/// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 4]
+/// tiles in the prepare kernel, 152 KiB at d = 256; [64][ds] + [64][ds] + [ds][32] floats, ds = d
 /// rounded up to 16, plus 8 KiB in the state pass, 172 KiB at 256) and stays within the H200's
 /// 227 KiB per CTA up to d = 256. Larger heads run the row kernel at any row count.
 pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
@@ -186,8 +186,9 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     as_i32(OP, "scratch len", need)?;
     let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
     let q_scale = 1.0 / (d as f32).sqrt();
-    // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
-    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
+    // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂
+    // [64][ld] each, ld = d rounded up to 4, plus 4.
+    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(4) * 4 + 4) * 4;
     // State pass: S block [ds][32], W [64][ds], KT [64][ds], V' [64][32]; ds = d rounded up to 16.
     // Output pass: QE [64][ds], S_start block [ds][32], Pᵀ [64][64], V' block [64][32].
     let ds = d.div_ceil(16) * 16;

@@ -36,8 +36,10 @@ __device__ __forceinline__ long long gdc_block_len(int d) { return gdc_s_start_a
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
 // Shared memory: γ (f64), β, g, e^γ, e^{γ_last − γ}, A [64][GDC_AM_LD], k̂ and q̂ rows at stride
-// d + 1 (the Gram products read 16 rows at once across a warp: the odd stride puts them in 16
-// banks); once the Gram products are done the q̂ tile holds the chunk's V rows at stride d.
+// ld = d4 + 4, d4 = d rounded up to 4, columns d..d4−1 zero (the Gram products read 16 rows at
+// once across a warp as float4: when d is a multiple of 32, as Bonsai 2's 128, ld is 4 mod 32
+// floats, 8 rows cover the 32 banks and 16 rows take the 2 wavefronts their 256 bytes need); once the Gram products are done the q̂ tile
+// holds the chunk's V rows at stride d.
 // Global reads are issued all at once (cp.async) rather than row by row, so each costs one
 // latency, not one per row.
 extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
@@ -54,9 +56,9 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     float* egam = gate + GDC_CHUNK;                 // [64] e^γ
     float* egl = egam + GDC_CHUNK;                  // [64] e^{γ_last − γ}
     float* am = egl + GDC_CHUNK;                    // [64][GDC_AM_LD]
-    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][d + 1]
-    float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1], later V [64][d]
-    const int ld = d + 1;
+    const int d4 = (d + 3) & ~3, ld = d4 + 4;
+    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][ld]
+    float* qs = ks + GDC_CHUNK * ld;                // [64][ld], later V [64][d]
     const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
     const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
@@ -70,13 +72,27 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     float* p_out = blk + 4 * GDC_CHUNK * d;
     float* decay_out = p_out + GDC_CHUNK * GDC_CHUNK;
 
-    // The chunk's q and k rows (4-byte pieces: the tiles' odd stride leaves rows unaligned).
-    for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
-        const int r = e / d, i = e % d;
-        cp_async4(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
-        cp_async4(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+    // The chunk's q and k rows: 16-byte pieces when d is a multiple of 4 (every row start aligned).
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
+            const int r = e / per_row, i = 4 * (e % per_row);
+            cp_async16(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
+            cp_async16(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+        }
+    } else {
+        for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
+            const int r = e / d, i = e % d;
+            cp_async4(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
+            cp_async4(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+        }
     }
     cp_async_commit();
+    if (d4 != d)
+        for (int e = threadIdx.x; e < GDC_CHUNK * (d4 - d); e += blockDim.x) {
+            qs[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
+            ks[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
+        }
     if (threadIdx.x < GDC_CHUNK) {
         const int r = threadIdx.x;
         const long long at = (long long)(t0 + r) * v_heads + h;
@@ -129,26 +145,32 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 
     // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
     // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
-    // 12 shared loads per 32 fmaf.
+    // 12 float4 shared loads per 128 fmaf, each dot product in ascending x.
     {
         const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
         float acc_a[4][4], acc_p[4][4];
         zero_fill(acc_a);
         zero_fill(acc_p);
-        for (int x = 0; x < d; ++x) {
-            float kj[4], ki[4], qi[4];
+        for (int x = 0; x < d4; x += 4) {
+            float4 kj[4], ki[4], qi[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                kj[e] = ks[(jb + 16 * e) * ld + x];
-                ki[e] = ks[(ib + 16 * e) * ld + x];
-                qi[e] = qs[(ib + 16 * e) * ld + x];
+                kj[e] = *(const float4*)(ks + (jb + 16 * e) * ld + x);
+                ki[e] = *(const float4*)(ks + (ib + 16 * e) * ld + x);
+                qi[e] = *(const float4*)(qs + (ib + 16 * e) * ld + x);
             }
 #pragma unroll
             for (int ii = 0; ii < 4; ++ii) {
 #pragma unroll
                 for (int jj = 0; jj < 4; ++jj) {
-                    acc_a[ii][jj] = fmaf(ki[ii], kj[jj], acc_a[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii], kj[jj], acc_p[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].x, kj[jj].x, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].y, kj[jj].y, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].z, kj[jj].z, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].w, kj[jj].w, acc_a[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].x, kj[jj].x, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].y, kj[jj].y, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].z, kj[jj].z, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].w, kj[jj].w, acc_p[ii][jj]);
                 }
             }
         }
