@@ -30,7 +30,7 @@ pub const CHUNKED_MIN_ROWS: usize = 16;
 pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
 /// Rows per chunk (GDC_CHUNK in gated_delta_chunked.cu; the reference's CHUNK).
 const CHUNK: usize = crate::ops::gated_delta::CHUNK;
-/// Value columns per state-pass CTA (GDC_COLS) and the two kernels' CTA sizes.
+/// Value columns per state-pass and output CTA (GDC_COLS) and the three kernels' CTA sizes.
 const CHUNK_COLS: usize = 32;
 const PREP_THREADS: u32 = 256;
 const STATE_THREADS: u32 = 256;
@@ -61,7 +61,7 @@ fn chunk_block_len(d: usize) -> usize {
 /// then updated), `out: [rows, v_heads·d]`. `scratch` holds at least [`scratch_len`] floats (it may be `None`
 /// when that is 0: every call below [`CHUNKED_MIN_ROWS`] rows, decode included); its contents
 /// are overwritten. Below [`CHUNKED_MIN_ROWS`] rows one launch of the row kernel, graph-capturable;
-/// from there two launches of the chunked kernels. No host synchronisation either way. No rows:
+/// from there three launches of the chunked kernels. No host synchronisation either way. No rows:
 /// nothing runs.
 #[allow(clippy::too_many_arguments)]
 pub fn gated_delta<A: DevicePtr<f32>>(
@@ -160,7 +160,7 @@ pub(crate) fn launch_rows<A: DevicePtr<f32>>(
     Ok(())
 }
 
-/// The chunked kernels (`gated_delta_chunk_prepare`, then `gated_delta_chunk_state`) for any row
+/// The chunked kernels (`gated_delta_chunk_prepare`, `gated_delta_chunk_state`, then `gated_delta_chunk_out`) for any row
 /// count >= 1 and head_dim <= [`CHUNKED_MAX_HEAD_DIM`]; buffers checked by the caller except
 /// the scratch's length, checked here.
 #[allow(clippy::too_many_arguments)]
