@@ -518,7 +518,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/gated_delta/gated_delta_chunked.cu",
         text: include_str!("../ops/gated_delta/gated_delta_chunked.cu"),
-        entry_points: &["gated_delta_chunk_prepare", "gated_delta_chunk_state"],
+        entry_points: &["gated_delta_chunk_prepare", "gated_delta_chunk_state", "gated_delta_chunk_out"],
     },
     KernelSource {
         path: "ops/gated_rms_norm/gated_rms_norm.cu",

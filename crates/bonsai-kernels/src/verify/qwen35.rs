@@ -45,7 +45,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     ];
     // The row kernel (decode, short calls, a head past the chunked kernels' limit), then the
     // chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk, one chunk plus
-    // a row, several with a partial last one, a head that is not a multiple of 32 (nor of 4).
+    // a row, several with a partial last one, a head that is not a multiple of 32 (nor of 4), and
+    // several chunks over two 32-column blocks of a head that is a multiple of 4 (16-byte copies).
     let small = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
     let chunked_min = launch::gated_delta::CHUNKED_MIN_ROWS;
     let mut deltas = vec![
@@ -63,6 +64,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (small, 512),
         (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 70),
         (DeltaShape { k_heads: 1, v_heads: 2, head_dim: 200 }, 20),
+        (DeltaShape { k_heads: 1, v_heads: 3, head_dim: 64 }, 150),
     ];
     let mut norms = vec![(48usize, 128usize), (7, 64), (3, 33), (1, 1)];
     let mut gates = vec![7usize, 6144, 100_003];

@@ -23,16 +23,18 @@ pub struct DeltaGates<'a, A: DevicePtr<f32>> {
 /// Rows from which [`gated_delta`] runs the chunked kernels (gated_delta_chunked.cu) instead of
 /// the row kernel; mod.rs counts the work behind the choice.
 pub const CHUNKED_MIN_ROWS: usize = 16;
-/// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 1]
-/// tiles in the prepare kernel, [128][d] + [d][32] in the state pass) and stays within the H200's
+/// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 4]
+/// tiles in the prepare kernel, 152 KiB at d = 256; [64][ds] + [64][ds] + [ds][32] floats, ds = d
+/// rounded up to 16, plus 8 KiB in the state pass, 172 KiB at 256) and stays within the H200's
 /// 227 KiB per CTA up to d = 256. Larger heads run the row kernel at any row count.
 pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
 /// Rows per chunk (GDC_CHUNK in gated_delta_chunked.cu; the reference's CHUNK).
 const CHUNK: usize = crate::ops::gated_delta::CHUNK;
-/// Value columns per state-pass CTA (GDC_COLS) and the two kernels' CTA sizes.
+/// Value columns per state-pass and output CTA (GDC_COLS) and the three kernels' CTA sizes.
 const CHUNK_COLS: usize = 32;
 const PREP_THREADS: u32 = 256;
 const STATE_THREADS: u32 = 256;
+const OUT_THREADS: u32 = 256;
 
 /// Whether a call of `rows` rows runs the chunked kernels.
 pub fn uses_chunks(shape_: DeltaShape, rows: usize) -> bool {
@@ -40,8 +42,9 @@ pub fn uses_chunks(shape_: DeltaShape, rows: usize) -> bool {
 }
 
 /// Floats of scratch one call of `rows` rows needs (0 when it runs the row kernel): per V head and
-/// chunk, W, q̂⊙e^γ, U and k̂⊙e^{γ_last−γ} ([64][d] each), Pᵀ ([64][64]) and the chunk's decay
-/// (padded to 64).
+/// chunk, W, q̂⊙e^γ, U (then V') and k̂⊙e^{γ_last−γ} ([64][d] each), Pᵀ ([64][64]), the chunk's
+/// decay (padded to 64) and the state the chunk starts from ([d][d], padded to a multiple of 4 so
+/// every block stays 16-byte aligned).
 pub fn scratch_len(shape_: DeltaShape, rows: usize) -> usize {
     if !uses_chunks(shape_, rows) {
         return 0;
@@ -50,7 +53,7 @@ pub fn scratch_len(shape_: DeltaShape, rows: usize) -> usize {
 }
 
 fn chunk_block_len(d: usize) -> usize {
-    4 * CHUNK * d + CHUNK * CHUNK + CHUNK
+    4 * CHUNK * d + CHUNK * CHUNK + CHUNK + (d * d).div_ceil(4) * 4
 }
 
 /// `ops::gated_delta` on the device for `rows` rows of one sequence: `conv_out: [rows,
@@ -58,7 +61,7 @@ fn chunk_block_len(d: usize) -> usize {
 /// then updated), `out: [rows, v_heads·d]`. `scratch` holds at least [`scratch_len`] floats (it may be `None`
 /// when that is 0: every call below [`CHUNKED_MIN_ROWS`] rows, decode included); its contents
 /// are overwritten. Below [`CHUNKED_MIN_ROWS`] rows one launch of the row kernel, graph-capturable;
-/// from there two launches of the chunked kernels. No host synchronisation either way. No rows:
+/// from there three launches of the chunked kernels. No host synchronisation either way. No rows:
 /// nothing runs.
 #[allow(clippy::too_many_arguments)]
 pub fn gated_delta<A: DevicePtr<f32>>(
@@ -157,7 +160,7 @@ pub(crate) fn launch_rows<A: DevicePtr<f32>>(
     Ok(())
 }
 
-/// The chunked kernels (`gated_delta_chunk_prepare`, then `gated_delta_chunk_state`) for any row
+/// The chunked kernels (`gated_delta_chunk_prepare`, `gated_delta_chunk_state`, then `gated_delta_chunk_out`) for any row
 /// count >= 1 and head_dim <= [`CHUNKED_MAX_HEAD_DIM`]; buffers checked by the caller except
 /// the scratch's length, checked here.
 #[allow(clippy::too_many_arguments)]
@@ -183,15 +186,20 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     as_i32(OP, "scratch len", need)?;
     let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
     let q_scale = 1.0 / (d as f32).sqrt();
-    // γ (f64) [64], β and g [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂ [64][d + 1] each.
-    let prep_smem = CHUNK * 8 + 2 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d + 1) * 4;
-    // S block [d][32], [W; QE] [128][ds], Pᵀ [64][64], V' [64][32]; ds = d rounded up to 16.
+    // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂
+    // [64][ld] each, ld = d rounded up to 4, plus 4.
+    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(4) * 4 + 4) * 4;
+    // State pass: S block [ds][32], W [64][ds], KT [64][ds], V' [64][32]; ds = d rounded up to 16.
+    // Output pass: QE [64][ds], S_start block [ds][32], Pᵀ [64][64], V' block [64][32].
     let ds = d.div_ceil(16) * 16;
-    let state_smem = (d * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
+    let state_smem = (ds * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK_COLS) * 4;
+    let out_smem = (CHUNK * ds + ds * CHUNK_COLS + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
     let prepare = gpu.function("gated_delta_chunk_prepare")?;
     let pass = gpu.function("gated_delta_chunk_state")?;
+    let outputs = gpu.function("gated_delta_chunk_out")?;
     opt_in_shared_memory(OP, gpu.stream, prepare, prep_smem, &format!("gated_delta_chunk_prepare at head_dim {d}"))?;
     opt_in_shared_memory(OP, gpu.stream, pass, state_smem, &format!("gated_delta_chunk_state at head_dim {d}"))?;
+    opt_in_shared_memory(OP, gpu.stream, outputs, out_smem, &format!("gated_delta_chunk_out at head_dim {d}"))?;
     let (c_p, _a) = read_ptr(conv_out, gpu.stream);
     let (al_p, _b) = read_ptr(alpha, gpu.stream);
     let (be_p, _c) = read_ptr(beta, gpu.stream);
@@ -210,15 +218,27 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
         // scratch holds v_heads·chunks blocks (checked above); the shared memory opted in above.
         unsafe { l.launch(cfg) }?;
     }
-    let mut l = Launch::new(gpu, pass);
-    l.arg(&w_p).arg(&s_p).arg(&o_p).arg(&rows_i).arg(&vh_i).arg(&d_i);
+    {
+        let mut l = Launch::new(gpu, pass);
+        l.arg(&w_p).arg(&s_p).arg(&rows_i).arg(&d_i);
+        let cfg = LaunchConfig {
+            grid_dim: (d.div_ceil(CHUNK_COLS) as u32, v_heads as u32, 1),
+            block_dim: (STATE_THREADS, 1, 1),
+            shared_mem_bytes: state_smem as u32,
+        };
+        // SAFETY: matches gated_delta_chunk_state(scratch, state, rows, d); the scratch was filled
+        // by the launch above on the same stream; state checked by the caller.
+        unsafe { l.launch(cfg) }?;
+    }
+    let mut l = Launch::new(gpu, outputs);
+    l.arg(&w_p).arg(&o_p).arg(&rows_i).arg(&vh_i).arg(&d_i);
     let cfg = LaunchConfig {
-        grid_dim: (d.div_ceil(CHUNK_COLS) as u32, v_heads as u32, 1),
-        block_dim: (STATE_THREADS, 1, 1),
-        shared_mem_bytes: state_smem as u32,
+        grid_dim: (chunks as u32, d.div_ceil(CHUNK_COLS) as u32, v_heads as u32),
+        block_dim: (OUT_THREADS, 1, 1),
+        shared_mem_bytes: out_smem as u32,
     };
-    // SAFETY: matches gated_delta_chunk_state(scratch, state, out, rows, v_heads, d); the scratch
-    // was filled by the launch above on the same stream; state and out checked by the caller.
+    // SAFETY: matches gated_delta_chunk_out(scratch, out, rows, v_heads, d); the scratch holds
+    // S_start and V' from the state pass on the same stream; out checked by the caller.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

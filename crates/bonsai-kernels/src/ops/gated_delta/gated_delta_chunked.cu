@@ -1,10 +1,9 @@
 // The Gated DeltaNet of one sequence in the chunked form (ops/gated_delta/mod.rs, reference/bonsai2.md
-// §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Two kernels and a scratch buffer the
+// §3.6 step 7), chunks of GDC_CHUNK rows, tiled V heads. Three kernels and a scratch buffer the
 // caller owns; per (V head h, chunk c) the scratch holds, rows padded to GDC_CHUNK, d columns:
-//   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d] | KT = k̂⊙e^{γ_last−γ} [64][d]
-//   | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: the state pass reads it by column) | e^{γ_last}
-//   and padding [64]
-// (W and QE adjacent: the state pass multiplies both by S in one product.)
+//   W = T(β⊙e^γ⊙K) [64][d] | QE = q̂⊙e^γ [64][d] | U = T(β⊙V) [64][d], overwritten by V' |
+//   KT = k̂⊙e^{γ_last−γ} [64][d] | Pᵀ [64][64] (P = (q̂k̂ᵀ)⊙D, stored transposed: read by column) |
+//   e^{γ_last} and padding [64] | S_start [d][d] (the state the chunk starts from), padded to 4
 //
 // gated_delta_chunk_prepare: grid (chunks, v_heads), GDC_PREP_THREADS threads. Everything that
 // does not depend on the state, all chunks and heads at once: q̂, k̂ (HF's l2norm), the gates, γ =
@@ -14,27 +13,35 @@
 //
 // gated_delta_chunk_state: grid (ceil(d / 32), v_heads), GDC_STATE_THREADS threads. CTA (b, h)
 // owns value columns j = 32b + lane of V head h and keeps S[:, j] in shared memory across the
-// chunks, which it walks in order:
-//   [V'; O_inter] = [U; 0] − [W; −QE]·S   (one 128-row product: warps 0-3 rows of W, 4-7 of QE)
-//   O = O_inter + P·V'                      (warps 4-7, stored; P read transposed)
-//   S = e^{γ_last}·S + KTᵀ·V'
-// Neither kernel synchronises with the host; the launcher runs them only when rows is large.
+// chunks, which it walks in order, doing only what the next chunk depends on:
+//   S_start = S (stored);  V' = U − W·S (stored over U);  S = e^{γ_last}·S + KTᵀ·V'
+// gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), all chunks at once:
+//   O = QE·S_start + P·V'
+// No kernel synchronises with the host; the launcher runs them only when rows is large.
 
 #define GDC_CHUNK 64
 #define GDC_COLS 32
 #define GDC_PREP_THREADS 256
 #define GDC_STATE_THREADS 256
+#define GDC_OUT_THREADS 256
 // Row stride of A in shared memory: a multiple of 4, so the solve reads A's rows as float4.
 #define GDC_AM_LD 68
 
 // Floats of one (V head, chunk) block of the scratch.
-__device__ __forceinline__ long long gdc_block_len(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
+// S_start follows the decay's padding; d² rounded up to 4 keeps every block 16-byte aligned.
+__device__ __forceinline__ long long gdc_s_start_at(int d) { return 4LL * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK + GDC_CHUNK; }
+__device__ __forceinline__ long long gdc_block_len(int d) { return gdc_s_start_at(d) + (((long long)d * d + 3) & ~3LL); }
 
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
-// Shared memory: γ (f64), β, g, A [64][GDC_AM_LD], q̂ and k̂ rows at stride d + 1 (the Gram products
-// read 16 rows at once across a warp: the odd stride puts them in 16 banks).
+// Shared memory: γ (f64), β, g, e^γ, e^{γ_last − γ}, A [64][GDC_AM_LD], k̂ and q̂ rows at stride
+// ld = d4 + 4, d4 = d rounded up to 4, columns d..d4−1 zero (the Gram products read 16 rows at
+// once across a warp as float4: when d is a multiple of 32, as Bonsai 2's 128, ld is 4 mod 32
+// floats, 8 rows cover the 32 banks and 16 rows take the 2 wavefronts their 256 bytes need); once the Gram products are done the q̂ tile
+// holds the chunk's V rows at stride d.
+// Global reads are issued all at once (cp.async) rather than row by row, so each costs one
+// latency, not one per row.
 extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     gated_delta_chunk_prepare(const float* __restrict__ conv_out, const float* __restrict__ alpha,
                               const float* __restrict__ beta, const float* __restrict__ ssm_a,
@@ -46,14 +53,17 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     double* gam = gdc_prep_smem;                    // [64]
     float* bet = (float*)(gam + GDC_CHUNK);         // [64]
     float* gate = bet + GDC_CHUNK;                  // [64]
-    float* am = gate + GDC_CHUNK;                   // [64][GDC_AM_LD]
-    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][d + 1]
-    float* qs = ks + GDC_CHUNK * (d + 1);           // [64][d + 1]
-    const int ld = d + 1;
+    float* egam = gate + GDC_CHUNK;                 // [64] e^γ
+    float* egl = egam + GDC_CHUNK;                  // [64] e^{γ_last − γ}
+    float* am = egl + GDC_CHUNK;                    // [64][GDC_AM_LD]
+    const int d4 = (d + 3) & ~3, ld = d4 + 4;
+    float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][ld]
+    float* qs = ks + GDC_CHUNK * ld;                // [64][ld], later V [64][d]
     const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
     const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const long long row_len = (long long)(2 * k_heads + v_heads) * d;
+    const float* rows_in = conv_out + (long long)t0 * row_len;
     float* blk = scratch + ((long long)h * gridDim.x + c) * gdc_block_len(d);
     float* w_out = blk;
     float* qe_out = blk + GDC_CHUNK * d;
@@ -62,15 +72,49 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     float* p_out = blk + 4 * GDC_CHUNK * d;
     float* decay_out = p_out + GDC_CHUNK * GDC_CHUNK;
 
+    // The chunk's q and k rows: 16-byte pieces when d is a multiple of 4 (every row start aligned).
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
+            const int r = e / per_row, i = 4 * (e % per_row);
+            cp_async16(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
+            cp_async16(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+        }
+    } else {
+        for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
+            const int r = e / d, i = e % d;
+            cp_async4(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
+            cp_async4(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+        }
+    }
+    cp_async_commit();
+    if (d4 != d)
+        for (int e = threadIdx.x; e < GDC_CHUNK * (d4 - d); e += blockDim.x) {
+            qs[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
+            ks[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
+        }
+    if (threadIdx.x < GDC_CHUNK) {
+        const int r = threadIdx.x;
+        const long long at = (long long)(t0 + r) * v_heads + h;
+        gate[r] = r < n ? ssm_a[h] * gdc_softplus(alpha[at] + dt_bias[h]) : 0.0f;
+        bet[r] = r < n ? sigmoid_stable(beta[at]) : 0.0f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // Padding rows repeat the last γ (their gates are 0), so D and KT stay finite there.
+        double cum = 0.0;
+        for (int r = 0; r < GDC_CHUNK; ++r) {
+            cum += (double)gate[r];
+            gam[r] = cum;
+        }
+    }
     // q̂ = q·rsqrt(Σq² + eps)·q_scale, k̂ = k·rsqrt(Σk² + eps): a warp per row; rows past n are 0.
     for (int r = warp; r < GDC_CHUNK; r += warps) {
         float sq = 0.0f, sk = 0.0f;
         if (r < n) {
-            const float* row = conv_out + (long long)(t0 + r) * row_len;
             for (int i = lane; i < d; i += WARP_SIZE) {
-                const float qv = row[kh * d + i], kv = row[(k_heads + kh) * d + i];
-                qs[r * ld + i] = qv;
-                ks[r * ld + i] = kv;
+                const float qv = qs[r * ld + i], kv = ks[r * ld + i];
                 sq = fmaf(qv, qv, sq);
                 sk = fmaf(kv, kv, sk);
             }
@@ -83,45 +127,50 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
             ks[r * ld + i] = r < n ? ks[r * ld + i] * rk : 0.0f;
         }
     }
-    if (threadIdx.x < GDC_CHUNK) {
-        const int r = threadIdx.x;
-        const long long at = (long long)(t0 + r) * v_heads + h;
-        gate[r] = r < n ? ssm_a[h] * gdc_softplus(alpha[at] + dt_bias[h]) : 0.0f;
-        bet[r] = r < n ? sigmoid_stable(beta[at]) : 0.0f;
-    }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        // Padding rows repeat the last γ (their gates are 0), so D and KT stay finite there.
-        double cum = 0.0;
-        for (int r = 0; r < GDC_CHUNK; ++r) {
-            cum += (double)gate[r];
-            gam[r] = cum;
-        }
+    const double last = gam[GDC_CHUNK - 1];
+    if (threadIdx.x < GDC_CHUNK) {
+        egam[threadIdx.x] = expf((float)gam[threadIdx.x]);
+        egl[threadIdx.x] = expf((float)(last - gam[threadIdx.x]));
     }
     __syncthreads();
 
+    // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
+    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
+        const int i = e / d, x = e % d;
+        qe_out[e] = qs[i * ld + x] * egam[i];
+        kt_out[e] = ks[i * ld + x] * egl[i];
+    }
+    if (threadIdx.x == 0) decay_out[0] = egam[GDC_CHUNK - 1];
+
     // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
     // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
-    // 12 shared loads per 32 fmaf.
+    // 12 float4 shared loads per 128 fmaf, each dot product in ascending x.
     {
         const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
         float acc_a[4][4], acc_p[4][4];
         zero_fill(acc_a);
         zero_fill(acc_p);
-        for (int x = 0; x < d; ++x) {
-            float kj[4], ki[4], qi[4];
+        for (int x = 0; x < d4; x += 4) {
+            float4 kj[4], ki[4], qi[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                kj[e] = ks[(jb + 16 * e) * ld + x];
-                ki[e] = ks[(ib + 16 * e) * ld + x];
-                qi[e] = qs[(ib + 16 * e) * ld + x];
+                kj[e] = *(const float4*)(ks + (jb + 16 * e) * ld + x);
+                ki[e] = *(const float4*)(ks + (ib + 16 * e) * ld + x);
+                qi[e] = *(const float4*)(qs + (ib + 16 * e) * ld + x);
             }
 #pragma unroll
             for (int ii = 0; ii < 4; ++ii) {
 #pragma unroll
                 for (int jj = 0; jj < 4; ++jj) {
-                    acc_a[ii][jj] = fmaf(ki[ii], kj[jj], acc_a[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii], kj[jj], acc_p[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].x, kj[jj].x, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].y, kj[jj].y, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].z, kj[jj].z, acc_a[ii][jj]);
+                    acc_a[ii][jj] = fmaf(ki[ii].w, kj[jj].w, acc_a[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].x, kj[jj].x, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].y, kj[jj].y, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].z, kj[jj].z, acc_p[ii][jj]);
+                    acc_p[ii][jj] = fmaf(qi[ii].w, kj[jj].w, acc_p[ii][jj]);
                 }
             }
         }
@@ -138,6 +187,23 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     }
     __syncthreads();
 
+    // The chunk's V rows of this head into the q̂ tile (free once the Gram products are done), at
+    // stride d: 16-byte pieces when d is a multiple of 4 (rows and the v block then aligned).
+    float* vs = qs;
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
+            const int r = e / per_row, i = 4 * (e % per_row);
+            cp_async16(vs + r * d + i, rows_in + r * row_len + (long long)(2 * k_heads + h) * d + i);
+        }
+    } else {
+        for (int e = threadIdx.x; e < n * d; e += blockDim.x)
+            cp_async4(vs + e, rows_in + (e / d) * row_len + (long long)(2 * k_heads + h) * d + e % d);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
     // (I + A) X = B by forward substitution, a column of X per thread: columns 0..d−1 solve for
     // U (B = β⊙V), d..2d−1 for W (B = β⊙e^γ⊙K). The chain x_i = b_i − Σ_{j<i} A_ij x_j runs in
     // ascending j with fmaf.
@@ -148,10 +214,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
         for (int i = 0; i < GDC_CHUNK; ++i) {
             float b = 0.0f;
-            if (i < n) {
-                b = is_u ? bet[i] * conv_out[(long long)(t0 + i) * row_len + (long long)(2 * k_heads + h) * d + cc]
-                         : bet[i] * expf((float)gam[i]) * ks[i * ld + cc];
-            }
+            if (i < n) b = is_u ? bet[i] * vs[i * d + cc] : bet[i] * egam[i] * ks[i * ld + cc];
             float acc = b;
 #pragma unroll
             for (int j = 0; j < i; j += 4) {
@@ -167,99 +230,106 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
         for (int i = 0; i < GDC_CHUNK; ++i) dst[i * d + cc] = x[i];
     }
-
-    // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
-    const double last = gam[GDC_CHUNK - 1];
-    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
-        const int i = e / d, x = e % d;
-        qe_out[e] = qs[i * ld + x] * expf((float)gam[i]);
-        kt_out[e] = ks[i * ld + x] * expf((float)(last - gam[i]));
-    }
-    if (threadIdx.x == 0) decay_out[0] = expf((float)last);
 }
 
-// Shared memory: S[:, block] [d][32], X = [W; QE] [128][ds] (reused for KT), Pᵀ [64][64], V' [64][32];
-// ds = d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time).
+// Copies rows x d floats (global rows at stride d, shared rows at stride ld, a multiple of 4) into
+// shared memory with cp.async, all of the CTA's threads taking pieces; 16-byte pieces when d is a
+// multiple of 4 (every row then starts 16-byte aligned in both), else 4-byte ones. Columns d..ld−1
+// are left alone. The caller commits the group.
+__device__ __forceinline__ void gdc_copy_rows_async(float* dst, int ld, const float* src, int rows, int d) {
+    if ((d & 3) == 0) {
+        const int per_row = d / 4;
+        for (int e = threadIdx.x; e < rows * per_row; e += blockDim.x) {
+            const int r = e / per_row, x = 4 * (e % per_row);
+            cp_async16(dst + r * ld + x, src + (long long)r * d + x);
+        }
+    } else {
+        for (int e = threadIdx.x; e < rows * d; e += blockDim.x) cp_async4(dst + (e / d) * ld + e % d, src + e);
+    }
+}
+
+// Shared memory: S[:, block] [ds][32] (rows d.. zero), W [64][ds], KT [64][ds], V' [64][32]; ds =
+// d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time), the columns d..ds−1 of
+// W and KT zero.
+// The chunk's W and KT arrive by cp.async, each into its own buffer as soon as the previous chunk
+// is done with it, so their loads overlap the previous chunk's products: W(c + 1) once V'(c) is
+// formed, KT(c + 1) once S is updated. Every thread commits exactly one group (possibly empty) at
+// each of those two points, so "all but the newest group landed" is W(c) at the chunk's start.
+// Per chunk it stores S_start (the state the chunk starts from) and V' (over U) for
+// gated_delta_chunk_out.
 extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
-    gated_delta_chunk_state(const float* __restrict__ scratch, float* __restrict__ state, float* __restrict__ out,
-                            int rows, int v_heads, int d) {
+    gated_delta_chunk_state(float* __restrict__ scratch, float* __restrict__ state, int rows, int d) {
     griddep_wait();
     griddep_launch_dependents();
     extern __shared__ float gdc_state_smem[];
     const int ds = (d + 15) & ~15;
-    float* ssh = gdc_state_smem;                   // [d][32]
-    float* xs = ssh + d * GDC_COLS;                // [128][ds]
-    float* psh = xs + 2 * GDC_CHUNK * ds;          // [64][64]
-    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
+    float* ssh = gdc_state_smem;                   // [ds][32]
+    float* ws = ssh + ds * GDC_COLS;               // [64][ds]
+    float* kts = ws + GDC_CHUNK * ds;              // [64][ds]
+    float* vp = kts + GDC_CHUNK * ds;              // [64][32]
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
     const bool column = j < d;
     const int chunks = (rows + GDC_CHUNK - 1) / GDC_CHUNK;
+    const long long blk_len = gdc_block_len(d);
+    float* head_blocks = scratch + (long long)h * chunks * blk_len;
     float* S = state + (long long)h * d * d;
-    for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) ssh[r * GDC_COLS + lane] = column ? S[(long long)r * d + j] : 0.0f;
-    // Rows of [W; QE] this warp multiplies by S: 16 consecutive rows (8 warps cover 128).
-    const int row0 = warp * 16;
+    for (int r = warp; r < ds; r += GDC_STATE_THREADS / WARP_SIZE)
+        ssh[r * GDC_COLS + lane] = column && r < d ? S[(long long)r * d + j] : 0.0f;
+    if (ds != d) {
+        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) {
+            ws[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+            kts[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+        }
+    }
+    // Chunk 0's W and KT, two groups.
+    gdc_copy_rows_async(ws, ds, head_blocks, GDC_CHUNK, d);
+    cp_async_commit();
+    gdc_copy_rows_async(kts, ds, head_blocks + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+    cp_async_commit();
+    // Rows of W this warp multiplies by S: 8 consecutive rows (8 warps cover 64).
+    const int row0 = warp * 8;
     for (int c = 0; c < chunks; ++c) {
-        const int t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
-        const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
-        const float* u_in = blk + 2 * GDC_CHUNK * d;
-        const float* kt_in = blk + 3 * GDC_CHUNK * d;
-        const float* p_in = blk + 4 * GDC_CHUNK * d;
-        const float decay = p_in[GDC_CHUNK * GDC_CHUNK];
-        for (int e = threadIdx.x; e < 2 * GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = blk[e];
-        if (ds != d)
-            for (int e = threadIdx.x; e < 2 * GDC_CHUNK * (ds - d); e += blockDim.x)
-                xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-        for (int e = threadIdx.x; e < GDC_CHUNK * GDC_CHUNK; e += blockDim.x) psh[e] = p_in[e];
-        __syncthreads();  // the chunk's inputs are in shared memory (and the previous S update is done)
+        const int n = min(GDC_CHUNK, rows - c * GDC_CHUNK);
+        float* blk = head_blocks + c * blk_len;
+        const float* next = c + 1 < chunks ? blk + blk_len : nullptr;
+        float* u_v = blk + 2 * GDC_CHUNK * d;  // U in, V' out (this CTA's columns only)
+        float* s_start = blk + gdc_s_start_at(d);
+        const float decay = blk[4 * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK];
+        // U's 8 rows of this warp's column, read now so their latency hides behind the product.
+        float u[8];
+#pragma unroll
+        for (int m = 0; m < 8; ++m) u[m] = column ? u_v[(row0 + m) * d + j] : 0.0f;
+        cp_async_wait<1>();
+        __syncthreads();  // W(c) is in shared memory (and the previous S update is done)
+        if (column)
+            for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) s_start[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
 
-        float acc[16];
+        float acc[8];
         zero_fill(acc);
         for (int r = 0; r < ds; r += 4) {
             float s4[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) s4[q] = r + q < d ? ssh[(r + q) * GDC_COLS + lane] : 0.0f;
+            for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
 #pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const float4 x4 = *(const float4*)(xs + (row0 + m) * ds + r);
+            for (int m = 0; m < 8; ++m) {
+                const float4 x4 = *(const float4*)(ws + (row0 + m) * ds + r);
                 acc[m] = fmaf(x4.x, s4[0], acc[m]);
                 acc[m] = fmaf(x4.y, s4[1], acc[m]);
                 acc[m] = fmaf(x4.z, s4[2], acc[m]);
                 acc[m] = fmaf(x4.w, s4[3], acc[m]);
             }
         }
-        if (row0 < GDC_CHUNK) {
 #pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const int i = row0 + m;
-                vp[i * GDC_COLS + lane] = column ? u_in[i * d + j] - acc[m] : 0.0f;
-            }
+        for (int m = 0; m < 8; ++m) {
+            const float v = column ? u[m] - acc[m] : 0.0f;
+            vp[(row0 + m) * GDC_COLS + lane] = v;
+            if (column) u_v[(row0 + m) * d + j] = v;
         }
-        __syncthreads();  // V' complete; X is free for KT
-
-        for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) xs[(e / d) * ds + e % d] = kt_in[e];
-        if (row0 >= GDC_CHUNK) {
-            // O_i = QE_i·S + Σ_{l<=i} P_il V'_l for this warp's 16 rows i = i0 + m (P_il = 0 past
-            // the diagonal), 16 rows of Pᵀ's row l as float4.
-            const int i0 = row0 - GDC_CHUNK;
-            for (int l = 0; l < min(i0 + 16, n); ++l) {
-                const float v = vp[l * GDC_COLS + lane];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
-                    acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
-                    acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
-                    acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
-                    acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
-                }
-            }
-#pragma unroll
-            for (int m = 0; m < 16; ++m) {
-                const int i = i0 + m;
-                if (column && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
-            }
-        }
-        __syncthreads();  // KT is in shared memory
+        cp_async_wait<0>();
+        __syncthreads();  // V'(c) complete, KT(c) in shared memory; W is free
+        if (next) gdc_copy_rows_async(ws, ds, next, GDC_CHUNK, d);
+        cp_async_commit();
 
         // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
         for (int r0 = warp * 16; r0 < d; r0 += GDC_STATE_THREADS / WARP_SIZE * 16) {
@@ -269,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
                 const float v = vp[l * GDC_COLS + lane];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    const float4 k4 = *(const float4*)(xs + l * ds + r0 + 4 * q);
+                    const float4 k4 = *(const float4*)(kts + l * ds + r0 + 4 * q);
                     su[4 * q] = fmaf(k4.x, v, su[4 * q]);
                     su[4 * q + 1] = fmaf(k4.y, v, su[4 * q + 1]);
                     su[4 * q + 2] = fmaf(k4.z, v, su[4 * q + 2]);
@@ -280,8 +350,93 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
             for (int m = 0; m < 16; ++m)
                 if (r0 + m < d) ssh[(r0 + m) * GDC_COLS + lane] = fmaf(decay, ssh[(r0 + m) * GDC_COLS + lane], su[m]);
         }
-        __syncthreads();  // S updated; X, P and V' may be overwritten
+        __syncthreads();  // S updated; KT and V' are free
+        if (next) gdc_copy_rows_async(kts, ds, next + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+        cp_async_commit();
     }
     for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE)
         if (column) S[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
+}
+
+// gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), GDC_OUT_THREADS threads. CTA (c, b, h)
+// writes O[:, 32b .. 32b + 31] of chunk c, head h: O = QE·S_start + P·V', every chunk at once
+// (the state pass left S_start and V' in the scratch). Warp w owns rows 8w .. 8w + 7, the lane a
+// column. Shared memory: QE [64][ds] (columns d.. zero), S_start[:, block] [ds][32] (rows d.. zero),
+// Pᵀ [64][64], V'[:, block] [64][32].
+extern "C" __global__ void __launch_bounds__(GDC_OUT_THREADS)
+    gated_delta_chunk_out(const float* __restrict__ scratch, float* __restrict__ out, int rows, int v_heads, int d) {
+    griddep_wait();
+    griddep_launch_dependents();
+    extern __shared__ float gdc_out_smem[];
+    const int ds = (d + 15) & ~15;
+    float* xs = gdc_out_smem;                      // [64][ds]
+    float* ssh = xs + GDC_CHUNK * ds;              // [ds][32]
+    float* psh = ssh + ds * GDC_COLS;              // [64][64]
+    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int c = blockIdx.x, h = blockIdx.z, j0 = blockIdx.y * GDC_COLS, j = j0 + lane;
+    const int cols = min(GDC_COLS, d - j0);
+    const int chunks = gridDim.x, t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
+    const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
+    if (ds != d)
+        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
+    for (int e = threadIdx.x; e < ds * GDC_COLS; e += blockDim.x)
+        if (e / GDC_COLS >= d || e % GDC_COLS >= cols) ssh[e] = 0.0f;
+    for (int e = threadIdx.x; e < GDC_CHUNK * GDC_COLS; e += blockDim.x)
+        if (e % GDC_COLS >= cols) vp[e] = 0.0f;
+    gdc_copy_rows_async(xs, ds, blk + GDC_CHUNK * d, GDC_CHUNK, d);
+    gdc_copy_rows_async(psh, GDC_CHUNK, blk + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+    // S_start's and V''s rows restricted to this block's columns: 16-byte pieces when d is a multiple
+    // of 4 (then so is cols, and every row start j0 + r·d is aligned).
+    const float* s_start = blk + gdc_s_start_at(d) + j0;
+    const float* v_in = blk + 2 * GDC_CHUNK * d + j0;
+    if ((d & 3) == 0) {
+        const int per_row = cols / 4;
+        for (int e = threadIdx.x; e < d * per_row; e += blockDim.x)
+            cp_async16(ssh + (e / per_row) * GDC_COLS + 4 * (e % per_row), s_start + (long long)(e / per_row) * d + 4 * (e % per_row));
+        for (int e = threadIdx.x; e < GDC_CHUNK * per_row; e += blockDim.x)
+            cp_async16(vp + (e / per_row) * GDC_COLS + 4 * (e % per_row), v_in + (e / per_row) * d + 4 * (e % per_row));
+    } else {
+        for (int e = threadIdx.x; e < d * cols; e += blockDim.x)
+            cp_async4(ssh + (e / cols) * GDC_COLS + e % cols, s_start + (long long)(e / cols) * d + e % cols);
+        for (int e = threadIdx.x; e < GDC_CHUNK * cols; e += blockDim.x)
+            cp_async4(vp + (e / cols) * GDC_COLS + e % cols, v_in + (e / cols) * d + e % cols);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    const int i0 = warp * 8;
+    float acc[8];
+    zero_fill(acc);
+    for (int r = 0; r < ds; r += 4) {
+        float s4[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            const float4 x4 = *(const float4*)(xs + (i0 + m) * ds + r);
+            acc[m] = fmaf(x4.x, s4[0], acc[m]);
+            acc[m] = fmaf(x4.y, s4[1], acc[m]);
+            acc[m] = fmaf(x4.z, s4[2], acc[m]);
+            acc[m] = fmaf(x4.w, s4[3], acc[m]);
+        }
+    }
+    // + Σ_{l<=i} P_il V'_l (P_il = 0 past the diagonal), 8 rows of Pᵀ's row l as two float4.
+    for (int l = 0; l < min(i0 + 8, n); ++l) {
+        const float v = vp[l * GDC_COLS + lane];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
+            acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
+            acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+        const int i = i0 + m;
+        if (j < d && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
+    }
 }

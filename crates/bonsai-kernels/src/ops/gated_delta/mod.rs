@@ -54,16 +54,33 @@
 //! could be computed once). The row kernel instead runs rows dependent steps, each a pass over the
 //! state with 4 CTA barriers and two d-length reductions: its time grows with rows at a latency
 //! per row, not with FLOPs.
-//! CUDA chunked (cuda.rs, gated_delta_chunked.cu), two launches: `gated_delta_chunk_prepare`, one
-//! CTA per (chunk, V head), everything independent of the state (q̂, k̂, gates, γ in f64, A, P, the
-//! forward substitution for U and W in registers) into a scratch of
-//! [`crate::launch::gated_delta::scratch_len`] floats (56.7 MB at 512 rows; the caller owns it,
-//! like attention's scratch, so a plan allocates it once); then `gated_delta_chunk_state`, one CTA
-//! per (V head, 32 value columns) holding its S columns in shared memory and walking the chunks in
-//! order. The launcher picks it from [`crate::launch::gated_delta::CHUNKED_MIN_ROWS`] = 16 rows:
+//! CUDA chunked (cuda.rs, gated_delta_chunked.cu), three launches into a scratch of
+//! [`crate::launch::gated_delta::scratch_len`] floats (per V head and chunk W, q̂⊙e^γ, U, KT, Pᵀ,
+//! the decay and the chunk's starting state: 81.9 MB at 512 rows; the caller owns it, like
+//! attention's scratch, so a plan allocates it once):
+//! - `gated_delta_chunk_prepare`, one CTA per (chunk, V head): everything independent of the state
+//!   (q̂, k̂, gates, γ in f64, A, P, the forward substitution for U and W in registers). Its global
+//!   reads are cp.async batches (one latency each, not one per row). Per CTA 1.57 M multiply-adds
+//!   (Gram 1.05 M from float4 shared reads, 12 loads per 128 multiply-adds; solve 0.52 M), 384 CTAs
+//!   at 85 KiB of shared memory, two per SM: 0.60 G multiply-adds, 19 µs at the f32 FMA rate, and
+//!   96 KB read and 144 KB written per CTA (92 MB, 21 µs at 4.3 TB/s).
+//! - `gated_delta_chunk_state`, one CTA per (V head, 32 value columns) holding its S columns in
+//!   shared memory and walking the chunks in order, doing only what the next chunk needs: it stores
+//!   S_start, forms V' = U − W·S (stored over U) and updates S = e^{γ_C}·S + KTᵀ·V'. W and KT of the
+//!   next chunk arrive by cp.async into their own buffers while the current chunk computes, so the
+//!   serial walk waits on no global load. Per CTA and chunk 2·64·d·32 = 0.52 M multiply-adds; with
+//!   88 KiB of shared memory two CTAs share an SM and all 192 are resident at once. W·S reads 12
+//!   shared wavefronts per 32 warp multiply-adds (8 FMA-pipe cycles: 1.5 times the FMA time), the
+//!   update 5 per 16 (1.25 times): about 5.6 k cycles per CTA-chunk, 11 k for an SM's two, 90 k
+//!   over 8 chunks: 46 µs at 1.98 GHz, the serial part's floor in this f32 form (splitting columns finer
+//!   balances the SMs that hold one CTA against those that hold two, at more W and KT traffic).
+//! - `gated_delta_chunk_out`, one CTA per (chunk, 32 value columns, V head), all chunks at once:
+//!   O = (q̂⊙e^γ)·S_start + P·V'. 1,536 CTAs of 0.33 M multiply-adds (0.51 G: 15 µs at the FMA
+//!   rate, 1.5 times that in shared reads), 72 KB read each, 72 KiB of shared memory.
+//! The launcher picks this path from [`crate::launch::gated_delta::CHUNKED_MIN_ROWS`] = 16 rows:
 //! by a count of the critical path, the prepare launch costs about one chunk of the state pass
 //! (a 64-step substitution and 64·d Gram multiply-adds per thread), and a chunk of the state pass
-//! costs 16·d + 16·64 multiply-adds per thread and 4 barriers, against 16 rows × 4 barriers and
+//! costs 8·d + 16·64 multiply-adds per thread and 3 barriers, against 16 rows × 4 barriers and
 //! 2·32 dependent multiply-adds plus two reductions for the row kernel over the same 16 rows;
 //! below that the row kernel's single launch wins. Decode (rows = 1) always runs the row kernel,
 //! which needs no scratch and is graph-capturable.
