@@ -351,7 +351,8 @@ impl Backend for CpuBackend {
         let alpha = row_range("gated_delta alpha", alpha, rows, shape.v_heads)?;
         let beta = row_range("gated_delta beta", beta, rows, shape.v_heads)?;
         let out = row_range_mut("gated_delta out", out, rows, shape.out_row_len())?;
-        Ok(gated_delta::cpu(shape, conv, alpha, beta, gates.ssm_a, gates.dt_bias, state, out)?)
+        let inputs = gated_delta::DeltaInputs { conv_out: conv, alpha, beta, ssm_a: gates.ssm_a, dt_bias: gates.dt_bias };
+        Ok(gated_delta::cpu(shape, inputs, state, out)?)
     }
 
     fn gated_rms_norm(

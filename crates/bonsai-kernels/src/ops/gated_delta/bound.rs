@@ -22,7 +22,7 @@
 //! The norms are the reference's, taken row by row (f32-rounded states: an u-relative difference
 //! on a scale factor).
 
-use super::{reference, DeltaShape};
+use super::{reference, DeltaInputs, DeltaShape};
 use crate::ops::OpError;
 
 /// f32 unit roundoff, 2^-24.
@@ -46,19 +46,15 @@ pub(crate) struct DeltaBounds {
 
 /// Bounds for one call with these inputs (`state0`: the state before the call), given the
 /// reference's results `want_out` and `want_state`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn bounds(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state0: &[f32],
     want_out: &[f32],
     want_state: &[f32],
 ) -> Result<DeltaBounds, OpError> {
-    let rows = shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state0, want_out)?;
+    let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
+    let rows = shape.check(inputs, state0, want_out)?;
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape;
     let (gd, dd) = (gamma(d), d * d);
     let q_norm = |t: usize, kh: usize| -> f64 {
@@ -74,7 +70,8 @@ pub(crate) fn bounds(
         let before: Vec<f64> = state.chunks(dd).map(norm).collect();
         let conv_row = &conv_out[t * shape.conv_row_len()..(t + 1) * shape.conv_row_len()];
         let (a_row, b_row) = (&alpha[t * v_heads..(t + 1) * v_heads], &beta[t * v_heads..(t + 1) * v_heads]);
-        reference(shape, conv_row, a_row, b_row, ssm_a, dt_bias, &mut state, &mut row_out)?;
+        let row_inputs = DeltaInputs { conv_out: conv_row, alpha: a_row, beta: b_row, ssm_a, dt_bias };
+        reference(shape, row_inputs, &mut state, &mut row_out)?;
         for h in 0..v_heads {
             let x = alpha[t * v_heads + h] as f64 + dt_bias[h] as f64;
             let g = ssm_a[h] as f64 * super::reference::softplus_f64(x);
@@ -126,19 +123,14 @@ pub(crate) fn bounds(
 /// at most ‖q̂_i‖·e_j. So per head and value column e_j ← e_j + ‖local ΔS_out[:, j]‖, and an
 /// output's bound is ‖q̂_i‖·e_j(chunk start) + local ΔO_ij. Everything doubled for second-order
 /// terms, plus the reference's own rounding u·|o| (u·|S| for the state).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn chunked_bounds(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state0: &[f32],
     want_out: &[f32],
     want_state: &[f32],
 ) -> Result<DeltaBounds, OpError> {
-    let rows = shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state0, want_out)?;
+    let rows = shape.check(inputs, state0, want_out)?;
     let d = shape.head_dim;
     let chunk = super::CHUNK;
     let gd = gamma(d);
@@ -150,9 +142,7 @@ pub(crate) fn chunked_bounds(
         let mut s: Vec<f64> = state0[h * d * d..(h + 1) * d * d].iter().map(|&v| v as f64).collect();
         let mut col_err = vec![0.0f64; d];
         for start in (0..rows).step_by(chunk) {
-            let m = super::reference::chunk_math(
-                shape, conv_out, alpha, beta, ssm_a, dt_bias, h, start..(start + chunk).min(rows), &s,
-            );
+            let m = super::reference::chunk_math(shape, inputs, h, start..(start + chunk).min(rows), &s);
             let n = m.n;
             let abs_g_sum: f64 = m.g.iter().map(|g| g.abs()).sum();
             let dg: Vec<f64> = (0..n).map(|i| m.g[i].abs() * (m.x[i].abs() + 3.0) * U).collect();

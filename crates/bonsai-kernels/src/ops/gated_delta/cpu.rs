@@ -2,7 +2,7 @@
 //! its rows' recurrence on its own d×d state in two passes over the state per row (decay and
 //! Sᵀk̂; rank-1 update and Sᵀq̂), vectorised along the value index j.
 
-use super::{DeltaShape, L2_NORM_EPS};
+use super::{DeltaInputs, DeltaShape, L2_NORM_EPS};
 use crate::cpu::dot_lanes;
 use crate::ops::OpError;
 use rayon::prelude::*;
@@ -42,18 +42,14 @@ fn normalized_qk(shape: DeltaShape, conv_out: &[f32], rows: usize) -> Vec<f32> {
     qk
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn cpu(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) -> Result<(), OpError> {
-    let rows = shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state, out)?;
+    let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
+    let rows = shape.check(inputs, state, out)?;
     if rows == 0 {
         return Ok(());
     }
@@ -118,18 +114,14 @@ fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 /// f32-rounded differences, A and P, the forward substitution for U and W, then per chunk
 /// V' = U − W·S, O = QE·S + P·V', S = e^{γ_last}·S + KTᵀ·V'. Rayon over V heads; every loop
 /// runs along a row of d values.
-#[allow(clippy::too_many_arguments)]
 pub fn cpu_chunked(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) -> Result<(), OpError> {
-    let rows = shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state, out)?;
+    let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
+    let rows = shape.check(inputs, state, out)?;
     if rows == 0 {
         return Ok(());
     }

@@ -103,6 +103,17 @@ pub(crate) const OP: &str = "gated_delta";
 /// HF's l2norm epsilon, added to Σx² before the reciprocal square root.
 pub const L2_NORM_EPS: f32 = 1e-6;
 
+/// One call's read-only inputs (shapes in the module doc): the conv output rows `q | k | v`, the
+/// raw alpha and beta projections, and the per-V-head `ssm_a` and `dt_bias`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeltaInputs<'a> {
+    pub conv_out: &'a [f32],
+    pub alpha: &'a [f32],
+    pub beta: &'a [f32],
+    pub ssm_a: &'a [f32],
+    pub dt_bias: &'a [f32],
+}
+
 /// Head counts and the common head size d of q, k and v.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeltaShape {
@@ -126,17 +137,8 @@ impl DeltaShape {
     }
 
     /// Checks the shape and every buffer; returns the row count.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn check(
-        &self,
-        conv_out: &[f32],
-        alpha: &[f32],
-        beta: &[f32],
-        ssm_a: &[f32],
-        dt_bias: &[f32],
-        state: &[f32],
-        out: &[f32],
-    ) -> Result<usize, OpError> {
+    pub(crate) fn check(&self, inputs: DeltaInputs<'_>, state: &[f32], out: &[f32]) -> Result<usize, OpError> {
+        let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
         let shape = |detail: String| Err(OpError::Shape { op: OP, detail });
         if self.k_heads == 0 || self.v_heads == 0 || self.head_dim == 0 {
             return shape(format!("empty shape {self:?}"));

@@ -1,6 +1,6 @@
 //! The definition, in f64: the plain recurrence, row by row.
 
-use super::{DeltaShape, L2_NORM_EPS};
+use super::{DeltaInputs, DeltaShape, L2_NORM_EPS};
 use crate::ops::OpError;
 
 /// `x·rsqrt(Σx² + eps)·scale` in f64.
@@ -14,21 +14,16 @@ pub(crate) fn softplus_f64(x: f64) -> f64 {
     x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn reference(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) -> Result<(), OpError> {
-    shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state, out)?;
+    shape.check(inputs, state, out)?;
     let mut s: Vec<f64> = state.iter().map(|&v| v as f64).collect();
     let mut o = vec![0.0f64; out.len()];
-    recurrence_f64(shape, conv_out, alpha, beta, ssm_a, dt_bias, &mut s, &mut o);
+    recurrence_f64(shape, inputs, &mut s, &mut o);
     narrow_into(&o, out);
     narrow_into(&s, state);
     Ok(())
@@ -41,17 +36,13 @@ fn narrow_into(src: &[f64], dst: &mut [f32]) {
 }
 
 /// The recurrence with the state and the outputs in f64 (shapes already checked).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn recurrence_f64(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     s: &mut [f64],
     out: &mut [f64],
 ) {
+    let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape;
     let rows = conv_out.len() / shape.conv_row_len();
     let q_scale = 1.0 / (d as f64).sqrt();
@@ -116,18 +107,14 @@ pub(crate) struct ChunkMath {
 }
 
 /// The chunk of rows `rows` of V head `h`, from the state `s_in` (`[d, d]`, S[i][j]).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn chunk_math(
     shape: DeltaShape,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     h: usize,
     rows: std::ops::Range<usize>,
     s_in: &[f64],
 ) -> ChunkMath {
+    let DeltaInputs { conv_out, alpha, beta, ssm_a, dt_bias } = inputs;
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape;
     let kh = h % k_heads;
     let n = rows.len();
@@ -217,48 +204,39 @@ pub(crate) fn chunk_math(
 /// The same function as [`reference`], computed in the chunked form (§3.6 step 7) with chunks of
 /// `chunk` rows (the last one partial), in f64 throughout: it equals the recurrence up to f64
 /// rounding. The outputs and the state are rounded to f32 once at the end, like the recurrence's.
-#[allow(clippy::too_many_arguments)]
 pub fn reference_chunked(
     shape: DeltaShape,
     chunk: usize,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state: &mut [f32],
     out: &mut [f32],
 ) -> Result<(), OpError> {
-    shape.check(conv_out, alpha, beta, ssm_a, dt_bias, state, out)?;
+    shape.check(inputs, state, out)?;
     if chunk == 0 {
         return Err(OpError::Shape { op: super::OP, detail: "chunk length 0".into() });
     }
     let mut s: Vec<f64> = state.iter().map(|&v| v as f64).collect();
     let mut o = vec![0.0f64; out.len()];
-    chunked_f64(shape, chunk, conv_out, alpha, beta, ssm_a, dt_bias, &mut s, &mut o);
+    chunked_f64(shape, chunk, inputs, &mut s, &mut o);
     narrow_into(&o, out);
     narrow_into(&s, state);
     Ok(())
 }
 
 /// The chunked form with the state and the outputs in f64 (shapes already checked, chunk > 0).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn chunked_f64(
     shape: DeltaShape,
     chunk: usize,
-    conv_out: &[f32],
-    alpha: &[f32],
-    beta: &[f32],
-    ssm_a: &[f32],
-    dt_bias: &[f32],
+    inputs: DeltaInputs<'_>,
     state: &mut [f64],
     out: &mut [f64],
 ) {
     let d = shape.head_dim;
+    let conv_out = inputs.conv_out;
     let rows = conv_out.len() / shape.conv_row_len();
     for (h, s) in state.chunks_mut(d * d).enumerate() {
         for start in (0..rows).step_by(chunk) {
-            let m = chunk_math(shape, conv_out, alpha, beta, ssm_a, dt_bias, h, start..(start + chunk).min(rows), s);
+            let m = chunk_math(shape, inputs, h, start..(start + chunk).min(rows), s);
             for (r, o_row) in m.o.chunks(d).enumerate() {
                 out[(start + r) * shape.out_row_len() + h * d..][..d].copy_from_slice(o_row);
             }

@@ -3,11 +3,11 @@
 
 use super::bound::{bounds, chunked_bounds};
 use super::reference::{chunked_f64, recurrence_f64};
-use super::{cpu, cpu_chunked, reference, DeltaShape, CHUNK};
+use super::{cpu, cpu_chunked, reference, DeltaInputs, DeltaShape, CHUNK};
 use crate::ops::test_util::{assert_within, widen, TestRng, F32_UNIT_ROUNDOFF};
 use crate::ops::OpError;
 
-type DeltaFn = fn(DeltaShape, &[f32], &[f32], &[f32], &[f32], &[f32], &mut [f32], &mut [f32]) -> Result<(), OpError>;
+type DeltaFn = fn(DeltaShape, DeltaInputs<'_>, &mut [f32], &mut [f32]) -> Result<(), OpError>;
 
 /// Random inputs of one call: conv_out (post-SiLU-like values), alpha, beta, ssm_a (< 0), dt_bias,
 /// state.
@@ -32,12 +32,15 @@ impl Inputs {
         }
     }
 
+    fn view(&self) -> DeltaInputs<'_> {
+        DeltaInputs { conv_out: &self.conv_out, alpha: &self.alpha, beta: &self.beta, ssm_a: &self.ssm_a, dt_bias: &self.dt_bias }
+    }
+
     fn run(&self, f: DeltaFn, shape: DeltaShape) -> (Vec<f32>, Vec<f32>) {
         let rows = self.conv_out.len() / shape.conv_row_len();
         let mut state = self.state.clone();
         let mut out = vec![f32::NAN; rows * shape.out_row_len()];
-        f(shape, &self.conv_out, &self.alpha, &self.beta, &self.ssm_a, &self.dt_bias, &mut state, &mut out)
-            .expect("shape");
+        f(shape, self.view(), &mut state, &mut out).expect("shape");
         (out, state)
     }
 }
@@ -57,7 +60,8 @@ fn one_row_from_a_zero_state_by_hand() {
     for f in [reference as DeltaFn, cpu] {
         let mut state = [0.0f32; 16];
         let mut out = [f32::NAN; 4];
-        f(shape, &conv_out, &alpha, &beta, &ssm_a, &dt_bias, &mut state, &mut out).expect("shape");
+        let inputs = DeltaInputs { conv_out: &conv_out, alpha: &alpha, beta: &beta, ssm_a: &ssm_a, dt_bias: &dt_bias };
+        f(shape, inputs, &mut state, &mut out).expect("shape");
         // The f32 path: a handful of roundings on O(1) values (norm, sigmoid, two products per
         // element, a 4-term dot): 32u relative to the scale b·|v|·max|k̂|.
         for j in 0..4 {
@@ -94,8 +98,9 @@ fn v_head_h_reads_k_head_h_mod_k_heads() {
         let pick = |x: &[f32]| -> Vec<f32> { (0..rows).map(|t| x[t * shape.v_heads + h]).collect() };
         let mut s = inputs.state[h * d * d..(h + 1) * d * d].to_vec();
         let mut o = vec![0.0; rows * d];
-        reference(one, &conv, &pick(&inputs.alpha), &pick(&inputs.beta), &inputs.ssm_a[h..h + 1], &inputs.dt_bias[h..h + 1], &mut s, &mut o)
-            .expect("shape");
+        let (alpha, beta) = (pick(&inputs.alpha), pick(&inputs.beta));
+        let head = DeltaInputs { conv_out: &conv, alpha: &alpha, beta: &beta, ssm_a: &inputs.ssm_a[h..h + 1], dt_bias: &inputs.dt_bias[h..h + 1] };
+        reference(one, head, &mut s, &mut o).expect("shape");
         assert_eq!(s, state[h * d * d..(h + 1) * d * d], "state of V head {h}");
         for t in 0..rows {
             assert_eq!(o[t * d..(t + 1) * d], out[t * shape.out_row_len() + h * d..][..d], "row {t} V head {h}");
@@ -114,17 +119,13 @@ fn cpu_one_call_equals_one_call_per_row() {
     let mut state = inputs.state.clone();
     let mut steps = vec![0.0; whole.len()];
     for t in 0..rows {
-        cpu(
-            shape,
-            &inputs.conv_out[t * shape.conv_row_len()..(t + 1) * shape.conv_row_len()],
-            &inputs.alpha[t * shape.v_heads..(t + 1) * shape.v_heads],
-            &inputs.beta[t * shape.v_heads..(t + 1) * shape.v_heads],
-            &inputs.ssm_a,
-            &inputs.dt_bias,
-            &mut state,
-            &mut steps[t * shape.out_row_len()..(t + 1) * shape.out_row_len()],
-        )
-        .expect("shape");
+        let row = DeltaInputs {
+            conv_out: &inputs.conv_out[t * shape.conv_row_len()..(t + 1) * shape.conv_row_len()],
+            alpha: &inputs.alpha[t * shape.v_heads..(t + 1) * shape.v_heads],
+            beta: &inputs.beta[t * shape.v_heads..(t + 1) * shape.v_heads],
+            ..inputs.view()
+        };
+        cpu(shape, row, &mut state, &mut steps[t * shape.out_row_len()..(t + 1) * shape.out_row_len()]).expect("shape");
     }
     assert_eq!(whole, steps);
     assert_eq!(whole_state, state);
@@ -143,10 +144,7 @@ fn cpu_matches_reference() {
         let inputs = Inputs::random(&mut rng, shape, rows);
         let (want, want_state) = inputs.run(reference, shape);
         let (got, got_state) = inputs.run(cpu, shape);
-        let b = bounds(
-            shape, &inputs.conv_out, &inputs.alpha, &inputs.beta, &inputs.ssm_a, &inputs.dt_bias, &inputs.state, &want, &want_state,
-        )
-        .expect("shape");
+        let b = bounds(shape, inputs.view(), &inputs.state, &want, &want_state).expect("shape");
         assert_within(&format!("gated_delta out {shape:?} rows={rows}"), &got, &widen(&want), &b.out);
         assert_within(&format!("gated_delta state {shape:?} rows={rows}"), &got_state, &widen(&want_state), &b.state);
     }
@@ -157,7 +155,8 @@ fn no_rows_leave_the_state_alone() {
     let shape = DeltaShape { k_heads: 1, v_heads: 2, head_dim: 2 };
     for f in [reference as DeltaFn, cpu] {
         let mut state = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-        f(shape, &[], &[], &[], &[-1.0, -1.0], &[0.0, 0.0], &mut state, &mut []).expect("shape");
+        let none = DeltaInputs { conv_out: &[], alpha: &[], beta: &[], ssm_a: &[-1.0, -1.0], dt_bias: &[0.0, 0.0] };
+        f(shape, none, &mut state, &mut []).expect("shape");
         assert_eq!(state, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     }
 }
@@ -170,7 +169,7 @@ fn bad_shapes_are_errors() {
     let run = |shape: DeltaShape, conv: &[f32], alpha: &[f32], state_len: usize, out_len: usize| {
         let mut state = vec![0.0; state_len];
         let mut out = vec![0.0; out_len];
-        cpu(shape, conv, alpha, &a4, &a4, &a4, &mut state, &mut out)
+        cpu(shape, DeltaInputs { conv_out: conv, alpha, beta: &a4, ssm_a: &a4, dt_bias: &a4 }, &mut state, &mut out)
     };
     assert!(run(shape, &conv, &a4, 16, 8).is_ok());
     assert!(run(shape, &conv[1..], &a4, 16, 8).is_err(), "partial conv row");
@@ -180,7 +179,8 @@ fn bad_shapes_are_errors() {
     assert!(run(DeltaShape { k_heads: 3, ..shape }, &conv, &a4, 16, 8).is_err(), "v_heads not a multiple");
     let mut out = vec![0.0; 8];
     let mut state = s16.clone();
-    assert!(reference(shape, &conv, &a4, &a4, &a4[..3], &a4, &mut state, &mut out).is_err(), "short ssm_a");
+    let short_ssm_a = DeltaInputs { conv_out: &conv, alpha: &a4, beta: &a4, ssm_a: &a4[..3], dt_bias: &a4 };
+    assert!(reference(shape, short_ssm_a, &mut state, &mut out).is_err(), "short ssm_a");
 }
 
 /// The chunked form (f64) against the recurrence (f64) on both outputs and the final state, with
@@ -191,8 +191,8 @@ fn chunked_vs_recurrence(inputs: &Inputs, shape: DeltaShape, chunk: usize) -> (f
     let (mut s_rec, mut s_chk) = (s0.clone(), s0);
     let (mut o_rec, mut o_chk) = (vec![0.0; rows * shape.out_row_len()], vec![0.0; rows * shape.out_row_len()]);
     let i = inputs;
-    recurrence_f64(shape, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_rec, &mut o_rec);
-    chunked_f64(shape, chunk, &i.conv_out, &i.alpha, &i.beta, &i.ssm_a, &i.dt_bias, &mut s_chk, &mut o_chk);
+    recurrence_f64(shape, i.view(), &mut s_rec, &mut o_rec);
+    chunked_f64(shape, chunk, i.view(), &mut s_chk, &mut o_chk);
     let worst = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max);
     (worst(&o_chk, &o_rec), worst(&s_chk, &s_rec))
 }
@@ -238,10 +238,7 @@ fn cpu_chunked_matches_reference() {
         let inputs = Inputs::random(&mut rng, shape, rows);
         let (want, want_state) = inputs.run(reference, shape);
         let (got, got_state) = inputs.run(cpu_chunked, shape);
-        let b = chunked_bounds(
-            shape, &inputs.conv_out, &inputs.alpha, &inputs.beta, &inputs.ssm_a, &inputs.dt_bias, &inputs.state, &want, &want_state,
-        )
-        .expect("shape");
+        let b = chunked_bounds(shape, inputs.view(), &inputs.state, &want, &want_state).expect("shape");
         assert_within(&format!("gated_delta chunked out {shape:?} rows={rows}"), &got, &widen(&want), &b.out);
         assert_within(&format!("gated_delta chunked state {shape:?} rows={rows}"), &got_state, &widen(&want_state), &b.state);
     }
