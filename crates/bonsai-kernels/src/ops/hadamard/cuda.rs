@@ -12,9 +12,16 @@ use crate::weights::GROUP;
 /// take the row's partial sums of squares as `rms_norm` does.
 const RMS_NORM_THREADS: usize = 256;
 /// `ROTATE_PER_THREAD` of hadamard.cu: the most block values one thread of [`rotate_planes`]
-/// holds in registers, for the widest block over 1024 threads.
+/// holds in registers: two 128-groups' 4 values each in its first phase (the widest block's groups
+/// over 32 warps), 8 group-strided values in its second (the widest block's groups over 8
+/// threads per offset: 128 · 8 threads).
 const ROTATE_PER_THREAD: usize = 8;
-const _: () = assert!(MAX_BLOCK <= ROTATE_PER_THREAD * 1024, "hadamard_rotate_planes holds a block in 1024 threads' registers");
+const _: () = assert!(
+    MAX_BLOCK / GROUP <= ROTATE_PER_THREAD / 4 * 32 && MAX_BLOCK / GROUP <= ROTATE_PER_THREAD * 8,
+    "hadamard_rotate_planes holds the widest block in 1024 threads' registers"
+);
+/// Shared memory every device grants a CTA without opting in.
+const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
 
 const OP: &str = "hadamard";
 /// The widest block one CTA transforms: n floats of shared memory stay within the 48 KB every
@@ -187,12 +194,17 @@ pub fn rotate_planes(
     let vec4 = i32::from(width % 4 == 0 && (x_p | w_p | xn_p) % 16 == 0);
     let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
     let func = gpu.function("hadamard_rotate_planes")?;
-    // A whole SM's shared memory per CTA, as the prepare launch takes, so that no CTA of the GEMV
-    // reading the planes shares its SM (the block, the 32-float scratch and the heads' 1/rms fit in
-    // any SM's).
-    let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
-    // At least min(block / 2, 1024) threads: no thread holds more than ROTATE_PER_THREAD values.
-    let threads = (block / 2).clamp(RMS_NORM_THREADS, 1024) as u32;
+    // The block, the 32-float scratch and the block's heads' 1/rms: a few KB, so the CTA shares
+    // its SM (a whole SM's shared memory would wait for an SM the previous kernel's CTAs have all
+    // left).
+    let heads = if head_dim > 0 { block / head_dim as usize } else { 0 };
+    let smem = 4 * (block + 32 + heads);
+    if smem > DEFAULT_SHARED_BYTES {
+        crate::launch::opt_in_shared_memory(OP, stream, &func, smem, "a block with its heads' norms")?;
+    }
+    // A thread per 4 values (a warp per 128-group), at least RMS_NORM_THREADS (the row norm's
+    // partial sums), at most 1024: the widest block holds 8 values per thread.
+    let threads = (block / 4).clamp(RMS_NORM_THREADS, 1024) as u32;
     let ctas = (width / block) as u32;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
     let scale = 1.0 / (block as f32).sqrt();
@@ -204,8 +216,9 @@ pub fn rotate_planes(
     // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, z,
     // xn and rot (each or null) hold width floats, the norm weights width (head_dim when gated),
     // the planes K = width (checked above); the permutation maps [0, width) onto itself and moves
-    // whole gated heads; (2 block + 32) floats of shared memory fit in a whole SM's; the CTA's
-    // warps loop over the block's heads and 128-groups.
+    // whole gated heads; the shared memory holds block + 32 + block / head_dim floats (opted in past
+    // the default); the CTA's warps loop over the block's heads and 128-groups, and its threads
+    // hold the block within ROTATE_PER_THREAD values each (asserted above).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
