@@ -31,6 +31,16 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (5, 96, 32, false, None),
         (2, 8, 1, false, None),
         (1, 16384, launch::hadamard::MAX_BLOCK, false, None),
+        // Whole 128-groups (hadamard_blocks_in_warps): each block width's split of the groups
+        // over registers and lanes, an odd row count (a CTA's second row past the end), the
+        // scalar loads of heads that are not whole float4s.
+        (3, 384, 128, true, None),
+        (3, 512, 256, false, Some(VHeadPerm { head_dim: 128, k_heads: 2, rep: 2 })),
+        (2, 1024, 512, false, None),
+        (1, 4096, 2048, true, None),
+        (3, 8192, 4096, false, None),
+        (2, 2 * launch::hadamard::MAX_BLOCK, launch::hadamard::MAX_BLOCK, true, None),
+        (3, 384, 128, false, Some(VHeadPerm { head_dim: 6, k_heads: 8, rep: 8 })),
     ];
     // Decode and short calls (one launch), then row chunks (ROWS_PER_CHUNK = 32): a partial last
     // chunk, and one chunk plus a single row.

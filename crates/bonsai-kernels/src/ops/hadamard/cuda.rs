@@ -20,14 +20,15 @@ const _: () = assert!(
     MAX_BLOCK / GROUP <= ROTATE_PER_THREAD / 4 * 32 && MAX_BLOCK / GROUP <= ROTATE_PER_THREAD * 8,
     "hadamard_rotate_planes holds the widest block in 1024 threads' registers"
 );
+/// `HADAMARD_ROWS_PER_CTA` of hadamard.cu: rows per CTA of `hadamard_blocks_in_warps`.
+const ROWS_PER_CTA: usize = 2;
 /// Shared memory every device grants a CTA without opting in.
 const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
 
 const OP: &str = "hadamard";
-/// The widest block one CTA transforms: n floats of shared memory stay within the 48 KB every
-/// device grants without opting in.
+/// The widest block one CTA transforms: its values fit 1024 threads' registers, 8 each.
 pub const MAX_BLOCK: usize = 8192;
-/// Threads per CTA at most (one per butterfly pair up to this).
+/// Threads per CTA of `hadamard_block_in_smem` at most (one per butterfly pair up to this).
 const MAX_THREADS: usize = 512;
 
 /// The transform of `ops::hadamard` on `rows` rows of `signs.len()` values: forward
@@ -54,22 +55,51 @@ pub fn hadamard(
     expect_at_least(OP, "x", x.len(), rows * width)?;
     expect_at_least(OP, "y", y.len(), rows * width)?;
     as_i32(OP, "rows x width", rows * width)?;
-    let ctas = u32::try_from(rows * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
-    let threads = (block / 2).clamp(32, MAX_THREADS) as u32;
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (block * 4) as u32 };
     // The CPU version's scale (1/sqrt(n) in f32), applied at the load.
     let scale = 1.0 / (block as f32).sqrt();
     let (width_i, block_i, inverse_i) = (as_i32(OP, "width", width)?, block as i32, i32::from(inverse));
-    let func = gpu.function("hadamard_block_in_smem")?;
     let (x_p, _a) = read_ptr(x, gpu.stream);
     let (s_p, _b) = read_ptr(signs, gpu.stream);
     let (y_p, _c) = write_ptr(y, gpu.stream);
+    if block % GROUP == 0 {
+        // Whole 128-groups: hadamard_blocks_in_warps, HADAMARD_ROWS_PER_CTA rows per CTA.
+        let row_sets = rows.div_ceil(ROWS_PER_CTA);
+        let ctas = u32::try_from(row_sets * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+        let threads = (block / 4).min(1024) as u32;
+        let smem = 4 * ROWS_PER_CTA * block;
+        let func = gpu.function("hadamard_blocks_in_warps")?;
+        if smem > DEFAULT_SHARED_BYTES {
+            crate::launch::opt_in_shared_memory(OP, gpu.stream, &func, smem, "the rows' blocks")?;
+        }
+        // 16-byte loads when every 4 values of a group are 4 aligned values of x and of the
+        // signs: rows and heads of whole float4s, 16-byte aligned bases.
+        let vec4 = i32::from(width % 4 == 0 && perm_hd % 4 == 0 && (x_p | s_p) % 16 == 0);
+        let rows_i = as_i32(OP, "rows", rows)?;
+        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+        let mut l = Launch::new(gpu, func);
+        l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&rows_i).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i).arg(&vec4);
+        l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
+        // SAFETY: matches hadamard_blocks_in_warps(x, signs, y, rows, width, block, scale, inverse,
+        // vec4, perm_hd, perm_k_heads, perm_rep); x and y hold rows * width floats, signs width
+        // (checked above), the CTA skips rows past `rows`; the permutation maps [0, width) onto
+        // itself, moving runs of perm_hd (a multiple of 4 with vec4, as the width, and the bases
+        // 16-byte aligned); ROWS_PER_CTA blocks of shared memory (opted in past the default);
+        // block / threads = 4 (8 for MAX_BLOCK) values per thread, MAX_BLOCK / 128 groups over
+        // 32 warps at most 2 per warp.
+        unsafe { l.launch(cfg) }?;
+        return Ok(());
+    }
+    // Blocks below a 128-group: the shared-memory loop, a thread per butterfly pair.
+    let ctas = u32::try_from(rows * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+    let threads = (block / 2).clamp(32, MAX_THREADS) as u32;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (block * 4) as u32 };
+    let func = gpu.function("hadamard_block_in_smem")?;
     let mut l = Launch::new(gpu, func);
     l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i);
     l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
     // SAFETY: matches hadamard_block_in_smem(x, signs, y, width, block, scale, inverse, perm_hd,
     // perm_k_heads, perm_rep); x and y hold rows * width floats, signs width (checked above); the
-    // permutation maps [0, width) onto itself; block * 4 bytes of shared memory <= 32 KB.
+    // permutation maps [0, width) onto itself; block * 4 bytes of shared memory < 512 B here.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

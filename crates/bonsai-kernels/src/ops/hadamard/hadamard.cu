@@ -1,12 +1,13 @@
-// Blockwise signed normalized Walsh-Hadamard transform (ops/hadamard/mod.rs): one CTA per block
-// of n values of one row (grid: rows * W/n, 1-D), the block in dynamic shared memory (n floats).
+// Blockwise signed normalized Walsh-Hadamard transform (ops/hadamard/mod.rs) for blocks below a
+// 128-group (hadamard_blocks_in_warps below takes the others, with the same arithmetic): one CTA
+// per block of n values of one row (grid: rows * W/n, 1-D), the block in dynamic shared memory.
 // Forward: the load gathers P(x) (the tiled-to-grouped V-head permutation when perm_hd > 0),
 // multiplies by the sign and by 1/sqrt(n); then log2(n) butterfly stages (u+v, u-v), one barrier
 // each; the store writes the block back. Inverse: the plain load with the scale, the signs on
 // the store. Sign element i multiplies activation element i of the row.
 //
-// Speed of light: 8 bytes per element (the signs stay in L2): a decode row of 5120 moves 41 KB;
-// the kernel is launch- and latency-bound there.
+// It defines the order every kernel here keeps: the stages by index bit, bit 0 first, each pair
+// (u, v) -> (u + v, u - v).
 
 extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, const float* __restrict__ signs,
                                                   float* __restrict__ y, int width, int block, float scale,
@@ -53,6 +54,163 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
     }
 }
 
+// One butterfly (u + v, u - v) of a pair held by two threads, on this thread's side: the lower
+// index (upper false) takes mine + other, the upper other - mine, the operands the shared-memory
+// loop (hadamard_block_in_smem's fallback) gives them, so every bit is the same.
+__device__ __forceinline__ float butterfly_side(float mine, float other, bool upper) {
+    return upper ? other - mine : mine + other;
+}
+
+// Rows one CTA of hadamard_blocks_in_warps transforms (of one block column): their loads are all
+// in flight at once.
+#define HADAMARD_ROWS_PER_CTA 2
+// 128-groups one warp of hadamard_blocks_in_warps holds per row: MAX_BLOCK / 128 over 32 warps.
+#define HADAMARD_GROUPS_PER_WARP 2
+// Values per thread in its second phase: block / blockDim.x, 4 (8 for MAX_BLOCK).
+#define HADAMARD_PER_THREAD 8
+
+// hadamard_block_in_smem's transform for blocks of whole 128-groups (ops/hadamard/cuda.rs picks
+// it; block <= MAX_BLOCK), bit for bit, at the bandwidth of the rows: one CTA per block column and
+// HADAMARD_ROWS_PER_CTA rows (grid: W / block * ceil(rows / HADAMARD_ROWS_PER_CTA), 1-D), a thread
+// per 4 values (blockDim.x = min(block / 4, 1024)); dynamic shared memory: block floats per row.
+//  1. Every load of the CTA at once: warp w takes 128-groups w, w + warps of each row, lane l the
+//     four values 4l .. 4l + 3 of a group (one 16-byte load when `vec4`: x, signs and a permuted
+//     head's values 16-byte aligned), gathered through the permutation; the inverse's signs are
+//     loaded for the second phase's values.
+//  2. (x * s) * scale (forward) or x * scale (inverse), then stages bits 0, 1 in registers and bits
+//     2..6 by shuffles (lane bit b - 2), the group in the warp.
+//  3. One barrier: the groups through shared memory; the stages bits 7 .. log2(block) - 1 pair
+//     equal offsets j of different groups: a thread holds `per` groups (register stages) of
+//     block / blockDim.x / per consecutive offsets, the group bits above per on neighbouring lanes
+//     (shuffle stages), and stores y (times the sign for the inverse).
+// Each stage keeps its pairs and the stages their order (bit 0 first), so every bit is the
+// shared-memory loop's.
+extern "C" __global__ void __launch_bounds__(1024)
+    hadamard_blocks_in_warps(const float* __restrict__ x, const float* __restrict__ signs, float* __restrict__ y, int rows,
+                             int width, int block, float scale, int inverse, int vec4, int perm_hd, int perm_k_heads,
+                             int perm_rep) {
+    griddep_wait();
+    griddep_launch_dependents();
+    extern __shared__ float hadamard_rows_buf[];
+    const int blocks_per_row = width / block;
+    const int first = (blockIdx.x % blocks_per_row) * block;
+    const int row0 = (blockIdx.x / blocks_per_row) * HADAMARD_ROWS_PER_CTA;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+    const int groups = block / GROUP_SIZE;
+    auto source_of = [&](int g) {
+        if (inverse || perm_hd == 0) return g;
+        // Grouped head k_idx * rep + v_idx lives at tiled head v_idx * k_heads + k_idx.
+        const int head = g / perm_hd, within = g % perm_hd;
+        const int k_idx = head / perm_rep, v_idx = head % perm_rep;
+        return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
+    };
+    // The second phase's layout: value k of a thread is group lane_set * per + k % per at offset
+    // j0 + k / per.
+    const int per_thread = block / blockDim.x;
+    const int per = min(groups, per_thread), lane_sets = groups / per, offsets = per_thread / per;
+    const int lane_set = threadIdx.x % lane_sets, j0 = (threadIdx.x / lane_sets) * offsets;
+    auto second_index = [&](int k) { return (lane_set * per + k % per) * GROUP_SIZE + j0 + k / per; };
+    // Step 1.
+    float v[HADAMARD_ROWS_PER_CTA][HADAMARD_GROUPS_PER_WARP][4] = {};
+    float sgn[HADAMARD_GROUPS_PER_WARP][4] = {};
+    float out_sign[HADAMARD_PER_THREAD] = {};
+#pragma unroll
+    for (int s = 0; s < HADAMARD_GROUPS_PER_WARP; ++s) {
+        const int group = warp + s * warps;
+        if (group >= groups) break;
+        const int g = first + group * GROUP_SIZE + 4 * lane;
+        if (!inverse) {
+            if (vec4) {
+                const float4 q = *reinterpret_cast<const float4*>(signs + g);
+                sgn[s][0] = q.x, sgn[s][1] = q.y, sgn[s][2] = q.z, sgn[s][3] = q.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sgn[s][e] = signs[g + e];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < HADAMARD_ROWS_PER_CTA; ++r) {
+            if (row0 + r >= rows) break;
+            const float* xr = x + (long long)(row0 + r) * width;
+            if (vec4) {
+                const float4 q = *reinterpret_cast<const float4*>(xr + source_of(g));
+                v[r][s][0] = q.x, v[r][s][1] = q.y, v[r][s][2] = q.z, v[r][s][3] = q.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) v[r][s][e] = xr[source_of(g + e)];
+            }
+        }
+    }
+    if (inverse) {
+#pragma unroll
+        for (int k = 0; k < HADAMARD_PER_THREAD; ++k)
+            if (k < per_thread) out_sign[k] = signs[first + second_index(k)];
+    }
+    // Step 2.
+#pragma unroll
+    for (int r = 0; r < HADAMARD_ROWS_PER_CTA; ++r) {
+        if (row0 + r >= rows) break;
+        float* buf = hadamard_rows_buf + r * block;
+#pragma unroll
+        for (int s = 0; s < HADAMARD_GROUPS_PER_WARP; ++s) {
+            const int group = warp + s * warps;
+            if (group >= groups) break;
+            float (&u)[4] = v[r][s];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) u[e] = (inverse ? u[e] : u[e] * sgn[s][e]) * scale;
+#pragma unroll
+            for (int len = 1; len < 4; len <<= 1) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (e & len) continue;
+                    const float a = u[e], b = u[e + len];
+                    u[e] = a + b;
+                    u[e + len] = a - b;
+                }
+            }
+#pragma unroll
+            for (int len = 1; len < WARP_SIZE; len <<= 1) {
+                const bool upper = lane & len;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) u[e] = butterfly_side(u[e], __shfl_xor_sync(FULL_MASK, u[e], len), upper);
+            }
+            *reinterpret_cast<float4*>(buf + group * GROUP_SIZE + 4 * lane) = make_float4(u[0], u[1], u[2], u[3]);
+        }
+    }
+    __syncthreads();
+    // Step 3.
+#pragma unroll
+    for (int r = 0; r < HADAMARD_ROWS_PER_CTA; ++r) {
+        if (row0 + r >= rows) break;
+        const float* buf = hadamard_rows_buf + r * block;
+        float u[HADAMARD_PER_THREAD];
+#pragma unroll
+        for (int k = 0; k < HADAMARD_PER_THREAD; ++k) u[k] = k < per_thread ? buf[second_index(k)] : 0.0f;
+#pragma unroll
+        for (int len = 1; len < HADAMARD_PER_THREAD; len <<= 1) {
+            if (len >= per) break;
+#pragma unroll
+            for (int k = 0; k < HADAMARD_PER_THREAD; ++k) {
+                if ((k % per) & len || k + len >= per_thread) continue;
+                const float a = u[k], b = u[k + len];
+                u[k] = a + b;
+                u[k + len] = a - b;
+            }
+        }
+        for (int len = 1; len < lane_sets; len <<= 1) {
+            const bool upper = lane_set & len;
+#pragma unroll
+            for (int k = 0; k < HADAMARD_PER_THREAD; ++k) u[k] = butterfly_side(u[k], __shfl_xor_sync(FULL_MASK, u[k], len), upper);
+        }
+        float* yr = y + (long long)(row0 + r) * width + first;
+#pragma unroll
+        for (int k = 0; k < HADAMARD_PER_THREAD; ++k) {
+            if (k >= per_thread) break;
+            yr[second_index(k)] = inverse ? u[k] * out_sign[k] : u[k];
+        }
+    }
+}
+
 // Values one thread of hadamard_rotate_planes holds: LAYOUT_LANES per 128-group in the first
 // phase, at most ROTATE_GROUPS_PER_WARP groups per warp (MAX_BLOCK / 128 groups over 32 warps), and
 // at most ROTATE_PER_THREAD group-strided values in the second (ops/hadamard/cuda.rs asserts both).
@@ -60,13 +218,6 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
 #define ROTATE_GROUPS_PER_WARP (ROTATE_PER_THREAD / LAYOUT_LANES)
 // float4 loads of the row's sum of squares one thread has in flight at once.
 #define ROTATE_ROW_QUADS 8
-
-// One butterfly (u + v, u - v) of a pair held by two threads, on this thread's side: the lower
-// index (upper false) takes mine + other, the upper other - mine, the operands the shared-memory
-// loop (hadamard_block_in_smem's fallback) gives them, so every bit is the same.
-__device__ __forceinline__ float butterfly_side(float mine, float other, bool upper) {
-    return upper ? other - mine : mine + other;
-}
 
 // Thread t's rms_row_partial_sq (rms_norm.cu) over RMS_NORM_THREADS threads, the same fmaf chain,
 // with up to ROTATE_ROW_QUADS of its float4 loads issued before the first sum (a row of <= 8192
