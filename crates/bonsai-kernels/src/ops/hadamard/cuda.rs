@@ -47,6 +47,41 @@ pub fn hadamard(
     rows: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, block % GROUP == 0)
+}
+
+/// [`hadamard`] through `hadamard_block_in_smem` at any block: the order every kernel keeps, for
+/// `bonsai kernels verify` to compare `hadamard_blocks_in_warps` with bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hadamard_shared_loop(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    signs: &impl DevicePtr<f32>,
+    width: usize,
+    block: usize,
+    inverse: bool,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rows: usize,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, false)
+}
+
+/// [`hadamard`]'s checks and launch: `hadamard_blocks_in_warps` when `in_warps` (the block whole
+/// 128-groups), else `hadamard_block_in_smem`.
+#[allow(clippy::too_many_arguments)]
+fn launch_transform(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    signs: &impl DevicePtr<f32>,
+    width: usize,
+    block: usize,
+    inverse: bool,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rows: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    in_warps: bool,
+) -> Result<(), LaunchError> {
     let (perm_hd, perm_k, perm_rep) = check_transform(width, block, inverse, tiled_to_grouped)?;
     expect_at_least(OP, "signs", signs.len(), width)?;
     if rows == 0 {
@@ -61,7 +96,8 @@ pub fn hadamard(
     let (x_p, _a) = read_ptr(x, gpu.stream);
     let (s_p, _b) = read_ptr(signs, gpu.stream);
     let (y_p, _c) = write_ptr(y, gpu.stream);
-    if block % GROUP == 0 {
+    if in_warps {
+        debug_assert!(block % GROUP == 0, "hadamard_blocks_in_warps takes whole 128-groups");
         // Whole 128-groups: hadamard_blocks_in_warps, HADAMARD_ROWS_PER_CTA rows per CTA.
         let row_sets = rows.div_ceil(ROWS_PER_CTA);
         let ctas = u32::try_from(row_sets * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
@@ -89,7 +125,7 @@ pub fn hadamard(
         unsafe { l.launch(cfg) }?;
         return Ok(());
     }
-    // Blocks below a 128-group: the shared-memory loop, a thread per butterfly pair.
+    // Blocks below a 128-group: the shared-memory loop, a thread per butterfly pair (up to 512).
     let ctas = u32::try_from(rows * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
     let threads = (block / 2).clamp(32, MAX_THREADS) as u32;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (block * 4) as u32 };
@@ -99,7 +135,7 @@ pub fn hadamard(
     l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
     // SAFETY: matches hadamard_block_in_smem(x, signs, y, width, block, scale, inverse, perm_hd,
     // perm_k_heads, perm_rep); x and y hold rows * width floats, signs width (checked above); the
-    // permutation maps [0, width) onto itself; block * 4 bytes of shared memory < 512 B here.
+    // permutation maps [0, width) onto itself; block * 4 bytes of shared memory <= 32 KB.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
