@@ -470,11 +470,14 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     }
     // The fused decode rotation (hadamard_rotate_planes) at Bonsai 2's folded inputs: the normed
     // hidden row, ssm_out's gated-normed permuted row, ffn_down's plain row. Bytes: x (and the
-    // gate) read once, the planes written (per 128-group 96 plane words, s_G, X_G and the sum of
-    // squares).
+    // gate) read once, the planes written (plane words, s_G, X_G and the sum of squares).
     for (width, gated, perm) in [(5120usize, false, None), (6144, true, Some(BONSAI2_V)), (17408, false, None)] {
         let normed = width == 5120 || gated;
-        let bytes = 4 * width * (1 + usize::from(gated)) + width / crate::weights::GROUP * (96 + 3) * 4;
+        let planes_bytes = {
+            let p = B1Planes::new(&stream, width)?;
+            4 * (p.planes().len() + p.gsx().len() + p.group_sq().len())
+        };
+        let bytes = 4 * width * (1 + usize::from(gated)) + planes_bytes;
         let copies = copies_for(bytes);
         let signs = upload(&stream, &(0..width).map(|i| if i % 3 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
         let weight = upload(&stream, &vec![1.0f32; if gated { BONSAI2_V.head_dim } else { width }])?;
