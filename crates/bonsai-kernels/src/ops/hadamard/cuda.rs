@@ -47,7 +47,7 @@ pub fn hadamard(
     rows: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
-    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, block % GROUP == 0)
+    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, block.is_multiple_of(GROUP))
 }
 
 /// [`hadamard`] through `hadamard_block_in_smem` at any block: the order every kernel keeps, for
@@ -97,7 +97,7 @@ fn launch_transform(
     let (s_p, _b) = read_ptr(signs, gpu.stream);
     let (y_p, _c) = write_ptr(y, gpu.stream);
     if in_warps {
-        debug_assert!(block % GROUP == 0, "hadamard_blocks_in_warps takes whole 128-groups");
+        debug_assert!(block.is_multiple_of(GROUP), "hadamard_blocks_in_warps takes whole 128-groups");
         // Whole 128-groups: hadamard_blocks_in_warps, HADAMARD_ROWS_PER_CTA rows per CTA.
         let row_sets = rows.div_ceil(ROWS_PER_CTA);
         let ctas = u32::try_from(row_sets * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
@@ -105,11 +105,11 @@ fn launch_transform(
         let smem = 4 * ROWS_PER_CTA * block;
         let func = gpu.function("hadamard_blocks_in_warps")?;
         if smem > DEFAULT_SHARED_BYTES {
-            crate::launch::opt_in_shared_memory(OP, gpu.stream, &func, smem, "the rows' blocks")?;
+            crate::launch::opt_in_shared_memory(OP, gpu.stream, func, smem, "the rows' blocks")?;
         }
         // 16-byte loads when every 4 values of a group are 4 aligned values of x and of the
         // signs: rows and heads of whole float4s, 16-byte aligned bases.
-        let vec4 = i32::from(width % 4 == 0 && perm_hd % 4 == 0 && (x_p | s_p) % 16 == 0);
+        let vec4 = i32::from(width.is_multiple_of(4) && perm_hd % 4 == 0 && (x_p | s_p).is_multiple_of(16));
         let rows_i = as_i32(OP, "rows", rows)?;
         let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
         let mut l = Launch::new(gpu, func);
@@ -266,7 +266,7 @@ pub fn rotate_planes(
     let heads = if head_dim > 0 { block / head_dim as usize } else { 0 };
     let smem = 4 * (block + 32 + heads);
     if smem > DEFAULT_SHARED_BYTES {
-        crate::launch::opt_in_shared_memory(OP, stream, &func, smem, "a block with its heads' norms")?;
+        crate::launch::opt_in_shared_memory(OP, stream, func, smem, "a block with its heads' norms")?;
     }
     // A thread per 4 values (a warp per 128-group), at least RMS_NORM_THREADS (the row norm's
     // partial sums), at most 1024: the widest block holds 8 values per thread.
