@@ -129,7 +129,7 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     let decode = decode.split("\nmodel:").next().unwrap_or(decode);
     assert!(decode.lines().next().is_some_and(|l| l.contains("one CUDA graph per step")), "decode is not a graph:\n{decode}");
     for kernel in [
-        "hadamard_block_in_smem",
+        "hadamard_blocks_in_warps",
         "gemm_f32_rows_column_cta",
         "hadamard_rotate_planes",
         "ssm_conv_channel_per_thread",

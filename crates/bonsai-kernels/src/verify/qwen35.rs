@@ -31,6 +31,16 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (5, 96, 32, false, None),
         (2, 8, 1, false, None),
         (1, 16384, launch::hadamard::MAX_BLOCK, false, None),
+        // Whole 128-groups (hadamard_blocks_in_warps): each block width's split of the groups
+        // over registers and lanes, an odd row count (a CTA's second row past the end), the
+        // scalar loads of heads that are not whole float4s.
+        (3, 384, 128, true, None),
+        (3, 512, 256, false, Some(VHeadPerm { head_dim: 128, k_heads: 2, rep: 2 })),
+        (2, 1024, 512, false, None),
+        (1, 4096, 2048, true, None),
+        (3, 8192, 4096, false, None),
+        (2, 2 * launch::hadamard::MAX_BLOCK, launch::hadamard::MAX_BLOCK, true, None),
+        (3, 384, 128, false, Some(VHeadPerm { head_dim: 6, k_heads: 8, rep: 8 })),
     ];
     // Decode and short calls (one launch), then row chunks (ROWS_PER_CHUNK = 32): a partial last
     // chunk, and one chunk plus a single row.
@@ -207,6 +217,14 @@ fn hadamard(ctx: &mut Ctx, rows: usize, width: usize, block: usize, inverse: boo
         (false, None) => "forward",
     };
     ctx.record("hadamard", &format!("rows={rows} W={width} n={block} {kind}"), cmp);
+    if block % crate::weights::GROUP == 0 {
+        // hadamard_blocks_in_warps keeps every butterfly and the stage order of the shared-memory
+        // loop: the same bits.
+        let mut loop_d = poisoned(&ctx.stream, x.len())?;
+        launch::hadamard::hadamard_shared_loop(ctx.gpu(), &xd, &sd, width, block, inverse, perm, rows, &mut loop_d)?;
+        let want_bits = download(&ctx.stream, &loop_d)?;
+        ctx.record("hadamard", &format!("rows={rows} W={width} n={block} {kind} = shared-memory loop"), floats_identical(&got, &want_bits));
+    }
     Ok(())
 }
 
@@ -442,8 +460,8 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
     let mut rows = Vec::new();
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let gpu = || Gpu::new(lib, &stream);
-    // Hadamard: a decode row of each folded width, a pp512 chunk of the hidden width.
-    for (m, width, perm) in [(1usize, 5120usize, None), (1, 6144, Some(BONSAI2_V)), (1, 17408, None), (512, 5120, None)] {
+    // Hadamard: a decode row of each folded width, pp512 chunks of the hidden and the FFN width.
+    for (m, width, perm) in [(1usize, 5120usize, None), (1, 6144, Some(BONSAI2_V)), (1, 17408, None), (512, 5120, None), (512, 17408, None)] {
         let len = m * width;
         let copies = copies_for(8 * len);
         let signs = upload(&stream, &(0..width).map(|i| if i % 3 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
@@ -452,6 +470,34 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let secs = time_batches(ctx, copies, |i| Ok(launch::hadamard::hadamard(gpu(), &xs[i], &signs, width, 1024, false, perm, m, &mut ys[i])?))?;
         let kind = if perm.is_some() { " tiled->grouped" } else { "" };
         rows.push(row("hadamard", format!("m={m} W={width} n=1024{kind}"), secs, Some(8.0 * len as f64), None, copy_bw));
+    }
+    // The fused decode rotation (hadamard_rotate_planes) at Bonsai 2's folded inputs: the normed
+    // hidden row, ssm_out's gated-normed permuted row, ffn_down's plain row. Bytes: x (and the
+    // gate) read once, the planes written (plane words, s_G, X_G and the sum of squares).
+    for (width, gated, perm) in [(5120usize, false, None), (6144, true, Some(BONSAI2_V)), (17408, false, None)] {
+        let normed = width == 5120 || gated;
+        let planes_bytes = {
+            let p = B1Planes::new(&stream, width)?;
+            4 * (p.planes().len() + p.gsx().len() + p.group_sq().len())
+        };
+        let bytes = 4 * width * (1 + usize::from(gated)) + planes_bytes;
+        let copies = copies_for(bytes);
+        let signs = upload(&stream, &(0..width).map(|i| if i % 3 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
+        let weight = upload(&stream, &vec![1.0f32; if gated { BONSAI2_V.head_dim } else { width }])?;
+        let xs = (0..copies).map(|_| upload(&stream, &vec![0.5f32; width])).collect::<Result<Vec<_>, _>>()?;
+        let zs = (0..copies).map(|_| upload(&stream, &vec![0.25f32; width])).collect::<Result<Vec<_>, _>>()?;
+        let mut planes = (0..copies).map(|_| B1Planes::new(&stream, width)).collect::<Result<Vec<_>, _>>()?;
+        let secs = time_batches(ctx, copies, |i| {
+            let gate = gated.then(|| RotateGate { z: &zs[i], head_dim: BONSAI2_V.head_dim });
+            let norm = normed.then(|| RotateNorm { weight: &weight, eps: 1e-6, gate, out: None });
+            Ok(launch::hadamard::rotate_planes(gpu(), &xs[i], norm, &signs, width, 1024, perm, None, &mut planes[i])?)
+        })?;
+        let kind = match (gated, normed) {
+            (true, _) => " gated d=128 tiled->grouped",
+            (false, true) => " normed",
+            (false, false) => "",
+        };
+        rows.push(row("hadamard_rotate_planes", format!("W={width} n=1024{kind}"), secs, Some(bytes as f64), None, copy_bw));
     }
     // The Gated DeltaNet layer's conv, recurrence and norm at decode, and the recurrence over
     // 64- and 512-row prefills (the chunked kernels, and the row kernel at 512 for comparison).

@@ -12,15 +12,23 @@ use crate::weights::GROUP;
 /// take the row's partial sums of squares as `rms_norm` does.
 const RMS_NORM_THREADS: usize = 256;
 /// `ROTATE_PER_THREAD` of hadamard.cu: the most block values one thread of [`rotate_planes`]
-/// holds in registers, for the widest block over 1024 threads.
+/// holds in registers: two 128-groups' 4 values each in its first phase (the widest block's groups
+/// over 32 warps), 8 group-strided values in its second (the widest block's groups over 8
+/// threads per offset: 128 · 8 threads).
 const ROTATE_PER_THREAD: usize = 8;
-const _: () = assert!(MAX_BLOCK <= ROTATE_PER_THREAD * 1024, "hadamard_rotate_planes holds a block in 1024 threads' registers");
+const _: () = assert!(
+    MAX_BLOCK / GROUP <= ROTATE_PER_THREAD / 4 * 32 && MAX_BLOCK / GROUP <= ROTATE_PER_THREAD * 8,
+    "hadamard_rotate_planes holds the widest block in 1024 threads' registers"
+);
+/// `HADAMARD_ROWS_PER_CTA` of hadamard.cu: rows per CTA of `hadamard_blocks_in_warps`.
+const ROWS_PER_CTA: usize = 2;
+/// Shared memory every device grants a CTA without opting in.
+const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
 
 const OP: &str = "hadamard";
-/// The widest block one CTA transforms: n floats of shared memory stay within the 48 KB every
-/// device grants without opting in.
+/// The widest block one CTA transforms: its values fit 1024 threads' registers, 8 each.
 pub const MAX_BLOCK: usize = 8192;
-/// Threads per CTA at most (one per butterfly pair up to this).
+/// Threads per CTA of `hadamard_block_in_smem` at most (one per butterfly pair up to this).
 const MAX_THREADS: usize = 512;
 
 /// The transform of `ops::hadamard` on `rows` rows of `signs.len()` values: forward
@@ -39,6 +47,41 @@ pub fn hadamard(
     rows: usize,
     y: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, block.is_multiple_of(GROUP))
+}
+
+/// [`hadamard`] through `hadamard_block_in_smem` at any block: the order every kernel keeps, for
+/// `bonsai kernels verify` to compare `hadamard_blocks_in_warps` with bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hadamard_shared_loop(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    signs: &impl DevicePtr<f32>,
+    width: usize,
+    block: usize,
+    inverse: bool,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rows: usize,
+    y: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    launch_transform(gpu, x, signs, width, block, inverse, tiled_to_grouped, rows, y, false)
+}
+
+/// [`hadamard`]'s checks and launch: `hadamard_blocks_in_warps` when `in_warps` (the block whole
+/// 128-groups), else `hadamard_block_in_smem`.
+#[allow(clippy::too_many_arguments)]
+fn launch_transform(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    signs: &impl DevicePtr<f32>,
+    width: usize,
+    block: usize,
+    inverse: bool,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rows: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    in_warps: bool,
+) -> Result<(), LaunchError> {
     let (perm_hd, perm_k, perm_rep) = check_transform(width, block, inverse, tiled_to_grouped)?;
     expect_at_least(OP, "signs", signs.len(), width)?;
     if rows == 0 {
@@ -47,16 +90,46 @@ pub fn hadamard(
     expect_at_least(OP, "x", x.len(), rows * width)?;
     expect_at_least(OP, "y", y.len(), rows * width)?;
     as_i32(OP, "rows x width", rows * width)?;
-    let ctas = u32::try_from(rows * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
-    let threads = (block / 2).clamp(32, MAX_THREADS) as u32;
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (block * 4) as u32 };
     // The CPU version's scale (1/sqrt(n) in f32), applied at the load.
     let scale = 1.0 / (block as f32).sqrt();
     let (width_i, block_i, inverse_i) = (as_i32(OP, "width", width)?, block as i32, i32::from(inverse));
-    let func = gpu.function("hadamard_block_in_smem")?;
     let (x_p, _a) = read_ptr(x, gpu.stream);
     let (s_p, _b) = read_ptr(signs, gpu.stream);
     let (y_p, _c) = write_ptr(y, gpu.stream);
+    if in_warps {
+        debug_assert!(block.is_multiple_of(GROUP), "hadamard_blocks_in_warps takes whole 128-groups");
+        // Whole 128-groups: hadamard_blocks_in_warps, HADAMARD_ROWS_PER_CTA rows per CTA.
+        let row_sets = rows.div_ceil(ROWS_PER_CTA);
+        let ctas = u32::try_from(row_sets * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+        let threads = (block / 4).min(1024) as u32;
+        let smem = 4 * ROWS_PER_CTA * block;
+        let func = gpu.function("hadamard_blocks_in_warps")?;
+        if smem > DEFAULT_SHARED_BYTES {
+            crate::launch::opt_in_shared_memory(OP, gpu.stream, func, smem, "the rows' blocks")?;
+        }
+        // 16-byte loads when every 4 values of a group are 4 aligned values of x and of the
+        // signs: rows and heads of whole float4s, 16-byte aligned bases.
+        let vec4 = i32::from(width.is_multiple_of(4) && perm_hd % 4 == 0 && (x_p | s_p).is_multiple_of(16));
+        let rows_i = as_i32(OP, "rows", rows)?;
+        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+        let mut l = Launch::new(gpu, func);
+        l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&rows_i).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i).arg(&vec4);
+        l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
+        // SAFETY: matches hadamard_blocks_in_warps(x, signs, y, rows, width, block, scale, inverse,
+        // vec4, perm_hd, perm_k_heads, perm_rep); x and y hold rows * width floats, signs width
+        // (checked above), the CTA skips rows past `rows`; the permutation maps [0, width) onto
+        // itself, moving runs of perm_hd (a multiple of 4 with vec4, as the width, and the bases
+        // 16-byte aligned); ROWS_PER_CTA blocks of shared memory (opted in past the default);
+        // block / threads = 4 (8 for MAX_BLOCK) values per thread, MAX_BLOCK / 128 groups over
+        // 32 warps at most 2 per warp.
+        unsafe { l.launch(cfg) }?;
+        return Ok(());
+    }
+    // Blocks below a 128-group: the shared-memory loop, a thread per butterfly pair (up to 512).
+    let ctas = u32::try_from(rows * (width / block)).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+    let threads = (block / 2).clamp(32, MAX_THREADS) as u32;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: (block * 4) as u32 };
+    let func = gpu.function("hadamard_block_in_smem")?;
     let mut l = Launch::new(gpu, func);
     l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i);
     l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
@@ -187,12 +260,17 @@ pub fn rotate_planes(
     let vec4 = i32::from(width % 4 == 0 && (x_p | w_p | xn_p) % 16 == 0);
     let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
     let func = gpu.function("hadamard_rotate_planes")?;
-    // A whole SM's shared memory per CTA, as the prepare launch takes, so that no CTA of the GEMV
-    // reading the planes shares its SM (the block, the 32-float scratch and the heads' 1/rms fit in
-    // any SM's).
-    let smem = crate::launch::opt_in_all_shared_memory(stream, func)?;
-    // At least min(block / 2, 1024) threads: no thread holds more than ROTATE_PER_THREAD values.
-    let threads = (block / 2).clamp(RMS_NORM_THREADS, 1024) as u32;
+    // The block, the 32-float scratch and the block's heads' 1/rms: a few KB, so the CTA shares
+    // its SM (a whole SM's shared memory would wait for an SM the previous kernel's CTAs have all
+    // left).
+    let heads = if head_dim > 0 { block / head_dim as usize } else { 0 };
+    let smem = 4 * (block + 32 + heads);
+    if smem > DEFAULT_SHARED_BYTES {
+        crate::launch::opt_in_shared_memory(OP, stream, func, smem, "a block with its heads' norms")?;
+    }
+    // A thread per 4 values (a warp per 128-group), at least RMS_NORM_THREADS (the row norm's
+    // partial sums), at most 1024: the widest block holds 8 values per thread.
+    let threads = (block / 4).clamp(RMS_NORM_THREADS, 1024) as u32;
     let ctas = (width / block) as u32;
     let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
     let scale = 1.0 / (block as f32).sqrt();
@@ -204,8 +282,9 @@ pub fn rotate_planes(
     // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, z,
     // xn and rot (each or null) hold width floats, the norm weights width (head_dim when gated),
     // the planes K = width (checked above); the permutation maps [0, width) onto itself and moves
-    // whole gated heads; (2 block + 32) floats of shared memory fit in a whole SM's; the CTA's
-    // warps loop over the block's heads and 128-groups.
+    // whole gated heads; the shared memory holds block + 32 + block / head_dim floats (opted in past
+    // the default); the CTA's warps loop over the block's heads and 128-groups, and its threads
+    // hold the block within ROTATE_PER_THREAD values each (asserted above).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

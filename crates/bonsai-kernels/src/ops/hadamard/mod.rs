@@ -23,8 +23,14 @@
 //!
 //! Speed of light on the H200: 8 bytes per element (read x, write y; signs stay cached): a decode
 //! row of 5120 is 41 KB -> 10 ns at 4.3 TB/s (launch-bound; fuse into the matmul's input load
-//! where possible). CUDA (cuda.rs, hadamard.cu): one CTA per (row, block), the block in shared
-//! memory, signs, permutation and the 1/sqrt(n) scale fused into the load.
+//! where possible); a 512-row prefill chunk of 5120 is 21 MB -> ~5 us, of 17408 71 MB -> ~17 us.
+//! CUDA (cuda.rs, hadamard.cu), signs, permutation and the 1/sqrt(n) scale fused into the load:
+//! blocks of whole 128-groups (every Bonsai block) take `hadamard_blocks_in_warps`, a thread per 4
+//! values (16-byte loads), the first 7 stages within a warp (registers and shuffles), the others
+//! after one exchange through shared memory, 2 rows per CTA so that the loads of a full SM cover
+//! the memory latency; smaller blocks take `hadamard_block_in_smem`, the block in shared memory
+//! and a barrier per stage. Both take the inputs (x·s)·scale and run the butterflies stage by stage,
+//! bit 0 first, each pair's (u + v, u − v), so they agree bit for bit (`bonsai kernels verify`: "= shared-memory loop").
 //!
 //! ## Fused with the norm and the planes (one decode token)
 //!
@@ -48,9 +54,13 @@
 //! within ε_n = γ_{d+1} + 16u relative plus the smallest normal f32 (gated_rms_norm's bound),
 //! the latter carried through H as (1 + γ_L)·n·f32::MIN_POSITIVE/sqrt(n) more.
 //!
-//! Speed of light of the fused launch on the H200: the row's 4 B per value read once per CTA
-//! from L2 (W = 17408 over 17 CTAs: 70 KB each) and 0.8 B per value of planes written; a few
-//! microseconds of latency (launch, the L2 round trips of the load and of the planes' stores) bound it.
+//! Speed of light of the fused launch on the H200: the row's 4 B per value read (once per CTA for
+//! the row norm's sum, from L2) and 2 B per value of planes written: under 0.1 us of bandwidth;
+//! latency bounds it: the launch, one L2 round trip for every load (the block's values and the
+//! norm's inputs issued together), three barriers (the norm's sum, the exchange between the
+//! warp-local first 7 stages and the rest, the planes' quantization from shared memory), the
+//! planes' stores (hadamard.cu lists the chain). The CTA takes the few KB of shared memory it
+//! needs, so it can start on an SM the previous kernel still occupies.
 
 mod cpu;
 mod reference;
