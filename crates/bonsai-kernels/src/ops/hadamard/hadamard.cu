@@ -157,7 +157,9 @@ extern "C" __global__ void __launch_bounds__(1024)
             if (group >= groups) break;
             float (&u)[4] = v[r][s];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) u[e] = (inverse ? u[e] : u[e] * sgn[s][e]) * scale;
+            // __fmul_rn: a rounded product, never contracted into the first butterfly's add (an
+            // FMA there would skip a rounding the shared-memory kernel makes, storing the product).
+            for (int e = 0; e < 4; ++e) u[e] = __fmul_rn(inverse ? u[e] : __fmul_rn(u[e], sgn[s][e]), scale);
 #pragma unroll
             for (int len = 1; len < 4; len <<= 1) {
 #pragma unroll
@@ -385,7 +387,9 @@ extern "C" __global__ void __launch_bounds__(1024)
                 n = n * inv * ws[s][t];
             }
             if (norm_w != nullptr && xn != nullptr) xn[source_of(first + i)] = n;
-            v[s][t] = n * sgn[s][t] * scale;
+            // Rounded products (no FMA with the first butterfly's add): the separate launches
+            // store this value before they transform it.
+            v[s][t] = __fmul_rn(__fmul_rn(n, sgn[s][t]), scale);
         }
         fwht_group_in_warp(v[s], j0);
 #pragma unroll

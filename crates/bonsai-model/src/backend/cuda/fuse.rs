@@ -30,10 +30,10 @@
 //!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
 //!   ([`Step::RopeKvWrite`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 13 (norm+rotate+planes, qkv
-//!   and z GEMVs, alpha, beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 12 (norm+rotate+planes, qkv
+//!   and z GEMVs, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
-//!   prepares as launches of their own made 20; an attention layer 12 (norm+rotate+planes, qkv
+//!   prepares as launches of their own made 19; an attention layer 12 (norm+rotate+planes, qkv
 //!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 

@@ -158,7 +158,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
     let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
-    let (norm, signs, w, alpha_w, beta_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2), VectorId(3));
+    let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
     let rot_matmul = Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite };
@@ -341,13 +341,14 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         gemv(r.z, 256, Act::Z, Epilogue::Store),
     ];
     assert_eq!(delta[..3], want_delta[..], "{delta:#?}");
-    assert!(matches!(delta[3], Step::Op(Op::MatmulF32 { x: Act::Xn, .. })), "{delta:#?}");
-    assert!(matches!(delta[6], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
+    // alpha and beta: one f32 matmul with two outputs.
+    assert!(matches!(delta[3], Step::Op(Op::MatmulF32 { x: Act::Xn, second: Some(_), .. })), "{delta:#?}");
+    assert!(matches!(delta[5], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
-    assert_eq!(delta[7], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
-    assert_eq!(delta[8], gemv(r.out, 384, Act::X, Epilogue::Add));
+    assert_eq!(delta[6], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[7], gemv(r.out, 384, Act::X, Epilogue::Add));
     assert_eq!(
-        delta[9..],
+        delta[8..],
         [
             rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
             gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
@@ -356,7 +357,7 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 13, "launches per DeltaNet layer: {delta:#?}");
+    assert_eq!(delta.len(), 12, "launches per DeltaNet layer: {delta:#?}");
     // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
@@ -379,8 +380,8 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
 #[test]
 fn without_the_fused_transform_hybrid_layers_run_norm_transform_and_prepare_apart() {
     let layers = hybrid::by_layer(vec![1], false);
-    // The launches before the fused form: 20 per DeltaNet layer, 18 per attention layer.
-    assert_eq!(layers[0].len(), 20, "{:#?}", layers[0]);
+    // The launches before the fused form: 19 per DeltaNet layer, 18 per attention layer.
+    assert_eq!(layers[0].len(), 19, "{:#?}", layers[0]);
     assert_eq!(layers[3].len(), 18, "{:#?}", layers[3]);
     assert!(hybrid::steps(vec![1], false).iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. })));
     // Each op keeps its own index (the norm's step, then the transform's).
@@ -415,8 +416,8 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
         hadamard,
         Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite },
         // An f32 matmul of the rotated row itself, and one of the normed row.
-        Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Rot, y: Act::Alpha },
-        Op::MatmulF32 { w: VectorId(3), n: 8, k: 256, x: Act::Xn, y: Act::Beta },
+        Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Rot, y: Act::Alpha, second: None },
+        Op::MatmulF32 { w: VectorId(3), n: 8, k: 256, x: Act::Xn, y: Act::Beta, second: None },
     ];
     let s = fuse(&program, &caps);
     let want = Step::RotatePlanes { x: Act::X, norm: Some(PreNorm::Rms(norm)), normed: Some(Act::Xn), signs, width: 256, block: 128, perm: None, rot: Some(Act::Rot), planes: Planes::Rot(256) };
