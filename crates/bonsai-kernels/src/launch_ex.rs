@@ -137,6 +137,7 @@ mod tests {
         ("attention_decode_g7_hd128", "attention_decode_body"),
         ("attention_decode_g1_hd256", "attention_decode_body"),
         ("attention_decode_g2_hd256", "attention_decode_body"),
+        ("attention_decode_g6_hd256", "attention_decode_body"),
         ("_hd128_planes_heads", "attention_decode_body"),
     ];
 
