@@ -371,22 +371,6 @@ impl<B: Backend> Activations<B> {
         Ok(unsafe { (read_ptrs.map(|p| &*p), write_ptrs.map(|p| p.map(|p| &mut *p))) })
     }
     /// `read` and `write` at once (they must differ).
-    /// `read` and two different activations to write, at once.
-    pub fn read_and_two_writes(
-        &mut self,
-        read: Act,
-        first: Act,
-        second: Act,
-    ) -> Result<ReadWriteWrite<'_, B>, BackendError> {
-        if read == first || read == second || first == second {
-            return Err(BackendError::Device(format!("an op reads {read:?} and writes {first:?} and {second:?}")));
-        }
-        let read_ptr: *const B::Buffer = self.get(read);
-        let second_ptr: *mut B::Buffer = self.get_mut(second);
-        // SAFETY: the three activations name different fields of `self`, so none of the borrows
-        // aliases another.
-        Ok((unsafe { &*read_ptr }, self.get_mut(first), unsafe { &mut *second_ptr }))
-    }
     pub fn pair(&mut self, read: Act, write: Act) -> Result<(&B::Buffer, &mut B::Buffer), BackendError> {
         if read == write {
             return Err(BackendError::Device(format!("an op reads and writes {read:?}")));
@@ -478,7 +462,9 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             b.matmul_f32(&weights.vectors[w.0], n, k, x, rows, y)
         }
         Op::MatmulF32 { w, n, k, x, y, second: Some((w2, y2)) } => {
-            let (x, y, y2) = acts.read_and_two_writes(x, y, y2)?;
+            let ([x], [Some(y), Some(y2)]) = acts.reads_and_writes([x], [Some(y), Some(y2)])? else {
+                unreachable!("reads_and_writes borrows every named output");
+            };
             b.matmul_f32_pair([&weights.vectors[w.0], &weights.vectors[w2.0]], n, k, x, rows, [y, y2])
         }
         Op::SsmConv { x, weight, slot, out } => {
@@ -535,8 +521,6 @@ fn missing_state(what: &str, slot: usize) -> BackendError {
 
 /// Two activations to read and one to write.
 pub type ReadReadWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
-/// An input and two outputs of one op ([`Activations::read_and_two_writes`]).
-pub type ReadWriteWrite<'a, B> = (&'a <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer, &'a mut <B as Backend>::Buffer);
 
 /// A Hadamard transform's parameters, with the sign vector on the backend.
 pub struct HadamardOp<'a, B: Backend> {
