@@ -185,37 +185,36 @@ fn dead_after(ops: &[Op], from: usize, act: Act) -> bool {
         if reads.contains(&Some(act)) {
             return false;
         }
-        if writes == Some(act) {
+        if writes.contains(&Some(act)) {
             return true;
         }
     }
     true
 }
 
-/// The activations `op` reads and the one it writes (a residual add reads and writes y).
-fn touches(op: &Op) -> ([Option<Act>; 3], Option<Act>) {
+/// The activations `op` reads and those it writes (a residual add reads and writes y; alpha|beta
+/// writes two).
+fn touches(op: &Op) -> ([Option<Act>; 3], [Option<Act>; 2]) {
     match *op {
-        Op::Embed { out, .. } => ([None, None, None], Some(out)),
-        Op::RmsNorm { x, out, .. } => ([Some(x), None, None], Some(out)),
-        Op::Matmul { x, y, store: Store::Add, .. } => ([Some(x), Some(y), None], Some(y)),
-        Op::Matmul { x, y, store: Store::Overwrite, .. } => ([Some(x), None, None], Some(y)),
-        Op::GateUpSwiglu { x, out, .. } => ([Some(x), None, None], Some(out)),
-        Op::QkNormRope { qkv, .. } => ([Some(qkv), None, None], Some(qkv)),
-        Op::KvWrite { qkv, .. } => ([Some(qkv), None, None], None),
-        Op::Attention { qkv, out, .. } => ([Some(qkv), None, None], Some(out)),
-        Op::LastRows { x, out } => ([Some(x), None, None], Some(out)),
-        Op::Advance => ([None, None, None], None),
-        Op::Pick(_) => ([Some(Act::Logits), None, None], None),
+        Op::Embed { out, .. } => ([None, None, None], [Some(out), None]),
+        Op::RmsNorm { x, out, .. } => ([Some(x), None, None], [Some(out), None]),
+        Op::Matmul { x, y, store: Store::Add, .. } => ([Some(x), Some(y), None], [Some(y), None]),
+        Op::Matmul { x, y, store: Store::Overwrite, .. } => ([Some(x), None, None], [Some(y), None]),
+        Op::GateUpSwiglu { x, out, .. } => ([Some(x), None, None], [Some(out), None]),
+        Op::QkNormRope { qkv, .. } => ([Some(qkv), None, None], [Some(qkv), None]),
+        Op::KvWrite { qkv, .. } => ([Some(qkv), None, None], [None, None]),
+        Op::Attention { qkv, out, .. } => ([Some(qkv), None, None], [Some(out), None]),
+        Op::LastRows { x, out } => ([Some(x), None, None], [Some(out), None]),
+        Op::Advance => ([None, None, None], [None, None]),
+        Op::Pick(_) => ([Some(Act::Logits), None, None], [None, None]),
         // The hybrid (qwen35) ops: never fused, but their reads keep a fused step from
         // skipping an activation they need.
-        Op::Hadamard { x, out, .. } => ([Some(x), None, None], Some(out)),
-        // A second output (DeltaNet's beta beside alpha) goes unreported: leaving out a write only
-        // makes an activation look live for longer, and no fused step reads or skips either.
-        Op::MatmulF32 { x, y, .. } => ([Some(x), None, None], Some(y)),
-        Op::SsmConv { x, out, .. } => ([Some(x), None, None], Some(out)),
-        Op::GatedDelta { conv, alpha, beta, out, .. } => ([Some(conv), Some(alpha), Some(beta)], Some(out)),
-        Op::GatedRmsNorm { x, z, out, .. } => ([Some(x), Some(z), None], Some(out)),
-        Op::SigmoidGate { x, gate, out } => ([Some(x), Some(gate), None], Some(out)),
+        Op::Hadamard { x, out, .. } => ([Some(x), None, None], [Some(out), None]),
+        Op::MatmulF32 { x, y, second, .. } => ([Some(x), None, None], [Some(y), second.map(|(_, y2)| y2)]),
+        Op::SsmConv { x, out, .. } => ([Some(x), None, None], [Some(out), None]),
+        Op::GatedDelta { conv, alpha, beta, out, .. } => ([Some(conv), Some(alpha), Some(beta)], [Some(out), None]),
+        Op::GatedRmsNorm { x, z, out, .. } => ([Some(x), Some(z), None], [Some(out), None]),
+        Op::SigmoidGate { x, gate, out } => ([Some(x), Some(gate), None], [Some(out), None]),
     }
 }
 
@@ -494,7 +493,7 @@ fn gated_heads_fit(program: &Program, block: usize, perm: Option<VHeadPerm>) -> 
 /// The activations a node writes (a transform after a norm writes two).
 fn node_writes(node: &Node) -> [Option<Act>; 2] {
     match node {
-        Node::Op(op) => [touches(op).1, None],
+        Node::Op(op) => touches(op).1,
         Node::Gemv { y, .. } => [Some(*y), None],
         Node::Rotate { out, norm, .. } => [Some(*out), norm.map(|(_, normed, _)| normed)],
         Node::Fused(Step::NormMatmul { y, .. }) => [Some(*y), None],
