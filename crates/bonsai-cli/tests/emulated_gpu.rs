@@ -405,4 +405,18 @@ fn the_server_batches_streams_on_the_emulated_gpu_as_the_cpu_runs_them_alone() {
     let again = support::completion(&gpu.addr, &prompts[0], steps, r#", "ignore_eos": true"#);
     assert_eq!(again["usage"]["prompt_tokens_details"]["cached_tokens"], prompts[0].len() - 1, "{again}");
     assert_eq!(again["choices"][0]["text"], batched[0]["choices"][0]["text"], "{again}");
+    // A prefix shared with a running stream is copied from its device cache: Q + b, while a
+    // stream holds Q + a, takes Q's rows (cached_tokens) and generates what the CPU generates alone.
+    let shared: Vec<u32> = (0..40u32).map(|i| (i * 37) % 250 + 1).collect();
+    let (with_a, with_b) = ([shared.clone(), vec![7]].concat(), [shared.clone(), vec![9, 10]].concat());
+    let mut holder = support::connect(&gpu.addr);
+    let body = format!(r#"{{"model": "bonsai-demo", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#);
+    support::send(&mut holder, "POST", "/v1/completions", Some(support::KEY), body.as_bytes());
+    let mut first = [0u8; 256];
+    assert!(std::io::Read::read(&mut holder, &mut first).unwrap() > 0);
+    let copied = support::completion(&gpu.addr, &with_b, steps, r#", "ignore_eos": true"#);
+    drop(holder);
+    assert_eq!(copied["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{copied}");
+    let alone = support::completion(&cpu.addr, &with_b, steps, r#", "logprobs": 2, "ignore_eos": true"#);
+    support::assert_greedy_equal_or_near_tie(&[alone], &[copied], steps, NEAR_TIE);
 }

@@ -234,3 +234,33 @@ fn a_hybrid_qwen35_model_serves_concurrent_streams_as_each_alone() {
         support::assert_greedy_equal_or_near_tie(&alone, &together, steps, CPU_NEAR_TIE);
     }
 }
+
+/// A shared prompt prefix is copied from another sequence's cache instead of recomputed: while one
+/// stream holds sequence 0 with prompt P + a, a request P + b lands on the empty sequence 1, takes
+/// P's cache rows from sequence 0 (`usage.prompt_tokens_details.cached_tokens`, the copied-tokens
+/// counter), and generates the tokens it generates alone on a fresh server.
+#[test]
+fn a_shared_prefix_is_copied_from_a_running_stream() {
+    let server = start(&["-np", "2"]);
+    let addr = server.addr.clone();
+    let shared: Vec<u32> = (0..40u32).map(|i| (i * 37) % 250 + 1).collect();
+    let (with_a, with_b) = ([shared.clone(), vec![7, 8]].concat(), [shared.clone(), vec![9, 10, 11]].concat());
+    let mut holder = connect(&addr);
+    send(&mut holder, "POST", "/v1/completions", Some(KEY), format!(r#"{{"model": "{MODEL}", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#).as_bytes());
+    let mut first = [0u8; 256];
+    assert!(holder.read(&mut first).unwrap() > 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while metric(&addr, "bonsai_running_sequences") != 1 {
+        assert!(std::time::Instant::now() < deadline, "the holder never got its sequence");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let steps = 6;
+    let got = support::completion(&addr, &with_b, steps, r#", "ignore_eos": true"#);
+    assert_eq!(got["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{got}");
+    assert_eq!(metric(&addr, "bonsai_prompt_tokens_copied_total"), shared.len() as u64);
+    drop(holder);
+    let fresh = start(&["-np", "1"]);
+    let alone = support::completion(&fresh.addr, &with_b, steps, r#", "logprobs": 2, "ignore_eos": true"#);
+    assert_eq!(alone["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{alone}");
+    support::assert_greedy_equal_or_near_tie(&[alone], &[got], steps, CPU_NEAR_TIE);
+}

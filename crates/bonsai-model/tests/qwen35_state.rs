@@ -77,3 +77,24 @@ fn restart_from_zero_is_a_fresh_sequence_and_mid_rewinds_are_refused() {
     model.forward_chunk(&mut state, &tokens, LogitRows::Last).expect("second run");
     assert_eq!(logits(&model, &state, 0), first);
 }
+
+/// A hybrid sequence copies all of another's tokens (KV caches and conv / DeltaNet states) or
+/// none: the copy then continues bit for bit like its donor, and a copy of part is refused.
+#[test]
+fn a_recurrent_sequence_is_copied_whole() {
+    let model = model();
+    let tokens: Vec<u32> = (40..50).collect();
+    let mut state = model.new_batch_state(2, 16, false).expect("batch state");
+    model.forward_batch(&mut state, &[(0, &tokens[..])], LogitRows::Last).expect("donor");
+    assert_eq!(model.copy_point(&state, 0, 4), 0);
+    assert_eq!(model.copy_point(&state, 0, 30), tokens.len());
+    let err = model.copy_prefix(&mut state, 0, 1, 4).expect_err("a partial copy").to_string();
+    assert!(err.contains("recurrent state"), "{err}");
+    model.copy_prefix(&mut state, 0, 1, tokens.len()).expect("whole copy");
+    // Row 0 holds the logits of a call's first (here only) sequence.
+    let [donor, copy] = [0, 1].map(|seq| {
+        model.forward_batch(&mut state, &[(seq, &[7, 8][..])], LogitRows::Last).expect("continue");
+        logits(&model, &state, 0)
+    });
+    assert_eq!(copy, donor);
+}

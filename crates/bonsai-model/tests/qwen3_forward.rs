@@ -274,3 +274,47 @@ fn a_batch_of_sequences_gives_each_its_logits_alone() {
     assert!(model.forward_batch(&mut batch, &[(3, &next[..1])], LogitRows::Last).is_err());
 }
 
+
+/// A prompt prefix copied from another sequence's cache (the server's shared system prompt)
+/// continues exactly like the donor: after copying all of the donor's tokens, the same suffix
+/// fed to donor and copy in calls of the same shape gives bit-identical logits. A copy of part
+/// of the donor's tokens, then the rest of the prompt, gives the logits of the prompt run alone
+/// within the bound. Copies beyond the donor's tokens, onto itself or to a missing sequence are
+/// refused.
+#[test]
+fn a_copied_prefix_continues_like_its_donor() {
+    let g = tiny_geometry();
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let model = cpu_model(&g, WeightKind::OneBit, seed);
+    let prompt = random_tokens(&mut rng, 9, g.vocab);
+    let suffix = random_tokens(&mut rng, 3, g.vocab);
+    let logits_of = |state: &bonsai_model::Qwen3State<CpuBackend>, row: usize| {
+        let mut out = vec![0.0; g.vocab];
+        model.logits(state, row, &mut out).unwrap();
+        out
+    };
+    let mut state = model.new_batch_state(3, 16, false).unwrap();
+    model.forward_batch(&mut state, &[(0, &prompt[..])], LogitRows::Last).unwrap();
+    assert_eq!(model.copy_point(&state, 0, 20), prompt.len());
+    model.copy_prefix(&mut state, 0, 1, prompt.len()).unwrap();
+    assert_eq!(state.n_past_of(1), prompt.len());
+    // Row 0 holds the logits of a call's first (here only) sequence.
+    model.forward_batch(&mut state, &[(0, &suffix[..])], LogitRows::Last).unwrap();
+    let donor = logits_of(&state, 0);
+    model.forward_batch(&mut state, &[(1, &suffix[..])], LogitRows::Last).unwrap();
+    assert_eq!(logits_of(&state, 0), donor, "seed {seed}: the copy continues differently");
+
+    // Part of the donor (which now holds prompt + suffix): the first 5 tokens, then the rest.
+    model.copy_prefix(&mut state, 0, 2, 5).unwrap();
+    model.forward_batch(&mut state, &[(2, &prompt[5..])], LogitRows::Last).unwrap();
+    let mut alone = model.new_state(16, false).unwrap();
+    model.prefill(&mut alone, &prompt).unwrap();
+    let (diff, scale) = max_diff(&[logits_of(&state, 0)], &widen(&[logits_of(&alone, 0)]));
+    assert!(diff <= LOGIT_TOL * scale, "seed {seed}: partial copy differs by {diff:e}");
+
+    let held = state.n_past_of(0);
+    assert!(model.copy_prefix(&mut state, 0, 1, held + 1).is_err(), "more tokens than the donor holds");
+    assert!(model.copy_prefix(&mut state, 1, 1, 2).is_err(), "a copy onto itself");
+    assert!(model.copy_prefix(&mut state, 0, 3, 2).is_err(), "a sequence the state lacks");
+}

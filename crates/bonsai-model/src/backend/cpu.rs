@@ -17,7 +17,7 @@ use bonsai_kernels::ops::hadamard::HadamardParams;
 use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
 use bonsai_kernels::ops::{gated_delta, gated_rms_norm, gemm_f32, hadamard, sigmoid_gate, ssm_conv};
 
-use super::{Backend, BackendError};
+use super::{same_capacity, Backend, BackendError};
 use crate::program::{run_op, DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
 
 /// The CPU sampler: the generator and a reused candidate buffer.
@@ -247,6 +247,15 @@ impl Backend for CpuBackend {
         let qkv = row_range("attention qkv", qkv, rows, shape.qkv_row_len())?;
         let out = row_range_mut("attention out", out, rows, shape.q_len())?;
         Ok(attention::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, cache.view(), out)?)
+    }
+
+    fn copy_kv_prefix(&self, src: &CpuKvCache, shape: HeadShape, tokens: usize, dst: &mut CpuKvCache) -> Result<(), BackendError> {
+        same_capacity(src.max_seq, dst.max_seq)?;
+        for range in src.prefix_ranges(shape, tokens)? {
+            dst.k[range.clone()].copy_from_slice(&src.k[range.clone()]);
+            dst.v[range.clone()].copy_from_slice(&src.v[range]);
+        }
+        Ok(())
     }
 
     fn copy_rows(

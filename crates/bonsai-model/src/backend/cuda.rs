@@ -508,6 +508,17 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn copy_kv_prefix(&self, src: &CudaKvCache, shape: HeadShape, tokens: usize, dst: &mut CudaKvCache) -> Result<(), BackendError> {
+        self.not_while_capturing("copy_kv_prefix")?;
+        super::same_capacity(src.max_seq, dst.max_seq)?;
+        let err = device_err("copying a cached prefix");
+        for range in src.prefix_ranges(shape, tokens)? {
+            self.stream.memcpy_dtod(&src.k.slice(range.clone()), &mut dst.k.slice_mut(range.clone())).map_err(&err)?;
+            self.stream.memcpy_dtod(&src.v.slice(range.clone()), &mut dst.v.slice_mut(range)).map_err(&err)?;
+        }
+        Ok(())
+    }
+
     fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, dst_row: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {
         let from = ops::rows_of("copy_rows src", src, SeqRows { row0: src_row, rows: 1 }, row_len)?;
         let mut to = ops::rows_of_mut("copy_rows dst", dst, SeqRows { row0: dst_row, rows: 1 }, row_len)?;

@@ -204,6 +204,10 @@ pub trait Backend: Sized {
         cache: &Self::KvCache,
         out: &mut Self::Buffer,
     ) -> Result<(), BackendError>;
+    /// Copies the first `tokens` positions of every kv head of `src` into `dst` (same head
+    /// shape and capacity): another sequence's cached prompt prefix, reused instead of recomputed.
+    fn copy_kv_prefix(&self, src: &Self::KvCache, shape: HeadShape, tokens: usize, dst: &mut Self::KvCache)
+        -> Result<(), BackendError>;
     /// Copies row `src_row` of `src` to row `dst_row` of `dst` (rows `row_len` long).
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, dst_row: usize, row_len: usize, dst: &mut Self::Buffer)
         -> Result<(), BackendError>;
@@ -307,3 +311,12 @@ pub fn median(samples: &mut [f64]) -> f64 {
     }
 }
 
+
+/// Two KV caches of one model hold the same number of positions (a prefix copied between
+/// sequences keeps its layout).
+pub(crate) fn same_capacity(src: usize, dst: usize) -> Result<(), BackendError> {
+    if src != dst {
+        return Err(BackendError::Capacity { what: "kv prefix copy: destination positions", need: src, have: dst });
+    }
+    Ok(())
+}

@@ -483,6 +483,62 @@ impl<B: Backend> Qwen3<B> {
         Ok(())
     }
 
+    /// The most tokens of sequence `from`'s cache that [`Self::copy_prefix`] can give another
+    /// sequence whose prompt shares `shared` tokens with it: `shared` for Qwen3; for qwen35 (whose
+    /// recurrent state holds every token so far) all of `from`'s tokens when `shared` covers them,
+    /// else 0.
+    pub fn copy_point(&self, state: &Qwen3State<B>, from: usize, shared: usize) -> usize {
+        let shared = shared.min(state.n_past[from]);
+        match self.arch {
+            Arch::Qwen3(_) => shared,
+            Arch::Qwen35 { .. } if shared == state.n_past[from] => shared,
+            Arch::Qwen35 { .. } => 0,
+        }
+    }
+
+    /// Makes sequence `to` hold the first `tokens` tokens of sequence `from` (a shared prompt
+    /// prefix, copied instead of recomputed) and sets its position there. `tokens` must be a
+    /// [`Self::copy_point`]: a qwen35 sequence takes all of `from`'s tokens with its conv and
+    /// DeltaNet states.
+    pub fn copy_prefix(&self, state: &mut Qwen3State<B>, from: usize, to: usize, tokens: usize) -> Result<(), ModelError> {
+        let n_seqs = state.seqs.len();
+        if from == to || from >= n_seqs || to >= n_seqs || tokens > state.n_past[from] {
+            return Err(ModelError::Unsupported(format!(
+                "copying {tokens} tokens from sequence {from} (holding {}) to {to} of {n_seqs}",
+                state.n_past.get(from).copied().unwrap_or(0)
+            )));
+        }
+        if self.copy_point(state, from, tokens) != tokens {
+            return Err(ModelError::Unsupported(format!(
+                "copying {tokens} of the {} tokens of a qwen35 sequence: its recurrent state holds all of them",
+                state.n_past[from]
+            )));
+        }
+        let (src, dst) = if from < to {
+            let (head, tail) = state.seqs.split_at_mut(to);
+            (&head[from], &mut tail[0])
+        } else {
+            let (head, tail) = state.seqs.split_at_mut(from);
+            (&tail[0], &mut head[to])
+        };
+        let b = &self.backend;
+        for (s, d) in src.kv.iter().zip(dst.kv.iter_mut()) {
+            b.copy_kv_prefix(s, self.dims.shape, tokens, d)?;
+        }
+        if let (Arch::Qwen35 { config, .. }, Some(h)) = (&self.arch, self.dims.hybrid) {
+            let conv_len = (config.conv_kernel - 1) * h.conv_channels();
+            for (s, d) in src.conv.iter().zip(dst.conv.iter_mut()) {
+                b.copy_rows(s, 0, 0, conv_len, d)?;
+            }
+            for (s, d) in src.ssm.iter().zip(dst.ssm.iter_mut()) {
+                b.copy_rows(s, 0, 0, h.delta.state_len(), d)?;
+            }
+        }
+        b.set_position(&mut dst.pos, tokens)?;
+        state.n_past[to] = tokens;
+        Ok(())
+    }
+
     fn check_room(&self, state: &Qwen3State<B>, seq: usize, m: usize) -> Result<(), ModelError> {
         if state.n_past[seq] + m > self.max_seq {
             return Err(ModelError::ContextFull { need: state.n_past[seq] + m, ctx: self.max_seq });
