@@ -412,8 +412,7 @@ fn the_server_batches_streams_on_the_emulated_gpu_as_the_cpu_runs_them_alone() {
     let mut holder = support::connect(&gpu.addr);
     let body = format!(r#"{{"model": "bonsai-demo", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#);
     support::send(&mut holder, "POST", "/v1/completions", Some(support::KEY), body.as_bytes());
-    let mut first = [0u8; 256];
-    assert!(std::io::Read::read(&mut holder, &mut first).unwrap() > 0);
+    support::read_first_event(&mut holder);
     let copied = support::completion(&gpu.addr, &with_b, steps, r#", "ignore_eos": true"#);
     drop(holder);
     assert_eq!(copied["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{copied}");

@@ -247,13 +247,7 @@ fn a_shared_prefix_is_copied_from_a_running_stream() {
     let (with_a, with_b) = ([shared.clone(), vec![7, 8]].concat(), [shared.clone(), vec![9, 10, 11]].concat());
     let mut holder = connect(&addr);
     send(&mut holder, "POST", "/v1/completions", Some(KEY), format!(r#"{{"model": "{MODEL}", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#).as_bytes());
-    let mut first = [0u8; 256];
-    assert!(holder.read(&mut first).unwrap() > 0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while metric(&addr, "bonsai_running_sequences") != 1 {
-        assert!(std::time::Instant::now() < deadline, "the holder never got its sequence");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::read_first_event(&mut holder);
     let steps = 6;
     let got = support::completion(&addr, &with_b, steps, r#", "ignore_eos": true"#);
     assert_eq!(got["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{got}");

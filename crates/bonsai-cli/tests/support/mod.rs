@@ -134,3 +134,15 @@ pub fn assert_greedy_equal_or_near_tie(alone: &[serde_json::Value], got: &[serde
         }
     }
 }
+
+/// Reads a streaming response on `s` until its first `data:` event (a generated token: the
+/// request's prompt is in its sequence's cache by then).
+pub fn read_first_event(s: &mut TcpStream) {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("data: {") {
+        let n = std::io::Read::read(s, &mut buf).unwrap();
+        assert!(n > 0, "the stream ended before its first event: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
