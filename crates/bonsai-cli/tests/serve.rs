@@ -272,9 +272,23 @@ fn sampled_streams_pick_on_the_backend_and_give_each_request_alone() {
     assert_eq!(together, alone, "concurrent sampled streams");
     assert_eq!(metric(&server.addr, "bonsai_host_picked_tokens_total"), 0, "batched sampled picks went to the host");
 
+    // Greedy next to sampled: the backend picks both, the greedy one (in a slot whose last request
+    // sampled) by the argmax.
+    let greedy_alone = support::text_of(&support::completion(&server.addr, &prompts[0], steps, r#", "ignore_eos": true"#));
+    let side_by_side: Vec<String> = std::thread::scope(|scope| {
+        let addr = server.addr.as_str();
+        let (p0, p1) = (&prompts[0], &prompts[1]);
+        let handles = [
+            scope.spawn(move || support::text_of(&support::completion(addr, p0, steps, r#", "ignore_eos": true"#))),
+            scope.spawn(move || support::text_of(&support::sampled_completion(addr, p1, steps, 41, ""))),
+        ];
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(side_by_side, [greedy_alone.clone(), alone[1].clone()], "greedy and sampled streams side by side");
+    assert_eq!(metric(&server.addr, "bonsai_host_picked_tokens_total"), 0, "greedy and sampled picks went to the host");
+
     // Mixed: stream 0 greedy, stream 1 sampled, stream 2 sampled with logprobs (the host picks
     // for the whole batch while it runs).
-    let greedy_alone = support::text_of(&support::completion(&server.addr, &prompts[0], steps, r#", "ignore_eos": true"#));
     let logprobs_alone = support::sampled_completion(&server.addr, &prompts[2], steps, 42, r#", "logprobs": 1"#);
     assert_eq!(support::text_of(&logprobs_alone), alone[2], "the host's draws equal the backend's for one seed");
     let mixed: Vec<serde_json::Value> = std::thread::scope(|scope| {

@@ -70,10 +70,11 @@ struct Running {
     /// when they need the host: penalties, log-probabilities, or settings the device sampler
     /// does not take (`Sampler::device_pick`).
     device_pick: Option<SeqPick>,
-    /// Which side holds the generator's current state: the host `sampler`, or the backend's
-    /// per-sequence generator of its slot. A draw on one side continues the other's stream (the
-    /// state moves over first), so a seed gives the same tokens whichever side picks each one.
-    rng_on_device: bool,
+    /// Whether its slot's setting on the backend is `device_pick` and, when it samples, the
+    /// slot's generator there holds the current state of its stream of draws (else the host
+    /// `sampler` does). A draw on either side continues the other's stream (the state moves over
+    /// first), so a seed gives the same tokens whichever side picks each one.
+    device_loaded: bool,
     penalties: Penalties,
     stop: StopMatcher,
     decoder: StreamDecoder,
@@ -297,7 +298,7 @@ impl<B: Backend> Engine<'_, B> {
                 max_new: params.max_tokens.map_or(room, |n| n.min(room)),
                 sampler,
                 device_pick,
-                rng_on_device: false,
+                device_loaded: false,
                 penalties,
                 stop: StopMatcher::new(params.stop.clone()),
                 decoder: StreamDecoder::new(),
@@ -408,7 +409,7 @@ impl<B: Backend> Engine<'_, B> {
         let host_pick = takers.iter().any(|i| running(i).is_some_and(Running::needs_host_pick));
         let pick = if takers.iter().any(|i| running(i).is_some_and(Running::samples_on_device)) { DevicePick::PerSequence } else { DevicePick::Greedy };
         if !host_pick && pick == DevicePick::PerSequence {
-            if let Err(e) = self.load_device_generators(state, &takers) {
+            if let Err(e) = self.load_device_picks(state, &takers) {
                 for (i, _) in &batch {
                     self.fail(*i, format!("setting the device sampler: {e}"));
                 }
@@ -474,15 +475,15 @@ impl<B: Backend> Engine<'_, B> {
         self.update_gauges();
     }
 
-    /// Moves the generator of each sampling request among `slots` whose state the host holds to
-    /// its slot's device generator, with its setting (before its first device draw, or after a
-    /// host draw).
-    fn load_device_generators(&mut self, state: &mut Qwen3State<B>, slots: &[usize]) -> Result<(), bonsai_model::ModelError> {
+    /// Sets the backend's pick setting of each request among `slots` whose slot does not hold
+    /// it yet (its first device pick; a slot keeps the setting of the request it last served),
+    /// and moves a sampling request's generator state there (also after a host draw).
+    fn load_device_picks(&mut self, state: &mut Qwen3State<B>, slots: &[usize]) -> Result<(), bonsai_model::ModelError> {
         for &i in slots {
             let Some(r) = self.slots[i].running.as_mut() else { continue };
-            if let (Some(pick @ SeqPick::Sample(_)), false) = (r.device_pick, r.rng_on_device) {
+            if let (Some(pick), false) = (r.device_pick, r.device_loaded) {
                 self.model.set_sequence_pick(state, i, pick, r.sampler.rng_state())?;
-                r.rng_on_device = true;
+                r.device_loaded = true;
             }
         }
         Ok(())
@@ -540,11 +541,11 @@ impl<B: Backend> Engine<'_, B> {
     fn pick_on_host(&mut self, state: &Qwen3State<B>, row: usize, i: usize) -> Result<(u32, Option<TokenLogprob>), String> {
         self.model.logits(state, row, &mut self.logits).map_err(|e| format!("reading the logits: {e}"))?;
         let Some(r) = self.slots[i].running.as_mut() else { return Err("no request".into()) };
-        if r.rng_on_device {
+        if r.device_loaded && r.samples_on_device() {
             // Its earlier tokens were drawn on the device: continue that stream here.
             let rng = self.model.sequence_pick_rng(state, i).map_err(|e| format!("reading the device sampler: {e}"))?;
             r.sampler.set_rng_state(rng);
-            r.rng_on_device = false;
+            r.device_loaded = false;
         }
         let raw = r.top_logprobs.map(|top| (top, self.logits.clone()));
         r.penalties.apply(&mut self.logits);
