@@ -204,6 +204,22 @@ fn bench_serve_starts_a_server_and_counts_every_token() {
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
     assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
+    // Sampled load: every request at temperature 0.8 (the server's top-k, top-p, min-p) or with
+    // a top-k of its own.
+    for extra in [&["--temperature", "0.8"][..], &["--temperature", "0.8", "--top-k", "5", "--min-p", "0"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+            .args(["bench", "serve", "--streams", "3", "-p", "9", "-n", "5", "--json"])
+            .args(extra)
+            .args(["--", "--cpu", "-np", "3", "-m"])
+            .arg(&model)
+            .env("BONSAI_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{extra:?} stdout: {stdout}\nstderr: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert_eq!((v["output_tokens"].as_u64(), v["errors"].as_u64(), v["temperature"].as_f64()), (Some(15), Some(0), Some(0.8f32 as f64)), "{v}");
+    }
 }
 
 /// Where a greedy stream batched on the CPU may part from the same request alone: the batch runs
