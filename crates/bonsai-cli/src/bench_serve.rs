@@ -32,6 +32,20 @@ pub struct BenchServeArgs {
     /// Tokens generated per request
     #[arg(short = 'n', long = "gen-tokens", default_value_t = 128)]
     pub gen_tokens: usize,
+    /// Sampling temperature of every request (0: greedy). Above 0 the requests sample with the
+    /// server's defaults for top-k, top-p and min-p (bonsai serve: llama-server's 40, 0.95, 0.05)
+    /// unless the options below are given
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// top_k of every request (default: the server's)
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// top_p of every request (default: the server's)
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// min_p of every request (default: the server's)
+    #[arg(long)]
+    pub min_p: Option<f32>,
     /// Bearer key for the server
     #[arg(long)]
     pub api_key: Option<String>,
@@ -84,7 +98,7 @@ pub fn run(args: BenchServeArgs) -> anyhow::Result<()> {
                 if i >= total {
                     break;
                 }
-                let outcome = one_request(&addr, key, &model, i, args.prompt_tokens, args.gen_tokens);
+                let outcome = one_request(&addr, key, &request_body(&args, &model, i), args.gen_tokens);
                 outcomes.lock().unwrap_or_else(|e| e.into_inner()).push(outcome);
             });
         }
@@ -189,22 +203,32 @@ fn prompt_ids(request: usize, n: usize) -> Vec<u32> {
         .collect()
 }
 
-fn one_request(addr: &str, key: Option<&str>, model: &str, i: usize, prompt_tokens: usize, gen_tokens: usize) -> Outcome {
+/// Request `i`'s body: its prompt, length and sampling settings (the ones not given are left to
+/// the server).
+fn request_body(args: &BenchServeArgs, model: &str, i: usize) -> String {
+    let mut body = json!({
+        "model": model, "prompt": prompt_ids(i, args.prompt_tokens.max(1)), "max_tokens": args.gen_tokens,
+        "temperature": args.temperature, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
+    });
+    for (name, value) in [("top_k", args.top_k.map(|k| json!(k))), ("top_p", args.top_p.map(|p| json!(p))), ("min_p", args.min_p.map(|p| json!(p)))] {
+        if let Some(value) = value {
+            body[name] = value;
+        }
+    }
+    body.to_string()
+}
+
+fn one_request(addr: &str, key: Option<&str>, body: &str, gen_tokens: usize) -> Outcome {
     let mut outcome = Outcome::default();
-    if let Err(e) = stream_request(addr, key, model, i, prompt_tokens, gen_tokens, &mut outcome) {
+    if let Err(e) = stream_request(addr, key, body, gen_tokens, &mut outcome) {
         outcome.error = Some(format!("{e:#}"));
     }
     outcome
 }
 
-fn stream_request(addr: &str, key: Option<&str>, model: &str, i: usize, prompt_tokens: usize, gen_tokens: usize, outcome: &mut Outcome) -> anyhow::Result<()> {
-    let body = json!({
-        "model": model, "prompt": prompt_ids(i, prompt_tokens.max(1)), "max_tokens": gen_tokens,
-        "temperature": 0, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
-    })
-    .to_string();
+fn stream_request(addr: &str, key: Option<&str>, body: &str, gen_tokens: usize, outcome: &mut Outcome) -> anyhow::Result<()> {
     let sent = Instant::now();
-    let (mut reader, status, chunked) = send(addr, "POST", "/v1/completions", key, &body)?;
+    let (mut reader, status, chunked) = send(addr, "POST", "/v1/completions", key, body)?;
     if status != 200 || !chunked {
         let mut rest = String::new();
         let _ = reader.read_to_string(&mut rest);
@@ -263,15 +287,18 @@ fn report(args: &BenchServeArgs, model: &str, total: usize, wall: f64, outcomes:
     if args.json {
         let v = json!({
             "model": model, "streams": args.streams, "requests": total, "prompt_tokens": args.prompt_tokens,
-            "gen_tokens": args.gen_tokens, "output_tokens": tokens, "seconds": wall, "output_tok_per_s": aggregate,
+            "gen_tokens": args.gen_tokens, "temperature": args.temperature, "output_tokens": tokens, "seconds": wall, "output_tok_per_s": aggregate,
             "ttft_p50_s": percentile(&ttft, 0.5), "ttft_p99_s": percentile(&ttft, 0.99),
             "itl_p50_s": percentile(&gaps, 0.5), "itl_p99_s": percentile(&gaps, 0.99), "errors": errors.len(),
         });
         println!("{v}");
     } else {
         println!(
-            "{model}: {} streams, {total} requests of {} prompt + {} generated tokens",
-            args.streams, args.prompt_tokens, args.gen_tokens
+            "{model}: {} streams, {total} requests of {} prompt + {} generated tokens, {}",
+            args.streams,
+            args.prompt_tokens,
+            args.gen_tokens,
+            if args.temperature > 0.0 { format!("sampled at temperature {}", args.temperature) } else { "greedy".to_string() }
         );
         println!("output: {tokens} tokens in {wall:.2} s = {aggregate:.1} tok/s aggregate");
         println!(

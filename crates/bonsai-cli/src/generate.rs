@@ -183,6 +183,7 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
             Some(_) if args.dump_logits.is_some() => "host (--dump-logits downloads every row)",
             Some(bonsai_model::DevicePick::Greedy) => "backend (greedy)",
             Some(bonsai_model::DevicePick::Sample(_)) => "backend (sampling)",
+            Some(bonsai_model::DevicePick::PerSequence) => "backend (each sequence's own setting)",
             None => "host (repeat penalty or top-k outside 1..=64)",
         };
         eprintln!("token picks: {picker}");

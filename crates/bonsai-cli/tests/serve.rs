@@ -204,6 +204,22 @@ fn bench_serve_starts_a_server_and_counts_every_token() {
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
     assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
     assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
+    // Sampled load: every request at temperature 0.8 (the server's top-k, top-p, min-p) or with
+    // a top-k of its own.
+    for extra in [&["--temperature", "0.8"][..], &["--temperature", "0.8", "--top-k", "5", "--min-p", "0"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+            .args(["bench", "serve", "--streams", "3", "-p", "9", "-n", "5", "--json"])
+            .args(extra)
+            .args(["--", "--cpu", "-np", "3", "-m"])
+            .arg(&model)
+            .env("BONSAI_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{extra:?} stdout: {stdout}\nstderr: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert_eq!((v["output_tokens"].as_u64(), v["errors"].as_u64(), v["temperature"].as_f64()), (Some(15), Some(0), Some(0.8f32 as f64)), "{v}");
+    }
 }
 
 /// Where a greedy stream batched on the CPU may part from the same request alone: the batch runs
@@ -257,4 +273,77 @@ fn a_shared_prefix_is_copied_from_a_running_stream() {
     let alone = support::completion(&fresh.addr, &with_b, steps, r#", "logprobs": 2, "ignore_eos": true"#);
     assert_eq!(alone["usage"]["prompt_tokens_details"]["cached_tokens"], 0, "{alone}");
     support::assert_greedy_equal_or_near_tie(&[alone], &[got], steps, CPU_NEAR_TIE);
+}
+
+/// Sampled requests (temperature 0.8 and the server's top-k 40, top-p 0.95, min-p 0.05: settings
+/// the backend sampler takes) pick on the backend with each sequence's own generator: with a
+/// fixed seed, three concurrent streams each give exactly the tokens the request gives alone, a
+/// seeded request gives them again on another run, and none of those tokens came to the host.
+/// A mixed batch (greedy, sampled, and sampled with logprobs, which picks on the host) completes
+/// with each stream as it is alone: the logprobs stream's host draws continue the same seeded
+/// stream of draws, so it gives the sampled stream's tokens where the prompt and seed match.
+///
+/// Exact equality across batch compositions holds unless a draw lands within the rounding by
+/// which the batch's panel GEMM and the lone row's GEMV differ (a few 1e-5 on these logits, see
+/// CPU_NEAR_TIE) of a boundary of the cumulative weights: a chance of ~1e-4 per token, fixed by
+/// the seeds below.
+#[test]
+fn sampled_streams_pick_on_the_backend_and_give_each_request_alone() {
+    let server = start(&["-np", "3"]);
+    let prompts: Vec<Vec<u32>> = (0..3u32).map(|s| (0..14 + 4 * s).map(|i| (i * 37 + s * 11) % 250 + 1).collect()).collect();
+    let steps = 10;
+    let alone: Vec<String> = prompts.iter().enumerate().map(|(s, p)| support::text_of(&support::sampled_completion(&server.addr, p, steps, 40 + s as u64, ""))).collect();
+    assert_eq!(metric(&server.addr, "bonsai_host_picked_tokens_total"), 0, "sampled picks went to the host");
+    let again = support::text_of(&support::sampled_completion(&server.addr, &prompts[1], steps, 41, ""));
+    assert_eq!(again, alone[1], "a seeded request reproduces");
+    let reseeded = support::text_of(&support::sampled_completion(&server.addr, &prompts[1], steps, 7, ""));
+    assert_ne!(reseeded, alone[1], "another seed draws other tokens (else the test shows nothing about seeds)");
+    let together: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| {
+                let addr = server.addr.as_str();
+                scope.spawn(move || support::text_of(&support::sampled_completion(addr, p, steps, 40 + s as u64, "")))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(together, alone, "concurrent sampled streams");
+    assert_eq!(metric(&server.addr, "bonsai_host_picked_tokens_total"), 0, "batched sampled picks went to the host");
+
+    // Greedy next to sampled: the backend picks both, the greedy one (in a slot whose last request
+    // sampled) by the argmax.
+    let greedy_alone = support::text_of(&support::completion(&server.addr, &prompts[0], steps, r#", "ignore_eos": true"#));
+    let side_by_side: Vec<String> = std::thread::scope(|scope| {
+        let addr = server.addr.as_str();
+        let (p0, p1) = (&prompts[0], &prompts[1]);
+        let handles = [
+            scope.spawn(move || support::text_of(&support::completion(addr, p0, steps, r#", "ignore_eos": true"#))),
+            scope.spawn(move || support::text_of(&support::sampled_completion(addr, p1, steps, 41, ""))),
+        ];
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(side_by_side, [greedy_alone.clone(), alone[1].clone()], "greedy and sampled streams side by side");
+    assert_eq!(metric(&server.addr, "bonsai_host_picked_tokens_total"), 0, "greedy and sampled picks went to the host");
+
+    // Mixed: stream 0 greedy, stream 1 sampled, stream 2 sampled with logprobs (the host picks
+    // for the whole batch while it runs).
+    let logprobs_alone = support::sampled_completion(&server.addr, &prompts[2], steps, 42, r#", "logprobs": 1"#);
+    assert_eq!(support::text_of(&logprobs_alone), alone[2], "the host's draws equal the backend's for one seed");
+    let mixed: Vec<serde_json::Value> = std::thread::scope(|scope| {
+        let addr = server.addr.as_str();
+        let (p0, p1, p2) = (&prompts[0], &prompts[1], &prompts[2]);
+        let handles = [
+            scope.spawn(move || support::completion(addr, p0, steps, r#", "ignore_eos": true"#)),
+            scope.spawn(move || support::sampled_completion(addr, p1, steps, 41, "")),
+            scope.spawn(move || support::sampled_completion(addr, p2, steps, 42, r#", "logprobs": 1"#)),
+        ];
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(support::text_of(&mixed[0]), greedy_alone, "greedy stream in the mixed batch");
+    assert_eq!(support::text_of(&mixed[1]), alone[1], "sampled stream in the mixed batch");
+    assert_eq!(support::text_of(&mixed[2]), alone[2], "logprobs stream in the mixed batch");
+    assert_eq!(mixed[2]["choices"][0]["logprobs"]["tokens"].as_array().map(Vec::len), Some(steps), "{}", mixed[2]);
+    assert!(metric(&server.addr, "bonsai_host_picked_tokens_total") >= steps as u64, "the logprobs stream picks on the host");
 }

@@ -56,6 +56,8 @@ pub mod rms_norm;
 pub mod residual_add;
 #[path = "ops/silu/cuda.rs"]
 pub mod silu;
+#[path = "ops/sample_rows/cuda.rs"]
+pub mod sample_rows;
 #[path = "ops/sample_top_k/cuda.rs"]
 pub mod sample_top_k;
 #[path = "ops/sigmoid_gate/cuda.rs"]
@@ -385,5 +387,6 @@ pub(crate) mod tests {
         assert_eq!(cu_define(sample, "SAMPLE_MAX_TOP_K"), crate::ops::sample_top_k::MAX_DEVICE_TOP_K);
         assert_eq!(cu_define(sample, "SAMPLE_BLOCKS"), super::sample_top_k::BLOCKS);
         assert_eq!(cu_define(sample, "SAMPLE_SLICE_MAX"), super::sample_top_k::SLICE_MAX);
+        assert_eq!(cu_define("ops/sample_rows/sample_rows.cu", "SAMPLE_ROWS_SETTING_WORDS"), crate::ops::sample_rows::SETTING_WORDS);
     }
 }

@@ -26,7 +26,7 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use backend::{Backend, BackendError, CpuBackend, CudaBackend};
-pub use qwen3::{DevicePick, LogitRows, Qwen3, Qwen3State};
+pub use qwen3::{DevicePick, LogitRows, Qwen3, Qwen3State, SeqPick};
 
 /// Why loading or running the model failed. Messages are one line and name the tensor/op.
 #[derive(Debug, thiserror::Error)]

@@ -107,7 +107,9 @@ pub enum Op {
     /// `out = x ⊙ sigmoid(gate)` (attention output gate).
     SigmoidGate { x: Act, gate: Act, out: Act },
     /// Sequence b's next input token (row b of the token ids) = `pick` of logits row b, on the
-    /// backend (no download). Sampling draws from the batch's one generator, row by row.
+    /// backend (no download). [`DevicePick::Sample`] draws from the batch's one generator, row by
+    /// row; [`DevicePick::PerSequence`] picks each row with its sequence's own setting and
+    /// generator (named through [`Activations::row_seqs`]).
     Pick(DevicePick),
 }
 
@@ -288,6 +290,10 @@ pub struct Activations<B: Backend> {
     /// Each row's input token id (a decode step's pick writes row b's next id here).
     pub tokens: B::Tokens,
     pub sampler: B::SamplerState,
+    /// Row b's sequence index in the batch state ([`DevicePick::PerSequence`] reads its setting).
+    pub row_seqs: B::Tokens,
+    /// Every sequence's own pick setting and generator ([`DevicePick::PerSequence`]).
+    pub seq_picks: B::SeqPicks,
 }
 
 impl<B: Backend> Activations<B> {
@@ -499,14 +505,12 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             b.sigmoid_gate(x, gate, rows, width, out)
         }
         Op::Pick(pick) => {
-            let Activations { tokens, sampler, logits, .. } = &mut **acts;
-            for row in 0..rows {
-                match pick {
-                    DevicePick::Greedy => b.argmax(logits, row, dims.vocab, tokens)?,
-                    DevicePick::Sample(params) => b.sample(logits, row, dims.vocab, &params, sampler, tokens)?,
-                }
+            let Activations { tokens, sampler, logits, row_seqs, seq_picks, .. } = &mut **acts;
+            match pick {
+                DevicePick::Greedy => (0..rows).try_for_each(|row| b.argmax(logits, row, dims.vocab, tokens)),
+                DevicePick::Sample(params) => (0..rows).try_for_each(|row| b.sample(logits, row, dims.vocab, &params, sampler, tokens)),
+                DevicePick::PerSequence => b.pick_rows(logits, rows, dims.vocab, row_seqs, seq_picks, tokens),
             }
-            Ok(())
         }
     }
 }

@@ -17,7 +17,7 @@ use bonsai_model::chat::{render_chat, ChatOptions};
 use bonsai_model::loader::LoadedModel;
 use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
 use bonsai_model::tokenizer::{StreamDecoder, Tokenizer};
-use bonsai_model::{Backend, DevicePick, LogitRows, Qwen3, Qwen3State};
+use bonsai_model::{Backend, DevicePick, LogitRows, Qwen3, Qwen3State, SeqPick};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, TokenLogprob, Usage};
@@ -71,6 +71,15 @@ struct Running {
     generated: usize,
     max_new: usize,
     sampler: Sampler,
+    /// How the backend picks its tokens (its setting in the state's per-sequence picks), or None
+    /// when they need the host: penalties, log-probabilities, or settings the device sampler
+    /// does not take (`Sampler::device_pick`).
+    device_pick: Option<SeqPick>,
+    /// Whether its slot's setting on the backend is `device_pick` and, when it samples, the
+    /// slot's generator there holds the current state of its stream of draws (else the host
+    /// `sampler` does). A draw on either side continues the other's stream (the state moves over
+    /// first), so a seed gives the same tokens whichever side picks each one.
+    device_loaded: bool,
     penalties: Penalties,
     stop: StopMatcher,
     decoder: StreamDecoder,
@@ -87,9 +96,14 @@ impl Running {
     fn takes_token_after(&self, rows: usize) -> bool {
         self.next.is_some() || self.fed + rows >= self.prompt.len()
     }
-    /// Whether its next token needs the logits on the host (sampling, penalties, logprobs).
+    /// Whether its next token needs the logits on the host (penalties, logprobs, or sampling
+    /// settings the device sampler does not take).
     fn needs_host_pick(&self) -> bool {
-        !self.sampler.config().is_greedy() || self.penalties.active() || self.top_logprobs.is_some()
+        self.device_pick.is_none()
+    }
+    /// Whether its device pick draws from its generator.
+    fn samples_on_device(&self) -> bool {
+        matches!(self.device_pick, Some(SeqPick::Sample(_)))
     }
 }
 
@@ -172,6 +186,8 @@ struct Inflight {
     slots: Vec<usize>,
     /// Where the backend copies its picks.
     mailbox: usize,
+    /// How the backend picks (the step after it picks the same way).
+    pick: DevicePick,
     launched: Instant,
 }
 
@@ -285,6 +301,13 @@ impl<B: Backend> Engine<'_, B> {
                     continue;
                 }
             };
+            let penalties = Penalties::new(params.frequency_penalty, params.presence_penalty);
+            let device_pick = match sampler.device_pick() {
+                _ if penalties.active() || params.logprobs.is_some() => None,
+                Some(DevicePick::Greedy) => Some(SeqPick::Greedy),
+                Some(DevicePick::Sample(p)) => Some(SeqPick::Sample(p)),
+                Some(DevicePick::PerSequence) | None => None,
+            };
             // Generating N tokens feeds N - 1 of them back: the last one needs no room.
             let room = self.model.max_seq() + 1 - prompt.len();
             slot.running = Some(Running {
@@ -297,7 +320,9 @@ impl<B: Backend> Engine<'_, B> {
                 generated: 0,
                 max_new: params.max_tokens.map_or(room, |n| n.min(room)),
                 sampler,
-                penalties: Penalties::new(params.frequency_penalty, params.presence_penalty),
+                device_pick,
+                device_loaded: false,
+                penalties,
                 stop: StopMatcher::new(params.stop.clone()),
                 decoder: StreamDecoder::new(),
                 top_logprobs: params.logprobs,
@@ -353,8 +378,8 @@ impl<B: Backend> Engine<'_, B> {
         if let Some(current) = self.inflight.take() {
             let next = if self.can_chain(&current.slots) {
                 let mailbox = (current.mailbox + 1) % self.queue_depth;
-                match self.model.launch_decode_batch(state, &current.slots, None, DevicePick::Greedy, mailbox) {
-                    Ok(()) => Some(Inflight { slots: current.slots.clone(), mailbox, launched: Instant::now() }),
+                match self.model.launch_decode_batch(state, &current.slots, None, current.pick, mailbox) {
+                    Ok(()) => Some(Inflight { slots: current.slots.clone(), mailbox, pick: current.pick, launched: Instant::now() }),
                     Err(e) => {
                         self.take_inflight(state, current);
                         let running: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].running.is_some()).collect();
@@ -395,15 +420,31 @@ impl<B: Backend> Engine<'_, B> {
             return;
         }
         let start = Instant::now();
+        // When every sequence that takes a token this step can take the backend's pick, the
+        // backend picks (no logits leave the device): the argmax when none of them samples, else
+        // each with its own setting and generator; otherwise each row's logits come to the host.
+        let takers: Vec<usize> = batch
+            .iter()
+            .filter(|(i, t)| self.slots[*i].running.as_ref().is_some_and(|r| r.takes_token_after(t.len())))
+            .map(|(i, _)| *i)
+            .collect();
+        let running = |i: &usize| self.slots[*i].running.as_ref();
+        let host_pick = takers.iter().any(|i| running(i).is_some_and(Running::needs_host_pick));
+        let pick = if takers.iter().any(|i| running(i).is_some_and(Running::samples_on_device)) { DevicePick::PerSequence } else { DevicePick::Greedy };
+        if !host_pick && pick == DevicePick::PerSequence {
+            if let Err(e) = self.load_device_picks(state, &takers) {
+                for (i, _) in &batch {
+                    self.fail(*i, format!("setting the device sampler: {e}"));
+                }
+                return;
+            }
+        }
         let slices: Vec<(usize, &[u32])> = batch.iter().map(|(i, t)| (*i, t.as_slice())).collect();
-        // When every sequence that takes a token this step wants the plain argmax, the backend
-        // picks (no logits leave the device); otherwise each row's logits come to the host.
-        let host_pick = batch.iter().any(|(i, t)| self.slots[*i].running.as_ref().is_some_and(|r| r.takes_token_after(t.len()) && r.needs_host_pick()));
         let all_decoding = batch.iter().all(|(i, t)| t.len() == 1 && self.slots[*i].running.as_ref().is_some_and(|r| r.next.is_some()));
         if self.queue_depth > 1 && !host_pick && all_decoding {
             let seqs: Vec<usize> = batch.iter().map(|(i, _)| *i).collect();
-            match self.model.launch_decode_batch(state, &seqs, Some(&slices), DevicePick::Greedy, 0) {
-                Ok(()) => self.inflight = Some(Inflight { slots: seqs, mailbox: 0, launched: start }),
+            match self.model.launch_decode_batch(state, &seqs, Some(&slices), pick, 0) {
+                Ok(()) => self.inflight = Some(Inflight { slots: seqs, mailbox: 0, pick, launched: start }),
                 Err(e) => {
                     for i in seqs {
                         self.fail(i, format!("the forward step failed: {e}"));
@@ -415,7 +456,7 @@ impl<B: Backend> Engine<'_, B> {
         let run = if host_pick {
             self.model.forward_batch(state, &slices, LogitRows::Last).map(|()| Vec::new())
         } else {
-            self.model.forward_batch_pick(state, &slices, DevicePick::Greedy)
+            self.model.forward_batch_pick(state, &slices, pick)
         };
         let device_ids = match run {
             Ok(ids) => ids,
@@ -443,7 +484,10 @@ impl<B: Backend> Engine<'_, B> {
             }
             let picked = match device_ids.get(row) {
                 Some(&id) => Ok((id, None)),
-                None => self.pick_on_host(state, row, *i),
+                None => {
+                    Metrics::add(&self.metrics.host_picked_tokens, 1);
+                    self.pick_on_host(state, row, *i)
+                }
             };
             match picked {
                 Ok((id, logprob)) => self.emit_token(*i, id, logprob),
@@ -454,9 +498,23 @@ impl<B: Backend> Engine<'_, B> {
         self.update_gauges();
     }
 
+    /// Sets the backend's pick setting of each request among `slots` whose slot does not hold
+    /// it yet (its first device pick; a slot keeps the setting of the request it last served),
+    /// and moves a sampling request's generator state there (also after a host draw).
+    fn load_device_picks(&mut self, state: &mut Qwen3State<B>, slots: &[usize]) -> Result<(), bonsai_model::ModelError> {
+        for &i in slots {
+            let Some(r) = self.slots[i].running.as_mut() else { continue };
+            if let (Some(pick), false) = (r.device_pick, r.device_loaded) {
+                self.model.set_sequence_pick(state, i, pick, r.sampler.rng_state())?;
+                r.device_loaded = true;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the step after `slots`' step in flight can be launched before its picks are
     /// taken: no admission is due, every running request is in it, decodes with the backend's
-    /// greedy pick, and has at least two tokens to go (so the step ahead fits its context).
+    /// pick, and has at least two tokens to go (so the step ahead fits its context).
     fn can_chain(&self, slots: &[usize]) -> bool {
         let admission_due = !self.waiting.is_empty() && self.slots.iter().any(|s| s.running.is_none());
         let running = self.slots.iter().filter(|s| s.running.is_some()).count();
@@ -506,6 +564,12 @@ impl<B: Backend> Engine<'_, B> {
     fn pick_on_host(&mut self, state: &Qwen3State<B>, row: usize, i: usize) -> Result<(u32, Option<TokenLogprob>), String> {
         self.model.logits(state, row, &mut self.logits).map_err(|e| format!("reading the logits: {e}"))?;
         let Some(r) = self.slots[i].running.as_mut() else { return Err("no request".into()) };
+        if r.device_loaded && r.samples_on_device() {
+            // Its earlier tokens were drawn on the device: continue that stream here.
+            let rng = self.model.sequence_pick_rng(state, i).map_err(|e| format!("reading the device sampler: {e}"))?;
+            r.sampler.set_rng_state(rng);
+            r.device_loaded = false;
+        }
         let raw = r.top_logprobs.map(|top| (top, self.logits.clone()));
         r.penalties.apply(&mut self.logits);
         let id = r.sampler.sample(&mut self.logits, &[]).map_err(|e| format!("sampling: {e}"))?;

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub prompt_tokens_cached: AtomicU64,
     pub prompt_tokens_copied: AtomicU64,
     pub generated_tokens: AtomicU64,
+    /// Generated tokens picked on the host from downloaded logits.
+    pub host_picked_tokens: AtomicU64,
     pub forward_steps: AtomicU64,
     pub queue_depth: AtomicU64,
     pub running: AtomicU64,
@@ -78,7 +80,7 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let scalars: [(&str, &str, &str, &AtomicU64); 14] = [
+        let scalars: [(&str, &str, &str, &AtomicU64); 15] = [
             ("bonsai_requests_total", "counter", "Generation requests accepted.", &self.requests),
             ("bonsai_requests_rejected_total", "counter", "Requests turned away because the queue was full.", &self.requests_rejected),
             ("bonsai_requests_failed_total", "counter", "Accepted requests that ended in an error.", &self.requests_failed),
@@ -86,6 +88,12 @@ impl Metrics {
             ("bonsai_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a cached prefix.", &self.prompt_tokens_cached),
             ("bonsai_prompt_tokens_copied_total", "counter", "Cached prompt tokens copied from another sequence's cache.", &self.prompt_tokens_copied),
             ("bonsai_generated_tokens_total", "counter", "Tokens generated.", &self.generated_tokens),
+            (
+                "bonsai_host_picked_tokens_total",
+                "counter",
+                "Generated tokens picked on the host from downloaded logits (penalties, logprobs, sampling settings the device sampler does not take, or a batch-mate's).",
+                &self.host_picked_tokens,
+            ),
             ("bonsai_forward_steps_total", "counter", "Forward steps of the batch.", &self.forward_steps),
             ("bonsai_queue_depth", "gauge", "Requests waiting for a sequence slot.", &self.queue_depth),
             ("bonsai_running_sequences", "gauge", "Requests being generated.", &self.running),

@@ -111,6 +111,23 @@ pub fn completion(addr: &str, prompt: &[u32], max_tokens: usize, extra: &str) ->
     serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
 }
 
+/// A non-streamed completion of token ids `prompt` sampled at temperature 0.8 with `seed` (the
+/// server's defaults for top-k, top-p and min-p), `max_tokens` long whatever it generates, plus
+/// `extra` fields: the parsed response, panicking on any status but 200.
+pub fn sampled_completion(addr: &str, prompt: &[u32], max_tokens: usize, seed: u64, extra: &str) -> serde_json::Value {
+    let body = format!(
+        r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0.8, "seed": {seed}, "ignore_eos": true{extra}}}"#
+    );
+    let (status, reply) = request(addr, "POST", "/v1/completions", Some(KEY), body.as_bytes());
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+}
+
+/// The text of a completion response.
+pub fn text_of(reply: &serde_json::Value) -> String {
+    reply["choices"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {reply}")).to_string()
+}
+
 /// Each of `got`'s completions (`steps` tokens, greedy) has the text of `alone`'s (requested with
 /// `"logprobs": 2`) or parts from it only at a step whose top two logits of `alone` are within
 /// `near_tie`: a tie the two runs' arithmetic may break either way.

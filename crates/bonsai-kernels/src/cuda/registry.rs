@@ -403,6 +403,13 @@ pub const SOURCES: &[KernelSource] = &[
         ],
     },
     KernelSource {
+        path: "ops/sample_rows/sample_rows.cu",
+        text: include_str!("../ops/sample_rows/sample_rows.cu"),
+        entry_points: &[
+            "sample_rows",
+        ],
+    },
+    KernelSource {
         path: "ops/embed_rows/embed_rows.cu",
         text: include_str!("../ops/embed_rows/embed_rows.cu"),
         entry_points: &[

@@ -29,6 +29,7 @@ pub mod qk_norm_rope;
 pub mod quant_ops;
 pub(crate) mod quant_reference;
 pub mod residual_add;
+pub mod sample_rows;
 pub mod sample_top_k;
 pub mod sigmoid_gate;
 pub mod rms_norm;

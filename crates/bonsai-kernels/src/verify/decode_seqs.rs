@@ -44,8 +44,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (rows, n) in [(1, 1000), (5, 1000), (64, 4099)] {
         argmax_rows(ctx, rows, n)?;
     }
+    for (rows, n) in [(1, 1000), (5, 1000), (6, 4099)] {
+        sample_rows(ctx, rows, n)?;
+    }
     if set == ShapeSet::All {
         argmax_rows(ctx, 64, 151_936)?;
+        sample_rows(ctx, 64, 151_936)?;
     }
     Ok(())
 }
@@ -249,5 +253,68 @@ fn argmax_rows(ctx: &mut Ctx, rows: usize, n: usize) -> Result<(), VerifyError> 
     got.extend(download(&ctx.stream, &done)?.into_iter().map(|v| v as f32));
     want.extend(std::iter::repeat_n(0.0f32, 2 * rows));
     ctx.record("argmax_rows", &format!("rows={rows} n={n}"), Comparison::of(&got, &want, |_| 0.0));
+    Ok(())
+}
+
+/// The batched pick (sample_rows) of `rows` rows, every other sequence greedy, rows in reverse
+/// sequence order and one sequence in no row: each row's id against the one-row CUDA op
+/// (sample_top_k, argmax) on that row with a copy of its sequence's generator, and against the
+/// reference; the generators after (a sampled row's advanced once, a greedy one's and the unused
+/// one's untouched) and the counters (left zero) exactly.
+fn sample_rows(ctx: &mut Ctx, rows: usize, n: usize) -> Result<(), VerifyError> {
+    use crate::launch::sample_rows::{RowScratch, SeqSettings};
+    use crate::ops::sample_rows::SeqPick;
+    use crate::ops::sample_top_k::{SampleParams, Xoshiro256};
+    let seqs = rows + 1;
+    let sampled = [
+        SampleParams { inv_temperature: 1.0 / 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 },
+        SampleParams { inv_temperature: 1.0, top_k: 64, top_p: 1.0, min_p: 0.0 },
+        SampleParams { inv_temperature: 1.0 / 0.3, top_k: 5, top_p: 0.5, min_p: 0.0 },
+    ];
+    let picks: Vec<SeqPick> = (0..seqs).map(|s| if s % 2 == 1 { SeqPick::Greedy } else { SeqPick::Sample(sampled[s / 2 % sampled.len()]) }).collect();
+    let mut host: Vec<Xoshiro256> = (0..seqs).map(|_| Xoshiro256::new(ctx.rng.next_u64())).collect();
+    let row_seqs: Vec<u32> = (0..rows).map(|r| (rows - 1 - r) as u32).collect();
+    let mut logits: Vec<f32> = (0..rows * n).map(|_| ctx.rng.range(-6.0, 6.0)).collect();
+    for _ in 0..logits.len() / 50 {
+        let i = ctx.rng.next_u32() as usize % logits.len();
+        logits[i] = f32::NEG_INFINITY;
+    }
+    let words: Vec<u32> = picks.iter().map(|p| p.device_words()).collect::<Result<Vec<_>, _>>()?.concat();
+    let states: Vec<u64> = host.iter().flat_map(|r| r.state()).collect();
+    let ld = upload(&ctx.stream, &logits)?;
+    let rd = upload(&ctx.stream, &row_seqs)?;
+    let sd = upload(&ctx.stream, &words)?;
+    let mut gd = upload(&ctx.stream, &states)?;
+    let mut candidates = upload(&ctx.stream, &vec![0u64; launch::sample_rows::candidate_scratch_len(rows)])?;
+    let mut done = upload(&ctx.stream, &vec![0u32; rows])?;
+    let mut out = upload(&ctx.stream, &vec![0x5a5a_5a5au32; rows])?;
+    let settings = SeqSettings { settings: &sd, rng: &mut gd, seqs };
+    launch::sample_rows::sample_rows(ctx.gpu(), &ld, rows, n, &rd, settings, RowScratch { candidates: &mut candidates, done: &mut done }, &mut out)?;
+    let got = download(&ctx.stream, &out)?;
+    // The one-row kernels on each row, each on its own copy of its sequence's generator.
+    let mut one_row = Vec::with_capacity(rows);
+    let mut scratch = upload(&ctx.stream, &vec![0u64; launch::sample_top_k::candidate_scratch_len()])?;
+    for (r, &s) in row_seqs.iter().enumerate() {
+        let row = upload(&ctx.stream, &logits[r * n..(r + 1) * n])?;
+        let mut id = upload(&ctx.stream, &[0u32])?;
+        match picks[s as usize] {
+            SeqPick::Greedy => launch::argmax::argmax(ctx.gpu(), &row, n, &mut id)?,
+            SeqPick::Sample(p) => {
+                let mut state = upload(&ctx.stream, &host[s as usize].state())?;
+                launch::sample_top_k::sample_top_k(ctx.gpu(), &row, n, &p, &mut state, &mut scratch, &mut id)?;
+            }
+        }
+        one_row.push(download(&ctx.stream, &id)?[0]);
+    }
+    let want = ops::sample_rows::reference(&logits, n, &row_seqs, &picks, &mut host)?;
+    let want_states: Vec<u64> = host.iter().flat_map(|r| r.state()).collect();
+    // Exact: ids compare equal unless a draw lands within the device's expf error (2 ulp) of a
+    // cumulative boundary, a chance of ~1e-6 per draw; generators and counters bit for bit.
+    let mismatches = got.iter().zip(&want).filter(|(g, w)| g != w).count()
+        + got.iter().zip(&one_row).filter(|(g, o)| g != o).count()
+        + usize::from(download(&ctx.stream, &gd)? != want_states)
+        + download(&ctx.stream, &done)?.iter().filter(|&&d| d != 0).count();
+    let cmp = Comparison::of(&[mismatches as f32], &[0.0], |_| 0.0);
+    ctx.record("sample_rows", &format!("rows={rows} n={n} (half greedy)"), cmp);
     Ok(())
 }

@@ -14,6 +14,7 @@ use half::f16;
 use bonsai_kernels::ops::gated_delta::DeltaShape;
 use bonsai_kernels::ops::gemm_f32::{GemmDims, Inputs};
 use bonsai_kernels::ops::hadamard::HadamardParams;
+use bonsai_kernels::ops::sample_rows::{self, SeqPick};
 use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
 use bonsai_kernels::ops::{gated_delta, gated_rms_norm, gemm_f32, hadamard, sigmoid_gate, ssm_conv};
 
@@ -23,6 +24,13 @@ use crate::program::{run_op, DeltaGates, HadamardOp, Program, RunEnv, SeqRows, W
 /// The CPU sampler: the generator and a reused candidate buffer.
 pub struct CpuSamplerState {
     rng: Xoshiro256,
+    scratch: Vec<(u32, f32)>,
+}
+
+/// Each sequence's pick setting and generator, and the candidate buffer every row reuses.
+pub struct CpuSeqPicks {
+    picks: Vec<SeqPick>,
+    rngs: Vec<Xoshiro256>,
     scratch: Vec<(u32, f32)>,
 }
 
@@ -70,6 +78,7 @@ impl Backend for CpuBackend {
     type Position = CpuPosition;
     type Rope = RopeTable;
     type SamplerState = CpuSamplerState;
+    type SeqPicks = CpuSeqPicks;
     /// The program and each op's rows: the CPU runs every op as it stands.
     type Plan = (Program, Vec<usize>);
 
@@ -313,6 +322,41 @@ impl Backend for CpuBackend {
         };
         row_range_mut("sample out", out, SeqRows { row0: row, rows: 1 }, 1)?[0] = id;
         Ok(())
+    }
+
+    fn new_seq_picks(&self, sequences: usize) -> Result<CpuSeqPicks, BackendError> {
+        Ok(CpuSeqPicks { picks: vec![SeqPick::Greedy; sequences], rngs: vec![Xoshiro256::new(0); sequences], scratch: Vec::new() })
+    }
+
+    fn set_seq_pick(&self, picks: &mut CpuSeqPicks, seq: usize, pick: SeqPick, rng: [u64; 4]) -> Result<(), BackendError> {
+        let have = picks.picks.len();
+        let (Some(p), Some(r)) = (picks.picks.get_mut(seq), picks.rngs.get_mut(seq)) else {
+            return Err(BackendError::Capacity { what: "set_seq_pick sequence", need: seq + 1, have });
+        };
+        *p = pick;
+        *r = Xoshiro256::from_state(rng);
+        Ok(())
+    }
+
+    fn seq_pick_rng(&self, picks: &CpuSeqPicks, seq: usize) -> Result<[u64; 4], BackendError> {
+        let have = picks.rngs.len();
+        picks.rngs.get(seq).map(Xoshiro256::state).ok_or(BackendError::Capacity { what: "seq_pick_rng sequence", need: seq + 1, have })
+    }
+
+    fn pick_rows(
+        &self,
+        logits: &Vec<f32>,
+        rows: usize,
+        n: usize,
+        row_seqs: &Vec<u32>,
+        picks: &mut CpuSeqPicks,
+        out: &mut Vec<u32>,
+    ) -> Result<(), BackendError> {
+        let CpuSeqPicks { picks, rngs, scratch } = picks;
+        let row_seqs = self::rows("pick_rows row_seqs", row_seqs, rows)?;
+        let logits = self::rows("pick_rows logits", logits, rows * n)?;
+        let out = rows_mut("pick_rows out", out, rows)?;
+        Ok(sample_rows::cpu(logits, n, row_seqs, picks, rngs, scratch, out)?)
     }
 
     fn hadamard(&self, x: &Vec<f32>, m: usize, p: HadamardOp<'_, Self>, out: &mut Vec<f32>) -> Result<(), BackendError> {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLibrary, LoadOptions};
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
+use bonsai_kernels::ops::sample_rows::{SeqPick, SETTING_WORDS};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_kernels::ops::{HeadShape, KvCache, QkvRows};
 use bonsai_kernels::rope::RopeTable;
@@ -64,6 +65,17 @@ pub struct CudaRope {
 pub struct CudaSamplerState {
     rng: CudaSlice<u64>,
     candidates: CudaSlice<u64>,
+}
+
+/// Each sequence's pick setting and generator on the device (`sample_rows`'s layout), and the
+/// kernel's per-row scratch (one row per sequence at most).
+pub struct CudaSeqPicks {
+    settings: CudaSlice<u32>,
+    rng: CudaSlice<u64>,
+    candidates: CudaSlice<u64>,
+    /// Per-row counters, zero between launches.
+    done: CudaSlice<u32>,
+    sequences: usize,
 }
 
 /// Called with (bytes uploaded so far, bytes planned) as weights reach the device.
@@ -229,6 +241,7 @@ impl Backend for CudaBackend {
     type Position = CudaPosition;
     type Rope = CudaRope;
     type SamplerState = CudaSamplerState;
+    type SeqPicks = CudaSeqPicks;
     type Plan = CudaPlan;
 
     fn describe(&self) -> String {
@@ -567,6 +580,64 @@ impl Backend for CudaBackend {
         let mut out = ops::token_at("sample out", out, row)?;
         launch::sample_top_k::sample_top_k(self.launcher(), &logits, n, params, rng, candidates, &mut out)
             .map_err(device_err("sample_top_k"))
+    }
+
+    fn new_seq_picks(&self, sequences: usize) -> Result<CudaSeqPicks, BackendError> {
+        let sequences = sequences.max(1);
+        let mut picks = CudaSeqPicks {
+            settings: self.zeros("allocating the sequences' pick settings", sequences * SETTING_WORDS)?,
+            rng: self.zeros("allocating the sequences' generators", sequences * launch::sample_top_k::RNG_WORDS)?,
+            candidates: self.zeros("allocating the batched sampler's scratch", launch::sample_rows::candidate_scratch_len(sequences))?,
+            done: self.zeros("allocating the batched sampler's counters", sequences)?,
+            sequences,
+        };
+        for seq in 0..sequences {
+            self.set_seq_pick(&mut picks, seq, SeqPick::Greedy, Xoshiro256::new(0).state())?;
+        }
+        Ok(picks)
+    }
+
+    fn set_seq_pick(&self, picks: &mut CudaSeqPicks, seq: usize, pick: SeqPick, rng: [u64; 4]) -> Result<(), BackendError> {
+        self.not_while_capturing("set_seq_pick")?;
+        if seq >= picks.sequences {
+            return Err(BackendError::Capacity { what: "set_seq_pick sequence", need: seq + 1, have: picks.sequences });
+        }
+        let words = pick.device_words()?;
+        let mut setting = picks.settings.slice_mut(seq * SETTING_WORDS..(seq + 1) * SETTING_WORDS);
+        self.stream.memcpy_htod(&words, &mut setting).map_err(device_err("writing a sequence's pick setting"))?;
+        let n = launch::sample_top_k::RNG_WORDS;
+        let mut state = picks.rng.slice_mut(seq * n..(seq + 1) * n);
+        self.stream.memcpy_htod(&rng, &mut state).map_err(device_err("writing a sequence's generator"))
+    }
+
+    fn seq_pick_rng(&self, picks: &CudaSeqPicks, seq: usize) -> Result<[u64; 4], BackendError> {
+        self.not_while_capturing("seq_pick_rng")?;
+        if seq >= picks.sequences {
+            return Err(BackendError::Capacity { what: "seq_pick_rng sequence", need: seq + 1, have: picks.sequences });
+        }
+        let n = launch::sample_top_k::RNG_WORDS;
+        let mut rng = [0u64; 4];
+        self.stream.memcpy_dtoh(&picks.rng.slice(seq * n..(seq + 1) * n), &mut rng).map_err(device_err("reading a sequence's generator"))?;
+        self.stream.synchronize().map_err(device_err("reading a sequence's generator"))?;
+        Ok(rng)
+    }
+
+    fn pick_rows(
+        &self,
+        logits: &CudaSlice<f32>,
+        rows: usize,
+        n: usize,
+        row_seqs: &CudaSlice<u32>,
+        picks: &mut CudaSeqPicks,
+        out: &mut CudaSlice<u32>,
+    ) -> Result<(), BackendError> {
+        let CudaSeqPicks { settings, rng, candidates, done, sequences } = picks;
+        if rows > *sequences {
+            return Err(BackendError::Capacity { what: "pick_rows rows", need: rows, have: *sequences });
+        }
+        let seqs = launch::sample_rows::SeqSettings { settings: &*settings, rng, seqs: *sequences };
+        let scratch = launch::sample_rows::RowScratch { candidates, done };
+        launch::sample_rows::sample_rows(self.launcher(), logits, rows, n, row_seqs, seqs, scratch, out).map_err(device_err("sample_rows"))
     }
 
     // The hybrid (qwen35) model's ops: one launcher call each, no host synchronisation (a

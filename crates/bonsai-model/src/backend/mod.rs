@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod memory_plan;
 
+use bonsai_kernels::ops::sample_rows::SeqPick;
 use bonsai_kernels::ops::sample_top_k::SampleParams;
 use bonsai_kernels::ops::{HeadShape, OpError, Store};
 use bonsai_kernels::rope::RopeTable;
@@ -70,6 +71,8 @@ pub trait Backend: Sized {
     type Rope;
     /// The sampler's generator state and scratch, where [`Backend::sample`] runs.
     type SamplerState;
+    /// Each sequence's own pick setting and generator, where [`Backend::pick_rows`] runs.
+    type SeqPicks;
     /// A compiled [`Program`]: what [`Backend::run`] executes.
     type Plan;
 
@@ -142,6 +145,16 @@ pub trait Backend: Sized {
     fn set_sampler_rng(&self, sampler: &mut Self::SamplerState, rng: [u64; 4]) -> Result<(), BackendError>;
     /// The generator state now (after the draws so far).
     fn sampler_rng(&self, sampler: &Self::SamplerState) -> Result<[u64; 4], BackendError>;
+
+    /// Per-sequence pick settings for `sequences` sequences: every one greedy, its generator
+    /// seeded with 0, until [`Backend::set_seq_pick`].
+    fn new_seq_picks(&self, sequences: usize) -> Result<Self::SeqPicks, BackendError>;
+    /// Sets how sequence `seq` picks and its generator state (`Xoshiro256::state`), ordered
+    /// before the work queued after it. A sampled pick's top-k must be in 1..=MAX_DEVICE_TOP_K
+    /// wherever the backend is a GPU.
+    fn set_seq_pick(&self, picks: &mut Self::SeqPicks, seq: usize, pick: SeqPick, rng: [u64; 4]) -> Result<(), BackendError>;
+    /// Sequence `seq`'s generator state now (after the draws so far; waits for them).
+    fn seq_pick_rng(&self, picks: &Self::SeqPicks, seq: usize) -> Result<[u64; 4], BackendError>;
 
     /// Compiles `program` over `weights` into a plan (fusion, kernel choices, scratch). A plan
     /// runs on the state it was first run with (a graph records its buffers' addresses).
@@ -227,6 +240,20 @@ pub trait Backend: Sized {
         n: usize,
         params: &SampleParams,
         sampler: &mut Self::SamplerState,
+        out: &mut Self::Tokens,
+    ) -> Result<(), BackendError>;
+
+    /// `out[r]` = the pick of logits row r (`n` values) with the setting and generator of
+    /// sequence `row_seqs[r]`, for r < `rows` (`bonsai_kernels::ops::sample_rows`: the argmax, or
+    /// a draw advancing that generator once; `u32::MAX` when the row has no candidate). Each
+    /// sequence appears at most once in `row_seqs[..rows]`.
+    fn pick_rows(
+        &self,
+        logits: &Self::Buffer,
+        rows: usize,
+        n: usize,
+        row_seqs: &Self::Tokens,
+        picks: &mut Self::SeqPicks,
         out: &mut Self::Tokens,
     ) -> Result<(), BackendError>;
 

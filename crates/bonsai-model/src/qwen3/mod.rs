@@ -11,6 +11,7 @@ mod queued_decode;
 
 use bonsai_gguf::{LayerKind, Qwen35Config, Qwen3Config, RopeScalingKind};
 use bonsai_kernels::ops::sample_top_k::SampleParams;
+pub use bonsai_kernels::ops::sample_rows::SeqPick;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
@@ -124,6 +125,8 @@ pub struct Qwen3State<B: Backend> {
     logit_rows: usize,
     acts: Activations<B>,
     plans: Vec<CachedPlan<B>>,
+    /// What `acts.row_seqs` holds (written only when a per-sequence pick's batch changes).
+    row_seqs_held: Vec<u32>,
 }
 
 /// A compiled plan, what it was compiled for, and whether it serves only those sequences.
@@ -151,6 +154,9 @@ pub enum DevicePick {
     Greedy,
     /// `bonsai_kernels::ops::sample_top_k` with the state's generator.
     Sample(SampleParams),
+    /// Each sequence with its own setting and generator ([`Qwen3::set_sequence_pick`];
+    /// `bonsai_kernels::ops::sample_rows`): the batched server's picks.
+    PerSequence,
 }
 
 impl<B: Backend> Qwen3State<B> {
@@ -418,8 +424,10 @@ impl<B: Backend> Qwen3<B> {
             gated: hybrid(Act::Gated)?,
             tokens: b.alloc_tokens(max_batch)?,
             sampler: b.new_sampler_state()?,
+            row_seqs: b.alloc_tokens(sequences)?,
+            seq_picks: b.new_seq_picks(sequences)?,
         };
-        Ok(Qwen3State { seqs, n_past: vec![0; sequences], max_batch, logit_rows, acts, plans: Vec::new() })
+        Ok(Qwen3State { seqs, n_past: vec![0; sequences], max_batch, logit_rows, acts, plans: Vec::new(), row_seqs_held: Vec::new() })
     }
 
     /// Forgets the first sequence's cached tokens past `n` (keeps the first `n`, e.g. a shared
@@ -629,6 +637,10 @@ impl<B: Backend> Qwen3<B> {
         for &(seq, rows) in &key.batch {
             self.check_room(state, seq, rows)?;
         }
+        if key.pick == Some(DevicePick::PerSequence) {
+            let row_seqs: Vec<u32> = key.batch.iter().map(|&(s, _)| s as u32).collect();
+            self.hold_row_seqs(state, &row_seqs)?;
+        }
         let index = self.plan_index(state, &key)?;
         let Qwen3State { seqs, acts, plans, n_past, .. } = state;
         let mut chosen: Vec<&mut Sequence<B>> = Vec::with_capacity(key.batch.len());
@@ -667,14 +679,46 @@ impl<B: Backend> Qwen3<B> {
 
     /// Picks from the last logits on the backend; the id becomes the next input token.
     pub fn pick_to_next_token(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<u32, ModelError> {
-        let Activations { logits, tokens, sampler, .. } = &mut state.acts;
+        if pick == DevicePick::PerSequence {
+            self.hold_row_seqs(state, &[0])?;
+        }
+        let Activations { logits, tokens, sampler, row_seqs, seq_picks, .. } = &mut state.acts;
         match pick {
             DevicePick::Greedy => self.backend.argmax(logits, 0, self.dims.vocab, tokens)?,
             DevicePick::Sample(params) => self.backend.sample(logits, 0, self.dims.vocab, &params, sampler, tokens)?,
+            DevicePick::PerSequence => self.backend.pick_rows(logits, 1, self.dims.vocab, row_seqs, seq_picks, tokens)?,
         }
         let mut id = [0u32];
         self.backend.read_tokens(&state.acts.tokens, &mut id)?;
         self.check_token(id[0])
+    }
+
+    /// Makes the state's row table name `row_seqs` (a copy only when it changed).
+    fn hold_row_seqs(&self, state: &mut Qwen3State<B>, row_seqs: &[u32]) -> Result<(), ModelError> {
+        if state.row_seqs_held != row_seqs {
+            self.backend.write_tokens(&mut state.acts.row_seqs, row_seqs)?;
+            state.row_seqs_held = row_seqs.to_vec();
+        }
+        Ok(())
+    }
+
+    /// Sets how sequence `seq` picks under [`DevicePick::PerSequence`] and its generator state
+    /// (`Xoshiro256::state`; a greedy pick does not use it). On a GPU a sampled top-k must be in
+    /// 1..=MAX_DEVICE_TOP_K (`Sampler::device_pick` says whether settings fit).
+    pub fn set_sequence_pick(&self, state: &mut Qwen3State<B>, seq: usize, pick: SeqPick, rng: [u64; 4]) -> Result<(), ModelError> {
+        if seq >= state.seqs.len() {
+            return Err(ModelError::Unsupported(format!("the pick of sequence {seq} (the state holds {})", state.seqs.len())));
+        }
+        Ok(self.backend.set_seq_pick(&mut state.acts.seq_picks, seq, pick, rng)?)
+    }
+
+    /// Sequence `seq`'s per-sequence generator state after the draws so far (waits for them), to
+    /// continue its draws on the host.
+    pub fn sequence_pick_rng(&self, state: &Qwen3State<B>, seq: usize) -> Result<[u64; 4], ModelError> {
+        if seq >= state.seqs.len() {
+            return Err(ModelError::Unsupported(format!("the generator of sequence {seq} (the state holds {})", state.seqs.len())));
+        }
+        Ok(self.backend.seq_pick_rng(&state.acts.seq_picks, seq)?)
     }
 
     /// Loads the sampler's generator state (`Xoshiro256::state`) for [`DevicePick::Sample`].

@@ -42,6 +42,10 @@ impl<B: Backend> Qwen3<B> {
         let rng_before = match pick {
             DevicePick::Sample(_) => Some(self.sampler_rng(state)?),
             DevicePick::Greedy => None,
+            // Undoing queued steps would also have to rewind the sequence's own generator.
+            DevicePick::PerSequence => {
+                return Err(ModelError::Unsupported("decode_run with per-sequence picks (use launch_decode_batch)".into()))
+            }
         };
         let (mut launched, mut handed, mut last) = (0usize, 0usize, None);
         let mut run = || -> Result<(), ModelError> {

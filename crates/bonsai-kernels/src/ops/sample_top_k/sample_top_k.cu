@@ -73,19 +73,11 @@ __device__ __forceinline__ double sample_next_f64(u64* s) {
     return (double)(result >> 11) * (1.0 / 9007199254740992.0);  // 2^-53
 }
 
-// One CTA. Always advances the generator once (as the host sampler does per draw).
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
-sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u32 top_k, float top_p,
-                float min_p, u64* __restrict__ rng_state, u32* __restrict__ out) {
-    griddep_wait();
-    griddep_launch_dependents();
-    __shared__ unsigned long long keys[SAMPLE_BLOCKS * SAMPLE_MAX_TOP_K];
-    const int total = (int)blocks * SAMPLE_MAX_TOP_K;
-    const int size = sample_pow2_at_least(total);
-    for (int j = threadIdx.x; j < size; j += blockDim.x) keys[j] = j < total ? candidates[j] : 0ull;
-    sample_bitonic_sort_desc(keys, size);
-    if (threadIdx.x != 0) return;
-
+// The draw of sample_finalize (and sample_rows) from keys[0, size) sorted descending: applies
+// top-k/top-p/min-p as the host does, with f64 sums, and draws with the xoshiro256** state at
+// rng_state (always advanced once, as the host sampler does per draw). One thread.
+__device__ u32 sample_draw_sorted(const unsigned long long* keys, int size, u32 top_k, float top_p, float min_p,
+                                  u64* rng_state) {
     u64 s[4] = {rng_state[0], rng_state[1], rng_state[2], rng_state[3]};
     const double u = sample_next_f64(s);
 #pragma unroll
@@ -93,10 +85,7 @@ sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u
 
     int count = 0;
     while (count < (int)top_k && count < size && keys[count] != 0ull) ++count;
-    if (count == 0) {
-        *out = SAMPLE_NONE;
-        return;
-    }
+    if (count == 0) return SAMPLE_NONE;
     float w[SAMPLE_MAX_TOP_K];
     const float vmax = value_index_key_value(keys[0]);
     double sum = 0.0;
@@ -124,13 +113,24 @@ sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u
     for (int i = 0; i < keep; ++i) kept += (double)w[i];
     const double target = u * kept;
     double cumulative = 0.0;
-    u32 id = value_index_key_index(keys[keep - 1]);
     for (int i = 0; i < keep; ++i) {
         cumulative += (double)w[i];
-        if (target < cumulative) {
-            id = value_index_key_index(keys[i]);
-            break;
-        }
+        if (target < cumulative) return value_index_key_index(keys[i]);
     }
-    *out = id;
+    return value_index_key_index(keys[keep - 1]);
+}
+
+// One CTA. Always advances the generator once (as the host sampler does per draw).
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
+sample_finalize(const unsigned long long* __restrict__ candidates, u32 blocks, u32 top_k, float top_p,
+                float min_p, u64* __restrict__ rng_state, u32* __restrict__ out) {
+    griddep_wait();
+    griddep_launch_dependents();
+    __shared__ unsigned long long keys[SAMPLE_BLOCKS * SAMPLE_MAX_TOP_K];
+    const int total = (int)blocks * SAMPLE_MAX_TOP_K;
+    const int size = sample_pow2_at_least(total);
+    for (int j = threadIdx.x; j < size; j += blockDim.x) keys[j] = j < total ? candidates[j] : 0ull;
+    sample_bitonic_sort_desc(keys, size);
+    if (threadIdx.x != 0) return;
+    *out = sample_draw_sorted(keys, size, top_k, top_p, min_p, rng_state);
 }
