@@ -117,43 +117,79 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     auto load_scale = [&](int kb) -> u16 {
         return my_row >= 0 ? __ldg(scales + (long long)my_row * groups + kb) : (u16)0;
     };
-    // cp.async copies of group kb into ring slot `slot`; tokens past m read zeros. Thread i copies
-    // the same token rows, weight rows and lane words of every group; only the group's offsets
-    // move, each computed once per group: layout_word(G, kb, t, p) = layout_word(G, kb, 0, 0) +
-    // layout_word(G, 0, t, p), and the first holds the layout block's runtime modulo. BN 64 unrolls
-    // the copies: its tensor work per group is half of BN 128's for the same copy and decode issue.
-    // BN 128 keeps them rolled: unrolled, the hoisted addresses no longer fit beside its 64
-    // accumulators (spills).
+    // cp.async copies of group kb into ring slot `slot`; tokens past m read zeros. Copy j of a
+    // thread (index i = threadIdx.x + j THREADS) takes the same activation chunk (token row r = i /
+    // 16, 16-byte chunk c = i % 16, 8 per 64-k half) and the same lane word (local row lr = i /
+    // WORDS, word w = i % WORDS = lane * BITS + plane) in every group; only the group's offsets
+    // move: kb * GROUP_SIZE for the activations, layout_word(G, kb, 0, 0) for the lane words
+    // (layout_word(G, kb, t, p) = layout_word(G, kb, 0, 0) + layout_word(G, 0, t, p); the first
+    // holds the layout block's runtime modulo, once per group). BN 64 holds each copy's source and
+    // stage offset in registers from before the loop, so a group's copy costs an add (its tensor
+    // work per group is half of BN 128's for the same copy and decode issue); BN 128 recomputes
+    // them per group in rolled loops (held beside its 64 accumulators, they spill).
     constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
     static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
                   "every thread copies the same number of chunks and words");
-    constexpr int UNROLL_COPIES = BN == 64 ? (X_CHUNKS > W_COPIES ? X_CHUNKS : W_COPIES) : 1;
-    // The thread's lane word w = lane * BITS + plane is the same in every copy (THREADS is a
-    // multiple of WORDS).
-    const int lane_plane_word =
-        layout_word<BITS>(groups, 0, (threadIdx.x % S::WORDS) / BITS, (threadIdx.x % S::WORDS) % BITS);
+    constexpr bool HOLD_COPY_SOURCES = BN == 64;
+    constexpr int X_HELD = HOLD_COPY_SOURCES ? X_CHUNKS : 1, W_HELD = HOLD_COPY_SOURCES ? W_COPIES : 1;
+    // Group 0's sources (nullptr past m / n_out) and the chunks' stage offsets (128-byte swizzle).
+    const u16* x_source_held[X_HELD];
+    int x_offset_held[X_HELD];
+    const u32* w_source_held[W_HELD];
+    if constexpr (HOLD_COPY_SOURCES) {
+#pragma unroll
+        for (int j = 0; j < X_CHUNKS; ++j) {
+            const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
+            x_source_held[j] = tok0 + r < m ? xh + (long long)(tok0 + r) * k + c * 8 : nullptr;
+            x_offset_held[j] = (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16);
+        }
+#pragma unroll
+        for (int j = 0; j < W_COPIES; ++j) {
+            const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
+            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+            w_source_held[j] =
+                row >= 0 ? layout_row<BITS>(payload, row, groups) + layout_word<BITS>(groups, 0, w / BITS, w % BITS)
+                         : nullptr;
+        }
+    }
     auto load_group = [&](int kb, int slot) {
         unsigned char* xs = x_tile(slot);
-#pragma unroll(UNROLL_COPIES)
-        for (int j = 0; j < X_CHUNKS; ++j) {
-            const int i = threadIdx.x + j * THREADS;
-            const int r = i / 16, c = i % 16;  // token row, 16-byte chunk of its 128 k (8 per half)
-            const bool valid = tok0 + r < m;
-            const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
-            cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
-        }
         u32* ws = w_tile(slot);
         const int group_word = layout_word<BITS>(groups, kb, 0, 0);
-#pragma unroll(UNROLL_COPIES)
-        for (int j = 0; j < W_COPIES; ++j) {
-            const int i = threadIdx.x + j * THREADS;
-            const int lr = i / S::WORDS;
-            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
-            u32* dst = ws + i;
-            if (row >= 0) {
-                cp_async4(dst, layout_row<BITS>(payload, row, groups) + group_word + lane_plane_word);
-            } else {
-                *dst = 0u;  // decodes to -0 with the zero scale
+        if constexpr (HOLD_COPY_SOURCES) {
+#pragma unroll
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const bool valid = x_source_held[j] != nullptr;
+                cp_async16_zfill(xs + x_offset_held[j], valid ? x_source_held[j] + kb * GROUP_SIZE : xh, valid);
+            }
+#pragma unroll
+            for (int j = 0; j < W_COPIES; ++j) {
+                u32* dst = ws + threadIdx.x + j * THREADS;
+                if (w_source_held[j] != nullptr) {
+                    cp_async4(dst, w_source_held[j] + group_word);
+                } else {
+                    *dst = 0u;  // decodes to -0 with the zero scale
+                }
+            }
+        } else {
+            // The same copies, computed per group.
+#pragma unroll 1
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
+                const bool valid = tok0 + r < m;
+                const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
+                cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+            }
+#pragma unroll 1
+            for (int j = 0; j < W_COPIES; ++j) {
+                const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
+                const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+                if (row >= 0) {
+                    cp_async4(ws + i, layout_row<BITS>(payload, row, groups) + group_word +
+                                          layout_word<BITS>(groups, 0, w / BITS, w % BITS));
+                } else {
+                    ws[i] = 0u;  // decodes to -0 with the zero scale
+                }
             }
         }
     };
