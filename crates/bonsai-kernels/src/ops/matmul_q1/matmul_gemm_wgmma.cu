@@ -9,25 +9,36 @@
 // registers: the m16n8k16 A layout per warp, i.e. rows g and g + 8 of the warp's 16 are two
 // B-fragment decodes of gemm_f16_mma), and the f16 ACTIVATIONS are B (N = 128 tokens), read by
 // the tensor cores from shared memory in the 128-byte swizzle. So no decoded weight ever goes
-// through shared memory, and a warpgroup's 8 wgmma per 128-group run while it decodes nothing.
+// through shared memory.
 //
 // CTA = 4 warpgroups (512 threads) = 256 weight rows x BN tokens (BN 128: `_gemm_wgmma`; 64:
 // `_gemm_wgmma_n64`, twice the CTAs, for the N = 4096 shapes whose 128-token grid leaves SMs
 // idle). 256 rows halve the activation traffic per FLOP of a 128-row CTA. K advances through a
 // STAGES-deep cp.async ring of 128-group stages: the group's activation tile (two 64-k halves of
 // BN rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
-// 128-byte swizzle), the rows' lane words, their scales (through registers, one period ahead,
-// as in gemm_f16_mma). Between two CTA barriers each warpgroup consumes QW_GROUPS_PER_BARRIER
-// groups, each one: decode its A fragments for the 8 k16 steps (Q1 2, Q2 ~4 instructions per
-// register), issue 8 wgmma m64nBNk16, wait for them (the A registers are reused next). A
-// warpgroup that finished early decodes while the others' wgmmas keep the tensor cores busy;
-// with one group per barrier ncu ranked barrier stalls first, and the two-group kernel is faster
-// on every shape (the measured shapes and the ncu figures: docs/kernel-notes.md, "Prefill GEMMs
-// (f16 mma.sync, wgmma)").
-// Tried and dropped: 128-row CTAs (2 per SM), one group per barrier (both slower on every
-// shape), and A double-buffered with one wgmma group in flight across the barrier (wait<1>):
-// ptxas 13.0 serializes its wgmmas (C7513, "non wgmma instructions defining input registers
-// ... between start and end of the pipeline stage").
+// 128-byte swizzle), the rows' lane words, their scales (through registers, one group ahead,
+// as in gemm_f16_mma).
+//
+// The chain: the decode of A must not leave the tensor cores idle. Each warpgroup keeps its
+// wgmmas in flight without end: every wgmma m64nBNk16 (one k16 step) is its own commit group,
+// and before decoding step s of group g the warpgroup waits only until at most 7 are pending,
+// which retires step s of group g - 1, the last reader of step s's A registers (a[s]: 8 distinct
+// register sets, one per step, so the wait is the only ordering the decode needs). So a step's
+// decode (Q1 2, Q2 ~4 instructions per register) runs while the warpgroup's previous 7 wgmmas
+// execute, and one CTA barrier per group (the ring slot's copies landed) holds back only issue:
+// the warpgroups' queued wgmmas keep the tensor cores busy while they wait there. The barrier of
+// group g refills the slot of group g - 2, whose wgmmas every warpgroup retired before reaching
+// it (group g - 1's may still be reading theirs), so AHEAD = STAGES - 2 groups are in flight.
+// ptxas keeps such a chain asynchronous only if no non-wgmma instruction defines an accumulator
+// or A register between a wgmma and the wait that retires it (else it serializes every wgmma of
+// the kernel: infos C7513 / C7515, which scripts/compile-kernels.sh fails on); the main loop is
+// therefore entered unconditionally (a zero-trip path's accumulator zeroing was laid out inside
+// the chain).
+// Before: per group decode all 8 steps, 8 wgmma, wait for all of them, two groups per CTA
+// barrier; the barrier re-aligned the warpgroups, so they decoded at the same time while the
+// tensor cores idled (docs/kernel-notes.md, "Prefill GEMMs (f16 mma.sync, wgmma)").
+// Tried and dropped: 128-row CTAs (2 per SM), one group per barrier without the chain (both
+// slower on every shape).
 //
 // Split K (SPLIT = true, `_gemm_wgmma_n64_split`; blockIdx.z = split of gridDim.z): for grids that
 // leave most SMs idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), split z
@@ -47,7 +58,6 @@
 #define QW_WARPGROUPS 4
 #define QW_ROWS (64 * QW_WARPGROUPS)
 #define QW_THREADS (128 * QW_WARPGROUPS)
-#define QW_GROUPS_PER_BARRIER 2
 // The wgmma B tile's alignment (the 128-byte swizzle repeats every 8 rows = 1024 bytes).
 #define QW_ALIGN 1024
 
@@ -71,16 +81,20 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                                            float* __restrict__ partials = nullptr,
                                            unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0) {
     using S = QwStage<BITS, BN>;
-    constexpr int ROWS = QW_ROWS, THREADS = QW_THREADS, ACC = BN / 2, GPB = QW_GROUPS_PER_BARRIER;
-    // GPB groups are consumed per CTA barrier; AHEAD groups are in flight beyond them (the ring
-    // slots of the previous barrier period are the ones refilled).
-    constexpr int AHEAD = STAGES - GPB;
-    static_assert(AHEAD >= GPB, "the ring needs a barrier period of groups in flight");
+    constexpr int ROWS = QW_ROWS, THREADS = QW_THREADS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
+    // Group it's barrier refills the slot of group it - 2: each warpgroup reaches that barrier
+    // having retired every wgmma up to the last of group it - 2 (the wait before each step's
+    // decode), while up to STEPS - 1 of group it - 1 may still read theirs. So AHEAD = STAGES - 2
+    // groups are in flight ahead of the one consumed.
+    constexpr int AHEAD = STAGES - 2;
+    static_assert(AHEAD >= 1, "the ring needs a group in flight beyond the two being retired");
     extern __shared__ float4 qwgmma_smem[];
     // The dynamic window's base is only 16-byte aligned by contract: round up (the launcher
-    // allocates QW_ALIGN extra bytes).
-    unsigned char* smem = reinterpret_cast<unsigned char*>(
-        (reinterpret_cast<unsigned long long>(qwgmma_smem) + QW_ALIGN - 1) & ~(unsigned long long)(QW_ALIGN - 1));
+    // allocates QW_ALIGN extra bytes). Offsetting the window's own pointer (not rebuilding one from
+    // an integer) keeps it a shared-memory pointer for the compiler: shared loads and stores, not
+    // generic ones with 64-bit address arithmetic.
+    unsigned char* smem = reinterpret_cast<unsigned char*>(qwgmma_smem) +
+                          (QW_ALIGN - smem_addr(qwgmma_smem) % QW_ALIGN) % QW_ALIGN;
 
     const int tile = blockIdx.x;
     const int tok0 = blockIdx.y * BN;
@@ -103,26 +117,79 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     auto load_scale = [&](int kb) -> u16 {
         return my_row >= 0 ? __ldg(scales + (long long)my_row * groups + kb) : (u16)0;
     };
-    // cp.async copies of group kb into ring slot `slot`; tokens past m read zeros.
+    // cp.async copies of group kb into ring slot `slot`; tokens past m read zeros. Copy j of a
+    // thread (index i = threadIdx.x + j THREADS) takes the same activation chunk (token row r = i /
+    // 16, 16-byte chunk c = i % 16, 8 per 64-k half) and the same lane word (local row lr = i /
+    // WORDS, word w = i % WORDS = lane * BITS + plane) in every group; only the group's offsets
+    // move: kb * GROUP_SIZE for the activations, layout_word(G, kb, 0, 0) for the lane words
+    // (layout_word(G, kb, t, p) = layout_word(G, kb, 0, 0) + layout_word(G, 0, t, p); the first
+    // holds the layout block's runtime modulo, once per group). BN 64 holds each copy's source and
+    // stage offset in registers from before the loop, so a group's copy costs an add (its tensor
+    // work per group is half of BN 128's for the same copy and decode issue); BN 128 recomputes
+    // them per group in rolled loops (held beside its 64 accumulators, they spill).
+    constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
+    static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
+                  "every thread copies the same number of chunks and words");
+    constexpr bool HOLD_COPY_SOURCES = BN == 64;
+    constexpr int X_HELD = HOLD_COPY_SOURCES ? X_CHUNKS : 1, W_HELD = HOLD_COPY_SOURCES ? W_COPIES : 1;
+    // Group 0's sources (nullptr past m / n_out) and the chunks' stage offsets (128-byte swizzle).
+    const u16* x_source_held[X_HELD];
+    int x_offset_held[X_HELD];
+    const u32* w_source_held[W_HELD];
+    if constexpr (HOLD_COPY_SOURCES) {
+#pragma unroll
+        for (int j = 0; j < X_CHUNKS; ++j) {
+            const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
+            x_source_held[j] = tok0 + r < m ? xh + (long long)(tok0 + r) * k + c * 8 : nullptr;
+            x_offset_held[j] = (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16);
+        }
+#pragma unroll
+        for (int j = 0; j < W_COPIES; ++j) {
+            const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
+            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+            w_source_held[j] =
+                row >= 0 ? layout_row<BITS>(payload, row, groups) + layout_word<BITS>(groups, 0, w / BITS, w % BITS)
+                         : nullptr;
+        }
+    }
     auto load_group = [&](int kb, int slot) {
         unsigned char* xs = x_tile(slot);
-#pragma unroll 1
-        for (int i = threadIdx.x; i < BN * 16; i += THREADS) {
-            const int r = i / 16, c = i % 16;  // token row, 16-byte chunk of its 128 k (8 per half)
-            const bool valid = tok0 + r < m;
-            const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
-            cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
-        }
         u32* ws = w_tile(slot);
+        const int group_word = layout_word<BITS>(groups, kb, 0, 0);
+        if constexpr (HOLD_COPY_SOURCES) {
+#pragma unroll
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const bool valid = x_source_held[j] != nullptr;
+                cp_async16_zfill(xs + x_offset_held[j], valid ? x_source_held[j] + kb * GROUP_SIZE : xh, valid);
+            }
+#pragma unroll
+            for (int j = 0; j < W_COPIES; ++j) {
+                u32* dst = ws + threadIdx.x + j * THREADS;
+                if (w_source_held[j] != nullptr) {
+                    cp_async4(dst, w_source_held[j] + group_word);
+                } else {
+                    *dst = 0u;  // decodes to -0 with the zero scale
+                }
+            }
+        } else {
+            // The same copies, computed per group.
 #pragma unroll 1
-        for (int i = threadIdx.x; i < ROWS * S::WORDS; i += THREADS) {
-            const int lr = i / S::WORDS, w = i % S::WORDS;  // w = lane * BITS + plane
-            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
-            if (row >= 0) {
-                const u32* row_words = layout_row<BITS>(payload, row, groups);
-                cp_async4(ws + i, row_words + layout_word<BITS>(groups, kb, w / BITS, w % BITS));
-            } else {
-                ws[i] = 0u;  // decodes to -0 with the zero scale
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
+                const bool valid = tok0 + r < m;
+                const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
+                cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+            }
+#pragma unroll 1
+            for (int j = 0; j < W_COPIES; ++j) {
+                const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
+                const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+                if (row >= 0) {
+                    cp_async4(ws + i, layout_row<BITS>(payload, row, groups) + group_word +
+                                          layout_word<BITS>(groups, 0, w / BITS, w % BITS));
+                } else {
+                    ws[i] = 0u;  // decodes to -0 with the zero scale
+                }
             }
         }
     };
@@ -140,64 +207,58 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         cp_async_commit();
     }
 
+    // The A fragments of the 8 k16 steps of a group; step s's registers are rewritten for the next
+    // group once that group's wait has retired this group's step-s wgmma.
+    u32 a[STEPS][4];
+    // At least one group: K is a positive multiple of 128 (checked with the weights) and every
+    // split is non-empty (the launcher's grid). The loop is entered unconditionally because a
+    // zero-trip path's own accumulator zeroing, laid out between the loop's wgmmas and the final
+    // wait, makes ptxas serialize every wgmma of the kernel (C7515).
 #pragma unroll 1
-    for (int it0 = 0; it0 < n_groups; it0 += GPB) {
-        // Groups it0 .. it0 + GPB - 1 landed: one commit per group, the newest AHEAD - GPB may
-        // still be in flight.
-        cp_async_wait<AHEAD - GPB>();
-        // This thread's copies (and scale stores) of those groups are done; the proxy fence makes
-        // its activation chunks visible to the tensor cores' reads after the barrier.
+    for (int it = 0;; ++it) {
+        // Group it landed: one commit per group, the newest AHEAD - 1 may still be in flight.
+        cp_async_wait<AHEAD - 1>();
+        // This thread's copies (and scale stores) of the group are done; the proxy fence makes its
+        // activation chunks visible to the tensor cores' reads after the barrier.
         fence_proxy_async_smem();
+        // The barrier only holds back issue: each warpgroup's wgmmas of group it - 1 keep the
+        // tensor cores busy while it waits here.
         __syncthreads();
-        // Refill the slots of the previous period (every warpgroup waited for its wgmmas on them).
-        u16 d_next[GPB];
-#pragma unroll
-        for (int j = 0; j < GPB; ++j) {
-            const int next = it0 + AHEAD + j;
-            d_next[j] = 0;
-            if (next < n_groups) {
-                load_group(g_begin + next, next % STAGES);
-                if (carries_scale) d_next[j] = load_scale(g_begin + next);
-            }
-            cp_async_commit();
+        const int next = it + AHEAD;
+        u16 d_next = 0;
+        if (next < n_groups) {
+            load_group(g_begin + next, next % STAGES);
+            if (carries_scale) d_next = load_scale(g_begin + next);
         }
+        cp_async_commit();
+        const int slot = it % STAGES;
+        const u32* ws = w_tile(slot);
+        const u16* ds = d_tile(slot);
+        const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
+        const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
+        const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
+        const unsigned char* xs = x_tile(slot);
 #pragma unroll
-        for (int j = 0; j < GPB; ++j) {
-            const int it = it0 + j;
-            if (it >= n_groups) break;
-            const int slot = it % STAGES;
-            const u32* ws = w_tile(slot);
-            const u16* ds = d_tile(slot);
-            const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
-            const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
-            const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
-            u32 a[GROUP_SIZE / 16][4];
-#pragma unroll
-            for (int s = 0; s < GROUP_SIZE / 16; ++s) {
-                a[s][0] = mma_pair_f16x2<BITS>(w0, 2 * s, sc0);
-                a[s][1] = mma_pair_f16x2<BITS>(w1, 2 * s, sc1);
-                a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
-                a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
-            }
+        for (int s = 0; s < STEPS; ++s) {
+            // One commit group per wgmma: at most STEPS - 1 pending retires the previous group's
+            // step s, the last reader of a[s]. The decode below then runs while the STEPS - 1
+            // wgmmas issued before it keep the tensor cores busy.
+            wgmma_wait<STEPS - 1>();
+            a[s][0] = mma_pair_f16x2<BITS>(w0, 2 * s, sc0);
+            a[s][1] = mma_pair_f16x2<BITS>(w1, 2 * s, sc1);
+            a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
+            a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
             wgmma_fence();
-            const unsigned char* xs = x_tile(slot);
-#pragma unroll
-            for (int s = 0; s < GROUP_SIZE / 16; ++s)
-                wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
+            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
             wgmma_commit();
-            // The A registers (next group) and the ring slot (next period) are reused after this;
-            // meanwhile the other warpgroups' wgmmas keep the tensor cores busy.
-            wgmma_wait<0>();
         }
-        // The scales of the refilled slots were last read in the previous period, before this
-        // period's barrier.
-#pragma unroll
-        for (int j = 0; j < GPB; ++j) {
-            const int next = it0 + AHEAD + j;
-            if (next < n_groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next[j];
-        }
+        // The scales of the refilled slot (group it - 2's) were last read before group it - 1's
+        // barrier.
+        if (next < n_groups && carries_scale) d_tile(next % STAGES)[threadIdx.x] = d_next;
+        if (it + 1 == n_groups) break;
     }
 
+    wgmma_wait<0>();
     cp_async_wait<0>();
 
     if constexpr (SPLIT) {
