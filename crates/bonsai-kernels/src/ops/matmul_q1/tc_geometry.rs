@@ -141,14 +141,15 @@ pub fn b1_geometry<E>(
             if ctas.div_ceil(sms) > MAX_WARPS_PER_SM / warps {
                 continue;
             }
-            let g = b1_launch(groups, tiles, tiles_per_cta, splits);
-            let per_sm = resident(warps, g.smem_bytes)?;
-            if per_sm == 0 || ctas > per_sm * sms {
+            use std::cmp::Reverse;
+            let key = (units.div_ceil(splits), ctas.div_ceil(sms), Reverse(ctas.min(sms)), Reverse(warps));
+            // Only a better grid needs the occupancy query (a driver call per candidate).
+            if best.as_ref().is_some_and(|(b, _)| key >= *b) {
                 continue;
             }
-            use std::cmp::Reverse;
-            let key = (units.div_ceil(splits), ctas.div_ceil(sms), Reverse(ctas.min(sms)), Reverse(tiles_per_cta * splits));
-            if best.as_ref().is_none_or(|(b, _)| key < *b) {
+            let g = b1_launch(groups, tiles, tiles_per_cta, splits);
+            let per_sm = resident(warps, g.smem_bytes)?;
+            if per_sm > 0 && ctas <= per_sm * sms {
                 best = Some((key, g));
             }
         }
