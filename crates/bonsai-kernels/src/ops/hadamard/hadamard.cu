@@ -306,15 +306,21 @@ __device__ __forceinline__ void fwht_group_in_warp(float (&v)[LAYOUT_LANES], int
 // Three barriers and one global round trip before the stores (the shared-memory loop took a barrier
 // per stage, 10 for a block of 1024, and the row sum a second round trip). Every butterfly keeps
 // its pair and the stage order, so the thread layout changes no bit.
-extern "C" __global__ void __launch_bounds__(1024)
-    hadamard_rotate_planes(const float* __restrict__ x, const float* __restrict__ norm_w, float eps, int vec4,
-                           const float* __restrict__ z, int head_dim, float* __restrict__ xn,
-                           const float* __restrict__ signs, float* __restrict__ rot, int width, int block, float scale, int perm_hd, int perm_k_heads, int perm_rep,
-                           u32* __restrict__ planes, u32* __restrict__ gsx, float* __restrict__ group_sq) {
-    griddep_wait();
-    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once, as after
-    // gemv_b1_prepare.
-    griddep_launch_dependents();
+//
+// GPW: 128-groups per warp in steps 1 and 3 (1 when the block has no more groups than the CTA
+// warps: every block up to 4096; 2 for MAX_BLOCK). Holding two groups' values, signs, norm
+// weights and gates (32 floats) under the 1024-thread launch bound's 64 registers, ptxas spilled
+// the loaded values to local memory right after their loads: each spill store waited for its
+// load, so the block's loads took several L2 round trips one after the other instead of one.
+#define HADAMARD_ROTATE_PARAMS                                                                                 \
+    const float* __restrict__ x, const float* __restrict__ norm_w, float eps, int vec4, const float* __restrict__ z, \
+        int head_dim, float* __restrict__ xn, const float* __restrict__ signs, float* __restrict__ rot, int width,   \
+        int block, float scale, int perm_hd, int perm_k_heads, int perm_rep, u32* __restrict__ planes,             \
+        u32* __restrict__ gsx, float* __restrict__ group_sq
+#define HADAMARD_ROTATE_ARGS \
+    x, norm_w, eps, vec4, z, head_dim, xn, signs, rot, width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq
+template <int GPW>
+__device__ __forceinline__ void hadamard_rotate_planes_body(HADAMARD_ROTATE_PARAMS) {
     extern __shared__ float rotate_smem[];
     float* buf = rotate_smem;
     float* scratch = rotate_smem + block;
@@ -331,21 +337,33 @@ extern "C" __global__ void __launch_bounds__(1024)
         return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
     };
     const bool gated = norm_w != nullptr && head_dim > 0;
+    // The gated heads divide the block, a power of two: head_dim is one too, so the head of index
+    // i is i >> head_shift and its offset i & (head_dim - 1) (no integer division: the kernel is
+    // a latency chain, and a division by a run-time int is ~20 dependent instructions).
+    const int head_shift = gated ? __ffs(head_dim) - 1 : 0;
+    // Without a permutation, or with permuted heads of whole 128-groups (every Bonsai 2 width),
+    // a group's 128 values are contiguous in x: one source_of per group instead of per value.
+    const bool whole_groups = perm_hd % GROUP_SIZE == 0;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     // Step 1: group warp + s * warps of the block is this warp's s-th; v[s][t] its element j0 + 2t.
-    float v[ROTATE_GROUPS_PER_WARP][LAYOUT_LANES] = {}, sgn[ROTATE_GROUPS_PER_WARP][LAYOUT_LANES] = {};
-    float ws[ROTATE_GROUPS_PER_WARP][LAYOUT_LANES] = {}, zs[ROTATE_GROUPS_PER_WARP][LAYOUT_LANES] = {};
+    float v[GPW][LAYOUT_LANES] = {}, sgn[GPW][LAYOUT_LANES] = {};
+    float ws[GPW][LAYOUT_LANES] = {}, zs[GPW][LAYOUT_LANES] = {};
+    // Where block index i (of this warp's s-th group) sits in x and xn: for whole groups its
+    // offset in the group past the group's source.
+    int group_source[GPW] = {};
+    auto source_at = [&](int s, int i) { return whole_groups ? group_source[s] + (i & (GROUP_SIZE - 1)) : source_of(first + i); };
 #pragma unroll
-    for (int s = 0; s < ROTATE_GROUPS_PER_WARP; ++s) {
+    for (int s = 0; s < GPW; ++s) {
         const int group = warp + s * warps;
         if (group >= groups) break;
+        if (whole_groups) group_source[s] = source_of(first + group * GROUP_SIZE);
 #pragma unroll
         for (int t = 0; t < LAYOUT_LANES; ++t) {
             const int i = group * GROUP_SIZE + j0 + 2 * t;
-            const int source = source_of(first + i);
+            const int source = source_at(s, i);
             v[s][t] = x[source];
             sgn[s][t] = signs[first + i];
-            if (norm_w != nullptr) ws[s][t] = norm_w[gated ? source % head_dim : source];
+            if (norm_w != nullptr) ws[s][t] = norm_w[gated ? source & (head_dim - 1) : source];
             if (gated) zs[s][t] = z[source];
         }
     }
@@ -373,7 +391,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
     // Step 3.
 #pragma unroll
-    for (int s = 0; s < ROTATE_GROUPS_PER_WARP; ++s) {
+    for (int s = 0; s < GPW; ++s) {
         const int group = warp + s * warps;
         if (group >= groups) break;
 #pragma unroll
@@ -382,11 +400,11 @@ extern "C" __global__ void __launch_bounds__(1024)
             float n = v[s][t];
             if (gated) {
                 const float gate = zs[s][t];
-                n = n * head_inv[i / head_dim] * ws[s][t] * (gate * sigmoid_stable(gate));
+                n = n * head_inv[i >> head_shift] * ws[s][t] * (gate * sigmoid_stable(gate));
             } else if (norm_w != nullptr) {
                 n = n * inv * ws[s][t];
             }
-            if (norm_w != nullptr && xn != nullptr) xn[source_of(first + i)] = n;
+            if (norm_w != nullptr && xn != nullptr) xn[source_at(s, i)] = n;
             // Rounded products (no FMA with the first butterfly's add): the separate launches
             // store this value before they transform it.
             v[s][t] = __fmul_rn(__fmul_rn(n, sgn[s][t]), scale);
@@ -437,4 +455,21 @@ extern "C" __global__ void __launch_bounds__(1024)
         b1_prepare_group(buf + w * GROUP_SIZE, nullptr, planes + (long long)group * B1_GROUP_WORDS, gsx + 2 * group,
                          group_sq + group);
     }
+}
+
+// Two groups per warp only for blocks past 4096 (32 warps); that body is a call, so the hot one
+// is the entry point's inline code.
+__device__ __noinline__ void hadamard_rotate_planes_two_groups(HADAMARD_ROTATE_PARAMS) {
+    hadamard_rotate_planes_body<ROTATE_GROUPS_PER_WARP>(HADAMARD_ROTATE_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) hadamard_rotate_planes(HADAMARD_ROTATE_PARAMS) {
+    griddep_wait();
+    // The GEMV's CTAs may start (and prefetch their weights) on the other SMs at once, as after
+    // gemv_b1_prepare.
+    griddep_launch_dependents();
+    if (block / GROUP_SIZE <= (int)(blockDim.x / WARP_SIZE))
+        hadamard_rotate_planes_body<1>(HADAMARD_ROTATE_ARGS);
+    else
+        hadamard_rotate_planes_two_groups(HADAMARD_ROTATE_ARGS);
 }

@@ -61,6 +61,20 @@
 //! warp-local first 7 stages and the rest, the planes' quantization from shared memory), the
 //! planes' stores (hadamard.cu lists the chain). The CTA takes the few KB of shared memory it
 //! needs, so it can start on an SM the previous kernel still occupies.
+//!
+//! Where its time went (ncu on the H200 at ca34f87: 4.29 us for the 17-CTA launch, 0.22
+//! instructions issued per scheduler-cycle, 9.2 cycles per instruction: one latency chain per
+//! warp). Its SASS (NVRTC 13.0, sm_90a) showed why the chain was longer than one round trip:
+//! under the 1024-thread launch bound's 64 registers, the loop holding two groups per warp
+//! (values, signs, norm weights, gates: 32 floats, needed only for the widest block) spilled
+//! each pair of loaded values to local memory right after its loads, and each spill store waits
+//! for its load: the block's loads ran as one L2 round trip per value slot (4) in a row, not one.
+//! Now the entry point runs a one-group-per-warp body (every block up to 4096; no spill, all loads issued
+//! before the first use) and calls the two-group body only for wider blocks; the permutation
+//! and the gated heads' indices take one `source_of` per 128-group and shifts (the heads are a
+//! power of two) instead of three integer divisions per value. The launch's other costs are
+//! its place in the chain: the GEMV before it must complete before its wait returns, and the
+//! GEMV after it waits for it to complete (docs/kernel-notes.md, Bonsai 2 decode: what is left).
 
 mod cpu;
 mod reference;

@@ -380,7 +380,7 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, b1_smem_bytes, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_shape_ok, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;

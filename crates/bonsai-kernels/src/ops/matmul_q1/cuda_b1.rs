@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, b1_shape_ok, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
 use crate::launch::{Gpu, as_i32, shape, sm_count, LaunchError, QuantBits};
@@ -31,9 +31,10 @@ pub(crate) fn launch(
     norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
-    // The GEMV's grid check before any allocation.
-    b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    // The GEMV's shape check before any allocation.
+    if !b1_shape_ok(k, n_out) {
+        return Err(shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")));
+    }
     let mut scratch = B1Planes::scratch(gpu.stream, k)?;
     let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
@@ -77,12 +78,13 @@ pub(crate) struct B1Call {
 
 /// The `*_gemv_b1_tiles` launch when `tiles` lets it apply: a Store GEMV whose plain grid
 /// (`plain`) has one K split and whose planes fit in shared memory at once (and, for
-/// [`TilesChoice::Auto`], whose plain grid is more than one CTA per SM). Returns whether it
-/// launched.
+/// [`TilesChoice::Auto`], whose plain grid is more than one wave: `plain_one_wave` false).
+/// Returns whether it launched.
 fn launch_tiles(
     gpu: Gpu<'_>,
     call: B1Call,
     plain: &TcGeometry,
+    plain_one_wave: bool,
     tiles: TilesChoice,
 ) -> Result<bool, LaunchError> {
     let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
@@ -92,10 +94,10 @@ fn launch_tiles(
     if tiles == TilesChoice::Never || plain.splits != 1 || smem > MAX_TILES_SMEM {
         return Ok(false);
     }
-    let sms = crate::launch::sm_count(gpu.stream)?;
-    if tiles == TilesChoice::Auto && plain.ctas as usize <= sms {
+    if tiles == TilesChoice::Auto && plain_one_wave {
         return Ok(false);
     }
+    let sms = crate::launch::sm_count(gpu.stream)?;
     let tiles = n_out.div_ceil(TILE_ROWS);
     let warps = TILES_WARPS;
     let ctas = tiles.div_ceil(warps).min(sms) as u32;
@@ -244,11 +246,33 @@ pub(crate) fn prepare_embed(
     Ok(())
 }
 
-/// Whether a GEMV grid of geometry `g` is resident at once on this device (one CTA per SM certainly
-/// is), as the `_out` planes epilogue needs: its quantizing CTAs wait for lower-numbered ones of the
-/// same grid (b1_planes_epilogue).
-pub(crate) fn one_wave(stream: &Arc<CudaStream>, g: &TcGeometry) -> Result<bool, LaunchError> {
-    Ok(g.ctas as usize <= sm_count(stream)?)
+/// CTAs of `func` (a `gemv_b1` entry point) with `warps` warps and `smem` bytes of dynamic
+/// shared memory that one SM holds at once: the driver's occupancy calculator, after the opt-in
+/// such shared memory needs.
+fn resident_ctas(func: &CudaFunction, warps: usize, smem: usize) -> Result<usize, LaunchError> {
+    if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    }
+    Ok(func.occupancy_max_active_blocks_per_multiprocessor((warps * 32) as u32, smem, None)? as usize)
+}
+
+/// The launch of `func` (a `gemv_b1` entry point) for `n_out` outputs (features for SwiGLU) of
+/// K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), and whether
+/// the whole grid is resident at once, as the flag-polling epilogues need (their quantizing CTAs
+/// wait for lower-numbered ones of the same grid: b1_planes_epilogue).
+pub(crate) fn device_geometry(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    op: &'static str,
+    k: usize,
+    n_out: usize,
+    swiglu: bool,
+) -> Result<(TcGeometry, bool), LaunchError> {
+    let sms = sm_count(stream)?;
+    let g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(func, warps, smem))?
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let per_sm = resident_ctas(func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
+    Ok((g, g.ctas as usize <= per_sm * sms))
 }
 
 /// The `*_gemv_b1` launch of `call` with `epilogue` and the epilogue work `out` (or its tiles form,
@@ -262,12 +286,6 @@ pub(crate) fn launch_gemv(
 ) -> Result<(), LaunchError> {
     let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
     let op = epilogue.op_name();
-    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu)
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
-    if plain && launch_tiles(gpu, call, &g, tiles)? {
-        return Ok(());
-    }
     let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // Each epilogue has its own entry points (`_out`, `_rope`): compiled into the plain ones the
     // planes epilogue slowed them even when skipped.
@@ -278,11 +296,16 @@ pub(crate) fn launch_gemv(
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
     };
-    if !matches!(out, GemvOut::None) && !one_wave(gpu.stream, &g)? {
-        return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs exceed the SMs", g.ctas)));
-    }
     name.push_str(suffix.unwrap_or(""));
     let func = gpu.function(&name)?;
+    let (g, one_wave) = device_geometry(gpu.stream, func, op, k, n_out, epilogue == Epilogue::SwiGlu)?;
+    let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
+    if plain && launch_tiles(gpu, call, &g, one_wave, tiles)? {
+        return Ok(());
+    }
+    if !matches!(out, GemvOut::None) && !one_wave {
+        return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
+    }
     // Dynamic plus the kernel's static shared memory must stay within the default limit; at
     // exactly 48 KB of dynamic memory the launch already needs the opt-in.
     if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::launch::matmul_b1::{launch_gemv, one_wave, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
+use crate::launch::matmul_b1::{device_geometry, launch_gemv, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::KvCache;
-use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, Store};
+use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits, Store};
 use crate::weights::GROUP;
 
 /// The quantized form of one K-long x for `*_gemv_b1`, per 128-group: 32 lanes x 3 plane words,
@@ -202,13 +202,30 @@ pub fn matmul_from_planes(
     gemv_from_planes(gpu, w, planes, None, y, store.into(), PlanesEpilogue::None, TilesChoice::Auto)
 }
 
-/// Whether a planes-writing GEMV ([`gemv_from_planes`] with a [`PlanesOut`]) of `n_out` outputs
-/// over K inputs runs on this device ([`one_wave`]: its epilogue needs the whole grid resident).
-pub fn planes_out_fits(stream: &Arc<CudaStream>, n_out: usize, k: usize, swiglu: bool) -> Result<bool, LaunchError> {
-    match super::b1_geometry(k, n_out, swiglu) {
-        Some(g) => one_wave(stream, &g),
-        None => Ok(false),
+/// Whether a flag-polling GEMV of `bits` weights, `n_out` outputs over K inputs runs on this
+/// device: with `swiglu` the SwiGLU [`PlanesOut`] entry point, else each of the Store and Add
+/// [`PlanesOut`] ones and the Store [`RopeOut`] one. Their epilogues need the whole grid resident
+/// at once, which the launcher checks with the driver's occupancy of the entry point.
+pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, swiglu: bool) -> Result<bool, LaunchError> {
+    use super::{kernel_name, Epilogue, GemmKernel, GemvKernel};
+    if !super::b1_shape_ok(k, n_out) {
+        return Ok(false);
     }
+    let entry = |epilogue, suffix: &str| {
+        kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + suffix
+    };
+    let entries = if swiglu {
+        vec![entry(Epilogue::SwiGlu, "_out")]
+    } else {
+        vec![entry(Epilogue::Store, "_out"), entry(Epilogue::Add, "_out"), entry(Epilogue::Store, "_rope")]
+    };
+    for name in entries {
+        let func = gpu.function(&name)?;
+        if !device_geometry(gpu.stream, func, "planes_out_fits", k, n_out, swiglu)?.1 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// What a planes GEMV's epilogue writes besides y.

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
-use bonsai_kernels::launch::matmul::{self as mm, b1_geometry, B1Planes, PlanesOut, RopeOut};
+use bonsai_kernels::launch::matmul::{self as mm, b1_shape_ok, B1Planes, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{qk_norm_rope, QkvRows};
 use bonsai_kernels::trace;
@@ -144,14 +144,12 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let matrix = |w: crate::program::MatrixId| view(&weights.matrices[w.0]);
     let binary = |w| {
         let v = matrix(w);
-        v.binary_gemv_ok()
-            && b1_geometry(v.k, v.n, false).is_some()
-            && (v.n % 2 != 0 || b1_geometry(v.k, v.n / 2, true).is_some())
+        v.binary_gemv_ok() && b1_shape_ok(v.k, v.n) && (v.n % 2 != 0 || b1_shape_ok(v.k, v.n / 2))
     };
     let fits = |w, swiglu: bool| {
         let v = matrix(w);
         let n_out = if swiglu { v.n / 2 } else { v.n };
-        mm::planes_out_fits(stream, n_out, v.k, swiglu).unwrap_or(false)
+        mm::planes_out_fits(b.launcher(), v.bits, n_out, v.k, swiglu).unwrap_or(false)
     };
     let group = if dims.shape.n_kv == 0 || !dims.shape.n_q.is_multiple_of(dims.shape.n_kv) { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
