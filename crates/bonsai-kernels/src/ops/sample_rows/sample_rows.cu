@@ -34,19 +34,8 @@ sample_rows(const float* __restrict__ logits, u32 n, u32 slice, const u32* __res
     const float* x = logits + (unsigned long long)row * n;
     const u32 begin = blockIdx.x * slice;
     const int size = sample_pow2_at_least((int)slice);
-    for (int j = threadIdx.x; j < size; j += blockDim.x) {
-        const u32 i = begin + (u32)j;
-        unsigned long long key = 0ull;
-        if ((u32)j < slice && i < n) {
-            const float l = x[i];
-            if (greedy) {
-                if (l == l) key = value_index_key(l == 0.0f ? 0.0f : l, i);
-            } else if (l > neg_inf()) {  // also rejects NaN
-                key = value_index_key(l * inv_temperature, i);
-            }
-        }
-        keys[j] = key;
-    }
+    for (int j = threadIdx.x; j < size; j += blockDim.x)
+        keys[j] = sample_slice_key(x, begin + (u32)j, n, (u32)j < slice, inv_temperature, greedy);
     sample_bitonic_sort_desc(keys, size);
     unsigned long long* row_candidates = candidates + (unsigned long long)row * SAMPLE_BLOCKS * SAMPLE_MAX_TOP_K;
     for (int j = threadIdx.x; j < SAMPLE_MAX_TOP_K; j += blockDim.x)

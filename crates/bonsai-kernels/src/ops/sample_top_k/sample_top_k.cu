@@ -35,6 +35,17 @@ __device__ __forceinline__ int sample_pow2_at_least(int n) {
     return p;
 }
 
+// The sort key of logit i of a row x of n (0: never a candidate), slot j of a CTA's slice:
+// slots past the slice or the row hold 0; a greedy pick keys any non-NaN value (-0 as +0), a
+// draw a value > -inf (which also rejects NaN) times the inverse temperature.
+__device__ __forceinline__ unsigned long long sample_slice_key(const float* x, u32 i, u32 n, bool in_slice,
+                                                               float inv_temperature, bool greedy) {
+    if (!in_slice || i >= n) return 0ull;
+    const float l = x[i];
+    if (greedy) return l == l ? value_index_key(l == 0.0f ? 0.0f : l, i) : 0ull;
+    return l > neg_inf() ? value_index_key(l * inv_temperature, i) : 0ull;
+}
+
 // candidates: [gridDim.x][SAMPLE_MAX_TOP_K]. slice <= SAMPLE_SLICE_MAX (the launcher checks).
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 sample_block_candidates(const float* __restrict__ logits, u32 n, float inv_temperature, u32 slice,
@@ -44,16 +55,8 @@ sample_block_candidates(const float* __restrict__ logits, u32 n, float inv_tempe
     __shared__ unsigned long long keys[SAMPLE_SLICE_MAX];
     const u32 begin = blockIdx.x * slice;
     const int size = sample_pow2_at_least((int)slice);
-    for (int j = threadIdx.x; j < size; j += blockDim.x) {
-        const u32 i = begin + (u32)j;
-        unsigned long long key = 0ull;
-        if ((u32)j < slice && i < n) {
-            const float l = logits[i];
-            // > -inf also rejects NaN (never a candidate).
-            if (l > neg_inf()) key = value_index_key(l * inv_temperature, i);
-        }
-        keys[j] = key;
-    }
+    for (int j = threadIdx.x; j < size; j += blockDim.x)
+        keys[j] = sample_slice_key(logits, begin + (u32)j, n, (u32)j < slice, inv_temperature, false);
     sample_bitonic_sort_desc(keys, size);
     for (int j = threadIdx.x; j < SAMPLE_MAX_TOP_K; j += blockDim.x)
         candidates[blockIdx.x * SAMPLE_MAX_TOP_K + j] = j < size ? keys[j] : 0ull;
