@@ -25,8 +25,8 @@ use super::metrics::Metrics;
 use super::text::{logprobs, Penalties, Released, StopMatcher};
 
 /// Fewest prompt tokens worth copying from another sequence's cache: a copy is 2 x kv heads x
-/// layers device copies (576 for Bonsai-8B, ~1 ms of enqueueing), about what a step spends
-/// computing 32 prompt tokens on the GPU (on the CPU recomputing costs far more).
+/// layers device copies (576 for Bonsai-8B) whatever its length, while a few prompt tokens ride
+/// along in a step's GEMMs almost for free; from a few dozen tokens on, recomputing costs more.
 const MIN_PREFIX_COPY: usize = 32;
 
 /// A request handed to the engine, and where its events go.
