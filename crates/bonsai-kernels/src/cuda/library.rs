@@ -130,6 +130,8 @@ pub struct KernelLibrary {
     /// Launches recorded since `record_launches` (the decode trace names a captured graph's
     /// kernels with them).
     recorded: Mutex<Option<Vec<crate::trace::LaunchRecord>>>,
+    /// CTAs per SM by (entry point handle, threads, dynamic shared memory): see `occupancy`.
+    occupancy: Mutex<HashMap<(usize, u32, usize), usize>>,
 }
 
 impl KernelLibrary {
@@ -256,7 +258,23 @@ impl KernelLibrary {
             trace: config.trace,
             trace_replays: config.trace_replays,
             recorded: Mutex::new(None),
+            occupancy: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// `ask()`'s answer for entry point `f` of this library at `threads` threads and `smem` bytes
+    /// of dynamic shared memory: CTAs one SM holds at once, a property of the compiled entry
+    /// point, so asked once per library. A launcher that weighs grids by it (gemv_b1's) would
+    /// otherwise call the driver for every candidate on every launch.
+    pub fn occupancy<E>(&self, f: &CudaFunction, threads: u32, smem: usize, ask: impl FnOnce() -> Result<usize, E>) -> Result<usize, E> {
+        // The module stays loaded while the library lives, so a handle names one entry point.
+        let key = (f.cu_function() as usize, threads, smem);
+        if let Some(&ctas) = self.occupancy.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(ctas);
+        }
+        let ctas = ask()?;
+        self.occupancy.lock().unwrap_or_else(|e| e.into_inner()).insert(key, ctas);
+        Ok(ctas)
     }
 
     /// The handle of entry point `name`.

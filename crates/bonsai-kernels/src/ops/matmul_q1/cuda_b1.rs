@@ -248,12 +248,15 @@ pub(crate) fn prepare_embed(
 
 /// CTAs of `func` (a `gemv_b1` entry point) with `warps` warps and `smem` bytes of dynamic
 /// shared memory that one SM holds at once: the driver's occupancy calculator, after the opt-in
-/// such shared memory needs.
-fn resident_ctas(func: &CudaFunction, warps: usize, smem: usize) -> Result<usize, LaunchError> {
-    if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
-        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
-    }
-    Ok(func.occupancy_max_active_blocks_per_multiprocessor((warps * 32) as u32, smem, None)? as usize)
+/// such shared memory needs (asked once per library: `KernelLibrary::occupancy`).
+fn resident_ctas(gpu: Gpu<'_>, func: &CudaFunction, warps: usize, smem: usize) -> Result<usize, LaunchError> {
+    let threads = (warps * 32) as u32;
+    gpu.lib.occupancy(func, threads, smem, || {
+        if smem + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+        }
+        Ok(func.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)? as usize)
+    })
 }
 
 /// The launch of `func` (a `gemv_b1` entry point) for `n_out` outputs (features for SwiGLU) of
@@ -261,17 +264,17 @@ fn resident_ctas(func: &CudaFunction, warps: usize, smem: usize) -> Result<usize
 /// the whole grid is resident at once, as the flag-polling epilogues need (their quantizing CTAs
 /// wait for lower-numbered ones of the same grid: b1_planes_epilogue).
 pub(crate) fn device_geometry(
-    stream: &Arc<CudaStream>,
+    gpu: Gpu<'_>,
     func: &CudaFunction,
     op: &'static str,
     k: usize,
     n_out: usize,
     swiglu: bool,
 ) -> Result<(TcGeometry, bool), LaunchError> {
-    let sms = sm_count(stream)?;
-    let g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(func, warps, smem))?
+    let sms = sm_count(gpu.stream)?;
+    let g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    let per_sm = resident_ctas(func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
+    let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
     Ok((g, g.ctas as usize <= per_sm * sms))
 }
 
@@ -298,7 +301,7 @@ pub(crate) fn launch_gemv(
     };
     name.push_str(suffix.unwrap_or(""));
     let func = gpu.function(&name)?;
-    let (g, one_wave) = device_geometry(gpu.stream, func, op, k, n_out, epilogue == Epilogue::SwiGlu)?;
+    let (g, one_wave) = device_geometry(gpu, func, op, k, n_out, epilogue == Epilogue::SwiGlu)?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
     if plain && launch_tiles(gpu, call, &g, one_wave, tiles)? {
         return Ok(());

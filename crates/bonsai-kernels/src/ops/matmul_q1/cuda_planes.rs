@@ -221,7 +221,7 @@ pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, sw
     };
     for name in entries {
         let func = gpu.function(&name)?;
-        if !device_geometry(gpu.stream, func, "planes_out_fits", k, n_out, swiglu)?.1 {
+        if !device_geometry(gpu, func, "planes_out_fits", k, n_out, swiglu)?.1 {
             return Ok(false);
         }
     }
