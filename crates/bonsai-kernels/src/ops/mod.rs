@@ -158,11 +158,15 @@ impl<T> KvCache<T> {
         KvCache { k: &mut self.k, v: &mut self.v, max_seq: self.max_seq }
     }
 
-    /// The element ranges (of `k` and of `v` alike) that hold positions `0..tokens` of every kv
-    /// head: one contiguous run per head in the `[n_kv][max_seq][head_dim]` layout. Errors when
-    /// `tokens` exceeds the capacity.
-    pub fn prefix_ranges(&self, shape: HeadShape, tokens: usize) -> Result<Vec<std::ops::Range<usize>>, OpError> {
+    /// The element ranges (of `k` and of `v` alike, here and in `dst`) that hold positions
+    /// `0..tokens` of every kv head, to copy this cache's prefix into `dst`: one contiguous run per
+    /// head in the `[n_kv][max_seq][head_dim]` layout. Errors when `tokens` exceeds the capacity or
+    /// `dst` holds another number of positions (another layout).
+    pub fn prefix_ranges<U>(&self, dst: &KvCache<U>, shape: HeadShape, tokens: usize) -> Result<Vec<std::ops::Range<usize>>, OpError> {
         check_positions("kv prefix", "cache", 0, tokens, self.max_seq)?;
+        if dst.max_seq != self.max_seq {
+            return Err(OpError::Shape { op: "kv prefix", detail: format!("a cache of {} positions into one of {}", self.max_seq, dst.max_seq) });
+        }
         let head_len = self.max_seq * shape.head_dim;
         Ok((0..shape.n_kv).map(|h| h * head_len..h * head_len + tokens * shape.head_dim).collect())
     }

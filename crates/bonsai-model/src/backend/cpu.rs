@@ -18,7 +18,7 @@ use bonsai_kernels::ops::sample_rows::{self, SeqPick};
 use bonsai_kernels::ops::sample_top_k::{self, SampleParams, Xoshiro256};
 use bonsai_kernels::ops::{gated_delta, gated_rms_norm, gemm_f32, hadamard, sigmoid_gate, ssm_conv};
 
-use super::{same_capacity, Backend, BackendError};
+use super::{Backend, BackendError};
 use crate::program::{run_op, DeltaGates, HadamardOp, Program, RunEnv, SeqRows, Weights};
 
 /// The CPU sampler: the generator and a reused candidate buffer.
@@ -259,8 +259,7 @@ impl Backend for CpuBackend {
     }
 
     fn copy_kv_prefix(&self, src: &CpuKvCache, shape: HeadShape, tokens: usize, dst: &mut CpuKvCache) -> Result<(), BackendError> {
-        same_capacity(src.max_seq, dst.max_seq)?;
-        for range in src.prefix_ranges(shape, tokens)? {
+        for range in src.prefix_ranges(dst, shape, tokens)? {
             dst.k[range.clone()].copy_from_slice(&src.k[range.clone()]);
             dst.v[range.clone()].copy_from_slice(&src.v[range]);
         }

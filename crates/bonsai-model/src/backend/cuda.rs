@@ -523,9 +523,8 @@ impl Backend for CudaBackend {
 
     fn copy_kv_prefix(&self, src: &CudaKvCache, shape: HeadShape, tokens: usize, dst: &mut CudaKvCache) -> Result<(), BackendError> {
         self.not_while_capturing("copy_kv_prefix")?;
-        super::same_capacity(src.max_seq, dst.max_seq)?;
         let err = device_err("copying a cached prefix");
-        for range in src.prefix_ranges(shape, tokens)? {
+        for range in src.prefix_ranges(dst, shape, tokens)? {
             self.stream.memcpy_dtod(&src.k.slice(range.clone()), &mut dst.k.slice_mut(range.clone())).map_err(&err)?;
             self.stream.memcpy_dtod(&src.v.slice(range.clone()), &mut dst.v.slice_mut(range)).map_err(&err)?;
         }

@@ -337,13 +337,3 @@ pub fn median(samples: &mut [f64]) -> f64 {
         n => 0.5 * (samples[n / 2 - 1] + samples[n / 2]),
     }
 }
-
-
-/// Two KV caches of one model hold the same number of positions (a prefix copied between
-/// sequences keeps its layout).
-pub(crate) fn same_capacity(src: usize, dst: usize) -> Result<(), BackendError> {
-    if src != dst {
-        return Err(BackendError::Capacity { what: "kv prefix copy: destination positions", need: src, have: dst });
-    }
-    Ok(())
-}

@@ -447,6 +447,14 @@ impl<B: Backend> Qwen3<B> {
         }
     }
 
+    /// The lengths of one recurrent layer's conv and DeltaNet states (qwen35), else None.
+    fn recurrent_state_lens(&self) -> Option<(usize, usize)> {
+        match (&self.arch, self.dims.hybrid) {
+            (Arch::Qwen35 { config, .. }, Some(h)) => Some(((config.conv_kernel - 1) * h.conv_channels(), h.delta.state_len())),
+            _ => None,
+        }
+    }
+
     /// A fresh sequence: empty caches and states at position 0.
     fn new_sequence(&self) -> Result<Sequence<B>, ModelError> {
         let b = &self.backend;
@@ -459,10 +467,10 @@ impl<B: Backend> Qwen3<B> {
         };
         let kv = (0..attention_layers).map(|_| b.alloc_kv_cache(self.dims.shape, self.max_seq)).collect::<Result<_, _>>()?;
         let (mut conv, mut ssm) = (Vec::new(), Vec::new());
-        if let (Arch::Qwen35 { config, .. }, Some(h)) = (&self.arch, self.dims.hybrid) {
+        if let Some((conv_len, ssm_len)) = self.recurrent_state_lens() {
             for _ in 0..recurrent_layers {
-                conv.push(b.alloc((config.conv_kernel - 1) * h.conv_channels())?);
-                ssm.push(b.alloc(h.delta.state_len())?);
+                conv.push(b.alloc(conv_len)?);
+                ssm.push(b.alloc(ssm_len)?);
             }
         }
         Ok(Sequence { kv, conv, ssm, pos: b.new_position()? })
@@ -533,13 +541,12 @@ impl<B: Backend> Qwen3<B> {
         for (s, d) in src.kv.iter().zip(dst.kv.iter_mut()) {
             b.copy_kv_prefix(s, self.dims.shape, tokens, d)?;
         }
-        if let (Arch::Qwen35 { config, .. }, Some(h)) = (&self.arch, self.dims.hybrid) {
-            let conv_len = (config.conv_kernel - 1) * h.conv_channels();
+        if let Some((conv_len, ssm_len)) = self.recurrent_state_lens() {
             for (s, d) in src.conv.iter().zip(dst.conv.iter_mut()) {
                 b.copy_rows(s, 0, 0, conv_len, d)?;
             }
             for (s, d) in src.ssm.iter().zip(dst.ssm.iter_mut()) {
-                b.copy_rows(s, 0, 0, h.delta.state_len(), d)?;
+                b.copy_rows(s, 0, 0, ssm_len, d)?;
             }
         }
         b.set_position(&mut dst.pos, tokens)?;
