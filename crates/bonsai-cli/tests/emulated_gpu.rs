@@ -409,10 +409,7 @@ fn the_server_batches_streams_on_the_emulated_gpu_as_the_cpu_runs_them_alone() {
     // stream holds Q + a, takes Q's rows (cached_tokens) and generates what the CPU generates alone.
     let shared: Vec<u32> = (0..40u32).map(|i| (i * 37) % 250 + 1).collect();
     let (with_a, with_b) = ([shared.clone(), vec![7]].concat(), [shared.clone(), vec![9, 10]].concat());
-    let mut holder = support::connect(&gpu.addr);
-    let body = format!(r#"{{"model": "bonsai-demo", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#);
-    support::send(&mut holder, "POST", "/v1/completions", Some(support::KEY), body.as_bytes());
-    support::read_first_event(&mut holder);
+    let holder = support::hold_sequence(&gpu.addr, &with_a);
     let copied = support::completion(&gpu.addr, &with_b, steps, r#", "ignore_eos": true"#);
     drop(holder);
     assert_eq!(copied["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{copied}");
@@ -435,11 +432,7 @@ fn sampled_streams_draw_on_the_emulated_gpu_as_each_alone() {
     }
     let demo = demo_model_path();
     let gpu = support::start_server(emulated(&["serve", "-m", &demo, "-np", "3", "-a", "bonsai-demo"]));
-    let host_picked = || {
-        let (status, body) = support::request(&gpu.addr, "GET", "/metrics", Some(support::KEY), b"");
-        assert_eq!(status, 200);
-        body.lines().find_map(|l| l.strip_prefix("bonsai_host_picked_tokens_total ")).and_then(|v| v.parse::<u64>().ok()).expect("the host-pick counter")
-    };
+    let host_picked = || support::metric(&gpu.addr, "bonsai_host_picked_tokens_total");
     let prompts: Vec<Vec<u32>> = (0..3u32).map(|s| (0..12 + 5 * s).map(|i| (i * 29 + s * 13) % 250 + 1).collect()).collect();
     let steps = 6;
     let alone: Vec<String> = prompts.iter().enumerate().map(|(s, p)| support::text_of(&support::sampled_completion(&gpu.addr, p, steps, 50 + s as u64, ""))).collect();

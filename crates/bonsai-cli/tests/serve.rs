@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{connect, demo_model_file, request, send, start_server, KEY};
+use support::{connect, demo_model_file, metric, request, send, start_server, KEY};
 
 const MODEL: &str = "bonsai-demo";
 
@@ -37,12 +37,6 @@ fn error_of(body: &str) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
     assert!(v["error"]["message"].is_string() && v["error"]["type"].is_string(), "{body}");
     v["error"].clone()
-}
-
-fn metric(addr: &str, name: &str) -> u64 {
-    let (status, body) = request(addr, "GET", "/metrics", Some(KEY), b"");
-    assert_eq!(status, 200);
-    body.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} in {body}"))
 }
 
 /// A streaming request read up to its `[DONE]`: the concatenated content.
@@ -193,31 +187,27 @@ fn a_full_queue_answers_503_with_retry_after() {
 fn bench_serve_starts_a_server_and_counts_every_token() {
     let cache = cache_dir();
     let model = demo_model_file(&cache);
-    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-        .args(["bench", "serve", "--streams", "4", "--requests", "6", "-p", "9", "-n", "5", "--json", "--", "--cpu", "-np", "3", "-m"])
-        .arg(&model)
-        .env("BONSAI_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
-    assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
-    // Sampled load: every request at temperature 0.8 (the server's top-k, top-p, min-p) or with
-    // a top-k of its own.
-    for extra in [&["--temperature", "0.8"][..], &["--temperature", "0.8", "--top-k", "5", "--min-p", "0"]] {
+    // `bench serve ARGS --json` starting a CPU server of 3 sequences on the demo model: its report.
+    let bench = |args: &[&str]| -> serde_json::Value {
         let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-            .args(["bench", "serve", "--streams", "3", "-p", "9", "-n", "5", "--json"])
-            .args(extra)
+            .args(["bench", "serve", "-p", "9", "-n", "5", "--json"])
+            .args(args)
             .args(["--", "--cpu", "-np", "3", "-m"])
             .arg(&model)
             .env("BONSAI_CACHE_DIR", &cache)
             .output()
             .unwrap();
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{extra:?} stdout: {stdout}\nstderr: {stderr}");
-        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        assert!(out.status.success(), "{args:?} stdout: {stdout}\nstderr: {stderr}");
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    let v = bench(&["--streams", "4", "--requests", "6"]);
+    assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
+    assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
+    // Sampled load: every request at temperature 0.8 (the server's top-k, top-p, min-p) or with
+    // a top-k of its own.
+    for extra in [&["--streams", "3", "--temperature", "0.8"][..], &["--streams", "3", "--temperature", "0.8", "--top-k", "5", "--min-p", "0"]] {
+        let v = bench(extra);
         assert_eq!((v["output_tokens"].as_u64(), v["errors"].as_u64(), v["temperature"].as_f64()), (Some(15), Some(0), Some(0.8f32 as f64)), "{v}");
     }
 }
@@ -261,9 +251,7 @@ fn a_shared_prefix_is_copied_from_a_running_stream() {
     let addr = server.addr.clone();
     let shared: Vec<u32> = (0..40u32).map(|i| (i * 37) % 250 + 1).collect();
     let (with_a, with_b) = ([shared.clone(), vec![7, 8]].concat(), [shared.clone(), vec![9, 10, 11]].concat());
-    let mut holder = connect(&addr);
-    send(&mut holder, "POST", "/v1/completions", Some(KEY), format!(r#"{{"model": "{MODEL}", "prompt": {with_a:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#).as_bytes());
-    support::read_first_event(&mut holder);
+    let holder = support::hold_sequence(&addr, &with_a);
     let steps = 6;
     let got = support::completion(&addr, &with_b, steps, r#", "ignore_eos": true"#);
     assert_eq!(got["usage"]["prompt_tokens_details"]["cached_tokens"], shared.len(), "{got}");

@@ -101,26 +101,34 @@ pub fn send(s: &mut TcpStream, method: &str, path: &str, key: Option<&str>, body
     let _ = s.write_all(head.as_bytes()).and_then(|()| s.write_all(body));
 }
 
+/// The counter or gauge `name` of the server's `/metrics`.
+pub fn metric(addr: &str, name: &str) -> u64 {
+    let (status, body) = request(addr, "GET", "/metrics", Some(KEY), b"");
+    assert_eq!(status, 200);
+    body.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} in {body}"))
+}
+
+/// The parsed reply to the non-streamed completion request `body`, panicking on any status but 200.
+fn post_completion(addr: &str, body: &str) -> serde_json::Value {
+    let (status, reply) = request(addr, "POST", "/v1/completions", Some(KEY), body.as_bytes());
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+}
 
 /// A non-streamed completion of token ids `prompt` (greedy, `max_tokens`, plus `extra` fields):
 /// the parsed response, panicking on any status but 200.
 pub fn completion(addr: &str, prompt: &[u32], max_tokens: usize, extra: &str) -> serde_json::Value {
-    let body = format!(r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0{extra}}}"#);
-    let (status, reply) = request(addr, "POST", "/v1/completions", Some(KEY), body.as_bytes());
-    assert_eq!(status, 200, "{reply}");
-    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+    post_completion(addr, &format!(r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0{extra}}}"#))
 }
 
 /// A non-streamed completion of token ids `prompt` sampled at temperature 0.8 with `seed` (the
 /// server's defaults for top-k, top-p and min-p), `max_tokens` long whatever it generates, plus
 /// `extra` fields: the parsed response, panicking on any status but 200.
 pub fn sampled_completion(addr: &str, prompt: &[u32], max_tokens: usize, seed: u64, extra: &str) -> serde_json::Value {
-    let body = format!(
-        r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0.8, "seed": {seed}, "ignore_eos": true{extra}}}"#
-    );
-    let (status, reply) = request(addr, "POST", "/v1/completions", Some(KEY), body.as_bytes());
-    assert_eq!(status, 200, "{reply}");
-    serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply}"))
+    post_completion(
+        addr,
+        &format!(r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "max_tokens": {max_tokens}, "temperature": 0.8, "seed": {seed}, "ignore_eos": true{extra}}}"#),
+    )
 }
 
 /// The text of a completion response.
@@ -150,6 +158,16 @@ pub fn assert_greedy_equal_or_near_tie(alone: &[serde_json::Value], got: &[serde
             println!("stream {s}: parts at step {step}, a near tie (gap {gap:.2e})");
         }
     }
+}
+/// A streamed completion of token ids `prompt` that runs until its connection is dropped (it
+/// ignores the stop token and asks for more tokens than any context holds), returned once its
+/// first token arrived: its prompt is in its sequence's cache by then.
+pub fn hold_sequence(addr: &str, prompt: &[u32]) -> TcpStream {
+    let mut s = connect(addr);
+    let body = format!(r#"{{"model": "bonsai-demo", "prompt": {prompt:?}, "stream": true, "max_tokens": 100000, "ignore_eos": true}}"#);
+    send(&mut s, "POST", "/v1/completions", Some(KEY), body.as_bytes());
+    read_first_event(&mut s);
+    s
 }
 
 /// Reads a streaming response on `s` until its first `data:` event (a generated token: the
