@@ -16,7 +16,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use bonsai_kernels::Config;
 
-use crate::generate::{ModelArgs, PREFILL_BATCH};
+use crate::generate::ModelArgs;
+
+/// Default `--batch-size` (llama-server's `-b` default): wider steps prefill many prompts in one
+/// forward call, so each weight block serves more tokens; the generating sequences wait for the
+/// whole step, so a larger value trades inter-token latency for throughput and time to first
+/// token (docs/PERFORMANCE.md, "Served").
+const STEP_TOKENS: usize = 2048;
 use engine::EngineConfig;
 use http::App;
 use metrics::Metrics;
@@ -39,7 +45,7 @@ pub struct ServeArgs {
     pub parallel: u32,
     /// Most token rows in one forward step: every generating sequence's next token, then prompt
     /// chunks of the sequences still prefilling
-    #[arg(short = 'b', long = "batch-size", default_value_t = PREFILL_BATCH as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'b', long = "batch-size", default_value_t = STEP_TOKENS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
     /// Most requests waiting for a free sequence; beyond it requests get 503 with Retry-After
     #[arg(long, default_value_t = 256)]

@@ -14,10 +14,14 @@ use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
 use crate::ops::Store;
 
-/// Fewest output columns a pool thread computes: 64 rows of a K = 2048 Q1 matrix are 18 KB of
-/// weights (about a microsecond of streaming), below which waking another thread costs more
-/// than it saves.
-const MIN_COLS_PER_PART: usize = 64;
+/// Fewest output columns in one part of a GEMV: 16 rows of a K = 2048 Q1 matrix are 4.6 KB of
+/// weights, a few microseconds of one core's work, still far above the cost of claiming a part.
+const MIN_COLS_PER_PART: usize = 16;
+/// Parts per pool thread in a GEMV. A thread can lose its core for tens of microseconds (a
+/// virtual machine's vCPU, other processes): with one part per thread the whole op waits for
+/// it; with several, the threads that run take its unclaimed parts (measured against 1, 2 and 4
+/// in docs/kernel-notes.md, "CPU decode and prefill").
+const GEMV_PARTS_PER_THREAD: usize = 8;
 /// From this many tokens on, dequantizing weight panels once and running an f32 register-tiled
 /// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile.
 pub(crate) const PANEL_MIN_M: usize = 16;
@@ -163,7 +167,7 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
     let writer = DisjointWriter::new(out);
     // Part boundaries on the tile width keep every tile inside one part: the same tiles at any
     // thread count.
-    pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART), &|cols| {
+    pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART).parts_per_thread(GEMV_PARTS_PER_THREAD), &|cols| {
         let (col_begin, col_end) = (cols.start, cols.end);
         for tok0 in (0..m).step_by(T) {
             let xs: [&[f32]; T] = std::array::from_fn(|t| {
