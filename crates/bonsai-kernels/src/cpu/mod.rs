@@ -123,6 +123,25 @@ impl DisjointWriter {
 /// onto one AVX2 register in the `simd_variants!` AVX2 copy (and onto SSE pairs elsewhere).
 pub(crate) const LANES: usize = 8;
 
+/// Runs `f` on `len` floats of this thread's scratch buffer (contents unspecified: `f` writes
+/// before it reads). The buffer grows to the largest `len` a thread has asked for and is kept,
+/// so the ops of a decode step allocate nothing once every thread has seen its sizes. A nested
+/// call on the same thread gets a buffer of its own.
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            f(&mut buf[..len])
+        }
+        Err(_) => f(&mut vec![0.0; len]),
+    })
+}
+
 /// Σ a_i·b_i in f32 over [`LANES`] interleaved accumulators (then a lane sum). Error: a summation
 /// tree of height <= len/LANES + LANES + 1, so within γ_len·Σ|a_i·b_i| for len >= 16.
 #[inline(always)]

@@ -4,7 +4,7 @@
 
 use super::check_shapes;
 use crate::cpu::pool::{self, Split};
-use crate::cpu::{dot_lanes, simd_level, simd_variants, SimdLevel, LANES};
+use crate::cpu::{dot_lanes, simd_level, simd_variants, with_scratch, SimdLevel, LANES};
 use crate::ops::{KvCache, OpError, QkvRows};
 use half::{f16, slice::HalfFloatSliceExt};
 
@@ -32,38 +32,32 @@ pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: 
             let plane = g * max_seq * hd;
             let k_rows = &k_cache[plane..plane + n_pos * hd];
             let v_rows = &v_cache[plane..plane + n_pos * hd];
-            let mut scratch = Scratch::new(group, n_pos, hd);
-            attend_group(level, q, k_rows, v_rows, hd, &mut scratch, out_group);
+            // Scores [group][n_pos], one converted cache row, 1/Σ per head; sized for the whole
+            // cache so that the buffer stops growing after a thread's first task.
+            with_scratch(group * max_seq + hd + group, |buf| {
+                let (scores, rest) = buf.split_at_mut(group * max_seq);
+                let (row, inv_totals) = rest.split_at_mut(hd);
+                attend_group(level, q, k_rows, v_rows, hd, &mut scores[..group * n_pos], row, inv_totals, out_group);
+            });
         }
     });
     Ok(())
 }
 
-/// Per-task buffers: scores `[group][n_pos]`, one converted cache row, 1/Σ per head.
-struct Scratch {
-    scores: Vec<f32>,
-    row: Vec<f32>,
-    inv_totals: Vec<f32>,
-}
-
-impl Scratch {
-    fn new(group: usize, n_pos: usize, hd: usize) -> Self {
-        Self { scores: vec![0.0; group * n_pos], row: vec![0.0; hd], inv_totals: vec![0.0; group] }
-    }
-}
-
 simd_variants! {
+    #[allow(clippy::too_many_arguments)]
     fn attend_group(
         q: &[f32],
         k_rows: &[f16],
         v_rows: &[f16],
         hd: usize,
-        scratch: &mut Scratch,
+        scores: &mut [f32],
+        row: &mut [f32],
+        inv_totals: &mut [f32],
         out: &mut [f32],
     ) {
         let n_pos = k_rows.len() / hd;
         let scale = 1.0 / (hd as f32).sqrt();
-        let Scratch { scores, row, inv_totals } = scratch;
         for (j, k) in k_rows.chunks_exact(hd).enumerate() {
             k.convert_to_f32_slice(row);
             for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {

@@ -1,9 +1,9 @@
-//! Fast CPU version: the CPU pool over tokens; per head the `rms_norm` row kernel into a stack buffer,
+//! Fast CPU version: the CPU pool over tokens; per head the `rms_norm` row kernel into the thread's scratch,
 //! then the rotation (AVX2 copy at run time).
 
 use super::Params;
 use crate::cpu::pool::{self, Split};
-use crate::cpu::{simd_level, simd_variants, SimdLevel};
+use crate::cpu::{simd_level, simd_variants, with_scratch, SimdLevel};
 use crate::ops::rms_norm::normalize_row_generic;
 use crate::ops::OpError;
 
@@ -23,14 +23,15 @@ pub fn cpu_at(level: SimdLevel, p: Params<'_>, qkv: &mut [f32], m: usize, pos0: 
     let row_len = shape.qkv_row_len();
     let split = Split::new(1, pool::MIN_ELEMENTS_PER_PART.div_ceil(qk_len));
     pool::for_each_rows_mut(&mut qkv[..m * row_len], row_len, split, &|tokens, rows| {
-        let mut normed = vec![0.0f32; hd];
-        for (i, row) in tokens.zip(rows.chunks_exact_mut(row_len)) {
-            let (cos, sin) = rope.row(pos0 + i);
-            for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
-                let weight = if h < shape.n_q { q_norm } else { k_norm };
-                norm_rotate_head(level, head, rot_dims, weight, eps, cos, sin, &mut normed);
+        with_scratch(hd, |normed| {
+            for (i, row) in tokens.zip(rows.chunks_exact_mut(row_len)) {
+                let (cos, sin) = rope.row(pos0 + i);
+                for (h, head) in row[..qk_len].chunks_exact_mut(hd).enumerate() {
+                    let weight = if h < shape.n_q { q_norm } else { k_norm };
+                    norm_rotate_head(level, head, rot_dims, weight, eps, cos, sin, normed);
+                }
             }
-        }
+        });
     });
     Ok(())
 }
