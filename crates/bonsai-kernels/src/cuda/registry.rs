@@ -122,6 +122,12 @@ pub const SOURCES: &[KernelSource] = &[
         text: include_str!("../ops/matmul_q1/matmul_gemv_tc.cu"),
         entry_points: &[],
     },
+    // The Walsh-Hadamard stages shared by hadamard_rotate_planes and the `_gemv_b1_rot` epilogue.
+    KernelSource {
+        path: "ops/hadamard/fwht_groups.cu",
+        text: include_str!("../ops/hadamard/fwht_groups.cu"),
+        entry_points: &[],
+    },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemv_b1.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemv_b1.cu"),
@@ -212,6 +218,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemv_tc",
             "gate_up_swiglu_q1_gemv_b1",
             "gate_up_swiglu_q1_gemv_b1_out",
+            "gate_up_swiglu_q1_gemv_b1_rot",
             "gate_up_swiglu_q1_gemv_tc_tokens8",
             "gate_up_swiglu_q1_gemm_mma_bf16x3",
             "gate_up_swiglu_q1_gemm_f16_128x128",
@@ -229,6 +236,7 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemv_tc",
             "gate_up_swiglu_q2_gemv_b1",
             "gate_up_swiglu_q2_gemv_b1_out",
+            "gate_up_swiglu_q2_gemv_b1_rot",
             "gate_up_swiglu_q2_gemv_tc_tokens8",
             "gate_up_swiglu_q2_gemm_mma_bf16x3",
             "gate_up_swiglu_q2_gemm_f16_128x128",

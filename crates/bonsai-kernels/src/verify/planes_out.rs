@@ -10,16 +10,23 @@
 //! (`*_gemv_b1_tiles`, the many-wave Store GEMV) must be bit-identical to the plain one's. And the decode step's first launch (`embed_prepare_planes`: an embedding row and
 //! its planes at once) must equal `embed_rows` then `prepare_planes_normed`, bit for bit, x and
 //! planes, for a row in the table and for an id past it (a NaN row).
+//!
+//! The rotation epilogue (`*_gemv_b1_rot`, [`PlanesEpilogue::Rotate`]) is checked the same way
+//! against the two launches it replaces, the SwiGLU GEMV without epilogue and
+//! `hadamard_rotate_planes` on its y: it runs that kernel's arithmetic in its order (the signs
+//! and the scale as rounded products, the same butterflies, b1_prepare_group), so tolerance 0
+//! for y, the planes, (s, X), the sums of squares, and the rotated row where it is written.
 
 
-use super::attention_planes::{planes_words, words_equal};
+use super::attention_planes::{floats_identical, planes_words, words_equal};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::embed_rows::embed_rows;
+use crate::launch::hadamard::{rotate_planes, MAX_BLOCK};
 use crate::launch::matmul::{
     embed_prepare_planes, gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue,
-    PlanesEpilogue, PlanesOut, TilesChoice,
+    PlanesEpilogue, PlanesOut, RotateOut, TilesChoice,
 };
 use crate::weights::QMatrix;
 
@@ -39,6 +46,18 @@ const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
 /// 16 tiles), one wave (forced by [`TilesChoice::Always`]), the Bonsai LM head.
 const TILES_SMALL_CASES: [(usize, usize); 3] = [(40_000, 256), (3001, 512), (40_000, 512)];
 const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
+/// (features, K, Hadamard block, rotated row written) of the rotation epilogue: blocks of one
+/// group, of several groups over fewer CTA warps than groups (the loop), several blocks finished
+/// by one CTA, the widest block (groups past 8 registers: shuffles across lanes), and Bonsai 2
+/// 27B's ffn_down input (gate|up of 17408 features over K = 5120, block 1024), at small shapes too.
+const ROTATE_CASES: [(usize, usize, usize, bool); 5] = [
+    (384, 256, 128, true),
+    (2048, 512, 1024, false),
+    (1024, 256, 256, true),
+    (MAX_BLOCK, 256, MAX_BLOCK, true),
+    (17408, 5120, 1024, true),
+];
+
 /// (vocab, hidden) of the embedding tables for `embed_prepare_planes`.
 const EMBED_SMALL: (usize, usize) = (300, 256);
 const EMBED_8B: (usize, usize) = (2000, 4096);
@@ -62,7 +81,57 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
             for &(n_out, k) in &tiles_cases {
                 check_tiles(ctx, n_out, k, bits, normed)?;
             }
+            for &(n_out, k, block, keep_rot) in &ROTATE_CASES {
+                check_rotate(ctx, n_out, k, block, bits, normed, keep_rot)?;
+            }
         }
+    }
+    Ok(())
+}
+
+/// The SwiGLU GEMV with the rotation epilogue against the same GEMV without it followed by
+/// `rotate_planes` of its y: y, planes (with (s, X) and sums of squares), the rotated row (when
+/// written) and the staging words cleared, bit for bit, twice on one output buffer.
+fn check_rotate(ctx: &mut Ctx, n_out: usize, k: usize, block: usize, bits: u8, normed: bool, keep_rot: bool) -> Result<(), VerifyError> {
+    let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(2 * n_out, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(2 * n_out, k)) };
+    let w = DeviceQMatrix::upload(&ctx.stream, &q)?;
+    let signs: Vec<f32> = (0..n_out).map(|_| if ctx.rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 }).collect();
+    let signs = upload(&ctx.stream, &signs)?;
+    let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+    let in_eps = normed.then_some(EPS);
+    let mut out = B1Planes::new(&ctx.stream, n_out)?;
+    for launch in 1..=2 {
+        let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
+        let mut planes = B1Planes::new(&ctx.stream, k)?;
+        prepare_planes_normed(ctx.gpu(), &x, normed.then_some(&in_norm), &mut planes)?;
+        // The two launches.
+        let mut y_plain = poisoned(&ctx.stream, n_out)?;
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y_plain, Epilogue::SwiGlu, PlanesEpilogue::None, TilesChoice::Auto)?;
+        let mut rot_want = poisoned(&ctx.stream, n_out)?;
+        let mut want = B1Planes::new(&ctx.stream, n_out)?;
+        rotate_planes(ctx.gpu(), &y_plain, None, &signs, n_out, block, None, Some(&mut rot_want), &mut want)?;
+        // The fused launch, over planes holding the previous launch's (every word rewritten).
+        let mut y = poisoned(&ctx.stream, n_out)?;
+        let mut rot = poisoned(&ctx.stream, n_out)?;
+        let dst = RotateOut { planes: &mut out, signs: &signs, block, rot: keep_rot.then_some(&mut rot) };
+        gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, Epilogue::SwiGlu, PlanesEpilogue::Rotate(dst), TilesChoice::Auto)?;
+
+        let label = format!(
+            "q{bits} F={n_out} K={k} n={block}{}{} launch {launch}",
+            if normed { " normed" } else { "" },
+            if keep_rot { " +row" } else { "" }
+        );
+        let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
+        ctx.record("rotate_out", &format!("{label} y"), floats_identical(&got_y, &want_y));
+        let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
+        ctx.record("rotate_out", &format!("{label} planes"), words_equal(&got, &want));
+        if keep_rot {
+            let (got, want) = (download(&ctx.stream, &rot)?, download(&ctx.stream, &rot_want)?);
+            ctx.record("rotate_out", &format!("{label} rotated row"), floats_identical(&got, &want));
+        }
+        let staged = out.staged_words().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();
+        let (staged, zeros) = (staged.iter().map(|&w| u32::from(w != 0)).collect::<Vec<_>>(), vec![0u32; n_out]);
+        ctx.record("rotate_out", &format!("{label} staging words cleared"), words_equal(&staged, &zeros));
     }
     Ok(())
 }

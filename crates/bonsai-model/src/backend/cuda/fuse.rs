@@ -26,16 +26,20 @@
 //!   the planes of the rotated row ([`Step::RotatePlanes`]), which the GEMVs of that row share
 //!   (a mixer's two projections). It writes the normed row where a later op still reads it
 //!   (DeltaNet's alpha / beta projections) and the rotated row only where something reads it
-//!   other than through those planes. Partial RoPE never takes the qkv epilogue
+//!   other than through those planes. A transform without norm or permutation of a GEMV's output
+//!   (the FFN activation after gate|up) runs in that GEMV's epilogue instead
+//!   ([`Step::GemvRotatePlanes`]: the CTA finishing a Hadamard block rotates it and writes its
+//!   planes), where its grid with the block's shared memory is resident in one wave (`Caps::rotate_out_fits`).
+//!   Partial RoPE never takes the qkv epilogue
 //!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
 //!   ([`Step::RopeKvWrite`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 12 (norm+rotate+planes, qkv
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 11 (norm+rotate+planes, qkv
 //!   and z GEMVs, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
-//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
-//!   prepares as launches of their own made 19; an attention layer 12 (norm+rotate+planes, qkv
-//!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
-//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
+//!   norm+rotate+planes, gate|up GEMV with rotate+planes, down GEMV), where the norms, transforms
+//!   and prepares as launches of their own made 19; an attention layer 11 (norm+rotate+planes,
+//!   qkv and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV with rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
@@ -121,6 +125,23 @@ pub enum Step {
     /// 1 / rms from their sums of squares); `next`: its epilogue also writes the planes of y
     /// (times the norm weights given) for the next GEMV.
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
+    /// A binary GEMV on `planes` (`normed` as for [`Step::GemvPlanes`]) writing y, whose epilogue
+    /// also runs the forward Hadamard transform of y (no norm, no permutation; `signs` of
+    /// `width`, blocks of `block`) and writes the rotated row's planes to `next` (and the rotated
+    /// row to `rot` where a later op reads it): [`Step::GemvPlanes`] then
+    /// [`Step::RotatePlanes`] in one launch, bit for bit.
+    GemvRotatePlanes {
+        w: MatrixId,
+        planes: Planes,
+        normed: bool,
+        y: Act,
+        epilogue: Epilogue,
+        signs: VectorId,
+        width: usize,
+        block: usize,
+        rot: Option<Act>,
+        next: Planes,
+    },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
@@ -159,6 +180,10 @@ pub struct Caps<'a> {
     pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
     /// Whether the one-launch transform with planes ([`Step::RotatePlanes`]) takes this block.
     pub rotate_planes: &'a dyn Fn(usize) -> bool,
+    /// Whether matrix w's GEMV with this epilogue can run the forward transform of its output in
+    /// blocks of this size in its epilogue ([`Step::GemvRotatePlanes`]): an entry point exists,
+    /// the block suits it, and the grid with the block's shared memory is resident in one wave.
+    pub rotate_out_fits: &'a dyn Fn(MatrixId, Epilogue, usize) -> bool,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -406,9 +431,28 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
         false
     };
 
-    // 3. The steps.
+    // 3. The steps. A GEMV followed by a plain transform of its output whose planes a GEMV reads
+    // runs the transform in its epilogue (`folds_rotate`); the transform's node is then skipped.
+    let folds_rotate = |n: usize| match (&nodes[n], nodes.get(n + 1)) {
+        (
+            Node::Gemv { w, planes: own, y, epilogue, rope: None, .. },
+            Some(&Node::Rotate { x, norm: None, out, width, block, perm: None, .. }),
+        ) => {
+            x == *y
+                && out != *y
+                && writes_planes[n].is_none()
+                && matches!(writes_planes[n + 1], Some((Planes::Rot(k), _)) if k == width)
+                && *own != Planes::Rot(width)
+                && (caps.rotate_out_fits)(*w, *epilogue, block)
+        }
+        _ => false,
+    };
     let mut steps = Vec::new();
+    let mut folded = false;
     for (n, node) in nodes.iter().enumerate() {
+        if std::mem::take(&mut folded) {
+            continue; // the transform the GEMV before ran in its epilogue
+        }
         let next = writes_planes[n].map(|(planes, input)| (planes, input.norm));
         let mut steps = StepsAt { steps: &mut steps, origin: origins[n] };
         match *node {
@@ -417,9 +461,14 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                     steps.push(Step::PreparePlanes { x: input.act, norm: input.norm, planes });
                 }
                 let normed = input.norm.is_some();
-                steps.push(match rope {
-                    Some((q_norm, k_norm, layer)) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
-                    None => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
+                steps.push(match (rope, &nodes.get(n + 1)) {
+                    (Some((q_norm, k_norm, layer)), _) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
+                    (None, Some(&Node::Rotate { out, signs, width, block, .. })) if folds_rotate(n) => {
+                        folded = true;
+                        let rot = rot_read(n + 1, out).then_some(out);
+                        Step::GemvRotatePlanes { w, planes, normed, y, epilogue, signs, width, block, rot, next: Planes::Rot(width) }
+                    }
+                    (None, _) => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
                 });
             }
             Node::Op(Op::Embed { table, out }) if next.is_some() => {

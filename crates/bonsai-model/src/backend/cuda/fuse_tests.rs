@@ -42,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -141,7 +141,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -157,7 +157,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -277,11 +277,19 @@ mod hybrid {
         }
     }
 
-    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed.
+    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed, and
+    /// with it the SwiGLU GEMV's rotation epilogue.
     pub fn steps(rows: Vec<usize>, rotate: bool) -> Vec<(Step, usize)> {
+        steps_folding(rows, rotate, rotate)
+    }
+
+    /// [`steps`] with the SwiGLU GEMV's rotation epilogue allowed (`fold`) or not (its grid too
+    /// large for one wave).
+    pub fn steps_folding(rows: Vec<usize>, rotate: bool, fold: bool) -> Vec<(Step, usize)> {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
+        let fold_ok = move |_: MatrixId, epilogue: Epilogue, _: usize| fold && epilogue == Epilogue::SwiGlu;
         let caps = Caps {
             binary: &all,
             planes_out_fits: &fits,
@@ -291,6 +299,7 @@ mod hybrid {
             attention_seqs: true,
             matrix_k: &matrix_k,
             rotate_planes: &rotate_ok,
+            rotate_out_fits: &fold_ok,
         };
         fuse(&program, &caps)
     }
@@ -298,12 +307,17 @@ mod hybrid {
     /// The steps of each layer (from its first norm to the next layer's), then the head's (from
     /// the output norm); the embedding's are left out.
     pub fn by_layer(rows: Vec<usize>, rotate: bool) -> Vec<Vec<Step>> {
+        by_layer_folding(rows, rotate, rotate)
+    }
+
+    /// [`by_layer`] of [`steps_folding`].
+    pub fn by_layer_folding(rows: Vec<usize>, rotate: bool, fold: bool) -> Vec<Vec<Step>> {
         let program = forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
         let norm_at = |norm: VectorId| program.ops.iter().position(|op| matches!(op, Op::RmsNorm { weight, .. } if *weight == norm)).expect("norm");
         let mut starts: Vec<usize> = ids().layers.iter().map(|l| norm_at(l.attn_norm)).collect();
         starts.push(norm_at(ids().output_norm));
         let mut parts = vec![Vec::new(); starts.len()];
-        for (step, origin) in steps(rows, rotate) {
+        for (step, origin) in steps_folding(rows, rotate, fold) {
             if let Some(part) = starts.iter().rposition(|&s| s <= origin) {
                 parts[part].push(step);
             }
@@ -347,17 +361,29 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
     assert_eq!(delta[6], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
     assert_eq!(delta[7], gemv(r.out, 384, Act::X, Epilogue::Add));
+    // The FFN: gate|up rotates its SwiGLU row and writes its planes in its epilogue.
+    let gate_up_rotating = |w| Step::GemvRotatePlanes {
+        w,
+        planes: rot(256),
+        normed: false,
+        y: Act::Ffn,
+        epilogue: Epilogue::SwiGlu,
+        signs: sign(512),
+        width: 512,
+        block: BLOCK,
+        rot: None,
+        next: rot(512),
+    };
     assert_eq!(
         delta[8..],
         [
             rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
-            gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
-            rotate(Act::Ffn, None, None, 512, None),
+            gate_up_rotating(l0.gate_up),
             gemv(l0.down, 512, Act::X, Epilogue::Add),
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 12, "launches per DeltaNet layer: {delta:#?}");
+    assert_eq!(delta.len(), 11, "launches per DeltaNet layer: {delta:#?}");
     // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
@@ -365,7 +391,8 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
     assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
     assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
-    assert_eq!(attention.len(), 12, "launches per attention layer: {attention:#?}");
+    assert_eq!(attention[9], gate_up_rotating(l3.gate_up), "{attention:#?}");
+    assert_eq!(attention.len(), 11, "launches per attention layer: {attention:#?}");
     // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
     let head = &layers[4];
     assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
@@ -375,6 +402,101 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let apart: Vec<&Step> =
         all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. } | Op::GatedRmsNorm { .. }))).collect();
     assert!(matches!(apart[..], [Step::Op(Op::Hadamard { inverse: true, .. })]), "{apart:#?}");
+}
+
+#[test]
+fn without_the_rotation_epilogue_the_ffn_transform_is_its_own_launch() {
+    use hybrid::{fold, ids, BLOCK};
+    // The gate|up grid does not fit one wave with the epilogue: gate|up, then the transform with
+    // planes, 12 launches per layer.
+    let layers = hybrid::by_layer_folding(vec![1], true, false);
+    let l0 = ids().layers[0];
+    let ffn = Step::RotatePlanes {
+        x: Act::Ffn,
+        norm: None,
+        normed: None,
+        signs: fold(512).expect("fold").signs,
+        width: 512,
+        block: BLOCK,
+        perm: None,
+        rot: None,
+        planes: Planes::Rot(512),
+    };
+    let gate_up = Step::GemvPlanes { w: l0.gate_up, planes: Planes::Rot(256), normed: false, y: Act::Ffn, epilogue: Epilogue::SwiGlu, next: None };
+    assert_eq!(layers[0][9..11], [gate_up, ffn], "{:#?}", layers[0]);
+    assert_eq!(layers[0].len(), 12, "{:#?}", layers[0]);
+    assert_eq!(layers[3].len(), 12, "{:#?}", layers[3]);
+    let all = hybrid::steps_folding(vec![1], true, false);
+    assert!(!all.iter().any(|(s, _)| matches!(s, Step::GemvRotatePlanes { .. })), "{all:#?}");
+}
+
+/// A one-token program of a SwiGLU GEMV whose output a forward transform rotates for a binary
+/// GEMV, then `tail`; and its steps where every epilogue fits.
+fn swiglu_rotation(perm: Option<VHeadPerm>, tail: &[Op]) -> Vec<(Step, usize)> {
+    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
+    let fold_ok = |_: MatrixId, epilogue: Epilogue, _: usize| epilogue == Epilogue::SwiGlu;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|w: MatrixId| if w.0 == 0 { 256 } else { 384 }, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
+    let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+    program.ops = vec![
+        Op::GateUpSwiglu { w: MatrixId(0), x: Act::Rot, out: Act::Delta },
+        Op::Hadamard { x: Act::Delta, out: Act::Rot, signs: VectorId(1), width: 384, block: 128, inverse: false, perm },
+        Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::X, store: Store::Add },
+    ];
+    program.ops.extend_from_slice(tail);
+    fuse(&program, &caps)
+}
+
+#[test]
+fn a_swiglu_gemv_rotates_its_output_in_its_epilogue() {
+    let rotating = |rot| Step::GemvRotatePlanes {
+        w: MatrixId(0),
+        planes: Planes::Rot(256),
+        normed: false,
+        y: Act::Delta,
+        epilogue: Epilogue::SwiGlu,
+        signs: VectorId(1),
+        width: 384,
+        block: 128,
+        rot,
+        next: Planes::Rot(384),
+    };
+    let down = Step::GemvPlanes { w: MatrixId(1), planes: Planes::Rot(384), normed: false, y: Act::X, epilogue: Epilogue::Add, next: None };
+    // The rotated row read only through its planes: not written. The first GEMV's planes come
+    // from a prepare launch (nothing in the program wrote them).
+    let s: Vec<Step> = swiglu_rotation(None, &[]).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(s[1..], [rotating(None), down], "{s:#?}");
+    // The rotated row also read as floats (an f32 matmul): written by the epilogue too; the
+    // GEMV's own output read later: the GEMV writes y either way.
+    let reads = [
+        Op::MatmulF32 { w: VectorId(2), n: 8, k: 384, x: Act::Rot, y: Act::Alpha, second: None },
+        Op::SigmoidGate { x: Act::Delta, gate: Act::Z, out: Act::Gated },
+    ];
+    let s = swiglu_rotation(None, &reads);
+    assert_eq!(s[1], (rotating(Some(Act::Rot)), 0), "{s:#?}");
+    assert_eq!(s[2], (down, 2), "{s:#?}");
+    // A permuted transform is not the epilogue's: the GEMV and the transform apart.
+    let s = swiglu_rotation(Some(VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 }), &[]);
+    assert!(matches!(s[1].0, Step::GemvPlanes { next: None, .. }), "{s:#?}");
+    assert!(matches!(s[2].0, Step::RotatePlanes { x: Act::Delta, perm: Some(_), .. }), "{s:#?}");
+}
+
+#[test]
+fn a_rotation_without_planes_to_write_stays_apart() {
+    // The rotated row feeds no binary GEMV (an f32 matmul only): the transform writes no planes,
+    // so the GEMV keeps its plain epilogue and the transform runs as the op.
+    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
+    let fold_ok = |_: MatrixId, _: Epilogue, _: usize| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
+    let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+    let hadamard = Op::Hadamard { x: Act::Delta, out: Act::Rot, signs: VectorId(1), width: 384, block: 128, inverse: false, perm: None };
+    program.ops = vec![
+        Op::GateUpSwiglu { w: MatrixId(0), x: Act::Rot, out: Act::Delta },
+        hadamard,
+        Op::MatmulF32 { w: VectorId(2), n: 8, k: 384, x: Act::Rot, y: Act::Alpha, second: None },
+    ];
+    let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
+    assert!(matches!(s[1], Step::GemvPlanes { next: None, .. }), "{s:#?}");
+    assert_eq!(s[2], Step::Op(hadamard), "{s:#?}");
 }
 
 #[test]
@@ -407,7 +529,7 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -434,7 +556,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {
