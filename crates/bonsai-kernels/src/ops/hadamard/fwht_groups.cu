@@ -47,14 +47,14 @@ __device__ __forceinline__ void fwht_group_in_warp(float (&v)[LAYOUT_LANES], int
 // The stages past a 128-group (index bits 7 .. log2(block) - 1) of a block whose groups already
 // ran fwht_group_in_warp and sit in shared memory `buf` (group g at g * 128): they pair equal
 // offsets j of different groups. Thread `idx` of 128 * lane_sets (lane_sets = groups / per, per =
-// min(groups, ROTATE_PER_THREAD); idx = j * lane_sets + lane_set, so a lane set's threads are
+// min(groups, ROTATE_PER_THREAD), as the caller computes them; idx = j * lane_sets + lane_set, so a lane set's threads are
 // neighbours in one warp, and a caller looping over idx in steps of whole warps keeps them so)
 // holds offset j of groups lane_set * per + r (r < per) in registers: group-index bits low to
 // high, r's stages over register pairs, then lane_set's by shuffles, each pair's (u + v, u - v)
 // in the order of the shared-memory loop. Writes the results back to `buf` and, when `rot` is
-// not null, to rot (the block's first value at rot[0]). Called by whole warps (shuffles).
-__device__ __forceinline__ void fwht_across_groups(float* buf, int groups, int idx, float* rot) {
-    const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
+// not null, to the row `rot` (the block's first value at rot[first]). Called by whole warps
+// (shuffles).
+__device__ __forceinline__ void fwht_across_groups(float* buf, int per, int lane_sets, unsigned idx, float* rot, int first) {
     const int lane_set = idx % lane_sets, j = idx / lane_sets;
     float u[ROTATE_PER_THREAD];
 #pragma unroll
@@ -80,6 +80,6 @@ __device__ __forceinline__ void fwht_across_groups(float* buf, int groups, int i
         if (r >= per) break;
         const int i = (lane_set * per + r) * GROUP_SIZE + j;
         buf[i] = u[r];
-        if (rot != nullptr) rot[i] = u[r];
+        if (rot != nullptr) rot[first + i] = u[r];
     }
 }

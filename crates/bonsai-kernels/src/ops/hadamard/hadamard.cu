@@ -380,8 +380,8 @@ __device__ __forceinline__ void hadamard_rotate_planes_body(HADAMARD_ROTATE_PARA
     // Step 4 (fwht_across_groups): offset j of groups lane_set * per + r (r < per): per =
     // min(groups, ROTATE_PER_THREAD) in registers, lane_sets = groups / per threads per offset,
     // neighbours in a warp (thread = j * lane_sets + lane_set; 128 * lane_sets threads, whole warps).
-    const int lane_sets = groups / min(groups, ROTATE_PER_THREAD);
-    if (threadIdx.x < GROUP_SIZE * lane_sets) fwht_across_groups(buf, groups, threadIdx.x, rot != nullptr ? rot + first : nullptr);
+    const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
+    if (threadIdx.x < GROUP_SIZE * lane_sets) fwht_across_groups(buf, per, lane_sets, threadIdx.x, rot, first);
     __syncthreads();
     // Step 5.
     for (int w = warp; w < groups; w += warps) {

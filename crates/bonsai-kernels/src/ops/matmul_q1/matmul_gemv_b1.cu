@@ -492,7 +492,7 @@ __device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta,
     float* buf = reinterpret_cast<float*>(b1_smem);
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int groups = o.block / GROUP_SIZE;
-    const int lane_sets = groups / min(groups, ROTATE_PER_THREAD);
+    const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     __syncthreads();  // the partial sums in the same shared memory are read
     for (int b = b_first; b < b_end; ++b) {
@@ -517,8 +517,8 @@ __device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta,
         }
         __syncthreads();
         // Whole warps per step of idx (128 * lane_sets is a multiple of 32), as the shuffles need.
-        for (int idx = threadIdx.x; idx < GROUP_SIZE * lane_sets; idx += blockDim.x)
-            fwht_across_groups(buf, groups, idx, o.rot != nullptr ? o.rot + first : nullptr);
+        for (unsigned idx = threadIdx.x; idx < (unsigned)(GROUP_SIZE * lane_sets); idx += blockDim.x)
+            fwht_across_groups(buf, per, lane_sets, idx, o.rot, first);
         __syncthreads();
         for (int w = warp; w < groups; w += warps) {
             const int group = first / GROUP_SIZE + w;
