@@ -170,8 +170,8 @@ pub(crate) struct RopeOutArgs {
 unsafe impl cudarc::driver::DeviceRepr for RopeOutArgs {}
 
 /// Where a `_gemv_b1_rot` epilogue writes the planes of y's forward Hadamard rotation
-/// (`B1RotateOut` in matmul_gemv_b1.cu: same fields, same order; device pointers as u64, `rot` 0
-/// when the rotated row is not written).
+/// (`B1RotateOut` in matmul_gemv_b1.cu: same fields, same order; device pointers as u64,
+/// `norm_w` 0 without norm weights, `rot` 0 when the rotated row is not written).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RotateOutArgs {
@@ -179,6 +179,7 @@ pub(crate) struct RotateOutArgs {
     pub gsx: u64,
     pub group_sq: u64,
     pub signs: u64,
+    pub norm_w: u64,
     pub rot: u64,
     pub staged: u64,
     pub block: i32,
@@ -186,7 +187,7 @@ pub(crate) struct RotateOutArgs {
 }
 
 // SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer, then an
-// int and a float: 56 bytes on both sides).
+// int and a float: 64 bytes on both sides).
 unsafe impl cudarc::driver::DeviceRepr for RotateOutArgs {}
 
 /// What a one-token binary GEMV's epilogue does after its stores: nothing, write the next GEMV's
@@ -201,13 +202,20 @@ pub(crate) enum GemvOut {
 }
 
 impl GemvOut {
-    /// Dynamic shared memory the epilogue needs at least: the rotation's block of floats.
+    /// Dynamic shared memory the epilogue needs at least: the rotation's block of floats and its
+    /// groups' sums of squares.
     fn min_smem(&self) -> usize {
         match self {
-            GemvOut::Rotate(r) => 4 * r.block as usize,
+            GemvOut::Rotate(r) => rotate_smem(r.block as usize),
             _ => 0,
         }
     }
+}
+
+/// Dynamic shared memory a `_gemv_b1_rot` epilogue with Hadamard blocks of `block` takes at least
+/// (b1_rotate_epilogue): the block of floats, then a sum of squares per 128-group.
+pub(crate) fn rotate_smem(block: usize) -> usize {
+    4 * (block + block / crate::weights::GROUP)
 }
 
 /// CTAs of a prepare launch: a warp per group (up to 32 warps), each CTA taking all of an SM's
@@ -331,8 +339,8 @@ pub(crate) fn launch_gemv(
         GemvOut::Planes(_) => Some("_out"),
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
-        GemvOut::Rotate(_) if epilogue == Epilogue::SwiGlu => Some("_rot"),
-        GemvOut::Rotate(_) => return Err(shape(op, "the rotation epilogue is the SwiGLU GEMV's".into())),
+        GemvOut::Rotate(_) if matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add) => Some("_rot"),
+        GemvOut::Rotate(_) => return Err(shape(op, "the rotation epilogue is the SwiGLU and the Add GEMVs'".into())),
     };
     name.push_str(suffix.unwrap_or(""));
     let func = gpu.function(&name)?;
@@ -397,12 +405,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<RopeOutArgs>(), 88);
     }
 
-    /// `B1RotateOut` (matmul_gemv_b1.cu) as nvcc lays it out: 6 pointers, then block and scale
-    /// from byte 48, 56 bytes in all.
+    /// `B1RotateOut` (matmul_gemv_b1.cu) as nvcc lays it out: 7 pointers, then block and scale
+    /// from byte 56, 64 bytes in all.
     #[test]
     fn rotate_out_args_match_the_cuda_struct() {
-        assert_eq!(std::mem::offset_of!(RotateOutArgs, block), 48);
-        assert_eq!(std::mem::offset_of!(RotateOutArgs, scale), 52);
-        assert_eq!(std::mem::size_of::<RotateOutArgs>(), 56);
+        assert_eq!(std::mem::offset_of!(RotateOutArgs, block), 56);
+        assert_eq!(std::mem::offset_of!(RotateOutArgs, scale), 60);
+        assert_eq!(std::mem::size_of::<RotateOutArgs>(), 64);
     }
 }

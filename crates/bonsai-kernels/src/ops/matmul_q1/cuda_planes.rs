@@ -12,7 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{
-    device_geometry, launch_gemv, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, RotateOutArgs, TilesChoice,
+    device_geometry, launch_gemv, prepare, prepare_embed, rotate_smem, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, RotateOutArgs,
+    TilesChoice,
 };
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::KvCache;
@@ -230,19 +231,28 @@ pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, sw
     Ok(true)
 }
 
-/// Whether the SwiGLU GEMV with the rotation epilogue ([`RotateOut`], `*_gemv_b1_rot`) of `bits`
-/// weights, `n_out` features over K inputs and Hadamard blocks of `block` runs on this device:
-/// the block one [`RotateOut`] takes (a power of two of whole 128-groups dividing n_out, at most
-/// [`crate::launch::hadamard::MAX_BLOCK`]) and the grid, with the block's shared memory, resident
-/// in one wave.
-pub fn rotate_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, block: usize) -> Result<bool, LaunchError> {
+/// Whether the GEMV with `epilogue` (SwiGLU or Add) and the rotation epilogue ([`RotateOut`],
+/// `*_gemv_b1_rot`) of `bits` weights, `n_out` outputs (features) over K inputs and Hadamard
+/// blocks of `block` runs on this device: the block one [`RotateOut`] takes (a power of two of
+/// whole 128-groups dividing n_out, at most [`crate::launch::hadamard::MAX_BLOCK`]) and the grid,
+/// with the block's shared memory, resident in one wave.
+pub fn rotate_out_fits(
+    gpu: Gpu<'_>,
+    bits: QuantBits,
+    epilogue: super::Epilogue,
+    n_out: usize,
+    k: usize,
+    block: usize,
+) -> Result<bool, LaunchError> {
     use super::{kernel_name, Epilogue, GemmKernel, GemvKernel};
-    if !super::b1_shape_ok(k, n_out) || !rotate_block_ok(n_out, block) {
+    let entry_exists = matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add);
+    if !entry_exists || !super::b1_shape_ok(k, n_out) || !rotate_block_ok(n_out, block) {
         return Ok(false);
     }
-    let name = kernel_name(bits, Epilogue::SwiGlu, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + "_rot";
+    let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + "_rot";
     let func = gpu.function(&name)?;
-    Ok(device_geometry(gpu, func, "rotate_out_fits", (k, n_out, true), 4 * block)?.1)
+    let swiglu = epilogue == Epilogue::SwiGlu;
+    Ok(device_geometry(gpu, func, "rotate_out_fits", (k, n_out, swiglu), rotate_smem(block))?.1)
 }
 
 /// Whether the rotation epilogue takes Hadamard blocks of `block` over `n_out` outputs: a power
@@ -252,13 +262,16 @@ fn rotate_block_ok(n_out: usize, block: usize) -> bool {
     crate::launch::hadamard::rotate_planes_block_ok(block) && n_out.is_multiple_of(block)
 }
 
-/// Where the SwiGLU GEMV's rotation epilogue ([`PlanesEpilogue::Rotate`]) writes: the planes of
-/// `r = BlockH(s ⊙ y)` (the forward transform of ops::hadamard without norm or permutation, blocks
-/// of `block`, `signs` the n_out-wide sign vector) for the next GEMV, and r itself to `rot` when
-/// given (where a later op reads the rotated row).
+/// Where a GEMV's rotation epilogue ([`PlanesEpilogue::Rotate`]) writes: the planes of
+/// `r = BlockH(s ⊙ y)` (the forward transform of ops::hadamard without permutation, blocks of
+/// `block`, `signs` the n_out-wide sign vector) for the next GEMV, and r itself to `rot` when
+/// given (where a later op reads the rotated row). With `norm` (the next GEMV's RMSNorm weights)
+/// the planes are those of `BlockH(s ⊙ y ⊙ norm)` with y's own sums of squares: the next GEMV,
+/// run with `norm_eps`, applies 1 / rms(y) itself (no rotated row then: it lacks that factor).
 pub struct RotateOut<'a> {
     pub planes: &'a mut B1Planes,
     pub signs: &'a CudaSlice<f32>,
+    pub norm: Option<&'a CudaSlice<f32>>,
     pub block: usize,
     pub rot: Option<&'a mut CudaSlice<f32>>,
 }
@@ -272,7 +285,8 @@ pub enum PlanesEpilogue<'a> {
     /// The decode qkv projection's per-head norm, RoPE and KV write (the Store epilogue, head dim
     /// 128 only).
     Rope(RopeOut<'a>),
-    /// The planes of y's forward Hadamard rotation for the next GEMV (the SwiGLU epilogue only).
+    /// The planes of y's forward Hadamard rotation for the next GEMV (the SwiGLU and Add
+    /// epilogues).
     Rotate(RotateOut<'a>),
 }
 
@@ -285,8 +299,9 @@ pub enum PlanesEpilogue<'a> {
 /// normalised, rotated q and k heads and the v heads, bit-identical to the two launches, and the
 /// k / v rows go to the caches at position `pos0[0]` (skipped past max_seq; heads past max_pos
 /// NaN); the grid must fit the device in one wave. With [`PlanesEpilogue::Rotate`] (the SwiGLU
-/// GEMV, `*_gemv_b1_rot`) it writes the planes of y's forward Hadamard rotation (and the rotated
-/// row when asked), bit-identical to `launch::hadamard::rotate_planes` on y; one wave too.
+/// or Add GEMV, `*_gemv_b1_rot`) it writes the planes of y's forward Hadamard rotation (and the
+/// rotated row when asked), bit-identical to `launch::hadamard::rotate_planes` on y without norm
+/// weights; with them, the planes a normed next GEMV reads ([`RotateOut`]); one wave too.
 /// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
@@ -351,10 +366,13 @@ fn rotate_args<'a>(
     guards: &mut Vec<SyncOnDrop<'a>>,
 ) -> Result<RotateOutArgs, LaunchError> {
     const OP: &str = "gemv_rotate_planes";
-    if epilogue != super::Epilogue::SwiGlu {
-        return Err(shape(OP, format!("the rotation epilogue follows the SwiGLU GEMV, not {epilogue:?}")));
+    if !matches!(epilogue, super::Epilogue::SwiGlu | super::Epilogue::Add) {
+        return Err(shape(OP, format!("the rotation epilogue follows the SwiGLU or the Add GEMV, not {epilogue:?}")));
     }
-    let RotateOut { planes: dst, signs, block, rot } = r;
+    let RotateOut { planes: dst, signs, norm, block, rot } = r;
+    if norm.is_some() && rot.is_some() {
+        return Err(shape(OP, "a normed rotation writes no rotated row (its planes lack the 1 / rms the next GEMV applies)".into()));
+    }
     if !rotate_block_ok(n_out, block) {
         return Err(shape(
             OP,
@@ -370,6 +388,15 @@ fn rotate_args<'a>(
     expect_at_least(OP, "signs", signs.len(), n_out)?;
     let (signs, g0) = read_ptr(signs, gpu.stream);
     guards.push(g0);
+    let norm_w = match norm {
+        Some(n) => {
+            expect_at_least(OP, "norm weights", n.len(), n_out)?;
+            let (p, g) = read_ptr(n, gpu.stream);
+            guards.push(g);
+            p
+        }
+        None => 0,
+    };
     let rot = match rot {
         Some(r) => {
             expect_at_least(OP, "rotated row", r.len(), n_out)?;
@@ -383,7 +410,7 @@ fn rotate_args<'a>(
     guards.extend(gs);
     // hadamard_rotate_planes' scale (launch::hadamard::rotate_planes computes it so).
     let scale = 1.0 / (block as f32).sqrt();
-    Ok(RotateOutArgs { planes, gsx, group_sq, signs, rot, staged, block: block as i32, scale })
+    Ok(RotateOutArgs { planes, gsx, group_sq, signs, norm_w, rot, staged, block: block as i32, scale })
 }
 
 /// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it

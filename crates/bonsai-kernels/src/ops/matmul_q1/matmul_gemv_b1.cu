@@ -445,18 +445,22 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
 }
 
 // Where the `_gemv_b1_rot` epilogue writes the planes of y's forward Hadamard rotation
-// r = BlockH(s ⊙ y) (ops/hadamard/mod.rs; no norm, no permutation) for the next GEMV: the planes,
-// (s, X) and sums of squares of each 128-group of r, the rotated row itself to `rot` when not null
-// (a later op reads it), one staging word per output (zero between launches); the width's sign
+// r = BlockH(s ⊙ y) (ops/hadamard/mod.rs; no permutation) for the next GEMV: the planes, (s, X)
+// and sums of squares of each 128-group of r, the rotated row itself to `rot` when not null (a
+// later op reads it), one staging word per output (zero between launches); the width's sign
 // vector, the block (a power of two of whole 128-groups dividing n_out) and the scale
-// 1/sqrt(block) as the host computes it for hadamard_rotate_planes. Mirrored by `RotateOutArgs`
-// in ops/matmul_q1/cuda_b1.rs (same fields, same order).
+// 1/sqrt(block) as the host computes it for hadamard_rotate_planes. With `norm_w` (the next
+// GEMV's RMSNorm weights) it rotates y ⊙ norm_w instead and each group's sum of squares is y's
+// own (group g of y), so the next GEMV applies 1 / rms(y) itself (its fused norm: by linearity
+// W H(s ⊙ y ⊙ w) / rms = W H(s ⊙ rmsnorm(y))); `rot` is then null. Mirrored by `RotateOutArgs` in
+// ops/matmul_q1/cuda_b1.rs (same fields, same order).
 struct B1RotateOut {
     static constexpr int KIND = B1_OUT_ROTATE;
     u32* planes;
     u32* gsx;
     float* group_sq;
     const float* signs;
+    const float* norm_w;
     float* rot;
     unsigned long long* staged;
     int block;
@@ -473,9 +477,13 @@ struct B1RotateOut {
 // products (no FMA with the first butterfly: the unfused chain stores y first), the first 7
 // stages in the warp (fwht_group_in_warp), one barrier, the stages across groups
 // (fwht_across_groups, which also writes `rot`), one barrier, b1_prepare_group per group. So the
-// planes, (s, X), sums of squares and rotated row equal the unfused launches' bit for bit. The
-// block goes through the start of the dynamic shared memory (the launcher sizes it for block
-// floats), after a barrier: gemv_store_outputs has read the partial sums there.
+// planes, (s, X), sums of squares and rotated row equal the unfused launches' bit for bit. With
+// norm weights (the residual-adding GEMVs before a normed folded input) the values are
+// ((y * w) * s) * scale and each group's sum of squares is y's, summed during the poll and
+// handed to b1_quantize_group: no longer the unfused path's bits (the next GEMV applies 1 / rms
+// after its dot products; verify derives the bound). The block and the groups' sums go through
+// the start of the dynamic shared memory (the launcher sizes it for block + block / 128 floats),
+// after a barrier: gemv_store_outputs has read the partial sums there.
 // Deadlock-free as b1_planes_epilogue: one wave, and a polling CTA waits only for lower-numbered
 // CTAs (a block's last output is its highest-numbered producer's).
 // Speed of light: the launch it removes (and its place in the chain); the work added to one CTA
@@ -492,6 +500,7 @@ __device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta,
     float* buf = reinterpret_cast<float*>(b1_smem);
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int groups = o.block / GROUP_SIZE;
+    float* group_sq_s = buf + o.block;  // with norm weights: y's sum of squares per group
     const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
     __syncthreads();  // the partial sums in the same shared memory are read
@@ -499,17 +508,28 @@ __device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta,
         const int first = b * o.block;
         for (int group = warp; group < groups; group += warps) {  // warp-uniform
             const int base = first + group * GROUP_SIZE + j0;
-            float sgn[LAYOUT_LANES];
+            float sgn[LAYOUT_LANES], nw[LAYOUT_LANES];
 #pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) sgn[t] = o.signs[base + 2 * t];
+            for (int t = 0; t < LAYOUT_LANES; ++t) {
+                sgn[t] = o.signs[base + 2 * t];
+                nw[t] = o.norm_w != nullptr ? o.norm_w[base + 2 * t] : 1.0f;
+            }
             unsigned long long* words = o.staged + base;
             unsigned long long w[LAYOUT_LANES];
             b1_poll_staged(words, 2, w);
             float v[LAYOUT_LANES];
+            float sq = 0.0f;
 #pragma unroll
             for (int t = 0; t < LAYOUT_LANES; ++t) {
-                v[t] = __fmul_rn(__fmul_rn(__uint_as_float((u32)w[t]), sgn[t]), o.scale);
+                const float y = __uint_as_float((u32)w[t]);
+                sq = fmaf(y, y, sq);
+                // y * 1 is y: without norm weights, hadamard_rotate_planes' two products exactly.
+                v[t] = __fmul_rn(__fmul_rn(__fmul_rn(y, nw[t]), sgn[t]), o.scale);
                 st_relaxed_gpu_u64(words + 2 * t, 0ull);
+            }
+            if (o.norm_w != nullptr) {
+                sq = warp_sum(sq);
+                if (lane == 0) group_sq_s[group] = sq;
             }
             fwht_group_in_warp(v, j0);
 #pragma unroll
@@ -522,8 +542,16 @@ __device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta,
         __syncthreads();
         for (int w = warp; w < groups; w += warps) {
             const int group = first / GROUP_SIZE + w;
-            b1_prepare_group(buf + w * GROUP_SIZE, nullptr, o.planes + (long long)group * B1_GROUP_WORDS, o.gsx + 2 * group,
-                             o.group_sq + group);
+            u32* planes_group = o.planes + (long long)group * B1_GROUP_WORDS;
+            if (o.norm_w == nullptr) {
+                b1_prepare_group(buf + w * GROUP_SIZE, nullptr, planes_group, o.gsx + 2 * group, o.group_sq + group);
+            } else {
+                // y's sum of squares on lane 0 alone: b1_quantize_group's warp sum adds zeros to it.
+                float v[LAYOUT_LANES];
+#pragma unroll
+                for (int t = 0; t < LAYOUT_LANES; ++t) v[t] = buf[w * GROUP_SIZE + j0 + 2 * t];
+                b1_quantize_group(v, lane == 0 ? group_sq_s[w] : 0.0f, planes_group, o.gsx + 2 * group, o.group_sq + group);
+            }
         }
         if (b + 1 < b_end) __syncthreads();  // the next block reuses buf
     }
@@ -686,7 +714,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // between triggers at its start; once this wait returns, that kernel has completed.
     // Faster than the read in the epilogue (docs/kernel-notes.md, "Planes epilogues and the decode
     // layer's launches": the residual after the wait).
-    constexpr bool Y_READ = OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
+    constexpr bool Y_READ = (OUT::KIND == B1_OUT_PLANES || OUT::KIND == B1_OUT_ROTATE) && MODE == MATMUL_ADD;
     if constexpr (Y_READ) read_y_early();
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).

@@ -122,9 +122,10 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
         griddep_launch_dependents(); /* after the epilogue: see above */                         \
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
-// The gate|up projection (MATMUL_SWIGLU) with the forward Hadamard rotation of its output and the
-// rotated row's planes in its epilogue (b1_rotate_epilogue in matmul_gemv_b1.cu): Bonsai 2's
-// ffn_down input, one launch per layer fewer. Triggers its dependents at its start, as `_out`.
+// A GEMV with the forward Hadamard rotation of its output and the rotated row's planes in its
+// epilogue (b1_rotate_epilogue in matmul_gemv_b1.cu): gate|up (MATMUL_SWIGLU) for Bonsai 2's
+// ffn_down input, the residual-adding projections (MATMUL_ADD) for the normed folded inputs after
+// them. Triggers its dependents at its start, as `_out`.
 #define DEFINE_B1_ROTATE_ENTRY_POINT(PREFIX, BITS, MODE)                                         \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_rot(const u16* scales, const u32* payload, const u32* planes,           \
@@ -136,3 +137,4 @@ DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
                                          tiles_per_cta, splits, chunk_groups, norm, norm_eps,    \
                                          blockIdx.x, rotate_out);                                \
     }
+DEFINE_B1_ROTATE_ENTRY_POINT(matmul_q1_add, 1, MATMUL_ADD)

@@ -162,7 +162,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     // The rotation epilogue is the SwiGLU GEMV's (`*_gemv_b1_rot`).
     let rotate_out_fits = |w, epilogue, block| {
         let v = matrix(w);
-        epilogue == mm::Epilogue::SwiGlu && mm::rotate_out_fits(b.launcher(), v.bits, v.n / 2, v.k, block).unwrap_or(false)
+        epilogue == mm::Epilogue::SwiGlu && mm::rotate_out_fits(b.launcher(), v.bits, epilogue, v.n / 2, v.k, block).unwrap_or(false)
     };
     let caps = Caps {
         binary: &binary,
@@ -593,7 +593,7 @@ fn run_step(
                 let ([], [y, rot]) = acts.reads_and_writes([], [Some(y), rot])?;
                 let y = y.ok_or_else(|| BackendError::Device("the rotating GEMV's output missing".into()))?;
                 let (input, output) = planes.pair(p, next)?;
-                let out = RotateOut { planes: output, signs: vector(signs), block, rot };
+                let out = RotateOut { planes: output, signs: vector(signs), norm: None, block, rot };
                 let (rotate, auto) = (mm::PlanesEpilogue::Rotate(out), mm::TilesChoice::Auto);
                 mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, rotate, auto)
                     .map_err(device_err("matmul with the Hadamard rotation of its output"))?;
