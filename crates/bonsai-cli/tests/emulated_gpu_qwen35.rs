@@ -116,7 +116,8 @@ fn check_on_qwen35_tiny_agrees_with_the_cpu_emulated() {
 /// launch, never the qkv GEMV's rope epilogue. Every folded GEMV's input is normed (RMSNorm, or
 /// the DeltaNet's gated norm before ssm_out), transformed and quantized into planes in one launch:
 /// no separate norm or prepare launch is left (the plain transform is the embedding's inverse).
-/// ffn_down's input is rotated and quantized in the gate|up GEMV's epilogue (`_gemv_b1_rot`).
+/// ffn_down's input is rotated and quantized in the gate|up GEMV's epilogue (`_gemv_b1_rot`), and
+/// a normed input whose normed row nothing else reads in the residual-adding GEMV's before it.
 #[test]
 fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     if !ready() {
@@ -138,6 +139,7 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
         "sigmoid_gate_grid_stride",
         "qk_norm_rope_kv_write",
         "gate_up_swiglu_q2_gemv_b1_rot",
+        "matmul_q2_add_gemv_b1_rot",
     ] {
         assert!(decode.contains(kernel), "the decode step launches no {kernel}:\n{decode}");
     }

@@ -289,7 +289,7 @@ mod hybrid {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
-        let fold_ok = move |_: MatrixId, epilogue: Epilogue, _: usize| fold && epilogue == Epilogue::SwiGlu;
+        let fold_ok = move |_: MatrixId, epilogue: Epilogue, _: usize| fold && matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add);
         let caps = Caps {
             binary: &all,
             planes_out_fits: &fits,
@@ -333,6 +333,7 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let sign = |w: usize| fold(w).expect("fold").signs;
     let rot = |width| Planes::Rot(width);
     let gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: false, y, epilogue, next: None };
+    let normed_gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: true, y, epilogue, next: None };
     let rotate = |x, norm: Option<PreNorm>, normed, width, perm| Step::RotatePlanes {
         x,
         norm,
@@ -344,8 +345,23 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         rot: None,
         planes: rot(width),
     };
-    // A DeltaNet layer: its norm's output stays for alpha / beta; ssm_out's input gated-normed
-    // and permuted in the same launch.
+    // A GEMV rotating its output (of `width`, times `norm` when given) in its epilogue.
+    let rotating = |w, (k, normed): (usize, bool), y, epilogue, norm, width| Step::GemvRotatePlanes {
+        w,
+        planes: rot(k),
+        normed,
+        y,
+        epilogue,
+        signs: sign(width),
+        norm,
+        width,
+        block: BLOCK,
+        rot: None,
+        next: rot(width),
+    };
+    // A DeltaNet layer: its norm's output stays for alpha / beta (its own launch); ssm_out's input
+    // gated-normed and permuted in the same launch; the post-mixer norm and transform in ssm_out's
+    // epilogue, gate|up applying its 1 / rms; the FFN transform in gate|up's epilogue.
     let l0 = ids().layers[0];
     let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
     let delta: Vec<Step> = layers[0].clone();
@@ -360,42 +376,43 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     assert!(matches!(delta[5], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
     assert_eq!(delta[6], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
-    assert_eq!(delta[7], gemv(r.out, 384, Act::X, Epilogue::Add));
-    // The FFN: gate|up rotates its SwiGLU row and writes its planes in its epilogue.
-    let gate_up_rotating = |w| Step::GemvRotatePlanes {
-        w,
-        planes: rot(256),
-        normed: false,
-        y: Act::Ffn,
-        epilogue: Epilogue::SwiGlu,
-        signs: sign(512),
-        width: 512,
-        block: BLOCK,
-        rot: None,
-        next: rot(512),
-    };
     assert_eq!(
-        delta[8..],
+        delta[7..],
         [
-            rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
-            gate_up_rotating(l0.gate_up),
+            rotating(r.out, (384, false), Act::X, Epilogue::Add, Some(l0.post_norm), 256),
+            rotating(l0.gate_up, (256, true), Act::Ffn, Epilogue::SwiGlu, None, 512),
+            // The next layer's norm keeps its output (alpha / beta): not folded.
             gemv(l0.down, 512, Act::X, Epilogue::Add),
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 11, "launches per DeltaNet layer: {delta:#?}");
-    // The attention layer: no normed row kept.
+    assert_eq!(delta.len(), 10, "launches per DeltaNet layer: {delta:#?}");
+    // Before the attention layer, the down GEMV normalises and rotates for its qkv and gate GEMVs.
     let l3 = ids().layers[3];
+    assert_eq!(layers[2].last(), Some(&rotating(ids().layers[2].down, (512, false), Act::X, Epilogue::Add, Some(l3.attn_norm), 256)));
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
     let attention = layers[3].clone();
-    assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
-    assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
-    assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
-    assert_eq!(attention[9], gate_up_rotating(l3.gate_up), "{attention:#?}");
-    assert_eq!(attention.len(), 11, "launches per attention layer: {attention:#?}");
-    // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
+    assert_eq!(
+        attention[..2],
+        [normed_gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), normed_gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)],
+        "{attention:#?}"
+    );
+    assert_eq!(attention[5], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
+    // Its output projection reads 256-wide rotated planes, the width of the ones it would write:
+    // the post-attention norm and transform keep their launch.
+    assert_eq!(
+        attention[6..],
+        [
+            gemv(a.output, 256, Act::X, Epilogue::Add),
+            rotate(Act::X, Some(PreNorm::Rms(l3.post_norm)), None, 256, None),
+            rotating(l3.gate_up, (256, false), Act::Ffn, Epilogue::SwiGlu, None, 512),
+            rotating(l3.down, (512, false), Act::X, Epilogue::Add, Some(ids().output_norm), 256),
+        ],
+        "{attention:#?}"
+    );
+    // The head: its GEMV applies the output norm's 1 / rms (norm and transform in the last down).
     let head = &layers[4];
-    assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
+    assert_eq!(head[0], normed_gemv(ids().head, 256, Act::Logits, Epilogue::Store), "{head:#?}");
     // No prepare launch and no transform left apart but the embedding's inverse.
     let all: Vec<Step> = hybrid::steps(vec![1], true).into_iter().map(|(s, _)| s).collect();
     assert!(!all.iter().any(|s| matches!(s, Step::PreparePlanes { .. })), "{all:#?}");
@@ -455,6 +472,7 @@ fn a_swiglu_gemv_rotates_its_output_in_its_epilogue() {
         y: Act::Delta,
         epilogue: Epilogue::SwiGlu,
         signs: VectorId(1),
+        norm: None,
         width: 384,
         block: 128,
         rot,
@@ -478,6 +496,53 @@ fn a_swiglu_gemv_rotates_its_output_in_its_epilogue() {
     let s = swiglu_rotation(Some(VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 }), &[]);
     assert!(matches!(s[1].0, Step::GemvPlanes { next: None, .. }), "{s:#?}");
     assert!(matches!(s[2].0, Step::RotatePlanes { x: Act::Delta, perm: Some(_), .. }), "{s:#?}");
+}
+
+#[test]
+fn a_normed_rotation_folds_only_where_neither_row_is_read_as_such() {
+    // An Add GEMV, an RMSNorm of its output, the transform, a binary GEMV on its planes, then
+    // `tail`.
+    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
+    let fold_ok = |_: MatrixId, _: Epilogue, _: usize| true;
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|w: MatrixId| if w.0 == 0 { 384 } else { 256 }, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
+    let (norm, signs) = (VectorId(0), VectorId(1));
+    let program_of = |tail: &[Op]| {
+        let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
+        program.ops = vec![
+            Op::Matmul { w: MatrixId(0), x: Act::Rot, y: Act::X, store: Store::Add },
+            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
+            Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None },
+            Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::Mixed, store: Store::Overwrite },
+        ];
+        program.ops.extend_from_slice(tail);
+        program
+    };
+    let steps = |tail: &[Op]| -> Vec<Step> { fuse(&program_of(tail), &caps).into_iter().map(|(s, _)| s).collect() };
+    let s = steps(&[]);
+    let want = Step::GemvRotatePlanes {
+        w: MatrixId(0),
+        planes: Planes::Rot(384),
+        normed: false,
+        y: Act::X,
+        epilogue: Epilogue::Add,
+        signs,
+        norm: Some(norm),
+        width: 256,
+        block: 128,
+        rot: None,
+        next: Planes::Rot(256),
+    };
+    assert_eq!(s[1..], [want, Step::GemvPlanes { w: MatrixId(1), planes: Planes::Rot(256), normed: true, y: Act::Mixed, epilogue: Epilogue::Store, next: None }], "{s:#?}");
+    // The normed row read later (alpha / beta), or the rotated row read as floats: the epilogue
+    // can write neither (1 / rms is the whole row's), so the norm and transform keep their launch.
+    let read_normed = Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Xn, y: Act::Alpha, second: None };
+    let read_rotated = Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Rot, y: Act::Alpha, second: None };
+    for tail in [read_normed, read_rotated] {
+        let s = steps(&[tail]);
+        assert!(matches!(s[1], Step::GemvPlanes { next: None, .. }), "{s:#?}");
+        assert!(matches!(s[2], Step::RotatePlanes { norm: Some(PreNorm::Rms(_)), .. }), "{s:#?}");
+        assert!(matches!(s[3], Step::GemvPlanes { normed: false, .. }), "{s:#?}");
+    }
 }
 
 #[test]

@@ -159,10 +159,11 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
     let matrix_k = |w| matrix(w).k;
     let rotate_planes = bonsai_kernels::launch::hadamard::rotate_planes_block_ok;
-    // The rotation epilogue is the SwiGLU GEMV's (`*_gemv_b1_rot`).
+    // The rotation epilogue is the SwiGLU and the Add GEMVs' (`*_gemv_b1_rot`).
     let rotate_out_fits = |w, epilogue, block| {
         let v = matrix(w);
-        epilogue == mm::Epilogue::SwiGlu && mm::rotate_out_fits(b.launcher(), v.bits, epilogue, v.n / 2, v.k, block).unwrap_or(false)
+        let n_out = if epilogue == mm::Epilogue::SwiGlu { v.n / 2 } else { v.n };
+        mm::rotate_out_fits(b.launcher(), v.bits, epilogue, n_out, v.k, block).unwrap_or(false)
     };
     let caps = Caps {
         binary: &binary,
@@ -589,11 +590,11 @@ fn run_step(
                 }
                 .map_err(device_err("matmul"))?;
             }
-            Step::GemvRotatePlanes { w: m, planes: p, normed, y, epilogue, signs, width: _, block, rot, next } => {
+            Step::GemvRotatePlanes { w: m, planes: p, normed, y, epilogue, signs, norm, width: _, block, rot, next } => {
                 let ([], [y, rot]) = acts.reads_and_writes([], [Some(y), rot])?;
                 let y = y.ok_or_else(|| BackendError::Device("the rotating GEMV's output missing".into()))?;
                 let (input, output) = planes.pair(p, next)?;
-                let out = RotateOut { planes: output, signs: vector(signs), norm: None, block, rot };
+                let out = RotateOut { planes: output, signs: vector(signs), norm: norm.map(vector), block, rot };
                 let (rotate, auto) = (mm::PlanesEpilogue::Rotate(out), mm::TilesChoice::Auto);
                 mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, rotate, auto)
                     .map_err(device_err("matmul with the Hadamard rotation of its output"))?;
@@ -689,7 +690,9 @@ fn step_name(step: &Step) -> String {
         Step::GemvPlanes { epilogue, next, .. } => {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
         }
-        Step::GemvRotatePlanes { epilogue, .. } => format!("gemv_b1 {epilogue:?}+hadamard+planes"),
+        Step::GemvRotatePlanes { epilogue, norm, .. } => {
+            format!("gemv_b1 {epilogue:?}+{}hadamard+planes", if norm.is_some() { "norm+" } else { "" })
+        }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
         Step::RotatePlanes { norm, .. } => match norm {
             None => "hadamard+planes",
