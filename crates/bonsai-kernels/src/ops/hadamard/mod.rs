@@ -84,6 +84,10 @@
 //! producing a block's last output polls the block's staged outputs and runs this kernel's steps 3
 //! to 5 through the same device functions (fwht_groups.cu), so its planes and rotated row equal
 //! `rotate_planes` on the GEMV's y bit for bit (`bonsai kernels verify`: "rotate_out").
+//! A residual-adding GEMV before a normed input (`RotateOut::norm`) rotates y ⊙ w instead, with
+//! y's own sums of squares in the planes, and the GEMVs reading them apply 1 / rms(y) (their
+//! fused norm): `W H(s ⊙ y ⊙ w) / rms(y) = W H(s ⊙ rmsnorm(y))` by linearity, to a bound
+//! `verify` derives ("rotate_out normed"), no longer bit for bit.
 
 mod cpu;
 mod reference;
