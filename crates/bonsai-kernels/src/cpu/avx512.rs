@@ -196,15 +196,16 @@ pub(super) const PANEL_MR: usize = 12;
 /// Weight rows (output columns) of the panel GEMM's micro-panel: two zmm.
 pub(super) const PANEL_NR: usize = 2 * ZMM;
 
-/// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[kk·MR + t] · panel[kk·32 + j]` for `t < MR`,
-/// `j < 32`: one register tile of the panel GEMM, `=` when `accumulate` is false. Per kk two
-/// weight loads and `MR` broadcasts (embedded in the FMAs) feed `2·MR` FMAs; every output is a
-/// sequential f32 FMA chain over kk in order.
+/// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[t·X_STRIDE + kk] · panel[kk·32 + j]` for
+/// `t < MR`, `j < 32`: one register tile of the panel GEMM, `=` when `accumulate` is false. Per
+/// kk two weight loads and `MR` broadcasts feed `2·MR` FMAs; every output is a sequential f32 FMA
+/// chain over kk in order. A constant `X_STRIDE` makes each token row's broadcast a fixed
+/// displacement from one pointer.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and FMA (the shapes are asserted).
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn panel_micro_tile<const MR: usize>(
+pub(super) unsafe fn panel_micro_tile<const MR: usize, const X_STRIDE: usize>(
     kc: usize,
     panel: &[f32],
     xp: &[f32],
@@ -215,7 +216,8 @@ pub(super) unsafe fn panel_micro_tile<const MR: usize>(
     assert!(
         (1..=PANEL_MR).contains(&MR)
             && panel.len() >= kc * PANEL_NR
-            && xp.len() >= kc * MR
+            && kc <= X_STRIDE
+            && xp.len() >= (MR - 1) * X_STRIDE + kc
             && acc_stride >= PANEL_NR
             && acc.len() >= (MR - 1) * acc_stride + PANEL_NR,
         "panel_micro_tile shapes"
@@ -232,18 +234,18 @@ pub(super) unsafe fn panel_micro_tile<const MR: usize>(
     }
     let (mut w, mut x) = (panel.as_ptr(), xp.as_ptr());
     for _ in 0..kc {
-        // SAFETY: iteration kk reads panel[kk·32 .. kk·32 + 32] and xp[kk·MR .. kk·MR + MR],
-        // inside the slices for kk < kc (asserted).
+        // SAFETY: iteration kk reads panel[kk·32 .. kk·32 + 32] and xp[t·X_STRIDE + kk] for
+        // t < MR, inside the slices for kk < kc (asserted).
         unsafe {
             let w0 = _mm512_loadu_ps(w);
             let w1 = _mm512_loadu_ps(w.add(ZMM));
             for (t, c_t) in c.iter_mut().enumerate() {
-                let xb = _mm512_set1_ps(*x.add(t));
+                let xb = _mm512_set1_ps(*x.add(t * X_STRIDE));
                 c_t[0] = _mm512_fmadd_ps(xb, w0, c_t[0]);
                 c_t[1] = _mm512_fmadd_ps(xb, w1, c_t[1]);
             }
             w = w.add(PANEL_NR);
-            x = x.add(MR);
+            x = x.add(1);
         }
     }
     for (t, c_t) in c.iter().enumerate() {

@@ -1,10 +1,10 @@
 //! Prefill GEMM for many tokens: dequantize a panel of weight rows once into f32, then run a
 //! register-blocked f32 micro kernel over it for every token.
 //!
-//! Before the GEMM, x is packed once per call into token tiles of at most [`MR`] tokens, each
-//! k-major (`[K][mr]`), so a register tile's broadcasts walk one contiguous stream instead of `mr`
-//! rows K floats apart (at K = 2048 or 6144 those rows are multiples of 4 KB apart and fall into
-//! the same L1 sets as each other). A task owns [`PANEL_COLS`] output columns (their weight rows:
+//! Before the GEMM, x is copied once per call into K chunks of [`KC`] whose token rows are
+//! [`X_STRIDE`] floats apart, a stride that is not a multiple of 4 KB: a register tile broadcasts
+//! from up to 12 token rows, and in x itself those rows are K floats apart (at K = 2048 or 6144 a
+//! multiple of 4 KB), so they would all fall into the same L1 sets. A task owns [`PANEL_COLS`] output columns (their weight rows:
 //! one per column, or gate + up for SwiGLU). For each K chunk of [`KC`] it packs those rows as
 //! k-major micro-panels `[kk][NR]` (exact: every weight is ±d or (c − 1)·d), then for each token
 //! tile and each micro-panel it accumulates an `mr x NR` block (AVX-512: up to 12 x 32 in 24 zmm,
@@ -22,6 +22,7 @@ use std::ops::Range;
 use super::pool::{self, Split};
 use super::qgemm::{silu_mul, Epilogue, Job, QuantRows};
 use super::{DisjointWriter, SimdLevel};
+use crate::ops::Store;
 
 /// Output columns per task (the weight rows it packs: this many, or twice for SwiGLU).
 const PANEL_COLS: usize = 64;
@@ -36,9 +37,12 @@ const NR: usize = 32;
 const PACK_ROWS: usize = 16;
 /// Most tokens per AVX2 register tile: 6 x 16 accumulators in 12 ymm registers.
 const MR_AVX2: usize = 6;
+/// Floats between token rows of the packed x chunks: one cache line more than [`KC`], so the
+/// rows of a register tile map to different L1 sets.
+const X_STRIDE: usize = KC + 16;
 
 thread_local! {
-    /// x in token tiles, k-major (see [`pack_x`]). It grows to the largest M·K this thread
+    /// x as K chunks of token rows (see [`pack_x`]). It grows to the largest M·K this thread
     /// multiplies and is kept: a prefill runs the same shapes in every layer, so the calls after
     /// the first neither allocate nor zero it.
     static PACKED_X: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -71,32 +75,27 @@ impl TokenTiles {
 /// `out[m, n_out] = epilogue(W · x)`; shapes are checked by the caller (see `qgemm::run`).
 pub(crate) fn run<W: QuantRows>(job: Job<'_, W>, out: &mut [f32]) {
     let (m, k) = (job.m, job.w.cols());
-    let tiles = TokenTiles::new(m);
+    let len = k.div_ceil(KC) * m * X_STRIDE;
     PACKED_X.with_borrow_mut(|packed| {
-        if packed.len() < m * k {
-            packed.resize(m * k, 0.0);
+        if packed.len() < len {
+            packed.resize(len, 0.0);
         }
-        let packed = &mut packed[..m * k];
-        pack_x(job.x, k, tiles, packed);
-        gemm(job, tiles, packed, out);
+        let packed = &mut packed[..len];
+        pack_x(job.x, m, k, packed);
+        gemm(job, TokenTiles::new(m), packed, out);
     });
 }
 
-/// `packed[tokens.start·k + kk·mr + t] = x[tokens.start + t, kk]` for every tile `tokens` of
-/// `mr` tokens: tile by tile, each k-major, so that K chunk `[k0, k0 + kc)` of a tile is the
-/// contiguous `packed[tokens.start·k + k0·mr ..][.. kc·mr]`.
-fn pack_x(x: &[f32], k: usize, tiles: TokenTiles, packed: &mut [f32]) {
-    let writer = DisjointWriter::new(packed);
-    pool::for_each_part(tiles.count, Split::new(1, 1), &|part| {
-        for tokens in part.map(|i| tiles.tokens(i)) {
-            let (first, mr) = (tokens.start, tokens.len());
-            let rows: Vec<&[f32]> = tokens.map(|tok| &x[tok * k..(tok + 1) * k]).collect();
-            for kk in 0..k {
-                for (t, row) in rows.iter().enumerate() {
-                    // SAFETY: the tiles partition the tokens and each part writes only its
-                    // tiles' elements first·k .. (first + mr)·k; `packed` outlives the dispatch.
-                    unsafe { *writer.slot(first * k + kk * mr + t) = row[kk] };
-                }
+/// `packed[(c·m + tok)·X_STRIDE + kk] = x[tok, c·KC + kk]` for `kk < KC.min(k − c·KC)`: K chunk
+/// `c` of token `tok` starts at `(c·m + tok)·X_STRIDE`, so a token tile's rows of one chunk are
+/// `X_STRIDE` apart. (The pad floats are never read.)
+fn pack_x(x: &[f32], m: usize, k: usize, packed: &mut [f32]) {
+    // Parts of whole chunks; a chunk of a 64-token prefill is 70 KB, worth a thread.
+    pool::for_each_rows_mut(packed, m * X_STRIDE, Split::new(1, 1), &|chunks, rows| {
+        for (c, chunk) in chunks.zip(rows.chunks_exact_mut(m * X_STRIDE)) {
+            let (k0, kc) = (c * KC, KC.min(k - c * KC));
+            for (tok, row) in chunk.chunks_exact_mut(X_STRIDE).enumerate() {
+                row[..kc].copy_from_slice(&x[tok * k + k0..tok * k + k0 + kc]);
             }
         }
     });
@@ -136,10 +135,10 @@ fn gemm<W: QuantRows>(job: Job<'_, W>, tiles: TokenTiles, packed: &[f32], out: &
                         w.pack_panel(level, &rows, k0, kc, NR, &mut micro_panel[half * PACK_ROWS..]);
                     }
                 }
+                let x_chunk = &packed[k0 / KC * m * X_STRIDE..(k0 / KC + 1) * m * X_STRIDE];
                 for tokens in tiles.iter() {
                     let mr = tokens.len();
-                    let tile_x = tokens.start * k;
-                    let xp = &packed[tile_x + k0 * mr..tile_x + (k0 + kc) * mr];
+                    let xp = &x_chunk[tokens.start * X_STRIDE..];
                     for (p, micro_panel) in panel.chunks_exact(KC * NR).take(n_panels).enumerate() {
                         let tile_acc = &mut acc[tokens.start * acc_width + p * NR..];
                         micro_tile(level, mr, kc, micro_panel, xp, tile_acc, acc_width, k0 > 0);
@@ -148,14 +147,19 @@ fn gemm<W: QuantRows>(job: Job<'_, W>, tiles: TokenTiles, packed: &[f32], out: &
             }
             for tok in 0..m {
                 let sums = &acc[tok * acc_width..(tok + 1) * acc_width];
-                for c in 0..n_cols {
-                    let idx = tok * n_out + col_begin + c;
-                    // SAFETY: this task alone owns output columns col_begin..col_begin + n_cols
-                    // (tasks partition 0..n_out); `out` outlives the dispatch.
-                    let slot = unsafe { writer.slot(idx) };
-                    match epilogue {
-                        Epilogue::Store(store) => store.apply(slot, sums[c]),
-                        Epilogue::SwiGlu => *slot = silu_mul(sums[c], sums[n_cols + c]),
+                // SAFETY: this task alone owns output columns col_begin..col_begin + n_cols
+                // (tasks partition 0..n_out); `out` outlives the dispatch.
+                let out_row = unsafe { writer.range(tok * n_out + col_begin, n_cols) };
+                match epilogue {
+                    Epilogue::Store(Store::Overwrite) => out_row.copy_from_slice(&sums[..n_cols]),
+                    Epilogue::Store(Store::Add) => {
+                        out_row.iter_mut().zip(sums).for_each(|(y, &sum)| *y += sum)
+                    }
+                    Epilogue::SwiGlu => {
+                        let (gate, up) = sums.split_at(n_cols);
+                        for (y, (&g, &u)) in out_row.iter_mut().zip(gate.iter().zip(up)) {
+                            *y = silu_mul(g, u);
+                        }
                     }
                 }
             }
@@ -173,8 +177,9 @@ macro_rules! with_const {
     };
 }
 
-/// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[kk·mr + t] · panel[kk·NR + j]` for `t < mr`,
-/// `j < NR` (`=` when `accumulate` is false): a sequential FMA chain over kk for each output.
+/// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[t·X_STRIDE + kk] · panel[kk·NR + j]` for
+/// `t < mr`, `j < NR` (`=` when `accumulate` is false): a sequential FMA chain over kk for each
+/// output.
 #[allow(clippy::too_many_arguments)]
 fn micro_tile(
     level: SimdLevel,
@@ -192,8 +197,20 @@ fn micro_tile(
             // SAFETY: `Avx512` comes only from run-time detection of AVX-512F + FMA; the kernel
             // asserts the shapes.
             use super::avx512::panel_micro_tile;
+            // The rows' fixed stride becomes a constant displacement of the broadcasts.
+            unsafe fn avx512_tile<const T: usize>(
+                kc: usize,
+                panel: &[f32],
+                xp: &[f32],
+                acc: &mut [f32],
+                acc_stride: usize,
+                accumulate: bool,
+            ) {
+                // SAFETY: the caller's (`Avx512` level).
+                unsafe { panel_micro_tile::<T, X_STRIDE>(kc, panel, xp, acc, acc_stride, accumulate) }
+            }
             unsafe {
-                with_const!(mr, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], panel_micro_tile,
+                with_const!(mr, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], avx512_tile,
                     (kc, panel, xp, acc, acc_stride, accumulate))
             }
         }
@@ -208,7 +225,7 @@ fn micro_tile(
                     // kernel asserts the shapes.
                     unsafe {
                         with_const!(t, [1, 2, 3, 4, 5, 6], avx2_micro_tile,
-                            (kc, &panel[half * PACK_ROWS..], &xp[t0..], mr, half_acc, acc_stride, accumulate))
+                            (kc, &panel[half * PACK_ROWS..], &xp[t0 * X_STRIDE..], half_acc, acc_stride, accumulate))
                     }
                 }
             }
@@ -225,8 +242,8 @@ fn micro_tile_scalar(mr: usize, kc: usize, panel: &[f32], xp: &[f32], acc: &mut 
         if !accumulate {
             sums.fill(0.0);
         }
-        for (kk, w) in panel[..kc * NR].chunks_exact(NR).enumerate() {
-            let xv = xp[kk * mr + t];
+        let x_row = &xp[t * X_STRIDE..t * X_STRIDE + kc];
+        for (&xv, w) in x_row.iter().zip(panel[..kc * NR].chunks_exact(NR)) {
             for (sum, &wj) in sums.iter_mut().zip(w) {
                 *sum = xv.mul_add(wj, *sum);
             }
@@ -236,10 +253,10 @@ fn micro_tile_scalar(mr: usize, kc: usize, panel: &[f32], xp: &[f32], acc: &mut 
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{MR_AVX2, NR};
+    use super::{MR_AVX2, NR, X_STRIDE};
     use std::arch::x86_64::*;
 
-    /// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[kk·x_stride + t] · panel[kk·NR + j]` for
+    /// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[t·X_STRIDE + kk] · panel[kk·NR + j]` for
     /// `t < T`, `j < 16`: per kk two weight loads, T broadcasts, 2·T FMAs.
     ///
     /// # Safety
@@ -249,15 +266,14 @@ mod avx2 {
         kc: usize,
         panel: &[f32],
         xp: &[f32],
-        x_stride: usize,
         acc: &mut [f32],
         acc_stride: usize,
         accumulate: bool,
     ) {
         assert!(
             (1..=MR_AVX2).contains(&T)
-                && T <= x_stride
-                && (kc == 0 || (panel.len() >= (kc - 1) * NR + 16 && xp.len() >= (kc - 1) * x_stride + T))
+                && kc <= X_STRIDE
+                && (kc == 0 || (panel.len() >= (kc - 1) * NR + 16 && xp.len() >= (T - 1) * X_STRIDE + kc))
                 && acc_stride >= 16
                 && acc.len() >= (T - 1) * acc_stride + 16,
             "avx2 micro_tile shapes"
@@ -273,14 +289,14 @@ mod avx2 {
             }
         }
         for kk in 0..kc {
-            // SAFETY: kk < kc, so panel[kk·NR .. kk·NR + 16] and xp[kk·x_stride .. + T] are
-            // inside the slices (asserted).
+            // SAFETY: kk < kc, so panel[kk·NR .. kk·NR + 16] and xp[t·X_STRIDE + kk] for t < T
+            // are inside the slices (asserted).
             unsafe {
                 let w0 = _mm256_loadu_ps(panel.as_ptr().add(kk * NR));
                 let w1 = _mm256_loadu_ps(panel.as_ptr().add(kk * NR + 8));
-                let x = xp.as_ptr().add(kk * x_stride);
+                let x = xp.as_ptr().add(kk);
                 for (t, c_t) in c.iter_mut().enumerate() {
-                    let xb = _mm256_set1_ps(*x.add(t));
+                    let xb = _mm256_set1_ps(*x.add(t * X_STRIDE));
                     c_t[0] = _mm256_fmadd_ps(xb, w0, c_t[0]);
                     c_t[1] = _mm256_fmadd_ps(xb, w1, c_t[1]);
                 }
