@@ -126,26 +126,18 @@ pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R]
     std::array::from_fn(|r| _mm512_reduce_add_ps(total[r]))
 }
 
-/// Checks a [`super::qgemm::QuantRows::pack_panel`] call; returns the first block and the
-/// number of blocks.
-fn panel_blocks(n: usize, k: usize, rows: &[usize; ZMM], k0: usize, out_len: usize) -> (usize, usize) {
-    let kc = out_len / ZMM;
-    assert!(out_len == kc * ZMM && kc % GROUP == 0 && k0 % GROUP == 0 && k0 + kc <= k, "pack_panel: shape");
-    assert!(rows.iter().all(|&r| r < n), "pack_panel: rows");
-    (k0 / GROUP, kc / GROUP)
-}
-
-/// The panel GEMM's micro-panel of a Q1 matrix: per k one zmm of 16 rows' weights, ±d chosen by
-/// a mask of the 16 rows' bits at k (a test of the 16 rows' words against bit i).
+/// The panel GEMM's micro-panel rows of a Q1 matrix: per k one zmm of 16 rows' weights, ±d
+/// chosen by a mask of the 16 rows' bits at k (a test of the 16 rows' words against bit i).
 ///
 /// # Safety
-/// The CPU must support the features in the module doc.
+/// The CPU must support the features in the module doc; the shapes are those
+/// [`super::qgemm::QuantRows::pack_panel`] checks: `k0`, `kc` whole groups inside K,
+/// `stride >= 16`, `out.len() >= (kc − 1)·stride + 16`, every row < N.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize, out: &mut [f32]) {
+pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
     let nb = w.blocks_per_row();
-    let (kb0, n_blocks) = panel_blocks(w.n, w.k, rows, k0, out.len());
     let mut dst = out.as_mut_ptr();
-    for kb in kb0..kb0 + n_blocks {
+    for kb in k0 / GROUP..(k0 + kc) / GROUP {
         let blocks: [usize; ZMM] = std::array::from_fn(|j| rows[j] * nb + kb);
         let scales: [f32; ZMM] = std::array::from_fn(|j| w.scales[blocks[j]].to_f32());
         // SAFETY: 16 floats.
@@ -158,29 +150,27 @@ pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize,
             let mut bit = _mm512_set1_epi32(1);
             for _ in 0..32 {
                 let plus = _mm512_test_epi32_mask(words, bit);
-                // SAFETY: n_blocks·128 k values x 16 floats = out.len() (checked above).
-                unsafe {
-                    _mm512_storeu_ps(dst, _mm512_mask_blend_ps(plus, neg_d, d));
-                    dst = dst.add(ZMM);
-                }
+                // SAFETY: store number kk < kc writes out[kk·stride .. kk·stride + 16], inside
+                // `out` by the caller's contract (the pointer after the last store is not used).
+                unsafe { _mm512_storeu_ps(dst, _mm512_mask_blend_ps(plus, neg_d, d)) };
+                dst = dst.wrapping_add(stride);
                 bit = _mm512_slli_epi32::<1>(bit);
             }
         }
     }
 }
 
-/// The panel GEMM's micro-panel of a Q2 matrix: per k the 16 rows' codes c, as `c·d − d`
+/// The panel GEMM's micro-panel rows of a Q2 matrix: per k the 16 rows' codes c, as `c·d − d`
 /// (exact: (c − 1)·d with c − 1 ∈ {−1, 0, 1, 2}).
 ///
 /// # Safety
 /// As [`q1_pack_panel`].
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q2_pack_panel(w: &Q2Matrix, rows: &[usize; ZMM], k0: usize, out: &mut [f32]) {
+pub(super) unsafe fn q2_pack_panel(w: &Q2Matrix, rows: &[usize; ZMM], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
     let nb = w.blocks_per_row();
-    let (kb0, n_blocks) = panel_blocks(w.n, w.k, rows, k0, out.len());
     let three = _mm512_set1_epi32(3);
     let mut dst = out.as_mut_ptr();
-    for kb in kb0..kb0 + n_blocks {
+    for kb in k0 / GROUP..(k0 + kc) / GROUP {
         let blocks: [usize; ZMM] = std::array::from_fn(|j| rows[j] * nb + kb);
         let scales: [f32; ZMM] = std::array::from_fn(|j| w.scales[blocks[j]].to_f32());
         // SAFETY: 16 floats.
@@ -192,45 +182,77 @@ pub(super) unsafe fn q2_pack_panel(w: &Q2Matrix, rows: &[usize; ZMM], k0: usize,
             for _ in 0..16 {
                 let code = _mm512_cvtepi32_ps(_mm512_and_si512(words, three));
                 // SAFETY: as in q1_pack_panel.
-                unsafe {
-                    _mm512_storeu_ps(dst, _mm512_fmsub_ps(code, d, d));
-                    dst = dst.add(ZMM);
-                }
+                unsafe { _mm512_storeu_ps(dst, _mm512_fmsub_ps(code, d, d)) };
+                dst = dst.wrapping_add(stride);
                 words = _mm512_srli_epi32::<2>(words);
             }
         }
     }
 }
 
-/// Tokens of the panel GEMM's register tile: 12 zmm accumulators of 16 weight rows each.
+/// Most tokens in the panel GEMM's register tile: 12 x 2 accumulators + 2 weight vectors of the
+/// 32 zmm registers.
 pub(super) const PANEL_MR: usize = 12;
+/// Weight rows (output columns) of the panel GEMM's micro-panel: two zmm.
+pub(super) const PANEL_NR: usize = 2 * ZMM;
 
-/// `tile[t][j] += Σ_kk xs[t][kk] · panel[kk·16 + j]` for `t < PANEL_MR` (one zmm of panel per
-/// kk, each x value an embedded broadcast).
+/// `acc[t·acc_stride + j] (=|+=) Σ_{kk < kc} xp[t·X_STRIDE + kk] · panel[kk·32 + j]` for
+/// `t < MR`, `j < 32`: one register tile of the panel GEMM, `=` when `accumulate` is false. Per
+/// kk two weight loads and `MR` broadcasts feed `2·MR` FMAs; every output is a sequential f32 FMA
+/// chain over kk in order. A constant `X_STRIDE` makes each token row's broadcast a fixed
+/// displacement from one pointer.
 ///
 /// # Safety
-/// The CPU must support AVX-512F and FMA; `panel.len() == kc·16` and every `xs[t].len() == kc`.
+/// The CPU must support AVX-512F and FMA (the shapes are asserted).
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn panel_micro_tile(panel: &[f32], xs: &[&[f32]; PANEL_MR], tile: &mut [[f32; ZMM]; PANEL_MR]) {
-    let kc = panel.len() / ZMM;
-    assert!(panel.len() == kc * ZMM && xs.iter().all(|x| x.len() == kc), "panel_micro_tile shapes");
-    let mut c = [_mm512_setzero_ps(); PANEL_MR];
-    for t in 0..PANEL_MR {
-        // SAFETY: tile rows are 16 floats.
-        c[t] = unsafe { _mm512_loadu_ps(tile[t].as_ptr()) };
-    }
-    let x_ptr: [*const f32; PANEL_MR] = std::array::from_fn(|t| xs[t].as_ptr());
-    for kk in 0..kc {
-        // SAFETY: kk < kc, so kk·16 + 16 <= panel.len() and kk < xs[t].len().
-        unsafe {
-            let wv = _mm512_loadu_ps(panel.as_ptr().add(kk * ZMM));
-            for t in 0..PANEL_MR {
-                c[t] = _mm512_fmadd_ps(_mm512_set1_ps(*x_ptr[t].add(kk)), wv, c[t]);
+pub(super) unsafe fn panel_micro_tile<const MR: usize, const X_STRIDE: usize>(
+    kc: usize,
+    panel: &[f32],
+    xp: &[f32],
+    acc: &mut [f32],
+    acc_stride: usize,
+    accumulate: bool,
+) {
+    assert!(
+        (1..=PANEL_MR).contains(&MR)
+            && panel.len() >= kc * PANEL_NR
+            && kc <= X_STRIDE
+            && xp.len() >= (MR - 1) * X_STRIDE + kc
+            && acc_stride >= PANEL_NR
+            && acc.len() >= (MR - 1) * acc_stride + PANEL_NR,
+        "panel_micro_tile shapes"
+    );
+    let mut c = [[_mm512_setzero_ps(); 2]; MR];
+    if accumulate {
+        for (t, c_t) in c.iter_mut().enumerate() {
+            // SAFETY: row t's 32 floats end at t·acc_stride + 32 <= acc.len() (asserted).
+            unsafe {
+                c_t[0] = _mm512_loadu_ps(acc.as_ptr().add(t * acc_stride));
+                c_t[1] = _mm512_loadu_ps(acc.as_ptr().add(t * acc_stride + ZMM));
             }
         }
     }
-    for t in 0..PANEL_MR {
+    let (mut w, mut x) = (panel.as_ptr(), xp.as_ptr());
+    for _ in 0..kc {
+        // SAFETY: iteration kk reads panel[kk·32 .. kk·32 + 32] and xp[t·X_STRIDE + kk] for
+        // t < MR, inside the slices for kk < kc (asserted).
+        unsafe {
+            let w0 = _mm512_loadu_ps(w);
+            let w1 = _mm512_loadu_ps(w.add(ZMM));
+            for (t, c_t) in c.iter_mut().enumerate() {
+                let xb = _mm512_set1_ps(*x.add(t * X_STRIDE));
+                c_t[0] = _mm512_fmadd_ps(xb, w0, c_t[0]);
+                c_t[1] = _mm512_fmadd_ps(xb, w1, c_t[1]);
+            }
+            w = w.add(PANEL_NR);
+            x = x.add(1);
+        }
+    }
+    for (t, c_t) in c.iter().enumerate() {
         // SAFETY: as for the loads.
-        unsafe { _mm512_storeu_ps(tile[t].as_mut_ptr(), c[t]) };
+        unsafe {
+            _mm512_storeu_ps(acc.as_mut_ptr().add(t * acc_stride), c_t[0]);
+            _mm512_storeu_ps(acc.as_mut_ptr().add(t * acc_stride + ZMM), c_t[1]);
+        }
     }
 }

@@ -117,6 +117,17 @@ impl DisjointWriter {
         // SAFETY: i is in bounds (checked above); exclusivity is the caller's contract.
         unsafe { &mut *self.ptr.add(i) }
     }
+
+    /// Mutable access to elements `start .. start + len`.
+    ///
+    /// # Safety
+    /// As [`DisjointWriter::slot`], for every element of the range.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn range(&self, start: usize, len: usize) -> &mut [f32] {
+        assert!(start <= self.len && len <= self.len - start, "DisjointWriter range {start}+{len} out of {}", self.len);
+        // SAFETY: in bounds (checked above); exclusivity is the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
 }
 
 /// Lanes the portable kernels are written in: 8 independent f32 accumulators, which LLVM maps

@@ -37,9 +37,9 @@ impl QuantRows for Q1Matrix {
         }
     }
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
         // SAFETY: the trait's contract (the `Avx512` level's features).
-        unsafe { super::avx512::q1_pack_panel(self, rows, k0, out) }
+        unsafe { super::avx512::q1_pack_panel(self, rows, k0, kc, stride, out) }
     }
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {

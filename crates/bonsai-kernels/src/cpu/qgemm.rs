@@ -33,16 +33,24 @@ pub trait QuantRows: Sync {
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
     /// multiples of the 128-weight group).
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
-    /// `out[kk·16 + j] = W[rows[j], k0 + kk]` for `kk < out.len() / 16` (a multiple of the
-    /// 128-weight group; exact f32): the panel GEMM's micro-panel. AVX-512 builds it directly;
-    /// other levels transpose [`QuantRows::dequant_into`] rows.
-    fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
+    /// `out[kk·stride + j] = W[rows[j], k0 + kk]` for `kk < kc` (a multiple of the 128-weight
+    /// group) and `j < 16` (exact f32): 16 rows of the panel GEMM's k-major micro-panel, whose
+    /// rows are `stride >= 16` floats apart. AVX-512 builds it directly; other levels transpose
+    /// [`QuantRows::dequant_into`] rows.
+    fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        assert!(
+            kc % 128 == 0 && k0 % 128 == 0 && k0 + kc <= self.cols() && stride >= 16,
+            "pack_panel: k0 {k0} + kc {kc} must be whole groups inside K {}, stride {stride} >= 16",
+            self.cols()
+        );
+        assert!(kc == 0 || out.len() >= (kc - 1) * stride + 16, "pack_panel: out holds {} floats", out.len());
+        assert!(rows.iter().all(|&r| r < self.rows()), "pack_panel: a row is outside N {}", self.rows());
         match level {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Avx512` is only produced by run-time detection of the features the
-            // format's AVX-512 kernels need; they check the shapes themselves.
-            SimdLevel::Avx512 => unsafe { self.avx512_pack_panel(rows, k0, out) },
-            _ => pack_by_rows(self, rows, k0, out),
+            // format's AVX-512 kernels need; the shapes are checked above.
+            SimdLevel::Avx512 => unsafe { self.avx512_pack_panel(rows, k0, kc, stride, out) },
+            _ => pack_by_rows(self, rows, k0, kc, stride, out),
         }
     }
     /// `out[r][t] = Σ_k W[rows[r], k] · xs[t][k]` for every `r < R`, `t < T`.
@@ -66,9 +74,10 @@ pub trait QuantRows: Sync {
     }
     /// The format's kernels per level, which [`QuantRows::pack_panel`] and
     /// [`QuantRows::dot_tile`] choose from. Safety: the AVX-512 ones need the `Avx512` level's
-    /// features, the AVX2 ones AVX2 + FMA; x rows of length `cols()`.
+    /// features, the AVX2 ones AVX2 + FMA; x rows of length `cols()`; the pack's shapes as
+    /// [`QuantRows::pack_panel`] checks them.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, out: &mut [f32]);
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]);
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
     #[cfg(target_arch = "x86_64")]
@@ -79,15 +88,14 @@ pub trait QuantRows: Sync {
 }
 
 /// [`QuantRows::pack_panel`] from [`QuantRows::dequant_into`]: one row at a time, transposed.
-pub(crate) fn pack_by_rows<W: QuantRows + ?Sized>(w: &W, rows: &[usize; 16], k0: usize, out: &mut [f32]) {
-    let kc = out.len() / 16;
+pub(crate) fn pack_by_rows<W: QuantRows + ?Sized>(w: &W, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
     let mut row_buf = [0.0f32; 256];
     for (j, &row) in rows.iter().enumerate() {
         for c0 in (0..kc).step_by(row_buf.len()) {
             let len = row_buf.len().min(kc - c0);
             w.dequant_into(row, k0 + c0, &mut row_buf[..len]);
             for (kk, &v) in row_buf[..len].iter().enumerate() {
-                out[(c0 + kk) * 16 + j] = v;
+                out[(c0 + kk) * stride + j] = v;
             }
         }
     }
