@@ -112,7 +112,6 @@ mod tests {
         ("_gemv_b1", "gemv_b1_body"),
         ("_gemv_b1_out", "gemv_b1_body"),
         ("_gemv_b1_rope", "gemv_b1_body"),
-        ("_gemv_b1_rot", "gemv_b1_body"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),
         ("_seqs", "attention_decode_body"),

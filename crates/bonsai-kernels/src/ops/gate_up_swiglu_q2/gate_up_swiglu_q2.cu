@@ -1,3 +1,2 @@
 // Fused gate|up 2-bit matmul + SwiGLU; see gate_up_swiglu_q1.cu.
 DEFINE_MATMUL_ENTRY_POINTS(gate_up_swiglu_q2, 2, MATMUL_SWIGLU)
-DEFINE_B1_ROTATE_ENTRY_POINT(gate_up_swiglu_q2, 2, MATMUL_SWIGLU)

@@ -54,6 +54,13 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
     }
 }
 
+// One butterfly (u + v, u - v) of a pair held by two threads, on this thread's side: the lower
+// index (upper false) takes mine + other, the upper other - mine, the operands the shared-memory
+// loop (hadamard_block_in_smem's fallback) gives them, so every bit is the same.
+__device__ __forceinline__ float butterfly_side(float mine, float other, bool upper) {
+    return upper ? other - mine : mine + other;
+}
+
 // Rows one CTA of hadamard_blocks_in_warps transforms (of one block column): their loads are all
 // in flight at once.
 #define HADAMARD_ROWS_PER_CTA 2
@@ -208,8 +215,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 
 // Values one thread of hadamard_rotate_planes holds: LAYOUT_LANES per 128-group in the first
 // phase, at most ROTATE_GROUPS_PER_WARP groups per warp (MAX_BLOCK / 128 groups over 32 warps), and
-// at most ROTATE_PER_THREAD group-strided values in the second (fwht_groups.cu; ops/hadamard/cuda.rs
-// asserts both).
+// at most ROTATE_PER_THREAD group-strided values in the second (ops/hadamard/cuda.rs asserts both).
+#define ROTATE_PER_THREAD 8
 #define ROTATE_GROUPS_PER_WARP (ROTATE_PER_THREAD / LAYOUT_LANES)
 // float4 loads of the row's sum of squares one thread has in flight at once.
 #define ROTATE_ROW_QUADS 8
@@ -239,6 +246,36 @@ __device__ __forceinline__ float rotate_row_partial_sq(const float* __restrict__
         }
     }
     return ss;
+}
+
+// The first log2(128) = 7 butterfly stages of one 128-group held by a warp in b1_prepare_group's
+// layout: lane l holds v[t] = element layout_weight(t, l) = j0 + 2t (weight_layout.cu), so index
+// bit 0 is lane bit 4, bits 1 and 2 are t's bits 0 and 1, and bits 3..6 are lane bits 0..3
+// (complemented: the lower index of a pair may sit in the lane with the bit set). Stages in index
+// order, bit 0 first, as the shared-memory loop runs them; `j0` gives each side of a pair.
+__device__ __forceinline__ void fwht_group_in_warp(float (&v)[LAYOUT_LANES], int j0) {
+    // Stage bit 0: lanes l and l ^ 16.
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) v[t] = butterfly_side(v[t], __shfl_xor_sync(FULL_MASK, v[t], 16), j0 & 1);
+    // Stages bits 1 and 2: within the thread, t and t ^ 1, then t and t ^ 2.
+#pragma unroll
+    for (int len = 1; len < LAYOUT_LANES; len <<= 1) {
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t) {
+            if (t & len) continue;
+            const float a = v[t], b = v[t + len];
+            v[t] = a + b;
+            v[t + len] = a - b;
+        }
+    }
+    // Stages bits 3..6: lanes l and l ^ (1, 2, 4, 8).
+#pragma unroll
+    for (int bit = 3; bit < 7; ++bit) {
+        const bool upper = (j0 >> bit) & 1;
+#pragma unroll
+        for (int t = 0; t < LAYOUT_LANES; ++t)
+            v[t] = butterfly_side(v[t], __shfl_xor_sync(FULL_MASK, v[t], 1 << (bit - 3)), upper);
+    }
 }
 
 // One decode row's folded-matmul input and its bit planes in one launch (ops/hadamard/mod.rs,
@@ -377,11 +414,40 @@ __device__ __forceinline__ void hadamard_rotate_planes_body(HADAMARD_ROTATE_PARA
         for (int t = 0; t < LAYOUT_LANES; ++t) buf[group * GROUP_SIZE + j0 + 2 * t] = v[s][t];
     }
     __syncthreads();
-    // Step 4 (fwht_across_groups): offset j of groups lane_set * per + r (r < per): per =
-    // min(groups, ROTATE_PER_THREAD) in registers, lane_sets = groups / per threads per offset,
-    // neighbours in a warp (thread = j * lane_sets + lane_set; 128 * lane_sets threads, whole warps).
+    // Step 4: offset j of groups lane_set * per + r (r < per): per = min(groups, ROTATE_PER_THREAD)
+    // in registers, lane_sets = groups / per threads per offset, neighbours in a warp
+    // (thread = j * lane_sets + lane_set; 128 * lane_sets threads, whole warps). Group-index bits
+    // low to high: r's (register pairs), then lane_set's (shuffles).
     const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
-    if (threadIdx.x < GROUP_SIZE * lane_sets) fwht_across_groups(buf, per, lane_sets, threadIdx.x, rot, first);
+    if (threadIdx.x < GROUP_SIZE * lane_sets) {
+        const int lane_set = threadIdx.x % lane_sets, j = threadIdx.x / lane_sets;
+        float u[ROTATE_PER_THREAD];
+#pragma unroll
+        for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = r < per ? buf[(lane_set * per + r) * GROUP_SIZE + j] : 0.0f;
+#pragma unroll
+        for (int len = 1; len < ROTATE_PER_THREAD; len <<= 1) {
+            if (len >= per) break;
+#pragma unroll
+            for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
+                if ((r & len) || r + len >= per) continue;
+                const float a = u[r], b = u[r + len];
+                u[r] = a + b;
+                u[r + len] = a - b;
+            }
+        }
+        for (int len = 1; len < lane_sets; len <<= 1) {
+            const bool upper = lane_set & len;
+#pragma unroll
+            for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = butterfly_side(u[r], __shfl_xor_sync(FULL_MASK, u[r], len), upper);
+        }
+#pragma unroll
+        for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
+            if (r >= per) break;
+            const int i = (lane_set * per + r) * GROUP_SIZE + j;
+            buf[i] = u[r];
+            if (rot != nullptr) rot[first + i] = u[r];
+        }
+    }
     __syncthreads();
     // Step 5.
     for (int w = warp; w < groups; w += warps) {

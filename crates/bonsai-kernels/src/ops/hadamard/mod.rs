@@ -75,19 +75,6 @@
 //! power of two) instead of three integer divisions per value. The launch's other costs are
 //! its place in the chain: the GEMV before it must complete before its wait returns, and the
 //! GEMV after it waits for it to complete (docs/kernel-notes.md, Bonsai 2 decode: what is left).
-//!
-//! ## Folded into the producing GEMV (ffn_down's input)
-//!
-//! Where the transform's input is a binary SwiGLU GEMV's output (no norm, no permutation: the FFN
-//! activation), that GEMV's `_gemv_b1_rot` epilogue runs it instead of a launch
-//! (`launch::matmul::PlanesEpilogue::Rotate`; b1_rotate_epilogue in matmul_gemv_b1.cu): the CTA
-//! producing a block's last output polls the block's staged outputs and runs this kernel's steps 3
-//! to 5 through the same device functions (fwht_groups.cu), so its planes and rotated row equal
-//! `rotate_planes` on the GEMV's y bit for bit (`bonsai kernels verify`: "rotate_out").
-//! A residual-adding GEMV before a normed input (`RotateOut::norm`) rotates y ⊙ w instead, with
-//! y's own sums of squares in the planes, and the GEMVs reading them apply 1 / rms(y) (their
-//! fused norm): `W H(s ⊙ y ⊙ w) / rms(y) = W H(s ⊙ rmsnorm(y))` by linearity, to a bound
-//! `verify` derives ("rotate_out normed"), no longer bit for bit.
 
 mod cpu;
 mod reference;

@@ -386,7 +386,7 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1,
 mod planes;
 pub use planes::{
     embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
-    rotate_out_fits, B1Planes, PlanesEpilogue, PlanesOut, RopeOut, RotateOut,
+    B1Planes, PlanesEpilogue, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]
 mod gemv_choice;

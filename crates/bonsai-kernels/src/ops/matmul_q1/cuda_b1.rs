@@ -169,53 +169,13 @@ pub(crate) struct RopeOutArgs {
 // f32 and four i32; both sides pad the end to 8 bytes).
 unsafe impl cudarc::driver::DeviceRepr for RopeOutArgs {}
 
-/// Where a `_gemv_b1_rot` epilogue writes the planes of y's forward Hadamard rotation
-/// (`B1RotateOut` in matmul_gemv_b1.cu: same fields, same order; device pointers as u64,
-/// `norm_w` 0 without norm weights, `rot` 0 when the rotated row is not written).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RotateOutArgs {
-    pub planes: u64,
-    pub gsx: u64,
-    pub group_sq: u64,
-    pub signs: u64,
-    pub norm_w: u64,
-    pub rot: u64,
-    pub staged: u64,
-    pub block: i32,
-    pub scale: f32,
-}
-
-// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer, then an
-// int and a float: 64 bytes on both sides).
-unsafe impl cudarc::driver::DeviceRepr for RotateOutArgs {}
-
 /// What a one-token binary GEMV's epilogue does after its stores: nothing, write the next GEMV's
-/// planes (`_gemv_b1_out`), the qkv projection's norm, RoPE and KV write (`_gemv_b1_rope`), or
-/// the planes of y's Hadamard rotation (`_gemv_b1_rot`, the SwiGLU GEMV's).
+/// planes (`_gemv_b1_out`), or the qkv projection's norm, RoPE and KV write (`_gemv_b1_rope`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum GemvOut {
     None,
     Planes(PlanesOutArgs),
     Rope(RopeOutArgs),
-    Rotate(RotateOutArgs),
-}
-
-impl GemvOut {
-    /// Dynamic shared memory the epilogue needs at least: the rotation's block of floats and its
-    /// groups' sums of squares.
-    fn min_smem(&self) -> usize {
-        match self {
-            GemvOut::Rotate(r) => rotate_smem(r.block as usize),
-            _ => 0,
-        }
-    }
-}
-
-/// Dynamic shared memory a `_gemv_b1_rot` epilogue with Hadamard blocks of `block` takes at least
-/// (b1_rotate_epilogue): the block of floats, then a sum of squares per 128-group.
-pub(crate) fn rotate_smem(block: usize) -> usize {
-    4 * (block + block / crate::weights::GROUP)
 }
 
 /// CTAs of a prepare launch: a warp per group (up to 32 warps), each CTA taking all of an SM's
@@ -300,21 +260,20 @@ fn resident_ctas(gpu: Gpu<'_>, func: &CudaFunction, warps: usize, smem: usize) -
 }
 
 /// The launch of `func` (a `gemv_b1` entry point) for `n_out` outputs (features for SwiGLU) of
-/// K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), with at least
-/// `min_smem` bytes of dynamic shared memory (an epilogue's own), and whether the whole grid is
-/// resident at once, as the flag-polling epilogues need (their quantizing CTAs wait for
-/// lower-numbered ones of the same grid: b1_planes_epilogue).
+/// K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), and whether
+/// the whole grid is resident at once, as the flag-polling epilogues need (their quantizing CTAs
+/// wait for lower-numbered ones of the same grid: b1_planes_epilogue).
 pub(crate) fn device_geometry(
     gpu: Gpu<'_>,
     func: &CudaFunction,
     op: &'static str,
-    (k, n_out, swiglu): (usize, usize, bool),
-    min_smem: usize,
+    k: usize,
+    n_out: usize,
+    swiglu: bool,
 ) -> Result<(TcGeometry, bool), LaunchError> {
     let sms = sm_count(gpu.stream)?;
-    let mut g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(gpu, func, warps, smem.max(min_smem)))?
+    let g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    g.smem_bytes = g.smem_bytes.max(min_smem);
     let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
     Ok((g, g.ctas as usize <= per_sm * sms))
 }
@@ -339,12 +298,10 @@ pub(crate) fn launch_gemv(
         GemvOut::Planes(_) => Some("_out"),
         GemvOut::Rope(_) if epilogue == Epilogue::Store => Some("_rope"),
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is the Store GEMV's".into())),
-        GemvOut::Rotate(_) if matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add) => Some("_rot"),
-        GemvOut::Rotate(_) => return Err(shape(op, "the rotation epilogue is the SwiGLU and the Add GEMVs'".into())),
     };
     name.push_str(suffix.unwrap_or(""));
     let func = gpu.function(&name)?;
-    let (g, one_wave) = device_geometry(gpu, func, op, (k, n_out, epilogue == Epilogue::SwiGlu), out.min_smem())?;
+    let (g, one_wave) = device_geometry(gpu, func, op, k, n_out, epilogue == Epilogue::SwiGlu)?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
     if plain && launch_tiles(gpu, call, &g, one_wave, tiles)? {
         return Ok(());
@@ -376,18 +333,14 @@ pub(crate) fn launch_gemv(
         GemvOut::Rope(r) => {
             b.arg(r);
         }
-        GemvOut::Rotate(r) => {
-            b.arg(r);
-        }
     }
     // SAFETY: argument order and types match the *_gemv_b1 entry points (scales, payload, planes,
     // gsx, group_sq, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm, norm_eps, and for the
-    // `_out` / `_rope` / `_rot` ones the B1PlanesOut / B1RopeOut / B1RotateOut block); the
-    // weights and y were checked by the caller (payload 16-byte, scales 8-byte aligned), the
-    // scratch was sized above (cudarc allocations are 256-byte aligned: cp.async's 16 bytes), a
-    // planes output, the rope or the rotation epilogue's buffers were sized for n_out by the caller
-    // (the rotation's block a power of two of whole 128-groups dividing n_out), and b1_geometry
-    // sized the block and shared memory, at least the rotation's block of floats.
+    // `_out` / `_rope` ones the B1PlanesOut / B1RopeOut block); the weights and y were checked by
+    // the caller (payload 16-byte, scales 8-byte aligned), the scratch was sized above (cudarc
+    // allocations are 256-byte aligned: cp.async's 16 bytes), a planes output or the rope
+    // epilogue's buffers were sized for n_out by the caller, and b1_geometry sized the block and
+    // shared memory.
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -403,14 +356,5 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 64);
         assert_eq!(std::mem::offset_of!(RopeOutArgs, n_kv), 80);
         assert_eq!(std::mem::size_of::<RopeOutArgs>(), 88);
-    }
-
-    /// `B1RotateOut` (matmul_gemv_b1.cu) as nvcc lays it out: 7 pointers, then block and scale
-    /// from byte 56, 64 bytes in all.
-    #[test]
-    fn rotate_out_args_match_the_cuda_struct() {
-        assert_eq!(std::mem::offset_of!(RotateOutArgs, block), 56);
-        assert_eq!(std::mem::offset_of!(RotateOutArgs, scale), 60);
-        assert_eq!(std::mem::size_of::<RotateOutArgs>(), 64);
     }
 }

@@ -11,10 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::launch::matmul_b1::{
-    device_geometry, launch_gemv, prepare, prepare_embed, rotate_smem, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, RotateOutArgs,
-    TilesChoice,
-};
+use crate::launch::matmul_b1::{device_geometry, launch_gemv, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
 use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::KvCache;
 use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits, Store};
@@ -224,56 +221,11 @@ pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, sw
     };
     for name in entries {
         let func = gpu.function(&name)?;
-        if !device_geometry(gpu, func, "planes_out_fits", (k, n_out, swiglu), 0)?.1 {
+        if !device_geometry(gpu, func, "planes_out_fits", k, n_out, swiglu)?.1 {
             return Ok(false);
         }
     }
     Ok(true)
-}
-
-/// Whether the GEMV with `epilogue` (SwiGLU or Add) and the rotation epilogue ([`RotateOut`],
-/// `*_gemv_b1_rot`) of `bits` weights, `n_out` outputs (features) over K inputs and Hadamard
-/// blocks of `block` runs on this device: the block one [`RotateOut`] takes (a power of two of
-/// whole 128-groups dividing n_out, at most [`crate::launch::hadamard::MAX_BLOCK`]) and the grid,
-/// with the block's shared memory, resident in one wave.
-pub fn rotate_out_fits(
-    gpu: Gpu<'_>,
-    bits: QuantBits,
-    epilogue: super::Epilogue,
-    n_out: usize,
-    k: usize,
-    block: usize,
-) -> Result<bool, LaunchError> {
-    use super::{kernel_name, Epilogue, GemmKernel, GemvKernel};
-    let entry_exists = matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add);
-    if !entry_exists || !super::b1_shape_ok(k, n_out) || !rotate_block_ok(n_out, block) {
-        return Ok(false);
-    }
-    let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + "_rot";
-    let func = gpu.function(&name)?;
-    let swiglu = epilogue == Epilogue::SwiGlu;
-    Ok(device_geometry(gpu, func, "rotate_out_fits", (k, n_out, swiglu), rotate_smem(block))?.1)
-}
-
-/// Whether the rotation epilogue takes Hadamard blocks of `block` over `n_out` outputs: a power
-/// of two of whole 128-groups (a group never straddles two blocks) dividing n_out, at most
-/// the widest block the rotation kernels hold.
-fn rotate_block_ok(n_out: usize, block: usize) -> bool {
-    crate::launch::hadamard::rotate_planes_block_ok(block) && n_out.is_multiple_of(block)
-}
-
-/// Where a GEMV's rotation epilogue ([`PlanesEpilogue::Rotate`]) writes: the planes of
-/// `r = BlockH(s ⊙ y)` (the forward transform of ops::hadamard without permutation, blocks of
-/// `block`, `signs` the n_out-wide sign vector) for the next GEMV, and r itself to `rot` when
-/// given (where a later op reads the rotated row). With `norm` (the next GEMV's RMSNorm weights)
-/// the planes are those of `BlockH(s ⊙ y ⊙ norm)` with y's own sums of squares: the next GEMV,
-/// run with `norm_eps`, applies 1 / rms(y) itself (no rotated row then: it lacks that factor).
-pub struct RotateOut<'a> {
-    pub planes: &'a mut B1Planes,
-    pub signs: &'a CudaSlice<f32>,
-    pub norm: Option<&'a CudaSlice<f32>>,
-    pub block: usize,
-    pub rot: Option<&'a mut CudaSlice<f32>>,
 }
 
 /// What a planes GEMV's epilogue writes besides y.
@@ -285,9 +237,6 @@ pub enum PlanesEpilogue<'a> {
     /// The decode qkv projection's per-head norm, RoPE and KV write (the Store epilogue, head dim
     /// 128 only).
     Rope(RopeOut<'a>),
-    /// The planes of y's forward Hadamard rotation for the next GEMV (the SwiGLU and Add
-    /// epilogues).
-    Rotate(RotateOut<'a>),
 }
 
 /// One token's binary GEMV on x's planes (filled before on the same stream), with any epilogue:
@@ -298,10 +247,7 @@ pub enum PlanesEpilogue<'a> {
 /// qkv projection, `*_gemv_b1_rope`) it does `qk_norm_rope` with the KV write: y ends holding the
 /// normalised, rotated q and k heads and the v heads, bit-identical to the two launches, and the
 /// k / v rows go to the caches at position `pos0[0]` (skipped past max_seq; heads past max_pos
-/// NaN); the grid must fit the device in one wave. With [`PlanesEpilogue::Rotate`] (the SwiGLU
-/// or Add GEMV, `*_gemv_b1_rot`) it writes the planes of y's forward Hadamard rotation (and the
-/// rotated row when asked), bit-identical to `launch::hadamard::rotate_planes` on y without norm
-/// weights; with them, the planes a normed next GEMV reads ([`RotateOut`]); one wave too.
+/// NaN); the grid must fit the device in one wave.
 /// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
@@ -343,7 +289,6 @@ pub fn gemv_from_planes(
             GemvOut::Planes(PlanesOutArgs { planes, gsx, group_sq, norm_w, staged })
         }
         PlanesEpilogue::Rope(r) => GemvOut::Rope(rope_args(gpu, w, epilogue, y.len(), r, &mut guards)?),
-        PlanesEpilogue::Rotate(r) => GemvOut::Rotate(rotate_args(gpu, epilogue, n_out, r, &mut guards)?),
     };
     let (scales, _g0) = read_ptr(w.scales, gpu.stream);
     let (payload, _g1) = read_ptr(w.payload, gpu.stream);
@@ -354,63 +299,6 @@ pub fn gemv_from_planes(
     let (y_ptr, _g2) = write_ptr(y, gpu.stream);
     let call = B1Call { bits: w.bits, n_out, k: w.k, weights_y: (scales, payload, y_ptr), planes: ptrs, norm_eps };
     launch_gemv(gpu, call, epilogue, gemv_out, tiles)
-}
-
-/// The rotation epilogue's checks and device addresses (their guards pushed to `guards`) for a
-/// GEMV of `n_out` outputs with `epilogue`.
-fn rotate_args<'a>(
-    gpu: Gpu<'a>,
-    epilogue: super::Epilogue,
-    n_out: usize,
-    r: RotateOut<'a>,
-    guards: &mut Vec<SyncOnDrop<'a>>,
-) -> Result<RotateOutArgs, LaunchError> {
-    const OP: &str = "gemv_rotate_planes";
-    if !matches!(epilogue, super::Epilogue::SwiGlu | super::Epilogue::Add) {
-        return Err(shape(OP, format!("the rotation epilogue follows the SwiGLU or the Add GEMV, not {epilogue:?}")));
-    }
-    let RotateOut { planes: dst, signs, norm, block, rot } = r;
-    if norm.is_some() && rot.is_some() {
-        return Err(shape(OP, "a normed rotation writes no rotated row (its planes lack the 1 / rms the next GEMV applies)".into()));
-    }
-    if !rotate_block_ok(n_out, block) {
-        return Err(shape(
-            OP,
-            format!(
-                "Hadamard block {block} must be a power of two of whole {GROUP}-groups dividing the {n_out} outputs, at most {}",
-                crate::launch::hadamard::MAX_BLOCK
-            ),
-        ));
-    }
-    if dst.k != n_out {
-        return Err(shape(OP, format!("output planes of K = {} for {n_out} outputs", dst.k)));
-    }
-    expect_at_least(OP, "signs", signs.len(), n_out)?;
-    let (signs, g0) = read_ptr(signs, gpu.stream);
-    guards.push(g0);
-    let norm_w = match norm {
-        Some(n) => {
-            expect_at_least(OP, "norm weights", n.len(), n_out)?;
-            let (p, g) = read_ptr(n, gpu.stream);
-            guards.push(g);
-            p
-        }
-        None => 0,
-    };
-    let rot = match rot {
-        Some(r) => {
-            expect_at_least(OP, "rotated row", r.len(), n_out)?;
-            let (p, g) = write_ptr(r, gpu.stream);
-            guards.push(g);
-            p
-        }
-        None => 0,
-    };
-    let ((planes, gsx, group_sq, staged), gs) = dst.epilogue_ptrs(gpu.stream, OP)?;
-    guards.extend(gs);
-    // hadamard_rotate_planes' scale (launch::hadamard::rotate_planes computes it so).
-    let scale = 1.0 / (block as f32).sqrt();
-    Ok(RotateOutArgs { planes, gsx, group_sq, signs, norm_w, rot, staged, block: block as i32, scale })
 }
 
 /// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it

@@ -357,12 +357,10 @@ __device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][
 
 // What a one-token binary GEMV does after its stores, picked at compile time by its OUT type's
 // KIND: nothing (B1NoOut, the plain entry points), the next GEMV's planes (B1PlanesOut, `_out`),
-// the decode qkv projection's per-head RMSNorm, RoPE and KV write (B1RopeOut, `_rope`), or the
-// next GEMV's planes of y's Hadamard rotation (B1RotateOut, `_rot`).
+// or the decode qkv projection's per-head RMSNorm, RoPE and KV write (B1RopeOut, `_rope`).
 #define B1_OUT_NONE 0
 #define B1_OUT_PLANES 1
 #define B1_OUT_ROPE 2
-#define B1_OUT_ROTATE 3
 struct B1NoOut {
     static constexpr int KIND = B1_OUT_NONE;
     unsigned long long* staged = nullptr;
@@ -441,119 +439,6 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
 #pragma unroll
         for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
         b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
-    }
-}
-
-// Where the `_gemv_b1_rot` epilogue writes the planes of y's forward Hadamard rotation
-// r = BlockH(s ⊙ y) (ops/hadamard/mod.rs; no permutation) for the next GEMV: the planes, (s, X)
-// and sums of squares of each 128-group of r, the rotated row itself to `rot` when not null (a
-// later op reads it), one staging word per output (zero between launches); the width's sign
-// vector, the block (a power of two of whole 128-groups dividing n_out) and the scale
-// 1/sqrt(block) as the host computes it for hadamard_rotate_planes. With `norm_w` (the next
-// GEMV's RMSNorm weights) it rotates y ⊙ norm_w instead and each group's sum of squares is y's
-// own (group g of y), so the next GEMV applies 1 / rms(y) itself (its fused norm: by linearity
-// W H(s ⊙ y ⊙ w) / rms = W H(s ⊙ rmsnorm(y))); `rot` is then null. Mirrored by `RotateOutArgs` in
-// ops/matmul_q1/cuda_b1.rs (same fields, same order).
-struct B1RotateOut {
-    static constexpr int KIND = B1_OUT_ROTATE;
-    u32* planes;
-    u32* gsx;
-    float* group_sq;
-    const float* signs;
-    const float* norm_w;
-    float* rot;
-    unsigned long long* staged;
-    int block;
-    float scale;
-};
-
-// The `_gemv_b1_rot` epilogue. Why: in the Bonsai 2 decode the SwiGLU row of gate|up is rotated
-// before ffn_down, and a separate hadamard_rotate_planes launch cost a kernel boundary (this GEMV
-// completing, the rotation's own latency chain, the down GEMV's wait) for little work. Here the
-// CTA that produces a Hadamard block's last output rotates the block, as b1_planes_epilogue
-// quantizes a group: all its warps poll the block's staged words (a warp per 128-group, looping
-// when the CTA has fewer warps than the block has groups; signs loaded before the poll), clear
-// them, and run hadamard_rotate_planes' arithmetic in its order: (y * s) * scale as two rounded
-// products (no FMA with the first butterfly: the unfused chain stores y first), the first 7
-// stages in the warp (fwht_group_in_warp), one barrier, the stages across groups
-// (fwht_across_groups, which also writes `rot`), one barrier, b1_prepare_group per group. So the
-// planes, (s, X), sums of squares and rotated row equal the unfused launches' bit for bit. With
-// norm weights (the residual-adding GEMVs before a normed folded input) the values are
-// ((y * w) * s) * scale and each group's sum of squares is y's, summed during the poll and
-// handed to b1_quantize_group: no longer the unfused path's bits (the next GEMV applies 1 / rms
-// after its dot products; verify derives the bound). The block and the groups' sums go through
-// the start of the dynamic shared memory (the launcher sizes it for block + block / 128 floats),
-// after a barrier: gemv_store_outputs has read the partial sums there.
-// Deadlock-free as b1_planes_epilogue: one wave, and a polling CTA waits only for lower-numbered
-// CTAs (a block's last output is its highest-numbered producer's).
-// Speed of light: the launch it removes (and its place in the chain); the work added to one CTA
-// per block is one rotation of `block` values (an L2 round trip for the words, log2(block)
-// butterfly stages, two barriers, the planes' stores), the rest of the grid unchanged.
-template <int MODE>
-__device__ __forceinline__ void b1_rotate_epilogue(int n_out, int tiles_per_cta, int cta, const B1RotateOut& o) {
-    const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
-    const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
-    // Blocks whose last output is one of this CTA's [o0, o1) (as b1_planes_epilogue's groups).
-    const int b_first = o0 / o.block, b_end = o0 < o1 ? o1 / o.block : b_first;
-    if (b_first >= b_end) return;  // CTA-uniform: most CTAs finish no block
-    extern __shared__ uint4 b1_smem[];
-    float* buf = reinterpret_cast<float*>(b1_smem);
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
-    const int groups = o.block / GROUP_SIZE;
-    float* group_sq_s = buf + o.block;  // with norm weights: y's sum of squares per group
-    const int per = min(groups, ROTATE_PER_THREAD), lane_sets = groups / per;
-    const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    __syncthreads();  // the partial sums in the same shared memory are read
-    for (int b = b_first; b < b_end; ++b) {
-        const int first = b * o.block;
-        for (int group = warp; group < groups; group += warps) {  // warp-uniform
-            const int base = first + group * GROUP_SIZE + j0;
-            float sgn[LAYOUT_LANES], nw[LAYOUT_LANES];
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) {
-                sgn[t] = o.signs[base + 2 * t];
-                nw[t] = o.norm_w != nullptr ? o.norm_w[base + 2 * t] : 1.0f;
-            }
-            unsigned long long* words = o.staged + base;
-            unsigned long long w[LAYOUT_LANES];
-            b1_poll_staged(words, 2, w);
-            float v[LAYOUT_LANES];
-            float sq = 0.0f;
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) {
-                const float y = __uint_as_float((u32)w[t]);
-                sq = fmaf(y, y, sq);
-                // y * 1 is y: without norm weights, hadamard_rotate_planes' two products exactly.
-                v[t] = __fmul_rn(__fmul_rn(__fmul_rn(y, nw[t]), sgn[t]), o.scale);
-                st_relaxed_gpu_u64(words + 2 * t, 0ull);
-            }
-            if (o.norm_w != nullptr) {
-                sq = warp_sum(sq);
-                if (lane == 0) group_sq_s[group] = sq;
-            }
-            fwht_group_in_warp(v, j0);
-#pragma unroll
-            for (int t = 0; t < LAYOUT_LANES; ++t) buf[group * GROUP_SIZE + j0 + 2 * t] = v[t];
-        }
-        __syncthreads();
-        // Whole warps per step of idx (128 * lane_sets is a multiple of 32), as the shuffles need.
-        for (unsigned idx = threadIdx.x; idx < (unsigned)(GROUP_SIZE * lane_sets); idx += blockDim.x)
-            fwht_across_groups(buf, per, lane_sets, idx, o.rot, first);
-        __syncthreads();
-        for (int w = warp; w < groups; w += warps) {
-            const int group = first / GROUP_SIZE + w;
-            u32* planes_group = o.planes + (long long)group * B1_GROUP_WORDS;
-            if (o.norm_w == nullptr) {
-                b1_prepare_group(buf + w * GROUP_SIZE, nullptr, planes_group, o.gsx + 2 * group, o.group_sq + group);
-            } else {
-                // y's sum of squares on lane 0 alone: b1_quantize_group's warp sum adds zeros to it.
-                float v[LAYOUT_LANES];
-#pragma unroll
-                for (int t = 0; t < LAYOUT_LANES; ++t) v[t] = buf[w * GROUP_SIZE + j0 + 2 * t];
-                b1_quantize_group(v, lane == 0 ? group_sq_s[w] : 0.0f, planes_group, o.gsx + 2 * group, o.group_sq + group);
-            }
-        }
-        if (b + 1 < b_end) __syncthreads();  // the next block reuses buf
     }
 }
 
@@ -652,7 +537,7 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 #define B1_ONE_NORM_SLOT(MODE) ((MODE) != MATMUL_ADD)
 
 // OUT: the epilogue after the stores (B1NoOut, B1PlanesOut for the `_gemv_b1_out` entry points,
-// B1RopeOut for `_gemv_b1_rope`, B1RotateOut for `_gemv_b1_rot`). A compile-time switch: the mere presence of the (skipped)
+// B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
 // planes epilogue made the plain kernels slower per launch (docs/kernel-notes.md, "The decode GEMV
 // (binary tensor core)": code placement), so the plain entry points are compiled without it.
 template <int BITS, int MODE, int NB, class OUT>
@@ -714,7 +599,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // between triggers at its start; once this wait returns, that kernel has completed.
     // Faster than the read in the epilogue (docs/kernel-notes.md, "Planes epilogues and the decode
     // layer's launches": the residual after the wait).
-    constexpr bool Y_READ = (OUT::KIND == B1_OUT_PLANES || OUT::KIND == B1_OUT_ROTATE) && MODE == MATMUL_ADD;
+    constexpr bool Y_READ = OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
     if constexpr (Y_READ) read_y_early();
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).
@@ -775,7 +660,6 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
     if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
-    if constexpr (OUT::KIND == B1_OUT_ROTATE) b1_rotate_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);

@@ -122,19 +122,3 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
         griddep_launch_dependents(); /* after the epilogue: see above */                         \
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
-// A GEMV with the forward Hadamard rotation of its output and the rotated row's planes in its
-// epilogue (b1_rotate_epilogue in matmul_gemv_b1.cu): gate|up (MATMUL_SWIGLU) for Bonsai 2's
-// ffn_down input, the residual-adding projections (MATMUL_ADD) for the normed folded inputs after
-// them. Triggers its dependents at its start, as `_out`.
-#define DEFINE_B1_ROTATE_ENTRY_POINT(PREFIX, BITS, MODE)                                         \
-    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_rot(const u16* scales, const u32* payload, const u32* planes,           \
-                             const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
-                             int tiles_per_cta, int splits, int chunk_groups, int norm,          \
-                             float norm_eps, const B1RotateOut rotate_out) {                     \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
-        gemv_b1<BITS, MODE, B1RotateOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,    \
-                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps,    \
-                                         blockIdx.x, rotate_out);                                \
-    }
-DEFINE_B1_ROTATE_ENTRY_POINT(matmul_q1_add, 1, MATMUL_ADD)

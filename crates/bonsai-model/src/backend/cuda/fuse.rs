@@ -26,25 +26,16 @@
 //!   the planes of the rotated row ([`Step::RotatePlanes`]), which the GEMVs of that row share
 //!   (a mixer's two projections). It writes the normed row where a later op still reads it
 //!   (DeltaNet's alpha / beta projections) and the rotated row only where something reads it
-//!   other than through those planes. A transform without permutation of a GEMV's output (the
-//!   FFN activation after gate|up; after the RMSNorm, the residual stream after the output and
-//!   down projections) runs in that GEMV's epilogue instead ([`Step::GemvRotatePlanes`]: the CTA
-//!   finishing a Hadamard block rotates it and writes its planes; with the norm, of y ⊙ w, and the
-//!   GEMVs reading them apply 1 / rms), where its grid with the block's shared memory is resident
-//!   in one wave (`Caps::rotate_out_fits`) and, with the norm, neither the normed nor the rotated
-//!   row is read as such later (the DeltaNet's alpha|beta read its normed input: that norm stays
-//!   in its own launch).
-//!   Partial RoPE never takes the qkv epilogue
+//!   other than through those planes. Partial RoPE never takes the qkv epilogue
 //!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
 //!   ([`Step::RopeKvWrite`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 10 (norm+rotate+planes, qkv
-//!   and z GEMVs, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV with
-//!   norm+rotate+planes, gate|up GEMV with rotate+planes, down GEMV), where the norms, transforms
-//!   and prepares as launches of their own made 19; an attention layer 9 (qkv and gate GEMVs,
-//!   their input normed, rotated and quantized by the down GEMV before; qk_norm_rope+kv_write,
-//!   attention, sigmoid_gate, rotate+planes, out GEMV with norm+rotate+planes, gate|up GEMV with
-//!   rotate+planes, down GEMV), where they made 18.
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 12 (norm+rotate+planes, qkv
+//!   and z GEMVs, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
+//!   prepares as launches of their own made 19; an attention layer 12 (norm+rotate+planes, qkv
+//!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
+//!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
@@ -130,25 +121,6 @@ pub enum Step {
     /// 1 / rms from their sums of squares); `next`: its epilogue also writes the planes of y
     /// (times the norm weights given) for the next GEMV.
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
-    /// A binary GEMV on `planes` (`normed` as for [`Step::GemvPlanes`]) writing y, whose epilogue
-    /// also runs the forward Hadamard transform of y (no permutation; `signs` of `width`, blocks
-    /// of `block`) and writes the rotated row's planes to `next` (and the rotated row to `rot`
-    /// where a later op reads it): [`Step::GemvPlanes`] then [`Step::RotatePlanes`] in one launch,
-    /// bit for bit. With `norm` (an RMSNorm's weights before the transform) it rotates y ⊙ norm
-    /// and the GEMVs reading `next` apply 1 / rms(y) themselves (their `normed`).
-    GemvRotatePlanes {
-        w: MatrixId,
-        planes: Planes,
-        normed: bool,
-        y: Act,
-        epilogue: Epilogue,
-        signs: VectorId,
-        norm: Option<VectorId>,
-        width: usize,
-        block: usize,
-        rot: Option<Act>,
-        next: Planes,
-    },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
@@ -187,10 +159,6 @@ pub struct Caps<'a> {
     pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
     /// Whether the one-launch transform with planes ([`Step::RotatePlanes`]) takes this block.
     pub rotate_planes: &'a dyn Fn(usize) -> bool,
-    /// Whether matrix w's GEMV with this epilogue can run the forward transform of its output in
-    /// blocks of this size in its epilogue ([`Step::GemvRotatePlanes`]): an entry point exists,
-    /// the block suits it, and the grid with the block's shared memory is resident in one wave.
-    pub rotate_out_fits: &'a dyn Fn(MatrixId, Epilogue, usize) -> bool,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -394,36 +362,28 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     // `writes_planes[n]`: the planes node n's epilogue (or kernel) writes, if any.
     let mut writes_planes: Vec<Option<(Planes, PlanesInput)>> = vec![None; nodes.len()];
     let mut needs_prepare = vec![false; nodes.len()];
-    // `planes_from[n]`: the node whose epilogue (or kernel) wrote the planes GEMV n reads (None:
-    // a prepare launch).
-    let mut planes_from: Vec<Option<usize>> = vec![None; nodes.len()];
-    // The planes buffers' contents: which input each holds and who wrote it, valid until its
-    // activation changes.
-    let mut held: Vec<(Planes, PlanesInput, Option<usize>)> = Vec::new();
+    // The planes buffers' contents: which input each holds, valid until its activation changes.
+    let mut held: Vec<(Planes, PlanesInput)> = Vec::new();
     for n in 0..nodes.len() {
         if let Node::Gemv { input, planes, .. } = nodes[n] {
-            match held.iter().find(|(b, i, _)| (*b, *i) == (planes, input)) {
-                Some(&(_, _, from)) => planes_from[n] = from,
-                None => {
-                    // The producer's planes must survive until this GEMV: no GEMV in between may
-                    // read (and so have written) the same buffer.
-                    let untouched = |p: usize| (p + 1..n).all(|q| !matches!(nodes[q], Node::Gemv { planes: other, .. } if other == planes));
-                    match last_writer(&nodes, n, input.act) {
-                        Some(p) if writes_planes[p].is_none() && untouched(p) && can_write_planes(&nodes[p], input, planes, caps) => {
-                            writes_planes[p] = Some((planes, input));
-                            planes_from[n] = Some(p);
-                        }
-                        _ => needs_prepare[n] = true,
+            if !held.contains(&(planes, input)) {
+                // The producer's planes must survive until this GEMV: no GEMV in between may read
+                // (and so have written) the same buffer.
+                let untouched = |p: usize| (p + 1..n).all(|q| !matches!(nodes[q], Node::Gemv { planes: other, .. } if other == planes));
+                match last_writer(&nodes, n, input.act) {
+                    Some(p) if writes_planes[p].is_none() && untouched(p) && can_write_planes(&nodes[p], input, planes, caps) => {
+                        writes_planes[p] = Some((planes, input));
                     }
-                    held.retain(|(b, _, _)| *b != planes);
-                    held.push((planes, input, planes_from[n]));
+                    _ => needs_prepare[n] = true,
                 }
+                held.retain(|(b, _)| *b != planes);
+                held.push((planes, input));
             }
         }
         // Whatever this node writes invalidates the planes of that activation held so far
         // (the planes it writes itself are those of its new value: recorded when read).
         for written in node_writes(&nodes[n]).into_iter().flatten() {
-            held.retain(|(_, held_input, _)| held_input.act != written);
+            held.retain(|(_, held_input)| held_input.act != written);
         }
     }
     // A transform writing planes also writes its rotated row where something reads that row
@@ -446,44 +406,9 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
         false
     };
 
-    // 3. The steps. A GEMV followed by a transform of its output whose planes a GEMV reads runs
-    // the transform in its epilogue (`folds_rotate`); the transform's node is then skipped. With
-    // an RMSNorm before the transform, the epilogue rotates y ⊙ w and the GEMVs reading those
-    // planes apply 1 / rms (`normed`): only where the normed row is not kept and the rotated row
-    // is read through its planes alone (the epilogue writes neither: the norm's 1 / rms is not
-    // known to any one CTA).
-    let folds_rotate = |n: usize| match (&nodes[n], nodes.get(n + 1)) {
-        (
-            Node::Gemv { w, planes: own, y, epilogue, rope: None, .. },
-            Some(&Node::Rotate { x, norm, out, width, block, perm: None, .. }),
-        ) => {
-            let norm_ok = match norm {
-                None => true,
-                Some((PreNorm::Rms(_), _, kept)) => !kept && !rot_read(n + 1, out),
-                Some((PreNorm::Gated { .. }, _, _)) => false,
-            };
-            x == *y
-                && out != *y
-                && norm_ok
-                && writes_planes[n].is_none()
-                && matches!(writes_planes[n + 1], Some((Planes::Rot(k), _)) if k == width)
-                && *own != Planes::Rot(width)
-                && (caps.rotate_out_fits)(*w, *epilogue, block)
-        }
-        _ => false,
-    };
-    // Whether GEMV n's planes hold a row times norm weights whose 1 / rms it applies itself: a
-    // normed GEMV input, or planes of a normed transform folded into the GEMV before it.
-    let normed_input = |n: usize, input: PlanesInput| {
-        input.norm.is_some()
-            || planes_from[n].is_some_and(|p| p > 0 && matches!(nodes[p], Node::Rotate { norm: Some(_), .. }) && folds_rotate(p - 1))
-    };
+    // 3. The steps.
     let mut steps = Vec::new();
-    let mut folded = false;
     for (n, node) in nodes.iter().enumerate() {
-        if std::mem::take(&mut folded) {
-            continue; // the transform the GEMV before ran in its epilogue
-        }
         let next = writes_planes[n].map(|(planes, input)| (planes, input.norm));
         let mut steps = StepsAt { steps: &mut steps, origin: origins[n] };
         match *node {
@@ -491,19 +416,10 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                 if needs_prepare[n] {
                     steps.push(Step::PreparePlanes { x: input.act, norm: input.norm, planes });
                 }
-                let normed = normed_input(n, input);
-                steps.push(match (rope, &nodes.get(n + 1)) {
-                    (Some((q_norm, k_norm, layer)), _) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
-                    (None, Some(&Node::Rotate { out, norm: pre, signs, width, block, .. })) if folds_rotate(n) => {
-                        folded = true;
-                        let rot = rot_read(n + 1, out).then_some(out);
-                        let norm = pre.map(|(pre, _, _)| match pre {
-                            PreNorm::Rms(weight) => weight,
-                            PreNorm::Gated { .. } => unreachable!("folds_rotate takes no gated norm"),
-                        });
-                        Step::GemvRotatePlanes { w, planes, normed, y, epilogue, signs, norm, width, block, rot, next: Planes::Rot(width) }
-                    }
-                    (None, _) => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
+                let normed = input.norm.is_some();
+                steps.push(match rope {
+                    Some((q_norm, k_norm, layer)) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
+                    None => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
                 });
             }
             Node::Op(Op::Embed { table, out }) if next.is_some() => {

@@ -42,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -141,7 +141,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -157,7 +157,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -277,19 +277,11 @@ mod hybrid {
         }
     }
 
-    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed, and
-    /// with it the SwiGLU GEMV's rotation epilogue.
+    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed.
     pub fn steps(rows: Vec<usize>, rotate: bool) -> Vec<(Step, usize)> {
-        steps_folding(rows, rotate, rotate)
-    }
-
-    /// [`steps`] with the SwiGLU GEMV's rotation epilogue allowed (`fold`) or not (its grid too
-    /// large for one wave).
-    pub fn steps_folding(rows: Vec<usize>, rotate: bool, fold: bool) -> Vec<(Step, usize)> {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
-        let fold_ok = move |_: MatrixId, epilogue: Epilogue, _: usize| fold && matches!(epilogue, Epilogue::SwiGlu | Epilogue::Add);
         let caps = Caps {
             binary: &all,
             planes_out_fits: &fits,
@@ -299,7 +291,6 @@ mod hybrid {
             attention_seqs: true,
             matrix_k: &matrix_k,
             rotate_planes: &rotate_ok,
-            rotate_out_fits: &fold_ok,
         };
         fuse(&program, &caps)
     }
@@ -307,17 +298,12 @@ mod hybrid {
     /// The steps of each layer (from its first norm to the next layer's), then the head's (from
     /// the output norm); the embedding's are left out.
     pub fn by_layer(rows: Vec<usize>, rotate: bool) -> Vec<Vec<Step>> {
-        by_layer_folding(rows, rotate, rotate)
-    }
-
-    /// [`by_layer`] of [`steps_folding`].
-    pub fn by_layer_folding(rows: Vec<usize>, rotate: bool, fold: bool) -> Vec<Vec<Step>> {
         let program = forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
         let norm_at = |norm: VectorId| program.ops.iter().position(|op| matches!(op, Op::RmsNorm { weight, .. } if *weight == norm)).expect("norm");
         let mut starts: Vec<usize> = ids().layers.iter().map(|l| norm_at(l.attn_norm)).collect();
         starts.push(norm_at(ids().output_norm));
         let mut parts = vec![Vec::new(); starts.len()];
-        for (step, origin) in steps_folding(rows, rotate, fold) {
+        for (step, origin) in steps(rows, rotate) {
             if let Some(part) = starts.iter().rposition(|&s| s <= origin) {
                 parts[part].push(step);
             }
@@ -333,7 +319,6 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let sign = |w: usize| fold(w).expect("fold").signs;
     let rot = |width| Planes::Rot(width);
     let gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: false, y, epilogue, next: None };
-    let normed_gemv = |w, width, y, epilogue| Step::GemvPlanes { w, planes: rot(width), normed: true, y, epilogue, next: None };
     let rotate = |x, norm: Option<PreNorm>, normed, width, perm| Step::RotatePlanes {
         x,
         norm,
@@ -345,23 +330,8 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         rot: None,
         planes: rot(width),
     };
-    // A GEMV rotating its output (of `width`, times `norm` when given) in its epilogue.
-    let rotating = |w, (k, normed): (usize, bool), y, epilogue, norm, width| Step::GemvRotatePlanes {
-        w,
-        planes: rot(k),
-        normed,
-        y,
-        epilogue,
-        signs: sign(width),
-        norm,
-        width,
-        block: BLOCK,
-        rot: None,
-        next: rot(width),
-    };
-    // A DeltaNet layer: its norm's output stays for alpha / beta (its own launch); ssm_out's input
-    // gated-normed and permuted in the same launch; the post-mixer norm and transform in ssm_out's
-    // epilogue, gate|up applying its 1 / rms; the FFN transform in gate|up's epilogue.
+    // A DeltaNet layer: its norm's output stays for alpha / beta; ssm_out's input gated-normed
+    // and permuted in the same launch.
     let l0 = ids().layers[0];
     let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
     let delta: Vec<Step> = layers[0].clone();
@@ -376,192 +346,35 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     assert!(matches!(delta[5], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
     assert_eq!(delta[6], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[7], gemv(r.out, 384, Act::X, Epilogue::Add));
     assert_eq!(
-        delta[7..],
+        delta[8..],
         [
-            rotating(r.out, (384, false), Act::X, Epilogue::Add, Some(l0.post_norm), 256),
-            rotating(l0.gate_up, (256, true), Act::Ffn, Epilogue::SwiGlu, None, 512),
-            // The next layer's norm keeps its output (alpha / beta): not folded.
+            rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
+            gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
+            rotate(Act::Ffn, None, None, 512, None),
             gemv(l0.down, 512, Act::X, Epilogue::Add),
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 10, "launches per DeltaNet layer: {delta:#?}");
-    // Before the attention layer, the down GEMV normalises and rotates for its qkv and gate GEMVs.
+    assert_eq!(delta.len(), 12, "launches per DeltaNet layer: {delta:#?}");
+    // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
-    assert_eq!(layers[2].last(), Some(&rotating(ids().layers[2].down, (512, false), Act::X, Epilogue::Add, Some(l3.attn_norm), 256)));
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
     let attention = layers[3].clone();
-    assert_eq!(
-        attention[..2],
-        [normed_gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), normed_gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)],
-        "{attention:#?}"
-    );
-    assert_eq!(attention[5], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
-    // Its output projection reads 256-wide rotated planes, the width of the ones it would write:
-    // the post-attention norm and transform keep their launch.
-    assert_eq!(
-        attention[6..],
-        [
-            gemv(a.output, 256, Act::X, Epilogue::Add),
-            rotate(Act::X, Some(PreNorm::Rms(l3.post_norm)), None, 256, None),
-            rotating(l3.gate_up, (256, false), Act::Ffn, Epilogue::SwiGlu, None, 512),
-            rotating(l3.down, (512, false), Act::X, Epilogue::Add, Some(ids().output_norm), 256),
-        ],
-        "{attention:#?}"
-    );
-    // The head: its GEMV applies the output norm's 1 / rms (norm and transform in the last down).
+    assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
+    assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
+    assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
+    assert_eq!(attention.len(), 12, "launches per attention layer: {attention:#?}");
+    // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
     let head = &layers[4];
-    assert_eq!(head[0], normed_gemv(ids().head, 256, Act::Logits, Epilogue::Store), "{head:#?}");
+    assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
     // No prepare launch and no transform left apart but the embedding's inverse.
     let all: Vec<Step> = hybrid::steps(vec![1], true).into_iter().map(|(s, _)| s).collect();
     assert!(!all.iter().any(|s| matches!(s, Step::PreparePlanes { .. })), "{all:#?}");
     let apart: Vec<&Step> =
         all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. } | Op::GatedRmsNorm { .. }))).collect();
     assert!(matches!(apart[..], [Step::Op(Op::Hadamard { inverse: true, .. })]), "{apart:#?}");
-}
-
-#[test]
-fn without_the_rotation_epilogue_the_ffn_transform_is_its_own_launch() {
-    use hybrid::{fold, ids, BLOCK};
-    // The gate|up grid does not fit one wave with the epilogue: gate|up, then the transform with
-    // planes, 12 launches per layer.
-    let layers = hybrid::by_layer_folding(vec![1], true, false);
-    let l0 = ids().layers[0];
-    let ffn = Step::RotatePlanes {
-        x: Act::Ffn,
-        norm: None,
-        normed: None,
-        signs: fold(512).expect("fold").signs,
-        width: 512,
-        block: BLOCK,
-        perm: None,
-        rot: None,
-        planes: Planes::Rot(512),
-    };
-    let gate_up = Step::GemvPlanes { w: l0.gate_up, planes: Planes::Rot(256), normed: false, y: Act::Ffn, epilogue: Epilogue::SwiGlu, next: None };
-    assert_eq!(layers[0][9..11], [gate_up, ffn], "{:#?}", layers[0]);
-    assert_eq!(layers[0].len(), 12, "{:#?}", layers[0]);
-    assert_eq!(layers[3].len(), 12, "{:#?}", layers[3]);
-    let all = hybrid::steps_folding(vec![1], true, false);
-    assert!(!all.iter().any(|(s, _)| matches!(s, Step::GemvRotatePlanes { .. })), "{all:#?}");
-}
-
-/// A one-token program of a SwiGLU GEMV whose output a forward transform rotates for a binary
-/// GEMV, then `tail`; and its steps where every epilogue fits.
-fn swiglu_rotation(perm: Option<VHeadPerm>, tail: &[Op]) -> Vec<(Step, usize)> {
-    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
-    let fold_ok = |_: MatrixId, epilogue: Epilogue, _: usize| epilogue == Epilogue::SwiGlu;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|w: MatrixId| if w.0 == 0 { 256 } else { 384 }, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
-    let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
-    program.ops = vec![
-        Op::GateUpSwiglu { w: MatrixId(0), x: Act::Rot, out: Act::Delta },
-        Op::Hadamard { x: Act::Delta, out: Act::Rot, signs: VectorId(1), width: 384, block: 128, inverse: false, perm },
-        Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::X, store: Store::Add },
-    ];
-    program.ops.extend_from_slice(tail);
-    fuse(&program, &caps)
-}
-
-#[test]
-fn a_swiglu_gemv_rotates_its_output_in_its_epilogue() {
-    let rotating = |rot| Step::GemvRotatePlanes {
-        w: MatrixId(0),
-        planes: Planes::Rot(256),
-        normed: false,
-        y: Act::Delta,
-        epilogue: Epilogue::SwiGlu,
-        signs: VectorId(1),
-        norm: None,
-        width: 384,
-        block: 128,
-        rot,
-        next: Planes::Rot(384),
-    };
-    let down = Step::GemvPlanes { w: MatrixId(1), planes: Planes::Rot(384), normed: false, y: Act::X, epilogue: Epilogue::Add, next: None };
-    // The rotated row read only through its planes: not written. The first GEMV's planes come
-    // from a prepare launch (nothing in the program wrote them).
-    let s: Vec<Step> = swiglu_rotation(None, &[]).into_iter().map(|(s, _)| s).collect();
-    assert_eq!(s[1..], [rotating(None), down], "{s:#?}");
-    // The rotated row also read as floats (an f32 matmul): written by the epilogue too; the
-    // GEMV's own output read later: the GEMV writes y either way.
-    let reads = [
-        Op::MatmulF32 { w: VectorId(2), n: 8, k: 384, x: Act::Rot, y: Act::Alpha, second: None },
-        Op::SigmoidGate { x: Act::Delta, gate: Act::Z, out: Act::Gated },
-    ];
-    let s = swiglu_rotation(None, &reads);
-    assert_eq!(s[1], (rotating(Some(Act::Rot)), 0), "{s:#?}");
-    assert_eq!(s[2], (down, 2), "{s:#?}");
-    // A permuted transform is not the epilogue's: the GEMV and the transform apart.
-    let s = swiglu_rotation(Some(VHeadPerm { head_dim: 64, k_heads: 2, rep: 3 }), &[]);
-    assert!(matches!(s[1].0, Step::GemvPlanes { next: None, .. }), "{s:#?}");
-    assert!(matches!(s[2].0, Step::RotatePlanes { x: Act::Delta, perm: Some(_), .. }), "{s:#?}");
-}
-
-#[test]
-fn a_normed_rotation_folds_only_where_neither_row_is_read_as_such() {
-    // An Add GEMV, an RMSNorm of its output, the transform, a binary GEMV on its planes, then
-    // `tail`.
-    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
-    let fold_ok = |_: MatrixId, _: Epilogue, _: usize| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|w: MatrixId| if w.0 == 0 { 384 } else { 256 }, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
-    let (norm, signs) = (VectorId(0), VectorId(1));
-    let program_of = |tail: &[Op]| {
-        let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
-        program.ops = vec![
-            Op::Matmul { w: MatrixId(0), x: Act::Rot, y: Act::X, store: Store::Add },
-            Op::RmsNorm { x: Act::X, weight: norm, out: Act::Xn },
-            Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None },
-            Op::Matmul { w: MatrixId(1), x: Act::Rot, y: Act::Mixed, store: Store::Overwrite },
-        ];
-        program.ops.extend_from_slice(tail);
-        program
-    };
-    let steps = |tail: &[Op]| -> Vec<Step> { fuse(&program_of(tail), &caps).into_iter().map(|(s, _)| s).collect() };
-    let s = steps(&[]);
-    let want = Step::GemvRotatePlanes {
-        w: MatrixId(0),
-        planes: Planes::Rot(384),
-        normed: false,
-        y: Act::X,
-        epilogue: Epilogue::Add,
-        signs,
-        norm: Some(norm),
-        width: 256,
-        block: 128,
-        rot: None,
-        next: Planes::Rot(256),
-    };
-    assert_eq!(s[1..], [want, Step::GemvPlanes { w: MatrixId(1), planes: Planes::Rot(256), normed: true, y: Act::Mixed, epilogue: Epilogue::Store, next: None }], "{s:#?}");
-    // The normed row read later (alpha / beta), or the rotated row read as floats: the epilogue
-    // can write neither (1 / rms is the whole row's), so the norm and transform keep their launch.
-    let read_normed = Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Xn, y: Act::Alpha, second: None };
-    let read_rotated = Op::MatmulF32 { w: VectorId(2), n: 8, k: 256, x: Act::Rot, y: Act::Alpha, second: None };
-    for tail in [read_normed, read_rotated] {
-        let s = steps(&[tail]);
-        assert!(matches!(s[1], Step::GemvPlanes { next: None, .. }), "{s:#?}");
-        assert!(matches!(s[2], Step::RotatePlanes { norm: Some(PreNorm::Rms(_)), .. }), "{s:#?}");
-        assert!(matches!(s[3], Step::GemvPlanes { normed: false, .. }), "{s:#?}");
-    }
-}
-
-#[test]
-fn a_rotation_without_planes_to_write_stays_apart() {
-    // The rotated row feeds no binary GEMV (an f32 matmul only): the transform writes no planes,
-    // so the GEMV keeps its plain epilogue and the transform runs as the op.
-    let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
-    let fold_ok = |_: MatrixId, _: Epilogue, _: usize| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &fold_ok };
-    let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
-    let hadamard = Op::Hadamard { x: Act::Delta, out: Act::Rot, signs: VectorId(1), width: 384, block: 128, inverse: false, perm: None };
-    program.ops = vec![
-        Op::GateUpSwiglu { w: MatrixId(0), x: Act::Rot, out: Act::Delta },
-        hadamard,
-        Op::MatmulF32 { w: VectorId(2), n: 8, k: 384, x: Act::Rot, y: Act::Alpha, second: None },
-    ];
-    let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
-    assert!(matches!(s[1], Step::GemvPlanes { next: None, .. }), "{s:#?}");
-    assert_eq!(s[2], Step::Op(hadamard), "{s:#?}");
 }
 
 #[test]
@@ -594,7 +407,7 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -621,7 +434,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, rotate_out_fits: &|_, _, _| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {

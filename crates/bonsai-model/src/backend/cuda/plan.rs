@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
-use bonsai_kernels::launch::matmul::{self as mm, b1_shape_ok, B1Planes, PlanesOut, RopeOut, RotateOut};
+use bonsai_kernels::launch::matmul::{self as mm, b1_shape_ok, B1Planes, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{qk_norm_rope, QkvRows};
 use bonsai_kernels::trace;
@@ -159,12 +159,6 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
     let matrix_k = |w| matrix(w).k;
     let rotate_planes = bonsai_kernels::launch::hadamard::rotate_planes_block_ok;
-    // The rotation epilogue is the SwiGLU and the Add GEMVs' (`*_gemv_b1_rot`).
-    let rotate_out_fits = |w, epilogue, block| {
-        let v = matrix(w);
-        let n_out = if epilogue == mm::Epilogue::SwiGlu { v.n / 2 } else { v.n };
-        mm::rotate_out_fits(b.launcher(), v.bits, epilogue, n_out, v.k, block).unwrap_or(false)
-    };
     let caps = Caps {
         binary: &binary,
         planes_out_fits: &fits,
@@ -174,7 +168,6 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         attention_seqs,
         matrix_k: &matrix_k,
         rotate_planes: &rotate_planes,
-        rotate_out_fits: &rotate_out_fits,
     };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
@@ -188,7 +181,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
             | Step::PreparePlanes { planes, .. }
             | Step::AttentionPlanes { planes, .. }
             | Step::RotatePlanes { planes, .. } => std::slice::from_ref(planes),
-            Step::GemvPlanes { planes: p, next: Some((n, _)), .. } | Step::GemvRotatePlanes { planes: p, next: n, .. } => &[*p, *n],
+            Step::GemvPlanes { planes: p, next: Some((n, _)), .. } => &[*p, *n],
             Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } => std::slice::from_ref(planes),
             _ => &[],
         };
@@ -590,15 +583,6 @@ fn run_step(
                 }
                 .map_err(device_err("matmul"))?;
             }
-            Step::GemvRotatePlanes { w: m, planes: p, normed, y, epilogue, signs, norm, width: _, block, rot, next } => {
-                let ([], [y, rot]) = acts.reads_and_writes([], [Some(y), rot])?;
-                let y = y.ok_or_else(|| BackendError::Device("the rotating GEMV's output missing".into()))?;
-                let (input, output) = planes.pair(p, next)?;
-                let out = RotateOut { planes: output, signs: vector(signs), norm: norm.map(vector), block, rot };
-                let (rotate, auto) = (mm::PlanesEpilogue::Rotate(out), mm::TilesChoice::Auto);
-                mm::gemv_from_planes(b.launcher(), &w(m), input, normed.then_some(eps), y, epilogue, rotate, auto)
-                    .map_err(device_err("matmul with the Hadamard rotation of its output"))?;
-            }
             Step::QkvRope { w: m, planes: p, qkv, q_norm, k_norm, layer } => {
                 let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
                 let cache = &mut seq.kv[layer];
@@ -689,9 +673,6 @@ fn step_name(step: &Step) -> String {
         Step::AttentionPlanes { .. } => "attention+planes".into(),
         Step::GemvPlanes { epilogue, next, .. } => {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
-        }
-        Step::GemvRotatePlanes { epilogue, norm, .. } => {
-            format!("gemv_b1 {epilogue:?}+{}hadamard+planes", if norm.is_some() { "norm+" } else { "" })
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
         Step::RotatePlanes { norm, .. } => match norm {
