@@ -194,10 +194,11 @@ fn micro_tile(
     match level {
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 => {
-            // SAFETY: `Avx512` comes only from run-time detection of AVX-512F + FMA; the kernel
-            // asserts the shapes.
             use super::avx512::panel_micro_tile;
-            // The rows' fixed stride becomes a constant displacement of the broadcasts.
+            /// The rows' fixed stride becomes a constant displacement of the broadcasts.
+            ///
+            /// # Safety
+            /// The CPU must support AVX-512F and FMA.
             unsafe fn avx512_tile<const T: usize>(
                 kc: usize,
                 panel: &[f32],
@@ -206,9 +207,11 @@ fn micro_tile(
                 acc_stride: usize,
                 accumulate: bool,
             ) {
-                // SAFETY: the caller's (`Avx512` level).
+                // SAFETY: the caller's contract.
                 unsafe { panel_micro_tile::<T, X_STRIDE>(kc, panel, xp, acc, acc_stride, accumulate) }
             }
+            // SAFETY: `Avx512` comes only from run-time detection of AVX-512F + FMA; the kernel
+            // asserts the shapes.
             unsafe {
                 with_const!(mr, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], avx512_tile,
                     (kc, panel, xp, acc, acc_stride, accumulate))

@@ -35,7 +35,7 @@ pub trait QuantRows: Sync {
     /// [`QuantRows::dequant_into`] rows.
     fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
         assert!(
-            kc % 128 == 0 && k0 % 128 == 0 && k0 + kc <= self.cols() && stride >= 16,
+            kc.is_multiple_of(128) && k0.is_multiple_of(128) && k0 + kc <= self.cols() && stride >= 16,
             "pack_panel: k0 {k0} + kc {kc} must be whole groups inside K {}, stride {stride} >= 16",
             self.cols()
         );
