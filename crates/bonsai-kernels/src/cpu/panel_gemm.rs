@@ -10,7 +10,8 @@
 //! tile and each micro-panel it accumulates an `mr x NR` block (AVX-512: up to 12 x 32 in 24 zmm,
 //! per k two weight loads and 12 broadcast FMA pairs; AVX2: 6 x 16 halves in 12 ymm). The
 //! dequantization costs one pass over the task's weights per chunk and is shared by all M tokens,
-//! so for M >= [`super::qgemm::PANEL_MIN_M`] the FMA units dominate.
+//! so from [`super::qgemm::PANEL_MIN_M`] tokens on (AVX-512: the format's
+//! [`QuantRows::AVX512_PANEL_MIN_M`]) the FMA units dominate.
 //!
 //! Accumulation: each output is a plain sequential f32 FMA chain over K in order, carried in a
 //! task-local buffer across chunks: within γ_K·Σ|W·x| of the exact sum. Every level computes the
