@@ -1,5 +1,5 @@
 //! CPU timing of the quantized matmuls: decode GEMV (M = 1) in GB/s of weight bytes and prefill
-//! (M = 64 and 512) in GFLOP/s (2·M·N·K), at every SIMD level this machine runs.
+//! (M = 8, 64 and 512) in GFLOP/s (2·M·N·K), at every SIMD level this machine runs.
 //!
 //! `cargo run --release -p bonsai-kernels --example cpu_op_bench`
 //! (`RAYON_NUM_THREADS` sets the thread count; an argument `scalar`, `avx2` or `avx512` picks one
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 /// Decode shapes (N, K): the 1.7B-class gate|up-like and down-like matrices.
 const GEMV_SHAPES: [(usize, usize); 2] = [(6144, 2048), (2048, 6144)];
-/// Tokens in the prefill measurements: a short prompt and a pp512 batch.
-const PREFILL_MS: [usize; 2] = [64, 512];
+/// Tokens in the prefill measurements: a speculative verify batch, a short prompt, a pp512 batch.
+const PREFILL_MS: [usize; 3] = [8, 64, 512];
 /// Each measurement repeats until this much time has passed, then reports the median.
 const MIN_MEASURE: Duration = Duration::from_millis(400);
 
