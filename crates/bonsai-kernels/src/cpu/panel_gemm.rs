@@ -35,6 +35,9 @@ const KC: usize = 256;
 const MR: usize = 12;
 /// Weight rows (output columns) per micro-panel: two 16-lane vectors.
 const NR: usize = 32;
+// The AVX-512 register tile is these shapes.
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(MR == super::avx512::PANEL_MR && NR == super::avx512::PANEL_NR);
 /// Rows one [`QuantRows::pack_panel`] call fills: half a micro-panel.
 const PACK_ROWS: usize = 16;
 /// Most tokens per AVX2 register tile: 6 x 16 accumulators in 12 ymm registers.
