@@ -1,5 +1,5 @@
 //! CPU timing of the quantized matmuls: decode GEMV (M = 1) in GB/s of weight bytes and prefill
-//! (M = 64 and 512) in GFLOP/s (2·M·N·K), at every SIMD level this machine runs.
+//! (M = 8, 64 and 512) in GFLOP/s (2·M·N·K), at every SIMD level this machine runs.
 //!
 //! `cargo run --release -p bonsai-kernels --example cpu_op_bench`
 //! (`RAYON_NUM_THREADS` sets the thread count; an argument `scalar`, `avx2` or `avx512` picks one
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 /// Decode shapes (N, K): the 1.7B-class gate|up-like and down-like matrices.
 const GEMV_SHAPES: [(usize, usize); 2] = [(6144, 2048), (2048, 6144)];
-/// Tokens in the prefill measurements: a short prompt and a pp512 batch.
-const PREFILL_MS: [usize; 2] = [64, 512];
+/// Tokens in the prefill measurements: a speculative verify batch, a short prompt, a pp512 batch.
+const PREFILL_MS: [usize; 3] = [8, 64, 512];
 /// Each measurement repeats until this much time has passed, then reports the median.
 const MIN_MEASURE: Duration = Duration::from_millis(400);
 
@@ -79,9 +79,62 @@ fn time(mut f: impl FnMut()) -> (f64, Option<f64>) {
     (samples[samples.len() / 2], cpu)
 }
 
+/// `iters` rounds of 24 independent AVX-512 FMA chains (the panel GEMM's accumulator count):
+/// the f32 FMA throughput the prefill GFLOP/s compare against. Returns a lane sum so that the
+/// work is not dead.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_set1_ps(1.0); 24];
+    let (a, b) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm512_fmadd_ps(*c, a, b);
+        }
+    }
+    let sum = acc.iter().fold(_mm512_setzero_ps(), |s, &c| _mm512_add_ps(s, c));
+    _mm512_reduce_add_ps(sum)
+}
+
+/// Prints the AVX-512 FMA peak on one thread and on all threads at once, in GFLOP/s of wall
+/// time. On a machine whose threads share cores (SMT siblings share the FMA units), the
+/// all-thread figure is well below threads x the one-thread figure, and so is any per-thread
+/// GEMM figure.
+#[cfg(target_arch = "x86_64")]
+fn report_fma_peak() {
+    use rayon::prelude::*;
+    if !is_x86_feature_detected!("avx512f") {
+        return;
+    }
+    const ITERS: u64 = 20_000_000;
+    let flop_per_thread = ITERS as f64 * 24.0 * 2.0 * 16.0;
+    let run = |threads: usize| {
+        let start = Instant::now();
+        let sums: Vec<f32> = (0..threads)
+            .into_par_iter()
+            // SAFETY: AVX-512F was detected above.
+            .map(|_| unsafe { fma_chains(std::hint::black_box(ITERS)) })
+            .collect();
+        std::hint::black_box(sums);
+        flop_per_thread * threads as f64 / start.elapsed().as_secs_f64() / 1e9
+    };
+    let threads = rayon::current_num_threads();
+    let (one, all) = (run(1), run(threads));
+    println!(
+        "AVX-512 FMA peak: 1 thread {one:.1} GFLOP/s; {threads} threads {all:.1} GFLOP/s ({:.1} per thread)",
+        all / threads as f64
+    );
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut fill = Filler(0x9e37_79b9_7f4a_7c15);
     println!("threads: {}", rayon::current_num_threads());
+    #[cfg(target_arch = "x86_64")]
+    report_fma_peak();
     let only = std::env::args().nth(1);
     let wanted = |level: SimdLevel| only.as_deref().is_none_or(|name| name == level.name());
     for level in available_levels().into_iter().filter(|&l| wanted(l)) {

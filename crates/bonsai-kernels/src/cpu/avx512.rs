@@ -134,7 +134,14 @@ pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R]
 /// [`super::qgemm::QuantRows::pack_panel`] checks: `k0`, `kc` whole groups inside K,
 /// `stride >= 16`, `out.len() >= (kc − 1)·stride + 16`, every row < N.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+pub(super) unsafe fn q1_pack_panel(
+    w: &Q1Matrix,
+    rows: &[usize; ZMM],
+    k0: usize,
+    kc: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
     let nb = w.blocks_per_row();
     let mut dst = out.as_mut_ptr();
     for kb in k0 / GROUP..(k0 + kc) / GROUP {
@@ -166,7 +173,14 @@ pub(super) unsafe fn q1_pack_panel(w: &Q1Matrix, rows: &[usize; ZMM], k0: usize,
 /// # Safety
 /// As [`q1_pack_panel`].
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q2_pack_panel(w: &Q2Matrix, rows: &[usize; ZMM], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+pub(super) unsafe fn q2_pack_panel(
+    w: &Q2Matrix,
+    rows: &[usize; ZMM],
+    k0: usize,
+    kc: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
     let nb = w.blocks_per_row();
     let three = _mm512_set1_epi32(3);
     let mut dst = out.as_mut_ptr();

@@ -65,7 +65,8 @@ fn check<W: TestMatrix + QuantRows>(rng: &mut TestRng, name: &str) {
                 assert_eq!(
                     g.to_bits(),
                     e.to_bits(),
-                    "{name} {level:?} N={n_out} K={k} M={m} {epilogue:?}: out[{}][{}] = {g}, sequential FMA chain {e}",
+                    "{name} {level:?} N={n_out} K={k} M={m} {epilogue:?}: out[{}][{}] = {g}, \
+                     sequential FMA chain {e}",
                     i / n_out,
                     i % n_out
                 );

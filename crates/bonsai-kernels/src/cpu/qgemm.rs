@@ -7,8 +7,9 @@
 //! group once and reuses it for all `T` tokens, so prefill (M > 1) reads each weight once per token
 //! tile from L1/L2 instead of once per token; decode (M = 1) streams weights with `R` independent
 //! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
-//! results are discarded. From [`PANEL_MIN_M`] tokens on, `panel_gemm` takes over (weights
-//! dequantized once per panel, f32 register-tiled GEMM).
+//! results are discarded. From [`PANEL_MIN_M`] tokens on (at the AVX-512 level from
+//! [`QuantRows::AVX512_PANEL_MIN_M`], below which each token runs the one-token GEMV),
+//! `panel_gemm` takes over (weights dequantized once per panel, f32 register-tiled GEMM).
 
 use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
@@ -23,11 +24,17 @@ const MIN_COLS_PER_PART: usize = 16;
 /// in docs/kernel-notes.md, "CPU decode and prefill").
 const GEMV_PARTS_PER_THREAD: usize = 8;
 /// From this many tokens on, dequantizing weight panels once and running an f32 register-tiled
-/// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile.
+/// GEMM ([`super::panel_gemm`]) beats decoding the bits for every token tile (AVX2, scalar).
 pub(crate) const PANEL_MIN_M: usize = 16;
+
 
 /// A quantized weight matrix the engine can multiply.
 pub trait QuantRows: Sync {
+    /// At the AVX-512 level, the fewest tokens the panel GEMM runs; fewer tokens run the format's
+    /// one-token mask GEMV once per token (which beats the AVX2 2 x 4 tile at every M). The GEMV
+    /// makes the same GFLOP/s at any M, the panel GEMM more with every token: this is where the
+    /// panel overtakes it.
+    const AVX512_PANEL_MIN_M: usize;
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
@@ -39,7 +46,7 @@ pub trait QuantRows: Sync {
     /// [`QuantRows::dequant_into`] rows.
     fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
         assert!(
-            kc % 128 == 0 && k0 % 128 == 0 && k0 + kc <= self.cols() && stride >= 16,
+            kc.is_multiple_of(128) && k0.is_multiple_of(128) && k0 + kc <= self.cols() && stride >= 16,
             "pack_panel: k0 {k0} + kc {kc} must be whole groups inside K {}, stride {stride} >= 16",
             self.cols()
         );
@@ -157,10 +164,11 @@ pub(crate) fn run<W: QuantRows>(
     // Decode: 4 rows in flight (8 with AVX-512's 32 registers: one x block, loaded once, serves
     // them all). Prefill: 2 rows x 4 tokens, decoding each weight group once for 4 tokens.
     let job = Job { w, x, m, n_out, epilogue, level };
-    match m {
-        1 if level == SimdLevel::Avx512 => run_tiled::<W, 8, 1>(job, out),
-        1 => run_tiled::<W, 4, 1>(job, out),
-        m if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
+    match (m, level) {
+        (m, SimdLevel::Avx512) if m >= W::AVX512_PANEL_MIN_M => super::panel_gemm::run(job, out),
+        (_, SimdLevel::Avx512) => run_tiled::<W, 8, 1>(job, out),
+        (1, _) => run_tiled::<W, 4, 1>(job, out),
+        (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
         _ => run_tiled::<W, 2, 4>(job, out),
     }
 }
