@@ -9,9 +9,12 @@
 //!
 //! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
 //! (`cpu/qgemm.rs`): M = 1 decode (AVX2: FMAs of the exact product `(c − 1)·d·x` into 8 lanes,
-//! 4 rows in flight); 1 < M < 16 register tiles of 2 rows x 4 tokens that decode each
-//! weight group once per tile; M >= 16 a panel GEMM that dequantizes weights to f32 once per
-//! 64-column x 256-K panel and runs a 6 x 16 FMA tile (plain sequential dot per output). The
+//! 4 rows in flight); few tokens: register tiles of 2 rows x 4 tokens that
+//! decode each weight group once per tile (at the AVX-512 level the one-token decode per token
+//! instead, below the format's `AVX512_PANEL_MIN_M`); from `PANEL_MIN_M` tokens on (from
+//! `AVX512_PANEL_MIN_M` at the AVX-512 level) a panel GEMM that dequantizes weights to f32 once
+//! per 64-column x 256-K panel and runs register tiles of up to 12 tokens x 32 rows (AVX-512;
+//! 6 x 16 with AVX2): a plain sequential FMA chain per output. The
 //! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
 //! exact products (or per-block masked sums whose error fits the same bound).
 //!

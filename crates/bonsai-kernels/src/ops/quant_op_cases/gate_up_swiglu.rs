@@ -21,7 +21,7 @@ macro_rules! gate_up_swiglu_tests {
 pub(crate) use gate_up_swiglu_tests;
 
 /// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K; M >= 16 runs the
-/// panel GEMM (odd F off its 16-row micro-panel, K off its 256-wide chunk, M off its 6-token tile).
+/// panel GEMM (odd F off its 32-row micro-panel, K off its 256-wide chunk, M off its 12-token tile).
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 128, 1),
     (7, 128, 3),

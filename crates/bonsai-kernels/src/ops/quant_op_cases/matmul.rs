@@ -25,7 +25,7 @@ pub(crate) use matmul_tests;
 
 /// (N, K, M): K = 128, odd N, M = 1, M not a multiple of the 4-token tile, N not a multiple of
 /// the 2/4-row tiles or the 64-column task, a real decode width; and M >= 16 (the panel GEMM):
-/// M off its 6-token tile, N off its 16-row micro-panel, K = 128 and K off the 256-wide chunk.
+/// M off its 12-token tile, N off its 32-row micro-panel, K = 128 and K off the 256-wide chunk.
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 128, 1),
     (37, 128, 3),
