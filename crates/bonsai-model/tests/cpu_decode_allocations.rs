@@ -37,10 +37,13 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// Allocations per warm greedy decode step of a random model with `n_layers` layers.
+/// Allocations per warm greedy decode step of a random model with `n_layers` layers: the fewest
+/// over several windows of steps. A pool thread's scratch grows the first time that thread runs
+/// an op (and the pool's threads claim parts as they come free, so which thread runs which part
+/// differs from step to step): a window may still hold such a first time, a later one does not.
 fn allocations_per_step(n_layers: usize, kind: WeightKind) -> usize {
     // Wide enough that the GEMVs split into several parts on the CPU pool (16-column parts).
-    let g = Geometry { n_layers, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 300, context_len: 64, tied_embeddings: false };
+    let g = Geometry { n_layers, hidden: 256, ffn: 512, n_q_heads: 4, n_kv_heads: 2, head_dim: 64, vocab: 300, context_len: 128, tied_embeddings: false };
     let host = HostWeights::load(&g.config(), random_tensors(&g, kind, 7).unwrap()).unwrap();
     let model = Qwen3::new(CpuBackend, g.config(), host, g.context_len).unwrap();
     let mut state = model.new_state(8, false).unwrap();
@@ -49,14 +52,18 @@ fn allocations_per_step(n_layers: usize, kind: WeightKind) -> usize {
     for _ in 0..4 {
         model.decode_greedy(&mut state).unwrap();
     }
-    const STEPS: usize = 16;
-    let before = ALLOCATIONS.load(Relaxed);
-    for _ in 0..STEPS {
-        model.decode_greedy(&mut state).unwrap();
+    const STEPS: usize = 8;
+    const WINDOWS: usize = 6;
+    let mut fewest = usize::MAX;
+    for _ in 0..WINDOWS {
+        let before = ALLOCATIONS.load(Relaxed);
+        for _ in 0..STEPS {
+            model.decode_greedy(&mut state).unwrap();
+        }
+        fewest = fewest.min(ALLOCATIONS.load(Relaxed) - before);
     }
-    let allocated = ALLOCATIONS.load(Relaxed) - before;
-    assert_eq!(allocated % STEPS, 0, "{kind:?}, {n_layers} layers: {allocated} allocations in {STEPS} steps vary by step");
-    allocated / STEPS
+    assert_eq!(fewest % STEPS, 0, "{kind:?}, {n_layers} layers: {fewest} allocations in {STEPS} steps vary by step");
+    fewest / STEPS
 }
 
 #[test]
