@@ -11,6 +11,8 @@
 mod avx512;
 pub mod bandwidth;
 mod panel_gemm;
+#[cfg(target_arch = "x86_64")]
+mod q1_lut;
 mod q1_tile;
 mod q2_tile;
 pub mod pool;

@@ -35,6 +35,10 @@ pub trait QuantRows: Sync {
     /// makes the same GFLOP/s at any M, the panel GEMM more with every token: this is where the
     /// panel overtakes it.
     const AVX512_PANEL_MIN_M: usize;
+    /// At the AVX2 level, the format's table-lookup kernel for fewer than [`PANEL_MIN_M`] tokens
+    /// (Q1: [`super::q1_lut`]), if it has one; without one the AVX2 tiles run.
+    #[cfg(target_arch = "x86_64")]
+    const AVX2_LUT: Option<LutKernel<Self>> = None;
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
@@ -87,12 +91,35 @@ pub trait QuantRows: Sync {
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]);
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
+    /// The AVX2 tiles. A format with an [`QuantRows::AVX2_LUT`] never reaches them (the AVX2
+    /// level runs the lookup below [`PANEL_MIN_M`] tokens, the panel GEMM from there); for it they
+    /// are the scalar twin.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
+    unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+        let dots = self.scalar_dot_tile(rows, &[x]);
+        std::array::from_fn(|r| dots[r][0])
+    }
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R];
+    unsafe fn avx2_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        self.scalar_dot_tile(rows, xs)
+    }
     fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R];
 }
+
+/// A table-lookup GEMV ([`QuantRows::AVX2_LUT`]): per token, tables built from x once, then
+/// [`LUT_TILE`] rows at a time looked up in them. Safety of both functions: AVX2, FMA and F16C;
+/// `build_tables` takes x of length K and `tables_len(K)` floats, `dot_rows` rows < N and a token's
+/// tables.
+#[cfg(target_arch = "x86_64")]
+pub struct LutKernel<W: ?Sized> {
+    pub tables_len: fn(usize) -> usize,
+    pub build_tables: unsafe fn(&[f32], &mut [f32]),
+    pub dot_rows: unsafe fn(&W, &[usize; LUT_TILE], &[f32]) -> [f32; LUT_TILE],
+}
+
+/// Weight rows per [`LutKernel::dot_rows`] call.
+#[cfg(target_arch = "x86_64")]
+pub const LUT_TILE: usize = super::q1_lut::TILE_ROWS;
 
 /// [`QuantRows::pack_panel`] from [`QuantRows::dequant_into`]: one row at a time, transposed.
 pub(crate) fn pack_by_rows<W: QuantRows + ?Sized>(w: &W, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
@@ -167,6 +194,12 @@ pub(crate) fn run<W: QuantRows>(
     match (m, level) {
         (m, SimdLevel::Avx512) if m >= W::AVX512_PANEL_MIN_M => super::panel_gemm::run(job, out),
         (_, SimdLevel::Avx512) => run_tiled::<W, 8, 1>(job, out),
+        #[cfg(target_arch = "x86_64")]
+        (m, SimdLevel::Avx2Fma) if m < PANEL_MIN_M && W::AVX2_LUT.is_some() => {
+            if let Some(kernel) = W::AVX2_LUT {
+                run_lut(job, kernel, out)
+            }
+        }
         (1, _) => run_tiled::<W, 4, 1>(job, out),
         (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
         _ => run_tiled::<W, 2, 4>(job, out),
@@ -214,5 +247,50 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
                 }
             }
         }
+    });
+}
+
+/// [`QuantRows::AVX2_LUT`]'s engine: every token's tables, then the output columns in parts as
+/// in [`run_tiled`], each tile of [`LUT_TILE`] rows looked up for every token in turn (the tile's
+/// weights stay in L1 across the tokens).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::needless_range_loop)]
+fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32]) {
+    let Job { w, x, m, n_out, epilogue, level } = job;
+    assert_eq!(level, SimdLevel::Avx2Fma, "run_lut: AVX2 level only");
+    let per_out = epilogue.rows_per_output();
+    let cols_per_tile = LUT_TILE / per_out;
+    let k = w.cols();
+    let len = (kernel.tables_len)(k);
+    super::with_scratch(m * len, |tables| {
+        for (tok, token_tables) in tables.chunks_exact_mut(len).enumerate() {
+            // SAFETY: the `Avx2Fma` level is only produced by run-time detection of AVX2 + FMA
+            // (F16C with them: every AVX2 x86 CPU has it; `detect` checks AVX2 + FMA); x row of
+            // length K (shapes checked by `run`), `len` floats of tables.
+            unsafe { (kernel.build_tables)(&x[tok * k..(tok + 1) * k], token_tables) };
+        }
+        let tables = &*tables;
+        let writer = DisjointWriter::new(out);
+        pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART).parts_per_thread(GEMV_PARTS_PER_THREAD), &|cols| {
+            for col0 in (cols.start..cols.end).step_by(cols_per_tile) {
+                // As in run_tiled: row r is weight row (col + j·n_out), the last column repeated.
+                let rows: [usize; LUT_TILE] = std::array::from_fn(|r| {
+                    let col = (col0 + r / per_out).min(cols.end - 1);
+                    col + (r % per_out) * n_out
+                });
+                for tok in 0..m {
+                    // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N).
+                    let dots = unsafe { (kernel.dot_rows)(w, &rows, &tables[tok * len..(tok + 1) * len]) };
+                    for c in 0..cols_per_tile.min(cols.end - col0) {
+                        // SAFETY: this part alone owns columns cols (the parts partition 0..n_out).
+                        let slot = unsafe { writer.slot(tok * n_out + col0 + c) };
+                        match epilogue {
+                            Epilogue::Store(store) => store.apply(slot, dots[c]),
+                            Epilogue::SwiGlu => *slot = silu_mul(dots[2 * c], dots[2 * c + 1]),
+                        }
+                    }
+                }
+            }
+        });
     });
 }

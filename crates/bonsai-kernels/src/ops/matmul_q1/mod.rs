@@ -7,16 +7,16 @@
 //!
 //! [`Store::Add`]: crate::ops::Store::Add
 //!
-//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 along one of three paths
-//! (`cpu/qgemm.rs`): M = 1 decode (AVX2: per block `d·(2·Σ_{bit=1} x − Σ x)` from blend-masked
-//! sums); few tokens: register tiles of 2 rows x 4 tokens that
-//! decode each weight group once per tile (at the AVX-512 level the one-token decode per token
-//! instead, below the format's `AVX512_PANEL_MIN_M`); from `PANEL_MIN_M` tokens on (from
-//! `AVX512_PANEL_MIN_M` at the AVX-512 level) a panel GEMM that dequantizes weights to f32 once
-//! per 64-column x 256-K panel and runs register tiles of up to 12 tokens x 32 rows (AVX-512;
-//! 6 x 16 with AVX2): a plain sequential FMA chain per output. The
-//! scalar twins use the same blocking. Every path is a summation tree of height <= K + 128 over
-//! exact products (or per-block masked sums whose error fits the same bound).
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 (`cpu/qgemm.rs`): below
+//! `PANEL_MIN_M` tokens at the AVX2 level a table-lookup GEMV per token (`cpu/q1_lut.rs`: the 8
+//! sums `±x0 ± x1 ± x2` of every x triplet, looked up by 3 sign bits of 8 rows at once); at the
+//! AVX-512 level below the format's `AVX512_PANEL_MIN_M` a mask GEMV per token (per block
+//! `d·(2·Σ_{bit=1} x − Σ x)`, the bits used as lane masks); from there on (and from `PANEL_MIN_M`
+//! at the other levels) a panel GEMM that dequantizes weights to f32 once per 64-column x 256-K
+//! panel and runs register tiles of up to 12 tokens x 32 rows (AVX-512; 6 x 16 with AVX2): a plain
+//! sequential FMA chain per output. The scalar twins use the same blocking. Every path is a
+//! summation tree of height <= K + 128 over exact products (or per-block sums of `±x` whose error
+//! fits the same bound).
 //!
 //! Tolerance (tests.rs): with A = `Σ_k |W[n,k]·x[i,k]|` (computed in f64) any f32 evaluation whose
 //! summation tree has height h <= K + 128 is within γ_{K+128}·A of the exact sum (Higham, the

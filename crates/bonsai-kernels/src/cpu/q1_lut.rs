@@ -1,0 +1,207 @@
+//! The Q1 GEMV at the AVX2 level by table lookup: few-token `matmul_q1` / `gate_up_swiglu_q1`
+//! (decode and M < [`super::qgemm::PANEL_MIN_M`]).
+//!
+//! Every 3 consecutive weights of a row share one x triplet, and their sign bits are a 3-bit
+//! index into the 8 values `±x0 ± x1 ± x2`. Per token, [`build_tables`] writes those 8 sums for
+//! every triplet of x once (a few microseconds for K = 6144); a row then costs one table lookup
+//! per 3 weights, and `vpermps` looks up 8 rows at once: its 8 index lanes are 8 rows' bit words
+//! shifted right by 3j (it reads only the low 3 bits of each lane), its table the triplet's 8
+//! sums. Per 8 rows and 3 weights: a shift, a permute and an add, against a shift, a blend and
+//! an add per 8 weights of ONE row in the mask GEMV (`q1_tile.rs`): ~3.5x fewer instructions.
+//!
+//! A 32-bit word of a block holds 10 triplets (bits 0..30) and a pair (bits 30, 31): the pair's
+//! table is built with a third weight of x = 0, so its index's bit 2 (always 0 after the shift)
+//! picks `−0`. 11 tables of 8 floats per 32 weights: 88 floats, 2.75x the bytes of x.
+//!
+//! The kernel reads the matrix in its kernel layout (`weights.rs`): the 8 rows' 16-byte blocks
+//! are transposed in registers (4 loads, 4 inserts, 8 unpacks per 8 rows and block) into one
+//! ymm per word, lane r = row r, so any 8 rows (a gate|up tile interleaves two row ranges)
+//! work, and no copy of the weights exists.
+//!
+//! Arithmetic: each table entry is `((±x0) ± x1) ± x2` (2 roundings), a block lane sums its 43
+//! entries in 2 chains of f32 adds, then one FMA by the block's d into the row total over the K/128
+//! blocks: a summation tree of height <= 2 + 22 + 1 + K/128 over exact terms `±x`, inside the
+//! ops' γ_{K+128}·A bound (matmul_q1's doc).
+//!
+//! Speed of light: the weights at the memory bandwidth (0.1406 bytes per weight); on a 2-core
+//! AVX2 machine the lookups, not the memory, set the pace (docs/kernel-notes.md, "CPU decode and
+//! prefill").
+
+use std::arch::x86_64::*;
+
+use crate::weights::{Q1Matrix, GROUP, Q1_WORDS};
+
+/// Tables per 32-bit word of sign bits: 10 triplets and a pair.
+const TABLES_PER_WORD: usize = 11;
+/// Floats per table (one ymm).
+const TABLE: usize = 8;
+/// Rows per ymm of indices.
+const ROWS: usize = 8;
+/// Rows one [`dot_rows`] call computes: two ymm of indices share each table load.
+pub(super) const TILE_ROWS: usize = 2 * ROWS;
+
+/// Floats of the tables of one token of K inputs.
+pub(super) fn tables_len(k: usize) -> usize {
+    k / 32 * TABLES_PER_WORD * TABLE
+}
+
+/// `tables[(w·11 + j)·8 + idx] = Σ_i (bit i of idx ? x_i : −x_i)` over the triplet
+/// `x[32w + 3j ..]` (the pair's third x is 0 for j = 10).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `x.len()` a multiple of 32; `tables` holds
+/// [`tables_len`]`(x.len())` floats.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn build_tables(x: &[f32], tables: &mut [f32]) {
+    assert!(x.len().is_multiple_of(32) && tables.len() >= tables_len(x.len()), "q1_lut tables: shapes");
+    // Lane idx of lanes(i) is +1 where bit i of idx is set, −1 where it is clear.
+    let lanes = |i: u32| -> [f32; 8] { std::array::from_fn(|idx| if (idx >> i) & 1 == 1 { 1.0 } else { -1.0 }) };
+    let (s0, s1, s2) = (lanes(0), lanes(1), lanes(2));
+    // SAFETY: each array is 8 floats.
+    let (s0, s1, s2) = unsafe { (_mm256_loadu_ps(s0.as_ptr()), _mm256_loadu_ps(s1.as_ptr()), _mm256_loadu_ps(s2.as_ptr())) };
+    let mut dst = tables.as_mut_ptr();
+    for xw in x.chunks_exact(32) {
+        for j in 0..TABLES_PER_WORD {
+            let x2 = if j < 10 { xw[3 * j + 2] } else { 0.0 };
+            let t = _mm256_mul_ps(s0, _mm256_set1_ps(xw[3 * j]));
+            let t = _mm256_fmadd_ps(s1, _mm256_set1_ps(xw[3 * j + 1]), t);
+            let t = _mm256_fmadd_ps(s2, _mm256_set1_ps(x2), t);
+            // SAFETY: table number w·11 + j < tables_len(x.len()) (asserted), 8 floats each.
+            unsafe {
+                _mm256_storeu_ps(dst, t);
+                dst = dst.add(TABLE);
+            }
+        }
+    }
+}
+
+/// The 4 words of block `kb` of 8 rows, transposed: `words[c]` lane r = word c of row `rows[r]`.
+///
+/// # Safety
+/// AVX2; every `rows[r] < w.n`, `kb < w.blocks_per_row()`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn transposed_words(w: &Q1Matrix, rows: &[usize], kb: usize) -> [__m256i; Q1_WORDS] {
+    let nb = w.blocks_per_row();
+    // SAFETY: row·nb + kb is a block of the matrix (the caller's contract): 4 words.
+    let block = |r: usize| unsafe { _mm_loadu_si128(w.bits.as_ptr().add((rows[r] * nb + kb) * Q1_WORDS).cast()) };
+    // a[i]: rows i and i + 4 in the low and high 128-bit lanes.
+    let a: [__m256i; 4] = std::array::from_fn(|i| _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(block(i)), block(i + 4)));
+    let t0 = _mm256_unpacklo_epi32(a[0], a[1]);
+    let t1 = _mm256_unpacklo_epi32(a[2], a[3]);
+    let t2 = _mm256_unpackhi_epi32(a[0], a[1]);
+    let t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    [
+        _mm256_unpacklo_epi64(t0, t1),
+        _mm256_unpackhi_epi64(t0, t1),
+        _mm256_unpacklo_epi64(t2, t3),
+        _mm256_unpackhi_epi64(t2, t3),
+    ]
+}
+
+/// Blocks whose scales [`block_scales`] converts at once.
+const SCALE_CHUNK: usize = 8;
+
+/// `d[i]` lane r = the scale of block `kb0 + i` of row `rows[r]`, for `i < blocks` (<= 8): per row
+/// one 16-byte load of 8 consecutive scales and an 8 x 8 transpose of u16 in registers (a tail
+/// of fewer blocks is read one scale at a time).
+///
+/// # Safety
+/// AVX2 + F16C; every `rows[r] < w.n`; `kb0 + blocks <= w.blocks_per_row()`.
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn block_scales(w: &Q1Matrix, rows: &[usize], kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK] {
+    let nb = w.blocks_per_row();
+    let scales = w.scales.as_ptr().cast::<u16>();
+    let c: [__m128i; SCALE_CHUNK] = if blocks == SCALE_CHUNK {
+        // SAFETY: row·nb + kb0 + 8 <= (row + 1)·nb: 8 scales of the row (the caller's contract).
+        let r: [__m128i; ROWS] = std::array::from_fn(|i| unsafe { _mm_loadu_si128(scales.add(rows[i] * nb + kb0).cast()) });
+        let a: [__m128i; 8] = std::array::from_fn(|i| {
+            let (p, q) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);
+            if i % 2 == 0 { _mm_unpacklo_epi16(p, q) } else { _mm_unpackhi_epi16(p, q) }
+        });
+        // b[0..4]: rows 0-3 at blocks (0,1), (2,3), (4,5), (6,7); b[4..8] rows 4-7.
+        let b = [
+            _mm_unpacklo_epi32(a[0], a[2]),
+            _mm_unpackhi_epi32(a[0], a[2]),
+            _mm_unpacklo_epi32(a[1], a[3]),
+            _mm_unpackhi_epi32(a[1], a[3]),
+            _mm_unpacklo_epi32(a[4], a[6]),
+            _mm_unpackhi_epi32(a[4], a[6]),
+            _mm_unpacklo_epi32(a[5], a[7]),
+            _mm_unpackhi_epi32(a[5], a[7]),
+        ];
+        std::array::from_fn(|i| if i % 2 == 0 { _mm_unpacklo_epi64(b[i / 2], b[i / 2 + 4]) } else { _mm_unpackhi_epi64(b[i / 2], b[i / 2 + 4]) })
+    } else {
+        std::array::from_fn(|i| {
+            let kb = kb0 + i.min(blocks - 1);
+            // SAFETY: kb < nb, rows < n.
+            let d: [u16; ROWS] = std::array::from_fn(|r| unsafe { scales.add(rows[r] * nb + kb).read() });
+            // SAFETY: 8 u16 = 16 bytes.
+            unsafe { _mm_loadu_si128(d.as_ptr().cast()) }
+        })
+    };
+    c.map(|v| _mm256_cvtph_ps(v))
+}
+
+/// `out[r] = Σ_k W[rows[r], k] · x[k]` for the 16 rows, from the token's [`build_tables`].
+///
+/// # Safety
+/// AVX2 + FMA + F16C; every `rows[r] < w.n`; `tables` holds [`tables_len`]`(w.k)` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &[f32]) -> [f32; TILE_ROWS] {
+    let nb = w.blocks_per_row();
+    assert!(tables.len() >= tables_len(w.k) && rows.iter().all(|&r| r < w.n), "q1_lut dot_rows: shapes");
+    let (lo_rows, hi_rows) = rows.split_at(ROWS);
+    let mut total = [_mm256_setzero_ps(); 2];
+    let mut table = tables.as_ptr();
+    for kb0 in (0..nb).step_by(SCALE_CHUNK) {
+        let blocks = SCALE_CHUNK.min(nb - kb0);
+        // SAFETY: rows < n (asserted), blocks kb0 .. kb0 + blocks < nb.
+        let d = unsafe { [block_scales(w, lo_rows, kb0, blocks), block_scales(w, hi_rows, kb0, blocks)] };
+        for (i, kb) in (kb0..kb0 + blocks).enumerate() {
+            // SAFETY: rows < n (asserted), kb < nb.
+            let words = unsafe { [transposed_words(w, lo_rows, kb), transposed_words(w, hi_rows, kb)] };
+            // Two chains per row set (even / odd triplets) keep the adds' latency hidden.
+            let mut acc = [[_mm256_setzero_ps(); 2]; 2];
+            for c in 0..Q1_WORDS {
+                macro_rules! lookup {
+                    ($j:literal) => {{
+                        // SAFETY: table (kb·4 + c)·11 + j < tables_len(K) (asserted).
+                        let t = unsafe { _mm256_loadu_ps(table.add($j * TABLE)) };
+                        for h in 0..2 {
+                            let idx = _mm256_srli_epi32::<{ 3 * $j }>(words[h][c]);
+                            acc[h][$j & 1] = _mm256_add_ps(acc[h][$j & 1], _mm256_permutevar8x32_ps(t, idx));
+                        }
+                    }};
+                }
+                lookup!(0);
+                lookup!(1);
+                lookup!(2);
+                lookup!(3);
+                lookup!(4);
+                lookup!(5);
+                lookup!(6);
+                lookup!(7);
+                lookup!(8);
+                lookup!(9);
+                lookup!(10);
+                // SAFETY: stays inside (or one past) the tables.
+                table = unsafe { table.add(TABLES_PER_WORD * TABLE) };
+            }
+            for h in 0..2 {
+                total[h] = _mm256_fmadd_ps(_mm256_add_ps(acc[h][0], acc[h][1]), d[h][i], total[h]);
+            }
+        }
+    }
+    let mut out = [0.0f32; TILE_ROWS];
+    // SAFETY: 16 floats.
+    unsafe {
+        _mm256_storeu_ps(out.as_mut_ptr(), total[0]);
+        _mm256_storeu_ps(out.as_mut_ptr().add(ROWS), total[1]);
+    }
+    out
+}
+
+/// Weights per block, checked against the layout the transposition assumes.
+const _: () = assert!(GROUP == Q1_WORDS * 32 && Q1_WORDS == 4);
