@@ -99,6 +99,27 @@ unsafe fn transposed_words(w: &Q1Matrix, rows: &[usize], kb: usize) -> [__m256i;
     ]
 }
 
+/// Blocks ahead of the one being read whose bit words are prefetched, and how often (a 64-byte
+/// line holds 4 blocks' words).
+const PREFETCH_BLOCKS: usize = 8;
+const PREFETCH_EVERY: usize = 4;
+
+/// Asks for the cache lines of block `kb` of every row (none past a row's end are needed, and a
+/// prefetch of any address is harmless: it cannot fault).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn prefetch_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], kb: usize) {
+    let nb = w.blocks_per_row();
+    if kb >= nb {
+        return;
+    }
+    for &row in rows {
+        let line = w.bits.as_ptr().wrapping_add((row * nb + kb) * Q1_WORDS);
+        // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.cast()) };
+    }
+}
+
 /// Blocks whose scales [`block_scales`] converts at once.
 const SCALE_CHUNK: usize = 8;
 
@@ -160,6 +181,9 @@ pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &
         // SAFETY: rows < n (asserted), blocks kb0 .. kb0 + blocks < nb.
         let d = unsafe { [block_scales(w, lo_rows, kb0, blocks), block_scales(w, hi_rows, kb0, blocks)] };
         for (i, kb) in (kb0..kb0 + blocks).enumerate() {
+            if kb % PREFETCH_EVERY == 0 {
+                prefetch_rows(w, rows, kb + PREFETCH_BLOCKS);
+            }
             // SAFETY: rows < n (asserted), kb < nb.
             let words = unsafe { [transposed_words(w, lo_rows, kb), transposed_words(w, hi_rows, kb)] };
             // Two chains per row set (even / odd triplets) keep the adds' latency hidden.
