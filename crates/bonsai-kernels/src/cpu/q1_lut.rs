@@ -1,5 +1,5 @@
-//! The Q1 GEMV at the AVX2 level by table lookup: few-token `matmul_q1` / `gate_up_swiglu_q1`
-//! (decode and M < [`super::qgemm::PANEL_MIN_M`]).
+//! `matmul_q1` / `gate_up_swiglu_q1` at the AVX2 level by table lookup, one token at a time (decode
+//! and prefill: per token it beats the AVX2 panel GEMM at every M measured, 64 to 512).
 //!
 //! Every 3 consecutive weights of a row share one x triplet, and their sign bits are a 3-bit
 //! index into the 8 values `±x0 ± x1 ± x2`. Per token, [`build_tables`] writes those 8 sums for
@@ -115,8 +115,8 @@ fn prefetch_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], kb: usize) {
     }
     for &row in rows {
         let line = w.bits.as_ptr().wrapping_add((row * nb + kb) * Q1_WORDS);
-        // SAFETY: a prefetch is a hint; it reads nothing the program sees and cannot fault.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.cast()) };
+        // A hint: it reads nothing the program sees and cannot fault.
+        _mm_prefetch::<_MM_HINT_T0>(line.cast());
     }
 }
 

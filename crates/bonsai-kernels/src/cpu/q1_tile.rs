@@ -2,10 +2,10 @@
 //!
 //! Weight j of a block is `+d` when its bit is 1, `-d` when 0. The portable kernel applies the
 //! sign by xor-ing x's sign bit from a per-byte table, per block `s = Σ ±x_j` over [`LANES`]
-//! lanes, then `acc += d · s`. At the AVX2 level fewer than `PANEL_MIN_M` tokens run the
-//! table-lookup GEMV of [`super::q1_lut`] (three weights per lookup, eight rows per instruction;
-//! it replaced this file's AVX2 shift-and-blend tiles, ~2x slower per token) and more tokens the
-//! panel GEMM; the AVX-512 kernels are in [`super::avx512`].
+//! lanes, then `acc += d · s`. The AVX2 level runs the table lookup of [`super::q1_lut`] at every
+//! M (three weights per lookup, eight rows per instruction; it replaced this file's AVX2
+//! shift-and-blend tiles, ~2x slower per token, and beats the panel GEMM); the AVX-512 kernels are
+//! in [`super::avx512`].
 
 use super::qgemm::QuantRows;
 use super::LANES;

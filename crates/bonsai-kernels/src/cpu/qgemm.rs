@@ -9,7 +9,9 @@
 //! rows in flight. Tail tiles are padded by repeating the last valid row / token and the padded
 //! results are discarded. From [`PANEL_MIN_M`] tokens on (at the AVX-512 level from
 //! [`QuantRows::AVX512_PANEL_MIN_M`], below which each token runs the one-token GEMV),
-//! `panel_gemm` takes over (weights dequantized once per panel, f32 register-tiled GEMM).
+//! `panel_gemm` takes over (weights dequantized once per panel, f32 register-tiled GEMM). At the
+//! AVX2 level a format with a table-lookup kernel ([`QuantRows::AVX2_LUT`], Q1) runs it per token
+//! at every M instead ([`run_lut`]).
 
 use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
@@ -35,8 +37,8 @@ pub trait QuantRows: Sync {
     /// makes the same GFLOP/s at any M, the panel GEMM more with every token: this is where the
     /// panel overtakes it.
     const AVX512_PANEL_MIN_M: usize;
-    /// At the AVX2 level, the format's table-lookup kernel for fewer than [`PANEL_MIN_M`] tokens
-    /// (Q1: [`super::q1_lut`]), if it has one; without one the AVX2 tiles run.
+    /// At the AVX2 level, the format's table-lookup kernel, run per token at every M (Q1:
+    /// [`super::q1_lut`]), if it has one; without one the AVX2 tiles and the panel GEMM run.
     #[cfg(target_arch = "x86_64")]
     const AVX2_LUT: Option<LutKernel<Self>> = None;
     fn rows(&self) -> usize;
@@ -92,8 +94,7 @@ pub trait QuantRows: Sync {
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
     /// The AVX2 tiles. A format with an [`QuantRows::AVX2_LUT`] never reaches them (the AVX2
-    /// level runs the lookup below [`PANEL_MIN_M`] tokens, the panel GEMM from there); for it they
-    /// are the scalar twin.
+    /// level runs the lookup at every M); for it they are the scalar twin.
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
         let dots = self.scalar_dot_tile(rows, &[x]);
@@ -116,6 +117,11 @@ pub struct LutKernel<W: ?Sized> {
     pub build_tables: unsafe fn(&[f32], &mut [f32]),
     pub dot_rows: unsafe fn(&W, &[usize; LUT_TILE], &[f32]) -> [f32; LUT_TILE],
 }
+
+/// The tables of one [`run_lut`] dispatch's tokens stay within this many bytes: half of a 512 KB
+/// L2, which each tile reads once per token (K = 2048: 11 tokens; K = 6144: 3).
+#[cfg(target_arch = "x86_64")]
+const LUT_TABLE_BYTES: usize = 256 * 1024;
 
 /// Weight rows per [`LutKernel::dot_rows`] call.
 #[cfg(target_arch = "x86_64")]
@@ -195,7 +201,7 @@ pub(crate) fn run<W: QuantRows>(
         (m, SimdLevel::Avx512) if m >= W::AVX512_PANEL_MIN_M => super::panel_gemm::run(job, out),
         (_, SimdLevel::Avx512) => run_tiled::<W, 8, 1>(job, out),
         #[cfg(target_arch = "x86_64")]
-        (m, SimdLevel::Avx2Fma) if m < PANEL_MIN_M && W::AVX2_LUT.is_some() => {
+        (_, SimdLevel::Avx2Fma) if W::AVX2_LUT.is_some() => {
             if let Some(kernel) = W::AVX2_LUT {
                 run_lut(job, kernel, out)
             }
@@ -250,9 +256,10 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
     });
 }
 
-/// [`QuantRows::AVX2_LUT`]'s engine: every token's tables, then the output columns in parts as
-/// in [`run_tiled`], each tile of [`LUT_TILE`] rows looked up for every token in turn (the tile's
-/// weights stay in L1 across the tokens).
+/// [`QuantRows::AVX2_LUT`]'s engine, per chunk of tokens whose tables fit [`LUT_TABLE_BYTES`]:
+/// the chunk's tables, then the output columns in parts as in [`run_tiled`], each tile of
+/// [`LUT_TILE`] rows looked up for every token of the chunk in turn (the tile's weights stay in L1
+/// across the tokens, the chunk's tables in L2).
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::needless_range_loop)]
 fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32]) {
@@ -262,35 +269,41 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
     let cols_per_tile = LUT_TILE / per_out;
     let k = w.cols();
     let len = (kernel.tables_len)(k);
-    super::with_scratch(m * len, |tables| {
-        for (tok, token_tables) in tables.chunks_exact_mut(len).enumerate() {
-            // SAFETY: the `Avx2Fma` level is only produced by run-time detection of AVX2 + FMA
-            // (F16C with them: every AVX2 x86 CPU has it; `detect` checks AVX2 + FMA); x row of
-            // length K (shapes checked by `run`), `len` floats of tables.
-            unsafe { (kernel.build_tables)(&x[tok * k..(tok + 1) * k], token_tables) };
-        }
-        let tables = &*tables;
-        let writer = DisjointWriter::new(out);
-        pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART).parts_per_thread(GEMV_PARTS_PER_THREAD), &|cols| {
-            for col0 in (cols.start..cols.end).step_by(cols_per_tile) {
-                // As in run_tiled: row r is weight row (col + j·n_out), the last column repeated.
-                let rows: [usize; LUT_TILE] = std::array::from_fn(|r| {
-                    let col = (col0 + r / per_out).min(cols.end - 1);
-                    col + (r % per_out) * n_out
-                });
-                for tok in 0..m {
-                    // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N).
-                    let dots = unsafe { (kernel.dot_rows)(w, &rows, &tables[tok * len..(tok + 1) * len]) };
-                    for c in 0..cols_per_tile.min(cols.end - col0) {
-                        // SAFETY: this part alone owns columns cols (the parts partition 0..n_out).
-                        let slot = unsafe { writer.slot(tok * n_out + col0 + c) };
-                        match epilogue {
-                            Epilogue::Store(store) => store.apply(slot, dots[c]),
-                            Epilogue::SwiGlu => *slot = silu_mul(dots[2 * c], dots[2 * c + 1]),
+    let chunk = (LUT_TABLE_BYTES / (4 * len)).clamp(1, m);
+    let writer = DisjointWriter::new(out);
+    super::with_scratch(chunk * len, |tables| {
+        for tok0 in (0..m).step_by(chunk) {
+            let tokens = chunk.min(m - tok0);
+            for (t, token_tables) in tables.chunks_exact_mut(len).take(tokens).enumerate() {
+                let tok = tok0 + t;
+                // SAFETY: the `Avx2Fma` level is only produced by run-time detection of AVX2 +
+                // FMA (F16C with them: every AVX2 x86 CPU has it); x row of length K (shapes
+                // checked by `run`), `len` floats of tables.
+                unsafe { (kernel.build_tables)(&x[tok * k..(tok + 1) * k], token_tables) };
+            }
+            let tables = &*tables;
+            pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART).parts_per_thread(GEMV_PARTS_PER_THREAD), &|cols| {
+                for col0 in (cols.start..cols.end).step_by(cols_per_tile) {
+                    // As in run_tiled: row r is weight row (col + j·n_out), the last column repeated.
+                    let rows: [usize; LUT_TILE] = std::array::from_fn(|r| {
+                        let col = (col0 + r / per_out).min(cols.end - 1);
+                        col + (r % per_out) * n_out
+                    });
+                    for t in 0..tokens {
+                        // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N).
+                        let dots = unsafe { (kernel.dot_rows)(w, &rows, &tables[t * len..(t + 1) * len]) };
+                        for c in 0..cols_per_tile.min(cols.end - col0) {
+                            // SAFETY: this part alone owns columns cols (the parts partition
+                            // 0..n_out).
+                            let slot = unsafe { writer.slot((tok0 + t) * n_out + col0 + c) };
+                            match epilogue {
+                                Epilogue::Store(store) => store.apply(slot, dots[c]),
+                                Epilogue::SwiGlu => *slot = silu_mul(dots[2 * c], dots[2 * c + 1]),
+                            }
                         }
                     }
                 }
-            }
-        });
+            });
+        }
     });
 }

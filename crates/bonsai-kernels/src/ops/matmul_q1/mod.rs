@@ -7,12 +7,12 @@
 //!
 //! [`Store::Add`]: crate::ops::Store::Add
 //!
-//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 (`cpu/qgemm.rs`): below
-//! `PANEL_MIN_M` tokens at the AVX2 level a table-lookup GEMV per token (`cpu/q1_lut.rs`: the 8
-//! sums `±x0 ± x1 ± x2` of every x triplet, looked up by 3 sign bits of 8 rows at once); at the
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 (`cpu/qgemm.rs`): at the
+//! AVX2 level a table-lookup GEMV per token at every M (`cpu/q1_lut.rs`: the 8 sums
+//! `±x0 ± x1 ± x2` of every x triplet, looked up by 3 sign bits of 8 rows at once); at the
 //! AVX-512 level below the format's `AVX512_PANEL_MIN_M` a mask GEMV per token (per block
 //! `d·(2·Σ_{bit=1} x − Σ x)`, the bits used as lane masks); from there on (and from `PANEL_MIN_M`
-//! at the other levels) a panel GEMM that dequantizes weights to f32 once per 64-column x 256-K
+//! at the scalar level) a panel GEMM that dequantizes weights to f32 once per 64-column x 256-K
 //! panel and runs register tiles of up to 12 tokens x 32 rows (AVX-512; 6 x 16 with AVX2): a plain
 //! sequential FMA chain per output. The scalar twins use the same blocking. Every path is a
 //! summation tree of height <= K + 128 over exact products (or per-block sums of `±x` whose error
