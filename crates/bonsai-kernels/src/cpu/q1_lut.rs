@@ -165,17 +165,27 @@ unsafe fn block_scales(w: &Q1Matrix, rows: &[usize], kb0: usize, blocks: usize) 
     c.map(|v| _mm256_cvtph_ps(v))
 }
 
-/// `out[r] = Σ_k W[rows[r], k] · x[k]` for the 16 rows, from the token's [`build_tables`].
+/// Most tokens one [`dot_rows`] call takes.
+pub(super) const MAX_TOKENS: usize = 16;
+
+/// `out[t][r] = Σ_k W[rows[r], k] · x_t[k]` for the 16 rows and each token t < `out.len()`, from
+/// the tokens' [`build_tables`] (token t's at `tables[t·len ..]`, `len` = [`tables_len`]`(K)`).
+/// Each block's words are transposed once for all the tokens.
 ///
 /// # Safety
-/// AVX2 + FMA + F16C; every `rows[r] < w.n`; `tables` holds [`tables_len`]`(w.k)` floats.
+/// AVX2 + FMA + F16C; every `rows[r] < w.n`; `out.len() <= MAX_TOKENS`; `tables` holds
+/// `out.len()·len` floats.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &[f32]) -> [f32; TILE_ROWS] {
+pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &[f32], out: &mut [[f32; TILE_ROWS]]) {
     let nb = w.blocks_per_row();
-    assert!(tables.len() >= tables_len(w.k) && rows.iter().all(|&r| r < w.n), "q1_lut dot_rows: shapes");
+    let len = tables_len(w.k);
+    let tokens = out.len();
+    assert!(
+        tokens <= MAX_TOKENS && tables.len() >= tokens * len && rows.iter().all(|&r| r < w.n),
+        "q1_lut dot_rows: shapes"
+    );
     let (lo_rows, hi_rows) = rows.split_at(ROWS);
-    let mut total = [_mm256_setzero_ps(); 2];
-    let mut table = tables.as_ptr();
+    let mut total = [[_mm256_setzero_ps(); 2]; MAX_TOKENS];
     for kb0 in (0..nb).step_by(SCALE_CHUNK) {
         let blocks = SCALE_CHUNK.min(nb - kb0);
         // SAFETY: rows < n (asserted), blocks kb0 .. kb0 + blocks < nb.
@@ -186,45 +196,49 @@ pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &
             }
             // SAFETY: rows < n (asserted), kb < nb.
             let words = unsafe { [transposed_words(w, lo_rows, kb), transposed_words(w, hi_rows, kb)] };
-            // Two chains per row set (even / odd triplets) keep the adds' latency hidden.
-            let mut acc = [[_mm256_setzero_ps(); 2]; 2];
-            for c in 0..Q1_WORDS {
-                macro_rules! lookup {
-                    ($j:literal) => {{
-                        // SAFETY: table (kb·4 + c)·11 + j < tables_len(K) (asserted).
-                        let t = unsafe { _mm256_loadu_ps(table.add($j * TABLE)) };
-                        for h in 0..2 {
-                            let idx = _mm256_srli_epi32::<{ 3 * $j }>(words[h][c]);
-                            acc[h][$j & 1] = _mm256_add_ps(acc[h][$j & 1], _mm256_permutevar8x32_ps(t, idx));
-                        }
-                    }};
+            for (t, total_t) in total.iter_mut().enumerate().take(tokens) {
+                // SAFETY: token t's tables of block kb start inside `tables` (asserted).
+                let mut table = unsafe { tables.as_ptr().add(t * len + kb * Q1_WORDS * TABLES_PER_WORD * TABLE) };
+                // Two chains per row set (even / odd triplets) keep the adds' latency hidden.
+                let mut acc = [[_mm256_setzero_ps(); 2]; 2];
+                for c in 0..Q1_WORDS {
+                    macro_rules! lookup {
+                        ($j:literal) => {{
+                            // SAFETY: table (kb·4 + c)·11 + j of token t, inside (asserted).
+                            let t = unsafe { _mm256_loadu_ps(table.add($j * TABLE)) };
+                            for h in 0..2 {
+                                let idx = _mm256_srli_epi32::<{ 3 * $j }>(words[h][c]);
+                                acc[h][$j & 1] = _mm256_add_ps(acc[h][$j & 1], _mm256_permutevar8x32_ps(t, idx));
+                            }
+                        }};
+                    }
+                    lookup!(0);
+                    lookup!(1);
+                    lookup!(2);
+                    lookup!(3);
+                    lookup!(4);
+                    lookup!(5);
+                    lookup!(6);
+                    lookup!(7);
+                    lookup!(8);
+                    lookup!(9);
+                    lookup!(10);
+                    // SAFETY: stays inside (or one past) the token's tables.
+                    table = unsafe { table.add(TABLES_PER_WORD * TABLE) };
                 }
-                lookup!(0);
-                lookup!(1);
-                lookup!(2);
-                lookup!(3);
-                lookup!(4);
-                lookup!(5);
-                lookup!(6);
-                lookup!(7);
-                lookup!(8);
-                lookup!(9);
-                lookup!(10);
-                // SAFETY: stays inside (or one past) the tables.
-                table = unsafe { table.add(TABLES_PER_WORD * TABLE) };
-            }
-            for h in 0..2 {
-                total[h] = _mm256_fmadd_ps(_mm256_add_ps(acc[h][0], acc[h][1]), d[h][i], total[h]);
+                for h in 0..2 {
+                    total_t[h] = _mm256_fmadd_ps(_mm256_add_ps(acc[h][0], acc[h][1]), d[h][i], total_t[h]);
+                }
             }
         }
     }
-    let mut out = [0.0f32; TILE_ROWS];
-    // SAFETY: 16 floats.
-    unsafe {
-        _mm256_storeu_ps(out.as_mut_ptr(), total[0]);
-        _mm256_storeu_ps(out.as_mut_ptr().add(ROWS), total[1]);
+    for (o, t) in out.iter_mut().zip(&total) {
+        // SAFETY: 16 floats.
+        unsafe {
+            _mm256_storeu_ps(o.as_mut_ptr(), t[0]);
+            _mm256_storeu_ps(o.as_mut_ptr().add(ROWS), t[1]);
+        }
     }
-    out
 }
 
 /// Weights per block, checked against the layout the transposition assumes.

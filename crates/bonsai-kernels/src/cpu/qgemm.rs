@@ -115,11 +115,17 @@ pub trait QuantRows: Sync {
 pub struct LutKernel<W: ?Sized> {
     pub tables_len: fn(usize) -> usize,
     pub build_tables: unsafe fn(&[f32], &mut [f32]),
-    pub dot_rows: unsafe fn(&W, &[usize; LUT_TILE], &[f32]) -> [f32; LUT_TILE],
+    /// `out[t]` = the tile's dots with token t, for `out.len() <= LUT_TOKENS` tokens whose
+    /// tables are consecutive.
+    pub dot_rows: unsafe fn(&W, &[usize; LUT_TILE], &[f32], &mut [[f32; LUT_TILE]]),
 }
 
+/// Most tokens per [`LutKernel::dot_rows`] call.
+#[cfg(target_arch = "x86_64")]
+pub const LUT_TOKENS: usize = super::q1_lut::MAX_TOKENS;
+
 /// The tables of one [`run_lut`] dispatch's tokens stay within this many bytes: half of a 512 KB
-/// L2, which each tile reads once per token (K = 2048: 11 tokens; K = 6144: 3).
+/// L2, which each tile reads once (K = 2048: 11 tokens; K = 6144: 3; 1 MB measured slower).
 #[cfg(target_arch = "x86_64")]
 const LUT_TABLE_BYTES: usize = 256 * 1024;
 
@@ -258,8 +264,8 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
 
 /// [`QuantRows::AVX2_LUT`]'s engine, per chunk of tokens whose tables fit [`LUT_TABLE_BYTES`]:
 /// the chunk's tables, then the output columns in parts as in [`run_tiled`], each tile of
-/// [`LUT_TILE`] rows looked up for every token of the chunk in turn (the tile's weights stay in L1
-/// across the tokens, the chunk's tables in L2).
+/// [`LUT_TILE`] rows looked up for the chunk's tokens in one call (each block of the tile's
+/// weights read and transposed once for them all; the chunk's tables in L2).
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::needless_range_loop)]
 fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32]) {
@@ -269,7 +275,7 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
     let cols_per_tile = LUT_TILE / per_out;
     let k = w.cols();
     let len = (kernel.tables_len)(k);
-    let chunk = (LUT_TABLE_BYTES / (4 * len)).clamp(1, m);
+    let chunk = (LUT_TABLE_BYTES / (4 * len)).clamp(1, m.min(LUT_TOKENS));
     let writer = DisjointWriter::new(out);
     super::with_scratch(chunk * len, |tables| {
         for tok0 in (0..m).step_by(chunk) {
@@ -289,9 +295,11 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
                         let col = (col0 + r / per_out).min(cols.end - 1);
                         col + (r % per_out) * n_out
                     });
-                    for t in 0..tokens {
-                        // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N).
-                        let dots = unsafe { (kernel.dot_rows)(w, &rows, &tables[t * len..(t + 1) * len]) };
+                    let mut dots = [[0.0f32; LUT_TILE]; LUT_TOKENS];
+                    // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N);
+                    // tokens <= LUT_TOKENS, their tables consecutive.
+                    unsafe { (kernel.dot_rows)(w, &rows, &tables[..tokens * len], &mut dots[..tokens]) };
+                    for (t, dots) in dots.iter().enumerate().take(tokens) {
                         for c in 0..cols_per_tile.min(cols.end - col0) {
                             // SAFETY: this part alone owns columns cols (the parts partition
                             // 0..n_out).
