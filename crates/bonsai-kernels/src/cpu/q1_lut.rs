@@ -1,5 +1,5 @@
-//! `matmul_q1` / `gate_up_swiglu_q1` at the AVX2 level by table lookup, one token at a time (decode
-//! and prefill: per token it beats the AVX2 panel GEMM at every M measured, 64 to 512).
+//! `matmul_q1` / `gate_up_swiglu_q1` at the AVX2 level by table lookup, at every M (decode and
+//! prefill: it beats the AVX2 panel GEMM at every M measured, 64 to 512).
 //!
 //! Every 3 consecutive weights of a row share one x triplet, and their sign bits are a 3-bit
 //! index into the 8 values `±x0 ± x1 ± x2`. Per token, [`build_tables`] writes those 8 sums for
@@ -7,7 +7,9 @@
 //! per 3 weights, and `vpermps` looks up 8 rows at once: its 8 index lanes are 8 rows' bit words
 //! shifted right by 3j (it reads only the low 3 bits of each lane), its table the triplet's 8
 //! sums. Per 8 rows and 3 weights: a shift, a permute and an add, against a shift, a blend and
-//! an add per 8 weights of ONE row in the mask GEMV (`q1_tile.rs`): ~3.5x fewer instructions.
+//! an add per 8 weights of ONE row in the shift-and-blend GEMV this replaced: ~3.5x fewer
+//! instructions. One call takes up to [`MAX_TOKENS`] tokens and transposes each block once for
+//! them all.
 //!
 //! A 32-bit word of a block holds 10 triplets (bits 0..30) and a pair (bits 30, 31): the pair's
 //! table is built with a third weight of x = 0, so its index's bit 2 (always 0 after the shift)

@@ -109,8 +109,8 @@ pub trait QuantRows: Sync {
 
 /// A table-lookup GEMV ([`QuantRows::AVX2_LUT`]): per token, tables built from x once, then
 /// [`LUT_TILE`] rows at a time looked up in them. Safety of both functions: AVX2, FMA and F16C;
-/// `build_tables` takes x of length K and `tables_len(K)` floats, `dot_rows` rows < N and a token's
-/// tables.
+/// `build_tables` takes x of length K and `tables_len(K)` floats, `dot_rows` rows < N and the
+/// consecutive tables of `out.len() <= LUT_TOKENS` tokens.
 #[cfg(target_arch = "x86_64")]
 pub struct LutKernel<W: ?Sized> {
     pub tables_len: fn(usize) -> usize,
@@ -203,15 +203,13 @@ pub(crate) fn run<W: QuantRows>(
     // Decode: 4 rows in flight (8 with AVX-512's 32 registers: one x block, loaded once, serves
     // them all). Prefill: 2 rows x 4 tokens, decoding each weight group once for 4 tokens.
     let job = Job { w, x, m, n_out, epilogue, level };
+    #[cfg(target_arch = "x86_64")]
+    if let (SimdLevel::Avx2Fma, Some(kernel)) = (level, W::AVX2_LUT) {
+        return run_lut(job, kernel, out);
+    }
     match (m, level) {
         (m, SimdLevel::Avx512) if m >= W::AVX512_PANEL_MIN_M => super::panel_gemm::run(job, out),
         (_, SimdLevel::Avx512) => run_tiled::<W, 8, 1>(job, out),
-        #[cfg(target_arch = "x86_64")]
-        (_, SimdLevel::Avx2Fma) if W::AVX2_LUT.is_some() => {
-            if let Some(kernel) = W::AVX2_LUT {
-                run_lut(job, kernel, out)
-            }
-        }
         (1, _) => run_tiled::<W, 4, 1>(job, out),
         (m, _) if m >= PANEL_MIN_M => super::panel_gemm::run(job, out),
         _ => run_tiled::<W, 2, 4>(job, out),
@@ -267,7 +265,6 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
 /// [`LUT_TILE`] rows looked up for the chunk's tokens in one call (each block of the tile's
 /// weights read and transposed once for them all; the chunk's tables in L2).
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::needless_range_loop)]
 fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32]) {
     let Job { w, x, m, n_out, epilogue, level } = job;
     assert_eq!(level, SimdLevel::Avx2Fma, "run_lut: AVX2 level only");
