@@ -9,7 +9,8 @@
 //! sums. Per 8 rows and 3 weights: a shift, a permute and an add, against a shift, a blend and
 //! an add per 8 weights of ONE row in the shift-and-blend GEMV this replaced: ~3.5x fewer
 //! instructions. One call takes up to [`MAX_TOKENS`] tokens and transposes each block once for
-//! them all.
+//! them all; each shifted index serves 4 tokens' lookups (prefill: a permute and an add per 8 rows
+//! and 3 weights of a token, the shift shared).
 //!
 //! A 32-bit word of a block holds 10 triplets (bits 0..30) and a pair (bits 30, 31): the pair's
 //! table is built with a third weight of x = 0, so its index's bit 2 (always 0 after the shift)
@@ -20,10 +21,11 @@
 //! ymm per word, lane r = row r, so any 8 rows (a gate|up tile interleaves two row ranges)
 //! work, and no copy of the weights exists.
 //!
-//! Arithmetic: each table entry is `((±x0) ± x1) ± x2` (2 roundings), a block lane sums its 43
-//! entries in 2 chains of f32 adds, then one FMA by the block's d into the row total over the K/128
-//! blocks: a summation tree of height <= 2 + 22 + 1 + K/128 over exact terms `±x`, inside the
-//! ops' γ_{K+128}·A bound (matmul_q1's doc).
+//! Arithmetic: each table entry is `((±x0) ± x1) ± x2` (2 roundings), a block lane sums its 44
+//! entries in 2 chains of f32 adds (one or two tokens) or in one (from three tokens on, whose
+//! chains then hide the adds' latency), then one FMA by the block's d into the row total over the
+//! K/128 blocks: a summation tree of height <= 2 + 44 + 1 + K/128 over exact terms `±x`, inside
+//! the ops' γ_{K+128}·A bound (matmul_q1's doc).
 //!
 //! Speed of light: the weights at the memory bandwidth (0.1406 bytes per weight); on a 2-core
 //! AVX2 machine the lookups, not the memory, set the pace (docs/kernel-notes.md, "CPU decode and
@@ -169,10 +171,13 @@ unsafe fn block_scales(w: &Q1Matrix, rows: &[usize], kb0: usize, blocks: usize) 
 
 /// Most tokens one [`dot_rows`] call takes.
 pub(super) const MAX_TOKENS: usize = 16;
+/// Tokens that share each shifted index word: [`lookup_group`] keeps 2 x `G` accumulators.
+const GROUP_TOKENS: usize = 4;
 
 /// `out[t][r] = Σ_k W[rows[r], k] · x_t[k]` for the 16 rows and each token t < `out.len()`, from
 /// the tokens' [`build_tables`] (token t's at `tables[t·len ..]`, `len` = [`tables_len`]`(K)`).
-/// Each block's words are transposed once for all the tokens.
+/// Each block's words are transposed once for all the tokens, and each shifted index serves a
+/// group of up to [`GROUP_TOKENS`] tokens.
 ///
 /// # Safety
 /// AVX2 + FMA + F16C; every `rows[r] < w.n`; `out.len() <= MAX_TOKENS`; `tables` holds
@@ -198,38 +203,19 @@ pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &
             }
             // SAFETY: rows < n (asserted), kb < nb.
             let words = unsafe { [transposed_words(w, lo_rows, kb), transposed_words(w, hi_rows, kb)] };
-            for (t, total_t) in total.iter_mut().enumerate().take(tokens) {
-                // SAFETY: token t's tables of block kb start inside `tables` (asserted).
-                let mut table = unsafe { tables.as_ptr().add(t * len + kb * Q1_WORDS * TABLES_PER_WORD * TABLE) };
-                // Two chains per row set (even / odd triplets) keep the adds' latency hidden.
-                let mut acc = [[_mm256_setzero_ps(); 2]; 2];
-                for c in 0..Q1_WORDS {
-                    macro_rules! lookup {
-                        ($j:literal) => {{
-                            // SAFETY: table (kb·4 + c)·11 + j of token t, inside (asserted).
-                            let t = unsafe { _mm256_loadu_ps(table.add($j * TABLE)) };
-                            for h in 0..2 {
-                                let idx = _mm256_srli_epi32::<{ 3 * $j }>(words[h][c]);
-                                acc[h][$j & 1] = _mm256_add_ps(acc[h][$j & 1], _mm256_permutevar8x32_ps(t, idx));
-                            }
-                        }};
+            let d = [d[0][i], d[1][i]];
+            for t0 in (0..tokens).step_by(GROUP_TOKENS) {
+                // SAFETY: the tables of tokens t0 .. t0 + g at block kb are inside `tables`
+                // (asserted), `len` floats apart.
+                let (table, total) = unsafe { (tables.as_ptr().add(t0 * len + kb * Q1_WORDS * TABLES_PER_WORD * TABLE), &mut total[t0..]) };
+                // SAFETY: as above; this function's features.
+                unsafe {
+                    match tokens - t0 {
+                        1 => lookup_group::<1>(&words, table, len, d, total),
+                        2 => lookup_group::<2>(&words, table, len, d, total),
+                        3 => lookup_group::<3>(&words, table, len, d, total),
+                        _ => lookup_group::<GROUP_TOKENS>(&words, table, len, d, total),
                     }
-                    lookup!(0);
-                    lookup!(1);
-                    lookup!(2);
-                    lookup!(3);
-                    lookup!(4);
-                    lookup!(5);
-                    lookup!(6);
-                    lookup!(7);
-                    lookup!(8);
-                    lookup!(9);
-                    lookup!(10);
-                    // SAFETY: stays inside (or one past) the token's tables.
-                    table = unsafe { table.add(TABLES_PER_WORD * TABLE) };
-                }
-                for h in 0..2 {
-                    total_t[h] = _mm256_fmadd_ps(_mm256_add_ps(acc[h][0], acc[h][1]), d[h][i], total_t[h]);
                 }
             }
         }
@@ -239,6 +225,60 @@ pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &
         unsafe {
             _mm256_storeu_ps(o.as_mut_ptr(), t[0]);
             _mm256_storeu_ps(o.as_mut_ptr().add(ROWS), t[1]);
+        }
+    }
+}
+
+/// One block of the 16 rows (`words`, their scales `d`) against `G` tokens: each index shift
+/// serves the G tokens' lookups, and `total[t][h] += d[h] · (the block's sums)`.
+///
+/// # Safety
+/// AVX2 + FMA; `table` is token 0's tables of the block, tokens `len` floats apart, `G` of them;
+/// `total.len() >= G`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lookup_group<const G: usize>(
+    words: &[[__m256i; Q1_WORDS]; 2],
+    mut table: *const f32,
+    len: usize,
+    d: [__m256; 2],
+    total: &mut [[__m256; 2]],
+) {
+    // With one or two tokens, two chains per row set (even / odd triplets) keep the adds' latency
+    // hidden; from three tokens on, their 2G chains do.
+    let chain_mask = if G >= 3 { 0 } else { 1 };
+    let mut acc = [[[_mm256_setzero_ps(); 2]; 2]; G];
+    for (&lo, &hi) in words[0].iter().zip(&words[1]) {
+        macro_rules! lookup {
+            ($j:literal) => {{
+                let idx = [_mm256_srli_epi32::<{ 3 * $j }>(lo), _mm256_srli_epi32::<{ 3 * $j }>(hi)];
+                for (t, acc_t) in acc.iter_mut().enumerate() {
+                    // SAFETY: table (kb·4 + c)·11 + j of token t, inside (the caller's contract).
+                    let tab = unsafe { _mm256_loadu_ps(table.add(t * len + $j * TABLE)) };
+                    for h in 0..2 {
+                        let a = &mut acc_t[h][$j & chain_mask];
+                        *a = _mm256_add_ps(*a, _mm256_permutevar8x32_ps(tab, idx[h]));
+                    }
+                }
+            }};
+        }
+        lookup!(0);
+        lookup!(1);
+        lookup!(2);
+        lookup!(3);
+        lookup!(4);
+        lookup!(5);
+        lookup!(6);
+        lookup!(7);
+        lookup!(8);
+        lookup!(9);
+        lookup!(10);
+        // SAFETY: stays inside (or one past) the tokens' tables of the block.
+        table = unsafe { table.add(TABLES_PER_WORD * TABLE) };
+    }
+    for (acc_t, total_t) in acc.iter().zip(total.iter_mut()) {
+        for h in 0..2 {
+            total_t[h] = _mm256_fmadd_ps(_mm256_add_ps(acc_t[h][0], acc_t[h][1]), d[h], total_t[h]);
         }
     }
 }
