@@ -43,6 +43,87 @@ pub struct Q1Matrix {
     pub bits: Vec<u32>,
 }
 
+/// Rows per group of [`Q1Interleaved`].
+pub const INTERLEAVE_ROWS: usize = 8;
+
+/// A 1-bit matrix with its rows interleaved in groups of [`INTERLEAVE_ROWS`]: the layout of the
+/// CPU's table-lookup kernel at the AVX2 level (`cpu/q1_lut.rs`), which then reads one 32-byte
+/// vector per word of 8 rows instead of transposing 8 rows' blocks, and streams one contiguous
+/// run of memory per group. The CPU backend stores its Q1 matrices this way at that level (a
+/// conversion, not a second copy); every other consumer reads [`Q1Matrix`].
+///
+/// ```text
+/// group g = rows 8g .. 8g + 8 (the last one padded with zero rows), block kb of row 8g + r:
+/// scales[(g * nb + kb) * 8 + r]           nb = K / 128
+/// words[((g * nb + kb) * 4 + c) * 8 + r]  word c of the block, bits as in Q1Matrix
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Q1Interleaved {
+    pub n: usize,
+    pub k: usize,
+    pub scales: Vec<f16>,
+    pub words: Vec<u32>,
+}
+
+impl Q1Interleaved {
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / GROUP
+    }
+
+    /// Index of row `row`'s block `kb` among the group-blocks' lanes: its scale's index, and
+    /// with `* 4 + c` then `* 8 + r`, its words'.
+    fn lane(&self, row: usize, kb: usize) -> (usize, usize) {
+        (row / INTERLEAVE_ROWS * self.blocks_per_row() + kb, row % INTERLEAVE_ROWS)
+    }
+
+    /// The scale and the 4 sign words of row `row`'s block `kb`.
+    pub fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
+        let (gb, r) = self.lane(row, kb);
+        let words = std::array::from_fn(|c| self.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r]);
+        (self.scales[gb * INTERLEAVE_ROWS + r], words)
+    }
+
+    /// Weight (row, col) as f32: [`Q1Matrix::weight`] of the same matrix.
+    pub fn weight(&self, row: usize, col: usize) -> f32 {
+        let (d, words) = self.block(row, col / GROUP);
+        let j = col % GROUP;
+        if (words[j / 32] >> (j % 32)) & 1 == 1 {
+            d.to_f32()
+        } else {
+            -d.to_f32()
+        }
+    }
+
+    /// Bytes a kernel must read to use the whole matrix once.
+    pub fn len_bytes(&self) -> usize {
+        self.scales.len() * 2 + self.words.len() * 4
+    }
+}
+
+impl From<&Q1Matrix> for Q1Interleaved {
+    fn from(m: &Q1Matrix) -> Self {
+        let nb = m.blocks_per_row();
+        let groups = m.n.div_ceil(INTERLEAVE_ROWS);
+        let mut out = Q1Interleaved {
+            n: m.n,
+            k: m.k,
+            scales: vec![f16::ZERO; groups * nb * INTERLEAVE_ROWS],
+            words: vec![0; groups * nb * Q1_WORDS * INTERLEAVE_ROWS],
+        };
+        for row in 0..m.n {
+            for kb in 0..nb {
+                let b = row * nb + kb;
+                let (gb, r) = out.lane(row, kb);
+                out.scales[gb * INTERLEAVE_ROWS + r] = m.scales[b];
+                for c in 0..Q1_WORDS {
+                    out.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = m.bits[b * Q1_WORDS + c];
+                }
+            }
+        }
+        out
+    }
+}
+
 /// A 2-bit matrix (ternary or {-1,0,1,2}) in kernel layout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Q2Matrix {
@@ -159,7 +240,7 @@ pub trait WeightAt: Sync {
     fn weight_at(&self, row: usize, col: usize) -> f32;
 }
 
-/// Both formats read one weight through their `weight` (the definition).
+/// Every format reads one weight through its `weight` (the definition).
 macro_rules! weight_at_by_definition {
     ($($matrix:ty),+) => {$(
         impl WeightAt for $matrix {
@@ -175,7 +256,7 @@ macro_rules! weight_at_by_definition {
         }
     )+};
 }
-weight_at_by_definition!(Q1Matrix, Q2Matrix);
+weight_at_by_definition!(Q1Matrix, Q1Interleaved, Q2Matrix);
 
 /// Either quantized matrix; the model holds its linear weights as this.
 #[derive(Clone, Debug, PartialEq)]

@@ -16,10 +16,12 @@
 //! table is built with a third weight of x = 0, so its index's bit 2 (always 0 after the shift)
 //! picks `−0`. 11 tables of 8 floats per 32 weights: 88 floats, 2.75x the bytes of x.
 //!
-//! The kernel reads the matrix in its kernel layout (`weights.rs`): the 8 rows' 16-byte blocks
-//! are transposed in registers (4 loads, 4 inserts, 8 unpacks per 8 rows and block) into one
-//! ymm per word, lane r = row r, so any 8 rows (a gate|up tile interleaves two row ranges)
-//! work, and no copy of the weights exists.
+//! The kernel needs each word of a block as one ymm over 8 rows (lane r = row r). It reads two
+//! layouts ([`LutRows`]): the CPU backend's at this level, [`Q1Interleaved`], where 8 consecutive
+//! rows' word is one 32-byte load and a group's blocks are one stream (tiles are two groups:
+//! 16 rows, or a gate|up tile's 8 gate and 8 up rows); and the shared [`Q1Matrix`] layout, whose
+//! 8 rows' 16-byte blocks are transposed in registers (4 loads, 4 inserts, 8 unpacks per 8 rows
+//! and block). The interleaved layout decodes faster (docs/kernel-notes.md, "Q1 at the AVX2 level").
 //!
 //! Arithmetic: each table entry is `((±x0) ± x1) ± x2` (2 roundings), a block lane sums its 44
 //! entries in 2 chains of f32 adds (one or two tokens) or in one (from three tokens on, whose
@@ -33,7 +35,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::weights::{Q1Matrix, GROUP, Q1_WORDS};
+use crate::weights::{Q1Interleaved, Q1Matrix, GROUP, INTERLEAVE_ROWS, Q1_WORDS};
 
 /// Tables per 32-bit word of sign bits: 10 triplets and a pair.
 const TABLES_PER_WORD: usize = 11;
@@ -103,16 +105,19 @@ unsafe fn transposed_words(w: &Q1Matrix, rows: &[usize], kb: usize) -> [__m256i;
     ]
 }
 
-/// Blocks ahead of the one being read whose bit words are prefetched, and how often (a 64-byte
-/// line holds 4 blocks' words).
-const PREFETCH_BLOCKS: usize = 8;
+/// How often [`dot_rows`] prefetches (a 64-byte line holds 4 blocks of a row's words, or of 8
+/// interleaved rows' scales), and how far ahead, per layout: 8 blocks (2 lines) of every row of
+/// the shared layout; 16 blocks of an interleaved group, whose blocks are one stream (8 and 32
+/// measured slower: docs/kernel-notes.md).
 const PREFETCH_EVERY: usize = 4;
+const PREFETCH_BLOCKS: usize = 8;
+const PREFETCH_BLOCKS_INTERLEAVED: usize = 16;
 
-/// Asks for the cache lines of block `kb` of every row (none past a row's end are needed, and a
+/// Asks for the cache lines of block `kb` of 8 rows (none past a row's end are needed, and a
 /// prefetch of any address is harmless: it cannot fault).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn prefetch_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], kb: usize) {
+fn prefetch_rows(w: &Q1Matrix, rows: &[usize; ROWS], kb: usize) {
     let nb = w.blocks_per_row();
     if kb >= nb {
         return;
@@ -122,6 +127,145 @@ fn prefetch_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], kb: usize) {
         // A hint: it reads nothing the program sees and cannot fault.
         _mm_prefetch::<_MM_HINT_T0>(line.cast());
     }
+}
+
+/// How [`dot_rows`] finds 8 rows' blocks in a layout: the words of a block as one ymm per word
+/// (lane r = row r), the scales of up to [`SCALE_CHUNK`] blocks, and the lines to prefetch.
+/// Safety of the unsafe methods: AVX2 (+ F16C for the scales), a row set of rows < N, blocks < K/128.
+pub(crate) trait LutRows: Sync {
+    /// What the 8 rows of one call need to find their blocks (made once per call).
+    type RowSet: Copy;
+    fn n(&self) -> usize;
+    fn k(&self) -> usize;
+    fn row_set(&self, rows: &[usize; ROWS]) -> Self::RowSet;
+    unsafe fn words(&self, set: &Self::RowSet, kb: usize) -> [__m256i; Q1_WORDS];
+    unsafe fn scales(&self, set: &Self::RowSet, kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK];
+    /// Prefetches the blocks some distance past `kb`, the block being read (called every
+    /// [`PREFETCH_EVERY`] blocks; the distance may reach past the row's end).
+    unsafe fn prefetch(&self, set: &Self::RowSet, kb: usize);
+}
+
+/// The shared layout: any 8 rows, their blocks transposed in registers.
+impl LutRows for Q1Matrix {
+    type RowSet = [usize; ROWS];
+    fn n(&self) -> usize {
+        self.n
+    }
+    fn k(&self) -> usize {
+        self.k
+    }
+    fn row_set(&self, rows: &[usize; ROWS]) -> [usize; ROWS] {
+        *rows
+    }
+    #[inline(always)]
+    unsafe fn words(&self, rows: &[usize; ROWS], kb: usize) -> [__m256i; Q1_WORDS] {
+        // SAFETY: the trait's contract.
+        unsafe { transposed_words(self, rows, kb) }
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, rows: &[usize; ROWS], kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK] {
+        // SAFETY: the trait's contract.
+        unsafe { block_scales(self, rows, kb0, blocks) }
+    }
+    #[inline(always)]
+    unsafe fn prefetch(&self, rows: &[usize; ROWS], kb: usize) {
+        // SAFETY: the trait's contract (AVX2).
+        unsafe { prefetch_rows(self, rows, kb + PREFETCH_BLOCKS) }
+    }
+}
+
+/// 8 rows of a [`Q1Interleaved`] matrix: one whole group (the engine's tiles, but the last), or
+/// any rows (read one word at a time).
+#[derive(Clone, Copy)]
+pub(crate) enum InterleavedRows {
+    Group(usize),
+    Rows([usize; ROWS]),
+}
+
+/// The interleaved layout: a group's word c of block kb is one 32-byte load, its scales one
+/// 16-byte load per block.
+impl LutRows for Q1Interleaved {
+    type RowSet = InterleavedRows;
+    fn n(&self) -> usize {
+        self.n
+    }
+    fn k(&self) -> usize {
+        self.k
+    }
+    fn row_set(&self, rows: &[usize; ROWS]) -> InterleavedRows {
+        let first = rows[0];
+        if first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r) {
+            InterleavedRows::Group(first / INTERLEAVE_ROWS)
+        } else {
+            InterleavedRows::Rows(*rows)
+        }
+    }
+    #[inline(always)]
+    unsafe fn words(&self, set: &InterleavedRows, kb: usize) -> [__m256i; Q1_WORDS] {
+        match *set {
+            InterleavedRows::Group(g) => {
+                let base = (g * self.blocks_per_row() + kb) * Q1_WORDS * INTERLEAVE_ROWS;
+                // SAFETY: group g's block kb is inside `words` (rows < N: g < groups; kb < nb),
+                // 4 x 8 words from `base`.
+                std::array::from_fn(|c| unsafe { _mm256_loadu_si256(self.words.as_ptr().add(base + c * INTERLEAVE_ROWS).cast()) })
+            }
+            InterleavedRows::Rows(rows) => {
+                let blocks: [[u32; Q1_WORDS]; ROWS] = std::array::from_fn(|r| self.block(rows[r], kb).1);
+                // SAFETY: 8 u32 = 32 bytes.
+                std::array::from_fn(|c| unsafe { _mm256_loadu_si256(std::array::from_fn::<u32, ROWS, _>(|r| blocks[r][c]).as_ptr().cast()) })
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, set: &InterleavedRows, kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK] {
+        let bits: [__m128i; SCALE_CHUNK] = match *set {
+            InterleavedRows::Group(g) => {
+                let base = (g * self.blocks_per_row() + kb0) * INTERLEAVE_ROWS;
+                std::array::from_fn(|i| {
+                    // SAFETY: blocks kb0 .. kb0 + blocks of group g are inside `scales` (the
+                    // contract); past `blocks`, block kb0 + blocks - 1 is read again.
+                    unsafe { _mm_loadu_si128(self.scales.as_ptr().add(base + i.min(blocks - 1) * INTERLEAVE_ROWS).cast()) }
+                })
+            }
+            InterleavedRows::Rows(rows) => std::array::from_fn(|i| {
+                let d: [u16; ROWS] = std::array::from_fn(|r| self.block(rows[r], kb0 + i.min(blocks - 1)).0.to_bits());
+                // SAFETY: 8 u16 = 16 bytes.
+                unsafe { _mm_loadu_si128(d.as_ptr().cast()) }
+            }),
+        };
+        // SAFETY: F16C (the contract).
+        bits.map(|v| unsafe { f16_to_f32(v) })
+    }
+    #[inline(always)]
+    unsafe fn prefetch(&self, set: &InterleavedRows, kb: usize) {
+        let nb = self.blocks_per_row();
+        let kb = kb + PREFETCH_BLOCKS_INTERLEAVED;
+        if let (InterleavedRows::Group(g), true) = (*set, kb < nb) {
+            // The group's next PREFETCH_EVERY blocks: one line of scales, 128 bytes of words
+            // (two lines) per block. SAFETY (all three): AVX2 (the contract); a prefetch reads
+            // nothing the program sees and cannot fault.
+            unsafe { prefetch_line(self.scales.as_ptr().wrapping_add((g * nb + kb) * INTERLEAVE_ROWS).cast()) };
+            for b in kb..(kb + PREFETCH_EVERY).min(nb) {
+                let line = self.words.as_ptr().wrapping_add((g * nb + b) * Q1_WORDS * INTERLEAVE_ROWS);
+                unsafe {
+                    prefetch_line(line.cast());
+                    prefetch_line(line.wrapping_add(16).cast());
+                }
+            }
+        }
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn prefetch_line(p: *const i8) {
+    _mm_prefetch::<_MM_HINT_T0>(p);
+}
+
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn f16_to_f32(v: __m128i) -> __m256 {
+    _mm256_cvtph_ps(v)
 }
 
 /// Blocks whose scales [`block_scales`] converts at once.
@@ -183,26 +327,31 @@ const GROUP_TOKENS: usize = 4;
 /// AVX2 + FMA + F16C; every `rows[r] < w.n`; `out.len() <= MAX_TOKENS`; `tables` holds
 /// `out.len()·len` floats.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn dot_rows(w: &Q1Matrix, rows: &[usize; TILE_ROWS], tables: &[f32], out: &mut [[f32; TILE_ROWS]]) {
-    let nb = w.blocks_per_row();
-    let len = tables_len(w.k);
+pub(super) unsafe fn dot_rows<W: LutRows>(w: &W, rows: &[usize; TILE_ROWS], tables: &[f32], out: &mut [[f32; TILE_ROWS]]) {
+    let nb = w.k() / GROUP;
+    let len = tables_len(w.k());
     let tokens = out.len();
     assert!(
-        tokens <= MAX_TOKENS && tables.len() >= tokens * len && rows.iter().all(|&r| r < w.n),
+        tokens <= MAX_TOKENS && tables.len() >= tokens * len && rows.iter().all(|&r| r < w.n()),
         "q1_lut dot_rows: shapes"
     );
-    let (lo_rows, hi_rows) = rows.split_at(ROWS);
+    let halves: [[usize; ROWS]; 2] = std::array::from_fn(|h| std::array::from_fn(|r| rows[h * ROWS + r]));
+    let sets = halves.map(|h| w.row_set(&h));
     let mut total = [[_mm256_setzero_ps(); 2]; MAX_TOKENS];
     for kb0 in (0..nb).step_by(SCALE_CHUNK) {
         let blocks = SCALE_CHUNK.min(nb - kb0);
-        // SAFETY: rows < n (asserted), blocks kb0 .. kb0 + blocks < nb.
-        let d = unsafe { [block_scales(w, lo_rows, kb0, blocks), block_scales(w, hi_rows, kb0, blocks)] };
+        // SAFETY: rows < n (asserted), blocks kb0 .. kb0 + blocks < nb; this function's features.
+        let d = unsafe { [w.scales(&sets[0], kb0, blocks), w.scales(&sets[1], kb0, blocks)] };
         for (i, kb) in (kb0..kb0 + blocks).enumerate() {
             if kb % PREFETCH_EVERY == 0 {
-                prefetch_rows(w, rows, kb + PREFETCH_BLOCKS);
+                // SAFETY: AVX2; any block index is fine for a prefetch.
+                unsafe {
+                    w.prefetch(&sets[0], kb);
+                    w.prefetch(&sets[1], kb);
+                }
             }
             // SAFETY: rows < n (asserted), kb < nb.
-            let words = unsafe { [transposed_words(w, lo_rows, kb), transposed_words(w, hi_rows, kb)] };
+            let words = unsafe { [w.words(&sets[0], kb), w.words(&sets[1], kb)] };
             let d = [d[0][i], d[1][i]];
             for t0 in (0..tokens).step_by(GROUP_TOKENS) {
                 // SAFETY: the tables of tokens t0 .. t0 + g at block kb are inside `tables`

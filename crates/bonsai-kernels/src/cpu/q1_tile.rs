@@ -5,11 +5,55 @@
 //! lanes, then `acc += d · s`. The AVX2 level runs the table lookup of [`super::q1_lut`] at every
 //! M (three weights per lookup, eight rows per instruction; it replaced this file's AVX2
 //! shift-and-blend tiles, ~2x slower per token, and beats the panel GEMM); the AVX-512 kernels are
-//! in [`super::avx512`].
+//! in [`super::avx512`]. The portable paths read either layout ([`Q1Matrix`], [`Q1Interleaved`])
+//! through one block accessor.
+
+use half::f16;
 
 use super::qgemm::QuantRows;
 use super::LANES;
-use crate::weights::{Q1Matrix, GROUP, Q1_WORDS};
+use crate::weights::{Q1Interleaved, Q1Matrix, GROUP, Q1_WORDS};
+
+/// A block (scale and 4 sign words) of a Q1 row, in either layout: what the portable paths read.
+trait Q1Blocks {
+    fn blocks_per_row(&self) -> usize;
+    fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]);
+}
+
+impl Q1Blocks for Q1Matrix {
+    fn blocks_per_row(&self) -> usize {
+        Q1Matrix::blocks_per_row(self)
+    }
+    fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
+        let b = row * Q1Matrix::blocks_per_row(self) + kb;
+        (self.scales[b], std::array::from_fn(|c| self.bits[b * Q1_WORDS + c]))
+    }
+}
+
+impl Q1Blocks for Q1Interleaved {
+    fn blocks_per_row(&self) -> usize {
+        Q1Interleaved::blocks_per_row(self)
+    }
+    fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
+        Q1Interleaved::block(self, row, kb)
+    }
+}
+
+/// [`QuantRows::dequant_into`] of either layout: each weight is ±d exactly (d's sign bit flipped
+/// by [`SIGN_FLIP`]).
+fn dequant_blocks(w: &impl Q1Blocks, row: usize, k0: usize, out: &mut [f32]) {
+    for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+        let (d, words) = w.block(row, k0 / GROUP + i);
+        let d = d.to_f32();
+        let bytes = words.iter().flat_map(|word| word.to_le_bytes());
+        for (byte, out8) in bytes.zip(block_out.chunks_exact_mut(LANES)) {
+            let flip = &SIGN_FLIP[byte as usize];
+            for l in 0..LANES {
+                out8[l] = f32::from_bits(d.to_bits() ^ flip[l]);
+            }
+        }
+    }
+}
 
 impl QuantRows for Q1Matrix {
     /// Per core the mask GEMV makes 110-135 GFLOP/s at any M; the panel GEMM 80-100 at M = 4,
@@ -19,7 +63,7 @@ impl QuantRows for Q1Matrix {
     const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
         tables_len: super::q1_lut::tables_len,
         build_tables: super::q1_lut::build_tables,
-        dot_rows: super::q1_lut::dot_rows,
+        dot_rows: super::q1_lut::dot_rows::<Q1Matrix>,
     });
     fn rows(&self) -> usize {
         self.n
@@ -28,19 +72,7 @@ impl QuantRows for Q1Matrix {
         self.k
     }
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
-        let first = row * self.blocks_per_row() + k0 / GROUP;
-        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
-            let b = first + i;
-            let d = self.scales[b].to_f32();
-            let words = &self.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
-            let bytes = words.iter().flat_map(|word| word.to_le_bytes());
-            for (byte, out8) in bytes.zip(block_out.chunks_exact_mut(LANES)) {
-                let flip = &SIGN_FLIP[byte as usize];
-                for l in 0..LANES {
-                    out8[l] = f32::from_bits(d.to_bits() ^ flip[l]);
-                }
-            }
-        }
+        dequant_blocks(self, row, k0, out)
     }
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
@@ -79,7 +111,7 @@ static SIGN_FLIP: [[u32; 8]; 256] = {
 /// Portable version: per block, `s = Σ ±x_j` in f32 over [`LANES`] lane accumulators (the sign
 /// applied by xor-ing x's sign bit from [`SIGN_FLIP`]), then `acc += d · s`.
 fn dot_tile_scalar<const R: usize, const T: usize>(
-    w: &Q1Matrix,
+    w: &impl Q1Blocks,
     rows: &[usize; R],
     xs: &[&[f32]; T],
 ) -> [[f32; T]; R] {
@@ -87,9 +119,8 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
     let mut out = [[0.0f32; T]; R];
     for (r, &row) in rows.iter().enumerate() {
         for kb in 0..nb {
-            let b = row * nb + kb;
-            let d = w.scales[b].to_f32();
-            let words = &w.bits[b * Q1_WORDS..(b + 1) * Q1_WORDS];
+            let (d, words) = w.block(row, kb);
+            let d = d.to_f32();
             for t in 0..T {
                 let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
                 let mut lanes = [0.0f32; LANES];
@@ -106,6 +137,40 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
         }
     }
     out
+}
+
+/// The interleaved layout: the AVX2 level's table lookup reads it directly; it exists only where
+/// that level runs (the CPU backend converts to it there), so its other levels are the portable
+/// paths.
+impl QuantRows for Q1Interleaved {
+    const AVX512_PANEL_MIN_M: usize = Q1Matrix::AVX512_PANEL_MIN_M;
+    #[cfg(target_arch = "x86_64")]
+    const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
+        tables_len: super::q1_lut::tables_len,
+        build_tables: super::q1_lut::build_tables,
+        dot_rows: super::q1_lut::dot_rows::<Q1Interleaved>,
+    });
+    fn rows(&self) -> usize {
+        self.n
+    }
+    fn cols(&self) -> usize {
+        self.k
+    }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        dequant_blocks(self, row, k0, out)
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out)
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+        let dots = dot_tile_scalar(self, rows, &[x]);
+        std::array::from_fn(|r| dots[r][0])
+    }
+    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        dot_tile_scalar(self, rows, xs)
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

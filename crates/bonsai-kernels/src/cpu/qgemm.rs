@@ -287,10 +287,12 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
             let tables = &*tables;
             pool::for_each_part(n_out, Split::new(cols_per_tile, MIN_COLS_PER_PART).parts_per_thread(GEMV_PARTS_PER_THREAD), &|cols| {
                 for col0 in (cols.start..cols.end).step_by(cols_per_tile) {
-                    // As in run_tiled: row r is weight row (col + j·n_out), the last column repeated.
+                    // Row r is weight row (col + j·n_out) with j = r / cols_per_tile (SwiGLU: the
+                    // tile's 8 gate rows, then its 8 up rows, each half consecutive rows, which
+                    // the interleaved layout reads as one group), the last column repeated.
                     let rows: [usize; LUT_TILE] = std::array::from_fn(|r| {
-                        let col = (col0 + r / per_out).min(cols.end - 1);
-                        col + (r % per_out) * n_out
+                        let col = (col0 + r % cols_per_tile).min(cols.end - 1);
+                        col + (r / cols_per_tile) * n_out
                     });
                     let mut dots = [[0.0f32; LUT_TILE]; LUT_TOKENS];
                     // SAFETY: as for build_tables; rows < N (col < n_out, n_out·per_out == N);
@@ -303,7 +305,7 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
                             let slot = unsafe { writer.slot((tok0 + t) * n_out + col0 + c) };
                             match epilogue {
                                 Epilogue::Store(store) => store.apply(slot, dots[c]),
-                                Epilogue::SwiGlu => *slot = silu_mul(dots[2 * c], dots[2 * c + 1]),
+                                Epilogue::SwiGlu => *slot = silu_mul(dots[c], dots[cols_per_tile + c]),
                             }
                         }
                     }

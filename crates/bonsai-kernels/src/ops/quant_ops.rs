@@ -6,9 +6,10 @@
 use crate::cpu::qgemm::{self, QuantRows};
 use crate::cpu::{simd_level, SimdLevel};
 use crate::ops::{check_len, quant_reference, OpError, Store};
-use crate::weights::{Q1Matrix, Q2Matrix, WeightAt};
+use crate::weights::{Q1Interleaved, Q1Matrix, Q2Matrix, WeightAt};
 
-/// A quantized weight format the matmul ops take: [`Q1Matrix`] or [`Q2Matrix`].
+/// A quantized weight format the matmul ops take: [`Q1Matrix`] (or the same in the CPU lookup's
+/// layout, [`Q1Interleaved`]) or [`Q2Matrix`].
 pub trait QuantMatrix: WeightAt + QuantRows {
     /// The name of its `matmul` op in error messages.
     const MATMUL_OP: &'static str;
@@ -17,6 +18,11 @@ pub trait QuantMatrix: WeightAt + QuantRows {
 }
 
 impl QuantMatrix for Q1Matrix {
+    const MATMUL_OP: &'static str = super::matmul_q1::OP;
+    const GATE_UP_SWIGLU_OP: &'static str = super::gate_up_swiglu_q1::OP;
+}
+
+impl QuantMatrix for Q1Interleaved {
     const MATMUL_OP: &'static str = super::matmul_q1::OP;
     const GATE_UP_SWIGLU_OP: &'static str = super::gate_up_swiglu_q1::OP;
 }

@@ -3,7 +3,7 @@
 //! constants the tolerance derivations use.
 
 use crate::verify::rng::SplitMix64;
-use crate::weights::{Q1Matrix, Q2Matrix, WeightAt, GROUP, Q1_WORDS, Q2_WORDS};
+use crate::weights::{Q1Interleaved, Q1Matrix, Q2Matrix, WeightAt, GROUP, INTERLEAVE_ROWS, Q1_WORDS, Q2_WORDS};
 use half::f16;
 
 /// Unit roundoff of f32 (round to nearest): 2^-24.
@@ -100,16 +100,43 @@ impl TestRng {
 pub trait TestMatrix: WeightAt + Sized {
     /// Random bits/codes and real-looking scales (see [`TestRng::q1_matrix`]).
     fn random(rng: &mut TestRng, n: usize, k: usize) -> Self;
-    /// The per-block scales, to zero out chosen groups or force unit scales.
-    fn scales_mut(&mut self) -> &mut [f16];
+    /// Replaces the scale of every block (row, kb) by `f(row, kb, scale)`: to zero out chosen
+    /// groups or force unit scales.
+    fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16);
+}
+
+/// `scales[row·nb + kb] = f(row, kb, scales[..])`: the row-major layouts.
+fn map_row_major(scales: &mut [f16], nb: usize, f: &dyn Fn(usize, usize, f16) -> f16) {
+    for (b, s) in scales.iter_mut().enumerate() {
+        *s = f(b / nb, b % nb, *s);
+    }
 }
 
 impl TestMatrix for Q1Matrix {
     fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
         rng.q1_matrix(n, k)
     }
-    fn scales_mut(&mut self) -> &mut [f16] {
-        &mut self.scales
+    fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16) {
+        let nb = self.blocks_per_row();
+        map_row_major(&mut self.scales, nb, f)
+    }
+}
+
+/// The same random matrices as [`Q1Matrix`]'s, interleaved.
+impl TestMatrix for Q1Interleaved {
+    fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
+        Q1Interleaved::from(&rng.q1_matrix(n, k))
+    }
+    fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16) {
+        let nb = self.blocks_per_row();
+        for (i, s) in self.scales.iter_mut().enumerate() {
+            // scales[(g·nb + kb)·8 + r] is row 8g + r's block kb (rows past N are padding).
+            let (gb, r) = (i / INTERLEAVE_ROWS, i % INTERLEAVE_ROWS);
+            let row = gb / nb * INTERLEAVE_ROWS + r;
+            if row < self.n {
+                *s = f(row, gb % nb, *s);
+            }
+        }
     }
 }
 
@@ -117,8 +144,9 @@ impl TestMatrix for Q2Matrix {
     fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
         rng.q2_matrix(n, k)
     }
-    fn scales_mut(&mut self) -> &mut [f16] {
-        &mut self.scales
+    fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16) {
+        let nb = self.blocks_per_row();
+        map_row_major(&mut self.scales, nb, f)
     }
 }
 

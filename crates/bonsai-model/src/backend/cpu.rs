@@ -2,13 +2,13 @@
 //! CPU pool + run-time SIMD). Handles are plain host memory; the position is a host integer behind
 //! the same API the CUDA backend implements with device memory.
 
-use bonsai_kernels::cpu::{bandwidth, simd_level};
+use bonsai_kernels::cpu::{bandwidth, simd_level, SimdLevel};
 use bonsai_kernels::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
     qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
 };
 use bonsai_kernels::rope::RopeTable;
-use bonsai_kernels::QMatrix;
+use bonsai_kernels::{Q1Interleaved, Q1Matrix, Q2Matrix, QMatrix};
 use half::f16;
 
 use bonsai_kernels::ops::gated_delta::DeltaShape;
@@ -70,9 +70,35 @@ fn mismatched(op: &'static str, detail: &str) -> BackendError {
     BackendError::Op(OpError::Shape { op, detail: detail.to_string() })
 }
 
+/// A weight matrix as the CPU kernels read it: Q1 in the shared layout or, at the AVX2 level,
+/// interleaved for the lookup kernel ([`Q1Interleaved`]); Q2 as loaded.
+#[derive(Clone, Debug)]
+pub enum CpuMatrix {
+    Q1(Q1Matrix),
+    Q1Interleaved(Q1Interleaved),
+    Q2(Q2Matrix),
+}
+
+impl CpuMatrix {
+    pub fn n(&self) -> usize {
+        match self {
+            CpuMatrix::Q1(m) => m.n,
+            CpuMatrix::Q1Interleaved(m) => m.n,
+            CpuMatrix::Q2(m) => m.n,
+        }
+    }
+    pub fn k(&self) -> usize {
+        match self {
+            CpuMatrix::Q1(m) => m.k,
+            CpuMatrix::Q1Interleaved(m) => m.k,
+            CpuMatrix::Q2(m) => m.k,
+        }
+    }
+}
+
 impl Backend for CpuBackend {
     type Buffer = Vec<f32>;
-    type Matrix = QMatrix;
+    type Matrix = CpuMatrix;
     type Tokens = Vec<u32>;
     type KvCache = CpuKvCache;
     type Position = CpuPosition;
@@ -136,8 +162,13 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn upload_matrix(&self, matrix: &QMatrix) -> Result<QMatrix, BackendError> {
-        Ok(matrix.clone())
+    fn upload_matrix(&self, matrix: &QMatrix) -> Result<CpuMatrix, BackendError> {
+        Ok(match matrix {
+            // The AVX2 level's lookup kernel reads 8 rows' words as one vector in this layout.
+            QMatrix::Q1(m) if simd_level() == SimdLevel::Avx2Fma => CpuMatrix::Q1Interleaved(Q1Interleaved::from(m)),
+            QMatrix::Q1(m) => CpuMatrix::Q1(m.clone()),
+            QMatrix::Q2(m) => CpuMatrix::Q2(m.clone()),
+        })
     }
 
     fn upload_rope(&self, table: &RopeTable) -> Result<RopeTable, BackendError> {
@@ -172,10 +203,15 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn embed(&self, table: &QMatrix, tokens: &Vec<u32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
+    fn embed(&self, table: &CpuMatrix, tokens: &Vec<u32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
         let ids = rows("embed ids", tokens, m)?;
         let out = rows_mut("embed out", out, m * table.k())?;
-        Ok(embed_rows::cpu(table, ids, out)?)
+        match table {
+            CpuMatrix::Q1(w) => embed_rows::cpu_of(w, ids, out)?,
+            CpuMatrix::Q1Interleaved(w) => embed_rows::cpu_of(w, ids, out)?,
+            CpuMatrix::Q2(w) => embed_rows::cpu_of(w, ids, out)?,
+        }
+        Ok(())
     }
 
     fn rms_norm(
@@ -191,25 +227,27 @@ impl Backend for CpuBackend {
         Ok(rms_norm::cpu(rows("rms_norm x", x, len)?, weight, eps, rows_mut("rms_norm out", out, len)?)?)
     }
 
-    fn matmul(&self, w: &QMatrix, x: &Vec<f32>, m: usize, y: &mut Vec<f32>, store: Store) -> Result<(), BackendError> {
+    fn matmul(&self, w: &CpuMatrix, x: &Vec<f32>, m: usize, y: &mut Vec<f32>, store: Store) -> Result<(), BackendError> {
         let x = rows("matmul x", x, m * w.k())?;
         let y = rows_mut("matmul y", y, m * w.n())?;
         match w {
-            QMatrix::Q1(w) => matmul_q1::cpu(w, x, m, y, store)?,
-            QMatrix::Q2(w) => matmul_q2::cpu(w, x, m, y, store)?,
+            CpuMatrix::Q1(w) => matmul_q1::cpu(w, x, m, y, store)?,
+            CpuMatrix::Q1Interleaved(w) => matmul_q1::cpu(w, x, m, y, store)?,
+            CpuMatrix::Q2(w) => matmul_q2::cpu(w, x, m, y, store)?,
         }
         Ok(())
     }
 
-    fn gate_up_swiglu(&self, w: &QMatrix, x: &Vec<f32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
+    fn gate_up_swiglu(&self, w: &CpuMatrix, x: &Vec<f32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
         if w.n() % 2 != 0 {
             return Err(mismatched("gate_up_swiglu", "fused gate|up matrix has an odd row count"));
         }
         let x = rows("gate_up_swiglu x", x, m * w.k())?;
         let out = rows_mut("gate_up_swiglu out", out, m * w.n() / 2)?;
         match w {
-            QMatrix::Q1(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
-            QMatrix::Q2(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
+            CpuMatrix::Q1(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
+            CpuMatrix::Q1Interleaved(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
+            CpuMatrix::Q2(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::cpu;
+pub use cpu::{cpu, cpu_of};
 pub use reference::reference;
 
 use crate::ops::{check_len, OpError};
@@ -28,8 +28,12 @@ pub(crate) const OP: &str = "embed_rows";
 
 /// Checks `out: [ids.len(), hidden]` and every id against the vocabulary.
 pub(crate) fn check_shapes(table: &QMatrix, ids: &[u32], out: &[f32]) -> Result<(), OpError> {
-    check_len(OP, "out", ids.len() * table.k(), out.len())?;
-    let vocab = table.n();
+    check_table_shapes(table.n(), table.k(), ids, out)
+}
+
+/// [`check_shapes`] of a `vocab x hidden` table.
+pub(crate) fn check_table_shapes(vocab: usize, hidden: usize, ids: &[u32], out: &[f32]) -> Result<(), OpError> {
+    check_len(OP, "out", ids.len() * hidden, out.len())?;
     match ids.iter().position(|&id| id as usize >= vocab) {
         Some(index) => Err(OpError::TokenOutOfRange { op: OP, id: ids[index], index, vocab }),
         None => Ok(()),

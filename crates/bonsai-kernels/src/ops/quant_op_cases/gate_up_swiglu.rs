@@ -20,14 +20,16 @@ macro_rules! gate_up_swiglu_tests {
 }
 pub(crate) use gate_up_swiglu_tests;
 
-/// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K; M >= 16 runs the
-/// panel GEMM (odd F off its 32-row micro-panel, K off its 256-wide chunk, M off its 12-token tile).
+/// (F, K, M): K = 128, odd F, M = 1, M off the token tile, a decode-width K, F a multiple of 8
+/// (the up rows start on a group of the interleaved layout); M >= 16 runs the panel GEMM (odd F
+/// off its 32-row micro-panel, K off its 256-wide chunk, M off its 12-token tile).
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 128, 1),
     (7, 128, 3),
     (33, 256, 1),
     (65, 512, 5),
     (20, 2048, 6),
+    (40, 640, 1),
     (33, 384, 19),
     (5, 128, 16),
 ];
@@ -90,14 +92,8 @@ pub(crate) fn zero_gate_or_up_rows_give_zero<W: TestMatrix + QuantMatrix>() {
     let mut rng = TestRng::new(&format!("{}_zero", W::GATE_UP_SWIGLU_OP));
     let (f, k, m) = (5, 256, 3);
     let mut w = W::random(&mut rng, 2 * f, k);
-    let nb = k / GROUP;
     // Gate row 1 and up row 3 (matrix row F + 3) all-zero.
-    for (b, scale) in w.scales_mut().iter_mut().enumerate() {
-        let row = b / nb;
-        if row == 1 || row == f + 3 {
-            *scale = f16::ZERO;
-        }
-    }
+    w.map_scales(&|row, _kb, scale| if row == 1 || row == f + 3 { f16::ZERO } else { scale });
     check(&w, m, &mut rng, "zero rows");
     let x = rng.vec(m * k, -1.0, 1.0);
     for level in available_levels() {

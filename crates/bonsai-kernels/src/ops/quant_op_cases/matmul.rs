@@ -71,11 +71,7 @@ pub(crate) fn all_zero_rows_and_groups_give_zero<W: TestMatrix + QuantMatrix>() 
     let mut w = W::random(&mut rng, n, k);
     // Row 4 entirely zero-scaled, plus every third block elsewhere.
     let nb = k / GROUP;
-    for (b, scale) in w.scales_mut().iter_mut().enumerate() {
-        if b / nb == 4 || b % 3 == 0 {
-            *scale = f16::ZERO;
-        }
-    }
+    w.map_scales(&|row, kb, scale| if row == 4 || (row * nb + kb) % 3 == 0 { f16::ZERO } else { scale });
     check(&w, m, &mut rng, "zero groups");
     let x = rng.vec(m * k, -1.0, 1.0);
     for level in available_levels() {
@@ -98,7 +94,7 @@ pub(crate) fn integer_inputs_are_exact<W: TestMatrix + QuantMatrix>() {
 
 fn exact_case<W: TestMatrix + QuantMatrix>(rng: &mut TestRng, n: usize, k: usize, m: usize) {
     let mut w = W::random(rng, n, k);
-    w.scales_mut().iter_mut().for_each(|s| *s = f16::ONE);
+    w.map_scales(&|_, _, _| f16::ONE);
     let x: Vec<f32> = (0..m * k).map(|_| rng.below(15) as f32 - 7.0).collect();
     let mut want = vec![0.0; m * n];
     reference(&w, &x, m, &mut want, Store::Overwrite).expect("shapes");
