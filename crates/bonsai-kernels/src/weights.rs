@@ -285,3 +285,30 @@ impl QMatrix {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::test_util::TestRng;
+
+    /// Every weight of the interleaved copy is the original's (N = 1, 8, and 21: a padded group),
+    /// and the padding is zero.
+    #[test]
+    fn interleaving_keeps_every_weight() {
+        let mut rng = TestRng::new("q1_interleaved");
+        for n in [1, 8, 21] {
+            let m = rng.q1_matrix(n, 384);
+            let il = Q1Interleaved::from(&m);
+            for row in 0..n {
+                for col in 0..384 {
+                    assert_eq!(il.weight(row, col).to_bits(), m.weight(row, col).to_bits(), "n {n} ({row}, {col})");
+                }
+            }
+            assert_eq!(il.words.len(), n.div_ceil(8) * 8 * 3 * Q1_WORDS);
+            assert_eq!(il.len_bytes(), n.div_ceil(8) * 8 * 3 * (2 + 16));
+            for pad in n..n.div_ceil(8) * 8 {
+                assert!((0..3).all(|kb| il.block(pad, kb) == (f16::ZERO, [0; Q1_WORDS])), "n {n} padding row {pad}");
+            }
+        }
+    }
+}

@@ -1,9 +1,9 @@
 //! Exact op: cpu == reference bitwise, and out-of-vocabulary ids are named errors.
 
-use super::{cpu, reference};
+use super::{cpu, cpu_of, reference};
 use crate::ops::test_util::TestRng;
 use crate::ops::OpError;
-use crate::weights::QMatrix;
+use crate::weights::{Q1Interleaved, QMatrix};
 
 #[test]
 fn cpu_equals_reference_q1_and_q2() {
@@ -23,6 +23,23 @@ fn cpu_equals_reference_q1_and_q2() {
             assert!(got.iter().all(|v| v.is_finite()));
         }
     }
+}
+
+/// The CPU backend's interleaved Q1 tables (vocab 77: a padded last group) give the same rows.
+#[test]
+fn interleaved_table_equals_reference() {
+    let mut rng = TestRng::new("embed_rows_interleaved");
+    let (vocab, hidden) = (77, 384);
+    let q1 = rng.q1_matrix(vocab, hidden);
+    let interleaved = Q1Interleaved::from(&q1);
+    let ids: Vec<u32> = vec![76, 0, 7, 8, 41];
+    let mut want = vec![f32::NAN; ids.len() * hidden];
+    let mut got = vec![f32::NAN; ids.len() * hidden];
+    reference(&QMatrix::Q1(q1), &ids, &mut want).expect("shapes");
+    cpu_of(&interleaved, &ids, &mut got).expect("shapes");
+    assert_eq!(got, want);
+    let err = cpu_of(&interleaved, &[77], &mut got[..hidden]).unwrap_err();
+    assert_eq!(err, OpError::TokenOutOfRange { op: super::OP, id: 77, index: 0, vocab: 77 });
 }
 
 #[test]
