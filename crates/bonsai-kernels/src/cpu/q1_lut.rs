@@ -242,11 +242,13 @@ impl LutRows for Q1Interleaved {
         let kb = kb + PREFETCH_BLOCKS_INTERLEAVED;
         if let (InterleavedRows::Group(g), true) = (*set, kb < nb) {
             // The group's next PREFETCH_EVERY blocks: one line of scales, 128 bytes of words
-            // (two lines) per block. SAFETY (all three): AVX2 (the contract); a prefetch reads
-            // nothing the program sees and cannot fault.
+            // (two lines) per block.
+            // SAFETY: AVX2 (the contract); a prefetch reads nothing the program sees and cannot
+            // fault.
             unsafe { prefetch_line(self.scales.as_ptr().wrapping_add((g * nb + kb) * INTERLEAVE_ROWS).cast()) };
             for b in kb..(kb + PREFETCH_EVERY).min(nb) {
                 let line = self.words.as_ptr().wrapping_add((g * nb + b) * Q1_WORDS * INTERLEAVE_ROWS);
+                // SAFETY: as above.
                 unsafe {
                     prefetch_line(line.cast());
                     prefetch_line(line.wrapping_add(16).cast());
