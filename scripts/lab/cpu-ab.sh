@@ -24,7 +24,7 @@ export LD_LIBRARY_PATH=$B RAYON_NUM_THREADS=$THREADS
 builds=$(cd "$B" && ls bonsai-* | sort)
 SIDE=${SIDE:-$builds}
 if [ -x "$B/kernels-tests" ]; then
-    timeout 600 "$B/kernels-tests" matmul_q1 gate_up_swiglu_q1 panel_gemm q1_lut > "$OUT/kernels-tests.log" 2>&1
+    timeout 600 "$B/kernels-tests" matmul_q1 gate_up_swiglu_q1 panel_gemm q1_lut embed_rows weights > "$OUT/kernels-tests.log" 2>&1
     echo "kernels-tests rc $?: $(grep 'test result' "$OUT/kernels-tests.log")"
 fi
 first=$(echo "$builds" | head -1)

@@ -143,15 +143,37 @@ pub(super) unsafe fn q1_pack_panel(
     out: &mut [f32],
 ) {
     let nb = w.blocks_per_row();
+    let block = |row: usize, kb: usize| {
+        let b = row * nb + kb;
+        (w.scales[b], std::array::from_fn(|c| w.bits[b * Q1_WORDS + c]))
+    };
+    // SAFETY: the caller's contract.
+    unsafe { q1_pack_panel_of(&block, rows, k0, kc, stride, out) }
+}
+
+/// [`q1_pack_panel`] of a Q1 matrix in any layout, `block(row, kb)` being the scale and the 4
+/// sign words of the row's block (the interleaved layout's too).
+///
+/// # Safety
+/// As [`q1_pack_panel`], every row < the matrix's N as `block` reads it.
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
+pub(super) unsafe fn q1_pack_panel_of(
+    block: &impl Fn(usize, usize) -> (half::f16, [u32; Q1_WORDS]),
+    rows: &[usize; ZMM],
+    k0: usize,
+    kc: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
     let mut dst = out.as_mut_ptr();
     for kb in k0 / GROUP..(k0 + kc) / GROUP {
-        let blocks: [usize; ZMM] = std::array::from_fn(|j| rows[j] * nb + kb);
-        let scales: [f32; ZMM] = std::array::from_fn(|j| w.scales[blocks[j]].to_f32());
+        let blocks: [(half::f16, [u32; Q1_WORDS]); ZMM] = std::array::from_fn(|j| block(rows[j], kb));
+        let scales: [f32; ZMM] = std::array::from_fn(|j| blocks[j].0.to_f32());
         // SAFETY: 16 floats.
         let d = unsafe { _mm512_loadu_ps(scales.as_ptr()) };
         let neg_d = _mm512_sub_ps(_mm512_setzero_ps(), d);
         for wi in 0..Q1_WORDS {
-            let words: [u32; ZMM] = std::array::from_fn(|j| w.bits[blocks[j] * Q1_WORDS + wi]);
+            let words: [u32; ZMM] = std::array::from_fn(|j| blocks[j].1[wi]);
             // SAFETY: 16 u32.
             let words = unsafe { _mm512_loadu_si512(words.as_ptr().cast()) };
             let mut bit = _mm512_set1_epi32(1);

@@ -139,9 +139,9 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
     out
 }
 
-/// The interleaved layout: the AVX2 level's table lookup reads it directly; it exists only where
-/// that level runs (the CPU backend converts to it there), so its other levels are the portable
-/// paths.
+/// The interleaved layout (the CPU backend's at the AVX2 and AVX-512 levels): the table lookup
+/// reads it directly at every M at the AVX2 level and below the panel GEMM's M at the AVX-512
+/// level, whose panel GEMM packs it; the scalar level runs the portable paths.
 impl QuantRows for Q1Interleaved {
     const AVX512_PANEL_MIN_M: usize = Q1Matrix::AVX512_PANEL_MIN_M;
     #[cfg(target_arch = "x86_64")]
@@ -159,10 +159,16 @@ impl QuantRows for Q1Interleaved {
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
         dequant_blocks(self, row, k0, out)
     }
+    /// Below the panel GEMM's M at the AVX-512 level, the AVX2 lookup too (it reads this layout;
+    /// the mask GEMV reads the shared one).
+    #[cfg(target_arch = "x86_64")]
+    const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
-        super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out)
+        // SAFETY: the trait's contract.
+        unsafe { super::avx512::q1_pack_panel_of(&|row, kb| self.block(row, kb), rows, k0, kc, stride, out) }
     }
+    /// Never reached: below the panel GEMM's M the lookup runs ([`QuantRows::AVX512_FEW_TOKENS_LUT`]).
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
         let dots = dot_tile_scalar(self, rows, &[x]);

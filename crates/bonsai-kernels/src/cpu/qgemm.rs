@@ -41,6 +41,10 @@ pub trait QuantRows: Sync {
     /// [`super::q1_lut`]), if it has one; without one the AVX2 tiles and the panel GEMM run.
     #[cfg(target_arch = "x86_64")]
     const AVX2_LUT: Option<LutKernel<Self>> = None;
+    /// At the AVX-512 level below [`QuantRows::AVX512_PANEL_MIN_M`] tokens, a table-lookup kernel
+    /// instead of the mask GEMV, if the format has one (the interleaved Q1 layout).
+    #[cfg(target_arch = "x86_64")]
+    const AVX512_FEW_TOKENS_LUT: Option<LutKernel<Self>> = None;
     fn rows(&self) -> usize;
     fn cols(&self) -> usize;
     /// `out[j] = W[row, k0 + j]` for `j < out.len()` (exact f32; `k0` and `out.len()` are
@@ -204,8 +208,15 @@ pub(crate) fn run<W: QuantRows>(
     // them all). Prefill: 2 rows x 4 tokens, decoding each weight group once for 4 tokens.
     let job = Job { w, x, m, n_out, epilogue, level };
     #[cfg(target_arch = "x86_64")]
-    if let (SimdLevel::Avx2Fma, Some(kernel)) = (level, W::AVX2_LUT) {
-        return run_lut(job, kernel, out);
+    {
+        let lut = match level {
+            SimdLevel::Avx2Fma => W::AVX2_LUT,
+            SimdLevel::Avx512 if m < W::AVX512_PANEL_MIN_M => W::AVX512_FEW_TOKENS_LUT,
+            _ => None,
+        };
+        if let Some(kernel) = lut {
+            return run_lut(job, kernel, out);
+        }
     }
     match (m, level) {
         (m, SimdLevel::Avx512) if m >= W::AVX512_PANEL_MIN_M => super::panel_gemm::run(job, out),
@@ -267,7 +278,7 @@ fn run_tiled<W: QuantRows, const R: usize, const T: usize>(job: Job<'_, W>, out:
 #[cfg(target_arch = "x86_64")]
 fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32]) {
     let Job { w, x, m, n_out, epilogue, level } = job;
-    assert_eq!(level, SimdLevel::Avx2Fma, "run_lut: AVX2 level only");
+    assert!(level.has_avx2(), "run_lut: the SIMD levels only (the kernels are AVX2)");
     let per_out = epilogue.rows_per_output();
     let cols_per_tile = LUT_TILE / per_out;
     let k = w.cols();
@@ -279,7 +290,7 @@ fn run_lut<W: QuantRows>(job: Job<'_, W>, kernel: LutKernel<W>, out: &mut [f32])
             let tokens = chunk.min(m - tok0);
             for (t, token_tables) in tables.chunks_exact_mut(len).take(tokens).enumerate() {
                 let tok = tok0 + t;
-                // SAFETY: the `Avx2Fma` level is only produced by run-time detection of AVX2 +
+                // SAFETY: both SIMD levels are only produced by run-time detection of AVX2 +
                 // FMA (F16C with them: every AVX2 x86 CPU has it); x row of length K (shapes
                 // checked by `run`), `len` floats of tables.
                 unsafe { (kernel.build_tables)(&x[tok * k..(tok + 1) * k], token_tables) };

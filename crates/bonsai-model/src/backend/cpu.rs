@@ -2,7 +2,7 @@
 //! CPU pool + run-time SIMD). Handles are plain host memory; the position is a host integer behind
 //! the same API the CUDA backend implements with device memory.
 
-use bonsai_kernels::cpu::{bandwidth, simd_level, SimdLevel};
+use bonsai_kernels::cpu::{bandwidth, simd_level};
 use bonsai_kernels::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
     qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
@@ -70,8 +70,8 @@ fn mismatched(op: &'static str, detail: &str) -> BackendError {
     BackendError::Op(OpError::Shape { op, detail: detail.to_string() })
 }
 
-/// A weight matrix as the CPU kernels read it: Q1 in the shared layout or, at the AVX2 level,
-/// interleaved for the lookup kernel ([`Q1Interleaved`]); Q2 as loaded.
+/// A weight matrix as the CPU kernels read it: Q1 interleaved for the lookup kernel
+/// ([`Q1Interleaved`]) at the SIMD levels, in the shared layout at the scalar one; Q2 as loaded.
 #[derive(Clone, Debug)]
 pub enum CpuMatrix {
     Q1(Q1Matrix),
@@ -164,8 +164,9 @@ impl Backend for CpuBackend {
 
     fn upload_matrix(&self, matrix: &QMatrix) -> Result<CpuMatrix, BackendError> {
         Ok(match matrix {
-            // The AVX2 level's lookup kernel reads 8 rows' words as one vector in this layout.
-            QMatrix::Q1(m) if simd_level() == SimdLevel::Avx2Fma => CpuMatrix::Q1Interleaved(Q1Interleaved::from(m)),
+            // The lookup kernel reads 8 rows' words as one vector, and a group as one stream, in
+            // this layout (the decode at both SIMD levels).
+            QMatrix::Q1(m) if simd_level().has_avx2() => CpuMatrix::Q1Interleaved(Q1Interleaved::from(m)),
             QMatrix::Q1(m) => CpuMatrix::Q1(m.clone()),
             QMatrix::Q2(m) => CpuMatrix::Q2(m.clone()),
         })
