@@ -1,18 +1,14 @@
-//! AVX-512 kernels (level [`SimdLevel::Avx512`](super::SimdLevel::Avx512)): the one-token GEMVs
-//! of both weight formats and the panel GEMM's register tile.
+//! AVX-512 kernels (level [`SimdLevel::Avx512`](super::SimdLevel::Avx512)): the one-token Q2 GEMV,
+//! the panel GEMM's packing of both formats and its register tile. (Q1 decodes by table lookup at
+//! this level too, [`super::q1_lut`]: the lane-mask Q1 GEMV that ran here is in the kernel notes.)
 //!
-//! Decode reads the weight bits themselves as lane masks: a 16-bit slice of a Q1 block is the
-//! `__mmask16` that selects the x lanes whose weight is +d, so a row costs one mask load and one
-//! masked add per 16 weights, with no bit expansion. Per block the row keeps `S = Σ_{bit=1} x` in
-//! 16 lanes and adds `d·(2S − X)` to its total, where `X = Σ x` over the block is computed once
-//! per tile of rows. The masked adds alternate between `vaddps` and `vfmadd(x, 1, acc)` (same
-//! result: `x·1` is exact) so that both the add and the FMA pipes take them. The arithmetic is
-//! the AVX2 decode's, 16 lanes wide: error per block lane <= (3γ_8 + u)·Σ|x| (8 chunks), then one
-//! FMA by d; inside the ops' γ_{K+128}·A bound.
-//!
-//! Q2 codes c ∈ {0, 1, 2, 3} are `lo + 2·hi` of their two bits: `pext` gathers the 16 low and 16
-//! high bits of a code word into two masks and the block sum is `Σ_lo x + 2·Σ_hi x − X` (the
-//! `2·x` product is exact), then `d·` that.
+//! The Q2 decode reads the weight bits themselves as lane masks: Q2 codes c ∈ {0, 1, 2, 3} are
+//! `lo + 2·hi` of their two bits; `pext` gathers the 16 low and 16 high bits of a code word into
+//! two `__mmask16` that select x lanes, so per block the row keeps `Σ_lo x + 2·Σ_hi x` in 16 lanes
+//! (masked adds, alternating between `vaddps` and `vfmadd(x, 1, acc)` so that both the add and
+//! the FMA pipes take them; the `2·x` product is exact) and adds `d·(that − X)` to its total,
+//! where `X = Σ x` over the block is computed once per tile of rows. Error per block lane <=
+//! (3γ_8 + u)·Σ|x| (8 chunks), then one FMA by d: inside the ops' γ_{K+128}·A bound.
 //!
 //! All functions need AVX-512F/BW, FMA, F16C and BMI2 (what run-time detection checked before it
 //! produced the level).
@@ -53,46 +49,10 @@ unsafe fn load_block(x: *const f32) -> ([__m512; CHUNKS], __m512) {
     (xv, sum)
 }
 
-/// `out[r] = Σ_k W[rows[r], k] · x[k]` for a Q1 matrix.
-///
-/// # Safety
-/// The CPU must support the features in the module doc; `x.len() == w.k`; every `rows[r] < w.n`.
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q1_dot_rows<const R: usize>(w: &Q1Matrix, rows: &[usize; R], x: &[f32]) -> [f32; R] {
-    let nb = w.blocks_per_row();
-    assert!(x.len() == w.k && rows.iter().all(|&r| r < w.n), "q1_dot_rows: shapes");
-    let ones = _mm512_set1_ps(1.0);
-    let two = _mm512_set1_ps(2.0);
-    let mut total = [_mm512_setzero_ps(); R];
-    // Masks: the block's 4 u32 words as 8 little-endian u16, chunk c's lanes in mask c.
-    let masks = w.bits.as_ptr().cast::<u16>();
-    let scales = w.scales.as_ptr().cast::<u16>();
-    for kb in 0..nb {
-        // SAFETY: kb < nb, so x[kb·128 .. kb·128 + 128] is inside x (x.len() == K).
-        let (xv, x_sum) = unsafe { load_block(x.as_ptr().add(kb * GROUP)) };
-        for r in 0..R {
-            let b = rows[r] * nb + kb;
-            // SAFETY: b < n·nb (rows[r] < n asserted): its 8 masks and its scale are in bounds.
-            let (m, d) = unsafe { (masks.add(b * Q1_WORDS * 2), scale16(scales.add(b).read())) };
-            let mut even = _mm512_setzero_ps();
-            let mut odd = _mm512_setzero_ps();
-            for c in (0..CHUNKS).step_by(2) {
-                // SAFETY: c + 1 < 8 masks of block b.
-                let (k0, k1) = unsafe { (m.add(c).read_unaligned(), m.add(c + 1).read_unaligned()) };
-                even = _mm512_mask_add_ps(even, k0, even, xv[c]);
-                odd = _mm512_mask3_fmadd_ps(xv[c + 1], ones, odd, k1);
-            }
-            let selected = _mm512_add_ps(even, odd);
-            total[r] = _mm512_fmadd_ps(_mm512_fmsub_ps(selected, two, x_sum), d, total[r]);
-        }
-    }
-    std::array::from_fn(|r| _mm512_reduce_add_ps(total[r]))
-}
-
 /// `out[r] = Σ_k W[rows[r], k] · x[k]` for a Q2 matrix (codes {0, 1, 2, 3} -> {−1, 0, 1, 2}·d).
 ///
 /// # Safety
-/// As [`q1_dot_rows`].
+/// The CPU must support the features in the module doc; `x.len() == w.k`; every `rows[r] < w.n`.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
 pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R], x: &[f32]) -> [f32; R] {
     const LOW_BITS: u32 = 0x5555_5555;
@@ -103,7 +63,7 @@ pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R]
     let mut total = [_mm512_setzero_ps(); R];
     let scales = w.scales.as_ptr().cast::<u16>();
     for kb in 0..nb {
-        // SAFETY: as in q1_dot_rows.
+        // SAFETY: kb < nb, so x[kb·128 .. kb·128 + 128] is inside x (x.len() == K).
         let (xv, x_sum) = unsafe { load_block(x.as_ptr().add(kb * GROUP)) };
         for r in 0..R {
             let b = rows[r] * nb + kb;

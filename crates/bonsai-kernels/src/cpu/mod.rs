@@ -29,9 +29,9 @@ pub enum SimdLevel {
     Scalar,
     /// x86-64 AVX2 with FMA (256-bit lanes).
     Avx2Fma,
-    /// x86-64 AVX-512 F/BW with AVX2, FMA, F16C and BMI2: the quantized GEMVs read weight bits as
-    /// lane masks and the panel GEMM runs 512-bit tiles (`cpu/avx512.rs`); every other kernel runs
-    /// its AVX2 copy.
+    /// x86-64 AVX-512 F/BW with AVX2, FMA, F16C and BMI2: the Q2 GEMV reads weight bits as lane
+    /// masks and the panel GEMM packs and runs 512-bit tiles (`cpu/avx512.rs`); every other kernel
+    /// (the Q1 lookup among them) runs its AVX2 copy.
     Avx512,
 }
 

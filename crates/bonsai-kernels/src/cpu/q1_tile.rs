@@ -56,8 +56,8 @@ fn dequant_blocks(w: &impl Q1Blocks, row: usize, k0: usize, out: &mut [f32]) {
 }
 
 impl QuantRows for Q1Matrix {
-    /// Per core the mask GEMV makes 110-135 GFLOP/s at any M; the panel GEMM 80-100 at M = 4,
-    /// 113-118 at M = 6, 130-137 at M = 8.
+    /// From 8 tokens the panel GEMM beats a per-token GEMV at the AVX-512 level (kernel notes,
+    /// "Few tokens").
     const AVX512_PANEL_MIN_M: usize = 8;
     #[cfg(target_arch = "x86_64")]
     const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
@@ -65,6 +65,8 @@ impl QuantRows for Q1Matrix {
         build_tables: super::q1_lut::build_tables,
         dot_rows: super::q1_lut::dot_rows::<Q1Matrix>,
     });
+    #[cfg(target_arch = "x86_64")]
+    const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
     fn rows(&self) -> usize {
         self.n
     }
@@ -79,11 +81,7 @@ impl QuantRows for Q1Matrix {
         // SAFETY: the trait's contract (the `Avx512` level's features).
         unsafe { super::avx512::q1_pack_panel(self, rows, k0, kc, stride, out) }
     }
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
-        // SAFETY: the trait's contract (the `Avx512` level's features, x of length K).
-        unsafe { super::avx512::q1_dot_rows(self, rows, x) }
-    }
+
     fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
         dot_tile_scalar(self, rows, xs)
     }
@@ -159,8 +157,7 @@ impl QuantRows for Q1Interleaved {
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
         dequant_blocks(self, row, k0, out)
     }
-    /// Below the panel GEMM's M at the AVX-512 level, the AVX2 lookup too (it reads this layout;
-    /// the mask GEMV reads the shared one).
+    /// Below the panel GEMM's M at the AVX-512 level, the AVX2 lookup too.
     #[cfg(target_arch = "x86_64")]
     const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
     #[cfg(target_arch = "x86_64")]
@@ -168,12 +165,7 @@ impl QuantRows for Q1Interleaved {
         // SAFETY: the trait's contract.
         unsafe { super::avx512::q1_pack_panel_of(&|row, kb| self.block(row, kb), rows, k0, kc, stride, out) }
     }
-    /// Never reached: below the panel GEMM's M the lookup runs ([`QuantRows::AVX512_FEW_TOKENS_LUT`]).
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
-        let dots = dot_tile_scalar(self, rows, &[x]);
-        std::array::from_fn(|r| dots[r][0])
-    }
+
     fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
         dot_tile_scalar(self, rows, xs)
     }

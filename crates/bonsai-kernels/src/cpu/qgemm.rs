@@ -33,16 +33,16 @@ pub(crate) const PANEL_MIN_M: usize = 16;
 /// A quantized weight matrix the engine can multiply.
 pub trait QuantRows: Sync {
     /// At the AVX-512 level, the fewest tokens the panel GEMM runs; fewer tokens run the format's
-    /// one-token mask GEMV once per token (which beats the AVX2 2 x 4 tile at every M). The GEMV
-    /// makes the same GFLOP/s at any M, the panel GEMM more with every token: this is where the
-    /// panel overtakes it.
+    /// lookup ([`QuantRows::AVX512_FEW_TOKENS_LUT`], Q1) or its one-token GEMV (Q2's lane masks)
+    /// once per token. Those make the same GFLOP/s at any M, the panel GEMM more with every
+    /// token: this is where the panel overtakes them.
     const AVX512_PANEL_MIN_M: usize;
     /// At the AVX2 level, the format's table-lookup kernel, run per token at every M (Q1:
     /// [`super::q1_lut`]), if it has one; without one the AVX2 tiles and the panel GEMM run.
     #[cfg(target_arch = "x86_64")]
     const AVX2_LUT: Option<LutKernel<Self>> = None;
-    /// At the AVX-512 level below [`QuantRows::AVX512_PANEL_MIN_M`] tokens, a table-lookup kernel
-    /// instead of the mask GEMV, if the format has one (the interleaved Q1 layout).
+    /// At the AVX-512 level below [`QuantRows::AVX512_PANEL_MIN_M`] tokens, the format's
+    /// table-lookup kernel (Q1, both layouts: the AVX2 kernel), if it has one.
     #[cfg(target_arch = "x86_64")]
     const AVX512_FEW_TOKENS_LUT: Option<LutKernel<Self>> = None;
     fn rows(&self) -> usize;
@@ -95,8 +95,13 @@ pub trait QuantRows: Sync {
     /// [`QuantRows::pack_panel`] checks them.
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]);
+    /// The one-token GEMV below [`QuantRows::AVX512_PANEL_MIN_M`] (Q2's lane-mask GEMV). A
+    /// format with an [`QuantRows::AVX512_FEW_TOKENS_LUT`] never reaches it: the scalar twin.
     #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R];
+    unsafe fn avx512_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
+        let dots = self.scalar_dot_tile(rows, &[x]);
+        std::array::from_fn(|r| dots[r][0])
+    }
     /// The AVX2 tiles. A format with an [`QuantRows::AVX2_LUT`] never reaches them (the AVX2
     /// level runs the lookup at every M); for it they are the scalar twin.
     #[cfg(target_arch = "x86_64")]

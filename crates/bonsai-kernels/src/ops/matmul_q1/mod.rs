@@ -7,11 +7,11 @@
 //!
 //! [`Store::Add`]: crate::ops::Store::Add
 //!
-//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 (`cpu/qgemm.rs`): at the
-//! AVX2 level a table-lookup GEMV per token at every M (`cpu/q1_lut.rs`: the 8 sums
-//! `±x0 ± x1 ± x2` of every x triplet, looked up by 3 sign bits of 8 rows at once); at the
-//! AVX-512 level below the format's `AVX512_PANEL_MIN_M` a mask GEMV per token (per block
-//! `d·(2·Σ_{bit=1} x − Σ x)`, the bits used as lane masks); from there on (and from `PANEL_MIN_M`
+//! Accumulation: reference in f64 (rounded once to f32). CPU in f32 (`cpu/qgemm.rs`): a
+//! table-lookup GEMV (`cpu/q1_lut.rs`: the 8 sums `±x0 ± x1 ± x2` of every x triplet, looked up by
+//! 3 sign bits of 8 rows at once; the CPU backend stores Q1 rows interleaved for it,
+//! [`Q1Interleaved`](crate::weights::Q1Interleaved)) at every M at the AVX2 level and below the
+//! format's `AVX512_PANEL_MIN_M` at the AVX-512 level; from there on (and from `PANEL_MIN_M`
 //! at the scalar level) a panel GEMM that dequantizes weights to f32 once per 64-column x 256-K
 //! panel and runs register tiles of up to 12 tokens x 32 rows (AVX-512; 6 x 16 with AVX2): a plain
 //! sequential FMA chain per output. The scalar twins use the same blocking. Every path is a
