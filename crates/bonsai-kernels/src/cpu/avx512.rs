@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::weights::{Q1Matrix, Q2Matrix, GROUP, Q1_WORDS, Q2_WORDS};
+use crate::weights::{Q2Matrix, GROUP, Q1_WORDS, Q2_WORDS};
 
 /// f32 lanes of a zmm register.
 const ZMM: usize = 16;
@@ -86,8 +86,9 @@ pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R]
     std::array::from_fn(|r| _mm512_reduce_add_ps(total[r]))
 }
 
-/// The panel GEMM's micro-panel rows of a Q1 matrix: per k one zmm of 16 rows' weights, ±d
-/// chosen by a mask of the 16 rows' bits at k (a test of the 16 rows' words against bit i).
+/// The panel GEMM's micro-panel rows of a Q1 matrix in either layout, `block(row, kb)` being the
+/// scale and the 4 sign words of the row's block: per k one zmm of 16 rows' weights, ±d chosen by
+/// a mask of the 16 rows' bits at k (a test of the 16 rows' words against bit i).
 ///
 /// # Safety
 /// The CPU must support the features in the module doc; the shapes are those
@@ -95,29 +96,6 @@ pub(super) unsafe fn q2_dot_rows<const R: usize>(w: &Q2Matrix, rows: &[usize; R]
 /// `stride >= 16`, `out.len() >= (kc − 1)·stride + 16`, every row < N.
 #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
 pub(super) unsafe fn q1_pack_panel(
-    w: &Q1Matrix,
-    rows: &[usize; ZMM],
-    k0: usize,
-    kc: usize,
-    stride: usize,
-    out: &mut [f32],
-) {
-    let nb = w.blocks_per_row();
-    let block = |row: usize, kb: usize| {
-        let b = row * nb + kb;
-        (w.scales[b], std::array::from_fn(|c| w.bits[b * Q1_WORDS + c]))
-    };
-    // SAFETY: the caller's contract.
-    unsafe { q1_pack_panel_of(&block, rows, k0, kc, stride, out) }
-}
-
-/// [`q1_pack_panel`] of a Q1 matrix in any layout, `block(row, kb)` being the scale and the 4
-/// sign words of the row's block (the interleaved layout's too).
-///
-/// # Safety
-/// As [`q1_pack_panel`], every row < the matrix's N as `block` reads it.
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c,bmi2")]
-pub(super) unsafe fn q1_pack_panel_of(
     block: &impl Fn(usize, usize) -> (half::f16, [u32; Q1_WORDS]),
     rows: &[usize; ZMM],
     k0: usize,

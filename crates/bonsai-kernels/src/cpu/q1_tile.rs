@@ -55,37 +55,44 @@ fn dequant_blocks(w: &impl Q1Blocks, row: usize, k0: usize, out: &mut [f32]) {
     }
 }
 
-impl QuantRows for Q1Matrix {
-    /// From 8 tokens the panel GEMM beats a per-token GEMV at the AVX-512 level (kernel notes,
-    /// "Few tokens").
-    const AVX512_PANEL_MIN_M: usize = 8;
-    #[cfg(target_arch = "x86_64")]
-    const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
-        tables_len: super::q1_lut::tables_len,
-        build_tables: super::q1_lut::build_tables,
-        dot_rows: super::q1_lut::dot_rows::<Q1Matrix>,
-    });
-    #[cfg(target_arch = "x86_64")]
-    const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
-    fn rows(&self) -> usize {
-        self.n
-    }
-    fn cols(&self) -> usize {
-        self.k
-    }
-    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
-        dequant_blocks(self, row, k0, out)
-    }
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
-        // SAFETY: the trait's contract (the `Avx512` level's features).
-        unsafe { super::avx512::q1_pack_panel(self, rows, k0, kc, stride, out) }
-    }
-
-    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
-        dot_tile_scalar(self, rows, xs)
-    }
+/// Both layouts run the same kernels: the table lookup (at every M at the AVX2 level, below
+/// [`QuantRows::AVX512_PANEL_MIN_M`] at the AVX-512 level), the panel GEMM from there, packing the
+/// layout's blocks, and the portable paths at the scalar level.
+macro_rules! q1_quant_rows {
+    ($($matrix:ty),+) => {$(
+        impl QuantRows for $matrix {
+            /// From 8 tokens the panel GEMM beats a per-token GEMV at the AVX-512 level (kernel
+            /// notes, "Few tokens").
+            const AVX512_PANEL_MIN_M: usize = 8;
+            #[cfg(target_arch = "x86_64")]
+            const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
+                tables_len: super::q1_lut::tables_len,
+                build_tables: super::q1_lut::build_tables,
+                dot_rows: super::q1_lut::dot_rows::<$matrix>,
+            });
+            #[cfg(target_arch = "x86_64")]
+            const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
+            fn rows(&self) -> usize {
+                self.n
+            }
+            fn cols(&self) -> usize {
+                self.k
+            }
+            fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+                dequant_blocks(self, row, k0, out)
+            }
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+                // SAFETY: the trait's contract (the `Avx512` level's features).
+                unsafe { super::avx512::q1_pack_panel(&|row, kb| Q1Blocks::block(self, row, kb), rows, k0, kc, stride, out) }
+            }
+            fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+                dot_tile_scalar(self, rows, xs)
+            }
+        }
+    )+};
 }
+q1_quant_rows!(Q1Matrix, Q1Interleaved);
 
 /// `SIGN_FLIP[byte][i]` is x's sign-bit mask for weight bit i of `byte`: set when the bit is 0
 /// (weight −d). A table lookup per 8 weights keeps the portable path free of per-lane variable
@@ -135,40 +142,6 @@ fn dot_tile_scalar<const R: usize, const T: usize>(
         }
     }
     out
-}
-
-/// The interleaved layout (the CPU backend's at the AVX2 and AVX-512 levels): the table lookup
-/// reads it directly at every M at the AVX2 level and below the panel GEMM's M at the AVX-512
-/// level, whose panel GEMM packs it; the scalar level runs the portable paths.
-impl QuantRows for Q1Interleaved {
-    const AVX512_PANEL_MIN_M: usize = Q1Matrix::AVX512_PANEL_MIN_M;
-    #[cfg(target_arch = "x86_64")]
-    const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
-        tables_len: super::q1_lut::tables_len,
-        build_tables: super::q1_lut::build_tables,
-        dot_rows: super::q1_lut::dot_rows::<Q1Interleaved>,
-    });
-    fn rows(&self) -> usize {
-        self.n
-    }
-    fn cols(&self) -> usize {
-        self.k
-    }
-    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
-        dequant_blocks(self, row, k0, out)
-    }
-    /// Below the panel GEMM's M at the AVX-512 level, the AVX2 lookup too.
-    #[cfg(target_arch = "x86_64")]
-    const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
-        // SAFETY: the trait's contract.
-        unsafe { super::avx512::q1_pack_panel_of(&|row, kb| self.block(row, kb), rows, k0, kc, stride, out) }
-    }
-
-    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
-        dot_tile_scalar(self, rows, xs)
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
