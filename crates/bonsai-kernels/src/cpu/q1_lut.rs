@@ -1,5 +1,6 @@
-//! `matmul_q1` / `gate_up_swiglu_q1` at the AVX2 level by table lookup, at every M (decode and
-//! prefill: it beats the AVX2 panel GEMM at every M measured, 64 to 512).
+//! `matmul_q1` / `gate_up_swiglu_q1` by table lookup: at the AVX2 level at every M (decode and
+//! prefill: it beats the AVX2 panel GEMM at every M measured, 64 to 512), at the AVX-512 level
+//! below the format's `AVX512_PANEL_MIN_M` (its panel GEMM takes the larger M).
 //!
 //! Every 3 consecutive weights of a row share one x triplet, and their sign bits are a 3-bit
 //! index into the 8 values `±x0 ± x1 ± x2`. Per token, [`build_tables`] writes those 8 sums for
@@ -17,7 +18,7 @@
 //! picks `−0`. 11 tables of 8 floats per 32 weights: 88 floats, 2.75x the bytes of x.
 //!
 //! The kernel needs each word of a block as one ymm over 8 rows (lane r = row r). It reads two
-//! layouts ([`LutRows`]): the CPU backend's at this level, [`Q1Interleaved`], where 8 consecutive
+//! layouts ([`LutRows`]): the CPU backend's at both SIMD levels, [`Q1Interleaved`], where 8 consecutive
 //! rows' word is one 32-byte load and a group's blocks are one stream (tiles are two groups:
 //! 16 rows, or a gate|up tile's 8 gate and 8 up rows); and the shared [`Q1Matrix`] layout, whose
 //! 8 rows' 16-byte blocks are transposed in registers (4 loads, 4 inserts, 8 unpacks per 8 rows
