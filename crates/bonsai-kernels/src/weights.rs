@@ -43,14 +43,24 @@ pub struct Q1Matrix {
     pub bits: Vec<u32>,
 }
 
+/// Weight j of a Q1 block of scale `d`: +d where its sign bit is 1, −d where 0.
+fn q1_weight(d: f16, words: &[u32; Q1_WORDS], j: usize) -> f32 {
+    let d = d.to_f32();
+    if (words[j / 32] >> (j % 32)) & 1 == 1 {
+        d
+    } else {
+        -d
+    }
+}
+
 /// Rows per group of [`Q1Interleaved`].
 pub const INTERLEAVE_ROWS: usize = 8;
 
 /// A 1-bit matrix with its rows interleaved in groups of [`INTERLEAVE_ROWS`]: the layout of the
-/// CPU's table-lookup kernel at the AVX2 level (`cpu/q1_lut.rs`), which then reads one 32-byte
-/// vector per word of 8 rows instead of transposing 8 rows' blocks, and streams one contiguous
-/// run of memory per group. The CPU backend stores its Q1 matrices this way at that level (a
-/// conversion, not a second copy); every other consumer reads [`Q1Matrix`].
+/// CPU's table-lookup kernel (`cpu/q1_lut.rs`), which then reads one 32-byte vector per word of 8
+/// rows instead of transposing 8 rows' blocks, and streams one contiguous run of memory per
+/// group. The CPU backend stores its Q1 matrices this way at its SIMD levels (a conversion, not a
+/// second copy); every other consumer reads [`Q1Matrix`].
 ///
 /// ```text
 /// group g = rows 8g .. 8g + 8 (the last one padded with zero rows), block kb of row 8g + r:
@@ -86,12 +96,7 @@ impl Q1Interleaved {
     /// Weight (row, col) as f32: [`Q1Matrix::weight`] of the same matrix.
     pub fn weight(&self, row: usize, col: usize) -> f32 {
         let (d, words) = self.block(row, col / GROUP);
-        let j = col % GROUP;
-        if (words[j / 32] >> (j % 32)) & 1 == 1 {
-            d.to_f32()
-        } else {
-            -d.to_f32()
-        }
+        q1_weight(d, &words, col % GROUP)
     }
 
     /// Bytes a kernel must read to use the whole matrix once.
@@ -112,11 +117,11 @@ impl From<&Q1Matrix> for Q1Interleaved {
         };
         for row in 0..m.n {
             for kb in 0..nb {
-                let b = row * nb + kb;
+                let (d, words) = m.block(row, kb);
                 let (gb, r) = out.lane(row, kb);
-                out.scales[gb * INTERLEAVE_ROWS + r] = m.scales[b];
-                for c in 0..Q1_WORDS {
-                    out.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = m.bits[b * Q1_WORDS + c];
+                out.scales[gb * INTERLEAVE_ROWS + r] = d;
+                for (c, word) in words.into_iter().enumerate() {
+                    out.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = word;
                 }
             }
         }
@@ -178,14 +183,14 @@ impl Q1Matrix {
 
     /// Weight (row, col) as f32: the definition every kernel must agree with.
     pub fn weight(&self, row: usize, col: usize) -> f32 {
-        let (b, j) = locate(self.k, row, col);
-        let bit = (self.bits[b * Q1_WORDS + j / 32] >> (j % 32)) & 1;
-        let d = self.scales[b].to_f32();
-        if bit == 1 {
-            d
-        } else {
-            -d
-        }
+        let (d, words) = self.block(row, col / GROUP);
+        q1_weight(d, &words, col % GROUP)
+    }
+
+    /// The scale and the 4 sign words of row `row`'s block `kb`.
+    pub fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
+        let b = row * self.blocks_per_row() + kb;
+        (self.scales[b], std::array::from_fn(|c| self.bits[b * Q1_WORDS + c]))
     }
 
     /// Bytes a kernel must read to use the whole matrix once.

@@ -36,6 +36,7 @@
 
 use std::arch::x86_64::*;
 
+use super::qgemm::QuantRows;
 use crate::weights::{Q1Interleaved, Q1Matrix, GROUP, INTERLEAVE_ROWS, Q1_WORDS};
 
 /// Tables per 32-bit word of sign bits: 10 triplets and a pair.
@@ -133,11 +134,9 @@ fn prefetch_rows(w: &Q1Matrix, rows: &[usize; ROWS], kb: usize) {
 /// How [`dot_rows`] finds 8 rows' blocks in a layout: the words of a block as one ymm per word
 /// (lane r = row r), the scales of up to [`SCALE_CHUNK`] blocks, and the lines to prefetch.
 /// Safety of the unsafe methods: AVX2 (+ F16C for the scales), a row set of rows < N, blocks < K/128.
-pub(crate) trait LutRows: Sync {
+pub(crate) trait LutRows: QuantRows {
     /// What the 8 rows of one call need to find their blocks (made once per call).
     type RowSet: Copy;
-    fn n(&self) -> usize;
-    fn k(&self) -> usize;
     fn row_set(&self, rows: &[usize; ROWS]) -> Self::RowSet;
     unsafe fn words(&self, set: &Self::RowSet, kb: usize) -> [__m256i; Q1_WORDS];
     unsafe fn scales(&self, set: &Self::RowSet, kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK];
@@ -149,12 +148,6 @@ pub(crate) trait LutRows: Sync {
 /// The shared layout: any 8 rows, their blocks transposed in registers.
 impl LutRows for Q1Matrix {
     type RowSet = [usize; ROWS];
-    fn n(&self) -> usize {
-        self.n
-    }
-    fn k(&self) -> usize {
-        self.k
-    }
     fn row_set(&self, rows: &[usize; ROWS]) -> [usize; ROWS] {
         *rows
     }
@@ -187,12 +180,6 @@ pub(crate) enum InterleavedRows {
 /// 16-byte load per block.
 impl LutRows for Q1Interleaved {
     type RowSet = InterleavedRows;
-    fn n(&self) -> usize {
-        self.n
-    }
-    fn k(&self) -> usize {
-        self.k
-    }
     fn row_set(&self, rows: &[usize; ROWS]) -> InterleavedRows {
         let first = rows[0];
         if first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r) {
@@ -331,11 +318,11 @@ const GROUP_TOKENS: usize = 4;
 /// `out.len()·len` floats.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_rows<W: LutRows>(w: &W, rows: &[usize; TILE_ROWS], tables: &[f32], out: &mut [[f32; TILE_ROWS]]) {
-    let nb = w.k() / GROUP;
-    let len = tables_len(w.k());
+    let nb = w.cols() / GROUP;
+    let len = tables_len(w.cols());
     let tokens = out.len();
     assert!(
-        tokens <= MAX_TOKENS && tables.len() >= tokens * len && rows.iter().all(|&r| r < w.n()),
+        tokens <= MAX_TOKENS && tables.len() >= tokens * len && rows.iter().all(|&r| r < w.rows()),
         "q1_lut dot_rows: shapes"
     );
     let halves: [[usize; ROWS]; 2] = std::array::from_fn(|h| std::array::from_fn(|r| rows[h * ROWS + r]));

@@ -25,8 +25,7 @@ impl Q1Blocks for Q1Matrix {
         Q1Matrix::blocks_per_row(self)
     }
     fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
-        let b = row * Q1Matrix::blocks_per_row(self) + kb;
-        (self.scales[b], std::array::from_fn(|c| self.bits[b * Q1_WORDS + c]))
+        Q1Matrix::block(self, row, kb)
     }
 }
 

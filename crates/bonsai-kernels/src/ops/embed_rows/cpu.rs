@@ -15,7 +15,7 @@ pub fn cpu(table: &QMatrix, ids: &[u32], out: &mut [f32]) -> Result<(), OpError>
 }
 
 /// [`cpu`] for a table in any layout the matmul engine reads (the CPU backend's Q1 tables are
-/// interleaved at the AVX2 level).
+/// interleaved at its SIMD levels).
 pub fn cpu_of<W: QuantRows>(table: &W, ids: &[u32], out: &mut [f32]) -> Result<(), OpError> {
     check_table_shapes(table.rows(), table.cols(), ids, out)?;
     let hidden = table.cols();
