@@ -24,7 +24,8 @@
 #             cases; the raw dump (several GB) goes to IMAGE_DUMP or a temporary folder
 #   golden    scripts/reference/make_golden.py (torch + transformers) into OUT_DIR/golden
 #   batch     the batched decode step (bench --batch, Bonsai-8B geometry) of .gpu/bonsai-base (if
-#             present) and .gpu/bonsai, then one traced replay of the new one's 64-sequence step
+#             present; BASE_BATCH_SIZES) and .gpu/bonsai (BATCH_SIZES), then one traced replay of the
+#             new one's step of TRACE_BATCH (default 64) sequences
 #   serve     bonsai bench serve against bonsai serve on the Bonsai-8B geometry (1, 16, 64 and 256
 #             streams of 512 prompt + 128 generated tokens) and Ternary-8B (64 streams), after
 #             bench's own tg128 of the same geometry, from empty and after 512 cached tokens;
@@ -118,10 +119,10 @@ ab)
     ;;
 batch)
     if [ -x "$BASE" ]; then
-        run batch-base "$BASE" bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch 16,64
+        run batch-base "$BASE" bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch "${BASE_BATCH_SIZES:-16,64}"
     fi
     run batch-new "$BIN" bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch "${BATCH_SIZES:-8,16,32,64,128}"
-    run batch-trace "$BIN" --kernel-config trace=kernels bench -v --synthetic bonsai-8b -p 0 -n 32 -r 1 --batch 64
+    run batch-trace "$BIN" --kernel-config trace=kernels bench -v --synthetic bonsai-8b -p 0 -n 32 -r 1 --batch "${TRACE_BATCH:-64}"
     ;;
 image)
     DUMP=${IMAGE_DUMP:-$(mktemp -d)}
