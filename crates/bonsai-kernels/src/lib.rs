@@ -14,4 +14,4 @@ pub mod verify;
 pub mod weights;
 
 pub use config::Config;
-pub use weights::{QMatrix, Q1Interleaved, Q1Matrix, Q2Matrix, WeightError, GROUP};
+pub use weights::{QMatrix, Q1Interleaved, Q1Matrix, Q2Matrix, TernaryInterleaved, WeightError, GROUP};

@@ -53,44 +53,82 @@ fn q1_weight(d: f16, words: &[u32; Q1_WORDS], j: usize) -> f32 {
     }
 }
 
-/// Rows per group of [`Q1Interleaved`].
+/// Rows per group of an [`Interleaved`] matrix.
 pub const INTERLEAVE_ROWS: usize = 8;
 
-/// A 1-bit matrix with its rows interleaved in groups of [`INTERLEAVE_ROWS`]: the layout of the
-/// CPU's table-lookup kernel (`cpu/q1_lut.rs`), which then reads one 32-byte vector per word of 8
-/// rows instead of transposing 8 rows' blocks, and streams one contiguous run of memory per
-/// group. The CPU backend stores its Q1 matrices this way at its SIMD levels (a conversion, not a
-/// second copy); every other consumer reads [`Q1Matrix`].
+/// A matrix of sign masks with its rows interleaved in groups of [`INTERLEAVE_ROWS`]: the layout
+/// of the CPU's table-lookup kernel (`cpu/q1_lut.rs`), which then reads one 32-byte vector per
+/// word of 8 rows instead of transposing 8 rows' blocks, and streams one contiguous run of memory
+/// per group. `MASKS` sign masks per block: [`Q1Interleaved`] (1: bit 1 -> +d, 0 -> −d) and
+/// [`TernaryInterleaved`] (2: mask 0 marks the +d weights, mask 1 the −d ones, neither 0). The CPU
+/// backend stores its Q1 matrices (and, at the AVX2 level, its ternary ones) this way (a
+/// conversion, not a second copy); every other consumer reads [`Q1Matrix`] / [`Q2Matrix`].
 ///
 /// ```text
 /// group g = rows 8g .. 8g + 8 (the last one padded with zero rows), block kb of row 8g + r:
-/// scales[(g * nb + kb) * 8 + r]           nb = K / 128
-/// words[((g * nb + kb) * 4 + c) * 8 + r]  word c of the block, bits as in Q1Matrix
+/// scales[(g * nb + kb) * 8 + r]                         nb = K / 128
+/// words[((g * nb + kb) * MASKS * 4 + m * 4 + c) * 8 + r] word c of mask m: bit i is weight 32c + i
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-pub struct Q1Interleaved {
+pub struct Interleaved<const MASKS: usize> {
     pub n: usize,
     pub k: usize,
     pub scales: Vec<f16>,
     pub words: Vec<u32>,
 }
 
-impl Q1Interleaved {
+/// A 1-bit matrix, interleaved ([`Interleaved`]).
+pub type Q1Interleaved = Interleaved<1>;
+/// A ternary 2-bit matrix (codes 0, 1, 2: no +2d weight) as a +d mask and a −d mask, interleaved
+/// ([`Interleaved`]).
+pub type TernaryInterleaved = Interleaved<2>;
+
+impl<const MASKS: usize> Interleaved<MASKS> {
     pub fn blocks_per_row(&self) -> usize {
         self.k / GROUP
     }
 
     /// Index of row `row`'s block `kb` among the group-blocks' lanes: its scale's index, and
-    /// with `* 4 + c` then `* 8 + r`, its words'.
+    /// with `* MASKS * 4 + m * 4 + c` then `* 8 + r`, its words'.
     fn lane(&self, row: usize, kb: usize) -> (usize, usize) {
         (row / INTERLEAVE_ROWS * self.blocks_per_row() + kb, row % INTERLEAVE_ROWS)
     }
 
+    /// The scale and the sign masks (4 words each) of row `row`'s block `kb`.
+    pub fn masks(&self, row: usize, kb: usize) -> (f16, [[u32; Q1_WORDS]; MASKS]) {
+        let (gb, r) = self.lane(row, kb);
+        let word = |m: usize, c: usize| self.words[((gb * MASKS + m) * Q1_WORDS + c) * INTERLEAVE_ROWS + r];
+        (self.scales[gb * INTERLEAVE_ROWS + r], std::array::from_fn(|m| std::array::from_fn(|c| word(m, c))))
+    }
+
+    /// Bytes a kernel must read to use the whole matrix once.
+    pub fn len_bytes(&self) -> usize {
+        self.scales.len() * 2 + self.words.len() * 4
+    }
+
+    /// An all-zero matrix of N x K (the padding rows included), to fill block by block.
+    fn zeroed(n: usize, k: usize) -> Self {
+        let blocks = n.div_ceil(INTERLEAVE_ROWS) * (k / GROUP) * INTERLEAVE_ROWS;
+        Self { n, k, scales: vec![f16::ZERO; blocks], words: vec![0; blocks * MASKS * Q1_WORDS] }
+    }
+
+    /// Sets row `row`'s block `kb`.
+    fn set(&mut self, row: usize, kb: usize, d: f16, masks: [[u32; Q1_WORDS]; MASKS]) {
+        let (gb, r) = self.lane(row, kb);
+        self.scales[gb * INTERLEAVE_ROWS + r] = d;
+        for (m, words) in masks.iter().enumerate() {
+            for (c, &word) in words.iter().enumerate() {
+                self.words[((gb * MASKS + m) * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = word;
+            }
+        }
+    }
+}
+
+impl Q1Interleaved {
     /// The scale and the 4 sign words of row `row`'s block `kb`.
     pub fn block(&self, row: usize, kb: usize) -> (f16, [u32; Q1_WORDS]) {
-        let (gb, r) = self.lane(row, kb);
-        let words = std::array::from_fn(|c| self.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r]);
-        (self.scales[gb * INTERLEAVE_ROWS + r], words)
+        let (d, [words]) = self.masks(row, kb);
+        (d, words)
     }
 
     /// Weight (row, col) as f32: [`Q1Matrix::weight`] of the same matrix.
@@ -98,35 +136,65 @@ impl Q1Interleaved {
         let (d, words) = self.block(row, col / GROUP);
         q1_weight(d, &words, col % GROUP)
     }
-
-    /// Bytes a kernel must read to use the whole matrix once.
-    pub fn len_bytes(&self) -> usize {
-        self.scales.len() * 2 + self.words.len() * 4
-    }
 }
 
 impl From<&Q1Matrix> for Q1Interleaved {
     fn from(m: &Q1Matrix) -> Self {
-        let nb = m.blocks_per_row();
-        let groups = m.n.div_ceil(INTERLEAVE_ROWS);
-        let mut out = Q1Interleaved {
-            n: m.n,
-            k: m.k,
-            scales: vec![f16::ZERO; groups * nb * INTERLEAVE_ROWS],
-            words: vec![0; groups * nb * Q1_WORDS * INTERLEAVE_ROWS],
-        };
+        let mut out = Self::zeroed(m.n, m.k);
         for row in 0..m.n {
-            for kb in 0..nb {
+            for kb in 0..m.blocks_per_row() {
                 let (d, words) = m.block(row, kb);
-                let (gb, r) = out.lane(row, kb);
-                out.scales[gb * INTERLEAVE_ROWS + r] = d;
-                for (c, word) in words.into_iter().enumerate() {
-                    out.words[(gb * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = word;
-                }
+                out.set(row, kb, d, [words]);
             }
         }
         out
     }
+}
+
+impl TernaryInterleaved {
+    /// Weight (row, col) as f32: [`Q2Matrix::weight`] of the same matrix, bit for bit.
+    pub fn weight(&self, row: usize, col: usize) -> f32 {
+        let (d, [plus, minus]) = self.masks(row, col / GROUP);
+        let j = col % GROUP;
+        let bit = |words: &[u32; Q1_WORDS]| (words[j / 32] >> (j % 32)) & 1;
+        let code = 1 + bit(&plus) - bit(&minus);
+        (code as f32 - 1.0) * d.to_f32()
+    }
+
+    /// The same weights as `m`, or None where `m` holds a code 3 (+2d: two masks cannot say it).
+    pub fn from_q2(m: &Q2Matrix) -> Option<Self> {
+        if !m.is_ternary() {
+            return None;
+        }
+        let nb = m.blocks_per_row();
+        let mut out = Self::zeroed(m.n, m.k);
+        for row in 0..m.n {
+            for kb in 0..nb {
+                let b = row * nb + kb;
+                let codes = &m.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
+                out.set(row, kb, m.scales[b], ternary_masks(codes));
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The +d mask (code 2) and the −d mask (code 0) of a block's 8 code words: word c of a mask
+/// holds weights 32c .. 32c + 32, from code words 2c (low half) and 2c + 1 (high half).
+fn ternary_masks(codes: &[u32]) -> [[u32; Q1_WORDS]; 2] {
+    const LOW_LANE_BITS: u32 = 0x5555_5555;
+    // The 16 even bits of `lanes` packed into the low 16 bits.
+    let compact = |lanes: u32| {
+        let mut v = lanes & LOW_LANE_BITS;
+        v = (v | (v >> 1)) & 0x3333_3333;
+        v = (v | (v >> 2)) & 0x0F0F_0F0F;
+        v = (v | (v >> 4)) & 0x00FF_00FF;
+        (v | (v >> 8)) & 0x0000_FFFF
+    };
+    let plus = |w: u32| compact((w >> 1) & !w);
+    let minus = |w: u32| compact(!(w >> 1) & !w);
+    let mask = |f: &dyn Fn(u32) -> u32| std::array::from_fn(|c| f(codes[2 * c]) | (f(codes[2 * c + 1]) << 16));
+    [mask(&plus), mask(&minus)]
 }
 
 /// A 2-bit matrix (ternary or {-1,0,1,2}) in kernel layout.
@@ -261,7 +329,7 @@ macro_rules! weight_at_by_definition {
         }
     )+};
 }
-weight_at_by_definition!(Q1Matrix, Q1Interleaved, Q2Matrix);
+weight_at_by_definition!(Q1Matrix, Q1Interleaved, Q2Matrix, TernaryInterleaved);
 
 /// Either quantized matrix; the model holds its linear weights as this.
 #[derive(Clone, Debug, PartialEq)]
@@ -314,6 +382,35 @@ mod tests {
             for pad in n..n.div_ceil(8) * 8 {
                 assert!((0..3).all(|kb| il.block(pad, kb) == (f16::ZERO, [0; Q1_WORDS])), "n {n} padding row {pad}");
             }
+        }
+    }
+
+    /// Every weight of a ternary matrix survives the two masks bit for bit (codes 0, 1, 2 in
+    /// every word position, a padded group), and a code 3 anywhere refuses the conversion.
+    #[test]
+    fn ternary_masks_keep_every_weight() {
+        let mut rng = TestRng::new("ternary_interleaved");
+        for n in [1, 8, 21] {
+            let k = 384;
+            let mut m = rng.q2_matrix(n, k);
+            // Codes 3 -> 0..2, so the matrix is ternary with all three codes throughout.
+            for (i, w) in m.codes.iter_mut().enumerate() {
+                *w = (0..16).fold(0, |acc, l| {
+                    let c = (*w >> (2 * l)) & 3;
+                    acc | (if c == 3 { (i as u32 + l) % 3 } else { c }) << (2 * l)
+                });
+            }
+            let t = TernaryInterleaved::from_q2(&m).expect("ternary");
+            for row in 0..n {
+                for col in 0..k {
+                    assert_eq!(t.weight(row, col).to_bits(), m.weight(row, col).to_bits(), "n {n} ({row}, {col})");
+                }
+            }
+            assert_eq!(t.len_bytes(), n.div_ceil(8) * 8 * 3 * (2 + 32));
+            if let Some(last) = m.codes.last_mut() {
+                *last |= 3 << 30;
+            }
+            assert!(TernaryInterleaved::from_q2(&m).is_none(), "a code 3 has no mask form");
         }
     }
 }

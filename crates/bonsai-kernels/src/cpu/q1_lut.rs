@@ -37,7 +37,7 @@
 use std::arch::x86_64::*;
 
 use super::qgemm::QuantRows;
-use crate::weights::{Q1Interleaved, Q1Matrix, GROUP, INTERLEAVE_ROWS, Q1_WORDS};
+use crate::weights::{Interleaved, Q1Matrix, GROUP, INTERLEAVE_ROWS, Q1_WORDS};
 
 /// Tables per 32-bit word of sign bits: 10 triplets and a pair.
 const TABLES_PER_WORD: usize = 11;
@@ -47,6 +47,8 @@ const TABLE: usize = 8;
 const ROWS: usize = 8;
 /// Rows one [`dot_rows`] call computes: two ymm of indices share each table load.
 pub(super) const TILE_ROWS: usize = 2 * ROWS;
+/// Most sign masks per block of any layout ([`LutRows::MASKS`]).
+const MAX_MASKS: usize = 2;
 
 /// Floats of the tables of one token of K inputs.
 pub(super) fn tables_len(k: usize) -> usize {
@@ -54,16 +56,35 @@ pub(super) fn tables_len(k: usize) -> usize {
 }
 
 /// `tables[(w·11 + j)·8 + idx] = Σ_i (bit i of idx ? x_i : −x_i)` over the triplet
-/// `x[32w + 3j ..]` (the pair's third x is 0 for j = 10).
+/// `x[32w + 3j ..]` (the pair's third x is 0 for j = 10): the sign tables of Q1 weights.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; `x.len()` a multiple of 32; `tables` holds
 /// [`tables_len`]`(x.len())` floats.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn build_tables(x: &[f32], tables: &mut [f32]) {
+    // SAFETY: the same contract.
+    unsafe { build::<false>(x, tables) }
+}
+
+/// `tables[(w·11 + j)·8 + idx] = Σ_i (bit i of idx ? x_i : 0)`: the subset sums a ternary mask
+/// looks up (a weight outside the mask adds nothing, not ±x: a zero weight stays exactly 0).
+///
+/// # Safety
+/// As [`build_tables`].
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn build_subset_tables(x: &[f32], tables: &mut [f32]) {
+    // SAFETY: the same contract.
+    unsafe { build::<true>(x, tables) }
+}
+
+/// The tables with lane factors +1 for a set bit and −1 (`SUBSET`: 0) for a clear one.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn build<const SUBSET: bool>(x: &[f32], tables: &mut [f32]) {
     assert!(x.len().is_multiple_of(32) && tables.len() >= tables_len(x.len()), "q1_lut tables: shapes");
-    // Lane idx of lanes(i) is +1 where bit i of idx is set, −1 where it is clear.
-    let lanes = |i: u32| -> [f32; 8] { std::array::from_fn(|idx| if (idx >> i) & 1 == 1 { 1.0 } else { -1.0 }) };
+    let clear = if SUBSET { 0.0 } else { -1.0 };
+    // Lane idx of lanes(i) is +1 where bit i of idx is set, `clear` where it is clear.
+    let lanes = |i: u32| -> [f32; 8] { std::array::from_fn(|idx| if (idx >> i) & 1 == 1 { 1.0 } else { clear }) };
     let (s0, s1, s2) = (lanes(0), lanes(1), lanes(2));
     // SAFETY: each array is 8 floats.
     let (s0, s1, s2) = unsafe { (_mm256_loadu_ps(s0.as_ptr()), _mm256_loadu_ps(s1.as_ptr()), _mm256_loadu_ps(s2.as_ptr())) };
@@ -137,8 +158,12 @@ fn prefetch_rows(w: &Q1Matrix, rows: &[usize; ROWS], kb: usize) {
 pub(crate) trait LutRows: QuantRows {
     /// What the 8 rows of one call need to find their blocks (made once per call).
     type RowSet: Copy;
+    /// Sign masks per block: 1 (Q1: bit 1 -> +d, 0 -> −d, in the sign tables) or 2 (ternary: the
+    /// +d mask, then the −d mask, both in the subset tables; a weight in neither is 0).
+    const MASKS: usize;
     fn row_set(&self, rows: &[usize; ROWS]) -> Self::RowSet;
-    unsafe fn words(&self, set: &Self::RowSet, kb: usize) -> [__m256i; Q1_WORDS];
+    /// `[m][c]`: word c of mask m (masks past [`LutRows::MASKS`] are not read).
+    unsafe fn words(&self, set: &Self::RowSet, kb: usize) -> [[__m256i; Q1_WORDS]; MAX_MASKS];
     unsafe fn scales(&self, set: &Self::RowSet, kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK];
     /// Prefetches the blocks some distance past `kb`, the block being read (called every
     /// [`PREFETCH_EVERY`] blocks; the distance may reach past the row's end).
@@ -148,13 +173,15 @@ pub(crate) trait LutRows: QuantRows {
 /// The shared layout: any 8 rows, their blocks transposed in registers.
 impl LutRows for Q1Matrix {
     type RowSet = [usize; ROWS];
+    const MASKS: usize = 1;
     fn row_set(&self, rows: &[usize; ROWS]) -> [usize; ROWS] {
         *rows
     }
     #[inline(always)]
-    unsafe fn words(&self, rows: &[usize; ROWS], kb: usize) -> [__m256i; Q1_WORDS] {
+    unsafe fn words(&self, rows: &[usize; ROWS], kb: usize) -> [[__m256i; Q1_WORDS]; MAX_MASKS] {
         // SAFETY: the trait's contract.
-        unsafe { transposed_words(self, rows, kb) }
+        // SAFETY: the trait's contract (AVX2).
+        unsafe { [transposed_words(self, rows, kb), [_mm256_setzero_si256(); Q1_WORDS]] }
     }
     #[inline(always)]
     unsafe fn scales(&self, rows: &[usize; ROWS], kb0: usize, blocks: usize) -> [__m256; SCALE_CHUNK] {
@@ -168,7 +195,7 @@ impl LutRows for Q1Matrix {
     }
 }
 
-/// 8 rows of a [`Q1Interleaved`] matrix: one whole group (the engine's tiles, but the last), or
+/// 8 rows of an [`Interleaved`] matrix: one whole group (the engine's tiles, but the last), or
 /// any rows (read one word at a time).
 #[derive(Clone, Copy)]
 pub(crate) enum InterleavedRows {
@@ -176,10 +203,14 @@ pub(crate) enum InterleavedRows {
     Rows([usize; ROWS]),
 }
 
-/// The interleaved layout: a group's word c of block kb is one 32-byte load, its scales one
-/// 16-byte load per block.
-impl LutRows for Q1Interleaved {
+/// The interleaved layouts (Q1 and ternary): a group's word c of mask m of block kb is one
+/// 32-byte load, its scales one 16-byte load per block.
+impl<const M: usize> LutRows for Interleaved<M>
+where
+    Interleaved<M>: QuantRows,
+{
     type RowSet = InterleavedRows;
+    const MASKS: usize = M;
     fn row_set(&self, rows: &[usize; ROWS]) -> InterleavedRows {
         let first = rows[0];
         if first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r) {
@@ -189,18 +220,34 @@ impl LutRows for Q1Interleaved {
         }
     }
     #[inline(always)]
-    unsafe fn words(&self, set: &InterleavedRows, kb: usize) -> [__m256i; Q1_WORDS] {
+    unsafe fn words(&self, set: &InterleavedRows, kb: usize) -> [[__m256i; Q1_WORDS]; MAX_MASKS] {
         match *set {
             InterleavedRows::Group(g) => {
-                let base = (g * self.blocks_per_row() + kb) * Q1_WORDS * INTERLEAVE_ROWS;
-                // SAFETY: group g's block kb is inside `words` (rows < N: g < groups; kb < nb),
-                // 4 x 8 words from `base`.
-                std::array::from_fn(|c| unsafe { _mm256_loadu_si256(self.words.as_ptr().add(base + c * INTERLEAVE_ROWS).cast()) })
+                let base = (g * self.blocks_per_row() + kb) * M * Q1_WORDS * INTERLEAVE_ROWS;
+                std::array::from_fn(|m| {
+                    std::array::from_fn(|c| {
+                        if m >= M {
+                            // SAFETY: AVX2 (the trait's contract).
+                            return unsafe { _mm256_setzero_si256() };
+                        }
+                        // SAFETY: group g's block kb is inside `words` (rows < N: g < groups; kb <
+                        // nb), M x 4 x 8 words from `base`.
+                        unsafe { _mm256_loadu_si256(self.words.as_ptr().add(base + (m * Q1_WORDS + c) * INTERLEAVE_ROWS).cast()) }
+                    })
+                })
             }
             InterleavedRows::Rows(rows) => {
-                let blocks: [[u32; Q1_WORDS]; ROWS] = std::array::from_fn(|r| self.block(rows[r], kb).1);
-                // SAFETY: 8 u32 = 32 bytes.
-                std::array::from_fn(|c| unsafe { _mm256_loadu_si256(std::array::from_fn::<u32, ROWS, _>(|r| blocks[r][c]).as_ptr().cast()) })
+                let blocks: [[[u32; Q1_WORDS]; M]; ROWS] = std::array::from_fn(|r| self.masks(rows[r], kb).1);
+                std::array::from_fn(|m| {
+                    std::array::from_fn(|c| {
+                        if m >= M {
+                            // SAFETY: AVX2 (the trait's contract).
+                            return unsafe { _mm256_setzero_si256() };
+                        }
+                        // SAFETY: 8 u32 = 32 bytes.
+                        unsafe { _mm256_loadu_si256(std::array::from_fn::<u32, ROWS, _>(|r| blocks[r][m][c]).as_ptr().cast()) }
+                    })
+                })
             }
         }
     }
@@ -216,7 +263,7 @@ impl LutRows for Q1Interleaved {
                 })
             }
             InterleavedRows::Rows(rows) => std::array::from_fn(|i| {
-                let d: [u16; ROWS] = std::array::from_fn(|r| self.block(rows[r], kb0 + i.min(blocks - 1)).0.to_bits());
+                let d: [u16; ROWS] = std::array::from_fn(|r| self.masks(rows[r], kb0 + i.min(blocks - 1)).0.to_bits());
                 // SAFETY: 8 u16 = 16 bytes.
                 unsafe { _mm_loadu_si128(d.as_ptr().cast()) }
             }),
@@ -230,16 +277,15 @@ impl LutRows for Q1Interleaved {
         let kb = kb + PREFETCH_BLOCKS_INTERLEAVED;
         if let (InterleavedRows::Group(g), true) = (*set, kb < nb) {
             // The group's next PREFETCH_EVERY blocks: one line of scales, 128 bytes of words
-            // (two lines) per block.
+            // (two lines) per block and mask.
             // SAFETY: AVX2 (the contract); a prefetch reads nothing the program sees and cannot
             // fault.
             unsafe { prefetch_line(self.scales.as_ptr().wrapping_add((g * nb + kb) * INTERLEAVE_ROWS).cast()) };
             for b in kb..(kb + PREFETCH_EVERY).min(nb) {
-                let line = self.words.as_ptr().wrapping_add((g * nb + b) * Q1_WORDS * INTERLEAVE_ROWS);
-                // SAFETY: as above.
-                unsafe {
-                    prefetch_line(line.cast());
-                    prefetch_line(line.wrapping_add(16).cast());
+                let block = self.words.as_ptr().wrapping_add((g * nb + b) * M * Q1_WORDS * INTERLEAVE_ROWS);
+                for line in 0..2 * M {
+                    // SAFETY: as above.
+                    unsafe { prefetch_line(block.wrapping_add(16 * line).cast()) };
                 }
             }
         }
@@ -350,10 +396,10 @@ pub(super) unsafe fn dot_rows<W: LutRows>(w: &W, rows: &[usize; TILE_ROWS], tabl
                 // SAFETY: as above; this function's features.
                 unsafe {
                     match tokens - t0 {
-                        1 => lookup_group::<1>(&words, table, len, d, total),
-                        2 => lookup_group::<2>(&words, table, len, d, total),
-                        3 => lookup_group::<3>(&words, table, len, d, total),
-                        _ => lookup_group::<GROUP_TOKENS>(&words, table, len, d, total),
+                        1 => lookup_group::<W, 1>(&words, table, len, d, total),
+                        2 => lookup_group::<W, 2>(&words, table, len, d, total),
+                        3 => lookup_group::<W, 3>(&words, table, len, d, total),
+                        _ => lookup_group::<W, GROUP_TOKENS>(&words, table, len, d, total),
                     }
                 }
             }
@@ -369,15 +415,17 @@ pub(super) unsafe fn dot_rows<W: LutRows>(w: &W, rows: &[usize; TILE_ROWS], tabl
 }
 
 /// One block of the 16 rows (`words`, their scales `d`) against `G` tokens: each index shift
-/// serves the G tokens' lookups, and `total[t][h] += d[h] · (the block's sums)`.
+/// serves the G tokens' lookups, and `total[t][h] += d[h] · (the block's sums)`. Ternary rows
+/// (`W::MASKS == 2`) add their +d mask's lookups and subtract their −d mask's in the same chains
+/// (each x_k enters at most one of them, so the sums stay over exact terms ±x_k).
 ///
 /// # Safety
 /// AVX2 + FMA; `table` is token 0's tables of the block, tokens `len` floats apart, `G` of them;
 /// `total.len() >= G`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn lookup_group<const G: usize>(
-    words: &[[__m256i; Q1_WORDS]; 2],
+unsafe fn lookup_group<W: LutRows, const G: usize>(
+    words: &[[[__m256i; Q1_WORDS]; MAX_MASKS]; 2],
     mut table: *const f32,
     len: usize,
     d: [__m256; 2],
@@ -387,16 +435,22 @@ unsafe fn lookup_group<const G: usize>(
     // hidden; from three tokens on, their 2G chains do.
     let chain_mask = if G >= 3 { 0 } else { 1 };
     let mut acc = [[[_mm256_setzero_ps(); 2]; 2]; G];
-    for (&lo, &hi) in words[0].iter().zip(&words[1]) {
+    for c in 0..Q1_WORDS {
+        // [mask][half]
+        let w = [[words[0][0][c], words[1][0][c]], [words[0][1][c], words[1][1][c]]];
         macro_rules! lookup {
             ($j:literal) => {{
-                let idx = [_mm256_srli_epi32::<{ 3 * $j }>(lo), _mm256_srli_epi32::<{ 3 * $j }>(hi)];
+                let idx: [[__m256i; 2]; MAX_MASKS] =
+                    std::array::from_fn(|m| std::array::from_fn(|h| _mm256_srli_epi32::<{ 3 * $j }>(w[m][h])));
                 for (t, acc_t) in acc.iter_mut().enumerate() {
                     // SAFETY: table (kb·4 + c)·11 + j of token t, inside (the caller's contract).
                     let tab = unsafe { _mm256_loadu_ps(table.add(t * len + $j * TABLE)) };
                     for h in 0..2 {
                         let a = &mut acc_t[h][$j & chain_mask];
-                        *a = _mm256_add_ps(*a, _mm256_permutevar8x32_ps(tab, idx[h]));
+                        *a = _mm256_add_ps(*a, _mm256_permutevar8x32_ps(tab, idx[0][h]));
+                        if W::MASKS == 2 {
+                            *a = _mm256_sub_ps(*a, _mm256_permutevar8x32_ps(tab, idx[1][h]));
+                        }
                     }
                 }
             }};

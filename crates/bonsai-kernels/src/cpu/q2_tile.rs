@@ -7,7 +7,7 @@
 
 use super::qgemm::QuantRows;
 use super::LANES;
-use crate::weights::{Q2Matrix, GROUP, Q2_WORDS};
+use crate::weights::{Q2Matrix, TernaryInterleaved, GROUP, Q1_WORDS, Q2_WORDS};
 
 /// Codes per u32 word.
 const CODES_PER_WORD: usize = 16;
@@ -60,6 +60,91 @@ impl QuantRows for Q2Matrix {
     fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
         dot_tile_scalar(self, rows, xs)
     }
+}
+
+/// Ternary matrices in the interleaved two-mask layout: the CPU backend's form of a ternary Q2
+/// matrix at the AVX2 level, where the table lookup of [`super::q1_lut`] runs at every M (each
+/// mask a lookup in the subset tables: ~2x a Q1 matrix's lookups for 2 bits per weight); the
+/// panel GEMM and the portable path read its blocks through the masks.
+impl QuantRows for TernaryInterleaved {
+    /// The panel GEMM from 8 tokens at the AVX-512 level, the lookup below (as Q1).
+    const AVX512_PANEL_MIN_M: usize = 8;
+    #[cfg(target_arch = "x86_64")]
+    const AVX2_LUT: Option<super::qgemm::LutKernel<Self>> = Some(super::qgemm::LutKernel {
+        tables_len: super::q1_lut::tables_len,
+        build_tables: super::q1_lut::build_subset_tables,
+        dot_rows: super::q1_lut::dot_rows::<TernaryInterleaved>,
+    });
+    /// Bonsai-1.7B ternary geometry, 2-core AVX2: the lookup 33-34 tok/s at every M, the panel
+    /// GEMM 26.5 / 32.5 / 36.1 / 44.1 at 32 / 48 / 64 / 128 tokens.
+    const AVX2_LUT_PANEL_MIN_M: usize = 48;
+    #[cfg(target_arch = "x86_64")]
+    const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
+    fn rows(&self) -> usize {
+        self.n
+    }
+    fn cols(&self) -> usize {
+        self.k
+    }
+    fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
+        for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
+            let (d, [plus, minus]) = self.masks(row, k0 / GROUP + i);
+            let d = d.to_f32();
+            for (j, out8) in block_out.chunks_exact_mut(LANES).enumerate() {
+                let byte = |words: &[u32; Q1_WORDS]| ((words[j / 4] >> (8 * (j % 4))) & 0xFF) as usize;
+                let (p, m) = (&BIT_VALUE[byte(&plus)], &BIT_VALUE[byte(&minus)]);
+                for l in 0..LANES {
+                    // Q2Matrix::weight's arithmetic: (c − 1)·d, c − 1 = plus − minus exactly.
+                    out8[l] = (p[l] - m[l]) * d;
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out)
+    }
+    fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
+        let mut out = [[0.0f32; T]; R];
+        for (r, &row) in rows.iter().enumerate() {
+            for kb in 0..self.blocks_per_row() {
+                let (d, masks) = self.masks(row, kb);
+                let d = d.to_f32();
+                for t in 0..T {
+                    // Σ ±x_j over the block's nonzero weights (exact terms), then d times it.
+                    let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
+                    let mut lanes = [0.0f32; LANES];
+                    for (j, &x) in xb.iter().enumerate() {
+                        lanes[j % LANES] += ternary_sign(&masks, j) * x;
+                    }
+                    out[r][t] += d * lanes.iter().sum::<f32>();
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `BIT_VALUE[byte][l]` = bit l of `byte` as 0.0 / 1.0: a lookup per 8 mask bits keeps the
+/// ternary dequantization (the panel GEMM's packing) free of per-weight bit extraction.
+static BIT_VALUE: [[f32; LANES]; 256] = {
+    let mut table = [[0.0f32; LANES]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut l = 0;
+        while l < LANES {
+            table[byte][l] = ((byte >> l) & 1) as f32;
+            l += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// Weight j's code value c − 1 ∈ {−1, 0, 1} from the +d and −d masks of its block.
+fn ternary_sign(masks: &[[u32; Q1_WORDS]; 2], j: usize) -> f32 {
+    let bit = |m: usize| (masks[m][j / 32] >> (j % 32)) & 1;
+    (1 + bit(0) - bit(1)) as f32 - 1.0
 }
 
 /// Codes per byte.

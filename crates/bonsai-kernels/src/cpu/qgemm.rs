@@ -10,8 +10,8 @@
 //! results are discarded. From [`PANEL_MIN_M`] tokens on (at the AVX-512 level from
 //! [`QuantRows::AVX512_PANEL_MIN_M`], below which each token runs the one-token GEMV),
 //! `panel_gemm` takes over (weights dequantized once per panel, f32 register-tiled GEMM). At the
-//! AVX2 level a format with a table-lookup kernel ([`QuantRows::AVX2_LUT`], Q1) runs it per token
-//! at every M instead ([`run_lut`]).
+//! AVX2 level a format with a table-lookup kernel ([`QuantRows::AVX2_LUT`]: Q1, ternary) runs it
+//! per token instead ([`run_lut`]), below [`QuantRows::AVX2_LUT_PANEL_MIN_M`] tokens (Q1: at every M).
 
 use super::pool::{self, Split};
 use super::{DisjointWriter, SimdLevel};
@@ -41,6 +41,10 @@ pub trait QuantRows: Sync {
     /// [`super::q1_lut`]), if it has one; without one the AVX2 tiles and the panel GEMM run.
     #[cfg(target_arch = "x86_64")]
     const AVX2_LUT: Option<LutKernel<Self>> = None;
+    /// With an [`QuantRows::AVX2_LUT`], the fewest tokens the AVX2 panel GEMM takes instead: never
+    /// for Q1 (its lookup wins at every M measured); ternary lookups cost twice Q1's, and the
+    /// panel overtakes them at about 48 tokens.
+    const AVX2_LUT_PANEL_MIN_M: usize = usize::MAX;
     /// At the AVX-512 level below [`QuantRows::AVX512_PANEL_MIN_M`] tokens, the format's
     /// table-lookup kernel (Q1, both layouts: the AVX2 kernel), if it has one.
     #[cfg(target_arch = "x86_64")]
@@ -103,7 +107,8 @@ pub trait QuantRows: Sync {
         std::array::from_fn(|r| dots[r][0])
     }
     /// The AVX2 tiles. A format with an [`QuantRows::AVX2_LUT`] never reaches them (the AVX2
-    /// level runs the lookup at every M); for it they are the scalar twin.
+    /// level runs the lookup, and from [`QuantRows::AVX2_LUT_PANEL_MIN_M`] >= [`PANEL_MIN_M`]
+    /// tokens the panel GEMM); for it they are the scalar twin.
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx2_dot_rows<const R: usize>(&self, rows: &[usize; R], x: &[f32]) -> [f32; R] {
         let dots = self.scalar_dot_tile(rows, &[x]);
@@ -215,7 +220,7 @@ pub(crate) fn run<W: QuantRows>(
     #[cfg(target_arch = "x86_64")]
     {
         let lut = match level {
-            SimdLevel::Avx2Fma => W::AVX2_LUT,
+            SimdLevel::Avx2Fma if m < W::AVX2_LUT_PANEL_MIN_M => W::AVX2_LUT,
             SimdLevel::Avx512 if m < W::AVX512_PANEL_MIN_M => W::AVX512_FEW_TOKENS_LUT,
             _ => None,
         };

@@ -6,10 +6,10 @@
 use crate::cpu::qgemm::{self, QuantRows};
 use crate::cpu::{simd_level, SimdLevel};
 use crate::ops::{check_len, quant_reference, OpError, Store};
-use crate::weights::{Q1Interleaved, Q1Matrix, Q2Matrix, WeightAt};
+use crate::weights::{Q1Interleaved, Q1Matrix, Q2Matrix, TernaryInterleaved, WeightAt};
 
-/// A quantized weight format the matmul ops take: [`Q1Matrix`] (or the same in the CPU lookup's
-/// layout, [`Q1Interleaved`]) or [`Q2Matrix`].
+/// A quantized weight format the matmul ops take: [`Q1Matrix`] or [`Q2Matrix`], or the same in
+/// the CPU lookup's layouts ([`Q1Interleaved`], and [`TernaryInterleaved`] for ternary Q2).
 pub trait QuantMatrix: WeightAt + QuantRows {
     /// The name of its `matmul` op in error messages.
     const MATMUL_OP: &'static str;
@@ -28,6 +28,11 @@ impl QuantMatrix for Q1Interleaved {
 }
 
 impl QuantMatrix for Q2Matrix {
+    const MATMUL_OP: &'static str = super::matmul_q2::OP;
+    const GATE_UP_SWIGLU_OP: &'static str = super::gate_up_swiglu_q2::OP;
+}
+
+impl QuantMatrix for TernaryInterleaved {
     const MATMUL_OP: &'static str = super::matmul_q2::OP;
     const GATE_UP_SWIGLU_OP: &'static str = super::gate_up_swiglu_q2::OP;
 }

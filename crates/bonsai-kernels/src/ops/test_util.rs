@@ -3,7 +3,7 @@
 //! constants the tolerance derivations use.
 
 use crate::verify::rng::SplitMix64;
-use crate::weights::{Q1Interleaved, Q1Matrix, Q2Matrix, WeightAt, GROUP, INTERLEAVE_ROWS, Q1_WORDS, Q2_WORDS};
+use crate::weights::{Interleaved, Q1Interleaved, Q1Matrix, Q2Matrix, TernaryInterleaved, WeightAt, GROUP, INTERLEAVE_ROWS, Q1_WORDS, Q2_WORDS};
 use half::f16;
 
 /// Unit roundoff of f32 (round to nearest): 2^-24.
@@ -128,14 +128,33 @@ impl TestMatrix for Q1Interleaved {
         Q1Interleaved::from(&rng.q1_matrix(n, k))
     }
     fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16) {
-        let nb = self.blocks_per_row();
-        for (i, s) in self.scales.iter_mut().enumerate() {
-            // scales[(g·nb + kb)·8 + r] is row 8g + r's block kb (rows past N are padding).
-            let (gb, r) = (i / INTERLEAVE_ROWS, i % INTERLEAVE_ROWS);
-            let row = gb / nb * INTERLEAVE_ROWS + r;
-            if row < self.n {
-                *s = f(row, gb % nb, *s);
-            }
+        map_interleaved_scales(self, f)
+    }
+}
+
+/// Random ternary matrices (codes 0, 1, 2 equally likely), as two interleaved masks.
+impl TestMatrix for TernaryInterleaved {
+    fn random(rng: &mut TestRng, n: usize, k: usize) -> Self {
+        let mut m = rng.q2_matrix(n, k);
+        for w in m.codes.iter_mut() {
+            *w = (0..16).fold(0, |acc, l| acc | (rng.below(3) as u32) << (2 * l));
+        }
+        TernaryInterleaved::from_q2(&m).expect("ternary codes")
+    }
+    fn map_scales(&mut self, f: &dyn Fn(usize, usize, f16) -> f16) {
+        map_interleaved_scales(self, f)
+    }
+}
+
+/// [`TestMatrix::map_scales`] of an interleaved layout.
+fn map_interleaved_scales<const M: usize>(w: &mut Interleaved<M>, f: &dyn Fn(usize, usize, f16) -> f16) {
+    let (n, nb) = (w.n, w.blocks_per_row());
+    for (i, s) in w.scales.iter_mut().enumerate() {
+        // scales[(g·nb + kb)·8 + r] is row 8g + r's block kb (rows past N are padding).
+        let (gb, r) = (i / INTERLEAVE_ROWS, i % INTERLEAVE_ROWS);
+        let row = gb / nb * INTERLEAVE_ROWS + r;
+        if row < n {
+            *s = f(row, gb % nb, *s);
         }
     }
 }

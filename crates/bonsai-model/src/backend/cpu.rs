@@ -2,13 +2,13 @@
 //! CPU pool + run-time SIMD). Handles are plain host memory; the position is a host integer behind
 //! the same API the CUDA backend implements with device memory.
 
-use bonsai_kernels::cpu::{bandwidth, simd_level};
+use bonsai_kernels::cpu::{bandwidth, simd_level, SimdLevel};
 use bonsai_kernels::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
     qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
 };
 use bonsai_kernels::rope::RopeTable;
-use bonsai_kernels::{Q1Interleaved, Q1Matrix, Q2Matrix, QMatrix};
+use bonsai_kernels::{Q1Interleaved, Q1Matrix, Q2Matrix, QMatrix, TernaryInterleaved};
 use half::f16;
 
 use bonsai_kernels::ops::gated_delta::DeltaShape;
@@ -71,12 +71,15 @@ fn mismatched(op: &'static str, detail: &str) -> BackendError {
 }
 
 /// A weight matrix as the CPU kernels read it: Q1 interleaved for the lookup kernel
-/// ([`Q1Interleaved`]) at the SIMD levels, in the shared layout at the scalar one; Q2 as loaded.
+/// ([`Q1Interleaved`]) at the SIMD levels, in the shared layout at the scalar one; ternary Q2
+/// as two interleaved masks for the same lookup at the AVX2 level ([`TernaryInterleaved`]);
+/// other Q2 as loaded.
 #[derive(Clone, Debug)]
 pub enum CpuMatrix {
     Q1(Q1Matrix),
     Q1Interleaved(Q1Interleaved),
     Q2(Q2Matrix),
+    Ternary(TernaryInterleaved),
 }
 
 impl CpuMatrix {
@@ -85,6 +88,7 @@ impl CpuMatrix {
             CpuMatrix::Q1(m) => m.n,
             CpuMatrix::Q1Interleaved(m) => m.n,
             CpuMatrix::Q2(m) => m.n,
+            CpuMatrix::Ternary(m) => m.n,
         }
     }
     pub fn k(&self) -> usize {
@@ -92,6 +96,7 @@ impl CpuMatrix {
             CpuMatrix::Q1(m) => m.k,
             CpuMatrix::Q1Interleaved(m) => m.k,
             CpuMatrix::Q2(m) => m.k,
+            CpuMatrix::Ternary(m) => m.k,
         }
     }
 }
@@ -168,6 +173,12 @@ impl Backend for CpuBackend {
             // this layout (the decode at both SIMD levels).
             QMatrix::Q1(m) if simd_level().has_avx2() => CpuMatrix::Q1Interleaved(Q1Interleaved::from(m)),
             QMatrix::Q1(m) => CpuMatrix::Q1(m.clone()),
+            // Ternary weights as a +d and a −d mask for the same lookup at the AVX2 level, where it
+            // replaced the code-decoding GEMV and tiles (docs/kernel-notes.md, "Ternary by lookup");
+            // the AVX-512 level keeps its mask GEMV and panel GEMM on the loaded layout.
+            QMatrix::Q2(m) if simd_level() == SimdLevel::Avx2Fma && m.is_ternary() => {
+                CpuMatrix::Ternary(TernaryInterleaved::from_q2(m).expect("checked ternary"))
+            }
             QMatrix::Q2(m) => CpuMatrix::Q2(m.clone()),
         })
     }
@@ -211,6 +222,7 @@ impl Backend for CpuBackend {
             CpuMatrix::Q1(w) => embed_rows::cpu_of(w, ids, out)?,
             CpuMatrix::Q1Interleaved(w) => embed_rows::cpu_of(w, ids, out)?,
             CpuMatrix::Q2(w) => embed_rows::cpu_of(w, ids, out)?,
+            CpuMatrix::Ternary(w) => embed_rows::cpu_of(w, ids, out)?,
         }
         Ok(())
     }
@@ -235,6 +247,7 @@ impl Backend for CpuBackend {
             CpuMatrix::Q1(w) => matmul_q1::cpu(w, x, m, y, store)?,
             CpuMatrix::Q1Interleaved(w) => matmul_q1::cpu(w, x, m, y, store)?,
             CpuMatrix::Q2(w) => matmul_q2::cpu(w, x, m, y, store)?,
+            CpuMatrix::Ternary(w) => matmul_q2::cpu(w, x, m, y, store)?,
         }
         Ok(())
     }
@@ -249,6 +262,7 @@ impl Backend for CpuBackend {
             CpuMatrix::Q1(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
             CpuMatrix::Q1Interleaved(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
             CpuMatrix::Q2(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
+            CpuMatrix::Ternary(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
         }
         Ok(())
     }

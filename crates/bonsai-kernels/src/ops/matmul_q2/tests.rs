@@ -1,10 +1,18 @@
 //! cpu == reference for `matmul_q2`: the cases shared with the other weight format
-//! ([`crate::ops::quant_op_cases::matmul`]) run on Q2Matrix weights.
+//! ([`crate::ops::quant_op_cases::matmul`]) run on Q2Matrix weights, and on ternary weights in
+//! the CPU lookup's two-mask interleaved layout.
 
 use crate::ops::quant_op_cases::matmul::matmul_tests;
 use crate::weights::Q2Matrix;
 
 matmul_tests!(Q2Matrix);
+
+mod ternary_interleaved {
+    use crate::ops::quant_op_cases::matmul::matmul_tests;
+    use crate::weights::TernaryInterleaved;
+
+    matmul_tests!(TernaryInterleaved);
+}
 
 /// `is_ternary` looks at every 2-bit code: one code 3 anywhere (even in the last word, high
 /// lane) makes a matrix non-ternary; codes 0, 1, 2 in any mix keep it ternary.
