@@ -106,21 +106,31 @@ impl<const MASKS: usize> Interleaved<MASKS> {
         self.scales.len() * 2 + self.words.len() * 4
     }
 
-    /// An all-zero matrix of N x K (the padding rows included), to fill block by block.
-    fn zeroed(n: usize, k: usize) -> Self {
-        let blocks = n.div_ceil(INTERLEAVE_ROWS) * (k / GROUP) * INTERLEAVE_ROWS;
-        Self { n, k, scales: vec![f16::ZERO; blocks], words: vec![0; blocks * MASKS * Q1_WORDS] }
-    }
-
-    /// Sets row `row`'s block `kb`.
-    fn set(&mut self, row: usize, kb: usize, d: f16, masks: [[u32; Q1_WORDS]; MASKS]) {
-        let (gb, r) = self.lane(row, kb);
-        self.scales[gb * INTERLEAVE_ROWS + r] = d;
-        for (m, words) in masks.iter().enumerate() {
-            for (c, &word) in words.iter().enumerate() {
-                self.words[((gb * MASKS + m) * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = word;
-            }
-        }
+    /// The N x K matrix whose row `row`, block `kb` is `block(row, kb)` (scale and masks), the
+    /// padding rows zero. Groups are filled in parallel: a 27B model's conversion at load is
+    /// billions of weights.
+    fn from_blocks(n: usize, k: usize, block: impl Fn(usize, usize) -> (f16, [[u32; Q1_WORDS]; MASKS]) + Sync) -> Self {
+        use rayon::prelude::*;
+        let nb = k / GROUP;
+        let blocks = n.div_ceil(INTERLEAVE_ROWS) * nb * INTERLEAVE_ROWS;
+        let mut out = Self { n, k, scales: vec![f16::ZERO; blocks], words: vec![0; blocks * MASKS * Q1_WORDS] };
+        let group_scales = nb * INTERLEAVE_ROWS;
+        out.scales.par_chunks_mut(group_scales).zip(out.words.par_chunks_mut(group_scales * MASKS * Q1_WORDS)).enumerate().for_each(
+            |(g, (scales, words))| {
+                for r in 0..INTERLEAVE_ROWS.min(n - g * INTERLEAVE_ROWS) {
+                    for kb in 0..nb {
+                        let (d, masks) = block(g * INTERLEAVE_ROWS + r, kb);
+                        scales[kb * INTERLEAVE_ROWS + r] = d;
+                        for (m, mask) in masks.iter().enumerate() {
+                            for (c, &word) in mask.iter().enumerate() {
+                                words[((kb * MASKS + m) * Q1_WORDS + c) * INTERLEAVE_ROWS + r] = word;
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        out
     }
 }
 
@@ -140,14 +150,10 @@ impl Q1Interleaved {
 
 impl From<&Q1Matrix> for Q1Interleaved {
     fn from(m: &Q1Matrix) -> Self {
-        let mut out = Self::zeroed(m.n, m.k);
-        for row in 0..m.n {
-            for kb in 0..m.blocks_per_row() {
-                let (d, words) = m.block(row, kb);
-                out.set(row, kb, d, [words]);
-            }
-        }
-        out
+        Self::from_blocks(m.n, m.k, |row, kb| {
+            let (d, words) = m.block(row, kb);
+            (d, [words])
+        })
     }
 }
 
@@ -167,15 +173,10 @@ impl TernaryInterleaved {
             return None;
         }
         let nb = m.blocks_per_row();
-        let mut out = Self::zeroed(m.n, m.k);
-        for row in 0..m.n {
-            for kb in 0..nb {
-                let b = row * nb + kb;
-                let codes = &m.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS];
-                out.set(row, kb, m.scales[b], ternary_masks(codes));
-            }
-        }
-        Some(out)
+        Some(Self::from_blocks(m.n, m.k, |row, kb| {
+            let b = row * nb + kb;
+            (m.scales[b], ternary_masks(&m.codes[b * Q2_WORDS..(b + 1) * Q2_WORDS]))
+        }))
     }
 }
 
