@@ -75,8 +75,8 @@ impl QuantRows for TernaryInterleaved {
         build_tables: super::q1_lut::build_subset_tables,
         dot_rows: super::q1_lut::dot_rows::<TernaryInterleaved>,
     });
-    /// Bonsai-1.7B ternary geometry, 2-core AVX2: the lookup 33-34 tok/s at every M, the panel
-    /// GEMM 26.5 / 32.5 / 36.1 / 44.1 at 32 / 48 / 64 / 128 tokens.
+    /// The lookup's speed is flat in M, the panel GEMM's grows with it and passes it at about
+    /// 48 tokens (docs/kernel-notes.md, "Ternary by lookup").
     const AVX2_LUT_PANEL_MIN_M: usize = 48;
     #[cfg(target_arch = "x86_64")]
     const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
