@@ -7,7 +7,7 @@ use crate::cpu::available_levels;
 use crate::cpu::qgemm::{silu_mul, Epilogue, Job, QuantRows};
 use crate::ops::test_util::{TestMatrix, TestRng};
 use crate::ops::Store;
-use crate::weights::{Q1Matrix, Q2Matrix, GROUP};
+use crate::weights::{Q1Matrix, Q2Matrix, TernaryInterleaved, GROUP};
 
 /// `epilogue(W · x)` with each dot product the plain chain `s = fma(x_k, w_k, s)` over k in
 /// order from `s = 0`, the arithmetic every level of the panel GEMM must reproduce exactly.
@@ -83,4 +83,11 @@ fn q1_panel_gemm_is_the_sequential_fma_chain_at_every_level() {
 #[test]
 fn q2_panel_gemm_is_the_sequential_fma_chain_at_every_level() {
     check::<Q2Matrix>(&mut TestRng::new("panel_gemm_q2"), "Q2");
+}
+
+/// Ternary weights in the two-mask layout: the AVX2 pack of whole groups (and the row-by-row pack
+/// of any other rows) gives the same chain.
+#[test]
+fn ternary_panel_gemm_is_the_sequential_fma_chain_at_every_level() {
+    check::<TernaryInterleaved>(&mut TestRng::new("panel_gemm_ternary"), "ternary");
 }

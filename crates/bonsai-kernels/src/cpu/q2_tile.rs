@@ -7,7 +7,7 @@
 
 use super::qgemm::QuantRows;
 use super::LANES;
-use crate::weights::{Q2Matrix, TernaryInterleaved, GROUP, Q1_WORDS, Q2_WORDS};
+use crate::weights::{Q2Matrix, TernaryInterleaved, GROUP, INTERLEAVE_ROWS, Q1_WORDS, Q2_WORDS};
 
 /// Codes per u32 word.
 const CODES_PER_WORD: usize = 16;
@@ -104,6 +104,14 @@ impl QuantRows for TernaryInterleaved {
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
         super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out)
     }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        match (self.whole_group(&rows[..INTERLEAVE_ROWS]), self.whole_group(&rows[INTERLEAVE_ROWS..])) {
+            // SAFETY: the trait's contract (AVX2 + FMA + F16C; the shapes checked by pack_panel).
+            (Some(g0), Some(g1)) => unsafe { avx2::ternary_pack_groups(self, [g0, g1], k0, kc, stride, out) },
+            _ => super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out),
+        }
+    }
     fn scalar_dot_tile<const R: usize, const T: usize>(&self, rows: &[usize; R], xs: &[&[f32]; T]) -> [[f32; T]; R] {
         let mut out = [[0.0f32; T]; R];
         for (r, &row) in rows.iter().enumerate() {
@@ -140,6 +148,15 @@ static BIT_VALUE: [[f32; LANES]; 256] = {
     }
     table
 };
+
+impl TernaryInterleaved {
+    /// Group g when `rows` are exactly rows 8g .. 8g + 8 (one 32-byte vector per mask word).
+    fn whole_group(&self, rows: &[usize]) -> Option<usize> {
+        let first = rows[0];
+        let whole = first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r);
+        whole.then_some(first / INTERLEAVE_ROWS)
+    }
+}
 
 /// Weight j's code value c − 1 ∈ {−1, 0, 1} from the +d and −d masks of its block.
 fn ternary_sign(masks: &[[u32; Q1_WORDS]; 2], j: usize) -> f32 {
@@ -206,6 +223,51 @@ mod avx2 {
     use super::*;
     use crate::cpu::q1_tile::hsum_avx2;
     use std::arch::x86_64::*;
+
+    /// [`QuantRows::pack_panel`] of two whole groups of a ternary matrix: per weight k one vector
+    /// of 8 rows per group, `(plus bit − minus bit)·d` (the integer difference converted exactly,
+    /// so each value is [`QuantRows::dequant_into`]'s bit for bit), stored at
+    /// `out[kk·stride + 8h ..]`.
+    ///
+    /// # Safety
+    /// AVX2 + FMA + F16C; groups of rows < N; `k0`, `kc` whole blocks inside K; `out` holds
+    /// `(kc − 1)·stride + 16` floats.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn ternary_pack_groups(w: &TernaryInterleaved, groups: [usize; 2], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        let nb = w.blocks_per_row();
+        assert!(k0 + kc <= w.k && out.len() >= (kc.max(1) - 1) * stride + 16, "ternary_pack_groups: shapes");
+        let one = _mm256_set1_epi32(1);
+        for (h, &g) in groups.iter().enumerate() {
+            for kb in k0 / GROUP..(k0 + kc) / GROUP {
+                let gb = g * nb + kb;
+                assert!((gb + 1) * INTERLEAVE_ROWS <= w.scales.len(), "ternary_pack_groups: group past the matrix");
+                // SAFETY: 8 scales and 2 x 4 x 8 words of group-block gb are inside (asserted: the
+                // words are MASKS x 4 per scale).
+                let (d, words) = unsafe {
+                    let d = _mm256_cvtph_ps(_mm_loadu_si128(w.scales.as_ptr().add(gb * INTERLEAVE_ROWS).cast()));
+                    (d, w.words.as_ptr().add(gb * 2 * Q1_WORDS * INTERLEAVE_ROWS))
+                };
+                for c in 0..Q1_WORDS {
+                    // SAFETY: as above, word c of each mask.
+                    let (plus, minus) = unsafe {
+                        (
+                            _mm256_loadu_si256(words.add(c * INTERLEAVE_ROWS).cast()),
+                            _mm256_loadu_si256(words.add((Q1_WORDS + c) * INTERLEAVE_ROWS).cast()),
+                        )
+                    };
+                    for i in 0..32 {
+                        let shift = _mm256_set1_epi32(i as i32);
+                        let p = _mm256_and_si256(_mm256_srlv_epi32(plus, shift), one);
+                        let m = _mm256_and_si256(_mm256_srlv_epi32(minus, shift), one);
+                        let v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(p, m)), d);
+                        let kk = kb * GROUP + 32 * c + i - k0;
+                        // SAFETY: kk < kc, so 8 floats at kk·stride + 8h are inside (asserted).
+                        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(kk * stride + INTERLEAVE_ROWS * h), v) };
+                    }
+                }
+            }
+        }
+    }
 
     /// Lane i of `SHIFTS[h]` moves code `8h + i` of a word to bits 0..2.
     const fn shifts(h: i32) -> [i32; 8] {

@@ -56,8 +56,8 @@ pub trait QuantRows: Sync {
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]);
     /// `out[kk·stride + j] = W[rows[j], k0 + kk]` for `kk < kc` (a multiple of the 128-weight
     /// group) and `j < 16` (exact f32): 16 rows of the panel GEMM's k-major micro-panel, whose
-    /// rows are `stride >= 16` floats apart. AVX-512 builds it directly; other levels transpose
-    /// [`QuantRows::dequant_into`] rows.
+    /// rows are `stride >= 16` floats apart. AVX-512 builds it directly (and AVX2 for the ternary
+    /// masks); other levels transpose [`QuantRows::dequant_into`] rows.
     fn pack_panel(&self, level: SimdLevel, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
         assert!(
             kc.is_multiple_of(128) && k0.is_multiple_of(128) && k0 + kc <= self.cols() && stride >= 16,
@@ -71,6 +71,10 @@ pub trait QuantRows: Sync {
             // SAFETY: `Avx512` is only produced by run-time detection of the features the
             // format's AVX-512 kernels need; the shapes are checked above.
             SimdLevel::Avx512 => unsafe { self.avx512_pack_panel(rows, k0, kc, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Avx2Fma` is only produced by run-time detection of AVX2 + FMA (F16C with
+            // them); the shapes are checked above.
+            SimdLevel::Avx2Fma => unsafe { self.avx2_pack_panel(rows, k0, kc, stride, out) },
             _ => pack_by_rows(self, rows, k0, kc, stride, out),
         }
     }
@@ -99,6 +103,12 @@ pub trait QuantRows: Sync {
     /// [`QuantRows::pack_panel`] checks them.
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx512_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]);
+    /// The AVX2 level's [`QuantRows::pack_panel`]: [`pack_by_rows`] unless the format builds the
+    /// panel directly (the ternary masks).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
+        pack_by_rows(self, rows, k0, kc, stride, out)
+    }
     /// The one-token GEMV below [`QuantRows::AVX512_PANEL_MIN_M`] (Q2's lane-mask GEMV). A
     /// format with an [`QuantRows::AVX512_FEW_TOKENS_LUT`] never reaches it: the scalar twin.
     #[cfg(target_arch = "x86_64")]
