@@ -76,8 +76,8 @@ impl QuantRows for TernaryInterleaved {
         dot_rows: super::q1_lut::dot_rows::<TernaryInterleaved>,
     });
     /// The lookup's speed is flat in M, the panel GEMM's grows with it and passes it at about
-    /// 48 tokens (docs/kernel-notes.md, "Ternary by lookup").
-    const AVX2_LUT_PANEL_MIN_M: usize = 48;
+    /// 20 tokens (docs/kernel-notes.md, "Ternary by lookup").
+    const AVX2_LUT_PANEL_MIN_M: usize = 20;
     #[cfg(target_arch = "x86_64")]
     const AVX512_FEW_TOKENS_LUT: Option<super::qgemm::LutKernel<Self>> = Self::AVX2_LUT;
     fn rows(&self) -> usize {

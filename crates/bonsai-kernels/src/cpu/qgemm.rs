@@ -43,7 +43,7 @@ pub trait QuantRows: Sync {
     const AVX2_LUT: Option<LutKernel<Self>> = None;
     /// With an [`QuantRows::AVX2_LUT`], the fewest tokens the AVX2 panel GEMM takes instead: never
     /// for Q1 (its lookup wins at every M measured); ternary lookups cost twice Q1's, and the
-    /// panel overtakes them at about 48 tokens.
+    /// panel overtakes them at about 20 tokens.
     const AVX2_LUT_PANEL_MIN_M: usize = usize::MAX;
     /// At the AVX-512 level below [`QuantRows::AVX512_PANEL_MIN_M`] tokens, the format's
     /// table-lookup kernel (Q1, both layouts: the AVX2 kernel), if it has one.
