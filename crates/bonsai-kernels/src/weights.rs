@@ -106,6 +106,16 @@ impl<const MASKS: usize> Interleaved<MASKS> {
         self.scales.len() * 2 + self.words.len() * 4
     }
 
+    /// Group g when `rows` are exactly rows 8g .. 8g + 8 (a group's mask word is then one 32-byte
+    /// vector); None for any other rows.
+    pub fn whole_group(rows: &[usize]) -> Option<usize> {
+        let first = *rows.first()?;
+        let whole = rows.len() == INTERLEAVE_ROWS
+            && first.is_multiple_of(INTERLEAVE_ROWS)
+            && rows.iter().enumerate().all(|(r, &row)| row == first + r);
+        whole.then_some(first / INTERLEAVE_ROWS)
+    }
+
     /// The N x K matrix whose row `row`, block `kb` is `block(row, kb)` (scale and masks), the
     /// padding rows zero. Groups are filled in parallel: a 27B model's conversion at load is
     /// billions of weights.

@@ -212,11 +212,9 @@ where
     type RowSet = InterleavedRows;
     const MASKS: usize = M;
     fn row_set(&self, rows: &[usize; ROWS]) -> InterleavedRows {
-        let first = rows[0];
-        if first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r) {
-            InterleavedRows::Group(first / INTERLEAVE_ROWS)
-        } else {
-            InterleavedRows::Rows(*rows)
+        match Interleaved::<M>::whole_group(rows) {
+            Some(g) => InterleavedRows::Group(g),
+            None => InterleavedRows::Rows(*rows),
         }
     }
     #[inline(always)]

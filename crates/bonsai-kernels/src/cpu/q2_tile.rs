@@ -106,7 +106,7 @@ impl QuantRows for TernaryInterleaved {
     }
     #[cfg(target_arch = "x86_64")]
     unsafe fn avx2_pack_panel(&self, rows: &[usize; 16], k0: usize, kc: usize, stride: usize, out: &mut [f32]) {
-        match (self.whole_group(&rows[..INTERLEAVE_ROWS]), self.whole_group(&rows[INTERLEAVE_ROWS..])) {
+        match (TernaryInterleaved::whole_group(&rows[..INTERLEAVE_ROWS]), TernaryInterleaved::whole_group(&rows[INTERLEAVE_ROWS..])) {
             // SAFETY: the trait's contract (AVX2 + FMA + F16C; the shapes checked by pack_panel).
             (Some(g0), Some(g1)) => unsafe { avx2::ternary_pack_groups(self, [g0, g1], k0, kc, stride, out) },
             _ => super::qgemm::pack_by_rows(self, rows, k0, kc, stride, out),
@@ -148,15 +148,6 @@ static BIT_VALUE: [[f32; LANES]; 256] = {
     }
     table
 };
-
-impl TernaryInterleaved {
-    /// Group g when `rows` are exactly rows 8g .. 8g + 8 (one 32-byte vector per mask word).
-    fn whole_group(&self, rows: &[usize]) -> Option<usize> {
-        let first = rows[0];
-        let whole = first.is_multiple_of(INTERLEAVE_ROWS) && rows.iter().enumerate().all(|(r, &row)| row == first + r);
-        whole.then_some(first / INTERLEAVE_ROWS)
-    }
-}
 
 /// Weight j's code value c − 1 ∈ {−1, 0, 1} from the +d and −d masks of its block.
 fn ternary_sign(masks: &[[u32; Q1_WORDS]; 2], j: usize) -> f32 {
