@@ -1,6 +1,9 @@
 //! `matmul_q1` / `gate_up_swiglu_q1` by table lookup: at the AVX2 level at every M (decode and
 //! prefill: it beats the AVX2 panel GEMM at every M measured, 64 to 512), at the AVX-512 level
-//! below the format's `AVX512_PANEL_MIN_M` (its panel GEMM takes the larger M).
+//! below the format's `AVX512_PANEL_MIN_M` (its panel GEMM takes the larger M). Ternary
+//! `matmul_q2` / `gate_up_swiglu_q2` too, as a +d mask and a −d mask ([`LutRows::MASKS`] = 2)
+//! looked up in subset-sum tables ([`build_subset_tables`]), below the format's
+//! `AVX2_LUT_PANEL_MIN_M`.
 //!
 //! Every 3 consecutive weights of a row share one x triplet, and their sign bits are a 3-bit
 //! index into the 8 values `±x0 ± x1 ± x2`. Per token, [`build_tables`] writes those 8 sums for
@@ -179,7 +182,6 @@ impl LutRows for Q1Matrix {
     }
     #[inline(always)]
     unsafe fn words(&self, rows: &[usize; ROWS], kb: usize) -> [[__m256i; Q1_WORDS]; MAX_MASKS] {
-        // SAFETY: the trait's contract.
         // SAFETY: the trait's contract (AVX2).
         unsafe { [transposed_words(self, rows, kb), [_mm256_setzero_si256(); Q1_WORDS]] }
     }
