@@ -88,15 +88,11 @@ impl QuantRows for TernaryInterleaved {
     }
     fn dequant_into(&self, row: usize, k0: usize, out: &mut [f32]) {
         for (i, block_out) in out.chunks_exact_mut(GROUP).enumerate() {
-            let (d, [plus, minus]) = self.masks(row, k0 / GROUP + i);
+            let (d, masks) = self.masks(row, k0 / GROUP + i);
             let d = d.to_f32();
-            for (j, out8) in block_out.chunks_exact_mut(LANES).enumerate() {
-                let byte = |words: &[u32; Q1_WORDS]| ((words[j / 4] >> (8 * (j % 4))) & 0xFF) as usize;
-                let (p, m) = (&BIT_VALUE[byte(&plus)], &BIT_VALUE[byte(&minus)]);
-                for l in 0..LANES {
-                    // Q2Matrix::weight's arithmetic: (c − 1)·d, c − 1 = plus − minus exactly.
-                    out8[l] = (p[l] - m[l]) * d;
-                }
+            // Q2Matrix::weight's arithmetic: (c − 1)·d.
+            for (v, c) in block_out.iter_mut().zip(ternary_code_values(&masks)) {
+                *v = c * d;
             }
         }
     }
@@ -117,13 +113,13 @@ impl QuantRows for TernaryInterleaved {
         for (r, &row) in rows.iter().enumerate() {
             for kb in 0..self.blocks_per_row() {
                 let (d, masks) = self.masks(row, kb);
-                let d = d.to_f32();
+                let (d, codes) = (d.to_f32(), ternary_code_values(&masks));
                 for t in 0..T {
-                    // Σ ±x_j over the block's nonzero weights (exact terms), then d times it.
+                    // Σ (c − 1)·x_j over the block (exact terms: c − 1 ∈ {−1, 0, 1}), then d times it.
                     let xb = &xs[t][kb * GROUP..(kb + 1) * GROUP];
                     let mut lanes = [0.0f32; LANES];
-                    for (j, &x) in xb.iter().enumerate() {
-                        lanes[j % LANES] += ternary_sign(&masks, j) * x;
+                    for (j, (&x, &c)) in xb.iter().zip(&codes).enumerate() {
+                        lanes[j % LANES] += c * x;
                     }
                     out[r][t] += d * lanes.iter().sum::<f32>();
                 }
@@ -134,7 +130,8 @@ impl QuantRows for TernaryInterleaved {
 }
 
 /// `BIT_VALUE[byte][l]` = bit l of `byte` as 0.0 / 1.0: a lookup per 8 mask bits keeps the
-/// ternary dequantization (the panel GEMM's packing) free of per-weight bit extraction.
+/// ternary decoding (the panel GEMM's row-by-row packing, the portable path) free of per-weight
+/// bit extraction.
 static BIT_VALUE: [[f32; LANES]; 256] = {
     let mut table = [[0.0f32; LANES]; 256];
     let mut byte = 0;
@@ -149,10 +146,18 @@ static BIT_VALUE: [[f32; LANES]; 256] = {
     table
 };
 
-/// Weight j's code value c − 1 ∈ {−1, 0, 1} from the +d and −d masks of its block.
-fn ternary_sign(masks: &[[u32; Q1_WORDS]; 2], j: usize) -> f32 {
-    let bit = |m: usize| (masks[m][j / 32] >> (j % 32)) & 1;
-    (1 + bit(0) - bit(1)) as f32 - 1.0
+/// The code values c − 1 = plus − minus ∈ {−1, 0, 1} (exact) of a block's 128 weights, from its
+/// +d and −d masks, 8 at a time through [`BIT_VALUE`].
+fn ternary_code_values([plus, minus]: &[[u32; Q1_WORDS]; 2]) -> [f32; GROUP] {
+    let mut out = [0.0f32; GROUP];
+    for (j, out8) in out.chunks_exact_mut(LANES).enumerate() {
+        let byte = |words: &[u32; Q1_WORDS]| ((words[j / 4] >> (8 * (j % 4))) & 0xFF) as usize;
+        let (p, m) = (&BIT_VALUE[byte(plus)], &BIT_VALUE[byte(minus)]);
+        for l in 0..LANES {
+            out8[l] = p[l] - m[l];
+        }
+    }
+    out
 }
 
 /// Codes per byte.

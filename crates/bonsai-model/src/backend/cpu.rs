@@ -4,8 +4,8 @@
 
 use bonsai_kernels::cpu::{bandwidth, simd_level, SimdLevel};
 use bonsai_kernels::ops::{
-    argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
-    qk_norm_rope, rms_norm, HeadShape, KvCache, OpError, QkvRows, Store,
+    argmax, attention, embed_rows, kv_write, qk_norm_rope, quant_ops, rms_norm, HeadShape, KvCache, OpError, QkvRows,
+    Store,
 };
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::{Q1Interleaved, Q1Matrix, Q2Matrix, QMatrix, TernaryInterleaved};
@@ -82,22 +82,26 @@ pub enum CpuMatrix {
     Ternary(TernaryInterleaved),
 }
 
+/// `$body` with `$w` bound to the matrix of whichever layout `$matrix` holds: every op the
+/// backend runs on a matrix is one generic call over the layouts (`quant_ops`), so each layout
+/// is named once, here.
+macro_rules! each_layout {
+    ($matrix:expr, $w:ident => $body:expr) => {
+        match $matrix {
+            CpuMatrix::Q1($w) => $body,
+            CpuMatrix::Q1Interleaved($w) => $body,
+            CpuMatrix::Q2($w) => $body,
+            CpuMatrix::Ternary($w) => $body,
+        }
+    };
+}
+
 impl CpuMatrix {
     pub fn n(&self) -> usize {
-        match self {
-            CpuMatrix::Q1(m) => m.n,
-            CpuMatrix::Q1Interleaved(m) => m.n,
-            CpuMatrix::Q2(m) => m.n,
-            CpuMatrix::Ternary(m) => m.n,
-        }
+        each_layout!(self, m => m.n)
     }
     pub fn k(&self) -> usize {
-        match self {
-            CpuMatrix::Q1(m) => m.k,
-            CpuMatrix::Q1Interleaved(m) => m.k,
-            CpuMatrix::Q2(m) => m.k,
-            CpuMatrix::Ternary(m) => m.k,
-        }
+        each_layout!(self, m => m.k)
     }
 }
 
@@ -218,13 +222,7 @@ impl Backend for CpuBackend {
     fn embed(&self, table: &CpuMatrix, tokens: &Vec<u32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
         let ids = rows("embed ids", tokens, m)?;
         let out = rows_mut("embed out", out, m * table.k())?;
-        match table {
-            CpuMatrix::Q1(w) => embed_rows::cpu_of(w, ids, out)?,
-            CpuMatrix::Q1Interleaved(w) => embed_rows::cpu_of(w, ids, out)?,
-            CpuMatrix::Q2(w) => embed_rows::cpu_of(w, ids, out)?,
-            CpuMatrix::Ternary(w) => embed_rows::cpu_of(w, ids, out)?,
-        }
-        Ok(())
+        Ok(each_layout!(table, w => embed_rows::cpu_of(w, ids, out))?)
     }
 
     fn rms_norm(
@@ -243,13 +241,7 @@ impl Backend for CpuBackend {
     fn matmul(&self, w: &CpuMatrix, x: &Vec<f32>, m: usize, y: &mut Vec<f32>, store: Store) -> Result<(), BackendError> {
         let x = rows("matmul x", x, m * w.k())?;
         let y = rows_mut("matmul y", y, m * w.n())?;
-        match w {
-            CpuMatrix::Q1(w) => matmul_q1::cpu(w, x, m, y, store)?,
-            CpuMatrix::Q1Interleaved(w) => matmul_q1::cpu(w, x, m, y, store)?,
-            CpuMatrix::Q2(w) => matmul_q2::cpu(w, x, m, y, store)?,
-            CpuMatrix::Ternary(w) => matmul_q2::cpu(w, x, m, y, store)?,
-        }
-        Ok(())
+        Ok(each_layout!(w, w => quant_ops::matmul::cpu(w, x, m, y, store))?)
     }
 
     fn gate_up_swiglu(&self, w: &CpuMatrix, x: &Vec<f32>, m: usize, out: &mut Vec<f32>) -> Result<(), BackendError> {
@@ -258,13 +250,7 @@ impl Backend for CpuBackend {
         }
         let x = rows("gate_up_swiglu x", x, m * w.k())?;
         let out = rows_mut("gate_up_swiglu out", out, m * w.n() / 2)?;
-        match w {
-            CpuMatrix::Q1(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
-            CpuMatrix::Q1Interleaved(w) => gate_up_swiglu_q1::cpu(w, x, m, out)?,
-            CpuMatrix::Q2(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
-            CpuMatrix::Ternary(w) => gate_up_swiglu_q2::cpu(w, x, m, out)?,
-        }
-        Ok(())
+        Ok(each_layout!(w, w => quant_ops::gate_up_swiglu::cpu(w, x, m, out))?)
     }
 
     fn qk_norm_rope(
