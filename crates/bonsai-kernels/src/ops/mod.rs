@@ -138,59 +138,108 @@ impl QkvRows<'_> {
     }
 }
 
-/// One layer's KV cache, `k, v: [n_kv][max_seq][head_dim]` of f16: `KvCache<&[f16]>` to read,
-/// `KvCache<&mut [f16]>` to write.
+/// Positions per block of a paged KV cache.
+///
+/// A multiple of the CUDA kernels' key groups (the prefill tiles of 64 keys, the decode splits'
+/// 16-key alignment), so that a group of keys never straddles two blocks and costs one table
+/// lookup; small enough that a sequence wastes at most 63 positions of memory.
+pub const KV_BLOCK: usize = 64;
+
+/// One layer's KV cache of one sequence, paged.
+///
+/// `k` and `v` are pools of blocks shared by the sequences of a state, `[blocks][n_kv][KV_BLOCK]
+/// [head_dim]` f16 each (a block holds KV_BLOCK positions of every kv head, contiguous, so that a
+/// block is copied in one run). `table` is the sequence's block table: position `p` lives in
+/// pool block `table[p / KV_BLOCK]`, row `p % KV_BLOCK`. The sequence may use positions
+/// `0..max_seq` (`max_seq <= table.len() * KV_BLOCK`); an op touches only the table entries of
+/// the positions it reads or writes, and those must name blocks of the pool.
+/// `KvCache<&[f16], &[u32]>` to read, `KvCache<&mut [f16], &[u32]>` to write.
 #[derive(Clone, Copy, Debug)]
-pub struct KvCache<T> {
+pub struct KvCache<T, I> {
     pub k: T,
     pub v: T,
+    pub table: I,
     pub max_seq: usize,
 }
 
-impl<T> KvCache<T> {
-    /// Both caches borrowed (a device cache as a launch argument).
-    pub fn borrowed(&self) -> KvCache<&T> {
-        KvCache { k: &self.k, v: &self.v, max_seq: self.max_seq }
+impl<T, I> KvCache<T, I> {
+    /// Both pools and the table borrowed (a device cache as a launch argument).
+    pub fn borrowed(&self) -> KvCache<&T, &I> {
+        KvCache { k: &self.k, v: &self.v, table: &self.table, max_seq: self.max_seq }
     }
 
-    /// Both caches borrowed to write.
-    pub fn borrowed_mut(&mut self) -> KvCache<&mut T> {
-        KvCache { k: &mut self.k, v: &mut self.v, max_seq: self.max_seq }
-    }
-
-    /// The element ranges (of `k` and of `v` alike, here and in `dst`) that hold positions
-    /// `0..tokens` of every kv head, to copy this cache's prefix into `dst`: one contiguous run per
-    /// head in the `[n_kv][max_seq][head_dim]` layout. Errors when `tokens` exceeds the capacity or
-    /// `dst` holds another number of positions (another layout).
-    pub fn prefix_ranges<U>(&self, dst: &KvCache<U>, shape: HeadShape, tokens: usize) -> Result<Vec<std::ops::Range<usize>>, OpError> {
-        check_positions("kv prefix", "cache", 0, tokens, self.max_seq)?;
-        if dst.max_seq != self.max_seq {
-            return Err(OpError::Shape { op: "kv prefix", detail: format!("a cache of {} positions into one of {}", self.max_seq, dst.max_seq) });
-        }
-        let head_len = self.max_seq * shape.head_dim;
-        Ok((0..shape.n_kv).map(|h| h * head_len..h * head_len + tokens * shape.head_dim).collect())
+    /// Both pools borrowed to write.
+    pub fn borrowed_mut(&mut self) -> KvCache<&mut T, &I> {
+        KvCache { k: &mut self.k, v: &mut self.v, table: &self.table, max_seq: self.max_seq }
     }
 }
 
-impl<T: AsRef<[f16]>> KvCache<T> {
-    /// Checks both caches' lengths for `rows`' head shape and that `rows` fit in `max_seq`.
+/// f16 values of one pool block of `shape`: KV_BLOCK positions of every kv head.
+pub fn kv_block_len(shape: HeadShape) -> usize {
+    shape.n_kv * KV_BLOCK * shape.head_dim
+}
+
+/// The element offset in a pool of position `p`'s row of kv head `g`, where the position's
+/// block is pool block `block` (`table[p / KV_BLOCK]`).
+pub fn kv_row_offset(shape: HeadShape, block: u32, g: usize, p: usize) -> usize {
+    ((block as usize * shape.n_kv + g) * KV_BLOCK + p % KV_BLOCK) * shape.head_dim
+}
+
+/// Table entries a sequence of `max_seq` positions needs.
+pub fn kv_table_len(max_seq: usize) -> usize {
+    max_seq.div_ceil(KV_BLOCK)
+}
+
+/// A block table for `max_seq` positions over a pool of `kv_table_len(max_seq) + spare` blocks,
+/// the blocks in an order drawn with `below(n)` (uniform in `0..n`): what the tests and `verify`
+/// run the cache ops on, so that a kernel reading a position from the wrong block (or as if the
+/// cache were contiguous) fails. Returns the table and the pool's block count.
+pub fn scattered_kv_table(max_seq: usize, spare: usize, mut below: impl FnMut(usize) -> usize) -> (Vec<u32>, usize) {
+    let blocks = kv_table_len(max_seq) + spare;
+    let mut order: Vec<u32> = (0..blocks as u32).collect();
+    for i in (1..blocks).rev() {
+        order.swap(i, below(i + 1));
+    }
+    order.truncate(kv_table_len(max_seq));
+    (order, blocks)
+}
+
+impl<T: AsRef<[f16]>, I: AsRef<[u32]>> KvCache<T, I> {
+    /// Checks both pools' lengths for `rows`' head shape, that `rows` fit in `max_seq`, the table
+    /// covers `max_seq`, and the table entries of positions `0..pos0 + m` name pool blocks.
     pub(crate) fn check(&self, op: &'static str, rows: &QkvRows<'_>) -> Result<(), OpError> {
-        let len = rows.shape.n_kv * self.max_seq * rows.shape.head_dim;
-        check_len(op, "k_cache", len, self.k.as_ref().len())?;
-        check_len(op, "v_cache", len, self.v.as_ref().len())?;
-        check_positions(op, "cache", rows.pos0, rows.m, self.max_seq)
+        let block_len = kv_block_len(rows.shape);
+        let pool = self.k.as_ref().len();
+        if pool % block_len != 0 {
+            return Err(OpError::Shape { op, detail: format!("a pool of {pool} values is not whole blocks of {block_len}") });
+        }
+        check_len(op, "v_cache", pool, self.v.as_ref().len())?;
+        let table = self.table.as_ref();
+        if table.len() * KV_BLOCK < self.max_seq {
+            return Err(OpError::Shape {
+                op,
+                detail: format!("a block table of {} entries for {} positions", table.len(), self.max_seq),
+            });
+        }
+        check_positions(op, "cache", rows.pos0, rows.m, self.max_seq)?;
+        let blocks = pool / block_len;
+        let used = kv_table_len(rows.pos0 + rows.m);
+        if let Some((i, &b)) = table[..used].iter().enumerate().find(|(_, &b)| b as usize >= blocks) {
+            return Err(OpError::Shape { op, detail: format!("block table entry {i} names block {b} of a pool of {blocks}") });
+        }
+        Ok(())
     }
 
     /// The cache to read.
-    pub fn view(&self) -> KvCache<&[f16]> {
-        KvCache { k: self.k.as_ref(), v: self.v.as_ref(), max_seq: self.max_seq }
+    pub fn view(&self) -> KvCache<&[f16], &[u32]> {
+        KvCache { k: self.k.as_ref(), v: self.v.as_ref(), table: self.table.as_ref(), max_seq: self.max_seq }
     }
 }
 
-impl<T: AsMut<[f16]>> KvCache<T> {
+impl<T: AsMut<[f16]>, I: AsRef<[u32]>> KvCache<T, I> {
     /// The cache to write.
-    pub fn view_mut(&mut self) -> KvCache<&mut [f16]> {
-        KvCache { k: self.k.as_mut(), v: self.v.as_mut(), max_seq: self.max_seq }
+    pub fn view_mut(&mut self) -> KvCache<&mut [f16], &[u32]> {
+        KvCache { k: self.k.as_mut(), v: self.v.as_mut(), table: self.table.as_ref(), max_seq: self.max_seq }
     }
 }
 

@@ -1,13 +1,15 @@
 //! `attention`: causal GQA attention over the f16 KV cache, for decode (M = 1) and prefill.
 //!
-//! Query head h of token i (position p = pos0 + i) uses kv head g = h / (n_q / n_kv):
+//! Query head h of token i (position p = pos0 + i) uses kv head g = h / (n_q / n_kv), and
+//! `K_g[j]` is position j's row of kv head g in the paged cache (pool block `table[j / KV_BLOCK]`,
+//! row `j % KV_BLOCK`, [`crate::ops::KvCache`]):
 //! ```text
-//! s_j   = (q_h · k_cache[g][j]) / sqrt(hd)            j = 0..=p
+//! s_j   = (q_h · K_g[j]) / sqrt(hd)            j = 0..=p
 //! a_j   = e^(s_j − max_l s_l) / Σ_l e^(s_l − max)
-//! out_h = Σ_j a_j · v_cache[g][j]
+//! out_h = Σ_j a_j · V_g[j]
 //! ```
 //! Shapes: `qkv: [M, (n_q + 2·n_kv)·hd]` f32 (only q is read; the cache must already hold
-//! positions 0..pos0 + M, i.e. `kv_write` ran first), `k_cache, v_cache: [n_kv][max_seq][hd]` f16,
+//! positions 0..pos0 + M, i.e. `kv_write` ran first), pools `[blocks][n_kv][KV_BLOCK][hd]` f16,
 //! `out: [M, n_q·hd]` f32 token-major; `pos0 + M <= max_seq`.
 //! Accumulation: reference in f64 on the same f16 cache values; CPU in f32 (scores, max-subtracted
 //! exp, a lane sum, a running weighted sum of v, one scale by 1/Σ).
@@ -48,7 +50,7 @@ use half::f16;
 pub(crate) const OP: &str = "attention";
 
 /// Checks the head shape, `qkv`, both caches, `out` and the position range.
-pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&[f16]>, out: &[f32]) -> Result<(), OpError> {
+pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&[f16], &[u32]>, out: &[f32]) -> Result<(), OpError> {
     rows.check(OP)?;
     cache.check(OP, rows)?;
     crate::ops::check_len(OP, "out", rows.m * rows.shape.q_len(), out.len())

@@ -1,13 +1,13 @@
 //! The definition, in f64 (two passes: scores and max, then normalised weights).
 
 use super::check_shapes;
-use crate::ops::{KvCache, OpError, QkvRows};
+use crate::ops::{kv_row_offset, KvCache, OpError, QkvRows, KV_BLOCK};
 use half::f16;
 
-pub fn reference(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> Result<(), OpError> {
+pub fn reference(rows: QkvRows<'_>, cache: KvCache<&[f16], &[u32]>, out: &mut [f32]) -> Result<(), OpError> {
     check_shapes(&rows, &cache, out)?;
     let QkvRows { qkv, m, shape, pos0 } = rows;
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
+    let KvCache { k: k_cache, v: v_cache, table, .. } = cache;
     let hd = shape.head_dim;
     let scale = 1.0 / (hd as f64).sqrt();
     for i in 0..m {
@@ -15,7 +15,7 @@ pub fn reference(rows: QkvRows<'_>, cache: KvCache<&[f16]>, out: &mut [f32]) -> 
         for h in 0..shape.n_q {
             let g = h / shape.group_size();
             let q = &qkv[i * shape.qkv_row_len() + h * hd..][..hd];
-            let at = |j: usize, d: usize| (g * max_seq + j) * hd + d;
+            let at = |j: usize, d: usize| kv_row_offset(shape, table[j / KV_BLOCK], g, j) + d;
             let scores: Vec<f64> = (0..=p)
                 .map(|j| {
                     (0..hd).map(|d| q[d] as f64 * k_cache[at(j, d)].to_f64()).sum::<f64>() * scale

@@ -1,10 +1,11 @@
 //! cpu == reference for `attention` within the bound derived in the op's doc; positions after
-//! the causal limit hold NaN so reading them fails the test.
+//! the causal limit hold NaN so reading them fails the test. Every cache is paged over a
+//! shuffled pool with spare blocks (also NaN), so reading a wrong block fails too.
 
 use super::{cpu_at, reference};
 use crate::cpu::available_levels;
 use crate::ops::test_util::{assert_within, gamma, widen, TestRng, F32_UNIT_ROUNDOFF};
-use crate::ops::{HeadShape, KvCache, OpError, QkvRows};
+use crate::ops::{kv_block_len, kv_row_offset, scattered_kv_table, HeadShape, KvCache, OpError, QkvRows, KV_BLOCK};
 use half::f16;
 
 struct Case {
@@ -20,25 +21,29 @@ impl Case {
     }
 }
 
-/// Random f16 caches for positions < pos0 + m, NaN after (must never be read).
-fn caches(rng: &mut TestRng, c: &Case) -> (Vec<f16>, Vec<f16>) {
+/// A scattered block table and random f16 pools for positions < pos0 + m, NaN elsewhere (must
+/// never be read).
+fn caches(rng: &mut TestRng, c: &Case) -> (Vec<u32>, Vec<f16>, Vec<f16>) {
     let hd = c.shape.head_dim;
+    let (table, blocks) = scattered_kv_table(c.max_seq, 2, |n| rng.below(n));
     let mut fill = || -> Vec<f16> {
-        let mut v = vec![f16::NAN; c.shape.n_kv * c.max_seq * hd];
+        let mut v = vec![f16::NAN; blocks * kv_block_len(c.shape)];
         for g in 0..c.shape.n_kv {
             for j in 0..c.pos0 + c.m {
-                for d in 0..hd {
-                    v[(g * c.max_seq + j) * hd + d] = f16::from_f32(rng.uniform(-2.0, 2.0));
+                let at = kv_row_offset(c.shape, table[j / KV_BLOCK], g, j);
+                for x in &mut v[at..at + hd] {
+                    *x = f16::from_f32(rng.uniform(-2.0, 2.0));
                 }
             }
         }
         v
     };
-    (fill(), fill())
+    let (k, v) = (fill(), fill());
+    (table, k, v)
 }
 
 /// The per-output bound of the op's doc, from exact (f64) scores.
-fn bound(qkv: &[f32], c: &Case, k: &[f16], v: &[f16], want: &[f32]) -> Vec<f64> {
+fn bound(qkv: &[f32], c: &Case, table: &[u32], k: &[f16], v: &[f16], want: &[f32]) -> Vec<f64> {
     let u = F32_UNIT_ROUNDOFF;
     let (shape, hd) = (c.shape, c.shape.head_dim);
     let scale = 1.0 / (hd as f64).sqrt();
@@ -48,7 +53,7 @@ fn bound(qkv: &[f32], c: &Case, k: &[f16], v: &[f16], want: &[f32]) -> Vec<f64> 
         for h in 0..shape.n_q {
             let g = h / shape.group_size();
             let q = &qkv[i * shape.qkv_row_len() + h * hd..][..hd];
-            let at = |j: usize, d: usize| (g * c.max_seq + j) * hd + d;
+            let at = |j: usize, d: usize| kv_row_offset(shape, table[j / KV_BLOCK], g, j) + d;
             let mut s = vec![0.0; n];
             let mut mag = vec![0.0; n];
             for j in 0..n {
@@ -98,15 +103,18 @@ fn cpu_matches_reference_decode_and_prefill() {
         Case { shape: HeadShape { n_q: 6, n_kv: 2, head_dim: 256 }, m: 3, pos0: 40, max_seq: 45 },
         Case { shape: HeadShape { n_q: 17, n_kv: 1, head_dim: 64 }, m: 2, pos0: 9, max_seq: 12 },
         Case { shape: HeadShape { n_q: 5, n_kv: 1, head_dim: 130 }, m: 1, pos0: 20, max_seq: 21 },
+        // Prefill across block boundaries, and decode at the first position of a block.
+        Case { shape: HeadShape { n_q: 4, n_kv: 2, head_dim: 16 }, m: 80, pos0: 50, max_seq: 200 },
+        Case { shape: HeadShape { n_q: 8, n_kv: 2, head_dim: 32 }, m: 1, pos0: 128, max_seq: 130 },
     ];
     for c in &cases {
-        let (k, v) = caches(&mut rng, c);
+        let (table, k, v) = caches(&mut rng, c);
         // |q| up to 4 against |k| up to 2 makes peaked softmaxes at hd = 128.
         let qkv = rng.vec(c.m * c.shape.qkv_row_len(), -4.0, 4.0);
         let mut want = vec![0.0; c.m * c.shape.q_len()];
-        let cache = KvCache { k: &k[..], v: &v[..], max_seq: c.max_seq };
+        let cache = KvCache { k: &k[..], v: &v[..], table: &table[..], max_seq: c.max_seq };
         reference(c.rows(&qkv), cache, &mut want).expect("shapes");
-        let b = bound(&qkv, c, &k, &v, &want);
+        let b = bound(&qkv, c, &table, &k, &v, &want);
         for level in available_levels() {
             let mut got = vec![f32::NAN; want.len()];
             cpu_at(level, c.rows(&qkv), cache, &mut got).expect("shapes");
@@ -120,9 +128,9 @@ fn cpu_matches_reference_decode_and_prefill() {
 fn bad_shapes_are_errors() {
     let shape = HeadShape { n_q: 4, n_kv: 2, head_dim: 4 };
     let qkv = vec![0.5; shape.qkv_row_len()];
-    let cache = vec![f16::ONE; 2 * 4 * 4];
+    let cache = vec![f16::ONE; kv_block_len(shape)];
     let mut out = vec![0.0; shape.q_len()];
-    let cache = KvCache { k: &cache[..], v: &cache[..], max_seq: 4 };
+    let cache = KvCache { k: &cache[..], v: &cache[..], table: &[0u32][..], max_seq: 4 };
     let rows = |shape, pos0| QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
     let err = super::cpu(rows(shape, 4), cache, &mut out).unwrap_err();
     assert!(matches!(err, OpError::Position { .. }), "{err}");

@@ -1,9 +1,10 @@
-//! `kv_write`: token i's key and value heads go to cache position `pos0 + i`, rounded to the
-//! nearest f16: `k_cache[h][pos0 + i][d] = f16(qkv[i][q_len + h·hd + d])`, and likewise v from
-//! `qkv[i][q_len + kv_len + h·hd + d]`. Other positions are untouched.
+//! `kv_write`: token i's key and value heads go to cache position `p = pos0 + i`, rounded to the
+//! nearest f16: `k[table[p / KV_BLOCK]][h][p % KV_BLOCK][d] = f16(qkv[i][q_len + h·hd + d])`, and
+//! likewise v from `qkv[i][q_len + kv_len + h·hd + d]`. Other positions are untouched.
 //!
-//! Shapes: `qkv: [M, (n_q + 2·n_kv)·hd]` f32, `k_cache, v_cache: [n_kv][max_seq][hd]` f16;
-//! `pos0 + M <= max_seq` or [`OpError::Position`].
+//! Shapes: `qkv: [M, (n_q + 2·n_kv)·hd]` f32, the paged cache of [`KvCache`] (pools
+//! `[blocks][n_kv][KV_BLOCK][hd]` f16, the sequence's block table); `pos0 + M <= max_seq` or
+//! [`OpError::Position`].
 //!
 //! Exact op (round to nearest even, the same `half` conversion): cpu == reference bitwise.
 //!
@@ -26,7 +27,7 @@ use half::f16;
 pub(crate) const OP: &str = "kv_write";
 
 /// Checks the head shape, `qkv`, both caches and the position range.
-pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&mut [f16]>) -> Result<(), OpError> {
+pub(crate) fn check_shapes(rows: &QkvRows<'_>, cache: &KvCache<&mut [f16], &[u32]>) -> Result<(), OpError> {
     rows.check(OP)?;
     cache.check(OP, rows)
 }
