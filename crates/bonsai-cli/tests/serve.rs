@@ -241,6 +241,36 @@ fn a_hybrid_qwen35_model_serves_concurrent_streams_as_each_alone() {
     }
 }
 
+/// A KV cache smaller than every slot's context makes requests wait, never fail: with
+/// `--kv-tokens 256` (5 blocks of 64, one kept for a shared block's copy), four concurrent requests
+/// of 70-token prompts and 20 tokens each (3 blocks set aside apiece) run one or two at a time and
+/// each gives the tokens it gives alone; a prompt longer than the cache is refused at once, and
+/// the cache's blocks show in /metrics.
+#[test]
+fn a_small_kv_cache_makes_requests_wait_not_fail() {
+    let server = start(&["-np", "4", "--kv-tokens", "256"]);
+    let addr = server.addr.clone();
+    assert_eq!(metric(&addr, "bonsai_kv_blocks_total"), 5);
+    let prompts: Vec<Vec<u32>> = (0..4u32).map(|s| (0..70).map(|i| (i * 29 + s * 13) % 250 + 1).collect()).collect();
+    let steps = 20;
+    let extra = r#", "ignore_eos": true"#;
+    let alone: Vec<serde_json::Value> = prompts.iter().map(|p| support::completion(&addr, p, steps, r#", "logprobs": 2, "ignore_eos": true"#)).collect();
+    let together: Vec<serde_json::Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = prompts.iter().map(|p| scope.spawn(|| support::completion(&addr, p, steps, extra))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for reply in &together {
+        assert_eq!(reply["usage"]["completion_tokens"], steps, "{reply}");
+    }
+    support::assert_greedy_equal_or_near_tie(&alone, &together, steps, CPU_NEAR_TIE);
+    let long: Vec<u32> = (0..300).map(|i| i % 250 + 1).collect();
+    let body = serde_json::json!({"model": MODEL, "prompt": long, "max_tokens": 1}).to_string();
+    let (status, body) = post(&addr, "/v1/completions", &body);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(error_of(&body)["code"], "context_length_exceeded", "{body}");
+    assert!(metric(&addr, "bonsai_kv_blocks_in_use") <= 5);
+}
+
 /// A shared prompt prefix is copied from another sequence's cache instead of recomputed: while one
 /// stream holds sequence 0 with prompt P + a, a request P + b lands on the empty sequence 1, takes
 /// P's cache rows from sequence 0 (`usage.prompt_tokens_details.cached_tokens`, the copied-tokens

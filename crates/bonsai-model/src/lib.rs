@@ -15,6 +15,7 @@ pub mod chat;
 pub mod convert;
 pub mod demo;
 pub mod generate;
+pub mod kv_blocks;
 pub mod loader;
 pub mod program;
 pub mod qwen3;
@@ -45,6 +46,8 @@ pub enum ModelError {
     Tensor { name: String, detail: String },
     #[error("context full: {need} tokens needed but the context holds {ctx} (raise --ctx)")]
     ContextFull { need: usize, ctx: usize },
+    #[error("KV cache full: {need} more blocks of {block} tokens needed but {free} of {total} are free")]
+    KvFull { need: usize, free: usize, total: usize, block: usize },
     #[error("unsupported: {0}")]
     Unsupported(String),
 }

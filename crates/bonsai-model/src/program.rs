@@ -256,12 +256,16 @@ pub struct Weights<B: Backend> {
     pub rope: B::Rope,
 }
 
-/// One sequence's caches and position: a KV cache per attention layer (indexed by the ops'
-/// `layer`, which for the hybrid model counts attention layers only) and, for the hybrid model,
-/// a conv state (`(K-1) x conv_channels`, oldest row first) and a DeltaNet state
-/// (`v_heads x d x d`, `S[h][key][value]`) per recurrent layer (indexed by the ops' `slot`).
+/// One sequence's caches and position: its block table into the state's KV pools (one pool per
+/// attention layer, indexed by the ops' `layer`, which for the hybrid model counts attention
+/// layers only; the table's blocks are the same in every pool) and, for the hybrid model, a conv
+/// state (`(K-1) x conv_channels`, oldest row first) and a DeltaNet state (`v_heads x d x d`,
+/// `S[h][key][value]`) per recurrent layer (indexed by the ops' `slot`).
 pub struct Sequence<B: Backend> {
-    pub kv: Vec<B::KvCache>,
+    pub table: B::BlockTable,
+    /// The host's copy of `table`'s live entries: the blocks holding positions
+    /// `0..blocks.len() * KV_BLOCK`.
+    pub blocks: Vec<u32>,
     pub conv: Vec<B::Buffer>,
     pub ssm: Vec<B::Buffer>,
     pub pos: B::Position,
@@ -394,6 +398,8 @@ pub struct RunEnv<'a, B: Backend> {
     pub acts: &'a mut Activations<B>,
     /// The batch's sequences, in program order.
     pub seqs: Vec<&'a mut Sequence<B>>,
+    /// The KV pool of each attention layer.
+    pub kv: &'a mut [B::KvPool],
 }
 
 /// Runs `op` of `program` over `rows` rows (its entry of [`Program::op_rows`]) through
@@ -401,7 +407,7 @@ pub struct RunEnv<'a, B: Backend> {
 /// plan does not fuse.
 pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &mut RunEnv<'_, B>) -> Result<(), BackendError> {
     let dims = &program.dims;
-    let RunEnv { weights, acts, seqs } = env;
+    let RunEnv { weights, acts, seqs, kv } = env;
     match *op {
         Op::Embed { table, out } => {
             let (tokens, out) = acts.tokens_and(out);
@@ -431,8 +437,7 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
         Op::KvWrite { qkv, layer } => {
             for (s, seq) in seqs.iter_mut().enumerate() {
                 let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
-                let Sequence { kv, pos, .. } = &mut **seq;
-                b.kv_write(acts.get(qkv), rows, dims.shape, pos, &mut kv[layer])?;
+                b.kv_write(acts.get(qkv), rows, dims.shape, &seq.pos, &mut kv[layer], &seq.table)?;
             }
             Ok(())
         }
@@ -440,7 +445,7 @@ pub fn run_op<B: Backend>(b: &B, program: &Program, op: &Op, rows: usize, env: &
             let (qkv, out) = acts.pair(qkv, out)?;
             for (s, seq) in seqs.iter().enumerate() {
                 let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
-                b.attention(qkv, rows, dims.shape, &seq.pos, &seq.kv[layer], out)?;
+                b.attention(qkv, rows, dims.shape, &seq.pos, &kv[layer], &seq.table, out)?;
             }
             Ok(())
         }

@@ -318,3 +318,62 @@ fn a_copied_prefix_continues_like_its_donor() {
     assert!(model.copy_prefix(&mut state, 1, 1, 2).is_err(), "a copy onto itself");
     assert!(model.copy_prefix(&mut state, 0, 3, 2).is_err(), "a sequence the state lacks");
 }
+
+/// The paged KV cache: a sequence takes blocks as it grows and gives them back when it rewinds; a
+/// prefix taken from another sequence shares the donor's blocks, and the block a sequence writes
+/// next is copied first when shared, so donor and taker each continue as if alone; a call the
+/// free blocks cannot hold fails before it runs and leaves every sequence as it was.
+#[test]
+fn the_paged_cache_shares_prefix_blocks_and_runs_out_cleanly() {
+    let g = Geometry { context_len: 256, ..tiny_geometry() };
+    let seed = fresh_seed();
+    let mut rng = Rng::new(seed);
+    let model = cpu_model(&g, WeightKind::OneBit, seed);
+    // 150 tokens: blocks of 64, 64 and 22 positions; then 3 and 100 more.
+    let prompt = random_tokens(&mut rng, 150, g.vocab);
+    let suffix = random_tokens(&mut rng, 3, g.vocab);
+    let more = random_tokens(&mut rng, 100, g.vocab);
+    let logits_of = |state: &bonsai_model::Qwen3State<CpuBackend>| {
+        let mut out = vec![0.0; g.vocab];
+        model.logits(state, 0, &mut out).unwrap();
+        out
+    };
+    let alone = |tokens: &[u32]| {
+        let mut state = model.new_state(160, false).unwrap();
+        model.prefill(&mut state, tokens).unwrap();
+        widen(&[logits_of(&state)])
+    };
+    let close = |what: &str, got: Vec<f32>, want: &[Vec<f64>]| {
+        let (diff, scale) = max_diff(&[got], want);
+        assert!(diff <= LOGIT_TOL * scale, "seed {seed}: {what} differs by {diff:e}");
+    };
+
+    let mut state = model.new_pooled_state(2, 160, false, 5).unwrap();
+    assert_eq!(state.kv_blocks(), (5, 5));
+    model.forward_batch(&mut state, &[(0, &prompt[..])], LogitRows::Last).unwrap();
+    assert_eq!((state.kv_blocks(), state.kv_blocks_of(0)), ((2, 5), 3));
+    model.copy_prefix(&mut state, 0, 1, prompt.len()).unwrap();
+    assert_eq!((state.kv_blocks(), state.kv_blocks_of(1)), ((2, 5), 3), "shared, not copied");
+
+    // The taker writes into the shared third block first: it gets its own copy.
+    model.forward_batch(&mut state, &[(1, &suffix[..])], LogitRows::Last).unwrap();
+    let taker = logits_of(&state);
+    assert_eq!(state.kv_blocks().0, 1, "one block copied");
+    model.forward_batch(&mut state, &[(0, &suffix[..])], LogitRows::Last).unwrap();
+    assert_eq!(state.kv_blocks().0, 1, "the donor's third block is its own again: written in place");
+    assert_eq!(logits_of(&state), taker, "seed {seed}: donor and taker continue differently");
+    let both = [&prompt[..], &suffix[..]].concat();
+    close("the taker after the shared prefix", taker, &alone(&both));
+
+    // The donor takes the last free block; the taker's next call finds none and changes nothing.
+    model.forward_batch(&mut state, &[(0, &more[..])], LogitRows::Last).unwrap();
+    let err = model.forward_batch(&mut state, &[(1, &more[..])], LogitRows::Last).expect_err("no free block");
+    assert!(matches!(err, ModelError::KvFull { need: 1, free: 0, total: 5, .. }), "{err}");
+    assert_eq!((state.n_past_of(1), state.kv_blocks_of(1)), (153, 3));
+
+    // The donor starting over frees its own blocks (the two the taker shares stay held).
+    model.rewind_seq(&mut state, 0, 0).unwrap();
+    assert_eq!((state.kv_blocks().0, state.kv_blocks_of(0)), (2, 0));
+    model.forward_batch(&mut state, &[(1, &more[..])], LogitRows::Last).unwrap();
+    close("the taker after running out once", logits_of(&state), &alone(&[&both[..], &more[..]].concat()));
+}

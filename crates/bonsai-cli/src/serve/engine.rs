@@ -5,6 +5,11 @@
 //! recomputed), drops requests whose client went away, and runs one forward call over every
 //! running sequence: one token for each that is generating, a chunk of the prompt for each that is
 //! still prefilling, within the step's token budget. No request waits for another to finish.
+//!
+//! The sequences share one paged KV cache. A request is admitted when the blocks it may need (its
+//! prompt plus its token limit) fit beside what the running requests may still take, evicting the
+//! cached prefixes of idle slots if that makes room; so no running request ever finds the cache
+//! full, and a request that does not fit yet waits in the queue.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -17,6 +22,7 @@ use bonsai_model::chat::{render_chat, ChatOptions};
 use bonsai_model::loader::LoadedModel;
 use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
 use bonsai_model::tokenizer::{StreamDecoder, Tokenizer};
+use bonsai_kernels::ops::{kv_table_len, KV_BLOCK};
 use bonsai_model::{Backend, DevicePick, LogitRows, Qwen3, Qwen3State, SeqPick};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -24,9 +30,10 @@ use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, Token
 use super::metrics::Metrics;
 use super::text::{logprobs, Penalties, Released, StopMatcher};
 
-/// Fewest prompt tokens worth copying from another sequence's cache: a copy is 2 x kv heads x
-/// layers device copies (576 for Bonsai-8B) whatever its length, while a few prompt tokens ride
-/// along in a step's GEMMs almost for free; from a few dozen tokens on, recomputing costs more.
+/// Fewest prompt tokens worth taking from another sequence's cache: the blocks are shared, but the
+/// one the sequence writes next is copied (2 x layers device copies) whatever the length, while a
+/// few prompt tokens ride along in a step's GEMMs almost for free; from a few dozen tokens on,
+/// recomputing costs more.
 const MIN_PREFIX_COPY: usize = 32;
 
 /// A request handed to the engine, and where its events go.
@@ -57,6 +64,8 @@ pub struct EngineConfig {
     pub parallel: usize,
     /// Most token rows in one forward call (decode rows first, prompt chunks share the rest).
     pub step_tokens: usize,
+    /// Blocks of KV_BLOCK tokens in the shared KV cache.
+    pub kv_blocks: usize,
 }
 
 /// A request that has a slot.
@@ -70,6 +79,9 @@ struct Running {
     next: Option<u32>,
     generated: usize,
     max_new: usize,
+    /// KV blocks it may hold at the end (prompt and token limit, plus one a shared block's copy
+    /// may take): what admission set aside for it.
+    kv_need: usize,
     sampler: Sampler,
     /// How the backend picks its tokens (its setting in the state's per-sequence picks), or None
     /// when they need the host: penalties, log-probabilities, or settings the device sampler
@@ -120,12 +132,37 @@ struct Slot {
     running: Option<Running>,
 }
 
+/// Device memory left beside the KV pool for the batch state's activations, the attention
+/// scratch and the captured graphs: a 2,048-row step of the 8B geometry takes ~0.3 GB of
+/// activations and 256 sequences' logits ~0.16 GB, so 2 GiB leaves room for larger models.
+const KV_POOL_HEADROOM_BYTES: usize = 2 << 30;
+
+/// Blocks for the shared KV cache: `tokens` worth if given, else enough for every slot to fill
+/// its context, in either case no more than a GPU's free memory holds beside
+/// [`KV_POOL_HEADROOM_BYTES`]; plus one, which a shared block's copy may take (see
+/// `Engine::limits`). An error when that leaves less than one block per slot.
+pub fn kv_pool_blocks<B: Backend>(model: &Qwen3<B>, parallel: usize, tokens: Option<usize>) -> anyhow::Result<usize> {
+    let wanted = tokens.map_or(parallel * kv_table_len(model.max_seq()), kv_table_len) + 1;
+    let fit = match model.backend().memory_in_use()? {
+        Some((used, total)) => total.saturating_sub(used).saturating_sub(KV_POOL_HEADROOM_BYTES) / model.kv_block_bytes().max(1),
+        None => usize::MAX,
+    };
+    let blocks = wanted.min(fit);
+    if blocks < parallel + 1 {
+        anyhow::bail!(
+            "a KV cache of {blocks} blocks of {KV_BLOCK} tokens ({:.2} GB; the GPU's free memory holds {fit}) is too small for {parallel} sequences: raise --kv-tokens or lower --parallel",
+            (blocks * model.kv_block_bytes()) as f64 / 1e9
+        );
+    }
+    Ok(blocks)
+}
+
 /// Runs the engine until the job channel closes and every running request has finished.
 pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Receiver<Job>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     let model = &loaded.model;
     let tokenizer = loaded.text_tokenizer()?;
-    let mut state = model.new_batch_state(config.parallel, config.step_tokens.max(config.parallel), false)?;
-    Metrics::set(&metrics.kv_tokens_capacity, config.parallel * model.max_seq());
+    let mut state = model.new_pooled_state(config.parallel, config.step_tokens.max(config.parallel), false, config.kv_blocks)?;
+    Metrics::set(&metrics.kv_blocks_total, config.kv_blocks);
     let mut engine = Engine {
         model,
         tokenizer,
@@ -134,6 +171,7 @@ pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Rece
         waiting: VecDeque::new(),
         metrics,
         step_tokens: config.step_tokens.max(config.parallel),
+        kv_request_tokens: (config.kv_blocks - 1) * KV_BLOCK,
         logits: vec![0.0; model.config().vocab],
         seed_counter: 0,
         queue_depth: model.decode_queue_depth(),
@@ -158,7 +196,7 @@ pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Rece
         if !open && engine.idle() {
             return Ok(());
         }
-        engine.drop_abandoned();
+        engine.drop_abandoned(&state);
         engine.admit(&mut state)?;
         engine.step(&mut state);
     }
@@ -172,6 +210,9 @@ struct Engine<'a, B: Backend> {
     waiting: VecDeque<Waiting>,
     metrics: Arc<Metrics>,
     step_tokens: usize,
+    /// Most tokens one request may hold in the KV cache: all its blocks but the one a shared
+    /// block's copy may take ([`Engine::limits`]).
+    kv_request_tokens: usize,
     logits: Vec<f32>,
     seed_counter: u64,
     /// Decode steps the backend may have queued (1: every step is waited for).
@@ -237,11 +278,19 @@ impl<B: Backend> Engine<'_, B> {
             ))
             .with_code("context_length_exceeded"));
         }
+        let pool = self.kv_request_tokens;
+        if ids.len() > pool {
+            return Err(bad(format!(
+                "the server's KV cache holds {pool} tokens for one request, but the prompt is {} tokens (start the server with a larger --kv-tokens)",
+                ids.len()
+            ))
+            .with_code("context_length_exceeded"));
+        }
         Ok(ids)
     }
 
     /// Ends requests whose client is gone (their events have no receiver), freeing their slots.
-    fn drop_abandoned(&mut self) {
+    fn drop_abandoned(&mut self, state: &Qwen3State<B>) {
         let before = self.waiting.len();
         self.waiting.retain(|w| !w.job.events.is_closed());
         self.metrics.queue_depth.fetch_sub((before - self.waiting.len()) as u64, Ordering::Relaxed);
@@ -250,7 +299,7 @@ impl<B: Backend> Engine<'_, B> {
                 slot.running = None;
             }
         }
-        self.update_gauges();
+        self.update_gauges(state);
     }
 
     /// Gives waiting requests free slots, each the one sharing the longest cached prefix.
@@ -262,6 +311,10 @@ impl<B: Backend> Engine<'_, B> {
         }
         while !self.waiting.is_empty() {
             let Some(slot_index) = self.choose_slot(&self.waiting[0].prompt) else { break };
+            let (max_new, kv_need) = self.limits(&self.waiting[0]);
+            if !self.make_room(state, kv_need, slot_index)? {
+                break;
+            }
             let Some(Waiting { job, prompt }) = self.waiting.pop_front() else { break };
             let sampler_config = self.sampler_config(&job.request.params);
             let slot = &self.slots[slot_index];
@@ -308,8 +361,6 @@ impl<B: Backend> Engine<'_, B> {
                 Some(DevicePick::Sample(p)) => Some(SeqPick::Sample(p)),
                 Some(DevicePick::PerSequence) | None => None,
             };
-            // Generating N tokens feeds N - 1 of them back: the last one needs no room.
-            let room = self.model.max_seq() + 1 - prompt.len();
             slot.running = Some(Running {
                 events: job.events,
                 arrived: job.arrived,
@@ -318,7 +369,8 @@ impl<B: Backend> Engine<'_, B> {
                 fed: keep,
                 next: None,
                 generated: 0,
-                max_new: params.max_tokens.map_or(room, |n| n.min(room)),
+                max_new,
+                kv_need,
                 sampler,
                 device_pick,
                 device_loaded: false,
@@ -330,8 +382,47 @@ impl<B: Backend> Engine<'_, B> {
                 last_token_at: None,
             });
         }
-        self.update_gauges();
+        self.update_gauges(state);
         Ok(())
+    }
+
+    /// A waiting request's token limit and the KV blocks it may need. Generating N tokens feeds
+    /// N - 1 of them back (the last needs no room); the limit is the request's `max_tokens`
+    /// within the context, and within the whole KV pool (a lone request may use all of it).
+    ///
+    /// A request sets aside one block more than its tokens fill: writing next into a block it
+    /// shares with another sequence (a prefix it took, or one taken from it) copies that block
+    /// first, and the copy comes from the free blocks.
+    fn limits(&self, waiting: &Waiting) -> (usize, usize) {
+        let prompt = waiting.prompt.len();
+        let room = (self.model.max_seq() + 1 - prompt).min(self.kv_request_tokens + 1 - prompt);
+        let max_new = waiting.job.request.params.max_tokens.map_or(room, |n| n.min(room));
+        (max_new, kv_table_len(prompt + max_new - 1) + 1)
+    }
+
+    /// Whether `need` more KV blocks can be set aside beside what the running requests may still
+    /// take, after letting go of idle slots' cached prefixes if that is what it takes (the slot
+    /// `keep_slot`, about to be used, last: its cached prefix may serve the new request).
+    fn make_room(&mut self, state: &mut Qwen3State<B>, need: usize, keep_slot: usize) -> anyhow::Result<bool> {
+        let outstanding = |engine: &Self, state: &Qwen3State<B>| -> usize {
+            let pending = engine.slots.iter().enumerate().filter_map(|(i, s)| s.running.as_ref().map(|r| r.kv_need.saturating_sub(state.kv_blocks_of(i))));
+            pending.sum()
+        };
+        let fits = |engine: &Self, state: &Qwen3State<B>| state.kv_blocks().0 >= outstanding(engine, state) + need;
+        if fits(self, state) {
+            return Ok(true);
+        }
+        // Idle slots holding blocks, the smallest cached prefix first.
+        let mut idle: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].running.is_none() && state.kv_blocks_of(i) > 0).collect();
+        idle.sort_by_key(|&i| (i == keep_slot, self.slots[i].cached.len()));
+        for i in idle {
+            self.model.rewind_seq(state, i, 0)?;
+            self.slots[i].cached.clear();
+            if fits(self, state) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The free slot for `prompt`: the longest shared cached prefix; among equals the slot holding
@@ -360,10 +451,11 @@ impl<B: Backend> Engine<'_, B> {
         }
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&self, state: &Qwen3State<B>) {
         let running: Vec<&Running> = self.slots.iter().filter_map(|s| s.running.as_ref()).collect();
         Metrics::set(&self.metrics.running, running.len());
-        Metrics::set(&self.metrics.kv_tokens_in_use, running.iter().map(|r| r.fed + r.generated).sum());
+        let (free, total) = state.kv_blocks();
+        Metrics::set(&self.metrics.kv_blocks_in_use, total - free);
     }
 
     /// One forward call over every running sequence, then a token for each that finished its
@@ -495,7 +587,7 @@ impl<B: Backend> Engine<'_, B> {
             }
         }
         self.metrics.step_seconds.observe(start.elapsed().as_secs_f64());
-        self.update_gauges();
+        self.update_gauges(state);
     }
 
     /// Sets the backend's pick setting of each request among `slots` whose slot does not hold
@@ -549,7 +641,7 @@ impl<B: Backend> Engine<'_, B> {
             self.emit_token(i, id, None);
         }
         self.metrics.step_seconds.observe(step.launched.elapsed().as_secs_f64());
-        self.update_gauges();
+        self.update_gauges(state);
     }
 
     /// Takes the step in flight, if any.

@@ -62,9 +62,10 @@ pub struct Metrics {
     pub batch_sequences: AtomicU64,
     /// Token rows in the last forward step.
     pub batch_rows: AtomicU64,
-    /// Tokens held in the KV caches of running sequences, and the caches' capacity.
-    pub kv_tokens_in_use: AtomicU64,
-    pub kv_tokens_capacity: AtomicU64,
+    /// Blocks of the paged KV cache held by sequences (running ones and finished ones whose
+    /// tokens stay for prefix reuse), and the blocks in all.
+    pub kv_blocks_in_use: AtomicU64,
+    pub kv_blocks_total: AtomicU64,
     pub time_to_first_token: Histogram,
     pub inter_token_latency: Histogram,
     pub step_seconds: Histogram,
@@ -99,8 +100,8 @@ impl Metrics {
             ("bonsai_running_sequences", "gauge", "Requests being generated.", &self.running),
             ("bonsai_batch_sequences", "gauge", "Sequences in the last forward step.", &self.batch_sequences),
             ("bonsai_batch_rows", "gauge", "Token rows in the last forward step.", &self.batch_rows),
-            ("bonsai_kv_tokens_in_use", "gauge", "Tokens held in the KV caches of running sequences.", &self.kv_tokens_in_use),
-            ("bonsai_kv_tokens_capacity", "gauge", "Tokens the KV caches of all sequence slots hold.", &self.kv_tokens_capacity),
+            ("bonsai_kv_blocks_in_use", "gauge", "KV cache blocks held by sequences (running, or cached for prefix reuse).", &self.kv_blocks_in_use),
+            ("bonsai_kv_blocks_total", "gauge", "KV cache blocks in the pool.", &self.kv_blocks_total),
         ];
         for (name, kind, help, v) in scalars {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}", v.load(Ordering::Relaxed));

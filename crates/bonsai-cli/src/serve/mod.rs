@@ -40,13 +40,19 @@ pub struct ServeArgs {
     /// Port to listen on (0: any free port, printed at start)
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Concurrent sequences (short: -np); each has its own KV cache of --ctx tokens
+    /// Concurrent sequences (short: -np), each of up to --ctx tokens; they share one paged KV cache
+    /// sized for all of them, or for as many tokens as the GPU's free memory holds
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub parallel: u32,
     /// Most token rows in one forward step: every generating sequence's next token, then prompt
     /// chunks of the sequences still prefilling
     #[arg(short = 'b', long = "batch-size", default_value_t = STEP_TOKENS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_size: u32,
+    /// Tokens the shared KV cache holds, for all sequences together (default: --parallel x --ctx;
+    /// on a GPU never more than its free memory holds). A request is admitted once the blocks its
+    /// prompt and max_tokens may fill are free, so a smaller cache makes requests wait, not fail
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub kv_tokens: Option<u64>,
     /// Most requests waiting for a free sequence; beyond it requests get 503 with Retry-After
     #[arg(long, default_value_t = 256)]
     pub queue: usize,
@@ -90,16 +96,22 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     let listener = runtime.block_on(tokio::net::TcpListener::bind(&addr)).with_context(|| format!("listening on {addr}"))?;
     let local: SocketAddr = listener.local_addr()?;
     let ctx = crate::on_any_backend!(loaded, |l| l.model.max_seq());
+    let parallel = args.parallel as usize;
+    let kv_tokens = args.kv_tokens.map(|t| t as usize);
+    let kv_blocks = crate::on_any_backend!(loaded, |l| engine::kv_pool_blocks(&l.model, parallel, kv_tokens))?;
+    let kv_bytes = crate::on_any_backend!(loaded, |l| l.model.kv_block_bytes()) * kv_blocks;
+    let kv_tokens = kv_blocks * bonsai_kernels::ops::KV_BLOCK;
     eprintln!(
-        "serving '{model_name}' on http://{local} ({} sequences of {ctx} tokens, steps of up to {} tokens; OpenAI API at /v1, Ctrl-C stops)",
-        args.parallel, args.batch_size
+        "serving '{model_name}' on http://{local} ({parallel} sequences of up to {ctx} tokens sharing a KV cache of {kv_tokens} tokens ({:.2} GB), steps of up to {} tokens; OpenAI API at /v1, Ctrl-C stops)",
+        kv_bytes as f64 / 1e9,
+        args.batch_size
     );
     let server = axum::serve(listener, http::router(app)).with_graceful_shutdown(async {
         let _ = tokio::signal::ctrl_c().await;
     });
     let server = runtime.spawn(async move { server.await });
     // The engine runs here until the server stops and drops its job sender.
-    let engine_config = EngineConfig { parallel: args.parallel as usize, step_tokens: args.batch_size as usize };
+    let engine_config = EngineConfig { parallel, step_tokens: args.batch_size as usize, kv_blocks };
     let engine = crate::on_any_backend!(loaded, |l| engine::run(l, engine_config, job_rx, metrics.clone()));
     engine.context("the generation engine stopped")?;
     runtime.block_on(server).context("the HTTP server task")?.context("the HTTP server")?;

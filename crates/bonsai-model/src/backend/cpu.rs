@@ -4,8 +4,8 @@
 
 use bonsai_kernels::cpu::{bandwidth, simd_level, SimdLevel};
 use bonsai_kernels::ops::{
-    argmax, attention, embed_rows, kv_write, qk_norm_rope, quant_ops, rms_norm, HeadShape, KvCache, OpError, QkvRows,
-    Store,
+    argmax, attention, embed_rows, kv_block_len, kv_table_len, kv_write, qk_norm_rope, quant_ops, rms_norm, HeadShape,
+    KvCache, OpError, QkvRows, Store,
 };
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::{Q1Interleaved, Q1Matrix, Q2Matrix, QMatrix, TernaryInterleaved};
@@ -38,8 +38,29 @@ pub struct CpuSeqPicks {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;
 
-/// One layer's cache: `[n_kv][max_seq][head_dim]` f16 for K and for V.
-pub type CpuKvCache = KvCache<Vec<f16>>;
+/// One attention layer's pools: `[blocks][n_kv][KV_BLOCK][head_dim]` f16 for K and for V.
+pub struct CpuKvPool {
+    k: Vec<f16>,
+    v: Vec<f16>,
+}
+
+/// A sequence's block table and the positions it may address.
+pub struct CpuBlockTable {
+    ids: Vec<u32>,
+    max_seq: usize,
+}
+
+impl CpuKvPool {
+    /// The paged cache of the sequence whose table is `table`, to read.
+    fn cache<'a>(&'a self, table: &'a CpuBlockTable) -> KvCache<&'a [f16], &'a [u32]> {
+        KvCache { k: &self.k, v: &self.v, table: &table.ids, max_seq: table.max_seq }
+    }
+
+    /// The same, to write.
+    fn cache_mut<'a>(&'a mut self, table: &'a CpuBlockTable) -> KvCache<&'a mut [f16], &'a [u32]> {
+        KvCache { k: &mut self.k, v: &mut self.v, table: &table.ids, max_seq: table.max_seq }
+    }
+}
 
 /// The decode position, kept on the host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,7 +130,8 @@ impl Backend for CpuBackend {
     type Buffer = Vec<f32>;
     type Matrix = CpuMatrix;
     type Tokens = Vec<u32>;
-    type KvCache = CpuKvCache;
+    type KvPool = CpuKvPool;
+    type BlockTable = CpuBlockTable;
     type Position = CpuPosition;
     type Rope = RopeTable;
     type SamplerState = CpuSamplerState;
@@ -205,9 +227,34 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CpuKvCache, BackendError> {
-        let len = shape.n_kv * max_seq * shape.head_dim;
-        Ok(CpuKvCache { k: vec![f16::ZERO; len], v: vec![f16::ZERO; len], max_seq })
+    fn alloc_kv_pool(&self, shape: HeadShape, blocks: usize) -> Result<CpuKvPool, BackendError> {
+        // Zeroed pages are mapped as they are first written, so a pool sized for many sequences
+        // costs host memory only for the blocks in use.
+        let len = blocks * kv_block_len(shape);
+        Ok(CpuKvPool { k: vec![f16::ZERO; len], v: vec![f16::ZERO; len] })
+    }
+
+    fn alloc_block_table(&self, _shape: HeadShape, max_seq: usize) -> Result<CpuBlockTable, BackendError> {
+        Ok(CpuBlockTable { ids: vec![0; kv_table_len(max_seq)], max_seq })
+    }
+
+    fn write_block_table(&self, table: &mut CpuBlockTable, first: usize, ids: &[u32]) -> Result<(), BackendError> {
+        let have = table.ids.len();
+        let dst = table.ids.get_mut(first..first + ids.len()).ok_or(BackendError::Capacity { what: "block table", need: first + ids.len(), have })?;
+        dst.copy_from_slice(ids);
+        Ok(())
+    }
+
+    fn copy_kv_block(&self, pool: &mut CpuKvPool, shape: HeadShape, src: u32, dst: u32) -> Result<(), BackendError> {
+        let len = kv_block_len(shape);
+        let blocks = pool.k.len() / len;
+        if src as usize >= blocks || dst as usize >= blocks {
+            return Err(mismatched("copy_kv_block", &format!("blocks {src} -> {dst} of a pool of {blocks}")));
+        }
+        let (src, dst) = (src as usize * len, dst as usize * len);
+        pool.k.copy_within(src..src + len, dst);
+        pool.v.copy_within(src..src + len, dst);
+        Ok(())
     }
 
     fn new_position(&self) -> Result<CpuPosition, BackendError> {
@@ -277,10 +324,11 @@ impl Backend for CpuBackend {
         rows: SeqRows,
         shape: HeadShape,
         pos: &CpuPosition,
-        cache: &mut CpuKvCache,
+        pool: &mut CpuKvPool,
+        table: &CpuBlockTable,
     ) -> Result<(), BackendError> {
         let qkv = row_range("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
-        Ok(kv_write::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, cache.view_mut())?)
+        Ok(kv_write::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, pool.cache_mut(table))?)
     }
 
     fn attention(
@@ -289,20 +337,13 @@ impl Backend for CpuBackend {
         rows: SeqRows,
         shape: HeadShape,
         pos: &CpuPosition,
-        cache: &CpuKvCache,
+        pool: &CpuKvPool,
+        table: &CpuBlockTable,
         out: &mut Vec<f32>,
     ) -> Result<(), BackendError> {
         let qkv = row_range("attention qkv", qkv, rows, shape.qkv_row_len())?;
         let out = row_range_mut("attention out", out, rows, shape.q_len())?;
-        Ok(attention::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, cache.view(), out)?)
-    }
-
-    fn copy_kv_prefix(&self, src: &CpuKvCache, shape: HeadShape, tokens: usize, dst: &mut CpuKvCache) -> Result<(), BackendError> {
-        for range in src.prefix_ranges(dst, shape, tokens)? {
-            dst.k[range.clone()].copy_from_slice(&src.k[range.clone()]);
-            dst.v[range.clone()].copy_from_slice(&src.v[range]);
-        }
-        Ok(())
+        Ok(attention::cpu(QkvRows { qkv, m: rows.rows, shape, pos0: pos.0 }, pool.cache(table), out)?)
     }
 
     fn copy_rows(

@@ -27,7 +27,7 @@ use bonsai_kernels::cuda::{upload, GpuContext, GpuQMatrix, KernelError, KernelLi
 use bonsai_kernels::launch::{self, QWeightsView, QuantBits};
 use bonsai_kernels::ops::sample_rows::{SeqPick, SETTING_WORDS};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
-use bonsai_kernels::ops::{HeadShape, KvCache, QkvRows};
+use bonsai_kernels::ops::{kv_block_len, kv_table_len, HeadShape, KvCache, QkvRows};
 use bonsai_kernels::rope::RopeTable;
 use bonsai_kernels::config::Config;
 use bonsai_kernels::QMatrix;
@@ -42,8 +42,30 @@ use bonsai_kernels::ops::gemm_f32::{GemmDims, Inputs as GemmInputs};
 /// k + 1 while the host takes step k's token (at 1 the device would idle for that round trip).
 const DECODE_QUEUE_DEPTH: usize = 2;
 
-/// One layer's cache: `[n_kv][max_seq][head_dim]` f16 (as raw bits) for K and for V.
-pub type CudaKvCache = KvCache<CudaSlice<u16>>;
+/// One attention layer's pools: `[blocks][n_kv][KV_BLOCK][head_dim]` f16 (as raw bits) for K
+/// and for V.
+pub struct CudaKvPool {
+    pub k: CudaSlice<u16>,
+    pub v: CudaSlice<u16>,
+}
+
+/// A sequence's block table on the device, and the positions it may address.
+pub struct CudaBlockTable {
+    pub ids: CudaSlice<u32>,
+    pub max_seq: usize,
+}
+
+impl CudaKvPool {
+    /// The paged cache of the sequence whose table is `table`, to read.
+    pub fn cache<'a>(&'a self, table: &'a CudaBlockTable) -> KvCache<&'a CudaSlice<u16>, &'a CudaSlice<u32>> {
+        KvCache { k: &self.k, v: &self.v, table: &table.ids, max_seq: table.max_seq }
+    }
+
+    /// The same, to write.
+    pub fn cache_mut<'a>(&'a mut self, table: &'a CudaBlockTable) -> KvCache<&'a mut CudaSlice<u16>, &'a CudaSlice<u32>> {
+        KvCache { k: &mut self.k, v: &mut self.v, table: &table.ids, max_seq: table.max_seq }
+    }
+}
 
 /// The next token's position: on the device for the kernels, mirrored on the host for bounds.
 pub struct CudaPosition {
@@ -237,7 +259,8 @@ impl Backend for CudaBackend {
     type Buffer = CudaSlice<f32>;
     type Matrix = GpuQMatrix;
     type Tokens = CudaSlice<u32>;
-    type KvCache = CudaKvCache;
+    type KvPool = CudaKvPool;
+    type BlockTable = CudaBlockTable;
     type Position = CudaPosition;
     type Rope = CudaRope;
     type SamplerState = CudaSamplerState;
@@ -404,15 +427,52 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<CudaKvCache, BackendError> {
-        let len = shape.n_kv * max_seq * shape.head_dim;
-        let cache = CudaKvCache { k: self.zeros("allocating the K cache", len)?, v: self.zeros("allocating the V cache", len)?, max_seq };
+    fn alloc_kv_pool(&self, shape: HeadShape, blocks: usize) -> Result<CudaKvPool, BackendError> {
+        let len = blocks * kv_block_len(shape);
+        Ok(CudaKvPool { k: self.zeros("allocating the K pool", len)?, v: self.zeros("allocating the V pool", len)? })
+    }
+
+    fn alloc_block_table(&self, shape: HeadShape, max_seq: usize) -> Result<CudaBlockTable, BackendError> {
+        // The attention's decode scratch and counters are sized for the longest sequence a table
+        // allows.
         self.ensure_scratch(&self.decode_scratch, launch::attention::scratch_len(1, shape, max_seq))?;
         if self.attention_counters.borrow().is_none() {
             let len = launch::attention::counters_len(max_seq, shape);
             *self.attention_counters.borrow_mut() = Some(self.zeros("allocating the attention counters", len)?);
         }
-        Ok(cache)
+        Ok(CudaBlockTable { ids: self.zeros("allocating a block table", kv_table_len(max_seq))?, max_seq })
+    }
+
+    fn write_block_table(&self, table: &mut CudaBlockTable, first: usize, ids: &[u32]) -> Result<(), BackendError> {
+        self.not_while_capturing("write_block_table")?;
+        let have = table.ids.len();
+        let mut view = table
+            .ids
+            .try_slice_mut(first..first + ids.len())
+            .ok_or(BackendError::Capacity { what: "block table", need: first + ids.len(), have })?;
+        self.stream.memcpy_htod(ids, &mut view).map_err(device_err("writing a block table"))
+    }
+
+    fn copy_kv_block(&self, pool: &mut CudaKvPool, shape: HeadShape, src: u32, dst: u32) -> Result<(), BackendError> {
+        self.not_while_capturing("copy_kv_block")?;
+        let len = kv_block_len(shape);
+        let blocks = pool.k.len() / len;
+        if src as usize >= blocks || dst as usize >= blocks || src == dst {
+            return Err(BackendError::Device(format!("copy_kv_block: blocks {src} -> {dst} of a pool of {blocks}")));
+        }
+        let (src, dst) = (src as usize * len, dst as usize * len);
+        let err = device_err("copying a KV block");
+        for pool in [&mut pool.k, &mut pool.v] {
+            // Two disjoint blocks of one allocation: split it between them to borrow both.
+            let (mut low, mut high) = pool.split_at_mut(src.max(dst));
+            let (from, mut to) = if src < dst {
+                (low.slice(src..src + len), high.slice_mut(..len))
+            } else {
+                (high.slice(..len), low.slice_mut(dst..dst + len))
+            };
+            self.stream.memcpy_dtod(&from, &mut to).map_err(&err)?;
+        }
+        Ok(())
     }
 
     fn new_position(&self) -> Result<CudaPosition, BackendError> {
@@ -475,11 +535,18 @@ impl Backend for CudaBackend {
         ops::qk_norm_rope(self, qkv, rows, shape, (q_norm, k_norm, eps), rope, pos, None)
     }
 
-    fn kv_write(&self, qkv: &CudaSlice<f32>, rows: SeqRows, shape: HeadShape, pos: &CudaPosition, cache: &mut CudaKvCache) -> Result<(), BackendError> {
+    fn kv_write(
+        &self,
+        qkv: &CudaSlice<f32>,
+        rows: SeqRows,
+        shape: HeadShape,
+        pos: &CudaPosition,
+        pool: &mut CudaKvPool,
+        table: &CudaBlockTable,
+    ) -> Result<(), BackendError> {
         let qkv = ops::rows_of("kv_write qkv", qkv, rows, shape.qkv_row_len())?;
         let rows = QkvRows { qkv: &qkv, m: rows.rows, shape, pos0: &pos.device };
-        launch::kv_write::kv_write(self.launcher(), rows, cache.borrowed_mut())
-            .map_err(device_err("kv_write"))
+        launch::kv_write::kv_write(self.launcher(), rows, pool.cache_mut(table)).map_err(device_err("kv_write"))
     }
 
     fn attention(
@@ -488,9 +555,11 @@ impl Backend for CudaBackend {
         rows: SeqRows,
         shape: HeadShape,
         pos: &CudaPosition,
-        cache: &CudaKvCache,
+        pool: &CudaKvPool,
+        table: &CudaBlockTable,
         out: &mut CudaSlice<f32>,
     ) -> Result<(), BackendError> {
+        let cache = pool.cache(table);
         // Bounded by the host mirror of the position (prefill and op-by-op decode), or by the
         // cache length inside a capture (the graph's position moves on every replay). Positions
         // past the bound come out NaN from the kernel, never silently wrong.
@@ -511,7 +580,7 @@ impl Backend for CudaBackend {
             launch::attention::attention(
                 self.launcher(),
                 QkvRows { qkv: &qkv, m, shape, pos0: &pos.device },
-                cache.borrowed(),
+                cache,
                 seq_bound,
                 work,
                 &mut out,
@@ -519,16 +588,6 @@ impl Backend for CudaBackend {
             )
             .map_err(device_err("attention"))
         })
-    }
-
-    fn copy_kv_prefix(&self, src: &CudaKvCache, shape: HeadShape, tokens: usize, dst: &mut CudaKvCache) -> Result<(), BackendError> {
-        self.not_while_capturing("copy_kv_prefix")?;
-        let err = device_err("copying a cached prefix");
-        for range in src.prefix_ranges(dst, shape, tokens)? {
-            self.stream.memcpy_dtod(&src.k.slice(range.clone()), &mut dst.k.slice_mut(range.clone())).map_err(&err)?;
-            self.stream.memcpy_dtod(&src.v.slice(range.clone()), &mut dst.v.slice_mut(range)).map_err(&err)?;
-        }
-        Ok(())
     }
 
     fn copy_rows(&self, src: &CudaSlice<f32>, src_row: usize, dst_row: usize, row_len: usize, dst: &mut CudaSlice<f32>) -> Result<(), BackendError> {

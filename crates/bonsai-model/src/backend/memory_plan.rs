@@ -3,14 +3,14 @@
 //! upload.
 //!
 //! The plan covers the weights as uploaded (scale and payload arrays, f32 norms), the RoPE table,
-//! the f16 KV cache of every layer for `max_seq` tokens, one sequence state with `max_batch`
+//! the f16 KV cache of every layer for `max_seq` tokens (whole blocks), one sequence state with `max_batch`
 //! activation rows and logits for every row (perplexity's worst case), and the attention scratch
 //! (decode: one token over the whole cache; prefill: `max_batch` tokens over the whole cache) with
 //! its counters.
 
 use bonsai_gguf::Qwen3Config;
 use bonsai_kernels::launch::attention::{counters_len, scratch_len};
-use bonsai_kernels::ops::HeadShape;
+use bonsai_kernels::ops::{kv_block_len, kv_table_len, HeadShape};
 
 use super::BackendError;
 use crate::qwen3::HostWeights;
@@ -61,8 +61,9 @@ impl MemoryPlan {
         let max_batch = max_batch.max(1);
         // cos and sin, [max_seq][head_dim / 2] f32 each.
         let rope_bytes = 2 * max_seq * (config.head_dim / 2) * F32_BYTES;
-        // K and V per layer, [n_kv][max_seq][head_dim] f16 each.
-        let kv_cache_bytes = config.n_layers * 2 * shape.kv_len() * max_seq * F16_BYTES;
+        // K and V pools per layer, the blocks of one sequence of max_seq tokens:
+        // [blocks][n_kv][KV_BLOCK][head_dim] f16 each.
+        let kv_cache_bytes = config.n_layers * 2 * kv_table_len(max_seq) * kv_block_len(shape) * F16_BYTES;
         // Qwen3State: x, xn, qkv, attn, ffn rows, the last row, all-row logits, token ids, position.
         let rows = 2 * config.hidden + shape.qkv_row_len() + shape.q_len() + config.ffn + config.vocab;
         // Plus the sampler: its generator state and candidate scratch (u64 each).

@@ -11,6 +11,9 @@
 //! everything stays on the device and one captured graph can replay every decode step:
 //!
 //! * weights are uploaded once ([`Backend::upload_matrix`]) in the kernels' layout;
+//! * the KV cache is paged: each attention layer has one pool of blocks ([`Backend::KvPool`])
+//!   shared by a state's sequences, and each sequence a block table ([`Backend::BlockTable`])
+//!   naming its blocks, which the host fills as the sequence grows;
 //! * the position of each sequence's next token lives in a backend [`Backend::Position`];
 //!   position-dependent ops (RoPE, KV write, attention) read it there and
 //!   [`Backend::advance_position`] moves it, so no per-token host scalar reaches an op;
@@ -55,7 +58,8 @@ pub enum BackendError {
 /// Buffers, memory movement, primitive ops, and plans.
 ///
 /// Shapes follow `bonsai_kernels::ops`: activations are token-major `[m, len]` f32, a qkv row is
-/// `[q | k | v]`, one layer's cache is `[n_kv][max_seq][head_dim]` f16.
+/// `[q | k | v]`, one layer's KV pool is `[blocks][n_kv][KV_BLOCK][head_dim]` f16 for K and for V
+/// (`bonsai_kernels::ops::KvCache`).
 pub trait Backend: Sized {
     /// f32 activations (and norm weights).
     type Buffer;
@@ -63,8 +67,11 @@ pub trait Backend: Sized {
     type Matrix;
     /// u32 token ids.
     type Tokens;
-    /// One layer's K and V cache of one sequence.
-    type KvCache;
+    /// One attention layer's K and V pools of cache blocks, shared by a state's sequences.
+    type KvPool;
+    /// One sequence's block table: the pool block of each KV_BLOCK positions (the same blocks in
+    /// every layer's pool), where the device reads it.
+    type BlockTable;
     /// The position of a sequence's next token.
     type Position;
     /// The RoPE cos/sin table.
@@ -134,7 +141,16 @@ pub trait Backend: Sized {
         let _ = slot;
         self.read_tokens(src, out)
     }
-    fn alloc_kv_cache(&self, shape: HeadShape, max_seq: usize) -> Result<Self::KvCache, BackendError>;
+    /// K and V pools of `blocks` blocks of `shape` (contents undefined until written).
+    fn alloc_kv_pool(&self, shape: HeadShape, blocks: usize) -> Result<Self::KvPool, BackendError>;
+    /// A block table for a sequence of up to `max_seq` positions in pools of `shape` (every entry
+    /// 0 until written).
+    fn alloc_block_table(&self, shape: HeadShape, max_seq: usize) -> Result<Self::BlockTable, BackendError>;
+    /// Sets entries `first..first + ids.len()` of `table`, ordered before the work queued after.
+    fn write_block_table(&self, table: &mut Self::BlockTable, first: usize, ids: &[u32]) -> Result<(), BackendError>;
+    /// Copies block `src` of `pool` onto block `dst` (every kv head, K and V): a shared block
+    /// made private before a sequence writes into it.
+    fn copy_kv_block(&self, pool: &mut Self::KvPool, shape: HeadShape, src: u32, dst: u32) -> Result<(), BackendError>;
     fn new_position(&self) -> Result<Self::Position, BackendError>;
     /// Sets the position (start of a sequence, or a rewind to reuse a cached prefix).
     fn set_position(&self, pos: &mut Self::Position, value: usize) -> Result<(), BackendError>;
@@ -202,11 +218,20 @@ pub trait Backend: Sized {
         rope: &Self::Rope,
         pos: &Self::Position,
     ) -> Result<(), BackendError>;
-    /// Writes the k and v heads of one sequence's qkv rows into its cache at pos + i.
-    fn kv_write(&self, qkv: &Self::Buffer, rows: SeqRows, shape: HeadShape, pos: &Self::Position, cache: &mut Self::KvCache)
-        -> Result<(), BackendError>;
-    /// Causal GQA attention of one sequence's query rows (row i at pos + i) over its cache
-    /// positions 0..=pos+i, into the same rows of `out`.
+    /// Writes the k and v heads of one sequence's qkv rows into `pool` at pos + i, in the blocks
+    /// its `table` names.
+    #[allow(clippy::too_many_arguments)]
+    fn kv_write(
+        &self,
+        qkv: &Self::Buffer,
+        rows: SeqRows,
+        shape: HeadShape,
+        pos: &Self::Position,
+        pool: &mut Self::KvPool,
+        table: &Self::BlockTable,
+    ) -> Result<(), BackendError>;
+    /// Causal GQA attention of one sequence's query rows (row i at pos + i) over its cached
+    /// positions 0..=pos+i (in `pool`, the blocks its `table` names), into the same rows of `out`.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -214,13 +239,10 @@ pub trait Backend: Sized {
         rows: SeqRows,
         shape: HeadShape,
         pos: &Self::Position,
-        cache: &Self::KvCache,
+        pool: &Self::KvPool,
+        table: &Self::BlockTable,
         out: &mut Self::Buffer,
     ) -> Result<(), BackendError>;
-    /// Copies the first `tokens` positions of every kv head of `src` into `dst` (same head
-    /// shape and capacity): another sequence's cached prompt prefix, reused instead of recomputed.
-    fn copy_kv_prefix(&self, src: &Self::KvCache, shape: HeadShape, tokens: usize, dst: &mut Self::KvCache)
-        -> Result<(), BackendError>;
     /// Copies row `src_row` of `src` to row `dst_row` of `dst` (rows `row_len` long).
     fn copy_rows(&self, src: &Self::Buffer, src_row: usize, dst_row: usize, row_len: usize, dst: &mut Self::Buffer)
         -> Result<(), BackendError>;

@@ -13,10 +13,11 @@ use bonsai_gguf::{LayerKind, Qwen35Config, Qwen3Config, RopeScalingKind};
 use bonsai_kernels::ops::sample_top_k::SampleParams;
 pub use bonsai_kernels::ops::sample_rows::SeqPick;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
-use bonsai_kernels::ops::{HeadShape, Store};
+use bonsai_kernels::ops::{kv_block_len, kv_table_len, HeadShape, Store, KV_BLOCK};
 use bonsai_kernels::rope::{RopeTable, YarnParams};
 
 use crate::backend::Backend;
+use crate::kv_blocks::KvBlocks;
 use crate::program::{Act, Activations, Dims, MatrixId, Op, Program, RunEnv, Sequence, VectorId, Weights};
 use crate::ModelError;
 pub use host_weights::{HostLayer, HostWeights, TensorSource};
@@ -115,10 +116,14 @@ struct PlanKey {
 /// Plans a state keeps (each holds the addresses of the state's buffers: a graph replays them).
 const MAX_PLANS: usize = 16;
 
-/// A batch state: its sequences (KV cache and position each), activation buffers for up to
-/// `max_batch` rows, token ids, the sampler, and the plans compiled for it.
+/// A batch state: its sequences (block table and position each), the KV pools they share and
+/// which of their blocks are free, activation buffers for up to `max_batch` rows, token ids, the
+/// sampler, and the plans compiled for it.
 pub struct Qwen3State<B: Backend> {
     seqs: Vec<Sequence<B>>,
+    /// One pool per attention layer.
+    kv: Vec<B::KvPool>,
+    blocks: KvBlocks,
     /// Host mirror of each sequence's position, for bounds checks only (never passed to an op).
     n_past: Vec<usize>,
     max_batch: usize,
@@ -170,6 +175,14 @@ impl<B: Backend> Qwen3State<B> {
     }
     pub fn max_batch(&self) -> usize {
         self.max_batch
+    }
+    /// KV blocks free for new tokens, and the pools' total.
+    pub fn kv_blocks(&self) -> (usize, usize) {
+        (self.blocks.free(), self.blocks.total())
+    }
+    /// KV blocks sequence `seq` holds (some maybe shared with others).
+    pub fn kv_blocks_of(&self, seq: usize) -> usize {
+        self.seqs[seq].blocks.len()
     }
     /// Sequences the state holds.
     pub fn sequences(&self) -> usize {
@@ -393,14 +406,23 @@ impl<B: Backend> Qwen3<B> {
         self.new_batch_state(1, max_batch, all_logits)
     }
 
-    /// A fresh state of `sequences` independent sequences (a KV cache of `max_seq` tokens each)
-    /// sharing activation buffers of `max_batch` rows.
+    /// A fresh state of `sequences` independent sequences sharing activation buffers of
+    /// `max_batch` rows, with KV pools that hold `max_seq` tokens for every sequence at once.
     pub fn new_batch_state(&self, sequences: usize, max_batch: usize, all_logits: bool) -> Result<Qwen3State<B>, ModelError> {
+        let blocks = sequences.max(1) * kv_table_len(self.max_seq);
+        self.new_pooled_state(sequences, max_batch, all_logits, blocks)
+    }
+
+    /// [`Self::new_batch_state`] with KV pools of `kv_blocks` blocks of KV_BLOCK tokens, which
+    /// the sequences take as they grow (a forward call that finds none free fails with
+    /// [`ModelError::KvFull`] before it runs).
+    pub fn new_pooled_state(&self, sequences: usize, max_batch: usize, all_logits: bool, kv_blocks: usize) -> Result<Qwen3State<B>, ModelError> {
         let (b, d) = (&self.backend, &self.dims);
         let sequences = sequences.max(1);
         let max_batch = max_batch.max(sequences);
         let logit_rows = if all_logits { max_batch } else { sequences };
         let seqs = (0..sequences).map(|_| self.new_sequence()).collect::<Result<_, _>>()?;
+        let kv = (0..self.attention_layers().0).map(|_| b.alloc_kv_pool(d.shape, kv_blocks)).collect::<Result<_, _>>()?;
         // The hybrid model's buffers; one-element placeholders for Qwen3 (a zero-length device
         // allocation is not portable).
         let hybrid = |act: Act| b.alloc((max_batch * d.row_len(act)).max(1));
@@ -427,7 +449,8 @@ impl<B: Backend> Qwen3<B> {
             row_seqs: b.alloc_tokens(sequences)?,
             seq_picks: b.new_seq_picks(sequences)?,
         };
-        Ok(Qwen3State { seqs, n_past: vec![0; sequences], max_batch, logit_rows, acts, plans: Vec::new(), row_seqs_held: Vec::new() })
+        let blocks = KvBlocks::new(kv_blocks);
+        Ok(Qwen3State { seqs, kv, blocks, n_past: vec![0; sequences], max_batch, logit_rows, acts, plans: Vec::new(), row_seqs_held: Vec::new() })
     }
 
     /// Forgets the first sequence's cached tokens past `n` (keeps the first `n`, e.g. a shared
@@ -455,17 +478,27 @@ impl<B: Backend> Qwen3<B> {
         }
     }
 
-    /// A fresh sequence: empty caches and states at position 0.
-    fn new_sequence(&self) -> Result<Sequence<B>, ModelError> {
-        let b = &self.backend;
-        let (attention_layers, recurrent_layers) = match &self.arch {
+    /// Bytes one KV block takes across every attention layer's K and V pools.
+    pub fn kv_block_bytes(&self) -> usize {
+        self.attention_layers().0 * 2 * kv_block_len(self.dims.shape) * std::mem::size_of::<half::f16>()
+    }
+
+    /// The model's attention layers (each with a KV pool) and recurrent layers.
+    fn attention_layers(&self) -> (usize, usize) {
+        match &self.arch {
             Arch::Qwen3(ids) => (ids.layers.len(), 0),
             Arch::Qwen35 { config, .. } => {
                 let attention = config.layers.iter().filter(|k| **k == LayerKind::FullAttention).count();
                 (attention, config.layers.len() - attention)
             }
-        };
-        let kv = (0..attention_layers).map(|_| b.alloc_kv_cache(self.dims.shape, self.max_seq)).collect::<Result<_, _>>()?;
+        }
+    }
+
+    /// A fresh sequence: no blocks, zero states, at position 0.
+    fn new_sequence(&self) -> Result<Sequence<B>, ModelError> {
+        let b = &self.backend;
+        let recurrent_layers = self.attention_layers().1;
+        let table = b.alloc_block_table(self.dims.shape, self.max_seq)?;
         let (mut conv, mut ssm) = (Vec::new(), Vec::new());
         if let Some((conv_len, ssm_len)) = self.recurrent_state_lens() {
             for _ in 0..recurrent_layers {
@@ -473,13 +506,13 @@ impl<B: Backend> Qwen3<B> {
                 ssm.push(b.alloc(ssm_len)?);
             }
         }
-        Ok(Sequence { kv, conv, ssm, pos: b.new_position()? })
+        Ok(Sequence { table, blocks: Vec::new(), conv, ssm, pos: b.new_position()? })
     }
 
     /// [`Self::rewind`] for sequence `seq`. A qwen35 sequence keeps recurrent states that hold
     /// every token so far, so it rewinds only to its start or not at all; a restart zeroes its
-    /// conv and DeltaNet states in place (plans bound to its buffers stay valid) and leaves the
-    /// KV caches, whose rows past the position are never read.
+    /// conv and DeltaNet states in place (plans bound to its buffers stay valid). The KV blocks
+    /// past the new end go back to the pools (rows past the position are never read).
     pub fn rewind_seq(&self, state: &mut Qwen3State<B>, seq: usize, n: usize) -> Result<(), ModelError> {
         let n = n.min(state.n_past[seq]);
         if matches!(self.arch, Arch::Qwen35 { .. }) && n != state.n_past[seq] {
@@ -496,6 +529,10 @@ impl<B: Backend> Qwen3<B> {
         }
         self.backend.set_position(&mut state.seqs[seq].pos, n)?;
         state.n_past[seq] = n;
+        let Qwen3State { seqs, blocks, .. } = state;
+        for block in seqs[seq].blocks.drain(kv_table_len(n)..) {
+            blocks.release(block);
+        }
         Ok(())
     }
 
@@ -513,9 +550,10 @@ impl<B: Backend> Qwen3<B> {
     }
 
     /// Makes sequence `to` hold the first `tokens` tokens of sequence `from` (a shared prompt
-    /// prefix, copied instead of recomputed) and sets its position there. `tokens` must be a
-    /// [`Self::copy_point`]: a qwen35 sequence takes all of `from`'s tokens with its conv and
-    /// DeltaNet states.
+    /// prefix, reused instead of recomputed) and sets its position there: `to` lets go of its own
+    /// blocks and shares `from`'s (the one it will write into is copied first, see
+    /// [`KvBlocks`]). `tokens` must be a [`Self::copy_point`]: a qwen35 sequence takes all of
+    /// `from`'s tokens with its conv and DeltaNet states, copied.
     pub fn copy_prefix(&self, state: &mut Qwen3State<B>, from: usize, to: usize, tokens: usize) -> Result<(), ModelError> {
         let n_seqs = state.seqs.len();
         if from == to || from >= n_seqs || to >= n_seqs || tokens > state.n_past[from] {
@@ -530,17 +568,22 @@ impl<B: Backend> Qwen3<B> {
                 state.n_past[from]
             )));
         }
+        self.rewind_seq(state, to, 0)?;
+        let Qwen3State { seqs, blocks, .. } = state;
         let (src, dst) = if from < to {
-            let (head, tail) = state.seqs.split_at_mut(to);
+            let (head, tail) = seqs.split_at_mut(to);
             (&head[from], &mut tail[0])
         } else {
-            let (head, tail) = state.seqs.split_at_mut(from);
+            let (head, tail) = seqs.split_at_mut(from);
             (&tail[0], &mut head[to])
         };
         let b = &self.backend;
-        for (s, d) in src.kv.iter().zip(dst.kv.iter_mut()) {
-            b.copy_kv_prefix(s, self.dims.shape, tokens, d)?;
+        let shared = &src.blocks[..kv_table_len(tokens)];
+        for &block in shared {
+            blocks.share(block);
         }
+        dst.blocks = shared.to_vec();
+        b.write_block_table(&mut dst.table, 0, shared)?;
         if let Some((conv_len, ssm_len)) = self.recurrent_state_lens() {
             for (s, d) in src.conv.iter().zip(dst.conv.iter_mut()) {
                 b.copy_rows(s, 0, 0, conv_len, d)?;
@@ -557,6 +600,46 @@ impl<B: Backend> Qwen3<B> {
     fn check_room(&self, state: &Qwen3State<B>, seq: usize, m: usize) -> Result<(), ModelError> {
         if state.n_past[seq] + m > self.max_seq {
             return Err(ModelError::ContextFull { need: state.n_past[seq] + m, ctx: self.max_seq });
+        }
+        Ok(())
+    }
+
+    /// Gives each `(seq, rows)` of `batch` the blocks its next `rows` positions fall in, so that
+    /// the forward call writes only blocks it alone holds: a shared block it will write into is
+    /// first copied to a block of its own; new blocks come from the free list. Checks the whole
+    /// batch's need against the free blocks before taking any.
+    fn reserve_blocks(&self, state: &mut Qwen3State<B>, batch: &[(usize, usize)]) -> Result<(), ModelError> {
+        let Qwen3State { seqs, kv, blocks, n_past, .. } = state;
+        let need: usize = batch
+            .iter()
+            .map(|&(seq, rows)| {
+                let (held, start) = (&seqs[seq].blocks, n_past[seq]);
+                let copy = held.get(start / KV_BLOCK).is_some_and(|&b| blocks.is_shared(b));
+                kv_table_len(start + rows).saturating_sub(held.len()) + usize::from(copy)
+            })
+            .sum();
+        if need > blocks.free() {
+            return Err(ModelError::KvFull { need, free: blocks.free(), total: blocks.total(), block: KV_BLOCK });
+        }
+        let b = &self.backend;
+        for &(seq, rows) in batch {
+            let (sequence, start) = (&mut seqs[seq], n_past[seq]);
+            let first = start / KV_BLOCK;
+            if let Some(&old) = sequence.blocks.get(first).filter(|&&old| blocks.is_shared(old)) {
+                let new = blocks.take().expect("counted above");
+                for pool in kv.iter_mut() {
+                    b.copy_kv_block(pool, self.dims.shape, old, new)?;
+                }
+                blocks.release(old);
+                sequence.blocks[first] = new;
+                b.write_block_table(&mut sequence.table, first, &[new])?;
+            }
+            let held = sequence.blocks.len();
+            let fresh: Vec<u32> = (held..kv_table_len(start + rows)).map(|_| blocks.take().expect("counted above")).collect();
+            if !fresh.is_empty() {
+                b.write_block_table(&mut sequence.table, held, &fresh)?;
+                sequence.blocks.extend(fresh);
+            }
         }
         Ok(())
     }
@@ -644,12 +727,13 @@ impl<B: Backend> Qwen3<B> {
         for &(seq, rows) in &key.batch {
             self.check_room(state, seq, rows)?;
         }
+        self.reserve_blocks(state, &key.batch)?;
         if key.pick == Some(DevicePick::PerSequence) {
             let row_seqs: Vec<u32> = key.batch.iter().map(|&(s, _)| s as u32).collect();
             self.hold_row_seqs(state, &row_seqs)?;
         }
         let index = self.plan_index(state, &key)?;
-        let Qwen3State { seqs, acts, plans, n_past, .. } = state;
+        let Qwen3State { seqs, kv, acts, plans, n_past, .. } = state;
         let mut chosen: Vec<&mut Sequence<B>> = Vec::with_capacity(key.batch.len());
         let mut wanted = key.batch.iter().map(|&(s, _)| s).peekable();
         for (s, seq) in seqs.iter_mut().enumerate() {
@@ -658,7 +742,7 @@ impl<B: Backend> Qwen3<B> {
                 chosen.push(seq);
             }
         }
-        let mut env = RunEnv { weights: &self.weights, acts, seqs: chosen };
+        let mut env = RunEnv { weights: &self.weights, acts, seqs: chosen, kv };
         self.backend.run(&mut plans[index].plan, &mut env)?;
         for &(seq, rows) in &key.batch {
             n_past[seq] += rows;

@@ -6,11 +6,11 @@ use std::cell::RefCell;
 use bonsai_kernels::launch;
 use bonsai_kernels::launch::attention::AttentionScratch;
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
-use bonsai_kernels::ops::{qk_norm_rope, HeadShape};
+use bonsai_kernels::ops::{qk_norm_rope, HeadShape, KvCache};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 
-use super::{device_err, CudaBackend, CudaKvCache, CudaPosition, CudaRope};
+use super::{device_err, CudaBackend, CudaPosition, CudaRope};
 use crate::backend::{median, BackendError, BANDWIDTH_COPY_BYTES, BANDWIDTH_SAMPLES};
 use crate::program::SeqRows;
 
@@ -44,13 +44,12 @@ pub(super) fn qk_norm_rope(
     (q_norm, k_norm, eps): QkNorms<'_>,
     rope: &CudaRope,
     pos: &CudaPosition,
-    cache: Option<&mut CudaKvCache>,
+    cache: Option<KvCache<&mut CudaSlice<u16>, &CudaSlice<u32>>>,
 ) -> Result<(), BackendError> {
     let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
     let mut qkv = rows_of_mut("qk_norm_rope qkv", qkv, rows, shape.qkv_row_len())?;
     let (gpu, m) = (b.launcher(), rows.rows);
     let p = qk_norm_rope::Params { shape, rot_dims: rope.rot_dims, q_norm, k_norm, eps, rope: &table };
-    let cache = cache.map(|c| c.borrowed_mut());
     launch::qk_norm_rope::qk_norm_rope(gpu, &mut qkv, m, p, &pos.device, cache).map_err(device_err("qk_norm_rope"))
 }
 

@@ -281,17 +281,18 @@ fn seq_scratch(b: &CudaBackend, program: &Program) -> Result<SeqScratch, Backend
 fn update_seq_table(b: &CudaBackend, plan: &mut CudaPlan, env: &RunEnv<'_, CudaBackend>) -> Result<(), BackendError> {
     let Some(seqs) = plan.seqs.as_mut() else { return Ok(()) };
     let program = &plan.program;
-    let max_seq = env.seqs.first().and_then(|s| s.kv.first()).map_or(0, |c| c.max_seq);
-    let mut builder = SeqTableBuilder::new(seqs.layers, program.total_rows(), max_seq, program.dims.shape);
+    let max_seq = env.seqs.first().map_or(0, |s| s.table.max_seq);
+    if env.kv.len() < seqs.layers {
+        return Err(BackendError::Device(format!("{} layer pools in a plan of {}", env.kv.len(), seqs.layers)));
+    }
+    let pools = env.kv[..seqs.layers].iter().map(|p| (&p.k, &p.v));
+    let mut builder = SeqTableBuilder::new(&b.stream, program.total_rows(), max_seq, program.dims.shape, pools)
+        .map_err(device_err("the sequence table"))?;
     for (s, seq) in env.seqs.iter().enumerate() {
         if program.rows[s] != 1 {
             continue;
         }
-        if seq.kv.len() < seqs.layers {
-            return Err(BackendError::Device(format!("a sequence of {} layer caches in a plan of {}", seq.kv.len(), seqs.layers)));
-        }
-        let caches = seq.kv[..seqs.layers].iter().map(|c| c.borrowed());
-        builder.push(&b.stream, program.row0(s), &seq.pos.device, caches).map_err(device_err("the sequence table"))?;
+        builder.push(&b.stream, program.row0(s), &seq.pos.device, &seq.table.ids).map_err(device_err("the sequence table"))?;
     }
     seqs.table.update(&b.stream, builder.finish()).map_err(device_err("writing the sequence table"))
 }
@@ -427,7 +428,7 @@ fn run_seqs_step(
     env: &mut RunEnv<'_, CudaBackend>,
 ) -> Result<(), BackendError> {
     let dims = program.dims;
-    let RunEnv { weights, acts, seqs: sequences } = env;
+    let RunEnv { weights, acts, seqs: sequences, kv } = env;
     let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
     // The sequences of more than one row, with their rows in the batch.
     let multi_row = |s: usize| (program.rows[s] > 1).then(|| SeqRows { row0: program.row0(s), rows: program.rows[s] });
@@ -440,9 +441,9 @@ fn run_seqs_step(
                 .map_err(device_err("qk_norm_rope_kv_write_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
                 let Some(rows) = multi_row(s) else { continue };
-                let seq = &mut **seq;
                 let norms = (vector(q_norm), vector(k_norm), dims.eps);
-                super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, rope, &seq.pos, Some(&mut seq.kv[layer]))?;
+                let cache = Some(kv[layer].cache_mut(&seq.table));
+                super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, rope, &seq.pos, cache)?;
             }
         }
         Step::AttentionSeqs { qkv, layer, out } => {
@@ -451,7 +452,7 @@ fn run_seqs_step(
             decode_seqs::attention_decode_seqs(b.launcher(), qkv, &seqs.table, layer, work, out).map_err(device_err("attention_decode_seqs"))?;
             for (s, seq) in sequences.iter().enumerate() {
                 let Some(rows) = multi_row(s) else { continue };
-                b.attention(qkv, rows, dims.shape, &seq.pos, &seq.kv[layer], out)?;
+                b.attention(qkv, rows, dims.shape, &seq.pos, &kv[layer], &seq.table, out)?;
             }
         }
         Step::AdvanceSeqs => {
@@ -500,7 +501,7 @@ fn run_step(
         if let Step::Op(op) = step {
             return run_op(b, program, op, rows, env);
         }
-        let RunEnv { weights, acts, seqs } = &mut *env;
+        let RunEnv { weights, acts, seqs, kv } = &mut *env;
         let w = |id: crate::program::MatrixId| view(&weights.matrices[id.0]);
         let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
         match *step {
@@ -521,9 +522,9 @@ fn run_step(
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => {
                 for (s, seq) in seqs.iter_mut().enumerate() {
                     let rows = SeqRows { row0: program.row0(s), rows: program.rows[s] };
-                    let seq = &mut **seq;
                     let norms = (vector(q_norm), vector(k_norm), eps);
-                    super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, &weights.rope, &seq.pos, Some(&mut seq.kv[layer]))?;
+                    let cache = Some(kv[layer].cache_mut(&seq.table));
+                    super::ops::qk_norm_rope(b, acts.get_mut(qkv), rows, dims.shape, norms, &weights.rope, &seq.pos, cache)?;
                 }
             }
             Step::EmbedPlanes { table, out, norm, planes: p } => {
@@ -555,14 +556,14 @@ fn run_step(
             }
             Step::AttentionPlanes { qkv, layer, out, planes: p } => {
                 let seq = seqs.first().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
-                let cache = &seq.kv[layer];
+                let cache = kv[layer].cache(&seq.table);
                 let (qkv, out) = acts.pair(qkv, out)?;
                 let out_planes = planes.get_mut(p)?;
                 super::ops::with_attention_scratch(b, &b.decode_scratch, |work| {
                     bonsai_kernels::launch::attention::attention_decode_planes(
                         b.launcher(),
                         QkvRows { qkv: &*qkv, m: 1, shape: dims.shape, pos0: &seq.pos.device },
-                        cache.borrowed(),
+                        cache,
                         work,
                         out,
                         out_planes,
@@ -585,13 +586,13 @@ fn run_step(
             }
             Step::QkvRope { w: m, planes: p, qkv, q_norm, k_norm, layer } => {
                 let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
-                let cache = &mut seq.kv[layer];
+                let cache = kv[layer].cache_mut(&seq.table);
                 let input_planes: *const B1Planes = planes.get(p)?;
                 let staged = planes.rope_staged.as_mut().ok_or_else(|| BackendError::Device("rope staging words missing".into()))?;
                 let rope = &weights.rope;
                 let table = RopeTableView { max_pos: rope.max_pos, cos: &rope.cos, sin: &rope.sin };
                 let norm_rope = qk_norm_rope::Params { shape: dims.shape, rot_dims: rope.rot_dims, q_norm: vector(q_norm), k_norm: vector(k_norm), eps, rope: &table };
-                let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache: cache.borrowed_mut(), staged };
+                let r = RopeOut { norm_rope, pos0: &seq.pos.device, cache, staged };
                 // SAFETY: the planes buffers and the staging words are different fields of the
                 // plan's scratch; the launcher reads the one and writes the other.
                 let input_planes = unsafe { &*input_planes };
