@@ -5,7 +5,7 @@
 use super::check_shapes;
 use crate::cpu::pool::{self, Split};
 use crate::cpu::{dot_lanes, simd_level, simd_variants, with_scratch, SimdLevel, LANES};
-use crate::ops::{kv_row_offset, KvCache, OpError, QkvRows, KV_BLOCK};
+use crate::ops::{kv_row_offset, HeadShape, KvCache, OpError, QkvRows, KV_BLOCK};
 use half::{f16, slice::HalfFloatSliceExt};
 
 pub fn cpu(rows: QkvRows<'_>, cache: KvCache<&[f16], &[u32]>, out: &mut [f32]) -> Result<(), OpError> {
@@ -29,43 +29,56 @@ pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16], &[u32]
             let (i, g) = (task / shape.n_kv, task % shape.n_kv);
             let n_pos = pos0 + i + 1;
             let q = &qkv[i * shape.qkv_row_len() + g * group * hd..][..group * hd];
-            // The head's rows block by block: KV_BLOCK positions each, the last one partial.
-            let runs = |pool: &'_ [f16]| -> Vec<&'_ [f16]> {
-                (0..n_pos.div_ceil(KV_BLOCK))
-                    .map(|b| {
-                        let at = kv_row_offset(shape, table[b], g, b * KV_BLOCK);
-                        &pool[at..at + (n_pos - b * KV_BLOCK).min(KV_BLOCK) * hd]
-                    })
-                    .collect()
-            };
-            let (k_rows, v_rows) = (runs(k_cache), runs(v_cache));
+            let rows = HeadRows { k: k_cache, v: v_cache, table, shape, head: g, n_pos };
             // Scores [group][n_pos], one converted cache row, 1/Σ per head; sized for the whole
             // cache so that the buffer stops growing after a thread's first task.
             with_scratch(group * max_seq + hd + group, |buf| {
                 let (scores, rest) = buf.split_at_mut(group * max_seq);
                 let (row, inv_totals) = rest.split_at_mut(hd);
-                attend_group(level, q, &k_rows, &v_rows, hd, &mut scores[..group * n_pos], row, inv_totals, out_group);
+                attend_group(level, q, rows, hd, &mut scores[..group * n_pos], row, inv_totals, out_group);
             });
         }
     });
     Ok(())
 }
 
+/// Positions `0..n_pos` of one kv head in the paged pools, row by row.
+#[derive(Clone, Copy)]
+struct HeadRows<'a> {
+    k: &'a [f16],
+    v: &'a [f16],
+    table: &'a [u32],
+    shape: HeadShape,
+    head: usize,
+    n_pos: usize,
+}
+
+impl<'a> HeadRows<'a> {
+    fn at(&self, j: usize) -> usize {
+        kv_row_offset(self.shape, self.table[j / KV_BLOCK], self.head, j)
+    }
+    fn k_row(&self, j: usize) -> &'a [f16] {
+        &self.k[self.at(j)..][..self.shape.head_dim]
+    }
+    fn v_row(&self, j: usize) -> &'a [f16] {
+        &self.v[self.at(j)..][..self.shape.head_dim]
+    }
+}
+
 simd_variants! {
     #[allow(clippy::too_many_arguments)]
     fn attend_group(
         q: &[f32],
-        k_rows: &[&[f16]],
-        v_rows: &[&[f16]],
+        rows: HeadRows<'_>,
         hd: usize,
         scores: &mut [f32],
         row: &mut [f32],
         inv_totals: &mut [f32],
         out: &mut [f32],
     ) {
-        let n_pos = k_rows.iter().map(|run| run.len()).sum::<usize>() / hd;
+        let n_pos = rows.n_pos;
         let scale = 1.0 / (hd as f32).sqrt();
-        for (j, k) in k_rows.iter().flat_map(|run| run.chunks_exact(hd)).enumerate() {
+        for (j, k) in (0..n_pos).map(|j| (j, rows.k_row(j))) {
             k.convert_to_f32_slice(row);
             for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
                 head_scores[j] = dot_lanes(head_q, row) * scale;
@@ -81,7 +94,7 @@ simd_variants! {
             *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
         }
         out.fill(0.0);
-        for (j, v) in v_rows.iter().flat_map(|run| run.chunks_exact(hd)).enumerate() {
+        for (j, v) in (0..n_pos).map(|j| (j, rows.v_row(j))) {
             v.convert_to_f32_slice(row);
             for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
                 let w = head_scores[j];
