@@ -212,6 +212,26 @@ fn bench_serve_starts_a_server_and_counts_every_token() {
     }
 }
 
+/// 256 concurrent streams on 256 sequences whose shared KV cache holds 64 blocks (each request
+/// sets aside 2, so about 32 run at once and the rest wait): every request completes with all its
+/// tokens and no error.
+#[test]
+fn two_hundred_fifty_six_streams_complete_through_a_small_kv_cache() {
+    let cache = cache_dir();
+    let model = demo_model_file(&cache);
+    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+        .args(["bench", "serve", "-p", "9", "-n", "5", "--streams", "256", "--json"])
+        .args(["--", "--cpu", "-np", "256", "--kv-tokens", "4096", "-m"])
+        .arg(&model)
+        .env("BONSAI_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(256), Some(1280), Some(0)), "{v}");
+}
+
 /// Where a greedy stream batched on the CPU may part from the same request alone: the batch runs
 /// its rows through the panel GEMM, one row alone through the GEMV, so logits differ by rounding
 /// only: within ~K·u·Σ|w·x| per logit, K = 512 inputs at most here, a few 1e-5 on this model's

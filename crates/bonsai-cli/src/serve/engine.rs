@@ -140,21 +140,22 @@ const KV_POOL_HEADROOM_BYTES: usize = 2 << 30;
 /// Blocks for the shared KV cache: `tokens` worth if given, else enough for every slot to fill
 /// its context, in either case no more than a GPU's free memory holds beside
 /// [`KV_POOL_HEADROOM_BYTES`]; plus one, which a shared block's copy may take (see
-/// `Engine::limits`). An error when that leaves less than one block per slot.
+/// `Engine::limits`). Fewer blocks than the slots could fill is fine (requests wait for blocks);
+/// an error when not even one block is left for a request.
 pub fn kv_pool_blocks<B: Backend>(model: &Qwen3<B>, parallel: usize, tokens: Option<usize>) -> anyhow::Result<usize> {
     let wanted = tokens.map_or(parallel * kv_table_len(model.max_seq()), kv_table_len) + 1;
-    let fit = match model.backend().memory_in_use()? {
-        Some((used, total)) => total.saturating_sub(used).saturating_sub(KV_POOL_HEADROOM_BYTES) / model.kv_block_bytes().max(1),
-        None => usize::MAX,
-    };
-    let blocks = wanted.min(fit);
-    if blocks < parallel + 1 {
+    let Some((used, total)) = model.backend().memory_in_use()? else { return Ok(wanted) };
+    let free = total.saturating_sub(used).saturating_sub(KV_POOL_HEADROOM_BYTES);
+    let fit = free / model.kv_block_bytes().max(1);
+    if fit < 2 {
         anyhow::bail!(
-            "a KV cache of {blocks} blocks of {KV_BLOCK} tokens ({:.2} GB; the GPU's free memory holds {fit}) is too small for {parallel} sequences: raise --kv-tokens or lower --parallel",
-            (blocks * model.kv_block_bytes()) as f64 / 1e9
+            "the KV cache needs at least {:.2} GB of device memory beside the model but {:.2} GB are free (less {} GiB kept for activations)",
+            2.0 * model.kv_block_bytes() as f64 / 1e9,
+            free as f64 / 1e9,
+            KV_POOL_HEADROOM_BYTES >> 30
         );
     }
-    Ok(blocks)
+    Ok(wanted.min(fit))
 }
 
 /// Runs the engine until the job channel closes and every running request has finished.
