@@ -255,6 +255,39 @@ pub(crate) fn as_i32(op: &'static str, what: &str, v: usize) -> Result<i32, Laun
     i32::try_from(v).map_err(|_| shape(op, format!("{what} = {v} exceeds the kernels' 32-bit index range")))
 }
 
+/// The paged KV cache's checks of a launch at positions below `max_seq` ([`KvCache`]): both
+/// pools whole blocks of `shape_` and of one length, and a block table covering max_seq. The
+/// table's entries live on the device, so whether they name blocks of the pools is the caller's
+/// contract. Returns max_seq as a kernel int.
+pub(crate) fn check_kv_cache(
+    op: &'static str,
+    shape_: HeadShape,
+    max_seq: usize,
+    (k_len, v_len): (usize, usize),
+    table_len: usize,
+) -> Result<i32, LaunchError> {
+    if max_seq == 0 {
+        return Err(shape(op, "empty cache".into()));
+    }
+    check_kv_pools(op, shape_, k_len, v_len)?;
+    check_kv_table(op, max_seq, table_len)?;
+    as_i32(op, "max_seq", max_seq)
+}
+
+/// Errors unless the K and V pools hold the same whole number of (at least one) blocks of `shape_`.
+pub(crate) fn check_kv_pools(op: &'static str, shape_: HeadShape, k_len: usize, v_len: usize) -> Result<(), LaunchError> {
+    let block = crate::ops::kv_block_len(shape_);
+    if block == 0 || k_len == 0 || !k_len.is_multiple_of(block) {
+        return Err(shape(op, format!("a KV pool of {k_len} values is not whole blocks of {block}")));
+    }
+    expect_len(op, "v pool", v_len, k_len)
+}
+
+/// Errors unless a block table of `table_len` entries covers `max_seq` positions.
+pub(crate) fn check_kv_table(op: &'static str, max_seq: usize, table_len: usize) -> Result<(), LaunchError> {
+    expect_at_least(op, "block table", table_len, crate::ops::kv_table_len(max_seq))
+}
+
 /// Shared-memory figures the launchers' footprint tests check against: the H100/H200's per-SM
 /// shared memory (228 KB) and what the driver holds back per CTA on sm_80+.
 #[cfg(test)]
@@ -388,5 +421,24 @@ pub(crate) mod tests {
         assert_eq!(cu_define(sample, "SAMPLE_BLOCKS"), super::sample_top_k::BLOCKS);
         assert_eq!(cu_define(sample, "SAMPLE_SLICE_MAX"), super::sample_top_k::SLICE_MAX);
         assert_eq!(cu_define("ops/sample_rows/sample_rows.cu", "SAMPLE_ROWS_SETTING_WORDS"), crate::ops::sample_rows::SETTING_WORDS);
+        assert_eq!(cu_define("cuda/prelude.cuh", "KV_BLOCK"), crate::ops::KV_BLOCK);
+        assert_eq!(cu_define("ops/decode_seqs/decode_seqs.cu", "DECODE_SEQ_WORDS"), super::decode_seqs::SEQ_WORDS);
+    }
+
+    /// The paged cache's launch checks: whole blocks of one length in both pools, a table
+    /// covering max_seq, a non-empty cache.
+    #[test]
+    fn paged_cache_checks() {
+        use super::{check_kv_cache, HeadShape};
+        let shape = HeadShape { n_q: 4, n_kv: 2, head_dim: 8 };
+        let block = crate::ops::kv_block_len(shape);
+        let check = |max_seq, k, v, table| check_kv_cache("test", shape, max_seq, (k, v), table);
+        assert_eq!(check(130, 3 * block, 3 * block, 3).ok(), Some(130));
+        assert_eq!(check(128, block, block, 2).ok(), Some(128), "the table covers max_seq, the pool may be smaller");
+        assert!(check(130, 3 * block, 3 * block, 2).expect_err("short table").to_string().contains("block table"));
+        assert!(check(64, 3 * block - 1, 3 * block - 1, 1).expect_err("partial block").to_string().contains("whole blocks"));
+        assert!(check(64, 3 * block, 2 * block, 1).expect_err("pools differ").to_string().contains("v pool"));
+        assert!(check(64, 0, 0, 1).is_err(), "an empty pool");
+        assert!(check(0, block, block, 1).expect_err("no positions").to_string().contains("empty cache"));
     }
 }

@@ -163,7 +163,6 @@ pub fn run<B: Backend>(loaded: &LoadedModel<B>, config: EngineConfig, jobs: Rece
     let model = &loaded.model;
     let tokenizer = loaded.text_tokenizer()?;
     let mut state = model.new_pooled_state(config.parallel, config.step_tokens.max(config.parallel), false, config.kv_blocks)?;
-    Metrics::set(&metrics.kv_blocks_total, config.kv_blocks);
     let mut engine = Engine {
         model,
         tokenizer,

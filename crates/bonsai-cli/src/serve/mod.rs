@@ -100,6 +100,7 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     let kv_tokens = args.kv_tokens.map(|t| t as usize);
     let kv_blocks = crate::on_any_backend!(loaded, |l| engine::kv_pool_blocks(&l.model, parallel, kv_tokens))?;
     let kv_bytes = crate::on_any_backend!(loaded, |l| l.model.kv_block_bytes()) * kv_blocks;
+    Metrics::set(&metrics.kv_blocks_total, kv_blocks);
     let kv_tokens = kv_blocks * bonsai_kernels::ops::KV_BLOCK;
     eprintln!(
         "serving '{model_name}' on http://{local} ({parallel} sequences of up to {ctx} tokens sharing a KV cache of {kv_tokens} tokens ({:.2} GB), steps of up to {} tokens; OpenAI API at /v1, Ctrl-C stops)",

@@ -21,7 +21,7 @@ use super::pool;
 use crate::ops::test_util::TestRng;
 use crate::ops::{
     argmax, attention, embed_rows, gate_up_swiglu_q1, gate_up_swiglu_q2, kv_write, matmul_q1, matmul_q2,
-    qk_norm_rope, residual_add, rms_norm, swiglu, HeadShape, KvCache, QkvRows, Store,
+    kv_block_len, qk_norm_rope, residual_add, rms_norm, scattered_kv_table, swiglu, HeadShape, KvCache, QkvRows, Store,
 };
 use crate::rope::RopeTable;
 use crate::weights::QMatrix;
@@ -166,15 +166,16 @@ fn parallel_ops_fingerprint() {
         let params = qk_norm_rope::Params { shape, rot_dims: shape.head_dim, q_norm, k_norm, eps: 1e-6, rope: &rope };
         qk_norm_rope::cpu(params, &mut qkv, m, pos0).expect("qk_norm_rope");
         lines.push(format!("qk_norm_rope {shape:?} m{m}: {:016x}", fingerprint(bits(&qkv))));
-        let plane = shape.n_kv * max_seq * hd;
-        let mut k: Vec<f16> = rng.vec(plane, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
-        let mut v: Vec<f16> = rng.vec(plane, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
+        let (table, blocks) = scattered_kv_table(max_seq, 2, |n| rng.below(n));
+        let pool = blocks * kv_block_len(shape);
+        let mut k: Vec<f16> = rng.vec(pool, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
+        let mut v: Vec<f16> = rng.vec(pool, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
         let rows = QkvRows { qkv: &qkv[..], m, shape, pos0 };
-        kv_write::cpu(rows, KvCache { k: &mut k[..], v: &mut v[..], max_seq }).expect("kv_write");
+        kv_write::cpu(rows, KvCache { k: &mut k[..], v: &mut v[..], table: &table[..], max_seq }).expect("kv_write");
         let cache_bits = k.iter().chain(&v).map(|h| h.to_bits() as u32);
         lines.push(format!("kv_write {shape:?} m{m}: {:016x}", fingerprint(cache_bits)));
         let mut out = vec![0.0; m * shape.q_len()];
-        attention::cpu(rows, KvCache { k: &k[..], v: &v[..], max_seq }, &mut out).expect("attention");
+        attention::cpu(rows, KvCache { k: &k[..], v: &v[..], table: &table[..], max_seq }, &mut out).expect("attention");
         lines.push(format!("attention {shape:?} m{m} pos0 {pos0}: {:016x}", fingerprint(bits(&out))));
     }
     let table = QMatrix::Q1(rng.q1_matrix(3000, 2048));

@@ -58,6 +58,25 @@ __device__ __forceinline__ void zero_fill(T (&a)[N]) {
     for (int i = 0; i < N; ++i) zero_fill(a[i]);
 }
 
+// The paged KV cache (ops::KvCache): K and V are pools [blocks][n_kv][KV_BLOCK][hd] of f16 shared
+// by the sequences, and a sequence's block table names the pool block of each KV_BLOCK positions.
+// Every kernel that reads or writes a cache row addresses it here. KV_BLOCK is ops::KV_BLOCK
+// (checked by a unit test); the kernels' key groups (4- and 8-key decode steps, 16-key split
+// alignment, 32-key chunks, 64-key tiles) start at multiples of their size and so never straddle
+// two blocks.
+#define KV_BLOCK 64
+// The element offset of the row of position p, kv head g, given the position's pool block.
+// The block's part in 64 bits (a pool may pass 2^31 halves), the row within the block in 32 bits
+// widened before its multiply: in this form ptxas keeps attention_split_keys_any_group within its
+// 96 registers without spilling (other equivalent forms spilled).
+__device__ __forceinline__ long long kv_block_row(u32 block, int n_kv, int g, int p, int hd) {
+    return (long long)block * n_kv * KV_BLOCK * hd + (long long)(g * KV_BLOCK + p % KV_BLOCK) * hd;
+}
+// The element offset of the row of position p, kv head g, through the block table.
+__device__ __forceinline__ long long kv_row(const u32* __restrict__ block_table, int n_kv, int g, int p, int hd) {
+    return kv_block_row(block_table[p / KV_BLOCK], n_kv, g, p, hd);
+}
+
 // Per-head RMSNorm + NeoX RoPE of one rotating pair (a = h[d], b = h[d + hd/2]), shared by
 // qk_norm_rope.cu and the qkv GEMV's rope epilogue (matmul_gemv_b1.cu), which must agree bit for
 // bit: every product and sum is spelled out (no contraction left to the compiler's choice).

@@ -4,7 +4,8 @@
 //!
 //! Shared vocabulary: matmul weights are `W[N, K]` (K contiguous), activations `x[M, K]`
 //! token-major; a qkv row holds one token's `[q: n_q·hd | k: n_kv·hd | v: n_kv·hd]` in f32; one
-//! layer's KV cache is `k_cache, v_cache: [n_kv][max_seq][head_dim]` of `f16`.
+//! layer's KV cache is paged ([`KvCache`]): pools `k, v: [blocks][n_kv][KV_BLOCK][head_dim]` of
+//! `f16` and a sequence's block table.
 //!
 //! Every op that can be handed mismatched shapes checks them once, up front, and returns
 //! [`OpError`]; hot loops carry no checks.

@@ -60,7 +60,7 @@ impl TestRng {
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+        self.bits.below(n)
     }
 
     pub fn vec(&mut self, len: usize, lo: f32, hi: f32) -> Vec<f32> {

@@ -1,5 +1,8 @@
 //! Checks of the position-dependent ops: qk_norm_rope, kv_write, attention (decode and prefill).
 
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rayon::prelude::*;
 
@@ -198,7 +201,7 @@ fn qk_norm_rope(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, rot_dims: us
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     let pd_params = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
-    let no_cache: Option<KvCache<&mut cudarc::driver::CudaSlice<u16>>> = None;
+    let no_cache: Option<KvCache<&mut CudaSlice<u16>, &CudaSlice<u32>>> = None;
     launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, no_cache)?;
     let got = download(&ctx.stream, &qd)?;
     let bound = qk_norm_rope_bound(&qkv, m, shape, rot_dims, &qn, &kn, &rope, pos0);
@@ -259,84 +262,179 @@ fn qk_norm_rope_kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize, rot
     let qkv = ctx.rng.activations(m * row, 3.0);
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
-    let len = shape.n_kv * max_seq * hd;
-    let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
+    let cache0 = PagedCache::filled(ctx, shape, max_seq);
     let mut want = qkv.clone();
     let p = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
     ops::qk_norm_rope::reference(p, &mut want, m, pos0)?;
-    let (mut kw, mut vw) = (k0.clone(), v0.clone());
+    let mut cache_want = cache0.clone();
     let rows = ops::QkvRows { qkv: &want[..], m, shape, pos0 };
-    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
+    ops::kv_write::reference(rows, cache_want.view_mut())?;
 
-    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
+    let mut cache_d = cache0.upload(&ctx.stream)?;
     let view = RopeTableView { max_pos, cos: &cd, sin: &sd };
     let pd_params = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qnd, k_norm: &knd, eps: EPS, rope: &view };
-    let cache = KvCache { k: &mut kd, v: &mut vd, max_seq };
-    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, Some(cache))?;
+    launch::qk_norm_rope::qk_norm_rope(ctx.gpu(), &mut qd, m, pd_params, &pd, Some(cache_d.view_mut()))?;
     let qk_bound = qk_norm_rope_bound(&qkv, m, shape, rot_dims, &qn, &kn, &rope, pos0);
     let mut got = download(&ctx.stream, &qd)?;
-    let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
-    got.extend(as_f32(download(&ctx.stream, &kd)?));
-    got.extend(as_f32(download(&ctx.stream, &vd)?));
-    let k_want: Vec<f32> = kw.iter().map(|h| h.to_f32()).collect();
+    let (k_got, v_got) = cache_d.download(&ctx.stream)?;
+    got.extend(k_got.iter().chain(&v_got).map(|h| h.to_f32()));
     let mut all_want = want.clone();
-    all_want.extend(&k_want);
-    all_want.extend(vw.iter().map(|h| h.to_f32()));
-    // qkv: qk_norm_rope's bound. k cache: the stored k is f16(gpu k) vs f16(reference k); two
+    all_want.extend(cache_want.k.iter().chain(&cache_want.v).map(|h| h.to_f32()));
+    // qkv: qk_norm_rope's bound. k pool: the stored k is f16(gpu k) vs f16(reference k); two
     // values within b of each other round to f16 values within b + one f16 ulp of the larger
-    // (2^-10 relative for normals, 2^-24 absolute for subnormals). v cache: bit-identical.
-    let k_bound = |j: usize| -> f64 {
-        let (h, rest) = (j / (max_seq * hd), j % (max_seq * hd));
-        let (p, d) = (rest / hd, rest % hd);
-        if p < pos0 || p >= pos0 + m {
-            return 0.0; // untouched
-        }
-        let b = qk_bound[(p - pos0) * row + (shape.n_q + h) * hd + d];
-        b + (k_want[j].abs() as f64) * f64::powi(2.0, -10) + f64::powi(2.0, -24)
-    };
+    // (2^-10 relative for normals, 2^-24 absolute for subnormals); untouched rows and blocks
+    // exact. v pool: bit-identical.
     let n_qkv = m * row;
-    let cmp = Comparison::of(&got, &all_want, |i| {
-        if i < n_qkv {
-            qk_bound[i]
-        } else if i < n_qkv + len {
-            k_bound(i - n_qkv)
-        } else {
-            0.0
+    let mut bound = qk_bound.clone();
+    bound.resize(n_qkv + 2 * cache0.k.len(), 0.0);
+    for p in pos0..pos0 + m {
+        for h in 0..shape.n_kv {
+            let at = cache0.row(h, p);
+            for d in 0..hd {
+                let b = qk_bound[(p - pos0) * row + (shape.n_q + h) * hd + d];
+                let k_want = cache_want.k[at + d].to_f64().abs();
+                bound[n_qkv + at + d] = b + k_want * f64::powi(2.0, -10) + f64::powi(2.0, -24);
+            }
         }
-    });
+    }
+    let cmp = Comparison::of(&got, &all_want, |i| bound[i]);
     ctx.record("qk_norm_rope_kv_write", &format!("{} rot={rot_dims} m={m} pos0={pos0}", g.name), cmp);
     Ok(())
 }
 
 /// Random finite f16 cache contents.
-pub(super) fn random_cache(ctx: &mut Ctx, len: usize) -> Vec<f16> {
+fn random_cache(ctx: &mut Ctx, len: usize) -> Vec<f16> {
     (0..len).map(|_| f16::from_f32(ctx.rng.range(-2.0, 2.0))).collect()
+}
+
+/// Pool blocks beyond the ones a check's block table names: the table's blocks are drawn in a
+/// shuffled order from more blocks than it uses.
+pub(super) const SPARE_BLOCKS: usize = 3;
+
+/// A check's paged KV cache on the host ([`KvCache`]): `max_seq` positions of `shape` over pools
+/// of a scattered block table with [`SPARE_BLOCKS`] ([`ops::scattered_kv_table`]), so that a kernel
+/// reading or writing a position in the wrong block (or as if the cache were contiguous) fails.
+#[derive(Clone)]
+pub(super) struct PagedCache {
+    pub shape: HeadShape,
+    pub table: Vec<u32>,
+    pub k: Vec<f16>,
+    pub v: Vec<f16>,
+    pub max_seq: usize,
+}
+
+impl PagedCache {
+    /// Random finite values in the rows of positions `0..live`, NaN in every other row and block:
+    /// what an attention check reads.
+    pub fn new(ctx: &mut Ctx, shape: HeadShape, max_seq: usize, live: usize) -> Self {
+        let mut cache = Self::with_pools(ctx, shape, max_seq, |_, len| vec![f16::NAN; len]);
+        for p in 0..live.min(max_seq) {
+            for g in 0..shape.n_kv {
+                let at = cache.row(g, p);
+                for pool in [&mut cache.k, &mut cache.v] {
+                    pool[at..at + shape.head_dim].copy_from_slice(&random_cache(ctx, shape.head_dim));
+                }
+            }
+        }
+        cache
+    }
+
+    /// Random finite values everywhere: what a write check starts from, so that a stray or
+    /// missing write changes a value.
+    pub fn filled(ctx: &mut Ctx, shape: HeadShape, max_seq: usize) -> Self {
+        Self::with_pools(ctx, shape, max_seq, random_cache)
+    }
+
+    /// Random finite values everywhere over the identity table (block i holds positions
+    /// 64 i..64 (i + 1)): what the benches time, the pool as one sequence alone lays it out.
+    pub fn identity(ctx: &mut Ctx, shape: HeadShape, max_seq: usize) -> Self {
+        let table: Vec<u32> = (0..ops::kv_table_len(max_seq) as u32).collect();
+        let len = table.len() * ops::kv_block_len(shape);
+        let (k, v) = (random_cache(ctx, len), random_cache(ctx, len));
+        Self { shape, table, k, v, max_seq }
+    }
+
+    fn with_pools(ctx: &mut Ctx, shape: HeadShape, max_seq: usize, pool: impl Fn(&mut Ctx, usize) -> Vec<f16>) -> Self {
+        let (table, blocks) = ops::scattered_kv_table(max_seq, SPARE_BLOCKS, |n| ctx.rng.below(n));
+        let len = blocks * ops::kv_block_len(shape);
+        let (k, v) = (pool(ctx, len), pool(ctx, len));
+        Self { shape, table, k, v, max_seq }
+    }
+
+    /// The element offset of position `p`'s row of kv head `g` in the pools.
+    pub fn row(&self, g: usize, p: usize) -> usize {
+        ops::kv_row_offset(self.shape, self.table[p / ops::KV_BLOCK], g, p)
+    }
+
+    pub fn view(&self) -> KvCache<&[f16], &[u32]> {
+        KvCache { k: &self.k, v: &self.v, table: &self.table, max_seq: self.max_seq }
+    }
+
+    pub fn view_mut(&mut self) -> KvCache<&mut [f16], &[u32]> {
+        KvCache { k: &mut self.k, v: &mut self.v, table: &self.table, max_seq: self.max_seq }
+    }
+
+    /// The pools (as f16 bits) and the table in device memory.
+    pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceCache, VerifyError> {
+        Ok(DeviceCache {
+            k: upload(stream, &f16_bits(&self.k))?,
+            v: upload(stream, &f16_bits(&self.v))?,
+            table: upload(stream, &self.table)?,
+            max_seq: self.max_seq,
+        })
+    }
+}
+
+/// A [`PagedCache`] in device memory.
+pub(super) struct DeviceCache {
+    pub k: CudaSlice<u16>,
+    pub v: CudaSlice<u16>,
+    pub table: CudaSlice<u32>,
+    pub max_seq: usize,
+}
+
+impl DeviceCache {
+    pub fn view(&self) -> KvCache<&CudaSlice<u16>, &CudaSlice<u32>> {
+        KvCache { k: &self.k, v: &self.v, table: &self.table, max_seq: self.max_seq }
+    }
+
+    pub fn view_mut(&mut self) -> KvCache<&mut CudaSlice<u16>, &CudaSlice<u32>> {
+        KvCache { k: &mut self.k, v: &mut self.v, table: &self.table, max_seq: self.max_seq }
+    }
+
+    /// Both pools.
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<(Vec<f16>, Vec<f16>), VerifyError> {
+        let as_f16 = |b: Vec<u16>| b.into_iter().map(f16::from_bits).collect::<Vec<f16>>();
+        Ok((as_f16(download(stream, &self.k)?), as_f16(download(stream, &self.v)?)))
+    }
+}
+
+/// f16 values as the u16 bits the device buffers hold.
+pub(super) fn f16_bits(c: &[f16]) -> Vec<u16> {
+    c.iter().map(|h| h.to_bits()).collect()
 }
 
 fn kv_write(ctx: &mut Ctx, g: &Geometry, m: usize, pos0: usize) -> Result<(), VerifyError> {
     let shape = head_shape(g);
     let max_seq = pos0 + m + 3;
     let qkv = ctx.rng.activations(m * shape.qkv_row_len(), 3.0);
-    let len = shape.n_kv * max_seq * shape.head_dim;
-    let (k0, v0) = (random_cache(ctx, len), random_cache(ctx, len));
-    let (mut kw, mut vw) = (k0.clone(), v0.clone());
+    let cache0 = PagedCache::filled(ctx, shape, max_seq);
+    let mut cache_want = cache0.clone();
     let rows = ops::QkvRows { qkv: &qkv[..], m, shape, pos0 };
-    ops::kv_write::reference(rows, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
-    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    ops::kv_write::reference(rows, cache_want.view_mut())?;
     let qd = upload(&ctx.stream, &qkv)?;
-    let (mut kd, mut vd) = (upload(&ctx.stream, &bits(&k0))?, upload(&ctx.stream, &bits(&v0))?);
+    let mut cache_d = cache0.upload(&ctx.stream)?;
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
-    launch::kv_write::kv_write(ctx.gpu(), QkvRows { qkv: &qd, m, shape, pos0: &pd }, KvCache { k: &mut kd, v: &mut vd, max_seq })?;
-    let as_f32 = |b: Vec<u16>| b.into_iter().map(|h| f16::from_bits(h).to_f32()).collect::<Vec<f32>>();
-    let mut got = as_f32(download(&ctx.stream, &kd)?);
-    got.extend(as_f32(download(&ctx.stream, &vd)?));
-    let want: Vec<f32> = kw.iter().chain(&vw).map(|h| h.to_f32()).collect();
-    // Round-to-nearest-even f32 -> f16 on both sides, untouched elsewhere: bit-identical.
+    launch::kv_write::kv_write(ctx.gpu(), QkvRows { qkv: &qd, m, shape, pos0: &pd }, cache_d.view_mut())?;
+    let (k_got, v_got) = cache_d.download(&ctx.stream)?;
+    let got: Vec<f32> = k_got.iter().chain(&v_got).map(|h| h.to_f32()).collect();
+    let want: Vec<f32> = cache_want.k.iter().chain(&cache_want.v).map(|h| h.to_f32()).collect();
+    // Round-to-nearest-even f32 -> f16 on both sides, untouched elsewhere (every other row and
+    // block of the pools): bit-identical.
     let cmp = Comparison::of(&got, &want, |_| 0.0);
     ctx.record("kv_write", &format!("{} m={m} pos0={pos0}", g.name), cmp);
     Ok(())
@@ -356,30 +454,26 @@ pub(crate) fn attention_rows(
     // and its name on the row.
     let chosen = launch::attention::choose_kernel_on(ctx.gpu(), m, shape, kernel)?;
     let mma = matches!(chosen, launch::attention::AttentionKernel::PrefillMma(_));
-    let (hd, row) = (shape.head_dim, shape.qkv_row_len());
+    let row = shape.qkv_row_len();
     let max_seq = match cache {
         CacheSize::Live => pos0 + m + 3,
         CacheSize::Graph => GRAPH_CACHE_POSITIONS.max(pos0 + m),
     };
     let qkv = ctx.rng.activations(m * row, 2.0);
-    let len = shape.n_kv * max_seq * hd;
-    // Positions past the last token are NaN: a kernel that reads beyond the causal limit fails.
-    let beyond_live = |c: Vec<f16>| -> Vec<f16> {
-        c.into_iter().enumerate().map(|(i, x)| if (i / hd) % max_seq >= pos0 + m { f16::NAN } else { x }).collect()
-    };
-    let (kc, vc) = (beyond_live(random_cache(ctx, len)), beyond_live(random_cache(ctx, len)));
+    // Positions past the last token and the spare blocks are NaN: a kernel that reads beyond the
+    // causal limit, or from a block the table does not name there, fails.
+    let cache_h = PagedCache::new(ctx, shape, max_seq, pos0 + m);
     let out_row = shape.q_len();
     let mut want = vec![0.0f32; m * out_row];
     want.par_chunks_mut(out_row).enumerate().try_for_each(|(i, o)| {
         let rows = ops::QkvRows { qkv: &qkv[i * row..(i + 1) * row], m: 1, shape, pos0: pos0 + i };
-        ops::attention::reference(rows, KvCache { k: &kc, v: &vc, max_seq }, o)
+        ops::attention::reference(rows, cache_h.view(), o)
     })?;
-    let inputs = BoundInputs { qkv: &qkv, m, shape, pos0, max_seq, kc: &kc, vc: &vc };
+    let inputs = BoundInputs { qkv: &qkv, m, shape, pos0, cache: cache_h.view() };
     let bound = if mma { prefill_mma_bound(&inputs) } else { decode_bound(&inputs) };
     debug_assert_eq!(bound.len(), m * out_row);
     let qd = upload(&ctx.stream, &qkv)?;
-    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
-    let (kd, vd) = (upload(&ctx.stream, &bits(&kc))?, upload(&ctx.stream, &bits(&vc))?);
+    let cache_d = cache_h.upload(&ctx.stream)?;
     let pd = upload(&ctx.stream, &[pos0 as u32])?;
     let seq_bound = match cache {
         CacheSize::Live => pos0 + m,
@@ -391,7 +485,7 @@ pub(crate) fn attention_rows(
     launch::attention::attention(
         ctx.gpu(),
         QkvRows { qkv: &qd, m, shape, pos0: &pd },
-        KvCache { k: &kd, v: &vd, max_seq },
+        cache_d.view(),
         seq_bound,
         launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters },
         &mut od,
@@ -462,21 +556,20 @@ pub(super) struct HeadStats {
 }
 
 /// An attention check's inputs, as its bounds read them: m query rows of qkv (token i at
-/// position pos0 + i) over f16 caches of max_seq rows per kv head.
+/// position pos0 + i) over a paged cache.
 pub(super) struct BoundInputs<'a> {
     pub qkv: &'a [f32],
     pub m: usize,
     pub shape: HeadShape,
     pub pos0: usize,
-    pub max_seq: usize,
-    pub kc: &'a [f16],
-    pub vc: &'a [f16],
+    pub cache: KvCache<&'a [f16], &'a [u32]>,
 }
 
 /// A per-element bound for the rows of `inputs`, one value per (token, q head):
 /// `head_bound(p, stats)` for the token at position p.
 pub(super) fn bound_per_head(inputs: &BoundInputs<'_>, head_bound: impl Fn(usize, &HeadStats) -> f64 + Sync) -> Vec<f64> {
-    let BoundInputs { qkv, m, shape, pos0, max_seq, kc, vc } = *inputs;
+    let BoundInputs { qkv, m, shape, pos0, cache } = *inputs;
+    let KvCache { k: kc, v: vc, table, .. } = cache;
     let (hd, row, out_row) = (shape.head_dim, shape.qkv_row_len(), shape.q_len());
     let scale = 1.0 / (hd as f64).sqrt();
     let mut bound = vec![0.0f64; m * out_row];
@@ -485,7 +578,7 @@ pub(super) fn bound_per_head(inputs: &BoundInputs<'_>, head_bound: impl Fn(usize
         for h in 0..shape.n_q {
             let kvh = h / shape.group_size();
             let q = &qkv[i * row + h * hd..][..hd];
-            let at = |j: usize| (kvh * max_seq + j) * hd;
+            let at = |j: usize| ops::kv_row_offset(shape, table[j / ops::KV_BLOCK], kvh, j);
             let mut st = HeadStats { qk_abs: 0.0, k_abs: 0.0, s_min: f64::MAX, s_max: f64::MIN, v_max: 0.0 };
             for j in 0..=p {
                 let (k, v) = (&kc[at(j)..at(j) + hd], &vc[at(j)..at(j) + hd]);

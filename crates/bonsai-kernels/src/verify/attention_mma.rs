@@ -94,7 +94,7 @@ const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
 ///
 /// Twice the sum (second-order terms and slack), as the split-keys rows do.
 pub(crate) fn prefill_mma_bound(inputs: &BoundInputs<'_>) -> Vec<f64> {
-    let tiles = (inputs.pos0 + inputs.m).min(inputs.max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
+    let tiles = (inputs.pos0 + inputs.m).min(inputs.cache.max_seq).div_ceil(PREFILL_MMA_BLOCK_K) as f64;
     let pv_steps = 2.0 * tiles * (PREFILL_MMA_BLOCK_K / MMA_K) as f64;
     let dot_steps = (2 * inputs.shape.head_dim.div_ceil(MMA_K)) as f64;
     bound_per_head(inputs, |p, st| {

@@ -8,12 +8,10 @@
 //! the planes buffers (planes, (s, X), sums of squares) against gemv_b1_prepare's on (a)'s output,
 //! and y for Q1 / Q2 weights with Store / Add.
 
-use half::f16;
-
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
-use super::attention::{decode_bound, BoundInputs};
+use super::attention::{decode_bound, BoundInputs, DeviceCache, PagedCache};
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::attention::{
     attention, attention_decode_planes, counters_len, AttentionScratch, decode_heads_entry_point, scratch_len, PrefillKernel,
@@ -21,7 +19,7 @@ use crate::launch::attention::{
 use crate::launch::matmul::{gemv_with, matmul_from_planes, prepare_planes, B1Planes, Epilogue, GemvKernel};
 use crate::launch::{HeadShape, QWeightsView, Store};
 use crate::weights::QMatrix;
-use crate::ops::{KvCache, QkvRows};
+use crate::ops::QkvRows;
 
 const HEAD_DIM: usize = 128;
 /// Positions of the checks: one split (pos 0), a few merged splits (33), many (1000).
@@ -61,28 +59,23 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
 
 /// The attention's inputs at `pos0` (with their host copies) and the buffers both paths use.
 struct AttentionInputs {
-    host: (Vec<f32>, Vec<f16>, Vec<f16>),
+    host: (Vec<f32>, PagedCache),
     qkv: cudarc::driver::CudaSlice<f32>,
-    k_cache: cudarc::driver::CudaSlice<u16>,
-    v_cache: cudarc::driver::CudaSlice<u16>,
+    cache: DeviceCache,
     pos: cudarc::driver::CudaSlice<u32>,
     scratch: cudarc::driver::CudaSlice<f32>,
     counters: cudarc::driver::CudaSlice<u32>,
     max_seq: usize,
 }
 
-fn inputs(ctx: &mut Ctx, shape: HeadShape, max_seq: usize, pos0: usize) -> Result<AttentionInputs, VerifyError> {
-    let cache_len = shape.n_kv * max_seq * shape.head_dim;
-    let mut cache =
-        || -> Vec<f16> { (0..cache_len).map(|_| f16::from_f32(ctx.rng.range(-INPUT_RANGE, INPUT_RANGE))).collect() };
-    let (k, v) = (cache(), cache());
-    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+/// The inputs over `cache` (cached values drawn from [-INPUT_RANGE, INPUT_RANGE]).
+fn inputs(ctx: &mut Ctx, cache: PagedCache, pos0: usize) -> Result<AttentionInputs, VerifyError> {
+    let (shape, max_seq) = (cache.shape, cache.max_seq);
     let qkv = ctx.rng.activations(shape.qkv_row_len(), INPUT_RANGE);
     Ok(AttentionInputs {
         qkv: upload(&ctx.stream, &qkv)?,
-        k_cache: upload(&ctx.stream, &bits(&k))?,
-        v_cache: upload(&ctx.stream, &bits(&v))?,
-        host: (qkv, k, v),
+        cache: cache.upload(&ctx.stream)?,
+        host: (qkv, cache),
         pos: upload(&ctx.stream, &[pos0 as u32])?,
         scratch: poisoned(&ctx.stream, scratch_len(1, shape, max_seq))?,
         counters: upload(&ctx.stream, &vec![0u32; counters_len(1, shape)])?,
@@ -98,10 +91,9 @@ fn run_plain(
     out: &mut cudarc::driver::CudaSlice<f32>,
 ) -> Result<(), VerifyError> {
     let gpu = ctx.gpu();
-    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    let AttentionInputs { qkv, cache, pos, scratch, counters, max_seq, .. } = a;
     let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
-    attention(gpu, rows, cache, *max_seq, AttentionScratch { partials: scratch, counters }, out, PrefillKernel::Mma)?;
+    attention(gpu, rows, cache.view(), *max_seq, AttentionScratch { partials: scratch, counters }, out, PrefillKernel::Mma)?;
     Ok(())
 }
 
@@ -115,10 +107,9 @@ fn run_planes(
     per_q_head: bool,
 ) -> Result<(), VerifyError> {
     let gpu = ctx.gpu();
-    let AttentionInputs { qkv, k_cache, v_cache, pos, scratch, counters, max_seq, .. } = a;
-    let cache = KvCache { k: &*k_cache, v: &*v_cache, max_seq: *max_seq };
+    let AttentionInputs { qkv, cache, pos, scratch, counters, .. } = a;
     let rows = QkvRows { qkv: &*qkv, m: 1, shape, pos0: &*pos };
-    attention_decode_planes(gpu, rows, cache, AttentionScratch { partials: scratch, counters }, out, planes, per_q_head)?;
+    attention_decode_planes(gpu, rows, cache.view(), AttentionScratch { partials: scratch, counters }, out, planes, per_q_head)?;
     Ok(())
 }
 
@@ -167,7 +158,9 @@ fn check(
     weights: [&DeviceQMatrix; 2],
 ) -> Result<(), VerifyError> {
     let k = shape.q_len();
-    let mut a = inputs(ctx, shape, max_seq, pos0)?;
+    // NaN past the live rows and in the spare blocks: a kernel reading them fails.
+    let cache = PagedCache::new(ctx, shape, max_seq, pos0 + 1);
+    let mut a = inputs(ctx, cache, pos0)?;
     let mut out_a = poisoned(&ctx.stream, k)?;
     run_plain(ctx, &mut a, shape, &mut out_a)?;
     let mut planes_a = B1Planes::new(&ctx.stream, k)?;
@@ -231,11 +224,11 @@ fn check_heads(
     let cmp = if pos0 >= a.max_seq {
         floats_identical(&got, &download(&ctx.stream, out_a)?)
     } else {
-        let (qkv, kc, vc) = &a.host;
+        let (qkv, cache) = &a.host;
         let mut want = vec![0.0f32; k];
         let rows = QkvRows { qkv: &qkv[..], m: 1, shape, pos0 };
-        crate::ops::attention::reference(rows, KvCache { k: kc, v: vc, max_seq: a.max_seq }, &mut want)?;
-        let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, max_seq: a.max_seq, kc, vc });
+        crate::ops::attention::reference(rows, cache.view(), &mut want)?;
+        let bound = decode_bound(&BoundInputs { qkv, m: 1, shape, pos0, cache: cache.view() });
         Comparison::of(&got, &want, |i| bound[i])
     };
     ctx.record("attention_planes heads", &format!("{label} out"), cmp);
@@ -262,7 +255,8 @@ pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Ve
         let copies = copies_for(bytes);
         let mut sets = Vec::with_capacity(copies);
         for _ in 0..copies {
-            sets.push((inputs(ctx, shape, seq, seq - 1)?, DeviceQMatrix::upload(&ctx.stream, &w)?));
+            let cache = PagedCache::identity(ctx, shape, seq);
+            sets.push((inputs(ctx, cache, seq - 1)?, DeviceQMatrix::upload(&ctx.stream, &w)?));
         }
         let mut out = poisoned(&ctx.stream, k)?;
         let mut y = upload(&ctx.stream, &ctx.rng.activations(n, INPUT_RANGE))?;

@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys::CUevent_flags, CudaSlice, CudaStream, PushKernelArg};
 
+use super::attention::PagedCache;
 use super::gpu::{poisoned, upload, DeviceQMatrix};
 use super::{Ctx, VerifyError};
 use crate::launch::attention::PrefillKernel;
 use super::matmul::{kernel_label, run_kernel, MatmulKernel};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel};
-use crate::launch::{Gpu, self, grid_1d, HeadShape, KvCache, LaunchError, QkvRows};
+use crate::launch::{Gpu, self, grid_1d, HeadShape, LaunchError, QkvRows};
 use crate::weights::QMatrix;
 
 /// Batches timed per kernel (each of >= 1 launch), after one warm-up batch.
@@ -316,13 +317,11 @@ fn chosen_entry(ctx: &Ctx, m: usize, shape: HeadShape, kernel: PrefillKernel) ->
 
 fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy_bw: f64) -> Result<BenchRow, VerifyError> {
     let max_seq = seq;
-    let cache_len = shape.n_kv * max_seq * shape.head_dim;
-    let cache_bytes = 2 * 2 * cache_len;
+    // Bytes the launch reads: both caches' rows of the seq positions.
+    let cache_bytes = 2 * 2 * shape.n_kv * max_seq * shape.head_dim;
     let copies = copies_for(cache_bytes);
-    let cache: Vec<u16> = (0..cache_len).map(|_| half::f16::from_f32(ctx.rng.range(-2.0, 2.0)).to_bits()).collect();
-    let caches = (0..copies)
-        .map(|_| Ok((upload(&ctx.stream, &cache)?, upload(&ctx.stream, &cache)?)))
-        .collect::<Result<Vec<_>, VerifyError>>()?;
+    let cache = PagedCache::identity(ctx, shape, max_seq);
+    let caches = (0..copies).map(|_| cache.upload(&ctx.stream)).collect::<Result<Vec<_>, VerifyError>>()?;
     let qkv = upload(&ctx.stream, &ctx.rng.activations(shape.qkv_row_len(), 2.0))?;
     let pos = upload(&ctx.stream, &[(seq - 1) as u32])?;
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(1, shape, seq))?;
@@ -330,8 +329,7 @@ fn bench_attention(ctx: &mut Ctx, name: &str, shape: HeadShape, seq: usize, copy
     let mut counters = upload(&ctx.stream, &vec![0u32; launch::attention::counters_len(1, shape)])?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let secs = time_batches(ctx, copies, |i| {
-        let (k, v) = &caches[i];
-        let cache = KvCache { k, v, max_seq };
+        let cache = caches[i].view();
         let rows = QkvRows { qkv: &qkv, m: 1, shape, pos0: &pos };
         let work = launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters };
         launch::attention::attention(Gpu::new(lib, &stream), rows, cache, seq, work, &mut out, PrefillKernel::Mma)?;
@@ -349,9 +347,7 @@ const PREFILL_TOKENS: usize = 512;
 
 fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel: PrefillKernel, copy_bw: f64) -> Result<BenchRow, VerifyError> {
     let (m, max_seq) = (PREFILL_TOKENS, PREFILL_TOKENS);
-    let cache_len = shape.n_kv * max_seq * shape.head_dim;
-    let cache: Vec<u16> = (0..cache_len).map(|_| half::f16::from_f32(ctx.rng.range(-2.0, 2.0)).to_bits()).collect();
-    let (k, v) = (upload(&ctx.stream, &cache)?, upload(&ctx.stream, &cache)?);
+    let cache = PagedCache::identity(ctx, shape, max_seq).upload(&ctx.stream)?;
     let qkv = upload(&ctx.stream, &ctx.rng.activations(m * shape.qkv_row_len(), 2.0))?;
     let pos = upload(&ctx.stream, &[0u32])?;
     let mut scratch = poisoned(&ctx.stream, launch::attention::scratch_len(m, shape, m))?;
@@ -362,7 +358,7 @@ fn bench_prefill_attention(ctx: &mut Ctx, label: &str, shape: HeadShape, kernel:
         launch::attention::attention(
             Gpu::new(lib, &stream),
             QkvRows { qkv: &qkv, m, shape, pos0: &pos },
-            KvCache { k: &k, v: &v, max_seq },
+            cache.view(),
             m,
             launch::attention::AttentionScratch { partials: &mut scratch, counters: &mut counters },
             &mut out,

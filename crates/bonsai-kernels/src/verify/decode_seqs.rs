@@ -1,11 +1,12 @@
 //! Checks of the batched decode kernels (decode_seqs.cu) and the batched greedy pick: each
-//! sequence of a table, at its own position, with its own caches and its row anywhere in the
-//! batch, against the single-sequence reference ops on that sequence alone. Rows the table does
-//! not name, and the other layer's caches, must come back untouched.
+//! sequence of a table, at its own position, with its own block table into the layers' shared
+//! pools and its row anywhere in the batch, against the single-sequence reference ops on that
+//! sequence alone. Rows the table does not name, the other sequences' blocks, the spare blocks
+//! and the other layer's pools must come back untouched.
 
 use half::f16;
 
-use super::attention::{decode_bound, qk_norm_rope_bound, random_cache, BoundInputs, DECODE_WIDE_LANES, GENERAL};
+use super::attention::{decode_bound, f16_bits, qk_norm_rope_bound, BoundInputs, DECODE_WIDE_LANES, GENERAL, SPARE_BLOCKS};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL};
 use super::{Comparison, Ctx, VerifyError};
@@ -18,7 +19,7 @@ use crate::rope::RopeTable;
 
 const ROPE_THETA: f64 = 1e6;
 const EPS: f32 = 1e-6;
-/// Layers of each sequence's caches; the launches use the last (the table's layer offset).
+/// Layers of pools; the launches use the last (the table's layer offset).
 const LAYERS: usize = 2;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
@@ -54,11 +55,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// One sequence of a check: its row in the batch, position and caches (per layer, K and V).
+/// One sequence of a check: its row in the batch, position and block table (into every layer's
+/// pools).
 struct Seq {
     row: usize,
     pos: usize,
-    caches: Vec<(Vec<f16>, Vec<f16>)>,
+    table: Vec<u32>,
 }
 
 fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> Result<(), VerifyError> {
@@ -71,43 +73,55 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     let max_seq = positions.iter().max().copied().unwrap_or(0) + 4;
     let max_pos = max_seq + 1;
     let rope = RopeTable::new(rot_dims, max_pos, ROPE_THETA, None);
-    let cache_len = shape.n_kv * max_seq * hd;
-    // Positions past a sequence's new token hold NaN: a kernel that reads them fails.
-    let beyond = |c: Vec<f16>, pos: usize| -> Vec<f16> {
-        c.into_iter().enumerate().map(|(i, x)| if (i / hd) % max_seq > pos { f16::NAN } else { x }).collect()
-    };
+    // The sequences' tables are consecutive runs of one scattered order of the pool's blocks
+    // (spare blocks included), so their blocks interleave in the pools.
+    let per_seq = ops::kv_table_len(max_seq);
+    let (order, blocks) = ops::scattered_kv_table(n * per_seq * ops::KV_BLOCK, SPARE_BLOCKS, |k| ctx.rng.below(k));
     let seqs: Vec<Seq> = positions
         .iter()
+        .zip(order.chunks_exact(per_seq))
         .enumerate()
-        .map(|(i, &pos)| Seq {
-            row: rows - 1 - i,
-            pos,
-            caches: (0..LAYERS).map(|_| (beyond(random_cache(ctx, cache_len), pos), beyond(random_cache(ctx, cache_len), pos))).collect(),
-        })
+        .map(|(i, (&pos, table))| Seq { row: rows - 1 - i, pos, table: table.to_vec() })
         .collect();
+    // Each layer's pools: random rows at each sequence's positions up to its new token's, NaN
+    // elsewhere (later positions, spare blocks): a kernel that reads them fails.
+    let pool_len = blocks * ops::kv_block_len(shape);
+    let mut pools = Vec::with_capacity(LAYERS);
+    for _ in 0..LAYERS {
+        let (mut k, mut v) = (vec![f16::NAN; pool_len], vec![f16::NAN; pool_len]);
+        for s in &seqs {
+            for p in 0..=s.pos {
+                for head in 0..shape.n_kv {
+                    let at = ops::kv_row_offset(shape, s.table[p / ops::KV_BLOCK], head, p);
+                    for pool in [&mut k, &mut v] {
+                        pool[at..at + hd].iter_mut().for_each(|x| *x = f16::from_f32(ctx.rng.range(-2.0, 2.0)));
+                    }
+                }
+            }
+        }
+        pools.push((k, v));
+    }
     let qkv = ctx.rng.activations(rows * row_len, 3.0);
     let qn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
     let kn: Vec<f32> = (0..hd).map(|_| ctx.rng.range(0.5, 1.5)).collect();
 
     // The device side: buffers, the table, the three launches.
-    let bits = |c: &[f16]| c.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
     let mut qd = upload(&ctx.stream, &qkv)?;
     let (qnd, knd) = (upload(&ctx.stream, &qn)?, upload(&ctx.stream, &kn)?);
     let (cd, sd) = (upload(&ctx.stream, &rope.cos)?, upload(&ctx.stream, &rope.sin)?);
     let mut pos_d = Vec::new();
-    let mut caches_d = Vec::new();
+    let mut tables_d = Vec::new();
     for s in &seqs {
         pos_d.push(upload(&ctx.stream, &[s.pos as u32])?);
-        let mut layers = Vec::new();
-        for (k, v) in &s.caches {
-            layers.push((upload(&ctx.stream, &bits(k))?, upload(&ctx.stream, &bits(v))?));
-        }
-        caches_d.push(layers);
+        tables_d.push(upload(&ctx.stream, &s.table)?);
     }
-    let mut builder = SeqTableBuilder::new(LAYERS, rows, max_seq, shape);
+    let mut pools_d = Vec::new();
+    for (k, v) in &pools {
+        pools_d.push((upload(&ctx.stream, &f16_bits(k))?, upload(&ctx.stream, &f16_bits(v))?));
+    }
+    let mut builder = SeqTableBuilder::new(&ctx.stream, rows, max_seq, shape, pools_d.iter().map(|(k, v)| (k, v)))?;
     for (i, s) in seqs.iter().enumerate() {
-        let caches = caches_d[i].iter().map(|(k, v)| KvCache { k, v, max_seq });
-        builder.push(&ctx.stream, s.row, &pos_d[i], caches)?;
+        builder.push(&ctx.stream, s.row, &pos_d[i], &tables_d[i])?;
     }
     let mut table = DeviceSeqTable::new(&ctx.stream, n, LAYERS)?;
     table.update(&ctx.stream, builder.finish())?;
@@ -117,13 +131,9 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     launch::decode_seqs::qk_norm_rope_kv_write_seqs(ctx.gpu(), &mut qd, params, &table, layer)?;
     let qkv_after = download(&ctx.stream, &qd)?;
     let as_f16 = |b: Vec<u16>| b.into_iter().map(f16::from_bits).collect::<Vec<f16>>();
-    let mut caches_after = Vec::new();
-    for layers in &caches_d {
-        let mut l = Vec::new();
-        for (k, v) in layers {
-            l.push((as_f16(download(&ctx.stream, k)?), as_f16(download(&ctx.stream, v)?)));
-        }
-        caches_after.push(l);
+    let mut pools_after = Vec::new();
+    for (k, v) in &pools_d {
+        pools_after.push((as_f16(download(&ctx.stream, k)?), as_f16(download(&ctx.stream, v)?)));
     }
     let out_len = rows * shape.q_len();
     let mut od = poisoned(&ctx.stream, out_len)?;
@@ -140,41 +150,39 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     }
 
     // 1. qk_norm_rope + KV write: each table row against the reference on that row at its
-    // position (qk_norm_rope_kv_write's bounds, attention.rs); untouched rows and the other
-    // layer's caches exact.
+    // position (qk_norm_rope_kv_write's bounds, attention.rs); untouched rows, blocks and the
+    // other layer's pools exact.
     let mut want = qkv.clone();
     let mut bound = vec![0.0f64; qkv.len()];
-    let (mut got_c, mut want_c, mut bound_c) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, s) in seqs.iter().enumerate() {
+    let mut pools_want = pools.clone();
+    let mut k_bounds = vec![0.0f64; pool_len];
+    for s in &seqs {
         let r = s.row * row_len..(s.row + 1) * row_len;
         let p = ops::qk_norm_rope::Params { shape, rot_dims, q_norm: &qn[..], k_norm: &kn[..], eps: EPS, rope: &rope };
         ops::qk_norm_rope::reference(p, &mut want[r.clone()], 1, s.pos)?;
         let b = qk_norm_rope_bound(&qkv[r.clone()], 1, shape, rot_dims, &qn, &kn, &rope, s.pos);
         bound[r.clone()].copy_from_slice(&b);
-        for (l, (k0, v0)) in s.caches.iter().enumerate() {
-            let (mut kw, mut vw) = (k0.clone(), v0.clone());
-            if l == layer {
-                let rows1 = QkvRows { qkv: &want[r.clone()], m: 1, shape, pos0: s.pos };
-                ops::kv_write::reference(rows1, KvCache { k: &mut kw, v: &mut vw, max_seq })?;
-            }
-            let (kg, vg) = &caches_after[i][l];
-            for (j, (&g_, &w_)) in kg.iter().zip(&kw).enumerate() {
-                let (p_, d) = ((j / hd) % max_seq, j % hd);
-                let head = j / (max_seq * hd);
+        let (kw, vw) = &mut pools_want[layer];
+        let rows1 = QkvRows { qkv: &want[r.clone()], m: 1, shape, pos0: s.pos };
+        ops::kv_write::reference(rows1, KvCache { k: &mut kw[..], v: &mut vw[..], table: &s.table, max_seq })?;
+        for head in 0..shape.n_kv {
+            let at = ops::kv_row_offset(shape, s.table[s.pos / ops::KV_BLOCK], head, s.pos);
+            for d in 0..hd {
                 // The stored k: f16 of values within the qk bound: that bound plus one f16 ulp.
-                let bk = if l == layer && p_ == s.pos {
-                    b[(shape.n_q + head) * hd + d] + w_.to_f64().abs() * f64::powi(2.0, -10) + f64::powi(2.0, -24)
-                } else {
-                    0.0
-                };
-                got_c.push(g_.to_f32());
-                want_c.push(w_.to_f32());
-                bound_c.push(bk);
+                k_bounds[at + d] = b[(shape.n_q + head) * hd + d] + kw[at + d].to_f64().abs() * f64::powi(2.0, -10) + f64::powi(2.0, -24);
             }
-            got_c.extend(vg.iter().map(|h| h.to_f32()));
-            want_c.extend(vw.iter().map(|h| h.to_f32()));
-            bound_c.extend(std::iter::repeat_n(0.0, vw.len()));
         }
+    }
+    let (mut got_c, mut want_c, mut bound_c) = (Vec::new(), Vec::new(), Vec::new());
+    for (l, ((kg, vg), (kw, vw))) in pools_after.iter().zip(&pools_want).enumerate() {
+        got_c.extend(kg.iter().chain(vg).map(|h| h.to_f32()));
+        want_c.extend(kw.iter().chain(vw).map(|h| h.to_f32()));
+        if l == layer {
+            bound_c.extend(&k_bounds);
+        } else {
+            bound_c.extend(std::iter::repeat_n(0.0, pool_len));
+        }
+        bound_c.extend(std::iter::repeat_n(0.0, pool_len));
     }
     // NaN positions compare equal to NaN references only if the comparison treats them alike:
     // both sides hold the same NaN there, so map them to a sentinel first.
@@ -194,15 +202,16 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     };
     ctx.record("qk_norm_rope_kv_write_seqs", &format!("{} rot={rot_dims} seqs={n} {spread}", g.name), cmp);
 
-    // 2. Attention on the device's own qkv and caches: each table row against the reference
-    // over that sequence's caches (the decode kernel's bound); counters left zero.
+    // 2. Attention on the device's own qkv and pools: each table row against the reference
+    // over that sequence's blocks (the decode kernel's bound); counters left zero.
     let (mut got_a, mut want_a, mut bound_a) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, s) in seqs.iter().enumerate() {
+    for s in &seqs {
         let q_row = &qkv_after[s.row * row_len..(s.row + 1) * row_len];
-        let (kc, vc) = &caches_after[i][layer];
+        let (kc, vc) = &pools_after[layer];
+        let cache = KvCache { k: &kc[..], v: &vc[..], table: &s.table[..], max_seq };
         let mut o = vec![0.0f32; shape.q_len()];
-        ops::attention::reference(QkvRows { qkv: q_row, m: 1, shape, pos0: s.pos }, KvCache { k: kc, v: vc, max_seq }, &mut o)?;
-        let inputs = BoundInputs { qkv: q_row, m: 1, shape, pos0: s.pos, max_seq, kc, vc };
+        ops::attention::reference(QkvRows { qkv: q_row, m: 1, shape, pos0: s.pos }, cache, &mut o)?;
+        let inputs = BoundInputs { qkv: q_row, m: 1, shape, pos0: s.pos, cache };
         bound_a.extend(decode_bound(&inputs));
         got_a.extend_from_slice(&out[s.row * shape.q_len()..(s.row + 1) * shape.q_len()]);
         want_a.extend(o);

@@ -5,18 +5,19 @@
 //! The epilogue runs the same arithmetic as that kernel (the shared qk_pair_sq, qk_inv_rms and
 //! qk_rope_pair, the head's sum of squares in its block_sum order) on the same GEMV outputs, so
 //! the required result is bit-identity, tolerance 0, against (a) the plain Store GEMV on the same
-//! planes, then qk_norm_rope_kv_write: qkv (q and k heads rotated, v as computed), both caches
-//! (pre-filled with the same random rows, so a stray or missing write shows), and the staging
+//! planes, then qk_norm_rope_kv_write: qkv (q and k heads rotated, v as computed), both pools
+//! (paged over the same scattered block table, pre-filled with the same random values, so a
+//! stray, misplaced or missing write shows), and the staging
 //! words clear after every launch (each case reuses one set of words across its positions).
 //! Positions: inside the cache, past the cache but inside the RoPE table (rotated, no cache
 //! write), and past the table (NaN q / k heads, compared by their bits).
 
+use super::attention::PagedCache;
 use super::attention_planes::words_equal;
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{ShapeSet, MODELS};
 use super::{Ctx, VerifyError};
 use crate::launch::matmul::{gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue, PlanesEpilogue, RopeOut, TilesChoice};
-use crate::launch::KvCache;
 use crate::launch::qk_norm_rope::{qk_norm_rope, RopeTableView};
 use crate::launch::HeadShape;
 use crate::ops::qk_norm_rope::Params;
@@ -73,10 +74,8 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
     let sin = upload(&ctx.stream, &ctx.rng.activations(MAX_POS * HEAD_DIM / 2, 1.0))?;
     let table = RopeTableView { max_pos: MAX_POS, cos: &cos, sin: &sin };
     let norm_rope = Params { shape, rot_dims: shape.head_dim, q_norm: &q_norm, k_norm: &k_norm, eps: EPS, rope: &table };
-    let cache_len = n_kv * MAX_SEQ * HEAD_DIM;
-    let cache_fill: Vec<u16> = (0..2 * cache_len).map(|_| (ctx.rng.next_u32() & 0x7bff) as u16).collect();
-    let (mut k_want, mut v_want) = (upload(&ctx.stream, &cache_fill[..cache_len])?, upload(&ctx.stream, &cache_fill[cache_len..])?);
-    let (mut k_got, mut v_got) = (upload(&ctx.stream, &cache_fill[..cache_len])?, upload(&ctx.stream, &cache_fill[cache_len..])?);
+    let cache_fill = PagedCache::filled(ctx, shape, MAX_SEQ);
+    let (mut cache_want, mut cache_got) = (cache_fill.upload(&ctx.stream)?, cache_fill.upload(&ctx.stream)?);
     let mut staged = ctx.stream.alloc_zeros::<u64>(rows)?;
     for pos in POSITIONS {
         let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
@@ -86,19 +85,17 @@ fn check(ctx: &mut Ctx, (name, n_q, n_kv, k): (&str, usize, usize, usize), bits_
 
         let mut want = poisoned(&ctx.stream, rows)?;
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut want, Epilogue::Store, PlanesEpilogue::None, TilesChoice::Auto)?;
-        let cache = KvCache { k: &mut k_want, v: &mut v_want, max_seq: MAX_SEQ };
-        qk_norm_rope(ctx.gpu(), &mut want, 1, norm_rope, &pos0, Some(cache))?;
+        qk_norm_rope(ctx.gpu(), &mut want, 1, norm_rope, &pos0, Some(cache_want.view_mut()))?;
 
         let mut got = poisoned(&ctx.stream, rows)?;
-        let cache = KvCache { k: &mut k_got, v: &mut v_got, max_seq: MAX_SEQ };
-        let r = RopeOut { norm_rope, pos0: &pos0, cache, staged: &mut staged };
+        let r = RopeOut { norm_rope, pos0: &pos0, cache: cache_got.view_mut(), staged: &mut staged };
         let rope = PlanesEpilogue::Rope(r);
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, Some(EPS), &mut got, Epilogue::Store, rope, TilesChoice::Auto)?;
 
         let label = format!("{name} q{bits_per_weight} heads {n_q}/{n_kv} K={k} pos {pos}");
         let (got_qkv, want_qkv) = (download(&ctx.stream, &got)?, download(&ctx.stream, &want)?);
         ctx.record("qkv_rope", &format!("{label} qkv"), words_equal(&bits(&got_qkv), &bits(&want_qkv)));
-        for (cache, got_c, want_c) in [("k cache", &k_got, &k_want), ("v cache", &v_got, &v_want)] {
+        for (cache, got_c, want_c) in [("k cache", &cache_got.k, &cache_want.k), ("v cache", &cache_got.v, &cache_want.v)] {
             let (g, w) = (download(&ctx.stream, got_c)?, download(&ctx.stream, want_c)?);
             ctx.record("qkv_rope", &format!("{label} {cache}"), words_equal(&widened(&g), &widened(&w)));
         }

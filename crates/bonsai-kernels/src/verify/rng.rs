@@ -24,6 +24,10 @@ impl SplitMix64 {
     pub fn unit(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
+    /// Uniform in `0..n` (n > 0; the modulo bias is negligible for the small n drawn here).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
     /// Uniform in [lo, hi).
     pub fn range(&mut self, lo: f32, hi: f32) -> f32 {
         lo + (hi - lo) * self.unit()

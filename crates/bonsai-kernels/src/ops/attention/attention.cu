@@ -1,6 +1,9 @@
 // Causal GQA attention over an f16 KV cache, flash-decoding style, for decode and prefill.
 // Query head h of token i (position p = pos[0] + i) attends to cache positions 0..=p of kv head
-// h / G (G = n_q / n_kv, any G >= 1), scores scaled by 1/sqrt(hd).
+// h / G (G = n_q / n_kv, any G >= 1), scores scaled by 1/sqrt(hd). The cache is paged
+// (prelude.cuh): pools [blocks][n_kv][KV_BLOCK][hd], position j in block block_table[j / KV_BLOCK];
+// each staged chunk of ATT_CHUNK keys lies in one block, so a chunk costs one table read (a
+// broadcast load per thread), on top of the unchanged cache traffic.
 //
 // Pass 1, `attention_split_keys`: grid (n_kv * chunks, n_splits, ceil(m / tokens_per_cta)), 4
 // warps. A CTA takes up to ATT_ROWS query rows: `heads` of the G q heads sharing one kv head (all
@@ -40,6 +43,7 @@
 // Row padding of the staged keys (floats): float4 reads of row j by lane j fall in distinct banks
 // per quarter-warp, and rows stay 16-byte aligned.
 #define ATT_K_PAD 4
+static_assert(KV_BLOCK % ATT_CHUNK == 0, "a staged chunk must lie in one cache block");
 
 // Output dimension d of (token, head): merges the splits the row used. `partial` is read through
 // a volatile pointer: other CTAs wrote it during this launch (made visible by their fences).
@@ -73,6 +77,7 @@ __device__ __forceinline__ void attention_combine_one(const float* partial, int 
 template <int MAX_HD, bool GENERAL>
 __device__ __forceinline__ void attention_split_keys_body(const float* __restrict__ qkv, int m, int n_q, int n_kv, int hd,
                                                           const u32* __restrict__ pos0_ptr, int max_seq,
+                                                          const u32* __restrict__ block_table,
                                                           const u16* __restrict__ k_cache,
                                                           const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                           int n_splits, int split_keys, u32* __restrict__ counters,
@@ -130,9 +135,11 @@ __device__ __forceinline__ void attention_split_keys_body(const float* __restric
         for (int dd = 0; dd < DIMS_PER_LANE; ++dd) acc[j][dd] = 0.0f;
     }
 
-    const long long cache_base = (long long)kv_head * max_seq * hd;
     for (int c0 = key_begin; c0 < key_end; c0 += ATT_CHUNK) {
         __syncthreads();  // previous chunk fully consumed (and q_s written, first time)
+        // The chunk starts at a multiple of ATT_CHUNK (split_keys is one): its keys are
+        // consecutive rows of one block, and c0 < key_end is a live position (table entry valid).
+        const long long chunk_base = kv_row(block_table, n_kv, kv_head, c0, hd);
         // 4 halves of a row per load: dims d..d+3 (past hd: zeros, so the dot's last float4
         // adds 0).
         const int quads = PAIRS ? (hd + 3) / 4 : hd / 4;
@@ -141,7 +148,7 @@ __device__ __forceinline__ void attention_split_keys_body(const float* __restric
             const int key = c0 + j;
             uint2 kq = make_uint2(0u, 0u), vq = make_uint2(0u, 0u);
             if (key < key_end) {
-                const long long at = cache_base + (long long)key * hd + d;
+                const long long at = chunk_base + (long long)j * hd + d;
                 if (!PAIRS || hd % 4 == 0) {
                     // hd a multiple of 4: 8-byte loads that never straddle rows.
                     kq = *reinterpret_cast<const uint2*>(k_cache + at);
@@ -250,11 +257,12 @@ __device__ __forceinline__ void attention_split_keys_body(const float* __restric
 
 #define ATT_SPLIT_PARAMS                                                                                     \
     const float *__restrict__ qkv, int m, int n_q, int n_kv, int hd, const u32 *__restrict__ pos0_ptr,        \
-        int max_seq, const u16 *__restrict__ k_cache, const u16 *__restrict__ v_cache,                        \
-        float *__restrict__ partial, int n_splits, int split_keys, u32 *__restrict__ counters,                \
-        float *__restrict__ out
-#define ATT_SPLIT_ARGS \
-    qkv, m, n_q, n_kv, hd, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, split_keys, counters, out
+        int max_seq, const u32 *__restrict__ block_table, const u16 *__restrict__ k_cache,                    \
+        const u16 *__restrict__ v_cache, float *__restrict__ partial, int n_splits, int split_keys,           \
+        u32 *__restrict__ counters, float *__restrict__ out
+#define ATT_SPLIT_ARGS                                                                                    \
+    qkv, m, n_q, n_kv, hd, pos0_ptr, max_seq, block_table, k_cache, v_cache, partial, n_splits, split_keys, \
+        counters, out
 
 // The body with its staging in static shared memory (head_dim up to ATT_MAX_HD).
 template <bool GENERAL>
@@ -266,7 +274,7 @@ __device__ __forceinline__ void attention_split_keys_static_smem(ATT_SPLIT_PARAM
     attention_split_keys_body<ATT_MAX_HD, GENERAL>(ATT_SPLIT_ARGS, q_s, k_s, v_s, att_is_last);
 }
 
-// G dividing ATT_ROWS, head_dim a multiple of 4 up to ATT_MAX_HD; caches 8-byte aligned.
+// G dividing ATT_ROWS, head_dim a multiple of 4 up to ATT_MAX_HD; pools 8-byte aligned.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE) attention_split_keys(ATT_SPLIT_PARAMS) {
     griddep_wait();
     // No early griddep_launch_dependents(): this kernel now serves prefill batches (many waves of
@@ -275,13 +283,13 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE) attention_sp
 }
 
 // Any other G (not dividing ATT_ROWS, or above it), head_dim a multiple of 4 up to ATT_MAX_HD;
-// caches 8-byte aligned.
+// pools 8-byte aligned.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * WARP_SIZE) attention_split_keys_any_group(ATT_SPLIT_PARAMS) {
     griddep_wait();
     attention_split_keys_static_smem<true>(ATT_SPLIT_ARGS);
 }
 
-// Any G, any even head_dim <= ATT_WIDE_MAX_HD; caches 4-byte aligned (8-byte where hd is a
+// Any G, any even head_dim <= ATT_WIDE_MAX_HD; pools 4-byte aligned (8-byte where hd is a
 // multiple of 4). Dynamic shared memory: (ATT_ROWS + ATT_CHUNK) * ATT_WIDE_MAX_HD + ATT_CHUNK *
 // (ATT_WIDE_MAX_HD + ATT_K_PAD) floats (82,432 bytes), opted in by the launcher. That staging
 // admits at most 2 CTAs per SM, which the launch bounds say: without the 2, ptxas for sm_90 holds

@@ -25,9 +25,15 @@
 // The last CTA per kv head (self-resetting counter, as in attention.cu) merges the <= 32 partials
 // of its G heads with all threads in parallel over (head, dim).
 // A position >= max_seq yields NaN output.
+// The cache is paged (prelude.cuh): pools [blocks][n_kv][KV_BLOCK][HD], position j in block
+// block_table[j / KV_BLOCK]. A warp step's keys start at a multiple of the step (8 or 4 keys,
+// dividing KV_BLOCK) and so are consecutive rows of one block: each lane reads the step's table
+// entry once (an L1 broadcast; the table is host-written, so the first step's is read before
+// griddep_wait too), then issues the step's 16-byte loads from that block as before.
 //
 // Speed of light on the H200 (Bonsai-8B: n_kv 8, G 4, HD 128, 132 CTAs -> n_splits 16):
-// bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer, at 4.8 TB/s:
+// bytes read = 2 (K, V) * n_kv * len * HD * 2 = 4 KiB per cached token per layer, at 4.8 TB/s,
+// plus the block table's 4 bytes per 64 tokens per CTA (L2/L1 hits, negligible next to it):
 //   len 16:    64 KiB  -> 0.01 us; the floor is latency: the launch, pos0 + q loads and one K/V
 //              round trip, no partial or merge (one split).
 //   len 8192:  33.5 MB -> 7.0 us, plus the merge (fence, atomic, re-read of 32 partials).
@@ -171,7 +177,8 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_s, int col
 // of planes per CTA, and a CTA small enough to share an SM with a GEMV CTA.
 template <int G, int HD, bool PLANES, int WARPS = ATT_DEC_WARPS, int REP = 1>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
-                                                      int max_seq, const u16* __restrict__ k_cache,
+                                                      int max_seq, int n_kv, const u32* __restrict__ block_table,
+                                                      const u16* __restrict__ k_cache,
                                                       const u16* __restrict__ v_cache, float* __restrict__ partial,
                                                       int n_splits, int min_split_keys, u32* __restrict__ counters,
                                                       float* __restrict__ out, u32* __restrict__ planes,
@@ -192,6 +199,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     constexpr int LOADS = STEP_KEYS / KEYS_PER_LOAD;
     static_assert(LOADS >= 1 && LOADS * KEYS_PER_LOAD == STEP_KEYS && LANES_PER_KEY * D == HD,
                   "HD must be 64, 128 or 256");
+    static_assert(KV_BLOCK % STEP_KEYS == 0 && ATT_DEC_SPLIT_ALIGN % STEP_KEYS == 0,
+                  "a warp step's keys must lie in one cache block");
     // The warps' accumulators meet in shared memory, in ACC_PASSES passes of PASS_DIMS dims each
     // where all HD at once would pass ATT_DEC_WARP_ACC_BYTES (G 6 at HD 256: 48 KiB, the static
     // shared memory limit).
@@ -218,9 +227,10 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const int warp = threadIdx.x / WARP_SIZE;
     // Before griddep_wait (the entry points leave it to this function): pos0, which
     // position_advance wrote in an earlier graph replay (qk_norm_rope_kv_write, the kernel before
-    // this one, only reads it), and further down the first key step's cache rows older than pos0
-    // (earlier steps wrote them): their round trips overlap the previous kernel. q and the newest
-    // row are that kernel's output: after the wait.
+    // this one, only reads it), and further down the first key step's table entry (the host
+    // writes the block table before the replay) and its cache rows older than pos0 (earlier steps
+    // wrote them): their round trips overlap the previous kernel. q and the newest row are that
+    // kernel's output: after the wait.
     const u32 pos0 = pos0_ptr[0];
     const bool in_range = pos0 < (u32)max_seq;  // else the cache holds no such position: NaN
     float* out_heads = out + (long long)column * G * HD;  // heads column * G .. + G, contiguous
@@ -246,35 +256,43 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         for (int i = 0; i < D; ++i) acc[h][i] = 0.0f;
     }
 
-    const long long lane_offset = (long long)cache_head * max_seq * HD + key_lane * D;
-    const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + lane_offset);
-    const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + lane_offset);
     constexpr int KEY_STRIDE = HD / ATT_DEC_HALVES_PER_VEC;  // uint4 per cache row
     uint4 k_next[LOADS][VECS], v_next[LOADS][VECS];
+    // This lane's first 16 bytes of the step at key `first` (< key_end, so its table entry is a
+    // live position's), as an offset in halves; the step's other keys follow row by row.
+    auto step_lane_offset = [&](int first) {
+        return kv_row(block_table, n_kv, cache_head, first, HD) + key_slot * HD + key_lane * D;
+    };
     // Loads of the step starting at key `first` (keys past key_end read as zero, never touched;
     // with `skip_newest`, key pos0 too, for load_newest after the wait).
     auto load_step = [&](int first, bool skip_newest) {
+        const long long at = step_lane_offset(first);
+        const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + at);
+        const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + at);
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
             const int key = first + u * KEYS_PER_LOAD + key_slot;
             const bool live = key < key_end && !(skip_newest && key == (int)pos0);
 #pragma unroll
             for (int c = 0; c < VECS; ++c) {
-                k_next[u][c] = live ? k_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
-                v_next[u][c] = live ? v_lane[(long long)key * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                k_next[u][c] = live ? k_lane[u * KEYS_PER_LOAD * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
+                v_next[u][c] = live ? v_lane[u * KEYS_PER_LOAD * KEY_STRIDE + c] : make_uint4(0u, 0u, 0u, 0u);
             }
         }
     };
     // The newest key's row of the step at `first`, if it holds it (qk_norm_rope_kv_write's output).
     auto load_newest = [&](int first) {
+        const long long at = step_lane_offset(first);
+        const uint4* k_lane = reinterpret_cast<const uint4*>(k_cache + at);
+        const uint4* v_lane = reinterpret_cast<const uint4*>(v_cache + at);
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
             const int key = first + u * KEYS_PER_LOAD + key_slot;
             if (key != (int)pos0 || key >= key_end) continue;
 #pragma unroll
             for (int c = 0; c < VECS; ++c) {
-                k_next[u][c] = k_lane[(long long)key * KEY_STRIDE + c];
-                v_next[u][c] = v_lane[(long long)key * KEY_STRIDE + c];
+                k_next[u][c] = k_lane[u * KEYS_PER_LOAD * KEY_STRIDE + c];
+                v_next[u][c] = v_lane[u * KEYS_PER_LOAD * KEY_STRIDE + c];
             }
         }
     };
@@ -498,11 +516,13 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     TRACE_CTA_ENDS;
 }
 
-#define ATT_DEC_PARAMS                                                                                           \
-    const float *__restrict__ qkv, const u32 *__restrict__ pos0_ptr, int max_seq, const u16 *__restrict__ k_cache, \
-        const u16 *__restrict__ v_cache, float *__restrict__ partial, int n_splits, int min_split_keys,           \
-        u32 *__restrict__ counters, float *__restrict__ out
-#define ATT_DEC_ARGS qkv, pos0_ptr, max_seq, k_cache, v_cache, partial, n_splits, min_split_keys, counters, out
+#define ATT_DEC_PARAMS                                                                                         \
+    const float *__restrict__ qkv, const u32 *__restrict__ pos0_ptr, int max_seq, int n_kv,                    \
+        const u32 *__restrict__ block_table, const u16 *__restrict__ k_cache, const u16 *__restrict__ v_cache, \
+        float *__restrict__ partial, int n_splits, int min_split_keys, u32 *__restrict__ counters,             \
+        float *__restrict__ out
+#define ATT_DEC_ARGS \
+    qkv, pos0_ptr, max_seq, n_kv, block_table, k_cache, v_cache, partial, n_splits, min_split_keys, counters, out
 
 extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g1_hd64(ATT_DEC_PARAMS) {
     // griddep_wait: in attention_decode_body, after pos0 and the older cache rows.

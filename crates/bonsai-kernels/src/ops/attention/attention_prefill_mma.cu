@@ -1,8 +1,9 @@
 // Causal GQA prefill attention on mma.sync m16n8k16 f16 tensor cores (flash-attention-2 style),
 // for m > 8 query tokens where it fits the head shape and the device (launcher: ops/attention/cuda.rs).
 // Same contract as attention_split_keys: query head h of token i (position p = pos0[0] + i)
-// attends to cache positions 0..=p of kv head h / G; qkv [m, (n_q + 2 n_kv) hd] f32, f16 caches
-// [n_kv][max_seq][hd], out [m, n_q hd] f32; a position >= max_seq gives NaN output.
+// attends to cache positions 0..=p of kv head h / G; qkv [m, (n_q + 2 n_kv) hd] f32, the paged f16
+// cache (prelude.cuh: pools [blocks][n_kv][KV_BLOCK][hd], position j in block
+// block_table[j / KV_BLOCK]), out [m, n_q hd] f32; a position >= max_seq gives NaN output.
 //
 // CTA: 4 warps x 16 rows = APM_ROWS = 64 query rows of one kv head: 64 / G tokens x the G heads
 // sharing it (row r = token r / G, head r % G), so every K/V tile is read once for all G heads.
@@ -10,7 +11,9 @@
 // them idle (zero q, never stored); the others assume G divides 64 and compile without that test.
 // Grid (n_kv, ceil(m G / 64)), the y index reversed so the latest (longest) blocks start first.
 // K/V tiles of 64 keys stream through a cp.async double buffer; tiles past the block's last
-// position are never loaded, keys past it (or past max_seq) are zero-filled and masked.
+// position are never loaded, keys past it (or past max_seq) are zero-filled and masked. A tile
+// starts at a multiple of 64 = KV_BLOCK, so it is the rows of one cache block: one table read
+// per tile (a broadcast load before its cp.async pieces; the cache traffic is unchanged).
 //
 // Precision: K and V are f16 in the cache, so their fragments are exact. q is pre-scaled by
 // log2(e)/sqrt(hd) in f32 and split q = hi + lo (hi = f16(q), lo = f16(q - hi)), two mma per
@@ -27,16 +30,19 @@
 // one; the critical path is the 8-tile CTA next to a ~4-tile one: ~12 tile-steps of ~1,700 clk
 // (256 HMMA at ~6.5 clk per sub-partition) = ~20k clk = ~11 us at 1.9 GHz, plus the q staging.
 // Measured against it: docs/kernel-notes.md, "Prefill attention".
-// SASS (sm_90, nvcc 13.0): hd128 180 registers, hd64 142, no spills; the hd128 tile loop is 1,004
-// instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890 on tiles that
-// need neither the causal mask nor an O rescale.
+// SASS (sm_90, nvcc 13.0, contiguous cache): hd128 180 registers, hd64 142, no spills; the hd128
+// tile loop is 1,004 instructions per warp (256 HMMA = 25%, 80 LDSM, 32 MUFU.EX2, 8 LDGSTS), ~890
+// on tiles that need neither the causal mask nor an O rescale. The paged cache adds one table load
+// and its address math per tile; ptxas -v (NVRTC 13.0, sm_90a) then gives hd128 210 registers,
+// hd64 156, no spills, the same CTAs per SM (shared memory limits them).
 // Head_dim 256 (Bonsai 2's attention, G 6: the `_any_group` entry point, 10 tokens = 60 rows per
 // CTA): the same body; its shared memory, (2 * 64 + 4 * 64) rows of 264 halves = 198 KB, leaves
 // one CTA per SM (sm_90's 227 KB per CTA; sm_80's 163 KB and the 99 KB parts do not hold it and
 // run attention_split_keys), and its O accumulator takes 128 registers per thread (launch bounds
-// of one CTA per SM: up to 255; SASS: 254 registers, the `_any_group` one 255 and one 8-byte
-// spill store and load per tile, in the next tile's staging). At m = 512, pos0 = 0, 24 q / 4 kv heads: causal useful work
-// 3.2 GFLOP; issued 4 x 52 CTAs, 964 CTA-tiles of 4 warps x 512 HMMA.16816 (256 for S, 256 for
+// of one CTA per SM: up to 255; SASS of the contiguous cache: 254 registers, the `_any_group` one
+// 255 and one 8-byte spill store and load per tile, in the next tile's staging; with the paged
+// cache's staging ptxas -v gives 255 and no spill for both). At m = 512, pos0 = 0, 24 q / 4 kv
+// heads: causal useful work 3.2 GFLOP; issued 4 x 52 CTAs, 964 CTA-tiles of 4 warps x 512 HMMA.16816 (256 for S, 256 for
 // O) = 8.1 GFLOP of mma.sync, ~8 us at the dense f16 peak; the 208 CTAs take two waves of 132
 // SMs, longest first, and the critical path is the 9-tile CTA: 9 x 512 HMMA per warp at ~8 clk
 // (one warp per sub-partition) = ~37k clk = ~20 us.
@@ -44,11 +50,12 @@
 #define APM_ROWS 64
 #define APM_BLOCK_K 64
 #define APM_PAD 8
+static_assert(KV_BLOCK % APM_BLOCK_K == 0, "a K/V tile must lie in one cache block");
 
-// Keys [key0, key0 + APM_BLOCK_K) of one kv head's cache rows into a [APM_BLOCK_K][HD + APM_PAD]
-// tile; keys at or past key_end are zero-filled (nothing read).
+// The first `keys` of a tile's APM_BLOCK_K consecutive cache rows into a [APM_BLOCK_K][HD +
+// APM_PAD] tile; the rows past them are zero-filled (nothing read).
 template <int HD>
-__device__ __forceinline__ void apm_stage_tile(u16* dst, const u16* __restrict__ head_rows, int key0, int key_end) {
+__device__ __forceinline__ void apm_stage_tile(u16* dst, const u16* __restrict__ tile_rows, int keys) {
     constexpr int PIECES = HD / 8;  // 16-byte pieces per row
     constexpr int THREADS = APM_WARPS * WARP_SIZE;
     constexpr int ROWS_PER_ROUND = THREADS / PIECES;
@@ -58,10 +65,9 @@ __device__ __forceinline__ void apm_stage_tile(u16* dst, const u16* __restrict__
 #pragma unroll
     for (int round = 0; round < ROUNDS; ++round) {
         const int row = r + round * ROWS_PER_ROUND;
-        const int key = key0 + row;
-        const bool valid = key < key_end;
+        const bool valid = row < keys;
         // An invalid piece reads nothing, but its address must still be mappable.
-        cp_async16_zfill(dst + row * (HD + APM_PAD) + c, valid ? head_rows + (long long)key * HD + c : head_rows, valid);
+        cp_async16_zfill(dst + row * (HD + APM_PAD) + c, valid ? tile_rows + row * HD + c : tile_rows, valid);
     }
 }
 
@@ -73,8 +79,9 @@ __device__ __forceinline__ void apm_split(float x, u16& hi, u16& lo) {
 
 #define APM_PARAMS                                                                                     \
     const float *__restrict__ qkv, int m, int n_q, int n_kv, const u32 *__restrict__ pos0_ptr, int max_seq,   \
-        const u16 *__restrict__ k_cache, const u16 *__restrict__ v_cache, float *__restrict__ out, float scale_log2
-#define APM_ARGS qkv, m, n_q, n_kv, pos0_ptr, max_seq, k_cache, v_cache, out, scale_log2
+        const u32 *__restrict__ block_table, const u16 *__restrict__ k_cache, const u16 *__restrict__ v_cache,   \
+        float *__restrict__ out, float scale_log2
+#define APM_ARGS qkv, m, n_q, n_kv, pos0_ptr, max_seq, block_table, k_cache, v_cache, out, scale_log2
 
 template <int HD, bool ANY_GROUP = false>
 __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
@@ -107,14 +114,16 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     const long long cta_max_pos = pos0 + last_token;
     const int key_end = (int)min((long long)max_seq, cta_max_pos + 1);  // >= 1
     const int n_tiles = (key_end + APM_BLOCK_K - 1) / APM_BLOCK_K;
-    const long long head_base = (long long)kv_head * max_seq * HD;
-    const u16* k_head = k_cache + head_base;
-    const u16* v_head = v_cache + head_base;
-
-    // K and V tile `tile` into buffer b.
-        apm_stage_tile<HD>(k_s, k_head, 0, key_end);
-    apm_stage_tile<HD>(v_s, v_head, 0, key_end);
-    cp_async_commit();
+    // K and V tile `tile` (< n_tiles: its first key is below key_end, a live position whose table
+    // entry is valid) into the buffers at k_dst, v_dst.
+    auto stage_tiles = [&](int tile, u16* k_dst, u16* v_dst) {
+        const int key0 = tile * APM_BLOCK_K;
+        const long long rows = kv_row(block_table, n_kv, kv_head, key0, HD);
+        apm_stage_tile<HD>(k_dst, k_cache + rows, key_end - key0);
+        apm_stage_tile<HD>(v_dst, v_cache + rows, key_end - key0);
+        cp_async_commit();
+    };
+    stage_tiles(0, k_s, v_s);
 
     // Q, pre-scaled into log2 units and split, while tile 0 is in flight. Idle rows (token >= m)
     // stage zeros.
@@ -157,9 +166,7 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
         const int buf = tile & 1;
         if (flash_tile_ready(tile, n_tiles)) {  // (at tile 0 the barrier also makes Q visible)
             const int next = buf ^ 1;
-            apm_stage_tile<HD>(k_s + next * APM_BLOCK_K * STRIDE, k_head, (tile + 1) * APM_BLOCK_K, key_end);
-            apm_stage_tile<HD>(v_s + next * APM_BLOCK_K * STRIDE, v_head, (tile + 1) * APM_BLOCK_K, key_end);
-            cp_async_commit();
+            stage_tiles(tile + 1, k_s + next * APM_BLOCK_K * STRIDE, v_s + next * APM_BLOCK_K * STRIDE);
         }
 
         const u16* k_tile = k_s + buf * APM_BLOCK_K * STRIDE;
@@ -250,8 +257,9 @@ __device__ __forceinline__ void attention_prefill_mma_body(APM_PARAMS) {
     }
 }
 
-// qkv [m, (n_q + 2 n_kv) hd] f32 (16-byte aligned), pos0 on the device, f16 caches
-// [n_kv][max_seq][hd] (16-byte aligned), out [m, n_q hd] f32, scale_log2 = log2(e) / sqrt(hd).
+// qkv [m, (n_q + 2 n_kv) hd] f32 (16-byte aligned), pos0 on the device, the block table and the
+// f16 pools [blocks][n_kv][KV_BLOCK][hd] (16-byte aligned), out [m, n_q hd] f32, scale_log2 =
+// log2(e) / sqrt(hd).
 // Dynamic shared memory: (2 APM_ROWS + 4 APM_BLOCK_K) (hd + APM_PAD) u16. No early
 // griddep_launch_dependents(): prefill grids are multi-wave (see attention.cu).
 extern "C" __global__ void __launch_bounds__(APM_WARPS * WARP_SIZE, 2) attention_prefill_mma_hd64(APM_PARAMS) {

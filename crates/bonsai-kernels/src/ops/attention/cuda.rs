@@ -20,8 +20,8 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
-use crate::launch::{Gpu, KvCache, QkvRows, 
-    as_i32, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
+use crate::launch::{Gpu, KvCache, QkvRows,
+    as_i32, check_kv_cache, device_attribute, expect_at_least, opt_in_shared_memory, read_ptr, shape, write_ptr, HeadShape,
     LaunchError,
 };
 use cudarc::driver::sys::CUdevice_attribute;
@@ -229,7 +229,7 @@ pub fn counters_len(m: usize, shape_: HeadShape) -> usize {
 pub fn attention(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
-    cache: KvCache<&impl DevicePtr<u16>>,
+    cache: KvCache<&impl DevicePtr<u16>, &impl DevicePtr<u32>>,
     seq_bound: usize,
     work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
@@ -237,13 +237,13 @@ pub fn attention(
 ) -> Result<(), LaunchError> {
     let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
     const OP: &str = "attention";
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
+    let KvCache { k: k_cache, v: v_cache, table, max_seq } = cache;
     let hd = shape_.head_dim;
     let chosen = choose_kernel_on(gpu, m, shape_, kernel)?;
-    if seq_bound == 0 || max_seq == 0 {
+    if seq_bound == 0 {
         return Err(shape(OP, "zero sequence bound".into()));
     }
-    let cache_len = check_buffers(m, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    let max_seq_i = check_buffers(m, shape_, &cache, [qkv.len(), pos0.len(), out.len()])?;
     let entry = match chosen {
         AttentionKernel::Decode(_) => {
             return decode::attention_decode(gpu, rows, cache, work, out, None, false);
@@ -261,9 +261,8 @@ pub fn attention(
     expect_at_least(OP, "counters", counters.len(), counters_len(m, shape_))?;
     let rows = split_rows(shape_.n_q / shape_.n_kv);
     let (m_i, n_q, n_kv, hd_i) = (as_i32(OP, "m", m)?, as_i32(OP, "n_q", shape_.n_q)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "hd", hd)?);
-    let (max_seq_i, n_splits_i) = (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let n_splits_i = as_i32(OP, "n_splits", n_splits)?;
     let split_keys_i = as_i32(OP, "split_keys", keys_per_split)?;
-    as_i32(OP, "cache len", cache_len)?;
     let z = u32::try_from(m.div_ceil(rows.tokens_per_cta)).ok().filter(|&z| z <= 65_535).ok_or_else(|| shape(OP, "too many tokens".into()))?;
     if n_splits > 65_535 {
         return Err(shape(OP, "too many splits".into()));
@@ -281,6 +280,7 @@ pub fn attention(
     }
     let (q_p, _a) = read_ptr(qkv, gpu.stream);
     let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (t_p, _t) = read_ptr(table, gpu.stream);
     let (k_p, _c) = read_ptr(k_cache, gpu.stream);
     let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads the caches 4 halves (8 bytes) at a time, or, at a head_dim of 2 mod 4
@@ -293,29 +293,32 @@ pub fn attention(
     let (c_p, _f) = write_ptr(counters, gpu.stream);
     let (o_p, _g) = write_ptr(out, gpu.stream);
     let mut l = Launch::new(gpu, split);
-    l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
+    l.arg(&q_p).arg(&m_i).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&p0).arg(&max_seq_i).arg(&t_p).arg(&k_p).arg(&v_p).arg(&s_p).arg(&n_splits_i).arg(&split_keys_i);
     l.arg(&c_p).arg(&o_p);
-    // SAFETY: matches attention_split_keys*'s signature; qkv/cache/scratch/counter lengths checked
-    // above for m tokens, n_splits splits and max_seq positions (counters_len covers the grid's
-    // z * x slots); out holds m * n_q * hd values; the dynamic shared memory (the _hd256 entry
-    // point) was allowed for the function just before.
+    // SAFETY: matches attention_split_keys*'s signature; qkv/scratch/counter lengths checked
+    // above for m tokens and n_splits splits (counters_len covers the grid's z * x slots), the
+    // pools are whole blocks and the table covers max_seq, whose entries up to the live length
+    // name pool blocks (the caller's contract, KvCache); out holds m * n_q * hd values; the
+    // dynamic shared memory (the _hd256 entry point) was allowed for the function just before.
     unsafe { l.launch(split_cfg) }?;
     Ok(())
 }
 
-/// Checks the lengths every attention launch relies on (qkv, k_cache, v_cache, pos0, out, in
-/// that order): m qkv rows, both caches of max_seq positions, one position, m output rows.
-/// Returns the elements of one cache.
-fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) -> Result<usize, LaunchError> {
+/// Checks what every attention launch relies on: the paged cache (pools and table,
+/// `check_kv_cache`) and the lengths of qkv, pos0 and out, in that order (m qkv rows, one
+/// position, m output rows). Returns max_seq as a kernel int.
+fn check_buffers(
+    m: usize,
+    shape_: HeadShape,
+    cache: &KvCache<&impl DevicePtr<u16>, &impl DevicePtr<u32>>,
+    [qkv, pos0, out]: [usize; 3],
+) -> Result<i32, LaunchError> {
     const OP: &str = "attention";
-    let cache = shape_.n_kv * max_seq * shape_.head_dim;
-    let [qkv, k_cache, v_cache, pos0, out] = lens;
+    let max_seq = check_kv_cache(OP, shape_, cache.max_seq, (cache.k.len(), cache.v.len()), cache.table.len())?;
     expect_at_least(OP, "qkv", qkv, m * shape_.qkv_row_len())?;
-    expect_at_least(OP, "k_cache", k_cache, cache)?;
-    expect_at_least(OP, "v_cache", v_cache, cache)?;
     expect_at_least(OP, "pos0", pos0, 1)?;
     expect_at_least(OP, "out", out, m * shape_.q_len())?;
-    Ok(cache)
+    Ok(max_seq)
 }
 
 /// One token's decode attention (as [`attention`] at m = 1) that also quantizes its output into
@@ -328,7 +331,7 @@ fn check_buffers(m: usize, shape_: HeadShape, max_seq: usize, lens: [usize; 5]) 
 pub fn attention_decode_planes(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
-    cache: KvCache<&impl DevicePtr<u16>>,
+    cache: KvCache<&impl DevicePtr<u16>, &impl DevicePtr<u32>>,
     work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
@@ -339,19 +342,15 @@ pub fn attention_decode_planes(
         return Err(shape("attention", format!("one token's decode attention given {} rows", rows.m)));
     }
     const OP: &str = "attention";
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
     let hd = shape_.head_dim;
     let group = if shape_.n_kv == 0 || shape_.n_q % shape_.n_kv != 0 { 0 } else { shape_.n_q / shape_.n_kv };
     if decode_planes_entry_point(group, hd).is_none() {
         return Err(shape(OP, format!("no decode kernel with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
     }
-    if max_seq == 0 {
-        return Err(shape(OP, "zero sequence bound".into()));
-    }
     if planes.k() != shape_.n_q * hd {
         return Err(shape(OP, format!("planes of K = {} for an output of {} values", planes.k(), shape_.n_q * hd)));
     }
-    check_buffers(1, shape_, max_seq, [qkv.len(), k_cache.len(), v_cache.len(), pos0.len(), out.len()])?;
+    check_buffers(1, shape_, &cache, [qkv.len(), pos0.len(), out.len()])?;
     let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
     decode::attention_decode(gpu, rows, cache, work, out, Some(ptrs), per_q_head)
 }

@@ -107,7 +107,7 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 }
 
 /// One token's attention at position `pos0[0]` (NaN output when it is >= max_seq). The caller
-/// has checked the head shape, qkv/cache/out/pos0 lengths, and that
+/// has checked the head shape, qkv/out/pos0 lengths, the paged cache, and that
 /// `decode_entry_point(n_q / n_kv, head_dim)` exists. `planes`: device pointers of a
 /// [`B1Planes`](crate::launch::matmul::B1Planes) of K = n_q * head_dim (the caller checked it and `decode_planes_entry_point`),
 /// which the `_planes` entry point then fills; `per_q_head`: its `_heads` entry point (the caller
@@ -116,14 +116,14 @@ pub fn decode_scratch_len(shape_: HeadShape) -> usize {
 pub(super) fn attention_decode(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
-    cache: KvCache<&impl DevicePtr<u16>>,
+    cache: KvCache<&impl DevicePtr<u16>, &impl DevicePtr<u32>>,
     work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
     planes: Option<(u64, u64, u64)>,
     per_q_head: bool,
 ) -> Result<(), LaunchError> {
     let QkvRows { qkv, shape: shape_, pos0, .. } = rows;
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
+    let KvCache { k: k_cache, v: v_cache, table, max_seq } = cache;
     let group = shape_.n_q / shape_.n_kv;
     let entry = if planes.is_some() { decode_planes_entry_point } else { decode_entry_point };
     let name = entry(group, shape_.head_dim).ok_or_else(|| {
@@ -143,8 +143,8 @@ pub(super) fn attention_decode(
     let AttentionScratch { partials: scratch, counters } = work;
     expect_at_least(OP, "scratch", scratch.len(), shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), columns)?;
-    let (max_seq_i, n_splits_i) =
-        (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_splits", n_splits)?);
+    let (max_seq_i, n_kv_i, n_splits_i) =
+        (as_i32(OP, "max_seq", max_seq)?, as_i32(OP, "n_kv", shape_.n_kv)?, as_i32(OP, "n_splits", n_splits)?);
     let min_split_keys = DECODE_MIN_SPLIT_KEYS as i32;
     let cfg = LaunchConfig {
         grid_dim: (columns as u32, n_splits as u32, 1),
@@ -154,6 +154,7 @@ pub(super) fn attention_decode(
     let function = gpu.function(name)?;
     let (q_p, _a) = read_ptr(qkv, gpu.stream);
     let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (t_p, _t) = read_ptr(table, gpu.stream);
     let (k_p, _c) = read_ptr(k_cache, gpu.stream);
     let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // The kernel reads q as float4 and the caches 8 halves (16 bytes) at a time.
@@ -167,6 +168,8 @@ pub(super) fn attention_decode(
     l.arg(&q_p)
         .arg(&p0)
         .arg(&max_seq_i)
+        .arg(&n_kv_i)
+        .arg(&t_p)
         .arg(&k_p)
         .arg(&v_p)
         .arg(&s_p)
@@ -178,8 +181,9 @@ pub(super) fn attention_decode(
         l.arg(planes_p).arg(gsx_p).arg(sq_p);
     }
     // SAFETY: matches attention_decode_g*_hd*'s signature (min_split_keys after n_splits); the
-    // caller checked qkv (one row), the caches (n_kv * max_seq * hd), pos0 and out (n_q * hd); scratch holds n_q * n_splits
-    // partials and counters one slot per grid column (checked above); pointers are 16-byte
+    // caller checked qkv (one row), the paged cache (whole-block pools, a table covering max_seq,
+    // whose live entries name pool blocks by the KvCache contract), pos0 and out (n_q * hd);
+    // scratch holds n_q * n_splits partials and counters one slot per grid column (checked above); pointers are 16-byte
     // aligned. The `_heads` entry points take the same arguments.
     // The `_planes` entry points take (planes, gsx, group_sq) last: the caller's B1Planes holds
     // n_q * hd / 128 groups of each, one per 128 outputs.

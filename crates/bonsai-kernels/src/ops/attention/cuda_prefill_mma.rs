@@ -98,12 +98,12 @@ pub fn prefill_mma_shared_bytes(head_dim: usize) -> usize {
 pub(super) fn attention_prefill_mma(
     gpu: Gpu<'_>,
     rows: QkvRows<'_, impl DevicePtr<f32>, &impl DevicePtr<u32>>,
-    cache: KvCache<&impl DevicePtr<u16>>,
+    cache: KvCache<&impl DevicePtr<u16>, &impl DevicePtr<u32>>,
     out: &mut impl DevicePtrMut<f32>,
     entry: &'static str,
 ) -> Result<(), LaunchError> {
     let QkvRows { qkv, m, shape: shape_, pos0 } = rows;
-    let KvCache { k: k_cache, v: v_cache, max_seq } = cache;
+    let KvCache { k: k_cache, v: v_cache, table, max_seq } = cache;
     let hd = shape_.head_dim;
     if prefill_mma_kernel(shape_) != Some(entry) {
         return Err(shape(OP, format!("prefill attention on tensor cores: {entry} does not take {shape_:?}")));
@@ -126,6 +126,7 @@ pub(super) fn attention_prefill_mma(
     let scale_log2 = (std::f64::consts::LOG2_E / (hd as f64).sqrt()) as f32;
     let (q_p, _a) = read_ptr(qkv, gpu.stream);
     let (p0, _b) = read_ptr(pos0, gpu.stream);
+    let (t_p, _t) = read_ptr(table, gpu.stream);
     let (k_p, _c) = read_ptr(k_cache, gpu.stream);
     let (v_p, _d) = read_ptr(v_cache, gpu.stream);
     // q is read as float4, the caches by 16-byte cp.async pieces (rows of hd halves, hd a
@@ -149,14 +150,16 @@ pub(super) fn attention_prefill_mma(
         .arg(&n_kv)
         .arg(&p0)
         .arg(&max_seq_i)
+        .arg(&t_p)
         .arg(&k_p)
         .arg(&v_p)
         .arg(&o_p)
         .arg(&scale_log2);
     // SAFETY: matches attention_prefill_mma_hd*'s signature (the `_any_group` ones' too); qkv
-    // holds m rows, the caches n_kv *
-    // max_seq * hd halves, out m * n_q * hd floats (checked above), alignment checked, and the
-    // dynamic shared memory size was allowed for the function just before.
+    // holds m rows, out m * n_q * hd floats, the pools whole blocks and the table covers max_seq
+    // (the caller checked them: attention()), the live table entries name pool blocks (the
+    // KvCache contract), alignment checked, and the dynamic shared memory size was allowed for
+    // the function just before.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

@@ -1,16 +1,22 @@
 //! Launchers of the batched decode kernels (decode_seqs.cu): one token for each of n sequences,
-//! each at its own device position and with its own KV caches, named by a sequence table.
+//! each at its own device position and with its own block table into the layers' shared KV pools
+//! (the paged cache, [`crate::ops::KvCache`]), named by a sequence table.
 //!
 //! The table is built on the host by [`SeqTableBuilder`] from the live buffers (it checks every
 //! length and keeps only their addresses), uploaded into a [`DeviceSeqTable`], and read by the
 //! kernels; the caller rebuilds it whenever the batch's sequences (or their buffers) change,
 //! which is what makes the raw addresses in it valid at launch.
 
+use std::sync::Arc;
+
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::attention::{decode_entry_point, decode_splits, AttentionScratch, DECODE_MIN_SPLIT_KEYS, DECODE_WARPS};
-use super::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
-use crate::launch::{as_i32, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu, HeadShape, KvCache, LaunchError};
+use super::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
+use crate::launch::{
+    as_i32, check_kv_pools, check_kv_table, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu,
+    HeadShape, LaunchError,
+};
 use crate::launch_ex::Launch;
 
 const OP: &str = "decode_seqs";
@@ -24,68 +30,78 @@ pub struct SeqTableWords {
     layers: usize,
     /// Every entry's row is below this (the batch's rows).
     rows: usize,
-    /// Every cache holds `shape.n_kv * max_seq * shape.head_dim` values.
+    /// Every block table covers this many positions.
     max_seq: usize,
     shape: HeadShape,
 }
 
-/// Builds a [`SeqTableWords`], one sequence at a time.
+/// Builds a [`SeqTableWords`]: the layers' KV pools first, then one sequence at a time.
 pub struct SeqTableBuilder {
+    /// Per sequence pushed so far: row, position address, block table address.
     header: Vec<u64>,
-    /// Per layer, the (K, V) addresses of each sequence pushed so far.
-    kv: Vec<Vec<u64>>,
+    /// Per layer, the (K, V) pool addresses.
+    pools: Vec<u64>,
     rows: usize,
     max_seq: usize,
     shape: HeadShape,
 }
 
+/// Words per sequence of a table's header (`DECODE_SEQ_WORDS`): row, position address, block
+/// table address.
+pub(crate) const SEQ_WORDS: usize = 3;
+
 impl SeqTableBuilder {
-    /// A table for sequences of `layers` layers of caches `shape` x `max_seq`, whose rows lie
-    /// below `rows`.
-    pub fn new(layers: usize, rows: usize, max_seq: usize, shape: HeadShape) -> Self {
-        Self { header: Vec::new(), kv: vec![Vec::new(); layers], rows, max_seq, shape }
+    /// A table for sequences of up to `max_seq` positions whose rows lie below `rows`, over
+    /// `pools`: one (K pool, V pool) per layer, in layer order, shared by every sequence (each
+    /// `[blocks][n_kv][KV_BLOCK][head_dim]` f16 of `shape`, [`crate::ops::KvCache`]).
+    pub fn new<'c, C: DevicePtr<u16> + 'c>(
+        stream: &Arc<CudaStream>,
+        rows: usize,
+        max_seq: usize,
+        shape: HeadShape,
+        pools: impl ExactSizeIterator<Item = (&'c C, &'c C)>,
+    ) -> Result<Self, LaunchError> {
+        if max_seq == 0 {
+            return Err(crate::launch::shape(OP, "sequences of no positions".into()));
+        }
+        let mut words = Vec::with_capacity(2 * pools.len());
+        for (k, v) in pools {
+            check_kv_pools(OP, shape, k.len(), v.len())?;
+            let (k_p, _k) = read_ptr(k, stream);
+            let (v_p, _v) = read_ptr(v, stream);
+            // The decode attention reads the pools 16 bytes at a time.
+            expect_aligned16(OP, "k pool", k_p)?;
+            expect_aligned16(OP, "v pool", v_p)?;
+            words.extend([k_p, v_p]);
+        }
+        Ok(Self { header: Vec::new(), pools: words, rows, max_seq, shape })
     }
 
-    /// The next sequence: its `row` in the batch, its device position, and its caches (one per
-    /// layer, in layer order).
-    pub fn push<'c, C: DevicePtr<u16> + 'c>(
+    /// The next sequence: its `row` in the batch, its device position and its block table (into
+    /// every layer's pools: one table serves all layers).
+    pub fn push(
         &mut self,
-        stream: &std::sync::Arc<CudaStream>,
+        stream: &Arc<CudaStream>,
         row: usize,
         pos: &CudaSlice<u32>,
-        caches: impl ExactSizeIterator<Item = KvCache<&'c C>>,
+        table: &CudaSlice<u32>,
     ) -> Result<(), LaunchError> {
         if row >= self.rows {
             return Err(shape(OP, format!("row {row} outside the batch's {} rows", self.rows)));
         }
-        if caches.len() != self.kv.len() {
-            return Err(shape(OP, format!("{} layer caches for a table of {} layers", caches.len(), self.kv.len())));
-        }
         expect_at_least(OP, "position", pos.len(), 1)?;
+        check_kv_table(OP, self.max_seq, table.len())?;
         let (pos_p, _p) = read_ptr(pos, stream);
-        self.header.extend([row as u64, pos_p]);
-        for (layer, cache) in self.kv.iter_mut().zip(caches) {
-            if cache.max_seq != self.max_seq {
-                return Err(shape(OP, format!("a cache of {} positions in a table of {}", cache.max_seq, self.max_seq)));
-            }
-            check_kv_cache(OP, self.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
-            let (k_p, _k) = read_ptr(cache.k, stream);
-            let (v_p, _v) = read_ptr(cache.v, stream);
-            // The decode attention reads the caches 16 bytes at a time.
-            expect_aligned16(OP, "k_cache", k_p)?;
-            expect_aligned16(OP, "v_cache", v_p)?;
-            layer.extend([k_p, v_p]);
-        }
+        let (table_p, _t) = read_ptr(table, stream);
+        self.header.extend([row as u64, pos_p, table_p]);
         Ok(())
     }
 
     pub fn finish(self) -> SeqTableWords {
-        let seqs = self.header.len() / 2;
-        let layers = self.kv.len();
+        let seqs = self.header.len() / SEQ_WORDS;
+        let layers = self.pools.len() / 2;
         let mut words = self.header;
-        for layer in self.kv {
-            words.extend(layer);
-        }
+        words.extend(self.pools);
         SeqTableWords { words, seqs, layers, rows: self.rows, max_seq: self.max_seq, shape: self.shape }
     }
 }
@@ -96,7 +112,7 @@ impl SeqTableWords {
     }
     /// u64 words of a table of `seqs` sequences of `layers` layers.
     pub fn len_for(seqs: usize, layers: usize) -> usize {
-        2 * seqs * (1 + layers)
+        SEQ_WORDS * seqs + 2 * layers
     }
 }
 
@@ -109,14 +125,14 @@ pub struct DeviceSeqTable {
 
 impl DeviceSeqTable {
     /// Room for `seqs` sequences of `layers` layers.
-    pub fn new(stream: &std::sync::Arc<CudaStream>, seqs: usize, layers: usize) -> Result<Self, LaunchError> {
+    pub fn new(stream: &Arc<CudaStream>, seqs: usize, layers: usize) -> Result<Self, LaunchError> {
         let buf = stream.alloc_zeros::<u64>(SeqTableWords::len_for(seqs, layers).max(1))?;
         Ok(Self { buf, held: None })
     }
 
     /// Makes the device table hold `words`, copying only when they differ from what it holds
     /// (queued on `stream`, ahead of the launches that read it).
-    pub fn update(&mut self, stream: &std::sync::Arc<CudaStream>, words: SeqTableWords) -> Result<(), LaunchError> {
+    pub fn update(&mut self, stream: &Arc<CudaStream>, words: SeqTableWords) -> Result<(), LaunchError> {
         if self.held.as_ref() == Some(&words) {
             return Ok(());
         }
@@ -139,17 +155,17 @@ impl DeviceSeqTable {
         Ok(held)
     }
 
-    /// Device addresses of the table's header and of layer `layer`'s (K, V) part.
-    fn pointers(&self, stream: &std::sync::Arc<CudaStream>, layer: usize) -> (u64, u64) {
-        let seqs = self.held.as_ref().map_or(0, |h| h.seqs) as u64;
+    /// Device addresses of the table's header and of layer `layer`'s (K pool, V pool) words.
+    fn pointers(&self, stream: &Arc<CudaStream>, layer: usize) -> (u64, u64) {
+        let seqs = self.held.as_ref().map_or(0, |h| h.seqs);
         let (base, _g) = read_ptr(&self.buf, stream);
-        let word = std::mem::size_of::<u64>() as u64;
-        (base, base + word * 2 * seqs * (1 + layer as u64))
+        let word = std::mem::size_of::<u64>();
+        (base, base + (word * (SEQ_WORDS * seqs + 2 * layer)) as u64)
     }
 }
 
 /// qk_norm_rope then the KV write of each table sequence's qkv row (of `rows` rows in `qkv`) at
-/// its position, into its layer-`layer` caches (`qk_norm_rope_kv_write_seqs`).
+/// its position, into layer `layer`'s pools through its block table (`qk_norm_rope_kv_write_seqs`).
 pub fn qk_norm_rope_kv_write_seqs<C: DevicePtr<f32>>(
     gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
@@ -176,9 +192,10 @@ pub fn qk_norm_rope_kv_write_seqs<C: DevicePtr<f32>>(
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos);
     l.arg(&seqs_p).arg(&kv_p).arg(&max_seq);
     // SAFETY: matches qk_norm_rope_kv_write_seqs's signature. The table's rows are below the rows
-    // qkv holds (checked above), its positions and caches were length-checked by the builder from
-    // live buffers that the caller keeps alive (it rebuilds the table when they change); the
-    // kernel bounds-checks each device position against max_pos and max_seq.
+    // qkv holds (checked above), its positions, block tables and pools were length-checked by the
+    // builder from live buffers that the caller keeps alive (it rebuilds the table when they
+    // change); the kernel bounds-checks each device position against max_pos and max_seq, and
+    // the block table entries of the written positions name pool blocks (the KvCache contract).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
@@ -200,7 +217,8 @@ pub fn attention_supported(shape_: HeadShape) -> bool {
     shape_.n_kv > 0 && shape_.n_q % shape_.n_kv == 0 && decode_entry_point(shape_.n_q / shape_.n_kv, shape_.head_dim).is_some()
 }
 
-/// Each table sequence's one-token attention over its layer-`layer` caches at its position:
+/// Each table sequence's one-token attention at its position over layer `layer`'s pools through
+/// its block table:
 /// q from its row of `qkv`, the output to its row of `out` (`attention_decode_g*_hd*_seqs`).
 pub fn attention_decode_seqs(
     gpu: Gpu<'_>,
@@ -248,9 +266,10 @@ pub fn attention_decode_seqs(
     let mut l = Launch::new(gpu, function);
     l.arg(&q_p).arg(&ints[0]).arg(&ints[1]).arg(&seqs_p).arg(&kv_p).arg(&ints[2]).arg(&s_p).arg(&ints[3]).arg(&ints[4]).arg(&c_p).arg(&o_p);
     // SAFETY: matches attention_decode_g*_hd*_seqs's signature; qkv and out hold the table's rows
-    // (checked above), the caches and positions were checked by the table builder from live
-    // buffers; scratch and counters hold one block per sequence (checked above); the kernel turns
-    // a position >= max_seq into NaN output instead of reading past the cache.
+    // (checked above), the pools, block tables and positions were checked by the table builder
+    // from live buffers, and the block table entries of the positions read name pool blocks (the
+    // KvCache contract); scratch and counters hold one block per sequence (checked above); the
+    // kernel turns a position >= max_seq into NaN output instead of reading past the table.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

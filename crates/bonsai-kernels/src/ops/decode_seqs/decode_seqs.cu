@@ -1,24 +1,32 @@
 // One decode token for each of n sequences of a batch, each at its own position and with its own
-// KV cache: the batched twins of qk_norm_rope_kv_write, attention_decode_g*_hd* (`_seqs`) and
+// block table into the layers' shared KV pools (the paged cache, prelude.cuh): the batched twins of qk_norm_rope_kv_write, attention_decode_g*_hd* (`_seqs`) and
 // position_advance. A batch's decode step launches each of them once per layer instead of once
 // per sequence, and a captured graph serves any set of sequences (it reads them from the table).
 //
 // The sequence table (u64 words, which the host rewrites only when the batch's sequences change):
-//   words [2i, 2i + 1]: sequence i's row in the batch's buffers (qkv, attention output) and the
-//     device address of its position (one u32: the new token's position);
-//   then per layer l, words [2n + 2(l n + i), +1]: the device addresses of sequence i's K and V
-//     cache of layer l ([n_kv][max_seq][hd] f16 each; one max_seq for every sequence).
+//   words [3i, 3i + 2]: sequence i's row in the batch's buffers (qkv, attention output), the
+//     device address of its position (one u32: the new token's position) and that of its block
+//     table (u32 pool block per KV_BLOCK positions, covering max_seq; one table for every layer);
+//   then per layer l, words [3n + 2l, +1]: the device addresses of layer l's K and V pools
+//     ([blocks][n_kv][KV_BLOCK][hd] f16 each, shared by every sequence; one max_seq for all).
 // Kernels take `seqs` (the table) and, where they touch a cache, `layer_kv` (the table's layer l
-// part). Sequence i is blockIdx.z for attention, blockIdx.x for the rope and the KV write.
+// words). Sequence i is blockIdx.z for attention, blockIdx.x for the rope and the KV write.
 //
 // Speed of light on the H200, Bonsai-8B geometry, B sequences at context L: the attention reads
 // each sequence's cache once, 4 KiB per cached token per layer (B = 64, L = 576: 151 MB per
-// layer, 31 us at 4.8 TB/s); qk_norm_rope + KV write move ~40 KB per sequence per layer (B = 64:
-// 0.5 us); both otherwise latency-bound (one launch each per layer).
+// layer, 31 us at 4.8 TB/s; the block tables add 4 bytes per 64 tokens per CTA, L2 hits);
+// qk_norm_rope + KV write move ~40 KB per sequence per layer (B = 64: 0.5 us); both otherwise
+// latency-bound (one launch each per layer).
 
-__device__ __forceinline__ u32 decode_seq_row(const u64* __restrict__ seqs, int i) { return (u32)seqs[2 * i]; }
+#define DECODE_SEQ_WORDS 3
+__device__ __forceinline__ u32 decode_seq_row(const u64* __restrict__ seqs, int i) {
+    return (u32)seqs[DECODE_SEQ_WORDS * i];
+}
 __device__ __forceinline__ u32* decode_seq_pos(const u64* __restrict__ seqs, int i) {
-    return reinterpret_cast<u32*>(seqs[2 * i + 1]);
+    return reinterpret_cast<u32*>(seqs[DECODE_SEQ_WORDS * i + 1]);
+}
+__device__ __forceinline__ const u32* decode_seq_block_table(const u64* __restrict__ seqs, int i) {
+    return reinterpret_cast<const u32*>(seqs[DECODE_SEQ_WORDS * i + 2]);
 }
 
 // grid (n, n_q + 2 n_kv): sequence blockIdx.x's row through qk_norm_rope_kv_write's math.
@@ -34,10 +42,11 @@ extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, i
     __shared__ float scratch[WARP_SIZE];
     const int i = blockIdx.x;
     float* row = qkv + (long long)decode_seq_row(seqs, i) * (n_q + 2 * n_kv) * hd;
-    u16* k_cache = reinterpret_cast<u16*>(layer_kv[2 * i]);
-    u16* v_cache = reinterpret_cast<u16*>(layer_kv[2 * i + 1]);
+    u16* k_pool = reinterpret_cast<u16*>(layer_kv[0]);
+    u16* v_pool = reinterpret_cast<u16*>(layer_kv[1]);
     qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, rot, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
-                                *decode_seq_pos(seqs, i), max_seq, k_cache, v_cache, scratch);
+                                *decode_seq_pos(seqs, i), max_seq, decode_seq_block_table(seqs, i), k_pool, v_pool,
+                                scratch);
 }
 
 // grid (n_kv, n_splits, n) of ATT_DEC_WARPS warps: sequence blockIdx.z's decode attention, with
@@ -52,12 +61,12 @@ __device__ __forceinline__ void attention_decode_seqs_body(const float* __restri
                                                            float* __restrict__ out) {
     const int i = blockIdx.z;
     const long long row = decode_seq_row(seqs, i);
-    const int columns = gridDim.x;
+    const int n_kv = gridDim.x;  // a column per kv head
     attention_decode_body<G, HD, false>(
-        qkv + row * qkv_row_len, decode_seq_pos(seqs, i), max_seq, reinterpret_cast<const u16*>(layer_kv[2 * i]),
-        reinterpret_cast<const u16*>(layer_kv[2 * i + 1]), partial + (long long)i * columns * G * n_splits * (HD + 2),
-        n_splits, min_split_keys, counters + (long long)i * columns, out + row * out_row_len, nullptr, nullptr,
-        nullptr);
+        qkv + row * qkv_row_len, decode_seq_pos(seqs, i), max_seq, n_kv, decode_seq_block_table(seqs, i),
+        reinterpret_cast<const u16*>(layer_kv[0]), reinterpret_cast<const u16*>(layer_kv[1]),
+        partial + (long long)i * n_kv * G * n_splits * (HD + 2), n_splits, min_split_keys,
+        counters + (long long)i * n_kv, out + row * out_row_len, nullptr, nullptr, nullptr);
 }
 
 #define ATT_DEC_SEQS_ENTRY_POINT(G, HD)                                                                              \

@@ -158,6 +158,7 @@ pub(crate) struct RopeOutArgs {
     pub sin: u64,
     pub k_cache: u64,
     pub v_cache: u64,
+    pub block_table: u64,
     pub eps: f32,
     pub max_pos: i32,
     pub max_seq: i32,
@@ -349,12 +350,12 @@ pub(crate) fn launch_gemv(
 mod tests {
     use super::*;
 
-    /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 8 pointers, then eps and four ints
-    /// from byte 64, the end padded to 88.
+    /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 9 pointers, then eps and four ints
+    /// from byte 72, the end padded to 96.
     #[test]
     fn rope_out_args_match_the_cuda_struct() {
-        assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 64);
-        assert_eq!(std::mem::offset_of!(RopeOutArgs, n_kv), 80);
-        assert_eq!(std::mem::size_of::<RopeOutArgs>(), 88);
+        assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 72);
+        assert_eq!(std::mem::offset_of!(RopeOutArgs, n_kv), 88);
+        assert_eq!(std::mem::size_of::<RopeOutArgs>(), 96);
     }
 }

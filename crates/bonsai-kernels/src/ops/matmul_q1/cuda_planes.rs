@@ -12,8 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{device_geometry, launch_gemv, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
-use crate::launch::qk_norm_rope::{check_kv_cache, check_rope_inputs, DeviceParams, RopeInputs};
-use crate::launch::KvCache;
+use crate::launch::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
+use crate::launch::{check_kv_cache, KvCache};
 use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits, Store};
 use crate::weights::GROUP;
 
@@ -303,12 +303,13 @@ pub fn gemv_from_planes(
 
 /// What the decode qkv projection's rope epilogue ([`PlanesEpilogue::Rope`]) applies and where it
 /// writes: the per-head RMSNorm weights, the RoPE table (`[max_pos][64]` cos and sin), the device
-/// position, the layer's f16 caches (`[n_kv][max_seq][128]` each), and `staged`, one zeroed
+/// position, the layer's paged f16 cache (pools `[blocks][n_kv][KV_BLOCK][128]` and the block
+/// table, [`KvCache`]), and `staged`, one zeroed
 /// 64-bit staging word per qkv output that the epilogue leaves zero again.
 pub struct RopeOut<'a> {
     pub norm_rope: DeviceParams<'a, CudaSlice<f32>, CudaSlice<f32>>,
     pub pos0: &'a CudaSlice<u32>,
-    pub cache: KvCache<&'a mut CudaSlice<u16>>,
+    pub cache: KvCache<&'a mut CudaSlice<u16>, &'a CudaSlice<u32>>,
     pub staged: &'a mut CudaSlice<u64>,
 }
 
@@ -334,14 +335,15 @@ fn rope_args<'a>(
         return Err(shape(OP, format!("the rope epilogue rotates whole heads: rot_dims {} of head_dim {}", p.rot_dims, p.shape.head_dim)));
     }
     let RopeInputs { n_q, n_kv, max_pos, .. } = check_rope_inputs(OP, qkv_len, 1, &p, pos0.len())?;
-    let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, cache.k.len(), cache.v.len())?;
+    let max_seq = check_kv_cache(OP, p.shape, cache.max_seq, (cache.k.len(), cache.v.len()), cache.table.len())?;
     expect_at_least(OP, "staging words", staged.len(), w.n)?;
     let (staged, g0) = write_ptr(staged, gpu.stream);
     let (pos0, g1) = read_ptr(pos0, gpu.stream);
     let ([q_norm, k_norm, cos, sin], g2) = p.read_ptrs(gpu);
-    let (k_cache, g3) = write_ptr(cache.k, gpu.stream);
-    let (v_cache, g4) = write_ptr(cache.v, gpu.stream);
-    guards.extend([g0, g1, g3, g4].into_iter().chain(g2));
+    let (block_table, g3) = read_ptr(cache.table, gpu.stream);
+    let (k_cache, g4) = write_ptr(cache.k, gpu.stream);
+    let (v_cache, g5) = write_ptr(cache.v, gpu.stream);
+    guards.extend([g0, g1, g3, g4, g5].into_iter().chain(g2));
     Ok(RopeOutArgs {
         staged,
         pos0,
@@ -351,6 +353,7 @@ fn rope_args<'a>(
         sin,
         k_cache,
         v_cache,
+        block_table,
         eps: p.eps,
         max_pos,
         max_seq,

@@ -445,8 +445,9 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
 // The `_gemv_b1_rope` epilogue's parameters: the decode qkv projection (MATMUL_STORE, one token,
 // head_dim = GROUP_SIZE) does qk_norm_rope_kv_write's work on its own outputs. Per output one
 // staging word (zero between launches), the device position, both norms' weights, the RoPE table
-// ([max_pos][64] cos and sin), and the layer's f16 caches ([n_kv][max_seq][128]). Mirrored by
-// `RopeOutArgs` in ops/matmul_q1/cuda_b1.rs (same fields, same order).
+// ([max_pos][64] cos and sin), and the layer's paged f16 cache (pools [blocks][n_kv][KV_BLOCK][128]
+// and the sequence's block table, prelude.cuh). Mirrored by `RopeOutArgs` in
+// ops/matmul_q1/cuda_b1.rs (same fields, same order).
 struct B1RopeOut {
     static constexpr int KIND = B1_OUT_ROPE;
     unsigned long long* staged;
@@ -457,6 +458,7 @@ struct B1RopeOut {
     const float* sin_table;
     u16* k_cache;
     u16* v_cache;
+    const u32* block_table;
     float eps;
     int max_pos;
     int max_seq;
@@ -469,8 +471,9 @@ struct B1RopeOut {
 // one's). The CTA that produces a head's last output takes the head, a warp per head: it polls
 // the head's 128 words as b1_planes_epilogue does (lane l holds elements l + 32 t, both halves of
 // its rotating pairs d = l and l + 32), clears them, and writes the head to y: q and k heads
-// normalised and rotated, v heads as computed; k and v rows also to the caches at `pos` (skipped
-// past max_seq, NaN heads past max_pos). qk_norm_rope_kv_write's arithmetic (qk_pair_sq,
+// normalised and rotated, v heads as computed; k and v rows also to the caches at `pos` (in the
+// block the table names, its entry read before the poll; skipped past max_seq, no entry read
+// then; NaN heads past max_pos). qk_norm_rope_kv_write's arithmetic (qk_pair_sq,
 // qk_inv_rms, qk_rope_pair), its sum of squares in block_sum's order over that kernel's two warps
 // (each warp's butterfly, then the two sums added): bit-identical to the two launches it
 // replaces. One wave, as b1_planes_epilogue.
@@ -483,7 +486,9 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
     for (int head = o0 / HD + warp; head < o1 / HD; head += blockDim.x / WARP_SIZE) {  // warp-uniform
         const bool is_v = head >= o.n_q + o.n_kv;
         const bool rotate = !is_v && pos < (u32)o.max_pos;
+        const bool to_cache = head >= o.n_q && pos < (u32)o.max_seq;
         // What does not come from the other CTAs first: these round trips overlap the poll.
+        const u32 block = to_cache ? o.block_table[pos / KV_BLOCK] : 0u;
         float w[PER_LANE], c[2], s[2];
         if (rotate) {
             const float* nw = head < o.n_q ? o.q_norm : o.k_norm;
@@ -520,9 +525,9 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
         float* dst = y + (long long)head * HD + lane;
 #pragma unroll
         for (int t = 0; t < PER_LANE; ++t) dst[WARP_SIZE * t] = h[t];
-        if (head >= o.n_q && pos < (u32)o.max_seq) {
+        if (to_cache) {
             const int kv_head = head - o.n_q - (is_v ? o.n_kv : 0);
-            u16* row = (is_v ? o.v_cache : o.k_cache) + ((long long)kv_head * o.max_seq + pos) * HD + lane;
+            u16* row = (is_v ? o.v_cache : o.k_cache) + kv_block_row(block, o.n_kv, kv_head, (int)pos, HD) + lane;
 #pragma unroll
             for (int t = 0; t < PER_LANE; ++t) row[WARP_SIZE * t] = f32_to_f16(h[t]);
         }

@@ -6,7 +6,7 @@ use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
 
 use crate::launch_ex::Launch;
 use crate::ops::qk_norm_rope::Params;
-use crate::launch::{Gpu, KvCache, as_i32, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
+use crate::launch::{Gpu, KvCache, as_i32, check_kv_cache, expect_at_least, read_ptr, shape, write_ptr, HeadShape, LaunchError};
 
 /// The RoPE table in device memory: `cos`, `sin` are `[max_pos][rot_dims / 2]` f32.
 pub struct RopeTableView<'a, C: DevicePtr<f32>> {
@@ -19,14 +19,14 @@ pub struct RopeTableView<'a, C: DevicePtr<f32>> {
 /// position `pos0[0] + i`, in place on the q and k heads of `m` qkv rows (`qk_norm_rope_head_per_block`). Positions >= max_pos turn
 /// the head into NaN. With a `cache`, the same launch (`qk_norm_rope_kv_write`) also does
 /// `crate::launch::kv_write::kv_write`'s work: the rotated k heads and the v heads of the `m` rows
-/// go to the f16 caches at positions `pos0[0] + i` (skipped on the device when >= max_seq).
-pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
+/// go to the paged f16 caches at positions `pos0[0] + i` (skipped on the device when >= max_seq).
+pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>, T: DevicePtr<u32>>(
     gpu: Gpu<'_>,
     qkv: &mut impl DevicePtrMut<f32>,
     m: usize,
     p: DeviceParams<'_, impl DevicePtr<f32>, C>,
     pos0: &impl DevicePtr<u32>,
-    cache: Option<KvCache<&mut K>>,
+    cache: Option<KvCache<&mut K, &T>>,
 ) -> Result<(), LaunchError> {
     let (op, entry, v_heads) = match cache {
         Some(_) => ("qk_norm_rope_kv_write", "qk_norm_rope_kv_write", p.shape.n_kv),
@@ -35,9 +35,9 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
     let RopeInputs { n_q, n_kv, hd: hd_i, rot, max_pos } = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
     let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
     let kv = match cache {
-        Some(KvCache { k, v, max_seq }) => {
-            let max_seq_i = check_kv_cache(op, p.shape, max_seq, k.len(), v.len())?;
-            Some((max_seq_i, write_ptr(k, gpu.stream), write_ptr(v, gpu.stream)))
+        Some(KvCache { k, v, table, max_seq }) => {
+            let max_seq_i = check_kv_cache(op, p.shape, max_seq, (k.len(), v.len()), table.len())?;
+            Some((max_seq_i, read_ptr(table, gpu.stream), write_ptr(k, gpu.stream), write_ptr(v, gpu.stream)))
         }
         None => None,
     };
@@ -47,34 +47,15 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>>(
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let mut l = Launch::new(gpu, func);
     l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
-    if let Some((max_seq_i, (k_p, _), (v_p, _))) = &kv {
-        l.arg(max_seq_i).arg(k_p).arg(v_p);
+    if let Some((max_seq_i, (t_p, _), (k_p, _), (v_p, _))) = &kv {
+        l.arg(max_seq_i).arg(t_p).arg(k_p).arg(v_p);
     }
-    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with the cache's three trailing
-    // arguments qk_norm_rope_kv_write's; every buffer length was checked, and the device position
-    // is bounds-checked in the kernel against max_pos (table) and max_seq (cache).
+    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with the cache's four trailing
+    // arguments qk_norm_rope_kv_write's; every buffer length was checked, the device position is
+    // bounds-checked in the kernel against max_pos (RoPE table) and max_seq (cache), and the block
+    // table entries of the written positions name pool blocks (the caller's contract, KvCache).
     unsafe { l.launch(cfg) }?;
     Ok(())
-}
-
-/// The f16 caches' checks of a KV write at positions below `max_seq` (also the qkv projection's
-/// rope epilogue's, cuda_planes.rs): both hold n_kv * max_seq * head_dim values. Returns max_seq as
-/// a kernel int.
-pub(crate) fn check_kv_cache(
-    op: &'static str,
-    shape_: HeadShape,
-    max_seq: usize,
-    k_len: usize,
-    v_len: usize,
-) -> Result<i32, LaunchError> {
-    if max_seq == 0 {
-        return Err(shape(op, "empty cache".into()));
-    }
-    let cache = shape_.n_kv * max_seq * shape_.head_dim;
-    expect_at_least(op, "k_cache", k_len, cache)?;
-    expect_at_least(op, "v_cache", v_len, cache)?;
-    as_i32(op, "cache len", cache)?;
-    as_i32(op, "max_seq", max_seq)
 }
 
 /// The op's parameters on the device: norm weights in device memory and the device RoPE table.

@@ -72,22 +72,25 @@ extern "C" __global__ void qk_norm_rope_head_per_block(float* __restrict__ qkv, 
 
 // One token's q, k and v heads (head = blockIdx.y: q heads, then k heads, then v heads) at
 // position `pos`: q and k heads normed and rotated in place, k and v heads stored as f16 in the
-// caches ([n_kv][max_seq][hd] each); cache rows at position >= max_seq are skipped, exactly as
-// kv_write does (the rotated k, NaN past max_pos, is what both versions store).
+// paged cache (pools [blocks][n_kv][KV_BLOCK][hd], the block from block_table: kv_row); cache
+// rows at position >= max_seq are skipped (no table entry read), exactly as kv_write does (the
+// rotated k, NaN past max_pos, is what both versions store).
 __device__ __forceinline__ void qk_norm_rope_kv_write_token(float* __restrict__ qkv_row, int n_q, int n_kv, int hd,
                                                             int rot, const float* __restrict__ q_norm,
                                                             const float* __restrict__ k_norm, float eps,
                                                             const float* __restrict__ cos_table,
                                                             const float* __restrict__ sin_table, int max_pos,
-                                                            u32 pos, int max_seq, u16* __restrict__ k_cache,
-                                                            u16* __restrict__ v_cache, float* scratch) {
+                                                            u32 pos, int max_seq,
+                                                            const u32* __restrict__ block_table,
+                                                            u16* __restrict__ k_cache, u16* __restrict__ v_cache,
+                                                            float* scratch) {
     const int head = blockIdx.y;
     const int half = hd / 2;
     const int d = threadIdx.x;
     float* h = qkv_row + (long long)head * hd;
     if (head >= n_q + n_kv) {  // a v head: the whole CTA takes this branch
         if (d >= half || pos >= (u32)max_seq) return;
-        const long long dst = ((long long)(head - n_q - n_kv) * max_seq + pos) * hd;
+        const long long dst = kv_row(block_table, n_kv, head - n_q - n_kv, (int)pos, hd);
         v_cache[dst + d] = f32_to_f16(h[d]);
         v_cache[dst + d + half] = f32_to_f16(h[d + half]);
         return;
@@ -98,7 +101,7 @@ __device__ __forceinline__ void qk_norm_rope_kv_write_token(float* __restrict__ 
     // Each thread stores the pair it just wrote (no other thread touches these elements).
     int ia = 0, ib = 0;
     qk_head_pair(d, hd, rot, &ia, &ib);
-    const long long dst = ((long long)(head - n_q) * max_seq + pos) * hd;
+    const long long dst = kv_row(block_table, n_kv, head - n_q, (int)pos, hd);
     k_cache[dst + ia] = f32_to_f16(h[ia]);
     k_cache[dst + ib] = f32_to_f16(h[ib]);
 }
@@ -111,12 +114,13 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  const float* __restrict__ cos_table,
                                                  const float* __restrict__ sin_table, int max_pos,
                                                  const u32* __restrict__ pos0, int max_seq,
-                                                 u16* __restrict__ k_cache, u16* __restrict__ v_cache) {
+                                                 const u32* __restrict__ block_table, u16* __restrict__ k_cache,
+                                                 u16* __restrict__ v_cache) {
     griddep_wait();
     griddep_launch_dependents();
     __shared__ float scratch[WARP_SIZE];
     const int token = blockIdx.x;
     float* row = qkv + (long long)token * (n_q + 2 * n_kv) * hd;
     qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, rot, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
-                                pos0[0] + (u32)token, max_seq, k_cache, v_cache, scratch);
+                                pos0[0] + (u32)token, max_seq, block_table, k_cache, v_cache, scratch);
 }
