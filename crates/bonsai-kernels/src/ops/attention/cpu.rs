@@ -42,7 +42,8 @@ pub fn cpu_at(level: SimdLevel, rows: QkvRows<'_>, cache: KvCache<&[f16], &[u32]
     Ok(())
 }
 
-/// Positions `0..n_pos` of one kv head in the paged pools, row by row.
+/// Positions `0..n_pos` of one kv head in the paged pools: runs of up to KV_BLOCK contiguous rows,
+/// one per block (the inner loops then stride through a run as through a contiguous cache).
 #[derive(Clone, Copy)]
 struct HeadRows<'a> {
     k: &'a [f16],
@@ -54,14 +55,14 @@ struct HeadRows<'a> {
 }
 
 impl<'a> HeadRows<'a> {
-    fn at(&self, j: usize) -> usize {
-        kv_row_offset(self.shape, self.table[j / KV_BLOCK], self.head, j)
-    }
-    fn k_row(&self, j: usize) -> &'a [f16] {
-        &self.k[self.at(j)..][..self.shape.head_dim]
-    }
-    fn v_row(&self, j: usize) -> &'a [f16] {
-        &self.v[self.at(j)..][..self.shape.head_dim]
+    /// The head's rows of `pool` (K or V), one block's run at a time.
+    fn runs(self, pool: &'a [f16]) -> impl Iterator<Item = &'a [f16]> {
+        let hd = self.shape.head_dim;
+        (0..self.n_pos.div_ceil(KV_BLOCK)).map(move |b| {
+            let first = b * KV_BLOCK;
+            let at = kv_row_offset(self.shape, self.table[b], self.head, first);
+            &pool[at..at + (self.n_pos - first).min(KV_BLOCK) * hd]
+        })
     }
 }
 
@@ -78,7 +79,7 @@ simd_variants! {
     ) {
         let n_pos = rows.n_pos;
         let scale = 1.0 / (hd as f32).sqrt();
-        for (j, k) in (0..n_pos).map(|j| (j, rows.k_row(j))) {
+        for (j, k) in rows.runs(rows.k).flat_map(|run| run.chunks_exact(hd)).enumerate() {
             k.convert_to_f32_slice(row);
             for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
                 head_scores[j] = dot_lanes(head_q, row) * scale;
@@ -94,7 +95,7 @@ simd_variants! {
             *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
         }
         out.fill(0.0);
-        for (j, v) in (0..n_pos).map(|j| (j, rows.v_row(j))) {
+        for (j, v) in rows.runs(rows.v).flat_map(|run| run.chunks_exact(hd)).enumerate() {
             v.convert_to_f32_slice(row);
             for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
                 let w = head_scores[j];
