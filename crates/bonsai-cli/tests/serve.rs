@@ -183,24 +183,29 @@ fn a_full_queue_answers_503_with_retry_after() {
     assert_eq!(metric(&addr, "bonsai_requests_rejected_total"), 1);
 }
 
-#[test]
-fn bench_serve_starts_a_server_and_counts_every_token() {
+/// `bench serve -p 9 -n 5 BENCH_ARGS --json` starting a CPU server with SERVER_ARGS on the demo
+/// model: its report.
+fn bench_serve(bench_args: &[&str], server_args: &[&str]) -> serde_json::Value {
     let cache = cache_dir();
     let model = demo_model_file(&cache);
-    // `bench serve ARGS --json` starting a CPU server of 3 sequences on the demo model: its report.
-    let bench = |args: &[&str]| -> serde_json::Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-            .args(["bench", "serve", "-p", "9", "-n", "5", "--json"])
-            .args(args)
-            .args(["--", "--cpu", "-np", "3", "-m"])
-            .arg(&model)
-            .env("BONSAI_CACHE_DIR", &cache)
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{args:?} stdout: {stdout}\nstderr: {stderr}");
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-    };
+    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
+        .args(["bench", "serve", "-p", "9", "-n", "5", "--json"])
+        .args(bench_args)
+        .args(["--", "--cpu"])
+        .args(server_args)
+        .arg("-m")
+        .arg(&model)
+        .env("BONSAI_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{bench_args:?} {server_args:?} stdout: {stdout}\nstderr: {stderr}");
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn bench_serve_starts_a_server_and_counts_every_token() {
+    let bench = |args: &[&str]| bench_serve(args, &["-np", "3"]);
     let v = bench(&["--streams", "4", "--requests", "6"]);
     assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(6), Some(30), Some(0)), "{v}");
     assert!(v["output_tok_per_s"].as_f64().is_some_and(|r| r > 0.0) && v["ttft_p99_s"].as_f64().is_some(), "{v}");
@@ -217,18 +222,7 @@ fn bench_serve_starts_a_server_and_counts_every_token() {
 /// tokens and no error.
 #[test]
 fn two_hundred_fifty_six_streams_complete_through_a_small_kv_cache() {
-    let cache = cache_dir();
-    let model = demo_model_file(&cache);
-    let out = Command::new(env!("CARGO_BIN_EXE_bonsai"))
-        .args(["bench", "serve", "-p", "9", "-n", "5", "--streams", "256", "--json"])
-        .args(["--", "--cpu", "-np", "256", "--kv-tokens", "4096", "-m"])
-        .arg(&model)
-        .env("BONSAI_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let v = bench_serve(&["--streams", "256"], &["-np", "256", "--kv-tokens", "4096"]);
     assert_eq!((v["requests"].as_u64(), v["output_tokens"].as_u64(), v["errors"].as_u64()), (Some(256), Some(1280), Some(0)), "{v}");
 }
 
