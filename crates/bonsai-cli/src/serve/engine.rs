@@ -404,12 +404,13 @@ impl<B: Backend> Engine<'_, B> {
     /// take, after letting go of idle slots' cached prefixes if that is what it takes (the slot
     /// `keep_slot`, about to be used, last: its cached prefix may serve the new request).
     fn make_room(&mut self, state: &mut Qwen3State<B>, need: usize, keep_slot: usize) -> anyhow::Result<bool> {
-        let outstanding = |engine: &Self, state: &Qwen3State<B>| -> usize {
-            let pending = engine.slots.iter().enumerate().filter_map(|(i, s)| s.running.as_ref().map(|r| r.kv_need.saturating_sub(state.kv_blocks_of(i))));
-            pending.sum()
-        };
-        let fits = |engine: &Self, state: &Qwen3State<B>| state.kv_blocks().0 >= outstanding(engine, state) + need;
-        if fits(self, state) {
+        // What the running requests may still take; letting go of idle slots' blocks does not
+        // change it (a block a running request shares stays held by it).
+        let outstanding: usize = (0..self.slots.len())
+            .filter_map(|i| self.slots[i].running.as_ref().map(|r| r.kv_need.saturating_sub(state.kv_blocks_of(i))))
+            .sum();
+        let fits = |state: &Qwen3State<B>| state.kv_blocks().0 >= outstanding + need;
+        if fits(state) {
             return Ok(true);
         }
         // Idle slots holding blocks, the smallest cached prefix first.
@@ -418,7 +419,7 @@ impl<B: Backend> Engine<'_, B> {
         for i in idle {
             self.model.rewind_seq(state, i, 0)?;
             self.slots[i].cached.clear();
-            if fits(self, state) {
+            if fits(state) {
                 return Ok(true);
             }
         }

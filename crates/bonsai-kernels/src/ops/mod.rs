@@ -163,18 +163,6 @@ pub struct KvCache<T, I> {
     pub max_seq: usize,
 }
 
-impl<T, I> KvCache<T, I> {
-    /// Both pools and the table borrowed (a device cache as a launch argument).
-    pub fn borrowed(&self) -> KvCache<&T, &I> {
-        KvCache { k: &self.k, v: &self.v, table: &self.table, max_seq: self.max_seq }
-    }
-
-    /// Both pools borrowed to write.
-    pub fn borrowed_mut(&mut self) -> KvCache<&mut T, &I> {
-        KvCache { k: &mut self.k, v: &mut self.v, table: &self.table, max_seq: self.max_seq }
-    }
-}
-
 /// f16 values of one pool block of `shape`: KV_BLOCK positions of every kv head.
 pub fn kv_block_len(shape: HeadShape) -> usize {
     shape.n_kv * KV_BLOCK * shape.head_dim
@@ -229,18 +217,6 @@ impl<T: AsRef<[f16]>, I: AsRef<[u32]>> KvCache<T, I> {
             return Err(OpError::Shape { op, detail: format!("block table entry {i} names block {b} of a pool of {blocks}") });
         }
         Ok(())
-    }
-
-    /// The cache to read.
-    pub fn view(&self) -> KvCache<&[f16], &[u32]> {
-        KvCache { k: self.k.as_ref(), v: self.v.as_ref(), table: self.table.as_ref(), max_seq: self.max_seq }
-    }
-}
-
-impl<T: AsMut<[f16]>, I: AsRef<[u32]>> KvCache<T, I> {
-    /// The cache to write.
-    pub fn view_mut(&mut self) -> KvCache<&mut [f16], &[u32]> {
-        KvCache { k: self.k.as_mut(), v: self.v.as_mut(), table: self.table.as_ref(), max_seq: self.max_seq }
     }
 }
 

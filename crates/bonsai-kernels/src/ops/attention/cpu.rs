@@ -55,7 +55,16 @@ struct HeadRows<'a> {
 }
 
 impl<'a> HeadRows<'a> {
-    /// The head's rows of `pool` (K or V), one block's run at a time.
+    /// The head's K rows, one block's run at a time.
+    fn k_runs(self) -> impl Iterator<Item = &'a [f16]> {
+        self.runs(self.k)
+    }
+
+    /// The head's V rows, one block's run at a time.
+    fn v_runs(self) -> impl Iterator<Item = &'a [f16]> {
+        self.runs(self.v)
+    }
+
     fn runs(self, pool: &'a [f16]) -> impl Iterator<Item = &'a [f16]> {
         let hd = self.shape.head_dim;
         (0..self.n_pos.div_ceil(KV_BLOCK)).map(move |b| {
@@ -79,7 +88,7 @@ simd_variants! {
     ) {
         let n_pos = rows.n_pos;
         let scale = 1.0 / (hd as f32).sqrt();
-        for (j, k) in rows.runs(rows.k).flat_map(|run| run.chunks_exact(hd)).enumerate() {
+        for (j, k) in rows.k_runs().flat_map(|run| run.chunks_exact(hd)).enumerate() {
             k.convert_to_f32_slice(row);
             for (head_q, head_scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(n_pos)) {
                 head_scores[j] = dot_lanes(head_q, row) * scale;
@@ -95,7 +104,7 @@ simd_variants! {
             *inv_total = 1.0 / lane_sum.iter().sum::<f32>();
         }
         out.fill(0.0);
-        for (j, v) in rows.runs(rows.v).flat_map(|run| run.chunks_exact(hd)).enumerate() {
+        for (j, v) in rows.v_runs().flat_map(|run| run.chunks_exact(hd)).enumerate() {
             v.convert_to_f32_slice(row);
             for (head_scores, head_out) in scores.chunks_exact(n_pos).zip(out.chunks_exact_mut(hd)) {
                 let w = head_scores[j];
