@@ -314,6 +314,10 @@ inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_b
     emu::require_sm90a("wgmma.mma_async m64n128k16 f16 (wgmma_f16_m64n128k16_rs)");
     emu_wgmma_kmajor<128, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
+inline void wgmma_f16_m64n256k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
+    emu::require_sm90a("wgmma.mma_async m64n256k16 f16 (wgmma_f16_m64n256k16_rs)");
+    emu_wgmma_kmajor<256, mma_f16_16x8x16>(d, a, b_block, k_chunk);
+}
 inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     emu::require_sm90a("wgmma.mma_async m64n64k16 f16 (wgmma_f16_m64n64k16_rs)");
     emu_wgmma_kmajor<64, mma_f16_16x8x16>(d, a, b_block, k_chunk);

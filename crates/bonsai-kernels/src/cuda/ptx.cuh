@@ -316,8 +316,9 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
            (1ull << 62);
 }
-// The accumulator operand lists of the m64n128 (64 f32 per thread) and m64n64 (32) forms, and
-// the matching "{%0, ..}" register lists (the operands that follow start at %64 / %32).
+// The accumulator operand lists of the m64n256 (128 f32 per thread), m64n128 (64) and m64n64 (32)
+// forms, and the matching "{%0, ..}" register lists (the operands that follow start at %128 /
+// %64 / %32).
 #define BONSAI_WGMMA_D8(d, o)                                                                              \
     "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
         "+f"(d[o + 7])
@@ -332,12 +333,31 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
     "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53," \
     "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define BONSAI_WGMMA_D128(d)                                                                                 \
+    BONSAI_WGMMA_D64(d), BONSAI_WGMMA_D8(d, 64), BONSAI_WGMMA_D8(d, 72), BONSAI_WGMMA_D8(d, 80), BONSAI_WGMMA_D8(d, 88), BONSAI_WGMMA_D8(d, 96), BONSAI_WGMMA_D8(d, 104), BONSAI_WGMMA_D8(d, 112), BONSAI_WGMMA_D8(d, 120)
+#define BONSAI_WGMMA_R128 \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+    "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50," \
+    "%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74," \
+    "%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98," \
+    "%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118," \
+    "%119,%120,%121,%122,%123,%124,%125,%126,%127}"
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
     const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " BONSAI_WGMMA_R64
                  ", {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
                  : BONSAI_WGMMA_D64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+                 : "memory");
+}
+// The same with N = 256 (128 accumulators per thread; `b_block` holds 256 rows).
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " BONSAI_WGMMA_R128
+                 ", {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
+                 : BONSAI_WGMMA_D128(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
 }
@@ -415,6 +435,7 @@ __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
 __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
@@ -423,11 +444,13 @@ __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, con
 
 #endif  // BONSAI_EMU
 
-// N = 128 or 64 by a template argument.
+// N = 256, 128 or 64 by a template argument.
 template <int N>
 __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
-    static_assert(N == 128 || N == 64, "wgmma N is 128 or 64 here");
-    if constexpr (N == 128) {
+    static_assert(N == 256 || N == 128 || N == 64, "wgmma N is 256, 128 or 64 here");
+    if constexpr (N == 256) {
+        wgmma_f16_m64n256k16_rs(d, a, b_block, k_chunk);
+    } else if constexpr (N == 128) {
         wgmma_f16_m64n128k16_rs(d, a, b_block, k_chunk);
     } else {
         wgmma_f16_m64n64k16_rs(d, a, b_block, k_chunk);

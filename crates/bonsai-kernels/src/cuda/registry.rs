@@ -163,6 +163,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_wgmma",
             "matmul_q1_gemm_wgmma_n64",
             "matmul_q1_gemm_wgmma_n64_split",
+            "matmul_q1_gemm_wgmma_n256",
+            "matmul_q1_gemm_wgmma_n256_split",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -174,6 +176,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_wgmma",
             "matmul_q1_add_gemm_wgmma_n64",
             "matmul_q1_add_gemm_wgmma_n64_split",
+            "matmul_q1_add_gemm_wgmma_n256",
+            "matmul_q1_add_gemm_wgmma_n256_split",
         ],
     },
     KernelSource {
@@ -192,6 +196,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_wgmma",
             "matmul_q2_gemm_wgmma_n64",
             "matmul_q2_gemm_wgmma_n64_split",
+            "matmul_q2_gemm_wgmma_n256",
+            "matmul_q2_gemm_wgmma_n256_split",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -203,6 +209,8 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_wgmma",
             "matmul_q2_add_gemm_wgmma_n64",
             "matmul_q2_add_gemm_wgmma_n64_split",
+            "matmul_q2_add_gemm_wgmma_n256",
+            "matmul_q2_add_gemm_wgmma_n256_split",
         ],
     },
     KernelSource {
@@ -220,6 +228,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_wgmma",
             "gate_up_swiglu_q1_gemm_wgmma_n64",
             "gate_up_swiglu_q1_gemm_wgmma_n64_split",
+            "gate_up_swiglu_q1_gemm_wgmma_n256",
+            "gate_up_swiglu_q1_gemm_wgmma_n256_split",
         ],
     },
     KernelSource {
@@ -237,6 +247,8 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_wgmma",
             "gate_up_swiglu_q2_gemm_wgmma_n64",
             "gate_up_swiglu_q2_gemm_wgmma_n64_split",
+            "gate_up_swiglu_q2_gemm_wgmma_n256",
+            "gate_up_swiglu_q2_gemm_wgmma_n256_split",
         ],
     },
     KernelSource {

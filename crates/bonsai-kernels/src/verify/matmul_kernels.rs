@@ -54,6 +54,7 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmma) => "gemm_wgmma",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)) => "gemm_wgmma_128",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256)) => "gemm_wgmma_256",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
     }
 }

@@ -40,16 +40,22 @@ fn f16_split_kernels(splits: usize) -> [MatmulKernel; 3] {
         .map(MatmulKernel::Gemm)
 }
 
-/// The wgmma GEMM's split-K path (`*_gemm_wgmma_n64_split`), which its launcher takes for grids
-/// that leave most SMs idle (a batched decode step): few weight tiles at decode-batch token
-/// counts, next to the forced 128-token tile (never split) on the same inputs. With the H200's
-/// 132 SMs: 2 tiles over 9 groups split 5 + 4; 2 tiles over 32 groups in 8 splits of 4; one
-/// SwiGLU tile over 11 groups 6 + 5.
+/// The wgmma GEMM's split-K paths (`*_gemm_wgmma_n64_split`, `*_n256_split`), which its launcher
+/// takes for grids that leave most SMs idle (a batched decode step): few weight tiles at
+/// decode-batch token counts, next to the forced 128-token tile (never split) on the same inputs.
+/// With the H200's 132 SMs, 64-token tile: 2 tiles over 9 groups split 5 + 4; 2 tiles over 32
+/// groups in 8 splits of 4; one SwiGLU tile over 11 groups 6 + 5. The forced 256-token tile
+/// (128-row tiles): 4 tiles split 5 + 4; 3 tiles in 8 splits of 4; one SwiGLU tile 6 + 5.
 fn wgmma_split_rows(ctx: &mut Ctx) -> Result<(), VerifyError> {
     if !crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         return Ok(());
     }
-    let kernels = [GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)].map(MatmulKernel::Gemm);
+    let kernels = [
+        GemmKernel::TensorCoreWgmma,
+        GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256),
+        GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128),
+    ]
+    .map(MatmulKernel::Gemm);
     for ternary in [false, true] {
         let w = random_matrix(ctx, 512, 1152, ternary);
         matmul_with(ctx, "wgmma split", w, 16, Store::Add, &kernels)?;

@@ -1,6 +1,6 @@
 //! Launch of the wgmma GEMM (matmul_gemm_wgmma.cu, sm_90a): the f16 pre-pass shared with
-//! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (256-row weight
-//! tiles, token tiles), 512 threads, in one of two CTA tiles ([`WgmmaTile`]).
+//! `gemm_f16_mma` ([`super::matmul_f16::prepass`]), then `*_gemm_wgmma` over (weight tiles, token
+//! tiles) in one of three CTA tiles ([`WgmmaTile`]).
 
 use std::sync::Arc;
 
@@ -20,9 +20,6 @@ const QW_ALIGN: usize = 1024;
 /// Largest grid y (token tiles).
 const MAX_GRID_Y: usize = 65_535;
 
-/// Weight rows and threads of every CTA (QW_ROWS, QW_THREADS in matmul_gemm_wgmma.cu).
-const QW_ROWS: usize = 256;
-const QW_THREADS: u32 = 512;
 /// Fewest 128-groups a K split takes: shorter ones spend their time filling the ring.
 const QW_MIN_SPLIT_GROUPS: usize = 4;
 
@@ -38,13 +35,16 @@ fn k_splits(ctas: usize, groups: usize, sms: usize) -> usize {
     (sms / ctas).min(groups / QW_MIN_SPLIT_GROUPS).max(1)
 }
 
-/// The token width of a CTA tile of the wgmma GEMM (its two entry points per matmul).
+/// A CTA tile of the wgmma GEMM (the entry points per matmul; the 64- and 256-token tiles also
+/// have a split-K one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WgmmaTile {
-    /// 256 weight rows x 128 tokens, 6 stages (Q2: 5) (`_gemm_wgmma`).
+    /// 256 weight rows x 128 tokens, 4 warpgroups, 6 stages (Q2: 5) (`_gemm_wgmma`).
     Tokens128,
-    /// 256 weight rows x 64 tokens, 8 stages (`_gemm_wgmma_n64`).
+    /// 256 weight rows x 64 tokens, 4 warpgroups, 8 stages (`_gemm_wgmma_n64`).
     Tokens64,
+    /// 128 weight rows x 256 tokens, 2 warpgroups, 3 stages (`_gemm_wgmma_n256`).
+    Tokens256,
 }
 
 impl WgmmaTile {
@@ -52,30 +52,56 @@ impl WgmmaTile {
         match self {
             WgmmaTile::Tokens128 => 128,
             WgmmaTile::Tokens64 => 64,
+            WgmmaTile::Tokens256 => 256,
         }
+    }
+    /// Weight rows of a CTA (64 per warpgroup).
+    fn rows(self) -> usize {
+        match self {
+            WgmmaTile::Tokens128 | WgmmaTile::Tokens64 => 256,
+            WgmmaTile::Tokens256 => 128,
+        }
+    }
+    /// Threads of a CTA (QW_THREADS, QW_WIDE_THREADS in matmul_gemm_wgmma.cu).
+    fn threads(self) -> u32 {
+        2 * self.rows() as u32
     }
     fn stages(self, bits: QuantBits) -> usize {
         match self {
             WgmmaTile::Tokens128 if bits == QuantBits::One => 6,
             WgmmaTile::Tokens128 => 5,
             WgmmaTile::Tokens64 => 8,
+            WgmmaTile::Tokens256 => 3,
         }
+    }
+    /// Whether the tile has a split-K entry point (`_split`).
+    fn splits_k(self) -> bool {
+        self != WgmmaTile::Tokens128
     }
     /// The entry point's name suffix after `_gemm_wgmma`.
     pub(crate) fn suffix(self) -> &'static str {
         match self {
             WgmmaTile::Tokens128 => "",
             WgmmaTile::Tokens64 => "_n64",
+            WgmmaTile::Tokens256 => "_n256",
         }
     }
-    pub const ALL: [WgmmaTile; 2] = [WgmmaTile::Tokens128, WgmmaTile::Tokens64];
+    pub const ALL: [WgmmaTile; 3] = [WgmmaTile::Tokens128, WgmmaTile::Tokens64, WgmmaTile::Tokens256];
 }
 
-/// The tile for `s` on a device of `sms` SMs when none is forced: 64-token tiles when 128-token
-/// ones leave SMs idle and the 64-token grid still fits one wave, else 128: on the H200 that picks
-/// the faster tile of every Bonsai-8B pp512 GEMM and the DiT's widest (docs/kernel-notes.md,
-/// Prefill GEMMs).
+/// The tile for `s` on a device of `sms` SMs when none is forced.
+///
+/// Ternary (Q2) matrices with at least 256 tokens take the 256-token tile: their 64- and
+/// 128-token tiles are issue-bound by the Q2 decode, and on the H200 the wide tile is faster at
+/// every Bonsai geometry measured, so much that it beats the 64-token tile's fuller grid at the
+/// N = 4096 shapes too (docs/kernel-notes.md, "The 256-token tile"). Otherwise the 64-token tile
+/// when 128-token tiles leave SMs idle and the 64-token grid still fits one wave, else 128: the
+/// faster tile of every Bonsai-8B pp512 GEMM (1-bit: the wide tile's kernel times won there in
+/// isolation, but the model's prefill ran slower with it, not yet explained).
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
+    if s.bits == QuantBits::Two && s.m >= WgmmaTile::Tokens256.tokens() {
+        return WgmmaTile::Tokens256;
+    }
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
     if ctas(WgmmaTile::Tokens128) < sms && ctas(WgmmaTile::Tokens64) <= sms {
         WgmmaTile::Tokens64
@@ -106,7 +132,7 @@ pub(crate) fn require_wgmma(stream: &Arc<CudaStream>, op: &'static str) -> Resul
 /// Bytes of one ring stage (QwStage in matmul_gemm_wgmma.cu, rounded up to QW_ALIGN): the
 /// group's f16 activation tile, the rows' lane words and their scales.
 fn stage_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
-    (tile.tokens() * GROUP * 2 + QW_ROWS * bits.words_per_group() * 4 + QW_ROWS * 2).next_multiple_of(QW_ALIGN)
+    (tile.tokens() * GROUP * 2 + tile.rows() * bits.words_per_group() * 4 + tile.rows() * 2).next_multiple_of(QW_ALIGN)
 }
 
 /// Dynamic shared memory of one CTA: the ring plus the alignment slack.
@@ -116,7 +142,7 @@ pub(crate) fn smem_bytes(bits: QuantBits, tile: WgmmaTile) -> usize {
 
 /// (weight tiles, token tiles) of the grid for `s`.
 fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
-    let per_tile = if s.epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
+    let per_tile = if s.epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
     let token_tiles = s.m.div_ceil(tile.tokens());
     if token_tiles > MAX_GRID_Y {
         return Err(shape(s.op(), format!("m = {} exceeds the grid's y range", s.m)));
@@ -148,9 +174,9 @@ pub(crate) fn launch(
     let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
     let groups = s.k / GROUP;
-    // Only the 64-token tile has a split entry point; the 128-token one is chosen only for grids
-    // that fill at least half the SMs, which k_splits leaves whole.
-    let splits = if tile == WgmmaTile::Tokens64 { k_splits(tiles as usize * token_tiles as usize, groups, sms) } else { 1 };
+    // The 128-token tile has no split entry point: it is chosen only for grids that fill at least
+    // half the SMs, which k_splits leaves whole.
+    let splits = if tile.splits_k() { k_splits(tiles as usize * token_tiles as usize, groups, sms) } else { 1 };
     if splits > 1 {
         let split_groups = groups.div_ceil(splits);
         let splits = groups.div_ceil(split_groups);
@@ -159,19 +185,19 @@ pub(crate) fn launch(
         let tile_count = tiles as usize * token_tiles as usize;
         // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
         // itself in, and only the CTA counted last reads the partials.
-        let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(splits * tile_count * tile.tokens() / 2 * QW_THREADS as usize) }?;
+        let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(splits * tile_count * tile.tokens() / 2 * tile.threads() as usize) }?;
         // One arrival counter per output tile, zeroed on the stream before the GEMM.
         let mut counters: CudaSlice<u32> = gpu.stream.alloc_zeros(tile_count)?;
         let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
         let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
         let split_groups_i = as_i32(op, "split_groups", split_groups)?;
-        let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, splits as u32), block_dim: (QW_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+        let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, splits as u32), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
         let mut b = Launch::new(gpu, split_gemm);
         b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
         b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i);
         // SAFETY: as the unsplit launch below, plus: `_split` takes (partials, tile_counters,
         // split_groups) after k; the grid's z holds ceil(G / split_groups) non-empty splits, the
-        // partials hold splits x tiles x (BN / 2 accumulators x QW_THREADS threads) f32 and the
+        // partials hold splits x tiles x (BN / 2 accumulators x the tile's threads) f32 and the
         // counters one zeroed u32 per output tile (allocated above for this grid).
         unsafe { b.launch(cfg) }?;
         return Ok(());
@@ -179,7 +205,7 @@ pub(crate) fn launch(
 
     let cfg = LaunchConfig {
         grid_dim: (tiles, token_tiles, 1),
-        block_dim: (QW_THREADS, 1, 1),
+        block_dim: (tile.threads(), 1, 1),
         shared_mem_bytes: smem as u32,
     };
     let mut b = Launch::new(gpu, gemm);
@@ -231,7 +257,7 @@ mod tests {
                 for (m, n_out) in [(64, 7), (300, 333), (512, 12288), (4608, 27648)] {
                     let s = F16Shape { bits: QuantBits::One, epilogue, m, n_out, k: 4096 };
                     let (tiles, token_tiles) = grid(&s, tile).expect("valid");
-                    let per_tile = if epilogue == Epilogue::SwiGlu { QW_ROWS / 2 } else { QW_ROWS };
+                    let per_tile = if epilogue == Epilogue::SwiGlu { tile.rows() / 2 } else { tile.rows() };
                     assert!(tiles as usize * per_tile >= n_out && (tiles as usize - 1) * per_tile < n_out);
                     assert!(token_tiles as usize * tile.tokens() >= m);
                 }
@@ -248,7 +274,22 @@ mod tests {
         assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Tokens64, "attn_out");
         assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Tokens128, "gate|up");
         assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Tokens64, "down");
-        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Tokens128, "DiT");
+        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Tokens128, "DiT 1-bit");
+        // Ternary: the 256-token tile from 256 tokens on, at every shape (the 8B layer at pp512,
+        // the DiT's widest); below it the 1-bit rule.
+        let ternary = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::Two, epilogue, m, n_out, k };
+        for (n_out, k, epilogue) in [
+            (6144, 4096, Epilogue::Store),
+            (4096, 4096, Epilogue::Add),
+            (12288, 4096, Epilogue::SwiGlu),
+            (4096, 12288, Epilogue::Add),
+            (27648, 3072, Epilogue::Store),
+        ] {
+            assert_eq!(pick(ternary(n_out, k, 512, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
+            assert_eq!(pick(ternary(n_out, k, 4608, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
+        }
+        assert_eq!(pick(ternary(4096, 4096, 255, Epilogue::Add)), WgmmaTile::Tokens64);
+        assert_eq!(pick(ternary(12288, 4096, 255, Epilogue::SwiGlu)), WgmmaTile::Tokens128);
     }
 
     #[test]

@@ -13,7 +13,12 @@
 //
 // CTA = 4 warpgroups (512 threads) = 256 weight rows x BN tokens (BN 128: `_gemm_wgmma`; 64:
 // `_gemm_wgmma_n64`, twice the CTAs, for the N = 4096 shapes whose 128-token grid leaves SMs
-// idle). 256 rows halve the activation traffic per FLOP of a 128-row CTA. K advances through a
+// idle). 256 rows halve the activation traffic per FLOP of a 128-row CTA. The wide tile
+// (`_gemm_wgmma_n256`) is 2 warpgroups (256 threads) = 128 weight rows x 256 tokens: a warpgroup's
+// decode of its 64 rows feeds wgmmas of 256 tokens, so per tensor clock it issues a quarter of
+// what a 64-token warpgroup does (the 64- and 128-token tiles are issue-bound: the decode, the
+// copies and the chain's bookkeeping take most of each SM sub-partition's issue slots; 128
+// accumulators per thread leave room for only two warpgroups' registers). K advances through a
 // STAGES-deep cp.async ring of 128-group stages: the group's activation tile (two 64-k halves of
 // BN rows x 128 B, 16-byte chunk c of token row r at chunk position c ^ (r % 8): the wgmma
 // 128-byte swizzle), the rows' lane words, their scales (through registers, one group ahead,
@@ -40,7 +45,7 @@
 // Tried and dropped: 128-row CTAs (2 per SM), one group per barrier without the chain (both
 // slower on every shape).
 //
-// Split K (SPLIT = true, `_gemm_wgmma_n64_split`; blockIdx.z = split of gridDim.z): for grids that
+// Split K (SPLIT = true, `_gemm_wgmma_n64_split`, `_n256_split`; blockIdx.z = split of gridDim.z): for grids that
 // leave most SMs idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), split z
 // runs groups [z P, min((z + 1) P, G)), P = split_groups, stores its raw f32 accumulators to
 // `partials`, and the CTA that arrives last at the tile's counter adds the splits' partials in
@@ -58,14 +63,17 @@
 #define QW_WARPGROUPS 4
 #define QW_ROWS (64 * QW_WARPGROUPS)
 #define QW_THREADS (128 * QW_WARPGROUPS)
+// The 256-token tile's warpgroups (its accumulators fill a thread's registers).
+#define QW_WIDE_WARPGROUPS 2
+#define QW_WIDE_THREADS (128 * QW_WIDE_WARPGROUPS)
 // The wgmma B tile's alignment (the 128-byte swizzle repeats every 8 rows = 1024 bytes).
 #define QW_ALIGN 1024
 
 // Shared-memory layout of one ring stage: the activation tile (two 64-k halves of BN rows x
 // 128 B), the rows' lane words, their scales; BYTES keeps every stage 1024-byte aligned.
-template <int BITS, int BN>
+template <int BITS, int BN, int ROWS_>
 struct QwStage {
-    static constexpr int ROWS = QW_ROWS;
+    static constexpr int ROWS = ROWS_;
     static constexpr int WORDS = LAYOUT_LANES * BITS;  // lane words per row and group
     static constexpr int X_HALF_BYTES = BN * 128;
     static constexpr int X_BYTES = 2 * X_HALF_BYTES;
@@ -74,14 +82,14 @@ struct QwStage {
     static constexpr int BYTES = (X_BYTES + W_BYTES + D_BYTES + QW_ALIGN - 1) / QW_ALIGN * QW_ALIGN;
 };
 
-template <int BITS, int MODE, int BN, int STAGES, bool SPLIT = false>
+template <int BITS, int MODE, int BN, int STAGES, bool SPLIT = false, int WARPGROUPS = QW_WARPGROUPS>
 __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
                                            int m, float* __restrict__ y, int n_out, int k,
                                            float* __restrict__ partials = nullptr,
                                            unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0) {
-    using S = QwStage<BITS, BN>;
-    constexpr int ROWS = QW_ROWS, THREADS = QW_THREADS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
+    constexpr int ROWS = 64 * WARPGROUPS, THREADS = 128 * WARPGROUPS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
+    using S = QwStage<BITS, BN, ROWS>;
     // Group it's barrier refills the slot of group it - 2: each warpgroup reaches that barrier
     // having retired every wgmma up to the last of group it - 2 (the wait before each step's
     // decode), while up to STEPS - 1 of group it - 1 may still read theirs. So AHEAD = STAGES - 2
@@ -109,7 +117,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
     // Threads 0 .. ROWS-1 carry the scale of local row threadIdx.x through the pipeline.
     const bool carries_scale = threadIdx.x < ROWS;
-    const int my_row = carries_scale ? gemm_weight_row<MODE, QW_ROWS>(tile, threadIdx.x, n_out) : -1;
+    const int my_row = carries_scale ? gemm_weight_row<MODE, ROWS>(tile, threadIdx.x, n_out) : -1;
 
     auto x_tile = [&](int slot) { return smem + slot * S::BYTES; };
     auto w_tile = [&](int slot) { return reinterpret_cast<u32*>(smem + slot * S::BYTES + S::X_BYTES); };
@@ -123,30 +131,46 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // WORDS, word w = i % WORDS = lane * BITS + plane) in every group; only the group's offsets
     // move: kb * GROUP_SIZE for the activations, layout_word(G, kb, 0, 0) for the lane words
     // (layout_word(G, kb, t, p) = layout_word(G, kb, 0, 0) + layout_word(G, 0, t, p); the first
-    // holds the layout block's runtime modulo, once per group). BN 64 holds each copy's source and
-    // stage offset in registers from before the loop, so a group's copy costs an add (its tensor
-    // work per group is half of BN 128's for the same copy and decode issue); BN 128 recomputes
-    // them per group in rolled loops (held beside its 64 accumulators, they spill).
+    // holds the layout block's runtime modulo, once per group). How a thread finds its copies:
+    // - BN 64 holds each copy's source and stage offset in registers from before the loop, so a
+    //   group's copy costs an add (its tensor work per group is half of BN 128's for the same
+    //   copy and decode issue);
+    // - BN 256 (16 activation chunks a thread) uses that chunk j's token row is r0 + j THREADS /
+    //   16, a multiple of 8 rows past r0 (so the same swizzle) in the same column c: one base
+    //   source and stage offset, and a constant stride per chunk; its few lane-word copies are held;
+    // - BN 128 recomputes them per group in rolled loops (held beside its 64 accumulators, they
+    //   spill).
     constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
     static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
                   "every thread copies the same number of chunks and words");
-    constexpr bool HOLD_COPY_SOURCES = BN == 64;
-    constexpr int X_HELD = HOLD_COPY_SOURCES ? X_CHUNKS : 1, W_HELD = HOLD_COPY_SOURCES ? W_COPIES : 1;
+    constexpr bool HOLD_X = BN == 64, STRIDED_X = BN == 256, HOLD_W = BN != 128;
+    constexpr int X_HELD = HOLD_X ? X_CHUNKS : 1, W_HELD = HOLD_W ? W_COPIES : 1;
+    constexpr int X_ROW_STEP = THREADS / 16;
+    static_assert(!STRIDED_X || X_ROW_STEP % 8 == 0, "strided chunks keep their row's swizzle");
     // Group 0's sources (nullptr past m / n_out) and the chunks' stage offsets (128-byte swizzle).
     const u16* x_source_held[X_HELD];
     int x_offset_held[X_HELD];
     const u32* w_source_held[W_HELD];
-    if constexpr (HOLD_COPY_SOURCES) {
+    // The strided chunks' first token row, base source (meaningful only while r0 < m - tok0) and
+    // stage offset.
+    const int x_r0 = threadIdx.x / 16, x_c = threadIdx.x % 16;
+    const int x_rows_left = m - tok0 - x_r0;
+    const long long x_row_stride = (long long)X_ROW_STEP * k;
+    const u16* x_base = xh + (x_rows_left > 0 ? (long long)(tok0 + x_r0) * k + x_c * 8 : 0);
+    const int x_base_offset = (x_c / 8) * S::X_HALF_BYTES + x_r0 * 128 + (((x_c % 8) ^ (x_r0 & 7)) * 16);
+    if constexpr (HOLD_X) {
 #pragma unroll
         for (int j = 0; j < X_CHUNKS; ++j) {
             const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
             x_source_held[j] = tok0 + r < m ? xh + (long long)(tok0 + r) * k + c * 8 : nullptr;
             x_offset_held[j] = (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16);
         }
+    }
+    if constexpr (HOLD_W) {
 #pragma unroll
         for (int j = 0; j < W_COPIES; ++j) {
             const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
-            const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+            const int row = gemm_weight_row<MODE, ROWS>(tile, lr, n_out);
             w_source_held[j] =
                 row >= 0 ? layout_row<BITS>(payload, row, groups) + layout_word<BITS>(groups, 0, w / BITS, w % BITS)
                          : nullptr;
@@ -156,12 +180,29 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         unsigned char* xs = x_tile(slot);
         u32* ws = w_tile(slot);
         const int group_word = layout_word<BITS>(groups, kb, 0, 0);
-        if constexpr (HOLD_COPY_SOURCES) {
+        if constexpr (HOLD_X) {
 #pragma unroll
             for (int j = 0; j < X_CHUNKS; ++j) {
                 const bool valid = x_source_held[j] != nullptr;
                 cp_async16_zfill(xs + x_offset_held[j], valid ? x_source_held[j] + kb * GROUP_SIZE : xh, valid);
             }
+        } else if constexpr (STRIDED_X) {
+            const u16* src = x_base + kb * GROUP_SIZE;
+#pragma unroll
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const bool valid = j * X_ROW_STEP < x_rows_left;
+                cp_async16_zfill(xs + x_base_offset + j * X_ROW_STEP * 128, valid ? src + j * x_row_stride : xh, valid);
+            }
+        } else {
+#pragma unroll 1
+            for (int j = 0; j < X_CHUNKS; ++j) {
+                const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
+                const bool valid = tok0 + r < m;
+                const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
+                cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+            }
+        }
+        if constexpr (HOLD_W) {
 #pragma unroll
             for (int j = 0; j < W_COPIES; ++j) {
                 u32* dst = ws + threadIdx.x + j * THREADS;
@@ -172,18 +213,10 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                 }
             }
         } else {
-            // The same copies, computed per group.
-#pragma unroll 1
-            for (int j = 0; j < X_CHUNKS; ++j) {
-                const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
-                const bool valid = tok0 + r < m;
-                const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
-                cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
-            }
 #pragma unroll 1
             for (int j = 0; j < W_COPIES; ++j) {
                 const int i = threadIdx.x + j * THREADS, lr = i / S::WORDS, w = i % S::WORDS;
-                const int row = gemm_weight_row<MODE, QW_ROWS>(tile, lr, n_out);
+                const int row = gemm_weight_row<MODE, ROWS>(tile, lr, n_out);
                 if (row >= 0) {
                     cp_async4(ws + i, layout_row<BITS>(payload, row, groups) + group_word +
                                           layout_word<BITS>(groups, 0, w / BITS, w % BITS));
@@ -298,8 +331,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
     // SwiGLU: row lr0 is the gate of feature row0 (gemm_weight_row returns the feature index for a
     // gate row), lr1 its up.
-    const int row0 = gemm_weight_row<MODE, QW_ROWS>(tile, lr0, n_out);
-    const int row1 = gemm_weight_row<MODE, QW_ROWS>(tile, lr1, n_out);
+    const int row0 = gemm_weight_row<MODE, ROWS>(tile, lr0, n_out);
+    const int row1 = gemm_weight_row<MODE, ROWS>(tile, lr1, n_out);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
