@@ -334,8 +334,10 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53," \
     "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
 #define BONSAI_WGMMA_D128(d)                                                                                 \
-    BONSAI_WGMMA_D64(d), BONSAI_WGMMA_D8(d, 64), BONSAI_WGMMA_D8(d, 72), BONSAI_WGMMA_D8(d, 80), BONSAI_WGMMA_D8(d, 88), BONSAI_WGMMA_D8(d, 96), BONSAI_WGMMA_D8(d, 104), BONSAI_WGMMA_D8(d, 112), BONSAI_WGMMA_D8(d, 120)
-#define BONSAI_WGMMA_R128 \
+    BONSAI_WGMMA_D64(d), BONSAI_WGMMA_D8(d, 64), BONSAI_WGMMA_D8(d, 72), BONSAI_WGMMA_D8(d, 80),               \
+        BONSAI_WGMMA_D8(d, 88), BONSAI_WGMMA_D8(d, 96), BONSAI_WGMMA_D8(d, 104), BONSAI_WGMMA_D8(d, 112),      \
+        BONSAI_WGMMA_D8(d, 120)
+#define BONSAI_WGMMA_R128                                                                                    \
     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
     "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50," \
     "%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74," \

@@ -215,17 +215,14 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
         // On Hopper each is also timed with the wgmma kernel (`gemm_wgmma`).
         let unsplit = MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(1));
         // Then each at m = 2048: the server's prefill step (`-b 2048`).
-        for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
-            for kernel in f16_gemms(ctx)? {
-                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, kernel, copy_bw)?);
-            }
-            if n == 4096 && f16 {
-                rows.push(bench_matmul(ctx, n, k, 512, ternary, swiglu, unsplit, copy_bw)?);
-            }
-        }
-        for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
-            for kernel in f16_gemms(ctx)? {
-                rows.push(bench_matmul(ctx, n, k, 2048, ternary, swiglu, kernel, copy_bw)?);
+        for m in [512, 2048] {
+            for (n, k, swiglu) in [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)] {
+                for kernel in f16_gemms(ctx)? {
+                    rows.push(bench_matmul(ctx, n, k, m, ternary, swiglu, kernel, copy_bw)?);
+                }
+                if m == 512 && n == 4096 && f16 {
+                    rows.push(bench_matmul(ctx, n, k, m, ternary, swiglu, unsplit, copy_bw)?);
+                }
             }
         }
     }
