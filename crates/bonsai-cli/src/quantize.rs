@@ -1,7 +1,8 @@
 //! `bonsai quantize IN.gguf OUT.gguf --type T [--allow-lossy]`: re-packs every Q1_0, 2-bit and
 //! ternary tensor of a GGUF file into another low-bit type without the checkpoint (logic in
 //! `bonsai_model::requantize`). Exact re-packs (Q1_0 -> any ternary type, g128 ternary types
-//! among themselves, g128 -> g64) never need the flag; the others are refused without it.
+//! among themselves, g128 -> g64, any -> f32 / f16) never need the flag; the others are refused
+//! without it.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,7 +18,9 @@ pub struct QuantizeArgs {
     pub input: PathBuf,
     /// The GGUF file to write (atomically)
     pub output: PathBuf,
-    /// Target type of every low-bit tensor: q1_0, q2_0 (mainline, 64 per scale), pq2_0, ptq1_0
+    /// Target type of every low-bit tensor: q1_0, q2_0 (mainline, 64 per scale), pq2_0, ptq1_0;
+    /// or f16 / f32, every low-bit tensor decoded (exactly) for tools that read no low-bit type
+    /// (f32 widens f16 / bf16 tensors too)
     #[arg(long = "type", value_parser = parse_type)]
     pub ty: OutputType,
     /// Re-quantize tensors whose weights the target cannot hold exactly (ternary -> q1_0, Q2_0
@@ -27,12 +30,7 @@ pub struct QuantizeArgs {
 }
 
 fn parse_type(s: &str) -> Result<OutputType, String> {
-    match s.parse()? {
-        OutputType::F16 | OutputType::F32 => {
-            Err(format!("quantize re-packs low-bit tensors only; '{s}' needs the checkpoint (bonsai convert --type {s})"))
-        }
-        ty => Ok(ty),
-    }
+    s.parse()
 }
 
 const BAR_TEMPLATE: &str =

@@ -2,7 +2,10 @@
 //! file that bonsai and upstream llama.cpp both load (`scripts/cpu-vs-llama.sh` benchmarks and
 //! checks the two on the same file).
 //!
-//! Weights: the bench's own (same seed). Q1_0 is written as it is (upstream's block_q1_0 has the
+//! Weights: the bench's own (same seed). qwen35 models (`bonsai2-27b`, `qwen35-tiny`) are written
+//! without their Hadamard fold, in the keys and shapes of llama.cpp's `qwen35` loader
+//! (`qwen35::gguf_file`): mainline llama.cpp has no transform, so only an unfolded file is the
+//! same computation in both engines. Q1_0 is written as it is (upstream's block_q1_0 has the
 //! same bytes). Ternary is written as upstream's Q2_0, 64-weight blocks, each 128-group split into
 //! two blocks that repeat its scale: upstream reads it as it is, and bonsai reads such paired
 //! blocks back exactly (`q2_from_two_bit_blocks`). The tokenizer is the demo's byte-level one,
@@ -15,22 +18,28 @@ use anyhow::Context;
 use bonsai_gguf::{keys, MetaValue, TensorType, TwoBitLayout};
 use bonsai_kernels::QMatrix;
 use bonsai_model::demo::{demo_tokenizer_parts, model_gguf_writer};
-use bonsai_model::synthetic::{gguf_blocks, random_tensors, MemTensor, MemoryTensors};
+use bonsai_model::qwen35::gguf_file::qwen35_gguf_writer;
+use bonsai_model::synthetic::{gguf_blocks, random_qwen35_tensors, random_tensors, MemTensor, MemoryTensors};
 use bonsai_model::tokenizer::token_type;
 
 use crate::bench::{SyntheticModel, BENCH_SEED};
 
 /// Writes the model; returns the file's size in bytes.
 pub fn write(kind: SyntheticModel, path: &Path) -> anyhow::Result<u64> {
-    let g = kind.geometry().with_context(|| format!("--write-gguf writes Qwen3 geometries; {} is a qwen35 model", kind.name()))?;
+    let (tensors, vocab) = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
+        (Some(g), _) => (random_tensors(&g, kind.kind(), BENCH_SEED), g.vocab),
+        (None, Some(c)) => (random_qwen35_tensors(&c, BENCH_SEED), c.vocab),
+        (None, None) => unreachable!("every synthetic model is Qwen3 or qwen35"),
+    };
+    let tensors = tensors.with_context(|| format!("building the random {} model", kind.name()))?;
     let mut tokenizer = demo_tokenizer_parts();
-    anyhow::ensure!(g.vocab >= tokenizer.tokens.len(), "the {} vocabulary is smaller than the byte tokenizer", kind.name());
-    for id in tokenizer.tokens.len()..g.vocab {
+    anyhow::ensure!(vocab >= tokenizer.tokens.len(), "the {} vocabulary is smaller than the byte tokenizer", kind.name());
+    for id in tokenizer.tokens.len()..vocab {
         tokenizer.tokens.push(format!("[unused_{id}]"));
         tokenizer.token_types.push(token_type::NORMAL);
     }
-    let tensors = random_tensors(&g, kind.kind(), BENCH_SEED).with_context(|| format!("building the random {} model", kind.name()))?;
-    // Vectors through the shared writer; matrices added after, in the format both engines read.
+    // Vectors through the architecture's writer; matrices added after, in the format both
+    // engines read.
     let mut vectors = MemoryTensors {
         order: tensors.order.iter().filter(|n| matches!(tensors.tensors.get(*n), Some(MemTensor::Vector(_)))).cloned().collect(),
         tensors: Default::default(),
@@ -46,19 +55,29 @@ pub fn write(kind: SyntheticModel, path: &Path) -> anyhow::Result<u64> {
             None => {}
         }
     }
-    let mut w = model_gguf_writer(&g, &vectors, Some(&tokenizer), None)?;
+    let mut w = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
+        (Some(g), _) => model_gguf_writer(&g, &vectors, Some(&tokenizer), None)?,
+        (None, Some(mut c)) => {
+            // Unfolded: the bench's random weights read without the Hadamard transform, which
+            // mainline llama.cpp does not apply (the same computation in both engines).
+            c.hadamard = None;
+            qwen35_gguf_writer(&c, &vectors, Some(&tokenizer))?
+        }
+        (None, None) => unreachable!("every synthetic model is Qwen3 or qwen35"),
+    };
     w.add_metadata(keys::GENERAL_NAME, MetaValue::String(format!("bonsai random-weight {}", kind.name())));
     let mut two_bit = false;
-    for (name, m) in &matrices {
+    // By value: each matrix is freed once its blocks are made (the 27B's would not fit twice).
+    for (name, m) in matrices {
         let shape = [m.k() as u64, m.n() as u64];
         match m {
             QMatrix::Q1(_) => {
-                let (ty, bytes) = gguf_blocks(m);
-                w.add_tensor(name, &shape, ty, bytes)?;
+                let (ty, bytes) = gguf_blocks(&m);
+                w.add_tensor(&name, &shape, ty, bytes)?;
             }
             QMatrix::Q2(_) => {
                 two_bit = true;
-                w.add_tensor(name, &shape, TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst), q2_g64_blocks(m))?;
+                w.add_tensor(&name, &shape, TensorType::TwoBit(TwoBitLayout::Q2G64ScaleFirst), q2_g64_blocks(&m))?;
             }
         }
     }

@@ -45,6 +45,23 @@ fn strings(v: impl IntoIterator<Item = String>) -> MetaValue {
     MetaValue::Array(ValueType::String, v.into_iter().map(MetaValue::String).collect())
 }
 
+/// The `tokenizer.ggml.*` keys of `tokenizer` (no chat template).
+pub fn add_tokenizer_metadata(w: &mut GgufWriter, tokenizer: &TokenizerMeta) {
+    w.add_metadata(keys::TOKENIZER_MODEL, MetaValue::String(tokenizer.model.clone()));
+    if let Some(pre) = &tokenizer.pre {
+        w.add_metadata(keys::TOKENIZER_PRE, MetaValue::String(pre.clone()));
+    }
+    w.add_metadata(keys::TOKENIZER_TOKENS, strings(tokenizer.tokens.iter().cloned()));
+    w.add_metadata(
+        keys::TOKENIZER_TOKEN_TYPE,
+        MetaValue::Array(ValueType::I32, tokenizer.token_types.iter().map(|&t| MetaValue::I32(t)).collect()),
+    );
+    w.add_metadata(keys::TOKENIZER_MERGES, strings(tokenizer.merges.iter().cloned()));
+    if let Some(eos) = tokenizer.eos_id {
+        w.add_metadata(keys::TOKENIZER_EOS_ID, MetaValue::U32(eos));
+    }
+}
+
 /// A complete GGUF (metadata, tokenizer when given, tensors in file order) for a model of
 /// geometry `g`.
 pub fn model_gguf_writer(
@@ -68,19 +85,7 @@ pub fn model_gguf_writer(
     w.add_metadata(keys::QWEN3_ROPE_FREQ_BASE, MetaValue::F32(QWEN3_ROPE_THETA as f32));
     w.add_metadata(keys::QWEN3_RMS_EPS, MetaValue::F32(QWEN3_RMS_EPS));
     if let Some(tokenizer) = tokenizer {
-        w.add_metadata(keys::TOKENIZER_MODEL, MetaValue::String(tokenizer.model.clone()));
-        if let Some(pre) = &tokenizer.pre {
-            w.add_metadata(keys::TOKENIZER_PRE, MetaValue::String(pre.clone()));
-        }
-        w.add_metadata(keys::TOKENIZER_TOKENS, strings(tokenizer.tokens.iter().cloned()));
-        w.add_metadata(
-            keys::TOKENIZER_TOKEN_TYPE,
-            MetaValue::Array(ValueType::I32, tokenizer.token_types.iter().map(|&t| MetaValue::I32(t)).collect()),
-        );
-        w.add_metadata(keys::TOKENIZER_MERGES, strings(tokenizer.merges.iter().cloned()));
-        if let Some(eos) = tokenizer.eos_id {
-            w.add_metadata(keys::TOKENIZER_EOS_ID, MetaValue::U32(eos));
-        }
+        add_tokenizer_metadata(&mut w, tokenizer);
     }
     if let Some(t) = chat_template {
         w.add_metadata(keys::TOKENIZER_CHAT_TEMPLATE, MetaValue::String(t.into()));

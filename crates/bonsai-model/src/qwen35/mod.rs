@@ -20,6 +20,7 @@
 //! and per DeltaNet layer a conv state `(K-1) x conv_channels` and a DeltaNet state
 //! `v_heads x d x d` (f32).
 
+pub mod gguf_file;
 pub mod host_weights;
 
 use std::collections::BTreeMap;
