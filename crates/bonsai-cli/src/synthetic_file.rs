@@ -135,4 +135,25 @@ mod tests {
         assert_eq!(tokenizer.vocab_size(), SyntheticModel::Tiny.geometry().expect("qwen3").vocab);
         assert_eq!(tokenizer.encode("ab").unwrap().len(), 2);
     }
+
+    /// The qwen35 file reads back as the bench's geometry without its fold, and runs.
+    #[test]
+    fn the_qwen35_file_is_the_unfolded_bench_model() {
+        let path = std::env::temp_dir().join(format!("bonsai-synthetic-qwen35-{}.gguf", std::process::id()));
+        write(SyntheticModel::Qwen35Tiny, &path).unwrap();
+        let file = bonsai_gguf::GgufFile::open(&path).unwrap();
+        let mut want = SyntheticModel::Qwen35Tiny.qwen35(BENCH_SEED).expect("qwen35");
+        want.hadamard = None;
+        assert_eq!(bonsai_gguf::Qwen35Config::from_gguf(&file).unwrap(), want);
+        let loaded = bonsai_model::loader::open_model(&path, bonsai_model::CpuBackend, Some(16));
+        std::fs::remove_file(&path).ok();
+        let loaded = loaded.unwrap();
+        let ids = loaded.tokenizer.expect("a tokenizer").encode("ab").unwrap();
+        let model = &loaded.model;
+        let mut state = model.new_state(ids.len(), false).unwrap();
+        model.forward_chunk(&mut state, &ids, bonsai_model::LogitRows::Last).unwrap();
+        let mut logits = vec![0.0; want.vocab];
+        model.logits(&state, 0, &mut logits).unwrap();
+        assert!(logits.iter().all(|x| x.is_finite()) && logits.iter().any(|&x| x != 0.0));
+    }
 }
