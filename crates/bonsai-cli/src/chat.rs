@@ -11,7 +11,7 @@ use bonsai_model::loader::LoadedModel;
 use bonsai_model::tokenizer::StreamDecoder;
 use bonsai_model::{Backend, ModelError};
 
-use crate::generate::{load, print_stats, ModelArgs, SamplingArgs, PREFILL_BATCH};
+use crate::generate::{load, print_stats, ModelArgs, SamplingArgs, TemplateArgs, PREFILL_BATCH};
 
 #[derive(clap::Args, Debug)]
 pub struct ChatArgs {
@@ -28,6 +28,8 @@ pub struct ChatArgs {
     /// Ask Qwen3 to skip its thinking block (the template pre-fills an empty one)
     #[arg(long)]
     pub no_think: bool,
+    #[command(flatten)]
+    pub template: TemplateArgs,
 }
 
 pub fn run(args: ChatArgs, config: &bonsai_kernels::Config) -> anyhow::Result<()> {
@@ -42,9 +44,9 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 fn repl<B: Backend>(loaded: &LoadedModel<B>, args: &ChatArgs) -> anyhow::Result<()> {
     let LoadedModel { model, chat_template, .. } = loaded;
     let tokenizer = loaded.text_tokenizer()?;
-    let mut sampler = args.sampling.sampler()?;
+    let mut sampler = args.sampling.sampler(&loaded.sampling)?;
     let mut state = model.new_state(PREFILL_BATCH, false)?;
-    let options = ChatOptions { add_generation_prompt: true, enable_thinking: !args.no_think };
+    let options = args.template.options(ChatOptions { enable_thinking: !args.no_think, ..ChatOptions::default() })?;
     let initial: Vec<Message> = args.system.iter().map(|s| Message::new("system", s)).collect();
     let mut messages = initial.clone();
     // Tokens whose K/V are in the cache, in order (history[..n_past] of the last turn).
@@ -71,7 +73,7 @@ fn repl<B: Backend>(loaded: &LoadedModel<B>, args: &ChatArgs) -> anyhow::Result<
             _ => {}
         }
         messages.push(Message::new("user", line));
-        let rendered = render_chat(chat_template.as_deref(), &messages, options);
+        let rendered = render_chat(chat_template.as_deref(), &messages, &options);
         if let (Some(reason), false) = (&rendered.fallback_reason, told_fallback) {
             eprintln!("note: {reason}");
             told_fallback = true;

@@ -1,6 +1,7 @@
 //! `bonsai generate`: load a model (or the built-in default), prefill the prompt, stream the continuation to
 //! stdout, and report prefill / decode speed on stderr.
 
+use bonsai_gguf::SamplingDefaults;
 use bonsai_kernels::Config;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -43,37 +44,100 @@ pub struct ModelArgs {
 /// Sampling options (`--temp 0`, the default, is greedy).
 #[derive(clap::Args, Debug)]
 pub struct SamplingArgs {
-    /// Temperature; 0 = greedy. Tokens are picked on the backend (GPU) unless --repeat-penalty is set or --top-k is 0 or above 64: then the logits come to the host
-    #[arg(long = "temp", default_value_t = 0.0)]
-    pub temperature: f32,
-    /// Keep the K most likely tokens (0 = off)
-    #[arg(long, default_value_t = 40)]
-    pub top_k: usize,
-    /// Nucleus sampling mass (1 = off)
-    #[arg(long, default_value_t = 0.95)]
-    pub top_p: f32,
-    /// Drop tokens below this fraction of the top probability (0 = off)
-    #[arg(long, default_value_t = 0.05)]
-    pub min_p: f32,
-    /// Penalty for tokens seen in the last 64 (1 = off)
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
+    /// Temperature; 0 = greedy [default: the file's general.sampling.temp, else 0]. Tokens are picked on the backend (GPU) unless --repeat-penalty is set or --top-k is 0 or above 64: then the logits come to the host
+    #[arg(long = "temp")]
+    pub temperature: Option<f32>,
+    /// Keep the K most likely tokens (0 = off) [default: the file's, else 40]
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling mass (1 = off) [default: the file's, else 0.95]
+    #[arg(long)]
+    pub top_p: Option<f32>,
+    /// Drop tokens below this fraction of the top probability (0 = off) [default: the file's, else 0.05]
+    #[arg(long)]
+    pub min_p: Option<f32>,
+    /// Penalty for tokens seen in the last 64 (1 = off) [default: the file's, else 1]
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
     /// PRNG seed (same seed, same output)
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
 
+/// Sampler settings where neither a flag nor the model file gives one.
+const DEFAULT_TEMPERATURE: f32 = 0.0;
+const DEFAULT_TOP_K: usize = 40;
+const DEFAULT_TOP_P: f32 = 0.95;
+const DEFAULT_MIN_P: f32 = 0.05;
+const DEFAULT_REPEAT_PENALTY: f32 = 1.0;
+
 impl SamplingArgs {
-    pub fn sampler(&self) -> anyhow::Result<Sampler> {
-        Ok(Sampler::new(SamplerConfig {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
+    /// The sampler: each setting from its flag, else the file's recommendation
+    /// (`general.sampling.*`, as llama.cpp reads it), else the built-in default. Says on stderr
+    /// which of the file's settings apply.
+    pub fn sampler(&self, file: &SamplingDefaults) -> anyhow::Result<Sampler> {
+        let used = self.file_settings_used(file);
+        if !used.is_empty() {
+            eprintln!("sampling: the model file's {} (flags override)", used.describe());
+        }
+        Ok(Sampler::new(self.config(file))?)
+    }
+
+    /// The file's settings that no flag overrides.
+    fn file_settings_used(&self, file: &SamplingDefaults) -> SamplingDefaults {
+        SamplingDefaults {
+            temperature: file.temperature.filter(|_| self.temperature.is_none()),
+            top_k: file.top_k.filter(|_| self.top_k.is_none()),
+            top_p: file.top_p.filter(|_| self.top_p.is_none()),
+            min_p: file.min_p.filter(|_| self.min_p.is_none()),
+            repeat_penalty: file.repeat_penalty.filter(|_| self.repeat_penalty.is_none()),
+        }
+    }
+
+    fn config(&self, file: &SamplingDefaults) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temperature.or(file.temperature).unwrap_or(DEFAULT_TEMPERATURE),
+            top_k: self.top_k.or(file.top_k).unwrap_or(DEFAULT_TOP_K),
+            top_p: self.top_p.or(file.top_p).unwrap_or(DEFAULT_TOP_P),
+            min_p: self.min_p.or(file.min_p).unwrap_or(DEFAULT_MIN_P),
+            repeat_penalty: self.repeat_penalty.or(file.repeat_penalty).unwrap_or(DEFAULT_REPEAT_PENALTY),
             repeat_last_n: DEFAULT_REPEAT_LAST_N,
             seed: self.seed,
-        })?)
+        }
+    }
+}
+
+/// Chat-template variables, as llama.cpp's flags of the same names.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TemplateArgs {
+    /// Extra variables for the chat template, a JSON object, e.g. '{"enable_thinking": false}'
+    #[arg(long, value_parser = parse_template_kwargs)]
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Reasoning effort given to the chat template (Bonsai 2 reads xhigh, medium, low); none turns
+    /// thinking off, default keeps the template's own
+    #[arg(long)]
+    pub reasoning_effort: Option<String>,
+}
+
+fn parse_template_kwargs(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err("must be a JSON object, e.g. '{\"enable_thinking\": false}'".into()),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+impl TemplateArgs {
+    /// `base` with the kwargs merged, then the reasoning effort applied.
+    pub fn options(&self, base: ChatOptions) -> anyhow::Result<ChatOptions> {
+        let mut options = match &self.chat_template_kwargs {
+            Some(kwargs) => base.with_kwargs(kwargs).map_err(|e| anyhow::anyhow!("--chat-template-kwargs: {e}"))?,
+            None => base,
+        };
+        if let Some(level) = &self.reasoning_effort {
+            options = options.with_reasoning_effort(level);
+        }
+        Ok(options)
     }
 }
 
@@ -92,6 +156,8 @@ pub struct GenerateArgs {
     /// Wrap the prompt as one user turn of the model's chat template
     #[arg(long)]
     pub chat: bool,
+    #[command(flatten)]
+    pub template: TemplateArgs,
     /// Write the logits of every generated step (raw little-endian f32 [steps, vocab])
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
@@ -165,7 +231,8 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
     let LoadedModel { model, chat_template, .. } = loaded;
     let tokenizer = loaded.text_tokenizer()?;
     let text = if args.chat {
-        let rendered = render_chat(chat_template.as_deref(), &[Message::new("user", &args.prompt)], ChatOptions::default());
+        let options = args.template.options(ChatOptions::default())?;
+        let rendered = render_chat(chat_template.as_deref(), &[Message::new("user", &args.prompt)], &options);
         if let Some(reason) = &rendered.fallback_reason {
             eprintln!("note: {reason}");
         }
@@ -177,7 +244,7 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
     if args.model.verbose {
         eprintln!("prompt: {} tokens", prompt.len());
     }
-    let mut sampler = args.sampling.sampler()?;
+    let mut sampler = args.sampling.sampler(&loaded.sampling)?;
     if args.model.verbose {
         let picker = match sampler.device_pick() {
             Some(_) if args.dump_logits.is_some() => "host (--dump-logits downloads every row)",
@@ -230,4 +297,47 @@ fn run_on<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> anyhow::R
     }
     print_stats(&stats);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        #[command(flatten)]
+        template: TemplateArgs,
+    }
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("bonsai").chain(args.iter().copied())).unwrap()
+    }
+
+    /// Flag, else the file's recommendation, else the built-in default (greedy).
+    #[test]
+    fn sampler_settings_come_from_flags_then_the_file_then_the_defaults() {
+        let file = SamplingDefaults { temperature: Some(1.0), top_k: Some(20), top_p: Some(0.95), ..Default::default() };
+        let c = cli(&["--top-k", "5"]);
+        let config = c.sampling.config(&file);
+        assert_eq!((config.temperature, config.top_k, config.top_p, config.min_p, config.repeat_penalty), (1.0, 5, 0.95, DEFAULT_MIN_P, 1.0));
+        assert_eq!(c.sampling.file_settings_used(&file).describe(), "temp 1, top-p 0.95");
+        let plain = cli(&[]).sampling.config(&SamplingDefaults::default());
+        assert_eq!((plain.temperature, plain.top_k, plain.top_p), (DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_TOP_P));
+    }
+
+    #[test]
+    fn template_flags_become_chat_options() {
+        let c = cli(&["--chat-template-kwargs", r#"{"enable_thinking": false, "x": 1}"#, "--reasoning-effort", "low"]);
+        let options = c.template.options(ChatOptions::default()).unwrap();
+        assert!(!options.enable_thinking);
+        assert_eq!(options.kwargs.get("x"), Some(&serde_json::json!(1)));
+        assert_eq!(options.kwargs.get("reasoning_effort"), Some(&serde_json::json!("low")));
+        assert!(Cli::try_parse_from(["bonsai", "--chat-template-kwargs", "[1]"]).is_err());
+        assert!(Cli::try_parse_from(["bonsai", "--chat-template-kwargs", "{"]).is_err());
+        let bad = cli(&["--chat-template-kwargs", r#"{"enable_thinking": 1}"#]);
+        assert!(bad.template.options(ChatOptions::default()).is_err());
+    }
 }

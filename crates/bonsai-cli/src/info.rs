@@ -1,7 +1,7 @@
 //! `bonsai info FILE.gguf [--json]`: what a GGUF file holds (architecture, Qwen3 / qwen35 geometry,
 //! tokenizer summary, tensor table) and how many weight bytes one decoded token reads.
 
-use bonsai_gguf::{keys, GgufFile, LayerKind, Qwen35Config, Qwen3Config, Signs, TensorInfo, TokenizerMeta};
+use bonsai_gguf::{keys, GgufFile, LayerKind, Qwen35Config, Qwen3Config, SamplingDefaults, Signs, TensorInfo, TokenizerMeta};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -52,6 +52,14 @@ fn low_bit_types(file: &GgufFile) -> Vec<Value> {
     seen.into_iter()
         .map(|(ty, id, count)| json!({ "type": ty.name(), "type_id": id, "tensors": count, "why": file.type_reason(ty, id) }))
         .collect()
+}
+
+/// The sampler settings the file recommends (`general.sampling.*`); null when none.
+fn sampling_json(d: &SamplingDefaults) -> Value {
+    if d.is_empty() {
+        return Value::Null;
+    }
+    json!({ "temperature": d.temperature, "top_k": d.top_k, "top_p": d.top_p, "min_p": d.min_p, "repeat_penalty": d.repeat_penalty, "text": d.describe() })
 }
 
 fn shape_text(t: &TensorInfo) -> String {
@@ -126,6 +134,7 @@ fn report(file: &GgufFile, path: &std::path::Path) -> Value {
         "tokenizer": tokenizer.as_ref().ok(),
         "tokenizer_error": tokenizer.as_ref().err(),
         "low_bit_types": low_bit_types(file),
+        "sampling_defaults": sampling_json(&SamplingDefaults::from_gguf(file)),
         "tensors": tensors,
         "total_tensor_bytes": file.tensors().iter().map(|t| t.len_bytes).sum::<u64>(),
         "bytes_per_token": bytes_per_token(file),
@@ -187,6 +196,9 @@ fn print_text(out: &mut impl Write, file: &GgufFile, r: &Value) -> std::io::Resu
             if t["has_chat_template"] == Value::Bool(true) { "yes" } else { "no" }
         )?,
         None => writeln!(out, "tokenizer:     unavailable: {}", r["tokenizer_error"].as_str().unwrap_or(""))?,
+    }
+    if let Some(text) = r["sampling_defaults"]["text"].as_str() {
+        writeln!(out, "sampling:      {text} (general.sampling.*: used where flags and requests give none)")?;
     }
     for l in r["low_bit_types"].as_array().into_iter().flatten() {
         writeln!(out,

@@ -139,3 +139,39 @@ fn bad_input_fails_with_one_line() {
     assert_one_line_error(&bonsai(&cache, &["generate", "--ctx", "16", "-p", &long_prompt], None), "context full");
     assert_one_line_error(&bonsai(&cache, &["generate", "--temp=-1", "-p", "x"], None), "temperature");
 }
+
+/// The default model with recommended sampling (`general.sampling.*`) and a chat template that
+/// shows `reasoning_effort`: the file's settings apply where no flag is given, and the effort
+/// reaches the template.
+#[test]
+fn the_files_sampling_defaults_and_the_reasoning_effort_apply() {
+    let cache = scratch();
+    let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/bonsai-tiny-stories-q1_0.gguf");
+    let mut w = GgufWriter::from_file(&GgufFile::open(&default).unwrap()).unwrap();
+    w.add_metadata(keys::sampling::TEMP, MetaValue::F32(0.5));
+    w.add_metadata(keys::sampling::TOP_K, MetaValue::I32(7));
+    let template = "{{ reasoning_effort if reasoning_effort is defined else '' }}{{ messages[0].content }}";
+    w.add_metadata(keys::TOKENIZER_CHAT_TEMPLATE, MetaValue::String(template.into()));
+    let model = cache.join("recommended.gguf");
+    w.write_file(&model).unwrap();
+    let m = model.to_str().unwrap();
+
+    let info = bonsai(&cache, &["info", m], None);
+    assert!(text(&info.stdout).contains("sampling:      temp 0.5, top-k 7"), "{}", text(&info.stdout));
+
+    let prompt_tokens = |extra: &[&str]| {
+        let mut args = vec!["generate", "-m", m, "-p", "Once", "-n", "2", "--chat", "-v", "--temp", "0"];
+        args.extend_from_slice(extra);
+        let out = bonsai(&cache, &args, None);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("sampling: the model file's top-k 7 (flags override)"), "{err}");
+        let line = err.lines().find(|l| l.starts_with("prompt: ")).unwrap_or_else(|| panic!("{err}")).to_string();
+        line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap()
+    };
+    let plain = prompt_tokens(&[]);
+    let with_effort = prompt_tokens(&["--reasoning-effort", "a long and careful effort"]);
+    assert!(with_effort > plain, "{with_effort} <= {plain}");
+    let none = prompt_tokens(&["--reasoning-effort", "none"]);
+    assert_eq!(none, plain);
+}

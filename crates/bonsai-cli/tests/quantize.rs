@@ -197,14 +197,17 @@ fn lossy_re_packs_need_the_flag_and_bad_requests_fail_cleanly() {
     let (code, _, stderr) = quantize(&g64, &back, "pq2_0", &["--allow-lossy"]);
     assert_eq!(code, 0, "{stderr}");
 
-    // Never over the input; floats need the checkpoint; the retired type names its replacements.
+    // Never over the input; floats decode every weight exactly; the retired type names its replacements.
     let (code, _, stderr) = quantize(&ternary, &ternary, "ptq1_0", &[]);
     assert_eq!(code, 1);
     assert!(stderr.contains("is the input file"), "{stderr}");
     assert_eq!(GgufFile::open(&ternary).unwrap().tensor(name).unwrap().info.type_id, 142);
-    let (code, _, stderr) = quantize(&ternary, &out, "f16", &[]);
-    assert_ne!(code, 0);
-    assert!(stderr.contains("bonsai convert"), "{stderr}");
+    let (code, stdout, stderr) = quantize(&ternary, &out, "f16", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("F16"), "{stdout}");
+    let decoded = GgufFile::open(&out).unwrap();
+    assert_eq!(decoded.tensor(name).unwrap().info.ty, TensorType::F16);
+    assert_eq!(values(&decoded, name), values(&GgufFile::open(&ternary).unwrap(), name));
     let (code, _, stderr) = quantize(&ternary, &out, "tq2_0_g128", &[]);
     assert_ne!(code, 0);
     assert!(stderr.contains("pq2_0") && stderr.contains("ptq1_0"), "{stderr}");

@@ -139,3 +139,13 @@ pub mod hadamard {
     pub const SIGN_MODE_EXPLICIT: &str = "explicit";
     pub const SIGN_MODE_IDENTITY: &str = "identity";
 }
+
+/// `general.sampling.*` (llama.cpp's `LLAMA_MODEL_META_KEY_SAMPLING_*`): the sampler settings the
+/// model's makers recommend, used where the user gives none (Bonsai 2: temp 1.0, top-k 20, top-p 0.95).
+pub mod sampling {
+    pub const TEMP: &str = "general.sampling.temp";
+    pub const TOP_K: &str = "general.sampling.top_k";
+    pub const TOP_P: &str = "general.sampling.top_p";
+    pub const MIN_P: &str = "general.sampling.min_p";
+    pub const PENALTY_REPEAT: &str = "general.sampling.penalty_repeat";
+}

@@ -26,21 +26,61 @@ pub struct RenderedPrompt {
 }
 
 /// Options a template may read besides the messages.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ChatOptions {
     pub add_generation_prompt: bool,
     /// Qwen3: `false` makes the template pre-fill an empty `<think></think>` block.
     pub enable_thinking: bool,
+    /// Further template variables (llama.cpp's `chat_template_kwargs`), e.g. the
+    /// `reasoning_effort` that Bonsai 2's template reads. They never replace `messages` or the two
+    /// options above; the ChatML fallback ignores them.
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for ChatOptions {
     fn default() -> Self {
-        Self { add_generation_prompt: true, enable_thinking: true }
+        Self { add_generation_prompt: true, enable_thinking: true, kwargs: Default::default() }
     }
 }
 
+impl ChatOptions {
+    /// Merges template variables as llama-server does: a later value replaces an earlier one, and
+    /// `enable_thinking`, which must be a boolean, sets the option of that name.
+    pub fn with_kwargs(mut self, kwargs: &serde_json::Map<String, serde_json::Value>) -> Result<Self, String> {
+        for (key, value) in kwargs {
+            if key == "enable_thinking" {
+                self.enable_thinking = value.as_bool().ok_or_else(|| format!("'enable_thinking' must be a boolean, not {value}"))?;
+            } else {
+                self.kwargs.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(self)
+    }
+
+    /// The OpenAI `reasoning_effort` (llama.cpp's `--reasoning-effort`): passed to the template as
+    /// a string; `none` turns thinking off instead and `default` leaves the template's own.
+    pub fn with_reasoning_effort(mut self, level: &str) -> Self {
+        match level {
+            "none" => {
+                self.enable_thinking = false;
+                self.kwargs.remove(REASONING_EFFORT);
+            }
+            "default" => {
+                self.kwargs.remove(REASONING_EFFORT);
+            }
+            level => {
+                self.kwargs.insert(REASONING_EFFORT.into(), level.into());
+            }
+        }
+        self
+    }
+}
+
+/// The template variable (and OpenAI request field) for how long a model should reason.
+pub const REASONING_EFFORT: &str = "reasoning_effort";
+
 /// Plain ChatML: `<|im_start|>role\ncontent<|im_end|>\n` per message, then the assistant header.
-pub fn render_chatml(messages: &[Message], options: ChatOptions) -> String {
+pub fn render_chatml(messages: &[Message], options: &ChatOptions) -> String {
     let mut out = String::new();
     for m in messages {
         out.push_str(&format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content));
@@ -56,7 +96,7 @@ pub fn render_chatml(messages: &[Message], options: ChatOptions) -> String {
 
 /// Renders `template` (or ChatML when `None`); on a template error falls back to ChatML and says
 /// why in `fallback_reason`.
-pub fn render_chat(template: Option<&str>, messages: &[Message], options: ChatOptions) -> RenderedPrompt {
+pub fn render_chat(template: Option<&str>, messages: &[Message], options: &ChatOptions) -> RenderedPrompt {
     let Some(source) = template else {
         return RenderedPrompt {
             text: render_chatml(messages, options),
@@ -72,7 +112,7 @@ pub fn render_chat(template: Option<&str>, messages: &[Message], options: ChatOp
     }
 }
 
-pub fn render_jinja(source: &str, messages: &[Message], options: ChatOptions) -> Result<String, Error> {
+pub fn render_jinja(source: &str, messages: &[Message], options: &ChatOptions) -> Result<String, Error> {
     let mut env = Environment::new();
     env.set_unknown_method_callback(python_methods);
     env.add_function("raise_exception", |msg: String| -> Result<Value, Error> {
@@ -83,13 +123,13 @@ pub fn render_jinja(source: &str, messages: &[Message], options: ChatOptions) ->
         .iter()
         .map(|m| Value::from_iter([("role", Value::from(m.role.as_str())), ("content", Value::from(m.content.as_str()))]))
         .collect();
-    let ctx = minijinja::context! {
-        messages => messages,
-        add_generation_prompt => options.add_generation_prompt,
-        enable_thinking => options.enable_thinking,
-        bos_token => "",
-        eos_token => "<|im_end|>",
-    };
+    let mut ctx: std::collections::BTreeMap<String, Value> =
+        options.kwargs.iter().map(|(k, v)| (k.clone(), Value::from_serialize(v))).collect();
+    ctx.insert("messages".into(), Value::from(messages));
+    ctx.insert("add_generation_prompt".into(), Value::from(options.add_generation_prompt));
+    ctx.insert("enable_thinking".into(), Value::from(options.enable_thinking));
+    ctx.entry("bos_token".into()).or_insert_with(|| Value::from(""));
+    ctx.entry("eos_token".into()).or_insert_with(|| Value::from("<|im_end|>"));
     env.get_template("chat")?.render(ctx)
 }
 

@@ -42,7 +42,7 @@ fn conversation() -> Vec<Message> {
 
 #[test]
 fn qwen3_style_template_renders_like_chatml_and_strips_old_thinking() {
-    let rendered = render_chat(Some(QWEN3_STYLE), &conversation(), ChatOptions::default());
+    let rendered = render_chat(Some(QWEN3_STYLE), &conversation(), &ChatOptions::default());
     assert_eq!(rendered.fallback_reason, None);
     let expected = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
                     <|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n\
@@ -52,31 +52,55 @@ fn qwen3_style_template_renders_like_chatml_and_strips_old_thinking() {
 
 #[test]
 fn enable_thinking_false_prefills_an_empty_think_block() {
-    let options = ChatOptions { add_generation_prompt: true, enable_thinking: false };
+    let options = ChatOptions { enable_thinking: false, ..ChatOptions::default() };
     let msgs = [Message::new("user", "Hi")];
-    let rendered = render_chat(Some(QWEN3_STYLE), &msgs, options);
+    let rendered = render_chat(Some(QWEN3_STYLE), &msgs, &options);
     assert_eq!(rendered.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     // ChatML fallback agrees with the template on this input.
-    assert_eq!(render_chatml(&msgs, options), rendered.text);
+    assert_eq!(render_chatml(&msgs, &options), rendered.text);
 }
 
 #[test]
 fn no_template_or_broken_template_falls_back_to_chatml_and_says_so() {
     let msgs = conversation();
-    let none = render_chat(None, &msgs, ChatOptions::default());
+    let none = render_chat(None, &msgs, &ChatOptions::default());
     assert!(none.fallback_reason.unwrap().contains("no chat template"));
-    assert_eq!(none.text, render_chatml(&msgs, ChatOptions::default()));
+    assert_eq!(none.text, render_chatml(&msgs, &ChatOptions::default()));
 
-    let broken = render_chat(Some("{% for m in messages %}{{ m.content.nosuchmethod() }}{% endfor %}"), &msgs, ChatOptions::default());
+    let broken = render_chat(Some("{% for m in messages %}{{ m.content.nosuchmethod() }}{% endfor %}"), &msgs, &ChatOptions::default());
     assert!(broken.fallback_reason.unwrap().contains("chat template failed"));
-    let syntax = render_chat(Some("{% if %}"), &msgs, ChatOptions::default());
+    let syntax = render_chat(Some("{% if %}"), &msgs, &ChatOptions::default());
     assert!(syntax.fallback_reason.is_some());
-    let raised = render_chat(Some("{{ raise_exception('no tools here') }}"), &msgs, ChatOptions::default());
+    let raised = render_chat(Some("{{ raise_exception('no tools here') }}"), &msgs, &ChatOptions::default());
     assert!(raised.fallback_reason.unwrap().contains("no tools here"));
 }
 
 #[test]
 fn python_string_and_dict_methods() {
     let t = r#"{{ " a,b ".strip() }}|{{ "xxhixx".lstrip("x") }}|{{ "a,b".split(",")|length }}|{{ "ab".upper() }}|{{ {"k": 1}.get("k") }}|{{ {"k": 1}.get("z", 7) }}|{{ "abc".replace("b", "-") }}"#;
-    assert_eq!(render_jinja(t, &[], ChatOptions::default()).unwrap(), "a,b|hixx|2|AB|1|7|a-c");
+    assert_eq!(render_jinja(t, &[], &ChatOptions::default()).unwrap(), "a,b|hixx|2|AB|1|7|a-c");
+}
+
+/// A template that shows the variables llama.cpp's template kwargs reach (booleans print as Python does).
+const KWARGS_PROBE: &str = "{{ messages|length }}|{{ enable_thinking }}|{{ reasoning_effort if reasoning_effort is defined else '-' }}|{{ custom if custom is defined else '-' }}";
+
+#[test]
+fn template_kwargs_reach_the_template_but_never_replace_messages() {
+    let kwargs = serde_json::json!({"custom": 3, "messages": "hijack", "enable_thinking": false});
+    let options = ChatOptions::default().with_kwargs(kwargs.as_object().unwrap()).unwrap();
+    let msgs = [Message::new("user", "Hi")];
+    assert_eq!(render_jinja(KWARGS_PROBE, &msgs, &options).unwrap(), "1|False|-|3");
+    let wrong = serde_json::json!({"enable_thinking": "no"});
+    assert!(ChatOptions::default().with_kwargs(wrong.as_object().unwrap()).unwrap_err().contains("boolean"));
+}
+
+#[test]
+fn reasoning_effort_is_a_template_variable_none_turns_thinking_off() {
+    let msgs = [Message::new("user", "Hi")];
+    let low = ChatOptions::default().with_reasoning_effort("low");
+    assert_eq!(render_jinja(KWARGS_PROBE, &msgs, &low).unwrap(), "1|True|low|-");
+    let none = low.clone().with_reasoning_effort("none");
+    assert_eq!(render_jinja(KWARGS_PROBE, &msgs, &none).unwrap(), "1|False|-|-");
+    let default = low.with_reasoning_effort("default");
+    assert_eq!(render_jinja(KWARGS_PROBE, &msgs, &default).unwrap(), "1|True|-|-");
 }

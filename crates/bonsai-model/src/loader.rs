@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use bonsai_gguf::{keys, GgufFile, Qwen35Config, Qwen3Config, TokenizerMeta};
+use bonsai_gguf::{keys, GgufFile, Qwen35Config, Qwen3Config, SamplingDefaults, TokenizerMeta};
 
 use crate::backend::Backend;
 use crate::qwen3::{HostWeights, Qwen3};
@@ -21,6 +21,8 @@ pub struct LoadedModel<B: Backend> {
     pub chat_template: Option<String>,
     /// Weight bytes read per decoded token (for bandwidth figures).
     pub decode_bytes_per_token: usize,
+    /// The sampler settings the file recommends (`general.sampling.*`).
+    pub sampling: SamplingDefaults,
 }
 
 /// The context to size the cache for: `requested`, or the default, within the model's limit.
@@ -100,7 +102,7 @@ pub fn load_model<B: Backend>(file: &GgufFile, backend: B, ctx: Option<usize>) -
             (Qwen3::new_qwen35(backend, config, host, ctx)?, bytes)
         }
     };
-    Ok(LoadedModel { model, tokenizer, chat_template, decode_bytes_per_token })
+    Ok(LoadedModel { model, tokenizer, chat_template, decode_bytes_per_token, sampling: SamplingDefaults::from_gguf(file) })
 }
 
 /// Opens `path` and loads it (see [`load_model`]).

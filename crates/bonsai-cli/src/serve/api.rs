@@ -4,7 +4,8 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bonsai_model::chat::Message;
+use bonsai_gguf::SamplingDefaults;
+use bonsai_model::chat::{ChatOptions, Message, REASONING_EFFORT};
 use serde_json::{json, Map, Value};
 
 /// An error as the OpenAI API sends it.
@@ -96,6 +97,36 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 /// Most alternatives for the completions endpoint's integer `logprobs` (OpenAI's limit).
 pub const MAX_COMPLETION_LOGPROBS: usize = 5;
 
+/// What a request gets where it is silent: the sampler settings the model file recommends
+/// (`general.sampling.*`) over llama-server's, and the server's chat-template options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestDefaults {
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub chat: ChatOptions,
+}
+
+impl Default for RequestDefaults {
+    fn default() -> Self {
+        Self { temperature: DEFAULT_TEMPERATURE, top_k: DEFAULT_TOP_K, top_p: DEFAULT_TOP_P, min_p: DEFAULT_MIN_P, chat: ChatOptions::default() }
+    }
+}
+
+impl RequestDefaults {
+    pub fn new(file: &SamplingDefaults, chat: ChatOptions) -> Self {
+        let d = Self::default();
+        Self {
+            temperature: file.temperature.unwrap_or(d.temperature),
+            top_k: file.top_k.unwrap_or(d.top_k),
+            top_p: file.top_p.unwrap_or(d.top_p),
+            min_p: file.min_p.unwrap_or(d.min_p),
+            chat,
+        }
+    }
+}
+
 /// A checked request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedRequest {
@@ -103,13 +134,16 @@ pub struct ParsedRequest {
     pub model: String,
     pub prompt: Prompt,
     pub params: GenParams,
+    /// The chat template's options (the server's, then `chat_template_kwargs`, then
+    /// `reasoning_effort`); unused by completions.
+    pub chat: ChatOptions,
     pub stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage and no choices.
     pub include_usage: bool,
 }
 
 /// Parses and checks a request body for `endpoint`.
-pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest, ApiError> {
+pub fn parse_request(endpoint: Endpoint, body: &[u8], defaults: &RequestDefaults) -> Result<ParsedRequest, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", format!("the body is not valid JSON: {e}")))?;
     let Value::Object(obj) = value else {
@@ -147,10 +181,10 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest, A
     };
     let params = GenParams {
         max_tokens: max_tokens.map(|n| n as usize),
-        temperature: f.number("temperature", 0.0, 2.0)?.unwrap_or(DEFAULT_TEMPERATURE),
-        top_p: f.number("top_p", 0.0, 1.0)?.map(|p| if p == 0.0 { f32::MIN_POSITIVE } else { p }).unwrap_or(DEFAULT_TOP_P),
-        top_k: f.int("top_k", 0, u32::MAX as u64)?.map_or(DEFAULT_TOP_K, |k| k as usize),
-        min_p: f.number("min_p", 0.0, 1.0)?.unwrap_or(DEFAULT_MIN_P),
+        temperature: f.number("temperature", 0.0, 2.0)?.unwrap_or(defaults.temperature),
+        top_p: f.number("top_p", 0.0, 1.0)?.map(|p| if p == 0.0 { f32::MIN_POSITIVE } else { p }).unwrap_or(defaults.top_p),
+        top_k: f.int("top_k", 0, u32::MAX as u64)?.map_or(defaults.top_k, |k| k as usize),
+        min_p: f.number("min_p", 0.0, 1.0)?.unwrap_or(defaults.min_p),
         seed: f.seed("seed")?,
         stop: parse_stop(obj.get("stop"))?,
         frequency_penalty: f.number("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
@@ -158,7 +192,16 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8]) -> Result<ParsedRequest, A
         logprobs,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
-    Ok(ParsedRequest { endpoint, model, prompt, params, stream, include_usage })
+    let mut chat = defaults.chat.clone();
+    match obj.get("chat_template_kwargs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(kwargs)) => chat = chat.with_kwargs(kwargs).map_err(|e| ApiError::invalid("chat_template_kwargs", e))?,
+        Some(_) => return Err(ApiError::invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object")),
+    }
+    if let Some(level) = f.string(REASONING_EFFORT)? {
+        chat = chat.with_reasoning_effort(&level);
+    }
+    Ok(ParsedRequest { endpoint, model, prompt, params, chat, stream, include_usage })
 }
 
 /// Typed access to a request's fields; `null` counts as absent.

@@ -1,7 +1,7 @@
 use super::*;
 
 fn chat(body: &str) -> Result<ParsedRequest, ApiError> {
-    parse_request(Endpoint::Chat, body.as_bytes())
+    parse_request(Endpoint::Chat, body.as_bytes(), &RequestDefaults::default())
 }
 
 #[test]
@@ -31,10 +31,10 @@ fn fields_are_read_with_their_openai_names() {
     assert_eq!(r.params.stop, vec!["x".to_string()]);
     assert_eq!(r.params.logprobs, Some(3));
     assert!(r.stream && r.include_usage);
-    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": [1, 2, 3], "logprobs": 2}"#).expect("valid");
+    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": [1, 2, 3], "logprobs": 2}"#, &RequestDefaults::default()).expect("valid");
     assert_eq!(c.prompt, Prompt::Tokens(vec![1, 2, 3]));
     assert_eq!(c.params.logprobs, Some(2));
-    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": ["once"]}"#).expect("valid");
+    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": ["once"]}"#, &RequestDefaults::default()).expect("valid");
     assert_eq!(c.prompt, Prompt::Text("once".into()));
 }
 
@@ -72,7 +72,7 @@ fn bad_bodies_name_the_field_and_get_400() {
     }
     for prompt in [r#"5"#, r#"[]"#, r#"[-1]"#, r#"[4294967296]"#, r#"["a", "b"]"#, r#"{"a": 1}"#] {
         let body = format!(r#"{{"model": "m", "prompt": {prompt}}}"#);
-        let e = parse_request(Endpoint::Completion, body.as_bytes()).expect_err(&body);
+        let e = parse_request(Endpoint::Completion, body.as_bytes(), &RequestDefaults::default()).expect_err(&body);
         assert_eq!(e.param.as_deref(), Some("prompt"), "{body}");
     }
 }
@@ -129,4 +129,37 @@ fn errors_carry_status_and_retry_after() {
     let response = e.into_response();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+}
+
+/// The file's recommended sampling fills what a request leaves out; the request's fields win.
+#[test]
+fn the_model_files_sampling_fills_unset_fields() {
+    let file = SamplingDefaults { temperature: Some(1.0), top_k: Some(20), top_p: Some(0.9), min_p: None, repeat_penalty: Some(1.1) };
+    let defaults = RequestDefaults::new(&file, ChatOptions::default());
+    let body = br#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_k": 3}"#;
+    let r = parse_request(Endpoint::Chat, body, &defaults).expect("valid");
+    assert_eq!((r.params.temperature, r.params.top_k, r.params.top_p, r.params.min_p), (1.0, 3, 0.9, DEFAULT_MIN_P));
+}
+
+/// `chat_template_kwargs` and `reasoning_effort` add to the server's template options.
+#[test]
+fn template_kwargs_and_reasoning_effort_reach_the_chat_options() {
+    let server = ChatOptions::default().with_reasoning_effort("medium");
+    let defaults = RequestDefaults { chat: server, ..RequestDefaults::default() };
+    let parse = |body: &str| parse_request(Endpoint::Chat, body.as_bytes(), &defaults);
+    let r = parse(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#).expect("valid");
+    assert_eq!(r.chat.kwargs.get("reasoning_effort"), Some(&json!("medium")));
+    let r = parse(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false, "k": [1]}, "reasoning_effort": "low"}"#).expect("valid");
+    assert!(!r.chat.enable_thinking);
+    assert_eq!((r.chat.kwargs.get("k"), r.chat.kwargs.get("reasoning_effort")), (Some(&json!([1])), Some(&json!("low"))));
+    let r = parse(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "none"}"#).expect("valid");
+    assert!(!r.chat.enable_thinking && r.chat.kwargs.get("reasoning_effort").is_none());
+    for (body, param) in [
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]}"#, "chat_template_kwargs"),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": "yes"}}"#, "chat_template_kwargs"),
+        (r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "reasoning_effort": 3}"#, "reasoning_effort"),
+    ] {
+        let e = parse(body).expect_err(body);
+        assert_eq!((e.status, e.param.as_deref()), (StatusCode::BAD_REQUEST, Some(param)), "{body}");
+    }
 }

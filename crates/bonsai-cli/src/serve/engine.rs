@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::StatusCode;
-use bonsai_model::chat::{render_chat, ChatOptions};
+use bonsai_model::chat::render_chat;
 use bonsai_model::loader::LoadedModel;
 use bonsai_model::sampler::{Sampler, SamplerConfig, DEFAULT_REPEAT_LAST_N};
 use bonsai_model::tokenizer::{StreamDecoder, Tokenizer};
@@ -255,7 +255,7 @@ impl<B: Backend> Engine<'_, B> {
         let bad = |message: String| ApiError::invalid(if matches!(request.prompt, Prompt::Messages(_)) { "messages" } else { "prompt" }, message);
         let ids = match &request.prompt {
             Prompt::Messages(messages) => {
-                let rendered = render_chat(self.chat_template, messages, ChatOptions::default());
+                let rendered = render_chat(self.chat_template, messages, &request.chat);
                 self.tokenizer.encode(&rendered.text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?
             }
             Prompt::Text(text) => self.tokenizer.encode(text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?,

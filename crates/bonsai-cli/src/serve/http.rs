@@ -19,7 +19,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use super::api::{chat_logprobs, completion_logprobs, parse_request, ApiError, Endpoint, ResponseHead, TokenLogprob};
+use super::api::{chat_logprobs, completion_logprobs, parse_request, ApiError, Endpoint, RequestDefaults, ResponseHead, TokenLogprob};
 use super::engine::{Event, Job};
 use super::metrics::Metrics;
 
@@ -34,6 +34,8 @@ pub struct App {
     pub max_queue: usize,
     pub max_body_bytes: usize,
     pub started: u64,
+    /// What requests get where they are silent.
+    pub defaults: RequestDefaults,
 }
 
 /// Seconds a client is told to wait when the queue is full.
@@ -89,7 +91,7 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, body: Body) -> Result<Respo
     let bytes = axum::body::to_bytes(body, app.max_body_bytes).await.map_err(|_| {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", format!("the body exceeds {} bytes (or could not be read)", app.max_body_bytes))
     })?;
-    let request = parse_request(endpoint, &bytes)?;
+    let request = parse_request(endpoint, &bytes, &app.defaults)?;
     if request.model != app.model_name {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// (load tests on real shapes; the text is gibberish)
     #[arg(long, value_enum, conflicts_with_all = ["model", "hf_repo"])]
     pub synthetic: Option<crate::bench::SyntheticModel>,
+    /// The chat template's options for every request (a request's `chat_template_kwargs` and
+    /// `reasoning_effort` add to them)
+    #[command(flatten)]
+    pub template: crate::generate::TemplateArgs,
 }
 
 pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
@@ -80,6 +84,11 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     };
     let synthetic_name = args.synthetic.map(|k| format!("synthetic-{}", k.name()));
     let model_name = args.alias.clone().or(path_name).or(synthetic_name).or_else(|| args.model.hub.hf_repo.clone()).unwrap_or_else(|| "bonsai-demo".to_string());
+    let file_sampling = crate::on_any_backend!(loaded, |l| l.sampling);
+    if !file_sampling.is_empty() {
+        eprintln!("sampling defaults: the model file's {} (request fields override)", file_sampling.describe());
+    }
+    let defaults = api::RequestDefaults::new(&file_sampling, args.template.options(Default::default())?);
     let metrics = Arc::new(Metrics::default());
     let (jobs, job_rx) = std::sync::mpsc::channel();
     let app = Arc::new(App {
@@ -90,6 +99,7 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
         max_queue: args.queue,
         max_body_bytes: MAX_BODY_BYTES,
         started: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        defaults,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the HTTP runtime")?;
     let addr = format!("{}:{}", args.host, args.port);

@@ -45,5 +45,5 @@ fn build<B: Backend>(kind: SyntheticModel, backend: B, ctx: usize) -> anyhow::Re
         parts.token_types.push(token_type::UNUSED);
     }
     let tokenizer = Tokenizer::from_parts(&parts).context("building the padded byte tokenizer")?;
-    Ok(LoadedModel { model, tokenizer: Some(tokenizer), chat_template: Some(CHATML_TEMPLATE.to_string()), decode_bytes_per_token: 0 })
+    Ok(LoadedModel { model, tokenizer: Some(tokenizer), chat_template: Some(CHATML_TEMPLATE.to_string()), decode_bytes_per_token: 0, sampling: Default::default() })
 }
