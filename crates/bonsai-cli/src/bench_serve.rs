@@ -33,8 +33,8 @@ pub struct BenchServeArgs {
     #[arg(short = 'n', long = "gen-tokens", default_value_t = 128)]
     pub gen_tokens: usize,
     /// Sampling temperature of every request (0: greedy). Above 0 the requests sample with the
-    /// server's defaults for top-k, top-p and min-p (bonsai serve: the model file's recommendation, else llama-server's 40, 0.95, 0.05)
-    /// unless the options below are given
+    /// server's defaults for top-k, top-p and min-p (bonsai serve: the model file's
+    /// recommendation, else llama-server's 40, 0.95, 0.05) unless the options below are given
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
     /// top_k of every request (default: the server's)
