@@ -379,3 +379,45 @@ fn sampled_streams_pick_on_the_backend_and_give_each_request_alone() {
     assert_eq!(mixed[2]["choices"][0]["logprobs"]["tokens"].as_array().map(Vec::len), Some(steps), "{}", mixed[2]);
     assert!(metric(&server.addr, "bonsai_host_picked_tokens_total") >= steps as u64, "the logprobs stream picks on the host");
 }
+
+/// A chat template whose generation prompt opens a `<think>` block (as Qwen3.5's does): the
+/// reply is reasoning until `</think>`, so it goes to `reasoning_content` (non-streaming and
+/// streaming alike) unless the request asks for `reasoning_format: none`.
+#[test]
+fn a_reply_inside_an_opened_think_block_is_reasoning_content() {
+    let cache = cache_dir().join("thinking");
+    let demo = demo_model_file(&cache);
+    let mut w = bonsai_gguf::GgufWriter::from_file(&bonsai_gguf::GgufFile::open(&demo).unwrap()).unwrap();
+    let template = "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}\
+                    {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}";
+    w.add_metadata(bonsai_gguf::keys::TOKENIZER_CHAT_TEMPLATE, bonsai_gguf::MetaValue::String(template.into()));
+    let model = cache.join("bonsai-demo.gguf");
+    w.write_file(&model).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
+    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(["-np", "2"]).env("BONSAI_CACHE_DIR", &cache);
+    let server = start_server(cmd);
+    let greedy = r#", "max_tokens": 12, "temperature": 0"#;
+    let message = |extra: &str| {
+        let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!("{greedy}{extra}")));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["choices"][0]["message"].clone()
+    };
+    let split = message("");
+    let reasoning = split["reasoning_content"].as_str().unwrap_or_else(|| panic!("{split}")).to_string();
+    assert!(!reasoning.is_empty());
+    assert_eq!(split["content"], "", "{split}");
+    let raw = message(r#", "reasoning_format": "none""#);
+    assert!(raw.get("reasoning_content").is_none(), "{raw}");
+    assert_eq!(raw["content"].as_str().unwrap().trim(), reasoning);
+
+    let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!(r#"{greedy}, "stream": true"#)));
+    assert_eq!(status, 200, "{body}");
+    let deltas: Vec<serde_json::Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<serde_json::Value>(d).unwrap()["choices"][0]["delta"].clone())
+        .collect();
+    let joined = |field: &str| deltas.iter().filter_map(|d| d[field].as_str()).collect::<String>();
+    assert_eq!((joined("reasoning_content"), joined("content")), (reasoning, String::new()));
+}

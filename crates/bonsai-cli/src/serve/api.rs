@@ -97,8 +97,35 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 /// Most alternatives for the completions endpoint's integer `logprobs` (OpenAI's limit).
 pub const MAX_COMPLETION_LOGPROBS: usize = 5;
 
+/// llama-server's `reasoning_format`: what a chat reply's leading `<think>` block becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReasoningFormat {
+    /// Left in the content, tags and all.
+    None,
+    /// Moved to the message's `reasoning_content` (`delta.reasoning_content` when streaming).
+    Deepseek,
+    /// What llama-server's default means for these models: `deepseek`.
+    Auto,
+}
+
+impl ReasoningFormat {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "none" => Some(Self::None),
+            "deepseek" => Some(Self::Deepseek),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+    /// Whether the reasoning is split from the content.
+    pub fn splits(self) -> bool {
+        self != Self::None
+    }
+}
+
 /// What a request gets where it is silent: the sampler settings the model file recommends
-/// (`general.sampling.*`) over llama-server's, and the server's chat-template options.
+/// (`general.sampling.*`) over llama-server's, and the server's chat-template options and
+/// reasoning format.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestDefaults {
     pub temperature: f32,
@@ -106,16 +133,24 @@ pub struct RequestDefaults {
     pub top_p: f32,
     pub min_p: f32,
     pub chat: ChatOptions,
+    pub reasoning_format: ReasoningFormat,
 }
 
 impl Default for RequestDefaults {
     fn default() -> Self {
-        Self { temperature: DEFAULT_TEMPERATURE, top_k: DEFAULT_TOP_K, top_p: DEFAULT_TOP_P, min_p: DEFAULT_MIN_P, chat: ChatOptions::default() }
+        Self {
+            temperature: DEFAULT_TEMPERATURE,
+            top_k: DEFAULT_TOP_K,
+            top_p: DEFAULT_TOP_P,
+            min_p: DEFAULT_MIN_P,
+            chat: ChatOptions::default(),
+            reasoning_format: ReasoningFormat::Auto,
+        }
     }
 }
 
 impl RequestDefaults {
-    pub fn new(file: &SamplingDefaults, chat: ChatOptions) -> Self {
+    pub fn new(file: &SamplingDefaults, chat: ChatOptions, reasoning_format: ReasoningFormat) -> Self {
         let d = Self::default();
         Self {
             temperature: file.temperature.unwrap_or(d.temperature),
@@ -123,6 +158,7 @@ impl RequestDefaults {
             top_p: file.top_p.unwrap_or(d.top_p),
             min_p: file.min_p.unwrap_or(d.min_p),
             chat,
+            reasoning_format,
         }
     }
 }
@@ -137,6 +173,8 @@ pub struct ParsedRequest {
     /// The chat template's options (the server's, then `chat_template_kwargs`, then
     /// `reasoning_effort`); unused by completions.
     pub chat: ChatOptions,
+    /// Whether the reply's reasoning goes to `reasoning_content` (chat only).
+    pub split_reasoning: bool,
     pub stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage and no choices.
     pub include_usage: bool,
@@ -201,7 +239,13 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], defaults: &RequestDefaults
     if let Some(level) = f.string(REASONING_EFFORT)? {
         chat = chat.with_reasoning_effort(&level);
     }
-    Ok(ParsedRequest { endpoint, model, prompt, params, chat, stream, include_usage })
+    let reasoning_format = match f.string("reasoning_format")? {
+        None => defaults.reasoning_format,
+        Some(text) => ReasoningFormat::parse(&text)
+            .ok_or_else(|| ApiError::invalid("reasoning_format", "'reasoning_format' must be none, deepseek or auto"))?,
+    };
+    let split_reasoning = endpoint == Endpoint::Chat && reasoning_format.splits();
+    Ok(ParsedRequest { endpoint, model, prompt, params, chat, split_reasoning, stream, include_usage })
 }
 
 /// Typed access to a request's fields; `null` counts as absent.
@@ -454,14 +498,16 @@ impl ResponseHead {
     }
 
     /// The whole answer of a non-streaming request.
-    pub fn response(&self, text: &str, logprobs: Option<Value>, finish: FinishReason, usage: &Usage) -> Value {
+    /// `reasoning`: the chat reply's `reasoning_content` (left out when empty).
+    pub fn response(&self, text: &str, reasoning: &str, logprobs: Option<Value>, finish: FinishReason, usage: &Usage) -> Value {
         let choice = match self.endpoint {
-            Endpoint::Chat => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null},
-                "logprobs": logprobs,
-                "finish_reason": finish.as_str(),
-            }),
+            Endpoint::Chat => {
+                let mut message = json!({"role": "assistant", "content": text, "refusal": null});
+                if !reasoning.is_empty() {
+                    message["reasoning_content"] = json!(reasoning);
+                }
+                json!({"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish.as_str()})
+            }
             Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish.as_str()}),
         };
         let mut m = self.envelope(false, vec![choice]);
@@ -469,18 +515,26 @@ impl ResponseHead {
         Value::Object(m)
     }
 
-    /// One stream chunk: `delta` text (chat: the role too on the first chunk), its logprobs, and
-    /// the finish reason on the last. With `include_usage`, every chunk carries `"usage": null`
-    /// (the usage comes in a chunk of its own at the end).
-    pub fn chunk(&self, first: bool, text: &str, logprobs: Option<Value>, finish: Option<FinishReason>, include_usage: bool) -> Value {
+    /// One stream chunk: `delta` text (chat: the role too on the first chunk, and
+    /// `reasoning_content` for reasoning text), its logprobs, and the finish reason on the last.
+    /// With `include_usage`, every chunk carries `"usage": null` (the usage comes in a chunk of
+    /// its own at the end).
+    pub fn chunk(&self, first: bool, text: &str, reasoning: &str, logprobs: Option<Value>, finish: Option<FinishReason>, include_usage: bool) -> Value {
         let finish = finish.map(FinishReason::as_str);
         let choice = match self.endpoint {
             Endpoint::Chat => {
-                let delta = match (first, finish.is_some() && text.is_empty()) {
-                    (true, _) => json!({"role": "assistant", "content": text}),
-                    (false, true) => json!({}),
-                    (false, false) => json!({"content": text}),
+                let mut delta = if first {
+                    json!({"role": "assistant", "content": text})
+                } else if !text.is_empty() || (finish.is_none() && reasoning.is_empty()) {
+                    // A token's text, or its empty text (one chunk per token, as OpenAI streams).
+                    json!({"content": text})
+                } else {
+                    // Reasoning only, or the finishing chunk with nothing left to say.
+                    json!({})
                 };
+                if !reasoning.is_empty() {
+                    delta["reasoning_content"] = json!(reasoning);
+                }
                 json!({"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
             }
             Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}),

@@ -81,18 +81,26 @@ fn bad_bodies_name_the_field_and_get_400() {
 fn responses_and_chunks_have_openai_shapes() {
     let head = ResponseHead { id: "chatcmpl-1".into(), created: 5, model: "m".into(), endpoint: Endpoint::Chat };
     let usage = Usage { prompt_tokens: 3, cached_tokens: 1, completion_tokens: 2 };
-    let r = head.response("hi", None, FinishReason::Length, &usage);
+    let r = head.response("hi", "", None, FinishReason::Length, &usage);
     assert_eq!(r["object"], "chat.completion");
     assert_eq!(r["choices"][0]["message"]["content"], "hi");
     assert_eq!(r["choices"][0]["message"]["role"], "assistant");
+    assert!(r["choices"][0]["message"].get("reasoning_content").is_none());
+    let thought = head.response("hi", "because", None, FinishReason::Stop, &usage);
+    assert_eq!(thought["choices"][0]["message"]["reasoning_content"], "because");
     assert_eq!(r["choices"][0]["finish_reason"], "length");
     assert_eq!(r["usage"]["total_tokens"], 5);
     assert_eq!(r["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
-    let first = head.chunk(true, "", None, None, true);
+    let first = head.chunk(true, "", "", None, None, true);
     assert_eq!(first["object"], "chat.completion.chunk");
     assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
     assert!(first["usage"].is_null() && first.get("usage").is_some());
-    let last = head.chunk(false, "", None, Some(FinishReason::Stop), false);
+    // A token's text, a token that released nothing, reasoning only, both.
+    assert_eq!(head.chunk(false, "a", "", None, None, false)["choices"][0]["delta"], json!({"content": "a"}));
+    assert_eq!(head.chunk(false, "", "", None, None, false)["choices"][0]["delta"], json!({"content": ""}));
+    assert_eq!(head.chunk(false, "", "hm", None, None, false)["choices"][0]["delta"], json!({"reasoning_content": "hm"}));
+    assert_eq!(head.chunk(false, "a", "hm", None, None, false)["choices"][0]["delta"], json!({"content": "a", "reasoning_content": "hm"}));
+    let last = head.chunk(false, "", "", None, Some(FinishReason::Stop), false);
     assert_eq!(last["choices"][0]["delta"], json!({}));
     assert_eq!(last["choices"][0]["finish_reason"], "stop");
     assert!(last.get("usage").is_none());
@@ -100,7 +108,7 @@ fn responses_and_chunks_have_openai_shapes() {
     assert_eq!(u["choices"], json!([]));
     assert_eq!(u["usage"]["completion_tokens"], 2);
     let text = ResponseHead { endpoint: Endpoint::Completion, ..head };
-    let r = text.response("x", None, FinishReason::Stop, &usage);
+    let r = text.response("x", "", None, FinishReason::Stop, &usage);
     assert_eq!(r["object"], "text_completion");
     assert_eq!(r["choices"][0]["text"], "x");
 }
@@ -135,7 +143,7 @@ fn errors_carry_status_and_retry_after() {
 #[test]
 fn the_model_files_sampling_fills_unset_fields() {
     let file = SamplingDefaults { temperature: Some(1.0), top_k: Some(20), top_p: Some(0.9), min_p: None, repeat_penalty: Some(1.1) };
-    let defaults = RequestDefaults::new(&file, ChatOptions::default());
+    let defaults = RequestDefaults::new(&file, ChatOptions::default(), ReasoningFormat::Auto);
     let body = br#"{"model": "m", "messages": [{"role": "user", "content": "hi"}], "top_k": 3}"#;
     let r = parse_request(Endpoint::Chat, body, &defaults).expect("valid");
     assert_eq!((r.params.temperature, r.params.top_k, r.params.top_p, r.params.min_p), (1.0, 3, 0.9, DEFAULT_MIN_P));
@@ -162,4 +170,19 @@ fn template_kwargs_and_reasoning_effort_reach_the_chat_options() {
         let e = parse(body).expect_err(body);
         assert_eq!((e.status, e.param.as_deref()), (StatusCode::BAD_REQUEST, Some(param)), "{body}");
     }
+}
+
+/// `reasoning_format` picks whether a chat reply's reasoning is split off; completions never are.
+#[test]
+fn reasoning_format_is_read_and_checked() {
+    let body = |extra: &str| format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}]{extra}}}"#);
+    assert!(chat(&body("")).expect("valid").split_reasoning);
+    assert!(!chat(&body(r#", "reasoning_format": "none""#)).expect("valid").split_reasoning);
+    assert!(chat(&body(r#", "reasoning_format": "deepseek""#)).expect("valid").split_reasoning);
+    let e = chat(&body(r#", "reasoning_format": "raw""#)).expect_err("unknown format");
+    assert_eq!(e.param.as_deref(), Some("reasoning_format"));
+    let off = RequestDefaults { reasoning_format: ReasoningFormat::None, ..RequestDefaults::default() };
+    assert!(!parse_request(Endpoint::Chat, body("").as_bytes(), &off).expect("valid").split_reasoning);
+    let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": "x"}"#, &RequestDefaults::default()).expect("valid");
+    assert!(!c.split_reasoning);
 }

@@ -28,7 +28,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, TokenLogprob, Usage};
 use super::metrics::Metrics;
-use super::text::{logprobs, Penalties, Released, StopMatcher};
+use super::text::{logprobs, Penalties, ReasoningSplitter, Released, StopMatcher};
 
 /// Fewest prompt tokens worth taking from another sequence's cache: the blocks are shared, but the
 /// one the sequence writes next is copied (2 x layers device copies) whatever the length, while a
@@ -50,10 +50,11 @@ pub enum Event {
     /// The prompt is tokenized and fits: generation will follow.
     Accepted,
     /// Text released by one generated token (possibly empty while a stop string may be forming),
-    /// with the token's log-probabilities when asked for.
-    Token { text: String, logprob: Option<TokenLogprob> },
-    /// The last text and why the choice ended.
-    Done { text: String, finish: FinishReason, usage: Usage },
+    /// the reasoning part apart when the request splits it, with the token's log-probabilities
+    /// when asked for.
+    Token { text: String, reasoning: String, logprob: Option<TokenLogprob> },
+    /// The last text (and reasoning) and why the choice ended.
+    Done { text: String, reasoning: String, finish: FinishReason, usage: Usage },
     Error(ApiError),
 }
 
@@ -94,6 +95,8 @@ struct Running {
     device_loaded: bool,
     penalties: Penalties,
     stop: StopMatcher,
+    /// Splits the released text into reasoning and content (chat requests that ask for it).
+    reasoning: Option<ReasoningSplitter>,
     decoder: StreamDecoder,
     top_logprobs: Option<usize>,
     /// Stop tokens are generated like any other (benchmarks: every request runs to its limit).
@@ -123,6 +126,8 @@ impl Running {
 struct Waiting {
     job: Job,
     prompt: Vec<u32>,
+    /// The rendered chat prompt ends inside an opened `<think>` block.
+    thinking_open: bool,
 }
 
 /// One sequence slot: the tokens its cache holds (a finished request's stay, for prefix reuse).
@@ -240,9 +245,9 @@ impl<B: Backend> Engine<'_, B> {
     /// Tokenizes a new request and queues it, or answers it with an error at once.
     fn intake(&mut self, job: Job) {
         match self.tokenize(&job.request) {
-            Ok(prompt) => {
+            Ok((prompt, thinking_open)) => {
                 let _ = job.events.send(Event::Accepted);
-                self.waiting.push_back(Waiting { job, prompt });
+                self.waiting.push_back(Waiting { job, prompt, thinking_open });
             }
             Err(e) => {
                 self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
@@ -251,11 +256,15 @@ impl<B: Backend> Engine<'_, B> {
         }
     }
 
-    fn tokenize(&self, request: &ParsedRequest) -> Result<Vec<u32>, ApiError> {
+    /// The prompt's token ids, and whether a rendered chat prompt ends inside an opened
+    /// `<think>` block (Qwen3.5's generation prompt does: the reply starts in its reasoning).
+    fn tokenize(&self, request: &ParsedRequest) -> Result<(Vec<u32>, bool), ApiError> {
         let bad = |message: String| ApiError::invalid(if matches!(request.prompt, Prompt::Messages(_)) { "messages" } else { "prompt" }, message);
+        let mut thinking_open = false;
         let ids = match &request.prompt {
             Prompt::Messages(messages) => {
                 let rendered = render_chat(self.chat_template, messages, &request.chat);
+                thinking_open = rendered.text.trim_end().ends_with("<think>");
                 self.tokenizer.encode(&rendered.text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?
             }
             Prompt::Text(text) => self.tokenizer.encode(text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?,
@@ -286,7 +295,7 @@ impl<B: Backend> Engine<'_, B> {
             ))
             .with_code("context_length_exceeded"));
         }
-        Ok(ids)
+        Ok((ids, thinking_open))
     }
 
     /// Ends requests whose client is gone (their events have no receiver), freeing their slots.
@@ -315,7 +324,7 @@ impl<B: Backend> Engine<'_, B> {
             if !self.make_room(state, kv_need, slot_index)? {
                 break;
             }
-            let Some(Waiting { job, prompt }) = self.waiting.pop_front() else { break };
+            let Some(Waiting { job, prompt, thinking_open }) = self.waiting.pop_front() else { break };
             let sampler_config = self.sampler_config(&job.request.params);
             let slot = &self.slots[slot_index];
             // Reuse the shared prefix, but feed at least the prompt's last token: its logits pick
@@ -376,6 +385,7 @@ impl<B: Backend> Engine<'_, B> {
                 device_loaded: false,
                 penalties,
                 stop: StopMatcher::new(params.stop.clone()),
+                reasoning: job.request.split_reasoning.then(|| ReasoningSplitter::new(thinking_open)),
                 decoder: StreamDecoder::new(),
                 top_logprobs: params.logprobs,
                 ignore_eos: params.ignore_eos,
@@ -702,7 +712,8 @@ impl<B: Backend> Engine<'_, B> {
                 }
             }
         };
-        let sent = r.events.send(Event::Token { text, logprob });
+        let (text, reasoning) = split_reply(&mut r.reasoning, text, false);
+        let sent = r.events.send(Event::Token { text, reasoning, logprob });
         match finish {
             _ if sent.is_err() => self.slots[i].running = None,
             Some(finish) => self.finish(i, finish),
@@ -719,7 +730,8 @@ impl<B: Backend> Engine<'_, B> {
             Released::Text(t) | Released::Stopped(t) => t,
         };
         text.push_str(&r.stop.finish());
-        let _ = r.events.send(Event::Done { text, finish, usage: r.usage });
+        let (text, reasoning) = split_reply(&mut r.reasoning, text, true);
+        let _ = r.events.send(Event::Done { text, reasoning, finish, usage: r.usage });
     }
 
     fn fail(&mut self, i: usize, message: String) {
@@ -730,6 +742,19 @@ impl<B: Backend> Engine<'_, B> {
         // The cache's contents are unknown after a failure: nothing in it is reused.
         self.slots[i].cached.clear();
     }
+}
+
+/// Released reply text as (content, reasoning): through the request's splitter when it has one
+/// (`last`: the reply ended, so the splitter's held-back text comes out too).
+fn split_reply(splitter: &mut Option<ReasoningSplitter>, text: String, last: bool) -> (String, String) {
+    let Some(splitter) = splitter else { return (text, String::new()) };
+    let mut split = splitter.push(&text);
+    if last {
+        let tail = splitter.finish();
+        split.reasoning.push_str(&tail.reasoning);
+        split.content.push_str(&tail.content);
+    }
+    (split.content, split.reasoning)
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {

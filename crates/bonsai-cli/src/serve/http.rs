@@ -122,18 +122,20 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, body: Body) -> Result<Respo
     if stream {
         return Ok(stream_response(head, rx, include_usage));
     }
-    let (mut text, mut entries) = (String::new(), Vec::<TokenLogprob>::new());
+    let (mut text, mut reasoning, mut entries) = (String::new(), String::new(), Vec::<TokenLogprob>::new());
     while let Some(event) = rx.recv().await {
         match event {
             Event::Accepted => {}
-            Event::Token { text: t, logprob } => {
+            Event::Token { text: t, reasoning: r, logprob } => {
                 text.push_str(&t);
+                reasoning.push_str(&r);
                 entries.extend(logprob);
             }
-            Event::Done { text: t, finish, usage } => {
+            Event::Done { text: t, reasoning: r, finish, usage } => {
                 text.push_str(&t);
+                reasoning.push_str(&r);
                 let logprobs = logprobs.then(|| logprobs_json(endpoint, &entries, 0));
-                return Ok(Json(head.response(&text, logprobs, finish, &usage)).into_response());
+                return Ok(Json(head.response(&text, &reasoning, logprobs, finish, &usage)).into_response());
             }
             Event::Error(e) => return Err(e),
         }
@@ -185,22 +187,22 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
         let mut out = Vec::new();
         if st.first {
             st.first = false;
-            out.push(data(&st.head.chunk(true, "", None, None, st.include_usage)));
+            out.push(data(&st.head.chunk(true, "", "", None, None, st.include_usage)));
             return Some((out, Some(st)));
         }
         match st.rx.recv().await {
             Some(Event::Accepted) => Some((out, Some(st))),
-            Some(Event::Token { text, logprob }) => {
+            Some(Event::Token { text, reasoning, logprob }) => {
                 // One chunk per generated token, empty text included (held back for a stop
                 // string, or half a character), as OpenAI streams: clients count and time them.
                 let lp = logprob.map(|e| logprobs_json(st.head.endpoint, std::slice::from_ref(&e), st.sent_bytes));
                 st.sent_bytes += text.len();
-                out.push(data(&st.head.chunk(false, &text, lp, None, st.include_usage)));
+                out.push(data(&st.head.chunk(false, &text, &reasoning, lp, None, st.include_usage)));
                 Some((out, Some(st)))
             }
-            Some(Event::Done { text, finish, usage }) => {
+            Some(Event::Done { text, reasoning, finish, usage }) => {
                 // Text still held back at the end rides on the finishing chunk (it is no token).
-                out.push(data(&st.head.chunk(false, &text, None, Some(finish), st.include_usage)));
+                out.push(data(&st.head.chunk(false, &text, &reasoning, None, Some(finish), st.include_usage)));
                 if st.include_usage {
                     out.push(data(&st.head.usage_chunk(&usage)));
                 }

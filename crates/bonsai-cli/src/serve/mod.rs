@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// `reasoning_effort` add to them)
     #[command(flatten)]
     pub template: crate::generate::TemplateArgs,
+    /// Where a chat reply's leading <think> block goes when the request does not say
+    /// (`reasoning_format`): the message's reasoning_content (deepseek; auto means it), or the
+    /// content as generated (none)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub reasoning_format: api::ReasoningFormat,
 }
 
 pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
@@ -88,7 +93,7 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     if !file_sampling.is_empty() {
         eprintln!("sampling defaults: the model file's {} (request fields override)", file_sampling.describe());
     }
-    let defaults = api::RequestDefaults::new(&file_sampling, args.template.options(Default::default())?);
+    let defaults = api::RequestDefaults::new(&file_sampling, args.template.options(Default::default())?, args.reasoning_format);
     let metrics = Arc::new(Metrics::default());
     let (jobs, job_rx) = std::sync::mpsc::channel();
     let app = Arc::new(App {

@@ -1,6 +1,7 @@
 //! Turning one sequence's sampled tokens into the text a client sees: stop strings matched across
-//! token boundaries (text that might begin a stop string is held back until it cannot), OpenAI's
-//! frequency and presence penalties, and log-probabilities.
+//! token boundaries (text that might begin a stop string is held back until it cannot), a chat
+//! reply's reasoning split from its content, OpenAI's frequency and presence penalties, and
+//! log-probabilities.
 
 use std::collections::HashMap;
 
@@ -52,6 +53,118 @@ impl StopMatcher {
             .find(|&i| self.stops.iter().any(|s| s.len() > p.len() - i && s.starts_with(&p[i..])))
             .unwrap_or(p.len())
     }
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// Splits a chat reply into its reasoning and its content, as llama-server's `reasoning_format`
+/// `deepseek` does: a `<think>...</think>` block at the start of the reply (or one the prompt
+/// opened, as Qwen3.5's template does) becomes `reasoning_content`, without its tags and the
+/// whitespace around them; everything after it, and any reply that does not start with one, is
+/// content. Tags are matched across token boundaries: a tail that could still become one is held
+/// back, as is whitespace that may turn out to end the reasoning.
+#[derive(Debug)]
+pub struct ReasoningSplitter {
+    state: Phase,
+    pending: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing but whitespace yet: a `<think>` may still open the reply.
+    Start,
+    /// Inside the reasoning; `started` once its first non-whitespace text went out.
+    Reasoning { started: bool },
+    /// After `</think>`: whitespace before the content is dropped.
+    AfterReasoning,
+    Content,
+}
+
+/// What one push released.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    pub reasoning: String,
+    pub content: String,
+}
+
+impl ReasoningSplitter {
+    /// `open_in_prompt`: the prompt ends inside an opened `<think>` block.
+    pub fn new(open_in_prompt: bool) -> Self {
+        Self { state: if open_in_prompt { Phase::Reasoning { started: false } } else { Phase::Start }, pending: String::new() }
+    }
+
+    pub fn push(&mut self, text: &str) -> Split {
+        self.pending.push_str(text);
+        let mut out = Split::default();
+        loop {
+            match self.state {
+                Phase::Start => {
+                    let trimmed = self.pending.trim_start();
+                    if let Some(rest) = trimmed.strip_prefix(THINK_OPEN) {
+                        self.pending = rest.to_string();
+                        self.state = Phase::Reasoning { started: false };
+                    } else if THINK_OPEN.starts_with(trimmed) {
+                        return out;
+                    } else {
+                        self.state = Phase::Content;
+                    }
+                }
+                Phase::Reasoning { started } => {
+                    if !started {
+                        self.pending = self.pending.trim_start().to_string();
+                        if self.pending.is_empty() {
+                            return out;
+                        }
+                        self.state = Phase::Reasoning { started: true };
+                    }
+                    if let Some(at) = self.pending.find(THINK_CLOSE) {
+                        out.reasoning.push_str(self.pending[..at].trim_end());
+                        self.pending = self.pending[at + THINK_CLOSE.len()..].to_string();
+                        self.state = Phase::AfterReasoning;
+                        continue;
+                    }
+                    let hold = reasoning_hold_from(&self.pending);
+                    let rest = self.pending.split_off(hold);
+                    out.reasoning.push_str(&std::mem::replace(&mut self.pending, rest));
+                    return out;
+                }
+                Phase::AfterReasoning => {
+                    self.pending = self.pending.trim_start().to_string();
+                    if self.pending.is_empty() {
+                        return out;
+                    }
+                    self.state = Phase::Content;
+                }
+                Phase::Content => {
+                    out.content.push_str(&std::mem::take(&mut self.pending));
+                    return out;
+                }
+            }
+        }
+    }
+
+    /// The held-back text once the reply ended: unfinished reasoning stays reasoning (without
+    /// its trailing whitespace), a reply of whitespace or half a `<think>` is content.
+    pub fn finish(&mut self) -> Split {
+        let pending = std::mem::take(&mut self.pending);
+        match self.state {
+            Phase::Reasoning { .. } => Split { reasoning: pending.trim_end().to_string(), content: String::new() },
+            Phase::AfterReasoning => Split::default(),
+            Phase::Start | Phase::Content => Split { reasoning: String::new(), content: pending },
+        }
+    }
+}
+
+/// Where the held-back tail of reasoning text starts: its trailing whitespace (it may precede
+/// `</think>`) or a proper prefix of `</think>` at its end, whichever starts first.
+fn reasoning_hold_from(p: &str) -> usize {
+    let tag = (0..p.len())
+        .filter(|&i| p.is_char_boundary(i))
+        .find(|&i| THINK_CLOSE.len() > p.len() - i && THINK_CLOSE.starts_with(&p[i..]))
+        .unwrap_or(p.len());
+    let body = p[..tag].trim_end().len();
+    body.min(tag)
 }
 
 /// OpenAI's penalties: `logit -= frequency · count + presence · [count > 0]` over the tokens the

@@ -65,3 +65,51 @@ fn logprobs_are_log_softmax_with_sorted_alternatives() {
     assert!((e.top[0].1 as f64 - (2.0 - lse)).abs() < 1e-6);
     assert!(logprobs(&logits, 0, 0, |_| Vec::new()).top.is_empty());
 }
+
+/// Pushes `pieces` one at a time (as tokens arrive) and then finishes; returns (reasoning, content).
+fn split_all(open_in_prompt: bool, pieces: &[&str]) -> (String, String) {
+    let mut splitter = ReasoningSplitter::new(open_in_prompt);
+    let (mut reasoning, mut content) = (String::new(), String::new());
+    for piece in pieces.iter().copied() {
+        let s = splitter.push(piece);
+        reasoning.push_str(&s.reasoning);
+        content.push_str(&s.content);
+    }
+    let s = splitter.finish();
+    (reasoning + &s.reasoning, content + &s.content)
+}
+
+#[test]
+fn a_leading_think_block_becomes_reasoning_whatever_the_token_boundaries() {
+    let reply = "<think>\nFirst, add.\nThen check.\n</think>\n\nIt is 4.";
+    let want = ("First, add.\nThen check.".to_string(), "It is 4.".to_string());
+    assert_eq!(split_all(false, &[reply]), want);
+    // Every split of the reply into two pieces, and into single characters.
+    for at in (0..=reply.len()).filter(|&i| reply.is_char_boundary(i)) {
+        assert_eq!(split_all(false, &[&reply[..at], &reply[at..]]), want, "split at {at}");
+    }
+    let chars: Vec<String> = reply.chars().map(String::from).collect();
+    assert_eq!(split_all(false, &chars.iter().map(String::as_str).collect::<Vec<_>>()), want);
+}
+
+#[test]
+fn a_block_the_prompt_opened_and_replies_without_one() {
+    // Qwen3.5's generation prompt ends with "<think>\n": the reply starts inside the block.
+    assert_eq!(split_all(true, &["Hmm", ".\n</thi", "nk>\n\nYes."]), ("Hmm.".into(), "Yes.".into()));
+    // No block: everything is content, whitespace and a later <think> included.
+    assert_eq!(split_all(false, &["  Hi", " <think>x</think>"]), (String::new(), "  Hi <think>x</think>".into()));
+    assert_eq!(split_all(false, &["<thin", "g>"]), (String::new(), "<thing>".into()));
+    // A reply cut off inside its reasoning keeps it as reasoning; one of half a tag is content.
+    assert_eq!(split_all(false, &["<think>still going  "]), ("still going".into(), String::new()));
+    assert_eq!(split_all(false, &["<thi"]), (String::new(), "<thi".into()));
+    // An empty block (thinking turned off) leaves only the content.
+    assert_eq!(split_all(false, &["<think>\n\n</think>\n\nOk"]), (String::new(), "Ok".into()));
+}
+
+#[test]
+fn reasoning_is_released_as_it_comes_except_a_possible_closing_tail() {
+    let mut s = ReasoningSplitter::new(true);
+    assert_eq!(s.push("one two"), Split { reasoning: "one two".into(), content: String::new() });
+    assert_eq!(s.push(" three\n</"), Split { reasoning: " three".into(), content: String::new() });
+    assert_eq!(s.push("p>"), Split { reasoning: "\n</p>".into(), content: String::new() });
+}
