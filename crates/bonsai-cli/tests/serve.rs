@@ -421,3 +421,39 @@ fn a_reply_inside_an_opened_think_block_is_reasoning_content() {
     let joined = |field: &str| deltas.iter().filter_map(|d| d[field].as_str()).collect::<String>();
     assert_eq!((joined("reasoning_content"), joined("content")), (reasoning, String::new()));
 }
+
+/// A request's `tools` reach the chat template (`tool_choice: none` keeps them out), and a reply
+/// that makes no call comes back as text with its usual finish reason.
+#[test]
+fn tools_reach_the_template_and_a_reply_without_calls_is_text() {
+    let cache = cache_dir().join("tools");
+    let demo = demo_model_file(&cache);
+    let mut w = bonsai_gguf::GgufWriter::from_file(&bonsai_gguf::GgufFile::open(&demo).unwrap()).unwrap();
+    let template = "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- for t in tools %}{{- t | tojson }}{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}\
+                    {%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}\
+                    {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+    w.add_metadata(bonsai_gguf::keys::TOKENIZER_CHAT_TEMPLATE, bonsai_gguf::MetaValue::String(template.into()));
+    let model = cache.join("bonsai-demo.gguf");
+    w.write_file(&model).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
+    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(["-np", "2"]).env("BONSAI_CACHE_DIR", &cache);
+    let server = start_server(cmd);
+    let tools = r#", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]"#;
+    let reply = |extra: &str| {
+        let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!(r#", "max_tokens": 6, "temperature": 0{extra}"#)));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let plain = reply("");
+    let with_tools = reply(tools);
+    let declined = reply(&format!(r#"{tools}, "tool_choice": "none""#));
+    let prompt = |r: &serde_json::Value| r["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt(&with_tools) > prompt(&plain) + 20, "{with_tools}");
+    assert_eq!(prompt(&declined), prompt(&plain));
+    for r in [&with_tools, &declined] {
+        assert_eq!(r["choices"][0]["finish_reason"], "length", "{r}");
+        assert!(r["choices"][0]["message"]["content"].is_string() && r["choices"][0]["message"].get("tool_calls").is_none(), "{r}");
+    }
+    let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!(r#"{tools}, "tool_choice": "required""#)));
+    assert_eq!((status, error_of(&body)["param"].as_str()), (400, Some("tool_choice")));
+}

@@ -6,15 +6,20 @@
 use minijinja::value::{Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Message {
     pub role: String,
     pub content: String,
+    /// An assistant turn's tool calls (`[{id, type, function: {name, arguments}}]`), each call's
+    /// `arguments` an object, as Hugging Face chat templates read them.
+    pub tool_calls: Option<serde_json::Value>,
+    /// A tool turn's answer: the call it answers.
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_string(), content: content.to_string() }
+        Self { role: role.to_string(), content: content.to_string(), tool_calls: None, tool_call_id: None }
     }
 }
 
@@ -32,14 +37,17 @@ pub struct ChatOptions {
     /// Qwen3: `false` makes the template pre-fill an empty `<think></think>` block.
     pub enable_thinking: bool,
     /// Further template variables (llama.cpp's `chat_template_kwargs`), e.g. the
-    /// `reasoning_effort` that Bonsai 2's template reads. They never replace `messages` or the two
-    /// options above; the ChatML fallback ignores them.
+    /// `reasoning_effort` that Bonsai 2's template reads. They never replace `messages`, `tools`
+    /// or the two options above; the ChatML fallback ignores them.
     pub kwargs: serde_json::Map<String, serde_json::Value>,
+    /// The functions the model may call (OpenAI `tools` entries), the template's `tools`; none
+    /// leaves `tools` undefined. The ChatML fallback ignores them.
+    pub tools: Vec<serde_json::Value>,
 }
 
 impl Default for ChatOptions {
     fn default() -> Self {
-        Self { add_generation_prompt: true, enable_thinking: true, kwargs: Default::default() }
+        Self { add_generation_prompt: true, enable_thinking: true, kwargs: Default::default(), tools: Vec::new() }
     }
 }
 
@@ -121,11 +129,23 @@ pub fn render_jinja(source: &str, messages: &[Message], options: &ChatOptions) -
     env.add_template("chat", source)?;
     let messages: Vec<Value> = messages
         .iter()
-        .map(|m| Value::from_iter([("role", Value::from(m.role.as_str())), ("content", Value::from(m.content.as_str()))]))
+        .map(|m| {
+            let mut fields = vec![("role", Value::from(m.role.as_str())), ("content", Value::from(m.content.as_str()))];
+            if let Some(calls) = &m.tool_calls {
+                fields.push(("tool_calls", Value::from_serialize(calls)));
+            }
+            if let Some(id) = &m.tool_call_id {
+                fields.push(("tool_call_id", Value::from(id.as_str())));
+            }
+            Value::from_iter(fields)
+        })
         .collect();
     let mut ctx: std::collections::BTreeMap<String, Value> =
         options.kwargs.iter().map(|(k, v)| (k.clone(), Value::from_serialize(v))).collect();
     ctx.insert("messages".into(), Value::from(messages));
+    if !options.tools.is_empty() {
+        ctx.insert("tools".into(), Value::from_serialize(&options.tools));
+    }
     ctx.insert("add_generation_prompt".into(), Value::from(options.add_generation_prompt));
     ctx.insert("enable_thinking".into(), Value::from(options.enable_thinking));
     ctx.entry("bos_token".into()).or_insert_with(|| Value::from(""));

@@ -8,6 +8,8 @@ use bonsai_gguf::SamplingDefaults;
 use bonsai_model::chat::{ChatOptions, Message, REASONING_EFFORT};
 use serde_json::{json, Map, Value};
 
+use super::tools::{self, ToolCall, Tools};
+
 /// An error as the OpenAI API sends it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiError {
@@ -175,6 +177,8 @@ pub struct ParsedRequest {
     pub chat: ChatOptions,
     /// Whether the reply's reasoning goes to `reasoning_content` (chat only).
     pub split_reasoning: bool,
+    /// The functions the reply may call (chat only).
+    pub tools: Tools,
     pub stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage and no choices.
     pub include_usage: bool,
@@ -245,7 +249,12 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], defaults: &RequestDefaults
             .ok_or_else(|| ApiError::invalid("reasoning_format", "'reasoning_format' must be none, deepseek or auto"))?,
     };
     let split_reasoning = endpoint == Endpoint::Chat && reasoning_format.splits();
-    Ok(ParsedRequest { endpoint, model, prompt, params, chat, split_reasoning, stream, include_usage })
+    let tools = match endpoint {
+        Endpoint::Chat => Tools::parse(obj.get("tools"), obj.get("tool_choice"))?,
+        Endpoint::Completion => Tools::default(),
+    };
+    chat.tools = tools.specs.clone();
+    Ok(ParsedRequest { endpoint, model, prompt, params, chat, split_reasoning, tools, stream, include_usage })
 }
 
 /// Typed access to a request's fields; `null` counts as absent.
@@ -325,7 +334,13 @@ fn parse_messages(value: Option<&Value>) -> Result<Vec<Message>, ApiError> {
                 _ => return Err(ApiError::invalid(&format!("{param}.role"), "a role must be one of system, user, assistant, tool, developer")),
             };
             let content = message_content(m.get("content"), &param)?;
-            Ok(Message { role, content })
+            let fields = Fields(m);
+            let tool_calls = match fields.get("tool_calls") {
+                Some(calls) if role == "assistant" => Some(tools::calls_for_template(calls, &format!("{param}.tool_calls"))?),
+                _ => None,
+            };
+            let tool_call_id = if role == "tool" { fields.string("tool_call_id").map_err(|_| ApiError::invalid(&format!("{param}.tool_call_id"), "'tool_call_id' must be a string"))? } else { None };
+            Ok(Message { role, content, tool_calls, tool_call_id })
         })
         .collect()
 }
@@ -390,6 +405,8 @@ fn parse_stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
 pub enum FinishReason {
     Stop,
     Length,
+    /// The reply ended in function calls.
+    ToolCalls,
 }
 
 impl FinishReason {
@@ -397,6 +414,7 @@ impl FinishReason {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
         }
     }
 }
@@ -498,13 +516,21 @@ impl ResponseHead {
     }
 
     /// The whole answer of a non-streaming request.
-    /// `reasoning`: the chat reply's `reasoning_content` (left out when empty).
-    pub fn response(&self, text: &str, reasoning: &str, logprobs: Option<Value>, finish: FinishReason, usage: &Usage) -> Value {
+    /// `reasoning`: the chat reply's `reasoning_content` (left out when empty); `calls` its
+    /// function calls (`content` is null when they come without text, as OpenAI sends them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn response(&self, text: &str, reasoning: &str, calls: &[ToolCall], logprobs: Option<Value>, finish: FinishReason, usage: &Usage) -> Value {
         let choice = match self.endpoint {
             Endpoint::Chat => {
                 let mut message = json!({"role": "assistant", "content": text, "refusal": null});
                 if !reasoning.is_empty() {
                     message["reasoning_content"] = json!(reasoning);
+                }
+                if !calls.is_empty() {
+                    message["tool_calls"] = Value::Array(calls.iter().enumerate().map(|(i, c)| c.json(&self.call_id(i))).collect());
+                    if text.is_empty() {
+                        message["content"] = Value::Null;
+                    }
                 }
                 json!({"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish.as_str()})
             }
@@ -539,6 +565,32 @@ impl ResponseHead {
             }
             Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}),
         };
+        let mut m = self.envelope(true, vec![choice]);
+        if include_usage {
+            m.insert("usage".into(), Value::Null);
+        }
+        Value::Object(m)
+    }
+
+    /// The id of the reply's `index`-th call (unique with the response's id).
+    fn call_id(&self, index: usize) -> String {
+        let suffix = self.id.rsplit('-').next().unwrap_or(&self.id);
+        format!("call_{suffix}_{index}")
+    }
+
+    /// A stream chunk with the reply's function calls (whole, each with its `index`), sent
+    /// before the finishing chunk.
+    pub fn tool_calls_chunk(&self, calls: &[ToolCall], include_usage: bool) -> Value {
+        let deltas: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut d = c.json(&self.call_id(i));
+                d["index"] = json!(i);
+                d
+            })
+            .collect();
+        let choice = json!({"index": 0, "delta": {"tool_calls": deltas}, "logprobs": null, "finish_reason": null});
         let mut m = self.envelope(true, vec![choice]);
         if include_usage {
             m.insert("usage".into(), Value::Null);

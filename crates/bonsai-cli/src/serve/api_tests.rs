@@ -81,12 +81,12 @@ fn bad_bodies_name_the_field_and_get_400() {
 fn responses_and_chunks_have_openai_shapes() {
     let head = ResponseHead { id: "chatcmpl-1".into(), created: 5, model: "m".into(), endpoint: Endpoint::Chat };
     let usage = Usage { prompt_tokens: 3, cached_tokens: 1, completion_tokens: 2 };
-    let r = head.response("hi", "", None, FinishReason::Length, &usage);
+    let r = head.response("hi", "", &[], None, FinishReason::Length, &usage);
     assert_eq!(r["object"], "chat.completion");
     assert_eq!(r["choices"][0]["message"]["content"], "hi");
     assert_eq!(r["choices"][0]["message"]["role"], "assistant");
     assert!(r["choices"][0]["message"].get("reasoning_content").is_none());
-    let thought = head.response("hi", "because", None, FinishReason::Stop, &usage);
+    let thought = head.response("hi", "because", &[], None, FinishReason::Stop, &usage);
     assert_eq!(thought["choices"][0]["message"]["reasoning_content"], "because");
     assert_eq!(r["choices"][0]["finish_reason"], "length");
     assert_eq!(r["usage"]["total_tokens"], 5);
@@ -108,7 +108,7 @@ fn responses_and_chunks_have_openai_shapes() {
     assert_eq!(u["choices"], json!([]));
     assert_eq!(u["usage"]["completion_tokens"], 2);
     let text = ResponseHead { endpoint: Endpoint::Completion, ..head };
-    let r = text.response("x", "", None, FinishReason::Stop, &usage);
+    let r = text.response("x", "", &[], None, FinishReason::Stop, &usage);
     assert_eq!(r["object"], "text_completion");
     assert_eq!(r["choices"][0]["text"], "x");
 }
@@ -185,4 +185,40 @@ fn reasoning_format_is_read_and_checked() {
     assert!(!parse_request(Endpoint::Chat, body("").as_bytes(), &off).expect("valid").split_reasoning);
     let c = parse_request(Endpoint::Completion, br#"{"model": "m", "prompt": "x"}"#, &RequestDefaults::default()).expect("valid");
     assert!(!c.split_reasoning);
+}
+
+/// A conversation with a call and its answer, and tools for the next reply.
+#[test]
+fn tools_and_a_conversation_s_calls_are_parsed() {
+    let r = chat(
+        r#"{"model": "m", "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Oslo\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+            "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}], "tool_choice": "auto"}"#,
+    )
+    .expect("valid");
+    let Prompt::Messages(messages) = &r.prompt else { panic!("chat") };
+    assert_eq!(messages[1].content, "");
+    assert_eq!(messages[1].tool_calls.as_ref().unwrap()[0]["function"]["arguments"], json!({"city": "Oslo"}));
+    assert_eq!(messages[2].tool_call_id.as_deref(), Some("c1"));
+    assert!(r.tools.enabled);
+    assert_eq!(r.chat.tools.len(), 1);
+    let e = chat(r#"{"model": "m", "messages": [{"role": "tool", "tool_call_id": 5, "content": "x"}]}"#).expect_err("id type");
+    assert_eq!(e.param.as_deref(), Some("messages[0].tool_call_id"));
+}
+
+#[test]
+fn calls_come_back_in_openai_shapes() {
+    let head = ResponseHead { id: "chatcmpl-00ab".into(), created: 5, model: "m".into(), endpoint: Endpoint::Chat };
+    let usage = Usage { prompt_tokens: 3, cached_tokens: 0, completion_tokens: 9 };
+    let calls = [ToolCall { name: "w".into(), arguments: json!({"city": "Oslo"}) }];
+    let r = head.response("", "", &calls, None, FinishReason::ToolCalls, &usage);
+    let message = &r["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(message["tool_calls"][0], json!({"id": "call_00ab_0", "type": "function", "function": {"name": "w", "arguments": "{\"city\":\"Oslo\"}"}}));
+    assert_eq!(r["choices"][0]["finish_reason"], "tool_calls");
+    let chunk = head.tool_calls_chunk(&calls, false);
+    assert_eq!(chunk["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
+    assert_eq!(chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "w");
 }

@@ -29,6 +29,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::api::{ApiError, FinishReason, GenParams, ParsedRequest, Prompt, TokenLogprob, Usage};
 use super::metrics::Metrics;
 use super::text::{logprobs, Penalties, ReasoningSplitter, Released, StopMatcher};
+use super::tools::{CallGate, ToolCall, Tools};
 
 /// Fewest prompt tokens worth taking from another sequence's cache: the blocks are shared, but the
 /// one the sequence writes next is copied (2 x layers device copies) whatever the length, while a
@@ -53,8 +54,8 @@ pub enum Event {
     /// the reasoning part apart when the request splits it, with the token's log-probabilities
     /// when asked for.
     Token { text: String, reasoning: String, logprob: Option<TokenLogprob> },
-    /// The last text (and reasoning) and why the choice ended.
-    Done { text: String, reasoning: String, finish: FinishReason, usage: Usage },
+    /// The last text (and reasoning), the function calls the reply made, and why the choice ended.
+    Done { text: String, reasoning: String, calls: Vec<ToolCall>, finish: FinishReason, usage: Usage },
     Error(ApiError),
 }
 
@@ -97,6 +98,10 @@ struct Running {
     stop: StopMatcher,
     /// Splits the released text into reasoning and content (chat requests that ask for it).
     reasoning: Option<ReasoningSplitter>,
+    /// The functions the reply may call, and the content held from a `<tool_call>` on (chat
+    /// requests with tools).
+    tools: Tools,
+    calls: Option<CallGate>,
     decoder: StreamDecoder,
     top_logprobs: Option<usize>,
     /// Stop tokens are generated like any other (benchmarks: every request runs to its limit).
@@ -386,6 +391,8 @@ impl<B: Backend> Engine<'_, B> {
                 penalties,
                 stop: StopMatcher::new(params.stop.clone()),
                 reasoning: job.request.split_reasoning.then(|| ReasoningSplitter::new(thinking_open)),
+                calls: job.request.tools.enabled.then(CallGate::default),
+                tools: job.request.tools.clone(),
                 decoder: StreamDecoder::new(),
                 top_logprobs: params.logprobs,
                 ignore_eos: params.ignore_eos,
@@ -712,7 +719,10 @@ impl<B: Backend> Engine<'_, B> {
                 }
             }
         };
-        let (text, reasoning) = split_reply(&mut r.reasoning, text, false);
+        let (mut text, reasoning) = split_reply(&mut r.reasoning, text, false);
+        if let Some(gate) = r.calls.as_mut() {
+            text = gate.push(&text);
+        }
         let sent = r.events.send(Event::Token { text, reasoning, logprob });
         match finish {
             _ if sent.is_err() => self.slots[i].running = None,
@@ -730,8 +740,17 @@ impl<B: Backend> Engine<'_, B> {
             Released::Text(t) | Released::Stopped(t) => t,
         };
         text.push_str(&r.stop.finish());
-        let (text, reasoning) = split_reply(&mut r.reasoning, text, true);
-        let _ = r.events.send(Event::Done { text, reasoning, finish, usage: r.usage });
+        let (mut text, reasoning) = split_reply(&mut r.reasoning, text, true);
+        let mut calls = Vec::new();
+        if let Some(gate) = r.calls.as_mut() {
+            text = gate.push(&text);
+            let (made, tail) = gate.finish(&r.tools);
+            text.push_str(&tail);
+            calls = made;
+        }
+        // A reply that ends in calls finishes for them (a stop token or string ends it too).
+        let finish = if calls.is_empty() || finish == FinishReason::Length { finish } else { FinishReason::ToolCalls };
+        let _ = r.events.send(Event::Done { text, reasoning, calls, finish, usage: r.usage });
     }
 
     fn fail(&mut self, i: usize, message: String) {

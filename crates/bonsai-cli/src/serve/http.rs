@@ -131,11 +131,11 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, body: Body) -> Result<Respo
                 reasoning.push_str(&r);
                 entries.extend(logprob);
             }
-            Event::Done { text: t, reasoning: r, finish, usage } => {
+            Event::Done { text: t, reasoning: r, calls, finish, usage } => {
                 text.push_str(&t);
                 reasoning.push_str(&r);
                 let logprobs = logprobs.then(|| logprobs_json(endpoint, &entries, 0));
-                return Ok(Json(head.response(&text, &reasoning, logprobs, finish, &usage)).into_response());
+                return Ok(Json(head.response(&text, &reasoning, &calls, logprobs, finish, &usage)).into_response());
             }
             Event::Error(e) => return Err(e),
         }
@@ -200,7 +200,19 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
                 out.push(data(&st.head.chunk(false, &text, &reasoning, lp, None, st.include_usage)));
                 Some((out, Some(st)))
             }
-            Some(Event::Done { text, reasoning, finish, usage }) => {
+            Some(Event::Done { text, reasoning, calls, finish, usage }) => {
+                if !calls.is_empty() {
+                    if !text.is_empty() || !reasoning.is_empty() {
+                        out.push(data(&st.head.chunk(false, &text, &reasoning, None, None, st.include_usage)));
+                    }
+                    out.push(data(&st.head.tool_calls_chunk(&calls, st.include_usage)));
+                    out.push(data(&st.head.chunk(false, "", "", None, Some(finish), st.include_usage)));
+                    if st.include_usage {
+                        out.push(data(&st.head.usage_chunk(&usage)));
+                    }
+                    out.push(SseEvent::default().data("[DONE]"));
+                    return Some((out, None));
+                }
                 // Text still held back at the end rides on the finishing chunk (it is no token).
                 out.push(data(&st.head.chunk(false, &text, &reasoning, None, Some(finish), st.include_usage)));
                 if st.include_usage {

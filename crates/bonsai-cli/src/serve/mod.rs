@@ -9,6 +9,7 @@ mod http;
 mod metrics;
 mod synthetic;
 mod text;
+mod tools;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
