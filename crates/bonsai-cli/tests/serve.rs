@@ -25,6 +25,20 @@ fn start(args: &[&str]) -> support::Server {
     start_server(cmd)
 }
 
+/// A server (2 sequences) on the demo model with `template` as its chat template, its files in a
+/// cache folder of its own (`name`).
+fn start_with_template(name: &str, template: &str) -> support::Server {
+    let cache = cache_dir().join(name);
+    let demo = demo_model_file(&cache);
+    let mut w = bonsai_gguf::GgufWriter::from_file(&bonsai_gguf::GgufFile::open(&demo).unwrap()).unwrap();
+    w.add_metadata(bonsai_gguf::keys::TOKENIZER_CHAT_TEMPLATE, bonsai_gguf::MetaValue::String(template.into()));
+    let model = cache.join("bonsai-demo.gguf");
+    w.write_file(&model).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
+    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(["-np", "2"]).env("BONSAI_CACHE_DIR", &cache);
+    start_server(cmd)
+}
+
 fn post(addr: &str, path: &str, body: &str) -> (u16, String) {
     request(addr, "POST", path, Some(KEY), body.as_bytes())
 }
@@ -385,17 +399,9 @@ fn sampled_streams_pick_on_the_backend_and_give_each_request_alone() {
 /// streaming alike) unless the request asks for `reasoning_format: none`.
 #[test]
 fn a_reply_inside_an_opened_think_block_is_reasoning_content() {
-    let cache = cache_dir().join("thinking");
-    let demo = demo_model_file(&cache);
-    let mut w = bonsai_gguf::GgufWriter::from_file(&bonsai_gguf::GgufFile::open(&demo).unwrap()).unwrap();
     let template = "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}\
                     {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}";
-    w.add_metadata(bonsai_gguf::keys::TOKENIZER_CHAT_TEMPLATE, bonsai_gguf::MetaValue::String(template.into()));
-    let model = cache.join("bonsai-demo.gguf");
-    w.write_file(&model).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
-    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(["-np", "2"]).env("BONSAI_CACHE_DIR", &cache);
-    let server = start_server(cmd);
+    let server = start_with_template("thinking", template);
     let greedy = r#", "max_tokens": 12, "temperature": 0"#;
     let message = |extra: &str| {
         let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!("{greedy}{extra}")));
@@ -426,18 +432,10 @@ fn a_reply_inside_an_opened_think_block_is_reasoning_content() {
 /// that makes no call comes back as text with its usual finish reason.
 #[test]
 fn tools_reach_the_template_and_a_reply_without_calls_is_text() {
-    let cache = cache_dir().join("tools");
-    let demo = demo_model_file(&cache);
-    let mut w = bonsai_gguf::GgufWriter::from_file(&bonsai_gguf::GgufFile::open(&demo).unwrap()).unwrap();
     let template = "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- for t in tools %}{{- t | tojson }}{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}\
                     {%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}\
                     {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
-    w.add_metadata(bonsai_gguf::keys::TOKENIZER_CHAT_TEMPLATE, bonsai_gguf::MetaValue::String(template.into()));
-    let model = cache.join("bonsai-demo.gguf");
-    w.write_file(&model).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bonsai"));
-    cmd.args(["serve", "--cpu", "-m"]).arg(&model).args(["-np", "2"]).env("BONSAI_CACHE_DIR", &cache);
-    let server = start_server(cmd);
+    let server = start_with_template("tools", template);
     let tools = r#", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]"#;
     let reply = |extra: &str| {
         let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!(r#", "max_tokens": 6, "temperature": 0{extra}"#)));
