@@ -69,6 +69,21 @@ if len(full) >= 6:
     check(cut.choices[0].text == full[: full.index(stop)], f"stop {stop!r}: {cut.choices[0].text!r} vs {full!r}")
     check(cut.choices[0].finish_reason == "stop", "finish_reason stop")
 
+# Tools as the client sends them, with a conversation that holds a call and its answer: accepted,
+# and a reply without a call is plain text.
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+history = [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+]
+r = client.chat.completions.create(model=MODEL, messages=history, tools=tools, tool_choice="auto", max_tokens=8, temperature=0)
+m = r.choices[0]
+check(m.finish_reason in ("stop", "length", "tool_calls"), f"finish_reason with tools: {m.finish_reason}")
+check(m.message.tool_calls is None or all(tc.function.name for tc in m.message.tool_calls), "tool_calls shape")
+
 # Errors arrive as the client's typed exceptions.
 try:
     client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
