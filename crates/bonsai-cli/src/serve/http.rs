@@ -201,20 +201,18 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
                 Some((out, Some(st)))
             }
             Some(Event::Done { text, reasoning, calls, finish, usage }) => {
-                if !calls.is_empty() {
+                if calls.is_empty() {
+                    // Text still held back at the end rides on the finishing chunk (it is no token).
+                    out.push(data(&st.head.chunk(false, &text, &reasoning, None, Some(finish), st.include_usage)));
+                } else {
+                    // The calls come whole in a chunk of their own, between any last text and
+                    // the finishing chunk.
                     if !text.is_empty() || !reasoning.is_empty() {
                         out.push(data(&st.head.chunk(false, &text, &reasoning, None, None, st.include_usage)));
                     }
                     out.push(data(&st.head.tool_calls_chunk(&calls, st.include_usage)));
                     out.push(data(&st.head.chunk(false, "", "", None, Some(finish), st.include_usage)));
-                    if st.include_usage {
-                        out.push(data(&st.head.usage_chunk(&usage)));
-                    }
-                    out.push(SseEvent::default().data("[DONE]"));
-                    return Some((out, None));
                 }
-                // Text still held back at the end rides on the finishing chunk (it is no token).
-                out.push(data(&st.head.chunk(false, &text, &reasoning, None, Some(finish), st.include_usage)));
                 if st.include_usage {
                     out.push(data(&st.head.usage_chunk(&usage)));
                 }
@@ -234,4 +232,50 @@ fn stream_response(head: ResponseHead, rx: UnboundedReceiver<Event>, include_usa
     })
     .flat_map(|events| stream::iter(events.into_iter().map(Ok::<_, Infallible>)));
     Sse::new(events).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::api::{FinishReason, Usage};
+    use crate::serve::tools::ToolCall;
+
+    /// The `data:` payloads of a stream fed `events`.
+    fn streamed(events: Vec<Event>, include_usage: bool) -> Vec<String> {
+        let (tx, rx) = unbounded_channel();
+        for e in events {
+            tx.send(e).unwrap();
+        }
+        drop(tx);
+        let head = ResponseHead { id: "chatcmpl-7".into(), created: 1, model: "m".into(), endpoint: Endpoint::Chat };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let body = runtime.block_on(axum::body::to_bytes(stream_response(head, rx, include_usage).into_body(), usize::MAX)).unwrap();
+        String::from_utf8(body.to_vec()).unwrap().lines().filter_map(|l| l.strip_prefix("data: ").map(str::to_string)).collect()
+    }
+
+    /// A reply that thinks, says a word and calls a function: the role first, reasoning and text
+    /// as deltas, the calls in a chunk of their own, then the finish, the usage and [DONE].
+    #[test]
+    fn a_stream_with_reasoning_and_calls_has_openai_chunks() {
+        let usage = Usage { prompt_tokens: 4, cached_tokens: 0, completion_tokens: 3 };
+        let calls = vec![ToolCall { name: "w".into(), arguments: json!({"city": "Oslo"}) }];
+        let events = vec![
+            Event::Accepted,
+            Event::Token { text: String::new(), reasoning: "hmm".into(), logprob: None },
+            Event::Token { text: "Sure.".into(), reasoning: String::new(), logprob: None },
+            Event::Done { text: String::new(), reasoning: String::new(), calls, finish: FinishReason::ToolCalls, usage },
+        ];
+        let chunks = streamed(events, true);
+        assert_eq!(chunks.last().map(String::as_str), Some("[DONE]"));
+        let values: Vec<Value> = chunks[..chunks.len() - 1].iter().map(|c| serde_json::from_str(c).unwrap()).collect();
+        let deltas: Vec<Value> = values.iter().filter_map(|v| v["choices"].get(0).map(|c| c["delta"].clone())).collect();
+        assert_eq!(deltas[0]["role"], "assistant");
+        assert_eq!(deltas[1], json!({"reasoning_content": "hmm"}));
+        assert_eq!(deltas[2], json!({"content": "Sure."}));
+        assert_eq!(deltas[3]["tool_calls"][0]["function"], json!({"name": "w", "arguments": "{\"city\":\"Oslo\"}"}));
+        assert_eq!(deltas[4], json!({}));
+        assert_eq!(values[4]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(values[5]["choices"], json!([]));
+        assert_eq!(values[5]["usage"]["completion_tokens"], 3);
+    }
 }
