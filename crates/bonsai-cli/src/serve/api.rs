@@ -111,14 +111,6 @@ pub enum ReasoningFormat {
 }
 
 impl ReasoningFormat {
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "none" => Some(Self::None),
-            "deepseek" => Some(Self::Deepseek),
-            "auto" => Some(Self::Auto),
-            _ => None,
-        }
-    }
     /// Whether the reasoning is split from the content.
     pub fn splits(self) -> bool {
         self != Self::None
@@ -245,8 +237,8 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], defaults: &RequestDefaults
     }
     let reasoning_format = match f.string("reasoning_format")? {
         None => defaults.reasoning_format,
-        Some(text) => ReasoningFormat::parse(&text)
-            .ok_or_else(|| ApiError::invalid("reasoning_format", "'reasoning_format' must be none, deepseek or auto"))?,
+        Some(text) => <ReasoningFormat as clap::ValueEnum>::from_str(&text, false)
+            .map_err(|_| ApiError::invalid("reasoning_format", "'reasoning_format' must be none, deepseek or auto"))?,
     };
     let split_reasoning = endpoint == Endpoint::Chat && reasoning_format.splits();
     let tools = match endpoint {
