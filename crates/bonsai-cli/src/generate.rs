@@ -41,7 +41,7 @@ pub struct ModelArgs {
     pub cpu: bool,
 }
 
-/// Sampling options (`--temp 0`, the default, is greedy).
+/// Sampling options: each flag, else the model file's recommendation, else greedy defaults.
 #[derive(clap::Args, Debug)]
 pub struct SamplingArgs {
     /// Temperature; 0 = greedy [default: the file's general.sampling.temp, else 0]. Tokens are picked on the backend (GPU) unless --repeat-penalty is set or --top-k is 0 or above 64: then the logits come to the host
