@@ -222,3 +222,36 @@ fn calls_come_back_in_openai_shapes() {
     assert_eq!(chunk["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
     assert_eq!(chunk["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "w");
 }
+
+/// Every field this server reads beyond the sampling ones, given values of every JSON kind and
+/// shape (and the ones that look almost right): each request parses or gets a 400, never panics,
+/// and what parses renders through a template that reads tools and calls.
+#[test]
+fn tool_and_template_fields_of_any_shape_parse_or_get_400() {
+    let values = [
+        "null", "0", "\"x\"", "[]", "{}", "[1]", "[{}]", "[{\"type\": \"function\"}]", "{\"function\": {}}",
+        "[{\"id\": 1, \"function\": {\"name\": \"f\", \"arguments\": \"{bad\"}}]",
+        "[{\"function\": {\"name\": \"f\", \"arguments\": 7}}]", "{\"a\": {\"b\": [null]}}",
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": 3}}]",
+    ];
+    let template = "{%- if tools %}{% for t in tools %}{{ t | tojson }}{% endfor %}{% endif %}\
+                    {%- for m in messages %}{{ m.role }}{% if m.tool_calls %}{% for c in m.tool_calls %}{{ c.name }}{{ c.arguments | tojson }}{% endfor %}{% endif %}{{ m.content }}{% endfor %}";
+    let fields = ["tools", "tool_choice", "chat_template_kwargs", "reasoning_effort", "reasoning_format"];
+    for value in values {
+        let mut bodies: Vec<String> = fields
+            .iter()
+            .map(|f| format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}], "{f}": {value}}}"#))
+            .collect();
+        bodies.push(format!(r#"{{"model": "m", "messages": [{{"role": "assistant", "content": null, "tool_calls": {value}}}]}}"#));
+        bodies.push(format!(r#"{{"model": "m", "messages": [{{"role": "tool", "tool_call_id": {value}, "content": "x"}}]}}"#));
+        for body in bodies {
+            match chat(&body) {
+                Ok(r) => {
+                    let Prompt::Messages(messages) = &r.prompt else { panic!("chat") };
+                    let _ = bonsai_model::chat::render_chat(Some(template), messages, &r.chat);
+                }
+                Err(e) => assert_eq!(e.status, StatusCode::BAD_REQUEST, "{body}: {e:?}"),
+            }
+        }
+    }
+}
