@@ -455,3 +455,17 @@ fn tools_reach_the_template_and_a_reply_without_calls_is_text() {
     let (status, body) = post(&server.addr, "/v1/chat/completions", &chat_body("hello", &format!(r#"{tools}, "tool_choice": "required""#)));
     assert_eq!((status, error_of(&body)["param"].as_str()), (400, Some("tool_choice")));
 }
+
+/// `logit_bias`: +100 on one token makes it every pick (the demo vocabulary's id 65 is the byte
+/// "A"), on the host; an id outside the vocabulary is a 400 naming the field.
+#[test]
+fn logit_bias_moves_the_picks() {
+    let server = start(&["-np", "2"]);
+    let body = |bias: &str| format!(r#"{{"model": "{MODEL}", "prompt": "Once", "max_tokens": 4, "temperature": 0, "logit_bias": {bias}}}"#);
+    let (status, reply) = post(&server.addr, "/v1/completions", &body(r#"{"65": 100}"#));
+    assert_eq!(status, 200, "{reply}");
+    let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+    assert_eq!(v["choices"][0]["text"], "AAAA", "{reply}");
+    let (status, reply) = post(&server.addr, "/v1/completions", &body(r#"{"999999": 1}"#));
+    assert_eq!((status, error_of(&reply)["param"].as_str()), (400, Some("logit_bias")));
+}

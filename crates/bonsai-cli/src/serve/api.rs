@@ -80,6 +80,9 @@ pub struct GenParams {
     pub stop: Vec<String>,
     pub frequency_penalty: f32,
     pub presence_penalty: f32,
+    /// `logit_bias`: (token id, added to its logit); ids are checked against the vocabulary
+    /// where the model is known (the engine).
+    pub logit_bias: Vec<(u32, f32)>,
     /// Some(n): return each token's log-probability and its n most likely alternatives.
     pub logprobs: Option<usize>,
     /// llama-server's `ignore_eos`: stop tokens do not end the choice (load tests).
@@ -223,6 +226,7 @@ pub fn parse_request(endpoint: Endpoint, body: &[u8], defaults: &RequestDefaults
         stop: parse_stop(obj.get("stop"))?,
         frequency_penalty: f.number("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
         presence_penalty: f.number("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        logit_bias: parse_logit_bias(obj.get("logit_bias"))?,
         logprobs,
         ignore_eos: f.bool("ignore_eos")?.unwrap_or(false),
     };
@@ -301,6 +305,31 @@ impl Fields<'_> {
                 .ok_or_else(|| ApiError::invalid(name, format!("'{name}' must be an integer"))),
         }
     }
+}
+
+/// Most entries of `logit_bias` (OpenAI documents none; this bounds the per-token host work).
+pub const MAX_LOGIT_BIAS: usize = 1024;
+
+/// `{"TOKEN_ID": bias}` with biases from -100 to 100, as OpenAI takes it.
+fn parse_logit_bias(value: Option<&Value>) -> Result<Vec<(u32, f32)>, ApiError> {
+    let bad = |message: String| ApiError::invalid("logit_bias", message);
+    let map = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(bad("'logit_bias' must be an object of token ids to biases".into())),
+    };
+    if map.len() > MAX_LOGIT_BIAS {
+        return Err(bad(format!("'logit_bias' holds {} entries; at most {MAX_LOGIT_BIAS}", map.len())));
+    }
+    map.iter()
+        .map(|(key, v)| {
+            let id = key.parse::<u32>().map_err(|_| bad(format!("'logit_bias' key {key:?} is not a token id")))?;
+            match v.as_f64() {
+                Some(b) if (-100.0..=100.0).contains(&b) => Ok((id, b as f32)),
+                _ => Err(bad(format!("the bias of token {id} must be a number from -100 to 100"))),
+            }
+        })
+        .collect()
 }
 
 fn parse_messages(value: Option<&Value>) -> Result<Vec<Message>, ApiError> {

@@ -255,3 +255,17 @@ fn tool_and_template_fields_of_any_shape_parse_or_get_400() {
         }
     }
 }
+
+#[test]
+fn logit_bias_is_read_and_checked() {
+    let body = |bias: &str| format!(r#"{{"model": "m", "messages": [{{"role": "user", "content": "hi"}}], "logit_bias": {bias}}}"#);
+    let r = chat(&body(r#"{"65": 100, "7": -100.0}"#)).expect("valid");
+    let mut bias = r.params.logit_bias.clone();
+    bias.sort_by_key(|&(id, _)| id);
+    assert_eq!(bias, vec![(7, -100.0), (65, 100.0)]);
+    assert!(chat(&body("null")).expect("valid").params.logit_bias.is_empty());
+    for bad in [r#"{"x": 1}"#, r#"{"5": 101}"#, r#"{"5": "1"}"#, "[1]", r#"{"-1": 1}"#] {
+        let e = chat(&body(bad)).expect_err(bad);
+        assert_eq!(e.param.as_deref(), Some("logit_bias"), "{bad}");
+    }
+}

@@ -265,6 +265,10 @@ impl<B: Backend> Engine<'_, B> {
     /// `<think>` block (Qwen3.5's generation prompt does: the reply starts in its reasoning).
     fn tokenize(&self, request: &ParsedRequest) -> Result<(Vec<u32>, bool), ApiError> {
         let bad = |message: String| ApiError::invalid(if matches!(request.prompt, Prompt::Messages(_)) { "messages" } else { "prompt" }, message);
+        let vocab = self.model.config().vocab;
+        if let Some(&(id, _)) = request.params.logit_bias.iter().find(|(id, _)| *id as usize >= vocab) {
+            return Err(ApiError::invalid("logit_bias", format!("token id {id} is outside the vocabulary of {vocab} tokens")));
+        }
         let mut thinking_open = false;
         let ids = match &request.prompt {
             Prompt::Messages(messages) => {
@@ -274,7 +278,6 @@ impl<B: Backend> Engine<'_, B> {
             }
             Prompt::Text(text) => self.tokenizer.encode(text).map_err(|e| bad(format!("tokenizing the prompt: {e}")))?,
             Prompt::Tokens(ids) => {
-                let vocab = self.model.config().vocab;
                 if let Some(bad_id) = ids.iter().find(|&&id| id as usize >= vocab) {
                     return Err(bad(format!("token id {bad_id} is outside the vocabulary of {vocab} tokens")));
                 }
@@ -368,7 +371,7 @@ impl<B: Backend> Engine<'_, B> {
                     continue;
                 }
             };
-            let penalties = Penalties::new(params.frequency_penalty, params.presence_penalty);
+            let penalties = Penalties::new(params.frequency_penalty, params.presence_penalty, params.logit_bias.clone());
             let device_pick = match sampler.device_pick() {
                 _ if penalties.active() || params.logprobs.is_some() => None,
                 Some(DevicePick::Greedy) => Some(SeqPick::Greedy),

@@ -167,24 +167,25 @@ fn reasoning_hold_from(p: &str) -> usize {
     body.min(tag)
 }
 
-/// OpenAI's penalties: `logit -= frequency · count + presence · [count > 0]` over the tokens the
-/// request generated so far.
+/// OpenAI's logit adjustments: `logit -= frequency · count + presence · [count > 0]` over the
+/// tokens the request generated so far, then `logit += bias` for the tokens of `logit_bias`.
 #[derive(Debug, Default)]
 pub struct Penalties {
     frequency: f32,
     presence: f32,
     counts: HashMap<u32, u32>,
+    bias: Vec<(u32, f32)>,
 }
 
 impl Penalties {
-    pub fn new(frequency: f32, presence: f32) -> Self {
-        Self { frequency, presence, counts: HashMap::new() }
+    pub fn new(frequency: f32, presence: f32, bias: Vec<(u32, f32)>) -> Self {
+        Self { frequency, presence, counts: HashMap::new(), bias }
     }
     pub fn active(&self) -> bool {
-        self.frequency != 0.0 || self.presence != 0.0
+        self.frequency != 0.0 || self.presence != 0.0 || !self.bias.is_empty()
     }
     pub fn record(&mut self, id: u32) {
-        if self.active() {
+        if self.frequency != 0.0 || self.presence != 0.0 {
             *self.counts.entry(id).or_default() += 1;
         }
     }
@@ -192,6 +193,11 @@ impl Penalties {
         for (&id, &n) in &self.counts {
             if let Some(l) = logits.get_mut(id as usize) {
                 *l -= self.frequency * n as f32 + self.presence;
+            }
+        }
+        for &(id, bias) in &self.bias {
+            if let Some(l) = logits.get_mut(id as usize) {
+                *l += bias;
             }
         }
     }

@@ -38,7 +38,7 @@ fn text_that_may_begin_a_stop_string_is_held_then_released() {
 
 #[test]
 fn penalties_follow_openai_formula() {
-    let mut p = Penalties::new(0.5, 1.0);
+    let mut p = Penalties::new(0.5, 1.0, Vec::new());
     p.record(2);
     p.record(2);
     p.record(0);
@@ -46,7 +46,7 @@ fn penalties_follow_openai_formula() {
     p.apply(&mut logits);
     // token 0: 1 - (0.5·1 + 1) = -0.5; token 2: 1 - (0.5·2 + 1) = -1; token 1 untouched.
     assert_eq!(logits, vec![-0.5, 1.0, -1.0]);
-    let mut off = Penalties::new(0.0, 0.0);
+    let mut off = Penalties::new(0.0, 0.0, Vec::new());
     off.record(1);
     let mut l = vec![3.0f32, 3.0];
     off.apply(&mut l);
@@ -112,4 +112,15 @@ fn reasoning_is_released_as_it_comes_except_a_possible_closing_tail() {
     assert_eq!(s.push("one two"), Split { reasoning: "one two".into(), content: String::new() });
     assert_eq!(s.push(" three\n</"), Split { reasoning: " three".into(), content: String::new() });
     assert_eq!(s.push("p>"), Split { reasoning: "\n</p>".into(), content: String::new() });
+}
+
+#[test]
+fn logit_bias_adds_to_its_tokens_after_the_penalties() {
+    let mut p = Penalties::new(1.0, 0.0, vec![(1, -100.0), (2, 5.0), (9, 1.0)]);
+    assert!(p.active());
+    p.record(2);
+    let mut logits = vec![0.0f32; 3];
+    p.apply(&mut logits);
+    assert_eq!(logits, vec![0.0, -100.0, 4.0]);
+    assert!(Penalties::new(0.0, 0.0, vec![(0, 1.0)]).active());
 }
