@@ -22,7 +22,8 @@ pub struct ConvertArgs {
     pub ty: OutputType,
 }
 
-fn parse_type(s: &str) -> Result<OutputType, String> {
+/// `--type` of `convert` and `quantize` (OutputType's names).
+pub(crate) fn parse_type(s: &str) -> Result<OutputType, String> {
     s.parse()
 }
 

@@ -21,16 +21,12 @@ pub struct QuantizeArgs {
     /// Target type of every low-bit tensor: q1_0, q2_0 (mainline, 64 per scale), pq2_0, ptq1_0;
     /// or f16 / f32, every low-bit tensor decoded (exactly) for tools that read no low-bit type
     /// (f32 widens f16 / bf16 tensors too)
-    #[arg(long = "type", value_parser = parse_type)]
+    #[arg(long = "type", value_parser = crate::convert::parse_type)]
     pub ty: OutputType,
     /// Re-quantize tensors whose weights the target cannot hold exactly (ternary -> q1_0, Q2_0
     /// g64 pairs with different scales -> a 128-weight type, +2 codes -> a ternary type)
     #[arg(long)]
     pub allow_lossy: bool,
-}
-
-fn parse_type(s: &str) -> Result<OutputType, String> {
-    s.parse()
 }
 
 const BAR_TEMPLATE: &str =

@@ -15,21 +15,33 @@
 use std::path::Path;
 
 use anyhow::Context;
-use bonsai_gguf::{keys, MetaValue, TensorType, TwoBitLayout};
+use bonsai_gguf::{keys, MetaValue, Qwen35Config, TensorType, TwoBitLayout};
 use bonsai_kernels::QMatrix;
 use bonsai_model::demo::{demo_tokenizer_parts, model_gguf_writer};
 use bonsai_model::qwen35::gguf_file::qwen35_gguf_writer;
-use bonsai_model::synthetic::{gguf_blocks, random_qwen35_tensors, random_tensors, MemTensor, MemoryTensors};
+use bonsai_model::synthetic::{gguf_blocks, random_qwen35_tensors, random_tensors, Geometry, MemTensor, MemoryTensors};
 use bonsai_model::tokenizer::token_type;
 
 use crate::bench::{SyntheticModel, BENCH_SEED};
 
+/// The architecture a synthetic model is written as.
+enum Arch {
+    Qwen3(Geometry),
+    /// Unfolded: the bench's random weights read without the Hadamard transform, which mainline
+    /// llama.cpp does not apply (the same computation in both engines).
+    Qwen35(Qwen35Config),
+}
+
 /// Writes the model; returns the file's size in bytes.
 pub fn write(kind: SyntheticModel, path: &Path) -> anyhow::Result<u64> {
-    let (tensors, vocab) = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
-        (Some(g), _) => (random_tensors(&g, kind.kind(), BENCH_SEED), g.vocab),
-        (None, Some(c)) => (random_qwen35_tensors(&c, BENCH_SEED), c.vocab),
-        (None, None) => unreachable!("every synthetic model is Qwen3 or qwen35"),
+    let arch = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
+        (Some(g), _) => Arch::Qwen3(g),
+        (None, Some(c)) => Arch::Qwen35(Qwen35Config { hadamard: None, ..c }),
+        (None, None) => anyhow::bail!("{} has no geometry to write", kind.name()),
+    };
+    let (tensors, vocab) = match &arch {
+        Arch::Qwen3(g) => (random_tensors(g, kind.kind(), BENCH_SEED), g.vocab),
+        Arch::Qwen35(c) => (random_qwen35_tensors(c, BENCH_SEED), c.vocab),
     };
     let tensors = tensors.with_context(|| format!("building the random {} model", kind.name()))?;
     let mut tokenizer = demo_tokenizer_parts();
@@ -55,15 +67,9 @@ pub fn write(kind: SyntheticModel, path: &Path) -> anyhow::Result<u64> {
             None => {}
         }
     }
-    let mut w = match (kind.geometry(), kind.qwen35(BENCH_SEED)) {
-        (Some(g), _) => model_gguf_writer(&g, &vectors, Some(&tokenizer), None)?,
-        (None, Some(mut c)) => {
-            // Unfolded: the bench's random weights read without the Hadamard transform, which
-            // mainline llama.cpp does not apply (the same computation in both engines).
-            c.hadamard = None;
-            qwen35_gguf_writer(&c, &vectors, Some(&tokenizer))?
-        }
-        (None, None) => unreachable!("every synthetic model is Qwen3 or qwen35"),
+    let mut w = match &arch {
+        Arch::Qwen3(g) => model_gguf_writer(g, &vectors, Some(&tokenizer), None)?,
+        Arch::Qwen35(c) => qwen35_gguf_writer(c, &vectors, Some(&tokenizer))?,
     };
     w.add_metadata(keys::GENERAL_NAME, MetaValue::String(format!("bonsai random-weight {}", kind.name())));
     let mut two_bit = false;

@@ -37,8 +37,8 @@ pub struct ChatOptions {
     /// Qwen3: `false` makes the template pre-fill an empty `<think></think>` block.
     pub enable_thinking: bool,
     /// Further template variables (llama.cpp's `chat_template_kwargs`), e.g. the
-    /// `reasoning_effort` that Bonsai 2's template reads. They never replace `messages`, `tools`
-    /// or the two options above; the ChatML fallback ignores them.
+    /// `reasoning_effort` that Bonsai 2's template reads. They never replace `messages`, the
+    /// request's `tools` or the two options above; the ChatML fallback ignores them.
     pub kwargs: serde_json::Map<String, serde_json::Value>,
     /// The functions the model may call (OpenAI `tools` entries), the template's `tools`; none
     /// leaves `tools` undefined. The ChatML fallback ignores them.

@@ -90,7 +90,9 @@ pub fn run(args: ServeArgs, config: &Config) -> anyhow::Result<()> {
     };
     let synthetic_name = args.synthetic.map(|k| format!("synthetic-{}", k.name()));
     let model_name = args.alias.clone().or(path_name).or(synthetic_name).or_else(|| args.model.hub.hf_repo.clone()).unwrap_or_else(|| "bonsai-demo".to_string());
-    let file_sampling = crate::on_any_backend!(loaded, |l| l.sampling);
+    // The server's penalties are OpenAI's (frequency, presence): the file's repeat penalty is
+    // not one of its settings.
+    let file_sampling = bonsai_gguf::SamplingDefaults { repeat_penalty: None, ..crate::on_any_backend!(loaded, |l| l.sampling) };
     if !file_sampling.is_empty() {
         eprintln!("sampling defaults: the model file's {} (request fields override)", file_sampling.describe());
     }
