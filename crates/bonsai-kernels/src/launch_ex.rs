@@ -103,7 +103,8 @@ mod tests {
     /// writes, such as weights, or, for group_norm_normalize, of the op's input x: the previous
     /// launch is the op's own statistics pass, which waited for x's producer before it let this
     /// launch start; the decode attention reads the position and the older cache rows first,
-    /// which kernels before the previous one wrote).
+    /// which kernels before the previous one wrote; the decode gated delta its recurrent state,
+    /// which only its own launch of an earlier step wrote).
     /// (kernel name suffix, the device function that calls griddep_wait itself).
     const DEFERRED_WAIT: &[(&str, &str)] =
         &[
@@ -112,6 +113,8 @@ mod tests {
         ("_gemv_b1", "gemv_b1_body"),
         ("_gemv_b1_out", "gemv_b1_body"),
         ("_gemv_b1_rope", "gemv_b1_body"),
+        ("_gemv_b1_pair", "gemv_b1_body"),
+        ("gated_delta_rows", "gated_delta_rows"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),
         ("_seqs", "attention_decode_body"),

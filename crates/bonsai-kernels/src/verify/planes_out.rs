@@ -10,6 +10,11 @@
 //! (`*_gemv_b1_tiles`, the many-wave Store GEMV) must be bit-identical to the plain one's. And the decode step's first launch (`embed_prepare_planes`: an embedding row and
 //! its planes at once) must equal `embed_rows` then `prepare_planes_normed`, bit for bit, x and
 //! planes, for a row in the table and for an id past it (a NaN row).
+//!
+//! Two Store GEMVs on one set of planes in one launch (`gemv_pair_from_planes`, a mixer's two
+//! projections) are checked against the f64 reference within the binary GEMV's bound (the pair's
+//! grid may split K differently from each matrix's own launch, so not bit for bit): both
+//! matrices' outputs, including a first matrix whose rows end inside a tile.
 
 
 use super::attention_planes::{planes_words, words_equal};
@@ -17,10 +22,14 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::ShapeSet;
 use super::{Comparison, Ctx, VerifyError};
 use crate::launch::embed_rows::embed_rows;
+use super::matmul::{abs_matrix, b1_quant_bound, matmul_coefficient, par_reference, random_matrix, MatmulKernel};
+use super::F32_UNIT_ROUNDOFF as U;
 use crate::launch::matmul::{
-    embed_prepare_planes, gemv_from_planes, prepare_planes_normed, B1Planes, Epilogue,
-    PlanesEpilogue, PlanesOut, TilesChoice,
+    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, prepare_planes_normed, B1Planes, Epilogue,
+    GemvKernel, PlanesEpilogue, PlanesOut, TilesChoice,
 };
+use crate::launch::QuantBits;
+use crate::ops::Store;
 use crate::weights::QMatrix;
 
 /// Inputs and norm weights are drawn from [-RANGE, RANGE].
@@ -39,6 +48,11 @@ const EIGHT_B_CASES: [(usize, usize, Epilogue); 3] =
 /// 16 tiles), one wave (forced by [`TilesChoice::Always`]), the Bonsai LM head.
 const TILES_SMALL_CASES: [(usize, usize); 3] = [(40_000, 256), (3001, 512), (40_000, 512)];
 const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
+/// (first outputs, second outputs, K) of the GEMV pairs: tiles per CTA dividing 40 first tiles,
+/// a first matrix ending inside its 13th tile; then the Bonsai 2 27B mixers' shapes (DeltaNet
+/// qkv | z, attention qkv | gate).
+const PAIR_SMALL_CASES: [(usize, usize, usize); 2] = [(640, 384, 256), (200, 72, 512)];
+const PAIR_27B_CASES: [(usize, usize, usize); 2] = [(10240, 6144, 5120), (8192, 6144, 5120)];
 /// (vocab, hidden) of the embedding tables for `embed_prepare_planes`.
 const EMBED_SMALL: (usize, usize) = (300, 256);
 const EMBED_8B: (usize, usize) = (2000, 4096);
@@ -51,7 +65,14 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         tiles_cases.push(TILES_LM_HEAD);
     }
     let embed_cases = if set == ShapeSet::All { vec![EMBED_SMALL, EMBED_8B] } else { vec![EMBED_SMALL] };
+    let mut pair_cases = PAIR_SMALL_CASES.to_vec();
+    if set == ShapeSet::All {
+        pair_cases.extend(PAIR_27B_CASES);
+    }
     for bits in [1u8, 2] {
+        for &(n_first, n_second, k) in &pair_cases {
+            check_pair(ctx, n_first, n_second, k, bits)?;
+        }
         for normed in [false, true] {
             for &(vocab, k) in &embed_cases {
                 check_embed(ctx, vocab, k, bits, normed)?;
@@ -145,6 +166,40 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
         let staged = out.staged_words().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();
         let (staged, zeros) = (staged.iter().map(|&w| u32::from(w != 0)).collect::<Vec<_>>(), vec![0u32; n_out]);
         ctx.record("planes_out", &format!("{label} staging words cleared"), words_equal(&staged, &zeros));
+    }
+    Ok(())
+}
+
+fn check_pair(ctx: &mut Ctx, n_first: usize, n_second: usize, k: usize, bits: u8) -> Result<(), VerifyError> {
+    let label = format!("q{bits} N={n_first}+{n_second} K={k}");
+    let quant_bits = if bits == 1 { QuantBits::One } else { QuantBits::Two };
+    if !gemv_pair_fits(ctx.gpu(), quant_bits, k, n_first, n_second)? {
+        // The plan then launches the two GEMVs apart; nothing to check on this device.
+        println!("gemv pair {label}: no one-wave pair grid on this device, skipped");
+        return Ok(());
+    }
+    let ws = [random_matrix(ctx, n_first, k, bits == 2), random_matrix(ctx, n_second, k, bits == 2)];
+    let x = ctx.rng.activations(k, INPUT_RANGE);
+    let xd = upload(&ctx.stream, &x)?;
+    let mut planes = B1Planes::new(&ctx.stream, k)?;
+    prepare_planes_normed(ctx.gpu(), &xd, None, &mut planes)?;
+    let dws = [DeviceQMatrix::upload(&ctx.stream, &ws[0])?, DeviceQMatrix::upload(&ctx.stream, &ws[1])?];
+    let (mut y1, mut y2) = (poisoned(&ctx.stream, n_first)?, poisoned(&ctx.stream, n_second)?);
+    gemv_pair_from_planes(ctx.gpu(), (&dws[0].view(), &mut y1), (&dws[1].view(), &mut y2), &planes)?;
+    let got = [download(&ctx.stream, &y1)?, download(&ctx.stream, &y2)?];
+    let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+    let c = matmul_coefficient(k, MatmulKernel::Gemv(GemvKernel::Binary), bits == 2);
+    for (which, (w, got)) in ["first", "second"].iter().zip(ws.iter().zip(&got)) {
+        let n = w.n();
+        let want = par_reference(w, &x, 1, &vec![0.0; n], Store::Overwrite)?;
+        let plain = par_reference(&abs_matrix(w), &x_abs, 1, &vec![0.0; n], Store::Overwrite)?;
+        let quant = b1_quant_bound(w, &x)?;
+        // The binary GEMV's bound (verify/matmul.rs: matmul_coefficient on the magnitude plus the
+        // quantization term Q, which enters the magnitude too), plus the reference's rounding.
+        let cmp = Comparison::of(got, &want, |i| {
+            c * (plain[i] as f64 + quant[i] as f64) + quant[i] as f64 + 2.0 * U * want[i].abs() as f64 + f32::MIN_POSITIVE as f64
+        });
+        ctx.record("gemv_pair", &format!("{label} {which} matrix"), cmp);
     }
     Ok(())
 }

@@ -25,8 +25,6 @@ extern "C" __global__ void gated_delta_rows(const float* __restrict__ conv_out, 
                                             const float* __restrict__ dt_bias, float* __restrict__ state,
                                             float* __restrict__ out, int rows, int k_heads, int v_heads, int d,
                                             float q_scale, float l2_eps) {
-    griddep_wait();
-    griddep_launch_dependents();
     extern __shared__ float gdn_smem[];  // q[d], k[d], partial[warps][32]
     __shared__ float scratch[WARP_SIZE];
     float* q_sh = gdn_smem;
@@ -38,12 +36,18 @@ extern "C" __global__ void gated_delta_rows(const float* __restrict__ conv_out, 
     const bool column = j < d;
     const int row_len = (2 * k_heads + v_heads) * d;
     float* S = state + (long long)h * d * d;
+    // The state before the wait: its last writer is this layer's launch of an earlier step (or
+    // the prefill's), which completed before the previous kernel's wait returned, and every
+    // kernel this one follows (ssm_conv, the prefill's state pass) waits before it triggers. So
+    // its load overlaps the previous kernel instead of starting the chain after it.
     float s[GDN_ROWS_PER_WARP];
 #pragma unroll
     for (int r = 0; r < GDN_ROWS_PER_WARP; ++r) {
         const int i = warp * GDN_ROWS_PER_WARP + r;
         s[r] = column && i < d ? S[(long long)i * d + j] : 0.0f;
     }
+    griddep_wait();
+    griddep_launch_dependents();
     for (int t = 0; t < rows; ++t) {
         const float* row = conv_out + (long long)t * row_len;
         float sq = 0.0f, sk = 0.0f;

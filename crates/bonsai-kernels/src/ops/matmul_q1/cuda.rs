@@ -380,12 +380,12 @@ pub(crate) const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 
 #[path = "tc_geometry.rs"]
 mod tc_geometry;
-pub use tc_geometry::{b1_geometry, b1_shape_ok, b1_smem_bytes, tc_geometry, TcGeometry};
+pub use tc_geometry::{b1_geometry, b1_pair_geometry, b1_shape_ok, b1_smem_bytes, tc_geometry, TcGeometry};
 pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1, TILE_ROWS};
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    embed_prepare_planes, gemv_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
     B1Planes, PlanesEpilogue, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]

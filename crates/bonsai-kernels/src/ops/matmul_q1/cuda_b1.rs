@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::matmul::{
-    b1_geometry, b1_shape_ok, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
+    b1_geometry, b1_pair_geometry, b1_shape_ok, kernel_name, B1Planes, Epilogue, GemmKernel, GemvKernel, B1_GROUP_WORDS, DEFAULT_SMEM_LIMIT,
     MAX_WARPS_B1, TcGeometry, TILE_ROWS,
 };
 use crate::launch::{Gpu, as_i32, shape, sm_count, LaunchError, QuantBits};
@@ -346,12 +346,103 @@ pub(crate) fn launch_gemv(
     Ok(())
 }
 
+/// The second matrix of a `_gemv_b1_pair` launch (`B1Second` in matmul_gemv_b1.cu: same fields,
+/// same order; device pointers as u64).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PairArgs {
+    pub scales: u64,
+    pub payload: u64,
+    pub y: u64,
+    pub n_out: i32,
+    pub first_ctas: i32,
+}
+
+// SAFETY: plain old data with C layout, field for field the CUDA struct (u64 = pointer, then two
+// i32: 32 bytes, no padding).
+unsafe impl cudarc::driver::DeviceRepr for PairArgs {}
+
+/// The `*_gemv_b1_pair` launch of two one-token Store GEMVs of the same format and K on the same
+/// planes, or None where [`b1_pair_geometry`] finds no one-wave grid for them on this device (the
+/// caller then launches them one by one).
+fn pair_geometry<'a>(
+    gpu: Gpu<'a>,
+    bits: QuantBits,
+    k: usize,
+    n_first: usize,
+    n_second: usize,
+) -> Result<Option<(&'a CudaFunction, TcGeometry)>, LaunchError> {
+    let name = kernel_name(bits, Epilogue::Store, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + "_pair";
+    let func = gpu.function(&name)?;
+    let sms = sm_count(gpu.stream)?;
+    let g = b1_pair_geometry(k, n_first, n_second, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?;
+    Ok(g.map(|g| (func, g)))
+}
+
+/// Whether [`launch_gemv_pair`] takes these two shapes on this device.
+pub(crate) fn pair_fits(gpu: Gpu<'_>, bits: QuantBits, k: usize, n_first: usize, n_second: usize) -> Result<bool, LaunchError> {
+    Ok(pair_geometry(gpu, bits, k, n_first, n_second)?.is_some())
+}
+
+/// Two one-token Store GEMVs on one set of planes in one `*_gemv_b1_pair` launch: `first` and
+/// `second` as (n_out, scales, payload, y) (the caller checked every buffer); y of each is
+/// bit-identical to its own [`launch_gemv`] with the same geometry.
+pub(crate) fn launch_gemv_pair(
+    gpu: Gpu<'_>,
+    bits: QuantBits,
+    k: usize,
+    first: (usize, u64, u64, u64),
+    second: (usize, u64, u64, u64),
+    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+) -> Result<(), LaunchError> {
+    let op = Epilogue::Store.op_name();
+    let (n_first, scales, payload, y) = first;
+    let Some((func, g)) = pair_geometry(gpu, bits, k, n_first, second.0)? else {
+        return Err(shape(op, format!("no one-wave pair grid for {n_first} + {} outputs x K = {k}", second.0)));
+    };
+    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (g.ctas, 1, 1),
+        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
+        shared_mem_bytes: g.smem_bytes as u32,
+    };
+    // b1_pair_geometry's tiles per CTA divide the first matrix's tiles.
+    let first_ctas = n_first.div_ceil(TILE_ROWS) / g.tiles_per_cta as usize;
+    let pair = PairArgs {
+        scales: second.1,
+        payload: second.2,
+        y: second.3,
+        n_out: as_i32(op, "n_out", second.0)?,
+        first_ctas: as_i32(op, "CTAs", first_ctas)?,
+    };
+    let (n_i, k_i) = (as_i32(op, "n_out", n_first)?, as_i32(op, "K", k)?);
+    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+    let (norm_flag, norm_eps) = (0i32, 0.0f32);
+    let mut b = Launch::new(gpu, func);
+    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&pair);
+    // SAFETY: argument order and types match the *_gemv_b1_pair entry points (the *_gemv_b1
+    // arguments, then the B1Second block); both matrices' weights and y were checked by the
+    // caller (same format and K as the planes, payload 16-byte and scales 8-byte aligned), and
+    // b1_pair_geometry sized the block and shared memory for the tiles of both.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// `B1RopeOut` (matmul_gemv_b1.cu) as nvcc lays it out: 9 pointers, then eps and four ints
     /// from byte 72, the end padded to 96.
+    #[test]
+    fn pair_args_match_the_cuda_struct() {
+        assert_eq!(std::mem::offset_of!(PairArgs, n_out), 24);
+        assert_eq!(std::mem::size_of::<PairArgs>(), 32);
+    }
+
     #[test]
     fn rope_out_args_match_the_cuda_struct() {
         assert_eq!(std::mem::offset_of!(RopeOutArgs, eps), 72);

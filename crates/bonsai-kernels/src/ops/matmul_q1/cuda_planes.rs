@@ -11,7 +11,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 
 use super::B1_GROUP_WORDS;
-use crate::launch::matmul_b1::{device_geometry, launch_gemv, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice};
+use crate::launch::matmul_b1::{
+    device_geometry, launch_gemv, launch_gemv_pair, pair_fits, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice,
+};
 use crate::launch::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::{check_kv_cache, KvCache};
 use crate::launch::{Gpu, expect_aligned16, expect_at_least, read_ptr, shape, write_ptr, LaunchError, QWeightsView, QuantBits, Store};
@@ -226,6 +228,49 @@ pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, sw
         }
     }
     Ok(true)
+}
+
+/// Whether [`gemv_pair_from_planes`] runs two one-token Store GEMVs of `bits` weights, `n_first`
+/// and `n_second` outputs of K inputs, as one launch on this device (a one-wave grid whose CTAs
+/// each hold tiles of one matrix).
+pub fn gemv_pair_fits(gpu: Gpu<'_>, bits: QuantBits, k: usize, n_first: usize, n_second: usize) -> Result<bool, LaunchError> {
+    pair_fits(gpu, bits, k, n_first, n_second)
+}
+
+/// Two one-token GEMVs on the same planes in one launch (`*_gemv_b1_pair`): `y1 = W1 . x` and
+/// `y2 = W2 . x`, each bit-identical to its own [`matmul_from_planes`] (Store) with the pair's
+/// grid: a mixer's projections of one rotated row. Both matrices must have the planes' K and one
+/// format, and [`gemv_pair_fits`] must hold.
+pub fn gemv_pair_from_planes(
+    gpu: Gpu<'_>,
+    (w1, y1): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
+    (w2, y2): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
+    planes: &B1Planes,
+) -> Result<(), LaunchError> {
+    let op = "matmul_pair";
+    for w in [w1, w2] {
+        w.require_binary_gemv(op)?;
+        w.validate(op)?;
+        if planes.k != w.k {
+            return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
+        }
+    }
+    if w1.bits != w2.bits {
+        return Err(shape(op, "the two matrices of a pair differ in format".into()));
+    }
+    expect_at_least(op, "y1", y1.len(), w1.n)?;
+    expect_at_least(op, "y2", y2.len(), w2.n)?;
+    let (s1, _g0) = read_ptr(w1.scales, gpu.stream);
+    let (p1, _g1) = read_ptr(w1.payload, gpu.stream);
+    let (s2, _g2) = read_ptr(w2.scales, gpu.stream);
+    let (p2, _g3) = read_ptr(w2.payload, gpu.stream);
+    super::check_gemv_weight_alignment(op, p1, s1)?;
+    super::check_gemv_weight_alignment(op, p2, s2)?;
+    let (ptrs, _guards) = planes.read_ptrs(gpu.stream);
+    expect_aligned16(op, "planes", ptrs.0)?;
+    let (y1_ptr, _g4) = write_ptr(y1, gpu.stream);
+    let (y2_ptr, _g5) = write_ptr(y2, gpu.stream);
+    launch_gemv_pair(gpu, w1.bits, w1.k, (w1.n, s1, p1, y1_ptr), (w2.n, s2, p2, y2_ptr), ptrs)
 }
 
 /// What a planes GEMV's epilogue writes besides y.

@@ -127,13 +127,58 @@ pub fn b1_geometry<E>(
         return Ok(None);
     }
     let sms = sms.max(1);
-    let groups = k / GROUP;
-    let units = groups / if groups % LAYOUT_BLOCK_GROUPS == 0 { LAYOUT_BLOCK_GROUPS } else { 1 };
     let tiles = n_out.div_ceil(if swiglu { TILE_ROWS / 2 } else { TILE_ROWS });
+    if let Some(g) = b1_one_wave(k, tiles, sms, &mut resident, |_| true)? {
+        return Ok(Some(g));
+    }
+    let (groups, units) = b1_groups_units(k);
+    // Whole waves of one full CTA per SM, the tiles spread evenly over them: from 2 waves on a
+    // CTA holds more than 8 tiles, so one K split.
+    let waves = tiles.div_ceil(MAX_WARPS_B1 * sms);
+    let tiles_per_cta = tiles.div_ceil(waves * sms).clamp(1, MAX_WARPS_B1);
+    let splits = (MAX_WARPS_B1 / tiles_per_cta).clamp(1, units);
+    Ok(Some(b1_launch(groups, tiles, tiles_per_cta, splits)))
+}
+
+/// The launch of a `_gemv_b1_pair` (two Store GEMVs of K inputs on the same planes, `n_first`
+/// then `n_second` outputs, one launch): [`b1_geometry`]'s rule for the tiles of both, among the
+/// one-wave grids whose CTAs never hold tiles of both matrices (tiles per CTA dividing the first
+/// matrix's tiles). None where no such grid fits one wave or a shape is not one gemv_b1 takes.
+pub fn b1_pair_geometry<E>(
+    k: usize,
+    n_first: usize,
+    n_second: usize,
+    sms: usize,
+    mut resident: impl FnMut(usize, usize) -> Result<usize, E>,
+) -> Result<Option<TcGeometry>, E> {
+    if !b1_shape_ok(k, n_first) || !b1_shape_ok(k, n_second) {
+        return Ok(None);
+    }
+    let first = n_first.div_ceil(TILE_ROWS);
+    b1_one_wave(k, first + n_second.div_ceil(TILE_ROWS), sms.max(1), &mut resident, |tiles_per_cta| first % tiles_per_cta == 0)
+}
+
+/// 128-groups of K and weight units (16 rows x 512 k, or one group where K is not a multiple of
+/// 512) per row.
+fn b1_groups_units(k: usize) -> (usize, usize) {
+    let groups = k / GROUP;
+    (groups, groups / if groups % LAYOUT_BLOCK_GROUPS == 0 { LAYOUT_BLOCK_GROUPS } else { 1 })
+}
+
+/// [`b1_geometry`]'s one-wave rule over `tiles` tiles, among the tiles-per-CTA counts `allowed`
+/// takes; None where no grid fits one wave.
+fn b1_one_wave<E>(
+    k: usize,
+    tiles: usize,
+    sms: usize,
+    resident: &mut impl FnMut(usize, usize) -> Result<usize, E>,
+    allowed: impl Fn(usize) -> bool,
+) -> Result<Option<TcGeometry>, E> {
+    let (groups, units) = b1_groups_units(k);
     // (warp chain, CTAs per SM, Reverse(SMs busy), Reverse(warps)): smaller is better.
     type Key = (usize, usize, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>);
     let mut best: Option<(Key, TcGeometry)> = None;
-    for tiles_per_cta in 1..=MAX_WARPS_B1.min(tiles) {
+    for tiles_per_cta in (1..=MAX_WARPS_B1.min(tiles)).filter(|&t| allowed(t)) {
         let ctas = tiles.div_ceil(tiles_per_cta);
         for splits in 1..=(MAX_WARPS_B1 / tiles_per_cta).min(units) {
             let warps = tiles_per_cta * splits;
@@ -154,15 +199,7 @@ pub fn b1_geometry<E>(
             }
         }
     }
-    if let Some((_, g)) = best {
-        return Ok(Some(g));
-    }
-    // Whole waves of one full CTA per SM, the tiles spread evenly over them: from 2 waves on a
-    // CTA holds more than 8 tiles, so one K split.
-    let waves = tiles.div_ceil(MAX_WARPS_B1 * sms);
-    let tiles_per_cta = tiles.div_ceil(waves * sms).clamp(1, MAX_WARPS_B1);
-    let splits = (MAX_WARPS_B1 / tiles_per_cta).clamp(1, units);
-    Ok(Some(b1_launch(groups, tiles, tiles_per_cta, splits)))
+    Ok(best.map(|(_, g)| g))
 }
 
 /// The `gemv_b1` launch of `tiles` tiles over `groups` 128-groups of K with `tiles_per_cta` x
@@ -367,6 +404,25 @@ mod tests {
             let one_per_sm = tiles.div_ceil(tiles.div_ceil(H200_SMS));
             assert!(g.ctas as usize >= one_per_sm.min(H200_SMS), "{name}: {g:?} leaves SMs idle");
         }
+    }
+
+    #[test]
+    fn pair_grids_keep_each_cta_on_one_matrix_in_one_wave() {
+        // (K, first outputs, second outputs): the 27B mixers' pairs, small and ragged shapes.
+        for (k, n1, n2) in [(5120, 10240, 6144), (5120, 8192, 6144), (256, 640, 384), (512, 200, 72), (4096, 6144, 4096)] {
+            let Ok(g) = b1_pair_geometry(k, n1, n2, H200_SMS, h200_resident(B1_REGISTERS));
+            let g = g.expect("a one-wave pair grid");
+            let (t1, t2) = (n1.div_ceil(TILE_ROWS), n2.div_ceil(TILE_ROWS));
+            let tpc = g.tiles_per_cta as usize;
+            assert_eq!(t1 % tpc, 0, "{g:?}: a CTA would hold tiles of both matrices");
+            assert_eq!(g.ctas as usize, t1 / tpc + t2.div_ceil(tpc), "{g:?}");
+            assert!(g.ctas as usize <= h200_capacity(&g, B1_REGISTERS), "{g:?} is more than one wave");
+        }
+        // No one-wave grid, or a shape gemv_b1 does not take: None (the plan launches them apart).
+        let Ok(none) = b1_pair_geometry(4000, 256, 256, H200_SMS, h200_resident(B1_REGISTERS));
+        assert_eq!(none, None);
+        let Ok(too_big) = b1_pair_geometry(4096, 151_669, 4096, H200_SMS, h200_resident(B1_REGISTERS));
+        assert_eq!(too_big, None);
     }
 
     #[test]

@@ -30,11 +30,14 @@
 //!   (`Caps::qkv_rope` says no), so such a layer runs qk_norm_rope + kv_write as one launch
 //!   ([`Step::RopeKvWrite`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 12 (norm+rotate+planes, qkv
-//!   and z GEMVs, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   Two plain GEMVs in a row on the same planes (a mixer's two projections of the rotated row)
+//!   run as one launch where the device holds both grids in one wave ([`Step::GemvPair`]).
+//!
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 11 (norm+rotate+planes, the
+//!   qkv|z GEMV pair, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
-//!   prepares as launches of their own made 19; an attention layer 12 (norm+rotate+planes, qkv
-//!   and gate GEMVs, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
+//!   prepares as launches of their own made 19; an attention layer 11 (norm+rotate+planes, the
+//!   qkv|gate GEMV pair, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
@@ -121,6 +124,9 @@ pub enum Step {
     /// 1 / rms from their sums of squares); `next`: its epilogue also writes the planes of y
     /// (times the norm weights given) for the next GEMV.
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
+    /// Two plain Store GEMVs on the same `planes` in one launch (a mixer's projections of one
+    /// rotated row): `first.1 = first.0 · x`, `second.1 = second.0 · x`.
+    GemvPair { first: (MatrixId, Act), second: (MatrixId, Act), planes: Planes },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
@@ -159,6 +165,9 @@ pub struct Caps<'a> {
     pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
     /// Whether the one-launch transform with planes ([`Step::RotatePlanes`]) takes this block.
     pub rotate_planes: &'a dyn Fn(usize) -> bool,
+    /// Whether two matrices' one-token GEMVs on the same planes run as one launch
+    /// ([`Step::GemvPair`]: one format and K, a one-wave grid for both).
+    pub gemv_pair: &'a dyn Fn(MatrixId, MatrixId) -> bool,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -417,10 +426,20 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                     steps.push(Step::PreparePlanes { x: input.act, norm: input.norm, planes });
                 }
                 let normed = input.norm.is_some();
-                steps.push(match rope {
+                let step = match rope {
                     Some((q_norm, k_norm, layer)) => Step::QkvRope { w, planes, qkv: y, q_norm, k_norm, layer },
                     None => Step::GemvPlanes { w, planes, normed, y, epilogue, next },
-                });
+                };
+                match (steps.last(), step) {
+                    // Two plain GEMVs in a row on the same planes: one launch.
+                    (Some(Step::GemvPlanes { w: w1, planes: p1, normed: false, y: y1, epilogue: Epilogue::Store, next: None }),
+                     Step::GemvPlanes { w: w2, planes: p2, normed: false, y: y2, epilogue: Epilogue::Store, next: None })
+                        if p1 == p2 && y1 != y2 && (caps.gemv_pair)(w1, w2) =>
+                    {
+                        steps.replace_last(Step::GemvPair { first: (w1, y1), second: (w2, y2), planes: p1 });
+                    }
+                    _ => steps.push(step),
+                }
             }
             Node::Op(Op::Embed { table, out }) if next.is_some() => {
                 let (planes, norm) = next.expect("checked");
@@ -473,6 +492,16 @@ struct StepsAt<'a> {
 impl StepsAt<'_> {
     fn push(&mut self, step: Step) {
         self.steps.push((step, self.origin));
+    }
+    /// The last step pushed.
+    fn last(&self) -> Option<Step> {
+        self.steps.last().map(|(step, _)| *step)
+    }
+    /// Replaces the last step pushed (keeping its op index).
+    fn replace_last(&mut self, step: Step) {
+        if let Some(last) = self.steps.last_mut() {
+            last.0 = step;
+        }
     }
 }
 

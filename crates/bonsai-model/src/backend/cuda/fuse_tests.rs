@@ -42,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -141,7 +141,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -157,7 +157,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -277,8 +277,14 @@ mod hybrid {
         }
     }
 
-    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed.
+    /// The steps of a batch of `rows`, with `rotate` the transform's one-launch form allowed (and
+    /// then GEMV pairs too).
     pub fn steps(rows: Vec<usize>, rotate: bool) -> Vec<(Step, usize)> {
+        steps_with(rows, rotate, rotate)
+    }
+
+    /// As [`steps`], `pair` saying whether two GEMVs on one set of planes share a launch.
+    pub fn steps_with(rows: Vec<usize>, rotate: bool, pair: bool) -> Vec<(Step, usize)> {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
@@ -291,6 +297,7 @@ mod hybrid {
             attention_seqs: true,
             matrix_k: &matrix_k,
             rotate_planes: &rotate_ok,
+            gemv_pair: &move |_, _| pair,
         };
         fuse(&program, &caps)
     }
@@ -298,12 +305,17 @@ mod hybrid {
     /// The steps of each layer (from its first norm to the next layer's), then the head's (from
     /// the output norm); the embedding's are left out.
     pub fn by_layer(rows: Vec<usize>, rotate: bool) -> Vec<Vec<Step>> {
+        by_layer_with(rows, rotate, rotate)
+    }
+
+    /// As [`by_layer`], with [`steps_with`]'s `pair`.
+    pub fn by_layer_with(rows: Vec<usize>, rotate: bool, pair: bool) -> Vec<Vec<Step>> {
         let program = forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
         let norm_at = |norm: VectorId| program.ops.iter().position(|op| matches!(op, Op::RmsNorm { weight, .. } if *weight == norm)).expect("norm");
         let mut starts: Vec<usize> = ids().layers.iter().map(|l| norm_at(l.attn_norm)).collect();
         starts.push(norm_at(ids().output_norm));
         let mut parts = vec![Vec::new(); starts.len()];
-        for (step, origin) in steps(rows, rotate) {
+        for (step, origin) in steps_with(rows, rotate, pair) {
             if let Some(part) = starts.iter().rposition(|&s| s <= origin) {
                 parts[part].push(step);
             }
@@ -335,20 +347,20 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let l0 = ids().layers[0];
     let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
     let delta: Vec<Step> = layers[0].clone();
+    // qkv and z: one launch on the rotated row's planes.
     let want_delta = vec![
         rotate(Act::X, Some(PreNorm::Rms(l0.attn_norm)), Some(Act::Xn), 256, None),
-        gemv(r.qkv, 256, Act::Mixed, Epilogue::Store),
-        gemv(r.z, 256, Act::Z, Epilogue::Store),
+        Step::GemvPair { first: (r.qkv, Act::Mixed), second: (r.z, Act::Z), planes: rot(256) },
     ];
-    assert_eq!(delta[..3], want_delta[..], "{delta:#?}");
+    assert_eq!(delta[..2], want_delta[..], "{delta:#?}");
     // alpha and beta: one f32 matmul with two outputs.
-    assert!(matches!(delta[3], Step::Op(Op::MatmulF32 { x: Act::Xn, second: Some(_), .. })), "{delta:#?}");
-    assert!(matches!(delta[5], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
+    assert!(matches!(delta[2], Step::Op(Op::MatmulF32 { x: Act::Xn, second: Some(_), .. })), "{delta:#?}");
+    assert!(matches!(delta[4], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
-    assert_eq!(delta[6], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
-    assert_eq!(delta[7], gemv(r.out, 384, Act::X, Epilogue::Add));
+    assert_eq!(delta[5], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[6], gemv(r.out, 384, Act::X, Epilogue::Add));
     assert_eq!(
-        delta[8..],
+        delta[7..],
         [
             rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
             gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
@@ -357,15 +369,15 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 12, "launches per DeltaNet layer: {delta:#?}");
+    assert_eq!(delta.len(), 11, "launches per DeltaNet layer: {delta:#?}");
     // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
     let attention = layers[3].clone();
     assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
-    assert_eq!(attention[1..3], [gemv(a.qkv, 256, Act::Qkv, Epilogue::Store), gemv(a.gate, 256, Act::AttnGate, Epilogue::Store)]);
-    assert_eq!(attention[6], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
-    assert_eq!(attention.len(), 12, "launches per attention layer: {attention:#?}");
+    assert_eq!(attention[1], Step::GemvPair { first: (a.qkv, Act::Qkv), second: (a.gate, Act::AttnGate), planes: rot(256) });
+    assert_eq!(attention[5], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
+    assert_eq!(attention.len(), 11, "launches per attention layer: {attention:#?}");
     // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
     let head = &layers[4];
     assert_eq!(head[..2], [rotate(Act::X, Some(PreNorm::Rms(ids().output_norm)), None, 256, None), gemv(ids().head, 256, Act::Logits, Epilogue::Store)]);
@@ -375,6 +387,33 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let apart: Vec<&Step> =
         all.iter().filter(|s| matches!(s, Step::Op(Op::Hadamard { .. } | Op::RmsNorm { .. } | Op::GatedRmsNorm { .. }))).collect();
     assert!(matches!(apart[..], [Step::Op(Op::Hadamard { inverse: true, .. })]), "{apart:#?}");
+}
+
+#[test]
+fn gemvs_on_one_rotated_row_share_a_launch_only_where_the_device_takes_the_pair() {
+    use hybrid::{ids, by_layer_with};
+    let crate::qwen35::MixerIds::Recurrent(r) = ids().layers[0].mixer else { panic!("layer 0 is a DeltaNet layer") };
+    let plain = |w, y| Step::GemvPlanes { w, planes: Planes::Rot(256), normed: false, y, epilogue: Epilogue::Store, next: None };
+    let apart = by_layer_with(vec![1], true, false);
+    assert_eq!(apart[0][1..3], [plain(r.qkv, Act::Mixed), plain(r.z, Act::Z)], "{:#?}", apart[0]);
+    assert_eq!(apart[0].len(), 12);
+    // Paired: the pair's op index is its first GEMV's.
+    let paired = hybrid::steps(vec![1], true);
+    let at = paired.iter().position(|(s, _)| matches!(s, Step::GemvPair { .. })).expect("a pair");
+    let apart_steps = hybrid::steps_with(vec![1], true, false);
+    let first = apart_steps.iter().position(|(s, _)| matches!(s, Step::GemvPlanes { epilogue: Epilogue::Store, .. })).expect("a GEMV");
+    assert_eq!(paired[at].1, apart_steps[first].1);
+    // Only plain Store GEMVs pair: never a residual add, a SwiGLU or one writing planes.
+    for (step, _) in &paired {
+        if let Step::GemvPair { first, second, .. } = step {
+            assert_ne!(first.1, second.1);
+            assert!(![Act::X, Act::Ffn].contains(&first.1) && ![Act::X, Act::Ffn].contains(&second.1), "{step:?}");
+        }
+    }
+    // Batches keep their matmuls as ops.
+    for rows in [vec![4], vec![1, 1]] {
+        assert!(hybrid::steps(rows, true).iter().all(|(s, _)| !matches!(s, Step::GemvPair { .. })));
+    }
 }
 
 #[test]
@@ -407,7 +446,7 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -434,7 +473,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {

@@ -159,6 +159,10 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
     let matrix_k = |w| matrix(w).k;
     let rotate_planes = bonsai_kernels::launch::hadamard::rotate_planes_block_ok;
+    let gemv_pair = |w1, w2| {
+        let (v1, v2) = (matrix(w1), matrix(w2));
+        v1.bits == v2.bits && v1.k == v2.k && mm::gemv_pair_fits(b.launcher(), v1.bits, v1.k, v1.n, v2.n).unwrap_or(false)
+    };
     let caps = Caps {
         binary: &binary,
         planes_out_fits: &fits,
@@ -168,6 +172,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         attention_seqs,
         matrix_k: &matrix_k,
         rotate_planes: &rotate_planes,
+        gemv_pair: &gemv_pair,
     };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
@@ -182,7 +187,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
             | Step::AttentionPlanes { planes, .. }
             | Step::RotatePlanes { planes, .. } => std::slice::from_ref(planes),
             Step::GemvPlanes { planes: p, next: Some((n, _)), .. } => &[*p, *n],
-            Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } => std::slice::from_ref(planes),
+            Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } | Step::GemvPair { planes, .. } => std::slice::from_ref(planes),
             _ => &[],
         };
         for &p in used {
@@ -584,6 +589,12 @@ fn run_step(
                 }
                 .map_err(device_err("matmul"))?;
             }
+            Step::GemvPair { first: (m1, y1), second: (m2, y2), planes: p } => {
+                let ([], [Some(y1), Some(y2)]) = acts.reads_and_writes([], [Some(y1), Some(y2)])? else {
+                    unreachable!("both outputs are asked for")
+                };
+                mm::gemv_pair_from_planes(b.launcher(), (&w(m1), y1), (&w(m2), y2), planes.get(p)?).map_err(device_err("matmul pair"))?;
+            }
             Step::QkvRope { w: m, planes: p, qkv, q_norm, k_norm, layer } => {
                 let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
                 let cache = kv[layer].cache_mut(&seq.table);
@@ -676,6 +687,7 @@ fn step_name(step: &Step) -> String {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
+        Step::GemvPair { .. } => "gemv_b1 Store pair".into(),
         Step::RotatePlanes { norm, .. } => match norm {
             None => "hadamard+planes",
             Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
