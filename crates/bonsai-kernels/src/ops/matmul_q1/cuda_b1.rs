@@ -279,6 +279,20 @@ pub(crate) fn device_geometry(
     Ok((g, g.ctas as usize <= per_sm * sms))
 }
 
+/// The launch configuration of geometry `g` for `func` (a `gemv_b1` entry point), after the
+/// shared-memory opt-in it needs: dynamic plus the kernel's static shared memory must stay within
+/// the default limit, and at exactly 48 KB of dynamic memory the launch already needs the opt-in.
+fn launch_config(func: &CudaFunction, g: &TcGeometry) -> Result<LaunchConfig, LaunchError> {
+    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
+    }
+    Ok(LaunchConfig {
+        grid_dim: (g.ctas, 1, 1),
+        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
+        shared_mem_bytes: g.smem_bytes as u32,
+    })
+}
+
 /// The `*_gemv_b1` launch of `call` with `epilogue` and the epilogue work `out` (or its tiles form,
 /// as `tiles` allows).
 pub(crate) fn launch_gemv(
@@ -310,16 +324,7 @@ pub(crate) fn launch_gemv(
     if !matches!(out, GemvOut::None) && !one_wave {
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
     }
-    // Dynamic plus the kernel's static shared memory must stay within the default limit; at
-    // exactly 48 KB of dynamic memory the launch already needs the opt-in.
-    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
-        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
-    }
-    let cfg = LaunchConfig {
-        grid_dim: (g.ctas, 1, 1),
-        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
-        shared_mem_bytes: g.smem_bytes as u32,
-    };
+    let cfg = launch_config(func, &g)?;
     let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
     let norm_flag = i32::from(norm_eps.is_some());
     let norm_eps = norm_eps.unwrap_or(0.0);
@@ -420,14 +425,7 @@ pub(crate) fn launch_gemv_pair(
     let Some((func, g)) = pair_geometry(gpu, bits, k, n_first, second.0)? else {
         return Err(shape(op, format!("no one-wave pair grid for {n_first} + {} outputs x K = {k}", second.0)));
     };
-    if g.smem_bytes + B1_STATIC_SMEM_BOUND > DEFAULT_SMEM_LIMIT {
-        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, g.smem_bytes as i32)?;
-    }
-    let cfg = LaunchConfig {
-        grid_dim: (g.ctas, 1, 1),
-        block_dim: (g.tiles_per_cta * g.splits * 32, 1, 1),
-        shared_mem_bytes: g.smem_bytes as u32,
-    };
+    let cfg = launch_config(func, &g)?;
     // b1_pair_geometry's tiles per CTA divide the first matrix's tiles.
     let first_ctas = n_first.div_ceil(TILE_ROWS) / g.tiles_per_cta as usize;
     let pair = PairArgs {
