@@ -105,13 +105,6 @@ pub const MACHINERY_SOURCES: &[KernelSource] = &[
 
 /// Every kernel file, in concatenation order.
 pub const SOURCES: &[KernelSource] = &[
-    // Device functions only: one decode row of the DeltaNet's conv, which the decode GEMV's conv
-    // epilogue and ssm_conv share.
-    KernelSource {
-        path: "ops/ssm_conv/ssm_conv_step.cuh",
-        text: include_str!("../ops/ssm_conv/ssm_conv_step.cuh"),
-        entry_points: &[],
-    },
     // Templates only: the device weight layout, the decode GEMV and the prefill GEMMs every
     // quantized matmul instantiates.
     KernelSource {

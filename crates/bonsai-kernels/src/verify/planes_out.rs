@@ -14,9 +14,7 @@
 //! Two Store GEMVs on one set of planes in one launch (`gemv_pair_from_planes`, a mixer's two
 //! projections) are checked against the f64 reference within the binary GEMV's bound (the pair's
 //! grid may split K differently from each matrix's own launch, so not bit for bit): both
-//! matrices' outputs, including a first matrix whose rows end inside a tile; with the DeltaNet's
-//! conv on the first outputs, the outputs, the conv's and its state bit for bit against the pair
-//! without it followed by `ssm_conv`.
+//! matrices' outputs, including a first matrix whose rows end inside a tile.
 
 
 use super::attention_planes::{planes_words, words_equal};
@@ -27,12 +25,10 @@ use crate::launch::embed_rows::embed_rows;
 use super::matmul::{abs_matrix, b1_quant_bound, matmul_coefficient, par_reference, random_matrix, MatmulKernel};
 use super::F32_UNIT_ROUNDOFF as U;
 use crate::launch::matmul::{
-    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, prepare_planes_normed, B1Planes, ConvEpilogue,
-    Epilogue, GemvKernel, PlanesEpilogue, PlanesOut, TilesChoice,
+    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, prepare_planes_normed, B1Planes, Epilogue,
+    GemvKernel, PlanesEpilogue, PlanesOut, TilesChoice,
 };
-use crate::launch::ssm_conv::ssm_conv;
 use crate::launch::QuantBits;
-use cudarc::driver::CudaSlice;
 use crate::ops::Store;
 use crate::weights::QMatrix;
 
@@ -57,8 +53,6 @@ const TILES_LM_HEAD: (usize, usize) = (151_669, 4096);
 /// qkv | z, attention qkv | gate).
 const PAIR_SMALL_CASES: [(usize, usize, usize); 2] = [(640, 384, 256), (200, 72, 512)];
 const PAIR_27B_CASES: [(usize, usize, usize); 2] = [(10240, 6144, 5120), (8192, 6144, 5120)];
-/// Taps of the conv on a pair's first outputs (Qwen3.5's).
-const CONV_KERNEL: usize = 4;
 /// (vocab, hidden) of the embedding tables for `embed_prepare_planes`.
 const EMBED_SMALL: (usize, usize) = (300, 256);
 const EMBED_8B: (usize, usize) = (2000, 4096);
@@ -191,25 +185,8 @@ fn check_pair(ctx: &mut Ctx, n_first: usize, n_second: usize, k: usize, bits: u8
     prepare_planes_normed(ctx.gpu(), &xd, None, &mut planes)?;
     let dws = [DeviceQMatrix::upload(&ctx.stream, &ws[0])?, DeviceQMatrix::upload(&ctx.stream, &ws[1])?];
     let (mut y1, mut y2) = (poisoned(&ctx.stream, n_first)?, poisoned(&ctx.stream, n_second)?);
-    let no_conv: Option<ConvEpilogue<'_, CudaSlice<f32>, CudaSlice<f32>>> = None;
-    gemv_pair_from_planes(ctx.gpu(), (&dws[0].view(), &mut y1), (&dws[1].view(), &mut y2), &planes, no_conv)?;
+    gemv_pair_from_planes(ctx.gpu(), (&dws[0].view(), &mut y1), (&dws[1].view(), &mut y2), &planes)?;
     let got = [download(&ctx.stream, &y1)?, download(&ctx.stream, &y2)?];
-    // With the DeltaNet's conv on the first outputs: y as without it, and the conv's outputs and
-    // state bit for bit those of ssm_conv on that y (the same device step, ssm_conv_step.cuh).
-    let taps = upload(&ctx.stream, &ctx.rng.activations(n_first * CONV_KERNEL, INPUT_RANGE))?;
-    let state0 = ctx.rng.activations((CONV_KERNEL - 1) * n_first, INPUT_RANGE);
-    let (mut state, mut want_state) = (upload(&ctx.stream, &state0)?, upload(&ctx.stream, &state0)?);
-    let (mut conv_out, mut want_out) = (poisoned(&ctx.stream, n_first)?, poisoned(&ctx.stream, n_first)?);
-    let (mut c1, mut c2) = (poisoned(&ctx.stream, n_first)?, poisoned(&ctx.stream, n_second)?);
-    let conv = ConvEpilogue { weight: &taps, state: &mut state, out: &mut conv_out };
-    gemv_pair_from_planes(ctx.gpu(), (&dws[0].view(), &mut c1), (&dws[1].view(), &mut c2), &planes, Some(conv))?;
-    ssm_conv(ctx.gpu(), &y1, &taps, &mut want_state, 1, n_first, CONV_KERNEL, &mut want_out)?;
-    let stream = ctx.stream.clone();
-    let words = |d: &CudaSlice<f32>| -> Result<Vec<u32>, VerifyError> { Ok(download(&stream, d)?.iter().map(|v| v.to_bits()).collect()) };
-    for (what, got, want) in [("y1", &c1, &y1), ("y2", &c2, &y2), ("conv out", &conv_out, &want_out), ("conv state", &state, &want_state)] {
-        let equal = words_equal(&words(got)?, &words(want)?);
-        ctx.record("gemv_pair", &format!("{label} with the conv: {what} = apart"), equal);
-    }
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let c = matmul_coefficient(k, MatmulKernel::Gemv(GemvKernel::Binary), bits == 2);
     for (which, (w, got)) in ["first", "second"].iter().zip(ws.iter().zip(&got)) {

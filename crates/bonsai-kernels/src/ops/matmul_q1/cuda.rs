@@ -385,7 +385,7 @@ pub(crate) use tc_geometry::{B1_GROUP_WORDS, B1_MIN_EXP, B1_WORDS, MAX_WARPS_B1,
 #[path = "cuda_planes.rs"]
 mod planes;
 pub use planes::{
-    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, ConvEpilogue, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
+    embed_prepare_planes, gemv_from_planes, gemv_pair_fits, gemv_pair_from_planes, matmul_from_planes, planes_out_fits, prepare_planes, prepare_planes_normed,
     B1Planes, PlanesEpilogue, PlanesOut, RopeOut,
 };
 #[path = "gemv_choice.rs"]

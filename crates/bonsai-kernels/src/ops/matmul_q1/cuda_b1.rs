@@ -367,24 +367,6 @@ pub(crate) struct PairArgs {
 // i32: 32 bytes, no padding).
 unsafe impl cudarc::driver::DeviceRepr for PairArgs {}
 
-/// The decode conv a `_gemv_b1_pair` runs on its first matrix's outputs (`B1ConvOut` in
-/// matmul_gemv_b1.cu: same fields, same order; device pointers as u64, `w` 0 for none): taps
-/// `[n_out][kernel]`, rolling state `[kernel - 1][n_out]`, SiLU'd outputs `[n_out]`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ConvOutArgs {
-    pub w: u64,
-    pub state: u64,
-    pub out: u64,
-    pub kernel: i32,
-    /// Unused by the conv epilogue (always 0): the field every OUT type carries.
-    pub staged: u64,
-}
-
-// SAFETY: plain old data with C layout, field for field the CUDA struct (three pointers, an i32
-// padded to 8 bytes, a pointer: 40 bytes on both sides).
-unsafe impl cudarc::driver::DeviceRepr for ConvOutArgs {}
-
 /// The `*_gemv_b1_pair` launch of two one-token Store GEMVs of the same format and K on the same
 /// planes, or None where [`b1_pair_geometry`] finds no one-wave grid for them on this device (the
 /// caller then launches them one by one).
@@ -409,8 +391,7 @@ pub(crate) fn pair_fits(gpu: Gpu<'_>, bits: QuantBits, k: usize, n_first: usize,
 
 /// Two one-token Store GEMVs on one set of planes in one `*_gemv_b1_pair` launch: `first` and
 /// `second` as (n_out, scales, payload, y) (the caller checked every buffer); y of each is
-/// bit-identical to its own [`launch_gemv`] with the same geometry. `conv`: the decode conv of
-/// the first matrix's outputs, its buffers checked by the caller.
+/// bit-identical to its own [`launch_gemv`] with the same geometry.
 pub(crate) fn launch_gemv_pair(
     gpu: Gpu<'_>,
     bits: QuantBits,
@@ -418,7 +399,6 @@ pub(crate) fn launch_gemv_pair(
     first: (usize, u64, u64, u64),
     second: (usize, u64, u64, u64),
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
-    conv: ConvOutArgs,
 ) -> Result<(), LaunchError> {
     let op = Epilogue::Store.op_name();
     let (n_first, scales, payload, y) = first;
@@ -440,10 +420,9 @@ pub(crate) fn launch_gemv_pair(
     let (norm_flag, norm_eps) = (0i32, 0.0f32);
     let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&pair).arg(&conv);
+    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&pair);
     // SAFETY: argument order and types match the *_gemv_b1_pair entry points (the *_gemv_b1
-    // arguments, then the B1Second and B1ConvOut blocks); both matrices' weights and y, and the
-    // conv's taps, state and outputs (for the first matrix's n_out channels), were checked by the
+    // arguments, then the B1Second block); both matrices' weights and y were checked by the
     // caller (same format and K as the planes, payload 16-byte and scales 8-byte aligned), and
     // b1_pair_geometry sized the block and shared memory for the tiles of both.
     unsafe { b.launch(cfg) }?;
@@ -460,9 +439,6 @@ mod tests {
     fn pair_args_match_the_cuda_struct() {
         assert_eq!(std::mem::offset_of!(PairArgs, n_out), 24);
         assert_eq!(std::mem::size_of::<PairArgs>(), 32);
-        assert_eq!(std::mem::offset_of!(ConvOutArgs, kernel), 24);
-        assert_eq!(std::mem::offset_of!(ConvOutArgs, staged), 32);
-        assert_eq!(std::mem::size_of::<ConvOutArgs>(), 40);
     }
 
     #[test]

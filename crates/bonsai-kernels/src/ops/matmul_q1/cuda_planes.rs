@@ -12,8 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{
-    device_geometry, launch_gemv, launch_gemv_pair, pair_fits, prepare, prepare_embed, B1Call, ConvOutArgs, GemvOut, PlanesOutArgs, RopeOutArgs,
-    TilesChoice,
+    device_geometry, launch_gemv, launch_gemv_pair, pair_fits, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice,
 };
 use crate::launch::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::{check_kv_cache, KvCache};
@@ -238,25 +237,15 @@ pub fn gemv_pair_fits(gpu: Gpu<'_>, bits: QuantBits, k: usize, n_first: usize, n
     pair_fits(gpu, bits, k, n_first, n_second)
 }
 
-/// The DeltaNet's decode conv on a pair's first outputs (`ops::ssm_conv` for one row, bit for
-/// bit the conv kernel's): taps `[channels][kernel]`, the rolling state `[kernel - 1][channels]`
-/// (read and updated), the SiLU'd outputs; channels = the first matrix's N.
-pub struct ConvEpilogue<'a, S: DevicePtrMut<f32>, O: DevicePtrMut<f32>> {
-    pub weight: &'a CudaSlice<f32>,
-    pub state: &'a mut S,
-    pub out: &'a mut O,
-}
-
 /// Two one-token GEMVs on the same planes in one launch (`*_gemv_b1_pair`): `y1 = W1 . x` and
 /// `y2 = W2 . x`, each bit-identical to its own [`matmul_from_planes`] (Store) with the pair's
-/// grid: a mixer's projections of one rotated row; with `conv`, also the DeltaNet's decode conv of
-/// y1. Both matrices must have the planes' K and one format, and [`gemv_pair_fits`] must hold.
-pub fn gemv_pair_from_planes<S: DevicePtrMut<f32>, O: DevicePtrMut<f32>>(
+/// grid: a mixer's projections of one rotated row. Both matrices must have the planes' K and one
+/// format, and [`gemv_pair_fits`] must hold.
+pub fn gemv_pair_from_planes(
     gpu: Gpu<'_>,
     (w1, y1): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
     (w2, y2): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
     planes: &B1Planes,
-    conv: Option<ConvEpilogue<'_, S, O>>,
 ) -> Result<(), LaunchError> {
     let op = "matmul_pair";
     for w in [w1, w2] {
@@ -281,26 +270,7 @@ pub fn gemv_pair_from_planes<S: DevicePtrMut<f32>, O: DevicePtrMut<f32>>(
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y1_ptr, _g4) = write_ptr(y1, gpu.stream);
     let (y2_ptr, _g5) = write_ptr(y2, gpu.stream);
-    let mut conv_guards = Vec::new();
-    let conv_args = match conv {
-        None => ConvOutArgs::default(),
-        Some(ConvEpilogue { weight, state, out }) => {
-            let channels = w1.n;
-            let max = crate::launch::ssm_conv::MAX_KERNEL;
-            if channels == 0 || weight.len() % channels != 0 || !(1..=max).contains(&(weight.len() / channels)) {
-                return Err(shape(op, format!("{} conv taps for {channels} channels (1..={max} per channel)", weight.len())));
-            }
-            let kernel = weight.len() / channels;
-            expect_at_least(op, "conv state", state.len(), (kernel - 1) * channels)?;
-            expect_at_least(op, "conv out", out.len(), channels)?;
-            let (w, g0) = read_ptr(weight, gpu.stream);
-            let (st, g1) = write_ptr(state, gpu.stream);
-            let (o, g2) = write_ptr(out, gpu.stream);
-            conv_guards.extend([g0, g1, g2]);
-            ConvOutArgs { w, state: st, out: o, kernel: kernel as i32, staged: 0 }
-        }
-    };
-    launch_gemv_pair(gpu, w1.bits, w1.k, (w1.n, s1, p1, y1_ptr), (w2.n, s2, p2, y2_ptr), ptrs, conv_args)
+    launch_gemv_pair(gpu, w1.bits, w1.k, (w1.n, s1, p1, y1_ptr), (w2.n, s2, p2, y2_ptr), ptrs)
 }
 
 /// What a planes GEMV's epilogue writes besides y.

@@ -357,38 +357,14 @@ __device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][
 
 // What a one-token binary GEMV does after its stores, picked at compile time by its OUT type's
 // KIND: nothing (B1NoOut, the plain entry points), the next GEMV's planes (B1PlanesOut, `_out`),
-// the decode qkv projection's per-head RMSNorm, RoPE and KV write (B1RopeOut, `_rope`), or the
-// DeltaNet's conv of its outputs (B1ConvOut, `_pair`).
+// or the decode qkv projection's per-head RMSNorm, RoPE and KV write (B1RopeOut, `_rope`).
 #define B1_OUT_NONE 0
 #define B1_OUT_PLANES 1
 #define B1_OUT_ROPE 2
-#define B1_OUT_CONV 3
 struct B1NoOut {
     static constexpr int KIND = B1_OUT_NONE;
     unsigned long long* staged = nullptr;
 };
-
-// The decode conv of a GEMV's outputs (the DeltaNet's qkv projection, whose outputs are the
-// conv's channels: ssm_conv_decode_channel per output, rolling `state` [K - 1][n_out], taps `w`
-// [n_out][K], SiLU'd results to `out`); `w` null: no conv (a pair's CTAs of the other matrix, or
-// a pair with none). Mirrored by `ConvOutArgs` in ops/matmul_q1/cuda_b1.rs.
-struct B1ConvOut {
-    static constexpr int KIND = B1_OUT_CONV;
-    const float* w;
-    float* state;
-    float* out;
-    int kernel;
-    unsigned long long* staged = nullptr;
-};
-
-// Each thread takes the outputs gemv_store_outputs gave it (same index walk), so it reads back
-// only y values it stored itself: no barrier.
-__device__ __forceinline__ void b1_conv_epilogue(const float* y, int n_out, int tiles_per_cta, int cta, const B1ConvOut& o) {
-    if (o.w == nullptr) return;
-    const int o0 = cta * tiles_per_cta * TC_TILE_ROWS, o1 = min(o0 + tiles_per_cta * TC_TILE_ROWS, n_out);
-    for (int ch = o0 + (int)threadIdx.x; ch < o1; ch += blockDim.x)
-        o.out[ch] = ssm_conv_decode_channel(y[ch], o.w, o.state, n_out, o.kernel, ch);
-}
 
 // The second matrix of a `_gemv_b1_pair` launch (two Store GEMVs of one K on the same planes, as
 // a mixer's projections): CTAs from `first_ctas` on run this matrix, as CTA blockIdx.x -
@@ -697,14 +673,9 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-    constexpr bool STAGED = OUT::KIND == B1_OUT_PLANES || OUT::KIND == B1_OUT_ROPE;
-    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), STAGED, OUT::KIND != B1_OUT_ROPE>(
+    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
     if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
-    if constexpr (OUT::KIND == B1_OUT_CONV) {
-        static_assert(MODE == MATMUL_STORE, "the conv epilogue is the qkv projection's");
-        b1_conv_epilogue(y, n_out, tiles_per_cta, cta, out);
-    }
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);

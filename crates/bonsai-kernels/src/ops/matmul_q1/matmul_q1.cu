@@ -142,23 +142,21 @@ DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
 // Two Store GEMVs of one K on the same planes in one launch (a mixer's projections: qkv and z,
 // or q and its gate): the first matrix's CTAs, then the second's (B1Second), each CTA exactly
 // the one of its own launch, so y is bit-identical to two launches. One launch boundary fewer
-// per layer; with `conv.w` set the first matrix's CTAs also run the DeltaNet's decode conv on
-// their outputs (B1ConvOut), one more.
+// per layer.
 #define DEFINE_B1_PAIR_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_pair(const u16* scales, const u32* payload, const u32* planes,          \
                               const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
                               int tiles_per_cta, int splits, int chunk_groups, int norm,         \
-                              float norm_eps, const B1Second second, B1ConvOut conv) {           \
+                              float norm_eps, const B1Second second) {                           \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         const bool s = (int)blockIdx.x >= second.first_ctas;                                     \
-        if (s) conv.w = nullptr;                                                                 \
-        gemv_b1<BITS, MATMUL_STORE, B1ConvOut>(s ? second.scales : scales, s ? second.payload : payload, \
-                                               planes, gsx, group_sq, s ? second.y : y,          \
-                                               s ? second.n_out : n_out, k, tiles_per_cta, splits, \
-                                               chunk_groups, norm, norm_eps,                     \
-                                               s ? (int)blockIdx.x - second.first_ctas : (int)blockIdx.x, \
-                                               conv);                                            \
+        gemv_b1<BITS, MATMUL_STORE, B1NoOut>(s ? second.scales : scales, s ? second.payload : payload, \
+                                             planes, gsx, group_sq, s ? second.y : y,            \
+                                             s ? second.n_out : n_out, k, tiles_per_cta, splits, \
+                                             chunk_groups, norm, norm_eps,                       \
+                                             s ? (int)blockIdx.x - second.first_ctas : (int)blockIdx.x, \
+                                             B1NoOut{});                                         \
     }
 DEFINE_B1_PAIR_ENTRY_POINT(matmul_q1, 1)
 

@@ -9,7 +9,7 @@ use crate::launch_ex::Launch;
 
 const OP: &str = "ssm_conv";
 const THREADS: u32 = 128;
-/// The widest kernel the device window holds (SSM_CONV_MAX_K in ssm_conv_step.cuh).
+/// The widest kernel the device window holds (SSM_CONV_MAX_K in ssm_conv.cu).
 pub const MAX_KERNEL: usize = 8;
 /// Rows one thread walks in a chunked (prefill) call; calls of at most this many rows run as one
 /// fused launch (decode). At least MAX_KERNEL, so a chunked call has the K − 1 rows the state

@@ -10,8 +10,8 @@
 //
 // Speed of light: 4 C (2 rows + 2 (K-1)) bytes; decode at C = 10240 is 328 KB, pp512 42 MB.
 
-// SSM_CONV_MAX_K, the widest kernel the register window holds (Qwen3.5 uses 4), and the one-row
-// step are in ssm_conv_step.cuh (the decode GEMV's conv epilogue shares it).
+// The widest kernel the register window holds (Qwen3.5 uses 4).
+#define SSM_CONV_MAX_K 8
 
 extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__ x, const float* __restrict__ w,
                                                        float* __restrict__ state, float* __restrict__ y, int rows,
@@ -21,10 +21,6 @@ extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__
     griddep_launch_dependents();
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= channels) return;
-    if (rows == 1 && update_state) {  // decode: the step the GEMV epilogue also runs
-        y[ch] = ssm_conv_decode_channel(x[ch], w, state, channels, kernel, ch);
-        return;
-    }
     const int t0 = blockIdx.y * rows_per_chunk;
     const int t1 = min(rows, t0 + rows_per_chunk);
     float taps[SSM_CONV_MAX_K], window[SSM_CONV_MAX_K];

@@ -31,11 +31,10 @@
 //!   ([`Step::RopeKvWrite`]).
 //!
 //!   Two plain GEMVs in a row on the same planes (a mixer's two projections of the rotated row)
-//!   run as one launch where the device holds both grids in one wave ([`Step::GemvPair`]), and
-//!   the DeltaNet's conv of the first one's outputs (its channels) runs in that launch too.
+//!   run as one launch where the device holds both grids in one wave ([`Step::GemvPair`]).
 //!
-//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 10 (norm+rotate+planes, the
-//!   qkv|z GEMV pair with the conv, alpha|beta, gated_delta, gated norm+rotate+planes, out GEMV,
+//!   Launches per layer of one token (Bonsai 2): a DeltaNet layer 11 (norm+rotate+planes, the
+//!   qkv|z GEMV pair, alpha|beta, ssm_conv, gated_delta, gated norm+rotate+planes, out GEMV,
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where the norms, transforms and
 //!   prepares as launches of their own made 19; an attention layer 11 (norm+rotate+planes, the
 //!   qkv|gate GEMV pair, qk_norm_rope+kv_write, attention, sigmoid_gate, rotate+planes, out GEMV,
@@ -126,9 +125,8 @@ pub enum Step {
     /// (times the norm weights given) for the next GEMV.
     GemvPlanes { w: MatrixId, planes: Planes, normed: bool, y: Act, epilogue: Epilogue, next: Option<(Planes, Option<VectorId>)> },
     /// Two plain Store GEMVs on the same `planes` in one launch (a mixer's projections of one
-    /// rotated row): `first.1 = first.0 · x`, `second.1 = second.0 · x`; `conv`: the DeltaNet's
-    /// conv of first.1 in the same launch (`Op::SsmConv`'s weight, state slot and output).
-    GemvPair { first: (MatrixId, Act), second: (MatrixId, Act), planes: Planes, conv: Option<(VectorId, usize, Act)> },
+    /// rotated row): `first.1 = first.0 · x`, `second.1 = second.0 · x`.
+    GemvPair { first: (MatrixId, Act), second: (MatrixId, Act), planes: Planes },
     /// The qkv GEMV on `planes` with qk_norm_rope and the KV write in its epilogue.
     QkvRope { w: MatrixId, planes: Planes, qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// One token's forward Hadamard transform of `x` (normed by `norm` first when given) and the
@@ -438,7 +436,7 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                      Step::GemvPlanes { w: w2, planes: p2, normed: false, y: y2, epilogue: Epilogue::Store, next: None })
                         if p1 == p2 && y1 != y2 && (caps.gemv_pair)(w1, w2) =>
                     {
-                        steps.replace_last(Step::GemvPair { first: (w1, y1), second: (w2, y2), planes: p1, conv: None });
+                        steps.replace_last(Step::GemvPair { first: (w1, y1), second: (w2, y2), planes: p1 });
                     }
                     _ => steps.push(step),
                 }
@@ -478,8 +476,6 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
                     steps.push(Step::Op(Op::Hadamard { x: input, out, signs, width, block, inverse: false, perm }));
                 }
             },
-            // The conv of a pair's first outputs runs in the pair's launch.
-            Node::Op(Op::SsmConv { x, weight, slot, out }) if steps.attach_conv(x, weight, slot, out) => {}
             Node::Op(op) => steps.push(Step::Op(op)),
             Node::Fused(step) => steps.push(step),
         }
@@ -506,26 +502,6 @@ impl StepsAt<'_> {
         if let Some(last) = self.steps.last_mut() {
             last.0 = step;
         }
-    }
-    /// Gives the conv of `x` into `out` to the GEMV pair that wrote `x`, when only ops that touch
-    /// neither run between them (the conv then runs before them: it reads only `x` and its state).
-    fn attach_conv(&mut self, x: Act, weight: VectorId, slot: usize, out: Act) -> bool {
-        for (step, _) in self.steps.iter_mut().rev() {
-            match step {
-                Step::GemvPair { first: (_, y1), second: (_, y2), conv, .. } if *y1 == x && *y2 != out && conv.is_none() => {
-                    *conv = Some((weight, slot, out));
-                    return true;
-                }
-                Step::Op(op) => {
-                    let (reads, writes) = touches(op);
-                    if reads.iter().chain(writes.iter()).any(|a| *a == Some(x) || *a == Some(out)) {
-                        return false;
-                    }
-                }
-                _ => return false,
-            }
-        }
-        false
     }
 }
 

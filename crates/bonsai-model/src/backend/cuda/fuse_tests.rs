@@ -347,20 +347,20 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
     let l0 = ids().layers[0];
     let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
     let delta: Vec<Step> = layers[0].clone();
-    // qkv and z: one launch on the rotated row's planes, with the conv of qkv's outputs.
+    // qkv and z: one launch on the rotated row's planes.
     let want_delta = vec![
         rotate(Act::X, Some(PreNorm::Rms(l0.attn_norm)), Some(Act::Xn), 256, None),
-        Step::GemvPair { first: (r.qkv, Act::Mixed), second: (r.z, Act::Z), planes: rot(256), conv: Some((r.conv, r.slot, Act::Conv)) },
+        Step::GemvPair { first: (r.qkv, Act::Mixed), second: (r.z, Act::Z), planes: rot(256) },
     ];
     assert_eq!(delta[..2], want_delta[..], "{delta:#?}");
     // alpha and beta: one f32 matmul with two outputs.
     assert!(matches!(delta[2], Step::Op(Op::MatmulF32 { x: Act::Xn, second: Some(_), .. })), "{delta:#?}");
-    assert!(matches!(delta[3], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
+    assert!(matches!(delta[4], Step::Op(Op::GatedDelta { .. })), "{delta:#?}");
     let gated = PreNorm::Gated { z: Act::Z, weight: r.norm };
-    assert_eq!(delta[4], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
-    assert_eq!(delta[5], gemv(r.out, 384, Act::X, Epilogue::Add));
+    assert_eq!(delta[5], rotate(Act::Delta, Some(gated), None, 384, Some(PERM)), "{delta:#?}");
+    assert_eq!(delta[6], gemv(r.out, 384, Act::X, Epilogue::Add));
     assert_eq!(
-        delta[6..],
+        delta[7..],
         [
             rotate(Act::X, Some(PreNorm::Rms(l0.post_norm)), None, 256, None),
             gemv(l0.gate_up, 256, Act::Ffn, Epilogue::SwiGlu),
@@ -369,13 +369,13 @@ fn one_token_hybrid_layers_rotate_and_write_planes_in_one_launch() {
         ],
         "{delta:#?}"
     );
-    assert_eq!(delta.len(), 10, "launches per DeltaNet layer: {delta:#?}");
+    assert_eq!(delta.len(), 11, "launches per DeltaNet layer: {delta:#?}");
     // The attention layer: no normed row kept.
     let l3 = ids().layers[3];
     let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
     let attention = layers[3].clone();
     assert_eq!(attention[0], rotate(Act::X, Some(PreNorm::Rms(l3.attn_norm)), None, 256, None), "{attention:#?}");
-    assert_eq!(attention[1], Step::GemvPair { first: (a.qkv, Act::Qkv), second: (a.gate, Act::AttnGate), planes: rot(256), conv: None });
+    assert_eq!(attention[1], Step::GemvPair { first: (a.qkv, Act::Qkv), second: (a.gate, Act::AttnGate), planes: rot(256) });
     assert_eq!(attention[5], rotate(Act::AttnGated, None, None, 256, None), "{attention:#?}");
     assert_eq!(attention.len(), 11, "launches per attention layer: {attention:#?}");
     // The head (after the last layer's down GEMV): norm+transform+planes, then its GEMV.
@@ -396,8 +396,6 @@ fn gemvs_on_one_rotated_row_share_a_launch_only_where_the_device_takes_the_pair(
     let plain = |w, y| Step::GemvPlanes { w, planes: Planes::Rot(256), normed: false, y, epilogue: Epilogue::Store, next: None };
     let apart = by_layer_with(vec![1], true, false);
     assert_eq!(apart[0][1..3], [plain(r.qkv, Act::Mixed), plain(r.z, Act::Z)], "{:#?}", apart[0]);
-    // Unpaired, the conv stays a launch of its own.
-    assert!(matches!(apart[0][4], Step::Op(Op::SsmConv { .. })), "{:#?}", apart[0]);
     assert_eq!(apart[0].len(), 12);
     // Paired: the pair's op index is its first GEMV's.
     let paired = hybrid::steps(vec![1], true);

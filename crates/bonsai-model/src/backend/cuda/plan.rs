@@ -589,19 +589,11 @@ fn run_step(
                 }
                 .map_err(device_err("matmul"))?;
             }
-            Step::GemvPair { first: (m1, y1), second: (m2, y2), planes: p, conv } => {
-                let ([], [Some(y1), Some(y2), conv_out]) = acts.reads_and_writes([], [Some(y1), Some(y2), conv.map(|c| c.2)])? else {
-                    unreachable!("reads_and_writes borrows every named output");
+            Step::GemvPair { first: (m1, y1), second: (m2, y2), planes: p } => {
+                let ([], [Some(y1), Some(y2)]) = acts.reads_and_writes([], [Some(y1), Some(y2)])? else {
+                    unreachable!("both outputs are asked for")
                 };
-                let conv = match (conv, conv_out) {
-                    (Some((weight, slot, _)), Some(out)) => {
-                        let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
-                        let state = seq.conv.get_mut(slot).ok_or_else(|| BackendError::Device(format!("no conv state in slot {slot}")))?;
-                        Some(mm::ConvEpilogue { weight: vector(weight), state, out })
-                    }
-                    _ => None,
-                };
-                mm::gemv_pair_from_planes(b.launcher(), (&w(m1), y1), (&w(m2), y2), planes.get(p)?, conv).map_err(device_err("matmul pair"))?;
+                mm::gemv_pair_from_planes(b.launcher(), (&w(m1), y1), (&w(m2), y2), planes.get(p)?).map_err(device_err("matmul pair"))?;
             }
             Step::QkvRope { w: m, planes: p, qkv, q_norm, k_norm, layer } => {
                 let seq = &mut **seqs.first_mut().ok_or_else(|| BackendError::Device("a one-token plan without a sequence".into()))?;
@@ -695,7 +687,7 @@ fn step_name(step: &Step) -> String {
             format!("gemv_b1 {epilogue:?}{}", if next.is_some() { "+planes" } else { "" })
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
-        Step::GemvPair { conv, .. } => format!("gemv_b1 Store pair{}", if conv.is_some() { "+conv" } else { "" }),
+        Step::GemvPair { .. } => "gemv_b1 Store pair".into(),
         Step::RotatePlanes { norm, .. } => match norm {
             None => "hadamard+planes",
             Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
