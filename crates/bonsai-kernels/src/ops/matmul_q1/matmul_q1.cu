@@ -140,9 +140,10 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
 // Two Store GEMVs of one K on the same planes in one launch (a mixer's projections: qkv and z,
-// or q and its gate): the first matrix's CTAs, then the second's (B1Second), each CTA exactly
-// the one of its own launch, so y is bit-identical to two launches. One launch boundary fewer
-// per layer.
+// or q and its gate): the first matrix's CTAs, then the second's (B1Second), each CTA computing
+// what the same CTA of that matrix's own launch with this grid would (bit for bit; a matrix's own
+// launch may pick other K splits, which sum in another order). One launch boundary fewer per
+// layer.
 #define DEFINE_B1_PAIR_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_pair(const u16* scales, const u32* payload, const u32* planes,          \
@@ -159,4 +160,3 @@ DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
                                              B1NoOut{});                                         \
     }
 DEFINE_B1_PAIR_ENTRY_POINT(matmul_q1, 1)
-
