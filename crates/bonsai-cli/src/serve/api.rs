@@ -548,7 +548,7 @@ impl ResponseHead {
                     message["reasoning_content"] = json!(reasoning);
                 }
                 if !calls.is_empty() {
-                    message["tool_calls"] = Value::Array(calls.iter().enumerate().map(|(i, c)| c.json(&self.call_id(i))).collect());
+                    message["tool_calls"] = Value::Array(self.calls_json(calls, false));
                     if text.is_empty() {
                         message["content"] = Value::Null;
                     }
@@ -586,6 +586,11 @@ impl ResponseHead {
             }
             Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}),
         };
+        self.stream_chunk(choice, include_usage)
+    }
+
+    /// A stream chunk of one choice; with `include_usage` it carries `"usage": null`.
+    fn stream_chunk(&self, choice: Value, include_usage: bool) -> Value {
         let mut m = self.envelope(true, vec![choice]);
         if include_usage {
             m.insert("usage".into(), Value::Null);
@@ -593,30 +598,24 @@ impl ResponseHead {
         Value::Object(m)
     }
 
-    /// The id of the reply's `index`-th call (unique with the response's id).
-    fn call_id(&self, index: usize) -> String {
+    /// The reply's calls in the OpenAI shape, each with its id (unique with the response's id)
+    /// and, in a stream's delta (`indexed`), its position.
+    fn calls_json(&self, calls: &[ToolCall], indexed: bool) -> Vec<Value> {
         let suffix = self.id.rsplit('-').next().unwrap_or(&self.id);
-        format!("call_{suffix}_{index}")
+        let call = |(i, c): (usize, &ToolCall)| {
+            let mut v = c.json(&format!("call_{suffix}_{i}"));
+            if indexed {
+                v["index"] = json!(i);
+            }
+            v
+        };
+        calls.iter().enumerate().map(call).collect()
     }
 
-    /// A stream chunk with the reply's function calls (whole, each with its `index`), sent
-    /// before the finishing chunk.
+    /// A stream chunk with the reply's function calls (whole), sent before the finishing chunk.
     pub fn tool_calls_chunk(&self, calls: &[ToolCall], include_usage: bool) -> Value {
-        let deltas: Vec<Value> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let mut d = c.json(&self.call_id(i));
-                d["index"] = json!(i);
-                d
-            })
-            .collect();
-        let choice = json!({"index": 0, "delta": {"tool_calls": deltas}, "logprobs": null, "finish_reason": null});
-        let mut m = self.envelope(true, vec![choice]);
-        if include_usage {
-            m.insert("usage".into(), Value::Null);
-        }
-        Value::Object(m)
+        let choice = json!({"index": 0, "delta": {"tool_calls": self.calls_json(calls, true)}, "logprobs": null, "finish_reason": null});
+        self.stream_chunk(choice, include_usage)
     }
 
     /// The last chunk of a stream with `include_usage`: no choices, the usage.

@@ -45,14 +45,19 @@ impl StopMatcher {
         std::mem::take(&mut self.pending)
     }
 
-    /// The first byte of the longest tail of `pending` that is a proper prefix of a stop string.
+    /// Where the held-back tail starts: a stop string may still begin there.
     fn hold_from(&self) -> usize {
-        let p = &self.pending;
-        (0..p.len())
-            .filter(|&i| p.is_char_boundary(i))
-            .find(|&i| self.stops.iter().any(|s| s.len() > p.len() - i && s.starts_with(&p[i..])))
-            .unwrap_or(p.len())
+        partial_tag_start(&self.pending, &self.stops)
     }
+}
+
+/// The first byte of the longest tail of `text` that is a proper prefix of one of `tags` (text
+/// from there may still grow into a tag, so it is held back), or `text.len()`.
+pub(super) fn partial_tag_start<S: AsRef<str>>(text: &str, tags: &[S]) -> usize {
+    (0..text.len())
+        .filter(|&i| text.is_char_boundary(i))
+        .find(|&i| tags.iter().map(AsRef::as_ref).any(|t| t.len() > text.len() - i && t.starts_with(&text[i..])))
+        .unwrap_or(text.len())
 }
 
 const THINK_OPEN: &str = "<think>";
@@ -159,12 +164,8 @@ impl ReasoningSplitter {
 /// Where the held-back tail of reasoning text starts: its trailing whitespace (it may precede
 /// `</think>`) or a proper prefix of `</think>` at its end, whichever starts first.
 fn reasoning_hold_from(p: &str) -> usize {
-    let tag = (0..p.len())
-        .filter(|&i| p.is_char_boundary(i))
-        .find(|&i| THINK_CLOSE.len() > p.len() - i && THINK_CLOSE.starts_with(&p[i..]))
-        .unwrap_or(p.len());
-    let body = p[..tag].trim_end().len();
-    body.min(tag)
+    let tag = partial_tag_start(p, &[THINK_CLOSE]);
+    p[..tag].trim_end().len()
 }
 
 /// OpenAI's logit adjustments: `logit -= frequency · count + presence · [count > 0]` over the

@@ -12,6 +12,7 @@
 use serde_json::{json, Map, Value};
 
 use super::api::ApiError;
+use super::text::partial_tag_start;
 
 pub const CALL_OPEN: &str = "<tool_call>";
 const CALL_CLOSE: &str = "</tool_call>";
@@ -190,11 +191,7 @@ impl CallGate {
             self.pending.drain(..at);
             return out;
         }
-        let hold = (0..self.pending.len())
-            .filter(|&i| self.pending.is_char_boundary(i))
-            .find(|&i| CALL_OPEN.len() > self.pending.len() - i && CALL_OPEN.starts_with(&self.pending[i..]))
-            .unwrap_or(self.pending.len());
-        let rest = self.pending.split_off(hold);
+        let rest = self.pending.split_off(partial_tag_start(&self.pending, &[CALL_OPEN]));
         std::mem::replace(&mut self.pending, rest)
     }
 

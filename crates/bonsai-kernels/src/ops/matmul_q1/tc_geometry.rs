@@ -155,14 +155,14 @@ pub fn b1_pair_geometry<E>(
         return Ok(None);
     }
     let first = n_first.div_ceil(TILE_ROWS);
-    b1_one_wave(k, first + n_second.div_ceil(TILE_ROWS), sms.max(1), &mut resident, |tiles_per_cta| first % tiles_per_cta == 0)
+    b1_one_wave(k, first + n_second.div_ceil(TILE_ROWS), sms.max(1), &mut resident, |tiles_per_cta| first.is_multiple_of(tiles_per_cta))
 }
 
 /// 128-groups of K and weight units (16 rows x 512 k, or one group where K is not a multiple of
 /// 512) per row.
 fn b1_groups_units(k: usize) -> (usize, usize) {
     let groups = k / GROUP;
-    (groups, groups / if groups % LAYOUT_BLOCK_GROUPS == 0 { LAYOUT_BLOCK_GROUPS } else { 1 })
+    (groups, groups / if groups.is_multiple_of(LAYOUT_BLOCK_GROUPS) { LAYOUT_BLOCK_GROUPS } else { 1 })
 }
 
 /// [`b1_geometry`]'s one-wave rule over `tiles` tiles, among the tiles-per-CTA counts `allowed`
