@@ -11,6 +11,11 @@
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
 // GEMM's later waves need (prefill measured slower that way: docs/kernel-notes.md, "Outside the
 // layers: host loop, step ends, PDL"); they trigger at exit.
+// The parameters every one-token binary GEMV entry point starts with (the launcher's argument
+// order: cuda_b1.rs); the epilogue variants add their block after them.
+#define GEMV_B1_ENTRY_PARAMS                                                                     \
+    const u16 *scales, const u32 *payload, const u32 *planes, const u32 *gsx, const float *group_sq, \
+        float *y, int n_out, int k, int tiles_per_cta, int splits, int chunk_groups, int norm, float norm_eps
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
@@ -21,19 +26,14 @@
                                   chunk_groups, norm_w, norm_eps);                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx, \
-                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,   \
-                         int splits, int chunk_groups, int norm, float norm_eps) {               \
+        PREFIX##_gemv_b1(GEMV_B1_ENTRY_PARAMS) {                                                 \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, B1NoOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,         \
                                      tiles_per_cta, splits, chunk_groups, norm, norm_eps,        \
                                      blockIdx.x, B1NoOut{});                                      \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_out(const u16* scales, const u32* payload, const u32* planes,           \
-                             const u32* gsx, const float* group_sq, float* y, int n_out, int k,  \
-                             int tiles_per_cta, int splits, int chunk_groups, int norm,          \
-                             float norm_eps, const B1PlanesOut planes_out) {                       \
+        PREFIX##_gemv_b1_out(GEMV_B1_ENTRY_PARAMS, const B1PlanesOut planes_out) {               \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, B1PlanesOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
@@ -128,10 +128,7 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
 // the decode layer's launches", `BONSAI_QKV_ROPE=0`).
 #define DEFINE_B1_ROPE_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_rope(const u16* scales, const u32* payload, const u32* planes,          \
-                              const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                              int tiles_per_cta, int splits, int chunk_groups, int norm,         \
-                              float norm_eps, const B1RopeOut rope_out) {                        \
+        PREFIX##_gemv_b1_rope(GEMV_B1_ENTRY_PARAMS, const B1RopeOut rope_out) {                  \
         /* griddep_wait: in gemv_b1_body, after the weight prefetch */                          \
         gemv_b1<BITS, MATMUL_STORE, B1RopeOut>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
                                                tiles_per_cta, splits, chunk_groups, norm,        \
@@ -146,10 +143,7 @@ DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
 // layer.
 #define DEFINE_B1_PAIR_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_pair(const u16* scales, const u32* payload, const u32* planes,          \
-                              const u32* gsx, const float* group_sq, float* y, int n_out, int k, \
-                              int tiles_per_cta, int splits, int chunk_groups, int norm,         \
-                              float norm_eps, const B1Second second) {                           \
+        PREFIX##_gemv_b1_pair(GEMV_B1_ENTRY_PARAMS, const B1Second second) {                     \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         const bool s = (int)blockIdx.x >= second.first_ctas;                                     \
         gemv_b1<BITS, MATMUL_STORE, B1NoOut>(s ? second.scales : scales, s ? second.payload : payload, \
