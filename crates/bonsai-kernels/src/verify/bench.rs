@@ -226,6 +226,15 @@ fn bench_llm_matmuls(ctx: &mut Ctx, gemv: bool, gemm: bool, copy_bw: f64) -> Res
             }
         }
     }
+    if gemm {
+        // Bonsai 2 27B's folded projections at pp512 (ternary): DeltaNet qkv, its output
+        // projection, gate|up + SwiGLU, down.
+        for (n, k, swiglu) in [(10240, 5120, false), (5120, 6144, false), (2 * 17408, 5120, true), (5120, 17408, false)] {
+            for kernel in f16_gemms(ctx)? {
+                rows.push(bench_matmul(ctx, n, k, 512, true, swiglu, kernel, copy_bw)?);
+            }
+        }
+    }
     Ok(rows)
 }
 
@@ -260,8 +269,8 @@ fn bench_batch_gemms(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Verif
     Ok(rows)
 }
 
-/// The f16 GEMMs this device runs: mma.sync where its tiles fit, and every wgmma tile on compute
-/// capability 9.0.
+/// The prefill GEMMs this device runs: f16 mma.sync where its tiles fit, and every wgmma tile and
+/// the 8-bit-activation wgmma GEMM on compute capability 9.0.
 fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
     let mut kernels = Vec::new();
     if crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
@@ -270,6 +279,7 @@ fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         let tiles = crate::launch::matmul::WgmmaTile::ALL.map(|t| MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(t)));
         kernels.extend(tiles);
+        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8));
     }
     Ok(kernels)
 }
