@@ -29,17 +29,9 @@
 //!   relative to its scale, once per sublayer, zero-mean and independent: sqrt(2·L + 1) ·
 //!   2^-11 / sqrt(3). Its keys and values stay in the cache, so every later logit carries it.
 //!
-//! * on a model with Hadamard-folded weights (Bonsai 2), a forward call of at least
-//!   `S8_GEMM_MIN_TOKENS` rows runs the folded matmuls on 8-bit activations (the s8 wgmma GEMM):
-//!   each element moves by a uniform e with |e| <= s / 2, s = max|x_G| / 127 per 128-group; the
-//!   rotation leaves a group's values roughly normal, whose max stays below ~4 rms(x), so
-//!   rms(e) / rms(x) <= 4 / (127 · sqrt(12)) per sublayer, zero-mean and independent like the
-//!   f16 term, and carried in the cache and the recurrent state alike.
-//!
-//! bound = SLACK · ((2·L + 1) · sqrt(K_max) · u + sqrt(2·L + 1) · (2^(2 - P) + [f16] 2^-11 / sqrt(3)
-//! + [s8] 4 / (127 · sqrt(12)))) · rms(logits), K_max the longest dot product (hidden, ffn, or
-//! n_q·head_dim), [f16] 1 once a forward call reached the f16 GEMM, [s8] 1 once one of a folded
-//! model reached the s8 GEMM. Measured on the H200 with synthetic Bonsai-8B, the P
+//! bound = SLACK · ((2·L + 1) · sqrt(K_max) · u + sqrt(2·L + 1) · (2^(2 - P) + [f16] 2^-11 / sqrt(3)))
+//! · rms(logits), K_max the longest dot product (hidden, ffn, or n_q·head_dim), [f16] 1 once a
+//! forward call reached the f16 GEMM. Measured on the H200 with synthetic Bonsai-8B, the P
 //! term behaves as derived: P = 24 -> 16 moved the first-step difference from 0.152 to 0.163 of
 //! the rounding-only bound, P = 8 to 13.7x it (~4 · rms · 2^(2 - P) in all).
 //! SLACK = 16 covers what the estimate leaves out: correlated
@@ -58,7 +50,7 @@ use std::io::Write;
 use anyhow::Context;
 use bonsai_model::backend::cuda::is_absent_device;
 use bonsai_model::loader::{open_model, LoadedModel};
-use bonsai_kernels::launch::matmul::{B1_ACTIVATION_BITS, F16_GEMM_MIN_TOKENS, S8_GEMM_MIN_TOKENS};
+use bonsai_kernels::launch::matmul::{B1_ACTIVATION_BITS, F16_GEMM_MIN_TOKENS};
 use bonsai_kernels::ops::sample_top_k::{SampleParams, Xoshiro256};
 use bonsai_model::{Backend, CpuBackend, CudaBackend, DevicePick, LogitRows, Qwen3, Qwen3State};
 
@@ -101,21 +93,15 @@ struct Outcome {
     perplexity: f64,
 }
 
-/// Largest max|x_G| / rms(x) of a 128-group of rotated activations the s8 term allows for.
-const ROTATED_GROUP_PEAK: f64 = 4.0;
-
-/// The logit bound for `logits` of a model with `config`'s geometry (`folded`: Hadamard-folded
-/// weights) after forward calls of at most `max_rows` rows each (see the module doc).
-pub fn logit_bound(n_layers: usize, k_max: usize, max_rows: usize, folded: bool, logits: &[f32]) -> f64 {
+/// The logit bound for `logits` of a model with `config`'s geometry after forward calls of at
+/// most `max_rows` rows each (see the module doc).
+pub fn logit_bound(n_layers: usize, k_max: usize, max_rows: usize, logits: &[f32]) -> f64 {
     let mean_square = logits.iter().map(|&l| (l as f64).powi(2)).sum::<f64>() / logits.len().max(1) as f64;
     let sublayers = (2 * n_layers + 1) as f64;
     let rounding = sublayers * (k_max as f64).sqrt() * F32_UNIT_ROUNDOFF;
     let mut activations = 2f64.powi(2 - B1_ACTIVATION_BITS as i32);
     if max_rows >= F16_GEMM_MIN_TOKENS {
         activations += 2f64.powi(-11) / 3f64.sqrt();
-    }
-    if folded && max_rows >= S8_GEMM_MIN_TOKENS {
-        activations += ROTATED_GROUP_PEAK / (127.0 * 12f64.sqrt());
     }
     BOUND_SLACK * (rounding + sublayers.sqrt() * activations) * mean_square.sqrt()
 }
@@ -327,14 +313,13 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     // qwen35: the DeltaNet output projection reads value_dim (the conv, the recurrence's
     // head-sized dots and the Hadamard blocks are shorter than hidden).
     let k_max = cpu_model.hybrid_config().map_or(k_max, |h| k_max.max(h.ssm_value_dim()));
-    let folded = cpu_model.hybrid_config().is_some_and(|h| h.hadamard.is_some());
     // The largest forward call: the prompt's first chunk (decode steps are single rows).
     let prompt_rows = prompt.len().min(CHUNK);
     let mut failures = Vec::new();
     // The GPU's logits against the CPU's, within the bound derived in the module doc.
     let mut compare_logits = |report: &mut ReportOut, what: &str, cpu: &[f32], gpu: &[f32]| {
         let diff = max_abs_diff(cpu, gpu);
-        let bound = logit_bound(config.n_layers, k_max, prompt_rows, folded, cpu);
+        let bound = logit_bound(config.n_layers, k_max, prompt_rows, cpu);
         let verdict = if diff <= bound { "ok" } else { "MISMATCH" };
         report.line(format_args!("{what} logits: max |cpu - gpu| = {diff:.3e}, bound {bound:.3e} ({:.3} of it) -> {verdict}", diff / bound));
         if diff > bound {
@@ -353,7 +338,7 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
         }
         Some(step) => {
             let logits = &cpu_steps[step];
-            let (gap, tie_bound) = (top2_gap(logits), logit_bound(config.n_layers, k_max, prompt_rows, folded, logits));
+            let (gap, tie_bound) = (top2_gap(logits), logit_bound(config.n_layers, k_max, prompt_rows, logits));
             let near_tie = gap <= 2.0 * tie_bound;
             report.line(format_args!(
                 "greedy: first divergence at step {step}: cpu {} gpu {} (cpu top-2 gap {gap:.3e}, 2x bound {:.3e}: {})",
@@ -398,7 +383,7 @@ fn compare(cpu_model: &Qwen3<CpuBackend>, gpu_model: &Qwen3<CudaBackend>, name: 
     let batch_rows = prompts.iter().map(|p| p.len()).sum();
     for (what, cpu_rows, gpu_rows) in batch_logits(cpu_model, gpu_model, &prompts)? {
         for (c, g) in cpu_rows.iter().zip(&gpu_rows) {
-            let ratio = max_abs_diff(c, g) / logit_bound(config.n_layers, k_max, batch_rows, folded, c);
+            let ratio = max_abs_diff(c, g) / logit_bound(config.n_layers, k_max, batch_rows, c);
             batch_worst = batch_worst.max(ratio);
             if ratio > 1.0 {
                 failures.push(format!("{what} of a batch of {BATCH_SEQUENCES} sequences differs by {ratio:.3} of the bound"));
@@ -519,25 +504,20 @@ mod tests {
     #[test]
     fn bound_scales_with_layers_length_and_logit_size() {
         let logits = [3.0f32, -4.0, 0.0, 5.0];
-        let b = logit_bound(2, 256, 1, false, &logits);
+        let b = logit_bound(2, 256, 1, &logits);
         // rms = sqrt((9 + 16 + 0 + 25) / 4) = sqrt(12.5); 16 · ((2·2 + 1) · sqrt(256) · 2^-24
         // + sqrt(5) · 2^(2 - P)) · rms.
         let quantization = 5f64.sqrt() * 2f64.powi(2 - B1_ACTIVATION_BITS as i32);
         let want = 16.0 * (5.0 * 16.0 * F32_UNIT_ROUNDOFF + quantization) * 12.5f64.sqrt();
         assert!((b - want).abs() < 1e-15, "{b} vs {want}");
-        assert!(logit_bound(4, 256, 1, false, &logits) > b && logit_bound(2, 1024, 1, false, &logits) > b);
+        assert!(logit_bound(4, 256, 1, &logits) > b && logit_bound(2, 1024, 1, &logits) > b);
         let doubled: Vec<f32> = logits.iter().map(|l| 2.0 * l).collect();
-        assert!((logit_bound(2, 256, 1, false, &doubled) - 2.0 * b).abs() < 1e-15);
+        assert!((logit_bound(2, 256, 1, &doubled) - 2.0 * b).abs() < 1e-15);
         // Up to one row short of the f16 GEMM nothing changes; from there on its term adds
         // 16 · sqrt(5) · 2^-11 / sqrt(3) · rms.
-        assert_eq!(logit_bound(2, 256, F16_GEMM_MIN_TOKENS - 1, false, &logits), b);
+        assert_eq!(logit_bound(2, 256, F16_GEMM_MIN_TOKENS - 1, &logits), b);
         let f16 = 16.0 * 5f64.sqrt() * 2f64.powi(-11) / 3f64.sqrt() * 12.5f64.sqrt();
-        assert!((logit_bound(2, 256, F16_GEMM_MIN_TOKENS, false, &logits) - (b + f16)).abs() < 1e-12);
-        // A folded model's long forward call adds the s8 term 16 · sqrt(5) · 4 / (127 · sqrt(12)) · rms.
-        let s8 = 16.0 * 5f64.sqrt() * 4.0 / (127.0 * 12f64.sqrt()) * 12.5f64.sqrt();
-        assert!((logit_bound(2, 256, S8_GEMM_MIN_TOKENS, true, &logits) - (b + f16 + s8)).abs() < 1e-12);
-        assert!((logit_bound(2, 256, S8_GEMM_MIN_TOKENS, false, &logits) - (b + f16)).abs() < 1e-12);
-        assert!((logit_bound(2, 256, S8_GEMM_MIN_TOKENS - 1, true, &logits) - (b + f16)).abs() < 1e-12);
+        assert!((logit_bound(2, 256, F16_GEMM_MIN_TOKENS, &logits) - (b + f16)).abs() < 1e-12);
     }
 
     /// The two paths `check` compares, both on the CPU: host-picked greedy with every step's
@@ -558,7 +538,7 @@ mod tests {
         assert_eq!(max_abs_diff(&host_path.first_logits, &device_path.first_logits), 0.0, "seed {seed}");
         assert_eq!(host_path.perplexity, device_path.perplexity, "seed {seed}");
         assert!(host_path.perplexity.is_finite() && host_path.perplexity > 1.0, "seed {seed}");
-        let bound = logit_bound(g.n_layers, g.ffn, prompt.len(), false, &host_path.first_logits);
+        let bound = logit_bound(g.n_layers, g.ffn, prompt.len(), &host_path.first_logits);
         assert!(bound > 0.0 && bound.is_finite(), "seed {seed}");
     }
 

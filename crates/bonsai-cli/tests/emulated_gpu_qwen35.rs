@@ -101,12 +101,9 @@ fn check_on_qwen35_tiny_agrees_with_the_cpu_emulated() {
     }
     let out = emulated(&["check", "--synthetic", "qwen35-tiny", "-n", SYNTHETIC_CHECK_STEPS]).output().expect("run scripts/emu.sh");
     assert_check_passed(&out, SYNTHETIC_CHECK_STEPS, "qwen35-tiny");
-    // A prompt longer than ssm_conv's one-launch limit (the prefill conv runs in row chunks and
-    // a second launch moves the state) and than the s8 GEMM's threshold (the folded matmuls
-    // quantize their rotated inputs to 8 bits; check's bound carries that term).
-    let long = LONG_PROMPT_LEN
-        .max(bonsai_kernels::launch::ssm_conv::ROWS_PER_CHUNK + 1)
-        .max(bonsai_kernels::launch::matmul::S8_GEMM_MIN_TOKENS + 72);
+    // A prompt longer than ssm_conv's one-launch limit: the prefill conv runs in row chunks and
+    // a second launch moves the state.
+    let long = LONG_PROMPT_LEN.max(bonsai_kernels::launch::ssm_conv::ROWS_PER_CHUNK + 1);
     let vocab = bonsai_model::synthetic::qwen35_tiny_config(0).vocab;
     let prompt: Vec<String> = (0..long).map(|i| ((i * 37 + 11) % vocab).to_string()).collect();
     let args = ["check", "--synthetic", "qwen35-tiny", "-n", SYNTHETIC_CHECK_STEPS, "--prompt-tokens", &prompt.join(",")];

@@ -209,39 +209,6 @@ inline void complete_mma_b1_16x8x128(void* const* lanes, uint32_t) {
     }
 }
 
-// m16n8k32 s8 x s8 -> s32: a[0] = (row g, k 4t..4t+3), a[1] = (g+8, 4t..), a[2] = (g, 16+4t..),
-// a[3] = (g+8, 16+4t..); b0 = (k 4t..4t+3, col g), b1 = (k 16+4t.., col g); lower k in the lower
-// byte. D = C + A.B exact in s32 (wrapping).
-struct MmaS8Lane {
-    const uint32_t* a;
-    uint32_t b0, b1;
-    int* c;
-};
-inline int s8_byte(uint32_t w, int i) { return (int)(int8_t)(uint8_t)(w >> (8 * i)); }
-inline void complete_mma_s8_16x8x32(void* const* lanes, uint32_t) {
-    int a[16][32], b[32][8];
-    for (int l = 0; l < kWarpSize; ++l) {
-        const MmaS8Lane* me = static_cast<MmaS8Lane*>(lanes[l]);
-        const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; ++i)
-            for (int e = 0; e < 4; ++e) a[g + 8 * (i % 2)][4 * t + 16 * (i / 2) + e] = s8_byte(me->a[i], e);
-        for (int e = 0; e < 4; ++e) {
-            b[4 * t + e][g] = s8_byte(me->b0, e);
-            b[16 + 4 * t + e][g] = s8_byte(me->b1, e);
-        }
-    }
-    for (int l = 0; l < kWarpSize; ++l) {
-        MmaS8Lane* me = static_cast<MmaS8Lane*>(lanes[l]);
-        const int g = l / 4, t = l % 4;
-        for (int i = 0; i < 4; ++i) {
-            const int row = g + 8 * (i / 2), col = 2 * t + (i % 2);
-            uint32_t sum = (uint32_t)me->c[i];
-            for (int k = 0; k < 32; ++k) sum += (uint32_t)(a[row][k] * b[k][col]);
-            me->c[i] = (int)sum;
-        }
-    }
-}
-
 inline void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1, CompleteFn complete, const char* what) {
     MmaLane me{a, b0, b1, c};
     warp_collective(0xffffffffu, &me, complete, what);
@@ -267,10 +234,6 @@ inline void mma_b1_and_popc_16x8x128(int* c, uint32_t a0, uint32_t a1, uint32_t 
     const uint32_t a[2] = {a0, a1};
     emu::MmaB1Lane me{a, b, c};
     emu::warp_collective(0xffffffffu, &me, emu::complete_mma_b1_16x8x128, "mma_b1_and_popc_16x8x128");
-}
-inline void mma_s8_16x8x32(int* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    emu::MmaS8Lane me{a, b0, b1, c};
-    emu::warp_collective(0xffffffffu, &me, emu::complete_mma_s8_16x8x32, "mma_s8_16x8x32");
 }
 inline void mma_tf32_16x8x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
     emu::mma(c, a, b0, b1, emu::complete_mma_tf32_16x8x8, "mma_tf32_16x8x8");
@@ -331,8 +294,8 @@ inline void fence_proxy_async_smem() { emu::require_sm90a("fence.proxy.async (fe
 // N / 8 m16n8k16 products (MMA: the f16 or bf16 twin) with B's 16 k of column n read from the
 // K-major 128-byte-swizzled tile: chunks k_chunk and k_chunk + 1 of row n, at chunk positions
 // XORed with n % 8.
-template <int N, typename Acc, void (*MMA)(Acc*, const uint32_t*, uint32_t, uint32_t)>
-inline void emu_wgmma_kmajor(Acc* d, const uint32_t* a, const void* b_block, int k_chunk) {
+template <int N, void (*MMA)(float*, const uint32_t*, uint32_t, uint32_t)>
+inline void emu_wgmma_kmajor(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     if ((reinterpret_cast<uintptr_t>(b_block) & 1023) != 0) emu::kernel_fault("a wgmma B tile must be 1024-byte aligned");
     if (k_chunk < 0 || k_chunk > 6 || (k_chunk & 1)) emu::kernel_fault("a wgmma k_chunk must be 0, 2, 4 or 6");
     const int lane = emu::t_thread->lane, g = lane / 4, t = lane % 4;
@@ -349,32 +312,22 @@ inline void emu_wgmma_kmajor(Acc* d, const uint32_t* a, const void* b_block, int
 }
 inline void wgmma_f16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     emu::require_sm90a("wgmma.mma_async m64n128k16 f16 (wgmma_f16_m64n128k16_rs)");
-    emu_wgmma_kmajor<128, float, mma_f16_16x8x16>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<128, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_f16_m64n256k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     emu::require_sm90a("wgmma.mma_async m64n256k16 f16 (wgmma_f16_m64n256k16_rs)");
-    emu_wgmma_kmajor<256, float, mma_f16_16x8x16>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<256, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_f16_m64n64k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk) {
     emu::require_sm90a("wgmma.mma_async m64n64k16 f16 (wgmma_f16_m64n64k16_rs)");
-    emu_wgmma_kmajor<64, float, mma_f16_16x8x16>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<64, mma_f16_16x8x16>(d, a, b_block, k_chunk);
 }
 inline void wgmma_bf16_m64n128k16_rs(float* d, const uint32_t* a, const void* b_block, int k_chunk, int accumulate) {
     emu::require_sm90a("wgmma.mma_async m64n128k16 bf16 (wgmma_bf16_m64n128k16_rs)");
     // scale-d = 0: d = A.B, whatever d held (NaN included).
     if (!accumulate)
         for (int i = 0; i < 64; ++i) d[i] = 0.0f;
-    emu_wgmma_kmajor<128, float, mma_bf16_16x8x16>(d, a, b_block, k_chunk);
-}
-// s8 (ptx.cuh): 16 mma_s8_16x8x32 over the 128 columns, B's 32 k of column n in chunks k_chunk
-// and k_chunk + 1 of its 128-byte row (the f16 forms' addressing: 32 bytes per step either way).
-template <bool ACCUMULATE>
-inline void wgmma_s8_m64n128k32_rs(int* d, const uint32_t* a, const void* b_block, int k_chunk) {
-    emu::require_sm90a("wgmma.mma_async m64n128k32 s8 (wgmma_s8_m64n128k32_rs)");
-    // scale-d = 0: d = A.B, whatever d held.
-    if (!ACCUMULATE)
-        for (int i = 0; i < 64; ++i) d[i] = 0;
-    emu_wgmma_kmajor<128, int, mma_s8_16x8x32>(d, a, b_block, k_chunk);
+    emu_wgmma_kmajor<128, mma_bf16_16x8x16>(d, a, b_block, k_chunk);
 }
 // MN-major B: element (k, n) at b_rows + (n / 64) n_block_bytes + 128 k, 16-byte chunk
 // (n % 64) / 8 swizzled by k % 8 (k 8..15 land in the second 1024-byte block), as ptx.cuh says.

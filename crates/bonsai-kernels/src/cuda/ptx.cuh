@@ -326,13 +326,6 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
 #define BONSAI_WGMMA_D64(d)                                                                                  \
     BONSAI_WGMMA_D32(d), BONSAI_WGMMA_D8(d, 32), BONSAI_WGMMA_D8(d, 40), BONSAI_WGMMA_D8(d, 48),              \
         BONSAI_WGMMA_D8(d, 56)
-// The same accumulator lists for s32 D (the integer wgmma).
-#define BONSAI_WGMMA_S8(d, o)                                                                              \
-    "+r"(d[o]), "+r"(d[o + 1]), "+r"(d[o + 2]), "+r"(d[o + 3]), "+r"(d[o + 4]), "+r"(d[o + 5]), "+r"(d[o + 6]), \
-        "+r"(d[o + 7])
-#define BONSAI_WGMMA_S64(d)                                                                                  \
-    BONSAI_WGMMA_S8(d, 0), BONSAI_WGMMA_S8(d, 8), BONSAI_WGMMA_S8(d, 16), BONSAI_WGMMA_S8(d, 24),             \
-        BONSAI_WGMMA_S8(d, 32), BONSAI_WGMMA_S8(d, 40), BONSAI_WGMMA_S8(d, 48), BONSAI_WGMMA_S8(d, 56)
 #define BONSAI_WGMMA_R32                                                                                     \
     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
     "%28,%29,%30,%31}"
@@ -434,20 +427,6 @@ __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float* d, const void* a_
                  : "l"(a_desc), "l"(b_desc), "r"((int)accumulate)
                  : "memory");
 }
-// s8 A (registers, the m16n8k32 A layout per warp: a[0] = (row g, k 4t..4t+3), a[1] = (g + 8,
-// 4t..), a[2] = (g, 16 + 4t..), a[3] = (g + 8, 16 + 4t..), lower k in the lower byte) x s8 B (the
-// K-major 128-byte-swizzled tile above, 128 k per 128-byte row: this instruction's k 0..31 are
-// chunks k_chunk, k_chunk + 1) into s32 D (the f32 forms' layout). ACCUMULATE = false: D = A.B,
-// whatever D held. Integer sums are exact (wrapping past 2^31, which no 128-group reaches).
-template <bool ACCUMULATE>
-__device__ __forceinline__ void wgmma_s8_m64n128k32_rs(int* d, const u32* a, const void* b_block, int k_chunk) {
-    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " BONSAI_WGMMA_R64
-                 ", {%64,%65,%66,%67}, %68, p;\n}\n"
-                 : BONSAI_WGMMA_S64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACCUMULATE ? 1 : 0));
-}
 #else
 // Not sm_90a: the kernels that use these are never launched there (the launcher picks them on
 // compute capability 9.0 only); they trap if they ever are.
@@ -462,8 +441,6 @@ __device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float*, const u32*, cons
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
 __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
-template <bool ACCUMULATE>
-__device__ __forceinline__ void wgmma_s8_m64n128k32_rs(int*, const u32*, const void*, int) { __trap(); }
 #endif
 
 

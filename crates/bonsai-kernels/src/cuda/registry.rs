@@ -148,11 +148,6 @@ pub const SOURCES: &[KernelSource] = &[
         entry_points: &[],
     },
     KernelSource {
-        path: "ops/matmul_q1/matmul_gemm_s8.cu",
-        text: include_str!("../ops/matmul_q1/matmul_gemm_s8.cu"),
-        entry_points: &["x_to_s8_groups"],
-    },
-    KernelSource {
         path: "ops/matmul_q1/matmul_q1.cu",
         text: include_str!("../ops/matmul_q1/matmul_q1.cu"),
         entry_points: &[
@@ -171,7 +166,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_gemm_wgmma_n64_split",
             "matmul_q1_gemm_wgmma_n256",
             "matmul_q1_gemm_wgmma_n256_split",
-            "matmul_q1_gemm_wgmma_s8",
             "matmul_q1_add_gemv_tc",
             "matmul_q1_add_gemv_b1",
             "matmul_q1_add_gemv_b1_out",
@@ -185,7 +179,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q1_add_gemm_wgmma_n64_split",
             "matmul_q1_add_gemm_wgmma_n256",
             "matmul_q1_add_gemm_wgmma_n256_split",
-            "matmul_q1_add_gemm_wgmma_s8",
         ],
     },
     KernelSource {
@@ -207,7 +200,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_gemm_wgmma_n64_split",
             "matmul_q2_gemm_wgmma_n256",
             "matmul_q2_gemm_wgmma_n256_split",
-            "matmul_q2_gemm_wgmma_s8",
             "matmul_q2_add_gemv_tc",
             "matmul_q2_add_gemv_b1",
             "matmul_q2_add_gemv_b1_out",
@@ -221,7 +213,6 @@ pub const SOURCES: &[KernelSource] = &[
             "matmul_q2_add_gemm_wgmma_n64_split",
             "matmul_q2_add_gemm_wgmma_n256",
             "matmul_q2_add_gemm_wgmma_n256_split",
-            "matmul_q2_add_gemm_wgmma_s8",
         ],
     },
     KernelSource {
@@ -241,7 +232,6 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q1_gemm_wgmma_n64_split",
             "gate_up_swiglu_q1_gemm_wgmma_n256",
             "gate_up_swiglu_q1_gemm_wgmma_n256_split",
-            "gate_up_swiglu_q1_gemm_wgmma_s8",
         ],
     },
     KernelSource {
@@ -261,7 +251,6 @@ pub const SOURCES: &[KernelSource] = &[
             "gate_up_swiglu_q2_gemm_wgmma_n64_split",
             "gate_up_swiglu_q2_gemm_wgmma_n256",
             "gate_up_swiglu_q2_gemm_wgmma_n256_split",
-            "gate_up_swiglu_q2_gemm_wgmma_s8",
         ],
     },
     KernelSource {

@@ -269,8 +269,8 @@ fn bench_batch_gemms(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Verif
     Ok(rows)
 }
 
-/// The prefill GEMMs this device runs: f16 mma.sync where its tiles fit, and every wgmma tile and
-/// the 8-bit-activation wgmma GEMM on compute capability 9.0.
+/// The f16 GEMMs this device runs: mma.sync where its tiles fit, and every wgmma tile on compute
+/// capability 9.0.
 fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
     let mut kernels = Vec::new();
     if crate::launch::matmul::f16_gemm_runs(&ctx.stream)? {
@@ -279,7 +279,6 @@ fn f16_gemms(ctx: &Ctx) -> Result<Vec<MatmulKernel>, VerifyError> {
     if crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         let tiles = crate::launch::matmul::WgmmaTile::ALL.map(|t| MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(t)));
         kernels.extend(tiles);
-        kernels.push(MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8));
     }
     Ok(kernels)
 }

@@ -7,7 +7,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
-pub(crate) use super::matmul_kernels::{b1_quant_bound, kernel_label, kernels_for, run_kernel, s8_quant_bound, MatmulKernel};
+pub(crate) use super::matmul_kernels::{b1_quant_bound, kernel_label, kernels_for, run_kernel, MatmulKernel};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
@@ -201,12 +201,6 @@ pub(crate) fn par_reference(w: &QMatrix, x: &[f32], m: usize, y0: &[f32], store:
 /// adds its (row, group) terms by fmaf, at most K/128 of them (one group per pair, single-group
 /// slots included); one shuffle add (u) and up to 16 split partials in order (16u):
 /// (K/128 + 18) u, doubled for second order like the others.
-/// s8 GEMM (matmul_gemm_s8.cu), on sum|w||x| + the quantization bound Q = sum_k |w_k| s_G(k) / 2
-/// (the caller adds Q once): each dequantized s q is within s / 2 + u |x| of x (the pre-pass'
-/// rounded division), so the products' magnitude is within sum|w||x| (1 + u) + Q; per group
-/// P = sum code q is exact in s32 and in f32 (|P| < 2^22), d s rounds once (u) and G = K/128
-/// fmaf add the terms in order (each term passes <= G roundings): u + (G + 1) u (1 + u), i.e.
-/// (K/128 + 3) u, doubled for second order like the others.
 pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     if is_f16(kernel) {
@@ -218,7 +212,6 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemv(GemvKernel::Bf16x3) if ternary => 2.0 * groups + 355.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8) => groups + 3.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16
             | GemmKernel::TensorCoreF16Splits(_)
             | GemmKernel::TensorCoreWgmma
@@ -273,30 +266,14 @@ pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &
     }
 }
 
-/// The quantization bounds of the kernels that quantize x: gemv_b1's (one token, per output) and
-/// the s8 GEMM's (m tokens, m x N; empty unless `kernels` has it).
-struct QuantBounds {
-    b1: Vec<f32>,
-    s8: Vec<f32>,
-}
-
-impl QuantBounds {
-    fn of(w: &QMatrix, x: &[f32], m: usize, kernels: &[MatmulKernel]) -> Result<Self, OpError> {
-        let b1 = if m == 1 { b1_quant_bound(w, x)? } else { vec![0.0; w.n()] };
-        let s8 = if kernels.contains(&MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8)) { s8_quant_bound(w, x, m)? } else { Vec::new() };
-        Ok(QuantBounds { b1, s8 })
-    }
-}
-
 /// Per output: the magnitude the kernel's coefficient multiplies, plus the kernel's additive term
-/// (gemv_b1 and the s8 GEMM: their quantization bound Q, which also enters the magnitude; others: 0).
-fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant: &QuantBounds) -> (Vec<f64>, Vec<f64>) {
-    let with_quant = |q: &[f32]| -> (Vec<f64>, Vec<f64>) {
-        (plain.iter().zip(q).map(|(&p, &q)| p as f64 + q as f64).collect(), q.iter().map(|&q| q as f64).collect())
-    };
+/// (gemv_b1: its quantization bound Q, which also enters the magnitude; others: 0).
+fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant: &[f32]) -> (Vec<f64>, Vec<f64>) {
     match kernel {
-        MatmulKernel::Gemv(GemvKernel::Binary) => with_quant(&quant.b1),
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8) => with_quant(&quant.s8),
+        MatmulKernel::Gemv(GemvKernel::Binary) => (
+            plain.iter().zip(quant).map(|(&p, &q)| p as f64 + q as f64).collect(),
+            quant.iter().map(|&q| q as f64).collect(),
+        ),
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => (gemv_tc.iter().map(|&v| v as f64).collect(), vec![0.0; plain.len()]),
         MatmulKernel::Gemm(_) => (plain.iter().map(|&v| v as f64).collect(), vec![0.0; plain.len()]),
     }
@@ -322,7 +299,7 @@ pub(super) fn matmul_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = QuantBounds::of(&w, &x, m, kernels)?;
+    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; n] };
     let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
@@ -367,7 +344,7 @@ pub(super) fn gate_up_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = QuantBounds::of(&w, &x, m, kernels)?;
+    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; 2 * f] };
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),

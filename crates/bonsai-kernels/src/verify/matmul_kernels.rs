@@ -31,9 +31,8 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
             }
             if launch::matmul::device_has_wgmma(&ctx.stream)? {
                 // Every tile forced (each its own entry point; the launcher's choice is one of
-                // them, and matmul_large runs that choice at the DiT shapes), and the 8-bit one.
+                // them, and matmul_large runs that choice at the DiT shapes).
                 gemms.splice(gemms.len() - 1..gemms.len() - 1, WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile));
-                gemms.insert(gemms.len() - 1, GemmKernel::TensorCoreWgmmaS8);
             }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }
@@ -56,7 +55,6 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens128)) => "gemm_wgmma_128",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256)) => "gemm_wgmma_256",
-        MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaS8) => "gemm_wgmma_s8",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
     }
 }
@@ -109,19 +107,5 @@ pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
 pub(crate) fn b1_quant_bound(w: &QMatrix, staged_x: &[f32]) -> Result<Vec<f32>, OpError> {
     let half_steps: Vec<f32> = b1_group_steps(staged_x).iter().flat_map(|&s| std::iter::repeat_n(s / 2.0, GROUP)).collect();
     let q = par_reference(&abs_matrix(w), &half_steps, 1, &vec![0.0; w.n()], Store::Overwrite)?;
-    Ok(q.into_iter().map(|v| v * (1.0 + 4.0 * U as f32)).collect())
-}
-
-/// The s8 GEMM's quantization step of every (token, 128-group) of x (matmul_gemm_s8.cu's
-/// pre-pass): s = amax / 127 in f32; each dequantized value s q is off by at most s / 2 + u |x|.
-fn s8_group_steps(x: &[f32]) -> Vec<f32> {
-    x.chunks(GROUP).map(|g| g.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 127.0).collect()
-}
-
-/// The s8 GEMM's quantization bound per output of m tokens: sum_G (s_G / 2) sum_{k in G} |W[n, k]|
-/// (row-major m x N), rounded up for the reference's own f32 rounding.
-pub(crate) fn s8_quant_bound(w: &QMatrix, x: &[f32], m: usize) -> Result<Vec<f32>, OpError> {
-    let half_steps: Vec<f32> = s8_group_steps(x).iter().flat_map(|&s| std::iter::repeat_n(s / 2.0, GROUP)).collect();
-    let q = par_reference(&abs_matrix(w), &half_steps, m, &vec![0.0; m * w.n()], Store::Overwrite)?;
     Ok(q.into_iter().map(|v| v * (1.0 + 4.0 * U as f32)).collect())
 }

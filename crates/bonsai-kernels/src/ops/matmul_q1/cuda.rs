@@ -60,9 +60,6 @@ pub(crate) const QG_WIDE_WARPS_N: usize = 4;
 /// less of the last wave).
 pub(crate) const QG_WIDE_MIN_WAVES: usize = 2;
 
-/// Fewest tokens the model plan gives [`GemmKernel::TensorCoreWgmmaS8`]: its one 128-token tile.
-pub const S8_GEMM_MIN_TOKENS: usize = 128;
-
 /// Which GEMM serves m > GEMV_MAX_TOKENS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmKernel {
@@ -80,12 +77,6 @@ pub enum GemmKernel {
     TensorCoreWgmma,
     /// [`GemmKernel::TensorCoreWgmma`] with this CTA tile instead of the launcher's choice.
     TensorCoreWgmmaTile(WgmmaTile),
-    /// Hopper's integer warpgroup MMA with 8-bit activations (matmul_gemm_s8.cu): each token's
-    /// 128-groups quantized to s8 with one f32 scale (s = amax / 127), the weights' codes exact
-    /// in s8, exact s32 sums per group added to f32 as P * (d * s). Chosen by the model plan for
-    /// Hadamard-rotated inputs only (error per value up to s / 2: fine where the rotation has
-    /// spread the outliers, not for raw activations). Compute capability 9.0 only.
-    TensorCoreWgmmaS8,
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
 }
@@ -106,7 +97,6 @@ impl GemmKernel {
             GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
             GemmKernel::TensorCoreWgmma
             | GemmKernel::TensorCoreWgmmaTile(_)
-            | GemmKernel::TensorCoreWgmmaS8
             | GemmKernel::TensorCoreBf16x3 => None,
         }
     }
@@ -166,7 +156,6 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
             GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
-            GemmKernel::TensorCoreWgmmaS8 => "gemm_wgmma_s8",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };
@@ -309,9 +298,6 @@ fn launch_any(
         None => default_gemm(m),
     };
     let io = (scales, payload, x_ptr, y_ptr);
-    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreWgmmaS8 {
-        return super::matmul_wgmma_s8::launch(gpu, f16_shape, io);
-    }
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
         return super::matmul_wgmma::launch(gpu, f16_shape, tile, io);
     }

@@ -114,13 +114,6 @@
         gemm_wgmma<BITS, MODE, 256, 3, true, QW_WIDE_WARPGROUPS>(scales, payload, xh, row_unscale, \
                                                                  m, y, n_out, k, partials,       \
                                                                  tile_counters, split_groups);   \
-    }                                                                                            \
-    /* 8-bit activations (matmul_gemm_s8.cu): 128 weight rows x 128 tokens, 2 warpgroups */      \
-    extern "C" __global__ void __launch_bounds__(QS_THREADS, 1)                                  \
-        PREFIX##_gemm_wgmma_s8(const u16* scales, const u32* payload, const unsigned char* xq,   \
-                       const float* group_scale, int m, float* y, int n_out, int k) {            \
-        griddep_wait();                                                                          \
-        gemm_wgmma_s8<BITS, MODE>(scales, payload, xq, group_scale, m, y, n_out, k);             \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)

@@ -102,10 +102,6 @@ pub enum Step {
     NormMatmul { x: Act, norm: VectorId, w: MatrixId, y: Act, store: Store },
     /// `out = swiglu(rmsnorm(x) · Wᵀ)`, likewise.
     NormGateUp { x: Act, norm: VectorId, w: MatrixId, out: Act },
-    /// A matmul (Store, Add or the gate|up SwiGLU) of a Hadamard-rotated input ([`Act::Rot`]) over
-    /// more rows than the GEMVs take: the backend may quantize such an input more coarsely (the
-    /// rotation spreads its outliers), see `plan::rotated_gemm`.
-    RotatedMatmul { w: MatrixId, y: Act, epilogue: Epilogue },
     /// qk_norm_rope then the KV write, one launch per sequence.
     RopeKvWrite { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// As [`Step::RopeKvWrite`], one launch for all one-row sequences (the plan's table).
@@ -243,11 +239,6 @@ fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     while i < ops.len() {
         let small = rows[i] <= NORM_FUSED_MAX_ROWS;
         let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
-        let step = match step {
-            Step::Op(Op::Matmul { w, x: Act::Rot, y, store }) if !small => Step::RotatedMatmul { w, y, epilogue: store.into() },
-            Step::Op(Op::GateUpSwiglu { w, x: Act::Rot, out }) if !small => Step::RotatedMatmul { w, y: out, epilogue: Epilogue::SwiGlu },
-            other => other,
-        };
         let step = match step {
             _ if !table => step,
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },

@@ -196,39 +196,6 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     }
 }
 
-/// Past the GEMVs' rows, a matmul of the rotated row (Store, Add, gate|up) is a
-/// [`Step::RotatedMatmul`] (the backend may give it a coarser GEMM); one of another input stays
-/// a plain op.
-#[test]
-fn a_batch_marks_the_matmuls_of_a_rotated_row() {
-    let all = |_: MatrixId| true;
-    let fits = |_: MatrixId, _: bool| true;
-    let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
-    let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs: VectorId(1), width: 256, block: 128, inverse: false, perm: None };
-    let (w, w2, w3, w4) = (MatrixId(0), MatrixId(1), MatrixId(2), MatrixId(3));
-    let plain = Op::Matmul { w: w4, x: Act::Xn, y: Act::Qkv, store: Store::Overwrite };
-    for (rows, marked) in [(vec![NORM_FUSED_MAX_ROWS + 1], true), (vec![300], true), (vec![NORM_FUSED_MAX_ROWS], false)] {
-        let mut program = crate::program::Program::new(dims(), rows.clone());
-        let (store, add) = (Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite }, Op::Matmul { w: w2, x: Act::Rot, y: Act::X, store: Store::Add });
-        let gate_up = Op::GateUpSwiglu { w: w3, x: Act::Rot, out: Act::Ffn };
-        program.ops = vec![hadamard, store, add, gate_up, plain];
-        let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(step, _)| step).collect();
-        if marked {
-            let want = vec![
-                Step::Op(hadamard),
-                Step::RotatedMatmul { w, y: Act::Mixed, epilogue: Epilogue::Store },
-                Step::RotatedMatmul { w: w2, y: Act::X, epilogue: Epilogue::Add },
-                Step::RotatedMatmul { w: w3, y: Act::Ffn, epilogue: Epilogue::SwiGlu },
-                Step::Op(plain),
-            ];
-            assert_eq!(s, want, "{rows:?}");
-        } else {
-            assert!(!s.iter().any(|step| matches!(step, Step::RotatedMatmul { .. })), "{rows:?}: {s:?}");
-        }
-    }
-}
-
 /// A small Bonsai 2 geometry: hidden 256, FFN 512, attention q_len 256, DeltaNet value 384
 /// (the four folded widths differ where they can), Hadamard block 128, three DeltaNet layers and
 /// one attention layer.

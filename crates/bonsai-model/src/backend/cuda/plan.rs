@@ -490,14 +490,6 @@ fn run_seqs_step(
     Ok(())
 }
 
-/// The GEMM of a matmul of a Hadamard-rotated input over `rows` rows: the 8-bit-activation
-/// wgmma GEMM where the device has it and the rows fill its 128-token tile (the rotation leaves
-/// no outlier to lose to the per-group 8-bit step), else the default.
-fn rotated_gemm(b: &CudaBackend, rows: usize) -> Result<Option<mm::GemmKernel>, BackendError> {
-    let wgmma = mm::device_has_wgmma(&b.stream).map_err(device_err("reading the compute capability"))?;
-    Ok((wgmma && rows >= mm::S8_GEMM_MIN_TOKENS).then_some(mm::GemmKernel::TensorCoreWgmmaS8))
-}
-
 /// Launches one step.
 fn run_step(
     b: &CudaBackend,
@@ -521,10 +513,6 @@ fn run_step(
             Step::Op(_) => unreachable!("ran above"),
             Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows => {
                 return Err(BackendError::Device(format!("{step:?} in a plan without a sequence table")));
-            }
-            Step::RotatedMatmul { w: m, y, epilogue } => {
-                let (x, y) = acts.pair(Act::Rot, y)?;
-                mm::matmul(b.launcher(), &w(m), x, rows, y, epilogue, rotated_gemm(b, rows)?).map_err(device_err("matmul (rotated input)"))?;
             }
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
@@ -684,7 +672,6 @@ pub(super) fn describe(plan: &CudaPlan) -> String {
 fn step_name(step: &Step) -> String {
     match step {
         Step::Op(op) => format!("{op:?}").split([' ', '(']).next().unwrap_or("op").to_string(),
-        Step::RotatedMatmul { epilogue, .. } => format!("matmul {epilogue:?} (rotated input)"),
         Step::NormMatmul { .. } => "norm+matmul".into(),
         Step::NormGateUp { .. } => "norm+gate_up_swiglu".into(),
         Step::RopeKvWrite { .. } => "qk_norm_rope+kv_write".into(),
