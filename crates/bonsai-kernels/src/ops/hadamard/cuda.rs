@@ -140,6 +140,74 @@ fn launch_transform(
     Ok(())
 }
 
+/// Threads of `hadamard_f16_rows_q*` (HADAMARD_F16_THREADS).
+const F16_ROWS_THREADS: u32 = 512;
+
+/// Bytes of a prepared f16 GEMM input of `rows` rows of `width` values ([`rotate_to_f16`]): the
+/// f16 values, then (16-byte aligned) the rows' unscales.
+pub fn prepared_f16_bytes(rows: usize, width: usize) -> usize {
+    prepared_unscale_offset(rows, width) + 4 * rows
+}
+
+/// Byte offset of the row unscales in a prepared f16 GEMM input.
+pub fn prepared_unscale_offset(rows: usize, width: usize) -> usize {
+    (2 * rows * width).next_multiple_of(16)
+}
+
+/// The forward transform of [`hadamard`] on `rows` rows, written as the f16 GEMM's input of a
+/// `bits`-bit matrix (`hadamard_f16_rows_q*`: per row its f16 values in pair-slot order, then the
+/// rows' 2^-e, at [`prepared_unscale_offset`]) into `out`, whose f32 storage holds at least
+/// [`prepared_f16_bytes`]: what `hadamard` then the GEMM's own pre-pass would make, bit for bit
+/// (`crate::launch::matmul::matmul_prepared` takes it). Whole rows per CTA in shared memory: the
+/// width must fit the device's opt-in (17408 values: 68 KB).
+#[allow(clippy::too_many_arguments)]
+pub fn rotate_to_f16(
+    gpu: Gpu<'_>,
+    x: &impl DevicePtr<f32>,
+    signs: &impl DevicePtr<f32>,
+    width: usize,
+    block: usize,
+    tiled_to_grouped: Option<VHeadPerm>,
+    rows: usize,
+    bits: crate::launch::QuantBits,
+    out: &mut impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
+    let (perm_hd, perm_k, perm_rep) = check_transform(width, block, false, tiled_to_grouped)?;
+    if !width.is_multiple_of(GROUP) {
+        return Err(shape(OP, format!("the f16 GEMM's input takes whole 128-groups; the row has {width} values")));
+    }
+    expect_at_least(OP, "signs", signs.len(), width)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    expect_at_least(OP, "x", x.len(), rows * width)?;
+    expect_at_least(OP, "prepared output (f32 words)", out.len() * 4, prepared_f16_bytes(rows, width))?;
+    as_i32(OP, "rows x width", rows * width)?;
+    let rows_u = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+    let scale = 1.0 / (block as f32).sqrt();
+    let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
+    let (x_p, _a) = read_ptr(x, gpu.stream);
+    let (s_p, _b) = read_ptr(signs, gpu.stream);
+    let (o_p, _c) = write_ptr(out, gpu.stream);
+    let unscale_p = o_p + prepared_unscale_offset(rows, width) as u64;
+    let func = gpu.function(if bits == crate::launch::QuantBits::One { "hadamard_f16_rows_q1" } else { "hadamard_f16_rows_q2" })?;
+    let smem = 4 * width;
+    if smem > DEFAULT_SHARED_BYTES {
+        crate::launch::opt_in_shared_memory(OP, gpu.stream, func, smem, "a whole row")?;
+    }
+    let cfg = LaunchConfig { grid_dim: (rows_u, 1, 1), block_dim: (F16_ROWS_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+    let mut l = Launch::new(gpu, func);
+    l.arg(&x_p).arg(&s_p).arg(&o_p).arg(&unscale_p).arg(&width_i).arg(&block_i).arg(&scale);
+    l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
+    // SAFETY: matches hadamard_f16_rows_q*(x, signs, out, row_unscale, width, block, scale,
+    // perm_hd, perm_k_heads, perm_rep); x holds rows * width floats, signs width, out rows * width
+    // halves then (16-byte aligned) rows floats (checked above); one CTA per row with the row's
+    // width floats of shared memory (opted in past the default); the permutation maps [0, width)
+    // onto itself and the width is whole 128-groups (the slot map's unit).
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
 /// Checks a transform's width, block and permutation; returns the kernels' permutation arguments
 /// (head_dim, k_heads, rep), zeros without one.
 fn check_transform(width: usize, block: usize, inverse: bool, tiled_to_grouped: Option<VHeadPerm>) -> Result<(i32, i32, i32), LaunchError> {
