@@ -9,6 +9,31 @@
 // It defines the order every kernel here keeps: the stages by index bit, bit 0 first, each pair
 // (u, v) -> (u + v, u - v).
 
+// Index g of a grouped row reads tiled index hadamard_source(g) (perm_hd = 0: no permutation):
+// grouped head k_idx * rep + v_idx lives at tiled head v_idx * k_heads + k_idx.
+__device__ __forceinline__ int hadamard_source(int g, int perm_hd, int perm_k_heads, int perm_rep) {
+    if (perm_hd == 0) return g;
+    const int head = g / perm_hd, within = g % perm_hd;
+    const int k_idx = head / perm_rep, v_idx = head % perm_rep;
+    return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
+}
+
+// The butterfly stages over `n` values in shared memory, whole blocks of `block`: len = 1, 2, ..,
+// block / 2, each pair (i, i + len) -> (u + v, u - v), a CTA barrier after each stage (a stage's
+// pairs never cross a block: len < block, both powers of two).
+__device__ __forceinline__ void smem_butterflies(float* buf, int n, int block) {
+    const int pairs = n / 2;
+    for (int len = 1; len < block; len <<= 1) {
+        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+            const int i = (p / len) * 2 * len + (p % len);
+            const float a = buf[i], b = buf[i + len];
+            buf[i] = a + b;
+            buf[i + len] = a - b;
+        }
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, const float* __restrict__ signs,
                                                   float* __restrict__ y, int width, int block, float scale,
                                                   int inverse, int perm_hd, int perm_k_heads, int perm_rep) {
@@ -26,28 +51,12 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
         if (inverse) {
             v = xr[g];
         } else {
-            int source = g;
-            if (perm_hd > 0) {
-                // Grouped head k_idx * rep + v_idx lives at tiled head v_idx * k_heads + k_idx.
-                const int head = g / perm_hd, within = g % perm_hd;
-                const int k_idx = head / perm_rep, v_idx = head % perm_rep;
-                source = (v_idx * perm_k_heads + k_idx) * perm_hd + within;
-            }
-            v = xr[source] * signs[g];
+            v = xr[hadamard_source(g, perm_hd, perm_k_heads, perm_rep)] * signs[g];
         }
         hadamard_buf[i] = v * scale;
     }
     __syncthreads();
-    const int pairs = block / 2;
-    for (int len = 1; len < block; len <<= 1) {
-        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-            const int i = (p / len) * 2 * len + (p % len);
-            const float a = hadamard_buf[i], b = hadamard_buf[i + len];
-            hadamard_buf[i] = a + b;
-            hadamard_buf[i + len] = a - b;
-        }
-        __syncthreads();
-    }
+    smem_butterflies(hadamard_buf, block, block);
     for (int i = threadIdx.x; i < block; i += blockDim.x) {
         const int g = first + i;
         yr[g] = inverse ? hadamard_buf[i] * signs[g] : hadamard_buf[i];
@@ -99,13 +108,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     const int row0 = (blockIdx.x / blocks_per_row) * HADAMARD_ROWS_PER_CTA;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int groups = block / GROUP_SIZE;
-    auto source_of = [&](int g) {
-        if (inverse || perm_hd == 0) return g;
-        // Grouped head k_idx * rep + v_idx lives at tiled head v_idx * k_heads + k_idx.
-        const int head = g / perm_hd, within = g % perm_hd;
-        const int k_idx = head / perm_rep, v_idx = head % perm_rep;
-        return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
-    };
+    auto source_of = [&](int g) { return inverse ? g : hadamard_source(g, perm_hd, perm_k_heads, perm_rep); };
     // The second phase's layout: value k of a thread is group lane_set * per + k % per at offset
     // j0 + k / per.
     const int per_thread = block / blockDim.x;
@@ -330,14 +333,7 @@ __device__ __forceinline__ void hadamard_rotate_planes_body(HADAMARD_ROTATE_PARA
     const int first = blockIdx.x * block;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int groups = block / GROUP_SIZE;
-    // Grouped index g of the row reads tiled index source(g): grouped head k_idx * rep + v_idx
-    // lives at tiled head v_idx * k_heads + k_idx.
-    auto source_of = [&](int g) {
-        if (perm_hd == 0) return g;
-        const int head = g / perm_hd, within = g % perm_hd;
-        const int k_idx = head / perm_rep, v_idx = head % perm_rep;
-        return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
-    };
+    auto source_of = [&](int g) { return hadamard_source(g, perm_hd, perm_k_heads, perm_rep); };
     const bool gated = norm_w != nullptr && head_dim > 0;
     // The gated heads divide the block, a power of two: head_dim is one too, so the head of index
     // i is i >> head_shift and its offset i & (head_dim - 1) (no integer division: the kernel is
@@ -478,8 +474,8 @@ extern "C" __global__ void __launch_bounds__(1024) hadamard_rotate_planes(HADAMA
 
 // The forward transform of whole rows straight into the f16 GEMM's input (ops/hadamard/mod.rs,
 // "Into the f16 GEMM's input"): one CTA per row, the row in dynamic shared memory (W floats).
-// The load and the butterflies are hadamard_block_in_smem's, over every block of the row at once
-// (a stage's pairs never cross a block: len < block, both powers of two), so the transformed
+// The load and the butterflies are hadamard_block_in_smem's (smem_butterflies), over every block of
+// the row at once, so the transformed
 // values are that kernel's bit for bit; then x_to_f16_rows' arithmetic on them: the row's max
 // |value|, e = qg_row_exponent(max), xh = f16_rn(value * 2^e) in pair-slot order (BITS' slot
 // map), row_unscale = 2^-e. So xh and row_unscale equal hadamard then x_to_f16_rows_q{BITS}.
@@ -494,27 +490,12 @@ __device__ __forceinline__ void hadamard_to_f16_rows(const float* __restrict__ x
     const long long row = blockIdx.x;
     const float* xr = x + row * width;
     for (int g = threadIdx.x; g < width; g += blockDim.x) {
-        int source = g;
-        if (perm_hd > 0) {
-            const int head = g / perm_hd, within = g % perm_hd;
-            const int k_idx = head / perm_rep, v_idx = head % perm_rep;
-            source = (v_idx * perm_k_heads + k_idx) * perm_hd + within;
-        }
         // Each product rounded on its own, as the shared-memory kernel stores it (no FMA with the
         // first butterfly).
-        hadamard_row[g] = __fmul_rn(__fmul_rn(xr[source], signs[g]), scale);
+        hadamard_row[g] = __fmul_rn(__fmul_rn(xr[hadamard_source(g, perm_hd, perm_k_heads, perm_rep)], signs[g]), scale);
     }
     __syncthreads();
-    const int pairs = width / 2;
-    for (int len = 1; len < block; len <<= 1) {
-        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-            const int i = (p / len) * 2 * len + (p % len);
-            const float a = hadamard_row[i], b = hadamard_row[i + len];
-            hadamard_row[i] = a + b;
-            hadamard_row[i + len] = a - b;
-        }
-        __syncthreads();
-    }
+    smem_butterflies(hadamard_row, width, block);
     float amax = 0.0f;
     for (int g = threadIdx.x; g < width; g += blockDim.x) amax = fmaxf(amax, fabsf(hadamard_row[g]));
     amax = block_max(amax, scratch);
