@@ -524,7 +524,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/hadamard/hadamard.cu",
         text: include_str!("../ops/hadamard/hadamard.cu"),
-        entry_points: &["hadamard_block_in_smem", "hadamard_blocks_in_warps", "hadamard_rotate_planes", "hadamard_f16_rows_q1", "hadamard_f16_rows_q2"],
+        entry_points: &["hadamard_block_in_smem", "hadamard_blocks_in_warps", "hadamard_rotate_planes"],
     },
     KernelSource {
         path: "ops/ssm_conv/ssm_conv.cu",

@@ -226,21 +226,6 @@ fn hadamard(ctx: &mut Ctx, rows: usize, width: usize, block: usize, inverse: boo
         let want_bits = download(&ctx.stream, &loop_d)?;
         ctx.record("hadamard", &format!("rows={rows} W={width} n={block} {kind} = shared-memory loop"), floats_identical(&got, &want_bits));
     }
-    if !inverse && width % crate::weights::GROUP == 0 && block % 2 == 0 {
-        // Into the f16 GEMM's input: the transform's rows, then the GEMM's pre-pass, bit for bit.
-        for bits in [launch::QuantBits::One, launch::QuantBits::Two] {
-            let (xh, unscale) = launch::matmul::f16_prepass(ctx.gpu(), bits, rows, width, &yd)?;
-            let (xh, unscale) = (download(&ctx.stream, &xh)?, download(&ctx.stream, &unscale)?);
-            let mut want_words: Vec<u32> = xh.chunks(2).map(|p| p[0] as u32 | (p[1] as u32) << 16).collect();
-            want_words.resize(launch::hadamard::prepared_unscale_offset(rows, width) / 4, 0);
-            want_words.extend(unscale.iter().map(|v| v.to_bits()));
-            let mut out = poisoned(&ctx.stream, launch::hadamard::prepared_f16_bytes(rows, width).div_ceil(4))?;
-            launch::hadamard::rotate_to_f16(ctx.gpu(), &xd, &sd, width, block, perm, rows, bits, &mut out)?;
-            let got_words: Vec<u32> = download(&ctx.stream, &out)?.iter().map(|v| v.to_bits()).collect();
-            let label = format!("rows={rows} W={width} n={block} {kind} into f16 {bits:?} = hadamard + x_to_f16_rows");
-            ctx.record("hadamard", &label, words_equal(&got_words[..want_words.len()], &want_words));
-        }
-    }
     Ok(())
 }
 

@@ -18,22 +18,6 @@ __device__ __forceinline__ int hadamard_source(int g, int perm_hd, int perm_k_he
     return (v_idx * perm_k_heads + k_idx) * perm_hd + within;
 }
 
-// The butterfly stages over `n` values in shared memory, whole blocks of `block`: len = 1, 2, ..,
-// block / 2, each pair (i, i + len) -> (u + v, u - v), a CTA barrier after each stage (a stage's
-// pairs never cross a block: len < block, both powers of two).
-__device__ __forceinline__ void smem_butterflies(float* buf, int n, int block) {
-    const int pairs = n / 2;
-    for (int len = 1; len < block; len <<= 1) {
-        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
-            const int i = (p / len) * 2 * len + (p % len);
-            const float a = buf[i], b = buf[i + len];
-            buf[i] = a + b;
-            buf[i + len] = a - b;
-        }
-        __syncthreads();
-    }
-}
-
 extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, const float* __restrict__ signs,
                                                   float* __restrict__ y, int width, int block, float scale,
                                                   int inverse, int perm_hd, int perm_k_heads, int perm_rep) {
@@ -56,7 +40,16 @@ extern "C" __global__ void hadamard_block_in_smem(const float* __restrict__ x, c
         hadamard_buf[i] = v * scale;
     }
     __syncthreads();
-    smem_butterflies(hadamard_buf, block, block);
+    const int pairs = block / 2;
+    for (int len = 1; len < block; len <<= 1) {
+        for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+            const int i = (p / len) * 2 * len + (p % len);
+            const float a = hadamard_buf[i], b = hadamard_buf[i + len];
+            hadamard_buf[i] = a + b;
+            hadamard_buf[i + len] = a - b;
+        }
+        __syncthreads();
+    }
     for (int i = threadIdx.x; i < block; i += blockDim.x) {
         const int g = first + i;
         yr[g] = inverse ? hadamard_buf[i] * signs[g] : hadamard_buf[i];
@@ -77,8 +70,6 @@ __device__ __forceinline__ float butterfly_side(float mine, float other, bool up
 #define HADAMARD_GROUPS_PER_WARP 2
 // Values per thread in its second phase: block / blockDim.x, 4 (8 for MAX_BLOCK).
 #define HADAMARD_PER_THREAD 8
-// Threads of hadamard_f16_rows_q1 / _q2 (a CTA per row).
-#define HADAMARD_F16_THREADS 512
 
 // hadamard_block_in_smem's transform for blocks of whole 128-groups (ops/hadamard/cuda.rs picks
 // it; block <= MAX_BLOCK), bit for bit, at the bandwidth of the rows: one CTA per block column and
@@ -470,57 +461,4 @@ extern "C" __global__ void __launch_bounds__(1024) hadamard_rotate_planes(HADAMA
         hadamard_rotate_planes_body<1>(HADAMARD_ROTATE_ARGS);
     else
         hadamard_rotate_planes_two_groups(HADAMARD_ROTATE_ARGS);
-}
-
-// The forward transform of whole rows straight into the f16 GEMM's input (ops/hadamard/mod.rs,
-// "Into the f16 GEMM's input"): one CTA per row, the row in dynamic shared memory (W floats).
-// The load and the butterflies are hadamard_block_in_smem's (smem_butterflies), over every block of
-// the row at once, so the transformed
-// values are that kernel's bit for bit; then x_to_f16_rows' arithmetic on them: the row's max
-// |value|, e = qg_row_exponent(max), xh = f16_rn(value * 2^e) in pair-slot order (BITS' slot
-// map), row_unscale = 2^-e. So xh and row_unscale equal hadamard then x_to_f16_rows_q{BITS}.
-// `out` holds the row's W f16 values at out + row * W (halves), `row_unscale` the rows' floats.
-template <int BITS>
-__device__ __forceinline__ void hadamard_to_f16_rows(const float* __restrict__ x, const float* __restrict__ signs,
-                                                     u16* __restrict__ out, float* __restrict__ row_unscale,
-                                                     int width, int block, float scale, int perm_hd,
-                                                     int perm_k_heads, int perm_rep) {
-    extern __shared__ float hadamard_row[];
-    __shared__ float scratch[WARP_SIZE];
-    const long long row = blockIdx.x;
-    const float* xr = x + row * width;
-    for (int g = threadIdx.x; g < width; g += blockDim.x) {
-        // Each product rounded on its own, as the shared-memory kernel stores it (no FMA with the
-        // first butterfly).
-        hadamard_row[g] = __fmul_rn(__fmul_rn(xr[hadamard_source(g, perm_hd, perm_k_heads, perm_rep)], signs[g]), scale);
-    }
-    __syncthreads();
-    smem_butterflies(hadamard_row, width, block);
-    float amax = 0.0f;
-    for (int g = threadIdx.x; g < width; g += blockDim.x) amax = fmaxf(amax, fabsf(hadamard_row[g]));
-    amax = block_max(amax, scratch);
-    const int e = qg_row_exponent(amax);
-    const float up = qg_pow2(e);
-    u32* o = reinterpret_cast<u32*>(out + row * width);
-    for (int s = threadIdx.x * 2; s < width; s += blockDim.x * 2) {
-        const int base = s & ~(GROUP_SIZE - 1), slot = s & (GROUP_SIZE - 1);
-        const u16 lo = f32_to_f16(hadamard_row[base + mma_slot_k<BITS>(slot)] * up);
-        const u16 hi = f32_to_f16(hadamard_row[base + mma_slot_k<BITS>(slot + 1)] * up);
-        o[s / 2] = pack_b16(lo, hi);
-    }
-    if (threadIdx.x == 0) row_unscale[row] = qg_pow2(-e);
-}
-
-#define HADAMARD_F16_PARAMS                                                                         \
-    const float *x, const float *signs, u16 *out, float *row_unscale, int width, int block, float scale, \
-        int perm_hd, int perm_k_heads, int perm_rep
-extern "C" __global__ void __launch_bounds__(HADAMARD_F16_THREADS) hadamard_f16_rows_q1(HADAMARD_F16_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
-    hadamard_to_f16_rows<1>(x, signs, out, row_unscale, width, block, scale, perm_hd, perm_k_heads, perm_rep);
-}
-extern "C" __global__ void __launch_bounds__(HADAMARD_F16_THREADS) hadamard_f16_rows_q2(HADAMARD_F16_PARAMS) {
-    griddep_wait();
-    griddep_launch_dependents();
-    hadamard_to_f16_rows<2>(x, signs, out, row_unscale, width, block, scale, perm_hd, perm_k_heads, perm_rep);
 }

@@ -75,20 +75,6 @@
 //! power of two) instead of three integer divisions per value. The launch's other costs are
 //! its place in the chain: the GEMV before it must complete before its wait returns, and the
 //! GEMV after it waits for it to complete (docs/kernel-notes.md, Bonsai 2 decode: what is left).
-//!
-//! ## Into the f16 GEMM's input (a batch)
-//!
-//! A batch's folded matmuls (more rows than the GEMVs take) run the f16 GEMM, whose pre-pass
-//! (`x_to_f16_rows`) reads the rotated rows again to scale each by a power of two and round it
-//! to f16 in the weights' slot order: per value 8 bytes of the transform, then 10 of the pre-pass
-//! (twice where a mixer's two projections read the row). `rotate_to_f16` (hadamard.cu:
-//! `hadamard_f16_rows_q*`) does both in one pass, a CTA per row with the whole row in shared
-//! memory (the same load, products and butterflies as the shared-memory kernel, then the
-//! pre-pass's max, exponent and f16 rounding): 6 bytes per value, and the GEMMs read its output
-//! without a pre-pass (`launch::matmul::matmul_prepared`). Its output equals the transform then
-//! the pre-pass bit for bit (`bonsai kernels verify`: "into f16 ... = hadamard + x_to_f16_rows").
-//! Speed of light on the H200: 6 bytes per value at the copy rate, a 512-row chunk of 17408
-//! values 53 MB -> ~13 us.
 
 mod cpu;
 mod reference;

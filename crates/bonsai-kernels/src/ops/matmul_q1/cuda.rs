@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::matmul_f16::{F16Input, F16Shape};
+use super::matmul_f16::F16Shape;
 pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile};
 pub(crate) use super::matmul_wgmma::require_wgmma;
 use crate::launch_ex::Launch;
@@ -179,66 +179,6 @@ pub fn matmul(
     launch_any(gpu, w, x, m, y, epilogue, n_out, gemm, None, None)
 }
 
-/// Whether [`matmul_prepared`] serves m tokens on this device: the default GEMM for m is an f16
-/// one (m > GEMV_MAX_TOKENS on sm_80 / sm_90 / sm_100, whose shared memory holds its tiles).
-pub fn prepared_input_runs(stream: &Arc<CudaStream>, bits: QuantBits, m: usize, n_out: usize, k: usize) -> Result<bool, LaunchError> {
-    if m <= GEMV_MAX_TOKENS {
-        return Ok(false);
-    }
-    let s = F16Shape { bits, epilogue: Epilogue::Store, m, n_out, k };
-    Ok(matches!(super::matmul_f16::auto_gemm(stream, &s)?, GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreF16))
-}
-
-/// [`matmul`] of m rows already converted for the f16 GEMM (`prepared`:
-/// `crate::launch::hadamard::rotate_to_f16`'s output for `w`'s bits, m rows of `w.k` values):
-/// the same GEMM [`matmul`] runs for m rows, without its pre-pass. Only where
-/// [`prepared_input_runs`] says so.
-pub fn matmul_prepared(
-    gpu: Gpu<'_>,
-    w: &QWeightsView<'_>,
-    prepared: &impl DevicePtr<f32>,
-    m: usize,
-    y: &mut impl DevicePtrMut<f32>,
-    epilogue: Epilogue,
-) -> Result<(), LaunchError> {
-    let op = epilogue.op_name();
-    w.validate(op)?;
-    let n_out = outputs(w, epilogue)?;
-    if !prepared_input_runs(gpu.stream, w.bits, m, n_out, w.k)? {
-        return Err(shape(op, format!("a prepared f16 input needs the f16 GEMM, which does not serve m = {m} on this device")));
-    }
-    let bytes = crate::launch::hadamard::prepared_f16_bytes(m, w.k);
-    expect_at_least(op, "prepared input (f32 words)", prepared.len() * 4, bytes)?;
-    expect_at_least(op, "y", y.len(), m * n_out)?;
-    as_i32(op, "N*K/32", w.n * w.k / 32)?;
-    let (scales, _g0) = read_ptr(w.scales, gpu.stream);
-    let (payload, _g1) = read_ptr(w.payload, gpu.stream);
-    let (xh, _g2) = read_ptr(prepared, gpu.stream);
-    let (y_ptr, _g3) = write_ptr(y, gpu.stream);
-    let unscale = xh + crate::launch::hadamard::prepared_unscale_offset(m, w.k) as u64;
-    let s = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
-    let io = (scales, payload, F16Input::Prepared { xh, unscale }, y_ptr);
-    match super::matmul_f16::auto_gemm(gpu.stream, &s)? {
-        GemmKernel::TensorCoreWgmma => super::matmul_wgmma::launch(gpu, s, None, io),
-        _ => super::matmul_f16::launch(gpu, s, None, io),
-    }
-}
-
-/// The f16 GEMMs' pre-pass alone on m rows of K f32 (16-byte aligned): the pair-slot f16 rows of a
-/// `bits`-bit matrix's GEMM and the rows' 2^-e (verify compares `rotate_to_f16` with it).
-pub(crate) fn f16_prepass(
-    gpu: Gpu<'_>,
-    bits: QuantBits,
-    m: usize,
-    k: usize,
-    x: &impl DevicePtr<f32>,
-) -> Result<(cudarc::driver::CudaSlice<u16>, cudarc::driver::CudaSlice<f32>), LaunchError> {
-    expect_at_least("matmul", "x", x.len(), m * k)?;
-    let (x_ptr, _g) = read_ptr(x, gpu.stream);
-    expect_aligned16("matmul", "x", x_ptr)?;
-    super::matmul_f16::prepass(gpu, &F16Shape { bits, epilogue: Epilogue::Store, m, n_out: 1, k }, x_ptr)
-}
-
 impl From<Store> for Epilogue {
     fn from(store: Store) -> Self {
         match store {
@@ -358,12 +298,11 @@ fn launch_any(
         None => default_gemm(m),
     };
     let io = (scales, payload, x_ptr, y_ptr);
-    let f16_io = (scales, payload, F16Input::Rows(x_ptr), y_ptr);
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
-        return super::matmul_wgmma::launch(gpu, f16_shape, tile, f16_io);
+        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io);
     }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
-        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, f16_io);
+        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io);
     }
     let gemv = match gemv {
         Some(g) => g,

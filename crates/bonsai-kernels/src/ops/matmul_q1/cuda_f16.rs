@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{
     kernel_name, Epilogue, GemmKernel, F16_GEMM_MIN_TOKENS, QG_NARROW_WARPS_N, QG_PREP_THREADS, QG_STAGES,
@@ -160,14 +160,14 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
     })
 }
 
-/// Runs the pre-pass (for f32 rows) and the GEMM. The input (m x K, f32 16-byte aligned or
-/// prepared) and `y` (m x n_out f32) were checked by the caller; `scales` / `payload` hold the
-/// matrix in group-128 layout; `forced_splits` as in [`geometry`].
+/// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
+/// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
+/// `forced_splits` as in [`geometry`].
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
     forced_splits: Option<usize>,
-    (scales, payload, input, y): (u64, u64, F16Input, u64),
+    (scales, payload, x, y): (u64, u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -181,7 +181,9 @@ pub(crate) fn launch(
         ));
     }
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (_converted, xh_ptr, unscale_ptr) = converted(gpu, &s, input)?;
+    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
 
     let mut name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
     if geo.splits() > 1 {
@@ -227,33 +229,6 @@ pub(crate) fn launch(
     // zeroed u32 per output tile (allocated above for this grid).
     unsafe { b.launch(cfg) }?;
     Ok(())
-}
-
-/// The input of the f16 GEMMs: f32 rows their pre-pass converts, or rows already converted
-/// (`hadamard::rotate_to_f16`): device pointers to m x K f16 in pair-slot order and m row unscales.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum F16Input {
-    Rows(u64),
-    Prepared { xh: u64, unscale: u64 },
-}
-
-/// The pre-pass's output for `input` (run here for [`F16Input::Rows`], kept alive by the caller)
-/// and the (xh, unscale) pointers the GEMM reads.
-pub(crate) fn converted(gpu: Gpu<'_>, s: &F16Shape, input: F16Input) -> Result<(Option<(CudaSlice<u16>, CudaSlice<f32>)>, u64, u64), LaunchError> {
-    match input {
-        F16Input::Prepared { xh, unscale } => Ok((None, xh, unscale)),
-        F16Input::Rows(x) => {
-            let (xh, unscale) = prepass(gpu, s, x)?;
-            let (xh_ptr, unscale_ptr) = (raw_ptr(&xh, gpu), raw_ptr(&unscale, gpu));
-            Ok((Some((xh, unscale)), xh_ptr, unscale_ptr))
-        }
-    }
-}
-
-/// The device address of a stream-ordered scratch buffer used only on this stream.
-fn raw_ptr<T>(buf: &CudaSlice<T>, gpu: Gpu<'_>) -> u64 {
-    let (ptr, _guard) = buf.device_ptr(gpu.stream);
-    ptr
 }
 
 /// The activation pre-pass of both f16 GEMMs (this one and the wgmma one): `x_to_f16_rows_q*`

@@ -8,7 +8,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
-use super::matmul_f16::{converted, F16Input, F16Shape};
+use super::matmul_f16::{prepass, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
 use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
@@ -151,13 +151,13 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
     Ok((tiles, token_tiles as u32))
 }
 
-/// Runs the pre-pass (for f32 rows) and the wgmma GEMM. The input (m x K, f32 16-byte aligned or
-/// prepared) and `y` (m x n_out f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+/// Runs the pre-pass and the wgmma GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out
+/// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
     forced: Option<WgmmaTile>,
-    (scales, payload, input, y): (u64, u64, F16Input, u64),
+    (scales, payload, x, y): (u64, u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -170,7 +170,9 @@ pub(crate) fn launch(
     opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (_converted, xh_ptr, unscale_ptr) = converted(gpu, &s, input)?;
+    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
+    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
     let groups = s.k / GROUP;
     // The 128-token tile has no split entry point: it is chosen only for grids that fill at least
     // half the SMs, which k_splits leaves whole.

@@ -41,7 +41,6 @@
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
-use bonsai_kernels::launch::QuantBits;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::Store;
 
@@ -103,13 +102,6 @@ pub enum Step {
     NormMatmul { x: Act, norm: VectorId, w: MatrixId, y: Act, store: Store },
     /// `out = swiglu(rmsnorm(x) · Wᵀ)`, likewise.
     NormGateUp { x: Act, norm: VectorId, w: MatrixId, out: Act },
-    /// A batch's forward Hadamard transform of `x` into [`Act::Rot`], written as the f16 GEMM's
-    /// input of `bits`-bit matrices (`rotate_to_f16`: the GEMM's pre-pass fused into the
-    /// transform) for the [`Step::MatmulPrepared`] steps that read it.
-    RotateF16 { x: Act, signs: VectorId, width: usize, block: usize, perm: Option<VHeadPerm>, bits: QuantBits },
-    /// A matmul (Store, Add or the gate|up SwiGLU) of the prepared [`Act::Rot`] of a
-    /// [`Step::RotateF16`]: the f16 GEMM without its pre-pass.
-    MatmulPrepared { w: MatrixId, y: Act, epilogue: Epilogue },
     /// qk_norm_rope then the KV write, one launch per sequence.
     RopeKvWrite { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// As [`Step::RopeKvWrite`], one launch for all one-row sequences (the plan's table).
@@ -176,9 +168,6 @@ pub struct Caps<'a> {
     /// Whether two matrices' one-token GEMVs on the same planes run as one launch
     /// ([`Step::GemvPair`]: one format and K, a one-wave grid for both).
     pub gemv_pair: &'a dyn Fn(MatrixId, MatrixId) -> bool,
-    /// For a batch of this many rows: the bits of matrix w when its GEMM takes an input the
-    /// transform prepared ([`Step::RotateF16`]; the f16 GEMM serves such batches), else None.
-    pub prepared_gemm: &'a dyn Fn(MatrixId, usize) -> Option<QuantBits>,
 }
 
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
@@ -246,29 +235,9 @@ fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     let rows = program.op_rows();
     let table = uses_seq_table(program);
     let mut steps = Vec::new();
-    // The matmuls that read a transform's prepared output.
-    let mut prepared_readers = vec![false; ops.len()];
     let mut i = 0;
     while i < ops.len() {
         let small = rows[i] <= NORM_FUSED_MAX_ROWS;
-        if !small {
-            if let Some((step, readers)) = prepared_rotation(ops, i, &rows, caps) {
-                readers.into_iter().for_each(|r| prepared_readers[r] = true);
-                steps.push((step, i));
-                i += 1;
-                continue;
-            }
-            if prepared_readers[i] {
-                let step = match ops[i] {
-                    Op::Matmul { w, y, store, .. } => Step::MatmulPrepared { w, y, epilogue: store.into() },
-                    Op::GateUpSwiglu { w, out, .. } => Step::MatmulPrepared { w, y: out, epilogue: Epilogue::SwiGlu },
-                    _ => unreachable!("prepared_rotation takes matmul readers only"),
-                };
-                steps.push((step, i));
-                i += 1;
-                continue;
-            }
-        }
         let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
         let step = match step {
             _ if !table => step,
@@ -283,45 +252,6 @@ fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
         i += used;
     }
     steps
-}
-
-/// A batch's forward transform into [`Act::Rot`] at `ops[i]` as a [`Step::RotateF16`], with the
-/// indices of the ops that read its output: when every reader before `Act::Rot` is next written
-/// is a matmul (Store, Add, gate|up) of one bits, over the transform's rows, whose GEMM takes a
-/// prepared input for that many rows, and the width is whole 128-groups (the GEMM's slot order).
-fn prepared_rotation(ops: &[Op], i: usize, op_rows: &[usize], caps: &Caps<'_>) -> Option<(Step, Vec<usize>)> {
-    let rows = op_rows[i];
-    let Op::Hadamard { x, out: Act::Rot, signs, width, block, inverse: false, perm } = ops[i] else {
-        return None;
-    };
-    if !width.is_multiple_of(bonsai_kernels::GROUP) {
-        return None;
-    }
-    let mut bits = None;
-    let mut readers = Vec::new();
-    for (j, op) in ops.iter().enumerate().skip(i + 1) {
-        let (reads, writes) = touches(op);
-        if reads.contains(&Some(Act::Rot)) {
-            let w = match *op {
-                Op::Matmul { w, x: Act::Rot, y, .. } if y != Act::Rot => w,
-                Op::GateUpSwiglu { w, x: Act::Rot, out } if out != Act::Rot => w,
-                _ => return None,
-            };
-            if op_rows[j] != rows {
-                return None;
-            }
-            let b = (caps.prepared_gemm)(w, rows)?;
-            if bits.is_some_and(|first| first != b) {
-                return None;
-            }
-            bits = Some(b);
-            readers.push(j);
-        }
-        if writes.contains(&Some(Act::Rot)) {
-            break;
-        }
-    }
-    Some((Step::RotateF16 { x, signs, width, block, perm, bits: bits? }, readers))
 }
 
 /// The fused step `ops[i..]` starts with in any batch (`small`: 1..=8 rows), and the ops it takes.

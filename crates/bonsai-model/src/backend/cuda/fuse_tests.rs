@@ -42,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: &|_, _| None };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -141,7 +141,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: &|_, _| None };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -157,7 +157,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: &|_, _| None };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -194,52 +194,6 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
         };
         assert_eq!(s, want, "{rows:?}");
     }
-}
-
-/// Past the GEMVs' rows, a forward transform into the rotated row whose readers are all
-/// matmuls of one bits with the f16 GEMM is a [`Step::RotateF16`] and they read its prepared
-/// output ([`Step::MatmulPrepared`]); a reader of another kind, bits without it, or a batch of
-/// GEMV rows keeps the plain ops.
-#[test]
-fn a_batch_prepares_the_rotated_row_for_its_matmuls() {
-    use bonsai_kernels::launch::QuantBits;
-    let all = |_: MatrixId| true;
-    let fits = |_: MatrixId, _: bool| true;
-    let rope = |_: MatrixId| true;
-    let q2 = |_: MatrixId, _: usize| Some(QuantBits::Two);
-    let mixed = |w: MatrixId, _: usize| Some(if w == MatrixId(2) { QuantBits::One } else { QuantBits::Two });
-    let caps_with = |prepared: &dyn Fn(MatrixId, usize) -> Option<QuantBits>, program: &crate::program::Program| {
-        let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: prepared };
-        fuse(program, &caps).into_iter().map(|(step, _)| step).collect::<Vec<Step>>()
-    };
-    let (signs, w, w2, w3) = (VectorId(1), MatrixId(0), MatrixId(1), MatrixId(2));
-    let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
-    let store = Op::Matmul { w, x: Act::Rot, y: Act::Mixed, store: Store::Overwrite };
-    let add = Op::Matmul { w: w2, x: Act::Rot, y: Act::X, store: Store::Add };
-    let gate_up = Op::GateUpSwiglu { w: w3, x: Act::Rot, out: Act::Ffn };
-    let next = Op::Hadamard { x: Act::Ffn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
-    let mut program = crate::program::Program::new(dims(), vec![300]);
-    program.ops = vec![hadamard, store, add, gate_up, next];
-    let rotate = Step::RotateF16 { x: Act::Xn, signs, width: 256, block: 128, perm: None, bits: QuantBits::Two };
-    let want = vec![
-        rotate,
-        Step::MatmulPrepared { w, y: Act::Mixed, epilogue: Epilogue::Store },
-        Step::MatmulPrepared { w: w2, y: Act::X, epilogue: Epilogue::Add },
-        Step::MatmulPrepared { w: w3, y: Act::Ffn, epilogue: Epilogue::SwiGlu },
-        // The next transform has no readers before the program ends: no GEMM to prepare for.
-        Step::Op(next),
-    ];
-    assert_eq!(caps_with(&q2, &program), want);
-    // One reader of other bits, a reader that is not a matmul, no f16 GEMM, GEMV rows: plain ops.
-    let plain = vec![Step::Op(hadamard), Step::Op(store), Step::Op(add), Step::Op(gate_up), Step::Op(next)];
-    assert_eq!(caps_with(&mixed, &program), plain);
-    assert_eq!(caps_with(&|_, _| None, &program), plain);
-    let sigmoid = Op::SigmoidGate { x: Act::Rot, gate: Act::AttnGate, out: Act::AttnGated };
-    program.ops = vec![hadamard, store, sigmoid];
-    assert_eq!(caps_with(&q2, &program), vec![Step::Op(hadamard), Step::Op(store), Step::Op(sigmoid)]);
-    program = crate::program::Program::new(dims(), vec![NORM_FUSED_MAX_ROWS]);
-    program.ops = vec![hadamard, store, add, gate_up, next];
-    assert!(!caps_with(&q2, &program).iter().any(|s| matches!(s, Step::RotateF16 { .. } | Step::MatmulPrepared { .. })));
 }
 
 /// A small Bonsai 2 geometry: hidden 256, FFN 512, attention q_len 256, DeltaNet value 384
@@ -331,13 +285,7 @@ mod hybrid {
 
     /// As [`steps`], `pair` saying whether two GEMVs on one set of planes share a launch.
     pub fn steps_with(rows: Vec<usize>, rotate: bool, pair: bool) -> Vec<(Step, usize)> {
-        steps_prepared(rows, rotate, pair, false)
-    }
-
-    /// As [`steps_with`], `prepared`: every matrix's GEMM takes a transform-prepared input (Q2).
-    pub fn steps_prepared(rows: Vec<usize>, rotate: bool, pair: bool, prepared: bool) -> Vec<(Step, usize)> {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
-        let prepared_gemm = move |_: MatrixId, _: usize| prepared.then_some(bonsai_kernels::launch::QuantBits::Two);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
         let caps = Caps {
@@ -350,7 +298,6 @@ mod hybrid {
             matrix_k: &matrix_k,
             rotate_planes: &rotate_ok,
             gemv_pair: &move |_, _| pair,
-            prepared_gemm: &prepared_gemm,
         };
         fuse(&program, &caps)
     }
@@ -494,27 +441,12 @@ fn batches_and_prefill_keep_their_transforms_as_ops() {
     }
 }
 
-/// A prefill whose GEMMs take prepared inputs: each layer's four forward transforms prepare the
-/// f16 GEMM's input and every folded matmul reads it; the embedding's inverse stays an op, and so
-/// does the head's transform (its one row per sequence runs on the GEMV).
-#[test]
-fn prefill_transforms_prepare_the_gemm_input_of_every_folded_matmul() {
-    let s = hybrid::steps_prepared(vec![200], true, true, true);
-    let count = |f: &dyn Fn(&Step) -> bool| s.iter().filter(|(step, _)| f(step)).count();
-    assert_eq!(count(&|s| matches!(s, Step::RotateF16 { .. })), 4 * 4);
-    assert_eq!(count(&|s| matches!(s, Step::Op(Op::Hadamard { .. }))), 2);
-    // The LM head of the one last row.
-    assert_eq!(count(&|s| matches!(s, Step::Op(Op::Matmul { x: Act::Rot, .. } | Op::GateUpSwiglu { x: Act::Rot, .. }))), 1);
-    // Per layer: the mixer's two projections, its output projection, gate|up and down.
-    assert_eq!(count(&|s| matches!(s, Step::MatmulPrepared { .. })), 4 * 5);
-}
-
 #[test]
 fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: &|_, _| None };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -541,7 +473,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false, prepared_gemm: &|_, _| None };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {

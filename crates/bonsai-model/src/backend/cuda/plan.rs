@@ -163,10 +163,6 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         let (v1, v2) = (matrix(w1), matrix(w2));
         v1.bits == v2.bits && v1.k == v2.k && mm::gemv_pair_fits(b.launcher(), v1.bits, v1.k, v1.n, v2.n).unwrap_or(false)
     };
-    let prepared_gemm = |w, rows| {
-        let v = matrix(w);
-        mm::prepared_input_runs(stream, v.bits, rows, v.n, v.k).unwrap_or(false).then_some(v.bits)
-    };
     let caps = Caps {
         binary: &binary,
         planes_out_fits: &fits,
@@ -177,7 +173,6 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         matrix_k: &matrix_k,
         rotate_planes: &rotate_planes,
         gemv_pair: &gemv_pair,
-        prepared_gemm: &prepared_gemm,
     };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
@@ -519,15 +514,6 @@ fn run_step(
             Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows => {
                 return Err(BackendError::Device(format!("{step:?} in a plan without a sequence table")));
             }
-            Step::RotateF16 { x, signs, width, block, perm, bits } => {
-                let (x, rot) = acts.pair(x, Act::Rot)?;
-                bonsai_kernels::launch::hadamard::rotate_to_f16(b.launcher(), x, vector(signs), width, block, perm, rows, bits, rot)
-                    .map_err(device_err("hadamard into the f16 GEMM's input"))?;
-            }
-            Step::MatmulPrepared { w: m, y, epilogue } => {
-                let (rot, y) = acts.pair(Act::Rot, y)?;
-                mm::matmul_prepared(b.launcher(), &w(m), rot, rows, y, epilogue).map_err(device_err("matmul (prepared input)"))?;
-            }
             Step::NormMatmul { x, norm, w: m, y, store } => {
                 let (x, y) = acts.pair(x, y)?;
                 mm::rms_norm_matmul(b.launcher(), &w(m), x, vector(norm), eps, rows, y, store.into())
@@ -686,8 +672,6 @@ pub(super) fn describe(plan: &CudaPlan) -> String {
 fn step_name(step: &Step) -> String {
     match step {
         Step::Op(op) => format!("{op:?}").split([' ', '(']).next().unwrap_or("op").to_string(),
-        Step::RotateF16 { .. } => "hadamard+f16 pre-pass".into(),
-        Step::MatmulPrepared { epilogue, .. } => format!("matmul {epilogue:?} (prepared input)"),
         Step::NormMatmul { .. } => "norm+matmul".into(),
         Step::NormGateUp { .. } => "norm+gate_up_swiglu".into(),
         Step::RopeKvWrite { .. } => "qk_norm_rope+kv_write".into(),
