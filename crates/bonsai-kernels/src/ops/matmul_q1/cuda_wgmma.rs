@@ -23,16 +23,36 @@ const MAX_GRID_Y: usize = 65_535;
 /// Fewest 128-groups a K split takes: shorter ones spend their time filling the ring.
 const QW_MIN_SPLIT_GROUPS: usize = 4;
 
-/// K splits for a grid of `ctas` CTAs over `groups` 128-groups on `sms` SMs: none while the grid
-/// fills at least half the SMs (every prefill chunk of the Bonsai geometries), else enough to
-/// bring it near one CTA per SM, each split at least QW_MIN_SPLIT_GROUPS groups. A batched decode
-/// step's GEMMs (one 64-token tile, 16 to 24 weight tiles) take 5 to 8; each CTA's time is its
-/// chain of groups, so the split cuts it about that much (docs/kernel-notes.md, "Batched decode").
+/// K splits for a grid of `ctas` CTAs over `groups` 128-groups on `sms` SMs: none for a grid of
+/// whole waves or more; for one that fills half the SMs or more, [`partial_wave_splits`]; below
+/// that, enough to bring it near one CTA per SM, each split at least QW_MIN_SPLIT_GROUPS groups.
+/// A batched decode step's GEMMs (one 64-token tile, 16 to 24 weight tiles) take 5 to 8; each
+/// CTA's time is its chain of groups, so the split cuts it about that much (docs/kernel-notes.md,
+/// "Batched decode").
 fn k_splits(ctas: usize, groups: usize, sms: usize) -> usize {
-    if 2 * ctas >= sms || ctas == 0 {
+    if ctas == 0 || ctas >= sms {
         return 1;
     }
+    if 2 * ctas >= sms {
+        return partial_wave_splits(ctas, groups, sms);
+    }
     (sms / ctas).min(groups / QW_MIN_SPLIT_GROUPS).max(1)
+}
+
+/// Group-times one more K split adds to a tile's merge (the last CTA loads and adds the split's
+/// partial accumulators, 16 at a time).
+const QW_MERGE_GROUPS_PER_SPLIT: usize = 4;
+/// Most K splits of a grid that already covers half the SMs.
+const QW_MAX_PARTIAL_WAVE_SPLITS: usize = 4;
+
+/// K splits of a grid of one partial wave (half the SMs or more, fewer than all): the split whose
+/// waves x groups per split, plus the merge, is least (ties: fewer splits). With one CTA per SM,
+/// 80 CTAs over 132 SMs leave 52 idle for the whole chain; 3 splits run 240 CTAs in 2 waves of a
+/// third of the chain each.
+fn partial_wave_splits(ctas: usize, groups: usize, sms: usize) -> usize {
+    let max = (groups / QW_MIN_SPLIT_GROUPS).clamp(1, QW_MAX_PARTIAL_WAVE_SPLITS);
+    let cost = |s: usize| (ctas * s).div_ceil(sms) * groups.div_ceil(s) + QW_MERGE_GROUPS_PER_SPLIT * (s - 1);
+    (2..=max).fold(1, |best, s| if cost(s) < cost(best) { s } else { best })
 }
 
 /// A CTA tile of the wgmma GEMM (the entry points per matmul; the 64- and 256-token tiles also
@@ -232,12 +252,27 @@ mod tests {
         assert_eq!(k_splits(24, 32, 132), 5);
         assert_eq!(k_splits(16, 32, 132), 8);
         assert_eq!(k_splits(96, 32, 132), 1);
-        // Prefill chunks fill the SMs: never split.
+        // A grid a few CTAs short of a wave stays whole: its idle SMs cost less than a merge.
         assert_eq!(k_splits(128, 96, 132), 1);
         // Few groups: at least QW_MIN_SPLIT_GROUPS each.
         assert_eq!(k_splits(4, 9, 132), 2);
         assert_eq!(k_splits(4, 3, 132), 1);
         assert_eq!(k_splits(0, 32, 132), 1);
+    }
+
+    /// A partial wave: Bonsai 2 27B's N = 5120 projections at pp512 (40 wide tiles x 2 token tiles
+    /// = 80 CTAs; down 136 groups, the output projections 48) split in 3; grids near a whole wave
+    /// (Ternary-8B's qkv at pp512, a batch of 64's gate|up: 96 CTAs over 32 groups) stay whole.
+    #[test]
+    fn partial_waves_split_where_the_idle_sms_cost_more_than_the_merge() {
+        assert_eq!(k_splits(80, 136, 132), 3);
+        assert_eq!(k_splits(80, 48, 132), 3);
+        assert_eq!(k_splits(96, 32, 132), 1);
+        assert_eq!(k_splits(66, 32, 132), 2);
+        assert_eq!(k_splits(131, 136, 132), 1);
+        assert_eq!(k_splits(132, 136, 132), 1);
+        // Few groups: no split shorter than QW_MIN_SPLIT_GROUPS.
+        assert_eq!(k_splits(80, 7, 132), 1);
     }
 
     #[test]
