@@ -135,15 +135,16 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // - BN 64 holds each copy's source and stage offset in registers from before the loop, so a
     //   group's copy costs an add (its tensor work per group is half of BN 128's for the same
     //   copy and decode issue);
-    // - BN 256 (16 activation chunks a thread) uses that chunk j's token row is r0 + j THREADS /
-    //   16, a multiple of 8 rows past r0 (so the same swizzle) in the same column c: one base
-    //   source and stage offset, and a constant stride per chunk; its few lane-word copies are held;
-    // - BN 128 recomputes them per group in rolled loops (held beside its 64 accumulators, they
+    // - BN 128 and 256 (4 and 16 activation chunks a thread) use that chunk j's token row is r0 +
+    //   j THREADS / 16, a multiple of 8 rows past r0 (so the same swizzle) in the same column c:
+    //   one base source and stage offset, and a constant stride per chunk; in a full token tile
+    //   a chunk then costs a pointer step and the copy. BN 256 holds its few lane-word copies;
+    //   BN 128 recomputes them per group in a rolled loop (held beside its 64 accumulators, they
     //   spill).
     constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
     static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
                   "every thread copies the same number of chunks and words");
-    constexpr bool HOLD_X = BN == 64, STRIDED_X = BN == 256, HOLD_W = BN != 128;
+    constexpr bool HOLD_X = BN == 64, STRIDED_X = !HOLD_X, HOLD_W = BN != 128;
     constexpr int X_HELD = HOLD_X ? X_CHUNKS : 1, W_HELD = HOLD_W ? W_COPIES : 1;
     constexpr int X_ROW_STEP = THREADS / 16;
     static_assert(!STRIDED_X || X_ROW_STEP % 8 == 0, "strided chunks keep their row's swizzle");
@@ -158,6 +159,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const long long x_row_stride = (long long)X_ROW_STEP * k;
     const u16* x_base = xh + (x_rows_left > 0 ? (long long)(tok0 + x_r0) * k + x_c * 8 : 0);
     const int x_base_offset = (x_c / 8) * S::X_HALF_BYTES + x_r0 * 128 + (((x_c % 8) ^ (x_r0 & 7)) * 16);
+    // Every token row of the tile exists (all but a prompt's last tile): no copy needs a predicate.
+    const bool x_tile_full = tok0 + BN <= m;
     if constexpr (HOLD_X) {
 #pragma unroll
         for (int j = 0; j < X_CHUNKS; ++j) {
@@ -176,6 +179,12 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                          : nullptr;
         }
     }
+    // Every lane word this thread copies belongs to an existing row (all but the last row tile).
+    bool w_rows_full = HOLD_W;
+    if constexpr (HOLD_W) {
+#pragma unroll
+        for (int j = 0; j < W_COPIES; ++j) w_rows_full = w_rows_full && w_source_held[j] != nullptr;
+    }
     auto load_group = [&](int kb, int slot) {
         unsigned char* xs = x_tile(slot);
         u32* ws = w_tile(slot);
@@ -188,28 +197,36 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
             }
         } else if constexpr (STRIDED_X) {
             const u16* src = x_base + kb * GROUP_SIZE;
+            if (x_tile_full) {
+                // One pointer stepped by the row stride: an add and the copy per chunk (the
+                // zero-filling form below spends ~10 instructions a chunk on its predicate, the
+                // fallback source and the reloaded k, most of the loop's issue slots).
 #pragma unroll
-            for (int j = 0; j < X_CHUNKS; ++j) {
-                const bool valid = j * X_ROW_STEP < x_rows_left;
-                cp_async16_zfill(xs + x_base_offset + j * X_ROW_STEP * 128, valid ? src + j * x_row_stride : xh, valid);
-            }
-        } else {
-#pragma unroll 1
-            for (int j = 0; j < X_CHUNKS; ++j) {
-                const int i = threadIdx.x + j * THREADS, r = i / 16, c = i % 16;
-                const bool valid = tok0 + r < m;
-                const u16* src = valid ? xh + (long long)(tok0 + r) * k + kb * GROUP_SIZE + c * 8 : xh;
-                cp_async16_zfill(xs + (c / 8) * S::X_HALF_BYTES + r * 128 + (((c % 8) ^ (r & 7)) * 16), src, valid);
+                for (int j = 0; j < X_CHUNKS; ++j) {
+                    cp_async16(xs + x_base_offset + j * X_ROW_STEP * 128, src);
+                    src += x_row_stride;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < X_CHUNKS; ++j) {
+                    const bool valid = j * X_ROW_STEP < x_rows_left;
+                    cp_async16_zfill(xs + x_base_offset + j * X_ROW_STEP * 128, valid ? src + j * x_row_stride : xh, valid);
+                }
             }
         }
         if constexpr (HOLD_W) {
+            if (w_rows_full) {
 #pragma unroll
-            for (int j = 0; j < W_COPIES; ++j) {
-                u32* dst = ws + threadIdx.x + j * THREADS;
-                if (w_source_held[j] != nullptr) {
-                    cp_async4(dst, w_source_held[j] + group_word);
-                } else {
-                    *dst = 0u;  // decodes to -0 with the zero scale
+                for (int j = 0; j < W_COPIES; ++j) cp_async4(ws + threadIdx.x + j * THREADS, w_source_held[j] + group_word);
+            } else {
+#pragma unroll
+                for (int j = 0; j < W_COPIES; ++j) {
+                    u32* dst = ws + threadIdx.x + j * THREADS;
+                    if (w_source_held[j] != nullptr) {
+                        cp_async4(dst, w_source_held[j] + group_word);
+                    } else {
+                        *dst = 0u;  // decodes to -0 with the zero scale
+                    }
                 }
             }
         } else {
@@ -270,7 +287,9 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
         const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
         const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
-        const unsigned char* xs = x_tile(slot);
+        // The B descriptor of the slot, once per group: step s's is it plus its byte offset / 16
+        // (a shared-memory address stays below 2^18 bytes, so the 14-bit field never carries).
+        const unsigned long long x_desc = wgmma_desc_sw128(smem_addr(x_tile(slot)));
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
             // One commit group per wgmma: at most STEPS - 1 pending retires the previous group's
@@ -282,7 +301,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
             a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
             a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
             wgmma_fence();
-            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
+            wgmma_f16_m64k16_rs_desc<BN>(acc, a[s], x_desc + (((s / 4) * S::X_HALF_BYTES + 2 * (s % 4) * 16) >> 4));
             wgmma_commit();
         }
         // The scales of the refilled slot (group it - 2's) were last read before group it - 1's
