@@ -8,7 +8,7 @@ start = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
 head = rows[start]
 name_col, time_col = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
 unit = rows[start + 1][time_col]
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, 1.0)
+scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[unit]
 total, count = collections.Counter(), collections.Counter()
 for r in rows[start + 2:]:
     if len(r) <= time_col:
