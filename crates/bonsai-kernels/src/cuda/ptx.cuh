@@ -300,13 +300,6 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 // pending: D and the A registers may be touched, and B's shared memory reused, only after that.
 // Shared memory written by ordinary stores or cp.async that a wgmma reads next needs
 // fence_proxy_async_smem in the writing threads before the barrier that publishes it.
-// The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
-// address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
-// offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
-__device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
-           (1ull << 62);
-}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define BONSAI_WGMMA 1
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -316,6 +309,13 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
+// address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
+// offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+           (1ull << 62);
+}
 // The accumulator operand lists of the m64n256 (128 f32 per thread), m64n128 (64) and m64n64 (32)
 // forms, and the matching "{%0, ..}" register lists (the operands that follow start at %128 /
 // %64 / %32).
@@ -344,7 +344,8 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
     "%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98," \
     "%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118," \
     "%119,%120,%121,%122,%123,%124,%125,%126,%127}"
-__device__ __forceinline__ void wgmma_f16_m64n128k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " BONSAI_WGMMA_R64
                  ", {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
@@ -353,7 +354,8 @@ __device__ __forceinline__ void wgmma_f16_m64n128k16_rs_desc(float* d, const u32
                  : "memory");
 }
 // The same with N = 256 (128 accumulators per thread; `b_block` holds 256 rows).
-__device__ __forceinline__ void wgmma_f16_m64n256k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " BONSAI_WGMMA_R128
                  ", {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
@@ -362,7 +364,8 @@ __device__ __forceinline__ void wgmma_f16_m64n256k16_rs_desc(float* d, const u32
                  : "memory");
 }
 // The same with N = 64 (32 accumulators per thread; `b_block` holds 64 rows).
-__device__ __forceinline__ void wgmma_f16_m64n64k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " BONSAI_WGMMA_R32
                  ", {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
@@ -370,7 +373,7 @@ __device__ __forceinline__ void wgmma_f16_m64n64k16_rs_desc(float* d, const u32*
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
 }
-// bf16 A (registers) x bf16 B (the K-major 128-byte-swizzled tile of wgmma_f16_m64k16_rs),
+// bf16 A (registers) x bf16 B (the K-major 128-byte-swizzled tile of wgmma_f16_m64n128k16_rs),
 // N = 128. `accumulate` 0 ignores d's old values (d = A.B, the scale-d operand): a fresh
 // product needs no zeroed accumulators.
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk,
@@ -432,9 +435,9 @@ __device__ __forceinline__ void wgmma_commit() { __trap(); }
 template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
-__device__ __forceinline__ void wgmma_f16_m64n128k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
-__device__ __forceinline__ void wgmma_f16_m64n64k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
-__device__ __forceinline__ void wgmma_f16_m64n256k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs_mn(float*, const u32*, const void*, u32) { __trap(); }
 __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, const void*, int, bool) { __trap(); }
@@ -443,22 +446,17 @@ __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, con
 
 #endif  // BONSAI_EMU
 
-// N = 256, 128 or 64 by a template argument, B given by its descriptor (wgmma_desc_sw128).
-template <int N>
-__device__ __forceinline__ void wgmma_f16_m64k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
-    static_assert(N == 256 || N == 128 || N == 64, "wgmma N is 256, 128 or 64 here");
-    if constexpr (N == 256) {
-        wgmma_f16_m64n256k16_rs_desc(d, a, desc);
-    } else if constexpr (N == 128) {
-        wgmma_f16_m64n128k16_rs_desc(d, a, desc);
-    } else {
-        wgmma_f16_m64n64k16_rs_desc(d, a, desc);
-    }
-}
-// The same with B at k chunk `k_chunk` (16 bytes each) of the 128-byte-swizzled tile `b_block`.
+// N = 256, 128 or 64 by a template argument.
 template <int N>
 __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
-    wgmma_f16_m64k16_rs_desc<N>(d, a, wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16)));
+    static_assert(N == 256 || N == 128 || N == 64, "wgmma N is 256, 128 or 64 here");
+    if constexpr (N == 256) {
+        wgmma_f16_m64n256k16_rs(d, a, b_block, k_chunk);
+    } else if constexpr (N == 128) {
+        wgmma_f16_m64n128k16_rs(d, a, b_block, k_chunk);
+    } else {
+        wgmma_f16_m64n64k16_rs(d, a, b_block, k_chunk);
+    }
 }
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
 // Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).

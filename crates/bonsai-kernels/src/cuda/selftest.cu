@@ -100,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
 }
 
 // ---- wgmma probe ----
-// One warpgroup runs ptx.cuh's wgmma_f16_m64k16_rs<128> over 4 k16 steps: d[64 x 128] = a[64 x 64]
+// One warpgroup runs ptx.cuh's wgmma_f16_m64n128k16_rs over 4 k16 steps: d[64 x 128] = a[64 x 64]
 // . b[128 x 64]^T (row-major f16 inputs), A fragments built from `a` by the documented m16n8k16
 // A layout, B staged into the 128-byte-swizzled tile the wrapper documents, D stored by the
 // documented layout. verify/ptx_wrappers.rs feeds small integers (exact sums) and compares
@@ -150,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(128) bonsai_wgmma_probe(const u16* 
     u32 frag[WGMMA_PROBE_K / 16][4];
     wgmma_probe_a_frags(frag, a, row, t);
     wgmma_fence();
-    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s) wgmma_f16_m64k16_rs<128>(acc, frag[s], tile, 2 * s);
+    for (int s = 0; s < WGMMA_PROBE_K / 16; ++s) wgmma_f16_m64n128k16_rs(acc, frag[s], tile, 2 * s);
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_probe_store_d(d, acc, row, t);

@@ -287,9 +287,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         const MmaGroupScale sc0 = mma_group_scale<BITS>(ds[lr0]), sc1 = mma_group_scale<BITS>(ds[lr1]);
         const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
         const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
-        // The B descriptor of the slot, once per group: step s's is it plus its byte offset / 16
-        // (a shared-memory address stays below 2^18 bytes, so the 14-bit field never carries).
-        const unsigned long long x_desc = wgmma_desc_sw128(smem_addr(x_tile(slot)));
+        const unsigned char* xs = x_tile(slot);
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
             // One commit group per wgmma: at most STEPS - 1 pending retires the previous group's
@@ -301,7 +299,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
             a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
             a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
             wgmma_fence();
-            wgmma_f16_m64k16_rs_desc<BN>(acc, a[s], x_desc + (((s / 4) * S::X_HALF_BYTES + 2 * (s % 4) * 16) >> 4));
+            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
             wgmma_commit();
         }
         // The scales of the refilled slot (group it - 2's) were last read before group it - 1's
