@@ -1,4 +1,5 @@
-//! The f16 GEMM at the Bonsai-Image DiT's ternary shapes (ShapeSet::All; ShapeSet::Small runs
+//! The f16 GEMM at the Bonsai-Image DiT's ternary shapes and at two of Bonsai 2 27B's prefill
+//! projections whose grid is one partial wave (ShapeSet::All; ShapeSet::Small runs
 //! one small shape through the same path): the GPU computes the whole product, the f64 reference
 //! checks a sample of token rows (all N outputs each), so the run stays within seconds. Besides
 //! the per-element bound (matmul.rs) each shape reports the relative Frobenius error of the
@@ -19,6 +20,9 @@ use crate::weights::QMatrix;
 /// (M tokens, N outputs, K inputs): the DiT's widest linear (fused qkv+mlp of a single-stream
 /// block), its MLP-down with K = 12288, and the 1024-token image's MLP-up and attention out.
 const DIT_SHAPES: [(usize, usize, usize); 4] = [(4608, 27648, 3072), (4608, 3072, 12288), (1536, 9216, 3072), (1536, 3072, 3072)];
+/// Bonsai 2 27B's down and output projections at pp512: with the 256-token tile 40 x 2 = 80 CTAs,
+/// one partial wave of the H200's 132 SMs, so the launcher splits K in 3 (136 and 48 groups).
+const PARTIAL_WAVE_SHAPES: [(usize, usize, usize); 2] = [(512, 5120, 17408), (512, 5120, 6144)];
 /// Token rows compared per shape: the first and last few (tile edges) and random ones.
 const EDGE_TOKENS: usize = 8;
 const RANDOM_TOKENS: usize = 16;
@@ -35,6 +39,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     }
     for (m, n, k) in DIT_SHAPES {
         sampled_matmul(ctx, "DiT", m, n, k)?;
+    }
+    for (m, n, k) in PARTIAL_WAVE_SHAPES {
+        sampled_matmul(ctx, "27B", m, n, k)?;
     }
     Ok(())
 }
