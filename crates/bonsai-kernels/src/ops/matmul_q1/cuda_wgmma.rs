@@ -244,35 +244,35 @@ mod tests {
     use super::*;
     use crate::launch::smem_limits::{H200_SMEM_PER_SM, RESERVED_SMEM_PER_CTA};
 
+    /// (CTAs, groups, splits) on the H200's 132 SMs, and why.
     #[test]
     fn k_splits_fill_idle_sms_and_leave_full_grids_whole() {
-        // Bonsai-8B on the H200 (132 SMs), one 64-token tile: down (16 tiles, 96 groups), qkv (24
-        // tiles, 32 groups), attn_out (16 tiles, 32 groups), gate|up (96 tiles).
-        assert_eq!(k_splits(16, 96, 132), 8);
-        assert_eq!(k_splits(24, 32, 132), 5);
-        assert_eq!(k_splits(16, 32, 132), 8);
-        assert_eq!(k_splits(96, 32, 132), 1);
-        // A grid a few CTAs short of a wave stays whole: its idle SMs cost less than a merge.
-        assert_eq!(k_splits(128, 96, 132), 1);
-        // Few groups: at least QW_MIN_SPLIT_GROUPS each.
-        assert_eq!(k_splits(4, 9, 132), 2);
-        assert_eq!(k_splits(4, 3, 132), 1);
-        assert_eq!(k_splits(0, 32, 132), 1);
-    }
-
-    /// A partial wave: Bonsai 2 27B's N = 5120 projections at pp512 (40 wide tiles x 2 token tiles
-    /// = 80 CTAs; down 136 groups, the output projections 48) split in 3; grids near a whole wave
-    /// (Ternary-8B's qkv at pp512, a batch of 64's gate|up: 96 CTAs over 32 groups) stay whole.
-    #[test]
-    fn partial_waves_split_where_the_idle_sms_cost_more_than_the_merge() {
-        assert_eq!(k_splits(80, 136, 132), 3);
-        assert_eq!(k_splits(80, 48, 132), 3);
-        assert_eq!(k_splits(96, 32, 132), 1);
-        assert_eq!(k_splits(66, 32, 132), 2);
-        assert_eq!(k_splits(131, 136, 132), 1);
-        assert_eq!(k_splits(132, 136, 132), 1);
-        // Few groups: no split shorter than QW_MIN_SPLIT_GROUPS.
-        assert_eq!(k_splits(80, 7, 132), 1);
+        let cases = [
+            // Bonsai-8B, one 64-token tile: down (16 tiles, 96 groups), qkv (24 tiles, 32
+            // groups), attn_out (16 tiles, 32 groups), gate|up (96 tiles: near a whole wave).
+            (16, 96, 8),
+            (24, 32, 5),
+            (16, 32, 8),
+            (96, 32, 1),
+            // One partial wave: Bonsai 2 27B's N = 5120 projections at pp512 (40 wide tiles x 2
+            // token tiles = 80 CTAs; down 136 groups, the output projections 48) split in 3.
+            (80, 136, 3),
+            (80, 48, 3),
+            (66, 32, 2),
+            // A grid a few CTAs short of a wave, or a whole one, stays whole: its idle SMs cost
+            // less than a merge.
+            (128, 96, 1),
+            (131, 136, 1),
+            (132, 136, 1),
+            // Few groups: no split shorter than QW_MIN_SPLIT_GROUPS.
+            (4, 9, 2),
+            (4, 3, 1),
+            (80, 7, 1),
+            (0, 32, 1),
+        ];
+        for (ctas, groups, splits) in cases {
+            assert_eq!(k_splits(ctas, groups, 132), splits, "{ctas} CTAs over {groups} groups");
+        }
     }
 
     #[test]
