@@ -54,8 +54,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (33, 40, launch::ssm_conv::MAX_KERNEL),
         (40, 24, 1),
     ];
-    // The row kernel (decode, short calls, a head past the chunked kernels' limit), then the
-    // chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk, one chunk plus
+    // The row kernel (decode, short calls, a head past the chunked kernels' limit, its own largest
+    // head), then the chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk, one chunk plus
     // a row, several with a partial last one, a head that is not a multiple of 32 (nor of 4), and
     // several chunks over two 32-column blocks of a head that is a multiple of 4 (16-byte copies).
     let small = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
@@ -66,6 +66,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 5),
         (DeltaShape { k_heads: 1, v_heads: 2, head_dim: 200 }, 2),
         (DeltaShape { k_heads: 1, v_heads: 1, head_dim: launch::gated_delta::CHUNKED_MAX_HEAD_DIM + 8 }, chunked_min),
+        (DeltaShape { k_heads: 1, v_heads: 1, head_dim: launch::gated_delta::MAX_HEAD_DIM }, 2),
         (BONSAI2_DELTA, 1),
         (small, chunked_min),
         (small, 63),
