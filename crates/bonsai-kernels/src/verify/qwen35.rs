@@ -55,9 +55,10 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         (40, 24, 1),
     ];
     // The row kernel (decode, short calls, a head past the chunked kernels' limit, its own largest
-    // head), then the chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk, one chunk plus
-    // a row, several with a partial last one, a head that is not a multiple of 32 (nor of 4), and
-    // several chunks over two 32-column blocks of a head that is a multiple of 4 (16-byte copies).
+    // head), then the chunked kernels from CHUNKED_MIN_ROWS: one partial chunk, exactly one chunk,
+    // one chunk plus a row, several with a partial last one, a head that is not a multiple of 32
+    // (nor of 4), and several chunks over two 32-column blocks of a head that is a multiple of 4
+    // (16-byte copies).
     let small = DeltaShape { k_heads: 2, v_heads: 6, head_dim: 16 };
     let chunked_min = launch::gated_delta::CHUNKED_MIN_ROWS;
     let mut deltas = vec![
