@@ -10,8 +10,8 @@ use crate::ops::gated_delta::{DeltaShape, L2_NORM_EPS};
 const OP: &str = "gated_delta";
 /// Value columns per CTA and key rows per warp (GDN_COLS, GDN_ROWS_PER_WARP in gated_delta.cu).
 const COLS: usize = 32;
-/// The largest head the row kernel takes: a thread per value column, and a CTA of 1024 threads at
-/// its ~95 registers each would not launch (512 do: 16 warps of 32 key rows).
+/// The largest head the row kernel takes: a thread per value column, and at its 96 registers a
+/// thread (ptxas, sm_90a) a CTA of 1024 threads would not launch (512 do: 16 warps of 32 key rows).
 pub const MAX_HEAD_DIM: usize = 512;
 
 /// The per-head gate inputs that do not change per row: `ssm_a` (= −exp(A_log)) and `dt_bias`,

@@ -144,10 +144,10 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
     static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
                   "every thread copies the same number of chunks and words");
-    constexpr bool HOLD_X = BN == 64, STRIDED_X = !HOLD_X, HOLD_W = BN != 128;
+    constexpr bool HOLD_X = BN == 64, HOLD_W = BN != 128;
     constexpr int X_HELD = HOLD_X ? X_CHUNKS : 1, W_HELD = HOLD_W ? W_COPIES : 1;
     constexpr int X_ROW_STEP = THREADS / 16;
-    static_assert(!STRIDED_X || X_ROW_STEP % 8 == 0, "strided chunks keep their row's swizzle");
+    static_assert(HOLD_X || X_ROW_STEP % 8 == 0, "strided chunks keep their row's swizzle");
     // Group 0's sources (nullptr past m / n_out) and the chunks' stage offsets (128-byte swizzle).
     const u16* x_source_held[X_HELD];
     int x_offset_held[X_HELD];
@@ -195,7 +195,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                 const bool valid = x_source_held[j] != nullptr;
                 cp_async16_zfill(xs + x_offset_held[j], valid ? x_source_held[j] + kb * GROUP_SIZE : xh, valid);
             }
-        } else if constexpr (STRIDED_X) {
+        } else {  // BN 128 and 256: strided chunks
             const u16* src = x_base + kb * GROUP_SIZE;
             if (x_tile_full) {
                 // One pointer stepped by the row stride: an add and the copy per chunk (the
