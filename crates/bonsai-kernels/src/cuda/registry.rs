@@ -140,7 +140,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/matmul_q1/matmul_gemm_f16.cu",
         text: include_str!("../ops/matmul_q1/matmul_gemm_f16.cu"),
-        entry_points: &["x_to_f16_rows_q1", "x_to_f16_rows_q2"],
+        entry_points: &["x_to_f16_rows_q1", "x_to_f16_rows_q2", "x_to_f16_rows_norm_q1", "x_to_f16_rows_norm_q2"],
     },
     KernelSource {
         path: "ops/matmul_q1/matmul_gemm_wgmma.cu",

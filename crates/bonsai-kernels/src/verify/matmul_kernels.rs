@@ -60,7 +60,7 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
 }
 
 /// Runs `kernel` on m tokens: `y (=|+=) [RMSNorm](x) . W^T` or the SwiGLU of gate|up (`norm`:
-/// the fused RMSNorm's weights and eps, decode GEMVs only).
+/// the fused RMSNorm's weights and eps).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_kernel(
     ctx: &Ctx,
@@ -75,6 +75,9 @@ pub(crate) fn run_kernel(
     let (gpu, view) = (ctx.gpu(), w.view());
     match (kernel, norm) {
         (MatmulKernel::Gemv(gemv), _) if m == 1 => launch::matmul::gemv_with(gpu, &view, x, norm, y, epilogue, gemv)?,
+        (MatmulKernel::Gemm(gemm), Some((nw, eps))) if m > GEMV_MAX_TOKENS => {
+            launch::matmul::rms_norm_matmul_with(gpu, &view, x, nw, eps, m, y, epilogue, Some(gemm))?
+        }
         (_, Some((nw, eps))) => launch::matmul::rms_norm_matmul(gpu, &view, x, nw, eps, m, y, epilogue)?,
         (kernel, None) => {
             let gemm = match kernel {

@@ -1,5 +1,7 @@
-//! The decode GEMV with RMSNorm fused into its x staging (`rms_norm_matmul`,
-//! `rms_norm_gate_up_swiglu`) against the reference rms_norm followed by the reference matmul.
+//! RMSNorm fused into a matmul (`rms_norm_matmul`, `rms_norm_gate_up_swiglu`): into the decode
+//! GEMVs' x staging (m <= 8) and into the GEMMs' f16 pre-pass (m > 8), against the reference
+//! rms_norm followed by the reference matmul; past 8 tokens also bit for bit against the rms_norm
+//! kernel followed by the same GEMM.
 
 use rayon::prelude::*;
 
@@ -10,7 +12,7 @@ use super::matmul::{
 };
 use super::shapes::{ShapeSet, MODELS};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch::matmul::{Epilogue, GemvKernel};
+use crate::launch::matmul::{Epilogue, GemvKernel, GEMV_MAX_TOKENS};
 use crate::ops::{self, Store};
 use crate::weights::QMatrix;
 
@@ -18,7 +20,9 @@ const EPS: f32 = 1e-6;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for ternary in [false, true] {
-        for m in [1, 2, 7] {
+        // 1, 2, 7: the GEMVs; 16, 64 (a batched decode step's GEMMs, one token tile) and 130
+        // (a partial second tile): the GEMMs' normed pre-pass.
+        for m in [1, 2, 7, 16, 64, 130] {
             // K % 512 != 0 (one-group layout blocks) and K = 2048 (4-group blocks, x in chunks).
             norm_matmul(ctx, "odd", 333, 384, m, ternary, false)?;
             norm_matmul(ctx, "blocks", 200, 2048, m, ternary, false)?;
@@ -28,7 +32,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     }
     if set == ShapeSet::All {
         for g in MODELS {
-            for m in [1, 7] {
+            for m in [1, 7, 64] {
                 let qkv = (g.n_q + 2 * g.n_kv) * g.head_dim;
                 norm_matmul(ctx, &format!("{} qkv", g.name), qkv, g.hidden, m, g.ternary, false)?;
                 norm_matmul(ctx, &format!("{} gate_up", g.name), g.ffn, g.hidden, m, g.ternary, true)?;
@@ -105,6 +109,16 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
         };
         let op = format!("rms_norm_{}_{}", if swiglu { "gate_up_swiglu" } else { "matmul" }, if ternary { "q2" } else { "q1" });
         ctx.record(&op, &format!("{label} N={n_out} K={k} m={m} {}", kernel_label(kernel)), cmp);
+        if m > GEMV_MAX_TOKENS {
+            // The same GEMM on the rms_norm kernel's rows: the fused pre-pass promises its bits.
+            let mut xnd = poisoned(&ctx.stream, m * k)?;
+            crate::launch::rms_norm::rms_norm(ctx.gpu(), &xd, &nd, EPS, m, k, &mut xnd)?;
+            let mut ud = poisoned(&ctx.stream, m * n_out)?;
+            run_kernel(ctx, kernel, &dw, &xnd, None, m, &mut ud, epilogue)?;
+            let unfused = download(&ctx.stream, &ud)?;
+            let label = format!("{label} N={n_out} K={k} m={m} {} = rms_norm then matmul", kernel_label(kernel));
+            ctx.record(&op, &label, Comparison::of(&got, &unfused, |_| 0.0));
+        }
     }
     Ok(())
 }

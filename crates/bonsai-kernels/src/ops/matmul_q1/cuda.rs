@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul_f16::F16Shape;
 pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile};
@@ -188,9 +188,11 @@ impl From<Store> for Epilogue {
     }
 }
 
-/// [`matmul`] of `RMSNorm(x; norm_w, eps)` for a decode batch (m <= GEMV_MAX_TOKENS) in one
-/// launch: the GEMV normalises x while staging it (x * rsqrt(mean(x^2) + eps) * norm_w, as
-/// rms_norm).
+/// [`matmul`] of `RMSNorm(x; norm_w, eps)` (x * rsqrt(mean(x^2) + eps) * norm_w, as rms_norm),
+/// without the normed rows in global memory: up to GEMV_MAX_TOKENS tokens the GEMV normalises x
+/// while staging it; past that the f16 GEMMs' pre-pass normalises each row (bit for bit the
+/// rms_norm kernel then the plain pre-pass). The bf16x3 GEMM (devices whose shared memory holds
+/// no f16 tile) has no pre-pass: there the rms_norm kernel writes the normed rows first.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm_matmul(
     gpu: Gpu<'_>,
@@ -202,9 +204,43 @@ pub fn rms_norm_matmul(
     y: &mut impl DevicePtrMut<f32>,
     epilogue: Epilogue,
 ) -> Result<(), LaunchError> {
+    rms_norm_matmul_with(gpu, w, x, norm_w, eps, m, y, epilogue, None)
+}
+
+/// [`rms_norm_matmul`] with the GEMM kernel for m > GEMV_MAX_TOKENS given (None: the default;
+/// verify runs each).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rms_norm_matmul_with(
+    gpu: Gpu<'_>,
+    w: &QWeightsView<'_>,
+    x: &impl DevicePtr<f32>,
+    norm_w: &impl DevicePtr<f32>,
+    eps: f32,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: Epilogue,
+    gemm: Option<GemmKernel>,
+) -> Result<(), LaunchError> {
+    let op = epilogue.op_name();
     let n_out = outputs(w, epilogue)?;
-    let (norm, _guard) = norm_arg(epilogue.op_name(), norm_w, w.k, m, gpu.stream)?;
-    launch_any(gpu, w, x, m, y, epilogue, n_out, None, None, Some((norm, eps)))
+    if m > GEMV_MAX_TOKENS {
+        let gemm = match gemm {
+            Some(g) => g,
+            None => super::matmul_f16::auto_gemm(gpu.stream, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?,
+        };
+        if gemm.wgmma_tile().is_none() && gemm.f16_splits().is_none() {
+            expect_at_least(op, "x", x.len(), m * w.k)?;
+            // SAFETY: stream-ordered, uninitialised; rms_norm writes all m x K values before the
+            // matmul, later on the same stream, reads them.
+            let mut xn: CudaSlice<f32> = unsafe { gpu.stream.alloc(m * w.k) }?;
+            crate::launch::rms_norm::rms_norm(gpu, x, norm_w, eps, m, w.k, &mut xn)?;
+            return launch_any(gpu, w, &xn, m, y, epilogue, n_out, Some(gemm), None, None);
+        }
+        let (norm, _guard) = norm_arg(op, norm_w, w.k, gpu.stream)?;
+        return launch_any(gpu, w, x, m, y, epilogue, n_out, Some(gemm), None, Some((norm, eps)));
+    }
+    let (norm, _guard) = norm_arg(op, norm_w, w.k, gpu.stream)?;
+    launch_any(gpu, w, x, m, y, epilogue, n_out, gemm, None, Some((norm, eps)))
 }
 
 /// A one-token GEMV with an explicit kernel (verify and bench compare both): `y (=|+=)
@@ -224,29 +260,25 @@ pub(crate) fn gemv_with(
     match norm {
         Some((norm_w, eps)) => {
             let op = epilogue.op_name();
-            let (ptr, _guard) = norm_arg(op, norm_w, w.k, 1, gpu.stream)?;
+            let (ptr, _guard) = norm_arg(op, norm_w, w.k, gpu.stream)?;
             launch_any(gpu, w, x, 1, y, epilogue, n_out, None, Some(gemv), Some((ptr, eps)))
         }
         None => launch_any(gpu, w, x, 1, y, epilogue, n_out, None, Some(gemv), None),
     }
 }
 
-/// The norm weights' pointer for a fused launch (K values, 8-byte aligned: float2 loads), and
-/// the batch check (only the GEMV fuses the norm).
+/// The norm weights' pointer for a fused launch: K values, 16-byte aligned (the GEMVs load them
+/// as float2, the GEMM pre-pass as float4).
 fn norm_arg<'a>(
     op: &'static str,
     norm_w: &'a impl DevicePtr<f32>,
     k: usize,
-    m: usize,
     stream: &'a Arc<CudaStream>,
 ) -> Result<(u64, cudarc::driver::SyncOnDrop<'a>), LaunchError> {
-    if m == 0 || m > GEMV_MAX_TOKENS {
-        return Err(shape(op, format!("a fused RMSNorm takes 1..={GEMV_MAX_TOKENS} tokens, got {m}")));
-    }
     expect_at_least(op, "norm weights", norm_w.len(), k)?;
     let (ptr, guard) = read_ptr(norm_w, stream);
-    if ptr % 8 != 0 {
-        return Err(shape(op, "norm weights must start on an 8-byte boundary".into()));
+    if ptr % 16 != 0 {
+        return Err(shape(op, "norm weights must start on a 16-byte boundary".into()));
     }
     Ok((ptr, guard))
 }
@@ -299,10 +331,10 @@ fn launch_any(
     };
     let io = (scales, payload, x_ptr, y_ptr);
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
-        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io);
+        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io, norm);
     }
     if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
-        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io);
+        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io, norm);
     }
     let gemv = match gemv {
         Some(g) => g,

@@ -11,7 +11,7 @@ use super::matmul::{
     kernel_name, Epilogue, GemmKernel, F16_GEMM_MIN_TOKENS, QG_NARROW_WARPS_N, QG_PREP_THREADS, QG_STAGES,
     QG_TILE_TOKENS, QG_WARP_ROWS, QG_WIDE_MIN_WAVES, QG_WIDE_WARPS_N,
 };
-use super::{as_i32, device_attribute, expect_aligned16, shape, LaunchError, QuantBits};
+use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
 use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
 use crate::weights::GROUP;
@@ -160,7 +160,8 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
     })
 }
 
-/// Runs the pre-pass and the GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out f32) were
+/// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the GEMM. `x` (m x
+/// K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights (K f32, 16-byte aligned) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
 /// `forced_splits` as in [`geometry`].
 pub(crate) fn launch(
@@ -168,6 +169,7 @@ pub(crate) fn launch(
     s: F16Shape,
     forced_splits: Option<usize>,
     (scales, payload, x, y): (u64, u64, u64, u64),
+    norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -181,7 +183,7 @@ pub(crate) fn launch(
         ));
     }
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
 
@@ -232,12 +234,15 @@ pub(crate) fn launch(
 }
 
 /// The activation pre-pass of both f16 GEMMs (this one and the wgmma one): `x_to_f16_rows_q*`
-/// into stream-ordered scratch, returning (xh: m x K f16 in pair-slot order, 2^-e per row).
-/// `x` (m x K f32, 16-byte aligned) was checked by the caller.
+/// (with `norm`: `x_to_f16_rows_norm_q*`, the pre-pass of RMSNorm(x; weights, eps), bit for bit
+/// the rms_norm kernel then the plain pre-pass) into stream-ordered scratch, returning (xh: m x K
+/// f16 in pair-slot order, 2^-e per row). `x` (m x K f32, 16-byte aligned) and the norm weights
+/// (K f32, 16-byte aligned) were checked by the caller.
 pub(crate) fn prepass(
     gpu: Gpu<'_>,
     s: &F16Shape,
     x: u64,
+    norm: Option<(u64, f32)>,
 ) -> Result<(CudaSlice<u16>, CudaSlice<f32>), LaunchError> {
     let op = s.op();
     let k_i = as_i32(op, "K", s.k)?;
@@ -251,14 +256,34 @@ pub(crate) fn prepass(
     {
         let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
         let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
-        let prep = gpu.function(if s.bits == QuantBits::One { "x_to_f16_rows_q1" } else { "x_to_f16_rows_q2" })?;
-        let prep_cfg = LaunchConfig { grid_dim: (s.m as u32, 1, 1), block_dim: (QG_PREP_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let mut b = Launch::new(gpu, prep);
-        b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
-        // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x holds m x K
-        // floats 16-byte aligned (checked by the caller), K % 128 == 0 (validated weights), xh holds
-        // m x K and row_unscale m elements (allocated above); one CTA per row, m CTAs.
-        unsafe { b.launch(prep_cfg) }?;
+        let q = if s.bits == QuantBits::One { "q1" } else { "q2" };
+        let grid_dim = (s.m as u32, 1, 1);
+        let block_dim = (QG_PREP_THREADS, 1, 1);
+        match norm {
+            None => {
+                let prep = gpu.function(&format!("x_to_f16_rows_{q}"))?;
+                let mut b = Launch::new(gpu, prep);
+                b.arg(&x).arg(&k_i).arg(&xh_ptr).arg(&unscale_ptr);
+                // SAFETY: x_to_f16_rows_q*(const float* x, int k, u16* xh, float* row_unscale): x
+                // holds m x K floats 16-byte aligned (checked by the caller), K % 128 == 0
+                // (validated weights), xh holds m x K and row_unscale m elements (allocated
+                // above); one CTA per row, m CTAs.
+                unsafe { b.launch(LaunchConfig { grid_dim, block_dim, shared_mem_bytes: 0 }) }?;
+            }
+            Some((norm_w, eps)) => {
+                let prep = gpu.function(&format!("x_to_f16_rows_norm_{q}"))?;
+                // The normed row stays in shared memory.
+                let row_bytes = s.k * std::mem::size_of::<f32>();
+                opt_in_shared_memory(op, gpu.stream, prep, row_bytes, "the normed pre-pass' row")?;
+                let mut b = Launch::new(gpu, prep);
+                b.arg(&x).arg(&k_i).arg(&norm_w).arg(&eps).arg(&xh_ptr).arg(&unscale_ptr);
+                // SAFETY: x_to_f16_rows_norm_q*(const float* x, int k, const float* norm_w, float
+                // eps, u16* xh, float* row_unscale): as the plain pre-pass, plus norm_w holds K
+                // floats 16-byte aligned (checked by the caller) and the CTA's dynamic shared
+                // memory holds the K-float row.
+                unsafe { b.launch(LaunchConfig { grid_dim, block_dim, shared_mem_bytes: row_bytes as u32 }) }?;
+            }
+        }
     }
     Ok((xh, unscale))
 }

@@ -171,13 +171,15 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
     Ok((tiles, token_tiles as u32))
 }
 
-/// Runs the pre-pass and the wgmma GEMM. `x` (m x K f32, 16-byte aligned) and `y` (m x n_out
-/// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+/// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the wgmma GEMM.
+/// `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights (K f32, 16-byte
+/// aligned) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
     forced: Option<WgmmaTile>,
     (scales, payload, x, y): (u64, u64, u64, u64),
+    norm: Option<(u64, f32)>,
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -190,7 +192,7 @@ pub(crate) fn launch(
     opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(gpu, &s, x)?;
+    let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;
     let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
     let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
     let groups = s.k / GROUP;

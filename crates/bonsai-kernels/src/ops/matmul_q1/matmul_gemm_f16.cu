@@ -48,6 +48,31 @@ __device__ __forceinline__ int qg_row_exponent(float amax) {
 }
 __device__ __forceinline__ float qg_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
+// The second pass of both pre-passes: row xr (global or shared memory) times 2^e, rounded to
+// f16 in pair-slot order into `out` (k / 2 words), QG_PREP_BATCH iterations' loads in flight.
+template <int BITS>
+__device__ __forceinline__ void f16_row_store(const float* __restrict__ xr, int k, float up, u32* __restrict__ out) {
+    for (int s0 = threadIdx.x * 2; s0 < k; s0 += QG_PREP_BATCH * QG_PREP_THREADS * 2) {
+        float lo[QG_PREP_BATCH], hi[QG_PREP_BATCH];
+#pragma unroll
+        for (int j = 0; j < QG_PREP_BATCH; ++j) {
+            const int s = s0 + j * QG_PREP_THREADS * 2;
+            const int base = s & ~(GROUP_SIZE - 1), slot = s & (GROUP_SIZE - 1);
+            lo[j] = s < k ? xr[base + mma_slot_k<BITS>(slot)] : 0.0f;
+            hi[j] = s < k ? xr[base + mma_slot_k<BITS>(slot + 1)] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < QG_PREP_BATCH; ++j) {
+            const int s = s0 + j * QG_PREP_THREADS * 2;
+            if (s < k) out[s / 2] = pack_b16(f32_to_f16(lo[j] * up), f32_to_f16(hi[j] * up));
+        }
+    }
+}
+
+__device__ __forceinline__ float abs_max4(float amax, float4 v) {
+    return fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+}
+
 // One CTA per token row; k % 128 == 0, x rows 16-byte aligned.
 template <int BITS>
 __device__ __forceinline__ void x_to_f16_rows(const float* __restrict__ x, int k,
@@ -68,28 +93,73 @@ __device__ __forceinline__ void x_to_f16_rows(const float* __restrict__ x, int k
             v[j] = i < k4 ? reinterpret_cast<const float4*>(xr)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
-        for (int j = 0; j < QG_PREP_BATCH; ++j)
-            amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+        for (int j = 0; j < QG_PREP_BATCH; ++j) amax = abs_max4(amax, v[j]);
     }
     amax = block_max(amax, scratch);
     const int e = qg_row_exponent(amax);
-    const float up = qg_pow2(e);
-    u32* out = reinterpret_cast<u32*>(xh + row * k);
-    for (int s0 = threadIdx.x * 2; s0 < k; s0 += QG_PREP_BATCH * QG_PREP_THREADS * 2) {
-        float lo[QG_PREP_BATCH], hi[QG_PREP_BATCH];
+    f16_row_store<BITS>(xr, k, qg_pow2(e), reinterpret_cast<u32*>(xh + row * k));
+    if (threadIdx.x == 0) row_unscale[row] = qg_pow2(-e);
+}
+
+// x_to_f16_rows of RMSNorm(x; norm_w, eps), bit for bit rms_norm_row_per_block (rms_norm.cu; its
+// QG_PREP_THREADS = RMS_NORM_THREADS threads' fmaf chains of squares in the same float4 order,
+// the same block_sum, x * inv * w) followed by x_to_f16_rows on the stored result, in one launch:
+// the normed row stays in shared memory (k floats of dynamic shared memory) instead of a round
+// trip through global memory and a launch.
+template <int BITS>
+__device__ __forceinline__ void x_to_f16_rows_norm(const float* __restrict__ x, int k, const float* __restrict__ norm_w,
+                                                   float eps, u16* __restrict__ xh, float* __restrict__ row_unscale) {
+    extern __shared__ float4 prep_row4[];
+    __shared__ float scratch[WARP_SIZE];
+    const long long row = blockIdx.x;
+    const float4* x4 = reinterpret_cast<const float4*>(x + row * k);
+    const float4* w4 = reinterpret_cast<const float4*>(norm_w);
+    const int k4 = k / 4;
+    constexpr int STRIDE = QG_PREP_BATCH * QG_PREP_THREADS;
+    float ss = 0.0f;
+    for (int i0 = threadIdx.x; i0 < k4; i0 += STRIDE) {
+        float4 v[QG_PREP_BATCH];
 #pragma unroll
         for (int j = 0; j < QG_PREP_BATCH; ++j) {
-            const int s = s0 + j * QG_PREP_THREADS * 2;
-            const int base = s & ~(GROUP_SIZE - 1), slot = s & (GROUP_SIZE - 1);
-            lo[j] = s < k ? xr[base + mma_slot_k<BITS>(slot)] : 0.0f;
-            hi[j] = s < k ? xr[base + mma_slot_k<BITS>(slot + 1)] : 0.0f;
+            const int i = i0 + j * QG_PREP_THREADS;
+            v[j] = i < k4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
         for (int j = 0; j < QG_PREP_BATCH; ++j) {
-            const int s = s0 + j * QG_PREP_THREADS * 2;
-            if (s < k) out[s / 2] = pack_b16(f32_to_f16(lo[j] * up), f32_to_f16(hi[j] * up));
+            const int i = i0 + j * QG_PREP_THREADS;
+            if (i >= k4) break;
+            prep_row4[i] = v[j];
+            ss = fmaf(v[j].x, v[j].x, ss);
+            ss = fmaf(v[j].y, v[j].y, ss);
+            ss = fmaf(v[j].z, v[j].z, ss);
+            ss = fmaf(v[j].w, v[j].w, ss);
         }
     }
+    ss = block_sum(ss, scratch);
+    const float inv = rsqrtf(ss / (float)k + eps);
+    // Each thread rewrites only the float4s it stored itself: no barrier before this pass.
+    float amax = 0.0f;
+    for (int i0 = threadIdx.x; i0 < k4; i0 += STRIDE) {
+        float4 g[QG_PREP_BATCH];
+#pragma unroll
+        for (int j = 0; j < QG_PREP_BATCH; ++j) {
+            const int i = i0 + j * QG_PREP_THREADS;
+            g[j] = i < k4 ? w4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < QG_PREP_BATCH; ++j) {
+            const int i = i0 + j * QG_PREP_THREADS;
+            if (i >= k4) break;
+            const float4 v = prep_row4[i];
+            const float4 n = make_float4(v.x * inv * g[j].x, v.y * inv * g[j].y, v.z * inv * g[j].z, v.w * inv * g[j].w);
+            prep_row4[i] = n;
+            amax = abs_max4(amax, n);
+        }
+    }
+    // block_max ends with a barrier: every thread's normed values are in shared memory after it.
+    amax = block_max(amax, scratch);
+    const int e = qg_row_exponent(amax);
+    f16_row_store<BITS>(reinterpret_cast<const float*>(prep_row4), k, qg_pow2(e), reinterpret_cast<u32*>(xh + row * k));
     if (threadIdx.x == 0) row_unscale[row] = qg_pow2(-e);
 }
 
@@ -355,4 +425,16 @@ extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
     griddep_wait();
     griddep_launch_dependents();
     x_to_f16_rows<2>(x, k, xh, row_unscale);
+}
+extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
+    x_to_f16_rows_norm_q1(const float* x, int k, const float* norm_w, float eps, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
+    x_to_f16_rows_norm<1>(x, k, norm_w, eps, xh, row_unscale);
+}
+extern "C" __global__ void __launch_bounds__(QG_PREP_THREADS)
+    x_to_f16_rows_norm_q2(const float* x, int k, const float* norm_w, float eps, u16* xh, float* row_unscale) {
+    griddep_wait();
+    griddep_launch_dependents();
+    x_to_f16_rows_norm<2>(x, k, norm_w, eps, xh, row_unscale);
 }

@@ -2,9 +2,9 @@
 //! launches. Pure logic over what the device and the weights allow ([`Caps`]), so every decision
 //! is testable without a GPU.
 //!
-//! * Any batch: an RMSNorm feeding a GEMV of 2..=8 rows is staged by the GEMV itself
-//!   ([`Step::NormMatmul`], [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch
-//!   ([`Step::RopeKvWrite`]).
+//! * Any batch: an RMSNorm feeding a matmul of several rows runs inside it, staged by the GEMV
+//!   (2..=8 rows) or computed by the GEMM's f16 pre-pass ([`Step::NormMatmul`],
+//!   [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch ([`Step::RopeKvWrite`]).
 //! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
 //!   those sequences run as one launch each through a table of their rows, positions and caches
 //!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
@@ -46,9 +46,6 @@ use bonsai_kernels::ops::Store;
 
 use crate::program::{Act, MatrixId, Op, Program, VectorId};
 use crate::qwen3::DevicePick;
-
-/// Largest batch whose GEMVs stage an RMSNorm themselves (`GEMV_MAX_TOKENS`).
-pub(super) const NORM_FUSED_MAX_ROWS: usize = bonsai_kernels::launch::matmul::GEMV_MAX_TOKENS;
 
 /// Which binary-plane buffer of a plan holds an activation's planes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -227,18 +224,15 @@ fn touches(op: &Op) -> ([Option<Act>; 3], [Option<Act>; 2]) {
     }
 }
 
-/// Any batch: norms folded into small-batch GEMVs, RoPE with the KV write; the one-row
+/// Any batch: norms folded into the matmuls, RoPE with the KV write; the one-row
 /// sequences of a batch of several through the sequence table.
 fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     let ops = &program.ops;
-    // The rows each op takes: a batch's head after LastRows runs one row per sequence.
-    let rows = program.op_rows();
     let table = uses_seq_table(program);
     let mut steps = Vec::new();
     let mut i = 0;
     while i < ops.len() {
-        let small = rows[i] <= NORM_FUSED_MAX_ROWS;
-        let (step, used) = batch_pair(ops, i, small).unwrap_or((Step::Op(ops[i]), 1));
+        let (step, used) = batch_pair(ops, i).unwrap_or((Step::Op(ops[i]), 1));
         let step = match step {
             _ if !table => step,
             Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },
@@ -254,15 +248,13 @@ fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     steps
 }
 
-/// The fused step `ops[i..]` starts with in any batch (`small`: 1..=8 rows), and the ops it takes.
-fn batch_pair(ops: &[Op], i: usize, small: bool) -> Option<(Step, usize)> {
+/// The fused step `ops[i..]` starts with in any batch, and the ops it takes.
+fn batch_pair(ops: &[Op], i: usize) -> Option<(Step, usize)> {
     match (ops[i], ops.get(i + 1).copied()?) {
-        (Op::RmsNorm { x, weight, out }, Op::Matmul { w, x: xn, y, store }) if small && xn == out && dead_after(ops, i + 2, out) => {
+        (Op::RmsNorm { x, weight, out }, Op::Matmul { w, x: xn, y, store }) if xn == out && dead_after(ops, i + 2, out) => {
             Some((Step::NormMatmul { x, norm: weight, w, y, store }, 2))
         }
-        (Op::RmsNorm { x, weight, out }, Op::GateUpSwiglu { w, x: xn, out: f })
-            if small && xn == out && dead_after(ops, i + 2, out) =>
-        {
+        (Op::RmsNorm { x, weight, out }, Op::GateUpSwiglu { w, x: xn, out: f }) if xn == out && dead_after(ops, i + 2, out) => {
             Some((Step::NormGateUp { x, norm: weight, w, out: f }, 2))
         }
         (Op::QkNormRope { qkv, q_norm, k_norm }, Op::KvWrite { qkv: q2, layer }) if qkv == q2 => {
@@ -357,7 +349,7 @@ fn planes_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
             (Op::Hadamard { x, out, signs, width, block, inverse: false, perm }, _) if x != out && (caps.rotate_planes)(block) => {
                 (Node::Rotate { x, norm: None, out, signs, width, block, perm }, 1)
             }
-            _ => match batch_pair(ops, i, true) {
+            _ => match batch_pair(ops, i) {
                 Some((step, used)) => (Node::Fused(step), used),
                 None => (Node::Op(ops[i]), 1),
             },

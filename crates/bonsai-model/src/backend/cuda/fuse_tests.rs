@@ -2,7 +2,7 @@ use bonsai_kernels::launch::matmul::Epilogue;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::{HeadShape, Store};
 
-use super::{fuse, Caps, Planes, PreNorm, Step, NORM_FUSED_MAX_ROWS};
+use super::{fuse, Caps, Planes, PreNorm, Step};
 use crate::program::{Act, Dims, MatrixId, Op, VectorId};
 use crate::qwen3::{forward_program, DevicePick, LayerIds, LogitRows, ModelIds};
 
@@ -114,15 +114,15 @@ fn a_matrix_the_binary_gemv_cannot_serve_runs_as_a_normed_gemv() {
 }
 
 #[test]
-fn small_batches_fold_their_norms_into_the_gemvs_and_prefill_does_not() {
+fn every_batch_folds_its_norms_into_the_matmuls() {
     let all = |_: MatrixId| true;
-    for (rows, folded) in [(vec![4], true), (vec![1, 1, 1], true), (vec![2, 7], false), (vec![512], false)] {
+    for rows in [vec![4], vec![1, 1, 1], vec![2, 7], vec![512], vec![1; 64]] {
         let s = steps(rows.clone(), false, &all, true);
         assert!(s.iter().all(|s| !matches!(s, Step::GemvPlanes { .. } | Step::QkvRope { .. })), "{rows:?}: planes are one token's");
         let norm_matmuls = s.iter().filter(|s| matches!(s, Step::NormMatmul { .. } | Step::NormGateUp { .. })).count();
-        // The head runs on one row per sequence after LastRows: folded when those are few.
-        let head = usize::from(rows.len() <= NORM_FUSED_MAX_ROWS);
-        assert_eq!(norm_matmuls, if folded { 2 * LAYERS + 1 } else { head }, "{rows:?}");
+        // Each layer's two norms and the head's (after LastRows, one row per sequence).
+        assert_eq!(norm_matmuls, 2 * LAYERS + 1, "{rows:?}");
+        assert!(!s.iter().any(|s| matches!(s, Step::Op(Op::RmsNorm { .. }))), "{rows:?}: a norm left as a launch");
         // Several sequences with one-row ones: RoPE + KV write through the sequence table.
         let rope = s.iter().filter(|s| matches!(s, Step::RopeKvWrite { .. } | Step::RopeKvWriteSeqs { .. })).count();
         assert_eq!(rope, LAYERS, "{rows:?}");
