@@ -325,31 +325,22 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         __syncthreads();
         if (!arrived_last) return;
         __threadfence();  // the other splits' partials, counted before this CTA, are read after it
-        // The merge is a chain of L2 round trips: per batch of accumulators, the loads of
-        // SPLIT_CHUNK splits are issued together before any add, so it waits for (ACC / BATCH) x
-        // ceil(gridDim.z / SPLIT_CHUNK) load latencies (one chain per accumulator, ACC x gridDim.z,
-        // cost more than the splits' main loops; one split per round trip, 16 of them at 8 splits,
-        // was still most of a batched decode step's split GEMM). BATCH x SPLIT_CHUNK bounds the
-        // extra registers. The sum order stays split 0, 1, 2, ... for every accumulator.
+        // Each split's loads of a batch of accumulators are independent and in flight together,
+        // so the merge waits for about (ACC / batch) x gridDim.z load latencies, not ACC x
+        // gridDim.z (one dependent chain per accumulator cost more than the splits' main loops).
+        // The batch bounds the extra registers. The sum order stays split 0, 1, 2, ...
         constexpr int BATCH = ACC < 16 ? ACC : 16;
-        constexpr int SPLIT_CHUNK = 4;
-        const int splits = gridDim.z;
 #pragma unroll
         for (int i0 = 0; i0 < ACC; i0 += BATCH) {
+#pragma unroll
+            for (int i = i0; i < i0 + BATCH; ++i) acc[i] = __ldcg(partials + at(0, i));
 #pragma unroll 1
-            for (int z0 = 0; z0 < splits; z0 += SPLIT_CHUNK) {
-                float p[SPLIT_CHUNK][BATCH];
+            for (int z = 1; z < (int)gridDim.z; ++z) {
+                float p[BATCH];
 #pragma unroll
-                for (int zz = 0; zz < SPLIT_CHUNK; ++zz)
+                for (int i = 0; i < BATCH; ++i) p[i] = __ldcg(partials + at(z, i0 + i));
 #pragma unroll
-                    for (int i = 0; i < BATCH; ++i)
-                        p[zz][i] = z0 + zz < splits ? __ldcg(partials + at(z0 + zz, i0 + i)) : 0.0f;
-#pragma unroll
-                for (int zz = 0; zz < SPLIT_CHUNK; ++zz) {
-                    if (z0 + zz >= splits) break;
-#pragma unroll
-                    for (int i = 0; i < BATCH; ++i) acc[i0 + i] = z0 + zz == 0 ? p[zz][i] : acc[i0 + i] + p[zz][i];
-                }
+                for (int i = 0; i < BATCH; ++i) acc[i0 + i] += p[i];
             }
         }
     }
