@@ -69,6 +69,16 @@ __device__ __forceinline__ void f16_row_store(const float* __restrict__ xr, int 
     }
 }
 
+// The QG_PREP_BATCH float4s i0, i0 + QG_PREP_THREADS, ... of `src` (zeros past k4), all loads
+// issued before any use.
+__device__ __forceinline__ void prep_load_batch(const float4* __restrict__ src, int i0, int k4, float4 (&v)[QG_PREP_BATCH]) {
+#pragma unroll
+    for (int j = 0; j < QG_PREP_BATCH; ++j) {
+        const int i = i0 + j * QG_PREP_THREADS;
+        v[j] = i < k4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
 __device__ __forceinline__ float abs_max4(float amax, float4 v) {
     return fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
 }
@@ -87,11 +97,7 @@ __device__ __forceinline__ void x_to_f16_rows(const float* __restrict__ x, int k
     const int k4 = k / 4;
     for (int i0 = threadIdx.x; i0 < k4; i0 += QG_PREP_BATCH * QG_PREP_THREADS) {
         float4 v[QG_PREP_BATCH];
-#pragma unroll
-        for (int j = 0; j < QG_PREP_BATCH; ++j) {
-            const int i = i0 + j * QG_PREP_THREADS;
-            v[j] = i < k4 ? reinterpret_cast<const float4*>(xr)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+        prep_load_batch(reinterpret_cast<const float4*>(xr), i0, k4, v);
 #pragma unroll
         for (int j = 0; j < QG_PREP_BATCH; ++j) amax = abs_max4(amax, v[j]);
     }
@@ -119,11 +125,7 @@ __device__ __forceinline__ void x_to_f16_rows_norm(const float* __restrict__ x, 
     float ss = 0.0f;
     for (int i0 = threadIdx.x; i0 < k4; i0 += STRIDE) {
         float4 v[QG_PREP_BATCH];
-#pragma unroll
-        for (int j = 0; j < QG_PREP_BATCH; ++j) {
-            const int i = i0 + j * QG_PREP_THREADS;
-            v[j] = i < k4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+        prep_load_batch(x4, i0, k4, v);
 #pragma unroll
         for (int j = 0; j < QG_PREP_BATCH; ++j) {
             const int i = i0 + j * QG_PREP_THREADS;
@@ -141,11 +143,7 @@ __device__ __forceinline__ void x_to_f16_rows_norm(const float* __restrict__ x, 
     float amax = 0.0f;
     for (int i0 = threadIdx.x; i0 < k4; i0 += STRIDE) {
         float4 g[QG_PREP_BATCH];
-#pragma unroll
-        for (int j = 0; j < QG_PREP_BATCH; ++j) {
-            const int i = i0 + j * QG_PREP_THREADS;
-            g[j] = i < k4 ? w4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
+        prep_load_batch(w4, i0, k4, g);
 #pragma unroll
         for (int j = 0; j < QG_PREP_BATCH; ++j) {
             const int i = i0 + j * QG_PREP_THREADS;
