@@ -161,7 +161,7 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 }
 
 /// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the GEMM. `x` (m x
-/// K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights (K f32, 16-byte aligned) were
+/// K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
 /// `forced_splits` as in [`geometry`].
 pub(crate) fn launch(
@@ -236,8 +236,8 @@ pub(crate) fn launch(
 /// The activation pre-pass of both f16 GEMMs (this one and the wgmma one): `x_to_f16_rows_q*`
 /// (with `norm`: `x_to_f16_rows_norm_q*`, the pre-pass of RMSNorm(x; weights, eps), bit for bit
 /// the rms_norm kernel then the plain pre-pass) into stream-ordered scratch, returning (xh: m x K
-/// f16 in pair-slot order, 2^-e per row). `x` (m x K f32, 16-byte aligned) and the norm weights
-/// (K f32, 16-byte aligned) were checked by the caller.
+/// f16 in pair-slot order, 2^-e per row). `x` (m x K f32, 16-byte aligned) and the norm weights'
+/// length (K f32) were checked by the caller.
 pub(crate) fn prepass(
     gpu: Gpu<'_>,
     s: &F16Shape,
@@ -271,6 +271,7 @@ pub(crate) fn prepass(
                 unsafe { b.launch(LaunchConfig { grid_dim, block_dim, shared_mem_bytes: 0 }) }?;
             }
             Some((norm_w, eps)) => {
+                expect_aligned16(op, "norm weights", norm_w)?;
                 let prep = gpu.function(&format!("x_to_f16_rows_norm_{q}"))?;
                 // The normed row stays in shared memory.
                 let row_bytes = s.k * std::mem::size_of::<f32>();
@@ -279,8 +280,8 @@ pub(crate) fn prepass(
                 b.arg(&x).arg(&k_i).arg(&norm_w).arg(&eps).arg(&xh_ptr).arg(&unscale_ptr);
                 // SAFETY: x_to_f16_rows_norm_q*(const float* x, int k, const float* norm_w, float
                 // eps, u16* xh, float* row_unscale): as the plain pre-pass, plus norm_w holds K
-                // floats 16-byte aligned (checked by the caller) and the CTA's dynamic shared
-                // memory holds the K-float row.
+                // floats (checked by the caller), 16-byte aligned (checked above), and the CTA's
+                // dynamic shared memory holds the K-float row.
                 unsafe { b.launch(LaunchConfig { grid_dim, block_dim, shared_mem_bytes: row_bytes as u32 }) }?;
             }
         }

@@ -172,8 +172,8 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
 }
 
 /// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the wgmma GEMM.
-/// `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights (K f32, 16-byte
-/// aligned) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
+/// `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K
+/// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
