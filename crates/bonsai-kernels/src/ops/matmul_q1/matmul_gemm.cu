@@ -139,7 +139,23 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
     }
 
     // Epilogue: thread holds rows r0 (c0, c1) and r0 + 8 (c2, c3) for tokens 8tt + 2t, +1.
+    // Add: every old value is loaded before the first store (the compiler cannot prove that a
+    // store to y misses the next load from y: one dependent round trip per output otherwise).
     const int lr = warp * 16 + g;
+    float old[MMA_TILE_TOKENS / 8][2][2] = {};
+    if constexpr (MODE == MATMUL_ADD) {
+#pragma unroll
+        for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int tok = tok0 + tt * 8 + 2 * t + e;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = gemm_weight_row<MODE, MMA_TILE_ROWS>(tile, lr + 8 * h, n_out);
+                    if (tok < m && row >= 0) old[tt][e][h] = y[(long long)tok * n_out + row];
+                }
+            }
+    }
 #pragma unroll
     for (int tt = 0; tt < MMA_TILE_TOKENS / 8; ++tt)
 #pragma unroll
@@ -155,7 +171,7 @@ __device__ __forceinline__ void gemm_mma_bf16x3(const u16* __restrict__ scales,
                     const int row = gemm_weight_row<MODE, MMA_TILE_ROWS>(tile, lr + 8 * h, n_out);
                     if (row < 0) continue;
                     float* dst = y + (long long)tok * n_out + row;
-                    if (MODE == MATMUL_ADD) *dst += acc[tt][2 * h + e];
+                    if (MODE == MATMUL_ADD) *dst = old[tt][e][h] + acc[tt][2 * h + e];
                     else *dst = acc[tt][2 * h + e];
                 }
             }

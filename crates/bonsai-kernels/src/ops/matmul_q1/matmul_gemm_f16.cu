@@ -376,6 +376,9 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
 
     // Epilogue: thread holds tokens (g, g + 8) x local columns (2t, 2t + 1) of every 16 x 8 tile.
     // float2 stores need every (token, even column) address 8-byte aligned: even rows and base.
+    // Add: the old values of a token's outputs are loaded before any of them is stored (the
+    // compiler cannot prove that a store to y misses the next load from y: a read-add-store per
+    // output pair ran as one dependent round trip after another).
     const bool pairs_aligned = (n_out % 2) == 0 && (reinterpret_cast<unsigned long long>(y) & 7) == 0;
 #pragma unroll
     for (int i = 0; i < M_TILES; ++i)
@@ -385,6 +388,20 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
             if (tok >= m) continue;
             const float unscale = row_unscale[tok];
             float* yrow = y + (long long)tok * n_out;
+            float2 old[N_TILES];
+            if constexpr (MODE == MATMUL_ADD) {
+#pragma unroll
+                for (int j = 0; j < N_TILES; ++j) {
+                    const int col = tile * S::ROWS + warp_n * QG_WARP_ROWS + j * 8 + 2 * t;
+                    old[j] = make_float2(0.0f, 0.0f);
+                    if (pairs_aligned && col + 1 < n_out) {
+                        old[j] = *reinterpret_cast<const float2*>(yrow + col);
+                    } else {
+                        if (col < n_out) old[j].x = yrow[col];
+                        if (col + 1 < n_out) old[j].y = yrow[col + 1];
+                    }
+                }
+            }
 #pragma unroll
             for (int j = 0; j < N_TILES; ++j) {
                 const int lc = warp_n * QG_WARP_ROWS + j * 8 + 2 * t;
@@ -395,18 +412,13 @@ __device__ __forceinline__ void gemm_f16_mma(const u16* __restrict__ scales,
                     continue;
                 }
                 const int col = tile * S::ROWS + lc;
+                const float w0 = MODE == MATMUL_ADD ? old[j].x + v0 : v0;
+                const float w1 = MODE == MATMUL_ADD ? old[j].y + v1 : v1;
                 if (pairs_aligned && col + 1 < n_out) {
-                    float2* dst = reinterpret_cast<float2*>(yrow + col);
-                    float2 v = make_float2(v0, v1);
-                    if (MODE == MATMUL_ADD) {
-                        const float2 old = *dst;
-                        v.x += old.x;
-                        v.y += old.y;
-                    }
-                    *dst = v;
+                    *reinterpret_cast<float2*>(yrow + col) = make_float2(w0, w1);
                 } else {
-                    if (col < n_out) yrow[col] = MODE == MATMUL_ADD ? yrow[col] + v0 : v0;
-                    if (col + 1 < n_out) yrow[col + 1] = MODE == MATMUL_ADD ? yrow[col + 1] + v1 : v1;
+                    if (col < n_out) yrow[col] = w0;
+                    if (col + 1 < n_out) yrow[col + 1] = w1;
                 }
             }
         }

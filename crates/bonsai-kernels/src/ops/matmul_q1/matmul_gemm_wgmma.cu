@@ -348,22 +348,42 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // Epilogue: acc[4j + e] is (row lr0, token 8j + 2t + e), acc[4j + 2 + e] (row lr1, same token).
     // SwiGLU: row lr0 is the gate of feature row0 (gemm_weight_row returns the feature index for a
     // gate row), lr1 its up.
+    // Add: a batch of EPI_J token pairs' old values is loaded before any of them is stored. The
+    // compiler cannot prove that a store to y misses the next load from y, so a read-add-store per
+    // output ran as BN / 2 dependent round trips a thread (the residual is in L2 or DRAM); loaded
+    // first, a batch costs one.
     const int row0 = gemm_weight_row<MODE, ROWS>(tile, lr0, n_out);
     const int row1 = gemm_weight_row<MODE, ROWS>(tile, lr1, n_out);
+    constexpr int EPI_J = BN / 8 < 4 ? BN / 8 : 4;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int j0 = 0; j0 < BN / 8; j0 += EPI_J) {
+        float old[EPI_J][2][2], unscale[EPI_J][2];
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int tok = tok0 + 8 * j + 2 * t + e;
-            if (tok >= m) continue;
-            const float unscale = row_unscale[tok];
-            float* yrow = y + (long long)tok * n_out;
-            const float v0 = acc[4 * j + e] * unscale, v1 = acc[4 * j + 2 + e] * unscale;
-            if (MODE == MATMUL_SWIGLU) {
-                if (row0 >= 0) yrow[row0] = silu_mul(v0, v1);
-                continue;
+        for (int j = 0; j < EPI_J; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int tok = tok0 + 8 * (j0 + j) + 2 * t + e;
+                const float* yrow = y + (long long)tok * n_out;
+                unscale[j][e] = tok < m ? row_unscale[tok] : 0.0f;
+                if constexpr (MODE == MATMUL_ADD) {
+                    old[j][e][0] = tok < m && row0 >= 0 ? yrow[row0] : 0.0f;
+                    old[j][e][1] = tok < m && row1 >= 0 ? yrow[row1] : 0.0f;
+                }
             }
-            if (row0 >= 0) yrow[row0] = MODE == MATMUL_ADD ? yrow[row0] + v0 : v0;
-            if (row1 >= 0) yrow[row1] = MODE == MATMUL_ADD ? yrow[row1] + v1 : v1;
-        }
+#pragma unroll
+        for (int j = 0; j < EPI_J; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int tok = tok0 + 8 * (j0 + j) + 2 * t + e;
+                if (tok >= m) continue;
+                float* yrow = y + (long long)tok * n_out;
+                const float v0 = acc[4 * (j0 + j) + e] * unscale[j][e], v1 = acc[4 * (j0 + j) + 2 + e] * unscale[j][e];
+                if (MODE == MATMUL_SWIGLU) {
+                    if (row0 >= 0) yrow[row0] = silu_mul(v0, v1);
+                    continue;
+                }
+                if (row0 >= 0) yrow[row0] = MODE == MATMUL_ADD ? old[j][e][0] + v0 : v0;
+                if (row1 >= 0) yrow[row1] = MODE == MATMUL_ADD ? old[j][e][1] + v1 : v1;
+            }
+    }
 }
