@@ -111,15 +111,14 @@ impl WgmmaTile {
 
 /// The tile for `s` on a device of `sms` SMs when none is forced.
 ///
-/// Ternary (Q2) matrices with at least 256 tokens take the 256-token tile: their 64- and
-/// 128-token tiles are issue-bound by the Q2 decode, and on the H200 the wide tile is faster at
-/// every Bonsai geometry measured, so much that it beats the 64-token tile's fuller grid at the
-/// N = 4096 shapes too (docs/kernel-notes.md, "The 256-token tile"). Otherwise the 64-token tile
-/// when 128-token tiles leave SMs idle and the 64-token grid still fits one wave, else 128: the
-/// faster tile of every Bonsai-8B pp512 GEMM (1-bit: the wide tile's kernel times won there in
-/// isolation, but the model's prefill ran slower with it, not yet explained).
+/// From 256 tokens on, the 256-token tile at every shape: the 64- and 128-token tiles are
+/// issue-bound by the weight decode (Q2's most), and the wide tile is faster at every Bonsai
+/// geometry measured, so much that it beats the 64-token tile's fuller grid at the N = 4096 shapes
+/// too (docs/kernel-notes.md, "The 256-token tile"; for 1-bit GEMMs once the Add epilogue no longer
+/// ran its read-add-stores one round trip after another). Below 256 tokens the 64-token tile
+/// when 128-token tiles leave SMs idle and the 64-token grid still fits one wave, else 128.
 fn default_tile(s: &F16Shape, sms: usize) -> WgmmaTile {
-    if s.bits == QuantBits::Two && s.m >= WgmmaTile::Tokens256.tokens() {
+    if s.m >= WgmmaTile::Tokens256.tokens() {
         return WgmmaTile::Tokens256;
     }
     let ctas = |tile: WgmmaTile| grid(s, tile).map_or(usize::MAX, |(x, y)| x as usize * y as usize);
@@ -302,31 +301,29 @@ mod tests {
         }
     }
 
-    /// The measured best tile of every Bonsai-8B pp512 GEMM and the DiT's widest (H200, 132 SMs).
+    /// The measured best tile of every Bonsai-8B / Ternary-8B pp512 GEMM and the DiT's widest.
     #[test]
     fn default_tile_is_the_measured_best() {
-        let shape = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::One, epilogue, m, n_out, k };
         let pick = |s: F16Shape| default_tile(&s, 132);
-        assert_eq!(pick(shape(6144, 4096, 512, Epilogue::Store)), WgmmaTile::Tokens128, "qkv");
-        assert_eq!(pick(shape(4096, 4096, 512, Epilogue::Add)), WgmmaTile::Tokens64, "attn_out");
-        assert_eq!(pick(shape(12288, 4096, 512, Epilogue::SwiGlu)), WgmmaTile::Tokens128, "gate|up");
-        assert_eq!(pick(shape(4096, 12288, 512, Epilogue::Add)), WgmmaTile::Tokens64, "down");
-        assert_eq!(pick(shape(27648, 3072, 4608, Epilogue::Store)), WgmmaTile::Tokens128, "DiT 1-bit");
-        // Ternary: the 256-token tile from 256 tokens on, at every shape (the 8B layer at pp512,
-        // the DiT's widest); below it the 1-bit rule.
-        let ternary = |n_out, k, m, epilogue| F16Shape { bits: QuantBits::Two, epilogue, m, n_out, k };
-        for (n_out, k, epilogue) in [
-            (6144, 4096, Epilogue::Store),
-            (4096, 4096, Epilogue::Add),
-            (12288, 4096, Epilogue::SwiGlu),
-            (4096, 12288, Epilogue::Add),
-            (27648, 3072, Epilogue::Store),
-        ] {
-            assert_eq!(pick(ternary(n_out, k, 512, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
-            assert_eq!(pick(ternary(n_out, k, 4608, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
+        // From 256 tokens on, the 256-token tile at every shape (the 8B layer at pp512, the DiT's
+        // widest), 1-bit and ternary; below it the 64-token tile where the 128-token grid leaves
+        // SMs idle.
+        for bits in [QuantBits::One, QuantBits::Two] {
+            let shape = |n_out, k, m, epilogue| F16Shape { bits, epilogue, m, n_out, k };
+            for (n_out, k, epilogue) in [
+                (6144, 4096, Epilogue::Store),
+                (4096, 4096, Epilogue::Add),
+                (12288, 4096, Epilogue::SwiGlu),
+                (4096, 12288, Epilogue::Add),
+                (27648, 3072, Epilogue::Store),
+            ] {
+                assert_eq!(pick(shape(n_out, k, 512, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
+                assert_eq!(pick(shape(n_out, k, 4608, epilogue)), WgmmaTile::Tokens256, "{n_out} x {k}");
+            }
+            assert_eq!(pick(shape(4096, 4096, 255, Epilogue::Add)), WgmmaTile::Tokens64);
+            assert_eq!(pick(shape(4096, 4096, 64, Epilogue::Add)), WgmmaTile::Tokens64);
+            assert_eq!(pick(shape(12288, 4096, 255, Epilogue::SwiGlu)), WgmmaTile::Tokens128);
         }
-        assert_eq!(pick(ternary(4096, 4096, 255, Epilogue::Add)), WgmmaTile::Tokens64);
-        assert_eq!(pick(ternary(12288, 4096, 255, Epilogue::SwiGlu)), WgmmaTile::Tokens128);
     }
 
     #[test]
