@@ -33,7 +33,11 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>, T: DevicePtr<u32>>(
         None => ("qk_norm_rope", "qk_norm_rope_head_per_block", 0),
     };
     let RopeInputs { n_q, n_kv, hd: hd_i, rot, max_pos } = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
-    let (cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
+    // The fused kernel takes QK_TOKENS rows per CTA.
+    let rows_per_cta = if cache.is_some() { QK_TOKENS } else { 1 };
+    let (mut cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
+    cfg.grid_dim.0 = m.div_ceil(rows_per_cta) as u32;
+    let m_i = as_i32(op, "m", m)?;
     let kv = match cache {
         Some(KvCache { k, v, table, max_seq }) => {
             let max_seq_i = check_kv_cache(op, p.shape, max_seq, (k.len(), v.len()), table.len())?;
@@ -46,17 +50,25 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>, T: DevicePtr<u32>>(
     let (p0, _e) = read_ptr(pos0, gpu.stream);
     let (q_p, _f) = write_ptr(qkv, gpu.stream);
     let mut l = Launch::new(gpu, func);
-    l.arg(&q_p).arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
+    l.arg(&q_p);
+    if kv.is_some() {
+        l.arg(&m_i);
+    }
+    l.arg(&n_q).arg(&n_kv).arg(&hd_i).arg(&rot).arg(&qn).arg(&kn).arg(&eps).arg(&cs).arg(&sn).arg(&max_pos).arg(&p0);
     if let Some((max_seq_i, (t_p, _), (k_p, _), (v_p, _))) = &kv {
         l.arg(max_seq_i).arg(t_p).arg(k_p).arg(v_p);
     }
-    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with the cache's four trailing
-    // arguments qk_norm_rope_kv_write's; every buffer length was checked, the device position is
+    // SAFETY: matches qk_norm_rope_head_per_block's signature, or with m after qkv and the cache's
+    // four trailing arguments qk_norm_rope_kv_write's (whose grid covers m rows QK_TOKENS a CTA,
+    // the kernel skipping rows >= m); every buffer length was checked, the device position is
     // bounds-checked in the kernel against max_pos (RoPE table) and max_seq (cache), and the block
     // table entries of the written positions name pool blocks (the caller's contract, KvCache).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
+
+/// Rows per CTA of `qk_norm_rope_kv_write` (QK_TOKENS in qk_norm_rope.cu).
+const QK_TOKENS: usize = 4;
 
 /// The op's parameters on the device: norm weights in device memory and the device RoPE table.
 pub type DeviceParams<'a, W, C> = Params<'a, W, RopeTableView<'a, C>>;

@@ -107,8 +107,18 @@ __device__ __forceinline__ void qk_norm_rope_kv_write_token(float* __restrict__ 
 }
 
 // qk_norm_rope_head_per_block and kv_write_head_per_block in one launch (decode issues one
-// launch fewer per layer): grid (m, n_q + 2 n_kv), token i at position pos0[0] + i.
-extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_q, int n_kv, int hd, int rot,
+// launch fewer per layer): grid (ceil(m / QK_TOKENS), n_q + 2 n_kv), head = blockIdx.y (q heads,
+// then k heads, then v heads), rows QK_TOKENS x blockIdx.x .. + QK_TOKENS - 1 (those below m),
+// row i at position pos0[0] + i. q and k heads are normed and rotated in place, k and v heads
+// stored as f16 in the paged cache (pools [blocks][n_kv][KV_BLOCK][hd], the block from
+// block_table: kv_row); cache rows at positions >= max_seq are skipped (no table entry read),
+// exactly as kv_write does (the rotated k, NaN past max_pos, is what both versions store).
+// A thread issues its loads of all the CTA's rows (values, cos, sin) before the first reduction,
+// and the rows' sums share one barrier: a CTA per (row, head) made a 512-row prefill ~6 waves of
+// one load-reduce-store latency chain each. Each row's sum is block_sum's (warp sums, then the
+// warps' partial sums in one warp_sum), every product as qk_norm_rope_one_head's: the same bits.
+#define QK_TOKENS 4
+extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int m, int n_q, int n_kv, int hd, int rot,
                                                  const float* __restrict__ q_norm,
                                                  const float* __restrict__ k_norm, float eps,
                                                  const float* __restrict__ cos_table,
@@ -118,9 +128,81 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int n_
                                                  u16* __restrict__ v_cache) {
     griddep_wait();
     griddep_launch_dependents();
-    __shared__ float scratch[WARP_SIZE];
-    const int token = blockIdx.x;
-    float* row = qkv + (long long)token * (n_q + 2 * n_kv) * hd;
-    qk_norm_rope_kv_write_token(row, n_q, n_kv, hd, rot, q_norm, k_norm, eps, cos_table, sin_table, max_pos,
-                                pos0[0] + (u32)token, max_seq, block_table, k_cache, v_cache, scratch);
+    __shared__ float scratch[QK_TOKENS][WARP_SIZE];
+    const int head = blockIdx.y, half = hd / 2, d = threadIdx.x;
+    const int lane = d % WARP_SIZE, warp = d / WARP_SIZE, n_warps = blockDim.x / WARP_SIZE;
+    const long long row_len = (long long)(n_q + 2 * n_kv) * hd;
+    const int t0 = blockIdx.x * QK_TOKENS;
+    const u32 first_pos = pos0[0] + (u32)t0;
+    const bool active = d < half;
+    if (head >= n_q + n_kv) {  // a v head: the whole CTA takes this branch
+        if (!active) return;
+        float va[QK_TOKENS], vb[QK_TOKENS];
+#pragma unroll
+        for (int i = 0; i < QK_TOKENS; ++i) {
+            const float* h = qkv + (t0 + i) * row_len + (long long)head * hd;
+            va[i] = t0 + i < m ? h[d] : 0.0f;
+            vb[i] = t0 + i < m ? h[d + half] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < QK_TOKENS; ++i) {
+            const u32 pos = first_pos + (u32)i;
+            if (t0 + i >= m || pos >= (u32)max_seq) continue;
+            const long long dst = kv_row(block_table, n_kv, head - n_q - n_kv, (int)pos, hd);
+            v_cache[dst + d] = f32_to_f16(va[i]);
+            v_cache[dst + d + half] = f32_to_f16(vb[i]);
+        }
+        return;
+    }
+    int ia = 0, ib = 0;
+    qk_head_pair(d, hd, rot, &ia, &ib);
+    const int rot_half = rot / 2;
+    float a[QK_TOKENS], b[QK_TOKENS], c[QK_TOKENS], s[QK_TOKENS];
+#pragma unroll
+    for (int i = 0; i < QK_TOKENS; ++i) {
+        const bool row = active && t0 + i < m;
+        const float* h = qkv + (t0 + i) * row_len + (long long)head * hd;
+        a[i] = row ? h[ia] : 0.0f;
+        b[i] = row ? h[ib] : 0.0f;
+        const u32 pos = first_pos + (u32)i;
+        const bool table = row && d < rot_half && pos < (u32)max_pos;
+        c[i] = table ? cos_table[(long long)pos * rot_half + d] : 0.0f;
+        s[i] = table ? sin_table[(long long)pos * rot_half + d] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < QK_TOKENS; ++i) {
+        const float v = warp_sum(qk_pair_sq(a[i], b[i]));
+        if (lane == 0) scratch[i][warp] = v;
+    }
+    __syncthreads();
+    float ss[QK_TOKENS];
+#pragma unroll
+    for (int i = 0; i < QK_TOKENS; ++i) ss[i] = warp_sum(lane < n_warps ? scratch[i][lane] : 0.0f);
+    if (!active) return;
+    const float* w = head < n_q ? q_norm : k_norm;
+    const float wa = w[ia], wb = w[ib];
+#pragma unroll
+    for (int i = 0; i < QK_TOKENS; ++i) {
+        if (t0 + i >= m) continue;
+        float* h = qkv + (t0 + i) * row_len + (long long)head * hd;
+        const u32 pos = first_pos + (u32)i;
+        float out_a, out_b;
+        if (pos >= (u32)max_pos) {
+            out_a = out_b = __int_as_float(0x7fc00000);
+        } else {
+            const float inv = qk_inv_rms(ss[i], hd, eps);
+            if (d < rot_half) {
+                qk_rope_pair(a[i], b[i], inv, wa, wb, c[i], s[i], &out_a, &out_b);
+            } else {  // qk_rope_pair's normalised values, unrotated
+                out_a = __fmul_rn(__fmul_rn(a[i], inv), wa);
+                out_b = __fmul_rn(__fmul_rn(b[i], inv), wb);
+            }
+        }
+        h[ia] = out_a;
+        h[ib] = out_b;
+        if (head < n_q || pos >= (u32)max_seq) continue;
+        const long long dst = kv_row(block_table, n_kv, head - n_q, (int)pos, hd);
+        k_cache[dst + ia] = f32_to_f16(out_a);
+        k_cache[dst + ib] = f32_to_f16(out_b);
+    }
 }
