@@ -24,8 +24,9 @@
 //! (with cos = 1, sin = 0 for the pass-through dims).
 //!
 //! Speed of light on the H200: 8 bytes per q/k element (read, write): M = 1 with 32 + 8 heads of
-//! 128 is 41 KB -> 10 ns at 4.3 TB/s (launch-bound; fused with `kv_write` on the GPU).
-//! CUDA: see cuda.rs.
+//! 128 is 41 KB -> 10 ns at 4.3 TB/s (launch-bound; fused with `kv_write` on the GPU); a 512-row
+//! Bonsai-8B prefill layer moves 12.6 MB of q / k twice and 2 MB of f16 k / v: ~6.5 us. The fused
+//! kernel takes 4 rows a CTA, their loads in flight together (qk_norm_rope.cu); cuda.rs launches.
 
 mod cpu;
 mod reference;
