@@ -301,13 +301,14 @@ mod tests {
         }
     }
 
-    /// The measured best tile of every Bonsai-8B / Ternary-8B pp512 GEMM and the DiT's widest.
+    /// The measured best tile of every Bonsai-8B / Ternary-8B GEMM at 512 and 2048 tokens and of
+    /// the ternary DiT's widest (`bench_gemm`, and the 8B prefill in the model).
     #[test]
     fn default_tile_is_the_measured_best() {
         let pick = |s: F16Shape| default_tile(&s, 132);
-        // From 256 tokens on, the 256-token tile at every shape (the 8B layer at pp512, the DiT's
-        // widest), 1-bit and ternary; below it the 64-token tile where the 128-token grid leaves
-        // SMs idle.
+        // From 256 tokens on, the 256-token tile at every shape, 1-bit and ternary (the 1-bit DiT
+        // shape follows the rule, not a measurement); below it the 64-token tile where the
+        // 128-token grid leaves SMs idle.
         for bits in [QuantBits::One, QuantBits::Two] {
             let shape = |n_out, k, m, epilogue| F16Shape { bits, epilogue, m, n_out, k };
             for (n_out, k, epilogue) in [
