@@ -223,20 +223,20 @@ pub(crate) fn rms_norm_matmul_with(
 ) -> Result<(), LaunchError> {
     let op = epilogue.op_name();
     let n_out = outputs(w, epilogue)?;
+    let mut gemm = gemm;
     if m > GEMV_MAX_TOKENS {
-        let gemm = match gemm {
+        let chosen = match gemm {
             Some(g) => g,
             None => super::matmul_f16::auto_gemm(gpu.stream, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?,
         };
-        if gemm.wgmma_tile().is_none() && gemm.f16_splits().is_none() {
+        if chosen.wgmma_tile().is_none() && chosen.f16_splits().is_none() {
             // SAFETY: stream-ordered, uninitialised; rms_norm writes all m x K values before the
             // matmul, later on the same stream, reads them.
             let mut xn: CudaSlice<f32> = unsafe { gpu.stream.alloc(m * w.k) }?;
             crate::launch::rms_norm::rms_norm(gpu, x, norm_w, eps, m, w.k, &mut xn)?;
-            return launch_any(gpu, w, &xn, m, y, epilogue, n_out, Some(gemm), None, None);
+            return launch_any(gpu, w, &xn, m, y, epilogue, n_out, Some(chosen), None, None);
         }
-        let (norm, _guard) = norm_arg(op, norm_w, w.k, gpu.stream)?;
-        return launch_any(gpu, w, x, m, y, epilogue, n_out, Some(gemm), None, Some((norm, eps)));
+        gemm = Some(chosen);
     }
     let (norm, _guard) = norm_arg(op, norm_w, w.k, gpu.stream)?;
     launch_any(gpu, w, x, m, y, epilogue, n_out, gemm, None, Some((norm, eps)))

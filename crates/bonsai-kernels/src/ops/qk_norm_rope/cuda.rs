@@ -35,8 +35,7 @@ pub fn qk_norm_rope<C: DevicePtr<f32>, K: DevicePtrMut<u16>, T: DevicePtr<u32>>(
     let RopeInputs { n_q, n_kv, hd: hd_i, rot, max_pos } = check_rope_inputs(op, qkv.len(), m, &p, pos0.len())?;
     // The fused kernel takes QK_TOKENS rows per CTA.
     let rows_per_cta = if cache.is_some() { QK_TOKENS } else { 1 };
-    let (mut cfg, eps) = (head_grid(op, m, p.shape, v_heads)?, p.eps);
-    cfg.grid_dim.0 = m.div_ceil(rows_per_cta) as u32;
+    let (cfg, eps) = (head_grid(op, m.div_ceil(rows_per_cta), p.shape, v_heads)?, p.eps);
     let m_i = as_i32(op, "m", m)?;
     let kv = match cache {
         Some(KvCache { k, v, table, max_seq }) => {
@@ -127,16 +126,17 @@ pub(crate) fn check_rope_inputs<C: DevicePtr<f32>>(
     })
 }
 
-/// The grid of both launchers: a CTA per row and head over the q and k heads plus
-/// `extra_heads` (the v heads for the fused launch), a thread per rotating pair.
-fn head_grid(op: &'static str, m: usize, shape_: HeadShape, extra_heads: usize) -> Result<LaunchConfig, LaunchError> {
+/// The grid of both launchers: `row_ctas` CTAs of rows (a row each, or QK_TOKENS for the fused
+/// launch) by the q and k heads plus `extra_heads` (the v heads for the fused launch), a thread
+/// per rotating pair.
+fn head_grid(op: &'static str, row_ctas: usize, shape_: HeadShape, extra_heads: usize) -> Result<LaunchConfig, LaunchError> {
     let hd = shape_.head_dim;
     let threads = (hd / 2).div_ceil(32) * 32;
     if threads > 1024 {
         return Err(shape(op, format!("head_dim {hd} exceeds 2048")));
     }
     Ok(LaunchConfig {
-        grid_dim: (m as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),
+        grid_dim: (row_ctas as u32, (shape_.n_q + shape_.n_kv + extra_heads) as u32, 1),
         block_dim: (threads as u32, 1, 1),
         shared_mem_bytes: 0,
     })

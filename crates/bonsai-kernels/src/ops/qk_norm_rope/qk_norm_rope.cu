@@ -20,6 +20,24 @@ __device__ __forceinline__ void qk_head_pair(int d, int hd, int rot, int* ia, in
     }
 }
 
+// A pair's result from its head's sum of squares `ss`: normalised and, for a rotating pair
+// (d < rot / 2), rotated by (c, s); NaN past the RoPE table (`in_table` false).
+__device__ __forceinline__ void qk_pair_result(float a, float b, float ss, int hd, float eps, float wa, float wb,
+                                               float c, float s, bool rotating, bool in_table, float* out_a,
+                                               float* out_b) {
+    if (!in_table) {
+        *out_a = *out_b = __int_as_float(0x7fc00000);
+        return;
+    }
+    const float inv = qk_inv_rms(ss, hd, eps);
+    if (rotating) {
+        qk_rope_pair(a, b, inv, wa, wb, c, s, out_a, out_b);
+    } else {  // qk_rope_pair's normalised values, unrotated
+        *out_a = __fmul_rn(__fmul_rn(a, inv), wa);
+        *out_b = __fmul_rn(__fmul_rn(b, inv), wb);
+    }
+}
+
 // One q or k head: normalises the head and rotates its first rot dims in place (all threads of
 // the CTA must call it: it reduces over the CTA); returns false for threads past the pairs.
 __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __restrict__ w, int hd, int rot,
@@ -34,23 +52,10 @@ __device__ __forceinline__ bool qk_norm_rope_one_head(float* h, const float* __r
     const float b = active ? h[ib] : 0.0f;
     const float ss = block_sum(qk_pair_sq(a, b), scratch);
     if (!active) return false;
-    if (pos >= (u32)max_pos) {
-        const float nan = __int_as_float(0x7fc00000);
-        h[ia] = nan;
-        h[ib] = nan;
-        return true;
-    }
-    const float inv = qk_inv_rms(ss, hd, eps);
-    const int rot_half = rot / 2;
-    if (d < rot_half) {
-        const float c = cos_table[(long long)pos * rot_half + d];
-        const float s = sin_table[(long long)pos * rot_half + d];
-        qk_rope_pair(a, b, inv, w[ia], w[ib], c, s, &h[ia], &h[ib]);
-    } else {
-        // qk_rope_pair's normalised values, unrotated.
-        h[ia] = __fmul_rn(__fmul_rn(a, inv), w[ia]);
-        h[ib] = __fmul_rn(__fmul_rn(b, inv), w[ib]);
-    }
+    const bool rotating = d < rot / 2, in_table = pos < (u32)max_pos;
+    const float c = rotating && in_table ? cos_table[(long long)pos * (rot / 2) + d] : 0.0f;
+    const float s = rotating && in_table ? sin_table[(long long)pos * (rot / 2) + d] : 0.0f;
+    qk_pair_result(a, b, ss, hd, eps, w[ia], w[ib], c, s, rotating, in_table, &h[ia], &h[ib]);
     return true;
 }
 
@@ -187,17 +192,8 @@ extern "C" __global__ void qk_norm_rope_kv_write(float* __restrict__ qkv, int m,
         float* h = qkv + (t0 + i) * row_len + (long long)head * hd;
         const u32 pos = first_pos + (u32)i;
         float out_a, out_b;
-        if (pos >= (u32)max_pos) {
-            out_a = out_b = __int_as_float(0x7fc00000);
-        } else {
-            const float inv = qk_inv_rms(ss[i], hd, eps);
-            if (d < rot_half) {
-                qk_rope_pair(a[i], b[i], inv, wa, wb, c[i], s[i], &out_a, &out_b);
-            } else {  // qk_rope_pair's normalised values, unrotated
-                out_a = __fmul_rn(__fmul_rn(a[i], inv), wa);
-                out_b = __fmul_rn(__fmul_rn(b[i], inv), wb);
-            }
-        }
+        qk_pair_result(a[i], b[i], ss[i], hd, eps, wa, wb, c[i], s[i], d < rot_half, pos < (u32)max_pos, &out_a,
+                       &out_b);
         h[ia] = out_a;
         h[ib] = out_b;
         if (head < n_q || pos >= (u32)max_seq) continue;
