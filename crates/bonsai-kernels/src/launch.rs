@@ -46,6 +46,8 @@ mod matmul_b1;
 mod matmul_f16;
 #[path = "ops/matmul_q1/cuda_wgmma.rs"]
 mod matmul_wgmma;
+#[path = "ops/matmul_q1/cuda_small.rs"]
+mod matmul_small;
 #[path = "ops/position_advance/cuda.rs"]
 pub mod position_advance;
 #[path = "ops/qk_norm_rope/cuda.rs"]

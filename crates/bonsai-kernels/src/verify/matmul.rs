@@ -215,7 +215,8 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         MatmulKernel::Gemm(GemmKernel::TensorCoreF16
             | GemmKernel::TensorCoreF16Splits(_)
             | GemmKernel::TensorCoreWgmma
-            | GemmKernel::TensorCoreWgmmaTile(_)) => {
+            | GemmKernel::TensorCoreWgmmaTile(_)
+            | GemmKernel::TensorCoreSmall) => {
             unreachable!("handled above")
         }
     }
@@ -237,7 +238,7 @@ pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w
 /// operands, and each wgmma m64nNk16 adds one k16 product tree per output to its f32
 /// accumulator as an mma.sync m16n8k16 does, so the same K/16 + 5 chain).
 fn is_f16(kernel: MatmulKernel) -> bool {
-    matches!(kernel, MatmulKernel::Gemm(g) if g.f16_splits().is_some() || g.wgmma_tile().is_some())
+    matches!(kernel, MatmulKernel::Gemm(g) if g.is_f16())
 }
 
 /// max |x| of each of the m token rows of x.

@@ -34,6 +34,9 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
                 // them, and matmul_large runs that choice at the DiT shapes).
                 gemms.splice(gemms.len() - 1..gemms.len() - 1, WgmmaTile::ALL.map(GemmKernel::TensorCoreWgmmaTile));
             }
+            if m <= launch::matmul::SMALL_M_MAX_TOKENS {
+                gemms.insert(0, GemmKernel::TensorCoreSmall);
+            }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }
     })
@@ -56,6 +59,7 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens64)) => "gemm_wgmma_64",
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256)) => "gemm_wgmma_256",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
+        MatmulKernel::Gemm(GemmKernel::TensorCoreSmall) => "gemm_small",
     }
 }
 

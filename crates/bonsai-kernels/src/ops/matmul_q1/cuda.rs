@@ -26,7 +26,7 @@ use crate::launch::{Gpu,
 };
 
 /// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_q1.cu).
-pub const GEMV_MAX_TOKENS: usize = 8;
+pub const GEMV_MAX_TOKENS: usize = 1;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
@@ -79,6 +79,11 @@ pub enum GemmKernel {
     TensorCoreWgmmaTile(WgmmaTile),
     /// mma.sync bf16 with activations split into three bf16 parts (f32-level accuracy).
     TensorCoreBf16x3,
+    /// The f16 numerics for 2..=[`SMALL_M_MAX_TOKENS`] tokens (a batched decode step): each warp
+    /// streams its weight rows into registers as the one-token GEMV does and runs mma.sync on
+    /// them with the tokens as 8 or 16 columns (matmul_gemm_small.cu). The default there on
+    /// every device.
+    TensorCoreSmall,
 }
 
 impl GemmKernel {
@@ -97,10 +102,18 @@ impl GemmKernel {
             GemmKernel::TensorCoreF16Splits(n) => Some(Some(n)),
             GemmKernel::TensorCoreWgmma
             | GemmKernel::TensorCoreWgmmaTile(_)
+            | GemmKernel::TensorCoreSmall
             | GemmKernel::TensorCoreBf16x3 => None,
         }
     }
+    /// Whether the GEMM runs the f16 pre-pass (the f16 numerics; it also fuses a RMSNorm).
+    pub(crate) fn is_f16(self) -> bool {
+        self.f16_splits().is_some() || self.wgmma_tile().is_some() || self == GemmKernel::TensorCoreSmall
+    }
 }
+
+/// Most tokens the small-m GEMM ([`GemmKernel::TensorCoreSmall`]) serves (SM_MAX_TOKENS).
+pub const SMALL_M_MAX_TOKENS: usize = 16;
 
 /// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
 /// whose shared memory holds the f16 GEMM's tiles (sm_80, sm_90; else bf16x3).
@@ -156,6 +169,8 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
             GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
+            GemmKernel::TensorCoreSmall if m <= 8 => "gemm_small8",
+            GemmKernel::TensorCoreSmall => "gemm_small16",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };
@@ -229,7 +244,7 @@ pub(crate) fn rms_norm_matmul_with(
             Some(g) => g,
             None => super::matmul_f16::auto_gemm(gpu.stream, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?,
         };
-        if chosen.wgmma_tile().is_none() && chosen.f16_splits().is_none() {
+        if !chosen.is_f16() {
             // SAFETY: stream-ordered, uninitialised; rms_norm writes all m x K values before the
             // matmul, later on the same stream, reads them.
             let mut xn: CudaSlice<f32> = unsafe { gpu.stream.alloc(m * w.k) }?;
@@ -329,6 +344,9 @@ fn launch_any(
         None => default_gemm(m),
     };
     let io = (scales, payload, x_ptr, y_ptr);
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreSmall {
+        return super::matmul_small::launch(gpu, f16_shape, io, norm);
+    }
     if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
         return super::matmul_wgmma::launch(gpu, f16_shape, tile, io, norm);
     }

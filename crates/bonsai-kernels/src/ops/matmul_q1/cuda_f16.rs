@@ -151,7 +151,9 @@ pub(crate) fn fits_device(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<bool
 /// The GEMM for m tokens when the caller does not choose one.
 pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKernel, LaunchError> {
     let f16 = s.m >= F16_GEMM_MIN_TOKENS;
-    Ok(if f16 && super::matmul_wgmma::device_has_wgmma(stream)? {
+    Ok(if f16 && s.m <= super::matmul::SMALL_M_MAX_TOKENS {
+        GemmKernel::TensorCoreSmall
+    } else if f16 && super::matmul_wgmma::device_has_wgmma(stream)? {
         GemmKernel::TensorCoreWgmma
     } else if f16 && fits_device(stream, s)? {
         GemmKernel::TensorCoreF16

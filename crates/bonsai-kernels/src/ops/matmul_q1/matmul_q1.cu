@@ -48,6 +48,23 @@
                                                     tiles_per_cta, splits, chunk_groups, norm_w, \
                                                     norm_eps);                                   \
     }                                                                                            \
+    /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): one or two n-tiles of 8 tokens */       \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \
+                             const float* row_unscale, int m, float* y, int n_out, int k,        \
+                             float* partials, unsigned* counters, int split_units) {             \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 1>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small16(const u16* scales, const u32* payload, const u16* xh,             \
+                              const float* row_unscale, int m, float* y, int n_out, int k,       \
+                              float* partials, unsigned* counters, int split_units) {            \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
