@@ -251,17 +251,17 @@ fn bench_batch_gemms(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, Verif
         kernels.extend([1, 2, 4, 8, 16].map(|s| MatmulKernel::Gemm(GemmKernel::TensorCoreF16Splits(s))));
     }
     let shapes = [(6144, 4096, false), (4096, 4096, false), (2 * 12288, 4096, true), (4096, 12288, false)];
-    // Up to GEMV_MAX_TOKENS sequences the step runs the GEMV kernels; one token's binary GEMV
-    // is the figure a batch of a few rows has to stay near.
-    for m in [1, 2, 4, 8] {
-        let kernel = if m == 1 { GemvKernel::Binary } else { GemvKernel::Bf16x3 };
-        for (n, k, swiglu) in shapes {
-            rows.push(bench_matmul(ctx, n, k, m, false, swiglu, MatmulKernel::Gemv(kernel), copy_bw)?);
+    // One token's binary GEMV is the figure a batch of a few rows has to stay near; up to
+    // SMALL_M_MAX_TOKENS rows the step runs the small-m GEMM.
+    for m in [1, 2, 4, 8, 16, 32, 64, 128] {
+        let mut for_m = kernels.clone();
+        if m == 1 {
+            for_m = vec![MatmulKernel::Gemv(GemvKernel::Binary)];
+        } else if m <= crate::launch::matmul::SMALL_M_MAX_TOKENS {
+            for_m = vec![MatmulKernel::Gemm(GemmKernel::TensorCoreSmall)];
         }
-    }
-    for m in [16, 32, 64, 128] {
         for (n, k, swiglu) in shapes {
-            for &kernel in &kernels {
+            for &kernel in &for_m {
                 rows.push(bench_matmul(ctx, n, k, m, false, swiglu, kernel, copy_bw)?);
             }
         }

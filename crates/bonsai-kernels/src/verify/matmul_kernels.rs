@@ -1,5 +1,5 @@
-//! The kernels verify and bench run for a quantized matmul (the one-token GEMVs, the 2..8-token
-//! GEMV, the GEMMs), how to launch each, and gemv_b1's quantization bound.
+//! The kernels verify and bench run for a quantized matmul (the one-token GEMVs, the GEMMs), how
+//! to launch each, and gemv_b1's quantization bound.
 
 use super::gpu::DeviceQMatrix;
 use super::matmul::{abs_matrix, par_reference};
@@ -16,14 +16,13 @@ pub(crate) enum MatmulKernel {
     Gemm(GemmKernel),
 }
 
-/// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, the
-/// 2..8-token GEMV, or every GEMM this device runs: the f16 one where its tiles fit the shared
-/// memory (not on sm_86/89/120), and the wgmma one on compute capability 9.0 (the emulator's by
-/// default).
+/// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, or
+/// every GEMM this device runs: the small-m one up to its token limit, the f16 one where its
+/// tiles fit the shared memory (not on sm_86/89/120), and the wgmma one on compute capability 9.0
+/// (the emulator's by default).
 pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, VerifyError> {
     Ok(match m {
         1 => vec![MatmulKernel::Gemv(GemvKernel::Binary), MatmulKernel::Gemv(GemvKernel::Bf16x3)],
-        m if m <= GEMV_MAX_TOKENS => vec![MatmulKernel::Gemv(GemvKernel::Bf16x3)],
         _ => {
             let mut gemms = vec![GemmKernel::TensorCoreBf16x3];
             if launch::matmul::f16_gemm_runs(&ctx.stream)? {

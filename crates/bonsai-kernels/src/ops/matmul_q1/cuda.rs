@@ -1,11 +1,12 @@
 //! Launchers of every quantized matmul (1-bit and 2-bit, plain / fused residual / fused gate|up
 //! SwiGLU). Kernels: matmul_gemv_b1.cu + matmul_gemv_tc.cu + matmul_gemm.cu + matmul_gemm_f16.cu (templates),
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
-//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`]; `*_gemv_tc` for Q2 matrices
-//! with +2d codes, [`gemv_for`]), 2..=8 -> `*_gemv_tc_tokens8` (tensor cores, geometry from [`tc_geometry`] /
-//! [`b1_geometry`]); m >= [`F16_GEMM_MIN_TOKENS`] (9) -> `x_to_f16_rows_q*` + `*_gemm_f16_128x{128,256}` (tensor cores,
-//! f16 operands, see [`GemmKernel::TensorCoreF16`]; it yields to bf16x3 on devices whose shared
-//! memory cannot hold its tiles; on compute capability 9.0 the wgmma GEMM serves the same range).
+//! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`], geometry from
+//! [`b1_geometry`]; `*_gemv_tc` for Q2 matrices with +2d codes, [`gemv_for`], [`tc_geometry`]);
+//! m >= [`F16_GEMM_MIN_TOKENS`] (2) -> `x_to_f16_rows_q*` + an f16 GEMM: `*_gemm_small{8,16}` up
+//! to [`SMALL_M_MAX_TOKENS`] ([`GemmKernel::TensorCoreSmall`]), past that the wgmma GEMM on compute
+//! capability 9.0, else `*_gemm_f16_128x{128,256}` ([`GemmKernel::TensorCoreF16`]), which yields
+//! to bf16x3 on devices whose shared memory cannot hold its tiles.
 //!
 //! The f16 GEMM needs m·K f16 + m f32 of scratch for the converted activations; the launcher
 //! allocates it stream-ordered (`cuMemAllocAsync` from the context's pool, freed on the stream
@@ -25,14 +26,16 @@ use crate::launch::{Gpu,
     QuantBits, Store,
 };
 
-/// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_q1.cu).
+/// Largest m served by the GEMV kernels (GEMV_MAX_TOKENS in matmul_gemv.cu): one token. From
+/// two on the small-m GEMM reads each weight once for all of them, which the GEMVs' per-token
+/// staging did not (docs/kernel-notes.md, "Small batches: the small-m GEMM").
 pub const GEMV_MAX_TOKENS: usize = 1;
 const MMA_TILE_ROWS: usize = 64;
 const MMA_TILE_TOKENS: usize = 32;
 const MMA_THREADS: u32 = 128;
-/// Smallest m served by the f16 GEMM: every m past the GEMVs. Measured on the H200, it beats
-/// bf16x3 (3 mma per product, too few CTAs at small m) from m = 16 on, by over 2x at 16 and 32
-/// tokens (docs/kernel-notes.md, "Small-m GEMM: f16 from 9 tokens"); bf16x3 stays the GEMM of
+/// Smallest m served by the f16 GEMMs: every m past the GEMV. The f16 tile GEMM beat bf16x3 (3
+/// mma per product, too few CTAs at small m) from m = 16 on, by over 2x at 16 and 32 tokens
+/// (docs/kernel-notes.md, "Small-m GEMM: f16 from 9 tokens"); bf16x3 stays the tile GEMM of
 /// devices whose shared memory cannot hold the f16 tiles.
 pub const F16_GEMM_MIN_TOKENS: usize = GEMV_MAX_TOKENS + 1;
 
@@ -164,7 +167,6 @@ pub(crate) fn kernel_name(
     let variant = match m {
         1 if gemv == GemvKernel::Binary => "gemv_b1",
         1 => "gemv_tc",
-        m if m <= GEMV_MAX_TOKENS => "gemv_tc_tokens8",
         _ => match gemm {
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) if wide => "gemm_f16_128x256",
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
@@ -357,7 +359,7 @@ fn launch_any(
         Some(g) => g,
         None => gemv_for(w),
     };
-    if m <= GEMV_MAX_TOKENS {
+    if m == 1 {
         check_gemv_weight_alignment(op, payload, scales)?;
     }
     if m == 1 && gemv == GemvKernel::Binary {
@@ -366,14 +368,12 @@ fn launch_any(
     }
     let name = kernel_name(w.bits, epilogue, m, gemv, gemm, false);
     let func = gpu.function(&name)?;
-    if m <= GEMV_MAX_TOKENS {
-        let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu, m)
+    if m == 1 {
+        let g = tc_geometry(w.k, n_out, epilogue == Epilogue::SwiGlu)
             .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {} exceed the GEMV grid", w.k)))?;
         // Dynamic plus the kernel's static shared memory (the fused norm's per-warp sums) must
-        // stay within the default limit, else the launch needs the opt-in: with 16-warp CTAs
-        // (N over 31,680 rows) at K = 1536 and 3..4 tokens, or K = 3200..3584 and 2, the
-        // dynamic part alone is just under 48 KB. (Once raised the limit stays, so the launch
-        // failed only where no earlier one of the kernel had raised it.)
+        // stay within the default limit, else the launch needs the opt-in. (Once raised the
+        // limit stays, so a launch over it failed only where no earlier one had raised it.)
         let static_smem = func.shared_size_bytes()?.max(0) as usize;
         if g.smem_bytes + static_smem > DEFAULT_SMEM_LIMIT {
             let attr = CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -448,8 +448,8 @@ mod tests {
 
     #[test]
     fn default_gemm_is_f16_from_the_first_m_past_the_gemvs() {
-        assert_eq!(F16_GEMM_MIN_TOKENS, GEMV_MAX_TOKENS + 1);
-        assert_eq!(default_gemm(GEMV_MAX_TOKENS), GemmKernel::TensorCoreBf16x3);
+        assert_eq!((GEMV_MAX_TOKENS, F16_GEMM_MIN_TOKENS), (1, 2));
+        assert_eq!(default_gemm(1), GemmKernel::TensorCoreBf16x3);
         assert_eq!(default_gemm(GEMV_MAX_TOKENS + 1), GemmKernel::TensorCoreF16);
         assert_eq!(default_gemm(4608), GemmKernel::TensorCoreF16);
     }
@@ -459,8 +459,13 @@ mod tests {
         let names: Vec<&str> = crate::cuda::library::entry_points().collect();
         for bits in [QuantBits::One, QuantBits::Two] {
             for epilogue in [Epilogue::Store, Epilogue::Add, Epilogue::SwiGlu] {
-                for m in [1, 2, GEMV_MAX_TOKENS, GEMV_MAX_TOKENS + 1, 512] {
-                    for gemm in [GemmKernel::TensorCoreF16, GemmKernel::TensorCoreWgmma, GemmKernel::TensorCoreBf16x3] {
+                for m in [1, 2, 8, 9, SMALL_M_MAX_TOKENS, 512] {
+                    for gemm in [
+                        GemmKernel::TensorCoreF16,
+                        GemmKernel::TensorCoreWgmma,
+                        GemmKernel::TensorCoreSmall,
+                        GemmKernel::TensorCoreBf16x3,
+                    ] {
                         for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {
                             for wide in [false, true] {
                                 let name = kernel_name(bits, epilogue, m, gemv, gemm, wide);

@@ -138,6 +138,14 @@ mod tests {
     const H200_OPTIN: usize = 227 * 1024;
     const AMPERE_CONSUMER_OPTIN: usize = 99 * 1024;
 
+    #[test]
+    fn constants_match_the_kernel() {
+        let define = |name| crate::launch::tests::cu_define("ops/matmul_q1/matmul_gemm_small.cu", name);
+        assert_eq!(define("SM_MAX_TOKENS"), SMALL_M_MAX_TOKENS);
+        assert_eq!(define("SM_WARPS"), WARPS);
+        assert_eq!(define("SM_PAD_WORDS"), PAD_WORDS);
+    }
+
     /// The Bonsai-8B decode shapes at 16 tokens on the H200's 132 SMs.
     #[test]
     fn splits_spread_the_row_blocks_over_the_sms() {

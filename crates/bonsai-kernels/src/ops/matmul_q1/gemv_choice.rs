@@ -6,7 +6,7 @@ use crate::launch::QWeightsView;
 /// the quantization step verify's GEMV bound and `bonsai check`'s logit bound are derived from.
 pub const B1_ACTIVATION_BITS: u32 = 8 * super::B1_WORDS as u32;
 
-/// The kernel of a one-token GEMV (2..=8 tokens always run `gemv_tc_tokens8`).
+/// The kernel of a one-token GEMV (2 tokens and more run a GEMM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemvKernel {
     /// `*_gemv_b1` (matmul_gemv_b1.cu, the default): x quantized per 128-group to 16-bit

@@ -1,5 +1,6 @@
-// Decode GEMV on tensor cores, m = 1..GEMV_MAX_TOKENS tokens: `gemv_tc`. Templates only;
-// matmul_q1.cu instantiates. Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
+// Decode GEMV on tensor cores, one token: `gemv_tc`. Templates only; matmul_q1.cu instantiates
+// (NT = 1, COLS = 3: the form with n-tiles of two tokens, COLS = 6, served 2..8 tokens until the
+// small-m GEMM replaced it, matmul_gemm_small.cu; its template branches are not instantiated). Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
 // measured and removed): the CUDA-core GEMVs issued ~3
 // instructions per weight on predicated adds and bookkeeping; here the dot runs on mma.sync.
 //
@@ -48,8 +49,6 @@
 #define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
 #define TC_MAX_THREADS_M1 512
-#define TC_MAX_THREADS_M8 512
-static_assert(TC_MAX_THREADS_M8 <= TC_MAX_THREADS_M1, "norm_sq has a slot row per warp of the larger CTA");
 #define TC_SIGN_PAIR 0x80008000u  // pair q <= 7, after << q
 #define TC_EXP_PAIR 0x00800080u   // pair q >= 8, after << (q - 8): the bf16 exponent LSB
 #define TC_SIGN_ONE 0xBF80BF80u   // sign bits -> +-1.0

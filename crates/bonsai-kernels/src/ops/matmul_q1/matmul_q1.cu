@@ -4,9 +4,9 @@
 
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default; x's planes from
-// gemv_b1_prepare); gemv_tc: one
-// token (3 B columns); gemv_tc_tokens8: 2..GEMV_MAX_TOKENS tokens (2 per n-tile).
-// Both take an optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w).
+// gemv_b1_prepare); gemv_tc: one token (3 B columns; Q2 matrices with code 3). Both take an
+// optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w). gemm_small: 2..16
+// tokens (matmul_gemm_small.cu); the GEMMs past that.
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
 // GEMM's later waves need (prefill measured slower that way: docs/kernel-notes.md, "Outside the
@@ -38,15 +38,6 @@
         gemv_b1<BITS, MODE, B1PlanesOut>(scales, payload, planes, gsx, group_sq, y, n_out, k,     \
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M8)                              \
-        PREFIX##_gemv_tc_tokens8(const u16* scales, const u32* payload, const float* x, int m,   \
-                                 float* y, int n_out, int k, int tiles_per_cta, int splits,      \
-                                 int chunk_groups, const float* norm_w, float norm_eps) {        \
-        griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
-        gemv_tc<BITS, MODE, GEMV_MAX_TOKENS / 2, 6>(scales, payload, x, m, y, n_out, k,          \
-                                                    tiles_per_cta, splits, chunk_groups, norm_w, \
-                                                    norm_eps);                                   \
     }                                                                                            \
     /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): one or two n-tiles of 8 tokens */       \
     extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \

@@ -16,14 +16,12 @@ const TARGET_CTAS: usize = 132;
 /// Weight rows per mma tile (TC_TILE_ROWS in matmul_gemv_tc.cu); SwiGLU tiles hold half as many
 /// features (8 gate rows + their 8 up rows).
 pub(crate) const TILE_ROWS: usize = 16;
-/// Warps per CTA: TC_MAX_THREADS_M1 / 32 (one token) and TC_MAX_THREADS_M8 / 32 (2..8 tokens).
+/// Warps per CTA: TC_MAX_THREADS_M1 / 32.
 pub(crate) const MAX_WARPS_ONE_TOKEN: usize = 16;
-pub(crate) const MAX_WARPS_TOKENS8: usize = 16;
-/// uint4 of B fragments per (group, n-tile, column lane) (TC_QUADS).
+/// uint4 of B fragments per (group, column lane) (TC_QUADS).
 const QUADS: usize = 4;
-/// B columns used per n-tile: three parts of one token, or of two tokens.
+/// B columns used: the three parts of the token.
 const COLS_ONE_TOKEN: usize = 3;
-const COLS_TWO_TOKENS: usize = 6;
 /// Largest dynamic shared memory per CTA: within the opt-in limit of every embedded architecture
 /// (sm_86/89: 99 KB).
 const MAX_SMEM: usize = 96 * 1024;
@@ -42,32 +40,17 @@ pub struct TcGeometry {
     pub smem_bytes: usize,
 }
 
-/// (n-tiles, B columns, staged tokens, n-tiles the kernel template holds) for m tokens.
-fn token_tiles(m: usize) -> (usize, usize, usize, usize) {
-    if m == 1 {
-        (1, COLS_ONE_TOKEN, 1, 1)
-    } else {
-        let n_tiles = m.div_ceil(2);
-        (n_tiles, COLS_TWO_TOKENS, 2 * n_tiles, crate::launch::matmul::GEMV_MAX_TOKENS / 2)
-    }
-}
-
 /// Dynamic shared memory of one CTA (layout in matmul_gemv_tc.cu: the staged groups plus one
 /// all-zero group, then the split partials).
-pub fn tc_smem_bytes(m: usize, chunk_groups: usize, warps: usize) -> usize {
-    let (n_tiles, cols, tok_count, nt_template) = token_tiles(m);
-    let per_group = n_tiles * QUADS * cols * LAYOUT_LANES * UINT4_BYTES + tok_count * F32_BYTES;
-    (chunk_groups + 1) * per_group + warps * TILE_ROWS * 2 * nt_template * F32_BYTES
+pub fn tc_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
+    let per_group = QUADS * COLS_ONE_TOKEN * LAYOUT_LANES * UINT4_BYTES + F32_BYTES;
+    (chunk_groups + 1) * per_group + warps * TILE_ROWS * 2 * F32_BYTES
 }
 
-/// The launch for `n_out` outputs (features for SwiGLU) of K inputs and m tokens, or None when
-/// the grid would not fit (more than 2^31 CTAs) or m is not a GEMV token count.
-pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool, m: usize) -> Option<TcGeometry> {
-    if m == 0 || m > crate::launch::matmul::GEMV_MAX_TOKENS {
-        return None;
-    }
-    let max_warps = if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 };
-    geometry(k, n_out, swiglu, max_warps, |chunk, warps| tc_smem_bytes(m, chunk, warps))
+/// The launch for `n_out` outputs (features for SwiGLU) of K inputs and one token, or None when
+/// the grid would not fit (more than 2^31 CTAs).
+pub fn tc_geometry(k: usize, n_out: usize, swiglu: bool) -> Option<TcGeometry> {
+    geometry(k, n_out, swiglu, MAX_WARPS_ONE_TOKEN, tc_smem_bytes)
 }
 
 /// Plane words of one group in `gemv_b1`'s shared memory and scratch (B1_GROUP_WORDS in
@@ -284,7 +267,6 @@ mod tests {
         assert_eq!(cu_define("TC_TILE_ROWS"), TILE_ROWS);
         assert_eq!(cu_define("TC_QUADS"), QUADS);
         assert_eq!(cu_define("TC_MAX_THREADS_M1"), 32 * MAX_WARPS_ONE_TOKEN);
-        assert_eq!(cu_define("TC_MAX_THREADS_M8"), 32 * MAX_WARPS_TOKENS8);
     }
 
     fn b1_define(name: &str) -> usize {
@@ -469,8 +451,8 @@ mod tests {
         for k in ks {
             for n in ns {
                 for swiglu in [false, true] {
-                    for m in 1..=crate::launch::matmul::GEMV_MAX_TOKENS {
-                        let g = tc_geometry(k, n, swiglu, m).expect("a geometry");
+                    {
+                        let g = tc_geometry(k, n, swiglu).expect("a geometry");
                         let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
                         let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
                         assert!(
@@ -478,12 +460,9 @@ mod tests {
                             "{k} {n} {g:?}"
                         );
                         let warps = (g.tiles_per_cta * g.splits) as usize;
-                        assert!(
-                            warps <= if m == 1 { MAX_WARPS_ONE_TOKEN } else { MAX_WARPS_TOKENS8 },
-                            "{g:?}"
-                        );
+                        assert!(warps <= MAX_WARPS_ONE_TOKEN, "{g:?}");
                         assert!(g.splits as usize <= (k / GROUP).max(1), "{g:?}");
-                        assert!(g.smem_bytes <= MAX_SMEM, "{k} {n} m {m}: {g:?}");
+                        assert!(g.smem_bytes <= MAX_SMEM, "{k} {n}: {g:?}");
                         let groups = k / GROUP;
                         assert!(
                             g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0,
@@ -499,16 +478,15 @@ mod tests {
     fn bonsai_shapes_fill_the_gpu_in_one_wave_with_x_staged_once() {
         // Bonsai-8B down (N 4096, K 12288) and up-sized (N 12288, K 4096): 128 CTAs of 16 / 12
         // warps, the whole of x staged in one pass for one token.
-        let down = tc_geometry(12288, 4096, false, 1).expect("geometry");
+        let down = tc_geometry(12288, 4096, false).expect("geometry");
         assert_eq!(
             (down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups),
             (128, 2, 8, 96)
         );
-        let wide = tc_geometry(4096, 12288, false, 1).expect("geometry");
+        let wide = tc_geometry(4096, 12288, false).expect("geometry");
         assert_eq!(
             (wide.ctas, wide.tiles_per_cta, wide.splits, wide.chunk_groups),
             (128, 6, 2, 32)
         );
-        assert_eq!(tc_geometry(4096, 12288, false, 9), None);
     }
 }

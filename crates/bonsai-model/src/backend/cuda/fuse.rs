@@ -2,9 +2,8 @@
 //! launches. Pure logic over what the device and the weights allow ([`Caps`]), so every decision
 //! is testable without a GPU.
 //!
-//! * Any batch: an RMSNorm feeding a matmul of several rows runs inside it, staged by the GEMV
-//!   (2..=8 rows) or computed by the GEMM's f16 pre-pass ([`Step::NormMatmul`],
-//!   [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch ([`Step::RopeKvWrite`]).
+//! * Any batch: an RMSNorm feeding a matmul of several rows runs inside it, computed by the
+//!   GEMM's f16 pre-pass ([`Step::NormMatmul`], [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch ([`Step::RopeKvWrite`]).
 //! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
 //!   those sequences run as one launch each through a table of their rows, positions and caches
 //!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
