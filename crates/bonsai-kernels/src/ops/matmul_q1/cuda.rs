@@ -116,7 +116,7 @@ impl GemmKernel {
 }
 
 /// Most tokens the small-m GEMM ([`GemmKernel::TensorCoreSmall`]) serves (SM_MAX_TOKENS).
-pub const SMALL_M_MAX_TOKENS: usize = 16;
+pub const SMALL_M_MAX_TOKENS: usize = 64;
 
 /// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
 /// whose shared memory holds the f16 GEMM's tiles (sm_80, sm_90; else bf16x3).
@@ -172,7 +172,9 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreF16 | GemmKernel::TensorCoreF16Splits(_) => "gemm_f16_128x128",
             GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
             GemmKernel::TensorCoreSmall if m <= 8 => "gemm_small8",
-            GemmKernel::TensorCoreSmall => "gemm_small16",
+            GemmKernel::TensorCoreSmall if m <= 16 => "gemm_small16",
+            GemmKernel::TensorCoreSmall if m <= 32 => "gemm_small32",
+            GemmKernel::TensorCoreSmall => "gemm_small64",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };

@@ -45,7 +45,7 @@ pub(crate) fn geometry(s: &F16Shape, sms: usize, smem_limit: usize) -> Result<Sm
     if s.m == 0 || s.m > SMALL_M_MAX_TOKENS {
         return Err(shape(s.op(), format!("the small-m GEMM serves 1..={SMALL_M_MAX_TOKENS} tokens, not {}", s.m)));
     }
-    let tokens = if s.m <= 8 { 8 } else { 16 };
+    let tokens = s.m.next_power_of_two().max(8);
     let tile_outs = if s.epilogue == Epilogue::SwiGlu { 8 } else { 16 };
     let row_ctas = s.n_out.div_ceil(tile_outs).div_ceil(WARPS);
     let groups = s.k / GROUP;
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!((g.row_ctas, g.splits), (96, 1));
         // Every slice fits its budget, every split is non-empty.
         for (n_out, k) in [(151936, 4096), (4096, 12288), (40, 384), (17, 128)] {
-            for m in [2, 8, 9, 16] {
+            for m in [2, 8, 9, 16, 17, 33, 64] {
                 for optin in [H200_OPTIN, AMPERE_CONSUMER_OPTIN] {
                     let g = geometry(&shape(n_out, k, Epilogue::Store, m), 132, optin).unwrap();
                     let units = if (k / GROUP) % 4 == 0 { k / GROUP / 4 } else { k / GROUP };
@@ -170,6 +170,6 @@ mod tests {
                 }
             }
         }
-        assert!(geometry(&shape(4096, 4096, Epilogue::Add, 17), 132, H200_OPTIN).is_err());
+        assert!(geometry(&shape(4096, 4096, Epilogue::Add, 65), 132, H200_OPTIN).is_err());
     }
 }

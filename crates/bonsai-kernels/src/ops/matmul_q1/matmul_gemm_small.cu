@@ -26,19 +26,22 @@
 // Speed of light (H200): the weight stream, as for the one-token GEMV (1-bit 8B: 1.07 GB a step at
 // ~4.8 TB/s, ~0.22 ms); the B slices add NT * 8 * K * 2 bytes of L2 reads per row block.
 
-#define SM_MAX_TOKENS 16
+#define SM_MAX_TOKENS 64
 #define SM_WARPS 16
 #define SM_THREADS (SM_WARPS * WARP_SIZE)
 #define SM_PAD_WORDS 4
 // Units in flight beyond the one decoded.
 #define SM_AHEAD 2
 // Splits whose partials the merging CTA loads before adding any.
-#define SM_MERGE_BATCH 4
+#define SM_MERGE_BATCH(NT) ((NT) <= 2 ? 4 : 1)
+// Accumulator chains per n-tile: two (even and odd k16 steps) while one or two n-tiles leave a
+// warp few independent mma per step, one past that (registers).
+#define SM_CHAINS(NT) ((NT) <= 2 ? 2 : 1)
 
 // One layout unit (NB groups) of a warp's tile: decode, then NT mma per k16 step into the step
 // parity's chain. `bx`: this lane's B words of the unit's first group (token g of n-tile 0, word t).
 template <int BITS, int NT, int NB>
-__device__ __forceinline__ void small_unit(float (&c)[2][NT][4], const TcUnit<BITS, NB>& r, const u32* bx,
+__device__ __forceinline__ void small_unit(float (&c)[SM_CHAINS(NT)][NT][4], const TcUnit<BITS, NB>& r, const u32* bx,
                                            int row_words) {
 #pragma unroll
     for (int gi = 0; gi < NB; ++gi) {
@@ -57,7 +60,7 @@ __device__ __forceinline__ void small_unit(float (&c)[2][NT][4], const TcUnit<BI
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
                 const u32* b = bx + nt * 8 * row_words + gi * (GROUP_SIZE / 2) + 8 * s;
-                mma_f16_16x8x16(c[s % 2][nt], a, b[0], b[4]);
+                mma_f16_16x8x16(c[s % SM_CHAINS(NT)][nt], a, b[0], b[4]);
             }
         }
     }
@@ -107,9 +110,9 @@ __device__ __forceinline__ void gemm_small_body(const u16* __restrict__ scales, 
     cp_async_wait<0>();
     __syncthreads();
 
-    float c[2][NT][4];
+    float c[SM_CHAINS(NT)][NT][4];
 #pragma unroll
-    for (int p = 0; p < 2; ++p)
+    for (int p = 0; p < SM_CHAINS(NT); ++p)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) c[p][nt][0] = c[p][nt][1] = c[p][nt][2] = c[p][nt][3] = 0.0f;
     const u32* bx = xs + g * row_words + t;
@@ -130,7 +133,7 @@ __device__ __forceinline__ void gemm_small_body(const u16* __restrict__ scales, 
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[4 * nt + i] = c[0][nt][i] + c[1][nt][i];
+        for (int i = 0; i < 4; ++i) acc[4 * nt + i] = SM_CHAINS(NT) == 2 ? c[0][nt][i] + c[SM_CHAINS(NT) - 1][nt][i] : c[0][nt][i];
 
     if (gridDim.y > 1) {
         // Partial layout [split][row block][accumulator][thread]: every store and load coalesced.
@@ -149,14 +152,14 @@ __device__ __forceinline__ void gemm_small_body(const u16* __restrict__ scales, 
         __threadfence();  // the other splits' partials, counted before this CTA, are read after it
         // SM_MERGE_BATCH splits' loads in flight together; the sum order stays split 0, 1, 2, ...
 #pragma unroll 1
-        for (int z0 = 0; z0 < splits; z0 += SM_MERGE_BATCH) {
-            float p[SM_MERGE_BATCH][ACC];
+        for (int z0 = 0; z0 < splits; z0 += SM_MERGE_BATCH(NT)) {
+            float p[SM_MERGE_BATCH(NT)][ACC];
 #pragma unroll
-            for (int zz = 0; zz < SM_MERGE_BATCH; ++zz)
+            for (int zz = 0; zz < SM_MERGE_BATCH(NT); ++zz)
 #pragma unroll
                 for (int i = 0; i < ACC; ++i) p[zz][i] = z0 + zz < splits ? __ldcg(partials + at(z0 + zz, i)) : 0.0f;
 #pragma unroll
-            for (int zz = 0; zz < SM_MERGE_BATCH; ++zz)
+            for (int zz = 0; zz < SM_MERGE_BATCH(NT); ++zz)
 #pragma unroll
                 for (int i = 0; i < ACC; ++i)
                     if (z0 + zz < splits) acc[i] = z0 + zz == 0 ? p[zz][i] : acc[i] + p[zz][i];

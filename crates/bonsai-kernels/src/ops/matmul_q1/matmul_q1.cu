@@ -39,7 +39,7 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
-    /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): one or two n-tiles of 8 tokens */       \
+    /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2, 4 or 8 n-tiles of 8 tokens */      \
     extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
         PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \
                              const float* row_unscale, int m, float* y, int n_out, int k,        \
@@ -54,6 +54,22 @@
                               float* partials, unsigned* counters, int split_units) {            \
         griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
         gemm_small<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small32(const u16* scales, const u32* payload, const u16* xh,             \
+                              const float* row_unscale, int m, float* y, int n_out, int k,       \
+                              float* partials, unsigned* counters, int split_units) {            \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small64(const u16* scales, const u32* payload, const u16* xh,             \
+                              const float* row_unscale, int m, float* y, int n_out, int k,       \
+                              float* partials, unsigned* counters, int split_units) {            \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 8>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
                                   counters, split_units);                                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
