@@ -112,7 +112,6 @@ mod tests {
         ("_gemm_small8", "gemm_small_body"),
         ("_gemm_small16", "gemm_small_body"),
         ("_gemm_small32", "gemm_small_body"),
-        ("_gemm_small64", "gemm_small_body"),
         ("_gemv_b1", "gemv_b1_body"),
         ("_gemv_b1_out", "gemv_b1_body"),
         ("_gemv_b1_rope", "gemv_b1_body"),

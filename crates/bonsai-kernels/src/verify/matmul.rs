@@ -41,8 +41,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         }
         // K % 512 == 0: the device layout's 4-group blocks (every Bonsai shape; the odd shapes
         // above have single-group blocks); K = 2048 also stages x in two chunks at m = 7 and
-        // splits each GEMV tile's K over 4 warps.
-        for m in [1, 2, 7] {
+        // splits each GEMV tile's K over 4 warps; 24 tokens: the small-m GEMM's 32-token kernel.
+        for m in [1, 2, 7, 24] {
             matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
         }

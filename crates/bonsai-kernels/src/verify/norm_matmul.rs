@@ -20,9 +20,10 @@ const EPS: f32 = 1e-6;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for ternary in [false, true] {
-        // 1, 2, 7: the GEMVs; 16, 64 (a batched decode step's GEMMs, one token tile) and 130
-        // (a partial second tile): the GEMMs' normed pre-pass.
-        for m in [1, 2, 7, 16, 64, 130] {
+        // 1: the GEMVs; 2, 7, 16, 24: the small-m GEMM's 8-, 16- and 32-token kernels; 64 (a
+        // batched decode step's tile GEMMs, one token tile) and 130 (a partial second tile): the
+        // GEMMs' normed pre-pass.
+        for m in [1, 2, 7, 16, 24, 64, 130] {
             // K % 512 != 0 (one-group layout blocks) and K = 2048 (4-group blocks, x in chunks).
             norm_matmul(ctx, "odd", 333, 384, m, ternary, false)?;
             norm_matmul(ctx, "blocks", 200, 2048, m, ternary, false)?;

@@ -3,7 +3,7 @@
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`], geometry from
 //! [`b1_geometry`]; `*_gemv_tc` for Q2 matrices with +2d codes, [`gemv_for`], [`tc_geometry`]);
-//! m >= [`F16_GEMM_MIN_TOKENS`] (2) -> `x_to_f16_rows_q*` + an f16 GEMM: `*_gemm_small{8,16}` up
+//! m >= [`F16_GEMM_MIN_TOKENS`] (2) -> `x_to_f16_rows_q*` + an f16 GEMM: `*_gemm_small{8,16,32}` up
 //! to [`SMALL_M_MAX_TOKENS`] ([`GemmKernel::TensorCoreSmall`]), past that the wgmma GEMM on compute
 //! capability 9.0, else `*_gemm_f16_128x{128,256}` ([`GemmKernel::TensorCoreF16`]), which yields
 //! to bf16x3 on devices whose shared memory cannot hold its tiles.
@@ -84,7 +84,7 @@ pub enum GemmKernel {
     TensorCoreBf16x3,
     /// The f16 numerics for 2..=[`SMALL_M_MAX_TOKENS`] tokens (a batched decode step): each warp
     /// streams its weight rows into registers as the one-token GEMV does and runs mma.sync on
-    /// them with the tokens as 8 or 16 columns (matmul_gemm_small.cu). The default there on
+    /// them with the tokens as 8, 16 or 32 columns (matmul_gemm_small.cu). The default there on
     /// every device.
     TensorCoreSmall,
 }
@@ -116,7 +116,7 @@ impl GemmKernel {
 }
 
 /// Most tokens the small-m GEMM ([`GemmKernel::TensorCoreSmall`]) serves (SM_MAX_TOKENS).
-pub const SMALL_M_MAX_TOKENS: usize = 64;
+pub const SMALL_M_MAX_TOKENS: usize = 32;
 
 /// The GEMM [`matmul`] and [`gate_up_swiglu`] use for m tokens (m > GEMV_MAX_TOKENS) on a device
 /// whose shared memory holds the f16 GEMM's tiles (sm_80, sm_90; else bf16x3).
@@ -173,8 +173,7 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreWgmma | GemmKernel::TensorCoreWgmmaTile(_) => "gemm_wgmma",
             GemmKernel::TensorCoreSmall if m <= 8 => "gemm_small8",
             GemmKernel::TensorCoreSmall if m <= 16 => "gemm_small16",
-            GemmKernel::TensorCoreSmall if m <= 32 => "gemm_small32",
-            GemmKernel::TensorCoreSmall => "gemm_small64",
+            GemmKernel::TensorCoreSmall => "gemm_small32",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };

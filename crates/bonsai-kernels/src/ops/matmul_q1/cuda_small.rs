@@ -1,5 +1,5 @@
 //! Launch of the small-m GEMM (matmul_gemm_small.cu): the f16 pre-pass shared with the other f16
-//! GEMMs ([`super::matmul_f16::prepass`]), then `*_gemm_small{8,16}` over (row blocks, K splits).
+//! GEMMs ([`super::matmul_f16::prepass`]), then `*_gemm_small{8,16,32}` over (row blocks, K splits).
 
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig};
@@ -28,7 +28,7 @@ const MERGE_COST_UNITS: usize = 2;
 /// Grid and shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SmallGeometry {
-    /// Token columns of the kernel (8 or 16: the entry point).
+    /// Token columns of the kernel (8, 16 or 32: the entry point).
     pub tokens: usize,
     pub row_ctas: usize,
     pub splits: usize,
@@ -123,7 +123,7 @@ pub(crate) fn launch(
     // row_unscale hold m x K and m values (prepass), the grid's x covers every tile (tile rows past
     // n_out are clamped for loads and never stored), its y holds ceil(units / split_units)
     // non-empty splits, the partials hold splits x row blocks x accumulators x threads f32 and the
-    // counters one zeroed u32 per row block, and the shared memory holds the 8 or 16 padded token
+    // counters one zeroed u32 per row block, and the shared memory holds the 8, 16 or 32 padded token
     // rows of the longest split.
     unsafe { b.launch(cfg) }?;
     Ok(())
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!((g.row_ctas, g.splits), (96, 1));
         // Every slice fits its budget, every split is non-empty.
         for (n_out, k) in [(151936, 4096), (4096, 12288), (40, 384), (17, 128)] {
-            for m in [2, 8, 9, 16, 17, 33, 64] {
+            for m in [2, 8, 9, 16, 17, 32] {
                 for optin in [H200_OPTIN, AMPERE_CONSUMER_OPTIN] {
                     let g = geometry(&shape(n_out, k, Epilogue::Store, m), 132, optin).unwrap();
                     let units = if (k / GROUP) % 4 == 0 { k / GROUP / 4 } else { k / GROUP };
@@ -170,6 +170,6 @@ mod tests {
                 }
             }
         }
-        assert!(geometry(&shape(4096, 4096, Epilogue::Add, 65), 132, H200_OPTIN).is_err());
+        assert!(geometry(&shape(4096, 4096, Epilogue::Add, 33), 132, H200_OPTIN).is_err());
     }
 }

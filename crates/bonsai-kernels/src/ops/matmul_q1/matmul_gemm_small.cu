@@ -1,5 +1,7 @@
-// Batched-decode GEMM, m = 2..SM_MAX_TOKENS tokens: `gemm_small` (the `*_gemm_small8` and
-// `*_gemm_small16` entry points, matmul_q1.cu's entry macro). Templates only.
+// Batched-decode GEMM, m = 2..SM_MAX_TOKENS tokens: `gemm_small` (the `*_gemm_small8`, `_small16`
+// and `_small32` entry points, matmul_q1.cu's entry macro). Templates only. Past 32 tokens (8
+// n-tiles) it lost to the wgmma GEMM by ~30 %: its slice of x then holds 2 units of K, and the
+// splits' partials grow with m (docs/kernel-notes.md, "Small batches: the small-m GEMM").
 //
 // Same inputs and numerics as gemm_f16_mma / gemm_wgmma: the f16 pre-pass's rows xh (x * 2^e in
 // pair-slot order, x_to_f16_rows), weights decoded exactly to (code value) * d in f16
@@ -26,7 +28,7 @@
 // Speed of light (H200): the weight stream, as for the one-token GEMV (1-bit 8B: 1.07 GB a step at
 // ~4.8 TB/s, ~0.22 ms); the B slices add NT * 8 * K * 2 bytes of L2 reads per row block.
 
-#define SM_MAX_TOKENS 64
+#define SM_MAX_TOKENS 32
 #define SM_WARPS 16
 #define SM_THREADS (SM_WARPS * WARP_SIZE)
 #define SM_PAD_WORDS 4

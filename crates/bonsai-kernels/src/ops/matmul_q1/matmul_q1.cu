@@ -5,7 +5,7 @@
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default; x's planes from
 // gemv_b1_prepare); gemv_tc: one token (3 B columns; Q2 matrices with code 3). Both take an
-// optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w). gemm_small: 2..16
+// optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w). gemm_small: 2..32
 // tokens (matmul_gemm_small.cu); the GEMMs past that.
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
@@ -39,7 +39,7 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
-    /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2, 4 or 8 n-tiles of 8 tokens */      \
+    /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2 or 4 n-tiles of 8 tokens */         \
     extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
         PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \
                              const float* row_unscale, int m, float* y, int n_out, int k,        \
@@ -62,14 +62,6 @@
                               float* partials, unsigned* counters, int split_units) {            \
         griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
         gemm_small<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
-                                  counters, split_units);                                        \
-    }                                                                                            \
-    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
-        PREFIX##_gemm_small64(const u16* scales, const u32* payload, const u16* xh,             \
-                              const float* row_unscale, int m, float* y, int n_out, int k,       \
-                              float* partials, unsigned* counters, int split_units) {            \
-        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
-        gemm_small<BITS, MODE, 8>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
                                   counters, split_units);                                        \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
