@@ -236,7 +236,9 @@ pub(crate) fn f16_floor_term(kernel: MatmulKernel, row_max_abs_x: f32, row_abs_w
 
 /// Whether `kernel` is an f16 GEMM (mma.sync at any split count, or wgmma: the same pre-pass and
 /// operands, and each wgmma m64nNk16 adds one k16 product tree per output to its f32
-/// accumulator as an mma.sync m16n8k16 does, so the same K/16 + 5 chain).
+/// accumulator as an mma.sync m16n8k16 does, so the same K/16 + 5 chain; the small-m GEMM too:
+/// per split of P groups one chain of 8P steps, or two of 4P (even and odd steps) added once,
+/// then the S splits in order, <= 8P + 5 + S - 1 additions, within K/16 + 5 as for split-K).
 fn is_f16(kernel: MatmulKernel) -> bool {
     matches!(kernel, MatmulKernel::Gemm(g) if g.is_f16())
 }
