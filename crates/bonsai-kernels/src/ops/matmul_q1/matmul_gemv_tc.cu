@@ -1,8 +1,9 @@
 // Decode GEMV on tensor cores, one token: `gemv_tc`. Templates only; matmul_q1.cu instantiates
-// (NT = 1, COLS = 3: the form with n-tiles of two tokens, COLS = 6, served 2..8 tokens until the
-// small-m GEMM replaced it, matmul_gemm_small.cu; its template branches are not instantiated). Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)",
-// measured and removed): the CUDA-core GEMVs issued ~3
-// instructions per weight on predicated adds and bookkeeping; here the dot runs on mma.sync.
+// NT = 1, COLS = 3. (The form with n-tiles of two tokens, COLS = 6, served 2..8 tokens until the
+// small-m GEMM replaced it, matmul_gemm_small.cu; its template branches are no longer
+// instantiated.) Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)", measured and
+// removed): the CUDA-core GEMVs issued ~3 instructions per weight on predicated adds and
+// bookkeeping; here the dot runs on mma.sync.
 //
 // A tile is 16 weight rows (SwiGLU: 8 gate rows, then their 8 up rows). Per 128-group: mma.sync
 // m16n8k16 bf16 over the group's 8 k16 steps into a fresh f32 C; A = the tile's weights built from
