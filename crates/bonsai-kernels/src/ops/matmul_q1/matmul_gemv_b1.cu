@@ -562,7 +562,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const OUT& out) {
-    constexpr int AHEAD = TC_AHEAD(BITS, 1);
+    constexpr int AHEAD = TC_AHEAD(BITS);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -673,7 +673,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, 1, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
+    gemv_store_outputs<MODE, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
         partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
     if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {

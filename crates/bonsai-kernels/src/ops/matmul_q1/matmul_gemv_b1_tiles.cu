@@ -19,7 +19,7 @@ __device__ __forceinline__ void gemv_b1_tiles_body(const u16* __restrict__ scale
                                                    const u32* planes, const u32* gsx_all, const float* group_sq,
                                                    float* __restrict__ y, int n_out, int k, int norm,
                                                    float norm_eps) {
-    constexpr int AHEAD = TC_AHEAD(BITS, 1);
+    constexpr int AHEAD = TC_AHEAD(BITS);
     constexpr int UNIT_WORDS = NB * LAYOUT_LANES * BITS;
     constexpr int PAIRS = (NB + 1) / 2;
     extern __shared__ uint4 b1_smem[];

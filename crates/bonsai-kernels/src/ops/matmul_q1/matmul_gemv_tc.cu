@@ -1,17 +1,15 @@
-// Decode GEMV on tensor cores, one token: `gemv_tc`. Templates only; matmul_q1.cu instantiates
-// NT = 1, COLS = 3. (The form with n-tiles of two tokens, COLS = 6, served 2..8 tokens until the
-// small-m GEMM replaced it, matmul_gemm_small.cu; its template branches are no longer
-// instantiated.) Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)", measured and
+// Decode GEMV on tensor cores, one token: `gemv_tc`. Templates only; matmul_q1.cu instantiates.
+// Why (docs/kernel-notes.md, "The decode GEMV (binary tensor core)", measured and
 // removed): the CUDA-core GEMVs issued ~3 instructions per weight on predicated adds and
 // bookkeeping; here the dot runs on mma.sync.
 //
 // A tile is 16 weight rows (SwiGLU: 8 gate rows, then their 8 up rows). Per 128-group: mma.sync
 // m16n8k16 bf16 over the group's 8 k16 steps into a fresh f32 C; A = the tile's weights built from
 // sign bits (Q2: two planes, bit 0 and bit 1 of the code c, into the same C); B = x split exactly
-// into three bf16 parts x = hi + mid + lo in three of B's 8 columns (m = 1), or two tokens per
-// n-tile (columns 0-2 and 3-5; m = 2..8, up to 4 n-tiles sharing A). Then C + offset (below) is
-// scaled by the row's f16 d into running f32 sums; at the end each token's three part columns
-// are summed within the lane quad.
+// into three bf16 parts x = hi + mid + lo in three of B's 8 columns. Then C + offset (below) is
+// scaled by the row's f16 d into running f32 sums; at the end the three part columns are summed
+// within the lane quad. (2..8 tokens, two per n-tile, ran this kernel until the small-m GEMM,
+// matmul_gemm_small.cu, replaced it.)
 //
 // A registers, no per-weight decode (device layout, weight_layout.cu: pair q of lane word w at
 // bits 15 - q / 31 - q). For r = 0..7, v = w << r yields two registers, with one LOP3 each:
@@ -27,13 +25,13 @@
 // Work split: CTA = tiles_per_cta x splits warps; warp (tile, split) takes the tile's units (a
 // unit is one layout block: 4 groups, or 1 when K % 512 != 0) split, split + splits, ..., each
 // with one 16-byte load per row and plane, TC_AHEAD units ahead in a register ring. B fragments
-// and offsets are staged per CTA in shared memory, chunk_groups groups at a time (all of K for
-// m = 1 on every Bonsai shape). Partials of the splits meet in shared memory and are added in
-// split order (deterministic).
+// and offsets are staged per CTA in shared memory, chunk_groups groups at a time (all of K on
+// every Bonsai shape). Partials of the splits meet in shared memory and are added in split order
+// (deterministic).
 // Dynamic shared memory (bytes; `tc_smem_bytes` in tc_geometry.rs), each array with one extra
 // all-zero group read by lanes that hold no B column / no offset:
-//   B [chunk_groups + 1][n_tiles][TC_QUADS][COLS][4 lanes] uint4 |
-//   offsets [chunk_groups + 1][tok_count] f32 | partials [warps][16 rows][2 NT] f32
+//   B [chunk_groups + 1][TC_QUADS][TC_COLS][4 lanes] uint4 | offsets [chunk_groups + 1] f32 |
+//   partials [warps][16 rows][2] f32
 
 #define TC_TILE_ROWS 16
 // Phase marks for the lab's timeline (scripts/lab/gemv_tc_timeline.cuh defines TC_MARK before
@@ -49,6 +47,7 @@
 #endif
 #define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
+#define TC_COLS TC_PARTS    // B columns: the token's three parts
 #define TC_MAX_THREADS_M1 512
 #define TC_SIGN_PAIR 0x80008000u  // pair q <= 7, after << q
 #define TC_EXP_PAIR 0x00800080u   // pair q >= 8, after << (q - 8): the bf16 exponent LSB
@@ -69,10 +68,6 @@ __device__ __forceinline__ void tc_split3(float v, u32* part) {
     part[1] = __float_as_uint(r) & 0xFFFF0000u;
     part[2] = __float_as_uint(r - __uint_as_float(part[1])) & 0xFFFF0000u;
 }
-
-// B column of part p of the n-tile's token tt (0/1). Token 1's hi part sits in column 4, so the
-// column that carries each token's offset is an even one (lane element 0 / 2) on lanes t = 0, 2.
-__device__ __forceinline__ int tc_col(int tt, int p) { return tt == 0 ? p : (p == 0 ? 4 : p == 1 ? 3 : 5); }
 
 // Local tile row r (0..15) -> weight row to read (clamped into the matrix; outputs past the end
 // are computed on the last row and never stored).
@@ -147,68 +142,61 @@ __device__ __forceinline__ void tc_load(TcUnit<BITS, NB>& r, const u32* const (&
     }
 }
 
-// Stage groups [c0, c0 + cg) of x: B fragments of every token and part, and the offsets. A warp
-// per (group, token); lane l takes weights j = 2l, 2l + 1 (k16 step l / 8, half (l / 4) % 2,
-// fragment lane l % 4: weight_layout.cu) and j + 64 (step l / 8 + 4, B = 4 x), so the index math
-// is per lane, not per element, and the same values give the offset sums.
-template <int BITS, int COLS>
-__device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int k, int c0, int cg,
-                                         int n_tiles, int tok_count, uint4* bs, float* xoff,
+// Stage groups [c0, c0 + cg) of x: B fragments of every part, and the offsets. A warp per group;
+// lane l takes weights j = 2l, 2l + 1 (k16 step l / 8, half (l / 4) % 2, fragment lane l % 4:
+// weight_layout.cu) and j + 64 (step l / 8 + 4, B = 4 x), so the index math is per lane, not per
+// element, and the same values give the offset sums.
+template <int BITS>
+__device__ __forceinline__ void tc_stage(const float* __restrict__ x, int c0, int cg, uint4* bs, float* xoff,
                                          const float* __restrict__ norm_w, float* warp_sq) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = blockDim.x / WARP_SIZE;
     const int s = lane / 8, h = (lane / 4) % 2, t = lane % 4;
-    // u32 index of (step s, half h, lane t) within a (group, n-tile) block, column 0; the second
-    // half's steps s + 4 live TC_QUADS / 2 quads further.
-    const int lane_word = ((s / 2) * COLS * LAYOUT_LANES + t) * 4 + 2 * (s % 2) + h;
-    const int second_half_words = (TC_QUADS / 2) * COLS * LAYOUT_LANES * 4;
+    // u32 index of (step s, half h, lane t) within a group's block, column 0; the second half's
+    // steps s + 4 live TC_QUADS / 2 quads further.
+    const int lane_word = ((s / 2) * TC_COLS * LAYOUT_LANES + t) * 4 + 2 * (s % 2) + h;
+    const int second_half_words = (TC_QUADS / 2) * TC_COLS * LAYOUT_LANES * 4;
     u32* bw = reinterpret_cast<u32*>(bs);
-    const int group_words = n_tiles * TC_QUADS * COLS * LAYOUT_LANES * 4;
-    // Items are (group, token) pairs, token fastest; running pointers per warp (one token: the
-    // item is the group, and both pointers advance by a constant).
+    const int group_words = TC_QUADS * TC_COLS * LAYOUT_LANES * 4;
+    // Running pointers per warp: the item is the group, and both pointers advance by a constant.
     const float* src = x + (long long)c0 * GROUP_SIZE + 2 * lane;
     u32* dst = bw + lane_word;
     // Software-pipelined by one item: the next item's x is loaded before this one is split, so a
     // warp with several items waits for one L2 round trip instead of one per item.
-    const int items = cg * tok_count;
     auto load_item = [&](int item, float2& lo, float2& hi) {
-        const int gl = COLS == 3 ? item : item / tok_count, tok = COLS == 3 ? 0 : item % tok_count;
-        const float* row_src = COLS == 3 ? src + gl * GROUP_SIZE : src + (long long)tok * k + gl * GROUP_SIZE;
+        const float* row_src = src + item * GROUP_SIZE;
         lo = make_float2(0.0f, 0.0f);
         hi = make_float2(0.0f, 0.0f);
-        if (item < items && tok < m) {
+        if (item < cg) {
             lo = *reinterpret_cast<const float2*>(row_src);
             hi = *reinterpret_cast<const float2*>(row_src + GROUP_SIZE / 2);
         }
     };
     float2 next_lo, next_hi;
     load_item(warp, next_lo, next_hi);
-    for (int item = warp; item < items; item += warps) {
-        const int gl = COLS == 3 ? item : item / tok_count, tok = COLS == 3 ? 0 : item % tok_count;
+    for (int item = warp; item < cg; item += warps) {
         float2 lo = next_lo, hi = next_hi;
         load_item(item + warps, next_lo, next_hi);
         if (norm_w != nullptr) {
             // Fused RMSNorm: stage x * w; the token's 1 / rms scales the finished dot products
             // in the epilogue (it is one factor per token), so no pass over x has to come first.
-            // This warp's sum of squares of the token's x goes to its own slot, in item order.
+            // This warp's sum of squares of x goes to its own slot, in item order.
             const float sq = warp_sum(lo.x * lo.x + lo.y * lo.y + hi.x * hi.x + hi.y * hi.y);
-            if (lane == 0 && tok < m) warp_sq[tok] += sq;
-            if (tok < m) {
-                const float* wn = norm_w + (c0 + gl) * GROUP_SIZE + 2 * lane;
-                const float2 wl = *reinterpret_cast<const float2*>(wn);
-                const float2 wh = *reinterpret_cast<const float2*>(wn + GROUP_SIZE / 2);
-                lo = make_float2(lo.x * wl.x, lo.y * wl.y);
-                hi = make_float2(hi.x * wh.x, hi.y * wh.y);
-            }
+            if (lane == 0) warp_sq[0] += sq;
+            const float* wn = norm_w + (c0 + item) * GROUP_SIZE + 2 * lane;
+            const float2 wl = *reinterpret_cast<const float2*>(wn);
+            const float2 wh = *reinterpret_cast<const float2*>(wn + GROUP_SIZE / 2);
+            lo = make_float2(lo.x * wl.x, lo.y * wl.y);
+            hi = make_float2(hi.x * wh.x, hi.y * wh.y);
         }
         u32 a0[TC_PARTS], a1[TC_PARTS], b0[TC_PARTS], b1[TC_PARTS];
         tc_split3(lo.x, a0);
         tc_split3(lo.y, a1);
         tc_split3(TC_SECOND_HALF_SCALE * hi.x, b0);  // exact
         tc_split3(TC_SECOND_HALF_SCALE * hi.y, b1);
-        u32* item_dst = dst + gl * group_words + (tok / 2) * (TC_QUADS * COLS * LAYOUT_LANES * 4);
+        u32* item_dst = dst + item * group_words;
 #pragma unroll
-        for (int p = 0; p < TC_PARTS; ++p) {
-            const int col_words = tc_col(tok % 2, p) * LAYOUT_LANES * 4;
+        for (int p = 0; p < TC_PARTS; ++p) {  // part p in column p
+            const int col_words = p * LAYOUT_LANES * 4;
             item_dst[col_words] = (a0[p] >> 16) | (a1[p] & 0xFFFF0000u);
             item_dst[col_words + second_half_words] = (b0[p] >> 16) | (b1[p] & 0xFFFF0000u);
         }
@@ -218,93 +206,71 @@ __device__ __forceinline__ void tc_stage(const float* __restrict__ x, int m, int
     }
 }
 
-// Groups of a unit whose mma chains run interleaved: all of them with one n-tile (faster than 1 and
-// 2: docs/kernel-notes.md, "gemv_tc (code-3 Q2 matrices, 2-8 tokens)"); with 4 n-tiles the C
-// registers of several groups would not fit.
-#define TC_INTERLEAVE(NT, NB) ((NT) == 1 ? (NB) : 1)
-
 // One unit: NB groups of the tile, each accumulated in a fresh C, offset, scaled by d into acc.
-// `bl` / `ol`: this lane's B fragments and offsets of the unit's first group (group strides
+// The groups' mma chains run interleaved: each group's 8 (Q2: 16) mma accumulate into one C, so
+// issued group after group they form one long dependent chain per unit; taking step i of every
+// group before step i + 1 keeps NB independent chains in flight (faster than 1 and 2:
+// docs/kernel-notes.md, "gemv_tc (code-3 Q2 matrices, 2-8 tokens)").
+// `bl` / `ol`: this lane's B fragments and offset of the unit's first group (group strides
 // b_stride / o_stride; 0 on lanes that read the zero group).
-template <int BITS, int NT, int COLS, int NB>
-__device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, NB>& r, const uint4* bl, int b_stride,
-                                        const float* ol, int o_stride, int n_tiles, u32 sign_pair, u32 exp_pair,
-                                        u32 mant_pair) {
-    constexpr int IL = TC_INTERLEAVE(NT, NB);
+template <int BITS, int NB>
+__device__ __forceinline__ void tc_unit(float (&acc)[4], const TcUnit<BITS, NB>& r, const uint4* bl, int b_stride,
+                                        const float* ol, int o_stride, u32 sign_pair, u32 exp_pair, u32 mant_pair) {
+    float c[NB][4];
 #pragma unroll
-    for (int g0 = 0; g0 < NB; g0 += IL) {
-        // IL groups' mma chains interleaved: each group's 8 (Q2: 16) mma accumulate into one C, so
-        // issued group after group they form one long dependent chain per unit; taking step i of
-        // every group before step i + 1 keeps IL independent chains in flight.
-        float c[IL][NT][4];
+    for (int gi = 0; gi < NB; ++gi) c[gi][0] = c[gi][1] = c[gi][2] = c[gi][3] = 0.0f;
 #pragma unroll
-        for (int gj = 0; gj < IL; ++gj)
+    for (int i = 0; i < TC_QUADS / 2; ++i) {
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) c[gj][nt][0] = c[gj][nt][1] = c[gj][nt][2] = c[gj][nt][3] = 0.0f;
+        for (int gi = 0; gi < NB; ++gi) {
+            const uint4* bg = bl + gi * b_stride;
+            // Steps 2i + ss (sign form, quad i) and 2i + ss + 4 (exponent form, quad i + 2)
+            // share the shifts r = 2 (2i + ss) + half.
+            u32 a[2][2][BITS][4];  // [ss][form][plane]
 #pragma unroll
-        for (int i = 0; i < TC_QUADS / 2; ++i) {
+            for (int ss = 0; ss < 2; ++ss)
 #pragma unroll
-            for (int gj = 0; gj < IL; ++gj) {
-                const int gi = g0 + gj;
-                const uint4* bg = bl + gi * b_stride;
-                // Steps 2i + ss (sign form, quad i) and 2i + ss + 4 (exponent form, quad i + 2)
-                // share the shifts r = 2 (2i + ss) + half.
-                u32 a[2][2][BITS][4];  // [ss][form][plane]
+                for (int p = 0; p < BITS; ++p) {
+                    const bool half = BITS == 2 && p == 0;
+                    const u32 w0 = r.w[0][gi * BITS + p], w1 = r.w[1][gi * BITS + p];
 #pragma unroll
-                for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-                    for (int p = 0; p < BITS; ++p) {
-                        const bool half = BITS == 2 && p == 0;
-                        const u32 w0 = r.w[0][gi * BITS + p], w1 = r.w[1][gi * BITS + p];
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int q = 2 * (2 * i + ss) + e / 2;  // a[0], a[1]: half 0; a[2], a[3]: half 1
-                            const u32 w = e % 2 ? w1 : w0;
-                            const u32 v = w << q;
-                            a[ss][0][p][e] = (v & sign_pair) ^ (half ? TC_SIGN_HALF : TC_SIGN_ONE);
-                            if (half) a[ss][1][p][e] = ((q == 0 ? w >> 1 : w << (q - 1)) & mant_pair) | TC_EXP_ONE;
-                            else a[ss][1][p][e] = (v & exp_pair) | TC_EXP_ONE;
-                        }
+                    for (int e = 0; e < 4; ++e) {
+                        const int q = 2 * (2 * i + ss) + e / 2;  // a[0], a[1]: half 0; a[2], a[3]: half 1
+                        const u32 w = e % 2 ? w1 : w0;
+                        const u32 v = w << q;
+                        a[ss][0][p][e] = (v & sign_pair) ^ (half ? TC_SIGN_HALF : TC_SIGN_ONE);
+                        if (half) a[ss][1][p][e] = ((q == 0 ? w >> 1 : w << (q - 1)) & mant_pair) | TC_EXP_ONE;
+                        else a[ss][1][p][e] = (v & exp_pair) | TC_EXP_ONE;
                     }
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    if (nt >= n_tiles) continue;
-                    const uint4 b_lo = bg[(nt * TC_QUADS + i) * COLS * LAYOUT_LANES];
-                    const uint4 b_hi = bg[(nt * TC_QUADS + i + TC_QUADS / 2) * COLS * LAYOUT_LANES];
-#pragma unroll
-                    for (int ss = 0; ss < 2; ++ss)
-#pragma unroll
-                        for (int p = 0; p < BITS; ++p) {
-                            mma_bf16_16x8x16(c[gj][nt], a[ss][0][p], ss ? b_lo.z : b_lo.x, ss ? b_lo.w : b_lo.y);
-                            mma_bf16_16x8x16(c[gj][nt], a[ss][1][p], ss ? b_hi.z : b_hi.x, ss ? b_hi.w : b_hi.y);
-                        }
                 }
-            }
-        }
+            const uint4 b_lo = bg[i * TC_COLS * LAYOUT_LANES];
+            const uint4 b_hi = bg[(i + TC_QUADS / 2) * TC_COLS * LAYOUT_LANES];
 #pragma unroll
-        for (int gj = 0; gj < IL; ++gj) {
-            const int gi = g0 + gj;
-            const float d0 = f16_to_f32((u16)(r.d[0][gi / 2] >> (16 * (gi % 2))));
-            const float d1 = f16_to_f32((u16)(r.d[1][gi / 2] >> (16 * (gi % 2))));
+            for (int ss = 0; ss < 2; ++ss)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                if (nt >= n_tiles) continue;
-                const float off = ol[gi * o_stride + 2 * nt];  // lanes t = 0, 2: token 2 nt + t / 2; else 0
-                acc[nt][0] = fmaf(d0, c[gj][nt][0] + off, acc[nt][0]);
-                acc[nt][1] = fmaf(d0, c[gj][nt][1], acc[nt][1]);
-                acc[nt][2] = fmaf(d1, c[gj][nt][2] + off, acc[nt][2]);
-                acc[nt][3] = fmaf(d1, c[gj][nt][3], acc[nt][3]);
-            }
+                for (int p = 0; p < BITS; ++p) {
+                    mma_bf16_16x8x16(c[gi], a[ss][0][p], ss ? b_lo.z : b_lo.x, ss ? b_lo.w : b_lo.y);
+                    mma_bf16_16x8x16(c[gi], a[ss][1][p], ss ? b_hi.z : b_hi.x, ss ? b_hi.w : b_hi.y);
+                }
         }
+    }
+#pragma unroll
+    for (int gi = 0; gi < NB; ++gi) {
+        const float d0 = f16_to_f32((u16)(r.d[0][gi / 2] >> (16 * (gi % 2))));
+        const float d1 = f16_to_f32((u16)(r.d[1][gi / 2] >> (16 * (gi % 2))));
+        const float off = ol[gi * o_stride];  // lane t = 0 (column 0 carries the offset); else 0
+        acc[0] = fmaf(d0, c[gi][0] + off, acc[0]);
+        acc[1] = fmaf(d0, c[gi][1], acc[1]);
+        acc[2] = fmaf(d1, c[gi][2] + off, acc[2]);
+        acc[3] = fmaf(d1, c[gi][3], acc[3]);
     }
 }
 
-// Units prefetched in registers beyond the one being computed: Q2 units are twice as large, and
-// with 4 n-tiles (m > 2) the accumulators need the registers (Q2 would spill).
-#define TC_AHEAD(BITS, NT) ((BITS) == 1 ? 2 : (NT) == 1 ? 1 : 0)
+// Units prefetched in registers beyond the one being computed: Q2 units are twice as large.
+#define TC_AHEAD(BITS) ((BITS) == 1 ? 2 : 1)
 
 // Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
-// splits' partials (partial[(warp * 16 + row) * 2 NT + token]) added in split order, then (norm)
+// splits' partials (partial[(warp * 16 + row) * 2 + token], token 0) added in split order, then (norm)
 // the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
 // thread's y value was read ahead into `y_early` (gemv_b1: the `_early` entry points before
@@ -314,7 +280,7 @@ __device__ __forceinline__ void tc_unit(float (&acc)[NT][4], const TcUnit<BITS, 
 // STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
 // PLAIN_Y false (gemv_b1's `_rope` epilogue): the staging word only; that epilogue writes y.
-template <int MODE, int NT, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true>
+template <int MODE, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
                                                    float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
@@ -329,9 +295,9 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         if (o >= n_out) continue;
         float v = 0.0f, up = 0.0f;
         for (int s = 0; s < splits; ++s) {
-            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * (2 * NT) + tok;
-            v += pr[r * (2 * NT)];
-            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * (2 * NT)];
+            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * 2 + tok;
+            v += pr[r * 2];
+            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * 2];
         }
         if (norm) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
             float ss = 0.0f;
@@ -348,40 +314,34 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
     }
 }
 
-// PRESTAGED (lab only so far, scripts/lab/gemv_tc_timeline.cuh): `x` points at B fragments and
-// offsets already laid out as tc_stage writes them, for all groups ([groups][b_group] uint4, then
-// [groups][tok_count] f32), and staging is a cp.async copy, no arithmetic. It measures what x
-// staging costs the GEMV if the producer of x wrote that layout (docs/kernel-notes.md, "The
-// decode GEMV (binary tensor core)", `tc_pre`).
-template <int BITS, int MODE, int NT, int COLS, int NB, bool PRESTAGED = false>
+template <int BITS, int MODE, int NB>
 __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const float* __restrict__ x, int m, float* __restrict__ y,
                                              int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
                                              const float* __restrict__ norm_w, float norm_eps) {
-    constexpr int AHEAD = TC_AHEAD(BITS, NT);
+    constexpr int AHEAD = TC_AHEAD(BITS);
     TRACE_MARKS_BEGIN;
     TC_MARK(0);
     extern __shared__ uint4 tc_smem[];
     const int groups_per_row = k / GROUP_SIZE;
     const int units = groups_per_row / NB;
-    const int n_tiles = NT == 1 ? 1 : (m + 1) / 2;
-    const int tok_count = COLS == 3 ? 1 : 2 * n_tiles;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
     const int tile_local = warp / splits, split = warp % splits;
     const int tile = blockIdx.x * tiles_per_cta + tile_local;
-    const int b_group = n_tiles * TC_QUADS * COLS * LAYOUT_LANES;  // uint4 per staged group
+    const int b_group = TC_QUADS * TC_COLS * LAYOUT_LANES;  // uint4 per staged group
     uint4* bs = tc_smem;
     float* xoff = reinterpret_cast<float*>(tc_smem + (chunk_groups + 1) * b_group);
-    float* partial = xoff + (chunk_groups + 1) * tok_count;
-    // The zero groups, read by lanes without a B column (g >= COLS) / without an offset.
+    float* partial = xoff + (chunk_groups + 1);
+    // The zero groups, read by lanes without a B column (g >= TC_COLS) / without the offset.
     for (int i = threadIdx.x; i < b_group; i += blockDim.x) bs[chunk_groups * b_group + i] = make_uint4(0u, 0u, 0u, 0u);
-    for (int i = threadIdx.x; i < tok_count; i += blockDim.x) xoff[chunk_groups * tok_count + i] = 0.0f;
-    const bool b_lane = g < COLS, o_lane = t % 2 == 0 && t / 2 < COLS / 3;
+    if (threadIdx.x == 0) xoff[chunk_groups] = 0.0f;
+    // Column 0 (the hi part, element 0 on lanes t = 0) carries the offset.
+    const bool b_lane = g < TC_COLS, o_lane = t == 0;
     const uint4* b_base = b_lane ? bs + g * LAYOUT_LANES + t : bs + chunk_groups * b_group;
     const int b_stride = b_lane ? b_group : 0;
-    const float* o_base = o_lane ? xoff + t / 2 : xoff + chunk_groups * tok_count;
-    const int o_stride = o_lane ? tok_count : 0;
+    const float* o_base = o_lane ? xoff : xoff + chunk_groups;
+    const int o_stride = o_lane ? 1 : 0;
     // The masks reach every lane through a shuffle from lane 0 (a value the compiler cannot fold),
     // so they stay in registers and `(v & mask) op constant` is ONE LOP3; as two immediates the
     // compiler emits two LOP3s per A register.
@@ -397,9 +357,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     tc_stream_start<BITS, MODE, NB>(scales, payload, tile, g, t, split, n_out, groups_per_row, wnext, snext);
     const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = split;  // the unit wnext / snext point at
 #pragma unroll
@@ -414,7 +372,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     griddep_wait();
     TC_MARK(1);
     // Fused RMSNorm (norm_w != null): each warp sums the squares of the x it stages into its own
-    // slot per token (zeroed here, before the first chunk's barrier); the epilogue adds the slots
+    // slot (zeroed here, before the first chunk's barrier); the epilogue adds the slots
     // in warp order (deterministic) for 1 / rms. Every CTA stages all of x, so each sees all of it.
     __shared__ float norm_sq[TC_MAX_THREADS_M1 / WARP_SIZE][GEMV_MAX_TOKENS];
     if (norm_w != nullptr && lane < GEMV_MAX_TOKENS) norm_sq[warp][lane] = 0.0f;
@@ -422,16 +380,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's fragments are consumed
-        if constexpr (PRESTAGED) {
-            const uint4* pre_b = reinterpret_cast<const uint4*>(x);
-            const float* pre_off = reinterpret_cast<const float*>(pre_b + (long long)groups_per_row * b_group);
-            for (int i = threadIdx.x; i < cg * b_group; i += blockDim.x) cp_async16(bs + i, pre_b + (long long)c0 * b_group + i);
-            for (int i = threadIdx.x; i < cg * tok_count; i += blockDim.x) cp_async4(xoff + i, pre_off + c0 * tok_count + i);
-            cp_async_commit();
-            cp_async_wait<0>();
-        } else {
-            tc_stage<BITS, COLS>(x, m, k, c0, cg, n_tiles, tok_count, bs, xoff, norm_w, norm_sq[warp]);
-        }
+        tc_stage<BITS>(x, c0, cg, bs, xoff, norm_w, norm_sq[warp]);
         __syncthreads();
         TC_MARK(2);
         const int u_end = (c0 + cg) / NB;
@@ -443,8 +392,7 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
 #pragma unroll
             for (int a = 0; a <= AHEAD; ++a) {
                 if (a != phase) continue;
-                tc_unit<BITS, NT, COLS, NB>(acc, ring[a], bl, b_stride, ol, o_stride, n_tiles, sign_pair, exp_pair,
-                                            mant_pair);
+                tc_unit<BITS, NB>(acc, ring[a], bl, b_stride, ol, o_stride, sign_pair, exp_pair, mant_pair);
                 if (loaded < units) tc_load(ring[a], wnext, snext);
             }
             phase = phase == AHEAD ? 0 : phase + 1;
@@ -455,47 +403,35 @@ __device__ __forceinline__ void gemv_tc_body(const u16* __restrict__ scales, con
     }
 
     TC_MARK(3);
-    // Each token's three part columns: column 2t + e of the quad holds token (2t + e) / 3.
+    // The three part columns (2t + e < 3: lanes t = 0, 1) summed within the quad.
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        if (nt >= n_tiles) continue;
+    for (int h = 0; h < 2; ++h) {
+        float v = 0.0f;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float v[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                if (2 * t + e < COLS) v[(2 * t + e) / 3] += acc[nt][2 * h + e];
-#pragma unroll
-            for (int tt = 0; tt < 2; ++tt) {
-                v[tt] += __shfl_xor_sync(FULL_MASK, v[tt], 1);
-                v[tt] += __shfl_xor_sync(FULL_MASK, v[tt], 2);
-            }
-            if (t == 0) {
-#pragma unroll
-                for (int tt = 0; tt < COLS / 3; ++tt)
-                    partial[(warp * TC_TILE_ROWS + g + 8 * h) * (2 * NT) + 2 * nt + tt] = v[tt];
-            }
-        }
+        for (int e = 0; e < 2; ++e)
+            if (2 * t + e < TC_COLS) v += acc[2 * h + e];
+        v += __shfl_xor_sync(FULL_MASK, v, 1);
+        v += __shfl_xor_sync(FULL_MASK, v, 2);
+        if (t == 0) partial[(warp * TC_TILE_ROWS + g + 8 * h) * 2] = v;
     }
     __syncthreads();
 
     TC_MARK(4);
-    gemv_store_outputs<MODE, NT>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
-                                 blockIdx.x);
+    gemv_store_outputs<MODE>(partial, m, y, n_out, k, tiles_per_cta, splits, norm_w != nullptr, norm_eps, norm_sq,
+                             blockIdx.x);
     TC_MARK(5);
     TRACE_MARKS_END;
 }
 
-// NT n-tiles of 2 tokens (COLS = 6), or one token (NT = 1, COLS = 3). The layout's block size
-// (4 groups, or 1 when K % 512 != 0) picks the unit.
-template <int BITS, int MODE, int NT, int COLS>
+// The layout's block size (4 groups, or 1 when K % 512 != 0) picks the unit.
+template <int BITS, int MODE>
 __device__ __forceinline__ void gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y,
                                         int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,
                                         const float* norm_w, float norm_eps) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_tc_body<BITS, MODE, NT, COLS, LAYOUT_BLOCK_GROUPS>(scales, payload, x, m, y, n_out, k, tiles_per_cta,
-                                                                splits, chunk_groups, norm_w, norm_eps);
+        gemv_tc_body<BITS, MODE, LAYOUT_BLOCK_GROUPS>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,
+                                                      chunk_groups, norm_w, norm_eps);
     else
-        gemv_tc_body<BITS, MODE, NT, COLS, 1>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,
-                                              chunk_groups, norm_w, norm_eps);
+        gemv_tc_body<BITS, MODE, 1>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits, chunk_groups, norm_w,
+                                    norm_eps);
 }

@@ -16,23 +16,13 @@
 #define GEMV_B1_ENTRY_PARAMS                                                                     \
     const u16 *scales, const u32 *payload, const u32 *planes, const u32 *gsx, const float *group_sq, \
         float *y, int n_out, int k, int tiles_per_cta, int splits, int chunk_groups, int norm, float norm_eps
-// One small-m GEMM entry point (`PREFIX_gemm_smallN`) of NT n-tiles.
-#define GEMM_SMALL_ENTRY_POINT(PREFIX, BITS, MODE, NAME, NT)                                     \
-    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
-        PREFIX##_gemm_##NAME(const u16* scales, const u32* payload, const u16* xh,               \
-                             const float* row_unscale, int m, float* y, int n_out, int k,        \
-                             float* partials, unsigned* counters, int split_units) {             \
-        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
-        gemm_small<BITS, MODE, NT>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,   \
-                                   counters, split_units);                                       \
-    }
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
                          int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,      \
                          const float* norm_w, float norm_eps) {                                  \
         griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
-        gemv_tc<BITS, MODE, 1, 3>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
+        gemv_tc<BITS, MODE>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
                                   chunk_groups, norm_w, norm_eps);                               \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
@@ -50,9 +40,30 @@
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
     /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2 or 4 n-tiles of 8 tokens */         \
-    GEMM_SMALL_ENTRY_POINT(PREFIX, BITS, MODE, small8, 1)                                        \
-    GEMM_SMALL_ENTRY_POINT(PREFIX, BITS, MODE, small16, 2)                                       \
-    GEMM_SMALL_ENTRY_POINT(PREFIX, BITS, MODE, small32, 4)                                       \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \
+                             const float* row_unscale, int m, float* y, int n_out, int k,        \
+                             float* partials, unsigned* counters, int split_units) {             \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 1>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small16(const u16* scales, const u32* payload, const u16* xh,             \
+                              const float* row_unscale, int m, float* y, int n_out, int k,       \
+                              float* partials, unsigned* counters, int split_units) {            \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 2>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
+        PREFIX##_gemm_small32(const u16* scales, const u32* payload, const u16* xh,             \
+                              const float* row_unscale, int m, float* y, int n_out, int k,       \
+                              float* partials, unsigned* counters, int split_units) {            \
+        griddep_launch_dependents(); /* griddep_wait: in gemm_small_body, after the weight prefetch */ \
+        gemm_small<BITS, MODE, 4>(scales, payload, xh, row_unscale, m, y, n_out, k, partials,    \
+                                  counters, split_units);                                        \
+    }                                                                                            \
     extern "C" __global__ void __launch_bounds__(MMA_THREADS)                                    \
         PREFIX##_gemm_mma_bf16x3(const u16* scales, const u32* payload, const float* x, int m,   \
                                  float* y, int n_out, int k) {                                   \
