@@ -34,18 +34,14 @@
 //   partials [warps][16 rows][2] f32
 
 #define TC_TILE_ROWS 16
-// Phase marks for the lab's timeline (scripts/lab/gemv_tc_timeline.cuh defines TC_MARK before
-// including this file) and for the decode trace (BONSAI_TRACE: CTA 0's marks, trace.rs); nothing
-// in production.
-// Mark 0 (the kernel's start, before its wait) is not traced: the trace attributes a mark to the
-// kernel released last before it.
-#ifndef TC_MARK
+// Phase marks for the decode trace (BONSAI_TRACE: CTA 0's marks, trace.rs); nothing in
+// production. Mark 0 (the kernel's start, before its wait) is not traced: the trace attributes a
+// mark to the kernel released last before it.
 #define TC_MARK(i)                  \
     do {                            \
         if ((i) > 0) TRACE_MARK(i); \
     } while (0)
-#endif
-#define TC_QUADS 4          // uint4 of B per (group, n-tile, column lane): steps 2i and 2i + 1
+#define TC_QUADS 4          // uint4 of B per (group, column lane): steps 2i and 2i + 1
 #define TC_PARTS 3          // x = hi + mid + lo
 #define TC_COLS TC_PARTS    // B columns: the token's three parts
 #define TC_MAX_THREADS_M1 512
