@@ -15,6 +15,8 @@ use crate::weights::GROUP;
 const WARPS: usize = 16;
 /// Padding of each activation row in shared memory, in u32 words (SM_PAD_WORDS).
 const PAD_WORDS: usize = 4;
+/// Largest grid y (the K splits) of every CUDA device.
+const MAX_GRID_Y: usize = 65_535;
 /// Groups of a layout block (LAYOUT_BLOCK_GROUPS): the unit a warp loads, when K allows.
 const BLOCK_GROUPS: usize = 4;
 /// Shared memory one CTA's activation slice may take (the splits keep it within this): a CTA has
@@ -92,8 +94,7 @@ pub(crate) fn launch(
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
     let split_units_i = as_i32(op, "split_units", geo.split_units)?;
     let row_ctas = u32::try_from(geo.row_ctas).map_err(|_| shape(op, "too many rows".into()))?;
-    let max_grid_y = device_attribute(gpu.stream, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?;
-    if geo.splits > max_grid_y {
+    if geo.splits > MAX_GRID_Y {
         return Err(shape(op, format!("K = {} needs {} splits, over the grid's y range", s.k, geo.splits)));
     }
     let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;

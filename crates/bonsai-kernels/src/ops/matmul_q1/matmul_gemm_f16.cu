@@ -195,7 +195,6 @@ __device__ __forceinline__ bool qg_split_k_merge(float (&acc)[M_TILES][N_TILES][
                                                  float* __restrict__ partials,
                                                  unsigned* __restrict__ tile_counters) {
     constexpr int CHUNKS = M_TILES * N_TILES;
-    __shared__ int arrived_last;
     const int splits = gridDim.z;
     const long long tiles = (long long)gridDim.x * gridDim.y;
     const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
@@ -208,12 +207,7 @@ __device__ __forceinline__ bool qg_split_k_merge(float (&acc)[M_TILES][N_TILES][
 #pragma unroll
         for (int j = 0; j < N_TILES; ++j)
             part[chunk(blockIdx.z, i * N_TILES + j)] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
-    __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
-    __syncthreads();
-    if (threadIdx.x == 0) arrived_last = atomicAdd(tile_counters + tile_id, 1u) == (unsigned)(splits - 1);
-    __syncthreads();
-    if (!arrived_last) return false;
-    __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+    if (!split_k_arrived_last(tile_counters + tile_id, splits)) return false;
     // As in gemm_wgmma: a split's loads of a batch of chunks are in flight together (not one
     // dependent chain per chunk); the sum order per accumulator stays split 0, 1, 2, ...
     constexpr int BATCH = CHUNKS < 4 ? CHUNKS : 4;

@@ -139,19 +139,13 @@ __device__ __forceinline__ void gemm_small_body(const u16* __restrict__ scales, 
 
     if (gridDim.y > 1) {
         // Partial layout [split][row block][accumulator][thread]: every store and load coalesced.
-        __shared__ int arrived_last;
         const int splits = gridDim.y;
         auto at = [&](int z, int i) {
             return (((long long)z * gridDim.x + blockIdx.x) * ACC + i) * SM_THREADS + threadIdx.x;
         };
 #pragma unroll
         for (int i = 0; i < ACC; ++i) partials[at(blockIdx.y, i)] = acc[i];
-        __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
-        __syncthreads();
-        if (threadIdx.x == 0) arrived_last = atomicAdd(counters + blockIdx.x, 1u) == (unsigned)splits - 1;
-        __syncthreads();
-        if (!arrived_last) return;
-        __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+        if (!split_k_arrived_last(counters + blockIdx.x, splits)) return;
         // SM_MERGE_BATCH splits' loads in flight together; the sum order stays split 0, 1, 2, ...
 #pragma unroll 1
         for (int z0 = 0; z0 < splits; z0 += SM_MERGE_BATCH(NT)) {

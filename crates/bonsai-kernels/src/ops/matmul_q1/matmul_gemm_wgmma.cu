@@ -313,18 +313,12 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 
     if constexpr (SPLIT) {
         // Partial layout [split][tile][accumulator][thread]: each store and load is coalesced.
-        __shared__ int arrived_last;
         const long long tiles = (long long)gridDim.x * gridDim.y;
         const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
         auto at = [&](int split, int i) { return ((split * tiles + tile_id) * ACC + i) * THREADS + threadIdx.x; };
 #pragma unroll
         for (int i = 0; i < ACC; ++i) partials[at(blockIdx.z, i)] = acc[i];
-        __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
-        __syncthreads();
-        if (threadIdx.x == 0) arrived_last = atomicAdd(tile_counters + tile_id, 1u) == gridDim.z - 1;
-        __syncthreads();
-        if (!arrived_last) return;
-        __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+        if (!split_k_arrived_last(tile_counters + tile_id, gridDim.z)) return;
         // Each split's loads of a batch of accumulators are independent and in flight together,
         // so the merge waits for about (ACC / batch) x gridDim.z load latencies, not ACC x
         // gridDim.z (one dependent chain per accumulator cost more than the splits' main loops).

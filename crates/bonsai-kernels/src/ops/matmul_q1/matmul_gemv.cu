@@ -10,6 +10,21 @@
 #define GROUP_SIZE 128
 #define GEMV_MAX_TOKENS 1
 
+// The split-K GEMMs' arrival (gemm_f16_mma, gemm_wgmma, gemm_small), after every thread stored
+// its partial: counts the CTA in at `counter` (zeroed by the launcher) and returns true in every
+// thread of the CTA that arrived last of `splits`, whose reads of the others' partials are then
+// ordered after their stores; false in the others, which are done.
+__device__ __forceinline__ bool split_k_arrived_last(unsigned* __restrict__ counter, unsigned splits) {
+    __shared__ int arrived_last;
+    __threadfence();  // this thread's partial is visible device-wide before the CTA is counted
+    __syncthreads();
+    if (threadIdx.x == 0) arrived_last = atomicAdd(counter, 1u) == splits - 1;
+    __syncthreads();
+    if (!arrived_last) return false;
+    __threadfence();  // the other splits' partials, counted before this CTA, are read after it
+    return true;
+}
+
 // How a matmul's result leaves the kernel.
 #define MATMUL_STORE 0   // y = W.x
 #define MATMUL_ADD 1     // y += W.x (fused residual)

@@ -22,8 +22,8 @@
                          int n_out, int k, int tiles_per_cta, int splits, int chunk_groups,      \
                          const float* norm_w, float norm_eps) {                                  \
         griddep_launch_dependents(); /* griddep_wait: in gemv_tc_body, after the weight prefetch */ \
-        gemv_tc<BITS, MODE>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,     \
-                                  chunk_groups, norm_w, norm_eps);                               \
+        gemv_tc<BITS, MODE>(scales, payload, x, m, y, n_out, k, tiles_per_cta, splits,           \
+                            chunk_groups, norm_w, norm_eps);                                     \
     }                                                                                            \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1(GEMV_B1_ENTRY_PARAMS) {                                                 \

@@ -451,24 +451,22 @@ mod tests {
         for k in ks {
             for n in ns {
                 for swiglu in [false, true] {
-                    {
-                        let g = tc_geometry(k, n, swiglu).expect("a geometry");
-                        let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
-                        let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
-                        assert!(
-                            covered >= n && covered < n + g.tiles_per_cta as usize * per_tile,
-                            "{k} {n} {g:?}"
-                        );
-                        let warps = (g.tiles_per_cta * g.splits) as usize;
-                        assert!(warps <= MAX_WARPS_ONE_TOKEN, "{g:?}");
-                        assert!(g.splits as usize <= (k / GROUP).max(1), "{g:?}");
-                        assert!(g.smem_bytes <= MAX_SMEM, "{k} {n}: {g:?}");
-                        let groups = k / GROUP;
-                        assert!(
-                            g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0,
-                            "{g:?}"
-                        );
-                    }
+                    let g = tc_geometry(k, n, swiglu).expect("a geometry");
+                    let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
+                    let covered = g.ctas as usize * g.tiles_per_cta as usize * per_tile;
+                    assert!(
+                        covered >= n && covered < n + g.tiles_per_cta as usize * per_tile,
+                        "{k} {n} {g:?}"
+                    );
+                    let warps = (g.tiles_per_cta * g.splits) as usize;
+                    assert!(warps <= MAX_WARPS_ONE_TOKEN, "{g:?}");
+                    assert!(g.splits as usize <= (k / GROUP).max(1), "{g:?}");
+                    assert!(g.smem_bytes <= MAX_SMEM, "{k} {n}: {g:?}");
+                    let groups = k / GROUP;
+                    assert!(
+                        g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0,
+                        "{g:?}"
+                    );
                 }
             }
         }
