@@ -7,7 +7,7 @@ use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL, TOKEN_COUNTS, VOCAB};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
 use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
-pub(crate) use super::matmul_kernels::{b1_quant_bound, kernel_label, kernels_for, run_kernel, MatmulKernel};
+pub(crate) use super::matmul_kernels::{b1_quant_bound, b1_quant_bound_rows, kernel_label, kernels_for, run_kernel, MatmulKernel};
 use crate::ops::{self, OpError, Store};
 use crate::weights::{Q1Matrix, Q2Matrix, QMatrix, GROUP, Q1_WORDS, Q2_WORDS};
 
@@ -39,16 +39,22 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         for m in [1, 7, 33, 512] {
             matmul(ctx, SMALL.name, SMALL.hidden, SMALL.ffn, m, ternary, Store::Add)?;
         }
+        // 3 tokens: the multi-token binary GEMV's 4-token kernel with one token absent, on
+        // single-group layout blocks (its `__noinline__` body).
+        matmul(ctx, "odd", 77, 384, 3, ternary, Store::Add)?;
+        gate_up(ctx, "odd", 37, 256, 3, ternary)?;
         // K % 512 == 0: the device layout's 4-group blocks (every Bonsai shape; the odd shapes
         // above have single-group blocks); K = 2048 also stages x in two chunks at m = 7 and
-        // splits each GEMV tile's K over 4 warps; 24 tokens: the small-m GEMM's 32-token kernel.
-        for m in [1, 2, 7, 24] {
+        // splits each GEMV tile's K over 4 warps; 2 and 3 tokens: the multi-token binary GEMV's
+        // kernels; 24 tokens: the small-m GEMM's 32-token kernel.
+        for m in [1, 2, 3, 7, 24] {
             matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;
         }
         // K = 33280 (260 groups): the binary GEMV's planes no longer fit shared memory at once
         // and are copied in two chunks (tc_geometry.rs: 244 + 16 groups).
         matmul(ctx, "chunks", 40, 33280, 1, ternary, Store::Add)?;
+        matmul(ctx, "chunks", 40, 33280, 3, ternary, Store::Add)?;
     }
     // Large-M odd shapes for the f16 GEMM: m not a multiple of its 128-token tile, odd N/F.
     for ternary in [false, true] {
@@ -200,7 +206,8 @@ pub(crate) fn par_reference(w: &QMatrix, x: &[f32], m: usize, y0: &[f32], store:
 /// group) sum_k w_k q_k is exact in integers and rounds once to f32 (u), d s_G is exact; a lane
 /// adds its (row, group) terms by fmaf, at most K/128 of them (one group per pair, single-group
 /// slots included); one shuffle add (u) and up to 16 split partials in order (16u):
-/// (K/128 + 18) u, doubled for second order like the others.
+/// (K/128 + 18) u, doubled for second order like the others. The multi-token binary GEMV runs
+/// the same arithmetic per token (its own planes, sums and finish), so the same bound per token.
 pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) -> f64 {
     let groups = k as f64 / GROUP as f64;
     if is_f16(kernel) {
@@ -208,7 +215,7 @@ pub(crate) fn matmul_coefficient(k: usize, kernel: MatmulKernel, ternary: bool) 
         return F16_UNIT_ROUNDOFF + 2.0 * 2.0 * U * chain * (1.0 + F16_UNIT_ROUNDOFF);
     }
     2.0 * U * match kernel {
-        MatmulKernel::Gemv(GemvKernel::Binary) => groups + 18.0,
+        MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens) => groups + 18.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) if ternary => 2.0 * groups + 355.0,
         MatmulKernel::Gemv(GemvKernel::Bf16x3) => groups + 133.0,
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => groups + 58.0,
@@ -273,7 +280,7 @@ pub(crate) fn bound_magnitude(w: &QMatrix, x_abs: &[f32], m: usize, magnitude: &
 /// (gemv_b1: its quantization bound Q, which also enters the magnitude; others: 0).
 fn kernel_magnitude(kernel: MatmulKernel, plain: &[f32], gemv_tc: &[f32], quant: &[f32]) -> (Vec<f64>, Vec<f64>) {
     match kernel {
-        MatmulKernel::Gemv(GemvKernel::Binary) => (
+        MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens) => (
             plain.iter().zip(quant).map(|(&p, &q)| p as f64 + q as f64).collect(),
             quant.iter().map(|&q| q as f64).collect(),
         ),
@@ -302,7 +309,7 @@ pub(super) fn matmul_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; n] };
+    let quant = b1_quant_bound_rows(&w, &x, m)?;
     let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
@@ -347,7 +354,7 @@ pub(super) fn gate_up_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = if m == 1 { b1_quant_bound(&w, &x)? } else { vec![0.0; 2 * f] };
+    let quant = b1_quant_bound_rows(&w, &x, m)?;
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),

@@ -36,6 +36,9 @@ pub(crate) fn kernels_for(ctx: &Ctx, m: usize) -> Result<Vec<MatmulKernel>, Veri
             if m <= launch::matmul::SMALL_M_MAX_TOKENS {
                 gemms.insert(0, GemmKernel::TensorCoreSmall);
             }
+            if m <= launch::matmul::B1_MAX_TOKENS {
+                gemms.insert(0, GemmKernel::BinaryTokens);
+            }
             gemms.into_iter().map(MatmulKernel::Gemm).collect()
         }
     })
@@ -59,6 +62,7 @@ pub(crate) fn kernel_label(kernel: MatmulKernel) -> &'static str {
         MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256)) => "gemm_wgmma_256",
         MatmulKernel::Gemm(GemmKernel::TensorCoreBf16x3) => "gemm_mma",
         MatmulKernel::Gemm(GemmKernel::TensorCoreSmall) => "gemm_small",
+        MatmulKernel::Gemm(GemmKernel::BinaryTokens) => "gemv_b1_tokens",
     }
 }
 
@@ -106,6 +110,17 @@ pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
             2f32.powi(e - B1_PLANES + 2)
         })
         .collect()
+}
+
+/// [`b1_quant_bound`] of each of the m token rows of x, [m][N] (the binary GEMVs quantize each
+/// token on its own).
+pub(crate) fn b1_quant_bound_rows(w: &QMatrix, x: &[f32], m: usize) -> Result<Vec<f32>, OpError> {
+    let k = w.k();
+    let mut out = Vec::with_capacity(m * w.n());
+    for row in x.chunks(k).take(m) {
+        out.extend(b1_quant_bound(w, row)?);
+    }
+    Ok(out)
 }
 
 /// gemv_b1's quantization error bound per output of one token: sum_G (s_G / 2) sum_{k in G} |W[n, k]|,

@@ -12,7 +12,7 @@ use super::matmul::{
 };
 use super::shapes::{ShapeSet, MODELS};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch::matmul::{Epilogue, GemvKernel, GEMV_MAX_TOKENS};
+use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
 use crate::ops::{self, Store};
 use crate::weights::QMatrix;
 
@@ -20,10 +20,11 @@ const EPS: f32 = 1e-6;
 
 pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for ternary in [false, true] {
-        // 1: the GEMVs; 2, 7, 16, 24: the small-m GEMM's 8-, 16- and 32-token kernels; 64 (a
+        // 1: the GEMVs; 2, 3: the multi-token binary GEMVs (and the small-m GEMM's 8-token
+        // kernel); 7, 16, 24: the small-m GEMM's 8-, 16- and 32-token kernels; 64 (a
         // batched decode step's tile GEMMs, one token tile) and 130 (a partial second tile): the
         // GEMMs' normed pre-pass.
-        for m in [1, 2, 7, 16, 24, 64, 130] {
+        for m in [1, 2, 3, 7, 16, 24, 64, 130] {
             // K % 512 != 0 (one-group layout blocks) and K = 2048 (4-group blocks, x in chunks).
             norm_matmul(ctx, "odd", 333, 384, m, ternary, false)?;
             norm_matmul(ctx, "blocks", 200, 2048, m, ternary, false)?;
@@ -71,14 +72,14 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     let (xd, nd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &norm_w)?);
     // gemv_b1 quantizes the staged x * w; its bound scales by the token's 1 / rms (in f64,
     // rounded up by 2^-20 for the kernel's own rsqrt and sums, far inside rel_n below).
-    let quant: Vec<f32> = if m == 1 {
-        let staged: Vec<f32> = x.iter().zip(&norm_w).map(|(a, b)| a * b).collect();
-        let mean_sq = x.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / k as f64;
+    // Per token row (the multi-token GEMV quantizes each token on its own).
+    let mut quant: Vec<f32> = Vec::with_capacity(m * rows);
+    for xr in x.chunks(k) {
+        let staged: Vec<f32> = xr.iter().zip(&norm_w).map(|(a, b)| a * b).collect();
+        let mean_sq = xr.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / k as f64;
         let inv_rms = (1.0 + 1.0 / 1_048_576.0) / (mean_sq + EPS as f64).sqrt();
-        b1_quant_bound(&w, &staged)?.iter().map(|&q| (q as f64 * inv_rms) as f32).collect()
-    } else {
-        vec![0.0; m * rows]
-    };
+        quant.extend(b1_quant_bound(&w, &staged)?.iter().map(|&q| (q as f64 * inv_rms) as f32));
+    }
 
     // The kernel stages x * w and scales each finished dot product by the token's 1 / rms. Its
     // f32 sum of squares (positive terms): 4 per lane (3 adds), a 5-level warp tree, then
@@ -94,7 +95,7 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
         run_kernel(ctx, kernel, &dw, &xd, Some((&nd, EPS)), m, &mut od, epilogue)?;
         let got = download(&ctx.stream, &od)?;
         let c = matmul_coefficient(k, kernel, ternary) + rel_n;
-        let binary = kernel == MatmulKernel::Gemv(GemvKernel::Binary);
+        let binary = matches!(kernel, MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens));
         // gemv_b1: the coefficient also covers the quantization term Q, which adds once.
         let mag = |idx: usize| if binary { plain[idx] as f64 + quant[idx] as f64 } else { magnitude[idx] as f64 };
         let add = |idx: usize| if binary { quant[idx] as f64 } else { 0.0 };
@@ -110,7 +111,9 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
         };
         let op = format!("rms_norm_{}_{}", if swiglu { "gate_up_swiglu" } else { "matmul" }, if ternary { "q2" } else { "q1" });
         ctx.record(&op, &format!("{label} N={n_out} K={k} m={m} {}", kernel_label(kernel)), cmp);
-        if m > GEMV_MAX_TOKENS {
+        // The binary GEMVs (one token or several) scale the finished dot products by 1 / rms
+        // instead of normalising x first, so only the bound above applies to them.
+        if m > GEMV_MAX_TOKENS && !binary {
             // The same GEMM on the rms_norm kernel's rows: the fused pre-pass promises its bits.
             let mut xnd = poisoned(&ctx.stream, m * k)?;
             crate::launch::rms_norm::rms_norm(ctx.gpu(), &xd, &nd, EPS, m, k, &mut xnd)?;

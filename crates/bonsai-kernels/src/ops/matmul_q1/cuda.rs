@@ -3,6 +3,8 @@
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`], geometry from
 //! [`b1_geometry`]; `*_gemv_tc` for Q2 matrices with +2d codes, [`gemv_for`], [`tc_geometry`]);
+//! 2..=[`B1_MAX_TOKENS`] -> `gemv_b1_prepare` of every row + `*_gemv_b1_t2` / `_t4` where the
+//! binary GEMV takes the matrix ([`GemmKernel::BinaryTokens`]); otherwise
 //! m >= [`F16_GEMM_MIN_TOKENS`] (2) -> `x_to_f16_rows_q*` + an f16 GEMM: `*_gemm_small{8,16,32}` up
 //! to [`SMALL_M_MAX_TOKENS`] ([`GemmKernel::TensorCoreSmall`]), past that the wgmma GEMM on compute
 //! capability 9.0, else `*_gemm_f16_128x{128,256}` ([`GemmKernel::TensorCoreF16`]), which yields
@@ -85,8 +87,13 @@ pub enum GemmKernel {
     /// The f16 numerics for 2..=[`SMALL_M_MAX_TOKENS`] tokens (a batched decode step): each warp
     /// streams its weight rows into registers as the one-token GEMV does and runs mma.sync on
     /// them with the tokens as 8, 16 or 32 columns (matmul_gemm_small.cu). The default there on
-    /// every device.
+    /// every device, past [`B1_MAX_TOKENS`] or for matrices the binary GEMV does not take.
     TensorCoreSmall,
+    /// 2..=[`B1_MAX_TOKENS`] tokens on the one-token binary GEMV's weight stream (`*_gemv_b1_t2`
+    /// / `_t4`): every token's x quantized as the one-token GEMV quantizes it, the weights read
+    /// once for all of them (matmul_gemv_b1.cu). The default there for every matrix the binary
+    /// GEMV takes ([`gemv_for`]).
+    BinaryTokens,
 }
 
 impl GemmKernel {
@@ -106,6 +113,7 @@ impl GemmKernel {
             GemmKernel::TensorCoreWgmma
             | GemmKernel::TensorCoreWgmmaTile(_)
             | GemmKernel::TensorCoreSmall
+            | GemmKernel::BinaryTokens
             | GemmKernel::TensorCoreBf16x3 => None,
         }
     }
@@ -113,6 +121,23 @@ impl GemmKernel {
     pub(crate) fn is_f16(self) -> bool {
         self.f16_splits().is_some() || self.wgmma_tile().is_some() || self == GemmKernel::TensorCoreSmall
     }
+    /// Whether the kernel applies a RMSNorm of x itself (the f16 pre-pass, or the binary GEMV's
+    /// planes with their sums of squares); bf16x3 needs the normed rows written first.
+    fn fuses_norm(self) -> bool {
+        self.is_f16() || self == GemmKernel::BinaryTokens
+    }
+}
+
+pub use super::matmul_b1::B1_MAX_TOKENS;
+
+/// The GEMM for m > GEMV_MAX_TOKENS tokens of `w` when the caller does not choose one: the
+/// multi-token binary GEMV up to [`B1_MAX_TOKENS`] where the binary GEMV takes the matrix, else
+/// the f16 GEMMs' choice ([`super::matmul_f16::auto_gemm`]).
+fn batched_gemm(gpu: Gpu<'_>, w: &QWeightsView<'_>, shape: &F16Shape) -> Result<GemmKernel, LaunchError> {
+    if shape.m <= B1_MAX_TOKENS && gemv_for(w) == GemvKernel::Binary {
+        return Ok(GemmKernel::BinaryTokens);
+    }
+    super::matmul_f16::auto_gemm(gpu.stream, shape)
 }
 
 /// Most tokens the small-m GEMM ([`GemmKernel::TensorCoreSmall`]) serves (SM_MAX_TOKENS).
@@ -174,6 +199,8 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreSmall if m <= 8 => "gemm_small8",
             GemmKernel::TensorCoreSmall if m <= 16 => "gemm_small16",
             GemmKernel::TensorCoreSmall => "gemm_small32",
+            GemmKernel::BinaryTokens if m <= 2 => "gemv_b1_t2",
+            GemmKernel::BinaryTokens => "gemv_b1_t4",
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };
@@ -245,9 +272,9 @@ pub(crate) fn rms_norm_matmul_with(
     if m > GEMV_MAX_TOKENS {
         let chosen = match gemm {
             Some(g) => g,
-            None => super::matmul_f16::auto_gemm(gpu.stream, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?,
+            None => batched_gemm(gpu, w, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?,
         };
-        if !chosen.is_f16() {
+        if !chosen.fuses_norm() {
             // SAFETY: stream-ordered, uninitialised; rms_norm writes all m x K values before the
             // matmul, later on the same stream, reads them.
             let mut xn: CudaSlice<f32> = unsafe { gpu.stream.alloc(m * w.k) }?;
@@ -343,10 +370,15 @@ fn launch_any(
     // shared memory cannot hold its tiles (sm_86/89/120: 99 KB holds none of them).
     let gemm = match gemm {
         Some(g) => g,
-        None if m > GEMV_MAX_TOKENS => super::matmul_f16::auto_gemm(gpu.stream, &f16_shape)?,
+        None if m > GEMV_MAX_TOKENS => batched_gemm(gpu, w, &f16_shape)?,
         None => default_gemm(m),
     };
     let io = (scales, payload, x_ptr, y_ptr);
+    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::BinaryTokens {
+        check_gemv_weight_alignment(op, payload, scales)?;
+        w.require_binary_gemv(op)?;
+        return super::matmul_b1::launch_tokens(gpu, w.bits, epilogue, n_out, w.k, m, io, norm);
+    }
     if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreSmall {
         return super::matmul_small::launch(gpu, f16_shape, io, norm);
     }
@@ -465,6 +497,7 @@ mod tests {
                         GemmKernel::TensorCoreF16,
                         GemmKernel::TensorCoreWgmma,
                         GemmKernel::TensorCoreSmall,
+                        GemmKernel::BinaryTokens,
                         GemmKernel::TensorCoreBf16x3,
                     ] {
                         for gemv in [GemvKernel::Binary, GemvKernel::Bf16x3] {

@@ -44,6 +44,59 @@ pub(crate) fn launch(
     launch_gemv(gpu, call, epilogue, GemvOut::None, TilesChoice::Auto)
 }
 
+/// Most tokens of the multi-token binary GEMV (`*_gemv_b1_t4`).
+pub const B1_MAX_TOKENS: usize = 4;
+
+/// The multi-token binary GEMV for 2..=[`B1_MAX_TOKENS`] tokens (a batched decode step): one
+/// prepare launch quantizes all m rows of x ([token][group] scratch), then `*_gemv_b1_t2` (m = 2)
+/// or `*_gemv_b1_t4` streams the weights once against every token's planes. Each token's y is bit
+/// for bit what the one-token GEMV with the same geometry gives it. `io` and `norm` as [`launch`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_tokens(
+    gpu: Gpu<'_>,
+    bits: QuantBits,
+    epilogue: Epilogue,
+    n_out: usize,
+    k: usize,
+    m: usize,
+    (scales, payload, x, y): (u64, u64, u64, u64),
+    norm: Option<(u64, f32)>,
+) -> Result<(), LaunchError> {
+    let op = epilogue.op_name();
+    if !(2..=B1_MAX_TOKENS).contains(&m) {
+        return Err(shape(op, format!("the multi-token GEMV takes 2..={B1_MAX_TOKENS} tokens, not {m}")));
+    }
+    if !b1_shape_ok(k, n_out) {
+        return Err(shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")));
+    }
+    let tokens = if m <= 2 { 2 } else { B1_MAX_TOKENS };
+    let mut scratch = B1Planes::scratch(gpu.stream, k * m)?;
+    let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
+    let norm_ptr = norm.map_or(0, |n| n.0);
+    prepare_rows(gpu, op, k, m, x, norm_ptr, ptrs)?;
+
+    let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + if tokens == 2 { "_t2" } else { "_t4" };
+    let func = gpu.function(&name)?;
+    let sms = sm_count(gpu.stream)?;
+    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
+        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    let cfg = launch_config(func, &g)?;
+    let (n_i, k_i, m_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?, as_i32(op, "m", m)?);
+    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
+    let norm_flag = i32::from(norm.is_some());
+    let norm_eps = norm.map_or(0.0, |n| n.1);
+    let (planes_ptr, gsx_ptr, sq_ptr) = ptrs;
+    let mut b = Launch::new(gpu, func);
+    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&m_i);
+    // SAFETY: argument order and types match the *_gemv_b1_t2 / _t4 entry points (the *_gemv_b1
+    // arguments, then m); the weights, x (m rows of K) and y (m rows of n_out) were checked by the
+    // caller, the scratch holds m x K / 128 groups written by the prepare launch above, and
+    // b1_geometry sized the block and shared memory for `tokens` tokens (m <= tokens).
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
 /// The tiles GEMV ([`launch_tiles`]) for a one-token Store GEMV of more than one wave of
 /// `gemv_b1` CTAs (the LM head): one CTA per SM, each warp streaming whole tiles one after
 /// another, bit-identical to the plain GEMV (kernel notes: the LM head).
@@ -191,16 +244,31 @@ pub(crate) fn prepare(
     k: usize,
     x: u64,
     norm_ptr: u64,
+    planes: (u64, u64, u64),
+) -> Result<(), LaunchError> {
+    prepare_rows(gpu, op, k, 1, x, norm_ptr, planes)
+}
+
+/// [`prepare`] of m rows of K (grid row = token): the scratch holds m x K / 128 groups, token
+/// t's at group t K / 128 (each row's planes as one row's prepare writes them).
+fn prepare_rows(
+    gpu: Gpu<'_>,
+    op: &'static str,
+    k: usize,
+    m: usize,
+    x: u64,
+    norm_ptr: u64,
     (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let k_i = as_i32(op, "K", k)?;
     let prepare = gpu.function("gemv_b1_prepare")?;
-    let cfg = prepare_config(gpu.stream, op, k, prepare)?;
+    let mut cfg = prepare_config(gpu.stream, op, k, prepare)?;
+    cfg.grid_dim.1 = u32::try_from(m).ok().filter(|&r| r <= 65_535).ok_or_else(|| shape(op, format!("m = {m} exceeds the grid's y range")))?;
     let mut b = Launch::new(gpu, prepare);
     b.arg(&x).arg(&norm_ptr).arg(&k_i).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr);
     // SAFETY: gemv_b1_prepare(const float* x, const float* norm_w, int k, u32* planes, u32* gsx,
-    // float* group_sq): x (and norm_w, or null) hold K floats (checked by the caller), the scratch
-    // above holds K / 128 groups of each; one warp per group, the grid covers every group.
+    // float* group_sq): x holds m rows of K floats and norm_w (or null) K (checked by the caller),
+    // the scratch m x K / 128 groups of each; one warp per group, grid row = token.
     unsafe { b.launch(cfg) }?;
 
     Ok(())
@@ -273,7 +341,7 @@ pub(crate) fn device_geometry(
     swiglu: bool,
 ) -> Result<(TcGeometry, bool), LaunchError> {
     let sms = sm_count(gpu.stream)?;
-    let g = b1_geometry(k, n_out, swiglu, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
+    let g = b1_geometry(k, n_out, swiglu, 1, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
     Ok((g, g.ctas as usize <= per_sm * sms))

@@ -142,17 +142,20 @@ __device__ __forceinline__ void b1_prepare_group(const float* x_group, const flo
     b1_quantize_group(v, sq, planes_group, gsx_group, sq_group, mark);
 }
 
-// x (K floats, times norm_w when given) -> per group its planes, (s, X) and sum of squares of x:
-// a warp per group (b1_prepare_group).
+// x (K floats per token row, times norm_w when given) -> per group its planes, (s, X) and sum of
+// squares of x: a warp per group (b1_prepare_group), grid row blockIdx.y = token (the scratch is
+// [token][group], each token's groups as one token's).
 template <class Marks = B1NoMarks>
 __device__ __forceinline__ void gemv_b1_prepare_body(const float* __restrict__ x, const float* __restrict__ norm_w,
                                                      int k, u32* __restrict__ planes, u32* __restrict__ gsx,
                                                      float* __restrict__ group_sq, Marks mark = {}) {
+    const int groups = k / GROUP_SIZE;
     const int group = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (group >= k / GROUP_SIZE) return;
+    if (group >= groups) return;
     const long long first = (long long)group * GROUP_SIZE;
-    b1_prepare_group(x + first, norm_w != nullptr ? norm_w + first : nullptr, planes + (long long)group * B1_GROUP_WORDS,
-                     gsx + 2 * group, group_sq + group, mark);
+    const long long row_group = (long long)blockIdx.y * groups + group;
+    b1_prepare_group(x + (long long)blockIdx.y * k + first, norm_w != nullptr ? norm_w + first : nullptr,
+                     planes + row_group * B1_GROUP_WORDS, gsx + 2 * row_group, group_sq + row_group, mark);
 }
 
 // up to 32 warps per CTA (cuda_b1.rs: prepare_config).
@@ -353,6 +356,33 @@ __device__ __forceinline__ float b1_unit_finish(const u32 (&sums)[(NB + 1) / 2][
     for (int pr = 0; pr < (NB + 1) / 2; ++pr)
         acc = b1_pair_finish(sums[pr], gsx_unit + 4 * pr, d[pr], NB == LAYOUT_BLOCK_GROUPS, t, acc);
     return acc;
+}
+
+// The multi-token form of b1_ring_unit_sums then b1_unit_finish: the unit in ring slot `phase`
+// against each present token's planes (token tok's at xb_lane + tok * xb_token_words, its (s, X)
+// at gsx_unit + tok * gsx_token_words) into acc[tok], then `reload(slot)`. The weights are loaded
+// once for all tokens; per token the same integer sums and finish as one token's GEMV, so each
+// token's result is bit for bit its own GEMV's with the same geometry. Tokens >= m (a 4-token
+// kernel serving 3) are skipped, warp-uniformly.
+template <int BITS, int NB, int AHEAD, int TOKENS, class Reload>
+__device__ __forceinline__ void b1_ring_unit_tokens(TcUnit<BITS, NB> (&ring)[AHEAD + 1], int phase, const u32* xb_lane,
+                                                    int xb_token_words, const u32* gsx_unit, int gsx_token_words,
+                                                    u32 top, int lane_shift, int t, int m, float (&acc)[TOKENS],
+                                                    Reload reload) {
+    constexpr int PAIRS = (NB + 1) / 2;
+#pragma unroll
+    for (int a = 0; a <= AHEAD; ++a) {
+        if (a != phase) continue;
+#pragma unroll
+        for (int tok = 0; tok < TOKENS; ++tok) {
+            if (tok >= m) break;
+            u32 sums[PAIRS][2][2];
+            float d[PAIRS][2];
+            b1_unit_sums<BITS, NB>(ring[a], xb_lane + tok * xb_token_words, top, lane_shift, t, sums, d);
+            acc[tok] = b1_unit_finish<NB>(sums, d, gsx_unit + tok * gsx_token_words, t, acc[tok]);
+        }
+        reload(ring[a]);
+    }
 }
 
 // What a one-token binary GEMV does after its stores, picked at compile time by its OUT type's
@@ -556,13 +586,20 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
 // planes epilogue made the plain kernels slower per launch (docs/kernel-notes.md, "The decode GEMV
 // (binary tensor core)": code placement), so the plain entry points are compiled without it.
-template <int BITS, int MODE, int NB, class OUT>
+// TOKENS > 1 (`_gemv_b1_t2` / `_t4`, a batched decode step of m <= TOKENS sequences): the same
+// weight stream against m tokens' planes ([token][group] in the scratch, [token][chunk group] in
+// shared memory), each token's sums and finish as its own GEMV's (b1_ring_unit_tokens); y and the
+// fused norm per token; no epilogue work (B1NoOut).
+template <int BITS, int MODE, int NB, class OUT, int TOKENS = 1>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                             const OUT& out) {
+                                             const OUT& out, int m = 1) {
+    static_assert(TOKENS == 1 || OUT::KIND == B1_OUT_NONE, "the epilogue variants are one-token kernels");
     constexpr int AHEAD = TC_AHEAD(BITS);
+    // Partial slots per (warp, row): 2 for one token (the store loop's historical stride), else one per token.
+    constexpr int P_STRIDE = TOKENS == 1 ? 2 : TOKENS;
     TRACE_MARKS_BEGIN;
     TC_MARK(0);  // the lab's and the decode trace's phase marks (matmul_gemv_tc.cu); nothing in production
     extern __shared__ uint4 b1_smem[];
@@ -576,8 +613,8 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // nothing but take part in every barrier.
     const bool active = warp < tiles_per_cta * splits;
     u32* xb = reinterpret_cast<u32*>(b1_smem);
-    u32* gsx = xb + chunk_groups * B1_GROUP_WORDS;
-    float* partial = reinterpret_cast<float*>(gsx + 2 * chunk_groups);
+    u32* gsx = xb + TOKENS * chunk_groups * B1_GROUP_WORDS;
+    float* partial = reinterpret_cast<float*>(gsx + TOKENS * 2 * chunk_groups);
     u32 top;
     int lane_shift;
     b1_lane_plane_weights<BITS>(t, top, lane_shift);
@@ -588,6 +625,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     const int w_step = splits * (NB * LAYOUT_LANES * BITS), s_step = splits * NB;
 
     float acc = 0.0f;
+    float acc_tokens[TOKENS] = {};  // TOKENS > 1
     TcUnit<BITS, NB> ring[AHEAD + 1];
     int loaded = active ? split : units;
     // The whole ring fills before griddep_wait: filling one slot or none there and the rest after
@@ -621,23 +659,34 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // kernel before this one has completed once the wait returns).
     u32 rope_pos = 0;
     if constexpr (OUT::KIND == B1_OUT_ROPE) rope_pos = out.pos0[0];
-    __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][GEMV_MAX_TOKENS];
-    if (lane == 0) norm_sq[warp][0] = 0.0f;
+    __shared__ float norm_sq[B1_MAX_THREADS / WARP_SIZE][TOKENS];
+    if (lane == 0)
+#pragma unroll
+        for (int tok = 0; tok < TOKENS; ++tok) norm_sq[warp][tok] = 0.0f;
     // The fused RMSNorm's per-group sums of squares, copied with the first planes: read after the
     // loop from global memory, their L2 round trip sat on the kernel's critical path (qkv's and
     // gate_up's tail in the decode trace; warp 0 reading them during the planes copy delayed the
     // CTA's first barrier instead). Faster than both placements (docs/kernel-notes.md, "The decode
     // GEMV (binary tensor core)").
     __shared__ float group_sq_s[B1_NORM_STAGE_GROUPS];
-    const bool stage_sq = norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
+    const bool stage_sq = TOKENS == 1 && norm && groups_per_row <= B1_NORM_STAGE_GROUPS;
     float norm_ss = 0.0f;
     int u = active ? split : units, phase = 0;
     for (int c0 = 0; c0 < groups_per_row; c0 += chunk_groups) {
         const int cg = min(chunk_groups, groups_per_row - c0);
         __syncthreads();  // the previous chunk's planes are consumed
-        const uint4* src = reinterpret_cast<const uint4*>(planes + (long long)c0 * B1_GROUP_WORDS);
-        for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(b1_smem + i, src + i);
-        for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x) cp_async4(gsx + i, gsx_all + 2 * c0 + i);
+#pragma unroll
+        for (int tok = 0; tok < TOKENS; ++tok) {
+            if (TOKENS > 1 && tok >= m) break;
+            // Token tok's rows of the scratch (tok = 0: the one-token kernels' own pointers).
+            const u32* planes_tok = planes + (long long)tok * groups_per_row * B1_GROUP_WORDS;
+            const u32* gsx_tok = gsx_all + (long long)tok * 2 * groups_per_row;
+            const uint4* src = reinterpret_cast<const uint4*>(planes_tok + (long long)c0 * B1_GROUP_WORDS);
+            uint4* dst = b1_smem + tok * chunk_groups * (B1_GROUP_WORDS / 4);
+            for (int i = threadIdx.x; i < cg * B1_GROUP_WORDS / 4; i += blockDim.x) cp_async16(dst + i, src + i);
+            for (int i = threadIdx.x; i < 2 * cg; i += blockDim.x)
+                cp_async4(gsx + tok * 2 * chunk_groups + i, gsx_tok + 2 * c0 + i);
+        }
         if (c0 == 0 && stage_sq)
             for (int i = threadIdx.x; i < groups_per_row; i += blockDim.x) cp_async4(group_sq_s + i, group_sq + i);
         cp_async_commit();
@@ -647,17 +696,25 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
         const int u_end = (c0 + cg) / NB;
         for (; u < u_end; u += splits) {
             const int gl0 = u * NB - c0;  // the unit's first group within the chunk
-            constexpr int PAIRS = (NB + 1) / 2;
-            u32 sums[PAIRS][2][2];  // [pair][group of the pair][row g / g + 8]
-            float d[PAIRS][2];
-            b1_ring_unit_sums<BITS, NB, AHEAD>(ring, phase, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top, lane_shift, t,
-                                               sums, d, [&](TcUnit<BITS, NB>& r) {
-                                                   if (loaded < units) tc_load(r, wnext, snext);
-                                               });
-            // The swaps run outside the ring-slot dispatch, where the warp is visibly converged
-            // (finishing a unit after the next unit's mma instead was slower: docs/kernel-notes.md,
-            // "The decode GEMV (binary tensor core)", `B1_DEFERRED_FINISH`).
-            acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
+            auto reload = [&](TcUnit<BITS, NB>& r) {
+                if (loaded < units) tc_load(r, wnext, snext);
+            };
+            if constexpr (TOKENS == 1) {
+                constexpr int PAIRS = (NB + 1) / 2;
+                u32 sums[PAIRS][2][2];  // [pair][group of the pair][row g / g + 8]
+                float d[PAIRS][2];
+                b1_ring_unit_sums<BITS, NB, AHEAD>(ring, phase, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS, top,
+                                                   lane_shift, t, sums, d, reload);
+                // The swaps run outside the ring-slot dispatch, where the warp is visibly converged
+                // (finishing a unit after the next unit's mma instead was slower: docs/kernel-notes.md,
+                // "The decode GEMV (binary tensor core)", `B1_DEFERRED_FINISH`).
+                acc = b1_unit_finish<NB>(sums, d, gsx + 2 * gl0, t, acc);
+            } else {
+                b1_ring_unit_tokens<BITS, NB, AHEAD, TOKENS>(ring, phase, xb + gl0 * B1_GROUP_WORDS + lane * B1_WORDS,
+                                                             chunk_groups * B1_GROUP_WORDS, gsx + 2 * gl0,
+                                                             2 * chunk_groups, top, lane_shift, t, m, acc_tokens,
+                                                             reload);
+            }
             phase = phase == AHEAD ? 0 : phase + 1;
             tc_stream_step(loaded, splits, wnext, snext, w_step, s_step);
         }
@@ -665,16 +722,30 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
 
     TC_MARK(3);
     // Lanes t and t ^ 2 hold the same row's two groups of every pair.
-    acc += __shfl_xor_sync(FULL_MASK, acc, 2);
-    if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * 2] = acc;
-    // Fused RMSNorm: warp 0 adds the groups' sums of squares in group order (deterministic) into
-    // its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
-    if (norm && warp == 0) norm_ss = b1_norm_sum_sq(stage_sq ? group_sq_s : group_sq, groups_per_row, lane);
-    if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
+    if constexpr (TOKENS == 1) {
+        acc += __shfl_xor_sync(FULL_MASK, acc, 2);
+        if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * P_STRIDE] = acc;
+        // Fused RMSNorm: warp 0 adds the groups' sums of squares in group order (deterministic)
+        // into its slot; the epilogue takes 1 / rms from the slots (the others stay 0).
+        if (norm && warp == 0) norm_ss = b1_norm_sum_sq(stage_sq ? group_sq_s : group_sq, groups_per_row, lane);
+        if (norm && warp == 0 && lane == 0) norm_sq[0][0] = norm_ss;
+    } else {
+#pragma unroll
+        for (int tok = 0; tok < TOKENS; ++tok) {
+            acc_tokens[tok] += __shfl_xor_sync(FULL_MASK, acc_tokens[tok], 2);
+            if (t < 2 && active) partial[(warp * TC_TILE_ROWS + g + 8 * t) * P_STRIDE + tok] = acc_tokens[tok];
+        }
+        // Each token's sums of squares as one token's GEMV adds them (its slot 0).
+        if (norm && warp == 0)
+            for (int tok = 0; tok < m; ++tok) {
+                const float ss = b1_norm_sum_sq(group_sq + (long long)tok * groups_per_row, groups_per_row, lane);
+                if (lane == 0) norm_sq[0][tok] = ss;
+            }
+    }
     __syncthreads();
     TC_MARK(4);
-    gemv_store_outputs<MODE, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE>(
-        partial, 1, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
+    gemv_store_outputs<MODE, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE, P_STRIDE, TOKENS>(
+        partial, TOKENS == 1 ? 1 : m, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
     if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
@@ -700,19 +771,30 @@ __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const
     gemv_b1_body<BITS, MODE, 1, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                               splits, chunk_groups, norm, norm_eps, cta, out);
 }
+template <int BITS, int MODE, int TOKENS>
+__device__ __noinline__ void gemv_b1_tokens_single_groups(const u16* scales, const u32* payload, const u32* planes,
+                                                          const u32* gsx, const float* group_sq, float* y, int n_out,
+                                                          int k, int tiles_per_cta, int splits, int chunk_groups,
+                                                          int norm, float norm_eps, int cta, int m) {
+    gemv_b1_body<BITS, MODE, 1, B1NoOut, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                                 splits, chunk_groups, norm, norm_eps, cta, B1NoOut{}, m);
+}
 
-// `cta`: which of the launch's CTAs this is (blockIdx.x).
-template <int BITS, int MODE, class OUT>
+// `cta`: which of the launch's CTAs this is (blockIdx.x); `m`: the tokens present (TOKENS > 1).
+template <int BITS, int MODE, class OUT, int TOKENS = 1>
 __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, const u32* planes, const u32* gsx,
                                         const float* group_sq, float* y, int n_out, int k, int tiles_per_cta,
                                         int splits, int chunk_groups, int norm, float norm_eps, int cta,
-                                        const OUT& out) {
+                                        const OUT& out, int m = 1) {
     if (layout_block_groups(k / GROUP_SIZE) == LAYOUT_BLOCK_GROUPS)
-        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+        gemv_b1_body<BITS, MODE, LAYOUT_BLOCK_GROUPS, OUT, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                                    tiles_per_cta, splits, chunk_groups, norm, norm_eps,
-                                                                   cta, out);
-    else
+                                                                   cta, out, m);
+    else if constexpr (TOKENS == 1)
         gemv_b1_body_single_groups<BITS, MODE, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k,
                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
                                                              out);
+    else
+        gemv_b1_tokens_single_groups<BITS, MODE, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta, m);
 }

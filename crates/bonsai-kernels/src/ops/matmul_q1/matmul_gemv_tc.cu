@@ -266,7 +266,7 @@ __device__ __forceinline__ void tc_unit(float (&acc)[4], const TcUnit<BITS, NB>&
 #define TC_AHEAD(BITS) ((BITS) == 1 ? 2 : 1)
 
 // Epilogue of the decode GEMVs (gemv_tc, gemv_b1): one thread per (token, tile, output); the
-// splits' partials (partial[(warp * 16 + row) * 2 + token], token 0) added in split order, then (norm)
+// splits' partials (partial[(warp * 16 + row) * P_STRIDE + token]) added in split order, then (norm)
 // the fused RMSNorm's 1 / rms (norm_sq: each warp's sum of squares per token) and the store.
 // EARLY (one token, MATMUL_ADD, a thread per output: blockDim.x >= tiles_per_cta * outs): the
 // thread's y value was read ahead into `y_early` (gemv_b1: the `_early` entry points before
@@ -276,10 +276,11 @@ __device__ __forceinline__ void tc_unit(float (&acc)[4], const TcUnit<BITS, NB>&
 // STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
 // staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
 // PLAIN_Y false (gemv_b1's `_rope` epilogue): the staging word only; that epilogue writes y.
-template <int MODE, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true>
+template <int MODE, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true,
+          int P_STRIDE = 2, int NORM_TOKENS = GEMV_MAX_TOKENS>
 __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, float* __restrict__ y, int n_out,
                                                    int k, int tiles_per_cta, int splits, bool norm,
-                                                   float norm_eps, const float (*norm_sq)[GEMV_MAX_TOKENS], int cta,
+                                                   float norm_eps, const float (*norm_sq)[NORM_TOKENS], int cta,
                                                    float y_early = 0.0f, unsigned long long* staged = nullptr) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int per_token = tiles_per_cta * outs;
@@ -291,9 +292,9 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         if (o >= n_out) continue;
         float v = 0.0f, up = 0.0f;
         for (int s = 0; s < splits; ++s) {
-            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * 2 + tok;
-            v += pr[r * 2];
-            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * 2];
+            const float* pr = partial + ((tl * splits + s) * TC_TILE_ROWS) * P_STRIDE + tok;
+            v += pr[r * P_STRIDE];
+            if (MODE == MATMUL_SWIGLU) up += pr[(r + TC_TILE_ROWS / 2) * P_STRIDE];
         }
         if (norm) {  // as rms_norm.cu: rsqrt(mean(x^2) + eps)
             float ss = 0.0f;

@@ -39,6 +39,21 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
+    /* 2 and 3..4 tokens on the one-token weight stream (gemv_b1_body, TOKENS) */               \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t2(GEMV_B1_ENTRY_PARAMS, int m) {                                       \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1NoOut, 2>(scales, payload, planes, gsx, group_sq, y, n_out, k,      \
+                                        tiles_per_cta, splits, chunk_groups, norm, norm_eps,     \
+                                        blockIdx.x, B1NoOut{}, m);                                \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t4(GEMV_B1_ENTRY_PARAMS, int m) {                                       \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1NoOut, 4>(scales, payload, planes, gsx, group_sq, y, n_out, k,      \
+                                        tiles_per_cta, splits, chunk_groups, norm, norm_eps,     \
+                                        blockIdx.x, B1NoOut{}, m);                                \
+    }                                                                                            \
     /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2 or 4 n-tiles of 8 tokens */         \
     extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
         PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \

@@ -71,7 +71,13 @@ const MAX_WARPS_PER_SM: usize = 64;
 /// Dynamic shared memory of one `gemv_b1` CTA (matmul_gemv_b1.cu): the planes and (s, X) of
 /// `chunk_groups` groups, the split partials.
 pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
-    chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * 2 * F32_BYTES
+    b1_tokens_smem_bytes(chunk_groups, warps, 1)
+}
+
+/// [`b1_smem_bytes`] of a `gemv_b1` CTA for `tokens` tokens (`_gemv_b1_t2` / `_t4`: every
+/// token's planes and (s, X), a partial slot per token; one token keeps two slots, P_STRIDE).
+pub fn b1_tokens_smem_bytes(chunk_groups: usize, warps: usize, tokens: usize) -> usize {
+    tokens * chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * tokens.max(2) * F32_BYTES
 }
 
 /// Whether `gemv_b1` takes `n_out` outputs of K inputs at all (K a positive multiple of 128,
@@ -99,10 +105,14 @@ pub fn b1_shape_ok(k: usize, n_out: usize) -> bool {
 ///
 /// Where no grid fits one wave (the LM head) the tiles spread evenly over whole waves of one
 /// 16-warp CTA per SM, one K split (the tiles GEMV takes those grids).
+///
+/// `tokens` > 1: the multi-token kernels (`_gemv_b1_t2` / `_t4`), whose CTAs stage every token's
+/// planes ([`b1_tokens_smem_bytes`]); the same rule.
 pub fn b1_geometry<E>(
     k: usize,
     n_out: usize,
     swiglu: bool,
+    tokens: usize,
     sms: usize,
     mut resident: impl FnMut(usize, usize) -> Result<usize, E>,
 ) -> Result<Option<TcGeometry>, E> {
@@ -111,7 +121,7 @@ pub fn b1_geometry<E>(
     }
     let sms = sms.max(1);
     let tiles = n_out.div_ceil(if swiglu { TILE_ROWS / 2 } else { TILE_ROWS });
-    if let Some(g) = b1_one_wave(k, tiles, sms, &mut resident, |_| true)? {
+    if let Some(g) = b1_one_wave(k, tiles, tokens, sms, &mut resident, |_| true)? {
         return Ok(Some(g));
     }
     let (groups, units) = b1_groups_units(k);
@@ -120,7 +130,7 @@ pub fn b1_geometry<E>(
     let waves = tiles.div_ceil(MAX_WARPS_B1 * sms);
     let tiles_per_cta = tiles.div_ceil(waves * sms).clamp(1, MAX_WARPS_B1);
     let splits = (MAX_WARPS_B1 / tiles_per_cta).clamp(1, units);
-    Ok(Some(b1_launch(groups, tiles, tiles_per_cta, splits)))
+    Ok(Some(b1_launch(groups, tiles, tiles_per_cta, splits, tokens)))
 }
 
 /// The launch of a `_gemv_b1_pair` (two Store GEMVs of K inputs on the same planes, `n_first`
@@ -138,7 +148,7 @@ pub fn b1_pair_geometry<E>(
         return Ok(None);
     }
     let first = n_first.div_ceil(TILE_ROWS);
-    b1_one_wave(k, first + n_second.div_ceil(TILE_ROWS), sms.max(1), &mut resident, |tiles_per_cta| first.is_multiple_of(tiles_per_cta))
+    b1_one_wave(k, first + n_second.div_ceil(TILE_ROWS), 1, sms.max(1), &mut resident, |tiles_per_cta| first.is_multiple_of(tiles_per_cta))
 }
 
 /// 128-groups of K and weight units (16 rows x 512 k, or one group where K is not a multiple of
@@ -153,6 +163,7 @@ fn b1_groups_units(k: usize) -> (usize, usize) {
 fn b1_one_wave<E>(
     k: usize,
     tiles: usize,
+    tokens: usize,
     sms: usize,
     resident: &mut impl FnMut(usize, usize) -> Result<usize, E>,
     allowed: impl Fn(usize) -> bool,
@@ -175,7 +186,7 @@ fn b1_one_wave<E>(
             if best.as_ref().is_some_and(|(b, _)| key >= *b) {
                 continue;
             }
-            let g = b1_launch(groups, tiles, tiles_per_cta, splits);
+            let g = b1_launch(groups, tiles, tiles_per_cta, splits, tokens);
             let per_sm = resident(warps, g.smem_bytes)?;
             if per_sm > 0 && ctas <= per_sm * sms {
                 best = Some((key, g));
@@ -186,16 +197,17 @@ fn b1_one_wave<E>(
 }
 
 /// The `gemv_b1` launch of `tiles` tiles over `groups` 128-groups of K with `tiles_per_cta` x
-/// `splits` warps per CTA, staging as many groups per pass as fit.
-fn b1_launch(groups: usize, tiles: usize, tiles_per_cta: usize, splits: usize) -> TcGeometry {
+/// `splits` warps per CTA for `tokens` tokens, staging as many groups per pass as fit.
+fn b1_launch(groups: usize, tiles: usize, tiles_per_cta: usize, splits: usize, tokens: usize) -> TcGeometry {
     let warps = tiles_per_cta * splits;
-    let chunk_groups = chunk_groups_that_fit(groups, warps, b1_smem_bytes);
+    let smem = |chunk, warps| b1_tokens_smem_bytes(chunk, warps, tokens);
+    let chunk_groups = chunk_groups_that_fit(groups, warps, smem);
     TcGeometry {
         ctas: tiles.div_ceil(tiles_per_cta) as u32,
         tiles_per_cta: tiles_per_cta as u32,
         splits: splits as u32,
         chunk_groups,
-        smem_bytes: b1_smem_bytes(chunk_groups, warps),
+        smem_bytes: smem(chunk_groups, warps),
     }
 }
 
@@ -303,7 +315,7 @@ mod tests {
     }
 
     fn b1_on(k: usize, n: usize, swiglu: bool, registers: usize) -> TcGeometry {
-        let Ok(g) = b1_geometry(k, n, swiglu, H200_SMS, h200_resident(registers));
+        let Ok(g) = b1_geometry(k, n, swiglu, 1, H200_SMS, h200_resident(registers));
         g.expect("a geometry")
     }
 
@@ -311,6 +323,33 @@ mod tests {
     fn h200_capacity(g: &TcGeometry, registers: usize) -> usize {
         let Ok(per_sm) = h200_resident(registers)((g.tiles_per_cta * g.splits) as usize, g.smem_bytes);
         per_sm * H200_SMS
+    }
+
+    /// The multi-token kernels (2 and 4 tokens, ~120 registers for Q2): every output covered,
+    /// every token's planes of a chunk and the per-token partials within the shared memory, and
+    /// the chunks whole layout blocks.
+    #[test]
+    fn b1_tokens_geometry_stages_every_token() {
+        for tokens in [2, 4] {
+            for k in [384, 2048, 4096, 5120, 12288, 17408, 33280] {
+                for n in [37, 4096, 12288] {
+                    for swiglu in [false, true] {
+                        let Ok(g) = b1_geometry(k, n, swiglu, tokens, H200_SMS, h200_resident(120));
+                        let g = g.expect("a geometry");
+                        let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
+                        assert!(g.ctas as usize * g.tiles_per_cta as usize * per_tile >= n, "{g:?}");
+                        assert!(g.smem_bytes <= MAX_SMEM, "{tokens} {k} {n}: {g:?}");
+                        let warps = (g.tiles_per_cta * g.splits) as usize;
+                        assert_eq!(g.smem_bytes, b1_tokens_smem_bytes(g.chunk_groups, warps, tokens));
+                        let groups = k / GROUP;
+                        assert!(g.chunk_groups == groups || g.chunk_groups % LAYOUT_BLOCK_GROUPS == 0, "{g:?}");
+                    }
+                }
+            }
+        }
+        // One token's layout is the one-token kernels' (two partial slots per row).
+        assert_eq!(b1_tokens_smem_bytes(32, 16, 1), b1_smem_bytes(32, 16));
+        assert_eq!(b1_tokens_smem_bytes(32, 16, 4) - b1_smem_bytes(32, 16), 3 * 32 * (B1_GROUP_WORDS + 2) * 4 + 16 * 16 * 2 * 4);
     }
 
     #[test]
@@ -335,7 +374,7 @@ mod tests {
         let down = b1_h200(12288, 4096, false);
         assert_eq!((down.ctas, down.tiles_per_cta, down.splits, down.chunk_groups), (128, 2, 8, 96));
         assert!(!b1_shape_ok(100, 4096) && !b1_shape_ok(0, 4096) && !b1_shape_ok(4096, 0));
-        let Ok(none) = b1_geometry(4000, 4096, false, H200_SMS, h200_resident(B1_REGISTERS));
+        let Ok(none) = b1_geometry(4000, 4096, false, 1, H200_SMS, h200_resident(B1_REGISTERS));
         assert_eq!(none, None);
     }
 
@@ -376,7 +415,7 @@ mod tests {
             let tiles = n.div_ceil(if swiglu { TILE_ROWS / 2 } else { TILE_ROWS });
             for t in 1..=MAX_WARPS_B1 {
                 for s in 1..=(MAX_WARPS_B1 / t).min(units) {
-                    let other = b1_launch(k / GROUP, tiles, t, s);
+                    let other = b1_launch(k / GROUP, tiles, t, s, 1);
                     if other.ctas as usize <= h200_capacity(&other, B1_REGISTERS) {
                         assert!(units.div_ceil(s) >= chain, "{name}: {other:?} beats {g:?}");
                     }
