@@ -118,6 +118,7 @@ mod tests {
         ("_gemv_b1_pair", "gemv_b1_body"),
         ("_gemv_b1_t2", "gemv_b1_body"),
         ("_gemv_b1_t4", "gemv_b1_body"),
+        ("_gemv_b1_t8", "gemv_b1_body"),
         ("gated_delta_rows", "gated_delta_rows"),
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),

@@ -45,8 +45,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         gate_up(ctx, "odd", 37, 256, 3, ternary)?;
         // K % 512 == 0: the device layout's 4-group blocks (every Bonsai shape; the odd shapes
         // above have single-group blocks); K = 2048 also stages x in two chunks at m = 7 and
-        // splits each GEMV tile's K over 4 warps; 2 and 3 tokens: the multi-token binary GEMV's
-        // kernels; 24 tokens: the small-m GEMM's 32-token kernel.
+        // splits each GEMV tile's K over 4 warps; 2, 3 and 7 tokens: the multi-token binary
+        // GEMV's kernels (7 also the small-m GEMM's 8-token one); 24 tokens: its 32-token kernel.
         for m in [1, 2, 3, 7, 24] {
             matmul(ctx, "blocks", 200, 2048, m, ternary, Store::Overwrite)?;
             gate_up(ctx, "blocks", 40, 2048, m, ternary)?;

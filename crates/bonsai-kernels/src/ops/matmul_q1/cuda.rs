@@ -3,7 +3,7 @@
 //! matmul_q1.cu, matmul_q2.cu, gate_up_swiglu_q*.cu (entry points).
 //! m == 1 -> `*_gemv_b1` (binary tensor core, [`GemvKernel::Binary`], geometry from
 //! [`b1_geometry`]; `*_gemv_tc` for Q2 matrices with +2d codes, [`gemv_for`], [`tc_geometry`]);
-//! 2..=[`B1_MAX_TOKENS`] -> `gemv_b1_prepare` of every row + `*_gemv_b1_t2` / `_t4` where the
+//! 2..=[`B1_MAX_TOKENS`] -> `gemv_b1_prepare` of every row + `*_gemv_b1_t{2,4,8}` where the
 //! binary GEMV takes the matrix ([`GemmKernel::BinaryTokens`]); otherwise
 //! m >= [`F16_GEMM_MIN_TOKENS`] (2) -> `x_to_f16_rows_q*` + an f16 GEMM: `*_gemm_small{8,16,32}` up
 //! to [`SMALL_M_MAX_TOKENS`] ([`GemmKernel::TensorCoreSmall`]), past that the wgmma GEMM on compute
@@ -89,8 +89,8 @@ pub enum GemmKernel {
     /// them with the tokens as 8, 16 or 32 columns (matmul_gemm_small.cu). The default there on
     /// every device, past [`B1_MAX_TOKENS`] or for matrices the binary GEMV does not take.
     TensorCoreSmall,
-    /// 2..=[`B1_MAX_TOKENS`] tokens on the one-token binary GEMV's weight stream (`*_gemv_b1_t2`
-    /// / `_t4`): every token's x quantized as the one-token GEMV quantizes it, the weights read
+    /// 2..=[`B1_MAX_TOKENS`] tokens on the one-token binary GEMV's weight stream (`*_gemv_b1_t2`,
+    /// `_t4`, `_t8`): every token's x quantized as the one-token GEMV quantizes it, the weights read
     /// once for all of them (matmul_gemv_b1.cu). The default there for every matrix the binary
     /// GEMV takes ([`gemv_for`]).
     BinaryTokens,
@@ -130,11 +130,21 @@ impl GemmKernel {
 
 pub use super::matmul_b1::B1_MAX_TOKENS;
 
+/// Most tokens the default path gives the multi-token binary GEMV for `bits`-bit weights: past
+/// them the small-m GEMM's step measured cheaper (1-bit at 8 tokens; docs/kernel-notes.md, "Small
+/// batches: the multi-token binary GEMV").
+pub fn b1_tokens_default_max(bits: QuantBits) -> usize {
+    match bits {
+        QuantBits::One => 6,
+        QuantBits::Two => B1_MAX_TOKENS,
+    }
+}
+
 /// The GEMM for m > GEMV_MAX_TOKENS tokens of `w` when the caller does not choose one: the
-/// multi-token binary GEMV up to [`B1_MAX_TOKENS`] where the binary GEMV takes the matrix, else
-/// the f16 GEMMs' choice ([`super::matmul_f16::auto_gemm`]).
+/// multi-token binary GEMV up to [`b1_tokens_default_max`] where the binary GEMV takes the
+/// matrix, else the f16 GEMMs' choice ([`super::matmul_f16::auto_gemm`]).
 fn batched_gemm(gpu: Gpu<'_>, w: &QWeightsView<'_>, shape: &F16Shape) -> Result<GemmKernel, LaunchError> {
-    if shape.m <= B1_MAX_TOKENS && gemv_for(w) == GemvKernel::Binary {
+    if shape.m <= b1_tokens_default_max(w.bits) && gemv_for(w) == GemvKernel::Binary {
         return Ok(GemmKernel::BinaryTokens);
     }
     super::matmul_f16::auto_gemm(gpu.stream, shape)
@@ -199,8 +209,7 @@ pub(crate) fn kernel_name(
             GemmKernel::TensorCoreSmall if m <= 8 => "gemm_small8",
             GemmKernel::TensorCoreSmall if m <= 16 => "gemm_small16",
             GemmKernel::TensorCoreSmall => "gemm_small32",
-            GemmKernel::BinaryTokens if m <= 2 => "gemv_b1_t2",
-            GemmKernel::BinaryTokens => "gemv_b1_t4",
+            GemmKernel::BinaryTokens => return format!("{prefix}_gemv_b1{}", super::matmul_b1::tokens_kernel(m).1),
             GemmKernel::TensorCoreBf16x3 => "gemm_mma_bf16x3",
         },
     };

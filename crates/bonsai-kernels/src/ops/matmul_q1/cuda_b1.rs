@@ -44,12 +44,21 @@ pub(crate) fn launch(
     launch_gemv(gpu, call, epilogue, GemvOut::None, TilesChoice::Auto)
 }
 
-/// Most tokens of the multi-token binary GEMV (`*_gemv_b1_t4`).
-pub const B1_MAX_TOKENS: usize = 4;
+/// Most tokens of the multi-token binary GEMV (`*_gemv_b1_t8`).
+pub const B1_MAX_TOKENS: usize = 8;
+
+/// The multi-token kernel for m tokens: its token count and entry-point suffix.
+pub(crate) fn tokens_kernel(m: usize) -> (usize, &'static str) {
+    match m {
+        ..=2 => (2, "_t2"),
+        3..=4 => (4, "_t4"),
+        _ => (8, "_t8"),
+    }
+}
 
 /// The multi-token binary GEMV for 2..=[`B1_MAX_TOKENS`] tokens (a batched decode step): one
-/// prepare launch quantizes all m rows of x ([token][group] scratch), then `*_gemv_b1_t2` (m = 2)
-/// or `*_gemv_b1_t4` streams the weights once against every token's planes. Each token's y is bit
+/// prepare launch quantizes all m rows of x ([token][group] scratch), then `*_gemv_b1_t2` (m = 2),
+/// `_t4` (3..4) or `_t8` streams the weights once against every token's planes. Each token's y is bit
 /// for bit what the one-token GEMV with the same geometry gives it. `io` and `norm` as [`launch`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_tokens(
@@ -69,13 +78,13 @@ pub(crate) fn launch_tokens(
     if !b1_shape_ok(k, n_out) {
         return Err(shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")));
     }
-    let tokens = if m <= 2 { 2 } else { B1_MAX_TOKENS };
+    let (tokens, _) = tokens_kernel(m);
     let mut scratch = B1Planes::scratch(gpu.stream, k * m)?;
     let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
     prepare_rows(gpu, op, k, m, x, norm_ptr, ptrs)?;
 
-    let name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + if tokens == 2 { "_t2" } else { "_t4" };
+    let name = kernel_name(bits, epilogue, m, GemvKernel::Binary, GemmKernel::BinaryTokens, false);
     let func = gpu.function(&name)?;
     let sms = sm_count(gpu.stream)?;
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
@@ -89,7 +98,7 @@ pub(crate) fn launch_tokens(
     let mut b = Launch::new(gpu, func);
     b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
     b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&m_i);
-    // SAFETY: argument order and types match the *_gemv_b1_t2 / _t4 entry points (the *_gemv_b1
+    // SAFETY: argument order and types match the *_gemv_b1_t2 / _t4 / _t8 entry points (the *_gemv_b1
     // arguments, then m); the weights, x (m rows of K) and y (m rows of n_out) were checked by the
     // caller, the scratch holds m x K / 128 groups written by the prepare launch above, and
     // b1_geometry sized the block and shared memory for `tokens` tokens (m <= tokens).

@@ -586,7 +586,7 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // B1RopeOut for `_gemv_b1_rope`). A compile-time switch: the mere presence of the (skipped)
 // planes epilogue made the plain kernels slower per launch (docs/kernel-notes.md, "The decode GEMV
 // (binary tensor core)": code placement), so the plain entry points are compiled without it.
-// TOKENS > 1 (`_gemv_b1_t2` / `_t4`, a batched decode step of m <= TOKENS sequences): the same
+// TOKENS > 1 (`_gemv_b1_t2`, `_t4`, `_t8`: a batched decode step of m <= TOKENS sequences): the same
 // weight stream against m tokens' planes ([token][group] in the scratch, [token][chunk group] in
 // shared memory), each token's sums and finish as its own GEMV's (b1_ring_unit_tokens); y and the
 // fused norm per token; no epilogue work (B1NoOut).

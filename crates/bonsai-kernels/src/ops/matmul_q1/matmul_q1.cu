@@ -39,7 +39,7 @@
                                   tiles_per_cta, splits, chunk_groups, norm, norm_eps,           \
                                   blockIdx.x, planes_out);                                        \
     }                                                                                            \
-    /* 2 and 3..4 tokens on the one-token weight stream (gemv_b1_body, TOKENS) */               \
+    /* 2, 3..4 and 5..8 tokens on the one-token weight stream (gemv_b1_body, TOKENS) */               \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
         PREFIX##_gemv_b1_t2(GEMV_B1_ENTRY_PARAMS, int m) {                                       \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
@@ -51,6 +51,13 @@
         PREFIX##_gemv_b1_t4(GEMV_B1_ENTRY_PARAMS, int m) {                                       \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         gemv_b1<BITS, MODE, B1NoOut, 4>(scales, payload, planes, gsx, group_sq, y, n_out, k,      \
+                                        tiles_per_cta, splits, chunk_groups, norm, norm_eps,     \
+                                        blockIdx.x, B1NoOut{}, m);                                \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t8(GEMV_B1_ENTRY_PARAMS, int m) {                                       \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1NoOut, 8>(scales, payload, planes, gsx, group_sq, y, n_out, k,      \
                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps,     \
                                         blockIdx.x, B1NoOut{}, m);                                \
     }                                                                                            \

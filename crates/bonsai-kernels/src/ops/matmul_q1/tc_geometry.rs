@@ -74,7 +74,7 @@ pub fn b1_smem_bytes(chunk_groups: usize, warps: usize) -> usize {
     b1_tokens_smem_bytes(chunk_groups, warps, 1)
 }
 
-/// [`b1_smem_bytes`] of a `gemv_b1` CTA for `tokens` tokens (`_gemv_b1_t2` / `_t4`: every
+/// [`b1_smem_bytes`] of a `gemv_b1` CTA for `tokens` tokens (`_gemv_b1_t2`, `_t4`, `_t8`: every
 /// token's planes and (s, X), a partial slot per token; one token keeps two slots, P_STRIDE).
 pub fn b1_tokens_smem_bytes(chunk_groups: usize, warps: usize, tokens: usize) -> usize {
     tokens * chunk_groups * (B1_GROUP_WORDS + 2) * F32_BYTES + warps * TILE_ROWS * tokens.max(2) * F32_BYTES
@@ -106,7 +106,7 @@ pub fn b1_shape_ok(k: usize, n_out: usize) -> bool {
 /// Where no grid fits one wave (the LM head) the tiles spread evenly over whole waves of one
 /// 16-warp CTA per SM, one K split (the tiles GEMV takes those grids).
 ///
-/// `tokens` > 1: the multi-token kernels (`_gemv_b1_t2` / `_t4`), whose CTAs stage every token's
+/// `tokens` > 1: the multi-token kernels (`_gemv_b1_t2`, `_t4`, `_t8`), whose CTAs stage every token's
 /// planes ([`b1_tokens_smem_bytes`]); the same rule.
 pub fn b1_geometry<E>(
     k: usize,
@@ -325,16 +325,16 @@ mod tests {
         per_sm * H200_SMS
     }
 
-    /// The multi-token kernels (2 and 4 tokens, ~120 registers for Q2): every output covered,
+    /// The multi-token kernels (2, 4 and 8 tokens, up to ~126 registers for Q2): every output covered,
     /// every token's planes of a chunk and the per-token partials within the shared memory, and
     /// the chunks whole layout blocks.
     #[test]
     fn b1_tokens_geometry_stages_every_token() {
-        for tokens in [2, 4] {
+        for tokens in [2, 4, 8] {
             for k in [384, 2048, 4096, 5120, 12288, 17408, 33280] {
                 for n in [37, 4096, 12288] {
                     for swiglu in [false, true] {
-                        let Ok(g) = b1_geometry(k, n, swiglu, tokens, H200_SMS, h200_resident(120));
+                        let Ok(g) = b1_geometry(k, n, swiglu, tokens, H200_SMS, h200_resident(126));
                         let g = g.expect("a geometry");
                         let per_tile = if swiglu { TILE_ROWS / 2 } else { TILE_ROWS };
                         assert!(g.ctas as usize * g.tiles_per_cta as usize * per_tile >= n, "{g:?}");
