@@ -2,8 +2,8 @@
 // scales f16 [N * K/128] (row-major over groups), payload u32 words in the device layout of
 // weight_layout.cu. This file holds the constants and epilogue modes shared by every quantized
 // matmul (1-bit and 2-bit, plain, fused residual, fused gate|up SwiGLU); the kernels are
-// matmul_gemv_b1.cu / matmul_gemv_tc.cu (one token, tensor cores), matmul_gemm_small.cu (2..32
-// tokens: a batched decode step) and the prefill GEMMs: `gemm_mma_bf16x3` (matmul_gemm.cu), the
+// matmul_gemv_b1.cu / matmul_gemv_tc.cu (one token, tensor cores; gemv_b1 also 2..8 tokens of a
+// batched decode step), matmul_gemm_small.cu (2..32 tokens) and the prefill GEMMs: `gemm_mma_bf16x3` (matmul_gemm.cu), the
 // f16 mma.sync GEMM (matmul_gemm_f16.cu) and the wgmma GEMM (matmul_gemm_wgmma.cu);
 // matmul_q1.cu, matmul_q2.cu and the gate_up_swiglu files only instantiate them.
 

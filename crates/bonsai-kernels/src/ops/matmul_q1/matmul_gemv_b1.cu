@@ -1,5 +1,6 @@
-// Decode GEMV on the binary tensor core, m = 1: `gemv_b1_prepare` (x -> bit planes, once per
-// GEMV) then `gemv_b1` (templates; matmul_q1.cu instantiates). Why (docs/kernel-notes.md,
+// Decode GEMV on the binary tensor core, m = 1 (and 2..8 tokens of a batched step: TOKENS in
+// gemv_b1_body): `gemv_b1_prepare` (x -> bit planes, once per GEMV) then `gemv_b1` (templates;
+// matmul_q1.cu instantiates). Why (docs/kernel-notes.md,
 // "The decode GEMV (binary tensor core)"): gemv_tc issues ~1.8 instructions per weight (A registers built from sign bits, three
 // bf16 parts of x), more than the H200 can issue at copy speed (~1 per weight); one
 // `mma.sync m16n8k128 b1 and.popc` covers 4x the weights of a bf16 mma at the same issue cost,

@@ -5,8 +5,9 @@
 // Entry points. `n_out` is N for plain/add and F (features) for SwiGLU; y is [m, n_out].
 // gemv_b1: one token on the binary tensor core (matmul_gemv_b1.cu, the default; x's planes from
 // gemv_b1_prepare); gemv_tc: one token (3 B columns; Q2 matrices with code 3). Both take an
-// optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w). gemm_small: 2..32
-// tokens (matmul_gemm_small.cu); the GEMMs past that.
+// optional RMSNorm of x (norm_w non-null: x * rsqrt(mean(x^2) + eps) * norm_w). gemv_b1_t2 / t4 /
+// t8: 2..8 tokens on gemv_b1's weight stream; gemm_small: 2..32 tokens (matmul_gemm_small.cu); the
+// GEMMs past that.
 // The prefill GEMMs (many waves of CTAs) do not trigger their dependents early: with
 // programmatic dependent launch the next kernel's CTAs would sit in griddep_wait on SMs the
 // GEMM's later waves need (prefill measured slower that way: docs/kernel-notes.md, "Outside the
