@@ -87,12 +87,13 @@ pub enum GemmKernel {
     /// The f16 numerics for 2..=[`SMALL_M_MAX_TOKENS`] tokens (a batched decode step): each warp
     /// streams its weight rows into registers as the one-token GEMV does and runs mma.sync on
     /// them with the tokens as 8, 16 or 32 columns (matmul_gemm_small.cu). The default there on
-    /// every device, past [`B1_MAX_TOKENS`] or for matrices the binary GEMV does not take.
+    /// every device past [`b1_tokens_default_max`] tokens or for matrices the binary GEMV does not
+    /// take.
     TensorCoreSmall,
     /// 2..=[`B1_MAX_TOKENS`] tokens on the one-token binary GEMV's weight stream (`*_gemv_b1_t2`,
     /// `_t4`, `_t8`): every token's x quantized as the one-token GEMV quantizes it, the weights read
-    /// once for all of them (matmul_gemv_b1.cu). The default there for every matrix the binary
-    /// GEMV takes ([`gemv_for`]).
+    /// once for all of them (matmul_gemv_b1.cu). The default up to [`b1_tokens_default_max`]
+    /// tokens for every matrix the binary GEMV takes ([`gemv_for`]).
     BinaryTokens,
 }
 
