@@ -90,14 +90,12 @@ pub(crate) fn launch_tokens(
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let cfg = launch_config(func, &g)?;
-    let (n_i, k_i, m_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?, as_i32(op, "m", m)?);
-    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
-    let norm_flag = i32::from(norm.is_some());
-    let norm_eps = norm.map_or(0.0, |n| n.1);
-    let (planes_ptr, gsx_ptr, sq_ptr) = ptrs;
+    let call = B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: ptrs, norm_eps: norm.map(|n| n.1) };
+    let args = EntryArgs::new(op, &call, &g)?;
+    let m_i = as_i32(op, "m", m)?;
     let mut b = Launch::new(gpu, func);
-    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&m_i);
+    args.push(&mut b);
+    b.arg(&m_i);
     // SAFETY: argument order and types match the *_gemv_b1_t2 / _t4 / _t8 entry points (the *_gemv_b1
     // arguments, then m); the weights, x (m rows of K) and y (m rows of n_out) were checked by the
     // caller, the scratch holds m x K / 128 groups written by the prepare launch above, and
@@ -370,6 +368,51 @@ fn launch_config(func: &CudaFunction, g: &TcGeometry) -> Result<LaunchConfig, La
     })
 }
 
+/// The arguments every `*_gemv_b1` entry point starts with, in GEMV_B1_ENTRY_PARAMS' order
+/// (matmul_q1.cu): `call`'s buffers and shape, then geometry `g` and the fused norm's flag and eps.
+/// The variants add their own after [`EntryArgs::push`].
+struct EntryArgs {
+    scales: u64,
+    payload: u64,
+    planes: u64,
+    gsx: u64,
+    group_sq: u64,
+    y: u64,
+    n_out: i32,
+    k: i32,
+    tiles_per_cta: i32,
+    splits: i32,
+    chunk_groups: i32,
+    norm: i32,
+    norm_eps: f32,
+}
+
+impl EntryArgs {
+    fn new(op: &'static str, call: &B1Call, g: &TcGeometry) -> Result<Self, LaunchError> {
+        let B1Call { n_out, k, weights_y: (scales, payload, y), planes: (planes, gsx, group_sq), norm_eps, .. } = *call;
+        Ok(Self {
+            scales,
+            payload,
+            planes,
+            gsx,
+            group_sq,
+            y,
+            n_out: as_i32(op, "n_out", n_out)?,
+            k: as_i32(op, "K", k)?,
+            tiles_per_cta: g.tiles_per_cta as i32,
+            splits: g.splits as i32,
+            chunk_groups: g.chunk_groups as i32,
+            norm: i32::from(norm_eps.is_some()),
+            norm_eps: norm_eps.unwrap_or(0.0),
+        })
+    }
+    fn push<'a>(&'a self, b: &mut Launch<'a>) {
+        b.arg(&self.scales).arg(&self.payload).arg(&self.planes).arg(&self.gsx).arg(&self.group_sq).arg(&self.y);
+        b.arg(&self.n_out).arg(&self.k).arg(&self.tiles_per_cta).arg(&self.splits).arg(&self.chunk_groups);
+        b.arg(&self.norm).arg(&self.norm_eps);
+    }
+}
+
 /// The `*_gemv_b1` launch of `call` with `epilogue` and the epilogue work `out` (or its tiles form,
 /// as `tiles` allows).
 pub(crate) fn launch_gemv(
@@ -379,9 +422,8 @@ pub(crate) fn launch_gemv(
     out: GemvOut,
     tiles: TilesChoice,
 ) -> Result<(), LaunchError> {
-    let B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: (planes_ptr, gsx_ptr, sq_ptr), norm_eps } = call;
+    let B1Call { bits, n_out, k, .. } = call;
     let op = epilogue.op_name();
-    let (n_i, k_i) = (as_i32(op, "n_out", n_out)?, as_i32(op, "K", k)?);
     // Each epilogue has its own entry points (`_out`, `_rope`): compiled into the plain ones the
     // planes epilogue slowed them even when skipped.
     let mut name = kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false);
@@ -402,12 +444,9 @@ pub(crate) fn launch_gemv(
         return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
     }
     let cfg = launch_config(func, &g)?;
-    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
-    let norm_flag = i32::from(norm_eps.is_some());
-    let norm_eps = norm_eps.unwrap_or(0.0);
+    let args = EntryArgs::new(op, &call, &g)?;
     let mut b = Launch::new(gpu, func);
-    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps);
+    args.push(&mut b);
     match &out {
         GemvOut::None => {}
         GemvOut::Planes(p) => {
@@ -475,7 +514,7 @@ pub(crate) fn launch_gemv_pair(
     k: usize,
     first: (usize, u64, u64, u64),
     second: (usize, u64, u64, u64),
-    (planes_ptr, gsx_ptr, sq_ptr): (u64, u64, u64),
+    planes: (u64, u64, u64),
 ) -> Result<(), LaunchError> {
     let op = Epilogue::Store.op_name();
     let (n_first, scales, payload, y) = first;
@@ -492,12 +531,11 @@ pub(crate) fn launch_gemv_pair(
         n_out: as_i32(op, "n_out", second.0)?,
         first_ctas: as_i32(op, "CTAs", first_ctas)?,
     };
-    let (n_i, k_i) = (as_i32(op, "n_out", n_first)?, as_i32(op, "K", k)?);
-    let (tiles_per_cta, splits, chunk) = (g.tiles_per_cta as i32, g.splits as i32, g.chunk_groups as i32);
-    let (norm_flag, norm_eps) = (0i32, 0.0f32);
+    let call = B1Call { bits, n_out: n_first, k, weights_y: (scales, payload, y), planes, norm_eps: None };
+    let args = EntryArgs::new(op, &call, &g)?;
     let mut b = Launch::new(gpu, func);
-    b.arg(&scales).arg(&payload).arg(&planes_ptr).arg(&gsx_ptr).arg(&sq_ptr).arg(&y).arg(&n_i).arg(&k_i);
-    b.arg(&tiles_per_cta).arg(&splits).arg(&chunk).arg(&norm_flag).arg(&norm_eps).arg(&pair);
+    args.push(&mut b);
+    b.arg(&pair);
     // SAFETY: argument order and types match the *_gemv_b1_pair entry points (the *_gemv_b1
     // arguments, then the B1Second block); both matrices' weights and y were checked by the
     // caller (same format and K as the planes, payload 16-byte and scales 8-byte aligned), and
