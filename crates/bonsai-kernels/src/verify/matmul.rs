@@ -309,7 +309,7 @@ pub(super) fn matmul_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &vec![0.0; m * n], Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = b1_quant_bound_rows(&w, &x, m)?;
+    let quant = b1_quant_bound_rows(&w, &x, m, kernels)?;
     let (x_max, w_sums) = (row_max_abs(&x, k), row_abs_sums(&w)?);
     let dw = DeviceQMatrix::upload(&ctx.stream, &w)?;
     let xd = upload(&ctx.stream, &x)?;
@@ -354,7 +354,7 @@ pub(super) fn gate_up_with(
     let x_abs: Vec<f32> = x.iter().map(|v| v.abs()).collect();
     let plain = par_reference(&abs_matrix(&w), &x_abs, m, &zeros, Store::Overwrite)?;
     let gemv_tc = bound_magnitude(&w, &x_abs, m, &plain)?;
-    let quant = b1_quant_bound_rows(&w, &x, m)?;
+    let quant = b1_quant_bound_rows(&w, &x, m, kernels)?;
     let mut want = vec![0.0f32; m * f];
     want.par_chunks_mut(f).enumerate().try_for_each(|(i, out)| match &w {
         QMatrix::Q1(q) => ops::gate_up_swiglu_q1::reference(q, &x[i * k..(i + 1) * k], 1, out),

@@ -19,7 +19,7 @@ const OP: &str = "matmul_q2 code 3";
 pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(), VerifyError> {
     for &m in &TOKEN_COUNTS {
         let kernels: Vec<MatmulKernel> =
-            kernels_for(ctx, m)?.into_iter().filter(|&k| !is_binary(k)).collect();
+            kernels_for(ctx, m)?.into_iter().filter(|&k| !k.is_binary()).collect();
         let w = code3_matrix(ctx, 333, 128);
         matmul_with(ctx, "code 3", w, m, Store::Overwrite, &kernels)?;
         let w = code3_matrix(ctx, 77, 2048);
@@ -32,11 +32,6 @@ pub(crate) fn run_all(ctx: &mut Ctx) -> Result<(), VerifyError> {
 
 fn code3_matrix(ctx: &mut Ctx, n: usize, k: usize) -> QMatrix {
     QMatrix::Q2(ctx.rng.q2_matrix_code3(n, k))
-}
-
-/// The binary GEMVs (one token, or several: [`GemmKernel::BinaryTokens`]).
-fn is_binary(k: MatmulKernel) -> bool {
-    matches!(k, MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens))
 }
 
 /// One token through the default path and through gemv_tc by name, three through the default

@@ -16,6 +16,14 @@ pub(crate) enum MatmulKernel {
     Gemm(GemmKernel),
 }
 
+impl MatmulKernel {
+    /// The binary GEMVs (one token, or several: [`GemmKernel::BinaryTokens`]): x quantized per
+    /// token into bit planes, whose bound carries the quantization term.
+    pub(crate) fn is_binary(self) -> bool {
+        matches!(self, MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens))
+    }
+}
+
 /// The kernels that serve m tokens, each checked on the same inputs: both one-token GEMVs, or
 /// every GEMM this device runs: the small-m one up to its token limit, the f16 one where its
 /// tiles fit the shared memory (not on sm_86/89/120), and the wgmma one on compute capability 9.0
@@ -113,8 +121,12 @@ pub(crate) fn b1_group_steps(x: &[f32]) -> Vec<f32> {
 }
 
 /// [`b1_quant_bound`] of each of the m token rows of x, [m][N] (the binary GEMVs quantize each
-/// token on its own).
-pub(crate) fn b1_quant_bound_rows(w: &QMatrix, x: &[f32], m: usize) -> Result<Vec<f32>, OpError> {
+/// token on its own), where one of `kernels` is binary; zeros (unread) otherwise, so the large-m
+/// cases compute no per-row bound they do not use.
+pub(crate) fn b1_quant_bound_rows(w: &QMatrix, x: &[f32], m: usize, kernels: &[MatmulKernel]) -> Result<Vec<f32>, OpError> {
+    if !kernels.iter().any(|k| k.is_binary()) {
+        return Ok(vec![0.0; m * w.n()]);
+    }
     let k = w.k();
     let mut out = Vec::with_capacity(m * w.n());
     for row in x.chunks(k).take(m) {

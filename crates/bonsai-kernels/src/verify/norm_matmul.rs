@@ -8,11 +8,11 @@ use rayon::prelude::*;
 use super::gpu::{download, poisoned, upload, DeviceQMatrix};
 use super::matmul::{
     abs_matrix, b1_quant_bound, bound_magnitude, kernel_label, kernels_for, matmul_coefficient, par_reference, random_matrix,
-    run_kernel, swiglu_bound, MatmulKernel,
+    run_kernel, swiglu_bound,
 };
 use super::shapes::{ShapeSet, MODELS};
 use super::{Comparison, Ctx, VerifyError, F32_UNIT_ROUNDOFF as U};
-use crate::launch::matmul::{Epilogue, GemmKernel, GemvKernel, GEMV_MAX_TOKENS};
+use crate::launch::matmul::{Epilogue, GEMV_MAX_TOKENS};
 use crate::ops::{self, Store};
 use crate::weights::QMatrix;
 
@@ -72,14 +72,18 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     let (xd, nd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &norm_w)?);
     // gemv_b1 quantizes the staged x * w; its bound scales by the token's 1 / rms (in f64,
     // rounded up by 2^-20 for the kernel's own rsqrt and sums, far inside rel_n below).
-    // Per token row (the multi-token GEMV quantizes each token on its own).
+    // Per token row (the multi-token GEMV quantizes each token on its own); only where a binary
+    // kernel reads it (zeros otherwise).
+    let kernels = kernels_for(ctx, m)?;
+    let binary_rows = if kernels.iter().any(|k| k.is_binary()) { m } else { 0 };
     let mut quant: Vec<f32> = Vec::with_capacity(m * rows);
-    for xr in x.chunks(k) {
+    for xr in x.chunks(k).take(binary_rows) {
         let staged: Vec<f32> = xr.iter().zip(&norm_w).map(|(a, b)| a * b).collect();
         let mean_sq = xr.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / k as f64;
         let inv_rms = (1.0 + 1.0 / 1_048_576.0) / (mean_sq + EPS as f64).sqrt();
         quant.extend(b1_quant_bound(&w, &staged)?.iter().map(|&q| (q as f64 * inv_rms) as f32));
     }
+    quant.resize(m * rows, 0.0);
 
     // The kernel stages x * w and scales each finished dot product by the token's 1 / rms. Its
     // f32 sum of squares (positive terms): 4 per lane (3 adds), a 5-level warp tree, then
@@ -90,12 +94,12 @@ fn norm_matmul(ctx: &mut Ctx, label: &str, n_out: usize, k: usize, m: usize, ter
     // by at most rel_n sum |w||xn| = rel_n * magnitude on top of the GEMV's own bound.
     let rel_n = 2.0 * (k as f64 / 32.0 + 24.0) * U;
     let epilogue = if swiglu { Epilogue::SwiGlu } else { Epilogue::Store };
-    for kernel in kernels_for(ctx, m)? {
+    for kernel in kernels {
         let mut od = poisoned(&ctx.stream, m * n_out)?;
         run_kernel(ctx, kernel, &dw, &xd, Some((&nd, EPS)), m, &mut od, epilogue)?;
         let got = download(&ctx.stream, &od)?;
         let c = matmul_coefficient(k, kernel, ternary) + rel_n;
-        let binary = matches!(kernel, MatmulKernel::Gemv(GemvKernel::Binary) | MatmulKernel::Gemm(GemmKernel::BinaryTokens));
+        let binary = kernel.is_binary();
         // gemv_b1: the coefficient also covers the quantization term Q, which adds once.
         let mag = |idx: usize| if binary { plain[idx] as f64 + quant[idx] as f64 } else { magnitude[idx] as f64 };
         let add = |idx: usize| if binary { quant[idx] as f64 } else { 0.0 };
