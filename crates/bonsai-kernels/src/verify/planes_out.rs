@@ -78,7 +78,10 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
                 check_embed(ctx, vocab, k, bits, normed)?;
             }
             for &(n_out, k, epilogue) in &cases {
-                check(ctx, n_out, k, epilogue, bits, normed)?;
+                // 2 and 3 tokens: the multi-token GEMV's `_out` (a batched step's planes).
+                for tokens in [1, 2, 3] {
+                    check(ctx, n_out, k, epilogue, bits, normed, tokens)?;
+                }
             }
             for &(n_out, k) in &tiles_cases {
                 check_tiles(ctx, n_out, k, bits, normed)?;
@@ -133,7 +136,9 @@ fn check_tiles(ctx: &mut Ctx, n_out: usize, k: usize, bits: u8, normed: bool) ->
     Ok(())
 }
 
-fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, normed: bool) -> Result<(), VerifyError> {
+/// `tokens` rows of x and y (planes of that many rows: the multi-token GEMV past one).
+#[allow(clippy::too_many_arguments)]
+fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, normed: bool, tokens: usize) -> Result<(), VerifyError> {
     let rows = if epilogue == Epilogue::SwiGlu { 2 * n_out } else { n_out };
     let q = if bits == 1 { QMatrix::Q1(ctx.rng.q1_matrix(rows, k)) } else { QMatrix::Q2(ctx.rng.q2_matrix(rows, k)) };
     let w = DeviceQMatrix::upload(&ctx.stream, &q)?;
@@ -141,30 +146,31 @@ fn check(ctx: &mut Ctx, n_out: usize, k: usize, epilogue: Epilogue, bits: u8, no
     // `normed`: the GEMV's own input carries RMSNorm weights too (1 / rms from its planes).
     let in_norm = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
     let in_eps = normed.then_some(EPS);
-    let mut out = B1Planes::new(&ctx.stream, n_out)?;
+    let mut out = B1Planes::new_rows(&ctx.stream, n_out, tokens)?;
     for launch in 1..=2 {
-        let x = upload(&ctx.stream, &ctx.rng.activations(k, INPUT_RANGE))?;
-        let mut planes = B1Planes::new(&ctx.stream, k)?;
+        let x = upload(&ctx.stream, &ctx.rng.activations(tokens * k, INPUT_RANGE))?;
+        let mut planes = B1Planes::new_rows(&ctx.stream, k, tokens)?;
         prepare_planes_normed(ctx.gpu(), &x, normed.then_some(&in_norm), &mut planes)?;
-        let residual = ctx.rng.activations(n_out, INPUT_RANGE);
+        let residual = ctx.rng.activations(tokens * n_out, INPUT_RANGE);
         let start = |ctx: &Ctx| -> Result<_, VerifyError> {
-            Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, n_out)? })
+            Ok(if epilogue == Epilogue::Add { upload(&ctx.stream, &residual)? } else { poisoned(&ctx.stream, tokens * n_out)? })
         };
         let mut y_plain = start(ctx)?;
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y_plain, epilogue, PlanesEpilogue::None, TilesChoice::Auto)?;
         let mut y = start(ctx)?;
         let dst = PlanesOut { planes: &mut out, norm: normed.then_some(&norm) };
         gemv_from_planes(ctx.gpu(), &w.view(), &planes, in_eps, &mut y, epilogue, PlanesEpilogue::Planes(dst), TilesChoice::Auto)?;
-        let mut want = B1Planes::new(&ctx.stream, n_out)?;
+        let mut want = B1Planes::new_rows(&ctx.stream, n_out, tokens)?;
         prepare_planes_normed(ctx.gpu(), &y_plain, normed.then_some(&norm), &mut want)?;
 
-        let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{} launch {launch}", if normed { " normed" } else { "" });
+        let m = if tokens > 1 { format!(" m={tokens}") } else { String::new() };
+        let label = format!("{epilogue:?} q{bits} N={n_out} K={k}{m}{} launch {launch}", if normed { " normed" } else { "" });
         let (got_y, want_y) = (download(&ctx.stream, &y)?, download(&ctx.stream, &y_plain)?);
         ctx.record("planes_out", &format!("{label} y"), Comparison::of(&got_y, &want_y, |_| 0.0));
         let (got, want) = (planes_words(ctx, &out)?, planes_words(ctx, &want)?);
         ctx.record("planes_out", &format!("{label} planes"), words_equal(&got, &want));
         let staged = out.staged_words().map(|c| download(&ctx.stream, c)).transpose()?.unwrap_or_default();
-        let (staged, zeros) = (staged.iter().map(|&w| u32::from(w != 0)).collect::<Vec<_>>(), vec![0u32; n_out]);
+        let (staged, zeros) = (staged.iter().map(|&w| u32::from(w != 0)).collect::<Vec<_>>(), vec![0u32; tokens * n_out]);
         ctx.record("planes_out", &format!("{label} staging words cleared"), words_equal(&staged, &zeros));
     }
     Ok(())

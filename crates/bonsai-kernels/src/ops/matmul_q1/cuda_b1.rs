@@ -78,28 +78,54 @@ pub(crate) fn launch_tokens(
     if !b1_shape_ok(k, n_out) {
         return Err(shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")));
     }
-    let (tokens, _) = tokens_kernel(m);
     let mut scratch = B1Planes::scratch(gpu.stream, k * m)?;
     let (ptrs, _guards) = scratch.write_ptrs(gpu.stream);
     let norm_ptr = norm.map_or(0, |n| n.0);
     prepare_rows(gpu, op, k, m, x, norm_ptr, ptrs)?;
+    let call = B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: ptrs, norm_eps: norm.map(|n| n.1) };
+    launch_gemv_tokens(gpu, call, m, epilogue, GemvOut::None)
+}
 
-    let name = kernel_name(bits, epilogue, m, GemvKernel::Binary, GemmKernel::BinaryTokens, false);
+/// The `*_gemv_b1_t{2,4,8}` launch of `call` for m tokens on planes of m rows (token t's at group
+/// t K / 128), with `out` None or the next GEMV's planes of m rows (`_out`: the grid must then fit
+/// the device in one wave).
+pub(crate) fn launch_gemv_tokens(gpu: Gpu<'_>, call: B1Call, m: usize, epilogue: Epilogue, out: GemvOut) -> Result<(), LaunchError> {
+    let B1Call { bits, n_out, k, .. } = call;
+    let op = epilogue.op_name();
+    if !(2..=B1_MAX_TOKENS).contains(&m) {
+        return Err(shape(op, format!("the multi-token GEMV takes 2..={B1_MAX_TOKENS} tokens, not {m}")));
+    }
+    let (tokens, _) = tokens_kernel(m);
+    let mut name = kernel_name(bits, epilogue, m, GemvKernel::Binary, GemmKernel::BinaryTokens, false);
+    match out {
+        GemvOut::None => {}
+        GemvOut::Planes(_) => name.push_str("_out"),
+        GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is a one-token GEMV's".into())),
+    }
     let func = gpu.function(&name)?;
     let sms = sm_count(gpu.stream)?;
     let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
+    if let GemvOut::Planes(_) = out {
+        let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
+        if g.ctas as usize > per_sm * sms {
+            return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
+        }
+    }
     let cfg = launch_config(func, &g)?;
-    let call = B1Call { bits, n_out, k, weights_y: (scales, payload, y), planes: ptrs, norm_eps: norm.map(|n| n.1) };
     let args = EntryArgs::new(op, &call, &g)?;
     let m_i = as_i32(op, "m", m)?;
     let mut b = Launch::new(gpu, func);
     args.push(&mut b);
     b.arg(&m_i);
+    if let GemvOut::Planes(p) = &out {
+        b.arg(p);
+    }
     // SAFETY: argument order and types match the *_gemv_b1_t2 / _t4 / _t8 entry points (the *_gemv_b1
-    // arguments, then m); the weights, x (m rows of K) and y (m rows of n_out) were checked by the
-    // caller, the scratch holds m x K / 128 groups written by the prepare launch above, and
-    // b1_geometry sized the block and shared memory for `tokens` tokens (m <= tokens).
+    // arguments, then m, and for `_out` the B1PlanesOut block); the weights, the planes (m rows of
+    // K / 128 groups) and y (m rows of n_out) were checked by the caller, an output planes buffer
+    // sized for m rows of n_out, and b1_geometry sized the block and shared memory for `tokens`
+    // tokens (m <= tokens).
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -258,7 +284,7 @@ pub(crate) fn prepare(
 
 /// [`prepare`] of m rows of K (grid row = token): the scratch holds m x K / 128 groups, token
 /// t's at group t K / 128 (each row's planes as one row's prepare writes them).
-fn prepare_rows(
+pub(crate) fn prepare_rows(
     gpu: Gpu<'_>,
     op: &'static str,
     k: usize,

@@ -12,7 +12,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{
-    device_geometry, launch_gemv, launch_gemv_pair, pair_fits, prepare, prepare_embed, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs, TilesChoice,
+    device_geometry, launch_gemv, launch_gemv_pair, launch_gemv_tokens, pair_fits, prepare_embed, prepare_rows, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs,
+    TilesChoice,
 };
 use crate::launch::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::{check_kv_cache, KvCache};
@@ -23,6 +24,8 @@ use crate::weights::GROUP;
 /// (s_G bits, X_G), and the group's sum of squares.
 pub struct B1Planes {
     k: usize,
+    /// Token rows (a batched step's m; 1 for one token): row t's groups follow row t - 1's.
+    rows: usize,
     planes: CudaSlice<u32>,
     gsx: CudaSlice<u32>,
     group_sq: CudaSlice<f32>,
@@ -49,13 +52,18 @@ type EpiloguePtrs<'a> = ((u64, u64, u64, u64), [SyncOnDrop<'a>; 4]);
 impl B1Planes {
     /// Zeroed buffers for K inputs (a positive multiple of 128).
     pub fn new(stream: &Arc<CudaStream>, k: usize) -> Result<Self, LaunchError> {
-        let groups = Self::groups(k)?;
+        Self::new_rows(stream, k, 1)
+    }
+    /// Zeroed buffers for `rows` token rows of K inputs each (the multi-token GEMV's input).
+    pub fn new_rows(stream: &Arc<CudaStream>, k: usize, rows: usize) -> Result<Self, LaunchError> {
+        let groups = Self::groups(k)? * rows.max(1);
         Ok(Self {
             k,
+            rows: rows.max(1),
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
-            staged: Some(stream.alloc_zeros(k)?),
+            staged: Some(stream.alloc_zeros(k * rows.max(1))?),
         })
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
@@ -68,7 +76,7 @@ impl B1Planes {
         let (planes, gsx, group_sq) = unsafe {
             (stream.alloc(groups * B1_GROUP_WORDS)?, stream.alloc(2 * groups)?, stream.alloc(groups)?)
         };
-        Ok(Self { k, planes, gsx, group_sq, staged: None })
+        Ok(Self { k, rows: 1, planes, gsx, group_sq, staged: None })
     }
     fn groups(k: usize) -> Result<usize, LaunchError> {
         if k == 0 || k % GROUP != 0 {
@@ -76,9 +84,13 @@ impl B1Planes {
         }
         Ok(k / GROUP)
     }
-    /// Inputs covered (K).
+    /// Inputs per row (K).
     pub fn k(&self) -> usize {
         self.k
+    }
+    /// Token rows.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
     /// Plane words, [groups][32 lanes][3] in the mma's B-fragment order.
     pub fn planes(&self) -> &CudaSlice<u32> {
@@ -143,12 +155,12 @@ pub fn prepare_planes_normed(
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
     const OP: &str = "b1_planes";
-    let k = planes.k;
-    expect_at_least(OP, "x", x.len(), k)?;
+    let (k, rows) = (planes.k, planes.rows);
+    expect_at_least(OP, "x", x.len(), k * rows)?;
     let (x_ptr, _gx) = read_ptr(x, gpu.stream);
     let (norm_ptr, _gn) = norm_weights(OP, norm, k, gpu.stream)?;
     let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
-    prepare(gpu, OP, k, x_ptr, norm_ptr, ptrs)
+    prepare_rows(gpu, OP, k, rows, x_ptr, norm_ptr, ptrs)
 }
 
 /// The pointer to K norm weights (0 for none) and its guard.
@@ -248,6 +260,9 @@ pub fn gemv_pair_from_planes(
     planes: &B1Planes,
 ) -> Result<(), LaunchError> {
     let op = "matmul_pair";
+    if planes.rows != 1 {
+        return Err(shape(op, format!("a GEMV pair runs one token, not {}", planes.rows)));
+    }
     for w in [w1, w2] {
         w.require_binary_gemv(op)?;
         w.validate(op)?;
@@ -294,6 +309,9 @@ pub enum PlanesEpilogue<'a> {
 /// k / v rows go to the caches at position `pos0[0]` (skipped past max_seq; heads past max_pos
 /// NaN); the grid must fit the device in one wave.
 /// `tiles`: the tiles GEMV's choice (the model runs [`TilesChoice::Auto`], verify compares both).
+/// Planes of m = 2..=8 rows ([`B1Planes::new_rows`]: a batched step's tokens) run the multi-token
+/// GEMV on all of them (y holds m rows; a [`PlanesEpilogue::Planes`] output has m rows too; no
+/// rope epilogue, no tiles form).
 #[allow(clippy::too_many_arguments)]
 pub fn gemv_from_planes(
     gpu: Gpu<'_>,
@@ -312,13 +330,14 @@ pub fn gemv_from_planes(
     if planes.k != w.k {
         return Err(shape(op, format!("planes of K = {} for weights of K = {}", planes.k, w.k)));
     }
-    expect_at_least(op, "y", y.len(), n_out)?;
+    let rows = planes.rows;
+    expect_at_least(op, "y", y.len(), rows * n_out)?;
     let mut guards = Vec::new();
     let gemv_out = match out {
         PlanesEpilogue::None => GemvOut::None,
         PlanesEpilogue::Planes(PlanesOut { planes: dst, norm }) => {
-            if dst.k != n_out {
-                return Err(shape(op, format!("output planes of K = {} for {n_out} outputs", dst.k)));
+            if dst.k != n_out || dst.rows != rows {
+                return Err(shape(op, format!("output planes of {} x K = {} for {rows} x {n_out} outputs", dst.rows, dst.k)));
             }
             let norm_w = match norm {
                 Some(n) => {
@@ -343,6 +362,9 @@ pub fn gemv_from_planes(
     expect_aligned16(op, "planes", ptrs.0)?;
     let (y_ptr, _g2) = write_ptr(y, gpu.stream);
     let call = B1Call { bits: w.bits, n_out, k: w.k, weights_y: (scales, payload, y_ptr), planes: ptrs, norm_eps };
+    if rows > 1 {
+        return launch_gemv_tokens(gpu, call, rows, epilogue, gemv_out);
+    }
     launch_gemv(gpu, call, epilogue, gemv_out, tiles)
 }
 

@@ -440,6 +440,31 @@ __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int st
     }
 }
 
+// Group g of the `_out` epilogue: polls its staging words (`words`: this lane's first), clears
+// them, and quantizes the values (times the norm weights of group g, if any) into `planes`, `gsx`
+// and `group_sq` with b1_prepare_group's arithmetic.
+__device__ __forceinline__ void b1_planes_group(unsigned long long* words, const float* norm_w, int g, int j0,
+                                                u32* planes, u32* gsx, float* group_sq) {
+    // The norm weights first: their round trip overlaps the wait, not after it.
+    const float* norm_w_group = norm_w != nullptr ? norm_w + (long long)g * GROUP_SIZE : nullptr;
+    float nw[LAYOUT_LANES];
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) nw[t] = norm_w_group != nullptr ? norm_w_group[j0 + 2 * t] : 1.0f;
+    unsigned long long w[LAYOUT_LANES];
+    b1_poll_staged(words, 2, w);
+    float v[LAYOUT_LANES];
+    float sq = 0.0f;
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) {  // b1_prepare_group's loop on the polled values
+        v[t] = __uint_as_float((u32)w[t]);
+        sq += v[t] * v[t];
+        if (norm_w_group != nullptr) v[t] *= nw[t];
+    }
+#pragma unroll
+    for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
+    b1_quantize_group(v, sq, planes, gsx, group_sq);
+}
+
 // The `_gemv_b1_out` epilogue, after gemv_store_outputs has also written every output to
 // staged[o] as one 64-bit word (its bits and a ready flag in the high half, STAGED): the CTA that
 // produces a group's last output quantizes the group, a warp per group, by polling its 128 words
@@ -451,8 +476,12 @@ __device__ __forceinline__ void b1_poll_staged(unsigned long long* words, int st
 // "Planes epilogues and the decode layer's launches"). Deadlock-free when the
 // launch is one wave: a quantizing CTA waits only for lower-numbered CTAs, and the launcher
 // checks that the grid fits on the device at once.
-template <int MODE>
-__device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o) {
+//
+// TOKENS > 1 (the multi-token `_out` entry points): token tok's outputs are staged at tok n_out and
+// its planes written at group tok (n_out / 128) + g; a warp per (group, token), tokens < m.
+template <int MODE, int TOKENS = 1>
+__device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta, int cta, const B1PlanesOut& o,
+                                                   int m = 1) {
     const int outs = MODE == MATMUL_SWIGLU ? TC_TILE_ROWS / 2 : TC_TILE_ROWS;
     const int o0 = cta * tiles_per_cta * outs, o1 = min(o0 + tiles_per_cta * outs, n_out);
     if (o0 >= o1) return;
@@ -461,26 +490,37 @@ __device__ __forceinline__ void b1_planes_epilogue(int n_out, int tiles_per_cta,
     const int g_first = o0 / GROUP_SIZE, g_end = o1 / GROUP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int j0 = layout_weight(0, lane);  // layout_weight(t, lane) = j0 + 2t
-    for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
-        unsigned long long* words = o.staged + (long long)g * GROUP_SIZE + j0;
-        // The norm weights first: their round trip overlaps the wait, not after it.
-        const float* norm_w_group = o.norm_w != nullptr ? o.norm_w + (long long)g * GROUP_SIZE : nullptr;
-        float nw[LAYOUT_LANES];
+    // One token: written out rather than through b1_planes_group, which changed the one-token
+    // `_out` kernels' SASS (their epilogue's placement moves them: "The decode GEMV").
+    if constexpr (TOKENS == 1) {
+        for (int g = g_first + warp; g < g_end; g += blockDim.x / WARP_SIZE) {
+            unsigned long long* words = o.staged + (long long)g * GROUP_SIZE + j0;
+            // The norm weights first: their round trip overlaps the wait, not after it.
+            const float* norm_w_group = o.norm_w != nullptr ? o.norm_w + (long long)g * GROUP_SIZE : nullptr;
+            float nw[LAYOUT_LANES];
 #pragma unroll
-        for (int t = 0; t < LAYOUT_LANES; ++t) nw[t] = norm_w_group != nullptr ? norm_w_group[j0 + 2 * t] : 1.0f;
-        unsigned long long w[LAYOUT_LANES];
-        b1_poll_staged(words, 2, w);
-        float v[LAYOUT_LANES];
-        float sq = 0.0f;
+            for (int t = 0; t < LAYOUT_LANES; ++t) nw[t] = norm_w_group != nullptr ? norm_w_group[j0 + 2 * t] : 1.0f;
+            unsigned long long w[LAYOUT_LANES];
+            b1_poll_staged(words, 2, w);
+            float v[LAYOUT_LANES];
+            float sq = 0.0f;
 #pragma unroll
-        for (int t = 0; t < LAYOUT_LANES; ++t) {  // b1_prepare_group's loop on the polled values
-            v[t] = __uint_as_float((u32)w[t]);
-            sq += v[t] * v[t];
-            if (norm_w_group != nullptr) v[t] *= nw[t];
+            for (int t = 0; t < LAYOUT_LANES; ++t) {  // b1_prepare_group's loop on the polled values
+                v[t] = __uint_as_float((u32)w[t]);
+                sq += v[t] * v[t];
+                if (norm_w_group != nullptr) v[t] *= nw[t];
+            }
+#pragma unroll
+            for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
+            b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
         }
-#pragma unroll
-        for (int t = 0; t < LAYOUT_LANES; ++t) st_relaxed_gpu_u64(words + 2 * t, 0ull);
-        b1_quantize_group(v, sq, o.planes + (long long)g * B1_GROUP_WORDS, o.gsx + 2 * g, o.group_sq + g);
+    } else {
+        for (int item = warp; item < (g_end - g_first) * m; item += blockDim.x / WARP_SIZE) {
+            const int g = g_first + item / m, tok = item % m;
+            const long long row_group = (long long)tok * (n_out / GROUP_SIZE) + g;
+            b1_planes_group(o.staged + (long long)tok * n_out + (long long)g * GROUP_SIZE + j0, o.norm_w, g, j0,
+                            o.planes + row_group * B1_GROUP_WORDS, o.gsx + 2 * row_group, o.group_sq + row_group);
+        }
     }
 }
 
@@ -590,14 +630,14 @@ __device__ __forceinline__ void b1_rope_epilogue(float* y, int n_out, int tiles_
 // TOKENS > 1 (`_gemv_b1_t2`, `_t4`, `_t8`: a batched decode step of m <= TOKENS sequences): the same
 // weight stream against m tokens' planes ([token][group] in the scratch, [token][chunk group] in
 // shared memory), each token's sums and finish as its own GEMV's (b1_ring_unit_tokens); y and the
-// fused norm per token; no epilogue work (B1NoOut).
+// fused norm per token; no epilogue work (B1NoOut) or every token's planes (B1PlanesOut, `_out`).
 template <int BITS, int MODE, int NB, class OUT, int TOKENS = 1>
 __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, const u32* __restrict__ payload,
                                              const u32* planes, const u32* gsx_all, const float* group_sq,
                                              float* __restrict__ y, int n_out, int k, int tiles_per_cta,
                                              int splits, int chunk_groups, int norm, float norm_eps, int cta,
                                              const OUT& out, int m = 1) {
-    static_assert(TOKENS == 1 || OUT::KIND == B1_OUT_NONE, "the epilogue variants are one-token kernels");
+    static_assert(TOKENS == 1 || OUT::KIND != B1_OUT_ROPE, "the rope epilogue is a one-token kernel's");
     constexpr int AHEAD = TC_AHEAD(BITS);
     // Partial slots per (warp, row): 2 for one token (the store loop's historical stride), else one per token.
     constexpr int P_STRIDE = TOKENS == 1 ? 2 : TOKENS;
@@ -654,7 +694,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     // between triggers at its start; once this wait returns, that kernel has completed.
     // Faster than the read in the epilogue (docs/kernel-notes.md, "Planes epilogues and the decode
     // layer's launches": the residual after the wait).
-    constexpr bool Y_READ = OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
+    constexpr bool Y_READ = TOKENS == 1 && OUT::KIND == B1_OUT_PLANES && MODE == MATMUL_ADD;
     if constexpr (Y_READ) read_y_early();
     // The rope epilogue's position (written by an earlier graph replay's position_advance; every
     // kernel before this one has completed once the wait returns).
@@ -747,7 +787,7 @@ __device__ __forceinline__ void gemv_b1_body(const u16* __restrict__ scales, con
     TC_MARK(4);
     gemv_store_outputs<MODE, Y_READ, B1_ONE_NORM_SLOT(MODE), OUT::KIND != B1_OUT_NONE, OUT::KIND != B1_OUT_ROPE, P_STRIDE, TOKENS>(
         partial, TOKENS == 1 ? 1 : m, y, n_out, k, tiles_per_cta, splits, norm != 0, norm_eps, norm_sq, cta, y_early, out.staged);
-    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE>(n_out, tiles_per_cta, cta, out);
+    if constexpr (OUT::KIND == B1_OUT_PLANES) b1_planes_epilogue<MODE, TOKENS>(n_out, tiles_per_cta, cta, out, m);
     if constexpr (OUT::KIND == B1_OUT_ROPE) {
         static_assert(MODE == MATMUL_STORE, "the rope epilogue is the qkv projection's");
         b1_rope_epilogue(y, n_out, tiles_per_cta, cta, out, rope_pos);
@@ -772,13 +812,13 @@ __device__ __noinline__ void gemv_b1_body_single_groups(const u16* scales, const
     gemv_b1_body<BITS, MODE, 1, OUT>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
                                               splits, chunk_groups, norm, norm_eps, cta, out);
 }
-template <int BITS, int MODE, int TOKENS>
+template <int BITS, int MODE, class OUT, int TOKENS>
 __device__ __noinline__ void gemv_b1_tokens_single_groups(const u16* scales, const u32* payload, const u32* planes,
                                                           const u32* gsx, const float* group_sq, float* y, int n_out,
                                                           int k, int tiles_per_cta, int splits, int chunk_groups,
-                                                          int norm, float norm_eps, int cta, int m) {
-    gemv_b1_body<BITS, MODE, 1, B1NoOut, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
-                                                 splits, chunk_groups, norm, norm_eps, cta, B1NoOut{}, m);
+                                                          int norm, float norm_eps, int cta, OUT out, int m) {
+    gemv_b1_body<BITS, MODE, 1, OUT, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k, tiles_per_cta,
+                                             splits, chunk_groups, norm, norm_eps, cta, out, m);
 }
 
 // `cta`: which of the launch's CTAs this is (blockIdx.x); `m`: the tokens present (TOKENS > 1).
@@ -796,6 +836,7 @@ __device__ __forceinline__ void gemv_b1(const u16* scales, const u32* payload, c
                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
                                                              out);
     else
-        gemv_b1_tokens_single_groups<BITS, MODE, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
-                                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta, m);
+        gemv_b1_tokens_single_groups<BITS, MODE, OUT, TOKENS>(scales, payload, planes, gsx, group_sq, y, n_out, k,
+                                                              tiles_per_cta, splits, chunk_groups, norm, norm_eps, cta,
+                                                              out, m);
 }

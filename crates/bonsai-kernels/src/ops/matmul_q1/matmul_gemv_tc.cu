@@ -273,8 +273,8 @@ __device__ __forceinline__ void tc_unit(float (&acc)[4], const TcUnit<BITS, NB>&
 // griddep_wait, the `_out` Add ones right after it), so the add needs no load here; the same add,
 // the same bits.
 // ONE_NORM_SLOT: only warp 0's norm slot can be nonzero (gemv_b1), so the others are not added.
-// STAGED (one token; gemv_b1's `_out` planes epilogue): each output is also written to
-// staged[o] as one 64-bit word, its bits and a ready flag (1 in the high half).
+// STAGED (gemv_b1's `_out` planes epilogue): each output is also written to staged[tok n_out +
+// o] as one 64-bit word, its bits and a ready flag (1 in the high half).
 // PLAIN_Y false (gemv_b1's `_rope` epilogue): the staging word only; that epilogue writes y.
 template <int MODE, bool EARLY = false, bool ONE_NORM_SLOT = false, bool STAGED = false, bool PLAIN_Y = true,
           int P_STRIDE = 2, int NORM_TOKENS = GEMV_MAX_TOKENS>
@@ -307,7 +307,8 @@ __device__ __forceinline__ void gemv_store_outputs(const float* partial, int m, 
         float* dst = y + (long long)tok * n_out + o;
         const float out = MODE == MATMUL_SWIGLU ? silu_mul(v, up) : MODE == MATMUL_ADD ? (EARLY ? y_early : *dst) + v : v;
         if constexpr (PLAIN_Y) *dst = out;
-        if constexpr (STAGED) st_relaxed_gpu_u64(staged + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
+        if constexpr (STAGED)
+            st_relaxed_gpu_u64(staged + (long long)tok * n_out + o, (unsigned long long)__float_as_uint(out) | (1ull << 32));
     }
 }
 

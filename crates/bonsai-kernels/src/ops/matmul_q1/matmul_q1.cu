@@ -62,6 +62,27 @@
                                         tiles_per_cta, splits, chunk_groups, norm, norm_eps,     \
                                         blockIdx.x, B1NoOut{}, m);                                \
     }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t2_out(GEMV_B1_ENTRY_PARAMS, int m, const B1PlanesOut planes_out) {     \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1PlanesOut, 2>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
+                                             tiles_per_cta, splits, chunk_groups, norm, norm_eps, \
+                                             blockIdx.x, planes_out, m);                          \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t4_out(GEMV_B1_ENTRY_PARAMS, int m, const B1PlanesOut planes_out) {     \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1PlanesOut, 4>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
+                                             tiles_per_cta, splits, chunk_groups, norm, norm_eps, \
+                                             blockIdx.x, planes_out, m);                          \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
+        PREFIX##_gemv_b1_t8_out(GEMV_B1_ENTRY_PARAMS, int m, const B1PlanesOut planes_out) {     \
+        griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
+        gemv_b1<BITS, MODE, B1PlanesOut, 8>(scales, payload, planes, gsx, group_sq, y, n_out, k, \
+                                             tiles_per_cta, splits, chunk_groups, norm, norm_eps, \
+                                             blockIdx.x, planes_out, m);                          \
+    }                                                                                            \
     /* 2..SM_MAX_TOKENS tokens (matmul_gemm_small.cu): 1, 2 or 4 n-tiles of 8 tokens */         \
     extern "C" __global__ void __launch_bounds__(SM_THREADS)                                     \
         PREFIX##_gemm_small8(const u16* scales, const u32* payload, const u16* xh,              \
