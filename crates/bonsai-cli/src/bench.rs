@@ -318,6 +318,12 @@ fn print_plans<B: Backend>(model: &Qwen3<B>, plan: &BenchPlan) -> anyhow::Result
         model.rewind(&mut state, 0)?;
         model.decode_step(&mut state, greedy)?;
         eprint!("decode step (greedy) {}", model.describe_plan(&mut state, 1, Some(greedy))?);
+        for &sequences in plan.batches.iter().filter(|&&b| b > 1) {
+            let mut batch = model.new_batch_state(sequences, sequences, false)?;
+            let step: Vec<(usize, &[u32])> = (0..sequences).map(|s| (s, &prompt[..1])).collect();
+            model.forward_batch_pick(&mut batch, &step, greedy)?;
+            eprint!("decode step of {sequences} sequences (greedy) {}", model.describe_batch_plan(&mut batch, greedy)?);
+        }
     }
     Ok(())
 }

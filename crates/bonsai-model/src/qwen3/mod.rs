@@ -758,6 +758,14 @@ impl<B: Backend> Qwen3<B> {
         Ok(self.backend.describe_plan(&state.plans[index].plan))
     }
 
+    /// What the backend runs for a decode step of every sequence of `state` (one row each), with
+    /// `pick` on the device.
+    pub fn describe_batch_plan(&self, state: &mut Qwen3State<B>, pick: DevicePick) -> Result<String, ModelError> {
+        let key = PlanKey { batch: (0..state.n_past.len()).map(|s| (s, 1)).collect(), logits: LogitRows::Last, pick: Some(pick) };
+        let index = self.plan_index(state, &key)?;
+        Ok(self.backend.describe_plan(&state.plans[index].plan))
+    }
+
     /// Sets the token the next [`Self::forward_decode`] consumes.
     pub fn set_next_token(&self, state: &mut Qwen3State<B>, id: u32) -> Result<(), ModelError> {
         Ok(self.backend.write_tokens(&mut state.acts.tokens, &[id])?)

@@ -103,14 +103,9 @@ pub(crate) fn launch_gemv_tokens(gpu: Gpu<'_>, call: B1Call, m: usize, epilogue:
         GemvOut::Rope(_) => return Err(shape(op, "the rope epilogue is a one-token GEMV's".into())),
     }
     let func = gpu.function(&name)?;
-    let sms = sm_count(gpu.stream)?;
-    let g = b1_geometry(k, n_out, epilogue == Epilogue::SwiGlu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
-        .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
-    if let GemvOut::Planes(_) = out {
-        let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
-        if g.ctas as usize > per_sm * sms {
-            return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
-        }
+    let (g, one_wave) = device_geometry(gpu, func, op, k, n_out, epilogue == Epilogue::SwiGlu, tokens)?;
+    if matches!(out, GemvOut::Planes(_)) && !one_wave {
+        return Err(shape(op, format!("a flag-polling epilogue needs one wave: {} CTAs are more than this device holds at once", g.ctas)));
     }
     let cfg = launch_config(func, &g)?;
     let args = EntryArgs::new(op, &call, &g)?;
@@ -361,8 +356,8 @@ fn resident_ctas(gpu: Gpu<'_>, func: &CudaFunction, warps: usize, smem: usize) -
     })
 }
 
-/// The launch of `func` (a `gemv_b1` entry point) for `n_out` outputs (features for SwiGLU) of
-/// K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), and whether
+/// The launch of `func` (a `gemv_b1` entry point of `tokens` tokens: 1, or the multi-token
+/// kernel's 2, 4 or 8) for `n_out` outputs (features for SwiGLU) of K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), and whether
 /// the whole grid is resident at once, as the flag-polling epilogues need (their quantizing CTAs
 /// wait for lower-numbered ones of the same grid: b1_planes_epilogue).
 pub(crate) fn device_geometry(
@@ -372,9 +367,10 @@ pub(crate) fn device_geometry(
     k: usize,
     n_out: usize,
     swiglu: bool,
+    tokens: usize,
 ) -> Result<(TcGeometry, bool), LaunchError> {
     let sms = sm_count(gpu.stream)?;
-    let g = b1_geometry(k, n_out, swiglu, 1, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
+    let g = b1_geometry(k, n_out, swiglu, tokens, sms, |warps, smem| resident_ctas(gpu, func, warps, smem))?
         .ok_or_else(|| shape(op, format!("{n_out} outputs x K = {k} exceed the GEMV grid")))?;
     let per_sm = resident_ctas(gpu, func, (g.tiles_per_cta * g.splits) as usize, g.smem_bytes)?;
     Ok((g, g.ctas as usize <= per_sm * sms))
@@ -461,7 +457,7 @@ pub(crate) fn launch_gemv(
     };
     name.push_str(suffix.unwrap_or(""));
     let func = gpu.function(&name)?;
-    let (g, one_wave) = device_geometry(gpu, func, op, k, n_out, epilogue == Epilogue::SwiGlu)?;
+    let (g, one_wave) = device_geometry(gpu, func, op, k, n_out, epilogue == Epilogue::SwiGlu, 1)?;
     let plain = epilogue == Epilogue::Store && matches!(out, GemvOut::None);
     if plain && launch_tiles(gpu, call, &g, one_wave, tiles)? {
         return Ok(());

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop}
 
 use super::B1_GROUP_WORDS;
 use crate::launch::matmul_b1::{
-    device_geometry, launch_gemv, launch_gemv_pair, launch_gemv_tokens, pair_fits, prepare_embed, prepare_rows, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs,
+    device_geometry, launch_gemv, launch_gemv_pair, launch_gemv_tokens, pair_fits, prepare_embed, prepare_rows, tokens_kernel, B1_MAX_TOKENS, B1Call, GemvOut, PlanesOutArgs, RopeOutArgs,
     TilesChoice,
 };
 use crate::launch::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
@@ -216,26 +216,26 @@ pub fn matmul_from_planes(
     gemv_from_planes(gpu, w, planes, None, y, store.into(), PlanesEpilogue::None, TilesChoice::Auto)
 }
 
-/// Whether a flag-polling GEMV of `bits` weights, `n_out` outputs over K inputs runs on this
-/// device: with `swiglu` the SwiGLU [`PlanesOut`] entry point, else each of the Store and Add
-/// [`PlanesOut`] ones and the Store [`RopeOut`] one. Their epilogues need the whole grid resident
-/// at once, which the launcher checks with the driver's occupancy of the entry point.
-pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, swiglu: bool) -> Result<bool, LaunchError> {
+/// Whether a flag-polling GEMV of `bits` weights, `n_out` outputs over K inputs for m tokens runs
+/// on this device: with `swiglu` the SwiGLU [`PlanesOut`] entry point, else each of the Store and
+/// Add [`PlanesOut`] ones and, for one token, the Store [`RopeOut`] one (m = 2..=8: the
+/// multi-token GEMV's `_out` entry points, planes of m rows). Their epilogues need the whole grid
+/// resident at once, which the launcher checks with the driver's occupancy of the entry point.
+pub fn planes_out_fits(gpu: Gpu<'_>, bits: QuantBits, n_out: usize, k: usize, swiglu: bool, m: usize) -> Result<bool, LaunchError> {
     use super::{kernel_name, Epilogue, GemmKernel, GemvKernel};
-    if !super::b1_shape_ok(k, n_out) {
+    if !super::b1_shape_ok(k, n_out) || !(1..=B1_MAX_TOKENS).contains(&m) {
         return Ok(false);
     }
-    let entry = |epilogue, suffix: &str| {
-        kernel_name(bits, epilogue, 1, GemvKernel::Binary, GemmKernel::TensorCoreBf16x3, false) + suffix
-    };
-    let entries = if swiglu {
-        vec![entry(Epilogue::SwiGlu, "_out")]
-    } else {
-        vec![entry(Epilogue::Store, "_out"), entry(Epilogue::Add, "_out"), entry(Epilogue::Store, "_rope")]
+    let (tokens, gemm) = if m == 1 { (1, GemmKernel::TensorCoreBf16x3) } else { (tokens_kernel(m).0, GemmKernel::BinaryTokens) };
+    let entry = |epilogue, suffix: &str| kernel_name(bits, epilogue, m, GemvKernel::Binary, gemm, false) + suffix;
+    let entries = match (swiglu, m) {
+        (true, _) => vec![entry(Epilogue::SwiGlu, "_out")],
+        (false, 1) => vec![entry(Epilogue::Store, "_out"), entry(Epilogue::Add, "_out"), entry(Epilogue::Store, "_rope")],
+        (false, _) => vec![entry(Epilogue::Store, "_out"), entry(Epilogue::Add, "_out")],
     };
     for name in entries {
         let func = gpu.function(&name)?;
-        if !device_geometry(gpu, func, "planes_out_fits", k, n_out, swiglu)?.1 {
+        if !device_geometry(gpu, func, "planes_out_fits", k, n_out, swiglu, tokens)?.1 {
             return Ok(false);
         }
     }

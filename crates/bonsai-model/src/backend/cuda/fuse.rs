@@ -141,12 +141,14 @@ pub enum Step {
     },
 }
 
-/// What the device and the weights allow.
+/// What the device and the weights allow for the program being fused: `binary` and
+/// `planes_out_fits` at its rows (one token, or the multi-token GEMV's m), the rest for one token.
 pub struct Caps<'a> {
-    /// Per matrix: whether the one-token binary GEMV serves it (format, codes and geometry).
+    /// Per matrix: whether the binary GEMV serves it at the program's rows (format, codes,
+    /// geometry, and for a batch the multi-token GEMV's default limit).
     pub binary: &'a dyn Fn(MatrixId) -> bool,
-    /// Whether matrix w's GEMV grid (SwiGLU: `swiglu`) is resident in one wave on this device,
-    /// as an epilogue writing the next planes needs.
+    /// Whether matrix w's GEMV grid (SwiGLU: `swiglu`) at the program's rows is resident in one
+    /// wave on this device, as an epilogue writing the next planes needs.
     pub planes_out_fits: &'a dyn Fn(MatrixId, bool) -> bool,
     /// Whether the decode attention has a kernel writing planes for this head shape.
     pub attention_planes: bool,
@@ -166,14 +168,25 @@ pub struct Caps<'a> {
     pub gemv_pair: &'a dyn Fn(MatrixId, MatrixId) -> bool,
 }
 
+impl<'a> Caps<'a> {
+    /// What a batch of one-row sequences keeps: the GEMVs on planes of m rows and their `_out`
+    /// epilogues; the embedding, attention, rope, transform and pair kernels that write or read
+    /// planes take one token.
+    fn for_batch(&self) -> Caps<'a> {
+        Caps { attention_planes: false, qkv_rope: &|_| false, embed_planes: false, rotate_planes: &|_| false, gemv_pair: &|_, _| false, ..*self }
+    }
+}
+
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
 /// `Program::op_rows`).
 pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
-    if program.total_rows() == 1 {
-        planes_steps(program, caps)
-    } else {
-        batch_steps(program, caps)
+    if !program.one_row_each() {
+        return batch_steps(program, caps);
     }
+    // One row per sequence (decode): GEMVs on planes wherever `caps.binary` says the binary GEMV
+    // serves a matrix at this many rows; a batch keeps only the planes steps it has kernels for.
+    let steps = if program.total_rows() == 1 { planes_steps(program, caps) } else { planes_steps(program, &caps.for_batch()) };
+    steps.into_iter().map(|(step, op)| (seq_table_step(program, caps, step), op)).collect()
 }
 
 /// Whether a plan of `program` runs its one-row sequences through a sequence table: a batch of
@@ -227,24 +240,30 @@ fn touches(op: &Op) -> ([Option<Act>; 3], [Option<Act>; 2]) {
 /// sequences of a batch of several through the sequence table.
 fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     let ops = &program.ops;
-    let table = uses_seq_table(program);
     let mut steps = Vec::new();
     let mut i = 0;
     while i < ops.len() {
         let (step, used) = batch_pair(ops, i).unwrap_or((Step::Op(ops[i]), 1));
-        let step = match step {
-            _ if !table => step,
-            Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },
-            Step::Op(Op::Attention { qkv, layer, out }) if caps.attention_seqs => Step::AttentionSeqs { qkv, layer, out },
-            Step::Op(Op::Advance) => Step::AdvanceSeqs,
-            Step::Op(Op::LastRows { x, out }) if program.one_row_each() => Step::LastRowsAll { x, out },
-            Step::Op(Op::Pick(DevicePick::Greedy)) => Step::PickRows,
-            other => other,
-        };
-        steps.push((step, i));
+        steps.push((seq_table_step(program, caps, step), i));
         i += used;
     }
     steps
+}
+
+/// `step` as the sequence table runs it, where `program` has a table and the step has a form
+/// that reads it; else `step`.
+fn seq_table_step(program: &Program, caps: &Caps<'_>, step: Step) -> Step {
+    if !uses_seq_table(program) {
+        return step;
+    }
+    match step {
+        Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },
+        Step::Op(Op::Attention { qkv, layer, out }) if caps.attention_seqs => Step::AttentionSeqs { qkv, layer, out },
+        Step::Op(Op::Advance) => Step::AdvanceSeqs,
+        Step::Op(Op::LastRows { x, out }) if program.one_row_each() => Step::LastRowsAll { x, out },
+        Step::Op(Op::Pick(DevicePick::Greedy)) => Step::PickRows,
+        other => other,
+    }
 }
 
 /// The fused step `ops[i..]` starts with in any batch, and the ops it takes.

@@ -115,9 +115,12 @@ fn a_matrix_the_binary_gemv_cannot_serve_runs_as_a_normed_gemv() {
 
 #[test]
 fn every_batch_folds_its_norms_into_the_matmuls() {
-    let all = |_: MatrixId| true;
+    let (all, none) = (|_: MatrixId| true, |_: MatrixId| false);
     for rows in [vec![4], vec![1, 1, 1], vec![2, 7], vec![512], vec![1; 64]] {
-        let s = steps(rows.clone(), false, &all, true);
+        // Where the multi-token GEMV serves a batch of one-row sequences, it runs on planes
+        // (the next test); here it serves none of theirs (past its limit, as at 64 sequences).
+        let binary: &dyn Fn(MatrixId) -> bool = if rows.iter().all(|&r| r == 1) { &none } else { &all };
+        let s = steps(rows.clone(), false, binary, true);
         assert!(s.iter().all(|s| !matches!(s, Step::GemvPlanes { .. } | Step::QkvRope { .. })), "{rows:?}: planes are one token's");
         let norm_matmuls = s.iter().filter(|s| matches!(s, Step::NormMatmul { .. } | Step::NormGateUp { .. })).count();
         // Each layer's two norms and the head's (after LastRows, one row per sequence).
@@ -131,6 +134,46 @@ fn every_batch_folds_its_norms_into_the_matmuls() {
         let last_rows = s.iter().any(|s| matches!(s, Step::Op(Op::LastRows { .. })));
         assert_eq!(last_rows, rows.iter().any(|&r| r > 1), "{rows:?}: the head reads each sequence's last row");
     }
+}
+
+#[test]
+fn a_batch_of_one_row_sequences_runs_its_gemvs_on_planes_of_m_rows() {
+    let all = |_: MatrixId| true;
+    let s = steps(vec![1; 4], true, &all, true);
+    let layer = |l: usize| ids().layers[l];
+    // The embedding and attention have one-token planes kernels only: a prepare launch writes
+    // their planes; each GEMV's epilogue writes the next one's; RoPE, attention, the advance and
+    // the picks run through the sequence table.
+    let mut want = vec![
+        Step::Op(Op::Embed { table: ids().token_embd, out: Act::X }),
+        Step::PreparePlanes { x: Act::X, norm: Some(layer(0).attn_norm), planes: Planes::Hidden },
+    ];
+    for l in 0..LAYERS {
+        let w = layer(l);
+        let next_norm = if l + 1 < LAYERS { layer(l + 1).attn_norm } else { ids().output_norm };
+        want.extend([
+            Step::GemvPlanes { w: w.qkv, planes: Planes::Hidden, normed: true, y: Act::Qkv, epilogue: Epilogue::Store, next: None },
+            Step::RopeKvWriteSeqs { qkv: Act::Qkv, q_norm: w.q_norm, k_norm: w.k_norm, layer: l },
+            Step::AttentionSeqs { qkv: Act::Qkv, layer: l, out: Act::Attn },
+            Step::PreparePlanes { x: Act::Attn, norm: None, planes: Planes::Attn },
+            Step::GemvPlanes { w: w.attn_output, planes: Planes::Attn, normed: false, y: Act::X, epilogue: Epilogue::Add, next: Some((Planes::Hidden, Some(w.ffn_norm))) },
+            Step::GemvPlanes { w: w.gate_up, planes: Planes::Hidden, normed: true, y: Act::Ffn, epilogue: Epilogue::SwiGlu, next: Some((Planes::Ffn, None)) },
+            Step::GemvPlanes { w: w.down, planes: Planes::Ffn, normed: false, y: Act::X, epilogue: Epilogue::Add, next: Some((Planes::Hidden, Some(next_norm))) },
+        ]);
+    }
+    want.extend([
+        Step::GemvPlanes { w: head(), planes: Planes::Hidden, normed: true, y: Act::Logits, epilogue: Epilogue::Store, next: None },
+        Step::AdvanceSeqs,
+        Step::PickRows,
+    ]);
+    assert_eq!(s, want);
+    // Without one-wave grids for the epilogues: a prepare before every GEMV but the head's...
+    let s = steps(vec![1; 4], true, &all, false);
+    let prepares = s.iter().filter(|s| matches!(s, Step::PreparePlanes { .. })).count();
+    assert_eq!(prepares, 4 * LAYERS + 1, "{s:#?}");
+    // ...and with a prefilling sequence in the batch, no planes at all.
+    let s = steps(vec![1, 1, 3], true, &all, true);
+    assert!(s.iter().all(|s| !matches!(s, Step::PreparePlanes { .. } | Step::GemvPlanes { .. })), "{s:#?}");
 }
 
 #[test]
@@ -434,7 +477,11 @@ fn without_the_fused_transform_hybrid_layers_run_norm_transform_and_prepare_apar
 fn batches_and_prefill_keep_their_transforms_as_ops() {
     for rows in [vec![4], vec![1, 1], vec![2, 7], vec![64]] {
         let s = hybrid::steps(rows.clone(), true);
-        assert!(s.iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. } | Step::PreparePlanes { .. } | Step::GemvPlanes { .. })), "{rows:?}");
+        assert!(s.iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. } | Step::GemvPair { .. })), "{rows:?}");
+        // A batch of one-row sequences runs its GEMVs on planes of m rows (a prepare launch after
+        // each transform); a prefill none.
+        let planes = s.iter().any(|(s, _)| matches!(s, Step::PreparePlanes { .. } | Step::GemvPlanes { .. }));
+        assert_eq!(planes, rows == [1, 1], "{rows:?}");
         let transforms = s.iter().filter(|(s, _)| matches!(s, Step::Op(Op::Hadamard { .. }))).count();
         // Four per layer, the head's and the embedding's inverse.
         assert_eq!(transforms, 4 * 4 + 2, "{rows:?}");

@@ -142,14 +142,18 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let dims = program.dims;
     let stream = &b.stream;
     let matrix = |w: crate::program::MatrixId| view(&weights.matrices[w.0]);
+    // The rows a GEMV on planes takes: one token, or a batch of one-row sequences (the
+    // multi-token GEMV, up to its default limit for the weights' format).
+    let rows = program.total_rows();
     let binary = |w| {
         let v = matrix(w);
-        v.binary_gemv_ok() && b1_shape_ok(v.k, v.n) && (v.n % 2 != 0 || b1_shape_ok(v.k, v.n / 2))
+        let rows_ok = rows == 1 || (program.one_row_each() && rows <= mm::b1_tokens_default_max(v.bits));
+        rows_ok && v.binary_gemv_ok() && b1_shape_ok(v.k, v.n) && (v.n % 2 != 0 || b1_shape_ok(v.k, v.n / 2))
     };
     let fits = |w, swiglu: bool| {
         let v = matrix(w);
         let n_out = if swiglu { v.n / 2 } else { v.n };
-        mm::planes_out_fits(b.launcher(), v.bits, n_out, v.k, swiglu).unwrap_or(false)
+        mm::planes_out_fits(b.launcher(), v.bits, n_out, v.k, swiglu, rows).unwrap_or(false)
     };
     let group = if dims.shape.n_kv == 0 || !dims.shape.n_q.is_multiple_of(dims.shape.n_kv) { 0 } else { dims.shape.n_q / dims.shape.n_kv };
     let attention_planes = decode_planes_entry_point(group, dims.shape.head_dim).is_some();
@@ -198,9 +202,10 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
                     Planes::Ffn => dims.ffn,
                     Planes::Rot(k) => k,
                 };
-                *planes.slot(p) = Some(B1Planes::new(stream, k).map_err(device_err("decode planes"))?);
+                // Planes steps exist only where every sequence has one row: a row per sequence.
+                *planes.slot(p) = Some(B1Planes::new_rows(stream, k, rows).map_err(device_err("decode planes"))?);
                 // Per group 96 plane words, (s, X), one sum of squares; per input one u64 staging word.
-                b.count_alloc::<u32>(k / 128 * 99 + 2 * k);
+                b.count_alloc::<u32>(rows * (k / 128 * 99 + 2 * k));
             }
         }
         if matches!(step, Step::QkvRope { .. }) && planes.rope_staged.is_none() {
