@@ -126,6 +126,7 @@ mod tests {
         ("_gemv_b1_tiles", "gemv_b1_tiles_body"),
         ("group_norm_normalize", "group_norm_normalize_body"),
         ("_seqs", "attention_decode_body"),
+        ("_seqs_planes", "attention_decode_body"),
         ("attention_decode_g1_hd64", "attention_decode_body"),
         ("attention_decode_g2_hd64", "attention_decode_body"),
         ("attention_decode_g4_hd64", "attention_decode_body"),

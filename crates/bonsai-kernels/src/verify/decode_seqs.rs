@@ -6,6 +6,7 @@
 
 use half::f16;
 
+use super::attention_planes::{floats_identical, planes_words, words_equal};
 use super::attention::{decode_bound, f16_bits, qk_norm_rope_bound, BoundInputs, DECODE_WIDE_LANES, GENERAL, SPARE_BLOCKS};
 use super::gpu::{download, poisoned, upload};
 use super::shapes::{Geometry, ShapeSet, MODELS, SMALL};
@@ -13,6 +14,7 @@ use super::{Comparison, Ctx, VerifyError};
 use crate::launch;
 use crate::launch::attention::AttentionScratch;
 use crate::launch::decode_seqs::{DeviceSeqTable, SeqTableBuilder};
+use crate::launch::matmul::{B1Planes, B1_GROUP_WORDS};
 use crate::launch::qk_norm_rope::RopeTableView;
 use crate::ops::{self, HeadShape, KvCache, QkvRows};
 use crate::rope::RopeTable;
@@ -53,6 +55,17 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         sample_rows(ctx, 64, 151_936)?;
     }
     Ok(())
+}
+
+/// Row `row`'s words of `words` ([`planes_words`] of planes of `rows` rows of `groups` groups
+/// each), in the order [`planes_words`] gives one row's.
+fn row_words(words: &[u32], rows: usize, groups: usize, row: usize) -> Vec<u32> {
+    let plane_words = groups * B1_GROUP_WORDS;
+    let (gsx0, sq0) = (rows * plane_words, rows * plane_words + rows * 2 * groups);
+    let mut out = words[row * plane_words..(row + 1) * plane_words].to_vec();
+    out.extend(&words[gsx0 + row * 2 * groups..gsx0 + (row + 1) * 2 * groups]);
+    out.extend(&words[sq0 + row * groups..sq0 + (row + 1) * groups]);
+    out
 }
 
 /// One sequence of a check: its row in the batch, position and block table (into every layer's
@@ -143,6 +156,16 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     launch::decode_seqs::attention_decode_seqs(ctx.gpu(), &qd, &table, layer, work, &mut od)?;
     let out = download(&ctx.stream, &od)?;
     let counters_left: Vec<u32> = download(&ctx.stream, &counters)?;
+    // The same attention writing its outputs' planes too (before the positions move on).
+    let with_planes = if launch::decode_seqs::seqs_planes_supported(shape) {
+        let mut od2 = poisoned(&ctx.stream, out_len)?;
+        let mut planes = B1Planes::new_rows(&ctx.stream, shape.q_len(), rows)?;
+        let work = AttentionScratch { partials: &mut partials, counters: &mut counters };
+        launch::decode_seqs::attention_decode_seqs_planes(ctx.gpu(), &qd, &table, layer, work, &mut od2, &mut planes)?;
+        Some((download(&ctx.stream, &od2)?, planes))
+    } else {
+        None
+    };
     launch::decode_seqs::position_advance_seqs(ctx.gpu(), &table)?;
     let mut positions_after = Vec::new();
     for p in &pos_d {
@@ -222,6 +245,25 @@ fn check(ctx: &mut Ctx, g: &Geometry, positions: &[usize], rot_dims: usize) -> R
     let cmp = Comparison::of(&got_a, &want_a, |i| if i < n_out { bound_a[i] } else { 0.0 });
     let entry = format!("attention_decode_g{}_hd{hd}_seqs", shape.n_q / shape.n_kv);
     ctx.record("attention_decode_seqs", &format!("{} seqs={n} {entry}", g.name), cmp);
+
+    // 2b. With the outputs' planes (groups 1 / 2 / 4 / 8 at head_dim 128): the same outputs bit
+    // for bit (the same kernel body), and each sequence's row of planes exactly what
+    // gemv_b1_prepare makes of its output row (the same arithmetic on the same floats).
+    if let Some((out2, planes)) = &with_planes {
+        let k = shape.q_len();
+        let label = format!("{} seqs={n} attention_decode_g{}_hd{hd}_seqs_planes", g.name, shape.n_q / shape.n_kv);
+        ctx.record("attention_decode_seqs", &format!("{label} out"), floats_identical(out2, &out));
+        let (got_words, groups) = (planes_words(ctx, planes)?, k / crate::weights::GROUP);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for s in &seqs {
+            let row = upload(&ctx.stream, &out[s.row * k..(s.row + 1) * k])?;
+            let mut one = B1Planes::new(&ctx.stream, k)?;
+            launch::matmul::prepare_planes(ctx.gpu(), &row, &mut one)?;
+            want.extend(planes_words(ctx, &one)?);
+            got.extend(row_words(&got_words, rows, groups, s.row));
+        }
+        ctx.record("attention_decode_seqs", &format!("{label} planes"), words_equal(&got, &want));
+    }
 
     // 3. Positions: each one up by one, exactly.
     let got_p: Vec<f32> = positions_after.iter().map(|&p| p as f32).collect();

@@ -17,6 +17,7 @@ use crate::launch::{
     as_i32, check_kv_pools, check_kv_table, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu,
     HeadShape, LaunchError,
 };
+use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
 
 const OP: &str = "decode_seqs";
@@ -228,10 +229,53 @@ pub fn attention_decode_seqs(
     work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    launch_attention_seqs(gpu, qkv, table, layer, work, out, None)
+}
+
+/// [`attention_decode_seqs`] that also writes each output row's gemv_b1 planes into `planes`
+/// (K = n_q * head_dim, the batch's rows: the next GEMV's input; `attention_decode_g*_hd128_seqs_planes`,
+/// [`seqs_planes_supported`]).
+pub fn attention_decode_seqs_planes(
+    gpu: Gpu<'_>,
+    qkv: &impl DevicePtr<f32>,
+    table: &DeviceSeqTable,
+    layer: usize,
+    work: AttentionScratch<'_>,
+    out: &mut impl DevicePtrMut<f32>,
+    planes: &mut B1Planes,
+) -> Result<(), LaunchError> {
+    let held = table.held(layer)?;
+    if !seqs_planes_supported(held.shape) {
+        return Err(shape(OP, format!("no batched decode attention with planes for {:?} (head_dim 128, group 1/2/4/8)", held.shape)));
+    }
+    if planes.k() != held.shape.q_len() || planes.rows() < held.rows {
+        return Err(shape(OP, format!("planes of {} x K = {} for {} rows of {} outputs", planes.rows(), planes.k(), held.rows, held.shape.q_len())));
+    }
+    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
+    launch_attention_seqs(gpu, qkv, table, layer, work, out, Some(ptrs))
+}
+
+/// Whether [`attention_decode_seqs_planes`] has a kernel for `shape` (the single-sequence
+/// `_planes` kernel's groups at head_dim 128).
+pub fn seqs_planes_supported(shape: HeadShape) -> bool {
+    let group = if shape.n_kv == 0 || shape.n_q % shape.n_kv != 0 { 0 } else { shape.n_q / shape.n_kv };
+    shape.head_dim == 128 && matches!(group, 1 | 2 | 4 | 8)
+}
+
+fn launch_attention_seqs(
+    gpu: Gpu<'_>,
+    qkv: &impl DevicePtr<f32>,
+    table: &DeviceSeqTable,
+    layer: usize,
+    work: AttentionScratch<'_>,
+    out: &mut impl DevicePtrMut<f32>,
+    planes: Option<(u64, u64, u64)>,
+) -> Result<(), LaunchError> {
     let held = table.held(layer)?;
     let shape_ = held.shape;
     let group = shape_.n_q / shape_.n_kv.max(1);
-    let name = format!("attention_decode_g{group}_hd{}_seqs", shape_.head_dim);
+    let suffix = if planes.is_some() { "_planes" } else { "" };
+    let name = format!("attention_decode_g{group}_hd{}_seqs{suffix}", shape_.head_dim);
     if !attention_supported(shape_) {
         return Err(shape(OP, format!("no batched decode attention for {shape_:?}")));
     }
@@ -265,11 +309,16 @@ pub fn attention_decode_seqs(
     let (o_p, _d) = write_ptr(out, gpu.stream);
     let mut l = Launch::new(gpu, function);
     l.arg(&q_p).arg(&ints[0]).arg(&ints[1]).arg(&seqs_p).arg(&kv_p).arg(&ints[2]).arg(&s_p).arg(&ints[3]).arg(&ints[4]).arg(&c_p).arg(&o_p);
-    // SAFETY: matches attention_decode_g*_hd*_seqs's signature; qkv and out hold the table's rows
-    // (checked above), the pools, block tables and positions were checked by the table builder
-    // from live buffers, and the block table entries of the positions read name pool blocks (the
-    // KvCache contract); scratch and counters hold one block per sequence (checked above); the
-    // kernel turns a position >= max_seq into NaN output instead of reading past the table.
+    if let Some((planes_p, gsx_p, sq_p)) = &planes {
+        l.arg(planes_p).arg(gsx_p).arg(sq_p);
+    }
+    // SAFETY: matches attention_decode_g*_hd*_seqs's signature (and `_seqs_planes`' three planes
+    // pointers last, of a B1Planes of K = n_q * head_dim over the table's rows, checked by the
+    // caller); qkv and out hold the table's rows (checked above), the pools, block tables and
+    // positions were checked by the table builder from live buffers, and the block table entries
+    // of the positions read name pool blocks (the KvCache contract); scratch and counters hold one
+    // block per sequence (checked above); the kernel turns a position >= max_seq into NaN output
+    // instead of reading past the table.
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

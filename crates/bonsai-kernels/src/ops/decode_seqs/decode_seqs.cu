@@ -51,32 +51,40 @@ extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, i
 
 // grid (n_kv, n_splits, n) of ATT_DEC_WARPS warps: sequence blockIdx.z's decode attention, with
 // its own n_q * n_splits partials and n_kv counters (the single-sequence kernel's layout, one
-// block of each per sequence).
-template <int G, int HD>
+// block of each per sequence). PLANES: also its output row's gemv_b1 planes, at that row's groups
+// of planes of the batch's rows (row r's at group r * out_row_len / 128; att_dec_write_planes).
+template <int G, int HD, bool PLANES>
 __device__ __forceinline__ void attention_decode_seqs_body(const float* __restrict__ qkv, int qkv_row_len,
                                                            int out_row_len, const u64* __restrict__ seqs,
                                                            const u64* __restrict__ layer_kv, int max_seq,
                                                            float* __restrict__ partial, int n_splits,
                                                            int min_split_keys, u32* __restrict__ counters,
-                                                           float* __restrict__ out) {
+                                                           float* __restrict__ out, u32* __restrict__ planes,
+                                                           u32* __restrict__ gsx, float* __restrict__ group_sq) {
     const int i = blockIdx.z;
     const long long row = decode_seq_row(seqs, i);
     const int n_kv = gridDim.x;  // a column per kv head
-    attention_decode_body<G, HD, false>(
+    const long long row_groups = row * (out_row_len / GROUP_SIZE);
+    attention_decode_body<G, HD, PLANES>(
         qkv + row * qkv_row_len, decode_seq_pos(seqs, i), max_seq, n_kv, decode_seq_block_table(seqs, i),
         reinterpret_cast<const u16*>(layer_kv[0]), reinterpret_cast<const u16*>(layer_kv[1]),
         partial + (long long)i * n_kv * G * n_splits * (HD + 2), n_splits, min_split_keys,
-        counters + (long long)i * n_kv, out + row * out_row_len, nullptr, nullptr, nullptr);
+        counters + (long long)i * n_kv, out + row * out_row_len,
+        PLANES ? planes + row_groups * B1_GROUP_WORDS : nullptr, PLANES ? gsx + 2 * row_groups : nullptr,
+        PLANES ? group_sq + row_groups : nullptr);
 }
 
-#define ATT_DEC_SEQS_ENTRY_POINT(G, HD)                                                                              \
-    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE) attention_decode_g##G##_hd##HD##_seqs(    \
-        const float* __restrict__ qkv, int qkv_row_len, int out_row_len, const u64* __restrict__ seqs,               \
-        const u64* __restrict__ layer_kv, int max_seq, float* __restrict__ partial, int n_splits,                    \
-        int min_split_keys, u32* __restrict__ counters, float* __restrict__ out) {                                   \
-        /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */                          \
-        attention_decode_seqs_body<G, HD>(qkv, qkv_row_len, out_row_len, seqs, layer_kv, max_seq, partial, n_splits, \
-                                          min_split_keys, counters, out);                                            \
+#define ATT_DEC_SEQS_PARAMS                                                                                 \
+    const float *__restrict__ qkv, int qkv_row_len, int out_row_len, const u64 *__restrict__ seqs,          \
+        const u64 *__restrict__ layer_kv, int max_seq, float *__restrict__ partial, int n_splits,           \
+        int min_split_keys, u32 *__restrict__ counters, float *__restrict__ out
+#define ATT_DEC_SEQS_ARGS \
+    qkv, qkv_row_len, out_row_len, seqs, layer_kv, max_seq, partial, n_splits, min_split_keys, counters, out
+#define ATT_DEC_SEQS_ENTRY_POINT(G, HD)                                                                           \
+    extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)                                       \
+        attention_decode_g##G##_hd##HD##_seqs(ATT_DEC_SEQS_PARAMS) {                                              \
+        /* griddep_wait: in attention_decode_body, after pos0 and the older cache rows. */                        \
+        attention_decode_seqs_body<G, HD, false>(ATT_DEC_SEQS_ARGS, nullptr, nullptr, nullptr);                   \
     }
 // The groups and head_dims of the single-sequence decode kernel.
 ATT_DEC_SEQS_ENTRY_POINT(1, 64)
@@ -98,6 +106,27 @@ ATT_DEC_SEQS_ENTRY_POINT(8, 128)
 ATT_DEC_SEQS_ENTRY_POINT(1, 256)
 ATT_DEC_SEQS_ENTRY_POINT(2, 256)
 ATT_DEC_SEQS_ENTRY_POINT(6, 256)
+
+// With the outputs' planes (the output projection's x in a batched plan): the groups of the
+// single-sequence `_planes` kernel, head_dim 128 (whole 128-groups per head).
+#define ATT_DEC_SEQS_PLANES_PARAMS \
+    ATT_DEC_SEQS_PARAMS, u32 *__restrict__ planes, u32 *__restrict__ gsx, float *__restrict__ group_sq
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g1_hd128_seqs_planes(ATT_DEC_SEQS_PLANES_PARAMS) {
+    attention_decode_seqs_body<1, 128, true>(ATT_DEC_SEQS_ARGS, planes, gsx, group_sq);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g2_hd128_seqs_planes(ATT_DEC_SEQS_PLANES_PARAMS) {
+    attention_decode_seqs_body<2, 128, true>(ATT_DEC_SEQS_ARGS, planes, gsx, group_sq);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g4_hd128_seqs_planes(ATT_DEC_SEQS_PLANES_PARAMS) {
+    attention_decode_seqs_body<4, 128, true>(ATT_DEC_SEQS_ARGS, planes, gsx, group_sq);
+}
+extern "C" __global__ void __launch_bounds__(ATT_DEC_WARPS * WARP_SIZE)
+    attention_decode_g8_hd128_seqs_planes(ATT_DEC_SEQS_PLANES_PARAMS) {
+    attention_decode_seqs_body<8, 128, true>(ATT_DEC_SEQS_ARGS, planes, gsx, group_sq);
+}
 
 // Every sequence's position moves on by one (its token is now in the cache): thread i takes
 // sequence i of n.

@@ -9,6 +9,10 @@
 //!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
 //!   greedy picks ([`Step::PickRows`]) and, when every sequence has one row, the copy of the
 //!   last rows ([`Step::LastRowsAll`]). A graph of such a plan serves any set of sequences.
+//! * A batch of one-row sequences (a decode step of several) where the multi-token binary GEMV
+//!   serves a matrix: as one token below, on planes of m rows, written by the previous GEMV's
+//!   epilogue or the batched attention ([`Step::AttentionSeqsPlanes`]), else a prepare launch;
+//!   the embedding, RoPE, transforms and GEMV pairs keep their batched forms.
 //! * One token (decode of one sequence), where the binary GEMV serves a matrix: the GEMV reads
 //!   x as bit planes ([`Step::GemvPlanes`]). The op that produced x writes those planes itself
 //!   where it can: the embedding ([`Step::EmbedPlanes`]), the decode attention
@@ -104,6 +108,9 @@ pub enum Step {
     RopeKvWriteSeqs { qkv: Act, q_norm: VectorId, k_norm: VectorId, layer: usize },
     /// The attention op, one launch for all one-row sequences (the table), one per other.
     AttentionSeqs { qkv: Act, layer: usize, out: Act },
+    /// The attention op of a batch of one-row sequences (the table), also writing the planes of
+    /// its output rows.
+    AttentionSeqsPlanes { qkv: Act, layer: usize, out: Act, planes: Planes },
     /// The advance op, one launch for all one-row sequences (the table), one per other.
     AdvanceSeqs,
     /// LastRows where every sequence has one row: rows 0..B of `x` are the last rows, one copy.
@@ -159,6 +166,8 @@ pub struct Caps<'a> {
     pub embed_planes: bool,
     /// Whether the batched decode attention has a kernel for this head shape.
     pub attention_seqs: bool,
+    /// Whether it also has one writing its outputs' planes (of the batch's rows).
+    pub attention_seqs_planes: bool,
     /// Per matrix: its input width K.
     pub matrix_k: &'a dyn Fn(MatrixId) -> usize,
     /// Whether the one-launch transform with planes ([`Step::RotatePlanes`]) takes this block.
@@ -170,10 +179,12 @@ pub struct Caps<'a> {
 
 impl<'a> Caps<'a> {
     /// What a batch of one-row sequences keeps: the GEMVs on planes of m rows and their `_out`
-    /// epilogues; the embedding, attention, rope, transform and pair kernels that write or read
-    /// planes take one token.
+    /// epilogues, and the attention's planes where the batched kernel writes them (its
+    /// [`Step::AttentionPlanes`] becomes [`Step::AttentionSeqsPlanes`]); the embedding, rope,
+    /// transform and pair kernels that write or read planes take one token.
     fn for_batch(&self) -> Caps<'a> {
-        Caps { attention_planes: false, qkv_rope: &|_| false, embed_planes: false, rotate_planes: &|_| false, gemv_pair: &|_, _| false, ..*self }
+        let attention_planes = self.attention_seqs && self.attention_seqs_planes;
+        Caps { attention_planes, qkv_rope: &|_| false, embed_planes: false, rotate_planes: &|_| false, gemv_pair: &|_, _| false, ..*self }
     }
 }
 
@@ -259,6 +270,8 @@ fn seq_table_step(program: &Program, caps: &Caps<'_>, step: Step) -> Step {
     match step {
         Step::RopeKvWrite { qkv, q_norm, k_norm, layer } => Step::RopeKvWriteSeqs { qkv, q_norm, k_norm, layer },
         Step::Op(Op::Attention { qkv, layer, out }) if caps.attention_seqs => Step::AttentionSeqs { qkv, layer, out },
+        // Only a batch of one-row sequences has it (Caps::for_batch), all through the table.
+        Step::AttentionPlanes { qkv, layer, out, planes } => Step::AttentionSeqsPlanes { qkv, layer, out, planes },
         Step::Op(Op::Advance) => Step::AdvanceSeqs,
         Step::Op(Op::LastRows { x, out }) if program.one_row_each() => Step::LastRowsAll { x, out },
         Step::Op(Op::Pick(DevicePick::Greedy)) => Step::PickRows,

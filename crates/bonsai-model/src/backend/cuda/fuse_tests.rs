@@ -42,7 +42,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -141,9 +141,9 @@ fn a_batch_of_one_row_sequences_runs_its_gemvs_on_planes_of_m_rows() {
     let all = |_: MatrixId| true;
     let s = steps(vec![1; 4], true, &all, true);
     let layer = |l: usize| ids().layers[l];
-    // The embedding and attention have one-token planes kernels only: a prepare launch writes
-    // their planes; each GEMV's epilogue writes the next one's; RoPE, attention, the advance and
-    // the picks run through the sequence table.
+    // The embedding has a one-token planes kernel only: a prepare launch writes its planes; the
+    // batched attention writes its own, each GEMV's epilogue the next one's; RoPE, attention, the
+    // advance and the picks run through the sequence table.
     let mut want = vec![
         Step::Op(Op::Embed { table: ids().token_embd, out: Act::X }),
         Step::PreparePlanes { x: Act::X, norm: Some(layer(0).attn_norm), planes: Planes::Hidden },
@@ -154,8 +154,7 @@ fn a_batch_of_one_row_sequences_runs_its_gemvs_on_planes_of_m_rows() {
         want.extend([
             Step::GemvPlanes { w: w.qkv, planes: Planes::Hidden, normed: true, y: Act::Qkv, epilogue: Epilogue::Store, next: None },
             Step::RopeKvWriteSeqs { qkv: Act::Qkv, q_norm: w.q_norm, k_norm: w.k_norm, layer: l },
-            Step::AttentionSeqs { qkv: Act::Qkv, layer: l, out: Act::Attn },
-            Step::PreparePlanes { x: Act::Attn, norm: None, planes: Planes::Attn },
+            Step::AttentionSeqsPlanes { qkv: Act::Qkv, layer: l, out: Act::Attn, planes: Planes::Attn },
             Step::GemvPlanes { w: w.attn_output, planes: Planes::Attn, normed: false, y: Act::X, epilogue: Epilogue::Add, next: Some((Planes::Hidden, Some(w.ffn_norm))) },
             Step::GemvPlanes { w: w.gate_up, planes: Planes::Hidden, normed: true, y: Act::Ffn, epilogue: Epilogue::SwiGlu, next: Some((Planes::Ffn, None)) },
             Step::GemvPlanes { w: w.down, planes: Planes::Ffn, normed: false, y: Act::X, epilogue: Epilogue::Add, next: Some((Planes::Hidden, Some(next_norm))) },
@@ -167,10 +166,19 @@ fn a_batch_of_one_row_sequences_runs_its_gemvs_on_planes_of_m_rows() {
         Step::PickRows,
     ]);
     assert_eq!(s, want);
-    // Without one-wave grids for the epilogues: a prepare before every GEMV but the head's...
+    // Without one-wave grids for the epilogues: a prepare before each GEMV but the attention
+    // output's...
     let s = steps(vec![1; 4], true, &all, false);
     let prepares = s.iter().filter(|s| matches!(s, Step::PreparePlanes { .. })).count();
-    assert_eq!(prepares, 4 * LAYERS + 1, "{s:#?}");
+    assert_eq!(prepares, 3 * LAYERS + 1, "{s:#?}");
+    // ...without the batched attention's planes kernel (a head shape it lacks), a prepare after
+    // each attention instead...
+    let program = forward_program(dims(), &ids(), vec![1; 4], LogitRows::Last);
+    let (fits, rope) = (|_: MatrixId, _: bool| true, |_: MatrixId| true);
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: false, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
+    assert_eq!(s.iter().filter(|s| matches!(s, Step::PreparePlanes { planes: Planes::Attn, .. })).count(), LAYERS, "{s:#?}");
+    assert!(s.iter().all(|s| !matches!(s, Step::AttentionPlanes { .. } | Step::AttentionSeqsPlanes { .. })), "{s:#?}");
     // ...and with a prefilling sequence in the batch, no planes at all.
     let s = steps(vec![1, 1, 3], true, &all, true);
     assert!(s.iter().all(|s| !matches!(s, Step::PreparePlanes { .. } | Step::GemvPlanes { .. })), "{s:#?}");
@@ -184,7 +192,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -200,7 +208,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -337,7 +345,7 @@ mod hybrid {
             attention_planes: true,
             qkv_rope: &rope,
             embed_planes: true,
-            attention_seqs: true,
+            attention_seqs: true, attention_seqs_planes: true,
             matrix_k: &matrix_k,
             rotate_planes: &rotate_ok,
             gemv_pair: &move |_, _| pair,
@@ -493,7 +501,7 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -520,7 +528,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {

@@ -161,6 +161,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
     let whole_head_rope = weights.rope.rot_dims == dims.shape.head_dim;
     let qkv_rope = |w| whole_head_rope && dims.shape.head_dim == bonsai_kernels::GROUP && fits(w, false);
     let attention_seqs = decode_seqs::attention_supported(dims.shape);
+    let attention_seqs_planes = decode_seqs::seqs_planes_supported(dims.shape);
     let matrix_k = |w| matrix(w).k;
     let rotate_planes = bonsai_kernels::launch::hadamard::rotate_planes_block_ok;
     let gemv_pair = |w1, w2| {
@@ -174,6 +175,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         qkv_rope: &qkv_rope,
         embed_planes: true,
         attention_seqs,
+        attention_seqs_planes,
         matrix_k: &matrix_k,
         rotate_planes: &rotate_planes,
         gemv_pair: &gemv_pair,
@@ -189,6 +191,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
             Step::EmbedPlanes { planes, .. }
             | Step::PreparePlanes { planes, .. }
             | Step::AttentionPlanes { planes, .. }
+            | Step::AttentionSeqsPlanes { planes, .. }
             | Step::RotatePlanes { planes, .. } => std::slice::from_ref(planes),
             Step::GemvPlanes { planes: p, next: Some((n, _)), .. } => &[*p, *n],
             Step::GemvPlanes { planes, .. } | Step::QkvRope { planes, .. } | Step::GemvPair { planes, .. } => std::slice::from_ref(planes),
@@ -409,7 +412,7 @@ fn run_steps(
             b.lib.record_launches();
         }
         let ran = match seqs.as_mut() {
-            Some(seqs) if is_seqs_step(step) => run_seqs_step(b, program, seqs, step, env),
+            Some(seqs) if is_seqs_step(step) => run_seqs_step(b, program, seqs, planes, step, env),
             _ => run_step(b, program, planes, step, rows, env, per_q_head),
         };
         if record {
@@ -424,7 +427,12 @@ fn run_steps(
 fn is_seqs_step(step: &Step) -> bool {
     matches!(
         step,
-        Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows
+        Step::RopeKvWriteSeqs { .. }
+            | Step::AttentionSeqs { .. }
+            | Step::AttentionSeqsPlanes { .. }
+            | Step::AdvanceSeqs
+            | Step::LastRowsAll { .. }
+            | Step::PickRows
     )
 }
 
@@ -434,6 +442,7 @@ fn run_seqs_step(
     b: &CudaBackend,
     program: &Program,
     seqs: &mut SeqScratch,
+    planes: &mut PlanesScratch,
     step: &Step,
     env: &mut RunEnv<'_, CudaBackend>,
 ) -> Result<(), BackendError> {
@@ -464,6 +473,16 @@ fn run_seqs_step(
                 let Some(rows) = multi_row(s) else { continue };
                 b.attention(qkv, rows, dims.shape, &seq.pos, &kv[layer], &seq.table, out)?;
             }
+        }
+        Step::AttentionSeqsPlanes { qkv, layer, out, planes: p } => {
+            // fuse plans it only where every sequence has one row (all in the table).
+            if !program.one_row_each() {
+                return Err(BackendError::Device(format!("{step:?} in a batch with a multi-row sequence")));
+            }
+            let (qkv, out) = acts.pair(qkv, out)?;
+            let work = bonsai_kernels::launch::attention::AttentionScratch { partials: &mut seqs.partials, counters: &mut seqs.counters };
+            decode_seqs::attention_decode_seqs_planes(b.launcher(), qkv, &seqs.table, layer, work, out, planes.get_mut(p)?)
+                .map_err(device_err("attention_decode_seqs_planes"))?;
         }
         Step::AdvanceSeqs => {
             decode_seqs::position_advance_seqs(b.launcher(), &seqs.table).map_err(device_err("position_advance_seqs"))?;
@@ -516,7 +535,12 @@ fn run_step(
         let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
         match *step {
             Step::Op(_) => unreachable!("ran above"),
-            Step::RopeKvWriteSeqs { .. } | Step::AttentionSeqs { .. } | Step::AdvanceSeqs | Step::LastRowsAll { .. } | Step::PickRows => {
+            Step::RopeKvWriteSeqs { .. }
+            | Step::AttentionSeqs { .. }
+            | Step::AttentionSeqsPlanes { .. }
+            | Step::AdvanceSeqs
+            | Step::LastRowsAll { .. }
+            | Step::PickRows => {
                 return Err(BackendError::Device(format!("{step:?} in a plan without a sequence table")));
             }
             Step::NormMatmul { x, norm, w: m, y, store } => {
@@ -682,6 +706,7 @@ fn step_name(step: &Step) -> String {
         Step::RopeKvWrite { .. } => "qk_norm_rope+kv_write".into(),
         Step::RopeKvWriteSeqs { .. } => "qk_norm_rope+kv_write (sequence table)".into(),
         Step::AttentionSeqs { .. } => "attention (sequence table)".into(),
+        Step::AttentionSeqsPlanes { .. } => "attention+planes (sequence table)".into(),
         Step::AdvanceSeqs => "advance (sequence table)".into(),
         Step::LastRowsAll { .. } => "last rows (one copy)".into(),
         Step::PickRows => "greedy pick (all rows)".into(),
