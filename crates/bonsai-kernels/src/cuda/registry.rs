@@ -581,7 +581,8 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/hadamard/hadamard.cu",
         text: include_str!("../ops/hadamard/hadamard.cu"),
-        entry_points: &["hadamard_block_in_smem", "hadamard_blocks_in_warps", "hadamard_rotate_planes"],
+        entry_points: &["hadamard_block_in_smem", "hadamard_blocks_in_warps", "hadamard_rotate_planes",
+            "hadamard_rotate_planes_rows"],
     },
     KernelSource {
         path: "ops/ssm_conv/ssm_conv.cu",

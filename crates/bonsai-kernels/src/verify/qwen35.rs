@@ -115,7 +115,12 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         RotateCase { width: 512, block: 256, norm: true, keep_normed: true, keep_rot: true, perm: None, gated: 32 },
     ];
     for case in rotations {
-        rotate_planes(ctx, case)?;
+        rotate_planes(ctx, case, 1)?;
+    }
+    // A batched decode step's rows (`hadamard_rotate_planes_rows`): the normed, the permuted and
+    // the gated-norm inputs, and block 128.
+    for i in [0, 2, 4, 9] {
+        rotate_planes(ctx, rotations[i], 3)?;
     }
     for (rows, channels, kernel) in convs {
         ssm_conv(ctx, rows, channels, kernel)?;
@@ -246,34 +251,35 @@ struct RotateCase {
 }
 
 /// hadamard_rotate_planes against rms_norm or gated_rms_norm (when normed), hadamard and
-/// gemv_b1_prepare one after the other: normed row, rotated row and planes bit-identical; and the rotated row against
-/// `reference_normed` (the same bound as the two ops' composed, derived below).
-fn rotate_planes(ctx: &mut Ctx, case: RotateCase) -> Result<(), VerifyError> {
+/// gemv_b1_prepare one after the other, on `rows` rows: normed rows, rotated rows and planes
+/// bit-identical; and one rotated row against `reference_normed` (the same bound as the two ops'
+/// composed, derived below).
+fn rotate_planes(ctx: &mut Ctx, case: RotateCase, rows: usize) -> Result<(), VerifyError> {
     let RotateCase { width, block, norm, keep_normed, keep_rot, perm, gated } = case;
     const EPS: f32 = 1e-6;
-    let x = ctx.rng.activations(width, 3.0);
-    let z = ctx.rng.activations(width, 4.0);
+    let x = ctx.rng.activations(rows * width, 3.0);
+    let z = ctx.rng.activations(rows * width, 4.0);
     let weight: Vec<f32> = ctx.rng.activations(if gated > 0 { gated } else { width }, 2.0);
     let signs: Vec<f32> = (0..width).map(|_| if ctx.rng.next_u32() & 1 == 0 { 1.0 } else { -1.0 }).collect();
     let (xd, wd, sd) = (upload(&ctx.stream, &x)?, upload(&ctx.stream, &weight)?, upload(&ctx.stream, &signs)?);
     let zd = upload(&ctx.stream, &z)?;
     // The three launches.
-    let mut normed_chain = poisoned(&ctx.stream, width)?;
-    let mut rot_chain = poisoned(&ctx.stream, width)?;
-    let mut planes_chain = B1Planes::new(&ctx.stream, width)?;
+    let mut normed_chain = poisoned(&ctx.stream, rows * width)?;
+    let mut rot_chain = poisoned(&ctx.stream, rows * width)?;
+    let mut planes_chain = B1Planes::new_rows(&ctx.stream, width, rows)?;
     if norm && gated > 0 {
-        launch::gated_rms_norm::gated_rms_norm(ctx.gpu(), &xd, &zd, &wd, EPS, width / gated, gated, &mut normed_chain)?;
+        launch::gated_rms_norm::gated_rms_norm(ctx.gpu(), &xd, &zd, &wd, EPS, rows * width / gated, gated, &mut normed_chain)?;
     } else if norm {
-        launch::rms_norm::rms_norm(ctx.gpu(), &xd, &wd, EPS, 1, width, &mut normed_chain)?;
+        launch::rms_norm::rms_norm(ctx.gpu(), &xd, &wd, EPS, rows, width, &mut normed_chain)?;
     }
     let rot_in = if norm { &normed_chain } else { &xd };
-    launch::hadamard::hadamard(ctx.gpu(), rot_in, &sd, width, block, false, perm, 1, &mut rot_chain)?;
+    launch::hadamard::hadamard(ctx.gpu(), rot_in, &sd, width, block, false, perm, rows, &mut rot_chain)?;
     launch::matmul::prepare_planes(ctx.gpu(), &rot_chain, &mut planes_chain)?;
-    // The fused launch, over planes holding another row's (every word must be rewritten).
-    let mut normed = poisoned(&ctx.stream, width)?;
-    let mut rot = poisoned(&ctx.stream, width)?;
-    let mut planes = B1Planes::new(&ctx.stream, width)?;
-    let junk = upload(&ctx.stream, &ctx.rng.activations(width, 5.0))?;
+    // The fused launch, over planes holding other rows' (every word must be rewritten).
+    let mut normed = poisoned(&ctx.stream, rows * width)?;
+    let mut rot = poisoned(&ctx.stream, rows * width)?;
+    let mut planes = B1Planes::new_rows(&ctx.stream, width, rows)?;
+    let junk = upload(&ctx.stream, &ctx.rng.activations(rows * width, 5.0))?;
     launch::matmul::prepare_planes(ctx.gpu(), &junk, &mut planes)?;
     let gate = (gated > 0).then_some(RotateGate { z: &zd, head_dim: gated });
     let row_norm = norm.then(|| RotateNorm { weight: &wd, eps: EPS, gate, out: keep_normed.then_some(&mut normed) });
@@ -288,7 +294,7 @@ fn rotate_planes(ctx: &mut Ctx, case: RotateCase) -> Result<(), VerifyError> {
         if keep_normed { " (kept)" } else { "" },
         if perm.is_some() { " tiled->grouped" } else { "" },
         if keep_rot { " +row" } else { "" }
-    );
+    ) + &if rows > 1 { format!(" rows={rows}") } else { String::new() };
     let (got, want) = (planes_words(ctx, &planes)?, planes_words(ctx, &planes_chain)?);
     ctx.record("hadamard_rotate_planes", &format!("{kind} planes"), words_equal(&got, &want));
     if norm && keep_normed {
@@ -298,6 +304,10 @@ fn rotate_planes(ctx: &mut Ctx, case: RotateCase) -> Result<(), VerifyError> {
     if keep_rot {
         let (got, want) = (download(&ctx.stream, &rot)?, download(&ctx.stream, &rot_chain)?);
         ctx.record("hadamard_rotate_planes", &format!("{kind} rotated row"), floats_identical(&got, &want));
+        if rows > 1 {
+            // Each row is bit-identical to the chain's; the chain's rows are its one-row checks'.
+            return Ok(());
+        }
         // Against the definition: the normed values within ε_n relative (rms_norm's bound
         // γ_{W+1} + 8u, any summation order; gated_rms_norm's γ_{d+1} + 16u plus the smallest
         // normal f32), carried through H (entries ±1/sqrt(n)); the transform's own error as

@@ -111,7 +111,7 @@ fn launch_transform(
         // signs: rows and heads of whole float4s, 16-byte aligned bases.
         let vec4 = i32::from(width.is_multiple_of(4) && perm_hd % 4 == 0 && (x_p | s_p).is_multiple_of(16));
         let rows_i = as_i32(OP, "rows", rows)?;
-        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+        let cfg = LaunchConfig { grid_dim: (ctas, rows as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
         let mut l = Launch::new(gpu, func);
         l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&rows_i).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i).arg(&vec4);
         l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
@@ -189,6 +189,8 @@ pub fn rotate_planes_block_ok(block: usize) -> bool {
 /// written to `rot` when given, and r's bit planes into `planes` (K = `width`): in one launch,
 /// bit for bit what `rms_norm` (or `gated_rms_norm`), the forward [`hadamard`] and
 /// `prepare_planes` produce one after the other (ops/hadamard/mod.rs, "Fused with the norm and the planes").
+/// Planes of m rows ([`B1Planes::new_rows`]: a batched decode step) take m rows of x (and of the
+/// gate, the normed and the rotated rows), each row as one launch of its own would.
 #[allow(clippy::too_many_arguments)]
 pub fn rotate_planes(
     gpu: Gpu<'_>,
@@ -209,10 +211,12 @@ pub fn rotate_planes(
     if planes.k() != width {
         return Err(shape(OP, format!("planes of K = {} for a row of {width}", planes.k())));
     }
+    let rows = planes.rows();
+    let values = rows * width;
     expect_at_least(OP, "signs", signs.len(), width)?;
-    expect_at_least(OP, "x", x.len(), width)?;
+    expect_at_least(OP, "x", x.len(), values)?;
     if let Some(r) = &rot {
-        expect_at_least(OP, "rot", r.len(), width)?;
+        expect_at_least(OP, "rot", r.len(), values)?;
     }
     let stream = gpu.stream;
     let (x_p, _gx) = read_ptr(x, stream);
@@ -233,7 +237,7 @@ pub fn rotate_planes(
                         return Err(shape(OP, format!("gated heads of {head_dim} must tile the block {block} and the permuted heads")));
                     }
                     expect_at_least(OP, "norm weights", weight.len(), head_dim)?;
-                    expect_at_least(OP, "gate", z.len(), width)?;
+                    expect_at_least(OP, "gate", z.len(), values)?;
                     let (p, g) = read_ptr(z, stream);
                     ((p, Some(g)), as_i32(OP, "head_dim", head_dim)?)
                 }
@@ -244,7 +248,7 @@ pub fn rotate_planes(
             };
             let xn = match out {
                 Some(o) => {
-                    expect_at_least(OP, "normed x", o.len(), width)?;
+                    expect_at_least(OP, "normed x", o.len(), values)?;
                     let (p, g) = write_ptr(o, stream);
                     (p, Some(g))
                 }
@@ -259,7 +263,7 @@ pub fn rotate_planes(
     // start 16-byte aligned: the same path gives the same partial sums.
     let vec4 = i32::from(width % 4 == 0 && (x_p | w_p | xn_p) % 16 == 0);
     let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
-    let func = gpu.function("hadamard_rotate_planes")?;
+    let func = gpu.function(if rows > 1 { "hadamard_rotate_planes_rows" } else { "hadamard_rotate_planes" })?;
     // The block, the 32-float scratch and the block's heads' 1/rms: a few KB, so the CTA shares
     // its SM (a whole SM's shared memory would wait for an SM the previous kernel's CTAs have all
     // left).
@@ -272,16 +276,16 @@ pub fn rotate_planes(
     // partial sums), at most 1024: the widest block holds 8 values per thread.
     let threads = (block / 4).clamp(RMS_NORM_THREADS, 1024) as u32;
     let ctas = (width / block) as u32;
-    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+    let cfg = LaunchConfig { grid_dim: (ctas, rows as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
     let scale = 1.0 / (block as f32).sqrt();
     let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
     let mut l = Launch::new(gpu, func);
     l.arg(&x_p).arg(&w_p).arg(&eps).arg(&vec4).arg(&z_p).arg(&head_dim).arg(&xn_p).arg(&s_p).arg(&r_p).arg(&width_i).arg(&block_i).arg(&scale);
     l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&planes_p).arg(&gsx_p).arg(&sq_p);
     // SAFETY: matches hadamard_rotate_planes(x, norm_w, eps, vec4, z, head_dim, xn, signs, rot,
-    // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq): x, signs, z,
-    // xn and rot (each or null) hold width floats, the norm weights width (head_dim when gated),
-    // the planes K = width (checked above); the permutation maps [0, width) onto itself and moves
+    // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq) and its `_rows`
+    // twin: x, z, xn and rot (each or null) hold rows x width floats, signs width, the norm
+    // weights width (head_dim when gated), the planes rows of K = width (checked above); the permutation maps [0, width) onto itself and moves
     // whole gated heads; the shared memory holds block + 32 + block / head_dim floats (opted in past
     // the default); the CTA's warps loop over the block's heads and 128-groups, and its threads
     // hold the block within ROTATE_PER_THREAD values each (asserted above).

@@ -462,3 +462,24 @@ extern "C" __global__ void __launch_bounds__(1024) hadamard_rotate_planes(HADAMA
     else
         hadamard_rotate_planes_two_groups(HADAMARD_ROTATE_ARGS);
 }
+
+// A batch's rows (a decode step of several sequences): row blockIdx.y's x, z, xn, rot and planes
+// (row r's at group r width / 128), each row exactly as hadamard_rotate_planes does one; the norm
+// weights and signs are every row's. A separate entry point: the one-row kernel's SASS stays as
+// it is (the decode chain's latency).
+extern "C" __global__ void __launch_bounds__(1024) hadamard_rotate_planes_rows(HADAMARD_ROTATE_PARAMS) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const long long row = blockIdx.y, values = row * width, groups = row * (width / GROUP_SIZE);
+    x += values;
+    if (z != nullptr) z += values;
+    if (xn != nullptr) xn += values;
+    if (rot != nullptr) rot += values;
+    planes += groups * B1_GROUP_WORDS;
+    gsx += 2 * groups;
+    group_sq += groups;
+    if (block / GROUP_SIZE <= (int)(blockDim.x / WARP_SIZE))
+        hadamard_rotate_planes_body<1>(HADAMARD_ROTATE_ARGS);
+    else
+        hadamard_rotate_planes_two_groups(HADAMARD_ROTATE_ARGS);
+}

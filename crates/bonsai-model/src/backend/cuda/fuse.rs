@@ -11,8 +11,9 @@
 //!   last rows ([`Step::LastRowsAll`]). A graph of such a plan serves any set of sequences.
 //! * A batch of one-row sequences (a decode step of several) where the multi-token binary GEMV
 //!   serves a matrix: as one token below, on planes of m rows, written by the previous GEMV's
-//!   epilogue or the batched attention ([`Step::AttentionSeqsPlanes`]), else a prepare launch;
-//!   the embedding, RoPE, transforms and GEMV pairs keep their batched forms.
+//!   epilogue, a transform ([`Step::RotatePlanes`] of m rows) or the batched attention
+//!   ([`Step::AttentionSeqsPlanes`]), else a prepare launch; the embedding, RoPE and GEMV pairs
+//!   keep their batched forms.
 //! * One token (decode of one sequence), where the binary GEMV serves a matrix: the GEMV reads
 //!   x as bit planes ([`Step::GemvPlanes`]). The op that produced x writes those planes itself
 //!   where it can: the embedding ([`Step::EmbedPlanes`]), the decode attention
@@ -179,12 +180,13 @@ pub struct Caps<'a> {
 
 impl<'a> Caps<'a> {
     /// What a batch of one-row sequences keeps: the GEMVs on planes of m rows and their `_out`
-    /// epilogues, and the attention's planes where the batched kernel writes them (its
-    /// [`Step::AttentionPlanes`] becomes [`Step::AttentionSeqsPlanes`]); the embedding, rope,
-    /// transform and pair kernels that write or read planes take one token.
+    /// epilogues, the transforms writing planes (a row per sequence), and the attention's planes
+    /// where the batched kernel writes them (its [`Step::AttentionPlanes`] becomes
+    /// [`Step::AttentionSeqsPlanes`]); the embedding, rope and pair kernels that write or read
+    /// planes take one token.
     fn for_batch(&self) -> Caps<'a> {
         let attention_planes = self.attention_seqs && self.attention_seqs_planes;
-        Caps { attention_planes, qkv_rope: &|_| false, embed_planes: false, rotate_planes: &|_| false, gemv_pair: &|_, _| false, ..*self }
+        Caps { attention_planes, qkv_rope: &|_| false, embed_planes: false, gemv_pair: &|_, _| false, ..*self }
     }
 }
 

@@ -483,17 +483,22 @@ fn without_the_fused_transform_hybrid_layers_run_norm_transform_and_prepare_apar
 
 #[test]
 fn batches_and_prefill_keep_their_transforms_as_ops() {
-    for rows in [vec![4], vec![1, 1], vec![2, 7], vec![64]] {
+    for rows in [vec![4], vec![2, 7], vec![64]] {
         let s = hybrid::steps(rows.clone(), true);
         assert!(s.iter().all(|(s, _)| !matches!(s, Step::RotatePlanes { .. } | Step::GemvPair { .. })), "{rows:?}");
-        // A batch of one-row sequences runs its GEMVs on planes of m rows (a prepare launch after
-        // each transform); a prefill none.
-        let planes = s.iter().any(|(s, _)| matches!(s, Step::PreparePlanes { .. } | Step::GemvPlanes { .. }));
-        assert_eq!(planes, rows == [1, 1], "{rows:?}");
+        assert!(s.iter().all(|(s, _)| !matches!(s, Step::PreparePlanes { .. } | Step::GemvPlanes { .. })), "{rows:?}");
         let transforms = s.iter().filter(|(s, _)| matches!(s, Step::Op(Op::Hadamard { .. }))).count();
         // Four per layer, the head's and the embedding's inverse.
         assert_eq!(transforms, 4 * 4 + 2, "{rows:?}");
     }
+    // A batch of one-row sequences: its GEMVs on planes of m rows, each forward transform one
+    // launch writing them, as for one token, but no GEMV pair (one token's kernel).
+    let one = hybrid::steps(vec![1], true);
+    let batch = hybrid::steps(vec![1, 1], true);
+    let rotations = |s: &[(Step, usize)]| s.iter().filter(|(s, _)| matches!(s, Step::RotatePlanes { .. })).count();
+    assert_eq!(rotations(&batch), rotations(&one));
+    assert_eq!(rotations(&batch), 4 * 4 + 1, "{batch:#?}");
+    assert!(batch.iter().all(|(s, _)| !matches!(s, Step::GemvPair { .. } | Step::QkvRope { .. })), "{batch:#?}");
 }
 
 #[test]
