@@ -136,7 +136,7 @@ pub use super::matmul_b1::B1_MAX_TOKENS;
 /// batches: the multi-token binary GEMV").
 pub fn b1_tokens_default_max(bits: QuantBits) -> usize {
     match bits {
-        QuantBits::One => 6,
+        QuantBits::One => 7,
         QuantBits::Two => B1_MAX_TOKENS,
     }
 }
