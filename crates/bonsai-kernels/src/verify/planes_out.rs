@@ -78,8 +78,8 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
                 check_embed(ctx, vocab, k, bits, normed)?;
             }
             for &(n_out, k, epilogue) in &cases {
-                // 2 and 3 tokens: the multi-token GEMV's `_out` (a batched step's planes).
-                for tokens in [1, 2, 3] {
+                // 2, 3 and 7 tokens: the multi-token GEMV's `_out` entry points of 2, 4 and 8 tokens (a batched step's planes).
+                for tokens in [1, 2, 3, 7] {
                     check(ctx, n_out, k, epilogue, bits, normed, tokens)?;
                 }
             }
