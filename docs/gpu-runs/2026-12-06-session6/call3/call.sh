@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Call 3: main (.gpu/m, the commit of this folder) verify of the batched planes groups (the 8-token
+# `_out` entry points at 7 tokens, the batched transforms), the checks; on an H200, the headline.
+set -uo pipefail
+OUT=$1; L=$(mktemp -d)
+cd "$(dirname "$0")/../../../.."
+tar xzf .gpu/m/main.tgz -C .gpu/m; M=$PWD/.gpu/m/bonsai
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > $L/env.log 2>&1; cp $L/env.log $OUT/
+r() { local name=$1; shift; echo "== $name: $*" >> $L/summary.log; local t0=$(date +%s); timeout ${LIMIT:-240} "$@" > $L/$name.log 2>&1; echo "rc=$? $(( $(date +%s)-t0 ))s" >> $L/summary.log; tail -${TAILN:-3} $L/$name.log >> $L/summary.log; cp $L/summary.log $OUT/; tar czf $OUT/logs.tgz -C $L .; }
+LIMIT=100 TAILN=2 r verify $M kernels verify --shapes small --only planes_out,decode_seqs,qwen35
+for g in tiny qwen35-tiny; do TAILN=4 r check-$g $M check --synthetic $g -n 8; done
+TAILN=8 r batch $M bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch 1,2,4,7,8
+if grep -q H200 $L/env.log; then
+  TAILN=4 r pp-8b $M bench --synthetic bonsai-8b -p 512 -n 128 -r 3
+  TAILN=4 r pp-t8b $M bench --synthetic ternary-8b -p 512 -n 128 -r 3
+  TAILN=4 r pp-27b $M bench --synthetic bonsai2-27b -p 512 -n 128 -r 1
+fi
