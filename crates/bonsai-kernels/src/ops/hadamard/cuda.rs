@@ -111,7 +111,8 @@ fn launch_transform(
         // signs: rows and heads of whole float4s, 16-byte aligned bases.
         let vec4 = i32::from(width.is_multiple_of(4) && perm_hd % 4 == 0 && (x_p | s_p).is_multiple_of(16));
         let rows_i = as_i32(OP, "rows", rows)?;
-        let cfg = LaunchConfig { grid_dim: (ctas, rows as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
+        // 1-D: `ctas` covers every row set already (the kernel finds its rows from blockIdx.x).
+        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
         let mut l = Launch::new(gpu, func);
         l.arg(&x_p).arg(&s_p).arg(&y_p).arg(&rows_i).arg(&width_i).arg(&block_i).arg(&scale).arg(&inverse_i).arg(&vec4);
         l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep);
