@@ -357,8 +357,9 @@ fn resident_ctas(gpu: Gpu<'_>, func: &CudaFunction, warps: usize, smem: usize) -
 }
 
 /// The launch of `func` (a `gemv_b1` entry point of `tokens` tokens: 1, or the multi-token
-/// kernel's 2, 4 or 8) for `n_out` outputs (features for SwiGLU) of K inputs on this device ([`b1_geometry`] with the driver's occupancy of `func`), and whether
-/// the whole grid is resident at once, as the flag-polling epilogues need (their quantizing CTAs
+/// kernel's 2, 4 or 8) for `n_out` outputs (features for SwiGLU) of K inputs on this device
+/// ([`b1_geometry`] with the driver's occupancy of `func`), and whether the whole grid is resident
+/// at once, as the flag-polling epilogues need (their quantizing CTAs
 /// wait for lower-numbered ones of the same grid: b1_planes_epilogue).
 pub(crate) fn device_geometry(
     gpu: Gpu<'_>,

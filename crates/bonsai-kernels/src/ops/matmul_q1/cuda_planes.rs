@@ -56,14 +56,15 @@ impl B1Planes {
     }
     /// Zeroed buffers for `rows` token rows of K inputs each (the multi-token GEMV's input).
     pub fn new_rows(stream: &Arc<CudaStream>, k: usize, rows: usize) -> Result<Self, LaunchError> {
-        let groups = Self::groups(k)? * rows.max(1);
+        let rows = rows.max(1);
+        let groups = Self::groups(k)? * rows;
         Ok(Self {
             k,
-            rows: rows.max(1),
+            rows,
             planes: stream.alloc_zeros(groups * B1_GROUP_WORDS)?,
             gsx: stream.alloc_zeros(2 * groups)?,
             group_sq: stream.alloc_zeros(groups)?,
-            staged: Some(stream.alloc_zeros(k * rows.max(1))?),
+            staged: Some(stream.alloc_zeros(k * rows)?),
         })
     }
     /// Uninitialised stream-ordered buffers for K inputs, for one prepare + GEMV pair on `stream`
