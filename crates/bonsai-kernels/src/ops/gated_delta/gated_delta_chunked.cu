@@ -9,7 +9,8 @@
 // does not depend on the state, all chunks and heads at once: q̂, k̂ (HF's l2norm), the gates, γ =
 // cumsum(g) in f64 (its differences feed expf, so no rounding of a long prefix sum is amplified
 // by large |γ|), A = strict_lower((β⊙K)Kᵀ⊙D) and P, then the unit lower triangular solve
-// (I + A)·[U | W] = [β⊙V | β⊙e^γ⊙K] by forward substitution, one column per thread in registers.
+// (I + A)·[U | W] = [β⊙V | β⊙e^γ⊙K] by forward substitution, one column per thread in registers
+// (column-oriented: the same operations per row as the row-oriented loop, without its chain).
 //
 // gated_delta_chunk_state: grid (ceil(d / 32), v_heads), GDC_STATE_THREADS threads. CTA (b, h)
 // owns value columns j = 32b + lane of V head h and keeps S[:, j] in shared memory across the
@@ -24,7 +25,7 @@
 #define GDC_PREP_THREADS 256
 #define GDC_STATE_THREADS 256
 #define GDC_OUT_THREADS 256
-// Row stride of A in shared memory: a multiple of 4, so the solve reads A's rows as float4.
+// Row stride of Aᵀ in shared memory: a multiple of 4, so the solve reads A's columns as float4.
 #define GDC_AM_LD 68
 
 // Floats of one (V head, chunk) block of the scratch.
@@ -42,7 +43,7 @@ __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) +
 // holds the chunk's V rows at stride d.
 // Global reads are issued all at once (cp.async) rather than row by row, so each costs one
 // latency, not one per row.
-extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
+extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
     gated_delta_chunk_prepare(const float* __restrict__ conv_out, const float* __restrict__ alpha,
                               const float* __restrict__ beta, const float* __restrict__ ssm_a,
                               const float* __restrict__ dt_bias, float* __restrict__ scratch, int rows, int k_heads,
@@ -73,26 +74,29 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     float* decay_out = p_out + GDC_CHUNK * GDC_CHUNK;
 
     // The chunk's q and k rows: 16-byte pieces when d is a multiple of 4 (every row start aligned).
-    if ((d & 3) == 0) {
-        const int per_row = d / 4;
-        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
-            const int r = e / per_row, i = 4 * (e % per_row);
-            cp_async16(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
-            cp_async16(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
-        }
-    } else {
-        for (int e = threadIdx.x; e < n * d; e += blockDim.x) {
-            const int r = e / d, i = e % d;
-            cp_async4(qs + r * ld + i, rows_in + r * row_len + kh * d + i);
-            cp_async4(ks + r * ld + i, rows_in + r * row_len + (k_heads + kh) * d + i);
+    // A warp per row, lanes along it (no division by the run-time d: the kernel's phases are
+    // latency chains).
+    for (int r = warp; r < n; r += warps) {
+        const float* row = rows_in + r * row_len;
+        if ((d & 3) == 0) {
+            for (int i = 4 * lane; i < d; i += 4 * WARP_SIZE) {
+                cp_async16(qs + r * ld + i, row + kh * d + i);
+                cp_async16(ks + r * ld + i, row + (k_heads + kh) * d + i);
+            }
+        } else {
+            for (int i = lane; i < d; i += WARP_SIZE) {
+                cp_async4(qs + r * ld + i, row + kh * d + i);
+                cp_async4(ks + r * ld + i, row + (k_heads + kh) * d + i);
+            }
         }
     }
     cp_async_commit();
     if (d4 != d)
-        for (int e = threadIdx.x; e < GDC_CHUNK * (d4 - d); e += blockDim.x) {
-            qs[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
-            ks[(e / (d4 - d)) * ld + d + e % (d4 - d)] = 0.0f;
-        }
+        for (int r = warp; r < GDC_CHUNK; r += warps)
+            for (int i = d + lane; i < d4; i += WARP_SIZE) {
+                qs[r * ld + i] = 0.0f;
+                ks[r * ld + i] = 0.0f;
+            }
     if (threadIdx.x < GDC_CHUNK) {
         const int r = threadIdx.x;
         const long long at = (long long)(t0 + r) * v_heads + h;
@@ -136,16 +140,18 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     __syncthreads();
 
     // QE = q̂⊙e^γ, KT = k̂⊙e^{γ_last − γ}, e^{γ_last}.
-    for (int e = threadIdx.x; e < GDC_CHUNK * d; e += blockDim.x) {
-        const int i = e / d, x = e % d;
-        qe_out[e] = qs[i * ld + x] * egam[i];
-        kt_out[e] = ks[i * ld + x] * egl[i];
-    }
+    for (int i = warp; i < GDC_CHUNK; i += warps)
+        for (int x = lane; x < d; x += WARP_SIZE) {
+            qe_out[i * d + x] = qs[i * ld + x] * egam[i];
+            kt_out[i * d + x] = ks[i * ld + x] * egl[i];
+        }
     if (threadIdx.x == 0) decay_out[0] = egam[GDC_CHUNK - 1];
 
     // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
-    // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (ii, jj < 4),
-    // 12 float4 shared loads per 128 fmaf, each dot product in ascending x.
+    // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (jj <= ii < 4:
+    // the blocks above the diagonal, jj > ii, hold only j > i, where both are 0), 12 float4 shared
+    // loads per 80 fmaf, each dot product in ascending x. A is stored transposed (Aᵀ[j][i]), as the
+    // column-oriented solve reads it.
     {
         const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
         float acc_a[4][4], acc_p[4][4];
@@ -162,7 +168,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
             for (int ii = 0; ii < 4; ++ii) {
 #pragma unroll
-                for (int jj = 0; jj < 4; ++jj) {
+                for (int jj = 0; jj <= ii; ++jj) {
                     acc_a[ii][jj] = fmaf(ki[ii].x, kj[jj].x, acc_a[ii][jj]);
                     acc_a[ii][jj] = fmaf(ki[ii].y, kj[jj].y, acc_a[ii][jj]);
                     acc_a[ii][jj] = fmaf(ki[ii].z, kj[jj].z, acc_a[ii][jj]);
@@ -179,9 +185,9 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj) {
                 const int i = ib + 16 * ii, j = jb + 16 * jj;
-                const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
-                am[i * GDC_AM_LD + j] = j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
-                p_out[j * GDC_CHUNK + i] = acc_p[ii][jj] * dij;
+                const float dij = (jj <= ii && j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
+                am[j * GDC_AM_LD + i] = jj <= ii && j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
+                p_out[j * GDC_CHUNK + i] = jj <= ii ? acc_p[ii][jj] * dij : 0.0f;
             }
         }
     }
@@ -190,23 +196,23 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
     // The chunk's V rows of this head into the q̂ tile (free once the Gram products are done), at
     // stride d: 16-byte pieces when d is a multiple of 4 (rows and the v block then aligned).
     float* vs = qs;
-    if ((d & 3) == 0) {
-        const int per_row = d / 4;
-        for (int e = threadIdx.x; e < n * per_row; e += blockDim.x) {
-            const int r = e / per_row, i = 4 * (e % per_row);
-            cp_async16(vs + r * d + i, rows_in + r * row_len + (long long)(2 * k_heads + h) * d + i);
+    for (int r = warp; r < n; r += warps) {
+        const float* row = rows_in + r * row_len + (long long)(2 * k_heads + h) * d;
+        if ((d & 3) == 0) {
+            for (int i = 4 * lane; i < d; i += 4 * WARP_SIZE) cp_async16(vs + r * d + i, row + i);
+        } else {
+            for (int i = lane; i < d; i += WARP_SIZE) cp_async4(vs + r * d + i, row + i);
         }
-    } else {
-        for (int e = threadIdx.x; e < n * d; e += blockDim.x)
-            cp_async4(vs + e, rows_in + (e / d) * row_len + (long long)(2 * k_heads + h) * d + e % d);
     }
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
 
     // (I + A) X = B by forward substitution, a column of X per thread: columns 0..d−1 solve for
-    // U (B = β⊙V), d..2d−1 for W (B = β⊙e^γ⊙K). The chain x_i = b_i − Σ_{j<i} A_ij x_j runs in
-    // ascending j with fmaf.
+    // U (B = β⊙V), d..2d−1 for W (B = β⊙e^γ⊙K). Each x_i = b_i − Σ_{j<i} A_ij x_j runs in
+    // ascending j with fmaf, column-oriented: once x_j is final, every later row takes its term
+    // (the same operations in the same order per row as the row-oriented loop, but 64 - j
+    // independent fmaf per step instead of one dependent chain of 2016).
     for (int col = threadIdx.x; col < 2 * d; col += blockDim.x) {
         const bool is_u = col < d;
         const int cc = is_u ? col : col - d;
@@ -215,16 +221,18 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS)
         for (int i = 0; i < GDC_CHUNK; ++i) {
             float b = 0.0f;
             if (i < n) b = is_u ? bet[i] * vs[i * d + cc] : bet[i] * egam[i] * ks[i * ld + cc];
-            float acc = b;
+            x[i] = b;
+        }
 #pragma unroll
-            for (int j = 0; j < i; j += 4) {
-                const float4 a4 = *(const float4*)(am + i * GDC_AM_LD + j);
-                acc = fmaf(-a4.x, x[j], acc);
-                if (j + 1 < i) acc = fmaf(-a4.y, x[j + 1], acc);
-                if (j + 2 < i) acc = fmaf(-a4.z, x[j + 2], acc);
-                if (j + 3 < i) acc = fmaf(-a4.w, x[j + 3], acc);
+        for (int j = 0; j < GDC_CHUNK - 1; ++j) {
+#pragma unroll
+            for (int i = (j + 1) & ~3; i < GDC_CHUNK; i += 4) {
+                const float4 a4 = *(const float4*)(am + j * GDC_AM_LD + i);
+                if (i > j) x[i] = fmaf(-a4.x, x[j], x[i]);
+                if (i + 1 > j) x[i + 1] = fmaf(-a4.y, x[j], x[i + 1]);
+                if (i + 2 > j) x[i + 2] = fmaf(-a4.z, x[j], x[i + 2]);
+                x[i + 3] = fmaf(-a4.w, x[j], x[i + 3]);
             }
-            x[i] = acc;
         }
         float* dst = is_u ? u_out : w_out;
 #pragma unroll
