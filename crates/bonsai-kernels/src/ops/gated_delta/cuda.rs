@@ -243,3 +243,20 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::launch::tests::cu_define;
+
+    /// The launches' CTA sizes and column blocks are the kernels' (their launch bounds and
+    /// thread-to-row maps assume them).
+    #[test]
+    fn constants_match_gated_delta_chunked_cu() {
+        let cu = "ops/gated_delta/gated_delta_chunked.cu";
+        assert_eq!(cu_define(cu, "GDC_CHUNK"), super::CHUNK);
+        assert_eq!(cu_define(cu, "GDC_COLS"), super::CHUNK_COLS);
+        assert_eq!(cu_define(cu, "GDC_PREP_THREADS"), super::PREP_THREADS as usize);
+        assert_eq!(cu_define(cu, "GDC_STATE_THREADS"), super::STATE_THREADS as usize);
+        assert_eq!(cu_define(cu, "GDC_OUT_THREADS"), super::OUT_THREADS as usize);
+    }
+}

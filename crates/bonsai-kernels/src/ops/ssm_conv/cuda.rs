@@ -70,3 +70,16 @@ pub fn ssm_conv(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::launch::tests::cu_define;
+
+    /// The kernel holds a chunk's rows in registers and its window in MAX_KERNEL slots.
+    #[test]
+    fn constants_match_ssm_conv_cu() {
+        let cu = "ops/ssm_conv/ssm_conv.cu";
+        assert_eq!(cu_define(cu, "SSM_CONV_ROWS"), super::ROWS_PER_CHUNK);
+        assert_eq!(cu_define(cu, "SSM_CONV_MAX_K"), super::MAX_KERNEL);
+    }
+}

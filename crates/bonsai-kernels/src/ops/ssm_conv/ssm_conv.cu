@@ -12,6 +12,9 @@
 
 // The widest kernel the register window holds (Qwen3.5 uses 4).
 #define SSM_CONV_MAX_K 8
+// The most rows one thread walks (ROWS_PER_CHUNK in ops/ssm_conv/cuda.rs): its inputs are held in
+// registers at once.
+#define SSM_CONV_ROWS 32
 
 extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__ x, const float* __restrict__ w,
                                                        float* __restrict__ state, float* __restrict__ y, int rows,
@@ -33,12 +36,20 @@ extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__
                     : j < 0         ? state[(long long)(kernel - 1 + j) * channels + ch]
                                     : x[(long long)j * channels + ch];
     }
-    for (int t = t0; t < t1; ++t) {
+    // Every input row of the chunk is requested before the first is used: one DRAM latency per
+    // thread, not one per row (the loop's loads waited one after another).
+    float xs[SSM_CONV_ROWS];
+#pragma unroll
+    for (int i = 0; i < SSM_CONV_ROWS; ++i) xs[i] = t0 + i < t1 ? x[(long long)(t0 + i) * channels + ch] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < SSM_CONV_ROWS; ++i) {
+        const int t = t0 + i;
+        if (t >= t1) break;
         const long long at = (long long)t * channels + ch;
         float c = 0.0f;
 #pragma unroll
         for (int k = 0; k < SSM_CONV_MAX_K; ++k) {
-            if (k == kernel - 1) window[k] = x[at];
+            if (k == kernel - 1) window[k] = xs[i];
             if (k < kernel) c = fmaf(taps[k], window[k], c);
         }
         y[at] = c * sigmoid_stable(c);
