@@ -59,11 +59,14 @@
 //! the decay and the chunk's starting state: 81.9 MB at 512 rows; the caller owns it, like
 //! attention's scratch, so a plan allocates it once):
 //! - `gated_delta_chunk_prepare`, one CTA per (chunk, V head): everything independent of the state
-//!   (q̂, k̂, gates, γ in f64, A, P, the forward substitution for U and W in registers). Its global
-//!   reads are cp.async batches (one latency each, not one per row). Per CTA 1.57 M multiply-adds
-//!   (Gram 1.05 M from float4 shared reads, 12 loads per 128 multiply-adds; solve 0.52 M), 384 CTAs
-//!   at 85 KiB of shared memory, two per SM: 0.60 G multiply-adds, 19 µs at the f32 FMA rate, and
-//!   96 KB read and 144 KB written per CTA (92 MB, 21 µs at 4.3 TB/s).
+//!   (q̂, k̂, gates, γ in f64, A, P, the forward substitution for U and W in registers, column-
+//!   oriented: once x_j is final every later row takes its term, so each row sums in ascending j
+//!   as a row-oriented loop would, without its 2016-step dependent chain). Its global reads are
+//!   cp.async batches (one latency each, not one per row). Per CTA 1.18 M multiply-adds (the Gram
+//!   products' lower triangle 0.66 M from float4 shared reads, 12 loads per 80 multiply-adds;
+//!   solve 0.52 M), 384 CTAs at 85 KiB of shared memory and at most 128 registers (the launch
+//!   bounds; at 170 one CTA fit an SM), two per SM: 0.45 G multiply-adds, 14 µs at the f32 FMA
+//!   rate, and 96 KB read and 144 KB written per CTA (92 MB, 21 µs at 4.3 TB/s).
 //! - `gated_delta_chunk_state`, one CTA per (V head, 32 value columns) holding its S columns in
 //!   shared memory and walking the chunks in order, doing only what the next chunk needs: it stores
 //!   S_start, forms V' = U − W·S (stored over U) and updates S = e^{γ_C}·S + KTᵀ·V'. W and KT of the
