@@ -244,15 +244,7 @@ pub fn attention_decode_seqs_planes(
     out: &mut impl DevicePtrMut<f32>,
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
-    let held = table.held(layer)?;
-    if !seqs_planes_supported(held.shape) {
-        return Err(shape(OP, format!("no batched decode attention with planes for {:?} (head_dim 128, group 1/2/4/8)", held.shape)));
-    }
-    if planes.k() != held.shape.q_len() || planes.rows() < held.rows {
-        return Err(shape(OP, format!("planes of {} x K = {} for {} rows of {} outputs", planes.rows(), planes.k(), held.rows, held.shape.q_len())));
-    }
-    let (ptrs, _guards) = planes.write_ptrs(gpu.stream);
-    launch_attention_seqs(gpu, qkv, table, layer, work, out, Some(ptrs))
+    launch_attention_seqs(gpu, qkv, table, layer, work, out, Some(planes))
 }
 
 /// Whether [`attention_decode_seqs_planes`] has a kernel for `shape` (the single-sequence
@@ -269,7 +261,7 @@ fn launch_attention_seqs(
     layer: usize,
     work: AttentionScratch<'_>,
     out: &mut impl DevicePtrMut<f32>,
-    planes: Option<(u64, u64, u64)>,
+    planes: Option<&mut B1Planes>,
 ) -> Result<(), LaunchError> {
     let held = table.held(layer)?;
     let shape_ = held.shape;
@@ -278,6 +270,14 @@ fn launch_attention_seqs(
     let name = format!("attention_decode_g{group}_hd{}_seqs{suffix}", shape_.head_dim);
     if !attention_supported(shape_) {
         return Err(shape(OP, format!("no batched decode attention for {shape_:?}")));
+    }
+    if let Some(p) = &planes {
+        if !seqs_planes_supported(shape_) {
+            return Err(shape(OP, format!("no batched decode attention with planes for {shape_:?} (head_dim 128, group 1/2/4/8)")));
+        }
+        if p.k() != shape_.q_len() || p.rows() < held.rows {
+            return Err(shape(OP, format!("planes of {} x K = {} for {} rows of {} outputs", p.rows(), p.k(), held.rows, shape_.q_len())));
+        }
     }
     expect_at_least(OP, "qkv", qkv.len(), held.rows * shape_.qkv_row_len())?;
     expect_at_least(OP, "out", out.len(), held.rows * shape_.q_len())?;
@@ -309,13 +309,14 @@ fn launch_attention_seqs(
     let (o_p, _d) = write_ptr(out, gpu.stream);
     let mut l = Launch::new(gpu, function);
     l.arg(&q_p).arg(&ints[0]).arg(&ints[1]).arg(&seqs_p).arg(&kv_p).arg(&ints[2]).arg(&s_p).arg(&ints[3]).arg(&ints[4]).arg(&c_p).arg(&o_p);
-    if let Some((planes_p, gsx_p, sq_p)) = &planes {
+    let planes_ptrs = planes.map(|p| p.write_ptrs(gpu.stream));
+    if let Some(((planes_p, gsx_p, sq_p), _)) = &planes_ptrs {
         l.arg(planes_p).arg(gsx_p).arg(sq_p);
     }
     // SAFETY: matches attention_decode_g*_hd*_seqs's signature (and `_seqs_planes`' three planes
-    // pointers last, of a B1Planes of K = n_q * head_dim over the table's rows, checked by the
-    // caller); qkv and out hold the table's rows (checked above), the pools, block tables and
-    // positions were checked by the table builder from live buffers, and the block table entries
+    // pointers last, of a B1Planes of K = n_q * head_dim over the table's rows, checked above);
+    // qkv and out hold the table's rows (checked above), the pools, block tables and positions
+    // were checked by the table builder from live buffers, and the block table entries
     // of the positions read name pool blocks (the KvCache contract); scratch and counters hold one
     // block per sequence (checked above); the kernel turns a position >= max_seq into NaN output
     // instead of reading past the table.
