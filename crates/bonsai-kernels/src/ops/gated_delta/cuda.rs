@@ -25,8 +25,8 @@ pub struct DeltaGates<'a, A: DevicePtr<f32>> {
 /// the row kernel; mod.rs counts the work behind the choice.
 pub const CHUNKED_MIN_ROWS: usize = 16;
 /// The largest head the chunked kernels take: their shared memory grows with d (two [64][d + 4]
-/// tiles in the prepare kernel, 152 KiB at d = 256; [64][ds] + [64][ds] + [ds][32] floats, ds = d
-/// rounded up to 16, plus 8 KiB in the state pass, 172 KiB at 256) and stays within the H200's
+/// tiles in the prepare kernel, 152 KiB at d = 256; [64][ds + 4] + [64][ds + 8] + [ds][40] floats,
+/// ds = d rounded up to 16, plus 10 KiB in the state pass, 181 KiB at 256) and stays within the H200's
 /// 227 KiB per CTA up to d = 256. Larger heads run the row kernel at any row count.
 pub const CHUNKED_MAX_HEAD_DIM: usize = 256;
 /// Rows per chunk (GDC_CHUNK in gated_delta_chunked.cu; the reference's CHUNK).
@@ -190,10 +190,12 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂
     // [64][ld] each, ld = d rounded up to 4, plus 4.
     let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(4) * 4 + 4) * 4;
-    // State pass: S block [ds][32], W [64][ds], KT [64][ds], V' [64][32]; ds = d rounded up to 16.
-    // Output pass: QE [64][ds], S_start block [ds][32], Pᵀ [64][64], V' block [64][32].
+    // ds = d rounded up to 16. Output pass: QE [64][ds], S_start block [ds][32], Pᵀ [64][64], V' block [64][32].
     let ds = d.div_ceil(16) * 16;
-    let state_smem = (ds * CHUNK_COLS + 2 * CHUNK * ds + CHUNK * CHUNK_COLS) * 4;
+    // State pass: S block [ds][COLS + 8], W [64][ds + 4], KT [64][ds + 8], V' [64][COLS + 8]
+    // (GDC_S_LD, GDC_W_PAD, GDC_KT_PAD: strides that spread a tensor-core fragment's loads over
+    // the banks).
+    let state_smem = (ds * (CHUNK_COLS + 8) + CHUNK * (ds + 4) + CHUNK * (ds + 8) + CHUNK * (CHUNK_COLS + 8)) * 4;
     let out_smem = (CHUNK * ds + ds * CHUNK_COLS + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
     let prepare = gpu.function("gated_delta_chunk_prepare")?;
     let pass = gpu.function("gated_delta_chunk_state")?;
@@ -258,5 +260,6 @@ mod tests {
         assert_eq!(cu_define(cu, "GDC_PREP_THREADS"), super::PREP_THREADS as usize);
         assert_eq!(cu_define(cu, "GDC_STATE_THREADS"), super::STATE_THREADS as usize);
         assert_eq!(cu_define(cu, "GDC_OUT_THREADS"), super::OUT_THREADS as usize);
+        assert_eq!(cu_define(cu, "GDC_TC_FOLD"), crate::ops::gated_delta::bound::STATE_PASS_FOLD);
     }
 }

@@ -256,114 +256,175 @@ __device__ __forceinline__ void gdc_copy_rows_async(float* dst, int ld, const fl
     }
 }
 
-// Shared memory: S[:, block] [ds][32] (rows d.. zero), W [64][ds], KT [64][ds], V' [64][32]; ds =
-// d rounded up to 16 (float4 reads along a row, 16 rows of KT at a time), the columns d..ds−1 of
-// W and KT zero.
+// The state pass's two products on the tensor cores, 3xTF32 (ops/gemm_f32/tile_3xtf32.cu's split:
+// each product a·b as a_small·b_big + a_big·b_small + a_big·b_big, mma.sync m16n8k8, partials of
+// GDC_TC_FOLD k8 steps folded into f32 accumulators by a round-to-nearest add). Its error per
+// output, (F + 12·FOLD + 13)·u·Σ|a·b| with F = the folds (ops/gemm_f32/mod.rs), is within the
+// f32 fmaf chain's γ_K·Σ|a·b| that the chunked bound (bound.rs) allows from K = 42 on: W·S has
+// K = d (45u against 128u at Bonsai 2's d = 128), KTᵀ·V' K = 64 (41u against 65u). Below that
+// (small test heads) bound.rs takes the larger of the two.
+#define GDC_TC_FOLD 2
+// Row strides (floats) of the state pass's shared tiles, chosen so that a fragment's 32 loads hit
+// 32 banks: S and V' (B operands, element (k, n) at k·40 + n: 8t + g), W (A, row-major: 4g + t
+// at a stride of 4 mod 32), KT (A transposed: element (k, m) at k·(ds + 8) + m: 8t + g).
+#define GDC_S_LD (GDC_COLS + 8)
+#define GDC_W_PAD 4
+#define GDC_KT_PAD 8
+
+// One k8 step of 3xTF32 into `part` (16 x 8, C layout) for A fragment values a[4] and B b[2].
+__device__ __forceinline__ void gdc_mma_3xtf32(float (&part)[4], const float (&a)[4], const float (&b)[2]) {
+    u32 ab[4], as[4], bb0, bs0, bb1, bs1;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tf32x3_split(__float_as_uint(a[e]), ab[e], as[e]);
+    tf32x3_split(__float_as_uint(b[0]), bb0, bs0);
+    tf32x3_split(__float_as_uint(b[1]), bb1, bs1);
+    // Small terms first, as tile_3xtf32 sums them.
+    mma_tf32_16x8x8(part, as, bb0, bb1);
+    mma_tf32_16x8x8(part, ab, bs0, bs1);
+    mma_tf32_16x8x8(part, ab, bb0, bb1);
+}
+
+// Shared memory: S[:, block] [ds][GDC_S_LD] (rows d.. and columns past the head zero), W [64][ds +
+// GDC_W_PAD], KT [64][ds + GDC_KT_PAD], V' [64][GDC_S_LD]; ds = d rounded up to 16 (whole k8 steps
+// in pairs), the columns d..ds−1 of W and KT zero.
 // The chunk's W and KT arrive by cp.async, each into its own buffer as soon as the previous chunk
 // is done with it, so their loads overlap the previous chunk's products: W(c + 1) once V'(c) is
 // formed, KT(c + 1) once S is updated. Every thread commits exactly one group (possibly empty) at
 // each of those two points, so "all but the newest group landed" is W(c) at the chunk's start.
 // Per chunk it stores S_start (the state the chunk starts from) and V' (over U) for
 // gated_delta_chunk_out.
-extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS)
+// Warp w: V' = U − W·S for rows 16(w / 2) .. +15 and columns 16(w % 2) .. +15 (two n8 tiles); the
+// update S = e^{γ_last}·S + KTᵀ·V' for rows 16(w + 8i) .. +15 (i >= 0, below ds) and all 32 columns.
+extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS, 2)
     gated_delta_chunk_state(float* __restrict__ scratch, float* __restrict__ state, int rows, int d) {
     griddep_wait();
     griddep_launch_dependents();
     extern __shared__ float gdc_state_smem[];
-    const int ds = (d + 15) & ~15;
-    float* ssh = gdc_state_smem;                   // [ds][32]
-    float* ws = ssh + ds * GDC_COLS;               // [64][ds]
-    float* kts = ws + GDC_CHUNK * ds;              // [64][ds]
-    float* vp = kts + GDC_CHUNK * ds;              // [64][32]
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const int h = blockIdx.y, j = blockIdx.x * GDC_COLS + lane;
-    const bool column = j < d;
+    const int ds = (d + 15) & ~15, w_ld = ds + GDC_W_PAD, kt_ld = ds + GDC_KT_PAD;
+    float* ssh = gdc_state_smem;                   // [ds][GDC_S_LD]
+    float* ws = ssh + ds * GDC_S_LD;               // [64][w_ld]
+    float* kts = ws + GDC_CHUNK * w_ld;            // [64][kt_ld]
+    float* vp = kts + GDC_CHUNK * kt_ld;           // [64][GDC_S_LD]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = GDC_STATE_THREADS / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int h = blockIdx.y, j0 = blockIdx.x * GDC_COLS;
+    const int cols = min(GDC_COLS, d - j0);
     const int chunks = (rows + GDC_CHUNK - 1) / GDC_CHUNK;
     const long long blk_len = gdc_block_len(d);
     float* head_blocks = scratch + (long long)h * chunks * blk_len;
     float* S = state + (long long)h * d * d;
-    for (int r = warp; r < ds; r += GDC_STATE_THREADS / WARP_SIZE)
-        ssh[r * GDC_COLS + lane] = column && r < d ? S[(long long)r * d + j] : 0.0f;
+    for (int r = warp; r < ds; r += warps)
+        ssh[r * GDC_S_LD + lane] = lane < cols && r < d ? S[(long long)r * d + j0 + lane] : 0.0f;
     if (ds != d) {
-        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) {
-            ws[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-            kts[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-        }
+        for (int r = warp; r < GDC_CHUNK; r += warps)
+            for (int x = d + lane; x < ds; x += WARP_SIZE) {
+                ws[r * w_ld + x] = 0.0f;
+                kts[r * kt_ld + x] = 0.0f;
+            }
     }
     // Chunk 0's W and KT, two groups.
-    gdc_copy_rows_async(ws, ds, head_blocks, GDC_CHUNK, d);
+    gdc_copy_rows_async(ws, w_ld, head_blocks, GDC_CHUNK, d);
     cp_async_commit();
-    gdc_copy_rows_async(kts, ds, head_blocks + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+    gdc_copy_rows_async(kts, kt_ld, head_blocks + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
     cp_async_commit();
-    // Rows of W this warp multiplies by S: 8 consecutive rows (8 warps cover 64).
-    const int row0 = warp * 8;
+    // This warp's V' tile: rows vr0 + g (+ 8), columns vc0 + 8q + 2t (+ 1), q < 2.
+    const int vr0 = 16 * (warp / 2), vc0 = 16 * (warp % 2);
     for (int c = 0; c < chunks; ++c) {
-        const int n = min(GDC_CHUNK, rows - c * GDC_CHUNK);
         float* blk = head_blocks + c * blk_len;
         const float* next = c + 1 < chunks ? blk + blk_len : nullptr;
         float* u_v = blk + 2 * GDC_CHUNK * d;  // U in, V' out (this CTA's columns only)
         float* s_start = blk + gdc_s_start_at(d);
         const float decay = blk[4 * GDC_CHUNK * d + GDC_CHUNK * GDC_CHUNK];
-        // U's 8 rows of this warp's column, read now so their latency hides behind the product.
-        float u[8];
+        // U at this thread's V' elements, read now so their latency hides behind the product.
+        float u[2][4];
 #pragma unroll
-        for (int m = 0; m < 8; ++m) u[m] = column ? u_v[(row0 + m) * d + j] : 0.0f;
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = vr0 + g + 8 * (e / 2), col = vc0 + 8 * q + 2 * t + e % 2;
+                u[q][e] = col < cols ? u_v[row * d + j0 + col] : 0.0f;
+            }
         cp_async_wait<1>();
         __syncthreads();  // W(c) is in shared memory (and the previous S update is done)
-        if (column)
-            for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE) s_start[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
+        for (int r = warp; r < d; r += warps)
+            if (lane < cols) s_start[(long long)r * d + j0 + lane] = ssh[r * GDC_S_LD + lane];
 
-        float acc[8];
+        // V' = U − W·S.
+        float acc[2][4];
         zero_fill(acc);
-        for (int r = 0; r < ds; r += 4) {
-            float s4[4];
+        for (int k0 = 0; k0 < ds; k0 += 8 * GDC_TC_FOLD) {
+            float part[2][4];
+            zero_fill(part);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
+            for (int f = 0; f < GDC_TC_FOLD; ++f) {
+                const int k = k0 + 8 * f;
+                const float a[4] = {ws[(vr0 + g) * w_ld + k + t], ws[(vr0 + g + 8) * w_ld + k + t],
+                                    ws[(vr0 + g) * w_ld + k + t + 4], ws[(vr0 + g + 8) * w_ld + k + t + 4]};
 #pragma unroll
-            for (int m = 0; m < 8; ++m) {
-                const float4 x4 = *(const float4*)(ws + (row0 + m) * ds + r);
-                acc[m] = fmaf(x4.x, s4[0], acc[m]);
-                acc[m] = fmaf(x4.y, s4[1], acc[m]);
-                acc[m] = fmaf(x4.z, s4[2], acc[m]);
-                acc[m] = fmaf(x4.w, s4[3], acc[m]);
-            }
-        }
-#pragma unroll
-        for (int m = 0; m < 8; ++m) {
-            const float v = column ? u[m] - acc[m] : 0.0f;
-            vp[(row0 + m) * GDC_COLS + lane] = v;
-            if (column) u_v[(row0 + m) * d + j] = v;
-        }
-        cp_async_wait<0>();
-        __syncthreads();  // V'(c) complete, KT(c) in shared memory; W is free
-        if (next) gdc_copy_rows_async(ws, ds, next, GDC_CHUNK, d);
-        cp_async_commit();
-
-        // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j] for 16 consecutive rows r per warp.
-        for (int r0 = warp * 16; r0 < d; r0 += GDC_STATE_THREADS / WARP_SIZE * 16) {
-            float su[16];
-            zero_fill(su);
-            for (int l = 0; l < n; ++l) {
-                const float v = vp[l * GDC_COLS + lane];
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 k4 = *(const float4*)(kts + l * ds + r0 + 4 * q);
-                    su[4 * q] = fmaf(k4.x, v, su[4 * q]);
-                    su[4 * q + 1] = fmaf(k4.y, v, su[4 * q + 1]);
-                    su[4 * q + 2] = fmaf(k4.z, v, su[4 * q + 2]);
-                    su[4 * q + 3] = fmaf(k4.w, v, su[4 * q + 3]);
+                for (int q = 0; q < 2; ++q) {
+                    const int col = vc0 + 8 * q + g;
+                    const float b[2] = {ssh[(k + t) * GDC_S_LD + col], ssh[(k + t + 4) * GDC_S_LD + col]};
+                    gdc_mma_3xtf32(part[q], a, b);
                 }
             }
 #pragma unroll
-            for (int m = 0; m < 16; ++m)
-                if (r0 + m < d) ssh[(r0 + m) * GDC_COLS + lane] = fmaf(decay, ssh[(r0 + m) * GDC_COLS + lane], su[m]);
+            for (int q = 0; q < 2; ++q)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
+        }
+#pragma unroll
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = vr0 + g + 8 * (e / 2), col = vc0 + 8 * q + 2 * t + e % 2;
+                const float v = col < cols ? u[q][e] - acc[q][e] : 0.0f;
+                vp[row * GDC_S_LD + col] = v;
+                if (col < cols) u_v[row * d + j0 + col] = v;
+            }
+        cp_async_wait<0>();
+        __syncthreads();  // V'(c) complete, KT(c) in shared memory; W is free
+        if (next) gdc_copy_rows_async(ws, w_ld, next, GDC_CHUNK, d);
+        cp_async_commit();
+
+        // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j]: the chunk's 64 rows l (a last
+        // chunk's rows past its end are zero in KT and V').
+        for (int r0 = 16 * warp; r0 < ds; r0 += 16 * warps) {
+            float su[4][4];
+            zero_fill(su);
+#pragma unroll
+            for (int k0 = 0; k0 < GDC_CHUNK; k0 += 8 * GDC_TC_FOLD) {
+                float part[4][4];
+                zero_fill(part);
+#pragma unroll
+                for (int f = 0; f < GDC_TC_FOLD; ++f) {
+                    const int k = k0 + 8 * f;
+                    const float a[4] = {kts[(k + t) * kt_ld + r0 + g], kts[(k + t) * kt_ld + r0 + g + 8],
+                                        kts[(k + t + 4) * kt_ld + r0 + g], kts[(k + t + 4) * kt_ld + r0 + g + 8]};
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const float b[2] = {vp[(k + t) * GDC_S_LD + 8 * q + g], vp[(k + t + 4) * GDC_S_LD + 8 * q + g]};
+                        gdc_mma_3xtf32(part[q], a, b);
+                    }
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) su[q][e] += part[q][e];
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = r0 + g + 8 * (e / 2), col = 8 * q + 2 * t + e % 2;
+                    if (r < d) ssh[r * GDC_S_LD + col] = fmaf(decay, ssh[r * GDC_S_LD + col], su[q][e]);
+                }
         }
         __syncthreads();  // S updated; KT and V' are free
-        if (next) gdc_copy_rows_async(kts, ds, next + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
+        if (next) gdc_copy_rows_async(kts, kt_ld, next + 3 * GDC_CHUNK * d, GDC_CHUNK, d);
         cp_async_commit();
     }
-    for (int r = warp; r < d; r += GDC_STATE_THREADS / WARP_SIZE)
-        if (column) S[(long long)r * d + j] = ssh[r * GDC_COLS + lane];
+    for (int r = warp; r < d; r += warps)
+        if (lane < cols) S[(long long)r * d + j0 + lane] = ssh[r * GDC_S_LD + lane];
 }
 
 // gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), GDC_OUT_THREADS threads. CTA (c, b, h)
