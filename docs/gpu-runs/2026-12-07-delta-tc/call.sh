@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The chunked Gated DeltaNet's state pass on the tensor cores (3xTF32 mma.sync, branch delta-tc,
+# The chunked Gated DeltaNet's state and output passes on the tensor cores (3xTF32 mma.sync, branch delta-tc,
 # .gpu/t) against main (.gpu/m): verify of the qwen35 group on every shape, the kernels alone,
-# 27B pp512 alternating, ncu of one layer's state pass. Build both with scripts/build-gpu-bundle.sh
+# 27B pp512 alternating, ncu of one layer's state and output passes. Build both with scripts/build-gpu-bundle.sh
 # (or the release build with BONSAI_NVCC), strip, tar as .gpu/m/main.tgz and .gpu/t/tc.tgz.
 set -uo pipefail
 OUT=$1; L=$(mktemp -d)
@@ -16,5 +16,5 @@ for i in 1 2; do for b in m:$M t:$T; do TAILN=3 r pp27-${b%%:*}-$i ${b#*:} bench
 TAILN=4 r check-t $T check --synthetic qwen35-tiny -n 8
 export PATH=/usr/local/cuda/bin:$PATH
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-LIMIT=120 TAILN=2 r ncu-t "$NCU" --clock-control none --cache-control none --set full --kernel-name regex:'gated_delta_chunk_state' \
-    --launch-skip 4 --launch-count 1 --page details $T bench --synthetic bonsai2-27b -p 512 -n 0 -r 1
+LIMIT=120 TAILN=2 r ncu-t "$NCU" --clock-control none --cache-control none --set full --kernel-name regex:'gated_delta_chunk_state|gated_delta_chunk_out' \
+    --launch-skip 4 --launch-count 2 --page details $T bench --synthetic bonsai2-27b -p 512 -n 0 -r 1

@@ -34,17 +34,19 @@ fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// k8 steps per partial of the state pass's 3xTF32 products (GDC_TC_FOLD in gated_delta_chunked.cu).
+/// k8 steps per partial of the state and output passes' 3xTF32 products (GDC_TC_FOLD in
+/// gated_delta_chunked.cu).
 pub(crate) const STATE_PASS_FOLD: usize = 2;
 
-/// The relative constant of one state-pass product (V' = U − W·S over K = d, the update
-/// e^{γ_last}·S + KTᵀ·V' over K = C), per Σ|a·b| (the decayed state or U included): the CUDA pass
-/// runs them on the tensor cores, 3xTF32 in partials of 8·FOLD terms folded into f32, within
-/// (F + 12·FOLD + 13)·u with F = ⌈K / (8·FOLD)⌉ folds (ops/gemm_f32/mod.rs' derivation), plus the
-/// subtraction or the final fmaf's u; an f32 fmaf chain (the CPU) is within γ_{K+1}. The larger.
-fn state_pass_dot(k: usize) -> f64 {
+/// The relative constant, per Σ|a·b|, of a K-term product of the state and output passes followed
+/// by `then` more roundings (V' = U − W·S: K = d, then the subtraction; the update e^{γ_last}·S +
+/// KTᵀ·V': K = C, then the fmaf; O = QE·S + P·V': K = d + C, none): the CUDA passes run them on the
+/// tensor cores, 3xTF32 in partials of 8·FOLD terms folded into f32, within (F + 12·FOLD + 13)·u
+/// with F = ⌈K / (8·FOLD)⌉ folds (ops/gemm_f32/mod.rs' derivation); an f32 fmaf chain (the CPU)
+/// is within γ_{K+then}. The larger of the two.
+fn tensor_dot(k: usize, then: usize) -> f64 {
     let folds = k.div_ceil(8 * STATE_PASS_FOLD) as f64;
-    gamma(k + 1).max((folds + 12.0 * STATE_PASS_FOLD as f64 + 14.0) * U)
+    gamma(k + then).max((folds + 12.0 * STATE_PASS_FOLD as f64 + 13.0 + then as f64) * U)
 }
 
 fn norm(x: &[f32]) -> f64 {
@@ -123,9 +125,9 @@ pub(crate) fn bounds(
 ///   element): |ΔX| <= |T|·(|ΔB| + |ΔA|·|X| + γ_C·(|B| + |A|·|X|)), with |ΔB| <= (4u + u)·|βV|
 ///   for U and (4u + δE_i + e_k + 2u)·|β e^γ K| for W;
 /// - V' = U − W·S (d-term chain, then the subtraction): |ΔU| + |ΔW|·|S| + c_d·(|U| + |W|·|S|), c_d
-///   = max(γ_{d+1}, the tensor cores' 3xTF32 constant: `state_pass_dot`);
-/// - O = QE·S + P·V' (one chain of d + i + 1 terms): |ΔQE|·|S| + |ΔP|·|V'| + |P|·|ΔV'| +
-///   γ_{d+C}·(|QE|·|S| + |P|·|V'|), |ΔQE| <= (e_q + δE_i + u)·|QE|;
+///   = max(γ_{d+1}, the tensor cores' 3xTF32 constant: `tensor_dot`);
+/// - O = QE·S + P·V' (one sum of d + i + 1 terms): |ΔQE|·|S| + |ΔP|·|V'| + |P|·|ΔV'| +
+///   c_{d+C}·(|QE|·|S| + |P|·|V'|) (`tensor_dot`), |ΔQE| <= (e_q + δE_i + u)·|QE|;
 /// - S_out = e^{γ_last}·S + KTᵀ·V' (an fmaf chain of C terms, then one fmaf):
 ///   δE_last·e^{γ_last}|S| + |ΔKT|ᵀ·|V'| + |KT|ᵀ·|ΔV'| + c_C·(e^{γ_last}|S| + |KT|ᵀ·|V'|),
 ///   |ΔKT| <= (e_k + δK_l + u)·|KT|.
@@ -232,7 +234,7 @@ pub(crate) fn chunked_bounds(
                         ws += m.w[i * d + r].abs() * sa;
                         dws += dw[i * d + r] * sa;
                     }
-                    dvp[i * d + c] = du[i * d + c] + dws + state_pass_dot(d) * (m.u[i * d + c].abs() + ws);
+                    dvp[i * d + c] = du[i * d + c] + dws + tensor_dot(d, 1) * (m.u[i * d + c].abs() + ws);
                 }
             }
             // Outputs.
@@ -251,7 +253,7 @@ pub(crate) fn chunked_bounds(
                         pv += p * m.vp[l * d + c].abs();
                         local += dp[i * n + l] * m.vp[l * d + c].abs() + p * dvp[l * d + c];
                     }
-                    local += gamma(d + chunk) * (qs + pv);
+                    local += tensor_dot(d + chunk, 0) * (qs + pv);
                     let at = (start + i) * shape.out_row_len() + h * d + c;
                     out_bound[at] = 2.0 * (q_norm * col_err[c] + local) + U * (want_out[at] as f64).abs();
                 }
@@ -271,7 +273,7 @@ pub(crate) fn chunked_bounds(
                         kv += kt * m.vp[l * d + c].abs();
                         local += rel_kt[l] * kt * m.vp[l * d + c].abs() + kt * dvp[l * d + c];
                     }
-                    local += state_pass_dot(chunk) * (decay * sa + kv);
+                    local += tensor_dot(chunk, 1) * (decay * sa + kv);
                     sq += local * local;
                 }
                 col_err[c] += sq.sqrt();

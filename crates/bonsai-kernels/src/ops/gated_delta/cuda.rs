@@ -190,13 +190,14 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂
     // [64][ld] each, ld = d rounded up to 4, plus 4.
     let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(4) * 4 + 4) * 4;
-    // ds = d rounded up to 16. Output pass: QE [64][ds], S_start block [ds][32], Pᵀ [64][64], V' block [64][32].
+    // ds = d rounded up to 16.
     let ds = d.div_ceil(16) * 16;
     // State pass: S block [ds][COLS + 8], W [64][ds + 4], KT [64][ds + 8], V' [64][COLS + 8]
     // (GDC_S_LD, GDC_W_PAD, GDC_KT_PAD: strides that spread a tensor-core fragment's loads over
     // the banks).
     let state_smem = (ds * (CHUNK_COLS + 8) + CHUNK * (ds + 4) + CHUNK * (ds + 8) + CHUNK * (CHUNK_COLS + 8)) * 4;
-    let out_smem = (CHUNK * ds + ds * CHUNK_COLS + CHUNK * CHUNK + CHUNK * CHUNK_COLS) * 4;
+    // Output pass: QE [64][ds + 4], S_start block [ds][COLS + 8], Pᵀ [64][72], V' block [64][COLS + 8].
+    let out_smem = (CHUNK * (ds + 4) + ds * (CHUNK_COLS + 8) + CHUNK * (CHUNK + 8) + CHUNK * (CHUNK_COLS + 8)) * 4;
     let prepare = gpu.function("gated_delta_chunk_prepare")?;
     let pass = gpu.function("gated_delta_chunk_state")?;
     let outputs = gpu.function("gated_delta_chunk_out")?;

@@ -429,83 +429,110 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS, 2)
 
 // gated_delta_chunk_out: grid (chunks, ceil(d / 32), v_heads), GDC_OUT_THREADS threads. CTA (c, b, h)
 // writes O[:, 32b .. 32b + 31] of chunk c, head h: O = QE·S_start + P·V', every chunk at once
-// (the state pass left S_start and V' in the scratch). Warp w owns rows 8w .. 8w + 7, the lane a
-// column. Shared memory: QE [64][ds] (columns d.. zero), S_start[:, block] [ds][32] (rows d.. zero),
-// Pᵀ [64][64], V'[:, block] [64][32].
+// (the state pass left S_start and V' in the scratch), on the tensor cores as the state pass runs
+// its products (3xTF32, partials of GDC_TC_FOLD k8 steps): one K = d + 64 sum per output, the P
+// part only over the k8 steps at or below a row tile's diagonal (P is lower triangular). Warp w
+// owns rows 16(w / 2) .. +15 and columns 16(w % 2) .. +15. Shared memory: QE [64][ds + GDC_W_PAD]
+// (columns d.. zero), S_start[:, block] [ds][GDC_S_LD] (rows d.. and columns past the head zero),
+// Pᵀ [64][GDC_P_LD], V'[:, block] [64][GDC_S_LD].
+#define GDC_P_LD (GDC_CHUNK + 8)
 extern "C" __global__ void __launch_bounds__(GDC_OUT_THREADS)
     gated_delta_chunk_out(const float* __restrict__ scratch, float* __restrict__ out, int rows, int v_heads, int d) {
     griddep_wait();
     griddep_launch_dependents();
     extern __shared__ float gdc_out_smem[];
-    const int ds = (d + 15) & ~15;
-    float* xs = gdc_out_smem;                      // [64][ds]
-    float* ssh = xs + GDC_CHUNK * ds;              // [ds][32]
-    float* psh = ssh + ds * GDC_COLS;              // [64][64]
-    float* vp = psh + GDC_CHUNK * GDC_CHUNK;       // [64][32]
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    const int c = blockIdx.x, h = blockIdx.z, j0 = blockIdx.y * GDC_COLS, j = j0 + lane;
+    const int ds = (d + 15) & ~15, q_ld = ds + GDC_W_PAD;
+    float* xs = gdc_out_smem;                      // [64][q_ld]
+    float* ssh = xs + GDC_CHUNK * q_ld;            // [ds][GDC_S_LD]
+    float* psh = ssh + ds * GDC_S_LD;              // [64][GDC_P_LD]
+    float* vp = psh + GDC_CHUNK * GDC_P_LD;        // [64][GDC_S_LD]
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, warps = GDC_OUT_THREADS / WARP_SIZE;
+    const int g = lane / 4, t = lane % 4;
+    const int c = blockIdx.x, h = blockIdx.z, j0 = blockIdx.y * GDC_COLS;
     const int cols = min(GDC_COLS, d - j0);
     const int chunks = gridDim.x, t0 = c * GDC_CHUNK, n = min(GDC_CHUNK, rows - t0);
     const float* blk = scratch + ((long long)h * chunks + c) * gdc_block_len(d);
     if (ds != d)
-        for (int e = threadIdx.x; e < GDC_CHUNK * (ds - d); e += blockDim.x) xs[(e / (ds - d)) * ds + d + e % (ds - d)] = 0.0f;
-    for (int e = threadIdx.x; e < ds * GDC_COLS; e += blockDim.x)
-        if (e / GDC_COLS >= d || e % GDC_COLS >= cols) ssh[e] = 0.0f;
-    for (int e = threadIdx.x; e < GDC_CHUNK * GDC_COLS; e += blockDim.x)
-        if (e % GDC_COLS >= cols) vp[e] = 0.0f;
-    gdc_copy_rows_async(xs, ds, blk + GDC_CHUNK * d, GDC_CHUNK, d);
-    gdc_copy_rows_async(psh, GDC_CHUNK, blk + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
+        for (int r = warp; r < GDC_CHUNK; r += warps)
+            for (int x = d + lane; x < ds; x += WARP_SIZE) xs[r * q_ld + x] = 0.0f;
+    // Columns past the head (a last, partial column block) and S rows past d read as zero.
+    for (int r = warp; r < ds; r += warps)
+        if (lane >= cols || r >= d) ssh[r * GDC_S_LD + lane] = 0.0f;
+    for (int r = warp; r < GDC_CHUNK; r += warps)
+        if (lane >= cols) vp[r * GDC_S_LD + lane] = 0.0f;
+    gdc_copy_rows_async(xs, q_ld, blk + GDC_CHUNK * d, GDC_CHUNK, d);
+    gdc_copy_rows_async(psh, GDC_P_LD, blk + 4 * GDC_CHUNK * d, GDC_CHUNK, GDC_CHUNK);
     // S_start's and V''s rows restricted to this block's columns: 16-byte pieces when d is a multiple
     // of 4 (then so is cols, and every row start j0 + r·d is aligned).
     const float* s_start = blk + gdc_s_start_at(d) + j0;
     const float* v_in = blk + 2 * GDC_CHUNK * d + j0;
     if ((d & 3) == 0) {
-        const int per_row = cols / 4;
-        for (int e = threadIdx.x; e < d * per_row; e += blockDim.x)
-            cp_async16(ssh + (e / per_row) * GDC_COLS + 4 * (e % per_row), s_start + (long long)(e / per_row) * d + 4 * (e % per_row));
-        for (int e = threadIdx.x; e < GDC_CHUNK * per_row; e += blockDim.x)
-            cp_async16(vp + (e / per_row) * GDC_COLS + 4 * (e % per_row), v_in + (e / per_row) * d + 4 * (e % per_row));
+        for (int r = warp; r < d; r += warps)
+            if (4 * lane < cols) cp_async16(ssh + r * GDC_S_LD + 4 * lane, s_start + (long long)r * d + 4 * lane);
+        for (int r = warp; r < GDC_CHUNK; r += warps)
+            if (4 * lane < cols) cp_async16(vp + r * GDC_S_LD + 4 * lane, v_in + (long long)r * d + 4 * lane);
     } else {
-        for (int e = threadIdx.x; e < d * cols; e += blockDim.x)
-            cp_async4(ssh + (e / cols) * GDC_COLS + e % cols, s_start + (long long)(e / cols) * d + e % cols);
-        for (int e = threadIdx.x; e < GDC_CHUNK * cols; e += blockDim.x)
-            cp_async4(vp + (e / cols) * GDC_COLS + e % cols, v_in + (e / cols) * d + e % cols);
+        for (int r = warp; r < d; r += warps)
+            if (lane < cols) cp_async4(ssh + r * GDC_S_LD + lane, s_start + (long long)r * d + lane);
+        for (int r = warp; r < GDC_CHUNK; r += warps)
+            if (lane < cols) cp_async4(vp + r * GDC_S_LD + lane, v_in + (long long)r * d + lane);
     }
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
 
-    const int i0 = warp * 8;
-    float acc[8];
+    const int r0 = 16 * (warp / 2), c0 = 16 * (warp % 2);
+    float acc[2][4];
     zero_fill(acc);
-    for (int r = 0; r < ds; r += 4) {
-        float s4[4];
+    // QE·S_start over k < ds.
+    for (int k0 = 0; k0 < ds; k0 += 8 * GDC_TC_FOLD) {
+        float part[2][4];
+        zero_fill(part);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) s4[q] = ssh[(r + q) * GDC_COLS + lane];
+        for (int f = 0; f < GDC_TC_FOLD; ++f) {
+            const int k = k0 + 8 * f;
+            const float a[4] = {xs[(r0 + g) * q_ld + k + t], xs[(r0 + g + 8) * q_ld + k + t], xs[(r0 + g) * q_ld + k + t + 4],
+                                xs[(r0 + g + 8) * q_ld + k + t + 4]};
 #pragma unroll
-        for (int m = 0; m < 8; ++m) {
-            const float4 x4 = *(const float4*)(xs + (i0 + m) * ds + r);
-            acc[m] = fmaf(x4.x, s4[0], acc[m]);
-            acc[m] = fmaf(x4.y, s4[1], acc[m]);
-            acc[m] = fmaf(x4.z, s4[2], acc[m]);
-            acc[m] = fmaf(x4.w, s4[3], acc[m]);
+            for (int q = 0; q < 2; ++q) {
+                const int col = c0 + 8 * q + g;
+                const float b[2] = {ssh[(k + t) * GDC_S_LD + col], ssh[(k + t + 4) * GDC_S_LD + col]};
+                gdc_mma_3xtf32(part[q], a, b);
+            }
         }
-    }
-    // + Σ_{l<=i} P_il V'_l (P_il = 0 past the diagonal), 8 rows of Pᵀ's row l as two float4.
-    for (int l = 0; l < min(i0 + 8, n); ++l) {
-        const float v = vp[l * GDC_COLS + lane];
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            const float4 p4 = *(const float4*)(psh + l * GDC_CHUNK + i0 + 4 * q);
-            acc[4 * q] = fmaf(p4.x, v, acc[4 * q]);
-            acc[4 * q + 1] = fmaf(p4.y, v, acc[4 * q + 1]);
-            acc[4 * q + 2] = fmaf(p4.z, v, acc[4 * q + 2]);
-            acc[4 * q + 3] = fmaf(p4.w, v, acc[4 * q + 3]);
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
+    }
+    // + P·V' over l <= the row tile's last row (P_il = 0 for l > i): r0 + 16 values of l, whole
+    // partials of 16.
+    for (int k0 = 0; k0 < r0 + 16; k0 += 8 * GDC_TC_FOLD) {
+        float part[2][4];
+        zero_fill(part);
+#pragma unroll
+        for (int f = 0; f < GDC_TC_FOLD; ++f) {
+            const int k = k0 + 8 * f;
+            // P[i][l] = Pᵀ[l][i].
+            const float a[4] = {psh[(k + t) * GDC_P_LD + r0 + g], psh[(k + t) * GDC_P_LD + r0 + g + 8],
+                                psh[(k + t + 4) * GDC_P_LD + r0 + g], psh[(k + t + 4) * GDC_P_LD + r0 + g + 8]};
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                const int col = c0 + 8 * q + g;
+                const float b[2] = {vp[(k + t) * GDC_S_LD + col], vp[(k + t + 4) * GDC_S_LD + col]};
+                gdc_mma_3xtf32(part[q], a, b);
+            }
         }
+#pragma unroll
+        for (int q = 0; q < 2; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
     }
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-        const int i = i0 + m;
-        if (j < d && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j] = acc[m];
-    }
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = r0 + g + 8 * (e / 2), col = c0 + 8 * q + 2 * t + e % 2;
+            if (col < cols && i < n) out[(long long)(t0 + i) * v_heads * d + (long long)h * d + j0 + col] = acc[q][e];
+        }
 }
