@@ -119,17 +119,18 @@ pub(crate) fn bounds(
 /// - γ = cumsum(g) runs in f64, so γ_i − γ_j carries Σ_{j<s<=i} |Δg_s| plus its rounding to f32
 ///   (u·|γ_i − γ_j|) plus the f64 sum's 2^-53·64·Σ|g|: D_ij's relative error δD_ij adds expf's 4u;
 ///   likewise δE_i for e^{γ_i} and δK_i for e^{γ_last − γ_i};
-/// - A_ij = β_i·(k̂_i·k̂_j)·D_ij: |ΔA_ij| <= β_i D_ij·((γ_d + 2e_k)·Σ_x|k̂_ix k̂_jx| + |k̂_i·k̂_j|·(4u
-///   + δD_ij + 2u)); P_ij = (q̂_i·k̂_j)·D_ij likewise with e_q + e_k and one product;
+/// - A_ij = β_i·(k̂_i·k̂_j)·D_ij: |ΔA_ij| <= β_i D_ij·((c_d + 2e_k)·Σ_x|k̂_ix k̂_jx| + |k̂_i·k̂_j|·(4u
+///   + δD_ij + 2u)); P_ij = (q̂_i·k̂_j)·D_ij likewise with e_q + e_k and one product; c_K, for a
+///   product of K terms computed by the CUDA kernels on the tensor cores (3xTF32) or by an f32
+///   fmaf chain, is the larger of the two constants (`tensor_dot`);
 /// - [U | W] solves (I + A)X = B by forward substitution (an fmaf chain of at most C terms per
 ///   element): |ΔX| <= |T|·(|ΔB| + |ΔA|·|X| + γ_C·(|B| + |A|·|X|)), with |ΔB| <= (4u + u)·|βV|
 ///   for U and (4u + δE_i + e_k + 2u)·|β e^γ K| for W;
-/// - V' = U − W·S (d-term chain, then the subtraction): |ΔU| + |ΔW|·|S| + c_d·(|U| + |W|·|S|), c_d
-///   = max(γ_{d+1}, the tensor cores' 3xTF32 constant: `tensor_dot`);
+/// - V' = U − W·S (d-term sum, then the subtraction): |ΔU| + |ΔW|·|S| + c_{d+1}·(|U| + |W|·|S|);
 /// - O = QE·S + P·V' (one sum of d + i + 1 terms): |ΔQE|·|S| + |ΔP|·|V'| + |P|·|ΔV'| +
-///   c_{d+C}·(|QE|·|S| + |P|·|V'|) (`tensor_dot`), |ΔQE| <= (e_q + δE_i + u)·|QE|;
-/// - S_out = e^{γ_last}·S + KTᵀ·V' (an fmaf chain of C terms, then one fmaf):
-///   δE_last·e^{γ_last}|S| + |ΔKT|ᵀ·|V'| + |KT|ᵀ·|ΔV'| + c_C·(e^{γ_last}|S| + |KT|ᵀ·|V'|),
+///   c_{d+C}·(|QE|·|S| + |P|·|V'|), |ΔQE| <= (e_q + δE_i + u)·|QE|;
+/// - S_out = e^{γ_last}·S + KTᵀ·V' (a sum of C terms, then one fmaf):
+///   δE_last·e^{γ_last}|S| + |ΔKT|ᵀ·|V'| + |KT|ᵀ·|ΔV'| + c_{C+1}·(e^{γ_last}|S| + |KT|ᵀ·|V'|),
 ///   |ΔKT| <= (e_k + δK_l + u)·|KT|.
 ///
 /// Those are a chunk's local errors, computed as if its incoming state were exact. The error
@@ -151,6 +152,8 @@ pub(crate) fn chunked_bounds(
     let chunk = super::CHUNK;
     let gd = gamma(d);
     let (e_q, e_k) = (gd / 2.0 + 7.0 * U, gd / 2.0 + 6.0 * U);
+    // The Gram products' own constant (the tensor cores' or an fmaf chain's, the larger).
+    let gram = tensor_dot(d, 0);
     let f64_sum = 64.0 * f64::EPSILON / 2.0;
     let mut out_bound = vec![0.0f64; want_out.len()];
     let mut state_bound = vec![0.0f64; want_state.len()];
@@ -186,9 +189,9 @@ pub(crate) fn chunked_bounds(
                     let dd = m.dm[i * n + j];
                     let rel_d = gamma_err(i, Some(j));
                     if j < i {
-                        da[i * n + j] = m.b[i] * dd * ((gd + 2.0 * e_k) * absdot(&ki, &kj) + dot(&ki, &kj).abs() * (6.0 * U + rel_d));
+                        da[i * n + j] = m.b[i] * dd * ((gram + 2.0 * e_k) * absdot(&ki, &kj) + dot(&ki, &kj).abs() * (6.0 * U + rel_d));
                     }
-                    dp[i * n + j] = dd * ((gd + e_q + e_k) * absdot(&qi, &kj) + dot(&qi, &kj).abs() * (U + rel_d));
+                    dp[i * n + j] = dd * ((gram + e_q + e_k) * absdot(&qi, &kj) + dot(&qi, &kj).abs() * (U + rel_d));
                 }
             }
             // The solve's residual R and |ΔX| = |T|·R, for X = U (B = βV) and X = W (B = βe^γK).

@@ -188,8 +188,8 @@ pub(crate) fn launch_chunked<A: DevicePtr<f32>>(
     let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
     let q_scale = 1.0 / (d as f32).sqrt();
     // γ (f64) [64], β, g, e^γ and e^{γ_last − γ} [64] each, A [64][GDC_AM_LD = 68], q̂ and k̂
-    // [64][ld] each, ld = d rounded up to 4, plus 4.
-    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(4) * 4 + 4) * 4;
+    // [64][ld] each, ld = d rounded up to 16, plus 4.
+    let prep_smem = CHUNK * 8 + 4 * CHUNK * 4 + CHUNK * 68 * 4 + 2 * CHUNK * (d.div_ceil(16) * 16 + 4) * 4;
     // ds = d rounded up to 16.
     let ds = d.div_ceil(16) * 16;
     // State pass: S block [ds][COLS + 8], W [64][ds + 4], KT [64][ds + 8], V' [64][COLS + 8]

@@ -36,11 +36,39 @@ __device__ __forceinline__ long long gdc_block_len(int d) { return gdc_s_start_a
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float gdc_softplus(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
+// The chunked form's products on the tensor cores (the prepare's Gram products, the state pass's
+// two, the outputs'), 3xTF32 (ops/gemm_f32/tile_3xtf32.cu's split:
+// each product a·b as a_small·b_big + a_big·b_small + a_big·b_big, mma.sync m16n8k8, partials of
+// GDC_TC_FOLD k8 steps folded into f32 accumulators by a round-to-nearest add). Its error per
+// output, (F + 12·FOLD + 13)·u·Σ|a·b| with F = the folds (ops/gemm_f32/mod.rs), is within the
+// f32 fmaf chain's γ_K·Σ|a·b| from K = 42 on: the Gram products and W·S have K = d (45u against
+// 128u at Bonsai 2's d = 128), KTᵀ·V' K = 64 (41u against 65u), the outputs d + 64. bound.rs
+// (`tensor_dot`) takes the larger of the two, so small test heads stay covered.
+#define GDC_TC_FOLD 2
+// Row strides (floats) of the state pass's shared tiles, chosen so that a fragment's 32 loads hit
+// 32 banks: S and V' (B operands, element (k, n) at k·40 + n: 8t + g), W (A, row-major: 4g + t
+// at a stride of 4 mod 32), KT (A transposed: element (k, m) at k·(ds + 8) + m: 8t + g).
+#define GDC_S_LD (GDC_COLS + 8)
+#define GDC_W_PAD 4
+#define GDC_KT_PAD 8
+
+// One k8 step of 3xTF32 into `part` (16 x 8, C layout) for A fragment values a[4] and B b[2].
+__device__ __forceinline__ void gdc_mma_3xtf32(float (&part)[4], const float (&a)[4], const float (&b)[2]) {
+    u32 ab[4], as[4], bb0, bs0, bb1, bs1;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tf32x3_split(__float_as_uint(a[e]), ab[e], as[e]);
+    tf32x3_split(__float_as_uint(b[0]), bb0, bs0);
+    tf32x3_split(__float_as_uint(b[1]), bb1, bs1);
+    // Small terms first, as tile_3xtf32 sums them.
+    mma_tf32_16x8x8(part, as, bb0, bb1);
+    mma_tf32_16x8x8(part, ab, bs0, bs1);
+    mma_tf32_16x8x8(part, ab, bb0, bb1);
+}
+
 // Shared memory: γ (f64), β, g, e^γ, e^{γ_last − γ}, A [64][GDC_AM_LD], k̂ and q̂ rows at stride
-// ld = d4 + 4, d4 = d rounded up to 4, columns d..d4−1 zero (the Gram products read 16 rows at
-// once across a warp as float4: when d is a multiple of 32, as Bonsai 2's 128, ld is 4 mod 32
-// floats, 8 rows cover the 32 banks and 16 rows take the 2 wavefronts their 256 bytes need); once the Gram products are done the q̂ tile
-// holds the chunk's V rows at stride d.
+// ld = d16 + 4, d16 = d rounded up to 16 (whole pairs of k8 steps), columns d..d16−1 zero (when d
+// is a multiple of 32, as Bonsai 2's 128, ld is 4 mod 32 floats: a fragment's 8 rows x 4 columns
+// hit 32 banks); once the Gram products are done the q̂ tile holds the chunk's V rows at stride d.
 // Global reads are issued all at once (cp.async) rather than row by row, so each costs one
 // latency, not one per row.
 extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
@@ -57,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
     float* egam = gate + GDC_CHUNK;                 // [64] e^γ
     float* egl = egam + GDC_CHUNK;                  // [64] e^{γ_last − γ}
     float* am = egl + GDC_CHUNK;                    // [64][GDC_AM_LD]
-    const int d4 = (d + 3) & ~3, ld = d4 + 4;
+    const int d16 = (d + 15) & ~15, ld = d16 + 4;
     float* ks = am + GDC_CHUNK * GDC_AM_LD;         // [64][ld]
     float* qs = ks + GDC_CHUNK * ld;                // [64][ld], later V [64][d]
     const int c = blockIdx.x, h = blockIdx.y, kh = h % k_heads;
@@ -91,9 +119,9 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
         }
     }
     cp_async_commit();
-    if (d4 != d)
+    if (d16 != d)
         for (int r = warp; r < GDC_CHUNK; r += warps)
-            for (int i = d + lane; i < d4; i += WARP_SIZE) {
+            for (int i = d + lane; i < d16; i += WARP_SIZE) {
                 qs[r * ld + i] = 0.0f;
                 ks[r * ld + i] = 0.0f;
             }
@@ -147,47 +175,50 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
         }
     if (threadIdx.x == 0) decay_out[0] = egam[GDC_CHUNK - 1];
 
-    // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i):
-    // thread (ib, jb) of 16 x 16 computes rows i = ib + 16ii and columns j = jb + 16jj (jj <= ii < 4:
-    // the blocks above the diagonal, jj > ii, hold only j > i, where both are 0), 12 float4 shared
-    // loads per 80 fmaf, each dot product in ascending x. A is stored transposed (Aᵀ[j][i]), as the
-    // column-oriented solve reads it.
+    // A[i][j] = β_i (k̂_i·k̂_j) e^{γ_i − γ_j} (j < i) and P[i][j] = (q̂_i·k̂_j) e^{γ_i − γ_j} (j <= i),
+    // on the tensor cores: the 20 (16-row, 8-column) tiles at or below the diagonal (tile (mt, nt)
+    // with nt <= 2mt + 1; those above hold only j > i, where both are 0), warp w taking tiles w,
+    // w + 8, w + 16; k̂_j's fragment serves both products. A is stored transposed (Aᵀ[j][i]), as
+    // the column-oriented solve reads it.
     {
-        const int jb = threadIdx.x % 16, ib = threadIdx.x / 16;
-        float acc_a[4][4], acc_p[4][4];
-        zero_fill(acc_a);
-        zero_fill(acc_p);
-        for (int x = 0; x < d4; x += 4) {
-            float4 kj[4], ki[4], qi[4];
+        const int g = lane / 4, t = lane % 4;
+        for (int tile = warp; tile < 20; tile += warps) {
+            const int mt = tile < 2 ? 0 : tile < 6 ? 1 : tile < 12 ? 2 : 3;
+            const int nt = tile - mt * (mt + 1), i0 = 16 * mt, jrow = 8 * nt + g;
+            float acc_a[4] = {}, acc_p[4] = {};
+            for (int k0 = 0; k0 < d16; k0 += 8 * GDC_TC_FOLD) {
+                float part_a[4] = {}, part_p[4] = {};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                kj[e] = *(const float4*)(ks + (jb + 16 * e) * ld + x);
-                ki[e] = *(const float4*)(ks + (ib + 16 * e) * ld + x);
-                qi[e] = *(const float4*)(qs + (ib + 16 * e) * ld + x);
-            }
+                for (int f = 0; f < GDC_TC_FOLD; ++f) {
+                    const int k = k0 + 8 * f;
+                    const float ka[4] = {ks[(i0 + g) * ld + k + t], ks[(i0 + g + 8) * ld + k + t], ks[(i0 + g) * ld + k + t + 4],
+                                         ks[(i0 + g + 8) * ld + k + t + 4]};
+                    const float qa[4] = {qs[(i0 + g) * ld + k + t], qs[(i0 + g + 8) * ld + k + t], qs[(i0 + g) * ld + k + t + 4],
+                                         qs[(i0 + g + 8) * ld + k + t + 4]};
+                    const float kb[2] = {ks[jrow * ld + k + t], ks[jrow * ld + k + t + 4]};
+                    gdc_mma_3xtf32(part_a, ka, kb);
+                    gdc_mma_3xtf32(part_p, qa, kb);
+                }
 #pragma unroll
-            for (int ii = 0; ii < 4; ++ii) {
-#pragma unroll
-                for (int jj = 0; jj <= ii; ++jj) {
-                    acc_a[ii][jj] = fmaf(ki[ii].x, kj[jj].x, acc_a[ii][jj]);
-                    acc_a[ii][jj] = fmaf(ki[ii].y, kj[jj].y, acc_a[ii][jj]);
-                    acc_a[ii][jj] = fmaf(ki[ii].z, kj[jj].z, acc_a[ii][jj]);
-                    acc_a[ii][jj] = fmaf(ki[ii].w, kj[jj].w, acc_a[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii].x, kj[jj].x, acc_p[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii].y, kj[jj].y, acc_p[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii].z, kj[jj].z, acc_p[ii][jj]);
-                    acc_p[ii][jj] = fmaf(qi[ii].w, kj[jj].w, acc_p[ii][jj]);
+                for (int e = 0; e < 4; ++e) {
+                    acc_a[e] += part_a[e];
+                    acc_p[e] += part_p[e];
                 }
             }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int i = i0 + g + 8 * (e / 2), j = 8 * nt + 2 * t + e % 2;
+                const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
+                am[j * GDC_AM_LD + i] = j < i ? bet[i] * acc_a[e] * dij : 0.0f;
+                p_out[j * GDC_CHUNK + i] = acc_p[e] * dij;
+            }
         }
-#pragma unroll
-        for (int ii = 0; ii < 4; ++ii) {
-#pragma unroll
-            for (int jj = 0; jj < 4; ++jj) {
-                const int i = ib + 16 * ii, j = jb + 16 * jj;
-                const float dij = (jj <= ii && j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
-                am[j * GDC_AM_LD + i] = jj <= ii && j < i ? bet[i] * acc_a[ii][jj] * dij : 0.0f;
-                p_out[j * GDC_CHUNK + i] = jj <= ii ? acc_p[ii][jj] * dij : 0.0f;
+        // The tiles above the diagonal.
+        for (int e = threadIdx.x; e < GDC_CHUNK * GDC_CHUNK; e += blockDim.x) {
+            const int i = e % GDC_CHUNK, j = e / GDC_CHUNK;
+            if ((j >> 3) > 2 * (i >> 4) + 1) {
+                am[j * GDC_AM_LD + i] = 0.0f;
+                p_out[j * GDC_CHUNK + i] = 0.0f;
             }
         }
     }
@@ -254,34 +285,6 @@ __device__ __forceinline__ void gdc_copy_rows_async(float* dst, int ld, const fl
     } else {
         for (int e = threadIdx.x; e < rows * d; e += blockDim.x) cp_async4(dst + (e / d) * ld + e % d, src + e);
     }
-}
-
-// The state pass's two products on the tensor cores, 3xTF32 (ops/gemm_f32/tile_3xtf32.cu's split:
-// each product a·b as a_small·b_big + a_big·b_small + a_big·b_big, mma.sync m16n8k8, partials of
-// GDC_TC_FOLD k8 steps folded into f32 accumulators by a round-to-nearest add). Its error per
-// output, (F + 12·FOLD + 13)·u·Σ|a·b| with F = the folds (ops/gemm_f32/mod.rs), is within the
-// f32 fmaf chain's γ_K·Σ|a·b| that the chunked bound (bound.rs) allows from K = 42 on: W·S has
-// K = d (45u against 128u at Bonsai 2's d = 128), KTᵀ·V' K = 64 (41u against 65u). Below that
-// (small test heads) bound.rs takes the larger of the two.
-#define GDC_TC_FOLD 2
-// Row strides (floats) of the state pass's shared tiles, chosen so that a fragment's 32 loads hit
-// 32 banks: S and V' (B operands, element (k, n) at k·40 + n: 8t + g), W (A, row-major: 4g + t
-// at a stride of 4 mod 32), KT (A transposed: element (k, m) at k·(ds + 8) + m: 8t + g).
-#define GDC_S_LD (GDC_COLS + 8)
-#define GDC_W_PAD 4
-#define GDC_KT_PAD 8
-
-// One k8 step of 3xTF32 into `part` (16 x 8, C layout) for A fragment values a[4] and B b[2].
-__device__ __forceinline__ void gdc_mma_3xtf32(float (&part)[4], const float (&a)[4], const float (&b)[2]) {
-    u32 ab[4], as[4], bb0, bs0, bb1, bs1;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) tf32x3_split(__float_as_uint(a[e]), ab[e], as[e]);
-    tf32x3_split(__float_as_uint(b[0]), bb0, bs0);
-    tf32x3_split(__float_as_uint(b[1]), bb1, bs1);
-    // Small terms first, as tile_3xtf32 sums them.
-    mma_tf32_16x8x8(part, as, bb0, bb1);
-    mma_tf32_16x8x8(part, ab, bs0, bs1);
-    mma_tf32_16x8x8(part, ab, bb0, bb1);
 }
 
 // Shared memory: S[:, block] [ds][GDC_S_LD] (rows d.. and columns past the head zero), W [64][ds +
