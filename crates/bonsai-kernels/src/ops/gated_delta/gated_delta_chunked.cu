@@ -65,6 +65,33 @@ __device__ __forceinline__ void gdc_mma_3xtf32(float (&part)[4], const float (&a
     mma_tf32_16x8x8(part, ab, bb0, bb1);
 }
 
+// acc[q] (16 x 8, C layout) += A·B_q over k < k_end (a multiple of 8·GDC_TC_FOLD) in partials of
+// GDC_TC_FOLD k8 steps, each folded into acc by an f32 add: load_a(k, a) gives the A fragment of
+// k8 step k (rows g, g + 8 at columns k + t, k + t + 4), load_b(k, q, b) B_q's (rows k + t, k + t +
+// 4 at column g).
+template <int Q, class LoadA, class LoadB>
+__device__ __forceinline__ void gdc_tc_accumulate(float (&acc)[Q][4], int k_end, LoadA load_a, LoadB load_b) {
+    for (int k0 = 0; k0 < k_end; k0 += 8 * GDC_TC_FOLD) {
+        float part[Q][4] = {};
+#pragma unroll
+        for (int f = 0; f < GDC_TC_FOLD; ++f) {
+            const int k = k0 + 8 * f;
+            float a[4];
+            load_a(k, a);
+#pragma unroll
+            for (int q = 0; q < Q; ++q) {
+                float b[2];
+                load_b(k, q, b);
+                gdc_mma_3xtf32(part[q], a, b);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
+    }
+}
+
 // Shared memory: γ (f64), β, g, e^γ, e^{γ_last − γ}, A [64][GDC_AM_LD], k̂ and q̂ rows at stride
 // ld = d16 + 4, d16 = d rounded up to 16 (whole pairs of k8 steps), columns d..d16−1 zero (when d
 // is a multiple of 32, as Bonsai 2's 128, ld is 4 mod 32 floats: a fragment's 8 rows x 4 columns
@@ -185,32 +212,23 @@ extern "C" __global__ void __launch_bounds__(GDC_PREP_THREADS, 2)
         for (int tile = warp; tile < 20; tile += warps) {
             const int mt = tile < 2 ? 0 : tile < 6 ? 1 : tile < 12 ? 2 : 3;
             const int nt = tile - mt * (mt + 1), i0 = 16 * mt, jrow = 8 * nt + g;
-            float acc_a[4] = {}, acc_p[4] = {};
-            for (int k0 = 0; k0 < d16; k0 += 8 * GDC_TC_FOLD) {
-                float part_a[4] = {}, part_p[4] = {};
-#pragma unroll
-                for (int f = 0; f < GDC_TC_FOLD; ++f) {
-                    const int k = k0 + 8 * f;
-                    const float ka[4] = {ks[(i0 + g) * ld + k + t], ks[(i0 + g + 8) * ld + k + t], ks[(i0 + g) * ld + k + t + 4],
-                                         ks[(i0 + g + 8) * ld + k + t + 4]};
-                    const float qa[4] = {qs[(i0 + g) * ld + k + t], qs[(i0 + g + 8) * ld + k + t], qs[(i0 + g) * ld + k + t + 4],
-                                         qs[(i0 + g + 8) * ld + k + t + 4]};
-                    const float kb[2] = {ks[jrow * ld + k + t], ks[jrow * ld + k + t + 4]};
-                    gdc_mma_3xtf32(part_a, ka, kb);
-                    gdc_mma_3xtf32(part_p, qa, kb);
-                }
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    acc_a[e] += part_a[e];
-                    acc_p[e] += part_p[e];
-                }
-            }
+            // Rows i0 + g (+ 8) of k̂ (for A) or q̂ (for P), row jrow of k̂ as B's column.
+            auto rows_of = [&](const float* x) {
+                return [=](int k, float (&a)[4]) {
+                    a[0] = x[(i0 + g) * ld + k + t], a[1] = x[(i0 + g + 8) * ld + k + t];
+                    a[2] = x[(i0 + g) * ld + k + t + 4], a[3] = x[(i0 + g + 8) * ld + k + t + 4];
+                };
+            };
+            auto k_column = [&](int k, int, float (&b)[2]) { b[0] = ks[jrow * ld + k + t], b[1] = ks[jrow * ld + k + t + 4]; };
+            float acc_a[1][4] = {}, acc_p[1][4] = {};
+            gdc_tc_accumulate(acc_a, d16, rows_of(ks), k_column);
+            gdc_tc_accumulate(acc_p, d16, rows_of(qs), k_column);
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int i = i0 + g + 8 * (e / 2), j = 8 * nt + 2 * t + e % 2;
                 const float dij = (j <= i && i < n) ? expf((float)(gam[i] - gam[j])) : 0.0f;
-                am[j * GDC_AM_LD + i] = j < i ? bet[i] * acc_a[e] * dij : 0.0f;
-                p_out[j * GDC_CHUNK + i] = acc_p[e] * dij;
+                am[j * GDC_AM_LD + i] = j < i ? bet[i] * acc_a[0][e] * dij : 0.0f;
+                p_out[j * GDC_CHUNK + i] = acc_p[0][e] * dij;
             }
         }
         // The tiles above the diagonal.
@@ -353,28 +371,16 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS, 2)
             if (lane < cols) s_start[(long long)r * d + j0 + lane] = ssh[r * GDC_S_LD + lane];
 
         // V' = U − W·S.
-        float acc[2][4];
-        zero_fill(acc);
-        for (int k0 = 0; k0 < ds; k0 += 8 * GDC_TC_FOLD) {
-            float part[2][4];
-            zero_fill(part);
-#pragma unroll
-            for (int f = 0; f < GDC_TC_FOLD; ++f) {
-                const int k = k0 + 8 * f;
-                const float a[4] = {ws[(vr0 + g) * w_ld + k + t], ws[(vr0 + g + 8) * w_ld + k + t],
-                                    ws[(vr0 + g) * w_ld + k + t + 4], ws[(vr0 + g + 8) * w_ld + k + t + 4]};
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const int col = vc0 + 8 * q + g;
-                    const float b[2] = {ssh[(k + t) * GDC_S_LD + col], ssh[(k + t + 4) * GDC_S_LD + col]};
-                    gdc_mma_3xtf32(part[q], a, b);
-                }
-            }
-#pragma unroll
-            for (int q = 0; q < 2; ++q)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
-        }
+        float acc[2][4] = {};
+        gdc_tc_accumulate(
+            acc, ds,
+            [&](int k, float (&a)[4]) {
+                a[0] = ws[(vr0 + g) * w_ld + k + t], a[1] = ws[(vr0 + g + 8) * w_ld + k + t];
+                a[2] = ws[(vr0 + g) * w_ld + k + t + 4], a[3] = ws[(vr0 + g + 8) * w_ld + k + t + 4];
+            },
+            [&](int k, int q, float (&b)[2]) {
+                b[0] = ssh[(k + t) * GDC_S_LD + vc0 + 8 * q + g], b[1] = ssh[(k + t + 4) * GDC_S_LD + vc0 + 8 * q + g];
+            });
 #pragma unroll
         for (int q = 0; q < 2; ++q)
 #pragma unroll
@@ -392,28 +398,17 @@ extern "C" __global__ void __launch_bounds__(GDC_STATE_THREADS, 2)
         // S[r][j] = e^{γ_last} S[r][j] + Σ_l KT[l][r] V'[l][j]: the chunk's 64 rows l (a last
         // chunk's rows past its end are zero in KT and V').
         for (int r0 = 16 * warp; r0 < ds; r0 += 16 * warps) {
-            float su[4][4];
-            zero_fill(su);
-#pragma unroll
-            for (int k0 = 0; k0 < GDC_CHUNK; k0 += 8 * GDC_TC_FOLD) {
-                float part[4][4];
-                zero_fill(part);
-#pragma unroll
-                for (int f = 0; f < GDC_TC_FOLD; ++f) {
-                    const int k = k0 + 8 * f;
-                    const float a[4] = {kts[(k + t) * kt_ld + r0 + g], kts[(k + t) * kt_ld + r0 + g + 8],
-                                        kts[(k + t + 4) * kt_ld + r0 + g], kts[(k + t + 4) * kt_ld + r0 + g + 8]};
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const float b[2] = {vp[(k + t) * GDC_S_LD + 8 * q + g], vp[(k + t + 4) * GDC_S_LD + 8 * q + g]};
-                        gdc_mma_3xtf32(part[q], a, b);
-                    }
-                }
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) su[q][e] += part[q][e];
-            }
+            float su[4][4] = {};
+            // A[r][l] = KT[l][r].
+            gdc_tc_accumulate(
+                su, GDC_CHUNK,
+                [&](int k, float (&a)[4]) {
+                    a[0] = kts[(k + t) * kt_ld + r0 + g], a[1] = kts[(k + t) * kt_ld + r0 + g + 8];
+                    a[2] = kts[(k + t + 4) * kt_ld + r0 + g], a[3] = kts[(k + t + 4) * kt_ld + r0 + g + 8];
+                },
+                [&](int k, int q, float (&b)[2]) {
+                    b[0] = vp[(k + t) * GDC_S_LD + 8 * q + g], b[1] = vp[(k + t + 4) * GDC_S_LD + 8 * q + g];
+                });
 #pragma unroll
             for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -485,52 +480,30 @@ extern "C" __global__ void __launch_bounds__(GDC_OUT_THREADS)
     __syncthreads();
 
     const int r0 = 16 * (warp / 2), c0 = 16 * (warp % 2);
-    float acc[2][4];
-    zero_fill(acc);
+    // B_q's column g of a [k][GDC_S_LD] tile (S_start, V').
+    auto columns_of = [&](const float* x) {
+        return [=](int k, int q, float (&b)[2]) {
+            b[0] = x[(k + t) * GDC_S_LD + c0 + 8 * q + g], b[1] = x[(k + t + 4) * GDC_S_LD + c0 + 8 * q + g];
+        };
+    };
+    float acc[2][4] = {};
     // QE·S_start over k < ds.
-    for (int k0 = 0; k0 < ds; k0 += 8 * GDC_TC_FOLD) {
-        float part[2][4];
-        zero_fill(part);
-#pragma unroll
-        for (int f = 0; f < GDC_TC_FOLD; ++f) {
-            const int k = k0 + 8 * f;
-            const float a[4] = {xs[(r0 + g) * q_ld + k + t], xs[(r0 + g + 8) * q_ld + k + t], xs[(r0 + g) * q_ld + k + t + 4],
-                                xs[(r0 + g + 8) * q_ld + k + t + 4]};
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int col = c0 + 8 * q + g;
-                const float b[2] = {ssh[(k + t) * GDC_S_LD + col], ssh[(k + t + 4) * GDC_S_LD + col]};
-                gdc_mma_3xtf32(part[q], a, b);
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
-    }
+    gdc_tc_accumulate(
+        acc, ds,
+        [&](int k, float (&a)[4]) {
+            a[0] = xs[(r0 + g) * q_ld + k + t], a[1] = xs[(r0 + g + 8) * q_ld + k + t];
+            a[2] = xs[(r0 + g) * q_ld + k + t + 4], a[3] = xs[(r0 + g + 8) * q_ld + k + t + 4];
+        },
+        columns_of(ssh));
     // + P·V' over l <= the row tile's last row (P_il = 0 for l > i): r0 + 16 values of l, whole
-    // partials of 16.
-    for (int k0 = 0; k0 < r0 + 16; k0 += 8 * GDC_TC_FOLD) {
-        float part[2][4];
-        zero_fill(part);
-#pragma unroll
-        for (int f = 0; f < GDC_TC_FOLD; ++f) {
-            const int k = k0 + 8 * f;
-            // P[i][l] = Pᵀ[l][i].
-            const float a[4] = {psh[(k + t) * GDC_P_LD + r0 + g], psh[(k + t) * GDC_P_LD + r0 + g + 8],
-                                psh[(k + t + 4) * GDC_P_LD + r0 + g], psh[(k + t + 4) * GDC_P_LD + r0 + g + 8]};
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                const int col = c0 + 8 * q + g;
-                const float b[2] = {vp[(k + t) * GDC_S_LD + col], vp[(k + t + 4) * GDC_S_LD + col]};
-                gdc_mma_3xtf32(part[q], a, b);
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[q][e] += part[q][e];
-    }
+    // partials of 16. P[i][l] = Pᵀ[l][i].
+    gdc_tc_accumulate(
+        acc, r0 + 16,
+        [&](int k, float (&a)[4]) {
+            a[0] = psh[(k + t) * GDC_P_LD + r0 + g], a[1] = psh[(k + t) * GDC_P_LD + r0 + g + 8];
+            a[2] = psh[(k + t + 4) * GDC_P_LD + r0 + g], a[3] = psh[(k + t + 4) * GDC_P_LD + r0 + g + 8];
+        },
+        columns_of(vp));
 #pragma unroll
     for (int q = 0; q < 2; ++q)
 #pragma unroll
