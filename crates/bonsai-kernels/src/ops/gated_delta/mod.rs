@@ -72,11 +72,18 @@
 //!   S_start, forms V' = U − W·S (stored over U) and updates S = e^{γ_C}·S + KTᵀ·V'. W and KT of the
 //!   next chunk arrive by cp.async into their own buffers while the current chunk computes, so the
 //!   serial walk waits on no global load. Per CTA and chunk 2·64·d·32 = 0.52 M multiply-adds; with
-//!   88 KiB of shared memory two CTAs share an SM and all 192 are resident at once. W·S reads 12
-//!   shared wavefronts per 32 warp multiply-adds (8 FMA-pipe cycles: 1.5 times the FMA time), the
-//!   update 5 per 16 (1.25 times): about 5.6 k cycles per CTA-chunk, 11 k for an SM's two, 90 k
-//!   over 8 chunks: 46 µs at 1.98 GHz, the serial part's floor in this f32 form (splitting columns finer
-//!   balances the SMs that hold one CTA against those that hold two, at more W and KT traffic).
+//!   88 KiB of shared memory two CTAs share an SM and all 192 are resident at once. As an f32 fmaf
+//!   loop W·S read 12 shared wavefronts per 32 warp multiply-adds and the update 5 per 16: about
+//!   46 µs over 8 chunks at the FMA rate, and the kernel was issue-bound near there. The products
+//!   now run on the tensor cores (below), whose floor is the serial walk's latency: 8 chunks of
+//!   two dependent products and three barriers.
+//!
+//! The Gram products (prepare), both state-pass products and the outputs' two run as 3xTF32
+//! mma.sync (gated_delta_chunked.cu, `gdc_tc_accumulate`): each product as three tf32 products
+//! (small terms first), partials of GDC_TC_FOLD k8 steps folded into f32 by round-to-nearest adds.
+//! Their error constant, (F + 12·FOLD + 13)·u per unit of Σ|a·b| (ops/gemm_f32/mod.rs), is within
+//! the fmaf chain's γ_K from K = 42, and `bound::tensor_dot` takes the larger of the two, so the
+//! chunked bound is unchanged at Bonsai 2's d = 128 and still covers small test heads.
 //! - `gated_delta_chunk_out`, one CTA per (chunk, 32 value columns, V head), all chunks at once:
 //!   O = (q̂⊙e^γ)·S_start + P·V'. 1,536 CTAs of 0.33 M multiply-adds (0.51 G: 15 µs at the FMA
 //!   rate, 1.5 times that in shared reads), 72 KB read each, 72 KiB of shared memory.
