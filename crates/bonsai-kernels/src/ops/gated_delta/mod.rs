@@ -72,11 +72,14 @@
 //!   S_start, forms V' = U − W·S (stored over U) and updates S = e^{γ_C}·S + KTᵀ·V'. W and KT of the
 //!   next chunk arrive by cp.async into their own buffers while the current chunk computes, so the
 //!   serial walk waits on no global load. Per CTA and chunk 2·64·d·32 = 0.52 M multiply-adds; with
-//!   88 KiB of shared memory two CTAs share an SM and all 192 are resident at once. As an f32 fmaf
+//!   97 KiB of shared memory two CTAs share an SM and all 192 are resident at once. As an f32 fmaf
 //!   loop W·S read 12 shared wavefronts per 32 warp multiply-adds and the update 5 per 16: about
 //!   46 µs over 8 chunks at the FMA rate, and the kernel was issue-bound near there. The products
-//!   now run on the tensor cores (below), whose floor is the serial walk's latency: 8 chunks of
+//!   now run on the tensor cores (below the list), whose floor is the serial walk's latency: 8 chunks of
 //!   two dependent products and three barriers.
+//! - `gated_delta_chunk_out`, one CTA per (chunk, 32 value columns, V head), all chunks at once:
+//!   O = (q̂⊙e^γ)·S_start + P·V'. 1,536 CTAs of 0.33 M multiply-adds (0.51 G: 15 µs at the FMA
+//!   rate, 1.5 times that in shared reads), 72 KB read each, 81 KiB of shared memory.
 //!
 //! The Gram products (prepare), both state-pass products and the outputs' two run as 3xTF32
 //! mma.sync (gated_delta_chunked.cu, `gdc_tc_accumulate`): each product as three tf32 products
@@ -84,9 +87,7 @@
 //! Their error constant, (F + 12·FOLD + 13)·u per unit of Σ|a·b| (ops/gemm_f32/mod.rs), is within
 //! the fmaf chain's γ_K from K = 42, and `bound::tensor_dot` takes the larger of the two, so the
 //! chunked bound is unchanged at Bonsai 2's d = 128 and still covers small test heads.
-//! - `gated_delta_chunk_out`, one CTA per (chunk, 32 value columns, V head), all chunks at once:
-//!   O = (q̂⊙e^γ)·S_start + P·V'. 1,536 CTAs of 0.33 M multiply-adds (0.51 G: 15 µs at the FMA
-//!   rate, 1.5 times that in shared reads), 72 KB read each, 72 KiB of shared memory.
+//!
 //! The launcher picks this path from [`crate::launch::gated_delta::CHUNKED_MIN_ROWS`] = 16 rows:
 //! by a count of the critical path, the prepare launch costs about one chunk of the state pass
 //! (a 64-step substitution and 64·d Gram multiply-adds per thread), and a chunk of the state pass
