@@ -287,9 +287,10 @@ pub fn rotate_planes(
     // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq) and its `_rows`
     // twin: x, z, xn and rot (each or null) hold rows x width floats, signs width, the norm
     // weights width (head_dim when gated), the planes rows of K = width (checked above); the
-    // permutation maps [0, width) onto itself and moves whole gated heads; the shared memory holds block + 32 + block / head_dim floats (opted in past
-    // the default); the CTA's warps loop over the block's heads and 128-groups, and its threads
-    // hold the block within ROTATE_PER_THREAD values each (asserted above).
+    // permutation maps [0, width) onto itself and moves whole gated heads; the shared memory holds
+    // block + 32 + block / head_dim floats (opted in past the default); the CTA's warps loop over
+    // the block's heads and 128-groups, and its threads hold the block within ROTATE_PER_THREAD
+    // values each (asserted above).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }
