@@ -585,6 +585,11 @@ pub const SOURCES: &[KernelSource] = &[
             "hadamard_rotate_planes_rows"],
     },
     KernelSource {
+        path: "ops/hadamard/hadamard_f16.cu",
+        text: include_str!("../ops/hadamard/hadamard_f16.cu"),
+        entry_points: &["hadamard_rotate_f16_rows_q1", "hadamard_rotate_f16_rows_q2"],
+    },
+    KernelSource {
         path: "ops/ssm_conv/ssm_conv.cu",
         text: include_str!("../ops/ssm_conv/ssm_conv.cu"),
         entry_points: &["ssm_conv_channel_per_thread", "ssm_conv_state_from_rows"],

@@ -26,6 +26,7 @@ mod norm_matmul;
 mod planes_out;
 mod qkv_rope;
 mod qwen35;
+mod rotate_f16;
 mod matmul_large;
 mod matmul_code3;
 mod matmul_split;

@@ -1,7 +1,8 @@
 //! Checks of the Qwen3.5 (Bonsai 2) ops: hadamard, ssm_conv, gated_delta, gated_rms_norm and
 //! sigmoid_gate, each against its f64 reference (partial RoPE runs with qk_norm_rope in the
 //! attention and decode_seqs groups); the fused decode rotation (hadamard_rotate_planes) against
-//! the launches it replaces, bit for bit, and its row against the reference.
+//! the launches it replaces, bit for bit, and its row against the reference; the fused prefill
+//! rotation (rotate_f16.rs).
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::attention_planes::{floats_identical, planes_words, words_equal};
@@ -134,6 +135,7 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for len in gates {
         sigmoid_gate(ctx, len)?;
     }
+    super::rotate_f16::run_all(ctx, set)?;
     bad_shapes(ctx)
 }
 
@@ -470,7 +472,8 @@ fn sigmoid_gate(ctx: &mut Ctx, len: usize) -> Result<(), VerifyError> {
 /// `--bench` rows of the Qwen3.5 ops at Bonsai 2's shapes, inputs (and states) rotated beyond
 /// the L2 cache. Bytes are what each launch must move at least (the speed of light).
 pub(crate) fn bench_all(ctx: &mut Ctx, copy_bw: f64) -> Result<Vec<BenchRow>, VerifyError> {
-    let mut rows = Vec::new();
+    // The fused prefill rotation first (it times with ctx itself).
+    let mut rows = super::rotate_f16::bench_all(ctx, copy_bw)?;
     let (lib, stream) = (&ctx.lib, ctx.stream.clone());
     let gpu = || Gpu::new(lib, &stream);
     // Hadamard: a decode row of each folded width, pp512 chunks of the hidden and the FFN width.

@@ -1,8 +1,11 @@
 //! Launchers of `hadamard_block_in_smem` and `hadamard_rotate_planes` (hadamard.cu).
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use std::sync::Arc;
 
-use crate::launch::matmul::B1Planes;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, SyncOnDrop};
+
+use crate::launch::matmul::{B1Planes, F16Rows};
+use crate::launch::QuantBits;
 use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, Gpu, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::hadamard::VHeadPerm;
@@ -22,6 +25,8 @@ const _: () = assert!(
 );
 /// `HADAMARD_ROWS_PER_CTA` of hadamard.cu: rows per CTA of `hadamard_blocks_in_warps`.
 const ROWS_PER_CTA: usize = 2;
+/// `ROTATE_F16_THREADS` of hadamard_f16.cu: the norm's partial sums and the f16 pre-pass's threads.
+const ROTATE_F16_THREADS: u32 = 256;
 /// Shared memory every device grants a CTA without opting in.
 const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
 
@@ -205,70 +210,21 @@ pub fn rotate_planes(
     planes: &mut B1Planes,
 ) -> Result<(), LaunchError> {
     const OP: &str = "hadamard_rotate_planes";
-    let (perm_hd, perm_k, perm_rep) = check_transform(width, block, false, tiled_to_grouped)?;
-    if !rotate_planes_block_ok(block) {
-        return Err(shape(OP, format!("block {block} must be a multiple of the {GROUP}-value planes group")));
-    }
     if planes.k() != width {
         return Err(shape(OP, format!("planes of K = {} for a row of {width}", planes.k())));
     }
     let rows = planes.rows();
-    let values = rows * width;
-    expect_at_least(OP, "signs", signs.len(), width)?;
-    expect_at_least(OP, "x", x.len(), values)?;
-    if let Some(r) = &rot {
-        expect_at_least(OP, "rot", r.len(), values)?;
-    }
     let stream = gpu.stream;
-    let (x_p, _gx) = read_ptr(x, stream);
-    let (s_p, _gs) = read_ptr(signs, stream);
-    let (r_p, _gr) = match rot {
-        Some(r) => {
-            let (p, g) = write_ptr(r, stream);
-            (p, Some(g))
-        }
-        None => (0, None),
-    };
-    let (eps, (w_p, _gw), (xn_p, _gxn), (z_p, _gz), head_dim) = match norm {
-        Some(RotateNorm { weight, eps, gate, out }) => {
-            let (z, head_dim) = match gate {
-                Some(RotateGate { z, head_dim }) => {
-                    // Whole heads per block, moved whole by the permutation.
-                    if head_dim == 0 || block % head_dim != 0 || tiled_to_grouped.is_some_and(|p| p.head_dim % head_dim != 0) {
-                        return Err(shape(OP, format!("gated heads of {head_dim} must tile the block {block} and the permuted heads")));
-                    }
-                    expect_at_least(OP, "norm weights", weight.len(), head_dim)?;
-                    expect_at_least(OP, "gate", z.len(), values)?;
-                    let (p, g) = read_ptr(z, stream);
-                    ((p, Some(g)), as_i32(OP, "head_dim", head_dim)?)
-                }
-                None => {
-                    expect_at_least(OP, "norm weights", weight.len(), width)?;
-                    ((0, None), 0)
-                }
-            };
-            let xn = match out {
-                Some(o) => {
-                    expect_at_least(OP, "normed x", o.len(), values)?;
-                    let (p, g) = write_ptr(o, stream);
-                    (p, Some(g))
-                }
-                None => (0, None),
-            };
-            let (p, g) = read_ptr(weight, stream);
-            (eps, (p, Some(g)), xn, z, head_dim)
-        }
-        None => (0.0, (0, None), (0, None), (0, None), 0),
-    };
+    let a = rotate_args(OP, stream, x, norm, signs, (width, block, tiled_to_grouped), rot, rows)?;
     // rms_norm_row_per_block's 16-byte path, taken when the row and its weights (and its output)
     // start 16-byte aligned: the same path gives the same partial sums.
-    let vec4 = i32::from(width % 4 == 0 && (x_p | w_p | xn_p) % 16 == 0);
+    let vec4 = i32::from(width % 4 == 0 && (a.x | a.w | a.xn) % 16 == 0);
     let ((planes_p, gsx_p, sq_p), _gp) = planes.write_ptrs(stream);
     let func = gpu.function(if rows > 1 { "hadamard_rotate_planes_rows" } else { "hadamard_rotate_planes" })?;
     // The block, the 32-float scratch and the block's heads' 1/rms: a few KB, so the CTA shares
     // its SM (a whole SM's shared memory would wait for an SM the previous kernel's CTAs have all
     // left).
-    let heads = if head_dim > 0 { block / head_dim as usize } else { 0 };
+    let heads = if a.head_dim > 0 { block / a.head_dim as usize } else { 0 };
     let smem = 4 * (block + 32 + heads);
     if smem > DEFAULT_SHARED_BYTES {
         crate::launch::opt_in_shared_memory(OP, stream, func, smem, "a block with its heads' norms")?;
@@ -280,9 +236,10 @@ pub fn rotate_planes(
     let cfg = LaunchConfig { grid_dim: (ctas, rows as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: smem as u32 };
     let scale = 1.0 / (block as f32).sqrt();
     let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
+    let (perm_hd, perm_k, perm_rep) = a.perm;
     let mut l = Launch::new(gpu, func);
-    l.arg(&x_p).arg(&w_p).arg(&eps).arg(&vec4).arg(&z_p).arg(&head_dim).arg(&xn_p).arg(&s_p).arg(&r_p).arg(&width_i).arg(&block_i).arg(&scale);
-    l.arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&planes_p).arg(&gsx_p).arg(&sq_p);
+    l.arg(&a.x).arg(&a.w).arg(&a.eps).arg(&vec4).arg(&a.z).arg(&a.head_dim).arg(&a.xn).arg(&a.signs).arg(&a.rot).arg(&width_i);
+    l.arg(&block_i).arg(&scale).arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&planes_p).arg(&gsx_p).arg(&sq_p);
     // SAFETY: matches hadamard_rotate_planes(x, norm_w, eps, vec4, z, head_dim, xn, signs, rot,
     // width, block, scale, perm_hd, perm_k_heads, perm_rep, planes, gsx, group_sq) and its `_rows`
     // twin: x, z, xn and rot (each or null) hold rows x width floats, signs width, the norm
@@ -291,6 +248,138 @@ pub fn rotate_planes(
     // block + 32 + block / head_dim floats (opted in past the default); the CTA's warps loop over
     // the block's heads and 128-groups, and its threads hold the block within ROTATE_PER_THREAD
     // values each (asserted above).
+    unsafe { l.launch(cfg) }?;
+    Ok(())
+}
+
+/// The checked arguments of a fused rotation (`rotate_planes`, `rotate_f16_rows`): device
+/// pointers (0 where absent) and the guards that keep them.
+struct RotateArgs<'a> {
+    x: u64,
+    w: u64,
+    eps: f32,
+    z: u64,
+    head_dim: i32,
+    xn: u64,
+    signs: u64,
+    rot: u64,
+    /// The kernels' permutation arguments (head_dim, k_heads, rep), zeros without one.
+    perm: (i32, i32, i32),
+    _guards: Vec<SyncOnDrop<'a>>,
+}
+
+/// Checks `rows` rows of `width` values (x, the gate, the normed and rotated outputs), the norm
+/// weights, the signs, the block and the permutation of a fused rotation, and takes their pointers.
+#[allow(clippy::too_many_arguments)]
+fn rotate_args<'a>(
+    op: &'static str,
+    stream: &'a Arc<CudaStream>,
+    x: &'a CudaSlice<f32>,
+    norm: Option<RotateNorm<'a>>,
+    signs: &'a CudaSlice<f32>,
+    (width, block, tiled_to_grouped): (usize, usize, Option<VHeadPerm>),
+    rot: Option<&'a mut CudaSlice<f32>>,
+    rows: usize,
+) -> Result<RotateArgs<'a>, LaunchError> {
+    let perm = check_transform(width, block, false, tiled_to_grouped)?;
+    if !rotate_planes_block_ok(block) {
+        return Err(shape(op, format!("block {block} must be a multiple of the {GROUP}-value planes group")));
+    }
+    let values = rows * width;
+    expect_at_least(op, "signs", signs.len(), width)?;
+    expect_at_least(op, "x", x.len(), values)?;
+    let mut guards = Vec::new();
+    let mut keep = |(p, g): (u64, SyncOnDrop<'a>)| {
+        guards.push(g);
+        p
+    };
+    let x_p = keep(read_ptr(x, stream));
+    let s_p = keep(read_ptr(signs, stream));
+    let r_p = match rot {
+        Some(r) => {
+            expect_at_least(op, "rot", r.len(), values)?;
+            keep(write_ptr(r, stream))
+        }
+        None => 0,
+    };
+    let (mut w_p, mut eps, mut z_p, mut head_dim, mut xn_p) = (0, 0.0, 0, 0, 0);
+    if let Some(RotateNorm { weight, eps: e, gate, out }) = norm {
+        eps = e;
+        match gate {
+            Some(RotateGate { z, head_dim: d }) => {
+                // Whole heads per block, moved whole by the permutation.
+                if d == 0 || block % d != 0 || tiled_to_grouped.is_some_and(|p| p.head_dim % d != 0) {
+                    return Err(shape(op, format!("gated heads of {d} must tile the block {block} and the permuted heads")));
+                }
+                expect_at_least(op, "norm weights", weight.len(), d)?;
+                expect_at_least(op, "gate", z.len(), values)?;
+                z_p = keep(read_ptr(z, stream));
+                head_dim = as_i32(op, "head_dim", d)?;
+            }
+            None => expect_at_least(op, "norm weights", weight.len(), width)?,
+        }
+        if let Some(o) = out {
+            expect_at_least(op, "normed x", o.len(), values)?;
+            xn_p = keep(write_ptr(o, stream));
+        }
+        w_p = keep(read_ptr(weight, stream));
+    }
+    Ok(RotateArgs { x: x_p, w: w_p, eps, z: z_p, head_dim, xn: xn_p, signs: s_p, rot: r_p, perm, _guards: guards })
+}
+
+/// `rows` rows of `width` values: `r = BlockH(s ⊙ P(n(x)))` as [`rotate_planes`] computes it,
+/// r written to `rot` when given, and r in the f16 GEMMs' input form for `bits`-bit weights into
+/// `out` (K = `width`; [`crate::launch::matmul::matmul_f16_rows`] reads it): in one launch, a CTA
+/// per row, bit for bit what `rms_norm` (or `gated_rms_norm`), the forward [`hadamard`] and the
+/// f16 pre-pass produce one after the other (ops/hadamard/mod.rs, "Fused with the norm and the
+/// f16 pre-pass"). Every row, the signs, the norm weights and the gate start 16-byte aligned;
+/// permuted heads and gated heads are whole float4s.
+#[allow(clippy::too_many_arguments)]
+pub fn rotate_f16_rows(
+    gpu: Gpu<'_>,
+    x: &CudaSlice<f32>,
+    norm: Option<RotateNorm<'_>>,
+    signs: &CudaSlice<f32>,
+    (width, block, tiled_to_grouped): (usize, usize, Option<VHeadPerm>),
+    rot: Option<&mut CudaSlice<f32>>,
+    rows: usize,
+    bits: QuantBits,
+    out: &mut F16Rows,
+) -> Result<(), LaunchError> {
+    const OP: &str = "hadamard_rotate_f16_rows";
+    if rows == 0 {
+        return Err(shape(OP, "no rows".into()));
+    }
+    let stream = gpu.stream;
+    let a = rotate_args(OP, stream, x, norm, signs, (width, block, tiled_to_grouped), rot, rows)?;
+    let (perm_hd, perm_k, perm_rep) = a.perm;
+    if perm_hd % 4 != 0 || a.head_dim % 4 != 0 || (a.x | a.w | a.z | a.xn | a.signs) % 16 != 0 {
+        return Err(shape(OP, "rows, signs, norm weights and gate must be whole, 16-byte aligned float4s (heads too)".into()));
+    }
+    as_i32(OP, "rows x width", rows * width)?;
+    let (xh_p, unscale_p) = out.write_ptrs(stream, OP, (bits, rows, width))?;
+    let func = gpu.function(if bits == QuantBits::One { "hadamard_rotate_f16_rows_q1" } else { "hadamard_rotate_f16_rows_q2" })?;
+    // The row and its heads' 1/rms.
+    let heads = if a.head_dim > 0 { width / a.head_dim as usize } else { 0 };
+    let smem = 4 * (width + heads);
+    if smem > DEFAULT_SHARED_BYTES {
+        crate::launch::opt_in_shared_memory(OP, stream, func, smem, "a row with its heads' norms")?;
+    }
+    let ctas = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (ROTATE_F16_THREADS, 1, 1), shared_mem_bytes: smem as u32 };
+    let scale = 1.0 / (block as f32).sqrt();
+    let (width_i, block_i) = (as_i32(OP, "width", width)?, block as i32);
+    let mut l = Launch::new(gpu, func);
+    l.arg(&a.x).arg(&a.w).arg(&a.eps).arg(&a.z).arg(&a.head_dim).arg(&a.xn).arg(&a.signs).arg(&a.rot).arg(&width_i).arg(&block_i);
+    l.arg(&scale).arg(&perm_hd).arg(&perm_k).arg(&perm_rep).arg(&xh_p).arg(&unscale_p);
+    // SAFETY: matches hadamard_rotate_f16_rows_q*(x, norm_w, eps, z, head_dim, xn, signs, rot,
+    // width, block, scale, perm_hd, perm_k_heads, perm_rep, xh, row_unscale): x, z, xn and rot
+    // (each or null) hold rows x width floats, signs width, the norm weights width (head_dim when
+    // gated), xh rows x width halves and row_unscale rows floats (checked above and by
+    // write_ptrs); the 16-byte loads and copies are aligned (checked above); the permutation maps
+    // [0, width) onto itself moving whole heads of a multiple of 4 values; the shared memory holds
+    // width + width / head_dim floats (opted in past the default); one CTA per row of
+    // ROTATE_F16_THREADS threads (the pre-pass's and the norm's thread count).
     unsafe { l.launch(cfg) }?;
     Ok(())
 }

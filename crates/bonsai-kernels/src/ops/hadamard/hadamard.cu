@@ -63,6 +63,27 @@ __device__ __forceinline__ float butterfly_side(float mine, float other, bool up
     return upper ? other - mine : mine + other;
 }
 
+// The first log2(128) = 7 butterfly stages of a 128-group whose lane l holds values 4l .. 4l + 3:
+// index bits 0 and 1 in registers, bits 2 .. 6 across lanes (lane bit b - 2).
+__device__ __forceinline__ void fwht_group_lane_quads(float (&u)[4], int lane) {
+#pragma unroll
+    for (int len = 1; len < 4; len <<= 1) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (e & len) continue;
+            const float a = u[e], b = u[e + len];
+            u[e] = a + b;
+            u[e + len] = a - b;
+        }
+    }
+#pragma unroll
+    for (int len = 1; len < WARP_SIZE; len <<= 1) {
+        const bool upper = lane & len;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) u[e] = butterfly_side(u[e], __shfl_xor_sync(FULL_MASK, u[e], len), upper);
+    }
+}
+
 // Rows one CTA of hadamard_blocks_in_warps transforms (of one block column): their loads are all
 // in flight at once.
 #define HADAMARD_ROWS_PER_CTA 2
@@ -156,22 +177,7 @@ extern "C" __global__ void __launch_bounds__(1024)
             // __fmul_rn: a rounded product, never contracted into the first butterfly's add (an
             // FMA there would skip a rounding the shared-memory kernel makes, storing the product).
             for (int e = 0; e < 4; ++e) u[e] = __fmul_rn(inverse ? u[e] : __fmul_rn(u[e], sgn[s][e]), scale);
-#pragma unroll
-            for (int len = 1; len < 4; len <<= 1) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if (e & len) continue;
-                    const float a = u[e], b = u[e + len];
-                    u[e] = a + b;
-                    u[e + len] = a - b;
-                }
-            }
-#pragma unroll
-            for (int len = 1; len < WARP_SIZE; len <<= 1) {
-                const bool upper = lane & len;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) u[e] = butterfly_side(u[e], __shfl_xor_sync(FULL_MASK, u[e], len), upper);
-            }
+            fwht_group_lane_quads(u, lane);
             *reinterpret_cast<float4*>(buf + group * GROUP_SIZE + 4 * lane) = make_float4(u[0], u[1], u[2], u[3]);
         }
     }

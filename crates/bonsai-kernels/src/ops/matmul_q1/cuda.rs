@@ -19,7 +19,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
-use super::matmul_f16::F16Shape;
+use super::matmul_f16::{F16Input, F16Shape};
+pub use super::matmul_f16::F16Rows;
 pub use super::matmul_wgmma::{device_has_wgmma, WgmmaTile};
 pub(crate) use super::matmul_wgmma::require_wgmma;
 use crate::launch_ex::Launch;
@@ -389,14 +390,8 @@ fn launch_any(
         w.require_binary_gemv(op)?;
         return super::matmul_b1::launch_tokens(gpu, w.bits, epilogue, n_out, w.k, m, io, norm);
     }
-    if m > GEMV_MAX_TOKENS && gemm == GemmKernel::TensorCoreSmall {
-        return super::matmul_small::launch(gpu, f16_shape, io, norm);
-    }
-    if let (true, Some(tile)) = (m > GEMV_MAX_TOKENS, gemm.wgmma_tile()) {
-        return super::matmul_wgmma::launch(gpu, f16_shape, tile, io, norm);
-    }
-    if let (true, Some(forced_splits)) = (m > GEMV_MAX_TOKENS, gemm.f16_splits()) {
-        return super::matmul_f16::launch(gpu, f16_shape, forced_splits, io, norm);
+    if m > GEMV_MAX_TOKENS && gemm.is_f16() {
+        return launch_f16(gpu, f16_shape, gemm, io, F16Input::Rows { norm });
     }
     let gemv = match gemv {
         Some(g) => g,
@@ -456,6 +451,65 @@ fn launch_any(
     // n_out, k); buffer lengths were checked above to cover every index the kernel touches.
     unsafe { b.launch(cfg) }?;
     Ok(())
+}
+
+/// The f16 GEMM `gemm` (one of the kinds [`GemmKernel::is_f16`] names) on `input`.
+fn launch_f16(gpu: Gpu<'_>, s: F16Shape, gemm: GemmKernel, io: (u64, u64, u64, u64), input: F16Input) -> Result<(), LaunchError> {
+    if gemm == GemmKernel::TensorCoreSmall {
+        return super::matmul_small::launch(gpu, s, io, input);
+    }
+    if let Some(tile) = gemm.wgmma_tile() {
+        return super::matmul_wgmma::launch(gpu, s, tile, io, input);
+    }
+    match gemm.f16_splits() {
+        Some(forced_splits) => super::matmul_f16::launch(gpu, s, forced_splits, io, input),
+        None => Err(shape(s.op(), format!("{gemm:?} does not read f16 rows"))),
+    }
+}
+
+/// Whether the default GEMM of `w` at m tokens reads the f16 pre-pass's rows (so a kernel ending
+/// with the pre-pass, writing [`F16Rows`], may stand in for it): Some(the weights' bits), or None
+/// (one token, the multi-token binary GEMV, bf16x3).
+pub fn reads_f16_rows(gpu: Gpu<'_>, w: &QWeightsView<'_>, m: usize, epilogue: Epilogue) -> Result<Option<QuantBits>, LaunchError> {
+    if m <= GEMV_MAX_TOKENS {
+        return Ok(None);
+    }
+    let n_out = outputs(w, epilogue)?;
+    let gemm = batched_gemm(gpu, w, &F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k })?;
+    Ok(gemm.is_f16().then_some(w.bits))
+}
+
+/// The f16 pre-pass alone on m rows of K f32 values at `x` (16-byte aligned), for `bits`-bit
+/// weights: what [`F16Rows`] holds after a kernel ending with it (verify compares the two).
+pub(crate) fn f16_prepass(gpu: Gpu<'_>, x: u64, m: usize, k: usize, bits: QuantBits) -> Result<(CudaSlice<u16>, CudaSlice<f32>), LaunchError> {
+    super::matmul_f16::prepass(gpu, &F16Shape { bits, epilogue: Epilogue::Store, m, n_out: 1, k }, x, None)
+}
+
+/// [`matmul`] on rows already in the f16 GEMMs' input form (`rows`: m rows of K = the matrix's
+/// input width for its format, see [`reads_f16_rows`]), with the default GEMM for m.
+pub fn matmul_f16_rows(
+    gpu: Gpu<'_>,
+    w: &QWeightsView<'_>,
+    rows: &F16Rows,
+    m: usize,
+    y: &mut impl DevicePtrMut<f32>,
+    epilogue: Epilogue,
+) -> Result<(), LaunchError> {
+    let op = epilogue.op_name();
+    w.validate(op)?;
+    let n_out = outputs(w, epilogue)?;
+    expect_at_least(op, "y", y.len(), m * n_out)?;
+    as_i32(op, "m", m)?;
+    let (xh, unscale) = rows.read_ptrs(gpu.stream, op, (w.bits, m, w.k))?;
+    let s = F16Shape { bits: w.bits, epilogue, m, n_out, k: w.k };
+    let gemm = batched_gemm(gpu, w, &s)?;
+    if m <= GEMV_MAX_TOKENS || !gemm.is_f16() {
+        return Err(shape(op, format!("m = {m}: the default GEMM ({gemm:?}) does not read f16 rows")));
+    }
+    let (scales, _g0) = read_ptr(w.scales, gpu.stream);
+    let (payload, _g1) = read_ptr(w.payload, gpu.stream);
+    let (y_ptr, _g2) = write_ptr(y, gpu.stream);
+    launch_f16(gpu, s, gemm, (scales, payload, 0, y_ptr), F16Input::Prepared { xh, unscale })
 }
 
 /// The decode GEMVs' weight loads: 16-byte unit loads of payload words, 8-byte loads of 4 scales

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{
     kernel_name, Epilogue, GemmKernel, F16_GEMM_MIN_TOKENS, QG_NARROW_WARPS_N, QG_PREP_THREADS, QG_STAGES,
@@ -162,8 +162,8 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
     })
 }
 
-/// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the GEMM. `x` (m x
-/// K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K f32) were
+/// Runs the pre-pass for `input` (of RMSNorm(x) when it gives the norm's weights and eps; none
+/// for prepared rows) and the GEMM. `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
 /// `forced_splits` as in [`geometry`].
 pub(crate) fn launch(
@@ -171,7 +171,7 @@ pub(crate) fn launch(
     s: F16Shape,
     forced_splits: Option<usize>,
     (scales, payload, x, y): (u64, u64, u64, u64),
-    norm: Option<(u64, f32)>,
+    input: F16Input,
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -185,9 +185,7 @@ pub(crate) fn launch(
         ));
     }
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
+    let (xh_ptr, unscale_ptr, _scratch) = f16_operand(gpu, &s, x, input)?;
 
     let mut name = kernel_name(s.bits, s.epilogue, s.m, super::matmul::GemvKernel::Binary, GemmKernel::TensorCoreF16, geo.wide);
     if geo.splits() > 1 {
@@ -289,6 +287,91 @@ pub(crate) fn prepass(
         }
     }
     Ok((xh, unscale))
+}
+
+/// What an f16 GEMM multiplies: f32 rows of x, which the launcher's pre-pass converts (of
+/// RMSNorm(x; weights, eps) when `norm` is given), or rows already in the pre-pass's form
+/// ([`F16Rows`], written by a kernel that ends with the pre-pass).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum F16Input {
+    Rows { norm: Option<(u64, f32)> },
+    Prepared { xh: u64, unscale: u64 },
+}
+
+/// The pre-pass's output for the GEMM of `s`: (xh, row_unscale) device pointers, and the
+/// stream-ordered scratch holding them when the pre-pass runs here (dropped after the GEMM's
+/// launch, which frees it on the stream after the GEMM). `x` is read only for [`F16Input::Rows`].
+pub(crate) fn f16_operand(
+    gpu: Gpu<'_>,
+    s: &F16Shape,
+    x: u64,
+    input: F16Input,
+) -> Result<(u64, u64, Option<(CudaSlice<u16>, CudaSlice<f32>)>), LaunchError> {
+    match input {
+        F16Input::Prepared { xh, unscale } => Ok((xh, unscale, None)),
+        F16Input::Rows { norm } => {
+            let (mut xh, mut unscale) = prepass(gpu, s, x, norm)?;
+            // One stream: the guards track nothing the launch on the same stream needs.
+            let xh_ptr = xh.device_ptr_mut(gpu.stream).0;
+            let unscale_ptr = unscale.device_ptr_mut(gpu.stream).0;
+            Ok((xh_ptr, unscale_ptr, Some((xh, unscale))))
+        }
+    }
+}
+
+/// Activations in the f16 GEMMs' input form, what their pre-pass writes: `rows` rows of K f16
+/// values in the pair-slot order of `bits`-bit weights (`mma_slot_k`), each row scaled by a power
+/// of two 2^e, and each row's 2^-e. A kernel that ends with the pre-pass writes them
+/// (`launch::hadamard::rotate_f16_rows`) for one or more GEMMs of those weights' format to read
+/// ([`super::matmul::matmul_f16_rows`]); the buffers are sized once for the largest use.
+pub struct F16Rows {
+    xh: CudaSlice<u16>,
+    unscale: CudaSlice<f32>,
+    /// (bits, rows, K) of the last write; None before it.
+    layout: Option<(QuantBits, usize, usize)>,
+}
+
+impl F16Rows {
+    /// Room for `max_rows` rows of up to `max_values` values in all.
+    pub fn new(stream: &Arc<CudaStream>, max_rows: usize, max_values: usize) -> Result<Self, LaunchError> {
+        Ok(F16Rows { xh: stream.alloc_zeros(max_values.max(1))?, unscale: stream.alloc_zeros(max_rows.max(1))?, layout: None })
+    }
+    /// The f16 values and the row scales (verify reads them back).
+    pub(crate) fn buffers(&self) -> (&CudaSlice<u16>, &CudaSlice<f32>) {
+        (&self.xh, &self.unscale)
+    }
+    /// The (bits, rows, K) of what was last written.
+    pub fn layout(&self) -> Option<(QuantBits, usize, usize)> {
+        self.layout
+    }
+    /// Device pointers (xh, row_unscale) for a kernel writing `rows` rows of K values for
+    /// `bits`-bit weights, checked against the buffers' size.
+    pub(crate) fn write_ptrs(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        op: &'static str,
+        (bits, rows, k): (QuantBits, usize, usize),
+    ) -> Result<(u64, u64), LaunchError> {
+        if rows * k > self.xh.len() || rows > self.unscale.len() {
+            return Err(shape(op, format!("{rows} f16 rows of {k} exceed the buffer ({} values, {} rows)", self.xh.len(), self.unscale.len())));
+        }
+        self.layout = Some((bits, rows, k));
+        // One stream: the guards track nothing a launch on the same stream needs.
+        Ok((self.xh.device_ptr_mut(stream).0, self.unscale.device_ptr_mut(stream).0))
+    }
+    /// Device pointers (xh, row_unscale) of the last write, which must hold `rows` rows of K
+    /// values for `bits`-bit weights.
+    pub(crate) fn read_ptrs(
+        &self,
+        stream: &Arc<CudaStream>,
+        op: &'static str,
+        (bits, rows, k): (QuantBits, usize, usize),
+    ) -> Result<(u64, u64), LaunchError> {
+        if self.layout != Some((bits, rows, k)) {
+            return Err(shape(op, format!("f16 rows hold {:?} (bits, rows, K), the GEMM wants ({bits:?}, {rows}, {k})", self.layout)));
+        }
+        Ok((self.xh.device_ptr(stream).0, self.unscale.device_ptr(stream).0))
+    }
 }
 
 /// Name suffix of the split-K entry points (narrow tile only).

@@ -5,7 +5,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{Epilogue, SMALL_M_MAX_TOKENS};
-use super::matmul_f16::{prepass, F16Shape};
+use super::matmul_f16::{f16_operand, F16Input, F16Shape};
 use super::{as_i32, device_attribute, opt_in_shared_memory, shape, LaunchError};
 use crate::launch::{sm_count, Gpu};
 use crate::launch_ex::Launch;
@@ -67,14 +67,15 @@ pub(crate) fn geometry(s: &F16Shape, sms: usize, smem_limit: usize) -> Result<Sm
     Ok(SmallGeometry { tokens, row_ctas, splits, split_units, smem_bytes: slice_bytes(split_units) })
 }
 
-/// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the small-m GEMM.
+/// Runs the pre-pass for `input` (of RMSNorm(x) when it gives the norm's weights and eps; none
+/// for prepared rows) and the small-m GEMM.
 /// `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K f32) were
 /// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
     (scales, payload, x, y): (u64, u64, u64, u64),
-    norm: Option<(u64, f32)>,
+    input: F16Input,
 ) -> Result<(), LaunchError> {
     let op = s.op();
     super::matmul::check_gemv_weight_alignment(op, payload, scales)?;
@@ -97,9 +98,7 @@ pub(crate) fn launch(
     if geo.splits > MAX_GRID_Y {
         return Err(shape(op, format!("K = {} needs {} splits, over the grid's y range", s.k, geo.splits)));
     }
-    let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
+    let (xh_ptr, unscale_ptr, _scratch) = f16_operand(gpu, &s, x, input)?;
     let acc_per_thread = geo.tokens / 2;
     // SAFETY: uninitialised; split z of a row block writes its whole partial before it counts
     // itself in, and only the CTA counted last reads the partials. One f32 when unsplit (the

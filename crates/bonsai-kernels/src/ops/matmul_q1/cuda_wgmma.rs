@@ -8,7 +8,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
-use super::matmul_f16::{prepass, F16Shape};
+use super::matmul_f16::{f16_operand, F16Input, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
 use crate::launch::{Gpu, sm_count};
 use crate::launch_ex::Launch;
@@ -170,7 +170,8 @@ fn grid(s: &F16Shape, tile: WgmmaTile) -> Result<(u32, u32), LaunchError> {
     Ok((tiles, token_tiles as u32))
 }
 
-/// Runs the pre-pass (of RMSNorm(x) when `norm` gives its weights and eps) and the wgmma GEMM.
+/// Runs the pre-pass for `input` (of RMSNorm(x) when it gives the norm's weights and eps; none
+/// for prepared rows) and the wgmma GEMM.
 /// `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K
 /// f32) were checked by the caller; `scales` / `payload` hold the matrix in group-128 layout.
 pub(crate) fn launch(
@@ -178,7 +179,7 @@ pub(crate) fn launch(
     s: F16Shape,
     forced: Option<WgmmaTile>,
     (scales, payload, x, y): (u64, u64, u64, u64),
-    norm: Option<(u64, f32)>,
+    input: F16Input,
 ) -> Result<(), LaunchError> {
     let op = s.op();
     expect_aligned16(op, "weight payload", payload)?;
@@ -191,9 +192,7 @@ pub(crate) fn launch(
     opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
     let (tiles, token_tiles) = grid(&s, tile)?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", s.m)?, as_i32(op, "n_out", s.n_out)?, as_i32(op, "K", s.k)?);
-    let (mut xh, mut unscale) = prepass(gpu, &s, x, norm)?;
-    let (xh_ptr, _g0) = xh.device_ptr_mut(gpu.stream);
-    let (unscale_ptr, _g1) = unscale.device_ptr_mut(gpu.stream);
+    let (xh_ptr, unscale_ptr, _scratch) = f16_operand(gpu, &s, x, input)?;
     let groups = s.k / GROUP;
     // The 128-token tile has no split entry point: it is chosen only for grids that fill at least
     // half the SMs, which k_splits leaves whole.

@@ -4,6 +4,10 @@
 //!
 //! * Any batch: an RMSNorm feeding a matmul of several rows runs inside it, computed by the
 //!   GEMM's f16 pre-pass ([`Step::NormMatmul`], [`Step::NormGateUp`]), and qk_norm_rope + kv_write run as one launch ([`Step::RopeKvWrite`]).
+//!   A forward Hadamard transform of several rows (with the norm before it) whose readers are
+//!   all GEMMs on the f16 pre-pass's rows of one format is one launch writing those rows
+//!   ([`Step::RotateF16`]), which the GEMMs then read ([`Step::MatmulF16`]): a mixer's two
+//!   projections share one pre-pass.
 //! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
 //!   those sequences run as one launch each through a table of their rows, positions and caches
 //!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
@@ -45,6 +49,7 @@
 //!   norm+rotate+planes, gate|up GEMV, rotate+planes, down GEMV), where they made 18.
 
 use bonsai_kernels::launch::matmul::Epilogue;
+use bonsai_kernels::launch::QuantBits;
 use bonsai_kernels::ops::hadamard::VHeadPerm;
 use bonsai_kernels::ops::Store;
 
@@ -147,6 +152,23 @@ pub enum Step {
         rot: Option<Act>,
         planes: Planes,
     },
+    /// A prefill's forward Hadamard transform of `x` (normed by `norm` first when given) written
+    /// as the f16 GEMMs' input rows for `bits`-bit weights (the plan's f16 rows), one launch: the
+    /// normed and the rotated rows written only where a later op reads them.
+    RotateF16 {
+        x: Act,
+        norm: Option<PreNorm>,
+        normed: Option<Act>,
+        signs: VectorId,
+        width: usize,
+        block: usize,
+        perm: Option<VHeadPerm>,
+        rot: Option<Act>,
+        bits: QuantBits,
+    },
+    /// The GEMM of `w` on the plan's f16 rows (the last [`Step::RotateF16`]'s): `y (=|+=) x·Wᵀ`,
+    /// or the SwiGLU of a gate|up matrix into `y`.
+    MatmulF16 { w: MatrixId, y: Act, epilogue: Epilogue },
 }
 
 /// What the device and the weights allow for the program being fused: `binary` and
@@ -176,6 +198,11 @@ pub struct Caps<'a> {
     /// Whether two matrices' one-token GEMVs on the same planes run as one launch
     /// ([`Step::GemvPair`]: one format and K, a one-wave grid for both).
     pub gemv_pair: &'a dyn Fn(MatrixId, MatrixId) -> bool,
+    /// Whether matrix w's default GEMM at this many rows, with this epilogue, reads the f16
+    /// pre-pass's rows: Some(the format's bits).
+    pub f16_rows: &'a dyn Fn(MatrixId, usize, Epilogue) -> Option<QuantBits>,
+    /// Whether the one-launch prefill transform ([`Step::RotateF16`]) takes this block.
+    pub rotate_f16: &'a dyn Fn(usize) -> bool,
 }
 
 impl<'a> Caps<'a> {
@@ -253,14 +280,70 @@ fn touches(op: &Op) -> ([Option<Act>; 3], [Option<Act>; 2]) {
 /// sequences of a batch of several through the sequence table.
 fn batch_steps(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
     let ops = &program.ops;
+    let op_rows = program.op_rows();
     let mut steps = Vec::new();
     let mut i = 0;
     while i < ops.len() {
+        if let Some((fused, next)) = rotate_f16_steps(program, caps, &op_rows, i) {
+            steps.extend(fused);
+            i = next;
+            continue;
+        }
         let (step, used) = batch_pair(ops, i).unwrap_or((Step::Op(ops[i]), 1));
         steps.push((seq_table_step(program, caps, step), i));
         i += used;
     }
     steps
+}
+
+/// Several rows: a forward transform at `ops[i]` (or a norm then the transform) whose every
+/// reader until the next op is a matmul whose default GEMM reads the f16 pre-pass's rows of one
+/// format: [`Step::RotateF16`] and those matmuls as [`Step::MatmulF16`] (the pre-pass once for
+/// all of them, the norm, transform and pre-pass in one launch); each step with the index of its
+/// first op, and the index of the op after them.
+fn rotate_f16_steps(program: &Program, caps: &Caps<'_>, op_rows: &[usize], i: usize) -> Option<(Vec<(Step, usize)>, usize)> {
+    let ops = &program.ops;
+    let (norm, h) = match (ops[i], ops.get(i + 1).copied()) {
+        (Op::RmsNorm { x, weight, out }, Some(Op::Hadamard { x: hx, out: rot, .. })) if hx == out && x != out && rot != x && rot != out => {
+            (Some((x, PreNorm::Rms(weight), out)), i + 1)
+        }
+        (Op::GatedRmsNorm { x, z, weight, out }, Some(Op::Hadamard { x: hx, out: rot, block, perm, .. }))
+            if hx == out && ![x, z, rot].contains(&out) && rot != x && rot != z && gated_heads_fit(program, block, perm) =>
+        {
+            (Some((x, PreNorm::Gated { z, weight }, out)), i + 1)
+        }
+        (Op::Hadamard { .. }, _) => (None, i),
+        _ => return None,
+    };
+    let Op::Hadamard { x, out: rot, signs, width, block, inverse: false, perm } = ops[h] else { return None };
+    if x == rot || !(caps.rotate_f16)(block) {
+        return None;
+    }
+    let rows = op_rows[h];
+    let mut matmuls = Vec::new();
+    let mut bits = None;
+    for (j, op) in ops.iter().enumerate().skip(h + 1) {
+        let (w, y, epilogue) = match *op {
+            Op::Matmul { w, x, y, store } if x == rot && y != rot => (w, y, store_epilogue(store)),
+            Op::GateUpSwiglu { w, x, out } if x == rot && out != rot => (w, out, Epilogue::SwiGlu),
+            _ => break,
+        };
+        let format = (caps.f16_rows)(w, op_rows[j], epilogue)?;
+        if op_rows[j] != rows || bits.is_some_and(|b| b != format) {
+            return None;
+        }
+        bits = Some(format);
+        matmuls.push((Step::MatmulF16 { w, y, epilogue }, j));
+    }
+    let bits = bits?;
+    let after = h + 1 + matmuls.len();
+    let keep = |act: Act| (!dead_after(ops, after, act)).then_some(act);
+    let (x, norm, normed) = match norm {
+        Some((x, pre, out)) => (x, Some(pre), keep(out)),
+        None => (x, None, None),
+    };
+    let rotate = Step::RotateF16 { x, norm, normed, signs, width, block, perm, rot: keep(rot), bits };
+    Some((std::iter::once((rotate, i)).chain(matmuls).collect(), after))
 }
 
 /// `step` as the sequence table runs it, where `program` has a table and the step has a form

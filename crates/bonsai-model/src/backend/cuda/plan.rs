@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use bonsai_kernels::config::Trace;
 use bonsai_kernels::launch::attention::{decode_heads_entry_point, decode_planes_entry_point, DECODE_HEADS_MAX_LEN};
-use bonsai_kernels::launch::matmul::{self as mm, b1_shape_ok, B1Planes, PlanesOut, RopeOut};
+use bonsai_kernels::launch::matmul::{self as mm, b1_shape_ok, B1Planes, F16Rows, PlanesOut, RopeOut};
 use bonsai_kernels::launch::qk_norm_rope::RopeTableView;
 use bonsai_kernels::ops::{qk_norm_rope, QkvRows};
 use bonsai_kernels::trace;
@@ -76,10 +76,12 @@ struct CapturedGraph {
     launches: Vec<trace::LaunchRecord>,
 }
 
-/// The bit-plane buffers a plan's one-token steps read and write, and the rope epilogue's
-/// staging words (one per qkv output, zero between launches).
+/// The bit-plane buffers a plan's one-token steps read and write, the rope epilogue's staging
+/// words (one per qkv output, zero between launches), and a prefill's f16 GEMM input rows
+/// ([`Step::RotateF16`] writes them, [`Step::MatmulF16`] reads them).
 #[derive(Default)]
 struct PlanesScratch {
+    f16_rows: Option<F16Rows>,
     hidden: Option<B1Planes>,
     attn: Option<B1Planes>,
     ffn: Option<B1Planes>,
@@ -168,6 +170,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         let (v1, v2) = (matrix(w1), matrix(w2));
         v1.bits == v2.bits && v1.k == v2.k && mm::gemv_pair_fits(b.launcher(), v1.bits, v1.k, v1.n, v2.n).unwrap_or(false)
     };
+    let f16_rows = |w, rows, epilogue| mm::reads_f16_rows(b.launcher(), &matrix(w), rows, epilogue).ok().flatten();
     let caps = Caps {
         binary: &binary,
         planes_out_fits: &fits,
@@ -179,6 +182,8 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         matrix_k: &matrix_k,
         rotate_planes: &rotate_planes,
         gemv_pair: &gemv_pair,
+        f16_rows: &f16_rows,
+        rotate_f16: &rotate_planes,
     };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
@@ -216,6 +221,13 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
             planes.rope_staged = Some(stream.alloc_zeros::<u64>(len).map_err(device_err("qkv rope staging words"))?);
             b.count_alloc::<u64>(len);
         }
+    }
+    // One f16 rows buffer for every fused prefill transform: the widest rows.
+    let f16_values = steps.iter().filter_map(|(s, rows)| if let Step::RotateF16 { width, .. } = s { Some(rows * width) } else { None }).max();
+    if let Some(values) = f16_values {
+        let rows = program.total_rows();
+        planes.f16_rows = Some(F16Rows::new(stream, rows, values).map_err(device_err("f16 GEMM input rows"))?);
+        b.count_alloc::<u16>(values + 2 * rows);
     }
     let per_q_head = attention_planes && decode_heads_entry_point(group).is_some();
     let uses_attention_planes = steps.iter().any(|(s, _)| matches!(s, Step::AttentionPlanes { .. }));
@@ -584,6 +596,29 @@ fn run_step(
                 rotate_planes(b.launcher(), x, norm, vector(signs), width, block, perm, rot, planes.get_mut(p)?)
                     .map_err(device_err("hadamard_rotate_planes"))?;
             }
+            Step::RotateF16 { x, norm, normed, signs, width, block, perm, rot, bits } => {
+                use bonsai_kernels::launch::hadamard::{rotate_f16_rows, RotateGate, RotateNorm};
+                // The gated norm's z (else x again: read, never used).
+                let z = match norm {
+                    Some(PreNorm::Gated { z, .. }) => z,
+                    _ => x,
+                };
+                let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
+                let norm = norm.map(|pre| match pre {
+                    PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps, gate: None, out: normed },
+                    PreNorm::Gated { weight, .. } => {
+                        let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
+                        RotateNorm { weight: vector(weight), eps, gate: Some(RotateGate { z, head_dim }), out: normed }
+                    }
+                });
+                let out = planes.f16_rows.as_mut().ok_or_else(|| BackendError::Device("f16 rows missing from the plan".into()))?;
+                rotate_f16_rows(b.launcher(), x, norm, vector(signs), (width, block, perm), rot, rows, bits, out)
+                    .map_err(device_err("hadamard_rotate_f16_rows"))?;
+            }
+            Step::MatmulF16 { w: m, y, epilogue } => {
+                let input = planes.f16_rows.as_ref().ok_or_else(|| BackendError::Device("f16 rows missing from the plan".into()))?;
+                mm::matmul_f16_rows(b.launcher(), &w(m), input, rows, acts.get_mut(y), epilogue).map_err(device_err("matmul"))?;
+            }
             Step::PreparePlanes { x, norm, planes: p } => {
                 mm::prepare_planes_normed(b.launcher(), acts.get(x), norm.map(vector), planes.get_mut(p)?)
                     .map_err(device_err("preparing planes"))?;
@@ -718,6 +753,13 @@ fn step_name(step: &Step) -> String {
         }
         Step::QkvRope { .. } => "gemv_b1 qkv+rope+kv_write".into(),
         Step::GemvPair { .. } => "gemv_b1 Store pair".into(),
+        Step::RotateF16 { norm, .. } => match norm {
+            None => "hadamard+f16 rows",
+            Some(PreNorm::Rms(_)) => "norm+hadamard+f16 rows",
+            Some(PreNorm::Gated { .. }) => "gated_norm+hadamard+f16 rows",
+        }
+        .into(),
+        Step::MatmulF16 { epilogue, .. } => format!("gemm on f16 rows {epilogue:?}"),
         Step::RotatePlanes { norm, .. } => match norm {
             None => "hadamard+planes",
             Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
