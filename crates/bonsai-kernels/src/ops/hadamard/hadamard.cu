@@ -223,6 +223,29 @@ extern "C" __global__ void __launch_bounds__(1024)
 // float4 loads of the row's sum of squares one thread has in flight at once.
 #define ROTATE_ROW_QUADS 8
 
+// The stages of a block past its 128-groups (index bits 7 ..), on one offset of `per` * lane_sets
+// groups: this thread's u[r] (r < per) is group lane_set * per + r; the group-index bits low to
+// high are r's (register pairs), then lane_set's (lanes lane_set ^ len of the same offset, by
+// shuffles: every lane of the warp takes part when lane_sets > 1).
+__device__ __forceinline__ void fwht_across_groups(float (&u)[ROTATE_PER_THREAD], int per, int lane_sets, int lane_set) {
+#pragma unroll
+    for (int len = 1; len < ROTATE_PER_THREAD; len <<= 1) {
+        if (len >= per) break;
+#pragma unroll
+        for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
+            if ((r & len) || r + len >= per) continue;
+            const float a = u[r], b = u[r + len];
+            u[r] = a + b;
+            u[r + len] = a - b;
+        }
+    }
+    for (int len = 1; len < lane_sets; len <<= 1) {
+        const bool upper = lane_set & len;
+#pragma unroll
+        for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = butterfly_side(u[r], __shfl_xor_sync(FULL_MASK, u[r], len), upper);
+    }
+}
+
 // Thread t's rms_row_partial_sq (rms_norm.cu) over RMS_NORM_THREADS threads, the same fmaf chain,
 // with up to ROTATE_ROW_QUADS of its float4 loads issued before the first sum (a row of <= 8192
 // floats in one L2 round trip instead of one per unrolled four).
@@ -419,22 +442,7 @@ __device__ __forceinline__ void hadamard_rotate_planes_body(HADAMARD_ROTATE_PARA
         float u[ROTATE_PER_THREAD];
 #pragma unroll
         for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = r < per ? buf[(lane_set * per + r) * GROUP_SIZE + j] : 0.0f;
-#pragma unroll
-        for (int len = 1; len < ROTATE_PER_THREAD; len <<= 1) {
-            if (len >= per) break;
-#pragma unroll
-            for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
-                if ((r & len) || r + len >= per) continue;
-                const float a = u[r], b = u[r + len];
-                u[r] = a + b;
-                u[r + len] = a - b;
-            }
-        }
-        for (int len = 1; len < lane_sets; len <<= 1) {
-            const bool upper = lane_set & len;
-#pragma unroll
-            for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = butterfly_side(u[r], __shfl_xor_sync(FULL_MASK, u[r], len), upper);
-        }
+        fwht_across_groups(u, per, lane_sets, lane_set);
 #pragma unroll
         for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
             if (r >= per) break;

@@ -137,22 +137,7 @@ __device__ __forceinline__ void hadamard_rotate_f16_row(const float* __restrict_
         float u[ROTATE_PER_THREAD];
 #pragma unroll
         for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = active && r < per ? buf[first + r * GROUP_SIZE] : 0.0f;
-#pragma unroll
-        for (int len = 1; len < ROTATE_PER_THREAD; len <<= 1) {
-            if (len >= per) break;
-#pragma unroll
-            for (int r = 0; r < ROTATE_PER_THREAD; ++r) {
-                if ((r & len) || r + len >= per) continue;
-                const float a = u[r], b = u[r + len];
-                u[r] = a + b;
-                u[r + len] = a - b;
-            }
-        }
-        for (int len = 1; len < lane_sets; len <<= 1) {
-            const bool upper = lane_set & len;
-#pragma unroll
-            for (int r = 0; r < ROTATE_PER_THREAD; ++r) u[r] = butterfly_side(u[r], __shfl_xor_sync(FULL_MASK, u[r], len), upper);
-        }
+        fwht_across_groups(u, per, lane_sets, lane_set);
         if (!active) continue;
 #pragma unroll
         for (int r = 0; r < ROTATE_PER_THREAD; ++r) {

@@ -20,11 +20,12 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
 
 use bonsai_kernels::launch::decode_seqs::{self, DeviceSeqTable, SeqTableBuilder};
+use bonsai_kernels::launch::hadamard::{RotateGate, RotateNorm};
 
 use super::fuse::{fuse, uses_seq_table, Caps, Planes, PreNorm, Step};
 use super::{device_err, view, CudaBackend};
 use crate::backend::{Backend, BackendError};
-use crate::program::{run_op, Act, Activations, Op, Program, RunEnv, SeqRows, Weights};
+use crate::program::{run_op, Act, Activations, Dims, Op, Program, RunEnv, SeqRows, Weights};
 
 /// The replay after capture that `trace` prints (warm by then).
 const TRACE_REPLAY: usize = 16;
@@ -579,38 +580,14 @@ fn run_step(
                     .map_err(device_err("embedding and its planes"))?;
             }
             Step::RotatePlanes { x, norm, normed, signs, width, block, perm, rot, planes: p } => {
-                use bonsai_kernels::launch::hadamard::{rotate_planes, RotateGate, RotateNorm};
-                // The gated norm's z (else x again: read, never used).
-                let z = match norm {
-                    Some(PreNorm::Gated { z, .. }) => z,
-                    _ => x,
-                };
-                let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
-                let norm = norm.map(|pre| match pre {
-                    PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps, gate: None, out: normed },
-                    PreNorm::Gated { weight, .. } => {
-                        let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
-                        RotateNorm { weight: vector(weight), eps, gate: Some(RotateGate { z, head_dim }), out: normed }
-                    }
-                });
+                use bonsai_kernels::launch::hadamard::rotate_planes;
+                let (x, norm, rot) = rotate_operands(acts, weights, dims, (x, norm, normed, rot))?;
                 rotate_planes(b.launcher(), x, norm, vector(signs), width, block, perm, rot, planes.get_mut(p)?)
                     .map_err(device_err("hadamard_rotate_planes"))?;
             }
             Step::RotateF16 { x, norm, normed, signs, width, block, perm, rot, bits } => {
-                use bonsai_kernels::launch::hadamard::{rotate_f16_rows, RotateGate, RotateNorm};
-                // The gated norm's z (else x again: read, never used).
-                let z = match norm {
-                    Some(PreNorm::Gated { z, .. }) => z,
-                    _ => x,
-                };
-                let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
-                let norm = norm.map(|pre| match pre {
-                    PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps, gate: None, out: normed },
-                    PreNorm::Gated { weight, .. } => {
-                        let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
-                        RotateNorm { weight: vector(weight), eps, gate: Some(RotateGate { z, head_dim }), out: normed }
-                    }
-                });
+                use bonsai_kernels::launch::hadamard::rotate_f16_rows;
+                let (x, norm, rot) = rotate_operands(acts, weights, dims, (x, norm, normed, rot))?;
                 let out = planes.f16_rows.as_mut().ok_or_else(|| BackendError::Device("f16 rows missing from the plan".into()))?;
                 rotate_f16_rows(b.launcher(), x, norm, vector(signs), (width, block, perm), rot, rows, bits, out)
                     .map_err(device_err("hadamard_rotate_f16_rows"))?;
@@ -678,6 +655,33 @@ fn run_step(
         }
     }
     Ok(())
+}
+
+/// A fused transform step's operands: x, its norm (the weights, the gated norm's z, the normed
+/// rows where kept) and the rotated rows where kept.
+type RotateOperands<'a> = (&'a CudaSlice<f32>, Option<RotateNorm<'a>>, Option<&'a mut CudaSlice<f32>>);
+
+fn rotate_operands<'a>(
+    acts: &'a mut Activations<CudaBackend>,
+    weights: &'a Weights<CudaBackend>,
+    dims: Dims,
+    (x, norm, normed, rot): (Act, Option<PreNorm>, Option<Act>, Option<Act>),
+) -> Result<RotateOperands<'a>, BackendError> {
+    // The gated norm's z (else x again: read, never used).
+    let z = match norm {
+        Some(PreNorm::Gated { z, .. }) => z,
+        _ => x,
+    };
+    let ([x, z], [normed, rot]) = acts.reads_and_writes([x, z], [normed, rot])?;
+    let vector = |id: crate::program::VectorId| &weights.vectors[id.0];
+    let norm = norm.map(|pre| match pre {
+        PreNorm::Rms(weight) => RotateNorm { weight: vector(weight), eps: dims.eps, gate: None, out: normed },
+        PreNorm::Gated { weight, .. } => {
+            let head_dim = dims.hybrid.map_or(0, |h| h.delta.head_dim);
+            RotateNorm { weight: vector(weight), eps: dims.eps, gate: Some(RotateGate { z, head_dim }), out: normed }
+        }
+    });
+    Ok((x, norm, rot))
 }
 
 /// What `plan` launches, one line per group of steps (repeated layers folded), its graphs.
