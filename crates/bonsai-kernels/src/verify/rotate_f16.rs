@@ -58,6 +58,9 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         case(2, 4096, 2048, Norm::None, false, true, None, two),
         case(1, 16384, launch::hadamard::MAX_BLOCK, Norm::Rms, true, true, None, one),
         case(5, 512, 256, Norm::Gated(32), true, true, None, two),
+        // A row of exactly the default 48 KB of dynamic shared memory (the launch opts in past it
+        // with the static scratch).
+        case(2, 12288, 1024, Norm::None, false, false, None, one),
     ];
     if set == ShapeSet::All {
         cases.push(case(512, 5120, 1024, Norm::Rms, true, false, None, two));

@@ -27,6 +27,8 @@ const _: () = assert!(
 const ROWS_PER_CTA: usize = 2;
 /// `ROTATE_F16_THREADS` of hadamard_f16.cu: the norm's partial sums and the f16 pre-pass's threads.
 const ROTATE_F16_THREADS: u32 = 256;
+/// Static shared memory of `hadamard_rotate_f16_rows_q*` (the block reductions' 32 floats).
+const ROTATE_F16_STATIC_BYTES: usize = 4 * 32;
 /// Shared memory every device grants a CTA without opting in.
 const DEFAULT_SHARED_BYTES: usize = 48 * 1024;
 
@@ -362,7 +364,8 @@ pub fn rotate_f16_rows(
     // The row and its heads' 1/rms.
     let heads = if a.head_dim > 0 { width / a.head_dim as usize } else { 0 };
     let smem = 4 * (width + heads);
-    if smem > DEFAULT_SHARED_BYTES {
+    // Past the default with the kernel's static 32-float scratch.
+    if smem + ROTATE_F16_STATIC_BYTES > DEFAULT_SHARED_BYTES {
         crate::launch::opt_in_shared_memory(OP, stream, func, smem, "a row with its heads' norms")?;
     }
     let ctas = u32::try_from(rows).map_err(|_| shape(OP, format!("{rows} rows exceed the grid")))?;
