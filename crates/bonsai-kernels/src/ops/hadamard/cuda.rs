@@ -1,4 +1,5 @@
-//! Launchers of `hadamard_block_in_smem` and `hadamard_rotate_planes` (hadamard.cu).
+//! Launchers of `hadamard_block_in_smem`, `hadamard_blocks_in_warps` and `hadamard_rotate_planes`
+//! (hadamard.cu), and `hadamard_rotate_f16_rows_q*` (hadamard_f16.cu).
 
 use std::sync::Arc;
 

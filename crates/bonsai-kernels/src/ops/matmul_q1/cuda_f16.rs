@@ -163,9 +163,9 @@ pub(crate) fn auto_gemm(stream: &Arc<CudaStream>, s: &F16Shape) -> Result<GemmKe
 }
 
 /// Runs the pre-pass for `input` (of RMSNorm(x) when it gives the norm's weights and eps; none
-/// for prepared rows) and the GEMM. `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and the norm weights' length (K f32) were
-/// checked by the caller; `scales` / `payload` hold the matrix in group-128 layout;
-/// `forced_splits` as in [`geometry`].
+/// for prepared rows) and the GEMM. `x` (m x K f32, 16-byte aligned), `y` (m x n_out f32) and
+/// the norm weights' length (K f32) were checked by the caller; `scales` / `payload` hold the
+/// matrix in group-128 layout; `forced_splits` as in [`geometry`].
 pub(crate) fn launch(
     gpu: Gpu<'_>,
     s: F16Shape,
@@ -339,10 +339,6 @@ impl F16Rows {
     /// The f16 values and the row scales (verify reads them back).
     pub(crate) fn buffers(&self) -> (&CudaSlice<u16>, &CudaSlice<f32>) {
         (&self.xh, &self.unscale)
-    }
-    /// The (bits, rows, K) of what was last written.
-    pub fn layout(&self) -> Option<(QuantBits, usize, usize)> {
-        self.layout
     }
     /// Device pointers (xh, row_unscale) for a kernel writing `rows` rows of K values for
     /// `bits`-bit weights, checked against the buffers' size.
