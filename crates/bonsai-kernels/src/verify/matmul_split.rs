@@ -44,8 +44,9 @@ fn f16_split_kernels(splits: usize) -> [MatmulKernel; 3] {
 /// takes for grids that leave most SMs idle (a batched decode step): few weight tiles at
 /// decode-batch token counts, next to the forced 128-token tile (never split) on the same inputs.
 /// With the H200's 132 SMs, 64-token tile: 2 tiles over 9 groups split 5 + 4; 2 tiles over 32
-/// groups in 8 splits of 4; one SwiGLU tile over 11 groups 6 + 5. The forced 256-token tile
-/// (128-row tiles): 4 tiles split 5 + 4; 3 tiles in 8 splits of 4; one SwiGLU tile 6 + 5.
+/// groups in 8 splits of 4, and at 70 tokens (two token tiles) 4 tiles in 8 splits; one SwiGLU
+/// tile over 11 groups 6 + 5. The forced 256-token tile (128-row tiles): 4 tiles split 5 + 4; 3
+/// tiles in 8 splits of 4; one SwiGLU tile 6 + 5.
 fn wgmma_split_rows(ctx: &mut Ctx) -> Result<(), VerifyError> {
     if !crate::launch::matmul::device_has_wgmma(&ctx.stream)? {
         return Ok(());
@@ -60,7 +61,8 @@ fn wgmma_split_rows(ctx: &mut Ctx) -> Result<(), VerifyError> {
         let w = random_matrix(ctx, 512, 1152, ternary);
         matmul_with(ctx, "wgmma split", w, 16, Store::Add, &kernels)?;
         let w = random_matrix(ctx, 333, 4096, ternary);
-        matmul_with(ctx, "wgmma split", w, 64, Store::Overwrite, &kernels)?;
+        matmul_with(ctx, "wgmma split", w.clone(), 64, Store::Overwrite, &kernels)?;
+        matmul_with(ctx, "wgmma split", w, 70, Store::Overwrite, &kernels)?;
         let w = random_matrix(ctx, 2 * 37, 1408, ternary);
         gate_up_with(ctx, "wgmma split", w, 40, &kernels)?;
     }

@@ -211,14 +211,18 @@ pub(crate) fn launch(
         let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
         let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
         let split_groups_i = as_i32(op, "split_groups", split_groups)?;
-        let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, splits as u32), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
+        // A 1-D grid, each tile's splits side by side: CTA c runs split c % splits of tile c / splits.
+        let ctas = u32::try_from(splits * tile_count).map_err(|_| shape(op, "too many CTAs".into()))?;
+        let tiles_i = as_i32(op, "row tiles", tiles as usize)?;
+        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
         let mut b = Launch::new(gpu, split_gemm);
         b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
-        b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i);
+        b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i).arg(&tiles_i);
         // SAFETY: as the unsplit launch below, plus: `_split` takes (partials, tile_counters,
-        // split_groups) after k; the grid's z holds ceil(G / split_groups) non-empty splits, the
-        // partials hold splits x tiles x (BN / 2 accumulators x the tile's threads) f32 and the
-        // counters one zeroed u32 per output tile (allocated above for this grid).
+        // split_groups, row_tiles) after k; its 1-D grid holds ceil(G / split_groups) non-empty
+        // splits of each of the row_tiles x token tiles output tiles, the partials hold splits x
+        // tiles x (BN / 2 accumulators x the tile's threads) f32 and the counters one zeroed u32
+        // per output tile (allocated above for this grid).
         unsafe { b.launch(cfg) }?;
         return Ok(());
     }

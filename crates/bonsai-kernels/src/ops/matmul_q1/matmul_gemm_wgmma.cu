@@ -45,11 +45,14 @@
 // Tried and dropped: 128-row CTAs (2 per SM), one group per barrier without the chain (both
 // slower on every shape).
 //
-// Split K (SPLIT = true, `_gemm_wgmma_n64_split`, `_n256_split`; blockIdx.z = split of gridDim.z): for grids that
-// leave most SMs idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), split z
-// runs groups [z P, min((z + 1) P, G)), P = split_groups, stores its raw f32 accumulators to
-// `partials`, and the CTA that arrives last at the tile's counter adds the splits' partials in
-// split order (so the result does not depend on the arrival order) before the epilogue.
+// Split K (SPLIT = true, `_gemm_wgmma_n64_split`, `_n256_split`): for grids that leave most SMs
+// idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), a 1-D grid in which CTA
+// c runs split z = c % S of output tile c / S (token tile / row_tiles, row tile % row_tiles, as
+// the unsplit grid's (x, y); S = ceil(G / P) splits of P = split_groups groups, so a tile's
+// splits are neighbours in the grid). Split z runs groups [z P, min((z + 1) P, G)), stores its
+// raw f32 accumulators to `partials`, and the CTA that arrives last at the tile's counter adds
+// the splits' partials in split order (so the result does not depend on the arrival order)
+// before the epilogue.
 // Where a CTA's time is its chain of K groups (about 1.5 us per group whatever the token count:
 // docs/kernel-notes.md, "Batched decode"), S splits cut it S-fold for one extra partial round trip.
 //
@@ -87,7 +90,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                                            const u16* __restrict__ xh, const float* __restrict__ row_unscale,
                                            int m, float* __restrict__ y, int n_out, int k,
                                            float* __restrict__ partials = nullptr,
-                                           unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0) {
+                                           unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0,
+                                           int row_tiles = 0) {
     constexpr int ROWS = 64 * WARPGROUPS, THREADS = 128 * WARPGROUPS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
     using S = QwStage<BITS, BN, ROWS>;
     // Group it's barrier refills the slot of group it - 2: each warpgroup reaches that barrier
@@ -104,14 +108,21 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     unsigned char* smem = reinterpret_cast<unsigned char*>(qwgmma_smem) +
                           (QW_ALIGN - smem_addr(qwgmma_smem) % QW_ALIGN) % QW_ALIGN;
 
-    const int tile = blockIdx.x;
-    const int tok0 = blockIdx.y * BN;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int g = lane / 4, t = lane % 4;
     const int groups = k / GROUP_SIZE;
-    // The groups this CTA runs: [g_begin, g_begin + n_groups).
-    const int g_begin = SPLIT ? blockIdx.z * split_groups : 0;
-    const int n_groups = SPLIT ? min(split_groups, groups - g_begin) : groups;
+    // The output tile (row tile `tile`, tokens from tok0), the split and the groups this CTA runs:
+    // [g_begin, g_begin + n_groups).
+    int tile = blockIdx.x, tok0 = blockIdx.y * BN, split_id = 0, g_begin = 0, n_groups = groups;
+    const int splits = SPLIT ? (groups + split_groups - 1) / split_groups : 1;
+    if constexpr (SPLIT) {
+        const int output_tile = blockIdx.x / splits;
+        tile = output_tile % row_tiles;
+        tok0 = output_tile / row_tiles * BN;
+        split_id = blockIdx.x % splits;
+        g_begin = split_id * split_groups;
+        n_groups = min(split_groups, groups - g_begin);
+    }
     // This thread's A rows: warpgroup warp / 4 has local rows 64 (warp / 4) .. +63, warp w % 4 of
     // it rows 16 (w % 4) .. +15, and the lane rows g and g + 8 of those.
     const int lr0 = (warp / 4) * 64 + (warp % 4) * 16 + g, lr1 = lr0 + 8;
@@ -313,15 +324,15 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 
     if constexpr (SPLIT) {
         // Partial layout [split][tile][accumulator][thread]: each store and load is coalesced.
-        const long long tiles = (long long)gridDim.x * gridDim.y;
-        const long long tile_id = (long long)blockIdx.y * gridDim.x + blockIdx.x;
+        const long long tiles = gridDim.x / splits;
+        const long long tile_id = blockIdx.x / splits;
         auto at = [&](int split, int i) { return ((split * tiles + tile_id) * ACC + i) * THREADS + threadIdx.x; };
 #pragma unroll
-        for (int i = 0; i < ACC; ++i) partials[at(blockIdx.z, i)] = acc[i];
-        if (!split_k_arrived_last(tile_counters + tile_id, gridDim.z)) return;
+        for (int i = 0; i < ACC; ++i) partials[at(split_id, i)] = acc[i];
+        if (!split_k_arrived_last(tile_counters + tile_id, splits)) return;
         // Each split's loads of a batch of accumulators are independent and in flight together,
-        // so the merge waits for about (ACC / batch) x gridDim.z load latencies, not ACC x
-        // gridDim.z (one dependent chain per accumulator cost more than the splits' main loops).
+        // so the merge waits for about (ACC / batch) x splits load latencies, not ACC x splits
+        // (one dependent chain per accumulator cost more than the splits' main loops).
         // The batch bounds the extra registers. The sum order stays split 0, 1, 2, ...
         constexpr int BATCH = ACC < 16 ? ACC : 16;
 #pragma unroll
@@ -329,7 +340,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
 #pragma unroll
             for (int i = i0; i < i0 + BATCH; ++i) acc[i] = __ldcg(partials + at(0, i));
 #pragma unroll 1
-            for (int z = 1; z < (int)gridDim.z; ++z) {
+            for (int z = 1; z < splits; ++z) {
                 float p[BATCH];
 #pragma unroll
                 for (int i = 0; i < BATCH; ++i) p[i] = __ldcg(partials + at(z, i0 + i));

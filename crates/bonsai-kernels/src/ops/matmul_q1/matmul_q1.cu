@@ -153,10 +153,11 @@
     extern "C" __global__ void __launch_bounds__(QW_THREADS, 1)                                  \
         PREFIX##_gemm_wgmma_n64_split(const u16* scales, const u32* payload, const u16* xh,      \
                        const float* row_unscale, int m, float* y, int n_out, int k,              \
-                       float* partials, unsigned* tile_counters, int split_groups) {             \
+                       float* partials, unsigned* tile_counters, int split_groups,               \
+                       int row_tiles) {                                                          \
         griddep_wait();                                                                          \
         gemm_wgmma<BITS, MODE, 64, 8, true>(scales, payload, xh, row_unscale, m, y, n_out, k,    \
-                                            partials, tile_counters, split_groups);              \
+                                            partials, tile_counters, split_groups, row_tiles);   \
     }                                                                                            \
     /* the wide tile: 128 weight rows x 256 tokens, 2 warpgroups, 3 stages (the ring's limit) */ \
     extern "C" __global__ void __launch_bounds__(QW_WIDE_THREADS, 1)                             \
@@ -169,11 +170,13 @@
     extern "C" __global__ void __launch_bounds__(QW_WIDE_THREADS, 1)                             \
         PREFIX##_gemm_wgmma_n256_split(const u16* scales, const u32* payload, const u16* xh,     \
                        const float* row_unscale, int m, float* y, int n_out, int k,              \
-                       float* partials, unsigned* tile_counters, int split_groups) {             \
+                       float* partials, unsigned* tile_counters, int split_groups,               \
+                       int row_tiles) {                                                          \
         griddep_wait();                                                                          \
         gemm_wgmma<BITS, MODE, 256, 3, true, QW_WIDE_WARPGROUPS>(scales, payload, xh, row_unscale, \
                                                                  m, y, n_out, k, partials,       \
-                                                                 tile_counters, split_groups);   \
+                                                                 tile_counters, split_groups,    \
+                                                                 row_tiles);                     \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
