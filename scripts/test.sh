@@ -2,7 +2,7 @@
 # The one command that runs bonsai's whole test suite on a fresh machine (no GPU needed).
 #
 # It installs the pinned NVRTC 13.0 wheels (about 100 MB, once, into .cache/) so that the CUDA
-# kernel library's compile check runs (sm_80, 86, 90, 100, 120), and the pinned `openai` Python
+# kernel library's compile check runs (sm_80, 90, 100, 120), and the pinned `openai` Python
 # client (for the server tests), then runs every Rust test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
