@@ -26,3 +26,6 @@ for i in 1 2; do for b in m:$M s:$S; do LIMIT=60 TAILN=7 r batch-${b%%:*}-$i ${b
 for i in 1; do for b in m:$M s:$S; do LIMIT=60 TAILN=5 r depth-${b%%:*}-$i ${b#*:} bench --synthetic bonsai-8b -p 0 -n 64 -r 2 --batch 16,64,128 --ctx-depth 512; done; done
 for b in m:$M s:$S; do serve ${b%%:*} ${b#*:} bonsai-8b 16 64; done
 for b in m:$M s:$S; do LIMIT=60 TAILN=5 r b27-${b%%:*} ${b#*:} bench --synthetic bonsai2-27b -p 0 -n 32 -r 1 --batch 16,64; done
+# The tail of verify's last group, cut by call 1's limit.
+LIMIT=150 TAILN=2 r verify-image $M kernels verify --shapes all --only image_gemm
+grep -E "FAIL" $L/verify-image.log | head >> $L/summary.log; cp $L/summary.log $OUT/
