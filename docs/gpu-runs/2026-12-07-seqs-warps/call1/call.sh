@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 2: main 5676b8d (.gpu/m) against branch seqs-warps (.gpu/s: the batched decode attention's
+# Ran on an H100 (no H200 was lent). Call 2: main 5676b8d (.gpu/m) against branch seqs-warps (.gpu/s: the batched decode attention's
 # CTAs of 8, 4 or 2 warps, the most that fit one wave of 8 warps an SM): verify of decode_seqs
 # (its new 4- and 2-warp batches), the batched step at short contexts (alternating twice) and
 # after 512 cached tokens (a served stream's depth); served 64 streams on fresh servers warmed by
