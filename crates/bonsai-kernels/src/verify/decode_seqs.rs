@@ -44,6 +44,16 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     check(ctx, &DECODE_WIDE_LANES, &[77], DECODE_WIDE_LANES.head_dim)?;
     let many: Vec<usize> = (0..40).map(|i| 17 * i + 3).collect();
     check(ctx, &DECODE_WIDE_LANES, &many, DECODE_WIDE_LANES.head_dim)?;
+    // Batches whose attention CTAs are of 4 and of 2 warps on this device (the launcher's
+    // `seqs_warps`): the fewest sequences that take each, positions up to past one 128-key split.
+    let sms = launch::sm_count(&ctx.stream)?;
+    for warps in [4, 2] {
+        let seqs = (1..)
+            .find(|&n| launch::decode_seqs::seqs_warps(sms, n * DECODE_WIDE_LANES.n_kv) == warps)
+            .expect("a batch size that takes each warp count");
+        let positions: Vec<usize> = (0..seqs).map(|i| (37 * i + 5) % 300).collect();
+        check(ctx, &DECODE_WIDE_LANES, &positions, DECODE_WIDE_LANES.head_dim)?;
+    }
     for (rows, n) in [(1, 1000), (5, 1000), (64, 4099)] {
         argmax_rows(ctx, rows, n)?;
     }

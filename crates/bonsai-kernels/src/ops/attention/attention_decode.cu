@@ -128,23 +128,27 @@ __device__ __forceinline__ void att_dec_warp_sums(float (&v2)[ROWS][COLS], int l
         }
 }
 
-// The G heads' partials of this CTA's WARPS warps, combined: CTA-level max/sum/acc for (head h,
-// dim d).
+// The G heads' partials of this CTA's `warps` warps (at most WARPS), combined: CTA-level
+// max/sum/acc for (head h, dim d).
 // `warp_acc` holds ROW_DIMS dims of each head (all HD, or one pass's share): d indexes them.
 template <int G, int ROW_DIMS, int WARPS>
 __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], float (*warp_sum)[G],
-                                                       float (*warp_acc)[G][ROW_DIMS], int h, int d,
+                                                       float (*warp_acc)[G][ROW_DIMS], int warps, int h, int d,
                                                        float* cta_max, float* cta_sum) {
     float mx = neg_inf();
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, warp_max[w][h]);
+    for (int w = 0; w < WARPS; ++w) {
+        if (w < warps) mx = fmaxf(mx, warp_max[w][h]);
+    }
     float sum = 0.0f, value = 0.0f;
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) {
-        // A warp that had no keys holds max -inf, sum 0, acc 0: weight exp2(-inf) = 0.
-        const float weight = exp2_ftz(warp_max[w][h] - mx);
-        sum = fmaf(warp_sum[w][h], weight, sum);
-        value = fmaf(warp_acc[w][h][d], weight, value);
+        if (w < warps) {
+            // A warp that had no keys holds max -inf, sum 0, acc 0: weight exp2(-inf) = 0.
+            const float weight = exp2_ftz(warp_max[w][h] - mx);
+            sum = fmaf(warp_sum[w][h], weight, sum);
+            value = fmaf(warp_acc[w][h][d], weight, value);
+        }
     }
     *cta_max = mx;
     *cta_sum = sum;
@@ -153,16 +157,16 @@ __device__ __forceinline__ float att_dec_combine_warps(float (*warp_max)[G], flo
 
 // The `_planes` variants' epilogue: once this CTA's G * HD outputs (whole 128-groups at HD 128)
 // are in `out_s` (shared memory: the same floats the CTA stored to `out`, without their L2 round
-// trip), warp w quantizes groups w, w + WARPS, ... of them into gemv_b1's planes,
+// trip), warp w of `warps` quantizes groups w, w + warps, ... of them into gemv_b1's planes,
 // (s, X) and sum of squares (b1_prepare_group, matmul_gemv_b1.cu: the same arithmetic as
 // gemv_b1_prepare on the same floats), at global group column * G * HD / 128 + w.
-template <int G, int HD, int WARPS>
-__device__ __forceinline__ void att_dec_write_planes(const float* out_s, int column, int warp, u32* planes,
-                                                     u32* gsx, float* group_sq) {
+template <int G, int HD>
+__device__ __forceinline__ void att_dec_write_planes(const float* out_s, int column, int warp, int warps,
+                                                     u32* planes, u32* gsx, float* group_sq) {
     static_assert(HD % GROUP_SIZE == 0, "the planes variant needs whole 128-groups per head");
     constexpr int GROUPS = G * HD / GROUP_SIZE;
     __syncthreads();  // every thread's outputs are in out_s
-    for (int local = warp; local < GROUPS; local += WARPS) {  // warp-uniform
+    for (int local = warp; local < GROUPS; local += warps) {  // warp-uniform
         const long long group = (long long)column * GROUPS + local;
         b1_prepare_group(out_s + local * GROUP_SIZE, nullptr, planes + group * B1_GROUP_WORDS, gsx + 2 * group,
                          group_sq + group);
@@ -175,7 +179,9 @@ __device__ __forceinline__ void att_dec_write_planes(const float* out_s, int col
 // entry points take G = 1, REP = n_q / n_kv: a CTA per q head, four warps, the cache rows read
 // by REP CTAs (L2 hits after the first) in exchange for a quarter of the math per warp, one group
 // of planes per CTA, and a CTA small enough to share an SM with a GEMV CTA.
-template <int G, int HD, bool PLANES, int WARPS = ATT_DEC_WARPS, int REP = 1>
+// RUNTIME_WARPS: the CTA has blockDim.x / 32 <= WARPS warps, chosen by the launcher (the batched
+// kernels, decode_seqs.cu); shared memory is sized for WARPS.
+template <int G, int HD, bool PLANES, int WARPS = ATT_DEC_WARPS, int REP = 1, bool RUNTIME_WARPS = false>
 __device__ __forceinline__ void attention_decode_body(const float* __restrict__ qkv, const u32* __restrict__ pos0_ptr,
                                                       int max_seq, int n_kv, const u32* __restrict__ block_table,
                                                       const u16* __restrict__ k_cache,
@@ -225,6 +231,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     const int split = blockIdx.y;
     const int lane = threadIdx.x % WARP_SIZE;
     const int warp = threadIdx.x / WARP_SIZE;
+    const int warps = RUNTIME_WARPS ? (int)blockDim.x / WARP_SIZE : WARPS;
     // Before griddep_wait (the entry points leave it to this function): pos0, which
     // position_advance wrote in an earlier graph replay (qk_norm_rope_kv_write, the kernel before
     // this one, only reads it), and further down the first key step's table entry (the host
@@ -296,7 +303,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
             }
         }
     };
-    constexpr int WARPS_STRIDE = WARPS * STEP_KEYS;
+    const int warps_stride = warps * STEP_KEYS;
     int step_key = key_begin + warp * STEP_KEYS;
     if (in_range && step_key < key_end) load_step(step_key, true);
 
@@ -309,7 +316,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                 out_heads[i] = __int_as_float(0x7fc00000);
                 if constexpr (PLANES) out_s[i] = __int_as_float(0x7fc00000);
             }
-            if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
+            if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, column, warp, warps, planes, gsx, group_sq);
         }
         return;
     }
@@ -329,7 +336,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         }
     }
 
-    for (; step_key < key_end; step_key += WARPS_STRIDE) {
+    for (; step_key < key_end; step_key += warps_stride) {
         uint4 k_cur[LOADS][VECS], v_cur[LOADS][VECS];
 #pragma unroll
         for (int u = 0; u < LOADS; ++u) {
@@ -339,7 +346,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
                 v_cur[u][c] = v_next[u][c];
             }
         }
-        if (step_key + WARPS_STRIDE < key_end) load_step(step_key + WARPS_STRIDE, false);
+        if (step_key + warps_stride < key_end) load_step(step_key + warps_stride, false);
 
         float s[LOADS][G];
 #pragma unroll
@@ -440,8 +447,8 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         for (int i = threadIdx.x; i < G * PASS_DIMS; i += blockDim.x) {
             const int h = i / PASS_DIMS, d = pass * PASS_DIMS + i % PASS_DIMS;
             float cta_max, cta_sum;
-            const float value = att_dec_combine_warps<G, PASS_DIMS, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, h,
-                                                                           d - pass * PASS_DIMS, &cta_max, &cta_sum);
+            const float value = att_dec_combine_warps<G, PASS_DIMS, WARPS>(warp_max_s, warp_sum_s, warp_acc_s, warps,
+                                                                           h, d - pass * PASS_DIMS, &cta_max, &cta_sum);
             if (used == 1) {
                 out_heads[h * HD + d] = value / cta_sum;
                 if constexpr (PLANES) out_s[h * HD + d] = value / cta_sum;
@@ -457,7 +464,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
     }
     if (used == 1) {
         TRACE_MARK(5);
-        if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
+        if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, column, warp, warps, planes, gsx, group_sq);
         TRACE_MARK(6);
         TRACE_MARKS_END;
         TRACE_CTA_ENDS;
@@ -510,7 +517,7 @@ __device__ __forceinline__ void attention_decode_body(const float* __restrict__ 
         if constexpr (PLANES) out_s[i] = value / head_total_s[h];
     }
     TRACE_MARK(5);
-    if constexpr (PLANES) att_dec_write_planes<G, HD, WARPS>(out_s, column, warp, planes, gsx, group_sq);
+    if constexpr (PLANES) att_dec_write_planes<G, HD>(out_s, column, warp, warps, planes, gsx, group_sq);
     TRACE_MARK(6);
     TRACE_MARKS_END;
     TRACE_CTA_ENDS;

@@ -254,6 +254,18 @@ pub fn seqs_planes_supported(shape: HeadShape) -> bool {
     shape.head_dim == 128 && matches!(group, 1 | 2 | 4 | 8)
 }
 
+/// Warps per CTA of the batched attention for `pairs` (sequence, kv head) CTAs on `sm_count` SMs:
+/// the most of 8, 4 and 2 (the kernel's shared memory holds 8) whose CTAs all fit in one wave of 8
+/// warps an SM, else 2. At short contexts each CTA is a chain of latencies, so one wave of small
+/// CTAs beats several of large ones (64 sequences at n_kv 8: 512 CTAs of 2 warps, four an SM);
+/// where one wave of 8-warp CTAs holds them all, each warp walks fewer key steps.
+pub fn seqs_warps(sm_count: usize, pairs: usize) -> usize {
+    [DECODE_WARPS, DECODE_WARPS / 2, DECODE_WARPS / 4]
+        .into_iter()
+        .find(|&warps| pairs * warps <= DECODE_WARPS * sm_count)
+        .unwrap_or(DECODE_WARPS / 4)
+}
+
 fn launch_attention_seqs(
     gpu: Gpu<'_>,
     qkv: &impl DevicePtr<f32>,
@@ -281,8 +293,11 @@ fn launch_attention_seqs(
     }
     expect_at_least(OP, "qkv", qkv.len(), held.rows * shape_.qkv_row_len())?;
     expect_at_least(OP, "out", out.len(), held.rows * shape_.q_len())?;
-    // About one CTA per SM over every (sequence, kv head): many sequences take one split each.
-    let n_splits = decode_splits(sm_count(gpu.stream)?, shape_.n_kv * held.seqs);
+    // About 8 warps an SM over every (sequence, kv head): many sequences take one split each.
+    let sms = sm_count(gpu.stream)?;
+    let pairs = shape_.n_kv * held.seqs;
+    let warps = seqs_warps(sms, pairs);
+    let n_splits = decode_splits(DECODE_WARPS / warps * sms, pairs);
     let AttentionScratch { partials, counters } = work;
     expect_at_least(OP, "scratch", partials.len(), held.seqs * shape_.n_q * n_splits * (shape_.head_dim + 2))?;
     expect_at_least(OP, "counters", counters.len(), attention_counters_len(held.seqs, shape_))?;
@@ -295,7 +310,7 @@ fn launch_attention_seqs(
     ];
     let cfg = LaunchConfig {
         grid_dim: (shape_.n_kv as u32, n_splits as u32, held.seqs as u32),
-        block_dim: ((DECODE_WARPS * 32) as u32, 1, 1),
+        block_dim: ((warps * 32) as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     let function = gpu.function(&name)?;
@@ -336,4 +351,22 @@ pub fn position_advance_seqs(gpu: Gpu<'_>, table: &DeviceSeqTable) -> Result<(),
     // by its builder (one u32 each, live).
     unsafe { l.launch(grid_1d((held.seqs as u32).div_ceil(128), 128)) }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seqs_warps;
+
+    #[test]
+    fn batched_attention_ctas_fill_one_wave_of_eight_warps_an_sm() {
+        // 132 SMs (H100 / H200), Bonsai-8B's 8 kv heads: 16 sequences are 128 CTAs of 8 warps,
+        // 32 are 256 of 4, 64 and more are CTAs of 2.
+        assert_eq!(seqs_warps(132, 16 * 8), 8);
+        assert_eq!(seqs_warps(132, 132), 8);
+        assert_eq!(seqs_warps(132, 133), 4);
+        assert_eq!(seqs_warps(132, 32 * 8), 4);
+        assert_eq!(seqs_warps(132, 64 * 8), 2);
+        assert_eq!(seqs_warps(132, 128 * 8), 2);
+        assert_eq!(seqs_warps(1, 1), 8);
+    }
 }

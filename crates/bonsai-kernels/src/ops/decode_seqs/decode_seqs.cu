@@ -49,7 +49,10 @@ extern "C" __global__ void qk_norm_rope_kv_write_seqs(float* __restrict__ qkv, i
                                 scratch);
 }
 
-// grid (n_kv, n_splits, n) of ATT_DEC_WARPS warps: sequence blockIdx.z's decode attention, with
+// grid (n_kv, n_splits, n) of 2, 4 or 8 warps (the launcher's choice: all of a batch's CTAs, n x
+// n_kv x n_splits, resident at once where they fit in one wave of 8 warps an SM; 512 CTAs of a
+// 64-sequence step at n_kv 8 run as one wave of 2-warp CTAs, not four of 8-warp ones, since at
+// short contexts each CTA is a chain of latencies): sequence blockIdx.z's decode attention, with
 // its own n_q * n_splits partials and n_kv counters (the single-sequence kernel's layout, one
 // block of each per sequence). PLANES: also its output row's gemv_b1 planes, at that row's groups
 // of planes of the batch's rows (row r's at group r * out_row_len / 128; att_dec_write_planes).
@@ -65,7 +68,7 @@ __device__ __forceinline__ void attention_decode_seqs_body(const float* __restri
     const long long row = decode_seq_row(seqs, i);
     const int n_kv = gridDim.x;  // a column per kv head
     const long long row_groups = row * (out_row_len / GROUP_SIZE);
-    attention_decode_body<G, HD, PLANES>(
+    attention_decode_body<G, HD, PLANES, ATT_DEC_WARPS, 1, true>(
         qkv + row * qkv_row_len, decode_seq_pos(seqs, i), max_seq, n_kv, decode_seq_block_table(seqs, i),
         reinterpret_cast<const u16*>(layer_kv[0]), reinterpret_cast<const u16*>(layer_kv[1]),
         partial + (long long)i * n_kv * G * n_splits * (HD + 2), n_splits, min_split_keys,
