@@ -152,21 +152,9 @@ __device__ __forceinline__ u32 mma_pair_f16x2(MmaLaneWords w, int q, MmaGroupSca
     if (BITS == 1) return ((w.w0 << q) & 0x80008000u) ^ s.lo;
     const int r = q & 7, i0 = (r & 3) + 8 * (r >> 2);
     // Codes i0 (bits 2 i0, +1) and i0 + 4 (bits 2 i0 + 8, +9); the mask keeps both pairs that
-    // share a field position. The selector is (masked >> 2 i0) * 0x22 + 0x1010 in its low 16
-    // bits (prmt reads only those; codes left above them only carry upwards). For i0 >= 3 the
-    // shift and multiply are one high multiply: masked * (0x22 << (32 - 2 i0)) >> 32 is exactly
-    // (masked >> 2 i0) * 0x22, as masked's codes below 2 i0 (r >= 4: those at 2 (r & 3) and + 8)
-    // add at most 3 * 257 * 34 * 2^(2 (r & 3)) < 2^(2 i0) to the product, which the floor drops.
-    // Each nibble is 2c or 2c + 1 <= 7: no sign-replicate bit, so the raw prmt serves.
+    // share a field position, the shift drops the lower one when r >= 4, and bits >= 16 left over
+    // only carry upwards in the multiply (byte_perm reads the low 16 bits of its selector).
     const u32 word = q < 8 ? w.w0 : w.w1;
-    const u32 masked = word & (0x03030303u << (2 * (r & 3)));
-    u32 selector;
-    if (i0 == 0) {
-        selector = masked * 0x22u + 0x1010u;
-    } else if (i0 >= 3) {
-        selector = __umulhi(masked, 0x22u << (32 - 2 * i0)) | 0x1010u;
-    } else {
-        selector = (masked >> (2 * i0)) * 0x22u + 0x1010u;
-    }
-    return prmt_b32(s.lo, s.hi, selector);
+    const u32 codes = (word & (0x03030303u << (2 * (r & 3)))) >> (2 * i0);
+    return __byte_perm(s.lo, s.hi, codes * 0x22u + 0x1010u);
 }
