@@ -255,7 +255,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                     }
                 }
             }
-        } else if (false && w_tile_strided) {
+        } else if (w_tile_strided) {
             const u32* src = w_base + group_word;
 #pragma unroll
             for (int j = 0; j < W_COPIES; ++j) {
