@@ -70,19 +70,6 @@ inline float exp2_ftz(float x) {
 // ---- shared-memory addressing and asynchronous copies ----
 // Not a real shared-window address: only cp.async/ldmatrix took it, and their twins take pointers.
 inline uint32_t smem_addr(const void* p) { return (uint32_t)(uintptr_t)p; }
-// prmt.b32, default mode (ptx.cuh): nibble i of s picks byte (nibble & 7) of {y:x} for byte i,
-// sign-replicating its top bit where the nibble's bit 3 is set; bits 16-31 of s are ignored.
-inline uint32_t prmt_b32(uint32_t x, uint32_t y, uint32_t s) {
-    const unsigned long long both = ((unsigned long long)y << 32) | x;
-    uint32_t r = 0;
-    for (int i = 0; i < 4; ++i) {
-        const uint32_t nibble = (s >> (4 * i)) & 0xF;
-        uint32_t byte = (uint32_t)(both >> (8 * (nibble & 7))) & 0xFF;
-        if (nibble & 8) byte = (byte & 0x80) ? 0xFF : 0x00;
-        r |= byte << (8 * i);
-    }
-    return r;
-}
 // Copies are queued per thread and land at the cp_async_wait that covers their group (or when
 // the thread exits): reading the destination earlier sees the old contents.
 inline void cp_async16(void* dst, const void* src) { emu::t_thread->copies.issue(dst, src, 16); }

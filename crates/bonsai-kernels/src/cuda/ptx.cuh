@@ -58,15 +58,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // folds constant offsets into the ldmatrix / cp.async address (with an opaque cvta every
 // distinct address cost a 64-bit add, a carry and a move in the hot loop).
 __device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-// PTX prmt.b32 in its default mode: byte i of the result is byte (nibble i of s) & 7 of {y:x},
-// sign-replicated where the nibble's bit 3 is set; only s's low 16 bits count. __byte_perm has no
-// sign mode, so the compiler clears every nibble's bit 3 first (one LOP3 per call); a caller
-// whose nibbles are 0..7 by construction saves it here.
-__device__ __forceinline__ u32 prmt_b32(u32 x, u32 y, u32 s) {
-    u32 r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
-    return r;
-}
 // Asynchronous global -> shared copies. 16-byte pieces bypass L1 (.cg); 4-byte pieces cannot.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
@@ -321,7 +312,7 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
 // The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
 // address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
 // offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
-// wgmma_desc_sw128_lo below is its low word (start and leading byte offset).
+// Its low word (start and leading byte offset) is wgmma_desc_lo's, below the architecture guard.
 __device__ __forceinline__ unsigned long long wgmma_desc_sw128_of_lo(u32 lo) {
     return (unsigned long long)lo | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }

@@ -29,7 +29,6 @@ extern "C" __global__ void bonsai_selftest_fill(u32* __restrict__ out, u32 n, u3
 #define PROBE_OUT_CP_ZFILL 1792
 #define PROBE_OUT_CP4 1920
 #define PROBE_OUT_MMA_B1 1952
-#define PROBE_OUT_PRMT 2080
 // The b1 mma's fragments follow the three float kinds' in `frags` (same A / B word layout).
 #define PROBE_MMA_B1_FRAGS 576
 // Per mma kind in `frags`: A fragments (lane*4 + i), then B fragments (128 + lane*2 + j).
@@ -98,14 +97,6 @@ extern "C" __global__ void __launch_bounds__(WARP_SIZE) bonsai_ptx_probe(
     const u32* zfilled_words = reinterpret_cast<const u32*>(zfilled);
     for (int w = 0; w < 4; ++w) out[PROBE_OUT_CP_ZFILL + lane * 4 + w] = zfilled_words[lane * 4 + w];
     out[PROBE_OUT_CP4 + lane] = words[lane];
-
-    {
-        // prmt_b32 on the binary mma's random words: selectors with and without sign-replicate
-        // nibbles, and bits above 16 that must not count.
-        const u32* f = frags + PROBE_MMA_B1_FRAGS;
-        out[PROBE_OUT_PRMT + 2 * lane] = prmt_b32(f[lane * 4], f[lane * 4 + 1], f[lane * 4 + 2]);
-        out[PROBE_OUT_PRMT + 2 * lane + 1] = prmt_b32(f[lane * 4], f[lane * 4 + 1], f[lane * 4 + 3] & 0x77777777u);
-    }
 }
 
 // ---- wgmma probe ----

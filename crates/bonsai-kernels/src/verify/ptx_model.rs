@@ -95,19 +95,6 @@ impl MmaKind {
     }
 }
 
-/// `prmt.b32` in its default mode: byte i of the result is byte (nibble i of `s`) & 7 of the
-/// 8-byte {y:x} (x in bytes 0-3), replaced by 0xff or 0 (its top bit replicated) where the
-/// nibble's bit 3 is set; bits 16-31 of `s` are ignored (PTX ISA, "prmt").
-pub(crate) fn prmt(x: u32, y: u32, s: u32) -> u32 {
-    let both = (u64::from(y) << 32) | u64::from(x);
-    (0..4).fold(0u32, |r, i| {
-        let nibble = (s >> (4 * i)) & 0xf;
-        let byte = ((both >> (8 * (nibble & 7))) & 0xff) as u32;
-        let byte = if nibble & 8 != 0 { if byte & 0x80 != 0 { 0xff } else { 0 } } else { byte };
-        r | (byte << (8 * i))
-    })
-}
-
 /// The binary mma (`mma_b1_and_popc_16x8x128`): D = C + popc(A row AND B column) over 128 k,
 /// exact s32 with wrapping. Layout (ptx.cuh), as the probe passes it: bit j of a[lane*4 + i],
 /// i < 2, is (row g + 8i, k 32t + j); bit j of b[lane*2] is (k 32t + j, col g) (the other

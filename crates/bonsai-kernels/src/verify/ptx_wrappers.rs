@@ -24,8 +24,7 @@ const OUT_MMA: [usize; 3] = [1408, 1536, 1664];
 const OUT_CP_ZFILL: usize = 1792;
 const OUT_CP4: usize = 1920;
 const OUT_MMA_B1: usize = 1952;
-const OUT_PRMT: usize = 2080;
-const OUT_WORDS: usize = 2144;
+const OUT_WORDS: usize = 2080;
 const FRAG_WORDS_PER_MMA: usize = 192;
 const B_FRAGS: usize = 128;
 /// f16 elements of the ldmatrix / cp.async tile: 4 matrices of 8x8.
@@ -92,16 +91,6 @@ pub(crate) fn run(ctx: &mut Ctx) -> Result<(), VerifyError> {
     let want_b1: Vec<u32> =
         ptx_model::mma_b1(&b1_frags[..B_FRAGS], &b1_frags[B_FRAGS..], &c_b1).into_iter().map(|v| v as u32).collect();
     exact(ctx, "mma_b1_and_popc_16x8x128", slice(OUT_MMA_B1, WARP * 4), &want_b1);
-
-    // prmt_b32 on the same random words: lane l's x, y = words 4l, 4l + 1, selectors word 4l + 2
-    // and word 4l + 3 with every nibble's sign-replicate bit cleared.
-    let want_prmt: Vec<u32> = (0..WARP)
-        .flat_map(|l| {
-            let w = &b1_frags[4 * l..4 * l + 4];
-            [ptx_model::prmt(w[0], w[1], w[2]), ptx_model::prmt(w[0], w[1], w[3] & 0x7777_7777)]
-        })
-        .collect();
-    exact(ctx, "prmt_b32", slice(OUT_PRMT, WARP * 2), &want_prmt);
 
     let zfilled: Vec<u32> = (0..WARP * 4)
         .map(|w| {
