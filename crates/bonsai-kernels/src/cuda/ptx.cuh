@@ -312,9 +312,12 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
 // The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
 // address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
 // offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
+// Its low word (start and leading byte offset) is wgmma_desc_lo's, below the architecture guard.
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128_of_lo(u32 lo) {
+    return (unsigned long long)lo | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
 __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
-           (1ull << 62);
+    return wgmma_desc_sw128_of_lo(((addr & 0x3FFFF) >> 4) | (1u << 16));
 }
 // The accumulator operand lists of the m64n256 (128 f32 per thread), m64n128 (64) and m64n64 (32)
 // forms, and the matching "{%0, ..}" register lists (the operands that follow start at %128 /
@@ -344,8 +347,7 @@ __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     "%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98," \
     "%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118," \
     "%119,%120,%121,%122,%123,%124,%125,%126,%127}"
-__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
-    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " BONSAI_WGMMA_R64
                  ", {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
@@ -353,9 +355,11 @@ __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
 }
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    wgmma_f16_m64n128k16_rs_desc(d, a, wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16)));
+}
 // The same with N = 256 (128 accumulators per thread; `b_block` holds 256 rows).
-__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
-    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " BONSAI_WGMMA_R128
                  ", {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
@@ -363,15 +367,20 @@ __device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float* d, const u32* a, 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
 }
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    wgmma_f16_m64n256k16_rs_desc(d, a, wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16)));
+}
 // The same with N = 64 (32 accumulators per thread; `b_block` holds 64 rows).
-__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
-    const unsigned long long desc = wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16));
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs_desc(float* d, const u32* a, unsigned long long desc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " BONSAI_WGMMA_R32
                  ", {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
                  : BONSAI_WGMMA_D32(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
                  : "memory");
+}
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk) {
+    wgmma_f16_m64n64k16_rs_desc(d, a, wgmma_desc_sw128(smem_addr(b_block) + (u32)(k_chunk * 16)));
 }
 // bf16 A (registers) x bf16 B (the K-major 128-byte-swizzled tile of wgmma_f16_m64n128k16_rs),
 // N = 128. `accumulate` 0 ignores d's old values (d = A.B, the scale-d operand): a fresh
@@ -436,6 +445,9 @@ template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { __trap(); }
 __device__ __forceinline__ void fence_proxy_async_smem() { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n128k16_rs(float*, const u32*, const void*, int) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n128k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n64k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
+__device__ __forceinline__ void wgmma_f16_m64n256k16_rs_desc(float*, const u32*, unsigned long long) { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n64k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_f16_m64n256k16_rs(float*, const u32*, const void*, int) { __trap(); }
 __device__ __forceinline__ void wgmma_bf16_m64n128k16_rs(float*, const u32*, const void*, int, int) { __trap(); }
@@ -445,6 +457,13 @@ __device__ __forceinline__ void wgmma_tf32_m64n128k8_ss(float*, const void*, con
 
 
 #endif  // BONSAI_EMU
+
+// The low word of wgmma_desc_sw128 for a tile: the start address >> 4 (bits 0-13) and the leading
+// byte offset field (bit 16). A wgmma that starts a 16-byte multiple `off` past the tile has low
+// word lo + off / 16 (shared addresses stay below 2^18: nothing carries out of the start field).
+__device__ __forceinline__ u32 wgmma_desc_lo(const void* tile) {
+    return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1u << 16);
+}
 
 // N = 256, 128 or 64 by a template argument.
 template <int N>
@@ -457,6 +476,27 @@ __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, cons
     } else {
         wgmma_f16_m64n64k16_rs(d, a, b_block, k_chunk);
     }
+}
+// The same with the caller's wgmma_desc_lo(b_block), computed once for several wgmmas: the
+// descriptor then costs an add per wgmma instead of being rebuilt from the address (4 uniform
+// instructions). The emulator reads b_block and checks that b_lo is its descriptor's.
+template <int N>
+__device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk,
+                                                    u32 b_lo) {
+    static_assert(N == 256 || N == 128 || N == 64, "wgmma N is 256, 128 or 64 here");
+#ifdef BONSAI_EMU
+    if (b_lo != wgmma_desc_lo(b_block)) emu::kernel_fault("a wgmma descriptor that is not its tile's");
+    wgmma_f16_m64k16_rs<N>(d, a, b_block, k_chunk);
+#else
+    const unsigned long long desc = wgmma_desc_sw128_of_lo(b_lo + (u32)k_chunk);
+    if constexpr (N == 256) {
+        wgmma_f16_m64n256k16_rs_desc(d, a, desc);
+    } else if constexpr (N == 128) {
+        wgmma_f16_m64n128k16_rs_desc(d, a, desc);
+    } else {
+        wgmma_f16_m64n64k16_rs_desc(d, a, desc);
+    }
+#endif
 }
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __int_as_float(((u32)h) << 16); }
 // Two 16-bit values in one register, `lo` in the low half (the lower k / column of a fragment).

@@ -190,6 +190,21 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                          : nullptr;
         }
     }
+    // BN 128's lane-word copies: copy j's local row is copy 0's plus j THREADS / WORDS (its word
+    // the same), which is a fixed number of weight rows further in every mode (SwiGLU: of
+    // features, so as many rows in each of the gate and up halves). In a full row tile a copy is
+    // then a pointer step and the copy, where the per-copy row mapping cost ~25 instructions.
+    constexpr int W_LR_STEP = THREADS / S::WORDS;
+    constexpr int W_ROW_STEP = MODE == MATMUL_SWIGLU ? W_LR_STEP / 2 : W_LR_STEP;
+    static_assert(MODE != MATMUL_SWIGLU || W_LR_STEP % 16 == 0, "a SwiGLU row step keeps the gate / up pattern");
+    const bool w_tile_strided = (MODE == MATMUL_SWIGLU ? (tile + 1) * (ROWS / 2) : (tile + 1) * ROWS) <= n_out;
+    const long long w_row_stride = (long long)W_ROW_STEP * groups * (LAYOUT_LANES * BITS);
+    const u32* w_base = nullptr;
+    if (!HOLD_W && w_tile_strided) {
+        const int w = threadIdx.x % S::WORDS;
+        w_base = layout_row<BITS>(payload, gemm_weight_row<MODE, ROWS>(tile, threadIdx.x / S::WORDS, n_out), groups) +
+                 layout_word<BITS>(groups, 0, w / BITS, w % BITS);
+    }
     // Every lane word this thread copies belongs to an existing row (all but the last row tile).
     bool w_rows_full = HOLD_W;
     if constexpr (HOLD_W) {
@@ -239,6 +254,13 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                         *dst = 0u;  // decodes to -0 with the zero scale
                     }
                 }
+            }
+        } else if (w_tile_strided) {
+            const u32* src = w_base + group_word;
+#pragma unroll
+            for (int j = 0; j < W_COPIES; ++j) {
+                cp_async4(ws + threadIdx.x + j * THREADS, src);
+                src += w_row_stride;
             }
         } else {
 #pragma unroll 1
@@ -299,6 +321,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
         const MmaLaneWords w0 = mma_lane_words<BITS>(ws + lr0 * S::WORDS + t * BITS);
         const MmaLaneWords w1 = mma_lane_words<BITS>(ws + lr1 * S::WORDS + t * BITS);
         const unsigned char* xs = x_tile(slot);
+        // The descriptors' low word once per group: each step's is a constant past it.
+        const u32 xs_lo = wgmma_desc_lo(xs);
 #pragma unroll
         for (int s = 0; s < STEPS; ++s) {
             // One commit group per wgmma: at most STEPS - 1 pending retires the previous group's
@@ -310,7 +334,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
             a[s][2] = mma_pair_f16x2<BITS>(w0, 2 * s + 1, sc0);
             a[s][3] = mma_pair_f16x2<BITS>(w1, 2 * s + 1, sc1);
             wgmma_fence();
-            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4));
+            wgmma_f16_m64k16_rs<BN>(acc, a[s], xs + (s / 4) * S::X_HALF_BYTES, 2 * (s % 4),
+                                    xs_lo + (s / 4) * (S::X_HALF_BYTES / 16));
             wgmma_commit();
         }
         // The scales of the refilled slot (group it - 2's) were last read before group it - 1's

@@ -37,8 +37,11 @@ __device__ __forceinline__ int layout_block_groups(int groups_per_row) {
 // Word offset within the row of plane `plane` of lane word `t` of group `group`.
 template <int BITS>
 __device__ __forceinline__ int layout_word(int groups_per_row, int group, int t, int plane) {
-    const int nb = layout_block_groups(groups_per_row);
-    const int b0 = group - group % nb;
+    const bool blocked = layout_block_groups(groups_per_row) == LAYOUT_BLOCK_GROUPS;
+    const int nb = blocked ? LAYOUT_BLOCK_GROUPS : 1;
+    // group - group % nb without a division by the run-time nb (group >= 0): a GEMM computes
+    // this once per K group, where the generic division cost ~25 instructions.
+    const int b0 = blocked ? group & ~(LAYOUT_BLOCK_GROUPS - 1) : group;
     return b0 * LAYOUT_LANES * BITS + (t * nb + (group - b0)) * BITS + plane;
 }
 
