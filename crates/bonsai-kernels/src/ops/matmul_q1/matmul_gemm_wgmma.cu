@@ -150,8 +150,8 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     //   j THREADS / 16, a multiple of 8 rows past r0 (so the same swizzle) in the same column c:
     //   one base source and stage offset, and a constant stride per chunk; in a full token tile
     //   a chunk then costs a pointer step and the copy. BN 256 holds its few lane-word copies;
-    //   BN 128 recomputes them per group in a rolled loop (held beside its 64 accumulators, they
-    //   spill).
+    //   BN 128 (held beside its 64 accumulators, they spill) steps one pointer by a fixed row
+    //   stride in a full row tile (w_base below) and recomputes them in a rolled loop in the last.
     constexpr int X_CHUNKS = BN * 16 / THREADS, W_COPIES = ROWS * S::WORDS / THREADS;
     static_assert(X_CHUNKS * THREADS == BN * 16 && W_COPIES * THREADS == ROWS * S::WORDS,
                   "every thread copies the same number of chunks and words");
@@ -193,7 +193,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     // BN 128's lane-word copies: copy j's local row is copy 0's plus j THREADS / WORDS (its word
     // the same), which is a fixed number of weight rows further in every mode (SwiGLU: of
     // features, so as many rows in each of the gate and up halves). In a full row tile a copy is
-    // then a pointer step and the copy, where the per-copy row mapping cost ~25 instructions.
+    // then a pointer step and the copy instead of the row mapping's ~25 instructions.
     constexpr int W_LR_STEP = THREADS / S::WORDS;
     constexpr int W_ROW_STEP = MODE == MATMUL_SWIGLU ? W_LR_STEP / 2 : W_LR_STEP;
     static_assert(MODE != MATMUL_SWIGLU || W_LR_STEP % 16 == 0, "a SwiGLU row step keeps the gate / up pattern");
