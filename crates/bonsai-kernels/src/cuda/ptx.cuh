@@ -300,6 +300,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, unsigned bytes) 
 // pending: D and the A registers may be touched, and B's shared memory reused, only after that.
 // Shared memory written by ordinary stores or cp.async that a wgmma reads next needs
 // fence_proxy_async_smem in the writing threads before the barrier that publishes it.
+// The descriptor (wgmma_desc_sw128 below) of a tile whose low word is `lo`: plain arithmetic,
+// outside the architecture guard because wgmma_f16_m64k16_rs (after it) is compiled for every
+// architecture.
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128_of_lo(u32 lo) {
+    return (unsigned long long)lo | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define BONSAI_WGMMA 1
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -312,10 +318,8 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
 // The matrix descriptor of a 128-byte-swizzled K-major tile at shared address `addr`: start
 // address >> 4 (bits 0-13), leading byte offset 16 >> 4 (unused by this layout), stride byte
 // offset 1024 >> 4 between 8-row groups (bits 32-45), layout 1 = 128-byte swizzle (bits 62-63).
-// Its low word (start and leading byte offset) is wgmma_desc_lo's, below the architecture guard.
-__device__ __forceinline__ unsigned long long wgmma_desc_sw128_of_lo(u32 lo) {
-    return (unsigned long long)lo | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
+// Its low word (start and leading byte offset) is wgmma_desc_lo's (after the emulator guard), the
+// high word wgmma_desc_sw128_of_lo's constant.
 __device__ __forceinline__ unsigned long long wgmma_desc_sw128(u32 addr) {
     return wgmma_desc_sw128_of_lo(((addr & 0x3FFFF) >> 4) | (1u << 16));
 }
