@@ -483,13 +483,14 @@ __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, cons
 }
 // The same with the caller's wgmma_desc_lo(b_block), computed once for several wgmmas: the
 // descriptor then costs an add per wgmma instead of being rebuilt from the address (4 uniform
-// instructions). The emulator reads b_block and checks that b_lo is its descriptor's.
+// instructions). The emulator reads b_block and checks b_lo's start field against it modulo the
+// field's 14 bits (its smem_addr is a host address, whose low 18 bits may wrap within a tile).
 template <int N>
 __device__ __forceinline__ void wgmma_f16_m64k16_rs(float* d, const u32* a, const void* b_block, int k_chunk,
                                                     u32 b_lo) {
     static_assert(N == 256 || N == 128 || N == 64, "wgmma N is 256, 128 or 64 here");
 #ifdef BONSAI_EMU
-    if (b_lo != wgmma_desc_lo(b_block)) emu::kernel_fault("a wgmma descriptor that is not its tile's");
+    if (((b_lo ^ wgmma_desc_lo(b_block)) & 0x3FFFu) != 0) emu::kernel_fault("a wgmma descriptor that is not its tile's");
     wgmma_f16_m64k16_rs<N>(d, a, b_block, k_chunk);
 #else
     const unsigned long long desc = wgmma_desc_sw128_of_lo(b_lo + (u32)k_chunk);
