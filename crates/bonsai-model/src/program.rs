@@ -551,7 +551,7 @@ pub struct DeltaGates<'a, B: Backend> {
 impl<B: Backend> Activations<B> {
     /// The DeltaNet core's three inputs and its output at once (the output differs from each).
     #[allow(clippy::type_complexity)]
-    fn delta_inputs(
+    pub fn delta_inputs(
         &mut self,
         conv: Act,
         alpha: Act,

@@ -592,12 +592,12 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         path: "ops/ssm_conv/ssm_conv.cu",
         text: include_str!("../ops/ssm_conv/ssm_conv.cu"),
-        entry_points: &["ssm_conv_channel_per_thread", "ssm_conv_state_from_rows"],
+        entry_points: &["ssm_conv_channel_per_thread", "ssm_conv_state_from_rows", "ssm_conv_seqs"],
     },
     KernelSource {
         path: "ops/gated_delta/gated_delta.cu",
         text: include_str!("../ops/gated_delta/gated_delta.cu"),
-        entry_points: &["gated_delta_rows"],
+        entry_points: &["gated_delta_rows", "gated_delta_seqs"],
     },
     KernelSource {
         path: "ops/gated_delta/gated_delta_chunked.cu",

@@ -14,6 +14,7 @@ mod attention_mma;
 mod attention_planes;
 mod bench;
 mod decode_seqs;
+mod delta_seqs;
 mod gpu;
 mod image_attention;
 mod image_elementwise;

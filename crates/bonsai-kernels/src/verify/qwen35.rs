@@ -2,7 +2,8 @@
 //! sigmoid_gate, each against its f64 reference (partial RoPE runs with qk_norm_rope in the
 //! attention and decode_seqs groups); the fused decode rotation (hadamard_rotate_planes) against
 //! the launches it replaces, bit for bit, and its row against the reference; the fused prefill
-//! rotation (rotate_f16.rs).
+//! rotation (rotate_f16.rs); the batched decode step's conv and DeltaNet through the state
+//! table (delta_seqs.rs).
 
 use super::bench::{copies_for, row, time_batches, BenchRow};
 use super::attention_planes::{floats_identical, planes_words, words_equal};
@@ -136,6 +137,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
         sigmoid_gate(ctx, len)?;
     }
     super::rotate_f16::run_all(ctx, set)?;
+    // A batched decode step's conv and DeltaNet through the state table: small heads (one not a
+    // multiple of 32), then Bonsai 2 27B's (48 V heads of 128, 10240 conv channels).
+    let mut delta_seqs = vec![(3, small, 4), (5, DeltaShape { k_heads: 3, v_heads: 3, head_dim: 33 }, 3)];
+    if set == ShapeSet::All {
+        delta_seqs.push((4, BONSAI2_DELTA, 4));
+    }
+    super::delta_seqs::run(ctx, &delta_seqs)?;
     bad_shapes(ctx)
 }
 

@@ -7,6 +7,10 @@ use crate::launch::{as_i32, expect_at_least, opt_in_shared_memory, read_ptr, sha
 use crate::launch_ex::Launch;
 use crate::ops::gated_delta::{DeltaShape, L2_NORM_EPS};
 
+#[path = "cuda_seqs.rs"]
+mod seqs;
+pub use seqs::{gated_delta_seqs, ssm_conv_seqs, DeviceStateTable, StateTableBuilder, StateTableWords};
+
 const OP: &str = "gated_delta";
 /// Value columns per CTA and key rows per warp (GDN_COLS, GDN_ROWS_PER_WARP in gated_delta.cu).
 const COLS: usize = 32;
@@ -104,19 +108,33 @@ fn check<A: DevicePtr<f32>>(
     state: &impl DevicePtrMut<f32>,
     out: &impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
+    check_rows_args(shape_, conv_out, alpha, beta, gates, rows, out)?;
+    expect_at_least(OP, "state", state.len(), shape_.state_len())?;
+    as_i32(OP, "state len", shape_.state_len())?;
+    Ok(())
+}
+
+/// [`check`] but the state's: the shape, the gates and `rows` rows of every row buffer.
+pub(crate) fn check_rows_args<A: DevicePtr<f32>>(
+    shape_: DeltaShape,
+    conv_out: &impl DevicePtr<f32>,
+    alpha: &impl DevicePtr<f32>,
+    beta: &impl DevicePtr<f32>,
+    gates: &DeltaGates<'_, A>,
+    rows: usize,
+    out: &impl DevicePtrMut<f32>,
+) -> Result<(), LaunchError> {
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape_;
     if k_heads == 0 || v_heads == 0 || d == 0 || v_heads % k_heads != 0 || d > MAX_HEAD_DIM {
         return Err(shape(OP, format!("{shape_:?}: v_heads a multiple of k_heads, head_dim 1..={MAX_HEAD_DIM}")));
     }
     expect_at_least(OP, "ssm_a", gates.ssm_a.len(), v_heads)?;
     expect_at_least(OP, "dt_bias", gates.dt_bias.len(), v_heads)?;
-    expect_at_least(OP, "state", state.len(), shape_.state_len())?;
     expect_at_least(OP, "conv_out", conv_out.len(), rows * shape_.conv_row_len())?;
     expect_at_least(OP, "alpha", alpha.len(), rows * v_heads)?;
     expect_at_least(OP, "beta", beta.len(), rows * v_heads)?;
     expect_at_least(OP, "out", out.len(), rows * shape_.out_row_len())?;
     as_i32(OP, "conv_out len", rows * shape_.conv_row_len())?;
-    as_i32(OP, "state len", shape_.state_len())?;
     as_i32(OP, "out len", rows * shape_.out_row_len())?;
     Ok(())
 }
@@ -135,12 +153,7 @@ pub(crate) fn launch_rows<A: DevicePtr<f32>>(
     out: &mut impl DevicePtrMut<f32>,
 ) -> Result<(), LaunchError> {
     let DeltaShape { k_heads, v_heads, head_dim: d } = shape_;
-    let warps = d.div_ceil(COLS);
-    let cfg = LaunchConfig {
-        grid_dim: (warps as u32, v_heads as u32, 1),
-        block_dim: ((warps * 32) as u32, 1, 1),
-        shared_mem_bytes: ((2 * d + warps * COLS) * 4) as u32,
-    };
+    let cfg = rows_config(shape_);
     let (rows_i, kh_i, vh_i, d_i) = (as_i32(OP, "rows", rows)?, k_heads as i32, v_heads as i32, d as i32);
     let q_scale = 1.0 / (d as f32).sqrt();
     let func = gpu.function("gated_delta_rows")?;
@@ -159,6 +172,18 @@ pub(crate) fn launch_rows<A: DevicePtr<f32>>(
     // bytes of shared memory <= 12 KB at d = 1024.
     unsafe { l.launch(cfg) }?;
     Ok(())
+}
+
+/// The row kernel's grid (value-column blocks, V heads), CTA (a warp per 32 key rows) and shared
+/// memory (q, k and the warps' partials).
+pub(crate) fn rows_config(shape_: DeltaShape) -> LaunchConfig {
+    let DeltaShape { v_heads, head_dim: d, .. } = shape_;
+    let warps = d.div_ceil(COLS);
+    LaunchConfig {
+        grid_dim: (warps as u32, v_heads as u32, 1),
+        block_dim: ((warps * 32) as u32, 1, 1),
+        shared_mem_bytes: ((2 * d + warps * COLS) * 4) as u32,
+    }
 }
 
 /// The chunked kernels (`gated_delta_chunk_prepare`, `gated_delta_chunk_state`, then `gated_delta_chunk_out`) for any row

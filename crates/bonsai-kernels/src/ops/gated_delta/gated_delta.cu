@@ -20,11 +20,12 @@
 // ln(1 + e^x) without overflow (the CPU version's form).
 __device__ __forceinline__ float softplus_stable(float x) { return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); }
 
-extern "C" __global__ void gated_delta_rows(const float* __restrict__ conv_out, const float* __restrict__ alpha,
-                                            const float* __restrict__ beta, const float* __restrict__ ssm_a,
-                                            const float* __restrict__ dt_bias, float* __restrict__ state,
-                                            float* __restrict__ out, int rows, int k_heads, int v_heads, int d,
-                                            float q_scale, float l2_eps) {
+// CTA (blockIdx.x, blockIdx.y) of a call of `rows` rows: the kernels below, one sequence each.
+__device__ __forceinline__ void gated_delta_rows_body(const float* __restrict__ conv_out, const float* __restrict__ alpha,
+                                                      const float* __restrict__ beta, const float* __restrict__ ssm_a,
+                                                      const float* __restrict__ dt_bias, float* __restrict__ state,
+                                                      float* __restrict__ out, int rows, int k_heads, int v_heads, int d,
+                                                      float q_scale, float l2_eps) {
     extern __shared__ float gdn_smem[];  // q[d], k[d], partial[warps][32]
     __shared__ float scratch[WARP_SIZE];
     float* q_sh = gdn_smem;
@@ -103,4 +104,30 @@ extern "C" __global__ void gated_delta_rows(const float* __restrict__ conv_out, 
         const int i = warp * GDN_ROWS_PER_WARP + r;
         if (column && i < d) S[(long long)i * d + j] = s[r];
     }
+}
+
+extern "C" __global__ void gated_delta_rows(const float* __restrict__ conv_out, const float* __restrict__ alpha,
+                                            const float* __restrict__ beta, const float* __restrict__ ssm_a,
+                                            const float* __restrict__ dt_bias, float* __restrict__ state,
+                                            float* __restrict__ out, int rows, int k_heads, int v_heads, int d,
+                                            float q_scale, float l2_eps) {
+    gated_delta_rows_body(conv_out, alpha, beta, ssm_a, dt_bias, state, out, rows, k_heads, v_heads, d, q_scale, l2_eps);
+}
+
+// A batched decode step's one-row sequences in one launch (grid.z = entry of the recurrent-state
+// table, as ssm_conv_seqs): entry e's row of conv_out, alpha, beta and out and its DeltaNet state
+// of layer slot `slot`, each CTA exactly as gated_delta_rows' one-row launch. The table entry is
+// read before the wait with the state: the host writes the table before the step's first launch.
+extern "C" __global__ void gated_delta_seqs(const float* __restrict__ conv_out, const float* __restrict__ alpha,
+                                            const float* __restrict__ beta, const float* __restrict__ ssm_a,
+                                            const float* __restrict__ dt_bias,
+                                            const unsigned long long* __restrict__ table, int seqs, int slot,
+                                            float* __restrict__ out, int k_heads, int v_heads, int d, float q_scale,
+                                            float l2_eps) {
+    const int e = blockIdx.z;
+    const long long row = (long long)table[e];
+    float* state = reinterpret_cast<float*>(table[seqs + (2LL * slot + 1) * seqs + e]);
+    const long long row_len = (long long)(2 * k_heads + v_heads) * d;
+    gated_delta_rows_body(conv_out + row * row_len, alpha + row * v_heads, beta + row * v_heads, ssm_a, dt_bias, state,
+                          out + row * v_heads * d, 1, k_heads, v_heads, d, q_scale, l2_eps);
 }

@@ -8,7 +8,8 @@ use crate::launch::{as_i32, expect_at_least, grid_1d, read_ptr, shape, write_ptr
 use crate::launch_ex::Launch;
 
 const OP: &str = "ssm_conv";
-const THREADS: u32 = 128;
+/// Threads per CTA, a channel each (`ssm_conv_seqs` launches the same CTAs).
+pub(crate) const THREADS: u32 = 128;
 /// The widest kernel the device window holds (SSM_CONV_MAX_K in ssm_conv.cu).
 pub const MAX_KERNEL: usize = 8;
 /// Rows one thread walks in a chunked (prefill) call; calls of at most this many rows run as one

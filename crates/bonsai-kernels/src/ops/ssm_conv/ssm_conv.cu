@@ -16,15 +16,12 @@
 // registers at once.
 #define SSM_CONV_ROWS 32
 
-extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__ x, const float* __restrict__ w,
-                                                       float* __restrict__ state, float* __restrict__ y, int rows,
-                                                       int channels, int kernel, int rows_per_chunk,
-                                                       int update_state) {
-    griddep_wait();
-    griddep_launch_dependents();
-    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= channels) return;
-    const int t0 = blockIdx.y * rows_per_chunk;
+// Thread `ch`'s channel over rows t0 .. t1 - 1 of x (of `rows`), its window from the state or the
+// rows before t0; the state updated when `update_state` (the call's only chunk).
+__device__ __forceinline__ void ssm_conv_channel(const float* __restrict__ x, const float* __restrict__ w,
+                                                 float* __restrict__ state, float* __restrict__ y, int rows,
+                                                 int channels, int kernel, int t0, int rows_per_chunk, int ch,
+                                                 int update_state) {
     const int t1 = min(rows, t0 + rows_per_chunk);
     float taps[SSM_CONV_MAX_K], window[SSM_CONV_MAX_K];
 #pragma unroll
@@ -61,6 +58,34 @@ extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__
 #pragma unroll
     for (int k = 0; k < SSM_CONV_MAX_K - 1; ++k)
         if (k < kernel - 1) state[(long long)k * channels + ch] = window[k];
+}
+
+extern "C" __global__ void ssm_conv_channel_per_thread(const float* __restrict__ x, const float* __restrict__ w,
+                                                       float* __restrict__ state, float* __restrict__ y, int rows,
+                                                       int channels, int kernel, int rows_per_chunk,
+                                                       int update_state) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= channels) return;
+    ssm_conv_channel(x, w, state, y, rows, channels, kernel, blockIdx.y * rows_per_chunk, rows_per_chunk, ch, update_state);
+}
+
+// A batched decode step's one-row sequences in one launch (grid.y = entry of the recurrent-state
+// table, ops/gated_delta/cuda.rs `DeviceStateTable`: the entry's row, then per recurrent layer
+// slot its conv and DeltaNet state addresses): entry e's row of x and y and its conv state of
+// layer slot `slot`, each exactly as ssm_conv_channel_per_thread's one-row launch.
+extern "C" __global__ void ssm_conv_seqs(const float* __restrict__ x, const float* __restrict__ w,
+                                         const unsigned long long* __restrict__ table, int seqs, int slot,
+                                         float* __restrict__ y, int channels, int kernel) {
+    griddep_wait();
+    griddep_launch_dependents();
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= channels) return;
+    const int e = blockIdx.y;
+    const long long row = (long long)table[e];
+    float* state = reinterpret_cast<float*>(table[seqs + 2LL * slot * seqs + e]);
+    ssm_conv_channel(x + row * channels, w, state, y + row * channels, 1, channels, kernel, 0, 1, ch, 1);
 }
 
 // The state after a chunked call: the last K-1 of `rows` (>= K-1) input rows, one thread per channel.

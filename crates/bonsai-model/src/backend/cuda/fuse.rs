@@ -10,7 +10,9 @@
 //!   projections share one pre-pass.
 //! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
 //!   those sequences run as one launch each through a table of their rows, positions and caches
-//!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), and so do the
+//!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), the hybrid
+//!   model's recurrent ops through a table of their rows and states ([`Step::SsmConvSeqs`],
+//!   [`Step::GatedDeltaSeqs`]), and so do the
 //!   greedy picks ([`Step::PickRows`]) and, when every sequence has one row, the copy of the
 //!   last rows ([`Step::LastRowsAll`]). A graph of such a plan serves any set of sequences.
 //! * A batch of one-row sequences (a decode step of several) where the multi-token binary GEMV
@@ -119,6 +121,11 @@ pub enum Step {
     AttentionSeqsPlanes { qkv: Act, layer: usize, out: Act, planes: Planes },
     /// The advance op, one launch for all one-row sequences (the table), one per other.
     AdvanceSeqs,
+    /// The DeltaNet's conv of recurrent layer `slot`, one launch for all one-row sequences (their
+    /// states through the plan's recurrent-state table), one per other.
+    SsmConvSeqs { x: Act, weight: VectorId, slot: usize, out: Act },
+    /// The gated delta rule of recurrent layer `slot`, likewise.
+    GatedDeltaSeqs { conv: Act, alpha: Act, beta: Act, ssm_a: VectorId, dt_bias: VectorId, slot: usize, out: Act },
     /// LastRows where every sequence has one row: rows 0..B of `x` are the last rows, one copy.
     LastRowsAll { x: Act, out: Act },
     /// A greedy pick of every logits row in one launch.
@@ -358,6 +365,10 @@ fn seq_table_step(program: &Program, caps: &Caps<'_>, step: Step) -> Step {
         // Only a batch of one-row sequences has it (Caps::for_batch), all through the table.
         Step::AttentionPlanes { qkv, layer, out, planes } => Step::AttentionSeqsPlanes { qkv, layer, out, planes },
         Step::Op(Op::Advance) => Step::AdvanceSeqs,
+        Step::Op(Op::SsmConv { x, weight, slot, out }) => Step::SsmConvSeqs { x, weight, slot, out },
+        Step::Op(Op::GatedDelta { conv, alpha, beta, ssm_a, dt_bias, slot, out }) => {
+            Step::GatedDeltaSeqs { conv, alpha, beta, ssm_a, dt_bias, slot, out }
+        }
         Step::Op(Op::LastRows { x, out }) if program.one_row_each() => Step::LastRowsAll { x, out },
         Step::Op(Op::Pick(DevicePick::Greedy)) => Step::PickRows,
         other => other,

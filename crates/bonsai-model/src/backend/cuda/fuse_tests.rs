@@ -515,6 +515,34 @@ fn batches_and_prefill_keep_their_transforms_as_ops() {
     assert!(batch.iter().all(|(s, _)| !matches!(s, Step::GemvPair { .. } | Step::QkvRope { .. })), "{batch:#?}");
 }
 
+/// A batch with one-row sequences runs each recurrent layer's conv and gated delta once for all
+/// of them through the state table (the multi-row sequences' rows one by one inside the same
+/// step); one token and a prefill keep the ops.
+#[test]
+fn one_row_sequences_run_the_recurrent_ops_through_the_state_table() {
+    let count = |s: &[(Step, usize)]| {
+        let table = s.iter().filter(|(s, _)| matches!(s, Step::SsmConvSeqs { .. } | Step::GatedDeltaSeqs { .. })).count();
+        let ops = s.iter().filter(|(s, _)| matches!(s, Step::Op(Op::SsmConv { .. } | Op::GatedDelta { .. }))).count();
+        (table, ops)
+    };
+    // The geometry's 3 recurrent layers of 4: a conv and a gated delta each.
+    for rows in [vec![1, 1], vec![1, 1, 1, 1, 1], vec![1, 6, 1]] {
+        assert_eq!(count(&hybrid::steps(rows.clone(), true)), (2 * 3, 0), "{rows:?}");
+    }
+    for rows in [vec![1], vec![64], vec![2, 7]] {
+        assert_eq!(count(&hybrid::steps(rows.clone(), true)), (0, 2 * 3), "{rows:?}");
+    }
+    let steps = hybrid::steps(vec![1, 1], true);
+    let slots: Vec<usize> = steps
+        .iter()
+        .filter_map(|(s, _)| match s {
+            Step::GatedDeltaSeqs { slot, .. } => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(slots, [0, 1, 2]);
+}
+
 #[test]
 fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;

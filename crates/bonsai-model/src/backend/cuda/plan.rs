@@ -20,6 +20,7 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
 
 use bonsai_kernels::launch::decode_seqs::{self, DeviceSeqTable, SeqTableBuilder};
+use bonsai_kernels::launch::gated_delta::{self, DeviceStateTable, StateTableBuilder};
 use bonsai_kernels::launch::hadamard::{RotateGate, RotateNorm};
 
 use super::fuse::{fuse, uses_seq_table, Caps, Planes, PreNorm, Step};
@@ -56,6 +57,9 @@ pub struct CudaPlan {
 /// The sequence table of a plan's one-row sequences and the scratch of the launches reading it.
 struct SeqScratch {
     table: DeviceSeqTable,
+    /// The one-row sequences' rows and conv / DeltaNet states, per recurrent layer (None without
+    /// recurrent layers).
+    states: Option<DeviceStateTable>,
     /// Batched decode attention partials and counters (one block per sequence).
     partials: CudaSlice<f32>,
     counters: CudaSlice<u32>,
@@ -288,17 +292,23 @@ fn seq_scratch(b: &CudaBackend, program: &Program) -> Result<SeqScratch, Backend
         .unwrap_or(0);
     let stream = &b.stream;
     let table = DeviceSeqTable::new(stream, n, layers).map_err(device_err("the sequence table"))?;
+    let slots = recurrent_slots(program);
+    let states = match slots {
+        0 => None,
+        _ => Some(DeviceStateTable::new(stream, n, slots).map_err(device_err("the recurrent-state table"))?),
+    };
     let rows = program.rows.len();
     let (partials_len, counters_len) = (decode_seqs::attention_scratch_len(n, shape), decode_seqs::attention_counters_len(n, shape));
     let scratch = SeqScratch {
         table,
+        states,
         partials: stream.alloc_zeros::<f32>(partials_len).map_err(device_err("batched attention scratch"))?,
         counters: stream.alloc_zeros::<u32>(counters_len).map_err(device_err("batched attention counters"))?,
         pick_keys: stream.alloc_zeros::<u64>(rows).map_err(device_err("batched pick keys"))?,
         pick_done: stream.alloc_zeros::<u32>(rows).map_err(device_err("batched pick counters"))?,
         layers,
     };
-    b.count_alloc::<u64>(decode_seqs::SeqTableWords::len_for(n, layers) + rows);
+    b.count_alloc::<u64>(decode_seqs::SeqTableWords::len_for(n, layers) + rows + n * (1 + 2 * slots));
     b.count_alloc::<u32>(partials_len + counters_len + rows);
     Ok(scratch)
 }
@@ -320,7 +330,26 @@ fn update_seq_table(b: &CudaBackend, plan: &mut CudaPlan, env: &RunEnv<'_, CudaB
         }
         builder.push(&b.stream, program.row0(s), &seq.pos.device, &seq.table.ids).map_err(device_err("the sequence table"))?;
     }
-    seqs.table.update(&b.stream, builder.finish()).map_err(device_err("writing the sequence table"))
+    seqs.table.update(&b.stream, builder.finish()).map_err(device_err("writing the sequence table"))?;
+    if let (Some(states), Some(h)) = (seqs.states.as_mut(), program.dims.hybrid) {
+        let conv_len = h.conv_kernel.saturating_sub(1) * h.conv_channels();
+        let mut builder = StateTableBuilder::new(program.total_rows(), recurrent_slots(program), conv_len, h.delta.state_len());
+        for (s, seq) in env.seqs.iter().enumerate() {
+            if program.rows[s] == 1 {
+                builder.push(&b.stream, program.row0(s), &seq.conv, &seq.ssm).map_err(device_err("the recurrent-state table"))?;
+            }
+        }
+        states.update(&b.stream, builder.finish()).map_err(device_err("writing the recurrent-state table"))?;
+    }
+    Ok(())
+}
+
+/// Recurrent layers of `program` (its DeltaNet ops' state slots).
+fn recurrent_slots(program: &Program) -> usize {
+    program.ops.iter().filter_map(|op| match *op {
+        Op::SsmConv { slot, .. } | Op::GatedDelta { slot, .. } => Some(slot + 1),
+        _ => None,
+    }).max().unwrap_or(0)
 }
 
 /// Runs one step of `plan`: a graph replay, or its launches.
@@ -444,6 +473,8 @@ fn is_seqs_step(step: &Step) -> bool {
             | Step::AttentionSeqs { .. }
             | Step::AttentionSeqsPlanes { .. }
             | Step::AdvanceSeqs
+            | Step::SsmConvSeqs { .. }
+            | Step::GatedDeltaSeqs { .. }
             | Step::LastRowsAll { .. }
             | Step::PickRows
     )
@@ -508,6 +539,34 @@ fn run_seqs_step(
                 }
             }
         }
+        Step::SsmConvSeqs { x, weight, slot, out } => {
+            let h = dims.hybrid.ok_or_else(|| BackendError::Device("a recurrent op in a program without hybrid dimensions".into()))?;
+            let states = seqs.states.as_ref().ok_or_else(|| BackendError::Device("a recurrent op without the state table".into()))?;
+            let (x, out) = acts.pair(x, out)?;
+            let channels = h.conv_channels();
+            let kernel = vector(weight).len() / channels.max(1);
+            gated_delta::ssm_conv_seqs(b.launcher(), x, vector(weight), states, slot, channels, kernel, out)
+                .map_err(device_err("ssm_conv_seqs"))?;
+            for (s, seq) in sequences.iter_mut().enumerate() {
+                let Some(rows) = multi_row(s) else { continue };
+                let state = seq.conv.get_mut(slot).ok_or_else(|| BackendError::Device(format!("no conv state for recurrent layer {slot}")))?;
+                b.ssm_conv(x, rows, channels, vector(weight), state, out)?;
+            }
+        }
+        Step::GatedDeltaSeqs { conv, alpha, beta, ssm_a, dt_bias, slot, out } => {
+            let h = dims.hybrid.ok_or_else(|| BackendError::Device("a recurrent op in a program without hybrid dimensions".into()))?;
+            let states = seqs.states.as_ref().ok_or_else(|| BackendError::Device("a recurrent op without the state table".into()))?;
+            let (conv, alpha, beta, out) = acts.delta_inputs(conv, alpha, beta, out)?;
+            let gates = || gated_delta::DeltaGates { ssm_a: vector(ssm_a), dt_bias: vector(dt_bias) };
+            gated_delta::gated_delta_seqs(b.launcher(), h.delta, conv, alpha, beta, gates(), states, slot, out)
+                .map_err(device_err("gated_delta_seqs"))?;
+            for (s, seq) in sequences.iter_mut().enumerate() {
+                let Some(rows) = multi_row(s) else { continue };
+                let state = seq.ssm.get_mut(slot).ok_or_else(|| BackendError::Device(format!("no DeltaNet state for recurrent layer {slot}")))?;
+                let gates = crate::program::DeltaGates { ssm_a: vector(ssm_a), dt_bias: vector(dt_bias) };
+                b.gated_delta(h.delta, conv, alpha, beta, rows, gates, state, out)?;
+            }
+        }
         Step::LastRowsAll { x, out } => {
             // Every sequence has one row: rows 0..B are the last rows, in order.
             let all = SeqRows { row0: 0, rows: program.rows.len() };
@@ -552,6 +611,8 @@ fn run_step(
             | Step::AttentionSeqs { .. }
             | Step::AttentionSeqsPlanes { .. }
             | Step::AdvanceSeqs
+            | Step::SsmConvSeqs { .. }
+            | Step::GatedDeltaSeqs { .. }
             | Step::LastRowsAll { .. }
             | Step::PickRows => {
                 return Err(BackendError::Device(format!("{step:?} in a plan without a sequence table")));
@@ -747,6 +808,8 @@ fn step_name(step: &Step) -> String {
         Step::AttentionSeqs { .. } => "attention (sequence table)".into(),
         Step::AttentionSeqsPlanes { .. } => "attention+planes (sequence table)".into(),
         Step::AdvanceSeqs => "advance (sequence table)".into(),
+        Step::SsmConvSeqs { .. } => "ssm_conv (state table)".into(),
+        Step::GatedDeltaSeqs { .. } => "gated_delta (state table)".into(),
         Step::LastRowsAll { .. } => "last rows (one copy)".into(),
         Step::PickRows => "greedy pick (all rows)".into(),
         Step::EmbedPlanes { .. } => "embed+planes".into(),
