@@ -122,7 +122,7 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     if !ready() {
         return;
     }
-    let out = emulated(&["bench", "--synthetic", "qwen35-tiny", "-p", "8", "-n", "2", "-r", "1", "-v"]).output().expect("run scripts/emu.sh");
+    let out = emulated(&["bench", "--synthetic", "qwen35-tiny", "-p", "8", "-n", "2", "-r", "1", "-v", "--batch", "2,9"]).output().expect("run scripts/emu.sh");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "{}", text(&out));
@@ -144,6 +144,23 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     assert!(!decode.contains("qkv+rope"), "partial RoPE took the qkv rope epilogue:\n{decode}");
     for apart in ["rms_norm_row_per_block", "gated_rms_norm_warp_per_head", "gemv_b1_prepare"] {
         assert!(!decode.contains(apart), "the decode step still launches {apart}:\n{decode}");
+    }
+    // Batched steps: each recurrent layer's conv and gated delta once for all sequences through
+    // the state table; past the multi-token GEMV (9 sequences) every transform writes the f16
+    // GEMMs' rows with its norm in one launch.
+    for (n, want, apart) in [
+        (2, &["ssm_conv_seqs", "gated_delta_seqs", "hadamard_rotate_planes_rows"][..], &["ssm_conv_channel_per_thread", "gated_delta_rows"][..]),
+        (9, &["ssm_conv_seqs", "gated_delta_seqs", "hadamard_rotate_f16_rows_q2"][..], &["rms_norm_row_per_block", "x_to_f16_rows", "gated_delta_rows"][..]),
+    ] {
+        let plan = all.split(&format!("decode step of {n} sequences (greedy) plan:")).nth(1).unwrap_or_else(|| panic!("no {n}-sequence plan:\n{}", text(&out)));
+        let plan = plan.split("\nmodel:").next().unwrap_or(plan);
+        assert!(plan.lines().next().is_some_and(|l| l.contains("one CUDA graph per step")), "{n} sequences: not a graph:\n{plan}");
+        for kernel in want {
+            assert!(plan.contains(kernel), "the {n}-sequence step launches no {kernel}:\n{plan}");
+        }
+        for kernel in apart {
+            assert!(!plan.contains(kernel), "the {n}-sequence step still launches {kernel}:\n{plan}");
+        }
     }
 }
 
