@@ -308,6 +308,49 @@ pub(crate) fn write_ptr<'a, T>(buf: &'a mut impl DevicePtrMut<T>, stream: &'a Ar
     buf.device_ptr_mut(stream)
 }
 
+/// What the host wrote into a [`DeviceWords`]: its words and what they were checked against.
+pub(crate) trait HostWords: PartialEq {
+    fn words(&self) -> &[u64];
+}
+
+/// A device buffer of u64 words that the host rewrites between launches (the batched decode's
+/// tables), copying only when the words change.
+pub(crate) struct DeviceWords<H> {
+    buf: CudaSlice<u64>,
+    /// What the buffer holds now (None before the first upload).
+    held: Option<H>,
+}
+
+impl<H: HostWords> DeviceWords<H> {
+    /// Room for `len` words.
+    pub(crate) fn new(stream: &Arc<CudaStream>, len: usize) -> Result<Self, LaunchError> {
+        Ok(Self { buf: stream.alloc_zeros::<u64>(len.max(1))?, held: None })
+    }
+
+    /// Makes the buffer hold `words`, copying only when they differ from what it holds (queued
+    /// on `stream`, ahead of the launches that read it).
+    pub(crate) fn update(&mut self, stream: &Arc<CudaStream>, op: &'static str, words: H) -> Result<(), LaunchError> {
+        if self.held.as_ref() == Some(&words) {
+            return Ok(());
+        }
+        expect_at_least(op, "table", self.buf.len(), words.words().len())?;
+        let mut dst = self.buf.slice_mut(0..words.words().len());
+        stream.memcpy_htod(words.words(), &mut dst)?;
+        self.held = Some(words);
+        Ok(())
+    }
+
+    /// The words held, or the error of a launch before the first write.
+    pub(crate) fn held(&self, op: &'static str) -> Result<&H, LaunchError> {
+        self.held.as_ref().ok_or_else(|| shape(op, "launch before the table was written".into()))
+    }
+
+    /// The buffer's device address.
+    pub(crate) fn ptr(&self, stream: &Arc<CudaStream>) -> u64 {
+        read_ptr(&self.buf, stream).0
+    }
+}
+
 /// Errors unless `ptr` is 16-byte aligned (kernels that use float4 loads need it).
 pub(crate) fn expect_aligned16(op: &'static str, what: &str, ptr: u64) -> Result<(), LaunchError> {
     if ptr % 16 != 0 {

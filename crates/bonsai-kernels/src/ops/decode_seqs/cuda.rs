@@ -14,8 +14,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfi
 use super::attention::{decode_entry_point, decode_splits, AttentionScratch, DECODE_MIN_SPLIT_KEYS, DECODE_WARPS};
 use super::qk_norm_rope::{check_rope_inputs, DeviceParams, RopeInputs};
 use crate::launch::{
-    as_i32, check_kv_pools, check_kv_table, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, Gpu,
-    HeadShape, LaunchError,
+    as_i32, check_kv_pools, check_kv_table, expect_aligned16, expect_at_least, grid_1d, read_ptr, shape, sm_count, write_ptr, DeviceWords, Gpu,
+    HeadShape, HostWords, LaunchError,
 };
 use crate::launch::matmul::B1Planes;
 use crate::launch_ex::Launch;
@@ -118,35 +118,29 @@ impl SeqTableWords {
 }
 
 /// A sequence table in device memory: what the kernels read.
-pub struct DeviceSeqTable {
-    buf: CudaSlice<u64>,
-    /// What the buffer holds now (None before the first upload).
-    held: Option<SeqTableWords>,
+pub struct DeviceSeqTable(DeviceWords<SeqTableWords>);
+
+impl HostWords for SeqTableWords {
+    fn words(&self) -> &[u64] {
+        &self.words
+    }
 }
 
 impl DeviceSeqTable {
     /// Room for `seqs` sequences of `layers` layers.
     pub fn new(stream: &Arc<CudaStream>, seqs: usize, layers: usize) -> Result<Self, LaunchError> {
-        let buf = stream.alloc_zeros::<u64>(SeqTableWords::len_for(seqs, layers).max(1))?;
-        Ok(Self { buf, held: None })
+        Ok(Self(DeviceWords::new(stream, SeqTableWords::len_for(seqs, layers))?))
     }
 
     /// Makes the device table hold `words`, copying only when they differ from what it holds
     /// (queued on `stream`, ahead of the launches that read it).
     pub fn update(&mut self, stream: &Arc<CudaStream>, words: SeqTableWords) -> Result<(), LaunchError> {
-        if self.held.as_ref() == Some(&words) {
-            return Ok(());
-        }
-        expect_at_least(OP, "table", self.buf.len(), words.words.len())?;
-        let mut dst = self.buf.slice_mut(0..words.words.len());
-        stream.memcpy_htod(&words.words, &mut dst)?;
-        self.held = Some(words);
-        Ok(())
+        self.0.update(stream, OP, words)
     }
 
     /// The table held, checked for `layer`.
     fn held(&self, layer: usize) -> Result<&SeqTableWords, LaunchError> {
-        let held = self.held.as_ref().ok_or_else(|| shape(OP, "launch before the table was written".into()))?;
+        let held = self.0.held(OP)?;
         if layer >= held.layers {
             return Err(shape(OP, format!("layer {layer} of a table of {} layers", held.layers)));
         }
@@ -158,8 +152,8 @@ impl DeviceSeqTable {
 
     /// Device addresses of the table's header and of layer `layer`'s (K pool, V pool) words.
     fn pointers(&self, stream: &Arc<CudaStream>, layer: usize) -> (u64, u64) {
-        let seqs = self.held.as_ref().map_or(0, |h| h.seqs);
-        let (base, _g) = read_ptr(&self.buf, stream);
+        let seqs = self.0.held(OP).map_or(0, |h| h.seqs);
+        let base = self.0.ptr(stream);
         let word = std::mem::size_of::<u64>();
         (base, base + (word * (SEQ_WORDS * seqs + 2 * layer)) as u64)
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::{check_rows_args, rows_config, DeltaGates};
-use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, Gpu, LaunchError};
+use crate::launch::{as_i32, expect_at_least, read_ptr, shape, write_ptr, DeviceWords, Gpu, HostWords, LaunchError};
 use crate::launch_ex::Launch;
 use crate::ops::gated_delta::{DeltaShape, L2_NORM_EPS};
 
@@ -86,36 +86,29 @@ impl StateTableBuilder {
 }
 
 /// A recurrent-state table in device memory: what the kernels read.
-pub struct DeviceStateTable {
-    buf: CudaSlice<u64>,
-    /// What the buffer holds now (None before the first upload).
-    held: Option<StateTableWords>,
+pub struct DeviceStateTable(DeviceWords<StateTableWords>);
+
+impl HostWords for StateTableWords {
+    fn words(&self) -> &[u64] {
+        &self.words
+    }
 }
 
 impl DeviceStateTable {
     /// Room for `seqs` sequences of `slots` recurrent layers.
     pub fn new(stream: &Arc<CudaStream>, seqs: usize, slots: usize) -> Result<Self, LaunchError> {
-        let buf = stream.alloc_zeros::<u64>((seqs * (1 + 2 * slots)).max(1))?;
-        Ok(Self { buf, held: None })
+        Ok(Self(DeviceWords::new(stream, seqs * (1 + 2 * slots))?))
     }
 
     /// Makes the device table hold `words`, copying only when they differ from what it holds
     /// (queued on `stream`, ahead of the launches that read it).
     pub fn update(&mut self, stream: &Arc<CudaStream>, words: StateTableWords) -> Result<(), LaunchError> {
-        if self.held.as_ref() == Some(&words) {
-            return Ok(());
-        }
-        expect_at_least(OP, "table", self.buf.len(), words.words.len())?;
-        let mut dst = self.buf.slice_mut(0..words.words.len());
-        stream.memcpy_htod(&words.words, &mut dst)?;
-        self.held = Some(words);
-        Ok(())
+        self.0.update(stream, OP, words)
     }
 
-    /// The table held, checked for `slot`, states of at least `conv_len` / `ssm_len` floats and
-    /// rows of `row_len` values in buffers of `len` (the entries' rows lie inside).
+    /// The table held, checked for `slot` and states of at least `conv_len` / `ssm_len` floats.
     fn held(&self, slot: usize, conv_len: usize, ssm_len: usize) -> Result<&StateTableWords, LaunchError> {
-        let held = self.held.as_ref().ok_or_else(|| shape(OP, "launch before the table was written".into()))?;
+        let held = self.0.held(OP)?;
         if slot >= held.slots {
             return Err(shape(OP, format!("recurrent layer {slot} of a table of {}", held.slots)));
         }
@@ -129,7 +122,7 @@ impl DeviceStateTable {
     }
 
     fn ptr(&self, stream: &Arc<CudaStream>) -> u64 {
-        read_ptr(&self.buf, stream).0
+        self.0.ptr(stream)
     }
 }
 
