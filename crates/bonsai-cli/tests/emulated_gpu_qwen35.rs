@@ -146,11 +146,10 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
         assert!(!decode.contains(apart), "the decode step still launches {apart}:\n{decode}");
     }
     // Batched steps: each recurrent layer's conv and gated delta once for all sequences through
-    // the state table; past the multi-token GEMV (9 sequences) every transform writes the f16
-    // GEMMs' rows with its norm in one launch.
+    // the state table, on the multi-token GEMV (2) and past it (9).
     for (n, want, apart) in [
         (2, &["ssm_conv_seqs", "gated_delta_seqs", "hadamard_rotate_planes_rows"][..], &["ssm_conv_channel_per_thread", "gated_delta_rows"][..]),
-        (9, &["ssm_conv_seqs", "gated_delta_seqs", "hadamard_rotate_f16_rows_q2"][..], &["rms_norm_row_per_block", "x_to_f16_rows", "gated_delta_rows"][..]),
+        (9, &["ssm_conv_seqs", "gated_delta_seqs", "gemm_small16"][..], &["ssm_conv_channel_per_thread", "gated_delta_rows"][..]),
     ] {
         let plan = all.split(&format!("decode step of {n} sequences (greedy) plan:")).nth(1).unwrap_or_else(|| panic!("no {n}-sequence plan:\n{}", text(&out)));
         let plan = plan.split("\nmodel:").next().unwrap_or(plan);

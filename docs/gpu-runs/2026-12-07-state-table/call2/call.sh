@@ -2,7 +2,7 @@
 # Call 2: decode batches past the multi-token GEMV (9.. sequences) planned as the GEMMs' batches
 # (each transform with its norm and the f16 pre-pass in one launch, .gpu/b, on top of call 1's
 # state table) against main's GPU code (.gpu/f, 5066a42). The tiny model's CPU / GPU check,
-# 27B batched decode steps, then 16 and 32 served 27B streams on a fresh server per binary.
+# 27B batched decode steps, then 32 served 27B streams on a fresh server per binary.
 set -uo pipefail
 OUT=$1; L=$(mktemp -d)
 cd "$(dirname "$0")/../../../.."
@@ -19,5 +19,5 @@ serve() { # serve TAG BIN STREAMS...
   kill $pid; wait $pid 2>/dev/null; true
 }
 LIMIT=60 TAILN=4 r check-b .gpu/b/bonsai check --synthetic qwen35-tiny -n 8
-for b in f b; do LIMIT=150 TAILN=7 r batch27-$b .gpu/$b/bonsai bench --synthetic bonsai2-27b -p 0 -n 32 -r 1 --batch 8,9,16,32; done
-for b in b f; do serve $b .gpu/$b/bonsai 16 32; done
+for b in f b; do LIMIT=120 TAILN=6 r batch27-$b .gpu/$b/bonsai bench --synthetic bonsai2-27b -p 0 -n 32 -r 1 --batch 8,16,32; done
+for b in b f; do serve $b .gpu/$b/bonsai 32; done

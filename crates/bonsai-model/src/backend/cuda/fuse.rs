@@ -15,8 +15,6 @@
 //!   [`Step::GatedDeltaSeqs`]), and so do the
 //!   greedy picks ([`Step::PickRows`]) and, when every sequence has one row, the copy of the
 //!   last rows ([`Step::LastRowsAll`]). A graph of such a plan serves any set of sequences.
-//!   A batch of one-row sequences that no GEMV on planes serves (past the multi-token GEMV's
-//!   rows) takes these fusions too: a normed transform and the f16 pre-pass in one launch.
 //! * A batch of one-row sequences (a decode step of several) where the multi-token binary GEMV
 //!   serves a matrix: as one token below, on planes of m rows, written by the previous GEMV's
 //!   epilogue, a transform ([`Step::RotatePlanes`] of m rows) or the batched attention
@@ -229,10 +227,7 @@ impl<'a> Caps<'a> {
 /// The steps of `program`, each with the index of the first op it runs (its rows are that op's,
 /// `Program::op_rows`).
 pub fn fuse(program: &Program, caps: &Caps<'_>) -> Vec<(Step, usize)> {
-    // Several rows somewhere, or one row each where no GEMV on planes serves any matrix (a
-    // decode batch past the multi-token GEMV): the GEMMs' fusions.
-    let planes_gemv = program.ops.iter().any(|op| matches!(*op, Op::Matmul { w, .. } | Op::GateUpSwiglu { w, .. } if (caps.binary)(w)));
-    if !program.one_row_each() || !planes_gemv {
+    if !program.one_row_each() {
         return batch_steps(program, caps);
     }
     // One row per sequence (decode): GEMVs on planes wherever `caps.binary` says the binary GEMV

@@ -543,38 +543,6 @@ fn one_row_sequences_run_the_recurrent_ops_through_the_state_table() {
     assert_eq!(slots, [0, 1, 2]);
 }
 
-/// A decode batch past the multi-token GEMV's rows (no GEMV on planes) takes the GEMMs'
-/// fusions: each transform with its norm and the f16 pre-pass in one launch, as a prefill.
-#[test]
-fn a_decode_batch_of_gemms_transforms_into_the_f16_rows() {
-    use hybrid::{dims, ids};
-    let rows = vec![1; 16];
-    let program = crate::qwen35::forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
-    let (none, fits, rope) = (|_: MatrixId| false, |_: MatrixId, _: bool| true, |_: MatrixId| false);
-    let caps = Caps {
-        binary: &none,
-        planes_out_fits: &fits,
-        attention_planes: true,
-        qkv_rope: &rope,
-        embed_planes: true,
-        attention_seqs: true,
-        attention_seqs_planes: true,
-        matrix_k: &|_| 256,
-        rotate_planes: &|_| true,
-        gemv_pair: &|_, _| false,
-        f16_rows: &|_, _, _| Some(QuantBits::Two),
-        rotate_f16: &|_| true,
-    };
-    let s = fuse(&program, &caps);
-    let rotations = s.iter().filter(|(s, _)| matches!(s, Step::RotateF16 { .. })).count();
-    // Four per layer and the head's (one row each, so its own GEMM reads f16 rows too).
-    assert_eq!(rotations, 4 * 4 + 1, "{s:#?}");
-    assert!(s.iter().all(|(s, _)| !matches!(s, Step::Op(Op::RmsNorm { .. } | Op::Hadamard { inverse: false, .. }))), "{s:#?}");
-    assert!(s.iter().any(|(s, _)| matches!(s, Step::GatedDeltaSeqs { .. })), "{s:#?}");
-    assert!(s.iter().any(|(s, _)| matches!(s, Step::AttentionSeqs { .. })), "{s:#?}");
-    assert!(s.iter().any(|(s, _)| matches!(s, Step::AdvanceSeqs)), "{s:#?}");
-}
-
 #[test]
 fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
