@@ -126,8 +126,13 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let all = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "{}", text(&out));
-    let decode = all.split("decode step (greedy) plan:").nth(1).unwrap_or_else(|| panic!("no decode plan printed:\n{}", text(&out)));
-    let decode = decode.split("\nmodel:").next().unwrap_or(decode);
+    // A plan's lines after its header, up to the next plan or the bench table.
+    let plan_after = |header: &str| -> String {
+        let rest = all.split(header).nth(1).unwrap_or_else(|| panic!("no plan '{header}' printed:\n{}", text(&out)));
+        rest.lines().take_while(|l| !l.starts_with("decode step") && !l.starts_with("model:")).collect::<Vec<_>>().join("\n")
+    };
+    let decode = plan_after("decode step (greedy) plan:");
+    let decode = decode.as_str();
     assert!(decode.lines().next().is_some_and(|l| l.contains("one CUDA graph per step")), "decode is not a graph:\n{decode}");
     for kernel in [
         "hadamard_blocks_in_warps",
@@ -151,8 +156,7 @@ fn qwen35_tiny_decode_is_one_graph_of_hybrid_kernels_emulated() {
         (2, &["ssm_conv_seqs", "gated_delta_seqs", "hadamard_rotate_planes_rows"][..], &["ssm_conv_channel_per_thread", "gated_delta_rows"][..]),
         (9, &["ssm_conv_seqs", "gated_delta_seqs", "gemm_small16"][..], &["ssm_conv_channel_per_thread", "gated_delta_rows"][..]),
     ] {
-        let plan = all.split(&format!("decode step of {n} sequences (greedy) plan:")).nth(1).unwrap_or_else(|| panic!("no {n}-sequence plan:\n{}", text(&out)));
-        let plan = plan.split("\nmodel:").next().unwrap_or(plan);
+        let plan = plan_after(&format!("decode step of {n} sequences (greedy) plan:"));
         assert!(plan.lines().next().is_some_and(|l| l.contains("one CUDA graph per step")), "{n} sequences: not a graph:\n{plan}");
         for kernel in want {
             assert!(plan.contains(kernel), "the {n}-sequence step launches no {kernel}:\n{plan}");
