@@ -60,6 +60,10 @@ impl StateTableBuilder {
         if row >= self.batch_rows {
             return Err(shape(OP, format!("row {row} outside the batch's {} rows", self.batch_rows)));
         }
+        // One entry per row: the kernels write each entry's row of the output and its states.
+        if self.rows.contains(&(row as u64)) {
+            return Err(shape(OP, format!("row {row} twice in one table")));
+        }
         let slots = self.conv.len();
         if conv.len() < slots || ssm.len() < slots {
             return Err(shape(OP, format!("{} conv and {} DeltaNet states for {slots} recurrent layers", conv.len(), ssm.len())));
