@@ -75,6 +75,13 @@ pub(crate) fn run_all(ctx: &mut Ctx, set: ShapeSet) -> Result<(), VerifyError> {
     for (m, bits, epilogue) in [(20, QuantBits::One, Epilogue::Store), (70, QuantBits::Two, Epilogue::Add), (130, QuantBits::Two, Epilogue::SwiGlu), (130, QuantBits::One, Epilogue::Add)] {
         gemm_on_rows(ctx, m, bits, epilogue)?;
     }
+    // A mixer's two projections in one launch: tiles past both matrices' rows and the prompt's
+    // tokens (300 = 256 + 44); in the full set Bonsai 2's DeltaNet qkv | z at 512 tokens.
+    gemm_pair_on_rows(ctx, 300, 512, (200, 136), QuantBits::Two)?;
+    gemm_pair_on_rows(ctx, 300, 512, (136, 200), QuantBits::One)?;
+    if set == ShapeSet::All {
+        gemm_pair_on_rows(ctx, 512, 5120, (10240, 6144), QuantBits::Two)?;
+    }
     bad_shapes(ctx)
 }
 
@@ -167,6 +174,40 @@ fn gemm_on_rows(ctx: &mut Ctx, m: usize, bits: QuantBits, epilogue: Epilogue) ->
     let (got, want) = (download(&ctx.stream, &got)?, download(&ctx.stream, &want)?);
     let label = format!("matmul_f16_rows N={n} K={k} m={m} q{} {epilogue:?} = matmul of the rotated rows", if bits == QuantBits::One { 1 } else { 2 });
     ctx.record(OP, &label, floats_identical(&got, &want));
+    Ok(())
+}
+
+/// `matmul_pair_f16_rows` on the fused rows against each matrix's own `matmul_f16_rows`, bit for
+/// bit: the shapes are ones whose own launches run unsplit on the pair's tile (K of 4 groups
+/// never splits; Bonsai 2's z alone, 96 wide CTAs, is a partial wave that `k_splits` leaves
+/// whole), so each CTA's chain is the same. A device without the pair launch (no wgmma) must
+/// refuse it.
+fn gemm_pair_on_rows(ctx: &mut Ctx, m: usize, k: usize, (n1, n2): (usize, usize), bits: QuantBits) -> Result<(), VerifyError> {
+    let q2 = bits == QuantBits::Two;
+    let (w1, w2) = (random_matrix(ctx, n1, k, q2), random_matrix(ctx, n2, k, q2));
+    let (dw1, dw2) = (DeviceQMatrix::upload(&ctx.stream, &w1)?, DeviceQMatrix::upload(&ctx.stream, &w2)?);
+    let x = upload(&ctx.stream, &ctx.rng.activations(m * k, 3.0))?;
+    let weight = upload(&ctx.stream, &ctx.rng.activations(k, 2.0))?;
+    let signs = upload(&ctx.stream, &(0..k).map(|i| if i % 5 == 0 { -1.0f32 } else { 1.0 }).collect::<Vec<_>>())?;
+    let mut rows = F16Rows::new(&ctx.stream, m, m * k)?;
+    let norm = RotateNorm { weight: &weight, eps: EPS, gate: None, out: None };
+    let block = if k % 1024 == 0 { 1024 } else { 256 };
+    launch::hadamard::rotate_f16_rows(ctx.gpu(), &x, Some(norm), &signs, (k, block, None), None, m, bits, &mut rows)?;
+    let label = format!("matmul_pair_f16_rows N={n1}+{n2} K={k} m={m} q{}", if q2 { 2 } else { 1 });
+    let (mut got1, mut got2) = (poisoned(&ctx.stream, m * n1)?, poisoned(&ctx.stream, m * n2)?);
+    let pair = launch::matmul::matmul_pair_f16_rows(ctx.gpu(), (&dw1.view(), &mut got1), (&dw2.view(), &mut got2), &rows, m);
+    if !launch::matmul::device_has_wgmma(&ctx.stream)? {
+        ctx.record(OP, &format!("{label}: refused without wgmma"), Comparison::holds(pair.is_err()));
+        return Ok(());
+    }
+    pair?;
+    let (mut want1, mut want2) = (poisoned(&ctx.stream, m * n1)?, poisoned(&ctx.stream, m * n2)?);
+    launch::matmul::matmul_f16_rows(ctx.gpu(), &dw1.view(), &rows, m, &mut want1, Epilogue::Store)?;
+    launch::matmul::matmul_f16_rows(ctx.gpu(), &dw2.view(), &rows, m, &mut want2, Epilogue::Store)?;
+    for (which, got, want) in [("first", &got1, &want1), ("second", &got2, &want2)] {
+        let (got, want) = (download(&ctx.stream, got)?, download(&ctx.stream, want)?);
+        ctx.record(OP, &format!("{label}: {which} = its own launch"), floats_identical(&got, &want));
+    }
     Ok(())
 }
 

@@ -512,6 +512,52 @@ pub fn matmul_f16_rows(
     launch_f16(gpu, s, gemm, (scales, payload, 0, y_ptr), F16Input::Prepared { xh, unscale })
 }
 
+/// Whether [`matmul_pair_f16_rows`] takes `w1` and `w2` at m rows: both matrices' default GEMM
+/// there is the wgmma one on f16 rows, of one format and K, and the pair's combined grid runs
+/// unsplit on the 128- or 256-token tile.
+pub fn f16_pair_fits(gpu: Gpu<'_>, w1: &QWeightsView<'_>, w2: &QWeightsView<'_>, m: usize) -> Result<bool, LaunchError> {
+    if w1.bits != w2.bits || w1.k != w2.k || m <= GEMV_MAX_TOKENS {
+        return Ok(false);
+    }
+    for w in [w1, w2] {
+        if batched_gemm(gpu, w, &F16Shape { bits: w.bits, epilogue: Epilogue::Store, m, n_out: w.n, k: w.k })? != GemmKernel::TensorCoreWgmma {
+            return Ok(false);
+        }
+    }
+    let sms = crate::launch::sm_count(gpu.stream)?;
+    Ok(super::matmul_wgmma::pair_tile(sms, w1.bits, m, w1.k, w1.n, w2.n).is_some())
+}
+
+/// Two Store matmuls of the same f16 rows in one launch (a mixer's projections in a prefill):
+/// `y1 = rows · W1ᵀ`, `y2 = rows · W2ᵀ`, each bit-identical to its matrix's own unsplit wgmma
+/// launch of the pair's tile. [`f16_pair_fits`] must hold.
+pub fn matmul_pair_f16_rows(
+    gpu: Gpu<'_>,
+    (w1, y1): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
+    (w2, y2): (&QWeightsView<'_>, &mut impl DevicePtrMut<f32>),
+    rows: &F16Rows,
+    m: usize,
+) -> Result<(), LaunchError> {
+    let op = "matmul_pair";
+    for w in [w1, w2] {
+        w.validate(op)?;
+        as_i32(op, "N*K/32", w.n * w.k / 32)?;
+    }
+    if !f16_pair_fits(gpu, w1, w2, m)? {
+        return Err(shape(op, format!("no pair launch for m = {m}, N = {} + {}, K = {} / {}", w1.n, w2.n, w1.k, w2.k)));
+    }
+    expect_at_least(op, "y1", y1.len(), m * w1.n)?;
+    expect_at_least(op, "y2", y2.len(), m * w2.n)?;
+    let prepared = rows.read_ptrs(gpu.stream, op, (w1.bits, m, w1.k))?;
+    let (s1, _g0) = read_ptr(w1.scales, gpu.stream);
+    let (p1, _g1) = read_ptr(w1.payload, gpu.stream);
+    let (s2, _g2) = read_ptr(w2.scales, gpu.stream);
+    let (p2, _g3) = read_ptr(w2.payload, gpu.stream);
+    let (y1_ptr, _g4) = write_ptr(y1, gpu.stream);
+    let (y2_ptr, _g5) = write_ptr(y2, gpu.stream);
+    super::matmul_wgmma::launch_pair(gpu, (w1.bits, m, w1.k), (w1.n, s1, p1, y1_ptr), (w2.n, s2, p2, y2_ptr), prepared)
+}
+
 /// The decode GEMVs' weight loads: 16-byte unit loads of payload words, 8-byte loads of 4 scales
 /// (weight_layout.cu).
 pub(crate) fn check_gemv_weight_alignment(op: &'static str, payload: u64, scales: u64) -> Result<(), LaunchError> {
@@ -572,6 +618,11 @@ mod tests {
                         }
                     }
                 }
+            }
+            // The pair launches' names (cuda_wgmma.rs::launch_pair).
+            for tile in [WgmmaTile::Tokens128, WgmmaTile::Tokens256] {
+                let name = kernel_name(bits, Epilogue::Store, 512, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix() + "_pair";
+                assert!(names.contains(&name.as_str()), "{name} is not a registered entry point");
             }
         }
     }

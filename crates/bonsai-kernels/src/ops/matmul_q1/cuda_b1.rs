@@ -490,8 +490,8 @@ pub(crate) fn launch_gemv(
     Ok(())
 }
 
-/// The second matrix of a `_gemv_b1_pair` launch (`B1Second` in matmul_gemv_b1.cu: same fields,
-/// same order; device pointers as u64).
+/// The second matrix of a pair launch (`_gemv_b1_pair`, `_gemm_wgmma*_pair`; `PairSecond` in
+/// matmul_q1.cu: same fields, same order; device pointers as u64).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PairArgs {
@@ -560,7 +560,7 @@ pub(crate) fn launch_gemv_pair(
     args.push(&mut b);
     b.arg(&pair);
     // SAFETY: argument order and types match the *_gemv_b1_pair entry points (the *_gemv_b1
-    // arguments, then the B1Second block); both matrices' weights and y were checked by the
+    // arguments, then the PairSecond block); both matrices' weights and y were checked by the
     // caller (same format and K as the planes, payload 16-byte and scales 8-byte aligned), and
     // b1_pair_geometry sized the block and shared memory for the tiles of both.
     unsafe { b.launch(cfg) }?;

@@ -8,6 +8,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig};
 
 use super::matmul::{kernel_name, Epilogue, GemmKernel, GemvKernel};
+use super::matmul_b1::PairArgs;
 use super::matmul_f16::{f16_operand, F16Input, F16Shape};
 use super::{as_i32, device_attribute, expect_aligned16, opt_in_shared_memory, shape, LaunchError, QuantBits};
 use crate::launch::{Gpu, sm_count};
@@ -243,10 +244,90 @@ pub(crate) fn launch(
     Ok(())
 }
 
+/// The tile of a pair launch (`*_gemm_wgmma*_pair`: two Store GEMMs of `bits` weights and one K
+/// on the same f16 rows, `n_first` then `n_second` outputs a token), or None where it has none:
+/// the tile the combined shape would take, when that is the 128- or 256-token one and its grid
+/// runs unsplit (a pair has no split entry point).
+pub(crate) fn pair_tile(sms: usize, bits: QuantBits, m: usize, k: usize, n_first: usize, n_second: usize) -> Option<WgmmaTile> {
+    let combined = F16Shape { bits, epilogue: Epilogue::Store, m, n_out: n_first + n_second, k };
+    let tile = default_tile(&combined, sms);
+    if tile == WgmmaTile::Tokens64 || m == 0 || k % GROUP != 0 {
+        return None;
+    }
+    let row_tiles = n_first.div_ceil(tile.rows()) + n_second.div_ceil(tile.rows());
+    let ctas = row_tiles * m.div_ceil(tile.tokens());
+    (k_splits(ctas, k / GROUP, sms) == 1).then_some(tile)
+}
+
+/// One launch of two Store GEMMs on the same prepared f16 rows (`xh`, `unscale`: m x K):
+/// `(n, scales, payload, y)` of each matrix, both of `bits` weights and K, each y m x n; the
+/// tile [`pair_tile`]'s, which must be Some. Each output is bit-identical to its matrix's own
+/// unsplit launch of that tile.
+pub(crate) fn launch_pair(
+    gpu: Gpu<'_>,
+    (bits, m, k): (QuantBits, usize, usize),
+    first: (usize, u64, u64, u64),
+    second: (usize, u64, u64, u64),
+    (xh, unscale): (u64, u64),
+) -> Result<(), LaunchError> {
+    let op = "matmul_pair";
+    require_wgmma(gpu.stream, op)?;
+    for payload in [first.2, second.2] {
+        expect_aligned16(op, "weight payload", payload)?;
+    }
+    let sms = sm_count(gpu.stream)?;
+    let Some(tile) = pair_tile(sms, bits, m, k, first.0, second.0) else {
+        return Err(shape(op, format!("no pair launch for m = {m}, K = {k}, N = {} + {}", first.0, second.0)));
+    };
+    let smem = smem_bytes(bits, tile);
+    let name = kernel_name(bits, Epilogue::Store, m, GemvKernel::Binary, GemmKernel::TensorCoreWgmma, false) + tile.suffix() + "_pair";
+    let gemm = gpu.function(&name)?;
+    opt_in_shared_memory(op, gpu.stream, gemm, smem, "the wgmma GEMM")?;
+    let first_tiles = first.0.div_ceil(tile.rows());
+    let tiles = u32::try_from(first_tiles + second.0.div_ceil(tile.rows())).map_err(|_| shape(op, "too many rows".into()))?;
+    let token_tiles = u32::try_from(m.div_ceil(tile.tokens())).ok().filter(|&t| t as usize <= MAX_GRID_Y);
+    let token_tiles = token_tiles.ok_or_else(|| shape(op, format!("m = {m} exceeds the grid's y range")))?;
+    let (m_i, n_i, k_i) = (as_i32(op, "m", m)?, as_i32(op, "n_out", first.0)?, as_i32(op, "K", k)?);
+    let pair = PairArgs {
+        scales: second.1,
+        payload: second.2,
+        y: second.3,
+        n_out: as_i32(op, "n_out", second.0)?,
+        first_ctas: as_i32(op, "row tiles", first_tiles)?,
+    };
+    let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, 1), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
+    let mut b = Launch::new(gpu, gemm);
+    b.arg(&first.1).arg(&first.2).arg(&xh).arg(&unscale).arg(&m_i).arg(&first.3).arg(&n_i).arg(&k_i).arg(&pair);
+    // SAFETY: argument order and types match the `_gemm_wgmma*_pair` entry points (the unsplit
+    // entry point's arguments, then the PairSecond block); the caller checked both matrices'
+    // weights and y (m x n each) and the f16 rows (m x K), the payloads are 16-byte aligned, the
+    // grid's x holds the first matrix's row tiles then the second's (`first_ctas`), its y every
+    // token tile, and the kernel bounds every row and token index by its matrix's n_out and m.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::launch::smem_limits::{H200_SMEM_PER_SM, RESERVED_SMEM_PER_CTA};
+
+    /// Pairs launch where the combined grid runs unsplit on the 128- or 256-token tile.
+    #[test]
+    fn pair_tile_takes_unsplit_grids_of_the_wide_and_128_token_tiles() {
+        let two = QuantBits::Two;
+        // Bonsai 2's DeltaNet qkv | z and attention qkv | gate at 512 tokens: 256 and 224 CTAs.
+        assert_eq!(pair_tile(132, two, 512, 5120, 10240, 6144), Some(WgmmaTile::Tokens256));
+        assert_eq!(pair_tile(132, two, 512, 5120, 8192, 6144), Some(WgmmaTile::Tokens256));
+        // 200 tokens: the combined grid fills the SMs with 128-token tiles.
+        assert_eq!(pair_tile(132, QuantBits::One, 200, 5120, 10240, 6144), Some(WgmmaTile::Tokens128));
+        // Short K never splits: verify's small shapes.
+        assert_eq!(pair_tile(132, two, 300, 512, 200, 136), Some(WgmmaTile::Tokens256));
+        // A grid that would split, or the 64-token tile: none.
+        assert_eq!(pair_tile(132, two, 512, 5120, 1024, 1024), None);
+        assert_eq!(pair_tile(132, two, 64, 5120, 10240, 6144), None);
+        assert_eq!(pair_tile(132, two, 0, 5120, 10240, 6144), None);
+    }
 
     /// (CTAs, groups, splits) on the H200's 132 SMs, and why.
     #[test]

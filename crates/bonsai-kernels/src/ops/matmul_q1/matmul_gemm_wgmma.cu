@@ -91,7 +91,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                                            int m, float* __restrict__ y, int n_out, int k,
                                            float* __restrict__ partials = nullptr,
                                            unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0,
-                                           int row_tiles = 0) {
+                                           int row_tiles = 0, int pair_tile = -1) {
     constexpr int ROWS = 64 * WARPGROUPS, THREADS = 128 * WARPGROUPS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
     using S = QwStage<BITS, BN, ROWS>;
     // Group it's barrier refills the slot of group it - 2: each warpgroup reaches that barrier
@@ -113,7 +113,10 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int groups = k / GROUP_SIZE;
     // The output tile (row tile `tile`, tokens from tok0), the split and the groups this CTA runs:
     // [g_begin, g_begin + n_groups).
-    int tile = blockIdx.x, tok0 = blockIdx.y * BN, split_id = 0, g_begin = 0, n_groups = groups;
+    // An unsplit CTA's row tile is blockIdx.x, or `pair_tile` where a pair entry point maps the
+    // grid's x onto one of its two matrices.
+    int tile = pair_tile >= 0 ? pair_tile : (int)blockIdx.x, tok0 = blockIdx.y * BN, split_id = 0, g_begin = 0,
+        n_groups = groups;
     const int splits = SPLIT ? (groups + split_groups - 1) / split_groups : 1;
     if constexpr (SPLIT) {
         const int output_tile = blockIdx.x / splits;

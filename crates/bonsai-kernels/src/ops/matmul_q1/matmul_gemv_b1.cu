@@ -397,17 +397,6 @@ struct B1NoOut {
     unsigned long long* staged = nullptr;
 };
 
-// The second matrix of a `_gemv_b1_pair` launch (two Store GEMVs of one K on the same planes, as
-// a mixer's projections): CTAs from `first_ctas` on run this matrix, as CTA blockIdx.x -
-// first_ctas of its own launch. Mirrored by `PairArgs` in ops/matmul_q1/cuda_b1.rs.
-struct B1Second {
-    const u16* scales;
-    const u32* payload;
-    float* y;
-    int n_out;
-    int first_ctas;
-};
-
 // Where a GEMV's epilogue writes y's planes for the next GEMV (the `_gemv_b1_out` entry points):
 // the planes, (s, X) and sums of squares of each 128-group of y, times `norm_w` (that GEMV's
 // RMSNorm weights) when given, and one staging word per output (b1_planes_epilogue), zero between

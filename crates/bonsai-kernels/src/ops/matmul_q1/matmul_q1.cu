@@ -17,6 +17,17 @@
 #define GEMV_B1_ENTRY_PARAMS                                                                     \
     const u16 *scales, const u32 *payload, const u32 *planes, const u32 *gsx, const float *group_sq, \
         float *y, int n_out, int k, int tiles_per_cta, int splits, int chunk_groups, int norm, float norm_eps
+// The second matrix of a pair launch (two Store matmuls of one K on the same input, a mixer's
+// projections: `_gemv_b1_pair` on one token's planes, `_gemm_wgmma*_pair` on a prefill's f16
+// rows): CTAs whose blockIdx.x is `first_ctas` or more run this matrix, as CTA blockIdx.x -
+// first_ctas of its own launch. Mirrored by `PairArgs` in ops/matmul_q1/cuda_b1.rs.
+struct PairSecond {
+    const u16* scales;
+    const u32* payload;
+    float* y;
+    int n_out;
+    int first_ctas;
+};
 #define DEFINE_MATMUL_ENTRY_POINTS(PREFIX, BITS, MODE)                                           \
     extern "C" __global__ void __launch_bounds__(TC_MAX_THREADS_M1)                              \
         PREFIX##_gemv_tc(const u16* scales, const u32* payload, const float* x, int m, float* y, \
@@ -200,13 +211,13 @@ DEFINE_MATMUL_ENTRY_POINTS(matmul_q1_add, 1, MATMUL_ADD)
     }
 DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
 // Two Store GEMVs of one K on the same planes in one launch (a mixer's projections: qkv and z,
-// or q and its gate): the first matrix's CTAs, then the second's (B1Second), each CTA computing
+// or q and its gate): the first matrix's CTAs, then the second's (PairSecond), each CTA computing
 // what the same CTA of that matrix's own launch with this grid would (bit for bit; a matrix's own
 // launch may pick other K splits, which sum in another order). One launch boundary fewer per
 // layer.
 #define DEFINE_B1_PAIR_ENTRY_POINT(PREFIX, BITS)                                                 \
     extern "C" __global__ void __launch_bounds__(B1_MAX_THREADS)                                 \
-        PREFIX##_gemv_b1_pair(GEMV_B1_ENTRY_PARAMS, const B1Second second) {                     \
+        PREFIX##_gemv_b1_pair(GEMV_B1_ENTRY_PARAMS, const PairSecond second) {                     \
         griddep_launch_dependents(); /* griddep_wait: in gemv_b1_body, after the weight prefetch */ \
         const bool s = (int)blockIdx.x >= second.first_ctas;                                     \
         gemv_b1<BITS, MATMUL_STORE, B1NoOut>(s ? second.scales : scales, s ? second.payload : payload, \
@@ -217,3 +228,33 @@ DEFINE_B1_ROPE_ENTRY_POINT(matmul_q1, 1)
                                              B1NoOut{});                                         \
     }
 DEFINE_B1_PAIR_ENTRY_POINT(matmul_q1, 1)
+// Two Store GEMMs of one K on the same f16 rows in one launch (a mixer's projections in a
+// prefill): the grid's row tiles are the first matrix's, then the second's, each CTA computing
+// what the same tile of that matrix's own unsplit launch of this tile computes (bit for bit).
+// Two grids of part of a wave each run as one grid of about whole waves (Bonsai 2's qkv and z at
+// 512 tokens: 160 and 96 CTAs of the wide tile, three chains in a row on 132 SMs, as 256 CTAs
+// in two).
+#define DEFINE_WGMMA_PAIR_ENTRY_POINTS(PREFIX, BITS)                                             \
+    extern "C" __global__ void __launch_bounds__(QW_THREADS, 1)                                  \
+        PREFIX##_gemm_wgmma_pair(const u16* scales, const u32* payload, const u16* xh,           \
+                       const float* row_unscale, int m, float* y, int n_out, int k,              \
+                       const PairSecond second) {                                                \
+        griddep_wait();                                                                          \
+        const bool s = (int)blockIdx.x >= second.first_ctas;                                     \
+        gemm_wgmma<BITS, MATMUL_STORE, 128, (BITS == 1 ? 6 : 5)>(                                \
+            s ? second.scales : scales, s ? second.payload : payload, xh, row_unscale, m,        \
+            s ? second.y : y, s ? second.n_out : n_out, k, nullptr, nullptr, 0, 0,               \
+            s ? (int)blockIdx.x - second.first_ctas : (int)blockIdx.x);                          \
+    }                                                                                            \
+    extern "C" __global__ void __launch_bounds__(QW_WIDE_THREADS, 1)                             \
+        PREFIX##_gemm_wgmma_n256_pair(const u16* scales, const u32* payload, const u16* xh,      \
+                       const float* row_unscale, int m, float* y, int n_out, int k,              \
+                       const PairSecond second) {                                                \
+        griddep_wait();                                                                          \
+        const bool s = (int)blockIdx.x >= second.first_ctas;                                     \
+        gemm_wgmma<BITS, MATMUL_STORE, 256, 3, false, QW_WIDE_WARPGROUPS>(                       \
+            s ? second.scales : scales, s ? second.payload : payload, xh, row_unscale, m,        \
+            s ? second.y : y, s ? second.n_out : n_out, k, nullptr, nullptr, 0, 0,               \
+            s ? (int)blockIdx.x - second.first_ctas : (int)blockIdx.x);                          \
+    }
+DEFINE_WGMMA_PAIR_ENTRY_POINTS(matmul_q1, 1)

@@ -7,7 +7,8 @@
 //!   A forward Hadamard transform of several rows (with the norm before it) whose readers are
 //!   all GEMMs on the f16 pre-pass's rows of one format is one launch writing those rows
 //!   ([`Step::RotateF16`]), which the GEMMs then read ([`Step::MatmulF16`]): a mixer's two
-//!   projections share one pre-pass.
+//!   projections share one pre-pass, and run as one launch where their combined grid runs
+//!   unsplit ([`Step::MatmulF16Pair`]).
 //! * A batch of several sequences, some of one row (decoding): the position-dependent ops of
 //!   those sequences run as one launch each through a table of their rows, positions and caches
 //!   ([`Step::RopeKvWriteSeqs`], [`Step::AttentionSeqs`], [`Step::AdvanceSeqs`]), the hybrid
@@ -176,6 +177,9 @@ pub enum Step {
     /// The GEMM of `w` on the plan's f16 rows (the last [`Step::RotateF16`]'s): `y (=|+=) x·Wᵀ`,
     /// or the SwiGLU of a gate|up matrix into `y`.
     MatmulF16 { w: MatrixId, y: Act, epilogue: Epilogue },
+    /// Two Store GEMMs on the plan's f16 rows in one launch (a mixer's projections of one rotated
+    /// row): `first.1 = x·first.0ᵀ`, `second.1 = x·second.0ᵀ`.
+    MatmulF16Pair { first: (MatrixId, Act), second: (MatrixId, Act) },
 }
 
 /// What the device and the weights allow for the program being fused: `binary` and
@@ -210,6 +214,9 @@ pub struct Caps<'a> {
     pub f16_rows: &'a dyn Fn(MatrixId, usize, Epilogue) -> Option<QuantBits>,
     /// Whether the one-launch prefill transform ([`Step::RotateF16`]) takes this block.
     pub rotate_f16: &'a dyn Fn(usize) -> bool,
+    /// Whether two matrices' Store GEMMs on the same f16 rows at this many rows run as one launch
+    /// ([`Step::MatmulF16Pair`]: one format and K, one unsplit grid for both).
+    pub f16_pair: &'a dyn Fn(MatrixId, MatrixId, usize) -> bool,
 }
 
 impl<'a> Caps<'a> {
@@ -328,7 +335,7 @@ fn rotate_f16_steps(program: &Program, caps: &Caps<'_>, op_rows: &[usize], i: us
     }
     let rows = op_rows[h];
     let mut matmuls = Vec::new();
-    let mut bits = None;
+    let (mut bits, mut read) = (None, 0);
     for (j, op) in ops.iter().enumerate().skip(h + 1) {
         let (w, y, epilogue) = match *op {
             Op::Matmul { w, x, y, store } if x == rot && y != rot => (w, y, store_epilogue(store)),
@@ -340,10 +347,23 @@ fn rotate_f16_steps(program: &Program, caps: &Caps<'_>, op_rows: &[usize], i: us
             return None;
         }
         bits = Some(format);
-        matmuls.push((Step::MatmulF16 { w, y, epilogue }, j));
+        // A mixer's two projections of the rotated row: one launch where the pair fits.
+        let pair = match matmuls.last() {
+            Some(&(Step::MatmulF16 { w: w1, y: y1, epilogue: Epilogue::Store }, first_op))
+                if epilogue == Epilogue::Store && y != y1 && (caps.f16_pair)(w1, w, rows) =>
+            {
+                Some((Step::MatmulF16Pair { first: (w1, y1), second: (w, y) }, first_op))
+            }
+            _ => None,
+        };
+        match pair {
+            Some(step) => *matmuls.last_mut().expect("matched above") = step,
+            None => matmuls.push((Step::MatmulF16 { w, y, epilogue }, j)),
+        }
+        read += 1;
     }
     let bits = bits?;
-    let after = h + 1 + matmuls.len();
+    let after = h + 1 + read;
     let keep = |act: Act| (!dead_after(ops, after, act)).then_some(act);
     let (x, norm, normed) = match norm {
         Some((x, pre, out)) => (x, Some(pre), keep(out)),

@@ -43,7 +43,7 @@ fn steps(rows: Vec<usize>, pick: bool, binary: &dyn Fn(MatrixId) -> bool, fits: 
     }
     let fits_fn = |_: MatrixId, _: bool| fits;
     let rope = |_: MatrixId| fits;
-    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary, planes_out_fits: &fits_fn, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     fuse(&program, &caps).into_iter().map(|(step, _)| step).collect()
 }
 
@@ -176,7 +176,7 @@ fn a_batch_of_one_row_sequences_runs_its_gemvs_on_planes_of_m_rows() {
     // each attention instead...
     let program = forward_program(dims(), &ids(), vec![1; 4], LogitRows::Last);
     let (fits, rope) = (|_: MatrixId, _: bool| true, |_: MatrixId| true);
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: false, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: false, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     let s: Vec<Step> = fuse(&program, &caps).into_iter().map(|(s, _)| s).collect();
     assert_eq!(s.iter().filter(|s| matches!(s, Step::PreparePlanes { planes: Planes::Attn, .. })).count(), LAYERS, "{s:#?}");
     assert!(s.iter().all(|s| !matches!(s, Step::AttentionPlanes { .. } | Step::AttentionSeqsPlanes { .. })), "{s:#?}");
@@ -193,7 +193,7 @@ fn a_norm_whose_output_is_read_later_is_not_folded_away() {
     program.ops.insert(2, Op::Matmul { w: MatrixId(0), x: Act::Xn, y: Act::Attn, store: Store::Overwrite });
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     let s = fuse(&program, &caps);
     assert!(matches!(s[1].0, Step::Op(Op::RmsNorm { .. })), "{:?}", &s[..4]);
     // Each step knows the op it starts at.
@@ -209,7 +209,7 @@ fn hybrid_reads_keep_norm_outputs_and_matmuls_of_a_rotated_row_share_its_planes(
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     let (norm, signs, w, alpha_w) = (VectorId(0), VectorId(1), MatrixId(0), VectorId(2));
     let (ssm_a, dt_bias) = (VectorId(4), VectorId(5));
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -337,12 +337,12 @@ mod hybrid {
 
     /// As [`steps`], `pair` saying whether two GEMVs on one set of planes share a launch.
     pub fn steps_with(rows: Vec<usize>, rotate: bool, pair: bool) -> Vec<(Step, usize)> {
-        steps_f16(rows, rotate, pair, None)
+        steps_f16(rows, rotate, pair, None, false)
     }
 
     /// As [`steps_with`], `f16` the format whose GEMMs read the f16 pre-pass's rows past one row
-    /// (None: no GEMM does).
-    pub fn steps_f16(rows: Vec<usize>, rotate: bool, pair: bool, f16: Option<QuantBits>) -> Vec<(Step, usize)> {
+    /// (None: no GEMM does), `f16_pair` whether two Store GEMMs on them share a launch.
+    pub fn steps_f16(rows: Vec<usize>, rotate: bool, pair: bool, f16: Option<QuantBits>, f16_pair: bool) -> Vec<(Step, usize)> {
         let program = forward_program(dims(), &ids(), rows, LogitRows::Last);
         let (all, fits, rope) = (|_: MatrixId| true, |_: MatrixId, _: bool| true, |_: MatrixId| false);
         let rotate_ok = move |_: usize| rotate;
@@ -358,6 +358,7 @@ mod hybrid {
             gemv_pair: &move |_, _| pair,
             f16_rows: &move |_, rows, _| f16.filter(|_| rows > 1),
             rotate_f16: &rotate_ok,
+            f16_pair: &move |_, _, rows| f16_pair && rows > 1,
         };
         fuse(&program, &caps)
     }
@@ -370,17 +371,17 @@ mod hybrid {
 
     /// As [`by_layer`], with [`steps_with`]'s `pair`.
     pub fn by_layer_with(rows: Vec<usize>, rotate: bool, pair: bool) -> Vec<Vec<Step>> {
-        by_layer_f16(rows, rotate, pair, None)
+        by_layer_f16(rows, rotate, pair, None, false)
     }
 
-    /// As [`by_layer_with`], with [`steps_f16`]'s `f16`.
-    pub fn by_layer_f16(rows: Vec<usize>, rotate: bool, pair: bool, f16: Option<QuantBits>) -> Vec<Vec<Step>> {
+    /// As [`by_layer_with`], with [`steps_f16`]'s `f16` and `f16_pair`.
+    pub fn by_layer_f16(rows: Vec<usize>, rotate: bool, pair: bool, f16: Option<QuantBits>, f16_pair: bool) -> Vec<Vec<Step>> {
         let program = forward_program(dims(), &ids(), rows.clone(), LogitRows::Last);
         let norm_at = |norm: VectorId| program.ops.iter().position(|op| matches!(op, Op::RmsNorm { weight, .. } if *weight == norm)).expect("norm");
         let mut starts: Vec<usize> = ids().layers.iter().map(|l| norm_at(l.attn_norm)).collect();
         starts.push(norm_at(ids().output_norm));
         let mut parts = vec![Vec::new(); starts.len()];
-        for (step, origin) in steps_f16(rows, rotate, pair, f16) {
+        for (step, origin) in steps_f16(rows, rotate, pair, f16, f16_pair) {
             if let Some(part) = starts.iter().rposition(|&s| s <= origin) {
                 parts[part].push(step);
             }
@@ -548,7 +549,7 @@ fn a_rotated_row_read_apart_from_its_planes_is_written() {
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 256, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let mut program = crate::program::Program::new(hybrid::dims(), vec![1]);
     let hadamard = Op::Hadamard { x: Act::Xn, out: Act::Rot, signs, width: 256, block: 128, inverse: false, perm: None };
@@ -575,7 +576,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
     let all = |_: MatrixId| true;
     let fits = |_: MatrixId, _: bool| true;
     let rope = |_: MatrixId| true;
-    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true };
+    let caps = Caps { binary: &all, planes_out_fits: &fits, attention_planes: true, qkv_rope: &rope, embed_planes: true, attention_seqs: true, attention_seqs_planes: true, matrix_k: &|_| 384, rotate_planes: &|_| true, gemv_pair: &|_, _| false, f16_rows: &|_, _, _| None, rotate_f16: &|_| true, f16_pair: &|_, _, _| false };
     let (norm, signs, w) = (VectorId(0), VectorId(1), MatrixId(0));
     let gated = Op::GatedRmsNorm { x: Act::Delta, z: Act::Z, weight: norm, out: Act::Gated };
     let program_of = |block: usize, perm: Option<VHeadPerm>, read_gated: bool| {
@@ -621,7 +622,7 @@ fn a_gated_norm_fuses_only_with_whole_heads_in_a_block_and_keeps_a_read_output()
 fn prefill_transforms_write_the_f16_gemm_rows_in_one_launch() {
     use hybrid::{fold, ids, BLOCK, PERM};
     let two = Some(QuantBits::Two);
-    let layers = hybrid::by_layer_f16(vec![64], true, true, two);
+    let layers = hybrid::by_layer_f16(vec![64], true, true, two, false);
     let rotate = |x, norm: Option<PreNorm>, normed, width, perm| Step::RotateF16 {
         x,
         norm,
@@ -666,7 +667,7 @@ fn prefill_transforms_write_the_f16_gemm_rows_in_one_launch() {
     assert!(matches!(attention[12], Step::Op(Op::LastRows { .. })), "{attention:#?}");
     // The head reads one row: its norm, transform and matmul stay ops.
     assert!(layers[4].iter().all(|s| !matches!(s, Step::RotateF16 { .. } | Step::MatmulF16 { .. })), "{:#?}", layers[4]);
-    let all = hybrid::steps_f16(vec![64], true, true, two);
+    let all = hybrid::steps_f16(vec![64], true, true, two, false);
     assert_eq!(all.iter().filter(|(s, _)| matches!(s, Step::RotateF16 { .. })).count(), 4 * 4);
     // Each step's op index: a transform's is its norm's (or its own), a GEMM's its matmul's.
     let program = crate::qwen35::forward_program(hybrid::dims(), &ids(), vec![64], LogitRows::Last);
@@ -680,7 +681,36 @@ fn prefill_transforms_write_the_f16_gemm_rows_in_one_launch() {
     }
     // No GEMM on f16 rows, or a block the launch does not take: the ops, as before.
     for (f16, rotate) in [(None, true), (two, false)] {
-        let s = hybrid::steps_f16(vec![64], rotate, rotate, f16);
+        let s = hybrid::steps_f16(vec![64], rotate, rotate, f16, true);
         assert!(s.iter().all(|(s, _)| !matches!(s, Step::RotateF16 { .. } | Step::MatmulF16 { .. })), "{f16:?} {rotate}");
+    }
+}
+
+/// A prefill's mixer projections of one rotated row (DeltaNet qkv and z, attention qkv and its
+/// gate) run as one launch where the pair fits; the GEMMs that add or take the SwiGLU stay alone.
+#[test]
+fn prefill_mixer_projections_run_as_one_gemm_launch_where_the_pair_fits() {
+    use hybrid::ids;
+    let two = Some(QuantBits::Two);
+    let layers = hybrid::by_layer_f16(vec![64], true, true, two, true);
+    let l0 = ids().layers[0];
+    let crate::qwen35::MixerIds::Recurrent(r) = l0.mixer else { panic!("layer 0 is a DeltaNet layer") };
+    let delta = &layers[0];
+    assert_eq!(delta[1], Step::MatmulF16Pair { first: (r.qkv, Act::Mixed), second: (r.z, Act::Z) }, "{delta:#?}");
+    assert!(matches!(delta[2], Step::Op(Op::MatmulF32 { x: Act::Xn, .. })), "{delta:#?}");
+    let l3 = ids().layers[3];
+    let crate::qwen35::MixerIds::Attention(a) = l3.mixer else { panic!("layer 3 is an attention layer") };
+    let attention = &layers[3];
+    assert_eq!(attention[1], Step::MatmulF16Pair { first: (a.qkv, Act::Qkv), second: (a.gate, Act::AttnGate) }, "{attention:#?}");
+    // One launch fewer per layer than the unpaired plan.
+    let unpaired = hybrid::by_layer_f16(vec![64], true, true, two, false);
+    assert_eq!((delta.len() + 1, attention.len() + 1), (unpaired[0].len(), unpaired[3].len()));
+    assert_eq!(layers.iter().flatten().filter(|s| matches!(s, Step::MatmulF16Pair { .. })).count(), 4);
+    // The pair's step carries its first matmul's op (the rows of that op).
+    let program = crate::qwen35::forward_program(hybrid::dims(), &ids(), vec![64], LogitRows::Last);
+    for (step, op) in hybrid::steps_f16(vec![64], true, true, two, true) {
+        if let Step::MatmulF16Pair { first, .. } = step {
+            assert!(matches!(program.ops[op], Op::Matmul { w, .. } if w == first.0), "{:?}", program.ops[op]);
+        }
     }
 }

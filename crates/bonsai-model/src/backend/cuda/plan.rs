@@ -176,6 +176,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         v1.bits == v2.bits && v1.k == v2.k && mm::gemv_pair_fits(b.launcher(), v1.bits, v1.k, v1.n, v2.n).unwrap_or(false)
     };
     let f16_rows = |w, rows, epilogue| mm::reads_f16_rows(b.launcher(), &matrix(w), rows, epilogue).ok().flatten();
+    let f16_pair = |w1, w2, rows| mm::f16_pair_fits(b.launcher(), &matrix(w1), &matrix(w2), rows).unwrap_or(false);
     let caps = Caps {
         binary: &binary,
         planes_out_fits: &fits,
@@ -189,6 +190,7 @@ pub(super) fn compile(b: &CudaBackend, program: Program, weights: &Weights<CudaB
         gemv_pair: &gemv_pair,
         f16_rows: &f16_rows,
         rotate_f16: &rotate_planes,
+        f16_pair: &f16_pair,
     };
     let op_rows = program.op_rows();
     let steps: Vec<(Step, usize)> = fuse(&program, &caps).into_iter().map(|(step, op)| (step, op_rows[op])).collect();
@@ -657,6 +659,13 @@ fn run_step(
                 let input = planes.f16_rows.as_ref().ok_or_else(|| BackendError::Device("f16 rows missing from the plan".into()))?;
                 mm::matmul_f16_rows(b.launcher(), &w(m), input, rows, acts.get_mut(y), epilogue).map_err(device_err("matmul"))?;
             }
+            Step::MatmulF16Pair { first: (m1, y1), second: (m2, y2) } => {
+                let input = planes.f16_rows.as_ref().ok_or_else(|| BackendError::Device("f16 rows missing from the plan".into()))?;
+                let ([], [Some(y1), Some(y2)]) = acts.reads_and_writes([], [Some(y1), Some(y2)])? else {
+                    unreachable!("both outputs are asked for")
+                };
+                mm::matmul_pair_f16_rows(b.launcher(), (&w(m1), y1), (&w(m2), y2), input, rows).map_err(device_err("matmul pair"))?;
+            }
             Step::PreparePlanes { x, norm, planes: p } => {
                 mm::prepare_planes_normed(b.launcher(), acts.get(x), norm.map(vector), planes.get_mut(p)?)
                     .map_err(device_err("preparing planes"))?;
@@ -827,6 +836,7 @@ fn step_name(step: &Step) -> String {
         }
         .into(),
         Step::MatmulF16 { epilogue, .. } => format!("gemm on f16 rows {epilogue:?}"),
+        Step::MatmulF16Pair { .. } => "gemm pair on f16 rows".into(),
         Step::RotatePlanes { norm, .. } => match norm {
             None => "hadamard+planes",
             Some(PreNorm::Rms(_)) => "norm+hadamard+planes",
