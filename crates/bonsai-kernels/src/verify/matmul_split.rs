@@ -66,5 +66,10 @@ fn wgmma_split_rows(ctx: &mut Ctx) -> Result<(), VerifyError> {
         let w = random_matrix(ctx, 2 * 37, 1408, ternary);
         gate_up_with(ctx, "wgmma split", w, 40, &kernels)?;
     }
+    // A grid of one whole wave and a tail (cuda_wgmma.rs::tail_split): the wide tile at 64
+    // tokens, 134 row tiles of 128 over 12 groups on 132 SMs: 132 tiles unsplit, the last 2 (one
+    // partly past N) in 2 splits.
+    let w = random_matrix(ctx, 134 * 128 - 40, 1536, true);
+    matmul_with(ctx, "wgmma tail", w, 64, Store::Add, &[MatmulKernel::Gemm(GemmKernel::TensorCoreWgmmaTile(WgmmaTile::Tokens256))])?;
     Ok(())
 }

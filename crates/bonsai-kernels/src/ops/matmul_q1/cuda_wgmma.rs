@@ -56,6 +56,25 @@ fn partial_wave_splits(ctas: usize, groups: usize, sms: usize) -> usize {
     (2..=max).fold(1, |best, s| if cost(s) < cost(best) { s } else { best })
 }
 
+/// The tail of an unsplit grid of `tiles` row tiles x `token_tiles` that fills whole waves on
+/// `sms` SMs and part of one more: Some((the row tiles of the whole waves, the K splits of the
+/// rest)) where splitting the rest pays by the count of [`partial_wave_splits`] (its CTAs in one
+/// wave, each a split of the chain plus the merge), else None. 27B's gate|up at 512 tokens: 544
+/// CTAs on 132 SMs, 4 waves and 16 CTAs: 264 row tiles unsplit, the last 8 (x 2 token tiles) in 3
+/// splits, 48 CTAs of 14 groups instead of a fifth wave of 40.
+fn tail_split(tiles: usize, token_tiles: usize, groups: usize, sms: usize) -> Option<(usize, usize)> {
+    let ctas = tiles * token_tiles;
+    if ctas <= sms || ctas % sms == 0 {
+        return None;
+    }
+    let tail_tiles = (ctas % sms).div_ceil(token_tiles);
+    let tail_ctas = tail_tiles * token_tiles;
+    let max = (sms / tail_ctas).min(groups / QW_MIN_SPLIT_GROUPS).min(QW_MAX_PARTIAL_WAVE_SPLITS);
+    let cost = |s: usize| groups.div_ceil(s) + QW_MERGE_GROUPS_PER_SPLIT * (s - 1);
+    let splits = (2..=max).fold(1, |best, s| if cost(s) < cost(best) { s } else { best });
+    (splits > 1).then_some((tiles - tail_tiles, splits))
+}
+
 /// A CTA tile of the wgmma GEMM (the entry points per matmul; the 64- and 256-token tiles also
 /// have a split-K one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,38 +217,22 @@ pub(crate) fn launch(
     // The 128-token tile has no split entry point: it is chosen only for grids that fill at least
     // half the SMs, which k_splits leaves whole.
     let splits = if tile.splits_k() { k_splits(tiles as usize * token_tiles as usize, groups, sms) } else { 1 };
+    let common = (scales, payload, xh_ptr, unscale_ptr, m_i, y, n_i, k_i);
     if splits > 1 {
-        let split_groups = groups.div_ceil(splits);
-        let splits = groups.div_ceil(split_groups);
-        let split_gemm = gpu.function(&format!("{name}_split"))?;
-        opt_in_shared_memory(op, gpu.stream, split_gemm, smem, "the wgmma GEMM")?;
-        let tile_count = tiles as usize * token_tiles as usize;
-        // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
-        // itself in, and only the CTA counted last reads the partials.
-        let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(splits * tile_count * tile.tokens() / 2 * tile.threads() as usize) }?;
-        // One arrival counter per output tile, zeroed on the stream before the GEMM.
-        let mut counters: CudaSlice<u32> = gpu.stream.alloc_zeros(tile_count)?;
-        let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
-        let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
-        let split_groups_i = as_i32(op, "split_groups", split_groups)?;
-        // A 1-D grid, each tile's splits side by side: CTA c runs split c % splits of tile c / splits.
-        let ctas = u32::try_from(splits * tile_count).map_err(|_| shape(op, "too many CTAs".into()))?;
-        let tiles_i = as_i32(op, "row tiles", tiles as usize)?;
-        let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
-        let mut b = Launch::new(gpu, split_gemm);
-        b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
-        b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i).arg(&tiles_i);
-        // SAFETY: as the unsplit launch below, plus: `_split` takes (partials, tile_counters,
-        // split_groups, row_tiles) after k; its 1-D grid holds ceil(G / split_groups) non-empty
-        // splits of each of the row_tiles x token tiles output tiles, the partials hold splits x
-        // tiles x (BN / 2 accumulators x the tile's threads) f32 and the counters one zeroed u32
-        // per output tile (allocated above for this grid).
-        unsafe { b.launch(cfg) }?;
-        return Ok(());
+        return launch_split(gpu, (op, &name, tile, smem), common, (0, tiles as usize, token_tiles as usize), groups, splits);
     }
+    let tail = if tile.splits_k() { tail_split(tiles as usize, token_tiles as usize, groups, sms) } else { None };
+    let whole_tiles = match tail {
+        Some((whole, splits)) => {
+            let tail_tiles = (whole, tiles as usize - whole, token_tiles as usize);
+            launch_split(gpu, (op, &name, tile, smem), common, tail_tiles, groups, splits)?;
+            whole as u32
+        }
+        None => tiles,
+    };
 
     let cfg = LaunchConfig {
-        grid_dim: (tiles, token_tiles, 1),
+        grid_dim: (whole_tiles, token_tiles, 1),
         block_dim: (tile.threads(), 1, 1),
         shared_mem_bytes: smem as u32,
     };
@@ -240,6 +243,47 @@ pub(crate) fn launch(
     // 16-byte aligned (cp.async), xh / row_unscale hold m x K and m values (prepass), the grid
     // covers every output tile and every token tile of `tile`, the kernel bounds every row and
     // token index by n_out and m, and its shared memory is the ring plus the alignment slack.
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// The `_split` launch of `name` over row tiles `tile0 .. tile0 + row_tiles` x `token_tiles`,
+/// K in `splits` (at most; none empty) of `groups` 128-groups: `common` is the unsplit entry
+/// point's arguments (scales, payload, xh, row_unscale, m, y, n_out, k).
+#[allow(clippy::type_complexity)]
+fn launch_split(
+    gpu: Gpu<'_>,
+    (op, name, tile, smem): (&'static str, &str, WgmmaTile, usize),
+    (scales, payload, xh_ptr, unscale_ptr, m_i, y, n_i, k_i): (u64, u64, u64, u64, i32, u64, i32, i32),
+    (tile0, row_tiles, token_tiles): (usize, usize, usize),
+    groups: usize,
+    splits: usize,
+) -> Result<(), LaunchError> {
+    let split_groups = groups.div_ceil(splits);
+    let splits = groups.div_ceil(split_groups);
+    let split_gemm = gpu.function(&format!("{name}_split"))?;
+    opt_in_shared_memory(op, gpu.stream, split_gemm, smem, "the wgmma GEMM")?;
+    let tile_count = row_tiles * token_tiles;
+    // SAFETY: uninitialised; split z of a tile writes its whole partial tile before it counts
+    // itself in, and only the CTA counted last reads the partials.
+    let mut partials: CudaSlice<f32> = unsafe { gpu.stream.alloc(splits * tile_count * tile.tokens() / 2 * tile.threads() as usize) }?;
+    // One arrival counter per output tile, zeroed on the stream before the GEMM.
+    let mut counters: CudaSlice<u32> = gpu.stream.alloc_zeros(tile_count)?;
+    let (partials_ptr, _g2) = partials.device_ptr_mut(gpu.stream);
+    let (counters_ptr, _g3) = counters.device_ptr_mut(gpu.stream);
+    let split_groups_i = as_i32(op, "split_groups", split_groups)?;
+    // A 1-D grid, each tile's splits side by side: CTA c runs split c % splits of tile c / splits.
+    let ctas = u32::try_from(splits * tile_count).map_err(|_| shape(op, "too many CTAs".into()))?;
+    let (tiles_i, tile0_i) = (as_i32(op, "row tiles", row_tiles)?, as_i32(op, "first row tile", tile0)?);
+    let cfg = LaunchConfig { grid_dim: (ctas, 1, 1), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
+    let mut b = Launch::new(gpu, split_gemm);
+    b.arg(&scales).arg(&payload).arg(&xh_ptr).arg(&unscale_ptr).arg(&m_i).arg(&y).arg(&n_i).arg(&k_i);
+    b.arg(&partials_ptr).arg(&counters_ptr).arg(&split_groups_i).arg(&tiles_i).arg(&tile0_i);
+    // SAFETY: as the unsplit launch in [`launch`], plus: `_split` takes (partials, tile_counters,
+    // split_groups, row_tiles, tile0) after k; its 1-D grid holds ceil(G / split_groups) non-empty
+    // splits of each of the row_tiles x token tiles output tiles (row tiles from tile0 on, within
+    // the matrix's), the partials hold splits x tiles x (BN / 2 accumulators x the tile's
+    // threads) f32 and the counters one zeroed u32 per output tile (allocated above for this grid).
     unsafe { b.launch(cfg) }?;
     Ok(())
 }
@@ -327,6 +371,21 @@ mod tests {
         assert_eq!(pair_tile(132, two, 512, 5120, 1024, 1024), None);
         assert_eq!(pair_tile(132, two, 64, 5120, 10240, 6144), None);
         assert_eq!(pair_tile(132, two, 0, 5120, 10240, 6144), None);
+    }
+
+    /// The tail of a grid past whole waves splits where the count says so.
+    #[test]
+    fn tail_split_spreads_a_small_last_wave() {
+        // 27B gate|up at 512 tokens: 272 wide row tiles x 2, 40 groups.
+        assert_eq!(tail_split(272, 2, 40, 132), Some((264, 3)));
+        // A last wave of 124 CTAs (the qkv | z pair): nothing to spread it over.
+        assert_eq!(tail_split(128, 2, 40, 132), None);
+        // Whole waves, one wave or less, or too few groups: none.
+        assert_eq!(tail_split(132, 2, 40, 132), None);
+        assert_eq!(tail_split(60, 2, 40, 132), None);
+        assert_eq!(tail_split(68, 2, 7, 132), None);
+        // pp2048: 272 x 8 = 2176 CTAs, 64 past 16 waves: 8 row tiles in 2 splits.
+        assert_eq!(tail_split(272, 8, 40, 132), Some((264, 2)));
     }
 
     /// (CTAs, groups, splits) on the H200's 132 SMs, and why.

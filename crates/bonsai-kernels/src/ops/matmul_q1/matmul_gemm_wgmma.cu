@@ -47,12 +47,15 @@
 //
 // Split K (SPLIT = true, `_gemm_wgmma_n64_split`, `_n256_split`): for grids that leave most SMs
 // idle (a batched decode step: one 64-token tile, 16 to 24 weight tiles), a 1-D grid in which CTA
-// c runs split z = c % S of output tile c / S (token tile / row_tiles, row tile % row_tiles, as
-// the unsplit grid's (x, y); S = ceil(G / P) splits of P = split_groups groups, so a tile's
-// splits are neighbours in the grid). Split z runs groups [z P, min((z + 1) P, G)), stores its
-// raw f32 accumulators to `partials`, and the CTA that arrives last at the tile's counter adds
-// the splits' partials in split order (so the result does not depend on the arrival order)
-// before the epilogue.
+// c runs split z = c % S of output tile c / S (token tile / row_tiles, row tile tile0 + (c / S) %
+// row_tiles, as the unsplit grid's (x, y); S = ceil(G / P) splits of P = split_groups groups, so
+// a tile's splits are neighbours in the grid). Split z runs groups [z P, min((z + 1) P, G)),
+// stores its raw f32 accumulators to `partials`, and the CTA that arrives last at the tile's
+// counter adds the splits' partials in split order (so the result does not depend on the arrival
+// order) before the epilogue. `tile0`: the row tiles from there on (a grid's tail, below).
+// The tail of a grid of whole waves and part of one more: the unsplit launch runs the row tiles
+// that fill the whole waves, and a split launch the last row tiles (tile0 the first of them),
+// spreading the part-wave's chains over the SMs.
 // Where a CTA's time is its chain of K groups (about 1.5 us per group whatever the token count:
 // docs/kernel-notes.md, "Batched decode"), S splits cut it S-fold for one extra partial round trip.
 //
@@ -91,7 +94,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
                                            int m, float* __restrict__ y, int n_out, int k,
                                            float* __restrict__ partials = nullptr,
                                            unsigned* __restrict__ tile_counters = nullptr, int split_groups = 0,
-                                           int row_tiles = 0, int pair_tile = -1) {
+                                           int row_tiles = 0, int pair_tile = -1, int tile0 = 0) {
     constexpr int ROWS = 64 * WARPGROUPS, THREADS = 128 * WARPGROUPS, ACC = BN / 2, STEPS = GROUP_SIZE / 16;
     using S = QwStage<BITS, BN, ROWS>;
     // Group it's barrier refills the slot of group it - 2: each warpgroup reaches that barrier
@@ -120,7 +123,7 @@ __device__ __forceinline__ void gemm_wgmma(const u16* __restrict__ scales, const
     const int splits = SPLIT ? (groups + split_groups - 1) / split_groups : 1;
     if constexpr (SPLIT) {
         const int output_tile = blockIdx.x / splits;
-        tile = output_tile % row_tiles;
+        tile = tile0 + output_tile % row_tiles;
         tok0 = output_tile / row_tiles * BN;
         split_id = blockIdx.x % splits;
         g_begin = split_id * split_groups;

@@ -165,10 +165,11 @@ struct PairSecond {
         PREFIX##_gemm_wgmma_n64_split(const u16* scales, const u32* payload, const u16* xh,      \
                        const float* row_unscale, int m, float* y, int n_out, int k,              \
                        float* partials, unsigned* tile_counters, int split_groups,               \
-                       int row_tiles) {                                                          \
+                       int row_tiles, int tile0) {                                               \
         griddep_wait();                                                                          \
         gemm_wgmma<BITS, MODE, 64, 8, true>(scales, payload, xh, row_unscale, m, y, n_out, k,    \
-                                            partials, tile_counters, split_groups, row_tiles);   \
+                                            partials, tile_counters, split_groups, row_tiles,    \
+                                            -1, tile0);                                          \
     }                                                                                            \
     /* the wide tile: 128 weight rows x 256 tokens, 2 warpgroups, 3 stages (the ring's limit) */ \
     extern "C" __global__ void __launch_bounds__(QW_WIDE_THREADS, 1)                             \
@@ -182,12 +183,12 @@ struct PairSecond {
         PREFIX##_gemm_wgmma_n256_split(const u16* scales, const u32* payload, const u16* xh,     \
                        const float* row_unscale, int m, float* y, int n_out, int k,              \
                        float* partials, unsigned* tile_counters, int split_groups,               \
-                       int row_tiles) {                                                          \
+                       int row_tiles, int tile0) {                                               \
         griddep_wait();                                                                          \
         gemm_wgmma<BITS, MODE, 256, 3, true, QW_WIDE_WARPGROUPS>(scales, payload, xh, row_unscale, \
                                                                  m, y, n_out, k, partials,       \
                                                                  tile_counters, split_groups,    \
-                                                                 row_tiles);                     \
+                                                                 row_tiles, -1, tile0);          \
     }
 
 DEFINE_MATMUL_ENTRY_POINTS(matmul_q1, 1, MATMUL_STORE)
