@@ -232,9 +232,8 @@ DEFINE_B1_PAIR_ENTRY_POINT(matmul_q1, 1)
 // Two Store GEMMs of one K on the same f16 rows in one launch (a mixer's projections in a
 // prefill): the grid's row tiles are the first matrix's, then the second's, each CTA computing
 // what the same tile of that matrix's own unsplit launch of this tile computes (bit for bit).
-// Two grids of part of a wave each run as one grid of about whole waves (Bonsai 2's qkv and z at
-// 512 tokens: 160 and 96 CTAs of the wide tile, three chains in a row on 132 SMs, as 256 CTAs
-// in two).
+// Two grids of part of a wave each run as one grid of about whole waves (Bonsai 2's DeltaNet qkv
+// and z at 512 tokens: 160 and 96 CTAs of the wide tile on 132 SMs, as 256 CTAs in two waves).
 #define DEFINE_WGMMA_PAIR_ENTRY_POINTS(PREFIX, BITS)                                             \
     extern "C" __global__ void __launch_bounds__(QW_THREADS, 1)                                  \
         PREFIX##_gemm_wgmma_pair(const u16* scales, const u32* payload, const u16* xh,           \
