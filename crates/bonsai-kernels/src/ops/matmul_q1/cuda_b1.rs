@@ -506,6 +506,14 @@ pub(crate) struct PairArgs {
 // i32: 32 bytes, no padding).
 unsafe impl cudarc::driver::DeviceRepr for PairArgs {}
 
+impl PairArgs {
+    /// The block of the second matrix `(n_out, scales, payload, y)`, whose CTAs start at
+    /// `first_ctas` (the first matrix's CTAs, or row tiles of the GEMM grid's x).
+    pub(crate) fn new(op: &'static str, (n_out, scales, payload, y): (usize, u64, u64, u64), first_ctas: usize) -> Result<Self, LaunchError> {
+        Ok(PairArgs { scales, payload, y, n_out: as_i32(op, "n_out", n_out)?, first_ctas: as_i32(op, "CTAs", first_ctas)? })
+    }
+}
+
 /// The `*_gemv_b1_pair` launch of two one-token Store GEMVs of the same format and K on the same
 /// planes, or None where [`b1_pair_geometry`] finds no one-wave grid for them on this device (the
 /// caller then launches them one by one).
@@ -547,13 +555,7 @@ pub(crate) fn launch_gemv_pair(
     let cfg = launch_config(func, &g)?;
     // b1_pair_geometry's tiles per CTA divide the first matrix's tiles.
     let first_ctas = n_first.div_ceil(TILE_ROWS) / g.tiles_per_cta as usize;
-    let pair = PairArgs {
-        scales: second.1,
-        payload: second.2,
-        y: second.3,
-        n_out: as_i32(op, "n_out", second.0)?,
-        first_ctas: as_i32(op, "CTAs", first_ctas)?,
-    };
+    let pair = PairArgs::new(op, second, first_ctas)?;
     let call = B1Call { bits, n_out: n_first, k, weights_y: (scales, payload, y), planes, norm_eps: None };
     let args = EntryArgs::new(op, &call, &g)?;
     let mut b = Launch::new(gpu, func);

@@ -332,13 +332,7 @@ pub(crate) fn launch_pair(
     let token_tiles = u32::try_from(m.div_ceil(tile.tokens())).ok().filter(|&t| t as usize <= MAX_GRID_Y);
     let token_tiles = token_tiles.ok_or_else(|| shape(op, format!("m = {m} exceeds the grid's y range")))?;
     let (m_i, n_i, k_i) = (as_i32(op, "m", m)?, as_i32(op, "n_out", first.0)?, as_i32(op, "K", k)?);
-    let pair = PairArgs {
-        scales: second.1,
-        payload: second.2,
-        y: second.3,
-        n_out: as_i32(op, "n_out", second.0)?,
-        first_ctas: as_i32(op, "row tiles", first_tiles)?,
-    };
+    let pair = PairArgs::new(op, second, first_tiles)?;
     let cfg = LaunchConfig { grid_dim: (tiles, token_tiles, 1), block_dim: (tile.threads(), 1, 1), shared_mem_bytes: smem as u32 };
     let mut b = Launch::new(gpu, gemm);
     b.arg(&first.1).arg(&first.2).arg(&xh).arg(&unscale).arg(&m_i).arg(&first.3).arg(&n_i).arg(&k_i).arg(&pair);
