@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call 2: main with the pair and the tail launch (.gpu/f, 1f421c8 + docs): verify of the qwen35
+# Call 2: main with the pair and the tail launch (.gpu/f, cf671f1): verify of the qwen35
 # group (all shapes: the pair rows, bit for bit) and the matmul group (small: the tail row), the
 # qwen35-tiny check, the 27B pp512 / pp2048 and a decode step; on an H200 also its 27B figures.
 set -uo pipefail

@@ -559,8 +559,8 @@ fn run_seqs_step(
             let h = dims.hybrid.ok_or_else(|| BackendError::Device("a recurrent op in a program without hybrid dimensions".into()))?;
             let states = seqs.states.as_ref().ok_or_else(|| BackendError::Device("a recurrent op without the state table".into()))?;
             let (conv, alpha, beta, out) = acts.delta_inputs(conv, alpha, beta, out)?;
-            let gates = || gated_delta::DeltaGates { ssm_a: vector(ssm_a), dt_bias: vector(dt_bias) };
-            gated_delta::gated_delta_seqs(b.launcher(), h.delta, conv, alpha, beta, gates(), states, slot, out)
+            let gates = gated_delta::DeltaGates { ssm_a: vector(ssm_a), dt_bias: vector(dt_bias) };
+            gated_delta::gated_delta_seqs(b.launcher(), h.delta, conv, alpha, beta, gates, states, slot, out)
                 .map_err(device_err("gated_delta_seqs"))?;
             for (s, seq) in sequences.iter_mut().enumerate() {
                 let Some(rows) = multi_row(s) else { continue };
