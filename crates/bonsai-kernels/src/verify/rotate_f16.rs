@@ -182,7 +182,8 @@ fn gemm_on_rows(ctx: &mut Ctx, m: usize, bits: QuantBits, epilogue: Epilogue) ->
 /// `matmul_pair_f16_rows` on the fused rows against each matrix's own `matmul_f16_rows`, bit for
 /// bit: the shapes are ones whose own launches run unsplit on the pair's tile (K of 4 groups
 /// never splits; grids of one partial wave that `k_splits` leaves whole), so each CTA's chain is
-/// the same. A device without the pair launch (no wgmma) must refuse it.
+/// the same. A device without the pair launch (no wgmma) must refuse it (the row's label does
+/// not name the instruction: the emulated A100 test asserts that no row does).
 fn gemm_pair_on_rows(ctx: &mut Ctx, m: usize, k: usize, (n1, n2): (usize, usize), bits: QuantBits) -> Result<(), VerifyError> {
     let q2 = bits == QuantBits::Two;
     let (w1, w2) = (random_matrix(ctx, n1, k, q2), random_matrix(ctx, n2, k, q2));
@@ -198,7 +199,7 @@ fn gemm_pair_on_rows(ctx: &mut Ctx, m: usize, k: usize, (n1, n2): (usize, usize)
     let (mut got1, mut got2) = (poisoned(&ctx.stream, m * n1)?, poisoned(&ctx.stream, m * n2)?);
     let pair = launch::matmul::matmul_pair_f16_rows(ctx.gpu(), (&dw1.view(), &mut got1), (&dw2.view(), &mut got2), &rows, m);
     if !launch::matmul::device_has_wgmma(&ctx.stream)? {
-        ctx.record(OP, &format!("{label}: refused without wgmma"), Comparison::holds(pair.is_err()));
+        ctx.record(OP, &format!("{label}: refused where no pair launch runs"), Comparison::holds(pair.is_err()));
         return Ok(());
     }
     pair?;
