@@ -58,8 +58,8 @@ fn partial_wave_splits(ctas: usize, groups: usize, sms: usize) -> usize {
 
 /// The tail of an unsplit grid of `tiles` row tiles x `token_tiles` that fills whole waves on
 /// `sms` SMs and part of one more: Some((the row tiles of the whole waves, the K splits of the
-/// rest)) where splitting the rest pays by the count of [`partial_wave_splits`] (its CTAs in one
-/// wave, each a split of the chain plus the merge), else None. 27B's gate|up at 512 tokens: 544
+/// rest)) where splitting the rest pays by the count of [`partial_wave_splits`] (waves x groups
+/// per split, plus the merge), else None. 27B's gate|up at 512 tokens: 544
 /// CTAs on 132 SMs, 4 waves and 16 CTAs: 264 row tiles unsplit, the last 8 (x 2 token tiles) in 3
 /// splits, 48 CTAs of 14 groups instead of a fifth wave of 40.
 fn tail_split(tiles: usize, token_tiles: usize, groups: usize, sms: usize) -> Option<(usize, usize)> {
@@ -68,10 +68,7 @@ fn tail_split(tiles: usize, token_tiles: usize, groups: usize, sms: usize) -> Op
         return None;
     }
     let tail_tiles = (ctas % sms).div_ceil(token_tiles);
-    let tail_ctas = tail_tiles * token_tiles;
-    let max = (sms / tail_ctas).min(groups / QW_MIN_SPLIT_GROUPS).min(QW_MAX_PARTIAL_WAVE_SPLITS);
-    let cost = |s: usize| groups.div_ceil(s) + QW_MERGE_GROUPS_PER_SPLIT * (s - 1);
-    let splits = (2..=max).fold(1, |best, s| if cost(s) < cost(best) { s } else { best });
+    let splits = partial_wave_splits(tail_tiles * token_tiles, groups, sms);
     (splits > 1).then_some((tiles - tail_tiles, splits))
 }
 
